@@ -1,0 +1,217 @@
+// Package backend is the contract between moat's policy layer and the
+// mechanisms that isolate a command: the resolved, JSON-serialisable Spec,
+// the Backend interface, Capabilities, and the ExitStatus a backend returns.
+//
+// It owns no mechanism and reads no policy file: everything a backend needs
+// to run a command is in the Spec, already resolved (absolute paths, concrete
+// ids, byte counts), so a backend never has to make a policy decision and a
+// Spec can cross a process boundary (the native backend passes it to its init
+// stage on a pipe).
+package backend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// Spec is everything one run needs, resolved. It is produced by the sandbox
+// package's compile step and consumed by a Backend. The zero value is not
+// useful; fields documented as optional may be left zero.
+type Spec struct {
+	// RunID names the run in cgroups, audit events and reports.
+	RunID string `json:"run_id"`
+	// Args is the command line. Args[0] is looked up in the PATH of Env
+	// inside the sandbox when it contains no slash.
+	Args []string `json:"args"`
+	// Env is the complete environment of the command ("NAME=value").
+	Env []string `json:"env"`
+	// Dir is the working directory inside the sandbox.
+	Dir string `json:"dir"`
+	// Hostname is the sandbox's host name (UTS namespace).
+	Hostname string `json:"hostname"`
+	// Mounts build the sandbox's file system view, in order. Parents come
+	// before children; masks come last.
+	Mounts []Mount `json:"mounts"`
+	// User is the identity the command runs as.
+	User Identity `json:"user"`
+	// Limits bound the run's resources.
+	Limits Limits `json:"limits"`
+	// Network describes the sandbox's network. Only NetNone is implemented.
+	Network Network `json:"network"`
+	// MaskPaths are hidden inside /proc (files shown as empty, directories
+	// as empty read-only tmpfs); ReadOnlyPaths are made read-only.
+	MaskPaths     []string `json:"mask_paths"`
+	ReadOnlyPaths []string `json:"read_only_paths"`
+}
+
+// MountKind says what a Mount operation does.
+type MountKind string
+
+// The mount operations a Spec may contain.
+const (
+	// MountBind binds Source (a host path) at Target; ReadOnly makes the
+	// whole subtree read-only. IDMap asks that files owned by the owner of
+	// Source appear owned by the sandbox user (and land owned by that owner
+	// on the host): used for the workspace when the host side runs as root.
+	MountBind MountKind = "bind"
+	// MountTmpfs mounts an empty tmpfs at Target with Options (e.g.
+	// "mode=1777,size=1g").
+	MountTmpfs MountKind = "tmpfs"
+	// MountSymlink creates a symbolic link at Target pointing to Source.
+	MountSymlink MountKind = "symlink"
+	// MountMask hides Target if it exists: a file becomes an empty
+	// unreadable file, a directory an empty read-only tmpfs.
+	MountMask MountKind = "mask"
+	// MountReadOnly re-binds an already mounted Target read-only (used to
+	// protect paths inside a writable workspace).
+	MountReadOnly MountKind = "readonly"
+	// MountProc mounts a fresh procfs for the sandbox's PID namespace.
+	MountProc MountKind = "proc"
+	// MountDev builds a minimal /dev: null, zero, full, random, urandom,
+	// tty, a private devpts, ptmx, shm and the fd symlinks.
+	MountDev MountKind = "dev"
+)
+
+// Mount is one operation in building the sandbox's root.
+type Mount struct {
+	Kind     MountKind `json:"kind"`
+	Source   string    `json:"source,omitempty"`
+	Target   string    `json:"target"`
+	ReadOnly bool      `json:"read_only,omitempty"`
+	Options  string    `json:"options,omitempty"`
+	IDMap    bool      `json:"idmap,omitempty"`
+	// Optional skips the operation when Source (or Target for masks and
+	// read-only re-binds) does not exist, instead of failing the run.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Identity is who the command is, inside and on the host.
+type Identity struct {
+	// UID and GID inside the sandbox (never 0).
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// HostUID and HostGID are the host ids the inside ids map to: the
+	// caller's own ids for an unprivileged caller, a dedicated unprivileged
+	// id when the caller is root.
+	HostUID int `json:"host_uid"`
+	HostGID int `json:"host_gid"`
+}
+
+// Limits bound a run. A zero field means no limit.
+type Limits struct {
+	Wall        time.Duration `json:"wall"`
+	CPUTime     time.Duration `json:"cpu_time"`
+	OpenFiles   uint64        `json:"open_files"`
+	FileSize    uint64        `json:"file_size"`
+	OutputBytes int64         `json:"output_bytes"`
+	MemoryBytes int64         `json:"memory_bytes"`
+	Pids        int64         `json:"pids"`
+	CPUs        float64       `json:"cpus"`
+}
+
+// NetMode is the sandbox's network.
+type NetMode string
+
+// Network modes.
+const (
+	NetNone NetMode = "none"
+)
+
+// Network is the network plan of a run.
+type Network struct {
+	Mode NetMode `json:"mode"`
+}
+
+// Capabilities is what a backend can enforce on this host for this caller.
+// The sandbox package refuses a Spec that asks for more, naming the gap.
+type Capabilities struct {
+	// Memory, Pids and CPU report whether cgroup limits can be applied;
+	// the matching *Why says why not.
+	Memory, Pids, CPU          bool
+	MemoryWhy, PidsWhy, CPUWhy string
+	// CPUAccounting and MemoryAccounting: whether CPU time and peak memory
+	// of the whole sandbox (not only the command) can be measured.
+	Accounting bool
+}
+
+// Stdio is where the command's standard streams go. Nil means /dev/null
+// for Stdin and discard for the outputs. Signals received on Signals are
+// forwarded to the command's process group.
+type Stdio struct {
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Signals <-chan os.Signal
+}
+
+// Backend runs Specs.
+type Backend interface {
+	// Name is a short identifier ("native").
+	Name() string
+	// Capabilities probes what this backend can enforce here.
+	Capabilities() Capabilities
+	// Run runs the Spec to completion. Cancelling ctx kills everything in
+	// the sandbox. It returns an error only when the sandbox could not be
+	// set up or the command could not be started (an *InitError carries
+	// the stage); a command that ran and failed is an ExitStatus.
+	Run(ctx context.Context, spec *Spec, stdio Stdio) (*ExitStatus, error)
+}
+
+// Cause is why a run ended.
+type Cause string
+
+// Causes. A backend reports the most specific one it saw.
+const (
+	CauseExit    Cause = "exit"      // the command exited by itself
+	CauseSignal  Cause = "signal"    // the command died of a signal not caused by a limit
+	CauseTimeout Cause = "timeout"   // the wall-clock limit fired
+	CauseCPU     Cause = "cpu"       // the CPU-time limit fired (SIGXCPU)
+	CauseMemory  Cause = "memory"    // the memory limit fired (OOM kill)
+	CausePids    Cause = "pids"      // the command died after forks were refused
+	CauseOutput  Cause = "output"    // the output limit fired
+	CauseFile    Cause = "file_size" // the file-size limit fired (SIGXFSZ)
+	CauseKilled  Cause = "killed"    // the run was cancelled or killed from outside
+)
+
+// ExitStatus is how a run ended, as seen by the backend.
+type ExitStatus struct {
+	// ExitCode is the command's exit code, or -1 when it died of a signal.
+	ExitCode int
+	// Signal is the signal number that killed the command, 0 if none.
+	Signal int
+	// Cause is why the run ended; LimitsHit lists every limit reached
+	// during the run, even ones the command survived.
+	Cause     Cause
+	LimitsHit []Cause
+	// Wall is the time from start to end; CPU is user+system time of the
+	// sandbox's processes; MaxMemory is peak memory in bytes (cgroup peak
+	// when available, else the largest process's resident set).
+	Wall      time.Duration
+	CPU       time.Duration
+	MaxMemory int64
+	// OutputBytes is how many bytes the command wrote to stdout and stderr.
+	OutputBytes int64
+}
+
+// InitError is a failure while setting up the sandbox, reported by the
+// stage that failed (e.g. "mount /usr", "pivot_root", "exec").
+type InitError struct {
+	Stage string
+	Err   error
+	// Errno is the raw errno when the failure was a system call, else 0.
+	Errno int
+}
+
+func (e *InitError) Error() string { return e.Stage + ": " + e.Err.Error() }
+func (e *InitError) Unwrap() error { return e.Err }
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: the command does not exist inside the sandbox (exit 127).
+	ErrNotFound = errors.New("command not found")
+	// ErrNotExecutable: the command exists but cannot be executed (126).
+	ErrNotExecutable = errors.New("command not executable")
+)

@@ -1,0 +1,407 @@
+package native
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/cgroup"
+)
+
+// Backend is the native Linux backend. The zero value is ready to use.
+type Backend struct {
+	// Exe is the binary re-executed as the sandbox's init; it must call
+	// MaybeInit at the start of main. Empty means the running binary.
+	Exe string
+}
+
+// Name implements backend.Backend.
+func (*Backend) Name() string { return "native" }
+
+// Capabilities implements backend.Backend: cgroup limits are available
+// when this caller can create cgroups with the controller.
+func (*Backend) Capabilities() backend.Capabilities {
+	info := cgroup.Probe()
+	return backend.Capabilities{
+		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
+		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
+		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
+		Accounting: info.Usable["memory"],
+	}
+}
+
+const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
+
+// initCaps are the capabilities init holds, within its own user namespace
+// only, while it builds the root. It drops all of them before the command
+// starts.
+var initCaps = []uintptr{
+	unix.CAP_SYS_ADMIN,  // mount, pivot_root, sethostname
+	unix.CAP_NET_ADMIN,  // bring up loopback
+	unix.CAP_SETPCAP,    // empty the bounding set
+	unix.CAP_SYS_CHROOT, // pivot_root
+}
+
+// run is the host side of one sandbox.
+type run struct {
+	spec   *backend.Spec
+	stdio  backend.Stdio
+	start  time.Time
+	cg     *cgroup.Cgroup
+	cmd    *exec.Cmd
+	killed atomic.Value // backend.Cause the host killed the run for
+	output atomic.Int64
+}
+
+// Run implements backend.Backend.
+func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (*backend.ExitStatus, error) {
+	r := &run{spec: spec, stdio: stdio, start: time.Now()}
+	exe := b.Exe
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	var cleanup []func()
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
+
+	// A cgroup is made for the limits that need one and, when this caller
+	// can, for accounting (peak memory, CPU of every process) and for
+	// killing the whole run at once.
+	lim := spec.Limits
+	needCgroup := lim.MemoryBytes > 0 || lim.Pids > 0 || lim.CPUs > 0
+	if needCgroup || os.Geteuid() == 0 {
+		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
+		if err != nil && needCgroup {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		if err == nil {
+			r.cg = cg
+			cleanup = append(cleanup, func() { cg.Destroy() })
+		}
+	}
+
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("spec pipe: %w", err)
+	}
+	cleanup = append(cleanup, func() { specR.Close(); specW.Close() })
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("status pipe: %w", err)
+	}
+	cleanup = append(cleanup, func() { statR.Close(); statW.Close() })
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	cleanup = append(cleanup, func() { outR.Close(); outW.Close() })
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
+
+	is := initSpec{Spec: spec}
+	extra := []*os.File{specR, statW}
+	if os.Geteuid() == 0 {
+		trees, err := openTrees(spec)
+		if err != nil {
+			return nil, err
+		}
+		cleanup = append(cleanup, func() {
+			for _, f := range trees {
+				f.Close()
+			}
+		})
+		is.Trees = map[int]int{}
+		for i, f := range trees {
+			is.Trees[i] = 3 + len(extra) // ExtraFiles[k] is fd 3+k
+			extra = append(extra, f)
+		}
+	}
+
+	cmd := &exec.Cmd{
+		Path:       exe,
+		Args:       []string{initArg0},
+		Env:        []string{},
+		Stdin:      stdio.Stdin,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		WaitDelay:  time.Second,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: cloneFlags,
+			UidMappings: []syscall.SysProcIDMap{
+				{ContainerID: spec.User.UID, HostID: spec.User.HostUID, Size: 1},
+			},
+			GidMappings: []syscall.SysProcIDMap{
+				{ContainerID: spec.User.GID, HostID: spec.User.HostGID, Size: 1},
+			},
+			GidMappingsEnableSetgroups: false,
+			Credential:                 &syscall.Credential{Uid: uint32(spec.User.UID), Gid: uint32(spec.User.GID), NoSetGroups: true},
+			AmbientCaps:                initCaps,
+			// If moat itself dies, init dies, and with it the whole PID
+			// namespace: nothing outlives the host side.
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if fd, ok := r.cgFD(); ok {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+	}
+	r.cmd = cmd
+
+	// Pdeathsig is tied to the thread that forks: keep this goroutine on
+	// one thread while starting, and that thread stays alive in the
+	// runtime's pool afterwards.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox init: %w", err)
+	}
+	// From here on the run is killed and reaped on every path.
+	specR.Close()
+	statW.Close()
+	outW.Close()
+	errW.Close()
+
+	if r.cg != nil && !cmd.SysProcAttr.UseCgroupFD {
+		if err := r.cg.Add(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("join cgroup: %w", err)
+		}
+	}
+	b2, err := json.Marshal(is)
+	if err == nil {
+		_, err = specW.Write(b2)
+	}
+	specW.Close()
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("send spec to init: %w", err)
+	}
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go r.copyOut(&copies, outR, stdio.Stdout)
+	go r.copyOut(&copies, errR, stdio.Stderr)
+
+	msgs := make(chan message, 4)
+	go readMessages(statR, msgs)
+
+	done := make(chan struct{})
+	go r.watch(ctx, done)
+
+	var exitMsg, errMsg *message
+	for m := range msgs {
+		switch m.Type {
+		case "exit":
+			exitMsg = &m
+		case "error":
+			errMsg = &m
+		}
+	}
+	waitErr := cmd.Wait()
+	close(done)
+	copies.Wait()
+
+	if errMsg != nil {
+		return nil, initError(errMsg)
+	}
+	return r.status(exitMsg, waitErr), nil
+}
+
+func (r *run) cgFD() (int, bool) {
+	if r.cg == nil {
+		return 0, false
+	}
+	return r.cg.UnifiedFD()
+}
+
+// watch enforces the wall clock and cancellation by killing init, which
+// takes the whole PID namespace with it.
+func (r *run) watch(ctx context.Context, done chan struct{}) {
+	var timer <-chan time.Time
+	if w := r.spec.Limits.Wall; w > 0 {
+		t := time.NewTimer(w - time.Since(r.start))
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		select {
+		case s := <-r.stdio.Signals:
+			r.cmd.Process.Signal(s)
+			continue
+		case <-done:
+		case <-timer:
+			r.kill(backend.CauseTimeout)
+		case <-ctx.Done():
+			r.kill(backend.CauseKilled)
+		}
+		return
+	}
+}
+
+// kill ends the run for cause; the first cause wins.
+func (r *run) kill(cause backend.Cause) {
+	r.killed.CompareAndSwap(nil, cause)
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	if r.cg != nil {
+		r.cg.Kill()
+	}
+}
+
+// copyOut copies one output stream, counting both streams together
+// against the output limit; past it, the run is killed.
+func (r *run) copyOut(wg *sync.WaitGroup, src io.Reader, dst io.Writer) {
+	defer wg.Done()
+	if dst == nil {
+		dst = io.Discard
+	}
+	limit := r.spec.Limits.OutputBytes
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			total := r.output.Add(int64(n))
+			if limit > 0 && total > limit {
+				// Write what fits, then stop the run.
+				over := total - limit
+				if keep := int64(n) - over; keep > 0 {
+					dst.Write(buf[:keep])
+				}
+				r.kill(backend.CauseOutput)
+				io.Copy(io.Discard, src)
+				return
+			}
+			dst.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func readMessages(r io.Reader, out chan<- message) {
+	defer close(out)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out <- m
+		}
+	}
+}
+
+func initError(m *message) error {
+	var err error = errors.New(m.Err)
+	if m.Errno != 0 {
+		err = syscall.Errno(m.Errno)
+	}
+	if len(m.Stage) > 5 && m.Stage[:5] == "exec " {
+		switch syscall.Errno(m.Errno) {
+		case syscall.ENOENT:
+			err = fmt.Errorf("%w: %v", backend.ErrNotFound, err)
+		case syscall.EACCES, syscall.ENOEXEC, syscall.EISDIR, syscall.EPERM:
+			err = fmt.Errorf("%w: %v", backend.ErrNotExecutable, err)
+		}
+	}
+	return &backend.InitError{Stage: m.Stage, Err: err, Errno: m.Errno}
+}
+
+// status turns what was seen into an ExitStatus with the cause.
+func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
+	var cgs cgroup.Stats
+	haveCg := false
+	if r.cg != nil {
+		if s, err := r.cg.Stats(); err == nil {
+			cgs, haveCg = s, true
+		}
+	}
+	if exit != nil {
+		ws := syscall.WaitStatus(exit.WaitStatus)
+		if ws.Signaled() {
+			st.Signal = int(ws.Signal())
+		} else {
+			st.ExitCode = ws.ExitStatus()
+		}
+		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
+		st.MaxMemory = exit.MaxRSSKiB * 1024
+	} else if ps := r.cmd.ProcessState; ps != nil {
+		// init died without reporting: killed by the host or the kernel.
+		st.Signal = int(syscall.SIGKILL)
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = int(ws.Signal())
+		}
+	}
+	if haveCg {
+		if cgs.CPUUsageNanos > 0 {
+			st.CPU = time.Duration(cgs.CPUUsageNanos)
+		}
+		if cgs.MemoryPeak > 0 {
+			st.MaxMemory = cgs.MemoryPeak
+		}
+	}
+
+	hit := func(c backend.Cause) { st.LimitsHit = append(st.LimitsHit, c) }
+	if haveCg && cgs.OOMKills > 0 {
+		hit(backend.CauseMemory)
+	}
+	if haveCg && cgs.PidsLimitHits > 0 {
+		hit(backend.CausePids)
+	}
+	cpuHit := st.Signal == int(syscall.SIGXCPU) ||
+		(st.Signal == int(syscall.SIGKILL) && r.spec.Limits.CPUTime > 0 && st.CPU >= r.spec.Limits.CPUTime)
+	if cpuHit {
+		hit(backend.CauseCPU)
+	}
+	if st.Signal == int(syscall.SIGXFSZ) {
+		hit(backend.CauseFile)
+	}
+	killed, _ := r.killed.Load().(backend.Cause)
+	if killed != "" {
+		hit(killed)
+	}
+
+	switch {
+	case killed != "":
+		st.Cause = killed
+	case haveCg && cgs.OOMKills > 0 && st.Signal == int(syscall.SIGKILL):
+		st.Cause = backend.CauseMemory
+	case cpuHit:
+		st.Cause = backend.CauseCPU
+	case st.Signal == int(syscall.SIGXFSZ):
+		st.Cause = backend.CauseFile
+	case haveCg && cgs.PidsLimitHits > 0 && (st.Signal != 0 || st.ExitCode != 0):
+		st.Cause = backend.CausePids
+	case haveCg && cgs.OOMKills > 0 && st.ExitCode != 0:
+		st.Cause = backend.CauseMemory
+	case st.Signal != 0:
+		st.Cause = backend.CauseSignal
+	default:
+		st.Cause = backend.CauseExit
+	}
+	_ = waitErr
+	return st
+}

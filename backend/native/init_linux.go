@@ -1,0 +1,366 @@
+package native
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+)
+
+// IsInit reports whether this process was started as a sandbox's init
+// stage. Programs that use the native backend as a library must call
+// MaybeInit first thing in main (and test binaries in TestMain), because
+// the backend re-executes the running binary to become the sandbox's PID 1.
+func IsInit() bool {
+	return len(os.Args) > 0 && (os.Args[0] == initArg0 || os.Args[0] == usernsArg0)
+}
+
+// MaybeInit runs the init stage and never returns when this process is a
+// sandbox's init; otherwise it returns at once.
+func MaybeInit() {
+	if !IsInit() {
+		return
+	}
+	if os.Args[0] == usernsArg0 {
+		// Only held for its user namespace; the host kills it.
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	runInit()
+}
+
+// stageError is a setup failure inside init, sent to the host as data.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+func fail(stage string, err error) error { return &stageError{stage, err} }
+
+// runInit is PID 1 of the sandbox. It runs as the sandbox user with the
+// capabilities it needs (as ambient capabilities within the new user
+// namespace only), and gives every one of them up before the command runs.
+func runInit() {
+	status := os.NewFile(fdStatus, "status")
+	send := func(m message) {
+		b, _ := json.Marshal(m)
+		status.Write(append(b, '\n'))
+	}
+	if err := initMain(send); err != nil {
+		m := message{Type: "error", Stage: "init", Err: err.Error()}
+		var se *stageError
+		if errors.As(err, &se) {
+			m.Stage = se.stage
+		}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			m.Errno = int(errno)
+		}
+		send(m)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func initMain(send func(message)) error {
+	// Signals for the command may arrive as soon as it exists; catch them
+	// from the start so none kills init by default action before the
+	// forwarder runs. (PID 1 of a namespace only receives signals from
+	// inside that it has handlers for; from the host, all of them.)
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwardedSignals...)
+
+	// The go-ahead: the host writes the Spec only once init is in its
+	// cgroups, so reading it to EOF is the synchronisation point.
+	f := os.NewFile(fdSpec, "spec")
+	var is initSpec
+	if err := json.NewDecoder(f).Decode(&is); err != nil {
+		return fail("read spec", err)
+	}
+	f.Close()
+	spec := is.Spec
+	if spec == nil || len(spec.Args) == 0 {
+		return fail("read spec", errors.New("empty spec"))
+	}
+
+	// The root is built before anything else, while init still holds
+	// CAP_SYS_ADMIN in its user namespace.
+	if err := buildRoot(spec, is.Trees); err != nil {
+		return err
+	}
+	for fd := range treeFDs(is.Trees) {
+		unix.Close(fd)
+	}
+	if spec.Hostname != "" {
+		if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+			return fail("sethostname", err)
+		}
+	}
+	if err := loopbackUp(); err != nil {
+		return fail("loopback up", err)
+	}
+
+	path, err := lookPath(spec.Args[0], spec.Env)
+	if err != nil {
+		return fail("exec "+spec.Args[0], err)
+	}
+
+	// Rlimits are per process and inherited: set them on init, whose own
+	// use of CPU and files is tiny, so the command starts with them.
+	if err := setRlimits(spec.Limits); err != nil {
+		return err
+	}
+
+	// From here on init gives up its power, in this order: it is no longer
+	// dumpable (the command runs as the same uid and must not read init's
+	// memory or open its fds through /proc/1), then every capability goes
+	// (bounding set first, which needs CAP_SETPCAP, then ambient, then the
+	// rest), then no_new_privs so no later exec can gain any back. These
+	// are per-thread attributes, so each is applied to all of init's
+	// threads at once; the command inherits them through fork.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("set non-dumpable", err)
+	}
+	if err := dropCapabilities(); err != nil {
+		return fail("drop capabilities", err)
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return fail("set no_new_privs", err)
+	}
+
+	// setsid: the command gets a session of its own and no controlling
+	// terminal, so TIOCSTI cannot push keystrokes into the caller's shell.
+	// Only fds 0-2 are inherited: every other fd init has, whoever opened
+	// it, is marked close-on-exec here.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail("close inherited fds", err)
+	}
+	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   spec.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fail("exec "+spec.Args[0], err)
+	}
+	send(message{Type: "started", Pid: pid})
+
+	go func() {
+		for s := range sigs {
+			// The command leads its own process group: signal all of it.
+			syscall.Kill(-pid, s.(syscall.Signal))
+		}
+	}()
+
+	ws, err := reap(pid)
+	if err != nil {
+		return fail("wait", err)
+	}
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	send(message{
+		Type:       "exit",
+		WaitStatus: uint32(ws),
+		UserNanos:  ru.Utime.Nano(),
+		SysNanos:   ru.Stime.Nano(),
+		MaxRSSKiB:  ru.Maxrss,
+	})
+	// Returning makes init exit; the kernel then kills every process left
+	// in the PID namespace (daemons, double-forked and setsid-ed children).
+	return nil
+}
+
+// forwardedSignals are passed on to the command's process group.
+var forwardedSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM, unix.SIGUSR1,
+	unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGTSTP, unix.SIGALRM,
+}
+
+// reap waits for every child init has (orphans are re-parented to PID 1)
+// until the command itself has exited, and returns its wait status.
+func reap(pid int) (unix.WaitStatus, error) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if wpid == pid {
+			return ws, nil
+		}
+	}
+}
+
+func treeFDs(m map[int]int) map[int]struct{} {
+	out := make(map[int]struct{}, len(m))
+	for _, fd := range m {
+		out[fd] = struct{}{}
+	}
+	return out
+}
+
+// allThreads runs a per-thread system call on every thread of init.
+// It needs a binary built with CGO_ENABLED=0; with cgo the runtime refuses,
+// and init fails closed rather than leave a thread privileged.
+func allThreads(trap, a1, a2, a3 uintptr) error {
+	_, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3)
+	if errno == syscall.ENOTSUP {
+		return errors.New("cannot change all threads: this binary was built with cgo; build moat with CGO_ENABLED=0")
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func dropCapabilities() error {
+	last := capLast()
+	for c := 0; c <= last; c++ {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("bounding set cap %d: %w", c, err)
+		}
+	}
+	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return fmt.Errorf("clear ambient: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := allThreads(unix.SYS_CAPSET, uintptr(ptr(&hdr)), uintptr(ptr(&data[0])), 0); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+func capLast() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 63
+	}
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &n); err != nil {
+		return 63
+	}
+	return n
+}
+
+func setRlimits(l backend.Limits) error {
+	set := func(name string, res int, v uint64) error {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(res, &cur); err != nil {
+			return fail("rlimit "+name, err)
+		}
+		// An rlimit can only be lowered without CAP_SYS_RESOURCE; a
+		// request above the hard limit is enforced at the (stricter)
+		// hard limit.
+		if v > cur.Max {
+			v = cur.Max
+		}
+		r := unix.Rlimit{Cur: v, Max: v}
+		if res == unix.RLIMIT_CPU && v < cur.Max {
+			// One second of grace between SIGXCPU and SIGKILL lets a
+			// program that handles SIGXCPU report it.
+			r.Max = v + 1
+		}
+		if err := unix.Setrlimit(res, &r); err != nil {
+			return fail("rlimit "+name, err)
+		}
+		return nil
+	}
+	if err := set("core", unix.RLIMIT_CORE, 0); err != nil {
+		return err
+	}
+	if l.CPUTime > 0 {
+		secs := uint64((l.CPUTime + 999_999_999) / 1_000_000_000)
+		if err := set("cpu", unix.RLIMIT_CPU, secs); err != nil {
+			return err
+		}
+	}
+	if l.OpenFiles > 0 {
+		if err := set("open files", unix.RLIMIT_NOFILE, l.OpenFiles); err != nil {
+			return err
+		}
+	}
+	if l.FileSize > 0 {
+		if err := set("file size", unix.RLIMIT_FSIZE, l.FileSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// lookPath finds the command inside the sandbox's root with the PATH of
+// the command's own environment (not init's, which is empty).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, checkExec(name)
+	}
+	pathVar := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		err := checkExec(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && !errors.Is(err, unix.ENOENT) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", unix.ENOENT
+}
+
+func checkExec(p string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return unix.EISDIR
+	}
+	return unix.Access(p, unix.X_OK)
+}

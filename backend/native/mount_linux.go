@@ -1,0 +1,295 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+)
+
+func ptr[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// Paths inside the intermediate root that init builds on (see buildRoot).
+const (
+	oldRoot  = "/oldroot" // the host's root, the source of every bind
+	newRoot  = "/newroot" // the sandbox's root while it is built
+	maskFile = "/mask"    // an empty mode-0 file bound over denied files
+)
+
+// buildRoot builds the sandbox's file system and makes it the root, the
+// way bubblewrap does: a private tmpfs becomes a temporary root with the
+// host's root moved under it at /oldroot, so that every bind source is
+// reachable by path (even one under /tmp, which the sandbox's own /tmp
+// would otherwise hide); the sandbox's root is assembled on a second tmpfs
+// at /newroot from the Spec's ordered operations; then a final
+// pivot_root makes /newroot the root and the old root is detached, so no
+// path leads back to the host's tree.
+func buildRoot(spec *backend.Spec, trees map[int]int) error {
+	// Nothing done here may propagate back to the host's mounts.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fail("make mounts private", err)
+	}
+	base := "/tmp"
+	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+		return fail("mount base tmpfs", err)
+	}
+	for _, d := range []string{base + oldRoot, base + newRoot} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fail("mkdir "+d, err)
+		}
+	}
+	if err := os.WriteFile(base+maskFile, nil, 0); err != nil {
+		return fail("create mask file", err)
+	}
+	if err := unix.PivotRoot(base, base+oldRoot); err != nil {
+		return fail("pivot_root to base", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fail("chdir /", err)
+	}
+	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
+		return fail("mount root tmpfs", err)
+	}
+
+	for i, m := range spec.Mounts {
+		if err := applyMount(i, m, trees); err != nil {
+			return err
+		}
+	}
+	if err := maskProc(spec); err != nil {
+		return err
+	}
+
+	// The final pivot: /newroot becomes "/", and the temporary root (with
+	// the host's root under it) is stacked on top and detached at once.
+	if err := unix.Chdir(newRoot); err != nil {
+		return fail("chdir new root", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fail("pivot_root", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fail("detach old root", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fail("chdir /", err)
+	}
+	// The root tmpfs only holds mount points and symlinks: read-only.
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fail("remount / read-only", err)
+	}
+	dir := spec.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if err := unix.Chdir(dir); err != nil {
+		return fail("chdir "+dir, err)
+	}
+	return nil
+}
+
+func applyMount(i int, m backend.Mount, trees map[int]int) error {
+	target := newRoot + m.Target
+	switch m.Kind {
+	case backend.MountBind:
+		return bindMount(i, m, target, trees)
+	case backend.MountTmpfs:
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return fail("mkdir "+m.Target, err)
+		}
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options); err != nil {
+			return fail("mount tmpfs "+m.Target, err)
+		}
+		if m.ReadOnly {
+			return setAttr(target, unix.MOUNT_ATTR_RDONLY, false, "tmpfs "+m.Target)
+		}
+		return nil
+	case backend.MountSymlink:
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fail("mkdir "+filepath.Dir(m.Target), err)
+		}
+		if err := os.Symlink(m.Source, target); err != nil {
+			return fail("symlink "+m.Target, err)
+		}
+		return nil
+	case backend.MountMask:
+		return mask(target, m.Target)
+	case backend.MountReadOnly:
+		if _, err := os.Lstat(target); err != nil {
+			if m.Optional && errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return fail("protect "+m.Target, err)
+		}
+		if err := unix.Mount(target, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fail("protect "+m.Target, err)
+		}
+		return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true, "protect "+m.Target)
+	case backend.MountProc:
+		if err := os.MkdirAll(target, 0o555); err != nil {
+			return fail("mkdir "+m.Target, err)
+		}
+		if err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fail("mount proc", err)
+		}
+		return nil
+	case backend.MountDev:
+		return buildDev(target)
+	}
+	return fail("mount "+m.Target, fmt.Errorf("unknown mount kind %q", m.Kind))
+}
+
+func bindMount(i int, m backend.Mount, target string, trees map[int]int) error {
+	stage := "bind " + m.Source
+	var st unix.Stat_t
+	fd, fromTree := trees[i]
+	var err error
+	if fromTree {
+		err = unix.Fstat(fd, &st)
+	} else {
+		err = unix.Stat(oldRoot+m.Source, &st)
+	}
+	if err != nil {
+		if m.Optional && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fail(stage, err)
+	}
+	if err := mkTarget(target, st.Mode&unix.S_IFMT == unix.S_IFDIR); err != nil {
+		return fail(stage, err)
+	}
+	if fromTree {
+		// A tree the host opened (and, for the workspace, id-mapped):
+		// move it into place.
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	} else {
+		err = unix.Mount(oldRoot+m.Source, target, "", unix.MS_BIND|unix.MS_REC, "")
+	}
+	if err != nil {
+		return fail(stage, err)
+	}
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if m.ReadOnly {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	return setAttr(target, attr, true, stage)
+}
+
+// mkTarget creates an empty directory or file to mount on.
+func mkTarget(target string, dir bool) error {
+	if dir {
+		return os.MkdirAll(target, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// setAttr adds mount attributes. Adding read-only, nosuid and nodev is
+// always allowed in a user namespace; clearing a flag the host's mount
+// had would be refused by the kernel, which is what we want.
+func setAttr(target string, attr uint64, recursive bool, stage string) error {
+	flags := uint(0)
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, target, flags, &unix.MountAttr{Attr_set: attr}); err != nil {
+		return fail(stage+": set attributes", err)
+	}
+	return nil
+}
+
+// mask hides target: a directory becomes an empty read-only tmpfs, any
+// other file the mode-0 mask file, which the command cannot open.
+func mask(target, name string) error {
+	st, err := os.Lstat(target)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fail("mask "+name, err)
+	}
+	if st.IsDir() {
+		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0000,size=4k"); err != nil {
+			return fail("mask "+name, err)
+		}
+		return nil
+	}
+	if err := unix.Mount(maskFile, target, "", unix.MS_BIND, ""); err != nil {
+		return fail("mask "+name, err)
+	}
+	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, false, "mask "+name)
+}
+
+func maskProc(spec *backend.Spec) error {
+	for _, p := range spec.MaskPaths {
+		if err := mask(newRoot+p, p); err != nil {
+			return err
+		}
+	}
+	for _, p := range spec.ReadOnlyPaths {
+		t := newRoot + p
+		if _, err := os.Lstat(t); err != nil {
+			continue
+		}
+		if err := unix.Mount(t, t, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fail("read-only "+p, err)
+		}
+		if err := setAttr(t, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true, "read-only "+p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildDev makes a minimal /dev. Device nodes cannot be created in a user
+// namespace, so the few harmless ones are bound from the host's /dev.
+func buildDev(target string) error {
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fail("mkdir /dev", err)
+	}
+	if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fail("mount /dev", err)
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		t := target + "/" + d
+		if err := mkTarget(t, false); err != nil {
+			return fail("dev "+d, err)
+		}
+		if err := unix.Mount(oldRoot+"/dev/"+d, t, "", unix.MS_BIND, ""); err != nil {
+			return fail("dev "+d, err)
+		}
+	}
+	if err := os.Mkdir(target+"/pts", 0o755); err != nil {
+		return fail("dev pts", err)
+	}
+	if err := unix.Mount("devpts", target+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fail("mount devpts", err)
+	}
+	if err := os.Mkdir(target+"/shm", 0o755); err != nil {
+		return fail("dev shm", err)
+	}
+	if err := unix.Mount("tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+		return fail("mount /dev/shm", err)
+	}
+	links := [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], target+"/"+l[1]); err != nil {
+			return fail("dev "+l[1], err)
+		}
+	}
+	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false, "dev")
+}

@@ -1,0 +1,66 @@
+package native
+
+import "github.com/moatbox/moat/backend"
+
+// The host side and the init stage talk over two pipes that init inherits
+// as fds 3 and 4 (after stdin, stdout and stderr):
+//
+//	host                                   init (PID 1 in the new namespaces)
+//	 |  start init (clone with namespaces,   |
+//	 |  uid/gid maps written by the runtime) |
+//	 |  join cgroups (v1), open trees        |
+//	 |--- fd 3: Spec as JSON, then EOF ----->|  read until EOF: the go-ahead
+//	 |                                       |  build root, pivot_root, limits,
+//	 |                                       |  drop caps, no_new_privs, exec
+//	 |<-- fd 4: {"type":"started"} ----------|  the command is running
+//	 |    ...                                |  reap, forward signals
+//	 |<-- fd 4: {"type":"exit", ...} --------|  the command ended; init exits
+//	 |                                       |  and the kernel kills what is left
+//	 or, at any point before "started":
+//	 |<-- fd 4: {"type":"error", stage, ...}-|  setup failed; init exits 1
+//
+// Sending the Spec only after the host has put init into its cgroups means
+// nothing the command does can happen outside them. Every message is one
+// JSON object on one line. When init dies without an "exit" message (killed
+// by the host for a limit, or by the kernel), the host decides the cause.
+
+const (
+	fdSpec   = 3 // host -> init: the Spec
+	fdStatus = 4 // init -> host: messages
+)
+
+// initArg0 is argv[0] of the re-executed binary in the init stage.
+const initArg0 = "moat-sandbox-init"
+
+type message struct {
+	Type string `json:"type"` // started | error | exit
+
+	// error
+	Stage string `json:"stage,omitempty"`
+	Err   string `json:"err,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+
+	// started
+	Pid int `json:"pid,omitempty"`
+
+	// exit: the command's raw wait status and the resource usage of every
+	// process init reaped.
+	WaitStatus uint32 `json:"wait_status,omitempty"`
+	UserNanos  int64  `json:"user_ns,omitempty"`
+	SysNanos   int64  `json:"sys_ns,omitempty"`
+	MaxRSSKiB  int64  `json:"maxrss_kib,omitempty"`
+}
+
+// initSpec is what the host sends to init: the Spec plus the host side's
+// decisions about how to realise it.
+type initSpec struct {
+	Spec *backend.Spec `json:"spec"`
+	// Trees maps a mount index to an inherited fd holding a detached mount
+	// tree (open_tree) the host prepared; init moves it into place instead
+	// of binding by path.
+	Trees map[int]int `json:"trees,omitempty"`
+}
+
+// usernsArg0 is argv[0] of a process started only to hold a user namespace
+// for an idmapped mount; MaybeInit makes it wait to be killed.
+const usernsArg0 = "moat-userns-holder"

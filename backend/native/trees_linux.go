@@ -1,0 +1,117 @@
+package native
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+)
+
+// openTrees prepares every bind source as a detached mount tree, for a
+// caller that is root on the host.
+//
+// Why: when moat runs as root, the command (and init) run as a dedicated
+// unprivileged host uid, which cannot even traverse a private directory
+// such as /root on its way to the workspace. Root opens the trees here
+// instead (open_tree with OPEN_TREE_CLONE) and init moves them into place.
+// A tree marked IDMap is also id-mapped (mount_setattr MOUNT_ATTR_IDMAP):
+// files owned by the source's owner appear owned by the sandbox user, and
+// what the command creates lands owned by that owner on the host, while
+// the command's own identity stays unprivileged for every other kernel
+// check (sysctls, signals, set-id bits). Idmapped mounts are the kernel's
+// mechanism for exactly this; the alternative, chown-ing files after the
+// run, would race with the command and touch the user's tree.
+func openTrees(spec *backend.Spec) (map[int]*os.File, error) {
+	trees := map[int]*os.File{}
+	closeAll := func() {
+		for _, f := range trees {
+			f.Close()
+		}
+	}
+	var userns *os.File
+	defer func() {
+		if userns != nil {
+			userns.Close()
+		}
+	}()
+	for i, m := range spec.Mounts {
+		if m.Kind != backend.MountBind {
+			continue
+		}
+		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+		if !m.IDMap {
+			flags |= unix.AT_RECURSIVE
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+		if err != nil {
+			if m.Optional && err == unix.ENOENT {
+				continue
+			}
+			closeAll()
+			return nil, fmt.Errorf("open mount tree %s: %w", m.Source, err)
+		}
+		f := os.NewFile(uintptr(fd), m.Source)
+		trees[i] = f
+		if !m.IDMap {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("stat %s: %w", m.Source, err)
+		}
+		if int(st.Uid) == spec.User.HostUID && int(st.Gid) == spec.User.HostGID {
+			continue
+		}
+		if userns == nil {
+			userns, err = idmapUserns(int(st.Uid), int(st.Gid), spec.User.HostUID, spec.User.HostGID)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("id-map %s: %w", m.Source, err)
+			}
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.Source, st.Uid, st.Gid, spec.User.HostUID, spec.User.HostGID, err)
+		}
+	}
+	return trees, nil
+}
+
+// idmapUserns returns a user namespace that maps uid:gid to hostUID:hostGID,
+// for an idmapped mount. A user namespace is only reachable through a
+// process in it, and Go cannot unshare one in a multithreaded process, so
+// a short-lived child is started in it (this binary, which is killed
+// before its runtime has done anything) and its namespace kept by fd.
+func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{usernsArg0}, &syscall.ProcAttr{
+		Env:   []string{},
+		Files: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd()},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start user namespace holder: %w", err)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	syscall.Kill(pid, syscall.SIGKILL)
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open user namespace: %w", err)
+	}
+	return f, nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// cmdDoctor prints what this host can enforce for this caller, and exits
+// non-zero when the built-in default policy cannot be enforced. Its last
+// check is a real sandbox running /bin/true under the default policy.
+func cmdDoctor(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: moat doctor")
+		return 2
+	}
+	if runtime.GOOS != "linux" {
+		fmt.Fprintf(stdout, "moat run is only supported on Linux (this is %s): nothing here can be enforced\n", runtime.GOOS)
+		return 1
+	}
+	ok := true
+	line := func(status, what, detail string) {
+		fmt.Fprintf(stdout, "%-8s %-28s %s\n", status, what, detail)
+	}
+	uid := os.Geteuid()
+	who := fmt.Sprintf("uid %d", uid)
+	if uid == 0 {
+		who = "root (the command runs as a dedicated unprivileged host uid)"
+	}
+	fmt.Fprintf(stdout, "moat %s, kernel %s, caller %s\n\n", version, hostinfo.Kernel(), who)
+
+	us := hostinfo.UserNamespaces()
+	if us.Usable {
+		line("ok", "user namespaces", us.Detail)
+	} else {
+		ok = false
+		line("MISSING", "user namespaces", us.Detail)
+	}
+	if abi := hostinfo.LandlockABI(); abi > 0 {
+		line("ok", "landlock", fmt.Sprintf("ABI %d", abi))
+	} else {
+		line("absent", "landlock", "not available on this kernel (not enforced by moat yet)")
+	}
+	if hostinfo.Seccomp() {
+		line("ok", "seccomp", "seccomp-bpf filters available")
+	} else {
+		line("absent", "seccomp", "seccomp-bpf not available")
+	}
+
+	info := cgroup.Probe()
+	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if info.Usable[c] {
+			line("ok", "  "+c+" limits", "available to this caller")
+		} else {
+			line("no", "  "+c+" limits", info.Why[c])
+		}
+	}
+	if uid == 0 {
+		fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "  for an ordinary user", ordinaryUserCgroups(info))
+	} else if !info.Usable["memory"] || !info.Usable["pids"] || !info.Usable["cpu"] {
+		fmt.Fprintf(stdout, "\n%s\n", delegationHelp)
+	}
+
+	// The real test: a sandbox under the default policy.
+	dir, err := os.MkdirTemp("", "moat-doctor-")
+	if err != nil {
+		ok = false
+		line("FAIL", "default policy", err.Error())
+	} else {
+		defer os.RemoveAll(dir)
+		p := policy.Default()
+		p.Workspace.Path = dir
+		home, _ := os.UserHomeDir()
+		err := p.Resolve(dir, home)
+		if err == nil {
+			err = p.Validate()
+		}
+		var out bytes.Buffer
+		var rep *sandbox.Report
+		if err == nil {
+			rep, err = sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}},
+				backend.Stdio{Stdout: &out, Stderr: &out})
+		}
+		switch {
+		case err != nil:
+			ok = false
+			line("FAIL", "default policy", "a sandbox could not run: "+err.Error())
+		case rep.ExitCode != 0:
+			ok = false
+			line("FAIL", "default policy", fmt.Sprintf("/bin/true exited %d: %s", rep.ExitCode, strings.TrimSpace(out.String())))
+		default:
+			line("ok", "default policy", fmt.Sprintf("a sandbox ran /bin/true in %.1f ms (namespaces, mounts, limits)", rep.WallSeconds*1000))
+		}
+	}
+	if !ok {
+		fmt.Fprintln(stdout, "\nThe default policy cannot be enforced on this host: see the lines marked MISSING or FAIL.")
+		return 1
+	}
+	return 0
+}
+
+func ordinaryUserCgroups(info cgroup.Info) string {
+	return "none unless delegated: a non-root caller gets only rlimit, wall-clock and output limits;\n" +
+		strings.Repeat(" ", 38) + "memory, pids and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
+}
+
+const delegationHelp = `To give an ordinary user cgroup limits (memory, pids, cpus):
+  cgroup v2 with systemd: run moat inside a delegated scope, e.g.
+      systemd-run --user --scope -p Delegate=yes moat run ...
+  cgroup v1 or no systemd (as root, once per boot, for user alice):
+      for c in memory pids cpu cpuacct; do
+        mkdir -p /sys/fs/cgroup/$c/moat-alice && chown -R alice /sys/fs/cgroup/$c/moat-alice
+      done
+      and start alice's shell inside them (echo $$ > .../moat-alice/cgroup.procs for each).
+  Without delegation, limits.memory/pids/cpus make moat refuse to run unless --allow-degraded.`

@@ -1,0 +1,63 @@
+// Command moat runs a command inside a kernel-enforced sandbox.
+//
+//	moat run [flags] -- CMD [ARGS...]   run CMD under the policy
+//	moat doctor                         what this host can enforce
+//	moat policy show [flags]            the effective policy, as TOML
+//
+// It is thin: flags become a policy, the policy a run, the run a report.
+// Before anything else it checks whether it was re-executed as a
+// sandbox's init stage.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/moatbox/moat/backend/native"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitMoatError is moat's own failure, as with `docker run`.
+const exitMoatError = 125
+
+func main() {
+	native.MaybeInit()
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `moat runs a command inside a kernel-enforced sandbox.
+
+Usage:
+  moat run [flags] -- CMD [ARGS...]   run CMD (default policy: workspace = current directory, no network)
+  moat doctor                         show which protections this host can enforce
+  moat policy show [flags]            print the effective policy as TOML
+  moat version
+
+Run 'moat run --help' for the run flags.
+`
+
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdin, stdout, stderr)
+	case "doctor":
+		return cmdDoctor(args[1:], stdout, stderr)
+	case "policy":
+		return cmdPolicy(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "moat", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, doctor, policy, version)\n", args[0])
+	return 2
+}

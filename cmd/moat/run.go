@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// runFlags are the flags of `moat run` (and `moat policy show`).
+type runFlags struct {
+	fs            *flag.FlagSet
+	policyFile    string
+	workspace     string
+	wsMode        string
+	ro, rw, deny  listFlag
+	env           listFlag
+	net           string
+	jsonOut       bool
+	reportFile    string
+	allowDegraded bool
+	// limits and identity are applied only when given
+	set map[string]string
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// valueFlag records a flag's raw value; it is parsed with the policy's own
+// parsers so flags and files accept the same spellings.
+type valueFlag struct {
+	name string
+	set  map[string]string
+}
+
+func (v valueFlag) String() string     { return "" }
+func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
+
+// limitFlags maps a flag to the policy field it overrides and what it
+// accepts, for help and errors.
+var limitFlags = []struct{ flag, field, help string }{
+	{"wall", "limits.wall", "wall-clock limit (e.g. 90s, 10m, or plain seconds)"},
+	{"cpu-time", "limits.cpu", "CPU-time limit per process (RLIMIT_CPU; e.g. 2s, 5m)"},
+	{"memory", "limits.memory", "memory limit of the whole sandbox (cgroup; e.g. 512M, 2GiB)"},
+	{"pids", "limits.pids", "maximum number of processes (cgroup)"},
+	{"cpus", "limits.cpus", "CPU quota in CPUs (cgroup; e.g. 0.5, 2)"},
+	{"open-files", "limits.open_files", "maximum open files per process (RLIMIT_NOFILE)"},
+	{"file-size", "limits.file_size", "maximum size of a written file (RLIMIT_FSIZE; e.g. 1G)"},
+	{"output", "limits.output", "maximum bytes of stdout+stderr together (e.g. 16M)"},
+	{"uid", "user.uid", "uid of the command inside the sandbox (not 0)"},
+}
+
+func newRunFlags(name string, stderr io.Writer) *runFlags {
+	f := &runFlags{set: map[string]string{}}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.policyFile, "policy", "", "policy file (TOML); default: WORKSPACE/.moat.toml if present, else the built-in policy")
+	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace directory (default: the current directory)")
+	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace mode: direct or readonly")
+	fs.Var(&f.ro, "ro", "extra read-only `PATH` (repeatable)")
+	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
+	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
+	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
+	fs.StringVar(&f.net, "net", "", "network: none (the only mode so far)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
+	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
+	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
+	for _, lf := range limitFlags {
+		fs.Var(valueFlag{lf.field, f.set}, lf.flag, lf.help)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: moat %s [flags] -- CMD [ARGS...]\n\nFlags:\n", name)
+		fs.PrintDefaults()
+	}
+	f.fs = fs
+	return f
+}
+
+// loadPolicy builds the effective policy: the built-in default, overlaid
+// by the policy file, overlaid by the flags; then resolved and validated.
+func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("current directory: %w", err)
+	}
+	home, _ := os.UserHomeDir()
+	ws := cwd
+	if f.workspace != "" {
+		ws, err = filepath.Abs(f.workspace)
+		if err != nil {
+			return nil, err
+		}
+	}
+	var p *policy.Policy
+	switch {
+	case f.policyFile != "":
+		p, err = policy.Load(f.policyFile)
+	default:
+		local := filepath.Join(ws, ".moat.toml")
+		if _, serr := os.Stat(local); serr == nil {
+			fmt.Fprintf(stderr, "moat: using policy %s\n", local)
+			p, err = policy.Load(local)
+		} else {
+			p = policy.Default()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.workspace != "" {
+		p.Workspace.Path = ws
+		p.MarkFlag("workspace.path", "--workspace")
+	}
+	if f.wsMode != "" {
+		p.Workspace.Mode = f.wsMode
+		p.MarkFlag("workspace.mode", "--workspace-mode")
+	}
+	if f.net != "" {
+		p.Network.Mode = f.net
+		p.MarkFlag("network.mode", "--net")
+	}
+	abs := func(list []string) []string {
+		out := make([]string, len(list))
+		for i, v := range list {
+			if strings.HasPrefix(v, "~/") || filepath.IsAbs(v) {
+				out[i] = v
+			} else {
+				out[i] = filepath.Join(cwd, v)
+			}
+		}
+		return out
+	}
+	if len(f.ro) > 0 {
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, abs(f.ro)...)
+		p.MarkFlag("filesystem.read_only", "--ro")
+	}
+	if len(f.rw) > 0 {
+		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, abs(f.rw)...)
+		p.MarkFlag("filesystem.read_write", "--rw")
+	}
+	if len(f.deny) > 0 {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, abs(f.deny)...)
+		p.MarkFlag("filesystem.deny", "--deny")
+	}
+	for _, e := range f.env {
+		if name, val, ok := strings.Cut(e, "="); ok {
+			if p.Env.Set == nil {
+				p.Env.Set = map[string]string{}
+			}
+			p.Env.Set[name] = val
+			p.MarkFlag("env.set."+name, "--env")
+		} else {
+			p.Env.Pass = append(p.Env.Pass, e)
+			p.MarkFlag("env.pass", "--env")
+		}
+	}
+	if err := f.applyValues(p); err != nil {
+		return nil, err
+	}
+	if err := p.Resolve(cwd, home); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// applyValues parses the limit and identity flags with the policy's
+// parsers, so "512M", "1m30s" and plain seconds work as in files.
+func (f *runFlags) applyValues(p *policy.Policy) error {
+	var errs []string
+	for _, lf := range limitFlags {
+		raw, ok := f.set[lf.field]
+		if !ok {
+			continue
+		}
+		p.MarkFlag(lf.field, "--"+lf.flag)
+		bad := func(err error, want string) {
+			errs = append(errs, fmt.Sprintf("flag --%s: invalid value %q: %v (want %s)", lf.flag, raw, err, want))
+		}
+		switch lf.field {
+		case "limits.wall", "limits.cpu":
+			d, err := policy.ParseDuration(raw)
+			if err != nil {
+				bad(err, "a duration such as 90s, 1m30s, or plain seconds")
+				continue
+			}
+			if lf.field == "limits.wall" {
+				p.Limits.Wall = d
+			} else {
+				p.Limits.CPU = d
+			}
+		case "limits.memory", "limits.file_size", "limits.output":
+			s, err := policy.ParseSize(raw)
+			if err != nil {
+				bad(err, "a size such as 512M, 512MiB, 1G, or bytes")
+				continue
+			}
+			switch lf.field {
+			case "limits.memory":
+				p.Limits.Memory = s
+			case "limits.file_size":
+				p.Limits.FileSize = s
+			default:
+				p.Limits.Output = s
+			}
+		case "limits.pids", "limits.open_files", "user.uid":
+			n, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil {
+				bad(errors.Unwrap(err), "a whole number")
+				continue
+			}
+			switch lf.field {
+			case "limits.pids":
+				p.Limits.Pids = n
+			case "limits.open_files":
+				p.Limits.OpenFiles = n
+			default:
+				p.User.UID = int(n)
+			}
+		case "limits.cpus":
+			x, err := strconv.ParseFloat(raw, 64)
+			if err != nil {
+				bad(errors.Unwrap(err), "a number of CPUs such as 0.5 or 2")
+				continue
+			}
+			p.Limits.CPUs = x
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f := newRunFlags("run", stderr)
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitMoatError
+	}
+	cmdline := f.fs.Args()
+	if len(cmdline) == 0 {
+		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
+		return exitMoatError
+	}
+	p, err := f.loadPolicy(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
+
+	// Ctrl-C and termination reach moat (the command has a session of its
+	// own): the first is forwarded, the second kills the sandbox.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	fwd := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		n := 0
+		for s := range sigs {
+			if n++; n >= 2 {
+				cancel()
+				return
+			}
+			fwd <- s
+		}
+	}()
+
+	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
+		Policy:        p,
+		Args:          cmdline,
+		AllowDegraded: f.allowDegraded,
+	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
+
+	for _, d := range rep.Degraded {
+		fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", runErr)
+	} else if rep.Reason != "exit" {
+		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
+	}
+	if f.reportFile != "" {
+		if err := writeReport(f.reportFile, rep); err != nil {
+			fmt.Fprintf(stderr, "moat: write report: %v\n", err)
+		}
+	}
+	if f.jsonOut {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(stdout, "\n%s\n", b)
+	}
+	return rep.ExitCode
+}
+
+// summary is the one-line human account of a run that did not simply end.
+func summary(r *sandbox.Report, p *policy.Policy) string {
+	sig := ""
+	if r.Signal != nil {
+		sig = " (" + *r.Signal + ")"
+	}
+	switch r.Reason {
+	case "timeout":
+		return fmt.Sprintf("killed: wall-clock limit of %s reached (raise with --wall)", p.Limits.Wall)
+	case "cpu":
+		return fmt.Sprintf("killed%s: CPU-time limit of %s reached (raise with --cpu-time)", sig, p.Limits.CPU)
+	case "memory":
+		return fmt.Sprintf("killed%s: memory limit of %s reached (raise with --memory)", sig, p.Limits.Memory)
+	case "pids":
+		return fmt.Sprintf("command failed (exit %d%s) after the process limit of %d refused forks (raise with --pids)", r.ExitCode, sig, p.Limits.Pids)
+	case "output":
+		return fmt.Sprintf("killed: output limit of %s reached (raise with --output)", p.Limits.Output)
+	case "file_size":
+		return fmt.Sprintf("killed%s: file-size limit of %s reached (raise with --file-size)", sig, p.Limits.FileSize)
+	case "killed":
+		return "killed: the run was interrupted"
+	case "signal":
+		return fmt.Sprintf("command died of signal%s", sig)
+	}
+	return "run ended: " + r.Reason
+}
+
+func writeReport(path string, r *sandbox.Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func cmdPolicy(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "show" {
+		fmt.Fprintln(stderr, "usage: moat policy show [run flags]")
+		return 2
+	}
+	f := newRunFlags("policy show", stderr)
+	if err := f.fs.Parse(args[1:]); err != nil {
+		return exitMoatError
+	}
+	p, err := f.loadPolicy(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
+	b, err := p.TOML()
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
+	stdout.Write(b)
+	return 0
+}

@@ -1,0 +1,11 @@
+// Package hostinfo reads what the running kernel offers moat: user
+// namespaces, Landlock, seccomp. It only reads (/proc, /sys and probing
+// system calls that change nothing); deciding what to do about a missing
+// feature belongs to the caller.
+package hostinfo
+
+// UserNS describes whether this caller can create user namespaces.
+type UserNS struct {
+	Usable bool
+	Detail string
+}

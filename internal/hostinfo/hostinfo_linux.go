@@ -1,0 +1,76 @@
+package hostinfo
+
+import (
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kernel is the running kernel's release.
+func Kernel() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+func readInt(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
+}
+
+// UserNamespaces reports the sysctls that can forbid user namespaces. The
+// definitive check is starting a sandbox, which `moat doctor` also does.
+func UserNamespaces() UserNS {
+	if n, ok := readInt("/proc/sys/user/max_user_namespaces"); ok && n == 0 {
+		return UserNS{Detail: "user.max_user_namespaces is 0; set it above 0 (sysctl -w user.max_user_namespaces=15000)"}
+	}
+	if os.Geteuid() != 0 {
+		if n, ok := readInt("/proc/sys/kernel/unprivileged_userns_clone"); ok && n == 0 {
+			return UserNS{Detail: "kernel.unprivileged_userns_clone is 0; enable it (sysctl -w kernel.unprivileged_userns_clone=1) or run moat as root"}
+		}
+		if n, ok := readInt("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); ok && n == 1 {
+			return UserNS{Detail: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1); add an AppArmor profile for moat allowing userns, or run moat as root"}
+		}
+		return UserNS{Usable: true, Detail: "unprivileged user namespaces allowed"}
+	}
+	return UserNS{Usable: true, Detail: "available (caller is root; unprivileged ones: " + unprivilegedState() + ")"}
+}
+
+func unprivilegedState() string {
+	if n, ok := readInt("/proc/sys/kernel/unprivileged_userns_clone"); ok && n == 0 {
+		return "disabled by kernel.unprivileged_userns_clone"
+	}
+	if n, ok := readInt("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); ok && n == 1 {
+		return "restricted by AppArmor"
+	}
+	return "allowed"
+}
+
+// LandlockABI is the kernel's Landlock ABI version, 0 when absent or
+// disabled.
+func LandlockABI() int {
+	const createRulesetVersion = 1
+	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
+	if errno != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+// Seccomp reports whether seccomp filters are available.
+func Seccomp() bool {
+	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat("/proc/sys/kernel/seccomp/actions_avail")
+	return err == nil
+}

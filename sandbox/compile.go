@@ -1,0 +1,221 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+)
+
+// Caller is who is asking for the run, on the host.
+type Caller struct {
+	UID, GID int
+	Home     string   // the caller's home directory, refused as a workspace
+	Environ  []string // the caller's environment, filtered by env.pass
+	Cwd      string   // the working directory, kept when inside the workspace
+}
+
+// CurrentCaller describes this process.
+func CurrentCaller() Caller {
+	home, _ := os.UserHomeDir()
+	cwd, _ := os.Getwd()
+	return Caller{UID: os.Geteuid(), GID: os.Getegid(), Home: home, Environ: os.Environ(), Cwd: cwd}
+}
+
+// procMasked are /proc entries that leak host information or control the
+// host kernel; they are hidden inside. procReadOnly are kernel knobs a
+// namespace owner could otherwise write (e.g. net.* sysctls of its own
+// network namespace).
+var (
+	procMasked = []string{
+		"/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+		"/proc/sched_debug", "/proc/latency_stats", "/proc/sysrq-trigger",
+		"/proc/kallsyms", "/proc/kmsg", "/proc/acpi", "/proc/scsi",
+		"/proc/asound", "/proc/firmware",
+	}
+	procReadOnly = []string{"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"}
+)
+
+// Compile turns a validated, resolved policy and a command line into the
+// backend Spec. It reads the host's file system only to see what exists
+// (symlinked system directories, deny paths), and makes no changes.
+func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.Spec, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command given")
+	}
+	ws := p.Workspace.Path
+	if !filepath.IsAbs(ws) {
+		return nil, fmt.Errorf("workspace %q is not absolute (policy not resolved)", ws)
+	}
+	st, err := os.Stat(ws)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", ws)
+	}
+	if ws == "/" {
+		return nil, fmt.Errorf("workspace is /: it would expose the whole host; run moat from a project directory or pass --workspace DIR")
+	}
+	if c.Home != "" && c.Home != "/" && within(ws, c.Home) {
+		return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
+	}
+	if p.Workspace.Mode == "overlay" {
+		return nil, fmt.Errorf("workspace.mode %q is not supported yet; use direct or readonly", p.Workspace.Mode)
+	}
+	if p.Network.Mode != "" && p.Network.Mode != "none" {
+		return nil, fmt.Errorf("network.mode %q is not supported yet; only \"none\" (no network) is", p.Network.Mode)
+	}
+
+	env := buildEnv(p.Env, c.Environ)
+	home := "/home/agent"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
+			home = filepath.Clean(v)
+		}
+	}
+
+	id := backend.Identity{UID: p.User.UID, GID: p.User.GID, HostUID: c.UID, HostGID: c.GID}
+	root := c.UID == 0
+	if root {
+		// The command must never be host root in disguise.
+		id.HostUID, id.HostGID = p.User.HostUID, p.User.HostGID
+	}
+
+	// Binds and tmpfs mounts, sorted so that parents come before children.
+	var tree []backend.Mount
+	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"})
+	for _, src := range p.Filesystem.ReadOnly {
+		tree = append(tree, systemMount(src))
+	}
+	for _, src := range p.Filesystem.ReadWrite {
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: src, Target: src, IDMap: root})
+	}
+	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
+		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})
+	tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: ws, Target: ws,
+		ReadOnly: p.Workspace.Mode == "readonly", IDMap: root})
+	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
+
+	mounts := tree
+	mounts = append(mounts,
+		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
+		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
+	for _, rel := range p.Workspace.Protect {
+		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: filepath.Join(ws, rel), Optional: true})
+	}
+	for _, d := range p.Filesystem.Deny {
+		for _, t := range denyTargets(d) {
+			mounts = append(mounts, backend.Mount{Kind: backend.MountMask, Target: t})
+		}
+	}
+
+	dir := ws
+	if c.Cwd != "" && within(ws, c.Cwd) {
+		dir = c.Cwd
+	}
+	return &backend.Spec{
+		RunID:         runID,
+		Args:          args,
+		Env:           env,
+		Dir:           dir,
+		Hostname:      "moat",
+		Mounts:        mounts,
+		User:          id,
+		Limits:        limits(p.Limits),
+		Network:       backend.Network{Mode: backend.NetNone},
+		MaskPaths:     procMasked,
+		ReadOnlyPaths: procReadOnly,
+	}, nil
+}
+
+// systemMount is a read-only system path: a symlink on the host (merged
+// /usr: /bin -> usr/bin) is recreated as a symlink, since binding it
+// would bind its target at the wrong place.
+func systemMount(src string) backend.Mount {
+	if fi, err := os.Lstat(src); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if dest, err := os.Readlink(src); err == nil {
+			return backend.Mount{Kind: backend.MountSymlink, Source: dest, Target: src}
+		}
+	}
+	return backend.Mount{Kind: backend.MountBind, Source: src, Target: src, ReadOnly: true, Optional: true}
+}
+
+// denyTargets returns where a denied path must be masked: the path itself
+// and, when it is a symlink on the host, what it points to.
+func denyTargets(p string) []string {
+	out := []string{p}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		out = append(out, real)
+	}
+	return out
+}
+
+func limits(l policy.Limits) backend.Limits {
+	return backend.Limits{
+		Wall:        time.Duration(l.Wall),
+		CPUTime:     time.Duration(l.CPU),
+		OpenFiles:   uint64(l.OpenFiles),
+		FileSize:    uint64(l.FileSize),
+		OutputBytes: int64(l.Output),
+		MemoryBytes: int64(l.Memory),
+		Pids:        l.Pids,
+		CPUs:        l.CPUs,
+	}
+}
+
+// buildEnv keeps only the variables env.pass allows, then applies env.set.
+func buildEnv(e policy.Env, environ []string) []string {
+	vals := map[string]string{}
+	var order []string
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		for _, pat := range e.Pass {
+			if m, _ := path.Match(pat, name); m {
+				if _, seen := vals[name]; !seen {
+					order = append(order, name)
+				}
+				vals[name] = val
+				break
+			}
+		}
+	}
+	setNames := make([]string, 0, len(e.Set))
+	for name := range e.Set {
+		setNames = append(setNames, name)
+	}
+	sort.Strings(setNames)
+	for _, name := range setNames {
+		if _, seen := vals[name]; !seen {
+			order = append(order, name)
+		}
+		vals[name] = e.Set[name]
+	}
+	if _, ok := vals["PATH"]; !ok {
+		order = append(order, "PATH")
+		vals["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	}
+	out := make([]string, 0, len(order))
+	for _, name := range order {
+		out = append(out, name+"="+vals[name])
+	}
+	return out
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }

@@ -1,0 +1,190 @@
+// Package sandbox is moat's library entry point. It compiles a policy and
+// a command line into a backend Spec, checks that the backend can enforce
+// everything the policy asks for on this host (refusing, or with
+// AllowDegraded recording each gap, when it cannot), runs the Spec and
+// returns a Report that says how and why the run ended.
+//
+// It never prints and never exits the process: the CLI does that. Programs
+// embedding moat must call native.MaybeInit first thing in main, because
+// the native backend re-executes the running binary as the sandbox's init.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+)
+
+// Request is one run: a validated and resolved policy and the command.
+type Request struct {
+	Policy *policy.Policy
+	Args   []string
+	// Caller describes who runs it; zero means CurrentCaller().
+	Caller *Caller
+	// AllowDegraded runs even when a limit the policy asks for cannot be
+	// enforced here; each gap is listed in Report.Degraded.
+	AllowDegraded bool
+	// Backend runs the Spec; nil means the native backend.
+	Backend backend.Backend
+}
+
+// Report is how a run ended. It is what `moat run --json` prints.
+type Report struct {
+	RunID   string   `json:"run_id"`
+	Command []string `json:"command"`
+	Backend string   `json:"backend"`
+	// ExitCode is the status moat exits with: the command's own, 128+N
+	// for signal N, 125 for moat's own failure, 126/127 when the command
+	// could not be executed / was not found.
+	ExitCode int `json:"exit_code"`
+	// Signal is the name of the signal that ended the command, or null.
+	Signal *string `json:"signal"`
+	// Reason is why the run ended: exit, signal, timeout, cpu, memory,
+	// pids, output, file_size, killed, or error (moat could not run it).
+	Reason string `json:"reason"`
+	// LimitsHit lists every limit reached during the run, even ones the
+	// command survived (forks refused, say).
+	LimitsHit      []string  `json:"limits_hit"`
+	StartedAt      time.Time `json:"started_at"`
+	WallSeconds    float64   `json:"wall_seconds"`
+	CPUSeconds     float64   `json:"cpu_seconds"`
+	MaxMemoryBytes int64     `json:"max_memory_bytes"`
+	OutputBytes    int64     `json:"output_bytes"`
+	// Degraded lists protections the policy asked for that were not in
+	// force (only with AllowDegraded).
+	Degraded []string `json:"degraded"`
+	// Error and Stage describe a failure to set up or start the run.
+	Error  string         `json:"error,omitempty"`
+	Stage  string         `json:"stage,omitempty"`
+	Policy *policy.Policy `json:"policy"`
+}
+
+// ErrRefused is returned (wrapped) when the host cannot enforce what the
+// policy asks for and degradation was not allowed.
+var ErrRefused = errors.New("refusing to run")
+
+// NewRunID returns a fresh random run id.
+func NewRunID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run compiles and runs req. The returned Report is never nil: when moat
+// itself fails, it says so (Reason "error", ExitCode 125, 126 or 127) and
+// the error is returned as well. Cancelling ctx kills the whole sandbox.
+func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
+	runID := NewRunID()
+	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}}
+	fail := func(err error) (*Report, error) {
+		rep.Error = err.Error()
+		var ie *backend.InitError
+		if errors.As(err, &ie) {
+			rep.Stage = ie.Stage
+		}
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			rep.ExitCode = 127
+		case errors.Is(err, backend.ErrNotExecutable):
+			rep.ExitCode = 126
+		}
+		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
+		return rep, err
+	}
+	caller := CurrentCaller()
+	if req.Caller != nil {
+		caller = *req.Caller
+	}
+	be := req.Backend
+	if be == nil {
+		be = defaultBackend()
+	}
+	if be == nil {
+		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))
+	}
+	rep.Backend = be.Name()
+	spec, err := Compile(req.Policy, req.Args, caller, runID)
+	if err != nil {
+		return fail(err)
+	}
+	degraded, err := checkCapabilities(spec, be.Capabilities(), req.AllowDegraded)
+	rep.Degraded = append(rep.Degraded, degraded...)
+	if err != nil {
+		return fail(err)
+	}
+	st, err := be.Run(ctx, spec, stdio)
+	if err != nil {
+		return fail(err)
+	}
+	rep.Error = ""
+	rep.Reason = string(st.Cause)
+	for _, c := range st.LimitsHit {
+		rep.LimitsHit = append(rep.LimitsHit, string(c))
+	}
+	rep.WallSeconds = st.Wall.Seconds()
+	rep.CPUSeconds = st.CPU.Seconds()
+	rep.MaxMemoryBytes = st.MaxMemory
+	rep.OutputBytes = st.OutputBytes
+	if st.Signal != 0 {
+		name := SignalName(syscall.Signal(st.Signal))
+		rep.Signal = &name
+		rep.ExitCode = 128 + st.Signal
+	} else {
+		rep.ExitCode = st.ExitCode
+	}
+	return rep, nil
+}
+
+// checkCapabilities refuses a Spec that asks for limits the backend cannot
+// enforce here, or, when allowed, drops them and lists each as degraded.
+func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool) ([]string, error) {
+	var gaps []string
+	l := &spec.Limits
+	check := func(asked bool, ok bool, why, what, flag string, drop func()) {
+		if !asked || ok {
+			return
+		}
+		gaps = append(gaps, fmt.Sprintf("%s (%s) not enforced: %s", what, flag, why))
+		drop()
+	}
+	check(l.MemoryBytes > 0, caps.Memory, caps.MemoryWhy, "memory limit", "limits.memory / --memory", func() { l.MemoryBytes = 0 })
+	check(l.Pids > 0, caps.Pids, caps.PidsWhy, "process limit", "limits.pids / --pids", func() { l.Pids = 0 })
+	check(l.CPUs > 0, caps.CPU, caps.CPUWhy, "CPU quota", "limits.cpus / --cpus", func() { l.CPUs = 0 })
+	if len(gaps) > 0 && !allow {
+		msg := ""
+		for _, g := range gaps {
+			msg += "\n  " + g
+		}
+		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for how to delegate cgroups to this user, remove the limit, or pass --allow-degraded to run without it)", ErrRefused, msg)
+	}
+	return gaps, nil
+}
+
+// SignalName is the conventional name of a signal ("SIGKILL").
+func SignalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(s))
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGCHLD: "SIGCHLD", syscall.SIGCONT: "SIGCONT", syscall.SIGSTOP: "SIGSTOP",
+	syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN", syscall.SIGTTOU: "SIGTTOU",
+	syscall.SIGURG: "SIGURG", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
+	syscall.SIGVTALRM: "SIGVTALRM", syscall.SIGPROF: "SIGPROF", syscall.SIGWINCH: "SIGWINCH",
+	syscall.SIGSYS: "SIGSYS",
+}

@@ -1,0 +1,523 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// The native backend re-executes this test binary as the sandbox's init.
+func TestMain(m *testing.M) {
+	native.MaybeInit()
+	os.Exit(m.Run())
+}
+
+type result struct {
+	rep    *sandbox.Report
+	err    error
+	stdout string
+	stderr string
+}
+
+// run runs args in a real sandbox whose workspace is ws, under the default
+// policy changed by edit.
+func run(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	if edit != nil {
+		edit(p)
+	}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args},
+		backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
+}
+
+func sh(t *testing.T, ws string, edit func(*policy.Policy), script string) result {
+	t.Helper()
+	return run(t, ws, edit, "/bin/sh", "-c", script)
+}
+
+func mustExit(t *testing.T, r result, code int) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("run failed: %v\nstderr: %s", r.err, r.stderr)
+	}
+	if r.rep.ExitCode != code {
+		t.Fatalf("exit code %d (reason %s), want %d\nstdout: %s\nstderr: %s", r.rep.ExitCode, r.rep.Reason, code, r.stdout, r.stderr)
+	}
+}
+
+func TestScriptRunsAndExitCodeComesThrough(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, "echo hello from inside; exit 3")
+	mustExit(t, r, 3)
+	if r.stdout != "hello from inside\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	if r.rep.Reason != "exit" || r.rep.Signal != nil {
+		t.Errorf("reason %q signal %v", r.rep.Reason, r.rep.Signal)
+	}
+}
+
+func TestIdentityIsUnprivileged(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `id -u; id -g; cat /proc/self/uid_map; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; hostname`)
+	mustExit(t, r, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 6 || lines[0] != "1000" || lines[1] != "1000" {
+		t.Fatalf("ids: %q", r.stdout)
+	}
+	mapping := strings.Fields(lines[2])
+	wantHost := fmt.Sprint(os.Geteuid())
+	if os.Geteuid() == 0 {
+		wantHost = fmt.Sprint(policy.Default().User.HostUID)
+	}
+	if len(mapping) != 3 || mapping[0] != "1000" || mapping[1] != wantHost || mapping[2] != "1" {
+		t.Errorf("uid_map %q, want 1000 -> %s only", lines[2], wantHost)
+	}
+	if !strings.HasSuffix(lines[3], "0000000000000000") {
+		t.Errorf("command has capabilities: %q", lines[3])
+	}
+	if !strings.HasSuffix(lines[4], "1") {
+		t.Errorf("no_new_privs not set: %q", lines[4])
+	}
+	if lines[5] != "moat" {
+		t.Errorf("hostname %q", lines[5])
+	}
+}
+
+func TestSecretsAreInvisible(t *testing.T) {
+	ws := t.TempDir()
+	// A secret of the caller's outside the workspace, and one inside that
+	// the policy denies.
+	outside := filepath.Join(t.TempDir(), "id_rsa")
+	os.WriteFile(outside, []byte("PRIVATE KEY"), 0o644)
+	inside := filepath.Join(ws, "secret.txt")
+	os.WriteFile(inside, []byte("TOKEN"), 0o644)
+	home, _ := os.UserHomeDir()
+	script := fmt.Sprintf(`
+for f in /etc/shadow /etc/gshadow %s/.ssh/id_rsa %s %s; do
+  if cat "$f" 2>/dev/null; then echo "READ $f"; fi
+done
+ls %s 2>/dev/null && echo "LISTED home"
+true`, home, outside, inside, home)
+	r := sh(t, ws, func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, inside) }, script)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "KEY") || strings.Contains(r.stdout, "TOKEN") || strings.Contains(r.stdout, "LISTED") {
+		t.Errorf("a secret was readable:\n%s", r.stdout)
+	}
+	// The denied file is still there on the host, unchanged.
+	if b, _ := os.ReadFile(inside); string(b) != "TOKEN" {
+		t.Errorf("denied file changed on host: %q", b)
+	}
+}
+
+func TestWritesOutsideWorkspaceFail(t *testing.T) {
+	ws := t.TempDir()
+	home, _ := os.UserHomeDir()
+	targets := []string{"/etc/moat-x", "/usr/moat-x", "/moat-x", home + "/moat-x", "/proc/sys/kernel/hostname", "/proc/sys/net/ipv4/ip_forward"}
+	script := ""
+	for _, f := range targets {
+		script += fmt.Sprintf("if echo 1 > %s 2>/dev/null; then echo WROTE %s; fi\n", f, f)
+	}
+	script += "echo ok > /tmp/scratch && echo tmp-ok\necho data > " + ws + "/out.txt && echo ws-ok\n"
+	r := sh(t, ws, nil, script)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("wrote outside the workspace:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "tmp-ok") || !strings.Contains(r.stdout, "ws-ok") {
+		t.Errorf("could not write to /tmp or the workspace:\n%s%s", r.stdout, r.stderr)
+	}
+	for _, f := range targets[:4] {
+		if _, err := os.Stat(f); err == nil {
+			os.Remove(f)
+			t.Errorf("%s appeared on the host", f)
+		}
+	}
+	// The workspace write persists, owned by the workspace's owner.
+	fi, err := os.Stat(filepath.Join(ws, "out.txt"))
+	if err != nil {
+		t.Fatalf("workspace write did not persist: %v", err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
+		t.Errorf("out.txt owned by %d:%d, want the caller %d:%d", st.Uid, st.Gid, os.Geteuid(), os.Getegid())
+	}
+}
+
+func TestProtectedPathsAreReadOnly(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n"), 0o644)
+	r := sh(t, ws, nil, `
+if echo evil > .git/hooks/pre-commit 2>/dev/null; then echo WROTE-hook; fi
+if echo evil >> .git/config 2>/dev/null; then echo WROTE-config; fi
+echo fine > .git/other && echo other-ok`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "other-ok") {
+		t.Errorf("protect: %s %s", r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/pre-commit")); err == nil {
+		t.Error("hook planted on the host")
+	}
+}
+
+func TestEnvironmentIsScrubbed(t *testing.T) {
+	t.Setenv("API_KEY", "sk-live-123")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "abc")
+	t.Setenv("LC_MOAT_TEST", "kept")
+	ws := t.TempDir()
+	r := run(t, ws, func(p *policy.Policy) { p.Env.Set["EXTRA"] = "set" }, "/usr/bin/env")
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "sk-live-123") || strings.Contains(r.stdout, "AWS_SECRET") {
+		t.Errorf("secret leaked:\n%s", r.stdout)
+	}
+	for _, want := range []string{"LC_MOAT_TEST=kept", "EXTRA=set", "HOME=/home/agent"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %s in\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestCPUTimeLimit(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) { p.Limits.CPU = policy.Duration(time.Second) }, "while :; do :; done")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "cpu" {
+		t.Fatalf("reason %q, want cpu (exit %d signal %v)", r.rep.Reason, r.rep.ExitCode, r.rep.Signal)
+	}
+}
+
+func TestWallClockLimit(t *testing.T) {
+	ws := t.TempDir()
+	start := time.Now()
+	r := sh(t, ws, func(p *policy.Policy) { p.Limits.Wall = policy.Duration(2 * time.Second) }, "sleep 30")
+	took := time.Since(start)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "timeout" || r.rep.ExitCode != 128+9 {
+		t.Fatalf("reason %q exit %d, want timeout", r.rep.Reason, r.rep.ExitCode)
+	}
+	if took > 2500*time.Millisecond {
+		t.Errorf("took %v, want within 2.5s", took)
+	}
+}
+
+func TestOutputLimit(t *testing.T) {
+	ws := t.TempDir()
+	r := run(t, ws, func(p *policy.Policy) { p.Limits.Output = policy.Size(1 << 20) }, "yes")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "output" {
+		t.Fatalf("reason %q, want output", r.rep.Reason)
+	}
+	if len(r.stdout) != 1<<20 {
+		t.Errorf("passed %d bytes, want exactly the limit", len(r.stdout))
+	}
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) { p.Limits.FileSize = policy.Size(1 << 20) }, "head -c 5000000 /dev/zero > big")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "file_size" && r.rep.ExitCode == 0 {
+		t.Fatalf("reason %q exit %d: a 5 MB file was written under a 1 MiB limit", r.rep.Reason, r.rep.ExitCode)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "big")); err == nil && fi.Size() > 1<<20 {
+		t.Errorf("file of %d bytes", fi.Size())
+	}
+}
+
+// cgroupOrSkip skips a test of a cgroup limit where this caller cannot
+// have it, and checks that moat refuses instead.
+func cgroupOrSkip(t *testing.T, ok bool, why string) {
+	t.Helper()
+	if !ok {
+		t.Skipf("cgroup limit not available to uid %d here: %s (TestRefusesUnenforceableLimits covers the refusal)", os.Geteuid(), why)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	caps := (&native.Backend{}).Capabilities()
+	cgroupOrSkip(t, caps.Memory, caps.MemoryWhy)
+	ws := t.TempDir()
+	r := run(t, ws, func(p *policy.Policy) { p.Limits.Memory = policy.Size(100 << 20) },
+		"python3", "-c", "x = []\nwhile True: x.append(bytearray(10<<20))")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "memory" {
+		t.Fatalf("reason %q (exit %d), want memory\n%s", r.rep.Reason, r.rep.ExitCode, r.stderr)
+	}
+}
+
+func TestForkBombIsContained(t *testing.T) {
+	caps := (&native.Backend{}).Capabilities()
+	cgroupOrSkip(t, caps.Pids, caps.PidsWhy)
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Limits.Pids = 64
+		p.Limits.Wall = policy.Duration(5 * time.Second)
+	}, `bomb() { bomb | bomb & }; bomb; sleep 2; exit 1`)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	hit := false
+	for _, l := range r.rep.LimitsHit {
+		hit = hit || l == "pids"
+	}
+	if !hit {
+		t.Errorf("limits_hit %v, want pids (reason %s)", r.rep.LimitsHit, r.rep.Reason)
+	}
+	if r.rep.Reason != "pids" && r.rep.Reason != "timeout" {
+		t.Errorf("reason %q", r.rep.Reason)
+	}
+	// The host can still fork.
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Errorf("host cannot fork after the bomb: %v", err)
+	}
+}
+
+func TestRefusesUnenforceableLimits(t *testing.T) {
+	caps := (&native.Backend{}).Capabilities()
+	if caps.Memory {
+		t.Skip("this caller can enforce memory limits; the refusal path needs one that cannot (CI runs it as a non-root user)")
+	}
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) { p.Limits.Memory = policy.Size(100 << 20) }, "echo SHOULD-NOT-RUN")
+	if !errors.Is(r.err, sandbox.ErrRefused) || r.rep.ExitCode != 125 || strings.Contains(r.stdout, "SHOULD") {
+		t.Fatalf("err %v exit %d stdout %q: want a refusal", r.err, r.rep.ExitCode, r.stdout)
+	}
+	if !strings.Contains(r.err.Error(), "--allow-degraded") {
+		t.Errorf("refusal does not say how to proceed: %v", r.err)
+	}
+}
+
+func TestNoSurvivors(t *testing.T) {
+	ws := t.TempDir()
+	marker := fmt.Sprintf("1000.%d", time.Now().UnixNano()%1000000)
+	r := sh(t, ws, nil, fmt.Sprintf(`setsid nohup sleep %s >/dev/null 2>&1 &
+(sleep %s &) ; sleep 0.2; echo started`, marker, marker))
+	mustExit(t, r, 0)
+	time.Sleep(100 * time.Millisecond)
+	if pids := findProcs("sleep " + marker); len(pids) > 0 {
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Fatalf("processes of the run survived: %v", pids)
+	}
+}
+
+func findProcs(cmdline string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestCancelKillsSandbox(t *testing.T) {
+	ws := t.TempDir()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	p.Resolve(ws, home)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	rep, err := sandbox.Run(ctx, &sandbox.Request{Policy: p, Args: []string{"sleep", "30"}}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reason != "killed" || time.Since(start) > 3*time.Second {
+		t.Fatalf("reason %q after %v", rep.Reason, time.Since(start))
+	}
+}
+
+func TestCommandNotFoundAndNotExecutable(t *testing.T) {
+	ws := t.TempDir()
+	r := run(t, ws, nil, "no-such-command-xyz")
+	if !errors.Is(r.err, backend.ErrNotFound) || r.rep.ExitCode != 127 {
+		t.Errorf("not found: err %v exit %d", r.err, r.rep.ExitCode)
+	}
+	os.WriteFile(filepath.Join(ws, "script"), []byte("#!/bin/sh\necho hi\n"), 0o644)
+	r = run(t, ws, nil, "./script")
+	if !errors.Is(r.err, backend.ErrNotExecutable) || r.rep.ExitCode != 126 {
+		t.Errorf("not executable: err %v exit %d", r.err, r.rep.ExitCode)
+	}
+	var ie *backend.InitError
+	if !errors.As(r.err, &ie) || !strings.HasPrefix(ie.Stage, "exec") {
+		t.Errorf("no init stage in %v", r.err)
+	}
+}
+
+func TestSignalExitCode(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, "kill -TERM $$")
+	if r.err != nil || r.rep.ExitCode != 128+15 || r.rep.Reason != "signal" || r.rep.Signal == nil || *r.rep.Signal != "SIGTERM" {
+		t.Fatalf("err %v exit %d reason %s", r.err, r.rep.ExitCode, r.rep.Reason)
+	}
+}
+
+func TestOnlyLoopbackNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOST-LISTENER\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ws := t.TempDir()
+	r := run(t, ws, nil, "python3", "-c", fmt.Sprintf(`
+import socket, os
+print(sorted(os.listdir('/sys/class/net')) if os.path.exists('/sys/class/net') else 'nosys')
+with open('/proc/net/dev') as f: print([l.split(':')[0].strip() for l in f.readlines()[2:]])
+for host in ['127.0.0.1', '1.1.1.1', '10.0.0.1']:
+    try:
+        s = socket.create_connection((host, %d), timeout=1)
+        print('CONNECTED', host, s.recv(100))
+    except OSError as e:
+        print('refused', host, e.errno)
+`, port))
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "CONNECTED") {
+		t.Errorf("reached the network:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "['lo']") {
+		t.Errorf("interfaces other than lo:\n%s", r.stdout)
+	}
+}
+
+func TestProcIsMasked(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `for f in /proc/kcore /proc/keys /proc/timer_list /proc/sysrq-trigger; do
+  if head -c1 $f >/dev/null 2>&1; then echo "READ $f"; fi; done
+if echo c > /proc/sysrq-trigger 2>/dev/null; then echo WROTE-sysrq; fi
+ls /proc | grep -c '^[0-9]'`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("/proc not masked:\n%s", r.stdout)
+	}
+}
+
+func TestOnlyStdioInherited(t *testing.T) {
+	ws := t.TempDir()
+	r := run(t, ws, nil, "ls", "/proc/self/fd")
+	mustExit(t, r, 0)
+	// ls itself opens one directory fd.
+	if got := strings.Fields(r.stdout); len(got) > 4 {
+		t.Errorf("inherited fds: %v", got)
+	}
+}
+
+// TestNoLeftovers runs many sandboxes, some killed, and checks the host
+// keeps no mount, cgroup or temp directory of any of them.
+func TestNoLeftovers(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	mountsBefore := countLines("/proc/self/mountinfo")
+	tmpBefore := moatTemp()
+	cgBefore := moatCgroups()
+	ws := t.TempDir()
+	for i := 0; i < n; i++ {
+		if i%4 == 3 {
+			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Wall = policy.Duration(50 * time.Millisecond) }, "sleep 10")
+			if r.err != nil || r.rep.Reason != "timeout" {
+				t.Fatalf("run %d: %v %s", i, r.err, r.rep.Reason)
+			}
+			continue
+		}
+		mustExit(t, sh(t, ws, nil, "echo x > f; true"), 0)
+	}
+	if m := countLines("/proc/self/mountinfo"); m != mountsBefore {
+		t.Errorf("host mounts: %d before, %d after", mountsBefore, m)
+	}
+	if tm := moatTemp(); tm != tmpBefore {
+		t.Errorf("temp entries: %d before, %d after", tmpBefore, tm)
+	}
+	if c := moatCgroups(); c != cgBefore {
+		t.Errorf("moat cgroups: %d before, %d after", cgBefore, c)
+	}
+}
+
+func countLines(p string) int {
+	b, _ := os.ReadFile(p)
+	return bytes.Count(b, []byte("\n"))
+}
+
+func moatTemp() int {
+	ents, _ := os.ReadDir(os.TempDir())
+	n := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "moat") {
+			n++
+		}
+	}
+	return n
+}
+
+func moatCgroups() int {
+	n := 0
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), "moat-") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
