@@ -1,0 +1,23 @@
+// Package policy is moat's user-facing policy model: what a run may see,
+// write, reach and spend, as the user wrote it.
+//
+// It owns
+//
+//   - the schema: the Go structs in this package are the source of truth, and
+//     every field documents its default;
+//   - the built-in policy ([Default]), which is the safe choice for every
+//     field;
+//   - parsing TOML ([Load], [Parse]) strictly: an unknown key, a value of the
+//     wrong type or a malformed size or duration is an error naming the file,
+//     the line and the dotted field;
+//   - validation ([Policy.Validate]), which reports every problem at once,
+//     each pointing at the file line or the command-line flag the value came
+//     from ([Policy.MarkFlag]);
+//   - resolution of relative and "~/" paths ([Policy.Resolve]) and rendering of
+//     the effective policy ([Policy.TOML]).
+//
+// It refuses to know anything about the kernel: it makes no system call apart
+// from the single file read in [Load], and it never decides whether the host
+// can enforce a policy. Compiling a Policy into what a backend executes is the
+// sandbox package's job.
+package policy

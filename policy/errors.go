@@ -1,0 +1,166 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+)
+
+// FieldError is one problem with one field of a policy, located where the
+// user can fix it: a line of the policy file or a command-line flag.
+type FieldError struct {
+	File  string // policy file, or "" for flags and the built-in policy
+	Line  int    // 1-based line in File, 0 if unknown
+	Field string // dotted, e.g. "limits.memory", "filesystem.read_only[2]"; "" for syntax errors
+	Flag  string // the flag that set the value, e.g. "--memory"
+	Msg   string
+}
+
+// Error returns "FILE:LINE: FIELD: MSG", "flag --memory: limits.memory: MSG"
+// or "FIELD: MSG", leaving out the parts that are unknown.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.Flag != "":
+		b.WriteString("flag " + e.Flag + ": ")
+	case e.File != "" && e.Line > 0:
+		b.WriteString(e.File + ":" + strconv.Itoa(e.Line) + ": ")
+	case e.File != "":
+		b.WriteString(e.File + ": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in a policy, in file order for parse errors
+// and in field order for validation errors. Parse, Load, Validate and Resolve
+// return it as *Errors.
+type Errors []*FieldError
+
+// Error returns one FieldError per line.
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, fe := range e {
+		lines[i] = fe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the FieldErrors, so errors.As finds a *FieldError.
+func (e Errors) Unwrap() []error {
+	errs := make([]error, len(e))
+	for i, fe := range e {
+		errs[i] = fe
+	}
+	return errs
+}
+
+// errorList collects FieldErrors located by the policy's origins.
+type errorList struct {
+	p    *Policy
+	errs Errors
+}
+
+// add records msg about field, located at the flag or file line the field's
+// value came from.
+func (l *errorList) add(field, msg string) {
+	fe := &FieldError{Field: field, Msg: msg}
+	if flag, ok := l.p.flagFor(field); ok {
+		fe.Flag = flag
+	} else if l.p.Source != "" {
+		fe.File = l.p.Source
+		fe.Line = l.p.lineOf(field)
+	}
+	l.errs = append(l.errs, fe)
+}
+
+// err returns the collected errors as *Errors, or nil if there are none.
+func (l *errorList) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return &l.errs
+}
+
+// flagFor returns the flag that set field or the field containing it.
+func (p *Policy) flagFor(field string) (string, bool) {
+	for f := field; f != ""; f = parentField(f) {
+		if flag, ok := p.flags[f]; ok {
+			return flag, true
+		}
+	}
+	return "", false
+}
+
+// lineOf returns the line field was written on, or the line of the list or
+// table holding it; 0 when the field did not come from the file. It does not
+// climb above a section's fields ("limits.memory" never falls back to the
+// [limits] header), so a default value is never blamed on the file.
+func (p *Policy) lineOf(field string) int {
+	for f := field; strings.Contains(f, "."); f = parentField(f) {
+		if line, ok := p.lines[f]; ok {
+			return line
+		}
+	}
+	if !strings.Contains(field, ".") {
+		return p.lines[field]
+	}
+	return 0
+}
+
+// parentField returns the field containing f: "a.b[2]" -> "a.b",
+// "a.b.c" -> "a.b", "a" -> "". Quoted parts are respected.
+func parentField(f string) string {
+	if strings.HasSuffix(f, "]") {
+		if i := strings.LastIndexByte(f, '['); i > 0 {
+			return f[:i]
+		}
+	}
+	inQuote := false
+	last := -1
+	for i := 0; i < len(f); i++ {
+		switch {
+		case f[i] == '\\' && inQuote:
+			i++
+		case f[i] == '"':
+			inQuote = !inQuote
+		case f[i] == '.' && !inQuote:
+			last = i
+		}
+	}
+	if last < 0 {
+		return ""
+	}
+	return f[:last]
+}
+
+// joinKey appends one key part to a dotted key, quoting it when it is not
+// a bare TOML key.
+func joinKey(prefix, part string) string {
+	if !isBareKey(part) {
+		part = strconv.Quote(part)
+	}
+	if prefix == "" {
+		return part
+	}
+	return prefix + "." + part
+}
+
+func isBareKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func indexKey(prefix string, i int) string {
+	return prefix + "[" + strconv.Itoa(i) + "]"
+}

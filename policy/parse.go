@@ -1,0 +1,398 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// Load reads the policy file at path and parses it with Parse. Errors about
+// the file's content are *Errors; an unreadable file is returned as the
+// *os.PathError from reading it.
+func Load(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse reads the TOML policy document data, named name in errors, over
+// Default(): fields the document does not mention keep their defaults, and
+// a list it gives replaces the default list (env.set is merged instead, see
+// [Env]). The returned policy's Source is name.
+//
+// Parsing is strict: a syntax error, an unknown key, a value of the wrong
+// type and a malformed size or duration are all errors, returned together as
+// *Errors, each naming the line and the field. Parse does not validate the
+// values; call Validate.
+func Parse(name string, data []byte) (*Policy, error) {
+	p := Default()
+	p.Source = name
+
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		return nil, syntaxError(name, err)
+	}
+	lines, err := keyLines(data)
+	if err != nil {
+		return nil, syntaxError(name, err)
+	}
+	p.lines = lines
+
+	d := decoder{errorList{p: p}}
+	d.table("", doc, reflect.ValueOf(p).Elem())
+	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// syntaxError turns an error of go-toml into *Errors.
+func syntaxError(name string, err error) error {
+	fe := &FieldError{File: name, Msg: "syntax error: " + err.Error()}
+	var de *toml.DecodeError
+	var pe *unstable.ParserError
+	switch {
+	case errors.As(err, &de):
+		fe.Line, _ = de.Position()
+		fe.Msg = "syntax error: " + strings.TrimPrefix(de.Error(), "toml: ")
+	case errors.As(err, &pe):
+		fe.Msg = "syntax error: " + pe.Message
+	}
+	return &Errors{fe}
+}
+
+// keyLines maps every dotted key of the document to the line it is written
+// on: table headers, keys, array elements ("a.b[2]") and the keys of inline
+// tables. Arrays of tables are numbered like arrays ("a[0].b").
+func keyLines(data []byte) (map[string]int, error) {
+	lines := make(map[string]int)
+	var p unstable.Parser
+	p.Reset(data)
+	var starts []int // offsets of the lines after the first
+	for i, c := range data {
+		if c == '\n' {
+			starts = append(starts, i+1)
+		}
+	}
+	lineAt := func(r unstable.Range) int {
+		return 1 + sort.SearchInts(starts, int(r.Offset)+1)
+	}
+	record := func(key string, line int) {
+		if _, ok := lines[key]; !ok {
+			lines[key] = line
+		}
+	}
+	// keyParts records every prefix of a dotted key and returns the whole.
+	keyParts := func(prefix string, it unstable.Iterator) (string, int) {
+		key, line := prefix, 0
+		for it.Next() {
+			n := it.Node()
+			line = lineAt(n.Raw)
+			key = joinKey(key, string(n.Data))
+			record(key, line)
+		}
+		return key, line
+	}
+	// value records key and, up to maxDepth levels of arrays and inline
+	// tables deep (a policy needs three: workspace = { protect = [".idea"] }),
+	// the keys inside its value.
+	const maxDepth = 4
+	var value func(key string, n *unstable.Node, line, depth int)
+	value = func(key string, n *unstable.Node, line, depth int) {
+		if n.Raw.Length > 0 {
+			line = lineAt(n.Raw)
+		}
+		record(key, line)
+		if depth == maxDepth {
+			return
+		}
+		switch n.Kind {
+		case unstable.Array:
+			i := 0
+			for it := n.Children(); it.Next(); {
+				if c := it.Node(); c.Kind != unstable.Comment {
+					value(indexKey(key, i), c, line, depth+1)
+					i++
+				}
+			}
+		case unstable.InlineTable:
+			for it := n.Children(); it.Next(); {
+				if kv := it.Node(); kv.Kind == unstable.KeyValue {
+					k, l := keyParts(key, kv.Key())
+					value(k, kv.Value(), l, depth+1)
+				}
+			}
+		}
+	}
+
+	table := ""
+	arrayCount := make(map[string]int)
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table:
+			table, _ = keyParts("", e.Key())
+		case unstable.ArrayTable:
+			k, line := keyParts("", e.Key())
+			table = indexKey(k, arrayCount[k])
+			arrayCount[k]++
+			record(table, line)
+		case unstable.KeyValue:
+			k, line := keyParts(table, e.Key())
+			value(k, e.Value(), line, 0)
+		}
+	}
+	return lines, p.Error()
+}
+
+// decoder assigns a generic TOML document (as decoded into map[string]any)
+// to the fields of a Policy, recording an error for every key it cannot
+// assign and carrying on with the others.
+type decoder struct {
+	errorList
+}
+
+var (
+	sizeType     = reflect.TypeFor[Size]()
+	durationType = reflect.TypeFor[Duration]()
+)
+
+// table assigns the keys of t to the fields of the struct dst, found by
+// their toml tags.
+func (d *decoder) table(key string, t map[string]any, dst reflect.Value) {
+	fields := make(map[string]reflect.Value)
+	var known []string
+	for i := 0; i < dst.NumField(); i++ {
+		tag := dst.Type().Field(i).Tag.Get("toml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = dst.Field(i)
+		known = append(known, tag)
+	}
+	for _, k := range sortedKeys(t) {
+		field := joinKey(key, k)
+		f, ok := fields[k]
+		if !ok {
+			d.add(field, unknownKeyMsg(key, k, known))
+			continue
+		}
+		d.value(field, t[k], f)
+	}
+}
+
+// value assigns the TOML value v to dst, of one of the types used in Policy.
+func (d *decoder) value(key string, v any, dst reflect.Value) {
+	switch dst.Type() {
+	case sizeType:
+		d.size(key, v, dst)
+		return
+	case durationType:
+		d.duration(key, v, dst)
+		return
+	}
+	switch dst.Kind() {
+	case reflect.Struct:
+		t, ok := v.(map[string]any)
+		if !ok {
+			d.add(key, "expected a table, got "+describe(v))
+			return
+		}
+		d.table(key, t, dst)
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			d.add(key, "expected a string, got "+describe(v))
+			return
+		}
+		dst.SetString(s)
+	case reflect.Int, reflect.Int64:
+		n, ok := v.(int64)
+		if !ok {
+			d.add(key, "expected an integer, got "+describe(v))
+			return
+		}
+		dst.SetInt(n)
+	case reflect.Float64:
+		switch n := v.(type) {
+		case int64:
+			dst.SetFloat(float64(n))
+		case float64:
+			dst.SetFloat(n)
+		default:
+			d.add(key, "expected a number, got "+describe(v))
+		}
+	case reflect.Slice:
+		a, ok := v.([]any)
+		if !ok {
+			d.add(key, "expected an array of strings, got "+describe(v))
+			return
+		}
+		list := make([]string, 0, len(a))
+		for i, e := range a {
+			s, ok := e.(string)
+			if !ok {
+				d.add(indexKey(key, i), "expected a string, got "+describe(e))
+				continue
+			}
+			list = append(list, s)
+		}
+		dst.Set(reflect.ValueOf(list))
+	case reflect.Map:
+		t, ok := v.(map[string]any)
+		if !ok {
+			d.add(key, "expected a table of strings, got "+describe(v))
+			return
+		}
+		if dst.IsNil() {
+			dst.Set(reflect.MakeMap(dst.Type()))
+		}
+		for _, k := range sortedKeys(t) {
+			s, ok := t[k].(string)
+			if !ok {
+				d.add(joinKey(key, k), "expected a string, got "+describe(t[k]))
+				continue
+			}
+			dst.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(s))
+		}
+	default:
+		panic(fmt.Sprintf("policy: field %s has unsupported type %s", key, dst.Type()))
+	}
+}
+
+func (d *decoder) size(key string, v any, dst reflect.Value) {
+	switch n := v.(type) {
+	case string:
+		s, err := ParseSize(n)
+		if err != nil {
+			d.add(key, err.Error())
+			return
+		}
+		dst.SetInt(int64(s))
+	case int64:
+		if n < 0 {
+			d.add(key, fmt.Sprintf("invalid size %d: must not be negative", n))
+			return
+		}
+		dst.SetInt(n)
+	default:
+		d.add(key, `expected a size (a number of bytes, or a string such as "512MiB"), got `+describe(v))
+	}
+}
+
+func (d *decoder) duration(key string, v any, dst reflect.Value) {
+	var (
+		dur Duration
+		err error
+	)
+	switch n := v.(type) {
+	case string:
+		dur, err = ParseDuration(n)
+	case int64:
+		if n > math.MaxInt64/int64(time.Second) || n < 0 {
+			dur, err = secondsDuration(float64(n))
+		} else {
+			dur = Duration(n * int64(time.Second))
+		}
+	case float64:
+		dur, err = secondsDuration(n)
+	default:
+		d.add(key, `expected a duration (a number of seconds, or a string such as "90s" or "10m"), got `+describe(v))
+		return
+	}
+	if err != nil {
+		if _, ok := v.(string); !ok {
+			err = fmt.Errorf("invalid duration %v: %w", v, err)
+		}
+		d.add(key, err.Error())
+		return
+	}
+	dst.SetInt(int64(dur))
+}
+
+func unknownKeyMsg(table, key string, known []string) string {
+	where := "at the top level"
+	if table != "" {
+		where = "in [" + table + "]"
+	}
+	msg := "unknown key (known keys " + where + ": " + strings.Join(known, ", ") + ")"
+	if s := closest(key, known); s != "" {
+		msg = "unknown key, did you mean " + s + "? (known keys " + where + ": " + strings.Join(known, ", ") + ")"
+	}
+	return msg
+}
+
+// closest returns the candidate within edit distance 2 of key, if any.
+func closest(key string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if d := editDistance(key, c); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// describe names the TOML type of a decoded value, with the value when short.
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		if len(v) > 40 {
+			return "a string"
+		}
+		return fmt.Sprintf("string %q", v)
+	case int64:
+		return fmt.Sprintf("integer %d", v)
+	case float64:
+		return fmt.Sprintf("float %v", v)
+	case bool:
+		return fmt.Sprintf("boolean %v", v)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	default:
+		return "a date or time"
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,243 @@
+package policy
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Policy is everything a user can say about one run. The zero value is not
+// useful: start from [Default], [Parse] or [Load].
+//
+// A Policy is plain data. Fields may be changed directly (the CLI does so for
+// its flags, calling [Policy.MarkFlag] for each); call [Policy.Validate] and
+// [Policy.Resolve] after the last change.
+type Policy struct {
+	Workspace  Workspace  `toml:"workspace" json:"workspace"`
+	Filesystem Filesystem `toml:"filesystem" json:"filesystem"`
+	Env        Env        `toml:"env" json:"env"`
+	Network    Network    `toml:"network" json:"network"`
+	Limits     Limits     `toml:"limits" json:"limits"`
+	Syscalls   Syscalls   `toml:"syscalls" json:"syscalls"`
+	User       User       `toml:"user" json:"user"`
+
+	// Source is the file the policy was loaded from, as given to Load or
+	// Parse; "" for the built-in default. Relative paths in the policy are
+	// relative to its directory.
+	Source string `toml:"-" json:"source,omitempty"`
+
+	// lines maps a dotted key ("limits.memory", "filesystem.read_only[2]",
+	// "env.set.HOME") to the 1-based line of Source it was written on.
+	lines map[string]int
+	// flags maps a dotted key to the CLI flag that set it.
+	flags map[string]string
+}
+
+// Workspace is the directory the command works on. It is mounted at the same
+// absolute path inside the sandbox.
+type Workspace struct {
+	// Path of the workspace. Default ".": the directory of the policy file,
+	// or the current directory for the built-in policy and for a path given
+	// by a flag. Resolve makes it absolute.
+	Path string `toml:"path" json:"path"`
+	// Mode is how the command sees the workspace. Default "direct".
+	//   direct    the command writes to the real directory
+	//   readonly  the command cannot write to it
+	//   overlay   writes go to a copy-on-write layer, reviewed with moat diff
+	Mode string `toml:"mode" json:"mode"`
+	// Protect lists paths, relative to the workspace, that stay read-only
+	// inside even in direct mode: the files that would let a command plant
+	// code another tool runs later. Default [".git/hooks", ".git/config",
+	// ".gitmodules", ".vscode", ".idea", ".mcp.json", ".envrc", ".moat.toml"].
+	// Absolute entries and entries escaping the workspace are errors.
+	Protect []string `toml:"protect" json:"protect"`
+}
+
+// Workspace modes.
+const (
+	WorkspaceDirect   = "direct"
+	WorkspaceReadOnly = "readonly"
+	WorkspaceOverlay  = "overlay"
+)
+
+// Filesystem is the view of the host outside the workspace. Inside, $HOME is
+// an empty tmpfs and everything not listed here does not exist. Entries must
+// be absolute or start with "~/" (the home directory of the user running
+// moat); Resolve expands "~/".
+type Filesystem struct {
+	// ReadOnly lists host paths visible read-only. Default ["/usr", "/bin",
+	// "/sbin", "/lib", "/lib64", "/etc"].
+	ReadOnly []string `toml:"read_only" json:"read_only"`
+	// ReadWrite lists extra host paths visible and writable, such as
+	// "~/.cache/pip". Default [].
+	ReadWrite []string `toml:"read_write" json:"read_write"`
+	// Deny lists host paths hidden even when under a visible path. Default
+	// ["/etc/shadow", "/etc/gshadow"].
+	Deny []string `toml:"deny" json:"deny"`
+}
+
+// Env is the environment of the command. Nothing of moat's own environment
+// reaches it unless listed in Pass.
+type Env struct {
+	// Pass lists patterns (path.Match syntax, e.g. "LC_*") of variable
+	// names passed through from moat's environment. Default ["PATH", "LANG",
+	// "LC_*", "TERM", "TZ"].
+	Pass []string `toml:"pass" json:"pass"`
+	// Set lists variables set inside, overriding passed ones. Default
+	// {HOME = "/home/agent", USER = "agent"}. Unlike lists, a table given in
+	// a file is merged into the default: keys it does not mention keep their
+	// default values.
+	Set map[string]string `toml:"set" json:"set"`
+}
+
+// Network is what the command can reach.
+type Network struct {
+	// Mode is "none" (no network at all, the default), "allow" (only the
+	// destinations in Allow, through moat's proxy) or "host" (the host's
+	// network, unfiltered).
+	Mode string `toml:"mode" json:"mode"`
+	// Allow lists destinations reachable in allow mode: "host", "*.domain"
+	// or either with ":port". Default [].
+	Allow []string `toml:"allow" json:"allow"`
+	// Deny lists destinations refused even when Allow matches. Default [].
+	Deny []string `toml:"deny" json:"deny"`
+	// AllowCIDRs lists address ranges (e.g. "10.1.2.0/24") reachable even
+	// though private addresses are refused by default. Default [].
+	AllowCIDRs []string `toml:"allow_cidrs" json:"allow_cidrs"`
+}
+
+// Network modes.
+const (
+	NetworkNone  = "none"
+	NetworkAllow = "allow"
+	NetworkHost  = "host"
+)
+
+// Limits bound what one run may spend. A zero value means "no limit". The
+// defaults are only what every host can enforce (rlimits, the wall clock,
+// output); the cgroup limits (Memory, Pids, CPUs) are unset by default, and
+// when set on a host that cannot enforce them, the run is refused.
+type Limits struct {
+	// Wall is the wall-clock time after which the run is killed. Default 10m.
+	Wall Duration `toml:"wall" json:"wall"`
+	// CPU is the CPU time of each process (RLIMIT_CPU). Default 5m.
+	CPU Duration `toml:"cpu" json:"cpu"`
+	// OpenFiles is the maximum number of open files per process
+	// (RLIMIT_NOFILE). Default 4096; at most 1<<20.
+	OpenFiles int64 `toml:"open_files" json:"open_files"`
+	// FileSize is the largest file a process may write (RLIMIT_FSIZE).
+	// Default 1GiB.
+	FileSize Size `toml:"file_size" json:"file_size"`
+	// Output bounds stdout and stderr together; the run is killed when it
+	// writes more. Default 16MiB.
+	Output Size `toml:"output" json:"output"`
+	// Memory is the cgroup memory limit. Default unset; at least 1MiB.
+	Memory Size `toml:"memory" json:"memory"`
+	// Pids is the cgroup limit on the number of processes and threads.
+	// Default unset.
+	Pids int64 `toml:"pids" json:"pids"`
+	// CPUs is the cgroup CPU quota in CPUs, e.g. 1.5. Default unset; at most
+	// 1024.
+	CPUs float64 `toml:"cpus" json:"cpus"`
+	// Disk bounds what a run may write outside the direct workspace (tmpfs
+	// sizes, the overlay's upper layer). Default unset; at least 1MiB.
+	Disk Size `toml:"disk" json:"disk"`
+}
+
+// Syscalls selects the seccomp filter.
+type Syscalls struct {
+	// Profile is "default" (the built-in profile, the default), "strict",
+	// "unconfined" (no filter), or the path of a Docker-format JSON profile,
+	// relative to the policy file's directory.
+	Profile string `toml:"profile" json:"profile"`
+}
+
+// Built-in seccomp profiles.
+const (
+	ProfileDefault    = "default"
+	ProfileStrict     = "strict"
+	ProfileUnconfined = "unconfined"
+)
+
+// User is who the command runs as. It never runs as root, inside or outside.
+type User struct {
+	// UID is the user id inside the sandbox. Default 1000; never 0.
+	UID int `toml:"uid" json:"uid"`
+	// GID is the group id inside the sandbox. Default 1000; never 0.
+	GID int `toml:"gid" json:"gid"`
+	// HostUID is the host user id the command runs as when moat runs as
+	// root. Default 2000000000, an id no account uses; never 0.
+	HostUID int `toml:"host_uid" json:"host_uid"`
+	// HostGID is the host group id, as HostUID. Default 2000000000.
+	HostGID int `toml:"host_gid" json:"host_gid"`
+}
+
+// DefaultHostID is the default host user and group id of the command when
+// moat runs as root: high enough that no account or file on the host owns it.
+const DefaultHostID = 2000000000
+
+// Default returns the built-in policy, every field set to its documented
+// default. Each call returns a new Policy that the caller may modify.
+func Default() *Policy {
+	return &Policy{
+		Workspace: Workspace{
+			Path: ".",
+			Mode: WorkspaceDirect,
+			Protect: []string{".git/hooks", ".git/config", ".gitmodules", ".vscode",
+				".idea", ".mcp.json", ".envrc", ".moat.toml"},
+		},
+		Filesystem: Filesystem{
+			ReadOnly:  []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"},
+			ReadWrite: []string{},
+			Deny:      []string{"/etc/shadow", "/etc/gshadow"},
+		},
+		Env: Env{
+			Pass: []string{"PATH", "LANG", "LC_*", "TERM", "TZ"},
+			Set:  map[string]string{"HOME": "/home/agent", "USER": "agent"},
+		},
+		Network: Network{
+			Mode:       NetworkNone,
+			Allow:      []string{},
+			Deny:       []string{},
+			AllowCIDRs: []string{},
+		},
+		Limits: Limits{
+			Wall:      Duration(10 * time.Minute),
+			CPU:       Duration(5 * time.Minute),
+			OpenFiles: 4096,
+			FileSize:  1 * GiB,
+			Output:    16 * MiB,
+		},
+		Syscalls: Syscalls{Profile: ProfileDefault},
+		User: User{
+			UID:     1000,
+			GID:     1000,
+			HostUID: DefaultHostID,
+			HostGID: DefaultHostID,
+		},
+	}
+}
+
+// MarkFlag records that the dotted field (e.g. "limits.memory") was set by the
+// command-line flag (e.g. "--memory"), so that an error about it, or about an
+// element of it, names the flag rather than a line of the policy file.
+func (p *Policy) MarkFlag(field, flag string) {
+	if p.flags == nil {
+		p.flags = make(map[string]string)
+	}
+	p.flags[field] = flag
+}
+
+// TOML renders the effective policy as a TOML document that Parse reads back
+// to the same policy. Sizes and durations are written in their canonical
+// string forms; zero means unset.
+func (p *Policy) TOML() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := toml.NewEncoder(&buf)
+	enc.SetIndentTables(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

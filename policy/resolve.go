@@ -1,0 +1,83 @@
+package policy
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Resolve makes every path in p absolute and clean, so that the policy no
+// longer depends on where it was read from:
+//
+//   - workspace.path relative to the directory of Source, or to cwd for the
+//     built-in policy and for a path set by a flag (see MarkFlag);
+//   - syscalls.profile, when it names a file, likewise;
+//   - "~" and "~/..." in workspace.path, the filesystem lists and
+//     syscalls.profile expanded with home.
+//
+// cwd must be absolute, and home too when a path uses "~". Resolve does not
+// look at the file system; a relative filesystem entry is an error, as in
+// Validate. Errors are *Errors. Resolving twice changes nothing.
+func (p *Policy) Resolve(cwd, home string) error {
+	l := &errorList{p: p}
+	if !filepath.IsAbs(cwd) {
+		return &Errors{{Msg: fmt.Sprintf("resolve policy: working directory %q is not absolute", cwd)}}
+	}
+	expand := func(field, s string) (string, bool) {
+		if s != "~" && !strings.HasPrefix(s, "~/") {
+			return s, true
+		}
+		if !filepath.IsAbs(home) {
+			l.add(field, fmt.Sprintf("%q needs the home directory, which is unknown (HOME is %q)", s, home))
+			return s, false
+		}
+		return filepath.Join(home, strings.TrimPrefix(s, "~")), true
+	}
+	// base is the directory relative paths in field are relative to.
+	base := func(field string) string {
+		if _, ok := p.flagFor(field); ok || p.Source == "" {
+			return cwd
+		}
+		dir := filepath.Dir(p.Source)
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		return dir
+	}
+
+	if ws, ok := expand("workspace.path", p.Workspace.Path); ok && ws != "" {
+		if !filepath.IsAbs(ws) {
+			ws = filepath.Join(base("workspace.path"), ws)
+		}
+		p.Workspace.Path = filepath.Clean(ws)
+	}
+	for _, list := range []struct {
+		field string
+		paths []string
+	}{
+		{"filesystem.read_only", p.Filesystem.ReadOnly},
+		{"filesystem.read_write", p.Filesystem.ReadWrite},
+		{"filesystem.deny", p.Filesystem.Deny},
+	} {
+		for i, e := range list.paths {
+			field := indexKey(list.field, i)
+			x, ok := expand(field, e)
+			switch {
+			case !ok:
+			case !filepath.IsAbs(x):
+				l.add(field, fmt.Sprintf(`%q is relative; host paths must be absolute or start with "~/"`, e))
+			default:
+				list.paths[i] = filepath.Clean(x)
+			}
+		}
+	}
+	if prof := p.Syscalls.Profile; isProfilePath(prof) {
+		if x, ok := expand("syscalls.profile", prof); ok {
+			if !filepath.IsAbs(x) {
+				x = filepath.Join(base("syscalls.profile"), x)
+			}
+			p.Syscalls.Profile = filepath.Clean(x)
+		}
+	}
+	return l.err()
+}

@@ -1,0 +1,204 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Size is a number of bytes; 0 means unset (no limit).
+//
+// In TOML a Size is an integer (bytes) or a string: a decimal number, possibly
+// with a fraction, followed by an optional unit. Units are binary multiples
+// and case-insensitive: K, M, G and T each with an optional "iB" or "B" suffix
+// (so "64k", "64KB" and "64KiB" are all 65536), and "B" or nothing for bytes.
+type Size int64
+
+// Binary size units.
+const (
+	B   Size = 1
+	KiB      = 1024 * B
+	MiB      = 1024 * KiB
+	GiB      = 1024 * MiB
+	TiB      = 1024 * GiB
+)
+
+var sizeUnits = []struct {
+	letter string
+	mult   Size
+}{{"t", TiB}, {"g", GiB}, {"m", MiB}, {"k", KiB}}
+
+// ParseSize parses a size such as "512MiB", "1.5G", "64k" or "4096". A
+// fraction of the unit is rounded down to whole bytes; a fractional count of
+// bytes, a negative size and a size that does not fit in an int64 are errors.
+func ParseSize(s string) (Size, error) {
+	num, unit := splitNumber(strings.TrimSpace(s))
+	if num == "" {
+		return 0, fmt.Errorf("invalid size %q: want a number of bytes or a number with a unit, such as \"512MiB\" or \"1.5G\"", s)
+	}
+	mult, ok := sizeUnit(unit)
+	if !ok {
+		return 0, fmt.Errorf("invalid size %q: unknown unit %q (units: B, K, M, G, T, optionally written KB or KiB)", s, unit)
+	}
+	if strings.HasPrefix(num, "-") {
+		return 0, fmt.Errorf("invalid size %q: must not be negative", s)
+	}
+	r, ok := new(big.Rat).SetString(num)
+	if !ok {
+		return 0, fmt.Errorf("invalid size %q: malformed number %q", s, num)
+	}
+	r.Mul(r, new(big.Rat).SetInt64(int64(mult)))
+	if mult == B && !r.IsInt() {
+		return 0, fmt.Errorf("invalid size %q: a byte count must be a whole number", s)
+	}
+	n := new(big.Int).Quo(r.Num(), r.Denom())
+	if !n.IsInt64() {
+		return 0, fmt.Errorf("invalid size %q: too large (max %s)", s, Size(math.MaxInt64))
+	}
+	return Size(n.Int64()), nil
+}
+
+// splitNumber splits s into a leading decimal number ("-"? digits ("."
+// digits)?) and the rest. num is "" when s does not start with one.
+func splitNumber(s string) (num, rest string) {
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		frac := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			frac++
+		}
+		if frac == 0 {
+			return "", s
+		}
+	}
+	if digits == 0 {
+		return "", s
+	}
+	return strings.TrimPrefix(s[:i], "+"), strings.TrimSpace(s[i:])
+}
+
+func sizeUnit(unit string) (Size, bool) {
+	u := strings.ToLower(unit)
+	if u == "" || u == "b" {
+		return B, true
+	}
+	for _, su := range sizeUnits {
+		if u == su.letter || u == su.letter+"b" || u == su.letter+"ib" {
+			return su.mult, true
+		}
+	}
+	return 0, false
+}
+
+// String returns the size in the largest binary unit that represents it
+// exactly: "512MiB", "1GiB", "1000B", "0B".
+func (s Size) String() string {
+	if s != 0 {
+		for _, su := range sizeUnits {
+			if s%su.mult == 0 {
+				return strconv.FormatInt(int64(s/su.mult), 10) + strings.ToUpper(su.letter) + "iB"
+			}
+		}
+	}
+	return strconv.FormatInt(int64(s), 10) + "B"
+}
+
+// MarshalText implements encoding.TextMarshaler with the String form.
+func (s Size) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseSize.
+func (s *Size) UnmarshalText(b []byte) error {
+	v, err := ParseSize(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// Duration is a length of time; 0 means unset (no limit).
+//
+// In TOML a Duration is a string in Go syntax ("90s", "1m30s", "10m"), a
+// string holding a number of seconds ("30", "2.5"), or an integer or float
+// number of seconds.
+type Duration time.Duration
+
+var errNegativeDuration = errors.New("must not be negative")
+
+// ParseDuration parses a duration in Go syntax ("1m30s") or a plain number of
+// seconds ("30", "2.5"). Negative durations are errors.
+func ParseDuration(s string) (Duration, error) {
+	t := strings.TrimSpace(s)
+	if num, rest := splitNumber(t); num != "" && rest == "" {
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q: %v", s, err)
+		}
+		d, err := secondsDuration(f)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q: %w", s, err)
+		}
+		return d, nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want Go syntax such as \"90s\", \"1m30s\" or \"2h\", or a number of seconds", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: %w", s, errNegativeDuration)
+	}
+	return Duration(d), nil
+}
+
+// secondsDuration converts a number of seconds to a Duration.
+func secondsDuration(sec float64) (Duration, error) {
+	switch {
+	case math.IsNaN(sec) || math.IsInf(sec, 0):
+		return 0, errors.New("not a number of seconds")
+	case sec < 0:
+		return 0, errNegativeDuration
+	case sec*float64(time.Second) >= math.MaxInt64:
+		return 0, fmt.Errorf("too long (max %s)", Duration(math.MaxInt64))
+	}
+	return Duration(math.Round(sec * float64(time.Second))), nil
+}
+
+// String returns the duration in Go syntax without trailing zero units:
+// "10m", "1m30s", "1h", "1.5s", "0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// MarshalText implements encoding.TextMarshaler with the String form.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseDuration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}

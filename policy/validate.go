@@ -1,0 +1,254 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Bounds on limits: values beyond them are mistakes, not policies.
+const (
+	maxOpenFiles = 1 << 20 // the kernel's default fs.nr_open
+	maxPids      = 1 << 22 // PID_MAX_LIMIT on 64-bit Linux
+	maxCPUs      = 1024
+	minMemory    = MiB // below this a cgroup kills the command before it starts
+	minDisk      = MiB
+	maxID        = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
+)
+
+// Validate checks every field of p and returns all the problems found as
+// *Errors, each naming the file line or flag the value came from, and saying
+// what is allowed. It returns nil when p is valid.
+func (p *Policy) Validate() error {
+	l := &errorList{p: p}
+	p.validateWorkspace(l)
+	p.validateFilesystem(l)
+	p.validateEnv(l)
+	p.validateNetwork(l)
+	p.validateLimits(l)
+	p.validateSyscalls(l)
+	p.validateUser(l)
+	return l.err()
+}
+
+func (p *Policy) validateWorkspace(l *errorList) {
+	w := p.Workspace
+	if w.Path == "" {
+		l.add("workspace.path", `must not be empty (use "." for the policy file's directory)`)
+	} else if strings.ContainsRune(w.Path, 0) {
+		l.add("workspace.path", "must not contain a NUL byte")
+	}
+	oneOf(l, "workspace.mode", w.Mode, WorkspaceDirect, WorkspaceReadOnly, WorkspaceOverlay)
+	for i, e := range w.Protect {
+		field := indexKey("workspace.protect", i)
+		clean := path.Clean(e)
+		switch {
+		case e == "":
+			l.add(field, "must not be empty")
+		case strings.ContainsRune(e, 0):
+			l.add(field, "must not contain a NUL byte")
+		case path.IsAbs(e):
+			l.add(field, fmt.Sprintf("%q is absolute; protect entries are relative to the workspace (use filesystem.read_only for other paths)", e))
+		case clean == "..", strings.HasPrefix(clean, "../"):
+			l.add(field, fmt.Sprintf("%q is outside the workspace; protect entries are relative to the workspace and stay inside it", e))
+		case clean == ".":
+			l.add(field, fmt.Sprintf(`%q protects the whole workspace; use workspace.mode = "readonly"`, e))
+		}
+	}
+}
+
+func (p *Policy) validateFilesystem(l *errorList) {
+	hostPaths(l, "filesystem.read_only", p.Filesystem.ReadOnly)
+	hostPaths(l, "filesystem.read_write", p.Filesystem.ReadWrite)
+	hostPaths(l, "filesystem.deny", p.Filesystem.Deny)
+}
+
+// hostPaths checks that every entry is absolute or starts with "~/".
+func hostPaths(l *errorList, field string, list []string) {
+	for i, e := range list {
+		f := indexKey(field, i)
+		switch {
+		case e == "":
+			l.add(f, "must not be empty")
+		case strings.ContainsRune(e, 0):
+			l.add(f, "must not contain a NUL byte")
+		case strings.HasPrefix(e, "~") && e != "~" && !strings.HasPrefix(e, "~/"):
+			l.add(f, fmt.Sprintf(`%q: only "~/" (your own home directory) is expanded; write other users' paths in full`, e))
+		case !path.IsAbs(e) && e != "~" && !strings.HasPrefix(e, "~/"):
+			l.add(f, fmt.Sprintf(`%q is relative; host paths must be absolute or start with "~/"`, e))
+		}
+	}
+}
+
+func (p *Policy) validateEnv(l *errorList) {
+	for i, pat := range p.Env.Pass {
+		f := indexKey("env.pass", i)
+		if _, err := path.Match(pat, ""); err != nil || pat == "" || strings.ContainsAny(pat, "=\x00") {
+			l.add(f, fmt.Sprintf(`%q is not a valid name pattern; use a variable name, optionally with * ? or [...] wildcards, e.g. "LC_*"`, pat))
+		}
+	}
+	names := make([]string, 0, len(p.Env.Set))
+	for k := range p.Env.Set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		f := joinKey("env.set", k)
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			l.add(f, fmt.Sprintf("%q is not a valid variable name: it must be non-empty and contain neither '=' nor NUL", k))
+		}
+		if strings.ContainsRune(p.Env.Set[k], 0) {
+			l.add(f, "value must not contain a NUL byte")
+		}
+	}
+}
+
+func (p *Policy) validateNetwork(l *errorList) {
+	n := p.Network
+	oneOf(l, "network.mode", n.Mode, NetworkNone, NetworkAllow, NetworkHost)
+	destinations(l, "network.allow", n.Allow)
+	destinations(l, "network.deny", n.Deny)
+	for i, c := range n.AllowCIDRs {
+		f := indexKey("network.allow_cidrs", i)
+		pfx, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			l.add(f, fmt.Sprintf(`%q is not a CIDR range such as "10.1.2.0/24" or "fd00::/8"`, c))
+		case pfx != pfx.Masked():
+			l.add(f, fmt.Sprintf("%q has host bits set; did you mean %q?", c, pfx.Masked().String()))
+		}
+	}
+}
+
+// destinations checks network patterns: "host", "*.domain", "*", an IP
+// address, "[ipv6]", each optionally followed by ":port".
+func destinations(l *errorList, field string, list []string) {
+	for i, d := range list {
+		f := indexKey(field, i)
+		if msg := checkDestination(d); msg != "" {
+			l.add(f, fmt.Sprintf("%q %s; write a host name (\"pypi.org\"), a wildcard (\"*.pythonhosted.org\") or an address, optionally with \":port\"", d, msg))
+		}
+	}
+}
+
+func checkDestination(d string) string {
+	if d == "" {
+		return "is empty"
+	}
+	if strings.Contains(d, "://") || strings.Contains(d, "/") {
+		return "is not a destination (no scheme or path)"
+	}
+	host, port := d, ""
+	if ap, err := netip.ParseAddrPort(d); err == nil {
+		host, port = ap.Addr().String(), strconv.Itoa(int(ap.Port()))
+	} else if _, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil {
+		return ""
+	} else if i := strings.LastIndexByte(d, ':'); i >= 0 {
+		host, port = d[:i], d[i+1:]
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return "has an invalid port (want 1-65535)"
+		}
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	name := strings.TrimPrefix(host, "*.")
+	if host == "*" {
+		return ""
+	}
+	if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return "is not a valid host name"
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return "is not a valid host name"
+		}
+	}
+	return ""
+}
+
+func (p *Policy) validateLimits(l *errorList) {
+	lim := p.Limits
+	nonNegative := func(field string, v int64) bool {
+		if v < 0 {
+			l.add(field, fmt.Sprintf("%d is negative; use 0 for no limit", v))
+			return false
+		}
+		return true
+	}
+	minSize := func(field string, v, least Size) {
+		if nonNegative(field, int64(v)) && v > 0 && v < least {
+			l.add(field, fmt.Sprintf("%s is too small (min %s, or 0 for no limit); a size without a unit is in bytes", v, least))
+		}
+	}
+	// In the order of the fields of Limits.
+	nonNegative("limits.wall", int64(lim.Wall))
+	nonNegative("limits.cpu", int64(lim.CPU))
+	if nonNegative("limits.open_files", lim.OpenFiles) && lim.OpenFiles > maxOpenFiles {
+		l.add("limits.open_files", fmt.Sprintf("%d is too many (max %d)", lim.OpenFiles, maxOpenFiles))
+	}
+	nonNegative("limits.file_size", int64(lim.FileSize))
+	nonNegative("limits.output", int64(lim.Output))
+	minSize("limits.memory", lim.Memory, minMemory)
+	if nonNegative("limits.pids", lim.Pids) && lim.Pids > maxPids {
+		l.add("limits.pids", fmt.Sprintf("%d is too many (max %d)", lim.Pids, maxPids))
+	}
+	switch {
+	case math.IsNaN(lim.CPUs) || math.IsInf(lim.CPUs, 0):
+		l.add("limits.cpus", fmt.Sprintf("%v is not a number of CPUs", lim.CPUs))
+	case lim.CPUs < 0:
+		l.add("limits.cpus", fmt.Sprintf("%v is negative; use 0 for no limit", lim.CPUs))
+	case lim.CPUs > maxCPUs:
+		l.add("limits.cpus", fmt.Sprintf("%v is too many (max %d)", lim.CPUs, maxCPUs))
+	case lim.CPUs > 0 && lim.CPUs < 0.01:
+		l.add("limits.cpus", fmt.Sprintf("%v is too small (min 0.01, or 0 for no limit)", lim.CPUs))
+	}
+	minSize("limits.disk", lim.Disk, minDisk)
+}
+
+func (p *Policy) validateSyscalls(l *errorList) {
+	prof := p.Syscalls.Profile
+	switch {
+	case prof == ProfileDefault || prof == ProfileStrict || prof == ProfileUnconfined:
+	case strings.ContainsRune(prof, 0):
+		l.add("syscalls.profile", "must not contain a NUL byte")
+	case !isProfilePath(prof):
+		l.add("syscalls.profile", fmt.Sprintf(`%q is not one of default, strict, unconfined, or the path of a JSON profile (containing "/" or ending in ".json")`, prof))
+	}
+}
+
+// isProfilePath reports whether a syscalls profile names a file rather than
+// a built-in profile.
+func isProfilePath(prof string) bool {
+	return strings.Contains(prof, "/") || strings.HasSuffix(prof, ".json")
+}
+
+func (p *Policy) validateUser(l *errorList) {
+	id := func(field string, v int, what string) {
+		switch {
+		case v == 0:
+			l.add(field, fmt.Sprintf("0 is root; moat never runs a command as root %s (use 1-%d)", what, int64(maxID)))
+		case v < 0 || int64(v) > maxID:
+			l.add(field, fmt.Sprintf("%d is out of range (use 1-%d)", v, int64(maxID)))
+		}
+	}
+	id("user.uid", p.User.UID, "inside the sandbox")
+	id("user.gid", p.User.GID, "inside the sandbox")
+	id("user.host_uid", p.User.HostUID, "on the host")
+	id("user.host_gid", p.User.HostGID, "on the host")
+}
+
+// oneOf checks that v is one of allowed.
+func oneOf(l *errorList, field, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		l.add(field, fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")))
+	}
+}

@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestValidateReportsEverythingWithLines(t *testing.T) {
+	p, err := Load("testdata/bad_values.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const f = "testdata/bad_values.toml"
+	checkErrors(t, p.Validate(), []string{
+		f + `:3: workspace.mode: "copy" is not one of direct, readonly, overlay`,
+		f + `:4: workspace.protect[0]: "/etc/passwd" is absolute; protect entries are relative to the workspace`,
+		f + `:4: workspace.protect[1]: "../sibling" is outside the workspace`,
+		f + `:7: filesystem.read_write[0]: "relative/dir" is relative; host paths must be absolute or start with "~/"`,
+		f + `:10: env.set."BAD=NAME": "BAD=NAME" is not a valid variable name`,
+		f + `:14: network.allow[0]: "https://pypi.org" is not a destination (no scheme or path); write a host name`,
+		f + `:14: network.allow[1]: "" is empty`,
+		f + `:15: network.allow_cidrs[0]: "10.0.0.0/33" is not a CIDR range`,
+		f + `:19: limits.open_files: 2000000 is too many (max 1048576)`,
+		f + `:20: limits.memory: 512B is too small (min 1MiB, or 0 for no limit); a size without a unit is in bytes`,
+		f + `:18: limits.cpus: 2048 is too many (max 1024)`,
+		f + `:23: syscalls.profile: "permissive" is not one of default, strict, unconfined, or the path of a JSON profile`,
+		f + `:26: user.uid: 0 is root; moat never runs a command as root inside the sandbox`,
+		f + `:27: user.host_gid: 0 is root; moat never runs a command as root on the host`,
+	})
+}
+
+func TestValidateFields(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(p *Policy)
+		wantErr string // "" if valid
+	}{
+		{"default", func(p *Policy) {}, ""},
+		{"readonly workspace", func(p *Policy) { p.Workspace.Mode = "readonly" }, ""},
+		{"empty workspace path", func(p *Policy) { p.Workspace.Path = "" }, "workspace.path: must not be empty"},
+		{"NUL in workspace path", func(p *Policy) { p.Workspace.Path = "a\x00b" }, "workspace.path: must not contain a NUL byte"},
+		{"protect the workspace", func(p *Policy) { p.Workspace.Protect = []string{"./"} }, `use workspace.mode = "readonly"`},
+		{"protect escaping via clean", func(p *Policy) { p.Workspace.Protect = []string{"a/../../b"} }, "outside the workspace"},
+		{"protect inner dots", func(p *Policy) { p.Workspace.Protect = []string{"a/../b", "..x"} }, ""},
+		{"empty protect entry", func(p *Policy) { p.Workspace.Protect = []string{""} }, "workspace.protect[0]: must not be empty"},
+		{"home paths", func(p *Policy) { p.Filesystem.ReadWrite = []string{"~", "~/.cache"} }, ""},
+		{"other user's home", func(p *Policy) { p.Filesystem.ReadOnly = []string{"~bob/x"} }, `"~bob/x": only "~/"`},
+		{"relative deny", func(p *Policy) { p.Filesystem.Deny = []string{"etc"} }, `filesystem.deny[0]: "etc" is relative`},
+		{"bad env pattern", func(p *Policy) { p.Env.Pass = []string{"LC_["} }, `env.pass[0]: "LC_[" is not a valid name pattern`},
+		{"env pattern with =", func(p *Policy) { p.Env.Pass = []string{"A=B"} }, `env.pass[0]`},
+		{"empty env name", func(p *Policy) { p.Env.Set[""] = "x" }, `env.set."": "" is not a valid variable name`},
+		{"NUL in env value", func(p *Policy) { p.Env.Set["X"] = "a\x00" }, "env.set.X: value must not contain a NUL byte"},
+		{"network modes", func(p *Policy) { p.Network.Mode = "host" }, ""},
+		{"bad network mode", func(p *Policy) { p.Network.Mode = "all" }, `network.mode: "all" is not one of none, allow, host`},
+		{"good destinations", func(p *Policy) {
+			p.Network.Allow = []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443", "*", "10.0.0.1", "10.0.0.1:80", "::1", "[::1]:443", "[fd00::1]"}
+		}, ""},
+		{"bad port", func(p *Policy) { p.Network.Deny = []string{"example.com:99999"} }, "network.deny[0]: \"example.com:99999\" has an invalid port"},
+		{"bad host", func(p *Policy) { p.Network.Allow = []string{"exa mple.com"} }, "is not a valid host name"},
+		{"empty label", func(p *Policy) { p.Network.Allow = []string{"a..b"} }, "is not a valid host name"},
+		{"host bits", func(p *Policy) { p.Network.AllowCIDRs = []string{"10.1.2.3/24"} }, `did you mean "10.1.2.0/24"?`},
+		{"ipv6 cidr", func(p *Policy) { p.Network.AllowCIDRs = []string{"fd00::/8"} }, ""},
+		{"negative wall", func(p *Policy) { p.Limits.Wall = -1 }, "limits.wall: -1 is negative; use 0 for no limit"},
+		{"negative pids", func(p *Policy) { p.Limits.Pids = -1 }, "limits.pids: -1 is negative"},
+		{"too many pids", func(p *Policy) { p.Limits.Pids = 1 << 23 }, "limits.pids: 8388608 is too many"},
+		{"negative open files", func(p *Policy) { p.Limits.OpenFiles = -1 }, "limits.open_files: -1 is negative"},
+		{"negative output", func(p *Policy) { p.Limits.Output = -1 }, "limits.output: -1 is negative"},
+		{"tiny disk", func(p *Policy) { p.Limits.Disk = 10 * KiB }, "limits.disk: 10KiB is too small"},
+		{"cgroup limits", func(p *Policy) { p.Limits.Memory, p.Limits.Pids, p.Limits.CPUs, p.Limits.Disk = GiB, 100, 0.5, GiB }, ""},
+		{"NaN cpus", func(p *Policy) { p.Limits.CPUs = math.NaN() }, "limits.cpus: NaN is not a number of CPUs"},
+		{"negative cpus", func(p *Policy) { p.Limits.CPUs = -1 }, "limits.cpus: -1 is negative"},
+		{"tiny cpus", func(p *Policy) { p.Limits.CPUs = 0.001 }, "limits.cpus: 0.001 is too small"},
+		{"profile path", func(p *Policy) { p.Syscalls.Profile = "seccomp.json" }, ""},
+		{"strict profile", func(p *Policy) { p.Syscalls.Profile = "strict" }, ""},
+		{"empty profile", func(p *Policy) { p.Syscalls.Profile = "" }, `syscalls.profile: "" is not one of`},
+		{"root gid", func(p *Policy) { p.User.GID = 0 }, "user.gid: 0 is root"},
+		{"negative uid", func(p *Policy) { p.User.UID = -5 }, "user.uid: -5 is out of range (use 1-4294967294)"},
+		{"uid -1", func(p *Policy) { p.User.HostUID = 1<<32 - 1 }, "user.host_uid: 4294967295 is out of range"},
+		{"max uid", func(p *Policy) { p.User.HostUID = 1<<32 - 2 }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Default()
+			tt.edit(p)
+			err := p.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			lines := errorLines(t, err)
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.wantErr) {
+				t.Errorf("Validate() = %q, want one error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestMarkFlag(t *testing.T) {
+	p, err := Parse("pol.toml", []byte("[limits]\nmemory = \"1G\"\npids = -3\n\n[filesystem]\nread_write = [\"/ok\", \"rel\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flags override the file's memory and read_write; pids stays the file's.
+	p.Limits.Memory = 100
+	p.MarkFlag("limits.memory", "--memory")
+	p.Filesystem.ReadWrite = []string{"also-relative"}
+	p.MarkFlag("filesystem.read_write", "--rw")
+	p.Workspace.Mode = "copy"
+	p.MarkFlag("workspace.mode", "--workspace-mode")
+	checkErrors(t, p.Validate(), []string{
+		`flag --workspace-mode: workspace.mode: "copy" is not one of direct, readonly, overlay`,
+		`flag --rw: filesystem.read_write[0]: "also-relative" is relative`,
+		`flag --memory: limits.memory: 100B is too small`,
+		`pol.toml:3: limits.pids: -3 is negative`,
+	})
+
+	// Without a file, errors name just the field.
+	d := Default()
+	d.Limits.Pids = -1
+	checkErrors(t, d.Validate(), []string{"limits.pids: -1 is negative"})
+	if got := d.Validate().Error(); !strings.HasPrefix(got, "limits.pids: ") {
+		t.Errorf("built-in policy error = %q, want it to start with the field", got)
+	}
+}
+
+func TestDefaultValueNotBlamedOnFile(t *testing.T) {
+	// The [user] header is in the file, but uid is not: an error about a
+	// programmatically set uid must not point at the header's line.
+	p, err := Parse("pol.toml", []byte("[user]\ngid = 1000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.User.UID = 0
+	var fe *FieldError
+	if err := p.Validate(); !errors.As(err, &fe) || fe.Line != 0 || fe.File != "pol.toml" || fe.Field != "user.uid" {
+		t.Errorf("Validate() = %#v, want an error on user.uid without a line", fe)
+	}
+}
+
+func TestFieldErrorFormat(t *testing.T) {
+	tests := []struct {
+		e    FieldError
+		want string
+	}{
+		{FieldError{File: "p.toml", Line: 7, Field: "limits.memory", Msg: "bad"}, "p.toml:7: limits.memory: bad"},
+		{FieldError{File: "p.toml", Field: "limits.memory", Msg: "bad"}, "p.toml: limits.memory: bad"},
+		{FieldError{File: "p.toml", Line: 4, Msg: "syntax error: x"}, "p.toml:4: syntax error: x"},
+		{FieldError{Flag: "--memory", Field: "limits.memory", Msg: "bad"}, "flag --memory: limits.memory: bad"},
+		{FieldError{Field: "limits.memory", Msg: "bad"}, "limits.memory: bad"},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+	}
+	errs := Errors{&tests[0].e, &tests[3].e}
+	if got, want := errs.Error(), "p.toml:7: limits.memory: bad\nflag --memory: limits.memory: bad"; got != want {
+		t.Errorf("Errors.Error() = %q, want %q", got, want)
+	}
+}
+
+func TestParentField(t *testing.T) {
+	for in, want := range map[string]string{
+		"a.b[2]":        "a.b",
+		"a.b":           "a",
+		"a":             "",
+		`env.set."x.y"`: "env.set",
+		`a."b\".c"`:     "a",
+		"a[0].b":        "a[0]",
+	} {
+		if got := parentField(in); got != want {
+			t.Errorf("parentField(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
