@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend/native"
+)
+
+// TestMain lets this test binary be moat itself: the sandbox's init stage
+// re-executes it, and tests that need a separate moat process start it
+// with MOAT_TEST_AS_MOAT=1.
+func TestMain(m *testing.M) {
+	native.MaybeInit()
+	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
+		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func moat(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	old, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(old)
+	var out, errb bytes.Buffer
+	code = realMain(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRunPrintsAndPassesExitCode(t *testing.T) {
+	ws := t.TempDir()
+	code, out, errs := moat(t, ws, "run", "--", "sh", "-c", "echo hi; exit 7")
+	if code != 7 || out != "hi\n" {
+		t.Fatalf("code %d out %q err %q", code, out, errs)
+	}
+}
+
+func TestJSONReportIsLastLine(t *testing.T) {
+	ws := t.TempDir()
+	report := filepath.Join(t.TempDir(), "r.json")
+	code, out, _ := moat(t, ws, "run", "--json", "--report", report, "--cpu-time", "1", "--", "sh", "-c", "echo out; while :; do :; done")
+	if code != 128+int(syscall.SIGXCPU) {
+		t.Errorf("code %d", code)
+	}
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatalf("last line is not JSON: %q", lines[len(lines)-1])
+	}
+	for _, k := range []string{"exit_code", "signal", "reason", "limits_hit", "wall_seconds", "cpu_seconds", "max_memory_bytes", "policy", "degraded"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	if rep["reason"] != "cpu" || rep["signal"] != "SIGXCPU" {
+		t.Errorf("reason %v signal %v", rep["reason"], rep["signal"])
+	}
+	b, err := os.ReadFile(report)
+	if err != nil || !json.Valid(b) {
+		t.Errorf("--report file: %v", err)
+	}
+}
+
+func TestMalformedPolicies(t *testing.T) {
+	cases := []struct {
+		name, toml string
+		want       []string
+	}{
+		{"syntax", "[limits]\nwall = \n", []string{"p.toml:2"}},
+		{"unknown key", "[limits]\nwall = \"1m\"\nmemroy = \"1G\"\n", []string{"p.toml:3", "limits.memroy", "unknown"}},
+		{"negative", "[limits]\npids = -5\n", []string{"p.toml:2", "limits.pids"}},
+		{"relative path", "[filesystem]\nread_only = [\"/usr\", \"etc\"]\n", []string{"p.toml:2", "filesystem.read_only[1]"}},
+		{"two problems", "[workspace]\nmode = \"copy\"\n[user]\nuid = 0\n", []string{"p.toml:2: workspace.mode", "p.toml:4: user.uid"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "p.toml"), []byte(c.toml), 0o644)
+			code, out, errs := moat(t, dir, "run", "--policy", "p.toml", "--", "echo", "RAN")
+			if code != exitMoatError || strings.Contains(out, "RAN") {
+				t.Fatalf("code %d out %q: want 125 and no run", code, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errs, w) {
+					t.Errorf("error %q lacks %q", errs, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	ws := t.TempDir()
+	for _, args := range [][]string{
+		{"run", "--memory", "12 parsecs", "--", "true"},
+		{"run", "--wall", "soon", "--", "true"},
+		{"run", "--pids", "many", "--", "true"},
+		{"run", "--no-such-flag", "--", "true"},
+		{"run", "--workspace-mode", "copy", "--", "true"},
+	} {
+		code, _, errs := moat(t, ws, args...)
+		if code != exitMoatError || errs == "" {
+			t.Errorf("%v: code %d err %q", args, code, errs)
+		}
+		if strings.Contains(args[1], "memory") && !strings.Contains(errs, "512M") {
+			t.Errorf("%v: error does not say what is allowed: %q", args, errs)
+		}
+	}
+	if code, _, errs := moat(t, ws, "frobnicate"); code != 2 || !strings.Contains(errs, "run, doctor") {
+		t.Errorf("unknown command: %d %q", code, errs)
+	}
+}
+
+func TestFlagErrorNamesFlag(t *testing.T) {
+	ws := t.TempDir()
+	code, _, errs := moat(t, ws, "run", "--pids", "-3", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "--pids") || !strings.Contains(errs, "limits.pids") {
+		t.Errorf("code %d err %q", code, errs)
+	}
+}
+
+func TestWorkspacePolicyPickedUp(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[env]\nset = { GREETING = \"from-policy\" }\n"), 0o644)
+	code, out, errs := moat(t, ws, "run", "--", "sh", "-c", "echo $GREETING; echo x >> .moat.toml")
+	if code == 0 || !strings.Contains(out, "from-policy") || !strings.Contains(errs, ".moat.toml") {
+		t.Fatalf("code %d out %q err %q (want the policy used, named, and itself read-only inside)", code, out, errs)
+	}
+}
+
+func TestRefusesHomeAsWorkspace(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "/" {
+		t.Skip("no home directory")
+	}
+	code, _, errs := moat(t, home, "run", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "home directory") {
+		t.Errorf("code %d err %q", code, errs)
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	code, out, errs := moat(t, t.TempDir(), "doctor")
+	if code != 0 {
+		t.Fatalf("doctor exit %d\n%s%s", code, out, errs)
+	}
+	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("doctor output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestKilledMoatLeavesNoSurvivors SIGKILLs the moat process itself in the
+// middle of a run: the sandbox must die with it.
+func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
+	ws := t.TempDir()
+	marker := fmt.Sprintf("2000.%d", time.Now().UnixNano()%1000000)
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "setsid sleep "+marker+" & sleep "+marker)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(procsWith("sleep "+marker)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(procsWith("sleep " + marker)); n < 2 {
+		cmd.Process.Kill()
+		t.Fatalf("sandboxed sleeps did not start (%d)", n)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(2 * time.Second)
+	for len(procsWith("sleep "+marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := procsWith("sleep " + marker); len(left) > 0 {
+		for _, p := range left {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Fatalf("processes survived moat's death: %v", left)
+	}
+}
+
+func procsWith(cmdline string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
