@@ -1,3 +1,5 @@
+//go:build linux
+
 package sandbox_test
 
 import (

@@ -1,0 +1,681 @@
+//go:build linux
+
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// How long Kill waits for the group to empty, Destroy retries a busy rmdir,
+// and a freeze may take before processes are signalled anyway.
+const (
+	killTimeout   = 5 * time.Second
+	rmdirTimeout  = time.Second
+	freezeTimeout = 100 * time.Millisecond
+)
+
+// sweepMinAge keeps Sweep away from a cgroup that a concurrent New has just
+// created and not yet filled with Add.
+const sweepMinAge = 10 * time.Second
+
+// disableKillFile makes New ignore cgroup.kill, so tests can exercise the
+// freezer fallback on a kernel that has cgroup.kill.
+var disableKillFile = false
+
+// discover reads where the caller's cgroups are. Nothing is cached: the two
+// files are small, and a long-lived caller may be moved between cgroups.
+func discover() (layout, error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return layout{}, fmt.Errorf("cgroup: %w", err)
+	}
+	pc, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return layout{}, fmt.Errorf("cgroup: %w", err)
+	}
+	return resolve(parseMountInfo(mi), parseProcCgroup(pc)), nil
+}
+
+// Probe reports what this caller could do with cgroups. It creates nothing:
+// it reads the mounts, the caller's cgroup and (on v2) the controllers its
+// cgroup offers, and checks write access with faccessat(2).
+func Probe() Info {
+	info := Info{Version: "none", Usable: map[string]bool{}, Why: map[string]string{}}
+	l, err := discover()
+	if err != nil {
+		for _, ctl := range []string{"memory", "pids", "cpu"} {
+			info.Usable[ctl], info.Why[ctl] = false, err.Error()
+		}
+		return info
+	}
+	info.Version = l.version()
+	var v2 *v2State
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		why := ""
+		if dir, ok := l.v1[ctl]; ok {
+			why = notWritable(dir)
+		} else if w, ok := l.v1Why[ctl]; ok {
+			why = w
+		} else {
+			if v2 == nil && l.v2 != "" {
+				v2 = readV2State(l.v2)
+			}
+			why = l.whyNotV2(ctl, v2)
+		}
+		info.Usable[ctl] = why == ""
+		if why != "" {
+			info.Why[ctl] = why
+		}
+	}
+	info.Kill = l.v2 != "" && notWritable(l.v2) == "" && killSupported(l)
+	return info
+}
+
+// v2State is what Probe reads of the caller's cgroup v2 directory.
+type v2State struct {
+	controllers, subtree []string
+	populated            bool
+}
+
+func readV2State(dir string) *v2State {
+	var s v2State
+	if b, err := os.ReadFile(dir + "/cgroup.controllers"); err == nil {
+		s.controllers = strings.Fields(string(b))
+	}
+	if b, err := os.ReadFile(dir + "/cgroup.subtree_control"); err == nil {
+		s.subtree = strings.Fields(string(b))
+	}
+	if b, err := os.ReadFile(dir + "/cgroup.procs"); err == nil {
+		s.populated = len(strings.TrimSpace(string(b))) > 0
+	}
+	return &s
+}
+
+// whyNotV2 says why controller ctl cannot be used on the unified hierarchy,
+// "" when it can.
+func (l layout) whyNotV2(ctl string, s *v2State) string {
+	if l.v2 == "" {
+		if l.v2Mounted {
+			return "cgroup2 is mounted but does not show this process's cgroup"
+		}
+		return fmt.Sprintf("no mounted cgroup hierarchy has the %s controller", ctl)
+	}
+	if !slices.Contains(s.controllers, ctl) {
+		return fmt.Sprintf("the %s controller is not listed in %s/cgroup.controllers", ctl, l.v2)
+	}
+	if why := notWritable(l.v2); why != "" {
+		return why
+	}
+	if slices.Contains(s.subtree, ctl) {
+		return ""
+	}
+	if why := notWritable(l.v2 + "/cgroup.subtree_control"); why != "" {
+		return why
+	}
+	if !l.v2Root && s.populated {
+		return fmt.Sprintf("%s holds processes, so cgroup v2 cannot enable %s for its children (no-internal-process rule); run moat in a cgroup of its own", l.v2, ctl)
+	}
+	return ""
+}
+
+// notWritable says why the effective ids cannot write p, "" when they can.
+func notWritable(p string) string {
+	err := unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS)
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Sprintf("%s is not writable by uid %d (no delegation)", p, os.Geteuid())
+	case errors.Is(err, unix.EROFS):
+		return fmt.Sprintf("%s is on a read-only mount", p)
+	}
+	return fmt.Sprintf("%s: %v", p, err)
+}
+
+// killSupported says whether a child of the caller's v2 cgroup would have
+// cgroup.kill. The root cgroup has no such file, so there the kernel version
+// (5.14 added it) decides.
+func killSupported(l layout) bool {
+	if !l.v2Root {
+		return exists(l.v2 + "/cgroup.kill")
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	return major > 5 || major == 5 && minor >= 14
+}
+
+// Cgroup is one run's cgroup: a directory per hierarchy, all with the same
+// name beneath the creator's own cgroups. Its methods are safe for
+// concurrent use. It must be released with Destroy.
+type Cgroup struct {
+	mu        sync.Mutex
+	dirs      []string // every directory New created, the unified one first
+	unified   string   // the directory on the unified hierarchy, "" if none
+	hasKill   bool     // unified has cgroup.kill
+	fd        int      // O_PATH fd of unified when it holds every controller, else -1
+	destroyed bool
+
+	// The directory holding each controller's files, "" when absent.
+	mem, pids, cpu, cpuacct, freezer string
+	memV2, cpuV2, freezerV2          bool // the directory is on the unified hierarchy
+}
+
+// New creates the cgroup name (a single path element, unique among the
+// caller's runs) and applies lim. It creates a directory on every v1
+// hierarchy it uses (memory, pids and cpuacct always, for stats; cpu only
+// for a CPU quota; freezer only when there is no cgroup.kill) and one on the
+// unified hierarchy when it is mounted. A requested limit that cannot be
+// applied is a *LimitError naming the controller and the file; New then
+// removes whatever it created.
+func New(name string, lim Limits) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
+		return nil, fmt.Errorf("cgroup: invalid name %q", name)
+	}
+	if err := lim.validate(); err != nil {
+		return nil, err
+	}
+	l, err := discover()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cgroup{fd: -1}
+	if err := c.create(l, name, lim); err != nil {
+		return nil, errors.Join(err, c.removeDirs())
+	}
+	if err := c.setLimits(lim); err != nil {
+		return nil, errors.Join(err, c.removeDirs())
+	}
+	return c, nil
+}
+
+func (c *Cgroup) create(l layout, name string, lim Limits) error {
+	required := map[string]bool{"memory": lim.MemoryBytes > 0, "pids": lim.Pids > 0, "cpu": lim.CPUs > 0}
+	// Controllers not on v1 must come from the unified hierarchy. On v2
+	// cpu.stat exists without the cpu controller, so cpu is enabled only
+	// for a quota.
+	var onV2 []string
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		if _, ok := l.v1[ctl]; ok || (ctl == "cpu" && !required[ctl]) {
+			continue
+		}
+		switch why, ok := l.v1Why[ctl]; {
+		case ok && required[ctl]:
+			return &LimitError{Controller: ctl, Err: fmt.Errorf("%w: %s", ErrNoController, why)}
+		case l.v2 != "":
+			onV2 = append(onV2, ctl)
+		case required[ctl]:
+			return &LimitError{Controller: ctl, Err: ErrNoController}
+		}
+	}
+
+	// The unified directory comes first: it carries cgroup.kill, and Add
+	// writes it first, so any process in one of c's directories is in it.
+	if l.v2 != "" {
+		enabled, err := enableV2(l.v2, onV2, required)
+		if err != nil {
+			return err
+		}
+		dir := path.Join(l.v2, name)
+		if err := unix.Mkdir(dir, 0o755); err != nil {
+			for _, ctl := range enabled {
+				if required[ctl] {
+					return &LimitError{Controller: ctl, Path: dir, Err: err}
+				}
+			}
+			// On a hybrid host the unified directory only adds
+			// cgroup.kill; without it Kill uses the freezer.
+			if len(l.v1) == 0 || !optional(err) {
+				return fmt.Errorf("cgroup: create %s: %w", dir, err)
+			}
+		} else {
+			c.dirs = append(c.dirs, dir)
+			c.unified = dir
+			c.hasKill = !disableKillFile && exists(dir+"/cgroup.kill")
+			for _, ctl := range enabled {
+				switch ctl {
+				case "memory":
+					c.mem, c.memV2 = dir, true
+				case "pids":
+					c.pids = dir
+				case "cpu":
+					c.cpu, c.cpuV2 = dir, true
+				}
+			}
+			if !c.hasKill && exists(dir+"/cgroup.freeze") {
+				c.freezer, c.freezerV2 = dir, true
+			}
+		}
+	}
+
+	v1 := []string{"memory", "pids", "cpuacct"}
+	if required["cpu"] {
+		v1 = append(v1, "cpu")
+	}
+	if !c.hasKill {
+		v1 = append(v1, "freezer")
+	}
+	for _, ctl := range v1 {
+		parent, ok := l.v1[ctl]
+		if !ok {
+			continue
+		}
+		dir := path.Join(parent, name)
+		// Co-mounted controllers (cpu,cpuacct) share one directory.
+		if !slices.Contains(c.dirs, dir) {
+			if err := unix.Mkdir(dir, 0o755); err != nil {
+				if required[ctl] {
+					return &LimitError{Controller: ctl, Path: dir, Err: err}
+				}
+				if !optional(err) {
+					return fmt.Errorf("cgroup: create %s: %w", dir, err)
+				}
+				continue
+			}
+			c.dirs = append(c.dirs, dir)
+		}
+		switch ctl {
+		case "memory":
+			c.mem = dir
+		case "pids":
+			c.pids = dir
+		case "cpu":
+			c.cpu = dir
+		case "cpuacct":
+			c.cpuacct = dir
+		case "freezer":
+			c.freezer, c.freezerV2 = dir, false
+		}
+	}
+	if len(c.dirs) == 0 {
+		return fmt.Errorf("cgroup: no hierarchy lets uid %d create %s", os.Geteuid(), name)
+	}
+	if len(c.dirs) == 1 && c.unified != "" {
+		fd, err := unix.Open(c.unified, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("cgroup: open %s: %w", c.unified, err)
+		}
+		c.fd = fd
+	}
+	return nil
+}
+
+// optional reports whether a failure to create a directory only needed for
+// stats may be ignored: the caller lacks the permission, which Probe shows.
+func optional(err error) bool {
+	return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS)
+}
+
+// enableV2 enables the controllers ctls for the children of the caller's v2
+// cgroup dir and returns those it could enable. A failure is an error only
+// for a controller with a requested limit; the others only feed Stats.
+func enableV2(dir string, ctls []string, required map[string]bool) ([]string, error) {
+	if len(ctls) == 0 {
+		return nil, nil
+	}
+	file := dir + "/cgroup.subtree_control"
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	have := strings.Fields(string(b))
+	var enabled []string
+	for _, ctl := range ctls {
+		if !slices.Contains(have, ctl) {
+			err := writeFile(file, "+"+ctl)
+			if errors.Is(err, unix.EBUSY) {
+				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); run moat in a cgroup of its own", err, dir)
+			} else if errors.Is(err, unix.ENOENT) {
+				err = fmt.Errorf("%w: not in %s/cgroup.controllers", ErrNoController, dir)
+			}
+			if err != nil {
+				if required[ctl] {
+					return nil, &LimitError{Controller: ctl, Path: file, Err: err}
+				}
+				continue
+			}
+		}
+		enabled = append(enabled, ctl)
+	}
+	return enabled, nil
+}
+
+func (c *Cgroup) setLimits(lim Limits) error {
+	set := func(ctl, file, val string, mayBeAbsent bool) error {
+		err := writeFile(file, val)
+		if err == nil || mayBeAbsent && errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return &LimitError{Controller: ctl, Path: file, Err: err}
+	}
+	var errs []error
+	if lim.MemoryBytes > 0 {
+		v := strconv.FormatInt(lim.MemoryBytes, 10)
+		if c.memV2 {
+			errs = append(errs, set("memory", c.mem+"/memory.max", v, false),
+				set("memory", c.mem+"/memory.swap.max", "0", true))
+		} else {
+			// memsw (memory+swap) must not be below the memory limit:
+			// write it second.
+			errs = append(errs, set("memory", c.mem+"/memory.limit_in_bytes", v, false),
+				set("memory", c.mem+"/memory.memsw.limit_in_bytes", v, true))
+		}
+	}
+	if lim.Pids > 0 {
+		errs = append(errs, set("pids", c.pids+"/pids.max", strconv.FormatInt(lim.Pids, 10), false))
+	}
+	if lim.CPUs > 0 {
+		q := lim.cpuQuotaUsec()
+		if c.cpuV2 {
+			errs = append(errs, set("cpu", c.cpu+"/cpu.max", fmt.Sprintf("%d %d", q, cpuPeriodUsec), false))
+		} else {
+			errs = append(errs, set("cpu", c.cpu+"/cpu.cfs_period_us", strconv.Itoa(cpuPeriodUsec), false),
+				set("cpu", c.cpu+"/cpu.cfs_quota_us", strconv.FormatInt(q, 10), false))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Add moves the process pid (all its threads) into every directory of c.
+// Processes pid forked before the call stay where they are: move a process
+// before it runs the command.
+func (c *Cgroup) Add(pid int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return errors.New("cgroup: add to a destroyed cgroup")
+	}
+	for _, d := range c.dirs {
+		if err := writeFile(d+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("cgroup: add pid %d to %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// UnifiedFD returns an O_PATH directory fd of c's cgroup v2 directory, for
+// starting a process straight inside it (clone3 CLONE_INTO_CGROUP,
+// syscall.SysProcAttr.UseCgroupFD). It reports false when c also has v1
+// directories (a hybrid or v1 host), which such a start would miss: use Add
+// then. The fd belongs to c and is closed by Destroy.
+func (c *Cgroup) UnifiedFD() (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fd, c.fd >= 0
+}
+
+// Stats reads c's counters. A counter the host lacks is 0.
+func (c *Cgroup) Stats() (Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s Stats
+	if c.destroyed {
+		return s, errors.New("cgroup: stats of a destroyed cgroup")
+	}
+	var errs []error
+	read := func(file string) []byte {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+		}
+		return b
+	}
+	readInt := func(file string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(read(file))), 10, 64)
+		return n
+	}
+	if c.mem != "" {
+		if c.memV2 {
+			s.MemoryPeak = readInt(c.mem + "/memory.peak")
+			ev := read(c.mem + "/memory.events")
+			s.OOMKills, s.MemoryLimitHits = keyedValue(ev, "oom_kill"), keyedValue(ev, "max")
+		} else {
+			s.MemoryPeak = readInt(c.mem + "/memory.max_usage_in_bytes")
+			s.OOMKills = keyedValue(read(c.mem+"/memory.oom_control"), "oom_kill")
+			// A charge fails on memsw (memory+swap) or on memory,
+			// never both; with swap accounting memsw fails first.
+			s.MemoryLimitHits = readInt(c.mem+"/memory.failcnt") + readInt(c.mem+"/memory.memsw.failcnt")
+		}
+	}
+	if c.pids != "" {
+		s.PidsLimitHits = keyedValue(read(c.pids+"/pids.events"), "max")
+	}
+	if c.cpuacct != "" {
+		s.CPUUsageNanos = readInt(c.cpuacct + "/cpuacct.usage")
+	} else if c.unified != "" {
+		s.CPUUsageNanos = keyedValue(read(c.unified+"/cpu.stat"), "usage_usec") * 1000
+	}
+	return s, errors.Join(errs...)
+}
+
+// Kill kills every process in c and waits until c is empty. It writes
+// cgroup.kill when the kernel has it; otherwise it freezes the group (v1
+// freezer or cgroup.freeze), SIGKILLs each process and thaws it, until no
+// process is left. Killing a destroyed cgroup does nothing.
+func (c *Cgroup) Kill() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	return c.kill()
+}
+
+func (c *Cgroup) kill() error {
+	deadline := time.Now().Add(killTimeout)
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		pids, err := c.procs()
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: processes %v still in %s after %v", pids, c.dirs[0], killTimeout)
+		}
+		if c.hasKill {
+			err = writeFile(c.unified+"/cgroup.kill", "1")
+		} else {
+			err = c.freezeAndSignal(pids)
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: kill: %w", err)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// freezeAndSignal SIGKILLs every process in c. Frozen, they can neither fork
+// nor exit (so no pid is reused before its signal lands); the signals take
+// effect at the thaw.
+func (c *Cgroup) freezeAndSignal(pids []int) error {
+	if c.freezer != "" {
+		if err := c.freeze(true); err != nil {
+			return err
+		}
+		defer c.freeze(false)
+		var err error
+		if pids, err = c.procs(); err != nil {
+			return err
+		}
+	}
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("signal %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// freeze freezes or thaws c and waits briefly for a freeze to complete (a
+// task in uninterruptible sleep can delay it; it is signalled anyway).
+func (c *Cgroup) freeze(on bool) error {
+	// v1: freezer.state is written FROZEN or THAWED and reads FREEZING
+	// until done; v2: cgroup.freeze is written 1 or 0 and cgroup.events
+	// says "frozen 1" when done.
+	file, val, state, done := c.freezer+"/freezer.state", "THAWED", c.freezer+"/freezer.state", "FROZEN"
+	if on {
+		val = "FROZEN"
+	}
+	if c.freezerV2 {
+		file, val, state, done = c.freezer+"/cgroup.freeze", "0", c.freezer+"/cgroup.events", "frozen 1"
+		if on {
+			val = "1"
+		}
+	}
+	if err := writeFile(file, val); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	for end := time.Now().Add(freezeTimeout); on && time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		if b, err := os.ReadFile(state); err != nil || strings.Contains(string(b), done) {
+			break
+		}
+	}
+	return nil
+}
+
+// procs lists the processes in any of c's directories that still exist.
+func (c *Cgroup) procs() ([]int, error) {
+	var pids []int
+	for _, d := range c.dirs {
+		b, err := os.ReadFile(d + "/cgroup.procs")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed already (by Sweep or an earlier Destroy)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids, nil
+}
+
+// Destroy kills every process in c and removes its directories. It may be
+// called again after an error, and does nothing once it has succeeded.
+func (c *Cgroup) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil
+	}
+	err := c.kill()
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	if err = errors.Join(err, c.removeDirs()); err == nil {
+		c.destroyed = true
+	}
+	return err
+}
+
+// removeDirs removes c's directories, retrying briefly while the kernel
+// still counts an exiting process in one (EBUSY). Missing ones are fine.
+func (c *Cgroup) removeDirs() error {
+	var errs []error
+	for _, d := range c.dirs {
+		if err := rmdir(d, rmdirTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func rmdir(dir string, patience time.Duration) error {
+	deadline := time.Now().Add(patience)
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		err := unix.Rmdir(dir)
+		if err == nil || err == unix.ENOENT {
+			return nil
+		}
+		if err != unix.EBUSY || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
+}
+
+// Sweep removes the cgroups whose name starts with prefix, beneath the
+// caller's cgroups, that hold no process: those left by a moat process that
+// was killed before it could call Destroy. A non-empty one is left alone (the
+// kernel refuses to remove it), and so is one younger than a few seconds,
+// which a concurrent New may have created and not yet filled.
+func Sweep(prefix string) error {
+	return sweep(prefix, sweepMinAge)
+}
+
+func sweep(prefix string, minAge time.Duration) error {
+	if prefix == "" {
+		return errors.New("cgroup: sweep needs a name prefix")
+	}
+	l, err := discover()
+	if err != nil {
+		return err
+	}
+	var parents []string
+	for _, ctl := range v1Controllers {
+		if d, ok := l.v1[ctl]; ok && !slices.Contains(parents, d) {
+			parents = append(parents, d)
+		}
+	}
+	if l.v2 != "" {
+		parents = append(parents, l.v2)
+	}
+	var errs []error
+	for _, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+				continue
+			}
+			// kernfs dates a directory when its inode is first
+			// instantiated, never before its creation: a stale cgroup may
+			// look young once, a fresh one never looks old.
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < minAge {
+				continue
+			}
+			err := unix.Rmdir(path.Join(parent, e.Name()))
+			if err != nil && err != unix.EBUSY && err != unix.ENOENT && err != unix.ENOTEMPTY {
+				errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", path.Join(parent, e.Name()), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeFile writes val to a cgroup file in one write(2), returning the bare
+// errno so callers can name the file themselves.
+func writeFile(file, val string) error {
+	fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.Write(fd, []byte(val))
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func exists(p string) bool {
+	return unix.Access(p, unix.F_OK) == nil
+}

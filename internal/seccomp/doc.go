@@ -1,0 +1,20 @@
+// Package seccomp compiles a system-call profile to a classic BPF program for
+// seccomp(2) and installs it. It is pure Go: moat is built with CGO_ENABLED=0
+// and re-executes its own binary for every sandbox start.
+//
+// The compiler is written here rather than taken from a library:
+// libseccomp (and libseccomp-golang) needs cgo; github.com/elastic/go-seccomp-bpf
+// lacks the Docker argument operators (LT, LE, GE, GT, MASKED_EQ) and a
+// per-rule errno; gVisor's pkg/seccomp would pull a large dependency tree into
+// the binary that every sandbox start re-executes.
+//
+// A [Profile] is pure data. [Compile] turns it into a program for one
+// architecture (x86_64 or aarch64): the program first checks the audit
+// architecture and kills the process for any other (and, on x86_64, for x32
+// system calls), then finds the rules of the system call by a binary search
+// over the system-call numbers, so that a call without rules reaches the
+// default action in a few instructions. Nothing in this package makes a
+// system call except [Install].
+package seccomp
+
+//go:generate go run gen_sysnum.go
