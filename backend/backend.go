@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/moatbox/moat/internal/seccomp"
 )
 
 // Spec is everything one run needs, resolved. It is produced by the sandbox
@@ -45,6 +47,10 @@ type Spec struct {
 	// as empty read-only tmpfs); ReadOnlyPaths are made read-only.
 	MaskPaths     []string `json:"mask_paths"`
 	ReadOnlyPaths []string `json:"read_only_paths"`
+	// Seccomp are the system-call filters stacked on the command, in
+	// order (the kernel runs all of them; the strictest answer wins).
+	// Empty means no filter, which only the "unconfined" profile asks for.
+	Seccomp []*seccomp.Profile `json:"seccomp,omitempty"`
 }
 
 // MountKind says what a Mount operation does.

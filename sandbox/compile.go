@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -74,6 +75,11 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 		return nil, fmt.Errorf("network.mode %q is not supported yet; only \"none\" (no network) is", p.Network.Mode)
 	}
 
+	filters, err := seccompProfiles(p.Syscalls.Profile)
+	if err != nil {
+		return nil, err
+	}
+
 	env := buildEnv(p.Env, c.Environ)
 	home := "/home/agent"
 	for _, kv := range env {
@@ -133,7 +139,19 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 		Network:       backend.Network{Mode: backend.NetNone},
 		MaskPaths:     procMasked,
 		ReadOnlyPaths: procReadOnly,
+		Seccomp:       filters,
 	}, nil
+}
+
+// seccompProfiles turns syscalls.profile into the filters to stack.
+func seccompProfiles(name string) ([]*seccomp.Profile, error) {
+	switch name {
+	case "", "default":
+		return []*seccomp.Profile{seccomp.Default()}, nil
+	case "unconfined":
+		return nil, nil
+	}
+	return nil, fmt.Errorf("syscalls.profile %q is not supported yet; use \"default\" (moat's deny-list) or \"unconfined\"", name)
 }
 
 // systemMount is a read-only system path: a symlink on the host (merged

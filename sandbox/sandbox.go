@@ -57,6 +57,9 @@ type Report struct {
 	CPUSeconds     float64   `json:"cpu_seconds"`
 	MaxMemoryBytes int64     `json:"max_memory_bytes"`
 	OutputBytes    int64     `json:"output_bytes"`
+	// Seccomp names the system-call filter in force: "default", or
+	// "unconfined" (no filter at all).
+	Seccomp string `json:"seccomp"`
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
@@ -114,6 +117,10 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	spec, err := Compile(req.Policy, req.Args, caller, runID)
 	if err != nil {
 		return fail(err)
+	}
+	rep.Seccomp = "default"
+	if len(spec.Seccomp) == 0 {
+		rep.Seccomp = "unconfined"
 	}
 	degraded, err := checkCapabilities(spec, be.Capabilities(), req.AllowDegraded)
 	rep.Degraded = append(rep.Degraded, degraded...)

@@ -523,3 +523,56 @@ func moatCgroups() int {
 	})
 	return n
 }
+
+func TestSeccompDefaultProfile(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `grep Seccomp: /proc/self/status
+if unshare -r true 2>/dev/null; then echo ESCAPED-unshare; fi
+if unshare -m true 2>/dev/null; then echo ESCAPED-unshare-m; fi
+python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, args in [("ptrace", (16, 1, 0, 0)), ("keyctl", (0, 0, 0, 0)), ("bpf", (0, 0, 0)), ("mount", (b"none", b"/tmp", b"tmpfs", 0, 0))]:
+    rc = getattr(libc, name)(*args)
+    print(name, rc, os.strerror(ctypes.get_errno()) if rc != 0 else "ALLOWED")
+'
+true`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "Seccomp:\t2") {
+		t.Errorf("no seccomp filter on the command:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "ESCAPED") || strings.Contains(r.stdout, "ALLOWED") {
+		t.Errorf("a denied system call worked:\n%s", r.stdout)
+	}
+	if r.rep.Seccomp != "default" {
+		t.Errorf("report seccomp %q", r.rep.Seccomp)
+	}
+}
+
+// TestCommonToolsWork runs the everyday work of an agent's tools under the
+// default policy (read-only system, seccomp, no network).
+func TestCommonToolsWork(t *testing.T) {
+	cases := []struct{ tool, script string }{
+		{"git", `git init -q repo && cd repo && echo hi > f && git add f && git -c user.email=a@b -c user.name=a commit -qm first && git log --oneline | grep -q first`},
+		{"gcc", `printf '#include <stdio.h>\nint main(void){puts("compiled");return 0;}\n' > h.c && gcc -o h h.c && ./h`},
+		{"python3", `python3 -c 'import json, subprocess; print(json.dumps(subprocess.check_output(["echo", "py"]).decode()))'`},
+		{"go", `mkdir -p gomod && cd gomod && printf 'module hello\n\ngo 1.21\n' > go.mod && printf 'package main\nimport "fmt"\nfunc main(){fmt.Println("gobuilt")}\n' > main.go && go build -o hello . && ./hello`},
+		{"node", `node -e 'console.log(require("os").platform())'`},
+		{"make", `printf 'all:\n\techo made\n' > Makefile && make -s`},
+		{"curl", `curl --version >/dev/null`},
+		{"pip3", `pip3 --version >/dev/null`},
+		{"bash", `bash -c 'for i in 1 2 3; do echo $i; done | sort -r | head -1 | grep -q 3 && ls -la / >/dev/null && tar cf /tmp/x.tar . && sha256sum /tmp/x.tar >/dev/null'`},
+	}
+	for _, c := range cases {
+		t.Run(c.tool, func(t *testing.T) {
+			if _, err := exec.LookPath(c.tool); err != nil {
+				t.Skipf("%s is not installed on this host", c.tool)
+			}
+			ws := t.TempDir()
+			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Wall = policy.Duration(2 * time.Minute) }, c.script)
+			if r.err != nil || r.rep.ExitCode != 0 {
+				t.Fatalf("%s failed (exit %d, %v):\n%s%s", c.tool, r.rep.ExitCode, r.err, r.stdout, r.stderr)
+			}
+		})
+	}
+}

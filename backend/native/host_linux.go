@@ -19,6 +19,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/internal/seccomp"
 )
 
 // Backend is the native Linux backend. The zero value is ready to use.
@@ -119,6 +120,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 
 	is := initSpec{Spec: spec}
+	for _, prof := range spec.Seccomp {
+		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
+		if err != nil {
+			return nil, fmt.Errorf("compile seccomp profile: %w", err)
+		}
+		is.Filters = append(is.Filters, prog)
+	}
 	extra := []*os.File{specR, statW}
 	if os.Geteuid() == 0 {
 		trees, err := openTrees(spec)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
 )
 
 // IsInit reports whether this process was started as a sandbox's init
@@ -139,6 +140,15 @@ func initMain(send func(message)) error {
 	}
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return fail("set no_new_privs", err)
+	}
+	// Seccomp comes last, so that nothing above needs a system call the
+	// filters refuse; TSYNC puts it on every thread of init, and the
+	// command inherits it through fork. What init does afterwards (fork,
+	// exec, wait, kill, write) is allowed by every moat profile.
+	for i, prog := range is.Filters {
+		if err := seccomp.Install(prog); err != nil {
+			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
+		}
 	}
 
 	// setsid: the command gets a session of its own and no controlling

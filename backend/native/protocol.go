@@ -1,6 +1,9 @@
 package native
 
-import "github.com/moatbox/moat/backend"
+import (
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
+)
 
 // The host side and the init stage talk over two pipes that init inherits
 // as fds 3 and 4 (after stdin, stdout and stderr):
@@ -59,6 +62,9 @@ type initSpec struct {
 	// tree (open_tree) the host prepared; init moves it into place instead
 	// of binding by path.
 	Trees map[int]int `json:"trees,omitempty"`
+	// Filters are the Spec's seccomp profiles compiled on the host for
+	// this machine's architecture, installed by init in this order.
+	Filters [][]seccomp.Instruction `json:"filters,omitempty"`
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

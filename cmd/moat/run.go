@@ -292,6 +292,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		AllowDegraded: f.allowDegraded,
 	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
 
+	if rep.Seccomp == "unconfined" {
+		fmt.Fprintln(stderr, "moat: WARNING: syscalls.profile is \"unconfined\": no system-call filter was in force")
+	}
 	for _, d := range rep.Degraded {
 		fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
 	}
