@@ -92,6 +92,11 @@ type Mount struct {
 	// Optional skips the operation when Source (or Target for masks and
 	// read-only re-binds) does not exist, instead of failing the run.
 	Optional bool `json:"optional,omitempty"`
+	// NoLandlockGrant leaves this mount out of the Landlock rules (on
+	// backends that use Landlock), so only the mount layer grants access
+	// to it. It can only make a run stricter; tests use it to check that
+	// Landlock holds on its own.
+	NoLandlockGrant bool `json:"no_landlock_grant,omitempty"`
 }
 
 // Identity is who the command is, inside and on the host.
@@ -141,6 +146,8 @@ type Capabilities struct {
 	// CPUAccounting and MemoryAccounting: whether CPU time and peak memory
 	// of the whole sandbox (not only the command) can be measured.
 	Accounting bool
+	// LandlockABI is the Landlock ABI the backend applies (0: none).
+	LandlockABI int
 }
 
 // Stdio is where the command's standard streams go. Nil means /dev/null

@@ -60,6 +60,9 @@ type Report struct {
 	// Seccomp names the system-call filter in force: "default", or
 	// "unconfined" (no filter at all).
 	Seccomp string `json:"seccomp"`
+	// LandlockABI is the Landlock ABI in force as a second wall around
+	// file access (0: the kernel has none; the mounts still apply).
+	LandlockABI int `json:"landlock_abi"`
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
@@ -122,7 +125,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = "unconfined"
 	}
-	degraded, err := checkCapabilities(spec, be.Capabilities(), req.AllowDegraded)
+	caps := be.Capabilities()
+	rep.LandlockABI = caps.LandlockABI
+	degraded, err := checkCapabilities(spec, caps, req.AllowDegraded)
 	rep.Degraded = append(rep.Degraded, degraded...)
 	if err != nil {
 		return fail(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -40,7 +41,8 @@ func (*Backend) Capabilities() backend.Capabilities {
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
-		Accounting: info.Usable["memory"],
+		Accounting:  info.Usable["memory"],
+		LandlockABI: min(hostinfo.LandlockABI(), landlockMaxABI),
 	}
 }
 

@@ -51,7 +51,7 @@ func openTrees(spec *backend.Spec) (map[int]*os.File, error) {
 				continue
 			}
 			closeAll()
-			return nil, fmt.Errorf("open mount tree %s: %w", m.Source, err)
+			return nil, &backend.InitError{Stage: "bind " + m.Source, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
 		trees[i] = f

@@ -1,0 +1,7 @@
+//go:build linux
+
+package native_test
+
+import "errors"
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -1,0 +1,103 @@
+//go:build linux
+
+package native_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	native.MaybeInit()
+	os.Exit(m.Run())
+}
+
+// spec compiles the default policy for a workspace, as the sandbox
+// package would.
+func spec(t *testing.T, ws string, args ...string) *backend.Spec {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.CurrentCaller()
+	c.Cwd = ws
+	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestLandlockHoldsAlone widens the mount layer on purpose: an extra
+// directory is bound read-write but left out of the Landlock rules. The
+// write must still fail, because Landlock alone refuses it.
+func TestLandlockHoldsAlone(t *testing.T) {
+	b := &native.Backend{}
+	if b.Capabilities().LandlockABI == 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	ws := t.TempDir()
+	extra := t.TempDir()
+	os.WriteFile(filepath.Join(extra, "existing"), []byte("data"), 0o644)
+	// Mounted outside every granted hierarchy (Landlock rules follow the
+	// path, so a target under /tmp would inherit /tmp's grant).
+	target := "/opt/moat-widened"
+	s := spec(t, ws, "/bin/sh", "-c", `
+echo a > `+target+`/new && echo WROTE-new
+cat `+target+`/existing >/dev/null && echo READ-existing
+echo b > `+ws+`/ok && echo ws-ok`)
+	s.Mounts = append(s.Mounts, backend.Mount{Kind: backend.MountBind, Source: extra, Target: target, IDMap: os.Geteuid() == 0, NoLandlockGrant: true})
+	var out, errb bytes.Buffer
+	st, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "WROTE") || strings.Contains(out.String(), "READ") {
+		t.Errorf("Landlock did not refuse access to the widened mount:\n%s%s", out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "ws-ok") || st.ExitCode != 0 {
+		t.Errorf("the workspace was not writable (exit %d):\n%s%s", st.ExitCode, out.String(), errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(extra, "new")); err == nil {
+		t.Error("file created on the host")
+	}
+
+	// Control: granted in Landlock too, the same write works, so the
+	// refusal above came from Landlock and not from the mount.
+	s.Mounts[len(s.Mounts)-1].NoLandlockGrant = false
+	out.Reset()
+	if _, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "WROTE-new") {
+		t.Errorf("control run could not write through the granted mount:\n%s%s", out.String(), errb.String())
+	}
+}
+
+// TestInitFailureIsReported: a setup failure inside init comes back as
+// data naming the stage, not as "exit status 1".
+func TestInitFailureIsReported(t *testing.T) {
+	ws := t.TempDir()
+	s := spec(t, ws, "/bin/true")
+	s.Mounts = append(s.Mounts, backend.Mount{Kind: backend.MountBind, Source: "/no/such/dir", Target: "/x"})
+	_, err := (&native.Backend{}).Run(context.Background(), s, backend.Stdio{})
+	var ie *backend.InitError
+	if err == nil || !strings.Contains(err.Error(), "/no/such/dir") {
+		t.Fatalf("err %v, want the failing bind named", err)
+	}
+	if !errorsAs(err, &ie) || !strings.HasPrefix(ie.Stage, "bind") {
+		t.Fatalf("err %v: no init stage", err)
+	}
+}
