@@ -57,6 +57,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		line("absent", "seccomp", "seccomp-bpf not available")
 	}
 
+	line("info", "network namespaces", "every run gets one with only loopback (exercised by the probe below)")
+	line("info", "overlayfs in userns", "not used yet (the copy-on-write workspace is planned)")
+
 	info := cgroup.Probe()
 	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
 	for _, c := range []string{"memory", "pids", "cpu"} {

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# bench/startup.sh: start-up time and host memory of `moat run`, side by
+# side with its peers, on this machine.
+#
+# Usage:  bench/startup.sh            (from any directory; root recommended)
+#         N=500 bench/startup.sh      (runs per variant; default 200)
+#         BENCH_USER=alice bench/startup.sh
+#         ROUNDS=8 bench/startup.sh   (rounds the runs are split into; default 4)
+# Needs Go (on PATH or in /usr/local/go/bin) to build moat and the timer.
+#
+# What it does:
+#   1. Builds moat (CGO_ENABLED=0 go build ./cmd/moat) and the timer
+#      bench/timeit into a temporary directory.
+#   2. As root, installs a missing peer: bubblewrap (apt-get; `apt-get
+#      update` once if the install fails). unshare comes from util-linux.
+#      A peer that is missing and cannot be installed is reported and its
+#      row left out; it never fails the script.
+#   3. From inside a fresh workspace directory under /tmp (not $HOME), times
+#      N runs of /bin/true under each variant:
+#        /bin/true            no sandbox
+#        unshare              unshare -Urmpn --fork /bin/true
+#        bwrap                bwrap with the same setup as moat's default
+#                             policy (read-only /usr and /etc, /bin etc. as
+#                             on the host, workspace read-write, tmpfs /tmp,
+#                             fresh /proc and /dev, every namespace,
+#                             --cap-drop ALL). --tmpfs /tmp comes before
+#                             the workspace bind, which a later tmpfs would
+#                             hide. Unlike moat it puts no tmpfs on $HOME.
+#        moat                 moat run -- /bin/true (default policy)
+#      Each run is timed on its own by bench/timeit (fork to reap, monotonic
+#      clock). The N runs are made in ROUNDS rounds (default 4) that
+#      alternate between the variants, so a change of load on the machine
+#      hits every variant alike. The table gives the median and the 90th
+#      percentile, and each median over bwrap's.
+#   4. Runs moat once more under ptrace (timeit -mem) and prints the peak
+#      RSS (VmHWM, read when each process stops at its exit) of the moat
+#      host process and the largest of its descendants (the init stage).
+#      The rusage maxima (wait4, getrusage(RUSAGE_CHILDREN)) are printed as
+#      a cross-check: the kernel folds reaped descendants into both, so
+#      neither alone tells the host from init. Goal: each < 15 MiB.
+#   5. As root, when the user BENCH_USER (default: moatci, if it exists) is
+#      there, repeats the moat and bwrap rows and the memory line as that
+#      user (setpriv --reuid/--regid --init-groups, binaries copied to a
+#      world-readable directory, a workspace of the user's own, no
+#      capabilities even in the bounding set, as .ci/asuser does): moat's
+#      rootless path differs (no cgroup, no idmapped mounts).
+#
+# Numbers move with the load of the machine: the load average is printed
+# first; compare runs made under similar load.
+# Temporary directories are removed on exit.
+set -euo pipefail
+
+N=${N:-200}
+ROUNDS=${ROUNDS:-4}
+case $N in '' | *[!0-9]*) echo "N must be a positive integer" >&2; exit 2 ;; esac
+case $ROUNDS in '' | *[!0-9]*) echo "ROUNDS must be a positive integer" >&2; exit 2 ;; esac
+if [ "$N" -lt 1 ] || [ "$ROUNDS" -lt 1 ]; then
+	echo "N and ROUNDS must be at least 1" >&2
+	exit 2
+fi
+if [ "$ROUNDS" -gt "$N" ]; then ROUNDS=$N; fi
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+uid=$(id -u)
+
+tmpdirs=()
+cleanup() {
+	local d
+	for d in "${tmpdirs[@]}"; do
+		rm -rf -- "$d"
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+newtmp() { # newtmp VAR NAME: VAR = a new directory under /tmp, removed on exit
+	local d
+	d=$(mktemp -d "/tmp/moat-bench-$2.XXXXXX")
+	tmpdirs+=("$d")
+	printf -v "$1" '%s' "$d"
+}
+
+tmp='' ws='' ubin='' uws=''
+newtmp tmp build
+newtmp ws ws
+
+echo "== machine: nproc=$(nproc) kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== N=$N runs per variant in $ROUNDS rounds; workspace $ws"
+
+# --- build -----------------------------------------------------------------
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+	PATH=/usr/local/go/bin:$PATH
+fi
+(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/moat" ./cmd/moat &&
+	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/timeit" ./bench/timeit)
+timeit=$tmp/timeit
+
+# --- peers -----------------------------------------------------------------
+apt_updated=no
+install_pkg() { # install_pkg PKG: as root only; 0 when installed
+	[ "$uid" -eq 0 ] || return 1
+	command -v apt-get >/dev/null || return 1
+	if DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >"$tmp/apt.log" 2>&1; then
+		return 0
+	fi
+	if [ "$apt_updated" = no ]; then
+		apt_updated=yes
+		apt-get update >>"$tmp/apt.log" 2>&1 || true
+		DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >>"$tmp/apt.log" 2>&1 && return 0
+	fi
+	return 1
+}
+have() { # have CMD PKG: CMD is on PATH, installing PKG if need be
+	command -v "$1" >/dev/null && return 0
+	echo "-- $1 missing; installing $2" >&2
+	if install_pkg "$2" && command -v "$1" >/dev/null; then
+		return 0
+	fi
+	if [ "$uid" -eq 0 ]; then
+		echo "-- could not install $2 (see below); leaving out its rows" >&2
+		tail -n 3 "$tmp/apt.log" >&2 || true
+	else
+		echo "-- $1 missing and not root: leaving out its rows" >&2
+	fi
+	return 1
+}
+have_unshare=no
+have_bwrap=no
+have unshare util-linux && have_unshare=yes
+have bwrap bubblewrap && have_bwrap=yes
+echo "== moat $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '(no git)'); $(go version | cut -d' ' -f3)$(
+	[ "$have_bwrap" = yes ] && printf '; %s' "$(bwrap --version 2>/dev/null)")$(
+	[ "$have_unshare" = yes ] && printf '; %s' "$(unshare --version 2>/dev/null)")"
+
+# bwrap arguments mirroring moat's default root; /bin, /lib... are recreated
+# as on the host (symlinks into /usr on a merged-/usr system).
+bwrap_args() { # bwrap_args WS
+	local d
+	printf '%s\n' --ro-bind /usr /usr
+	for d in bin lib lib32 lib64 libx32 sbin; do
+		if [ -L "/$d" ]; then
+			printf '%s\n' --symlink "$(readlink "/$d")" "/$d"
+		elif [ -d "/$d" ]; then
+			printf '%s\n' --ro-bind "/$d" "/$d"
+		fi
+	done
+	# /tmp's tmpfs goes before the workspace bind: the workspace lives
+	# under /tmp and a later tmpfs would hide it.
+	printf '%s\n' --ro-bind /etc /etc --tmpfs /tmp --bind "$1" "$1" \
+		--proc /proc --dev /dev --unshare-all --die-with-parent \
+		--new-session --clearenv --cap-drop ALL --chdir "$1"
+}
+
+# --- the optional second user ------------------------------------------------
+user=${BENCH_USER:-}
+if [ -z "$user" ] && id moatci >/dev/null 2>&1; then user=moatci; fi
+if [ -n "$user" ]; then
+	if [ "$uid" -ne 0 ]; then
+		echo "-- not root: skipping the rows as user $user" >&2
+		user=
+	elif ! id "$user" >/dev/null 2>&1; then
+		echo "-- no user $user: skipping its rows" >&2
+		user=
+	elif ! command -v setpriv >/dev/null; then
+		echo "-- setpriv missing: skipping the rows as user $user" >&2
+		user=
+	fi
+fi
+if [ -n "$user" ]; then
+	newtmp ubin bin
+	newtmp uws ws-user
+	cp "$tmp/moat" "$tmp/timeit" "$ubin/"
+	chmod 755 "$ubin" "$ubin/moat" "$ubin/timeit"
+	chown "$user:$(id -gn "$user")" "$uws"
+	uhome=$(getent passwd "$user" | cut -d: -f6)
+	# as an ordinary login of the user would be (and as .ci/asuser runs tests)
+	asuser=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups
+		--inh-caps=-all --bounding-set=-all env HOME="$uhome" USER="$user" LOGNAME="$user")
+fi
+
+indir() { (cd "$1" && shift && "$@"); } # indir DIR CMD...: run CMD in DIR
+
+# --- variants ----------------------------------------------------------------
+# Each variant is a name, a label and a command run from its workspace.
+names=() labels=()
+add() { names+=("$1"); labels+=("$2"); }
+add true "/bin/true (no sandbox)"
+[ "$have_unshare" = yes ] && add unshare "unshare -Urmpn --fork"
+[ "$have_bwrap" = yes ] && add bwrap "bwrap"
+add moat "moat run"
+if [ -n "$user" ]; then
+	[ "$have_bwrap" = yes ] && add bwrap_user "bwrap (as $user)"
+	add moat_user "moat run (as $user)"
+fi
+
+# run_variant NAME RUNS: append RUNS times (ms), one per line, to NAME's file
+run_variant() {
+	local n=$2 out=$tmp/$1.samples
+	local -a cmd
+	case $1 in
+	true) cmd=(/bin/true) ;;
+	unshare) cmd=(unshare -Urmpn --fork /bin/true) ;;
+	bwrap) mapfile -t cmd < <(bwrap_args "$ws"); cmd=(bwrap "${cmd[@]}" /bin/true) ;;
+	moat) cmd=("$tmp/moat" run -- /bin/true) ;;
+	bwrap_user) mapfile -t cmd < <(bwrap_args "$uws"); cmd=(bwrap "${cmd[@]}" /bin/true) ;;
+	moat_user) cmd=("$ubin/moat" run -- /bin/true) ;;
+	esac
+	case $1 in
+	*_user) indir "$uws" timeout "$((60 + n))" "${asuser[@]}" "$ubin/timeit" -raw -warmup 3 -n "$n" -- "${cmd[@]}" >>"$out" ;;
+	*) indir "$ws" timeout "$((60 + n))" "$timeit" -raw -warmup 3 -n "$n" -- "${cmd[@]}" >>"$out" ;;
+	esac
+}
+
+failed=()
+for ((r = 0; r < ROUNDS; r++)); do
+	n=$((N / ROUNDS + (r < N % ROUNDS ? 1 : 0)))
+	for i in "${!names[@]}"; do
+		name=${names[$i]}
+		[ -e "$tmp/$name.failed" ] && continue
+		if ! run_variant "$name" "$n" 2>"$tmp/$name.err"; then
+			touch "$tmp/$name.failed"
+			failed+=("$name")
+			echo "-- ${labels[$i]} failed; leaving out its row:" >&2
+			sed 's/^/   /' "$tmp/$name.err" >&2
+		fi
+	done
+done
+
+# --- table ---------------------------------------------------------------------
+declare -A med p90
+for name in "${names[@]}"; do
+	[ -e "$tmp/$name.failed" ] && continue
+	read -r m p _ _ < <("$timeit" -stats "$tmp/$name.samples")
+	med[$name]=$m
+	p90[$name]=$p
+done
+ratio() { # ratio A B: A/B to 2 decimals, or n/a
+	if [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
+}
+
+echo
+printf '%-28s | %9s | %8s | %s\n' variant "median ms" "p90 ms" "ratio to bwrap"
+printf '%-28s-|-%9s-|-%8s-|-%s\n' ---------------------------- --------- -------- --------------
+for i in "${!names[@]}"; do
+	name=${names[$i]}
+	[ -n "${med[$name]:-}" ] || continue
+	printf '%-28s | %9.2f | %8.2f | %s\n' "${labels[$i]}" "${med[$name]}" "${p90[$name]}" "$(ratio "${med[$name]}" "${med[bwrap]:-}")"
+done
+echo
+if [ -n "${med[moat]:-}" ] && [ -n "${med[bwrap]:-}" ]; then
+	echo "moat/bwrap = $(ratio "${med[moat]}" "${med[bwrap]}") (goal <= 1.0)"
+else
+	echo "moat/bwrap = n/a (a row is missing) (goal <= 1.0)"
+fi
+if [ -n "${med[moat_user]:-}" ] && [ -n "${med[bwrap_user]:-}" ]; then
+	echo "moat/bwrap as $user = $(ratio "${med[moat_user]}" "${med[bwrap_user]}") (goal <= 1.0)"
+fi
+
+# --- memory --------------------------------------------------------------------
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+memline() { # memline LABEL -- TIMEIT-MEM-COMMAND...
+	local label=$1 out line k v
+	shift
+	if ! out=$("$@" 2>&1); then
+		echo "memory ($label): measurement failed: $out"
+		return
+	fi
+	local -A m=()
+	while IFS= read -r line; do
+		k=${line%%=*} v=${line#*=}
+		m[$k]=$v
+	done <<<"$out"
+	local goal=met
+	if [ "${m[host_kib]:-0}" -ge $((15 * 1024)) ] || [ "${m[descendants_max_kib]:-0}" -ge $((15 * 1024)) ]; then
+		goal="NOT met"
+	fi
+	local what="largest of its descendants (${m[descendants_max_name]:-?}, not the init stage!)"
+	if [ "${m[descendants_max_name]:-}" = moat-sandbox-init ]; then
+		what="init stage (moat-sandbox-init, the largest of its descendants)"
+	fi
+	echo "memory ($label): moat host process $(mib "${m[host_kib]:-0}"); $what $(mib "${m[descendants_max_kib]:-0}"); goal < 15 MiB each: $goal"
+	echo "  peak RSS (VmHWM at exit, KiB) per process: ${m[tree]:-?}"
+	echo "  (no-exec-child: a child that never ran execve, e.g. Go's CLONE_VM pidfd probe, sharing its parent's memory: not counted; ~N: sampled while running, a lower bound)"
+	echo "  cross-check, host and reaped descendants folded together by the kernel: wait4 maxrss $(mib "${m[wait4_maxrss_kib]:-0}"), getrusage(RUSAGE_CHILDREN) $(mib "${m[rusage_children_kib]:-0}")"
+}
+echo
+memline "$(id -un)" indir "$ws" timeout 60 "$timeit" -mem -- "$tmp/moat" run -- /bin/true
+if [ -n "$user" ]; then
+	memline "$user" indir "$uws" timeout 60 "${asuser[@]}" "$ubin/timeit" -mem -- "$ubin/moat" run -- /bin/true
+fi
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo
+	echo "rows left out because they failed: ${failed[*]}"
+fi
