@@ -89,7 +89,7 @@ func TestScriptRunsAndExitCodeComesThrough(t *testing.T) {
 
 func TestIdentityIsUnprivileged(t *testing.T) {
 	ws := t.TempDir()
-	r := sh(t, ws, nil, `id -u; id -g; cat /proc/self/uid_map; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; hostname`)
+	r := sh(t, ws, nil, `id -u; id -g; cat /proc/self/uid_map; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; hostname; grep -E 'Cap(Inh|Prm|Bnd|Amb)' /proc/self/status`)
 	mustExit(t, r, 0)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) < 6 || lines[0] != "1000" || lines[1] != "1000" {
@@ -111,6 +111,11 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 	}
 	if lines[5] != "moat" {
 		t.Errorf("hostname %q", lines[5])
+	}
+	for _, l := range lines[6:] {
+		if !strings.HasSuffix(l, "0000000000000000") {
+			t.Errorf("capability set not empty: %q", l)
+		}
 	}
 }
 

@@ -108,8 +108,12 @@ func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
 	syscall.Kill(pid, syscall.SIGKILL)
-	var ws syscall.WaitStatus
-	syscall.Wait4(pid, &ws, 0, nil)
+	// Reaping waits for the kernel to tear the process down; the run
+	// does not need to wait for that.
+	go func() {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("open user namespace: %w", err)
 	}
