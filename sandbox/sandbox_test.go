@@ -18,6 +18,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -340,28 +341,12 @@ func TestNoSurvivors(t *testing.T) {
 (sleep %s &) ; sleep 0.2; echo started`, marker, marker))
 	mustExit(t, r, 0)
 	time.Sleep(100 * time.Millisecond)
-	if pids := findProcs("sleep " + marker); len(pids) > 0 {
+	if pids := proctest.Find("sleep " + marker); len(pids) > 0 {
 		for _, p := range pids {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 		t.Fatalf("processes of the run survived: %v", pids)
 	}
-}
-
-func findProcs(cmdline string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 func TestCancelKillsSandbox(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/proctest"
 )
 
 // TestMain lets this test binary be moat itself: the sandbox's init stage
@@ -174,39 +175,23 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(procsWith("sleep "+marker)) < 2 && time.Now().Before(deadline) {
+	for len(proctest.Find("sleep "+marker)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := len(procsWith("sleep " + marker)); n < 2 {
+	if n := len(proctest.Find("sleep " + marker)); n < 2 {
 		cmd.Process.Kill()
 		t.Fatalf("sandboxed sleeps did not start (%d)", n)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	deadline = time.Now().Add(2 * time.Second)
-	for len(procsWith("sleep "+marker)) > 0 && time.Now().Before(deadline) {
+	for len(proctest.Find("sleep "+marker)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := procsWith("sleep " + marker); len(left) > 0 {
+	if left := proctest.Find("sleep " + marker); len(left) > 0 {
 		for _, p := range left {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 		t.Fatalf("processes survived moat's death: %v", left)
 	}
-}
-
-func procsWith(cmdline string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), cmdline) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
