@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
-	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -143,16 +142,6 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 	}, nil
 }
 
-// seccompProfiles turns syscalls.profile into the filters to stack.
-func seccompProfiles(name string) ([]*seccomp.Profile, error) {
-	switch name {
-	case "", "default":
-		return []*seccomp.Profile{seccomp.Default()}, nil
-	case "unconfined":
-		return nil, nil
-	}
-	return nil, fmt.Errorf("syscalls.profile %q is not supported yet; use \"default\" (moat's deny-list) or \"unconfined\"", name)
-}
 
 // systemMount is a read-only system path: a symlink on the host (merged
 // /usr: /bin -> usr/bin) is recreated as a symlink, since binding it

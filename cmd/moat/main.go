@@ -34,6 +34,7 @@ Usage:
   moat run [flags] -- CMD [ARGS...]   run CMD (default policy: workspace = current directory, no network)
   moat doctor                         show which protections this host can enforce
   moat policy show [flags]            print the effective policy as TOML
+  moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -51,6 +52,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdDoctor(args[1:], stdout, stderr)
 	case "policy":
 		return cmdPolicy(args[1:], stdout, stderr)
+	case "seccomp":
+		return cmdSeccomp(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", version)
 		return 0
@@ -58,6 +61,6 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, doctor, policy, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, doctor, policy, seccomp, version)\n", args[0])
 	return 2
 }
