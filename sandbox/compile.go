@@ -142,7 +142,6 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 	}, nil
 }
 
-
 // systemMount is a read-only system path: a symlink on the host (merged
 // /usr: /bin -> usr/bin) is recreated as a symlink, since binding it
 // would bind its target at the wrong place.
