@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -128,12 +129,18 @@ type NetMode string
 
 // Network modes.
 const (
+	// NetNone: a network namespace with only loopback.
 	NetNone NetMode = "none"
+	// NetProxy: NetNone plus a listener on 127.0.0.1:ProxyPort inside the
+	// sandbox, served on the host side by Stdio.ServeProxy (moat's egress
+	// proxy). Nothing else leaves the namespace.
+	NetProxy NetMode = "proxy"
 )
 
 // Network is the network plan of a run.
 type Network struct {
-	Mode NetMode `json:"mode"`
+	Mode      NetMode `json:"mode"`
+	ProxyPort int     `json:"proxy_port,omitempty"`
 }
 
 // Capabilities is what a backend can enforce on this host for this caller.
@@ -153,11 +160,17 @@ type Capabilities struct {
 // Stdio is where the command's standard streams go. Nil means /dev/null
 // for Stdin and discard for the outputs. Signals received on Signals are
 // forwarded to the command's process group.
+//
+// ServeProxy is called, for a Spec whose network mode is NetProxy, with the
+// listener that 127.0.0.1:ProxyPort inside the sandbox is bound to; it must
+// serve connections until the listener is closed, which the backend does
+// when the run ends.
 type Stdio struct {
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
-	Signals <-chan os.Signal
+	Stdin      io.Reader
+	Stdout     io.Writer
+	Stderr     io.Writer
+	Signals    <-chan os.Signal
+	ServeProxy func(net.Listener)
 }
 
 // Backend runs Specs.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -68,6 +69,11 @@ type run struct {
 	cmd    *exec.Cmd
 	killed atomic.Value // backend.Cause the host killed the run for
 	output atomic.Int64
+
+	netChan  *os.File // host end of the proxy listener channel
+	mu       sync.Mutex
+	listener net.Listener
+	closed   bool
 }
 
 // Run implements backend.Backend.
@@ -146,6 +152,20 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 
+	if spec.Network.Mode == backend.NetProxy {
+		if stdio.ServeProxy == nil {
+			return nil, errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
+		}
+		host, child, err := socketPair()
+		if err != nil {
+			return nil, fmt.Errorf("proxy channel: %w", err)
+		}
+		cleanup = append(cleanup, func() { host.Close(); child.Close() })
+		is.NetFD = 3 + len(extra)
+		extra = append(extra, child)
+		r.netChan = host
+	}
+
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       []string{initArg0},
@@ -208,6 +228,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		cmd.Process.Kill()
 		cmd.Wait()
 		return nil, fmt.Errorf("send spec to init: %w", err)
+	}
+
+	if r.netChan != nil {
+		go r.receiveListener()
+		defer r.closeListener()
 	}
 
 	var copies sync.WaitGroup
@@ -413,4 +438,57 @@ func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
 	}
 	_ = waitErr
 	return st
+}
+
+func socketPair() (host, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "net-host"), os.NewFile(uintptr(fds[1]), "net-init"), nil
+}
+
+// receiveListener takes the proxy listener init bound inside the sandbox's
+// network namespace and hands it to the proxy. A socket belongs to the
+// namespace it was created in, so the host can accept on it from outside:
+// each connection reaches the proxy directly, with no forwarder between.
+func (r *run) receiveListener() {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(r.netChan.Fd()), buf, oob, 0)
+	if err != nil || n == 0 {
+		return
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return
+	}
+	f := os.NewFile(uintptr(fds[0]), "proxy-listener")
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		l.Close()
+		return
+	}
+	r.listener = l
+	r.mu.Unlock()
+	r.stdio.ServeProxy(l)
+}
+
+func (r *run) closeListener() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.listener != nil {
+		r.listener.Close()
+	}
 }

@@ -117,6 +117,11 @@ func initMain(send func(message)) error {
 	if err := loopbackUp(); err != nil {
 		return fail("loopback up", err)
 	}
+	if is.NetFD != 0 {
+		if err := sendProxyListener(is.NetFD, spec.Network.ProxyPort); err != nil {
+			return fail("proxy listener", err)
+		}
+	}
 
 	path, err := lookPath(spec.Args[0], spec.Env)
 	if err != nil {
@@ -388,4 +393,28 @@ func checkExec(p string) error {
 		return unix.EISDIR
 	}
 	return unix.Access(p, unix.X_OK)
+}
+
+// sendProxyListener binds 127.0.0.1:port inside the sandbox's network
+// namespace (a plain TCP socket: not MPTCP, which Go's net.Listen would
+// pick) and sends it to the host, which serves it with the egress proxy.
+func sendProxyListener(chanFD, port int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return fmt.Errorf("bind 127.0.0.1:%d: %w", port, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		return err
+	}
+	if err := unix.Sendmsg(chanFD, []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+		return fmt.Errorf("send to host: %w", err)
+	}
+	return unix.Close(chanFD)
 }

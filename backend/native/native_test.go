@@ -5,6 +5,7 @@ package native_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,48 @@ func TestInitFailureIsReported(t *testing.T) {
 	}
 	if !errorsAs(err, &ie) || !strings.HasPrefix(ie.Stage, "bind") {
 		t.Fatalf("err %v: no init stage", err)
+	}
+}
+
+// TestProxyListenerReachesHost: in proxy mode, 127.0.0.1:PORT inside the
+// sandbox is a listener the host side accepts on, and nothing else is
+// reachable.
+func TestProxyListenerReachesHost(t *testing.T) {
+	ws := t.TempDir()
+	s := spec(t, ws, "python3", "-c", `
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+print(s.recv(100).decode().strip())
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=1)
+    print("OUTSIDE-REACHED")
+except OSError as e:
+    print("outside refused")
+`)
+	s.Network = backend.Network{Mode: backend.NetProxy, ProxyPort: 3128}
+	served := make(chan struct{}, 1)
+	serve := func(l net.Listener) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HELLO-FROM-HOST\n"))
+			c.Close()
+			served <- struct{}{}
+		}
+	}
+	var out, errb bytes.Buffer
+	st, err := (&native.Backend{}).Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, ServeProxy: serve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode != 0 || !strings.Contains(out.String(), "HELLO-FROM-HOST") || !strings.Contains(out.String(), "outside refused") {
+		t.Fatalf("exit %d\n%s%s", st.ExitCode, out.String(), errb.String())
+	}
+	select {
+	case <-served:
+	default:
+		t.Error("the host side served no connection")
 	}
 }

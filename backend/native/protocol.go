@@ -65,6 +65,10 @@ type initSpec struct {
 	// Filters are the Spec's seccomp profiles compiled on the host for
 	// this machine's architecture, installed by init in this order.
 	Filters [][]seccomp.Instruction `json:"filters,omitempty"`
+	// NetFD is an inherited unix socket on which init sends the host the
+	// proxy listener it bound inside the network namespace (SCM_RIGHTS),
+	// for NetProxy runs; 0 otherwise.
+	NetFD int `json:"net_fd,omitempty"`
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace
