@@ -77,6 +77,12 @@ const (
 	MountReadOnly MountKind = "readonly"
 	// MountProc mounts a fresh procfs for the sandbox's PID namespace.
 	MountProc MountKind = "proc"
+	// MountOverlay mounts a copy-on-write view at Target: Source (a host
+	// directory) is the read-only lower layer, and every change goes to
+	// Layers/upper (Layers/work is overlayfs's scratch directory; both
+	// must exist and be empty the first time). Source itself is never
+	// written. IDMap is as for MountBind, for the lower layer.
+	MountOverlay MountKind = "overlay"
 	// MountDev builds a minimal /dev: null, zero, full, random, urandom,
 	// tty, a private devpts, ptmx, shm and the fd symlinks.
 	MountDev MountKind = "dev"
@@ -90,6 +96,9 @@ type Mount struct {
 	ReadOnly bool      `json:"read_only,omitempty"`
 	Options  string    `json:"options,omitempty"`
 	IDMap    bool      `json:"idmap,omitempty"`
+	// Layers is the host directory holding "upper" and "work", for
+	// MountOverlay.
+	Layers string `json:"layers,omitempty"`
 	// Optional skips the operation when Source (or Target for masks and
 	// read-only re-binds) does not exist, instead of failing the run.
 	Optional bool `json:"optional,omitempty"`

@@ -58,6 +58,11 @@ var initCaps = []uintptr{
 	unix.CAP_NET_ADMIN,  // bring up loopback
 	unix.CAP_SETPCAP,    // empty the bounding set
 	unix.CAP_SYS_CHROOT, // pivot_root
+	// overlayfs checks the mounter's access to its layers at mount time
+	// and records the mounter's credentials for copy-up; within this user
+	// namespace only the caller's (or, as root, the sandbox's) files are
+	// affected.
+	unix.CAP_DAC_OVERRIDE,
 }
 
 // run is the host side of one sandbox.
@@ -145,9 +150,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 				f.Close()
 			}
 		})
-		is.Trees = map[int]int{}
-		for i, f := range trees {
-			is.Trees[i] = 3 + len(extra) // ExtraFiles[k] is fd 3+k
+		is.Trees = map[string]int{}
+		for key, f := range trees {
+			is.Trees[key] = 3 + len(extra) // ExtraFiles[k] is fd 3+k
 			extra = append(extra, f)
 		}
 	}
@@ -350,7 +355,8 @@ func readMessages(r io.Reader, out chan<- message) {
 func initError(m *message) error {
 	var err error = errors.New(m.Err)
 	if m.Errno != 0 {
-		err = syscall.Errno(m.Errno)
+		// Keep init's message (it names the path) and the errno to test.
+		err = &errnoError{msg: m.Err, errno: syscall.Errno(m.Errno)}
 	}
 	if len(m.Stage) > 5 && m.Stage[:5] == "exec " {
 		switch syscall.Errno(m.Errno) {
@@ -492,3 +498,13 @@ func (r *run) closeListener() {
 		r.listener.Close()
 	}
 }
+
+// errnoError is a failure reported by init: its message, and the errno
+// for errors.Is.
+type errnoError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *errnoError) Error() string { return e.msg }
+func (e *errnoError) Unwrap() error { return e.errno }

@@ -65,7 +65,7 @@ func runInit() {
 		m := message{Type: "error", Stage: "init", Err: err.Error()}
 		var se *stageError
 		if errors.As(err, &se) {
-			m.Stage = se.stage
+			m.Stage, m.Err = se.stage, se.err.Error()
 		}
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -230,7 +230,7 @@ func reap(pid int) (unix.WaitStatus, error) {
 	}
 }
 
-func treeFDs(m map[int]int) map[int]struct{} {
+func treeFDs(m map[string]int) map[int]struct{} {
 	out := make(map[int]struct{}, len(m))
 	for _, fd := range m {
 		out[fd] = struct{}{}

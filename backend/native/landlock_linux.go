@@ -38,7 +38,7 @@ func restrictLandlock(spec *backend.Spec) error {
 			continue
 		}
 		switch m.Kind {
-		case backend.MountBind:
+		case backend.MountBind, backend.MountOverlay:
 			if m.ReadOnly {
 				rules = append(rules, landlock.RODirs(m.Target).IgnoreIfMissing())
 			} else {

@@ -29,7 +29,7 @@ const (
 // at /newroot from the Spec's ordered operations; then a final
 // pivot_root makes /newroot the root and the old root is detached, so no
 // path leads back to the host's tree.
-func buildRoot(spec *backend.Spec, trees map[int]int) error {
+func buildRoot(spec *backend.Spec, trees map[string]int) error {
 	// Nothing done here may propagate back to the host's mounts.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("make mounts private", err)
@@ -93,7 +93,7 @@ func buildRoot(spec *backend.Spec, trees map[int]int) error {
 	return nil
 }
 
-func applyMount(i int, m backend.Mount, trees map[int]int) error {
+func applyMount(i int, m backend.Mount, trees map[string]int) error {
 	target := newRoot + m.Target
 	switch m.Kind {
 	case backend.MountBind:
@@ -140,14 +140,16 @@ func applyMount(i int, m backend.Mount, trees map[int]int) error {
 		return nil
 	case backend.MountDev:
 		return buildDev(target)
+	case backend.MountOverlay:
+		return overlayMount(i, m, target, trees)
 	}
 	return fail("mount "+m.Target, fmt.Errorf("unknown mount kind %q", m.Kind))
 }
 
-func bindMount(i int, m backend.Mount, target string, trees map[int]int) error {
+func bindMount(i int, m backend.Mount, target string, trees map[string]int) error {
 	stage := "bind " + m.Source
 	var st unix.Stat_t
-	fd, fromTree := trees[i]
+	fd, fromTree := trees[fmt.Sprint(i)]
 	var err error
 	if fromTree {
 		err = unix.Fstat(fd, &st)
@@ -292,4 +294,43 @@ func buildDev(target string) error {
 		}
 	}
 	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false, "dev")
+}
+
+// overlayMount mounts the copy-on-write workspace. The layers are staged on
+// the temporary root first (trees the host opened, or paths under the
+// host's root); overlayfs keeps its own references to them, so they vanish
+// from view with the temporary root while the overlay stays. In a user
+// namespace overlayfs needs "userxattr": whiteouts and opaque directories
+// are then recorded in user.overlay.* attributes of the upper layer.
+func overlayMount(i int, m backend.Mount, target string, trees map[string]int) error {
+	stage := "overlay " + m.Target
+	lower, layers := oldRoot+m.Source, oldRoot+m.Layers
+	key := fmt.Sprint(i)
+	if fd, ok := trees[key]; ok {
+		lower = fmt.Sprintf("/stage/%d/lower", i)
+		if err := moveTree(fd, lower); err != nil {
+			return fail(stage+": lower layer", err)
+		}
+	}
+	if fd, ok := trees[key+"/layers"]; ok {
+		layers = fmt.Sprintf("/stage/%d/layers", i)
+		if err := moveTree(fd, layers); err != nil {
+			return fail(stage+": upper layer", err)
+		}
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fail(stage, err)
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, layers, layers)
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fail(stage, fmt.Errorf("mount overlay (%s): %w", opts, err))
+	}
+	return nil
+}
+
+func moveTree(fd int, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH)
 }

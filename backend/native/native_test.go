@@ -145,3 +145,53 @@ except OSError as e:
 		t.Error("the host side served no connection")
 	}
 }
+
+// TestOverlayWorkspace: the workspace as an overlay leaves the real
+// directory untouched and records every change in the upper layer.
+func TestOverlayWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("original\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("bye\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "dir/sub"), 0o755)
+	layers := t.TempDir()
+	os.Mkdir(filepath.Join(layers, "upper"), 0o755)
+	os.Mkdir(filepath.Join(layers, "work"), 0o755)
+	// overlayfs leaves work/work with mode 0: open it up for removal.
+	t.Cleanup(func() { os.Chmod(filepath.Join(layers, "work", "work"), 0o700) })
+	s := spec(t, ws, "/bin/sh", "-c", `set -e
+echo changed > keep.txt; echo new > new.txt; rm gone.txt; rm -r dir; mkdir dir; echo x > dir/y
+ln -s keep.txt link; chmod 600 new.txt; cat keep.txt new.txt; ls`)
+	for i, m := range s.Mounts {
+		if m.Kind == backend.MountBind && m.Source == ws {
+			s.Mounts[i] = backend.Mount{Kind: backend.MountOverlay, Source: ws, Target: ws, Layers: layers, IDMap: m.IDMap}
+		}
+	}
+	var out, errb bytes.Buffer
+	st, err := (&native.Backend{}).Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode != 0 || !strings.Contains(out.String(), "changed\nnew\n") {
+		t.Fatalf("exit %d\n%s%s", st.ExitCode, out.String(), errb.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "keep.txt")); string(b) != "original\n" {
+		t.Errorf("real keep.txt changed: %q", b)
+	}
+	for _, p := range []string{"gone.txt", "dir/sub"} {
+		if _, err := os.Stat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("real %s was removed: %v", p, err)
+		}
+	}
+	for _, p := range []string{"new.txt", "link", "dir/y"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s appeared in the real workspace", p)
+		}
+	}
+	up := filepath.Join(layers, "upper")
+	if b, _ := os.ReadFile(filepath.Join(up, "keep.txt")); string(b) != "changed\n" {
+		t.Errorf("upper keep.txt: %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(up, "gone.txt")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("no whiteout for gone.txt in the upper layer: %v", err)
+	}
+}

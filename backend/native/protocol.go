@@ -61,7 +61,9 @@ type initSpec struct {
 	// Trees maps a mount index to an inherited fd holding a detached mount
 	// tree (open_tree) the host prepared; init moves it into place instead
 	// of binding by path.
-	Trees map[int]int `json:"trees,omitempty"`
+	// Keys are the mount's index, and "INDEX/layers" for the layers of
+	// an overlay.
+	Trees map[string]int `json:"trees,omitempty"`
 	// Filters are the Spec's seccomp profiles compiled on the host for
 	// this machine's architecture, installed by init in this order.
 	Filters [][]seccomp.Instruction `json:"filters,omitempty"`

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,8 +25,8 @@ import (
 // check (sysctls, signals, set-id bits). Idmapped mounts are the kernel's
 // mechanism for exactly this; the alternative, chown-ing files after the
 // run, would race with the command and touch the user's tree.
-func openTrees(spec *backend.Spec) (map[int]*os.File, error) {
-	trees := map[int]*os.File{}
+func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
+	trees := map[string]*os.File{}
 	closeAll := func() {
 		for _, f := range trees {
 			f.Close()
@@ -38,8 +39,25 @@ func openTrees(spec *backend.Spec) (map[int]*os.File, error) {
 		}
 	}()
 	for i, m := range spec.Mounts {
-		if m.Kind != backend.MountBind {
+		if m.Kind != backend.MountBind && m.Kind != backend.MountOverlay {
 			continue
+		}
+		key := fmt.Sprint(i)
+		if m.Kind == backend.MountOverlay {
+			// The command's host uid must own the layers it writes.
+			for _, d := range []string{"upper", "work"} {
+				p := filepath.Join(m.Layers, d)
+				if err := os.Lchown(p, spec.User.HostUID, spec.User.HostGID); err != nil {
+					closeAll()
+					return nil, fmt.Errorf("overlay layers: %w", err)
+				}
+			}
+			fd, err := unix.OpenTree(unix.AT_FDCWD, m.Layers, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				closeAll()
+				return nil, &backend.InitError{Stage: "overlay " + m.Target, Err: fmt.Errorf("open layers %s: %w", m.Layers, err)}
+			}
+			trees[key+"/layers"] = os.NewFile(uintptr(fd), m.Layers)
 		}
 		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
 		if !m.IDMap {
@@ -54,7 +72,7 @@ func openTrees(spec *backend.Spec) (map[int]*os.File, error) {
 			return nil, &backend.InitError{Stage: "bind " + m.Source, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
-		trees[i] = f
+		trees[key] = f
 		if !m.IDMap {
 			continue
 		}
