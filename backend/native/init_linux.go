@@ -139,8 +139,9 @@ func initMain(send func(message)) error {
 	// memory or open its fds through /proc/1), then every capability goes
 	// (bounding set first, which needs CAP_SETPCAP, then ambient, then the
 	// rest), then no_new_privs so no later exec can gain any back. These
-	// are per-thread attributes, so each is applied to all of init's
-	// threads at once; the command inherits them through fork.
+	// are per-thread attributes: each is applied to all of init's threads
+	// at once (except the bounding set and Landlock, see there), and the
+	// command inherits them from this locked thread through fork.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("set non-dumpable", err)
 	}

@@ -3,6 +3,8 @@ package native
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
@@ -27,7 +29,8 @@ const landlockMaxABI = 10
 // sandbox's own tmpfs mounts get full access, directory listing is
 // allowed everywhere, and nothing else is granted. Signals and abstract
 // unix sockets are scoped to the sandbox (ABI 6). It runs in init after
-// pivot_root (the paths are the sandbox's) and applies to all threads.
+// pivot_root (the paths are the sandbox's) and no_new_privs, on the locked
+// thread that forks the command, which inherits the domain.
 func restrictLandlock(spec *backend.Spec) error {
 	rules := []landlock.Rule{landlock.PathAccess(ll.AccessFSReadDir, "/")}
 	rw := func(paths ...string) landlock.Rule {
@@ -52,8 +55,21 @@ func restrictLandlock(spec *backend.Spec) error {
 			}
 		}
 	}
-	if err := landlockConfig.Restrict(rules...); err != nil {
-		return fmt.Errorf("landlock: %w", err)
+	fd, flags, err := landlockConfig.NewRulesetFD(rules...)
+	if err != nil {
+		return fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return nil // no Landlock on this kernel: nothing to restrict
+	}
+	defer unix.Close(fd)
+	// Only this thread, the one that forks the command, enters the domain.
+	// Restricting every thread one by one (as go-landlock does before ABI
+	// 8) would put each thread in a sibling domain of its own, and signal
+	// scoping would then stop init's signal forwarder, running on another
+	// thread, from reaching the command.
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), uintptr(flags), 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
 	}
 	return nil
 }

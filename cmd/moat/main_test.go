@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,5 +195,32 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 		t.Fatalf("processes survived moat's death: %v", left)
+	}
+}
+
+// TestSignalsAreForwarded: a SIGTERM to moat reaches the command, which
+// can clean up and choose its exit status.
+func TestSignalsAreForwarded(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; sleep 10 & wait`)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("no ready line: %q %v", buf, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(rest), "got-term") {
+		t.Fatalf("exit %v, output %q: want the command's trap to run and exit 3", err, rest)
 	}
 }
