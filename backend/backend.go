@@ -229,6 +229,8 @@ type ExitStatus struct {
 	MaxMemory int64
 	// OutputBytes is how many bytes the command wrote to stdout and stderr.
 	OutputBytes int64
+	// LandlockABI is the Landlock ABI the backend applied (0: none).
+	LandlockABI int
 }
 
 // InitError is a failure while setting up the sandbox, reported by the

@@ -125,8 +125,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = "unconfined"
 	}
-	caps := be.Capabilities()
-	rep.LandlockABI = caps.LandlockABI
+	// Probing cgroups costs a little; only a run that asks for a cgroup
+	// limit needs to know.
+	var caps backend.Capabilities
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 {
+		caps = be.Capabilities()
+	}
 	degraded, err := checkCapabilities(spec, caps, req.AllowDegraded)
 	rep.Degraded = append(rep.Degraded, degraded...)
 	if err != nil {
@@ -145,6 +149,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.CPUSeconds = st.CPU.Seconds()
 	rep.MaxMemoryBytes = st.MaxMemory
 	rep.OutputBytes = st.OutputBytes
+	rep.LandlockABI = st.LandlockABI
 	if st.Signal != 0 {
 		name := SignalName(syscall.Signal(st.Signal))
 		rep.Signal = &name

@@ -1,18 +1,29 @@
 package sandbox
 
 import (
-	"fmt"
-
 	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/policy"
 )
 
-// seccompProfiles turns syscalls.profile into the filters to stack.
+// seccompProfiles turns syscalls.profile into the filters to stack on the
+// command, in the order init installs them.
+//
+// A Docker-format file gets moat's floor as a second filter: whatever the
+// file allows, the command cannot make namespaces, inject terminal input,
+// open MPTCP sockets or ptrace. Strict holds the floor's rules itself.
+// Policy.Resolve has already made a file's path absolute.
 func seccompProfiles(name string) ([]*seccomp.Profile, error) {
 	switch name {
-	case "", "default":
+	case "", policy.ProfileDefault:
 		return []*seccomp.Profile{seccomp.Default()}, nil
-	case "unconfined":
+	case policy.ProfileStrict:
+		return []*seccomp.Profile{seccomp.Strict()}, nil
+	case policy.ProfileUnconfined:
 		return nil, nil
 	}
-	return nil, fmt.Errorf("syscalls.profile %q is not supported yet; use \"default\" (moat's deny-list) or \"unconfined\"", name)
+	custom, err := seccomp.LoadDockerFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return []*seccomp.Profile{custom, seccomp.Floor()}, nil
 }

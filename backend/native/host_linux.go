@@ -137,7 +137,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		if err != nil {
 			return nil, fmt.Errorf("compile seccomp profile: %w", err)
 		}
-		is.Filters = append(is.Filters, prog)
+		is.Filters = append(is.Filters, encodeFilter(prog))
 	}
 	extra := []*os.File{specR, statW}
 	if os.Geteuid() == 0 {
@@ -371,7 +371,8 @@ func initError(m *message) error {
 
 // status turns what was seen into an ExitStatus with the cause.
 func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load(),
+		LandlockABI: min(hostinfo.LandlockABI(), landlockMaxABI)}
 	var cgs cgroup.Stats
 	haveCg := false
 	if r.cg != nil {

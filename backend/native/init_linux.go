@@ -158,7 +158,11 @@ func initMain(send func(message)) error {
 	// filters refuse; TSYNC puts it on every thread of init, and the
 	// command inherits it through fork. What init does afterwards (fork,
 	// exec, wait, kill, write) is allowed by every moat profile.
-	for i, prog := range is.Filters {
+	for i, raw := range is.Filters {
+		prog, err := decodeFilter(raw)
+		if err != nil {
+			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
+		}
 		if err := seccomp.Install(prog); err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
 		}

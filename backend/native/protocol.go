@@ -1,6 +1,9 @@
 package native
 
 import (
+	"encoding/binary"
+	"fmt"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/seccomp"
 )
@@ -66,7 +69,10 @@ type initSpec struct {
 	Trees map[string]int `json:"trees,omitempty"`
 	// Filters are the Spec's seccomp profiles compiled on the host for
 	// this machine's architecture, installed by init in this order.
-	Filters [][]seccomp.Instruction `json:"filters,omitempty"`
+	// Each is the raw program (8 bytes per instruction, as the kernel
+	// takes it), which JSON carries as base64: decoding a program as JSON
+	// objects cost init a millisecond.
+	Filters [][]byte `json:"filters,omitempty"`
 	// NetFD is an inherited unix socket on which init sends the host the
 	// proxy listener it bound inside the network namespace (SCM_RIGHTS),
 	// for NetProxy runs; 0 otherwise.
@@ -76,3 +82,26 @@ type initSpec struct {
 // usernsArg0 is argv[0] of a process started only to hold a user namespace
 // for an idmapped mount; MaybeInit makes it wait to be killed.
 const usernsArg0 = "moat-userns-holder"
+
+// encodeFilter and decodeFilter move a BPF program across the pipe.
+func encodeFilter(prog []seccomp.Instruction) []byte {
+	b := make([]byte, 0, 8*len(prog))
+	for _, in := range prog {
+		b = binary.LittleEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.LittleEndian.AppendUint32(b, in.K)
+	}
+	return b
+}
+
+func decodeFilter(b []byte) ([]seccomp.Instruction, error) {
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("seccomp program of %d bytes is not whole instructions", len(b))
+	}
+	prog := make([]seccomp.Instruction, len(b)/8)
+	for i := range prog {
+		r := b[8*i:]
+		prog[i] = seccomp.Instruction{Code: binary.LittleEndian.Uint16(r), Jt: r[2], Jf: r[3], K: binary.LittleEndian.Uint32(r[4:])}
+	}
+	return prog, nil
+}
