@@ -1,0 +1,110 @@
+//go:build linux
+
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestChangesClassification(t *testing.T) {
+	lower := map[string]string{
+		"same.txt":        "same\n",
+		"mod.txt":         "one\ntwo\n",
+		"del.txt":         "gone\n",
+		"run.sh":          "#!/bin/sh\n",
+		"link":            "-> same.txt",
+		"f2l":             "was a file\n",
+		"d2f/x":           "x\n",
+		"olddir/a":        "a\n",
+		"olddir/sub/b":    "b\n",
+		"opq/keep":        "keep\n",
+		"opq/drop":        "drop\n",
+		"img.bin":         "\x00\x01\x02",
+		"touched.txt":     "copied up, unchanged\n",
+		"adir/":           "",
+		"node_modules/x/": "",
+	}
+	tests := []struct {
+		name  string
+		upper func(t *testing.T, up string)
+		want  []string
+	}{
+		{"empty upper", func(t *testing.T, up string) {}, nil},
+		{"added file, dir, symlink, binary", func(t *testing.T, up string) {
+			tree(t, up, map[string]string{"new.txt": "new\n", "nd/inner.txt": "i\n", "nl": "-> same.txt", "b.bin": "\xff\xfe"})
+		}, []string{"added file b.bin binary", "added dir nd", "added file nd/inner.txt", "added file new.txt", "added symlink nl"}},
+		{"modified, mode, retarget, unchanged copy-up", func(t *testing.T, up string) {
+			tree(t, up, map[string]string{"mod.txt": "one\n2\n", "run.sh#755": "#!/bin/sh\n", "link": "-> mod.txt",
+				"touched.txt": "copied up, unchanged\n", "img.bin": "\x00\x01\x03"})
+		}, []string{"modified file img.bin binary", "modified symlink link", "modified file mod.txt", "mode file run.sh"}},
+		{"whiteouts", func(t *testing.T, up string) {
+			whiteout(t, filepath.Join(up, "del.txt"))
+			whiteout(t, filepath.Join(up, "olddir"))
+			whiteout(t, filepath.Join(up, "never-existed"))
+		}, []string{"deleted file del.txt", "deleted dir olddir count=2"}},
+		{"opaque directory", func(t *testing.T, up string) {
+			tree(t, up, map[string]string{"opq/keep": "keep\n", "opq/new": "n\n"})
+			opaque(t, filepath.Join(up, "opq"))
+		}, []string{"replaced dir opq", "deleted file opq/drop", "added file opq/new"}},
+		{"type changes", func(t *testing.T, up string) {
+			tree(t, up, map[string]string{"f2l": "-> same.txt", "d2f": "now a file\n"})
+		}, []string{"type file d2f", "type symlink f2l"}},
+		{"directory mode", func(t *testing.T, up string) {
+			tree(t, up, map[string]string{"adir/#700": ""})
+			os.Chmod(filepath.Join(up, "adir"), 0o700)
+		}, []string{"mode dir adir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := newSet(t, lower)
+			tt.upper(t, c.UpperDir())
+			changes, err := c.Changes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := summarize(changes); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("changes:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFilter(t *testing.T) {
+	changes := []Change{
+		{Path: "a.log", Kind: Added, Type: File},
+		{Path: "node_modules", Kind: Added, Type: Dir},
+		{Path: "node_modules/x", Kind: Added, Type: Dir},
+		{Path: "node_modules/x/i.js", Kind: Added, Type: File},
+		{Path: "node_modules/y.js", Kind: Added, Type: File},
+		{Path: "src/__pycache__/m.pyc", Kind: Added, Type: File},
+		{Path: "src/m.py", Kind: Modified, Type: File},
+		{Path: "build", Kind: Deleted, Type: Dir, Count: 7},
+		{Path: "docs/build", Kind: Added, Type: File},
+	}
+	got := summarize(Filter{Exclude: []string{"*.log", "/build/"}}.Select(changes))
+	want := []string{"added dir node_modules count=2", "modified dir src/__pycache__ count=1", "modified file src/m.py", "added file docs/build"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("default collapse:\n got %q\nwant %q", got, want)
+	}
+	if n := len(Filter{Collapse: []string{}}.Select(changes)); n != len(changes) {
+		t.Errorf("Collapse: []string{} kept %d of %d changes", n, len(changes))
+	}
+}
+
+func TestIsBinary(t *testing.T) {
+	for in, want := range map[string]bool{
+		"plain\n": false, "h\u00e9llo": false, "nul\x00": true, "\xff\xfe": true, "": false,
+	} {
+		if got := isBinary([]byte(in), false); got != want {
+			t.Errorf("isBinary(%q) = %v", in, got)
+		}
+	}
+	// A multi-byte rune cut by the end of a truncated sample is not binary.
+	if isBinary([]byte(strings.Repeat("a", 10)+"\u00e9"[:1]), true) {
+		t.Error("truncated rune counted as binary")
+	}
+}

@@ -1,0 +1,668 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Format is an output format of WriteDiff.
+type Format string
+
+const (
+	// Summary: one line per change (A added, M modified or mode change,
+	// D deleted, R renamed, T type changed) with +/- line counts, then a
+	// total, like `git diff --stat`.
+	Summary Format = "summary"
+	// Unified: a git-style unified text diff for reading; binary files are
+	// named, not shown; directory-level changes are "#" comment lines.
+	Unified Format = "unified"
+	// Patch: what `git apply` accepts on a clean checkout of the
+	// workspace: git headers, modes, symlinks as mode 120000, binary files
+	// as "GIT binary patch" literals, exact renames. Collapse is ignored
+	// (every change is written). Git tracks neither directories nor
+	// permission bits other than the owner's execute bit, so empty
+	// directories and such mode changes are left out.
+	Patch Format = "patch"
+	// JSON: one object {"workspace", "changes": [...], "files_changed",
+	// "insertions", "deletions"}.
+	JSON Format = "json"
+)
+
+// DiffOptions says how WriteDiff presents changes.
+type DiffOptions struct {
+	Format Format // Summary when empty
+	Filter Filter // Exclude always applies; Collapse not to Patch
+	// Context is the number of context lines of text diffs; 0 means 3.
+	Context int
+}
+
+// WriteDiff writes changes (from Changes) in the format opts asks for.
+func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) error {
+	if opts.Context <= 0 {
+		opts.Context = 3
+	}
+	f := opts.Filter
+	if opts.Format == Patch {
+		f.Collapse = []string{}
+	}
+	changes = f.Select(changes)
+	d := differ{upper: c.UpperDir(), lower: c.meta.Workspace, ctx: opts.Context}
+	bw := bufio.NewWriter(w)
+	var err error
+	switch opts.Format {
+	case Summary, "":
+		err = d.summary(bw, changes)
+	case Unified, Patch:
+		err = d.patch(bw, changes, opts.Format == Patch)
+	case JSON:
+		err = d.json(bw, changes)
+	default:
+		return fmt.Errorf("diff format %q: use summary, unified, patch or json", opts.Format)
+	}
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+type differ struct {
+	upper, lower string
+	ctx          int
+}
+
+// fileDiff is one git-style file section: old and new side, either may be
+// absent (mode 0).
+type fileDiff struct {
+	oldPath, newPath string
+	oldMode, newMode uint32 // git modes: 0100644, 0100755, 0120000
+	oldSrc, newSrc   string // file to read, or the symlink target
+	rename           bool
+}
+
+const (
+	gitFile    = 0o100644
+	gitExec    = 0o100755
+	gitSymlink = 0o120000
+)
+
+func gitMode(t Type, perm fs.FileMode) uint32 {
+	switch {
+	case t == Symlink:
+		return gitSymlink
+	case perm&0o100 != 0:
+		return gitExec
+	}
+	return gitFile
+}
+
+func (fd *fileDiff) read(old bool) ([]byte, error) {
+	mode, src := fd.newMode, fd.newSrc
+	if old {
+		mode, src = fd.oldMode, fd.oldSrc
+	}
+	switch mode {
+	case 0:
+		return nil, nil
+	case gitSymlink:
+		return []byte(src), nil
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	return b, nil
+}
+
+func (d *differ) up(p string) string  { return filepath.Join(d.upper, filepath.FromSlash(p)) }
+func (d *differ) low(p string) string { return filepath.Join(d.lower, filepath.FromSlash(p)) }
+
+// fileDiffs turns one change into git file sections.
+func (d *differ) fileDiffs(ch Change) ([]fileDiff, error) {
+	if ch.Collapsed || ch.Type == Special {
+		return nil, nil
+	}
+	var out []fileDiff
+	oldType := ch.Type
+	if ch.Kind == TypeChanged {
+		oldType = ch.OldType
+	}
+	// The old side goes away whole when the change removes or retypes it.
+	if ch.Kind == Deleted || ch.Kind == TypeChanged {
+		if oldType == Dir {
+			dels, err := d.deletedTree(ch.Path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, dels...)
+		} else {
+			mode := ch.Mode
+			if ch.Kind == TypeChanged {
+				mode = ch.OldMode
+			}
+			out = append(out, d.side(ch.Path, oldType, mode, true))
+		}
+	}
+	if ch.Kind == Deleted || ch.Type == Dir {
+		return out, nil
+	}
+	nw := d.side(ch.Path, ch.Type, ch.Mode, false)
+	switch ch.Kind {
+	case Added, TypeChanged:
+		out = append(out, nw)
+	case Modified, ModeChanged:
+		old := d.side(ch.Path, ch.Type, ch.OldMode, true)
+		if ch.Kind == ModeChanged && old.oldMode == nw.newMode {
+			return out, nil // a mode git does not track
+		}
+		old.newPath, old.newMode, old.newSrc = nw.newPath, nw.newMode, nw.newSrc
+		out = append(out, old)
+	}
+	return out, nil
+}
+
+// side is a file section with only the old (or new) side of p.
+func (d *differ) side(p string, t Type, perm fs.FileMode, old bool) fileDiff {
+	mode := gitMode(t, perm)
+	src := d.up(p)
+	if old {
+		src = d.low(p)
+	}
+	if t == Symlink {
+		src, _ = os.Readlink(src)
+	}
+	if old {
+		return fileDiff{oldPath: p, oldMode: mode, oldSrc: src}
+	}
+	return fileDiff{newPath: p, newMode: mode, newSrc: src}
+}
+
+// deletedTree is the deletion of every file below the workspace's dir p.
+func (d *differ) deletedTree(p string) ([]fileDiff, error) {
+	var out []fileDiff
+	err := filepath.WalkDir(d.low(p), func(abs string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(d.lower, abs)
+		if t := typeOf(fi); t == File || t == Symlink {
+			out = append(out, d.side(filepath.ToSlash(rel), t, fi.Mode().Perm(), true))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	return out, nil
+}
+
+// renames pairs each deleted file with an added file of identical content
+// and returns added path -> deleted path.
+func (d *differ) renames(changes []Change) map[string]string {
+	bySize := map[int64][]string{}
+	for _, ch := range changes {
+		if ch.Kind == Deleted && ch.Type == File && !ch.Collapsed {
+			bySize[ch.Size] = append(bySize[ch.Size], ch.Path)
+		}
+	}
+	pairs := map[string]string{}
+	used := map[string]bool{}
+	for _, ch := range changes {
+		if ch.Kind != Added || ch.Type != File || ch.Collapsed || len(bySize[ch.Size]) == 0 {
+			continue
+		}
+		h, err := blobHashFile(d.up(ch.Path))
+		if err != nil {
+			continue
+		}
+		for _, old := range bySize[ch.Size] {
+			if oh, err := blobHashFile(d.low(old)); err == nil && !used[old] && oh == h {
+				pairs[ch.Path], used[old] = old, true
+				break
+			}
+		}
+	}
+	return pairs
+}
+
+// stat is a change's line counts.
+type stat struct {
+	ins, del int
+	binary   bool
+}
+
+func (d *differ) count(fds []fileDiff) (stat, error) {
+	var s stat
+	for i := range fds {
+		a, err := fds[i].read(true)
+		if err != nil {
+			return s, err
+		}
+		b, err := fds[i].read(false)
+		if err != nil {
+			return s, err
+		}
+		if isBinary(head(a), len(a) > sniffLen) || isBinary(head(b), len(b) > sniffLen) {
+			s.binary = true
+			continue
+		}
+		for _, e := range diffLines(splitLines(a), splitLines(b)) {
+			switch e.op {
+			case opInsert:
+				s.ins++
+			case opDelete:
+				s.del++
+			}
+		}
+	}
+	return s, nil
+}
+
+func head(b []byte) []byte { return b[:min(len(b), sniffLen)] }
+
+// splitLines splits b after each newline; the last line may lack one.
+func splitLines(b []byte) []string {
+	var lines []string
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			lines = append(lines, string(b))
+			break
+		}
+		lines = append(lines, string(b[:i+1]))
+		b = b[i+1:]
+	}
+	return lines
+}
+
+func (d *differ) summary(w *bufio.Writer, changes []Change) error {
+	pairs := d.renames(changes)
+	renamed := map[string]bool{}
+	for _, old := range pairs {
+		renamed[old] = true
+	}
+	var files, ins, del int
+	for _, ch := range changes {
+		if renamed[ch.Path] && ch.Kind == Deleted {
+			continue
+		}
+		letter := map[Kind]string{Added: "A", Modified: "M", Deleted: "D", ModeChanged: "M", TypeChanged: "T", Replaced: "M"}[ch.Kind]
+		name := ch.Path
+		if ch.Type == Dir && name != "." {
+			name += "/"
+		}
+		var note string
+		switch {
+		case ch.Collapsed:
+			note = fmt.Sprintf("(%d changes, not expanded)", ch.Count)
+		case pairs[ch.Path] != "":
+			letter, name = "R", pairs[ch.Path]+" -> "+ch.Path
+		case ch.Kind == Deleted && ch.Type == Dir:
+			note = fmt.Sprintf("(%d file%s)", ch.Count, map[bool]string{true: "s"}[ch.Count != 1])
+		case ch.Kind == Replaced:
+			note = "(replaced: the workspace's content below it is hidden)"
+		case ch.Kind == TypeChanged:
+			note = fmt.Sprintf("(%s -> %s)", ch.OldType, ch.Type)
+		case ch.Kind == ModeChanged:
+			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
+		case ch.Type == Special:
+			note = "(special file, not applied)"
+		}
+		if ch.Type == Symlink && ch.Kind != Deleted {
+			note = strings.TrimSpace("-> " + ch.Target + " " + note)
+		}
+		if ch.Kind == Modified && ch.Mode != ch.OldMode && ch.Type == File {
+			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
+		}
+		var counts string
+		if pairs[ch.Path] == "" && !ch.Collapsed {
+			fds, err := d.fileDiffs(ch)
+			if err != nil {
+				return err
+			}
+			s, err := d.count(fds)
+			if err != nil {
+				return err
+			}
+			switch {
+			case s.binary:
+				counts = fmt.Sprintf("binary, %d -> %d bytes", ch.OldSize, ch.Size)
+			case s.ins+s.del > 0:
+				counts = strings.TrimSpace(plusMinus(s.ins, '+') + " " + plusMinus(s.del, '-'))
+			}
+			ins += s.ins
+			del += s.del
+		}
+		if ch.Type != Dir || ch.Collapsed || ch.Kind == Deleted {
+			files++
+		}
+		line := fmt.Sprintf("%s %s", letter, name)
+		if note != "" {
+			line += " " + note
+		}
+		if counts != "" {
+			line = fmt.Sprintf("%-50s | %s", line, counts)
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "%d files changed, %d insertions(+), %d deletions(-)\n", files, ins, del)
+	return nil
+}
+
+func plusMinus(n int, sign byte) string {
+	if n == 0 {
+		return ""
+	}
+	return string(sign) + strconv.Itoa(n)
+}
+
+func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
+	pairs := d.renames(changes)
+	renamed := map[string]bool{}
+	for _, old := range pairs {
+		renamed[old] = true
+	}
+	for _, ch := range changes {
+		if renamed[ch.Path] && ch.Kind == Deleted {
+			continue
+		}
+		if !forGit && (ch.Type == Dir || ch.Collapsed || ch.Type == Special) {
+			if note := d.dirNote(ch); note != "" {
+				fmt.Fprintln(w, note)
+			}
+		}
+		if old := pairs[ch.Path]; old != "" {
+			fd := fileDiff{oldPath: old, newPath: ch.Path, oldMode: gitMode(File, 0), newMode: gitMode(File, ch.Mode), rename: true}
+			if fi, err := os.Lstat(d.low(old)); err == nil {
+				fd.oldMode = gitMode(File, fi.Mode().Perm())
+			}
+			if err := d.writeFile(w, fd, forGit); err != nil {
+				return err
+			}
+			continue
+		}
+		fds, err := d.fileDiffs(ch)
+		if err != nil {
+			return err
+		}
+		for _, fd := range fds {
+			if err := d.writeFile(w, fd, forGit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dirNote describes a change that has no file section.
+func (d *differ) dirNote(ch Change) string {
+	switch {
+	case ch.Collapsed:
+		return fmt.Sprintf("# %s/: %d changes not shown", ch.Path, ch.Count)
+	case ch.Type == Special:
+		return fmt.Sprintf("# %s: special file, not applied", ch.Path)
+	case ch.Kind == Added:
+		return fmt.Sprintf("# new directory %s/", ch.Path)
+	case ch.Kind == Replaced:
+		return fmt.Sprintf("# replaced directory %s/", ch.Path)
+	case ch.Kind == ModeChanged:
+		return fmt.Sprintf("# directory %s/: mode %03o -> %03o", ch.Path, ch.OldMode, ch.Mode)
+	case ch.Kind == TypeChanged:
+		return fmt.Sprintf("# %s: %s -> directory", ch.Path, ch.OldType)
+	}
+	return ""
+}
+
+func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
+	a, b := fd.oldPath, fd.newPath
+	if a == "" {
+		a = b
+	}
+	if b == "" {
+		b = a
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n", quotePath("a/"+a), quotePath("b/"+b))
+	switch {
+	case fd.oldMode == 0:
+		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
+	case fd.newMode == 0:
+		fmt.Fprintf(w, "deleted file mode %06o\n", fd.oldMode)
+	case fd.oldMode != fd.newMode:
+		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
+	}
+	if fd.rename {
+		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", quotePath(a), quotePath(b))
+		return nil
+	}
+	oldData, err := fd.read(true)
+	if err != nil {
+		return err
+	}
+	newData, err := fd.read(false)
+	if err != nil {
+		return err
+	}
+	if fd.oldMode != 0 && fd.newMode != 0 && bytes.Equal(oldData, newData) {
+		return nil // mode change only
+	}
+	index := fmt.Sprintf("index %s..%s", blobHash(oldData, fd.oldMode != 0), blobHash(newData, fd.newMode != 0))
+	if fd.oldMode == fd.newMode {
+		index += fmt.Sprintf(" %06o", fd.oldMode)
+	}
+	fmt.Fprintln(w, index)
+	if len(oldData) == 0 && len(newData) == 0 {
+		return nil
+	}
+	aName, bName := quotePath("a/"+a), quotePath("b/"+b)
+	if fd.oldMode == 0 {
+		aName = "/dev/null"
+	}
+	if fd.newMode == 0 {
+		bName = "/dev/null"
+	}
+	if isBinary(head(oldData), len(oldData) > sniffLen) || isBinary(head(newData), len(newData) > sniffLen) {
+		if !forGit {
+			fmt.Fprintf(w, "Binary files %s and %s differ\n", aName, bName)
+			return nil
+		}
+		fmt.Fprintln(w, "GIT binary patch")
+		if err := writeLiteral(w, newData); err != nil {
+			return err
+		}
+		return writeLiteral(w, oldData)
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", aName, bName)
+	old, nw := splitLines(oldData), splitLines(newData)
+	for _, h := range hunks(diffLines(old, nw), d.ctx) {
+		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(h.aStart, h.aLen), hunkRange(h.bStart, h.bLen))
+		for _, e := range h.edits {
+			var line string
+			if e.op == opInsert {
+				line = nw[e.b]
+			} else {
+				line = old[e.a]
+			}
+			w.WriteByte(byte(e.op))
+			w.WriteString(line)
+			if !strings.HasSuffix(line, "\n") {
+				w.WriteString("\n\\ No newline at end of file\n")
+			}
+		}
+	}
+	return nil
+}
+
+// hunkRange is "start,len" with a 1-based start, or for an empty range
+// the number of the line before it.
+func hunkRange(start, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d,0", start)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+// blobHash is git's object name of a blob with content b (SHA-1), or
+// forty zeros for a side that does not exist.
+func blobHash(b []byte, exists bool) string {
+	if !exists {
+		return strings.Repeat("0", 40)
+	}
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(b))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func blobHashFile(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return blobHash(b, true), nil
+}
+
+// writeLiteral writes one "literal" hunk of a git binary patch: the size,
+// then the zlib-deflated data in lines of at most 52 bytes, each led by
+// its length (A-Z for 1-26, a-z for 27-52) and encoded in git's base85.
+func writeLiteral(w *bufio.Writer, data []byte) error {
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(data)
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "literal %d\n", len(data))
+	buf := z.Bytes()
+	for len(buf) > 0 {
+		n := min(len(buf), 52)
+		if n <= 26 {
+			w.WriteByte(byte('A' + n - 1))
+		} else {
+			w.WriteByte(byte('a' + n - 27))
+		}
+		w.WriteString(base85(buf[:n]))
+		w.WriteByte('\n')
+		buf = buf[n:]
+	}
+	w.WriteByte('\n')
+	return nil
+}
+
+const alphabet85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+
+// base85 encodes b, zero-padded to a multiple of 4 bytes, as git does.
+func base85(b []byte) string {
+	var out []byte
+	for i := 0; i < len(b); i += 4 {
+		var acc uint32
+		for j := 0; j < 4; j++ {
+			acc <<= 8
+			if i+j < len(b) {
+				acc |= uint32(b[i+j])
+			}
+		}
+		var chunk [5]byte
+		for j := 4; j >= 0; j-- {
+			chunk[j] = alphabet85[acc%85]
+			acc /= 85
+		}
+		out = append(out, chunk[:]...)
+	}
+	return string(out)
+}
+
+// quotePath quotes a path the way git does when it holds a double quote,
+// a backslash, a control character or a byte outside ASCII.
+func quotePath(p string) string {
+	needs := false
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			needs = true
+			break
+		}
+	}
+	if !needs {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\%03o`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+type jsonChange struct {
+	Change
+	Mode       string `json:"mode"`
+	OldMode    string `json:"old_mode,omitempty"`
+	RenamedTo  string `json:"renamed_to,omitempty"`
+	Insertions int    `json:"insertions"`
+	Deletions  int    `json:"deletions"`
+}
+
+func (d *differ) json(w *bufio.Writer, changes []Change) error {
+	pairs := d.renames(changes)
+	to := map[string]string{}
+	for nw, old := range pairs {
+		to[old] = nw
+	}
+	out := struct {
+		Workspace    string       `json:"workspace"`
+		Changes      []jsonChange `json:"changes"`
+		FilesChanged int          `json:"files_changed"`
+		Insertions   int          `json:"insertions"`
+		Deletions    int          `json:"deletions"`
+	}{Workspace: d.lower, Changes: []jsonChange{}}
+	for _, ch := range changes {
+		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path]}
+		if ch.OldMode != 0 {
+			jc.OldMode = fmt.Sprintf("%04o", ch.OldMode)
+		}
+		fds, err := d.fileDiffs(ch)
+		if err != nil {
+			return err
+		}
+		s, err := d.count(fds)
+		if err != nil {
+			return err
+		}
+		jc.Insertions, jc.Deletions = s.ins, s.del
+		out.Insertions += s.ins
+		out.Deletions += s.del
+		if ch.Type != Dir || ch.Collapsed || ch.Kind == Deleted {
+			out.FilesChanged++
+		}
+		out.Changes = append(out.Changes, jc)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,210 @@
+//go:build linux
+
+package workspace
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// applyScript replays an edit script and checks it turns a into b.
+func applyScript(a, b []string, script []edit) error {
+	var out []string
+	for _, e := range script {
+		switch e.op {
+		case opEqual:
+			if a[e.a] != b[e.b] {
+				return fmt.Errorf("equal a[%d]=%q b[%d]=%q", e.a, a[e.a], e.b, b[e.b])
+			}
+			out = append(out, a[e.a])
+		case opInsert:
+			out = append(out, b[e.b])
+		}
+	}
+	if strings.Join(out, "") != strings.Join(b, "") {
+		return fmt.Errorf("script yields %q, want %q", out, b)
+	}
+	if n := len(script) - countOp(script, opInsert); n != len(a) {
+		return fmt.Errorf("script covers %d lines of a, want %d", n, len(a))
+	}
+	return nil
+}
+
+func countOp(s []edit, op editOp) int {
+	n := 0
+	for _, e := range s {
+		if e.op == op {
+			n++
+		}
+	}
+	return n
+}
+
+func TestDiffLines(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	gen := func() []string {
+		n := r.Intn(30)
+		var l []string
+		for i := 0; i < n; i++ {
+			l = append(l, string(rune('a'+r.Intn(4)))+"\n")
+		}
+		return l
+	}
+	for i := 0; i < 2000; i++ {
+		a, b := gen(), gen()
+		if err := applyScript(a, b, diffLines(a, b)); err != nil {
+			t.Fatalf("%q -> %q: %v", a, b, err)
+		}
+	}
+	// Minimal on a classic example: ABCABBA -> CBABAC has D = 5.
+	a, b := strings.Split("ABCABBA", ""), strings.Split("CBABAC", "")
+	if s := diffLines(a, b); countOp(s, opInsert)+countOp(s, opDelete) != 5 {
+		t.Errorf("D = %d, want 5", countOp(s, opInsert)+countOp(s, opDelete))
+	}
+}
+
+func TestBase85(t *testing.T) {
+	// From git's base85 alphabet: 0x00000000 is "00000", 0xffffffff "|NsC0".
+	if got := base85([]byte{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}); got != "00000|NsC0" {
+		t.Errorf("base85 = %q", got)
+	}
+}
+
+func TestQuotePath(t *testing.T) {
+	for in, want := range map[string]string{"a/b c": "a/b c", `a/"q"`: `"a/\"q\""`, "a/t\u00e9": `"a/t\303\251"`, "a/\tx": `"a/\tx"`} {
+		if got := quotePath(in); got != want {
+			t.Errorf("quotePath(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// checkPatch writes c's patch, applies it with git to a fresh repository
+// holding a copy of the original workspace (orig) and compares the result
+// with the merged view want (a gitView manifest).
+func checkPatch(t *testing.T, c *ChangeSet, orig string, want map[string]string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch bytes.Buffer
+	if err := c.WriteDiff(&patch, changes, DiffOptions{Format: Patch}); err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "repo")
+	if out, err := exec.Command("cp", "-a", orig, repo).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	git := func(stdin []byte, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=moat", "-c", "user.email=moat@localhost",
+			"-c", "safe.directory=*", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "HOME="+repo, "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Stdin = bytes.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s\npatch:\n%s", args, err, out, patch.Bytes())
+		}
+	}
+	git(nil, "init", "-q")
+	git(nil, "add", "-A")
+	git(nil, "commit", "-q", "-m", "original")
+	git(patch.Bytes(), "apply", "--whitespace=nowarn", "-")
+	if d := diffManifests(want, manifest(t, repo, true)); d != "" {
+		t.Errorf("git apply of the patch differs from the merged view:\n%s\npatch:\n%s", d, patch.Bytes())
+	}
+	return patch.Bytes()
+}
+
+func TestPatchAppliesWithGit(t *testing.T) {
+	orig := map[string]string{
+		"mod.txt": "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n", "noeol.txt": "a\nb", "del.txt": "x\n", "run.sh": "#!/bin/sh\n",
+		"link": "-> mod.txt", "bin.dat": "\x00\x01binary", "dir/x": "x\n", "f2l": "f\n", "ren.txt": "rename me\n",
+		"spa ce/q\"uote\u00e9": "odd name\n", "empty-del": "",
+	}
+	_, c := newSet(t, orig)
+	up := c.UpperDir()
+	tree(t, up, map[string]string{
+		"mod.txt": "1\n2\nthree\n4\n5\n6\n7\n8\n9\nten\n", "noeol.txt": "a\nc", "run.sh#755": "#!/bin/sh\n",
+		"link": "-> noeol.txt", "bin.dat": "\x00\x02binary!", "new.bin": "\x00new", "new.txt": "n\n",
+		"empty": "", "f2l": "-> dir/x", "renamed.txt": "rename me\n", "spa ce/q\"uote\u00e9": "odder\n",
+		"newlink": "-> dir",
+	})
+	whiteout(t, filepath.Join(up, "del.txt"))
+	whiteout(t, filepath.Join(up, "dir"))
+	whiteout(t, filepath.Join(up, "ren.txt"))
+	whiteout(t, filepath.Join(up, "empty-del"))
+	merged := t.TempDir()
+	tree(t, merged, orig)
+	for _, p := range []string{"del.txt", "dir", "ren.txt", "f2l", "empty-del"} {
+		os.RemoveAll(filepath.Join(merged, p))
+	}
+	if out, err := exec.Command("cp", "-a", up+"/.", merged).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	for _, p := range []string{"del.txt", "dir", "ren.txt", "empty-del"} {
+		os.Remove(filepath.Join(merged, p))
+	}
+	patch := checkPatch(t, c, c.Workspace(), manifest(t, merged, true))
+	for _, want := range []string{"rename from ren.txt", "GIT binary patch", "old mode 100644\nnew mode 100755",
+		"new file mode 120000", "\\ No newline at end of file"} {
+		if !bytes.Contains(patch, []byte(want)) {
+			t.Errorf("patch lacks %q", want)
+		}
+	}
+}
+
+func TestWriteDiffFormats(t *testing.T) {
+	_, c := newSet(t, map[string]string{"a.txt": "a\nb\n", "gone/x": "x\n", "gone/y": "y\n", "p.png": "\x89PNG\x00"})
+	tree(t, c.UpperDir(), map[string]string{"a.txt": "a\nB\nc\n", "node_modules/m/i.js": "1\n", "node_modules/n.js": "2\n",
+		"p.png": "\x89PNG\x00\x01"})
+	whiteout(t, filepath.Join(c.UpperDir(), "gone"))
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, uni, js bytes.Buffer
+	for _, f := range []struct {
+		format Format
+		buf    *bytes.Buffer
+	}{{Summary, &sum}, {Unified, &uni}, {JSON, &js}} {
+		if err := c.WriteDiff(f.buf, changes, DiffOptions{Format: f.format}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"M a.txt", "+2 -1", "D gone/ (2 files)", "A node_modules/ (2 changes, not expanded)",
+		"M p.png", "binary, 5 -> 6 bytes", "4 files changed, 2 insertions(+), 3 deletions(-)"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+	for _, want := range []string{"@@ -1,2 +1,3 @@\n a\n-b\n+B\n+c\n", "Binary files a/p.png and b/p.png differ", "# node_modules/: 2 changes not shown", "+++ /dev/null"} {
+		if !strings.Contains(uni.String(), want) {
+			t.Errorf("unified diff lacks %q:\n%s", want, uni.String())
+		}
+	}
+	var out struct {
+		Changes []struct {
+			Path       string `json:"path"`
+			Kind       string `json:"kind"`
+			Insertions int    `json:"insertions"`
+		} `json:"changes"`
+		FilesChanged int `json:"files_changed"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
+		t.Fatalf("%v\n%s", err, js.String())
+	}
+	if len(out.Changes) != 4 || out.Changes[0].Path != "a.txt" || out.Changes[0].Insertions != 2 || out.FilesChanged != 4 {
+		t.Errorf("json: %s", js.String())
+	}
+}

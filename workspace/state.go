@@ -1,0 +1,560 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Sentinel errors; callers test them with errors.Is.
+var (
+	// ErrNotFound: no change set has that ID or session name.
+	ErrNotFound = errors.New("no such change set")
+	// ErrExists: Create was given a session name already in use.
+	ErrExists = errors.New("session already exists")
+	// ErrBusy: another process holds the change set (a run, an apply).
+	ErrBusy = errors.New("change set is in use")
+	// ErrConflict: Apply refused because real files changed since Create.
+	ErrConflict = errors.New("workspace changed on the host")
+	// ErrUnsupportedLayer: the upper layer uses an overlay feature moat
+	// does not mount with, so its meaning cannot be read safely.
+	ErrUnsupportedLayer = errors.New("unsupported overlay upper layer")
+)
+
+// StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
+// and CI), /var/lib/moat for root, else $XDG_STATE_HOME/moat or
+// ~/.local/state/moat.
+func StateDir() (string, error) {
+	if d := os.Getenv("MOAT_STATE_DIR"); d != "" {
+		if !filepath.IsAbs(d) {
+			return "", fmt.Errorf("MOAT_STATE_DIR %q is not absolute", d)
+		}
+		return d, nil
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/moat", nil
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "moat"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "moat"), nil
+}
+
+// Store is a state directory. The zero value is not usable; the package
+// functions Create, Open and List use the Store at StateDir().
+type Store struct {
+	// Dir holds runs/<id>/ for every change set.
+	Dir string
+}
+
+// DefaultStore returns the Store at StateDir().
+func DefaultStore() (*Store, error) {
+	d, err := StateDir()
+	if err != nil {
+		return nil, err
+	}
+	return &Store{Dir: d}, nil
+}
+
+// Create starts a change set of the default Store; see Store.Create.
+func Create(ws, session string) (*ChangeSet, error) {
+	s, err := DefaultStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.Create(ws, session)
+}
+
+// Open opens a change set of the default Store; see Store.Open.
+func Open(idOrSession string) (*ChangeSet, error) {
+	s, err := DefaultStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.Open(idOrSession)
+}
+
+// List lists the change sets of the default Store; see Store.List.
+func List() ([]Info, error) {
+	s, err := DefaultStore()
+	if err != nil {
+		return nil, err
+	}
+	return s.List()
+}
+
+// Command is one run recorded in a change set.
+type Command struct {
+	Args []string  `json:"args"`
+	At   time.Time `json:"at"`
+}
+
+// baseline is what conflict detection compares against (see apply.go):
+// the kernel's clock when the change set was created, read from the ctime
+// of the freshly made upper directory, and the ctimes Apply itself left on
+// the paths it changed.
+type baseline struct {
+	Ctime   stamp            `json:"ctime"`
+	Settled map[string]stamp `json:"settled,omitempty"`
+}
+
+// meta is runs/<id>/meta.json.
+type meta struct {
+	ID        string `json:"id"`
+	Session   string `json:"session,omitempty"`
+	Workspace string `json:"workspace"`
+	// Copy: upper/ is a full copy of the workspace (CreateCopy), not an
+	// overlay upper layer.
+	Copy     bool      `json:"copy,omitempty"`
+	Created  time.Time `json:"created"`
+	Commands []Command `json:"commands"`
+	Baseline baseline  `json:"baseline"`
+}
+
+// Info describes a kept change set, for `moat runs`.
+type Info struct {
+	ID        string    `json:"id"`
+	Session   string    `json:"session,omitempty"`
+	Workspace string    `json:"workspace"`
+	Created   time.Time `json:"created"`
+	// LastUsed is when the last command was recorded (Created if none).
+	LastUsed time.Time `json:"last_used"`
+	Commands []Command `json:"commands"`
+	// Size is the disk space of the upper layer, in bytes.
+	Size int64 `json:"size"`
+	// PendingApply is set when an interrupted Apply awaits Recover.
+	PendingApply bool `json:"pending_apply,omitempty"`
+}
+
+// ChangeSet is one overlay upper layer over a workspace and what moat
+// knows about it. It lives in STATE/runs/<id>/:
+//
+//	upper/      the overlay upper layer (upperdir=)
+//	work/       the overlay work directory (workdir=), same filesystem
+//	meta.json   id, session, workspace, created, commands, baseline
+//	lock        flock'ed while a run, an Apply or a Discard uses it
+//	journal     present only while an Apply is in progress or interrupted
+//	apply/      backups of the files an Apply replaces, beside the journal
+//
+// A ChangeSet is not safe for concurrent use by several goroutines;
+// separate processes are kept apart by Lock.
+type ChangeSet struct {
+	dir  string
+	meta meta
+	lock *os.File
+}
+
+var (
+	idPattern      = regexp.MustCompile(`^[0-9a-f]{12}$`)
+	sessionPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// Create starts an empty change set over the workspace directory ws. A
+// non-empty session names it; the name must be unused (Open it instead),
+// 1 to 64 of [A-Za-z0-9._-] and not look like an ID. The upper directory
+// gets the workspace root's permission bits, since the overlay's root takes
+// the upper root's attributes. Create does not walk the workspace: its cost
+// does not depend on the workspace's size.
+func (s *Store) Create(ws, session string) (*ChangeSet, error) {
+	real, err := canonicalWorkspace(ws)
+	if err != nil {
+		return nil, err
+	}
+	if session != "" && (!sessionPattern.MatchString(session) || idPattern.MatchString(session)) {
+		return nil, fmt.Errorf("session name %q: use 1-64 of A-Z a-z 0-9 . _ - (and not 12 hex digits)", session)
+	}
+	wfi, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	runs := filepath.Join(s.Dir, "runs")
+	if err := os.MkdirAll(runs, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if session != "" {
+		// The store lock makes "is this name free" and "take it" one step.
+		unlock, err := lockFile(filepath.Join(runs, ".lock"), true)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if c, err := s.Open(session); err == nil {
+			return nil, fmt.Errorf("session %q (%s): %w", session, c.ID(), ErrExists)
+		}
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	dir := filepath.Join(runs, id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create change set: %w", err)
+	}
+	c := &ChangeSet{dir: dir, meta: meta{ID: id, Session: session, Workspace: real,
+		Created: time.Now().UTC(), Commands: []Command{}}}
+	if err := c.init(wfi.Mode().Perm()); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// CreateCopy is Create for hosts where overlay cannot be mounted
+// (--workspace-mode copy): UpperDir receives a full copy of the workspace
+// (regular files, directories and symlinks, with their permission bits;
+// special files are left out) for the backend to bind read-write, and
+// Changes compares the copy with the workspace, so review and Apply work
+// the same way. Its cost grows with the workspace.
+func (s *Store) CreateCopy(ws, session string) (*ChangeSet, error) {
+	c, err := s.Create(ws, session)
+	if err != nil {
+		return nil, err
+	}
+	c.meta.Copy = true
+	err = copyTree(c.meta.Workspace, c.UpperDir())
+	if err == nil {
+		err = c.save(false)
+	}
+	if err != nil {
+		removeAll(c.dir)
+		return nil, fmt.Errorf("copy workspace: %w", err)
+	}
+	return c, nil
+}
+
+func copyTree(src, dst string) error {
+	type dirMode struct {
+		path string
+		mode fs.FileMode
+	}
+	var dirs []dirMode
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch typeOf(fi) {
+		case Dir:
+			dirs = append(dirs, dirMode{to, fi.Mode().Perm()})
+			return os.Mkdir(to, 0o700)
+		case Symlink:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case File:
+			return copyFile(p, to, fi.Mode().Perm(), false)
+		}
+		return nil
+	})
+	// Directory modes last, deepest first: a read-only one must not stop
+	// its own copy.
+	for i := len(dirs) - 1; i >= 0 && err == nil; i-- {
+		err = os.Chmod(dirs[i].path, dirs[i].mode)
+	}
+	return err
+}
+
+func (c *ChangeSet) init(rootMode fs.FileMode) error {
+	if err := os.Mkdir(c.UpperDir(), 0o700); err != nil {
+		return fmt.Errorf("create change set: %w", err)
+	}
+	// The baseline clock is the ctime of the upper directory after a
+	// chmod that follows a stat of it: with multigrain timestamps (Linux
+	// 6.13+ on ext4, xfs, btrfs, tmpfs) a change to an inode whose ctime
+	// was queried gets a fine-grained time, later than any timestamp given
+	// out before, and every timestamp given out after is at least that.
+	// (Older kernels: a file changed in the same clock tick just before
+	// Create will count as changed, the safe side.)
+	if _, err := os.Lstat(c.UpperDir()); err != nil {
+		return fmt.Errorf("create change set: %w", err)
+	}
+	if err := os.Chmod(c.UpperDir(), rootMode); err != nil {
+		return fmt.Errorf("create change set: %w", err)
+	}
+	fi, err := os.Lstat(c.UpperDir())
+	if err != nil {
+		return fmt.Errorf("create change set: %w", err)
+	}
+	c.meta.Baseline.Ctime = ctimeOf(fi)
+	if err := os.Mkdir(c.WorkDir(), 0o700); err != nil {
+		return fmt.Errorf("create change set: %w", err)
+	}
+	return c.save(false)
+}
+
+func canonicalWorkspace(ws string) (string, error) {
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", ws, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", ws, err)
+	}
+	return real, nil
+}
+
+// Open opens the change set whose ID or session name is idOrSession.
+// It fails with ErrNotFound when there is none.
+func (s *Store) Open(idOrSession string) (*ChangeSet, error) {
+	runs := filepath.Join(s.Dir, "runs")
+	if idPattern.MatchString(idOrSession) {
+		c, err := load(filepath.Join(runs, idOrSession))
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	all, err := s.all()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range all {
+		if c.meta.Session != "" && c.meta.Session == idOrSession {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%q: %w", idOrSession, ErrNotFound)
+}
+
+// List returns every change set of the Store, oldest first.
+func (s *Store) List() ([]Info, error) {
+	all, err := s.all()
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]Info, 0, len(all))
+	for _, c := range all {
+		infos = append(infos, c.Info())
+	}
+	return infos, nil
+}
+
+func (s *Store) all() ([]*ChangeSet, error) {
+	runs := filepath.Join(s.Dir, "runs")
+	entries, err := os.ReadDir(runs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list change sets: %w", err)
+	}
+	var all []*ChangeSet
+	for _, e := range entries {
+		if !idPattern.MatchString(e.Name()) {
+			continue
+		}
+		c, err := load(filepath.Join(runs, e.Name()))
+		if err != nil {
+			continue // being created or discarded right now
+		}
+		all = append(all, c)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].meta.Created.Before(all[j].meta.Created) })
+	return all, nil
+}
+
+func load(dir string) (*ChangeSet, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return nil, err
+	}
+	c := &ChangeSet{dir: dir}
+	if err := json.Unmarshal(b, &c.meta); err != nil {
+		return nil, fmt.Errorf("change set %s: meta.json: %w", filepath.Base(dir), err)
+	}
+	return c, nil
+}
+
+// save writes meta.json atomically; durable adds an fsync, which costs
+// milliseconds and matters only for what Apply records.
+func (c *ChangeSet) save(durable bool) error {
+	b, err := json.MarshalIndent(c.meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(c.dir, "meta.json"), append(b, '\n'), 0o600, durable)
+}
+
+// ID is the change set's random 12-hex-digit identifier.
+func (c *ChangeSet) ID() string { return c.meta.ID }
+
+// Session is the session name, or "".
+func (c *ChangeSet) Session() string { return c.meta.Session }
+
+// Workspace is the real directory the change set applies to (absolute,
+// symlinks resolved): the overlay's lowerdir.
+func (c *ChangeSet) Workspace() string { return c.meta.Workspace }
+
+// Dir is STATE/runs/<id>.
+func (c *ChangeSet) Dir() string { return c.dir }
+
+// UpperDir is the overlay's upperdir.
+func (c *ChangeSet) UpperDir() string { return filepath.Join(c.dir, "upper") }
+
+// WorkDir is the overlay's workdir (on the same filesystem as UpperDir,
+// as overlayfs requires).
+func (c *ChangeSet) WorkDir() string { return filepath.Join(c.dir, "work") }
+
+// Info describes the change set; Size walks the upper layer.
+func (c *ChangeSet) Info() Info {
+	in := Info{ID: c.meta.ID, Session: c.meta.Session, Workspace: c.meta.Workspace,
+		Created: c.meta.Created, LastUsed: c.meta.Created, Commands: c.meta.Commands}
+	if n := len(c.meta.Commands); n > 0 {
+		in.LastUsed = c.meta.Commands[n-1].At
+	}
+	in.Size, _ = DirSize(c.UpperDir())
+	_, err := os.Lstat(c.journalPath())
+	in.PendingApply = err == nil
+	return in
+}
+
+// Record appends a command to the change set's history (a session
+// accumulates one per run).
+func (c *ChangeSet) Record(cmd []string) error {
+	c.meta.Commands = append(c.meta.Commands, Command{Args: append([]string(nil), cmd...), At: time.Now().UTC()})
+	return c.save(false)
+}
+
+// Lock marks the change set as in use by this process until Unlock (or
+// the process's death): the CLI holds it for the whole of a run, since an
+// overlay upper layer must not be mounted twice. Apply and Discard take
+// it themselves and fail with ErrBusy while another process holds it.
+func (c *ChangeSet) Lock() error {
+	if c.lock != nil {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock change set: %w", err)
+	}
+	if err := flock(f); err != nil {
+		f.Close()
+		return fmt.Errorf("lock change set %s: %w", c.meta.ID, err)
+	}
+	c.lock = f
+	return nil
+}
+
+// Unlock releases Lock.
+func (c *ChangeSet) Unlock() {
+	if c.lock != nil {
+		c.lock.Close()
+		c.lock = nil
+	}
+}
+
+// withLock runs f holding the lock, and releases it after unless the
+// caller already held it.
+func (c *ChangeSet) withLock(f func() error) error {
+	held := c.lock != nil
+	if err := c.Lock(); err != nil {
+		return err
+	}
+	if !held {
+		defer c.Unlock()
+	}
+	return f()
+}
+
+func lockFile(path string, wait bool) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	for {
+		err = flock(f)
+		if !wait || !errors.Is(err, ErrBusy) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Discard removes the change set and everything in its directory; an
+// interrupted Apply is first finished or rolled back (Recover), so the
+// real workspace is never left half-applied. The ChangeSet is unusable
+// afterwards.
+func (c *ChangeSet) Discard() error {
+	return c.withLock(func() error {
+		if err := c.recover(); err != nil {
+			return err
+		}
+		if err := removeAll(c.dir); err != nil {
+			return fmt.Errorf("discard %s: %w", c.meta.ID, err)
+		}
+		return nil
+	})
+}
+
+// removeAll is os.RemoveAll that first makes directories writable and
+// searchable to their owner: the kernel's work/work is mode 0, and a
+// command may have left directories it cannot be descended into.
+func removeAll(dir string) error {
+	// WalkDir calls the function on a directory before reading it, so the
+	// chmod comes in time for the walk itself to descend.
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if fi, e := d.Info(); e == nil && fi.Mode().Perm()&0o700 != 0o700 {
+				os.Chmod(p, fi.Mode().Perm()|0o700)
+			}
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// DirSize is the disk space used by the tree at path, in bytes (allocated
+// blocks; a file with several links in the tree counts once).
+func DirSize(path string) (int64, error) {
+	type inode struct{ dev, ino uint64 }
+	seen := map[inode]bool{}
+	var total int64
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size, dev, ino, nlink := blocksOf(fi)
+		if nlink > 1 && !fi.IsDir() {
+			if seen[inode{dev, ino}] {
+				return nil
+			}
+			seen[inode{dev, ino}] = true
+		}
+		total += size
+		return nil
+	})
+	return total, err
+}

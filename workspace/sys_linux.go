@@ -1,0 +1,108 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The overlay xattrs moat's backend mounts with (option userxattr). With
+// userxattr the kernel supports neither redirect_dir nor metacopy, so an
+// upper layer carrying those was not made by moat and is refused.
+const (
+	xattrOpaque   = "user.overlay.opaque"
+	xattrRedirect = "user.overlay.redirect"
+	xattrMetacopy = "user.overlay.metacopy"
+)
+
+// stamp is a file's status-change time: the kernel sets it on every change
+// to the file's content, metadata or name, and user space cannot set it.
+type stamp struct {
+	Sec  int64 `json:"sec"`
+	Nsec int64 `json:"nsec"`
+}
+
+func (s stamp) before(t stamp) bool {
+	return s.Sec < t.Sec || (s.Sec == t.Sec && s.Nsec < t.Nsec)
+}
+
+func ctimeOf(fi fs.FileInfo) stamp {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return stamp{}
+	}
+	return stamp{Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}
+}
+
+// isWhiteout reports whether fi is an overlay whiteout: a character
+// device with device number 0/0.
+func isWhiteout(fi fs.FileInfo) bool {
+	if fi.Mode()&fs.ModeCharDevice == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Rdev == 0
+}
+
+// xattr returns the value of attribute name of path (not following
+// symlinks), or "" when it is not set.
+func xattr(path, name string) (string, error) {
+	var buf [256]byte
+	n, err := unix.Lgetxattr(path, name, buf[:])
+	if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		return "", nil
+	}
+	if errors.Is(err, unix.ERANGE) {
+		return "?", nil
+	}
+	if err != nil {
+		return "", &os.PathError{Op: "getxattr " + name, Path: path, Err: err}
+	}
+	return string(buf[:n]), nil
+}
+
+func isOpaque(path string) (bool, error) {
+	v, err := xattr(path, xattrOpaque)
+	return v == "y", err
+}
+
+// checkOverlayFeatures refuses an upper entry that uses an overlay feature
+// moat does not mount with (redirected directories, metadata-only copies).
+func checkOverlayFeatures(path string, fi fs.FileInfo) error {
+	name := xattrMetacopy
+	if fi.IsDir() {
+		name = xattrRedirect
+	} else if !fi.Mode().IsRegular() {
+		return nil
+	}
+	v, err := xattr(path, name)
+	if err != nil {
+		return err
+	}
+	if v != "" {
+		return fmt.Errorf("%s: carries %s: %w", path, name, ErrUnsupportedLayer)
+	}
+	return nil
+}
+
+// flock takes an exclusive advisory lock on f without waiting.
+func flock(f *os.File) error {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return ErrBusy
+	}
+	return err
+}
+
+// blocksOf is the disk space fi occupies and its inode identity.
+func blocksOf(fi fs.FileInfo) (size int64, dev, ino uint64, nlink uint64) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fi.Size(), 0, 0, 1
+	}
+	return st.Blocks * 512, st.Dev, st.Ino, uint64(st.Nlink)
+}

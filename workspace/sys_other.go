@@ -1,0 +1,31 @@
+//go:build !linux
+
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// Overlay upper layers exist only on Linux; elsewhere every operation that
+// needs the kernel's view of a file refuses.
+
+type stamp struct {
+	Sec  int64 `json:"sec"`
+	Nsec int64 `json:"nsec"`
+}
+
+func (s stamp) before(t stamp) bool {
+	return s.Sec < t.Sec || (s.Sec == t.Sec && s.Nsec < t.Nsec)
+}
+
+var errNotLinux = fmt.Errorf("overlay workspaces: %w", errors.ErrUnsupported)
+
+func ctimeOf(fs.FileInfo) stamp                               { return stamp{} }
+func isWhiteout(fs.FileInfo) bool                             { return false }
+func isOpaque(string) (bool, error)                           { return false, errNotLinux }
+func checkOverlayFeatures(string, fs.FileInfo) error          { return errNotLinux }
+func flock(*os.File) error                                    { return errNotLinux }
+func blocksOf(fi fs.FileInfo) (int64, uint64, uint64, uint64) { return fi.Size(), 0, 0, 1 }
