@@ -57,8 +57,9 @@ type Report struct {
 	CPUSeconds     float64   `json:"cpu_seconds"`
 	MaxMemoryBytes int64     `json:"max_memory_bytes"`
 	OutputBytes    int64     `json:"output_bytes"`
-	// Seccomp names the system-call filter in force: "default", or
-	// "unconfined" (no filter at all).
+	// Seccomp names the system-call filter in force: "default", "strict",
+	// the path of a Docker-format profile (moat's floor is stacked under
+	// it), or "unconfined" (no filter at all).
 	Seccomp string `json:"seccomp"`
 	// LandlockABI is the Landlock ABI in force as a second wall around
 	// file access (0: the kernel has none; the mounts still apply).
@@ -121,9 +122,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
-	rep.Seccomp = "default"
+	rep.Seccomp = req.Policy.Syscalls.Profile
+	if rep.Seccomp == "" {
+		rep.Seccomp = policy.ProfileDefault
+	}
 	if len(spec.Seccomp) == 0 {
-		rep.Seccomp = "unconfined"
+		rep.Seccomp = policy.ProfileUnconfined
 	}
 	// Probing cgroups costs a little; only a run that asks for a cgroup
 	// limit needs to know.

@@ -28,6 +28,7 @@ type runFlags struct {
 	ro, rw, deny  listFlag
 	env           listFlag
 	net           string
+	seccomp       string
 	jsonOut       bool
 	reportFile    string
 	allowDegraded bool
@@ -76,6 +77,7 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
 	fs.StringVar(&f.net, "net", "", "network: none (the only mode so far)")
+	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
@@ -128,6 +130,10 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if f.wsMode != "" {
 		p.Workspace.Mode = f.wsMode
 		p.MarkFlag("workspace.mode", "--workspace-mode")
+	}
+	if f.seccomp != "" {
+		p.Syscalls.Profile = f.seccomp
+		p.MarkFlag("syscalls.profile", "--seccomp")
 	}
 	if f.net != "" {
 		p.Network.Mode = f.net

@@ -8,13 +8,25 @@
 // per-rule errno; gVisor's pkg/seccomp would pull a large dependency tree into
 // the binary that every sandbox start re-executes.
 //
-// A [Profile] is pure data. [Compile] turns it into a program for one
-// architecture (x86_64 or aarch64): the program first checks the audit
-// architecture and kills the process for any other (and, on x86_64, for x32
-// system calls), then finds the rules of the system call by a binary search
-// over the system-call numbers, so that a call without rules reaches the
-// default action in a few instructions. Nothing in this package makes a
-// system call except [Install].
+// A [Profile] is pure data. There are three built in: [Default], a deny-list
+// of the kernel surface agents' commands never need; [Strict], an allow-list
+// sized for interpreters and build tools; and [Floor], the few rules moat
+// stacks under any custom profile. [LoadDocker] and [ParseDocker] read the
+// JSON profiles of Docker and the OCI runtime spec, evaluating their
+// conditional rules for moat's command (no capabilities, the native
+// architecture, the running kernel).
+//
+// [Compile] turns a profile into a program for one architecture (x86_64 or
+// aarch64): the program first checks the audit architecture and kills the
+// process for any other (and, on x86_64, for x32 system calls), then finds
+// the rules of the system call by a binary search over the system-call
+// numbers, so that a call without rules reaches the default action in a few
+// instructions. [Summarize] describes a profile for people, running its
+// program through a classic-BPF interpreter to find what it allows that the
+// floor refuses.
+//
+// Nothing in this package makes a system call except [Install], and uname(2)
+// for the kernel version that Docker profiles' minKernel conditions compare.
 package seccomp
 
 //go:generate go run gen_sysnum.go

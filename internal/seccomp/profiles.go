@@ -4,6 +4,7 @@ package seccomp
 // same on x86_64 and aarch64, and written out so that the profiles build
 // (and can be inspected) on any platform.
 const (
+	afUnix    = 1
 	afInet    = 2
 	afInet6   = 10
 	afNetlink = 16
