@@ -45,6 +45,8 @@ type Workspace struct {
 	//   direct    the command writes to the real directory
 	//   readonly  the command cannot write to it
 	//   overlay   writes go to a copy-on-write layer, reviewed with moat diff
+	//   copy      like overlay, on a full copy of the workspace (for hosts
+	//             where overlayfs cannot be mounted)
 	Mode string `toml:"mode" json:"mode"`
 	// Protect lists paths, relative to the workspace, that stay read-only
 	// inside even in direct mode: the files that would let a command plant
@@ -59,6 +61,7 @@ const (
 	WorkspaceDirect   = "direct"
 	WorkspaceReadOnly = "readonly"
 	WorkspaceOverlay  = "overlay"
+	WorkspaceCopy     = "copy"
 )
 
 // Filesystem is the view of the host outside the workspace. Inside, $HOME is

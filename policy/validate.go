@@ -43,7 +43,7 @@ func (p *Policy) validateWorkspace(l *errorList) {
 	} else if strings.ContainsRune(w.Path, 0) {
 		l.add("workspace.path", "must not contain a NUL byte")
 	}
-	oneOf(l, "workspace.mode", w.Mode, WorkspaceDirect, WorkspaceReadOnly, WorkspaceOverlay)
+	oneOf(l, "workspace.mode", w.Mode, WorkspaceDirect, WorkspaceReadOnly, WorkspaceOverlay, WorkspaceCopy)
 	for i, e := range w.Protect {
 		field := indexKey("workspace.protect", i)
 		clean := path.Clean(e)

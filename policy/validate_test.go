@@ -14,7 +14,7 @@ func TestValidateReportsEverythingWithLines(t *testing.T) {
 	}
 	const f = "testdata/bad_values.toml"
 	checkErrors(t, p.Validate(), []string{
-		f + `:3: workspace.mode: "copy" is not one of direct, readonly, overlay`,
+		f + `:3: workspace.mode: "snapshot" is not one of direct, readonly, overlay`,
 		f + `:4: workspace.protect[0]: "/etc/passwd" is absolute; protect entries are relative to the workspace`,
 		f + `:4: workspace.protect[1]: "../sibling" is outside the workspace`,
 		f + `:7: filesystem.read_write[0]: "relative/dir" is relative; host paths must be absolute or start with "~/"`,
@@ -109,10 +109,10 @@ func TestMarkFlag(t *testing.T) {
 	p.MarkFlag("limits.memory", "--memory")
 	p.Filesystem.ReadWrite = []string{"also-relative"}
 	p.MarkFlag("filesystem.read_write", "--rw")
-	p.Workspace.Mode = "copy"
+	p.Workspace.Mode = "snapshot"
 	p.MarkFlag("workspace.mode", "--workspace-mode")
 	checkErrors(t, p.Validate(), []string{
-		`flag --workspace-mode: workspace.mode: "copy" is not one of direct, readonly, overlay`,
+		`flag --workspace-mode: workspace.mode: "snapshot" is not one of direct, readonly, overlay`,
 		`flag --rw: filesystem.read_write[0]: "also-relative" is relative`,
 		`flag --memory: limits.memory: 100B is too small`,
 		`pol.toml:3: limits.pids: -3 is negative`,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Caller is who is asking for the run, on the host.
@@ -46,7 +47,10 @@ var (
 // Compile turns a validated, resolved policy and a command line into the
 // backend Spec. It reads the host's file system only to see what exists
 // (symlinked system directories, deny paths), and makes no changes.
-func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.Spec, error) {
+//
+// cs is the change set holding the copy-on-write layers, for the overlay
+// and copy workspace modes; nil otherwise.
+func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -67,8 +71,9 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 	if c.Home != "" && c.Home != "/" && within(ws, c.Home) {
 		return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 	}
-	if p.Workspace.Mode == "overlay" {
-		return nil, fmt.Errorf("workspace.mode %q is not supported yet; use direct or readonly", p.Workspace.Mode)
+	layered := p.Workspace.Mode == policy.WorkspaceOverlay || p.Workspace.Mode == policy.WorkspaceCopy
+	if layered && cs == nil {
+		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)
 	}
 	if p.Network.Mode != "" && p.Network.Mode != "none" {
 		return nil, fmt.Errorf("network.mode %q is not supported yet; only \"none\" (no network) is", p.Network.Mode)
@@ -105,8 +110,16 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string) (*backend.
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
 		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})
-	tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: ws, Target: ws,
-		ReadOnly: p.Workspace.Mode == "readonly", IDMap: root})
+	switch p.Workspace.Mode {
+	case policy.WorkspaceOverlay:
+		tree = append(tree, backend.Mount{Kind: backend.MountOverlay, Source: cs.Workspace(), Target: ws,
+			Layers: cs.Dir(), IDMap: root})
+	case policy.WorkspaceCopy:
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
+	default:
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: ws, Target: ws,
+			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
+	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
 
 	mounts := tree

@@ -15,11 +15,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Request is one run: a validated and resolved policy and the command.
@@ -28,6 +31,10 @@ type Request struct {
 	Args   []string
 	// Caller describes who runs it; zero means CurrentCaller().
 	Caller *Caller
+	// Session names the change set of an overlay or copy workspace, so
+	// that successive runs accumulate into one; empty means a new change
+	// set for this run.
+	Session string
 	// AllowDegraded runs even when a limit the policy asks for cannot be
 	// enforced here; each gap is listed in Report.Degraded.
 	AllowDegraded bool
@@ -67,10 +74,20 @@ type Report struct {
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
+	// ChangeSet is where an overlay or copy workspace's changes are kept
+	// for review (moat diff) and apply.
+	ChangeSet *ChangeSetRef `json:"change_set,omitempty"`
 	// Error and Stage describe a failure to set up or start the run.
 	Error  string         `json:"error,omitempty"`
 	Stage  string         `json:"stage,omitempty"`
 	Policy *policy.Policy `json:"policy"`
+}
+
+// ChangeSetRef names a kept change set.
+type ChangeSetRef struct {
+	ID      string `json:"id"`
+	Session string `json:"session,omitempty"`
+	Dir     string `json:"dir"`
 }
 
 // ErrRefused is returned (wrapped) when the host cannot enforce what the
@@ -118,7 +135,20 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))
 	}
 	rep.Backend = be.Name()
-	spec, err := Compile(req.Policy, req.Args, caller, runID)
+	var cs *workspace.ChangeSet
+	if m := req.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
+		var err error
+		cs, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m)
+		if err != nil {
+			return fail(err)
+		}
+		defer cs.Unlock()
+		rep.ChangeSet = &ChangeSetRef{ID: cs.ID(), Session: cs.Session(), Dir: cs.Dir()}
+		if err := cs.Record(req.Args); err != nil {
+			return fail(fmt.Errorf("record command in change set: %w", err))
+		}
+	}
+	spec, err := Compile(req.Policy, req.Args, caller, runID, cs)
 	if err != nil {
 		return fail(err)
 	}
@@ -141,6 +171,10 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	st, err := be.Run(ctx, spec, stdio)
+	var ie *backend.InitError
+	if errors.As(err, &ie) && strings.HasPrefix(ie.Stage, "overlay") {
+		err = fmt.Errorf("%w\n(overlayfs could not be mounted here; --workspace-mode copy runs on a copy of the workspace instead)", err)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -208,4 +242,36 @@ var signalNames = map[syscall.Signal]string{
 	syscall.SIGURG: "SIGURG", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
 	syscall.SIGVTALRM: "SIGVTALRM", syscall.SIGPROF: "SIGPROF", syscall.SIGWINCH: "SIGWINCH",
 	syscall.SIGSYS: "SIGSYS",
+}
+
+// openChangeSet reopens the session's change set, or makes a new one, and
+// locks it for the run: an upper layer must not be mounted twice.
+func openChangeSet(ws, session, mode string) (*workspace.ChangeSet, error) {
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	var cs *workspace.ChangeSet
+	if session != "" {
+		cs, err = store.Open(session)
+		if err != nil && !errors.Is(err, workspace.ErrNotFound) {
+			return nil, fmt.Errorf("session %q: %w", session, err)
+		}
+	}
+	if cs == nil {
+		if mode == policy.WorkspaceCopy {
+			cs, err = store.CreateCopy(ws, session)
+		} else {
+			cs, err = store.Create(ws, session)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create change set: %w", err)
+		}
+	} else if real, _ := filepath.EvalSymlinks(ws); real != cs.Workspace() {
+		return nil, fmt.Errorf("session %q belongs to workspace %s, not %s", session, cs.Workspace(), ws)
+	}
+	if err := cs.Lock(); err != nil {
+		return nil, fmt.Errorf("change set %s: %w", cs.ID(), err)
+	}
+	return cs, nil
 }

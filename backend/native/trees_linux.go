@@ -44,7 +44,12 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
 		}
 		key := fmt.Sprint(i)
 		if m.Kind == backend.MountOverlay {
-			// The command's host uid must own the layers it writes.
+			// The command's host uid must own the layers it writes, and
+			// pass through the (root-owned) directory holding them.
+			if err := os.Chmod(m.Layers, 0o711); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("overlay layers: %w", err)
+			}
 			for _, d := range []string{"upper", "work"} {
 				p := filepath.Join(m.Layers, d)
 				if err := os.Lchown(p, spec.User.HostUID, spec.User.HostGID); err != nil {

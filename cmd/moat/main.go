@@ -32,6 +32,10 @@ const usage = `moat runs a command inside a kernel-enforced sandbox.
 
 Usage:
   moat run [flags] -- CMD [ARGS...]   run CMD (default policy: workspace = current directory, no network)
+  moat diff [ID] [--stat|--format F]  review the changes of an overlay run (a session name works as ID)
+  moat apply [ID] [PATHS...]          copy reviewed changes into the real workspace, atomically
+  moat discard [ID]                   throw a change set away
+  moat runs                           list kept change sets (alias: moat sessions)
   moat doctor                         show which protections this host can enforce
   moat policy show [flags]            print the effective policy as TOML
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
@@ -54,6 +58,14 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdPolicy(args[1:], stdout, stderr)
 	case "seccomp":
 		return cmdSeccomp(args[1:], stdout, stderr)
+	case "runs", "sessions":
+		return cmdRuns(args[1:], stdout, stderr)
+	case "diff":
+		return cmdDiff(args[1:], stdout, stderr)
+	case "apply":
+		return cmdApply(args[1:], stdout, stderr)
+	case "discard":
+		return cmdDiscard(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", version)
 		return 0
@@ -61,6 +73,6 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, doctor, policy, seccomp, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, doctor, policy, seccomp, version)\n", args[0])
 	return 2
 }

@@ -84,7 +84,7 @@ func TestMalformedPolicies(t *testing.T) {
 		{"unknown key", "[limits]\nwall = \"1m\"\nmemroy = \"1G\"\n", []string{"p.toml:3", "limits.memroy", "unknown"}},
 		{"negative", "[limits]\npids = -5\n", []string{"p.toml:2", "limits.pids"}},
 		{"relative path", "[filesystem]\nread_only = [\"/usr\", \"etc\"]\n", []string{"p.toml:2", "filesystem.read_only[1]"}},
-		{"two problems", "[workspace]\nmode = \"copy\"\n[user]\nuid = 0\n", []string{"p.toml:2: workspace.mode", "p.toml:4: user.uid"}},
+		{"two problems", "[workspace]\nmode = \"snapshot\"\n[user]\nuid = 0\n", []string{"p.toml:2: workspace.mode", "p.toml:4: user.uid"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +110,7 @@ func TestBadFlags(t *testing.T) {
 		{"run", "--wall", "soon", "--", "true"},
 		{"run", "--pids", "many", "--", "true"},
 		{"run", "--no-such-flag", "--", "true"},
-		{"run", "--workspace-mode", "copy", "--", "true"},
+		{"run", "--workspace-mode", "snapshot", "--", "true"},
 	} {
 		code, _, errs := moat(t, ws, args...)
 		if code != exitMoatError || errs == "" {
@@ -120,7 +120,7 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%v: error does not say what is allowed: %q", args, errs)
 		}
 	}
-	if code, _, errs := moat(t, ws, "frobnicate"); code != 2 || !strings.Contains(errs, "run, doctor") {
+	if code, _, errs := moat(t, ws, "frobnicate"); code != 2 || !strings.Contains(errs, "run, diff, apply") {
 		t.Errorf("unknown command: %d %q", code, errs)
 	}
 }

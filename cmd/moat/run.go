@@ -29,6 +29,7 @@ type runFlags struct {
 	env           listFlag
 	net           string
 	seccomp       string
+	session       string
 	jsonOut       bool
 	reportFile    string
 	allowDegraded bool
@@ -71,7 +72,8 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.policyFile, "policy", "", "policy file (TOML); default: WORKSPACE/.moat.toml if present, else the built-in policy")
 	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace directory (default: the current directory)")
-	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace mode: direct or readonly")
+	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace mode: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
+	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
 	fs.Var(&f.ro, "ro", "extra read-only `PATH` (repeatable)")
 	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
@@ -295,6 +297,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
 		Policy:        p,
 		Args:          cmdline,
+		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
 	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
 
@@ -308,6 +311,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat: %v\n", runErr)
 	} else if rep.Reason != "exit" {
 		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
+	}
+	if cs := rep.ChangeSet; cs != nil && runErr == nil {
+		name := cs.ID
+		if cs.Session != "" {
+			name = cs.Session
+		}
+		fmt.Fprintf(stderr, "moat: changes kept in change set %s: review with `moat diff %s`, then `moat apply %s` or `moat discard %s`\n", name, name, name, name)
 	}
 	if f.reportFile != "" {
 		if err := writeReport(f.reportFile, rep); err != nil {

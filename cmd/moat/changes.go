@@ -1,0 +1,292 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/moatbox/moat/workspace"
+)
+
+// The review commands of the copy-on-write workspace: moat runs, diff,
+// apply and discard. Wherever they take an ID, a session name works too;
+// without one they use the most recently used change set of the current
+// directory's workspace.
+
+// pickChangeSet opens the change set named by id, or the latest one of
+// the workspace that contains the current directory.
+func pickChangeSet(id string) (*workspace.ChangeSet, error) {
+	if id != "" {
+		cs, err := workspace.Open(id)
+		if errors.Is(err, workspace.ErrNotFound) {
+			return nil, fmt.Errorf("no change set or session named %q (see moat runs)", id)
+		}
+		return cs, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = real
+	}
+	infos, err := workspace.List()
+	if err != nil {
+		return nil, err
+	}
+	var best *workspace.Info
+	for i := range infos {
+		in := &infos[i]
+		rel, err := filepath.Rel(in.Workspace, cwd)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if best == nil || in.LastUsed.After(best.LastUsed) {
+			best = in
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("no change set for %s (run with --workspace-mode overlay first, or name one: see moat runs)", cwd)
+	}
+	return workspace.Open(best.ID)
+}
+
+func cmdRuns(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the change sets as JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	infos, err := workspace.List()
+	if err != nil {
+		fmt.Fprintf(stderr, "moat runs: %v\n", err)
+		return exitMoatError
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].LastUsed.After(infos[j].LastUsed) })
+	if *asJSON {
+		b, _ := json.Marshal(infos)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	if len(infos) == 0 {
+		fmt.Fprintln(stdout, "no kept change sets")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSESSION\tWORKSPACE\tSIZE\tAGE\tRUNS\tLAST COMMAND")
+	for _, in := range infos {
+		last := ""
+		if n := len(in.Commands); n > 0 {
+			last = strings.Join(in.Commands[n-1].Args, " ")
+			if len(last) > 40 {
+				last = last[:37] + "..."
+			}
+		}
+		pending := ""
+		if in.PendingApply {
+			pending = " (apply interrupted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", in.ID, dash(in.Session), in.Workspace,
+			humanBytes(in.Size), age(in.LastUsed), len(in.Commands), last, pending)
+	}
+	tw.Flush()
+	return 0
+}
+
+func cmdDiff(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stat := fs.Bool("stat", false, "summary only: one line per change")
+	format := fs.String("format", "unified", "unified, summary, patch (for git apply) or json")
+	asJSON := fs.Bool("json", false, "same as --format json")
+	var exclude listFlag
+	fs.Var(&exclude, "exclude", "leave out paths matching `GLOB` (repeatable)")
+	all := fs.Bool("all", false, "expand node_modules/, __pycache__/, .venv/ instead of summarising them")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: moat diff [flags] [ID|SESSION]")
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		return 2
+	}
+	f := workspace.Format(*format)
+	if *stat {
+		f = workspace.Summary
+	}
+	if *asJSON {
+		f = workspace.JSON
+	}
+	switch f {
+	case workspace.Summary, workspace.Unified, workspace.Patch, workspace.JSON:
+	default:
+		fmt.Fprintf(stderr, "moat diff: --format %q is not one of unified, summary, patch, json\n", *format)
+		return 2
+	}
+	cs, err := pickChangeSet(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		return exitMoatError
+	}
+	changes, err := cs.Changes()
+	if err != nil {
+		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		return exitMoatError
+	}
+	opts := workspace.DiffOptions{Format: f, Filter: workspace.Filter{Exclude: exclude}}
+	if *all {
+		opts.Filter.Collapse = []string{}
+	}
+	if err := cs.WriteDiff(stdout, changes, opts); err != nil {
+		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		return exitMoatError
+	}
+	return 0
+}
+
+func cmdApply(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var force listFlag
+	fs.Var(&force, "force", "apply `PATH` even though the real file changed since the run (repeatable)")
+	keep := fs.Bool("keep", false, "keep the change set after applying it (default: discard it once everything is applied)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: moat apply [flags] [ID|SESSION] [PATHS...]")
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	id := ""
+	if len(rest) > 0 {
+		if _, err := workspace.Open(rest[0]); err == nil {
+			id, rest = rest[0], rest[1:]
+		}
+	}
+	cs, err := pickChangeSet(id)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat apply: %v\n", err)
+		return exitMoatError
+	}
+	var paths []string
+	if len(rest) > 0 {
+		paths = rest
+	}
+	rep, err := cs.Apply(paths, force)
+	for _, c := range rep.Applied {
+		fmt.Fprintf(stdout, "%-8s %s\n", c.Kind, c.Path)
+	}
+	for _, c := range rep.Forced {
+		fmt.Fprintf(stderr, "moat apply: forced over a host change: %s (%s)\n", c.Path, c.Reason)
+	}
+	for _, c := range rep.Skipped {
+		fmt.Fprintf(stderr, "moat apply: skipped special file %s\n", c.Path)
+	}
+	if errors.Is(err, workspace.ErrConflict) {
+		fmt.Fprintln(stderr, "moat apply: nothing applied: these files changed on the host since the change set was made:")
+		for _, c := range rep.Conflicts {
+			fmt.Fprintf(stderr, "  %s: %s\n", c.Path, c.Reason)
+		}
+		fmt.Fprintln(stderr, "review them, then apply with --force PATH for each to overwrite")
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "moat apply: %v\n", err)
+		return exitMoatError
+	}
+	if paths == nil && !*keep {
+		if err := cs.Discard(); err != nil {
+			fmt.Fprintf(stderr, "moat apply: applied, but could not discard the change set: %v\n", err)
+			return exitMoatError
+		}
+	}
+	return 0
+}
+
+func cmdDiscard(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("discard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil || fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "Usage: moat discard [ID|SESSION]")
+		return 2
+	}
+	cs, err := pickChangeSet(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "moat discard: %v\n", err)
+		return exitMoatError
+	}
+	id := cs.ID()
+	if err := cs.Discard(); err != nil {
+		fmt.Fprintf(stderr, "moat discard: %v\n", err)
+		return exitMoatError
+	}
+	fmt.Fprintf(stdout, "discarded %s\n", id)
+	return 0
+}
+
+// parseInterspersed parses flags that may come after positional
+// arguments (moat diff ID --stat).
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func age(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// snapshotScript lists a tree (types, modes, symlink targets, content
+// hashes), outside .git, the same way inside and outside the sandbox.
+const snapshotScript = `find . -path ./.git -prune -o -printf '%p %y %m %l\n' | sort; find . -path ./.git -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum`
+
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", snapshotScript)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("snapshot %s: %v", dir, err)
+	}
+	return string(out)
+}
+
+func gitRepo(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q"}, {"add", "-A"},
+		{"-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "base"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// TestOverlayReviewApply is the copy-on-write workflow end to end: the
+// command's changes leave the real directory untouched, moat diff lists
+// them, the patch reproduces them in a fresh clone, and moat apply makes
+// the real directory what the command saw.
+func TestOverlayReviewApply(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("one\ntwo\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("bye\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "run.sh"), []byte("#!/bin/sh\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "old-name.txt"), []byte("moving\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "olddir/sub"), 0o755)
+	os.WriteFile(filepath.Join(ws, "olddir/sub/f"), []byte("f\n"), 0o644)
+	gitRepo(t, ws)
+	before := snapshot(t, ws)
+
+	script := `set -e
+echo three >> keep.txt; rm gone.txt; chmod 755 run.sh; mv old-name.txt new-name.txt
+rm -r olddir; mkdir -p emptydir newdir; printf 'bin\000ary' > newdir/blob; ln -s keep.txt link
+` + snapshotScript
+	code, seen, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "review", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("run: %d\n%s", code, errs)
+	}
+	if after := snapshot(t, ws); after != before {
+		t.Fatalf("the real workspace changed during an overlay run:\n%s\nvs\n%s", before, after)
+	}
+
+	// A second run in the same session sees the first run's changes.
+	code, out, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "review", "--", "cat", "keep.txt")
+	if code != 0 || out != "one\ntwo\nthree\n" {
+		t.Fatalf("second run in the session: %d %q %s", code, out, errs)
+	}
+
+	code, stat, errs := moat(t, ws, "diff", "--stat", "review")
+	if code != 0 {
+		t.Fatalf("diff: %d %s", code, errs)
+	}
+	for _, want := range []string{"M keep.txt", "D gone.txt", "new-name.txt", "old-name.txt", "olddir", "emptydir", "newdir/blob", "link -> keep.txt", "run.sh"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("diff --stat lacks %q:\n%s", want, stat)
+		}
+	}
+
+	// The patch applies to a fresh clone and reproduces the changes (git
+	// carries no empty directories).
+	code, patch, errs := moat(t, ws, "diff", "--format", "patch", "review")
+	if code != 0 {
+		t.Fatalf("diff patch: %d %s", code, errs)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	if out, err := exec.Command("git", "clone", "-q", ws, clone).CombinedOutput(); err != nil {
+		t.Fatalf("clone: %v %s", err, out)
+	}
+	apply := exec.Command("git", "apply", "-")
+	apply.Dir = clone
+	apply.Stdin = strings.NewReader(patch)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("git apply: %v\n%s\n%s", err, out, patch)
+	}
+	os.Mkdir(filepath.Join(clone, "emptydir"), 0o755)
+	if got := snapshot(t, clone); got != seen {
+		t.Errorf("git apply of the patch differs from what the command saw:\n%s\nvs\n%s", got, seen)
+	}
+
+	code, _, errs = moat(t, ws, "apply", "review")
+	if code != 0 {
+		t.Fatalf("apply: %d %s", code, errs)
+	}
+	if got := snapshot(t, ws); got != seen {
+		t.Errorf("after apply the workspace differs from what the command saw:\n%s\nvs\n%s", got, seen)
+	}
+	// Applying everything discards the change set: no trace is left.
+	if ents := changeSets(t, os.Getenv("MOAT_STATE_DIR")); len(ents) != 0 {
+		t.Errorf("state directory not empty after apply: %v", ents)
+	}
+}
+
+func TestOverlayConflictAndDiscard(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("base\n"), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", "echo agent > a.txt"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("host edit\n"), 0o644)
+	code, _, errs := moat(t, ws, "apply")
+	if code != 1 || !strings.Contains(errs, "a.txt") {
+		t.Fatalf("apply over a host edit: code %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "host edit\n" {
+		t.Fatalf("the host edit was overwritten: %q", b)
+	}
+	if code, _, errs := moat(t, ws, "discard"); code != 0 {
+		t.Fatalf("discard: %s", errs)
+	}
+	if ents := changeSets(t, state); len(ents) != 0 {
+		t.Errorf("discard left %v", ents)
+	}
+}
+
+// changeSets lists the change set directories in a state directory (the
+// store's own lock file is not one).
+func changeSets(t *testing.T, state string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(state, "runs"))
+	var out []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
