@@ -131,6 +131,9 @@ type Limits struct {
 	MemoryBytes int64         `json:"memory_bytes"`
 	Pids        int64         `json:"pids"`
 	CPUs        float64       `json:"cpus"`
+	// DiskBytes bounds what the run may write to its own storage: /tmp,
+	// home, /dev/shm and an overlay workspace's changes together.
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // NetMode is the sandbox's network.
@@ -208,6 +211,7 @@ const (
 	CausePids    Cause = "pids"      // the command died after forks were refused
 	CauseOutput  Cause = "output"    // the output limit fired
 	CauseFile    Cause = "file_size" // the file-size limit fired (SIGXFSZ)
+	CauseDisk    Cause = "disk"      // the command failed after the disk limit was reached
 	CauseKilled  Cause = "killed"    // the run was cancelled or killed from outside
 )
 

@@ -187,6 +187,7 @@ func limits(l policy.Limits) backend.Limits {
 		MemoryBytes: int64(l.Memory),
 		Pids:        l.Pids,
 		CPUs:        l.CPUs,
+		DiskBytes:   int64(l.Disk),
 	}
 }
 

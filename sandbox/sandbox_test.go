@@ -566,3 +566,28 @@ func TestCommonToolsWork(t *testing.T) {
 		})
 	}
 }
+
+// TestDiskLimit: a command writing 50 MiB under a 10 MiB disk limit gets
+// ENOSPC, the run ends with reason disk, and the host is unaffected.
+func TestDiskLimit(t *testing.T) {
+	for _, dir := range []string{"/tmp", "$HOME", "/dev/shm"} {
+		t.Run(strings.Trim(dir, "/$"), func(t *testing.T) {
+			ws := t.TempDir()
+			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
+				"head -c 50000000 /dev/zero > "+dir+"/big")
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.rep.Reason != "disk" || !strings.Contains(r.stderr, "No space left") {
+				t.Fatalf("reason %q exit %d stderr %q: want disk and ENOSPC", r.rep.Reason, r.rep.ExitCode, r.stderr)
+			}
+		})
+	}
+	// The limit is shared: 6 MiB in /tmp and 6 MiB in home do not fit in 10.
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
+		"head -c 6000000 /dev/zero > /tmp/a && head -c 6000000 /dev/zero > $HOME/b")
+	if r.err != nil || r.rep.Reason != "disk" {
+		t.Fatalf("shared limit: %v reason %q", r.err, r.rep.Reason)
+	}
+}

@@ -75,6 +75,7 @@ type run struct {
 	killed atomic.Value // backend.Cause the host killed the run for
 	output atomic.Int64
 
+	control  *os.File // the spec pipe, kept open for Control runs
 	netChan  *os.File // host end of the proxy listener channel
 	mu       sync.Mutex
 	listener net.Listener
@@ -132,6 +133,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 
 	is := initSpec{Spec: spec}
+	// With changes to save (an overlay workspace under a disk limit), a
+	// limit stops the command through init rather than killing init.
+	for _, m := range spec.Mounts {
+		if m.Kind == backend.MountOverlay && spec.Limits.DiskBytes > 0 {
+			is.Control = true
+		}
+	}
 	for _, prof := range spec.Seccomp {
 		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
 		if err != nil {
@@ -228,7 +236,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if err == nil {
 		_, err = specW.Write(b2)
 	}
-	specW.Close()
+	if is.Control && err == nil {
+		r.control = specW
+	} else {
+		specW.Close()
+	}
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -263,6 +275,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	waitErr := cmd.Wait()
 	close(done)
 	copies.Wait()
+	if r.control != nil {
+		r.control.Close()
+	}
+	if exitMsg != nil && exitMsg.MergeErr != "" {
+		return nil, &backend.InitError{Stage: "save overlay changes", Err: errors.New(exitMsg.MergeErr)}
+	}
 
 	if errMsg != nil {
 		return nil, initError(errMsg)
@@ -301,14 +319,28 @@ func (r *run) watch(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// kill ends the run for cause; the first cause wins.
+// kill ends the run for cause; the first cause wins. When init has
+// changes to save, it is asked to stop the command and given a while to
+// save them before it is killed too.
 func (r *run) kill(cause backend.Cause) {
-	r.killed.CompareAndSwap(nil, cause)
+	if !r.killed.CompareAndSwap(nil, cause) {
+		return
+	}
+	if r.control != nil {
+		if _, err := r.control.Write([]byte{'k'}); err == nil {
+			time.AfterFunc(saveGrace, func() { r.cmd.Process.Signal(syscall.SIGKILL) })
+			return
+		}
+	}
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	if r.cg != nil {
 		r.cg.Kill()
 	}
 }
+
+// saveGrace is how long init may take to save a run's changes after a
+// limit stopped the command.
+const saveGrace = 30 * time.Second
 
 // copyOut copies one output stream, counting both streams together
 // against the output limit; past it, the run is killed.
@@ -420,6 +452,10 @@ func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
 	if st.Signal == int(syscall.SIGXFSZ) {
 		hit(backend.CauseFile)
 	}
+	diskFull := exit != nil && exit.DiskFull
+	if diskFull {
+		hit(backend.CauseDisk)
+	}
 	killed, _ := r.killed.Load().(backend.Cause)
 	if killed != "" {
 		hit(killed)
@@ -434,6 +470,8 @@ func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
 		st.Cause = backend.CauseCPU
 	case st.Signal == int(syscall.SIGXFSZ):
 		st.Cause = backend.CauseFile
+	case diskFull && (st.Signal != 0 || st.ExitCode != 0):
+		st.Cause = backend.CauseDisk
 	case haveCg && cgs.PidsLimitHits > 0 && (st.Signal != 0 || st.ExitCode != 0):
 		st.Cause = backend.CausePids
 	case haveCg && cgs.OOMKills > 0 && st.ExitCode != 0:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -92,10 +93,22 @@ func initMain(send func(message)) error {
 	// cgroups, so reading it to EOF is the synchronisation point.
 	f := os.NewFile(fdSpec, "spec")
 	var is initSpec
-	if err := json.NewDecoder(f).Decode(&is); err != nil {
+	dec := json.NewDecoder(f)
+	if err := dec.Decode(&is); err != nil {
 		return fail("read spec", err)
 	}
-	f.Close()
+	if is.Control {
+		go func() {
+			// A byte from the host: stop everything but init. EOF (the
+			// host closing the pipe at the end of the run) changes nothing.
+			b := make([]byte, 1)
+			if n, _ := io.MultiReader(dec.Buffered(), f).Read(b); n == 1 {
+				syscall.Kill(-1, syscall.SIGKILL)
+			}
+		}()
+	} else {
+		f.Close()
+	}
 	spec := is.Spec
 	if spec == nil || len(spec.Args) == 0 {
 		return fail("read spec", errors.New("empty spec"))
@@ -197,15 +210,28 @@ func initMain(send func(message)) error {
 	if err != nil {
 		return fail("wait", err)
 	}
+	exit := message{Type: "exit", WaitStatus: uint32(ws)}
+	if disk != nil {
+		// Nothing may still be writing while the changes are saved.
+		syscall.Kill(-1, syscall.SIGKILL)
+		for {
+			if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
+				break
+			}
+		}
+		exit.DiskFull = disk.full()
+		// The merge runs on another thread: this one is in the command's
+		// Landlock domain, which does not reach the change set.
+		done := make(chan error)
+		go func() { done <- disk.merge() }()
+		if err := <-done; err != nil {
+			exit.MergeErr = err.Error()
+		}
+	}
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
-	send(message{
-		Type:       "exit",
-		WaitStatus: uint32(ws),
-		UserNanos:  ru.Utime.Nano(),
-		SysNanos:   ru.Stime.Nano(),
-		MaxRSSKiB:  ru.Maxrss,
-	})
+	exit.UserNanos, exit.SysNanos, exit.MaxRSSKiB = ru.Utime.Nano(), ru.Stime.Nano(), ru.Maxrss
+	send(exit)
 	// Returning makes init exit; the kernel then kills every process left
 	// in the PID namespace (daemons, double-forked and setsid-ed children).
 	return nil

@@ -55,6 +55,11 @@ func buildRoot(spec *backend.Spec, trees map[string]int) error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
 		return fail("mount root tmpfs", err)
 	}
+	if spec.Limits.DiskBytes > 0 {
+		if err := mountScratch(spec.Limits.DiskBytes); err != nil {
+			return err
+		}
+	}
 
 	for i, m := range spec.Mounts {
 		if err := applyMount(i, m, trees); err != nil {
@@ -102,7 +107,12 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 		if err := os.MkdirAll(target, 0o755); err != nil {
 			return fail("mkdir "+m.Target, err)
 		}
-		if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options); err != nil {
+		if disk != nil {
+			// Under a disk limit, a directory of the one sized tmpfs.
+			if err := disk.bind(target, m.Options); err != nil {
+				return fail("tmpfs "+m.Target, err)
+			}
+		} else if err := unix.Mount("tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options); err != nil {
 			return fail("mount tmpfs "+m.Target, err)
 		}
 		if m.ReadOnly {
@@ -281,7 +291,11 @@ func buildDev(target string) error {
 	if err := os.Mkdir(target+"/shm", 0o755); err != nil {
 		return fail("dev shm", err)
 	}
-	if err := unix.Mount("tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
+	if disk != nil {
+		if err := disk.bind(target+"/shm", "mode=1777"); err != nil {
+			return fail("dev shm", err)
+		}
+	} else if err := unix.Mount("tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil {
 		return fail("mount /dev/shm", err)
 	}
 	links := [][2]string{
@@ -322,6 +336,15 @@ func overlayMount(i int, m backend.Mount, target string, trees map[string]int) e
 		return fail(stage, err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, layers, layers)
+	if disk != nil {
+		// The run writes to the disk-limit tmpfs; the change set's layer
+		// so far is read-only under it, and merged into after the run.
+		upper, work, err := disk.overlayLayers(layers + "/upper")
+		if err != nil {
+			return fail(stage+": disk limit", err)
+		}
+		opts = fmt.Sprintf("lowerdir=%s/upper:%s,upperdir=%s,workdir=%s,userxattr", layers, lower, upper, work)
+	}
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fail(stage, fmt.Errorf("mount overlay (%s): %w", opts, err))
 	}

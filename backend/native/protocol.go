@@ -22,6 +22,8 @@ import (
 //	 |    ...                                |  reap, forward signals
 //	 |<-- fd 4: {"type":"exit", ...} --------|  the command ended; init exits
 //	 |                                       |  and the kernel kills what is left
+//	 |--- fd 3: a byte (Control runs) ----->|  stop: kill the command, save,
+//	 |                                       |  report "exit" as usual
 //	 or, at any point before "started":
 //	 |<-- fd 4: {"type":"error", stage, ...}-|  setup failed; init exits 1
 //
@@ -55,6 +57,10 @@ type message struct {
 	UserNanos  int64  `json:"user_ns,omitempty"`
 	SysNanos   int64  `json:"sys_ns,omitempty"`
 	MaxRSSKiB  int64  `json:"maxrss_kib,omitempty"`
+	// DiskFull: the disk-limit tmpfs ran out of space. MergeErr: the run's
+	// overlay changes could not be merged into the change set.
+	DiskFull bool   `json:"disk_full,omitempty"`
+	MergeErr string `json:"merge_err,omitempty"`
 }
 
 // initSpec is what the host sends to init: the Spec plus the host side's
@@ -77,6 +83,11 @@ type initSpec struct {
 	// proxy listener it bound inside the network namespace (SCM_RIGHTS),
 	// for NetProxy runs; 0 otherwise.
 	NetFD int `json:"net_fd,omitempty"`
+	// Control: the host keeps the spec pipe open after the Spec, and a
+	// byte on it asks init to stop the command (everything in the PID
+	// namespace) and still finish the run: merge an overlay's changes and
+	// report. Used when there is something to save.
+	Control bool `json:"control,omitempty"`
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

@@ -155,3 +155,46 @@ func changeSets(t *testing.T, state string) []string {
 	}
 	return out
 }
+
+// TestOverlayUnderDiskLimit: an overlay workspace's writes count against
+// --disk (ENOSPC, reason disk), the real directory is untouched, the
+// change set keeps what was written, and a session accumulates across
+// runs, including one stopped by the wall clock.
+func TestOverlayUnderDiskLimit(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("base\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "b.txt"), []byte("b\n"), 0o644)
+	before := snapshot(t, ws)
+
+	code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "d", "--disk", "10MiB", "--",
+		"sh", "-c", "echo one > a.txt; head -c 50000000 /dev/zero > big")
+	if code == 0 || !strings.Contains(errs, "disk limit") {
+		t.Fatalf("code %d stderr %q: want the disk limit to stop the write", code, errs)
+	}
+	code, _, errs = moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "d", "--disk", "10MiB", "--wall", "1s", "--",
+		"sh", "-c", "rm big b.txt; cat a.txt > seen.txt; mkdir -p d/e; echo x > d/e/f; sleep 30")
+	if code != 137 || !strings.Contains(errs, "wall-clock") {
+		t.Fatalf("code %d stderr %q: want a timeout", code, errs)
+	}
+	if after := snapshot(t, ws); after != before {
+		t.Fatalf("the real workspace changed")
+	}
+	code, stat, errs := moat(t, ws, "diff", "--stat", "d")
+	if code != 0 {
+		t.Fatalf("diff: %s", errs)
+	}
+	for _, want := range []string{"M a.txt", "D b.txt", "A seen.txt", "d/e/f"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("diff lacks %q:\n%s", want, stat)
+		}
+	}
+	if strings.Contains(stat, "big") {
+		t.Errorf("a deleted file is still in the change set:\n%s", stat)
+	}
+	code, out, _ := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "d", "--disk", "10MiB", "--", "cat", "seen.txt")
+	if code != 0 || out != "one\n" {
+		t.Errorf("third run sees %q (code %d), want what the first run wrote", out, code)
+	}
+}

@@ -63,6 +63,7 @@ var limitFlags = []struct{ flag, field, help string }{
 	{"open-files", "limits.open_files", "maximum open files per process (RLIMIT_NOFILE)"},
 	{"file-size", "limits.file_size", "maximum size of a written file (RLIMIT_FSIZE; e.g. 1G)"},
 	{"output", "limits.output", "maximum bytes of stdout+stderr together (e.g. 16M)"},
+	{"disk", "limits.disk", "maximum bytes the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
 	{"uid", "user.uid", "uid of the command inside the sandbox (not 0)"},
 }
 
@@ -213,7 +214,7 @@ func (f *runFlags) applyValues(p *policy.Policy) error {
 			} else {
 				p.Limits.CPU = d
 			}
-		case "limits.memory", "limits.file_size", "limits.output":
+		case "limits.memory", "limits.file_size", "limits.output", "limits.disk":
 			s, err := policy.ParseSize(raw)
 			if err != nil {
 				bad(err, "a size such as 512M, 512MiB, 1G, or bytes")
@@ -224,6 +225,8 @@ func (f *runFlags) applyValues(p *policy.Policy) error {
 				p.Limits.Memory = s
 			case "limits.file_size":
 				p.Limits.FileSize = s
+			case "limits.disk":
+				p.Limits.Disk = s
 			default:
 				p.Limits.Output = s
 			}
@@ -350,6 +353,8 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return fmt.Sprintf("killed: output limit of %s reached (raise with --output)", p.Limits.Output)
 	case "file_size":
 		return fmt.Sprintf("killed%s: file-size limit of %s reached (raise with --file-size)", sig, p.Limits.FileSize)
+	case "disk":
+		return fmt.Sprintf("command failed (exit %d%s) after the disk limit of %s was reached (raise with --disk)", r.ExitCode, sig, p.Limits.Disk)
 	case "killed":
 		return "killed: the run was interrupted"
 	case "signal":

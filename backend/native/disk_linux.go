@@ -1,0 +1,256 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The disk limit. Everything a run may write outside a direct workspace
+// (the sandbox's /tmp and home, /dev/shm, and an overlay workspace's
+// changes) lands on one tmpfs of the limit's size, so a write past it
+// fails with ENOSPC, whichever of them it goes to. The tmpfs is mounted
+// on the temporary root; /tmp, home and /dev/shm are directories of it
+// bound into place. An overlay's upper layer lives there too during the
+// run, with the change set's persistent upper layer as an extra lower
+// layer under it; when the command has ended, init merges the run's
+// layer into the persistent one (whiteouts and opaque directories
+// included), so a session still accumulates and the change set still
+// holds every change. Files and directories are copied with their mode;
+// other extended attributes are not kept.
+
+const scratchDir = "/scratch"
+
+// scratch is the disk-limit tmpfs of this run, nil without a limit.
+type scratch struct {
+	size int64
+	n    int // directories handed out
+	fd   int // the tmpfs root, kept open across pivot_root
+	// For an overlay workspace: the run's upper layer and the change set's
+	// persistent one, as fds that outlive the temporary root.
+	upperFD, persistFD int
+}
+
+var disk *scratch
+
+func mountScratch(size int64) error {
+	if err := os.Mkdir(scratchDir, 0o755); err != nil {
+		return fail("disk limit", err)
+	}
+	opts := fmt.Sprintf("mode=0755,size=%d", size)
+	if err := unix.Mount("tmpfs", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fail("disk limit: mount tmpfs", err)
+	}
+	fd, err := unix.Open(scratchDir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail("disk limit", err)
+	}
+	disk = &scratch{size: size, fd: fd, upperFD: -1, persistFD: -1}
+	return nil
+}
+
+// dir makes a fresh directory on the scratch tmpfs with the mode a tmpfs
+// mount's options ask for ("mode=1777,...").
+func (s *scratch) dir(options string) (string, error) {
+	s.n++
+	d := fmt.Sprintf("%s/d%d", scratchDir, s.n)
+	mode := os.FileMode(0o755)
+	for _, o := range strings.Split(options, ",") {
+		if v, ok := strings.CutPrefix(o, "mode="); ok {
+			if m, err := strconv.ParseUint(v, 8, 32); err == nil {
+				mode = os.FileMode(m)
+			}
+		}
+	}
+	if err := os.Mkdir(d, 0o700); err != nil {
+		return "", err
+	}
+	// Mkdir applies the umask and cannot set the sticky bit.
+	return d, unix.Chmod(d, uint32(mode&os.ModePerm)|stickyBits(mode))
+}
+
+func stickyBits(m os.FileMode) uint32 {
+	if m&0o1000 != 0 || m&os.ModeSticky != 0 {
+		return unix.S_ISVTX
+	}
+	return 0
+}
+
+// bindScratch binds a fresh scratch directory at target instead of a
+// tmpfs of its own.
+func (s *scratch) bind(target, options string) error {
+	d, err := s.dir(options)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return err
+	}
+	return unix.Mount(d, target, "", unix.MS_BIND, "")
+}
+
+// overlayLayers prepares the run's upper and work directories on the
+// scratch tmpfs and keeps fds to them and to the persistent upper layer,
+// for the merge after the run.
+func (s *scratch) overlayLayers(persist string) (upper, work string, err error) {
+	upper, work = scratchDir+"/upper", scratchDir+"/work"
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return "", "", err
+		}
+	}
+	// The merged root takes the upper root's attributes.
+	var st unix.Stat_t
+	if err := unix.Stat(persist, &st); err == nil {
+		unix.Chmod(upper, st.Mode&0o7777)
+	}
+	if s.upperFD, err = unix.Open(upper, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return "", "", err
+	}
+	if s.persistFD, err = unix.Open(persist, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return "", "", err
+	}
+	return upper, work, nil
+}
+
+// full reports whether the scratch tmpfs is (nearly) out of space: a
+// write was, or would have been, refused.
+func (s *scratch) full() bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(s.fd, &st); err != nil {
+		return false
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	return free < max(64<<10, s.size/100)
+}
+
+// merge folds the run's upper layer into the persistent one. It runs
+// after the command and everything it started are gone.
+func (s *scratch) merge() error {
+	if s.upperFD < 0 {
+		return nil
+	}
+	return mergeDir(fdPath(s.upperFD), fdPath(s.persistFD))
+}
+
+func fdPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
+
+const opaqueXattr = "user.overlay.opaque"
+
+func isWhiteout(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+func mergeDir(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		var st unix.Stat_t
+		if err := unix.Lstat(s, &st); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFCHR:
+			if !isWhiteout(&st) {
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+			if err := unix.Mknod(d, unix.S_IFCHR, 0); err != nil {
+				return fmt.Errorf("whiteout %s: %w", e.Name(), err)
+			}
+		case unix.S_IFDIR:
+			opaque := false
+			buf := make([]byte, 4)
+			if n, err := unix.Lgetxattr(s, opaqueXattr, buf); err == nil && n > 0 && buf[0] == 'y' {
+				opaque = true
+			}
+			var dt unix.Stat_t
+			exists := unix.Lstat(d, &dt) == nil
+			if exists && (opaque || dt.Mode&unix.S_IFMT != unix.S_IFDIR) {
+				if err := os.RemoveAll(d); err != nil {
+					return err
+				}
+				exists = false
+			}
+			if !exists {
+				if err := unix.Mkdir(d, 0o700); err != nil {
+					return err
+				}
+			}
+			if opaque {
+				if err := unix.Lsetxattr(d, opaqueXattr, []byte("y"), 0); err != nil {
+					return fmt.Errorf("opaque %s: %w", e.Name(), err)
+				}
+			}
+			if err := mergeDir(s, d); err != nil {
+				return err
+			}
+			if err := unix.Chmod(d, st.Mode&0o7777); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			if err := copyFile(s, d, st.Mode&0o7777); err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			target, err := os.Readlink(s)
+			if err != nil {
+				return err
+			}
+			if err := os.RemoveAll(d); err != nil {
+				return err
+			}
+			if err := os.Symlink(target, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyFile replaces dst with src's content and mode, atomically.
+func copyFile(src, dst string, mode uint32) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".moat-merge"
+	os.Remove(tmp)
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Chmod(tmp, mode)
+	}
+	if err == nil {
+		var dt unix.Stat_t
+		if unix.Lstat(dst, &dt) == nil && dt.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = os.RemoveAll(dst)
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return errors.Join(fmt.Errorf("copy %s", filepath.Base(dst)), err)
+	}
+	return nil
+}
