@@ -4,8 +4,11 @@ go 1.26.8
 
 require (
 	github.com/pelletier/go-toml/v2 v2.4.3
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 )
+
+require golang.org/x/text v0.43.0 // indirect
 
 require (
 	github.com/landlock-lsm/go-landlock v0.11.2

@@ -1,0 +1,192 @@
+package egress
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// addrRange is one range of addresses the proxy refuses, with what it is
+// and where that is defined, for the explanation.
+type addrRange struct {
+	prefix netip.Prefix
+	kind   string
+	ref    string
+}
+
+func mustRanges(specs ...[3]string) []addrRange {
+	out := make([]addrRange, len(specs))
+	for i, s := range specs {
+		out[i] = addrRange{netip.MustParsePrefix(s[0]), s[1], s[2]}
+	}
+	return out
+}
+
+// refused4 and refused6 are checked in order: the first match names the
+// address (so the metadata address is named before link-local in general).
+var refused4 = mustRanges(
+	[3]string{"0.0.0.0/32", "unspecified address", "RFC 1122"},
+	[3]string{"0.0.0.0/8", "this-network address", "RFC 791"},
+	[3]string{"10.0.0.0/8", "private address", "RFC 1918"},
+	[3]string{"100.64.0.0/10", "shared (CGNAT) address", "RFC 6598"},
+	[3]string{"127.0.0.0/8", "loopback address", "RFC 1122"},
+	[3]string{"169.254.169.254/32", "cloud metadata address", "link-local"},
+	[3]string{"169.254.0.0/16", "link-local address", "RFC 3927"},
+	[3]string{"172.16.0.0/12", "private address", "RFC 1918"},
+	[3]string{"192.0.0.0/24", "IETF protocol address", "RFC 6890"},
+	[3]string{"192.0.2.0/24", "documentation address", "RFC 5737"},
+	[3]string{"192.168.0.0/16", "private address", "RFC 1918"},
+	[3]string{"198.18.0.0/15", "benchmarking address", "RFC 2544"},
+	[3]string{"198.51.100.0/24", "documentation address", "RFC 5737"},
+	[3]string{"203.0.113.0/24", "documentation address", "RFC 5737"},
+	[3]string{"224.0.0.0/4", "multicast address", "RFC 5771"},
+	[3]string{"255.255.255.255/32", "broadcast address", "RFC 919"},
+	[3]string{"240.0.0.0/4", "reserved address", "RFC 1112"},
+)
+
+var refused6 = mustRanges(
+	[3]string{"::/128", "unspecified address", "RFC 4291"},
+	[3]string{"::1/128", "loopback address", "RFC 4291"},
+	[3]string{"::/96", "IPv4-compatible address", "RFC 4291, deprecated"},
+	[3]string{"64:ff9b:1::/48", "local-use NAT64 address", "RFC 8215"},
+	[3]string{"100::/64", "discard-only address", "RFC 6666"},
+	[3]string{"2001:db8::/32", "documentation address", "RFC 3849"},
+	[3]string{"fc00::/7", "unique local address", "RFC 4193"},
+	[3]string{"fe80::/10", "link-local address", "RFC 4291"},
+	[3]string{"fec0::/10", "site-local address", "RFC 3879"},
+	[3]string{"ff00::/8", "multicast address", "RFC 4291"},
+)
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	teredo    = netip.MustParsePrefix("2001::/32")
+	global6   = netip.MustParsePrefix("2000::/3")
+)
+
+// addrKind returns "" for an address the proxy may connect to, else what
+// the address is, as a rule name: "private address 10.0.0.1 (RFC 1918)".
+// IPv6 addresses that embed an IPv4 address (NAT64, 6to4, Teredo) are
+// refused when the embedded address would be.
+func addrKind(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Zone() != "" {
+		return "scoped address " + a.String() + " (RFC 4007)"
+	}
+	if a.Is4() {
+		for _, r := range refused4 {
+			if r.prefix.Contains(a) {
+				return r.kind + " " + a.String() + " (" + r.ref + ")"
+			}
+		}
+		return ""
+	}
+	for _, r := range refused6 {
+		if r.prefix.Contains(a) {
+			return r.kind + " " + a.String() + " (" + r.ref + ")"
+		}
+	}
+	b := a.As16()
+	embedded := func(name string, v4s ...netip.Addr) string {
+		for _, v4 := range v4s {
+			if k := addrKind(v4); k != "" {
+				return name + " " + a.String() + " (embeds " + k + ")"
+			}
+		}
+		return ""
+	}
+	switch {
+	case nat64.Contains(a):
+		return embedded("NAT64 address", netip.AddrFrom4([4]byte(b[12:16])))
+	case sixToFour.Contains(a):
+		return embedded("6to4 address", netip.AddrFrom4([4]byte(b[2:6])))
+	case teredo.Contains(a):
+		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
+		return embedded("Teredo address", netip.AddrFrom4(client), netip.AddrFrom4([4]byte(b[4:8])))
+	case !global6.Contains(a):
+		return "reserved address " + a.String() + " (RFC 4291, not global unicast)"
+	}
+	return ""
+}
+
+// ParseIPLiteral parses host as an IP address the way curl and glibc's
+// inet_aton would: IPv6 in brackets or bare ("[::1]", "::ffff:127.0.0.1"),
+// and IPv4 in one to four parts, each decimal, octal (leading 0) or hex
+// (0x), the last part filling the remaining bytes ("2130706433",
+// "0177.0.0.1", "0x7f.1", "127.1"), with an optional trailing dot. The
+// standard library refuses these spellings on purpose; the proxy must
+// recognise them, because a client that sends one connects to that
+// address. IPv6 zones are refused.
+func ParseIPLiteral(host string) (netip.Addr, bool) {
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return netip.Addr{}, false
+		}
+		return a, true
+	}
+	if strings.Contains(host, ":") {
+		a, err := netip.ParseAddr(host)
+		if err != nil || a.Zone() != "" {
+			return netip.Addr{}, false
+		}
+		return a, true
+	}
+	return parseInetAton(strings.TrimSuffix(host, "."))
+}
+
+func parseInetAton(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 || s == "" {
+		return netip.Addr{}, false
+	}
+	var vals [4]uint64
+	for i, p := range parts {
+		v, ok := parseAtonPart(p)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		vals[i] = v
+	}
+	n := len(parts)
+	for i := 0; i < n-1; i++ {
+		if vals[i] > 0xff {
+			return netip.Addr{}, false
+		}
+	}
+	if vals[n-1] >= 1<<(8*(5-n)) {
+		return netip.Addr{}, false
+	}
+	var u uint32
+	for i := 0; i < n-1; i++ {
+		u |= uint32(vals[i]) << (24 - 8*i)
+	}
+	u |= uint32(vals[n-1])
+	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)}), true
+}
+
+// parseAtonPart parses one part of an inet_aton address; values are
+// bounded well above any valid part so that overflow cannot wrap.
+func parseAtonPart(p string) (uint64, bool) {
+	base := 10
+	switch {
+	case len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X"):
+		base, p = 16, p[2:]
+	case len(p) > 1 && p[0] == '0':
+		base, p = 8, p[1:]
+	}
+	if p == "" || len(p) > 12 {
+		return 0, false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '+' || p[i] == '-' || p[i] == '_' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseUint(p, base, 64)
+	if err != nil || v > 0xffffffff {
+		return 0, false
+	}
+	return v, true
+}

@@ -1,0 +1,56 @@
+// Package egress is moat's network side: the host-side proxy through which
+// a sandbox in network mode "allow" reaches the destinations its policy
+// lists, and nothing else.
+//
+// It owns three things:
+//
+//   - Rules (ParseRules): the [network] allow, deny and allow_cidrs lists,
+//     and the one decision function, Rules.Decide(Dest) Verdict, which looks
+//     at the destination only and never resolves or connects. Deny beats
+//     allow; IP literals (in any spelling curl or glibc accept) match
+//     allow_cidrs only. Rules.CheckAddr is the second check, applied to
+//     every address a name resolves to: loopback, private, CGNAT,
+//     link-local (the cloud metadata service), multicast, reserved and
+//     unspecified addresses, and their IPv4-mapped, NAT64, 6to4 and Teredo
+//     spellings, are refused unless allow_cidrs lists them. A future
+//     transparent front end (a TUN device and a userspace TCP/IP stack)
+//     and credential injection are meant to call the same two functions.
+//   - Proxy: HTTP/1.1 (absolute-URI forwarding with keep-alive, and
+//     CONNECT) and SOCKS5 (CONNECT) on any stream listener, told apart by
+//     the first byte. A refused name is never looked up (a DNS query is
+//     itself a way out); an allowed name is resolved once by the proxy, and
+//     the proxy connects to exactly an address it checked, so DNS
+//     rebinding has nothing to rebind. In a tunnel, a TLS ClientHello must
+//     name the CONNECT target (or no name at all), which stops naive
+//     domain fronting. Refusals are HTTP 403 with an X-Moat-Denied header
+//     and a body saying how to allow the destination, or SOCKS5 reply 2.
+//     Malformed, oversized and slow requests get 400, 431 and 408, excess
+//     connections a quick refusal, and a panic ends one connection only.
+//   - Event: one audit record per connection attempt (per request for
+//     forwarded plain HTTP), and Summary, the human account of what was
+//     refused.
+//
+// It refuses to do more: no TUN device or packet-level filtering, no DNS
+// server (inside the sandbox there is no resolver; the proxy resolves),
+// no UDP, no credential injection, no TLS interception (the proxy never
+// sees inside a TLS tunnel, so a Host header inside TLS is not checked),
+// no HTTP/2 or WebSocket forwarding of plain-HTTP requests (HTTPS clients
+// tunnel those through CONNECT).
+//
+// What is hand-written, and why: the SOCKS5 handshake (a few fixed fields;
+// the standard library has no server), the TLS ClientHello reader (the
+// proxy must look at the bytes without consuming them, which crypto/tls
+// cannot do; it is bounded and parses only as far as server_name), and
+// the inet_aton-style IPv4 parser (the standard library rejects
+// "2130706433" and "0177.0.0.1" on purpose, but a client that sends them
+// reaches those addresses, so the proxy must recognise them). HTTP
+// requests and responses are read and written by net/http. Host names go
+// through golang.org/x/net/idna (non-ASCII names only) and patterns that
+// are too broad are recognised with golang.org/x/net/publicsuffix, the
+// Public Suffix List compiled into that package.
+//
+// After the handshake the proxy copies between the two connections with
+// plain io.Copy on the *net.TCPConn and *net.UnixConn values themselves,
+// so Linux moves the bytes with splice(2) and no per-byte work is done in
+// Go.
+package egress

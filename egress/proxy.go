@@ -1,0 +1,533 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of the Proxy's limits, used when a field is zero.
+const (
+	DefaultMaxHeaderBytes = 64 << 10
+	DefaultHeaderTimeout  = 10 * time.Second
+	DefaultIdleTimeout    = 90 * time.Second
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultMaxConns       = 256
+)
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("egress: proxy closed")
+
+// Proxy is the egress proxy: an HTTP/1.1 forward proxy (absolute-URI
+// requests and CONNECT) and a SOCKS5 proxy (CONNECT) on the same listener,
+// told apart by the client's first byte. Every destination is decided by
+// Rules.Decide; every address a name resolves to is checked with
+// Rules.CheckAddr, and the proxy connects only to an address it checked.
+//
+// Set the fields, then call Serve (once per listener, possibly several
+// listeners at once); the fields must not change after that, and a Proxy
+// must not be copied after first use. Close ends every listener and
+// connection.
+type Proxy struct {
+	// Rules decides every destination. It must be set.
+	Rules *Rules
+
+	// RunID is copied into every Event.
+	RunID string
+
+	// Resolver returns the addresses of a host name (lower-case ASCII, no
+	// trailing dot). Nil means net.DefaultResolver. Tests use it to point
+	// names at servers on loopback.
+	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
+
+	// Dial opens a TCP connection to exactly addr. Nil means a
+	// net.Dialer. The connection should be a *net.TCPConn so that
+	// relaying uses splice(2).
+	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+
+	// Audit, if set, receives one Event per connection attempt (per
+	// request for forwarded plain HTTP), from many goroutines at once. It
+	// should not block for long: it runs on the connection's goroutine.
+	Audit func(Event)
+
+	// HTTPSOnly refuses plain-HTTP forwarding and any tunnel whose first
+	// bytes are not a TLS ClientHello.
+	HTTPSOnly bool
+
+	MaxHeaderBytes int           // request header block (HTTP) or handshake (SOCKS5); default 64 KiB
+	HeaderTimeout  time.Duration // to read a request's headers or a SOCKS5 handshake, and a ClientHello on port 443; default 10 s
+	IdleTimeout    time.Duration // between forwarded requests on a kept-alive connection; default 90 s
+	DialTimeout    time.Duration // to resolve and connect to a destination; default 10 s
+	MaxConns       int           // client connections served at once; more are refused at once; default 256
+
+	initOnce  sync.Once
+	sem       chan struct{} // one slot per connection being served
+	refusing  chan struct{} // bounds the goroutines that refuse surplus connections
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+}
+
+func (p *Proxy) init() {
+	p.initOnce.Do(func() {
+		p.sem = make(chan struct{}, p.maxConns())
+		p.refusing = make(chan struct{}, 16)
+		p.listeners = map[net.Listener]struct{}{}
+		p.conns = map[net.Conn]struct{}{}
+	})
+}
+
+func (p *Proxy) maxHeaderBytes() int64 {
+	if p.MaxHeaderBytes > 0 {
+		return int64(p.MaxHeaderBytes)
+	}
+	return DefaultMaxHeaderBytes
+}
+
+func (p *Proxy) headerTimeout() time.Duration {
+	return orDefault(p.HeaderTimeout, DefaultHeaderTimeout)
+}
+func (p *Proxy) idleTimeout() time.Duration { return orDefault(p.IdleTimeout, DefaultIdleTimeout) }
+func (p *Proxy) dialTimeout() time.Duration { return orDefault(p.DialTimeout, DefaultDialTimeout) }
+
+func (p *Proxy) maxConns() int {
+	if p.MaxConns > 0 {
+		return p.MaxConns
+	}
+	return DefaultMaxConns
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Serve accepts connections on l and serves each on its own goroutine
+// until l fails or Close is called; it then returns ErrClosed (after
+// Close) or the accept error. Serve closes l when it returns. Any stream
+// listener works: the sandbox's unix socket, or TCP in tests.
+func (p *Proxy) Serve(l net.Listener) error {
+	p.init()
+	if p.Rules == nil {
+		l.Close()
+		return errors.New("egress: Proxy.Rules is nil")
+	}
+	if !p.trackListener(l, true) {
+		l.Close()
+		return ErrClosed
+	}
+	defer p.trackListener(l, false)
+	defer l.Close()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if p.isClosed() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		select {
+		case p.sem <- struct{}{}:
+			go p.serveConn(c)
+		default:
+			select {
+			case p.refusing <- struct{}{}:
+				go p.refuseBusy(c)
+			default:
+				c.Close()
+			}
+		}
+	}
+}
+
+// Close stops every Serve and closes every connection, client and
+// upstream. It is safe to call more than once.
+func (p *Proxy) Close() error {
+	p.init()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for l := range p.listeners {
+		l.Close()
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	return nil
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+func (p *Proxy) trackListener(l net.Listener, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !add {
+		delete(p.listeners, l)
+		return true
+	}
+	if p.closed {
+		return false
+	}
+	p.listeners[l] = struct{}{}
+	return true
+}
+
+// track registers c so that Close reaches it; it reports false (and
+// closes c) when the proxy is already closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		c.Close()
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) emit(e Event) {
+	if p.Audit == nil {
+		return
+	}
+	e.RunID = p.RunID
+	if !e.Time.IsZero() {
+		e.Duration = time.Since(e.Time)
+	}
+	defer func() { _ = recover() }() // a failing Audit hook must not take the connection's recovery with it
+	p.Audit(e)
+}
+
+// refuseBusy answers a connection beyond MaxConns with a refusal in the
+// protocol the client speaks, waiting briefly for its first byte.
+func (p *Proxy) refuseBusy(c net.Conn) {
+	defer func() { <-p.refusing }()
+	defer c.Close()
+	ev := Event{Time: time.Now(), Decision: DecisionError, Rule: "max connections",
+		Reason: fmt.Sprintf("more than %d connections at once; this one was refused", p.maxConns())}
+	c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		ev.Proto = ProtoHTTP
+		p.emit(ev)
+		return
+	}
+	if b[0] == socksVersion {
+		ev.Proto = ProtoSOCKS5
+		c.Write([]byte{socksVersion, socksNoAcceptableMethod})
+	} else {
+		ev.Proto = ProtoHTTP
+		writeStatus(c, 503, "", "moat: "+ev.Reason+"\n")
+	}
+	p.emit(ev)
+}
+
+// clientConn is one client connection while it is served.
+type clientConn struct {
+	p     *Proxy
+	c     net.Conn
+	lr    io.LimitedReader // bounds what headers may take from c
+	rec   recorder         // over lr: keeps a request's header bytes
+	br    *bufio.Reader    // over rec
+	start time.Time        // of the current attempt
+}
+
+var bufioReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+
+func (p *Proxy) serveConn(c net.Conn) {
+	defer func() { <-p.sem }()
+	if !p.track(c) {
+		return
+	}
+	defer p.untrack(c)
+	cc := &clientConn{p: p, c: c, start: time.Now()}
+	cc.lr = io.LimitedReader{R: c, N: p.maxHeaderBytes()}
+	cc.br = bufioReaders.Get().(*bufio.Reader)
+	cc.rec.r = &cc.lr
+	cc.br.Reset(&cc.rec)
+	defer func() {
+		cc.br.Reset(nil)
+		bufioReaders.Put(cc.br)
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			p.emit(Event{Time: cc.start, Proto: ProtoHTTP, Decision: DecisionError, Rule: "internal error",
+				Reason: panicReason(r)})
+		}
+	}()
+
+	c.SetReadDeadline(time.Now().Add(p.headerTimeout()))
+	first, err := cc.br.Peek(1)
+	if err != nil {
+		if isTimeout(err) {
+			p.emit(Event{Time: cc.start, Proto: ProtoHTTP, Decision: DecisionError, Rule: "header timeout",
+				Reason: fmt.Sprintf("the client sent nothing within %v", p.headerTimeout())})
+		}
+		return // a connection closed before its first byte is not an attempt
+	}
+	if first[0] == socksVersion {
+		cc.serveSOCKS()
+		return
+	}
+	cc.serveHTTP()
+}
+
+// finish emits the event of an attempt when it ends. A panic while serving
+// the attempt ends up here too: it becomes the attempt's error event, and
+// the connection is closed (the attempt's function returns zero values).
+// It must be deferred directly, for recover to work.
+func (cc *clientConn) finish(ev *Event) {
+	if r := recover(); r != nil {
+		ev.Decision, ev.Rule, ev.Reason = DecisionError, "internal error", panicReason(r)
+		cc.c.Close()
+	}
+	cc.p.emit(*ev)
+}
+
+func panicReason(r any) string {
+	stack := debug.Stack()
+	if len(stack) > 4096 {
+		stack = stack[:4096]
+	}
+	return fmt.Sprintf("moat's proxy failed on this connection (a bug): %v\n%s", r, stack)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// target is a destination after Decide allowed it: the normalised name to
+// resolve (empty for an IP literal) and the literal address.
+type target struct {
+	name string
+	ip   netip.Addr
+	port int
+}
+
+// decide runs Rules.Decide and, for an allowed destination, returns what
+// to resolve; the event is filled in with the normalised host.
+func (p *Proxy) decide(d Dest, ev *Event) (target, Verdict) {
+	v := p.Rules.Decide(d)
+	t := target{port: d.Port, ip: d.IP}
+	if !t.ip.IsValid() {
+		t.ip, _ = ParseIPLiteral(d.Host)
+	}
+	if t.ip.IsValid() {
+		t.ip = t.ip.Unmap()
+		ev.Host = t.ip.String()
+	} else if name, err := normalizeHost(d.Host); err == nil {
+		t.name, ev.Host = name, name
+	} else {
+		ev.Host = d.Host
+	}
+	ev.Port = d.Port
+	ev.Rule = v.Rule
+	if !v.Allow {
+		ev.Decision, ev.Reason = DecisionDeny, v.Reason
+	}
+	return t, v
+}
+
+// errRefused carries the Verdict of an address CheckAddr refused.
+type errRefused struct{ v Verdict }
+
+func (e *errRefused) Error() string { return e.v.Reason }
+
+// connect resolves t (once), checks every address, and dials the checked
+// addresses in order until one answers. It returns the connection and the
+// address connected to, an *errRefused when every address was refused, or
+// the resolution or dial error.
+func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.dialTimeout())
+	defer cancel()
+	addrs := []netip.Addr{t.ip}
+	if !t.ip.IsValid() {
+		var err error
+		if p.Resolver != nil {
+			addrs, err = p.Resolver(ctx, t.name)
+		} else {
+			addrs, err = net.DefaultResolver.LookupNetIP(ctx, "ip", t.name)
+		}
+		if err != nil {
+			return nil, netip.AddrPort{}, fmt.Errorf("resolve %s: %w", t.name, err)
+		}
+		if len(addrs) == 0 {
+			return nil, netip.AddrPort{}, fmt.Errorf("resolve %s: no addresses", t.name)
+		}
+	}
+	var refusal *errRefused
+	var lastErr error
+	for _, a := range addrs {
+		a = a.Unmap()
+		if v := p.Rules.CheckAddr(t.name, a); !v.Allow {
+			if refusal == nil {
+				refusal = &errRefused{v}
+			}
+			continue
+		}
+		ap := netip.AddrPortFrom(a, uint16(t.port))
+		c, err := p.dial(ctx, ap)
+		if err == nil {
+			if !p.track(c) {
+				return nil, ap, ErrClosed
+			}
+			return c, ap, nil
+		}
+		lastErr = err
+	}
+	if lastErr != nil {
+		return nil, netip.AddrPort{}, lastErr
+	}
+	return nil, netip.AddrPort{}, refusal
+}
+
+func (p *Proxy) dial(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	if p.Dial != nil {
+		return p.Dial(ctx, ap)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", ap.String())
+}
+
+// tunnel relays bytes both ways between the client and up until both
+// directions end, after checking the client's first bytes: a TLS
+// ClientHello must name the target host (or none), and with HTTPSOnly the
+// first bytes must be one. The caller has sent the client its "connected"
+// reply. It fills in the event's byte counts, SNI and any refusal.
+func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
+	p := cc.p
+	defer p.untrack(up)
+	cc.lr.N = 1<<63 - 1
+	if t.port == 443 {
+		cc.c.SetReadDeadline(time.Now().Add(p.headerTimeout()))
+	} else {
+		cc.c.SetReadDeadline(time.Time{})
+	}
+
+	down := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(cc.c, up)
+		closeWrite(cc.c)
+		down <- n
+	}()
+
+	raw, hello, err := readClientHello(cc.br)
+	cc.c.SetReadDeadline(time.Time{})
+	refuse := func(rule, reason string) {
+		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, rule, reason
+		if hello.isTLS {
+			cc.c.Write(tlsAlertAccessDenied)
+		}
+		cc.c.Close()
+		up.Close()
+	}
+	host := t.name
+	if host == "" {
+		host = t.ip.String()
+	}
+	switch {
+	case err != nil && len(raw) == 0 && errors.Is(err, io.EOF):
+		// The client sent nothing and half-closed: let the other
+		// direction finish (a server-speaks-first protocol).
+		closeWrite(up)
+	case err != nil && len(raw) == 0:
+		ev.Reason = fmt.Sprintf("the client sent nothing: %v", err)
+		up.Close()
+	case err != nil:
+		refuse("malformed tls", fmt.Sprintf("the connection to %s:%d did not start with a valid TLS ClientHello: %v", host, t.port, err))
+	case hello.isTLS && hello.hasSNI && hostKey(hello.sni) != hostKey(host):
+		ev.SNI = hello.sni
+		refuse("sni mismatch", fmt.Sprintf(
+			"the TLS server name %q differs from the CONNECT target %s (domain fronting is refused); connect to %s:%d instead",
+			hello.sni, host, hello.sni, t.port))
+	case !hello.isTLS && p.HTTPSOnly:
+		refuse("https_only", fmt.Sprintf(
+			"the connection to %s:%d is not TLS, and [network] https_only allows only TLS", host, t.port))
+	default:
+		ev.SNI = hello.sni
+		if hello.isTLS && !hello.hasSNI && t.name != "" {
+			ev.Reason = "TLS without a server name (SNI)"
+		} else if !hello.isTLS && t.port == 443 {
+			ev.Reason = "not TLS, on port 443"
+		}
+		ev.BytesUp = relayUp(up, raw, cc.br, cc.c)
+	}
+	ev.BytesDown = <-down
+}
+
+// tlsAlertAccessDenied is a fatal TLS alert record (RFC 8446 6.2,
+// access_denied), so that a refused TLS client reports a clear error.
+var tlsAlertAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
+
+// relayUp sends what was read ahead, then the rest of the client's stream,
+// to up; the plain io.Copy between the two connections lets the runtime
+// use splice(2). It half-closes up at the end and returns the bytes sent.
+func relayUp(up net.Conn, raw []byte, br *bufio.Reader, client net.Conn) int64 {
+	defer closeWrite(up)
+	n, err := up.Write(raw)
+	total := int64(n)
+	if err != nil {
+		return total
+	}
+	if k := br.Buffered(); k > 0 {
+		b, _ := br.Peek(k)
+		n, err = up.Write(b)
+		total += int64(n)
+		br.Discard(k)
+		if err != nil {
+			return total
+		}
+	}
+	m, _ := io.Copy(up, client)
+	return total + m
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	c.Close()
+}
+
+// hostKey is the form in which two spellings of a host compare equal.
+func hostKey(h string) string {
+	if a, ok := ParseIPLiteral(h); ok {
+		return a.Unmap().String()
+	}
+	if n, err := normalizeHost(h); err == nil {
+		return n
+	}
+	return h
+}

@@ -1,0 +1,367 @@
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
+)
+
+// Rules is a parsed, immutable set of destination rules: host patterns to
+// allow and to deny, and the address ranges (allow_cidrs) that may be
+// reached although they are private, and that IP-literal destinations are
+// matched against. A *Rules is safe for concurrent use.
+type Rules struct {
+	allow []hostRule
+	deny  []hostRule
+	cidrs []cidrRule
+}
+
+// hostRule is one allow or deny entry: an exact host or, with wildcard set,
+// every name strictly below domain; port 0 matches any port.
+type hostRule struct {
+	entry    string // as written, for verdicts
+	domain   string // normalised (lower-case ASCII, no trailing dot)
+	wildcard bool
+	port     int
+}
+
+type cidrRule struct {
+	entry  string
+	prefix netip.Prefix
+}
+
+// Dest is one destination a client asked for. Host is the name or address
+// as the client wrote it (any case, trailing dot, Unicode or an IP literal
+// in any spelling); IP is set when the client gave an address rather than
+// a name (SOCKS5 address types 1 and 4). Port is the TCP port.
+type Dest struct {
+	Host string
+	Port int
+	IP   netip.Addr
+}
+
+// Verdict is the answer for one destination or address. Rule names what
+// decided it: the allow or deny entry as written, an allow_cidrs range,
+// "default deny", or the kind of address refused (for example "private
+// address 10.0.0.1 (RFC 1918)"). Reason is a sentence for the user that
+// says what happened and, for a refusal, how to allow it.
+type Verdict struct {
+	Allow  bool   `json:"allow"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// RuleDefaultDeny is the Rule of a destination that no entry allows.
+const RuleDefaultDeny = "default deny"
+
+// ParseRules parses and checks the [network] allow, deny and allow_cidrs
+// lists. Host entries are "host", "*.domain" (every name below domain, not
+// domain itself), "host:port" and "*.domain:port"; an entry without a port
+// matches every port. Names are compared in lower-case ASCII (IDNA) form
+// without a trailing dot. Allow entries that would match names anyone can
+// register ("*", "*.com", "*.co.uk", "*.github.io", a bare top-level
+// domain) are refused, as are IP addresses, which belong in allow_cidrs.
+// allowCIDRs entries are prefixes ("10.1.0.0/16") or single addresses.
+// All problems are reported at once, each naming its entry.
+func ParseRules(allow, deny, allowCIDRs []string) (*Rules, error) {
+	r := &Rules{}
+	var errs []string
+	for _, e := range allow {
+		hr, err := parseHostRule(e, true)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("allow %q: %v", e, err))
+			continue
+		}
+		r.allow = append(r.allow, hr)
+	}
+	for _, e := range deny {
+		hr, err := parseHostRule(e, false)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("deny %q: %v", e, err))
+			continue
+		}
+		r.deny = append(r.deny, hr)
+	}
+	for _, e := range allowCIDRs {
+		p, err := parseCIDR(e)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("allow_cidrs %q: %v", e, err))
+			continue
+		}
+		r.cidrs = append(r.cidrs, cidrRule{entry: strings.TrimSpace(e), prefix: p})
+	}
+	if len(errs) > 0 {
+		return nil, &RulesError{Problems: errs}
+	}
+	return r, nil
+}
+
+// RulesError lists every problem ParseRules found, one per entry.
+type RulesError struct {
+	Problems []string
+}
+
+func (e *RulesError) Error() string {
+	return "network rules: " + strings.Join(e.Problems, "; ")
+}
+
+func parseHostRule(entry string, isAllow bool) (hostRule, error) {
+	s := strings.TrimSpace(entry)
+	if s == "" {
+		return hostRule{}, fmt.Errorf("empty entry")
+	}
+	if s == "*" || strings.HasPrefix(s, "*:") {
+		return hostRule{}, fmt.Errorf(`"*" matches every host; list the hosts the command needs`)
+	}
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
+		return hostRule{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
+	}
+	hr := hostRule{entry: s}
+	if host, port, ok := strings.Cut(s, ":"); ok {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
+			return hostRule{}, fmt.Errorf("port %q is not a number from 1 to 65535", port)
+		}
+		s, hr.port = host, n
+	}
+	if rest, ok := strings.CutPrefix(s, "*."); ok {
+		s, hr.wildcard = rest, true
+	}
+	if strings.Contains(s, "*") {
+		return hostRule{}, fmt.Errorf(`"*" may only be the whole first label, as in "*.example.com"`)
+	}
+	if _, ok := ParseIPLiteral(s); ok {
+		return hostRule{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
+	}
+	name, err := normalizeHost(s)
+	if err != nil {
+		return hostRule{}, err
+	}
+	hr.domain = name
+	if !isAllow {
+		return hr, nil
+	}
+	if !strings.Contains(name, ".") {
+		if hr.wildcard {
+			return hostRule{}, fmt.Errorf("too broad: %q is a top-level domain, anyone can register names under it", name)
+		}
+		return hostRule{}, fmt.Errorf("a single-label name is a top-level domain or a local name, not a host on the internet")
+	}
+	suffix, icann := publicsuffix.PublicSuffix(name)
+	if suffix == name {
+		if hr.wildcard {
+			return hostRule{}, fmt.Errorf("too broad: %s is a public suffix (on the Public Suffix List), anyone can register names under it; list the hosts you need", name)
+		}
+		if icann {
+			return hostRule{}, fmt.Errorf("%s is a public suffix, not a host; list the hosts you need", name)
+		}
+	}
+	return hr, nil
+}
+
+func parseCIDR(entry string) (netip.Prefix, error) {
+	s := strings.TrimSpace(entry)
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, fmt.Errorf("not an address range such as 10.1.0.0/16")
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return p, fmt.Errorf("not an address or an address range such as 10.1.0.0/16")
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if p.Addr().Zone() != "" {
+		return p, fmt.Errorf("zones are not allowed")
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	if p.Bits() == 0 {
+		return p, fmt.Errorf("too broad: it lists every address; list the ranges the command needs")
+	}
+	return p.Masked(), nil
+}
+
+// normalizeHost returns the lower-case ASCII form of a host name without a
+// trailing dot, or an error saying why it is not a usable host name.
+// ASCII names are only lower-cased and checked (as net/http does), so that
+// real names IDNA's strict rules reject ("r3---sn-x.example", "_a.example")
+// still work; names with other characters go through IDNA's lookup
+// profile (UTS #46 mapping, then Punycode).
+func normalizeHost(s string) (string, error) {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" {
+		return "", fmt.Errorf("empty host name")
+	}
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if !ascii {
+		a, err := idna.Lookup.ToASCII(s)
+		if err != nil {
+			return "", fmt.Errorf("not a valid international domain name: %v", err)
+		}
+		s = a
+	}
+	s = strings.ToLower(s)
+	if len(s) > 253 {
+		return "", fmt.Errorf("host name longer than 253 characters")
+	}
+	labels := strings.Split(s, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 {
+			return "", fmt.Errorf("host name has an empty label or one longer than 63 characters")
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", fmt.Errorf("host name contains %q", c)
+			}
+		}
+	}
+	// A name whose last label is a number is an IP address in some
+	// spelling (or a mistake): resolvers and URL parsers disagree on
+	// those, so it is never looked up as a name (WHATWG URL does the same).
+	last := labels[len(labels)-1]
+	if isNumericLabel(last) {
+		return "", fmt.Errorf("the last label is a number: not a host name, and not an IP address either")
+	}
+	return s, nil
+}
+
+func isNumericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		l = h
+		for i := 0; i < len(l); i++ {
+			if !isHex(l[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(l); i++ {
+		if l[i] < '0' || l[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func (h hostRule) match(name string, port int) bool {
+	if h.port != 0 && h.port != port {
+		return false
+	}
+	if h.wildcard {
+		return len(name) > len(h.domain) && strings.HasSuffix(name, h.domain) &&
+			name[len(name)-len(h.domain)-1] == '.'
+	}
+	return name == h.domain
+}
+
+// Decide says whether a client may connect to d, from the destination
+// alone: it never resolves a name. Names are matched against the deny
+// entries first (deny beats allow), then the allow entries; IP literals
+// (d.IP, or d.Host spelled as an address, including forms like
+// "2130706433", "0177.0.0.1" and "127.1") only against allow_cidrs. An
+// allowed name must still have each address it resolves to pass
+// CheckAddr before anything connects to it.
+func (r *Rules) Decide(d Dest) Verdict {
+	if d.Port < 1 || d.Port > 65535 {
+		return Verdict{Rule: "invalid port", Reason: fmt.Sprintf("port %d is not a TCP port", d.Port)}
+	}
+	ip := d.IP
+	if !ip.IsValid() {
+		if a, ok := ParseIPLiteral(d.Host); ok {
+			ip = a
+		}
+	}
+	if ip.IsValid() {
+		return r.decideIP(ip, d.Port)
+	}
+	name, err := normalizeHost(d.Host)
+	if err != nil {
+		return Verdict{Rule: "invalid host", Reason: fmt.Sprintf("%q is not a valid host name: %v", d.Host, err)}
+	}
+	for _, h := range r.deny {
+		if h.match(name, d.Port) {
+			return Verdict{Rule: h.entry, Reason: fmt.Sprintf(
+				"%s:%d is refused by the [network] deny entry %q; remove that entry to allow it",
+				name, d.Port, h.entry)}
+		}
+	}
+	for _, h := range r.allow {
+		if h.match(name, d.Port) {
+			return Verdict{Allow: true, Rule: h.entry, Reason: fmt.Sprintf(
+				"%s:%d is allowed by the [network] allow entry %q", name, d.Port, h.entry)}
+		}
+	}
+	return Verdict{Rule: RuleDefaultDeny, Reason: fmt.Sprintf(
+		"%s:%d is not in the allow list; to allow it, add %q to [network] allow, or --net allow:%s",
+		name, d.Port, name, name)}
+}
+
+func (r *Rules) decideIP(ip netip.Addr, port int) Verdict {
+	ip = ip.Unmap()
+	if c, ok := r.cidrFor(ip); ok {
+		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
+			"%s is allowed by the [network] allow_cidrs entry %q", netip.AddrPortFrom(ip, uint16(port)), c.entry)}
+	}
+	rule := RuleDefaultDeny
+	if kind := addrKind(ip); kind != "" {
+		rule = kind
+	}
+	return Verdict{Rule: rule, Reason: fmt.Sprintf(
+		"%s: IP addresses are allowed only by [network] allow_cidrs (host entries match names only); to allow it, add %q to [network] allow_cidrs",
+		netip.AddrPortFrom(ip, uint16(port)), netip.PrefixFrom(ip, ip.BitLen()).String())}
+}
+
+func (r *Rules) cidrFor(ip netip.Addr) (cidrRule, bool) {
+	for _, c := range r.cidrs {
+		if c.prefix.Contains(ip) {
+			return c, true
+		}
+	}
+	return cidrRule{}, false
+}
+
+// CheckAddr says whether the proxy may connect to a in order to reach
+// host (used in the explanation only). It refuses addresses that lead
+// back into the host or its private networks (loopback, RFC 1918, CGNAT,
+// link-local including the cloud metadata service, multicast, broadcast,
+// unspecified and reserved ranges, IPv6 ULA and link-local) and the
+// IPv4-mapped, IPv4-compatible, NAT64, 6to4 and Teredo spellings of those,
+// unless allow_cidrs contains the address.
+func (r *Rules) CheckAddr(host string, a netip.Addr) Verdict {
+	a = a.Unmap()
+	if c, ok := r.cidrFor(a); ok {
+		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
+			"%s is allowed by the [network] allow_cidrs entry %q", a, c.entry)}
+	}
+	kind := addrKind(a)
+	if kind == "" {
+		return Verdict{Allow: true, Rule: "public address", Reason: fmt.Sprintf("%s is a public address", a)}
+	}
+	what := host + " resolves to " + a.String()
+	if host == "" || host == a.String() {
+		what = a.String()
+	}
+	return Verdict{Rule: kind, Reason: fmt.Sprintf(
+		"%s: %s; moat refuses such addresses unless [network] allow_cidrs lists them; to allow it, add %q to [network] allow_cidrs",
+		what, kind, netip.PrefixFrom(a, a.BitLen()).String())}
+}
