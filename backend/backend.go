@@ -147,6 +147,8 @@ const (
 	// sandbox, served on the host side by Stdio.ServeProxy (moat's egress
 	// proxy). Nothing else leaves the namespace.
 	NetProxy NetMode = "proxy"
+	// NetHost: the host's network namespace, unfiltered.
+	NetHost NetMode = "host"
 )
 
 // Network is the network plan of a run.

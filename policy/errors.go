@@ -76,6 +76,16 @@ func (l *errorList) add(field, msg string) {
 	l.errs = append(l.errs, fe)
 }
 
+// FieldError makes an error about field located the way Validate's are:
+// by the flag that set it, or by its file and line. Checks that need more
+// than this package knows (the network rules, say) use it so their errors
+// read like every other policy error.
+func (p *Policy) FieldError(field, msg string) *FieldError {
+	l := &errorList{p: p}
+	l.add(field, msg)
+	return l.errs[0]
+}
+
 // err returns the collected errors as *Errors, or nil if there are none.
 func (l *errorList) err() error {
 	if len(l.errs) == 0 {

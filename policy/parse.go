@@ -217,6 +217,13 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 			return
 		}
 		dst.SetString(s)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			d.add(key, "expected true or false, got "+describe(v))
+			return
+		}
+		dst.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		n, ok := v.(int64)
 		if !ok {

@@ -282,7 +282,7 @@ func TestLoadFull(t *testing.T) {
 			Mode:       "allow",
 			Allow:      []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443"},
 			Deny:       []string{"upload.pypi.org"},
-			AllowCIDRs: []string{"10.1.2.0/24"},
+			AllowCIDRs: []string{"10.1.2.0/24"}, HTTPSOnly: true,
 		},
 		Limits: Limits{
 			Wall: Duration(15 * time.Minute), CPU: Duration(2 * time.Minute), OpenFiles: 1024,
@@ -298,7 +298,7 @@ func TestLoadFull(t *testing.T) {
 	// Positions of table headers, keys, array elements and inline keys.
 	for key, line := range map[string]int{
 		"workspace": 4, "workspace.mode": 6, "workspace.protect": 8, "workspace.protect[2]": 11,
-		"env.set": 22, "env.set.PIP_NO_INPUT": 22, "limits.disk": 39, "user.host_gid": 48,
+		"env.set": 22, "env.set.PIP_NO_INPUT": 22, "limits.disk": 40, "user.host_gid": 49, "network.https_only": 29,
 	} {
 		if got := p.lines[key]; got != line {
 			t.Errorf("line of %s = %d, want %d", key, got, line)

@@ -108,6 +108,9 @@ type Network struct {
 	// AllowCIDRs lists address ranges (e.g. "10.1.2.0/24") reachable even
 	// though private addresses are refused by default. Default [].
 	AllowCIDRs []string `toml:"allow_cidrs" json:"allow_cidrs"`
+	// HTTPSOnly refuses plain-HTTP requests and tunnels that do not start
+	// with TLS, in allow mode. Default false.
+	HTTPSOnly bool `toml:"https_only" json:"https_only"`
 }
 
 // Network modes.

@@ -75,16 +75,25 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	if layered && cs == nil {
 		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)
 	}
-	if p.Network.Mode != "" && p.Network.Mode != "none" {
-		return nil, fmt.Errorf("network.mode %q is not supported yet; only \"none\" (no network) is", p.Network.Mode)
-	}
 
 	filters, err := seccompProfiles(p.Syscalls.Profile)
 	if err != nil {
 		return nil, err
 	}
 
-	env := buildEnv(p.Env, c.Environ)
+	envPolicy := p.Env
+	if p.Network.Mode == policy.NetworkAllow {
+		// The proxy variables win over anything passed through.
+		set := map[string]string{}
+		for k, v := range p.Env.Set {
+			set[k] = v
+		}
+		for k, v := range proxyEnv() {
+			set[k] = v
+		}
+		envPolicy.Set = set
+	}
+	env := buildEnv(envPolicy, c.Environ)
 	home := "/home/agent"
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
@@ -148,7 +157,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		Mounts:        mounts,
 		User:          id,
 		Limits:        limits(p.Limits),
-		Network:       backend.Network{Mode: backend.NetNone},
+		Network:       networkSpec(p.Network.Mode),
 		MaskPaths:     procMasked,
 		ReadOnlyPaths: procReadOnly,
 		Seccomp:       filters,

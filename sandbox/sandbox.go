@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -35,6 +36,14 @@ type Request struct {
 	// that successive runs accumulate into one; empty means a new change
 	// set for this run.
 	Session string
+	// Audit, if set, receives every network event of an allow-mode run as
+	// it happens (the CLI's --audit stream); they are also in the Report.
+	Audit func(egress.Event)
+	// Resolver and Dial replace how the egress proxy resolves names and
+	// connects; nil means the system's. Tests point names at loopback
+	// servers with them.
+	Resolver ResolverFunc
+	Dial     DialFunc
 	// AllowDegraded runs even when a limit the policy asks for cannot be
 	// enforced here; each gap is listed in Report.Degraded.
 	AllowDegraded bool
@@ -74,6 +83,12 @@ type Report struct {
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
+	// Network is what the network did: every connection the proxy
+	// decided, in allow mode.
+	Network *NetworkReport `json:"network"`
+	// Warnings are things the policy asked for that weaken the sandbox
+	// (an unfiltered host network, no system-call filter).
+	Warnings []string `json:"warnings"`
 	// ChangeSet is where an overlay or copy workspace's changes are kept
 	// for review (moat diff) and apply.
 	ChangeSet *ChangeSetRef `json:"change_set,omitempty"`
@@ -107,7 +122,8 @@ func NewRunID() string {
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
 	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
-		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}}
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}, Warnings: []string{},
+		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 	fail := func(err error) (*Report, error) {
 		rep.Error = err.Error()
 		var ie *backend.InitError
@@ -148,6 +164,19 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 			return fail(fmt.Errorf("record command in change set: %w", err))
 		}
 	}
+	var er *egressRun
+	if req.Policy.Network.Mode == policy.NetworkAllow {
+		rules, err := networkRules(req.Policy)
+		if err != nil {
+			return fail(err)
+		}
+		er = newEgressRun(rules, req.Policy, req, runID)
+		stdio.ServeProxy = er.serve
+		defer func() { rep.Network = er.report() }()
+	}
+	if req.Policy.Network.Mode == policy.NetworkHost {
+		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
+	}
 	spec, err := Compile(req.Policy, req.Args, caller, runID, cs)
 	if err != nil {
 		return fail(err)
@@ -158,6 +187,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = policy.ProfileUnconfined
+		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
 	}
 	// Probing cgroups costs a little; only a run that asks for a cgroup
 	// limit needs to know.

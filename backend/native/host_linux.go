@@ -50,6 +50,13 @@ func (*Backend) Capabilities() backend.Capabilities {
 const cloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP
 
+func cloneFlagsFor(n backend.Network) uintptr {
+	if n.Mode == backend.NetHost {
+		return cloneFlags &^ unix.CLONE_NEWNET
+	}
+	return cloneFlags
+}
+
 // initCaps are the capabilities init holds, within its own user namespace
 // only, while it builds the root. It drops all of them before the command
 // starts.
@@ -189,7 +196,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		ExtraFiles: extra,
 		WaitDelay:  time.Second,
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags,
+			Cloneflags: cloneFlagsFor(spec.Network),
 			UidMappings: []syscall.SysProcIDMap{
 				{ContainerID: spec.User.UID, HostID: spec.User.HostUID, Size: 1},
 			},

@@ -127,8 +127,10 @@ func initMain(send func(message)) error {
 			return fail("sethostname", err)
 		}
 	}
-	if err := loopbackUp(); err != nil {
-		return fail("loopback up", err)
+	if spec.Network.Mode != backend.NetHost {
+		if err := loopbackUp(); err != nil {
+			return fail("loopback up", err)
+		}
 	}
 	if is.NetFD != 0 {
 		if err := sendProxyListener(is.NetFD, spec.Network.ProxyPort); err != nil {

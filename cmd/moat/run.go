@@ -14,7 +14,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -29,6 +31,7 @@ type runFlags struct {
 	env           listFlag
 	net           string
 	seccomp       string
+	auditFile     string
 	session       string
 	jsonOut       bool
 	reportFile    string
@@ -79,7 +82,8 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&f.net, "net", "", "network: none (the only mode so far)")
+	fs.StringVar(&f.net, "net", "", "network: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&f.auditFile, "audit", "", "append every network decision to `FILE` as JSON lines")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
@@ -139,8 +143,20 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		p.MarkFlag("syscalls.profile", "--seccomp")
 	}
 	if f.net != "" {
-		p.Network.Mode = f.net
+		mode, list, hasList := strings.Cut(f.net, ":")
+		p.Network.Mode = mode
 		p.MarkFlag("network.mode", "--net")
+		if hasList {
+			if mode != "allow" {
+				return nil, fmt.Errorf("flag --net %q: only allow takes a list (allow:HOST,...); the modes are none, allow and host", f.net)
+			}
+			for _, h := range strings.Split(list, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					p.Network.Allow = append(p.Network.Allow, h)
+				}
+			}
+			p.MarkFlag("network.allow", "--net")
+		}
 	}
 	abs := func(list []string) []string {
 		out := make([]string, len(list))
@@ -297,15 +313,34 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	var auditFn func(egress.Event)
+	if f.auditFile != "" {
+		aw, err := audit.Open(f.auditFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat: %v\n", err)
+			return exitMoatError
+		}
+		defer func() {
+			if err := aw.Close(); err != nil {
+				fmt.Fprintf(stderr, "moat: %v\n", err)
+			}
+		}()
+		auditFn = func(e egress.Event) { aw.Write(e) }
+	}
+
 	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
+		Audit:         auditFn,
 		Policy:        p,
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
 	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
 
-	if rep.Seccomp == "unconfined" {
-		fmt.Fprintln(stderr, "moat: WARNING: syscalls.profile is \"unconfined\": no system-call filter was in force")
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stderr, "moat: WARNING: %s\n", w)
+	}
+	if n := rep.Network; n != nil && len(n.Refused) > 0 {
+		fmt.Fprintf(stderr, "moat: %s\n", n.Summary)
 	}
 	for _, d := range rep.Degraded {
 		fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)

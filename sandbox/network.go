@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/policy"
+)
+
+// ProxyPort is where the egress proxy listens inside the sandbox
+// (127.0.0.1) in network mode allow. The namespace is the run's own, so a
+// fixed port collides with nothing.
+const ProxyPort = 3128
+
+// NetworkReport is what the network did during a run.
+type NetworkReport struct {
+	// Mode is none, allow or host.
+	Mode string `json:"mode"`
+	// Events has one entry per connection attempt through the proxy
+	// (per request for plain HTTP), in the order they ended.
+	Events []egress.Event `json:"events"`
+	// Refused sums up the refused destinations.
+	Refused []egress.Refusal `json:"refused"`
+	// Summary is the one-line human account ("" when nothing happened).
+	Summary string `json:"summary,omitempty"`
+}
+
+// proxyEnv points the usual proxy variables at the in-sandbox listener.
+// ALL_PROXY uses socks5h so that names are resolved by the proxy: there
+// is no resolver inside.
+func proxyEnv() map[string]string {
+	httpURL := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
+	socks := "socks5h://127.0.0.1:" + strconv.Itoa(ProxyPort)
+	noProxy := "localhost,127.0.0.1,::1"
+	env := map[string]string{}
+	for _, v := range []struct{ name, val string }{
+		{"HTTP_PROXY", httpURL}, {"HTTPS_PROXY", httpURL}, {"ALL_PROXY", socks}, {"NO_PROXY", noProxy},
+	} {
+		env[v.name] = v.val
+		env[strings.ToLower(v.name)] = v.val
+	}
+	return env
+}
+
+// networkRules parses the policy's network lists, reporting problems as
+// policy errors located at the entries.
+func networkRules(p *policy.Policy) (*egress.Rules, error) {
+	rules, err := egress.ParseRules(p.Network.Allow, p.Network.Deny, p.Network.AllowCIDRs)
+	var re *egress.RulesError
+	if !errors.As(err, &re) {
+		return rules, err
+	}
+	var errs policy.Errors
+	for _, prob := range re.Problems {
+		errs = append(errs, p.FieldError(ruleField(p, prob)))
+	}
+	return nil, errs
+}
+
+// ruleField turns `allow "*.co.uk": too broad ...` into the field
+// "network.allow[N]" and the message after the entry.
+func ruleField(p *policy.Policy, prob string) (string, string) {
+	list, rest, _ := strings.Cut(prob, " ")
+	q, msg, ok := strings.Cut(rest, ": ")
+	entry, err := strconv.Unquote(q)
+	if !ok || err != nil {
+		return "network", prob
+	}
+	var entries []string
+	switch list {
+	case "allow":
+		entries = p.Network.Allow
+	case "deny":
+		entries = p.Network.Deny
+	case "allow_cidrs":
+		entries = p.Network.AllowCIDRs
+	default:
+		return "network", prob
+	}
+	for i, e := range entries {
+		if e == entry {
+			return "network." + list + "[" + strconv.Itoa(i) + "]", strconv.Quote(entry) + ": " + msg
+		}
+	}
+	return "network." + list, prob
+}
+
+// egressRun is the proxy of one allow-mode run and what it saw.
+type egressRun struct {
+	proxy   *egress.Proxy
+	mu      sync.Mutex
+	events  []egress.Event
+	summary egress.Summary
+}
+
+func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID string) *egressRun {
+	er := &egressRun{}
+	er.proxy = &egress.Proxy{
+		Rules:     rules,
+		RunID:     runID,
+		HTTPSOnly: p.Network.HTTPSOnly,
+		Resolver:  req.Resolver,
+		Dial:      req.Dial,
+		Audit: func(e egress.Event) {
+			er.mu.Lock()
+			er.events = append(er.events, e)
+			er.mu.Unlock()
+			er.summary.Add(e)
+			if req.Audit != nil {
+				req.Audit(e)
+			}
+		},
+	}
+	return er
+}
+
+func (er *egressRun) serve(l net.Listener) { er.proxy.Serve(l) }
+
+func (er *egressRun) report() *NetworkReport {
+	er.proxy.Close()
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	r := &NetworkReport{Mode: policy.NetworkAllow, Events: er.events, Refused: er.summary.Refused()}
+	if r.Events == nil {
+		r.Events = []egress.Event{}
+	}
+	if len(r.Events) > 0 {
+		r.Summary = er.summary.String()
+	}
+	return r
+}
+
+// networkSpec is the backend's network plan for the policy's mode.
+func networkSpec(mode string) backend.Network {
+	switch mode {
+	case policy.NetworkAllow:
+		return backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
+	case policy.NetworkHost:
+		return backend.Network{Mode: backend.NetHost}
+	}
+	return backend.Network{Mode: backend.NetNone}
+}
+
+// Hooks for tests: where the proxy resolves and dials.
+type (
+	// ResolverFunc resolves a host name for the egress proxy.
+	ResolverFunc = func(ctx context.Context, host string) ([]netip.Addr, error)
+	// DialFunc connects the egress proxy to exactly addr.
+	DialFunc = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+)
