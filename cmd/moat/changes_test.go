@@ -198,3 +198,31 @@ func TestOverlayUnderDiskLimit(t *testing.T) {
 		t.Errorf("third run sees %q (code %d), want what the first run wrote", out, code)
 	}
 }
+
+// TestApplyGuardsProtectedPaths: a hook or editor task an overlay run
+// created is not applied without an explicit --force for it.
+func TestApplyGuardsProtectedPaths(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c",
+		"mkdir -p .git/hooks .vscode && echo evil > .git/hooks/pre-commit && echo '{}' > .vscode/tasks.json && echo ok > fine.txt"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	code, _, errs := moat(t, ws, "apply")
+	if code != 1 || !strings.Contains(errs, ".git/hooks/pre-commit") || !strings.Contains(errs, ".vscode/tasks.json") {
+		t.Fatalf("apply: code %d %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "fine.txt")); err == nil {
+		t.Error("apply was not all-or-nothing")
+	}
+	if code, _, errs := moat(t, ws, "apply", "fine.txt"); code != 0 {
+		t.Fatalf("applying only fine.txt: %s", errs)
+	}
+	if code, _, errs := moat(t, ws, "apply", "--force", ".git/hooks", "--force", ".vscode"); code != 0 {
+		t.Fatalf("forced apply: %s", errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/pre-commit")); err != nil {
+		t.Errorf("forced hook not applied: %v", err)
+	}
+}
