@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -58,7 +59,6 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 
 	line("info", "network namespaces", "every run gets one with only loopback (exercised by the probe below)")
-	line("info", "overlayfs in userns", "not used yet (the copy-on-write workspace is planned)")
 
 	info := cgroup.Probe()
 	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
@@ -106,6 +106,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			line("ok", "default policy", fmt.Sprintf("a sandbox ran /bin/true in %.1f ms (namespaces, mounts, limits)", rep.WallSeconds*1000))
 		}
 	}
+	overlayProbe(line)
 	if !ok {
 		fmt.Fprintln(stdout, "\nThe default policy cannot be enforced on this host: see the lines marked MISSING or FAIL.")
 		return 1
@@ -127,3 +128,49 @@ const delegationHelp = `To give an ordinary user cgroup limits (memory, pids, cp
       done
       and start alice's shell inside them (echo $$ > .../moat-alice/cgroup.procs for each).
   Without delegation, limits.memory/pids/cpus make moat refuse to run unless --allow-degraded.`
+
+// overlayProbe runs /bin/true with an overlay workspace, in a throw-away
+// state directory, to tell whether --workspace-mode overlay works here.
+func overlayProbe(line func(status, what, detail string)) {
+	dir, err := os.MkdirTemp("", "moat-doctor-")
+	if err != nil {
+		line("warn", "overlay workspace", err.Error())
+		return
+	}
+	defer os.RemoveAll(dir)
+	ws, state := filepath.Join(dir, "ws"), filepath.Join(dir, "state")
+	os.Mkdir(ws, 0o755)
+	old, had := os.LookupEnv("MOAT_STATE_DIR")
+	os.Setenv("MOAT_STATE_DIR", state)
+	defer func() {
+		if had {
+			os.Setenv("MOAT_STATE_DIR", old)
+		} else {
+			os.Unsetenv("MOAT_STATE_DIR")
+		}
+		// overlayfs leaves its work directory with mode 0
+		filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				os.Chmod(p, 0o700)
+			}
+			return nil
+		})
+	}()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	p.Workspace.Mode = policy.WorkspaceOverlay
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		line("warn", "overlay workspace", err.Error())
+		return
+	}
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}}, backend.Stdio{})
+	switch {
+	case err != nil:
+		line("no", "overlay workspace", "overlayfs cannot be mounted in a user namespace here ("+err.Error()+"); use --workspace-mode copy")
+	case rep.ExitCode != 0:
+		line("no", "overlay workspace", fmt.Sprintf("/bin/true exited %d; use --workspace-mode copy", rep.ExitCode))
+	default:
+		line("ok", "overlay workspace", "overlayfs works in a user namespace (--workspace-mode overlay)")
+	}
+}

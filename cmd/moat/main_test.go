@@ -158,7 +158,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor exit %d\n%s%s", code, out, errs)
 	}
-	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy"} {
+	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("doctor output lacks %q:\n%s", w, out)
 		}
