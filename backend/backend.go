@@ -237,6 +237,19 @@ type ExitStatus struct {
 	OutputBytes int64
 	// LandlockABI is the Landlock ABI the backend applied (0: none).
 	LandlockABI int
+	// Denials are the refusals the backend saw, one entry per kind.
+	Denials []Denial
+}
+
+// Denial is something the sandbox refused the command, seen as it
+// happened, with what to change to allow it.
+type Denial struct {
+	Layer   string `json:"layer"`   // "seccomp"
+	What    string `json:"what"`    // the system call
+	Errno   string `json:"errno"`   // what the command got, e.g. "EPERM"
+	Count   int    `json:"count"`   // how many times
+	Rule    string `json:"rule"`    // why the profile refuses it
+	Profile string `json:"profile"` // the profile that refused it (set by the sandbox package)
 }
 
 // InitError is a failure while setting up the sandbox, reported by the

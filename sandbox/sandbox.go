@@ -83,6 +83,9 @@ type Report struct {
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
+	// Denials are the refusals the sandbox saw as they happened (today:
+	// the system calls the seccomp profile refused), each with the rule.
+	Denials []backend.Denial `json:"denials"`
 	// Network is what the network did: every connection the proxy
 	// decided, in allow mode.
 	Network *NetworkReport `json:"network"`
@@ -122,7 +125,7 @@ func NewRunID() string {
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
 	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
-		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}, Warnings: []string{},
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
 		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 	fail := func(err error) (*Report, error) {
 		rep.Error = err.Error()
@@ -218,6 +221,10 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.MaxMemoryBytes = st.MaxMemory
 	rep.OutputBytes = st.OutputBytes
 	rep.LandlockABI = st.LandlockABI
+	for _, d := range st.Denials {
+		d.Profile = rep.Seccomp
+		rep.Denials = append(rep.Denials, d)
+	}
 	if st.Signal != 0 {
 		name := SignalName(syscall.Signal(st.Signal))
 		rep.Signal = &name

@@ -537,6 +537,17 @@ true`)
 	if r.rep.Seccomp != "default" {
 		t.Errorf("report seccomp %q", r.rep.Seccomp)
 	}
+	// The refusals are in the report, each with its rule.
+	seen := map[string]backend.Denial{}
+	for _, d := range r.rep.Denials {
+		seen[d.What] = d
+	}
+	for _, name := range []string{"unshare", "ptrace"} {
+		d, ok := seen[name]
+		if !ok || d.Errno != "EPERM" || d.Rule == "" || d.Layer != "seccomp" || d.Profile != "default" {
+			t.Errorf("denial of %s not reported with its rule: %+v (all: %+v)", name, d, r.rep.Denials)
+		}
+	}
 }
 
 // TestCommonToolsWork runs the everyday work of an agent's tools under the

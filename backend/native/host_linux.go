@@ -428,6 +428,7 @@ func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
 		}
 		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
 		st.MaxMemory = exit.MaxRSSKiB * 1024
+		st.Denials = r.explain(exit.Denials)
 	} else if ps := r.cmd.ProcessState; ps != nil {
 		// init died without reporting: killed by the host or the kernel.
 		st.Signal = int(syscall.SIGKILL)
@@ -554,3 +555,29 @@ type errnoError struct {
 
 func (e *errnoError) Error() string { return e.msg }
 func (e *errnoError) Unwrap() error { return e.errno }
+
+// explain names the refused system calls and the rules that refused them.
+func (r *run) explain(ds []denial) []backend.Denial {
+	if len(ds) == 0 || len(r.spec.Seccomp) == 0 {
+		return nil
+	}
+	prof := r.spec.Seccomp[0]
+	arch := seccomp.NativeArch()
+	out := make([]backend.Denial, 0, len(ds))
+	for _, d := range ds {
+		name, ok := seccomp.Name(arch, d.Nr)
+		if !ok {
+			name = fmt.Sprintf("syscall %d", d.Nr)
+		}
+		errName := unix.ErrnoName(syscall.Errno(d.Errno))
+		if errName == "" {
+			errName = fmt.Sprintf("errno %d", d.Errno)
+		}
+		rule := seccomp.RuleFor(prof, name)
+		if rule == "" && prof.DefaultAction != seccomp.Allow {
+			rule = "not in the profile's allow-list"
+		}
+		out = append(out, backend.Denial{Layer: "seccomp", What: name, Errno: errName, Count: d.Count, Rule: rule})
+	}
+	return out
+}

@@ -9,7 +9,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -173,10 +175,22 @@ func initMain(send func(message)) error {
 	// filters refuse; TSYNC puts it on every thread of init, and the
 	// command inherits it through fork. What init does afterwards (fork,
 	// exec, wait, kill, write) is allowed by every moat profile.
+	var seen denials
 	for i, raw := range is.Filters {
 		prog, err := decodeFilter(raw)
 		if err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
+		}
+		// The first filter is observed, so the report can say what it
+		// refused: init answers each refused call itself (see
+		// seccomp.Observed), unless the filter would refuse init that.
+		if i == 0 && seccomp.SupervisorAllowed(prog, seccomp.NativeArch()) {
+			fd, err := seccomp.InstallObserved(prog)
+			if err != nil {
+				return fail("install seccomp filter 1", err)
+			}
+			go seccomp.Supervise(fd, prog, seen.record)
+			continue
 		}
 		if err := seccomp.Install(prog); err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
@@ -230,6 +244,7 @@ func initMain(send func(message)) error {
 			exit.MergeErr = err.Error()
 		}
 	}
+	exit.Denials = seen.list()
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
 	exit.UserNanos, exit.SysNanos, exit.MaxRSSKiB = ru.Utime.Nano(), ru.Stime.Nano(), ru.Maxrss
@@ -450,4 +465,32 @@ func sendProxyListener(chanFD, port int) error {
 		return fmt.Errorf("send to host: %w", err)
 	}
 	return unix.Close(chanFD)
+}
+
+// denials counts the refused system calls the supervisor answered.
+type denials struct {
+	mu sync.Mutex
+	m  map[[2]int]int
+}
+
+func (d *denials) record(nr, errno int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[[2]int]int{}
+	}
+	d.m[[2]int{nr, errno}]++
+}
+
+func (d *denials) list() []denial {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]denial, 0, len(d.m))
+	for k, n := range d.m {
+		out = append(out, denial{Nr: k[0], Errno: k[1], Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Count > out[j].Count || (out[i].Count == out[j].Count && out[i].Nr < out[j].Nr)
+	})
+	return out
 }

@@ -61,6 +61,14 @@ type message struct {
 	// overlay changes could not be merged into the change set.
 	DiskFull bool   `json:"disk_full,omitempty"`
 	MergeErr string `json:"merge_err,omitempty"`
+	// Denials are the system calls the observed seccomp filter refused.
+	Denials []denial `json:"denials,omitempty"`
+}
+
+type denial struct {
+	Nr    int `json:"nr"`
+	Errno int `json:"errno"`
+	Count int `json:"count"`
 }
 
 // initSpec is what the host sends to init: the Spec plus the host side's

@@ -339,6 +339,17 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(stderr, "moat: WARNING: %s\n", w)
 	}
+	if len(rep.Denials) > 0 {
+		var parts []string
+		for _, d := range rep.Denials {
+			part := fmt.Sprintf("%s ×%d (%s", d.What, d.Count, d.Errno)
+			if d.Rule != "" {
+				part += ": " + d.Rule
+			}
+			parts = append(parts, part+")")
+		}
+		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, strings.Join(parts, "; "))
+	}
 	if n := rep.Network; n != nil && len(n.Refused) > 0 {
 		fmt.Fprintf(stderr, "moat: %s\n", n.Summary)
 	}

@@ -21,15 +21,8 @@ var ErrNoNewPrivs = errors.New("seccomp: no_new_privs is not set; set it on ever
 // refuses otherwise, even where the kernel would accept the filter because
 // of CAP_SYS_ADMIN.
 func Install(prog []Instruction) error {
-	if len(prog) == 0 || len(prog) > maxInstructions {
-		return fmt.Errorf("seccomp: program of %d instructions (want 1 to %d)", len(prog), maxInstructions)
-	}
-	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
-	if err != nil {
-		return fmt.Errorf("seccomp: read no_new_privs: %w", err)
-	}
-	if nnp != 1 {
-		return ErrNoNewPrivs
+	if err := checkInstall(prog); err != nil {
+		return err
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
@@ -43,6 +36,20 @@ func Install(prog []Instruction) error {
 		// With TSYNC, a positive result is the id of a thread that could
 		// not be synchronised (it runs a filter not shared by the caller).
 		return fmt.Errorf("seccomp: install filter: thread %d cannot be synchronised", r)
+	}
+	return nil
+}
+
+func checkInstall(prog []Instruction) error {
+	if len(prog) == 0 || len(prog) > maxInstructions {
+		return fmt.Errorf("seccomp: program of %d instructions (want 1 to %d)", len(prog), maxInstructions)
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("seccomp: read no_new_privs: %w", err)
+	}
+	if nnp != 1 {
+		return ErrNoNewPrivs
 	}
 	return nil
 }

@@ -1,0 +1,82 @@
+package seccomp
+
+// Observing denials. A filter refuses a call silently: the program sees
+// EPERM and the person running it sees a failure with no cause. To explain
+// refusals, the sandbox's init installs its main filter in an observed
+// form: every errno result becomes SECCOMP_RET_USER_NOTIF, the kernel
+// hands each such call to init (the supervisor) on a listener fd, and init
+// answers with the errno the original program gives for that call (the
+// same interpreter the tests use), recording the call for the report. The
+// command sees exactly the result it would have seen; only refused calls
+// take the detour. Kills, traps and other results are left as they are.
+
+const retUserNotif = 0x7fc00000
+
+// The listener's ioctls (_IOWR('!', 0, struct seccomp_notif) and
+// _IOWR('!', 1, struct seccomp_notif_resp)), the same on x86_64 and aarch64.
+const (
+	ioctlNotifRecv = 0xc0502100
+	ioctlNotifSend = 0xc0182101
+)
+
+// Observed returns a copy of prog in which every errno result is replaced
+// by SECCOMP_RET_USER_NOTIF.
+func Observed(prog []Instruction) []Instruction {
+	out := make([]Instruction, len(prog))
+	copy(out, prog)
+	for i, in := range out {
+		if in.Code == retK && in.K&^retData == retErrno {
+			out[i].K = retUserNotif
+		}
+	}
+	return out
+}
+
+// Evaluate runs prog over one system call as the kernel would, and returns
+// the filter's result: for a refusal, ErrnoOf gives the errno.
+func Evaluate(prog []Instruction, nr int32, arch uint32, ip uint64, args [6]uint64) (uint32, error) {
+	ret, _, err := run(prog, data{nr: uint32(nr), arch: arch, ip: ip, args: args})
+	return ret, err
+}
+
+// ErrnoOf is the errno of an errno result, and whether ret is one.
+func ErrnoOf(ret uint32) (int, bool) {
+	if ret&^retData != retErrno {
+		return 0, false
+	}
+	return int(ret & retData), true
+}
+
+// AuditArch is the AUDIT_ARCH value of arch ("x86_64", "aarch64"), as it
+// appears in seccomp_data.
+func AuditArch(arch string) uint32 { return auditArch(arch) }
+
+// RuleFor returns the comment of the first rule of p naming the system
+// call, for explaining a refusal ("" when none does).
+func RuleFor(p *Profile, name string) string {
+	for _, r := range p.Rules {
+		for _, n := range r.Names {
+			if n == name {
+				return r.Comment
+			}
+		}
+	}
+	return ""
+}
+
+// SupervisorAllowed reports whether prog lets a supervisor thread, which
+// runs under the filter too, receive and answer notifications: if it
+// refused those ioctls, the supervisor would wait on itself forever.
+func SupervisorAllowed(prog []Instruction, arch string) bool {
+	nr, ok := Lookup(arch, "ioctl")
+	if !ok {
+		return false
+	}
+	for _, cmd := range []uint64{ioctlNotifRecv, ioctlNotifSend} {
+		ret, err := Evaluate(prog, int32(nr), AuditArch(arch), 0, [6]uint64{0, cmd})
+		if err != nil || ret&^retData != retAllow {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,43 @@
+package seccomp
+
+import "testing"
+
+// TestObserved: the observed program notifies exactly where the original
+// refuses with an errno, and Evaluate/ErrnoOf recover the errno to answer.
+func TestObserved(t *testing.T) {
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		prog, err := Compile(Default(), arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := Observed(prog)
+		for _, name := range []string{"read", "unshare", "ptrace", "clone3", "mount", "getppid"} {
+			nr, ok := Lookup(arch, name)
+			if !ok {
+				t.Fatalf("%s: no %s", arch, name)
+			}
+			orig, err1 := Evaluate(prog, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			got, err2 := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if _, refused := ErrnoOf(orig); refused {
+				if got != retUserNotif {
+					t.Errorf("%s %s: observed program returns %#x, want a notification", arch, name, got)
+				}
+			} else if got != orig {
+				t.Errorf("%s %s: observed program changed %#x to %#x", arch, name, orig, got)
+			}
+		}
+		// A foreign architecture is still killed, not notified.
+		if got, _ := Evaluate(obs, 0, 0x40000003, 0, [6]uint64{}); got != retKillProcess {
+			t.Errorf("%s: foreign arch gives %#x", arch, got)
+		}
+		if !SupervisorAllowed(prog, arch) {
+			t.Errorf("%s: the default profile refuses the supervisor's ioctls", arch)
+		}
+	}
+	if e, ok := ErrnoOf(retErrno | 38); !ok || e != 38 {
+		t.Errorf("ErrnoOf: %d %v", e, ok)
+	}
+}

@@ -1,0 +1,72 @@
+package seccomp
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// InstallObserved installs Observed(prog) like Install, with a listener,
+// and returns the listener fd (close-on-exec) for Supervise. At most one
+// filter of a process can have a listener.
+func InstallObserved(prog []Instruction) (int, error) {
+	if err := checkInstall(prog); err != nil {
+		return -1, err
+	}
+	obs := Observed(prog)
+	fprog := unix.SockFprog{Len: uint16(len(obs)), Filter: &obs[0]}
+	flags := unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH | unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, uintptr(flags), uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(obs)
+	if errno != 0 {
+		return -1, fmt.Errorf("seccomp: install observed filter: %w", errno)
+	}
+	return int(fd), nil
+}
+
+// seccompNotif and seccompNotifResp are struct seccomp_notif and
+// struct seccomp_notif_resp.
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// Supervise answers the notifications of a filter installed with
+// InstallObserved until fd is closed or no process uses the filter any
+// more: each refused call gets the errno prog (the original program)
+// gives it, and is passed to record. It blocks; run it in a goroutine.
+func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
+	for {
+		var req seccompNotif
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); errno != 0 {
+			if errno == unix.EINTR {
+				continue
+			}
+			return // ENOENT: the target died before we read it; others: closed
+		}
+		errNo := eperm
+		ret, err := Evaluate(prog, req.nr, req.arch, req.ip, req.args)
+		if e, ok := ErrnoOf(ret); err == nil && ok {
+			errNo = e
+		}
+		// Recorded before answering: once answered, the command may exit
+		// and init report at once.
+		record(int(req.nr), errNo)
+		resp := seccompNotifResp{id: req.id, error: -int32(errNo)}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	}
+}
