@@ -52,6 +52,9 @@ type Spec struct {
 	// order (the kernel runs all of them; the strictest answer wins).
 	// Empty means no filter, which only the "unconfined" profile asks for.
 	Seccomp []*seccomp.Profile `json:"seccomp,omitempty"`
+	// Landlock asks for Landlock rules derived from the mounts, as far as
+	// the kernel supports them (backends without Landlock ignore it).
+	Landlock bool `json:"landlock"`
 }
 
 // MountKind says what a Mount operation does.

@@ -273,6 +273,7 @@ func TestLoadFull(t *testing.T) {
 			ReadOnly:  []string{"/usr", "/bin", "/lib", "/lib64", "/etc", "/opt/tools"},
 			ReadWrite: []string{"~/.cache/pip"},
 			Deny:      []string{"/etc/shadow", "/etc/gshadow", "/etc/ssh"},
+			Landlock:  "required",
 		},
 		Env: Env{
 			Pass: []string{"PATH", "LANG", "LC_*", "TERM", "TZ", "PIP_*"},
@@ -298,7 +299,7 @@ func TestLoadFull(t *testing.T) {
 	// Positions of table headers, keys, array elements and inline keys.
 	for key, line := range map[string]int{
 		"workspace": 4, "workspace.mode": 6, "workspace.protect": 8, "workspace.protect[2]": 11,
-		"env.set": 22, "env.set.PIP_NO_INPUT": 22, "limits.disk": 40, "user.host_gid": 49, "network.https_only": 29,
+		"env.set": 23, "env.set.PIP_NO_INPUT": 23, "limits.disk": 41, "user.host_gid": 50, "network.https_only": 30, "filesystem.landlock": 18,
 	} {
 		if got := p.lines[key]; got != line {
 			t.Errorf("line of %s = %d, want %d", key, got, line)

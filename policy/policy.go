@@ -78,7 +78,22 @@ type Filesystem struct {
 	// Deny lists host paths hidden even when under a visible path. Default
 	// ["/etc/shadow", "/etc/gshadow"].
 	Deny []string `toml:"deny" json:"deny"`
+	// Landlock is the second wall around file access. Default "auto".
+	//   auto         applied where the kernel has Landlock; the report warns
+	//                when it has none
+	//   required     refuse to run on a kernel without Landlock
+	//   best-effort  applied where the kernel has it, silently otherwise
+	//   off          not applied (the report warns)
+	Landlock string `toml:"landlock" json:"landlock"`
 }
+
+// Landlock settings.
+const (
+	LandlockAuto       = "auto"
+	LandlockRequired   = "required"
+	LandlockBestEffort = "best-effort"
+	LandlockOff        = "off"
+)
 
 // Env is the environment of the command. Nothing of moat's own environment
 // reaches it unless listed in Pass.
@@ -197,6 +212,7 @@ func Default() *Policy {
 			ReadOnly:  []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"},
 			ReadWrite: []string{},
 			Deny:      []string{"/etc/shadow", "/etc/gshadow"},
+			Landlock:  LandlockAuto,
 		},
 		Env: Env{
 			Pass: []string{"PATH", "LANG", "LC_*", "TERM", "TZ"},

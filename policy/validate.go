@@ -66,6 +66,7 @@ func (p *Policy) validateFilesystem(l *errorList) {
 	hostPaths(l, "filesystem.read_only", p.Filesystem.ReadOnly)
 	hostPaths(l, "filesystem.read_write", p.Filesystem.ReadWrite)
 	hostPaths(l, "filesystem.deny", p.Filesystem.Deny)
+	oneOf(l, "filesystem.landlock", p.Filesystem.Landlock, LandlockAuto, LandlockRequired, LandlockBestEffort, LandlockOff)
 }
 
 // hostPaths checks that every entry is absolute or starts with "~/".

@@ -161,6 +161,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		MaskPaths:     procMasked,
 		ReadOnlyPaths: procReadOnly,
 		Seccomp:       filters,
+		Landlock:      p.Filesystem.Landlock != policy.LandlockOff,
 	}, nil
 }
 

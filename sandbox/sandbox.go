@@ -22,6 +22,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -191,6 +192,18 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = policy.ProfileUnconfined
 		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
+	}
+	switch req.Policy.Filesystem.Landlock {
+	case policy.LandlockOff:
+		rep.Warnings = append(rep.Warnings, "filesystem.landlock is \"off\": file access is checked by the mounts only")
+	case policy.LandlockRequired:
+		if hostinfo.LandlockABI() == 0 {
+			return fail(fmt.Errorf("%w: filesystem.landlock is \"required\" and this kernel has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused))
+		}
+	case "", policy.LandlockAuto:
+		if hostinfo.LandlockABI() == 0 {
+			rep.Warnings = append(rep.Warnings, "this kernel has no Landlock: file access is checked by the mounts only")
+		}
 	}
 	// Probing cgroups costs a little; only a run that asks for a cgroup
 	// limit needs to know.

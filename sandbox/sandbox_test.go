@@ -602,3 +602,31 @@ func TestDiskLimit(t *testing.T) {
 		t.Fatalf("shared limit: %v reason %q", r.err, r.rep.Reason)
 	}
 }
+
+func TestLandlockSettings(t *testing.T) {
+	ws := t.TempDir()
+	r := run(t, ws, nil, "true")
+	mustExit(t, r, 0)
+	kernel := r.rep.LandlockABI
+	if kernel == 0 {
+		// auto on a kernel without Landlock: runs, and says so.
+		if len(r.rep.Warnings) == 0 {
+			t.Error("no warning on a kernel without Landlock")
+		}
+		r = run(t, ws, func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockRequired }, "true")
+		if !errors.Is(r.err, sandbox.ErrRefused) {
+			t.Errorf("required on a kernel without Landlock: %v", r.err)
+		}
+		return
+	}
+	r = run(t, ws, func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockOff }, "true")
+	mustExit(t, r, 0)
+	if r.rep.LandlockABI != 0 || len(r.rep.Warnings) == 0 {
+		t.Errorf("landlock off: abi %d warnings %v", r.rep.LandlockABI, r.rep.Warnings)
+	}
+	r = run(t, ws, func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockRequired }, "true")
+	mustExit(t, r, 0)
+	if r.rep.LandlockABI != kernel {
+		t.Errorf("landlock required: abi %d", r.rep.LandlockABI)
+	}
+}

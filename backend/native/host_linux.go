@@ -410,8 +410,10 @@ func initError(m *message) error {
 
 // status turns what was seen into an ExitStatus with the cause.
 func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load(),
-		LandlockABI: min(hostinfo.LandlockABI(), landlockMaxABI)}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
+	if r.spec.Landlock {
+		st.LandlockABI = min(hostinfo.LandlockABI(), landlockMaxABI)
+	}
 	var cgs cgroup.Stats
 	haveCg := false
 	if r.cg != nil {

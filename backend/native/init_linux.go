@@ -168,8 +168,10 @@ func initMain(send func(message)) error {
 	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return fail("set no_new_privs", err)
 	}
-	if err := restrictLandlock(spec); err != nil {
-		return fail("landlock", err)
+	if spec.Landlock {
+		if err := restrictLandlock(spec); err != nil {
+			return fail("landlock", err)
+		}
 	}
 	// Seccomp comes last, so that nothing above needs a system call the
 	// filters refuse; TSYNC puts it on every thread of init, and the

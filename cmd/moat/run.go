@@ -32,6 +32,7 @@ type runFlags struct {
 	net           string
 	seccomp       string
 	auditFile     string
+	landlock      string
 	session       string
 	jsonOut       bool
 	reportFile    string
@@ -83,6 +84,7 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
 	fs.StringVar(&f.net, "net", "", "network: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&f.landlock, "landlock", "", "Landlock: auto (default), required, best-effort or off")
 	fs.StringVar(&f.auditFile, "audit", "", "append every network decision to `FILE` as JSON lines")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
@@ -137,6 +139,10 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if f.wsMode != "" {
 		p.Workspace.Mode = f.wsMode
 		p.MarkFlag("workspace.mode", "--workspace-mode")
+	}
+	if f.landlock != "" {
+		p.Filesystem.Landlock = f.landlock
+		p.MarkFlag("filesystem.landlock", "--landlock")
 	}
 	if f.seccomp != "" {
 		p.Syscalls.Profile = f.seccomp
