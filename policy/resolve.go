@@ -9,8 +9,9 @@ import (
 // Resolve makes every path in p absolute and clean, so that the policy no
 // longer depends on where it was read from:
 //
-//   - workspace.path relative to the directory of Source, or to cwd for the
-//     built-in policy and for a path set by a flag (see MarkFlag);
+//   - workspace.path relative to the directory of Source when the file sets
+//     it, else (the built-in policy, a path set by a flag (see MarkFlag), a
+//     file that leaves it at its default) to cwd;
 //   - syscalls.profile, when it names a file, likewise;
 //   - "~" and "~/..." in workspace.path, the filesystem lists and
 //     syscalls.profile expanded with home.
@@ -36,6 +37,12 @@ func (p *Policy) Resolve(cwd, home string) error {
 	// base is the directory relative paths in field are relative to.
 	base := func(field string) string {
 		if _, ok := p.flagFor(field); ok || p.Source == "" {
+			return cwd
+		}
+		// A default the file did not write (workspace.path = ".") means
+		// where moat runs, not where the policy file happens to live: a
+		// shared policy must not make its own directory writable.
+		if _, written := p.lines[field]; !written {
 			return cwd
 		}
 		dir := filepath.Dir(p.Source)

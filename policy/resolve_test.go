@@ -128,3 +128,27 @@ func mustLoad(t *testing.T, path string) *Policy {
 	}
 	return p
 }
+
+// TestResolveUnwrittenWorkspaceIsCwd: a policy file that does not set
+// workspace.path leaves the workspace where moat runs, not in the file's
+// own directory (a shared policy must not make its directory writable).
+func TestResolveUnwrittenWorkspaceIsCwd(t *testing.T) {
+	p, err := Parse("/etc/moat/agent.toml", []byte("[limits]\nwall = \"1m\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resolve("/src/project", "/home/u"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Workspace.Path != "/src/project" {
+		t.Errorf("workspace %q, want the working directory", p.Workspace.Path)
+	}
+	p, err = Parse("/etc/moat/agent.toml", []byte("[workspace]\npath = \"ws\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Resolve("/src/project", "/home/u")
+	if p.Workspace.Path != "/etc/moat/ws" {
+		t.Errorf("workspace %q, want it relative to the file that set it", p.Workspace.Path)
+	}
+}
