@@ -630,3 +630,23 @@ func TestLandlockSettings(t *testing.T) {
 		t.Errorf("landlock required: abi %d", r.rep.LandlockABI)
 	}
 }
+
+// TestTIOCSTIRefused: pushing keystrokes into a terminal is refused, on a
+// real pseudo-terminal the command opens itself, as it would be on the
+// caller's terminal.
+func TestTIOCSTIRefused(t *testing.T) {
+	ws := t.TempDir()
+	r := run(t, ws, nil, "python3", "-c", `
+import fcntl, os, pty, termios
+master, slave = pty.openpty()
+try:
+    fcntl.ioctl(slave, termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as e:
+    print("refused", e.errno)
+`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "refused 1") {
+		t.Fatalf("TIOCSTI on a terminal was not refused with EPERM:\n%s%s", r.stdout, r.stderr)
+	}
+}
