@@ -139,7 +139,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 
-	is := initSpec{Spec: spec}
+	// Init gets the compiled programs, not the profiles: decoding those
+	// would cost it more than the rest of the Spec.
+	initCopy := *spec
+	initCopy.Seccomp = nil
+	is := initSpec{Spec: &initCopy}
 	// With changes to save (an overlay workspace under a disk limit), a
 	// limit stops the command through init rather than killing init.
 	for _, m := range spec.Mounts {
