@@ -1,0 +1,14 @@
+//go:build !linux
+
+// Command syscallbench is the workload of bench/syscalls.sh; it needs Linux.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "syscallbench: Linux only")
+	os.Exit(1)
+}
