@@ -156,7 +156,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rep.Backend = be.Name()
 	var cs *workspace.ChangeSet
-	if m := req.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
+	m := req.Policy.Workspace.Mode
+	if req.Session != "" && m != policy.WorkspaceOverlay && m != policy.WorkspaceCopy {
+		return fail(fmt.Errorf("a session (%q) keeps the changes of an overlay or copy workspace, but workspace.mode is %q; add --workspace-mode overlay", req.Session, m))
+	}
+	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
 		cs, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m)
 		if err != nil {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -386,8 +387,23 @@ func load(dir string) (*ChangeSet, error) {
 	if err := json.Unmarshal(b, &c.meta); err != nil {
 		return nil, fmt.Errorf("change set %s: meta.json: %w", filepath.Base(dir), err)
 	}
+	// Commands recorded since meta.json was written, one JSON line each.
+	if b, err := os.ReadFile(filepath.Join(dir, commandsFile)); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var cmd Command
+			if len(line) > 0 && json.Unmarshal(line, &cmd) == nil {
+				c.meta.Commands = append(c.meta.Commands, cmd)
+			}
+		}
+	}
 	return c, nil
 }
+
+// commandsFile holds the command history as appended JSON lines: a run
+// appends one line instead of rewriting meta.json, which on a filesystem
+// mounted with "discard" costs milliseconds per run (the replaced inode's
+// blocks are discarded before rename returns).
+const commandsFile = "commands.jsonl"
 
 // save writes meta.json atomically; durable adds an fsync, which costs
 // milliseconds and matters only for what Apply records.
@@ -396,7 +412,14 @@ func (c *ChangeSet) save(durable bool) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(c.dir, "meta.json"), append(b, '\n'), 0o600, durable)
+	if err := writeFileAtomic(filepath.Join(c.dir, "meta.json"), append(b, '\n'), 0o600, durable); err != nil {
+		return err
+	}
+	// meta.json now holds the whole history.
+	if err := os.Remove(filepath.Join(c.dir, commandsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // ID is the change set's random 12-hex-digit identifier.
@@ -435,8 +458,24 @@ func (c *ChangeSet) Info() Info {
 // Record appends a command to the change set's history (a session
 // accumulates one per run).
 func (c *ChangeSet) Record(cmd []string) error {
-	c.meta.Commands = append(c.meta.Commands, Command{Args: append([]string(nil), cmd...), At: time.Now().UTC()})
-	return c.save(false)
+	entry := Command{Args: append([]string(nil), cmd...), At: time.Now().UTC()}
+	b, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, commandsFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("record command: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("record command: %w", err)
+	}
+	c.meta.Commands = append(c.meta.Commands, entry)
+	return nil
 }
 
 // Lock marks the change set as in use by this process until Unlock (or

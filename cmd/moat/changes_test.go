@@ -226,3 +226,15 @@ func TestApplyGuardsProtectedPaths(t *testing.T) {
 		t.Errorf("forced hook not applied: %v", err)
 	}
 }
+
+func TestSessionNeedsOverlay(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	code, _, errs := moat(t, ws, "run", "--session", "s", "--", "sh", "-c", "echo x > f")
+	if code != exitMoatError || !strings.Contains(errs, "--workspace-mode overlay") {
+		t.Fatalf("code %d %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "f")); err == nil {
+		t.Error("the command ran in the real workspace")
+	}
+}
