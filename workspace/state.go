@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 )
@@ -157,11 +156,6 @@ type ChangeSet struct {
 	lock *os.File
 }
 
-var (
-	idPattern      = regexp.MustCompile(`^[0-9a-f]{12}$`)
-	sessionPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-)
-
 // Create starts an empty change set over the workspace directory ws. A
 // non-empty session names it; the name must be unused (Open it instead),
 // 1 to 64 of [A-Za-z0-9._-] and not look like an ID. The upper directory
@@ -173,7 +167,7 @@ func (s *Store) Create(ws, session string) (*ChangeSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	if session != "" && (!sessionPattern.MatchString(session) || idPattern.MatchString(session)) {
+	if session != "" && (!isSessionName(session) || isID(session)) {
 		return nil, fmt.Errorf("session name %q: use 1-64 of A-Z a-z 0-9 . _ - (and not 12 hex digits)", session)
 	}
 	wfi, err := os.Stat(real)
@@ -320,7 +314,7 @@ func canonicalWorkspace(ws string) (string, error) {
 // It fails with ErrNotFound when there is none.
 func (s *Store) Open(idOrSession string) (*ChangeSet, error) {
 	runs := filepath.Join(s.Dir, "runs")
-	if idPattern.MatchString(idOrSession) {
+	if isID(idOrSession) {
 		c, err := load(filepath.Join(runs, idOrSession))
 		if err == nil {
 			return c, nil
@@ -365,7 +359,7 @@ func (s *Store) all() ([]*ChangeSet, error) {
 	}
 	var all []*ChangeSet
 	for _, e := range entries {
-		if !idPattern.MatchString(e.Name()) {
+		if !isID(e.Name()) {
 			continue
 		}
 		c, err := load(filepath.Join(runs, e.Name()))
@@ -596,4 +590,34 @@ func DirSize(path string) (int64, error) {
 		return nil
 	})
 	return total, err
+}
+
+// isID reports whether s is a change set id: 12 lower-case hex digits.
+// (Hand-written rather than a regexp: every moat process, the sandbox's
+// init included, would compile the pattern at start-up.)
+func isID(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isSessionName reports whether s is a valid session name: a letter or
+// digit, then up to 63 letters, digits, '.', '_' or '-'.
+func isSessionName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i, c := range s {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != '-')) {
+			return false
+		}
+	}
+	return true
 }
