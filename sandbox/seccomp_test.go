@@ -3,8 +3,6 @@
 package sandbox_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,34 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
-	"github.com/moatbox/moat/sandbox"
 )
 
 // runWithProfile runs args in a real sandbox whose workspace is ws, under
 // the default policy with syscalls.profile set to profile.
 func runWithProfile(t *testing.T, ws, profile string, args ...string) result {
 	t.Helper()
-	p := policy.Default()
-	p.Workspace.Path = ws
-	p.Syscalls.Profile = profile
-	p.Limits.Wall = policy.Duration(2 * time.Minute)
-	home, _ := os.UserHomeDir()
-	if err := p.Resolve(ws, home); err != nil {
-		t.Fatalf("resolve: %v", err)
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatalf("validate: %v", err)
-	}
-	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args},
-		backend.Stdio{Stdout: &out, Stderr: &errb})
-	if rep == nil {
-		t.Fatalf("nil report (err %v)", err)
-	}
-	return result{rep, err, out.String(), errb.String()}
+	return run(t, ws, func(p *policy.Policy) {
+		p.Syscalls.Profile = profile
+		p.Limits.Wall = policy.Duration(2 * time.Minute)
+	}, args...)
 }
 
 func shWithProfile(t *testing.T, ws, profile, script string) result {
