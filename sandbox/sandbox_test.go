@@ -650,3 +650,33 @@ except OSError as e:
 		t.Fatalf("TIOCSTI on a terminal was not refused with EPERM:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// failingWriter stands for a reader that went away (yes | head).
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.n += len(p); w.n > 1000 {
+		return 0, errors.New("reader gone")
+	}
+	return len(p), nil
+}
+
+// TestOutputReaderGone: when nobody reads the output any more, the
+// command gets SIGPIPE as it would outside, instead of running on.
+func TestOutputReaderGone(t *testing.T) {
+	ws := t.TempDir()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	p.Resolve(ws, home)
+	p.Limits.Wall = policy.Duration(10 * time.Second)
+	start := time.Now()
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"yes"}},
+		backend.Stdio{Stdout: &failingWriter{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Signal == nil || *rep.Signal != "SIGPIPE" || time.Since(start) > 5*time.Second {
+		t.Fatalf("reason %s signal %v after %v: want SIGPIPE at once", rep.Reason, rep.Signal, time.Since(start))
+	}
+}

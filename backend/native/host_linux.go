@@ -84,6 +84,7 @@ type run struct {
 
 	control  *os.File // the spec pipe, kept open for Control runs
 	netChan  *os.File // host end of the proxy listener channel
+	netChild *os.File // init's end, closed here once init has it
 	mu       sync.Mutex
 	listener net.Listener
 	closed   bool
@@ -187,7 +188,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		cleanup = append(cleanup, func() { host.Close(); child.Close() })
 		is.NetFD = 3 + len(extra)
 		extra = append(extra, child)
-		r.netChan = host
+		r.netChan, r.netChild = host, child
 	}
 
 	cmd := &exec.Cmd{
@@ -235,6 +236,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	statW.Close()
 	outW.Close()
 	errW.Close()
+	if r.netChild != nil {
+		// Only init holds it now: if init dies before sending the
+		// listener, the receiver sees end of file.
+		r.netChild.Close()
+	}
 
 	if r.cg != nil && !cmd.SysProcAttr.UseCgroupFD {
 		if err := r.cg.Add(cmd.Process.Pid); err != nil {
@@ -376,7 +382,15 @@ func (r *run) copyOut(wg *sync.WaitGroup, src io.Reader, dst io.Writer) {
 				io.Copy(io.Discard, src)
 				return
 			}
-			dst.Write(buf[:n])
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				// Nobody reads the output any more (a closed pipe, a
+				// failing writer): close our end, so the command's next
+				// write fails (EPIPE, SIGPIPE) as it would outside.
+				if c, ok := src.(io.Closer); ok {
+					c.Close()
+				}
+				return
+			}
 		}
 		if err != nil {
 			return
