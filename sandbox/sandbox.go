@@ -143,6 +143,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
 		return rep, err
 	}
+	// A library caller may have skipped validation; running an invalid
+	// policy would be running something nobody checked.
+	if err := req.Policy.Validate(); err != nil {
+		return fail(err)
+	}
 	caller := CurrentCaller()
 	if req.Caller != nil {
 		caller = *req.Caller

@@ -111,6 +111,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// come from the rusage of what init reaped.
 	lim := spec.Limits
 	if lim.MemoryBytes > 0 || lim.Pids > 0 || lim.CPUs > 0 {
+		// Cgroups a SIGKILLed moat could not remove are swept first (only
+		// empty ones: the PID namespace took their processes with it).
+		cgroup.Sweep("moat-")
 		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
 		if err != nil {
 			return nil, fmt.Errorf("create cgroup: %w", err)
