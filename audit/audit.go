@@ -14,6 +14,17 @@ import (
 	"sync"
 )
 
+// The kinds of record moat writes. Every record is a JSON object with a
+// "type" field naming its kind, so a stream can be filtered line by line.
+const (
+	// TypeNetwork: one decision of the egress proxy (an egress.Event).
+	TypeNetwork = "network"
+	// TypeDenial: a system call the sandbox refused, with the rule.
+	TypeDenial = "denial"
+	// TypeRun: how one run ended (after its network and denial records).
+	TypeRun = "run"
+)
+
 // Writer appends records to one file. It is safe for concurrent use; each
 // record is one write(2) of one line, with O_APPEND, so records from
 // several writers (or processes) sharing a file do not interleave.

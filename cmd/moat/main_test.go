@@ -224,3 +224,28 @@ func TestSignalsAreForwarded(t *testing.T) {
 		t.Fatalf("exit %v, output %q: want the command's trap to run and exit 3", err, rest)
 	}
 }
+
+// TestAuditStream: --audit appends one JSON line per network decision,
+// per refused system call, and one for the run, each with its type.
+func TestAuditStream(t *testing.T) {
+	ws := t.TempDir()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	os.WriteFile(path, []byte(`{"type":"run","earlier":true}`+"\n"), 0o600)
+	code, _, errs := moat(t, ws, "run", "--net", "allow:example.com", "--audit", path, "--",
+		"sh", "-c", "curl -s -m 5 http://denied.test/ >/dev/null; unshare -r true 2>/dev/null; exit 3")
+	if code != 3 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	b, _ := os.ReadFile(path)
+	types := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		types[rec["type"].(string)]++
+	}
+	if types["run"] != 2 || types["network"] < 1 || types["denial"] < 1 {
+		t.Errorf("record types %v, want the earlier run, a network decision, a denial and this run", types)
+	}
+}

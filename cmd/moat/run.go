@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
@@ -320,9 +321,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	var auditFn func(egress.Event)
+	var aw *audit.Writer
 	if f.auditFile != "" {
-		aw, err := audit.Open(f.auditFile)
-		if err != nil {
+		var err error
+		if aw, err = audit.Open(f.auditFile); err != nil {
 			fmt.Fprintf(stderr, "moat: %v\n", err)
 			return exitMoatError
 		}
@@ -331,7 +333,12 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "moat: %v\n", err)
 			}
 		}()
-		auditFn = func(e egress.Event) { aw.Write(e) }
+		auditFn = func(e egress.Event) {
+			aw.Write(struct {
+				Type string `json:"type"`
+				egress.Event
+			}{audit.TypeNetwork, e})
+		}
 	}
 
 	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
@@ -342,6 +349,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		AllowDegraded: f.allowDegraded,
 	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
 
+	if aw != nil {
+		writeAudit(aw, rep, runErr)
+	}
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(stderr, "moat: WARNING: %s\n", w)
 	}
@@ -444,4 +454,51 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(b)
 	return 0
+}
+
+// writeAudit appends a run's denials and its outcome to the audit stream
+// (its network decisions were written as they happened).
+func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
+	now := time.Now().UTC()
+	for _, d := range rep.Denials {
+		aw.Write(struct {
+			Type  string    `json:"type"`
+			Time  time.Time `json:"time"`
+			RunID string    `json:"run_id"`
+			backend.Denial
+		}{audit.TypeDenial, now, rep.RunID, d})
+	}
+	rec := struct {
+		Type        string                `json:"type"`
+		Time        time.Time             `json:"time"`
+		RunID       string                `json:"run_id"`
+		Command     []string              `json:"command"`
+		Workspace   string                `json:"workspace"`
+		Policy      string                `json:"policy"`
+		Reason      string                `json:"reason"`
+		ExitCode    int                   `json:"exit_code"`
+		Error       string                `json:"error,omitempty"`
+		LimitsHit   []string              `json:"limits_hit"`
+		Seccomp     string                `json:"seccomp"`
+		LandlockABI int                   `json:"landlock_abi"`
+		Network     string                `json:"network"`
+		Warnings    []string              `json:"warnings"`
+		Degraded    []string              `json:"degraded"`
+		ChangeSet   *sandbox.ChangeSetRef `json:"change_set,omitempty"`
+	}{
+		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
+		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
+		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
+		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
+	}
+	if rep.Policy != nil {
+		rec.Workspace, rec.Network = rep.Policy.Workspace.Path, rep.Policy.Network.Mode
+		if rep.Policy.Source != "" {
+			rec.Policy = rep.Policy.Source
+		}
+	}
+	if runErr != nil {
+		rec.Error = runErr.Error()
+	}
+	aw.Write(rec)
 }
