@@ -86,7 +86,7 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
 	fs.StringVar(&f.net, "net", "", "network: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
 	fs.StringVar(&f.landlock, "landlock", "", "Landlock: auto (default), required, best-effort or off")
-	fs.StringVar(&f.auditFile, "audit", "", "append every network decision to `FILE` as JSON lines")
+	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
