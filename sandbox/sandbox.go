@@ -2,7 +2,10 @@
 // a command line into a backend Spec, checks that the backend can enforce
 // everything the policy asks for on this host (refusing, or with
 // AllowDegraded recording each gap, when it cannot), runs the Spec and
-// returns a Report that says how and why the run ended.
+// returns a Report that says how and why the run ended. Around the
+// backend it runs what a run needs on the host side: the egress proxy of
+// network mode allow (package egress) and the change set of an overlay or
+// copy workspace (package workspace).
 //
 // It never prints and never exits the process: the CLI does that. Programs
 // embedding moat must call native.MaybeInit first thing in main, because

@@ -20,6 +20,15 @@
 // no_new_privs (and seccomp with TSYNC) are inherited through fork, and a
 // second Go runtime start would add about 1.5 ms to every run.
 //
+// Init also serves the run while the command lives: it answers the
+// notifications of its observed seccomp filter (so refused system calls
+// are reported, see internal/seccomp), and in network mode proxy it binds
+// the in-sandbox listener and hands it to the host over a unix socket
+// (SCM_RIGHTS), so the host's egress proxy accepts connections directly.
+// Under a disk limit (disk_linux.go) it keeps /tmp, home, /dev/shm and an
+// overlay's upper layer on one sized tmpfs and merges the overlay's changes
+// into the change set when the command has ended.
+//
 // It refuses to do what the Spec does not say: it reads no policy and
 // makes no decision about what to allow.
 package native
