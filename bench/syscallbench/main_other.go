@@ -1,6 +1,7 @@
 //go:build !linux
 
-// Command syscallbench is the workload of bench/syscalls.sh; it needs Linux.
+// Outside Linux, syscallbench is the workload of bench/syscalls.sh; it needs Linux.
+
 package main
 
 import (

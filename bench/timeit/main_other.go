@@ -1,6 +1,7 @@
 //go:build !linux
 
-// Command timeit is the clock of bench/startup.sh; it needs Linux.
+// Outside Linux, timeit is the clock of bench/startup.sh; it needs Linux.
+
 package main
 
 import (

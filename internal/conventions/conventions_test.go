@@ -1,0 +1,110 @@
+// Package conventions holds tests that keep the repository's conventions:
+// one package doc per package, and dependencies that point one way
+// (DESIGN.md: cmd -> sandbox -> policy, backend/* -> internal/*, egress,
+// workspace, audit; nothing below sandbox reads the policy).
+package conventions
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/moatbox/moat"
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root not found from %s", dir)
+	}
+	return dir
+}
+
+// TestOnePackageDoc: every package has exactly one doc comment, so `go
+// doc` shows what it owns and refuses, and two files never disagree.
+func TestOnePackageDoc(t *testing.T) {
+	root := repoRoot(t)
+	docs := map[string][]string{}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		if src, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(src), "//go:build ignore") {
+			return nil // a generator, not part of the package
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return nil
+		}
+		dir := filepath.Dir(p)
+		if _, ok := docs[dir]; !ok {
+			docs[dir] = nil
+		}
+		if f.Doc != nil {
+			docs[dir] = append(docs[dir], filepath.Base(p))
+		}
+		return nil
+	})
+	for dir, files := range docs {
+		rel, _ := filepath.Rel(root, dir)
+		if len(files) != 1 {
+			t.Errorf("%s: %d files carry a package doc (%v), want exactly one", rel, len(files), files)
+		}
+	}
+}
+
+// TestDependenciesPointOneWay: the layers below sandbox never import the
+// policy package, and policy imports nothing that reaches the kernel.
+func TestDependenciesPointOneWay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, module+"/...").Output()
+	if err != nil {
+		t.Skipf("go list cannot load the module as uid %d (%v); the run as root checks this", os.Getuid(), err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, ":")
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		depList := strings.Fields(deps)
+		has := func(dep string) bool {
+			for _, d := range depList {
+				if d == dep {
+					return true
+				}
+			}
+			return false
+		}
+		below := strings.HasPrefix(rel, "backend") || strings.HasPrefix(rel, "internal/") ||
+			rel == "egress" || rel == "workspace" || rel == "audit"
+		if below && has(module+"/policy") {
+			t.Errorf("%s imports policy: nothing below sandbox may read the policy", rel)
+		}
+		if rel == "policy" {
+			for _, bad := range []string{"golang.org/x/sys/unix", "os/exec", "net", module + "/backend"} {
+				if has(bad) {
+					t.Errorf("policy depends on %s: it must stay free of the kernel", bad)
+				}
+			}
+		}
+		if rel == "audit" {
+			for _, d := range depList {
+				if strings.Contains(d, ".") && !strings.HasPrefix(d, "vendor/") {
+					t.Errorf("audit depends on %s: it uses the standard library only", d)
+				}
+			}
+		}
+	}
+}
