@@ -36,6 +36,7 @@ Usage:
   moat apply [ID] [PATHS...]          copy reviewed changes into the real workspace, atomically
   moat discard [ID]                   throw a change set away
   moat runs                           list kept change sets (alias: moat sessions)
+  moat trust [FILE]                   trust this workspace's .moat.toml (after reviewing it)
   moat doctor                         show which protections this host can enforce
   moat policy show [flags]            print the effective policy as TOML
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
@@ -58,6 +59,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdPolicy(args[1:], stdout, stderr)
 	case "seccomp":
 		return cmdSeccomp(args[1:], stdout, stderr)
+	case "trust":
+		return cmdTrust(args[1:], stdout, stderr)
 	case "runs", "sessions":
 		return cmdRuns(args[1:], stdout, stderr)
 	case "diff":
@@ -73,6 +76,6 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, doctor, policy, seccomp, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, version)\n", args[0])
 	return 2
 }

@@ -134,9 +134,20 @@ func TestFlagErrorNamesFlag(t *testing.T) {
 }
 
 func TestWorkspacePolicyPickedUp(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
 	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[env]\nset = { GREETING = \"from-policy\" }\n"), 0o644)
-	code, out, errs := moat(t, ws, "run", "--", "sh", "-c", "echo $GREETING; echo x >> .moat.toml")
+	pol := filepath.Join(ws, ".moat.toml")
+	os.WriteFile(pol, []byte("[env]\nset = { GREETING = \"from-policy\" }\n"), 0o644)
+
+	// Not trusted yet: refused, nothing runs.
+	code, out, errs := moat(t, ws, "run", "--", "echo", "RAN")
+	if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "moat trust") {
+		t.Fatalf("untrusted policy: code %d out %q err %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "echo $GREETING; echo x >> .moat.toml")
 	if code == 0 || !strings.Contains(out, "from-policy") || !strings.Contains(errs, ".moat.toml") {
 		t.Fatalf("code %d out %q err %q (want the policy used, named, and itself read-only inside)", code, out, errs)
 	}
@@ -247,5 +258,29 @@ func TestAuditStream(t *testing.T) {
 	}
 	if types["run"] != 2 || types["network"] < 1 || types["denial"] < 1 {
 		t.Errorf("record types %v, want the earlier run, a network decision, a denial and this run", types)
+	}
+}
+
+// TestChangedPolicyNeedsTrustAgain: a .moat.toml that changed after it was
+// trusted (say, rewritten by a command in direct mode) is refused.
+func TestChangedPolicyNeedsTrustAgain(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	pol := filepath.Join(ws, ".moat.toml")
+	os.WriteFile(pol, []byte("[limits]\nwall = \"1m\"\n"), 0o644)
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	if code, _, errs := moat(t, ws, "run", "--", "true"); code != 0 {
+		t.Fatalf("trusted policy refused: %s", errs)
+	}
+	os.WriteFile(pol, []byte("[network]\nmode = \"host\"\n"), 0o644)
+	code, out, errs := moat(t, ws, "run", "--", "echo", "RAN")
+	if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "changed since you trusted it") {
+		t.Fatalf("changed policy: code %d out %q err %q", code, out, errs)
+	}
+	// An explicit --policy is the person's own choice.
+	if code, _, errs := moat(t, ws, "run", "--policy", pol, "--", "true"); code != 0 {
+		t.Fatalf("--policy: %s", errs)
 	}
 }

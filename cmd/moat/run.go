@@ -124,6 +124,9 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	default:
 		local := filepath.Join(ws, ".moat.toml")
 		if _, serr := os.Stat(local); serr == nil {
+			if err := checkTrusted(local); err != nil {
+				return nil, err
+			}
 			fmt.Fprintf(stderr, "moat: using policy %s\n", local)
 			p, err = policy.Load(local)
 		} else {
@@ -501,4 +504,17 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		rec.Error = runErr.Error()
 	}
 	aw.Write(rec)
+}
+
+// loadPolicyFile parses and validates a policy file on its own, for
+// `moat trust`: a file that would not load is not worth trusting.
+func loadPolicyFile(path string) (*policy.Policy, error) {
+	p, err := policy.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
