@@ -34,6 +34,7 @@ type runFlags struct {
 	seccomp       string
 	auditFile     string
 	landlock      string
+	showOnly      bool // moat policy show: an untrusted .moat.toml may be shown, never run
 	session       string
 	jsonOut       bool
 	reportFile    string
@@ -125,7 +126,10 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		local := filepath.Join(ws, ".moat.toml")
 		if _, serr := os.Stat(local); serr == nil {
 			if err := checkTrusted(local); err != nil {
-				return nil, err
+				if !f.showOnly {
+					return nil, err
+				}
+				fmt.Fprintf(stderr, "moat: note: %v\n", err)
 			}
 			fmt.Fprintf(stderr, "moat: using policy %s\n", local)
 			p, err = policy.Load(local)
@@ -442,6 +446,7 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	f := newRunFlags("policy show", stderr)
+	f.showOnly = true
 	if err := f.fs.Parse(args[1:]); err != nil {
 		return exitMoatError
 	}
