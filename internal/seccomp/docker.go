@@ -471,9 +471,9 @@ func (l *loader) syscall(path string, v any) {
 }
 
 func knownName(n string) bool {
-	_, x := sysnumX86_64[n]
-	_, a := sysnumAarch64[n]
-	return x || a || otherArchNames[n] || armPrivateNames[n]
+	_, x := sysnumX86_64()[n]
+	_, a := sysnumAarch64()[n]
+	return x || a || otherArchNames()[n] || armPrivateNames[n]
 }
 
 func (l *loader) arg(path string, v any) (Arg, bool) {

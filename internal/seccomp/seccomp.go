@@ -161,9 +161,9 @@ func NativeArch() string {
 func table(arch string) map[string]int {
 	switch arch {
 	case ArchX86_64:
-		return sysnumX86_64
+		return sysnumX86_64()
 	case ArchAarch64:
-		return sysnumAarch64
+		return sysnumAarch64()
 	}
 	return nil
 }
@@ -215,9 +215,9 @@ func (r *Rule) validate() error {
 		errs = append(errs, errors.New("no system call names"))
 	}
 	for _, n := range r.Names {
-		_, x := sysnumX86_64[n]
-		_, a := sysnumAarch64[n]
-		if !x && !a && !otherArchNames[n] {
+		_, x := sysnumX86_64()[n]
+		_, a := sysnumAarch64()[n]
+		if !x && !a && !otherArchNames()[n] {
 			errs = append(errs, fmt.Errorf("%w %q", ErrUnknownSyscall, n))
 		}
 	}
