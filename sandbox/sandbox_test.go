@@ -463,7 +463,20 @@ func TestNoLeftovers(t *testing.T) {
 	tmpBefore := moatTemp()
 	cgBefore := moatCgroups()
 	ws := t.TempDir()
+	// Where this caller can have cgroups, every other run asks for limits,
+	// so that cgroups are made and removed too.
+	caps := (&native.Backend{}).Capabilities()
+	limited := func(p *policy.Policy) {
+		if caps.Pids && caps.Memory {
+			p.Limits.Pids = 64
+			p.Limits.Memory = policy.Size(256 << 20)
+		}
+	}
 	for i := 0; i < n; i++ {
+		if i%2 == 1 && i%4 != 3 {
+			mustExit(t, sh(t, ws, limited, "echo x > f; true"), 0)
+			continue
+		}
 		if i%4 == 3 {
 			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Wall = policy.Duration(50 * time.Millisecond) }, "sleep 10")
 			if r.err != nil || r.rep.Reason != "timeout" {
@@ -678,5 +691,19 @@ func TestOutputReaderGone(t *testing.T) {
 	}
 	if rep.Signal == nil || *rep.Signal != "SIGPIPE" || time.Since(start) > 5*time.Second {
 		t.Fatalf("reason %s signal %v after %v: want SIGPIPE at once", rep.Reason, rep.Signal, time.Since(start))
+	}
+}
+
+func TestStdinReachesCommand(t *testing.T) {
+	ws := t.TempDir()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	p.Resolve(ws, home)
+	var out bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"sh", "-c", "tr a-z A-Z; echo done"}},
+		backend.Stdio{Stdin: strings.NewReader("hello from stdin\n"), Stdout: &out})
+	if err != nil || rep.ExitCode != 0 || out.String() != "HELLO FROM STDIN\ndone\n" {
+		t.Fatalf("err %v exit %d out %q", err, rep.ExitCode, out.String())
 	}
 }
