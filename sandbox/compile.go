@@ -115,7 +115,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		tree = append(tree, systemMount(src))
 	}
 	for _, src := range p.Filesystem.ReadWrite {
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: src, Target: src, IDMap: root})
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root})
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
 		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})
@@ -126,7 +126,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	case policy.WorkspaceCopy:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
 	default:
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: ws, Target: ws,
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(ws), Target: ws,
 			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
 	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
@@ -174,7 +174,7 @@ func systemMount(src string) backend.Mount {
 			return backend.Mount{Kind: backend.MountSymlink, Source: dest, Target: src}
 		}
 	}
-	return backend.Mount{Kind: backend.MountBind, Source: src, Target: src, ReadOnly: true, Optional: true}
+	return backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, ReadOnly: true, Optional: true}
 }
 
 // denyTargets returns where a denied path must be masked: the path itself
@@ -249,3 +249,15 @@ func within(dir, p string) bool {
 }
 
 func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }
+
+// realPath resolves symlinks in a bind source, so the backend binds what
+// the path names on the host: an absolute symlink would otherwise be
+// followed inside the sandbox's half-built root. A path that does not
+// resolve is returned as it is (optional mounts are then skipped, others
+// fail with the path named).
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}

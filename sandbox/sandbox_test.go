@@ -707,3 +707,21 @@ func TestStdinReachesCommand(t *testing.T) {
 		t.Fatalf("err %v exit %d out %q", err, rep.ExitCode, out.String())
 	}
 }
+
+// TestSymlinkedWorkspace: a workspace reached through an absolute symlink
+// is bound from its real place and seen at the path the user gave.
+func TestSymlinkedWorkspace(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "ws-link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	r := sh(t, link, nil, "pwd; echo hi > made.txt")
+	mustExit(t, r, 0)
+	if strings.TrimSpace(r.stdout) != link {
+		t.Errorf("pwd %q, want %s", r.stdout, link)
+	}
+	if _, err := os.Stat(filepath.Join(real, "made.txt")); err != nil {
+		t.Errorf("write did not land in the real directory: %v", err)
+	}
+}
