@@ -136,7 +136,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	for _, rel := range p.Workspace.Protect {
-		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: filepath.Join(ws, rel), Optional: true})
+		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, rel), Optional: true})
 	}
 	for _, d := range p.Filesystem.Deny {
 		for _, t := range denyTargets(d) {
@@ -260,4 +260,23 @@ func realPath(p string) string {
 		return r
 	}
 	return p
+}
+
+// protectTarget is where a protected path must be made read-only: the
+// place it resolves to on the host, not the symlink, since a tool on the
+// host follows the link (a .git/hooks that links to ./myhooks would
+// otherwise leave ./myhooks writable, and git would run what is put
+// there). Workspace paths keep the workspace's own prefix, as the
+// command sees it; a path that does not exist is returned as it is, and
+// the backend skips it.
+func protectTarget(ws, rel string) string {
+	p := filepath.Join(ws, rel)
+	resolved, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.Rel(realPath(ws), resolved); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return filepath.Join(ws, r)
+	}
+	return resolved
 }

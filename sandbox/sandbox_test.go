@@ -725,3 +725,17 @@ func TestSymlinkedWorkspace(t *testing.T) {
 		t.Errorf("write did not land in the real directory: %v", err)
 	}
 }
+
+// TestProtectedPathThroughSymlink: a .git/hooks that links elsewhere in
+// the workspace is protected where it leads, since git follows the link.
+func TestProtectedPathThroughSymlink(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	os.MkdirAll(filepath.Join(ws, "myhooks"), 0o755)
+	os.Symlink("../myhooks", filepath.Join(ws, ".git/hooks"))
+	r := sh(t, ws, nil, `if echo evil > myhooks/pre-commit 2>/dev/null; then echo WROTE; fi; echo ok > other.txt && echo other-ok`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "other-ok") {
+		t.Fatalf("hook planted through the symlink:\n%s%s", r.stdout, r.stderr)
+	}
+}

@@ -130,11 +130,17 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 	case backend.MountMask:
 		return mask(target, m.Target)
 	case backend.MountReadOnly:
-		if _, err := os.Lstat(target); err != nil {
+		fi, err := os.Lstat(target)
+		if err != nil {
 			if m.Optional && errors.Is(err, os.ErrNotExist) {
 				return nil
 			}
 			return fail("protect "+m.Target, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			// The Spec names resolved paths; a link here appeared since,
+			// and following it would protect the wrong place.
+			return fail("protect "+m.Target, errors.New("is a symbolic link (it changed while the sandbox was set up)"))
 		}
 		if err := unix.Mount(target, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fail("protect "+m.Target, err)
