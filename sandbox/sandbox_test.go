@@ -739,3 +739,39 @@ func TestProtectedPathThroughSymlink(t *testing.T) {
 		t.Fatalf("hook planted through the symlink:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// TestHostAbstractSocketUnreachable: abstract unix sockets (X11, D-Bus,
+// container runtimes listen on them) belong to the network namespace, so
+// the host's are out of reach.
+func TestHostAbstractSocketUnreachable(t *testing.T) {
+	name := fmt.Sprintf("moat-test-%d", time.Now().UnixNano())
+	ln, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Skipf("cannot listen on an abstract socket here: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOST-SOCKET\n"))
+			c.Close()
+		}
+	}()
+	ws := t.TempDir()
+	r := run(t, ws, nil, "python3", "-c", fmt.Sprintf(`
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0%s")
+    print("CONNECTED", s.recv(100))
+except OSError as e:
+    print("refused", e.errno)
+`, name))
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "refused") {
+		t.Fatalf("reached the host's abstract socket:\n%s%s", r.stdout, r.stderr)
+	}
+}
