@@ -89,6 +89,9 @@ const (
 	// MountDev builds a minimal /dev: null, zero, full, random, urandom,
 	// tty, a private devpts, ptmx, shm and the fd symlinks.
 	MountDev MountKind = "dev"
+	// MountFile puts a read-only file with the content Data at Target
+	// (over an existing one): the sandbox's own /etc/passwd, say.
+	MountFile MountKind = "file"
 )
 
 // Mount is one operation in building the sandbox's root.
@@ -99,6 +102,8 @@ type Mount struct {
 	ReadOnly bool      `json:"read_only,omitempty"`
 	Options  string    `json:"options,omitempty"`
 	IDMap    bool      `json:"idmap,omitempty"`
+	// Data is the content of a MountFile.
+	Data string `json:"data,omitempty"`
 	// Layers is the host directory holding "upper" and "work", for
 	// MountOverlay.
 	Layers string `json:"layers,omitempty"`

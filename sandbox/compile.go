@@ -135,6 +135,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	mounts = append(mounts,
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
+	mounts = append(mounts, identityFiles(id, home)...)
 	for _, rel := range p.Workspace.Protect {
 		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, rel), Optional: true})
 	}
@@ -279,4 +280,37 @@ func protectTarget(ws, rel string) string {
 		return filepath.Join(ws, r)
 	}
 	return resolved
+}
+
+// identityFiles give the command a name: /etc/passwd and /etc/group as the
+// host has them, less any entry that claims the command's ids, plus
+// "agent" with the sandbox's home. Without it the command's uid is either
+// nameless ("I have no name!", git refusing an empty ident) or shows the
+// name of whoever has that uid on the host. Only when /etc is visible.
+func identityFiles(id backend.Identity, home string) []backend.Mount {
+	var out []backend.Mount
+	for _, f := range []struct {
+		path, entry string
+		idField     int
+		id          int
+	}{
+		{"/etc/passwd", fmt.Sprintf("agent:x:%d:%d:moat sandbox:%s:/bin/sh", id.UID, id.GID, home), 2, id.UID},
+		{"/etc/group", fmt.Sprintf("agent:x:%d:", id.GID), 2, id.GID},
+	} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			fields := strings.Split(line, ":")
+			if len(fields) > f.idField && (fields[0] == "agent" || fields[f.idField] == fmt.Sprint(f.id)) {
+				continue
+			}
+			lines = append(lines, line)
+		}
+		lines = append(lines, f.entry)
+		out = append(out, backend.Mount{Kind: backend.MountFile, Target: f.path, Data: strings.Join(lines, "\n") + "\n", Optional: true})
+	}
+	return out
 }

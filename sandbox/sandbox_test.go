@@ -775,3 +775,15 @@ except OSError as e:
 		t.Fatalf("reached the host's abstract socket:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+// TestCommandHasAName: the command's uid is "agent" in /etc/passwd (read
+// only), so tools that look the user up work and no host name leaks in.
+func TestCommandHasAName(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `id -un; id -gn; getent passwd agent | cut -d: -f6; if echo x >> /etc/passwd 2>/dev/null; then echo WROTE; fi`)
+	mustExit(t, r, 0)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
+		t.Errorf("identity inside:\n%s%s", r.stdout, r.stderr)
+	}
+}

@@ -158,6 +158,8 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 		return buildDev(target)
 	case backend.MountOverlay:
 		return overlayMount(i, m, target, trees)
+	case backend.MountFile:
+		return fileMount(i, m, target)
 	}
 	return fail("mount "+m.Target, fmt.Errorf("unknown mount kind %q", m.Kind))
 }
@@ -362,4 +364,21 @@ func moveTree(fd int, dir string) error {
 		return err
 	}
 	return unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// fileMount writes the file on the temporary root (gone with it after the
+// final pivot; the bind keeps the file) and binds it read-only at target.
+func fileMount(i int, m backend.Mount, target string) error {
+	stage := "file " + m.Target
+	src := fmt.Sprintf("/file%d", i)
+	if err := os.WriteFile(src, []byte(m.Data), 0o644); err != nil {
+		return fail(stage, err)
+	}
+	if err := mkTarget(target, false); err != nil {
+		return fail(stage, err)
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return fail(stage, err)
+	}
+	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false, stage)
 }
