@@ -258,6 +258,7 @@ type Denial struct {
 	Count   int    `json:"count"`   // how many times
 	Rule    string `json:"rule"`    // why the profile refuses it
 	Profile string `json:"profile"` // the profile that refused it (set by the sandbox package)
+	Hint    string `json:"hint"`    // how to allow it (set by the sandbox package)
 }
 
 // InitError is a failure while setting up the sandbox, reported by the

@@ -248,6 +248,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.LandlockABI = st.LandlockABI
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
+		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)
 		rep.Denials = append(rep.Denials, d)
 	}
 	if st.Signal != 0 {

@@ -557,7 +557,7 @@ true`)
 	}
 	for _, name := range []string{"unshare", "ptrace"} {
 		d, ok := seen[name]
-		if !ok || d.Errno != "EPERM" || d.Rule == "" || d.Layer != "seccomp" || d.Profile != "default" {
+		if !ok || d.Errno != "EPERM" || d.Rule == "" || d.Layer != "seccomp" || d.Profile != "default" || !strings.Contains(d.Hint, "--seccomp") {
 			t.Errorf("denial of %s not reported with its rule: %+v (all: %+v)", name, d, r.rep.Denials)
 		}
 	}
