@@ -81,48 +81,23 @@ for v in REPS CONNS N SRT_N; do
 	fi
 done
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-uid=$(id -u)
-
-tmpdirs=() pids=()
-cleanup() {
-	local p d
-	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	for d in "${tmpdirs[@]}"; do
-		rm -rf -- "$d"
-	done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-newtmp() { # newtmp VAR NAME: VAR = a new directory under /tmp, removed on exit
-	local d
-	d=$(mktemp -d "/tmp/moat-bench-$2.XXXXXX")
-	tmpdirs+=("$d")
-	printf -v "$1" '%s' "$d"
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 tmp='' ws=''
 newtmp tmp egress
 newtmp ws egress-ws
 chmod 755 "$ws"
 
-echo "== machine: nproc=$(nproc) cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo "== REPS=$REPS downloads of 1 GiB, CONNS=$CONNS connections, N=$N (moat) / SRT_N=$SRT_N (srt) start-ups per variant; workspace $ws"
 
 # --- build -----------------------------------------------------------------
-if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
-	PATH=/usr/local/go/bin:$PATH
-fi
 if ! command -v curl >/dev/null; then
 	echo "curl is needed" >&2
 	exit 1
 fi
-(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/moat" ./cmd/moat &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/timeit" ./bench/timeit &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/egressbench" ./bench/egressbench)
+go_build "$tmp" cmd/moat bench/timeit bench/egressbench
 moat=$tmp/moat timeit=$tmp/timeit eb=$tmp/egressbench
 cp "$eb" "$ws/egressbench"
 

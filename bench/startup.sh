@@ -60,38 +60,18 @@ if [ "$N" -lt 1 ] || [ "$ROUNDS" -lt 1 ]; then
 fi
 if [ "$ROUNDS" -gt "$N" ]; then ROUNDS=$N; fi
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-uid=$(id -u)
-
-tmpdirs=()
-cleanup() {
-	local d
-	for d in "${tmpdirs[@]}"; do
-		rm -rf -- "$d"
-	done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-newtmp() { # newtmp VAR NAME: VAR = a new directory under /tmp, removed on exit
-	local d
-	d=$(mktemp -d "/tmp/moat-bench-$2.XXXXXX")
-	tmpdirs+=("$d")
-	printf -v "$1" '%s' "$d"
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 tmp='' ws='' ubin='' uws=''
 newtmp tmp build
 newtmp ws ws
 
-echo "== machine: nproc=$(nproc) kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 echo "== N=$N runs per variant in $ROUNDS rounds; workspace $ws"
 
 # --- build -----------------------------------------------------------------
-if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
-	PATH=/usr/local/go/bin:$PATH
-fi
-(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/moat" ./cmd/moat &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/timeit" ./bench/timeit)
+go_build "$tmp" cmd/moat bench/timeit
 timeit=$tmp/timeit
 
 # --- peers -----------------------------------------------------------------

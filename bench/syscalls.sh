@@ -57,24 +57,15 @@ for v in REPS CALLS N ROUNDS; do
 done
 if [ "$ROUNDS" -gt "$N" ]; then ROUNDS=$N; fi
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-uid=$(id -u)
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-tmpdirs=()
-cleanup() {
-	local d
-	for d in "${tmpdirs[@]}"; do
-		rm -rf -- "$d"
-	done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-tmp=$(mktemp -d /tmp/moat-bench-syscalls.XXXXXX)
-tmpdirs+=("$tmp")
+tmp=''
+newtmp tmp syscalls
 ws=$tmp/ws
 mkdir "$ws"
 
-echo "== machine: nproc=$(nproc) kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 [ "$uid" -eq 0 ] || echo "== not root: works the same (moat runs rootless; nothing is installed here)"
 echo "== $CALLS calls per loop run, $REPS loop runs and $N find runs per profile, in rounds; workspace $ws"
 if [ -r /sys/devices/system/cpu/vulnerabilities/spec_store_bypass ]; then
@@ -84,12 +75,8 @@ if [ -r /sys/devices/system/cpu/vulnerabilities/spec_store_bypass ]; then
 fi
 
 # --- build -----------------------------------------------------------------
-if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
-	PATH=/usr/local/go/bin:$PATH
-fi
-(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/moat" ./cmd/moat &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/timeit" ./bench/timeit &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$ws/syscallbench" ./bench/syscallbench)
+go_build "$tmp" cmd/moat bench/timeit
+go_build "$ws" bench/syscallbench
 moat=$tmp/moat
 timeit=$tmp/timeit
 echo "== moat $(git -C "$repo" describe --always --dirty 2>/dev/null || echo '(no git)'); $(go version | cut -d' ' -f3)"

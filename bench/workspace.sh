@@ -83,32 +83,15 @@ if [ "$N" -lt 1 ] || [ "$ROUNDS" -lt 1 ]; then
 fi
 if [ "$ROUNDS" -gt "$N" ]; then ROUNDS=$N; fi
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-uid=$(id -u)
-
-tmpdirs=()
-cleanup() {
-	local d
-	for d in "${tmpdirs[@]}"; do
-		# overlayfs leaves work/work mode 000, which stops rm as non-root
-		rm -rf -- "$d" 2>/dev/null || { chmod -R u+rwX -- "$d" 2>/dev/null; rm -rf -- "$d"; }
-	done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-newtmp() { # newtmp VAR PARENT NAME: VAR = a new directory under PARENT, removed on exit
-	local d
-	d=$(mktemp -d "$2/moat-bench-$3.XXXXXX")
-	tmpdirs+=("$d")
-	printf -v "$1" '%s' "$d"
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 tmp='' shm=''
-newtmp tmp /tmp workspace
+newtmp tmp workspace
 ws=$tmp/ws
 # /dev/shm for the tmpfs rows, when it is a writable tmpfs
 if [ "$(stat -f -c %T /dev/shm 2>/dev/null || true)" = tmpfs ] && [ -w /dev/shm ]; then
-	newtmp shm /dev/shm workspace
+	newtmp shm workspace /dev/shm
 fi
 
 fsinfo() { # fsinfo DIR: filesystem type and source, whether ext4 has a journal, online discard
@@ -122,17 +105,12 @@ fsinfo() { # fsinfo DIR: filesystem type and source, whether ext4 has a journal,
 	case ,$opts, in *,discard,*) printf ', online discard' ;; esac
 }
 
-echo "== machine: nproc=$(nproc) kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 [ "$uid" -eq 0 ] || echo "== not root: works, but a missing bubblewrap is not installed (its rows are left out)"
 echo "== N=$N runs per variant in $ROUNDS rounds; workspace and state dirs under $tmp: $(fsinfo "$tmp")"
 
 # --- build -----------------------------------------------------------------
-if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
-	PATH=/usr/local/go/bin:$PATH
-fi
-(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/moat" ./cmd/moat &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/timeit" ./bench/timeit &&
-	CGO_ENABLED=0 go build -buildvcs=false -o "$tmp/fsprobe" ./bench/fsprobe)
+go_build "$tmp" cmd/moat bench/timeit bench/fsprobe
 moat=$tmp/moat
 timeit=$tmp/timeit
 
