@@ -38,7 +38,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if uid == 0 {
 		who = "root (the command runs as a dedicated unprivileged host uid)"
 	}
-	fmt.Fprintf(stdout, "moat %s, kernel %s, caller %s\n\n", version, hostinfo.Kernel(), who)
+	fmt.Fprintf(stdout, "moat %s, kernel %s, caller %s\n\n", versionString(), hostinfo.Kernel(), who)
 
 	us := hostinfo.UserNamespaces()
 	if us.Usable {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/moatbox/moat/backend/native"
 )
@@ -70,7 +71,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "discard":
 		return cmdDiscard(args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "moat", version)
+		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -78,4 +79,31 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, version)\n", args[0])
 	return 2
+}
+
+// versionString is the version, with the commit and Go version the binary
+// was built from when the build recorded them.
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", ""
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				rev = st.Value
+			case "vcs.modified":
+				if st.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			v += " (" + rev + dirty + ")"
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
 }
