@@ -61,32 +61,32 @@ func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
 // limitFlags maps a flag to the policy field it overrides and what it
 // accepts, for help and errors.
 var limitFlags = []struct{ flag, field, help string }{
-	{"wall", "limits.wall", "wall-clock limit (e.g. 90s, 10m, or plain seconds)"},
-	{"cpu-time", "limits.cpu", "CPU-time limit per process (RLIMIT_CPU; e.g. 2s, 5m)"},
-	{"memory", "limits.memory", "memory limit of the whole sandbox (cgroup; e.g. 512M, 2GiB)"},
-	{"pids", "limits.pids", "maximum number of processes (cgroup)"},
-	{"cpus", "limits.cpus", "CPU quota in CPUs (cgroup; e.g. 0.5, 2)"},
-	{"open-files", "limits.open_files", "maximum open files per process (RLIMIT_NOFILE)"},
-	{"file-size", "limits.file_size", "maximum size of a written file (RLIMIT_FSIZE; e.g. 1G)"},
-	{"output", "limits.output", "maximum bytes of stdout+stderr together (e.g. 16M)"},
-	{"disk", "limits.disk", "maximum bytes the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
-	{"uid", "user.uid", "uid of the command inside the sandbox (not 0)"},
+	{"wall", "limits.wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)"},
+	{"cpu-time", "limits.cpu", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)"},
+	{"memory", "limits.memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)"},
+	{"pids", "limits.pids", "maximum `N`umber of processes (cgroup)"},
+	{"cpus", "limits.cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)"},
+	{"open-files", "limits.open_files", "maximum `N`umber of open files per process (RLIMIT_NOFILE)"},
+	{"file-size", "limits.file_size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)"},
+	{"output", "limits.output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)"},
+	{"disk", "limits.disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
+	{"uid", "user.uid", "`UID` of the command inside the sandbox (not 0)"},
 }
 
 func newRunFlags(name string, stderr io.Writer) *runFlags {
 	f := &runFlags{set: map[string]string{}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.policyFile, "policy", "", "policy file (TOML); default: WORKSPACE/.moat.toml if present, else the built-in policy")
-	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace directory (default: the current directory)")
-	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace mode: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
+	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
+	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace `DIR` (default: the current directory)")
+	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
 	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
 	fs.Var(&f.ro, "ro", "extra read-only `PATH` (repeatable)")
 	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&f.net, "net", "", "network: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
-	fs.StringVar(&f.landlock, "landlock", "", "Landlock: auto (default), required, best-effort or off")
+	fs.StringVar(&f.net, "net", "", "network `MODE`: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto (default), required, best-effort or off")
 	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
