@@ -53,10 +53,13 @@ func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
 	for {
 		var req seccompNotif
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); errno != 0 {
-			if errno == unix.EINTR {
+			if errno == unix.EINTR || errno == unix.ENOENT {
+				// ENOENT: the caller died before its call was read. Stopping
+				// here would leave every later refused call waiting for an
+				// answer that never comes.
 				continue
 			}
-			return // ENOENT: the target died before we read it; others: closed
+			return // the listener is gone
 		}
 		errNo := eperm
 		ret, err := Evaluate(prog, req.nr, req.arch, req.ip, req.args)
