@@ -69,27 +69,27 @@ const RuleDefaultDeny = "default deny"
 // All problems are reported at once, each naming its entry.
 func ParseRules(allow, deny, allowCIDRs []string) (*Rules, error) {
 	r := &Rules{}
-	var errs []string
-	for _, e := range allow {
+	var errs []RuleProblem
+	for i, e := range allow {
 		hr, err := parseHostRule(e, true)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("allow %q: %v", e, err))
+			errs = append(errs, RuleProblem{List: "allow", Index: i, Entry: e, Err: err})
 			continue
 		}
 		r.allow = append(r.allow, hr)
 	}
-	for _, e := range deny {
+	for i, e := range deny {
 		hr, err := parseHostRule(e, false)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("deny %q: %v", e, err))
+			errs = append(errs, RuleProblem{List: "deny", Index: i, Entry: e, Err: err})
 			continue
 		}
 		r.deny = append(r.deny, hr)
 	}
-	for _, e := range allowCIDRs {
+	for i, e := range allowCIDRs {
 		p, err := parseCIDR(e)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("allow_cidrs %q: %v", e, err))
+			errs = append(errs, RuleProblem{List: "allow_cidrs", Index: i, Entry: e, Err: err})
 			continue
 		}
 		r.cidrs = append(r.cidrs, cidrRule{entry: strings.TrimSpace(e), prefix: p})
@@ -102,11 +102,26 @@ func ParseRules(allow, deny, allowCIDRs []string) (*Rules, error) {
 
 // RulesError lists every problem ParseRules found, one per entry.
 type RulesError struct {
-	Problems []string
+	Problems []RuleProblem
 }
 
+// RuleProblem is one refused entry: which list ("allow", "deny",
+// "allow_cidrs"), its position there, the entry and why.
+type RuleProblem struct {
+	List  string
+	Index int
+	Entry string
+	Err   error
+}
+
+func (p RuleProblem) String() string { return fmt.Sprintf("%s %q: %v", p.List, p.Entry, p.Err) }
+
 func (e *RulesError) Error() string {
-	return "network rules: " + strings.Join(e.Problems, "; ")
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "network rules: " + strings.Join(parts, "; ")
 }
 
 func parseHostRule(entry string, isAllow bool) (hostRule, error) {

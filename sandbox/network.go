@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -59,37 +60,10 @@ func networkRules(p *policy.Policy) (*egress.Rules, error) {
 	}
 	var errs policy.Errors
 	for _, prob := range re.Problems {
-		errs = append(errs, p.FieldError(ruleField(p, prob)))
+		field := fmt.Sprintf("network.%s[%d]", prob.List, prob.Index)
+		errs = append(errs, p.FieldError(field, fmt.Sprintf("%q: %v", prob.Entry, prob.Err)))
 	}
 	return nil, errs
-}
-
-// ruleField turns `allow "*.co.uk": too broad ...` into the field
-// "network.allow[N]" and the message after the entry.
-func ruleField(p *policy.Policy, prob string) (string, string) {
-	list, rest, _ := strings.Cut(prob, " ")
-	q, msg, ok := strings.Cut(rest, ": ")
-	entry, err := strconv.Unquote(q)
-	if !ok || err != nil {
-		return "network", prob
-	}
-	var entries []string
-	switch list {
-	case "allow":
-		entries = p.Network.Allow
-	case "deny":
-		entries = p.Network.Deny
-	case "allow_cidrs":
-		entries = p.Network.AllowCIDRs
-	default:
-		return "network", prob
-	}
-	for i, e := range entries {
-		if e == entry {
-			return "network." + list + "[" + strconv.Itoa(i) + "]", strconv.Quote(entry) + ": " + msg
-		}
-	}
-	return "network." + list, prob
 }
 
 // egressRun is the proxy of one allow-mode run and what it saw.
