@@ -172,9 +172,6 @@ type Capabilities struct {
 	// the matching *Why says why not.
 	Memory, Pids, CPU          bool
 	MemoryWhy, PidsWhy, CPUWhy string
-	// CPUAccounting and MemoryAccounting: whether CPU time and peak memory
-	// of the whole sandbox (not only the command) can be measured.
-	Accounting bool
 	// LandlockABI is the Landlock ABI the backend applies (0: none).
 	LandlockABI int
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
-	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -205,23 +204,18 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Seccomp = policy.ProfileUnconfined
 		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
 	}
-	switch req.Policy.Filesystem.Landlock {
-	case policy.LandlockOff:
+	landlock := req.Policy.Filesystem.Landlock
+	if landlock == policy.LandlockOff {
 		rep.Warnings = append(rep.Warnings, "filesystem.landlock is \"off\": file access is checked by the mounts only")
-	case policy.LandlockRequired:
-		if hostinfo.LandlockABI() == 0 {
-			return fail(fmt.Errorf("%w: filesystem.landlock is \"required\" and this kernel has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused))
-		}
-	case "", policy.LandlockAuto:
-		if hostinfo.LandlockABI() == 0 {
-			rep.Warnings = append(rep.Warnings, "this kernel has no Landlock: file access is checked by the mounts only")
-		}
 	}
-	// Probing cgroups costs a little; only a run that asks for a cgroup
-	// limit needs to know.
+	// Probing the backend costs a little (cgroups); only a run that asks
+	// for a cgroup limit, or requires Landlock, needs to know beforehand.
 	var caps backend.Capabilities
-	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 {
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || landlock == policy.LandlockRequired {
 		caps = be.Capabilities()
+	}
+	if landlock == policy.LandlockRequired && caps.LandlockABI == 0 {
+		return fail(fmt.Errorf("%w: filesystem.landlock is \"required\" and this host has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused))
 	}
 	degraded, err := checkCapabilities(spec, caps, req.AllowDegraded)
 	rep.Degraded = append(rep.Degraded, degraded...)
@@ -246,6 +240,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.MaxMemoryBytes = st.MaxMemory
 	rep.OutputBytes = st.OutputBytes
 	rep.LandlockABI = st.LandlockABI
+	if st.LandlockABI == 0 && (landlock == "" || landlock == policy.LandlockAuto) {
+		rep.Warnings = append(rep.Warnings, "no Landlock was applied (the kernel has none): file access was checked by the mounts only")
+	}
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
 		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)

@@ -42,7 +42,6 @@ func (*Backend) Capabilities() backend.Capabilities {
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
-		Accounting:  info.Usable["memory"],
 		LandlockABI: min(hostinfo.LandlockABI(), landlockMaxABI),
 	}
 }
@@ -292,7 +291,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			errMsg = &m
 		}
 	}
-	waitErr := cmd.Wait()
+	cmd.Wait() // the outcome is in the messages and ProcessState
 	close(done)
 	copies.Wait()
 	if r.control != nil {
@@ -305,7 +304,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if errMsg != nil {
 		return nil, initError(errMsg)
 	}
-	return r.status(exitMsg, waitErr), nil
+	return r.status(exitMsg), nil
 }
 
 func (r *run) cgFD() (int, bool) {
@@ -430,7 +429,7 @@ func initError(m *message) error {
 }
 
 // status turns what was seen into an ExitStatus with the cause.
-func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
+func (r *run) status(exit *message) *backend.ExitStatus {
 	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
 	if r.spec.Landlock {
 		st.LandlockABI = min(hostinfo.LandlockABI(), landlockMaxABI)
@@ -512,7 +511,6 @@ func (r *run) status(exit *message, waitErr error) *backend.ExitStatus {
 	default:
 		st.Cause = backend.CauseExit
 	}
-	_ = waitErr
 	return st
 }
 

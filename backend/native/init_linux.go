@@ -127,7 +127,7 @@ func initMain(send func(message)) error {
 	if err := buildRoot(spec, is.Trees); err != nil {
 		return err
 	}
-	for fd := range treeFDs(is.Trees) {
+	for _, fd := range is.Trees {
 		unix.Close(fd)
 	}
 	if spec.Hostname != "" {
@@ -285,14 +285,6 @@ func reap(pid int) (unix.WaitStatus, error) {
 			return ws, nil
 		}
 	}
-}
-
-func treeFDs(m map[string]int) map[int]struct{} {
-	out := make(map[int]struct{}, len(m))
-	for _, fd := range m {
-		out[fd] = struct{}{}
-	}
-	return out
 }
 
 // allThreads runs a per-thread system call on every thread of init.

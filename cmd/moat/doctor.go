@@ -70,7 +70,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if uid == 0 {
-		fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "  for an ordinary user", ordinaryUserCgroups(info))
+		fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "  for an ordinary user", ordinaryUserCgroups)
 	} else if !info.Usable["memory"] || !info.Usable["pids"] || !info.Usable["cpu"] {
 		fmt.Fprintf(stdout, "\n%s\n", delegationHelp)
 	}
@@ -114,10 +114,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func ordinaryUserCgroups(info cgroup.Info) string {
-	return "none unless delegated: a non-root caller gets only rlimit, wall-clock and output limits;\n" +
-		strings.Repeat(" ", 38) + "memory, pids and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
-}
+// ordinaryUserCgroups is what a non-root caller gets, as root sees it.
+var ordinaryUserCgroups = "none unless delegated: a non-root caller gets only rlimit, wall-clock and output limits;\n" +
+	strings.Repeat(" ", 38) + "memory, pids and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
 
 const delegationHelp = `To give an ordinary user cgroup limits (memory, pids, cpus):
   cgroup v2 with systemd: run moat inside a delegated scope, e.g.
