@@ -279,7 +279,9 @@ func TestBadNetworkRulesNamed(t *testing.T) {
 	ws := t.TempDir()
 	p.Workspace.Path = ws
 	home, _ := os.UserHomeDir()
-	p.Resolve(ws, home)
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"true"}}, backend.Stdio{})
 	if err == nil || rep.ExitCode != 125 || !strings.Contains(err.Error(), "network.allow[1]") || !strings.Contains(err.Error(), "--net") {
 		t.Fatalf("err %v: want the bad entry named", err)

@@ -36,6 +36,34 @@ type result struct {
 	stderr string
 }
 
+// workspacePolicy is the default policy with ws as the workspace,
+// resolved as the CLI would.
+func workspacePolicy(t *testing.T, ws string) *policy.Policy {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	return p
+}
+
+// serveGreeting accepts on ln until it is closed and writes msg to each
+// connection: a host service the sandbox must not reach.
+func serveGreeting(ln net.Listener, msg string) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(msg))
+			c.Close()
+		}
+	}()
+}
+
 // run runs args in a real sandbox whose workspace is ws, under the default
 // policy changed by edit.
 func run(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
@@ -350,11 +378,7 @@ func TestNoSurvivors(t *testing.T) {
 }
 
 func TestCancelKillsSandbox(t *testing.T) {
-	ws := t.TempDir()
-	p := policy.Default()
-	p.Workspace.Path = ws
-	home, _ := os.UserHomeDir()
-	p.Resolve(ws, home)
+	p := workspacePolicy(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -398,16 +422,7 @@ func TestOnlyLoopbackNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HOST-LISTENER\n"))
-			c.Close()
-		}
-	}()
+	serveGreeting(ln, "HOST-LISTENER\n")
 	port := ln.Addr().(*net.TCPAddr).Port
 	ws := t.TempDir()
 	r := run(t, ws, nil, "python3", "-c", fmt.Sprintf(`
@@ -682,11 +697,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // TestOutputReaderGone: when nobody reads the output any more, the
 // command gets SIGPIPE as it would outside, instead of running on.
 func TestOutputReaderGone(t *testing.T) {
-	ws := t.TempDir()
-	p := policy.Default()
-	p.Workspace.Path = ws
-	home, _ := os.UserHomeDir()
-	p.Resolve(ws, home)
+	p := workspacePolicy(t, t.TempDir())
 	p.Limits.Wall = policy.Duration(10 * time.Second)
 	start := time.Now()
 	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"yes"}},
@@ -700,11 +711,7 @@ func TestOutputReaderGone(t *testing.T) {
 }
 
 func TestStdinReachesCommand(t *testing.T) {
-	ws := t.TempDir()
-	p := policy.Default()
-	p.Workspace.Path = ws
-	home, _ := os.UserHomeDir()
-	p.Resolve(ws, home)
+	p := workspacePolicy(t, t.TempDir())
 	var out bytes.Buffer
 	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"sh", "-c", "tr a-z A-Z; echo done"}},
 		backend.Stdio{Stdin: strings.NewReader("hello from stdin\n"), Stdout: &out})
@@ -755,16 +762,7 @@ func TestHostAbstractSocketUnreachable(t *testing.T) {
 		t.Skipf("cannot listen on an abstract socket here: %v", err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HOST-SOCKET\n"))
-			c.Close()
-		}
-	}()
+	serveGreeting(ln, "HOST-SOCKET\n")
 	ws := t.TempDir()
 	r := run(t, ws, nil, "python3", "-c", fmt.Sprintf(`
 import socket
