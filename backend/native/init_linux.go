@@ -98,7 +98,7 @@ func initMain(send func(message)) error {
 	}()
 
 	// The go-ahead: the host writes the Spec only once init is in its
-	// cgroups, so reading it to EOF is the synchronisation point.
+	// cgroups, so reading it is the synchronisation point.
 	f := os.NewFile(fdSpec, "spec")
 	var is initSpec
 	dec := json.NewDecoder(f)
