@@ -15,7 +15,7 @@ import (
 //	 |  start init (clone with namespaces,   |
 //	 |  uid/gid maps written by the runtime) |
 //	 |  join cgroups (v1), open trees        |
-//	 |--- fd 3: Spec as one JSON value --->|  read it: the go-ahead
+//	 |--- fd 3: Spec as one JSON value ----->|  read it: the go-ahead
 //	 |                                       |  build root, pivot_root, limits,
 //	 |                                       |  drop caps, no_new_privs, exec
 //	 |<-- fd 4: {"type":"started"} ----------|  the command is running
