@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
 )
 
 // Action is what the kernel does with a system call that a rule (or the
@@ -311,27 +312,40 @@ func contains(list []string, s string) bool {
 }
 
 // leaf is the decision for one system call: its rules then the default, or
-// only the default.
+// only the default. Build it with newLeaf, which computes its key once: the
+// search compares keys of neighbouring numbers many times.
 type leaf struct {
 	rules      []Rule
 	defaultRet uint32
+	k          string
 }
 
-// key identifies leaves that compile to the same code, so that they can share
-// it and neighbouring numbers can share an interval of the search.
-func (l leaf) key() string {
-	if len(l.rules) == 0 {
-		return fmt.Sprintf("ret %#x", l.defaultRet)
-	}
-	s := fmt.Sprintf("default %#x", l.defaultRet)
-	for _, r := range l.rules {
-		s += fmt.Sprintf("|%#x %v", r.Action.ret(r.Errno), r.Args)
+func newLeaf(rules []Rule, defaultRet uint32) leaf {
+	b := make([]byte, 0, 32)
+	b = strconv.AppendUint(b, uint64(defaultRet), 16)
+	for _, r := range rules {
+		b = append(b, '|')
+		b = strconv.AppendUint(b, uint64(r.Action.ret(r.Errno)), 16)
+		for _, a := range r.Args {
+			b = append(b, ' ')
+			b = strconv.AppendUint(b, uint64(a.Index), 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, uint64(a.Op), 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, a.Value, 16)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, a.ValueTwo, 16)
+		}
 		if len(r.Args) == 0 {
 			break // later rules are unreachable
 		}
 	}
-	return s
+	return leaf{rules: rules, defaultRet: defaultRet, k: string(b)}
 }
+
+// key identifies leaves that compile to the same code, so that they can share
+// it and neighbouring numbers can share an interval of the search.
+func (l leaf) key() string { return l.k }
 
 // interval is a run of system-call numbers, from start up to the next
 // interval's start, that share one leaf.
@@ -347,7 +361,7 @@ func intervals(byNr map[int][]Rule, defaultRet uint32) []interval {
 		nrs = append(nrs, nr)
 	}
 	sort.Ints(nrs)
-	gap := leaf{defaultRet: defaultRet}
+	gap := newLeaf(nil, defaultRet)
 	out := []interval{{start: 0, leaf: gap}}
 	add := func(start uint32, l leaf) {
 		if last := out[len(out)-1]; last.leaf.key() == l.key() {
@@ -363,7 +377,7 @@ func intervals(byNr map[int][]Rule, defaultRet uint32) []interval {
 		out = append(out, interval{start: start, leaf: l})
 	}
 	for _, nr := range nrs {
-		add(uint32(nr), leaf{rules: byNr[nr], defaultRet: defaultRet})
+		add(uint32(nr), newLeaf(byNr[nr], defaultRet))
 		add(uint32(nr)+1, gap)
 	}
 	return out

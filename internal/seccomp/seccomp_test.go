@@ -581,3 +581,24 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCompile is the cost every run pays before it starts: the default
+// profile and the floor, compiled for this machine.
+func BenchmarkCompile(b *testing.B) {
+	for _, p := range []struct {
+		name string
+		p    *Profile
+	}{{"default", Default()}, {"floor", Floor()}, {"strict", Strict()}} {
+		b.Run(p.name, func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				prog, err := Compile(p.p, ArchX86_64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(prog)
+			}
+			b.ReportMetric(float64(n), "insns")
+		})
+	}
+}
