@@ -108,9 +108,24 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
 // idmapUserns returns a user namespace that maps uid:gid to hostUID:hostGID,
 // for an idmapped mount. A user namespace is only reachable through a
 // process in it, and Go cannot unshare one in a multithreaded process, so
-// a short-lived child is started in it (this binary, which is killed
-// before its runtime has done anything) and its namespace kept by fd.
+// a short-lived child is started in it and its namespace kept by fd.
+//
+// The child asks to be traced (PTRACE_TRACEME), so the kernel stops it
+// with SIGTRAP at its exec, before the new image runs a single
+// instruction: the run pays for a fork and an exec, not for a second Go
+// runtime starting up on a CPU the sandbox needs (about a millisecond
+// here). Where tracing is refused (Yama's ptrace_scope 3, an LSM), the
+// child runs this binary as moat-userns-holder instead, which waits to be
+// killed. Either way it is killed as soon as the namespace is open.
 func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
+	f, err := holdUserns(uid, gid, hostUID, hostGID, true)
+	if err != nil {
+		f, err = holdUserns(uid, gid, hostUID, hostGID, false)
+	}
+	return f, err
+}
+
+func holdUserns(uid, gid, hostUID, hostGID int, stopped bool) (*os.File, error) {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
@@ -124,12 +139,14 @@ func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
 			Pdeathsig:   syscall.SIGKILL,
+			Ptrace:      stopped,
 		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start user namespace holder: %w", err)
 	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	// SIGKILL ends a traced, stopped process too.
 	syscall.Kill(pid, syscall.SIGKILL)
 	// Reaping waits for the kernel to tear the process down; the run
 	// does not need to wait for that.
