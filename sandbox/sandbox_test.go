@@ -146,6 +146,21 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 			t.Errorf("capability set not empty: %q", l)
 		}
 	}
+
+	// Init (PID 1 inside) drops everything but the bounding set on all of
+	// its threads before the command starts: nothing in the sandbox holds
+	// a capability the command could borrow.
+	r = sh(t, ws, nil, `grep -hE '^Cap(Inh|Prm|Eff|Amb)' /proc/1/task/*/status`)
+	mustExit(t, r, 0)
+	init := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(init) < 4 {
+		t.Fatalf("init's capability sets: %q", r.stdout)
+	}
+	for _, l := range init {
+		if !strings.HasSuffix(l, "0000000000000000") {
+			t.Errorf("init holds capabilities: %q", l)
+		}
+	}
 }
 
 func TestSecretsAreInvisible(t *testing.T) {

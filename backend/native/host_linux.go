@@ -1,9 +1,7 @@
 package native
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -154,13 +152,6 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			is.Control = true
 		}
 	}
-	for _, prof := range spec.Seccomp {
-		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
-		if err != nil {
-			return nil, fmt.Errorf("compile seccomp profile: %w", err)
-		}
-		is.Filters = append(is.Filters, encodeFilter(prog))
-	}
 	extra := []*os.File{specR, statW}
 	if os.Geteuid() == 0 {
 		trees, err := openTrees(spec)
@@ -251,10 +242,19 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	b2, err := json.Marshal(is)
-	if err == nil {
-		_, err = specW.Write(b2)
+	// The filters are compiled while init's runtime starts up on
+	// another CPU.
+	for _, prof := range spec.Seccomp {
+		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
+		if err != nil {
+			specW.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("compile seccomp profile: %w", err)
+		}
+		is.Filters = append(is.Filters, encodeFilter(prog))
 	}
+	_, err = specW.Write(encodeInitSpec(&is))
 	if is.Control && err == nil {
 		r.control = specW
 	} else {
@@ -402,10 +402,12 @@ func (r *run) copyOut(wg *sync.WaitGroup, src io.Reader, dst io.Writer) {
 
 func readMessages(r io.Reader, out chan<- message) {
 	defer close(out)
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var m message
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
+	for {
+		b, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		if m, err := decodeMessage(b); err == nil {
 			out <- m
 		}
 	}

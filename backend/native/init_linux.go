@@ -1,10 +1,8 @@
 package native
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,8 +59,7 @@ func fail(stage string, err error) error { return &stageError{stage, err} }
 func runInit() {
 	status := os.NewFile(fdStatus, "status")
 	send := func(m message) {
-		b, _ := json.Marshal(m)
-		status.Write(append(b, '\n'))
+		status.Write(encodeMessage(&m))
 	}
 	if err := initMain(send); err != nil {
 		m := message{Type: "error", Stage: "init", Err: err.Error()}
@@ -100,9 +97,12 @@ func initMain(send func(message)) error {
 	// The go-ahead: the host writes the Spec only once init is in its
 	// cgroups, so reading it is the synchronisation point.
 	f := os.NewFile(fdSpec, "spec")
-	var is initSpec
-	dec := json.NewDecoder(f)
-	if err := dec.Decode(&is); err != nil {
+	b, err := readFrame(f)
+	if err != nil {
+		return fail("read spec", err)
+	}
+	is, err := decodeInitSpec(b)
+	if err != nil {
 		return fail("read spec", err)
 	}
 	if is.Control {
@@ -110,7 +110,7 @@ func initMain(send func(message)) error {
 			// A byte from the host: stop everything but init. EOF (the
 			// host closing the pipe at the end of the run) changes nothing.
 			b := make([]byte, 1)
-			if n, _ := io.MultiReader(dec.Buffered(), f).Read(b); n == 1 {
+			if n, _ := f.Read(b); n == 1 {
 				syscall.Kill(-1, syscall.SIGKILL)
 			}
 		}()
@@ -160,7 +160,7 @@ func initMain(send func(message)) error {
 	// From here on init gives up its power, in this order: it is no longer
 	// dumpable (the command runs as the same uid and must not read init's
 	// memory or open its fds through /proc/1), then every capability goes
-	// (bounding set first, which needs CAP_SETPCAP, then ambient, then the
+	// (bounding set first, which needs CAP_SETPCAP, then the
 	// rest), then no_new_privs so no later exec can gain any back. These
 	// are per-thread attributes: each is applied to all of init's threads
 	// at once (except the bounding set and Landlock, see there), and the
@@ -316,9 +316,9 @@ func dropCapabilities() error {
 			return fmt.Errorf("bounding set cap %d: %w", c, err)
 		}
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return fmt.Errorf("clear ambient: %w", err)
-	}
+	// Emptying the permitted and inheritable sets empties the ambient set
+	// too (the kernel keeps ambient a subset of both), so one stop of all
+	// threads does it all.
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := allThreads(unix.SYS_CAPSET, uintptr(ptr(&hdr)), uintptr(ptr(&data[0])), 0); err != nil {

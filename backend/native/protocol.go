@@ -15,22 +15,23 @@ import (
 //	 |  start init (clone with namespaces,   |
 //	 |  uid/gid maps written by the runtime) |
 //	 |  join cgroups (v1), open trees        |
-//	 |--- fd 3: Spec as one JSON value ----->|  read it: the go-ahead
+//	 |--- fd 3: the Spec, one frame -------->|  read it: the go-ahead
 //	 |                                       |  build root, pivot_root, limits,
 //	 |                                       |  drop caps, no_new_privs, exec
-//	 |<-- fd 4: {"type":"started"} ----------|  the command is running
+//	 |<-- fd 4: "started" -------------------|  the command is running
 //	 |    ...                                |  reap, forward signals
-//	 |<-- fd 4: {"type":"exit", ...} --------|  the command ended; init exits
+//	 |<-- fd 4: "exit", status, usage -------|  the command ended; init exits
 //	 |                                       |  and the kernel kills what is left
 //	 |--- fd 3: a byte (Control runs) ----->|  stop: kill the command, save,
 //	 |                                       |  report "exit" as usual
 //	 or, at any point before "started":
-//	 |<-- fd 4: {"type":"error", stage, ...}-|  setup failed; init exits 1
+//	 |<-- fd 4: "error", stage, errno -------|  setup failed; init exits 1
 //
 // Sending the Spec only after the host has put init into its cgroups means
-// nothing the command does can happen outside them. Every message is one
-// JSON object on one line. When init dies without an "exit" message (killed
-// by the host for a limit, or by the kernel), the host decides the cause.
+// nothing the command does can happen outside them. The Spec and each
+// message are one frame (see codec.go). When init dies without an "exit"
+// message (killed by the host for a limit, or by the kernel), the host
+// decides the cause.
 
 const (
 	fdSpec   = 3 // host -> init: the Spec
@@ -41,61 +42,60 @@ const (
 const initArg0 = "moat-sandbox-init"
 
 type message struct {
-	Type string `json:"type"` // started | error | exit
+	Type string // started | error | exit
 
 	// error
-	Stage string `json:"stage,omitempty"`
-	Err   string `json:"err,omitempty"`
-	Errno int    `json:"errno,omitempty"`
+	Stage string
+	Err   string
+	Errno int
 
 	// started
-	Pid int `json:"pid,omitempty"`
+	Pid int
 
 	// exit: the command's raw wait status and the resource usage of every
 	// process init reaped.
-	WaitStatus uint32 `json:"wait_status,omitempty"`
-	UserNanos  int64  `json:"user_ns,omitempty"`
-	SysNanos   int64  `json:"sys_ns,omitempty"`
-	MaxRSSKiB  int64  `json:"maxrss_kib,omitempty"`
+	WaitStatus uint32
+	UserNanos  int64
+	SysNanos   int64
+	MaxRSSKiB  int64
 	// DiskFull: the disk-limit tmpfs ran out of space. MergeErr: the run's
 	// overlay changes could not be merged into the change set.
-	DiskFull bool   `json:"disk_full,omitempty"`
-	MergeErr string `json:"merge_err,omitempty"`
+	DiskFull bool
+	MergeErr string
 	// Denials are the system calls the observed seccomp filter refused.
-	Denials []denial `json:"denials,omitempty"`
+	Denials []denial
 }
 
 type denial struct {
-	Nr    int `json:"nr"`
-	Errno int `json:"errno"`
-	Count int `json:"count"`
+	Nr    int
+	Errno int
+	Count int
 }
 
 // initSpec is what the host sends to init: the Spec plus the host side's
 // decisions about how to realise it.
 type initSpec struct {
-	Spec *backend.Spec `json:"spec"`
+	Spec *backend.Spec
 	// Trees maps a mount index to an inherited fd holding a detached mount
 	// tree (open_tree) the host prepared; init moves it into place instead
 	// of binding by path.
 	// Keys are the mount's index, and "INDEX/layers" for the layers of
 	// an overlay.
-	Trees map[string]int `json:"trees,omitempty"`
+	Trees map[string]int
 	// Filters are the Spec's seccomp profiles compiled on the host for
 	// this machine's architecture, installed by init in this order.
 	// Each is the raw program (8 bytes per instruction, as the kernel
-	// takes it), which JSON carries as base64: decoding a program as JSON
-	// objects cost init a millisecond.
-	Filters [][]byte `json:"filters,omitempty"`
+	// takes it).
+	Filters [][]byte
 	// NetFD is an inherited unix socket on which init sends the host the
 	// proxy listener it bound inside the network namespace (SCM_RIGHTS),
 	// for NetProxy runs; 0 otherwise.
-	NetFD int `json:"net_fd,omitempty"`
+	NetFD int
 	// Control: the host keeps the spec pipe open after the Spec, and a
 	// byte on it asks init to stop the command (everything in the PID
 	// namespace) and still finish the run: merge an overlay's changes and
 	// report. Used when there is something to save.
-	Control bool `json:"control,omitempty"`
+	Control bool
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace
