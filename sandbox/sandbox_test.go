@@ -150,15 +150,22 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 	// Init (PID 1 inside) drops everything but the bounding set on all of
 	// its threads before the command starts: nothing in the sandbox holds
 	// a capability the command could borrow.
-	r = sh(t, ws, nil, `grep -hE '^Cap(Inh|Prm|Eff|Amb)' /proc/1/task/*/status`)
-	mustExit(t, r, 0)
-	init := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(init) < 4 {
-		t.Fatalf("init's capability sets: %q", r.stdout)
-	}
-	for _, l := range init {
-		if !strings.HasSuffix(l, "0000000000000000") {
-			t.Errorf("init holds capabilities: %q", l)
+	// No thread of init can gain privileges through exec either.
+	for _, profile := range []string{"default", "unconfined"} {
+		r = sh(t, ws, func(p *policy.Policy) { p.Syscalls.Profile = profile },
+			`grep -hE '^(Cap(Inh|Prm|Eff|Amb)|NoNewPrivs)' /proc/1/task/*/status`)
+		mustExit(t, r, 0)
+		init := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(init) < 5 {
+			t.Fatalf("%s: init's capability sets: %q", profile, r.stdout)
+		}
+		for _, l := range init {
+			if strings.HasPrefix(l, "NoNewPrivs") && !strings.HasSuffix(l, "1") {
+				t.Errorf("%s: a thread of init lacks no_new_privs: %q", profile, l)
+			}
+			if strings.HasPrefix(l, "Cap") && !strings.HasSuffix(l, "0000000000000000") {
+				t.Errorf("%s: init holds capabilities: %q", profile, l)
+			}
 		}
 	}
 }
@@ -220,6 +227,42 @@ func TestWritesOutsideWorkspaceFail(t *testing.T) {
 	st := fi.Sys().(*syscall.Stat_t)
 	if int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid() {
 		t.Errorf("out.txt owned by %d:%d, want the caller %d:%d", st.Uid, st.Gid, os.Geteuid(), os.Getegid())
+	}
+}
+
+// TestReadWritePathsOfOtherOwners: as root, each writable path is id-mapped
+// for its own owner, so the command can write in a --rw directory that
+// belongs to someone other than the workspace's owner, and what it creates
+// there lands owned by that directory's owner.
+func TestReadWritePathsOfOtherOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root id-maps writable paths (an ordinary caller's files are its own)")
+	}
+	ws := t.TempDir()
+	other := t.TempDir()
+	const uid, gid = 12345, 12346
+	if err := os.Chown(other, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	r := sh(t, ws, func(p *policy.Policy) { p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, other) },
+		fmt.Sprintf("echo a > %s/a && echo b > %s/b && stat -c %%u:%%g %s/b", ws, other, other))
+	mustExit(t, r, 0)
+	if got := strings.TrimSpace(r.stdout); got != "1000:1000" {
+		t.Errorf("inside, the new file in the other owner's directory is %s, want the sandbox user 1000:1000", got)
+	}
+	for _, c := range []struct {
+		path     string
+		uid, gid int
+	}{{filepath.Join(ws, "a"), 0, 0}, {filepath.Join(other, "b"), uid, gid}} {
+		fi, err := os.Stat(c.path)
+		if err != nil {
+			t.Errorf("write did not persist: %v", err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != c.uid || int(st.Gid) != c.gid {
+			t.Errorf("%s owned by %d:%d on the host, want %d:%d", c.path, st.Uid, st.Gid, c.uid, c.gid)
+		}
 	}
 }
 

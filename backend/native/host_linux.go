@@ -153,8 +153,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	extra := []*os.File{specR, statW}
+	var idmaps []idmap
 	if os.Geteuid() == 0 {
-		trees, err := openTrees(spec)
+		trees, maps, err := openTrees(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -163,6 +164,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 				f.Close()
 			}
 		})
+		idmaps = maps
 		is.Trees = map[string]int{}
 		for key, f := range trees {
 			is.Trees[key] = 3 + len(extra) // ExtraFiles[k] is fd 3+k
@@ -242,8 +244,14 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	// The filters are compiled while init's runtime starts up on
-	// another CPU.
+	// The trees are id-mapped and the filters compiled while init's
+	// runtime starts up on another CPU.
+	if err := applyIDMaps(spec, idmaps); err != nil {
+		specW.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, err
+	}
 	for _, prof := range spec.Seccomp {
 		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
 		if err != nil {

@@ -171,8 +171,17 @@ func initMain(send func(message)) error {
 	if err := dropCapabilities(); err != nil {
 		return fail("drop capabilities", err)
 	}
-	if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+	// no_new_privs goes on this thread first (Landlock and seccomp need
+	// it); the seccomp filters' TSYNC below then sets it on every other
+	// thread of init, which saves stopping them all once more. Without a
+	// filter it is set on all of them here.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("set no_new_privs", err)
+	}
+	if len(is.Filters) == 0 {
+		if err := allThreads(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+			return fail("set no_new_privs", err)
+		}
 	}
 	if spec.Landlock {
 		if err := restrictLandlock(spec); err != nil {

@@ -12,9 +12,11 @@ import (
 // as fds 3 and 4 (after stdin, stdout and stderr):
 //
 //	host                                   init (PID 1 in the new namespaces)
-//	 |  start init (clone with namespaces,   |
-//	 |  uid/gid maps written by the runtime) |
-//	 |  join cgroups (v1), open trees        |
+//	 |  open trees, start init (clone with   |
+//	 |  namespaces, uid/gid maps written by  |
+//	 |  the runtime)                         |  Go runtime starts
+//	 |  join cgroups (v1), id-map the trees, |
+//	 |  compile the seccomp filters          |
 //	 |--- fd 3: the Spec, one frame -------->|  read it: the go-ahead
 //	 |                                       |  build root, pivot_root, limits,
 //	 |                                       |  drop caps, no_new_privs, exec

@@ -25,19 +25,14 @@ import (
 // check (sysctls, signals, set-id bits). Idmapped mounts are the kernel's
 // mechanism for exactly this; the alternative, chown-ing files after the
 // run, would race with the command and touch the user's tree.
-func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
+func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	trees := map[string]*os.File{}
 	closeAll := func() {
 		for _, f := range trees {
 			f.Close()
 		}
 	}
-	var userns *os.File
-	defer func() {
-		if userns != nil {
-			userns.Close()
-		}
-	}()
+	var maps []idmap
 	for i, m := range spec.Mounts {
 		if m.Kind != backend.MountBind && m.Kind != backend.MountOverlay {
 			continue
@@ -48,19 +43,19 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
 			// pass through the (root-owned) directory holding them.
 			if err := os.Chmod(m.Layers, 0o711); err != nil {
 				closeAll()
-				return nil, fmt.Errorf("overlay layers: %w", err)
+				return nil, nil, fmt.Errorf("overlay layers: %w", err)
 			}
 			for _, d := range []string{"upper", "work"} {
 				p := filepath.Join(m.Layers, d)
 				if err := os.Lchown(p, spec.User.HostUID, spec.User.HostGID); err != nil {
 					closeAll()
-					return nil, fmt.Errorf("overlay layers: %w", err)
+					return nil, nil, fmt.Errorf("overlay layers: %w", err)
 				}
 			}
 			fd, err := unix.OpenTree(unix.AT_FDCWD, m.Layers, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 			if err != nil {
 				closeAll()
-				return nil, &backend.InitError{Stage: "overlay " + m.Target, Err: fmt.Errorf("open layers %s: %w", m.Layers, err)}
+				return nil, nil, &backend.InitError{Stage: "overlay " + m.Target, Err: fmt.Errorf("open layers %s: %w", m.Layers, err)}
 			}
 			trees[key+"/layers"] = os.NewFile(uintptr(fd), m.Layers)
 		}
@@ -74,7 +69,7 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
 				continue
 			}
 			closeAll()
-			return nil, &backend.InitError{Stage: "bind " + m.Source, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
+			return nil, nil, &backend.InitError{Stage: "bind " + m.Source, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
 		trees[key] = f
@@ -84,25 +79,52 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, error) {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			closeAll()
-			return nil, fmt.Errorf("stat %s: %w", m.Source, err)
+			return nil, nil, fmt.Errorf("stat %s: %w", m.Source, err)
 		}
 		if int(st.Uid) == spec.User.HostUID && int(st.Gid) == spec.User.HostGID {
 			continue
 		}
-		if userns == nil {
-			userns, err = idmapUserns(int(st.Uid), int(st.Gid), spec.User.HostUID, spec.User.HostGID)
-			if err != nil {
-				closeAll()
-				return nil, fmt.Errorf("id-map %s: %w", m.Source, err)
-			}
+		maps = append(maps, idmap{tree: f, uid: int(st.Uid), gid: int(st.Gid)})
+	}
+	return trees, maps, nil
+}
+
+// idmap is a tree still to be id-mapped: files owned by uid:gid are to
+// appear owned by the sandbox user.
+type idmap struct {
+	tree     *os.File
+	uid, gid int
+}
+
+// applyIDMaps id-maps the trees openTrees left to map. It may run after
+// init has started with the trees as inherited fds (the fds name the same
+// detached mounts), as long as it is before init reads the Spec and moves
+// them into place: the host does it while init's runtime starts, since
+// getting a user namespace for the mapping costs a fork and an exec.
+func applyIDMaps(spec *backend.Spec, maps []idmap) error {
+	userns := map[[2]int]*os.File{}
+	defer func() {
+		for _, f := range userns {
+			f.Close()
 		}
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.Source, st.Uid, st.Gid, spec.User.HostUID, spec.User.HostGID, err)
+	}()
+	for _, m := range maps {
+		owner := [2]int{m.uid, m.gid}
+		ns := userns[owner]
+		if ns == nil {
+			var err error
+			ns, err = idmapUserns(m.uid, m.gid, spec.User.HostUID, spec.User.HostGID)
+			if err != nil {
+				return fmt.Errorf("id-map %s: %w", m.tree.Name(), err)
+			}
+			userns[owner] = ns
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+		if err := unix.MountSetattr(int(m.tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.tree.Name(), m.uid, m.gid, spec.User.HostUID, spec.User.HostGID, err)
 		}
 	}
-	return trees, nil
+	return nil
 }
 
 // idmapUserns returns a user namespace that maps uid:gid to hostUID:hostGID,
