@@ -163,6 +163,14 @@ const (
 type Network struct {
 	Mode      NetMode `json:"mode"`
 	ProxyPort int     `json:"proxy_port,omitempty"`
+	// RestrictBind and RestrictConnect limit TCP bind and connect to the
+	// ports in BindPorts and ConnectPorts with Landlock (ABI 4 or later;
+	// the sandbox package refuses such a Spec on an older kernel). Off,
+	// Landlock leaves TCP alone.
+	RestrictBind    bool  `json:"restrict_bind,omitempty"`
+	BindPorts       []int `json:"bind_ports,omitempty"`
+	RestrictConnect bool  `json:"restrict_connect,omitempty"`
+	ConnectPorts    []int `json:"connect_ports,omitempty"`
 }
 
 // Capabilities is what a backend can enforce on this host for this caller.

@@ -174,7 +174,7 @@ func (d *decoder) table(key string, t map[string]any, dst reflect.Value) {
 	fields := make(map[string]reflect.Value)
 	var known []string
 	for i := 0; i < dst.NumField(); i++ {
-		tag := dst.Type().Field(i).Tag.Get("toml")
+		tag, _, _ := strings.Cut(dst.Type().Field(i).Tag.Get("toml"), ",")
 		if tag == "" || tag == "-" {
 			continue
 		}
@@ -200,6 +200,9 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 		return
 	case durationType:
 		d.duration(key, v, dst)
+		return
+	case portsType:
+		d.ports(key, v, dst)
 		return
 	}
 	switch dst.Kind() {
@@ -276,6 +279,27 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 	default:
 		panic(fmt.Sprintf("policy: field %s has unsupported type %s", key, dst.Type()))
 	}
+}
+
+// portsType is an optional list of ports: nil when the key is absent.
+var portsType = reflect.TypeFor[*[]int]()
+
+func (d *decoder) ports(key string, v any, dst reflect.Value) {
+	a, ok := v.([]any)
+	if !ok {
+		d.add(key, "expected an array of port numbers, got "+describe(v))
+		return
+	}
+	list := make([]int, 0, len(a))
+	for i, e := range a {
+		n, ok := e.(int64)
+		if !ok || n != int64(int(n)) {
+			d.add(indexKey(key, i), "expected a port number, got "+describe(e))
+			continue
+		}
+		list = append(list, int(n))
+	}
+	dst.Set(reflect.ValueOf(&list))
 }
 
 func (d *decoder) size(key string, v any, dst reflect.Value) {

@@ -126,6 +126,16 @@ type Network struct {
 	// HTTPSOnly refuses plain-HTTP requests and tunnels that do not start
 	// with TLS, in allow mode. Default false.
 	HTTPSOnly bool `toml:"https_only" json:"https_only"`
+	// TCPBind and TCPConnect, when set, are the only TCP ports the
+	// command may bind (listen on) and connect to, enforced by Landlock
+	// (ABI 4 or later; a kernel without it refuses the run). Unset (the
+	// default), Landlock leaves TCP alone: in none and allow modes the
+	// network namespace is the wall, and servers a command starts on
+	// loopback for its own tests keep working. An empty list allows no
+	// port at all. In allow mode the proxy's port is always connectable.
+	// Port 0 in TCPBind allows binding to an ephemeral port.
+	TCPBind    *[]int `toml:"tcp_bind,omitempty" json:"tcp_bind,omitempty"`
+	TCPConnect *[]int `toml:"tcp_connect,omitempty" json:"tcp_connect,omitempty"`
 }
 
 // Network modes.

@@ -124,6 +124,27 @@ func (p *Policy) validateNetwork(l *errorList) {
 			l.add(f, fmt.Sprintf("%q has host bits set; did you mean %q?", c, pfx.Masked().String()))
 		}
 	}
+	ports(l, "network.tcp_bind", n.TCPBind, 0)
+	ports(l, "network.tcp_connect", n.TCPConnect, 1)
+	if (n.TCPBind != nil || n.TCPConnect != nil) && p.Filesystem.Landlock == LandlockOff {
+		f := "network.tcp_bind"
+		if n.TCPBind == nil {
+			f = "network.tcp_connect"
+		}
+		l.add(f, `TCP port rules are enforced by Landlock, which filesystem.landlock = "off" turns off; leave the ports unset or turn Landlock on`)
+	}
+}
+
+// ports checks a list of TCP ports, each from low to 65535.
+func ports(l *errorList, field string, list *[]int, low int) {
+	if list == nil {
+		return
+	}
+	for i, p := range *list {
+		if p < low || p > 65535 {
+			l.add(indexKey(field, i), fmt.Sprintf("%d is not a TCP port (%d to 65535)", p, low))
+		}
+	}
 }
 
 // destinations checks network patterns: "host", "*.domain", "*", an IP

@@ -22,12 +22,13 @@ func TestValidateReportsEverythingWithLines(t *testing.T) {
 		f + `:14: network.allow[0]: "https://pypi.org" is not a destination (no scheme or path); write a host name`,
 		f + `:14: network.allow[1]: "" is empty`,
 		f + `:15: network.allow_cidrs[0]: "10.0.0.0/33" is not a CIDR range`,
-		f + `:19: limits.open_files: 2000000 is too many (max 1048576)`,
-		f + `:20: limits.memory: 512B is too small (min 1MiB, or 0 for no limit); a size without a unit is in bytes`,
-		f + `:18: limits.cpus: 2048 is too many (max 1024)`,
-		f + `:23: syscalls.profile: "permissive" is not one of default, strict, unconfined, or the path of a JSON profile`,
-		f + `:26: user.uid: 0 is root; moat never runs a command as root inside the sandbox`,
-		f + `:27: user.host_gid: 0 is root; moat never runs a command as root on the host`,
+		f + `:16: network.tcp_bind[1]: -1 is not a TCP port (0 to 65535)`,
+		f + `:20: limits.open_files: 2000000 is too many (max 1048576)`,
+		f + `:21: limits.memory: 512B is too small (min 1MiB, or 0 for no limit); a size without a unit is in bytes`,
+		f + `:19: limits.cpus: 2048 is too many (max 1024)`,
+		f + `:24: syscalls.profile: "permissive" is not one of default, strict, unconfined, or the path of a JSON profile`,
+		f + `:27: user.uid: 0 is root; moat never runs a command as root inside the sandbox`,
+		f + `:28: user.host_gid: 0 is root; moat never runs a command as root on the host`,
 	})
 }
 
@@ -62,6 +63,13 @@ func TestValidateFields(t *testing.T) {
 		{"empty label", func(p *Policy) { p.Network.Allow = []string{"a..b"} }, "is not a valid host name"},
 		{"host bits", func(p *Policy) { p.Network.AllowCIDRs = []string{"10.1.2.3/24"} }, `did you mean "10.1.2.0/24"?`},
 		{"ipv6 cidr", func(p *Policy) { p.Network.AllowCIDRs = []string{"fd00::/8"} }, ""},
+		{"tcp ports", func(p *Policy) { p.Network.TCPBind, p.Network.TCPConnect = &[]int{0, 8080}, &[]int{} }, ""},
+		{"bad bind port", func(p *Policy) { p.Network.TCPBind = &[]int{80, 70000} }, "network.tcp_bind[1]: 70000 is not a TCP port (0 to 65535)"},
+		{"connect port 0", func(p *Policy) { p.Network.TCPConnect = &[]int{0} }, "network.tcp_connect[0]: 0 is not a TCP port (1 to 65535)"},
+		{"tcp ports without landlock", func(p *Policy) {
+			p.Network.TCPConnect = &[]int{443}
+			p.Filesystem.Landlock = "off"
+		}, `network.tcp_connect: TCP port rules are enforced by Landlock, which filesystem.landlock = "off" turns off`},
 		{"negative wall", func(p *Policy) { p.Limits.Wall = -1 }, "limits.wall: -1 is negative; use 0 for no limit"},
 		{"negative pids", func(p *Policy) { p.Limits.Pids = -1 }, "limits.pids: -1 is negative"},
 		{"too many pids", func(p *Policy) { p.Limits.Pids = 1 << 23 }, "limits.pids: 8388608 is too many"},

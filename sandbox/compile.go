@@ -158,7 +158,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		Mounts:        mounts,
 		User:          id,
 		Limits:        limits(p.Limits),
-		Network:       networkSpec(p.Network.Mode),
+		Network:       networkSpec(p.Network),
 		MaskPaths:     procMasked,
 		ReadOnlyPaths: procReadOnly,
 		Seccomp:       filters,

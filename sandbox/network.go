@@ -112,14 +112,29 @@ func (er *egressRun) report() *NetworkReport {
 }
 
 // networkSpec is the backend's network plan for the policy's mode.
-func networkSpec(mode string) backend.Network {
-	switch mode {
+func networkSpec(n policy.Network) backend.Network {
+	var s backend.Network
+	switch n.Mode {
 	case policy.NetworkAllow:
-		return backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
+		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
 	case policy.NetworkHost:
-		return backend.Network{Mode: backend.NetHost}
+		s = backend.Network{Mode: backend.NetHost}
+	default:
+		s = backend.Network{Mode: backend.NetNone}
 	}
-	return backend.Network{Mode: backend.NetNone}
+	if n.TCPBind != nil {
+		s.RestrictBind = true
+		s.BindPorts = append([]int{}, *n.TCPBind...)
+	}
+	if n.TCPConnect != nil {
+		s.RestrictConnect = true
+		s.ConnectPorts = append([]int{}, *n.TCPConnect...)
+		if s.Mode == backend.NetProxy {
+			// The proxy is the only way out: it stays reachable.
+			s.ConnectPorts = append(s.ConnectPorts, s.ProxyPort)
+		}
+	}
+	return s
 }
 
 // Hooks for tests: where the proxy resolves and dials.

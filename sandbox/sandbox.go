@@ -211,7 +211,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// Probing the backend costs a little (cgroups); only a run that asks
 	// for a cgroup limit, or requires Landlock, needs to know beforehand.
 	var caps backend.Capabilities
-	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || landlock == policy.LandlockRequired {
+	tcpRules := spec.Network.RestrictBind || spec.Network.RestrictConnect
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || landlock == policy.LandlockRequired || tcpRules {
 		caps = be.Capabilities()
 	}
 	if landlock == policy.LandlockRequired && caps.LandlockABI == 0 {
@@ -273,14 +274,26 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	check(l.MemoryBytes > 0, caps.Memory, caps.MemoryWhy, "memory limit", "limits.memory / --memory", func() { l.MemoryBytes = 0 })
 	check(l.Pids > 0, caps.Pids, caps.PidsWhy, "process limit", "limits.pids / --pids", func() { l.Pids = 0 })
 	check(l.CPUs > 0, caps.CPU, caps.CPUWhy, "CPU quota", "limits.cpus / --cpus", func() { l.CPUs = 0 })
+	n := &spec.Network
+	check(n.RestrictBind || n.RestrictConnect, caps.LandlockABI >= 4,
+		fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI)),
+		"TCP port rules", "network.tcp_bind, tcp_connect / --tcp-bind, --tcp-connect",
+		func() { n.RestrictBind, n.BindPorts, n.RestrictConnect, n.ConnectPorts = false, nil, false, nil })
 	if len(gaps) > 0 && !allow {
 		msg := ""
 		for _, g := range gaps {
 			msg += "\n  " + g
 		}
-		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for how to delegate cgroups to this user, remove the limit, or pass --allow-degraded to run without it)", ErrRefused, msg)
+		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}
 	return gaps, nil
+}
+
+func landlockABIName(abi int) string {
+	if abi == 0 {
+		return "no Landlock"
+	}
+	return fmt.Sprintf("ABI %d", abi)
 }
 
 // SignalName is the conventional name of a signal ("SIGKILL").

@@ -45,6 +45,13 @@ func (e *encoder) strs(ss []string) {
 	}
 }
 
+func (e *encoder) ints(v []int) {
+	e.uint(uint64(len(v)))
+	for _, n := range v {
+		e.int(int64(n))
+	}
+}
+
 // frame returns the encoded fields with their length in front.
 func (e *encoder) frame() []byte {
 	out := make([]byte, 4, 4+len(e.b))
@@ -136,6 +143,18 @@ func (d *decoder) strs() []string {
 	return ss
 }
 
+func (d *decoder) ints() []int {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	v := make([]int, n)
+	for i := range v {
+		v[i] = int(d.int())
+	}
+	return v
+}
+
 // readFrame reads one frame from r; io.EOF when r ends between frames.
 func readFrame(r io.Reader) ([]byte, error) {
 	var hdr [4]byte
@@ -197,6 +216,10 @@ func encodeInitSpec(is *initSpec) []byte {
 		e.int(l.DiskBytes)
 		e.str(string(s.Network.Mode))
 		e.int(int64(s.Network.ProxyPort))
+		e.bool(s.Network.RestrictBind)
+		e.ints(s.Network.BindPorts)
+		e.bool(s.Network.RestrictConnect)
+		e.ints(s.Network.ConnectPorts)
 		e.strs(s.MaskPaths)
 		e.strs(s.ReadOnlyPaths)
 		e.bool(s.Landlock)
@@ -258,6 +281,10 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 		l.DiskBytes = d.int()
 		s.Network.Mode = backend.NetMode(d.str())
 		s.Network.ProxyPort = int(d.int())
+		s.Network.RestrictBind = d.bool()
+		s.Network.BindPorts = d.ints()
+		s.Network.RestrictConnect = d.bool()
+		s.Network.ConnectPorts = d.ints()
 		s.MaskPaths = d.strs()
 		s.ReadOnlyPaths = d.strs()
 		s.Landlock = d.bool()

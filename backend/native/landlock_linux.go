@@ -13,8 +13,9 @@ import (
 
 // landlockConfig is every file-system right and IPC scope go-landlock
 // knows, downgraded to what the running kernel supports. TCP rights are
-// not handled yet: with no network the namespace is the wall, and
-// loopback servers a command starts for its own tests keep working.
+// handled only when the Spec restricts ports (network.tcp_bind and
+// tcp_connect): otherwise the network namespace is the wall, and loopback
+// servers a command starts for its own tests keep working.
 var landlockConfig = landlock.Config{
 	HandledAccessFS: landlock.V10.HandledAccessFS,
 	Scoped:          landlock.V10.Scoped,
@@ -55,7 +56,29 @@ func restrictLandlock(spec *backend.Spec) error {
 			}
 		}
 	}
-	fd, flags, err := landlockConfig.NewRulesetFD(rules...)
+	cfg := landlockConfig
+	n := spec.Network
+	if n.RestrictBind || n.RestrictConnect {
+		// The sandbox package refuses such a Spec below ABI 4; this is
+		// the backend's own check, so that no caller gets TCP rules
+		// silently dropped.
+		if abi, err := ll.LandlockGetABIVersion(); err != nil || abi < 4 {
+			return fmt.Errorf("TCP port rules need Landlock ABI 4 (Linux 6.7); this kernel has %d", max(abi, 0))
+		}
+	}
+	if n.RestrictBind {
+		cfg.HandledAccessNet |= ll.AccessNetBindTCP
+		for _, p := range n.BindPorts {
+			rules = append(rules, landlock.BindTCP(uint16(p)))
+		}
+	}
+	if n.RestrictConnect {
+		cfg.HandledAccessNet |= ll.AccessNetConnectTCP
+		for _, p := range n.ConnectPorts {
+			rules = append(rules, landlock.ConnectTCP(uint16(p)))
+		}
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
 		return fmt.Errorf("landlock ruleset: %w", err)
 	}

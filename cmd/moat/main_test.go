@@ -111,12 +111,17 @@ func TestBadFlags(t *testing.T) {
 		{"run", "--pids", "many", "--", "true"},
 		{"run", "--no-such-flag", "--", "true"},
 		{"run", "--workspace-mode", "snapshot", "--", "true"},
+		{"run", "--tcp-bind", "http", "--", "true"},
+		{"run", "--tcp-connect", "443,", "--", "true"},
 	} {
 		code, _, errs := moat(t, ws, args...)
 		if code != exitMoatError || errs == "" {
 			t.Errorf("%v: code %d err %q", args, code, errs)
 		}
 		if strings.Contains(args[1], "memory") && !strings.Contains(errs, "512M") {
+			t.Errorf("%v: error does not say what is allowed: %q", args, errs)
+		}
+		if strings.HasPrefix(args[1], "--tcp") && !strings.Contains(errs, "ports separated by commas (22,8080) or none") {
 			t.Errorf("%v: error does not say what is allowed: %q", args, errs)
 		}
 	}
@@ -129,6 +134,10 @@ func TestFlagErrorNamesFlag(t *testing.T) {
 	ws := t.TempDir()
 	code, _, errs := moat(t, ws, "run", "--pids", "-3", "--", "true")
 	if code != exitMoatError || !strings.Contains(errs, "--pids") || !strings.Contains(errs, "limits.pids") {
+		t.Errorf("code %d err %q", code, errs)
+	}
+	code, _, errs = moat(t, ws, "run", "--tcp-bind", "80,99999", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "--tcp-bind") || !strings.Contains(errs, "network.tcp_bind[1]: 99999 is not a TCP port") {
 		t.Errorf("code %d err %q", code, errs)
 	}
 }

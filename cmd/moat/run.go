@@ -31,6 +31,8 @@ type runFlags struct {
 	ro, rw, deny  listFlag
 	env           listFlag
 	net           string
+	tcpBind       string
+	tcpConnect    string
 	seccomp       string
 	auditFile     string
 	landlock      string
@@ -86,6 +88,8 @@ func newRunFlags(name string, stderr io.Writer) *runFlags {
 	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
 	fs.StringVar(&f.net, "net", "", "network `MODE`: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
+	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
 	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto (default), required, best-effort or off")
 	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
@@ -171,6 +175,20 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 			}
 			p.MarkFlag("network.allow", "--net")
 		}
+	}
+	for _, pf := range []struct {
+		flag, field, v string
+		dst            **[]int
+	}{{"--tcp-bind", "network.tcp_bind", f.tcpBind, &p.Network.TCPBind}, {"--tcp-connect", "network.tcp_connect", f.tcpConnect, &p.Network.TCPConnect}} {
+		if pf.v == "" {
+			continue
+		}
+		list, err := parsePorts(pf.v)
+		if err != nil {
+			return nil, fmt.Errorf("flag %s %q: %v", pf.flag, pf.v, err)
+		}
+		*pf.dst = &list
+		p.MarkFlag(pf.field, pf.flag)
 	}
 	abs := func(list []string) []string {
 		out := make([]string, len(list))
@@ -525,4 +543,22 @@ func loadPolicyFile(path string) (*policy.Policy, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// parsePorts reads a --tcp-bind or --tcp-connect value: port numbers
+// separated by commas, or "none" for no port at all. Ranges are checked
+// with the policy.
+func parsePorts(v string) ([]int, error) {
+	list := []int{}
+	if v == "none" {
+		return list, nil
+	}
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a port number; write ports separated by commas (22,8080) or none", s)
+		}
+		list = append(list, n)
+	}
+	return list, nil
 }
