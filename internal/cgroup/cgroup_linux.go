@@ -85,6 +85,7 @@ func Probe() Info {
 type v2State struct {
 	controllers, subtree []string
 	populated            bool
+	onlySelf             bool // the only process in it is this one
 }
 
 func readV2State(dir string) *v2State {
@@ -95,8 +96,9 @@ func readV2State(dir string) *v2State {
 	if b, err := os.ReadFile(dir + "/cgroup.subtree_control"); err == nil {
 		s.subtree = strings.Fields(string(b))
 	}
-	if b, err := os.ReadFile(dir + "/cgroup.procs"); err == nil {
-		s.populated = len(strings.TrimSpace(string(b))) > 0
+	if pids, err := readPids(dir + "/cgroup.procs"); err == nil {
+		s.populated = len(pids) > 0
+		s.onlySelf = len(pids) == 1 && pids[0] == os.Getpid()
 	}
 	return &s
 }
@@ -122,8 +124,11 @@ func (l layout) whyNotV2(ctl string, s *v2State) string {
 	if why := notWritable(l.v2 + "/cgroup.subtree_control"); why != "" {
 		return why
 	}
-	if !l.v2Root && s.populated {
-		return fmt.Sprintf("%s holds processes, so cgroup v2 cannot enable %s for its children (no-internal-process rule); run moat in a cgroup of its own", l.v2, ctl)
+	// A populated cgroup cannot enable controllers for children (the
+	// no-internal-process rule); New works around it when moat is alone in
+	// it, or for root (see v2Parent).
+	if !l.v2Root && s.populated && !s.onlySelf && (os.Geteuid() != 0 || l.v2Top == "") {
+		return fmt.Sprintf("%s holds other processes than moat, so cgroup v2 cannot enable %s for its children (no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", l.v2, ctl)
 	}
 	return ""
 }
@@ -168,6 +173,12 @@ type Cgroup struct {
 	hasKill   bool     // unified has cgroup.kill
 	fd        int      // O_PATH fd of unified when it holds every controller, else -1
 	destroyed bool
+	// shared is a parent New created for runs to share (the root's moat
+	// directory); Destroy removes it when no other run uses it.
+	shared string
+	// inLeaf: New moved this process into a leaf of its cgroup to make
+	// room for c (see makeRoom); Destroy undoes that with the last such run.
+	inLeaf bool
 
 	// The directory holding each controller's files, "" when absent.
 	mem, pids, cpu, cpuacct, freezer string
@@ -193,11 +204,15 @@ func New(name string, lim Limits) (*Cgroup, error) {
 		return nil, err
 	}
 	c := &Cgroup{fd: -1}
-	if err := c.create(l, name, lim); err != nil {
-		return nil, errors.Join(err, c.removeDirs())
+	err = c.create(l, name, lim)
+	if err == nil {
+		err = c.setLimits(lim)
 	}
-	if err := c.setLimits(lim); err != nil {
-		return nil, errors.Join(err, c.removeDirs())
+	if err != nil {
+		if c.fd >= 0 {
+			unix.Close(c.fd)
+		}
+		return nil, errors.Join(err, c.release())
 	}
 	return c, nil
 }
@@ -208,6 +223,10 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 	// cpu.stat exists without the cpu controller, so cpu is enabled only
 	// for a quota.
 	var onV2 []string
+	for _, ctl := range testV2Controllers {
+		required[ctl] = true
+		onV2 = append(onV2, ctl)
+	}
 	for _, ctl := range []string{"memory", "pids", "cpu"} {
 		if _, ok := l.v1[ctl]; ok || (ctl == "cpu" && !required[ctl]) {
 			continue
@@ -225,12 +244,30 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 	// The unified directory comes first: it carries cgroup.kill, and Add
 	// writes it first, so any process in one of c's directories is in it.
 	if l.v2 != "" {
-		enabled, err := enableV2(l.v2, onV2, required)
-		if err != nil {
-			return err
+		var dir string
+		var enabled []string
+		var err error
+		for try := 0; ; try++ {
+			var parent string
+			if parent, err = c.v2Parent(l, onV2, required); err != nil {
+				return err
+			}
+			enabled, err = enableV2(parent, onV2, required)
+			if err == nil {
+				dir = path.Join(parent, name)
+				err = unix.Mkdir(dir, 0o755)
+			}
+			// A shared parent may vanish under a concurrent Destroy of
+			// its last run between creation and use: make it again.
+			if c.shared == "" || try == 3 || !errors.Is(err, unix.ENOENT) {
+				break
+			}
+			c.shared = ""
 		}
-		dir := path.Join(l.v2, name)
-		if err := unix.Mkdir(dir, 0o755); err != nil {
+		if err != nil && dir == "" {
+			return err // enableV2 failed for a required controller
+		}
+		if err != nil {
 			for _, ctl := range enabled {
 				if required[ctl] {
 					return &LimitError{Controller: ctl, Path: dir, Err: err}
@@ -337,7 +374,7 @@ func enableV2(dir string, ctls []string, required map[string]bool) ([]string, er
 		if !slices.Contains(have, ctl) {
 			err := writeFile(file, "+"+ctl)
 			if errors.Is(err, unix.EBUSY) {
-				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); run moat in a cgroup of its own", err, dir)
+				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", err, dir)
 			} else if errors.Is(err, unix.ENOENT) {
 				err = fmt.Errorf("%w: not in %s/cgroup.controllers", ErrNoController, dir)
 			}
@@ -580,6 +617,23 @@ func (c *Cgroup) Destroy() error {
 	}
 	if err = errors.Join(err, c.removeDirs()); err == nil {
 		c.destroyed = true
+		err = c.release()
+	}
+	return err
+}
+
+// release removes c's directories and undoes what New did to make room
+// for them (see v2Parent).
+func (c *Cgroup) release() error {
+	err := c.removeDirs()
+	if c.shared != "" {
+		// Other runs may still use it: then the kernel refuses.
+		unix.Rmdir(c.shared)
+		c.shared = ""
+	}
+	if c.inLeaf {
+		c.inLeaf = false
+		err = errors.Join(err, leaveLeaf())
 	}
 	return err
 }
@@ -636,7 +690,16 @@ func sweep(prefix string, minAge time.Duration) error {
 	if l.v2 != "" {
 		parents = append(parents, l.v2)
 	}
+	// Runs of root placed at the top of the hierarchy (see v2Parent).
+	shared := ""
+	if l.v2Top != "" && exists(path.Join(l.v2Top, sharedDir)) {
+		shared = path.Join(l.v2Top, sharedDir)
+		parents = append(parents, shared)
+	}
 	var errs []error
+	if shared != "" {
+		defer unix.Rmdir(shared) // refused while any run is in it
+	}
 	for _, parent := range parents {
 		entries, err := os.ReadDir(parent)
 		if err != nil {
@@ -678,4 +741,133 @@ func writeFile(file, val string) error {
 
 func exists(p string) bool {
 	return unix.Access(p, unix.F_OK) == nil
+}
+
+// testV2Controllers are controllers tests require on the unified hierarchy,
+// to exercise its placement rules with a controller a hybrid host has there.
+var testV2Controllers []string
+
+// sharedDir is the directory beneath the root of the v2 hierarchy that holds
+// the runs of a root caller whose own cgroup cannot have children with
+// controllers.
+const sharedDir = "moat"
+
+// v2Parent chooses the v2 directory in which c's unified directory is made.
+// That is the caller's own cgroup, unless a requested controller must be
+// enabled for its children and the kernel would refuse: cgroup v2 enables a
+// controller for children only in a cgroup that holds no processes itself
+// (the root excepted). Then:
+//
+//   - when the only process in it is this one (moat started in a scope of
+//     its own, e.g. systemd-run --user --scope -p Delegate=yes), this
+//     process moves into a leaf child of its cgroup, and the runs are made
+//     beside that leaf; the last run's Destroy moves it back, disables what
+//     was enabled and removes the leaf;
+//   - else, for root, the runs go under a directory "moat" at the root of
+//     the hierarchy (as container engines do), removed with the last run;
+//   - else New fails and says how to give moat a cgroup of its own.
+func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (string, error) {
+	leaf.Lock()
+	defer leaf.Unlock()
+	if leaf.users > 0 && l.v2 == leaf.dir {
+		// This process already sits in its leaf: runs go beside it.
+		leaf.users++
+		c.inLeaf = true
+		return leaf.from, nil
+	}
+	var missing []string
+	if !l.v2Root {
+		b, err := os.ReadFile(l.v2 + "/cgroup.subtree_control")
+		if err != nil {
+			return "", fmt.Errorf("cgroup: %w", err)
+		}
+		have := strings.Fields(string(b))
+		for _, ctl := range onV2 {
+			if required[ctl] && !slices.Contains(have, ctl) {
+				missing = append(missing, ctl)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return l.v2, nil
+	}
+	procs, err := readPids(l.v2 + "/cgroup.procs")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(procs) == 0:
+		return l.v2, nil
+	case len(procs) == 1 && procs[0] == os.Getpid():
+		dir := path.Join(l.v2, fmt.Sprintf("moat-self-%d", os.Getpid()))
+		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
+			return "", fmt.Errorf("cgroup: %s holds this process, which must move to a leaf to enable %s for the run: %w", l.v2, strings.Join(missing, ", "), err)
+		}
+		if err := writeFile(dir+"/cgroup.procs", strconv.Itoa(os.Getpid())); err != nil {
+			unix.Rmdir(dir)
+			return "", fmt.Errorf("cgroup: move this process to %s: %w", dir, err)
+		}
+		leaf.users, leaf.from, leaf.dir, leaf.enabled = 1, l.v2, dir, missing
+		c.inLeaf = true
+		return l.v2, nil
+	case os.Geteuid() == 0 && l.v2Top != "":
+		dir := path.Join(l.v2Top, sharedDir)
+		if _, err := enableV2(l.v2Top, missing, required); err != nil {
+			return "", err
+		}
+		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
+			return "", fmt.Errorf("cgroup: create %s: %w", dir, err)
+		}
+		c.shared = dir
+		return dir, nil
+	}
+	return "", &LimitError{Controller: missing[0], Path: l.v2 + "/cgroup.subtree_control",
+		Err: fmt.Errorf("%w: %s holds other processes than moat, so cgroup v2 cannot enable %s for a child (no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", unix.EBUSY, l.v2, strings.Join(missing, ", "))}
+}
+
+// leaf is this process's move into a leaf of its own cgroup (see v2Parent),
+// shared by every run that needs it.
+var leaf struct {
+	sync.Mutex
+	users     int
+	from, dir string
+	enabled   []string // controllers enabled in from for the runs
+}
+
+// leaveLeaf undoes the move with the last run that needed it: controllers
+// off again in the original cgroup, this process back in it, the leaf gone.
+func leaveLeaf() error {
+	leaf.Lock()
+	defer leaf.Unlock()
+	if leaf.users--; leaf.users > 0 {
+		return nil
+	}
+	var errs []error
+	for _, ctl := range leaf.enabled {
+		if err := writeFile(leaf.from+"/cgroup.subtree_control", "-"+ctl); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: disable %s in %s: %w", ctl, leaf.from, err))
+		}
+	}
+	if err := writeFile(leaf.from+"/cgroup.procs", strconv.Itoa(os.Getpid())); err != nil {
+		errs = append(errs, fmt.Errorf("cgroup: move this process back to %s: %w", leaf.from, err))
+	} else if err := rmdir(leaf.dir, rmdirTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", leaf.dir, err))
+	}
+	leaf.from, leaf.dir, leaf.enabled = "", "", nil
+	return errors.Join(errs...)
+}
+
+// readPids reads a cgroup.procs file.
+func readPids(file string) ([]int, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -36,6 +37,20 @@ func TestMain(m *testing.M) {
 			b[i] = 1
 		}
 		fmt.Println("survived")
+	case "v2place":
+		// Require hugetlb on the unified hierarchy, make a run, report
+		// where it and this process are, destroy it, report again.
+		testV2Controllers = []string{"hugetlb"}
+		var r placeResult
+		c, err := New(fmt.Sprintf("moattest-%d-place", os.Getpid()), Limits{})
+		if err != nil {
+			r.Err = err.Error()
+		} else {
+			r.Unified, r.SelfDuring = c.unified, selfV2()
+			r.DestroyErr = fmt.Sprint(c.Destroy())
+			r.SelfAfter = selfV2()
+		}
+		json.NewEncoder(os.Stdout).Encode(r)
 	case "probe":
 		_, err := New(fmt.Sprintf("moattest-%d-nonroot", os.Getpid()), Limits{Pids: 10})
 		json.NewEncoder(os.Stdout).Encode(probeResult{Info: Probe(), NewErr: fmt.Sprint(err)})
@@ -497,6 +512,113 @@ func TestUnifiedFD(t *testing.T) {
 	}
 	if want := "0::/" + path.Base(c.unified) + "\n"; !strings.Contains(string(out), want) {
 		t.Errorf("child started with CLONE_INTO_CGROUP is in\n%s\nwant a line ending %q", out, want)
+	}
+}
+
+type placeResult struct {
+	Err, Unified, SelfDuring, SelfAfter, DestroyErr string
+}
+
+// selfV2 is this process's cgroup v2 path ("/a/b").
+func selfV2() string {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for l := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(l), "0::"); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestV2Placement runs New in a helper whose cgroup v2 holds processes,
+// requiring a controller that must then be enabled for the run's parent:
+// the kernel's no-internal-process rule, with hugetlb (which a hybrid host
+// has on the unified hierarchy) standing in for memory, pids and cpu.
+//   - alone: the helper is the only process there; it moves into a leaf,
+//     makes the run beside it, and is back, with nothing left, after Destroy.
+//   - crowded: another process shares the cgroup; as root the run goes
+//     under the hierarchy root's "moat" directory, removed with the run.
+func TestV2Placement(t *testing.T) {
+	needRoot(t)
+	l, err := discover()
+	if err != nil || l.v2Top == "" {
+		t.Skipf("no cgroup2 mount of the whole hierarchy (%v)", err)
+	}
+	top := l.v2Top
+	ctls, _ := os.ReadFile(top + "/cgroup.controllers")
+	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
+		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
+	}
+	// hugetlb must be enabled at the root for a child to offer it; undo
+	// that afterwards if it was not.
+	sub, _ := os.ReadFile(top + "/cgroup.subtree_control")
+	if !slices.Contains(strings.Fields(string(sub)), "hugetlb") {
+		if err := writeFile(top+"/cgroup.subtree_control", "+hugetlb"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-hugetlb") })
+	}
+	for _, crowded := range []bool{false, true} {
+		name := fmt.Sprintf("moattest-%d-home%v", os.Getpid(), crowded)
+		home := path.Join(top, name)
+		if err := os.Mkdir(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(home, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var other *exec.Cmd
+		if crowded {
+			other = exec.Command("sleep", "60")
+			other.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+			if err := other.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"=v2place")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		out, err := cmd.Output()
+		unix.Close(fd)
+		if other != nil {
+			other.Process.Kill()
+			other.Wait()
+		}
+		var r placeResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("helper: %v %s", err, out)
+		}
+		if err := rmdir(home, time.Second); err != nil {
+			t.Errorf("crowded=%v: the helper's cgroup is not empty after the run: %v", crowded, err)
+		}
+		t.Logf("crowded=%v: %+v", crowded, r)
+		if r.Err != "" || r.DestroyErr != "<nil>" {
+			t.Errorf("crowded=%v: New: %s; Destroy: %s", crowded, r.Err, r.DestroyErr)
+			continue
+		}
+		rel := "/" + name
+		if !crowded {
+			if want := path.Join(home, path.Base(r.Unified)); r.Unified != want {
+				t.Errorf("alone: run made at %s, want beside the helper's leaf, %s", r.Unified, want)
+			}
+			if want := rel + "/moat-self-"; !strings.HasPrefix(r.SelfDuring, want) {
+				t.Errorf("alone: during the run the helper is in %s, want a leaf %s*", r.SelfDuring, want)
+			}
+			if r.SelfAfter != rel {
+				t.Errorf("alone: after the run the helper is in %s, want %s again", r.SelfAfter, rel)
+			}
+		} else {
+			if want := path.Join(top, sharedDir, path.Base(r.Unified)); r.Unified != want {
+				t.Errorf("crowded: run made at %s, want %s", r.Unified, want)
+			}
+			if r.SelfDuring != rel || r.SelfAfter != rel {
+				t.Errorf("crowded: the helper moved (%s, then %s); it must stay in %s", r.SelfDuring, r.SelfAfter, rel)
+			}
+			if _, err := os.Stat(path.Join(top, sharedDir)); err == nil {
+				t.Errorf("crowded: %s is left behind", path.Join(top, sharedDir))
+			}
+		}
 	}
 }
 

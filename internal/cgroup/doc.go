@@ -16,8 +16,12 @@
 // plus one on the unified hierarchy when it is mounted, so that cgroup.kill
 // and a cgroup v2 directory fd exist even on a hybrid host.
 //
-// On pure cgroup v2 the caller's cgroup must be able to enable the
-// controllers for its children: the kernel refuses this when the caller's
-// cgroup holds processes and is not the root (the no-internal-process rule).
-// [Probe] reports that case; New then fails for a requested limit.
+// On pure cgroup v2 a cgroup can enable controllers for its children only
+// when it holds no processes itself (the no-internal-process rule; the root
+// is exempt), and the caller's cgroup usually holds at least moat. When moat
+// is alone in it (started in a scope of its own), New moves moat into a leaf
+// child and makes the run beside it, undoing the move after the last run;
+// for root, runs go under a "moat" directory at the root of the hierarchy,
+// as container engines do; otherwise New fails for a requested limit, and
+// [Probe] says why and how to give moat a cgroup of its own.
 package cgroup

@@ -113,8 +113,11 @@ type layout struct {
 	v1Why map[string]string // v1 controller mounted but the caller's cgroup not reachable -> why
 	// v2 is the directory of the caller's cgroup on the unified hierarchy,
 	// "" when cgroup2 is not mounted or the caller's cgroup is not visible.
-	v2        string
-	v2Root    bool // v2 is the root of the hierarchy (exempt from the no-internal-process rule)
+	v2     string
+	v2Root bool // v2 is the root of the hierarchy (exempt from the no-internal-process rule)
+	// v2Top is the directory of the hierarchy's root (a mount of the whole
+	// tree), "" when no mount shows it (a cgroup namespace, say).
+	v2Top     string
 	v2Mounted bool // a cgroup2 filesystem is mounted, whether or not it shows the caller's cgroup
 }
 
@@ -126,6 +129,9 @@ func resolve(ms []mount, pc procCgroups) layout {
 	for _, m := range ms {
 		if m.v2 {
 			l.v2Mounted = true
+			if m.root == "/" && l.v2Top == "" {
+				l.v2Top = m.point
+			}
 			if l.v2 != "" || pc.v2 == "" {
 				continue
 			}
