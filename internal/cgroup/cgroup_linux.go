@@ -128,7 +128,7 @@ func (l layout) whyNotV2(ctl string, s *v2State) string {
 	// no-internal-process rule); New works around it when moat is alone in
 	// it, or for root (see v2Parent).
 	if !l.v2Root && s.populated && !s.onlySelf && (os.Geteuid() != 0 || l.v2Top == "") {
-		return fmt.Sprintf("%s holds other processes than moat, so cgroup v2 cannot enable %s for its children (no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", l.v2, ctl)
+		return fmt.Sprintf("%s holds other processes than moat, so cgroup v2 cannot enable %s for its children (no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", l.v2, ctl)
 	}
 	return ""
 }
@@ -374,7 +374,7 @@ func enableV2(dir string, ctls []string, required map[string]bool) ([]string, er
 		if !slices.Contains(have, ctl) {
 			err := writeFile(file, "+"+ctl)
 			if errors.Is(err, unix.EBUSY) {
-				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", err, dir)
+				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", err, dir)
 			} else if errors.Is(err, unix.ENOENT) {
 				err = fmt.Errorf("%w: not in %s/cgroup.controllers", ErrNoController, dir)
 			}
@@ -822,7 +822,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		return dir, nil
 	}
 	return "", &LimitError{Controller: missing[0], Path: l.v2 + "/cgroup.subtree_control",
-		Err: fmt.Errorf("%w: %s holds other processes than moat, so cgroup v2 cannot enable %s for a child (no-internal-process rule); start moat in a cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes moat run ...", unix.EBUSY, l.v2, strings.Join(missing, ", "))}
+		Err: fmt.Errorf("%w: %s holds other processes than moat, so cgroup v2 cannot enable %s for a child (no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", unix.EBUSY, l.v2, strings.Join(missing, ", "))}
 }
 
 // leaf is this process's move into a leaf of its own cgroup (see v2Parent),

@@ -579,7 +579,7 @@ func TestV2Placement(t *testing.T) {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), helperEnv+"=v2place")
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-		out, err := cmd.Output()
+		out, runErr := cmd.Output()
 		unix.Close(fd)
 		if other != nil {
 			other.Process.Kill()
@@ -587,7 +587,7 @@ func TestV2Placement(t *testing.T) {
 		}
 		var r placeResult
 		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatalf("helper: %v %s", err, out)
+			t.Fatalf("helper: %v (%v) %s", err, runErr, out)
 		}
 		if err := rmdir(home, time.Second); err != nil {
 			t.Errorf("crowded=%v: the helper's cgroup is not empty after the run: %v", crowded, err)
