@@ -175,7 +175,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		}
 		defer cs.Unlock()
 		rep.ChangeSet = &ChangeSetRef{ID: cs.ID(), Session: cs.Session(), Dir: cs.Dir()}
-		if err := cs.Record(req.Args); err != nil {
+		if err := cs.Record(req.Args, req.Policy.Workspace.Protect); err != nil {
 			return fail(fmt.Errorf("record command in change set: %w", err))
 		}
 	}

