@@ -7,9 +7,11 @@
 // network mode allow (package egress) and the change set of an overlay or
 // copy workspace (package workspace).
 //
-// It never prints and never exits the process: the CLI does that. Programs
-// embedding moat must call native.MaybeInit first thing in main, because
-// the native backend re-executes the running binary as the sandbox's init.
+// It never prints and never exits the process: the CLI does that. The
+// native backend re-executes the running binary as the sandbox's init;
+// linking package backend/native is enough for that (its init function
+// takes over such a process), and calling native.MaybeInit first thing in
+// main makes it explicit.
 package sandbox
 
 import (

@@ -24,8 +24,9 @@ import (
 
 // Backend is the native Linux backend. The zero value is ready to use.
 type Backend struct {
-	// Exe is the binary re-executed as the sandbox's init; it must call
-	// MaybeInit at the start of main. Empty means the running binary.
+	// Exe is the binary re-executed as the sandbox's init; it must link
+	// this package (whose init function runs the stage). Empty means the
+	// running binary.
 	Exe string
 }
 

@@ -20,15 +20,25 @@ import (
 )
 
 // IsInit reports whether this process was started as a sandbox's init
-// stage. Programs that use the native backend as a library must call
-// MaybeInit first thing in main (and test binaries in TestMain), because
-// the backend re-executes the running binary to become the sandbox's PID 1.
+// stage: the backend re-executes the running binary to become the
+// sandbox's PID 1, and this package's init function then runs that stage
+// instead of returning (see init below).
 func IsInit() bool {
 	return len(os.Args) > 0 && (os.Args[0] == initArg0 || os.Args[0] == usernsArg0)
 }
 
+// init runs the init stage (and never returns) when this process is a
+// sandbox's init, from this package's initialisation: Go initialises a
+// package after those it imports and before those that import it, so a
+// sandbox start skips initialising what only the host side uses (net/http,
+// crypto/tls, x509, the egress proxy, the CLI).
+func init() {
+	MaybeInit()
+}
+
 // MaybeInit runs the init stage and never returns when this process is a
-// sandbox's init; otherwise it returns at once.
+// sandbox's init; otherwise it returns at once. The package's own init
+// already calls it; calling it again first thing in main is harmless.
 func MaybeInit() {
 	if !IsInit() {
 		return
