@@ -501,6 +501,15 @@ for host in ['127.0.0.1', '1.1.1.1', '10.0.0.1']:
 	if !strings.Contains(r.stdout, "['lo']") {
 		t.Errorf("interfaces other than lo:\n%s", r.stdout)
 	}
+
+	// Init makes the network namespace after it starts, on one thread,
+	// then moves all its threads there: none may still show the host's
+	// interfaces through /proc/1/task/*/net.
+	r = sh(t, ws, nil, `for t in /proc/1/task/*; do tail -n +3 $t/net/dev | cut -d: -f1 | tr -d ' '; done | sort | uniq -c`)
+	mustExit(t, r, 0)
+	if f := strings.Fields(r.stdout); len(f) != 2 || f[1] != "lo" {
+		t.Errorf("interfaces seen through init's threads (count, name):\n%s%s", r.stdout, r.stderr)
+	}
 }
 
 func TestProcIsMasked(t *testing.T) {

@@ -13,8 +13,9 @@ import (
 //
 //	host                                   init (PID 1 in the new namespaces)
 //	 |  open trees, start init (clone with   |
-//	 |  namespaces, uid/gid maps written by  |
-//	 |  the runtime)                         |  Go runtime starts
+//	 |  namespaces but the network one,      |
+//	 |  uid/gid maps written by the runtime) |  Go runtime starts; a thread
+//	 |                                       |  makes the network namespace
 //	 |  join cgroups (v1), id-map the trees, |
 //	 |  compile the seccomp filters          |
 //	 |--- fd 3: the Spec, one frame -------->|  read it: the go-ahead
@@ -42,6 +43,9 @@ const (
 
 // initArg0 is argv[0] of the re-executed binary in the init stage.
 const initArg0 = "moat-sandbox-init"
+
+// argNetNS, as argv[1] of init, asks for a network namespace of its own.
+const argNetNS = "netns"
 
 type message struct {
 	Type string // started | error | exit
