@@ -127,7 +127,7 @@ func (l layout) whyNotV2(ctl string, s *v2State) string {
 	// A populated cgroup cannot enable controllers for children (the
 	// no-internal-process rule); New works around it when moat is alone in
 	// it, or for root (see v2Parent).
-	if !l.v2Root && s.populated && !s.onlySelf && (os.Geteuid() != 0 || l.v2Top == "") {
+	if !l.exempt() && s.populated && !s.onlySelf && (os.Geteuid() != 0 || l.v2Top == "" || l.v2Top == l.v2) {
 		return fmt.Sprintf("%s holds other processes than moat, so cgroup v2 cannot enable %s for its children (no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", l.v2, ctl)
 	}
 	return ""
@@ -151,7 +151,7 @@ func notWritable(p string) string {
 // cgroup.kill. The root cgroup has no such file, so there the kernel version
 // (5.14 added it) decides.
 func killSupported(l layout) bool {
-	if !l.v2Root {
+	if !l.exempt() {
 		return exists(l.v2 + "/cgroup.kill")
 	}
 	var u unix.Utsname
@@ -743,6 +743,14 @@ func exists(p string) bool {
 	return unix.Access(p, unix.F_OK) == nil
 }
 
+// exempt says whether the caller's v2 cgroup is the hierarchy's real root,
+// which the no-internal-process rule exempts. The root of a cgroup
+// namespace (a container's) looks like the root in /proc/self/cgroup but is
+// not exempt; unlike the real root it has a cgroup.type file.
+func (l layout) exempt() bool {
+	return l.v2Root && !exists(l.v2+"/cgroup.type")
+}
+
 // testV2Controllers are controllers tests require on the unified hierarchy,
 // to exercise its placement rules with a controller a hybrid host has there.
 var testV2Controllers []string
@@ -776,7 +784,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		return leaf.from, nil
 	}
 	var missing []string
-	if !l.v2Root {
+	if !l.exempt() {
 		b, err := os.ReadFile(l.v2 + "/cgroup.subtree_control")
 		if err != nil {
 			return "", fmt.Errorf("cgroup: %w", err)
@@ -810,7 +818,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		leaf.users, leaf.from, leaf.dir, leaf.enabled = 1, l.v2, dir, missing
 		c.inLeaf = true
 		return l.v2, nil
-	case os.Geteuid() == 0 && l.v2Top != "":
+	case os.Geteuid() == 0 && l.v2Top != "" && l.v2Top != l.v2:
 		dir := path.Join(l.v2Top, sharedDir)
 		if _, err := enableV2(l.v2Top, missing, required); err != nil {
 			return "", err

@@ -538,6 +538,9 @@ func selfV2() string {
 //     makes the run beside it, and is back, with nothing left, after Destroy.
 //   - crowded: another process shares the cgroup; as root the run goes
 //     under the hierarchy root's "moat" directory, removed with the run.
+//   - namespace: alone, in a cgroup namespace rooted at its cgroup (as in a
+//     container), which looks like the hierarchy's root but is not exempt
+//     from the rule.
 func TestV2Placement(t *testing.T) {
 	needRoot(t)
 	l, err := discover()
@@ -558,8 +561,8 @@ func TestV2Placement(t *testing.T) {
 		}
 		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-hugetlb") })
 	}
-	for _, crowded := range []bool{false, true} {
-		name := fmt.Sprintf("moattest-%d-home%v", os.Getpid(), crowded)
+	for _, mode := range []string{"alone", "crowded", "namespace"} {
+		name := fmt.Sprintf("moattest-%d-home-%s", os.Getpid(), mode)
 		home := path.Join(top, name)
 		if err := os.Mkdir(home, 0o755); err != nil {
 			t.Fatal(err)
@@ -569,7 +572,7 @@ func TestV2Placement(t *testing.T) {
 			t.Fatal(err)
 		}
 		var other *exec.Cmd
-		if crowded {
+		if mode == "crowded" {
 			other = exec.Command("sleep", "60")
 			other.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 			if err := other.Start(); err != nil {
@@ -577,6 +580,13 @@ func TestV2Placement(t *testing.T) {
 			}
 		}
 		cmd := exec.Command(os.Args[0])
+		if mode == "namespace" {
+			// As in a container: a cgroup namespace rooted at home, and
+			// cgroup2 mounted afresh in place of the host's mount, so
+			// home looks like the root.
+			cmd = exec.Command("unshare", "--cgroup", "--mount", "--propagation", "private",
+				"sh", "-c", `umount -l "$1" && mount -t cgroup2 cgroup2 "$1" && exec "$0"`, os.Args[0], top)
+		}
 		cmd.Env = append(os.Environ(), helperEnv+"=v2place")
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 		out, runErr := cmd.Output()
@@ -587,28 +597,33 @@ func TestV2Placement(t *testing.T) {
 		}
 		var r placeResult
 		if err := json.Unmarshal(out, &r); err != nil {
-			t.Fatalf("helper: %v (%v) %s", err, runErr, out)
+			t.Fatalf("%s: helper: %v (%v) %s", mode, err, runErr, out)
 		}
 		if err := rmdir(home, time.Second); err != nil {
-			t.Errorf("crowded=%v: the helper's cgroup is not empty after the run: %v", crowded, err)
+			t.Errorf("%s: the helper's cgroup is not empty after the run: %v", mode, err)
 		}
-		t.Logf("crowded=%v: %+v", crowded, r)
+		t.Logf("%s: %+v", mode, r)
 		if r.Err != "" || r.DestroyErr != "<nil>" {
-			t.Errorf("crowded=%v: New: %s; Destroy: %s", crowded, r.Err, r.DestroyErr)
+			t.Errorf("%s: New: %s; Destroy: %s", mode, r.Err, r.DestroyErr)
 			continue
 		}
-		rel := "/" + name
-		if !crowded {
-			if want := path.Join(home, path.Base(r.Unified)); r.Unified != want {
-				t.Errorf("alone: run made at %s, want beside the helper's leaf, %s", r.Unified, want)
+		switch rel := "/" + name; mode {
+		case "alone", "namespace":
+			// In the namespace, home is "/" and mounted at top.
+			dir := home
+			if mode == "namespace" {
+				rel, dir = "/", top
 			}
-			if want := rel + "/moat-self-"; !strings.HasPrefix(r.SelfDuring, want) {
-				t.Errorf("alone: during the run the helper is in %s, want a leaf %s*", r.SelfDuring, want)
+			if want := path.Join(dir, path.Base(r.Unified)); r.Unified != want {
+				t.Errorf("%s: run made at %s, want beside the helper's leaf, %s", mode, r.Unified, want)
+			}
+			if want := path.Join(rel, "moat-self-"); !strings.HasPrefix(r.SelfDuring, want) {
+				t.Errorf("%s: during the run the helper is in %s, want a leaf %s*", mode, r.SelfDuring, want)
 			}
 			if r.SelfAfter != rel {
-				t.Errorf("alone: after the run the helper is in %s, want %s again", r.SelfAfter, rel)
+				t.Errorf("%s: after the run the helper is in %s, want %s again", mode, r.SelfAfter, rel)
 			}
-		} else {
+		case "crowded":
 			if want := path.Join(top, sharedDir, path.Base(r.Unified)); r.Unified != want {
 				t.Errorf("crowded: run made at %s, want %s", r.Unified, want)
 			}
