@@ -783,13 +783,13 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		c.inLeaf = true
 		return leaf.from, nil
 	}
-	var missing []string
+	var missing, have []string
 	if !l.exempt() {
 		b, err := os.ReadFile(l.v2 + "/cgroup.subtree_control")
 		if err != nil {
 			return "", fmt.Errorf("cgroup: %w", err)
 		}
-		have := strings.Fields(string(b))
+		have = strings.Fields(string(b))
 		for _, ctl := range onV2 {
 			if required[ctl] && !slices.Contains(have, ctl) {
 				missing = append(missing, ctl)
@@ -815,7 +815,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 			unix.Rmdir(dir)
 			return "", fmt.Errorf("cgroup: move this process to %s: %w", dir, err)
 		}
-		leaf.users, leaf.from, leaf.dir, leaf.enabled = 1, l.v2, dir, missing
+		leaf.users, leaf.from, leaf.dir, leaf.before = 1, l.v2, dir, have
 		c.inLeaf = true
 		return l.v2, nil
 	case os.Geteuid() == 0 && l.v2Top != "" && l.v2Top != l.v2:
@@ -839,7 +839,7 @@ var leaf struct {
 	sync.Mutex
 	users     int
 	from, dir string
-	enabled   []string // controllers enabled in from for the runs
+	before    []string // from's cgroup.subtree_control before the move
 }
 
 // leaveLeaf undoes the move with the last run that needed it: controllers
@@ -850,9 +850,20 @@ func leaveLeaf() error {
 	if leaf.users--; leaf.users > 0 {
 		return nil
 	}
+	// Everything the runs enabled (for their limits, or only for stats)
+	// goes off again: a cgroup with controllers enabled for its children
+	// cannot take a process back.
 	var errs []error
-	for _, ctl := range leaf.enabled {
-		if err := writeFile(leaf.from+"/cgroup.subtree_control", "-"+ctl); err != nil {
+	file := leaf.from + "/cgroup.subtree_control"
+	now, err := os.ReadFile(file)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("cgroup: %w", err))
+	}
+	for ctl := range strings.FieldsSeq(string(now)) {
+		if slices.Contains(leaf.before, ctl) {
+			continue
+		}
+		if err := writeFile(file, "-"+ctl); err != nil {
 			errs = append(errs, fmt.Errorf("cgroup: disable %s in %s: %w", ctl, leaf.from, err))
 		}
 	}
@@ -861,7 +872,7 @@ func leaveLeaf() error {
 	} else if err := rmdir(leaf.dir, rmdirTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", leaf.dir, err))
 	}
-	leaf.from, leaf.dir, leaf.enabled = "", "", nil
+	leaf.from, leaf.dir, leaf.before = "", "", nil
 	return errors.Join(errs...)
 }
 
