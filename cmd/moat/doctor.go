@@ -48,9 +48,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		line("MISSING", "user namespaces", us.Detail)
 	}
 	if abi := hostinfo.LandlockABI(); abi > 0 {
-		line("ok", "landlock", fmt.Sprintf("ABI %d", abi))
+		line("ok", "landlock", fmt.Sprintf("ABI %d: %s", abi, landlockFeatures(abi)))
 	} else {
-		line("absent", "landlock", "not available on this kernel (not enforced by moat yet)")
+		line("absent", "landlock", `not available on this kernel: file access is checked by the mounts only, and policies with filesystem.landlock = "required" or TCP port rules are refused`)
 	}
 	if hostinfo.Seccomp() {
 		line("ok", "seccomp", "seccomp-bpf filters available")
@@ -172,4 +172,18 @@ func overlayProbe(line func(status, what, detail string)) {
 	default:
 		line("ok", "overlay workspace", "overlayfs works in a user namespace (--workspace-mode overlay)")
 	}
+}
+
+// landlockFeatures says what moat gets from Landlock at a given ABI.
+func landlockFeatures(abi int) string {
+	f := "file access re-checked"
+	if abi >= 4 {
+		f += "; TCP port rules (network.tcp_bind, tcp_connect)"
+	} else {
+		f += "; no TCP port rules (ABI 4, Linux 6.7)"
+	}
+	if abi >= 6 {
+		f += "; signals and abstract unix sockets scoped to the sandbox"
+	}
+	return f
 }
