@@ -20,6 +20,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -95,8 +97,15 @@ type Report struct {
 	// decided, in allow mode.
 	Network *NetworkReport `json:"network"`
 	// Warnings are things the policy asked for that weaken the sandbox
-	// (an unfiltered host network, no system-call filter).
+	// (an unfiltered host network, no system-call filter), and protected
+	// paths the command created (see ProtectedCreated).
 	Warnings []string `json:"warnings"`
+	// ProtectedCreated lists the protected paths (workspace.protect) that
+	// did not exist when a direct-mode run started and did when it ended:
+	// a bind mount cannot make a missing path read-only, so the command
+	// could create them (a git hook, an .envrc). Review them before another
+	// tool runs them; overlay mode keeps such changes for review instead.
+	ProtectedCreated []string `json:"protected_created,omitempty"`
 	// ChangeSet is where an overlay or copy workspace's changes are kept
 	// for review (moat diff) and apply.
 	ChangeSet *ChangeSetRef `json:"change_set,omitempty"`
@@ -225,7 +234,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
+	absent := absentProtected(req.Policy)
 	st, err := be.Run(ctx, spec, stdio)
+	if created := createdSince(req.Policy, absent); len(created) > 0 {
+		rep.ProtectedCreated = created
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the command created %s in the workspace: protected paths that did not exist when the run started, which direct mode cannot guard; review them before git, an editor or direnv uses them (overlay mode keeps such changes for review)", strings.Join(created, ", ")))
+	}
 	var ie *backend.InitError
 	if errors.As(err, &ie) && strings.HasPrefix(ie.Stage, "overlay") {
 		err = fmt.Errorf("%w\n(overlayfs could not be mounted here; --workspace-mode copy runs on a copy of the workspace instead)", err)
@@ -289,6 +303,32 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}
 	return gaps, nil
+}
+
+// absentProtected lists the protected paths of a direct-mode workspace
+// that do not exist yet.
+func absentProtected(p *policy.Policy) []string {
+	if p.Workspace.Mode != "" && p.Workspace.Mode != policy.WorkspaceDirect {
+		return nil
+	}
+	var out []string
+	for _, rel := range p.Workspace.Protect {
+		if _, err := os.Lstat(filepath.Join(p.Workspace.Path, rel)); errors.Is(err, fs.ErrNotExist) {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// createdSince lists those of absent that exist now.
+func createdSince(p *policy.Policy, absent []string) []string {
+	var out []string
+	for _, rel := range absent {
+		if _, err := os.Lstat(filepath.Join(p.Workspace.Path, rel)); err == nil {
+			out = append(out, filepath.Clean(rel))
+		}
+	}
+	return out
 }
 
 func landlockABIName(abi int) string {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -928,5 +929,28 @@ func TestCommandHasAName(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 3 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
 		t.Errorf("identity inside:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// TestCreatedProtectedPathsReported: in direct mode a protected path that
+// is missing at the start cannot be made read-only, so the command can
+// create it; the report must say so rather than stay silent.
+func TestCreatedProtectedPathsReported(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("export A=1\n"), 0o644) // exists: read-only
+	r := sh(t, ws, nil, `mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; echo 2 >> .envrc 2>/dev/null; echo fine > ok.txt`)
+	mustExit(t, r, 0)
+	if want := []string{".git/hooks"}; !slices.Equal(r.rep.ProtectedCreated, want) {
+		t.Errorf("protected_created = %q, want %q", r.rep.ProtectedCreated, want)
+	}
+	if !slices.ContainsFunc(r.rep.Warnings, func(w string) bool { return strings.Contains(w, ".git/hooks") }) {
+		t.Errorf("no warning names .git/hooks: %q", r.rep.Warnings)
+	}
+	// Nothing created, nothing reported.
+	r = sh(t, t.TempDir(), nil, `echo fine > ok.txt`)
+	mustExit(t, r, 0)
+	if len(r.rep.ProtectedCreated) != 0 {
+		t.Errorf("protected_created = %q for a run that created none", r.rep.ProtectedCreated)
 	}
 }
