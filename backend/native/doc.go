@@ -4,11 +4,15 @@
 // The host side (host_linux.go) prepares the run's cgroup, the pipes and,
 // for a caller that is root, detached and id-mapped mount trees; it then
 // re-executes the running binary as PID 1 of new user, mount, PID, IPC,
-// UTS, network and cgroup namespaces, sends it the Spec, enforces the wall
-// clock and output limits, and turns what it saw into an ExitStatus.
+// UTS and cgroup namespaces, sends it the Spec (codec.go), enforces the
+// wall clock and output limits, and turns what it saw into an
+// ExitStatus. The stage takes over the process from this package's init
+// function, before the packages only the host side needs are initialised.
 //
-// The init stage (init_linux.go, mount_linux.go) builds the sandbox's root
-// from the Spec's ordered mount operations, pivots into it, sets rlimits,
+// The init stage (init_linux.go, mount_linux.go) makes the network
+// namespace on a thread of its own while it builds the sandbox's root
+// from the Spec's ordered mount operations, moves all its threads into
+// that namespace, pivots into the root, sets rlimits,
 // gives up every capability and sets no_new_privs on all of its threads,
 // then forks and execs the command in a new session, and stays as reaper
 // and signal forwarder. When the command exits, init exits and the kernel
