@@ -252,21 +252,26 @@ func TestAuditStream(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	os.WriteFile(path, []byte(`{"type":"run","earlier":true}`+"\n"), 0o600)
 	code, _, errs := moat(t, ws, "run", "--net", "allow:example.com", "--audit", path, "--",
-		"sh", "-c", "curl -s -m 5 http://denied.test/ >/dev/null; unshare -r true 2>/dev/null; exit 3")
+		"sh", "-c", "curl -s -m 5 http://denied.test/ >/dev/null; unshare -r true 2>/dev/null; echo x > .envrc; exit 3")
 	if code != 3 {
 		t.Fatalf("code %d: %s", code, errs)
 	}
 	b, _ := os.ReadFile(path)
 	types := map[string]int{}
+	var last map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("not a JSON line: %q", line)
 		}
 		types[rec["type"].(string)]++
+		last = rec
 	}
 	if types["run"] != 2 || types["network"] < 1 || types["denial"] < 1 {
 		t.Errorf("record types %v, want the earlier run, a network decision, a denial and this run", types)
+	}
+	if got := fmt.Sprint(last["protected_created"]); got != "[.envrc]" {
+		t.Errorf("the run record's protected_created is %s, want [.envrc]", got)
 	}
 }
 

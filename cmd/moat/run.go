@@ -514,11 +514,14 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		Warnings    []string              `json:"warnings"`
 		Degraded    []string              `json:"degraded"`
 		ChangeSet   *sandbox.ChangeSetRef `json:"change_set,omitempty"`
+		// Protected paths the command created (see Report.ProtectedCreated).
+		ProtectedCreated []string `json:"protected_created,omitempty"`
 	}{
 		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
 		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
 		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
 		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
+		ProtectedCreated: rep.ProtectedCreated,
 	}
 	if rep.Policy != nil {
 		rec.Workspace, rec.Network = rep.Policy.Workspace.Path, rep.Policy.Network.Mode
