@@ -5,7 +5,7 @@
 # Usage:  bench/startup.sh            (from any directory; root recommended)
 #         N=500 bench/startup.sh      (runs per variant; default 200)
 #         BENCH_USER=alice bench/startup.sh
-#         ROUNDS=8 bench/startup.sh   (rounds the runs are split into; default 4)
+#         ROUNDS=8 bench/startup.sh   (rounds the runs are split into; default 10)
 # Needs Go (on PATH or in /usr/local/go/bin) to build moat and the timer.
 #
 # What it does:
@@ -28,7 +28,7 @@
 #                             hide. Unlike moat it puts no tmpfs on $HOME.
 #        moat                 moat run -- /bin/true (default policy)
 #      Each run is timed on its own by bench/timeit (fork to reap, monotonic
-#      clock). The N runs are made in ROUNDS rounds (default 4) that
+#      clock). The N runs are made in ROUNDS rounds (default 10) that
 #      alternate between the variants, so a change of load on the machine
 #      hits every variant alike. The table gives the median and the 90th
 #      percentile, and each median over bwrap's.
@@ -51,7 +51,7 @@
 set -euo pipefail
 
 N=${N:-200}
-ROUNDS=${ROUNDS:-4}
+ROUNDS=${ROUNDS:-10}
 case $N in '' | *[!0-9]*) echo "N must be a positive integer" >&2; exit 2 ;; esac
 case $ROUNDS in '' | *[!0-9]*) echo "ROUNDS must be a positive integer" >&2; exit 2 ;; esac
 if [ "$N" -lt 1 ] || [ "$ROUNDS" -lt 1 ]; then
