@@ -567,6 +567,7 @@ func TestV2Placement(t *testing.T) {
 		if err := os.Mkdir(home, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { unix.Rmdir(home) }) // on a failure below too
 		fd, err := unix.Open(home, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
