@@ -579,6 +579,7 @@ func TestV2Placement(t *testing.T) {
 			if err := other.Start(); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { other.Process.Kill(); other.Wait() })
 		}
 		cmd := exec.Command(os.Args[0])
 		if mode == "namespace" {
