@@ -523,6 +523,19 @@ ls /proc | grep -c '^[0-9]'`)
 	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "WROTE") {
 		t.Errorf("/proc not masked:\n%s", r.stdout)
 	}
+
+	// The mask file belongs to the command's uid; only its read-only
+	// mount keeps the command from opening it up (chmod) or writing into
+	// it, which every masked path would then show.
+	r = sh(t, ws, nil, `for f in /proc/keys /etc/shadow; do
+  if chmod 644 $f 2>/dev/null; then echo "CHMOD $f"; fi
+  if echo x > $f 2>/dev/null; then echo "WROTE $f"; fi
+done
+grep -E ' /proc/keys | /etc/shadow ' /proc/self/mountinfo | cut -d' ' -f5,6`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "CHMOD") || strings.Contains(r.stdout, "WROTE") || strings.Count(r.stdout, " ro,nosuid,nodev,noexec") != 2 {
+		t.Errorf("a masked file is not a read-only, nosuid, nodev, noexec mount:\n%s", r.stdout)
+	}
 }
 
 func TestOnlyStdioInherited(t *testing.T) {

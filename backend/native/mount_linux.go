@@ -52,6 +52,15 @@ func buildRoot(spec *backend.Spec, trees map[string]int) error {
 	if err := unix.Chdir("/"); err != nil {
 		return fail("chdir /", err)
 	}
+	// The mask file gets a read-only mount of its own, once: a bind mount
+	// copies its source mount's flags, so each mask below is one mount
+	// call instead of a mount and a mount_setattr.
+	if err := unix.Mount(maskFile, maskFile, "", unix.MS_BIND, ""); err != nil {
+		return fail("mask file", err)
+	}
+	if err := setAttr(maskFile, maskAttrs, false, "mask file"); err != nil {
+		return err
+	}
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755"); err != nil {
 		return fail("mount root tmpfs", err)
 	}
@@ -245,11 +254,17 @@ func mask(target, name string) error {
 		}
 		return nil
 	}
+	// Read-only, nosuid, nodev and noexec like the mask file's own mount,
+	// whose flags the bind copies.
 	if err := unix.Mount(maskFile, target, "", unix.MS_BIND, ""); err != nil {
 		return fail("mask "+name, err)
 	}
-	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, false, "mask "+name)
+	return nil
 }
+
+// maskAttrs are the mount attributes of the mask file, and so of every
+// file masked with it.
+const maskAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC
 
 func maskProc(spec *backend.Spec) error {
 	for _, p := range spec.MaskPaths {
