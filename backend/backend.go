@@ -248,6 +248,9 @@ type ExitStatus struct {
 	MaxMemory int64
 	// OutputBytes is how many bytes the command wrote to stdout and stderr.
 	OutputBytes int64
+	// Setup is the part of Wall before the host learnt that the command
+	// had been started (exec'd inside the sandbox); zero if it never was.
+	Setup time.Duration
 	// LandlockABI is the Landlock ABI the backend applied (0: none).
 	LandlockABI int
 	// Denials are the refusals the backend saw, one entry per kind.

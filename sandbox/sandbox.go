@@ -74,12 +74,15 @@ type Report struct {
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say).
-	LimitsHit      []string  `json:"limits_hit"`
-	StartedAt      time.Time `json:"started_at"`
-	WallSeconds    float64   `json:"wall_seconds"`
-	CPUSeconds     float64   `json:"cpu_seconds"`
-	MaxMemoryBytes int64     `json:"max_memory_bytes"`
-	OutputBytes    int64     `json:"output_bytes"`
+	LimitsHit   []string  `json:"limits_hit"`
+	StartedAt   time.Time `json:"started_at"`
+	WallSeconds float64   `json:"wall_seconds"`
+	// SetupSeconds is the part of WallSeconds the sandbox took to set up,
+	// until the command had been started inside it.
+	SetupSeconds   float64 `json:"setup_seconds"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	MaxMemoryBytes int64   `json:"max_memory_bytes"`
+	OutputBytes    int64   `json:"output_bytes"`
 	// Seccomp names the system-call filter in force: "default", "strict",
 	// the path of a Docker-format profile (moat's floor is stacked under
 	// it), or "unconfined" (no filter at all).
@@ -253,6 +256,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.LimitsHit = append(rep.LimitsHit, string(c))
 	}
 	rep.WallSeconds = st.Wall.Seconds()
+	rep.SetupSeconds = st.Setup.Seconds()
 	rep.CPUSeconds = st.CPU.Seconds()
 	rep.MaxMemoryBytes = st.MaxMemory
 	rep.OutputBytes = st.OutputBytes

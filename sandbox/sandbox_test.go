@@ -115,6 +115,9 @@ func TestScriptRunsAndExitCodeComesThrough(t *testing.T) {
 	if r.rep.Reason != "exit" || r.rep.Signal != nil {
 		t.Errorf("reason %q signal %v", r.rep.Reason, r.rep.Signal)
 	}
+	if s := r.rep.SetupSeconds; s <= 0 || s >= r.rep.WallSeconds {
+		t.Errorf("setup_seconds %g is not within wall_seconds %g", s, r.rep.WallSeconds)
+	}
 }
 
 func TestIdentityIsUnprivileged(t *testing.T) {

@@ -79,13 +79,14 @@ var initCaps = []uintptr{
 
 // run is the host side of one sandbox.
 type run struct {
-	spec   *backend.Spec
-	stdio  backend.Stdio
-	start  time.Time
-	cg     *cgroup.Cgroup
-	cmd    *exec.Cmd
-	killed atomic.Value // backend.Cause the host killed the run for
-	output atomic.Int64
+	spec    *backend.Spec
+	stdio   backend.Stdio
+	start   time.Time
+	started time.Time // the "started" message arrived
+	cg      *cgroup.Cgroup
+	cmd     *exec.Cmd
+	killed  atomic.Value // backend.Cause the host killed the run for
+	output  atomic.Int64
 
 	control  *os.File // the spec pipe, kept open for Control runs
 	netChan  *os.File // host end of the proxy listener channel
@@ -301,6 +302,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	var exitMsg, errMsg *message
 	for m := range msgs {
 		switch m.Type {
+		case "started":
+			r.started = time.Now()
 		case "exit":
 			exitMsg = &m
 		case "error":
@@ -449,6 +452,9 @@ func initError(m *message) error {
 // status turns what was seen into an ExitStatus with the cause.
 func (r *run) status(exit *message) *backend.ExitStatus {
 	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
+	if !r.started.IsZero() {
+		st.Setup = r.started.Sub(r.start)
+	}
 	if r.spec.Landlock {
 		st.LandlockABI = min(hostinfo.LandlockABI(), landlockMaxABI)
 	}
