@@ -48,3 +48,46 @@ go_build() {
 		(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$dir/${pkg##*/}" "./$pkg")
 	done
 }
+
+# The scripts that time variants in alternating rounds (startup.sh,
+# workspace.sh) define the arrays names and labels, a function
+# run_variant NAME N [ARGS...] that appends N samples (ms, one per line) to
+# $tmp/NAME.samples, and the timer $timeit; failed collects the variants
+# that failed.
+
+# shellcheck disable=SC2154 # names, labels, tmp, timeit: set by the script
+# run_round N [ARGS...]: N runs of every variant still in the race; a
+# variant that fails has its output shown once and is left out after.
+run_round() {
+	local n=$1 i name
+	shift
+	for i in "${!names[@]}"; do
+		name=${names[$i]}
+		[ -e "$tmp/$name.failed" ] && continue
+		if ! run_variant "$name" "$n" "$@" 2>"$tmp/$name.err"; then
+			touch "$tmp/$name.failed"
+			failed+=("$name")
+			echo "-- ${labels[$i]} failed; leaving out its row:" >&2
+			sed 's/^/   /' "$tmp/$name.err" >&2
+		fi
+	done
+}
+
+# collect_stats: med[NAME] and p90[NAME], in ms, for every variant that
+# did not fail.
+# shellcheck disable=SC2034,SC2154 # med, p90 read by the script; timeit set by it
+collect_stats() {
+	declare -gA med p90
+	local name m p
+	for name in "${names[@]}"; do
+		[ -e "$tmp/$name.failed" ] && continue
+		read -r m p _ _ < <("$timeit" -stats "$tmp/$name.samples")
+		med[$name]=$m
+		p90[$name]=$p
+	done
+}
+
+# ratio A B: A/B to 2 decimals, or n/a when either is missing.
+ratio() {
+	if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
+}

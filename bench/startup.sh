@@ -192,30 +192,11 @@ run_variant() {
 
 failed=()
 for ((r = 0; r < ROUNDS; r++)); do
-	n=$((N / ROUNDS + (r < N % ROUNDS ? 1 : 0)))
-	for i in "${!names[@]}"; do
-		name=${names[$i]}
-		[ -e "$tmp/$name.failed" ] && continue
-		if ! run_variant "$name" "$n" 2>"$tmp/$name.err"; then
-			touch "$tmp/$name.failed"
-			failed+=("$name")
-			echo "-- ${labels[$i]} failed; leaving out its row:" >&2
-			sed 's/^/   /' "$tmp/$name.err" >&2
-		fi
-	done
+	run_round "$((N / ROUNDS + (r < N % ROUNDS ? 1 : 0)))"
 done
 
 # --- table ---------------------------------------------------------------------
-declare -A med p90
-for name in "${names[@]}"; do
-	[ -e "$tmp/$name.failed" ] && continue
-	read -r m p _ _ < <("$timeit" -stats "$tmp/$name.samples")
-	med[$name]=$m
-	p90[$name]=$p
-done
-ratio() { # ratio A B: A/B to 2 decimals, or n/a
-	if [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
-}
+collect_stats
 
 echo
 printf '%-28s | %9s | %8s | %s\n' variant "median ms" "p90 ms" "ratio to bwrap"

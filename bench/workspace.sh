@@ -314,30 +314,11 @@ probe_before=$(probe_line before)
 failed=()
 echo "== start-up: timing $((${#names[@]} * N)) runs..."
 for ((r = 0; r < ROUNDS; r++)); do
-	n=$((N / ROUNDS + (r < N % ROUNDS ? 1 : 0)))
-	for i in "${!names[@]}"; do
-		name=${names[$i]}
-		[ -e "$tmp/$name.failed" ] && continue
-		if ! run_variant "$name" "$n" "$((r == 0 ? 3 : 1))" 2>"$tmp/$name.err"; then
-			touch "$tmp/$name.failed"
-			failed+=("$name")
-			echo "-- ${labels[$i]} failed; leaving out its row:" >&2
-			sed 's/^/   /' "$tmp/$name.err" >&2
-		fi
-	done
+	run_round "$((N / ROUNDS + (r < N % ROUNDS ? 1 : 0)))" "$((r == 0 ? 3 : 1))"
 done
 
 # --- start-up table --------------------------------------------------------------
-declare -A med p90
-for name in "${names[@]}"; do
-	[ -e "$tmp/$name.failed" ] && continue
-	read -r m p _ _ < <("$timeit" -stats "$tmp/$name.samples")
-	med[$name]=$m
-	p90[$name]=$p
-done
-ratio() { # ratio A B: A/B to 2 decimals, or n/a
-	if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; else printf 'n/a'; fi
-}
+collect_stats
 extra() { # extra A B: A-B in ms to 2 decimals, or n/a
 	if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.2f", a - b }'; else printf 'n/a'; fi
 }
