@@ -1,5 +1,7 @@
 package seccomp
 
+import "slices"
+
 // Constants of the Linux ABI used by the built-in profiles. They are the
 // same on x86_64 and aarch64, and written out so that the profiles build
 // (and can be inspected) on any platform.
@@ -80,17 +82,9 @@ func namespaceRules() []Rule {
 	}
 	// On clone, flags are argument 0 on both architectures; the kernel
 	// uses its low 32 bits only, where all the namespace flags are.
-	for _, f := range []struct {
-		flag uint64
-		name string
-	}{
-		{cloneNewNS, "CLONE_NEWNS"}, {cloneNewUTS, "CLONE_NEWUTS"}, {cloneNewIPC, "CLONE_NEWIPC"},
-		{cloneNewUser, "CLONE_NEWUSER"}, {cloneNewPID, "CLONE_NEWPID"}, {cloneNewNet, "CLONE_NEWNET"},
-		{cloneNewCgroup, "CLONE_NEWCGROUP"},
-		// clone(2) reads this bit as part of the exit signal, where it is
-		// never valid; refusing it costs nothing.
-		{cloneNewTime, "CLONE_NEWTIME"},
-	} {
+	// clone(2) reads CLONE_NEWTIME as part of the exit signal, where it is
+	// never valid; refusing it costs nothing.
+	for _, f := range slices.Concat(namespaceFlags, []cloneFlag{{cloneNewTime, "CLONE_NEWTIME"}}) {
 		rules = append(rules, denyIf("clone into a new namespace ("+f.name+")", "clone", hasBits(0, f.flag)))
 	}
 	return rules
@@ -209,4 +203,18 @@ func setidRules() []Rule {
 		)
 	}
 	return rules
+}
+
+// cloneFlag is a namespace flag of clone(2) and its name.
+type cloneFlag struct {
+	flag uint64
+	name string
+}
+
+// namespaceFlags are the clone flags that make a new namespace, which the
+// floor refuses and its probes try.
+var namespaceFlags = []cloneFlag{
+	{cloneNewNS, "CLONE_NEWNS"}, {cloneNewUTS, "CLONE_NEWUTS"}, {cloneNewIPC, "CLONE_NEWIPC"},
+	{cloneNewUser, "CLONE_NEWUSER"}, {cloneNewPID, "CLONE_NEWPID"}, {cloneNewNet, "CLONE_NEWNET"},
+	{cloneNewCgroup, "CLONE_NEWCGROUP"},
 }

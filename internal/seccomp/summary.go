@@ -238,14 +238,7 @@ func floorProbes() []probe {
 		{what: "setns", name: "setns"},
 		{what: "clone3 (its flags cannot be checked)", name: "clone3"},
 	}
-	for _, f := range []struct {
-		flag uint64
-		name string
-	}{
-		{cloneNewUser, "CLONE_NEWUSER"}, {cloneNewNS, "CLONE_NEWNS"}, {cloneNewPID, "CLONE_NEWPID"},
-		{cloneNewNet, "CLONE_NEWNET"}, {cloneNewUTS, "CLONE_NEWUTS"}, {cloneNewIPC, "CLONE_NEWIPC"},
-		{cloneNewCgroup, "CLONE_NEWCGROUP"},
-	} {
+	for _, f := range namespaceFlags {
 		probes = append(probes, probe{what: "clone with " + f.name, name: "clone", args: [6]uint64{f.flag | 17}})
 	}
 	return append(probes,
