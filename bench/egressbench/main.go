@@ -54,10 +54,11 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moatbox/moat/bench/internal/stats"
 )
 
 func main() {
@@ -277,12 +278,7 @@ func conns(args []string) error {
 		}
 		return nil
 	}
-	slices.Sort(d)
-	var sum float64
-	for _, v := range d {
-		sum += v
-	}
-	fmt.Printf("%.3f %.3f %.3f %.3f\n", quantile(d, 0.5), quantile(d, 0.9), sum/float64(len(d)), d[0])
+	fmt.Println(stats.Summary(d))
 	return nil
 }
 
@@ -369,18 +365,4 @@ func (c *client) once() (time.Duration, error) {
 		return 0, fmt.Errorf("GET %s: %s (%s)", c.target, resp.Status, resp.Header.Get("X-Moat-Denied"))
 	}
 	return el, nil
-}
-
-// quantile of sorted data, linearly interpolated (as bench/timeit).
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 1 {
-		return sorted[0]
-	}
-	pos := q * float64(len(sorted)-1)
-	i := int(pos)
-	if i+1 >= len(sorted) {
-		return sorted[len(sorted)-1]
-	}
-	f := pos - float64(i)
-	return sorted[i]*(1-f) + sorted[i+1]*f
 }

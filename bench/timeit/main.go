@@ -44,6 +44,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/moatbox/moat/bench/internal/stats"
 )
 
 func main() {
@@ -117,12 +119,7 @@ func main() {
 
 // summary prints "MEDIAN P90 MEAN MIN" of the times d (ms).
 func summary(d []float64) {
-	slices.Sort(d)
-	var sum float64
-	for _, v := range d {
-		sum += v
-	}
-	fmt.Printf("%.3f %.3f %.3f %.3f\n", quantile(d, 0.5), quantile(d, 0.9), sum/float64(len(d)), d[0])
+	fmt.Println(stats.Summary(d))
 }
 
 func readSamples(name string) ([]float64, error) {
@@ -171,20 +168,6 @@ func timedRun(path string, args []string, files []uintptr, out *os.File) (time.D
 		return 0, err
 	}
 	return el, exitErr(ws)
-}
-
-// quantile of sorted data, linearly interpolated.
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 1 {
-		return sorted[0]
-	}
-	pos := q * float64(len(sorted)-1)
-	i := int(pos)
-	if i+1 >= len(sorted) {
-		return sorted[len(sorted)-1]
-	}
-	f := pos - float64(i)
-	return sorted[i]*(1-f) + sorted[i+1]*f
 }
 
 // proc is what the tracer learned about one process (thread group).
