@@ -161,7 +161,7 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var force listFlag
-	fs.Var(&force, "force", "apply `PATH` even though the real file changed since the run (repeatable)")
+	fs.Var(&force, "force", "apply `PATH` even though the real file changed since the run, or is a protected path (repeatable)")
 	keep := fs.Bool("keep", false, "keep the change set after applying it (default: discard it once everything is applied)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: moat apply [flags] [ID|SESSION] [PATHS...]")

@@ -10,16 +10,16 @@ import (
 )
 
 // ErrNoNewPrivs is returned by Install when no_new_privs is not set.
-var ErrNoNewPrivs = errors.New("seccomp: no_new_privs is not set; set it on every thread first (prctl PR_SET_NO_NEW_PRIVS via syscall.AllThreadsSyscall)")
+var ErrNoNewPrivs = errors.New("seccomp: no_new_privs is not set on the calling thread; set it first (prctl PR_SET_NO_NEW_PRIVS)")
 
 // Install loads prog as a seccomp filter for every thread of the process
 // (SECCOMP_FILTER_FLAG_TSYNC), so it holds in a multithreaded Go program and
 // in every process it starts afterwards. Filters stack: an installed filter
 // cannot be removed, and a later one only restricts further.
 //
-// The caller must have set no_new_privs on all threads beforehand; Install
-// refuses otherwise, even where the kernel would accept the filter because
-// of CAP_SYS_ADMIN.
+// The calling thread must have set no_new_privs beforehand (TSYNC then
+// sets it on every other thread too); Install refuses otherwise, even
+// where the kernel would accept the filter because of CAP_SYS_ADMIN.
 func Install(prog []Instruction) error {
 	if err := checkInstall(prog); err != nil {
 		return err
