@@ -586,15 +586,15 @@ func (c *Cgroup) freeze(on bool) error {
 func (c *Cgroup) procs() ([]int, error) {
 	var pids []int
 	for _, d := range c.dirs {
-		b, err := os.ReadFile(d + "/cgroup.procs")
+		in, err := readPids(d + "/cgroup.procs")
 		if errors.Is(err, os.ErrNotExist) {
 			continue // removed already (by Sweep or an earlier Destroy)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cgroup: %w", err)
+			return nil, err
 		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
+		for _, pid := range in {
+			if !slices.Contains(pids, pid) {
 				pids = append(pids, pid)
 			}
 		}
