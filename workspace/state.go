@@ -280,23 +280,37 @@ func (c *ChangeSet) init(rootMode fs.FileMode) error {
 		return fmt.Errorf("create change set: %w", err)
 	}
 	// The baseline clock is the ctime of the upper directory after a
-	// chmod that follows a stat of it: with multigrain timestamps (Linux
-	// 6.13+ on ext4, xfs, btrfs, tmpfs) a change to an inode whose ctime
-	// was queried gets a fine-grained time, later than any timestamp given
-	// out before, and every timestamp given out after is at least that.
-	// (Older kernels: a file changed in the same clock tick just before
-	// Create will count as changed, the safe side.)
+	// chmod, taken so that every change made to the workspace before
+	// Create has an earlier ctime, and every change after it one at least
+	// as late (counted as changed: the safe side).
+	//   - With multigrain timestamps (Linux 6.13+ on ext4, xfs, btrfs,
+	//     tmpfs) a change to an inode whose ctime was queried (hence the
+	//     Lstat first) gets a fine-grained time, later than any timestamp
+	//     given out before.
+	//   - Otherwise inodes are stamped with the coarse clock, and a file
+	//     changed just before Create in the same clock tick (1-10 ms) would
+	//     get the baseline's own time. So the chmod is repeated until its
+	//     ctime is past the coarse clock as it was when Create began: at
+	//     most one tick's wait. After ~50 ms (a filesystem with a coarser
+	//     granularity) the baseline is taken as it is, on the safe side.
+	start := coarseNow()
 	if _, err := os.Lstat(c.UpperDir()); err != nil {
 		return fmt.Errorf("create change set: %w", err)
 	}
-	if err := os.Chmod(c.UpperDir(), rootMode); err != nil {
-		return fmt.Errorf("create change set: %w", err)
+	for try := 0; ; try++ {
+		if err := os.Chmod(c.UpperDir(), rootMode); err != nil {
+			return fmt.Errorf("create change set: %w", err)
+		}
+		fi, err := os.Lstat(c.UpperDir())
+		if err != nil {
+			return fmt.Errorf("create change set: %w", err)
+		}
+		c.meta.Baseline.Ctime = ctimeOf(fi)
+		if start.before(c.meta.Baseline.Ctime) || try == 50 {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
-	fi, err := os.Lstat(c.UpperDir())
-	if err != nil {
-		return fmt.Errorf("create change set: %w", err)
-	}
-	c.meta.Baseline.Ctime = ctimeOf(fi)
 	if err := os.Mkdir(c.WorkDir(), 0o700); err != nil {
 		return fmt.Errorf("create change set: %w", err)
 	}

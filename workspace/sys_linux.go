@@ -30,6 +30,14 @@ func (s stamp) before(t stamp) bool {
 	return s.Sec < t.Sec || (s.Sec == t.Sec && s.Nsec < t.Nsec)
 }
 
+// coarseNow is the kernel's coarse real-time clock, the one it stamps a
+// changed inode with unless the filesystem uses multigrain timestamps.
+func coarseNow() stamp {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
+	return stamp{Sec: ts.Sec, Nsec: ts.Nsec}
+}
+
 func ctimeOf(fi fs.FileInfo) stamp {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
