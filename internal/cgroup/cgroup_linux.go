@@ -59,6 +59,15 @@ func Probe() Info {
 		return info
 	}
 	info.Version = l.version()
+	leaf.Lock()
+	if leaf.users > 0 && l.v2 == leaf.dir {
+		// This process sits in its leaf for runs in progress (see
+		// v2Parent): what a further run could have is what the cgroup it
+		// came from offers, not the leaf, which lists only the controllers
+		// those runs enabled.
+		l.v2 = leaf.from
+	}
+	leaf.Unlock()
 	var v2 *v2State
 	for _, ctl := range []string{"memory", "pids", "cpu"} {
 		why := ""

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -41,12 +42,12 @@ func TestMain(m *testing.M) {
 		// Require hugetlb on the unified hierarchy, make a run, report
 		// where it and this process are, destroy it, report again.
 		testV2Controllers = []string{"hugetlb"}
-		var r placeResult
+		r := placeResult{ProbeBefore: Probe().Usable}
 		c, err := New(fmt.Sprintf("moattest-%d-place", os.Getpid()), Limits{})
 		if err != nil {
 			r.Err = err.Error()
 		} else {
-			r.Unified, r.SelfDuring = c.unified, selfV2()
+			r.Unified, r.SelfDuring, r.ProbeDuring = c.unified, selfV2(), Probe().Usable
 			r.DestroyErr = fmt.Sprint(c.Destroy())
 			r.SelfAfter = selfV2()
 		}
@@ -70,9 +71,25 @@ type probeResult struct {
 func needRoot(t testing.TB, controllers ...string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: creating cgroups needs write access to the hierarchies, which non-root users lack without delegation")
+		t.Skip("needs root: it changes cgroups outside the caller's own subtree")
 	}
+	needControllers(t, Probe(), controllers)
+}
+
+// needCgroups skips a test unless this caller can create cgroups with the
+// named controllers: root, or a user to whom a cgroup v2 subtree is
+// delegated (as systemd delegates a user's scope).
+func needCgroups(t testing.TB, controllers ...string) {
+	t.Helper()
 	info := Probe()
+	if os.Geteuid() != 0 && !info.Kill {
+		t.Skipf("creating cgroups needs root or a delegated cgroup v2 subtree, which uid %d lacks here", os.Geteuid())
+	}
+	needControllers(t, info, controllers)
+}
+
+func needControllers(t testing.TB, info Info, controllers []string) {
+	t.Helper()
 	for _, c := range controllers {
 		if !info.Usable[c] {
 			t.Skipf("%s controller unusable on this host: %s", c, info.Why[c])
@@ -163,7 +180,7 @@ func killedBySIGKILL(err error) bool {
 }
 
 func TestLifecycle(t *testing.T) {
-	needRoot(t, "memory", "pids")
+	needCgroups(t, "memory", "pids")
 	c := newCgroup(t, Limits{})
 	cmd := start(t, c, sh(`i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exec sleep 60`))
 
@@ -201,7 +218,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestMemoryLimit(t *testing.T) {
-	needRoot(t, "memory")
+	needCgroups(t, "memory")
 	c := newCgroup(t, Limits{MemoryBytes: 50 << 20})
 	exe, err := os.Executable()
 	if err != nil {
@@ -228,7 +245,7 @@ func TestMemoryLimit(t *testing.T) {
 }
 
 func TestPidsLimit(t *testing.T) {
-	needRoot(t, "pids")
+	needCgroups(t, "pids")
 	c := newCgroup(t, Limits{Pids: 10})
 	start(t, c, sh(`i=0; while [ $i -lt 100 ]; do sleep 60 & i=$((i+1)); done; wait`))
 	waitFor(t, "a refused fork", func() bool { return stats(t, c).PidsLimitHits >= 1 })
@@ -249,7 +266,7 @@ func TestPidsLimit(t *testing.T) {
 }
 
 func TestCPUQuota(t *testing.T) {
-	needRoot(t, "cpu")
+	needCgroups(t, "cpu")
 	c := newCgroup(t, Limits{CPUs: 0.2})
 	start(t, c, sh(`while :; do :; done`))
 	time.Sleep(time.Second)
@@ -264,7 +281,7 @@ func TestCPUQuota(t *testing.T) {
 }
 
 func TestKill(t *testing.T) {
-	needRoot(t)
+	needCgroups(t)
 	for _, tt := range []struct {
 		name     string
 		killFile bool
@@ -318,7 +335,7 @@ func alive(pid int) bool {
 }
 
 func TestSweep(t *testing.T) {
-	needRoot(t)
+	needCgroups(t)
 	prefix := fmt.Sprintf("moattest-sweep-%d-", os.Getpid())
 	mk := func(name string) *Cgroup {
 		c, err := New(prefix+name, Limits{})
@@ -463,7 +480,7 @@ func TestNewErrors(t *testing.T) {
 // TestLimitErrorCleansUp asks for a CPU quota the kernel rejects and checks
 // that the error names the controller and file and that nothing is left.
 func TestLimitErrorCleansUp(t *testing.T) {
-	needRoot(t, "cpu")
+	needCgroups(t, "cpu")
 	name := fmt.Sprintf("moattest-%d-badlimit", os.Getpid())
 	_, err := New(name, Limits{MemoryBytes: 1 << 30, CPUs: 1e9})
 	var le *LimitError
@@ -491,7 +508,7 @@ func TestLimitErrorCleansUp(t *testing.T) {
 // directory holds everything, and that an O_PATH fd of it works with
 // CLONE_INTO_CGROUP on this kernel.
 func TestUnifiedFD(t *testing.T) {
-	needRoot(t)
+	needCgroups(t)
 	c := newCgroup(t, Limits{})
 	if _, ok := c.UnifiedFD(); ok != (len(c.dirs) == 1 && c.unified != "") {
 		t.Errorf("UnifiedFD ok = %v with dirs %v", ok, c.dirs)
@@ -517,6 +534,7 @@ func TestUnifiedFD(t *testing.T) {
 
 type placeResult struct {
 	Err, Unified, SelfDuring, SelfAfter, DestroyErr string
+	ProbeBefore, ProbeDuring                        map[string]bool // Probe().Usable
 }
 
 // selfV2 is this process's cgroup v2 path ("/a/b").
@@ -552,14 +570,19 @@ func TestV2Placement(t *testing.T) {
 	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
 		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
 	}
-	// hugetlb must be enabled at the root for a child to offer it; undo
-	// that afterwards if it was not.
+	// hugetlb must be enabled at the root for a child to offer it, and so
+	// must memory, pids and cpu where they are on this hierarchy (a pure
+	// v2 host), for Probe to have something to report; undo that
+	// afterwards where it was not.
 	sub, _ := os.ReadFile(top + "/cgroup.subtree_control")
-	if !slices.Contains(strings.Fields(string(sub)), "hugetlb") {
-		if err := writeFile(top+"/cgroup.subtree_control", "+hugetlb"); err != nil {
+	for _, ctl := range []string{"hugetlb", "memory", "pids", "cpu"} {
+		if !slices.Contains(strings.Fields(string(ctls)), ctl) || slices.Contains(strings.Fields(string(sub)), ctl) {
+			continue
+		}
+		if err := writeFile(top+"/cgroup.subtree_control", "+"+ctl); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-hugetlb") })
+		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-"+ctl) })
 	}
 	for _, mode := range []string{"alone", "crowded", "namespace"} {
 		name := fmt.Sprintf("moattest-%d-home-%s", os.Getpid(), mode)
@@ -609,6 +632,10 @@ func TestV2Placement(t *testing.T) {
 			t.Errorf("%s: New: %s; Destroy: %s", mode, r.Err, r.DestroyErr)
 			continue
 		}
+		// A run in progress changes nothing of what another could have.
+		if !maps.Equal(r.ProbeBefore, r.ProbeDuring) {
+			t.Errorf("%s: Probe says %v during a run, %v before it", mode, r.ProbeDuring, r.ProbeBefore)
+		}
 		switch rel := "/" + name; mode {
 		case "alone", "namespace":
 			// In the namespace, home is "/" and mounted at top.
@@ -640,7 +667,7 @@ func TestV2Placement(t *testing.T) {
 }
 
 func BenchmarkNewDestroy(b *testing.B) {
-	needRoot(b, "memory", "pids", "cpu")
+	needCgroups(b, "memory", "pids", "cpu")
 	lim := Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1}
 	for b.Loop() {
 		c, err := New(fmt.Sprintf("moattest-%d-bench%d", os.Getpid(), seq.Add(1)), lim)
@@ -654,7 +681,7 @@ func BenchmarkNewDestroy(b *testing.B) {
 }
 
 func BenchmarkNew(b *testing.B) {
-	needRoot(b, "memory", "pids", "cpu")
+	needCgroups(b, "memory", "pids", "cpu")
 	lim := Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1}
 	var cs []*Cgroup
 	b.Cleanup(func() {
