@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/proctest"
@@ -267,6 +269,52 @@ func TestReadWritePathsOfOtherOwners(t *testing.T) {
 		if int(st.Uid) != c.uid || int(st.Gid) != c.gid {
 			t.Errorf("%s owned by %d:%d on the host, want %d:%d", c.path, st.Uid, st.Gid, c.uid, c.gid)
 		}
+	}
+}
+
+// TestWorkspaceOnTmpfs runs root's sandbox on a workspace on tmpfs, which
+// the kernel can id-map from Linux 6.3 on. Before that, moat must refuse
+// with a message naming the filesystem and the ways out, and write nothing;
+// it must never fall back to a mapping that makes the command host root.
+func TestWorkspaceOnTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root id-maps writable paths (an ordinary caller's files are its own)")
+	}
+	ws := t.TempDir()
+	if err := syscall.Mount("moattest", ws, "tmpfs", 0, "mode=755"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ws, syscall.MNT_DETACH) })
+	r := sh(t, ws, nil, "echo written > f && stat -c %u f")
+	var u unix.Utsname
+	unix.Uname(&u)
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	if major > 6 || major == 6 && minor >= 3 {
+		mustExit(t, r, 0)
+		if got := strings.TrimSpace(r.stdout); got != "1000" {
+			t.Errorf("inside, the new file is owned by %s, want the sandbox user 1000", got)
+		}
+		fi, err := os.Stat(filepath.Join(ws, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
+			t.Errorf("the new file is owned by %d on the host, want the workspace's owner 0", st.Uid)
+		}
+		return
+	}
+	t.Logf("Linux %d.%d: tmpfs cannot be id-mapped; want a refusal", major, minor)
+	if r.err == nil || r.rep.ExitCode != 125 || !errors.Is(r.err, errors.ErrUnsupported) {
+		t.Fatalf("err %v, exit %d: want moat's own error (125, unsupported)", r.err, r.rep.ExitCode)
+	}
+	for _, want := range []string{ws, "tmpfs", "cannot id-map", "ordinary user"} {
+		if !strings.Contains(r.err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, r.err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "f")); err == nil {
+		t.Error("the command ran: f was written")
 	}
 }
 

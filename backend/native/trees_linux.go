@@ -1,6 +1,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,10 +122,40 @@ func applyIDMaps(spec *backend.Spec, maps []idmap) error {
 		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
 		if err := unix.MountSetattr(int(m.tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			if err == unix.EINVAL {
+				return unmappable(m.tree)
+			}
 			return fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.tree.Name(), m.uid, m.gid, spec.User.HostUID, spec.User.HostGID, err)
 		}
 	}
 	return nil
+}
+
+// unmappable explains mount_setattr's EINVAL for a tree whose filesystem
+// the kernel cannot id-map (tmpfs before Linux 6.3, NFS, FUSE, ...). There
+// is no safe way on: without the mapping the command could not write the
+// tree, and running it as the tree's owner would make it host root.
+func unmappable(tree *os.File) error {
+	fs := "a filesystem"
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(tree.Fd()), &st) == nil {
+		fs = fmt.Sprintf("a filesystem of type %#x", uint64(st.Type))
+		if name, ok := fsNames[int64(st.Type)]; ok {
+			fs = name
+		}
+	}
+	var u unix.Utsname
+	unix.Uname(&u)
+	return fmt.Errorf("%s is on %s, which this kernel (Linux %s) cannot id-map. Run as root, moat shows writable paths to the command through idmapped mounts, so that the command stays an unprivileged host user: keep the workspace and --rw paths on a filesystem that supports them (ext4, xfs, btrfs; tmpfs from Linux 6.3 on), or run moat as an ordinary user: %w",
+		tree.Name(), fs, unix.ByteSliceToString(u.Release[:]), errors.ErrUnsupported)
+}
+
+// fsNames names the filesystems a workspace is commonly on.
+var fsNames = map[int64]string{
+	unix.TMPFS_MAGIC: "tmpfs", unix.EXT4_SUPER_MAGIC: "ext4", unix.XFS_SUPER_MAGIC: "xfs",
+	unix.BTRFS_SUPER_MAGIC: "btrfs", unix.OVERLAYFS_SUPER_MAGIC: "overlayfs",
+	unix.NFS_SUPER_MAGIC: "NFS", unix.FUSE_SUPER_MAGIC: "FUSE", unix.V9FS_MAGIC: "9p",
+	unix.CIFS_SUPER_MAGIC: "CIFS", unix.SMB2_SUPER_MAGIC: "SMB", 0x2fc12fc1: "ZFS",
 }
 
 // idmapUserns returns a user namespace that maps uid:gid to hostUID:hostGID,
