@@ -261,7 +261,7 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 			if parent, err = c.v2Parent(l, onV2, required); err != nil {
 				return err
 			}
-			enabled, err = enableV2(parent, onV2, required)
+			enabled, err = enableV2(parent, onV2, required, parent == l.v2 && l.crowded())
 			if err == nil {
 				dir = path.Join(parent, name)
 				err = unix.Mkdir(dir, 0o755)
@@ -368,7 +368,15 @@ func optional(err error) bool {
 // enableV2 enables the controllers ctls for the children of the caller's v2
 // cgroup dir and returns those it could enable. A failure is an error only
 // for a controller with a requested limit; the others only feed Stats.
-func enableV2(dir string, ctls []string, required map[string]bool) ([]string, error) {
+//
+// In a crowded dir (one holding processes, other than the hierarchy's
+// root) only required controllers are enabled, and v2Parent has seen to it
+// that there are none to enable there. Enabling one only for stats would
+// fail for memory (the no-internal-process rule), but succeed for pids, a
+// threaded controller: that makes dir a thread root, whose children are
+// then invalid domains, and moving a process into the run's cgroup fails
+// with EOPNOTSUPP, for this run and every later one made beside it.
+func enableV2(dir string, ctls []string, required map[string]bool, crowded bool) ([]string, error) {
 	if len(ctls) == 0 {
 		return nil, nil
 	}
@@ -381,6 +389,9 @@ func enableV2(dir string, ctls []string, required map[string]bool) ([]string, er
 	var enabled []string
 	for _, ctl := range ctls {
 		if !slices.Contains(have, ctl) {
+			if crowded && !required[ctl] {
+				continue
+			}
 			err := writeFile(file, "+"+ctl)
 			if errors.Is(err, unix.EBUSY) {
 				err = fmt.Errorf("%w: %s holds processes (cgroup v2's no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", err, dir)
@@ -752,6 +763,16 @@ func exists(p string) bool {
 	return unix.Access(p, unix.F_OK) == nil
 }
 
+// crowded says whether the caller's v2 cgroup holds processes directly
+// and is not exempt from the no-internal-process rule.
+func (l layout) crowded() bool {
+	if l.exempt() {
+		return false
+	}
+	pids, err := readPids(l.v2 + "/cgroup.procs")
+	return err != nil || len(pids) > 0
+}
+
 // exempt says whether the caller's v2 cgroup is the hierarchy's real root,
 // which the no-internal-process rule exempts. The root of a cgroup
 // namespace (a container's) looks like the root in /proc/self/cgroup but is
@@ -829,7 +850,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		return l.v2, nil
 	case os.Geteuid() == 0 && l.v2Top != "" && l.v2Top != l.v2:
 		dir := path.Join(l.v2Top, sharedDir)
-		if _, err := enableV2(l.v2Top, missing, required); err != nil {
+		if _, err := enableV2(l.v2Top, missing, required, false); err != nil {
 			return "", err
 		}
 		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {

@@ -41,13 +41,29 @@ func TestMain(m *testing.M) {
 	case "v2place":
 		// Require hugetlb on the unified hierarchy, make a run, report
 		// where it and this process are, destroy it, report again.
-		testV2Controllers = []string{"hugetlb"}
+		if os.Getenv("MOAT_V2PLACE_STATS_ONLY") == "" {
+			testV2Controllers = []string{"hugetlb"}
+		}
 		r := placeResult{ProbeBefore: Probe().Usable}
+		var home string
+		if l, err := discover(); err == nil {
+			home = l.v2
+		}
 		c, err := New(fmt.Sprintf("moattest-%d-place", os.Getpid()), Limits{})
 		if err != nil {
 			r.Err = err.Error()
 		} else {
 			r.Unified, r.SelfDuring, r.ProbeDuring = c.unified, selfV2(), Probe().Usable
+			r.HomeType = strings.TrimSpace(string(must(os.ReadFile(home + "/cgroup.type"))))
+			// A process can be moved into the run's cgroup.
+			child := exec.Command("sleep", "60")
+			if err := child.Start(); err != nil {
+				r.AddErr = err.Error()
+			} else {
+				r.AddErr = fmt.Sprint(c.Add(child.Process.Pid))
+				child.Process.Kill()
+				child.Wait()
+			}
 			r.DestroyErr = fmt.Sprint(c.Destroy())
 			r.SelfAfter = selfV2()
 		}
@@ -535,7 +551,14 @@ func TestUnifiedFD(t *testing.T) {
 type placeResult struct {
 	Err, Unified, SelfDuring, SelfAfter, DestroyErr string
 	ProbeBefore, ProbeDuring                        map[string]bool // Probe().Usable
+	HomeType                                        string          // cgroup.type of the helper's cgroup during the run
+	AddErr                                          string
 }
+
+func must[T any](v T, _ error) T { return v }
+
+// placeModes are TestV2Placement's cases, each a cgroup for the helper.
+var placeModes = []string{"alone", "crowded", "crowded, stats only", "namespace"}
 
 // selfV2 is this process's cgroup v2 path ("/a/b").
 func selfV2() string {
@@ -551,11 +574,16 @@ func selfV2() string {
 // TestV2Placement runs New in a helper whose cgroup v2 holds processes,
 // requiring a controller that must then be enabled for the run's parent:
 // the kernel's no-internal-process rule, with hugetlb (which a hybrid host
-// has on the unified hierarchy) standing in for memory, pids and cpu.
+// has on the unified hierarchy) standing in for memory, pids and cpu. In
+// every case a process can be moved into the run's cgroup, and Probe says
+// the same during the run as before it.
 //   - alone: the helper is the only process there; it moves into a leaf,
 //     makes the run beside it, and is back, with nothing left, after Destroy.
 //   - crowded: another process shares the cgroup; as root the run goes
 //     under the hierarchy root's "moat" directory, removed with the run.
+//   - crowded, stats only: the same with nothing required, so the run is
+//     made beside the helper, and nothing may be enabled there (on a pure
+//     v2 host, enabling pids for stats would make the cgroup a thread root).
 //   - namespace: alone, in a cgroup namespace rooted at its cgroup (as in a
 //     container), which looks like the hierarchy's root but is not exempt
 //     from the rule.
@@ -584,8 +612,8 @@ func TestV2Placement(t *testing.T) {
 		}
 		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-"+ctl) })
 	}
-	for _, mode := range []string{"alone", "crowded", "namespace"} {
-		name := fmt.Sprintf("moattest-%d-home-%s", os.Getpid(), mode)
+	for i, mode := range placeModes {
+		name := fmt.Sprintf("moattest-%d-home-%d", os.Getpid(), i)
 		home := path.Join(top, name)
 		if err := os.Mkdir(home, 0o755); err != nil {
 			t.Fatal(err)
@@ -596,7 +624,7 @@ func TestV2Placement(t *testing.T) {
 			t.Fatal(err)
 		}
 		var other *exec.Cmd
-		if mode == "crowded" {
+		if strings.HasPrefix(mode, "crowded") {
 			other = exec.Command("sleep", "60")
 			other.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 			if err := other.Start(); err != nil {
@@ -613,6 +641,9 @@ func TestV2Placement(t *testing.T) {
 				"sh", "-c", `umount -l "$1" && mount -t cgroup2 cgroup2 "$1" && exec "$0"`, os.Args[0], top)
 		}
 		cmd.Env = append(os.Environ(), helperEnv+"=v2place")
+		if mode == "crowded, stats only" {
+			cmd.Env = append(cmd.Env, "MOAT_V2PLACE_STATS_ONLY=1")
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 		out, runErr := cmd.Output()
 		unix.Close(fd)
@@ -636,6 +667,12 @@ func TestV2Placement(t *testing.T) {
 		if !maps.Equal(r.ProbeBefore, r.ProbeDuring) {
 			t.Errorf("%s: Probe says %v during a run, %v before it", mode, r.ProbeDuring, r.ProbeBefore)
 		}
+		// The helper's cgroup is never made a thread root (by enabling
+		// pids, a threaded controller, while it holds processes), which
+		// would make the run's cgroup unable to take a process.
+		if r.HomeType != "domain" || r.AddErr != "<nil>" {
+			t.Errorf("%s: during the run the helper's cgroup is of type %q; moving a process into the run's: %s", mode, r.HomeType, r.AddErr)
+		}
 		switch rel := "/" + name; mode {
 		case "alone", "namespace":
 			// In the namespace, home is "/" and mounted at top.
@@ -651,6 +688,14 @@ func TestV2Placement(t *testing.T) {
 			}
 			if r.SelfAfter != rel {
 				t.Errorf("%s: after the run the helper is in %s, want %s again", mode, r.SelfAfter, rel)
+			}
+		case "crowded, stats only":
+			// Nothing to enable: the run is made where the helper is.
+			if want := path.Join(home, path.Base(r.Unified)); r.Unified != want {
+				t.Errorf("%s: run made at %s, want %s", mode, r.Unified, want)
+			}
+			if r.SelfDuring != rel || r.SelfAfter != rel {
+				t.Errorf("%s: the helper moved (%s, then %s); it must stay in %s", mode, r.SelfDuring, r.SelfAfter, rel)
 			}
 		case "crowded":
 			if want := path.Join(top, sharedDir, path.Base(r.Unified)); r.Unified != want {
