@@ -59,15 +59,10 @@ func Probe() Info {
 		return info
 	}
 	info.Version = l.version()
-	leaf.Lock()
-	if leaf.users > 0 && l.v2 == leaf.dir {
-		// This process sits in its leaf for runs in progress (see
-		// v2Parent): what a further run could have is what the cgroup it
-		// came from offers, not the leaf, which lists only the controllers
-		// those runs enabled.
-		l.v2 = leaf.from
-	}
-	leaf.Unlock()
+	// What a further run could have is what the cgroup the leaf was made
+	// in offers, not the leaf, which lists only the controllers the runs
+	// in progress enabled.
+	l.outOfLeaf()
 	var v2 *v2State
 	for _, ctl := range []string{"memory", "pids", "cpu"} {
 		why := ""
@@ -701,6 +696,7 @@ func sweep(prefix string, minAge time.Duration) error {
 	if err != nil {
 		return err
 	}
+	l.outOfLeaf() // the runs are beside the leaf
 	var parents []string
 	for _, ctl := range v1Controllers {
 		if d, ok := l.v1[ctl]; ok && !slices.Contains(parents, d) {
@@ -870,6 +866,16 @@ var leaf struct {
 	users     int
 	from, dir string
 	before    []string // from's cgroup.subtree_control before the move
+}
+
+// outOfLeaf makes l describe the cgroup this process came from when it sits
+// in its leaf for runs in progress (see v2Parent).
+func (l *layout) outOfLeaf() {
+	leaf.Lock()
+	defer leaf.Unlock()
+	if leaf.users > 0 && l.v2 == leaf.dir {
+		l.v2 = leaf.from
+	}
 }
 
 // leaveLeaf undoes the move with the last run that needed it: controllers

@@ -55,6 +55,14 @@ func TestMain(m *testing.M) {
 		} else {
 			r.Unified, r.SelfDuring, r.ProbeDuring = c.unified, selfV2(), Probe().Usable
 			r.HomeType = strings.TrimSpace(string(must(os.ReadFile(home + "/cgroup.type"))))
+			// A stale run's cgroup beside this one is swept.
+			stale := fmt.Sprintf("moattest-%d-stale", os.Getpid())
+			if err := os.Mkdir(path.Join(home, stale), 0o755); err != nil {
+				r.StaleLeft = err.Error()
+			} else if err := sweep(stale, 0); err != nil || exists(path.Join(home, stale)) {
+				r.StaleLeft = fmt.Sprintf("still there (sweep: %v)", err)
+				unix.Rmdir(path.Join(home, stale))
+			}
 			// A process can be moved into the run's cgroup.
 			child := exec.Command("sleep", "60")
 			if err := child.Start(); err != nil {
@@ -553,6 +561,7 @@ type placeResult struct {
 	ProbeBefore, ProbeDuring                        map[string]bool // Probe().Usable
 	HomeType                                        string          // cgroup.type of the helper's cgroup during the run
 	AddErr                                          string
+	StaleLeft                                       string // why a stale cgroup beside the run was not swept
 }
 
 func must[T any](v T, _ error) T { return v }
@@ -575,8 +584,9 @@ func selfV2() string {
 // requiring a controller that must then be enabled for the run's parent:
 // the kernel's no-internal-process rule, with hugetlb (which a hybrid host
 // has on the unified hierarchy) standing in for memory, pids and cpu. In
-// every case a process can be moved into the run's cgroup, and Probe says
-// the same during the run as before it.
+// every case a process can be moved into the run's cgroup, Probe says the
+// same during the run as before it, and Sweep finds stale cgroups in the
+// helper's cgroup although the helper sits in its leaf.
 //   - alone: the helper is the only process there; it moves into a leaf,
 //     makes the run beside it, and is back, with nothing left, after Destroy.
 //   - crowded: another process shares the cgroup; as root the run goes
@@ -672,6 +682,9 @@ func TestV2Placement(t *testing.T) {
 		// would make the run's cgroup unable to take a process.
 		if r.HomeType != "domain" || r.AddErr != "<nil>" {
 			t.Errorf("%s: during the run the helper's cgroup is of type %q; moving a process into the run's: %s", mode, r.HomeType, r.AddErr)
+		}
+		if r.StaleLeft != "" {
+			t.Errorf("%s: a stale cgroup in the helper's cgroup, swept during the run: %s", mode, r.StaleLeft)
 		}
 		switch rel := "/" + name; mode {
 		case "alone", "namespace":
