@@ -218,9 +218,12 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("process not in %s:\n%s", d, b)
 		}
 	}
+	// Peak memory is counted where the memory controller is the run's: on
+	// v2 it is not when moat's own cgroup holds other processes and no
+	// memory limit was asked for (the report then falls back to rusage).
 	waitFor(t, "CPU usage and peak memory", func() bool {
 		s := stats(t, c)
-		return s.CPUUsageNanos > 0 && s.MemoryPeak > 0
+		return s.CPUUsageNanos > 0 && (s.MemoryPeak > 0 || c.mem == "")
 	})
 	if s := stats(t, c); s.OOMKills != 0 || s.PidsLimitHits != 0 || s.MemoryLimitHits != 0 {
 		t.Errorf("no limit set, yet stats = %+v", s)
@@ -551,7 +554,11 @@ func TestUnifiedFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "0::/" + path.Base(c.unified) + "\n"; !strings.Contains(string(out), want) {
+	l, err := discover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0::" + strings.TrimPrefix(c.unified, l.v2Top) + "\n"; !strings.Contains(string(out), want) {
 		t.Errorf("child started with CLONE_INTO_CGROUP is in\n%s\nwant a line ending %q", out, want)
 	}
 }
