@@ -35,3 +35,10 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 echo "== go test as $user (rootless path)"
 MOAT_TEST_USER="$user" go test -p 1 -count=1 -exec "$PWD/.ci/asuser" ./...
+
+if [ "${MOAT_VMTEST:-1}" = 0 ]; then
+  echo "== SKIPPED: the pure cgroup v2 guest (MOAT_VMTEST=0); v2 memory, pids and cpu limits are untested"
+  exit 0
+fi
+echo "== go test in a QEMU guest: pure cgroup v2, Debian's stock kernel"
+MOAT_TEST_USER="$user" scripts/vmtest.sh

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Runs moat's kernel-facing test suites in a QEMU guest with a pure cgroup
+# v2 hierarchy (cgroup_no_v1=all) and Debian's stock kernel, as root and as
+# an ordinary user with and without a delegated cgroup. The machines this
+# project is built on have a v1/v2 hybrid layout, where memory, pids and cpu
+# live on v1; most distributions now boot pure v2, and this is where moat's
+# v2 limits are tested for real. See internal/vmtest for the guest side.
+#
+# Needs root (it installs QEMU and fetches the kernel package with apt) and
+# about 5 GiB of memory. Called by scripts/test.sh; run it alone with
+#   sudo scripts/vmtest.sh
+# Environment: MOAT_TEST_USER (the ordinary user, default moatci),
+# MOAT_VMTEST_CACHE (where the kernel is kept, default /var/cache/moat-vmtest),
+# MOAT_VMTEST_TIMEOUT (seconds the guest may run, default 2400),
+# MOAT_VMTEST_STEPS (an extended regular expression: run only the steps whose
+# names match, e.g. 'cgroup|session').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_ENABLED=0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "vmtest: needs root (installs QEMU and the guest kernel with apt)" >&2
+	exit 2
+fi
+user="${MOAT_TEST_USER:-moatci}"
+if ! uid=$(id -u "$user" 2>/dev/null); then
+	echo "vmtest: no user $user for the rootless steps: create one, or name another in MOAT_TEST_USER" >&2
+	exit 2
+fi
+cache="${MOAT_VMTEST_CACHE:-/var/cache/moat-vmtest}"
+
+# Tools: QEMU (software emulation: nested KVM is not usable on these
+# machines), cpio for the initramfs, mkfs.ext4 for the guest's /tmp.
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v cpio >/dev/null || need+=(cpio)
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+if ((${#need[@]})); then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The guest kernel: the one Debian's linux-image-amd64 points at, unpacked
+# (not installed: the host's boot set-up is none of this script's business).
+pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+if [ -z "$pkg" ]; then
+	apt-get update -qq
+	pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+fi
+kdir="$cache/$pkg"
+if [ ! -d "$kdir/boot" ]; then
+	rm -rf "$kdir.tmp"
+	mkdir -p "$kdir.tmp"
+	if ! (cd "$kdir.tmp" && apt-get download -qq "$pkg" 2>/dev/null && dpkg-deb -x ./*.deb . && rm ./*.deb); then
+		echo "vmtest: could not fetch and unpack the guest kernel ($pkg) with apt-get download" >&2
+		exit 1
+	fi
+	mv "$kdir.tmp" "$kdir"
+fi
+kver=$(ls "$kdir/lib/modules")
+mods="$kdir/lib/modules/$kver/kernel"
+
+work=$(mktemp -d /var/tmp/moat-vmtest.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/initrd/modules" "$work/bin"
+
+# The initramfs: the guest init and the modules it loads (in any order; it
+# retries until their dependencies are in): virtio over PCI, 9p for the
+# shares, virtio-blk and ext4 for /tmp, overlayfs for overlay workspaces.
+go build -o "$work/initrd/init" ./internal/vmtest
+for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko \
+	drivers/virtio/virtio_pci.ko drivers/virtio/virtio_pci_legacy_dev.ko \
+	drivers/virtio/virtio_pci_modern_dev.ko net/9p/9pnet.ko net/9p/9pnet_virtio.ko \
+	fs/netfs/netfs.ko fs/fscache/fscache.ko fs/9p/9p.ko drivers/block/virtio_blk.ko \
+	lib/crc16.ko crypto/crc32c_generic.ko fs/mbcache.ko fs/jbd2/jbd2.ko fs/ext4/ext4.ko \
+	fs/overlayfs/overlay.ko; do
+	cp "$mods/$m" "$work/initrd/modules/"
+done
+mkdir -p "$work/initrd/"{dev,proc,sys,newroot}
+(cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1 >"$work/initrd.gz")
+
+# The suites that touch the kernel, and the plan: every suite as root and
+# as the user in a delegated cgroup; the sandbox's and the CLI's as root in
+# a cgroup shared with another process (a login session's scope); as the
+# user without delegation, the tests of what that user is refused.
+pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp)
+plan="$work/bin/plan"
+for p in "${pkgs[@]}"; do
+	name=$(echo "$p" | tr / -)
+	go test -c -o "$work/bin/$name.test" "./$p"
+	echo "root-$name 0 - $p $name.test -test.v -test.count=1" >>"$plan"
+	echo "delegated-$name $uid delegated $p $name.test -test.v -test.count=1" >>"$plan"
+done
+for p in sandbox cmd/moat; do
+	name=$(echo "$p" | tr / -)
+	echo "session-$name 0 session $p $name.test -test.v -test.count=1" >>"$plan"
+done
+echo "user-sandbox $uid - sandbox sandbox.test -test.v -test.count=1 -test.run Refuses|Limit|ForkBomb" >>"$plan"
+echo "user-cgroup $uid - internal/cgroup internal-cgroup.test -test.v -test.count=1 -test.run Probe" >>"$plan"
+if [ -n "${MOAT_VMTEST_STEPS:-}" ]; then
+	grep -E "^[^ ]*(${MOAT_VMTEST_STEPS})[^ ]* " "$plan" >"$plan.only" || true
+	mv "$plan.only" "$plan"
+fi
+chmod -R a+rX "$work/bin"
+steps=$(grep -c . "$plan" || true)
+if [ "$steps" -eq 0 ]; then
+	echo "vmtest: no step matches MOAT_VMTEST_STEPS=$MOAT_VMTEST_STEPS" >&2
+	exit 2
+fi
+
+truncate -s 8G "$work/tmp.img"
+mkfs.ext4 -q -F "$work/tmp.img"
+
+echo "== guest: $pkg, cgroup v2 only, $steps steps"
+log="$work/console.log"
+status=0
+timeout "${MOAT_VMTEST_TIMEOUT:-2400}" qemu-system-x86_64 \
+	-accel tcg,thread=multi -cpu max -smp 2 -m 4G \
+	-nographic -no-reboot -monitor none -serial stdio \
+	-kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
+	-append "console=ttyS0 cgroup_no_v1=all panic=-1 quiet" \
+	-drive "file=$work/tmp.img,if=virtio,format=raw" \
+	-virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
+	-virtfs "local,path=$work/bin,mount_tag=bin,security_model=none,readonly=on" \
+	-virtfs "local,path=$PWD,mount_tag=src,security_model=none,readonly=on" \
+	</dev/null >"$log" 2>&1 || status=$?
+# The guest's output without the noise of passing tests.
+tr -d '\r' <"$log" | grep -avE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' || true
+if [ "$status" -ne 0 ]; then
+	echo "vmtest: QEMU exited with status $status (124: the guest ran out of time)"
+	exit 1
+fi
+if ! tr -d '\r' <"$log" | grep -qx "vmtest: $steps passed, 0 failed"; then
+	echo "vmtest: not every step passed"
+	exit 1
+fi
