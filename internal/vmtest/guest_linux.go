@@ -278,7 +278,7 @@ func readPlan(file string) ([]step, error) {
 			continue
 		}
 		if len(fields) < 5 {
-			return nil, fmt.Errorf("%s:%d: want NAME UID CGROUP DIR BINARY ARGS...", file, n)
+			return nil, fmt.Errorf("%s:%d: want NAME UID CGROUP DIR BINARY [ARGS]", file, n)
 		}
 		uid, err := strconv.Atoi(fields[1])
 		if err != nil || (fields[2] != "-" && fields[2] != "delegated" && fields[2] != "session") {
