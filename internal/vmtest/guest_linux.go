@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,7 +138,8 @@ func finitModule(file string) error {
 
 // switchRoot makes the host's root, read-only over 9p, the guest's root,
 // with the guest's own /dev, /proc, /sys, cgroup2, /tmp and /run, and the
-// test binaries' share at binDir. The initramfs cannot stay the root:
+// shares of the test binaries and of the source tree beneath /mnt (a tmpfs:
+// the host's /mnt is read-only here). The initramfs cannot stay the root:
 // pivot_root(2), which moat's init calls, refuses the initial rootfs.
 func switchRoot() error {
 	// A driver probes its device after the module is in: wait for it.
@@ -194,7 +196,7 @@ func checkPureV2() error {
 	}
 	have := strings.Fields(string(b))
 	for _, ctl := range []string{"memory", "pids", "cpu"} {
-		if !contains(have, ctl) {
+		if !slices.Contains(have, ctl) {
 			return fmt.Errorf("cgroup2 root lacks %s (controllers: %s)", ctl, b)
 		}
 	}
@@ -232,15 +234,6 @@ func uname() string {
 	var u unix.Utsname
 	unix.Uname(&u)
 	return unix.ByteSliceToString(u.Release[:])
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // A step runs one test binary with its arguments, as a user, in a cgroup.
