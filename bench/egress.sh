@@ -102,20 +102,6 @@ moat=$tmp/moat timeit=$tmp/timeit eb=$tmp/egressbench
 cp "$eb" "$ws/egressbench"
 
 # --- peers -----------------------------------------------------------------
-apt_updated=no
-install_pkg() { # install_pkg PKG...: as root only; 0 when installed
-	[ "$uid" -eq 0 ] || return 1
-	command -v apt-get >/dev/null || return 1
-	if DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >>"$tmp/apt.log" 2>&1; then
-		return 0
-	fi
-	if [ "$apt_updated" = no ]; then
-		apt_updated=yes
-		apt-get update >>"$tmp/apt.log" 2>&1 || true
-		DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >>"$tmp/apt.log" 2>&1 && return 0
-	fi
-	return 1
-}
 srt_why='' # why srt's rows are left out ('' = they are not)
 setup_srt() {
 	local c missing=() pkgs=()
@@ -188,7 +174,6 @@ srt_settings() { # srt_settings FILE DOMAINS-JSON
 srt_settings "$tmp/srt.json" "[\"example.com\", \"127.0.0.1:$port\", \"localhost:$port\", \"127.0.0.1:$tlsport\"]"
 srt_settings "$tmp/srt-block.json" "[]"
 
-indir() { (cd "$1" && shift && "$@"); } # indir DIR CMD...: run CMD in DIR
 moatrun=("$moat" run --policy "$tmp/moat.toml" --workspace "$ws" --)
 srtrun=(srt --settings "$tmp/srt.json" --)
 

@@ -2,7 +2,8 @@
 # What the bench scripts share, sourced by each: where the repository is,
 # temporary directories removed on exit (opening up the mode-0 work
 # directories overlayfs leaves), background processes stopped on exit,
-# the line that describes the machine, and building the Go programs.
+# the line that describes the machine, installing peers, and building the
+# Go programs.
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 uid=$(id -u)
@@ -35,6 +36,28 @@ newtmp() {
 machine_line() {
 	echo "== machine: nproc=$(nproc) cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') kernel=$(uname -r) uid=$uid ($(id -un)) loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# install_pkg PKG...: installs Debian packages, as root only (a peer to
+# compare against); 0 when installed. apt's output goes to $tmp/apt.log;
+# the package lists are updated once, when a first try fails.
+apt_updated=no
+# shellcheck disable=SC2154 # tmp: set by the script
+install_pkg() {
+	[ "$uid" -eq 0 ] || return 1
+	command -v apt-get >/dev/null || return 1
+	if DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >>"$tmp/apt.log" 2>&1; then
+		return 0
+	fi
+	if [ "$apt_updated" = no ]; then
+		apt_updated=yes
+		apt-get update >>"$tmp/apt.log" 2>&1 || true
+		DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >>"$tmp/apt.log" 2>&1 && return 0
+	fi
+	return 1
+}
+
+# indir DIR CMD...: runs CMD in DIR.
+indir() { (cd "$1" && shift && "$@"); }
 
 # go_build DIR PKG...: builds each ./PKG of the repository into DIR/NAME
 # (NAME = the last element of PKG), as one static binary each.

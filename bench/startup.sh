@@ -75,20 +75,6 @@ go_build "$tmp" cmd/moat bench/timeit
 timeit=$tmp/timeit
 
 # --- peers -----------------------------------------------------------------
-apt_updated=no
-install_pkg() { # install_pkg PKG: as root only; 0 when installed
-	[ "$uid" -eq 0 ] || return 1
-	command -v apt-get >/dev/null || return 1
-	if DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >"$tmp/apt.log" 2>&1; then
-		return 0
-	fi
-	if [ "$apt_updated" = no ]; then
-		apt_updated=yes
-		apt-get update >>"$tmp/apt.log" 2>&1 || true
-		DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >>"$tmp/apt.log" 2>&1 && return 0
-	fi
-	return 1
-}
 have() { # have CMD PKG: CMD is on PATH, installing PKG if need be
 	command -v "$1" >/dev/null && return 0
 	echo "-- $1 missing; installing $2" >&2
@@ -157,7 +143,6 @@ if [ -n "$user" ]; then
 		--inh-caps=-all --bounding-set=-all env HOME="$uhome" USER="$user" LOGNAME="$user")
 fi
 
-indir() { (cd "$1" && shift && "$@"); } # indir DIR CMD...: run CMD in DIR
 
 # --- variants ----------------------------------------------------------------
 # Each variant is a name, a label and a command run from its workspace.

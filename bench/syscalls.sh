@@ -103,7 +103,6 @@ cmd_of() {
 		run_cmd=("$moat" run --seccomp "$(profile "$name")" -- "$@")
 	fi
 }
-indir() { (cd "$1" && shift && "$@"); } # indir DIR CMD...: run CMD in DIR
 
 failed=()
 declare -A bad # rows that failed, by NAME (or NAME.find)

@@ -115,20 +115,6 @@ moat=$tmp/moat
 timeit=$tmp/timeit
 
 # --- peers -----------------------------------------------------------------
-apt_updated=no
-install_pkg() { # install_pkg PKG: as root only; 0 when installed
-	[ "$uid" -eq 0 ] || return 1
-	command -v apt-get >/dev/null || return 1
-	if DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >"$tmp/apt.log" 2>&1; then
-		return 0
-	fi
-	if [ "$apt_updated" = no ]; then
-		apt_updated=yes
-		apt-get update >>"$tmp/apt.log" 2>&1 || true
-		DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >>"$tmp/apt.log" 2>&1 && return 0
-	fi
-	return 1
-}
 skipped=() # "why" lines for the peers left out
 have() { # have CMD PKG: CMD is on PATH, installing PKG if need be
 	command -v "$1" >/dev/null && return 0
@@ -220,7 +206,6 @@ if [ "$have_unshare" = yes ] && [ "$have_mount" = yes ]; then
 	[ -n "$shm" ] && add unshare_overlay_tmpfs "unshare + overlay (tmpfs upper)" unshare_bind ""
 fi
 
-indir() { (cd "$1" && shift && "$@"); } # indir DIR CMD...: run CMD in DIR
 
 # change_sets DIR: the IDs of the change sets in state directory DIR
 change_sets() {
