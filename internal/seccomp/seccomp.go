@@ -246,7 +246,19 @@ const maxInstructions = 4096
 // It fails if p is invalid, names a system call that no Linux architecture
 // has, or does not list arch in Arches. Names that exist on other
 // architectures only (chmod on aarch64, _llseek on i386) are skipped.
+// The built-in profiles' programs are generated at build time, and
+// returned as stored (see precompiled.go).
 func Compile(p *Profile, arch string) ([]Instruction, error) {
+	if p != nil {
+		if prog := precompiled(p, arch); prog != nil {
+			return prog, nil
+		}
+	}
+	return compile(p, arch)
+}
+
+// compile is Compile without the stored programs.
+func compile(p *Profile, arch string) ([]Instruction, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("seccomp: %w", err)
 	}
