@@ -90,7 +90,7 @@ func TestProgramsFollowChanges(t *testing.T) {
 				p.DefaultAction = Errno
 			}
 		},
-		"arches":         func(p *Profile) { p.Arches = []string{ArchX86_64} },
+		"arches": func(p *Profile) { p.Arches = []string{ArchX86_64} },
 		"argument value": func(p *Profile) {
 			for i := range p.Rules {
 				if len(p.Rules[i].Args) > 0 {
