@@ -3,10 +3,12 @@
 package sandbox_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -155,15 +157,13 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 
 	// Init (PID 1 inside) drops everything but the bounding set on all of
 	// its threads before the command starts: nothing in the sandbox holds
-	// a capability the command could borrow.
-	// No thread of init can gain privileges through exec either.
+	// a capability the command could borrow. No thread of init can gain
+	// privileges through exec either. Init is invisible inside (see
+	// TestInitIsInvisible), so this is read from the host.
 	for _, profile := range []string{"default", "unconfined"} {
-		r = sh(t, ws, func(p *policy.Policy) { p.Syscalls.Profile = profile },
-			`grep -hE '^(Cap(Inh|Prm|Eff|Amb)|NoNewPrivs)' /proc/1/task/*/status`)
-		mustExit(t, r, 0)
-		init := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		init := initThreadStatus(t, ws, func(p *policy.Policy) { p.Syscalls.Profile = profile })
 		if len(init) < 5 {
-			t.Fatalf("%s: init's capability sets: %q", profile, r.stdout)
+			t.Fatalf("%s: init's capability sets: %q", profile, init)
 		}
 		for _, l := range init {
 			if strings.HasPrefix(l, "NoNewPrivs") && !strings.HasSuffix(l, "1") {
@@ -173,6 +173,94 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 				t.Errorf("%s: init holds capabilities: %q", profile, l)
 			}
 		}
+	}
+}
+
+// initThreadStatus starts a run whose command waits, and returns the
+// capability and no_new_privs lines of every thread of its init, as the
+// host's /proc shows them once the command is running.
+func initThreadStatus(t *testing.T, ws string, edit func(*policy.Policy)) []string {
+	t.Helper()
+	p := workspacePolicy(t, ws)
+	edit(p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := sandbox.Run(ctx, &sandbox.Request{Policy: p, Args: []string{"/bin/sh", "-c", "echo up; exec sleep 60"}},
+			backend.Stdio{Stdout: pw, Stderr: io.Discard})
+		pw.Close()
+		done <- err
+	}()
+	defer func() { cancel(); <-done }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if line != "up\n" {
+		t.Fatalf("command did not start: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, pr)
+	pid := childInit(t)
+	paths, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var out []string
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "Cap") && !strings.HasPrefix(l, "CapBnd") || strings.HasPrefix(l, "NoNewPrivs") {
+				out = append(out, strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
+	return out
+}
+
+// childInit returns the pid of the sandbox init this test process started.
+func childInit(t *testing.T) int {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after
+		// the last parenthesis.
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[1] != fmt.Sprint(os.Getpid()) {
+			continue
+		}
+		dir := filepath.Dir(st)
+		cmd, _ := os.ReadFile(dir + "/cmdline")
+		if strings.HasPrefix(string(cmd), "moat-sandbox-init\x00") {
+			var pid int
+			fmt.Sscan(filepath.Base(dir), &pid)
+			return pid
+		}
+	}
+	t.Fatal("no sandbox init among this process's children")
+	return 0
+}
+
+// TestInitIsInvisible: /proc inside is mounted with hidepid=2, and init,
+// not dumpable, is not among the processes the command can see: not its
+// status, not its threads (which, but for the main one, are still in the
+// host's network namespace). The command's own processes are there.
+func TestInitIsInvisible(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `[ -e /proc/1 ] && echo SEE-1
+cat /proc/1/status 2>/dev/null && echo READ-1
+for p in $(seq 1 64); do [ -e /proc/$p/task ] && echo "pid $p"; done
+grep -c . /proc/self/status >/dev/null && echo self-ok
+true`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "SEE-1") || strings.Contains(r.stdout, "READ-1") || strings.Contains(r.stdout, "pid 1\n") {
+		t.Errorf("init is visible inside:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "self-ok") || !strings.Contains(r.stdout, "pid ") {
+		t.Errorf("the command cannot see its own processes:\n%s%s", r.stdout, r.stderr)
 	}
 }
 
@@ -554,13 +642,14 @@ for host in ['127.0.0.1', '1.1.1.1', '10.0.0.1']:
 		t.Errorf("interfaces other than lo:\n%s", r.stdout)
 	}
 
-	// Init makes the network namespace after it starts, on one thread,
-	// then moves all its threads there: none may still show the host's
-	// interfaces through /proc/1/task/*/net.
-	r = sh(t, ws, nil, `for t in /proc/1/task/*; do tail -n +3 $t/net/dev | cut -d: -f1 | tr -d ' '; done | sort | uniq -c`)
+	// Init makes the network namespace after it starts, on one thread;
+	// its other threads stay in the host's, hidden by hidepid. Through
+	// no process or thread id the command can name may it see the host's
+	// interfaces (init's threads have the lowest ids after 1).
+	r = sh(t, ws, nil, `for p in $(seq 1 64); do tail -n +3 /proc/$p/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' '; done | sort | uniq -c`)
 	mustExit(t, r, 0)
 	if f := strings.Fields(r.stdout); len(f) != 2 || f[1] != "lo" {
-		t.Errorf("interfaces seen through init's threads (count, name):\n%s%s", r.stdout, r.stderr)
+		t.Errorf("interfaces seen through the sandbox's process ids (count, name):\n%s%s", r.stdout, r.stderr)
 	}
 }
 

@@ -156,13 +156,7 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 		}
 		return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true, "protect "+m.Target)
 	case backend.MountProc:
-		if err := os.MkdirAll(target, 0o555); err != nil {
-			return fail("mkdir "+m.Target, err)
-		}
-		if err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fail("mount proc", err)
-		}
-		return nil
+		return mountProc(target, m.Target)
 	case backend.MountDev:
 		return buildDev(target)
 	case backend.MountOverlay:
@@ -207,6 +201,24 @@ func bindMount(i int, m backend.Mount, target string, trees map[string]int) erro
 		attr |= unix.MOUNT_ATTR_RDONLY
 	}
 	return setAttr(target, attr, true, stage)
+}
+
+// mountProc mounts the sandbox's procfs with hidepid=2 ("invisible"): a
+// process sees in /proc only the processes it could ptrace. The command's
+// own processes are all there; init, which is not dumpable before the
+// command exists, is not: not its status, not its threads, and not the
+// host's network that its threads other than the main one still see (see
+// initMain). The numeric form is the one every kernel since 3.3 takes; a
+// kernel that refused it would fail the run here, never mount a /proc
+// that shows init.
+func mountProc(target, name string) error {
+	if err := os.MkdirAll(target, 0o555); err != nil {
+		return fail("mkdir "+name, err)
+	}
+	if err := unix.Mount("proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2"); err != nil {
+		return fail("mount proc", err)
+	}
+	return nil
 }
 
 // mkTarget creates an empty directory or file to mount on.
