@@ -4,7 +4,9 @@
 # an ordinary user with and without a delegated cgroup. The machines this
 # project is built on have a v1/v2 hybrid layout, where memory, pids and cpu
 # live on v1; most distributions now boot pure v2, and this is where moat's
-# v2 limits are tested for real. See internal/vmtest for the guest side.
+# v2 limits are tested for real. A second boot leaves Landlock out of the
+# kernel's LSMs and runs the sandbox suites again, as on a kernel without
+# it. See internal/vmtest for the guest side.
 #
 # Needs root (it installs QEMU and fetches the kernel package with apt) and
 # about 5 GiB of memory. Called by scripts/test.sh; run it alone with
@@ -80,12 +82,18 @@ done
 mkdir -p "$work/initrd/"{dev,proc,sys,newroot}
 (cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1 >"$work/initrd.gz")
 
-# The suites that touch the kernel, and the plan: every suite as root and
-# as the user in a delegated cgroup; the sandbox's and the CLI's as root in
-# a cgroup shared with another process (a login session's scope); as the
-# user without delegation, the tests of what that user is refused.
+# The suites that touch the kernel, and two plans, one per boot.
+# plan: every suite as root and as the user in a delegated cgroup; the
+# sandbox's and the CLI's as root in a cgroup shared with another process (a
+# login session's scope); as the user without delegation, the tests of what
+# that user is refused.
+# plan-nolandlock, for a boot with Landlock left out of lsm=: the suites
+# that run sandboxes, as root, and the file-access tests as the user. The
+# mounts alone must hold, "auto" must run and warn, "required" and TCP port
+# rules must be refused.
 pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp)
 plan="$work/bin/plan"
+nolandlock="$work/bin/plan-nolandlock"
 for p in "${pkgs[@]}"; do
 	name=$(echo "$p" | tr / -)
 	go test -c -o "$work/bin/$name.test" "./$p"
@@ -98,34 +106,40 @@ for p in sandbox cmd/moat; do
 done
 echo "user-sandbox $uid - sandbox sandbox.test -test.v -test.count=1 -test.run Refuses|Limit|ForkBomb" >>"$plan"
 echo "user-cgroup $uid - internal/cgroup internal-cgroup.test -test.v -test.count=1 -test.run Probe" >>"$plan"
-if [ -n "${MOAT_VMTEST_STEPS:-}" ]; then
-	grep -E "^[^ ]*(${MOAT_VMTEST_STEPS})[^ ]* " "$plan" >"$plan.only" || true
-	mv "$plan.only" "$plan"
-fi
+for p in backend/native sandbox cmd/moat; do
+	name=$(echo "$p" | tr / -)
+	echo "nolandlock-root-$name 0 - $p $name.test -test.v -test.count=1" >>"$nolandlock"
+done
+echo "nolandlock-user-sandbox $uid - sandbox sandbox.test -test.v -test.count=1 -test.run Landlock|Secrets|Writes|Protected|Identity|Invisible|Symlink" >>"$nolandlock"
+for f in "$plan" "$nolandlock"; do
+	if [ -n "${MOAT_VMTEST_STEPS:-}" ]; then
+		grep -E "^[^ ]*(${MOAT_VMTEST_STEPS})[^ ]* " "$f" >"$f.only" || true
+		mv "$f.only" "$f"
+	fi
+done
 chmod -R a+rX "$work/bin"
 steps=$(grep -c . "$plan" || true)
-if [ "$steps" -eq 0 ]; then
+steps_nolandlock=$(grep -c . "$nolandlock" || true)
+if [ "$steps" -eq 0 ] && [ "$steps_nolandlock" -eq 0 ]; then
 	echo "vmtest: no step matches MOAT_VMTEST_STEPS=$MOAT_VMTEST_STEPS" >&2
 	exit 2
 fi
 
 truncate -s 8G "$work/tmp.img"
-mkfs.ext4 -q -F "$work/tmp.img"
-
-echo "== guest: $pkg, cgroup v2 only, $steps steps"
 log="$work/console.log"
 
-# boot runs the guest to its end. Every test prints as it goes (-test.v),
-# and none is silent for more than ~30 s, so a guest that prints nothing for
-# $stall seconds is stuck, and boot stops it and returns 3. (Seen once in
-# many runs: the emulated guest wedged, Go's own test timeout never fired.)
+# boot APPEND runs the guest to its end, with APPEND added to the kernel
+# command line. Every test prints as it goes (-test.v), and none is silent
+# for more than ~30 s, so a guest that prints nothing for $stall seconds is
+# stuck, and boot stops it and returns 3. (Seen once in many runs: the
+# emulated guest wedged, Go's own test timeout never fired.)
 stall="${MOAT_VMTEST_STALL:-240}"
 boot() {
 	timeout "${MOAT_VMTEST_TIMEOUT:-2400}" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 2 -m 4G \
 		-nographic -no-reboot -monitor none -serial stdio \
 		-kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
-		-append "console=ttyS0 cgroup_no_v1=all panic=-1 quiet" \
+		-append "console=ttyS0 cgroup_no_v1=all panic=-1 quiet $1" \
 		-drive "file=$work/tmp.img,if=virtio,format=raw" \
 		-virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$work/bin,mount_tag=bin,security_model=none,readonly=on" \
@@ -146,24 +160,43 @@ boot() {
 	done
 	wait "$pid"
 }
-status=0
-boot || status=$?
-if [ "$status" -eq 3 ]; then
-	# One more boot, from a clean /tmp disk: a wedged emulator is not a
-	# verdict on moat, a second one in a row is reported as a failure.
-	tr -d '\r' <"$log" | tail -n 30
-	echo "vmtest: the guest printed nothing for ${stall}s and was stopped; booting it once more"
+
+# guest STEPS APPEND: boots the guest on a clean /tmp disk (once more if it
+# stalled) and checks that all STEPS steps of its plan passed.
+guest() {
+	local steps=$1 status=0
 	mkfs.ext4 -q -F "$work/tmp.img"
-	status=0
-	boot || status=$?
+	boot "$2" || status=$?
+	if [ "$status" -eq 3 ]; then
+		# A wedged emulator is not a verdict on moat; a second one in a
+		# row is reported as a failure.
+		tr -d '\r' <"$log" | tail -n 30
+		echo "vmtest: the guest printed nothing for ${stall}s and was stopped; booting it once more"
+		mkfs.ext4 -q -F "$work/tmp.img"
+		status=0
+		boot "$2" || status=$?
+	fi
+	# The guest's output without the noise of passing tests.
+	tr -d '\r' <"$log" | grep -avE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' || true
+	if [ "$status" -ne 0 ]; then
+		echo "vmtest: QEMU exited with status $status (3: the guest stalled; 124: it ran out of time)"
+		return 1
+	fi
+	if ! tr -d '\r' <"$log" | grep -qx "vmtest: $steps passed, 0 failed"; then
+		echo "vmtest: not every step passed"
+		return 1
+	fi
+}
+
+failed=0
+if [ "$steps" -gt 0 ]; then
+	echo "== guest: $pkg, cgroup v2 only, $steps steps"
+	guest "$steps" "" || failed=1
 fi
-# The guest's output without the noise of passing tests.
-tr -d '\r' <"$log" | grep -avE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' || true
-if [ "$status" -ne 0 ]; then
-	echo "vmtest: QEMU exited with status $status (3: the guest stalled; 124: it ran out of time)"
-	exit 1
+if [ "$steps_nolandlock" -gt 0 ]; then
+	# Debian's CONFIG_LSM less landlock: the kernel then has no Landlock,
+	# as on a distribution that does not enable it.
+	echo "== guest: $pkg, cgroup v2 only, no Landlock, $steps_nolandlock steps"
+	guest "$steps_nolandlock" "lsm=lockdown,yama,loadpin,safesetid,integrity,apparmor,bpf moat.plan=plan-nolandlock moat.landlock=absent" || failed=1
 fi
-if ! tr -d '\r' <"$log" | grep -qx "vmtest: $steps passed, 0 failed"; then
-	echo "vmtest: not every step passed"
-	exit 1
-fi
+exit "$failed"

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
 )
 
@@ -182,6 +184,16 @@ func TestDoctor(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("doctor output lacks %q:\n%s", w, out)
 		}
+	}
+	// The Landlock line tells what this kernel has; without Landlock the
+	// default policy still runs (doctor exits 0 above), with the mounts
+	// alone checking file access.
+	want := regexp.MustCompile(`(?m)^ok +landlock +ABI [0-9]+: `)
+	if hostinfo.LandlockABI() == 0 {
+		want = regexp.MustCompile(`(?m)^absent +landlock +not available on this kernel`)
+	}
+	if !want.MatchString(out) {
+		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, hostinfo.LandlockABI(), out)
 	}
 }
 

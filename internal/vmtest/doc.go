@@ -10,7 +10,10 @@
 // software emulation (nested KVM is not usable on these machines). The
 // guest mounts the host's root read-only over 9p, runs each step of the
 // plan the script wrote (a test binary, as a user, in a cgroup) and prints
-// one closing line with the steps that passed and failed.
+// one closing line with the steps that passed and failed. The kernel
+// command line names the plan (moat.plan) and, with moat.landlock=absent,
+// asks the guest to make sure Landlock is off (the script boots a second
+// time with landlock left out of lsm=, for moat's runs on such kernels).
 //
 // It owns nothing of moat itself and is never part of the moat binary; it
 // refuses to run unless it is PID 1.

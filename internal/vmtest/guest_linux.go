@@ -72,7 +72,18 @@ func guest() (passed, failed int, err error) {
 	if err := checkPureV2(); err != nil {
 		return 0, 0, err
 	}
-	plan, err := readPlan(binDir + "/plan")
+	boot, err := readCmdline()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := checkLandlock(boot["moat.landlock"]); err != nil {
+		return 0, 0, err
+	}
+	name := boot["moat.plan"]
+	if name == "" {
+		name = "plan"
+	}
+	plan, err := readPlan(binDir + "/" + name)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -201,6 +212,40 @@ func checkPureV2() error {
 		}
 	}
 	fmt.Printf("vmtest: kernel %s, cgroup2 only, controllers: %s", uname(), b)
+	return nil
+}
+
+// readCmdline returns the kernel command line's key=value words. The host
+// script passes moat.plan (the plan file beneath binDir, default "plan")
+// and moat.landlock.
+func readCmdline() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, w := range strings.Fields(string(b)) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// checkLandlock makes sure a boot meant to run without Landlock (the host
+// script leaves it out of lsm=, want "absent") has none: otherwise its
+// steps would test the usual path again and prove nothing. It prints the
+// ABI either way.
+func checkLandlock(want string) error {
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	switch {
+	case want == "absent" && errno == 0:
+		return fmt.Errorf("this boot is to run without Landlock, but the kernel offers ABI %d (is landlock still in lsm=?)", abi)
+	case errno != 0:
+		fmt.Printf("vmtest: no Landlock (landlock_create_ruleset: %v)\n", errno)
+	default:
+		fmt.Printf("vmtest: Landlock ABI %d\n", abi)
+	}
 	return nil
 }
 
