@@ -2,8 +2,13 @@
 
 package native
 
+import "errors"
+
 // IsInit is false where the native backend does not exist.
 func IsInit() bool { return false }
 
 // MaybeInit does nothing outside Linux.
 func MaybeInit() {}
+
+// CheckIDMap is unsupported outside Linux.
+func CheckIDMap(dir string, hostUID, hostGID int) error { return errors.ErrUnsupported }

@@ -5,11 +5,15 @@ package native_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
@@ -193,5 +197,42 @@ ln -s keep.txt link; chmod 600 new.txt; cat keep.txt new.txt; ls`)
 	}
 	if fi, err := os.Lstat(filepath.Join(up, "gone.txt")); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		t.Errorf("no whiteout for gone.txt in the upper layer: %v", err)
+	}
+}
+
+// TestCheckIDMap: what moat doctor tells root about a workspace's
+// filesystem is what a run would do there. A directory on this machine's
+// disk can be id-mapped; a tmpfs only from Linux 6.3 on, and before that
+// the answer is the run's own refusal. Nothing stays mounted.
+func TestCheckIDMap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root id-maps workspaces (an ordinary caller's files are its own)")
+	}
+	before, _ := os.ReadFile("/proc/self/mountinfo")
+	p := policy.Default()
+	disk := t.TempDir()
+	if err := native.CheckIDMap(disk, p.User.HostUID, p.User.HostGID); err != nil {
+		t.Errorf("%s: %v", disk, err)
+	}
+	tmpfs := t.TempDir()
+	if err := unix.Mount("moattest", tmpfs, "tmpfs", 0, "mode=755"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	defer unix.Unmount(tmpfs, unix.MNT_DETACH)
+	err := native.CheckIDMap(tmpfs, p.User.HostUID, p.User.HostGID)
+	var u unix.Utsname
+	unix.Uname(&u)
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	if major > 6 || major == 6 && minor >= 3 {
+		if err != nil {
+			t.Errorf("tmpfs on Linux %d.%d: %v", major, minor, err)
+		}
+	} else if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "tmpfs") {
+		t.Errorf("tmpfs on Linux %d.%d: got %v, want the refusal naming tmpfs", major, minor, err)
+	}
+	unix.Unmount(tmpfs, unix.MNT_DETACH)
+	if after, _ := os.ReadFile("/proc/self/mountinfo"); !bytes.Equal(before, after) {
+		t.Errorf("mounts changed:\n%s\n---\n%s", before, after)
 	}
 }

@@ -90,6 +90,29 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	return trees, maps, nil
 }
 
+// CheckIDMap tells a root caller whether a workspace at dir could be
+// id-mapped to hostUID:hostGID the way a run maps it (see openTrees),
+// without mounting anything: the tree is opened detached, mapped, and
+// closed. It returns the error such a run would be refused with, or nil.
+// moat doctor asks it; it needs CAP_SYS_ADMIN.
+func CheckIDMap(dir string, hostUID, hostGID int) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open mount tree %s: %w", dir, err)
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if int(st.Uid) == hostUID && int(st.Gid) == hostGID {
+		return nil // a run maps nothing here
+	}
+	spec := &backend.Spec{User: backend.Identity{HostUID: hostUID, HostGID: hostGID}}
+	return applyIDMaps(spec, []idmap{{tree: f, uid: int(st.Uid), gid: int(st.Gid)}})
+}
+
 // idmap is a tree still to be id-mapped: files owned by uid:gid are to
 // appear owned by the sandbox user.
 type idmap struct {

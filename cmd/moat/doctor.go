@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
@@ -59,6 +60,24 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 
 	line("info", "network namespaces", "every run gets one with only loopback (exercised by the probe below)")
+
+	// Root shows writable paths to the command through idmapped mounts,
+	// which some filesystems cannot give (tmpfs before Linux 6.3, NFS,
+	// FUSE): say whether a workspace here, the default, would run, and
+	// whether the probe below, in a temporary directory, can.
+	if uid == 0 {
+		d := policy.Default()
+		if cwd, err := os.Getwd(); err == nil {
+			if err := native.CheckIDMap(cwd, d.User.HostUID, d.User.HostGID); err != nil {
+				line("no", "idmapped workspace", "a workspace here is refused as root: "+err.Error())
+			} else {
+				line("ok", "idmapped workspace", cwd+": files the command writes land owned by their owner")
+			}
+		}
+		if err := native.CheckIDMap(os.TempDir(), d.User.HostUID, d.User.HostGID); err != nil {
+			line("info", "  temporary directory", "the default-policy probe below runs there and fails for this reason alone; workspaces on other filesystems may run: "+err.Error())
+		}
+	}
 
 	info := cgroup.Probe()
 	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)

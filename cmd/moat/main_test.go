@@ -18,6 +18,7 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/policy"
 )
 
 // TestMain lets this test binary be moat itself: the sandbox's init stage
@@ -194,6 +195,44 @@ func TestDoctor(t *testing.T) {
 	}
 	if !want.MatchString(out) {
 		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, hostinfo.LandlockABI(), out)
+	}
+}
+
+// TestDoctorIDMap: as root, doctor says whether a workspace in the current
+// directory would be refused for want of idmapped mounts, as a run would
+// be; and with TMPDIR on a filesystem root cannot id-map (tmpfs before
+// Linux 6.3), it says that the default-policy probe fails for that reason
+// alone.
+func TestDoctorIDMap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root id-maps workspaces")
+	}
+	dir := t.TempDir()
+	tmpfs := t.TempDir()
+	if err := syscall.Mount("moattest", tmpfs, "tmpfs", 0, "mode=1777"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	defer syscall.Unmount(tmpfs, syscall.MNT_DETACH)
+	p := policy.Default()
+	for _, c := range []struct{ cwd, tmp string }{{dir, dir}, {tmpfs, tmpfs}} {
+		t.Setenv("TMPDIR", c.tmp)
+		code, out, errs := moat(t, c.cwd, "doctor")
+		mappable := native.CheckIDMap(c.cwd, p.User.HostUID, p.User.HostGID) == nil
+		line := regexp.MustCompile(`(?m)^(ok|no) +idmapped workspace +(.*)$`).FindStringSubmatch(out)
+		switch {
+		case line == nil:
+			t.Errorf("%s: no idmapped workspace line:\n%s", c.cwd, out)
+		case mappable && line[1] != "ok", !mappable && (line[1] != "no" || !strings.Contains(line[2], "cannot id-map")):
+			t.Errorf("%s (mappable %v): %q", c.cwd, mappable, line[0])
+		}
+		explained := strings.Contains(out, "temporary directory") && strings.Contains(out, "fails for this reason alone")
+		if mappable {
+			if explained || code != 0 {
+				t.Errorf("TMPDIR %s can be id-mapped: exit %d\n%s%s", c.tmp, code, out, errs)
+			}
+		} else if !explained || code == 0 || !strings.Contains(out, "FAIL     default policy") {
+			t.Errorf("TMPDIR %s cannot be id-mapped: want the probe's failure, explained; exit %d\n%s%s", c.tmp, code, out, errs)
+		}
 	}
 }
 
