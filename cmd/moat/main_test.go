@@ -10,14 +10,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -27,9 +31,32 @@ import (
 func TestMain(m *testing.M) {
 	native.MaybeInit()
 	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
+		if name := os.Getenv("MOAT_TEST_ENOSYS"); name != "" {
+			withoutSyscall(name)
+		}
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
+}
+
+// withoutSyscall makes the named system call fail with ENOSYS in this
+// process and its children, as on a kernel that predates it, or under a
+// container's seccomp profile that does not know it.
+func withoutSyscall(name string) {
+	prog, err := seccomp.Compile(&seccomp.Profile{DefaultAction: seccomp.Allow,
+		Rules: []seccomp.Rule{{Names: []string{name}, Action: seccomp.Errno, Errno: uint32(syscall.ENOSYS)}}}, seccomp.NativeArch())
+	if err == nil {
+		runtime.LockOSThread()
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
+			err = errno
+		} else {
+			err = seccomp.Install(prog)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test set-up: filter", name+":", err)
+		os.Exit(99)
+	}
 }
 
 func moat(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
@@ -233,6 +260,45 @@ func TestDoctorIDMap(t *testing.T) {
 		} else if !explained || code == 0 || !strings.Contains(out, "FAIL     default policy") {
 			t.Errorf("TMPDIR %s cannot be id-mapped: want the probe's failure, explained; exit %d\n%s%s", c.tmp, code, out, errs)
 		}
+	}
+}
+
+// TestRefusesWithoutNeededSyscalls: on a kernel without a system call
+// every sandbox needs (simulated by a seccomp filter answering ENOSYS, as
+// an old kernel or a container's profile would), moat refuses up front,
+// naming the call and the kernel it needs, instead of failing half-way
+// through init with a bare errno; doctor says the same and exits 1.
+func TestRefusesWithoutNeededSyscalls(t *testing.T) {
+	ws := t.TempDir()
+	for name, want := range map[string]string{"mount_setattr": "mount_setattr (Linux 5.12)", "close_range": "close_range with CLOSE_RANGE_CLOEXEC (Linux 5.11)"} {
+		run := func(args ...string) (int, string) {
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Dir = ws
+			cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS="+name)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			return cmd.ProcessState.ExitCode(), out.String()
+		}
+		code, out := run("run", "--", "sh", "-c", "echo RAN > ran")
+		if code != exitMoatError || !strings.Contains(out, want) || !strings.Contains(out, "Linux 5.12 or later") {
+			t.Errorf("%s refused: exit %d, want %d and a message naming %q:\n%s", name, code, exitMoatError, want, out)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+			t.Errorf("%s refused: the command ran", name)
+		}
+		code, out = run("doctor")
+		if code != 1 || !regexp.MustCompile(`(?m)^MISSING +system calls +.*`+regexp.QuoteMeta(want)).MatchString(out) {
+			t.Errorf("%s refused: doctor exit %d, want 1 and a MISSING line naming %q:\n%s", name, code, want, out)
+		}
+	}
+	code, out, _ := moat(t, ws, "doctor")
+	if code != 0 || !regexp.MustCompile(`(?m)^ok +system calls`).MatchString(out) {
+		t.Errorf("doctor on this kernel: exit %d\n%s", code, out)
 	}
 }
 

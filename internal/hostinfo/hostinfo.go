@@ -1,5 +1,6 @@
 // Package hostinfo reads what the running kernel offers moat: user
-// namespaces, Landlock, seccomp. It only reads (/proc, /sys and probing
+// namespaces, Landlock, seccomp, the system calls every sandbox needs. It
+// only reads (/proc, /sys and probing
 // system calls that change nothing); deciding what to do about a missing
 // feature belongs to the caller.
 package hostinfo

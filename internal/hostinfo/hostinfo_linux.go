@@ -1,6 +1,7 @@
 package hostinfo
 
 import (
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -73,4 +74,25 @@ func Seccomp() bool {
 	}
 	_, err = os.Stat("/proc/sys/kernel/seccomp/actions_avail")
 	return err == nil
+}
+
+// Missing lists the system calls every sandbox needs that are not
+// available here, each with the Linux release that brought it: empty on
+// Linux 5.12 and later, unless a seccomp filter moat itself runs under (a
+// container's, say) answers them with ENOSYS. Each probe asks for nothing
+// to be done.
+func Missing() []string {
+	var out []string
+	// An empty attribute set changes nothing; only ENOSYS says the call is
+	// not there (an ordinary user gets EPERM here, and init, with its
+	// capabilities in its own user namespace, may make the call).
+	if err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{}); err == unix.ENOSYS {
+		out = append(out, "mount_setattr (Linux 5.12)")
+	}
+	// No descriptor that high is open; Linux 5.9 and 5.10 have close_range
+	// but refuse the CLOEXEC flag (EINVAL).
+	if err := unix.CloseRange(math.MaxInt32, math.MaxInt32, unix.CLOSE_RANGE_CLOEXEC); err == unix.ENOSYS || err == unix.EPERM || err == unix.EINVAL {
+		out = append(out, "close_range with CLOSE_RANGE_CLOEXEC (Linux 5.11)")
+	}
+	return out
 }

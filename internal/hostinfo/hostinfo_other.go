@@ -13,3 +13,6 @@ func LandlockABI() int { return 0 }
 
 // Seccomp is unavailable outside Linux.
 func Seccomp() bool { return false }
+
+// Missing is nil outside Linux, where nothing runs at all.
+func Missing() []string { return nil }
