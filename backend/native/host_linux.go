@@ -240,7 +240,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	err = cmd.Start()
 	runtime.UnlockOSThread()
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox init: %w", err)
+		return nil, startError(err)
 	}
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
@@ -331,6 +331,31 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, initError(errMsg)
 	}
 	return r.status(exitMsg), nil
+}
+
+// startError explains why init could not be started. What fails there is
+// creating the namespaces, most often the user namespace, which a sysctl,
+// Ubuntu's AppArmor restriction or a container's seccomp profile can
+// refuse (EPERM, EACCES), or user.max_user_namespaces can exhaust (ENOSPC,
+// EUSERS).
+func startError(err error) error {
+	var why string
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		why = "the kernel refused to create the sandbox's user namespace"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EUSERS):
+		why = "no more user namespaces may be created (user.max_user_namespaces)"
+	default:
+		return fmt.Errorf("start sandbox init: %w", err)
+	}
+	detail := "unprivileged user namespaces may be disabled (kernel.unprivileged_userns_clone, Ubuntu's AppArmor restriction, a container's seccomp profile); moat doctor checks what it can"
+	if os.Geteuid() == 0 {
+		detail = "user.max_user_namespaces may be 0, or, inside a container, its seccomp profile or missing capabilities refuse it; moat doctor checks what it can"
+	}
+	if us := hostinfo.UserNamespaces(); !us.Usable {
+		detail = us.Detail
+	}
+	return fmt.Errorf("start sandbox init: %s: %s: %w", why, detail, err)
 }
 
 func (r *run) cgFD() (int, bool) {

@@ -32,19 +32,40 @@ func TestMain(m *testing.M) {
 	native.MaybeInit()
 	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
 		if name := os.Getenv("MOAT_TEST_ENOSYS"); name != "" {
-			withoutSyscall(name)
+			withoutSyscall(name, syscall.ENOSYS)
+		}
+		if os.Getenv("MOAT_TEST_NO_USERNS") == "1" {
+			withoutUserNamespaces()
 		}
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
 
-// withoutSyscall makes the named system call fail with ENOSYS in this
-// process and its children, as on a kernel that predates it, or under a
-// container's seccomp profile that does not know it.
-func withoutSyscall(name string) {
-	prog, err := seccomp.Compile(&seccomp.Profile{DefaultAction: seccomp.Allow,
-		Rules: []seccomp.Rule{{Names: []string{name}, Action: seccomp.Errno, Errno: uint32(syscall.ENOSYS)}}}, seccomp.NativeArch())
+// withoutSyscall makes the named system call fail with errno in this
+// process and its children: ENOSYS as on a kernel that predates it, or
+// under a container's seccomp profile that does not know it; EPERM as
+// where a policy forbids it.
+func withoutSyscall(name string, errno syscall.Errno) {
+	install(name, []seccomp.Rule{{Names: []string{name}, Action: seccomp.Errno, Errno: uint32(errno)}})
+}
+
+// withoutUserNamespaces refuses new user namespaces with EPERM, as
+// Ubuntu's AppArmor restriction or kernel.unprivileged_userns_clone=0 do:
+// clone with CLONE_NEWUSER fails, and clone3, whose flags a filter cannot
+// read, answers ENOSYS so that Go falls back to clone.
+func withoutUserNamespaces() {
+	install("user namespaces", []seccomp.Rule{
+		{Names: []string{"clone"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM),
+			Args: []seccomp.Arg{{Index: 0, Op: seccomp.MaskedEQ, Value: syscall.CLONE_NEWUSER, ValueTwo: syscall.CLONE_NEWUSER}}},
+		{Names: []string{"clone3"}, Action: seccomp.Errno, Errno: uint32(syscall.ENOSYS)},
+		{Names: []string{"unshare"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM),
+			Args: []seccomp.Arg{{Index: 0, Op: seccomp.MaskedEQ, Value: syscall.CLONE_NEWUSER, ValueTwo: syscall.CLONE_NEWUSER}}},
+	})
+}
+
+func install(name string, rules []seccomp.Rule) {
+	prog, err := seccomp.Compile(&seccomp.Profile{DefaultAction: seccomp.Allow, Rules: rules}, seccomp.NativeArch())
 	if err == nil {
 		runtime.LockOSThread()
 		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
@@ -299,6 +320,30 @@ func TestRefusesWithoutNeededSyscalls(t *testing.T) {
 	code, out, _ := moat(t, ws, "doctor")
 	if code != 0 || !regexp.MustCompile(`(?m)^ok +system calls`).MatchString(out) {
 		t.Errorf("doctor on this kernel: exit %d\n%s", code, out)
+	}
+}
+
+// TestRefusesWithoutUserNamespaces: where the kernel refuses new user
+// namespaces (simulated by a seccomp filter answering clone with
+// CLONE_NEWUSER with EPERM, as a sysctl or Ubuntu's AppArmor restriction
+// would), the run fails as moat's own error and says that, and where to
+// look, not only "fork/exec: operation not permitted".
+func TestRefusesWithoutUserNamespaces(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo RAN > ran")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_NO_USERNS=1")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitMoatError {
+		t.Errorf("exit %d, want %d:\n%s", code, exitMoatError, out)
+	}
+	for _, want := range []string{"refused to create the sandbox's user namespace", "moat doctor", "operation not permitted"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the message lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the command ran")
 	}
 }
 
