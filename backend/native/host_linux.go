@@ -102,8 +102,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// A kernel older than 5.12, or a seccomp filter around moat, would
 	// fail init half-way with a bare errno: say what is missing first.
 	if missing := hostinfo.Missing(); len(missing) > 0 {
-		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: moat needs Linux 5.12 or later (inside a container, also a seccomp profile that allows these calls): %w",
-			hostinfo.Kernel(), strings.Join(missing, " or "), errors.ErrUnsupported)
+		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: %s: %w",
+			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
 	r := &run{spec: spec, stdio: stdio, start: time.Now()}
 	exe := b.Exe

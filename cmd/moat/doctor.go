@@ -43,7 +43,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 
 	if missing := hostinfo.Missing(); len(missing) > 0 {
 		ok = false
-		line("MISSING", "system calls", "this kernel does not offer "+strings.Join(missing, " or ")+", which every sandbox needs: moat needs Linux 5.12 or later (inside a container, also a seccomp profile that allows these calls)")
+		line("MISSING", "system calls", "this kernel does not offer "+strings.Join(missing, " or ")+", which every sandbox needs: "+hostinfo.NeedKernel)
 	} else {
 		line("ok", "system calls", "mount_setattr, close_range with CLOSE_RANGE_CLOEXEC")
 	}
