@@ -46,7 +46,11 @@
 #      rootless path differs (no cgroup, no idmapped mounts).
 #
 # Numbers move with the load of the machine: the load average is printed
-# first; compare runs made under similar load.
+# first; compare runs made under similar load. moat is timed as go build
+# writes it: the same binary copied with cp starts 0.2-0.8 ms faster while
+# its pages stay cached (write(2) leaves them in large folios; the linker's
+# mmap writes, and pages read back from disk, are single pages). To tell
+# two builds apart, use bench/abtime on both in the same state.
 # Temporary directories are removed on exit.
 set -euo pipefail
 
