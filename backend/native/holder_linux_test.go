@@ -3,8 +3,11 @@
 package native
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -52,5 +55,44 @@ func TestIdmapUserns(t *testing.T) {
 		if st.Uid != host || st.Gid != host+1 {
 			t.Errorf("stopped=%v: through the idmapped mount f is %d:%d, want %d:%d", stopped, st.Uid, st.Gid, host, host+1)
 		}
+	}
+}
+
+// TestIDMappedSourceRefusedClearly: a workspace on a mount that is
+// id-mapped already (as a container runtime may give one) cannot be
+// mapped again; root is refused with a message that says so, not with a
+// bare "operation not permitted" or a wrong blame on the filesystem.
+func TestIDMappedSourceRefusedClearly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("idmapped mounts need root on the host (the rootless path does not use them)")
+	}
+	src, ws := t.TempDir(), t.TempDir()
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ns, err := idmapUserns(0, 0, 3000000000, 3000000000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		t.Fatalf("make an idmapped mount: %v", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(ws, unix.MNT_DETACH)
+	if !idmappedMount(ws) {
+		t.Fatalf("%s is not seen as an idmapped mount", ws)
+	}
+	if idmappedMount(src) {
+		t.Errorf("%s is seen as an idmapped mount", src)
+	}
+	err = CheckIDMap(ws, 2000000000, 2000000000)
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "id-mapped already") {
+		t.Errorf("a workspace on an idmapped mount: %v", err)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -145,6 +148,10 @@ func applyIDMaps(spec *backend.Spec, maps []idmap) error {
 		}
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
 		if err := unix.MountSetattr(int(m.tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			if idmappedMount(m.tree.Name()) {
+				return fmt.Errorf("%s is on a mount that is id-mapped already (by a container runtime, say), and the kernel does not map a mount twice. Run as root, moat shows writable paths to the command through idmapped mounts: run moat as an ordinary user here, or give it the directory through a mount without a mapping: %w",
+					m.tree.Name(), errors.ErrUnsupported)
+			}
 			if err == unix.EINVAL {
 				return unmappable(m.tree)
 			}
@@ -171,6 +178,28 @@ func unmappable(tree *os.File) error {
 	unix.Uname(&u)
 	return fmt.Errorf("%s is on %s, which this kernel (Linux %s) cannot id-map. Run as root, moat shows writable paths to the command through idmapped mounts, so that the command stays an unprivileged host user: keep the workspace and --rw paths on a filesystem that supports them (ext4, xfs, btrfs; tmpfs from Linux 6.3 on), or run moat as an ordinary user: %w",
 		tree.Name(), fs, unix.ByteSliceToString(u.Release[:]), errors.ErrUnsupported)
+}
+
+// idmappedMount reports whether path is on an idmapped mount, which
+// /proc/self/mountinfo marks with the per-mount option "idmapped".
+func idmappedMount(path string) bool {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	id := strconv.FormatUint(stx.Mnt_id, 10)
+	for _, line := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS ...
+		f := strings.Fields(line)
+		if len(f) > 5 && f[0] == id {
+			return slices.Contains(strings.Split(f[5], ","), "idmapped")
+		}
+	}
+	return false
 }
 
 // fsNames names the filesystems a workspace is commonly on.
