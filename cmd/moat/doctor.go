@@ -77,7 +77,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 			if err := native.CheckIDMap(cwd, d.User.HostUID, d.User.HostGID); err != nil {
 				line("no", "idmapped workspace", "a workspace here is refused as root: "+err.Error())
 			} else {
-				line("ok", "idmapped workspace", cwd+": files the command writes land owned by their owner")
+				line("ok", "idmapped workspace", "the filesystem of "+cwd+" can be id-mapped: what the command writes in a workspace there lands owned by the workspace's owner")
 			}
 		}
 		if err := native.CheckIDMap(os.TempDir(), d.User.HostUID, d.User.HostGID); err != nil {
