@@ -186,7 +186,8 @@ type Capabilities struct {
 
 // Stdio is where the command's standard streams go. Nil means /dev/null
 // for Stdin and discard for the outputs. Signals received on Signals are
-// forwarded to the command's process group.
+// forwarded to the command's process group, in order; a Barrier received
+// there is closed once every signal before it has been passed on.
 //
 // ServeProxy is called, for a Spec whose network mode is NetProxy, with the
 // listener that 127.0.0.1:ProxyPort inside the sandbox is bound to; it must
@@ -199,6 +200,17 @@ type Stdio struct {
 	Signals    <-chan os.Signal
 	ServeProxy func(net.Listener)
 }
+
+// Barrier, sent on Stdio.Signals, is closed by the backend once it has
+// passed on every signal sent before it: moat waits on one before it
+// stops itself for Ctrl-Z, so that the command has been told to stop
+// first. It is an os.Signal only to travel on that channel.
+type Barrier chan struct{}
+
+func (Barrier) String() string { return "barrier" }
+
+// Signal makes Barrier an os.Signal.
+func (Barrier) Signal() {}
 
 // Backend runs Specs.
 type Backend interface {

@@ -244,6 +244,20 @@ func childInit(t *testing.T) int {
 	return 0
 }
 
+// TestSignalsToInitAreIgnored: the command cannot end or disturb init by
+// signalling PID 1 (the Go runtime would exit or dump on SIGTERM, SIGINT,
+// SIGHUP, SIGQUIT, SIGABRT); the run goes on and ends with the command's
+// own status.
+func TestSignalsToInitAreIgnored(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, `for s in TERM INT HUP QUIT ABRT SYS USR1 USR2 ALRM TSTP; do kill -$s 1 2>/dev/null; done
+sleep 0.2; echo alive; exit 5`)
+	mustExit(t, r, 5)
+	if r.rep.Reason != "exit" || !strings.Contains(r.stdout, "alive") || strings.Contains(r.stdout+r.stderr, "goroutine") {
+		t.Errorf("reason %q\nstdout %q\nstderr %q", r.rep.Reason, r.stdout, r.stderr)
+	}
+}
+
 // TestInitIsInvisible: /proc inside is mounted with hidepid=2, and init,
 // not dumpable, is not among the processes the command can see: not its
 // status, not its threads (which, but for the main one, are still in the

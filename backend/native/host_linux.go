@@ -89,7 +89,11 @@ type run struct {
 	killed  atomic.Value // backend.Cause the host killed the run for
 	output  atomic.Int64
 
-	control  *os.File // the spec pipe, kept open for Control runs
+	// control is the spec pipe, kept open after the Spec: signals to
+	// forward to the command, and for a run with changes to save (save),
+	// the request to stop it.
+	control  *os.File
+	save     bool
 	netChan  *os.File // host end of the proxy listener channel
 	netChild *os.File // init's end, closed here once init has it
 	mu       sync.Mutex
@@ -225,6 +229,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			// If moat itself dies, init dies, and with it the whole PID
 			// namespace: nothing outlives the host side.
 			Pdeathsig: syscall.SIGKILL,
+			// Init has a process group of its own: the terminal's signals
+			// (Ctrl-C, Ctrl-Z) go to moat, which forwards them.
+			Setpgid: true,
 		},
 	}
 	if fd, ok := r.cgFD(); ok {
@@ -279,8 +286,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		is.Filters = append(is.Filters, encodeFilter(prog))
 	}
 	_, err = specW.Write(encodeInitSpec(&is))
-	if is.Control && err == nil {
-		r.control = specW
+	if err == nil {
+		r.control, r.save = specW, is.Control
 	} else {
 		specW.Close()
 	}
@@ -377,7 +384,16 @@ func (r *run) watch(ctx context.Context, done chan struct{}) {
 	for {
 		select {
 		case s := <-r.stdio.Signals:
-			r.cmd.Process.Signal(s)
+			switch s := s.(type) {
+			case syscall.Signal:
+				if s > 0 && s < 256 {
+					// Init forwards it to the command's process group
+					// (a write of two bytes is atomic on a pipe).
+					r.control.Write([]byte{ctlSignal, byte(s)})
+				}
+			case backend.Barrier:
+				close(s)
+			}
 			continue
 		case <-done:
 		case <-timer:
@@ -396,8 +412,8 @@ func (r *run) kill(cause backend.Cause) {
 	if !r.killed.CompareAndSwap(nil, cause) {
 		return
 	}
-	if r.control != nil {
-		if _, err := r.control.Write([]byte{'k'}); err == nil {
+	if r.save {
+		if _, err := r.control.Write([]byte{ctlStop}); err == nil {
 			time.AfterFunc(saveGrace, func() { r.cmd.Process.Signal(syscall.SIGKILL) })
 			return
 		}

@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -98,19 +99,6 @@ func initMain(send func(message)) error {
 	// Everything per-thread that the command must inherit is done on this
 	// thread, and the command is forked from it.
 	runtime.LockOSThread()
-	// Signals for the command are caught from before it exists, so none
-	// kills init by default action once it runs. (PID 1 of a namespace
-	// receives signals from inside only if it handles them; from the host,
-	// all of them.) Installing the handlers costs ~0.4 ms, so it happens
-	// while the root is built; a Ctrl-C that reaches init before that
-	// ends the run, which is what it asked for.
-	sigs := make(chan os.Signal, 16)
-	notified := make(chan struct{})
-	go func() {
-		signal.Notify(sigs, forwardedSignals...)
-		close(notified)
-	}()
-
 	// The go-ahead: the host writes the Spec only once init is in its
 	// cgroups, so reading it is the synchronisation point.
 	f := os.NewFile(fdSpec, "spec")
@@ -122,18 +110,12 @@ func initMain(send func(message)) error {
 	if err != nil {
 		return fail("read spec", err)
 	}
-	if is.Control {
-		go func() {
-			// A byte from the host: stop everything but init. EOF (the
-			// host closing the pipe at the end of the run) changes nothing.
-			b := make([]byte, 1)
-			if n, _ := f.Read(b); n == 1 {
-				syscall.Kill(-1, syscall.SIGKILL)
-			}
-		}()
-	} else {
-		f.Close()
-	}
+	// The command's signals come from the host on the same pipe (see
+	// forwarder), not through handlers of init's own: installing those
+	// with os/signal cost every run ~0.4 ms. Init is in a process group
+	// of its own, so the terminal's signals reach moat and not init.
+	fwd := &forwarder{}
+	go fwd.serve(f, is.Control)
 	spec := is.Spec
 	if spec == nil || len(spec.Args) == 0 {
 		return fail("read spec", errors.New("empty spec"))
@@ -255,7 +237,6 @@ func initMain(send func(message)) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fail("close inherited fds", err)
 	}
-	<-notified
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
@@ -265,14 +246,15 @@ func initMain(send func(message)) error {
 	if err != nil {
 		return fail("exec "+spec.Args[0], err)
 	}
+	// Only now, with the command exec'd with every signal at its
+	// default, init ignores those that the Go runtime would otherwise
+	// end it on: the command (or anything else) sending PID 1 SIGTERM,
+	// SIGINT or SIGQUIT must not end the run behind its back. (An ignored
+	// signal stays ignored across fork and exec, so this cannot come
+	// first.)
+	signal.Ignore(fatalSignals...)
+	fwd.started(pid)
 	send(message{Type: "started", Pid: pid})
-
-	go func() {
-		for s := range sigs {
-			// The command leads its own process group: signal all of it.
-			syscall.Kill(-pid, s.(syscall.Signal))
-		}
-	}()
 
 	ws, err := reap(pid)
 	if err != nil {
@@ -306,10 +288,69 @@ func initMain(send func(message)) error {
 	return nil
 }
 
-// forwardedSignals are passed on to the command's process group.
-var forwardedSignals = []os.Signal{
-	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGTERM, unix.SIGUSR1,
-	unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGTSTP, unix.SIGALRM,
+// fatalSignals are those the Go runtime ends a process on when nothing
+// handles them: SIGHUP, SIGINT and SIGTERM exit, SIGQUIT, SIGABRT,
+// SIGSYS and SIGSTKFLT dump the goroutines and exit. PID 1 of a namespace
+// receives a signal only when it has a handler, and the runtime installs
+// its own for all of these. The rest it ignores when unhandled, or leaves
+// at the default, which the kernel does not deliver to PID 1.
+var fatalSignals = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGTERM, unix.SIGQUIT, unix.SIGABRT,
+	unix.SIGSYS, unix.SIGSTKFLT,
+}
+
+// forwarder passes the signals the host sends on the spec pipe after the
+// Spec (ctlSignal and a number) to the command's process group, holding
+// those that arrive before the command exists; for a run with changes to
+// save, ctlStop stops everything but init. End of file (the host closing
+// the pipe at the end of the run) changes nothing.
+type forwarder struct {
+	mu      sync.Mutex
+	pid     int
+	pending []syscall.Signal
+}
+
+func (fw *forwarder) serve(f *os.File, control bool) {
+	defer f.Close()
+	var b [2]byte
+	for {
+		if _, err := io.ReadFull(f, b[:1]); err != nil {
+			return
+		}
+		switch b[0] {
+		case ctlStop:
+			if control {
+				syscall.Kill(-1, syscall.SIGKILL)
+			}
+		case ctlSignal:
+			if _, err := io.ReadFull(f, b[1:]); err != nil {
+				return
+			}
+			fw.signal(syscall.Signal(b[1]))
+		}
+	}
+}
+
+func (fw *forwarder) signal(s syscall.Signal) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.pid == 0 {
+		fw.pending = append(fw.pending, s)
+		return
+	}
+	// The command leads its own process group: signal all of it.
+	syscall.Kill(-fw.pid, s)
+}
+
+// started delivers what was held, in order.
+func (fw *forwarder) started(pid int) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.pid = pid
+	for _, s := range fw.pending {
+		syscall.Kill(-pid, s)
+	}
+	fw.pending = nil
 }
 
 // reap waits for every child init has (orphans are re-parented to PID 1)

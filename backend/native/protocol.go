@@ -25,7 +25,9 @@ import (
 //	 |    ...                                |  reap, forward signals
 //	 |<-- fd 4: "exit", status, usage -------|  the command ended; init exits
 //	 |                                       |  and the kernel kills what is left
-//	 |--- fd 3: a byte (Control runs) ----->|  stop: kill the command, save,
+//	 |--- fd 3: 's', a signal number ------->|  forwarded to the command's
+//	 |                                       |  process group
+//	 |--- fd 3: 'k' (Control runs) --------->|  stop: kill the command, save,
 //	 |                                       |  report "exit" as usual
 //	 or, at any point before "started":
 //	 |<-- fd 4: "error", stage, errno -------|  setup failed; init exits 1
@@ -37,8 +39,14 @@ import (
 // decides the cause.
 
 const (
-	fdSpec   = 3 // host -> init: the Spec
+	fdSpec   = 3 // host -> init: the Spec, then control bytes
 	fdStatus = 4 // init -> host: messages
+)
+
+// Control bytes on fdSpec after the Spec.
+const (
+	ctlSignal = 's' // followed by one byte, a signal number to forward
+	ctlStop   = 'k' // Control runs: stop everything but init
 )
 
 // initArg0 is argv[0] of the re-executed binary in the init stage.
@@ -97,10 +105,10 @@ type initSpec struct {
 	// proxy listener it bound inside the network namespace (SCM_RIGHTS),
 	// for NetProxy runs; 0 otherwise.
 	NetFD int
-	// Control: the host keeps the spec pipe open after the Spec, and a
-	// byte on it asks init to stop the command (everything in the PID
-	// namespace) and still finish the run: merge an overlay's changes and
-	// report. Used when there is something to save.
+	// Control: a ctlStop byte on the spec pipe asks init to stop the
+	// command (everything in the PID namespace) and still finish the run:
+	// merge an overlay's changes and report. Used when there is something
+	// to save; otherwise the host kills init.
 	Control bool
 }
 

@@ -347,6 +347,69 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 	}
 }
 
+// TestCtrlZStopsTheCommand: SIGTSTP to moat (Ctrl-Z) stops the command
+// and then moat; SIGCONT (the shell's fg) resumes both, and the run ends
+// as usual.
+func TestCtrlZStopsTheCommand(t *testing.T) {
+	ws := t.TempDir()
+	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "s=sleep; $s "+marker+" & echo ready; wait; echo resumed")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("no ready line: %q %v", buf, err)
+	}
+	sleeper := proctest.Find("sleep " + marker)
+	for deadline := time.Now().Add(5 * time.Second); len(sleeper) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		sleeper = proctest.Find("sleep " + marker)
+	}
+	if len(sleeper) != 1 {
+		t.Fatalf("the command's sleep: %v", sleeper)
+	}
+	state := func(pid int) byte {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return '?'
+		}
+		return b[i+2]
+	}
+	waitState := func(pid int, want byte) bool {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if state(pid) == want {
+				return true
+			}
+		}
+		return false
+	}
+	cmd.Process.Signal(syscall.SIGTSTP)
+	if !waitState(cmd.Process.Pid, 'T') {
+		t.Fatalf("moat did not stop: state %c", state(cmd.Process.Pid))
+	}
+	if !waitState(sleeper[0], 'T') {
+		t.Errorf("the command did not stop with moat: state %c", state(sleeper[0]))
+	}
+	cmd.Process.Signal(syscall.SIGCONT)
+	if !waitState(sleeper[0], 'S') {
+		t.Errorf("the command did not resume: state %c", state(sleeper[0]))
+	}
+	syscall.Kill(sleeper[0], syscall.SIGTERM) // end the sleep; the shell goes on
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil || !strings.Contains(string(rest), "resumed") {
+		t.Errorf("after fg: %v, output %q", err, rest)
+	}
+}
+
 // TestKilledMoatLeavesNoSurvivors SIGKILLs the moat process itself in the
 // middle of a run: the sandbox must die with it.
 func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
@@ -386,6 +449,31 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 // can clean up and choose its exit status.
 func TestSignalsAreForwarded(t *testing.T) {
 	ws := t.TempDir()
+	// Signals moat itself would otherwise die of reach the command too.
+	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGQUIT} {
+		name := unix.SignalName(sig)[3:]
+		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "trap 'echo got-"+name+"; exit 4' "+name+"; echo ready; sleep 10 & wait")
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+		cmd.Dir = ws
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("%s: no ready line: %q %v", name, buf, err)
+		}
+		cmd.Process.Signal(sig)
+		rest, _ := io.ReadAll(out)
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(rest), "got-"+name) {
+			t.Errorf("%s: exit %v, output %q: want the command's trap to run and exit 4", name, err, rest)
+		}
+	}
 	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; sleep 10 & wait`)
 	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
 	cmd.Dir = ws

@@ -326,23 +326,44 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitMoatError
 	}
 
-	// Ctrl-C and termination reach moat (the command has a session of its
-	// own): the first is forwarded, the second kills the sandbox.
+	// Signals for the command reach moat (the command has a session of
+	// its own, and the sandbox's init a process group of its own), and
+	// moat forwards them. Of Ctrl-C, SIGTERM and SIGHUP, the first is
+	// forwarded and the second kills the sandbox. Ctrl-Z stops the command
+	// and then moat, and the shell's SIGCONT resumes both.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	fwd := make(chan os.Signal, 4)
+	sigs := make(chan os.Signal, 8)
+	fwd := make(chan os.Signal, 8)
 	defer signal.Stop(sigs)
 	go func() {
 		// Installing the handlers takes ~0.2 ms; it happens beside the
 		// sandbox's start. A Ctrl-C before it ends moat, and the sandbox
 		// with it (its init dies with moat), which is what it asked for.
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		signal.Notify(sigs, forwardedSignals...)
 		n := 0
 		for s := range sigs {
-			if n++; n >= 2 {
-				cancel()
-				return
+			switch s {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
+				if n++; n >= 2 {
+					cancel()
+					return
+				}
+			case syscall.SIGTSTP:
+				// The command's process group is orphaned (its session
+				// is its own), and the kernel discards SIGTSTP for such a
+				// group: it gets SIGSTOP. moat stops only once that has
+				// been passed on.
+				b := make(backend.Barrier)
+				fwd <- syscall.SIGSTOP
+				fwd <- b
+				select {
+				case <-b:
+				case <-ctx.Done():
+					return
+				}
+				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				continue
 			}
 			fwd <- s
 		}
@@ -422,6 +443,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\n%s\n", b)
 	}
 	return rep.ExitCode
+}
+
+// forwardedSignals are what moat passes on to the command's process group.
+var forwardedSignals = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGALRM,
+	syscall.SIGTSTP, syscall.SIGCONT, // SIGTSTP is passed on as SIGSTOP
 }
 
 // summary is the one-line human account of a run that did not simply end.
