@@ -347,9 +347,9 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 	}
 }
 
-// TestCtrlZStopsTheCommand: SIGTSTP to moat (Ctrl-Z) stops the command
-// and then moat; SIGCONT (the shell's fg) resumes both, and the run ends
-// as usual.
+// TestCtrlZStopsTheCommand: SIGTSTP to moat (Ctrl-Z) in a run that has
+// lasted stops the command and then moat; SIGCONT (the shell's fg)
+// resumes both, and the run ends as usual.
 func TestCtrlZStopsTheCommand(t *testing.T) {
 	ws := t.TempDir()
 	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
@@ -376,6 +376,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	if len(sleeper) != 1 {
 		t.Fatalf("the command's sleep: %v", sleeper)
 	}
+	time.Sleep(200 * time.Millisecond) // job control's handlers come after 50 ms
 	state := func(pid int) byte {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		i := bytes.LastIndexByte(b, ')')
@@ -449,8 +450,9 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 // can clean up and choose its exit status.
 func TestSignalsAreForwarded(t *testing.T) {
 	ws := t.TempDir()
-	// Signals moat itself would otherwise die of reach the command too.
-	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGQUIT} {
+	// Ctrl-\ too, once the run has lasted (its handler is installed after
+	// 50 ms: see cmdRun).
+	for _, sig := range []syscall.Signal{syscall.SIGQUIT} {
 		name := unix.SignalName(sig)[3:]
 		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "trap 'echo got-"+name+"; exit 4' "+name+"; echo ready; sleep 10 & wait")
 		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
@@ -466,6 +468,7 @@ func TestSignalsAreForwarded(t *testing.T) {
 		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
 			t.Fatalf("%s: no ready line: %q %v", name, buf, err)
 		}
+		time.Sleep(200 * time.Millisecond)
 		cmd.Process.Signal(sig)
 		rest, _ := io.ReadAll(out)
 		err = cmd.Wait()
