@@ -50,7 +50,7 @@
 # writes it: the same binary copied with cp starts 0.2-0.8 ms faster while
 # its pages stay cached (write(2) leaves them in large folios; the linker's
 # mmap writes, and pages read back from disk, are single pages). To tell
-# two builds apart, use bench/abtime on both in the same state.
+# two builds apart, copy both with cp and compare them with bench/abtime.
 # Temporary directories are removed on exit.
 set -euo pipefail
 

@@ -18,9 +18,10 @@
 //
 // This is how differences of a few percent between two builds of moat are
 // told apart on a machine whose speed drifts more than that between the
-// rounds of bench/startup.sh. Put the builds in the same page-cache state
-// first (both fresh from go build, or both copied): see the README's
-// Performance section.
+// rounds of bench/startup.sh. Copy the builds with cp just before timing
+// them: a binary's start depends on how its pages entered the page cache,
+// and two go build outputs written minutes apart can differ by 0.3 ms for
+// the same code (see the README's Performance section).
 package main
 
 import (
