@@ -376,7 +376,7 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	if len(sleeper) != 1 {
 		t.Fatalf("the command's sleep: %v", sleeper)
 	}
-	time.Sleep(200 * time.Millisecond) // job control's handlers come after 50 ms
+	time.Sleep(200 * time.Millisecond) // moat's handlers come after 50 ms
 	state := func(pid int) byte {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		i := bytes.LastIndexByte(b, ')')
@@ -456,11 +456,11 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 }
 
 // TestSignalsAreForwarded: a SIGTERM to moat reaches the command, which
-// can clean up and choose its exit status.
+// can clean up and choose its exit status; so does Ctrl-\. moat installs
+// its handlers once a run has lasted 50 ms (see cmdRun): the test waits
+// past that.
 func TestSignalsAreForwarded(t *testing.T) {
 	ws := t.TempDir()
-	// Ctrl-\ too, once the run has lasted (its handler is installed after
-	// 50 ms: see cmdRun).
 	for _, sig := range []syscall.Signal{syscall.SIGQUIT} {
 		name := unix.SignalName(sig)[3:]
 		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "trap 'echo got-"+name+"; exit 4' "+name+"; echo ready; sleep 10 & wait")
@@ -500,6 +500,7 @@ func TestSignalsAreForwarded(t *testing.T) {
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("no ready line: %q %v", buf, err)
 	}
+	time.Sleep(200 * time.Millisecond) // the handlers come after 50 ms
 	cmd.Process.Signal(syscall.SIGTERM)
 	rest, _ := io.ReadAll(out)
 	err = cmd.Wait()
