@@ -19,10 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -388,10 +387,7 @@ func TestWorkspaceOnTmpfs(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(ws, syscall.MNT_DETACH) })
 	r := sh(t, ws, nil, "echo written > f && stat -c %u f")
-	var u unix.Utsname
-	unix.Uname(&u)
-	var major, minor int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	major, minor := hostinfo.KernelVersion()
 	if major > 6 || major == 6 && minor >= 3 {
 		mustExit(t, r, 0)
 		if got := strings.TrimSpace(r.stdout); got != "1000" {

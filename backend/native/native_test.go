@@ -17,6 +17,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -220,10 +221,7 @@ func TestCheckIDMap(t *testing.T) {
 	}
 	defer unix.Unmount(tmpfs, unix.MNT_DETACH)
 	err := native.CheckIDMap(tmpfs, p.User.HostUID, p.User.HostGID)
-	var u unix.Utsname
-	unix.Uname(&u)
-	var major, minor int
-	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	major, minor := hostinfo.KernelVersion()
 	if major > 6 || major == 6 && minor >= 3 {
 		if err != nil {
 			t.Errorf("tmpfs on Linux %d.%d: %v", major, minor, err)

@@ -461,9 +461,13 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 // past that.
 func TestSignalsAreForwarded(t *testing.T) {
 	ws := t.TempDir()
-	for _, sig := range []syscall.Signal{syscall.SIGQUIT} {
-		name := unix.SignalName(sig)[3:]
-		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "trap 'echo got-"+name+"; exit 4' "+name+"; echo ready; sleep 10 & wait")
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 3}, {syscall.SIGQUIT, 4}} {
+		name := unix.SignalName(c.sig)[3:]
+		script := fmt.Sprintf("trap 'echo got-%s; exit %d' %s; echo ready; sleep 10 & wait", name, c.code, name)
+		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", script)
 		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
 		cmd.Dir = ws
 		out, err := cmd.StdoutPipe()
@@ -477,36 +481,14 @@ func TestSignalsAreForwarded(t *testing.T) {
 		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
 			t.Fatalf("%s: no ready line: %q %v", name, buf, err)
 		}
-		time.Sleep(200 * time.Millisecond)
-		cmd.Process.Signal(sig)
+		time.Sleep(200 * time.Millisecond) // the handlers come after 50 ms
+		cmd.Process.Signal(c.sig)
 		rest, _ := io.ReadAll(out)
 		err = cmd.Wait()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(rest), "got-"+name) {
-			t.Errorf("%s: exit %v, output %q: want the command's trap to run and exit 4", name, err, rest)
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(rest), "got-"+name) {
+			t.Errorf("%s: exit %v, output %q: want the command's trap to run and exit %d", name, err, rest, c.code)
 		}
-	}
-	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", `trap 'echo got-term; exit 3' TERM; echo ready; sleep 10 & wait`)
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-	cmd.Dir = ws
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("no ready line: %q %v", buf, err)
-	}
-	time.Sleep(200 * time.Millisecond) // the handlers come after 50 ms
-	cmd.Process.Signal(syscall.SIGTERM)
-	rest, _ := io.ReadAll(out)
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(rest), "got-term") {
-		t.Fatalf("exit %v, output %q: want the command's trap to run and exit 3", err, rest)
 	}
 }
 

@@ -1,6 +1,7 @@
 package hostinfo
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -16,6 +17,15 @@ func Kernel() string {
 		return "unknown"
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// KernelVersion is the running kernel's major and minor version, 0, 0 when
+// its release does not start with "major.minor".
+func KernelVersion() (major, minor int) {
+	if _, err := fmt.Sscanf(Kernel(), "%d.%d", &major, &minor); err != nil {
+		return 0, 0
+	}
+	return major, minor
 }
 
 func readInt(path string) (int, bool) {

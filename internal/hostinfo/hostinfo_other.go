@@ -16,3 +16,6 @@ func Seccomp() bool { return false }
 
 // Missing is nil outside Linux, where nothing runs at all.
 func Missing() []string { return nil }
+
+// KernelVersion is 0, 0 outside Linux.
+func KernelVersion() (major, minor int) { return 0, 0 }
