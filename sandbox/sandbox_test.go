@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
@@ -154,10 +156,14 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 		}
 	}
 
-	// Init (PID 1 inside) drops everything but the bounding set on all of
-	// its threads before the command starts: nothing in the sandbox holds
-	// a capability the command could borrow. No thread of init can gain
-	// privileges through exec either. Init is invisible inside (see
+	// Init (PID 1 inside) drops every capability before the command
+	// starts, on all of its threads, but one inert capability a direct
+	// start's init keeps in its permitted set (CAP_BLOCK_SUSPEND, checked
+	// only in the host's initial user namespace, where init has none): it
+	// is what denies the command ptrace access to init, see
+	// TestInitMemoryIsOutOfReach. Nothing in the sandbox holds a
+	// capability the command could borrow, and no thread of init can gain
+	// privileges through exec. Init is invisible inside (see
 	// TestInitIsInvisible), so this is read from the host.
 	for _, profile := range []string{"default", "unconfined"} {
 		init := initThreadStatus(t, ws, func(p *policy.Policy) { p.Syscalls.Profile = profile })
@@ -168,7 +174,8 @@ func TestIdentityIsUnprivileged(t *testing.T) {
 			if strings.HasPrefix(l, "NoNewPrivs") && !strings.HasSuffix(l, "1") {
 				t.Errorf("%s: a thread of init lacks no_new_privs: %q", profile, l)
 			}
-			if strings.HasPrefix(l, "Cap") && !strings.HasSuffix(l, "0000000000000000") {
+			inert := strings.HasPrefix(l, "CapPrm") && strings.HasSuffix(l, fmt.Sprintf("%016x", uint64(1)<<unix.CAP_BLOCK_SUSPEND))
+			if strings.HasPrefix(l, "Cap") && !strings.HasSuffix(l, "0000000000000000") && !inert {
 				t.Errorf("%s: init holds capabilities: %q", profile, l)
 			}
 		}
@@ -231,12 +238,17 @@ func childInit(t *testing.T) int {
 		if len(f) < 2 || f[1] != fmt.Sprint(os.Getpid()) {
 			continue
 		}
+		// Init is PID 1 of a namespace of its own: the last field of
+		// its NSpid line is 1. (A direct start's init shares this
+		// process's memory, and so shows its command line.)
 		dir := filepath.Dir(st)
-		cmd, _ := os.ReadFile(dir + "/cmdline")
-		if strings.HasPrefix(string(cmd), "moat-sandbox-init\x00") {
-			var pid int
-			fmt.Sscan(filepath.Base(dir), &pid)
-			return pid
+		status, _ := os.ReadFile(dir + "/status")
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "NSpid:" && f[2] == "1" {
+				var pid int
+				fmt.Sscan(filepath.Base(dir), &pid)
+				return pid
+			}
 		}
 	}
 	t.Fatal("no sandbox init among this process's children")
@@ -274,6 +286,43 @@ true`)
 	}
 	if !strings.Contains(r.stdout, "self-ok") || !strings.Contains(r.stdout, "pid ") {
 		t.Errorf("the command cannot see its own processes:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// TestInitMemoryIsOutOfReach: a direct start's init shares moat's memory
+// (the policy, moat's environment), so the command must have no way into
+// it, even with no seccomp filter to refuse ptrace: /proc/1/mem,
+// /proc/1/environ and a ptrace attach are all refused, whether the
+// command looks for init as PID 1 or by scanning /proc.
+func TestInitMemoryIsOutOfReach(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	ws := t.TempDir()
+	script := `
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in ["1"] + [d for d in os.listdir("/proc") if d.isdigit()]:
+    for f in ("mem", "environ", "maps"):
+        try:
+            with open("/proc/%s/%s" % (pid, f), "rb") as h:
+                data = h.read(64)
+            if pid == "1" or b"MOAT_SECRET_MARK" in data:
+                print("READ", pid, f)
+        except OSError:
+            pass
+PTRACE_ATTACH, PTRACE_DETACH = 16, 17
+if libc.ptrace(PTRACE_ATTACH, 1, 0, 0) == 0:
+    print("ATTACHED 1")
+    os.waitpid(1, 0x40000000)  # __WALL
+    libc.ptrace(PTRACE_DETACH, 1, 0, 0)
+print("done")
+`
+	t.Setenv("MOAT_SECRET_MARK", "sk-live-mark")
+	r := run(t, ws, func(p *policy.Policy) { p.Syscalls.Profile = "unconfined" }, "python3", "-c", script)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "done") || strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "ATTACHED") {
+		t.Errorf("init's memory is within reach:\n%s%s", r.stdout, r.stderr)
 	}
 }
 

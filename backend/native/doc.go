@@ -1,18 +1,42 @@
 // Package native realises a backend.Spec with Linux namespaces, the way
 // bubblewrap does, in pure Go.
 //
-// The host side (host_linux.go) prepares the run's cgroup, the pipes and,
+// A run starts in one of two ways. Both build the same sandbox from the
+// same Spec (TestDirectStartMatchesInitStage compares them).
+//
+// The direct start (direct_linux.go, directplan_linux.go,
+// hostdirect_linux.go), for most runs: the host turns the Spec into a
+// plan, a list of system calls with their arguments already in memory,
+// and clones a child into new user, mount, PID, IPC, UTS, network and
+// cgroup namespaces that runs the plan with raw system calls and no Go
+// runtime: it builds the root, restricts itself, forks the command (which
+// execs) and stays as the sandbox's PID 1, reaping and forwarding
+// signals. On amd64 the child shares the host's address space (a clone
+// trampoline in assembly gives it a stack of its own), so nothing is
+// copied. This is written by hand because nothing else can do it: Go
+// offers no way to run code between fork and exec, and a second binary
+// is not an option. It saves every run the second Go runtime the init
+// stage costs (an exec of this 10 MB binary, runtime and package
+// initialisation, a multi-threaded exit: about 2 ms here). The host
+// serves what needs Go while the command runs: the answers to the
+// observed seccomp filter's notifications, the wall clock, the output.
+//
+// The init stage (init_linux.go, mount_linux.go), for runs that need Go
+// code inside the sandbox while the command runs or after it: an overlay
+// workspace under a disk limit (whose changes init merges when the
+// command has ended), a disk limit, the proxy listener; and for a Spec
+// whose seccomp filters would refuse the direct start's own calls. The
+// host side (host_linux.go) prepares the run's cgroup, the pipes and,
 // for a caller that is root, detached and id-mapped mount trees; it then
-// re-executes the running binary as PID 1 of new user, mount, PID, IPC,
-// UTS and cgroup namespaces, sends it the Spec (codec.go), enforces the
-// wall clock and output limits, and turns what it saw into an
-// ExitStatus. The stage takes over the process from this package's init
-// function. Go initialises a package after those it imports, and among
-// the packages ready at each step the first by import path, so crypto/*,
-// encoding/*, go-toml and the policy package are initialised in init too
-// (about 0.5 ms of each start here goes to package initialisation); what
-// comes after native (crypto/tls, x509, net/http, the egress proxy, the
-// CLI) is not.
+// re-executes the running binary as PID 1 of the new namespaces, sends
+// it the Spec (codec.go), enforces the wall clock and output limits, and
+// turns what it saw into an ExitStatus. The stage takes over the process
+// from this package's init function. Go initialises a package after
+// those it imports, and among the packages ready at each step the first
+// by import path, so crypto/*, encoding/*, go-toml and the policy package
+// are initialised in init too (about 0.5 ms of each start here goes to
+// package initialisation); what comes after native (crypto/tls, x509,
+// net/http, the egress proxy, the CLI) is not.
 //
 // The init stage (init_linux.go, mount_linux.go) makes the network
 // namespace on a thread of its own while it builds the sandbox's root
@@ -24,13 +48,13 @@
 // and signal forwarder. When the command exits, init exits and the kernel
 // kills everything left in the PID namespace.
 //
-// Init applies the restrictions to itself and then starts the command with
-// a plain fork and exec, rather than through a second re-executed stage:
-// Go cannot run code between fork and exec, but rlimits, capabilities,
-// no_new_privs (and seccomp with TSYNC) are inherited through fork, and a
-// second Go runtime start would add about 1.5 ms to every run.
+// Both inits apply the restrictions to themselves and then start the
+// command with a plain fork (or vfork) and exec, rather than through a
+// second re-executed stage: rlimits, capabilities, no_new_privs, Landlock
+// and seccomp are inherited through fork, and a second Go runtime start
+// would add about 1.5 ms to every run.
 //
-// Init also serves the run while the command lives: it answers the
+// The init stage also serves the run while the command lives: it answers the
 // notifications of its observed seccomp filter (so refused system calls
 // are reported, see internal/seccomp), and in network mode proxy it binds
 // the in-sandbox listener and hands it to the host over a unix socket
@@ -39,6 +63,14 @@
 // overlay's upper layer on one sized tmpfs and merges the overlay's changes
 // into the change set when the command has ended.
 //
-// It refuses to do what the Spec does not say: it reads no policy and
+// The direct start's init cannot be made non-dumpable, as the init stage
+// is: that flag belongs to the address space, which it shares with moat.
+// It keeps one inert capability (CAP_BLOCK_SUSPEND, checked only in the
+// host's initial user namespace) in its permitted set instead, which the
+// kernel's ptrace check then denies the command (whose capabilities are
+// not a superset): /proc/1 stays hidden by hidepid=2, and moat's memory
+// and environment out of the command's reach (TestInitMemoryIsOutOfReach).
+//
+// Neither start does what the Spec does not say: it reads no policy and
 // makes no decision about what to allow.
 package native

@@ -29,6 +29,10 @@ type Backend struct {
 	// this package (whose init function runs the stage). Empty means the
 	// running binary.
 	Exe string
+	// InitStage starts every run through the init stage, even one the
+	// direct start could serve (see direct_linux.go): for tests that
+	// cover both, and for comparison.
+	InitStage bool
 }
 
 // Name implements backend.Backend.
@@ -80,14 +84,23 @@ var initCaps = []uintptr{
 
 // run is the host side of one sandbox.
 type run struct {
-	spec    *backend.Spec
-	stdio   backend.Stdio
-	start   time.Time
-	started time.Time // the "started" message arrived
-	cg      *cgroup.Cgroup
-	cmd     *exec.Cmd
-	killed  atomic.Value // backend.Cause the host killed the run for
-	output  atomic.Int64
+	spec      *backend.Spec
+	stdio     backend.Stdio
+	start     time.Time
+	started   time.Time // the "started" message arrived
+	cg        *cgroup.Cgroup
+	proc      *os.Process      // init
+	wait      func()           // waits for init to end, then sets state
+	state     *os.ProcessState // how init ended
+	stages    []stageInfo      // a direct start's stages, for its errors
+	cleanup   []func()         // run when Run returns
+	stopSup   *os.File         // closing it stops a direct start's supervisor
+	supDone   chan struct{}
+	plan      *plan        // a direct start's plan, which its child reads
+	afterWait []func()     // run once init has been reaped
+	seen      denials      // a direct start's refused system calls
+	killed    atomic.Value // backend.Cause the host killed the run for
+	output    atomic.Int64
 
 	// control is the spec pipe, kept open after the Spec: signals to
 	// forward to the command, and for a run with changes to save (save),
@@ -116,6 +129,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	var cleanup []func()
 	defer func() {
+		cleanup = append(cleanup, r.cleanup...)
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
 		}
@@ -139,6 +153,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		cleanup = append(cleanup, func() { cg.Destroy() })
 	}
 
+	msgs := make(chan message, 4)
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("spec pipe: %w", err)
@@ -160,6 +175,91 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 
+	// The seccomp profiles are compiled here, for either start.
+	var filters [][]seccomp.Instruction
+	for _, prof := range spec.Seccomp {
+		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
+		if err != nil {
+			return nil, fmt.Errorf("compile seccomp profile: %w", err)
+		}
+		filters = append(filters, prog)
+	}
+	var trees map[string]*os.File
+	var idmaps []idmap
+	if os.Geteuid() == 0 {
+		t, maps, err := openTrees(spec)
+		if err != nil {
+			return nil, err
+		}
+		trees, idmaps = t, maps
+		cleanup = append(cleanup, func() {
+			for _, f := range t {
+				f.Close()
+			}
+		})
+	}
+	direct := !b.InitStage && directSupported(spec, filters) == nil
+	if direct {
+		if err := r.startDirect(filters, trees, idmaps, specR, statW, outW, errW); err != nil {
+			return nil, err
+		}
+		r.control = specW
+		cleanup = append(cleanup, r.stopSupervisor)
+		go readRecords(statR, msgs, r.stages)
+	} else {
+		if err := r.startInit(exe, filters, trees, idmaps, specR, specW, statW, outW, errW); err != nil {
+			return nil, err
+		}
+		go readMessages(statR, msgs)
+	}
+
+	if r.netChan != nil {
+		go r.receiveListener()
+		defer r.closeListener()
+	}
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go r.copyOut(&copies, outR, stdio.Stdout)
+	go r.copyOut(&copies, errR, stdio.Stderr)
+
+	done := make(chan struct{})
+	go r.watch(ctx, done)
+
+	var exitMsg, errMsg *message
+	for m := range msgs {
+		switch m.Type {
+		case "started":
+			r.started = time.Now()
+		case "exit":
+			exitMsg = &m
+		case "error":
+			errMsg = &m
+		}
+	}
+	r.wait() // the outcome is in the messages and the process state
+	close(done)
+	copies.Wait()
+	if r.control != nil {
+		r.control.Close()
+	}
+	if exitMsg != nil && exitMsg.MergeErr != "" {
+		return nil, &backend.InitError{Stage: "save overlay changes", Err: errors.New(exitMsg.MergeErr)}
+	}
+
+	if errMsg != nil {
+		return nil, initError(errMsg)
+	}
+	if direct && exitMsg != nil {
+		exitMsg.Denials = r.seen.list()
+	}
+	return r.status(exitMsg), nil
+}
+
+// startInit starts the run through the init stage: the moat binary
+// re-executed as the sandbox's PID 1, which reads the Spec from the pipe.
+func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[string]*os.File, idmaps []idmap, specR, specW, statW, outW, errW *os.File) error {
+	spec, stdio := r.spec, r.stdio
 	// Init gets the compiled programs, not the profiles: decoding those
 	// would cost it more than the rest of the Spec.
 	initCopy := *spec
@@ -173,18 +273,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	extra := []*os.File{specR, statW}
-	var idmaps []idmap
-	if os.Geteuid() == 0 {
-		trees, maps, err := openTrees(spec)
-		if err != nil {
-			return nil, err
-		}
-		cleanup = append(cleanup, func() {
-			for _, f := range trees {
-				f.Close()
-			}
-		})
-		idmaps = maps
+	if trees != nil {
 		is.Trees = map[string]int{}
 		for key, f := range trees {
 			is.Trees[key] = 3 + len(extra) // ExtraFiles[k] is fd 3+k
@@ -194,13 +283,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 
 	if spec.Network.Mode == backend.NetProxy {
 		if stdio.ServeProxy == nil {
-			return nil, errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
+			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
 		}
 		host, child, err := socketPair()
 		if err != nil {
-			return nil, fmt.Errorf("proxy channel: %w", err)
+			return fmt.Errorf("proxy channel: %w", err)
 		}
-		cleanup = append(cleanup, func() { host.Close(); child.Close() })
+		r.cleanup = append(r.cleanup, func() { host.Close(); child.Close() })
 		is.NetFD = 3 + len(extra)
 		extra = append(extra, child)
 		r.netChan, r.netChild = host, child
@@ -238,17 +327,21 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = fd
 	}
-	r.cmd = cmd
+	r.wait = func() {
+		cmd.Wait()
+		r.state = cmd.ProcessState
+	}
 
 	// Pdeathsig is tied to the thread that forks: keep this goroutine on
 	// one thread while starting, and that thread stays alive in the
 	// runtime's pool afterwards.
 	runtime.LockOSThread()
-	err = cmd.Start()
+	err := cmd.Start()
 	runtime.UnlockOSThread()
 	if err != nil {
-		return nil, startError(err)
+		return startError(err)
 	}
+	r.proc = cmd.Process
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
 	statW.Close()
@@ -264,25 +357,18 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		if err := r.cg.Add(cmd.Process.Pid); err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
-			return nil, fmt.Errorf("join cgroup: %w", err)
+			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	// The trees are id-mapped and the filters compiled while init's
-	// runtime starts up on another CPU.
+	// The trees are id-mapped while init's runtime starts up on another
+	// CPU.
 	if err := applyIDMaps(spec, idmaps); err != nil {
 		specW.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, err
+		return err
 	}
-	for _, prof := range spec.Seccomp {
-		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
-		if err != nil {
-			specW.Close()
-			cmd.Process.Kill()
-			cmd.Wait()
-			return nil, fmt.Errorf("compile seccomp profile: %w", err)
-		}
+	for _, prog := range filters {
 		is.Filters = append(is.Filters, encodeFilter(prog))
 	}
 	_, err = specW.Write(encodeInitSpec(&is))
@@ -294,50 +380,10 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return nil, fmt.Errorf("send spec to init: %w", err)
+		return fmt.Errorf("send spec to init: %w", err)
 	}
 
-	if r.netChan != nil {
-		go r.receiveListener()
-		defer r.closeListener()
-	}
-
-	var copies sync.WaitGroup
-	copies.Add(2)
-	go r.copyOut(&copies, outR, stdio.Stdout)
-	go r.copyOut(&copies, errR, stdio.Stderr)
-
-	msgs := make(chan message, 4)
-	go readMessages(statR, msgs)
-
-	done := make(chan struct{})
-	go r.watch(ctx, done)
-
-	var exitMsg, errMsg *message
-	for m := range msgs {
-		switch m.Type {
-		case "started":
-			r.started = time.Now()
-		case "exit":
-			exitMsg = &m
-		case "error":
-			errMsg = &m
-		}
-	}
-	cmd.Wait() // the outcome is in the messages and ProcessState
-	close(done)
-	copies.Wait()
-	if r.control != nil {
-		r.control.Close()
-	}
-	if exitMsg != nil && exitMsg.MergeErr != "" {
-		return nil, &backend.InitError{Stage: "save overlay changes", Err: errors.New(exitMsg.MergeErr)}
-	}
-
-	if errMsg != nil {
-		return nil, initError(errMsg)
-	}
-	return r.status(exitMsg), nil
+	return nil
 }
 
 // startError explains why init could not be started. What fails there is
@@ -414,11 +460,11 @@ func (r *run) kill(cause backend.Cause) {
 	}
 	if r.save {
 		if _, err := r.control.Write([]byte{ctlStop}); err == nil {
-			time.AfterFunc(saveGrace, func() { r.cmd.Process.Signal(syscall.SIGKILL) })
+			time.AfterFunc(saveGrace, func() { r.proc.Signal(syscall.SIGKILL) })
 			return
 		}
 	}
-	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.proc.Signal(syscall.SIGKILL)
 	if r.cg != nil {
 		r.cg.Kill()
 	}
@@ -523,7 +569,7 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
 		st.MaxMemory = exit.MaxRSSKiB * 1024
 		st.Denials = r.explain(exit.Denials)
-	} else if ps := r.cmd.ProcessState; ps != nil {
+	} else if ps := r.state; ps != nil {
 		// init died without reporting: killed by the host or the kernel.
 		st.Signal = int(syscall.SIGKILL)
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -234,3 +234,77 @@ func TestCheckIDMap(t *testing.T) {
 		t.Errorf("mounts changed:\n%s\n---\n%s", before, after)
 	}
 }
+
+// TestDirectStartMatchesInitStage builds the same sandbox through the
+// direct start and through the init stage and compares what the command
+// sees: identity, capabilities, limits, the whole mount table (mount
+// points, options, file system types and their options), and what it may
+// read, write, list and execute under each kind of mount, Landlock
+// included. The direct start decides from a plan made on the host what
+// the init stage decides while it runs; any drift between the two shows
+// here.
+func TestDirectStartMatchesInitStage(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	ro, rw, hidden := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ro, "f"), []byte("ro"), 0o644)
+	os.WriteFile(filepath.Join(ro, "file"), []byte("host"), 0o644)
+	os.WriteFile(filepath.Join(hidden, "f"), []byte("x"), 0o644)
+	probe := `
+id -u; id -g; hostname
+grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status
+ulimit -c; ulimit -n; ulimit -f; ulimit -t
+ls -a / /dev | tr '\n' ' '; echo
+readlink /bin /dev/fd /dev/ptmx
+awk '{ split($0, h, " - "); print $5, $6, h[2] }' /proc/self/mountinfo | sed 's/,size=[0-9]*k//'
+for p in / /usr /etc /tmp "$HOME" /dev /dev/shm /proc "$PWD" "$PWD/.git/hooks" /opt/moat-ro /opt/moat-rw /opt/moat-gone /opt/moat-hidden; do
+  ls "$p" >/dev/null 2>&1 && echo "list $p"
+  (echo x > "$p/.probe") 2>/dev/null && echo "write $p"
+  cat "$p/f" >/dev/null 2>&1 && echo "read $p/f"
+done
+cat /etc/shadow >/dev/null 2>&1 && echo "read /etc/shadow"
+cat /opt/moat-ro/file && echo
+cp /bin/true /tmp/t && /tmp/t && echo "exec /tmp"
+cp /bin/true "$PWD/t" && "$PWD/t" && echo "exec workspace"
+kill -0 1 2>/dev/null && echo "signal init"
+echo done`
+	mk := func() *backend.Spec {
+		s := spec(t, ws, "/bin/sh", "-c", probe)
+		idmap := os.Geteuid() == 0
+		s.Mounts = append(s.Mounts,
+			backend.Mount{Kind: backend.MountBind, Source: ro, Target: "/opt/moat-ro", ReadOnly: true, IDMap: idmap},
+			backend.Mount{Kind: backend.MountBind, Source: rw, Target: "/opt/moat-rw", IDMap: idmap},
+			backend.Mount{Kind: backend.MountBind, Source: "/no/such/dir", Target: "/opt/moat-gone", Optional: true},
+			backend.Mount{Kind: backend.MountBind, Source: hidden, Target: "/opt/moat-hidden", IDMap: idmap},
+			backend.Mount{Kind: backend.MountMask, Target: "/opt/moat-hidden"},
+			backend.Mount{Kind: backend.MountFile, Target: "/opt/moat-ro/file", Data: "file-data"},
+			backend.Mount{Kind: backend.MountSymlink, Source: "/opt/moat-ro", Target: "/opt/moat-link"},
+		)
+		return s
+	}
+	runWith := func(b *native.Backend) string {
+		var out, errb bytes.Buffer
+		st, err := b.Run(context.Background(), mk(), backend.Stdio{Stdout: &out, Stderr: &errb})
+		if err != nil {
+			t.Fatalf("init stage %v: %v", b.InitStage, err)
+		}
+		if st.ExitCode != 0 || !strings.HasSuffix(out.String(), "done\n") {
+			t.Fatalf("init stage %v: exit %d\n%s%s", b.InitStage, st.ExitCode, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	direct, staged := runWith(&native.Backend{}), runWith(&native.Backend{InitStage: true})
+	if direct != staged {
+		t.Errorf("the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
+	}
+	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n"} {
+		if !strings.Contains(direct, want) {
+			t.Errorf("probe lacks %q:\n%s", want, direct)
+		}
+	}
+	for _, never := range []string{"write /opt/moat-ro\n", "read /opt/moat-hidden/f\n", "read /etc/shadow\n", "write /usr\n", "write " + ws + "/.git/hooks\n"} {
+		if strings.Contains(direct, never) {
+			t.Errorf("probe shows %q:\n%s", never, direct)
+		}
+	}
+}

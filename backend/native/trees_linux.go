@@ -215,7 +215,9 @@ var fsNames = map[int64]string{
 // process in it, and Go cannot unshare one in a multithreaded process, so
 // a short-lived child is started in it and its namespace kept by fd.
 //
-// The child asks to be traced (PTRACE_TRACEME), so the kernel stops it
+// On amd64 the child is a clone that shares this process's memory and
+// only waits to be killed (holdUsernsVM): no exec at all. Elsewhere, the
+// child asks to be traced (PTRACE_TRACEME), so the kernel stops it
 // with SIGTRAP at its exec, before the new image runs a single
 // instruction: the run pays for a fork and an exec, not for a second Go
 // runtime starting up on a CPU the sandbox needs (about a millisecond
@@ -223,6 +225,9 @@ var fsNames = map[int64]string{
 // child runs this binary as moat-userns-holder instead, which waits to be
 // killed. Either way it is killed as soon as the namespace is open.
 func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
+	if shareVM {
+		return holdUsernsVM(uid, gid, hostUID, hostGID)
+	}
 	f, err := holdUserns(uid, gid, hostUID, hostGID, true)
 	if err != nil {
 		f, err = holdUserns(uid, gid, hostUID, hostGID, false)

@@ -32,6 +32,13 @@ func Observed(prog []Instruction) []Instruction {
 	return out
 }
 
+// Allows reports whether a filter's result lets the call through (allow,
+// or log, which allows and logs).
+func Allows(ret uint32) bool {
+	a := ret &^ retData
+	return a == retAllow || a == retLog
+}
+
 // Evaluate runs prog over one system call as the kernel would, and returns
 // the filter's result: for a refusal, ErrnoOf gives the errno.
 func Evaluate(prog []Instruction, nr int32, arch uint32, ip uint64, args [6]uint64) (uint32, error) {

@@ -50,7 +50,33 @@ type seccompNotifResp struct {
 // more: each refused call gets the errno prog (the original program)
 // gives it, and is passed to record. It blocks; run it in a goroutine.
 func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
+	SuperviseUntil(fd, -1, prog, record)
+}
+
+// SuperviseUntil is Supervise for a process that outlives the filter's
+// users (the host of a sandbox): it also returns once no process uses the
+// filter, or once stop (a pipe's read end; -1 for none) is readable or
+// closed at the other end. A receive blocked in the kernel would wait for
+// ever after the last user is gone, so it polls first: the listener is
+// readable only once a notification has been queued, and then a receive
+// returns at once (ENOENT if its caller has died since).
+func SuperviseUntil(fd, stop int, prog []Instruction, record func(nr int, errno int)) {
 	for {
+		if stop >= 0 {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+			if _, err := unix.Poll(pfd, -1); err != nil {
+				if err == unix.EINTR {
+					continue
+				}
+				return
+			}
+			if pfd[1].Revents != 0 || pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return
+			}
+			if pfd[0].Revents&unix.POLLIN == 0 {
+				continue
+			}
+		}
 		var req seccompNotif
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); errno != 0 {
 			if errno == unix.EINTR || errno == unix.ENOENT {

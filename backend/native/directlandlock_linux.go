@@ -1,0 +1,160 @@
+package native
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"github.com/moatbox/moat/backend"
+)
+
+// Landlock for the direct start. go-landlock (which the init stage uses,
+// landlock_linux.go) opens the rules' paths and makes its system calls
+// from Go, which the direct start's child cannot run; so the rights are
+// worked out here, on the host, the way go-landlock's best-effort mode
+// works them out (restrictLandlock's rules, downgraded to this kernel's
+// ABI), and the child only opens each path and adds the rule.
+// TestDirectStartMatchesInitStage compares what the two allow.
+
+// landlockFSByABI is the file-system rights each Landlock ABI handles (as
+// go-landlock's table has them).
+func landlockFSByABI(abi int) uint64 {
+	switch {
+	case abi >= 9:
+		return 1<<17 - 1
+	case abi >= 5:
+		return 1<<16 - 1
+	case abi >= 3:
+		return 1<<15 - 1
+	case abi == 2:
+		return 1<<14 - 1
+	case abi == 1:
+		return 1<<13 - 1
+	}
+	return 0
+}
+
+// landlockRule is one path rule with its rights before downgrading.
+type landlockRule struct {
+	path          string
+	access        uint64
+	ignoreMissing bool
+}
+
+const (
+	llRead      = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
+	llWrite     = ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate
+	llRWExtras  = ll.AccessFSRefer | ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
+	llScopedAll = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+)
+
+// landlockRules are restrictLandlock's path rules for spec.
+func landlockRules(spec *backend.Spec) []landlockRule {
+	rules := []landlockRule{{path: "/", access: ll.AccessFSReadDir}}
+	for _, m := range spec.Mounts {
+		if m.NoLandlockGrant {
+			continue
+		}
+		switch m.Kind {
+		case backend.MountBind, backend.MountOverlay, backend.MountTmpfs, backend.MountProc, backend.MountDev:
+			if m.ReadOnly {
+				rules = append(rules, landlockRule{path: m.Target, access: llRead, ignoreMissing: true})
+			} else {
+				rules = append(rules, landlockRule{path: m.Target, access: llRead | llWrite | llRWExtras, ignoreMissing: true})
+			}
+		}
+	}
+	return rules
+}
+
+// landlockAttr is struct landlock_ruleset_attr.
+type landlockAttr struct{ fs, net, scoped uint64 }
+
+// landlockPathAttr is struct landlock_path_beneath_attr (packed).
+type landlockPathAttr struct {
+	access uint64
+	fd     int32
+}
+
+// landlockNetAttr is struct landlock_net_port_attr.
+type landlockNetAttr struct{ access, port uint64 }
+
+// landlock adds the steps that restrict init (and so the command) with
+// Landlock, for a kernel with the given ABI.
+func (p *plan) landlock(spec *backend.Spec, abi int) error {
+	n := spec.Network
+	if (n.RestrictBind || n.RestrictConnect) && abi < 4 {
+		return fmt.Errorf("landlock: TCP port rules need Landlock ABI 4 (Linux 6.7); this kernel has %d", max(abi, 0))
+	}
+	attr := &landlockAttr{fs: landlockFSByABI(abi)}
+	if abi >= 6 {
+		attr.scoped = llScopedAll
+	}
+	if n.RestrictBind {
+		attr.net |= ll.AccessNetBindTCP
+	}
+	if n.RestrictConnect {
+		attr.net |= ll.AccessNetConnectTCP
+	}
+	rules := landlockRules(spec)
+	// go-landlock's best effort: a rule asking for "refer" on a kernel
+	// that cannot handle it (ABI 1) downgrades to no Landlock at all.
+	for _, r := range rules {
+		if r.access&ll.AccessFSRefer != 0 && attr.fs&ll.AccessFSRefer == 0 {
+			return nil
+		}
+	}
+	if attr.fs == 0 && attr.net == 0 && attr.scoped == 0 {
+		return nil // no Landlock on this kernel: nothing to restrict
+	}
+	stg := p.stage("landlock")
+	rs := p.val()
+	i := p.call(stg, unix.SYS_LANDLOCK_CREATE_RULESET, mem(p, attr), unsafe.Sizeof(*attr), 0)
+	p.at(i).save = rs
+	for _, r := range rules {
+		access := r.access & attr.fs
+		if access == 0 {
+			continue
+		}
+		g := uint16(0)
+		if r.ignoreMissing {
+			g = p.newGroup()
+		}
+		fd := p.val()
+		i := p.call(stg, unix.SYS_OPENAT, atFDCWD, p.str(r.path), unix.O_PATH|unix.O_CLOEXEC)
+		p.at(i).save, p.at(i).group = fd, g
+		if r.ignoreMissing {
+			p.at(i).skip = uint16(unix.ENOENT)
+		}
+		pa := &landlockPathAttr{access: access}
+		*p.list = append(*p.list, step{kind: kindPoke32, p: unsafe.Pointer(&pa.fd), a: [6]uintptr{1: uintptr(fd)}, stage: stg, group: g})
+		i = p.call(stg, unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), unix.LANDLOCK_RULE_PATH_BENEATH, mem(p, pa), 0)
+		p.at(i).ref, p.at(i).group = 1, g
+		i = p.call(stg, unix.SYS_CLOSE, uintptr(fd))
+		p.at(i).ref, p.at(i).group = 1, g
+	}
+	addPort := func(access uint64, ports []int) {
+		for _, port := range ports {
+			na := &landlockNetAttr{access: access, port: uint64(port)}
+			i := p.call(stg, unix.SYS_LANDLOCK_ADD_RULE, uintptr(rs), landlockRuleNetPort, mem(p, na), 0)
+			p.at(i).ref = 1
+		}
+	}
+	if n.RestrictBind {
+		addPort(ll.AccessNetBindTCP, n.BindPorts)
+	}
+	if n.RestrictConnect {
+		addPort(ll.AccessNetConnectTCP, n.ConnectPorts)
+	}
+	i = p.call(stg, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rs), 0)
+	p.at(i).ref = 1
+	i = p.call(stg, unix.SYS_CLOSE, uintptr(rs))
+	p.at(i).ref = 1
+	return nil
+}
+
+// landlockRuleNetPort is LANDLOCK_RULE_NET_PORT, which x/sys/unix lacks.
+const landlockRuleNetPort = 2

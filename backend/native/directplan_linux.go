@@ -1,0 +1,744 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// plan builds a direct start's steps from a Spec (see direct_linux.go).
+// It makes the same decisions, in the same order, as the init stage's
+// initMain and buildRoot; what those decide from the file system while
+// they run (is a source a directory, is a path missing or a symbolic link)
+// the steps decide in the child, through stat steps and conditions.
+type plan struct {
+	f      *forkState
+	stages []stageInfo
+	keep   []any // memory the steps point into
+	list   *[]step
+	group  uint16
+	made   map[string]bool // directories made under the new root
+}
+
+// stageInfo names what a step does, for the host's error message. err,
+// when set, replaces the errno's text (a pseudo step's own failure).
+type stageInfo struct{ name, err string }
+
+// planFDs are the inherited fds a plan uses.
+type planFDs struct {
+	mapR, mapW  int    // the go-ahead pipe
+	ctl, status int    // control pipe (read end), status pipe (write end)
+	stdio       [3]int // the command's stdin, stdout, stderr
+	seccompChan int    // socket to send the observed filter's listener on, or -1
+	trees       map[string]int
+}
+
+// directCalls are the system calls the direct start makes after its
+// seccomp filters are installed: init's (sendmsg and close to hand over
+// the listener, clone, ppoll, read, kill, wait4, getrusage, write,
+// exit_group) and the command's before execve (rt_sigprocmask, setsid).
+var directCalls = []string{
+	"sendmsg", "close", "clone", "ppoll", "read", "kill", "wait4", "getrusage",
+	"write", "exit_group", "rt_sigprocmask", "setsid", "execve",
+}
+
+// errNoDirect says why a Spec needs the init stage.
+var errNoDirect = errors.New("needs the init stage")
+
+// directSupported tells whether a Spec can be started directly. The init
+// stage still serves what needs Go code while the command runs or after:
+// an overlay workspace (and its change set), a disk limit, the proxy
+// listener. It also takes a Spec whose seccomp filters would refuse the
+// direct start's own calls.
+func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction) error {
+	if spec.Limits.DiskBytes > 0 {
+		return fmt.Errorf("disk limit: %w", errNoDirect)
+	}
+	if spec.Network.Mode == backend.NetProxy {
+		return fmt.Errorf("network proxy: %w", errNoDirect)
+	}
+	for _, m := range spec.Mounts {
+		if m.Kind == backend.MountOverlay {
+			return fmt.Errorf("overlay workspace: %w", errNoDirect)
+		}
+	}
+	arch := seccomp.NativeArch()
+	for i, prog := range filters {
+		if i == 0 {
+			prog = seccomp.Observed(prog)
+		}
+		for _, name := range directCalls {
+			nr, ok := seccomp.Lookup(arch, name)
+			if !ok {
+				continue // not on this architecture
+			}
+			var args [6]uint64
+			if name == "clone" {
+				args[0] = uint64(unix.SIGCHLD) // a plain fork
+			}
+			ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, args)
+			if err != nil || !seccomp.Allows(ret) {
+				return fmt.Errorf("seccomp filter %d refuses %s: %w", i+1, name, errNoDirect)
+			}
+		}
+	}
+	return nil
+}
+
+func (p *plan) stage(name string) uint16 {
+	p.stages = append(p.stages, stageInfo{name: name})
+	return uint16(len(p.stages) - 1)
+}
+
+// val reserves a slot in vals for a step's result.
+func (p *plan) val() uint16 {
+	p.f.vals = append(p.f.vals, 0)
+	return uint16(len(p.f.vals) - 1)
+}
+
+// str is s as a C string the plan keeps alive.
+func (p *plan) str(s string) uintptr {
+	b := append([]byte(s), 0)
+	p.keep = append(p.keep, b)
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+// mem keeps v alive and returns its address.
+func mem[T any](p *plan, v *T) uintptr {
+	p.keep = append(p.keep, v)
+	return uintptr(unsafe.Pointer(v))
+}
+
+// call appends one system call step and returns its index.
+func (p *plan) call(stage uint16, nr uintptr, args ...uintptr) int {
+	s := step{nr: nr, kind: kindCall, stage: stage}
+	copy(s.a[:], args)
+	*p.list = append(*p.list, s)
+	return len(*p.list) - 1
+}
+
+func (p *plan) at(i int) *step { return &(*p.list)[i] }
+
+// newGroup starts a group of steps that a skip ends together.
+func (p *plan) newGroup() uint16 {
+	p.group++
+	return p.group
+}
+
+const atFDCWD = ^uintptr(0) - 99 // AT_FDCWD, -100
+
+// mkdirAll makes dir and its missing parents under the new root (only
+// those the plan has not made already; existing ones are fine).
+func (p *plan) mkdirAll(stage uint16, dir string, mode uint32, group uint16) {
+	if dir == newRoot || p.made[dir] {
+		return
+	}
+	p.mkdirAll(stage, path.Dir(dir), 0o755, group)
+	i := p.call(stage, unix.SYS_MKDIRAT, atFDCWD, p.str(dir), uintptr(mode))
+	p.at(i).ok, p.at(i).group = uint16(unix.EEXIST), group
+	// A directory made in a group that a skip may end is not counted as
+	// made: a later step makes it again if it needs it.
+	if group == 0 {
+		p.made[dir] = true
+	}
+}
+
+func (p *plan) mount(stage uint16, src, target, fstype string, flags uintptr, data string) int {
+	var s, t, d uintptr
+	if src != "" {
+		s = p.str(src)
+	}
+	if fstype != "" {
+		t = p.str(fstype)
+	}
+	if data != "" {
+		d = p.str(data)
+	}
+	return p.call(stage, unix.SYS_MOUNT, s, p.str(target), t, flags, d)
+}
+
+func (p *plan) setAttr(stage uint16, target string, attr uint64, recursive bool) int {
+	flags := uintptr(0)
+	if recursive {
+		flags = unix.AT_RECURSIVE
+	}
+	a := &unix.MountAttr{Attr_set: attr}
+	return p.call(stage, unix.SYS_MOUNT_SETATTR, atFDCWD, p.str(target), flags, mem(p, a), unsafe.Sizeof(*a))
+}
+
+// stat adds a stat (or lstat, with AT_SYMLINK_NOFOLLOW) of path, or of the
+// fd when path is empty, and a step that saves the file's mode; it returns
+// the stat step and the mode's slot.
+func (p *plan) stat(stage uint16, fd uintptr, name string, flags uintptr) (int, uint16) {
+	st := new(unix.Stat_t)
+	var np uintptr
+	if name == "" {
+		np, flags = p.str(""), flags|unix.AT_EMPTY_PATH
+	} else {
+		np = p.str(name)
+	}
+	i := p.call(stage, unix.SYS_NEWFSTATAT, fd, np, mem(p, st), flags)
+	mode := p.val()
+	*p.list = append(*p.list, step{kind: kindLoad32, p: unsafe.Pointer(&st.Mode), save: mode, stage: stage})
+	return i, mode
+}
+
+// when sets the condition of steps from..to-1.
+func (p *plan) when(from int, cond uint8, mode uint16, group uint16) {
+	for i := from; i < len(*p.list); i++ {
+		p.at(i).cond, p.at(i).condVal, p.at(i).group = cond, mode, group
+	}
+}
+
+// setGroup puts steps from..end into group.
+func (p *plan) setGroup(from int, group uint16) {
+	for i := from; i < len(*p.list); i++ {
+		p.at(i).group = group
+	}
+}
+
+// mkTarget makes an empty directory or file to mount on, by the mode in
+// the slot.
+func (p *plan) mkTarget(stage uint16, target string, mode uint16, group uint16) {
+	p.mkdirAll(stage, path.Dir(target), 0o755, group)
+	from := len(*p.list)
+	i := p.call(stage, unix.SYS_MKDIRAT, atFDCWD, p.str(target), 0o755)
+	p.at(i).ok = uint16(unix.EEXIST)
+	p.when(from, condDir, mode, group)
+	from = len(*p.list)
+	i = p.call(stage, unix.SYS_MKNODAT, atFDCWD, p.str(target), unix.S_IFREG|0o644, 0)
+	p.at(i).ok = uint16(unix.EEXIST)
+	p.when(from, condNotDir, mode, group)
+}
+
+// buildPlan turns spec into the steps of a direct start. filters are the
+// compiled seccomp programs, the first of them observed.
+func buildPlan(spec *backend.Spec, fds planFDs, filters [][]seccomp.Instruction, landlockABI int, rlimits []rlimitStep) (*plan, error) {
+	p := &plan{f: &forkState{vals: make([]uintptr, 1, 64)}, made: map[string]bool{}}
+	f := p.f
+	f.mapFD, f.ctlFD, f.statusFD = fds.mapR, fds.ctl, fds.status
+	p.list = &f.setup
+	p.stage("fork the command") // stageFork
+
+	// If moat dies, init dies, and with it the whole PID namespace. A
+	// moat that died before this step left the go-ahead pipe without a
+	// writer: the read below then fails.
+	st := p.stage("start")
+	// Every signal stays blocked in init, and none has a handler: the
+	// child inherited the Go runtime's handlers, which must never run in
+	// it (see forkDirect). PID 1 receives no signal it does not handle,
+	// so blocking them changes nothing else; SIGCHLD is read from a
+	// signalfd below. The command's process unblocks them all.
+	all := new(uint64)
+	*all = ^uint64(0)
+	p.call(st, unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, mem(p, all), 0, 8)
+	dfl := new([4]uint64) // struct sigaction with SIG_DFL
+	for sig := uintptr(1); sig <= 64; sig++ {
+		if sig == uintptr(unix.SIGKILL) || sig == uintptr(unix.SIGSTOP) {
+			continue
+		}
+		p.call(st, unix.SYS_RT_SIGACTION, sig, mem(p, dfl), 0, 8)
+	}
+	p.call(st, unix.SYS_CLOSE, uintptr(fds.mapW))
+	// Init has a process group of its own: the terminal's signals (Ctrl-C,
+	// Ctrl-Z) go to moat, which forwards them.
+	p.call(st, unix.SYS_SETPGID, 0, 0)
+	goByte := new([8]byte)
+	n := p.val()
+	i := p.call(p.stage("wait for the host"), unix.SYS_READ, uintptr(fds.mapR), mem(p, goByte), 1)
+	p.at(i).save = n
+	// A read of one byte is the go-ahead; end of file means moat is gone.
+	*p.list = append(*p.list, step{kind: kindExpect, a: [6]uintptr{uintptr(n), 1, uintptr(unix.ESRCH)},
+		stage: p.stage2("wait for the host", "moat exited before the sandbox started")})
+
+	// Only the fds this plan uses stay open: the child inherited every fd
+	// of the host process (other runs' pipes, the host's terminal).
+	dup := p.stage("set up standard input and output")
+	for t, fd := range fds.stdio {
+		if fd != t {
+			p.call(dup, unix.SYS_DUP3, uintptr(fd), uintptr(t), 0)
+		}
+	}
+	keep := []int{fds.ctl, fds.status, fds.mapR}
+	if fds.seccompChan >= 0 {
+		keep = append(keep, fds.seccompChan)
+	}
+	for _, fd := range fds.trees {
+		keep = append(keep, fd)
+	}
+	for _, r := range closeRanges(keep) {
+		p.call(p.stage("close inherited fds"), unix.SYS_CLOSE_RANGE, uintptr(r[0]), uintptr(r[1]), 0)
+	}
+
+	// Credentials: the sandbox user, with only the capabilities init
+	// needs (in its user namespace only), as the init stage gets them.
+	cred := p.stage("set credentials")
+	p.call(cred, unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1)
+	gid, uid := uintptr(spec.User.GID), uintptr(spec.User.UID)
+	p.call(cred, unix.SYS_SETRESGID, gid, gid, gid)
+	p.call(cred, unix.SYS_SETRESUID, uid, uid, uid)
+	caps := uint64(1) << unix.CAP_BLOCK_SUSPEND
+	for _, c := range initCaps {
+		caps |= 1 << c
+	}
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := &[2]unix.CapUserData{
+		{Effective: uint32(caps), Permitted: uint32(caps)},
+		{Effective: uint32(caps >> 32), Permitted: uint32(caps >> 32)},
+	}
+	p.call(cred, unix.SYS_CAPSET, mem(p, hdr), mem(p, data))
+
+	// If moat dies, init dies, and with it the whole PID namespace. This
+	// comes after the change of uid, which clears it. moat holds the
+	// go-ahead pipe open until the run ends: if it died before the signal
+	// was set, the pipe has hung up.
+	p.call(st, unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	pfd := &unix.PollFd{Fd: int32(fds.mapR), Events: unix.POLLIN}
+	p.call(st, unix.SYS_PPOLL, mem(p, pfd), 1, mem(p, &unix.Timespec{}), 0, 0)
+	rev := p.val()
+	*p.list = append(*p.list, step{kind: kindLoad16, p: unsafe.Pointer(&pfd.Revents), save: rev, stage: st},
+		step{kind: kindExpect, a: [6]uintptr{uintptr(rev), 0, uintptr(unix.ESRCH)},
+			stage: p.stage2("start", "moat exited before the sandbox started")})
+	p.call(st, unix.SYS_CLOSE, uintptr(fds.mapR))
+
+	if spec.Network.Mode != backend.NetHost {
+		lo := p.stage("network namespace: loopback up")
+		sock := p.val()
+		i := p.call(lo, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		p.at(i).save = sock
+		ifr, err := unix.NewIfreq("lo")
+		if err != nil {
+			return nil, err
+		}
+		ifr.SetUint16(unix.IFF_UP)
+		i = p.call(lo, unix.SYS_IOCTL, uintptr(sock), unix.SIOCSIFFLAGS, mem(p, ifr))
+		p.at(i).ref = 1
+		i = p.call(lo, unix.SYS_CLOSE, uintptr(sock))
+		p.at(i).ref = 1
+	}
+
+	if err := p.root(spec, fds.trees); err != nil {
+		return nil, err
+	}
+	for _, fd := range fds.trees {
+		p.call(p.stage("close mount trees"), unix.SYS_CLOSE, uintptr(fd))
+	}
+	if spec.Hostname != "" {
+		p.call(p.stage("sethostname"), unix.SYS_SETHOSTNAME, p.str(spec.Hostname), uintptr(len(spec.Hostname)))
+	}
+
+	for _, r := range rlimits {
+		lim := &unix.Rlimit{Cur: r.cur, Max: r.max}
+		p.call(p.stage("rlimit "+r.name), unix.SYS_PRLIMIT64, 0, uintptr(r.res), mem(p, lim), 0)
+	}
+
+	// Init gives up its power: every capability (bounding set first) but
+	// an inert one, then no_new_privs. Init cannot be made non-dumpable,
+	// as the init stage is: the flag belongs to the address space, which
+	// this child shares with moat (see forkDirect), and would hide moat's
+	// own /proc files from it. What keeps the command out of init (and so
+	// out of moat's memory) instead is that one capability left in init's
+	// permitted set, CAP_BLOCK_SUSPEND: the kernel refuses any ptrace
+	// access, and so /proc/1/mem, /proc/1/environ and the rest, to a
+	// process whose capabilities are not a superset of the target's, and
+	// hidepid=2 then hides /proc/1 altogether. CAP_BLOCK_SUSPEND is only
+	// ever checked in the host's initial user namespace, where init has
+	// no capability at all.
+	drop := p.stage("drop capabilities")
+	for c := uintptr(0); c < 64; c++ {
+		i := p.call(drop, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c)
+		p.at(i).ok = uint16(unix.EINVAL)
+	}
+	inert := uint64(1) << unix.CAP_BLOCK_SUSPEND
+	p.call(drop, unix.SYS_CAPSET, mem(p, &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),
+		mem(p, &[2]unix.CapUserData{{Permitted: uint32(inert)}, {Permitted: uint32(inert >> 32)}}))
+	p.call(p.stage("set no_new_privs"), unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1)
+	if spec.Landlock {
+		if err := p.landlock(spec, landlockABI); err != nil {
+			return nil, err
+		}
+	}
+
+	// SIGCHLD is read from a signalfd; the command unblocks it.
+	sig := p.stage("signalfd")
+	set := new(uint64)
+	*set = 1 << (uint(unix.SIGCHLD) - 1)
+	p.call(sig, unix.SYS_RT_SIGPROCMASK, unix.SIG_BLOCK, mem(p, set), 0, 8)
+	sfd := p.val()
+	i = p.call(sig, unix.SYS_SIGNALFD4, ^uintptr(0), uintptr(unsafe.Pointer(set)), 8, unix.SFD_CLOEXEC|unix.SFD_NONBLOCK)
+	p.at(i).save = sfd
+	f.sigFD = int(sfd)
+	// Only fds 0-2 reach the command.
+	p.call(p.stage("close inherited fds"), unix.SYS_CLOSE_RANGE, 3, ^uintptr(0)>>32, unix.CLOSE_RANGE_CLOEXEC)
+
+	// Seccomp last: nothing above needs a call the filters refuse, and
+	// directSupported checked that what comes after is allowed. The first
+	// filter is observed: its listener goes to the host, which answers
+	// each refused call (see seccomp.Observed) and so can report it.
+	for k, prog := range filters {
+		stg := p.stage(fmt.Sprintf("install seccomp filter %d", k+1))
+		flags := uintptr(0)
+		if k == 0 && fds.seccompChan >= 0 {
+			prog = seccomp.Observed(prog)
+			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+		}
+		fp := &unix.SockFprog{Len: uint16(len(prog)), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+		p.keep = append(p.keep, prog)
+		i := p.call(stg, unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, mem(p, fp))
+		if flags == 0 {
+			continue
+		}
+		listener := p.val()
+		p.at(i).save = listener
+		p.sendFD(p.stage("send the seccomp listener to the host"), fds.seccompChan, listener)
+	}
+
+	// The command's steps: SIGCHLD unblocked, a session of its own (no
+	// controlling terminal, so TIOCSTI cannot push keystrokes into the
+	// caller's shell), then execve of each PATH candidate in turn.
+	p.list = &f.exec
+	p.call(p.stage("drop capabilities"), unix.SYS_CAPSET, mem(p, &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}), mem(p, &[2]unix.CapUserData{}))
+	p.call(p.stage("unblock signals"), unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, mem(p, new(uint64)), 0, 8)
+	p.call(p.stage("setsid"), unix.SYS_SETSID)
+	argv, envv := p.strv(spec.Args), p.strv(spec.Env)
+	ex := p.stage("exec " + spec.Args[0])
+	for _, c := range execCandidates(spec.Args[0], spec.Env) {
+		p.call(ex, unix.SYS_EXECVE, p.str(c), argv, envv)
+	}
+	return p, nil
+}
+
+func (p *plan) stage2(name, err string) uint16 {
+	p.stages = append(p.stages, stageInfo{name: name, err: err})
+	return uint16(len(p.stages) - 1)
+}
+
+// strv is a NULL-terminated array of C strings.
+func (p *plan) strv(ss []string) uintptr {
+	v := make([]uintptr, len(ss)+1)
+	for i, s := range ss {
+		v[i] = p.str(s)
+	}
+	p.keep = append(p.keep, v)
+	return uintptr(unsafe.Pointer(&v[0]))
+}
+
+// sendFD sends the fd in slot over the socket chan (SCM_RIGHTS), then
+// closes both.
+func (p *plan) sendFD(stage uint16, chanFD int, slot uint16) {
+	buf := []byte{0}
+	oob := make([]byte, unix.CmsgSpace(4))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = unix.SOL_SOCKET, unix.SCM_RIGHTS
+	h.SetLen(unix.CmsgLen(4))
+	iov := &unix.Iovec{Base: &buf[0]}
+	iov.SetLen(1)
+	msg := &unix.Msghdr{Iov: iov, Control: &oob[0]}
+	msg.Iovlen = 1
+	msg.SetControllen(len(oob))
+	p.keep = append(p.keep, buf, oob, iov)
+	*p.list = append(*p.list, step{kind: kindPoke32, p: unsafe.Pointer(&oob[unix.CmsgLen(0)]), a: [6]uintptr{1: uintptr(slot)}, stage: stage})
+	p.call(stage, unix.SYS_SENDMSG, uintptr(chanFD), mem(p, msg), 0)
+	i := p.call(stage, unix.SYS_CLOSE, uintptr(slot))
+	p.at(i).ref = 1
+	p.call(stage, unix.SYS_CLOSE, uintptr(chanFD))
+}
+
+// closeRanges are the ranges of fds from 3 up that are not in keep.
+func closeRanges(keep []int) [][2]uint {
+	var out [][2]uint
+	lo := uint(3)
+	sorted := append([]int(nil), keep...)
+	for i := range sorted {
+		for j := i + 1; j < len(sorted); j++ {
+			if sorted[j] < sorted[i] {
+				sorted[i], sorted[j] = sorted[j], sorted[i]
+			}
+		}
+	}
+	for _, k := range sorted {
+		if k < int(lo) {
+			continue
+		}
+		if uint(k) > lo {
+			out = append(out, [2]uint{lo, uint(k) - 1})
+		}
+		lo = uint(k) + 1
+	}
+	return append(out, [2]uint{lo, ^uint(0) >> 32})
+}
+
+// execCandidates are the paths tried for the command, in order: name
+// itself when it has a slash, else name in each directory of the
+// command's PATH (the init stage's lookPath, without its checks: execve
+// makes them).
+func execCandidates(name string, env []string) []string {
+	if strings.Contains(name, "/") {
+		return []string{name}
+	}
+	pathVar := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	var out []string
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		out = append(out, filepath.Join(dir, name))
+	}
+	if len(out) == 0 {
+		out = []string{name}
+	}
+	return out
+}
+
+// rlimitStep is one resource limit to set, computed on the host (the
+// child inherits the host's limits, so the host sees the same hard ones).
+type rlimitStep struct {
+	name     string
+	res      int
+	cur, max uint64
+}
+
+// directRlimits are setRlimits' limits, computed on the host.
+func directRlimits(l backend.Limits) ([]rlimitStep, error) {
+	var out []rlimitStep
+	add := func(name string, res int, v uint64) error {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(res, &cur); err != nil {
+			return fmt.Errorf("rlimit %s: %w", name, err)
+		}
+		if v > cur.Max {
+			v = cur.Max
+		}
+		r := rlimitStep{name: name, res: res, cur: v, max: v}
+		if res == unix.RLIMIT_CPU && v < cur.Max {
+			r.max = v + 1
+		}
+		out = append(out, r)
+		return nil
+	}
+	if err := add("core", unix.RLIMIT_CORE, 0); err != nil {
+		return nil, err
+	}
+	if l.CPUTime > 0 {
+		if err := add("cpu", unix.RLIMIT_CPU, uint64((l.CPUTime+999_999_999)/1_000_000_000)); err != nil {
+			return nil, err
+		}
+	}
+	if l.OpenFiles > 0 {
+		if err := add("open files", unix.RLIMIT_NOFILE, l.OpenFiles); err != nil {
+			return nil, err
+		}
+	}
+	if l.FileSize > 0 {
+		if err := add("file size", unix.RLIMIT_FSIZE, l.FileSize); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// root adds the steps of buildRoot: a private tmpfs becomes a temporary
+// root with the host's root under it at /oldroot, the sandbox's root is
+// assembled on a second tmpfs at /newroot from the Spec's ordered mounts,
+// and a final pivot_root makes it the root with the old one detached.
+func (p *plan) root(spec *backend.Spec, trees map[string]int) error {
+	p.mount(p.stage("make mounts private"), "", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+	base := "/tmp"
+	p.mount(p.stage("mount base tmpfs"), "tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k")
+	for _, d := range []string{base + oldRoot, base + newRoot} {
+		p.call(p.stage("mkdir "+d), unix.SYS_MKDIRAT, atFDCWD, p.str(d), 0o755)
+	}
+	mk := p.stage("create mask file")
+	fd := p.val()
+	i := p.call(mk, unix.SYS_OPENAT, atFDCWD, p.str(base+maskFile), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	p.at(i).save = fd
+	i = p.call(mk, unix.SYS_CLOSE, uintptr(fd))
+	p.at(i).ref = 1
+	p.call(p.stage("pivot_root to base"), unix.SYS_PIVOT_ROOT, p.str(base), p.str(base+oldRoot))
+	p.call(p.stage("chdir /"), unix.SYS_CHDIR, p.str("/"))
+	mf := p.stage("mask file")
+	p.mount(mf, maskFile, maskFile, "", unix.MS_BIND, "")
+	p.setAttr(mf, maskFile, maskAttrs, false)
+	p.mount(p.stage("mount root tmpfs"), "tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
+
+	for i, m := range spec.Mounts {
+		if err := p.applyMount(i, m, trees); err != nil {
+			return err
+		}
+	}
+	for _, t := range spec.MaskPaths {
+		p.mask(newRoot+t, t)
+	}
+	for _, t := range spec.ReadOnlyPaths {
+		stg := p.stage("read-only " + t)
+		g := p.newGroup()
+		target := newRoot + t
+		from := len(*p.list)
+		i, _ := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
+		p.at(i).skip = uint16(unix.ENOENT)
+		p.mount(stg, target, target, "", unix.MS_BIND|unix.MS_REC, "")
+		p.setAttr(stg, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true)
+		p.setGroup(from, g)
+	}
+
+	p.call(p.stage("chdir new root"), unix.SYS_CHDIR, p.str(newRoot))
+	p.call(p.stage("pivot_root"), unix.SYS_PIVOT_ROOT, p.str("."), p.str("."))
+	p.call(p.stage("detach old root"), unix.SYS_UMOUNT2, p.str("."), unix.MNT_DETACH)
+	p.call(p.stage("chdir /"), unix.SYS_CHDIR, p.str("/"))
+	p.mount(p.stage("remount / read-only"), "", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	dir := spec.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	p.call(p.stage("chdir "+dir), unix.SYS_CHDIR, p.str(dir))
+	return nil
+}
+
+func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
+	target := newRoot + m.Target
+	switch m.Kind {
+	case backend.MountBind:
+		stg := p.stage("bind " + m.Source)
+		g := p.newGroup()
+		from := len(*p.list)
+		fd, fromTree := trees[fmt.Sprint(i)]
+		var si int
+		var mode uint16
+		if fromTree {
+			si, mode = p.stat(stg, uintptr(fd), "", 0)
+		} else {
+			si, mode = p.stat(stg, atFDCWD, oldRoot+m.Source, 0)
+		}
+		if m.Optional {
+			p.at(si).skip = uint16(unix.ENOENT)
+		}
+		p.mkTarget(stg, target, mode, g)
+		if fromTree {
+			p.call(stg, unix.SYS_MOVE_MOUNT, uintptr(fd), p.str(""), atFDCWD, p.str(target), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		} else {
+			p.mount(stg, oldRoot+m.Source, target, "", unix.MS_BIND|unix.MS_REC, "")
+		}
+		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if m.ReadOnly {
+			attr |= unix.MOUNT_ATTR_RDONLY
+		}
+		p.setAttr(stg+0, target, attr, true)
+		p.regroup(from, g)
+	case backend.MountTmpfs:
+		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o755, 0)
+		stg := p.stage("mount tmpfs " + m.Target)
+		p.mount(stg, "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options)
+		if m.ReadOnly {
+			p.setAttr(p.stage("tmpfs "+m.Target), target, unix.MOUNT_ATTR_RDONLY, false)
+		}
+	case backend.MountSymlink:
+		p.mkdirAll(p.stage("mkdir "+path.Dir(m.Target)), path.Dir(target), 0o755, 0)
+		p.call(p.stage("symlink "+m.Target), unix.SYS_SYMLINKAT, p.str(m.Source), atFDCWD, p.str(target))
+	case backend.MountMask:
+		p.mask(target, m.Target)
+	case backend.MountReadOnly:
+		stg := p.stage("protect " + m.Target)
+		g := p.newGroup()
+		from := len(*p.list)
+		si, mode := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
+		if m.Optional {
+			p.at(si).skip = uint16(unix.ENOENT)
+		}
+		// The Spec names resolved paths; a link here appeared since, and
+		// following it would protect the wrong place.
+		*p.list = append(*p.list, step{kind: kindFailMode, a: [6]uintptr{uintptr(mode), unix.S_IFLNK, uintptr(unix.ELOOP)},
+			stage: p.stage2("protect "+m.Target, "is a symbolic link (it changed while the sandbox was set up)")})
+		p.mount(stg, target, target, "", unix.MS_BIND|unix.MS_REC, "")
+		p.setAttr(stg, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
+		p.regroup(from, g)
+	case backend.MountProc:
+		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o555, 0)
+		p.mount(p.stage("mount proc"), "proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2")
+	case backend.MountDev:
+		p.dev(target)
+	case backend.MountFile:
+		stg := p.stage("file " + m.Target)
+		src := fmt.Sprintf("/file%d", i)
+		fd := p.val()
+		j := p.call(stg, unix.SYS_OPENAT, atFDCWD, p.str(src), unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		p.at(j).save = fd
+		if len(m.Data) > 0 {
+			b := []byte(m.Data)
+			p.keep = append(p.keep, b)
+			j = p.call(stg, unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			p.at(j).ref = 1
+		}
+		j = p.call(stg, unix.SYS_CLOSE, uintptr(fd))
+		p.at(j).ref = 1
+		p.mkdirAll(stg, path.Dir(target), 0o755, 0)
+		j = p.call(stg, unix.SYS_MKNODAT, atFDCWD, p.str(target), unix.S_IFREG|0o644, 0)
+		p.at(j).ok = uint16(unix.EEXIST)
+		p.mount(stg, src, target, "", unix.MS_BIND, "")
+		p.setAttr(stg, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false)
+	default:
+		return fmt.Errorf("mount %s: kind %q: %w", m.Target, m.Kind, errNoDirect)
+	}
+	return nil
+}
+
+// regroup puts the steps from..end into group g, keeping the conditions
+// mkTarget set.
+func (p *plan) regroup(from int, g uint16) { p.setGroup(from, g) }
+
+// mask hides target: a directory becomes an empty read-only tmpfs, any
+// other file the mode-0 mask file; a missing one is left alone.
+func (p *plan) mask(target, name string) {
+	stg := p.stage("mask " + name)
+	g := p.newGroup()
+	from := len(*p.list)
+	si, mode := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
+	p.at(si).skip = uint16(unix.ENOENT)
+	d := len(*p.list)
+	p.mount(stg, "tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0000,size=4k")
+	p.when(d, condDir, mode, g)
+	d = len(*p.list)
+	p.mount(stg, maskFile, target, "", unix.MS_BIND, "")
+	p.when(d, condNotDir, mode, g)
+	p.setGroup(from, g)
+}
+
+// dev adds buildDev's steps: a minimal /dev with the harmless devices
+// bound from the host's.
+func (p *plan) dev(target string) {
+	p.mkdirAll(p.stage("mkdir /dev"), target, 0o755, 0)
+	p.mount(p.stage("mount /dev"), "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		stg := p.stage("dev " + d)
+		t := target + "/" + d
+		p.call(stg, unix.SYS_MKNODAT, atFDCWD, p.str(t), unix.S_IFREG|0o644, 0)
+		p.mount(stg, oldRoot+"/dev/"+d, t, "", unix.MS_BIND, "")
+	}
+	p.call(p.stage("dev pts"), unix.SYS_MKDIRAT, atFDCWD, p.str(target+"/pts"), 0o755)
+	p.mount(p.stage("mount devpts"), "devpts", target+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	p.call(p.stage("dev shm"), unix.SYS_MKDIRAT, atFDCWD, p.str(target+"/shm"), 0o755)
+	p.mount(p.stage("mount /dev/shm"), "tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	links := [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},
+	}
+	for _, l := range links {
+		p.call(p.stage("dev "+l[1]), unix.SYS_SYMLINKAT, p.str(l[0]), atFDCWD, p.str(target+"/"+l[1]))
+	}
+	p.setAttr(p.stage("dev"), target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+	for _, d := range []string{target, target + "/pts", target + "/shm"} {
+		p.made[d] = true
+	}
+}

@@ -1,0 +1,339 @@
+package native
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// startDirect starts the run without the init stage (see direct_linux.go):
+// it builds the plan, forks the child into the new namespaces, writes its
+// uid and gid maps, puts it in the cgroup, id-maps the trees and gives it
+// the go-ahead. ctl is the control pipe's read end, the child's.
+func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.File, idmaps []idmap, ctl, statW, outW, errW *os.File) error {
+	spec := r.spec
+	var closeAfter []*os.File // the child's ends, closed here once it has them
+	forked := false
+	defer func() {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+		if !forked {
+			// No child: what was kept for it goes now.
+			for _, f := range r.afterWait {
+				f()
+			}
+			r.afterWait = nil
+		}
+	}()
+	closeAfter = append(closeAfter, ctl, statW, outW, errW)
+
+	var stdin *os.File
+	switch in := r.stdio.Stdin.(type) {
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return fmt.Errorf("stdin: %w", err)
+		}
+		stdin = f
+		closeAfter = append(closeAfter, f)
+	case *os.File:
+		stdin = in
+	default:
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdin pipe: %w", err)
+		}
+		stdin = pr
+		closeAfter = append(closeAfter, pr)
+		go func() {
+			io.Copy(pw, in)
+			pw.Close()
+		}()
+		r.cleanup = append(r.cleanup, func() { pw.Close() })
+	}
+
+	mapR, mapW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("go-ahead pipe: %w", err)
+	}
+	// moat keeps the go-ahead pipe open until init has been reaped: init
+	// checks that it has not hung up (see buildPlan).
+	defer mapR.Close()
+	r.afterWait = append(r.afterWait, func() { mapW.Close() })
+
+	fds := planFDs{
+		mapR: int(mapR.Fd()), mapW: int(mapW.Fd()),
+		ctl: int(ctl.Fd()), status: int(statW.Fd()),
+		stdio:       [3]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())},
+		seccompChan: -1,
+		trees:       map[string]int{},
+	}
+	for k, f := range trees {
+		fds.trees[k] = int(f.Fd())
+	}
+	var chanHost *os.File
+	if len(filters) > 0 {
+		host, child, err := socketPair()
+		if err != nil {
+			return fmt.Errorf("seccomp listener channel: %w", err)
+		}
+		chanHost = host
+		r.cleanup = append(r.cleanup, func() { host.Close() })
+		closeAfter = append(closeAfter, child)
+		fds.seccompChan = int(child.Fd())
+	}
+	// The dups onto 0-2 and the closing of everything else assume the
+	// fds the child keeps are above 2, which they are unless moat was
+	// started with 0-2 closed.
+	for _, fd := range []int{fds.mapR, fds.mapW, fds.ctl, fds.status, fds.stdio[1], fds.stdio[2], fds.seccompChan} {
+		if fd >= 0 && fd < 3 {
+			return fmt.Errorf("direct start: fd %d is below 3 (was moat started with stdin, stdout or stderr closed?)", fd)
+		}
+	}
+
+	rl, err := directRlimits(spec.Limits)
+	if err != nil {
+		return err
+	}
+	abi := 0
+	if spec.Landlock {
+		abi = min(hostinfo.LandlockABI(), landlockMaxABI)
+	}
+	p, err := buildPlan(spec, fds, filters, abi, rl)
+	if err != nil {
+		return err
+	}
+	r.stages = p.stages
+	if shareVM {
+		// Two stacks, init's and (while it execs) the command's process's,
+		// outside the Go heap; unmapped once init has been reaped.
+		const size = 64 << 10
+		stk, err := unix.Mmap(-1, 0, 2*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+		if err != nil {
+			return fmt.Errorf("sandbox init stack: %w", err)
+		}
+		base := uintptr(unsafe.Pointer(&stk[0]))
+		p.f.stack, p.f.stackSize, p.f.cmdStack = base+size, size, base+size
+		p.f.initArg, p.f.cmdArg = childArg{f: p.f}, childArg{f: p.f, command: true}
+		r.afterWait = append(r.afterWait, func() { unix.Munmap(stk) })
+	}
+	// The child reads the plan while the run lasts (with shareVM, from
+	// this process's memory).
+	r.plan = p
+
+	flags := uint64(cloneFlags)
+	if spec.Network.Mode != backend.NetHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	args := &cloneArgs{flags: flags, exitSignal: uint64(unix.SIGCHLD)}
+	cgFD, inCgroup := r.cgFD()
+	if inCgroup {
+		args.flags |= unix.CLONE_INTO_CGROUP
+		args.cgroup = uint64(cgFD)
+	}
+	// Pdeathsig is tied to the thread that forks: keep this goroutine on
+	// one thread while starting, and that thread stays alive in the
+	// runtime's pool afterwards.
+	runtime.LockOSThread()
+	pid, errno := forkDirect(p.f, args, inCgroup)
+	if errno == unix.ENOSYS && inCgroup {
+		// clone3 refused (a container's seccomp profile): clone, and
+		// join the cgroup below.
+		args.flags &^= unix.CLONE_INTO_CGROUP
+		inCgroup = false
+		pid, errno = forkDirect(p.f, args, false)
+	}
+	runtime.UnlockOSThread()
+	if errno != 0 {
+		return startError(fmt.Errorf("clone: %w", errno))
+	}
+	proc, err := os.FindProcess(int(pid))
+	if err != nil {
+		syscall.Kill(int(pid), syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(int(pid), &ws, 0, nil)
+		return fmt.Errorf("sandbox init: %w", err)
+	}
+	forked = true
+	r.proc = proc
+	r.wait = func() {
+		st, _ := proc.Wait()
+		r.state = st
+		for _, f := range r.afterWait {
+			f()
+		}
+		r.afterWait = nil
+	}
+	abort := func(err error) error {
+		proc.Kill()
+		r.wait()
+		return err
+	}
+
+	// From here on the run is killed and reaped on every path.
+	if err := writeIDMaps(int(pid), spec.User); err != nil {
+		return abort(err)
+	}
+	if r.cg != nil && !inCgroup {
+		if err := r.cg.Add(int(pid)); err != nil {
+			return abort(fmt.Errorf("join cgroup: %w", err))
+		}
+	}
+	if err := applyIDMaps(spec, idmaps); err != nil {
+		return abort(err)
+	}
+	if chanHost != nil {
+		stop, stopW, err := os.Pipe()
+		if err != nil {
+			return abort(fmt.Errorf("supervisor pipe: %w", err))
+		}
+		r.stopSup = stopW
+		r.supDone = make(chan struct{})
+		go r.supervise(chanHost, stop, filters[0])
+	}
+	if _, err := mapW.Write([]byte{1}); err != nil {
+		return abort(fmt.Errorf("start sandbox init: %w", err))
+	}
+	return nil
+}
+
+// writeIDMaps maps the sandbox user to its host uid and gid in the
+// child's user namespace, as os/exec does for the init stage.
+func writeIDMaps(pid int, u backend.Identity) error {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	write := func(name, s string) error {
+		if err := os.WriteFile(dir+name, []byte(s), 0); err != nil {
+			return fmt.Errorf("start sandbox init: write %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := write("uid_map", fmt.Sprintf("%d %d 1\n", u.UID, u.HostUID)); err != nil {
+		return err
+	}
+	if err := write("setgroups", "deny"); err != nil {
+		return err
+	}
+	return write("gid_map", fmt.Sprintf("%d %d 1\n", u.GID, u.HostGID))
+}
+
+// supervise receives the observed filter's listener from the child and
+// answers its notifications until the run ends.
+func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
+	defer close(r.supDone)
+	defer stop.Close()
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ch.Fd()), buf, oob, 0)
+	if err != nil || n == 0 {
+		return
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return
+	}
+	defer unix.Close(fds[0])
+	seccomp.SuperviseUntil(fds[0], int(stop.Fd()), prog, r.seen.record)
+}
+
+// stopSupervisor ends supervise, once the run is over.
+func (r *run) stopSupervisor() {
+	if r.stopSup != nil {
+		r.stopSup.Close()
+		<-r.supDone
+	}
+}
+
+// readRecords turns a direct start's records into messages.
+func readRecords(rd io.Reader, out chan<- message, stages []stageInfo) {
+	defer close(out)
+	var rec record
+	b := make([]byte, unsafe.Sizeof(rec))
+	for {
+		if _, err := io.ReadFull(rd, b); err != nil {
+			return
+		}
+		for i := range rec {
+			rec[i] = binary.NativeEndian.Uint64(b[8*i:])
+		}
+		switch rec[0] {
+		case recError:
+			m := message{Type: "error", Errno: int(rec[2]), Err: syscall.Errno(rec[2]).Error()}
+			if int(rec[1]) < len(stages) {
+				m.Stage = stages[rec[1]].name
+				if e := stages[rec[1]].err; e != "" {
+					m.Err = e
+				}
+			}
+			out <- m
+		case recStarted:
+			out <- message{Type: "started", Pid: int(rec[3])}
+		case recExit:
+			// struct rusage: ru_utime and ru_stime (timevals), ru_maxrss.
+			ru := rec[8:]
+			out <- message{
+				Type:       "exit",
+				WaitStatus: uint32(rec[4]),
+				UserNanos:  int64(ru[0])*1e9 + int64(ru[1])*1e3,
+				SysNanos:   int64(ru[2])*1e9 + int64(ru[3])*1e3,
+				MaxRSSKiB:  int64(ru[4]),
+			}
+		}
+	}
+}
+
+// holdUsernsVM is idmapUserns' holder on amd64: a child cloned into a new
+// user namespace that shares this process's memory (as the direct
+// start's init does, see forkDirect) and does nothing but wait, with
+// every signal blocked, to be killed. Its stack is unmapped once it has
+// been reaped.
+func holdUsernsVM(uid, gid, hostUID, hostGID int) (*os.File, error) {
+	const size = 16 << 10
+	stk, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+	if err != nil {
+		return nil, fmt.Errorf("start user namespace holder: %w", err)
+	}
+	arg := &childArg{hold: true}
+	runtime.LockOSThread()
+	runtimeBeforeFork()
+	pid, e := rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
+	runtimeAfterFork()
+	runtime.UnlockOSThread()
+	if e != 0 {
+		unix.Munmap(stk)
+		return nil, fmt.Errorf("start user namespace holder: %w", syscall.Errno(e))
+	}
+	err = writeIDMaps(int(pid), backend.Identity{UID: uid, GID: gid, HostUID: hostUID, HostGID: hostGID})
+	var f *os.File
+	if err == nil {
+		f, err = os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	}
+	syscall.Kill(int(pid), syscall.SIGKILL)
+	// Reaping waits for the kernel to tear the process down; the run
+	// does not need to wait for that.
+	go func() {
+		var ws syscall.WaitStatus
+		syscall.Wait4(int(pid), &ws, 0, nil)
+		runtime.KeepAlive(arg)
+		unix.Munmap(stk)
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("user namespace holder: %w", err)
+	}
+	return f, nil
+}
