@@ -49,6 +49,7 @@ const (
 	kindLoad16          // vals[save] = *(*uint16)(p)
 	kindFailMode        // fail with errno a[2] when vals[a[0]]&S_IFMT == a[1]
 	kindExpect          // fail with errno a[2] unless vals[a[0]] == a[1]
+	kindSpawnNet        // vals[save] = pid of a helper running net (shareVM only)
 )
 
 // Conditions on a step, tested against vals[condVal], a file mode.
@@ -93,6 +94,7 @@ type record [32]uint64
 type forkState struct {
 	setup []step // run by init, before the command is forked
 	exec  []step // run by the command's process; ends in execve
+	net   []step // run by the network namespace helper (shareVM only)
 	vals  []uintptr
 
 	mapFD    int // read end: one byte once the uid and gid maps are written
@@ -105,6 +107,8 @@ type forkState struct {
 	// arguments.
 	stack, stackSize, cmdStack uintptr
 	initArg, cmdArg            childArg
+	netStack                   uintptr
+	netArg                     childArg
 
 	rec     record
 	ctlBuf  [2]byte
@@ -174,6 +178,7 @@ type childArg struct {
 	f       *forkState
 	command bool
 	hold    bool // only wait to be killed (see holdUsernsVM)
+	net     bool // the network namespace helper (see netMain)
 }
 
 // childEntry is where a child started by rawClone begins, on its own
@@ -192,7 +197,23 @@ func childEntry(a *childArg) {
 	if a.command {
 		commandMain(a.f)
 	}
+	if a.net {
+		netMain(a.f)
+	}
 	childMain(a.f)
+}
+
+// netMain runs the network namespace helper's steps and exits with 0,
+// or with the failing step's errno: it shares init's memory, so it must
+// not write the record init may be writing.
+//
+//go:nosplit
+//go:norace
+func netMain(f *forkState) {
+	if i, e := f.run(f.net); i >= 0 {
+		rawExit(e & 0xff)
+	}
+	rawExit(0)
 }
 
 // cloneArgs is struct clone_args.
@@ -279,6 +300,15 @@ func (f *forkState) run(steps []step) (int, uintptr) {
 			if f.vals[s.a[0]] != s.a[1] {
 				return i, s.a[2]
 			}
+			continue
+		case kindSpawnNet:
+			// A process that shares init's memory and fds, on a stack
+			// of its own; it reports by its exit status (see netMain).
+			pid, e := rawClone(syscall.SYS_CLONE, syscall.CLONE_VM|syscall.CLONE_FILES|uintptr(syscall.SIGCHLD), f.netStack, uintptr(unsafe.Pointer(&f.netArg)))
+			if e != 0 {
+				return i, e
+			}
+			f.vals[s.save] = pid
 			continue
 		}
 		a := s.a

@@ -117,16 +117,17 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 	r.stages = p.stages
 	if shareVM {
-		// Two stacks, init's and (while it execs) the command's process's,
-		// outside the Go heap; unmapped once init has been reaped.
+		// Three stacks, init's, the command's process's (while it execs)
+		// and the network namespace helper's, outside the Go heap;
+		// unmapped once init has been reaped.
 		const size = 64 << 10
-		stk, err := unix.Mmap(-1, 0, 2*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+		stk, err := unix.Mmap(-1, 0, 3*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
 		if err != nil {
 			return fmt.Errorf("sandbox init stack: %w", err)
 		}
 		base := uintptr(unsafe.Pointer(&stk[0]))
-		p.f.stack, p.f.stackSize, p.f.cmdStack = base+size, size, base+size
-		p.f.initArg, p.f.cmdArg = childArg{f: p.f}, childArg{f: p.f, command: true}
+		p.f.stack, p.f.stackSize, p.f.cmdStack, p.f.netStack = base+size, size, base+size, base+3*size
+		p.f.initArg, p.f.cmdArg, p.f.netArg = childArg{f: p.f}, childArg{f: p.f, command: true}, childArg{f: p.f, net: true}
 		r.afterWait = append(r.afterWait, func() { unix.Munmap(stk) })
 	}
 	// The child reads the plan while the run lasts (with shareVM, from
@@ -134,7 +135,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	r.plan = p
 
 	flags := uint64(cloneFlags)
-	if spec.Network.Mode != backend.NetHost {
+	if spec.Network.Mode != backend.NetHost && !shareVM {
+		// Without shareVM there is no helper to make it in parallel
+		// (see buildPlan): the clone makes it.
 		flags |= unix.CLONE_NEWNET
 	}
 	args := &cloneArgs{flags: flags, exitSignal: uint64(unix.SIGCHLD)}
