@@ -92,12 +92,14 @@ type record [32]uint64
 // forkState is what the child of a direct start reads and writes. The
 // host fills it before the fork; the child's writes land in its own copy.
 type forkState struct {
-	setup []step // run by init, before the command is forked
-	exec  []step // run by the command's process; ends in execve
-	net   []step // run by the network namespace helper (shareVM only)
-	vals  []uintptr
+	setup  []step // run by init, before the command is forked
+	resets []step // run by init first when needResets: signal handlers to SIG_DFL
+	exec   []step // run by the command's process; ends in execve
+	net    []step // run by the network namespace helper (shareVM only)
+	vals   []uintptr
 
 	mapFD    int // read end: one byte once the uid and gid maps are written
+	mapW     int // its write end, which the child closes first
 	ctlFD    int // the control pipe: signals to forward
 	statusFD int // records to the host
 	sigFD    int // index into vals of init's signalfd (SIGCHLD)
@@ -109,6 +111,9 @@ type forkState struct {
 	initArg, cmdArg            childArg
 	netStack                   uintptr
 	netArg                     childArg
+
+	goByte     [8]byte
+	needResets bool // the child was started without CLONE_CLEAR_SIGHAND
 
 	rec     record
 	ctlBuf  [2]byte
@@ -148,9 +153,11 @@ func forkDirect(f *forkState, args *cloneArgs, clone3 bool) (pid uintptr, errno 
 		runtimeBeforeFork()
 		var e uintptr
 		if clone3 {
+			args.flags |= cloneClearSighand
 			args.stack, args.stackSize = uint64(f.stack), uint64(f.stackSize)
 			pid, e = rawClone(sysClone3, uintptr(unsafe.Pointer(args)), unsafe.Sizeof(*args), uintptr(unsafe.Pointer(&f.initArg)))
 		} else {
+			f.needResets = true
 			pid, e = rawClone(syscall.SYS_CLONE, uintptr(args.flags|args.exitSignal), f.stack+f.stackSize, uintptr(unsafe.Pointer(&f.initArg)))
 		}
 		runtimeAfterFork()
@@ -232,6 +239,10 @@ type cloneArgs struct {
 }
 
 const sysClone3 = 435
+
+// cloneClearSighand is CLONE_CLEAR_SIGHAND (Linux 5.5, clone3 only): the
+// child starts with every signal handler at its default.
+const cloneClearSighand = 0x100000000
 
 //go:nosplit
 //go:norace
@@ -340,6 +351,26 @@ func (f *forkState) run(steps []step) (int, uintptr) {
 //go:nosplit
 //go:norace
 func childMain(f *forkState) {
+	// The go-ahead: moat has written the uid and gid maps and (with
+	// shareVM) the plan. End of file instead means moat has died or given
+	// up: there is nobody to report to. The child's own copy of the
+	// pipe's write end goes first, or it would never see end of file.
+	syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(f.mapW), 0, 0)
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(f.mapFD), uintptr(unsafe.Pointer(&f.goByte[0])), 1)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 || n != 1 {
+			rawExit(1)
+		}
+		break
+	}
+	if f.needResets {
+		if i, e := f.run(f.resets); i >= 0 {
+			f.fail(f.resets[i].stage, e, 1)
+		}
+	}
 	if i, e := f.run(f.setup); i >= 0 {
 		f.fail(f.setup[i].stage, e, 1)
 	}

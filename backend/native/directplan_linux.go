@@ -221,25 +221,27 @@ func (p *plan) mkTarget(stage uint16, target string, mode uint16, group uint16) 
 
 // buildPlan turns spec into the steps of a direct start. filters are the
 // compiled seccomp programs, the first of them observed.
-func buildPlan(spec *backend.Spec, fds planFDs, filters [][]seccomp.Instruction, landlockABI int, rlimits []rlimitStep) (*plan, error) {
-	p := &plan{f: &forkState{vals: make([]uintptr, 1, 64)}, made: map[string]bool{}}
-	f := p.f
-	f.mapFD, f.ctlFD, f.statusFD = fds.mapR, fds.ctl, fds.status
+//
+// f is the child's state: with shareVM the child may already be running,
+// waiting for the go-ahead before it reads any of what is built here.
+func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccomp.Instruction, landlockABI int, rlimits []rlimitStep) (*plan, error) {
+	p := &plan{f: f, made: map[string]bool{}}
+	f.vals = make([]uintptr, 1, 64)
+	f.ctlFD, f.statusFD = fds.ctl, fds.status
 	p.list = &f.setup
 	p.stage("fork the command") // stageFork
-
-	// If moat dies, init dies, and with it the whole PID namespace. A
-	// moat that died before this step left the go-ahead pipe without a
-	// writer: the read below then fails.
 	st := p.stage("start")
+
 	// Every signal stays blocked in init, and none has a handler: the
-	// child inherited the Go runtime's handlers, which must never run in
-	// it (see forkDirect). PID 1 receives no signal it does not handle,
+	// child got a copy of the Go runtime's handlers, which must never run
+	// in it (see forkDirect). PID 1 receives no signal it does not handle,
 	// so blocking them changes nothing else; SIGCHLD is read from a
-	// signalfd below. The command's process unblocks them all.
+	// signalfd below. The command's process unblocks them all. A child
+	// started with CLONE_CLEAR_SIGHAND skips the resets (f.resets).
 	all := new(uint64)
 	*all = ^uint64(0)
 	p.call(st, unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, mem(p, all), 0, 8)
+	p.list = &f.resets
 	dfl := new([4]uint64) // struct sigaction with SIG_DFL
 	for sig := uintptr(1); sig <= 64; sig++ {
 		if sig == uintptr(unix.SIGKILL) || sig == uintptr(unix.SIGSTOP) {
@@ -247,17 +249,10 @@ func buildPlan(spec *backend.Spec, fds planFDs, filters [][]seccomp.Instruction,
 		}
 		p.call(st, unix.SYS_RT_SIGACTION, sig, mem(p, dfl), 0, 8)
 	}
-	p.call(st, unix.SYS_CLOSE, uintptr(fds.mapW))
+	p.list = &f.setup
 	// Init has a process group of its own: the terminal's signals (Ctrl-C,
 	// Ctrl-Z) go to moat, which forwards them.
 	p.call(st, unix.SYS_SETPGID, 0, 0)
-	goByte := new([8]byte)
-	n := p.val()
-	i := p.call(p.stage("wait for the host"), unix.SYS_READ, uintptr(fds.mapR), mem(p, goByte), 1)
-	p.at(i).save = n
-	// A read of one byte is the go-ahead; end of file means moat is gone.
-	*p.list = append(*p.list, step{kind: kindExpect, a: [6]uintptr{uintptr(n), 1, uintptr(unix.ESRCH)},
-		stage: p.stage2("wait for the host", "moat exited before the sandbox started")})
 
 	// Only the fds this plan uses stay open: the child inherited every fd
 	// of the host process (other runs' pipes, the host's terminal).
@@ -411,7 +406,7 @@ func buildPlan(spec *backend.Spec, fds planFDs, filters [][]seccomp.Instruction,
 	*set = 1 << (uint(unix.SIGCHLD) - 1)
 	p.call(sig, unix.SYS_RT_SIGPROCMASK, unix.SIG_BLOCK, mem(p, set), 0, 8)
 	sfd := p.val()
-	i = p.call(sig, unix.SYS_SIGNALFD4, ^uintptr(0), uintptr(unsafe.Pointer(set)), 8, unix.SFD_CLOEXEC|unix.SFD_NONBLOCK)
+	i := p.call(sig, unix.SYS_SIGNALFD4, ^uintptr(0), uintptr(unsafe.Pointer(set)), 8, unix.SFD_CLOEXEC|unix.SFD_NONBLOCK)
 	p.at(i).save = sfd
 	f.sigFD = int(sfd)
 	// Only fds 0-2 reach the command.

@@ -103,19 +103,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		}
 	}
 
-	rl, err := directRlimits(spec.Limits)
-	if err != nil {
-		return err
-	}
-	abi := 0
-	if spec.Landlock {
-		abi = min(hostinfo.LandlockABI(), landlockMaxABI)
-	}
-	p, err := buildPlan(spec, fds, filters, abi, rl)
-	if err != nil {
-		return err
-	}
-	r.stages = p.stages
+	f := &forkState{mapFD: fds.mapR, mapW: fds.mapW}
 	if shareVM {
 		// Three stacks, init's, the command's process's (while it execs)
 		// and the network namespace helper's, outside the Go heap;
@@ -126,13 +114,13 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 			return fmt.Errorf("sandbox init stack: %w", err)
 		}
 		base := uintptr(unsafe.Pointer(&stk[0]))
-		p.f.stack, p.f.stackSize, p.f.cmdStack, p.f.netStack = base+size, size, base+size, base+3*size
-		p.f.initArg, p.f.cmdArg, p.f.netArg = childArg{f: p.f}, childArg{f: p.f, command: true}, childArg{f: p.f, net: true}
+		f.stack, f.stackSize, f.cmdStack, f.netStack = base+size, size, base+size, base+3*size
+		f.initArg, f.cmdArg, f.netArg = childArg{f: f}, childArg{f: f, command: true}, childArg{f: f, net: true}
 		r.afterWait = append(r.afterWait, func() { unix.Munmap(stk) })
 	}
-	// The child reads the plan while the run lasts (with shareVM, from
-	// this process's memory).
-	r.plan = p
+	// The child reads f and the plan while the run lasts (with shareVM,
+	// from this process's memory).
+	r.forkState = f
 
 	flags := uint64(cloneFlags)
 	if spec.Network.Mode != backend.NetHost && !shareVM {
@@ -146,22 +134,55 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		args.flags |= unix.CLONE_INTO_CGROUP
 		args.cgroup = uint64(cgFD)
 	}
-	// Pdeathsig is tied to the thread that forks: keep this goroutine on
-	// one thread while starting, and that thread stays alive in the
-	// runtime's pool afterwards.
-	runtime.LockOSThread()
-	pid, errno := forkDirect(p.f, args, inCgroup)
-	if errno == unix.ENOSYS && inCgroup {
-		// clone3 refused (a container's seccomp profile): clone, and
-		// join the cgroup below.
-		args.flags &^= unix.CLONE_INTO_CGROUP
-		inCgroup = false
-		pid, errno = forkDirect(p.f, args, false)
+	type cloned struct {
+		pid      uintptr
+		errno    syscall.Errno
+		inCgroup bool
 	}
-	runtime.UnlockOSThread()
-	if errno != 0 {
-		return startError(fmt.Errorf("clone: %w", errno))
+	clone := func() cloned {
+		// Pdeathsig is tied to the thread that forks: keep this goroutine
+		// on one thread while starting, and that thread stays alive in
+		// the runtime's pool afterwards. clone3 is needed to start in a
+		// cgroup, and with shareVM to start without the Go runtime's
+		// signal handlers.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		a := *args
+		pid, errno := forkDirect(f, &a, inCgroup || shareVM)
+		if errno == unix.ENOSYS {
+			// clone3 refused (a container's seccomp profile): clone, and
+			// join the cgroup after.
+			a = *args
+			a.flags &^= unix.CLONE_INTO_CGROUP
+			pid, errno = forkDirect(f, &a, false)
+			return cloned{pid, errno, false}
+		}
+		return cloned{pid, errno, inCgroup}
 	}
+
+	rl, err := directRlimits(spec.Limits)
+	if err != nil {
+		return err
+	}
+	abi := 0
+	if spec.Landlock {
+		abi = min(hostinfo.LandlockABI(), landlockMaxABI)
+	}
+	// The plan comes first: a forked child has a copy of this process's
+	// memory as it was. (With shareVM it could be built on another thread
+	// while the kernel makes the namespaces, the child waiting for the
+	// go-ahead; on this project's two-CPU machines that was no faster.)
+	p, err := buildPlan(f, spec, fds, filters, abi, rl)
+	if err != nil {
+		return err
+	}
+	c := clone()
+	if c.errno != 0 {
+		return startError(fmt.Errorf("clone: %w", c.errno))
+	}
+	r.stages = p.stages
+	r.plan = p
+	pid, inCgroup := c.pid, c.inCgroup
 	proc, err := os.FindProcess(int(pid))
 	if err != nil {
 		syscall.Kill(int(pid), syscall.SIGKILL)

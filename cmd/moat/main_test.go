@@ -284,6 +284,28 @@ func TestDoctorIDMap(t *testing.T) {
 	}
 }
 
+// TestRunsWithoutClone3: where clone3 is refused (a container's seccomp
+// profile answers ENOSYS), the direct start falls back to clone and
+// resets the signal handlers itself (CLONE_CLEAR_SIGHAND needs clone3).
+// The run works as usual: output, a seccomp denial seen by the host's
+// supervisor, and the command's death by a signal.
+func TestRunsWithoutClone3(t *testing.T) {
+	ws := t.TempDir()
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS=clone3")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), out.String()
+	}
+	code, out := run("run", "--json", "--", "sh", "-c", `echo hi; unshare -U true 2>/dev/null; kill -TERM $$; sleep 5`)
+	if code != 128+int(syscall.SIGTERM) || !strings.HasPrefix(out, "hi\n") || !strings.Contains(out, `"what":"unshare"`) {
+		t.Errorf("without clone3: exit %d, want %d, output and the unshare denial:\n%s", code, 128+int(syscall.SIGTERM), out)
+	}
+}
+
 // TestRefusesWithoutNeededSyscalls: on a kernel without a system call
 // every sandbox needs (simulated by a seccomp filter answering ENOSYS, as
 // an old kernel or a container's profile would), moat refuses up front,
