@@ -378,13 +378,13 @@ func childMain(f *forkState) {
 	if shareVM {
 		// vfork on a stack of its own: init waits until the command's
 		// process has exec'd (or died), and no page is copied.
-		p, e := rawClone(syscall.SYS_CLONE, syscall.CLONE_VM|syscall.CLONE_VFORK|uintptr(syscall.SIGCHLD), f.cmdStack, uintptr(unsafe.Pointer(&f.cmdArg)))
+		p, e := rawClone(syscall.SYS_CLONE, commandCloneFlags, f.cmdStack, uintptr(unsafe.Pointer(&f.cmdArg)))
 		if e != 0 {
 			f.fail(stageFork, e, 1)
 		}
 		pid = p
 	} else {
-		p, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		p, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, commandCloneFlags, 0, 0, 0, 0, 0)
 		if e != 0 {
 			f.fail(stageFork, uintptr(e), 1)
 		}

@@ -82,7 +82,7 @@ func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction) error 
 			}
 			var args [6]uint64
 			if name == "clone" {
-				args[0] = uint64(unix.SIGCHLD) // a plain fork
+				args[0] = uint64(commandCloneFlags)
 			}
 			ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, args)
 			if err != nil || !seccomp.Allows(ret) {

@@ -1,0 +1,46 @@
+package native
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// TestBuiltinProfilesAllowTheDirectStart: every built-in seccomp profile
+// lets the direct start's init and command process make the calls they
+// make after the filters are installed, so that no default run falls
+// back to the slower init stage; a profile that refuses one of them
+// sends the run to the init stage instead of making init block on its
+// own notification.
+func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
+	spec := &backend.Spec{Network: backend.Network{Mode: backend.NetNone}}
+	for name, profiles := range map[string][]*seccomp.Profile{
+		"default": {seccomp.Default()},
+		"strict":  {seccomp.Strict()},
+		"floor":   {seccomp.Floor()},
+	} {
+		var filters [][]seccomp.Instruction
+		for _, p := range profiles {
+			prog, err := seccomp.Compile(p, seccomp.NativeArch())
+			if err != nil {
+				t.Fatal(err)
+			}
+			filters = append(filters, prog)
+		}
+		if err := directSupported(spec, filters); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	deny := seccomp.Default()
+	deny.Rules = append(deny.Rules, seccomp.Rule{Names: []string{"ppoll"}, Action: seccomp.Errno, Errno: 1})
+	prog, err := seccomp.Compile(deny, seccomp.NativeArch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := directSupported(spec, [][]seccomp.Instruction{prog}); !errors.Is(err, errNoDirect) {
+		t.Errorf("a profile refusing ppoll: %v, want the init stage", err)
+	}
+}
