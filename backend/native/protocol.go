@@ -9,7 +9,9 @@ import (
 )
 
 // The host side and the init stage talk over two pipes that init inherits
-// as fds 3 and 4 (after stdin, stdout and stderr):
+// as fds 3 and 4 (after stdin, stdout and stderr). (The direct start uses
+// the same two pipes, with the plan in memory instead of the Spec on the
+// first and fixed-size records on the second; see direct_linux.go.)
 //
 //	host                                   init (PID 1 in the new namespaces)
 //	 |  open trees, start init (clone with   |
