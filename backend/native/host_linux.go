@@ -186,29 +186,39 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		filters = append(filters, prog)
 	}
 	var trees map[string]*os.File
-	var idmaps []idmap
+	idmapped := make(chan error, 1)
+	idmapped <- nil
 	if os.Geteuid() == 0 {
 		t, maps, err := openTrees(spec)
 		if err != nil {
 			return nil, err
 		}
-		trees, idmaps = t, maps
+		trees = t
 		cleanup = append(cleanup, func() {
 			for _, f := range t {
 				f.Close()
 			}
 		})
+		if len(maps) > 0 {
+			// Id-mapping a tree needs a user namespace, made by a child
+			// process: that goes on on another thread while this one
+			// prepares the start. Init moves the trees into place only
+			// after the host has waited for it.
+			<-idmapped
+			go func() { idmapped <- applyIDMaps(spec, maps) }()
+			cleanup = append(cleanup, func() { idmapped <- <-idmapped }) // never leave it running
+		}
 	}
 	direct := !b.InitStage && directSupported(spec, filters) == nil
 	if direct {
-		if err := r.startDirect(filters, trees, idmaps, specR, statW, outW, errW); err != nil {
+		if err := r.startDirect(filters, trees, idmapped, specR, statW, outW, errW); err != nil {
 			return nil, err
 		}
 		r.control = specW
 		cleanup = append(cleanup, r.stopSupervisor)
 		go readRecords(statR, msgs, r.stages)
 	} else {
-		if err := r.startInit(exe, filters, trees, idmaps, specR, specW, statW, outW, errW); err != nil {
+		if err := r.startInit(exe, filters, trees, idmapped, specR, specW, statW, outW, errW); err != nil {
 			return nil, err
 		}
 		go readMessages(statR, msgs)
@@ -259,7 +269,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 
 // startInit starts the run through the init stage: the moat binary
 // re-executed as the sandbox's PID 1, which reads the Spec from the pipe.
-func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[string]*os.File, idmaps []idmap, specR, specW, statW, outW, errW *os.File) error {
+func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[string]*os.File, idmapped chan error, specR, specW, statW, outW, errW *os.File) error {
 	spec, stdio := r.spec, r.stdio
 	// Init gets the compiled programs, not the profiles: decoding those
 	// would cost it more than the rest of the Spec.
@@ -361,9 +371,10 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	// The trees are id-mapped while init's runtime starts up on another
-	// CPU.
-	if err := applyIDMaps(spec, idmaps); err != nil {
+	// The trees are id-mapped (see Run) while init's runtime starts up.
+	err = <-idmapped
+	idmapped <- nil
+	if err != nil {
 		specW.Close()
 		cmd.Process.Kill()
 		cmd.Wait()

@@ -21,7 +21,7 @@ import (
 // it builds the plan, forks the child into the new namespaces, writes its
 // uid and gid maps, puts it in the cgroup, id-maps the trees and gives it
 // the go-ahead. ctl is the control pipe's read end, the child's.
-func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.File, idmaps []idmap, ctl, statW, outW, errW *os.File) error {
+func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.File, idmapped chan error, ctl, statW, outW, errW *os.File) error {
 	spec := r.spec
 	var closeAfter []*os.File // the child's ends, closed here once it has them
 	forked := false
@@ -215,7 +215,10 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 			return abort(fmt.Errorf("join cgroup: %w", err))
 		}
 	}
-	if err := applyIDMaps(spec, idmaps); err != nil {
+	// The trees have been id-mapping on another thread (see Run).
+	err = <-idmapped
+	idmapped <- nil
+	if err != nil {
 		return abort(err)
 	}
 	if chanHost != nil {
