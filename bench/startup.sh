@@ -34,7 +34,9 @@
 #      percentile, and each median over bwrap's.
 #   4. Runs moat once more under ptrace (timeit -mem) and prints the peak
 #      RSS (VmHWM, read when each process stops at its exit) of the moat
-#      host process and the largest of its descendants (the init stage).
+#      host process and the largest of its descendants that exec'd (the
+#      init stage, or with the direct start, whose init shares the host's
+#      memory and is counted with it, the command).
 #      The rusage maxima (wait4, getrusage(RUSAGE_CHILDREN)) are printed as
 #      a cross-check: the kernel folds reaped descendants into both, so
 #      neither alone tells the host from init. Goal: each < 15 MiB.
@@ -223,13 +225,16 @@ memline() { # memline LABEL -- TIMEIT-MEM-COMMAND...
 	if [ "${m[host_kib]:-0}" -ge $((15 * 1024)) ] || [ "${m[descendants_max_kib]:-0}" -ge $((15 * 1024)) ]; then
 		goal="NOT met"
 	fi
-	local what="largest of its descendants (${m[descendants_max_name]:-?}, not the init stage!)"
+	# With the direct start, init (and its helpers) never exec and share
+	# the host's memory: they show as no-exec-child and count with the
+	# host; the largest descendant is then the command itself.
+	local what="largest of its descendants (${m[descendants_max_name]:-?}; the direct start's init shares the host's memory)"
 	if [ "${m[descendants_max_name]:-}" = moat-sandbox-init ]; then
 		what="init stage (moat-sandbox-init, the largest of its descendants)"
 	fi
 	echo "memory ($label): moat host process $(mib "${m[host_kib]:-0}"); $what $(mib "${m[descendants_max_kib]:-0}"); goal < 15 MiB each: $goal"
 	echo "  peak RSS (VmHWM at exit, KiB) per process: ${m[tree]:-?}"
-	echo "  (no-exec-child: a child that never ran execve, e.g. Go's CLONE_VM pidfd probe, sharing its parent's memory: not counted; ~N: sampled while running, a lower bound)"
+	echo "  (no-exec-child: a child that never ran execve, sharing its parent's memory (the direct start's init and its helpers, Go's CLONE_VM pidfd probe): not counted; ~N: sampled while running, a lower bound)"
 	echo "  cross-check, host and reaped descendants folded together by the kernel: wait4 maxrss $(mib "${m[wait4_maxrss_kib]:-0}"), getrusage(RUSAGE_CHILDREN) $(mib "${m[rusage_children_kib]:-0}")"
 }
 echo
