@@ -657,21 +657,11 @@ func socketPair() (host, child *os.File, err error) {
 // namespace it was created in, so the host can accept on it from outside:
 // each connection reaches the proxy directly, with no forwarder between.
 func (r *run) receiveListener() {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(r.netChan.Fd()), buf, oob, 0)
-	if err != nil || n == 0 {
+	fd, ok := receiveFD(r.netChan)
+	if !ok {
 		return
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return
-	}
-	f := os.NewFile(uintptr(fds[0]), "proxy-listener")
+	f := os.NewFile(uintptr(fd), "proxy-listener")
 	l, err := net.FileListener(f)
 	f.Close()
 	if err != nil {

@@ -260,22 +260,35 @@ func writeIDMaps(pid int, u backend.Identity) error {
 func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	defer close(r.supDone)
 	defer stop.Close()
+	fd, ok := receiveFD(ch)
+	if !ok {
+		return
+	}
+	defer unix.Close(fd)
+	seccomp.SuperviseUntil(fd, int(stop.Fd()), prog, r.seen.record)
+}
+
+// receiveFD receives one fd sent over a unix socket with SCM_RIGHTS (one
+// byte of data with it); false if the sender closed the socket first.
+func receiveFD(sock *os.File) (int, bool) {
 	buf := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(ch.Fd()), buf, oob, 0)
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, 0)
 	if err != nil || n == 0 {
-		return
+		return -1, false
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 	if err != nil || len(msgs) != 1 {
-		return
+		return -1, false
 	}
 	fds, err := unix.ParseUnixRights(&msgs[0])
 	if err != nil || len(fds) != 1 {
-		return
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, false
 	}
-	defer unix.Close(fds[0])
-	seccomp.SuperviseUntil(fds[0], int(stop.Fd()), prog, r.seen.record)
+	return fds[0], true
 }
 
 // stopSupervisor ends supervise, once the run is over.
