@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,8 +137,9 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
+	realWS := realPath(ws)
 	for _, rel := range p.Workspace.Protect {
-		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, rel), Optional: true})
+		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, realWS, rel), Optional: true})
 	}
 	for _, d := range p.Filesystem.Deny {
 		for _, t := range denyTargets(d) {
@@ -270,13 +272,13 @@ func realPath(p string) string {
 // there). Workspace paths keep the workspace's own prefix, as the
 // command sees it; a path that does not exist is returned as it is, and
 // the backend skips it.
-func protectTarget(ws, rel string) string {
+func protectTarget(ws, realWS, rel string) string {
 	p := filepath.Join(ws, rel)
 	resolved, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return p
 	}
-	if r, err := filepath.Rel(realPath(ws), resolved); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+	if r, err := filepath.Rel(realWS, resolved); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
 		return filepath.Join(ws, r)
 	}
 	return resolved
@@ -302,9 +304,10 @@ func identityFiles(id backend.Identity, home string) []backend.Mount {
 			continue
 		}
 		var lines []string
+		id := strconv.Itoa(f.id)
 		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-			fields := strings.Split(line, ":")
-			if len(fields) > f.idField && (fields[0] == "agent" || fields[f.idField] == fmt.Sprint(f.id)) {
+			fields := strings.SplitN(line, ":", f.idField+2)
+			if len(fields) > f.idField && (fields[0] == "agent" || fields[f.idField] == id) {
 				continue
 			}
 			lines = append(lines, line)

@@ -5,8 +5,9 @@ import (
 	"unsafe"
 )
 
-// The direct start: the host forks a child that builds the sandbox and
-// becomes its PID 1 without ever running Go code again. Re-executing the
+// The direct start: the host clones a child that builds the sandbox and
+// becomes its PID 1 without ever running Go code again (on amd64 the child
+// shares the host's address space, on stacks of its own; see forkDirect). Re-executing the
 // moat binary as init (the init stage, init_linux.go) costs every run a
 // second exec of a 10 MB binary, a second Go runtime start with its
 // package initialisation, and a second multi-threaded exit: about 2 ms
@@ -19,18 +20,19 @@ import (
 // (directplan_linux.go): a list of steps, each one system call with its
 // arguments already in memory (C strings, structs), plus a few pseudo
 // steps that move a result (an fd) into a struct or test a file's type.
-// The child runs the list, then forks the command, which runs a second
-// list ending in execve, and stays as the command's reaper and signal
-// forwarder in a loop of raw calls. A step that fails sends the host the
+// The child runs the list, then starts the command's process (a vfork,
+// or a fork), which runs a second list ending in execve, and stays as the
+// command's reaper and signal forwarder in a loop of raw calls. A step that fails sends the host the
 // step's stage and errno, as the init stage does, and the child exits.
 //
-// What the child may do is what runs safely in a forked copy of a Go
-// process: no allocation, no stack growth (runtime_BeforeFork poisons the
+// What the child may do is what runs safely in a clone of a Go process
+// that the Go runtime knows nothing of: no allocation, no stack growth (runtime_BeforeFork poisons the
 // stack guard so that any attempt crashes), no write of a pointer (the
 // write barrier could call the runtime), no call of a function that is not
 // marked nosplit. The functions below keep to that; the linker checks that
 // their nosplit chains fit the stack. The child writes only integers, to
-// memory the plan set aside (vals, the arena, the record).
+// memory the plan set aside (vals, the record, the structs of pseudo
+// steps).
 
 //go:linkname runtimeBeforeFork syscall.runtime_BeforeFork
 func runtimeBeforeFork()
@@ -138,11 +140,13 @@ type pollFD struct {
 // With shareVM the child shares the host's address space and runs on
 // f.stack: the host keeps f and the stack alive, and unmapped only after
 // the child has been reaped. It inherits the calling thread's signal mask,
-// which runtimeBeforeFork sets to block everything, and a copy of the Go
-// runtime's signal handlers; its first steps reset those to the default,
-// and it keeps every signal blocked, so no handler of the runtime ever
-// runs in it. runtimeAfterForkInChild, which would do that for a forked
-// child, writes a global of the runtime, which this child shares.
+// which runtimeBeforeFork sets to block everything, and starts with every
+// handler at its default (CLONE_CLEAR_SIGHAND; where clone3 is refused, a
+// copy of the Go runtime's handlers, which its first steps, f.resets, set
+// back to the default). It keeps every signal blocked, so no handler of
+// the runtime ever runs in it. runtimeAfterForkInChild, which does that
+// for a forked child, writes a global of the runtime, which this child
+// shares.
 //
 //go:noinline
 //go:norace
