@@ -248,7 +248,17 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			errMsg = &m
 		}
 	}
-	r.wait() // the outcome is in the messages and the process state
+	if direct && exitMsg != nil && r.cg == nil {
+		// The direct start's init killed and reaped every other process
+		// of the run before it reported, and closed its fds (see serve):
+		// all that is left is its own exit, in which the kernel tears its
+		// namespaces down. It is reaped in the background. (A run with a
+		// cgroup waits: the cgroup can be removed only once init has
+		// left it.)
+		go r.wait()
+	} else {
+		r.wait() // the outcome is in the messages and the process state
+	}
 	close(done)
 	copies.Wait()
 	if r.control != nil {
