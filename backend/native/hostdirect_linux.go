@@ -221,6 +221,11 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	if err != nil {
 		return abort(err)
 	}
+	if _, err := mapW.Write([]byte{1}); err != nil {
+		return abort(fmt.Errorf("start sandbox init: %w", err))
+	}
+	// The supervisor starts while init builds the root: the listener
+	// comes only once init has installed its filters.
 	if chanHost != nil {
 		stop, stopW, err := os.Pipe()
 		if err != nil {
@@ -229,9 +234,6 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		r.stopSup = stopW
 		r.supDone = make(chan struct{})
 		go r.supervise(chanHost, stop, filters[0])
-	}
-	if _, err := mapW.Write([]byte{1}); err != nil {
-		return abort(fmt.Errorf("start sandbox init: %w", err))
 	}
 	return nil
 }
