@@ -38,6 +38,7 @@ type planFDs struct {
 	ctl, status int    // control pipe (read end), status pipe (write end)
 	stdio       [3]int // the command's stdin, stdout, stderr
 	seccompChan int    // socket to send the observed filter's listener on, or -1
+	proxyChan   int    // socket to send the proxy listener on (network mode proxy), or -1
 	trees       map[string]int
 }
 
@@ -54,21 +55,14 @@ var directCalls = []string{
 var errNoDirect = errors.New("needs the init stage")
 
 // directSupported tells whether a Spec can be started directly. The init
-// stage still serves what needs Go code while the command runs or after:
-// an overlay workspace (and its change set), a disk limit, the proxy
-// listener. It also takes a Spec whose seccomp filters would refuse the
+// stage still serves what needs Go code inside the sandbox while the
+// command runs or after: a disk limit (one sized tmpfs for every writable
+// place, and an overlay's writes merged into its change set after the
+// command). It also takes a Spec whose seccomp filters would refuse the
 // direct start's own calls.
 func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction) error {
 	if spec.Limits.DiskBytes > 0 {
 		return fmt.Errorf("disk limit: %w", errNoDirect)
-	}
-	if spec.Network.Mode == backend.NetProxy {
-		return fmt.Errorf("network proxy: %w", errNoDirect)
-	}
-	for _, m := range spec.Mounts {
-		if m.Kind == backend.MountOverlay {
-			return fmt.Errorf("overlay workspace: %w", errNoDirect)
-		}
 	}
 	arch := seccomp.NativeArch()
 	for i, prog := range filters {
@@ -138,7 +132,7 @@ const atFDCWD = ^uintptr(0) - 99 // AT_FDCWD, -100
 // mkdirAll makes dir and its missing parents under the new root (only
 // those the plan has not made already; existing ones are fine).
 func (p *plan) mkdirAll(stage uint16, dir string, mode uint32, group uint16) {
-	if dir == newRoot || p.made[dir] {
+	if dir == "/" || dir == newRoot || p.made[dir] {
 		return
 	}
 	p.mkdirAll(stage, path.Dir(dir), 0o755, group)
@@ -263,8 +257,10 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		}
 	}
 	keep := []int{fds.ctl, fds.status, fds.mapR}
-	if fds.seccompChan >= 0 {
-		keep = append(keep, fds.seccompChan)
+	for _, fd := range []int{fds.seccompChan, fds.proxyChan} {
+		if fd >= 0 {
+			keep = append(keep, fd)
+		}
 	}
 	for _, fd := range fds.trees {
 		keep = append(keep, fd)
@@ -367,6 +363,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if spec.Hostname != "" {
 		p.call(p.stage("sethostname"), unix.SYS_SETHOSTNAME, p.str(spec.Hostname), uintptr(len(spec.Hostname)))
 	}
+	if spec.Network.Mode == backend.NetProxy {
+		p.proxyListener(spec.Network.ProxyPort, fds.proxyChan)
+	}
 
 	for _, r := range rlimits {
 		lim := &unix.Rlimit{Cur: r.cur, Max: r.max}
@@ -452,6 +451,28 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 func (p *plan) stage2(name, err string) uint16 {
 	p.stages = append(p.stages, stageInfo{name: name, err: err})
 	return uint16(len(p.stages) - 1)
+}
+
+// proxyListener adds sendProxyListener's steps: a plain TCP socket (not
+// MPTCP) bound to 127.0.0.1:port inside the sandbox's network namespace
+// and listening, sent to the host, which serves it with the egress proxy.
+func (p *plan) proxyListener(port, chanFD int) {
+	stg := p.stage("proxy listener")
+	sock := p.val()
+	i := p.call(stg, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
+	p.at(i).save = sock
+	one := new(int32)
+	*one = 1
+	i = p.call(stg, unix.SYS_SETSOCKOPT, uintptr(sock), unix.SOL_SOCKET, unix.SO_REUSEADDR, mem(p, one), 4)
+	p.at(i).ref = 1
+	sa := &unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: [4]byte{127, 0, 0, 1}}
+	pb := (*[2]byte)(unsafe.Pointer(&sa.Port)) // network byte order
+	pb[0], pb[1] = byte(port>>8), byte(port)
+	i = p.call(p.stage(fmt.Sprintf("proxy listener: bind 127.0.0.1:%d", port)), unix.SYS_BIND, uintptr(sock), mem(p, sa), unsafe.Sizeof(*sa))
+	p.at(i).ref = 1
+	i = p.call(stg, unix.SYS_LISTEN, uintptr(sock), 128)
+	p.at(i).ref = 1
+	p.sendFD(p.stage("proxy listener: send to host"), chanFD, sock)
 }
 
 // strv is a NULL-terminated array of C strings.
@@ -702,6 +723,8 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		p.mount(p.stage("mount proc"), "proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2")
 	case backend.MountDev:
 		p.dev(target)
+	case backend.MountOverlay:
+		p.overlay(i, m, target, trees)
 	case backend.MountFile:
 		stg := p.stage("file " + m.Target)
 		src := fmt.Sprintf("/file%d", i)
@@ -725,6 +748,33 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		return fmt.Errorf("mount %s: kind %q: %w", m.Target, m.Kind, errNoDirect)
 	}
 	return nil
+}
+
+// overlay adds overlayMount's steps (without a disk limit, which the
+// direct start does not take): the layers are staged on the temporary
+// root first (trees the host opened, or paths under the host's root);
+// overlayfs keeps its own references to them, so they vanish from view
+// with the temporary root while the overlay stays. In a user namespace
+// overlayfs needs "userxattr".
+func (p *plan) overlay(i int, m backend.Mount, target string, trees map[string]int) {
+	stg := p.stage("overlay " + m.Target)
+	lower, layers := oldRoot+m.Source, oldRoot+m.Layers
+	stageTree := func(fd int, dir string) {
+		p.mkdirAll(stg, dir, 0o700, 0)
+		p.call(stg, unix.SYS_MOVE_MOUNT, uintptr(fd), p.str(""), atFDCWD, p.str(dir), unix.MOVE_MOUNT_F_EMPTY_PATH)
+	}
+	key := fmt.Sprint(i)
+	if fd, ok := trees[key]; ok {
+		lower = fmt.Sprintf("/stage/%d/lower", i)
+		stageTree(fd, lower)
+	}
+	if fd, ok := trees[key+"/layers"]; ok {
+		layers = fmt.Sprintf("/stage/%d/layers", i)
+		stageTree(fd, layers)
+	}
+	p.mkdirAll(stg, target, 0o755, 0)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, layers, layers)
+	p.mount(stg, "overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
 }
 
 // regroup puts the steps from..end into group g, keeping the conditions

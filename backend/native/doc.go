@@ -19,12 +19,15 @@
 // stage costs (an exec of this 10 MB binary, runtime and package
 // initialisation, a multi-threaded exit: about 2 ms here). The host
 // serves what needs Go while the command runs: the answers to the
-// observed seccomp filter's notifications, the wall clock, the output.
+// observed seccomp filter's notifications, the egress proxy (on a
+// listener init binds in the sandbox's network namespace and sends it),
+// the wall clock, the output.
 //
 // The init stage (init_linux.go, mount_linux.go), for runs that need Go
 // code inside the sandbox while the command runs or after it: an overlay
 // workspace under a disk limit (whose changes init merges when the
-// command has ended), a disk limit, the proxy listener; and for a Spec
+// command has ended) and any other run under a disk limit (one sized
+// tmpfs holds its writable places); and for a Spec
 // whose seccomp filters would refuse the direct start's own calls. The
 // host side (host_linux.go) prepares the run's cgroup, the pipes and,
 // for a caller that is root, detached and id-mapped mount trees; it then

@@ -2,6 +2,7 @@ package native
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,6 +79,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		ctl: int(ctl.Fd()), status: int(statW.Fd()),
 		stdio:       [3]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())},
 		seccompChan: -1,
+		proxyChan:   -1,
 		trees:       map[string]int{},
 	}
 	for k, f := range trees {
@@ -94,10 +96,23 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		closeAfter = append(closeAfter, child)
 		fds.seccompChan = int(child.Fd())
 	}
+	if spec.Network.Mode == backend.NetProxy {
+		if r.stdio.ServeProxy == nil {
+			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
+		}
+		host, child, err := socketPair()
+		if err != nil {
+			return fmt.Errorf("proxy channel: %w", err)
+		}
+		r.cleanup = append(r.cleanup, func() { host.Close() })
+		closeAfter = append(closeAfter, child)
+		fds.proxyChan = int(child.Fd())
+		r.netChan = host
+	}
 	// The dups onto 0-2 and the closing of everything else assume the
 	// fds the child keeps are above 2, which they are unless moat was
 	// started with 0-2 closed.
-	for _, fd := range []int{fds.mapR, fds.mapW, fds.ctl, fds.status, fds.stdio[1], fds.stdio[2], fds.seccompChan} {
+	for _, fd := range []int{fds.mapR, fds.mapW, fds.ctl, fds.status, fds.stdio[1], fds.stdio[2], fds.seccompChan, fds.proxyChan} {
 		if fd >= 0 && fd < 3 {
 			return fmt.Errorf("direct start: fd %d is below 3 (was moat started with stdin, stdout or stderr closed?)", fd)
 		}
