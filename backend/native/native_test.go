@@ -246,7 +246,8 @@ func TestCheckIDMap(t *testing.T) {
 func TestDirectStartMatchesInitStage(t *testing.T) {
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
-	ro, rw, hidden := t.TempDir(), t.TempDir(), t.TempDir()
+	ro, rw, hidden, lower, layers := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(lower, "f"), []byte("lower"), 0o644)
 	os.WriteFile(filepath.Join(ro, "f"), []byte("ro"), 0o644)
 	os.WriteFile(filepath.Join(ro, "file"), []byte("host"), 0o644)
 	os.WriteFile(filepath.Join(hidden, "f"), []byte("x"), 0o644)
@@ -267,6 +268,8 @@ cat /opt/moat-ro/file && echo
 cp /bin/true /tmp/t && /tmp/t && echo "exec /tmp"
 cp /bin/true "$PWD/t" && "$PWD/t" && echo "exec workspace"
 kill -0 1 2>/dev/null && echo "signal init"
+awk '$4 == "0A" { print "listening", $2 }' /proc/net/tcp
+cat /opt/moat-overlay/f && echo x > /opt/moat-overlay/new && echo " overlay written"
 echo done`
 	mk := func() *backend.Spec {
 		s := spec(t, ws, "/bin/sh", "-c", probe)
@@ -280,11 +283,27 @@ echo done`
 			backend.Mount{Kind: backend.MountFile, Target: "/opt/moat-ro/file", Data: "file-data"},
 			backend.Mount{Kind: backend.MountSymlink, Source: "/opt/moat-ro", Target: "/opt/moat-link"},
 		)
+		// An overlay, with fresh upper and work layers for each run.
+		os.RemoveAll(filepath.Join(layers, "upper"))
+		os.RemoveAll(filepath.Join(layers, "work"))
+		os.Mkdir(filepath.Join(layers, "upper"), 0o755)
+		os.Mkdir(filepath.Join(layers, "work"), 0o755)
+		s.Mounts = append(s.Mounts, backend.Mount{Kind: backend.MountOverlay, Source: lower, Layers: layers, Target: "/opt/moat-overlay"})
+		s.Network = backend.Network{Mode: backend.NetProxy, ProxyPort: 3128}
 		return s
+	}
+	serve := func(l net.Listener) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
 	}
 	runWith := func(b *native.Backend) string {
 		var out, errb bytes.Buffer
-		st, err := b.Run(context.Background(), mk(), backend.Stdio{Stdout: &out, Stderr: &errb})
+		st, err := b.Run(context.Background(), mk(), backend.Stdio{Stdout: &out, Stderr: &errb, ServeProxy: serve})
 		if err != nil {
 			t.Fatalf("init stage %v: %v", b.InitStage, err)
 		}
@@ -297,7 +316,8 @@ echo done`
 	if direct != staged {
 		t.Errorf("the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
 	}
-	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n"} {
+	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
+		"lower overlay written\n", "listening 0100007F:0C38\n"} {
 		if !strings.Contains(direct, want) {
 			t.Errorf("probe lacks %q:\n%s", want, direct)
 		}
