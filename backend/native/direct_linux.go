@@ -45,13 +45,14 @@ func runtimeAfterForkInChild()
 
 // Step kinds.
 const (
-	kindCall     = iota // a system call
-	kindPoke32          // *(*int32)(p) = int32(vals[a[1]])
-	kindLoad32          // vals[save] = *(*uint32)(p)
-	kindLoad16          // vals[save] = *(*uint16)(p)
-	kindFailMode        // fail with errno a[2] when vals[a[0]]&S_IFMT == a[1]
-	kindExpect          // fail with errno a[2] unless vals[a[0]] == a[1]
-	kindSpawnNet        // vals[save] = pid of a helper running net (shareVM only)
+	kindCall      = iota // a system call
+	kindPoke32           // *(*int32)(p) = int32(vals[a[1]])
+	kindLoad32           // vals[save] = *(*uint32)(p)
+	kindLoad16           // vals[save] = *(*uint16)(p)
+	kindFailMode         // fail with errno a[2] when vals[a[0]]&S_IFMT == a[1]
+	kindExpect           // fail with errno a[2] unless vals[a[0]] == a[1]
+	kindSpawnNet         // vals[save] = pid of a helper running net (shareVM only)
+	kindExitErrno        // fail unless the wait status vals[a[0]] is exit 0; errno: the exit code, or a[2]
 )
 
 // Conditions on a step, tested against vals[condVal], a file mode.
@@ -313,6 +314,14 @@ func (f *forkState) run(steps []step) (int, uintptr) {
 			continue
 		case kindExpect:
 			if f.vals[s.a[0]] != s.a[1] {
+				return i, s.a[2]
+			}
+			continue
+		case kindExitErrno:
+			if ws := f.vals[s.a[0]]; ws != 0 {
+				if ws&0x7f == 0 && (ws>>8)&0xff != 0 {
+					return i, (ws >> 8) & 0xff
+				}
 				return i, s.a[2]
 			}
 			continue

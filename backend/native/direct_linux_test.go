@@ -44,3 +44,15 @@ func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
 		t.Errorf("a profile refusing ppoll: %v, want the init stage", err)
 	}
 }
+
+// TestLandlockABI1CountsAsNone: moat's rules grant "refer", which ABI 1
+// cannot handle, so go-landlock's best effort (and the direct start)
+// would restrict nothing there; reporting ABI 1 as in force would let
+// filesystem.landlock = "required" run unprotected.
+func TestLandlockABI1CountsAsNone(t *testing.T) {
+	for abi, want := range map[int]int{-1: 0, 0: 0, 1: 0, 2: 2, 6: 6, landlockMaxABI + 3: landlockMaxABI} {
+		if got := usableLandlockABI(abi); got != want {
+			t.Errorf("usableLandlockABI(%d) = %d, want %d", abi, got, want)
+		}
+	}
+}

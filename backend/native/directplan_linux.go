@@ -347,14 +347,14 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	}
 	if netPid != 0 {
 		// Join the helper's namespace: it has exited 0 once the fd is in
-		// its slot (any other status is its failing step's errno).
+		// its slot; any other exit code is its failing step's errno.
 		lo := p.stage("network namespace")
 		ws := new(int32)
 		i := p.call(lo, unix.SYS_WAIT4, uintptr(netPid), mem(p, ws), unix.WALL, 0)
 		p.at(i).ref = 1
 		st := p.val()
 		*p.list = append(*p.list, step{kind: kindLoad32, p: unsafe.Pointer(ws), save: st, stage: lo},
-			step{kind: kindExpect, a: [6]uintptr{uintptr(st), 0, uintptr(unix.ENETDOWN)}, stage: lo})
+			step{kind: kindExitErrno, a: [6]uintptr{uintptr(st), 0, uintptr(unix.ENETDOWN)}, stage: lo})
 		i = p.call(lo, unix.SYS_SETNS, uintptr(netFD), unix.CLONE_NEWNET)
 		p.at(i).ref = 1
 		i = p.call(lo, unix.SYS_CLOSE, uintptr(netFD))

@@ -46,7 +46,7 @@ func (*Backend) Capabilities() backend.Capabilities {
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
-		LandlockABI: min(hostinfo.LandlockABI(), landlockMaxABI),
+		LandlockABI: UsableLandlockABI(),
 	}
 }
 
@@ -572,7 +572,7 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		st.Setup = r.started.Sub(r.start)
 	}
 	if r.spec.Landlock {
-		st.LandlockABI = min(hostinfo.LandlockABI(), landlockMaxABI)
+		st.LandlockABI = UsableLandlockABI()
 	}
 	var cgs cgroup.Stats
 	haveCg := false

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
-	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -181,7 +180,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 	abi := 0
 	if spec.Landlock {
-		abi = min(hostinfo.LandlockABI(), landlockMaxABI)
+		abi = UsableLandlockABI()
 	}
 	// The plan comes first: a forked child has a copy of this process's
 	// memory as it was. (With shareVM it could be built on another thread

@@ -9,6 +9,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/hostinfo"
 )
 
 // landlockConfig is every file-system right and IPC scope go-landlock
@@ -23,6 +24,21 @@ var landlockConfig = landlock.Config{
 
 // landlockMaxABI is the newest ABI go-landlock knows.
 const landlockMaxABI = 10
+
+// UsableLandlockABI is the Landlock ABI moat can enforce its rules with on
+// this kernel, or 0. ABI 1 (Linux 5.13 to 5.18) counts as none: moat's
+// rules grant the "refer" right on writable paths, which ABI 1 cannot
+// handle, and go-landlock's best effort (which the direct start mirrors)
+// then restricts nothing at all. Reporting ABI 1 as in force would be
+// false, and filesystem.landlock = "required" would run unprotected.
+func UsableLandlockABI() int { return usableLandlockABI(hostinfo.LandlockABI()) }
+
+func usableLandlockABI(abi int) int {
+	if abi < 2 {
+		return 0
+	}
+	return min(abi, landlockMaxABI)
+}
 
 // restrictLandlock re-checks file access with Landlock, from the same
 // Spec as the mounts, so that a mistake in the mount layer is not an

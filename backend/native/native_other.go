@@ -12,3 +12,6 @@ func MaybeInit() {}
 
 // CheckIDMap is unsupported outside Linux.
 func CheckIDMap(dir string, hostUID, hostGID int) error { return errors.ErrUnsupported }
+
+// UsableLandlockABI is 0 outside Linux.
+func UsableLandlockABI() int { return 0 }

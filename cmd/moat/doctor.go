@@ -54,8 +54,10 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		ok = false
 		line("MISSING", "user namespaces", us.Detail)
 	}
-	if abi := hostinfo.LandlockABI(); abi > 0 {
+	if abi := hostinfo.LandlockABI(); abi > 0 && native.UsableLandlockABI() > 0 {
 		line("ok", "landlock", fmt.Sprintf("ABI %d: %s", abi, landlockFeatures(abi)))
+	} else if abi > 0 {
+		line("absent", "landlock", fmt.Sprintf(`ABI %d cannot handle the "refer" right moat's rules grant on writable paths (Linux 5.19 and later can): file access is checked by the mounts only, and policies with filesystem.landlock = "required" or TCP port rules are refused`, abi))
 	} else {
 		line("absent", "landlock", `not available on this kernel: file access is checked by the mounts only, and policies with filesystem.landlock = "required" or TCP port rules are refused`)
 	}

@@ -306,6 +306,23 @@ func TestRunsWithoutClone3(t *testing.T) {
 	}
 }
 
+// TestNetworkNamespaceFailureNamed: when the network namespace cannot be
+// made (here unshare answers ENOSYS), the run stops before the command
+// with the stage and the kernel's answer, not a stand-in errno.
+func TestNetworkNamespaceFailureNamed(t *testing.T) {
+	ws := t.TempDir()
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo RAN > ran")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS=unshare")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitMoatError || !strings.Contains(string(out), "network namespace: function not implemented") {
+		t.Errorf("exit %d, want %d and the stage with ENOSYS:\n%s", code, exitMoatError, out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the command ran")
+	}
+}
+
 // TestRefusesWithoutNeededSyscalls: on a kernel without a system call
 // every sandbox needs (simulated by a seccomp filter answering ENOSYS, as
 // an old kernel or a container's profile would), moat refuses up front,
