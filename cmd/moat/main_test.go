@@ -284,23 +284,31 @@ func TestDoctorIDMap(t *testing.T) {
 	}
 }
 
+// hooked runs this test binary as moat in dir, with a test hook from
+// TestMain in its environment (MOAT_TEST_ENOSYS=..., MOAT_TEST_NO_USERNS=1),
+// and returns its exit code and combined output.
+func hooked(t *testing.T, dir, hook string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", hook)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}
+
 // TestRunsWithoutClone3: where clone3 is refused (a container's seccomp
 // profile answers ENOSYS), the direct start falls back to clone and
 // resets the signal handlers itself (CLONE_CLEAR_SIGHAND needs clone3).
 // The run works as usual: output, a seccomp denial seen by the host's
 // supervisor, and the command's death by a signal.
 func TestRunsWithoutClone3(t *testing.T) {
-	ws := t.TempDir()
-	run := func(args ...string) (int, string) {
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Dir = ws
-		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS=clone3")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.Run()
-		return cmd.ProcessState.ExitCode(), out.String()
-	}
-	code, out := run("run", "--json", "--", "sh", "-c", `echo hi; unshare -U true 2>/dev/null; kill -TERM $$; sleep 5`)
+	code, out := hooked(t, t.TempDir(), "MOAT_TEST_ENOSYS=clone3", "run", "--json", "--", "sh", "-c", `echo hi; unshare -U true 2>/dev/null; kill -TERM $$; sleep 5`)
 	if code != 128+int(syscall.SIGTERM) || !strings.HasPrefix(out, "hi\n") || !strings.Contains(out, `"what":"unshare"`) {
 		t.Errorf("without clone3: exit %d, want %d, output and the unshare denial:\n%s", code, 128+int(syscall.SIGTERM), out)
 	}
@@ -311,11 +319,8 @@ func TestRunsWithoutClone3(t *testing.T) {
 // with the stage and the kernel's answer, not a stand-in errno.
 func TestNetworkNamespaceFailureNamed(t *testing.T) {
 	ws := t.TempDir()
-	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo RAN > ran")
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS=unshare")
-	out, _ := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); code != exitMoatError || !strings.Contains(string(out), "network namespace: function not implemented") {
+	code, out := hooked(t, ws, "MOAT_TEST_ENOSYS=unshare", "run", "--", "sh", "-c", "echo RAN > ran")
+	if code != exitMoatError || !strings.Contains(out, "network namespace: function not implemented") {
 		t.Errorf("exit %d, want %d and the stage with ENOSYS:\n%s", code, exitMoatError, out)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
@@ -332,17 +337,7 @@ func TestRefusesWithoutNeededSyscalls(t *testing.T) {
 	ws := t.TempDir()
 	for name, want := range map[string]string{"mount_setattr": "mount_setattr (Linux 5.12)", "close_range": "close_range with CLOSE_RANGE_CLOEXEC (Linux 5.11)"} {
 		run := func(args ...string) (int, string) {
-			cmd := exec.Command(os.Args[0], args...)
-			cmd.Dir = ws
-			cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_ENOSYS="+name)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			var ee *exec.ExitError
-			if err != nil && !errors.As(err, &ee) {
-				t.Fatal(err)
-			}
-			return cmd.ProcessState.ExitCode(), out.String()
+			return hooked(t, ws, "MOAT_TEST_ENOSYS="+name, args...)
 		}
 		code, out := run("run", "--", "sh", "-c", "echo RAN > ran")
 		if code != exitMoatError || !strings.Contains(out, want) || !strings.Contains(out, "Linux 5.12 or later") {
@@ -369,15 +364,12 @@ func TestRefusesWithoutNeededSyscalls(t *testing.T) {
 // look, not only "fork/exec: operation not permitted".
 func TestRefusesWithoutUserNamespaces(t *testing.T) {
 	ws := t.TempDir()
-	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo RAN > ran")
-	cmd.Dir = ws
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_TEST_NO_USERNS=1")
-	out, _ := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); code != exitMoatError {
+	code, out := hooked(t, ws, "MOAT_TEST_NO_USERNS=1", "run", "--", "sh", "-c", "echo RAN > ran")
+	if code != exitMoatError {
 		t.Errorf("exit %d, want %d:\n%s", code, exitMoatError, out)
 	}
 	for _, want := range []string{"refused to create the sandbox's user namespace", "moat doctor", "operation not permitted"} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("the message lacks %q:\n%s", want, out)
 		}
 	}
