@@ -816,7 +816,9 @@ func TestNoLeftovers(t *testing.T) {
 			t.Errorf("temporary entry left behind: %s", filepath.Join(os.TempDir(), name))
 		}
 	}
-	if c := moatCgroups(); c != cgBefore {
+	// Fewer after is fine: a run sweeps the empty cgroups a moat killed
+	// with SIGKILL could not remove (another test run's, here).
+	if c := moatCgroups(); c > cgBefore {
 		t.Errorf("moat cgroups: %d before, %d after", cgBefore, c)
 	}
 }
