@@ -51,7 +51,9 @@ const (
 	llScopedAll = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
 )
 
-// landlockRules are restrictLandlock's path rules for spec.
+// landlockRules are the path rules for spec, for both starts: the
+// directory listing of "/" first, then one per mount that is granted
+// (see restrictLandlock, which hands them to go-landlock).
 func landlockRules(spec *backend.Spec) []landlockRule {
 	rules := []landlockRule{{path: "/", access: ll.AccessFSReadDir}}
 	for _, m := range spec.Mounts {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -510,14 +511,8 @@ func (p *plan) sendFD(stage uint16, chanFD int, slot uint16) {
 func closeRanges(keep []int) [][2]uint {
 	var out [][2]uint
 	lo := uint(3)
-	sorted := append([]int(nil), keep...)
-	for i := range sorted {
-		for j := i + 1; j < len(sorted); j++ {
-			if sorted[j] < sorted[i] {
-				sorted[i], sorted[j] = sorted[j], sorted[i]
-			}
-		}
-	}
+	sorted := slices.Clone(keep)
+	slices.Sort(sorted)
 	for _, k := range sorted {
 		if k < int(lo) {
 			continue
@@ -690,7 +685,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 			attr |= unix.MOUNT_ATTR_RDONLY
 		}
 		p.setAttr(stg+0, target, attr, true)
-		p.regroup(from, g)
+		p.setGroup(from, g)
 	case backend.MountTmpfs:
 		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o755, 0)
 		stg := p.stage("mount tmpfs " + m.Target)
@@ -717,7 +712,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 			stage: p.stage2("protect "+m.Target, "is a symbolic link (it changed while the sandbox was set up)")})
 		p.mount(stg, target, target, "", unix.MS_BIND|unix.MS_REC, "")
 		p.setAttr(stg, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
-		p.regroup(from, g)
+		p.setGroup(from, g)
 	case backend.MountProc:
 		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o555, 0)
 		p.mount(p.stage("mount proc"), "proc", target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2")
@@ -776,10 +771,6 @@ func (p *plan) overlay(i int, m backend.Mount, target string, trees map[string]i
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr", lower, layers, layers)
 	p.mount(stg, "overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
 }
-
-// regroup puts the steps from..end into group g, keeping the conditions
-// mkTarget set.
-func (p *plan) regroup(from int, g uint16) { p.setGroup(from, g) }
 
 // mask hides target: a directory becomes an empty read-only tmpfs, any
 // other file the mode-0 mask file; a missing one is left alone.

@@ -97,7 +97,6 @@ type run struct {
 	stopSup   *os.File         // closing it stops a direct start's supervisor
 	supDone   chan struct{}
 	plan      *plan        // a direct start's plan, which its child reads
-	forkState *forkState   // and its state
 	afterWait []func()     // run once init has been reaped
 	seen      denials      // a direct start's refused system calls
 	killed    atomic.Value // backend.Cause the host killed the run for

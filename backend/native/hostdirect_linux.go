@@ -132,9 +132,6 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		f.initArg, f.cmdArg, f.netArg = childArg{f: f}, childArg{f: f, command: true}, childArg{f: f, net: true}
 		r.afterWait = append(r.afterWait, func() { unix.Munmap(stk) })
 	}
-	// The child reads f and the plan while the run lasts (with shareVM,
-	// from this process's memory).
-	r.forkState = f
 
 	flags := uint64(cloneFlags)
 	if spec.Network.Mode != backend.NetHost && !shareVM {
@@ -195,6 +192,8 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		return startError(fmt.Errorf("clone: %w", c.errno))
 	}
 	r.stages = p.stages
+	// The child reads the plan (and f, p.f) while the run lasts: with
+	// shareVM, from this process's memory.
 	r.plan = p
 	pid, inCgroup := c.pid, c.inCgroup
 	proc, err := os.FindProcess(int(pid))

@@ -49,27 +49,18 @@ func usableLandlockABI(abi int) int {
 // pivot_root (the paths are the sandbox's) and no_new_privs, on the locked
 // thread that forks the command, which inherits the domain.
 func restrictLandlock(spec *backend.Spec) error {
-	rules := []landlock.Rule{landlock.PathAccess(ll.AccessFSReadDir, "/")}
-	rw := func(paths ...string) landlock.Rule {
-		return landlock.RWDirs(paths...).WithRefer().WithIoctlDev().WithResolveUnix().IgnoreIfMissing()
-	}
-	for _, m := range spec.Mounts {
-		if m.NoLandlockGrant {
-			continue
-		}
-		switch m.Kind {
-		case backend.MountBind, backend.MountOverlay:
-			if m.ReadOnly {
-				rules = append(rules, landlock.RODirs(m.Target).IgnoreIfMissing())
-			} else {
-				rules = append(rules, rw(m.Target))
-			}
-		case backend.MountTmpfs, backend.MountProc, backend.MountDev:
-			if m.ReadOnly {
-				rules = append(rules, landlock.RODirs(m.Target).IgnoreIfMissing())
-			} else {
-				rules = append(rules, rw(m.Target))
-			}
+	// The same rules the direct start adds (landlockRules), as
+	// go-landlock's: listing "/", RODirs for read-only mounts, RWDirs with
+	// refer, ioctl on devices and unix socket resolution for writable ones.
+	var rules []landlock.Rule
+	for _, r := range landlockRules(spec) {
+		switch {
+		case r.path == "/":
+			rules = append(rules, landlock.PathAccess(ll.AccessFSReadDir, "/"))
+		case r.access == llRead:
+			rules = append(rules, landlock.RODirs(r.path).IgnoreIfMissing())
+		default:
+			rules = append(rules, landlock.RWDirs(r.path).WithRefer().WithIoctlDev().WithResolveUnix().IgnoreIfMissing())
 		}
 	}
 	cfg := landlockConfig

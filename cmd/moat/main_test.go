@@ -378,15 +378,14 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 	}
 }
 
-// TestCtrlZStopsTheCommand: SIGTSTP to moat (Ctrl-Z) in a run that has
-// lasted stops the command and then moat; SIGCONT (the shell's fg)
-// resumes both, and the run ends as usual.
-func TestCtrlZStopsTheCommand(t *testing.T) {
-	ws := t.TempDir()
-	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
-	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "s=sleep; $s "+marker+" & echo ready; wait; echo resumed")
+// startReady starts this test binary as `moat run -- sh -c script` in dir
+// and returns once the script has printed its "ready" line, with the rest
+// of its stdout.
+func startReady(t *testing.T, dir, script string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", script)
 	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-	cmd.Dir = ws
+	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -394,11 +393,22 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
 	buf := make([]byte, 6)
 	if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("no ready line: %q %v", buf, err)
+		cmd.Process.Kill()
+		t.Fatalf("%q: no ready line: %q %v", script, buf, err)
 	}
+	return cmd, out
+}
+
+// TestCtrlZStopsTheCommand: SIGTSTP to moat (Ctrl-Z) in a run that has
+// lasted stops the command and then moat; SIGCONT (the shell's fg)
+// resumes both, and the run ends as usual.
+func TestCtrlZStopsTheCommand(t *testing.T) {
+	ws := t.TempDir()
+	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
+	cmd, out := startReady(t, ws, "s=sleep; $s "+marker+" & echo ready; wait; echo resumed")
+	defer cmd.Process.Kill()
 	sleeper := proctest.Find("sleep " + marker)
 	for deadline := time.Now().Add(5 * time.Second); len(sleeper) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
@@ -498,24 +508,11 @@ func TestSignalsAreForwarded(t *testing.T) {
 	}{{syscall.SIGTERM, 3}, {syscall.SIGQUIT, 4}} {
 		name := unix.SignalName(c.sig)[3:]
 		script := fmt.Sprintf("trap 'echo got-%s; exit %d' %s; echo ready; sleep 10 & wait", name, c.code, name)
-		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", script)
-		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-		cmd.Dir = ws
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 6)
-		if _, err := io.ReadFull(out, buf); err != nil || string(buf) != "ready\n" {
-			t.Fatalf("%s: no ready line: %q %v", name, buf, err)
-		}
+		cmd, out := startReady(t, ws, script)
 		time.Sleep(200 * time.Millisecond) // the handlers come after 50 ms
 		cmd.Process.Signal(c.sig)
 		rest, _ := io.ReadAll(out)
-		err = cmd.Wait()
+		err := cmd.Wait()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(rest), "got-"+name) {
 			t.Errorf("%s: exit %v, output %q: want the command's trap to run and exit %d", name, err, rest, c.code)
