@@ -89,12 +89,12 @@ type run struct {
 	start     time.Time
 	started   time.Time // the "started" message arrived
 	cg        *cgroup.Cgroup
-	proc      *os.Process      // init
-	wait      func()           // waits for init to end, then sets state
-	state     *os.ProcessState // how init ended
-	stages    []stageInfo      // a direct start's stages, for its errors
-	cleanup   []func()         // run when Run returns
-	stopSup   *os.File         // closing it stops a direct start's supervisor
+	signal    func(syscall.Signal) // signals init, never after it was reaped
+	wait      func()               // waits for init to end, then sets state
+	state     *syscall.WaitStatus  // how init ended
+	stages    []stageInfo          // a direct start's stages, for its errors
+	cleanup   []func()             // run when Run returns
+	stopSup   *os.File             // closing it stops a direct start's supervisor
 	supDone   chan struct{}
 	plan      *plan        // a direct start's plan, which its child reads
 	afterWait []func()     // run once init has been reaped
@@ -349,7 +349,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	}
 	r.wait = func() {
 		cmd.Wait()
-		r.state = cmd.ProcessState
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			r.state = &ws
+		}
 	}
 
 	// Pdeathsig is tied to the thread that forks: keep this goroutine on
@@ -361,7 +363,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	if err != nil {
 		return startError(err)
 	}
-	r.proc = cmd.Process
+	r.signal = func(s syscall.Signal) { cmd.Process.Signal(s) }
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
 	statW.Close()
@@ -481,11 +483,11 @@ func (r *run) kill(cause backend.Cause) {
 	}
 	if r.save {
 		if _, err := r.control.Write([]byte{ctlStop}); err == nil {
-			time.AfterFunc(saveGrace, func() { r.proc.Signal(syscall.SIGKILL) })
+			time.AfterFunc(saveGrace, func() { r.signal(syscall.SIGKILL) })
 			return
 		}
 	}
-	r.proc.Signal(syscall.SIGKILL)
+	r.signal(syscall.SIGKILL)
 	if r.cg != nil {
 		r.cg.Kill()
 	}
@@ -590,10 +592,10 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
 		st.MaxMemory = exit.MaxRSSKiB * 1024
 		st.Denials = r.explain(exit.Denials)
-	} else if ps := r.state; ps != nil {
+	} else if ws := r.state; ws != nil {
 		// init died without reporting: killed by the host or the kernel.
 		st.Signal = int(syscall.SIGKILL)
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if ws.Signaled() {
 			st.Signal = int(ws.Signal())
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -196,25 +197,19 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	// shareVM, from this process's memory.
 	r.plan = p
 	pid, inCgroup := c.pid, c.inCgroup
-	proc, err := os.FindProcess(int(pid))
-	if err != nil {
-		syscall.Kill(int(pid), syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(int(pid), &ws, 0, nil)
-		return fmt.Errorf("sandbox init: %w", err)
-	}
 	forked = true
-	r.proc = proc
+	proc := &child{pid: int(pid)}
+	r.signal = proc.signal
 	r.wait = func() {
-		st, _ := proc.Wait()
-		r.state = st
+		ws := proc.wait()
+		r.state = &ws
 		for _, f := range r.afterWait {
 			f()
 		}
 		r.afterWait = nil
 	}
 	abort := func(err error) error {
-		proc.Kill()
+		proc.signal(syscall.SIGKILL)
 		r.wait()
 		return err
 	}
@@ -249,6 +244,45 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		go r.supervise(chanHost, stop, filters[0])
 	}
 	return nil
+}
+
+// child is a process the host cloned itself (the direct start's init). It
+// is signalled by pid only while it has not been reaped, so that a signal
+// never reaches a process that has reused the pid. (os.FindProcess would
+// give the same guarantee with a pidfd, but its first use in a process
+// probes for pidfd support by forking a child: 0.1 ms of a run's start.)
+type child struct {
+	pid    int
+	mu     sync.Mutex
+	reaped bool
+}
+
+func (c *child) signal(s syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		syscall.Kill(c.pid, s)
+	}
+}
+
+// wait waits for the child to end and reaps it. It waits without reaping
+// first, so that a signal sent meanwhile still finds the child's pid its
+// own (a zombie's).
+func (c *child) wait() syscall.WaitStatus {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(c.pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	c.reaped = true
+	return ws
 }
 
 // writeIDMaps maps the sandbox user to its host uid and gid in the
