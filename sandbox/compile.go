@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -109,6 +110,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		id.HostUID, id.HostGID = p.User.HostUID, p.User.HostGID
 	}
 
+	realWS := realPath(ws)
 	// Binds and tmpfs mounts, sorted so that parents come before children.
 	var tree []backend.Mount
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"})
@@ -127,7 +129,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	case policy.WorkspaceCopy:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
 	default:
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(ws), Target: ws,
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
 			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
 	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
@@ -137,7 +139,6 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
-	realWS := realPath(ws)
 	for _, rel := range p.Workspace.Protect {
 		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, realWS, rel), Optional: true})
 	}
@@ -274,6 +275,12 @@ func realPath(p string) string {
 // the backend skips it.
 func protectTarget(ws, realWS, rel string) string {
 	p := filepath.Join(ws, rel)
+	// Most protected paths do not exist: one lstat says so (a missing
+	// component, after any symlink) where EvalSymlinks takes one per
+	// component of the workspace's path.
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return p
+	}
 	resolved, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return p

@@ -288,9 +288,22 @@ func (c *child) wait() syscall.WaitStatus {
 // writeIDMaps maps the sandbox user to its host uid and gid in the
 // child's user namespace, as os/exec does for the init stage.
 func writeIDMaps(pid int, u backend.Identity) error {
-	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("start sandbox init: open /proc/%d: %w", pid, err)
+	}
+	defer unix.Close(dir)
+	// Plain system calls: an os.File would try (and fail) to add each
+	// /proc file to the poller, and look the pid up again each time.
 	write := func(name, s string) error {
-		if err := os.WriteFile(dir+name, []byte(s), 0); err != nil {
+		fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte(s))
+			if cerr := unix.Close(fd); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("start sandbox init: write %s: %w", name, err)
 		}
 		return nil
