@@ -48,11 +48,15 @@
 #      rootless path differs (no cgroup, no idmapped mounts).
 #
 # Numbers move with the load of the machine: the load average is printed
-# first; compare runs made under similar load. moat is timed as go build
-# writes it: the same binary copied with cp starts 0.2-0.8 ms faster while
-# its pages stay cached (write(2) leaves them in large folios; the linker's
-# mmap writes, and pages read back from disk, are single pages). To tell
-# two builds apart, copy both with cp and compare them with bench/abtime.
+# first; compare runs made under similar load. Both moat binaries (root's
+# and the user's copy) are timed with their pages read back from disk, as
+# an installed binary's are after a reboot: the script drops them from the
+# page cache first (dd iflag=nocache). That starts as go build's output
+# does; a copy just written with cp or install starts 0.2-0.5 ms faster
+# while its pages stay cached (write(2) leaves them in large folios; the
+# linker's mmap writes, and pages read back from disk, are single pages),
+# which would flatter moat. To tell two builds apart, copy both with cp
+# and compare them with bench/abtime.
 # Temporary directories are removed on exit.
 set -euo pipefail
 
@@ -79,6 +83,14 @@ echo "== N=$N runs per variant in $ROUNDS rounds; workspace $ws"
 # --- build -----------------------------------------------------------------
 go_build "$tmp" cmd/moat bench/timeit
 timeit=$tmp/timeit
+
+# uncache FILE: drop FILE's pages from the page cache, so that they are
+# read back from disk as an installed binary's are after a reboot (see
+# above). Best effort: a dd without nocache leaves them as they are.
+uncache() {
+	dd of="$1" oflag=nocache conv=notrunc,fdatasync count=0 status=none 2>/dev/null || true
+	dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true
+}
 
 # --- peers -----------------------------------------------------------------
 have() { # have CMD PKG: CMD is on PATH, installing PKG if need be
@@ -142,6 +154,7 @@ if [ -n "$user" ]; then
 	newtmp uws ws-user
 	cp "$tmp/moat" "$tmp/timeit" "$ubin/"
 	chmod 755 "$ubin" "$ubin/moat" "$ubin/timeit"
+	uncache "$ubin/moat"
 	chown "$user:$(id -gn "$user")" "$uws"
 	uhome=$(getent passwd "$user" | cut -d: -f6)
 	# as an ordinary login of the user would be (and as .ci/asuser runs tests)
@@ -149,6 +162,7 @@ if [ -n "$user" ]; then
 		--inh-caps=-all --bounding-set=-all env HOME="$uhome" USER="$user" LOGNAME="$user")
 fi
 
+uncache "$tmp/moat" # after the copy above, which read it
 
 # --- variants ----------------------------------------------------------------
 # Each variant is a name, a label and a command run from its workspace.
