@@ -5,4 +5,6 @@ import (
 	"github.com/moatbox/moat/backend/native"
 )
 
-func defaultBackend() backend.Backend { return &native.Backend{} }
+func defaultBackend(exitAfter bool) backend.Backend {
+	return &native.Backend{ExitAfter: exitAfter}
+}

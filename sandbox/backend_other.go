@@ -5,4 +5,4 @@ package sandbox
 import "github.com/moatbox/moat/backend"
 
 // defaultBackend is nil: moat runs sandboxes on Linux only.
-func defaultBackend() backend.Backend { return nil }
+func defaultBackend(bool) backend.Backend { return nil }

@@ -56,6 +56,12 @@ type Request struct {
 	AllowDegraded bool
 	// Backend runs the Spec; nil means the native backend.
 	Backend backend.Backend
+	// ExitAfter says that the caller exits as soon as Run returns, as the
+	// CLI does: the default backend then leaves the sandbox's init, idle
+	// once every other process of the run is dead, to end with the
+	// caller, which spares the caller's exit some teardown (see
+	// native.Backend.ExitAfter). A caller that goes on leaves it false.
+	ExitAfter bool
 }
 
 // Report is how a run ended. It is what `moat run --json` prints.
@@ -170,7 +176,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	be := req.Backend
 	if be == nil {
-		be = defaultBackend()
+		be = defaultBackend(req.ExitAfter)
 	}
 	if be == nil {
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))

@@ -661,6 +661,30 @@ func TestLeftoversAreKilledBeforeTheReport(t *testing.T) {
 	}
 }
 
+// TestInitEndsWithRun: a library caller's Run leaves no idle init behind.
+// (The direct start's init waits, after its report, for the host to close
+// the control pipe; the CLI leaves that to its own exit, see
+// TestInitEndsWithMoat in cmd/moat.)
+func TestInitEndsWithRun(t *testing.T) {
+	for i := 0; i < 3; i++ {
+		mustExit(t, run(t, t.TempDir(), nil, "/bin/true"), 0)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		kids := proctest.Children(os.Getpid())
+		if len(kids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range kids {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			t.Fatalf("children of the test process still alive 3 s after their runs: %v", kids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestCancelKillsSandbox(t *testing.T) {
 	p := workspacePolicy(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -520,6 +520,26 @@ func (f *forkState) serve() {
 		f.rec[8+i] = f.rusage[i]
 	}
 	f.send()
+	if n == 2 && f.ctlFD > 0 {
+		// The control pipe is open: init exits only once moat has
+		// closed it, at the end of its Run or (the CLI) when moat itself
+		// exits. In the latter case, moat's exit then leaves to init the
+		// teardown of the memory they share (~0.2 ms), and init's own
+		// exit no longer competes with moat's for a CPU. moat's death
+		// closes the pipe too, so the parent-death signal, which would
+		// end init as soon as moat's exit began, is no longer needed:
+		// every other process of the run is gone.
+		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, 0, 0)
+		syscall.RawSyscall(sysCloseRange, 0, uintptr(f.ctlFD-1), 0)
+		syscall.RawSyscall(sysCloseRange, uintptr(f.ctlFD+1), ^uintptr(0)>>32, 0)
+		f.pollFDs[1].events = 0 // POLLHUP is reported regardless
+		for {
+			_, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&f.pollFDs[1])), 1, 0, 0, 0, 0)
+			if e != syscall.EINTR {
+				break
+			}
+		}
+	}
 	// Every fd, the status pipe and stdout and stderr included: an fd
 	// left to exit_group is released only after the namespaces.
 	syscall.RawSyscall(sysCloseRange, 0, ^uintptr(0)>>32, 0)

@@ -27,8 +27,14 @@ const exitMoatError = 125
 func main() {
 	native.MaybeInit()
 	growStack(0)
+	exitAfterRun = true
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// exitAfterRun is set when this process exits once the command is done
+// (not in tests that call realMain in-process): the sandbox's last
+// teardown is then left to end with it (sandbox.Request.ExitAfter).
+var exitAfterRun bool
 
 // growStack gives the main goroutine its full stack at once. A goroutine
 // starts with a few KiB and doubles on demand, copying its stack and

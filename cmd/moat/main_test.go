@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		if os.Getenv("MOAT_TEST_NO_USERNS") == "1" {
 			withoutUserNamespaces()
 		}
+		exitAfterRun = true // as main does
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -381,6 +382,33 @@ func TestRefusesWithoutUserNamespaces(t *testing.T) {
 // startReady starts this test binary as `moat run -- sh -c script` in dir
 // and returns once the script has printed its "ready" line, with the rest
 // of its stdout.
+// TestInitEndsWithMoat: the CLI leaves the direct start's init, idle
+// after its report, to end with moat's own exit (see
+// sandbox.Request.ExitAfter); it must then end. Init shares moat's
+// memory, and with it moat's command line, which carries the marker.
+func TestInitEndsWithMoat(t *testing.T) {
+	marker := fmt.Sprintf("linger-%d", time.Now().UnixNano())
+	for i := 0; i < 3; i++ {
+		if code, out := hooked(t, t.TempDir(), "MOAT_TEST_LINGER=1", "run", "--", "/bin/true", marker); code != 0 {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		pids := proctest.Find(marker)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+			t.Fatalf("processes of the runs alive 3 s after moat exited: %v", pids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func startReady(t *testing.T, dir, script string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", script)

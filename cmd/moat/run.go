@@ -405,6 +405,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
+		ExitAfter:     exitAfterRun,
 	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
 
 	if aw != nil {

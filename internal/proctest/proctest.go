@@ -25,3 +25,32 @@ func Find(s string) []int {
 	}
 	return out
 }
+
+// Children returns the pids of the live (not zombie) children of the
+// process pid.
+func Children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var child int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(s[i+1:], " %s %d", &state, &ppid); err == nil && ppid == pid && state != "Z" {
+			out = append(out, child)
+		}
+	}
+	return out
+}
