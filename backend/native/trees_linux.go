@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -170,7 +171,7 @@ func unmappable(tree *os.File) error {
 	var st unix.Statfs_t
 	if unix.Fstatfs(int(tree.Fd()), &st) == nil {
 		fs = fmt.Sprintf("a filesystem of type %#x", uint64(st.Type))
-		if name, ok := fsNames[int64(st.Type)]; ok {
+		if name, ok := fsNames()[int64(st.Type)]; ok {
 			fs = name
 		}
 	}
@@ -203,12 +204,14 @@ func idmappedMount(path string) bool {
 }
 
 // fsNames names the filesystems a workspace is commonly on.
-var fsNames = map[int64]string{
-	unix.TMPFS_MAGIC: "tmpfs", unix.EXT4_SUPER_MAGIC: "ext4", unix.XFS_SUPER_MAGIC: "xfs",
-	unix.BTRFS_SUPER_MAGIC: "btrfs", unix.OVERLAYFS_SUPER_MAGIC: "overlayfs",
-	unix.NFS_SUPER_MAGIC: "NFS", unix.FUSE_SUPER_MAGIC: "FUSE", unix.V9FS_MAGIC: "9p",
-	unix.CIFS_SUPER_MAGIC: "CIFS", unix.SMB2_SUPER_MAGIC: "SMB", 0x2fc12fc1: "ZFS",
-}
+var fsNames = sync.OnceValue(func() map[int64]string {
+	return map[int64]string{
+		unix.TMPFS_MAGIC: "tmpfs", unix.EXT4_SUPER_MAGIC: "ext4", unix.XFS_SUPER_MAGIC: "xfs",
+		unix.BTRFS_SUPER_MAGIC: "btrfs", unix.OVERLAYFS_SUPER_MAGIC: "overlayfs",
+		unix.NFS_SUPER_MAGIC: "NFS", unix.FUSE_SUPER_MAGIC: "FUSE", unix.V9FS_MAGIC: "9p",
+		unix.CIFS_SUPER_MAGIC: "CIFS", unix.SMB2_SUPER_MAGIC: "SMB", 0x2fc12fc1: "ZFS",
+	}
+})
 
 // idmapUserns returns a user namespace that maps uid:gid to hostUID:hostGID,
 // for an idmapped mount. A user namespace is only reachable through a

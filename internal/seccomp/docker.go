@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // This file loads the seccomp profiles of Docker and the OCI runtime spec
@@ -157,33 +158,43 @@ func lineCol(data []byte, off int) string {
 var (
 	dockerActions = []string{"SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
 		"SCMP_ACT_KILL_THREAD", "SCMP_ACT_TRAP", "SCMP_ACT_LOG"}
-	dockerActionOf = map[string]Action{"SCMP_ACT_ALLOW": Allow, "SCMP_ACT_ERRNO": Errno, "SCMP_ACT_KILL": KillThread,
-		"SCMP_ACT_KILL_PROCESS": KillProcess, "SCMP_ACT_KILL_THREAD": KillThread, "SCMP_ACT_TRAP": Trap, "SCMP_ACT_LOG": Log}
+	dockerActionOf = sync.OnceValue(func() map[string]Action {
+		return map[string]Action{"SCMP_ACT_ALLOW": Allow, "SCMP_ACT_ERRNO": Errno, "SCMP_ACT_KILL": KillThread,
+			"SCMP_ACT_KILL_PROCESS": KillProcess, "SCMP_ACT_KILL_THREAD": KillThread, "SCMP_ACT_TRAP": Trap, "SCMP_ACT_LOG": Log}
+	})
 	dockerOps  = []string{"SCMP_CMP_NE", "SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_MASKED_EQ"}
-	dockerOpOf = map[string]Op{"SCMP_CMP_NE": NE, "SCMP_CMP_LT": LT, "SCMP_CMP_LE": LE, "SCMP_CMP_EQ": EQ,
-		"SCMP_CMP_GE": GE, "SCMP_CMP_GT": GT, "SCMP_CMP_MASKED_EQ": MaskedEQ}
+	dockerOpOf = sync.OnceValue(func() map[string]Op {
+		return map[string]Op{"SCMP_CMP_NE": NE, "SCMP_CMP_LT": LT, "SCMP_CMP_LE": LE, "SCMP_CMP_EQ": EQ,
+			"SCMP_CMP_GE": GE, "SCMP_CMP_GT": GT, "SCMP_CMP_MASKED_EQ": MaskedEQ}
+	})
 
 	// libseccomp's architecture names; the two moat compiles for map to
 	// its own.
-	scmpArches = map[string]string{"SCMP_ARCH_X86_64": ArchX86_64, "SCMP_ARCH_AARCH64": ArchAarch64,
-		"SCMP_ARCH_X86": "", "SCMP_ARCH_X32": "", "SCMP_ARCH_ARM": "", "SCMP_ARCH_LOONGARCH64": "", "SCMP_ARCH_M68K": "",
-		"SCMP_ARCH_MIPS": "", "SCMP_ARCH_MIPS64": "", "SCMP_ARCH_MIPS64N32": "", "SCMP_ARCH_MIPSEL": "",
-		"SCMP_ARCH_MIPSEL64": "", "SCMP_ARCH_MIPSEL64N32": "", "SCMP_ARCH_PPC": "", "SCMP_ARCH_PPC64": "",
-		"SCMP_ARCH_PPC64LE": "", "SCMP_ARCH_S390": "", "SCMP_ARCH_S390X": "", "SCMP_ARCH_PARISC": "",
-		"SCMP_ARCH_PARISC64": "", "SCMP_ARCH_RISCV64": "", "SCMP_ARCH_SH": "", "SCMP_ARCH_SHEB": ""}
+	scmpArches = sync.OnceValue(func() map[string]string {
+		return map[string]string{"SCMP_ARCH_X86_64": ArchX86_64, "SCMP_ARCH_AARCH64": ArchAarch64,
+			"SCMP_ARCH_X86": "", "SCMP_ARCH_X32": "", "SCMP_ARCH_ARM": "", "SCMP_ARCH_LOONGARCH64": "", "SCMP_ARCH_M68K": "",
+			"SCMP_ARCH_MIPS": "", "SCMP_ARCH_MIPS64": "", "SCMP_ARCH_MIPS64N32": "", "SCMP_ARCH_MIPSEL": "",
+			"SCMP_ARCH_MIPSEL64": "", "SCMP_ARCH_MIPSEL64N32": "", "SCMP_ARCH_PPC": "", "SCMP_ARCH_PPC64": "",
+			"SCMP_ARCH_PPC64LE": "", "SCMP_ARCH_S390": "", "SCMP_ARCH_S390X": "", "SCMP_ARCH_PARISC": "",
+			"SCMP_ARCH_PARISC64": "", "SCMP_ARCH_RISCV64": "", "SCMP_ARCH_SH": "", "SCMP_ARCH_SHEB": ""}
+	})
 
 	// Docker's names in includes.arches and excludes.arches (Go's GOARCH
 	// spelt the way Docker does), and the one of each target.
 	dockerArchNames = []string{"x86", "amd64", "x32", "arm", "arm64", "loongarch64", "mips", "mipsel", "mips64",
 		"mips64n32", "mipsel64", "mipsel64n32", "mips3l64n32", "ppc", "ppc64", "ppc64le", "riscv64", "s390", "s390x"}
-	dockerArchOf = map[string]string{ArchX86_64: "amd64", ArchAarch64: "arm64"}
+	dockerArchOf = sync.OnceValue(func() map[string]string {
+		return map[string]string{ArchX86_64: "amd64", ArchAarch64: "arm64"}
+	})
 
 	dockerFlags = []string{"SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW",
 		"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV"}
 
 	// armPrivateNames are ARM's private system calls (__ARM_NR_*), which
 	// libseccomp knows by name and golang.org/x/sys does not.
-	armPrivateNames = map[string]bool{"breakpoint": true, "cacheflush": true, "set_tls": true, "usr26": true, "usr32": true}
+	armPrivateNames = sync.OnceValue(func() map[string]bool {
+		return map[string]bool{"breakpoint": true, "cacheflush": true, "set_tls": true, "usr26": true, "usr32": true}
+	})
 )
 
 type loader struct {
@@ -289,7 +300,7 @@ func (l *loader) action(path string, v any) (Action, bool) {
 	if !ok {
 		return 0, false
 	}
-	if a, ok := dockerActionOf[s]; ok {
+	if a, ok := dockerActionOf()[s]; ok {
 		return a, true
 	}
 	switch s {
@@ -363,7 +374,7 @@ func (l *loader) profile(root any) {
 }
 
 func (l *loader) scmpArch(path, a string) bool {
-	ours, ok := scmpArches[a]
+	ours, ok := scmpArches()[a]
 	if !ok {
 		l.errorf(path, "unknown architecture %q (e.g. SCMP_ARCH_X86_64, SCMP_ARCH_AARCH64)", a)
 	}
@@ -473,7 +484,7 @@ func (l *loader) syscall(path string, v any) {
 func knownName(n string) bool {
 	_, x := sysnumX86_64()[n]
 	_, a := sysnumAarch64()[n]
-	return x || a || otherArchNames()[n] || armPrivateNames[n]
+	return x || a || otherArchNames()[n] || armPrivateNames()[n]
 }
 
 func (l *loader) arg(path string, v any) (Arg, bool) {
@@ -507,7 +518,7 @@ func (l *loader) arg(path string, v any) (Arg, bool) {
 		good = false
 	} else if s, ok := l.str(join(path, "op"), v); !ok {
 		good = false
-	} else if a.Op = dockerOpOf[s]; a.Op == 0 {
+	} else if a.Op = dockerOpOf()[s]; a.Op == 0 {
 		l.errorf(join(path, "op"), "unknown operator %q (allowed: %s)", s, strings.Join(dockerOps, ", "))
 		good = false
 	}
@@ -563,7 +574,7 @@ func (l *loader) filter(path string, v any) *filter {
 // excluded minKernel; and unless it has every included capability, one of
 // the included architectures, and a kernel at least the included minKernel.
 func (l *loader) leftOut(inc, exc *filter) string {
-	arch := dockerArchOf[l.t.Arch]
+	arch := dockerArchOf()[l.t.Arch]
 	if exc != nil {
 		if slices.Contains(exc.arches, arch) {
 			return "excludes.arches lists " + arch

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Summary is what a profile does on one architecture, for people.
@@ -179,12 +180,14 @@ func equality(a Arg) (uint64, bool) {
 	return 0, false
 }
 
-var opSymbols = map[Op]string{NE: "!=", LT: "<", LE: "<=", EQ: "==", GE: ">=", GT: ">"}
+var opSymbols = sync.OnceValue(func() map[Op]string {
+	return map[Op]string{NE: "!=", LT: "<", LE: "<=", EQ: "==", GE: ">=", GT: ">"}
+})
 
 func argString(a Arg) string {
 	switch {
 	case a.Op != MaskedEQ:
-		return fmt.Sprintf("arg%d %s %s", a.Index, opSymbols[a.Op], number(a.Value))
+		return fmt.Sprintf("arg%d %s %s", a.Index, opSymbols()[a.Op], number(a.Value))
 	case a.Value == 0xffffffff:
 		return fmt.Sprintf("arg%d == %s", a.Index, number(a.ValueTwo))
 	case a.Value == a.ValueTwo:
@@ -212,14 +215,16 @@ func describe(a Action, errno uint32) string {
 	return a.String()
 }
 
-var errnoNames = map[uint32]string{1: "EPERM", 2: "ENOENT", 5: "EIO", 9: "EBADF", 13: "EACCES", 14: "EFAULT",
-	22: "EINVAL", 38: "ENOSYS", 93: "EPROTONOSUPPORT", 95: "EOPNOTSUPP", 97: "EAFNOSUPPORT"}
+var errnoNames = sync.OnceValue(func() map[uint32]string {
+	return map[uint32]string{1: "EPERM", 2: "ENOENT", 5: "EIO", 9: "EBADF", 13: "EACCES", 14: "EFAULT",
+		22: "EINVAL", 38: "ENOSYS", 93: "EPROTONOSUPPORT", 95: "EOPNOTSUPP", 97: "EAFNOSUPPORT"}
+})
 
 func errnoName(errno uint32) string {
 	if errno == 0 {
 		errno = eperm
 	}
-	if n, ok := errnoNames[errno]; ok {
+	if n, ok := errnoNames()[errno]; ok {
 		return n
 	}
 	return fmt.Sprintf("errno %d", errno)
