@@ -98,6 +98,7 @@ type forkState struct {
 	setup  []step // run by init, before the command is forked
 	resets []step // run by init first when needResets: signal handlers to SIG_DFL
 	exec   []step // run by the command's process; ends in execve
+	post   []step // run by init once the command has started
 	net    []step // run by the network namespace helper (shareVM only)
 	vals   []uintptr
 
@@ -409,6 +410,10 @@ func childMain(f *forkState) {
 	f.cmdPid = pid
 	f.rec[0], f.rec[3] = recStarted, uint64(pid)
 	f.send()
+	// A step that fails here ends init, and with it the command.
+	if i, e := f.run(f.post); i >= 0 {
+		f.fail(f.post[i].stage, e, 1)
+	}
 	f.serve()
 }
 

@@ -435,7 +435,16 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		}
 		listener := p.val()
 		p.at(i).save = listener
+		// The listener goes to the host once the command has started
+		// (f.post): the send wakes the host (~30 µs), which the command
+		// need not wait for. A refused call the command makes before
+		// then waits in the kernel until the host answers it. The
+		// listener and the channel are close-on-exec: the command's
+		// process, forked with a copy of init's fds, never has them.
+		list := p.list
+		p.list = &f.post
 		p.sendFD(p.stage("send the seccomp listener to the host"), fds.seccompChan, listener)
+		p.list = list
 	}
 
 	// The command's steps: SIGCHLD unblocked, a session of its own (no

@@ -745,10 +745,19 @@ func sweep(prefix string, minAge time.Duration) error {
 // errno so callers can name the file themselves.
 func writeFile(file, val string) error {
 	fd, err := unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return err
 	}
+	// A v1 memory limit fails with EINTR whenever a signal is pending
+	// (the kernel checks before it tries to reclaim), and the Go runtime
+	// preempts with SIGURG: try again, as for any interrupted call.
 	_, err = unix.Write(fd, []byte(val))
+	for err == unix.EINTR {
+		_, err = unix.Write(fd, []byte(val))
+	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}

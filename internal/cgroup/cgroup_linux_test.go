@@ -11,8 +11,10 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -268,6 +270,49 @@ func TestMemoryLimit(t *testing.T) {
 	t.Logf("%+v", s)
 	if s.MemoryPeak > 51<<20 || s.MemoryPeak < 40<<20 {
 		t.Errorf("MemoryPeak = %d, want about 50 MiB", s.MemoryPeak)
+	}
+}
+
+// TestLimitsUnderSignals: setting a v1 memory limit fails with EINTR
+// whenever a signal is pending for the thread, and a Go process's threads
+// are signalled all the time (the runtime preempts goroutines with
+// SIGURG): a run failed now and then with "create cgroup: ...
+// interrupted system call". Here the thread that makes cgroups with limits
+// is signalled without pause.
+func TestLimitsUnderSignals(t *testing.T) {
+	needCgroups(t, "memory", "pids")
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	go func() {
+		for range sigs {
+		}
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				unix.Tgkill(os.Getpid(), tid, syscall.SIGUSR1)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := 0; i < 200; i++ {
+		c, err := New(fmt.Sprintf("moattest-%d-%d", os.Getpid(), seq.Add(1)), Limits{MemoryBytes: 64 << 20, Pids: 32})
+		if err != nil {
+			t.Fatalf("cgroup %d: %v", i, err)
+		}
+		if err := c.Destroy(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
