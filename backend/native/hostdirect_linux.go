@@ -65,7 +65,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		r.cleanup = append(r.cleanup, func() { pw.Close() })
 	}
 
-	mapR, mapW, err := os.Pipe()
+	mapR, mapW, err := pipe(false)
 	if err != nil {
 		return fmt.Errorf("go-ahead pipe: %w", err)
 	}
