@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
@@ -291,6 +293,68 @@ func protectTarget(ws, realWS, rel string) string {
 	return resolved
 }
 
+// withIdentity is the content of an /etc/passwd or /etc/group file less
+// the lines of "agent" and those whose field idField is id, plus entry.
+func withIdentity(content string, idField int, id, entry string) string {
+	var data strings.Builder
+	data.Grow(len(content) + len(entry) + 2)
+	for rest := strings.TrimRight(content, "\n"); rest != ""; {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		if name, field, ok := nthField(line, idField); ok && (name == "agent" || field == id) {
+			continue
+		}
+		data.WriteString(line)
+		data.WriteByte('\n')
+	}
+	data.WriteString(entry)
+	data.WriteByte('\n')
+	return data.String()
+}
+
+// nthField returns the first and the nth (from 0) colon-separated fields of
+// an /etc/passwd or /etc/group line; false if the line has fewer fields.
+func nthField(line string, n int) (first, nth string, ok bool) {
+	first, _, _ = strings.Cut(line, ":")
+	rest := line
+	for i := 0; i < n; i++ {
+		var found bool
+		if _, rest, found = strings.Cut(rest, ":"); !found {
+			return "", "", false
+		}
+	}
+	nth, _, _ = strings.Cut(rest, ":")
+	return first, nth, true
+}
+
+// readSmall reads a small file with plain system calls: os.ReadFile would
+// also try to register it with Go's poller (four more calls, for a file
+// that cannot be polled).
+func readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
 // identityFiles give the command a name: /etc/passwd and /etc/group as the
 // host has them, less any entry that claims the command's ids, plus
 // "agent" with the sandbox's home. Without it the command's uid is either
@@ -306,21 +370,12 @@ func identityFiles(id backend.Identity, home string) []backend.Mount {
 		{"/etc/passwd", fmt.Sprintf("agent:x:%d:%d:moat sandbox:%s:/bin/sh", id.UID, id.GID, home), 2, id.UID},
 		{"/etc/group", fmt.Sprintf("agent:x:%d:", id.GID), 2, id.GID},
 	} {
-		b, err := os.ReadFile(f.path)
+		b, err := readSmall(f.path)
 		if err != nil {
 			continue
 		}
-		var lines []string
-		id := strconv.Itoa(f.id)
-		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-			fields := strings.SplitN(line, ":", f.idField+2)
-			if len(fields) > f.idField && (fields[0] == "agent" || fields[f.idField] == id) {
-				continue
-			}
-			lines = append(lines, line)
-		}
-		lines = append(lines, f.entry)
-		out = append(out, backend.Mount{Kind: backend.MountFile, Target: f.path, Data: strings.Join(lines, "\n") + "\n", Optional: true})
+		out = append(out, backend.Mount{Kind: backend.MountFile, Target: f.path,
+			Data: withIdentity(string(b), f.idField, strconv.Itoa(f.id), f.entry), Optional: true})
 	}
 	return out
 }
