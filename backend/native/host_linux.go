@@ -112,6 +112,7 @@ type run struct {
 	cleanup   []func()             // run when Run returns
 	stopSup   *os.File             // closing it stops a direct start's supervisor
 	supDone   chan struct{}
+	exitAfter bool         // Backend.ExitAfter
 	plan      *plan        // a direct start's plan, which its child reads
 	afterWait []func()     // run once init has been reaped
 	seen      denials      // a direct start's refused system calls
@@ -158,7 +159,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: %s: %w",
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
-	r := &run{spec: spec, stdio: stdio, start: time.Now()}
+	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter}
 	exe := b.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
