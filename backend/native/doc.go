@@ -21,7 +21,12 @@
 // serves what needs Go while the command runs: the answers to the
 // observed seccomp filter's notifications, the egress proxy (on a
 // listener init binds in the sandbox's network namespace and sends it),
-// the wall clock, the output.
+// the wall clock, the output. When the command exits, init kills and
+// reaps what is left of the run, reports, and then waits for the host to
+// close the control pipe before it exits: at the end of Run, or, with
+// Backend.ExitAfter (the CLI), at the host's own exit, so that init's exit
+// takes the teardown of the namespaces and of the shared memory off the
+// host's.
 //
 // The init stage (init_linux.go, mount_linux.go), for runs that need Go
 // code inside the sandbox while the command runs or after it: an overlay
