@@ -669,19 +669,12 @@ func TestInitEndsWithRun(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		mustExit(t, run(t, t.TempDir(), nil, "/bin/true"), 0)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		kids := proctest.Children(os.Getpid())
-		if len(kids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, p := range kids {
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-			t.Fatalf("children of the test process still alive 3 s after their runs: %v", kids)
-		}
-		time.Sleep(20 * time.Millisecond)
+	kids := proctest.Gone(func() []int { return proctest.Children(os.Getpid()) }, 3*time.Second)
+	for _, p := range kids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	if len(kids) > 0 {
+		t.Fatalf("children of the test process still alive 3 s after their runs: %v", kids)
 	}
 }
 

@@ -393,19 +393,12 @@ func TestInitEndsWithMoat(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, out)
 		}
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		pids := proctest.Find(marker)
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, p := range pids {
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-			t.Fatalf("processes of the runs alive 3 s after moat exited: %v", pids)
-		}
-		time.Sleep(20 * time.Millisecond)
+	pids := proctest.Gone(func() []int { return proctest.Find(marker) }, 3*time.Second)
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
+	if len(pids) > 0 {
+		t.Fatalf("processes of the runs alive 3 s after moat exited: %v", pids)
 	}
 }
 

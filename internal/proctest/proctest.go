@@ -6,11 +6,55 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // Find returns the pids of host processes whose command line (arguments
 // joined by spaces) contains s.
 func Find(s string) []int {
+	return matching(func(dir string) bool {
+		b, err := os.ReadFile(dir + "/cmdline")
+		return err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s)
+	})
+}
+
+// Children returns the pids of the live (not zombie) children of the
+// process pid.
+func Children(pid int) []int {
+	return matching(func(dir string) bool {
+		b, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			return false
+		}
+		var state string
+		var ppid int
+		_, err = fmt.Sscanf(s[i+1:], " %s %d", &state, &ppid)
+		return err == nil && ppid == pid && state != "Z"
+	})
+}
+
+// Gone waits up to within for find to return no pid, and returns what it
+// returned last.
+func Gone(find func() []int, within time.Duration) []int {
+	deadline := time.Now().Add(within)
+	for {
+		pids := find()
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// matching returns the pids of the processes whose /proc directory match
+// accepts.
+func matching(match func(dir string) bool) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -18,38 +62,8 @@ func Find(s string) []int {
 		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+		if match("/proc/" + e.Name()) {
 			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// Children returns the pids of the live (not zombie) children of the
-// process pid.
-func Children(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var child int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscanf(s[i+1:], " %s %d", &state, &ppid); err == nil && ppid == pid && state != "Z" {
-			out = append(out, child)
 		}
 	}
 	return out
