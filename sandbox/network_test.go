@@ -82,7 +82,8 @@ func (w *netWorld) request(pol func(*policy.Policy)) *sandbox.Request {
 		pol(p)
 	}
 	return &sandbox.Request{
-		Policy: p,
+		Backend: testBackend(),
+		Policy:  p,
 		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			if a, ok := w.names[host]; ok {
 				return []netip.Addr{a}, nil
@@ -282,7 +283,7 @@ func TestBadNetworkRulesNamed(t *testing.T) {
 	if err := p.Resolve(ws, home); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"true"}}, backend.Stdio{})
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"true"}}, backend.Stdio{})
 	if err == nil || rep.ExitCode != 125 || !strings.Contains(err.Error(), "network.allow[1]") || !strings.Contains(err.Error(), "--net") {
 		t.Fatalf("err %v: want the bad entry named", err)
 	}

@@ -72,6 +72,17 @@ func serveGreeting(ln net.Listener, msg string) {
 
 // run runs args in a real sandbox whose workspace is ws, under the default
 // policy changed by edit.
+// testBackend is the backend the tests run: the default one, or with
+// MOAT_TEST_FORK_START=1 the native backend whose direct start forks, as
+// on architectures without the clone trampoline (arm64), so that this
+// path runs on amd64 too (scripts/test.sh runs the suite both ways).
+func testBackend() backend.Backend {
+	if os.Getenv("MOAT_TEST_FORK_START") == "1" {
+		return &native.Backend{ForkStart: true}
+	}
+	return nil
+}
+
 func run(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
 	t.Helper()
 	p := policy.Default()
@@ -87,7 +98,7 @@ func run(t *testing.T, ws string, edit func(*policy.Policy), args ...string) res
 		t.Fatalf("validate: %v", err)
 	}
 	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args},
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: args},
 		backend.Stdio{Stdout: &out, Stderr: &errb})
 	if rep == nil {
 		t.Fatalf("nil report (err %v)", err)
@@ -194,7 +205,7 @@ func initThreadStatus(t *testing.T, ws string, edit func(*policy.Policy)) []stri
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := sandbox.Run(ctx, &sandbox.Request{Policy: p, Args: []string{"/bin/sh", "-c", "echo up; exec sleep 60"}},
+		_, err := sandbox.Run(ctx, &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"/bin/sh", "-c", "echo up; exec sleep 60"}},
 			backend.Stdio{Stdout: pw, Stderr: io.Discard})
 		pw.Close()
 		done <- err
@@ -683,7 +694,7 @@ func TestCancelKillsSandbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	rep, err := sandbox.Run(ctx, &sandbox.Request{Policy: p, Args: []string{"sleep", "30"}}, backend.Stdio{})
+	rep, err := sandbox.Run(ctx, &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"sleep", "30"}}, backend.Stdio{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1099,7 +1110,7 @@ func TestOutputReaderGone(t *testing.T) {
 	p := workspacePolicy(t, t.TempDir())
 	p.Limits.Wall = policy.Duration(10 * time.Second)
 	start := time.Now()
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"yes"}},
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"yes"}},
 		backend.Stdio{Stdout: &failingWriter{}})
 	if err != nil {
 		t.Fatal(err)
@@ -1112,7 +1123,7 @@ func TestOutputReaderGone(t *testing.T) {
 func TestStdinReachesCommand(t *testing.T) {
 	p := workspacePolicy(t, t.TempDir())
 	var out bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"sh", "-c", "tr a-z A-Z; echo done"}},
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"sh", "-c", "tr a-z A-Z; echo done"}},
 		backend.Stdio{Stdin: strings.NewReader("hello from stdin\n"), Stdout: &out})
 	if err != nil || rep.ExitCode != 0 || out.String() != "HELLO FROM STDIN\ndone\n" {
 		t.Fatalf("err %v exit %d out %q", err, rep.ExitCode, out.String())

@@ -31,6 +31,10 @@ fi
 
 echo "== go test as root"
 go test -p 1 -count=1 ./...
+# The direct start forks its init on architectures without the clone
+# trampoline (arm64); this runs that path here, on the sandbox suite.
+echo "== go test as root, the sandbox suite with the forked direct start"
+MOAT_TEST_FORK_START=1 go test -p 1 -count=1 ./sandbox
 
 user="${MOAT_TEST_USER:-moatci}"
 if ! id "$user" >/dev/null 2>&1; then
@@ -38,6 +42,8 @@ if ! id "$user" >/dev/null 2>&1; then
 fi
 echo "== go test as $user (rootless path)"
 MOAT_TEST_USER="$user" go test -p 1 -count=1 -exec "$PWD/.ci/asuser" ./...
+echo "== go test as $user, the sandbox suite with the forked direct start"
+MOAT_TEST_FORK_START=1 MOAT_TEST_USER="$user" go test -p 1 -count=1 -exec "$PWD/.ci/asuser" ./sandbox
 
 if [ "${MOAT_VMTEST:-1}" = 0 ]; then
   echo "== SKIPPED: the pure cgroup v2 guest (MOAT_VMTEST=0); v2 memory, pids and cpu limits are untested"

@@ -118,6 +118,11 @@ type forkState struct {
 
 	goByte     [8]byte
 	needResets bool // the child was started without CLONE_CLEAR_SIGHAND
+	// share: the child shares the host's address space (shareVM, unless
+	// Backend.ForkStart); cmdFlags are the clone flags of the command's
+	// process (a vfork on its own stack when sharing, a fork otherwise).
+	share    bool
+	cmdFlags uintptr
 
 	rec     record
 	ctlBuf  [2]byte
@@ -154,7 +159,7 @@ type pollFD struct {
 //go:norace
 //go:nocheckptr
 func forkDirect(f *forkState, args *cloneArgs, clone3 bool) (pid uintptr, errno syscall.Errno) {
-	if shareVM {
+	if f.share {
 		args.flags |= syscall.CLONE_VM
 		runtimeBeforeFork()
 		var e uintptr
@@ -184,6 +189,15 @@ func forkDirect(f *forkState, args *cloneArgs, clone3 bool) (pid uintptr, errno 
 	runtimeAfterForkInChild()
 	childMain(f)
 	return 0, 0 // not reached
+}
+
+// commandFlags are the clone flags of the command's process: a vfork on a
+// stack of its own when init shares moat's memory, a plain fork otherwise.
+func commandFlags(share bool) uintptr {
+	if share {
+		return syscall.CLONE_VM | syscall.CLONE_VFORK | uintptr(syscall.SIGCHLD)
+	}
+	return uintptr(syscall.SIGCHLD)
 }
 
 // childArg is the argument rawClone passes to childEntry.
@@ -389,16 +403,16 @@ func childMain(f *forkState) {
 		f.fail(f.setup[i].stage, e, 1)
 	}
 	var pid uintptr
-	if shareVM {
+	if f.share {
 		// vfork on a stack of its own: init waits until the command's
 		// process has exec'd (or died), and no page is copied.
-		p, e := rawClone(syscall.SYS_CLONE, commandCloneFlags, f.cmdStack, uintptr(unsafe.Pointer(&f.cmdArg)))
+		p, e := rawClone(syscall.SYS_CLONE, f.cmdFlags, f.cmdStack, uintptr(unsafe.Pointer(&f.cmdArg)))
 		if e != 0 {
 			f.fail(stageFork, e, 1)
 		}
 		pid = p
 	} else {
-		p, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, commandCloneFlags, 0, 0, 0, 0, 0)
+		p, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, f.cmdFlags, 0, 0, 0, 0, 0)
 		if e != 0 {
 			f.fail(stageFork, uintptr(e), 1)
 		}

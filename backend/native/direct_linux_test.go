@@ -29,8 +29,10 @@ func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
 			}
 			filters = append(filters, prog)
 		}
-		if err := directSupported(spec, filters); err != nil {
-			t.Errorf("%s: %v", name, err)
+		for _, share := range []bool{true, false} {
+			if err := directSupported(spec, filters, commandFlags(share)); err != nil {
+				t.Errorf("%s (sharing memory: %v): %v", name, share, err)
+			}
 		}
 	}
 
@@ -40,7 +42,7 @@ func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := directSupported(spec, [][]seccomp.Instruction{prog}); !errors.Is(err, errNoDirect) {
+	if err := directSupported(spec, [][]seccomp.Instruction{prog}, commandFlags(shareVM)); !errors.Is(err, errNoDirect) {
 		t.Errorf("a profile refusing ppoll: %v, want the init stage", err)
 	}
 }

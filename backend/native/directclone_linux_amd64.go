@@ -1,7 +1,5 @@
 package native
 
-import "syscall"
-
 // shareVM: on amd64 the direct start's child shares the host's address
 // space (CLONE_VM) and runs on a stack of its own, through rawClone
 // (direct_linux_amd64.s). A forked child (the other architectures, see
@@ -10,11 +8,6 @@ import "syscall"
 // for as long as the run lasts: about 1 ms of page faults per run here,
 // plus copying the host's page tables at each fork.
 const shareVM = true
-
-// commandCloneFlags start the command's process: a vfork on a stack of
-// its own. They are the flags of a clone made under init's seccomp
-// filters, which directSupported checks.
-const commandCloneFlags = syscall.CLONE_VM | syscall.CLONE_VFORK | uintptr(syscall.SIGCHLD)
 
 // rawClone is implemented in direct_linux_amd64.s.
 func rawClone(nr, a1, a2, arg uintptr) (pid uintptr, errno uintptr)

@@ -61,7 +61,7 @@ var errNoDirect = errors.New("needs the init stage")
 // place, and an overlay's writes merged into its change set after the
 // command). It also takes a Spec whose seccomp filters would refuse the
 // direct start's own calls.
-func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction) error {
+func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction, cmdFlags uintptr) error {
 	if spec.Limits.DiskBytes > 0 {
 		return fmt.Errorf("disk limit: %w", errNoDirect)
 	}
@@ -77,7 +77,7 @@ func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction) error 
 			}
 			var args [6]uint64
 			if name == "clone" {
-				args[0] = uint64(commandCloneFlags)
+				args[0] = uint64(cmdFlags)
 			}
 			ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, args)
 			if err != nil || !seccomp.Allows(ret) {
@@ -316,7 +316,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if spec.Network.Mode != backend.NetHost {
 		lo := p.stage("network namespace")
 		list := p.list
-		if shareVM {
+		if f.share {
 			p.list = &f.net
 			p.call(lo, unix.SYS_UNSHARE, unix.CLONE_NEWNET)
 		}
@@ -330,7 +330,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		ifr.SetUint16(unix.IFF_UP)
 		i = p.call(lo, unix.SYS_IOCTL, uintptr(sock), unix.SIOCSIFFLAGS, mem(p, ifr))
 		p.at(i).ref = 1
-		if shareVM {
+		if f.share {
 			netFD = p.val()
 			i = p.call(lo, unix.SYS_IOCTL, uintptr(sock), unix.SIOCGSKNS)
 			p.at(i).ref, p.at(i).save = 1, netFD
@@ -338,7 +338,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		i = p.call(lo, unix.SYS_CLOSE, uintptr(sock))
 		p.at(i).ref = 1
 		p.list = list
-		if shareVM {
+		if f.share {
 			netPid = p.val()
 			*p.list = append(*p.list, step{kind: kindSpawnNet, save: netPid, stage: lo})
 		}

@@ -41,6 +41,10 @@ type Backend struct {
 	// that idle init until it exits; it leaves this false, and init ends
 	// as Run returns.
 	ExitAfter bool
+	// ForkStart starts the direct start's init with a plain fork, as on
+	// architectures without the clone trampoline (arm64), instead of in
+	// moat's address space: for tests, which run that path on amd64 too.
+	ForkStart bool
 }
 
 // lingering holds the control pipes of the inits left to end with this
@@ -113,6 +117,7 @@ type run struct {
 	stopSup   *os.File             // closing it stops a direct start's supervisor
 	supDone   chan struct{}
 	exitAfter bool         // Backend.ExitAfter
+	forkStart bool         // Backend.ForkStart
 	plan      *plan        // a direct start's plan, which its child reads
 	afterWait []func()     // run once init has been reaped
 	seen      denials      // a direct start's refused system calls
@@ -159,7 +164,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: %s: %w",
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
-	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter}
+	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart}
 	exe := b.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -255,7 +260,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			cleanup = append(cleanup, func() { idmapped <- <-idmapped }) // never leave it running
 		}
 	}
-	direct := !b.InitStage && directSupported(spec, filters) == nil
+	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
 	if direct {
 		if err := r.startDirect(filters, trees, idmapped, specR, statW, outW, errW); err != nil {
 			return nil, err

@@ -118,8 +118,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		}
 	}
 
-	f := &forkState{mapFD: fds.mapR, mapW: fds.mapW}
-	if shareVM {
+	f := &forkState{mapFD: fds.mapR, mapW: fds.mapW, share: r.shareVM()}
+	f.cmdFlags = commandFlags(f.share)
+	if f.share {
 		// Three stacks, init's, the command's process's (while it execs)
 		// and the network namespace helper's, outside the Go heap;
 		// unmapped once init has been reaped.
@@ -135,7 +136,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 
 	flags := uint64(cloneFlags)
-	if spec.Network.Mode != backend.NetHost && !shareVM {
+	if spec.Network.Mode != backend.NetHost && !f.share {
 		// Without shareVM there is no helper to make it in parallel
 		// (see buildPlan): the clone makes it.
 		flags |= unix.CLONE_NEWNET
@@ -160,7 +161,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		a := *args
-		pid, errno := forkDirect(f, &a, inCgroup || shareVM)
+		pid, errno := forkDirect(f, &a, inCgroup || f.share)
 		if errno == unix.ENOSYS {
 			// clone3 refused (a container's seccomp profile): clone, and
 			// join the cgroup after.
@@ -245,6 +246,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 	return nil
 }
+
+// shareVM reports whether this run's init shares moat's address space.
+func (r *run) shareVM() bool { return shareVM && !r.forkStart }
 
 // child is a process the host cloned itself (the direct start's init). It
 // is signalled by pid only while it has not been reaped, so that a signal

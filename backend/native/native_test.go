@@ -316,6 +316,10 @@ echo done`
 	if direct != staged {
 		t.Errorf("the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
 	}
+	// The forked direct start, which other architectures (arm64) use.
+	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
+		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
+	}
 	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
 		"lower overlay written\n", "listening 0100007F:0C38\n"} {
 		if !strings.Contains(direct, want) {
