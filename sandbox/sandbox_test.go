@@ -672,7 +672,8 @@ func TestLeftoversAreKilledBeforeTheReport(t *testing.T) {
 	}
 }
 
-// TestInitEndsWithRun: a library caller's Run leaves no idle init behind.
+// TestInitEndsWithRun: a library caller's Run returns once init has ended
+// (a next run in the same cgroup must not find it there).
 // (The direct start's init waits, after its report, for the host to close
 // the control pipe; the CLI leaves that to its own exit, see
 // TestInitEndsWithMoat in cmd/moat.)

@@ -39,7 +39,7 @@ type Backend struct {
 	// of the memory it shares with the caller, and of its namespaces, off
 	// the caller's own exit (~0.2 ms). A caller that goes on would keep
 	// that idle init until it exits; it leaves this false, and init ends
-	// as Run returns.
+	// before Run returns.
 	ExitAfter bool
 	// ForkStart starts the direct start's init with a plain fork, as on
 	// architectures without the clone trampoline (arm64), instead of in
@@ -299,21 +299,22 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			errMsg = &m
 		}
 	}
-	if direct && exitMsg != nil && r.cg == nil {
+	if linger = direct && exitMsg != nil && r.cg == nil && b.ExitAfter; linger {
 		// The direct start's init killed and reaped every other process
 		// of the run before it reported, and closed its other fds (see
 		// serve): all that is left is its own exit, in which the kernel
-		// tears its namespaces down, once the control pipe is closed. It
-		// is reaped in the background. (A run with a cgroup waits: the
-		// cgroup can be removed only once init has left it.)
-		linger = b.ExitAfter
-		if !linger {
-			r.control.Close()
-		}
+		// tears its namespaces down, once the control pipe is closed.
+		// With ExitAfter that is at this process's exit (the pipe stays
+		// open): init is reaped in the background until then.
 		go r.wait()
 	} else {
 		if direct {
-			r.control.Close() // init waits for it after its report
+			// Init waits for this after its report (see serve). A
+			// library caller's Run returns only once init has ended: a
+			// next run must not find it, exiting, in the cgroup it
+			// shares with this process (cgroup v2 then refuses to
+			// enable controllers for a child of that cgroup).
+			r.control.Close()
 		}
 		r.wait() // the outcome is in the messages and the process state
 	}
