@@ -680,6 +680,11 @@ func TestLeftoversAreKilledBeforeTheReport(t *testing.T) {
 func TestInitEndsWithRun(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		mustExit(t, run(t, t.TempDir(), nil, "/bin/true"), 0)
+		// At once: init, even exiting, would still be in the caller's
+		// cgroup.
+		if kids := proctest.Children(os.Getpid()); len(kids) > 0 {
+			t.Errorf("run %d: children of the test process alive when Run has returned: %v", i, kids)
+		}
 	}
 	kids := proctest.Gone(func() []int { return proctest.Children(os.Getpid()) }, 3*time.Second)
 	for _, p := range kids {
