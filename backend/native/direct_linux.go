@@ -469,8 +469,9 @@ func commandMain(f *forkState) {
 
 // serve reaps until the command has exited, forwarding the signals the
 // host sends on the control pipe to the command's process group; then it
-// reports the command's wait status with the resource usage of all it
-// reaped, and exits, which ends every process left in the PID namespace.
+// kills and reaps what is left in the PID namespace, reports the command's
+// wait status with the resource usage of all it reaped, waits for the host
+// to close the control pipe, and exits.
 //
 //go:nosplit
 //go:norace
