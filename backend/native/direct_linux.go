@@ -540,7 +540,7 @@ func (f *forkState) serve() {
 		f.rec[8+i] = f.rusage[i]
 	}
 	f.send()
-	if n == 2 && f.ctlFD > 0 {
+	if n == 2 && f.ctlFD > 0 && f.closeAllBut(f.ctlFD) {
 		// The control pipe is open: init exits only once moat has
 		// closed it, at the end of its Run or (the CLI) when moat itself
 		// exits. In the latter case, moat's exit then leaves to init the
@@ -550,8 +550,6 @@ func (f *forkState) serve() {
 		// end init as soon as moat's exit began, is no longer needed:
 		// every other process of the run is gone.
 		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, 0, 0)
-		syscall.RawSyscall(sysCloseRange, 0, uintptr(f.ctlFD-1), 0)
-		syscall.RawSyscall(sysCloseRange, uintptr(f.ctlFD+1), ^uintptr(0)>>32, 0)
 		f.pollFDs[1].events = 0 // POLLHUP is reported regardless
 		for {
 			_, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&f.pollFDs[1])), 1, 0, 0, 0, 0)
@@ -564,6 +562,17 @@ func (f *forkState) serve() {
 	// left to exit_group is released only after the namespaces.
 	syscall.RawSyscall(sysCloseRange, 0, ^uintptr(0)>>32, 0)
 	rawExit(0)
+}
+
+// closeAllBut closes every fd but keep; false if it could not (the host
+// would then wait for the end of pipes init holds open).
+//
+//go:nosplit
+//go:norace
+func (f *forkState) closeAllBut(keep int) bool {
+	_, _, e1 := syscall.RawSyscall(sysCloseRange, 0, uintptr(keep-1), 0)
+	_, _, e2 := syscall.RawSyscall(sysCloseRange, uintptr(keep+1), ^uintptr(0)>>32, 0)
+	return e1 == 0 && e2 == 0
 }
 
 // stageFork is the stage reported when init cannot fork the command.

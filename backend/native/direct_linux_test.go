@@ -36,14 +36,17 @@ func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
 		}
 	}
 
-	deny := seccomp.Default()
-	deny.Rules = append(deny.Rules, seccomp.Rule{Names: []string{"ppoll"}, Action: seccomp.Errno, Errno: 1})
-	prog, err := seccomp.Compile(deny, seccomp.NativeArch())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := directSupported(spec, [][]seccomp.Instruction{prog}, commandFlags(shareVM)); !errors.Is(err, errNoDirect) {
-		t.Errorf("a profile refusing ppoll: %v, want the init stage", err)
+	// Init waits for the host's end with ppoll, after prctl and close_range.
+	for _, name := range []string{"ppoll", "prctl", "close_range"} {
+		deny := seccomp.Default()
+		deny.Rules = append(deny.Rules, seccomp.Rule{Names: []string{name}, Action: seccomp.Errno, Errno: 1})
+		prog, err := seccomp.Compile(deny, seccomp.NativeArch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := directSupported(spec, [][]seccomp.Instruction{prog}, commandFlags(shareVM)); !errors.Is(err, errNoDirect) {
+			t.Errorf("a profile refusing %s: %v, want the init stage", name, err)
+		}
 	}
 }
 

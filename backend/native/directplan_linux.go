@@ -45,11 +45,20 @@ type planFDs struct {
 
 // directCalls are the system calls the direct start makes after its
 // seccomp filters are installed: init's (sendmsg and close to hand over
-// the listener, clone, ppoll, read, kill, wait4, getrusage, write,
-// exit_group) and the command's before execve (rt_sigprocmask, setsid).
-var directCalls = []string{
-	"sendmsg", "close", "clone", "ppoll", "read", "kill", "wait4", "getrusage",
-	"write", "exit_group", "rt_sigprocmask", "setsid", "execve",
+// the listener, clone, ppoll, read, kill, wait4, getrusage, write, prctl
+// and close_range before it waits for the host's end, exit_group) and the
+// command's before execve (rt_sigprocmask, setsid). Their numbers come
+// from golang.org/x/sys, for the architecture built: looking them up by
+// name would build the table of every system call's name on each run.
+var directCalls = []struct {
+	name string
+	nr   int
+}{
+	{"sendmsg", unix.SYS_SENDMSG}, {"close", unix.SYS_CLOSE}, {"clone", unix.SYS_CLONE},
+	{"ppoll", unix.SYS_PPOLL}, {"read", unix.SYS_READ}, {"kill", unix.SYS_KILL},
+	{"wait4", unix.SYS_WAIT4}, {"getrusage", unix.SYS_GETRUSAGE}, {"write", unix.SYS_WRITE},
+	{"prctl", unix.SYS_PRCTL}, {"close_range", unix.SYS_CLOSE_RANGE}, {"exit_group", unix.SYS_EXIT_GROUP},
+	{"rt_sigprocmask", unix.SYS_RT_SIGPROCMASK}, {"setsid", unix.SYS_SETSID}, {"execve", unix.SYS_EXECVE},
 }
 
 // errNoDirect says why a Spec needs the init stage.
@@ -70,18 +79,14 @@ func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction, cmdFla
 		if i == 0 {
 			prog = seccomp.Observed(prog)
 		}
-		for _, name := range directCalls {
-			nr, ok := seccomp.Lookup(arch, name)
-			if !ok {
-				continue // not on this architecture
-			}
+		for _, c := range directCalls {
 			var args [6]uint64
-			if name == "clone" {
+			if c.nr == unix.SYS_CLONE {
 				args[0] = uint64(cmdFlags)
 			}
-			ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, args)
+			ret, err := seccomp.Evaluate(prog, int32(c.nr), seccomp.AuditArch(arch), 0, args)
 			if err != nil || !seccomp.Allows(ret) {
-				return fmt.Errorf("seccomp filter %d refuses %s: %w", i+1, name, errNoDirect)
+				return fmt.Errorf("seccomp filter %d refuses %s: %w", i+1, c.name, errNoDirect)
 			}
 		}
 	}
