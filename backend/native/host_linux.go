@@ -409,6 +409,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	}
 	r.wait = func() {
 		cmd.Wait()
+		if cmd.ProcessState == nil {
+			return
+		}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 			r.state = &ws
 		}
