@@ -86,10 +86,12 @@ timeit=$tmp/timeit
 
 # uncache FILE: drop FILE's pages from the page cache, so that they are
 # read back from disk as an installed binary's are after a reboot (see
-# above). Best effort: a dd without nocache leaves them as they are.
+# above). A dd without nocache leaves them as they are, and says so.
 uncache() {
-	dd of="$1" oflag=nocache conv=notrunc,fdatasync count=0 status=none 2>/dev/null || true
-	dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true
+	if ! dd of="$1" oflag=nocache conv=notrunc,fdatasync count=0 status=none 2>/dev/null ||
+		! dd if="$1" iflag=nocache count=0 status=none 2>/dev/null; then
+		echo "-- could not drop $1 from the page cache: it is timed with its pages cached, which flatters it" >&2
+	fi
 }
 
 # --- peers -----------------------------------------------------------------

@@ -299,7 +299,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			errMsg = &m
 		}
 	}
-	if linger = direct && exitMsg != nil && r.cg == nil && b.ExitAfter; linger {
+	if linger = direct && exitMsg != nil && r.cg == nil && r.exitAfter; linger {
 		// The direct start's init killed and reaped every other process
 		// of the run before it reported, and closed its other fds (see
 		// serve): all that is left is its own exit, in which the kernel

@@ -236,7 +236,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	// The supervisor starts while init builds the root: the listener
 	// comes only once init has installed its filters.
 	if chanHost != nil {
-		stop, stopW, err := os.Pipe()
+		stop, stopW, err := pipe(false) // supervise polls stop itself
 		if err != nil {
 			return abort(fmt.Errorf("supervisor pipe: %w", err))
 		}
