@@ -394,10 +394,13 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// hidepid=2 then hides /proc/1 altogether. CAP_BLOCK_SUSPEND is only
 	// ever checked in the host's initial user namespace, where init has
 	// no capability at all.
+	// Capabilities are numbered from 0 without a gap: the first one this
+	// kernel does not know (EINVAL) ends the drops (~20 calls fewer).
 	drop := p.stage("drop capabilities")
+	g := p.newGroup()
 	for c := uintptr(0); c < 64; c++ {
 		i := p.call(drop, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c)
-		p.at(i).ok = uint16(unix.EINVAL)
+		p.at(i).skip, p.at(i).group = uint16(unix.EINVAL), g
 	}
 	inert := uint64(1) << unix.CAP_BLOCK_SUSPEND
 	p.call(drop, unix.SYS_CAPSET, mem(p, &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),

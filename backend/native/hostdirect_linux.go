@@ -153,13 +153,17 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		inCgroup bool
 	}
 	clone := func() cloned {
-		// Pdeathsig is tied to the thread that forks: keep this goroutine
-		// on one thread while starting, and that thread stays alive in
-		// the runtime's pool afterwards. clone3 is needed to start in a
-		// cgroup, and with shareVM to start without the Go runtime's
-		// signal handlers.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		// clone3 is needed to start in a cgroup, and with shareVM to
+		// start without the Go runtime's signal handlers.
+		//
+		// Init's parent-death signal is tied to the thread that clones
+		// it, which stays alive in the runtime's pool: this process
+		// never ends a goroutine locked to its thread, the only way the
+		// runtime ends one. The goroutine is not locked to its thread
+		// here either: forkDirect cannot be rescheduled between
+		// runtimeBeforeFork and the clone (the first raises m.locks),
+		// and the first runtime.LockOSThread of a process starts the
+		// runtime's template thread, one thread more per run.
 		a := *args
 		pid, errno := forkDirect(f, &a, inCgroup || f.share)
 		if errno == unix.ENOSYS {
@@ -421,11 +425,10 @@ func holdUsernsVM(uid, gid, hostUID, hostGID int) (*os.File, error) {
 		return nil, fmt.Errorf("start user namespace holder: %w", err)
 	}
 	arg := &childArg{hold: true}
-	runtime.LockOSThread()
+	// No runtime.LockOSThread: see startDirect.
 	runtimeBeforeFork()
 	pid, e := rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
 	runtimeAfterFork()
-	runtime.UnlockOSThread()
 	if e != 0 {
 		unix.Munmap(stk)
 		return nil, fmt.Errorf("start user namespace holder: %w", syscall.Errno(e))
