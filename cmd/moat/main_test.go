@@ -1,3 +1,8 @@
+//go:build linux
+
+// The CLI's tests run real sandboxes: Linux only (on macOS moat run says it
+// is unsupported), and they use Linux's system calls.
+
 package main
 
 import (
