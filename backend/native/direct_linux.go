@@ -85,7 +85,7 @@ type step struct {
 const (
 	recError   = 1 // [1] stage, [2] errno
 	recStarted = 2 // [3] the command's pid
-	recExit    = 3 // [4] wait status, [8:] struct rusage of the reaped
+	recExit    = 3 // [4] wait status, [8:] struct rusage of the reaped; [26] free bytes on the disk limit's tmpfs, [27] 1 if measured
 )
 
 // record is one message of the direct start to the host: written whole
@@ -107,6 +107,7 @@ type forkState struct {
 	ctlFD    int // the control pipe: signals to forward
 	statusFD int // records to the host
 	sigFD    int // index into vals of init's signalfd (SIGCHLD)
+	scratch  int // index into vals of the disk limit tmpfs's fd; 0: no limit
 
 	// With shareVM: the stacks (init's: stackSize bytes from stack; the
 	// command's process's: ending at cmdStack), and childEntry's
@@ -132,6 +133,7 @@ type forkState struct {
 	wstatus int32 // the command's
 	cmdPid  uintptr
 	rusage  [18]uint64 // struct rusage
+	statfs  syscall.Statfs_t
 }
 
 type pollFD struct {
@@ -538,6 +540,13 @@ func (f *forkState) serve() {
 	f.rec[0], f.rec[4] = recExit, uint64(uint32(f.wstatus))
 	for i := 0; i < len(f.rusage); i++ {
 		f.rec[8+i] = f.rusage[i]
+	}
+	if f.scratch != 0 {
+		// Under a disk limit: the space left once nothing writes any more.
+		_, _, e := syscall.RawSyscall(syscall.SYS_FSTATFS, f.vals[f.scratch], uintptr(unsafe.Pointer(&f.statfs)), 0)
+		if e == 0 {
+			f.rec[26], f.rec[27] = f.statfs.Bavail*uint64(f.statfs.Bsize), 1
+		}
 	}
 	f.send()
 	if n == 2 && f.ctlFD > 0 && f.closeAllBut(f.ctlFD) {

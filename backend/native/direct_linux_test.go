@@ -50,6 +50,39 @@ func TestBuiltinProfilesAllowTheDirectStart(t *testing.T) {
 	}
 }
 
+// TestDiskLimitDirectStart: a disk limit takes the direct start, unless an
+// overlay's changes must be merged after the command, or a profile
+// refuses the fstatfs init makes at the end.
+func TestDiskLimitDirectStart(t *testing.T) {
+	spec := &backend.Spec{Network: backend.Network{Mode: backend.NetNone}, Limits: backend.Limits{DiskBytes: 1 << 20},
+		Mounts: []backend.Mount{{Kind: backend.MountTmpfs, Target: "/tmp"}}}
+	prog, err := seccomp.Compile(seccomp.Default(), seccomp.NativeArch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := directSupported(spec, [][]seccomp.Instruction{prog}, commandFlags(shareVM)); err != nil {
+		t.Errorf("disk limit: %v", err)
+	}
+	deny := seccomp.Default()
+	deny.Rules = append(deny.Rules, seccomp.Rule{Names: []string{"fstatfs"}, Action: seccomp.Errno, Errno: 1})
+	denied, err := seccomp.Compile(deny, seccomp.NativeArch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := directSupported(spec, [][]seccomp.Instruction{denied}, commandFlags(shareVM)); !errors.Is(err, errNoDirect) {
+		t.Errorf("a profile refusing fstatfs under a disk limit: %v, want the init stage", err)
+	}
+	spec.Limits.DiskBytes = 0
+	if err := directSupported(spec, [][]seccomp.Instruction{denied}, commandFlags(shareVM)); err != nil {
+		t.Errorf("a profile refusing fstatfs without a disk limit: %v", err)
+	}
+	spec.Limits.DiskBytes = 1 << 20
+	spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountOverlay, Target: "/w", Source: "/w", Layers: "/l"})
+	if err := directSupported(spec, [][]seccomp.Instruction{prog}, commandFlags(shareVM)); !errors.Is(err, errNoDirect) {
+		t.Errorf("overlay under a disk limit: %v, want the init stage", err)
+	}
+}
+
 // TestLandlockABI1CountsAsNone: moat's rules grant "refer", which ABI 1
 // cannot handle, so go-landlock's best effort (and the direct start)
 // would restrict nothing there; reporting ABI 1 as in force would let

@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,10 @@ type plan struct {
 	list   *[]step
 	group  uint16
 	made   map[string]bool // directories made under the new root
+	// scratch is the slot of the disk limit tmpfs's fd, 0 without a
+	// limit; scratchDirs counts the directories made on it.
+	scratch     uint16
+	scratchDirs int
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -61,25 +66,40 @@ var directCalls = []struct {
 	{"rt_sigprocmask", unix.SYS_RT_SIGPROCMASK}, {"setsid", unix.SYS_SETSID}, {"execve", unix.SYS_EXECVE},
 }
 
+// diskCalls are the calls init makes after its filters under a disk
+// limit: fstatfs of the limit's tmpfs, to tell whether it was filled.
+var diskCalls = []struct {
+	name string
+	nr   int
+}{{"fstatfs", unix.SYS_FSTATFS}}
+
 // errNoDirect says why a Spec needs the init stage.
 var errNoDirect = errors.New("needs the init stage")
 
 // directSupported tells whether a Spec can be started directly. The init
-// stage still serves what needs Go code inside the sandbox while the
-// command runs or after: a disk limit (one sized tmpfs for every writable
-// place, and an overlay's writes merged into its change set after the
-// command). It also takes a Spec whose seccomp filters would refuse the
-// direct start's own calls.
+// stage still serves what needs Go code inside the sandbox after the
+// command: an overlay under a disk limit, whose writes go to the limit's
+// tmpfs and are merged into the change set once the command has ended.
+// It also takes a Spec whose seccomp filters would refuse the direct
+// start's own calls.
 func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction, cmdFlags uintptr) error {
 	if spec.Limits.DiskBytes > 0 {
-		return fmt.Errorf("disk limit: %w", errNoDirect)
+		for _, m := range spec.Mounts {
+			if m.Kind == backend.MountOverlay {
+				return fmt.Errorf("overlay under a disk limit: %w", errNoDirect)
+			}
+		}
 	}
 	arch := seccomp.NativeArch()
 	for i, prog := range filters {
 		if i == 0 {
 			prog = seccomp.Observed(prog)
 		}
-		for _, c := range directCalls {
+		calls := directCalls
+		if spec.Limits.DiskBytes > 0 {
+			calls = append(calls[:len(calls):len(calls)], diskCalls...)
+		}
+		for _, c := range calls {
 			var args [6]uint64
 			if c.nr == unix.SYS_CLONE {
 				args[0] = uint64(cmdFlags)
@@ -643,6 +663,19 @@ func (p *plan) root(spec *backend.Spec, trees map[string]int) error {
 	p.mount(mf, maskFile, maskFile, "", unix.MS_BIND, "")
 	p.setAttr(mf, maskFile, maskAttrs, false)
 	p.mount(p.stage("mount root tmpfs"), "tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
+	if size := spec.Limits.DiskBytes; size > 0 {
+		// The disk limit (see disk_linux.go): one tmpfs of its size, on
+		// the temporary root, of which /tmp, home and /dev/shm are
+		// directories. Init keeps an fd of it to tell, once the command
+		// has ended, whether it was filled (f.scratch).
+		stg := p.stage("disk limit")
+		p.call(stg, unix.SYS_MKDIRAT, atFDCWD, p.str(scratchDir), 0o755)
+		p.mount(p.stage("disk limit: mount tmpfs"), "tmpfs", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0755,size=%d", size))
+		p.scratch = p.val()
+		i := p.call(stg, unix.SYS_OPENAT, atFDCWD, p.str(scratchDir), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC)
+		p.at(i).save = p.scratch
+		p.f.scratch = int(p.scratch)
+	}
 
 	for i, m := range spec.Mounts {
 		if err := p.applyMount(i, m, trees); err != nil {
@@ -709,8 +742,12 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		p.setGroup(from, g)
 	case backend.MountTmpfs:
 		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o755, 0)
-		stg := p.stage("mount tmpfs " + m.Target)
-		p.mount(stg, "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options)
+		if p.scratch != 0 {
+			// Under a disk limit, a directory of the one sized tmpfs.
+			p.bindScratch(p.stage("tmpfs "+m.Target), target, m.Options)
+		} else {
+			p.mount(p.stage("mount tmpfs "+m.Target), "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options)
+		}
 		if m.ReadOnly {
 			p.setAttr(p.stage("tmpfs "+m.Target), target, unix.MOUNT_ATTR_RDONLY, false)
 		}
@@ -793,6 +830,19 @@ func (p *plan) overlay(i int, m backend.Mount, target string, trees map[string]i
 	p.mount(stg, "overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
 }
 
+// bindScratch binds a fresh directory of the disk limit's tmpfs at target
+// (an existing directory), with the mode a tmpfs mount's options ask for,
+// as scratch.bind does in the init stage.
+func (p *plan) bindScratch(stage uint16, target, options string) {
+	p.scratchDirs++
+	d := fmt.Sprintf("%s/d%d", scratchDir, p.scratchDirs)
+	p.call(stage, unix.SYS_MKDIRAT, atFDCWD, p.str(d), 0o700)
+	// mkdir applies the umask and cannot set the sticky bit.
+	mode := scratchMode(options)
+	p.call(stage, unix.SYS_FCHMODAT, atFDCWD, p.str(d), uintptr(uint32(mode&os.ModePerm)|stickyBits(mode)))
+	p.mount(stage, d, target, "", unix.MS_BIND, "")
+}
+
 // mask hides target: a directory becomes an empty read-only tmpfs, any
 // other file the mode-0 mask file; a missing one is left alone.
 func (p *plan) mask(target, name string) {
@@ -824,7 +874,11 @@ func (p *plan) dev(target string) {
 	p.call(p.stage("dev pts"), unix.SYS_MKDIRAT, atFDCWD, p.str(target+"/pts"), 0o755)
 	p.mount(p.stage("mount devpts"), "devpts", target+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
 	p.call(p.stage("dev shm"), unix.SYS_MKDIRAT, atFDCWD, p.str(target+"/shm"), 0o755)
-	p.mount(p.stage("mount /dev/shm"), "tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	if p.scratch != 0 {
+		p.bindScratch(p.stage("dev shm"), target+"/shm", "mode=1777")
+	} else {
+		p.mount(p.stage("mount /dev/shm"), "tmpfs", target+"/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	}
 	links := [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
 		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"},

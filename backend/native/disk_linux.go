@@ -60,6 +60,17 @@ func mountScratch(size int64) error {
 func (s *scratch) dir(options string) (string, error) {
 	s.n++
 	d := fmt.Sprintf("%s/d%d", scratchDir, s.n)
+	mode := scratchMode(options)
+	if err := os.Mkdir(d, 0o700); err != nil {
+		return "", err
+	}
+	// Mkdir applies the umask and cannot set the sticky bit.
+	return d, unix.Chmod(d, uint32(mode&os.ModePerm)|stickyBits(mode))
+}
+
+// scratchMode is the mode a tmpfs mount's options ask for ("mode=1777,...";
+// 0755 without one), for the scratch directory that stands in for it.
+func scratchMode(options string) os.FileMode {
 	mode := os.FileMode(0o755)
 	for _, o := range strings.Split(options, ",") {
 		if v, ok := strings.CutPrefix(o, "mode="); ok {
@@ -68,11 +79,7 @@ func (s *scratch) dir(options string) (string, error) {
 			}
 		}
 	}
-	if err := os.Mkdir(d, 0o700); err != nil {
-		return "", err
-	}
-	// Mkdir applies the umask and cannot set the sticky bit.
-	return d, unix.Chmod(d, uint32(mode&os.ModePerm)|stickyBits(mode))
+	return mode
 }
 
 func stickyBits(m os.FileMode) uint32 {
@@ -126,8 +133,13 @@ func (s *scratch) full() bool {
 	if err := unix.Fstatfs(s.fd, &st); err != nil {
 		return false
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	return free < max(64<<10, s.size/100)
+	return diskFull(int64(st.Bavail)*int64(st.Bsize), s.size)
+}
+
+// diskFull tells from the free space left on the disk limit's tmpfs of
+// size bytes whether a write was, or would have been, refused.
+func diskFull(free, size int64) bool {
+	return free < max(64<<10, size/100)
 }
 
 // merge folds the run's upper layer into the persistent one. It runs

@@ -29,10 +29,10 @@
 // host's.
 //
 // The init stage (init_linux.go, mount_linux.go), for runs that need Go
-// code inside the sandbox while the command runs or after it: an overlay
-// workspace under a disk limit (whose changes init merges when the
-// command has ended) and any other run under a disk limit (one sized
-// tmpfs holds its writable places); and for a Spec
+// code inside the sandbox after the command: an overlay workspace under a
+// disk limit, whose changes init merges when the command has ended (any
+// other run under a disk limit takes the direct start, whose plan puts
+// the writable places on the limit's one sized tmpfs too); and for a Spec
 // whose seccomp filters would refuse the direct start's own calls. The
 // host side (host_linux.go) prepares the run's cgroup, the pipes and,
 // for a caller that is root, detached and id-mapped mount trees; it then

@@ -267,7 +267,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 		r.control = specW
 		cleanup = append(cleanup, r.stopSupervisor)
-		go readRecords(statR, msgs, r.stages)
+		go readRecords(statR, msgs, r.stages, spec.Limits.DiskBytes)
 	} else {
 		if err := r.startInit(exe, filters, trees, idmapped, specR, specW, statW, outW, errW); err != nil {
 			return nil, err

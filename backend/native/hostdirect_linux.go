@@ -376,7 +376,9 @@ func (r *run) stopSupervisor() {
 }
 
 // readRecords turns a direct start's records into messages.
-func readRecords(rd io.Reader, out chan<- message, stages []stageInfo) {
+// diskSize is the run's disk limit, to tell from the space left on its
+// tmpfs whether it was filled.
+func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize int64) {
 	defer close(out)
 	var rec record
 	b := make([]byte, unsafe.Sizeof(rec))
@@ -408,6 +410,7 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo) {
 				UserNanos:  int64(ru[0])*1e9 + int64(ru[1])*1e3,
 				SysNanos:   int64(ru[2])*1e9 + int64(ru[3])*1e3,
 				MaxRSSKiB:  int64(ru[4]),
+				DiskFull:   rec[27] == 1 && diskFull(int64(rec[26]), diskSize),
 			}
 		}
 	}

@@ -240,9 +240,9 @@ func TestCheckIDMap(t *testing.T) {
 // sees: identity, capabilities, limits, the whole mount table (mount
 // points, options, file system types and their options), and what it may
 // read, write, list and execute under each kind of mount, Landlock
-// included. The direct start decides from a plan made on the host what
-// the init stage decides while it runs; any drift between the two shows
-// here.
+// included, with and without a disk limit. The direct start decides from a
+// plan made on the host what the init stage decides while it runs; any
+// drift between the two shows here.
 func TestDirectStartMatchesInitStage(t *testing.T) {
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
@@ -257,6 +257,7 @@ grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status
 ulimit -c; ulimit -n; ulimit -f; ulimit -t
 ls -a / /dev | tr '\n' ' '; echo
 readlink /bin /dev/fd /dev/ptmx
+stat -c '%a %U %n' /tmp "$HOME" /dev/shm
 awk '{ split($0, h, " - "); print $5, $6, h[2] }' /proc/self/mountinfo | sed 's/,size=[0-9]*k//'
 for p in / /usr /etc /tmp "$HOME" /dev /dev/shm /proc "$PWD" "$PWD/.git/hooks" /opt/moat-ro /opt/moat-rw /opt/moat-gone /opt/moat-hidden; do
   ls "$p" >/dev/null 2>&1 && echo "list $p"
@@ -271,6 +272,7 @@ kill -0 1 2>/dev/null && echo "signal init"
 awk '$4 == "0A" { print "listening", $2 }' /proc/net/tcp
 cat /opt/moat-overlay/f && echo x > /opt/moat-overlay/new && echo " overlay written"
 echo done`
+	disk := false // a disk limit, which takes no overlay in the direct start
 	mk := func() *backend.Spec {
 		s := spec(t, ws, "/bin/sh", "-c", probe)
 		idmap := os.Geteuid() == 0
@@ -283,13 +285,17 @@ echo done`
 			backend.Mount{Kind: backend.MountFile, Target: "/opt/moat-ro/file", Data: "file-data"},
 			backend.Mount{Kind: backend.MountSymlink, Source: "/opt/moat-ro", Target: "/opt/moat-link"},
 		)
+		s.Network = backend.Network{Mode: backend.NetProxy, ProxyPort: 3128}
+		if disk {
+			s.Limits.DiskBytes = 10 << 20
+			return s
+		}
 		// An overlay, with fresh upper and work layers for each run.
 		os.RemoveAll(filepath.Join(layers, "upper"))
 		os.RemoveAll(filepath.Join(layers, "work"))
 		os.Mkdir(filepath.Join(layers, "upper"), 0o755)
 		os.Mkdir(filepath.Join(layers, "work"), 0o755)
 		s.Mounts = append(s.Mounts, backend.Mount{Kind: backend.MountOverlay, Source: lower, Layers: layers, Target: "/opt/moat-overlay"})
-		s.Network = backend.Network{Mode: backend.NetProxy, ProxyPort: 3128}
 		return s
 	}
 	serve := func(l net.Listener) {
@@ -321,7 +327,7 @@ echo done`
 		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
 	}
 	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
-		"lower overlay written\n", "listening 0100007F:0C38\n"} {
+		"lower overlay written\n", "listening 0100007F:0C38\n", "1777 agent /tmp\n"} {
 		if !strings.Contains(direct, want) {
 			t.Errorf("probe lacks %q:\n%s", want, direct)
 		}
@@ -330,5 +336,19 @@ echo done`
 		if strings.Contains(direct, never) {
 			t.Errorf("probe shows %q:\n%s", never, direct)
 		}
+	}
+
+	// Under a disk limit, /tmp, home and /dev/shm are directories of one
+	// sized tmpfs (see disk_linux.go), in both starts.
+	disk = true
+	direct, staged = runWith(&native.Backend{}), runWith(&native.Backend{InitStage: true})
+	if direct != staged {
+		t.Errorf("under a disk limit, the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
+	}
+	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
+		t.Errorf("under a disk limit, the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
+	}
+	if !strings.Contains(direct, "1777 agent /dev/shm\n") {
+		t.Errorf("probe under a disk limit:\n%s", direct)
 	}
 }
