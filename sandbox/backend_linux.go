@@ -6,5 +6,7 @@ import (
 )
 
 func defaultBackend(exitAfter bool) backend.Backend {
-	return &native.Backend{ExitAfter: exitAfter}
+	// The caller that exits after Run is the CLI, whose code never ends a
+	// goroutine locked to its thread (see Request.ExitAfter).
+	return &native.Backend{ExitAfter: exitAfter, NoLockedExits: exitAfter}
 }

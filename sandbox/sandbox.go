@@ -62,6 +62,9 @@ type Request struct {
 	// once every other process of the run is dead, to end with the
 	// caller, which spares the caller's exit some teardown (see
 	// native.Backend.ExitAfter). A caller that goes on leaves it false.
+	// It also promises that no goroutine of the caller ends while locked
+	// to its OS thread, so that any thread may start the sandbox's init
+	// (native.Backend.NoLockedExits).
 	ExitAfter bool
 }
 

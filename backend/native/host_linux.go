@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +40,14 @@ type Backend struct {
 	// that idle init until it exits; it leaves this false, and init ends
 	// before Run returns.
 	ExitAfter bool
+	// NoLockedExits promises that no goroutine of this process ends while
+	// locked to its OS thread (runtime.LockOSThread without a matching
+	// UnlockOSThread), which makes the runtime end the thread: inits may
+	// then be started from any thread (the CLI). Left false, they are
+	// started from one thread kept for that, made at the first run (two
+	// OS threads, once): the kernel kills init, and with it the run, when
+	// the thread that started it ends (see onStartThread).
+	NoLockedExits bool
 	// ForkStart starts the direct start's init with a plain fork, as on
 	// architectures without the clone trampoline (arm64), instead of in
 	// moat's address space: for tests, which run that path on amd64 too.
@@ -104,25 +111,26 @@ var initCaps = []uintptr{
 
 // run is the host side of one sandbox.
 type run struct {
-	spec      *backend.Spec
-	stdio     backend.Stdio
-	start     time.Time
-	started   time.Time // the "started" message arrived
-	cg        *cgroup.Cgroup
-	signal    func(syscall.Signal) // signals init, never after it was reaped
-	wait      func()               // waits for init to end, then sets state
-	state     *syscall.WaitStatus  // how init ended
-	stages    []stageInfo          // a direct start's stages, for its errors
-	cleanup   []func()             // run when Run returns
-	stopSup   *os.File             // closing it stops a direct start's supervisor
-	supDone   chan struct{}
-	exitAfter bool         // Backend.ExitAfter
-	forkStart bool         // Backend.ForkStart
-	plan      *plan        // a direct start's plan, which its child reads
-	afterWait []func()     // run once init has been reaped
-	seen      denials      // a direct start's refused system calls
-	killed    atomic.Value // backend.Cause the host killed the run for
-	output    atomic.Int64
+	spec         *backend.Spec
+	stdio        backend.Stdio
+	start        time.Time
+	started      time.Time // the "started" message arrived
+	cg           *cgroup.Cgroup
+	signal       func(syscall.Signal) // signals init, never after it was reaped
+	wait         func()               // waits for init to end, then sets state
+	state        *syscall.WaitStatus  // how init ended
+	stages       []stageInfo          // a direct start's stages, for its errors
+	cleanup      []func()             // run when Run returns
+	stopSup      *os.File             // closing it stops a direct start's supervisor
+	supDone      chan struct{}
+	exitAfter    bool         // Backend.ExitAfter
+	onInitParent func(func()) // Backend.onInitParent
+	forkStart    bool         // Backend.ForkStart
+	plan         *plan        // a direct start's plan, which its child reads
+	afterWait    []func()     // run once init has been reaped
+	seen         denials      // a direct start's refused system calls
+	killed       atomic.Value // backend.Cause the host killed the run for
+	output       atomic.Int64
 
 	// control is the spec pipe, kept open after the Spec: signals to
 	// forward to the command, and for a run with changes to save (save),
@@ -164,7 +172,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: %s: %w",
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
-	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart}
+	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart, onInitParent: b.onInitParent}
 	exe := b.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -417,12 +425,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		}
 	}
 
-	// Pdeathsig is tied to the thread that forks: keep this goroutine on
-	// one thread while starting, and that thread stays alive in the
-	// runtime's pool afterwards.
-	runtime.LockOSThread()
-	err := cmd.Start()
-	runtime.UnlockOSThread()
+	// Pdeathsig is tied to the thread that forks (see onStartThread).
+	var err error
+	r.onInitParent(func() { err = cmd.Start() })
 	if err != nil {
 		return startError(err)
 	}

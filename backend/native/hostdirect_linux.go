@@ -157,24 +157,28 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		// start without the Go runtime's signal handlers.
 		//
 		// Init's parent-death signal is tied to the thread that clones
-		// it, which stays alive in the runtime's pool: this process
-		// never ends a goroutine locked to its thread, the only way the
-		// runtime ends one. The goroutine is not locked to its thread
-		// here either: forkDirect cannot be rescheduled between
-		// runtimeBeforeFork and the clone (the first raises m.locks),
-		// and the first runtime.LockOSThread of a process starts the
-		// runtime's template thread, one thread more per run.
-		a := *args
-		pid, errno := forkDirect(f, &a, inCgroup || f.share)
-		if errno == unix.ENOSYS {
-			// clone3 refused (a container's seccomp profile): clone, and
-			// join the cgroup after.
-			a = *args
-			a.flags &^= unix.CLONE_INTO_CGROUP
-			pid, errno = forkDirect(f, &a, false)
-			return cloned{pid, errno, false}
-		}
-		return cloned{pid, errno, inCgroup}
+		// it: a thread that outlives the run (see onStartThread). The
+		// goroutine is not locked to its thread while it clones:
+		// forkDirect cannot be rescheduled between runtimeBeforeFork
+		// and the clone (the first raises m.locks), and the first
+		// runtime.LockOSThread of a process starts the runtime's
+		// template thread, one thread more.
+		var c cloned
+		r.onInitParent(func() {
+			a := *args
+			pid, errno := forkDirect(f, &a, inCgroup || f.share)
+			if errno == unix.ENOSYS {
+				// clone3 refused (a container's seccomp profile): clone,
+				// and join the cgroup after.
+				a = *args
+				a.flags &^= unix.CLONE_INTO_CGROUP
+				pid, errno = forkDirect(f, &a, false)
+				c = cloned{pid, errno, false}
+				return
+			}
+			c = cloned{pid, errno, inCgroup}
+		})
+		return c
 	}
 
 	rl, err := directRlimits(spec.Limits)

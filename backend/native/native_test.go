@@ -10,8 +10,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -350,5 +353,53 @@ echo done`
 	}
 	if !strings.Contains(direct, "1777 agent /dev/shm\n") {
 		t.Errorf("probe under a disk limit:\n%s", direct)
+	}
+}
+
+// TestLockedExitsDoNotEndRuns: a goroutine that ends while locked to its
+// OS thread makes the Go runtime end that thread, and the kernel sends
+// the parent-death signal (SIGKILL) to the processes the thread started.
+// Code embedding moat may do that at any time; a run must not die of it.
+// Each start is tried while goroutines keep ending locked; before inits
+// were started from a thread kept for that, most such runs were killed.
+func TestLockedExitsDoNotEndRuns(t *testing.T) {
+	ws := t.TempDir()
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var ended sync.WaitGroup
+				for range 8 {
+					ended.Add(1)
+					go func() {
+						defer ended.Done()
+						runtime.LockOSThread() // and never unlocked: the thread ends
+						time.Sleep(time.Millisecond)
+					}()
+				}
+				ended.Wait()
+			}
+		}()
+		for round := range 5 {
+			var out, errb bytes.Buffer
+			st, err := b.Run(context.Background(), spec(t, ws, "/bin/sh", "-c", "sleep 0.2; echo done"), backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("init stage %v, fork %v: %v", b.InitStage, b.ForkStart, err)
+			}
+			if st.ExitCode != 0 || out.String() != "done\n" {
+				t.Errorf("init stage %v, fork %v, round %d: exit %d, signal %v: the run died with a thread of this process\n%s",
+					b.InitStage, b.ForkStart, round, st.ExitCode, st.Signal, errb.String())
+			}
+		}
+		close(stop)
+		wg.Wait()
 	}
 }
