@@ -207,6 +207,7 @@ type childArg struct {
 	f       *forkState
 	command bool
 	hold    bool // only wait to be killed (see holdUsernsVM)
+	ppid    int  // with hold: moat's pid
 	net     bool // the network namespace helper (see netMain)
 }
 
@@ -219,6 +220,12 @@ type childArg struct {
 //go:norace
 func childEntry(a *childArg) {
 	if a.hold {
+		// It dies with moat: if moat died before the signal was set, the
+		// holder already has another parent.
+		syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0)
+		if ppid, _, _ := syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0); int(ppid) != a.ppid {
+			rawExit(1)
+		}
 		for {
 			syscall.RawSyscall6(syscall.SYS_PPOLL, 0, 0, 0, 0, 0, 0)
 		}

@@ -72,7 +72,7 @@ func TestIDMappedSourceRefusedClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	ns, err := idmapUserns(0, 0, 3000000000, 3000000000)
+	ns, err := idmapUserns(0, 0, 3000000000, 3000000000, onStartThread)
 	if err != nil {
 		t.Fatal(err)
 	}

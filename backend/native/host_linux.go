@@ -264,7 +264,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			// prepares the start. Init moves the trees into place only
 			// after the host has waited for it.
 			<-idmapped
-			go func() { idmapped <- applyIDMaps(spec, maps) }()
+			go func() { idmapped <- applyIDMaps(spec, maps, r.onInitParent) }()
 			cleanup = append(cleanup, func() { idmapped <- <-idmapped }) // never leave it running
 		}
 	}

@@ -423,19 +423,24 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize 
 // holdUsernsVM is idmapUserns' holder on amd64: a child cloned into a new
 // user namespace that shares this process's memory (as the direct
 // start's init does, see forkDirect) and does nothing but wait, with
-// every signal blocked, to be killed. Its stack is unmapped once it has
-// been reaped.
-func holdUsernsVM(uid, gid, hostUID, hostGID int) (*os.File, error) {
+// every signal blocked, to be killed; it dies with moat too (its
+// parent-death signal). Its stack is unmapped once it has been reaped.
+// onParent runs its clone on a thread that outlives it (see
+// onStartThread).
+func holdUsernsVM(uid, gid, hostUID, hostGID int, onParent func(func())) (*os.File, error) {
 	const size = 16 << 10
 	stk, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
 	if err != nil {
 		return nil, fmt.Errorf("start user namespace holder: %w", err)
 	}
-	arg := &childArg{hold: true}
-	// No runtime.LockOSThread: see startDirect.
-	runtimeBeforeFork()
-	pid, e := rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
-	runtimeAfterFork()
+	arg := &childArg{hold: true, ppid: os.Getpid()}
+	var pid, e uintptr
+	onParent(func() {
+		// No runtime.LockOSThread: see startDirect.
+		runtimeBeforeFork()
+		pid, e = rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
+		runtimeAfterFork()
+	})
 	if e != 0 {
 		unix.Munmap(stk)
 		return nil, fmt.Errorf("start user namespace holder: %w", syscall.Errno(e))

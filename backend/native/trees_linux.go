@@ -114,7 +114,7 @@ func CheckIDMap(dir string, hostUID, hostGID int) error {
 		return nil // a run maps nothing here
 	}
 	spec := &backend.Spec{User: backend.Identity{HostUID: hostUID, HostGID: hostGID}}
-	return applyIDMaps(spec, []idmap{{tree: f, uid: int(st.Uid), gid: int(st.Gid)}})
+	return applyIDMaps(spec, []idmap{{tree: f, uid: int(st.Uid), gid: int(st.Gid)}}, onStartThread)
 }
 
 // idmap is a tree still to be id-mapped: files owned by uid:gid are to
@@ -129,7 +129,8 @@ type idmap struct {
 // detached mounts), as long as it is before init reads the Spec and moves
 // them into place: the host does it while init's runtime starts, since
 // getting a user namespace for the mapping costs a fork and an exec.
-func applyIDMaps(spec *backend.Spec, maps []idmap) error {
+// onParent starts the user namespaces' holders (see idmapUserns).
+func applyIDMaps(spec *backend.Spec, maps []idmap, onParent func(func())) error {
 	userns := map[[2]int]*os.File{}
 	defer func() {
 		for _, f := range userns {
@@ -141,7 +142,7 @@ func applyIDMaps(spec *backend.Spec, maps []idmap) error {
 		ns := userns[owner]
 		if ns == nil {
 			var err error
-			ns, err = idmapUserns(m.uid, m.gid, spec.User.HostUID, spec.User.HostGID)
+			ns, err = idmapUserns(m.uid, m.gid, spec.User.HostUID, spec.User.HostGID, onParent)
 			if err != nil {
 				return fmt.Errorf("id-map %s: %w", m.tree.Name(), err)
 			}
@@ -227,14 +228,21 @@ var fsNames = sync.OnceValue(func() map[int64]string {
 // here). Where tracing is refused (Yama's ptrace_scope 3, an LSM), the
 // child runs this binary as moat-userns-holder instead, which waits to be
 // killed. Either way it is killed as soon as the namespace is open.
-func idmapUserns(uid, gid, hostUID, hostGID int) (*os.File, error) {
+//
+// onParent runs the start of the child on a thread that outlives it (see
+// onStartThread): the child dies with the thread that started it.
+func idmapUserns(uid, gid, hostUID, hostGID int, onParent func(func())) (*os.File, error) {
 	if shareVM {
-		return holdUsernsVM(uid, gid, hostUID, hostGID)
+		return holdUsernsVM(uid, gid, hostUID, hostGID, onParent)
 	}
-	f, err := holdUserns(uid, gid, hostUID, hostGID, true)
-	if err != nil {
-		f, err = holdUserns(uid, gid, hostUID, hostGID, false)
-	}
+	var f *os.File
+	var err error
+	onParent(func() {
+		f, err = holdUserns(uid, gid, hostUID, hostGID, true)
+		if err != nil {
+			f, err = holdUserns(uid, gid, hostUID, hostGID, false)
+		}
+	})
 	return f, err
 }
 
