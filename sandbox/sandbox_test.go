@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -692,6 +693,75 @@ func TestInitEndsWithRun(t *testing.T) {
 	}
 	if len(kids) > 0 {
 		t.Fatalf("children of the test process still alive 3 s after their runs: %v", kids)
+	}
+}
+
+// TestConcurrentRuns: a program may run sandboxes side by side (an agent
+// harness running several tools at once). Eight at a time, each in its
+// own workspace, with and without a cgroup limit or a disk limit, every
+// run gets its own output and files, and nothing is left behind:
+// processes, mounts, cgroups.
+func TestConcurrentRuns(t *testing.T) {
+	mountsBefore := countLines("/proc/self/mountinfo")
+	cgBefore := moatCgroups()
+	caps := (&native.Backend{}).Capabilities()
+	home, _ := os.UserHomeDir()
+	const workers, each = 8, 4
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		ws := t.TempDir()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				p := policy.Default()
+				p.Workspace.Path = ws
+				switch (w + i) % 3 {
+				case 1:
+					if caps.Pids {
+						p.Limits.Pids = 64
+					}
+				case 2:
+					p.Limits.Disk = policy.Size(8 << 20)
+				}
+				if err := p.Resolve(ws, home); err != nil {
+					errs <- err
+					return
+				}
+				token := fmt.Sprintf("run-%d-%d", w, i)
+				var out, errb bytes.Buffer
+				rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p,
+					Args: []string{"/bin/sh", "-c", "echo " + token + " > f && cat f && echo " + token + " > /tmp/t && cat /tmp/t"}},
+					backend.Stdio{Stdout: &out, Stderr: &errb})
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("%s: %v\n%s", token, err, errb.String())
+				case rep.ExitCode != 0 || out.String() != token+"\n"+token+"\n":
+					errs <- fmt.Errorf("%s: exit %d (%s), stdout %q, stderr %q", token, rep.ExitCode, rep.Reason, out.String(), errb.String())
+				}
+				if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != token+"\n" {
+					errs <- fmt.Errorf("%s: workspace file %q", token, b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if kids := proctest.Gone(func() []int { return proctest.Children(os.Getpid()) }, 3*time.Second); len(kids) > 0 {
+		for _, p := range kids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Errorf("children of the test process alive 3 s after their runs: %v", kids)
+	}
+	if m := countLines("/proc/self/mountinfo"); m != mountsBefore {
+		t.Errorf("host mounts: %d before, %d after", mountsBefore, m)
+	}
+	if c := moatCgroups(); c > cgBefore {
+		t.Errorf("moat cgroups: %d before, %d after", cgBefore, c)
 	}
 }
 
