@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,4 +98,76 @@ func TestIDMappedSourceRefusedClearly(t *testing.T) {
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(fmt.Sprint(err), "id-mapped already") {
 		t.Errorf("a workspace on an idmapped mount: %v", err)
 	}
+}
+
+// TestHolderDiesWithMoat: the amd64 holder, a raw clone that waits with
+// every signal blocked, dies with the moat process that started it (its
+// parent-death signal, or, when moat was gone before it could set that,
+// its parent check); it would otherwise wait on the host for ever. The
+// moat here is this test binary run again (MOAT_TEST_HOLDER, see init),
+// killed once its holder has started; this process takes the orphan
+// (PR_SET_CHILD_SUBREAPER) and so can see how it ended.
+func TestHolderDiesWithMoat(t *testing.T) {
+	if !shareVM {
+		t.Skip("this architecture's holder is started by os/exec, with its Pdeathsig")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	for round := range 10 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "MOAT_TEST_HOLDER=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if _, err := fmt.Fscan(out, &pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: the holder's pid: %v", round, err)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var ws syscall.WaitStatus
+			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG|unix.WALL, nil)
+			if err != nil {
+				t.Fatalf("round %d: wait for the holder: %v", round, err)
+			}
+			if got == pid {
+				if !ws.Signaled() && ws.ExitStatus() == 0 {
+					t.Fatalf("round %d: the holder ended with %v", round, ws)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				syscall.Wait4(pid, &ws, 0, nil)
+				t.Fatalf("round %d: the holder outlived its moat by 5 s", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// init makes this test binary a moat that starts a holder, prints its pid
+// and waits to be killed, for TestHolderDiesWithMoat.
+func init() {
+	if os.Getenv("MOAT_TEST_HOLDER") != "1" {
+		return
+	}
+	pid, _, err := startHolderVM(func(f func()) { f() })
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println(pid)
+	time.Sleep(time.Hour)
+	os.Exit(1)
 }

@@ -420,6 +420,33 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize 
 	}
 }
 
+// startHolderVM clones holdUsernsVM's child into a new user namespace, on
+// a stack of its own; reaped releases the stack once the child has been
+// reaped.
+func startHolderVM(onParent func(func())) (pid int, reaped func(), err error) {
+	const size = 16 << 10
+	stk, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+	if err != nil {
+		return 0, nil, fmt.Errorf("start user namespace holder: %w", err)
+	}
+	arg := &childArg{hold: true, ppid: os.Getpid()}
+	var p, e uintptr
+	onParent(func() {
+		// No runtime.LockOSThread: see startDirect.
+		runtimeBeforeFork()
+		p, e = rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
+		runtimeAfterFork()
+	})
+	if e != 0 {
+		unix.Munmap(stk)
+		return 0, nil, fmt.Errorf("start user namespace holder: %w", syscall.Errno(e))
+	}
+	return int(p), func() {
+		runtime.KeepAlive(arg)
+		unix.Munmap(stk)
+	}, nil
+}
+
 // holdUsernsVM is idmapUserns' holder on amd64: a child cloned into a new
 // user namespace that shares this process's memory (as the direct
 // start's init does, see forkDirect) and does nothing but wait, with
@@ -428,36 +455,22 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize 
 // onParent runs its clone on a thread that outlives it (see
 // onStartThread).
 func holdUsernsVM(uid, gid, hostUID, hostGID int, onParent func(func())) (*os.File, error) {
-	const size = 16 << 10
-	stk, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_STACK)
+	pid, reaped, err := startHolderVM(onParent)
 	if err != nil {
-		return nil, fmt.Errorf("start user namespace holder: %w", err)
+		return nil, err
 	}
-	arg := &childArg{hold: true, ppid: os.Getpid()}
-	var pid, e uintptr
-	onParent(func() {
-		// No runtime.LockOSThread: see startDirect.
-		runtimeBeforeFork()
-		pid, e = rawClone(syscall.SYS_CLONE, unix.CLONE_NEWUSER|syscall.CLONE_VM|uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&stk[0]))+size, uintptr(unsafe.Pointer(arg)))
-		runtimeAfterFork()
-	})
-	if e != 0 {
-		unix.Munmap(stk)
-		return nil, fmt.Errorf("start user namespace holder: %w", syscall.Errno(e))
-	}
-	err = writeIDMaps(int(pid), backend.Identity{UID: uid, GID: gid, HostUID: hostUID, HostGID: hostGID})
+	err = writeIDMaps(pid, backend.Identity{UID: uid, GID: gid, HostUID: hostUID, HostGID: hostGID})
 	var f *os.File
 	if err == nil {
 		f, err = os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
 	}
-	syscall.Kill(int(pid), syscall.SIGKILL)
+	syscall.Kill(pid, syscall.SIGKILL)
 	// Reaping waits for the kernel to tear the process down; the run
 	// does not need to wait for that.
 	go func() {
 		var ws syscall.WaitStatus
-		syscall.Wait4(int(pid), &ws, 0, nil)
-		runtime.KeepAlive(arg)
-		unix.Munmap(stk)
+		syscall.Wait4(pid, &ws, 0, nil)
+		reaped()
 	}()
 	if err != nil {
 		return nil, fmt.Errorf("user namespace holder: %w", err)
