@@ -55,10 +55,7 @@ type planFDs struct {
 // command's before execve (rt_sigprocmask, setsid). Their numbers come
 // from golang.org/x/sys, for the architecture built: looking them up by
 // name would build the table of every system call's name on each run.
-var directCalls = []struct {
-	name string
-	nr   int
-}{
+var directCalls = []namedCall{
 	{"sendmsg", unix.SYS_SENDMSG}, {"close", unix.SYS_CLOSE}, {"clone", unix.SYS_CLONE},
 	{"ppoll", unix.SYS_PPOLL}, {"read", unix.SYS_READ}, {"kill", unix.SYS_KILL},
 	{"wait4", unix.SYS_WAIT4}, {"getrusage", unix.SYS_GETRUSAGE}, {"write", unix.SYS_WRITE},
@@ -68,10 +65,13 @@ var directCalls = []struct {
 
 // diskCalls are the calls init makes after its filters under a disk
 // limit: fstatfs of the limit's tmpfs, to tell whether it was filled.
-var diskCalls = []struct {
+var diskCalls = []namedCall{{"fstatfs", unix.SYS_FSTATFS}}
+
+// namedCall is a system call's number and, for messages, its name.
+type namedCall struct {
 	name string
 	nr   int
-}{{"fstatfs", unix.SYS_FSTATFS}}
+}
 
 // errNoDirect says why a Spec needs the init stage.
 var errNoDirect = errors.New("needs the init stage")
@@ -414,13 +414,18 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// hidepid=2 then hides /proc/1 altogether. CAP_BLOCK_SUSPEND is only
 	// ever checked in the host's initial user namespace, where init has
 	// no capability at all.
-	// Capabilities are numbered from 0 without a gap: the first one this
-	// kernel does not know (EINVAL) ends the drops (~20 calls fewer).
+	// Every kernel moat runs on (5.12 on) knows the capabilities up to
+	// CAP_LAST_CAP as x/sys has it (40, CAP_CHECKPOINT_RESTORE, 5.9): a
+	// failure to drop one of them fails the start. Above it, a newer
+	// kernel may know more; numbered without a gap, the first it does
+	// not know (EINVAL) ends the drops (~20 calls fewer than all 64).
 	drop := p.stage("drop capabilities")
 	g := p.newGroup()
 	for c := uintptr(0); c < 64; c++ {
 		i := p.call(drop, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, c)
-		p.at(i).skip, p.at(i).group = uint16(unix.EINVAL), g
+		if c > unix.CAP_LAST_CAP {
+			p.at(i).skip, p.at(i).group = uint16(unix.EINVAL), g
+		}
 	}
 	inert := uint64(1) << unix.CAP_BLOCK_SUSPEND
 	p.call(drop, unix.SYS_CAPSET, mem(p, &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}),
