@@ -57,14 +57,18 @@ type Request struct {
 	AllowDegraded bool
 	// Backend runs the Spec; nil means the native backend.
 	Backend backend.Backend
-	// ExitAfter says that the caller exits as soon as Run returns, as the
-	// CLI does: the default backend then leaves the sandbox's init, idle
-	// once every other process of the run is dead, to end with the
-	// caller, which spares the caller's exit some teardown (see
-	// native.Backend.ExitAfter). A caller that goes on leaves it false.
-	// It also promises that no goroutine of the caller ends while locked
-	// to its OS thread, so that any thread may start the sandbox's init
-	// (native.Backend.NoLockedExits).
+	// ExitAfter says that the caller is a program whose one job is this
+	// run, as the CLI is. It promises three things, each of which spares
+	// the run some work: the caller exits as soon as Run returns (the
+	// default backend then leaves the sandbox's init, idle once every
+	// other process of the run is dead, to end with the caller, which
+	// spares the caller's exit some teardown: native.Backend.ExitAfter);
+	// no goroutine of the caller ends while locked to its OS thread, so
+	// that any thread may start the sandbox's init
+	// (native.Backend.NoLockedExits); and no other run is in progress
+	// meanwhile, so that a run without cgroup limits needs no cgroup
+	// (native.Backend.OneAtATime). A caller that goes on, or runs
+	// sandboxes concurrently, leaves it false.
 	ExitAfter bool
 }
 

@@ -698,15 +698,21 @@ func TestInitEndsWithRun(t *testing.T) {
 
 // TestConcurrentRuns: a program may run sandboxes side by side (an agent
 // harness running several tools at once). Eight at a time, each in its
-// own workspace, with and without a disk limit, every run gets its own
-// output and files, and nothing is left behind: processes, mounts. (Runs
-// with cgroup limits are left out: on a pure cgroup v2 host where moat
-// moves itself into a leaf cgroup to enable controllers, another run's
-// init in moat's cgroup makes the kernel refuse them; see the known
-// limitations in docs/security.md.)
+// own workspace, with and without a disk limit, and with and without cgroup
+// limits where this caller may have them, every run gets its own output
+// and files, and nothing is left behind: processes, mounts. On a pure
+// cgroup v2 host where the test process is alone in its cgroup (the
+// guest's delegated step), a limited run moves it into a leaf to enable
+// controllers; the runs without limits must then not be in its cgroup
+// (cgroup v2 would refuse) nor in the leaf (it could not be removed): see
+// native.Backend.OneAtATime.
 func TestConcurrentRuns(t *testing.T) {
 	mountsBefore := countLines("/proc/self/mountinfo")
 	home, _ := os.UserHomeDir()
+	caps := (&native.Backend{}).Capabilities()
+	if !caps.Pids {
+		t.Logf("no run with cgroup limits: %s", caps.PidsWhy)
+	}
 	const workers, each = 8, 4
 	errs := make(chan error, workers*each)
 	var wg sync.WaitGroup
@@ -720,6 +726,12 @@ func TestConcurrentRuns(t *testing.T) {
 				p.Workspace.Path = ws
 				if (w+i)%2 == 1 {
 					p.Limits.Disk = policy.Size(8 << 20)
+				}
+				if caps.Pids && (w+i)%3 == 0 {
+					p.Limits.Pids = 64
+					if caps.Memory {
+						p.Limits.Memory = policy.Size(256 << 20)
+					}
 				}
 				if err := p.Resolve(ws, home); err != nil {
 					errs <- err

@@ -48,6 +48,14 @@ type Backend struct {
 	// OS threads, once): the kernel kills init, and with it the run, when
 	// the thread that started it ends (see onStartThread).
 	NoLockedExits bool
+	// OneAtATime promises that this process never runs two sandboxes at
+	// once (the CLI). A run without cgroup limits then stays in the
+	// caller's cgroup. Left false, on a host whose limits are on cgroup v2,
+	// each such run gets a cgroup of its own without controllers
+	// (cgroup.NewBare, a mkdir and an rmdir), so that a run with limits
+	// started meanwhile finds the caller's cgroup holding the caller alone,
+	// as cgroup v2 needs to enable controllers for it.
+	OneAtATime bool
 	// ForkStart starts the direct start's init with a plain fork, as on
 	// architectures without the clone trampoline (arm64), instead of in
 	// moat's address space: for tests, which run that path on amd64 too.
@@ -189,7 +197,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// cgroup costs milliseconds (the kernel waits for an RCU grace period
 	// on migration), and the PID namespace already guarantees that the
 	// whole run can be killed; without a cgroup, CPU time and peak memory
-	// come from the rusage of what init reaped.
+	// come from the rusage of what init reaped. Only where concurrent runs
+	// need it (see OneAtATime) does a run without limits get a cgroup v2
+	// directory without controllers, which costs no migration.
 	lim := spec.Limits
 	if lim.MemoryBytes > 0 || lim.Pids > 0 || lim.CPUs > 0 {
 		// Cgroups a SIGKILLed moat could not remove are swept first (only
@@ -201,6 +211,16 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 		r.cg = cg
 		cleanup = append(cleanup, func() { cg.Destroy() })
+	} else if !b.OneAtATime {
+		cg, err := cgroup.NewBare("moat-" + spec.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		if cg != nil {
+			cgroup.Sweep("moat-") // young ones, this run's among them, are left
+			r.cg = cg
+			cleanup = append(cleanup, func() { cg.Destroy() })
+		}
 	}
 
 	msgs := make(chan message, 4)

@@ -221,6 +221,71 @@ func New(name string, lim Limits) (*Cgroup, error) {
 	return c, nil
 }
 
+// NewBare creates the cgroup name for a run that sets no cgroup limit: one
+// directory on the unified hierarchy, with no controller enabled for it and
+// nothing written to the caller's cgroup. It exists to keep such a run out of
+// the caller's own cgroup where that matters: the limits' controllers are on
+// cgroup v2 (not a v1 or hybrid host) and the caller's cgroup is not the
+// hierarchy's root. There a run with limits started while this one is in
+// progress may need the caller's cgroup to hold the caller alone, to move
+// the caller into a leaf (see v2Parent); a process of this run in that
+// cgroup would make it refuse, and one in the leaf would keep the leaf from
+// being removed. Like a run with limits, the bare one is made beside the
+// leaf while the caller sits in it.
+//
+// Elsewhere NewBare returns nil and no error, and so it does where the
+// caller may not create a cgroup (no delegation, a read-only cgroupfs): the
+// run then stays in the caller's cgroup, where a run without limits always
+// may be. The cgroup it returns has an fd for CLONE_INTO_CGROUP
+// ([Cgroup.UnifiedFD]), cgroup.kill where the kernel has it, the CPU time
+// of cpu.stat, and must be released with Destroy.
+func NewBare(name string) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
+		return nil, fmt.Errorf("cgroup: invalid name %q", name)
+	}
+	var dir string
+	for try := 0; ; try++ {
+		l, err := discover()
+		if err != nil {
+			return nil, err
+		}
+		onV2 := len(testV2Controllers) > 0
+		for _, ctl := range []string{"memory", "pids", "cpu"} {
+			if _, ok := l.v1[ctl]; !ok {
+				onV2 = true
+			}
+		}
+		if !onV2 || l.v2 == "" || l.exempt() {
+			return nil, nil
+		}
+		l.outOfLeaf()
+		dir = path.Join(l.v2, name)
+		err = unix.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if optional(err) {
+			return nil, nil
+		}
+		// The leaf this process was seen in may have been left and
+		// removed by another run's Destroy since: look again.
+		if err != unix.ENOENT || try == 2 {
+			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
+		}
+	}
+	c := &Cgroup{fd: -1, dirs: []string{dir}, unified: dir, hasKill: !disableKillFile && exists(dir+"/cgroup.kill")}
+	if !c.hasKill && exists(dir+"/cgroup.freeze") {
+		c.freezer, c.freezerV2 = dir, true
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		err = fmt.Errorf("cgroup: open %s: %w", dir, err)
+		return nil, errors.Join(err, c.removeDirs())
+	}
+	c.fd = fd
+	return c, nil
+}
+
 func (c *Cgroup) create(l layout, name string, lim Limits) error {
 	required := map[string]bool{"memory": lim.MemoryBytes > 0, "pids": lim.Pids > 0, "cpu": lim.CPUs > 0}
 	// Controllers not on v1 must come from the unified hierarchy. On v2

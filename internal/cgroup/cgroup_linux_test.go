@@ -78,6 +78,12 @@ func TestMain(m *testing.M) {
 			r.SelfAfter = selfV2()
 		}
 		json.NewEncoder(os.Stdout).Encode(r)
+	case "v2bare":
+		// Runs with and without limits at the same time, in both
+		// orders (see TestV2BareBesideLimited); hugetlb stands in for
+		// the limits' controllers.
+		testV2Controllers = []string{"hugetlb"}
+		json.NewEncoder(os.Stdout).Encode([]bareResult{bareThenLimited(), limitedThenBare()})
 	case "probe":
 		_, err := New(fmt.Sprintf("moattest-%d-nonroot", os.Getpid()), Limits{Pids: 10})
 		json.NewEncoder(os.Stdout).Encode(probeResult{Info: Probe(), NewErr: fmt.Sprint(err)})
@@ -618,6 +624,109 @@ type placeResult struct {
 
 func must[T any](v T, _ error) T { return v }
 
+// bareResult is what a v2bare helper saw in one order of its two runs.
+type bareResult struct {
+	Order             string
+	Home              string // the helper's cgroup before the runs
+	BareErr, BareDir  string // NewBare's error and the bare run's directory
+	LimErr, LimDir    string // New's
+	SelfDuring        string // the helper's cgroup while both runs exist
+	SleepIn           string // the cgroup of the bare run's process
+	LimDestroyErr     string // Destroy of the limited run, the bare one still busy
+	SelfAfter         string // the helper's cgroup after both runs
+	BareDestroyErr    string
+	LimDestroySeconds float64
+}
+
+// startIn starts `sleep 60` straight inside c, as the backend starts init.
+func startIn(c *Cgroup) (*exec.Cmd, error) {
+	fd, ok := c.UnifiedFD()
+	if !ok {
+		return nil, errors.New("no unified fd")
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	return cmd, cmd.Start()
+}
+
+func cgroupOf(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "0::"); ok {
+			return rest
+		}
+	}
+	return ""
+}
+
+// bareThenLimited: a run without limits is in progress when one with
+// limits starts, and outlives it.
+func bareThenLimited() bareResult {
+	r := bareResult{Order: "bare, then limited", Home: selfV2()}
+	b, err := NewBare(fmt.Sprintf("moattest-%d-bare1", os.Getpid()))
+	r.BareErr = fmt.Sprint(err)
+	if err != nil || b == nil {
+		return r
+	}
+	r.BareDir = b.unified
+	sleep, err := startIn(b)
+	if err != nil {
+		r.BareErr = err.Error()
+		b.Destroy()
+		return r
+	}
+	r.SleepIn = cgroupOf(sleep.Process.Pid)
+	c, err := New(fmt.Sprintf("moattest-%d-lim1", os.Getpid()), Limits{})
+	r.LimErr = fmt.Sprint(err)
+	if err == nil {
+		r.LimDir, r.SelfDuring = c.unified, selfV2()
+		t0 := time.Now()
+		r.LimDestroyErr = fmt.Sprint(c.Destroy())
+		r.LimDestroySeconds = time.Since(t0).Seconds()
+	}
+	r.SelfAfter = selfV2()
+	sleep.Process.Kill()
+	sleep.Wait()
+	r.BareDestroyErr = fmt.Sprint(b.Destroy())
+	return r
+}
+
+// limitedThenBare: a run with limits is in progress (the helper in its
+// leaf) when one without limits starts, which outlives it.
+func limitedThenBare() bareResult {
+	r := bareResult{Order: "limited, then bare", Home: selfV2()}
+	c, err := New(fmt.Sprintf("moattest-%d-lim2", os.Getpid()), Limits{})
+	r.LimErr = fmt.Sprint(err)
+	if err != nil {
+		return r
+	}
+	r.LimDir = c.unified
+	b, err := NewBare(fmt.Sprintf("moattest-%d-bare2", os.Getpid()))
+	r.BareErr = fmt.Sprint(err)
+	var sleep *exec.Cmd
+	if err == nil && b != nil {
+		r.BareDir = b.unified
+		if sleep, err = startIn(b); err != nil {
+			r.BareErr, sleep = err.Error(), nil
+		} else {
+			r.SleepIn = cgroupOf(sleep.Process.Pid)
+		}
+	}
+	r.SelfDuring = selfV2()
+	t0 := time.Now()
+	r.LimDestroyErr = fmt.Sprint(c.Destroy())
+	r.LimDestroySeconds = time.Since(t0).Seconds()
+	r.SelfAfter = selfV2()
+	if sleep != nil {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}
+	if b != nil {
+		r.BareDestroyErr = fmt.Sprint(b.Destroy())
+	}
+	return r
+}
+
 // placeModes are TestV2Placement's cases, each a cgroup for the helper.
 var placeModes = []string{"alone", "crowded", "crowded, stats only", "namespace"}
 
@@ -772,6 +881,87 @@ func TestV2Placement(t *testing.T) {
 			if _, err := os.Stat(path.Join(top, sharedDir)); err == nil {
 				t.Errorf("crowded: %s is left behind", path.Join(top, sharedDir))
 			}
+		}
+	}
+}
+
+// TestV2BareBesideLimited runs, in a helper alone in its cgroup (as moat in a
+// scope of its own), a run without limits and one with limits at the same
+// time, in both orders, with hugetlb standing in for the limits' controllers
+// (see TestV2Placement). The run without limits has a bare cgroup of its own,
+// beside the helper's leaf when the helper sits in one: so the limited run
+// can still move the helper into its leaf, and its Destroy can move the
+// helper back and remove the leaf, while the other run goes on. (In the
+// helper's own cgroup the bare run's process would make New refuse; in the
+// leaf, it would keep the leaf from being removed.)
+func TestV2BareBesideLimited(t *testing.T) {
+	needRoot(t)
+	l, err := discover()
+	if err != nil || l.v2Top == "" {
+		t.Skipf("no cgroup2 mount of the whole hierarchy (%v)", err)
+	}
+	top := l.v2Top
+	ctls, _ := os.ReadFile(top + "/cgroup.controllers")
+	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
+		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
+	}
+	if sub, _ := os.ReadFile(top + "/cgroup.subtree_control"); !slices.Contains(strings.Fields(string(sub)), "hugetlb") {
+		if err := writeFile(top+"/cgroup.subtree_control", "+hugetlb"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-hugetlb") })
+	}
+	name := fmt.Sprintf("moattest-%d-barehome", os.Getpid())
+	home := path.Join(top, name)
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Rmdir(home) })
+	fd, err := unix.Open(home, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=v2bare")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	out, runErr := cmd.Output()
+	unix.Close(fd)
+	var rs []bareResult
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 2 {
+		t.Fatalf("helper: %v (%v) %s", err, runErr, out)
+	}
+	if err := rmdir(home, time.Second); err != nil {
+		t.Errorf("the helper's cgroup is not empty after the runs: %v", err)
+	}
+	rel := "/" + name
+	for _, r := range rs {
+		t.Logf("%+v", r)
+		if r.BareErr != "<nil>" || r.LimErr != "<nil>" || r.BareDir == "" {
+			t.Errorf("%s: NewBare: %s (dir %q); New: %s", r.Order, r.BareErr, r.BareDir, r.LimErr)
+			continue
+		}
+		if r.Home != rel || r.SelfAfter != rel {
+			t.Errorf("%s: the helper was in %s before and %s after, want %s", r.Order, r.Home, r.SelfAfter, rel)
+		}
+		if want := path.Join(rel, "moat-self-"); !strings.HasPrefix(r.SelfDuring, want) {
+			t.Errorf("%s: during the runs the helper is in %s, want its leaf %s*", r.Order, r.SelfDuring, want)
+		}
+		for what, dir := range map[string]string{"bare": r.BareDir, "limited": r.LimDir} {
+			if path.Dir(dir) != home {
+				t.Errorf("%s: the %s run is at %s, want beside the helper's leaf, in %s", r.Order, what, dir, home)
+			}
+		}
+		if want := path.Join(rel, path.Base(r.BareDir)); r.SleepIn != want {
+			t.Errorf("%s: the bare run's process is in %s, want %s", r.Order, r.SleepIn, want)
+		}
+		if r.LimDestroyErr != "<nil>" || r.BareDestroyErr != "<nil>" {
+			t.Errorf("%s: Destroy of the limited run: %s (%.2f s); of the bare one: %s", r.Order, r.LimDestroyErr, r.LimDestroySeconds, r.BareDestroyErr)
+		}
+	}
+	entries, _ := os.ReadDir(home)
+	for _, e := range entries {
+		if e.IsDir() {
+			t.Errorf("left in the helper's cgroup: %s", e.Name())
 		}
 	}
 }

@@ -23,5 +23,8 @@
 // child and makes the run beside it, undoing the move after the last run;
 // for root, runs go under a "moat" directory at the root of the hierarchy,
 // as container engines do; otherwise New fails for a requested limit, and
-// [Probe] says why and how to give moat a cgroup of its own.
+// [Probe] says why and how to give moat a cgroup of its own. For that
+// to work while other runs are in progress, a run without limits must not
+// sit in moat's cgroup or its leaf either: [NewBare] gives it a directory
+// of its own, without controllers, beside them.
 package cgroup
