@@ -60,7 +60,8 @@ install_pkg() {
 indir() { (cd "$1" && shift && "$@"); }
 
 # go_build DIR PKG...: builds each ./PKG of the repository into DIR/NAME
-# (NAME = the last element of PKG), as one static binary each.
+# (NAME = the last element of PKG), as one static binary each; moat with
+# its entry point (-E=_rt0_moat, see internal/rt0), as the README builds it.
 go_build() {
 	local dir=$1 pkg
 	shift
@@ -68,7 +69,9 @@ go_build() {
 		PATH=/usr/local/go/bin:$PATH
 	fi
 	for pkg in "$@"; do
-		(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -o "$dir/${pkg##*/}" "./$pkg")
+		local ldflags=
+		[ "$pkg" = cmd/moat ] && ldflags=-E=_rt0_moat
+		(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -ldflags="$ldflags" -o "$dir/${pkg##*/}" "./$pkg")
 	done
 }
 

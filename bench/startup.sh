@@ -9,7 +9,7 @@
 # Needs Go (on PATH or in /usr/local/go/bin) to build moat and the timer.
 #
 # What it does:
-#   1. Builds moat (CGO_ENABLED=0 go build ./cmd/moat) and the timer
+#   1. Builds moat (CGO_ENABLED=0 go build -ldflags=-E=_rt0_moat ./cmd/moat) and the timer
 #      bench/timeit into a temporary directory.
 #   2. As root, installs a missing peer: bubblewrap (apt-get; `apt-get
 #      update` once if the install fails). unshare comes from util-linux.

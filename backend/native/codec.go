@@ -235,6 +235,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	}
 	e.int(int64(is.NetFD))
 	e.bool(is.Control)
+	e.uint(is.TimerSlack)
 	return e.frame()
 }
 
@@ -304,6 +305,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	}
 	is.NetFD = int(d.int())
 	is.Control = d.bool()
+	is.TimerSlack = d.uint()
 	return is, d.done()
 }
 

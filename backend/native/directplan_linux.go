@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -400,6 +401,12 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	for _, r := range rlimits {
 		lim := &unix.Rlimit{Cur: r.cur, Max: r.max}
 		p.call(p.stage("rlimit "+r.name), unix.SYS_PRLIMIT64, 0, uintptr(r.res), mem(p, lim), 0)
+	}
+	// The command inherits init's timer slack, which init has from the
+	// thread of moat's that cloned it: set moat's own, not the one its
+	// entry point raised for the start (see package rt0).
+	if slack := rt0.Slack(); slack != 0 {
+		p.call(p.stage("set timer slack"), unix.SYS_PRCTL, unix.PR_SET_TIMERSLACK, uintptr(slack))
 	}
 
 	// Init gives up its power: every capability (bounding set first) but

@@ -19,6 +19,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -372,7 +373,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	// would cost it more than the rest of the Spec.
 	initCopy := *spec
 	initCopy.Seccomp = nil
-	is := initSpec{Spec: &initCopy}
+	is := initSpec{Spec: &initCopy, TimerSlack: rt0.Slack()}
 	// With changes to save (an overlay workspace under a disk limit), a
 	// limit stops the command through init rather than killing init.
 	for _, m := range spec.Mounts {

@@ -21,6 +21,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -353,6 +354,28 @@ echo done`
 	}
 	if !strings.Contains(direct, "1777 agent /dev/shm\n") {
 		t.Errorf("probe under a disk limit:\n%s", direct)
+	}
+}
+
+// TestCommandKeepsMoatsTimerSlack: moat's entry point raises the timer
+// slack of the threads that start a run (see package rt0); the command
+// must start with the slack moat itself started with, in every start. The
+// test binary has no entry point: it pretends one saw 123456 ns, while its
+// threads have their own (the default 50 µs), which the command would
+// inherit from the thread that started it.
+func TestCommandKeepsMoatsTimerSlack(t *testing.T) {
+	const want = 123456
+	t.Cleanup(rt0.SetSlackForTesting(want))
+	ws := t.TempDir()
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		var out, errb bytes.Buffer
+		st, err := b.Run(context.Background(), spec(t, ws, "cat", "/proc/self/timerslack_ns"), backend.Stdio{Stdout: &out, Stderr: &errb})
+		if err != nil || st.ExitCode != 0 {
+			t.Fatalf("%+v: exit %v, %v: %s", *b, st, err, errb.String())
+		}
+		if got := strings.TrimSpace(out.String()); got != fmt.Sprint(want) {
+			t.Errorf("%+v: the command's timer slack is %s ns, want moat's own, %d", *b, got, want)
+		}
 	}
 }
 

@@ -112,6 +112,9 @@ type initSpec struct {
 	// merge an overlay's changes and report. Used when there is something
 	// to save; otherwise the host kills init.
 	Control bool
+	// TimerSlack is the timer slack moat started with (rt0.Slack), which
+	// init sets on the thread that forks the command; 0 leaves it alone.
+	TimerSlack uint64
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

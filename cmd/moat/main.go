@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/rt0"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -25,6 +26,7 @@ var version = "dev"
 const exitMoatError = 125
 
 func main() {
+	rt0.Restore() // this thread's timer slack, raised by the entry point
 	native.MaybeInit()
 	growStack(0)
 	exitAfterRun = true
