@@ -11,6 +11,8 @@ TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
 	CMPQ	AX, $0
 	JLE	start		// an error: leave the slack alone
 	MOVQ	AX, ·entrySlack(SB)
+	CMPQ	AX, $500000
+	JGE	start		// inherited no finer: keep it
 	MOVQ	$157, AX	// SYS_prctl
 	MOVQ	$29, DI		// PR_SET_TIMERSLACK
 	MOVQ	$500000, SI	// ns

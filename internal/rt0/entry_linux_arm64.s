@@ -11,6 +11,9 @@ TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
 	CMP	$0, R0
 	BLE	start		// an error: leave the slack alone
 	MOVD	R0, ·entrySlack(SB)
+	MOVD	$500000, R1
+	CMP	R1, R0
+	BGE	start		// inherited no finer: keep it
 	MOVD	$29, R0		// PR_SET_TIMERSLACK
 	MOVD	$500000, R1	// ns
 	MOVD	$167, R8	// SYS_prctl

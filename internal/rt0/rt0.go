@@ -5,7 +5,8 @@
 // build moat do); built without it, nothing here runs and nothing changes.
 //
 // What they do is raise the timer slack of the process's first thread from
-// the inherited value (usually 50 µs) to 500 µs. Every thread the runtime
+// the inherited value (usually 50 µs) to 500 µs (a coarser inherited one is
+// kept). Every thread the runtime
 // starts inherits it, first among them sysmon, its background thread,
 // which sleeps only 20 µs at a time while it has had work in the last
 // millisecond: during the runtime's and the packages' initialisation it
