@@ -51,11 +51,12 @@ type Backend struct {
 	NoLockedExits bool
 	// OneAtATime promises that this process never runs two sandboxes at
 	// once (the CLI). A run without cgroup limits then stays in the
-	// caller's cgroup. Left false, on a host whose limits are on cgroup v2,
-	// each such run gets a cgroup of its own without controllers
-	// (cgroup.NewBare, a mkdir and an rmdir), so that a run with limits
-	// started meanwhile finds the caller's cgroup holding the caller alone,
-	// as cgroup v2 needs to enable controllers for it.
+	// caller's cgroup. Left false, on a host whose limits are on cgroup v2
+	// and where this process is alone in its cgroup, each such run gets a
+	// cgroup of its own without controllers (cgroup.NewBare, a mkdir and
+	// an rmdir), so that a run with limits started meanwhile finds the
+	// caller's cgroup holding the caller alone, as cgroup v2 needs to
+	// enable controllers for it.
 	OneAtATime bool
 	// ForkStart starts the direct start's init with a plain fork, as on
 	// architectures without the clone trampoline (arm64), instead of in

@@ -233,12 +233,14 @@ func New(name string, lim Limits) (*Cgroup, error) {
 // being removed. Like a run with limits, the bare one is made beside the
 // leaf while the caller sits in it.
 //
-// Elsewhere NewBare returns nil and no error, and so it does where the
-// caller may not create a cgroup (no delegation, a read-only cgroupfs): the
-// run then stays in the caller's cgroup, where a run without limits always
-// may be. The cgroup it returns has an fd for CLONE_INTO_CGROUP
-// ([Cgroup.UnifiedFD]), cgroup.kill where the kernel has it, the CPU time
-// of cpu.stat, and must be released with Destroy.
+// Elsewhere NewBare returns nil and no error: where the caller shares its
+// cgroup with other processes (no leaf is possible there, and the tree may
+// be someone else's), where it may not create a cgroup (no delegation, a
+// read-only cgroupfs), beneath a threaded cgroup. The run then stays in
+// the caller's cgroup, where a run without limits always may be. The
+// cgroup it returns has an fd for CLONE_INTO_CGROUP ([Cgroup.UnifiedFD]),
+// cgroup.kill where the kernel has it, the CPU time of cpu.stat, and must
+// be released with Destroy.
 func NewBare(name string) (*Cgroup, error) {
 	if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
 		return nil, fmt.Errorf("cgroup: invalid name %q", name)
@@ -258,6 +260,19 @@ func NewBare(name string) (*Cgroup, error) {
 		if !onV2 || l.v2 == "" || l.exempt() {
 			return nil, nil
 		}
+		// Only a caller alone in its cgroup, or in its leaf already, can
+		// make room for a limited run by moving into a leaf; in a cgroup
+		// shared with other processes a run's init changes nothing, and
+		// the run stays out of a cgroup tree someone else manages.
+		if !l.inLeaf() {
+			pids, err := readPids(l.v2 + "/cgroup.procs")
+			if errors.Is(err, os.ErrNotExist) && try < 2 {
+				continue // a leaf since left and removed (see below)
+			}
+			if err != nil || len(pids) != 1 || pids[0] != os.Getpid() {
+				return nil, nil
+			}
+		}
 		l.outOfLeaf()
 		dir = path.Join(l.v2, name)
 		err = unix.Mkdir(dir, 0o755)
@@ -272,6 +287,12 @@ func NewBare(name string) (*Cgroup, error) {
 		if err != unix.ENOENT || try == 2 {
 			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
 		}
+	}
+	// Beneath a threaded cgroup a new one is "domain invalid" and takes no
+	// process: the run stays where it would have been without it.
+	if b, err := os.ReadFile(dir + "/cgroup.type"); err != nil || strings.TrimSpace(string(b)) != "domain" {
+		unix.Rmdir(dir)
+		return nil, nil
 	}
 	c := &Cgroup{fd: -1, dirs: []string{dir}, unified: dir, hasKill: !disableKillFile && exists(dir+"/cgroup.kill")}
 	if !c.hasKill && exists(dir+"/cgroup.freeze") {
@@ -940,6 +961,14 @@ var leaf struct {
 	users     int
 	from, dir string
 	before    []string // from's cgroup.subtree_control before the move
+}
+
+// inLeaf says whether l's v2 cgroup is this process's leaf for runs in
+// progress (see v2Parent).
+func (l layout) inLeaf() bool {
+	leaf.Lock()
+	defer leaf.Unlock()
+	return leaf.users > 0 && l.v2 == leaf.dir
 }
 
 // outOfLeaf makes l describe the cgroup this process came from when it sits

@@ -83,6 +83,17 @@ func TestMain(m *testing.M) {
 		// orders (see TestV2BareBesideLimited); hugetlb stands in for
 		// the limits' controllers.
 		testV2Controllers = []string{"hugetlb"}
+		if os.Getenv("MOAT_V2BARE_CROWDED") != "" {
+			// Another process shares the helper's cgroup: no bare one.
+			b, err := NewBare(fmt.Sprintf("moattest-%d-bare3", os.Getpid()))
+			r := bareResult{Order: "crowded", Home: selfV2(), BareErr: fmt.Sprint(err)}
+			if b != nil {
+				r.BareDir = b.unified
+				r.BareDestroyErr = fmt.Sprint(b.Destroy())
+			}
+			json.NewEncoder(os.Stdout).Encode([]bareResult{r})
+			break
+		}
 		json.NewEncoder(os.Stdout).Encode([]bareResult{bareThenLimited(), limitedThenBare()})
 	case "probe":
 		_, err := New(fmt.Sprintf("moattest-%d-nonroot", os.Getpid()), Limits{Pids: 10})
@@ -893,7 +904,8 @@ func TestV2Placement(t *testing.T) {
 // can still move the helper into its leaf, and its Destroy can move the
 // helper back and remove the leaf, while the other run goes on. (In the
 // helper's own cgroup the bare run's process would make New refuse; in the
-// leaf, it would keep the leaf from being removed.)
+// leaf, it would keep the leaf from being removed.) In a cgroup shared with
+// another process it makes none.
 func TestV2BareBesideLimited(t *testing.T) {
 	needRoot(t)
 	l, err := discover()
@@ -963,6 +975,37 @@ func TestV2BareBesideLimited(t *testing.T) {
 		if e.IsDir() {
 			t.Errorf("left in the helper's cgroup: %s", e.Name())
 		}
+	}
+
+	// In a cgroup shared with another process no leaf is possible, and
+	// the run stays out of a tree that is not moat's alone: no bare
+	// cgroup.
+	crowded := path.Join(top, name+"-crowded")
+	if err := os.Mkdir(crowded, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rmdir(crowded, time.Second) })
+	fd, err = unix.Open(crowded, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	other := exec.Command("sleep", "60")
+	other.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=v2bare", "MOAT_V2BARE_CROWDED=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	out, runErr = cmd.Output()
+	rs = nil
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("crowded helper: %v (%v) %s", err, runErr, out)
+	}
+	if r := rs[0]; r.BareErr != "<nil>" || r.BareDir != "" {
+		t.Errorf("crowded: NewBare made %q (%s), want none", r.BareDir, r.BareErr)
 	}
 }
 
