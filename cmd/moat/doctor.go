@@ -14,6 +14,7 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -134,6 +135,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	overlayProbe(line)
+	if rt0.Linked() {
+		line("ok", "fast start", "built with moat's entry point (-ldflags=-E=_rt0_moat)")
+	} else {
+		line("info", "fast start", "built without moat's entry point: each run starts ~0.2 ms later; build with -ldflags=-E=_rt0_moat (see the README)")
+	}
 	if !ok {
 		fmt.Fprintln(stdout, "\nThe default policy cannot be enforced on this host: see the lines marked MISSING or FAIL.")
 		return 1

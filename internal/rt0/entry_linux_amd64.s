@@ -5,6 +5,7 @@
 // only AX, DI, SI, CX and R11 are changed before the runtime's entry, which
 // reads nothing else.
 TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
+	MOVL	$1, ·entered(SB)
 	MOVQ	$157, AX	// SYS_prctl
 	MOVQ	$30, DI		// PR_GET_TIMERSLACK
 	SYSCALL

@@ -5,6 +5,8 @@
 // only R0, R1 and R8 are changed before the runtime's entry, which reads
 // nothing else.
 TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
+	MOVD	$1, R0
+	MOVW	R0, ·entered(SB)
 	MOVD	$30, R0		// PR_GET_TIMERSLACK
 	MOVD	$167, R8	// SYS_prctl
 	SVC

@@ -33,6 +33,13 @@ package rt0
 // in nanoseconds, stored by the entry point; 0 when it did not run.
 var entrySlack uint64
 
+// entered is set to 1 by the entry point.
+var entered uint32
+
+// Linked reports whether the entry point ran: the binary was linked with
+// -E=_rt0_moat.
+func Linked() bool { return entered != 0 }
+
 // Slack returns the timer slack, in nanoseconds, that the process started
 // with, or 0 when the entry point did not run (a binary linked without
 // -E=_rt0_moat, such as a test binary or a program using moat as a

@@ -32,9 +32,9 @@ func TestEntryPoint(t *testing.T) {
 		slack         uintptr
 		want          string
 	}{
-		{"with the entry point", "-E=_rt0_moat", 123456, "123456 500000 123456"},
-		{"with it, a coarser slack inherited", "-E=_rt0_moat", 2000000, "2000000 2000000 2000000"},
-		{"without it", "", 123456, "0 123456 123456"},
+		{"with the entry point", "-E=_rt0_moat", 123456, "true 123456 500000 123456"},
+		{"with it, a coarser slack inherited", "-E=_rt0_moat", 2000000, "true 2000000 2000000 2000000"},
+		{"without it", "", 123456, "false 0 123456 123456"},
 	} {
 		bin := filepath.Join(dir, strings.ReplaceAll(v.name, " ", "-"))
 		build := exec.Command(gobin, "build", "-buildvcs=false", "-ldflags="+v.ldflags, "-o", bin, "./testdata/probe")
@@ -47,7 +47,7 @@ func TestEntryPoint(t *testing.T) {
 			t.Fatalf("%s: %v", v.name, err)
 		}
 		if got := strings.TrimSpace(out); got != v.want {
-			t.Errorf("%s: entry slack, slack in main, slack after Restore: %s, want %s", v.name, got, v.want)
+			t.Errorf("%s: linked, entry slack, slack in main, slack after Restore: %s, want %s", v.name, got, v.want)
 		}
 	}
 }

@@ -1,6 +1,6 @@
-// Command probe is built by rt0's test with -ldflags=-E=_rt0_moat: it prints
-// the slack the entry point saw, its first thread's slack in main, and that
-// slack after Restore.
+// Command probe is built by rt0's test with -ldflags=-E=_rt0_moat and
+// without: it prints whether the entry point ran, the slack it saw, its
+// first thread's slack in main, and that slack after Restore.
 package main
 
 import (
@@ -20,5 +20,5 @@ func main() {
 	runtime.LockOSThread() // main runs on the first thread; keep it there
 	before := slack()
 	rt0.Restore()
-	fmt.Println(rt0.Slack(), before, slack())
+	fmt.Println(rt0.Linked(), rt0.Slack(), before, slack())
 }
