@@ -738,6 +738,36 @@ func limitedThenBare() bareResult {
 	return r
 }
 
+// hugetlbTop returns the root of the unified hierarchy, with hugetlb (which
+// stands in for the limits' controllers in the placement tests: a hybrid
+// host has it there) and the other controllers named, where the hierarchy
+// has them, enabled for its children; the test's cleanup disables what it
+// enabled. It skips the test unless root can do that.
+func hugetlbTop(t *testing.T, more ...string) string {
+	t.Helper()
+	needRoot(t)
+	l, err := discover()
+	if err != nil || l.v2Top == "" {
+		t.Skipf("no cgroup2 mount of the whole hierarchy (%v)", err)
+	}
+	top := l.v2Top
+	ctls, _ := os.ReadFile(top + "/cgroup.controllers")
+	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
+		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
+	}
+	sub, _ := os.ReadFile(top + "/cgroup.subtree_control")
+	for _, ctl := range append([]string{"hugetlb"}, more...) {
+		if !slices.Contains(strings.Fields(string(ctls)), ctl) || slices.Contains(strings.Fields(string(sub)), ctl) {
+			continue
+		}
+		if err := writeFile(top+"/cgroup.subtree_control", "+"+ctl); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-"+ctl) })
+	}
+	return top
+}
+
 // placeModes are TestV2Placement's cases, each a cgroup for the helper.
 var placeModes = []string{"alone", "crowded", "crowded, stats only", "namespace"}
 
@@ -770,30 +800,9 @@ func selfV2() string {
 //     container), which looks like the hierarchy's root but is not exempt
 //     from the rule.
 func TestV2Placement(t *testing.T) {
-	needRoot(t)
-	l, err := discover()
-	if err != nil || l.v2Top == "" {
-		t.Skipf("no cgroup2 mount of the whole hierarchy (%v)", err)
-	}
-	top := l.v2Top
-	ctls, _ := os.ReadFile(top + "/cgroup.controllers")
-	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
-		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
-	}
-	// hugetlb must be enabled at the root for a child to offer it, and so
-	// must memory, pids and cpu where they are on this hierarchy (a pure
-	// v2 host), for Probe to have something to report; undo that
-	// afterwards where it was not.
-	sub, _ := os.ReadFile(top + "/cgroup.subtree_control")
-	for _, ctl := range []string{"hugetlb", "memory", "pids", "cpu"} {
-		if !slices.Contains(strings.Fields(string(ctls)), ctl) || slices.Contains(strings.Fields(string(sub)), ctl) {
-			continue
-		}
-		if err := writeFile(top+"/cgroup.subtree_control", "+"+ctl); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-"+ctl) })
-	}
+	// memory, pids and cpu too where they are on this hierarchy (a pure
+	// v2 host), for Probe to have something to report.
+	top := hugetlbTop(t, "memory", "pids", "cpu")
 	for i, mode := range placeModes {
 		name := fmt.Sprintf("moattest-%d-home-%d", os.Getpid(), i)
 		home := path.Join(top, name)
@@ -907,22 +916,7 @@ func TestV2Placement(t *testing.T) {
 // leaf, it would keep the leaf from being removed.) In a cgroup shared with
 // another process it makes none.
 func TestV2BareBesideLimited(t *testing.T) {
-	needRoot(t)
-	l, err := discover()
-	if err != nil || l.v2Top == "" {
-		t.Skipf("no cgroup2 mount of the whole hierarchy (%v)", err)
-	}
-	top := l.v2Top
-	ctls, _ := os.ReadFile(top + "/cgroup.controllers")
-	if !slices.Contains(strings.Fields(string(ctls)), "hugetlb") {
-		t.Skipf("the hugetlb controller is not on the unified hierarchy here (%s): nothing to exercise the rule with", strings.TrimSpace(string(ctls)))
-	}
-	if sub, _ := os.ReadFile(top + "/cgroup.subtree_control"); !slices.Contains(strings.Fields(string(sub)), "hugetlb") {
-		if err := writeFile(top+"/cgroup.subtree_control", "+hugetlb"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { writeFile(top+"/cgroup.subtree_control", "-hugetlb") })
-	}
+	top := hugetlbTop(t)
 	name := fmt.Sprintf("moattest-%d-barehome", os.Getpid())
 	home := path.Join(top, name)
 	if err := os.Mkdir(home, 0o755); err != nil {
