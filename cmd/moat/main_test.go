@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -597,5 +598,22 @@ func TestChangedPolicyNeedsTrustAgain(t *testing.T) {
 	// An explicit --policy is the person's own choice.
 	if code, _, errs := moat(t, ws, "run", "--policy", pol, "--", "true"); code != 0 {
 		t.Fatalf("--policy: %s", errs)
+	}
+}
+
+// TestGrowStackKeepsItsFrame: growStack works only while the compiler keeps
+// its 32 KiB frame (its first version lost it to dead-code elimination and
+// did nothing). On a fresh goroutine, whose stack starts at a few KiB, the
+// call must move the stack: a local's address differs after it.
+func TestGrowStackKeepsItsFrame(t *testing.T) {
+	moved := make(chan bool)
+	go func() {
+		var x byte
+		before := uintptr(unsafe.Pointer(&x))
+		growStack()
+		moved <- uintptr(unsafe.Pointer(&x)) != before
+	}()
+	if !<-moved {
+		t.Error("growStack did not grow a fresh goroutine's stack: its frame is gone")
 	}
 }
