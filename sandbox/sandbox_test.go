@@ -700,7 +700,7 @@ func TestInitEndsWithRun(t *testing.T) {
 // harness running several tools at once). Eight at a time, each in its
 // own workspace, with and without a disk limit, and with and without cgroup
 // limits where this caller may have them, every run gets its own output
-// and files, and nothing is left behind: processes, mounts. On a pure
+// and files, and nothing is left behind: processes, mounts, cgroups. On a pure
 // cgroup v2 host where the test process is alone in its cgroup (the
 // guest's delegated step), a limited run moves it into a leaf to enable
 // controllers; the runs without limits must then not be in its cgroup
@@ -708,6 +708,7 @@ func TestInitEndsWithRun(t *testing.T) {
 // native.Backend.OneAtATime.
 func TestConcurrentRuns(t *testing.T) {
 	mountsBefore := countLines("/proc/self/mountinfo")
+	cgBefore := moatCgroups()
 	home, _ := os.UserHomeDir()
 	caps := (&native.Backend{}).Capabilities()
 	if !caps.Pids {
@@ -767,6 +768,11 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	if m := countLines("/proc/self/mountinfo"); m != mountsBefore {
 		t.Errorf("host mounts: %d before, %d after", mountsBefore, m)
+	}
+	// Each run's cgroup, bare or limited, and moat's leaf are gone (fewer
+	// is fine: runs sweep stale ones; see TestNoLeftovers).
+	if c := moatCgroups(); c > cgBefore {
+		t.Errorf("moat cgroups: %d before, %d after", cgBefore, c)
 	}
 }
 

@@ -1,15 +1,15 @@
 // Package rt0 is the moat binary's entry point on Linux (amd64 and arm64):
 // a few instructions that run before the Go runtime does, and then jump to
 // the runtime's own entry. The binary is linked with -ldflags=-E=_rt0_moat
-// for them to run (the README's build command, bench/ and the tests that
-// build moat do); built without it, nothing here runs and nothing changes.
+// for them to run (the README's build command and bench/ do; this
+// package's test builds a probe both ways); built without it, nothing here
+// runs and nothing changes.
 //
 // What they do is raise the timer slack of the process's first thread from
 // the inherited value (usually 50 µs) to 500 µs (a coarser inherited one is
-// kept). Every thread the runtime
-// starts inherits it, first among them sysmon, its background thread,
-// which sleeps only 20 µs at a time while it has had work in the last
-// millisecond: during the runtime's and the packages' initialisation it
+// kept). Every thread the runtime starts inherits it, first among them
+// sysmon, its background thread, which sleeps only 20 µs at a time while
+// it has had work in the last millisecond: during the runtime's and the packages' initialisation it
 // woke every ~70 µs, each time a context switch on a machine whose two
 // CPUs a start keeps busy. With the slack it wakes every ~0.5 ms. On this
 // project's machine that makes `moat run -- /bin/true` 0.13–0.25 ms faster
