@@ -43,7 +43,16 @@ func discover() (layout, error) {
 	if err != nil {
 		return layout{}, fmt.Errorf("cgroup: %w", err)
 	}
-	return resolve(parseMountInfo(mi), parseProcCgroup(pc)), nil
+	pcg := parseProcCgroup(pc)
+	// This process's leaf (see v2Parent) stands for the cgroup it was
+	// made in: runs go beside it, and what a further run could have is
+	// what that cgroup offers. The leaf may be left and removed by another
+	// run at any time, so a reading that names it is taken as its parent,
+	// whether or not the leaf is still there.
+	if path.Base(pcg.v2) == leafName() {
+		pcg.v2 = path.Dir(pcg.v2)
+	}
+	return resolve(parseMountInfo(mi), pcg), nil
 }
 
 // Probe reports what this caller could do with cgroups. It creates nothing:
@@ -59,10 +68,6 @@ func Probe() Info {
 		return info
 	}
 	info.Version = l.version()
-	// What a further run could have is what the cgroup the leaf was made
-	// in offers, not the leaf, which lists only the controllers the runs
-	// in progress enabled.
-	l.outOfLeaf()
 	var v2 *v2State
 	for _, ctl := range []string{"memory", "pids", "cpu"} {
 		why := ""
@@ -245,48 +250,22 @@ func NewBare(name string) (*Cgroup, error) {
 	if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
 		return nil, fmt.Errorf("cgroup: invalid name %q", name)
 	}
-	var dir string
-	for try := 0; ; try++ {
-		l, err := discover()
-		if err != nil {
-			return nil, err
+	l, err := discover()
+	if err != nil {
+		return nil, err
+	}
+	onV2 := len(testV2Controllers) > 0
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		if _, ok := l.v1[ctl]; !ok {
+			onV2 = true
 		}
-		onV2 := len(testV2Controllers) > 0
-		for _, ctl := range []string{"memory", "pids", "cpu"} {
-			if _, ok := l.v1[ctl]; !ok {
-				onV2 = true
-			}
-		}
-		if !onV2 || l.v2 == "" || l.exempt() {
-			return nil, nil
-		}
-		// Only a caller alone in its cgroup, or in its leaf already, can
-		// make room for a limited run by moving into a leaf; in a cgroup
-		// shared with other processes a run's init changes nothing, and
-		// the run stays out of a cgroup tree someone else manages.
-		if !l.inLeaf() {
-			pids, err := readPids(l.v2 + "/cgroup.procs")
-			if errors.Is(err, os.ErrNotExist) && try < 2 {
-				continue // a leaf since left and removed (see below)
-			}
-			if err != nil || len(pids) != 1 || pids[0] != os.Getpid() {
-				return nil, nil
-			}
-		}
-		l.outOfLeaf()
-		dir = path.Join(l.v2, name)
-		err = unix.Mkdir(dir, 0o755)
-		if err == nil {
-			break
-		}
-		if optional(err) {
-			return nil, nil
-		}
-		// The leaf this process was seen in may have been left and
-		// removed by another run's Destroy since: look again.
-		if err != unix.ENOENT || try == 2 {
-			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
-		}
+	}
+	if !onV2 || l.v2 == "" || l.exempt() {
+		return nil, nil
+	}
+	dir, err := bareDir(l, name)
+	if dir == "" || err != nil {
+		return nil, err
 	}
 	// Beneath a threaded cgroup a new one is "domain invalid" and takes no
 	// process: the run stays where it would have been without it.
@@ -782,7 +761,6 @@ func sweep(prefix string, minAge time.Duration) error {
 	if err != nil {
 		return err
 	}
-	l.outOfLeaf() // the runs are beside the leaf
 	var parents []string
 	for _, ctl := range v1Controllers {
 		if d, ok := l.v1[ctl]; ok && !slices.Contains(parents, d) {
@@ -898,7 +876,7 @@ const sharedDir = "moat"
 func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (string, error) {
 	leaf.Lock()
 	defer leaf.Unlock()
-	if leaf.users > 0 && l.v2 == leaf.dir {
+	if leaf.users > 0 && l.v2 == leaf.from {
 		// This process already sits in its leaf: runs go beside it.
 		leaf.users++
 		c.inLeaf = true
@@ -928,7 +906,7 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 	case len(procs) == 0:
 		return l.v2, nil
 	case len(procs) == 1 && procs[0] == os.Getpid():
-		dir := path.Join(l.v2, fmt.Sprintf("moat-self-%d", os.Getpid()))
+		dir := path.Join(l.v2, leafName())
 		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
 			return "", fmt.Errorf("cgroup: %s holds this process, which must move to a leaf to enable %s for the run: %w", l.v2, strings.Join(missing, ", "), err)
 		}
@@ -954,6 +932,35 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		Err: fmt.Errorf("%w: %s holds other processes than moat, so cgroup v2 cannot enable %s for a child (no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", unix.EBUSY, l.v2, strings.Join(missing, ", "))}
 }
 
+// bareDir makes NewBare's directory in l's v2 cgroup, and returns "" where
+// NewBare makes none. Only a caller alone in its cgroup, or in its leaf
+// already, can make room for a limited run by moving into a leaf; in a
+// cgroup shared with other processes a run's init changes nothing, and the
+// run stays out of a cgroup tree someone else manages. The leaf lock is
+// held throughout, so that the leaf is neither made nor left between the
+// look and the mkdir.
+func bareDir(l layout, name string) (string, error) {
+	leaf.Lock()
+	defer leaf.Unlock()
+	if leaf.users == 0 || l.v2 != leaf.from {
+		pids, err := readPids(l.v2 + "/cgroup.procs")
+		if err != nil || len(pids) != 1 || pids[0] != os.Getpid() {
+			return "", nil
+		}
+	}
+	dir := path.Join(l.v2, name)
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		if optional(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("cgroup: create %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// leafName is the name of this process's leaf (see v2Parent).
+func leafName() string { return fmt.Sprintf("moat-self-%d", os.Getpid()) }
+
 // leaf is this process's move into a leaf of its own cgroup (see v2Parent),
 // shared by every run that needs it.
 var leaf struct {
@@ -961,24 +968,6 @@ var leaf struct {
 	users     int
 	from, dir string
 	before    []string // from's cgroup.subtree_control before the move
-}
-
-// inLeaf says whether l's v2 cgroup is this process's leaf for runs in
-// progress (see v2Parent).
-func (l layout) inLeaf() bool {
-	leaf.Lock()
-	defer leaf.Unlock()
-	return leaf.users > 0 && l.v2 == leaf.dir
-}
-
-// outOfLeaf makes l describe the cgroup this process came from when it sits
-// in its leaf for runs in progress (see v2Parent).
-func (l *layout) outOfLeaf() {
-	leaf.Lock()
-	defer leaf.Unlock()
-	if leaf.users > 0 && l.v2 == leaf.dir {
-		l.v2 = leaf.from
-	}
 }
 
 // leaveLeaf undoes the move with the last run that needed it: controllers

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -92,6 +93,10 @@ func TestMain(m *testing.M) {
 				r.BareDestroyErr = fmt.Sprint(b.Destroy())
 			}
 			json.NewEncoder(os.Stdout).Encode([]bareResult{r})
+			break
+		}
+		if os.Getenv("MOAT_V2BARE_STRESS") != "" {
+			json.NewEncoder(os.Stdout).Encode([]bareResult{bareStress()})
 			break
 		}
 		json.NewEncoder(os.Stdout).Encode([]bareResult{bareThenLimited(), limitedThenBare()})
@@ -702,6 +707,44 @@ func bareThenLimited() bareResult {
 	return r
 }
 
+// bareStress makes and destroys runs with and without limits from eight
+// goroutines at once, so that the helper moves into its leaf and out again
+// while other runs look at where it is; any error is reported in LimErr.
+func bareStress() bareResult {
+	r := bareResult{Order: "stress", Home: selfV2()}
+	var mu sync.Mutex
+	var errs []string
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				name := fmt.Sprintf("moattest-%d-stress-%d-%d", os.Getpid(), w, i)
+				var c *Cgroup
+				var err error
+				if (w+i)%2 == 0 {
+					c, err = New(name, Limits{})
+				} else if c, err = NewBare(name); err == nil && c == nil {
+					err = errors.New("NewBare made none")
+				}
+				if err == nil {
+					err = c.Destroy()
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err.Error())
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.LimErr = fmt.Sprint(errs)
+	r.SelfAfter = selfV2()
+	return r
+}
+
 // limitedThenBare: a run with limits is in progress (the helper in its
 // leaf) when one without limits starts, which outlives it.
 func limitedThenBare() bareResult {
@@ -968,6 +1011,37 @@ func TestV2BareBesideLimited(t *testing.T) {
 	for _, e := range entries {
 		if e.IsDir() {
 			t.Errorf("left in the helper's cgroup: %s", e.Name())
+		}
+	}
+
+	// Many runs of both kinds at once: the leaf comes and goes while
+	// others look at where the helper is.
+	stress := path.Join(top, name+"-stress")
+	if err := os.Mkdir(stress, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rmdir(stress, time.Second) })
+	sfd, err := unix.Open(stress, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=v2bare", "MOAT_V2BARE_STRESS=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: sfd}
+	out, runErr = cmd.Output()
+	unix.Close(sfd)
+	rs = nil
+	if err := json.Unmarshal(out, &rs); err != nil || len(rs) != 1 {
+		t.Fatalf("stress helper: %v (%v) %s", err, runErr, out)
+	}
+	if r := rs[0]; r.LimErr != "[]" || r.SelfAfter != "/"+path.Base(stress) {
+		t.Errorf("stress: errors %s; the helper ends in %s", r.LimErr, r.SelfAfter)
+	}
+	if ents, _ := os.ReadDir(stress); len(ents) > 0 {
+		for _, e := range ents {
+			if e.IsDir() {
+				t.Errorf("stress: left in the helper's cgroup: %s", e.Name())
+			}
 		}
 	}
 
