@@ -247,10 +247,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(fmt.Errorf("%w: filesystem.landlock is \"required\" and this host has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused))
 	}
 	degraded, err := checkCapabilities(spec, caps, req.AllowDegraded)
-	rep.Degraded = append(rep.Degraded, degraded...)
 	if err != nil {
+		// Refused, not run degraded: the error names the gaps.
 		return fail(err)
 	}
+	rep.Degraded = append(rep.Degraded, degraded...)
 	absent := absentProtected(req.Policy)
 	st, err := be.Run(ctx, spec, stdio)
 	if created := createdSince(req.Policy, absent); len(created) > 0 {

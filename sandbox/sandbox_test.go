@@ -629,6 +629,11 @@ func TestRefusesUnenforceableLimits(t *testing.T) {
 	if !strings.Contains(r.err.Error(), "--allow-degraded") {
 		t.Errorf("refusal does not say how to proceed: %v", r.err)
 	}
+	// Refused, so not run degraded: the CLI prints "running degraded" for
+	// each entry, which before a refusal said the opposite of what happened.
+	if len(r.rep.Degraded) != 0 {
+		t.Errorf("a refused run's report lists degradations %q", r.rep.Degraded)
+	}
 }
 
 func TestNoSurvivors(t *testing.T) {
