@@ -47,6 +47,8 @@ type planFDs struct {
 	seccompChan int    // socket to send the observed filter's listener on, or -1
 	proxyChan   int    // socket to send the proxy listener on (network mode proxy), or -1
 	trees       map[string]int
+	// dropGroups: init drops its supplementary groups (moat is root).
+	dropGroups bool
 }
 
 // directCalls are the system calls the direct start makes after its
@@ -303,6 +305,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// Credentials: the sandbox user, with only the capabilities init
 	// needs (in its user namespace only), as the init stage gets them.
 	cred := p.stage("set credentials")
+	if fds.dropGroups {
+		p.call(cred, unix.SYS_SETGROUPS, 0, 0) // see writeIDMaps
+	}
 	p.call(cred, unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1)
 	gid, uid := uintptr(spec.User.GID), uintptr(spec.User.UID)
 	p.call(cred, unix.SYS_SETRESGID, gid, gid, gid)

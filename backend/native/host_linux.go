@@ -405,6 +405,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		r.netChan, r.netChild = host, child
 	}
 
+	root := os.Geteuid() == 0
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       initArgs(spec.Network),
@@ -422,8 +423,10 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 			GidMappings: []syscall.SysProcIDMap{
 				{ContainerID: spec.User.GID, HostID: spec.User.HostGID, Size: 1},
 			},
-			GidMappingsEnableSetgroups: false,
-			Credential:                 &syscall.Credential{Uid: uint32(spec.User.UID), Gid: uint32(spec.User.GID), NoSetGroups: true},
+			// As root, init drops the supplementary groups moat has
+			// (see writeIDMaps); an ordinary caller's stay.
+			GidMappingsEnableSetgroups: root,
+			Credential:                 &syscall.Credential{Uid: uint32(spec.User.UID), Gid: uint32(spec.User.GID), NoSetGroups: !root},
 			AmbientCaps:                initCaps,
 			// If moat itself dies, init dies, and with it the whole PID
 			// namespace: nothing outlives the host side.

@@ -193,6 +193,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	// memory as it was. (With shareVM it could be built on another thread
 	// while the kernel makes the namespaces, the child waiting for the
 	// go-ahead; on this project's two-CPU machines that was no faster.)
+	fds.dropGroups = os.Geteuid() == 0
 	p, err := buildPlan(f, spec, fds, filters, abi, rl)
 	if err != nil {
 		return err
@@ -224,7 +225,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 
 	// From here on the run is killed and reaped on every path.
-	if err := writeIDMaps(int(pid), spec.User); err != nil {
+	if err := writeIDMaps(int(pid), spec.User, os.Geteuid() == 0); err != nil {
 		return abort(err)
 	}
 	if r.cg != nil && !inCgroup {
@@ -300,7 +301,17 @@ func (c *child) wait() syscall.WaitStatus {
 
 // writeIDMaps maps the sandbox user to its host uid and gid in the
 // child's user namespace, as os/exec does for the init stage.
-func writeIDMaps(pid int, u backend.Identity) error {
+//
+// setgroups(2) stays allowed there when moat is root (allowGroups), so
+// that init can drop the supplementary groups it has from moat: a host
+// group such as root's own (0), adm or docker would otherwise go with the
+// command's unprivileged host uid, and open what that group may read.
+// Nothing in the sandbox holds CAP_SETGID after init's first steps, so
+// none can set groups again. An ordinary caller's namespace must deny it:
+// the kernel maps a group for an unprivileged writer only then, because a
+// process that could drop a group could escape a permission that denies
+// that group; the command keeps the caller's groups (docs/security.md).
+func writeIDMaps(pid int, u backend.Identity, allowGroups bool) error {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("start sandbox init: open /proc/%d: %w", pid, err)
@@ -324,8 +335,10 @@ func writeIDMaps(pid int, u backend.Identity) error {
 	if err := write("uid_map", fmt.Sprintf("%d %d 1\n", u.UID, u.HostUID)); err != nil {
 		return err
 	}
-	if err := write("setgroups", "deny"); err != nil {
-		return err
+	if !allowGroups {
+		if err := write("setgroups", "deny"); err != nil {
+			return err
+		}
 	}
 	return write("gid_map", fmt.Sprintf("%d %d 1\n", u.GID, u.HostGID))
 }
@@ -459,7 +472,7 @@ func holdUsernsVM(uid, gid, hostUID, hostGID int, onParent func(func())) (*os.Fi
 	if err != nil {
 		return nil, err
 	}
-	err = writeIDMaps(pid, backend.Identity{UID: uid, GID: gid, HostUID: hostUID, HostGID: hostGID})
+	err = writeIDMaps(pid, backend.Identity{UID: uid, GID: gid, HostUID: hostUID, HostGID: hostGID}, false)
 	var f *os.File
 	if err == nil {
 		f, err = os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
