@@ -53,6 +53,7 @@ const (
 	kindExpect           // fail with errno a[2] unless vals[a[0]] == a[1]
 	kindSpawnNet         // vals[save] = pid of a helper running net (shareVM only)
 	kindExitErrno        // fail unless the wait status vals[a[0]] is exit 0; errno: the exit code, or a[2]
+	kindRetry            // when the last call failed with errno a[1] (its ok): again from step a[0], at most a[2] times (count in vals[a[3]]), then fail
 )
 
 // Conditions on a step, tested against vals[condVal], a file mode.
@@ -306,6 +307,7 @@ func (f *forkState) fail(stage uint16, errno uintptr, code uintptr) {
 //go:nocheckptr
 func (f *forkState) run(steps []step) (int, uintptr) {
 	var skipping uint16
+	var lastErr uintptr // the last call's errno, 0 if it succeeded
 	for i := 0; i < len(steps); i++ {
 		s := &steps[i]
 		if s.group != 0 && s.group == skipping {
@@ -349,6 +351,16 @@ func (f *forkState) run(steps []step) (int, uintptr) {
 				return i, s.a[2]
 			}
 			continue
+		case kindRetry:
+			if lastErr != s.a[1] {
+				continue
+			}
+			if f.vals[s.a[3]] >= s.a[2] {
+				return i, s.a[1]
+			}
+			f.vals[s.a[3]]++
+			i = int(s.a[0]) - 1
+			continue
 		case kindSpawnNet:
 			// A process that shares init's memory and fds, on a stack
 			// of its own; it reports by its exit status (see netMain).
@@ -366,6 +378,7 @@ func (f *forkState) run(steps []step) (int, uintptr) {
 			}
 		}
 		r, _, e := syscall.RawSyscall6(s.nr, a[0], a[1], a[2], a[3], a[4], a[5])
+		lastErr = uintptr(e)
 		if e != 0 {
 			if s.skip != 0 && uintptr(e) == uintptr(s.skip) {
 				skipping = s.group

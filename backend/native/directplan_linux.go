@@ -33,6 +33,10 @@ type plan struct {
 	// limit; scratchDirs counts the directories made on it.
 	scratch     uint16
 	scratchDirs int
+	// user is the sandbox user: who the command is, in its user
+	// namespace. own is who init is, in its own (the same unless
+	// planFDs.nest is set).
+	user, own backend.Identity
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -47,6 +51,10 @@ type planFDs struct {
 	seccompChan int    // socket to send the observed filter's listener on, or -1
 	proxyChan   int    // socket to send the proxy listener on (network mode proxy), or -1
 	trees       map[string]int
+	// nest, when set, is init's identity in its own user namespace: the
+	// id-mapped trees' owner, mapped to the sandbox user's host ids. Init
+	// then starts the command in a namespace nested in it (see nestable).
+	nest *backend.Identity
 	// dropGroups: init drops its supplementary groups (moat is root).
 	dropGroups bool
 }
@@ -251,7 +259,10 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// Sized for the default policy's plan (~340 setup steps, ~440 kept
 	// values): growing the lists step by step allocated and copied
 	// twice their size.
-	p := &plan{f: f, made: map[string]bool{}, keep: make([]any, 0, 512)}
+	p := &plan{f: f, made: map[string]bool{}, keep: make([]any, 0, 512), user: spec.User, own: spec.User}
+	if fds.nest != nil {
+		p.own = *fds.nest
+	}
 	f.setup = make([]step, 0, 384)
 	f.vals = make([]uintptr, 1, 64)
 	f.ctlFD, f.statusFD = fds.ctl, fds.status
@@ -309,12 +320,19 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		p.call(cred, unix.SYS_SETGROUPS, 0, 0) // see writeIDMaps
 	}
 	p.call(cred, unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1)
-	gid, uid := uintptr(spec.User.GID), uintptr(spec.User.UID)
+	gid, uid := uintptr(p.own.GID), uintptr(p.own.UID)
 	p.call(cred, unix.SYS_SETRESGID, gid, gid, gid)
 	p.call(cred, unix.SYS_SETRESUID, uid, uid, uid)
 	caps := uint64(1) << unix.CAP_BLOCK_SUSPEND
 	for _, c := range initCaps {
 		caps |= 1 << c
+	}
+	if fds.nest != nil && fds.nest.UID == 0 {
+		// The nested namespace maps the sandbox user to uid 0 of this
+		// one, which the kernel allows only to a creator that held
+		// CAP_SETFCAP here (verify_root_map, against file capabilities
+		// that would act as root's there). Dropped with the others.
+		caps |= 1 << unix.CAP_SETFCAP
 	}
 	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := &[2]unix.CapUserData{
@@ -401,6 +419,10 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	}
 	if spec.Network.Mode == backend.NetProxy {
 		p.proxyListener(spec.Network.ProxyPort, fds.proxyChan)
+	}
+	// Nothing below needs a capability in init's user namespace.
+	if fds.nest != nil {
+		p.enterCommandUserns()
 	}
 
 	for _, r := range rlimits {
@@ -505,6 +527,62 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		p.call(ex, unix.SYS_EXECVE, p.str(c), argv, envv)
 	}
 	return p, nil
+}
+
+// enterCommandUserns moves init into a new user namespace, nested in its
+// own, that maps the sandbox user to the ids init has in its own (the
+// nested identity, see nestable): the command starts in it, as the sandbox
+// user, with the same host ids as init. Init writes the maps itself, as a
+// process may for its own ids, through the sandbox's /proc.
+//
+// /proc shows a process's files owned by host root, which init cannot
+// open, unless its address space is dumpable; init's change of ids made
+// it not, and so does any change of ids by another process sharing it
+// (moat's concurrent runs' inits, a vfork child of moat's): init makes it
+// dumpable again before each open, and opens again if it raced with such
+// a change. It stays dumpable, as it is in an ordinary user's runs: what
+// keeps the command out of init is the capability init keeps (see
+// buildPlan), and the user namespace keeps every process outside of
+// it but host root's (docs/security.md).
+func (p *plan) enterCommandUserns() {
+	stg := p.stage("enter the command's user namespace")
+	p.call(stg, unix.SYS_UNSHARE, unix.CLONE_NEWUSER)
+	for _, w := range [][2]string{
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1\n", p.user.UID, p.own.UID)},
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1\n", p.user.GID, p.own.GID)},
+	} {
+		again := p.call(stg, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1)
+		fd := p.val()
+		i := p.call(stg, unix.SYS_OPENAT, atFDCWD, p.str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		p.at(i).save, p.at(i).ok = fd, uint16(unix.EACCES)
+		*p.list = append(*p.list, step{kind: kindRetry, a: [6]uintptr{uintptr(again), uintptr(unix.EACCES), 1000, uintptr(p.val())}, stage: stg})
+		b := []byte(w[1])
+		p.keep = append(p.keep, b)
+		i = p.call(stg, unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		p.at(i).ref = 1
+		i = p.call(stg, unix.SYS_CLOSE, uintptr(fd))
+		p.at(i).ref = 1
+	}
+}
+
+// ownIDs rewrites the uid= and gid= options of a tmpfs, given for the
+// sandbox user, to the ids init has in the namespace it mounts in: they
+// differ with the nested identity.
+func (p *plan) ownIDs(options string) string {
+	if p.own == p.user || options == "" {
+		return options
+	}
+	opts := strings.Split(options, ",")
+	for i, o := range opts {
+		switch o {
+		case fmt.Sprintf("uid=%d", p.user.UID):
+			opts[i] = fmt.Sprintf("uid=%d", p.own.UID)
+		case fmt.Sprintf("gid=%d", p.user.GID):
+			opts[i] = fmt.Sprintf("gid=%d", p.own.GID)
+		}
+	}
+	return strings.Join(opts, ",")
 }
 
 func (p *plan) stage2(name, err string) uint16 {
@@ -763,7 +841,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 			// Under a disk limit, a directory of the one sized tmpfs.
 			p.bindScratch(p.stage("tmpfs "+m.Target), target, m.Options)
 		} else {
-			p.mount(p.stage("mount tmpfs "+m.Target), "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Options)
+			p.mount(p.stage("mount tmpfs "+m.Target), "tmpfs", target, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, p.ownIDs(m.Options))
 		}
 		if m.ReadOnly {
 			p.setAttr(p.stage("tmpfs "+m.Target), target, unix.MOUNT_ATTR_RDONLY, false)

@@ -137,6 +137,7 @@ type run struct {
 	onInitParent func(func()) // Backend.onInitParent
 	forkStart    bool         // Backend.ForkStart
 	plan         *plan        // a direct start's plan, which its child reads
+	nest         []idmap      // trees a direct start maps with init's user namespace (nestable)
 	afterWait    []func()     // run once init has been reaped
 	seen         denials      // a direct start's refused system calls
 	killed       atomic.Value // backend.Cause the host killed the run for
@@ -269,6 +270,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	var trees map[string]*os.File
 	idmapped := make(chan error, 1)
 	idmapped <- nil
+	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
 	if os.Geteuid() == 0 {
 		t, maps, err := openTrees(spec)
 		if err != nil {
@@ -280,7 +282,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 				f.Close()
 			}
 		})
-		if len(maps) > 0 {
+		if direct && nestable(maps) {
+			r.nest = maps // mapped with init's own user namespace, see nestable
+		} else if len(maps) > 0 {
 			// Id-mapping a tree needs a user namespace, made by a child
 			// process: that goes on on another thread while this one
 			// prepares the start. Init moves the trees into place only
@@ -290,7 +294,6 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			cleanup = append(cleanup, func() { idmapped <- <-idmapped }) // never leave it running
 		}
 	}
-	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
 	if direct {
 		if err := r.startDirect(filters, trees, idmapped, specR, statW, outW, errW); err != nil {
 			return nil, err

@@ -194,6 +194,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	// while the kernel makes the namespaces, the child waiting for the
 	// go-ahead; on this project's two-CPU machines that was no faster.)
 	fds.dropGroups = os.Geteuid() == 0
+	if len(r.nest) > 0 {
+		fds.nest = &backend.Identity{UID: r.nest[0].uid, GID: r.nest[0].gid, HostUID: spec.User.HostUID, HostGID: spec.User.HostGID}
+	}
 	p, err := buildPlan(f, spec, fds, filters, abi, rl)
 	if err != nil {
 		return err
@@ -225,8 +228,17 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	}
 
 	// From here on the run is killed and reaped on every path.
-	if err := writeIDMaps(int(pid), spec.User, os.Geteuid() == 0); err != nil {
+	ids := spec.User
+	if fds.nest != nil {
+		ids = *fds.nest // init's namespace maps the trees' owner (see nestable)
+	}
+	if err := writeIDMaps(int(pid), ids, os.Geteuid() == 0); err != nil {
 		return abort(err)
+	}
+	if fds.nest != nil {
+		if err := mapTrees(int(pid), r.nest, spec); err != nil {
+			return abort(err)
+		}
 	}
 	if r.cg != nil && !inCgroup {
 		if err := r.cg.Add(int(pid)); err != nil {
@@ -341,6 +353,24 @@ func writeIDMaps(pid int, u backend.Identity, allowGroups bool) error {
 		}
 	}
 	return write("gid_map", fmt.Sprintf("%d %d 1\n", u.GID, u.HostGID))
+}
+
+// mapTrees id-maps the trees with the user namespace of init (pid), whose
+// maps have been written: the nested identity (see nestable).
+func mapTrees(pid int, maps []idmap, spec *backend.Spec) error {
+	path := "/proc/" + strconv.Itoa(pid) + "/ns/user"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("start sandbox init: open %s: %w", path, err)
+	}
+	ns := os.NewFile(uintptr(fd), path)
+	defer ns.Close()
+	for _, m := range maps {
+		if err := mapTree(m, ns, spec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // supervise receives the observed filter's listener from the child and

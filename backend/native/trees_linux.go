@@ -148,19 +148,69 @@ func applyIDMaps(spec *backend.Spec, maps []idmap, onParent func(func())) error 
 			}
 			userns[owner] = ns
 		}
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
-		if err := unix.MountSetattr(int(m.tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			if idmappedMount(m.tree.Name()) {
-				return fmt.Errorf("%s is on a mount that is id-mapped already (by a container runtime, say), and the kernel does not map a mount twice. Run as root, moat shows writable paths to the command through idmapped mounts: run moat as an ordinary user here, or give it the directory through a mount without a mapping: %w",
-					m.tree.Name(), errors.ErrUnsupported)
-			}
-			if err == unix.EINVAL {
-				return unmappable(m.tree)
-			}
-			return fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.tree.Name(), m.uid, m.gid, spec.User.HostUID, spec.User.HostGID, err)
+		if err := mapTree(m, ns, spec); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// mapTree id-maps m's tree with the user namespace ns, which maps the
+// tree's owner to the sandbox user's host ids.
+func mapTree(m idmap, ns *os.File, spec *backend.Spec) error {
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(int(m.tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		if idmappedMount(m.tree.Name()) {
+			return fmt.Errorf("%s is on a mount that is id-mapped already (by a container runtime, say), and the kernel does not map a mount twice. Run as root, moat shows writable paths to the command through idmapped mounts: run moat as an ordinary user here, or give it the directory through a mount without a mapping: %w",
+				m.tree.Name(), errors.ErrUnsupported)
+		}
+		if err == unix.EINVAL {
+			return unmappable(m.tree)
+		}
+		return fmt.Errorf("id-map %s (owner %d:%d -> %d:%d): %w", m.tree.Name(), m.uid, m.gid, spec.User.HostUID, spec.User.HostGID, err)
+	}
+	return nil
+}
+
+// nestable reports whether a direct start can id-map the trees with
+// init's own user namespace instead of a holder's (idmapUserns): when they
+// all have one owner, and an unprivileged process may use a user
+// namespace it creates.
+//
+// Init's user namespace then maps that owner (not the sandbox user) to
+// the sandbox user's host ids, the host maps the trees with it as soon as
+// init's maps are written, and init, once it has done all that needs its
+// capabilities there (mounts, pivot_root, the hostname, the proxy's
+// listener), moves itself into a user namespace of its own making, nested
+// in the first, that maps the sandbox user to the owner (enterCommandUserns
+// in the plan). The command starts there. Its host ids are the same as
+// with a holder, and so is everything the kernel checks against them; what
+// a holder costs is not paid (a clone, its maps, its exit: ~0.1 ms of a
+// start as root, bench/abtime). Trees of several owners need a namespace
+// per owner, and take holders.
+//
+// usernsRestricted: Ubuntu's AppArmor (kernel.apparmor_restrict_unprivileged_userns)
+// lets an unprivileged process create a user namespace but denies it
+// every capability there, and init, unprivileged on the host, needs one
+// to write its nested namespace's maps: such hosts take holders, which
+// moat (root) makes.
+func nestable(maps []idmap) bool {
+	if len(maps) == 0 || usernsRestricted() {
+		return false
+	}
+	for _, m := range maps[1:] {
+		if m.uid != maps[0].uid || m.gid != maps[0].gid {
+			return false
+		}
+	}
+	return true
+}
+
+// usernsRestricted reports whether AppArmor restricts the user namespaces
+// unprivileged processes create (see nestable). Tests replace it.
+var usernsRestricted = func() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+	return err == nil && strings.TrimSpace(string(b)) != "0"
 }
 
 // unmappable explains mount_setattr's EINVAL for a tree whose filesystem

@@ -22,7 +22,10 @@
 // starts the command, so that the command's timers are as precise as
 // without moat. The threads the runtime started before main keep 500 µs:
 // their timers (the wall-clock limit, a retried cgroup removal) may fire
-// up to half a millisecond late.
+// up to half a millisecond late, and when idle they take a goroutine that
+// a busy thread has just started only after up to that long (the
+// scheduler sleeps 3 µs before it takes one from its creator's runnext
+// slot), so such a goroutine mostly runs once its creator blocks.
 //
 // This is written by hand because no library does it: the Go toolchain
 // offers no hook before the runtime starts other than the linker's entry
