@@ -279,6 +279,8 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after
+		// the last parenthesis.
 		i := bytes.LastIndexByte(b, ')')
 		if f := strings.Fields(string(b[i+1:])); len(f) >= 2 && f[1] == fmt.Sprint(pid) {
 			var c int
@@ -292,28 +294,13 @@ func childrenOf(pid int) []int {
 // childInit returns the pid of the sandbox init this test process started.
 func childInit(t *testing.T) int {
 	t.Helper()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, st := range stats {
-		b, err := os.ReadFile(st)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after
-		// the last parenthesis.
-		i := bytes.LastIndexByte(b, ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[1] != fmt.Sprint(os.Getpid()) {
-			continue
-		}
+	for _, pid := range childrenOf(os.Getpid()) {
 		// Init is PID 1 of a namespace of its own: the last field of
 		// its NSpid line is 1. (A direct start's init shares this
 		// process's memory, and so shows its command line.)
-		dir := filepath.Dir(st)
-		status, _ := os.ReadFile(dir + "/status")
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		for _, l := range strings.Split(string(status), "\n") {
 			if f := strings.Fields(l); len(f) == 3 && f[0] == "NSpid:" && f[2] == "1" {
-				var pid int
-				fmt.Sscan(filepath.Base(dir), &pid)
 				return pid
 			}
 		}
