@@ -10,3 +10,7 @@ func ForceHoldersForTesting() (undo func()) {
 	usernsRestricted = func() bool { return true }
 	return func() { usernsRestricted = old }
 }
+
+// UsernsRestricted reports whether this host's AppArmor restricts
+// unprivileged user namespaces, where root's direct starts take holders.
+func UsernsRestricted() bool { return usernsRestricted() }

@@ -71,7 +71,7 @@ echo done`
 				// namespace above, which is the owner with the nested
 				// identity and the host id with holders.
 				parent := []int{ws.uid, ws.gid}
-				if c.holders {
+				if c.holders || native.UsernsRestricted() {
 					parent = []int{s.User.HostUID, s.User.HostGID}
 				}
 				for i, want := range []string{
