@@ -327,7 +327,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	for _, c := range initCaps {
 		caps |= 1 << c
 	}
-	if fds.nest != nil && fds.nest.UID == 0 {
+	if p.own != p.user && p.own.UID == 0 {
 		// The nested namespace maps the sandbox user to uid 0 of this
 		// one, which the kernel allows only to a creator that held
 		// CAP_SETFCAP here (verify_root_map, against file capabilities
@@ -420,8 +420,10 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if spec.Network.Mode == backend.NetProxy {
 		p.proxyListener(spec.Network.ProxyPort, fds.proxyChan)
 	}
-	// Nothing below needs a capability in init's user namespace.
-	if fds.nest != nil {
+	// Nothing below needs a capability in init's user namespace. (The
+	// owner may be the sandbox user itself, whom init's namespace then
+	// maps as the command needs.)
+	if p.own != p.user {
 		p.enterCommandUserns()
 	}
 

@@ -52,7 +52,7 @@ echo done`
 			if c.holders && !c.b.InitStage {
 				t.Cleanup(native.ForceHoldersForTesting())
 			}
-			for _, ws := range []struct{ uid, gid int }{{0, 0}, {owner, group}} {
+			for _, ws := range []struct{ uid, gid int }{{0, 0}, {owner, group}, {1000, 1000}} {
 				dir := t.TempDir()
 				if err := os.Chown(dir, ws.uid, ws.gid); err != nil {
 					t.Fatal(err)
@@ -70,8 +70,11 @@ echo done`
 				// Inside: the sandbox user, mapped to one id of the
 				// namespace above, which is the owner with the nested
 				// identity and the host id with holders.
+				// (A workspace of the sandbox user's own ids needs no
+				// nesting: init's namespace maps them as the command
+				// needs.)
 				parent := []int{ws.uid, ws.gid}
-				if c.holders || native.UsernsRestricted() {
+				if c.holders || native.UsernsRestricted() || ws.uid == s.User.UID && ws.gid == s.User.GID {
 					parent = []int{s.User.HostUID, s.User.HostGID}
 				}
 				for i, want := range []string{
