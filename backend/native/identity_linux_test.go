@@ -22,9 +22,10 @@ import (
 // it that maps the sandbox user to that owner (see nestable). Whichever
 // way the trees are mapped (that, holders as on a host whose AppArmor
 // restricts user namespaces, or the init stage's holders), the command is
-// the sandbox user inside, its host ids are the dedicated unprivileged
-// ones, what it writes lands owned by the workspace's owner, and it
-// cannot widen its own maps or groups.
+// the sandbox user inside (its host ids, the dedicated unprivileged ones,
+// are read from outside by sandbox's TestIdentityIsUnprivileged), what it
+// writes lands owned by the workspace's owner, and it cannot widen its own
+// maps or groups.
 func TestNestedIdentity(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root id-maps the workspace (an ordinary caller's files are its own)")
