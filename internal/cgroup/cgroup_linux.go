@@ -328,7 +328,11 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 			}
 			// A shared parent may vanish under a concurrent Destroy of
 			// its last run between creation and use: make it again.
-			if c.shared == "" || try == 3 || !errors.Is(err, unix.ENOENT) {
+			// Gone, it fails with ENOENT; being removed, its files fail
+			// with ENODEV; and a controller enabled in it as it went
+			// reads as missing from its cgroup.controllers.
+			if c.shared == "" || try == 3 || err == nil ||
+				!errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) && exists(c.shared) {
 				break
 			}
 			c.shared = ""
