@@ -326,16 +326,16 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 				dir = path.Join(parent, name)
 				err = unix.Mkdir(dir, 0o755)
 			}
-			// A shared parent may vanish under a concurrent Destroy of
-			// its last run between creation and use: make it again.
-			// Gone, it fails with ENOENT; being removed, its files fail
-			// with ENODEV; and a controller enabled in it as it went
-			// reads as missing from its cgroup.controllers.
-			if c.shared == "" || try == 3 || err == nil ||
-				!errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) && exists(c.shared) {
+			// A shared parent may vanish under another moat process's
+			// Destroy of its last run between creation and use (this
+			// process's runs count their users, see sharedUsers): make
+			// it again. Gone, its files fail with ENOENT, being removed
+			// with ENODEV, and a controller enabled in it as it went
+			// reads as missing; a failure that lasts is returned.
+			if c.shared == "" || try == 3 || err == nil {
 				break
 			}
-			c.shared = ""
+			c.leaveShared()
 		}
 		if err != nil && dir == "" {
 			return err // enableV2 failed for a required controller
@@ -710,11 +710,7 @@ func (c *Cgroup) Destroy() error {
 // for them (see v2Parent).
 func (c *Cgroup) release() error {
 	err := c.removeDirs()
-	if c.shared != "" {
-		// Other runs may still use it: then the kernel refuses.
-		unix.Rmdir(c.shared)
-		c.shared = ""
-	}
+	c.leaveShared()
 	if c.inLeaf {
 		c.inLeaf = false
 		err = errors.Join(err, leaveLeaf())
@@ -926,9 +922,12 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		if _, err := enableV2(l.v2Top, missing, required, false); err != nil {
 			return "", err
 		}
+		sharedUsers.Lock()
+		defer sharedUsers.Unlock()
 		if err := unix.Mkdir(dir, 0o755); err != nil && err != unix.EEXIST {
 			return "", fmt.Errorf("cgroup: create %s: %w", dir, err)
 		}
+		sharedUsers.n++
 		c.shared = dir
 		return dir, nil
 	}
@@ -960,6 +959,31 @@ func bareDir(l layout, name string) (string, error) {
 		return "", fmt.Errorf("cgroup: create %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// sharedUsers counts this process's runs under the shared directory (see
+// v2Parent), which the last of them removes: a run must not remove it
+// while another one of this process is between making it (or finding it)
+// and making its own directory in it. Another moat process's runs may
+// still remove it then; New makes it again.
+var sharedUsers struct {
+	sync.Mutex
+	n int
+}
+
+// leaveShared gives up c's use of the shared directory, and removes it
+// after this process's last run there. A run of another process still
+// using it makes the kernel refuse (EBUSY), which is fine.
+func (c *Cgroup) leaveShared() {
+	if c.shared == "" {
+		return
+	}
+	sharedUsers.Lock()
+	defer sharedUsers.Unlock()
+	if sharedUsers.n--; sharedUsers.n == 0 {
+		unix.Rmdir(c.shared)
+	}
+	c.shared = ""
 }
 
 // leafName is the name of this process's leaf (see v2Parent).
