@@ -326,6 +326,13 @@ func (c *Cgroup) create(l layout, name string, lim Limits) error {
 				dir = path.Join(parent, name)
 				err = unix.Mkdir(dir, 0o755)
 			}
+			if err == nil && c.shared != "" {
+				// Removed and made again in between, the shared parent
+				// has none of the controllers enabled in it before.
+				if err = hasControllers(dir, enabled); err != nil {
+					unix.Rmdir(dir)
+				}
+			}
 			// A shared parent may vanish under another moat process's
 			// Destroy of its last run between creation and use (this
 			// process's runs count their users, see sharedUsers): make
@@ -778,7 +785,15 @@ func sweep(prefix string, minAge time.Duration) error {
 	}
 	var errs []error
 	if shared != "" {
-		defer unix.Rmdir(shared) // refused while any run is in it
+		// Refused while any run is in it; and not while one of this
+		// process's runs is about to make its own directory there.
+		defer func() {
+			sharedUsers.Lock()
+			defer sharedUsers.Unlock()
+			if sharedUsers.n == 0 {
+				unix.Rmdir(shared)
+			}
+		}()
 	}
 	for _, parent := range parents {
 		entries, err := os.ReadDir(parent)
@@ -959,6 +974,22 @@ func bareDir(l layout, name string) (string, error) {
 		return "", fmt.Errorf("cgroup: create %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// hasControllers checks that the controllers ctls are enabled in the v2
+// directory dir (its cgroup.controllers lists them).
+func hasControllers(dir string, ctls []string) error {
+	b, err := os.ReadFile(dir + "/cgroup.controllers")
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	have := strings.Fields(string(b))
+	for _, ctl := range ctls {
+		if !slices.Contains(have, ctl) {
+			return fmt.Errorf("cgroup: %s: %s not enabled: %w", dir, ctl, ErrNoController)
+		}
+	}
+	return nil
 }
 
 // sharedUsers counts this process's runs under the shared directory (see
