@@ -259,7 +259,7 @@ func initThreadStatus(t *testing.T, ws string, edit func(*policy.Policy)) (init,
 			}
 		}
 	}
-	for _, c := range childrenOf(pid) {
+	for _, c := range proctest.Children(pid) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", c))
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "Uid:") || strings.HasPrefix(l, "Gid:") {
@@ -270,31 +270,10 @@ func initThreadStatus(t *testing.T, ws string, edit func(*policy.Policy)) (init,
 	return init, cmd
 }
 
-// childrenOf returns the pids of the processes whose parent is pid.
-func childrenOf(pid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, st := range stats {
-		b, err := os.ReadFile(st)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after
-		// the last parenthesis.
-		i := bytes.LastIndexByte(b, ')')
-		if f := strings.Fields(string(b[i+1:])); len(f) >= 2 && f[1] == fmt.Sprint(pid) {
-			var c int
-			fmt.Sscan(filepath.Base(filepath.Dir(st)), &c)
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // childInit returns the pid of the sandbox init this test process started.
 func childInit(t *testing.T) int {
 	t.Helper()
-	for _, pid := range childrenOf(os.Getpid()) {
+	for _, pid := range proctest.Children(os.Getpid()) {
 		// Init is PID 1 of a namespace of its own: the last field of
 		// its NSpid line is 1. (A direct start's init shares this
 		// process's memory, and so shows its command line.)

@@ -193,7 +193,8 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	// memory as it was. (With shareVM it could be built on another thread
 	// while the kernel makes the namespaces, the child waiting for the
 	// go-ahead; on this project's two-CPU machines that was no faster.)
-	fds.dropGroups = os.Geteuid() == 0
+	root := os.Geteuid() == 0
+	fds.dropGroups = root
 	if len(r.nest) > 0 {
 		fds.nest = &backend.Identity{UID: r.nest[0].uid, GID: r.nest[0].gid, HostUID: spec.User.HostUID, HostGID: spec.User.HostGID}
 	}
@@ -232,7 +233,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	if fds.nest != nil {
 		ids = *fds.nest // init's namespace maps the trees' owner (see nestable)
 	}
-	if err := writeIDMaps(int(pid), ids, os.Geteuid() == 0); err != nil {
+	if err := writeIDMaps(int(pid), ids, root); err != nil {
 		return abort(err)
 	}
 	if fds.nest != nil {
