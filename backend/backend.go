@@ -78,6 +78,12 @@ const (
 	// MountReadOnly re-binds an already mounted Target read-only (used to
 	// protect paths inside a writable workspace).
 	MountReadOnly MountKind = "readonly"
+	// MountPin binds an already mounted directory Target onto itself,
+	// writable: the command can change what is inside but can neither
+	// rename nor remove Target, since the kernel refuses both for a mount
+	// point (EBUSY). It keeps the directories above a protected path in
+	// place, so that a protected path cannot be moved aside and remade.
+	MountPin MountKind = "pin"
 	// MountProc mounts a fresh procfs for the sandbox's PID namespace.
 	MountProc MountKind = "proc"
 	// MountOverlay mounts a copy-on-write view at Target: Source (a host

@@ -48,10 +48,14 @@ type Workspace struct {
 	//   copy      like overlay, on a full copy of the workspace (for hosts
 	//             where overlayfs cannot be mounted)
 	Mode string `toml:"mode" json:"mode"`
-	// Protect lists paths, relative to the workspace, that stay read-only
-	// inside even in direct mode: the files that would let a command plant
-	// code another tool runs later. Default [".git/hooks", ".git/config",
-	// ".gitmodules", ".vscode", ".idea", ".mcp.json", ".envrc", ".moat.toml"].
+	// Protect lists paths, relative to the workspace, that host tools
+	// execute or read as configuration, in addition to the built-in list
+	// (the git directory's config, hooks and indirections, .gitmodules,
+	// .envrc, editor, agent, npm, yarn, cargo and mercurial settings: see
+	// the README), which cannot be turned off. In direct mode they stay
+	// read-only inside, the directories above them cannot be renamed, and
+	// one the command creates is moved to a quarantine after the run;
+	// moat apply refuses changes to them without --force. Default [].
 	// Absolute entries and entries escaping the workspace are errors.
 	Protect []string `toml:"protect" json:"protect"`
 }
@@ -213,10 +217,9 @@ const DefaultHostID = 2000000000
 func Default() *Policy {
 	return &Policy{
 		Workspace: Workspace{
-			Path: ".",
-			Mode: WorkspaceDirect,
-			Protect: []string{".git/hooks", ".git/config", ".gitmodules", ".vscode",
-				".idea", ".mcp.json", ".envrc", ".moat.toml"},
+			Path:    ".",
+			Mode:    WorkspaceDirect,
+			Protect: []string{},
 		},
 		Filesystem: Filesystem{
 			ReadOnly:  []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"},

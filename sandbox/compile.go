@@ -53,8 +53,11 @@ var (
 // (symlinked system directories, deny paths), and makes no changes.
 //
 // cs is the change set holding the copy-on-write layers, for the overlay
-// and copy workspace modes; nil otherwise.
-func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet) (*backend.Spec, error) {
+// and copy workspace modes; nil otherwise. g, when not nil, is the
+// workspace's guard (workspace.NewGuard): the git directory a worktree's
+// .git file names, bound beside the workspace, and in direct mode the
+// protected paths, read-only, with the directories above them pinned.
+func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, g *workspace.Guard) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -134,6 +137,12 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
 			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
 	}
+	if g != nil {
+		for _, b := range g.Binds() {
+			tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: b.Path, Target: b.Path,
+				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
+		}
+	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
 
 	mounts := tree
@@ -141,8 +150,17 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
-	for _, rel := range p.Workspace.Protect {
-		mounts = append(mounts, backend.Mount{Kind: backend.MountReadOnly, Target: protectTarget(ws, realWS, rel), Optional: true})
+	if g != nil {
+		for _, pr := range g.Protections() {
+			kind := backend.MountReadOnly
+			if pr.Pin {
+				kind = backend.MountPin
+			}
+			// Inside the workspace the path exists (the guard saw it, and
+			// a run that finds it gone must not go on unprotected);
+			// elsewhere only where the sandbox has it at all.
+			mounts = append(mounts, backend.Mount{Kind: kind, Target: pr.Path, Optional: !g.Inside(pr.Path)})
+		}
 	}
 	for _, d := range p.Filesystem.Deny {
 		for _, t := range denyTargets(d) {
@@ -266,31 +284,6 @@ func realPath(p string) string {
 		return r
 	}
 	return p
-}
-
-// protectTarget is where a protected path must be made read-only: the
-// place it resolves to on the host, not the symlink, since a tool on the
-// host follows the link (a .git/hooks that links to ./myhooks would
-// otherwise leave ./myhooks writable, and git would run what is put
-// there). Workspace paths keep the workspace's own prefix, as the
-// command sees it; a path that does not exist is returned as it is, and
-// the backend skips it.
-func protectTarget(ws, realWS, rel string) string {
-	p := filepath.Join(ws, rel)
-	// Most protected paths do not exist: one lstat says so (a missing
-	// component, after any symlink) where EvalSymlinks takes one per
-	// component of the workspace's path.
-	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-		return p
-	}
-	resolved, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return p
-	}
-	if r, err := filepath.Rel(realWS, resolved); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
-		return filepath.Join(ws, r)
-	}
-	return resolved
 }
 
 // withIdentity is the content of an /etc/passwd or /etc/group file less

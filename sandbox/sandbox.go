@@ -20,8 +20,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -117,12 +115,16 @@ type Report struct {
 	// (an unfiltered host network, no system-call filter), and protected
 	// paths the command created (see ProtectedCreated).
 	Warnings []string `json:"warnings"`
-	// ProtectedCreated lists the protected paths (workspace.protect) that
-	// did not exist when a direct-mode run started and did when it ended:
-	// a bind mount cannot make a missing path read-only, so the command
-	// could create them (a git hook, an .envrc). Review them before another
-	// tool runs them; overlay mode keeps such changes for review instead.
+	// ProtectedCreated lists what a direct-mode run left where a
+	// protected path belongs (workspace.protect and the git directory as
+	// git reads it; see workspace.Guard): a protected path that did not
+	// exist when the run started (a bind mount cannot make a missing path
+	// read-only), a link on the way to one that it retargeted, a
+	// submodule's git directory it made. Each was moved to a quarantine
+	// after the run (Quarantined), so no host tool runs it.
 	ProtectedCreated []string `json:"protected_created,omitempty"`
+	// Quarantined says where each of ProtectedCreated went, and why.
+	Quarantined []workspace.Quarantined `json:"quarantined,omitempty"`
 	// ChangeSet is where an overlay or copy workspace's changes are kept
 	// for review (moat diff) and apply.
 	ChangeSet *ChangeSetRef `json:"change_set,omitempty"`
@@ -220,7 +222,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if req.Policy.Network.Mode == policy.NetworkHost {
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
-	spec, err := Compile(req.Policy, req.Args, caller, runID, cs)
+	direct := m == "" || m == policy.WorkspaceDirect
+	guard, err := workspace.NewGuard(req.Policy.Workspace.Path, req.Policy.Workspace.Protect, direct)
+	if err != nil {
+		return fail(fmt.Errorf("workspace: %w", err))
+	}
+	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guard)
 	if err != nil {
 		return fail(err)
 	}
@@ -252,11 +259,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
-	absent := absentProtected(req.Policy)
 	st, err := be.Run(ctx, spec, stdio)
-	if created := createdSince(req.Policy, absent); len(created) > 0 {
-		rep.ProtectedCreated = created
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the command created %s in the workspace: protected paths that did not exist when the run started, which direct mode cannot guard; review them before git, an editor or direnv uses them (overlay mode keeps such changes for review)", strings.Join(created, ", ")))
+	// No process of the run is alive now: what it planted stays put.
+	qerr := quarantine(guard, direct, runID, rep)
+	if err == nil && qerr != nil {
+		err = qerr
 	}
 	var ie *backend.InitError
 	if errors.As(err, &ie) && strings.HasPrefix(ie.Stage, "overlay") {
@@ -324,30 +331,33 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	return gaps, nil
 }
 
-// absentProtected lists the protected paths of a direct-mode workspace
-// that do not exist yet.
-func absentProtected(p *policy.Policy) []string {
-	if p.Workspace.Mode != "" && p.Workspace.Mode != policy.WorkspaceDirect {
+// ErrQuarantine is returned (wrapped) when a run left something where a
+// protected path belongs and moat could not move it out of the workspace:
+// it is still there, and a host tool may run it.
+var ErrQuarantine = errors.New("could not quarantine a protected path")
+
+// quarantine moves what a direct-mode run planted where a protected path
+// belongs out of the workspace (workspace.Guard.Finish), into the
+// quarantine directory of the state directory, and says so in rep.
+func quarantine(g *workspace.Guard, direct bool, runID string, rep *Report) error {
+	if !direct {
 		return nil
 	}
-	var out []string
-	for _, rel := range p.Workspace.Protect {
-		if _, err := os.Lstat(filepath.Join(p.Workspace.Path, rel)); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, rel)
-		}
+	state, err := workspace.StateDir()
+	if err != nil {
+		return fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)
 	}
-	return out
-}
-
-// createdSince lists those of absent that exist now.
-func createdSince(p *policy.Policy, absent []string) []string {
-	var out []string
-	for _, rel := range absent {
-		if _, err := os.Lstat(filepath.Join(p.Workspace.Path, rel)); err == nil {
-			out = append(out, filepath.Clean(rel))
-		}
+	moved, err := g.Finish(filepath.Join(state, "quarantine", runID))
+	for _, q := range moved {
+		rep.ProtectedCreated = append(rep.ProtectedCreated, q.Path)
+		rep.Quarantined = append(rep.Quarantined, q)
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the command left %s (%s): moved to %s, so that no host tool runs it; review it there", q.Path, q.Why, q.To))
 	}
-	return out
+	if err != nil {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", err))
+		return fmt.Errorf("%w: %v", ErrQuarantine, err)
+	}
+	return nil
 }
 
 func landlockABIName(abi int) string {

@@ -1318,6 +1318,7 @@ func TestCommandHasAName(t *testing.T) {
 // is missing at the start cannot be made read-only, so the command can
 // create it; the report must say so rather than stay silent.
 func TestCreatedProtectedPathsReported(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
 	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("export A=1\n"), 0o644) // exists: read-only

@@ -54,6 +54,10 @@ type Report struct {
 	Forced []Conflict `json:"forced,omitempty"`
 	// Skipped are special files (devices, fifos, sockets), never applied.
 	Skipped []Change `json:"skipped,omitempty"`
+	// Protected are the selected changes to paths that host tools execute
+	// or read as configuration (see Protected), not forced; when not
+	// empty, nothing was applied.
+	Protected []string `json:"protected,omitempty"`
 }
 
 // Conflict is a path the host changed since the change set was created.
@@ -69,8 +73,11 @@ type Conflict struct {
 // (written beside as .moat-tmp-*, fsynced, renamed; mode kept; symlinks
 // made beside and renamed; deletions renamed aside first).
 //
-// It refuses, applying nothing, when a selected change touches a path the
-// host changed since Create (see "Conflict detection"): the Report lists
+// It refuses, applying nothing, when a selected change touches a path
+// that host tools execute or read as configuration (ChangeSet.Protects),
+// unless a path of force is at or above it: the Report lists them and the
+// error wraps ErrProtected. It refuses too when a selected change touches
+// a path the host changed since Create (see "Conflict detection"): the Report lists
 // the conflicts and the error wraps ErrConflict. A conflict at or below a
 // path of force is applied anyway.
 //
@@ -91,6 +98,15 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		sel, err := c.selectChanges(changes, paths)
 		if err != nil {
 			return err
+		}
+		guarded := c.protects()
+		for _, ch := range sel {
+			if guarded(ch) && !matchPrefix(force, ch.Path) {
+				rep.Protected = append(rep.Protected, ch.Path)
+			}
+		}
+		if len(rep.Protected) > 0 {
+			return fmt.Errorf("apply %s: %d paths: %w", c.meta.ID, len(rep.Protected), ErrProtected)
 		}
 		plan, err := c.plan(sel, &rep)
 		if err != nil {

@@ -25,6 +25,9 @@ var (
 	ErrBusy = errors.New("change set is in use")
 	// ErrConflict: Apply refused because real files changed since Create.
 	ErrConflict = errors.New("workspace changed on the host")
+	// ErrProtected: Apply refused changes to paths that host tools execute
+	// or read as configuration, which only a person's --force applies.
+	ErrProtected = errors.New("changes to protected paths")
 	// ErrUnsupportedLayer: the upper layer uses an overlay feature moat
 	// does not mount with, so its meaning cannot be read safely.
 	ErrUnsupportedLayer = errors.New("unsupported overlay upper layer")

@@ -853,8 +853,12 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		p.call(p.stage("symlink "+m.Target), unix.SYS_SYMLINKAT, p.str(m.Source), atFDCWD, p.str(target))
 	case backend.MountMask:
 		p.mask(target, m.Target)
-	case backend.MountReadOnly:
-		stg := p.stage("protect " + m.Target)
+	case backend.MountReadOnly, backend.MountPin:
+		name, attr := "protect "+m.Target, uint64(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+		if m.Kind == backend.MountPin {
+			name, attr = "pin "+m.Target, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV
+		}
+		stg := p.stage(name)
 		g := p.newGroup()
 		from := len(*p.list)
 		si, mode := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
@@ -864,9 +868,9 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		// The Spec names resolved paths; a link here appeared since, and
 		// following it would protect the wrong place.
 		*p.list = append(*p.list, step{kind: kindFailMode, a: [6]uintptr{uintptr(mode), unix.S_IFLNK, uintptr(unix.ELOOP)},
-			stage: p.stage2("protect "+m.Target, "is a symbolic link (it changed while the sandbox was set up)")})
+			stage: p.stage2(name, "is a symbolic link (it changed while the sandbox was set up)")})
 		p.mount(stg, target, target, "", unix.MS_BIND|unix.MS_REC, "")
-		p.setAttr(stg, target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
+		p.setAttr(stg, target, attr, m.Kind == backend.MountReadOnly)
 		p.setGroup(from, g)
 	case backend.MountProc:
 		p.mkdirAll(p.stage("mkdir "+m.Target), target, 0o555, 0)

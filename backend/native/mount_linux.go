@@ -138,23 +138,27 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 		return nil
 	case backend.MountMask:
 		return mask(target, m.Target)
-	case backend.MountReadOnly:
+	case backend.MountReadOnly, backend.MountPin:
+		stage, attr := "protect "+m.Target, uint64(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+		if m.Kind == backend.MountPin {
+			stage, attr = "pin "+m.Target, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV
+		}
 		fi, err := os.Lstat(target)
 		if err != nil {
 			if m.Optional && errors.Is(err, os.ErrNotExist) {
 				return nil
 			}
-			return fail("protect "+m.Target, err)
+			return fail(stage, err)
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
 			// The Spec names resolved paths; a link here appeared since,
 			// and following it would protect the wrong place.
-			return fail("protect "+m.Target, errors.New("is a symbolic link (it changed while the sandbox was set up)"))
+			return fail(stage, errors.New("is a symbolic link (it changed while the sandbox was set up)"))
 		}
 		if err := unix.Mount(target, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fail("protect "+m.Target, err)
+			return fail(stage, err)
 		}
-		return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true, "protect "+m.Target)
+		return setAttr(target, attr, m.Kind == backend.MountReadOnly, stage)
 	case backend.MountProc:
 		return mountProc(target, m.Target)
 	case backend.MountDev:

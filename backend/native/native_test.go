@@ -43,7 +43,7 @@ func spec(t *testing.T, ws string, args ...string) *backend.Spec {
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = ws
-	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil)
+	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -186,15 +185,15 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		paths = rest
 	}
-	if guarded := protectedChanges(cs, paths, force); len(guarded) > 0 {
+	rep, err := cs.Apply(paths, force)
+	if errors.Is(err, workspace.ErrProtected) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: the change set touches files that tools run later on the host:")
-		for _, p := range guarded {
+		for _, p := range rep.Protected {
 			fmt.Fprintf(stderr, "  %s\n", p)
 		}
 		fmt.Fprintln(stderr, "review them with `moat diff`, then apply with --force PATH for each you accept")
 		return 1
 	}
-	rep, err := cs.Apply(paths, force)
 	for _, c := range rep.Applied {
 		fmt.Fprintf(stdout, "%-8s %s\n", c.Kind, c.Path)
 	}
@@ -298,49 +297,4 @@ func age(t time.Time) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
-
-// protectedChanges lists the selected changes to paths that the default
-// policy protects (git hooks and config, editor and agent settings,
-// .envrc, .moat.toml) or that a run of the change set protected, and that
-// were not forced: a command may create them in an overlay run, and
-// applying them unreviewed would let it plant code that runs later on the
-// host.
-func protectedChanges(cs *workspace.ChangeSet, paths, force []string) []string {
-	changes, err := cs.Changes()
-	if err != nil {
-		return nil // Apply reports the error
-	}
-	rel := func(p string) string {
-		if filepath.IsAbs(p) {
-			if r, err := filepath.Rel(cs.Workspace(), p); err == nil {
-				return filepath.ToSlash(r)
-			}
-		}
-		return filepath.ToSlash(filepath.Clean(p))
-	}
-	under := func(p string, list []string) bool {
-		for _, q := range list {
-			q = rel(q)
-			if p == q || strings.HasPrefix(p, q+"/") || q == "." {
-				return true
-			}
-		}
-		return false
-	}
-	protect := append(policy.Default().Workspace.Protect, cs.Protected()...)
-	var out []string
-	for _, c := range changes {
-		if !under(c.Path, protect) {
-			continue
-		}
-		if paths != nil && !under(c.Path, paths) {
-			continue
-		}
-		if under(c.Path, force) {
-			continue
-		}
-		out = append(out, c.Path)
-	}
-	return out
 }

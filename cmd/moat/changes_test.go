@@ -228,6 +228,22 @@ func TestApplyGuardsProtectedPaths(t *testing.T) {
 		t.Errorf("forced hook not applied: %v", err)
 	}
 
+	// git's indirections, nested repositories and tools' project config.
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c",
+		"echo ../evil > .git/commondir && mkdir -p sub/.git && echo '[core]' > sub/.git/config && echo 'node-options=--require ./x.js' > .npmrc"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	code, _, errs = moat(t, ws, "apply")
+	for _, p := range []string{".git/commondir", "sub/.git", ".npmrc"} {
+		if code != 1 || !strings.Contains(errs, p) {
+			t.Errorf("apply: code %d, %s not refused: %q", code, p, errs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/commondir")); err == nil {
+		t.Error(".git/commondir applied")
+	}
+	moat(t, ws, "discard")
+
 	// A path the run's own policy protected is guarded too.
 	pol := filepath.Join(t.TempDir(), "p.toml")
 	os.WriteFile(pol, []byte("[workspace]\nprotect = [\"deploy\"]\n"), 0o644)

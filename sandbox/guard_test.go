@@ -1,0 +1,219 @@
+package sandbox_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
+)
+
+// These tests plant, from inside a direct-mode sandbox, what would make a
+// plain git command on the host run code, then run that git command on
+// the host and check nothing ran. Each has a positive control: the same
+// attack made on the host directly does run the probe, so a test cannot
+// pass because the probe itself is broken.
+
+// hostGit runs git on the host in dir, with no user or system config of
+// the test machine, and returns its combined output.
+func hostGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// newRepo makes a git repository with one commit in a new directory.
+func newRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	ws := t.TempDir()
+	hostGit(t, ws, "init", "-q")
+	os.WriteFile(filepath.Join(ws, "README"), []byte("hello\n"), 0o644)
+	hostGit(t, ws, "add", "README")
+	hostGit(t, ws, "commit", "-q", "-m", "first")
+	return ws
+}
+
+// gitInside is git with an identity, for commands run in the sandbox.
+const gitInside = `git -c user.name=a -c user.email=a@example.com`
+
+type plant struct {
+	name   string
+	setup  func(t *testing.T) (ws, gitDir string) // gitDir: where host git runs
+	attack string                                 // a shell script; PROOF is the probe's path
+	// quarantined is a path the report must list as quarantined ("" for
+	// an attack the mounts refuse outright).
+	quarantined string
+}
+
+func plants() []plant {
+	repo := func(t *testing.T) (string, string) { ws := newRepo(t); return ws, ws }
+	return []plant{
+		{name: "rename .git and remake it", setup: repo,
+			attack: `mv .git .git-moved; cp -a .git-moved .git; git config core.fsmonitor "touch $PROOF; false"`},
+		{name: "config moved aside and remade", setup: repo,
+			attack: `mv .git/config .git/c || rm -f .git/config; git config core.fsmonitor "touch $PROOF; false"`},
+		{name: "config written in place", setup: repo,
+			attack: `printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" >> .git/config`},
+		{name: "commondir to a planted git dir", setup: repo, quarantined: ".git/commondir",
+			attack: `mkdir -p evil/objects evil/refs && printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" > evil/config && echo ../evil > .git/commondir`},
+		{name: "config.worktree", quarantined: ".git/config.worktree",
+			setup: func(t *testing.T) (string, string) {
+				ws := newRepo(t)
+				hostGit(t, ws, "config", "extensions.worktreeConfig", "true") // as git sparse-checkout does
+				return ws, ws
+			},
+			attack: `printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" > .git/config.worktree`},
+		{name: "submodule checkout made and added to the index", setup: repo, quarantined: "sub/.git",
+			attack: `mkdir sub && cd sub && git init -q && ` + gitInside + ` commit -q --allow-empty -m x && git config core.fsmonitor "touch $PROOF; false" && cd .. && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub`},
+		{name: "repository made where there was none",
+			setup:       func(t *testing.T) (string, string) { ws := t.TempDir(); return ws, ws },
+			quarantined: ".git/config",
+			attack:      `git init -q && git config core.fsmonitor "touch $PROOF; false"`},
+	}
+}
+
+// TestPlantedGitConfigDoesNotRunOnHost: each attack, made inside the
+// sandbox, leaves nothing that a host `git status` runs.
+func TestPlantedGitConfigDoesNotRunOnHost(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	for _, pl := range plants() {
+		t.Run(pl.name, func(t *testing.T) {
+			// Positive control: on the host, the attack makes git run the probe.
+			ws, gd := pl.setup(t)
+			proof := filepath.Join(t.TempDir(), "PROOF")
+			cmd := exec.Command("sh", "-c", pl.attack)
+			cmd.Dir, cmd.Env = ws, append(os.Environ(), "PROOF="+proof, "HOME="+t.TempDir())
+			cmd.CombinedOutput()
+			hostGit(t, gd, "status")
+			if _, err := os.Stat(proof); err != nil {
+				t.Fatalf("control: the attack made on the host did not make git status run the probe; the test cannot tell")
+			}
+
+			ws, gd = pl.setup(t)
+			proof = filepath.Join(t.TempDir(), "PROOF")
+			r := sh(t, ws, func(p *policy.Policy) { p.Env.Set["PROOF"] = proof }, pl.attack)
+			if r.err != nil {
+				t.Fatalf("run: %v\n%s", r.err, r.stderr)
+			}
+			out := hostGit(t, gd, "status")
+			if _, err := os.Stat(proof); err == nil {
+				t.Fatalf("git status on the host ran what the command planted\nreport: %+v\nstderr: %s\ngit: %s", r.rep.Quarantined, r.stderr, out)
+			}
+			if pl.quarantined != "" {
+				if !slices.ContainsFunc(r.rep.Quarantined, func(q workspace.Quarantined) bool { return q.Path == pl.quarantined }) {
+					t.Errorf("quarantined %+v, want %s among them", r.rep.Quarantined, pl.quarantined)
+				}
+				if !slices.Contains(r.rep.ProtectedCreated, pl.quarantined) {
+					t.Errorf("protected_created %q, want %s", r.rep.ProtectedCreated, pl.quarantined)
+				}
+				for _, q := range r.rep.Quarantined {
+					if _, err := os.Lstat(q.To); err != nil {
+						t.Errorf("%s is not kept in the quarantine: %v", q.Path, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGitWorksInside: the agent keeps what it legitimately needs: add,
+// commit, branch, checkout, and they land in the host's repository.
+func TestGitWorksInside(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := newRepo(t)
+	r := sh(t, ws, nil, `set -e
+echo two > second
+`+gitInside+` add second
+`+gitInside+` commit -q -m inside
+git branch feature
+git checkout -q feature
+echo three > third
+`+gitInside+` add third
+`+gitInside+` commit -q -m on-feature
+git checkout -q -
+git status --short
+echo OK`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "OK") {
+		t.Fatalf("git inside: %s%s", r.stdout, r.stderr)
+	}
+	if log := hostGit(t, ws, "log", "--oneline", "--all"); !strings.Contains(log, "inside") || !strings.Contains(log, "on-feature") {
+		t.Errorf("the commits made inside are not in the host's repository:\n%s", log)
+	}
+	if len(r.rep.Quarantined) != 0 {
+		t.Errorf("ordinary git use quarantined %+v", r.rep.Quarantined)
+	}
+}
+
+// TestWorktreeWorkspace: a linked worktree (its .git is a file) works as
+// a workspace: commits land in the main repository's git directory, whose
+// config and the worktree's own indirections stay out of reach.
+func TestWorktreeWorkspace(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	main := newRepo(t)
+	ws := filepath.Join(t.TempDir(), "linked")
+	if out := hostGit(t, main, "worktree", "add", "-q", ws); !isDir(ws) {
+		t.Fatalf("git worktree add: %s", out)
+	}
+	proof := filepath.Join(t.TempDir(), "PROOF")
+	gd := filepath.Join(main, ".git")
+	r := sh(t, ws, func(p *policy.Policy) { p.Env.Set["PROOF"] = proof }, `
+echo new > file && `+gitInside+` add file && `+gitInside+` commit -q -m from-worktree && echo COMMITTED
+printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" >> `+gd+`/config 2>/dev/null && echo WROTE-config
+echo ../../../evil > `+gd+`/worktrees/linked/commondir 2>/dev/null && echo WROTE-commondir
+mv `+gd+`/worktrees `+gd+`/wt 2>/dev/null && echo MOVED
+echo 'gitdir: /tmp/x' > .git 2>/dev/null && echo WROTE-gitfile
+true`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "COMMITTED") {
+		t.Fatalf("git commit in a worktree workspace failed:\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "WROTE") || strings.Contains(r.stdout, "MOVED") {
+		t.Errorf("the git directory of the worktree was not protected:\n%s", r.stdout)
+	}
+	hostGit(t, ws, "status")
+	if _, err := os.Stat(proof); err == nil {
+		t.Fatal("git status on the host ran what the command planted")
+	}
+	if log := hostGit(t, main, "log", "--oneline", "--all"); !strings.Contains(log, "from-worktree") {
+		t.Errorf("the commit made inside is not in the repository:\n%s", log)
+	}
+}
+
+// TestRetargetedHooksLinkIsRestored: a .git/hooks that links elsewhere
+// in the workspace cannot be pinned (it is a link); one the command
+// points elsewhere is quarantined and the link put back.
+func TestRetargetedHooksLinkIsRestored(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := newRepo(t)
+	os.RemoveAll(filepath.Join(ws, ".git/hooks"))
+	os.MkdirAll(filepath.Join(ws, "myhooks"), 0o755)
+	os.Symlink("../myhooks", filepath.Join(ws, ".git/hooks"))
+	r := sh(t, ws, nil, `mkdir evilhooks && printf '#!/bin/sh\ntouch /tmp/x\n' > evilhooks/pre-commit && chmod +x evilhooks/pre-commit && rm .git/hooks && ln -s ../evilhooks .git/hooks && echo RETARGETED`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "RETARGETED") {
+		t.Fatalf("control: the command could not retarget the link, so the test cannot tell: %s%s", r.stdout, r.stderr)
+	}
+	if got, _ := os.Readlink(filepath.Join(ws, ".git/hooks")); got != "../myhooks" {
+		t.Errorf(".git/hooks links to %q after the run, want ../myhooks put back", got)
+	}
+	if !slices.Contains(r.rep.ProtectedCreated, ".git/hooks") {
+		t.Errorf("protected_created %q, want .git/hooks", r.rep.ProtectedCreated)
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}

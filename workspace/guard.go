@@ -1,0 +1,932 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// A workspace holds files that tools on the host execute, or read as
+// configuration, without a person asking for it: git runs hooks and the
+// commands its config names (core.fsmonitor, a filter, an editor) on a
+// plain `git status`, direnv runs .envrc on cd, editors and agents start
+// the tasks and servers of their project settings, npm, yarn and cargo
+// load project config that can name a program to run. A command in the
+// sandbox may write the workspace, so these are what it must not plant.
+//
+// The Guard keeps them in a direct-mode workspace (where the command
+// writes the real directory): each existing one is re-bound read-only,
+// every directory above it is pinned (bound onto itself, so that it can
+// neither be renamed nor removed: the kernel refuses both for a mount
+// point), and one that did not exist when the run started is moved to a
+// quarantine after the run, once no process of the run is alive. The git
+// directory is followed as git reads it: a worktree's or submodule's
+// .git file, the common directory, submodules' and worktrees' own git
+// directories, core.hooksPath and config includes inside the workspace,
+// and the checkouts of submodules, whose .git git status opens.
+// ChangeSet.Apply refuses the same paths unless forced.
+
+// gitDirEntries are the entries of a git directory that decide what git
+// runs or where it reads its configuration from: objects, refs, the index,
+// logs and lock files stay writable, so commits work.
+var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks"}
+
+// hostConfig are the workspace paths host tools read as configuration or
+// execute on their own. Documented in the README (workspace.protect).
+var hostConfig = []string{
+	".gitmodules",
+	".envrc", ".moat.toml", ".mise.toml", "mise.toml",
+	".vscode", ".idea", ".zed", ".devcontainer", ".dir-locals.el", ".exrc", ".nvimrc", ".nvim.lua",
+	".mcp.json", ".claude", ".cursor", ".gemini", ".codex",
+	".hg/hgrc", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
+	".pre-commit-config.yaml",
+}
+
+// HostConfig lists the built-in protected paths, relative to a
+// workspace, the git directory's entries under .git/: what a policy's
+// workspace.protect adds to.
+func HostConfig() []string {
+	out := make([]string, 0, len(gitDirEntries)+len(hostConfig))
+	for _, e := range gitDirEntries {
+		out = append(out, ".git/"+e)
+	}
+	return append(out, hostConfig...)
+}
+
+// Bind is a host directory outside the workspace that the sandbox needs
+// at the same path: the git directory of a workspace that is a linked
+// worktree or a submodule's checkout (its .git is a file naming it).
+type Bind struct {
+	Path     string
+	ReadOnly bool
+}
+
+// Quarantined is a path a run created where a protected path belongs, and
+// where it was moved.
+type Quarantined struct {
+	// Path is where it was: relative to the workspace, or absolute when
+	// it was in a git directory outside the workspace.
+	Path string `json:"path"`
+	// To is where it is now, in moat's state directory.
+	To string `json:"to"`
+	// Why says what it was: a protected path, a link on the way to one
+	// that the command retargeted, a submodule's git directory.
+	Why string `json:"why"`
+}
+
+// Guard is what protects one workspace for one run. NewGuard computes it
+// before the run; the backend makes Pins and ReadOnly mounts (and the
+// Binds); Finish, after the run, quarantines what the run planted.
+type Guard struct {
+	ws, real string // the workspace as the command sees it, and resolved
+	start    stamp  // when the run started, as the kernel stamps inodes
+
+	binds    []Bind
+	mounts   []guardMount
+	seen     map[string]bool // mount targets already listed
+	absent   []route         // protected paths missing at the start
+	links    []link          // symlinks on the way to protected paths
+	common   string          // the common git directory (real path), if any
+	gitdirs  map[string]bool // git directories under common/modules and common/worktrees at the start
+	gitlinks map[string]bool // submodule checkouts (from .gitmodules) protected at the start
+	objFmt   string          // extensions.objectformat of the repository
+}
+
+type guardMount struct {
+	path string
+	pin  bool // bound onto itself, writable; otherwise read-only
+}
+
+// route is a protected path, rel below base (a mount point: the workspace
+// or a git directory bound from outside it), whose components from first
+// on did not exist at the start.
+type route struct {
+	base, rel string
+	first     int
+}
+
+// link is a symbolic link on the way to a protected path: pinning cannot
+// keep it, so Finish checks it still says what it said.
+type link struct {
+	base, rel, target string
+}
+
+// NewGuard computes the protection of workspace ws (absolute, as the
+// command sees it) for a run: the built-in list (HostConfig) plus extra
+// paths relative to it. writable says the command writes the workspace
+// itself (direct mode); otherwise the Guard only binds an outside git
+// directory read-only, so that git works inside, and protects nothing
+// else (the workspace is read-only or a change set that Apply guards).
+func NewGuard(ws string, extra []string, writable bool) (*Guard, error) {
+	g := &Guard{ws: ws, real: ws, start: coarseNow(), seen: map[string]bool{},
+		gitdirs: map[string]bool{}, gitlinks: map[string]bool{}}
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		g.real = r
+	}
+	gitdir, external, err := g.findGitDir()
+	if err != nil {
+		return nil, err
+	}
+	common := gitdir
+	if gitdir != "" {
+		common = commonDir(gitdir)
+		g.common = common
+		if f, ok := readGitConfig(filepath.Join(common, "config"))["extensions.objectformat"]; ok {
+			g.objFmt = f[len(f)-1]
+		}
+	}
+	if external {
+		g.binds = append(g.binds, Bind{Path: common, ReadOnly: !writable})
+		if !within(common, gitdir) {
+			g.binds = append(g.binds, Bind{Path: gitdir, ReadOnly: !writable})
+		}
+	}
+	if !writable {
+		return g, nil
+	}
+	// The git directories, as git reads them.
+	gitBase := func(dir string) (base, prefix string) {
+		if !external {
+			rel, _ := filepath.Rel(g.real, dir)
+			return g.ws, filepath.ToSlash(rel)
+		}
+		for _, b := range g.binds {
+			if within(b.Path, dir) {
+				rel, _ := filepath.Rel(b.Path, dir)
+				return b.Path, filepath.ToSlash(rel)
+			}
+		}
+		return dir, "."
+	}
+	dirs := []string{filepath.Join(g.real, ".git")}
+	if gitdir != "" {
+		dirs = []string{gitdir}
+		if common != gitdir {
+			dirs = append(dirs, common)
+		}
+		for _, d := range nestedGitDirs(common) {
+			g.gitdirs[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		base, prefix := gitBase(d)
+		for _, e := range gitDirEntries {
+			g.protect(base, joinRel(prefix, e), 0)
+		}
+	}
+	if external {
+		g.protect(g.ws, ".git", 0) // the .git file itself
+	}
+	for _, rel := range append(slices.Clone(hostConfig), extra...) {
+		g.protect(g.ws, filepath.ToSlash(filepath.Clean(rel)), 0)
+	}
+	// What git's configuration and .gitmodules point at inside the
+	// workspace: a hooks directory, included config files, submodule
+	// checkouts (whose .git git status follows).
+	if common != "" {
+		for _, p := range configPaths(common, g.real) {
+			g.protect(g.ws, p, 0)
+		}
+	}
+	for _, p := range submodulePaths(filepath.Join(g.real, ".gitmodules")) {
+		g.gitlinks[p] = true
+		g.protect(g.ws, p+"/.git", 0)
+	}
+	sort.SliceStable(g.mounts, func(i, j int) bool {
+		return strings.Count(g.mounts[i].path, "/") < strings.Count(g.mounts[j].path, "/")
+	})
+	return g, nil
+}
+
+// Binds are the outside git directories the sandbox needs at their own
+// path.
+func (g *Guard) Binds() []Bind { return g.binds }
+
+// Protection is one mount of the guard: Path (absolute, as the command
+// sees it, existing when NewGuard looked) re-bound read-only, or, with
+// Pin, bound onto itself writable so that it stays where it is.
+type Protection struct {
+	Path string
+	Pin  bool
+}
+
+// Protections are the guard's mounts in mount order, parents first.
+func (g *Guard) Protections() []Protection {
+	out := make([]Protection, len(g.mounts))
+	for i, m := range g.mounts {
+		out[i] = Protection{Path: m.path, Pin: m.pin}
+	}
+	return out
+}
+
+// Inside reports whether a mount target is inside the workspace (or a
+// bound git directory), where the sandbox always has it.
+func (g *Guard) Inside(p string) bool {
+	if within(g.ws, p) {
+		return true
+	}
+	for _, b := range g.binds {
+		if within(b.Path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Guard) mount(p string, pin bool) {
+	if g.seen[p] {
+		return
+	}
+	g.seen[p] = true
+	g.mounts = append(g.mounts, guardMount{path: p, pin: pin})
+}
+
+// protect records what keeps rel below base: pins on the directories on
+// the way, a read-only mount on rel, or, from the first component that is
+// missing, an absent route for Finish. A symbolic link on the way is
+// followed to where a host tool would land, and remembered.
+func (g *Guard) protect(base, rel string, depth int) {
+	if rel == "" || rel == "." || strings.HasPrefix(rel, "../") || rel == ".." || depth > 8 {
+		return
+	}
+	realBase := g.hostPath(base)
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		p := filepath.Join(realBase, sub)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			g.absent = append(g.absent, route{base: base, rel: rel, first: i})
+			return
+		}
+		last := i == len(parts)-1
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return
+			}
+			g.links = append(g.links, link{base: base, rel: sub, target: target})
+			resolved, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				// A dangling link: what it names may be created.
+				resolved = filepath.Join(filepath.Dir(p), target)
+				if filepath.IsAbs(target) {
+					resolved = target
+				}
+			}
+			rest := strings.Join(parts[i+1:], "/")
+			if r, ok := relWithin(g.real, resolved); ok {
+				g.protect(g.ws, joinRel(r, rest), depth+1)
+			} else if full := filepath.Join(resolved, rest); exists(full) {
+				// Outside the workspace: read-only where the sandbox has it.
+				g.mount(full, false)
+			}
+			return
+		case last:
+			g.mount(filepath.Join(base, sub), false)
+		case fi.IsDir():
+			g.mount(filepath.Join(base, sub), true)
+		default:
+			// A file where a directory of the route belongs: whatever
+			// replaces it is new.
+			g.absent = append(g.absent, route{base: base, rel: rel, first: i})
+			return
+		}
+	}
+}
+
+// hostPath is where a path as the command sees it is on the host: the
+// workspace may be reached through a symbolic link.
+func (g *Guard) hostPath(p string) string {
+	if r, ok := relWithin(g.ws, p); ok {
+		return filepath.Join(g.real, r)
+	}
+	return p
+}
+
+// findGitDir returns the workspace's git directory, if it has one, and
+// whether it is outside the workspace (a .git file naming it).
+func (g *Guard) findGitDir() (dir string, external bool, err error) {
+	dotgit := filepath.Join(g.real, ".git")
+	fi, err := os.Lstat(dotgit)
+	switch {
+	case err != nil:
+		return "", false, nil
+	case fi.IsDir():
+		return dotgit, false, nil
+	case !fi.Mode().IsRegular():
+		return "", false, nil
+	}
+	target, ok := readGitFile(dotgit)
+	if !ok {
+		return "", false, nil
+	}
+	if r, err := filepath.EvalSymlinks(target); err == nil {
+		target = r
+	}
+	if st, err := os.Stat(target); err != nil || !st.IsDir() {
+		return "", false, fmt.Errorf("%s names the git directory %s, which is not a directory here: %w", dotgit, target, fs.ErrNotExist)
+	}
+	if _, ok := relWithin(g.real, target); ok {
+		return target, false, nil
+	}
+	if target == "/" {
+		return "", false, fmt.Errorf("%s names / as its git directory", dotgit)
+	}
+	return target, true, nil
+}
+
+// Finish quarantines, after a run and once no process of it is alive,
+// what the run left where a protected path belongs: a protected path that
+// was missing at the start, a link on the way to one that now says
+// something else (the link is put back), a new git directory under
+// modules/ or worktrees/, and the .git of a submodule checkout the run
+// made. Everything moved goes below dir (created as needed), with the
+// same relative path, so nothing is lost. An error means something could
+// not be moved and is still in place.
+func (g *Guard) Finish(dir string) ([]Quarantined, error) {
+	q := &quarantine{dir: dir, g: g}
+	for _, r := range g.absent {
+		q.route(r)
+	}
+	for _, l := range g.links {
+		p := filepath.Join(g.hostPath(l.base), l.rel)
+		if t, err := os.Readlink(p); err == nil && t == l.target {
+			continue
+		}
+		if _, err := os.Lstat(p); err == nil {
+			q.move(l.base, l.rel, "a link on the way to a protected path, changed by the command")
+		}
+		if err := os.Symlink(l.target, p); err != nil && q.err == nil {
+			q.err = fmt.Errorf("restore link %s: %w", p, err)
+		}
+	}
+	common := g.common
+	if fi, err := os.Lstat(filepath.Join(g.real, ".git")); common == "" && err == nil && fi.IsDir() {
+		common = filepath.Join(g.real, ".git") // made by the run: all of it is new
+	}
+	if common != "" {
+		for _, d := range nestedGitDirs(common) {
+			if g.gitdirs[d] {
+				continue
+			}
+			base, rel := g.baseOf(d)
+			for _, e := range gitDirEntries {
+				if _, err := os.Lstat(filepath.Join(d, e)); err == nil {
+					q.move(base, joinRel(rel, e), "a git directory the command added")
+				}
+			}
+		}
+		for _, p := range g.newGitlinks(common) {
+			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made")
+		}
+	}
+	return q.done, q.err
+}
+
+// baseOf splits a host path below the workspace or a bound git directory
+// into that base (as the command sees it) and the rest.
+func (g *Guard) baseOf(p string) (base, rel string) {
+	if r, ok := relWithin(g.real, p); ok {
+		return g.ws, r
+	}
+	for _, b := range g.binds {
+		if r, ok := relWithin(b.Path, p); ok {
+			return b.Path, r
+		}
+	}
+	return filepath.Dir(p), filepath.Base(p)
+}
+
+// newGitlinks lists submodule checkouts whose .git the run created or
+// changed: paths the index records as gitlinks (read only when the run
+// changed the index) or .gitmodules names, that were not protected at the
+// start. git status opens each one's .git and runs git there.
+func (g *Guard) newGitlinks(common string) []string {
+	paths := submodulePaths(filepath.Join(g.real, ".gitmodules"))
+	index := filepath.Join(common, "index")
+	if gd, _, _ := g.findGitDir(); gd != "" {
+		index = filepath.Join(gd, "index")
+	}
+	if fi, err := os.Lstat(index); err == nil && !ctimeOf(fi).before(g.start) {
+		if links, err := readGitlinks(index, g.objFmt); err == nil {
+			paths = append(paths, links...)
+		}
+	}
+	var out []string
+	for _, p := range paths {
+		if g.gitlinks[p] || slices.Contains(out, p) {
+			continue
+		}
+		dotgit := filepath.Join(g.real, p, ".git")
+		fi, err := os.Lstat(dotgit)
+		if err != nil {
+			continue
+		}
+		if !ctimeOf(fi).before(g.start) || (fi.IsDir() && changedInside(dotgit, g.start)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// changedInside reports whether an entry of git directory d that decides
+// what git runs changed since t.
+func changedInside(d string, t stamp) bool {
+	for _, e := range gitDirEntries {
+		if fi, err := os.Lstat(filepath.Join(d, e)); err == nil && !ctimeOf(fi).before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+type quarantine struct {
+	dir  string
+	g    *Guard
+	n    int
+	done []Quarantined
+	err  error
+}
+
+// route quarantines what the run made of an absent route: walking from
+// its first missing component, a link or a file where a directory
+// belongs, or the protected path itself.
+func (q *quarantine) route(r route) {
+	parts := strings.Split(r.rel, "/")
+	realBase := q.g.hostPath(r.base)
+	for i := r.first; i < len(parts); i++ {
+		sub := strings.Join(parts[:i+1], "/")
+		fi, err := os.Lstat(filepath.Join(realBase, sub))
+		if err != nil {
+			return
+		}
+		if i == len(parts)-1 {
+			q.move(r.base, sub, "a protected path the command created")
+			return
+		}
+		if !fi.IsDir() {
+			q.move(r.base, sub, "a link or file where a protected path's directory belongs")
+			return
+		}
+	}
+}
+
+// move takes base/rel (base as the command sees it) out of the workspace
+// into the quarantine: renamed where the state directory is on the same
+// file system, else copied and removed.
+func (q *quarantine) move(base, rel, why string) {
+	src := filepath.Join(q.g.hostPath(base), rel)
+	shown := rel
+	if base != q.g.ws {
+		shown = filepath.Join(base, rel)
+	}
+	for _, d := range q.done {
+		if d.Path == shown {
+			return
+		}
+	}
+	q.n++
+	dst := filepath.Join(q.dir, fmt.Sprint(q.n), filepath.Base(rel))
+	err := os.MkdirAll(filepath.Dir(dst), 0o700)
+	if err == nil {
+		err = os.Rename(src, dst)
+		if errors.Is(err, syscall.EXDEV) {
+			err = copyOut(src, dst)
+		}
+	}
+	if err != nil {
+		if q.err == nil {
+			q.err = fmt.Errorf("quarantine %s: %w", src, err)
+		}
+		return
+	}
+	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
+}
+
+// copyOut copies src (a file, link or tree; set-id bits dropped) to dst
+// and removes src.
+func copyOut(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o700); err != nil {
+			return err
+		}
+		if err := copyTree(src, dst); err != nil {
+			return err
+		}
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(t, dst); err != nil {
+			return err
+		}
+	case fi.Mode().IsRegular():
+		if err := copyFile(src, dst, fi.Mode().Perm(), true); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(src)
+}
+
+// readGitFile reads a .git file ("gitdir: PATH"), returning the git
+// directory it names, made absolute.
+func readGitFile(p string) (string, bool) {
+	b, err := readBounded(p, 4096)
+	if err != nil {
+		return "", false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	dir, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "gitdir: ")
+	if !ok || dir == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(p), dir)
+	}
+	return filepath.Clean(dir), true
+}
+
+// commonDir is the git directory whose config, hooks and objects dir
+// shares (a linked worktree's points at the main one's), resolved; dir
+// itself when it has no commondir file.
+func commonDir(dir string) string {
+	b, err := readBounded(filepath.Join(dir, "commondir"), 4096)
+	if err != nil {
+		return dir
+	}
+	c := strings.TrimSpace(string(b))
+	if c == "" {
+		return dir
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(dir, c)
+	}
+	if r, err := filepath.EvalSymlinks(c); err == nil {
+		return r
+	}
+	return filepath.Clean(c)
+}
+
+// nestedGitDirs lists the git directories of submodules (modules/, to any
+// depth, nested submodules included) and linked worktrees (worktrees/*)
+// of common: each has its own config or commondir and hooks.
+func nestedGitDirs(common string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if depth > 16 || len(out) > 4096 {
+			return
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+				out = append(out, p)
+				walk(filepath.Join(p, "modules"), depth+1)
+				continue
+			}
+			walk(p, depth+1) // a submodule's name may have slashes
+		}
+	}
+	walk(filepath.Join(common, "modules"), 0)
+	if ents, err := os.ReadDir(filepath.Join(common, "worktrees")); err == nil {
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Join(common, "worktrees", e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// configPaths lists what the git config of common names inside the
+// workspace real: core.hooksPath, and files it includes (include.path,
+// includeIf.*.path), relative to the workspace.
+func configPaths(common, real string) []string {
+	cfg := filepath.Join(common, "config")
+	vals := readGitConfig(cfg)
+	var out []string
+	add := func(p string, relTo string) {
+		if p == "" || strings.HasPrefix(p, "~") {
+			return
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(relTo, p)
+		}
+		if r, ok := relWithin(real, filepath.Clean(p)); ok && r != "." {
+			out = append(out, r)
+		}
+	}
+	for _, p := range vals["core.hookspath"] {
+		add(p, real) // relative to where hooks run: the worktree
+	}
+	for k, ps := range vals {
+		if k == "include.path" || (strings.HasPrefix(k, "includeif.") && strings.HasSuffix(k, ".path")) {
+			for _, p := range ps {
+				add(p, common)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// submodulePaths lists the submodule paths a .gitmodules file names,
+// relative and inside the workspace.
+func submodulePaths(p string) []string {
+	var out []string
+	for k, vs := range readGitConfig(p) {
+		if !strings.HasPrefix(k, "submodule.") || !strings.HasSuffix(k, ".path") {
+			continue
+		}
+		for _, v := range vs {
+			v = filepath.ToSlash(filepath.Clean(v))
+			if v != "." && !filepath.IsAbs(v) && v != ".." && !strings.HasPrefix(v, "../") {
+				out = append(out, v)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// readGitConfig reads the variables of a git config file as
+// "section.subsection.key" (section and key lower-cased, as git compares
+// them) to their values. It reads what this package needs to find paths,
+// not every corner of the format: a value it cannot read is left out,
+// which only leaves a path unprotected that the mounts of the git
+// directory's own entries do not already cover.
+func readGitConfig(p string) map[string][]string {
+	out := map[string][]string{}
+	b, err := readBounded(p, 1<<20)
+	if err != nil {
+		return out
+	}
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' {
+			end := strings.LastIndexByte(line, ']')
+			if end < 0 {
+				section = ""
+				continue
+			}
+			head := line[1:end]
+			name, sub, hasSub := strings.Cut(head, " ")
+			section = strings.ToLower(name)
+			if hasSub {
+				section += "." + strings.Trim(strings.TrimSpace(sub), `"`)
+			} else if i := strings.IndexByte(name, '.'); i >= 0 {
+				section = strings.ToLower(name[:i]) + name[i:]
+			}
+			line = strings.TrimSpace(line[end+1:])
+			if line == "" {
+				continue
+			}
+		}
+		key, val, hasVal := strings.Cut(line, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		if !hasVal || section == "" || key == "" {
+			continue
+		}
+		out[section+"."+key] = append(out[section+"."+key], configValue(val))
+	}
+	return out
+}
+
+// configValue is a git config value without its comment and quotes.
+func configValue(v string) string {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && i+1 < len(v):
+			i++
+			switch v[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			default:
+				b.WriteByte(v[i])
+			}
+		case (c == '#' || c == ';') && !quoted:
+			return strings.TrimSpace(b.String())
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// readGitlinks lists the paths a git index records as gitlinks (mode
+// 160000: submodule checkouts). It reads index versions 2 to 4; objFmt is
+// the repository's object format ("sha256" or empty for SHA-1).
+func readGitlinks(p, objFmt string) ([]string, error) {
+	b, err := readBounded(p, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 12 || string(b[:4]) != "DIRC" {
+		return nil, errors.New("not a git index")
+	}
+	be32 := func(x []byte) uint32 { return uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3]) }
+	version, n := be32(b[4:]), be32(b[8:])
+	if version < 2 || version > 4 {
+		return nil, fmt.Errorf("git index version %d", version)
+	}
+	hashLen := 20
+	if strings.EqualFold(objFmt, "sha256") {
+		hashLen = 32
+	}
+	var out []string
+	off, prev := 12, ""
+	for i := uint32(0); i < n; i++ {
+		start := off
+		fixed := 40 + hashLen + 2
+		if off+fixed > len(b) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		mode := be32(b[off+24:])
+		flags := uint16(b[off+40+hashLen])<<8 | uint16(b[off+41+hashLen])
+		off += fixed
+		if version >= 3 && flags&0x4000 != 0 {
+			off += 2
+		}
+		var name string
+		if version == 4 {
+			strip, m := indexVarint(b[min(off, len(b)):])
+			if m == 0 || int(strip) > len(prev) {
+				return nil, errors.New("bad git index entry")
+			}
+			off += m
+			end := bytes.IndexByte(b[min(off, len(b)):], 0)
+			if end < 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			name = prev[:len(prev)-int(strip)] + string(b[off:off+end])
+			off += end + 1
+		} else {
+			end := bytes.IndexByte(b[min(off, len(b)):], 0)
+			if end < 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			name = string(b[off : off+end])
+			off = start + (off-start+end+8)&^7
+		}
+		prev = name
+		if mode&0o170000 == 0o160000 {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// indexVarint decodes the offset-style variable-length integer of git's
+// index version 4, returning it and the bytes it took (0: malformed).
+func indexVarint(b []byte) (uint64, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	v := uint64(b[0] & 127)
+	i := 1
+	for b[i-1]&128 != 0 {
+		if i >= len(b) || i > 9 {
+			return 0, 0
+		}
+		v = ((v + 1) << 7) | uint64(b[i]&127)
+		i++
+	}
+	return v, i
+}
+
+// readBounded reads a regular file of at most max bytes.
+func readBounded(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// within reports whether p is dir or below it (both clean and absolute).
+func within(dir, p string) bool {
+	_, ok := relWithin(dir, p)
+	return ok
+}
+
+// relWithin returns p relative to dir, slash-separated, if p is dir or
+// below it.
+func relWithin(dir, p string) (string, bool) {
+	r, err := filepath.Rel(dir, p)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return "", false
+	}
+	return filepath.ToSlash(r), true
+}
+
+func joinRel(a, b string) string {
+	switch {
+	case a == "" || a == ".":
+		return b
+	case b == "" || b == ".":
+		return a
+	}
+	return a + "/" + b
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// Protects reports whether applying ch would change something a host tool
+// executes or reads as configuration: a path of HostConfig or of a run's
+// protect list (Command.Protect), at or below; an entry of a submodule's
+// or worktree's git directory that decides what git runs; .git itself
+// made something else than a directory; a .git anywhere below the top
+// (a nested repository or a submodule's checkout, which git status
+// enters); and what the workspace's git config names inside the
+// workspace (core.hooksPath, included files).
+func (c *ChangeSet) Protects(ch Change) bool { return c.protects()(ch) }
+
+// protects is Protects with the workspace's git config read once.
+func (c *ChangeSet) protects() func(Change) bool {
+	named := configPaths(commonDir(filepath.Join(c.Workspace(), ".git")), c.Workspace())
+	list := append(HostConfig(), c.Protected()...)
+	return func(ch Change) bool { return protects(ch, list, named) }
+}
+
+func protects(ch Change, list, named []string) bool {
+	p := ch.Path
+	if p == ".git" {
+		return ch.Type != Dir || ch.Kind == Deleted
+	}
+	for _, q := range list {
+		if q = filepath.ToSlash(filepath.Clean(q)); under(p, q) {
+			return true
+		}
+	}
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if part == ".git" && i > 0 {
+			return true
+		}
+	}
+	if len(parts) > 3 && parts[0] == ".git" && (parts[1] == "modules" || parts[1] == "worktrees") {
+		for _, part := range parts[3:] {
+			if slices.Contains(gitDirEntries, part) {
+				return true
+			}
+		}
+	}
+	for _, q := range named {
+		if under(p, q) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestProtects: what Apply refuses without --force, and what it applies.
+func TestProtects(t *testing.T) {
+	named := []string{"tools/hooks"}
+	for _, tc := range []struct {
+		ch   Change
+		want bool
+	}{
+		{Change{Path: ".git/config", Type: File}, true},
+		{Change{Path: ".git/commondir", Type: File}, true},
+		{Change{Path: ".git/config.worktree", Type: File}, true},
+		{Change{Path: ".git/hooks/pre-commit", Type: File}, true},
+		{Change{Path: ".git/modules/lib/config", Type: File}, true},
+		{Change{Path: ".git/modules/a/b/hooks/post-checkout", Type: File}, true},
+		{Change{Path: ".git/worktrees/w/commondir", Type: File}, true},
+		{Change{Path: ".git", Type: File, Kind: Added}, true},
+		{Change{Path: "sub/.git", Type: File}, true},
+		{Change{Path: "vendor/x/.git/config", Type: File}, true},
+		{Change{Path: ".npmrc", Type: File}, true},
+		{Change{Path: ".cargo/config.toml", Type: File}, true},
+		{Change{Path: ".vscode/tasks.json", Type: File}, true},
+		{Change{Path: ".claude/settings.json", Type: File}, true},
+		{Change{Path: "tools/hooks/pre-push", Type: File}, true},
+		{Change{Path: "deploy/run.sh", Type: File}, true},
+		// What commits and ordinary work change.
+		{Change{Path: ".git", Type: Dir, Kind: Modified}, false},
+		{Change{Path: ".git/objects/ab/cdef", Type: File}, false},
+		{Change{Path: ".git/refs/heads/main", Type: File}, false},
+		{Change{Path: ".git/index", Type: File}, false},
+		{Change{Path: ".git/modules/lib/objects/ab/cd", Type: File}, false},
+		{Change{Path: "src/main.go", Type: File}, false},
+		{Change{Path: ".github/workflows/ci.yml", Type: File}, false},
+		{Change{Path: "gitconfig", Type: File}, false},
+	} {
+		if got := protects(tc.ch, append(HostConfig(), "deploy"), named); got != tc.want {
+			t.Errorf("protects(%s %s) = %v, want %v", tc.ch.Path, tc.ch.Type, got, tc.want)
+		}
+	}
+}
+
+// TestReadGitlinks: the submodule checkouts of a real index, in every
+// index version git writes.
+func TestReadGitlinks(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	for _, n := range []string{"a.txt", "deep/dir/b.txt", "deep/dir/c.txt"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(n)), 0o755)
+		os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644)
+		git("add", n)
+	}
+	oid := "1234567890123456789012345678901234567890"
+	git("update-index", "--add", "--cacheinfo", "160000,"+oid+",deep/dir/sub")
+	git("update-index", "--add", "--cacheinfo", "160000,"+oid+",zz")
+	for _, v := range []string{"2", "3", "4"} {
+		git("update-index", "--index-version", v)
+		got, err := readGitlinks(filepath.Join(dir, ".git/index"), "")
+		if err != nil {
+			t.Fatalf("version %s: %v", v, err)
+		}
+		if want := []string{"deep/dir/sub", "zz"}; !slices.Equal(got, want) {
+			t.Errorf("version %s: gitlinks %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestReadGitConfig: the paths the guard reads out of git's config.
+func TestReadGitConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	os.WriteFile(cfg, []byte(`[core]
+	bare = false
+	hooksPath = "tools/hooks" ; a comment
+[include]
+	path = ../project.gitconfig
+[includeIf "gitdir:~/work/"]
+	path = /etc/elsewhere
+[submodule "lib"]
+	path = vendor/lib
+[Core "Sub"]
+	key = v
+`), 0o644)
+	vals := readGitConfig(cfg)
+	for k, want := range map[string]string{"core.hookspath": "tools/hooks", "include.path": "../project.gitconfig",
+		"includeif.gitdir:~/work/.path": "/etc/elsewhere", "submodule.lib.path": "vendor/lib", "core.Sub.key": "v"} {
+		if got := vals[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	ws := filepath.Dir(dir)
+	os.Rename(cfg, filepath.Join(dir, "config"))
+	if got, want := configPaths(dir, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
+		t.Errorf("configPaths = %q, want %q", got, want)
+	}
+}
