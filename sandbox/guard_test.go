@@ -142,6 +142,11 @@ echo three > third
 `+gitInside+` add third
 `+gitInside+` commit -q -m on-feature
 git checkout -q -
+echo dirty >> README && git stash -q && git stash pop -q && git checkout -q README
+`+gitInside+` merge -q --no-edit feature
+git checkout -q -b topic HEAD~1
+echo four > fourth && `+gitInside+` add fourth && `+gitInside+` commit -q -m topic
+`+gitInside+` rebase -q feature
 git status --short
 echo OK`)
 	mustExit(t, r, 0)
