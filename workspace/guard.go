@@ -99,6 +99,7 @@ type Guard struct {
 	gitdirs  map[string]bool // git directories under common/modules and common/worktrees at the start
 	gitlinks map[string]bool // submodule checkouts (from .gitmodules) protected at the start
 	objFmt   string          // extensions.objectformat of the repository
+	stat     statCache       // while NewGuard looks
 }
 
 type guardMount struct {
@@ -202,6 +203,7 @@ func NewGuard(ws string, extra []string, writable bool) (*Guard, error) {
 		g.gitlinks[p] = true
 		g.protect(g.ws, p+"/.git", 0)
 	}
+	g.stat = nil
 	sort.SliceStable(g.mounts, func(i, j int) bool {
 		return strings.Count(g.mounts[i].path, "/") < strings.Count(g.mounts[j].path, "/")
 	})
@@ -264,7 +266,7 @@ func (g *Guard) protect(base, rel string, depth int) {
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
 		p := filepath.Join(realBase, sub)
-		fi, err := os.Lstat(p)
+		fi, err := g.stat.lstat(p)
 		if err != nil {
 			g.absent = append(g.absent, route{base: base, rel: rel, first: i})
 			return
@@ -455,6 +457,7 @@ func changedInside(d string, t stamp) bool {
 type quarantine struct {
 	dir  string
 	g    *Guard
+	stat statCache // cleared by every move
 	n    int
 	done []Quarantined
 	err  error
@@ -468,7 +471,7 @@ func (q *quarantine) route(r route) {
 	realBase := q.g.hostPath(r.base)
 	for i := r.first; i < len(parts); i++ {
 		sub := strings.Join(parts[:i+1], "/")
-		fi, err := os.Lstat(filepath.Join(realBase, sub))
+		fi, err := q.stat.lstat(filepath.Join(realBase, sub))
 		if err != nil {
 			return
 		}
@@ -513,6 +516,29 @@ func (q *quarantine) move(base, rel, why string) {
 		return
 	}
 	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
+	q.stat = nil
+}
+
+// statCache remembers lstat results: protected paths share their first
+// components (.git, .cargo), and most do not exist, so one lstat answers
+// for many routes.
+type statCache map[string]statResult
+
+type statResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+func (c *statCache) lstat(p string) (fs.FileInfo, error) {
+	if r, ok := (*c)[p]; ok {
+		return r.fi, r.err
+	}
+	fi, err := os.Lstat(p)
+	if *c == nil {
+		*c = statCache{}
+	}
+	(*c)[p] = statResult{fi, err}
+	return fi, err
 }
 
 // copyOut copies src (a file, link or tree; set-id bits dropped) to dst
