@@ -300,6 +300,12 @@ func deniedProbes() []probeCall {
 		{"fchmod g+s", "fchmod", []string{"fd", "0o2755"}},
 		{"fchmodat u+s", "fchmodat", []string{atFdcwd, `str(file)`, "0o4755", "0"}},
 		{"fchmodat2 g+s", "fchmodat2", []string{atFdcwd, `str(file)`, "0o2755", "0"}},
+		{"open O_CREAT u+s", "open", []string{`str(file + ".open")`, "0o101", "0o4755"}},
+		{"openat O_CREAT g+s", "openat", []string{atFdcwd, `str(file + ".openat")`, "0o101", "0o2755"}},
+		{"creat u+s", "creat", []string{`str(file + ".creat")`, "0o4755"}},
+		{"mknod S_IFREG u+s", "mknod", []string{`str(file + ".mknod")`, "0o104755", "0"}},
+		{"mknodat S_IFREG g+s", "mknodat", []string{atFdcwd, `str(file + ".mknodat")`, "0o102755", "0"}},
+		{"openat2", "openat2", []string{atFdcwd, `str(file + ".openat2")`, "buf", "24"}},
 		{"ioctl TIOCSTI", "ioctl", []string{"0", "0x5412", "buf"}},
 		{"ioctl TIOCLINUX", "ioctl", []string{"0", "0x541c", "buf"}},
 	}
@@ -363,8 +369,8 @@ func main() {
 
 // TestDefaultProfileDeniedCalls builds a small static program that attempts
 // each system call the default profile refuses, runs it in a real sandbox,
-// and checks that every one got EPERM (clone3: ENOSYS) and that the sandbox
-// kept running.
+// and checks that every one got EPERM (clone3 and openat2: ENOSYS) and that
+// the sandbox kept running.
 func TestDefaultProfileDeniedCalls(t *testing.T) {
 	arch := seccomp.NativeArch()
 	if arch == "" {
@@ -405,7 +411,7 @@ func TestDefaultProfileDeniedCalls(t *testing.T) {
 		args := append([]string{fmt.Sprint(nr)}, c.args...)
 		fmt.Fprintf(&body, "\ttry(%q, %s)\n", c.label, strings.Join(args, ", "))
 		want[c.label] = "1" // EPERM
-		if c.name == "clone3" {
+		if c.name == "clone3" || c.name == "openat2" {
 			want[c.label] = "38" // ENOSYS
 		}
 	}
