@@ -10,7 +10,9 @@ import (
 //
 // A Docker-format file gets moat's floor as a second filter: whatever the
 // file allows, the command cannot make namespaces, inject terminal input,
-// open MPTCP sockets or ptrace. Strict holds the floor's rules itself.
+// open MPTCP sockets, ptrace, use io_uring or make set-id files (which
+// would keep their owner's rights on the host after the run). Strict
+// holds the floor's rules itself.
 // Policy.Resolve has already made a file's path absolute.
 func seccompProfiles(name string) ([]*seccomp.Profile, error) {
 	switch name {

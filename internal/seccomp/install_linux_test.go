@@ -68,6 +68,10 @@ func TestInstallDefault(t *testing.T) {
 		"chmod u+s":                            "EPERM",
 		"fchmodat g+s":                         "EPERM",
 		"mode after chmod u+s":                 "-rwx------",
+		"open O_CREAT u+s":                     "EPERM",
+		"mknodat S_IFREG g+s":                  "EPERM",
+		"openat2":                              "ENOSYS",
+		"set-id files made":                    "none",
 		"clone3":                               "ENOSYS",
 		"ioctl TIOCSTI":                        "EPERM",
 		"ioctl TIOCSTI, high bits set":         "EPERM",
@@ -76,6 +80,8 @@ func TestInstallDefault(t *testing.T) {
 		"ioctl TCGETS":                      "ENOTTY", // allowed: /dev/null is no terminal
 		"personality query":                 "ok",
 		"chmod 0750":                        "ok",
+		"open O_CREAT 0755":                 "ok",
+		"mkdir g+s":                         "ok", // the kernel drops the bit
 		"socket(AF_INET, SOCK_STREAM)":      "ok",
 		"socket(AF_NETLINK, NETLINK_ROUTE)": "ok",
 		"file write and read":               "ok",
@@ -121,6 +127,7 @@ func TestInstallStacked(t *testing.T) {
 	for k, v := range map[string]string{
 		"mkdir":                  "EADDRNOTAVAIL", // the custom profile's errno 99
 		"unshare(CLONE_NEWUSER)": "EPERM",         // the floor
+		"open O_CREAT u+s":       "EPERM",         // the floor
 		"exec /bin/true":         "ok",
 	} {
 		if res[k] != v {
@@ -207,6 +214,7 @@ func helper(mode string) int {
 		}
 		res["mkdir"] = errName(os.Mkdir(filepath.Join(os.Getenv("MOAT_SECCOMP_DIR"), "d"), 0o755))
 		res["unshare(CLONE_NEWUSER)"] = errName(unix.Unshare(unix.CLONE_NEWUSER))
+		res["open O_CREAT u+s"] = errName(createMode(filepath.Join(os.Getenv("MOAT_SECCOMP_DIR"), "s"), 0o4755))
 		res["exec /bin/true"] = errName(exec.Command("/bin/true").Run())
 		return report(res)
 	case "x32":
@@ -250,6 +258,20 @@ func helper(mode string) int {
 		res["mode after chmod u+s"] = fi.Mode().String()
 	}
 	res["chmod 0750"] = errName(os.Chmod(file, 0o750))
+	dir := os.Getenv("MOAT_SECCOMP_DIR")
+	unix.Umask(0)
+	res["open O_CREAT u+s"] = errName(createMode(filepath.Join(dir, "open-setuid"), 0o4755))
+	res["mknodat S_IFREG g+s"] = errName(unix.Mknodat(unix.AT_FDCWD, filepath.Join(dir, "mknod-setgid"), unix.S_IFREG|0o2755, 0))
+	res["open O_CREAT 0755"] = errName(createMode(filepath.Join(dir, "open-plain"), 0o755))
+	res["mkdir g+s"] = errName(unix.Mkdir(filepath.Join(dir, "mkdir-setgid"), 0o2755))
+	how := unix.OpenHow{Flags: unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC, Mode: 0o4755}
+	if fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(dir, "openat2-setuid"), &how); err != nil {
+		res["openat2"] = errName(err)
+	} else {
+		unix.Close(fd)
+		res["openat2"] = "ok"
+	}
+	res["set-id files made"] = setidFiles(dir)
 
 	if null, err := os.Open("/dev/null"); err == nil {
 		c := byte('x')
@@ -268,6 +290,34 @@ func helper(mode string) int {
 		l.Close()
 	}
 	return report(res)
+}
+
+// createMode creates path with mode, as open(2) with O_CREAT does.
+func createMode(path string, mode uint32) error {
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, mode)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// setidFiles lists the names in dir whose mode has a set-id bit, or
+// "none".
+func setidFiles(dir string) string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var found []string
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+			found = append(found, e.Name())
+		}
+	}
+	if len(found) == 0 {
+		return "none"
+	}
+	return strings.Join(found, ",")
 }
 
 // setNoNewPrivs sets no_new_privs on every thread, as moat's init does. A

@@ -21,6 +21,8 @@ const (
 
 	sISUID = 0o4000
 	sISGID = 0o2000
+	sIFREG = 0o100000
+	oCreat = 0o100
 
 	tiocsti   = 0x5412
 	tioclinux = 0x541c
@@ -109,13 +111,24 @@ func mptcpRules() []Rule {
 }
 
 // Floor returns the small profile moat stacks under any custom profile:
-// no new namespaces, no terminal input injection, no MPTCP, no ptrace.
-// Its default action is Allow. Each call returns a new Profile.
+// no new namespaces, no terminal input injection, no MPTCP, no ptrace, no
+// set-id files and no io_uring. Its default action is Allow. Each call
+// returns a new Profile.
+//
+// The floor holds what protects the host and the caller from the command,
+// which a custom profile, written for what runs inside, has no reason to
+// care about: a set-id file is harmless in the sandbox (its mounts are
+// nosuid) and a privilege on the host once the run is over. io_uring is
+// here because its requests are not system calls: an IORING_OP_OPENAT
+// with a set-id mode, or an MPTCP IORING_OP_SOCKET, would pass every rule
+// of the floor.
 func Floor() *Profile {
 	rules := namespaceRules()
 	rules = append(rules, ttyRules()...)
 	rules = append(rules, mptcpRules()...)
 	rules = append(rules, deny("tracing reads and rewrites other processes; the sandbox's init must stay out of reach", "ptrace"))
+	rules = append(rules, setidRules()...)
+	rules = append(rules, deny("io_uring bypasses this filter and has a history of bugs", "io_uring_setup", "io_uring_enter", "io_uring_register"))
 	return &Profile{DefaultAction: Allow, Rules: rules}
 }
 
@@ -189,20 +202,52 @@ func socketRules() []Rule {
 	}
 }
 
-// setidRules refuse setting the setuid or setgid bit. The mode is argument 1
-// of chmod and fchmod and argument 2 of fchmodat and fchmodat2.
+// setidRules refuse the setuid and setgid bits in every mode a system call
+// takes, so that no set-id file is made in the sandbox. The sandbox's own
+// mounts are nosuid, so the bits give nothing inside; they matter on the
+// host, where a file the command wrote in the workspace (owned by the
+// workspace's owner: root, when root runs moat) would run with its owner's
+// or group's rights for whoever executes it, and where a later cp as root
+// onto the same path keeps the bits.
+//
+// The modes are checked wherever a file gets one: the chmod calls; open,
+// openat and creat (the mode counts only with O_CREAT or O_TMPFILE, and
+// the bits are refused whatever the flags: a program that passes them is
+// asking for them); mknod and mknodat (an ordinary user may make regular
+// files and FIFOs with them). The kernel reads a mode as a 16-bit
+// umode_t, so only the two bits are compared, never the rest of the
+// register. openat2 carries its mode in a struct in memory, out of a
+// filter's reach: it gets ENOSYS, on which libc and Go fall back to
+// openat.
+//
+// mkdir and mkdirat are left alone: the kernel keeps only the permission
+// and sticky bits of their mode, so they never make a set-id directory,
+// and cp -r passes a setgid source directory's mode to mkdir, which a
+// refusal would break. A directory still comes out setgid when its parent
+// is: that is the kernel carrying the parent's group down, chosen by
+// whoever made the parent, and it gives no one any rights (a setgid
+// directory runs nothing).
+//
+// Other routes are closed by the sandbox's layout, not here: a hard link
+// to a set-id file elsewhere fails with EXDEV, since the workspace is a
+// mount of its own (and protected_hardlinks refuses links to files the
+// command does not own); rename from /tmp, a tmpfs, fails with EXDEV too;
+// an overlay or copy workspace's changes are applied with the permission
+// bits only; io_uring, whose requests no filter sees, is refused.
 func setidRules() []Rule {
 	var rules []Rule
 	for _, s := range []struct {
 		name string
 		mode uint
-	}{{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}} {
-		rules = append(rules,
-			denyIf("a setuid file runs with its owner's rights outside the sandbox", s.name, hasBits(s.mode, sISUID)),
-			denyIf("a setgid file runs with its group's rights outside the sandbox", s.name, hasBits(s.mode, sISGID)),
-		)
+	}{
+		{"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+		{"open", 2}, {"openat", 3}, {"creat", 1}, {"mknod", 1}, {"mknodat", 2},
+	} {
+		const why = "set-id mode: a setuid or setgid file runs with its owner's or group's rights outside the sandbox"
+		rules = append(rules, denyIf(why, s.name, hasBits(s.mode, sISUID)), denyIf(why, s.name, hasBits(s.mode, sISGID)))
 	}
-	return rules
+	return append(rules, Rule{Names: []string{"openat2"}, Action: Errno, Errno: enosys,
+		Comment: "the mode is in memory and cannot be checked for set-id bits: ENOSYS makes libc fall back to openat"})
 }
 
 // cloneFlag is a namespace flag of clone(2) and its name.

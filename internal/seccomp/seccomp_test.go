@@ -229,6 +229,10 @@ func TestFloor(t *testing.T) {
 		{"socket", []uint64{afInet, 1, 0}, allow},
 		{"socket", []uint64{afPacket, 3, 0}, allow}, // left to the custom profile
 		{"ptrace", nil, denied},
+		{"openat", []uint64{0, 0, oCreat, sISUID | 0o755}, denied},
+		{"openat", []uint64{0, 0, oCreat, 0o755}, allow},
+		{"openat2", nil, nosys},
+		{"io_uring_setup", nil, denied},
 		{"mount", nil, allow},
 	}
 	for _, arch := range []string{ArchX86_64, ArchAarch64} {
@@ -538,7 +542,7 @@ func TestInstructionCounts(t *testing.T) {
 				_, steps := eval(t, prog, arch, sc)
 				b.WriteString(" " + sc + "=" + itoa(uint64(steps)))
 				limit := 14
-				if sc == "ioctl" || sc == "socket" || sc == "clone" {
+				if sc == "ioctl" || sc == "socket" || sc == "clone" || sc == "openat" {
 					limit = 40 // these have argument rules
 				}
 				if steps > limit {
@@ -600,5 +604,80 @@ func BenchmarkCompile(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "insns")
 		})
+	}
+}
+
+// TestSetidModes: every call that gives a file a mode refuses the setuid
+// and setgid bits in it under each built-in profile, and allows the same
+// call without them; openat2, whose mode is in memory, gets ENOSYS.
+func TestSetidModes(t *testing.T) {
+	calls := []struct {
+		name string
+		mode int      // index of the mode argument
+		args []uint64 // the other arguments
+	}{
+		{"chmod", 1, []uint64{0, 0}},
+		{"fchmod", 1, []uint64{3, 0}},
+		{"fchmodat", 2, []uint64{0, 0, 0, 0}},
+		{"fchmodat2", 2, []uint64{0, 0, 0, 0}},
+		{"open", 2, []uint64{0, oCreat | 1, 0}},
+		{"openat", 3, []uint64{0, 0, oCreat | 1, 0}},
+		{"openat", 3, []uint64{0, 0, 0o20200000 | 1, 0}}, // O_TMPFILE
+		{"creat", 1, []uint64{0, 0}},
+		{"mknod", 1, []uint64{0, sIFREG, 0}},
+		{"mknodat", 2, []uint64{0, 0, sIFREG, 0}},
+		{"mknodat", 2, []uint64{0, 0, 0o10000, 0}}, // a FIFO
+	}
+	modes := []struct {
+		mode uint64
+		want string
+	}{
+		{0o755, allow},
+		{0o1777, allow}, // sticky
+		{0o4755, denied},
+		{0o2755, denied},
+		{0o6755, denied},
+		{0o4000, denied},
+		{high | 0o4755, denied}, // the kernel ignores the upper half
+		{high | 0o755, allow},
+	}
+	for _, bi := range builtins {
+		for _, arch := range []string{ArchX86_64, ArchAarch64} {
+			prog := mustCompile(t, bi.profile(), arch)
+			for _, c := range calls {
+				if _, ok := Lookup(arch, c.name); !ok {
+					if arch == ArchX86_64 {
+						t.Fatalf("no %s on x86_64", c.name)
+					}
+					continue // aarch64 has only the *at forms
+				}
+				for _, m := range modes {
+					args := append([]uint64(nil), c.args...)
+					args[c.mode] |= m.mode
+					if got, _ := eval(t, prog, arch, c.name, args...); got != m.want {
+						t.Errorf("%s, %s: %s%#o = %s, want %s", bi.name, arch, c.name, args, got, m.want)
+					}
+				}
+			}
+			for _, c := range []struct {
+				name string
+				args []uint64
+				want string
+			}{
+				{"openat2", []uint64{0, 0, 0, 24}, nosys},
+				{"io_uring_setup", []uint64{1, 0}, denied},
+				// mkdir keeps only the permission and sticky bits of its
+				// mode: set-id bits there are left to the kernel to drop.
+				{"mkdirat", []uint64{0, 0, 0o2755}, allow},
+				{"mkdir", []uint64{0, 0o6755}, allow},
+			} {
+				if _, ok := Lookup(arch, c.name); !ok {
+					continue
+				}
+				if got, _ := eval(t, prog, arch, c.name, c.args...); got != c.want {
+					t.Errorf("%s, %s: %s%#o = %s, want %s", bi.name, arch, c.name, c.args, got, c.want)
+				}
+			}
+		}
 	}
 }

@@ -182,6 +182,8 @@ func TestSummaryConditional(t *testing.T) {
 		"personality: allow if arg0 in {0, 8, 0x20000, 0x20008, 0xffffffff}; else errno EPERM": true,
 		"ioctl: errno EPERM if arg1 in {0x5412, 0x541c}; else allow":                           true,
 		"chmod: errno EPERM if arg1 has any of bits 0xc00; else allow":                         true,
+		"openat: errno EPERM if arg3 has any of bits 0xc00; else allow":                        true,
+		"mknod: errno EPERM if arg1 has any of bits 0xc00; else allow":                         true,
 	}
 	for _, l := range s.Conditional {
 		delete(want, l)
@@ -189,7 +191,7 @@ func TestSummaryConditional(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing %v in\n%s", want, strings.Join(s.Conditional, "\n"))
 	}
-	if s.Default != "allow" || s.Denied["ENOSYS"] != 1 || s.Denied["EPERM"] < 40 {
+	if s.Default != "allow" || s.Denied["ENOSYS"] != 2 || s.Denied["EPERM"] < 40 { // clone3 and openat2
 		t.Errorf("summary %+v", s)
 	}
 }

@@ -252,5 +252,10 @@ func floorProbes() []probe {
 		probe{what: "MPTCP sockets (IPv4)", name: "socket", args: [6]uint64{afInet, 1, ipprotoMPTCP}},
 		probe{what: "MPTCP sockets (IPv6)", name: "socket", args: [6]uint64{afInet6, 1, ipprotoMPTCP}},
 		probe{what: "ptrace", name: "ptrace", args: [6]uint64{16}},
+		probe{what: "set-id modes (openat with S_ISUID)", name: "openat", args: [6]uint64{0, 0, oCreat, sISUID | 0o755}},
+		probe{what: "set-id modes (mknodat with S_ISGID)", name: "mknodat", args: [6]uint64{0, 0, sIFREG | sISGID | 0o755}},
+		probe{what: "set-id modes (fchmodat with S_ISUID)", name: "fchmodat", args: [6]uint64{0, 0, sISUID | 0o755}},
+		probe{what: "openat2 (its mode cannot be checked)", name: "openat2"},
+		probe{what: "io_uring", name: "io_uring_setup"},
 	)
 }
