@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // runFlags are the flags of `moat run` (and `moat policy show`).
@@ -545,14 +546,16 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		Warnings    []string              `json:"warnings"`
 		Degraded    []string              `json:"degraded"`
 		ChangeSet   *sandbox.ChangeSetRef `json:"change_set,omitempty"`
-		// Protected paths the command created (see Report.ProtectedCreated).
-		ProtectedCreated []string `json:"protected_created,omitempty"`
+		// Protected paths the command created (see Report.ProtectedCreated),
+		// and where each was moved.
+		ProtectedCreated []string                `json:"protected_created,omitempty"`
+		Quarantined      []workspace.Quarantined `json:"quarantined,omitempty"`
 	}{
 		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
 		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
 		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
 		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
-		ProtectedCreated: rep.ProtectedCreated,
+		ProtectedCreated: rep.ProtectedCreated, Quarantined: rep.Quarantined,
 	}
 	if rep.Policy != nil {
 		rec.Workspace, rec.Network = rep.Policy.Workspace.Path, rep.Policy.Network.Mode
