@@ -768,3 +768,65 @@ func TestAuditOnePerAttempt(t *testing.T) {
 	}
 	allowNX.noMoreEvents(t)
 }
+
+// connectWith sends a CONNECT request as written and returns the reply
+// and, when the tunnel is open, the connection and a reader of it that
+// has what came after the reply.
+func (tp *testProxy) connectWith(t *testing.T, req string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, req)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	if resp.StatusCode != 200 {
+		c.Close()
+		return nil, nil, resp
+	}
+	return c, br, resp
+}
+
+// A CONNECT request's Host header must name the tunnel's target, as a
+// forwarded request's must name its URL's host and port.
+func TestConnectHostHeader(t *testing.T) {
+	s := startServers(t)
+	tp := newProxy(t, mustRules(t, []string{"allowed.test", "denied.test"}, nil, loopbackCIDR))
+	p := strconv.Itoa(s.httpsPort)
+	target := "allowed.test:" + p
+	for _, host := range []string{"denied.test:" + p, "allowed.test:1", "127.0.0.1:" + p, "allowed.test"} {
+		c, _, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+		if c != nil || resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != "host header mismatch" {
+			t.Errorf("CONNECT %s with Host %s: %d %q", target, host, resp.StatusCode, resp.Header.Get("X-Moat-Denied"))
+		}
+		e := tp.event(t)
+		wantEvent(t, e, ProtoConnect, DecisionDeny, "host header mismatch")
+		contains(t, e.Reason, host)
+	}
+	if d := tp.dials(); len(d) != 0 {
+		t.Errorf("dialed %v", d)
+	}
+	// The same host and port in another spelling, or no Host header at
+	// all, opens the tunnel.
+	for _, hdr := range []string{"Host: " + target + "\r\n", "Host: ALLOWED.test.:" + p + "\r\n", ""} {
+		c, _, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\n"+hdr+"\r\n")
+		if c == nil {
+			t.Errorf("CONNECT %s with %q: %s", target, hdr, resp.Status)
+			tp.event(t)
+			continue
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: testRoots()})
+		if err := tc.Handshake(); err != nil {
+			t.Errorf("CONNECT %s with %q: handshake: %v", target, hdr, err)
+		}
+		tc.Close()
+		wantEvent(t, tp.event(t), ProtoConnect, DecisionAllow, "allowed.test")
+	}
+	tp.noMoreEvents(t)
+}
