@@ -769,6 +769,99 @@ func TestAuditOnePerAttempt(t *testing.T) {
 	allowNX.noMoreEvents(t)
 }
 
+const banner = "220 banner.test ESMTP\r\n"
+
+// bannerServer starts a loopback server that greets every connection
+// before reading anything, as SMTP and SSH servers do, and returns its
+// port.
+func bannerServer(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, banner)
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// With https_only, nothing from the destination reaches a client before
+// its first bytes were checked as a TLS ClientHello, so a server that
+// speaks first cannot send plain text out, whether the client waits or
+// half-closes. Without https_only the banner comes through.
+func TestHTTPSOnlyServerSpeaksFirst(t *testing.T) {
+	port := bannerServer(t)
+	target := fmt.Sprintf("allowed.test:%d", port)
+	rules := mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR)
+	// open returns the tunnel, and a reader of it that has whatever came
+	// with the proxy's reply.
+	open := func(tp *testProxy, proto string) (*net.TCPConn, io.Reader) {
+		if proto == ProtoSOCKS5 {
+			c, rep := tp.socks(t, socksAtypDomain, []byte("allowed.test"), port)
+			if rep != socksSucceeded {
+				t.Fatalf("SOCKS5 %s: reply %d", target, rep)
+			}
+			return c.(*net.TCPConn), c
+		}
+		c, br, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		if c == nil {
+			t.Fatalf("CONNECT %s: %s", target, resp.Status)
+		}
+		return c.(*net.TCPConn), br
+	}
+
+	plain := newProxy(t, rules)
+	for _, proto := range []string{ProtoConnect, ProtoSOCKS5} {
+		c, r := open(plain, proto)
+		b := make([]byte, len(banner))
+		if _, err := io.ReadFull(r, b); err != nil || string(b) != banner {
+			t.Errorf("%s without https_only: read %q, %v; want the banner", proto, b, err)
+		}
+		c.Close()
+		wantEvent(t, plain.event(t), proto, DecisionAllow, "allowed.test")
+	}
+
+	strict := newProxy(t, rules, func(tp *testProxy) {
+		tp.HTTPSOnly = true
+		tp.HeaderTimeout = 300 * time.Millisecond
+	})
+	for _, proto := range []string{ProtoConnect, ProtoSOCKS5} {
+		for _, halfClose := range []bool{false, true} {
+			c, r := open(strict, proto)
+			t0 := time.Now()
+			if halfClose {
+				c.CloseWrite()
+			}
+			b, _ := io.ReadAll(r)
+			c.Close()
+			if len(b) != 0 {
+				t.Errorf("%s with https_only (half-closed %v): the client got %q", proto, halfClose, b)
+			}
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Errorf("%s with https_only (half-closed %v): closed after %v", proto, halfClose, d)
+			}
+			e := strict.event(t)
+			wantEvent(t, e, proto, DecisionDeny, "https_only")
+			if e.BytesDown != 0 || !strings.Contains(e.Reason, "ClientHello") {
+				t.Errorf("%s with https_only (half-closed %v): event %+v", proto, halfClose, e)
+			}
+		}
+	}
+	strict.noMoreEvents(t)
+}
+
 // connectWith sends a CONNECT request as written and returns the reply
 // and, when the tunnel is open, the connection and a reader of it that
 // has what came after the reply.
