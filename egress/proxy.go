@@ -53,6 +53,13 @@ type Proxy struct {
 	// relaying uses splice(2).
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 
+	// HostAddrs returns the host's own addresses, which CheckAddr
+	// refuses unless allow_cidrs lists them. Nil means the addresses on
+	// the host's interfaces (net.InterfaceAddrs), read at the first
+	// connection and again when the last reading is more than a second
+	// old. Tests use it to stand in for the host's interfaces.
+	HostAddrs func() ([]netip.Addr, error)
+
 	// Audit, if set, receives one Event per connection attempt (per
 	// request for forwarded plain HTTP), from many goroutines at once. It
 	// should not block for long: it runs on the connection's goroutine.
@@ -76,6 +83,7 @@ type Proxy struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	own       hostAddrs
 }
 
 func (p *Proxy) init() {
@@ -386,11 +394,15 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 			return nil, netip.AddrPort{}, fmt.Errorf("resolve %s: no addresses", t.name)
 		}
 	}
+	own, err := p.hostAddrs()
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
 	var refusal *errRefused
 	var lastErr error
 	for _, a := range addrs {
 		a = a.Unmap()
-		if v := p.Rules.CheckAddr(t.name, a); !v.Allow {
+		if v := p.Rules.CheckAddr(t.name, a, own); !v.Allow {
 			if refusal == nil {
 				refusal = &errRefused{v}
 			}
