@@ -2,6 +2,7 @@ package egress
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -86,8 +87,7 @@ func addrKind(a netip.Addr) string {
 			return r.kind + " " + a.String() + " (" + r.ref + ")"
 		}
 	}
-	b := a.As16()
-	embedded := func(name string, v4s ...netip.Addr) string {
+	if name, v4s := embeddedIPv4(a); name != "" {
 		for _, v4 := range v4s {
 			if k := addrKind(v4); k != "" {
 				return name + " " + a.String() + " (embeds " + k + ")"
@@ -95,16 +95,50 @@ func addrKind(a netip.Addr) string {
 		}
 		return ""
 	}
+	if !global6.Contains(a) {
+		return "reserved address " + a.String() + " (RFC 4291, not global unicast)"
+	}
+	return ""
+}
+
+// embeddedIPv4 returns, for an IPv6 address that leads to IPv4 addresses
+// (NAT64, 6to4, Teredo's server and client), what kind of address it is
+// and those IPv4 addresses; "" and nil for any other address.
+func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
+	if !a.Is6() {
+		return "", nil
+	}
+	b := a.As16()
 	switch {
 	case nat64.Contains(a):
-		return embedded("NAT64 address", netip.AddrFrom4([4]byte(b[12:16])))
+		return "NAT64 address", []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
 	case sixToFour.Contains(a):
-		return embedded("6to4 address", netip.AddrFrom4([4]byte(b[2:6])))
+		return "6to4 address", []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
 	case teredo.Contains(a):
 		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
-		return embedded("Teredo address", netip.AddrFrom4(client), netip.AddrFrom4([4]byte(b[4:8])))
-	case !global6.Contains(a):
-		return "reserved address " + a.String() + " (RFC 4291, not global unicast)"
+		return "Teredo address", []netip.Addr{netip.AddrFrom4(client), netip.AddrFrom4([4]byte(b[4:8]))}
+	}
+	return "", nil
+}
+
+// ruleHostAddress starts the rule that refuses one of the host's own
+// addresses: "the host's own address 93.184.216.34".
+const ruleHostAddress = "the host's own address"
+
+// ownAddrKind returns "" unless a is one of own, the host's addresses, or
+// embeds one (NAT64, 6to4, Teredo), and then the rule that names it. Such
+// an address leads back into the host as loopback does: a service
+// listening on all addresses answers on it, to a connection from the
+// host itself, which firewalls usually let through.
+func ownAddrKind(a netip.Addr, own []netip.Addr) string {
+	if slices.Contains(own, a) {
+		return ruleHostAddress + " " + a.String()
+	}
+	name, v4s := embeddedIPv4(a)
+	for _, v4 := range v4s {
+		if slices.Contains(own, v4) {
+			return name + " " + a.String() + " (embeds " + ruleHostAddress + " " + v4.String() + ")"
+		}
 	}
 	return ""
 }

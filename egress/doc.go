@@ -11,8 +11,10 @@
 //     allow_cidrs only. Rules.CheckAddr is the second check, applied to
 //     every address a name resolves to: loopback, private, CGNAT,
 //     link-local (the cloud metadata service), multicast, reserved and
-//     unspecified addresses, and their IPv4-mapped, NAT64, 6to4 and Teredo
-//     spellings, are refused unless allow_cidrs lists them. A future
+//     unspecified addresses, the host's own addresses (those on its
+//     interfaces, which the proxy reads and passes in), and their
+//     IPv4-mapped, NAT64, 6to4 and Teredo spellings, are refused unless
+//     allow_cidrs lists them. A future
 //     transparent front end (a TUN device and a userspace TCP/IP stack)
 //     and credential injection are meant to call the same two functions.
 //   - Proxy: HTTP/1.1 (absolute-URI forwarding with keep-alive, and
@@ -20,9 +22,12 @@
 //     the first byte. A refused name is never looked up (a DNS query is
 //     itself a way out); an allowed name is resolved once by the proxy, and
 //     the proxy connects to exactly an address it checked, so DNS
-//     rebinding has nothing to rebind. In a tunnel, a TLS ClientHello must
-//     name the CONNECT target (or no name at all), which stops naive
-//     domain fronting. Refusals are HTTP 403 with an X-Moat-Denied header
+//     rebinding has nothing to rebind. A Host header must name the
+//     request's target, in a CONNECT as in a forwarded request. In a
+//     tunnel, a TLS ClientHello must name the CONNECT target (or no name
+//     at all), which stops naive domain fronting; with HTTPSOnly, nothing
+//     from the destination reaches the client before its ClientHello.
+//     Refusals are HTTP 403 with an X-Moat-Denied header
 //     and a body saying how to allow the destination, or SOCKS5 reply 2.
 //     Malformed, oversized and slow requests get 400, 431 and 408, excess
 //     connections a quick refusal, and a panic ends one connection only.

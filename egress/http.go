@@ -60,7 +60,7 @@ func (cc *clientConn) serveHTTP() {
 		cc.c.SetReadDeadline(time.Time{})
 		cc.lr.N = 1<<63 - 1
 		if req.Method == http.MethodConnect {
-			cc.serveConnect(req)
+			cc.serveConnect(req, hosts)
 			return
 		}
 		if !cc.forward(req, hosts, &up) {
@@ -133,7 +133,7 @@ func (cc *clientConn) badRequest(err error) {
 	cc.p.emit(ev)
 }
 
-func (cc *clientConn) serveConnect(req *http.Request) {
+func (cc *clientConn) serveConnect(req *http.Request, hosts []string) {
 	p := cc.p
 	ev := &Event{Time: cc.start, Proto: ProtoConnect}
 	defer cc.finish(ev)
@@ -148,6 +148,9 @@ func (cc *clientConn) serveConnect(req *http.Request) {
 	t, v := p.decide(Dest{Host: host, Port: port}, ev)
 	if !v.Allow {
 		cc.refuse(ev, "CONNECT "+req.RequestURI)
+		return
+	}
+	if cc.refuseHostHeader(ev, hosts, host, port, "CONNECT "+req.RequestURI) {
 		return
 	}
 	up, addr, err := p.connect(context.Background(), t)
@@ -173,6 +176,24 @@ func (cc *clientConn) refuse(ev *Event, what string) {
 	ev.Decision = DecisionDeny
 	writeStatus(cc.c, http.StatusForbidden, ev.Rule,
 		fmt.Sprintf("moat: refused %s\nrule: %s\n%s\n", what, ev.Rule, ev.Reason))
+}
+
+// refuseHostHeader refuses a request, forwarded or CONNECT, whose Host
+// header names another host or port than the target the rules decided
+// on (host, port), and reports whether it did. A request without a Host
+// header passes (HTTP/1.0 clients, and some CONNECT clients, send none).
+// Both kinds of request go through this one check, so that neither path
+// accepts a request whose headers disagree about where it goes: nothing
+// that reads the Host header (a log, credential injection keyed on the
+// host) can be told one host while the bytes go to another.
+func (cc *clientConn) refuseHostHeader(ev *Event, hosts []string, host string, port int, what string) bool {
+	if len(hosts) == 0 || len(hosts) == 1 && sameAuthority(hosts[0], host, port) {
+		return false
+	}
+	ev.Rule = "host header mismatch"
+	ev.Reason = fmt.Sprintf("the Host header %q does not name the request's target %s:%d", strings.Join(hosts, ", "), ev.Host, port)
+	cc.refuse(ev, what)
+	return true
 }
 
 // connectFailed answers a destination that could not be reached: 403 when
@@ -256,10 +277,7 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		cc.refuse(ev, what)
 		return false
 	}
-	if len(hosts) > 1 || len(hosts) == 1 && !sameAuthority(hosts[0], u.Hostname(), port) {
-		ev.Rule = "host header mismatch"
-		ev.Reason = fmt.Sprintf("the Host header %q does not name the request's target %s:%d", strings.Join(hosts, ", "), ev.Host, port)
-		cc.refuse(ev, what)
+	if cc.refuseHostHeader(ev, hosts, u.Hostname(), port, what) {
 		return false
 	}
 
@@ -400,7 +418,10 @@ func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <
 	}
 }
 
-// sameAuthority reports whether a Host header names host:port.
+// sameAuthority reports whether a Host header names host:port. A header
+// without a port means port 80: the default of http:// URLs, and the
+// reading of RFC 9110's own CONNECT example ("CONNECT
+// server.example.com:80" with "Host: server.example.com").
 func sameAuthority(header, host string, port int) bool {
 	h, ps, err := net.SplitHostPort(header)
 	if err != nil {

@@ -53,17 +53,25 @@ type Proxy struct {
 	// relaying uses splice(2).
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 
+	// HostAddrs returns the host's own addresses, which CheckAddr
+	// refuses unless allow_cidrs lists them. Nil means the addresses on
+	// the host's interfaces (net.InterfaceAddrs), read at the first
+	// connection and again when the last reading is more than a second
+	// old. Tests use it to stand in for the host's interfaces.
+	HostAddrs func() ([]netip.Addr, error)
+
 	// Audit, if set, receives one Event per connection attempt (per
 	// request for forwarded plain HTTP), from many goroutines at once. It
 	// should not block for long: it runs on the connection's goroutine.
 	Audit func(Event)
 
 	// HTTPSOnly refuses plain-HTTP forwarding and any tunnel whose first
-	// bytes are not a TLS ClientHello.
+	// bytes are not a TLS ClientHello; nothing the destination sends
+	// reaches the client before that ClientHello.
 	HTTPSOnly bool
 
 	MaxHeaderBytes int           // request header block (HTTP) or handshake (SOCKS5); default 64 KiB
-	HeaderTimeout  time.Duration // to read a request's headers or a SOCKS5 handshake, and a ClientHello on port 443; default 10 s
+	HeaderTimeout  time.Duration // to read a request's headers or a SOCKS5 handshake, and a ClientHello on port 443 or with HTTPSOnly; default 10 s
 	IdleTimeout    time.Duration // between forwarded requests on a kept-alive connection; default 90 s
 	DialTimeout    time.Duration // to resolve and connect to a destination; default 10 s
 	MaxConns       int           // client connections served at once; more are refused at once; default 256
@@ -75,6 +83,7 @@ type Proxy struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	own       hostAddrs
 }
 
 func (p *Proxy) init() {
@@ -385,11 +394,15 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 			return nil, netip.AddrPort{}, fmt.Errorf("resolve %s: no addresses", t.name)
 		}
 	}
+	own, err := p.hostAddrs()
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
 	var refusal *errRefused
 	var lastErr error
 	for _, a := range addrs {
 		a = a.Unmap()
-		if v := p.Rules.CheckAddr(t.name, a); !v.Allow {
+		if v := p.Rules.CheckAddr(t.name, a, own); !v.Allow {
 			if refusal == nil {
 				refusal = &errRefused{v}
 			}
@@ -428,18 +441,25 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 	p := cc.p
 	defer p.untrack(up)
 	cc.lr.N = 1<<63 - 1
-	if t.port == 443 {
+	// A TLS client speaks first, so a tunnel that must carry TLS (port
+	// 443, or any port with HTTPSOnly) gets HeaderTimeout for its
+	// ClientHello; on other ports the client may wait for the server
+	// (SMTP and SSH servers speak first).
+	if t.port == 443 || p.HTTPSOnly {
 		cc.c.SetReadDeadline(time.Now().Add(p.headerTimeout()))
 	} else {
 		cc.c.SetReadDeadline(time.Time{})
 	}
 
-	down := make(chan int64, 1)
-	go func() {
-		n, _ := io.Copy(cc.c, up)
-		closeWrite(cc.c)
-		down <- n
-	}()
+	var down <-chan int64
+	// With HTTPSOnly nothing from the destination reaches the client
+	// until the client's first bytes have passed as a ClientHello: a
+	// server that speaks first would otherwise send its plain text out
+	// to a client that never sends any. A TLS server says nothing before
+	// the ClientHello, so starting the relay after it costs TLS nothing.
+	if !p.HTTPSOnly {
+		down = relayDown(cc.c, up)
+	}
 
 	raw, hello, err := readClientHello(cc.br)
 	cc.c.SetReadDeadline(time.Time{})
@@ -456,6 +476,17 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 		host = t.ip.String()
 	}
 	switch {
+	case !hello.isTLS && p.HTTPSOnly:
+		why := "did not start with a TLS ClientHello"
+		switch {
+		case len(raw) == 0 && isTimeout(err):
+			why = fmt.Sprintf("sent nothing within %v, where a TLS client starts with its ClientHello", p.headerTimeout())
+		case len(raw) == 0:
+			why = "ended without sending a TLS ClientHello"
+		}
+		refuse("https_only", fmt.Sprintf(
+			"the connection to %s:%d %s, and [network] https_only allows only TLS; nothing the server sent was relayed",
+			host, t.port, why))
 	case err != nil && len(raw) == 0 && errors.Is(err, io.EOF):
 		// The client sent nothing and half-closed: let the other
 		// direction finish (a server-speaks-first protocol).
@@ -470,9 +501,6 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 		refuse("sni mismatch", fmt.Sprintf(
 			"the TLS server name %q differs from the CONNECT target %s (domain fronting is refused); connect to %s:%d instead",
 			hello.sni, host, hello.sni, t.port))
-	case !hello.isTLS && p.HTTPSOnly:
-		refuse("https_only", fmt.Sprintf(
-			"the connection to %s:%d is not TLS, and [network] https_only allows only TLS", host, t.port))
 	default:
 		ev.SNI = hello.sni
 		if hello.isTLS && !hello.hasSNI && t.name != "" {
@@ -480,14 +508,33 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 		} else if !hello.isTLS && t.port == 443 {
 			ev.Reason = "not TLS, on port 443"
 		}
+		if down == nil {
+			down = relayDown(cc.c, up)
+		}
 		ev.BytesUp = relayUp(up, raw, cc.br, cc.c)
 	}
-	ev.BytesDown = <-down
+	if down != nil {
+		ev.BytesDown = <-down
+	}
 }
 
 // tlsAlertAccessDenied is a fatal TLS alert record (RFC 8446 6.2,
 // access_denied), so that a refused TLS client reports a clear error.
 var tlsAlertAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
+
+// relayDown copies what up sends to the client on a goroutine of its own
+// (the plain io.Copy between the two connections lets the runtime use
+// splice(2)), half-closes the client at the end, and then sends the
+// number of bytes copied.
+func relayDown(client, up net.Conn) <-chan int64 {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(client, up)
+		closeWrite(client)
+		done <- n
+	}()
+	return done
+}
 
 // relayUp sends what was read ahead, then the rest of the client's stream,
 // to up; the plain io.Copy between the two connections lets the runtime

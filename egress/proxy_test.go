@@ -768,3 +768,158 @@ func TestAuditOnePerAttempt(t *testing.T) {
 	}
 	allowNX.noMoreEvents(t)
 }
+
+const banner = "220 banner.test ESMTP\r\n"
+
+// bannerServer starts a loopback server that greets every connection
+// before reading anything, as SMTP and SSH servers do, and returns its
+// port.
+func bannerServer(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, banner)
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// With https_only, nothing from the destination reaches a client before
+// its first bytes were checked as a TLS ClientHello, so a server that
+// speaks first cannot send plain text out, whether the client waits or
+// half-closes. Without https_only the banner comes through.
+func TestHTTPSOnlyServerSpeaksFirst(t *testing.T) {
+	port := bannerServer(t)
+	target := fmt.Sprintf("allowed.test:%d", port)
+	rules := mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR)
+	// open returns the tunnel, and a reader of it that has whatever came
+	// with the proxy's reply.
+	open := func(tp *testProxy, proto string) (*net.TCPConn, io.Reader) {
+		if proto == ProtoSOCKS5 {
+			c, rep := tp.socks(t, socksAtypDomain, []byte("allowed.test"), port)
+			if rep != socksSucceeded {
+				t.Fatalf("SOCKS5 %s: reply %d", target, rep)
+			}
+			return c.(*net.TCPConn), c
+		}
+		c, br, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+		if c == nil {
+			t.Fatalf("CONNECT %s: %s", target, resp.Status)
+		}
+		return c.(*net.TCPConn), br
+	}
+
+	plain := newProxy(t, rules)
+	for _, proto := range []string{ProtoConnect, ProtoSOCKS5} {
+		c, r := open(plain, proto)
+		b := make([]byte, len(banner))
+		if _, err := io.ReadFull(r, b); err != nil || string(b) != banner {
+			t.Errorf("%s without https_only: read %q, %v; want the banner", proto, b, err)
+		}
+		c.Close()
+		wantEvent(t, plain.event(t), proto, DecisionAllow, "allowed.test")
+	}
+
+	strict := newProxy(t, rules, func(tp *testProxy) {
+		tp.HTTPSOnly = true
+		tp.HeaderTimeout = 300 * time.Millisecond
+	})
+	for _, proto := range []string{ProtoConnect, ProtoSOCKS5} {
+		for _, halfClose := range []bool{false, true} {
+			c, r := open(strict, proto)
+			t0 := time.Now()
+			if halfClose {
+				c.CloseWrite()
+			}
+			b, _ := io.ReadAll(r)
+			c.Close()
+			if len(b) != 0 {
+				t.Errorf("%s with https_only (half-closed %v): the client got %q", proto, halfClose, b)
+			}
+			if d := time.Since(t0); d > 2*time.Second {
+				t.Errorf("%s with https_only (half-closed %v): closed after %v", proto, halfClose, d)
+			}
+			e := strict.event(t)
+			wantEvent(t, e, proto, DecisionDeny, "https_only")
+			if e.BytesDown != 0 || !strings.Contains(e.Reason, "ClientHello") {
+				t.Errorf("%s with https_only (half-closed %v): event %+v", proto, halfClose, e)
+			}
+		}
+	}
+	strict.noMoreEvents(t)
+}
+
+// connectWith sends a CONNECT request as written and returns the reply
+// and, when the tunnel is open, the connection and a reader of it that
+// has what came after the reply.
+func (tp *testProxy) connectWith(t *testing.T, req string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, req)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	if resp.StatusCode != 200 {
+		c.Close()
+		return nil, nil, resp
+	}
+	return c, br, resp
+}
+
+// A CONNECT request's Host header must name the tunnel's target, as a
+// forwarded request's must name its URL's host and port.
+func TestConnectHostHeader(t *testing.T) {
+	s := startServers(t)
+	tp := newProxy(t, mustRules(t, []string{"allowed.test", "denied.test"}, nil, loopbackCIDR))
+	p := strconv.Itoa(s.httpsPort)
+	target := "allowed.test:" + p
+	for _, host := range []string{"denied.test:" + p, "allowed.test:1", "127.0.0.1:" + p, "allowed.test"} {
+		c, _, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+		if c != nil || resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != "host header mismatch" {
+			t.Errorf("CONNECT %s with Host %s: %d %q", target, host, resp.StatusCode, resp.Header.Get("X-Moat-Denied"))
+		}
+		e := tp.event(t)
+		wantEvent(t, e, ProtoConnect, DecisionDeny, "host header mismatch")
+		contains(t, e.Reason, host)
+	}
+	if d := tp.dials(); len(d) != 0 {
+		t.Errorf("dialed %v", d)
+	}
+	// The same host and port in another spelling, or no Host header at
+	// all, opens the tunnel.
+	for _, hdr := range []string{"Host: " + target + "\r\n", "Host: ALLOWED.test.:" + p + "\r\n", ""} {
+		c, _, resp := tp.connectWith(t, "CONNECT "+target+" HTTP/1.1\r\n"+hdr+"\r\n")
+		if c == nil {
+			t.Errorf("CONNECT %s with %q: %s", target, hdr, resp.Status)
+			tp.event(t)
+			continue
+		}
+		tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: testRoots()})
+		if err := tc.Handshake(); err != nil {
+			t.Errorf("CONNECT %s with %q: handshake: %v", target, hdr, err)
+		}
+		tc.Close()
+		wantEvent(t, tp.event(t), ProtoConnect, DecisionAllow, "allowed.test")
+	}
+	tp.noMoreEvents(t)
+}

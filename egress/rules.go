@@ -359,16 +359,24 @@ func (r *Rules) cidrFor(ip netip.Addr) (cidrRule, bool) {
 // host (used in the explanation only). It refuses addresses that lead
 // back into the host or its private networks (loopback, RFC 1918, CGNAT,
 // link-local including the cloud metadata service, multicast, broadcast,
-// unspecified and reserved ranges, IPv6 ULA and link-local) and the
-// IPv4-mapped, IPv4-compatible, NAT64, 6to4 and Teredo spellings of those,
-// unless allow_cidrs contains the address.
-func (r *Rules) CheckAddr(host string, a netip.Addr) Verdict {
+// unspecified and reserved ranges, IPv6 ULA and link-local), the host's
+// own addresses (own, the addresses on its interfaces, which reach
+// services listening on all addresses as loopback does), and the
+// IPv4-mapped, IPv4-compatible, NAT64, 6to4 and Teredo spellings of
+// those, unless allow_cidrs contains the address. It makes no system
+// call: the caller reads own.
+func (r *Rules) CheckAddr(host string, a netip.Addr, own []netip.Addr) Verdict {
 	a = a.Unmap()
 	if c, ok := r.cidrFor(a); ok {
 		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
 			"%s is allowed by the [network] allow_cidrs entry %q", a, c.entry)}
 	}
+	// What the address is (private, loopback...) says more than that
+	// the host holds it, so it names the refusal when it applies.
 	kind := addrKind(a)
+	if kind == "" {
+		kind = ownAddrKind(a, own)
+	}
 	if kind == "" {
 		return Verdict{Allow: true, Rule: "public address", Reason: fmt.Sprintf("%s is a public address", a)}
 	}

@@ -174,7 +174,7 @@ func TestCheckAddr(t *testing.T) {
 		if want == "" {
 			continue
 		}
-		v := none.CheckAddr("allowed.test", netip.MustParseAddr(s))
+		v := none.CheckAddr("allowed.test", netip.MustParseAddr(s), nil)
 		if v.Allow || !strings.Contains(v.Rule, want) {
 			t.Errorf("CheckAddr(%s) = %+v, want a refusal naming %q", s, v, want)
 		}
@@ -184,18 +184,57 @@ func TestCheckAddr(t *testing.T) {
 	}
 	for _, s := range []string{"93.184.216.34", "8.8.8.8", "2606:4700::1111", "64:ff9b::808:808",
 		"2002:808:808::1", "172.32.0.1", "100.128.0.1", "::ffff:1.1.1.1", "3fff::1"} {
-		if v := none.CheckAddr("x", netip.MustParseAddr(s)); !v.Allow {
+		if v := none.CheckAddr("x", netip.MustParseAddr(s), nil); !v.Allow {
 			t.Errorf("CheckAddr(%s) = %+v, want allowed", s, v)
 		}
 	}
 	r, _ := ParseRules(nil, nil, []string{"127.0.0.0/8", "fd00::/8"})
 	for _, s := range []string{"127.0.0.1", "::ffff:127.0.0.1", "fd00::5"} {
-		if v := r.CheckAddr("x", netip.MustParseAddr(s)); !v.Allow {
+		if v := r.CheckAddr("x", netip.MustParseAddr(s), nil); !v.Allow {
 			t.Errorf("with allow_cidrs, CheckAddr(%s) = %+v, want allowed", s, v)
 		}
 	}
-	if v := r.CheckAddr("x", netip.MustParseAddr("10.0.0.1")); v.Allow {
+	if v := r.CheckAddr("x", netip.MustParseAddr("10.0.0.1"), nil); v.Allow {
 		t.Errorf("allow_cidrs 127.0.0.0/8 let 10.0.0.1 through")
+	}
+}
+
+// The host's own addresses are refused in every spelling unless
+// allow_cidrs lists them; what an address is (private, loopback) still
+// names the refusal first.
+func TestCheckAddrHostAddress(t *testing.T) {
+	none, _ := ParseRules(nil, nil, nil)
+	own := []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("2606:2800:220:1::7"),
+		netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("127.0.0.1")}
+	for s, want := range map[string]string{
+		"93.184.216.34":        "the host's own address 93.184.216.34",
+		"::ffff:93.184.216.34": "the host's own address 93.184.216.34",
+		"2606:2800:220:1::7":   "the host's own address 2606:2800:220:1::7",
+		"64:ff9b::5db8:d822":   "NAT64 address 64:ff9b::5db8:d822 (embeds the host's own address 93.184.216.34)",
+		"2002:5db8:d822::1":    "6to4 address 2002:5db8:d822::1 (embeds the host's own address 93.184.216.34)",
+		// Teredo: the client address is stored inverted.
+		"2001:0:4136:e378:8000:63bf:a247:27dd": "Teredo address 2001:0:4136:e378:8000:63bf:a247:27dd (embeds the host's own address 93.184.216.34)",
+		"10.0.0.1":                             "private address 10.0.0.1 (RFC 1918)",
+		"127.0.0.1":                            "loopback address 127.0.0.1 (RFC 1122)",
+	} {
+		v := none.CheckAddr("own.test", netip.MustParseAddr(s), own)
+		if v.Allow || v.Rule != want {
+			t.Errorf("CheckAddr(%s) = %+v, want a refusal by %q", s, v, want)
+		}
+		if !strings.Contains(v.Reason, "own.test resolves to") || !strings.Contains(v.Reason, "allow_cidrs") {
+			t.Errorf("CheckAddr(%s) reason %q does not explain", s, v.Reason)
+		}
+	}
+	for _, s := range []string{"93.184.216.35", "2606:2800:220:1::8", "64:ff9b::5db8:d823"} {
+		if v := none.CheckAddr("x", netip.MustParseAddr(s), own); !v.Allow {
+			t.Errorf("CheckAddr(%s) = %+v, want allowed", s, v)
+		}
+	}
+	r, _ := ParseRules(nil, nil, []string{"93.184.216.34", "2606:2800:220:1::/64"})
+	for _, s := range []string{"93.184.216.34", "::ffff:93.184.216.34", "2606:2800:220:1::7"} {
+		if v := r.CheckAddr("x", netip.MustParseAddr(s), own); !v.Allow {
+			t.Errorf("with allow_cidrs, CheckAddr(%s) = %+v, want allowed", s, v)
+		}
 	}
 }
 

@@ -125,7 +125,8 @@ type Network struct {
 	// Deny lists destinations refused even when Allow matches. Default [].
 	Deny []string `toml:"deny" json:"deny"`
 	// AllowCIDRs lists address ranges (e.g. "10.1.2.0/24") reachable even
-	// though private addresses are refused by default. Default [].
+	// though private addresses and the host's own are refused by default.
+	// Default [].
 	AllowCIDRs []string `toml:"allow_cidrs" json:"allow_cidrs"`
 	// HTTPSOnly refuses plain-HTTP requests and tunnels that do not start
 	// with TLS, in allow mode. Default false.
