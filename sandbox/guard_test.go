@@ -222,3 +222,38 @@ func isDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
 }
+
+// TestSubmoduleCheckoutWorkspace: a submodule's checkout (its .git is a
+// file naming the superproject's .git/modules/NAME) works as a
+// workspace, with that git directory's config and hooks out of reach.
+func TestSubmoduleCheckoutWorkspace(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	lib := newRepo(t)
+	super := newRepo(t)
+	hostGit(t, super, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "lib")
+	ws := filepath.Join(super, "lib")
+	if fi, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("the submodule checkout has no .git file: %v", err)
+	}
+	gd := filepath.Join(super, ".git/modules/lib")
+	proof := filepath.Join(t.TempDir(), "PROOF")
+	r := sh(t, ws, func(p *policy.Policy) { p.Env.Set["PROOF"] = proof }, `
+echo new > file && `+gitInside+` add file && `+gitInside+` commit -q -m in-submodule && echo COMMITTED
+printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" >> `+gd+`/config 2>/dev/null && echo WROTE-config
+printf '#!/bin/sh\n' > `+gd+`/hooks/pre-commit 2>/dev/null && echo WROTE-hook
+true`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "COMMITTED") {
+		t.Fatalf("git commit in a submodule checkout failed:\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("the submodule's git directory was not protected:\n%s", r.stdout)
+	}
+	hostGit(t, ws, "status")
+	if _, err := os.Stat(proof); err == nil {
+		t.Fatal("git status on the host ran what the command planted")
+	}
+	if log := hostGit(t, ws, "log", "--oneline"); !strings.Contains(log, "in-submodule") {
+		t.Errorf("the commit made inside is not in the submodule's repository:\n%s", log)
+	}
+}
