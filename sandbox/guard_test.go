@@ -76,6 +76,8 @@ func plants() []plant {
 			attack: `printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" > .git/config.worktree`},
 		{name: "submodule checkout made and added to the index", setup: repo, quarantined: "sub/.git",
 			attack: `mkdir sub && cd sub && git init -q && ` + gitInside + ` commit -q --allow-empty -m x && git config core.fsmonitor "touch $PROOF; false" && cd .. && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub`},
+		{name: "submodule checkout added through a split index", setup: repo, quarantined: "sub/.git",
+			attack: `git update-index --split-index && mkdir sub && cd sub && git init -q && ` + gitInside + ` commit -q --allow-empty -m x && git config core.fsmonitor "touch $PROOF; false" && cd .. && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && git update-index --split-index`},
 		{name: "repository made where there was none",
 			setup:       func(t *testing.T) (string, string) { ws := t.TempDir(); return ws, ws },
 			quarantined: ".git/config",

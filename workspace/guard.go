@@ -421,9 +421,15 @@ func (g *Guard) newGitlinks(common string) []string {
 	if gd, _, _ := g.findGitDir(); gd != "" {
 		index = filepath.Join(gd, "index")
 	}
-	if fi, err := os.Lstat(index); err == nil && !ctimeOf(fi).before(g.start) {
-		if links, err := readGitlinks(index, g.objFmt); err == nil {
-			paths = append(paths, links...)
+	// A split index (git update-index --split-index) keeps entries in
+	// sharedindex.* files beside the index, in the same format.
+	shared, _ := filepath.Glob(filepath.Join(filepath.Dir(index), "sharedindex.*"))
+	for _, f := range append([]string{index}, shared...) {
+		if fi, err := os.Lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
+			// An index git cannot read either names no submodule for it.
+			if links, err := readGitlinks(f, g.objFmt); err == nil {
+				paths = append(paths, links...)
+			}
 		}
 	}
 	var out []string
@@ -781,7 +787,7 @@ func configValue(v string) string {
 // 160000: submodule checkouts). It reads index versions 2 to 4; objFmt is
 // the repository's object format ("sha256" or empty for SHA-1).
 func readGitlinks(p, objFmt string) ([]string, error) {
-	b, err := readBounded(p, 1<<30)
+	b, err := readBounded(p, 256<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -858,9 +864,11 @@ func indexVarint(b []byte) (uint64, int) {
 	return v, i
 }
 
-// readBounded reads a regular file of at most max bytes.
+// readBounded reads a regular file of at most max bytes. It opens without
+// blocking: a command may have left a FIFO where a git file belongs, and
+// opening one for reading would wait for a writer that never comes.
 func readBounded(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestProtects: what Apply refuses without --force, and what it applies.
@@ -111,5 +113,27 @@ func TestReadGitConfig(t *testing.T) {
 	os.Rename(cfg, filepath.Join(dir, "config"))
 	if got, want := configPaths(dir, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
 		t.Errorf("configPaths = %q, want %q", got, want)
+	}
+}
+
+// TestFIFOInGitDirDoesNotHang: a FIFO where the index or commondir
+// belongs (the command can write both) is not read.
+func TestFIFOInGitDirDoesNotHang(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"index", "commondir"} {
+		if err := syscall.Mkfifo(filepath.Join(dir, n), 0o644); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+	}
+	done := make(chan bool)
+	go func() {
+		readGitlinks(filepath.Join(dir, "index"), "")
+		commonDir(dir)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO in the git directory hangs")
 	}
 }
