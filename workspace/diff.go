@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"compress/zlib"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,13 +24,18 @@ type Format string
 const (
 	// Summary: one line per change (A added, M modified or mode change,
 	// D deleted, R renamed, T type changed) with +/- line counts, then a
-	// total, like `git diff --stat`. Names are quoted as QuoteName does.
+	// total, like `git diff --stat`. Names are quoted as QuoteName does;
+	// a file that runs although it is not valid text, or that is an
+	// executable binary, is called so.
 	Summary Format = "summary"
 	// Unified: a git-style unified text diff for reading; binary files are
 	// named, not shown; directory-level changes and warnings are "#"
 	// comment lines. Names are quoted as QuoteName does and lines escaped
 	// as EscapeText does (tabs and line ends kept), with a warning for a
-	// file that has escapes.
+	// file that has escapes. A file that can run (any execute bit, a "#!"
+	// line, a script's name) is shown as text even when a byte makes it
+	// look binary, and an executable binary is named as one, with its size
+	// and SHA-256.
 	Unified Format = "unified"
 	// Patch: what `git apply` accepts on a clean checkout of the
 	// workspace: git headers, modes, symlinks as mode 120000, binary files
@@ -93,6 +100,7 @@ type differ struct {
 type fileDiff struct {
 	oldPath, newPath string
 	oldMode, newMode uint32 // git modes: 0100644, 0100755, 0120000
+	oldExec, newExec bool   // any execute bit, not only the owner's git keeps
 	oldSrc, newSrc   string // file to read, or the symlink target
 	rename           bool
 }
@@ -172,7 +180,7 @@ func (d *differ) fileDiffs(ch Change) ([]fileDiff, error) {
 		if ch.Kind == ModeChanged && old.oldMode == nw.newMode {
 			return out, nil // a mode git does not track
 		}
-		old.newPath, old.newMode, old.newSrc = nw.newPath, nw.newMode, nw.newSrc
+		old.newPath, old.newMode, old.newSrc, old.newExec = nw.newPath, nw.newMode, nw.newSrc, nw.newExec
 		out = append(out, old)
 	}
 	return out, nil
@@ -188,10 +196,11 @@ func (d *differ) side(p string, t Type, perm fs.FileMode, old bool) fileDiff {
 	if t == Symlink {
 		src, _ = os.Readlink(src)
 	}
+	exec := t == File && perm&0o111 != 0
 	if old {
-		return fileDiff{oldPath: p, oldMode: mode, oldSrc: src}
+		return fileDiff{oldPath: p, oldMode: mode, oldSrc: src, oldExec: exec}
 	}
-	return fileDiff{newPath: p, newMode: mode, newSrc: src}
+	return fileDiff{newPath: p, newMode: mode, newSrc: src, newExec: exec}
 }
 
 // deletedTree is the deletion of every file below the workspace's dir p.
@@ -246,11 +255,11 @@ func (d *differ) renames(changes []Change) map[string]string {
 	return pairs
 }
 
-// stat is a change's line counts.
+// stat is a change's line counts, and how its files are shown.
 type stat struct {
 	ins, del int
-	binary   bool
-	controls bool // a changed line is shown with escapes
+	class    class // the highest of its files'
+	controls bool  // a changed line is shown with escapes
 }
 
 func (d *differ) count(fds []fileDiff) (stat, error) {
@@ -264,8 +273,9 @@ func (d *differ) count(fds []fileDiff) (stat, error) {
 		if err != nil {
 			return s, err
 		}
-		if isBinary(head(a), len(a) > sniffLen) || isBinary(head(b), len(b) > sniffLen) {
-			s.binary = true
+		c := fds[i].class(a, b)
+		s.class = max(s.class, c)
+		if c == classBinary || c == classProgram {
 			continue
 		}
 		old, nw := splitLines(a), splitLines(b)
@@ -351,13 +361,18 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 				return err
 			}
 			switch {
-			case s.binary:
+			case s.class == classProgram:
+				counts = fmt.Sprintf("executable binary, %d -> %d bytes", ch.OldSize, ch.Size)
+			case s.class == classBinary:
 				counts = fmt.Sprintf("binary, %d -> %d bytes", ch.OldSize, ch.Size)
 			case s.ins+s.del > 0:
 				counts = strings.TrimSpace(plusMinus(s.ins, '+') + " " + plusMinus(s.del, '-'))
 			}
-			if s.controls {
-				counts += " (WARNING: control characters)"
+			switch {
+			case s.class == classScript:
+				counts = strings.TrimSpace(counts + " (WARNING: not valid text, can run)")
+			case s.controls:
+				counts = strings.TrimSpace(counts + " (WARNING: control characters)")
 			}
 			ins += s.ins
 			del += s.del
@@ -443,6 +458,74 @@ func (d *differ) dirNote(ch Change) string {
 	return ""
 }
 
+// class is how a file section is shown; a higher class wins over the
+// other side's.
+type class int
+
+const (
+	classText class = iota
+	// classBinary: data that cannot run; named, not shown.
+	classBinary
+	// classScript: not valid text (a NUL, a byte outside UTF-8) but it can
+	// run, so a person must read it: shown as text, escaped, with a
+	// warning. A lone odd byte must not turn a script into "Binary files
+	// differ".
+	classScript
+	// classProgram: an executable binary: named as one, with its size and
+	// hash.
+	classProgram
+)
+
+// class is the section's class, from the content of its old and new side.
+func (fd *fileDiff) class(oldData, newData []byte) class {
+	return max(classify(fd.oldPath, fd.oldExec, oldData), classify(fd.newPath, fd.newExec, newData))
+}
+
+func classify(name string, exec bool, data []byte) class {
+	switch {
+	case !isBinary(head(data), len(data) > sniffLen):
+		return classText
+	case bytes.HasPrefix(data, []byte("#!")) || scriptName(name):
+		return classScript
+	case !exec:
+		return classBinary
+	case programMagic(data) || bytes.IndexByte(head(data), 0) >= 0:
+		return classProgram
+	}
+	return classScript // executable text with an odd byte: a shell runs it
+}
+
+// scriptExt and scriptBase name files that an interpreter or a build
+// tool runs, with or without an execute bit or a "#!" line.
+var (
+	scriptExt = map[string]bool{
+		".sh": true, ".bash": true, ".zsh": true, ".ksh": true, ".fish": true, ".py": true, ".pyw": true,
+		".pl": true, ".pm": true, ".rb": true, ".js": true, ".mjs": true, ".cjs": true, ".ts": true,
+		".mts": true, ".cts": true, ".php": true, ".ps1": true, ".psm1": true, ".bat": true, ".cmd": true,
+		".lua": true, ".tcl": true, ".awk": true, ".vbs": true, ".mk": true,
+	}
+	scriptBase = map[string]bool{
+		"Makefile": true, "makefile": true, "GNUmakefile": true, "Rakefile": true, "Justfile": true,
+		"justfile": true, ".envrc": true, ".bashrc": true, ".profile": true, ".zshrc": true,
+	}
+)
+
+func scriptName(p string) bool {
+	base := path.Base(p)
+	return scriptBase[base] || scriptExt[strings.ToLower(path.Ext(base))]
+}
+
+// programMagic: the start of an ELF, Mach-O, PE or WebAssembly file.
+func programMagic(b []byte) bool {
+	for _, m := range []string{"\x7fELF", "MZ", "\xfe\xed\xfa\xce", "\xfe\xed\xfa\xcf", "\xce\xfa\xed\xfe",
+		"\xcf\xfa\xed\xfe", "\xca\xfe\xba\xbe", "\x00asm"} {
+		if bytes.HasPrefix(b, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasControl reports whether a line of text would print something a
 // terminal acts on (see escapeLine).
 func hasControl(lines []string) bool {
@@ -464,7 +547,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	}
 	var oldData, newData []byte
 	var old, nw []string
-	text := true
+	cls := classText
 	if !fd.rename {
 		var err error
 		if oldData, err = fd.read(true); err != nil {
@@ -473,11 +556,12 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		if newData, err = fd.read(false); err != nil {
 			return err
 		}
-		text = !isBinary(head(oldData), len(oldData) > sniffLen) && !isBinary(head(newData), len(newData) > sniffLen)
+		cls = fd.class(oldData, newData)
 		old, nw = splitLines(oldData), splitLines(newData)
 	}
-	// A patch may reach a terminal: text with controls in it goes as a
-	// binary literal, which git applies just as exactly.
+	// Git takes text only if it is valid, and a patch may reach a
+	// terminal: text with controls in it goes as a binary literal.
+	text := cls == classText || cls == classScript && !forGit
 	if forGit && text && (hasControl(old) || hasControl(nw)) {
 		text = false
 	}
@@ -486,7 +570,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		hs = hunks(diffLines(old, nw), d.ctx)
 	}
 	if !forGit {
-		writeWarnings(w, b, old, nw, hs)
+		writeWarnings(w, fd, cls, b, oldData, newData, old, nw, hs)
 	}
 	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
 	switch {
@@ -554,9 +638,26 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 }
 
 // writeWarnings writes the "#" lines that come before a file section of
-// the unified diff: lines shown with escapes.
-func writeWarnings(w *bufio.Writer, name string, old, nw []string, hs []hunk) {
+// the unified diff: a file that runs although it is not valid text, an
+// executable binary, or lines shown with escapes.
+func writeWarnings(w *bufio.Writer, fd fileDiff, cls class, name string, oldData, newData []byte, old, nw []string, hs []hunk) {
 	name = QuoteName(name)
+	switch cls {
+	case classScript:
+		fmt.Fprintf(w, "# warning: %s is not valid text but can run: its odd bytes are shown escaped\n", name)
+		return
+	case classProgram:
+		data, was := newData, oldData
+		if fd.newMode == 0 {
+			data, was = oldData, nil
+		}
+		fmt.Fprintf(w, "# warning: %s is an executable binary: %d bytes, sha256 %x", name, len(data), sha256.Sum256(data))
+		if fd.oldMode != 0 && fd.newMode != 0 {
+			fmt.Fprintf(w, " (was %d bytes, sha256 %x)", len(was), sha256.Sum256(was))
+		}
+		w.WriteByte('\n')
+		return
+	}
 	for _, h := range hs {
 		for _, e := range h.edits {
 			var line string

