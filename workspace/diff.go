@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Format is an output format of WriteDiff.
@@ -25,8 +26,9 @@ const (
 	// Summary: one line per change (A added, M modified or mode change,
 	// D deleted, R renamed, T type changed) with +/- line counts, then a
 	// total, like `git diff --stat`. Names are quoted as QuoteName does;
-	// a file that runs although it is not valid text, or that is an
-	// executable binary, is called so.
+	// a change's Notice is given in parentheses, and a file that runs
+	// although it is not valid text, or that is an executable binary, is
+	// called so.
 	Summary Format = "summary"
 	// Unified: a git-style unified text diff for reading; binary files are
 	// named, not shown; directory-level changes and warnings are "#"
@@ -49,14 +51,18 @@ const (
 	// nothing a terminal would act on.
 	Patch Format = "patch"
 	// JSON: one object {"workspace", "changes": [...], "files_changed",
-	// "insertions", "deletions"}.
+	// "insertions", "deletions"}. Collapse is ignored (every change is
+	// listed). encoding/json would turn bytes that are not UTF-8 into
+	// U+FFFD, so a name or target that is not UTF-8 also comes as its
+	// raw bytes, base64-encoded, in path_bytes, target_bytes,
+	// old_target_bytes, renamed_to_bytes (and workspace_bytes).
 	JSON Format = "json"
 )
 
 // DiffOptions says how WriteDiff presents changes.
 type DiffOptions struct {
 	Format Format // Summary when empty
-	Filter Filter // Exclude always applies; Collapse not to Patch
+	Filter Filter // Exclude always applies; Collapse not to Patch or JSON
 	// Context is the number of context lines of text diffs; 0 means 3.
 	Context int
 }
@@ -67,7 +73,7 @@ func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) e
 		opts.Context = 3
 	}
 	f := opts.Filter
-	if opts.Format == Patch {
+	if opts.Format == Patch || opts.Format == JSON {
 		f.Collapse = []string{}
 	}
 	changes = f.Select(changes)
@@ -350,6 +356,9 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 		if ch.Kind == Modified && ch.Mode != ch.OldMode && ch.Type == File {
 			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
 		}
+		if n := Notice(ch); n != "" {
+			note = strings.TrimSpace(note + " (" + n + ")")
+		}
 		var counts string
 		if pairs[ch.Path] == "" && !ch.Collapsed {
 			fds, err := d.fileDiffs(ch)
@@ -414,6 +423,14 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 			if note := d.dirNote(ch); note != "" {
 				fmt.Fprintln(w, note)
 			}
+		}
+		// "executable" alone is already in the section's mode line.
+		if n := Notice(ch); n != "" && n != "executable" && !forGit {
+			name := QuoteName(ch.Path)
+			if ch.Type == Symlink {
+				name += " -> " + QuoteName(ch.Target)
+			}
+			fmt.Fprintf(w, "# %s: %s\n", name, n)
 		}
 		if old := pairs[ch.Path]; old != "" {
 			fd := fileDiff{oldPath: old, newPath: ch.Path, oldMode: gitMode(File, 0), newMode: gitMode(File, ch.Mode), rename: true}
@@ -760,6 +777,23 @@ type jsonChange struct {
 	RenamedTo  string `json:"renamed_to,omitempty"`
 	Insertions int    `json:"insertions"`
 	Deletions  int    `json:"deletions"`
+	// Notice: see Notice.
+	Notice string `json:"notice,omitempty"`
+	// The raw bytes of names and targets that are not UTF-8 (see JSON);
+	// encoding/json writes a []byte in base64.
+	PathBytes      []byte `json:"path_bytes,omitempty"`
+	TargetBytes    []byte `json:"target_bytes,omitempty"`
+	OldTargetBytes []byte `json:"old_target_bytes,omitempty"`
+	RenamedToBytes []byte `json:"renamed_to_bytes,omitempty"`
+}
+
+// rawBytes is s as bytes when it is not UTF-8 (encoding/json would
+// replace what is not), else nil.
+func rawBytes(s string) []byte {
+	if utf8.ValidString(s) {
+		return nil
+	}
+	return []byte(s)
 }
 
 func (d *differ) json(w *bufio.Writer, changes []Change) error {
@@ -769,14 +803,17 @@ func (d *differ) json(w *bufio.Writer, changes []Change) error {
 		to[old] = nw
 	}
 	out := struct {
-		Workspace    string       `json:"workspace"`
-		Changes      []jsonChange `json:"changes"`
-		FilesChanged int          `json:"files_changed"`
-		Insertions   int          `json:"insertions"`
-		Deletions    int          `json:"deletions"`
-	}{Workspace: d.lower, Changes: []jsonChange{}}
+		Workspace      string       `json:"workspace"`
+		WorkspaceBytes []byte       `json:"workspace_bytes,omitempty"`
+		Changes        []jsonChange `json:"changes"`
+		FilesChanged   int          `json:"files_changed"`
+		Insertions     int          `json:"insertions"`
+		Deletions      int          `json:"deletions"`
+	}{Workspace: d.lower, WorkspaceBytes: rawBytes(d.lower), Changes: []jsonChange{}}
 	for _, ch := range changes {
-		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path]}
+		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path], Notice: Notice(ch),
+			PathBytes: rawBytes(ch.Path), TargetBytes: rawBytes(ch.Target), OldTargetBytes: rawBytes(ch.OldTarget),
+			RenamedToBytes: rawBytes(to[ch.Path])}
 		if ch.OldMode != 0 {
 			jc.OldMode = fmt.Sprintf("%04o", ch.OldMode)
 		}

@@ -4,6 +4,8 @@ package workspace
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -134,6 +136,111 @@ func TestReviewShowsRunnableFilesAsText(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFoldsNeverHideWhatRuns: a folded directory may shorten the listing
+// of ordinary files, but symlinks, executables, bytecode that Python
+// loads in place of a source file and .pth files are listed one by one.
+func TestFoldsNeverHideWhatRuns(t *testing.T) {
+	lower := map[string]string{"main.py": "print('hi')\n", "up": "-> .."}
+	tests := []struct {
+		name    string
+		upper   map[string]string
+		want    []string // summary lines, or parts of them
+		notWant []string
+	}{
+		// Python runs this instead of the unchanged main.py.
+		{"planted bytecode", map[string]string{"__pycache__/main.cpython-312.pyc": "\xcb\x0d\x0d\x0a\x00\x00\x00\x00evil"},
+			[]string{"A __pycache__/main.cpython-312.pyc (bytecode Python loads in place of main.py)"}, []string{"not expanded"}},
+		{"symlink out of the workspace", map[string]string{"node_modules": "-> /root/.ssh"},
+			[]string{"A node_modules -> /root/.ssh (WARNING: the target is outside the workspace)"}, []string{"not expanded"}},
+		{"relative symlink climbing out", map[string]string{"node_modules/evil/keys": "-> ../../../.ssh"},
+			[]string{"A node_modules/evil/keys -> ../../../.ssh (WARNING: the target is outside the workspace)"}, nil},
+		// Inside by its text, outside through the workspace's own "up".
+		{"symlink climbing out through another", map[string]string{"node_modules/k": "-> ../up/.ssh"},
+			[]string{"A node_modules/k -> ../up/.ssh (WARNING: the target is outside the workspace)"}, nil},
+		{"executable and in-tree symlink among ordinary files", map[string]string{
+			"node_modules/pkg/cli.js#755": "#!/usr/bin/env node\n", "node_modules/.bin/pkg": "-> ../pkg/cli.js",
+			"node_modules/pkg/a.js": "a\n", "node_modules/pkg/b.js": "b\n"},
+			[]string{"A node_modules/ (2 changes, not expanded)", "A node_modules/.bin/pkg -> ../pkg/cli.js",
+				"A node_modules/pkg/cli.js (executable)"}, []string{"pkg/a.js", "outside"}},
+		{"path configuration file", map[string]string{".venv/lib/python3.12/site-packages/x.pth": "import os; os.system('id')\n",
+			".venv/lib/python3.12/site-packages/x/__init__.py": "\n"},
+			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/x.pth (Python runs it at start-up)"}, nil},
+		// Positive control: bytecode of no source is never loaded, and
+		// ordinary files stay folded.
+		{"ordinary fold", map[string]string{"__pycache__/gone.cpython-312.pyc": "\xcb\x0d\x0d\x0a", "node_modules/x.js": "x\n",
+			"node_modules/y.js": "y\n"},
+			[]string{"A __pycache__/ (1 changes, not expanded)", "A node_modules/ (2 changes, not expanded)"}, []string{"gone.cpython", "x.js"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := newSet(t, lower)
+			tree(t, c.UpperDir(), tt.upper)
+			sum, uni := render(t, c, Summary), render(t, c, Unified)
+			for _, w := range tt.want {
+				if !strings.Contains(sum, w) {
+					t.Errorf("summary lacks %q:\n%s", w, sum)
+				}
+				name := strings.Fields(strings.TrimPrefix(w, "A "))[0]
+				if !strings.HasSuffix(name, "/") && !strings.Contains(uni, "b/"+name) {
+					t.Errorf("unified diff does not show %s:\n%s", name, uni)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(sum, w) {
+					t.Errorf("summary has %q:\n%s", w, sum)
+				}
+			}
+		})
+	}
+}
+
+// TestJSONListsEveryEntry: the JSON output is never folded, and a name
+// that is not UTF-8 keeps its exact bytes.
+func TestJSONListsEveryEntry(t *testing.T) {
+	_, c := newSet(t, map[string]string{"main.py": "\n"})
+	tree(t, c.UpperDir(), map[string]string{"node_modules/a.js": "a\n", "node_modules/b/c.js": "c\n",
+		"__pycache__/main.cpython-312.pyc": "\x00", "bad\xffname.sh": "x\n", "link\xfe": "-> t\xfd"})
+	var out struct {
+		Changes []struct {
+			Path        string `json:"path"`
+			PathBytes   []byte `json:"path_bytes"`
+			Target      string `json:"target"`
+			TargetBytes []byte `json:"target_bytes"`
+			Collapsed   bool   `json:"collapsed"`
+		} `json:"changes"`
+	}
+	js := render(t, c, JSON)
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	got := map[string]bool{}
+	for _, ch := range out.Changes {
+		p := ch.Path
+		if ch.PathBytes != nil {
+			p = string(ch.PathBytes)
+		}
+		got[p] = true
+		if ch.Collapsed {
+			t.Errorf("folded entry %s in the JSON output", ch.Path)
+		}
+		if p == "link\xfe" && string(ch.TargetBytes) != "t\xfd" {
+			t.Errorf("target_bytes of link = %q, want %q", ch.TargetBytes, "t\xfd")
+		}
+		if ch.PathBytes != nil && utf8.ValidString(string(ch.PathBytes)) {
+			t.Errorf("path_bytes given for the UTF-8 name %q", ch.PathBytes)
+		}
+	}
+	for _, p := range []string{"node_modules", "node_modules/a.js", "node_modules/b", "node_modules/b/c.js",
+		"__pycache__", "__pycache__/main.cpython-312.pyc", "bad\xffname.sh", "link\xfe"} {
+		if !got[p] {
+			t.Errorf("JSON lacks %q:\n%s", p, js)
+		}
+	}
+	if !strings.Contains(js, `"path_bytes": "`+base64.StdEncoding.EncodeToString([]byte("bad\xffname.sh"))+`"`) {
+		t.Errorf("JSON lacks the raw bytes of bad\\xffname.sh:\n%s", js)
 	}
 }
 
