@@ -191,7 +191,7 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, workspace.ErrProtected) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: the change set touches files that tools run later on the host:")
 		for _, p := range rep.Protected {
-			fmt.Fprintf(stderr, "  %s\n", p)
+			fmt.Fprintf(stderr, "  %s\n", workspace.QuoteName(p))
 		}
 		fmt.Fprintln(stderr, "review them with `moat diff`, then apply with --force PATH for each you accept")
 		return 1

@@ -303,21 +303,34 @@ func TestReviewCommandsEscape(t *testing.T) {
 		{[]string{"apply"}, 1, "  " + quoted + ": changed on the host"},
 		{[]string{"apply", "--force", evil}, 0, "modified " + quoted},
 	}
-	for _, tt := range tests {
-		code, out, errs := moat(t, ws, tt.args...)
-		if code != tt.code {
-			t.Fatalf("moat %q: code %d, want %d\n%s%s", tt.args, code, tt.code, out, errs)
+	check := func(args []string, wantCode int, want string) {
+		t.Helper()
+		code, out, errs := moat(t, ws, args...)
+		if code != wantCode {
+			t.Fatalf("moat %q: code %d, want %d\n%s%s", args, code, wantCode, out, errs)
 		}
 		for _, s := range []string{out, errs} {
 			for i := 0; i < len(s); i++ {
 				if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-					t.Errorf("moat %q printed the control character %q:\n%q", tt.args, c, s)
+					t.Errorf("moat %q printed the control character %q:\n%q", args, c, s)
 					break
 				}
 			}
 		}
-		if !strings.Contains(out+errs, tt.want) {
-			t.Errorf("moat %q lacks %q:\n%s%s", tt.args, tt.want, out, errs)
+		if !strings.Contains(out+errs, want) {
+			t.Errorf("moat %q lacks %q:\n%s%s", args, want, out, errs)
 		}
 	}
+	for _, tt := range tests {
+		check(tt.args, tt.code, tt.want)
+	}
+
+	// The refusal of a protected path names it the same way.
+	cs, err = workspace.Create(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(cs.UpperDir(), ".vscode"), 0o755)
+	os.WriteFile(filepath.Join(cs.UpperDir(), ".vscode", "t\x1b[2K.json"), []byte("{}\n"), 0o644)
+	check([]string{"apply"}, 1, `  ".vscode/t\033[2K.json"`)
 }
