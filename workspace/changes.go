@@ -678,7 +678,7 @@ func Notice(ch Change) string {
 			notes = append(notes, "executable")
 		}
 		if ch.SetID {
-			notes = append(notes, "WARNING: set-ID bit (not applied)")
+			notes = append(notes, "WARNING: set-ID bit, which apply drops")
 		}
 	}
 	return strings.Join(notes, ", ")

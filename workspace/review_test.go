@@ -168,6 +168,8 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 		{"path configuration file", map[string]string{".venv/lib/python3.12/site-packages/x.pth": "import os; os.system('id')\n",
 			".venv/lib/python3.12/site-packages/x/__init__.py": "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/x.pth (Python runs it at start-up)"}, nil},
+		{"set-ID file", map[string]string{"node_modules/x.js": "x\n", "node_modules/su#4644": "data\n"},
+			[]string{"A node_modules/ (1 changes, not expanded)", "A node_modules/su (WARNING: set-ID bit, which apply drops)"}, nil},
 		// Positive control: bytecode of no source is never loaded, and
 		// ordinary files stay folded.
 		{"ordinary fold", map[string]string{"__pycache__/gone.cpython-312.pyc": "\xcb\x0d\x0d\x0a", "node_modules/x.js": "x\n",
