@@ -106,7 +106,7 @@ type differ struct {
 type fileDiff struct {
 	oldPath, newPath string
 	oldMode, newMode uint32 // git modes: 0100644, 0100755, 0120000
-	oldExec, newExec bool   // any execute bit, not only the owner's git keeps
+	oldExec, newExec bool   // any execute bit (git keeps only the owner's)
 	oldSrc, newSrc   string // file to read, or the symlink target
 	rename           bool
 }
