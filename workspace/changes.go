@@ -77,9 +77,19 @@ type Change struct {
 	// Count is, for a Deleted directory, the number of non-directories
 	// below it; for a Collapsed entry, the number of changes it stands for.
 	Count int `json:"count,omitempty"`
-	// Collapsed: a summary entry standing for every change below Path
-	// (see Filter.Collapse). Never produced by Changes.
+	// Collapsed: a summary entry standing for the changes below Path that
+	// are not listed on their own (see Filter.Collapse). Never produced
+	// by Changes.
 	Collapsed bool `json:"collapsed,omitempty"`
+	// Outside: a symlink whose target is absolute, or climbs out of the
+	// workspace (following the merged view's symlinks on the way).
+	Outside bool `json:"outside,omitempty"`
+	// SetID: the file has the set-user-ID or set-group-ID bit. Mode holds
+	// the permission bits only, so Apply does not carry it over.
+	SetID bool `json:"setid,omitempty"`
+	// Shadows is, for Python bytecode, the source file (workspace
+	// relative) that Python loads it in place of.
+	Shadows string `json:"shadows,omitempty"`
 }
 
 // Changes walks the upper layer and lists what it changes in the
@@ -282,6 +292,7 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 		if ch.Target, err = os.Readlink(up); err != nil {
 			return fmt.Errorf("changes: %w", err)
 		}
+		ch.Outside = w.escapes(p, ch.Target)
 		if ch.Kind == "" {
 			if ch.OldTarget, err = os.Readlink(w.lowerPath(p)); err != nil {
 				return fmt.Errorf("changes: %w", err)
@@ -293,6 +304,8 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 		}
 	case File:
 		ch.Size = ufi.Size()
+		ch.SetID = ufi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0
+		ch.Shadows = w.shadows(p)
 		if ch.Kind == "" {
 			ch.OldSize = lfi.Size()
 			same, err := sameContent(up, w.lowerPath(p), ufi.Size(), lfi.Size())
@@ -324,6 +337,118 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 	}
 	w.out = append(w.out, ch)
 	return nil
+}
+
+// lstatMerged is the status of rel in the merged view (the upper layer
+// over the workspace, whiteouts and opaque directories applied) and the
+// host path it is read from, or nil when rel does not exist there. A
+// symlink on the way is not followed: rel does not exist through it.
+func (w *walker) lstatMerged(rel string) (fs.FileInfo, string) {
+	lowerVisible := !w.copy
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		last := i == len(parts)-1
+		if fi, err := os.Lstat(w.upperPath(p)); err == nil {
+			switch {
+			case isWhiteout(fi):
+				return nil, ""
+			case last:
+				return fi, w.upperPath(p)
+			case !fi.IsDir():
+				return nil, ""
+			}
+			if opaque, _ := isOpaque(w.upperPath(p)); opaque {
+				lowerVisible = false
+			}
+			continue
+		}
+		if !lowerVisible {
+			return nil, ""
+		}
+		fi, err := os.Lstat(w.lowerPath(p))
+		switch {
+		case err != nil:
+			return nil, ""
+		case last:
+			return fi, w.lowerPath(p)
+		case !fi.IsDir():
+			return nil, ""
+		}
+	}
+	return nil, ""
+}
+
+// maxHops bounds the symlinks escapes follows, as the kernel's ELOOP does.
+const maxHops = 40
+
+// escapes reports whether the symlink at rel pointing to target leads
+// out of the workspace: an absolute target, or ".." past the root once
+// the merged view's symlinks on the way are followed. An absolute target
+// counts even when it names a path in the workspace: what it reaches
+// depends on where the workspace sits, so a reviewer must look at it.
+func (w *walker) escapes(rel, target string) bool {
+	if path.IsAbs(target) {
+		return true
+	}
+	var cur []string
+	if d := path.Dir(rel); d != "." {
+		cur = strings.Split(d, "/")
+	}
+	todo := strings.Split(target, "/")
+	for hops := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return true
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		next := append(cur[:len(cur):len(cur)], c)
+		fi, host := w.lstatMerged(strings.Join(next, "/"))
+		if fi == nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxHops {
+			return false // a loop resolves to nothing
+		}
+		t, err := os.Readlink(host)
+		if err != nil {
+			return false
+		}
+		if path.IsAbs(t) {
+			return true
+		}
+		todo = append(strings.Split(t, "/"), todo...)
+	}
+	return false
+}
+
+// shadows returns the source file that Python loads the bytecode file p
+// in place of: for __pycache__/X.<tag>.pyc, X.py beside __pycache__ (if
+// it exists; without it Python never reads the file); for a .pyc
+// elsewhere, X.py beside it, which Python 2 reads it for. Python 3 also
+// imports such a file when no X.py exists: Notice flags it either way.
+func (w *walker) shadows(p string) string {
+	if !strings.HasSuffix(p, ".pyc") {
+		return ""
+	}
+	dir, name := path.Split(p)
+	src := path.Join(dir, strings.TrimSuffix(name, ".pyc")+".py")
+	if path.Base(dir) == "__pycache__" {
+		mod, _, _ := strings.Cut(name, ".")
+		src = path.Join(path.Dir(path.Clean(dir)), mod+".py")
+	}
+	if fi, _ := w.lstatMerged(src); fi == nil {
+		return ""
+	}
+	return src
 }
 
 // deleted records the removal of the workspace's path p.
@@ -440,7 +565,9 @@ type Filter struct {
 	Exclude []string
 	// Collapse names directories (same pattern rules) whose changes are
 	// replaced by one Collapsed entry with a Count. Nil means
-	// DefaultCollapse; an empty non-nil slice collapses nothing.
+	// DefaultCollapse; an empty non-nil slice collapses nothing. A change
+	// with a Notice, and any symlink not deleted, is never collapsed: it
+	// is listed on its own after the entry of its directory.
 	Collapse []string
 }
 
@@ -451,38 +578,110 @@ func (f Filter) Select(changes []Change) []Change {
 		collapse = DefaultCollapse
 	}
 	var out []Change
-	group := map[string]int{} // collapsed path -> index in out
+	type fold struct {
+		i      int     // index in out
+		own    *Change // the directory's own change, if any
+		hidden int     // changes it stands for
+	}
+	folds := map[string]*fold{}
 	for _, ch := range changes {
 		if matchAny(f.Exclude, ch.Path, ch.Type == Dir) != "" {
 			continue
 		}
 		key := matchAny(collapse, ch.Path, ch.Type == Dir)
-		if key == "" {
+		if key == "" || mustList(ch) {
 			out = append(out, ch)
 			continue
 		}
-		i, ok := group[key]
-		if !ok {
-			i = len(out)
-			group[key] = i
+		g := folds[key]
+		if g == nil {
+			g = &fold{i: len(out)}
+			folds[key] = g
 			out = append(out, Change{Path: key, Kind: Modified, Type: Dir, Collapsed: true})
 		}
 		if ch.Path == key {
-			out[i].Kind, out[i].Mode = ch.Kind, ch.Mode
+			own := ch
+			g.own = &own
+			out[g.i].Kind, out[g.i].Mode = ch.Kind, ch.Mode
 			if ch.Kind == Deleted {
-				out[i].Count += ch.Count
+				out[g.i].Count += ch.Count
 			}
 			continue
 		}
+		g.hidden++
 		n := 1
 		if ch.Kind == Deleted && ch.Type == Dir {
 			n = ch.Count
 		}
 		if ch.Type != Dir || ch.Kind == Deleted {
-			out[i].Count += n
+			out[g.i].Count += n
 		}
 	}
-	return out
+	// A fold that hides nothing (everything below it is listed, or it is
+	// a lone entry that merely has the name) is shown as what it is.
+	drop := map[int]bool{}
+	for _, g := range folds {
+		switch {
+		case g.hidden > 0:
+		case g.own != nil:
+			out[g.i] = *g.own
+		default:
+			drop[g.i] = true
+		}
+	}
+	if len(drop) == 0 {
+		return out
+	}
+	kept := out[:0]
+	for i, ch := range out {
+		if !drop[i] {
+			kept = append(kept, ch)
+		}
+	}
+	return kept
+}
+
+// mustList: a change a fold never hides, because what it adds can run
+// or lead somewhere else later, after the review.
+func mustList(ch Change) bool {
+	return ch.Kind != Deleted && (ch.Type == Symlink || Notice(ch) != "")
+}
+
+// Notice says why a reviewer should look at a change even where its
+// directory is summarised: a symlink leading out of the workspace, a
+// set-ID file, a file that runs (executable, Python bytecode loaded in
+// place of a source or importable as a module, a .pth file or a
+// sitecustomize module that Python runs at start-up). "" for none; for a
+// deletion always "".
+func Notice(ch Change) string {
+	if ch.Kind == Deleted {
+		return ""
+	}
+	var notes []string
+	switch ch.Type {
+	case Symlink:
+		if ch.Outside {
+			notes = append(notes, "WARNING: the target is outside the workspace")
+		}
+	case File:
+		dir, name := path.Split(ch.Path)
+		site := path.Base(dir) == "site-packages" || path.Base(dir) == "dist-packages"
+		switch {
+		case ch.Shadows != "":
+			notes = append(notes, "bytecode Python loads in place of "+QuoteName(ch.Shadows))
+		case strings.HasSuffix(name, ".pyc") && path.Base(dir) != "__pycache__":
+			notes = append(notes, "bytecode Python imports as a module")
+		case site && (strings.HasSuffix(name, ".pth") || name == "sitecustomize.py" || name == "usercustomize.py"):
+			notes = append(notes, "Python runs it at start-up")
+		}
+		if ch.Mode&0o111 != 0 {
+			notes = append(notes, "executable")
+		}
+		if ch.SetID {
+			notes = append(notes, "WARNING: set-ID bit, which apply drops")
+		}
+	}
+	return strings.Join(notes, ", ")
 }
 
 // matchAny returns the path (p or an ancestor of p) that one of the

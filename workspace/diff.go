@@ -5,15 +5,18 @@ import (
 	"bytes"
 	"compress/zlib"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Format is an output format of WriteDiff.
@@ -22,27 +25,44 @@ type Format string
 const (
 	// Summary: one line per change (A added, M modified or mode change,
 	// D deleted, R renamed, T type changed) with +/- line counts, then a
-	// total, like `git diff --stat`.
+	// total, like `git diff --stat`. Names are quoted as QuoteName does;
+	// a change's Notice is given in parentheses, and a file that runs
+	// although it is not valid text, or that is an executable binary, is
+	// called so.
 	Summary Format = "summary"
 	// Unified: a git-style unified text diff for reading; binary files are
-	// named, not shown; directory-level changes are "#" comment lines.
+	// named, not shown; directory-level changes and warnings are "#"
+	// comment lines. Names are quoted as QuoteName does and lines escaped
+	// as EscapeText does (tabs and line ends kept), with a warning for a
+	// file that has escapes. A file that can run (any execute bit, a "#!"
+	// line, a script's name) is shown as text even when a byte makes it
+	// look binary, and an executable binary is named as one, with its size
+	// and SHA-256.
 	Unified Format = "unified"
 	// Patch: what `git apply` accepts on a clean checkout of the
 	// workspace: git headers, modes, symlinks as mode 120000, binary files
 	// as "GIT binary patch" literals, exact renames. Collapse is ignored
 	// (every change is written). Git tracks neither directories nor
 	// permission bits other than the owner's execute bit, so empty
-	// directories and such mode changes are left out.
+	// directories and such mode changes are left out. Names are quoted
+	// by git's rules; a text file with a control character other than a
+	// tab or a line end (CR LF included) in it is written as a binary
+	// literal too, so that the patch is exact for git and yet prints
+	// nothing a terminal would act on.
 	Patch Format = "patch"
 	// JSON: one object {"workspace", "changes": [...], "files_changed",
-	// "insertions", "deletions"}.
+	// "insertions", "deletions"}. Collapse is ignored (every change is
+	// listed). encoding/json would turn bytes that are not UTF-8 into
+	// U+FFFD, so a name or target that is not UTF-8 also comes as its
+	// raw bytes, base64-encoded, in path_bytes, target_bytes,
+	// old_target_bytes, renamed_to_bytes (and workspace_bytes).
 	JSON Format = "json"
 )
 
 // DiffOptions says how WriteDiff presents changes.
 type DiffOptions struct {
 	Format Format // Summary when empty
-	Filter Filter // Exclude always applies; Collapse not to Patch
+	Filter Filter // Exclude always applies; Collapse not to Patch or JSON
 	// Context is the number of context lines of text diffs; 0 means 3.
 	Context int
 }
@@ -53,7 +73,7 @@ func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) e
 		opts.Context = 3
 	}
 	f := opts.Filter
-	if opts.Format == Patch {
+	if opts.Format == Patch || opts.Format == JSON {
 		f.Collapse = []string{}
 	}
 	changes = f.Select(changes)
@@ -86,6 +106,7 @@ type differ struct {
 type fileDiff struct {
 	oldPath, newPath string
 	oldMode, newMode uint32 // git modes: 0100644, 0100755, 0120000
+	oldExec, newExec bool   // any execute bit (git keeps only the owner's)
 	oldSrc, newSrc   string // file to read, or the symlink target
 	rename           bool
 }
@@ -165,7 +186,7 @@ func (d *differ) fileDiffs(ch Change) ([]fileDiff, error) {
 		if ch.Kind == ModeChanged && old.oldMode == nw.newMode {
 			return out, nil // a mode git does not track
 		}
-		old.newPath, old.newMode, old.newSrc = nw.newPath, nw.newMode, nw.newSrc
+		old.newPath, old.newMode, old.newSrc, old.newExec = nw.newPath, nw.newMode, nw.newSrc, nw.newExec
 		out = append(out, old)
 	}
 	return out, nil
@@ -181,10 +202,11 @@ func (d *differ) side(p string, t Type, perm fs.FileMode, old bool) fileDiff {
 	if t == Symlink {
 		src, _ = os.Readlink(src)
 	}
+	exec := t == File && perm&0o111 != 0
 	if old {
-		return fileDiff{oldPath: p, oldMode: mode, oldSrc: src}
+		return fileDiff{oldPath: p, oldMode: mode, oldSrc: src, oldExec: exec}
 	}
-	return fileDiff{newPath: p, newMode: mode, newSrc: src}
+	return fileDiff{newPath: p, newMode: mode, newSrc: src, newExec: exec}
 }
 
 // deletedTree is the deletion of every file below the workspace's dir p.
@@ -239,10 +261,11 @@ func (d *differ) renames(changes []Change) map[string]string {
 	return pairs
 }
 
-// stat is a change's line counts.
+// stat is a change's line counts, and how its files are shown.
 type stat struct {
 	ins, del int
-	binary   bool
+	class    class // the highest of its files'
+	controls bool  // a changed line is shown with escapes
 }
 
 func (d *differ) count(fds []fileDiff) (stat, error) {
@@ -256,16 +279,20 @@ func (d *differ) count(fds []fileDiff) (stat, error) {
 		if err != nil {
 			return s, err
 		}
-		if isBinary(head(a), len(a) > sniffLen) || isBinary(head(b), len(b) > sniffLen) {
-			s.binary = true
+		c := fds[i].class(a, b)
+		s.class = max(s.class, c)
+		if c == classBinary || c == classProgram {
 			continue
 		}
-		for _, e := range diffLines(splitLines(a), splitLines(b)) {
+		old, nw := splitLines(a), splitLines(b)
+		for _, e := range diffLines(old, nw) {
 			switch e.op {
 			case opInsert:
 				s.ins++
+				s.controls = s.controls || hasControl(nw[e.b:e.b+1])
 			case opDelete:
 				s.del++
+				s.controls = s.controls || hasControl(old[e.a:e.a+1])
 			}
 		}
 	}
@@ -305,12 +332,13 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 		if ch.Type == Dir && name != "." {
 			name += "/"
 		}
+		name = QuoteName(name)
 		var note string
 		switch {
 		case ch.Collapsed:
 			note = fmt.Sprintf("(%d changes, not expanded)", ch.Count)
 		case pairs[ch.Path] != "":
-			letter, name = "R", pairs[ch.Path]+" -> "+ch.Path
+			letter, name = "R", QuoteName(pairs[ch.Path])+" -> "+name
 		case ch.Kind == Deleted && ch.Type == Dir:
 			note = fmt.Sprintf("(%d file%s)", ch.Count, map[bool]string{true: "s"}[ch.Count != 1])
 		case ch.Kind == Replaced:
@@ -323,10 +351,13 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 			note = "(special file, not applied)"
 		}
 		if ch.Type == Symlink && ch.Kind != Deleted {
-			note = strings.TrimSpace("-> " + ch.Target + " " + note)
+			note = strings.TrimSpace("-> " + QuoteName(ch.Target) + " " + note)
 		}
 		if ch.Kind == Modified && ch.Mode != ch.OldMode && ch.Type == File {
 			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
+		}
+		if n := Notice(ch); n != "" {
+			note = strings.TrimSpace(note + " (" + n + ")")
 		}
 		var counts string
 		if pairs[ch.Path] == "" && !ch.Collapsed {
@@ -339,10 +370,18 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 				return err
 			}
 			switch {
-			case s.binary:
+			case s.class == classProgram:
+				counts = fmt.Sprintf("executable binary, %d -> %d bytes", ch.OldSize, ch.Size)
+			case s.class == classBinary:
 				counts = fmt.Sprintf("binary, %d -> %d bytes", ch.OldSize, ch.Size)
 			case s.ins+s.del > 0:
 				counts = strings.TrimSpace(plusMinus(s.ins, '+') + " " + plusMinus(s.del, '-'))
+			}
+			switch {
+			case s.class == classScript:
+				counts = strings.TrimSpace(counts + " (WARNING: not valid text, can run)")
+			case s.controls:
+				counts = strings.TrimSpace(counts + " (WARNING: control characters)")
 			}
 			ins += s.ins
 			del += s.del
@@ -385,6 +424,14 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 				fmt.Fprintln(w, note)
 			}
 		}
+		// "executable" alone is already in the section's mode line.
+		if n := Notice(ch); n != "" && n != "executable" && !forGit {
+			name := QuoteName(ch.Path)
+			if ch.Type == Symlink {
+				name += " -> " + QuoteName(ch.Target)
+			}
+			fmt.Fprintf(w, "# %s: %s\n", name, n)
+		}
 		if old := pairs[ch.Path]; old != "" {
 			fd := fileDiff{oldPath: old, newPath: ch.Path, oldMode: gitMode(File, 0), newMode: gitMode(File, ch.Mode), rename: true}
 			if fi, err := os.Lstat(d.low(old)); err == nil {
@@ -410,21 +457,101 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 
 // dirNote describes a change that has no file section.
 func (d *differ) dirNote(ch Change) string {
+	name, dir := QuoteName(ch.Path), QuoteName(ch.Path+"/")
 	switch {
 	case ch.Collapsed:
-		return fmt.Sprintf("# %s/: %d changes not shown", ch.Path, ch.Count)
+		return fmt.Sprintf("# %s: %d changes not shown", dir, ch.Count)
 	case ch.Type == Special:
-		return fmt.Sprintf("# %s: special file, not applied", ch.Path)
+		return fmt.Sprintf("# %s: special file, not applied", name)
 	case ch.Kind == Added:
-		return fmt.Sprintf("# new directory %s/", ch.Path)
+		return fmt.Sprintf("# new directory %s", dir)
 	case ch.Kind == Replaced:
-		return fmt.Sprintf("# replaced directory %s/", ch.Path)
+		return fmt.Sprintf("# replaced directory %s", dir)
 	case ch.Kind == ModeChanged:
-		return fmt.Sprintf("# directory %s/: mode %03o -> %03o", ch.Path, ch.OldMode, ch.Mode)
+		return fmt.Sprintf("# directory %s: mode %03o -> %03o", dir, ch.OldMode, ch.Mode)
 	case ch.Kind == TypeChanged:
-		return fmt.Sprintf("# %s: %s -> directory", ch.Path, ch.OldType)
+		return fmt.Sprintf("# %s: %s -> directory", name, ch.OldType)
 	}
 	return ""
+}
+
+// class is how a file section is shown; a higher class wins over the
+// other side's.
+type class int
+
+const (
+	classText class = iota
+	// classBinary: data that cannot run; named, not shown.
+	classBinary
+	// classScript: not valid text (a NUL, a byte outside UTF-8) but it can
+	// run, so a person must read it: shown as text, escaped, with a
+	// warning. A lone odd byte must not turn a script into "Binary files
+	// differ".
+	classScript
+	// classProgram: an executable binary: named as one, with its size and
+	// hash.
+	classProgram
+)
+
+// class is the section's class, from the content of its old and new side.
+func (fd *fileDiff) class(oldData, newData []byte) class {
+	return max(classify(fd.oldPath, fd.oldExec, oldData), classify(fd.newPath, fd.newExec, newData))
+}
+
+func classify(name string, exec bool, data []byte) class {
+	switch {
+	case !isBinary(head(data), len(data) > sniffLen):
+		return classText
+	case bytes.HasPrefix(data, []byte("#!")) || scriptName(name):
+		return classScript
+	case !exec:
+		return classBinary
+	case programMagic(data) || bytes.IndexByte(head(data), 0) >= 0:
+		return classProgram
+	}
+	return classScript // executable text with an odd byte: a shell runs it
+}
+
+// scriptExt and scriptBase name files that an interpreter or a build
+// tool runs, with or without an execute bit or a "#!" line.
+var (
+	scriptExt = map[string]bool{
+		".sh": true, ".bash": true, ".zsh": true, ".ksh": true, ".fish": true, ".py": true, ".pyw": true,
+		".pl": true, ".pm": true, ".rb": true, ".js": true, ".mjs": true, ".cjs": true, ".ts": true,
+		".mts": true, ".cts": true, ".php": true, ".ps1": true, ".psm1": true, ".bat": true, ".cmd": true,
+		".lua": true, ".tcl": true, ".awk": true, ".vbs": true, ".mk": true,
+	}
+	scriptBase = map[string]bool{
+		"Makefile": true, "makefile": true, "GNUmakefile": true, "Rakefile": true, "Justfile": true,
+		"justfile": true, ".envrc": true, ".bashrc": true, ".profile": true, ".zshrc": true,
+	}
+)
+
+func scriptName(p string) bool {
+	base := path.Base(p)
+	return scriptBase[base] || scriptExt[strings.ToLower(path.Ext(base))]
+}
+
+// programMagic: the start of an ELF, Mach-O, PE or WebAssembly file.
+func programMagic(b []byte) bool {
+	for _, m := range []string{"\x7fELF", "MZ", "\xfe\xed\xfa\xce", "\xfe\xed\xfa\xcf", "\xce\xfa\xed\xfe",
+		"\xcf\xfa\xed\xfe", "\xca\xfe\xba\xbe", "\x00asm"} {
+		if bytes.HasPrefix(b, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasControl reports whether a line of text would print something a
+// terminal acts on (see escapeLine).
+func hasControl(lines []string) bool {
+	for _, l := range lines {
+		if _, escaped := escapeLine(l); escaped {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
@@ -435,7 +562,34 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	if b == "" {
 		b = a
 	}
-	fmt.Fprintf(w, "diff --git %s %s\n", quotePath("a/"+a), quotePath("b/"+b))
+	var oldData, newData []byte
+	var old, nw []string
+	cls := classText
+	if !fd.rename {
+		var err error
+		if oldData, err = fd.read(true); err != nil {
+			return err
+		}
+		if newData, err = fd.read(false); err != nil {
+			return err
+		}
+		cls = fd.class(oldData, newData)
+		old, nw = splitLines(oldData), splitLines(newData)
+	}
+	// Git takes text only if it is valid, and a patch may reach a
+	// terminal: text with controls in it goes as a binary literal.
+	text := cls == classText || cls == classScript && !forGit
+	if forGit && text && (hasControl(old) || hasControl(nw)) {
+		text = false
+	}
+	var hs []hunk
+	if text {
+		hs = hunks(diffLines(old, nw), d.ctx)
+	}
+	if !forGit {
+		writeWarnings(w, fd, cls, b, oldData, newData, old, nw, hs)
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
 	switch {
 	case fd.oldMode == 0:
 		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
@@ -445,16 +599,8 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
 	}
 	if fd.rename {
-		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", quotePath(a), quotePath(b))
+		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", QuoteName(a), QuoteName(b))
 		return nil
-	}
-	oldData, err := fd.read(true)
-	if err != nil {
-		return err
-	}
-	newData, err := fd.read(false)
-	if err != nil {
-		return err
 	}
 	if fd.oldMode != 0 && fd.newMode != 0 && bytes.Equal(oldData, newData) {
 		return nil // mode change only
@@ -467,14 +613,14 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	if len(oldData) == 0 && len(newData) == 0 {
 		return nil
 	}
-	aName, bName := quotePath("a/"+a), quotePath("b/"+b)
+	aName, bName := QuoteName("a/"+a), QuoteName("b/"+b)
 	if fd.oldMode == 0 {
 		aName = "/dev/null"
 	}
 	if fd.newMode == 0 {
 		bName = "/dev/null"
 	}
-	if isBinary(head(oldData), len(oldData) > sniffLen) || isBinary(head(newData), len(newData) > sniffLen) {
+	if !text {
 		if !forGit {
 			fmt.Fprintf(w, "Binary files %s and %s differ\n", aName, bName)
 			return nil
@@ -486,8 +632,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		return writeLiteral(w, oldData)
 	}
 	fmt.Fprintf(w, "--- %s\n+++ %s\n", aName, bName)
-	old, nw := splitLines(oldData), splitLines(newData)
-	for _, h := range hunks(diffLines(old, nw), d.ctx) {
+	for _, h := range hs {
 		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(h.aStart, h.aLen), hunkRange(h.bStart, h.bLen))
 		for _, e := range h.edits {
 			var line string
@@ -495,6 +640,9 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 				line = nw[e.b]
 			} else {
 				line = old[e.a]
+			}
+			if !forGit {
+				line, _ = escapeLine(line)
 			}
 			w.WriteByte(byte(e.op))
 			w.WriteString(line)
@@ -504,6 +652,43 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		}
 	}
 	return nil
+}
+
+// writeWarnings writes the "#" lines that come before a file section of
+// the unified diff: a file that runs although it is not valid text, an
+// executable binary, or lines shown with escapes.
+func writeWarnings(w *bufio.Writer, fd fileDiff, cls class, name string, oldData, newData []byte, old, nw []string, hs []hunk) {
+	name = QuoteName(name)
+	switch cls {
+	case classScript:
+		fmt.Fprintf(w, "# warning: %s is not valid text but can run: its odd bytes are shown escaped\n", name)
+		return
+	case classProgram:
+		data, was := newData, oldData
+		if fd.newMode == 0 {
+			data, was = oldData, nil
+		}
+		fmt.Fprintf(w, "# warning: %s is an executable binary: %d bytes, sha256 %x", name, len(data), sha256.Sum256(data))
+		if fd.oldMode != 0 && fd.newMode != 0 {
+			fmt.Fprintf(w, " (was %d bytes, sha256 %x)", len(was), sha256.Sum256(was))
+		}
+		w.WriteByte('\n')
+		return
+	}
+	for _, h := range hs {
+		for _, e := range h.edits {
+			var line string
+			if e.op == opInsert {
+				line = nw[e.b]
+			} else {
+				line = old[e.a]
+			}
+			if _, escaped := escapeLine(line); escaped {
+				fmt.Fprintf(w, "# warning: %s: control characters in the content are shown escaped (\\r, \\x1b, ...)\n", name)
+				return
+			}
+		}
+	}
 }
 
 // hunkRange is "start,len" with a 1-based start, or for an empty range
@@ -585,40 +770,6 @@ func base85(b []byte) string {
 	return string(out)
 }
 
-// quotePath quotes a path the way git does when it holds a double quote,
-// a backslash, a control character or a byte outside ASCII.
-func quotePath(p string) string {
-	needs := false
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
-			needs = true
-			break
-		}
-	}
-	if !needs {
-		return p
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c == '\t':
-			b.WriteString(`\t`)
-		case c == '\n':
-			b.WriteString(`\n`)
-		case c < 0x20 || c >= 0x7f:
-			fmt.Fprintf(&b, `\%03o`, c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
 type jsonChange struct {
 	Change
 	Mode       string `json:"mode"`
@@ -626,6 +777,23 @@ type jsonChange struct {
 	RenamedTo  string `json:"renamed_to,omitempty"`
 	Insertions int    `json:"insertions"`
 	Deletions  int    `json:"deletions"`
+	// Notice: see Notice.
+	Notice string `json:"notice,omitempty"`
+	// The raw bytes of names and targets that are not UTF-8 (see JSON);
+	// encoding/json writes a []byte in base64.
+	PathBytes      []byte `json:"path_bytes,omitempty"`
+	TargetBytes    []byte `json:"target_bytes,omitempty"`
+	OldTargetBytes []byte `json:"old_target_bytes,omitempty"`
+	RenamedToBytes []byte `json:"renamed_to_bytes,omitempty"`
+}
+
+// rawBytes is s as bytes when it is not UTF-8 (encoding/json would
+// replace what is not), else nil.
+func rawBytes(s string) []byte {
+	if utf8.ValidString(s) {
+		return nil
+	}
+	return []byte(s)
 }
 
 func (d *differ) json(w *bufio.Writer, changes []Change) error {
@@ -635,14 +803,17 @@ func (d *differ) json(w *bufio.Writer, changes []Change) error {
 		to[old] = nw
 	}
 	out := struct {
-		Workspace    string       `json:"workspace"`
-		Changes      []jsonChange `json:"changes"`
-		FilesChanged int          `json:"files_changed"`
-		Insertions   int          `json:"insertions"`
-		Deletions    int          `json:"deletions"`
-	}{Workspace: d.lower, Changes: []jsonChange{}}
+		Workspace      string       `json:"workspace"`
+		WorkspaceBytes []byte       `json:"workspace_bytes,omitempty"`
+		Changes        []jsonChange `json:"changes"`
+		FilesChanged   int          `json:"files_changed"`
+		Insertions     int          `json:"insertions"`
+		Deletions      int          `json:"deletions"`
+	}{Workspace: d.lower, WorkspaceBytes: rawBytes(d.lower), Changes: []jsonChange{}}
 	for _, ch := range changes {
-		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path]}
+		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path], Notice: Notice(ch),
+			PathBytes: rawBytes(ch.Path), TargetBytes: rawBytes(ch.Target), OldTargetBytes: rawBytes(ch.OldTarget),
+			RenamedToBytes: rawBytes(to[ch.Path])}
 		if ch.OldMode != 0 {
 			jc.OldMode = fmt.Sprintf("%04o", ch.OldMode)
 		}

@@ -77,10 +77,11 @@ func TestBase85(t *testing.T) {
 	}
 }
 
-func TestQuotePath(t *testing.T) {
-	for in, want := range map[string]string{"a/b c": "a/b c", `a/"q"`: `"a/\"q\""`, "a/t\u00e9": `"a/t\303\251"`, "a/\tx": `"a/\tx"`} {
-		if got := quotePath(in); got != want {
-			t.Errorf("quotePath(%q) = %s, want %s", in, got, want)
+func TestQuoteName(t *testing.T) {
+	for in, want := range map[string]string{"a/b c": "a/b c", `a/"q"`: `"a/\"q\""`, "a/t\u00e9": `"a/t\303\251"`, "a/\tx": `"a/\tx"`,
+		"e\x1b[2K\rM x": `"e\033[2K\rM x"`, "\x7f\xff": `"\177\377"`} {
+		if got := QuoteName(in); got != want {
+			t.Errorf("QuoteName(%q) = %s, want %s", in, got, want)
 		}
 	}
 }
@@ -204,7 +205,8 @@ func TestWriteDiffFormats(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, js.String())
 	}
-	if len(out.Changes) != 4 || out.Changes[0].Path != "a.txt" || out.Changes[0].Insertions != 2 || out.FilesChanged != 4 {
+	// JSON is never folded: node_modules, its subdirectory and both files.
+	if len(out.Changes) != 7 || out.Changes[0].Path != "a.txt" || out.Changes[0].Insertions != 2 || out.FilesChanged != 5 {
 		t.Errorf("json: %s", js.String())
 	}
 }

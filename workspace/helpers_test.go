@@ -129,7 +129,7 @@ func diffManifests(a, b map[string]string) string {
 
 // tree writes files described as path -> content; a path ending in "/"
 // is a directory, content "-> X" makes a symlink to X, and a "#755"
-// suffix on the path sets the mode.
+// suffix on the path sets the mode ("#4755", "#2755": with set-ID bits).
 func tree(t *testing.T, root string, files map[string]string) {
 	t.Helper()
 	keys := make([]string, 0, len(files))
@@ -142,7 +142,13 @@ func tree(t *testing.T, root string, files map[string]string) {
 		name, mode := k, fs.FileMode(0o644)
 		if i := strings.Index(k, "#"); i >= 0 {
 			m, _ := strconv.ParseUint(k[i+1:], 8, 32)
-			name, mode = k[:i], fs.FileMode(m)
+			name, mode = k[:i], fs.FileMode(m&0o777)
+			if m&0o4000 != 0 {
+				mode |= fs.ModeSetuid
+			}
+			if m&0o2000 != 0 {
+				mode |= fs.ModeSetgid
+			}
 		}
 		p := filepath.Join(root, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

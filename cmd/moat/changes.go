@@ -68,7 +68,7 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	}
 	infos, err := workspace.List()
 	if err != nil {
-		fmt.Fprintf(stderr, "moat runs: %v\n", err)
+		printErr(stderr, "runs", err)
 		return exitMoatError
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].LastUsed.After(infos[j].LastUsed) })
@@ -86,16 +86,18 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	for _, in := range infos {
 		last := ""
 		if n := len(in.Commands); n > 0 {
-			last = strings.Join(in.Commands[n-1].Args, " ")
-			if len(last) > 40 {
-				last = last[:37] + "..."
+			// Escaped before it is cut, so that the cut never splits a
+			// character into a stray byte.
+			last = workspace.EscapeText(strings.Join(in.Commands[n-1].Args, " "))
+			if r := []rune(last); len(r) > 40 {
+				last = string(r[:37]) + "..."
 			}
 		}
 		pending := ""
 		if in.PendingApply {
 			pending = " (apply interrupted)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", in.ID, dash(in.Session), in.Workspace,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", in.ID, dash(in.Session), workspace.QuoteName(in.Workspace),
 			humanBytes(in.Size), age(in.LastUsed), len(in.Commands), last, pending)
 	}
 	tw.Flush()
@@ -137,12 +139,12 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 	}
 	cs, err := pickChangeSet(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
 	changes, err := cs.Changes()
 	if err != nil {
-		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
 	opts := workspace.DiffOptions{Format: f, Filter: workspace.Filter{Exclude: exclude}}
@@ -150,7 +152,7 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		opts.Filter.Collapse = []string{}
 	}
 	if err := cs.WriteDiff(stdout, changes, opts); err != nil {
-		fmt.Fprintf(stderr, "moat diff: %v\n", err)
+		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
 	return 0
@@ -178,7 +180,7 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	}
 	cs, err := pickChangeSet(id)
 	if err != nil {
-		fmt.Fprintf(stderr, "moat apply: %v\n", err)
+		printErr(stderr, "apply", err)
 		return exitMoatError
 	}
 	var paths []string
@@ -189,35 +191,37 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, workspace.ErrProtected) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: the change set touches files that tools run later on the host:")
 		for _, p := range rep.Protected {
-			fmt.Fprintf(stderr, "  %s\n", p)
+			fmt.Fprintf(stderr, "  %s\n", workspace.QuoteName(p))
 		}
 		fmt.Fprintln(stderr, "review them with `moat diff`, then apply with --force PATH for each you accept")
 		return 1
 	}
+	// Names are the command's and a reason may quote one: both are
+	// quoted or escaped so that they cannot rewrite the lines around them.
 	for _, c := range rep.Applied {
-		fmt.Fprintf(stdout, "%-8s %s\n", c.Kind, c.Path)
+		fmt.Fprintf(stdout, "%-8s %s\n", c.Kind, workspace.QuoteName(c.Path))
 	}
 	for _, c := range rep.Forced {
-		fmt.Fprintf(stderr, "moat apply: forced over a host change: %s (%s)\n", c.Path, c.Reason)
+		fmt.Fprintf(stderr, "moat apply: forced over a host change: %s (%s)\n", workspace.QuoteName(c.Path), workspace.EscapeText(c.Reason))
 	}
 	for _, c := range rep.Skipped {
-		fmt.Fprintf(stderr, "moat apply: skipped special file %s\n", c.Path)
+		fmt.Fprintf(stderr, "moat apply: skipped special file %s\n", workspace.QuoteName(c.Path))
 	}
 	if errors.Is(err, workspace.ErrConflict) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: these files changed on the host since the change set was made:")
 		for _, c := range rep.Conflicts {
-			fmt.Fprintf(stderr, "  %s: %s\n", c.Path, c.Reason)
+			fmt.Fprintf(stderr, "  %s: %s\n", workspace.QuoteName(c.Path), workspace.EscapeText(c.Reason))
 		}
 		fmt.Fprintln(stderr, "review them, then apply with --force PATH for each to overwrite")
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "moat apply: %v\n", err)
+		printErr(stderr, "apply", err)
 		return exitMoatError
 	}
 	if paths == nil && !*keep {
 		if err := cs.Discard(); err != nil {
-			fmt.Fprintf(stderr, "moat apply: applied, but could not discard the change set: %v\n", err)
+			fmt.Fprintf(stderr, "moat apply: applied, but could not discard the change set: %s\n", workspace.EscapeText(err.Error()))
 			return exitMoatError
 		}
 	}
@@ -233,12 +237,12 @@ func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 	}
 	cs, err := pickChangeSet(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(stderr, "moat discard: %v\n", err)
+		printErr(stderr, "discard", err)
 		return exitMoatError
 	}
 	id := cs.ID()
 	if err := cs.Discard(); err != nil {
-		fmt.Fprintf(stderr, "moat discard: %v\n", err)
+		printErr(stderr, "discard", err)
 		return exitMoatError
 	}
 	fmt.Fprintf(stdout, "discarded %s\n", id)
@@ -265,6 +269,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 		args = args[1:]
 	}
 	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// printErr prints a command's error for a person: its text may quote a
+// name from the change set.
+func printErr(w io.Writer, cmd string, err error) {
+	fmt.Fprintf(w, "moat %s: %s\n", cmd, workspace.EscapeText(err.Error()))
 }
 
 func dash(s string) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moatbox/moat/workspace"
 )
 
 // snapshotScript lists a tree (types, modes, symlink targets, content
@@ -269,4 +271,66 @@ func TestSessionNeedsOverlay(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "f")); err == nil {
 		t.Error("the command ran in the real workspace")
 	}
+}
+
+// TestReviewCommandsEscape: moat runs, diff and apply print a name or a
+// recorded command with control characters in it escaped, so it cannot
+// rewrite the lines around it on the terminal.
+func TestReviewCommandsEscape(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "README.md"), []byte("read me\n"), 0o644)
+	cs, err := workspace.Create(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := "evil.sh\x1b[2K\rM README.md"
+	os.WriteFile(filepath.Join(cs.UpperDir(), evil), []byte("curl x | sh\n"), 0o755)
+	if err := cs.Record([]string{"sh", "-c", "rm -rf ~\x1b[2K\recho hi"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	quoted := `"evil.sh\033[2K\rM README.md"`
+	// The host makes the same file, so the first apply refuses it.
+	os.WriteFile(filepath.Join(ws, evil), []byte("host\n"), 0o644)
+	tests := []struct {
+		args []string
+		code int
+		want string // in stdout or stderr
+	}{
+		{[]string{"runs"}, 0, `rm -rf ~\x1b[2K\recho hi`},
+		{[]string{"diff", "--stat"}, 0, "M " + quoted},
+		{[]string{"diff"}, 0, "+++ \"b/" + quoted[1:]},
+		{[]string{"apply"}, 1, "  " + quoted + ": changed on the host"},
+		{[]string{"apply", "--force", evil}, 0, "modified " + quoted},
+	}
+	check := func(args []string, wantCode int, want string) {
+		t.Helper()
+		code, out, errs := moat(t, ws, args...)
+		if code != wantCode {
+			t.Fatalf("moat %q: code %d, want %d\n%s%s", args, code, wantCode, out, errs)
+		}
+		for _, s := range []string{out, errs} {
+			for i := 0; i < len(s); i++ {
+				if c := s[i]; (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+					t.Errorf("moat %q printed the control character %q:\n%q", args, c, s)
+					break
+				}
+			}
+		}
+		if !strings.Contains(out+errs, want) {
+			t.Errorf("moat %q lacks %q:\n%s%s", args, want, out, errs)
+		}
+	}
+	for _, tt := range tests {
+		check(tt.args, tt.code, tt.want)
+	}
+
+	// The refusal of a protected path names it the same way.
+	cs, err = workspace.Create(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(cs.UpperDir(), ".vscode"), 0o755)
+	os.WriteFile(filepath.Join(cs.UpperDir(), ".vscode", "t\x1b[2K.json"), []byte("{}\n"), 0o644)
+	check([]string{"apply"}, 1, `  ".vscode/t\033[2K.json"`)
 }

@@ -413,7 +413,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		writeAudit(aw, rep, runErr)
 	}
 	for _, w := range rep.Warnings {
-		fmt.Fprintf(stderr, "moat: WARNING: %s\n", w)
+		fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
 	}
 	if len(rep.Denials) > 0 {
 		var parts []string

@@ -1,0 +1,131 @@
+package workspace
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// A change set is written by the command under review, so every name and
+// every line of it is hostile text: a carriage return or an escape
+// sequence in a file name or a line could paint over what a reviewer's
+// terminal already shows. What this package writes for a person passes
+// through QuoteName (names) or EscapeText (free text), and file content
+// through escapeLine.
+
+// QuoteName is how review output names a path, exactly as git does with
+// core.quotePath on (its default): unchanged when it holds only printable
+// ASCII other than '"' and '\', else in double quotes with C escapes
+// (\t, \n, \r, \a, \b, \f, \v, \" and \\) and every other byte outside
+// printable ASCII in octal ("\033", "\303\251"). Patches keep git's rules
+// so that `git apply` reads the names back byte for byte.
+func QuoteName(p string) string {
+	needs := false
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			needs = true
+			break
+		}
+	}
+	if !needs {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case cEscape[c] != 0:
+			b.WriteByte('\\')
+			b.WriteByte(cEscape[c])
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\%03o`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// cEscape holds the one-letter C escapes git's quoting uses.
+var cEscape = [256]byte{'\a': 'a', '\b': 'b', '\t': 't', '\n': 'n', '\v': 'v', '\f': 'f', '\r': 'r'}
+
+// EscapeText makes free text (a recorded command, a message that may
+// quote a name) safe to print: printable characters, UTF-8 included,
+// stay as they are, and anything a terminal would act on is written as
+// an escape: \t, \n, \r, \xNN for other C0 controls, DEL and bytes that
+// are not UTF-8, \uNNNN for C1 controls and the bidirectional controls
+// that reorder what is displayed. Backslashes are left alone: the result
+// is for reading, not for parsing back.
+func EscapeText(s string) string {
+	out, _ := escape(s, false)
+	return out
+}
+
+// escapeLine escapes one line of file content as EscapeText does, but
+// keeps tabs and the line's end ("\n", or "\r\n", which overwrites
+// nothing), and reports whether it escaped anything.
+func escapeLine(line string) (string, bool) {
+	end := ""
+	for _, e := range []string{"\r\n", "\n"} {
+		if strings.HasSuffix(line, e) {
+			line, end = strings.TrimSuffix(line, e), e
+			break
+		}
+	}
+	out, changed := escape(line, true)
+	return out + end, changed
+}
+
+func escape(s string, keepTab bool) (string, bool) {
+	clean := true
+	for _, r := range s {
+		if mustEscape(r) && !(keepTab && r == '\t') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s, false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case keepTab && r == '\t', !mustEscape(r):
+			b.WriteString(s[i : i+n])
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	return b.String(), true
+}
+
+// mustEscape: C0 and C1 controls, DEL, the bidirectional formatting
+// characters (they reorder what a terminal displays, as in "Trojan
+// Source"), and the replacement character that stands for a byte that
+// is not UTF-8.
+func mustEscape(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r < 0xa0:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return r == utf8.RuneError
+}
