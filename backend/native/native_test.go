@@ -24,6 +24,7 @@ import (
 	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 func TestMain(m *testing.M) {
@@ -43,7 +44,11 @@ func spec(t *testing.T, ws string, args ...string) *backend.Spec {
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = ws
-	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, nil)
+	g, err := workspace.NewGuard(ws, p.Workspace.Protect, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +278,8 @@ cat /opt/moat-ro/file && echo
 cp /bin/true /tmp/t && /tmp/t && echo "exec /tmp"
 cp /bin/true "$PWD/t" && "$PWD/t" && echo "exec workspace"
 kill -0 1 2>/dev/null && echo "signal init"
+mv "$PWD/.git" "$PWD/.git-moved" 2>/dev/null && echo "renamed .git"
+echo x > "$PWD/.git/objects-probe" && echo "write .git"
 awk '$4 == "0A" { print "listening", $2 }' /proc/net/tcp
 cat /opt/moat-overlay/f && echo x > /opt/moat-overlay/new && echo " overlay written"
 echo done`
@@ -331,12 +338,12 @@ echo done`
 		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
 	}
 	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
-		"lower overlay written\n", "listening 0100007F:0C38\n", "1777 agent /tmp\n"} {
+		"lower overlay written\n", "listening 0100007F:0C38\n", "1777 agent /tmp\n", "write .git\n"} {
 		if !strings.Contains(direct, want) {
 			t.Errorf("probe lacks %q:\n%s", want, direct)
 		}
 	}
-	for _, never := range []string{"write /opt/moat-ro\n", "read /opt/moat-hidden/f\n", "read /etc/shadow\n", "write /usr\n", "write " + ws + "/.git/hooks\n"} {
+	for _, never := range []string{"write /opt/moat-ro\n", "read /opt/moat-hidden/f\n", "read /etc/shadow\n", "write /usr\n", "write " + ws + "/.git/hooks\n", "renamed .git\n"} {
 		if strings.Contains(direct, never) {
 			t.Errorf("probe shows %q:\n%s", never, direct)
 		}
