@@ -130,14 +130,15 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	default:
 		local := filepath.Join(ws, ".moat.toml")
 		if _, serr := os.Stat(local); serr == nil {
-			if err := checkTrusted(local); err != nil {
-				if !f.showOnly {
-					return nil, err
-				}
+			p, err = loadTrusted(local)
+			var ue *policy.UntrustedError
+			if f.showOnly && errors.As(err, &ue) {
 				fmt.Fprintf(stderr, "moat: note: %v\n", err)
+				p, err = policy.Load(local)
 			}
-			fmt.Fprintf(stderr, "moat: using policy %s\n", local)
-			p, err = policy.Load(local)
+			if err == nil {
+				fmt.Fprintf(stderr, "moat: using policy %s\n", local)
+			}
 		} else {
 			p = policy.Default()
 		}
@@ -567,19 +568,6 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		rec.Error = runErr.Error()
 	}
 	aw.Write(rec)
-}
-
-// loadPolicyFile parses and validates a policy file on its own, for
-// `moat trust`: a file that would not load is not worth trusting.
-func loadPolicyFile(path string) (*policy.Policy, error) {
-	p, err := policy.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // parsePorts reads a --tcp-bind or --tcp-connect value: port numbers
