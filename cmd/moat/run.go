@@ -346,11 +346,20 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
 	defer signal.Stop(sigs)
-	handlers := time.AfterFunc(50*time.Millisecond, func() {
+	install := func() {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
-	})
+	}
+	handlers := time.AfterFunc(50*time.Millisecond, install)
 	defer handlers.Stop()
+	// With a terminal on stdin the backend puts it in raw mode and restores
+	// it when the run returns: from then on a signal must not end moat
+	// before that, so the handlers go in at once.
+	onTerminal := func() {
+		if handlers.Stop() {
+			install()
+		}
+	}
 	go func() {
 		n := 0
 		for s := range sigs {
@@ -408,7 +417,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
 		ExitAfter:     exitAfterRun,
-	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
+	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
 		writeAudit(aw, rep, runErr)
