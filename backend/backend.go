@@ -200,9 +200,9 @@ type Capabilities struct {
 // its stdin, as its stdout or stderr where those are terminals too, and as
 // its controlling terminal; the backend relays it, counts its output with
 // the command's, and restores the terminal's mode before Run returns. It
-// calls OnTerminal, if set, once it has put the terminal in raw mode: from
-// then on a signal that ends the caller without Run returning would leave
-// the terminal raw, and the caller should handle its signals.
+// calls OnTerminal, if set, just before it puts the terminal in raw mode:
+// from then on a signal that ends the caller without Run returning would
+// leave the terminal raw, so the caller should handle its signals by then.
 //
 // ServeProxy is called, for a Spec whose network mode is NetProxy, with the
 // listener that 127.0.0.1:ProxyPort inside the sandbox is bound to; it must

@@ -345,10 +345,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		// Only the command holds the pty now: its output ends when the
 		// last process of the run has closed it.
 		tty.slave.Close()
+		if stdio.OnTerminal != nil {
+			stdio.OnTerminal()
+		}
 		if ttyErr = tty.start(); ttyErr != nil {
 			r.kill(backend.CauseKilled)
-		} else if stdio.OnTerminal != nil {
-			stdio.OnTerminal()
 		}
 		copies.Add(1)
 		go r.copyOut(&copies, tty.master, tty.out)

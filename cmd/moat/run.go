@@ -354,7 +354,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer handlers.Stop()
 	// With a terminal on stdin the backend puts it in raw mode and restores
 	// it when the run returns: from then on a signal must not end moat
-	// before that, so the handlers go in at once.
+	// before that, so the handlers go in at once (OnTerminal comes just
+	// before the raw mode).
 	onTerminal := func() {
 		if handlers.Stop() {
 			install()

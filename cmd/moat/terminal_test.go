@@ -334,3 +334,27 @@ func TestTerminalInBackground(t *testing.T) {
 		t.Errorf("lflag %#x after the run, want %#x", after.Lflag, before.Lflag)
 	}
 }
+
+// TestTerminalRestoredOnEarlySignal: SIGTERM as soon as moat has made the
+// terminal raw, well inside the 50 ms before its signal handlers would
+// otherwise go in, is handled, and the terminal gets its mode back.
+func TestTerminalRestoredOnEarlySignal(t *testing.T) {
+	o := newOuterTerminal(t)
+	before := o.mode(t)
+	cmd := o.start(t, t.TempDir(), "run", "--", "sleep", "10")
+	deadline := time.Now().Add(10 * time.Second)
+	for o.mode(t).Lflag&unix.ECHO != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("moat never made the terminal raw: %q", o.shown())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGTERM)
+	o.wait(t, cmd)
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
+		t.Errorf("moat died of %v", ws.Signal())
+	}
+	if after := o.mode(t); after.Lflag != before.Lflag {
+		t.Errorf("lflag %#x after the run, want %#x; the terminal showed %q", after.Lflag, before.Lflag, o.shown())
+	}
+}
