@@ -16,8 +16,7 @@ import (
 
 // A terminal on the caller's stdin is never handed to the command. Passed
 // as it is, the command could write to it past the output count and limit,
-// change its mode (echo off, raw) for after moat has exited, and keep it as
-// a controlling terminal to push input into the caller's shell. Instead the
+// and change its mode (echo off, raw) for after moat has exited. Instead the
 // command gets a pseudo-terminal of its own, made on the host, as its stdin,
 // as its stdout and stderr where those are terminals too, and as its
 // controlling terminal (so /dev/tty inside is the pty, and Ctrl-C there
@@ -31,6 +30,7 @@ type terminal struct {
 	fd     int           // its fd
 	saved  *unix.Termios // its mode before the run, restored by close
 	master *os.File      // moat's side of the pty, in Go's poller
+	mfd    int           // its fd: master.Fd would make it blocking, and a blocked write unstoppable
 	slave  *os.File      // the command's side; closed here once it has it
 	out    io.Writer     // where the pty's output goes
 	// outSlave and errSlave: the command's stdout and stderr are the pty
@@ -40,6 +40,7 @@ type terminal struct {
 	wakeR, wakeW *os.File // closing wakeW stops the input relay
 	relayDone    chan struct{}
 	winch        chan os.Signal
+	winchDone    chan struct{}
 	closeOnce    sync.Once
 }
 
@@ -84,7 +85,7 @@ func openTerminal(stdio backend.Stdio) (t *terminal, background bool, err error)
 	if err != nil {
 		return nil, false, fmt.Errorf("terminal: open /dev/ptmx: %w", err)
 	}
-	t.master = os.NewFile(uintptr(m), "ptmx")
+	t.master, t.mfd = os.NewFile(uintptr(m), "ptmx"), m
 	if err := t.makeSlave(); err != nil {
 		t.master.Close()
 		return nil, false, fmt.Errorf("terminal: %w", err)
@@ -96,7 +97,7 @@ func openTerminal(stdio backend.Stdio) (t *terminal, background bool, err error)
 // (TIOCGPTPEER), never by a path someone else could replace, with the
 // caller's terminal's mode and size.
 func (t *terminal) makeSlave() error {
-	m := int(t.master.Fd())
+	m := t.mfd
 	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
 		return fmt.Errorf("unlock pty: %w", err)
 	}
@@ -126,7 +127,7 @@ func isTerminal(w io.Writer) bool {
 // resize gives the pty the size of the caller's terminal.
 func (t *terminal) resize() {
 	if ws, err := unix.IoctlGetWinsize(t.fd, unix.TIOCGWINSZ); err == nil {
-		unix.IoctlSetWinsize(int(t.master.Fd()), unix.TIOCSWINSZ, ws)
+		unix.IoctlSetWinsize(t.mfd, unix.TIOCSWINSZ, ws)
 	}
 }
 
@@ -153,9 +154,10 @@ func (t *terminal) start() error {
 	t.wakeR, t.wakeW = r, w
 	t.relayDone = make(chan struct{})
 	go t.relayInput()
-	t.winch = make(chan os.Signal, 1)
+	t.winch, t.winchDone = make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(t.winch, syscall.SIGWINCH)
 	go func() {
+		defer close(t.winchDone)
 		for range t.winch {
 			t.resize()
 		}
@@ -209,6 +211,7 @@ func (t *terminal) close() {
 		if t.winch != nil {
 			signal.Stop(t.winch)
 			close(t.winch)
+			<-t.winchDone // no resize of a closed fd
 		}
 		if t.wakeW != nil {
 			t.wakeW.Close()

@@ -358,3 +358,26 @@ func TestTerminalRestoredOnEarlySignal(t *testing.T) {
 		t.Errorf("lflag %#x after the run, want %#x; the terminal showed %q", after.Lflag, before.Lflag, o.shown())
 	}
 }
+
+// TestTerminalUnreadInput: keystrokes the command never reads (more than
+// its pty holds) do not keep moat from ending with the command.
+func TestTerminalUnreadInput(t *testing.T) {
+	o := newOuterTerminal(t)
+	cmd := o.start(t, t.TempDir(), "run", "--", "sh", "-c", "echo ready; sleep 1")
+	o.waitFor(t, "ready")
+	go func() {
+		line := bytes.Repeat([]byte("x"), 1023)
+		for i := 0; i < 64; i++ {
+			if _, err := o.master.Write(append(line, '\r')); err != nil {
+				return
+			}
+		}
+	}()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("moat did not end with the command")
+	}
+}
