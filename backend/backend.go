@@ -195,6 +195,15 @@ type Capabilities struct {
 // forwarded to the command's process group, in order; a Barrier received
 // there is closed once every signal before it has been passed on.
 //
+// A terminal is never handed to the command. When Stdin is a terminal
+// (*os.File), the command gets a pseudo-terminal of its own instead, as
+// its stdin, as its stdout or stderr where those are terminals too, and as
+// its controlling terminal; the backend relays it, counts its output with
+// the command's, and restores the terminal's mode before Run returns. It
+// calls OnTerminal, if set, just before it puts the terminal in raw mode:
+// from then on a signal that ends the caller without Run returning would
+// leave the terminal raw, so the caller should handle its signals by then.
+//
 // ServeProxy is called, for a Spec whose network mode is NetProxy, with the
 // listener that 127.0.0.1:ProxyPort inside the sandbox is bound to; it must
 // serve connections until the listener is closed, which the backend does
@@ -205,6 +214,7 @@ type Stdio struct {
 	Stderr     io.Writer
 	Signals    <-chan os.Signal
 	ServeProxy func(net.Listener)
+	OnTerminal func()
 }
 
 // Barrier, sent on Stdio.Signals, is closed by the backend once it has

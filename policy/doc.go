@@ -14,10 +14,13 @@
 //     each pointing at the file line or the command-line flag the value came
 //     from ([Policy.MarkFlag]);
 //   - resolution of relative and "~/" paths ([Policy.Resolve]) and rendering of
-//     the effective policy ([Policy.TOML]).
+//     the effective policy ([Policy.TOML]);
+//   - trust of a policy file found in a workspace ([Trust]): such a file, and
+//     every file it loads, is used only with the content a person trusted.
 //
 // It refuses to know anything about the kernel: it makes no system call apart
-// from the single file read in [Load], and it never decides whether the host
+// from reading files (the policy, the files it loads, the trust record; the
+// caller stores the record), and it never decides whether the host
 // can enforce a policy. Compiling a Policy into what a backend executes is the
 // sandbox package's job.
 package policy

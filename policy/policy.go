@@ -32,6 +32,9 @@ type Policy struct {
 	lines map[string]int
 	// flags maps a dotted key to the CLI flag that set it.
 	flags map[string]string
+	// loaded holds the content of the files Trust.Load checked, by path
+	// (see ReadFile).
+	loaded map[string][]byte
 }
 
 // Workspace is the directory the command works on. It is mounted at the same

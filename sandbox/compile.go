@@ -83,7 +83,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)
 	}
 
-	filters, err := seccompProfiles(p.Syscalls.Profile)
+	filters, err := seccompProfiles(p)
 	if err != nil {
 		return nil, err
 	}

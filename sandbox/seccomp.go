@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 )
@@ -13,8 +15,10 @@ import (
 // open MPTCP sockets, ptrace, use io_uring or make set-id files (which
 // would keep their owner's rights on the host after the run). Strict
 // holds the floor's rules itself.
-// Policy.Resolve has already made a file's path absolute.
-func seccompProfiles(name string) ([]*seccomp.Profile, error) {
+// Policy.Resolve has already made a file's path absolute. The file is read
+// through the policy, which hands over the content its trust check saw.
+func seccompProfiles(p *policy.Policy) ([]*seccomp.Profile, error) {
+	name := p.Syscalls.Profile
 	switch name {
 	case "", policy.ProfileDefault:
 		return []*seccomp.Profile{seccomp.Default()}, nil
@@ -23,7 +27,11 @@ func seccompProfiles(name string) ([]*seccomp.Profile, error) {
 	case policy.ProfileUnconfined:
 		return nil, nil
 	}
-	custom, err := seccomp.LoadDockerFile(name)
+	data, err := p.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read seccomp profile: %w", err)
+	}
+	custom, err := seccomp.LoadDocker(name, data)
 	if err != nil {
 		return nil, err
 	}

@@ -236,6 +236,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.int(int64(is.NetFD))
 	e.bool(is.Control)
 	e.uint(is.TimerSlack)
+	e.bool(is.Terminal)
 	return e.frame()
 }
 
@@ -306,6 +307,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.NetFD = int(d.int())
 	is.Control = d.bool()
 	is.TimerSlack = d.uint()
+	is.Terminal = d.bool()
 	return is, d.done()
 }
 

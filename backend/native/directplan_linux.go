@@ -57,6 +57,9 @@ type planFDs struct {
 	nest *backend.Identity
 	// dropGroups: init drops its supplementary groups (moat is root).
 	dropGroups bool
+	// ctty: stdin is the pty the host made for the command (see
+	// terminal), which becomes its controlling terminal.
+	ctty bool
 }
 
 // directCalls are the system calls the direct start makes after its
@@ -516,13 +519,17 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		p.list = list
 	}
 
-	// The command's steps: SIGCHLD unblocked, a session of its own (no
-	// controlling terminal, so TIOCSTI cannot push keystrokes into the
-	// caller's shell), then execve of each PATH candidate in turn.
+	// The command's steps: SIGCHLD unblocked, a session of its own (so
+	// TIOCSTI cannot push keystrokes into the caller's shell) whose
+	// controlling terminal, if any, is its own pty, then execve of each
+	// PATH candidate in turn.
 	p.list = &f.exec
 	p.call(p.stage("drop capabilities"), unix.SYS_CAPSET, mem(p, &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}), mem(p, &[2]unix.CapUserData{}))
 	p.call(p.stage("unblock signals"), unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, mem(p, new(uint64)), 0, 8)
 	p.call(p.stage("setsid"), unix.SYS_SETSID)
+	if fds.ctty {
+		p.call(p.stage("set the controlling terminal"), unix.SYS_IOCTL, 0, unix.TIOCSCTTY, 0)
+	}
 	argv, envv := p.strv(spec.Args), p.strv(spec.Env)
 	ex := p.stage("exec " + spec.Args[0])
 	for _, c := range execCandidates(spec.Args[0], spec.Env) {

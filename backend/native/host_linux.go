@@ -142,6 +142,7 @@ type run struct {
 	seen         denials      // a direct start's refused system calls
 	killed       atomic.Value // backend.Cause the host killed the run for
 	output       atomic.Int64
+	tty          *terminal // the command's pty, when the caller's stdin is a terminal
 
 	// control is the spec pipe, kept open after the Spec: signals to
 	// forward to the command, and for a run with changes to save (save),
@@ -257,6 +258,28 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
+	tty, background, err := openTerminal(stdio)
+	if err != nil {
+		return nil, err
+	}
+	if background {
+		r.stdio.Stdin = nil // /dev/null
+	}
+	if tty != nil {
+		r.tty = tty
+		cleanup = append(cleanup, tty.close)
+		// The pty stands in for the caller's terminals; a stream it
+		// replaces has its pipe closed, whose copy then ends at once.
+		r.stdio.Stdin = tty.slave
+		if tty.outSlave {
+			outW.Close()
+			outW = tty.slave
+		}
+		if tty.errSlave {
+			errW.Close()
+			errW = tty.slave
+		}
+	}
 
 	// The seccomp profiles are compiled here, for either start.
 	var filters [][]seccomp.Instruction
@@ -314,9 +337,23 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 
 	var copies sync.WaitGroup
+	var ttyErr error
 	copies.Add(2)
 	go r.copyOut(&copies, outR, stdio.Stdout)
 	go r.copyOut(&copies, errR, stdio.Stderr)
+	if tty != nil {
+		// Only the command holds the pty now: its output ends when the
+		// last process of the run has closed it.
+		tty.slave.Close()
+		if stdio.OnTerminal != nil {
+			stdio.OnTerminal()
+		}
+		if ttyErr = tty.start(); ttyErr != nil {
+			r.kill(backend.CauseKilled)
+		}
+		copies.Add(1)
+		go r.copyOut(&copies, tty.master, tty.out)
+	}
 
 	done := make(chan struct{})
 	go r.watch(ctx, done)
@@ -356,6 +393,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if r.control != nil && !linger {
 		r.control.Close()
 	}
+	if ttyErr != nil {
+		return nil, ttyErr
+	}
 	if exitMsg != nil && exitMsg.MergeErr != "" {
 		return nil, &backend.InitError{Stage: "save overlay changes", Err: errors.New(exitMsg.MergeErr)}
 	}
@@ -377,7 +417,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	// would cost it more than the rest of the Spec.
 	initCopy := *spec
 	initCopy.Seccomp = nil
-	is := initSpec{Spec: &initCopy, TimerSlack: rt0.Slack()}
+	is := initSpec{Spec: &initCopy, TimerSlack: rt0.Slack(), Terminal: r.tty != nil}
 	// With changes to save (an overlay workspace under a disk limit), a
 	// limit stops the command through init rather than killing init.
 	for _, m := range spec.Mounts {

@@ -81,6 +81,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		seccompChan: -1,
 		proxyChan:   -1,
 		trees:       map[string]int{},
+		ctty:        r.tty != nil,
 	}
 	for k, f := range trees {
 		fds.trees[k] = int(f.Fd())

@@ -235,8 +235,9 @@ func initMain(send func(message)) error {
 		}
 	}
 
-	// setsid: the command gets a session of its own and no controlling
-	// terminal, so TIOCSTI cannot push keystrokes into the caller's shell.
+	// setsid: the command gets a session of its own, so TIOCSTI cannot
+	// push keystrokes into the caller's shell; its controlling terminal,
+	// if any, is the pty the host made for it (Terminal), its stdin.
 	// Only fds 0-2 are inherited: every other fd init has, whoever opened
 	// it, is marked close-on-exec here.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -246,7 +247,7 @@ func initMain(send func(message)) error {
 		Dir:   spec.Dir,
 		Env:   spec.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: is.Terminal, Ctty: 0},
 	})
 	if err != nil {
 		return fail("exec "+spec.Args[0], err)

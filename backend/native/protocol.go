@@ -115,6 +115,9 @@ type initSpec struct {
 	// TimerSlack is the timer slack moat started with (rt0.Slack), which
 	// init sets on the thread that forks the command; 0 leaves it alone.
 	TimerSlack uint64
+	// Terminal: the command's stdin is a pty (see terminal), which init
+	// makes its controlling terminal.
+	Terminal bool
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

@@ -65,7 +65,7 @@ Usage:
   moat apply [ID] [PATHS...]          copy reviewed changes into the real workspace, atomically
   moat discard [ID]                   throw a change set away
   moat runs                           list kept change sets (alias: moat sessions)
-  moat trust [FILE]                   trust this workspace's .moat.toml (after reviewing it)
+  moat trust [FILE]                   trust this workspace's .moat.toml and the files it loads (after reviewing them)
   moat doctor                         show which protections this host can enforce
   moat policy show [flags]            print the effective policy as TOML
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it

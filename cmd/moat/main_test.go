@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -598,6 +599,83 @@ func TestChangedPolicyNeedsTrustAgain(t *testing.T) {
 	// An explicit --policy is the person's own choice.
 	if code, _, errs := moat(t, ws, "run", "--policy", pol, "--", "true"); code != 0 {
 		t.Fatalf("--policy: %s", errs)
+	}
+}
+
+// TestTrustCoversLoadedProfile is the attack of a trusted .moat.toml that
+// names a seccomp profile inside the workspace: the command rewrites the
+// profile into a weaker one, and the next run must be refused rather than
+// run under it.
+func TestTrustCoversLoadedProfile(t *testing.T) {
+	if seccomp.NativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	prof := filepath.Join(ws, "profile.json")
+	os.WriteFile(prof, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}`), 0o644)
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[syscalls]\nprofile = \"profile.json\"\n"), 0o644)
+	code, out, errs := moat(t, ws, "trust")
+	if code != 0 || !strings.Contains(out, prof) {
+		t.Fatalf("trust: code %d out %q err %q (want the profile named)", code, out, errs)
+	}
+
+	// The trusted profile is in force, and the command weakens it.
+	weaker := `{"defaultAction": "SCMP_ACT_ALLOW"}`
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "mkdir d 2>/dev/null || echo REFUSED; printf '%s' '"+weaker+"' > profile.json")
+	if code != 0 || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("first run: code %d out %q err %q (want mkdir refused by the trusted profile)", code, out, errs)
+	}
+	if b, _ := os.ReadFile(prof); string(b) != weaker {
+		t.Fatalf("the command did not rewrite the profile (%q); the attack was not tried", b)
+	}
+
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "mkdir d && echo MADE")
+	if code != exitMoatError || strings.Contains(out, "MADE") || !strings.Contains(errs, prof) || !strings.Contains(errs, "moat trust") {
+		t.Fatalf("run after the profile changed: code %d out %q err %q (want a refusal naming %s and moat trust)", code, out, errs, prof)
+	}
+
+	// Trusted again, the profile as it now is runs.
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust again: %s", errs)
+	}
+	if code, out, errs := moat(t, ws, "run", "--", "sh", "-c", "mkdir d && echo MADE"); code != 0 || !strings.Contains(out, "MADE") {
+		t.Fatalf("re-trusted: code %d out %q err %q", code, out, errs)
+	}
+}
+
+// TestTrustRecordWithoutFiles: a record written before moat hashed the
+// files a policy loads still trusts a policy that loads none, and is
+// refused, with the way out, for one that names a profile.
+func TestTrustRecordWithoutFiles(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	pol := filepath.Join(ws, ".moat.toml")
+	sum := func() string { b, _ := os.ReadFile(pol); return fmt.Sprintf("%x", sha256.Sum256(b)) }
+	oldRecord := func() {
+		b, _ := json.Marshal(map[string]string{pol: sum()})
+		os.WriteFile(filepath.Join(state, "trusted-policies.json"), b, 0o600)
+	}
+
+	os.WriteFile(pol, []byte("[limits]\nwall = \"1m\"\n"), 0o644)
+	oldRecord()
+	if code, _, errs := moat(t, ws, "run", "--", "true"); code != 0 {
+		t.Fatalf("old record, no file loaded: %s", errs)
+	}
+
+	os.WriteFile(filepath.Join(ws, "p.json"), []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644)
+	os.WriteFile(pol, []byte("[syscalls]\nprofile = \"p.json\"\n"), 0o644)
+	oldRecord()
+	code, out, errs := moat(t, ws, "run", "--", "echo", "RAN")
+	if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "p.json") || !strings.Contains(errs, "moat trust") {
+		t.Fatalf("old record, profile loaded: code %d out %q err %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	if code, out, errs := moat(t, ws, "run", "--", "echo", "RAN"); code != 0 || out != "RAN\n" {
+		t.Fatalf("re-trusted: code %d out %q err %q", code, out, errs)
 	}
 }
 

@@ -130,14 +130,15 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	default:
 		local := filepath.Join(ws, ".moat.toml")
 		if _, serr := os.Stat(local); serr == nil {
-			if err := checkTrusted(local); err != nil {
-				if !f.showOnly {
-					return nil, err
-				}
+			p, err = loadTrusted(local)
+			var ue *policy.UntrustedError
+			if f.showOnly && errors.As(err, &ue) {
 				fmt.Fprintf(stderr, "moat: note: %v\n", err)
+				p, err = policy.Load(local)
 			}
-			fmt.Fprintf(stderr, "moat: using policy %s\n", local)
-			p, err = policy.Load(local)
+			if err == nil {
+				fmt.Fprintf(stderr, "moat: using policy %s\n", local)
+			}
 		} else {
 			p = policy.Default()
 		}
@@ -345,11 +346,21 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
 	defer signal.Stop(sigs)
-	handlers := time.AfterFunc(50*time.Millisecond, func() {
+	install := func() {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
-	})
+	}
+	handlers := time.AfterFunc(50*time.Millisecond, install)
 	defer handlers.Stop()
+	// With a terminal on stdin the backend puts it in raw mode and restores
+	// it when the run returns: from then on a signal must not end moat
+	// before that, so the handlers go in at once (OnTerminal comes just
+	// before the raw mode).
+	onTerminal := func() {
+		if handlers.Stop() {
+			install()
+		}
+	}
 	go func() {
 		n := 0
 		for s := range sigs {
@@ -407,7 +418,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
 		ExitAfter:     exitAfterRun,
-	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd})
+	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
 		writeAudit(aw, rep, runErr)
@@ -567,19 +578,6 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		rec.Error = runErr.Error()
 	}
 	aw.Write(rec)
-}
-
-// loadPolicyFile parses and validates a policy file on its own, for
-// `moat trust`: a file that would not load is not worth trusting.
-func loadPolicyFile(path string) (*policy.Policy, error) {
-	p, err := policy.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // parsePorts reads a --tcp-bind or --tcp-connect value: port numbers

@@ -1,25 +1,21 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
 
-// A workspace's .moat.toml is policy that the sandboxed command itself may
-// have written (in direct mode it can create one where there was none), and
-// the next `moat run` there would obey it. So, like direnv's `allow`, moat
-// uses a .moat.toml only once the person has trusted that exact content:
-// `moat trust` records its SHA-256 in the state directory, and a new or
-// changed file is refused until trusted again. A policy named with
-// --policy is the person's own choice and needs no trust.
+// The rule (a workspace's .moat.toml, and every file it loads, is used only
+// with the content a person trusted) is policy.Trust's; this file only keeps
+// the record in the state directory and words the refusal for a person.
 
 const trustFile = "trusted-policies.json"
 
@@ -31,56 +27,35 @@ func trustPath() (string, error) {
 	return filepath.Join(dir, trustFile), nil
 }
 
-func loadTrust() (map[string]string, error) {
+func readTrust() (*policy.Trust, error) {
 	p, err := trustPath()
 	if err != nil {
 		return nil, err
 	}
-	m := map[string]string{}
-	b, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return m, nil
+	t, err := policy.ReadTrust(p)
+	if err != nil {
+		return nil, fmt.Errorf("read trusted policies: %w", err)
 	}
+	return t, nil
+}
+
+// loadTrusted loads the workspace policy file at path (absolute) if it and
+// the files it loads are trusted; a refusal says how to trust it.
+func loadTrusted(path string) (*policy.Policy, error) {
+	t, err := readTrust()
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+	home, _ := os.UserHomeDir()
+	p, err := t.Load(path, home)
+	var ue *policy.UntrustedError
+	if errors.As(err, &ue) {
+		if ue.Reason == policy.TrustNew {
+			return nil, fmt.Errorf("%w; review it, then run `moat trust` (or pass --policy)", err)
+		}
+		return nil, fmt.Errorf("%w; review it, then run `moat trust` again", err)
 	}
-	return m, nil
-}
-
-func fileDigest(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// checkTrusted refuses a workspace policy file whose content was not
-// trusted with `moat trust`.
-func checkTrusted(path string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return err
-	}
-	digest, err := fileDigest(abs)
-	if err != nil {
-		return err
-	}
-	trusted, err := loadTrust()
-	if err != nil {
-		return fmt.Errorf("read trusted policies: %w", err)
-	}
-	switch trusted[abs] {
-	case digest:
-		return nil
-	case "":
-		return fmt.Errorf("%s is not trusted yet: a command run in this workspace could have written it; review it, then run `moat trust` (or pass --policy)", abs)
-	}
-	return fmt.Errorf("%s changed since you trusted it (a command run in this workspace could have changed it); review it, then run `moat trust` again", abs)
+	return p, err
 }
 
 func cmdTrust(args []string, stdout, stderr io.Writer) int {
@@ -92,41 +67,55 @@ func cmdTrust(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 {
 		path = args[0]
 	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "moat trust: %v\n", err)
+		return exitMoatError
+	}
 	abs, err := filepath.Abs(path)
-	if err == nil {
-		_, err = loadPolicyFile(abs)
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "moat trust: %v\n", err)
-		return exitMoatError
+		return fail(err)
 	}
-	digest, err := fileDigest(abs)
+	t, err := readTrust()
 	if err != nil {
-		fmt.Fprintf(stderr, "moat trust: %v\n", err)
-		return exitMoatError
+		return fail(err)
 	}
-	trusted, err := loadTrust()
+	home, _ := os.UserHomeDir()
+	rec, err := t.Add(abs, home)
 	if err != nil {
-		fmt.Fprintf(stderr, "moat trust: %v\n", err)
-		return exitMoatError
+		return fail(err)
 	}
-	trusted[abs] = digest
-	p, err := trustPath()
-	if err == nil {
-		err = os.MkdirAll(filepath.Dir(p), 0o700)
+	if err := writeTrust(t); err != nil {
+		return fail(err)
 	}
-	if err == nil {
-		var b []byte
-		b, _ = json.MarshalIndent(trusted, "", "  ")
-		tmp := p + ".tmp"
-		if err = os.WriteFile(tmp, append(b, '\n'), 0o600); err == nil {
-			err = os.Rename(tmp, p)
-		}
+	fmt.Fprintf(stdout, "trusted %s (sha256 %s)\n", abs, rec.SHA256)
+	files := make([]string, 0, len(rec.Files))
+	for f := range rec.Files {
+		files = append(files, f)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "moat trust: %v\n", err)
-		return exitMoatError
+	sort.Strings(files)
+	for _, f := range files {
+		fmt.Fprintf(stdout, "  and the file it loads %s (sha256 %s)\n", f, rec.Files[f])
 	}
-	fmt.Fprintf(stdout, "trusted %s (sha256 %s)\n", abs, digest[:16])
 	return 0
+}
+
+// writeTrust replaces the trust record atomically, so a run reading it
+// never sees half of it.
+func writeTrust(t *policy.Trust) error {
+	p, err := trustPath()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
 }

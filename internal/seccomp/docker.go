@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -55,16 +54,6 @@ type Docker struct {
 	// Skipped are system-call names that exist on some Linux architecture
 	// but not on the target's.
 	Skipped []string
-}
-
-// LoadDockerFile reads a Docker-format profile for moat's command on this
-// host (see HostTarget).
-func LoadDockerFile(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read seccomp profile: %w", err)
-	}
-	return LoadDocker(path, data)
 }
 
 // LoadDocker parses a Docker-format profile for moat's command on this host

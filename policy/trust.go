@@ -1,0 +1,260 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// A workspace's .moat.toml is policy that the sandboxed command itself may
+// have written (in direct mode it can create one where there was none), and
+// the next run there would obey it. So, like direnv's `allow`, such a file is
+// used only once a person has trusted that exact content, and the trust
+// covers every file the policy loads: a trusted policy naming a seccomp
+// profile inside the workspace would otherwise let the command weaken the
+// profile and keep the policy's trust. A policy a person names directly (the
+// CLI's --policy) is their own choice and needs no trust; callers load it
+// with Load.
+
+// Trust is the set of policy files a person has trusted: for each (by
+// absolute path) the SHA-256 of its content and of every file it loads. The
+// zero value trusts nothing. Trust is plain data: ReadTrust reads it, and the
+// caller stores it again, encoded with json.Marshal, after Add.
+type Trust struct {
+	records map[string]TrustRecord
+}
+
+// TrustRecord is what trusting one policy file recorded.
+type TrustRecord struct {
+	// SHA256 is the hex SHA-256 of the policy file.
+	SHA256 string `json:"sha256"`
+	// Files maps each file the policy loads (absolute, as Resolve makes
+	// it) to its hex SHA-256. Nil in a record written before moat hashed
+	// them: such a record trusts only a policy that loads no file.
+	Files map[string]string `json:"files,omitempty"`
+}
+
+// Why a policy file is not trusted (UntrustedError.Reason).
+const (
+	// TrustNew: the policy file was never trusted.
+	TrustNew = "new"
+	// TrustChanged: the policy file, or a file it loads, changed since.
+	TrustChanged = "changed"
+	// TrustIncomplete: the record does not cover a file the policy loads
+	// (trusted by an earlier moat that did not hash them).
+	TrustIncomplete = "incomplete"
+)
+
+// UntrustedError is Trust.Load's refusal of a policy file whose content, or
+// the content of a file it loads, a person has not trusted.
+type UntrustedError struct {
+	Policy string // the policy file, absolute
+	File   string // the file that is new, changed or not covered: Policy or a file it loads
+	Field  string // the field naming File ("syscalls.profile"); "" when File is Policy
+	Reason string // TrustNew, TrustChanged or TrustIncomplete
+}
+
+func (e *UntrustedError) Error() string {
+	const could = "a command run in this workspace could have"
+	switch {
+	case e.Reason == TrustNew:
+		return fmt.Sprintf("%s is not trusted yet (%s written it)", e.Policy, could)
+	case e.Reason == TrustIncomplete:
+		return fmt.Sprintf("%s loads %s (%s), which its trust does not cover (it was trusted by an earlier moat that did not record the files a policy loads)", e.Policy, e.File, e.Field)
+	case e.File != e.Policy:
+		return fmt.Sprintf("%s, which the trusted policy %s loads (%s), changed since you trusted it (%s changed it)", e.File, e.Policy, e.Field, could)
+	}
+	return fmt.Sprintf("%s changed since you trusted it (%s changed it)", e.Policy, could)
+}
+
+// ReadTrust reads a Trust stored at path; a missing file trusts nothing.
+// It accepts the earlier format, in which each policy's record was its
+// SHA-256 alone.
+func ReadTrust(path string) (*Trust, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Trust{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &Trust{}
+	if err := json.Unmarshal(b, t); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// UnmarshalJSON reads {"/path/.moat.toml": {"sha256": ..., "files": {...}}},
+// and the earlier {"/path/.moat.toml": "<sha256>"}.
+func (t *Trust) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	t.records = make(map[string]TrustRecord, len(raw))
+	for path, v := range raw {
+		var r TrustRecord
+		if bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`)) {
+			if err := json.Unmarshal(v, &r.SHA256); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+		} else if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		t.records[path] = r
+	}
+	return nil
+}
+
+// MarshalJSON writes the current format; records read in the earlier one
+// are written as records without Files, which they are.
+func (t *Trust) MarshalJSON() ([]byte, error) {
+	if t.records == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(t.records)
+}
+
+// Record returns what was trusted for the policy file at path (absolute).
+func (t *Trust) Record(path string) (TrustRecord, bool) {
+	r, ok := t.records[path]
+	return r, ok
+}
+
+// Load reads the policy file at path (absolute) as Load does, and returns it
+// only if its content and that of every file it loads are what t trusted;
+// otherwise the error is an *UntrustedError, or the error reading or parsing
+// a file. home expands "~/" as in Resolve. Each file is read once: the
+// returned policy hands the checked bytes to whoever reads the file through
+// Policy.ReadFile, so a file rewritten after the check is not used.
+func (t *Trust) Load(path, home string) (*Policy, error) {
+	p, digest, files, err := loadHashed(path, home)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := t.records[path]
+	switch {
+	case !ok:
+		return nil, &UntrustedError{Policy: path, File: path, Reason: TrustNew}
+	case r.SHA256 != digest:
+		return nil, &UntrustedError{Policy: path, File: path, Reason: TrustChanged}
+	}
+	for _, f := range files {
+		want, ok := r.Files[f.path]
+		switch {
+		case !ok:
+			return nil, &UntrustedError{Policy: path, File: f.path, Field: f.field, Reason: TrustIncomplete}
+		case want != f.digest:
+			return nil, &UntrustedError{Policy: path, File: f.path, Field: f.field, Reason: TrustChanged}
+		}
+	}
+	return p, nil
+}
+
+// Add trusts the policy file at path (absolute) as it is now, with the files
+// it loads, and returns the record. The policy must parse and validate: a
+// file that would not load is not worth trusting.
+func (t *Trust) Add(path, home string) (TrustRecord, error) {
+	p, digest, files, err := loadHashed(path, home)
+	if err != nil {
+		return TrustRecord{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return TrustRecord{}, err
+	}
+	r := TrustRecord{SHA256: digest}
+	for _, f := range files {
+		if r.Files == nil {
+			r.Files = map[string]string{}
+		}
+		r.Files[f.path] = f.digest
+	}
+	if t.records == nil {
+		t.records = map[string]TrustRecord{}
+	}
+	t.records[path] = r
+	return r, nil
+}
+
+// loadedFile is a file a policy loads, read and hashed.
+type loadedFile struct {
+	field, path, digest string
+}
+
+// loadHashed parses the policy file at path and reads every file it loads,
+// keeping their content in the policy (see ReadFile), and returns the
+// digests of all.
+func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
+	if !filepath.IsAbs(path) {
+		return nil, "", nil, fmt.Errorf("policy file %q is not absolute", path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	p, err := Parse(path, data)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	refs, err := p.loads(home)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var files []loadedFile
+	for _, ref := range refs {
+		b, err := os.ReadFile(ref.path)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
+		}
+		if p.loaded == nil {
+			p.loaded = map[string][]byte{}
+		}
+		p.loaded[ref.path] = b
+		files = append(files, loadedFile{ref.field, ref.path, digestOf(b)})
+	}
+	return p, digestOf(data), files, nil
+}
+
+// loads returns the files a policy parsed from an absolute Source reads when
+// it runs, resolved as Resolve resolves them. Only fields whose file moat
+// reads belong here; the filesystem lists are mounted, and what the command
+// does with them is the sandbox's business.
+func (p *Policy) loads(home string) ([]loadedFile, error) {
+	var refs []loadedFile
+	if prof := p.Syscalls.Profile; isProfilePath(prof) {
+		if prof == "~" || strings.HasPrefix(prof, "~/") {
+			if !filepath.IsAbs(home) {
+				return nil, p.FieldError("syscalls.profile", fmt.Sprintf("%q needs the home directory, which is unknown", prof))
+			}
+			prof = filepath.Join(home, strings.TrimPrefix(prof, "~"))
+		}
+		if !filepath.IsAbs(prof) {
+			prof = filepath.Join(filepath.Dir(p.Source), prof)
+		}
+		refs = append(refs, loadedFile{field: "syscalls.profile", path: filepath.Clean(prof)})
+	}
+	return refs, nil
+}
+
+// ReadFile returns the content of a file the policy loads, such as a
+// seccomp profile: the bytes Trust.Load checked when the policy came from
+// it, else the file as it is now.
+func (p *Policy) ReadFile(path string) ([]byte, error) {
+	if b, ok := p.loaded[path]; ok {
+		return b, nil
+	}
+	return os.ReadFile(path)
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
