@@ -138,10 +138,12 @@ func NewGuard(ws string, extra []string, writable bool) (*Guard, error) {
 		return nil, err
 	}
 	common := gitdir
+	var cfg map[string][]string // the common git directory's config
 	if gitdir != "" {
 		common = commonDir(gitdir)
 		g.common = common
-		if f, ok := readGitConfig(filepath.Join(common, "config"))["extensions.objectformat"]; ok {
+		cfg = readGitConfig(filepath.Join(common, "config"))
+		if f, ok := cfg["extensions.objectformat"]; ok {
 			g.objFmt = f[len(f)-1]
 		}
 	}
@@ -195,7 +197,7 @@ func NewGuard(ws string, extra []string, writable bool) (*Guard, error) {
 	// workspace: a hooks directory, included config files, submodule
 	// checkouts (whose .git git status follows).
 	if common != "" {
-		for _, p := range configPaths(common, g.real) {
+		for _, p := range configPaths(cfg, common, g.real) {
 			g.protect(g.ws, p, 0)
 		}
 	}
@@ -655,12 +657,10 @@ func nestedGitDirs(common string) []string {
 	return out
 }
 
-// configPaths lists what the git config of common names inside the
-// workspace real: core.hooksPath, and files it includes (include.path,
+// configPaths lists what vals, the git config of common, names inside
+// the workspace real: core.hooksPath, and files it includes (include.path,
 // includeIf.*.path), relative to the workspace.
-func configPaths(common, real string) []string {
-	cfg := filepath.Join(common, "config")
-	vals := readGitConfig(cfg)
+func configPaths(vals map[string][]string, common, real string) []string {
 	var out []string
 	add := func(p string, relTo string) {
 		if p == "" || strings.HasPrefix(p, "~") {
@@ -929,7 +929,8 @@ func (c *ChangeSet) Protects(ch Change) bool { return c.protects()(ch) }
 
 // protects is Protects with the workspace's git config read once.
 func (c *ChangeSet) protects() func(Change) bool {
-	named := configPaths(commonDir(filepath.Join(c.Workspace(), ".git")), c.Workspace())
+	common := commonDir(filepath.Join(c.Workspace(), ".git"))
+	named := configPaths(readGitConfig(filepath.Join(common, "config")), common, c.Workspace())
 	list := append(HostConfig(), c.Protected()...)
 	return func(ch Change) bool { return protects(ch, list, named) }
 }
