@@ -53,11 +53,12 @@ var (
 // (symlinked system directories, deny paths), and makes no changes.
 //
 // cs is the change set holding the copy-on-write layers, for the overlay
-// and copy workspace modes; nil otherwise. g, when not nil, is the
-// workspace's guard (workspace.NewGuard): the git directory a worktree's
-// .git file names, bound beside the workspace, and in direct mode the
-// protected paths, read-only, with the directories above them pinned.
-func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, g *workspace.Guard) (*backend.Spec, error) {
+// and copy workspace modes; nil otherwise. guards are what the run
+// protects (workspace.NewGuard), the workspace's first: the git directory
+// a worktree's .git file names, bound beside the workspace, and where the
+// command writes, the protected paths, read-only, with the directories
+// above them pinned.
+func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -137,7 +138,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
 			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
 	}
-	if g != nil {
+	for _, g := range guards {
 		for _, b := range g.Binds() {
 			tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: b.Path, Target: b.Path,
 				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
@@ -150,7 +151,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
-	if g != nil {
+	for _, g := range guards {
 		for _, pr := range g.Protections() {
 			kind := backend.MountReadOnly
 			if pr.Pin {

@@ -259,3 +259,36 @@ true`)
 		t.Errorf("the commit made inside is not in the submodule's repository:\n%s", log)
 	}
 }
+
+// TestReadWriteRepositoryGuarded: a read-write path is written by the
+// command as a direct-mode workspace is, so a repository there keeps its
+// git directory as the workspace's does.
+func TestReadWriteRepositoryGuarded(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	other := newRepo(t)
+	proof := filepath.Join(t.TempDir(), "PROOF")
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, other)
+		p.Env.Set["PROOF"] = proof
+	}, `cd `+other+` && echo ok > written && echo WROTE-ok
+mv .git .git-moved 2>/dev/null && echo MOVED
+printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" >> .git/config 2>/dev/null && echo WROTE-config
+echo ../evil > .git/commondir && echo WROTE-commondir
+true`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "WROTE-ok") {
+		t.Fatalf("control: the read-write path is not writable, so the test cannot tell:\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "MOVED") || strings.Contains(r.stdout, "WROTE-config") {
+		t.Errorf("the read-write repository's git directory was not protected:\n%s", r.stdout)
+	}
+	want := filepath.Join(other, ".git/commondir")
+	if !slices.ContainsFunc(r.rep.Quarantined, func(q workspace.Quarantined) bool { return q.Path == want }) {
+		t.Errorf("quarantined %+v, want %s", r.rep.Quarantined, want)
+	}
+	hostGit(t, other, "status")
+	if _, err := os.Stat(proof); err == nil {
+		t.Fatal("git status on the host ran what the command planted")
+	}
+}

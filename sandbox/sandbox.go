@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -223,11 +224,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
-	guard, err := workspace.NewGuard(req.Policy.Workspace.Path, req.Policy.Workspace.Protect, direct)
+	guards, err := newGuards(req.Policy, direct)
 	if err != nil {
-		return fail(fmt.Errorf("workspace: %w", err))
+		return fail(err)
 	}
-	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guard)
+	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guards)
 	if err != nil {
 		return fail(err)
 	}
@@ -261,7 +262,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.Degraded = append(rep.Degraded, degraded...)
 	st, err := be.Run(ctx, spec, stdio)
 	// No process of the run is alive now: what it planted stays put.
-	qerr := quarantine(guard, direct, runID, rep)
+	qerr := quarantine(guards, runID, rep)
 	if err == nil && qerr != nil {
 		err = qerr
 	}
@@ -336,28 +337,58 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 // it is still there, and a host tool may run it.
 var ErrQuarantine = errors.New("could not quarantine a protected path")
 
-// quarantine moves what a direct-mode run planted where a protected path
-// belongs out of the workspace (workspace.Guard.Finish), into the
-// quarantine directory of the state directory, and says so in rep.
-func quarantine(g *workspace.Guard, direct bool, runID string, rep *Report) error {
-	if !direct {
-		return nil
+// newGuards computes what a run protects (workspace.Guard): the
+// workspace, and each read-write directory, which the command writes as
+// it writes a direct-mode workspace.
+func newGuards(p *policy.Policy, direct bool) ([]*workspace.Guard, error) {
+	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: direct})
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	guards := []*workspace.Guard{g}
+	for _, rw := range p.Filesystem.ReadWrite {
+		if fi, err := os.Stat(rw); err != nil || !fi.IsDir() {
+			continue
+		}
+		g, err := workspace.NewGuard(rw, workspace.GuardOptions{Writable: true, Absolute: true})
+		if err != nil {
+			return nil, fmt.Errorf("filesystem.read_write %s: %w", rw, err)
+		}
+		guards = append(guards, g)
+	}
+	return guards, nil
+}
+
+// quarantine moves what a run planted where a protected path belongs out
+// of the workspace and the read-write directories (workspace.Guard.Finish),
+// into the quarantine directory of the state directory, and says so in
+// rep.
+func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 	state, err := workspace.StateDir()
 	if err != nil {
 		return fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)
 	}
-	moved, err := g.Finish(filepath.Join(state, "quarantine", runID))
+	var moved []workspace.Quarantined
+	for i, g := range guards {
+		m, err := g.Finish(filepath.Join(state, "quarantine", runID, fmt.Sprint(i)))
+		moved = append(moved, m...)
+		if err != nil {
+			report(rep, moved)
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", err))
+			return fmt.Errorf("%w: %v", ErrQuarantine, err)
+		}
+	}
+	report(rep, moved)
+	return nil
+}
+
+// report lists quarantined paths in rep.
+func report(rep *Report, moved []workspace.Quarantined) {
 	for _, q := range moved {
 		rep.ProtectedCreated = append(rep.ProtectedCreated, q.Path)
 		rep.Quarantined = append(rep.Quarantined, q)
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the command left %s (%s): moved to %s, so that no host tool runs it; review it there", q.Path, q.Why, q.To))
 	}
-	if err != nil {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", err))
-		return fmt.Errorf("%w: %v", ErrQuarantine, err)
-	}
-	return nil
 }
 
 func landlockABIName(abi int) string {

@@ -100,6 +100,8 @@ type Guard struct {
 	gitlinks map[string]bool // submodule checkouts (from .gitmodules) protected at the start
 	objFmt   string          // extensions.objectformat of the repository
 	stat     statCache       // while NewGuard looks
+	absolute bool            // GuardOptions.Absolute
+	writable bool            // GuardOptions.Writable
 }
 
 type guardMount struct {
@@ -121,15 +123,28 @@ type link struct {
 	base, rel, target string
 }
 
-// NewGuard computes the protection of workspace ws (absolute, as the
-// command sees it) for a run: the built-in list (HostConfig) plus extra
-// paths relative to it. writable says the command writes the workspace
-// itself (direct mode); otherwise the Guard only binds an outside git
-// directory read-only, so that git works inside, and protects nothing
-// else (the workspace is read-only or a change set that Apply guards).
-func NewGuard(ws string, extra []string, writable bool) (*Guard, error) {
+// GuardOptions say what a Guard protects.
+type GuardOptions struct {
+	// Extra are paths relative to the root protected in addition to the
+	// built-in list (HostConfig): a policy's workspace.protect.
+	Extra []string
+	// Writable says the command writes the root itself (a direct-mode
+	// workspace, a read-write path); otherwise the Guard only binds an
+	// outside git directory read-only, so that git works inside, and
+	// protects nothing else (the root is read-only, or a change set that
+	// Apply guards).
+	Writable bool
+	// Absolute reports quarantined paths as absolute paths rather than
+	// relative to the root: for a read-write path beside the workspace.
+	Absolute bool
+}
+
+// NewGuard computes the protection of root (absolute, as the command
+// sees it: a workspace or a read-write directory) for a run.
+func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
+	extra, writable := opts.Extra, opts.Writable
 	g := &Guard{ws: ws, real: ws, start: coarseNow(), seen: map[string]bool{},
-		gitdirs: map[string]bool{}, gitlinks: map[string]bool{}}
+		gitdirs: map[string]bool{}, gitlinks: map[string]bool{}, absolute: opts.Absolute, writable: writable}
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		g.real = r
 	}
@@ -360,6 +375,9 @@ func (g *Guard) findGitDir() (dir string, external bool, err error) {
 // same relative path, so nothing is lost. An error means something could
 // not be moved and is still in place.
 func (g *Guard) Finish(dir string) ([]Quarantined, error) {
+	if !g.writable {
+		return nil, nil // the command could not write the root
+	}
 	q := &quarantine{dir: dir, g: g}
 	for _, r := range g.absent {
 		q.route(r)
@@ -500,7 +518,7 @@ func (q *quarantine) route(r route) {
 func (q *quarantine) move(base, rel, why string) {
 	src := filepath.Join(q.g.hostPath(base), rel)
 	shown := rel
-	if base != q.g.ws {
+	if base != q.g.ws || q.g.absolute {
 		shown = filepath.Join(base, rel)
 	}
 	for _, d := range q.done {

@@ -44,11 +44,11 @@ func spec(t *testing.T, ws string, args ...string) *backend.Spec {
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = ws
-	g, err := workspace.NewGuard(ws, p.Workspace.Protect, true)
+	g, err := workspace.NewGuard(ws, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, g)
+	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, []*workspace.Guard{g})
 	if err != nil {
 		t.Fatal(err)
 	}
