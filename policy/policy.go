@@ -179,8 +179,11 @@ type Limits struct {
 	// CPUs is the cgroup CPU quota in CPUs, e.g. 1.5. Default unset; at most
 	// 1024.
 	CPUs float64 `toml:"cpus" json:"cpus"`
-	// Disk bounds what a run may write outside the direct workspace (tmpfs
-	// sizes, the overlay's upper layer). Default unset; at least 1MiB.
+	// Disk bounds what a run may write to /tmp, home, /dev/shm and an
+	// overlay workspace, together (one tmpfs). A writable direct or copy
+	// workspace, or read_write paths, are written in place on the host,
+	// beyond it: the run is refused then, unless degraded runs are allowed.
+	// Default unset; at least 1MiB.
 	Disk Size `toml:"disk" json:"disk"`
 }
 

@@ -316,6 +316,12 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	check(l.MemoryBytes > 0, caps.Memory, caps.MemoryWhy, "memory limit", "limits.memory / --memory", func() { l.MemoryBytes = 0 })
 	check(l.Pids > 0, caps.Pids, caps.PidsWhy, "process limit", "limits.pids / --pids", func() { l.Pids = 0 })
 	check(l.CPUs > 0, caps.CPU, caps.CPUWhy, "CPU quota", "limits.cpus / --cpus", func() { l.CPUs = 0 })
+	if w := unboundedWrites(spec); l.DiskBytes > 0 && len(w) > 0 {
+		// The limit still bounds /tmp, home and /dev/shm; what escapes it
+		// is written in place on the host's filesystem, which a tmpfs
+		// cannot hold and a watchdog could only notice after the fact.
+		gaps = append(gaps, fmt.Sprintf("disk limit (limits.disk / --disk) not enforced on %s: written in place on the host's filesystem (a direct or copy workspace, filesystem.read_write / --rw); --workspace-mode overlay keeps the workspace's writes under the limit, and readonly keeps them out", strings.Join(w, ", ")))
+	}
 	n := &spec.Network
 	check(n.RestrictBind || n.RestrictConnect, caps.LandlockABI >= 4,
 		fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI)),
@@ -326,9 +332,24 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		for _, g := range gaps {
 			msg += "\n  " + g
 		}
-		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
+		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}
 	return gaps, nil
+}
+
+// unboundedWrites lists where the command writes straight to host
+// storage: the targets of writable binds of host directories (a direct
+// workspace, a copy workspace's copy, read_write paths, a worktree's git
+// directory). A pin re-binds what is mounted already, and an overlay's
+// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs.
+func unboundedWrites(spec *backend.Spec) []string {
+	var out []string
+	for _, m := range spec.Mounts {
+		if m.Kind == backend.MountBind && !m.ReadOnly {
+			out = append(out, m.Target)
+		}
+	}
+	return out
 }
 
 // ErrQuarantine is returned (wrapped) when a run left something where a

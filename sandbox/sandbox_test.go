@@ -1062,13 +1062,18 @@ func TestCommonToolsWork(t *testing.T) {
 }
 
 // TestDiskLimit: a command writing 50 MiB under a 10 MiB disk limit gets
-// ENOSPC, the run ends with reason disk, and the host is unaffected.
+// ENOSPC, the run ends with reason disk, and the host is unaffected. The
+// workspace is read-only: a writable one is not under the limit (see
+// TestDiskLimitCoversEveryWrite).
 func TestDiskLimit(t *testing.T) {
+	disk := func(p *policy.Policy) {
+		p.Limits.Disk = policy.Size(10 << 20)
+		p.Workspace.Mode = policy.WorkspaceReadOnly
+	}
 	for _, dir := range []string{"/tmp", "$HOME", "/dev/shm"} {
 		t.Run(strings.Trim(dir, "/$"), func(t *testing.T) {
 			ws := t.TempDir()
-			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
-				"head -c 50000000 /dev/zero > "+dir+"/big")
+			r := sh(t, ws, disk, "head -c 50000000 /dev/zero > "+dir+"/big")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -1079,11 +1084,92 @@ func TestDiskLimit(t *testing.T) {
 	}
 	// The limit is shared: 6 MiB in /tmp and 6 MiB in home do not fit in 10.
 	ws := t.TempDir()
-	r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
-		"head -c 6000000 /dev/zero > /tmp/a && head -c 6000000 /dev/zero > $HOME/b")
+	r := sh(t, ws, disk, "head -c 6000000 /dev/zero > /tmp/a && head -c 6000000 /dev/zero > $HOME/b")
 	if r.err != nil || r.rep.Reason != "disk" {
 		t.Fatalf("shared limit: %v reason %q", r.err, r.rep.Reason)
 	}
+}
+
+// TestDiskLimitCoversEveryWrite: a disk limit with somewhere the command
+// writes in place on the host (a direct or copy workspace, a read_write
+// path) is refused, naming where, since the limit's tmpfs cannot hold
+// those writes; --allow-degraded runs it and lists the gap, and the
+// command then writes past the limit there (the gap is real) but not in
+// /tmp. An overlay workspace, whose changes go to the limit's tmpfs, is
+// not refused and its writes stop at the limit.
+func TestDiskLimitCoversEveryWrite(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	const write = "head -c 8000000 /dev/zero > big && echo WROTE"
+	rw := t.TempDir()
+	for _, c := range []struct {
+		name, where string
+		edit        func(*policy.Policy)
+	}{
+		{"direct", "", func(p *policy.Policy) {}},
+		{"copy", "", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceCopy }},
+		{"read_write", rw, func(p *policy.Policy) {
+			p.Workspace.Mode = policy.WorkspaceReadOnly
+			p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, rw)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := t.TempDir()
+			where := c.where
+			if where == "" {
+				where = ws
+			}
+			edit := func(p *policy.Policy) {
+				p.Limits.Disk = policy.Size(2 << 20)
+				c.edit(p)
+			}
+			script := "cd " + where + " && " + write
+			r := sh(t, ws, edit, script)
+			if !errors.Is(r.err, sandbox.ErrRefused) || strings.Contains(r.stdout, "WROTE") {
+				t.Fatalf("err %v stdout %q: want a refusal", r.err, r.stdout)
+			}
+			for _, want := range []string{"--disk", where, "overlay", "--allow-degraded"} {
+				if !strings.Contains(r.err.Error(), want) {
+					t.Errorf("refusal does not say %q: %v", want, r.err)
+				}
+			}
+			r = runDegraded(t, ws, edit, script+"; head -c 8000000 /dev/zero > /tmp/big")
+			if r.err != nil || !strings.Contains(r.stdout, "WROTE") || r.rep.Reason != "disk" {
+				t.Fatalf("allow degraded: err %v reason %q stdout %q stderr %q: want the write in place and ENOSPC in /tmp", r.err, r.rep.Reason, r.stdout, r.stderr)
+			}
+			if len(r.rep.Degraded) != 1 || !strings.Contains(r.rep.Degraded[0], where) {
+				t.Errorf("degraded %q, want the disk limit on %s", r.rep.Degraded, where)
+			}
+		})
+	}
+	t.Run("overlay", func(t *testing.T) {
+		ws := t.TempDir()
+		r := sh(t, ws, func(p *policy.Policy) {
+			p.Limits.Disk = policy.Size(2 << 20)
+			p.Workspace.Mode = policy.WorkspaceOverlay
+		}, write)
+		if r.err != nil || r.rep.Reason != "disk" || strings.Contains(r.stdout, "WROTE") {
+			t.Fatalf("err %v reason %q stdout %q: want ENOSPC in the overlay", r.err, r.rep.Reason, r.stdout)
+		}
+	})
+}
+
+// runDegraded is run with AllowDegraded.
+func runDegraded(t *testing.T, ws string, edit func(*policy.Policy), script string) result {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	edit(p)
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p,
+		Args: []string{"/bin/sh", "-c", script}, AllowDegraded: true}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
 }
 
 func TestLandlockSettings(t *testing.T) {
