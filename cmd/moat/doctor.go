@@ -91,12 +91,16 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	info := cgroup.Probe()
 	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		if info.Usable[c] {
-			line("ok", "  "+c+" limits", "available to this caller")
-		} else {
+		switch {
+		case info.Usable[c]:
+			line("ok", "  "+c+" limits", "available to this caller (cgroup)")
+		case c == "pids" && native.NprocPerUserns():
+			line("ok", "  pids limits", "by RLIMIT_NPROC in the sandbox's own user namespace (no cgroup: "+info.Why[c]+"); it counts processes and threads, the report says \"pids\": \"rlimit\" in limits_enforced_by, and the forks it refuses do not show in limits_hit")
+		default:
 			line("no", "  "+c+" limits", info.Why[c])
 		}
 	}
+	line("info", "disk limit", "a tmpfs holds /tmp, home, /dev/shm and an overlay workspace's changes; --disk is refused with a writable direct or copy workspace or --rw paths, which are written in place on the host")
 	if uid == 0 {
 		fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "  for an ordinary user", ordinaryUserCgroups)
 	} else if !info.Usable["memory"] || !info.Usable["pids"] || !info.Usable["cpu"] {
@@ -148,8 +152,8 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 }
 
 // ordinaryUserCgroups is what a non-root caller gets, as root sees it.
-var ordinaryUserCgroups = "none unless delegated: a non-root caller gets only rlimit, wall-clock and output limits;\n" +
-	strings.Repeat(" ", 38) + "memory, pids and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
+var ordinaryUserCgroups = "none unless delegated: a non-root caller gets rlimit (pids too, from Linux 5.14), wall-clock and output limits;\n" +
+	strings.Repeat(" ", 38) + "memory and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
 
 const delegationHelp = `To give an ordinary user cgroup limits (memory, pids, cpus):
   cgroup v2 with systemd: run moat inside a delegated scope, e.g.
