@@ -189,6 +189,9 @@ type Capabilities struct {
 	// the matching *Why says why not.
 	Memory, Pids, CPU          bool
 	MemoryWhy, PidsWhy, CPUWhy string
+	// Delegation says how this caller could get the cgroups it lacks
+	// here (commands with this host's paths), for a refusal to name.
+	Delegation string
 	// PidsBy names what enforces Pids when it can be: PidsCgroup, or,
 	// where no cgroup is available to this caller, PidsRlimit. A Spec
 	// whose Limits.PidsRlimit is set asks for the latter.

@@ -325,6 +325,7 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	check(l.Pids > 0, caps.Pids, caps.PidsWhy, "process limit", "limits.pids / --pids", func() { l.Pids = 0 })
 	l.PidsRlimit = l.Pids > 0 && caps.PidsBy == backend.PidsRlimit
 	check(l.CPUs > 0, caps.CPU, caps.CPUWhy, "CPU quota", "limits.cpus / --cpus", func() { l.CPUs = 0 })
+	cgroupGap := len(gaps) > 0 // the gaps so far are those of cgroup limits
 	if w := unboundedWrites(spec); l.DiskBytes > 0 && len(w) > 0 {
 		// The limit still bounds /tmp, home and /dev/shm; what escapes it
 		// is written in place on the host's filesystem, which a tmpfs
@@ -340,6 +341,9 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		msg := ""
 		for _, g := range gaps {
 			msg += "\n  " + g
+		}
+		if cgroupGap && caps.Delegation != "" {
+			msg += "\nto have cgroups for these limits here: " + caps.Delegation
 		}
 		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}

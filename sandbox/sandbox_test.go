@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -717,6 +718,15 @@ func TestRefusesUnenforceableLimits(t *testing.T) {
 	}
 	if !strings.Contains(r.err.Error(), "--allow-degraded") {
 		t.Errorf("refusal does not say how to proceed: %v", r.err)
+	}
+	// It says how to get a cgroup here: the commands, for this user.
+	name := strconv.Itoa(os.Geteuid())
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	msg := r.err.Error()
+	if !(strings.Contains(msg, "chown") && strings.Contains(msg, name)) && !strings.Contains(msg, "systemd-run --user --scope -p Delegate=yes") {
+		t.Errorf("refusal does not say how %s gets a delegated cgroup here: %v", name, r.err)
 	}
 	// Refused, so not run degraded: the CLI prints "running degraded" for
 	// each entry, which before a refusal said the opposite of what happened.

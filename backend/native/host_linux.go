@@ -85,7 +85,7 @@ func (*Backend) Capabilities() backend.Capabilities {
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
-		LandlockABI: UsableLandlockABI(),
+		LandlockABI: UsableLandlockABI(), Delegation: info.HowTo,
 	}
 	switch {
 	case c.Pids:
