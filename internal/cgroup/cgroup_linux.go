@@ -833,8 +833,10 @@ func sweep(prefix string, minAge time.Duration) error {
 		parents = append(parents, l.v2)
 	}
 	// Runs of a user placed in a delegated cgroup above (see v2Parent).
-	if d := delegatedAncestor(l, nil); d != "" && os.Geteuid() != 0 {
-		parents = append(parents, d)
+	if os.Geteuid() != 0 {
+		if d := delegatedAncestor(l, nil); d != "" {
+			parents = append(parents, d)
+		}
 	}
 	// Runs of root placed at the top of the hierarchy (see v2Parent).
 	shared := ""
