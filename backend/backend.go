@@ -144,7 +144,10 @@ type Limits struct {
 	OutputBytes int64         `json:"output_bytes"`
 	MemoryBytes int64         `json:"memory_bytes"`
 	Pids        int64         `json:"pids"`
-	CPUs        float64       `json:"cpus"`
+	// PidsRlimit enforces Pids with RLIMIT_NPROC instead of a cgroup
+	// (see Capabilities.PidsBy).
+	PidsRlimit bool    `json:"pids_rlimit,omitempty"`
+	CPUs       float64 `json:"cpus"`
 	// DiskBytes bounds what the run may write to its own storage: /tmp,
 	// home, /dev/shm and an overlay workspace's changes together.
 	DiskBytes int64 `json:"disk_bytes"`
@@ -182,13 +185,35 @@ type Network struct {
 // Capabilities is what a backend can enforce on this host for this caller.
 // The sandbox package refuses a Spec that asks for more, naming the gap.
 type Capabilities struct {
-	// Memory, Pids and CPU report whether cgroup limits can be applied;
+	// Memory, Pids and CPU report whether those limits can be applied;
 	// the matching *Why says why not.
 	Memory, Pids, CPU          bool
 	MemoryWhy, PidsWhy, CPUWhy string
+	// Delegation says how this caller could get the cgroups it lacks
+	// here (commands with this host's paths), for a refusal to name.
+	Delegation string
+	// PidsBy names what enforces Pids when it can be: PidsCgroup, or,
+	// where no cgroup is available to this caller, PidsRlimit. A Spec
+	// whose Limits.PidsRlimit is set asks for the latter.
+	PidsBy string
 	// LandlockABI is the Landlock ABI the backend applies (0: none).
 	LandlockABI int
 }
+
+// What enforces a process limit (Capabilities.PidsBy).
+const (
+	// PidsCgroup: the pids controller of the run's cgroup counts every
+	// task in it, init's included; forks past it fail with EAGAIN, and
+	// the cgroup counts each refusal.
+	PidsCgroup = "cgroup"
+	// PidsRlimit: RLIMIT_NPROC, soft and hard, on init and so on the
+	// command. Since Linux 5.14 the kernel counts it per user namespace
+	// and uid, and the command's uid is alone in the sandbox's own user
+	// namespace with init: it counts the tasks (threads too) of this run
+	// only, and the command, without CAP_SYS_RESOURCE, cannot raise it.
+	// Forks past it fail with EAGAIN, but nothing counts the refusals.
+	PidsRlimit = "rlimit"
+)
 
 // Stdio is where the command's standard streams go. Nil means /dev/null
 // for Stdin and discard for the outputs. Signals received on Signals are

@@ -173,14 +173,19 @@ type Limits struct {
 	Output Size `toml:"output" json:"output"`
 	// Memory is the cgroup memory limit. Default unset; at least 1MiB.
 	Memory Size `toml:"memory" json:"memory"`
-	// Pids is the cgroup limit on the number of processes and threads.
-	// Default unset.
+	// Pids bounds the number of processes and threads of the run: a
+	// cgroup limit where the caller has a cgroup, else RLIMIT_NPROC in
+	// the sandbox's own user namespace (Linux 5.14 and later). Default
+	// unset.
 	Pids int64 `toml:"pids" json:"pids"`
 	// CPUs is the cgroup CPU quota in CPUs, e.g. 1.5. Default unset; at most
 	// 1024.
 	CPUs float64 `toml:"cpus" json:"cpus"`
-	// Disk bounds what a run may write outside the direct workspace (tmpfs
-	// sizes, the overlay's upper layer). Default unset; at least 1MiB.
+	// Disk bounds what a run may write to /tmp, home, /dev/shm and an
+	// overlay workspace, together (one tmpfs). A writable direct or copy
+	// workspace, or read_write paths, are written in place on the host,
+	// beyond it: the run is refused then, unless degraded runs are allowed.
+	// Default unset; at least 1MiB.
 	Disk Size `toml:"disk" json:"disk"`
 }
 

@@ -86,10 +86,17 @@ type Report struct {
 	// pids, output, file_size, killed, or error (moat could not run it).
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
-	// command survived (forks refused, say).
-	LimitsHit   []string  `json:"limits_hit"`
-	StartedAt   time.Time `json:"started_at"`
-	WallSeconds float64   `json:"wall_seconds"`
+	// command survived (forks refused, say). A process limit enforced by
+	// an rlimit (LimitsEnforcedBy) is never listed: nothing counts the
+	// forks it refuses.
+	LimitsHit []string `json:"limits_hit"`
+	// LimitsEnforcedBy names, for each of memory, pids, cpus and disk
+	// that is in force, the mechanism enforcing it: "cgroup", "rlimit"
+	// (pids without a cgroup: RLIMIT_NPROC in the sandbox's own user
+	// namespace) or "tmpfs" (disk).
+	LimitsEnforcedBy map[string]string `json:"limits_enforced_by"`
+	StartedAt        time.Time         `json:"started_at"`
+	WallSeconds      float64           `json:"wall_seconds"`
 	// SetupSeconds is the part of WallSeconds the sandbox took to set up,
 	// until the command had been started inside it.
 	SetupSeconds   float64 `json:"setup_seconds"`
@@ -159,7 +166,7 @@ func NewRunID() string {
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
 	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
-		Reason: "error", ExitCode: 125, LimitsHit: []string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
 		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 	fail := func(err error) (*Report, error) {
 		rep.Error = err.Error()
@@ -260,6 +267,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
+	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
 	st, err := be.Run(ctx, spec, stdio)
 	// No process of the run is alive now: what it planted stays put.
 	qerr := quarantine(guards, runID, rep)
@@ -316,7 +324,15 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	}
 	check(l.MemoryBytes > 0, caps.Memory, caps.MemoryWhy, "memory limit", "limits.memory / --memory", func() { l.MemoryBytes = 0 })
 	check(l.Pids > 0, caps.Pids, caps.PidsWhy, "process limit", "limits.pids / --pids", func() { l.Pids = 0 })
+	l.PidsRlimit = l.Pids > 0 && caps.PidsBy == backend.PidsRlimit
 	check(l.CPUs > 0, caps.CPU, caps.CPUWhy, "CPU quota", "limits.cpus / --cpus", func() { l.CPUs = 0 })
+	cgroupGap := len(gaps) > 0 // the gaps so far are those of cgroup limits
+	if w := unboundedWrites(spec); l.DiskBytes > 0 && len(w) > 0 {
+		// The limit still bounds /tmp, home and /dev/shm; what escapes it
+		// is written in place on the host's filesystem, which a tmpfs
+		// cannot hold and a watchdog could only notice after the fact.
+		gaps = append(gaps, fmt.Sprintf("disk limit (limits.disk / --disk) not enforced on %s: written in place on the host's filesystem (a direct or copy workspace, filesystem.read_write / --rw); --workspace-mode overlay keeps the workspace's writes under the limit, and readonly keeps them out", strings.Join(w, ", ")))
+	}
 	n := &spec.Network
 	check(n.RestrictBind || n.RestrictConnect, caps.LandlockABI >= 4,
 		fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI)),
@@ -327,9 +343,49 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		for _, g := range gaps {
 			msg += "\n  " + g
 		}
-		return gaps, fmt.Errorf("%w: this host cannot enforce what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
+		if cgroupGap && caps.Delegation != "" {
+			msg += "\nto have cgroups for these limits here: " + caps.Delegation
+		}
+		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}
 	return gaps, nil
+}
+
+// enforcedBy names what enforces each of l's limits that needs more than
+// an rlimit every process has (Report.LimitsEnforcedBy).
+func enforcedBy(l backend.Limits) map[string]string {
+	by := map[string]string{}
+	if l.MemoryBytes > 0 {
+		by["memory"] = "cgroup"
+	}
+	if l.Pids > 0 {
+		by["pids"] = backend.PidsCgroup
+		if l.PidsRlimit {
+			by["pids"] = backend.PidsRlimit
+		}
+	}
+	if l.CPUs > 0 {
+		by["cpus"] = "cgroup"
+	}
+	if l.DiskBytes > 0 {
+		by["disk"] = "tmpfs"
+	}
+	return by
+}
+
+// unboundedWrites lists where the command writes straight to host
+// storage: the targets of writable binds of host directories (a direct
+// workspace, a copy workspace's copy, read_write paths, a worktree's git
+// directory). A pin re-binds what is mounted already, and an overlay's
+// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs.
+func unboundedWrites(spec *backend.Spec) []string {
+	var out []string
+	for _, m := range spec.Mounts {
+		if m.Kind == backend.MountBind && !m.ReadOnly {
+			out = append(out, m.Target)
+		}
+	}
+	return out
 }
 
 // ErrQuarantine is returned (wrapped) when a run left something where a

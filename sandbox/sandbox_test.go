@@ -5,6 +5,7 @@ package sandbox_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -612,7 +615,9 @@ func TestMemoryLimit(t *testing.T) {
 
 func TestForkBombIsContained(t *testing.T) {
 	caps := (&native.Backend{}).Capabilities()
-	cgroupOrSkip(t, caps.Pids, caps.PidsWhy)
+	if !caps.Pids {
+		t.Skipf("no process limit for this caller here: %s", caps.PidsWhy)
+	}
 	ws := t.TempDir()
 	r := sh(t, ws, func(p *policy.Policy) {
 		p.Limits.Pids = 64
@@ -625,15 +630,79 @@ func TestForkBombIsContained(t *testing.T) {
 	for _, l := range r.rep.LimitsHit {
 		hit = hit || l == "pids"
 	}
-	if !hit {
+	if by := r.rep.LimitsEnforcedBy["pids"]; by != caps.PidsBy {
+		t.Errorf("limits_enforced_by.pids %q, want %q", by, caps.PidsBy)
+	}
+	// An rlimit's refusals are counted nowhere (see Report.LimitsHit): the
+	// bomb's own exit status is all there is to see.
+	rlimit := caps.PidsBy == backend.PidsRlimit
+	if !hit && !rlimit {
 		t.Errorf("limits_hit %v, want pids (reason %s)", r.rep.LimitsHit, r.rep.Reason)
 	}
-	if r.rep.Reason != "pids" && r.rep.Reason != "timeout" {
+	if r.rep.Reason != "pids" && r.rep.Reason != "timeout" && !(rlimit && r.rep.Reason == "exit") {
 		t.Errorf("reason %q", r.rep.Reason)
 	}
 	// The host can still fork.
 	if err := exec.Command("/bin/true").Run(); err != nil {
 		t.Errorf("host cannot fork after the bomb: %v", err)
+	}
+}
+
+// countTasks starts processes (fork) or threads until one is refused or
+// 300 run, and prints how many it started.
+const countTasks = `
+import os, sys, time, threading
+n = 0
+try:
+    while n < 300:
+        if sys.argv[1] == "fork":
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+        else:
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        n += 1
+except (OSError, RuntimeError) as e:
+    print("refused:", e, file=sys.stderr)
+print(n, flush=True)
+os._exit(0)
+`
+
+// TestProcessLimitHolds: --pids bounds processes and threads together for
+// every caller, without --allow-degraded: with a cgroup where this caller
+// has one, else with RLIMIT_NPROC (as an ordinary user without cgroup
+// delegation, which the machines this is built on are). The report names
+// the mechanism. Positive control: under a higher limit, more than the
+// lower one start.
+func TestProcessLimitHolds(t *testing.T) {
+	caps := (&native.Backend{}).Capabilities()
+	if !caps.Pids && !native.NprocPerUserns() {
+		t.Skipf("no process limit for this caller here: %s", caps.PidsWhy)
+	}
+	started := func(kind string, pids int64) int {
+		t.Helper()
+		ws := t.TempDir()
+		r := run(t, ws, func(p *policy.Policy) {
+			p.Limits.Pids = pids
+			p.Limits.Wall = policy.Duration(20 * time.Second)
+		}, "python3", "-c", countTasks, kind)
+		mustExit(t, r, 0)
+		if by := r.rep.LimitsEnforcedBy["pids"]; by != caps.PidsBy {
+			t.Errorf("limits_enforced_by.pids %q, want %q", by, caps.PidsBy)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+		if err != nil {
+			t.Fatalf("output %q %q", r.stdout, r.stderr)
+		}
+		return n
+	}
+	for _, kind := range []string{"fork", "thread"} {
+		if n := started(kind, 64); n >= 64 || n < 32 {
+			t.Errorf("%s under --pids 64 (%s): %d started, want fewer than 64 (and the limit's, not fewer)", kind, caps.PidsBy, n)
+		}
+		if n := started(kind, 150); n <= 64 || n >= 150 {
+			t.Errorf("%s under --pids 150 (%s): %d started, want more than 64 and fewer than 150", kind, caps.PidsBy, n)
+		}
 	}
 }
 
@@ -649,6 +718,15 @@ func TestRefusesUnenforceableLimits(t *testing.T) {
 	}
 	if !strings.Contains(r.err.Error(), "--allow-degraded") {
 		t.Errorf("refusal does not say how to proceed: %v", r.err)
+	}
+	// It says how to get a cgroup here: the commands, for this user.
+	name := strconv.Itoa(os.Geteuid())
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	msg := r.err.Error()
+	if !(strings.Contains(msg, "chown") && strings.Contains(msg, name)) && !strings.Contains(msg, "systemd-run --user --scope -p Delegate=yes") {
+		t.Errorf("refusal does not say how %s gets a delegated cgroup here: %v", name, r.err)
 	}
 	// Refused, so not run degraded: the CLI prints "running degraded" for
 	// each entry, which before a refusal said the opposite of what happened.
@@ -737,8 +815,8 @@ func TestConcurrentRuns(t *testing.T) {
 	cgBefore := moatCgroups()
 	home, _ := os.UserHomeDir()
 	caps := (&native.Backend{}).Capabilities()
-	if !caps.Pids {
-		t.Logf("no run with cgroup limits: %s", caps.PidsWhy)
+	if caps.PidsBy != backend.PidsCgroup {
+		t.Logf("no run with cgroup limits: %s", cmp.Or(caps.PidsWhy, "pids by "+caps.PidsBy))
 	}
 	const workers, each = 8, 4
 	errs := make(chan error, workers*each)
@@ -766,8 +844,11 @@ func TestConcurrentRuns(t *testing.T) {
 				}
 				token := fmt.Sprintf("run-%d-%d", w, i)
 				var out, errb bytes.Buffer
+				// The disk limit does not bound the direct workspace the
+				// runs write to: they run degraded.
 				rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p,
-					Args: []string{"/bin/sh", "-c", "echo " + token + " > f && cat f && echo " + token + " > /tmp/t && cat /tmp/t"}},
+					Args:          []string{"/bin/sh", "-c", "echo " + token + " > f && cat f && echo " + token + " > /tmp/t && cat /tmp/t"},
+					AllowDegraded: p.Limits.Disk > 0},
 					backend.Stdio{Stdout: &out, Stderr: &errb})
 				switch {
 				case err != nil:
@@ -1062,13 +1143,18 @@ func TestCommonToolsWork(t *testing.T) {
 }
 
 // TestDiskLimit: a command writing 50 MiB under a 10 MiB disk limit gets
-// ENOSPC, the run ends with reason disk, and the host is unaffected.
+// ENOSPC, the run ends with reason disk, and the host is unaffected. The
+// workspace is read-only: a writable one is not under the limit (see
+// TestDiskLimitCoversEveryWrite).
 func TestDiskLimit(t *testing.T) {
+	disk := func(p *policy.Policy) {
+		p.Limits.Disk = policy.Size(10 << 20)
+		p.Workspace.Mode = policy.WorkspaceReadOnly
+	}
 	for _, dir := range []string{"/tmp", "$HOME", "/dev/shm"} {
 		t.Run(strings.Trim(dir, "/$"), func(t *testing.T) {
 			ws := t.TempDir()
-			r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
-				"head -c 50000000 /dev/zero > "+dir+"/big")
+			r := sh(t, ws, disk, "head -c 50000000 /dev/zero > "+dir+"/big")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -1079,11 +1165,92 @@ func TestDiskLimit(t *testing.T) {
 	}
 	// The limit is shared: 6 MiB in /tmp and 6 MiB in home do not fit in 10.
 	ws := t.TempDir()
-	r := sh(t, ws, func(p *policy.Policy) { p.Limits.Disk = policy.Size(10 << 20) },
-		"head -c 6000000 /dev/zero > /tmp/a && head -c 6000000 /dev/zero > $HOME/b")
+	r := sh(t, ws, disk, "head -c 6000000 /dev/zero > /tmp/a && head -c 6000000 /dev/zero > $HOME/b")
 	if r.err != nil || r.rep.Reason != "disk" {
 		t.Fatalf("shared limit: %v reason %q", r.err, r.rep.Reason)
 	}
+}
+
+// TestDiskLimitCoversEveryWrite: a disk limit with somewhere the command
+// writes in place on the host (a direct or copy workspace, a read_write
+// path) is refused, naming where, since the limit's tmpfs cannot hold
+// those writes; --allow-degraded runs it and lists the gap, and the
+// command then writes past the limit there (the gap is real) but not in
+// /tmp. An overlay workspace, whose changes go to the limit's tmpfs, is
+// not refused and its writes stop at the limit.
+func TestDiskLimitCoversEveryWrite(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	const write = "head -c 8000000 /dev/zero > big && echo WROTE"
+	rw := t.TempDir()
+	for _, c := range []struct {
+		name, where string
+		edit        func(*policy.Policy)
+	}{
+		{"direct", "", func(p *policy.Policy) {}},
+		{"copy", "", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceCopy }},
+		{"read_write", rw, func(p *policy.Policy) {
+			p.Workspace.Mode = policy.WorkspaceReadOnly
+			p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, rw)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws := t.TempDir()
+			where := c.where
+			if where == "" {
+				where = ws
+			}
+			edit := func(p *policy.Policy) {
+				p.Limits.Disk = policy.Size(2 << 20)
+				c.edit(p)
+			}
+			script := "cd " + where + " && " + write
+			r := sh(t, ws, edit, script)
+			if !errors.Is(r.err, sandbox.ErrRefused) || strings.Contains(r.stdout, "WROTE") {
+				t.Fatalf("err %v stdout %q: want a refusal", r.err, r.stdout)
+			}
+			for _, want := range []string{"--disk", where, "overlay", "--allow-degraded"} {
+				if !strings.Contains(r.err.Error(), want) {
+					t.Errorf("refusal does not say %q: %v", want, r.err)
+				}
+			}
+			r = runDegraded(t, ws, edit, script+"; head -c 8000000 /dev/zero > /tmp/big")
+			if r.err != nil || !strings.Contains(r.stdout, "WROTE") || r.rep.Reason != "disk" {
+				t.Fatalf("allow degraded: err %v reason %q stdout %q stderr %q: want the write in place and ENOSPC in /tmp", r.err, r.rep.Reason, r.stdout, r.stderr)
+			}
+			if len(r.rep.Degraded) != 1 || !strings.Contains(r.rep.Degraded[0], where) {
+				t.Errorf("degraded %q, want the disk limit on %s", r.rep.Degraded, where)
+			}
+		})
+	}
+	t.Run("overlay", func(t *testing.T) {
+		ws := t.TempDir()
+		r := sh(t, ws, func(p *policy.Policy) {
+			p.Limits.Disk = policy.Size(2 << 20)
+			p.Workspace.Mode = policy.WorkspaceOverlay
+		}, write)
+		if r.err != nil || r.rep.Reason != "disk" || strings.Contains(r.stdout, "WROTE") {
+			t.Fatalf("err %v reason %q stdout %q: want ENOSPC in the overlay", r.err, r.rep.Reason, r.stdout)
+		}
+	})
+}
+
+// runDegraded is run with AllowDegraded.
+func runDegraded(t *testing.T, ws string, edit func(*policy.Policy), script string) result {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	edit(p)
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p,
+		Args: []string{"/bin/sh", "-c", script}, AllowDegraded: true}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
 }
 
 func TestLandlockSettings(t *testing.T) {

@@ -741,6 +741,13 @@ func directRlimits(l backend.Limits) ([]rlimitStep, error) {
 			return nil, err
 		}
 	}
+	// Set by init, after the command's user namespace exists (see
+	// setRlimits).
+	if l.PidsRlimit && l.Pids > 0 {
+		if err := add("processes", unix.RLIMIT_NPROC, uint64(l.Pids)); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 

@@ -76,15 +76,41 @@ var lingering struct {
 func (*Backend) Name() string { return "native" }
 
 // Capabilities implements backend.Backend: cgroup limits are available
-// when this caller can create cgroups with the controller.
+// when this caller can create cgroups with the controller; a process
+// limit is available without one where RLIMIT_NPROC is counted per user
+// namespace.
 func (*Backend) Capabilities() backend.Capabilities {
 	info := cgroup.Probe()
-	return backend.Capabilities{
+	c := backend.Capabilities{
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		Pids: info.Usable["pids"], PidsWhy: info.Why["pids"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
-		LandlockABI: UsableLandlockABI(),
+		LandlockABI: UsableLandlockABI(), Delegation: info.HowTo,
 	}
+	switch {
+	case c.Pids:
+		c.PidsBy = backend.PidsCgroup
+	case NprocPerUserns():
+		c.Pids, c.PidsBy, c.PidsWhy = true, backend.PidsRlimit, ""
+	default:
+		c.PidsWhy += "; and RLIMIT_NPROC, which would do without a cgroup, is counted per user namespace only from Linux 5.14"
+	}
+	return c
+}
+
+// NprocPerUserns reports whether the kernel counts RLIMIT_NPROC per user
+// namespace and uid (Linux 5.14 and later), so that it bounds one
+// sandbox's tasks rather than every process of the caller's uid.
+func NprocPerUserns() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 14
 }
 
 // cloneFlags are the namespaces init starts in. The network namespace is
@@ -205,11 +231,15 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// need it (see OneAtATime) does a run without limits get a cgroup v2
 	// directory without controllers, which costs no migration.
 	lim := spec.Limits
-	if lim.MemoryBytes > 0 || lim.Pids > 0 || lim.CPUs > 0 {
+	cgPids := lim.Pids
+	if lim.PidsRlimit {
+		cgPids = 0 // init sets RLIMIT_NPROC instead
+	}
+	if lim.MemoryBytes > 0 || cgPids > 0 || lim.CPUs > 0 {
 		// Cgroups a SIGKILLed moat could not remove are swept first (only
 		// empty ones: the PID namespace took their processes with it).
 		cgroup.Sweep("moat-")
-		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: lim.Pids, CPUs: lim.CPUs})
+		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: cgPids, CPUs: lim.CPUs})
 		if err != nil {
 			return nil, fmt.Errorf("create cgroup: %w", err)
 		}

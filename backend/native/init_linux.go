@@ -460,6 +460,15 @@ func setRlimits(l backend.Limits) error {
 			return err
 		}
 	}
+	// Set here, in the sandbox's user namespace, not before it was made:
+	// the kernel also holds the caller's uid on the host to the
+	// RLIMIT_NPROC its creator had, which would count the caller's every
+	// process against the sandbox's limit (see backend.PidsRlimit).
+	if l.PidsRlimit && l.Pids > 0 {
+		if err := set("processes", unix.RLIMIT_NPROC, uint64(l.Pids)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -15,3 +15,6 @@ func CheckIDMap(dir string, hostUID, hostGID int) error { return errors.ErrUnsup
 
 // UsableLandlockABI is 0 outside Linux.
 func UsableLandlockABI() int { return 0 }
+
+// NprocPerUserns is false outside Linux.
+func NprocPerUserns() bool { return false }

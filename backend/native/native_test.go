@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -431,5 +433,79 @@ func TestLockedExitsDoNotEndRuns(t *testing.T) {
 		}
 		close(stop)
 		wg.Wait()
+	}
+}
+
+// TestNprocRlimitCountsOneSandbox: a process limit enforced by
+// RLIMIT_NPROC (Limits.PidsRlimit) counts the tasks of its own sandbox
+// only: neither the caller's processes on the host nor those of another
+// sandbox of the same caller, running meanwhile, take from it. Each
+// start sets it; the init stage's threads count against it.
+func TestNprocRlimitCountsOneSandbox(t *testing.T) {
+	if !native.NprocPerUserns() {
+		t.Skip("RLIMIT_NPROC is counted per user namespace only from Linux 5.14")
+	}
+	// The caller's own processes, more than the limit.
+	for i := 0; i < 80; i++ {
+		c := exec.Command("sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	const count = `
+import os, sys, time
+n = 0
+try:
+    while n < 300:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+        if n == int(sys.argv[1]):
+            open("held", "w").close()
+            time.sleep(60)
+except OSError as e:
+    print("refused:", e, file=sys.stderr)
+print(n, flush=True)
+os._exit(0)
+`
+	for _, initStage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("init stage %v", initStage), func(t *testing.T) {
+			b := &native.Backend{InitStage: initStage}
+			limited := func(ws string, hold int) *backend.Spec {
+				s := spec(t, ws, "python3", "-c", count, fmt.Sprint(hold))
+				s.Limits.Pids, s.Limits.PidsRlimit = 64, true
+				s.Limits.Wall = 30 * time.Second
+				return s
+			}
+			// Another sandbox holds 40 tasks meanwhile.
+			other := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Run(ctx, limited(other, 40), backend.Stdio{})
+				done <- err
+			}()
+			defer func() { cancel(); <-done }()
+			for i := 0; ; i++ {
+				if _, err := os.Stat(filepath.Join(other, "held")); err == nil {
+					break
+				}
+				if i == 200 {
+					t.Fatal("the other sandbox did not start its 40 tasks")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			var out, errb bytes.Buffer
+			st, err := b.Run(context.Background(), limited(t.TempDir(), 0), backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil || st.ExitCode != 0 {
+				t.Fatalf("err %v exit %+v\n%s", err, st, errb.String())
+			}
+			n, _ := strconv.Atoi(strings.TrimSpace(out.String()))
+			if n < 40 || n >= 64 || !strings.Contains(errb.String(), "refused") {
+				t.Errorf("%d forks under a limit of 64 (%s): want fewer than 64, and no fewer than 40", n, strings.TrimSpace(errb.String()))
+			}
+		})
 	}
 }

@@ -91,16 +91,20 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	info := cgroup.Probe()
 	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		if info.Usable[c] {
-			line("ok", "  "+c+" limits", "available to this caller")
-		} else {
+		switch {
+		case info.Usable[c]:
+			line("ok", "  "+c+" limits", "available to this caller (cgroup)")
+		case c == "pids" && native.NprocPerUserns():
+			line("ok", "  pids limits", "by RLIMIT_NPROC in the sandbox's own user namespace (no cgroup: "+info.Why[c]+"); it counts processes and threads, the report says \"pids\": \"rlimit\" in limits_enforced_by, and the forks it refuses do not show in limits_hit")
+		default:
 			line("no", "  "+c+" limits", info.Why[c])
 		}
 	}
+	line("info", "disk limit", "a tmpfs holds /tmp, home, /dev/shm and an overlay workspace's changes; --disk is refused with a writable direct or copy workspace or --rw paths, which are written in place on the host")
 	if uid == 0 {
 		fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "  for an ordinary user", ordinaryUserCgroups)
-	} else if !info.Usable["memory"] || !info.Usable["pids"] || !info.Usable["cpu"] {
-		fmt.Fprintf(stdout, "\n%s\n", delegationHelp)
+	} else if info.HowTo != "" {
+		fmt.Fprintf(stdout, "\nTo have cgroup limits here: %s\n\n%s\n", info.HowTo, delegationHelp)
 	}
 
 	// The real test: a sandbox under the default policy.
@@ -148,18 +152,29 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 }
 
 // ordinaryUserCgroups is what a non-root caller gets, as root sees it.
-var ordinaryUserCgroups = "none unless delegated: a non-root caller gets only rlimit, wall-clock and output limits;\n" +
-	strings.Repeat(" ", 38) + "memory, pids and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
+var ordinaryUserCgroups = "none unless delegated: a non-root caller gets rlimit (pids too, from Linux 5.14), wall-clock and output limits;\n" +
+	strings.Repeat(" ", 38) + "memory and cpus need a delegated cgroup subtree (see below)\n\n" + delegationHelp
 
 const delegationHelp = `To give an ordinary user cgroup limits (memory, pids, cpus):
-  cgroup v2 with systemd: run moat inside a delegated scope, e.g.
+  cgroup v2 with a systemd user manager: run moat in a delegated scope of its own,
       systemd-run --user --scope -p Delegate=yes moat run ...
-  cgroup v1 or no systemd (as root, once per boot, for user alice):
+    (a user manager runs while the user is logged in, and always after loginctl enable-linger USER).
+    moat cannot move itself there: the kernel moves a process between two cgroups only for a
+    writer of their common ancestor, and a login's session scope and user@UID.service meet in
+    root's user-UID.slice; systemd-run has systemd move it.
+  cgroup v2 without systemd (as root, for user alice):
+      mkdir /sys/fs/cgroup/moatuser-alice
+      echo '+memory +pids +cpu' > /sys/fs/cgroup/cgroup.subtree_control
+      chown alice /sys/fs/cgroup/moatuser-alice /sys/fs/cgroup/moatuser-alice/cgroup.{procs,subtree_control,threads}
+      mkdir /sys/fs/cgroup/moatuser-alice/shell; echo PID > /sys/fs/cgroup/moatuser-alice/shell/cgroup.procs
+      (PID: alice's shell); moat started from that shell makes its runs in moatuser-alice.
+  cgroup v1 (as root, once per boot, for user alice):
       for c in memory pids cpu cpuacct; do
-        mkdir -p /sys/fs/cgroup/$c/moat-alice && chown -R alice /sys/fs/cgroup/$c/moat-alice
+        mkdir -p /sys/fs/cgroup/$c/moatuser-alice && chown -R alice /sys/fs/cgroup/$c/moatuser-alice
       done
-      and start alice's shell inside them (echo $$ > .../moat-alice/cgroup.procs for each).
-  Without delegation, limits.memory/pids/cpus make moat refuse to run unless --allow-degraded.`
+      and, as alice, move the shell inside them (echo $$ > .../moatuser-alice/cgroup.procs for each).
+  Without delegation, limits.memory/cpus make moat refuse to run unless --allow-degraded;
+  limits.pids is enforced with RLIMIT_NPROC instead (Linux 5.14 and later).`
 
 // overlayProbe runs /bin/true with an overlay workspace, in a throw-away
 // state directory, to tell whether --workspace-mode overlay works here.

@@ -237,7 +237,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor exit %d\n%s%s", code, out, errs)
 	}
-	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace"} {
+	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace", "disk limit"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("doctor output lacks %q:\n%s", w, out)
 		}
@@ -251,6 +251,12 @@ func TestDoctor(t *testing.T) {
 	}
 	if !want.MatchString(out) {
 		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, hostinfo.LandlockABI(), out)
+	}
+	// The process limit holds for every caller, and doctor says by what.
+	if native.NprocPerUserns() {
+		if want := regexp.MustCompile(`(?m)^ok +  pids limits +(available to this caller \(cgroup\)|by RLIMIT_NPROC)`); !want.MatchString(out) {
+			t.Errorf("doctor's pids line does not match %s:\n%s", want, out)
+		}
 	}
 }
 

@@ -56,6 +56,9 @@ type Info struct {
 	Usable map[string]bool
 	// Why says why a controller is not usable; it has no entry for usable ones.
 	Why map[string]string
+	// HowTo says how this caller could get the cgroups it lacks on this
+	// host (commands with this host's paths); "" when it lacks none.
+	HowTo string
 	// Kill says whether a run's cgroup would have a cgroup.kill file, which
 	// kills the whole group at once. Without it [Cgroup.Kill] freezes the
 	// group (when a freezer is available) and signals each process.

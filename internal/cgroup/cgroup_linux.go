@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path"
 	"slices"
 	"strconv"
@@ -86,8 +87,52 @@ func Probe() Info {
 			info.Why[ctl] = why
 		}
 	}
+	if !info.Usable["memory"] || !info.Usable["pids"] || !info.Usable["cpu"] {
+		info.HowTo = l.howTo()
+	}
 	info.Kill = l.v2 != "" && notWritable(l.v2) == "" && killSupported(l)
 	return info
+}
+
+// howTo says how this caller can get the cgroups it lacks on this host:
+// the commands, with this host's paths and the caller's name.
+func (l layout) howTo() string {
+	uid := os.Geteuid()
+	name := strconv.Itoa(uid)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	var v1 []string
+	for _, ctl := range []string{"memory", "pids", "cpu", "cpuacct"} {
+		if dir, ok := l.v1[ctl]; ok && !slices.Contains(v1, dir) && notWritable(dir) != "" {
+			v1 = append(v1, dir)
+		}
+	}
+	if len(v1) > 0 {
+		return fmt.Sprintf("as root, make %[1]s a cgroup in each v1 hierarchy: "+
+			"for d in %[2]s; do mkdir $d/moatuser-%[1]s && chown -R %[1]s $d/moatuser-%[1]s; done; "+
+			"then, as %[1]s, move your shell into them (for each: echo $$ > DIR/moatuser-%[1]s/cgroup.procs) and run moat from it; "+
+			"moat makes each run's cgroup beneath them",
+			name, strings.Join(v1, " "))
+	}
+	if l.v2 == "" || l.v2Top == "" {
+		return "no cgroup v2 hierarchy of the whole host is mounted here; ask the host's administrator for a delegated cgroup"
+	}
+	manager := path.Join(l.v2Top, "user.slice", fmt.Sprintf("user-%d.slice", uid), fmt.Sprintf("user@%d.service", uid))
+	runInScope := "systemd-run --user --scope -p Delegate=yes moat run ..."
+	if strings.HasPrefix(l.v2+"/", manager+"/") || exists(manager) {
+		return fmt.Sprintf("start moat in a delegated scope of your systemd user manager (%s): %s "+
+			"(moat cannot move itself there: the kernel moves a process between cgroups only for a writer of their common ancestor, "+
+			"and systemd-run has systemd do it)", path.Base(manager), runInScope)
+	}
+	d := path.Join(l.v2Top, "moatuser-"+name)
+	return fmt.Sprintf("no systemd user manager runs for %[1]s: as root, either `loginctl enable-linger %[1]s` starts one "+
+		"(then, from a new login, %[2]s), or delegate a cgroup by hand: "+
+		"mkdir %[3]s && echo '+memory +pids +cpu' > %[4]s/cgroup.subtree_control && "+
+		"chown %[1]s %[3]s %[3]s/cgroup.procs %[3]s/cgroup.subtree_control %[3]s/cgroup.threads && "+
+		"mkdir %[3]s/shell && echo PID > %[3]s/shell/cgroup.procs, PID being %[1]s's shell; "+
+		"moat started from that shell makes its runs in %[3]s",
+		name, runInScope, d, l.v2Top)
 }
 
 // v2State is what Probe reads of the caller's cgroup v2 directory.
@@ -115,6 +160,16 @@ func readV2State(dir string) *v2State {
 // whyNotV2 says why controller ctl cannot be used on the unified hierarchy,
 // "" when it can.
 func (l layout) whyNotV2(ctl string, s *v2State) string {
+	why := l.whyNotOwnV2(ctl, s)
+	if why != "" && l.v2 != "" && os.Geteuid() != 0 && delegatedAncestor(l, []string{ctl}) != "" {
+		return ""
+	}
+	return why
+}
+
+// whyNotOwnV2 says why controller ctl cannot be used for children of the
+// caller's own cgroup, or of a leaf New would move it to; "" when it can.
+func (l layout) whyNotOwnV2(ctl string, s *v2State) string {
 	if l.v2 == "" {
 		if l.v2Mounted {
 			return "cgroup2 is mounted but does not show this process's cgroup"
@@ -777,6 +832,12 @@ func sweep(prefix string, minAge time.Duration) error {
 	if l.v2 != "" {
 		parents = append(parents, l.v2)
 	}
+	// Runs of a user placed in a delegated cgroup above (see v2Parent).
+	if os.Geteuid() != 0 {
+		if d := delegatedAncestor(l, nil); d != "" {
+			parents = append(parents, d)
+		}
+	}
 	// Runs of root placed at the top of the hierarchy (see v2Parent).
 	shared := ""
 	if l.v2Top != "" && exists(path.Join(l.v2Top, sharedDir)) {
@@ -887,6 +948,10 @@ const sharedDir = "moat"
 //     was enabled and removes the leaf;
 //   - else, for root, the runs go under a directory "moat" at the root of
 //     the hierarchy (as container engines do), removed with the last run;
+//   - else, for another caller, the runs go in the nearest cgroup above
+//     its own that was delegated to it and holds no process (see
+//     delegatedAncestor), as when root made a cgroup for a user and put
+//     the user's shell in a child of it;
 //   - else New fails and says how to give moat a cgroup of its own.
 func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (string, error) {
 	leaf.Lock()
@@ -932,6 +997,12 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 		leaf.users, leaf.from, leaf.dir, leaf.before = 1, l.v2, dir, have
 		c.inLeaf = true
 		return l.v2, nil
+	case os.Geteuid() != 0 && delegatedAncestor(l, missing) != "":
+		dir := delegatedAncestor(l, missing)
+		if _, err := enableV2(dir, missing, required, false); err != nil {
+			return "", err
+		}
+		return dir, nil
 	case os.Geteuid() == 0 && l.v2Top != "" && l.v2Top != l.v2:
 		dir := path.Join(l.v2Top, sharedDir)
 		if _, err := enableV2(l.v2Top, missing, required, false); err != nil {
@@ -948,6 +1019,66 @@ func (c *Cgroup) v2Parent(l layout, onV2 []string, required map[string]bool) (st
 	}
 	return "", &LimitError{Controller: missing[0], Path: l.v2 + "/cgroup.subtree_control",
 		Err: fmt.Errorf("%w: %s holds other processes than moat, so cgroup v2 cannot enable %s for a child (no-internal-process rule); start moat in a cgroup of its own, e.g. with systemd-run --user --scope -p Delegate=yes moat run CMD", unix.EBUSY, l.v2, strings.Join(missing, ", "))}
+}
+
+// delegatedAncestor finds, for a caller whose own v2 cgroup cannot have
+// children with the controllers ctls (it holds other processes), the
+// nearest cgroup above it that was delegated to the caller and can, or "".
+// Such a cgroup is writable by the caller (the directory, cgroup.procs and
+// cgroup.subtree_control: the kernel moves a process between two cgroups
+// only for a writer of their common ancestor's cgroup.procs, so a run can
+// be started only beneath one), holds no process itself and offers ctls.
+// The search stops at the first cgroup the caller may not write, where the
+// delegation begins, and below the mount's root. A systemd unit's cgroup
+// (.slice, .scope, .service) ends it too, unless systemd marked it
+// delegated (its trusted.delegate or user.delegate attribute) and it is
+// otherwise fit: the rest of a user manager's tree is the manager's, which
+// may turn a controller off there under a running sandbox.
+func delegatedAncestor(l layout, ctls []string) string {
+	if l.v2 == "" || l.v2Root || l.v2Mount == "" {
+		return ""
+	}
+	for dir := path.Dir(l.v2); dir != l.v2Mount && strings.HasPrefix(dir, l.v2Mount+"/"); dir = path.Dir(dir) {
+		for _, f := range []string{"", "/cgroup.procs", "/cgroup.subtree_control"} {
+			if notWritable(dir+f) != "" {
+				return ""
+			}
+		}
+		unit := systemdUnit(path.Base(dir))
+		if unit && !markedDelegated(dir) {
+			return ""
+		}
+		pids, err := readPids(dir + "/cgroup.procs")
+		fit := err == nil && len(pids) == 0 && hasControllers(dir, ctls) == nil
+		if fit {
+			return dir
+		}
+		if unit {
+			return ""
+		}
+	}
+	return ""
+}
+
+// systemdUnit says whether a cgroup's name is that of a systemd unit.
+func systemdUnit(name string) bool {
+	for _, s := range []string{".slice", ".scope", ".service"} {
+		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// markedDelegated says whether systemd marked the cgroup dir as delegated.
+func markedDelegated(dir string) bool {
+	buf := make([]byte, 8)
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		if n, err := unix.Getxattr(dir, attr, buf); err == nil && string(buf[:n]) == "1" {
+			return true
+		}
+	}
+	return false
 }
 
 // bareDir makes NewBare's directory in l's v2 cgroup, and returns "" where

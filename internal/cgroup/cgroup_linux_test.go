@@ -100,6 +100,29 @@ func TestMain(m *testing.M) {
 			break
 		}
 		json.NewEncoder(os.Stdout).Encode([]bareResult{bareThenLimited(), limitedThenBare()})
+	case "v2delegated":
+		// As a user whose cgroup holds another process too, beneath a
+		// cgroup delegated to it: make a run with hugetlb required, report
+		// where it and this process are, destroy it.
+		testV2Controllers = []string{"hugetlb"}
+		var r placeResult
+		c, err := New(fmt.Sprintf("moattest-%d-deleg", os.Getpid()), Limits{})
+		if err != nil {
+			r.Err = err.Error()
+		} else {
+			r.Unified, r.SelfDuring = c.unified, selfV2()
+			child := exec.Command("sleep", "60")
+			if err := child.Start(); err != nil {
+				r.AddErr = err.Error()
+			} else {
+				r.AddErr = fmt.Sprint(c.Add(child.Process.Pid))
+				child.Process.Kill()
+				child.Wait()
+			}
+			r.DestroyErr = fmt.Sprint(c.Destroy())
+			r.SelfAfter = selfV2()
+		}
+		json.NewEncoder(os.Stdout).Encode(r)
 	case "probe":
 		_, err := New(fmt.Sprintf("moattest-%d-nonroot", os.Getpid()), Limits{Pids: 10})
 		json.NewEncoder(os.Stdout).Encode(probeResult{Info: Probe(), NewErr: fmt.Sprint(err)})
@@ -1107,4 +1130,117 @@ func BenchmarkNew(b *testing.B) {
 		}
 		cs = append(cs, c)
 	}
+}
+
+// TestV2DelegatedAncestor: an ordinary user's shell sits in a child of a
+// cgroup delegated to that user (the directory and its cgroup.procs,
+// cgroup.subtree_control and cgroup.threads owned by the user), as root
+// sets one up by hand. moat started from that shell shares its cgroup, so
+// cgroup v2 cannot enable controllers for the run there; the run goes in
+// the delegated cgroup above it instead, and moat stays where it is. A
+// cgroup named as a systemd unit is not taken unless systemd marked it
+// delegated, and one the user may not write is never taken. (hugetlb
+// stands in for the limits' controllers, as in TestV2Placement.)
+func TestV2DelegatedAncestor(t *testing.T) {
+	top := hugetlbTop(t)
+	bin := copyForUser(t)
+	const uid = 65534
+	for _, c := range []struct {
+		name  string
+		owned bool   // the delegated cgroup is the user's
+		xattr string // its user.delegate attribute, if set
+		want  bool   // the run goes there
+	}{
+		{"moattest-%d-deleg", true, "", true},
+		{"moattest-%d-deleg.scope", true, "", false},
+		{"moattest-%d-deleg2.scope", true, "1", true},
+		{"moattest-%d-notdeleg", false, "", false},
+	} {
+		d := path.Join(top, fmt.Sprintf(c.name, os.Getpid()))
+		shell := path.Join(d, "shell")
+		for _, dir := range []string{d, shell} {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Rmdir(dir) })
+		}
+		if c.owned {
+			for _, f := range []string{"", "/cgroup.procs", "/cgroup.subtree_control", "/cgroup.threads"} {
+				if err := os.Chown(d+f, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if c.xattr != "" {
+			if err := unix.Setxattr(d, "user.delegate", []byte(c.xattr), 0); err != nil {
+				t.Logf("%s: cannot mark it delegated here: %v", path.Base(d), err)
+				continue
+			}
+		}
+		fd, err := unix.Open(shell, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := exec.Command("sleep", "60")
+		other.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), helperEnv+"=v2delegated")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd,
+			Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, runErr := cmd.Output()
+		unix.Close(fd)
+		other.Process.Kill()
+		other.Wait()
+		var r placeResult
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("%s: helper: %v (%v) %s", path.Base(d), err, runErr, out)
+		}
+		t.Logf("%s: %+v", path.Base(d), r)
+		rel := strings.TrimPrefix(shell, top)
+		switch {
+		case !c.want && r.Err == "":
+			t.Errorf("%s: run made at %s, want a refusal", path.Base(d), r.Unified)
+			continue
+		case !c.want:
+			continue
+		case r.Err != "" || r.DestroyErr != "<nil>" || r.AddErr != "<nil>":
+			t.Errorf("%s: New: %s; Add: %s; Destroy: %s", path.Base(d), r.Err, r.AddErr, r.DestroyErr)
+			continue
+		}
+		if want := path.Join(d, path.Base(r.Unified)); r.Unified != want {
+			t.Errorf("%s: run made at %s, want in the delegated cgroup, %s", path.Base(d), r.Unified, want)
+		}
+		if r.SelfDuring != rel || r.SelfAfter != rel {
+			t.Errorf("%s: the helper moved (%s, then %s); it must stay in %s", path.Base(d), r.SelfDuring, r.SelfAfter, rel)
+		}
+	}
+}
+
+// copyForUser copies the test binary where an ordinary user can run it.
+func copyForUser(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "moattest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "cgroup.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

@@ -113,8 +113,9 @@ type layout struct {
 	v1Why map[string]string // v1 controller mounted but the caller's cgroup not reachable -> why
 	// v2 is the directory of the caller's cgroup on the unified hierarchy,
 	// "" when cgroup2 is not mounted or the caller's cgroup is not visible.
-	v2     string
-	v2Root bool // v2 is the root of the hierarchy (exempt from the no-internal-process rule)
+	v2      string
+	v2Root  bool   // v2 is the root of the hierarchy (exempt from the no-internal-process rule)
+	v2Mount string // where the mount that shows v2 is mounted
 	// v2Top is the directory of the hierarchy's root (a mount of the whole
 	// tree), "" when no mount shows it (a cgroup namespace, say).
 	v2Top     string
@@ -136,7 +137,7 @@ func resolve(ms []mount, pc procCgroups) layout {
 				continue
 			}
 			if rel, ok := relativeTo(m.root, pc.v2); ok {
-				l.v2, l.v2Root = path.Join(m.point, rel), rel == "/"
+				l.v2, l.v2Root, l.v2Mount = path.Join(m.point, rel), rel == "/", m.point
 			}
 			continue
 		}
