@@ -38,12 +38,6 @@ type impl interface {
 	start(id string, pid int) (finish func() error, err error)
 }
 
-const (
-	memLimit = 256 << 20
-	pids     = 64
-	cpuQuota = 100000 // one CPU per 100 ms period
-)
-
 func main() {
 	n := flag.Int("n", 200, "runs")
 	flag.Parse()
