@@ -248,20 +248,26 @@ func TestPrivateDestinationsRefused(t *testing.T) {
 func TestSNIMismatchRefused(t *testing.T) {
 	w := newNetWorld(t)
 	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	// The positive control runs the same client with the CONNECT target's
+	// own name, which must get through.
 	out, _ := w.run(t, req, fmt.Sprintf(`python3 -c '
 import socket, ssl
-s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
-s.sendall(b"CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n")
-print(s.recv(200).split(b"\r\n")[0].decode())
-ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
-try:
-    t = ctx.wrap_socket(s, server_hostname="denied.test")
-    print("TLS-ESTABLISHED")
-except Exception as e:
-    print("tls-refused", type(e).__name__)
+for name in ["denied.test", "allowed.test"]:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test:%d\r\n\r\n")
+    print(s.recv(200).split(b"\r\n")[0].decode())
+    ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    try:
+        t = ctx.wrap_socket(s, server_hostname=name)
+        print("TLS-ESTABLISHED", name)
+    except Exception as e:
+        print("tls-refused", name, type(e).__name__)
 '`, w.httpsPort, w.httpsPort))
-	if strings.Contains(out, "TLS-ESTABLISHED") || !strings.Contains(out, "tls-refused") {
+	if strings.Contains(out, "TLS-ESTABLISHED denied.test") || !strings.Contains(out, "tls-refused denied.test") {
 		t.Errorf("fronted TLS was not refused:\n%s", out)
+	}
+	if !strings.Contains(out, "TLS-ESTABLISHED allowed.test") {
+		t.Errorf("TLS naming the CONNECT target did not get through, so the refusal above proves nothing:\n%s", out)
 	}
 	found := false
 	for _, e := range w.events {

@@ -1389,12 +1389,16 @@ print("own abstract ok")
 // only), so tools that look the user up work and no host name leaks in.
 func TestCommandHasAName(t *testing.T) {
 	ws := t.TempDir()
-	r := sh(t, ws, nil, `id -un; id -gn; getent passwd agent | cut -d: -f6; if echo x >> /etc/passwd 2>/dev/null; then echo WROTE; fi`)
+	r := sh(t, ws, nil, probeSh+`id -un; id -gn; getent passwd agent | cut -d: -f6; try_write /etc/passwd; try_write "$HOME/.profile"`)
 	mustExit(t, r, 0)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 3 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
+	if len(lines) != 5 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
 		t.Errorf("identity inside:\n%s%s", r.stdout, r.stderr)
 	}
+	// /etc/passwd is read-only; the control, a file in the command's own
+	// home, is not.
+	wantOutcome(t, r.stdout, "DENIED", "/etc/passwd")
+	wantOutcome(t, r.stdout, "WROTE", "/home/agent/.profile")
 }
 
 // TestCreatedProtectedPathsReported: in direct mode a protected path that
