@@ -18,8 +18,9 @@ import (
 // back nothing the client sent after them and passes every byte on
 // unchanged. The parsing is crypto/tls's server handshake run over those
 // bytes alone (helloConn), stopped by GetConfigForClient before it sends
-// anything: the same parser a Go TLS server applies, fuzzed upstream, in
-// place of a second one written here. Its cost is in the package doc.
+// anything: the parser every Go TLS server applies, tested upstream with
+// random messages and BoringSSL's conformance suite, in place of a second
+// one written here. Its cost is in the package doc.
 
 const (
 	recordTypeHandshake  = 0x16
