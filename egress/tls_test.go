@@ -2,9 +2,16 @@ package egress
 
 import (
 	"bytes"
+	"crypto/ecdh"
+	"crypto/rand"
+	"crypto/tls"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadClientHello(t *testing.T) {
@@ -43,5 +50,91 @@ func TestReadClientHello(t *testing.T) {
 		if err != nil && !errors.Is(err, errNotHello) {
 			t.Errorf("%s: error %v is not errNotHello", tt.name, err)
 		}
+	}
+}
+
+// TestReadClientHelloNames: what the reader makes of the server name,
+// in ClientHellos that differ from crypto/tls's own only there.
+func TestReadClientHelloNames(t *testing.T) {
+	h := captureClientHello(t, "allowed.test")
+	for _, tt := range []struct {
+		name, sni string
+		want      string
+		err       bool
+	}{
+		{"upper case", "ALLOWED.test", "allowed.test", false},
+		{"underscore", "allowed_test", "allowed_test", false},
+		{"not a host name", "allowed/test", "", true},
+		{"trailing dot", "allowed.tes.", "", true}, // RFC 6066 3; crypto/tls refuses it
+	} {
+		in := bytes.Replace(h, []byte("allowed.test"), []byte(tt.sni), 1)
+		raw, got, err := readClientHello(bytes.NewReader(in))
+		if (err != nil) != tt.err || got.sni != tt.want || got.hasSNI != (tt.want != "") || !bytes.Equal(raw, in) {
+			t.Errorf("%s: %+v, %v; want %q", tt.name, got, err, tt.want)
+		}
+		if err != nil && !errors.Is(err, errNotHello) {
+			t.Errorf("%s: error %v is not errNotHello", tt.name, err)
+		}
+	}
+}
+
+// TestReadClientHelloOfOtherClients: first flights of OpenSSL 3.0's
+// s_client and of curl 7.88 (TLS 1.3, and TLS 1.2 only), captured on
+// loopback with -servername / --resolve allowed.test.
+func TestReadClientHelloOfOtherClients(t *testing.T) {
+	files, _ := filepath.Glob("testdata/hello/*.bin")
+	if len(files) == 0 {
+		t.Fatal("no captured ClientHellos")
+	}
+	for _, f := range files {
+		in, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, h, err := readClientHello(bytes.NewReader(in))
+		if err != nil || !h.isTLS || h.sni != "allowed.test" || !bytes.Equal(raw, in) {
+			t.Errorf("%s: %d of %d bytes, %+v, %v", f, len(raw), len(in), h, err)
+		}
+	}
+}
+
+// TestReadClientHelloECH: with Encrypted Client Hello the name the proxy
+// sees, and checks against the CONNECT target, is the outer one (the
+// ECH configuration's public name); the inner name stays encrypted. The
+// proxy holds no ECH keys, so it cannot and does not decrypt it.
+func TestReadClientHelloECH(t *testing.T) {
+	key, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u16 := func(b []byte, v int) []byte { return append(b, byte(v>>8), byte(v)) }
+	// An ECHConfig (version 0xfe0d): config id, KEM X25519, the public key,
+	// one suite (HKDF-SHA256, AES-128-GCM), max name length, public name,
+	// no extensions.
+	var c []byte
+	c = append(c, 7)
+	c = u16(c, 0x0020)
+	c = append(u16(c, 32), key.PublicKey().Bytes()...)
+	c = u16(u16(u16(c, 4), 1), 1)
+	c = append(c, 32)
+	c = append(append(c, byte(len("public.test"))), "public.test"...)
+	c = u16(c, 0)
+	cfg := append(u16(u16(nil, 0xfe0d), len(c)), c...)
+	list := append(u16(nil, len(cfg)), cfg...)
+
+	cl, srv := net.Pipe()
+	go func() {
+		tc := tls.Client(cl, &tls.Config{ServerName: "inner.test", MinVersion: tls.VersionTLS13, EncryptedClientHelloConfigList: list})
+		tc.Handshake()
+		cl.Close()
+	}()
+	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	raw, h, err := readClientHello(srv)
+	srv.Close()
+	if err != nil || h.sni != "public.test" {
+		t.Fatalf("ECH ClientHello: %+v, %v", h, err)
+	}
+	if bytes.Contains(raw, []byte("inner.test")) {
+		t.Fatal("the inner name is in the clear")
 	}
 }

@@ -366,25 +366,60 @@ func TestSecretsAreInvisible(t *testing.T) {
 	ws := t.TempDir()
 	// A secret of the caller's outside the workspace, and one inside that
 	// the policy denies.
-	outside := filepath.Join(t.TempDir(), "id_rsa")
+	outsideDir := t.TempDir()
+	outside := filepath.Join(outsideDir, "id_rsa")
 	os.WriteFile(outside, []byte("PRIVATE KEY"), 0o644)
 	inside := filepath.Join(ws, "secret.txt")
 	os.WriteFile(inside, []byte("TOKEN"), 0o644)
+	visible := filepath.Join(ws, "visible.txt")
+	os.WriteFile(visible, []byte("VISIBLE"), 0o644)
 	home, _ := os.UserHomeDir()
-	script := fmt.Sprintf(`
-for f in /etc/shadow /etc/gshadow %s/.ssh/id_rsa %s %s; do
-  if cat "$f" 2>/dev/null; then echo "READ $f"; fi
-done
-ls %s 2>/dev/null && echo "LISTED home"
-true`, home, outside, inside, home)
+	// The secrets are readable from here: a probe that fails inside fails
+	// because of the sandbox.
+	for _, f := range []string{outside, inside} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatalf("the host cannot read %s: %v", f, err)
+		}
+	}
+	script := probeSh + fmt.Sprintf(`
+for f in /etc/shadow /etc/gshadow %s/.ssh/id_rsa %s %s %s; do try_read "$f"; done
+cat %s %s 2>/dev/null; echo
+stat -c 'size %%n %%s' /etc/shadow
+ls %s >/dev/null 2>&1 && echo "LISTED home"
+true`, home, outside, inside, visible, outside, inside, home)
 	r := sh(t, ws, func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, inside) }, script)
 	mustExit(t, r, 0)
-	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "KEY") || strings.Contains(r.stdout, "TOKEN") || strings.Contains(r.stdout, "LISTED") {
+	if strings.Contains(r.stdout, "KEY") || strings.Contains(r.stdout, "TOKEN") || strings.Contains(r.stdout, "LISTED") {
 		t.Errorf("a secret was readable:\n%s", r.stdout)
+	}
+	wantOutcome(t, r.stdout, "DENIED", "/etc/shadow", "/etc/gshadow", home+"/.ssh/id_rsa", outside, inside)
+	// The positive control in the same run: a workspace file the policy
+	// does not deny reads, so the probe itself works.
+	wantOutcome(t, r.stdout, "READ", visible)
+	// /etc/shadow is masked (empty), not merely unreadable to the
+	// command's uid, as the run below without the deny shows.
+	if !strings.Contains(r.stdout, "size /etc/shadow 0\n") {
+		t.Errorf("/etc/shadow is not masked:\n%s", r.stdout)
 	}
 	// The denied file is still there on the host, unchanged.
 	if b, _ := os.ReadFile(inside); string(b) != "TOKEN" {
 		t.Errorf("denied file changed on host: %q", b)
+	}
+
+	// The same probes with the policy exposing both secrets (the outside
+	// one read-only, the inside one no longer denied) and denying
+	// nothing: they read, so the probes above would catch a leak.
+	r = sh(t, ws, func(p *policy.Policy) {
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, outsideDir)
+		p.Filesystem.Deny = nil
+	}, script)
+	mustExit(t, r, 0)
+	wantOutcome(t, r.stdout, "READ", outside, inside, visible)
+	if !strings.Contains(r.stdout, "KEY") || !strings.Contains(r.stdout, "TOKEN") {
+		t.Errorf("the exposed secrets' contents did not come through:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "size /etc/shadow 0\n") {
+		t.Errorf("/etc/shadow is empty without a deny rule, so the check above proves nothing:\n%s", r.stdout)
 	}
 }
 
@@ -392,19 +427,16 @@ func TestWritesOutsideWorkspaceFail(t *testing.T) {
 	ws := t.TempDir()
 	home, _ := os.UserHomeDir()
 	targets := []string{"/etc/moat-x", "/usr/moat-x", "/moat-x", home + "/moat-x", "/proc/sys/kernel/hostname", "/proc/sys/net/ipv4/ip_forward"}
-	script := ""
+	script := probeSh
 	for _, f := range targets {
-		script += fmt.Sprintf("if echo 1 > %s 2>/dev/null; then echo WROTE %s; fi\n", f, f)
+		script += "try_write " + f + "\n"
 	}
-	script += "echo ok > /tmp/scratch && echo tmp-ok\necho data > " + ws + "/out.txt && echo ws-ok\n"
+	// The positive controls: the same probe writes where the policy allows.
+	script += "try_write /tmp/scratch\ntry_write " + ws + "/out.txt\n"
 	r := sh(t, ws, nil, script)
 	mustExit(t, r, 0)
-	if strings.Contains(r.stdout, "WROTE") {
-		t.Errorf("wrote outside the workspace:\n%s", r.stdout)
-	}
-	if !strings.Contains(r.stdout, "tmp-ok") || !strings.Contains(r.stdout, "ws-ok") {
-		t.Errorf("could not write to /tmp or the workspace:\n%s%s", r.stdout, r.stderr)
-	}
+	wantOutcome(t, r.stdout, "DENIED", targets...)
+	wantOutcome(t, r.stdout, "WROTE", "/tmp/scratch", ws+"/out.txt")
 	for _, f := range targets[:4] {
 		if _, err := os.Stat(f); err == nil {
 			os.Remove(f)
@@ -941,10 +973,27 @@ for host in ['127.0.0.1', '1.1.1.1', '10.0.0.1']:
         print('CONNECTED', host, s.recv(100))
     except OSError as e:
         print('refused', host, e.errno)
+own = socket.create_server(('127.0.0.1', 0))
+c = socket.create_connection(own.getsockname(), timeout=1)
+print('own loopback ok')
 `, port))
 	mustExit(t, r, 0)
 	if strings.Contains(r.stdout, "CONNECTED") {
 		t.Errorf("reached the network:\n%s", r.stdout)
+	}
+	// Each refusal is the one an empty network namespace gives (the host's
+	// listener is not on this loopback; no route elsewhere), not a timeout
+	// or a broken probe; and the same connect reaches a listener of the
+	// sandbox's own, as it reaches the host's from here.
+	for _, want := range []string{"refused 127.0.0.1 111\n", "refused 1.1.1.1 101\n", "refused 10.0.0.1 101\n", "own loopback ok\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	if c, err := net.Dial("tcp4", ln.Addr().String()); err != nil {
+		t.Errorf("the host's listener is unreachable from the host too: %v", err)
+	} else {
+		c.Close()
 	}
 	if !strings.Contains(r.stdout, "['lo']") {
 		t.Errorf("interfaces other than lo:\n%s", r.stdout)
@@ -963,26 +1012,38 @@ for host in ['127.0.0.1', '1.1.1.1', '10.0.0.1']:
 
 func TestProcIsMasked(t *testing.T) {
 	ws := t.TempDir()
-	r := sh(t, ws, nil, `for f in /proc/kcore /proc/keys /proc/timer_list /proc/sysrq-trigger; do
-  if head -c1 $f >/dev/null 2>&1; then echo "READ $f"; fi; done
-if echo c > /proc/sysrq-trigger 2>/dev/null; then echo WROTE-sysrq; fi
+	masked := []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sysrq-trigger"}
+	r := sh(t, ws, nil, probeSh+`for f in `+strings.Join(masked, " ")+`; do try_read $f; done
+try_read /proc/self/status
+try_write /proc/sysrq-trigger
 ls /proc | grep -c '^[0-9]'`)
 	mustExit(t, r, 0)
-	if strings.Contains(r.stdout, "READ") || strings.Contains(r.stdout, "WROTE") {
-		t.Errorf("/proc not masked:\n%s", r.stdout)
-	}
+	wantOutcome(t, r.stdout, "DENIED", masked...)
+	// The positive control: the probe reads an unmasked file of /proc.
+	wantOutcome(t, r.stdout, "READ", "/proc/self/status")
 
 	// The mask file belongs to the command's uid; only its read-only
 	// mount keeps the command from opening it up (chmod) or writing into
 	// it, which every masked path would then show.
-	r = sh(t, ws, nil, `for f in /proc/keys /etc/shadow; do
-  if chmod 644 $f 2>/dev/null; then echo "CHMOD $f"; fi
-  if echo x > $f 2>/dev/null; then echo "WROTE $f"; fi
+	// The positive control: the same chmod and write work on a file of
+	// the workspace.
+	r = sh(t, ws, nil, probeSh+`echo x > own; chmod 600 own
+for f in /proc/keys /etc/shadow $PWD/own; do
+  if e=$(chmod 644 $f 2>&1); then echo "CHMOD $f"; else echo "chmod $f: $e"; fi
+  try_write $f
 done
 grep -E ' /proc/keys | /etc/shadow ' /proc/self/mountinfo | cut -d' ' -f5,6`)
 	mustExit(t, r, 0)
-	if strings.Contains(r.stdout, "CHMOD") || strings.Contains(r.stdout, "WROTE") || strings.Count(r.stdout, " ro,nosuid,nodev,noexec") != 2 {
+	if strings.Contains(r.stdout, "CHMOD /proc") || strings.Contains(r.stdout, "CHMOD /etc") || strings.Count(r.stdout, " ro,nosuid,nodev,noexec") != 2 {
 		t.Errorf("a masked file is not a read-only, nosuid, nodev, noexec mount:\n%s", r.stdout)
+	}
+	if strings.Count(r.stdout, "Read-only file system") != 2 {
+		t.Errorf("chmod of a masked file failed for another reason than its read-only mount:\n%s", r.stdout)
+	}
+	wantOutcome(t, r.stdout, "DENIED", "/proc/keys", "/etc/shadow")
+	wantOutcome(t, r.stdout, "WROTE", ws+"/own")
+	if !strings.Contains(r.stdout, "CHMOD "+ws+"/own\n") {
+		t.Errorf("chmod of a workspace file failed:\n%s", r.stdout)
 	}
 }
 
@@ -1081,8 +1142,7 @@ func moatCgroups() int {
 func TestSeccompDefaultProfile(t *testing.T) {
 	ws := t.TempDir()
 	r := sh(t, ws, nil, `grep Seccomp: /proc/self/status
-if unshare -r true 2>/dev/null; then echo ESCAPED-unshare; fi
-if unshare -m true 2>/dev/null; then echo ESCAPED-unshare-m; fi
+for o in -r -m; do if e=$(unshare $o true 2>&1); then echo ESCAPED-unshare$o; else echo "unshare$o: $e"; fi; done
 python3 -c '
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -1097,6 +1157,16 @@ true`)
 	}
 	if strings.Contains(r.stdout, "ESCAPED") || strings.Contains(r.stdout, "ALLOWED") {
 		t.Errorf("a denied system call worked:\n%s", r.stdout)
+	}
+	// unshare failed with the filter's EPERM, not for want of the tool;
+	// and the same command works outside, so the filter is what stops it.
+	for _, o := range []string{"-r", "-m"} {
+		if !strings.Contains(r.stdout, "unshare"+o+": unshare: unshare failed: Operation not permitted") {
+			t.Errorf("unshare %s did not fail with EPERM:\n%s", o, r.stdout)
+		}
+	}
+	if out, err := exec.Command("unshare", "-r", "true").CombinedOutput(); err != nil {
+		t.Errorf("unshare -r fails on the host too, so the check above proves nothing: %v %s", err, out)
 	}
 	if r.rep.Seccomp != "default" {
 		t.Errorf("report seccomp %q", r.rep.Seccomp)
@@ -1462,23 +1532,40 @@ try:
     print("CONNECTED", s.recv(100))
 except OSError as e:
     print("refused", e.errno)
-`, name))
+own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+own.bind("\0%s-own")
+own.listen()
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect("\0%s-own")
+print("own abstract ok")
+`, name, name, name))
 	mustExit(t, r, 0)
-	if !strings.Contains(r.stdout, "refused") {
-		t.Fatalf("reached the host's abstract socket:\n%s%s", r.stdout, r.stderr)
+	// ECONNREFUSED: no such name in the sandbox's namespace. The same
+	// connect reaches an abstract socket of the sandbox's own, and the
+	// host's from here.
+	if !strings.Contains(r.stdout, "refused 111\n") || !strings.Contains(r.stdout, "own abstract ok\n") {
+		t.Fatalf("reached the host's abstract socket, or the probe broke:\n%s%s", r.stdout, r.stderr)
 	}
+	c, err := net.Dial("unix", "@"+name)
+	if err != nil {
+		t.Fatalf("the host's abstract socket is unreachable from the host too: %v", err)
+	}
+	c.Close()
 }
 
 // TestCommandHasAName: the command's uid is "agent" in /etc/passwd (read
 // only), so tools that look the user up work and no host name leaks in.
 func TestCommandHasAName(t *testing.T) {
 	ws := t.TempDir()
-	r := sh(t, ws, nil, `id -un; id -gn; getent passwd agent | cut -d: -f6; if echo x >> /etc/passwd 2>/dev/null; then echo WROTE; fi`)
+	r := sh(t, ws, nil, probeSh+`id -un; id -gn; getent passwd agent | cut -d: -f6; try_write /etc/passwd; try_write "$HOME/.profile"`)
 	mustExit(t, r, 0)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 3 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
+	if len(lines) != 5 || lines[0] != "agent" || lines[1] != "agent" || lines[2] != "/home/agent" {
 		t.Errorf("identity inside:\n%s%s", r.stdout, r.stderr)
 	}
+	// /etc/passwd is read-only; the control, a file in the command's own
+	// home, is not.
+	wantOutcome(t, r.stdout, "DENIED", "/etc/passwd")
+	wantOutcome(t, r.stdout, "WROTE", "/home/agent/.profile")
 }
 
 // TestCreatedProtectedPathsReported: in direct mode a protected path that

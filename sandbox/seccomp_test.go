@@ -159,7 +159,7 @@ if setarch "$(uname -m)" true; then echo setarch ok; fi`)
 func TestFloorUnderDockerProfile(t *testing.T) {
 	ws := t.TempDir()
 	script := `grep Seccomp_filters: /proc/self/status
-if unshare -r true 2>/dev/null; then echo ESCAPED-unshare; else echo unshare refused; fi
+if e=$(unshare -r true 2>&1); then echo ESCAPED-unshare; else echo "unshare refused: $e"; fi
 python3 -c '
 import socket, ctypes, os
 try:
@@ -179,7 +179,7 @@ print("ptrace", ctypes.get_errno() if rc != 0 else "ESCAPED")
 	if strings.Contains(r.stdout, "ESCAPED") {
 		t.Errorf("the floor did not hold:\n%s%s", r.stdout, r.stderr)
 	}
-	for _, want := range []string{"Seccomp_filters:\t2", "unshare refused", "mptcp 1", "ptrace 1"} {
+	for _, want := range []string{"Seccomp_filters:\t2", "unshare refused: unshare: unshare failed: Operation not permitted", "mptcp 1", "ptrace 1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("want %q in:\n%s%s", want, r.stdout, r.stderr)
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 // Conflict detection
@@ -454,7 +455,7 @@ func (c *ChangeSet) backups(plan []op) error {
 			}
 			continue
 		}
-		if err := copyFile(src, dst, fi.Mode().Perm(), true); err != nil {
+		if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
 			return fmt.Errorf("apply backup: %w", err)
 		}
 	}
@@ -490,7 +491,7 @@ func (c *ChangeSet) do(o op) error {
 			return place(c.real(o.Tmp), dst, owner, func(tmp string) error { return os.Symlink(o.Link, tmp) })
 		}
 		return place(c.real(o.Tmp), dst, owner, func(tmp string) error {
-			return copyFile(c.upperOf(o.Path), tmp, o.Mode, true)
+			return overlay.CopyFile(c.upperOf(o.Path), tmp, o.Mode, true)
 		})
 	}
 	return fmt.Errorf("apply: unknown operation %q", o.Op)
@@ -561,7 +562,7 @@ func (c *ChangeSet) undo(o op) error {
 			}
 			return place(c.real(o.Tmp), dst, dst, func(tmp string) error { return os.Symlink(target, tmp) })
 		}
-		return place(c.real(o.Tmp), dst, dst, func(tmp string) error { return copyFile(bak, tmp, fi.Mode().Perm(), true) })
+		return place(c.real(o.Tmp), dst, dst, func(tmp string) error { return overlay.CopyFile(bak, tmp, fi.Mode().Perm(), true) })
 	}
 	return nil
 }
@@ -688,35 +689,6 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
-}
-
-// copyFile writes src's content to a new file dst with mode perm,
-// fsynced when durable.
-func copyFile(src, dst string, perm fs.FileMode, durable bool) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Chmod(perm); err != nil {
-		out.Close()
-		return err
-	}
-	if durable {
-		if err := out.Sync(); err != nil {
-			out.Close()
-			return err
-		}
-	}
-	return out.Close()
 }
 
 // writeFileAtomic replaces path with data (write beside, fsync when

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 // ErrPendingApply: an Apply was interrupted; Apply, Recover or Discard
@@ -245,7 +247,7 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 	} else if err != nil {
 		return fmt.Errorf("changes: %w", err)
 	}
-	if isWhiteout(ufi) {
+	if overlay.IsWhiteout(ufi) {
 		if lfi != nil {
 			return w.deleted(p)
 		}
@@ -351,7 +353,7 @@ func (w *walker) lstatMerged(rel string) (fs.FileInfo, string) {
 		last := i == len(parts)-1
 		if fi, err := os.Lstat(w.upperPath(p)); err == nil {
 			switch {
-			case isWhiteout(fi):
+			case overlay.IsWhiteout(fi):
 				return nil, ""
 			case last:
 				return fi, w.upperPath(p)

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 // A workspace holds files that tools on the host execute, or read as
@@ -591,7 +593,7 @@ func copyOut(src, dst string) error {
 			return err
 		}
 	case fi.Mode().IsRegular():
-		if err := copyFile(src, dst, fi.Mode().Perm(), true); err != nil {
+		if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
 			return err
 		}
 	}

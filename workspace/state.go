@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 // Sentinel errors; callers test them with errors.Is.
@@ -266,7 +268,7 @@ func copyTree(src, dst string) error {
 			}
 			return os.Symlink(target, to)
 		case File:
-			return copyFile(p, to, fi.Mode().Perm(), false)
+			return overlay.CopyFile(p, to, fi.Mode().Perm(), false)
 		}
 		return nil
 	})

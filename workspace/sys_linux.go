@@ -46,16 +46,6 @@ func ctimeOf(fi fs.FileInfo) stamp {
 	return stamp{Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}
 }
 
-// isWhiteout reports whether fi is an overlay whiteout: a character
-// device with device number 0/0.
-func isWhiteout(fi fs.FileInfo) bool {
-	if fi.Mode()&fs.ModeCharDevice == 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Rdev == 0
-}
-
 // xattr returns the value of attribute name of path (not following
 // symlinks), or "" when it is not set.
 func xattr(path, name string) (string, error) {

@@ -25,7 +25,6 @@ var errNotLinux = fmt.Errorf("overlay workspaces: %w", errors.ErrUnsupported)
 
 func ctimeOf(fs.FileInfo) stamp                               { return stamp{} }
 func coarseNow() stamp                                        { return stamp{} }
-func isWhiteout(fs.FileInfo) bool                             { return false }
 func isOpaque(string) (bool, error)                           { return false, errNotLinux }
 func checkOverlayFeatures(string, fs.FileInfo) error          { return errNotLinux }
 func flock(*os.File) error                                    { return errNotLinux }

@@ -94,3 +94,20 @@ func TestLandlockABI1CountsAsNone(t *testing.T) {
 		}
 	}
 }
+
+// TestLandlockForABI: the direct start's rights for each ABI, taken from
+// go-landlock's presets, are the kernel's (Documentation/userspace-api/
+// landlock.rst: 13 file-system rights in ABI 1, then refer, truncate,
+// ioctl_dev, resolve_unix; the two scopes from ABI 6), and never more
+// than the init stage handles.
+func TestLandlockForABI(t *testing.T) {
+	for abi, want := range map[int][2]uint64{
+		-1: {0, 0}, 0: {0, 0}, 1: {1<<13 - 1, 0}, 2: {1<<14 - 1, 0}, 4: {1<<15 - 1, 0},
+		5: {1<<16 - 1, 0}, 6: {1<<16 - 1, 3}, 8: {1<<16 - 1, 3}, 9: {1<<17 - 1, 3}, landlockMaxABI + 2: {1<<17 - 1, 3},
+	} {
+		fs, scoped := landlockFor(abi)
+		if fs != want[0] || scoped != want[1] {
+			t.Errorf("ABI %d: fs %#x scoped %#x, want %#x %#x", abi, fs, scoped, want[0], want[1])
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"github.com/moatbox/moat/backend"
@@ -16,25 +17,22 @@ import (
 // from Go, which the direct start's child cannot run; so the rights are
 // worked out here, on the host, the way go-landlock's best-effort mode
 // works them out (restrictLandlock's rules, downgraded to this kernel's
-// ABI), and the child only opens each path and adds the rule.
+// ABI with go-landlock's own table of ABIs, its V1..V10 presets), and the
+// child only opens each path and adds the rule.
 // TestDirectStartMatchesInitStage compares what the two allow.
 
-// landlockFSByABI is the file-system rights each Landlock ABI handles (as
-// go-landlock's table has them).
-func landlockFSByABI(abi int) uint64 {
-	switch {
-	case abi >= 9:
-		return 1<<17 - 1
-	case abi >= 5:
-		return 1<<16 - 1
-	case abi >= 3:
-		return 1<<15 - 1
-	case abi == 2:
-		return 1<<14 - 1
-	case abi == 1:
-		return 1<<13 - 1
-	}
-	return 0
+// landlockByABI is go-landlock's preset for each ABI up to the newest
+// the init stage asks for (landlockConfig, landlockMaxABI), by ABI.
+var landlockByABI = [landlockMaxABI + 1]landlock.Config{
+	1: landlock.V1, 2: landlock.V2, 3: landlock.V3, 4: landlock.V4, 5: landlock.V5,
+	6: landlock.V6, 7: landlock.V7, 8: landlock.V8, 9: landlock.V9, 10: landlock.V10,
+}
+
+// landlockFor is what go-landlock's best effort makes of landlockConfig
+// on a kernel with the given ABI: the rights and scopes both handle.
+func landlockFor(abi int) (fs, scoped uint64) {
+	k := landlockByABI[min(max(abi, 0), landlockMaxABI)]
+	return uint64(k.HandledAccessFS & landlockConfig.HandledAccessFS), uint64(k.Scoped & landlockConfig.Scoped)
 }
 
 // landlockRule is one path rule with its rights before downgrading.
@@ -45,10 +43,9 @@ type landlockRule struct {
 }
 
 const (
-	llRead      = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
-	llWrite     = ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate
-	llRWExtras  = ll.AccessFSRefer | ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
-	llScopedAll = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	llRead     = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
+	llWrite    = ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate
+	llRWExtras = ll.AccessFSRefer | ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
 )
 
 // landlockRules are the path rules for spec, for both starts: the
@@ -91,10 +88,8 @@ func (p *plan) landlock(spec *backend.Spec, abi int) error {
 	if (n.RestrictBind || n.RestrictConnect) && abi < 4 {
 		return fmt.Errorf("landlock: TCP port rules need Landlock ABI 4 (Linux 6.7); this kernel has %d", max(abi, 0))
 	}
-	attr := &landlockAttr{fs: landlockFSByABI(abi)}
-	if abi >= 6 {
-		attr.scoped = llScopedAll
-	}
+	attr := &landlockAttr{}
+	attr.fs, attr.scoped = landlockFor(abi)
 	if n.RestrictBind {
 		attr.net |= ll.AccessNetBindTCP
 	}

@@ -3,13 +3,15 @@ package native
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 // The disk limit. Everything a run may write outside a direct workspace
@@ -155,10 +157,6 @@ func fdPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
 
 const opaqueXattr = "user.overlay.opaque"
 
-func isWhiteout(st *unix.Stat_t) bool {
-	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
-}
-
 func mergeDir(src, dst string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
@@ -166,13 +164,14 @@ func mergeDir(src, dst string) error {
 	}
 	for _, e := range ents {
 		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		var st unix.Stat_t
-		if err := unix.Lstat(s, &st); err != nil {
+		fi, err := os.Lstat(s)
+		if err != nil {
 			return err
 		}
-		switch st.Mode & unix.S_IFMT {
+		mode := fi.Sys().(*syscall.Stat_t).Mode // with the set-id and sticky bits
+		switch mode & unix.S_IFMT {
 		case unix.S_IFCHR:
-			if !isWhiteout(&st) {
+			if !overlay.IsWhiteout(fi) {
 				continue
 			}
 			if err := os.RemoveAll(d); err != nil {
@@ -208,11 +207,11 @@ func mergeDir(src, dst string) error {
 			if err := mergeDir(s, d); err != nil {
 				return err
 			}
-			if err := unix.Chmod(d, st.Mode&0o7777); err != nil {
+			if err := unix.Chmod(d, mode&0o7777); err != nil {
 				return err
 			}
 		case unix.S_IFREG:
-			if err := copyFile(s, d, st.Mode&0o7777); err != nil {
+			if err := replaceFile(s, d, mode&0o7777); err != nil {
 				return err
 			}
 		case unix.S_IFLNK:
@@ -231,23 +230,11 @@ func mergeDir(src, dst string) error {
 	return nil
 }
 
-// copyFile replaces dst with src's content and mode, atomically.
-func copyFile(src, dst string, mode uint32) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
+// replaceFile replaces dst with src's content and mode, atomically.
+func replaceFile(src, dst string, mode uint32) error {
 	tmp := dst + ".moat-merge"
 	os.Remove(tmp)
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err := overlay.CopyFile(src, tmp, 0o600, false)
 	if err == nil {
 		err = unix.Chmod(tmp, mode)
 	}

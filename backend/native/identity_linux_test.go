@@ -140,6 +140,11 @@ func TestRootsGroupsStayOutside(t *testing.T) {
 	t.Cleanup(func() { syscall.Setgroups(old) })
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
+	// "world" is readable by anyone: the positive control, showing that
+	// the probe and the mount work and only the group bits stop the reads.
+	if err := os.WriteFile(filepath.Join(dir, "world"), []byte("public\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
 	for name, gid := range map[string]int{"g0": 0, "g4242": grp} {
 		f := filepath.Join(dir, name)
 		if err := os.WriteFile(f, []byte("secret\n"), 0o040); err != nil {
@@ -155,6 +160,7 @@ func TestRootsGroupsStayOutside(t *testing.T) {
 	probe := `grep '^Groups:' /proc/self/status
 cat /opt/moat-grp/g0 2>/dev/null && echo "read g0"
 cat /opt/moat-grp/g4242 2>/dev/null && echo "read g4242"
+cat /opt/moat-grp/world >/dev/null && echo "read world"
 echo done`
 	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
 		ws := t.TempDir()
@@ -165,8 +171,8 @@ echo done`
 		if err != nil || st.ExitCode != 0 {
 			t.Fatalf("%+v: exit %v, %v: %s", *b, st, err, errb.String())
 		}
-		if got, want := strings.Join(strings.Fields(out.String()), " "), "Groups: done"; got != want {
-			t.Errorf("%+v: %q, want %q (no supplementary group, no file read)", *b, got, want)
+		if got, want := strings.Join(strings.Fields(out.String()), " "), "Groups: read world done"; got != want {
+			t.Errorf("%+v: %q, want %q (no supplementary group, only the world-readable file read)", *b, got, want)
 		}
 	}
 }

@@ -98,8 +98,8 @@ echo b > `+ws+`/ok && echo ws-ok`)
 	if _, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "WROTE-new") {
-		t.Errorf("control run could not write through the granted mount:\n%s%s", out.String(), errb.String())
+	if !strings.Contains(out.String(), "WROTE-new") || !strings.Contains(out.String(), "READ-existing") {
+		t.Errorf("control run could not write and read through the granted mount:\n%s%s", out.String(), errb.String())
 	}
 }
 
@@ -339,7 +339,10 @@ echo done`
 	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
 		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
 	}
-	for _, want := range []string{"list /opt/moat-ro\n", "write /opt/moat-rw\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
+	// Each refusal below has its positive control here: the same probe
+	// succeeding on a path the spec allows (read /opt/moat-ro/f against
+	// the hidden f, write /opt/moat-rw against /opt/moat-ro, and so on).
+	for _, want := range []string{"list /opt/moat-ro\n", "read /opt/moat-ro/f\n", "write /opt/moat-rw\n", "write /tmp\n", "write " + ws + "\n", "file-data\n", "exec workspace\n",
 		"lower overlay written\n", "listening 0100007F:0C38\n", "1777 agent /tmp\n", "write .git\n"} {
 		if !strings.Contains(direct, want) {
 			t.Errorf("probe lacks %q:\n%s", want, direct)
