@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -323,67 +324,15 @@ func deniedProbes() []probeCall {
 	return calls
 }
 
-const probeMain = `package main
-
-import (
-	"fmt"
-	"os"
-	"os/exec"
-	"syscall"
-	"unsafe"
-)
-
-var keep [][]byte
-
-func str(s string) uintptr {
-	b := append([]byte(s), 0)
-	keep = append(keep, b)
-	return uintptr(unsafe.Pointer(&b[0]))
-}
-
-func main() {
-	const atFdcwd = ^uintptr(99) // AT_FDCWD, -100
-	file := os.TempDir() + "/moat-probe"
-	f, err := os.Create(file)
-	if err != nil {
-		fmt.Println("setup:", err)
-		os.Exit(2)
-	}
-	fd := f.Fd()
-	b := make([]byte, 4096)
-	buf := uintptr(unsafe.Pointer(&b[0]))
-	self := uintptr(os.Getpid())
-	_, _, _, _, _ = atFdcwd, fd, buf, self, file
-	try := func(label string, nr uintptr, a ...uintptr) {
-		var x [6]uintptr
-		copy(x[:], a)
-		_, _, errno := syscall.Syscall6(nr, x[0], x[1], x[2], x[3], x[4], x[5])
-		fmt.Printf("%%s=%%d\n", label, errno)
-	}
-%s
-	if fi, err := os.Stat(file); err == nil {
-		fmt.Printf("mode=%%v\n", fi.Mode())
-	}
-	fmt.Printf("exec=%%v\n", exec.Command("/bin/true").Run())
-	fmt.Println("alive=yes")
-}
-`
-
-// TestDefaultProfileDeniedCalls builds a small static program that attempts
-// each system call the default profile refuses, runs it in a real sandbox,
+// TestDefaultProfileDeniedCalls has a small static program
+// (testdata/seccompprobe) attempt each system call the default profile
+// refuses, runs it in a real sandbox,
 // and checks that every one got EPERM (clone3 and openat2: ENOSYS) and that
 // the sandbox kept running.
 func TestDefaultProfileDeniedCalls(t *testing.T) {
 	arch := seccomp.NativeArch()
 	if arch == "" {
 		t.Skipf("no seccomp filters for %s", runtime.GOARCH)
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = "/usr/local/go/bin/go"
-		if _, err := os.Stat(goBin); err != nil {
-			t.Skip("go is not installed on this host: cannot build the probe program")
-		}
 	}
 
 	// Every refused name of the default profile has a probe.
@@ -403,34 +352,28 @@ func TestDefaultProfileDeniedCalls(t *testing.T) {
 		}
 	}
 
-	var body strings.Builder
+	var specs []string
 	want := map[string]string{}
 	for _, c := range probes {
 		nr, ok := seccomp.Lookup(arch, c.name)
 		if !ok {
 			continue // iopl, chmod, ... exist on x86_64 only
 		}
-		args := append([]string{fmt.Sprint(nr)}, c.args...)
-		fmt.Fprintf(&body, "\ttry(%q, %s)\n", c.label, strings.Join(args, ", "))
+		spec := []string{c.label, fmt.Sprint(nr)}
+		for _, a := range c.args {
+			spec = append(spec, probeArg(t, a))
+		}
+		specs = append(specs, strings.Join(spec, "\t"))
 		want[c.label] = "1" // EPERM
 		if c.name == "clone3" || c.name == "openat2" {
 			want[c.label] = "38" // ENOSYS
 		}
 	}
 	ws := t.TempDir()
-	src := filepath.Join(t.TempDir(), "probe")
-	os.MkdirAll(src, 0o755)
-	os.WriteFile(filepath.Join(src, "go.mod"), []byte("module probe\n\ngo 1.21\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "main.go"), []byte(fmt.Sprintf(probeMain, body.String())), 0o644)
 	bin := filepath.Join(ws, "probe")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	build.Dir = src
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the probe: %v\n%s", err, out)
-	}
+	seccompProbe(t, bin)
 
-	r := runWithProfile(t, ws, policy.ProfileDefault, bin)
+	r := runWithProfile(t, ws, policy.ProfileDefault, append([]string{bin}, specs...)...)
 	mustExit(t, r, 0)
 	got := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -678,5 +621,56 @@ func TestNoSetidFilesInWorkspace(t *testing.T) {
 			}
 			t.Errorf("no denial of openat with its rule in the report: %+v", r.rep.Denials)
 		})
+	}
+}
+
+// probeArg turns an argument of deniedProbes into the probe's notation
+// (testdata/seccompprobe).
+func probeArg(t *testing.T, a string) string {
+	switch {
+	case a == "atFdcwd":
+		return "atcwd"
+	case a == "fd" || a == "buf" || a == "self":
+		return a
+	case a == "str(file)":
+		return "f:"
+	case strings.HasPrefix(a, `str(file + "`):
+		return "f:" + strings.TrimSuffix(strings.TrimPrefix(a, `str(file + "`), `")`)
+	case strings.HasPrefix(a, `str("`):
+		return "s:" + strings.TrimSuffix(strings.TrimPrefix(a, `str("`), `")`)
+	case strings.HasPrefix(a, "^uintptr("):
+		return "~" + strings.TrimSuffix(strings.TrimPrefix(a, "^uintptr("), ")")
+	}
+	for _, p := range strings.Split(a, "|") {
+		if _, err := strconv.ParseUint(p, 0, 64); err != nil {
+			t.Fatalf("probe argument %q has no notation", a)
+		}
+	}
+	return a
+}
+
+// seccompProbe puts the probe program at bin: the one scripts/vmtest.sh
+// built beside the test binary, or one built now.
+func seccompProbe(t *testing.T, bin string) {
+	t.Helper()
+	if exe, err := os.Executable(); err == nil {
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(exe), "seccomp-probe")); err == nil {
+			if err := os.WriteFile(bin, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+		if _, err := os.Stat(goBin); err != nil {
+			t.Skip("go is not installed on this host: cannot build the probe program")
+		}
+	}
+	build := exec.Command(goBin, "build", "-o", bin, "./testdata/seccompprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the probe: %v\n%s", err, out)
 	}
 }

@@ -92,6 +92,9 @@ mkdir -p "$work/initrd/"{dev,proc,sys,newroot}
 # mounts alone must hold, "auto" must run and warn, "required" and TCP port
 # rules must be refused.
 pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp)
+# The sandbox suite's seccomp probe, built here: the guest's build cache is
+# read-only, and a build under emulation would take minutes.
+go build -o "$work/bin/seccomp-probe" ./sandbox/testdata/seccompprobe
 plan="$work/bin/plan"
 nolandlock="$work/bin/plan-nolandlock"
 for p in "${pkgs[@]}"; do
