@@ -236,6 +236,10 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	// What the run would refuse before starting, policy show refuses too.
+	if err := sandbox.CheckPolicy(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
