@@ -162,7 +162,9 @@ func NewRunID() string {
 
 // Run compiles and runs req. The returned Report is never nil: when moat
 // itself fails, it says so (Reason "error", ExitCode 125, 126 or 127) and
-// the error is returned as well. Cancelling ctx kills the whole sandbox.
+// the error is returned as well. Cancelling ctx kills the whole sandbox;
+// the Report's Reason is then "killed", with Error set when the command
+// was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
 	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
@@ -279,6 +281,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
 	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
+	if ctx.Err() != nil {
+		// Cancelled (moat got Ctrl-C) before the sandbox was started:
+		// nothing ran, and the report says so.
+		rep, _ := fail(errors.New("interrupted before the command started"))
+		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
+		return rep, nil
+	}
 	st, err := be.Run(ctx, spec, stdio)
 	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) {
 		fresh = nil // the command may have run: what it wrote is kept

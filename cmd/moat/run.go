@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -314,24 +315,6 @@ func (f *runFlags) applyValues(p *policy.Policy) error {
 }
 
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	f := newRunFlags("run", stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitMoatError
-	}
-	cmdline := f.fs.Args()
-	if len(cmdline) == 0 {
-		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
-		return exitMoatError
-	}
-	p, err := f.loadPolicy(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", err)
-		return exitMoatError
-	}
-
 	// Signals for the command reach moat (the command has a session of
 	// its own, and the sandbox's init a process group of its own), and
 	// moat forwards them. Of Ctrl-C, SIGTERM and SIGHUP, the first is
@@ -339,26 +322,31 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\ is
 	// forwarded.
 	//
-	// The handlers are installed once the run has lasted 50 ms: each costs
-	// ~45 µs of CPU here (0.2 ms of a run's start for these), and a run
-	// that ends sooner never needs them. Before then a signal has its
-	// default effect on moat: SIGINT, SIGTERM, SIGHUP and Ctrl-\ end it,
-	// and the sandbox with it (init dies with moat), Ctrl-Z stops moat
-	// alone.
+	// Forwarding starts once the run has lasted 50 ms. Until then Ctrl-C,
+	// SIGTERM and SIGHUP kill the sandbox at once (a command that has
+	// barely started is not asked to clean up), and the run still ends
+	// with its report and audit record: their handlers go in first, before
+	// the policy is read. The other three are installed only with
+	// forwarding: each handler costs a round trip to the runtime's
+	// signal-mask thread, and a run that ends sooner never needs them.
+	// Before then Ctrl-\ ends moat, and the sandbox with it (init dies
+	// with moat), and Ctrl-Z stops moat alone.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	var forwarding atomic.Bool
 	install := func() {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
-			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+		signal.Notify(sigs, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+		forwarding.Store(true)
 	}
 	handlers := time.AfterFunc(50*time.Millisecond, install)
 	defer handlers.Stop()
 	// With a terminal on stdin the backend puts it in raw mode and restores
 	// it when the run returns: from then on a signal must not end moat
-	// before that, so the handlers go in at once (OnTerminal comes just
+	// before that, so forwarding starts at once (OnTerminal comes just
 	// before the raw mode).
 	onTerminal := func() {
 		if handlers.Stop() {
@@ -370,7 +358,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for s := range sigs {
 			switch s {
 			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
-				if n++; n >= 2 {
+				if n++; n >= 2 || !forwarding.Load() {
 					cancel()
 					return
 				}
@@ -393,6 +381,24 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fwd <- s
 		}
 	}()
+
+	f := newRunFlags("run", stderr)
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitMoatError
+	}
+	cmdline := f.fs.Args()
+	if len(cmdline) == 0 {
+		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
+		return exitMoatError
+	}
+	p, err := f.loadPolicy(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
 
 	var auditFn func(egress.Event)
 	var aw *audit.Writer

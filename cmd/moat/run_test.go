@@ -3,10 +3,19 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFailedOverlayRunLeavesNoChangeSet: a run that fails before its
@@ -81,5 +90,69 @@ func TestRWRootRefused(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(rw); string(b) != "rw\nmore\n" {
 		t.Errorf("--rw FILE: the file holds %q", b)
+	}
+}
+
+// TestEarlyInterruptReported: Ctrl-C or SIGTERM at any moment of a run,
+// from the start of moat's main on, ends it with a report (reason killed)
+// and an audit record. moat's handlers are in before it reads its policy;
+// a signal before main, while Go's runtime starts, still ends moat as it
+// would any Go program, so the test first waits for a sign of main: the
+// "using policy" line of a workspace policy.
+func TestEarlyInterruptReported(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[limits]\nwall = \"30s\"\n"), 0o644)
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, delay := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond, 60 * time.Millisecond} {
+			dir := t.TempDir()
+			report, auditLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "audit.jsonl")
+			cmd := exec.Command(os.Args[0], "run", "--report", report, "--audit", auditLog, "--", "sleep", "5")
+			cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+			cmd.Dir = ws
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stderr).ReadString('\n')
+			if err != nil || !strings.Contains(line, "using policy") {
+				cmd.Process.Kill()
+				t.Fatalf("no policy line: %q %v", line, err)
+			}
+			time.Sleep(delay)
+			start := time.Now()
+			cmd.Process.Signal(sig)
+			go io.Copy(io.Discard, stderr)
+			cmd.Wait()
+			what := fmt.Sprintf("%v after %v", sig, delay)
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("%s: the run took %v to end", what, took)
+			}
+			var rep struct {
+				Reason string  `json:"reason"`
+				Error  string  `json:"error"`
+				Signal *string `json:"signal"`
+			}
+			b, err := os.ReadFile(report)
+			if err != nil || json.Unmarshal(b, &rep) != nil {
+				t.Errorf("%s: no report: %v", what, err)
+				continue
+			}
+			// Once forwarding has started the command gets the signal
+			// and dies of it; before, the run is killed.
+			forwarded := rep.Reason == "signal" && rep.Signal != nil && *rep.Signal == unix.SignalName(sig)
+			if rep.Reason != "killed" && !forwarded {
+				t.Errorf("%s: report %s, want reason killed (or the command dead of the forwarded signal)", what, b)
+			}
+			t.Logf("%s: reason %s %s", what, rep.Reason, rep.Error)
+			var rec struct{ Type, Reason, RunID string }
+			a, _ := os.ReadFile(auditLog)
+			if json.Unmarshal(a, &rec) != nil || rec.Type != "run" || rec.Reason != rep.Reason {
+				t.Errorf("%s: audit %q, want the run's record", what, a)
+			}
+		}
 	}
 }
