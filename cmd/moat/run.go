@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,91 +22,6 @@ import (
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
-
-// runFlags are the flags of `moat run` (and `moat policy show`).
-type runFlags struct {
-	fs            *flag.FlagSet
-	policyFile    string
-	workspace     string
-	wsMode        string
-	ro, rw, deny  listFlag
-	env           listFlag
-	net           string
-	tcpBind       string
-	tcpConnect    string
-	seccomp       string
-	auditFile     string
-	landlock      string
-	showOnly      bool // moat policy show: an untrusted .moat.toml may be shown, never run
-	session       string
-	jsonOut       bool
-	reportFile    string
-	allowDegraded bool
-	// limits and identity are applied only when given
-	set map[string]string
-}
-
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// valueFlag records a flag's raw value; it is parsed with the policy's own
-// parsers so flags and files accept the same spellings.
-type valueFlag struct {
-	name string
-	set  map[string]string
-}
-
-func (v valueFlag) String() string     { return "" }
-func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
-
-// limitFlags maps a flag to the policy field it overrides and what it
-// accepts, for help and errors.
-var limitFlags = []struct{ flag, field, help string }{
-	{"wall", "limits.wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)"},
-	{"cpu-time", "limits.cpu", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)"},
-	{"memory", "limits.memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)"},
-	{"pids", "limits.pids", "the maximum number of processes, `N` (cgroup)"},
-	{"cpus", "limits.cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)"},
-	{"open-files", "limits.open_files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)"},
-	{"file-size", "limits.file_size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)"},
-	{"output", "limits.output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)"},
-	{"disk", "limits.disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
-	{"uid", "user.uid", "`UID` of the command inside the sandbox (not 0)"},
-}
-
-func newRunFlags(name string, stderr io.Writer) *runFlags {
-	f := &runFlags{set: map[string]string{}}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
-	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace `DIR` (default: the current directory)")
-	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
-	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
-	fs.Var(&f.ro, "ro", "extra read-only `PATH` (repeatable)")
-	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
-	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
-	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&f.net, "net", "", "network `MODE`: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
-	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
-	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
-	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto (default), required, best-effort or off")
-	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
-	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
-	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
-	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
-	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
-	for _, lf := range limitFlags {
-		fs.Var(valueFlag{lf.field, f.set}, lf.flag, lf.help)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: moat %s [flags] -- CMD [ARGS...]\n\nFlags:\n", name)
-		fs.PrintDefaults()
-	}
-	f.fs = fs
-	return f
-}
 
 // loadPolicy builds the effective policy: the built-in default, overlaid
 // by the policy file, overlaid by the flags; then resolved and validated.
@@ -229,6 +143,9 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		}
 	}
 	if err := f.applyValues(p); err != nil {
+		return nil, err
+	}
+	if err := f.applyDocker(p); err != nil {
 		return nil, err
 	}
 	if err := p.Resolve(cwd, home); err != nil {
@@ -382,12 +299,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	f := newRunFlags("run", stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitMoatError
+	f := newRunFlags("run")
+	if ok, code := f.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	cmdline := f.fs.Args()
 	if len(cmdline) == 0 {
@@ -395,6 +309,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitMoatError
 	}
 	p, err := f.loadPolicy(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
+	caller, err := f.caller(p)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return exitMoatError
@@ -424,6 +343,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
 		Audit:         auditFn,
 		Policy:        p,
+		Caller:        caller,
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
@@ -519,10 +439,10 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: moat policy show [run flags]")
 		return 2
 	}
-	f := newRunFlags("policy show", stderr)
+	f := newRunFlags("policy show")
 	f.showOnly = true
-	if err := f.fs.Parse(args[1:]); err != nil {
-		return exitMoatError
+	if ok, code := f.parse(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	p, err := f.loadPolicy(stderr)
 	if err != nil {

@@ -156,3 +156,76 @@ func TestEarlyInterruptReported(t *testing.T) {
 		}
 	}
 }
+
+// TestRunHelpGNUStyle: help spells flags --flag, grouped, with Docker's
+// other spellings beside them and the built-in policy's defaults.
+func TestRunHelpGNUStyle(t *testing.T) {
+	code, out, errs := moat(t, t.TempDir(), "run", "--help")
+	if code != 0 || errs != "" {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	for _, want := range []string{"\n  --workspace-mode MODE\n", "\nLimits and identity:\n", "  -m, --memory SIZE\n", "(default: 10m)", "  --net, --network MODE\n", "  -v, --volume SRC[:SRC][:ro|rw]\n", "  -i, -t, -it, -ti, --rm"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(line, "  -") && len(l) > 2 && l[1] != '-' && l[2] != ',' && l[2] != ' ' && !strings.HasPrefix(l, "-it") {
+			t.Errorf("a long flag with one dash: %q", line)
+		}
+	}
+}
+
+// TestUnknownFlagOneLine: a mistyped flag gets one line naming the
+// closest flag, not the whole help.
+func TestUnknownFlagOneLine(t *testing.T) {
+	ws := t.TempDir()
+	for args, want := range map[string]string{
+		"run --netwrok none -- true":  "moat: unknown flag --netwrok (did you mean --network?); see moat run --help\n",
+		"run --memroy 1G -- true":     "moat: unknown flag --memroy (did you mean --memory?); see moat run --help\n",
+		"run --zzzzzz -- true":        "moat: unknown flag --zzzzzz; see moat run --help\n",
+		"policy show --workspce /tmp": "moat: unknown flag --workspce (did you mean --workspace?); see moat policy show --help\n",
+		"run --wall":                  "moat: flag --wall needs a value; see moat run --help\n",
+	} {
+		code, _, errs := moat(t, ws, strings.Fields(args)...)
+		if code != exitMoatError || errs != want {
+			t.Errorf("%s: code %d err %q, want %d %q", args, code, errs, exitMoatError, want)
+		}
+	}
+}
+
+// TestDockerSpellings: docker run's flags that mean what one of moat's
+// does are accepted; a volume elsewhere than its source and a -w
+// outside the workspace are refused, saying why.
+func TestDockerSpellings(t *testing.T) {
+	ws, dir := t.TempDir(), t.TempDir()
+	code, out, errs := moat(t, ws, "policy", "show", "-it", "--rm", "-m", "512m", "--pids-limit", "10", "--cpus", "1.5",
+		"--network", "none", "-e", "A=B", "-e", "LC_X", "-v", dir+":"+dir+":ro", "-v", "/var/tmp", "--read-only", "-u", "1234:1235")
+	if code != 0 {
+		t.Fatalf("policy show: code %d err %q", code, errs)
+	}
+	for _, want := range []string{"memory = '512MiB'", "pids = 10", "cpus = 1.5", "mode = 'none'", "A = 'B'", "'LC_X'",
+		"'/etc', '" + dir + "']", "read_write = ['/var/tmp']", "mode = 'readonly'", "uid = 1234\ngid = 1235"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy lacks %q:\n%s", want, out)
+		}
+	}
+	sub := filepath.Join(ws, "sub")
+	os.Mkdir(sub, 0o755)
+	if code, out, errs := moat(t, ws, "run", "-w", "sub", "-it", "--", "pwd"); code != 0 || out != sub+"\n" {
+		t.Errorf("-w sub: code %d out %q err %q", code, out, errs)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"-v " + dir + ":/mnt", "the destination must be " + dir},
+		{"-v " + dir + ":" + dir + ":z", `mode "z" is not ro or rw`},
+		{"-w " + dir, "outside the workspace"},
+		{"-u root", "numeric ids"},
+		{"-u 0", "0 is root"},
+		{"--read-only --workspace-mode overlay", "--read-only means --workspace-mode readonly"},
+	} {
+		code, out, errs := moat(t, ws, append(append([]string{"run"}, strings.Fields(c.args)...), "--", "echo", "RAN")...)
+		if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: code %d out %q err %q, want one line containing %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
