@@ -361,3 +361,36 @@ func TestNetworkRuleErrorsArePolicyErrors(t *testing.T) {
 		t.Errorf("CheckPolicy(ok.example.com): %v", err)
 	}
 }
+
+// FuzzDestinationGrammarAgrees: policy.Validate and the egress proxy read
+// allow and deny entries with one grammar, so an entry Validate accepts
+// is one a run accepts, short of the public suffix list (which only the
+// run's check, CheckPolicy, has), and the other way round.
+func FuzzDestinationGrammarAgrees(f *testing.F) {
+	for _, s := range []string{"pypi.org", "*.pythonhosted.org", "db", "db:5432", "*.com", "*.co.uk", "*", "10.0.0.1",
+		"[::1]:443", "https://x.org", "a..b", "example.123", "Bücher.example", "x.org:0", " pypi.org "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, entry string) {
+		for _, allow := range []bool{true, false} {
+			p := policy.Default()
+			p.Network.Mode = policy.NetworkAllow
+			var rerr error
+			if allow {
+				p.Network.Allow = []string{entry}
+				_, rerr = egress.ParseRules([]string{entry}, nil, nil)
+			} else {
+				p.Network.Deny = []string{entry}
+				_, rerr = egress.ParseRules(nil, []string{entry}, nil)
+			}
+			verr := p.Validate()
+			suffixOnly := rerr != nil && strings.Contains(rerr.Error(), "public suffix")
+			if (verr == nil) != (rerr == nil || suffixOnly) {
+				t.Fatalf("entry %q (allow %v): Validate %v, egress %v", entry, allow, verr, rerr)
+			}
+			if suffixOnly && sandbox.CheckPolicy(p) == nil {
+				t.Fatalf("entry %q: CheckPolicy accepts what egress refuses: %v", entry, rerr)
+			}
+		}
+	})
+}
