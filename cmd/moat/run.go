@@ -232,6 +232,16 @@ func (f *runFlags) applyValues(p *policy.Policy) error {
 }
 
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f := newRunFlags("run")
+	if ok, code := f.parse(args, stdout, stderr); !ok {
+		return code
+	}
+	cmdline := f.fs.Args()
+	if len(cmdline) == 0 {
+		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
+		return exitMoatError
+	}
+
 	// Signals for the command reach moat (the command has a session of
 	// its own, and the sandbox's init a process group of its own), and
 	// moat forwards them. Of Ctrl-C, SIGTERM and SIGHUP, the first is
@@ -239,24 +249,28 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\ is
 	// forwarded.
 	//
-	// Forwarding starts once the run has lasted 50 ms. Until then Ctrl-C,
-	// SIGTERM and SIGHUP kill the sandbox at once (a command that has
-	// barely started is not asked to clean up), and the run still ends
-	// with its report and audit record: their handlers go in first, before
-	// the policy is read. The other three are installed only with
-	// forwarding: each handler costs a round trip to the runtime's
-	// signal-mask thread, and a run that ends sooner never needs them.
-	// Before then Ctrl-\ ends moat, and the sandbox with it (init dies
-	// with moat), and Ctrl-Z stops moat alone.
+	// The handlers are installed once the run has lasted 50 ms: the first
+	// costs the Go runtime two threads and each a round trip to one of
+	// them, which a run that ends sooner never needs. Before then a signal
+	// has its default effect on moat: SIGINT, SIGTERM, SIGHUP and Ctrl-\
+	// end it, and the sandbox with it (init dies with moat), Ctrl-Z stops
+	// moat alone. A run that keeps a record (--report, --json, --audit)
+	// takes Ctrl-C, SIGTERM and SIGHUP at once instead, before it reads
+	// its policy: until forwarding starts they kill the sandbox (a command
+	// that has barely started is not asked to clean up), and the run ends
+	// with its report and audit record however early they came.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if f.reportFile != "" || f.jsonOut || f.auditFile != "" {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	}
 	defer signal.Stop(sigs)
 	var forwarding atomic.Bool
 	install := func() {
-		signal.Notify(sigs, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
 		forwarding.Store(true)
 	}
 	handlers := time.AfterFunc(50*time.Millisecond, install)
@@ -299,15 +313,6 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	f := newRunFlags("run")
-	if ok, code := f.parse(args, stdout, stderr); !ok {
-		return code
-	}
-	cmdline := f.fs.Args()
-	if len(cmdline) == 0 {
-		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
-		return exitMoatError
-	}
 	p, err := f.loadPolicy(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)

@@ -93,12 +93,13 @@ func TestRWRootRefused(t *testing.T) {
 	}
 }
 
-// TestEarlyInterruptReported: Ctrl-C or SIGTERM at any moment of a run,
-// from the start of moat's main on, ends it with a report (reason killed)
-// and an audit record. moat's handlers are in before it reads its policy;
-// a signal before main, while Go's runtime starts, still ends moat as it
-// would any Go program, so the test first waits for a sign of main: the
-// "using policy" line of a workspace policy.
+// TestEarlyInterruptReported: Ctrl-C or SIGTERM at any moment of a run
+// that keeps a record (--report, --audit) ends it with its report (reason
+// killed, or the command dead of the signal once moat forwards it) and
+// an audit record. moat takes them before it reads its policy; a signal
+// before that, while Go's runtime starts, still ends moat as it would any
+// Go program, so the test first waits for a sign of it: the "using
+// policy" line of a workspace policy.
 func TestEarlyInterruptReported(t *testing.T) {
 	t.Setenv("MOAT_STATE_DIR", t.TempDir())
 	ws := t.TempDir()
