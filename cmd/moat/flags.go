@@ -277,7 +277,11 @@ func editDistance(a, b string) int {
 // printHelp prints the flags in GNU style (--flag VALUE), by group, each
 // with its other spellings and its default.
 func (f *runFlags) printHelp(w io.Writer) {
-	fmt.Fprintf(w, "Usage: moat %s [flags] -- CMD [ARGS...]\n", f.name)
+	head := "moat " + f.name + " [flags]"
+	if f.name == "run" {
+		head += " -- CMD [ARGS...]"
+	}
+	fmt.Fprintf(w, "Usage: %s\n", head)
 	defaults := flagDefaults()
 	for _, g := range flagGroups {
 		fmt.Fprintf(w, "\n%s:\n", g.title)
