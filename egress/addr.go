@@ -3,8 +3,6 @@ package egress
 import (
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // addrRange is one range of addresses the proxy refuses, with what it is
@@ -141,86 +139,4 @@ func ownAddrKind(a netip.Addr, own []netip.Addr) string {
 		}
 	}
 	return ""
-}
-
-// ParseIPLiteral parses host as an IP address the way curl and glibc's
-// inet_aton would: IPv6 in brackets or bare ("[::1]", "::ffff:127.0.0.1"),
-// and IPv4 in one to four parts, each decimal, octal (leading 0) or hex
-// (0x), the last part filling the remaining bytes ("2130706433",
-// "0177.0.0.1", "0x7f.1", "127.1"), with an optional trailing dot. The
-// standard library refuses these spellings on purpose; the proxy must
-// recognise them, because a client that sends one connects to that
-// address. IPv6 zones are refused.
-func ParseIPLiteral(host string) (netip.Addr, bool) {
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1]
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() || a.Zone() != "" {
-			return netip.Addr{}, false
-		}
-		return a, true
-	}
-	if strings.Contains(host, ":") {
-		a, err := netip.ParseAddr(host)
-		if err != nil || a.Zone() != "" {
-			return netip.Addr{}, false
-		}
-		return a, true
-	}
-	return parseInetAton(strings.TrimSuffix(host, "."))
-}
-
-func parseInetAton(s string) (netip.Addr, bool) {
-	parts := strings.Split(s, ".")
-	if len(parts) > 4 || s == "" {
-		return netip.Addr{}, false
-	}
-	var vals [4]uint64
-	for i, p := range parts {
-		v, ok := parseAtonPart(p)
-		if !ok {
-			return netip.Addr{}, false
-		}
-		vals[i] = v
-	}
-	n := len(parts)
-	for i := 0; i < n-1; i++ {
-		if vals[i] > 0xff {
-			return netip.Addr{}, false
-		}
-	}
-	if vals[n-1] >= 1<<(8*(5-n)) {
-		return netip.Addr{}, false
-	}
-	var u uint32
-	for i := 0; i < n-1; i++ {
-		u |= uint32(vals[i]) << (24 - 8*i)
-	}
-	u |= uint32(vals[n-1])
-	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)}), true
-}
-
-// parseAtonPart parses one part of an inet_aton address; values are
-// bounded well above any valid part so that overflow cannot wrap.
-func parseAtonPart(p string) (uint64, bool) {
-	base := 10
-	switch {
-	case len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X"):
-		base, p = 16, p[2:]
-	case len(p) > 1 && p[0] == '0':
-		base, p = 8, p[1:]
-	}
-	if p == "" || len(p) > 12 {
-		return 0, false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '+' || p[i] == '-' || p[i] == '_' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseUint(p, base, 64)
-	if err != nil || v > 0xffffffff {
-		return 0, false
-	}
-	return v, true
 }

@@ -398,6 +398,15 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 	if err != nil {
 		return nil, netip.AddrPort{}, err
 	}
+	if IsLocalName(t.name) {
+		// A local name is allowed only when every address it has is
+		// listed: which one answers must not decide where it leads.
+		for _, a := range addrs {
+			if v := p.Rules.CheckLocal(t.name, a); !v.Allow {
+				return nil, netip.AddrPort{}, &errRefused{v}
+			}
+		}
+	}
 	var refusal *errRefused
 	var lastErr error
 	for _, a := range addrs {

@@ -923,3 +923,44 @@ func TestConnectHostHeader(t *testing.T) {
 	}
 	tp.noMoreEvents(t)
 }
+
+// A single-label name (a compose or Kubernetes service) is allowed only
+// when allow_cidrs lists every address it resolves to, and then with no
+// further check; any other address, public or not, refuses it undialed.
+func TestSingleLabelName(t *testing.T) {
+	s := startServers(t)
+	resolve := names(map[string][]string{
+		"db":    {"127.0.0.1"},
+		"mixed": {"127.0.0.1", "10.0.0.1"},
+		"pub":   {"8.8.8.8"},
+	})
+	tp := newProxy(t, mustRules(t, []string{"db", "mixed", "pub"}, nil, loopbackCIDR), resolve)
+	if resp, body := tp.get(t, fmt.Sprintf("http://db:%d/", s.httpPort), "db:"+strconv.Itoa(s.httpPort)); resp.StatusCode != 200 {
+		t.Errorf("db within allow_cidrs: %d %s", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.event(t), ProtoHTTP, DecisionAllow, "db")
+	for _, host := range []string{"mixed", "pub"} {
+		resp, body := tp.get(t, fmt.Sprintf("http://%s:%d/", host, s.httpPort), fmt.Sprintf("%s:%d", host, s.httpPort))
+		if resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != RuleLocalName {
+			t.Errorf("%s: %d %q, want 403 %q", host, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), RuleLocalName)
+		}
+		contains(t, body, "allow_cidrs")
+		wantEvent(t, tp.event(t), ProtoHTTP, DecisionDeny, RuleLocalName)
+	}
+	// Without allow_cidrs, db (on loopback) is refused.
+	tp2 := newProxy(t, mustRules(t, []string{"db"}, nil, nil), resolve)
+	resp, body := tp2.get(t, fmt.Sprintf("http://db:%d/", s.httpPort), "db:"+strconv.Itoa(s.httpPort))
+	if resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != RuleLocalName {
+		t.Errorf("db outside allow_cidrs: %d %q, want 403 %q", resp.StatusCode, resp.Header.Get("X-Moat-Denied"), RuleLocalName)
+	}
+	contains(t, body, "add its range")
+	wantEvent(t, tp2.event(t), ProtoHTTP, DecisionDeny, RuleLocalName)
+	for _, d := range append(tp.dials(), tp2.dials()...) {
+		if d.Addr() != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("dialed %v", d)
+		}
+	}
+	if n := len(tp2.dials()); n != 0 {
+		t.Errorf("db outside allow_cidrs: %d dials", n)
+	}
+}

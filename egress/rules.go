@@ -3,10 +3,9 @@ package egress
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
-	"golang.org/x/net/idna"
+	"github.com/moatbox/moat/internal/netrule"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -20,14 +19,8 @@ type Rules struct {
 	cidrs []cidrRule
 }
 
-// hostRule is one allow or deny entry: an exact host or, with wildcard set,
-// every name strictly below domain; port 0 matches any port.
-type hostRule struct {
-	entry    string // as written, for verdicts
-	domain   string // normalised (lower-case ASCII, no trailing dot)
-	wildcard bool
-	port     int
-}
+// hostRule is one allow or deny entry (see netrule.Host).
+type hostRule = netrule.Host
 
 type cidrRule struct {
 	entry  string
@@ -57,6 +50,10 @@ type Verdict struct {
 
 // RuleDefaultDeny is the Rule of a destination that no entry allows.
 const RuleDefaultDeny = "default deny"
+
+// RuleLocalName is the Rule of a single-label name that resolved to an
+// address allow_cidrs does not list.
+const RuleLocalName = "single-label name outside allow_cidrs"
 
 // ParseRules parses and checks the [network] allow, deny and allow_cidrs
 // lists. Host entries are "host", "*.domain" (every name below domain, not
@@ -124,51 +121,17 @@ func (e *RulesError) Error() string {
 	return "network rules: " + strings.Join(parts, "; ")
 }
 
+// parseHostRule is netrule's grammar, and for an allow entry the public
+// suffix list's: a name anyone can register under is too broad to allow.
 func parseHostRule(entry string, isAllow bool) (hostRule, error) {
-	s := strings.TrimSpace(entry)
-	if s == "" {
-		return hostRule{}, fmt.Errorf("empty entry")
+	hr, err := netrule.ParseHost(entry, isAllow)
+	if err != nil || !isAllow || hr.Local {
+		return hr, err
 	}
-	if s == "*" || strings.HasPrefix(s, "*:") {
-		return hostRule{}, fmt.Errorf(`"*" matches every host; list the hosts the command needs`)
-	}
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
-		return hostRule{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
-	}
-	hr := hostRule{entry: s}
-	if host, port, ok := strings.Cut(s, ":"); ok {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
-			return hostRule{}, fmt.Errorf("port %q is not a number from 1 to 65535", port)
-		}
-		s, hr.port = host, n
-	}
-	if rest, ok := strings.CutPrefix(s, "*."); ok {
-		s, hr.wildcard = rest, true
-	}
-	if strings.Contains(s, "*") {
-		return hostRule{}, fmt.Errorf(`"*" may only be the whole first label, as in "*.example.com"`)
-	}
-	if _, ok := ParseIPLiteral(s); ok {
-		return hostRule{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
-	}
-	name, err := normalizeHost(s)
-	if err != nil {
-		return hostRule{}, err
-	}
-	hr.domain = name
-	if !isAllow {
-		return hr, nil
-	}
-	if !strings.Contains(name, ".") {
-		if hr.wildcard {
-			return hostRule{}, fmt.Errorf("too broad: %q is a top-level domain, anyone can register names under it", name)
-		}
-		return hostRule{}, fmt.Errorf("a single-label name is a top-level domain or a local name, not a host on the internet")
-	}
+	name := hr.Domain
 	suffix, icann := publicsuffix.PublicSuffix(name)
 	if suffix == name {
-		if hr.wildcard {
+		if hr.Wildcard {
 			return hostRule{}, fmt.Errorf("too broad: %s is a public suffix (on the Public Suffix List), anyone can register names under it; list the hosts you need", name)
 		}
 		if icann {
@@ -178,115 +141,25 @@ func parseHostRule(entry string, isAllow bool) (hostRule, error) {
 	return hr, nil
 }
 
-func parseCIDR(entry string) (netip.Prefix, error) {
-	s := strings.TrimSpace(entry)
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
-		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return p, fmt.Errorf("not an address range such as 10.1.0.0/16")
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return p, fmt.Errorf("not an address or an address range such as 10.1.0.0/16")
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
-	}
-	if p.Addr().Zone() != "" {
-		return p, fmt.Errorf("zones are not allowed")
-	}
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-	}
-	if p.Bits() == 0 {
-		return p, fmt.Errorf("too broad: it lists every address; list the ranges the command needs")
-	}
-	return p.Masked(), nil
-}
+var (
+	parseCIDR     = netrule.ParseCIDR
+	normalizeHost = netrule.NormalizeHost
+)
 
-// normalizeHost returns the lower-case ASCII form of a host name without a
-// trailing dot, or an error saying why it is not a usable host name.
-// ASCII names are only lower-cased and checked (as net/http does), so that
-// real names IDNA's strict rules reject ("r3---sn-x.example", "_a.example")
-// still work; names with other characters go through IDNA's lookup
-// profile (UTS #46 mapping, then Punycode).
-func normalizeHost(s string) (string, error) {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" {
-		return "", fmt.Errorf("empty host name")
-	}
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if !ascii {
-		a, err := idna.Lookup.ToASCII(s)
-		if err != nil {
-			return "", fmt.Errorf("not a valid international domain name: %v", err)
-		}
-		s = a
-	}
-	s = strings.ToLower(s)
-	if len(s) > 253 {
-		return "", fmt.Errorf("host name longer than 253 characters")
-	}
-	labels := strings.Split(s, ".")
-	for _, l := range labels {
-		if l == "" || len(l) > 63 {
-			return "", fmt.Errorf("host name has an empty label or one longer than 63 characters")
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return "", fmt.Errorf("host name contains %q", c)
-			}
-		}
-	}
-	// A name whose last label is a number is an IP address in some
-	// spelling (or a mistake): resolvers and URL parsers disagree on
-	// those, so it is never looked up as a name (WHATWG URL does the same).
-	last := labels[len(labels)-1]
-	if isNumericLabel(last) {
-		return "", fmt.Errorf("the last label is a number: not a host name, and not an IP address either")
-	}
-	return s, nil
-}
+// ParseIPLiteral parses host as an IP address the way curl and glibc's
+// inet_aton would (see netrule.ParseIPLiteral).
+func ParseIPLiteral(host string) (netip.Addr, bool) { return netrule.ParseIPLiteral(host) }
 
-func isNumericLabel(l string) bool {
-	if h, ok := strings.CutPrefix(l, "0x"); ok {
-		l = h
-		for i := 0; i < len(l); i++ {
-			if !isHex(l[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 0; i < len(l); i++ {
-		if l[i] < '0' || l[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func (h hostRule) match(name string, port int) bool {
-	if h.port != 0 && h.port != port {
+// match reports whether h matches name (normalised) and port.
+func match(h hostRule, name string, port int) bool {
+	if h.Port != 0 && h.Port != port {
 		return false
 	}
-	if h.wildcard {
-		return len(name) > len(h.domain) && strings.HasSuffix(name, h.domain) &&
-			name[len(name)-len(h.domain)-1] == '.'
+	if h.Wildcard {
+		return len(name) > len(h.Domain) && strings.HasSuffix(name, h.Domain) &&
+			name[len(name)-len(h.Domain)-1] == '.'
 	}
-	return name == h.domain
+	return name == h.Domain
 }
 
 // Decide says whether a client may connect to d, from the destination
@@ -314,16 +187,16 @@ func (r *Rules) Decide(d Dest) Verdict {
 		return Verdict{Rule: "invalid host", Reason: fmt.Sprintf("%q is not a valid host name: %v", d.Host, err)}
 	}
 	for _, h := range r.deny {
-		if h.match(name, d.Port) {
-			return Verdict{Rule: h.entry, Reason: fmt.Sprintf(
+		if match(h, name, d.Port) {
+			return Verdict{Rule: h.Entry, Reason: fmt.Sprintf(
 				"%s:%d is refused by the [network] deny entry %q; remove that entry to allow it",
-				name, d.Port, h.entry)}
+				name, d.Port, h.Entry)}
 		}
 	}
 	for _, h := range r.allow {
-		if h.match(name, d.Port) {
-			return Verdict{Allow: true, Rule: h.entry, Reason: fmt.Sprintf(
-				"%s:%d is allowed by the [network] allow entry %q", name, d.Port, h.entry)}
+		if match(h, name, d.Port) {
+			return Verdict{Allow: true, Rule: h.Entry, Reason: fmt.Sprintf(
+				"%s:%d is allowed by the [network] allow entry %q", name, d.Port, h.Entry)}
 		}
 	}
 	return Verdict{Rule: RuleDefaultDeny, Reason: fmt.Sprintf(
@@ -387,4 +260,23 @@ func (r *Rules) CheckAddr(host string, a netip.Addr, own []netip.Addr) Verdict {
 	return Verdict{Rule: kind, Reason: fmt.Sprintf(
 		"%s: %s; moat refuses such addresses unless [network] allow_cidrs lists them; to allow it, add %q to [network] allow_cidrs",
 		what, kind, netip.PrefixFrom(a, a.BitLen()).String())}
+}
+
+// IsLocalName reports whether name (normalised) is a single-label name,
+// such as a compose or Kubernetes service: CheckLocal applies to it.
+func IsLocalName(name string) bool { return name != "" && !strings.Contains(name, ".") }
+
+// CheckLocal says whether the proxy may connect to a in order to reach
+// the single-label name host. Such a name is whatever the resolver's
+// search list makes of it, so only the ranges the user listed in
+// allow_cidrs are trusted for it, public addresses included.
+func (r *Rules) CheckLocal(host string, a netip.Addr) Verdict {
+	a = a.Unmap()
+	if c, ok := r.cidrFor(a); ok {
+		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
+			"%s resolves to %s, allowed by the [network] allow_cidrs entry %q", host, a, c.entry)}
+	}
+	return Verdict{Rule: RuleLocalName, Reason: fmt.Sprintf(
+		"%s resolves to %s, which [network] allow_cidrs does not list: a single-label name (a local service) is reachable only at the addresses allow_cidrs lists; to allow it, add its range (e.g. %q) to [network] allow_cidrs",
+		host, a, netip.PrefixFrom(a, a.BitLen()).String())}
 }

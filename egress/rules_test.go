@@ -22,7 +22,9 @@ func TestParseRules(t *testing.T) {
 		{allow: []string{"*.co.uk"}, err: `too broad: co.uk is a public suffix`},
 		{allow: []string{"*.github.io"}, err: `too broad: github.io is a public suffix`},
 		{allow: []string{"*.test"}, err: `too broad`},
-		{allow: []string{"com"}, err: `single-label name`},
+		{allow: []string{"db", "db:5432", "Redis."}}, // local services, reachable only within allow_cidrs
+		{allow: []string{"https://pypi.org"}, err: `not a destination`},
+		{cidrs: []string{"10.1.2.3/24"}, err: `host bits are set; did you mean "10.1.2.0/24"?`},
 		{allow: []string{"co.uk"}, err: `co.uk is a public suffix, not a host`},
 		{allow: []string{"a.*.example.com"}, err: `may only be the whole first label`},
 		{allow: []string{"*example.com"}, err: `may only be the whole first label`},
@@ -315,7 +317,7 @@ func FuzzParseRules(f *testing.F) {
 				if _, isIP := ParseIPLiteral(host); isIP {
 					t.Fatalf("allow %q let the IP literal %q through", entry, host)
 				}
-				if v.Rule != allow.allow[0].entry {
+				if v.Rule != allow.allow[0].Entry {
 					t.Fatalf("allowed by %q, not by the entry", v.Rule)
 				}
 			}

@@ -161,8 +161,15 @@ func ParseDuration(s string) (Duration, error) {
 	if d < 0 {
 		return 0, fmt.Errorf("invalid duration %q: %w", s, errNegativeDuration)
 	}
+	if d == 0 && strings.ContainsAny(t, "123456789") {
+		return 0, fmt.Errorf("invalid duration %q: %w", s, errZeroDuration)
+	}
 	return Duration(d), nil
 }
+
+// errZeroDuration refuses a value below the resolution: as 0 it would
+// mean no limit at all, the opposite of what was asked.
+var errZeroDuration = errors.New("rounds to zero, which means no limit; use at least 1ns, or 0 for no limit")
 
 // secondsDuration converts a number of seconds to a Duration.
 func secondsDuration(sec float64) (Duration, error) {
@@ -174,7 +181,11 @@ func secondsDuration(sec float64) (Duration, error) {
 	case sec*float64(time.Second) >= math.MaxInt64:
 		return 0, fmt.Errorf("too long (max %s)", Duration(math.MaxInt64))
 	}
-	return Duration(math.Round(sec * float64(time.Second))), nil
+	d := Duration(math.Round(sec * float64(time.Second)))
+	if d == 0 && sec > 0 {
+		return 0, errZeroDuration
+	}
+	return d, nil
 }
 
 // String returns the duration in Go syntax without trailing zero units:

@@ -135,6 +135,10 @@ func TestParseDurationErrors(t *testing.T) {
 		{"inf", "want Go syntax"},
 		{"10000000000", "too long"},
 		{"3000000h", "want Go syntax"}, // overflows time.Duration
+		// Below the resolution, a value would become 0: no limit at all.
+		{"0.4ns", "rounds to zero"},
+		{"0.0001us", "rounds to zero"},
+		{"0.0000000004", "rounds to zero"},
 	}
 	for _, tt := range tests {
 		got, err := ParseDuration(tt.in)
@@ -164,5 +168,20 @@ func TestDurationString(t *testing.T) {
 		if back, err := ParseDuration(tt.want); err != nil || time.Duration(back) != tt.in {
 			t.Errorf("ParseDuration(%q) = %v, %v; want %v", tt.want, back, err, tt.in)
 		}
+	}
+}
+
+// TestDurationRoundingToZeroLocated: in a file, a duration that rounds to
+// zero is an error at its line and field, in every form TOML allows,
+// while 0 and the smallest non-zero durations stay valid.
+func TestDurationRoundingToZeroLocated(t *testing.T) {
+	_, err := Parse("pol.toml", []byte("[limits]\nwall = \"0.4ns\"\ncpu = 1e-10\n"))
+	checkErrors(t, err, []string{
+		`pol.toml:2: limits.wall: invalid duration "0.4ns": rounds to zero`,
+		`pol.toml:3: limits.cpu: invalid duration 1e-10: rounds to zero`,
+	})
+	p, err := Parse("pol.toml", []byte("[limits]\nwall = \"1ns\"\ncpu = 0\n"))
+	if err != nil || p.Limits.Wall != 1 || p.Limits.CPU != 0 {
+		t.Errorf("wall 1ns, cpu 0: %+v, %v", p.Limits, err)
 	}
 }

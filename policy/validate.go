@@ -3,12 +3,12 @@ package policy
 import (
 	"fmt"
 	"math"
-	"net/netip"
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/moatbox/moat/internal/netrule"
 )
 
 // Bounds on limits: values beyond them are mistakes, not policies.
@@ -112,16 +112,11 @@ func (p *Policy) validateEnv(l *errorList) {
 func (p *Policy) validateNetwork(l *errorList) {
 	n := p.Network
 	oneOf(l, "network.mode", n.Mode, NetworkNone, NetworkAllow, NetworkHost)
-	destinations(l, "network.allow", n.Allow)
-	destinations(l, "network.deny", n.Deny)
+	destinations(l, "network.allow", n.Allow, true)
+	destinations(l, "network.deny", n.Deny, false)
 	for i, c := range n.AllowCIDRs {
-		f := indexKey("network.allow_cidrs", i)
-		pfx, err := netip.ParsePrefix(c)
-		switch {
-		case err != nil:
-			l.add(f, fmt.Sprintf(`%q is not a CIDR range such as "10.1.2.0/24" or "fd00::/8"`, c))
-		case pfx != pfx.Masked():
-			l.add(f, fmt.Sprintf("%q has host bits set; did you mean %q?", c, pfx.Masked().String()))
+		if _, err := netrule.ParseCIDR(c); err != nil {
+			l.add(indexKey("network.allow_cidrs", i), fmt.Sprintf("%q: %v", c, err))
 		}
 	}
 	ports(l, "network.tcp_bind", n.TCPBind, 0)
@@ -147,54 +142,15 @@ func ports(l *errorList, field string, list *[]int, low int) {
 	}
 }
 
-// destinations checks network patterns: "host", "*.domain", "*", an IP
-// address, "[ipv6]", each optionally followed by ":port".
-func destinations(l *errorList, field string, list []string) {
+// destinations checks allow or deny entries with the grammar the egress
+// proxy uses. Whether an allowed name is a public suffix needs the suffix
+// list, which the sandbox checks (sandbox.CheckPolicy).
+func destinations(l *errorList, field string, list []string, allow bool) {
 	for i, d := range list {
-		f := indexKey(field, i)
-		if msg := checkDestination(d); msg != "" {
-			l.add(f, fmt.Sprintf("%q %s; write a host name (\"pypi.org\"), a wildcard (\"*.pythonhosted.org\") or an address, optionally with \":port\"", d, msg))
+		if _, err := netrule.ParseHost(d, allow); err != nil {
+			l.add(indexKey(field, i), fmt.Sprintf("%q: %v", d, err))
 		}
 	}
-}
-
-func checkDestination(d string) string {
-	if d == "" {
-		return "is empty"
-	}
-	if strings.Contains(d, "://") || strings.Contains(d, "/") {
-		return "is not a destination (no scheme or path)"
-	}
-	host, port := d, ""
-	if ap, err := netip.ParseAddrPort(d); err == nil {
-		host, port = ap.Addr().String(), strconv.Itoa(int(ap.Port()))
-	} else if _, err := netip.ParseAddr(strings.Trim(d, "[]")); err == nil {
-		return ""
-	} else if i := strings.LastIndexByte(d, ':'); i >= 0 {
-		host, port = d[:i], d[i+1:]
-	}
-	if port != "" {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 {
-			return "has an invalid port (want 1-65535)"
-		}
-	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return ""
-	}
-	name := strings.TrimPrefix(host, "*.")
-	if host == "*" {
-		return ""
-	}
-	if name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
-		return "is not a valid host name"
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return "is not a valid host name"
-		}
-	}
-	return ""
 }
 
 func (p *Policy) validateLimits(l *errorList) {

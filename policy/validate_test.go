@@ -19,9 +19,9 @@ func TestValidateReportsEverythingWithLines(t *testing.T) {
 		f + `:4: workspace.protect[1]: "../sibling" is outside the workspace`,
 		f + `:7: filesystem.read_write[0]: "relative/dir" is relative; host paths must be absolute or start with "~/"`,
 		f + `:10: env.set."BAD=NAME": "BAD=NAME" is not a valid variable name`,
-		f + `:14: network.allow[0]: "https://pypi.org" is not a destination (no scheme or path); write a host name`,
-		f + `:14: network.allow[1]: "" is empty`,
-		f + `:15: network.allow_cidrs[0]: "10.0.0.0/33" is not a CIDR range`,
+		f + `:14: network.allow[0]: "https://pypi.org": not a destination: write a host name without a scheme or a path`,
+		f + `:14: network.allow[1]: "": empty entry`,
+		f + `:15: network.allow_cidrs[0]: "10.0.0.0/33": not an address range`,
 		f + `:16: network.tcp_bind[1]: -1 is not a TCP port (0 to 65535)`,
 		f + `:20: limits.open_files: 2000000 is too many (max 1048576)`,
 		f + `:21: limits.memory: 512B is too small (min 1MiB, or 0 for no limit); a size without a unit is in bytes`,
@@ -56,11 +56,18 @@ func TestValidateFields(t *testing.T) {
 		{"network modes", func(p *Policy) { p.Network.Mode = "host" }, ""},
 		{"bad network mode", func(p *Policy) { p.Network.Mode = "all" }, `network.mode: "all" is not one of none, allow, host`},
 		{"good destinations", func(p *Policy) {
-			p.Network.Allow = []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443", "*", "10.0.0.1", "10.0.0.1:80", "::1", "[::1]:443", "[fd00::1]"}
+			p.Network.Allow = []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443", "db", "db:5432"}
+			p.Network.Deny = []string{"*.co.uk", "db"}
 		}, ""},
-		{"bad port", func(p *Policy) { p.Network.Deny = []string{"example.com:99999"} }, "network.deny[0]: \"example.com:99999\" has an invalid port"},
-		{"bad host", func(p *Policy) { p.Network.Allow = []string{"exa mple.com"} }, "is not a valid host name"},
-		{"empty label", func(p *Policy) { p.Network.Allow = []string{"a..b"} }, "is not a valid host name"},
+		// The grammar the egress proxy reads: what it refuses, Validate refuses.
+		{"allow everything", func(p *Policy) { p.Network.Allow = []string{"*"} }, `network.allow[0]: "*": "*" matches every host`},
+		{"allow a tld", func(p *Policy) { p.Network.Allow = []string{"*.com"} }, `network.allow[0]: "*.com": too broad: "com" is a top-level domain`},
+		{"allow an address", func(p *Policy) { p.Network.Allow = []string{"db", "10.0.0.1:80"} }, `network.allow[1]: "10.0.0.1:80": an IP address is not a host name; put addresses in allow_cidrs`},
+		{"allow ipv6", func(p *Policy) { p.Network.Allow = []string{"[::1]:443"} }, `put addresses in allow_cidrs`},
+		{"numeric last label", func(p *Policy) { p.Network.Allow = []string{"example.123"} }, `last label is a number`},
+		{"bad port", func(p *Policy) { p.Network.Deny = []string{"example.com:99999"} }, `network.deny[0]: "example.com:99999": port "99999" is not a number from 1 to 65535`},
+		{"bad host", func(p *Policy) { p.Network.Allow = []string{"exa mple.com"} }, "host name contains ' '"},
+		{"empty label", func(p *Policy) { p.Network.Allow = []string{"a..b"} }, "host name has an empty label"},
 		{"host bits", func(p *Policy) { p.Network.AllowCIDRs = []string{"10.1.2.3/24"} }, `did you mean "10.1.2.0/24"?`},
 		{"ipv6 cidr", func(p *Policy) { p.Network.AllowCIDRs = []string{"fd00::/8"} }, ""},
 		{"tcp ports", func(p *Policy) { p.Network.TCPBind, p.Network.TCPConnect = &[]int{0, 8080}, &[]int{} }, ""},

@@ -79,6 +79,19 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	if c.Home != "" && c.Home != "/" && within(ws, c.Home) {
 		return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 	}
+	// A writable path is held to the workspace's rule: neither / nor a
+	// directory holding the caller's home (a symlink to one included).
+	for i, rw := range p.Filesystem.ReadWrite {
+		field := fmt.Sprintf("filesystem.read_write[%d]", i)
+		for _, path := range []string{rw, realPath(rw)} {
+			if path == "/" {
+				return nil, p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))
+			}
+			if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
+				return nil, p.FieldError(field, fmt.Sprintf("%s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); list the directories the command needs, such as ~/.cache/pip", rw, c.Home))
+			}
+		}
+	}
 	layered := p.Workspace.Mode == policy.WorkspaceOverlay || p.Workspace.Mode == policy.WorkspaceCopy
 	if layered && cs == nil {
 		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)

@@ -51,7 +51,7 @@ func proxyEnv() map[string]string {
 }
 
 // networkRules parses the policy's network lists, reporting problems as
-// policy errors located at the entries.
+// *policy.Errors located at the entries.
 func networkRules(p *policy.Policy) (*egress.Rules, error) {
 	rules, err := egress.ParseRules(p.Network.Allow, p.Network.Deny, p.Network.AllowCIDRs)
 	var re *egress.RulesError
@@ -63,7 +63,16 @@ func networkRules(p *policy.Policy) (*egress.Rules, error) {
 		field := fmt.Sprintf("network.%s[%d]", prob.List, prob.Index)
 		errs = append(errs, p.FieldError(field, fmt.Sprintf("%q: %v", prob.Entry, prob.Err)))
 	}
-	return nil, errs
+	return nil, &errs
+}
+
+// CheckPolicy makes the checks of a valid policy that Run makes before
+// it starts anything and that need more than the policy package: the
+// network rules as the egress proxy reads them (a name on the public
+// suffix list is too broad to allow). It returns *policy.Errors.
+func CheckPolicy(p *policy.Policy) error {
+	_, err := networkRules(p)
+	return err
 }
 
 // egressRun is the proxy of one allow-mode run and what it saw.

@@ -5,6 +5,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -323,4 +324,73 @@ for u in http://1.1.1.1/ http://example.com/; do curl -sS -m 5 $u >/dev/null 2>&
 	if want := "curl http://1.1.1.1/ 7\ncurl http://example.com/ 6\n"; r.stdout != want {
 		t.Errorf("default network not closed: got\n%swant\n%s", r.stdout, want)
 	}
+}
+
+// TestNetworkRuleErrorsArePolicyErrors: an entry only the public suffix
+// list refuses passes Validate and is refused before the run, as
+// *policy.Errors located at its file line, like every other policy error.
+func TestNetworkRuleErrorsArePolicyErrors(t *testing.T) {
+	ws := t.TempDir()
+	file := filepath.Join(ws, "p.toml")
+	os.WriteFile(file, []byte("[network]\nmode = \"allow\"\nallow = [\n  \"ok.example.com\",\n  \"*.co.uk\",\n]\n"), 0o644)
+	p, err := policy.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate: %v (the public suffix list is the sandbox's check)", err)
+	}
+	_, runErr := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"true"}}, backend.Stdio{})
+	for name, err := range map[string]error{"Run": runErr, "CheckPolicy": sandbox.CheckPolicy(p)} {
+		var pe *policy.Errors
+		if !errors.As(err, &pe) || len(*pe) != 1 {
+			t.Errorf("%s: %v (%T), want *policy.Errors with one entry", name, err, err)
+			continue
+		}
+		fe := (*pe)[0]
+		if fe.File != file || fe.Line != 5 || fe.Field != "network.allow[1]" || !strings.Contains(fe.Msg, "public suffix") {
+			t.Errorf("%s: %+v, want %s:5: network.allow[1]", name, fe, file)
+		}
+	}
+	p.Network.Allow = p.Network.Allow[:1]
+	if err := sandbox.CheckPolicy(p); err != nil {
+		t.Errorf("CheckPolicy(ok.example.com): %v", err)
+	}
+}
+
+// FuzzDestinationGrammarAgrees: policy.Validate and the egress proxy read
+// allow and deny entries with one grammar, so an entry Validate accepts
+// is one a run accepts, short of the public suffix list (which only the
+// run's check, CheckPolicy, has), and the other way round.
+func FuzzDestinationGrammarAgrees(f *testing.F) {
+	for _, s := range []string{"pypi.org", "*.pythonhosted.org", "db", "db:5432", "*.com", "*.co.uk", "*", "10.0.0.1",
+		"[::1]:443", "https://x.org", "a..b", "example.123", "Bücher.example", "x.org:0", " pypi.org "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, entry string) {
+		for _, allow := range []bool{true, false} {
+			p := policy.Default()
+			p.Network.Mode = policy.NetworkAllow
+			var rerr error
+			if allow {
+				p.Network.Allow = []string{entry}
+				_, rerr = egress.ParseRules([]string{entry}, nil, nil)
+			} else {
+				p.Network.Deny = []string{entry}
+				_, rerr = egress.ParseRules(nil, []string{entry}, nil)
+			}
+			verr := p.Validate()
+			suffixOnly := rerr != nil && strings.Contains(rerr.Error(), "public suffix")
+			if (verr == nil) != (rerr == nil || suffixOnly) {
+				t.Fatalf("entry %q (allow %v): Validate %v, egress %v", entry, allow, verr, rerr)
+			}
+			if suffixOnly && sandbox.CheckPolicy(p) == nil {
+				t.Fatalf("entry %q: CheckPolicy accepts what egress refuses: %v", entry, rerr)
+			}
+		}
+	})
 }

@@ -162,13 +162,22 @@ func NewRunID() string {
 
 // Run compiles and runs req. The returned Report is never nil: when moat
 // itself fails, it says so (Reason "error", ExitCode 125, 126 or 127) and
-// the error is returned as well. Cancelling ctx kills the whole sandbox.
+// the error is returned as well. Cancelling ctx kills the whole sandbox;
+// the Report's Reason is then "killed", with Error set when the command
+// was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
 	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
 		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
 		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
+	// fresh is the change set this run created, until its command may
+	// have run: a run that fails before then leaves nothing to review,
+	// and an empty change set behind would only clutter moat runs.
+	var fresh *workspace.ChangeSet
 	fail := func(err error) (*Report, error) {
+		if fresh != nil && fresh.Discard() == nil {
+			rep.ChangeSet = nil
+		}
 		rep.Error = err.Error()
 		var ie *backend.InitError
 		if errors.As(err, &ie) {
@@ -207,11 +216,15 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
-		cs, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m)
+		var created bool
+		cs, created, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m)
 		if err != nil {
 			return fail(err)
 		}
 		defer cs.Unlock()
+		if created {
+			fresh = cs
+		}
 		rep.ChangeSet = &ChangeSetRef{ID: cs.ID(), Session: cs.Session(), Dir: cs.Dir()}
 		if err := cs.Record(req.Args, req.Policy.Workspace.Protect); err != nil {
 			return fail(fmt.Errorf("record command in change set: %w", err))
@@ -268,7 +281,17 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
 	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
+	if ctx.Err() != nil {
+		// Cancelled (moat got Ctrl-C) before the sandbox was started:
+		// nothing ran, and the report says so.
+		rep, _ := fail(errors.New("interrupted before the command started"))
+		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
+		return rep, nil
+	}
 	st, err := be.Run(ctx, spec, stdio)
+	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) {
+		fresh = nil // the command may have run: what it wrote is kept
+	}
 	// No process of the run is alive now: what it planted stays put.
 	qerr := quarantine(guards, runID, rep)
 	if err == nil && qerr != nil {
@@ -477,18 +500,18 @@ var signalNames = sync.OnceValue(func() map[syscall.Signal]string {
 	}
 })
 
-// openChangeSet reopens the session's change set, or makes a new one, and
-// locks it for the run: an upper layer must not be mounted twice.
-func openChangeSet(ws, session, mode string) (*workspace.ChangeSet, error) {
+// openChangeSet reopens the session's change set, or makes a new one
+// (created), and locks it for the run: an upper layer must not be mounted
+// twice.
+func openChangeSet(ws, session, mode string) (cs *workspace.ChangeSet, created bool, err error) {
 	store, err := workspace.DefaultStore()
 	if err != nil {
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, false, fmt.Errorf("state directory: %w", err)
 	}
-	var cs *workspace.ChangeSet
 	if session != "" {
 		cs, err = store.Open(session)
 		if err != nil && !errors.Is(err, workspace.ErrNotFound) {
-			return nil, fmt.Errorf("session %q: %w", session, err)
+			return nil, false, fmt.Errorf("session %q: %w", session, err)
 		}
 	}
 	if cs == nil {
@@ -498,13 +521,14 @@ func openChangeSet(ws, session, mode string) (*workspace.ChangeSet, error) {
 			cs, err = store.Create(ws, session)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("create change set: %w", err)
+			return nil, false, fmt.Errorf("create change set: %w", err)
 		}
+		created = true
 	} else if real, _ := filepath.EvalSymlinks(ws); real != cs.Workspace() {
-		return nil, fmt.Errorf("session %q belongs to workspace %s, not %s", session, cs.Workspace(), ws)
+		return nil, false, fmt.Errorf("session %q belongs to workspace %s, not %s", session, cs.Workspace(), ws)
 	}
 	if err := cs.Lock(); err != nil {
-		return nil, fmt.Errorf("change set %s: %w", cs.ID(), err)
+		return nil, false, fmt.Errorf("change set %s: %w", cs.ID(), err)
 	}
-	return cs, nil
+	return cs, created, nil
 }

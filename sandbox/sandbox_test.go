@@ -1591,3 +1591,35 @@ func TestCreatedProtectedPathsReported(t *testing.T) {
 		t.Errorf("protected_created = %q for a run that created none", r.rep.ProtectedCreated)
 	}
 }
+
+// TestWritablePathsHeldToWorkspaceRule: --rw / and a writable path that
+// holds the caller's home are refused, as such a workspace is, with the
+// flag named; a directory beside the home is fine.
+func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
+	base := t.TempDir()
+	home, other, ws := filepath.Join(base, "home", "me"), filepath.Join(base, "other"), t.TempDir()
+	os.MkdirAll(home, 0o755)
+	os.Mkdir(other, 0o755)
+	os.Symlink(filepath.Join(base, "home"), filepath.Join(base, "link"))
+	c := sandbox.Caller{UID: 1000, GID: 1000, Home: home, Cwd: ws}
+	for rw, want := range map[string]string{
+		"/":                           "is /",
+		filepath.Join(base, "home"):   "contains your home directory",
+		home:                          "contains your home directory",
+		filepath.Join(base, "link"):   "contains your home directory",
+		other:                         "",
+		filepath.Join(home, ".cache"): "",
+	} {
+		p := policy.Default()
+		p.Workspace.Path = ws
+		p.Filesystem.ReadWrite = []string{rw}
+		p.MarkFlag("filesystem.read_write", "--rw")
+		_, err := sandbox.Compile(p, []string{"true"}, c, "run", nil, nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("--rw %s: %v", rw, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "flag --rw: filesystem.read_write[0]")):
+			t.Errorf("--rw %s: %v, want an error naming --rw and containing %q", rw, err, want)
+		}
+	}
+}

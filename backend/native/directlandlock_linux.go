@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,23 +36,32 @@ func landlockFor(abi int) (fs, scoped uint64) {
 	return uint64(k.HandledAccessFS & landlockConfig.HandledAccessFS), uint64(k.Scoped & landlockConfig.Scoped)
 }
 
-// landlockRule is one path rule with its rights before downgrading.
+// landlockRule is one path rule with its rights before downgrading. A
+// rule for a file (file set) holds file rights only: the kernel refuses
+// directory rights on a file with EINVAL.
 type landlockRule struct {
 	path          string
 	access        uint64
 	ignoreMissing bool
+	file          bool
 }
 
 const (
 	llRead     = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
 	llWrite    = ll.AccessFSWriteFile | ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym | ll.AccessFSTruncate
 	llRWExtras = ll.AccessFSRefer | ll.AccessFSIoctlDev | ll.AccessFSResolveUnix
+	// llFile is the rights that apply to a file rather than a directory
+	// (the kernel's ACCESS_FILE).
+	llFile = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
 )
 
 // landlockRules are the path rules for spec, for both starts: the
 // directory listing of "/" first, then one per mount that is granted
-// (see restrictLandlock, which hands them to go-landlock).
-func landlockRules(spec *backend.Spec) []landlockRule {
+// (see restrictLandlock, which hands them to go-landlock). onHost says
+// where it runs, which decides where a bind's file is seen: at its
+// Source on the host (the direct start plans there), at its Target
+// inside the sandbox (init).
+func landlockRules(spec *backend.Spec, onHost bool) []landlockRule {
 	rules := []landlockRule{{path: "/", access: ll.AccessFSReadDir}}
 	for _, m := range spec.Mounts {
 		if m.NoLandlockGrant {
@@ -59,14 +69,29 @@ func landlockRules(spec *backend.Spec) []landlockRule {
 		}
 		switch m.Kind {
 		case backend.MountBind, backend.MountOverlay, backend.MountTmpfs, backend.MountProc, backend.MountDev:
+			r := landlockRule{path: m.Target, access: llRead | llWrite | llRWExtras, ignoreMissing: true}
 			if m.ReadOnly {
-				rules = append(rules, landlockRule{path: m.Target, access: llRead, ignoreMissing: true})
-			} else {
-				rules = append(rules, landlockRule{path: m.Target, access: llRead | llWrite | llRWExtras, ignoreMissing: true})
+				r.access = llRead
 			}
+			// Only a bind can be a file (--ro FILE, --rw FILE).
+			seen := m.Target
+			if onHost {
+				seen = m.Source
+			}
+			if m.Kind == backend.MountBind && isFile(seen) {
+				r.access &= llFile
+				r.file = true
+			}
+			rules = append(rules, r)
 		}
 	}
 	return rules
+}
+
+// isFile reports whether path exists and is not a directory.
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }
 
 // landlockAttr is struct landlock_ruleset_attr.
@@ -96,7 +121,7 @@ func (p *plan) landlock(spec *backend.Spec, abi int) error {
 	if n.RestrictConnect {
 		attr.net |= ll.AccessNetConnectTCP
 	}
-	rules := landlockRules(spec)
+	rules := landlockRules(spec, true)
 	// go-landlock's best effort: a rule asking for "refer" on a kernel
 	// that cannot handle it (ABI 1) downgrades to no Landlock at all.
 	for _, r := range rules {

@@ -51,12 +51,17 @@ func usableLandlockABI(abi int) int {
 func restrictLandlock(spec *backend.Spec) error {
 	// The same rules the direct start adds (landlockRules), as
 	// go-landlock's: listing "/", RODirs for read-only mounts, RWDirs with
-	// refer, ioctl on devices and unix socket resolution for writable ones.
+	// refer, ioctl on devices and unix socket resolution for writable ones,
+	// and ROFiles or RWFiles with ioctl on devices for a bound file.
 	var rules []landlock.Rule
-	for _, r := range landlockRules(spec) {
+	for _, r := range landlockRules(spec, false) {
 		switch {
 		case r.path == "/":
 			rules = append(rules, landlock.PathAccess(ll.AccessFSReadDir, "/"))
+		case r.file && r.access&ll.AccessFSWriteFile == 0:
+			rules = append(rules, landlock.ROFiles(r.path).IgnoreIfMissing())
+		case r.file:
+			rules = append(rules, landlock.RWFiles(r.path).WithIoctlDev().IgnoreIfMissing())
 		case r.access == llRead:
 			rules = append(rules, landlock.RODirs(r.path).IgnoreIfMissing())
 		default:

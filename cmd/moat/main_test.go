@@ -701,3 +701,24 @@ func TestGrowStackKeepsItsFrame(t *testing.T) {
 		t.Error("growStack did not grow a fresh goroutine's stack: its frame is gone")
 	}
 }
+
+// TestPolicyShowRefusesWhatRunRefuses: one grammar of destinations, so
+// policy show accepts exactly what a run does.
+func TestPolicyShowRefusesWhatRunRefuses(t *testing.T) {
+	ws := t.TempDir()
+	for _, net := range []string{"allow:*.com", "allow:*.co.uk", "allow:10.0.0.1", "allow:*"} {
+		for _, cmd := range [][]string{{"policy", "show"}, {"run"}} {
+			args := append(append([]string{}, cmd...), "--net", net)
+			if cmd[0] == "run" {
+				args = append(args, "--", "echo", "RAN")
+			}
+			code, out, errs := moat(t, ws, args...)
+			if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "network.allow[0]") {
+				t.Errorf("%v: code %d out %q err %q, want refused with the entry named", args, code, out, errs)
+			}
+		}
+	}
+	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db,pypi.org"); code != 0 || !strings.Contains(out, `'db'`) {
+		t.Errorf("policy show --net allow:db,pypi.org: code %d out %q err %q", code, out, errs)
+	}
+}

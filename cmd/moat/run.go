@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,91 +22,6 @@ import (
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
-
-// runFlags are the flags of `moat run` (and `moat policy show`).
-type runFlags struct {
-	fs            *flag.FlagSet
-	policyFile    string
-	workspace     string
-	wsMode        string
-	ro, rw, deny  listFlag
-	env           listFlag
-	net           string
-	tcpBind       string
-	tcpConnect    string
-	seccomp       string
-	auditFile     string
-	landlock      string
-	showOnly      bool // moat policy show: an untrusted .moat.toml may be shown, never run
-	session       string
-	jsonOut       bool
-	reportFile    string
-	allowDegraded bool
-	// limits and identity are applied only when given
-	set map[string]string
-}
-
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// valueFlag records a flag's raw value; it is parsed with the policy's own
-// parsers so flags and files accept the same spellings.
-type valueFlag struct {
-	name string
-	set  map[string]string
-}
-
-func (v valueFlag) String() string     { return "" }
-func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
-
-// limitFlags maps a flag to the policy field it overrides and what it
-// accepts, for help and errors.
-var limitFlags = []struct{ flag, field, help string }{
-	{"wall", "limits.wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)"},
-	{"cpu-time", "limits.cpu", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)"},
-	{"memory", "limits.memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)"},
-	{"pids", "limits.pids", "the maximum number of processes, `N` (cgroup)"},
-	{"cpus", "limits.cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)"},
-	{"open-files", "limits.open_files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)"},
-	{"file-size", "limits.file_size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)"},
-	{"output", "limits.output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)"},
-	{"disk", "limits.disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
-	{"uid", "user.uid", "`UID` of the command inside the sandbox (not 0)"},
-}
-
-func newRunFlags(name string, stderr io.Writer) *runFlags {
-	f := &runFlags{set: map[string]string{}}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
-	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace `DIR` (default: the current directory)")
-	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
-	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
-	fs.Var(&f.ro, "ro", "extra read-only `PATH` (repeatable)")
-	fs.Var(&f.rw, "rw", "extra read-write `PATH` (repeatable)")
-	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
-	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&f.net, "net", "", "network `MODE`: none (default: loopback only), allow:HOST,*.DOMAIN,HOST:PORT (only those, through moat's proxy), or host (unfiltered)")
-	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
-	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
-	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto (default), required, best-effort or off")
-	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
-	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
-	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
-	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
-	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
-	for _, lf := range limitFlags {
-		fs.Var(valueFlag{lf.field, f.set}, lf.flag, lf.help)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: moat %s [flags] -- CMD [ARGS...]\n\nFlags:\n", name)
-		fs.PrintDefaults()
-	}
-	f.fs = fs
-	return f
-}
 
 // loadPolicy builds the effective policy: the built-in default, overlaid
 // by the policy file, overlaid by the flags; then resolved and validated.
@@ -230,10 +145,17 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if err := f.applyValues(p); err != nil {
 		return nil, err
 	}
+	if err := f.applyDocker(p); err != nil {
+		return nil, err
+	}
 	if err := p.Resolve(cwd, home); err != nil {
 		return nil, err
 	}
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	// What the run would refuse before starting, policy show refuses too.
+	if err := sandbox.CheckPolicy(p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -310,21 +232,13 @@ func (f *runFlags) applyValues(p *policy.Policy) error {
 }
 
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	f := newRunFlags("run", stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitMoatError
+	f := newRunFlags("run")
+	if ok, code := f.parse(args, stdout, stderr); !ok {
+		return code
 	}
 	cmdline := f.fs.Args()
 	if len(cmdline) == 0 {
 		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
-		return exitMoatError
-	}
-	p, err := f.loadPolicy(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return exitMoatError
 	}
 
@@ -335,26 +249,35 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\ is
 	// forwarded.
 	//
-	// The handlers are installed once the run has lasted 50 ms: each costs
-	// ~45 µs of CPU here (0.2 ms of a run's start for these), and a run
-	// that ends sooner never needs them. Before then a signal has its
-	// default effect on moat: SIGINT, SIGTERM, SIGHUP and Ctrl-\ end it,
-	// and the sandbox with it (init dies with moat), Ctrl-Z stops moat
-	// alone.
+	// The handlers are installed once the run has lasted 50 ms: the first
+	// costs the Go runtime two threads and each a round trip to one of
+	// them, which a run that ends sooner never needs. Before then a signal
+	// has its default effect on moat: SIGINT, SIGTERM, SIGHUP and Ctrl-\
+	// end it, and the sandbox with it (init dies with moat), Ctrl-Z stops
+	// moat alone. A run that keeps a record (--report, --json, --audit)
+	// takes Ctrl-C, SIGTERM and SIGHUP at once instead, before it reads
+	// its policy: until forwarding starts they kill the sandbox (a command
+	// that has barely started is not asked to clean up), and the run ends
+	// with its report and audit record however early they came.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
+	if f.reportFile != "" || f.jsonOut || f.auditFile != "" {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	}
 	defer signal.Stop(sigs)
+	var forwarding atomic.Bool
 	install := func() {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+		forwarding.Store(true)
 	}
 	handlers := time.AfterFunc(50*time.Millisecond, install)
 	defer handlers.Stop()
 	// With a terminal on stdin the backend puts it in raw mode and restores
 	// it when the run returns: from then on a signal must not end moat
-	// before that, so the handlers go in at once (OnTerminal comes just
+	// before that, so forwarding starts at once (OnTerminal comes just
 	// before the raw mode).
 	onTerminal := func() {
 		if handlers.Stop() {
@@ -366,7 +289,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for s := range sigs {
 			switch s {
 			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
-				if n++; n >= 2 {
+				if n++; n >= 2 || !forwarding.Load() {
 					cancel()
 					return
 				}
@@ -389,6 +312,17 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fwd <- s
 		}
 	}()
+
+	p, err := f.loadPolicy(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
+	caller, err := f.caller(p)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return exitMoatError
+	}
 
 	var auditFn func(egress.Event)
 	var aw *audit.Writer
@@ -414,6 +348,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
 		Audit:         auditFn,
 		Policy:        p,
+		Caller:        caller,
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
@@ -509,10 +444,10 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: moat policy show [run flags]")
 		return 2
 	}
-	f := newRunFlags("policy show", stderr)
+	f := newRunFlags("policy show")
 	f.showOnly = true
-	if err := f.fs.Parse(args[1:]); err != nil {
-		return exitMoatError
+	if ok, code := f.parse(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	p, err := f.loadPolicy(stderr)
 	if err != nil {

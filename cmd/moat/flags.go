@@ -1,0 +1,368 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// runFlags are the flags of `moat run` (and `moat policy show`).
+type runFlags struct {
+	name          string
+	fs            *flag.FlagSet
+	policyFile    string
+	workspace     string
+	wsMode        string
+	ro, rw, deny  listFlag
+	env           listFlag
+	net           string
+	tcpBind       string
+	tcpConnect    string
+	seccomp       string
+	auditFile     string
+	landlock      string
+	showOnly      bool // moat policy show: an untrusted .moat.toml may be shown, never run
+	session       string
+	jsonOut       bool
+	reportFile    string
+	allowDegraded bool
+	// Docker's spellings that are not another name of one of the above.
+	workdir  string
+	user     string
+	readOnly bool
+	// limits and identity are applied only when given
+	set map[string]string
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// valueFlag records a flag's raw value; it is parsed with the policy's own
+// parsers so flags and files accept the same spellings.
+type valueFlag struct {
+	name string
+	set  map[string]string
+}
+
+func (v valueFlag) String() string     { return "" }
+func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
+
+// limitFlags maps a flag to the policy field it overrides and what it
+// accepts, for help and errors.
+var limitFlags = []struct{ flag, field, help string }{
+	{"wall", "limits.wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)"},
+	{"cpu-time", "limits.cpu", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)"},
+	{"memory", "limits.memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)"},
+	{"pids", "limits.pids", "the maximum number of processes, `N` (cgroup)"},
+	{"cpus", "limits.cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)"},
+	{"open-files", "limits.open_files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)"},
+	{"file-size", "limits.file_size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)"},
+	{"output", "limits.output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)"},
+	{"disk", "limits.disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
+	{"uid", "user.uid", "`UID` of the command inside the sandbox (not 0)"},
+}
+
+// volumeFlag is Docker's -v SRC[:DST[:ro|rw]], which is --rw SRC, or
+// --ro SRC with ro. moat mounts a path at its own place, so DST, when
+// given, must be SRC.
+type volumeFlag struct{ f *runFlags }
+
+func (v volumeFlag) String() string { return "" }
+
+func (v volumeFlag) Set(s string) error {
+	parts := strings.Split(s, ":")
+	if len(parts) > 3 || parts[0] == "" {
+		return fmt.Errorf("%q is not SRC[:DST[:ro|rw]]", s)
+	}
+	src, err := filepath.Abs(parts[0])
+	if err != nil {
+		return err
+	}
+	if len(parts) >= 2 && filepath.Clean(parts[1]) != src {
+		return fmt.Errorf("%q: moat mounts a host path at its own place inside the sandbox, so the destination must be %s (or leave it out: -v %s)", s, src, parts[0])
+	}
+	mode := "rw"
+	if len(parts) == 3 {
+		mode = parts[2]
+	}
+	switch mode {
+	case "ro":
+		v.f.ro = append(v.f.ro, parts[0])
+	case "rw":
+		v.f.rw = append(v.f.rw, parts[0])
+	default:
+		return fmt.Errorf("%q: mode %q is not ro or rw (the only volume options moat has)", s, mode)
+	}
+	return nil
+}
+
+// ignoredFlag is a Docker flag that means what moat does anyway.
+type ignoredFlag struct{}
+
+func (ignoredFlag) String() string   { return "" }
+func (ignoredFlag) Set(string) error { return nil }
+func (ignoredFlag) IsBoolFlag() bool { return true }
+
+// flagGroups order `moat run --help`. Each entry is a flag's name, with
+// its other spellings (Docker's) after a comma.
+var flagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Policy and files", []string{"policy", "workspace", "workspace-mode", "session", "ro", "rw", "deny", "env,e"}},
+	{"Network", []string{"net,network", "tcp-bind", "tcp-connect"}},
+	{"Limits and identity", []string{"wall", "cpu-time", "memory,m", "pids,pids-limit", "cpus", "open-files", "file-size", "output", "disk", "uid"}},
+	{"Enforcement", []string{"landlock", "seccomp", "allow-degraded"}},
+	{"Report", []string{"json", "report", "audit"}},
+	{"Docker's spellings (see also -e, -m, --network, --pids-limit above)", []string{"volume,v", "workdir,w", "user,u", "read-only", "rm,i,t,it,ti,interactive,tty"}},
+}
+
+// flagDefaults are the defaults help shows, where the flag's zero value
+// does not say it (they come from the built-in policy).
+func flagDefaults() map[string]string {
+	d := policy.Default()
+	return map[string]string{
+		"workspace":      "the current directory",
+		"workspace-mode": d.Workspace.Mode,
+		"net":            d.Network.Mode,
+		"wall":           d.Limits.Wall.String(),
+		"cpu-time":       d.Limits.CPU.String(),
+		"memory":         "no limit",
+		"pids":           "no limit",
+		"cpus":           "no limit",
+		"disk":           "no limit",
+		"open-files":     strconv.FormatInt(d.Limits.OpenFiles, 10),
+		"file-size":      d.Limits.FileSize.String(),
+		"output":         d.Limits.Output.String(),
+		"uid":            strconv.Itoa(d.User.UID),
+		"landlock":       d.Filesystem.Landlock,
+		"seccomp":        d.Syscalls.Profile,
+	}
+}
+
+func newRunFlags(name string) *runFlags {
+	f := &runFlags{name: name, set: map[string]string{}}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Errors and help are printed by parse, in GNU style.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
+	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace `DIR`")
+	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
+	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
+	fs.Var(&f.ro, "ro", "extra read-only `PATH`, a directory or a file (repeatable)")
+	fs.Var(&f.rw, "rw", "extra read-write `PATH`, a directory or a file; not / nor one holding your home (repeatable)")
+	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
+	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
+	fs.StringVar(&f.net, "net", "", "network `MODE`: none (loopback only), allow:HOST,*.DOMAIN,HOST:PORT,SERVICE (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
+	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
+	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
+	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
+	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
+	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
+	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
+	for _, lf := range limitFlags {
+		fs.Var(valueFlag{lf.field, f.set}, lf.flag, lf.help)
+	}
+	fs.Var(volumeFlag{f}, "volume", "the host path `SRC[:SRC][:ro|rw]` read-write (--rw SRC), or read-only with :ro (--ro SRC); a path is mounted at its own place, so a destination must be SRC")
+	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` of the command, inside the workspace (default: the current directory when inside it, else the workspace)")
+	fs.StringVar(&f.user, "user", "", "`UID[:GID]` of the command inside the sandbox, numbers only (not 0): --uid, and the gid")
+	fs.BoolVar(&f.readOnly, "read-only", false, "--workspace-mode readonly")
+	fs.Var(ignoredFlag{}, "rm", "accepted and ignored: a run leaves no container behind, stdin is always passed, and a terminal on stdin gets a pty")
+	for _, g := range flagGroups {
+		for _, spellings := range g.flags {
+			names := strings.Split(spellings, ",")
+			orig := fs.Lookup(names[0])
+			for _, alias := range names[1:] {
+				fs.Var(orig.Value, alias, orig.Usage)
+			}
+		}
+	}
+	f.fs = fs
+	return f
+}
+
+// flagSpelling spells a flag name as typed on a command line: -e, -it,
+// --env.
+func flagSpelling(name string) string {
+	if len(name) == 1 || name == "it" || name == "ti" {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// parse parses args. On a mistake it prints one line, naming the closest
+// flag for an unknown one, and returns false with moat's exit status; on
+// --help it prints the help to stdout and returns false with 0.
+func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code int) {
+	err := f.fs.Parse(args)
+	if err == nil {
+		return true, 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		f.printHelp(stdout)
+		return false, 0
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		name = strings.TrimPrefix(name, "-")
+		msg = "unknown flag " + flagSpelling(name)
+		if near := f.closest(name); near != "" {
+			msg += " (did you mean " + flagSpelling(near) + "?)"
+		}
+	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		msg = "flag " + flagSpelling(name) + " needs a value"
+	} else {
+		// "invalid value V for flag -NAME: ...", "... for -NAME: ..."
+		for _, at := range []string{"for flag -", "for -"} {
+			if before, after, ok := strings.Cut(msg, at); ok {
+				name, why, _ := strings.Cut(after, ": ")
+				msg = before + "for " + flagSpelling(name) + ": " + why
+				break
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "moat: %s; see moat %s --help\n", msg, f.name)
+	return false, exitMoatError
+}
+
+// closest is the known flag nearest to name in edit distance, or "" when
+// none is near enough to be what was meant.
+func (f *runFlags) closest(name string) string {
+	best, bestD := "", max(1, len(name)/3)+1
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		if len(fl.Name) <= 2 {
+			return // Docker's short spellings: a near miss is rarely one
+		}
+		if d := editDistance(name, fl.Name); d < bestD || d == bestD && len(fl.Name) > len(best) {
+			best, bestD = fl.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// printHelp prints the flags in GNU style (--flag VALUE), by group, each
+// with its other spellings and its default.
+func (f *runFlags) printHelp(w io.Writer) {
+	head := "moat " + f.name + " [flags]"
+	if f.name == "run" {
+		head += " -- CMD [ARGS...]"
+	}
+	fmt.Fprintf(w, "Usage: %s\n", head)
+	defaults := flagDefaults()
+	for _, g := range flagGroups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, spellings := range g.flags {
+			names := strings.Split(spellings, ",")
+			fl := f.fs.Lookup(names[0])
+			arg, usage := flag.UnquoteUsage(fl)
+			if _, isBool := fl.Value.(interface{ IsBoolFlag() bool }); isBool {
+				arg = ""
+			}
+			// Short spellings first, as GNU help has them.
+			var short, long []string
+			for _, n := range names {
+				if sp := flagSpelling(n); !strings.HasPrefix(sp, "--") {
+					short = append(short, sp)
+				} else {
+					long = append(long, flagSpelling(n))
+				}
+			}
+			spelled := append(short, long...)
+			line := "  " + strings.Join(spelled, ", ")
+			if arg != "" {
+				line += " " + arg
+			}
+			if d, ok := defaults[names[0]]; ok {
+				usage += " (default: " + d + ")"
+			}
+			fmt.Fprintf(w, "%s\n      %s\n", line, usage)
+		}
+	}
+}
+
+// applyDocker applies the Docker spellings that are not plain aliases.
+func (f *runFlags) applyDocker(p *policy.Policy) error {
+	if f.readOnly {
+		if f.wsMode != "" && f.wsMode != policy.WorkspaceReadOnly {
+			return fmt.Errorf("--read-only means --workspace-mode readonly, but --workspace-mode is %q", f.wsMode)
+		}
+		p.Workspace.Mode = policy.WorkspaceReadOnly
+		p.MarkFlag("workspace.mode", "--read-only")
+	}
+	if f.user != "" {
+		uid, gid, hasGID := strings.Cut(f.user, ":")
+		u, err := strconv.Atoi(uid)
+		g := 0
+		if err == nil && hasGID {
+			g, err = strconv.Atoi(gid)
+		}
+		if err != nil {
+			return fmt.Errorf("flag --user %q: moat takes numeric ids, UID or UID:GID (names mean nothing inside the sandbox)", f.user)
+		}
+		p.User.UID = u
+		p.MarkFlag("user.uid", "--user")
+		if hasGID {
+			p.User.GID = g
+			p.MarkFlag("user.gid", "--user")
+		}
+	}
+	return nil
+}
+
+// caller is who runs the command, with -w, when given, as its working
+// directory: a directory inside the workspace, since that is where moat
+// runs a command (without -w: the current directory when inside it, else
+// the workspace). nil means sandbox.CurrentCaller.
+func (f *runFlags) caller(p *policy.Policy) (*sandbox.Caller, error) {
+	if f.workdir == "" {
+		return nil, nil
+	}
+	dir, err := filepath.Abs(f.workdir)
+	if err != nil {
+		return nil, err
+	}
+	ws := p.Workspace.Path
+	if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("flag -w %s: outside the workspace %s; the command runs inside the workspace (choose another with --workspace)", f.workdir, ws)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("flag -w %s: not a directory of the workspace", f.workdir)
+	}
+	c := sandbox.CurrentCaller()
+	c.Cwd = dir
+	return &c, nil
+}

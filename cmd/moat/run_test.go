@@ -1,0 +1,232 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestFailedOverlayRunLeavesNoChangeSet: a run that fails before its
+// command ran removes the change set it created, a new session's too,
+// but never a session that earlier runs filled.
+func TestFailedOverlayRunLeavesNoChangeSet(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	// Compile fails (no such profile), after the change set was made; a
+	// missing --ro path fails in the sandbox's mount stage.
+	for _, bad := range [][]string{{"--seccomp", "/no/such/profile.json"}, {"--rw", "/no/such/dir"}} {
+		for _, session := range []string{"", "fresh"} {
+			args := append([]string{"run", "--workspace-mode", "overlay"}, bad...)
+			if session != "" {
+				args = append(args, "--session", session)
+			}
+			code, out, errs := moat(t, ws, append(args, "--", "echo", "RAN")...)
+			if code != exitMoatError || strings.Contains(out, "RAN") {
+				t.Fatalf("%v: code %d out %q err %q, want a failed run", args, code, out, errs)
+			}
+			if sets := changeSets(t, state); len(sets) != 0 {
+				t.Errorf("%v: change sets left behind: %v", args, sets)
+			}
+		}
+	}
+	// A session with an earlier run keeps its change set.
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "kept", "--", "sh", "-c", "echo x > new"); code != 0 {
+		t.Fatalf("first run of the session: %d %s", code, errs)
+	}
+	if code, _, _ := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "kept", "--seccomp", "/no/such/profile.json", "--", "true"); code != exitMoatError {
+		t.Fatalf("failing run of the session: code %d", code)
+	}
+	if sets := changeSets(t, state); len(sets) != 1 {
+		t.Errorf("the session's change set: %v, want it kept", sets)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new")); err == nil {
+		t.Errorf("the overlay run wrote to the real workspace")
+	}
+}
+
+// TestRoundingDurationFlags: a limit that rounds to zero would be no
+// limit at all; the flag is refused, naming it.
+func TestRoundingDurationFlags(t *testing.T) {
+	ws := t.TempDir()
+	for _, flag := range []string{"--wall", "--cpu-time"} {
+		code, out, errs := moat(t, ws, "run", flag, "0.4ns", "--", "echo", "RAN")
+		if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "flag "+flag) || !strings.Contains(errs, "rounds to zero") {
+			t.Errorf("%s 0.4ns: code %d out %q err %q", flag, code, out, errs)
+		}
+	}
+	if code, _, errs := moat(t, ws, "run", "--wall", "1ns", "--", "true"); code == exitMoatError && strings.Contains(errs, "--wall") {
+		t.Errorf("--wall 1ns refused: %s", errs)
+	}
+}
+
+// TestRWRootRefused: --rw / is refused as --workspace / is, and --ro and
+// --rw of a single file work.
+func TestRWRootRefused(t *testing.T) {
+	ws := t.TempDir()
+	code, out, errs := moat(t, ws, "run", "--rw", "/", "--", "echo", "RAN")
+	if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, "flag --rw: filesystem.read_write") {
+		t.Errorf("--rw /: code %d out %q err %q", code, out, errs)
+	}
+	dir := t.TempDir()
+	ro, rw := filepath.Join(dir, "ro.txt"), filepath.Join(dir, "rw.txt")
+	os.WriteFile(ro, []byte("ro\n"), 0o644)
+	os.WriteFile(rw, []byte("rw\n"), 0o666)
+	code, out, errs = moat(t, ws, "run", "--ro", ro, "--rw", rw, "--", "sh", "-c", "cat "+ro+" "+rw+"; echo more >> "+rw)
+	if code != 0 || out != "ro\nrw\n" {
+		t.Errorf("--ro FILE --rw FILE: code %d out %q err %q", code, out, errs)
+	}
+	if b, _ := os.ReadFile(rw); string(b) != "rw\nmore\n" {
+		t.Errorf("--rw FILE: the file holds %q", b)
+	}
+}
+
+// TestEarlyInterruptReported: Ctrl-C or SIGTERM at any moment of a run
+// that keeps a record (--report, --audit) ends it with its report (reason
+// killed, or the command dead of the signal once moat forwards it) and
+// an audit record. moat takes them before it reads its policy; a signal
+// before that, while Go's runtime starts, still ends moat as it would any
+// Go program, so the test first waits for a sign of it: the "using
+// policy" line of a workspace policy.
+func TestEarlyInterruptReported(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[limits]\nwall = \"30s\"\n"), 0o644)
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, delay := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond, 60 * time.Millisecond} {
+			dir := t.TempDir()
+			report, auditLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "audit.jsonl")
+			cmd := exec.Command(os.Args[0], "run", "--report", report, "--audit", auditLog, "--", "sleep", "5")
+			cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+			cmd.Dir = ws
+			stderr, _ := cmd.StderrPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stderr).ReadString('\n')
+			if err != nil || !strings.Contains(line, "using policy") {
+				cmd.Process.Kill()
+				t.Fatalf("no policy line: %q %v", line, err)
+			}
+			time.Sleep(delay)
+			start := time.Now()
+			cmd.Process.Signal(sig)
+			go io.Copy(io.Discard, stderr)
+			cmd.Wait()
+			what := fmt.Sprintf("%v after %v", sig, delay)
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("%s: the run took %v to end", what, took)
+			}
+			var rep struct {
+				Reason string  `json:"reason"`
+				Error  string  `json:"error"`
+				Signal *string `json:"signal"`
+			}
+			b, err := os.ReadFile(report)
+			if err != nil || json.Unmarshal(b, &rep) != nil {
+				t.Errorf("%s: no report: %v", what, err)
+				continue
+			}
+			// Once forwarding has started the command gets the signal
+			// and dies of it; before, the run is killed.
+			forwarded := rep.Reason == "signal" && rep.Signal != nil && *rep.Signal == unix.SignalName(sig)
+			if rep.Reason != "killed" && !forwarded {
+				t.Errorf("%s: report %s, want reason killed (or the command dead of the forwarded signal)", what, b)
+			}
+			t.Logf("%s: reason %s %s", what, rep.Reason, rep.Error)
+			var rec struct{ Type, Reason, RunID string }
+			a, _ := os.ReadFile(auditLog)
+			if json.Unmarshal(a, &rec) != nil || rec.Type != "run" || rec.Reason != rep.Reason {
+				t.Errorf("%s: audit %q, want the run's record", what, a)
+			}
+		}
+	}
+}
+
+// TestRunHelpGNUStyle: help spells flags --flag, grouped, with Docker's
+// other spellings beside them and the built-in policy's defaults.
+func TestRunHelpGNUStyle(t *testing.T) {
+	code, out, errs := moat(t, t.TempDir(), "run", "--help")
+	if code != 0 || errs != "" {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	for _, want := range []string{"\n  --workspace-mode MODE\n", "\nLimits and identity:\n", "  -m, --memory SIZE\n", "(default: 10m)", "  --net, --network MODE\n", "  -v, --volume SRC[:SRC][:ro|rw]\n", "  -i, -t, -it, -ti, --rm"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if l := strings.TrimSpace(line); strings.HasPrefix(line, "  -") && len(l) > 2 && l[1] != '-' && l[2] != ',' && l[2] != ' ' && !strings.HasPrefix(l, "-it") {
+			t.Errorf("a long flag with one dash: %q", line)
+		}
+	}
+}
+
+// TestUnknownFlagOneLine: a mistyped flag gets one line naming the
+// closest flag, not the whole help.
+func TestUnknownFlagOneLine(t *testing.T) {
+	ws := t.TempDir()
+	for args, want := range map[string]string{
+		"run --netwrok none -- true":  "moat: unknown flag --netwrok (did you mean --network?); see moat run --help\n",
+		"run --memroy 1G -- true":     "moat: unknown flag --memroy (did you mean --memory?); see moat run --help\n",
+		"run --zzzzzz -- true":        "moat: unknown flag --zzzzzz; see moat run --help\n",
+		"policy show --workspce /tmp": "moat: unknown flag --workspce (did you mean --workspace?); see moat policy show --help\n",
+		"run --wall":                  "moat: flag --wall needs a value; see moat run --help\n",
+	} {
+		code, _, errs := moat(t, ws, strings.Fields(args)...)
+		if code != exitMoatError || errs != want {
+			t.Errorf("%s: code %d err %q, want %d %q", args, code, errs, exitMoatError, want)
+		}
+	}
+}
+
+// TestDockerSpellings: docker run's flags that mean what one of moat's
+// does are accepted; a volume elsewhere than its source and a -w
+// outside the workspace are refused, saying why.
+func TestDockerSpellings(t *testing.T) {
+	ws, dir := t.TempDir(), t.TempDir()
+	code, out, errs := moat(t, ws, "policy", "show", "-it", "--rm", "-m", "512m", "--pids-limit", "10", "--cpus", "1.5",
+		"--network", "none", "-e", "A=B", "-e", "LC_X", "-v", dir+":"+dir+":ro", "-v", "/var/tmp", "--read-only", "-u", "1234:1235")
+	if code != 0 {
+		t.Fatalf("policy show: code %d err %q", code, errs)
+	}
+	for _, want := range []string{"memory = '512MiB'", "pids = 10", "cpus = 1.5", "mode = 'none'", "A = 'B'", "'LC_X'",
+		"'/etc', '" + dir + "']", "read_write = ['/var/tmp']", "mode = 'readonly'", "uid = 1234\ngid = 1235"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy lacks %q:\n%s", want, out)
+		}
+	}
+	sub := filepath.Join(ws, "sub")
+	os.Mkdir(sub, 0o755)
+	if code, out, errs := moat(t, ws, "run", "-w", "sub", "-it", "--", "pwd"); code != 0 || out != sub+"\n" {
+		t.Errorf("-w sub: code %d out %q err %q", code, out, errs)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"-v " + dir + ":/mnt", "the destination must be " + dir},
+		{"-v " + dir + ":" + dir + ":z", `mode "z" is not ro or rw`},
+		{"-w " + dir, "outside the workspace"},
+		{"-u root", "numeric ids"},
+		{"-u 0", "0 is root"},
+		{"--read-only --workspace-mode overlay", "--read-only means --workspace-mode readonly"},
+	} {
+		code, out, errs := moat(t, ws, append(append([]string{"run"}, strings.Fields(c.args)...), "--", "echo", "RAN")...)
+		if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: code %d out %q err %q, want one line containing %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
