@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -15,10 +14,11 @@ import (
 )
 
 // Load reads the policy file at path and parses it with Parse. Errors about
-// the file's content are *Errors; an unreadable file is returned as the
-// *os.PathError from reading it.
+// the file's content are *Errors; an unreadable file, or one that is not a
+// regular file of at most inputfile.MaxPolicy bytes, is returned as the
+// *fs.PathError from reading it.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := readPolicy(path)
 	if err != nil {
 		return nil, err
 	}

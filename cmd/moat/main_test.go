@@ -695,3 +695,50 @@ func TestGrowStackKeepsItsFrame(t *testing.T) {
 		t.Error("growStack did not grow a fresh goroutine's stack: its frame is gone")
 	}
 }
+
+// TestInputsMustBeRegularFiles: a named pipe, a device or an oversized file
+// given as a policy or a seccomp profile is refused at once with an error
+// naming it, instead of hanging on the pipe or reading /dev/zero for ever.
+func TestInputsMustBeRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.json")
+	if err := os.WriteFile(huge, bytes.Repeat([]byte(" "), 5<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--seccomp", fifo, "--", "true"}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"run", "--seccomp", "/dev/zero", "--", "true"}, "/dev/zero: not a regular file (a character device)"},
+		{[]string{"run", "--seccomp", huge, "--", "true"}, huge + ": file too large: larger than 4 MiB"},
+		{[]string{"run", "--policy", fifo, "--", "true"}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"seccomp", "check", fifo}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"seccomp", "check", "/dev/zero"}, "/dev/zero: not a regular file"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			type result struct {
+				code int
+				errs string
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, _, errs := moat(t, dir, c.args...)
+				done <- result{code, errs}
+			}()
+			select {
+			case r := <-done:
+				if r.code != exitMoatError || !strings.Contains(r.errs, c.want) {
+					t.Errorf("code %d, stderr %q: want %d and %q", r.code, r.errs, exitMoatError, c.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("moat still running after 10s")
+			}
+		})
+	}
+}
