@@ -295,6 +295,12 @@ type Denial struct {
 	Rule    string `json:"rule"`    // why the profile refuses it
 	Profile string `json:"profile"` // the profile that refused it (set by the sandbox package)
 	Hint    string `json:"hint"`    // how to allow it (set by the sandbox package)
+	// Fallback, when set, says the refusal was expected: ENOSYS for a
+	// call that programs replace with an older one when the kernel lacks
+	// it (clone3, which libc then does with clone), and what they do
+	// instead. Such a denial stays in the report but is not one a person
+	// must act on. Set by the sandbox package.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // InitError is a failure while setting up the sandbox, reported by the

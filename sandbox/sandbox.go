@@ -28,6 +28,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -288,6 +289,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
+		if d.Errno == "ENOSYS" {
+			if f := seccomp.FallbackOf(d.What); f != "" {
+				d.Fallback = f
+				rep.Denials = append(rep.Denials, d)
+				continue
+			}
+		}
 		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)
 		rep.Denials = append(rep.Denials, d)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
@@ -740,5 +741,42 @@ func TestInputsMustBeRegularFiles(t *testing.T) {
 				t.Fatal("moat still running after 10s")
 			}
 		})
+	}
+}
+
+// TestExpectedFallbackNotPrinted: clone3 answered ENOSYS by the default
+// profile is what libc expects (it then uses clone): the report keeps the
+// denial, marked as a fallback, and stderr does not mention it, while an
+// ordinary denial in the same run is still printed.
+func TestExpectedFallbackNotPrinted(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("needs perl, to make a clone3 call")
+	}
+	code, out, errs := moat(t, t.TempDir(), "run", "--json", "--", "sh", "-c",
+		"unshare -U true 2>/dev/null; perl -e 'syscall(435, 0, 0)'")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rep struct {
+		Denials []backend.Denial `json:"denials"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var clone3, unshare bool
+	for _, d := range rep.Denials {
+		switch d.What {
+		case "clone3":
+			clone3 = d.Errno == "ENOSYS" && d.Fallback == "clone" && d.Hint == ""
+		case "unshare":
+			unshare = d.Fallback == ""
+		}
+	}
+	if !clone3 || !unshare {
+		t.Errorf("report denials %+v: want clone3 (ENOSYS, fallback clone) and unshare (no fallback)", rep.Denials)
+	}
+	if strings.Contains(errs, "clone3") || !strings.Contains(errs, "refused: unshare ×1 (EPERM") {
+		t.Errorf("stderr %q: want unshare's denial and not clone3's", errs)
 	}
 }
