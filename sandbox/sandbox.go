@@ -33,6 +33,10 @@ import (
 	"github.com/moatbox/moat/workspace"
 )
 
+// ReasonSeccompKill is Report.Reason for a command killed by its seccomp
+// profile (SIGSYS).
+const ReasonSeccompKill = "seccomp_kill"
+
 // Request is one run: a validated and resolved policy and the command.
 type Request struct {
 	Policy *policy.Policy
@@ -82,8 +86,10 @@ type Report struct {
 	ExitCode int `json:"exit_code"`
 	// Signal is the name of the signal that ended the command, or null.
 	Signal *string `json:"signal"`
-	// Reason is why the run ended: exit, signal, timeout, cpu, memory,
-	// pids, output, file_size, killed, or error (moat could not run it).
+	// Reason is why the run ended: exit, signal, seccomp_kill (the command
+	// died of SIGSYS under a seccomp profile: a system call the profile
+	// kills on), timeout, cpu, memory, pids, output, file_size, killed, or
+	// error (moat could not run it).
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say).
@@ -303,6 +309,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		name := SignalName(syscall.Signal(st.Signal))
 		rep.Signal = &name
 		rep.ExitCode = 128 + st.Signal
+		// The kernel ends a process with SIGSYS when a seccomp filter's
+		// answer to a call is to kill it; only a profile's kill rules (or
+		// a command raising SIGSYS itself) do that, never a limit.
+		if st.Cause == backend.CauseSignal && syscall.Signal(st.Signal) == syscall.SIGSYS && rep.Seccomp != policy.ProfileUnconfined {
+			rep.Reason = ReasonSeccompKill
+		}
 	} else {
 		rep.ExitCode = st.ExitCode
 	}

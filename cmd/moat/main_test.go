@@ -780,3 +780,70 @@ func TestExpectedFallbackNotPrinted(t *testing.T) {
 		t.Errorf("stderr %q: want unshare's denial and not clone3's", errs)
 	}
 }
+
+// TestCustomProfileIsTheCommands: a custom profile constrains the command
+// from its execve on, never moat's own init. A profile under which no
+// program can start is refused up front with what it lacks; an allow-list
+// that refuses what init itself needs still runs a command it suits; and
+// a kill by the profile is reported as one, not as a timeout or a signal
+// of unknown cause.
+func TestCustomProfileIsTheCommands(t *testing.T) {
+	if seccomp.NativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The classic teaching example: no execve, so nothing can start.
+	minimal := write("minimal.json", `{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
+		{"names": ["read", "write", "exit", "exit_group"], "action": "SCMP_ACT_ALLOW"},
+		{"names": ["openat"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 2, "value": 0, "op": "SCMP_CMP_EQ"}]}]}`)
+	// What /bin/true needs and nothing more: no wait4, clone, futex or
+	// ioctl, which moat's init uses after the command has started.
+	const startup = `"execve", "brk", "arch_prctl", "mmap", "mprotect", "munmap", "openat", "read", "write", "close",
+		"newfstatat", "fstat", "pread64", "access", "readlink", "set_tid_address", "set_robust_list", "rseq", "prlimit64",
+		"getrandom", "exit", "exit_group"`
+	tight := write("tight.json", `{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": [`+startup+`], "action": "SCMP_ACT_ALLOW"}]}`)
+	killing := write("killing.json", `{"defaultAction": "SCMP_ACT_KILL_PROCESS", "syscalls": [{"names": [`+startup+`], "action": "SCMP_ACT_ALLOW"}]}`)
+
+	noDump := func(t *testing.T, errs string) {
+		t.Helper()
+		for _, bad := range []string{"goroutine ", "fatal error", "runtime."} {
+			if strings.Contains(errs, bad) {
+				t.Errorf("stderr has a Go crash dump (%q):\n%s", bad, errs)
+			}
+		}
+	}
+	t.Run("no program can start", func(t *testing.T) {
+		const want = "no program can start under this profile: it refuses execve, mprotect, mmap"
+		code, out, errs := moat(t, dir, "run", "--seccomp", minimal, "--", "echo", "RAN")
+		if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, want) {
+			t.Errorf("run: code %d, stdout %q, stderr %q: want %d, no run and %q", code, out, errs, exitMoatError, want)
+		}
+		noDump(t, errs)
+		code, _, errs = moat(t, dir, "seccomp", "check", minimal)
+		if code != exitMoatError || !strings.Contains(errs, want) {
+			t.Errorf("check: code %d, stderr %q: want %d and %q", code, errs, exitMoatError, want)
+		}
+	})
+	t.Run("an allow-list for the command", func(t *testing.T) {
+		code, _, errs := moat(t, dir, "run", "--seccomp", tight, "--", "true")
+		if code != 0 {
+			t.Errorf("code %d, stderr %q: want 0", code, errs)
+		}
+		noDump(t, errs)
+	})
+	t.Run("killed by the profile", func(t *testing.T) {
+		code, _, errs := moat(t, dir, "run", "--wall", "20s", "--seccomp", killing, "--", "sh", "-c", "exit 0")
+		const want = "command killed by the seccomp profile"
+		if code != 128+int(syscall.SIGSYS) || !strings.Contains(errs, want) {
+			t.Errorf("code %d, stderr %q: want %d and %q", code, errs, 128+int(syscall.SIGSYS), want)
+		}
+		noDump(t, errs)
+	})
+}

@@ -497,6 +497,8 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return "killed: the run was interrupted"
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
+	case sandbox.ReasonSeccompKill:
+		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills on (an SCMP_ACT_KILL rule or default action)", r.Seccomp)
 	}
 	return "run ended: " + r.Reason
 }

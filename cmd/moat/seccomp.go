@@ -70,6 +70,15 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 			return exitMoatError
 		}
 		p = doc.Profile
+		// moat run refuses such a profile too (sandbox.seccompProfiles).
+		refused, err := seccomp.StartRefusals(p, *arch)
+		if err == nil && len(refused) > 0 {
+			err = seccomp.StartError(refused)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return exitMoatError
+		}
 		floor = "a valid Docker-format profile"
 	}
 	s, err := seccomp.Summarize(p, *arch)
