@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/rt0"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
@@ -431,5 +433,45 @@ func TestLockedExitsDoNotEndRuns(t *testing.T) {
 		}
 		close(stop)
 		wg.Wait()
+	}
+}
+
+// TestCustomProfileAtExec: a profile marked SeccompAtExec holds the
+// command only. This one refuses wait4, which init needs once the command
+// has started: both direct starts (sharing moat's memory and forking) run
+// the command under it and report what it refused through the observed
+// filter; the init stage, which must install it on itself, refuses the run
+// at the install, naming wait4, instead of running on under it.
+func TestCustomProfileAtExec(t *testing.T) {
+	if seccomp.NativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	ws := t.TempDir()
+	custom := &seccomp.Profile{DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{
+		{Names: []string{"wait4"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM)},
+		{Names: []string{"mkdir", "mkdirat"}, Action: seccomp.Errno, Errno: uint32(syscall.EACCES)},
+	}}
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		s := spec(t, ws, "mkdir", "/tmp/d")
+		s.Seccomp, s.SeccompAtExec = []*seccomp.Profile{custom, seccomp.Floor()}, true
+		var errb bytes.Buffer
+		st, err := b.Run(context.Background(), s, backend.Stdio{Stderr: &errb})
+		if b.InitStage {
+			var ie *backend.InitError
+			if !errors.As(err, &ie) || ie.Stage != "install seccomp filter 1" || !strings.Contains(ie.Error(), "wait4") {
+				t.Errorf("%+v: %v, %v: want an init error at install seccomp filter 1 naming wait4", *b, st, err)
+			}
+			continue
+		}
+		if err != nil || st.ExitCode != 1 || !strings.Contains(errb.String(), "Permission denied") {
+			t.Fatalf("%+v: %+v, %v, stderr %q: want mkdir to fail with EACCES", *b, st, err, errb.String())
+		}
+		found := false
+		for _, d := range st.Denials {
+			found = found || d.What == "mkdir" || d.What == "mkdirat"
+		}
+		if !found {
+			t.Errorf("%+v: denials %+v: want mkdir's", *b, st.Denials)
+		}
 	}
 }
