@@ -310,8 +310,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Signal = &name
 		rep.ExitCode = 128 + st.Signal
 		// The kernel ends a process with SIGSYS when a seccomp filter's
-		// answer to a call is to kill it; only a profile's kill rules (or
-		// a command raising SIGSYS itself) do that, never a limit.
+		// answer to a call is to kill it (or to trap, unhandled); only a
+		// profile's rules (or a command raising SIGSYS itself) do that,
+		// never a limit.
 		if st.Cause == backend.CauseSignal && syscall.Signal(st.Signal) == syscall.SIGSYS && rep.Seccomp != policy.ProfileUnconfined {
 			rep.Reason = ReasonSeccompKill
 		}

@@ -498,7 +498,7 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
 	case sandbox.ReasonSeccompKill:
-		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills on (an SCMP_ACT_KILL rule or default action)", r.Seccomp)
+		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
 	return "run ended: " + r.Reason
 }
