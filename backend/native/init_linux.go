@@ -214,7 +214,20 @@ func initMain(send func(message)) error {
 	// command inherits it through fork. What init does afterwards (fork,
 	// exec, wait, kill, write) is allowed by every moat profile.
 	var seen denials
-	for i, raw := range is.Filters {
+	// A custom profile goes on last, as in the direct start, where the
+	// command installs it after inheriting the others: installing the
+	// floor needs prctl and seccomp, which the profile may refuse, and
+	// among filters that answer a call alike the kernel takes the last
+	// one's errno.
+	order := make([]int, 0, len(is.Filters))
+	for i := range is.Filters {
+		order = append(order, i)
+	}
+	if spec.SeccompAtExec && len(order) > 1 {
+		order = append(order[1:], 0)
+	}
+	for _, i := range order {
+		raw := is.Filters[i]
 		prog, err := decodeFilter(raw)
 		if err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
