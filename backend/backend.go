@@ -52,6 +52,12 @@ type Spec struct {
 	// order (the kernel runs all of them; the strictest answer wins).
 	// Empty means no filter, which only the "unconfined" profile asks for.
 	Seccomp []*seccomp.Profile `json:"seccomp,omitempty"`
+	// SeccompAtExec says Seccomp[0] is a profile written for the command
+	// (a custom one): it is installed by the command's process just before
+	// its execve, as runc does, so that it never constrains the sandbox's
+	// init. The filters after it are installed in init, which the command
+	// inherits them from.
+	SeccompAtExec bool `json:"seccomp_at_exec,omitempty"`
 	// Landlock asks for Landlock rules derived from the mounts, as far as
 	// the kernel supports them (backends without Landlock ignore it).
 	Landlock bool `json:"landlock"`
@@ -320,6 +326,12 @@ type Denial struct {
 	Rule    string `json:"rule"`    // why the profile refuses it
 	Profile string `json:"profile"` // the profile that refused it (set by the sandbox package)
 	Hint    string `json:"hint"`    // how to allow it (set by the sandbox package)
+	// Fallback, when set, says the refusal was expected: ENOSYS for a
+	// call that programs replace with an older one when the kernel lacks
+	// it (clone3, which libc then does with clone), and what they do
+	// instead. Such a denial stays in the report but is not one a person
+	// must act on. Set by the sandbox package.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // InitError is a failure while setting up the sandbox, reported by the

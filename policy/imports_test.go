@@ -14,14 +14,17 @@ import (
 // library packages, go-toml and the destination grammar (internal/netrule,
 // itself pure; the conventions test checks what it reaches). The policy model makes no system calls, so
 // anything reaching the kernel (syscall, x/sys, os/exec, net beyond netip)
-// is refused here, and os is used for nothing but os.ReadFile.
+// is refused here; the files a policy names are read through
+// internal/inputfile, which checks they are regular files of bounded size,
+// and os is used for nothing but os.ReadFile.
 var allowedImports = map[string]bool{
 	"bytes": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true, "fmt": true, "io/fs": true, "math": true, "math/big": true,
 	"net/netip": true, "os": true, "path": true, "path/filepath": true, "reflect": true,
 	"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
-	"github.com/pelletier/go-toml/v2":          true,
-	"github.com/pelletier/go-toml/v2/unstable": true,
-	"github.com/moatbox/moat/internal/netrule": true,
+	"github.com/pelletier/go-toml/v2":            true,
+	"github.com/pelletier/go-toml/v2/unstable":   true,
+	"github.com/moatbox/moat/internal/netrule":   true,
+	"github.com/moatbox/moat/internal/inputfile": true,
 }
 
 func TestImports(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -15,10 +14,11 @@ import (
 )
 
 // Load reads the policy file at path and parses it with Parse. Errors about
-// the file's content are *Errors; an unreadable file is returned as the
-// *os.PathError from reading it.
+// the file's content are *Errors; an unreadable file, or one that is not a
+// regular file of at most inputfile.MaxPolicy bytes, is returned as the
+// *fs.PathError from reading it.
 func Load(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := readPolicy(path)
 	if err != nil {
 		return nil, err
 	}
@@ -38,11 +38,18 @@ func Parse(name string, data []byte) (*Policy, error) {
 	p := Default()
 	p.Source = name
 
+	// The keys are counted, and their lines found, before go-toml decodes
+	// the document: its check for keys defined twice scans every key seen
+	// so far, which makes decoding quadratic in the number of keys.
+	lines, err := keyLines(data)
+	var many *tooManyKeysError
+	if errors.As(err, &many) {
+		return nil, &Errors{&FieldError{File: name, Line: many.line, Msg: err.Error()}}
+	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		return nil, syntaxError(name, err)
 	}
-	lines, err := keyLines(data)
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
@@ -72,9 +79,24 @@ func syntaxError(name string, err error) error {
 	return &Errors{fe}
 }
 
+// maxKeys is the most keys (counting each part of a dotted key, and the
+// keys of inline tables) a policy may have. Moat's schema has a few dozen;
+// env.set adds one per variable. The bound keeps go-toml's quadratic check
+// for keys defined twice (see Parse) to a few milliseconds.
+const maxKeys = 4096
+
+// tooManyKeysError is a document with more than maxKeys keys.
+type tooManyKeysError struct{ line int }
+
+func (e *tooManyKeysError) Error() string {
+	return fmt.Sprintf("more than %d keys; a policy needs far fewer", maxKeys)
+}
+
 // keyLines maps every dotted key of the document to the line it is written
 // on: table headers, keys, array elements ("a.b[2]") and the keys of inline
-// tables. Arrays of tables are numbered like arrays ("a[0].b").
+// tables. Arrays of tables are numbered like arrays ("a[0].b"). A document
+// with more than maxKeys keys is a *tooManyKeysError at the first key past
+// the bound.
 func keyLines(data []byte) (map[string]int, error) {
 	lines := make(map[string]int)
 	var p unstable.Parser
@@ -93,12 +115,17 @@ func keyLines(data []byte) (map[string]int, error) {
 			lines[key] = line
 		}
 	}
+	keys := 0
+	var tooMany error
 	// keyParts records every prefix of a dotted key and returns the whole.
 	keyParts := func(prefix string, it unstable.Iterator) (string, int) {
 		key, line := prefix, 0
 		for it.Next() {
 			n := it.Node()
 			line = lineAt(n.Raw)
+			if keys++; keys > maxKeys && tooMany == nil {
+				tooMany = &tooManyKeysError{line: line}
+			}
 			key = joinKey(key, string(n.Data))
 			record(key, line)
 		}
@@ -138,7 +165,7 @@ func keyLines(data []byte) (map[string]int, error) {
 
 	table := ""
 	arrayCount := make(map[string]int)
-	for p.NextExpression() {
+	for tooMany == nil && p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
 		case unstable.Table:
@@ -152,6 +179,9 @@ func keyLines(data []byte) (map[string]int, error) {
 			k, line := keyParts(table, e.Key())
 			value(k, e.Value(), line, 0)
 		}
+	}
+	if tooMany != nil {
+		return nil, tooMany
 	}
 	return lines, p.Error()
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -346,5 +347,28 @@ func TestTOMLRoundTrip(t *testing.T) {
 				t.Errorf("round trip changed the policy:\ngot  %+v\nwant %+v\n%s", exported(back), want, doc)
 			}
 		})
+	}
+}
+
+// TestTooManyKeys: go-toml checks for keys defined twice with a scan of the
+// keys seen so far, so a document of many keys (a megabyte of env.set
+// entries took minutes) is refused before it is decoded.
+func TestTooManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[env.set]\n")
+	for i := 0; i < maxKeys; i++ {
+		fmt.Fprintf(&b, "V%d = \"x\"\n", i)
+	}
+	_, err := Parse("p.toml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "p.toml:4096: more than 4096 keys") {
+		t.Fatalf("Parse(%d env.set keys) = %v, want the bound named at line 4096", maxKeys, err)
+	}
+	b.Reset()
+	b.WriteString("[env.set]\n")
+	for i := 0; i < maxKeys-2; i++ { // the header's two keys count
+		fmt.Fprintf(&b, "V%d = \"x\"\n", i)
+	}
+	if _, err := Parse("p.toml", []byte(b.String())); err != nil {
+		t.Fatalf("Parse(%d keys) = %v, want no error", maxKeys, err)
 	}
 }

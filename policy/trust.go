@@ -8,9 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 // A workspace's .moat.toml is policy that the sandboxed command itself may
@@ -78,7 +79,7 @@ func (e *UntrustedError) Error() string {
 // It accepts the earlier format, in which each policy's record was its
 // SHA-256 alone.
 func ReadTrust(path string) (*Trust, error) {
-	b, err := os.ReadFile(path)
+	b, err := inputfile.Read(path, "trust file", inputfile.MaxTrust)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Trust{}, nil
 	}
@@ -196,7 +197,7 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	if !filepath.IsAbs(path) {
 		return nil, "", nil, fmt.Errorf("policy file %q is not absolute", path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readPolicy(path)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -210,7 +211,7 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	}
 	var files []loadedFile
 	for _, ref := range refs {
-		b, err := os.ReadFile(ref.path)
+		b, err := readLoaded(ref.path)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
 		}
@@ -251,7 +252,18 @@ func (p *Policy) ReadFile(path string) ([]byte, error) {
 	if b, ok := p.loaded[path]; ok {
 		return b, nil
 	}
-	return os.ReadFile(path)
+	return readLoaded(path)
+}
+
+// readPolicy and readLoaded read a policy file and a file a policy loads
+// (today only a seccomp profile) as regular files of bounded size: a named
+// pipe or /dev/zero in their place must not hang moat or fill its memory.
+func readPolicy(path string) ([]byte, error) {
+	return inputfile.Read(path, "policy file", inputfile.MaxPolicy)
+}
+
+func readLoaded(path string) ([]byte, error) {
+	return inputfile.Read(path, "seccomp profile", inputfile.MaxProfile)
 }
 
 func digestOf(b []byte) string {

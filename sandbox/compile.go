@@ -97,7 +97,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)
 	}
 
-	filters, err := seccompProfiles(p)
+	filters, atExec, err := seccompProfiles(p)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +199,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		MaskPaths:     procMasked,
 		ReadOnlyPaths: procReadOnly,
 		Seccomp:       filters,
+		SeccompAtExec: atExec,
 		Landlock:      p.Filesystem.Landlock != policy.LandlockOff,
 	}, nil
 }

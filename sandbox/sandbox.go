@@ -29,9 +29,14 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
+
+// ReasonSeccompKill is Report.Reason for a command killed by its seccomp
+// profile (SIGSYS).
+const ReasonSeccompKill = "seccomp_kill"
 
 // Request is one run: a validated and resolved policy and the command.
 type Request struct {
@@ -82,8 +87,10 @@ type Report struct {
 	ExitCode int `json:"exit_code"`
 	// Signal is the name of the signal that ended the command, or null.
 	Signal *string `json:"signal"`
-	// Reason is why the run ended: exit, signal, timeout, cpu, memory,
-	// pids, output, file_size, killed, or error (moat could not run it).
+	// Reason is why the run ended: exit, signal, seccomp_kill (the command
+	// died of SIGSYS under a seccomp profile: a system call the profile
+	// kills on), timeout, cpu, memory, pids, output, file_size, killed, or
+	// error (moat could not run it).
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -320,6 +327,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
+		if d.Errno == "ENOSYS" {
+			if f := seccomp.FallbackOf(d.What); f != "" {
+				d.Fallback = f
+				rep.Denials = append(rep.Denials, d)
+				continue
+			}
+		}
 		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)
 		rep.Denials = append(rep.Denials, d)
 	}
@@ -327,6 +341,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		name := SignalName(syscall.Signal(st.Signal))
 		rep.Signal = &name
 		rep.ExitCode = 128 + st.Signal
+		// The kernel ends a process with SIGSYS when a seccomp filter's
+		// answer to a call is to kill it (or to trap, unhandled); only a
+		// profile's rules (or a command raising SIGSYS itself) do that,
+		// never a limit.
+		if st.Cause == backend.CauseSignal && syscall.Signal(st.Signal) == syscall.SIGSYS && rep.Seccomp != policy.ProfileUnconfined {
+			rep.Reason = ReasonSeccompKill
+		}
 	} else {
 		rep.ExitCode = st.ExitCode
 	}

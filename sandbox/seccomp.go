@@ -8,7 +8,10 @@ import (
 )
 
 // seccompProfiles turns syscalls.profile into the filters to stack on the
-// command, in the order init installs them.
+// command, in the order they are installed, and says whether the first is
+// a custom profile, which the command installs just before its execve (see
+// backend.Spec.SeccompAtExec). A custom profile under which no program
+// can start is refused here.
 //
 // A Docker-format file gets moat's floor as a second filter: whatever the
 // file allows, the command cannot make namespaces, inject terminal input,
@@ -17,23 +20,30 @@ import (
 // holds the floor's rules itself.
 // Policy.Resolve has already made a file's path absolute. The file is read
 // through the policy, which hands over the content its trust check saw.
-func seccompProfiles(p *policy.Policy) ([]*seccomp.Profile, error) {
+func seccompProfiles(p *policy.Policy) (profiles []*seccomp.Profile, atExec bool, err error) {
 	name := p.Syscalls.Profile
 	switch name {
 	case "", policy.ProfileDefault:
-		return []*seccomp.Profile{seccomp.Default()}, nil
+		return []*seccomp.Profile{seccomp.Default()}, false, nil
 	case policy.ProfileStrict:
-		return []*seccomp.Profile{seccomp.Strict()}, nil
+		return []*seccomp.Profile{seccomp.Strict()}, false, nil
 	case policy.ProfileUnconfined:
-		return nil, nil
+		return nil, false, nil
 	}
 	data, err := p.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("read seccomp profile: %w", err)
+		return nil, false, fmt.Errorf("read seccomp profile: %w", err)
 	}
 	custom, err := seccomp.LoadDocker(name, data)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return []*seccomp.Profile{custom, seccomp.Floor()}, nil
+	refused, err := seccomp.StartRefusals(custom, seccomp.NativeArch())
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(refused) > 0 {
+		return nil, false, fmt.Errorf("%s: %w", name, seccomp.StartError(refused))
+	}
+	return []*seccomp.Profile{custom, seccomp.Floor()}, true, nil
 }

@@ -224,6 +224,7 @@ func encodeInitSpec(is *initSpec) []byte {
 		e.strs(s.MaskPaths)
 		e.strs(s.ReadOnlyPaths)
 		e.bool(s.Landlock)
+		e.bool(s.SeccompAtExec)
 	}
 	e.uint(uint64(len(is.Trees)))
 	for k, fd := range is.Trees {
@@ -292,6 +293,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 		s.MaskPaths = d.strs()
 		s.ReadOnlyPaths = d.strs()
 		s.Landlock = d.bool()
+		s.SeccompAtExec = d.bool()
 	}
 	if n := d.count(); n > 0 {
 		is.Trees = make(map[string]int, n)

@@ -106,6 +106,9 @@ func directSupported(spec *backend.Spec, filters [][]seccomp.Instruction, cmdFla
 	}
 	arch := seccomp.NativeArch()
 	for i, prog := range filters {
+		if i == 0 && spec.SeccompAtExec {
+			continue // installed by the command just before its execve, see execFilter
+		}
 		if i == 0 {
 			prog = seccomp.Observed(prog)
 		}
@@ -491,8 +494,12 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// Seccomp last: nothing above needs a call the filters refuse, and
 	// directSupported checked that what comes after is allowed. The first
 	// filter is observed: its listener goes to the host, which answers
-	// each refused call (see seccomp.Observed) and so can report it.
+	// each refused call (see seccomp.Observed) and so can report it. A
+	// custom profile is not installed here but by the command (execFilter).
 	for k, prog := range filters {
+		if k == 0 && spec.SeccompAtExec {
+			continue
+		}
 		stg := p.stage(fmt.Sprintf("install seccomp filter %d", k+1))
 		flags := uintptr(0)
 		if k == 0 && fds.seccompChan >= 0 {
@@ -529,6 +536,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	p.call(p.stage("setsid"), unix.SYS_SETSID)
 	if fds.ctty {
 		p.call(p.stage("set the controlling terminal"), unix.SYS_IOCTL, 0, unix.TIOCSCTTY, 0)
+	}
+	if spec.SeccompAtExec && len(filters) > 0 {
+		p.execFilter(filters[0], fds)
 	}
 	argv, envv := p.strv(spec.Args), p.strv(spec.Env)
 	ex := p.stage("exec " + spec.Args[0])
@@ -1005,4 +1015,67 @@ func (p *plan) dev(target string) {
 	for _, d := range []string{target, target + "/pts", target + "/shm"} {
 		p.made[d] = true
 	}
+}
+
+// execFilter adds the steps that install a custom profile in the command's
+// process, the last thing before its execve, as runc does: the profile is
+// written for the command, and init, which runs on after it, must never be
+// held to it. Under the filter the command makes only execve (and, when
+// every execve fails, the write of that failure and exit_group), which
+// sandbox.seccompProfiles checked the profile allows.
+//
+// The filter is observed when the host can answer for it: the command's
+// process shares init's fd table (CLONE_FILES) until its execve gives it a
+// copy of its own, so the listener the kernel makes lands in init's table,
+// at the lowest free fd, which init finds out beforehand; init sends it to
+// the host once the command has started, as it does its own filter's. A
+// refused call would wait until then for its answer, so a profile that
+// refuses what the command may still call after installing it (a failed
+// execve's write to the status pipe) is installed without a listener, and
+// its refusals are then not reported.
+func (p *plan) execFilter(prog []seccomp.Instruction, fds planFDs) {
+	stg := p.stage("install seccomp filter 1")
+	flags := uintptr(0)
+	if fds.seccompChan >= 0 && observable(seccomp.Observed(prog), fds.status) {
+		prog = seccomp.Observed(prog)
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+		list := p.list
+		// Init, just before it forks the command: the lowest free fd.
+		p.list = &p.f.setup
+		slot := p.val()
+		i := p.call(stg, unix.SYS_FCNTL, 0, unix.F_DUPFD_CLOEXEC, 0)
+		p.at(i).save = slot
+		i = p.call(stg, unix.SYS_CLOSE, uintptr(slot))
+		p.at(i).ref = 1
+		p.f.cmdFlags |= unix.CLONE_FILES | unix.CLONE_VFORK
+		p.list = &p.f.post
+		p.sendFD(p.stage("send the seccomp listener to the host"), fds.seccompChan, slot)
+		p.list = list
+	}
+	fp := &unix.SockFprog{Len: uint16(len(prog)), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+	p.keep = append(p.keep, prog)
+	p.call(stg, unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, mem(p, fp))
+}
+
+// observable tells whether the command can run under the observed program
+// obs from its install to its execve without a refusal nobody would answer
+// yet: execve itself, and the failure path's write to the status pipe and
+// exit_group.
+func observable(obs []seccomp.Instruction, status int) bool {
+	audit := seccomp.AuditArch(seccomp.NativeArch())
+	for _, c := range []struct {
+		nr   int
+		args [6]uint64
+	}{
+		{unix.SYS_EXECVE, [6]uint64{}},
+		{unix.SYS_WRITE, [6]uint64{uint64(status), 0, uint64(unsafe.Sizeof(record{}))}},
+		{unix.SYS_EXIT_GROUP, [6]uint64{126}},
+		{unix.SYS_EXIT_GROUP, [6]uint64{127}},
+	} {
+		ret, err := seccomp.Evaluate(obs, int32(c.nr), audit, 0, c.args)
+		if err != nil || !seccomp.Allows(ret) {
+			return false
+		}
+	}
+	return true
 }

@@ -60,7 +60,12 @@
 // command with a plain fork (or vfork) and exec, rather than through a
 // second re-executed stage: rlimits, capabilities, no_new_privs, Landlock
 // and seccomp are inherited through fork, and a second Go runtime start
-// would add about 1.5 ms to every run.
+// would add about 1.5 ms to every run. The exception is a custom seccomp
+// profile (Spec.SeccompAtExec), written for the command and not for init:
+// the direct start's command process installs it as its last step before
+// execve; the init stage, which runs no code of its own between fork and
+// exec, installs it on itself only when it allows what init's Go code
+// still needs.
 //
 // The init stage also serves the run while the command lives: it answers the
 // notifications of its observed seccomp filter (so refused system calls

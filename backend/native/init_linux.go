@@ -214,10 +214,32 @@ func initMain(send func(message)) error {
 	// command inherits it through fork. What init does afterwards (fork,
 	// exec, wait, kill, write) is allowed by every moat profile.
 	var seen denials
-	for i, raw := range is.Filters {
+	// A custom profile goes on last, as in the direct start, where the
+	// command installs it after inheriting the others: installing the
+	// floor needs prctl and seccomp, which the profile may refuse, and
+	// among filters that answer a call alike the kernel takes the last
+	// one's errno.
+	order := make([]int, 0, len(is.Filters))
+	for i := range is.Filters {
+		order = append(order, i)
+	}
+	if spec.SeccompAtExec && len(order) > 1 {
+		order = append(order[1:], 0)
+	}
+	for _, i := range order {
+		raw := is.Filters[i]
 		prog, err := decodeFilter(raw)
 		if err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
+		}
+		if i == 0 && spec.SeccompAtExec {
+			// The init stage cannot run code of its own between fork and
+			// exec, so a custom profile goes on init too, which then runs
+			// on under it: a profile that refuses what init's Go code
+			// needs would crash the runtime, so it fails here instead.
+			if refused := initStageRefusals(prog); len(refused) > 0 {
+				return fail("install seccomp filter 1", fmt.Errorf("the profile refuses %s, which moat's init stage needs after installing it (it starts runs with an overlay workspace under a disk limit); allow them, or run without the disk limit", strings.Join(refused, ", ")))
+			}
 		}
 		// The first filter is observed, so the report can say what it
 		// refused: init answers each refused call itself (see
@@ -610,5 +632,32 @@ func (d *denials) list() []denial {
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Count > out[j].Count || (out[i].Count == out[j].Count && out[i].Nr < out[j].Nr)
 	})
+	return out
+}
+
+// initStageCalls are the system calls init's Go code and the Go runtime
+// under it make after init installs its filters: to fork and exec the
+// command (syscall.ForkExec), to wait, report and exit, and the runtime's
+// own (memory, threads, signals, timers).
+var initStageCalls = []int{
+	unix.SYS_MMAP, unix.SYS_MUNMAP, unix.SYS_MADVISE, unix.SYS_FUTEX, unix.SYS_CLONE,
+	unix.SYS_RT_SIGPROCMASK, unix.SYS_RT_SIGACTION, unix.SYS_RT_SIGRETURN, unix.SYS_SIGALTSTACK,
+	unix.SYS_SCHED_YIELD, unix.SYS_NANOSLEEP, unix.SYS_GETPID, unix.SYS_GETTID, unix.SYS_TGKILL,
+	unix.SYS_READ, unix.SYS_WRITE, unix.SYS_CLOSE, unix.SYS_FCNTL, unix.SYS_CLOSE_RANGE, unix.SYS_PIPE2,
+	unix.SYS_SETSID, unix.SYS_IOCTL, unix.SYS_DUP3, unix.SYS_CHDIR, unix.SYS_EXECVE,
+	unix.SYS_WAIT4, unix.SYS_KILL, unix.SYS_GETRUSAGE, unix.SYS_EXIT, unix.SYS_EXIT_GROUP,
+}
+
+// initStageRefusals names the calls of initStageCalls that prog refuses.
+func initStageRefusals(prog []seccomp.Instruction) []string {
+	arch := seccomp.NativeArch()
+	var out []string
+	for _, nr := range initStageCalls {
+		ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, [6]uint64{})
+		if err != nil || !seccomp.Allows(ret) {
+			name, _ := seccomp.Name(arch, nr)
+			out = append(out, name)
+		}
+	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/rt0"
+	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
@@ -546,6 +548,51 @@ echo done`)
 		}
 		if got, _ := os.ReadFile(rwFile); string(got) != "new\n" {
 			t.Errorf("init stage %v: the rw file holds %q", b.InitStage, got)
+		}
+	}
+}
+
+// TestCustomProfileAtExec: a profile marked SeccompAtExec holds the
+// command only. This one refuses wait4, which init needs once the command
+// has started: both direct starts (sharing moat's memory and forking) run
+// the command under it and report what it refused through the observed
+// filter; the init stage, which must install it on itself, refuses the run
+// at the install, naming wait4, instead of running on under it, and runs
+// the command under a profile that leaves init what it needs.
+func TestCustomProfileAtExec(t *testing.T) {
+	if seccomp.NativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	ws := t.TempDir()
+	noMkdir := seccomp.Rule{Names: []string{"mkdir", "mkdirat"}, Action: seccomp.Errno, Errno: uint32(syscall.EACCES)}
+	custom := &seccomp.Profile{DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{
+		{Names: []string{"wait4"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM)}, noMkdir,
+	}}
+	run := func(b *native.Backend, p *seccomp.Profile) (*backend.ExitStatus, string, error) {
+		s := spec(t, ws, "mkdir", "/tmp/d")
+		s.Seccomp, s.SeccompAtExec = []*seccomp.Profile{p, seccomp.Floor()}, true
+		var errb bytes.Buffer
+		st, err := b.Run(context.Background(), s, backend.Stdio{Stderr: &errb})
+		return st, errb.String(), err
+	}
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		st, errs, err := run(b, custom)
+		if b.InitStage {
+			var ie *backend.InitError
+			if !errors.As(err, &ie) || ie.Stage != "install seccomp filter 1" || !strings.Contains(ie.Error(), "wait4") {
+				t.Errorf("%+v: %v, %v: want an init error at install seccomp filter 1 naming wait4", *b, st, err)
+			}
+			st, errs, err = run(b, &seccomp.Profile{DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{noMkdir}})
+		}
+		if err != nil || st.ExitCode != 1 || !strings.Contains(errs, "Permission denied") {
+			t.Fatalf("%+v: %+v, %v, stderr %q: want mkdir to fail with EACCES", *b, st, err, errs)
+		}
+		found := false
+		for _, d := range st.Denials {
+			found = found || d.What == "mkdir" || d.What == "mkdirat"
+		}
+		if !found {
+			t.Errorf("%+v: denials %+v: want mkdir's", *b, st.Denials)
 		}
 	}
 }

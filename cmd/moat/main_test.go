@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
@@ -721,4 +722,155 @@ func TestPolicyShowRefusesWhatRunRefuses(t *testing.T) {
 	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db,pypi.org"); code != 0 || !strings.Contains(out, `'db'`) {
 		t.Errorf("policy show --net allow:db,pypi.org: code %d out %q err %q", code, out, errs)
 	}
+}
+
+// TestInputsMustBeRegularFiles: a named pipe, a device or an oversized file
+// given as a policy or a seccomp profile is refused at once with an error
+// naming it, instead of hanging on the pipe or reading /dev/zero for ever.
+func TestInputsMustBeRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.json")
+	if err := os.WriteFile(huge, bytes.Repeat([]byte(" "), 5<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--seccomp", fifo, "--", "true"}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"run", "--seccomp", "/dev/zero", "--", "true"}, "/dev/zero: not a regular file (a character device)"},
+		{[]string{"run", "--seccomp", huge, "--", "true"}, huge + ": file too large: larger than 4 MiB"},
+		{[]string{"run", "--policy", fifo, "--", "true"}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"seccomp", "check", fifo}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"seccomp", "check", "/dev/zero"}, "/dev/zero: not a regular file"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			type result struct {
+				code int
+				errs string
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, _, errs := moat(t, dir, c.args...)
+				done <- result{code, errs}
+			}()
+			select {
+			case r := <-done:
+				if r.code != exitMoatError || !strings.Contains(r.errs, c.want) {
+					t.Errorf("code %d, stderr %q: want %d and %q", r.code, r.errs, exitMoatError, c.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("moat still running after 10s")
+			}
+		})
+	}
+}
+
+// TestExpectedFallbackNotPrinted: clone3 answered ENOSYS by the default
+// profile is what libc expects (it then uses clone): the report keeps the
+// denial, marked as a fallback, and stderr does not mention it, while an
+// ordinary denial in the same run is still printed.
+func TestExpectedFallbackNotPrinted(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("needs perl, to make a clone3 call")
+	}
+	code, out, errs := moat(t, t.TempDir(), "run", "--json", "--", "sh", "-c",
+		"unshare -U true 2>/dev/null; perl -e 'syscall(435, 0, 0)'")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rep struct {
+		Denials []backend.Denial `json:"denials"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var clone3, unshare bool
+	for _, d := range rep.Denials {
+		switch d.What {
+		case "clone3":
+			clone3 = d.Errno == "ENOSYS" && d.Fallback == "clone" && d.Hint == ""
+		case "unshare":
+			unshare = d.Fallback == ""
+		}
+	}
+	if !clone3 || !unshare {
+		t.Errorf("report denials %+v: want clone3 (ENOSYS, fallback clone) and unshare (no fallback)", rep.Denials)
+	}
+	if strings.Contains(errs, "clone3") || !strings.Contains(errs, "refused: unshare ×1 (EPERM") {
+		t.Errorf("stderr %q: want unshare's denial and not clone3's", errs)
+	}
+}
+
+// TestCustomProfileIsTheCommands: a custom profile constrains the command
+// from its execve on, never moat's own init. A profile under which no
+// program can start is refused up front with what it lacks; an allow-list
+// that refuses what init itself needs still runs a command it suits; and
+// a kill by the profile is reported as one, not as a timeout or a signal
+// of unknown cause.
+func TestCustomProfileIsTheCommands(t *testing.T) {
+	if seccomp.NativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The classic teaching example: no execve, so nothing can start.
+	minimal := write("minimal.json", `{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
+		{"names": ["read", "write", "exit", "exit_group"], "action": "SCMP_ACT_ALLOW"},
+		{"names": ["openat"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 2, "value": 0, "op": "SCMP_CMP_EQ"}]}]}`)
+	// What /bin/true needs and nothing more: no wait4, clone, futex or
+	// ioctl, which moat's init uses after the command has started.
+	const startup = `"execve", "brk", "arch_prctl", "mmap", "mprotect", "munmap", "openat", "read", "write", "close",
+		"newfstatat", "fstat", "pread64", "access", "readlink", "set_tid_address", "set_robust_list", "rseq", "prlimit64",
+		"getrandom", "exit", "exit_group"`
+	tight := write("tight.json", `{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": [`+startup+`], "action": "SCMP_ACT_ALLOW"}]}`)
+	killing := write("killing.json", `{"defaultAction": "SCMP_ACT_KILL_PROCESS", "syscalls": [{"names": [`+startup+`], "action": "SCMP_ACT_ALLOW"}]}`)
+
+	noDump := func(t *testing.T, errs string) {
+		t.Helper()
+		for _, bad := range []string{"goroutine ", "fatal error", "runtime."} {
+			if strings.Contains(errs, bad) {
+				t.Errorf("stderr has a Go crash dump (%q):\n%s", bad, errs)
+			}
+		}
+	}
+	t.Run("no program can start", func(t *testing.T) {
+		const want = "no program can start under this profile: it refuses execve, mprotect, mmap"
+		code, out, errs := moat(t, dir, "run", "--seccomp", minimal, "--", "echo", "RAN")
+		if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, want) {
+			t.Errorf("run: code %d, stdout %q, stderr %q: want %d, no run and %q", code, out, errs, exitMoatError, want)
+		}
+		noDump(t, errs)
+		code, _, errs = moat(t, dir, "seccomp", "check", minimal)
+		if code != exitMoatError || !strings.Contains(errs, want) {
+			t.Errorf("check: code %d, stderr %q: want %d and %q", code, errs, exitMoatError, want)
+		}
+	})
+	t.Run("an allow-list for the command", func(t *testing.T) {
+		code, _, errs := moat(t, dir, "run", "--seccomp", tight, "--", "true")
+		if code != 0 {
+			t.Errorf("code %d, stderr %q: want 0", code, errs)
+		}
+		noDump(t, errs)
+	})
+	t.Run("killed by the profile", func(t *testing.T) {
+		code, _, errs := moat(t, dir, "run", "--wall", "20s", "--seccomp", killing, "--", "sh", "-c", "exit 0")
+		const want = "command killed by the seccomp profile"
+		if code != 128+int(syscall.SIGSYS) || !strings.Contains(errs, want) {
+			t.Errorf("code %d, stderr %q: want %d and %q", code, errs, 128+int(syscall.SIGSYS), want)
+		}
+		noDump(t, errs)
+	})
 }

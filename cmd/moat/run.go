@@ -361,15 +361,20 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
 	}
-	if len(rep.Denials) > 0 {
-		var parts []string
-		for _, d := range rep.Denials {
+	// An expected fallback (clone3 answered ENOSYS, which libc then does
+	// with clone) changed nothing: it stays in the report and the audit
+	// stream, and stderr keeps to what may have changed the outcome.
+	var parts []string
+	for _, d := range rep.Denials {
+		if d.Fallback == "" {
 			part := fmt.Sprintf("%s ×%d (%s", d.What, d.Count, d.Errno)
 			if d.Rule != "" {
 				part += ": " + d.Rule
 			}
 			parts = append(parts, part+")")
 		}
+	}
+	if len(parts) > 0 {
 		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, strings.Join(parts, "; "))
 	}
 	if n := rep.Network; n != nil && len(n.Refused) > 0 {
@@ -427,6 +432,8 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return "killed: the run was interrupted"
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
+	case sandbox.ReasonSeccompKill:
+		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
 	return "run ended: " + r.Reason
 }

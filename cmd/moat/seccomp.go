@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/moatbox/moat/internal/inputfile"
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 )
@@ -57,7 +57,7 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 		p = seccomp.Strict()
 		floor = "moat's strict profile: an allow-list, refusing what it does not list with EPERM"
 	default:
-		data, err := os.ReadFile(name)
+		data, err := inputfile.Read(name, "seccomp profile", inputfile.MaxProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "moat: %v\n", err)
 			return exitMoatError
@@ -70,6 +70,15 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 			return exitMoatError
 		}
 		p = doc.Profile
+		// moat run refuses such a profile too (sandbox.seccompProfiles).
+		refused, err := seccomp.StartRefusals(p, *arch)
+		if err == nil && len(refused) > 0 {
+			err = seccomp.StartError(refused)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return exitMoatError
+		}
 		floor = "a valid Docker-format profile"
 	}
 	s, err := seccomp.Summarize(p, *arch)

@@ -107,12 +107,13 @@ func ParseDocker(name string, data []byte, t Target) (*Docker, error) {
 }
 
 // decodeJSON parses data into maps, slices, strings, json.Numbers, bools and
-// nils, and turns a syntax error's byte offset into a line and column.
+// nils, and turns a syntax error's byte offset into a line and column. A key
+// given twice in one object is an error: encoding/json would keep the last
+// value, so that a second "defaultAction" silently overrode the first.
 func decodeJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
-	err := dec.Decode(&v)
+	v, err := decodeValue(dec, data, "")
 	if err == nil {
 		// Only white space may follow the profile.
 		if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
@@ -120,6 +121,21 @@ func decodeJSON(data []byte) (any, error) {
 			return nil, fmt.Errorf("%s: unexpected data after the profile", lineCol(data, off))
 		}
 		return v, nil
+	}
+	var dup *duplicateKeyError
+	if errors.As(err, &dup) {
+		return nil, err
+	}
+	// The token walk's syntax errors point at the offending byte or just
+	// after it, depending on where it was found; decoding whole, once more
+	// on the way out, gives one position rule.
+	if errors.Is(err, io.EOF) && len(bytes.TrimSpace(data)) > 0 {
+		err = io.ErrUnexpectedEOF
+	} else if !errors.Is(err, io.EOF) {
+		var v any
+		if e := json.NewDecoder(bytes.NewReader(data)).Decode(&v); e != nil {
+			err = e
+		}
 	}
 	var syn *json.SyntaxError
 	switch {
@@ -133,6 +149,63 @@ func decodeJSON(data []byte) (any, error) {
 		return nil, fmt.Errorf("%s: invalid JSON: %s", lineCol(data, off), strings.TrimPrefix(syn.Error(), "json: "))
 	}
 	return nil, fmt.Errorf("invalid JSON: %w", err)
+}
+
+// duplicateKeyError is a key given twice in one JSON object.
+type duplicateKeyError struct{ msg string }
+
+func (e *duplicateKeyError) Error() string { return e.msg }
+
+// decodeValue reads the next JSON value from dec, token by token, so that
+// each object's keys can be checked as they come: every key is looked up
+// once in its object's map, which keeps the walk linear in the input.
+// path is the value's JSON path, for errors.
+func decodeValue(dec *json.Decoder, data []byte, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		m := map[string]any{}
+		first := map[string]int64{} // where each key ends, for the error
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := tok.(string) // Token refuses any other key
+			end := dec.InputOffset()
+			if at, ok := first[key]; ok {
+				return nil, &duplicateKeyError{fmt.Sprintf("%s: %s: the key is given twice in one object (first at %s); JSON keeps only one of them, so remove the other",
+					lineCol(data, int(end-int64(len(key))-2)), join(path, key), lineCol(data, int(at-int64(len(key))-2)))}
+			}
+			first[key] = end
+			v, err := decodeValue(dec, data, join(path, key))
+			if err != nil {
+				return nil, err
+			}
+			m[key] = v
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return nil, err
+		}
+		return m, nil
+	case json.Delim('['):
+		a := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := decodeValue(dec, data, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := dec.Token(); err != nil { // the closing bracket
+			return nil, err
+		}
+		return a, nil
+	}
+	return tok, nil
 }
 
 // lineCol is the 1-based line and column of byte off of data.
@@ -214,9 +287,51 @@ func (l *loader) object(path string, v any, known ...string) (map[string]any, bo
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
+		if c := closest(k, known); c != "" {
+			l.errorf(join(path, k), "unknown field, did you mean %q? (known: %s)", c, strings.Join(known, ", "))
+			continue
+		}
 		l.errorf(join(path, k), "unknown field (known: %s)", strings.Join(known, ", "))
 	}
 	return m, true
+}
+
+// closest is the known field a misspelt key most likely meant: one within
+// two edits ("val" for "value", "arg" for "args"), or that differs only in
+// case ("Names"); "" when none is that close.
+func closest(key string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		d := editDistance(key, k)
+		if strings.EqualFold(key, k) {
+			d = 0
+		}
+		if d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func join(path, key string) string {

@@ -1,0 +1,86 @@
+// Package inputfile reads the files moat takes as input from its user or
+// from a workspace (a policy, a seccomp profile, the trust file): each must
+// be a regular file of bounded size. Anything else (a named pipe, a device
+// such as /dev/zero, a directory, a file too large to be what it claims)
+// is refused with an error naming the file, before moat waits on it or
+// reads it into memory.
+package inputfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// Limits of the files moat reads. A policy is a few hundred lines; a
+// seccomp profile as large as Docker's default is a small fraction of its
+// limit.
+const (
+	MaxPolicy  = 1 << 20
+	MaxProfile = 4 << 20
+	MaxTrust   = 4 << 20
+)
+
+// ErrTooLarge is wrapped by Read's error for a file above its limit.
+var ErrTooLarge = errors.New("file too large")
+
+// Read returns the content of the regular file at path, at most max
+// bytes; what names the kind of file in errors ("policy file").
+//
+// The file is opened without blocking, so that a named pipe with no writer
+// does not hang the open, and its type is checked on the open file, so that
+// it cannot be swapped between the check and the read. A file that grows
+// past max while it is read is refused too: what is read never exceeds
+// max+1 bytes.
+func Read(path, what string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
+	}
+	tooLarge := &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("%w: larger than %s, the most moat reads from a %s", ErrTooLarge, size(max), what)}
+	if st.Size() > max {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, tooLarge
+	}
+	return b, nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
+}
+
+func size(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
