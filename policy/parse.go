@@ -234,6 +234,12 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 	case portsType:
 		d.ports(key, v, dst)
 		return
+	case rulesType:
+		d.rules(key, v, dst)
+		return
+	case argvListType:
+		d.argvList(key, v, dst)
+		return
 	}
 	switch dst.Kind() {
 	case reflect.Struct:

@@ -292,6 +292,8 @@ func TestLoadFull(t *testing.T) {
 		},
 		Syscalls: Syscalls{Profile: "profiles/seccomp.json"},
 		User:     User{UID: 1001, GID: 1001, HostUID: 1500000000, HostGID: 1500000000},
+		Harness:  Harness{Builtin: []string{BuiltinIrreversible}},
+		Rules:    []Rule{},
 		Source:   "testdata/full.toml",
 	}
 	if !reflect.DeepEqual(exported(p), want) {

@@ -21,6 +21,9 @@ type Policy struct {
 	Limits     Limits     `toml:"limits" json:"limits"`
 	Syscalls   Syscalls   `toml:"syscalls" json:"syscalls"`
 	User       User       `toml:"user" json:"user"`
+	Harness    Harness    `toml:"harness" json:"harness"`
+	// Rules are the [[rules]] entries, in file order (see Rule). Default [].
+	Rules []Rule `toml:"rules" json:"rules"`
 
 	// Source is the file the policy was loaded from, as given to Load or
 	// Parse; "" for the built-in default. Relative paths in the policy are
@@ -260,6 +263,8 @@ func Default() *Policy {
 			HostUID: DefaultHostID,
 			HostGID: DefaultHostID,
 		},
+		Harness: Harness{Builtin: []string{BuiltinIrreversible}},
+		Rules:   []Rule{},
 	}
 }
 

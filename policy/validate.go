@@ -33,6 +33,7 @@ func (p *Policy) Validate() error {
 	p.validateLimits(l)
 	p.validateSyscalls(l)
 	p.validateUser(l)
+	p.validateRules(l)
 	return l.err()
 }
 

@@ -1,0 +1,287 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// Rule is one [[rules]] entry: what it matches, and what the harness does
+// with an action that matches it. Package harness evaluates the rules; this
+// package only reads and checks them.
+//
+// A rule matches on exactly one kind of action, set in Match. Command rules
+// (command, command_regex) are used by moat run today; write and host rules
+// are read and validated now and used by later parts of the harness (file
+// writes through the API, network requests in the proxy).
+type Rule struct {
+	// Name identifies the rule in messages and the audit stream. Default
+	// "rules[N]", its place in the file (0-based).
+	Name string `toml:"name,omitempty" json:"name,omitempty"`
+	// Match says which actions the rule is about. Required.
+	Match Match `toml:"match" json:"match"`
+	// Decision is what happens to a matching action. Required.
+	//   allow  it runs (and the decision is audited)
+	//   deny   it is refused, with Reason
+	//   ask    a person approves it first; with nobody to ask, it is refused
+	Decision string `toml:"decision" json:"decision"`
+	// Reason is shown to the agent and to the person asked. Default "".
+	Reason string `toml:"reason,omitempty" json:"reason,omitempty"`
+	// ExamplesMatch lists command lines (each an argv, one simple command)
+	// the rule must match; ExamplesNotMatch, command lines it must not.
+	// They are checked by Validate, so a rule that does not do what its
+	// author meant is an error naming the example. Only for command rules.
+	// Default [].
+	ExamplesMatch    [][]string `toml:"examples_match,omitempty" json:"examples_match,omitempty"`
+	ExamplesNotMatch [][]string `toml:"examples_not_match,omitempty" json:"examples_not_match,omitempty"`
+}
+
+// Match is the condition of a Rule. Exactly one of Command, CommandRegex,
+// Write and Host is set; Port, Method and Path refine Host.
+//
+// Commands are matched one simple command at a time (the harness splits a
+// shell line into its simple commands), and the program is compared by its
+// base name: /usr/bin/git is git.
+type Match struct {
+	// Command is an argv prefix: the rule matches a command whose first
+	// len(Command) words match these, one for one. Each word is a glob
+	// (path.Match syntax: "*", "?", "[...]"), so "-*" matches any option and
+	// "*" any one word; a word has to be matched whole. The first word is a
+	// program name without a directory. Default [].
+	Command []string `toml:"command,omitempty" json:"command,omitempty"`
+	// CommandRegex is a regular expression (Go RE2 syntax) matched against
+	// the command's words joined by single spaces, the program by its base
+	// name. It is not anchored, as grep is not: write ^ and $ to anchor it.
+	// Default "".
+	CommandRegex string `toml:"command_regex,omitempty" json:"command_regex,omitempty"`
+	// Write is a glob of paths relative to the workspace ("**" matches any
+	// number of directories) written through the API. Not used yet.
+	// Default "".
+	Write string `toml:"write,omitempty" json:"write,omitempty"`
+	// Host is a network destination: "host" or "*.domain". Not used yet.
+	// Default "".
+	Host string `toml:"host,omitempty" json:"host,omitempty"`
+	// Port narrows Host to one port. Default 0: any port.
+	Port int `toml:"port,omitempty" json:"port,omitempty"`
+	// Method narrows Host to one HTTP method (upper case), where the proxy
+	// sees the request. Default "": any method.
+	Method string `toml:"method,omitempty" json:"method,omitempty"`
+	// Path narrows Host to request paths matching this glob (starting with
+	// "/"), where the proxy sees the request. Default "": any path.
+	Path string `toml:"path,omitempty" json:"path,omitempty"`
+}
+
+// Harness selects what the harness adds to a policy's own rules.
+type Harness struct {
+	// Builtin lists the built-in rule sets in force. Default
+	// ["irreversible"]: ask before publishing, deploying, sending and
+	// deleting outside the workspace (the README lists its rules). An empty
+	// list turns them off. A policy's own rules that match a command decide
+	// it before any built-in set is consulted.
+	Builtin []string `toml:"builtin" json:"builtin"`
+}
+
+// Rule decisions.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+	DecisionAsk   = "ask"
+)
+
+// BuiltinIrreversible is the name of the built-in rule set that asks about
+// irreversible commands.
+const BuiltinIrreversible = "irreversible"
+
+// IsCommand reports whether the rule is about command lines.
+func (m *Match) IsCommand() bool { return len(m.Command) > 0 || m.CommandRegex != "" }
+
+// MatchCommand reports whether argv, one simple command, matches m's
+// Command or CommandRegex. argv[0] is compared by its base name. An invalid
+// pattern matches nothing (Validate reports it).
+func (m *Match) MatchCommand(argv []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	words := make([]string, len(argv))
+	copy(words, argv)
+	words[0] = path.Base(words[0])
+	switch {
+	case len(m.Command) > 0:
+		if len(words) < len(m.Command) {
+			return false
+		}
+		for i, pat := range m.Command {
+			if ok, err := path.Match(pat, words[i]); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	case m.CommandRegex != "":
+		re, err := regexp.Compile(m.CommandRegex)
+		return err == nil && re.MatchString(strings.Join(words, " "))
+	}
+	return false
+}
+
+// RuleName returns the name of the i'th rule: its Name, or "rules[i]".
+func (p *Policy) RuleName(i int) string {
+	if n := p.Rules[i].Name; n != "" {
+		return n
+	}
+	return indexKey("rules", i)
+}
+
+// RuleLine returns the line of Source the i'th rule starts on, 0 if unknown.
+func (p *Policy) RuleLine(i int) int { return p.lines[indexKey("rules", i)] }
+
+func (p *Policy) validateRules(l *errorList) {
+	for _, b := range p.Harness.Builtin {
+		if b != BuiltinIrreversible {
+			l.add("harness.builtin", fmt.Sprintf("unknown built-in rule set %q (the sets are: %s)", b, BuiltinIrreversible))
+		}
+	}
+	names := map[string]int{}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		key := indexKey("rules", i)
+		if r.Name != "" {
+			if j, dup := names[r.Name]; dup {
+				l.add(key+".name", fmt.Sprintf("%q is also the name of rules[%d]", r.Name, j))
+			}
+			names[r.Name] = i
+		}
+		oneOf(l, key+".decision", r.Decision, DecisionAllow, DecisionDeny, DecisionAsk)
+		if validateMatch(l, key+".match", &r.Match) && r.Match.IsCommand() {
+			checkExamples(l, key, r)
+		} else if !r.Match.IsCommand() && len(r.ExamplesMatch)+len(r.ExamplesNotMatch) > 0 {
+			l.add(key+".examples_match", "examples are command lines; they apply to command and command_regex rules only")
+		}
+	}
+}
+
+// validateMatch checks m and reports whether its patterns can be used.
+func validateMatch(l *errorList, key string, m *Match) bool {
+	kinds := 0
+	for _, set := range []bool{len(m.Command) > 0, m.CommandRegex != "", m.Write != "", m.Host != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		l.add(key, "set exactly one of command, command_regex, write and host")
+		return false
+	}
+	ok := true
+	bad := func(field, msg string) { l.add(key+"."+field, msg); ok = false }
+	for i, w := range m.Command {
+		f := indexKey("command", i)
+		if w == "" {
+			bad(f, "must not be empty")
+		} else if _, err := path.Match(w, ""); err != nil {
+			bad(f, fmt.Sprintf("%q is not a valid glob", w))
+		} else if i == 0 && strings.Contains(w, "/") {
+			bad(f, fmt.Sprintf("%q: programs are matched by their base name (/usr/bin/git is git); write %q", w, path.Base(w)))
+		}
+	}
+	if m.CommandRegex != "" {
+		if _, err := regexp.Compile(m.CommandRegex); err != nil {
+			bad("command_regex", err.Error())
+		}
+	}
+	if m.Write != "" {
+		clean := path.Clean(m.Write)
+		if path.IsAbs(m.Write) || clean == ".." || strings.HasPrefix(clean, "../") {
+			bad("write", fmt.Sprintf("%q: write globs are relative to the workspace and stay inside it", m.Write))
+		}
+	}
+	if m.Host == "" {
+		if m.Port != 0 || m.Method != "" || m.Path != "" {
+			bad("host", "port, method and path narrow a host rule; set host")
+		}
+		return ok
+	}
+	h := strings.TrimPrefix(m.Host, "*.")
+	if h == "" || strings.ContainsAny(h, "/:*@ ") || h != strings.ToLower(h) {
+		bad("host", fmt.Sprintf("%q is not a host name: write it in lower case without a scheme or port (\"*.domain\" for subdomains)", m.Host))
+	}
+	if m.Port < 0 || m.Port > 65535 {
+		bad("port", fmt.Sprintf("%d is not a port (1-65535; 0 or absent means any)", m.Port))
+	}
+	if m.Method != "" && !regexp.MustCompile(`^[A-Z]+$`).MatchString(m.Method) {
+		bad("method", fmt.Sprintf("%q is not an HTTP method in upper case (GET, POST, ...)", m.Method))
+	}
+	if m.Path != "" && !strings.HasPrefix(m.Path, "/") {
+		bad("path", fmt.Sprintf("%q: a request path starts with /", m.Path))
+	}
+	return ok
+}
+
+// checkExamples reports every example r gets wrong.
+func checkExamples(l *errorList, key string, r *Rule) {
+	for _, ex := range []struct {
+		field string
+		list  [][]string
+		want  bool
+	}{{"examples_match", r.ExamplesMatch, true}, {"examples_not_match", r.ExamplesNotMatch, false}} {
+		for i, argv := range ex.list {
+			f := indexKey(key+"."+ex.field, i)
+			switch {
+			case len(argv) == 0:
+				l.add(f, "an example is a command line: a non-empty list of words")
+			case r.Match.MatchCommand(argv) != ex.want:
+				verb := "does not match"
+				if !ex.want {
+					verb = "matches"
+				}
+				l.add(f, fmt.Sprintf("the rule %s its own example %q", verb, argv))
+			}
+		}
+	}
+}
+
+var (
+	rulesType    = reflect.TypeFor[[]Rule]()
+	argvListType = reflect.TypeFor[[][]string]()
+)
+
+// rules decodes an array of tables into []Rule.
+func (d *decoder) rules(key string, v any, dst reflect.Value) {
+	a, ok := v.([]any)
+	if !ok {
+		d.add(key, "expected an array of tables ([[rules]]), got "+describe(v))
+		return
+	}
+	list := make([]Rule, len(a))
+	for i, e := range a {
+		t, ok := e.(map[string]any)
+		if !ok {
+			d.add(indexKey(key, i), "expected a table, got "+describe(e))
+			continue
+		}
+		d.table(indexKey(key, i), t, reflect.ValueOf(&list[i]).Elem())
+	}
+	dst.Set(reflect.ValueOf(list))
+}
+
+// argvList decodes an array of arrays of strings.
+func (d *decoder) argvList(key string, v any, dst reflect.Value) {
+	a, ok := v.([]any)
+	if !ok {
+		d.add(key, `expected an array of command lines (e.g. [["git", "push"]]), got `+describe(v))
+		return
+	}
+	list := make([][]string, len(a))
+	for i, e := range a {
+		// The TOML parser gives an inner array no position of its own, so
+		// keyLines placed it on the line of the outer one: an example is
+		// on the line of its first word.
+		k := indexKey(key, i)
+		if line, ok := d.p.lines[indexKey(k, 0)]; ok {
+			d.p.lines[k] = line
+		}
+		d.value(k, e, reflect.ValueOf(&list[i]).Elem())
+	}
+	dst.Set(reflect.ValueOf(list))
+}

@@ -1,0 +1,100 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRulesLoad(t *testing.T) {
+	p, err := Load("testdata/rules.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if len(p.Rules) != 4 || len(p.Harness.Builtin) != 0 {
+		t.Fatalf("rules = %+v, builtin = %v", p.Rules, p.Harness.Builtin)
+	}
+	if got := p.Rules[3].Match; got.Host != "api.stripe.com" || got.Port != 443 || got.Method != "POST" || got.Path != "/v1/charges*" {
+		t.Errorf("host rule = %+v", got)
+	}
+	for i, want := range []struct {
+		name string
+		line int
+	}{{"push", 5}, {"rules[1]", 13}, {"rules[2]", 18}, {"rules[3]", 22}} {
+		if p.RuleName(i) != want.name || p.RuleLine(i) != want.line {
+			t.Errorf("rule %d: %s line %d, want %s line %d", i, p.RuleName(i), p.RuleLine(i), want.name, want.line)
+		}
+	}
+	// The effective policy renders and reads back with its rules.
+	doc, err := p.TOML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("back.toml", doc)
+	if err != nil {
+		t.Fatalf("Parse(TOML()) = %v\n%s", err, doc)
+	}
+	if len(back.Rules) != 4 || back.Rules[0].ExamplesMatch[1][0] != "/usr/bin/git" {
+		t.Errorf("round trip: %+v", back.Rules)
+	}
+}
+
+func TestRulesValidate(t *testing.T) {
+	p, err := Load("testdata/bad_rules.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const f = "testdata/bad_rules.toml"
+	checkErrors(t, p.Validate(), []string{
+		f + `:3: harness.builtin: unknown built-in rule set "reckless"`,
+		f + `:8: rules[0].decision: "maybe" is not one of allow, deny, ask`,
+		f + `:11: rules[0].examples_match[1]: the rule does not match its own example ["git" "pull"]`,
+		f + `:13: rules[0].examples_not_match[0]: the rule matches its own example ["git" "push" "-f"]`,
+		f + `:16: rules[1].match: set exactly one of command, command_regex, write and host`,
+		f + `:20: rules[2].match.command_regex: error parsing regexp`,
+		f + `:24: rules[3].match.host: "https://api.stripe.com" is not a host name`,
+		f + `:24: rules[3].match.method: "post" is not an HTTP method`,
+		f + `:26: rules[3].examples_match: examples are command lines`,
+	})
+}
+
+func TestRulesStrict(t *testing.T) {
+	_, err := Parse("p.toml", []byte("[[rules]]\ndecision = \"ask\"\nmatch = { command = [\"git\"], argv = [\"x\"] }\nreasons = \"x\"\n"))
+	for _, want := range []string{
+		`p.toml:3: rules[0].match.argv: unknown key`,
+		`p.toml:4: rules[0].reasons: unknown key, did you mean reason?`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse = %v, want %q", err, want)
+		}
+	}
+	_, err = Parse("p.toml", []byte("[[rules]]\ndecision = \"ask\"\nmatch = { command = [\"git\"] }\nexamples_match = [\"git push\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), `p.toml:4: rules[0].examples_match[0]: expected an array of strings`) {
+		t.Errorf("Parse(example as a string) = %v", err)
+	}
+}
+
+func TestMatchCommand(t *testing.T) {
+	tests := []struct {
+		m    Match
+		argv []string
+		want bool
+	}{
+		{Match{Command: []string{"git", "push"}}, []string{"/usr/bin/git", "push", "x"}, true},
+		{Match{Command: []string{"git", "push"}}, []string{"git", "pushx"}, false},
+		{Match{Command: []string{"git", "push", "-*"}}, []string{"git", "push", "--force"}, true},
+		{Match{Command: []string{"git", "push", "-*"}}, []string{"git", "push", "origin"}, false},
+		{Match{Command: []string{"*", "publish"}}, []string{"npm", "publish"}, true},
+		{Match{CommandRegex: "push"}, []string{"git", "push"}, true},
+		{Match{CommandRegex: "^push"}, []string{"git", "push"}, false},
+		{Match{CommandRegex: "^git push$"}, []string{"./git", "push"}, true},
+		{Match{Host: "x.com"}, []string{"x.com"}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.m.MatchCommand(tt.argv); got != tt.want {
+			t.Errorf("%+v.MatchCommand(%q) = %v, want %v", tt.m, tt.argv, got, tt.want)
+		}
+	}
+}
