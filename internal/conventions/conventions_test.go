@@ -99,6 +99,13 @@ func TestDependenciesPointOneWay(t *testing.T) {
 				}
 			}
 		}
+		if rel == "harness" {
+			for _, bad := range []string{module + "/sandbox", module + "/backend", "golang.org/x/sys/unix", "os/exec"} {
+				if has(bad) {
+					t.Errorf("harness depends on %s: it decides, and reaches neither the sandbox nor the kernel", bad)
+				}
+			}
+		}
 		if rel == "audit" {
 			for _, d := range depList {
 				if strings.Contains(d, ".") && !strings.HasPrefix(d, "vendor/") {

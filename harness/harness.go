@@ -1,0 +1,193 @@
+// Package harness decides what an agent should do, before the sandbox
+// bounds what it can do: it checks an action against the policy's
+// [[rules]] and the built-in rule sets, and says allow, deny or ask.
+//
+// Today an action is a command line, checked before a run starts. A shell
+// line (sh -c '…', bash -lc '…', and the wrappers env, sudo, nice, timeout,
+// xargs and the like) is parsed with a real shell parser and every simple
+// command in it is checked: pipelines, lists, subshells, brace groups,
+// functions' bodies and the commands inside $(…). A line the parser
+// cannot read, or one that hides what it runs (eval, a program name that
+// is computed, a shell given a computed script or reading one from a
+// pipe, source of a file), counts as ask.
+//
+// How a decision is made: for each simple command, the policy's own rules
+// come first; if any match, the strongest of them decides that command
+// (deny beats ask beats allow; the first rule of that strength names the
+// reason), and the built-in sets are not consulted for it, so a policy can
+// allow what a built-in set asks about. Otherwise the built-in sets decide,
+// the same way. A command no rule matches is allowed: the rules are a
+// check of intent, and the sandbox stays the wall. Across the simple
+// commands of a line, the strongest decision wins, the first command of
+// that strength naming it.
+//
+// What this is not: a check of what a program or a script runs later
+// (make, a test suite, ./deploy.sh). That needs checks at execve inside the
+// sandbox and is not done here.
+//
+// It makes no system call and prints nothing; it imports policy, never
+// sandbox or a backend, so every caller (the CLI, later the daemon) gets
+// the same decisions.
+package harness
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// Verdict is what happens to an action.
+type Verdict string
+
+// The verdicts, weakest first.
+const (
+	Allow Verdict = policy.DecisionAllow
+	Ask   Verdict = policy.DecisionAsk
+	Deny  Verdict = policy.DecisionDeny
+)
+
+func (v Verdict) rank() int {
+	switch v {
+	case Deny:
+		return 2
+	case Ask:
+		return 1
+	}
+	return 0
+}
+
+// Action is what is about to happen: today, a command about to run.
+type Action struct {
+	// Argv is the command line as given to moat run (not through a shell).
+	Argv []string
+	// Dir is the working directory it runs in; shown to a person asked,
+	// not matched by rules.
+	Dir string
+}
+
+// RuleRef names the rule that made a decision.
+type RuleRef struct {
+	// Set is "policy" for a rule of the policy, or the name of a built-in
+	// set ("irreversible").
+	Set string `json:"set"`
+	// Name is the rule's name ("rules[N]" when the policy gives none).
+	Name string `json:"name"`
+	// File and Line locate a policy's rule; empty for built-in rules.
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+}
+
+// String is "NAME (FILE:LINE)" for a policy's rule, "SET/NAME" for a
+// built-in one.
+func (r *RuleRef) String() string {
+	if r.Set != SetPolicy {
+		return r.Set + "/" + r.Name
+	}
+	if r.File != "" && r.Line > 0 {
+		return fmt.Sprintf("%s (%s:%d)", r.Name, r.File, r.Line)
+	}
+	return r.Name
+}
+
+// SetPolicy is the RuleRef.Set of a policy's own rules.
+const SetPolicy = "policy"
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Verdict Verdict `json:"verdict"`
+	// Rule is the rule that decided; nil when none matched (allow) or when
+	// the line hides what it runs (ask, Reason says why).
+	Rule *RuleRef `json:"rule,omitempty"`
+	// Reason is the rule's reason, or why a line counts as ask.
+	Reason string `json:"reason,omitempty"`
+	// Command is the simple command that decided, as it was read (for a
+	// shell line, one command of it); nil when nothing matched.
+	Command []string `json:"command,omitempty"`
+}
+
+// Rules are the compiled rules of one policy. Build them with New.
+type Rules struct {
+	policy  []rule
+	builtin []rule
+}
+
+type rule struct {
+	ref  RuleRef
+	r    policy.Rule
+	kind Verdict
+}
+
+// New compiles the command rules of p, which must be valid (see
+// policy.Policy.Validate), and the built-in sets it names. Rules about
+// writes and hosts are left for the parts of the harness that see those.
+func New(p *policy.Policy) *Rules {
+	rs := &Rules{}
+	for i, r := range p.Rules {
+		if !r.Match.IsCommand() {
+			continue
+		}
+		rs.policy = append(rs.policy, rule{
+			ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
+			r:   r, kind: Verdict(r.Decision),
+		})
+	}
+	for _, set := range p.Harness.Builtin {
+		for _, r := range Builtin(set) {
+			rs.builtin = append(rs.builtin, rule{ref: RuleRef{Set: set, Name: r.Name}, r: r, kind: Verdict(r.Decision)})
+		}
+	}
+	return rs
+}
+
+// Decide checks a and returns the decision.
+func (rs *Rules) Decide(a Action) Decision {
+	best := Decision{Verdict: Allow}
+	for _, c := range split(a.Argv) {
+		d := rs.decideOne(c)
+		if d.Verdict.rank() > best.Verdict.rank() || d.Verdict == best.Verdict && best.Command == nil && d.Command != nil {
+			best = d
+		}
+	}
+	return best
+}
+
+func (rs *Rules) decideOne(c simple) Decision {
+	pd, pok := strongest(rs.policy, c.argv)
+	if c.hidden != "" {
+		// A policy rule may allow source of a file it names; nothing
+		// allows a line whose program cannot be seen.
+		if pok && (pd.Verdict != Allow || c.sourced) {
+			return pd
+		}
+		return Decision{Verdict: Ask, Reason: c.hidden, Command: c.argv}
+	}
+	if pok {
+		return pd
+	}
+	if bd, ok := strongest(rs.builtin, c.argv); ok {
+		return bd
+	}
+	return Decision{Verdict: Allow}
+}
+
+// strongest returns the decision of the first of the strongest rules of
+// list that match argv.
+func strongest(list []rule, argv []string) (Decision, bool) {
+	var found *rule
+	for i := range list {
+		r := &list[i]
+		if (found == nil || r.kind.rank() > found.kind.rank()) && r.r.Match.MatchCommand(argv) {
+			found = r
+		}
+	}
+	if found == nil {
+		return Decision{}, false
+	}
+	reason := found.r.Reason
+	if reason == "" {
+		reason = "rule " + found.ref.String()
+	}
+	ref := found.ref
+	return Decision{Verdict: found.kind, Rule: &ref, Reason: reason, Command: slices.Clone(argv)}, true
+}

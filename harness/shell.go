@@ -1,0 +1,278 @@
+package harness
+
+import (
+	"bytes"
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// simple is one simple command of a command line.
+type simple struct {
+	argv []string
+	// hidden says why what this command runs cannot be seen from the
+	// line; "" when it can.
+	hidden string
+	// sourced is set for source and ".", whose file a policy rule may
+	// name and allow.
+	sourced bool
+}
+
+// word is one word of a command, as the shell will see it before
+// expansion: dyn is set when its value is only known when the line runs
+// ($VAR, $(…), arithmetic), and s is then its source text.
+type word struct {
+	s   string
+	dyn bool
+}
+
+// maxDepth bounds how deep shells and wrappers are followed; deeper
+// nesting counts as hiding what runs.
+const maxDepth = 16
+
+// shells run their -c argument as a script.
+var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true, "busybox-sh": true}
+
+// wrappers run the command that follows their options. The value lists
+// the options that take a separate argument.
+var wrappers = map[string][]string{
+	"env":     {"-u", "--unset", "-C", "--chdir"},
+	"sudo":    {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir"},
+	"doas":    {"-u", "-C"},
+	"nice":    {"-n", "--adjustment"},
+	"nohup":   nil,
+	"setsid":  nil,
+	"time":    {"-f", "-o", "--format", "--output"},
+	"timeout": {"-s", "-k", "--signal", "--kill-after"},
+	"stdbuf":  {"-i", "-o", "-e", "--input", "--output", "--error"},
+	"ionice":  {"-c", "-n", "--class", "--classdata"},
+	"xargs":   {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--max-lines", "--max-chars", "--arg-file"},
+	"command": nil,
+	"builtin": nil,
+	"exec":    {"-a"},
+}
+
+// split returns the simple commands argv runs, as far as the line shows.
+func split(argv []string) []simple {
+	ws := make([]word, len(argv))
+	for i, a := range argv {
+		ws[i] = word{s: a}
+	}
+	var s splitter
+	s.command(ws, 0, false)
+	return s.out
+}
+
+type splitter struct{ out []simple }
+
+func texts(ws []word) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.s
+	}
+	return out
+}
+
+func (s *splitter) add(ws []word, hidden string) {
+	s.out = append(s.out, simple{argv: texts(ws), hidden: hidden})
+}
+
+// command records the simple command ws and what it runs in turn.
+// inScript is set for commands read from a shell script, whose standard
+// input may be a pipe or a here-document.
+func (s *splitter) command(ws []word, depth int, inScript bool) {
+	if len(ws) == 0 {
+		return
+	}
+	if depth > maxDepth {
+		s.add(ws, "commands are nested too deeply to follow")
+		return
+	}
+	if ws[0].dyn {
+		s.add(ws, "the program's name is only known when the line runs ("+ws[0].s+")")
+		return
+	}
+	if strings.ContainsAny(ws[0].s, "*?[{") && inScript {
+		s.add(ws, "the program's name is a pattern the shell expands ("+ws[0].s+")")
+		return
+	}
+	name := path.Base(ws[0].s)
+	switch {
+	case name == "eval":
+		s.add(ws, "eval runs a string as a command line")
+	case name == "source" || name == ".":
+		s.out = append(s.out, simple{argv: texts(ws), hidden: "source runs the commands of a file, which this check does not read", sourced: true})
+	case shells[name]:
+		s.shell(ws, depth, inScript)
+	case hasKey(wrappers, name):
+		s.add(ws, "")
+		s.wrapped(name, ws[1:], depth)
+	default:
+		s.add(ws, "")
+	}
+}
+
+func hasKey(m map[string][]string, k string) bool { _, ok := m[k]; return ok }
+
+// wrapped follows the command a wrapper runs.
+func (s *splitter) wrapped(name string, args []word, depth int) {
+	withArg := wrappers[name]
+	i := 0
+	for i < len(args) {
+		a := args[i].s
+		if a == "--" {
+			i++
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		if name == "env" && (a == "-S" || strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string")) {
+			s.add(args, "env -S splits a string into a command line")
+			return
+		}
+		if name == "command" && (a == "-v" || a == "-V") {
+			return // a query, runs nothing
+		}
+		i++
+		for _, o := range withArg {
+			if a == o {
+				i++
+				break
+			}
+		}
+	}
+	switch name {
+	case "env":
+		for i < len(args) && !args[i].dyn && strings.Contains(args[i].s, "=") && !strings.HasPrefix(args[i].s, "=") {
+			i++
+		}
+	case "timeout":
+		i++ // the duration
+	}
+	if i < len(args) {
+		s.command(args[i:], depth+1, false)
+	}
+}
+
+// shell follows what a shell runs: the script of -c, parsed; a script
+// file is not read (it is a program like any other); a shell with no
+// script reads it from its input, which inside a script is a pipe or a
+// here-document this check cannot see.
+func (s *splitter) shell(ws []word, depth int, inScript bool) {
+	s.add(ws, "")
+	c := false
+	var operand *word
+	args := ws[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i].s
+		if a == "--" || a == "-" {
+			if i+1 < len(args) {
+				operand = &args[i+1]
+			}
+			break
+		}
+		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
+			operand = &args[i]
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			if a == "--rcfile" || a == "--init-file" {
+				i++
+			}
+			continue
+		}
+		if strings.ContainsRune(a[1:], 'c') {
+			c = true
+		}
+		if strings.ContainsAny(a[1:], "oO") {
+			i++ // -o OPTION
+		}
+	}
+	switch {
+	case operand == nil:
+		if inScript {
+			s.add(ws, "a shell reads its script from its input (a pipe or a here-document)")
+		}
+	case !c:
+		// A script file: a program like any other, not read here.
+	case operand.dyn:
+		s.add(ws, "a shell runs a script only known when the line runs ("+operand.s+")")
+	default:
+		s.script(operand.s, depth+1)
+	}
+}
+
+// script parses a shell script and records every simple command in it.
+func (s *splitter) script(src string, depth int) {
+	f, err := syntax.NewParser().Parse(strings.NewReader(src), "")
+	if err != nil {
+		s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell line cannot be parsed: " + err.Error()})
+		return
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+			ws := make([]word, len(call.Args))
+			for i, w := range call.Args {
+				ws[i] = wordOf(w)
+			}
+			s.command(ws, depth, true)
+		}
+		return true // the words' own $(…) are commands too
+	})
+}
+
+// wordOf returns a word's value after quote removal, or its source text
+// when part of it is only known when the line runs.
+func wordOf(w *syntax.Word) word {
+	var b strings.Builder
+	dyn := false
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(unescape(p.Value, false))
+		case *syntax.SglQuoted:
+			if p.Dollar && strings.Contains(p.Value, `\`) {
+				dyn = true // $'\x67it': escapes spell the value
+			}
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if l, ok := q.(*syntax.Lit); ok {
+					b.WriteString(unescape(l.Value, true))
+				} else {
+					dyn = true
+				}
+			}
+		default:
+			dyn = true
+		}
+	}
+	if dyn {
+		var src bytes.Buffer
+		syntax.NewPrinter().Print(&src, w)
+		return word{s: src.String(), dyn: true}
+	}
+	return word{s: b.String()}
+}
+
+// unescape removes the backslashes the shell removes: before any
+// character outside quotes, before $ ` " \ and newline inside double
+// quotes. A backslash-newline joins lines.
+func unescape(s string, dquoted bool) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (!dquoted || strings.IndexByte("$`\"\\\n", s[i+1]) >= 0) {
+			i++
+			if s[i] == '\n' {
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
