@@ -1,17 +1,53 @@
-// Package audit writes moat's audit stream: one JSON object per line,
-// appended to a file and never rewritten, so a stream can be tailed while a
-// run goes on and a record, once written, stays as it was.
+// Package audit writes and verifies moat's audit stream: one JSON object
+// per line, appended to a file and never rewritten, each line carrying
+// the SHA-256 of the line before it, so that a record edited, deleted or
+// inserted anywhere but at the end is detected ([Verify]).
 //
-// It owns only the file format and the appending; what the records say is
-// decided by the packages that produce them (egress events, for now). It
-// uses the standard library only and makes no decision.
+// The chain: every record has a "prev" field, the lower-case hex SHA-256
+// of the previous line exactly as written (its bytes, without the
+// newline). The first record of a file has the SHA-256 of the empty
+// string (e3b0c442…b855), so a file's first line is recognisable too.
+// Opening an existing file continues its chain from its last line; a
+// file whose last line is not a record of a chain (an older stream
+// without "prev", a line cut short) is refused rather than extended,
+// since a chain built on it would vouch for nothing. What a chain cannot
+// show is the loss of its last records: keep the last hash [Verify]
+// returns somewhere else to detect that.
+//
+// The kinds of record (the "type" field of each):
+//
+//	network   one decision of the egress proxy: the fields of egress.Event
+//	          (time, run_id, proto, host, port, addr, allowed, reason, ...)
+//	denial    a system call the sandbox refused: time, run_id and the fields
+//	          of backend.Denial (what, errno, count, rule)
+//	decision  the harness's decision about a command line, before it runs:
+//	          [Decision]
+//	run       how one run ended: time, run_id, command, workspace, policy,
+//	          reason, exit_code, error, limits_hit, seccomp, landlock_abi,
+//	          network, warnings, degraded, change_set, protected_created,
+//	          quarantined (written by cmd/moat from sandbox.Report; the type
+//	          stays there because it is made of the sandbox's and the
+//	          workspace's types, which this package does not import)
+//
+// No record holds a secret: commands and their arguments are recorded as
+// given, environment values never.
+//
+// It uses the standard library only and makes no decision.
 package audit
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // The kinds of record moat writes. Every record is a JSON object with a
@@ -23,44 +59,186 @@ const (
 	TypeDenial = "denial"
 	// TypeRun: how one run ended (after its network and denial records).
 	TypeRun = "run"
+	// TypeDecision: the harness's decision about a command line.
+	TypeDecision = "decision"
 )
 
-// Writer appends records to one file. It is safe for concurrent use; each
-// record is one write(2) of one line, with O_APPEND, so records from
-// several writers (or processes) sharing a file do not interleave.
+// Decision is a TypeDecision record: what the harness decided about a
+// command line before running it, and for an ask, what came of it.
+type Decision struct {
+	Type  string    `json:"type"` // TypeDecision
+	Time  time.Time `json:"time"`
+	RunID string    `json:"run_id"`
+	// Command is the command line asked for; Dir its working directory.
+	Command []string `json:"command"`
+	Dir     string   `json:"dir,omitempty"`
+	// Verdict is allow, deny or ask.
+	Verdict string `json:"verdict"`
+	// Rule names the rule that decided ("SET/NAME" or "NAME (FILE:LINE)");
+	// "" when none did.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Decided is the simple command of the line that decided.
+	Decided []string `json:"decided,omitempty"`
+	// Outcome is what happened to an ask: "approved" (once), "denied" (by
+	// the person), or "no approver" (refused: nobody to ask).
+	Outcome string `json:"outcome,omitempty"`
+	// Approver says who answered an ask ("tty").
+	Approver string `json:"approver,omitempty"`
+}
+
+// genesis is the "prev" of a file's first record: the SHA-256 of "".
+var genesis = hash(nil)
+
+func hash(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
+}
+
+// Writer appends records to one file. It is safe for concurrent use, and
+// writers in several processes may share a file: each record is written
+// under an exclusive lock of the file (flock), after reading the last line
+// again if someone else appended since, so the chain stays one chain.
 type Writer struct {
-	mu  sync.Mutex
-	f   *os.File
-	err error
+	mu   sync.Mutex
+	f    *os.File
+	prev string // the SHA-256 of the last line
+	size int64  // the file's size after the last line this Writer knows
+	err  error
 }
 
 // Open opens path for appending, creating it (mode 0600: the stream names
-// the hosts a run reached) if needed.
+// the hosts a run reached) if needed. An existing file's chain is
+// continued from its last line; a file whose last line is not a record
+// of a chain is refused.
 func Open(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open audit stream: %w", err)
 	}
-	return &Writer{f: f}, nil
+	w := &Writer{f: f}
+	if err := w.lock(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	err = w.sync()
+	w.unlock()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit stream %s: %w", path, err)
+	}
+	return w, nil
 }
 
-// Write appends v as one JSON line. The first error is kept and returned
-// by every later Write and by Close.
+func (w *Writer) lock() error {
+	if err := syscall.Flock(int(w.f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock audit stream: %w", err)
+	}
+	return nil
+}
+
+func (w *Writer) unlock() { syscall.Flock(int(w.f.Fd()), syscall.LOCK_UN) }
+
+// sync reads the file's last line again if the file changed size since
+// this Writer last knew it.
+func (w *Writer) sync() error {
+	fi, err := w.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() == w.size && w.prev != "" {
+		return nil
+	}
+	if fi.Size() == 0 {
+		w.prev, w.size = genesis, 0
+		return nil
+	}
+	last, err := lastLine(w.f, fi.Size())
+	if err != nil {
+		return fmt.Errorf("%w; moat extends only a chain it can continue: write to a new file", err)
+	}
+	if _, err := prevOf(last); err != nil {
+		return fmt.Errorf("its last line is not a record of a hash chain (%v); moat extends only a chain it can continue: write to a new file", err)
+	}
+	w.prev, w.size = hash(last), fi.Size()
+	return nil
+}
+
+// lastLine returns the last line of a file of the given size, which must
+// end with a newline.
+func lastLine(f *os.File, size int64) ([]byte, error) {
+	const chunk = 64 << 10
+	var tail []byte
+	for off := size; off > 0; {
+		n := min(int64(chunk), off)
+		off -= n
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return nil, err
+		}
+		tail = append(buf, tail...)
+		if len(tail) > 0 && tail[len(tail)-1] != '\n' {
+			return nil, errors.New("the file does not end with a newline: its last record was cut short")
+		}
+		if i := bytes.LastIndexByte(tail[:len(tail)-1], '\n'); i >= 0 {
+			return tail[i+1 : len(tail)-1], nil
+		}
+	}
+	return tail[:len(tail)-1], nil
+}
+
+// prevOf returns the "prev" field of a record.
+func prevOf(line []byte) (string, error) {
+	var rec struct {
+		Prev *string `json:"prev"`
+		Type string  `json:"type"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return "", fmt.Errorf("not a JSON object: %v", err)
+	}
+	if rec.Prev == nil {
+		return "", errors.New(`no "prev" field`)
+	}
+	return *rec.Prev, nil
+}
+
+// Write appends v, which must encode as a JSON object, as one line, with
+// its "prev" field first. The first error is kept and returned by every
+// later Write and by Close.
 func (w *Writer) Write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("audit record: %w", err)
 	}
-	b = append(b, '\n')
+	if len(b) < 2 || b[0] != '{' {
+		return fmt.Errorf("audit record: %T does not encode as a JSON object", v)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	if _, err := w.f.Write(b); err != nil {
-		w.err = fmt.Errorf("write audit stream: %w", err)
+	if w.err = w.lock(); w.err != nil {
+		return w.err
 	}
-	return w.err
+	defer w.unlock()
+	if err := w.sync(); err != nil {
+		w.err = fmt.Errorf("audit stream: %w", err)
+		return w.err
+	}
+	line := make([]byte, 0, len(b)+80)
+	line = append(line, `{"prev":"`+w.prev+`"`...)
+	if len(b) > 2 {
+		line = append(line, ',')
+	}
+	line = append(line, b[1:]...)
+	if _, err := w.f.Write(append(line, '\n')); err != nil {
+		w.err = fmt.Errorf("write audit stream: %w", err)
+		return w.err
+	}
+	w.prev = hash(line)
+	w.size += int64(len(line)) + 1
+	return nil
 }
 
 // Close flushes the stream to disk and closes it.
@@ -74,4 +252,44 @@ func (w *Writer) Close() error {
 		w.err = err
 	}
 	return w.err
+}
+
+// ChainError is the first record of a stream that breaks its chain.
+type ChainError struct {
+	Line int // 1-based
+	Msg  string
+}
+
+func (e *ChainError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
+
+// Verify reads a whole stream and checks its chain. It returns the number
+// of records and the SHA-256 of the last line (to keep elsewhere: a chain
+// cannot show that records were cut from its end), or a *ChainError naming
+// the first bad record.
+func Verify(r io.Reader) (records int, last string, err error) {
+	br := bufio.NewReader(r)
+	prev := genesis
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF && len(line) == 0 {
+			return n - 1, prev, nil
+		}
+		if err != nil && err != io.EOF {
+			return n - 1, "", err
+		}
+		if line[len(line)-1] != '\n' {
+			return n - 1, "", &ChainError{n, "cut short: the file ends in the middle of this record"}
+		}
+		line = line[:len(line)-1]
+		got, perr := prevOf(line)
+		switch {
+		case perr != nil:
+			return n - 1, "", &ChainError{n, perr.Error()}
+		case got != prev && n == 1:
+			return n - 1, "", &ChainError{n, "the first record does not start a chain: records before it were removed"}
+		case got != prev:
+			return n - 1, "", &ChainError{n, fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
+		}
+		prev = hash(line)
+	}
 }

@@ -3,15 +3,23 @@ package audit
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
 
 func TestAppendsWholeLines(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "audit.jsonl")
-	os.WriteFile(p, []byte(`{"earlier":true}`+"\n"), 0o600)
+	w0, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0.Write(map[string]any{"earlier": true})
+	w0.Close()
 	w, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -44,5 +52,110 @@ func TestAppendsWholeLines(t *testing.T) {
 	}
 	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v", fi.Mode())
+	}
+}
+
+// writeChain writes n records to a new stream in two Opens, so the second
+// continues the chain of the first.
+func writeChain(t *testing.T, n int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
+		w, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := part[0]; i < part[1]; i++ {
+			if err := w.Write(Decision{Type: TypeDecision, RunID: fmt.Sprint(i), Command: []string{"git", "push"}, Verdict: "ask"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func verifyFile(t *testing.T, p string) (int, string, error) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return Verify(f)
+}
+
+func TestChainIntact(t *testing.T) {
+	p := writeChain(t, 6)
+	n, last, err := verifyFile(t, p)
+	if err != nil || n != 6 || len(last) != 64 {
+		t.Fatalf("Verify = %d, %q, %v; want 6 records", n, last, err)
+	}
+	b, _ := os.ReadFile(p)
+	if first, _, _ := strings.Cut(string(b), "\n"); !strings.HasPrefix(first, `{"prev":"`+genesis+`","type":"decision"`) {
+		t.Errorf("first record = %s", first)
+	}
+}
+
+func TestChainTampered(t *testing.T) {
+	edit := func(lines []string) []string {
+		lines[2] = strings.Replace(lines[2], `"ask"`, `"allow"`, 1)
+		return lines
+	}
+	del := func(lines []string) []string { return append(lines[:3:3], lines[4:]...) }
+	insert := func(lines []string) []string {
+		return append(lines[:1:1], append([]string{lines[1]}, lines[1:]...)...)
+	}
+	dropFirst := func(lines []string) []string { return lines[1:] }
+	tests := []struct {
+		name   string
+		change func([]string) []string
+		cut    int // bytes to cut from the end instead
+		line   int
+		msg    string
+	}{
+		{"edited", edit, 0, 4, "line 3 was edited"},
+		{"deleted", del, 0, 4, "line 3 was edited, or records were removed"},
+		{"inserted", insert, 0, 3, "line 2 was edited"},
+		{"first removed", dropFirst, 0, 1, "does not start a chain"},
+		{"cut mid-record", nil, 30, 6, "cut short"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := writeChain(t, 6)
+			b, _ := os.ReadFile(p)
+			if tt.change != nil {
+				lines := strings.SplitAfter(string(b), "\n")
+				lines = tt.change(lines[:len(lines)-1])
+				b = []byte(strings.Join(lines, ""))
+			} else {
+				b = b[:len(b)-tt.cut]
+			}
+			os.WriteFile(p, b, 0o600)
+			_, _, err := verifyFile(t, p)
+			var ce *ChainError
+			if !errors.As(err, &ce) || ce.Line != tt.line || !strings.Contains(ce.Msg, tt.msg) {
+				t.Errorf("Verify = %v, want line %d: %s", err, tt.line, tt.msg)
+			}
+		})
+	}
+}
+
+func TestOpenRefusesBrokenTail(t *testing.T) {
+	for name, content := range map[string]string{
+		"no chain":  `{"type":"run"}` + "\n",
+		"cut short": `{"prev":"` + genesis + `","type":"run"`,
+		"not json":  "hello\n",
+	} {
+		p := filepath.Join(t.TempDir(), "audit.jsonl")
+		os.WriteFile(p, []byte(content), 0o600)
+		if w, err := Open(p); err == nil || !strings.Contains(err.Error(), "write to a new file") {
+			t.Errorf("%s: Open = %v, want a refusal", name, err)
+			if w != nil {
+				w.Close()
+			}
+		}
 	}
 }
