@@ -32,7 +32,10 @@ package harness
 
 import (
 	"fmt"
+	"path"
+	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/moatbox/moat/policy"
 )
@@ -108,14 +111,37 @@ type Decision struct {
 
 // Rules are the compiled rules of one policy. Build them with New.
 type Rules struct {
-	policy  []rule
-	builtin []rule
+	policy  []*rule
+	builtin []*rule
 }
 
 type rule struct {
 	ref  RuleRef
 	r    policy.Rule
 	kind Verdict
+	// programs, when set, are the only programs (base names) the rule can
+	// match: the built-in rules say so, which spares compiling their
+	// regular expressions in a run of anything else.
+	programs []string
+	// needs, when set, are words of which one must be among the
+	// arguments for the rule to match; the same saving.
+	needs []string
+	once  sync.Once
+	re    *regexp.Regexp
+}
+
+func (r *rule) match(argv []string) bool {
+	if len(argv) == 0 || r.programs != nil && !slices.Contains(r.programs, path.Base(argv[0])) {
+		return false
+	}
+	if r.needs != nil && !slices.ContainsFunc(argv[1:], func(w string) bool { return slices.Contains(r.needs, w) }) {
+		return false
+	}
+	if r.r.Match.CommandRegex == "" {
+		return r.r.Match.MatchCommand(argv)
+	}
+	r.once.Do(func() { r.re, _ = regexp.Compile(r.r.Match.CommandRegex) })
+	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
 }
 
 // New compiles the command rules of p, which must be valid (see
@@ -127,15 +153,13 @@ func New(p *policy.Policy) *Rules {
 		if !r.Match.IsCommand() {
 			continue
 		}
-		rs.policy = append(rs.policy, rule{
+		rs.policy = append(rs.policy, &rule{
 			ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
 			r:   r, kind: Verdict(r.Decision),
 		})
 	}
 	for _, set := range p.Harness.Builtin {
-		for _, r := range Builtin(set) {
-			rs.builtin = append(rs.builtin, rule{ref: RuleRef{Set: set, Name: r.Name}, r: r, kind: Verdict(r.Decision)})
-		}
+		rs.builtin = append(rs.builtin, builtinSets[set]...)
 	}
 	return rs
 }
@@ -173,11 +197,10 @@ func (rs *Rules) decideOne(c simple) Decision {
 
 // strongest returns the decision of the first of the strongest rules of
 // list that match argv.
-func strongest(list []rule, argv []string) (Decision, bool) {
+func strongest(list []*rule, argv []string) (Decision, bool) {
 	var found *rule
-	for i := range list {
-		r := &list[i]
-		if (found == nil || r.kind.rank() > found.kind.rank()) && r.r.Match.MatchCommand(argv) {
+	for _, r := range list {
+		if (found == nil || r.kind.rank() > found.kind.rank()) && r.match(argv) {
 			found = r
 		}
 	}

@@ -104,25 +104,35 @@ func (m *Match) MatchCommand(argv []string) bool {
 	if len(argv) == 0 {
 		return false
 	}
-	words := make([]string, len(argv))
-	copy(words, argv)
-	words[0] = path.Base(words[0])
 	switch {
 	case len(m.Command) > 0:
-		if len(words) < len(m.Command) {
+		if len(argv) < len(m.Command) {
 			return false
 		}
 		for i, pat := range m.Command {
-			if ok, err := path.Match(pat, words[i]); err != nil || !ok {
+			w := argv[i]
+			if i == 0 {
+				w = path.Base(w)
+			}
+			if ok, err := path.Match(pat, w); err != nil || !ok {
 				return false
 			}
 		}
 		return true
 	case m.CommandRegex != "":
 		re, err := regexp.Compile(m.CommandRegex)
-		return err == nil && re.MatchString(strings.Join(words, " "))
+		return err == nil && re.MatchString(CommandWords(argv))
 	}
 	return false
+}
+
+// CommandWords is what a CommandRegex is matched against: the words of
+// argv joined by single spaces, the program by its base name.
+func CommandWords(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	return path.Base(argv[0]) + strings.TrimPrefix(strings.Join(argv, " "), argv[0])
 }
 
 // RuleName returns the name of the i'th rule: its Name, or "rules[i]".
