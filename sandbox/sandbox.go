@@ -27,8 +27,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
@@ -48,6 +50,12 @@ type Request struct {
 	// that successive runs accumulate into one; empty means a new change
 	// set for this run.
 	Session string
+	// Approver answers the asks of the policy's rules (see package
+	// harness); nil means nobody can be asked, and an ask refuses the run.
+	Approver Approver
+	// AuditDecision, if set, receives the harness's decision about the
+	// command line when a rule matched it, before anything runs.
+	AuditDecision func(audit.Decision)
 	// Audit, if set, receives every network event of an allow-mode run as
 	// it happens (the CLI's --audit stream); they are also in the Report.
 	Audit func(egress.Event)
@@ -89,8 +97,9 @@ type Report struct {
 	Signal *string `json:"signal"`
 	// Reason is why the run ended: exit, signal, seccomp_kill (the command
 	// died of SIGSYS under a seccomp profile: a system call the profile
-	// kills on), timeout, cpu, memory, pids, output, file_size, killed, or
-	// error (moat could not run it).
+	// kills on), timeout, cpu, memory, pids, output, file_size, killed,
+	// error (moat could not run it), or denied (the policy's rules refused
+	// the command line: nothing ran, and ExitCode is 125).
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -143,6 +152,11 @@ type Report struct {
 	// ChangeSet is where an overlay or copy workspace's changes are kept
 	// for review (moat diff) and apply.
 	ChangeSet *ChangeSetRef `json:"change_set,omitempty"`
+	// Decision is the harness's decision about the command line, when a
+	// rule matched it or the line hides what it runs.
+	Decision *harness.Decision `json:"decision,omitempty"`
+	// Approval is what came of an ask: approved, denied, or "no approver".
+	Approval string `json:"approval,omitempty"`
 	// Error and Stage describe a failure to set up or start the run.
 	Error  string         `json:"error,omitempty"`
 	Stage  string         `json:"stage,omitempty"`
@@ -208,6 +222,21 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if req.Caller != nil {
 		caller = *req.Caller
 	}
+	// The rules come before anything of the run exists: a refused command
+	// leaves nothing behind, and the time a person takes to answer is not
+	// part of the run.
+	dir := req.Policy.Workspace.Path
+	if caller.Cwd != "" && within(dir, caller.Cwd) {
+		dir = caller.Cwd
+	}
+	if err := decide(ctx, req, rep, dir); err != nil {
+		if errors.Is(err, ErrDenied) {
+			rep.Reason = "denied"
+		}
+		rep.Error = err.Error()
+		return rep, err
+	}
+	rep.StartedAt = time.Now()
 	be := req.Backend
 	if be == nil {
 		be = defaultBackend(req.ExitAfter)
