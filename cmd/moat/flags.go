@@ -278,7 +278,7 @@ func editDistance(a, b string) int {
 // with its other spellings and its default.
 func (f *runFlags) printHelp(w io.Writer) {
 	head := "moat " + f.name + " [flags]"
-	if f.name == "run" {
+	if f.name == "run" || f.name == "policy explain" {
 		head += " -- CMD [ARGS...]"
 	}
 	fmt.Fprintf(w, "Usage: %s\n", head)

@@ -68,6 +68,9 @@ Usage:
   moat trust [FILE]                   trust this workspace's .moat.toml and the files it loads (after reviewing them)
   moat doctor                         show which protections this host can enforce
   moat policy show [flags]            print the effective policy as TOML
+  moat policy explain [flags] -- CMD  say which rule decides about CMD, and why
+  moat policy check FILE...           validate policies and run their rules' examples
+  moat audit verify FILE              check an audit stream's hash chain
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
   moat version
 
@@ -88,6 +91,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdPolicy(args[1:], stdout, stderr)
 	case "seccomp":
 		return cmdSeccomp(args[1:], stdout, stderr)
+	case "audit":
+		return cmdAudit(args[1:], stdout, stderr)
 	case "trust":
 		return cmdTrust(args[1:], stdout, stderr)
 	case "runs", "sessions":
@@ -105,7 +110,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, version)\n", args[0])
 	return 2
 }
 

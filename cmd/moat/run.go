@@ -345,7 +345,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 
-	rep, runErr := sandbox.Run(ctx, &sandbox.Request{
+	req := &sandbox.Request{
 		Audit:         auditFn,
 		Policy:        p,
 		Caller:        caller,
@@ -353,7 +353,15 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
 		ExitAfter:     exitAfterRun,
-	}, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
+	}
+	if tty := newTTYApprover(); tty != nil {
+		req.Approver = tty
+		defer tty.Close()
+	}
+	if aw != nil {
+		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }
+	}
+	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
 		writeAudit(aw, rep, runErr)
@@ -447,8 +455,14 @@ func writeReport(path string, r *sandbox.Report) error {
 }
 
 func cmdPolicy(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "explain" {
+		return cmdPolicyExplain(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return cmdPolicyCheck(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "show" {
-		fmt.Fprintln(stderr, "usage: moat policy show [run flags]")
+		fmt.Fprintln(stderr, "usage: moat policy show [run flags] | moat policy explain [--policy FILE] -- CMD... | moat policy check FILE")
 		return 2
 	}
 	f := newRunFlags("policy show")
