@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
@@ -560,7 +561,12 @@ func TestSignalsAreForwarded(t *testing.T) {
 func TestAuditStream(t *testing.T) {
 	ws := t.TempDir()
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	os.WriteFile(path, []byte(`{"type":"run","earlier":true}`+"\n"), 0o600)
+	earlier, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier.Write(map[string]any{"type": "run", "earlier": true})
+	earlier.Close()
 	code, _, errs := moat(t, ws, "run", "--net", "allow:example.com", "--audit", path, "--",
 		"sh", "-c", "curl -s -m 5 http://denied.test/ >/dev/null; unshare -r true 2>/dev/null; echo x > .envrc; exit 3")
 	if code != 3 {

@@ -1,0 +1,211 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const rulesPolicy = `[[rules]]
+name = "no force"
+match = { command_regex = '^git push .*(-f|--force)( |$)' }
+decision = "deny"
+reason = "history is not rewritten here"
+examples_match = [["git", "push", "origin", "--force"]]
+examples_not_match = [["git", "push", "origin"]]
+
+[[rules]]
+name = "marker"
+match = { command = ["touch", "marker-ask"] }
+decision = "ask"
+reason = "the test wants to be asked"
+`
+
+func writePolicy(t *testing.T, dir, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, "rules.toml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPolicyExplain(t *testing.T) {
+	dir := t.TempDir()
+	pol := writePolicy(t, dir, rulesPolicy)
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--", "ls", "-l"}, []string{"allowed: no rule matches"}},
+		{[]string{"--", "sh", "-c", "make && git push"}, []string{"ask by rule irreversible/git-push: git push publishes", "decided by the simple command: git push"}},
+		{[]string{"--policy", pol, "--", "bash", "-lc", "make; git push origin -f"}, []string{"deny by rule no force (" + pol + ":1): history is not rewritten here", "simple command: git push origin -f"}},
+		{[]string{"--", "sh", "-c", "$(echo git) push"}, []string{"ask: the program's name is only known when the line runs ($(echo git))"}},
+	} {
+		code, out, errs := moat(t, dir, append([]string{"policy", "explain"}, tt.args...)...)
+		for _, w := range tt.want {
+			if code != 0 || !strings.Contains(out, w) {
+				t.Errorf("policy explain %q = %d %q %q, want %q", tt.args, code, out, errs, w)
+			}
+		}
+	}
+}
+
+func TestPolicyCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := writePolicy(t, dir, rulesPolicy)
+	code, out, errs := moat(t, dir, "policy", "check", good)
+	if code != 0 || !strings.Contains(out, good+":1: no force: deny command_regex") || !strings.Contains(out, "(2 examples, all pass)") ||
+		!strings.Contains(out, "marker: ask command touch marker-ask (no examples)") {
+		t.Errorf("policy check good = %d %q %q", code, out, errs)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("[[rules]]\nmatch = { command = [\"git\", \"push\"] }\ndecision = \"ask\"\nexamples_match = [[\"git\", \"pull\"]]\nexamples_not_macth = []\n"), 0o644)
+	code, out, errs = moat(t, dir, "policy", "check", bad)
+	for _, w := range []string{bad + ":5: rules[0].examples_not_macth: unknown key, did you mean examples_not_match?"} {
+		if code != 1 || !strings.Contains(errs, w) {
+			t.Errorf("policy check bad = %d %q %q, want %q", code, out, errs, w)
+		}
+	}
+	os.WriteFile(bad, []byte("[[rules]]\nmatch = { command = [\"git\", \"push\"] }\ndecision = \"ask\"\nexamples_match = [[\"git\", \"pull\"]]\n"), 0o644)
+	code, _, errs = moat(t, dir, "policy", "check", bad)
+	if w := bad + `:4: rules[0].examples_match[0]: the rule does not match its own example ["git" "pull"]`; code != 1 || !strings.Contains(errs, w) {
+		t.Errorf("policy check bad example = %d %q, want %q", code, errs, w)
+	}
+}
+
+// readAudit returns the records of an audit stream, after checking its
+// chain with moat audit verify.
+func readAudit(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	if code, out, errs := moat(t, t.TempDir(), "audit", "verify", path); code != 0 || !strings.Contains(out, "chain intact") {
+		t.Fatalf("audit verify = %d %q %q", code, out, errs)
+	}
+	b, _ := os.ReadFile(path)
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+func TestRunDenied(t *testing.T) {
+	ws := t.TempDir()
+	pol := writePolicy(t, t.TempDir(), rulesPolicy)
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	report := filepath.Join(t.TempDir(), "report.json")
+	code, _, errs := moat(t, ws, "run", "--policy", pol, "--workspace", ws, "--audit", auditFile, "--report", report, "--",
+		"sh", "-c", "touch marker; git push origin --force")
+	if code != exitMoatError || !strings.Contains(errs, "refused by the harness: rule no force ("+pol+":1) denies git push origin --force: history is not rewritten here") {
+		t.Errorf("denied run = %d %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
+		t.Error("the denied command ran: the marker exists")
+	}
+	var rep struct {
+		Reason   string
+		Decision struct {
+			Verdict string
+			Rule    struct{ Name string }
+		}
+	}
+	b, _ := os.ReadFile(report)
+	if err := json.Unmarshal(b, &rep); err != nil || rep.Reason != "denied" || rep.Decision.Verdict != "deny" || rep.Decision.Rule.Name != "no force" {
+		t.Errorf("report = %s", b)
+	}
+	recs := readAudit(t, auditFile)
+	if len(recs) != 2 || recs[0]["type"] != "decision" || recs[0]["verdict"] != "deny" || recs[1]["reason"] != "denied" {
+		t.Errorf("audit records = %v", recs)
+	}
+}
+
+// TestAskWithoutTerminal: with no controlling terminal there is nobody to
+// ask, and an ask refuses the run, saying how to get it through.
+func TestAskWithoutTerminal(t *testing.T) {
+	ws := t.TempDir()
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	cmd := exec.Command(os.Args[0], "run", "--workspace", ws, "--audit", auditFile, "--", "sh", "-c", "touch marker && git push")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitMoatError ||
+		!strings.Contains(string(out), "rule irreversible/git-push asks before git push") ||
+		!strings.Contains(string(out), "nobody can be asked here: run moat in a terminal to approve it") {
+		t.Errorf("ask without a terminal = %d %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
+		t.Error("the asked command ran: the marker exists")
+	}
+	recs := readAudit(t, auditFile)
+	if recs[0]["verdict"] != "ask" || recs[0]["outcome"] != "no approver" {
+		t.Errorf("decision record = %v", recs[0])
+	}
+}
+
+// TestTTYApprover: on a terminal, the person sees the command, where it
+// runs and the rule, and answers.
+func TestTTYApprover(t *testing.T) {
+	for _, tt := range []struct {
+		answer  string
+		code    int
+		ran     bool
+		outcome string
+	}{{"y", 0, true, "approved"}, {"n", exitMoatError, false, "denied"}} {
+		t.Run(tt.answer, func(t *testing.T) {
+			ws := t.TempDir()
+			pol := writePolicy(t, t.TempDir(), rulesPolicy)
+			auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+			o := newOuterTerminal(t)
+			cmd := o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--audit", auditFile, "--", "touch", "marker-ask")
+			o.waitFor(t, "Run it once? [y/N] ")
+			for _, w := range []string{"rule marker (" + pol + ":9) asks", `command: ["touch" "marker-ask"]`, "in: " + ws, "reason: the test wants to be asked"} {
+				if !strings.Contains(o.shown(), w) {
+					t.Errorf("the prompt lacks %q: %q", w, o.shown())
+				}
+			}
+			o.master.Write([]byte(tt.answer + "\n"))
+			if code := o.wait(t, cmd); code != tt.code {
+				t.Errorf("exit %d, want %d; terminal: %q", code, tt.code, o.shown())
+			}
+			if _, err := os.Stat(filepath.Join(ws, "marker-ask")); (err == nil) != tt.ran {
+				t.Errorf("marker exists: %v, want %v", err == nil, tt.ran)
+			}
+			recs := readAudit(t, auditFile)
+			if recs[0]["outcome"] != tt.outcome || recs[0]["approver"] != "tty" {
+				t.Errorf("decision record = %v", recs[0])
+			}
+		})
+	}
+}
+
+func TestAuditVerifyCLI(t *testing.T) {
+	ws := t.TempDir()
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	for i := 0; i < 3; i++ {
+		if code, _, errs := moat(t, ws, "run", "--audit", auditFile, "--", "true"); code != 0 {
+			t.Fatalf("run: %d %s", code, errs)
+		}
+	}
+	if code, out, _ := moat(t, ws, "audit", "verify", auditFile); code != 0 || !strings.HasPrefix(out, "3 records, chain intact") {
+		t.Errorf("verify = %d %q", code, out)
+	}
+	b, _ := os.ReadFile(auditFile)
+	os.WriteFile(auditFile, []byte(strings.Replace(string(b), `"exit_code":0`, `"exit_code":1`, 1)), 0o600)
+	if code, out, _ := moat(t, ws, "audit", "verify", auditFile); code != 1 || !strings.Contains(out, auditFile+":2: chain broken: its prev is not the SHA-256 of line 1") {
+		t.Errorf("verify edited = %d %q", code, out)
+	}
+	// A broken stream is not extended.
+	if code, _, errs := moat(t, ws, "run", "--audit", auditFile, "--", "true"); code != 0 && !strings.Contains(errs, "write to a new file") {
+		t.Errorf("run onto an edited stream = %d %q", code, errs)
+	}
+}
