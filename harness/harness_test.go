@@ -71,8 +71,10 @@ func TestDecide(t *testing.T) {
 		{[]string{"sh", "-c", ". ./env.sh && make"}, Ask, "", nil, "source runs"},
 		{[]string{"sh", "-c", "echo 'unterminated"}, Ask, "", nil, "cannot be parsed"},
 		{[]string{"sh", "-c", "gi* push"}, Ask, "", nil, "pattern the shell expands"},
-		{[]string{"sh", "./deploy.sh"}, Allow, "", nil, ""}, // a script file is a program
-		{[]string{"bash"}, Allow, "", nil, ""},              // an interactive shell
+		{[]string{"sh", "-c", `gi{t,} push`}, Ask, "", nil, "pattern the shell expands"},
+		{[]string{"sh", "-c", `[ -e /proc/1 ] && [[ -n "$1" ]] && test -d x`}, Allow, "", nil, ""}, // [ is the test program
+		{[]string{"sh", "./deploy.sh"}, Allow, "", nil, ""},                                        // a script file is a program
+		{[]string{"bash"}, Allow, "", nil, ""},                                                     // an interactive shell
 		{[]string{"env", "-S", "git push"}, Ask, "", nil, "env -S"},
 		{[]string{"sh", "-c", "echo git push"}, Allow, "", nil, ""},
 		{[]string{"command", "-v", "git"}, Allow, "", nil, ""},
@@ -193,5 +195,30 @@ func BenchmarkDecide(b *testing.B) {
 	p := policy.Default()
 	for i := 0; i < b.N; i++ {
 		New(p).Decide(Action{Argv: []string{"python3", "step.py"}})
+	}
+}
+
+// TestSourceAllowedByRule: a policy rule may allow source of a file it
+// names; nothing allows a program whose name is computed.
+func TestSourceAllowedByRule(t *testing.T) {
+	p := mustPolicy(t, `
+[[rules]]
+match = { command = ["source", "*/bin/activate"] }
+decision = "allow"
+
+[[rules]]
+match = { command = ["*"] }
+decision = "allow"
+`)
+	rs := New(p)
+	if d := rs.Decide(Action{Argv: []string{"bash", "-c", "source .venv/bin/activate && pytest"}}); d.Verdict != Allow {
+		t.Errorf("source of an allowed file = %s %q", d.Verdict, d.Reason)
+	}
+	if d := rs.Decide(Action{Argv: []string{"bash", "-c", "source ./other.sh"}}); d.Verdict != Allow {
+		// ["*"] matches it too: the policy said so.
+		t.Errorf("source under an allow-all rule = %s", d.Verdict)
+	}
+	if d := rs.Decide(Action{Argv: []string{"bash", "-c", "$(echo git) push"}}); d.Verdict != Ask {
+		t.Errorf("a computed program under an allow-all rule = %s, want ask", d.Verdict)
 	}
 }

@@ -93,7 +93,7 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		s.add(ws, "the program's name is only known when the line runs ("+ws[0].s+")")
 		return
 	}
-	if strings.ContainsAny(ws[0].s, "*?[{") && inScript {
+	if inScript && isPattern(ws[0].s) {
 		s.add(ws, "the program's name is a pattern the shell expands ("+ws[0].s+")")
 		return
 	}
@@ -111,6 +111,21 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	default:
 		s.add(ws, "")
 	}
+}
+
+// isPattern reports whether the shell would expand word as a glob or a
+// brace expansion: "[" alone is the test program, not a pattern.
+func isPattern(w string) bool {
+	if strings.ContainsAny(w, "*?") {
+		return true
+	}
+	if i := strings.IndexByte(w, '['); i >= 0 && strings.IndexByte(w[i+1:], ']') >= 0 {
+		return true
+	}
+	if i := strings.IndexByte(w, '{'); i >= 0 && strings.Contains(w[i+1:], ",") && strings.IndexByte(w[i+1:], '}') >= 0 {
+		return true
+	}
+	return false
 }
 
 func hasKey(m map[string][]string, k string) bool { _, ok := m[k]; return ok }
