@@ -13,6 +13,8 @@
 //   - validation ([Policy.Validate]), which reports every problem at once,
 //     each pointing at the file line or the command-line flag the value came
 //     from ([Policy.MarkFlag]);
+//   - the [[rules]] of the harness ([Rule]): read and checked here, each
+//     rule's examples run by Validate; package harness evaluates them;
 //   - resolution of relative and "~/" paths ([Policy.Resolve]) and rendering of
 //     the effective policy ([Policy.TOML]);
 //   - trust of a policy file found in a workspace ([Trust]): such a file, and

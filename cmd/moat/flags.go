@@ -168,7 +168,7 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
 	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
 	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
-	fs.StringVar(&f.auditFile, "audit", "", "append every network decision, refused system call and the run's outcome to `FILE` as JSON lines")
+	fs.StringVar(&f.auditFile, "audit", "", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
 	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
