@@ -159,7 +159,7 @@ func New(p *policy.Policy) *Rules {
 		})
 	}
 	for _, set := range p.Harness.Builtin {
-		rs.builtin = append(rs.builtin, builtinSets[set]...)
+		rs.builtin = append(rs.builtin, builtinSet(set)...)
 	}
 	return rs
 }
