@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+
+	"github.com/moatbox/moat/internal/netrule"
 )
 
 // Rule is one [[rules]] entry: what it matches, and what the harness does
@@ -60,7 +62,8 @@ type Match struct {
 	// number of directories) written through the API. Not used yet.
 	// Default "".
 	Write string `toml:"write,omitempty" json:"write,omitempty"`
-	// Host is a network destination: "host" or "*.domain". Not used yet.
+	// Host is a network destination, "host" or "*.domain", in the grammar
+	// of [network] deny entries (without a port: see Port). Not used yet.
 	// Default "".
 	Host string `toml:"host,omitempty" json:"host,omitempty"`
 	// Port narrows Host to one port. Default 0: any port.
@@ -212,9 +215,12 @@ func validateMatch(l *errorList, key string, m *Match) bool {
 		}
 		return ok
 	}
-	h := strings.TrimPrefix(m.Host, "*.")
-	if h == "" || strings.ContainsAny(h, "/:*@ ") || h != strings.ToLower(h) {
-		bad("host", fmt.Sprintf("%q is not a host name: write it in lower case without a scheme or port (\"*.domain\" for subdomains)", m.Host))
+	// The grammar of [network] deny entries, which the proxy will match
+	// these against.
+	if h, err := netrule.ParseHost(m.Host, false); err != nil {
+		bad("host", fmt.Sprintf("%q: %v", m.Host, err))
+	} else if h.Port != 0 {
+		bad("host", fmt.Sprintf("%q: write the port in port", m.Host))
 	}
 	if m.Port < 0 || m.Port > 65535 {
 		bad("port", fmt.Sprintf("%d is not a port (1-65535; 0 or absent means any)", m.Port))

@@ -54,7 +54,7 @@ func TestRulesValidate(t *testing.T) {
 		f + `:13: rules[0].examples_not_match[0]: the rule matches its own example ["git" "push" "-f"]`,
 		f + `:16: rules[1].match: set exactly one of command, command_regex, write and host`,
 		f + `:20: rules[2].match.command_regex: error parsing regexp`,
-		f + `:24: rules[3].match.host: "https://api.stripe.com" is not a host name`,
+		f + `:24: rules[3].match.host: "https://api.stripe.com": not a destination`,
 		f + `:24: rules[3].match.method: "post" is not an HTTP method`,
 		f + `:26: rules[3].examples_match: examples are command lines`,
 	})
