@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"path"
 	"strings"
 
@@ -230,7 +229,7 @@ func (s *splitter) script(src string, depth int) {
 		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
 			ws := make([]word, len(call.Args))
 			for i, w := range call.Args {
-				ws[i] = wordOf(w)
+				ws[i] = wordOf(src, w)
 			}
 			s.command(ws, depth, true)
 		}
@@ -239,8 +238,12 @@ func (s *splitter) script(src string, depth int) {
 }
 
 // wordOf returns a word's value after quote removal, or its source text
-// when part of it is only known when the line runs.
-func wordOf(w *syntax.Word) word {
+// (from src, the line it was parsed from) when part of it is only known
+// when the line runs. The source is sliced rather than printed with the
+// package's Printer: linking the Printer links mvdan.cc/sh/v3/fileutil,
+// whose package initialisation compiles regular expressions in every
+// moat process, a measurable part of a run's start.
+func wordOf(src string, w *syntax.Word) word {
 	var b strings.Builder
 	dyn := false
 	for _, part := range w.Parts {
@@ -265,9 +268,11 @@ func wordOf(w *syntax.Word) word {
 		}
 	}
 	if dyn {
-		var src bytes.Buffer
-		syntax.NewPrinter().Print(&src, w)
-		return word{s: src.String(), dyn: true}
+		from, to := int(w.Pos().Offset()), int(w.End().Offset())
+		if from < 0 || to > len(src) || from > to {
+			return word{s: b.String(), dyn: true}
+		}
+		return word{s: src[from:to], dyn: true}
 	}
 	return word{s: b.String()}
 }
