@@ -239,10 +239,8 @@ func (s *splitter) script(src string, depth int) {
 
 // wordOf returns a word's value after quote removal, or its source text
 // (from src, the line it was parsed from) when part of it is only known
-// when the line runs. The source is sliced rather than printed with the
-// package's Printer: linking the Printer links mvdan.cc/sh/v3/fileutil,
-// whose package initialisation compiles regular expressions in every
-// moat process, a measurable part of a run's start.
+// when the line runs: sliced from the line as written, so the word is
+// shown exactly as the agent sent it.
 func wordOf(src string, w *syntax.Word) word {
 	var b strings.Builder
 	dyn := false
