@@ -668,7 +668,7 @@ func seccompProbe(t *testing.T, bin string) {
 			t.Skip("go is not installed on this host: cannot build the probe program")
 		}
 	}
-	build := exec.Command(goBin, "build", "-o", bin, "./testdata/seccompprobe")
+	build := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, "./testdata/seccompprobe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the probe: %v\n%s", err, out)

@@ -94,7 +94,7 @@ mkdir -p "$work/initrd/"{dev,proc,sys,newroot}
 pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp)
 # The sandbox suite's seccomp probe, built here: the guest's build cache is
 # read-only, and a build under emulation would take minutes.
-go build -o "$work/bin/seccomp-probe" ./sandbox/testdata/seccompprobe
+go build -buildvcs=false -o "$work/bin/seccomp-probe" ./sandbox/testdata/seccompprobe
 plan="$work/bin/plan"
 nolandlock="$work/bin/plan-nolandlock"
 for p in "${pkgs[@]}"; do
