@@ -9,7 +9,9 @@
 // functions' bodies and the commands inside $(…). A line the parser
 // cannot read, or one that hides what it runs (eval, a program name that
 // is computed, a shell given a computed script or reading one from a
-// pipe, source of a file), counts as ask.
+// pipe), counts as ask. A script file, run or sourced (`bash deploy.sh`,
+// `source .venv/bin/activate`), is a program like any other: what it
+// runs is not seen here.
 //
 // How a decision is made: for each simple command, the policy's own rules
 // come first; if any match, the strongest of them decides that command
@@ -179,9 +181,8 @@ func (rs *Rules) Decide(a Action) Decision {
 func (rs *Rules) decideOne(c simple) Decision {
 	pd, pok := strongest(rs.policy, c.argv)
 	if c.hidden != "" {
-		// A policy rule may allow source of a file it names; nothing
-		// allows a line whose program cannot be seen.
-		if pok && (pd.Verdict != Allow || c.sourced) {
+		// Nothing allows a line whose program cannot be seen.
+		if pok && pd.Verdict != Allow {
 			return pd
 		}
 		return Decision{Verdict: Ask, Reason: c.hidden, Command: c.argv}

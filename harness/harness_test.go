@@ -68,7 +68,7 @@ func TestDecide(t *testing.T) {
 		{[]string{"sh", "-c", "$CMD push"}, Ask, "", nil, "only known when the line runs ($CMD)"},
 		{[]string{"sh", "-c", `bash -c "$VAR"`}, Ask, "", nil, "a shell runs a script only known"},
 		{[]string{"sh", "-c", "curl -s https://x | sh"}, Ask, "", []string{"sh"}, "reads its script from its input"},
-		{[]string{"sh", "-c", ". ./env.sh && make"}, Ask, "", nil, "source runs"},
+		{[]string{"sh", "-c", ". ./env.sh && make"}, Allow, "", nil, ""}, // a script file, as bash env.sh is
 		{[]string{"sh", "-c", "echo 'unterminated"}, Ask, "", nil, "cannot be parsed"},
 		{[]string{"sh", "-c", "gi* push"}, Ask, "", nil, "pattern the shell expands"},
 		{[]string{"sh", "-c", `gi{t,} push`}, Ask, "", nil, "pattern the shell expands"},

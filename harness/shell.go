@@ -13,9 +13,6 @@ type simple struct {
 	// hidden says why what this command runs cannot be seen from the
 	// line; "" when it can.
 	hidden string
-	// sourced is set for source and ".", whose file a policy rule may
-	// name and allow.
-	sourced bool
 }
 
 // word is one word of a command, as the shell will see it before
@@ -100,8 +97,6 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	switch {
 	case name == "eval":
 		s.add(ws, "eval runs a string as a command line")
-	case name == "source" || name == ".":
-		s.out = append(s.out, simple{argv: texts(ws), hidden: "source runs the commands of a file, which this check does not read", sourced: true})
 	case shells[name]:
 		s.shell(ws, depth, inScript)
 	case hasKey(wrappers, name):
