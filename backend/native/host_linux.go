@@ -150,7 +150,8 @@ type run struct {
 	spec         *backend.Spec
 	stdio        backend.Stdio
 	start        time.Time
-	started      time.Time // the "started" message arrived
+	started      time.Time   // the "started" message arrived
+	crash        chan string // the init stage's first line of runtime output (fdCrash)
 	cg           *cgroup.Cgroup
 	signal       func(syscall.Signal) // signals init, never after it was reaped
 	wait         func()               // waits for init to end, then sets state
@@ -433,6 +434,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if errMsg != nil {
 		return nil, initError(errMsg)
 	}
+	if r.crash != nil && exitMsg == nil {
+		if text := <-r.crash; text != "" {
+			return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
+		}
+	}
 	if direct && exitMsg != nil {
 		exitMsg.Denials = r.seen.list()
 	}
@@ -455,7 +461,12 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 			is.Control = true
 		}
 	}
-	extra := []*os.File{specR, statW}
+	crashR, crashW, err := pipe(true)
+	if err != nil {
+		return fmt.Errorf("crash pipe: %w", err)
+	}
+	r.cleanup = append(r.cleanup, func() { crashR.Close(); crashW.Close() })
+	extra := []*os.File{specR, statW, crashW} // fds 3, 4, 5: fdSpec, fdStatus, fdCrash
 	if trees != nil {
 		is.Trees = map[string]int{}
 		for key, f := range trees {
@@ -524,7 +535,6 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	}
 
 	// Pdeathsig is tied to the thread that forks (see onStartThread).
-	var err error
 	r.onInitParent(func() { err = cmd.Start() })
 	if err != nil {
 		return startError(err)
@@ -533,6 +543,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
 	statW.Close()
+	crashW.Close()
+	r.crash = make(chan string, 1)
+	go readCrash(crashR, r.crash)
 	outW.Close()
 	errW.Close()
 	if r.netChild != nil {
@@ -898,4 +911,16 @@ func (r *run) explain(ds []denial) []backend.Denial {
 		out = append(out, backend.Denial{Layer: "seccomp", What: name, Errno: errName, Count: d.Count, Rule: rule})
 	}
 	return out
+}
+
+// readCrash reads what init's Go runtime printed on its stderr (fdCrash)
+// until init has ended, and sends its first line: the cause ("fatal
+// error: ..."). The rest, a dump of goroutines, is for moat's developers
+// and is dropped, never shown to the command or to the user.
+func readCrash(rd io.Reader, out chan<- string) {
+	var buf [4096]byte
+	n, _ := io.ReadFull(rd, buf[:])
+	io.Copy(io.Discard, rd)
+	line, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), "\n")
+	out <- line
 }

@@ -53,6 +53,10 @@ func MaybeInit() {
 	runInit()
 }
 
+// commandStderr is the fd holding the stderr the command gets: the one
+// init was started with (runInit moves it).
+var commandStderr uintptr = 2
+
 // stageError is a setup failure inside init, sent to the host as data.
 type stageError struct {
 	stage string
@@ -68,6 +72,18 @@ func fail(stage string, err error) error { return &stageError{stage, err} }
 // capabilities it needs (as ambient capabilities within the new user
 // namespace only), and gives every one of them up before the command runs.
 func runInit() {
+	// The command's stderr moves out of the way, and init's own becomes
+	// the host's crash pipe: nothing init's runtime prints as it dies
+	// reaches the command's stderr (see fdCrash).
+	cmdStderr, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, 10)
+	if err == nil {
+		err = unix.Dup3(fdCrash, 2, 0)
+	}
+	if err != nil {
+		os.Exit(1) // the host reports init's exit without a message
+	}
+	unix.Close(fdCrash)
+	commandStderr = uintptr(cmdStderr)
 	status := os.NewFile(fdStatus, "status")
 	send := func(m message) {
 		status.Write(encodeMessage(&m))
@@ -268,7 +284,7 @@ func initMain(send func(message)) error {
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   spec.Env,
-		Files: []uintptr{0, 1, 2},
+		Files: []uintptr{0, 1, commandStderr},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: is.Terminal, Ctty: 0},
 	})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
@@ -594,5 +595,52 @@ func TestCustomProfileAtExec(t *testing.T) {
 		if !found {
 			t.Errorf("%+v: denials %+v: want mkdir's", *b, st.Denials)
 		}
+	}
+}
+
+// TestInitCrashIsReported: whatever the init stage's Go runtime prints as
+// it dies goes to moat, which reports init's failure with its first line,
+// and never to the command's stderr, which belongs to the user.
+func TestInitCrashIsReported(t *testing.T) {
+	ws := t.TempDir()
+	s := spec(t, ws, "sleep", "30")
+	var errb bytes.Buffer
+	type result struct {
+		st  *backend.ExitStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := (&native.Backend{InitStage: true}).Run(context.Background(), s, backend.Stdio{Stderr: &errb})
+		done <- result{st, err}
+	}()
+	// Init is this process's child that is PID 1 of a namespace of its
+	// own; once the command runs, a signal from outside the namespace
+	// that the runtime does not ignore makes it crash with a dump.
+	init := 0
+	for i := 0; i < 500 && init == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+		for _, pid := range proctest.Children(os.Getpid()) {
+			status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			for _, l := range strings.Split(string(status), "\n") {
+				if f := strings.Fields(l); len(f) == 3 && f[0] == "NSpid:" && f[2] == "1" {
+					if kids := proctest.Children(pid); len(kids) > 0 {
+						init = pid
+					}
+				}
+			}
+		}
+	}
+	if init == 0 {
+		t.Fatal("no init stage with a running command among this process's children")
+	}
+	syscall.Kill(init, syscall.SIGSEGV)
+	r := <-done
+	var ie *backend.InitError
+	if !errors.As(r.err, &ie) || ie.Stage != "init" || !strings.Contains(ie.Error(), "SIGSEGV") {
+		t.Errorf("run: %+v, %v: want an init error naming SIGSEGV", r.st, r.err)
+	}
+	if strings.Contains(errb.String(), "goroutine") || strings.Contains(errb.String(), "SIGSEGV") {
+		t.Errorf("init's crash reached the command's stderr:\n%s", errb.String())
 	}
 }

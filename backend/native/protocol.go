@@ -9,7 +9,8 @@ import (
 )
 
 // The host side and the init stage talk over two pipes that init inherits
-// as fds 3 and 4 (after stdin, stdout and stderr). (The direct start uses
+// as fds 3 and 4 (after stdin, stdout and stderr); a third, fd 5, carries
+// what init's Go runtime would print on its stderr (fdCrash). (The direct start uses
 // the same two pipes, with the plan in memory instead of the Spec on the
 // first and fixed-size records on the second; see direct_linux.go.)
 //
@@ -43,6 +44,12 @@ import (
 const (
 	fdSpec   = 3 // host -> init: the Spec, then control bytes
 	fdStatus = 4 // init -> host: messages
+	// fdCrash becomes init's own stderr, read by the host: whatever the
+	// Go runtime prints when it dies (a fatal error, a crash dump) goes
+	// there, and the host reports it as init's failure, instead of
+	// reaching the command's stderr. The command gets the stderr init
+	// was started with.
+	fdCrash = 5
 )
 
 // Control bytes on fdSpec after the Spec.
