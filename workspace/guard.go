@@ -218,11 +218,15 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			g.protect(g.ws, p, 0)
 		}
 	}
-	for _, p := range submodulePaths(filepath.Join(g.real, ".gitmodules")) {
+	var modules []string
+	if _, err := g.stat.lstat(g.real + "/.gitmodules"); err == nil {
+		modules = submodulePaths(filepath.Join(g.real, ".gitmodules"))
+	}
+	for _, p := range modules {
 		g.gitlinks[p] = true
 		g.protect(g.ws, p+"/.git", 0)
 	}
-	g.stat = nil
+	g.stat = statCache{}
 	sort.SliceStable(g.mounts, func(i, j int) bool {
 		return strings.Count(g.mounts[i].path, "/") < strings.Count(g.mounts[j].path, "/")
 	})
@@ -281,10 +285,11 @@ func (g *Guard) protect(base, rel string, depth int) {
 		return
 	}
 	realBase := g.hostPath(base)
+	g.stat.list(realBase)
 	parts := strings.Split(rel, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
-		p := filepath.Join(realBase, sub)
+		p := realBase + "/" + sub // both clean: no Join (Clean) per component
 		fi, err := g.stat.lstat(p)
 		if err != nil {
 			g.absent = append(g.absent, route{base: base, rel: rel, first: i})
@@ -330,6 +335,9 @@ func (g *Guard) protect(base, rel string, depth int) {
 // hostPath is where a path as the command sees it is on the host: the
 // workspace may be reached through a symbolic link.
 func (g *Guard) hostPath(p string) string {
+	if p == g.ws {
+		return g.real
+	}
 	if r, ok := relWithin(g.ws, p); ok {
 		return filepath.Join(g.real, r)
 	}
@@ -339,8 +347,9 @@ func (g *Guard) hostPath(p string) string {
 // findGitDir returns the workspace's git directory, if it has one, and
 // whether it is outside the workspace (a .git file naming it).
 func (g *Guard) findGitDir() (dir string, external bool, err error) {
-	dotgit := filepath.Join(g.real, ".git")
-	fi, err := os.Lstat(dotgit)
+	dotgit := g.real + "/.git"
+	g.stat.list(g.real)
+	fi, err := g.stat.lstat(dotgit)
 	switch {
 	case err != nil:
 		return "", false, nil
@@ -497,9 +506,10 @@ type quarantine struct {
 func (q *quarantine) route(r route) {
 	parts := strings.Split(r.rel, "/")
 	realBase := q.g.hostPath(r.base)
+	q.stat.list(realBase)
 	for i := r.first; i < len(parts); i++ {
 		sub := strings.Join(parts[:i+1], "/")
-		fi, err := q.stat.lstat(filepath.Join(realBase, sub))
+		fi, err := q.stat.lstat(realBase + "/" + sub)
 		if err != nil {
 			return
 		}
@@ -544,28 +554,81 @@ func (q *quarantine) move(base, rel, why string) {
 		return
 	}
 	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
-	q.stat = nil
+	q.stat = statCache{}
 }
 
 // statCache remembers lstat results: protected paths share their first
 // components (.git, .cargo), and most do not exist, so one lstat answers
-// for many routes.
-type statCache map[string]statResult
+// for many routes. It also lists a root's entries once (see list), so
+// that a name missing there costs no system call at all.
+type statCache struct {
+	results map[string]statResult
+	names   map[string]map[string]bool // a listed directory's entries
+}
 
 type statResult struct {
 	fi  fs.FileInfo
 	err error
 }
 
+// listLimit bounds the entries list reads: past it, a root is not listed
+// and each name costs an lstat, as it would anyway.
+const listLimit = 1024
+
+// list reads dir's entry names, when it has at most listLimit of them.
+// One open and a getdents or two take the place of an lstat per
+// protected name, most of which a workspace lacks. It reads with plain
+// system calls: os.Open would also try to register the directory with
+// Go's poller.
+func (c *statCache) list(dir string) {
+	if c.names == nil {
+		c.names = map[string]map[string]bool{}
+	}
+	if _, ok := c.names[dir]; ok {
+		return
+	}
+	c.names[dir] = nil
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer syscall.Close(fd)
+	var buf [8192]byte
+	var names []string
+	for len(names) <= listLimit {
+		n, err := syscall.ReadDirent(fd, buf[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if n <= 0 {
+			set := make(map[string]bool, len(names))
+			for _, name := range names {
+				set[name] = true
+			}
+			c.names[dir] = set
+			return
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+	}
+}
+
 func (c *statCache) lstat(p string) (fs.FileInfo, error) {
-	if r, ok := (*c)[p]; ok {
+	if r, ok := c.results[p]; ok {
 		return r.fi, r.err
 	}
-	fi, err := os.Lstat(p)
-	if *c == nil {
-		*c = statCache{}
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		if set := c.names[p[:i]]; set != nil && !set[p[i+1:]] {
+			return nil, &fs.PathError{Op: "lstat", Path: p, Err: fs.ErrNotExist}
+		}
 	}
-	(*c)[p] = statResult{fi, err}
+	fi, err := os.Lstat(p)
+	if c.results == nil {
+		c.results = map[string]statResult{}
+	}
+	c.results[p] = statResult{fi, err}
 	return fi, err
 }
 
