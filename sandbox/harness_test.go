@@ -47,7 +47,9 @@ func TestRunAsksApprover(t *testing.T) {
 			ws := t.TempDir()
 			p := workspacePolicy(t, ws)
 			var recs []audit.Decision
-			req := &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &sandbox.Caller{Cwd: ws},
+			caller := sandbox.CurrentCaller()
+			caller.Cwd = ws
+			req := &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
 				AuditDecision: func(d audit.Decision) { recs = append(recs, d) }}
 			req.Args = []string{"sh", "-c", "touch marker && git push 2>/dev/null; true"}
 			if tt.approver != nil {
