@@ -25,6 +25,7 @@ var allowedImports = map[string]bool{
 	"github.com/pelletier/go-toml/v2/unstable":   true,
 	"github.com/moatbox/moat/internal/netrule":   true,
 	"github.com/moatbox/moat/internal/inputfile": true,
+	"github.com/moatbox/moat/internal/suggest":   true,
 }
 
 func TestImports(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/moatbox/moat/internal/suggest"
 )
 
 // Load reads the policy file at path and parses it with Parse. Errors about
@@ -394,42 +396,10 @@ func unknownKeyMsg(table, key string, known []string) string {
 		where = "in [" + table + "]"
 	}
 	msg := "unknown key (known keys " + where + ": " + strings.Join(known, ", ") + ")"
-	if s := closest(key, known); s != "" {
+	if s := suggest.Closest(key, known, 2); s != "" {
 		msg = "unknown key, did you mean " + s + "? (known keys " + where + ": " + strings.Join(known, ", ") + ")"
 	}
 	return msg
-}
-
-// closest returns the candidate within edit distance 2 of key, if any.
-func closest(key string, candidates []string) string {
-	best, bestDist := "", 3
-	for _, c := range candidates {
-		if d := editDistance(key, c); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // describe names the TOML type of a decoded value, with the value when short.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moatbox/moat/internal/suggest"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -246,32 +247,11 @@ func (f *runFlags) closest(name string) string {
 		if len(fl.Name) <= 2 {
 			return // Docker's short spellings: a near miss is rarely one
 		}
-		if d := editDistance(name, fl.Name); d < bestD || d == bestD && len(fl.Name) > len(best) {
+		if d := suggest.Distance(name, fl.Name); d < bestD || d == bestD && len(fl.Name) > len(best) {
 			best, bestD = fl.Name, d
 		}
 	})
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // printHelp prints the flags in GNU style (--flag VALUE), by group, each

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/moatbox/moat/internal/suggest"
 )
 
 // This file loads the seccomp profiles of Docker and the OCI runtime spec
@@ -287,51 +289,13 @@ func (l *loader) object(path string, v any, known ...string) (map[string]any, bo
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
-		if c := closest(k, known); c != "" {
+		if c := suggest.Closest(k, known, 2); c != "" {
 			l.errorf(join(path, k), "unknown field, did you mean %q? (known: %s)", c, strings.Join(known, ", "))
 			continue
 		}
 		l.errorf(join(path, k), "unknown field (known: %s)", strings.Join(known, ", "))
 	}
 	return m, true
-}
-
-// closest is the known field a misspelt key most likely meant: one within
-// two edits ("val" for "value", "arg" for "args"), or that differs only in
-// case ("Names"); "" when none is that close.
-func closest(key string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		d := editDistance(key, k)
-		if strings.EqualFold(key, k) {
-			d = 0
-		}
-		if d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func join(path, key string) string {
