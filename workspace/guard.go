@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/moatbox/moat/internal/inputfile"
 	"github.com/moatbox/moat/internal/overlay"
 )
 
@@ -666,7 +667,7 @@ func copyOut(src, dst string) error {
 // readGitFile reads a .git file ("gitdir: PATH"), returning the git
 // directory it names, made absolute.
 func readGitFile(p string) (string, bool) {
-	b, err := readBounded(p, 4096)
+	b, err := inputfile.Read(p, "git file", 4096)
 	if err != nil {
 		return "", false
 	}
@@ -685,7 +686,7 @@ func readGitFile(p string) (string, bool) {
 // shares (a linked worktree's points at the main one's), resolved; dir
 // itself when it has no commondir file.
 func commonDir(dir string) string {
-	b, err := readBounded(filepath.Join(dir, "commondir"), 4096)
+	b, err := inputfile.Read(filepath.Join(dir, "commondir"), "git file", 4096)
 	if err != nil {
 		return dir
 	}
@@ -797,7 +798,7 @@ func submodulePaths(p string) []string {
 // directory's own entries do not already cover.
 func readGitConfig(p string) map[string][]string {
 	out := map[string][]string{}
-	b, err := readBounded(p, 1<<20)
+	b, err := inputfile.Read(p, "git config", 1<<20)
 	if err != nil {
 		return out
 	}
@@ -870,7 +871,7 @@ func configValue(v string) string {
 // 160000: submodule checkouts). It reads index versions 2 to 4; objFmt is
 // the repository's object format ("sha256" or empty for SHA-1).
 func readGitlinks(p, objFmt string) ([]string, error) {
-	b, err := readBounded(p, 256<<20)
+	b, err := inputfile.Read(p, "git index", 256<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -945,28 +946,6 @@ func indexVarint(b []byte) (uint64, int) {
 		i++
 	}
 	return v, i
-}
-
-// readBounded reads a regular file of at most max bytes. It opens without
-// blocking: a command may have left a FIFO where a git file belongs, and
-// opening one for reading would wait for a writer that never comes.
-func readBounded(p string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	if fi.Size() > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
-	}
-	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // within reports whether p is dir or below it (both clean and absolute).
