@@ -458,10 +458,14 @@ func (g *Guard) newGitlinks(common string) []string {
 	shared, _ := filepath.Glob(filepath.Join(filepath.Dir(index), "sharedindex.*"))
 	for _, f := range append([]string{index}, shared...) {
 		if fi, err := os.Lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
-			// An index git cannot read either names no submodule for it.
-			if links, err := readGitlinks(f, g.objFmt); err == nil {
-				paths = append(paths, links...)
+			links, err := readGitlinks(f, g.objFmt)
+			if err != nil {
+				// An index this reader cannot read may still be one git
+				// reads: every .git the run made anywhere is a candidate.
+				paths = append(paths, g.dotGitsSince()...)
+				continue
 			}
+			paths = append(paths, links...)
 		}
 	}
 	var out []string
@@ -478,6 +482,30 @@ func (g *Guard) newGitlinks(common string) []string {
 			out = append(out, p)
 		}
 	}
+	return out
+}
+
+// dotGitsSince lists the directories below the workspace's top that
+// hold a .git made or changed since the run started: the fallback when
+// the index cannot be read for its gitlinks. It walks the whole
+// workspace, which only a run that left an index this package cannot
+// read pays for.
+func (g *Guard) dotGitsSince() []string {
+	var out []string
+	filepath.WalkDir(g.real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != ".git" || p == g.real+"/.git" {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start)) {
+			if r, ok := relWithin(g.real, filepath.Dir(p)); ok {
+				out = append(out, r)
+			}
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
 	return out
 }
 

@@ -137,3 +137,26 @@ func TestFIFOInGitDirDoesNotHang(t *testing.T) {
 		t.Fatal("reading a FIFO in the git directory hangs")
 	}
 }
+
+// TestUnreadableIndexFallsBack: an index the reader cannot parse, but
+// that the run changed, makes Finish look for every .git the run made.
+func TestUnreadableIndexFallsBack(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".git"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+	os.WriteFile(filepath.Join(ws, ".git/index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "deep/sub/.git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "deep/sub/.git/config"), []byte("[core]\n"), 0o644)
+	moved, err := g.Finish(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != 1 || moved[0].Path != "deep/sub/.git" {
+		t.Errorf("quarantined %+v, want deep/sub/.git", moved)
+	}
+}
