@@ -524,7 +524,6 @@ type quarantine struct {
 	dir  string
 	g    *Guard
 	stat statCache // cleared by every move
-	n    int
 	done []Quarantined
 	err  error
 }
@@ -567,8 +566,13 @@ func (q *quarantine) move(base, rel, why string) {
 			return
 		}
 	}
-	q.n++
-	dst := filepath.Join(q.dir, fmt.Sprint(q.n), filepath.Base(rel))
+	// The quarantine keeps the path it came from: below the root's own
+	// name for the root, below "outside" and the full path for a git
+	// directory bound from elsewhere.
+	dst := filepath.Join(q.dir, filepath.Base(q.g.ws), rel)
+	if base != q.g.ws {
+		dst = filepath.Join(q.dir, "outside", base, rel)
+	}
 	err := os.MkdirAll(filepath.Dir(dst), 0o700)
 	if err == nil {
 		err = os.Rename(src, dst)
