@@ -36,7 +36,7 @@ import (
 // The native backend re-executes this test binary as the sandbox's init.
 func TestMain(m *testing.M) {
 	native.MaybeInit()
-	os.Exit(m.Run())
+	os.Exit(proctest.RunWithStateDir(m))
 }
 
 type result struct {

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		exitAfterRun = true // as main does
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(proctest.RunWithStateDir(m))
 }
 
 // withoutSyscall makes the named system call fail with errno in this

@@ -1,5 +1,6 @@
 // Package proctest helps tests look for processes on the host, to check
-// that nothing a sandbox started outlives it. It only reads /proc.
+// that nothing a sandbox started outlives it (it only reads /proc), and
+// keeps the state their runs leave out of the machine's state directory.
 package proctest
 
 import (
@@ -67,4 +68,24 @@ func matching(match func(dir string) bool) []int {
 		}
 	}
 	return out
+}
+
+// RunWithStateDir runs the tests of m with MOAT_STATE_DIR, where runs keep
+// change sets and quarantines, set to a directory of their own (removed
+// afterwards) unless it is set already, and returns m.Run's code: never
+// the machine's state directory, which is read-only in the QEMU guest of
+// scripts/vmtest.sh. A test that needs a state directory of its own sets
+// one with t.Setenv.
+func RunWithStateDir(m interface{ Run() int }) int {
+	if os.Getenv("MOAT_STATE_DIR") != "" {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "moat-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv("MOAT_STATE_DIR", dir)
+	return m.Run()
 }
