@@ -96,8 +96,14 @@ func (o *outerTerminal) shown() string {
 // waitFor waits until the terminal has shown s.
 func (o *outerTerminal) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(o.shown(), s) {
+	o.waitForN(t, s, 1)
+}
+
+// waitForN waits until the terminal has shown s n times.
+func (o *outerTerminal) waitForN(t *testing.T, s string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a QEMU guest under emulation is slow
+	for strings.Count(o.shown(), s) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the terminal never showed %q; it shows %q", s, o.shown())
 		}
@@ -109,7 +115,15 @@ func (o *outerTerminal) waitFor(t *testing.T, s string) {
 // output, and returns moat's exit code.
 func (o *outerTerminal) wait(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
-	cmd.Wait()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("moat did not exit; the terminal shows %q", o.shown())
+	}
 	select {
 	case <-o.done:
 	case <-time.After(10 * time.Second):
@@ -270,14 +284,15 @@ func TestTerminalInteractive(t *testing.T) {
 		o := newOuterTerminal(t)
 		cmd := o.start(t, t.TempDir(), "run", "--", "/usr/bin/python3", "-q")
 		o.waitFor(t, ">>> ")
-		o.master.Write([]byte("while True: pass\r"))
-		o.waitFor(t, "... ")
-		o.master.Write([]byte("\r"))
+		o.master.Write([]byte("import time; time.sleep(60)\r"))
+		o.waitFor(t, "time.sleep(60)\r\n") // the line, echoed as Enter sends it
 		time.Sleep(200 * time.Millisecond)
 		o.master.Write([]byte{3}) // Ctrl-C: KeyboardInterrupt, not the end of the run
 		o.waitFor(t, "KeyboardInterrupt")
+		o.waitForN(t, ">>> ", 2)
 		o.master.Write([]byte("print(6*7)\r"))
 		o.waitFor(t, "42\r\n")
+		o.waitForN(t, ">>> ", 3)
 		o.master.Write([]byte{4}) // Ctrl-D ends the REPL
 		if code := o.wait(t, cmd); code != 0 {
 			t.Errorf("exit %d; the terminal showed %q", code, o.shown())
