@@ -114,10 +114,13 @@ type guardMount struct {
 
 // route is a protected path, rel below base (a mount point: the workspace
 // or a git directory bound from outside it), whose components from first
-// on did not exist at the start.
+// on did not exist at the start; with fileAtFirst, component first was a
+// regular file then (where the route needs a directory), which stays the
+// person's own while it is still one.
 type route struct {
-	base, rel string
-	first     int
+	base, rel   string
+	first       int
+	fileAtFirst bool
 }
 
 // link is a symbolic link on the way to a protected path: pinning cannot
@@ -327,7 +330,7 @@ func (g *Guard) protect(base, rel string, depth int) {
 		default:
 			// A file where a directory of the route belongs: whatever
 			// replaces it is new.
-			g.absent = append(g.absent, route{base: base, rel: rel, first: i})
+			g.absent = append(g.absent, route{base: base, rel: rel, first: i, fileAtFirst: fi.Mode().IsRegular()})
 			return
 		}
 	}
@@ -544,6 +547,9 @@ func (q *quarantine) route(r route) {
 		if i == len(parts)-1 {
 			q.move(r.base, sub, "a protected path the command created")
 			return
+		}
+		if i == r.first && r.fileAtFirst && fi.Mode().IsRegular() {
+			return // the file that was there at the start, or another: no route through it
 		}
 		if !fi.IsDir() {
 			q.move(r.base, sub, "a link or file where a protected path's directory belongs")

@@ -160,3 +160,42 @@ func TestUnreadableIndexFallsBack(t *testing.T) {
 		t.Errorf("quarantined %+v, want deep/sub/.git", moved)
 	}
 }
+
+// TestFileOnARouteStays: a regular file where a protected path needs a
+// directory (.cargo as a file) is the person's own and stays; the same
+// name made a directory holding the protected path is quarantined.
+func TestFileOnARouteStays(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(ws string)
+		want []string
+	}{
+		{"unchanged", func(string) {}, nil},
+		{"made a directory", func(ws string) {
+			os.Remove(filepath.Join(ws, ".cargo"))
+			os.MkdirAll(filepath.Join(ws, ".cargo"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".cargo/config.toml"), []byte("[build]\n"), 0o644)
+		}, []string{".cargo/config.toml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			os.WriteFile(filepath.Join(ws, ".cargo"), []byte("mine\n"), 0o644)
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.run(ws)
+			moved, err := g.Finish(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range moved {
+				got = append(got, m.Path)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("quarantined %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
