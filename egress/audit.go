@@ -25,6 +25,12 @@ type Event struct {
 	BytesUp   int64         `json:"bytes_up"`    // client to destination
 	BytesDown int64         `json:"bytes_down"`  // destination to client
 	Duration  time.Duration `json:"duration_ns"` // from the first byte read to the end
+	// Method and Path are those of a request the proxy read inside a TLS
+	// connection it intercepted (Proto ProtoIntercepted), and Secrets the
+	// names (never the values) of the secrets it added to it.
+	Method  string   `json:"method,omitempty"`
+	Path    string   `json:"path,omitempty"`
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Values of Event.Proto and Event.Decision.

@@ -70,6 +70,10 @@ type Proxy struct {
 	// reaches the client before that ClientHello.
 	HTTPSOnly bool
 
+	// Secrets, if set, are the credentials the proxy adds to requests to
+	// their hosts, whose TLS it then intercepts (see Secret).
+	Secrets *Secrets
+
 	MaxHeaderBytes int           // request header block (HTTP) or handshake (SOCKS5); default 64 KiB
 	HeaderTimeout  time.Duration // to read a request's headers or a SOCKS5 handshake, and a ClientHello on port 443 or with HTTPSOnly; default 10 s
 	IdleTimeout    time.Duration // between forwarded requests on a kept-alive connection; default 90 s
@@ -448,6 +452,10 @@ func (p *Proxy) dial(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
 // reply. It fills in the event's byte counts, SNI and any refusal.
 func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 	p := cc.p
+	if p.Secrets.intercepts(t.name, t.port) {
+		cc.intercept(up, t, ev)
+		return
+	}
 	defer p.untrack(up)
 	cc.lr.N = 1<<63 - 1
 	// A TLS client speaks first, so a tunnel that must carry TLS (port

@@ -1,0 +1,515 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Secret is a credential the proxy adds to the requests it is for. Inside
+// the sandbox the command holds only Placeholder; the proxy puts Value in
+// its place, in the request headers, on requests to Hosts (and, when set,
+// with one of Methods and a path below one of Paths), and refuses a
+// request that carries the placeholder anywhere else. With Header set
+// ("Authorization: Bearer {value}"), the proxy also sets that header on
+// every such request, so the command need not send the placeholder at
+// all.
+type Secret struct {
+	Name        string
+	Placeholder string
+	Value       string
+	// Hosts are destinations in the grammar of [network] allow entries:
+	// "host", "*.domain", either with ":port".
+	Hosts   []string
+	Methods []string
+	Paths   []string
+	Header  string
+}
+
+// Secrets is the compiled set of a run's secrets and the certificate
+// authority the proxy intercepts their hosts' TLS with. Build it with
+// NewSecrets; the CA's private key never leaves this process.
+type Secrets struct {
+	list  []secret
+	ca    *authority
+	roots *x509.CertPool
+}
+
+type secret struct {
+	Secret
+	hosts       []hostRule
+	headerName  string
+	headerValue string // the template, "{value}" still in it
+}
+
+// PlaceholderPrefix starts every placeholder: "moat-secret-NAME-RANDOM".
+const PlaceholderPrefix = "moat-secret-"
+
+// NewPlaceholder returns a fresh placeholder for the secret name.
+func NewPlaceholder(name string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return PlaceholderPrefix + strings.ToLower(name) + "-" + hex.EncodeToString(b[:])
+}
+
+// NewSecrets checks list and creates the CA that signs the certificates
+// the proxy shows for the secrets' hosts. roots verifies the real
+// servers' certificates; nil means the host's roots.
+func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
+	s := &Secrets{roots: roots}
+	var domains []string
+	for _, sec := range list {
+		if sec.Value == "" {
+			return nil, fmt.Errorf("secret %s: empty value", sec.Name)
+		}
+		if !strings.HasPrefix(sec.Placeholder, PlaceholderPrefix) || strings.Contains(sec.Value, sec.Placeholder) {
+			return nil, fmt.Errorf("secret %s: bad placeholder", sec.Name)
+		}
+		c := secret{Secret: sec}
+		for _, h := range sec.Hosts {
+			r, err := parseHostRule(h, true)
+			if err != nil {
+				return nil, fmt.Errorf("secret %s: host %q: %v", sec.Name, h, err)
+			}
+			c.hosts = append(c.hosts, r)
+			domains = append(domains, r.Domain)
+		}
+		if sec.Header != "" {
+			name, val, ok := strings.Cut(sec.Header, ":")
+			if !ok || !strings.Contains(val, "{value}") {
+				return nil, fmt.Errorf("secret %s: header %q: want \"Name: template with {value}\"", sec.Name, sec.Header)
+			}
+			c.headerName, c.headerValue = http.CanonicalHeaderKey(strings.TrimSpace(name)), strings.TrimSpace(val)
+		}
+		s.list = append(s.list, c)
+	}
+	ca, err := newAuthority(domains)
+	if err != nil {
+		return nil, err
+	}
+	s.ca = ca
+	return s, nil
+}
+
+// CACertPEM is the certificate of the CA, for the sandbox's trust store.
+func (s *Secrets) CACertPEM() []byte { return s.ca.certPEM }
+
+// intercepts reports whether a connection to host:port is one whose TLS
+// the proxy terminates: a secret is for it.
+func (s *Secrets) intercepts(host string, port int) bool {
+	if s == nil || host == "" {
+		return false
+	}
+	for i := range s.list {
+		if s.list[i].forHost(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *secret) forHost(host string, port int) bool {
+	for _, h := range c.hosts {
+		if match(h, host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// forRequest reports whether the secret goes on a request with this
+// method and path to host:port.
+func (c *secret) forRequest(host string, port int, method, path string) bool {
+	if !c.forHost(host, port) {
+		return false
+	}
+	if len(c.Methods) > 0 && !containsFold(c.Methods, method) {
+		return false
+	}
+	if len(c.Paths) == 0 {
+		return true
+	}
+	for _, p := range c.Paths {
+		if path == p || strings.HasPrefix(path, strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, e := range list {
+		if strings.EqualFold(e, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// leak returns the name of a secret whose placeholder is in s, or "".
+func (s *Secrets) leak(v string) *secret {
+	if s == nil || !strings.Contains(v, PlaceholderPrefix) {
+		return nil
+	}
+	for i := range s.list {
+		if strings.Contains(v, s.list[i].Placeholder) {
+			return &s.list[i]
+		}
+	}
+	return nil
+}
+
+// checkPlain refuses a plain-HTTP request that carries a placeholder: a
+// secret is sent over TLS only, and never to a host it is not for.
+func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {
+	if c := s.leakInRequest(req); c != nil {
+		return "secret placeholder", fmt.Sprintf("the request carries the placeholder of secret %s; secrets are added over HTTPS only, to %s",
+			c.Name, strings.Join(c.Hosts, ", "))
+	}
+	return "", ""
+}
+
+func (s *Secrets) leakInRequest(req *http.Request) *secret {
+	if s == nil {
+		return nil
+	}
+	if c := s.leak(req.URL.String()); c != nil {
+		return c
+	}
+	for _, vs := range req.Header {
+		for _, v := range vs {
+			if c := s.leak(v); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// apply puts the values of the secrets meant for req in place of their
+// placeholders in its headers, and sets their header templates. It
+// refuses (returns a rule and a reason) a request that carries the
+// placeholder of a secret not meant for it, or a placeholder outside the
+// headers. It returns the names of the secrets added.
+func (s *Secrets) apply(req *http.Request, host string, port int) (added []string, rule, reason string) {
+	path := req.URL.Path
+	if c := s.leak(req.URL.RequestURI()); c != nil {
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's URL; moat adds secrets to headers only", c.Name)
+	}
+	for i := range s.list {
+		c := &s.list[i]
+		ok := c.forRequest(host, port, req.Method, path)
+		for k, vs := range req.Header {
+			for j, v := range vs {
+				if !strings.Contains(v, c.Placeholder) {
+					continue
+				}
+				if !ok {
+					return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
+						c.Name, k, req.Method, host+path, describeSecret(c))
+				}
+				vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
+				added = appendOnce(added, c.Name)
+			}
+		}
+		if ok && c.headerName != "" {
+			req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
+			added = appendOnce(added, c.Name)
+		}
+	}
+	return added, "", ""
+}
+
+func describeSecret(c *secret) string {
+	d := strings.Join(c.Hosts, ", ")
+	if len(c.Methods) > 0 {
+		d += " with " + strings.Join(c.Methods, "/")
+	}
+	if len(c.Paths) > 0 {
+		d += " below " + strings.Join(c.Paths, ", ")
+	}
+	return d
+}
+
+func appendOnce(list []string, s string) []string {
+	for _, e := range list {
+		if e == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// authority is a run's certificate authority: an ECDSA P-256 key made for
+// the run, a certificate whose name constraints allow only the secrets'
+// hosts (a client that checks them, as Go, OpenSSL and NSS do, trusts it
+// for nothing else), and a certificate per intercepted host, made on
+// first use.
+type authority struct {
+	key     *ecdsa.PrivateKey
+	cert    *x509.Certificate
+	certPEM []byte
+	leafKey *ecdsa.PrivateKey
+
+	mu     sync.Mutex
+	leaves map[string]*tls.Certificate
+}
+
+func newAuthority(domains []string) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: CA key: %w", err)
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: certificate key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:                serial(),
+		Subject:                     pkix.Name{CommonName: "moat sandbox CA (secrets for " + strings.Join(domains, ", ") + ")"},
+		NotBefore:                   now.Add(-time.Hour),
+		NotAfter:                    now.Add(30 * 24 * time.Hour),
+		IsCA:                        true,
+		BasicConstraintsValid:       true,
+		MaxPathLenZero:              true,
+		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         domains,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("secrets: CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &authority{key: key, cert: cert, leafKey: leafKey, leaves: map[string]*tls.Certificate{},
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+// leaf returns the certificate the proxy shows for host.
+func (a *authority) leaf(host string) (*tls.Certificate, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.leaves[host]; ok {
+		return c, nil
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: host},
+		DNSNames:     []string{host},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     a.cert.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &a.leafKey.PublicKey, a.key)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: a.leafKey}
+	a.leaves[host] = c
+	return c, nil
+}
+
+// ProtoIntercepted is the Event.Proto of a request the proxy read inside
+// a TLS connection it terminated for a secret's host.
+const ProtoIntercepted = "https-intercepted"
+
+// bufferedConn reads first what a bufio.Reader already holds.
+type bufferedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// intercept serves a tunnel to a secret's host: it terminates the
+// client's TLS with a certificate from the run's CA, opens TLS to the
+// real server (verified against the host's roots), and forwards the HTTP
+// requests read inside, each with its secrets added and its own event.
+// The caller has sent the client its "connected" reply.
+func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
+	p := cc.p
+	defer p.untrack(up)
+	host := t.name
+	cc.lr.N = 1<<63 - 1
+	cc.c.SetDeadline(time.Now().Add(p.headerTimeout()))
+	var sni string
+	client := tls.Server(&bufferedConn{Conn: cc.c, r: cc.br}, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"},
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			sni = hi.ServerName
+			if sni != "" && hostKey(sni) != host {
+				return nil, fmt.Errorf("the TLS server name %q differs from the CONNECT target %s", sni, host)
+			}
+			return p.Secrets.ca.leaf(host)
+		},
+	})
+	if err := client.Handshake(); err != nil {
+		ev.SNI = sni
+		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "tls interception", fmt.Sprintf(
+			"the client's TLS handshake with moat's certificate for %s failed (does it trust moat's CA? SSL_CERT_FILE names it): %v", host, err)
+		cc.c.Close()
+		up.Close()
+		return
+	}
+	ev.SNI = sni
+	cc.c.SetDeadline(time.Time{})
+	server := tls.Client(up, &tls.Config{ServerName: host, RootCAs: p.Secrets.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+	ctx, cancel := context.WithTimeout(context.Background(), p.dialTimeout())
+	err := server.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream tls", fmt.Sprintf("TLS to %s: %v", host, err)
+		writeStatus(client, http.StatusBadGateway, "", fmt.Sprintf("moat: TLS to %s failed: %v\n", host, err))
+		client.Close()
+		up.Close()
+		return
+	}
+	ev.Decision = DecisionAllow
+	ev.Reason = "intercepted: moat adds this host's secrets"
+	// The requests inside, read as the proxy reads a client's.
+	in := &clientConn{p: p, c: client, start: time.Now()}
+	in.lr = io.LimitedReader{R: client, N: p.maxHeaderBytes()}
+	in.rec.r = &in.lr
+	in.br = bufio.NewReader(&in.rec)
+	out := &upstream{conn: server, br: bufio.NewReader(server), bw: bufio.NewWriter(server), host: host, port: t.port}
+	for first := true; ; first = false {
+		if !first {
+			client.SetReadDeadline(time.Now().Add(p.idleTimeout()))
+			if _, err := in.br.Peek(1); err != nil {
+				break
+			}
+			in.start = time.Now()
+		}
+		client.SetReadDeadline(time.Now().Add(p.headerTimeout()))
+		in.lr.N = p.maxHeaderBytes()
+		req, hosts, err := in.readRequest()
+		if err != nil {
+			in.badRequest(err)
+			break
+		}
+		client.SetReadDeadline(time.Time{})
+		in.lr.N = 1<<63 - 1
+		if !in.forwardIntercepted(req, hosts, out, t, ev) {
+			break
+		}
+	}
+	client.Close()
+	server.Close()
+}
+
+// forwardIntercepted serves one request read inside an intercepted
+// tunnel and reports whether the connection can carry another.
+func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *upstream, t target, tunnel *Event) bool {
+	p := cc.p
+	ev := &Event{Time: cc.start, Proto: ProtoIntercepted, Host: t.name, Port: t.port, Addr: tunnel.Addr,
+		Method: req.Method, Path: req.URL.Path}
+	defer cc.finish(ev)
+	what := req.Method + " https://" + t.name + req.URL.Path
+	if req.Method == http.MethodConnect || req.URL.Host != "" && hostKey(req.URL.Hostname()) != t.name {
+		ev.Decision, ev.Rule = DecisionError, "bad request"
+		ev.Reason = "inside a tunnel a request names a path on the tunnel's host"
+		writeStatus(cc.c, http.StatusBadRequest, "", "moat: "+ev.Reason+"\n")
+		return false
+	}
+	if cc.refuseHostHeader(ev, hosts, t.name, t.port, what) {
+		return false
+	}
+	added, rule, reason := p.Secrets.apply(req, t.name, t.port)
+	if rule != "" {
+		ev.Rule, ev.Reason = rule, reason
+		cc.refuse(ev, what)
+		return false
+	}
+	ev.Secrets = added
+	ev.Decision = DecisionAllow
+	clientClose := req.Close
+	removeHopHeaders(req.Header)
+	req.Header.Del("Host")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""}
+	}
+	req.Host = hostPort(t.name, t.port, 443)
+	req.URL.Scheme, req.URL.Host, req.URL.User = "", "", nil
+	req.Close = false
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		req.Header.Del("Expect")
+		io.WriteString(cc.c, "HTTP/1.1 100 Continue\r\n\r\n")
+	}
+	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
+	resp, upBytes, writeDone, err := roundTrip(up, req)
+	if err != nil {
+		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream", err.Error()
+		writeStatus(cc.c, http.StatusBadGateway, "", fmt.Sprintf("moat: %s: %v\n", what, err))
+		return false
+	}
+	removeHopHeaders(resp.Header)
+	keep := !clientClose && !resp.Close && req.ProtoAtLeast(1, 1)
+	if !req.ProtoAtLeast(1, 1) {
+		resp.TransferEncoding = nil
+	}
+	resp.Close = !keep
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	cw := &countWriter{w: cc.c}
+	bw := bufio.NewWriter(cw)
+	werr := resp.Write(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	resp.Body.Close()
+	ev.BytesDown = cw.n
+	var reqErr error
+	if emptyBody {
+		reqErr = <-writeDone
+	} else {
+		wait := time.NewTimer(100 * time.Millisecond)
+		select {
+		case reqErr = <-writeDone:
+		case <-wait.C:
+			up.conn.Close()
+			if reqErr = <-writeDone; reqErr == nil {
+				reqErr = errors.New("request body not read")
+			}
+		}
+		wait.Stop()
+	}
+	ev.BytesUp = upBytes.n
+	tunnel.BytesUp += ev.BytesUp
+	tunnel.BytesDown += ev.BytesDown
+	return keep && werr == nil && reqErr == nil
+}
+
+// hostPort is host, with ":port" unless port is def.
+func hostPort(host string, port, def int) string {
+	if port == def {
+		return host
+	}
+	return net.JoinHostPort(host, fmt.Sprint(port))
+}

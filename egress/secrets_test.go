@@ -1,0 +1,170 @@
+package egress
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// secretServer is an HTTPS destination (certificate from testCert) that
+// answers with the credentials it received.
+func secretServer(t *testing.T) (*httptest.Server, int) {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%q key=%q path=%s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.URL.Path)
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s, s.Listener.Addr().(*net.TCPAddr).Port
+}
+
+// secretsProxy is a proxy with one bearer secret for allowed.test (GET and
+// POST below /api) and one header-template secret for other.test.
+func secretsProxy(t *testing.T, roots *x509.CertPool) (*testProxy, *Secrets) {
+	t.Helper()
+	secs, err := NewSecrets([]Secret{
+		{Name: "TOKEN", Placeholder: NewPlaceholder("TOKEN"), Value: "real-token-1", Hosts: []string{"allowed.test"},
+			Methods: []string{"GET", "POST"}, Paths: []string{"/api"}},
+		{Name: "KEY", Placeholder: NewPlaceholder("KEY"), Value: "real-key-2", Hosts: []string{"other.test"},
+			Header: "X-Api-Key: {value}"},
+	}, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newProxy(t, mustRules(t, []string{"allowed.test", "other.test", "denied.test"}, nil, loopbackCIDR))
+	tp.Secrets = secs
+	return tp, secs
+}
+
+// moatClient trusts only the run's CA, as a sandbox whose trust store is
+// moat's would for the secrets' hosts.
+func moatClient(tp *testProxy, secs *Secrets) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(secs.CACertPEM())
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:           func(*http.Request) (*url.URL, error) { return url.Parse("http://" + tp.addr) },
+			TLSClientConfig: &tls.Config{RootCAs: pool},
+		},
+		Timeout: 10 * time.Second,
+	}
+}
+
+func fetch(t *testing.T, c *http.Client, method, u string, hdr map[string]string) (int, string, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// nextOf waits for the next event of proto.
+func (tp *testProxy) nextOf(t *testing.T, proto string) Event {
+	t.Helper()
+	for {
+		if e := tp.event(t); e.Proto == proto {
+			return e
+		}
+	}
+}
+
+func TestSecretInjectedOnlyForItsHost(t *testing.T) {
+	_, port := secretServer(t)
+	tp, secs := secretsProxy(t, testRoots())
+	c := moatClient(tp, secs)
+	tok := secs.list[0].Placeholder
+
+	// The placeholder becomes the value on a request the secret is for.
+	code, body, err := fetch(t, c, "GET", fmt.Sprintf("https://allowed.test:%d/api/user", port), map[string]string{"Authorization": "Bearer " + tok})
+	if err != nil || code != 200 || body != `auth="Bearer real-token-1" key="" path=/api/user` {
+		t.Fatalf("GET /api/user: %d %q %v; want the real token at the server", code, body, err)
+	}
+	e := tp.nextOf(t, ProtoIntercepted)
+	if e.Decision != DecisionAllow || e.Method != "GET" || e.Path != "/api/user" || len(e.Secrets) != 1 || e.Secrets[0] != "TOKEN" {
+		t.Errorf("event %+v: want an allowed GET /api/user with secret TOKEN", e)
+	}
+	if b, _ := json.Marshal(e); strings.Contains(string(b), "real-token-1") {
+		t.Errorf("the secret's value is in the audit event: %s", b)
+	}
+
+	// A header template needs no placeholder at all.
+	code, body, err = fetch(t, c, "GET", fmt.Sprintf("https://other.test:%d/x", port), nil)
+	if err != nil || code != 200 || body != `auth="" key="real-key-2" path=/x` {
+		t.Fatalf("GET other.test: %d %q %v; want X-Api-Key set by the proxy", code, body, err)
+	}
+
+	// Outside its paths, its methods, in the URL, or to another host:
+	// refused, and the value never leaves.
+	for _, tc := range []struct {
+		method, url string
+		hdr         map[string]string
+	}{
+		{"GET", fmt.Sprintf("https://allowed.test:%d/other", port), map[string]string{"Authorization": "Bearer " + tok}},
+		{"DELETE", fmt.Sprintf("https://allowed.test:%d/api/user", port), map[string]string{"Authorization": "Bearer " + tok}},
+		{"GET", fmt.Sprintf("https://allowed.test:%d/api/x?t=%s", port, tok), nil},
+		{"GET", fmt.Sprintf("https://other.test:%d/x", port), map[string]string{"Authorization": "Bearer " + tok}},
+	} {
+		code, body, err := fetch(t, c, tc.method, tc.url, tc.hdr)
+		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "secret TOKEN") || strings.Contains(body, "real-token") {
+			t.Errorf("%s %s: %d %q %v; want 403 naming secret TOKEN", tc.method, tc.url, code, body, err)
+		}
+	}
+	// Plain HTTP never carries a placeholder, to any host.
+	resp, body := tp.get(t, fmt.Sprintf("http://denied.test:%d/?k=%s", port, tok), fmt.Sprintf("denied.test:%d", port))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "HTTPS only") {
+		t.Errorf("plain HTTP with the placeholder: %d %q; want 403", resp.StatusCode, body)
+	}
+}
+
+// TestSecretHostNeedsTrustedServer: the proxy verifies the real server's
+// certificate; the positive control is the test above, whose roots trust
+// it.
+func TestSecretHostNeedsTrustedServer(t *testing.T) {
+	_, port := secretServer(t)
+	tp, secs := secretsProxy(t, x509.NewCertPool())
+	code, body, err := fetch(t, moatClient(tp, secs), "GET", fmt.Sprintf("https://allowed.test:%d/api", port),
+		map[string]string{"Authorization": "Bearer " + secs.list[0].Placeholder})
+	if err != nil || code != http.StatusBadGateway || strings.Contains(body, "real-token") {
+		t.Fatalf("untrusted server: %d %q %v; want 502", code, body, err)
+	}
+}
+
+// TestSecretCAIsConstrained: the run's CA signs for the secrets' hosts
+// only; a client that checks name constraints refuses anything else it
+// might sign.
+func TestSecretCAIsConstrained(t *testing.T) {
+	secs, err := NewSecrets([]Secret{{Name: "T", Placeholder: NewPlaceholder("T"), Value: "v", Hosts: []string{"allowed.test"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(secs.CACertPEM())
+	for host, ok := range map[string]bool{"allowed.test": true, "evil.test": false} {
+		leaf, err := secs.ca.leaf(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(leaf.Certificate[0])
+		_, err = cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: host})
+		if (err == nil) != ok {
+			t.Errorf("verify a certificate for %s: %v, want ok=%v", host, err, ok)
+		}
+	}
+}
