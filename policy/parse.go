@@ -239,6 +239,9 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 	case rulesType:
 		d.rules(key, v, dst)
 		return
+	case secretsType:
+		d.secrets(key, v, dst)
+		return
 	case argvListType:
 		d.argvList(key, v, dst)
 		return

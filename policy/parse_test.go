@@ -294,6 +294,7 @@ func TestLoadFull(t *testing.T) {
 		User:     User{UID: 1001, GID: 1001, HostUID: 1500000000, HostGID: 1500000000},
 		Harness:  Harness{Builtin: []string{BuiltinIrreversible}},
 		Rules:    []Rule{},
+		Secrets:  []Secret{},
 		Source:   "testdata/full.toml",
 	}
 	if !reflect.DeepEqual(exported(p), want) {

@@ -24,6 +24,9 @@ type Policy struct {
 	Harness    Harness    `toml:"harness" json:"harness"`
 	// Rules are the [[rules]] entries, in file order (see Rule). Default [].
 	Rules []Rule `toml:"rules" json:"rules"`
+	// Secrets are the [[secrets]] entries: credentials the proxy adds to
+	// requests to their hosts (see Secret). Default [].
+	Secrets []Secret `toml:"secrets" json:"secrets"`
 
 	// Source is the file the policy was loaded from, as given to Load or
 	// Parse; "" for the built-in default. Relative paths in the policy are
@@ -265,6 +268,7 @@ func Default() *Policy {
 		},
 		Harness: Harness{Builtin: []string{BuiltinIrreversible}},
 		Rules:   []Rule{},
+		Secrets: []Secret{},
 	}
 }
 

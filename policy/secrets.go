@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/moatbox/moat/internal/netrule"
+)
+
+// Secret is one [[secrets]] entry: a credential the command may use but
+// never hold. Inside the sandbox the environment variable Name holds a
+// placeholder; moat's proxy puts the real value in its place, in request
+// headers, only on HTTPS requests to Hosts (whose TLS it then terminates
+// with a certificate authority made for the run and trusted inside the
+// sandbox), and refuses a request that carries the placeholder anywhere
+// else. Needs network mode "allow".
+type Secret struct {
+	// Name is the environment variable that holds the placeholder inside
+	// the sandbox. Required.
+	Name string `toml:"name" json:"name"`
+	// Source is where moat reads the value on the host, at the start of
+	// each run: "env:VAR" (moat's own environment) or "file:PATH" (the
+	// file's content, without a final newline; a relative path is relative
+	// to the policy file's directory). Required.
+	Source string `toml:"source" json:"source"`
+	// Hosts are the destinations the value is for, in the grammar of
+	// network.allow entries ("host", "*.domain", either with ":port").
+	// Each must also be reachable under network.allow. Required.
+	Hosts []string `toml:"hosts" json:"hosts"`
+	// Methods narrow the requests the value goes on to these HTTP methods
+	// (upper case). Default []: any method.
+	Methods []string `toml:"methods,omitempty" json:"methods,omitempty"`
+	// Paths narrow them to request paths equal to or below one of these
+	// prefixes ("/repos/acme"). Default []: any path.
+	Paths []string `toml:"paths,omitempty" json:"paths,omitempty"`
+	// Header, when set ("Authorization: Bearer {value}"), is a header the
+	// proxy sets on every request the secret is for, so the command need
+	// not send the placeholder at all. Default "": the placeholder is
+	// replaced wherever the command puts it in the headers.
+	Header string `toml:"header,omitempty" json:"header,omitempty"`
+}
+
+var (
+	secretsType  = reflect.TypeFor[[]Secret]()
+	envNameRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// secrets decodes an array of tables into []Secret.
+func (d *decoder) secrets(key string, v any, dst reflect.Value) {
+	a, ok := v.([]any)
+	if !ok {
+		d.add(key, "expected an array of tables ([[secrets]]), got "+describe(v))
+		return
+	}
+	list := make([]Secret, len(a))
+	for i, e := range a {
+		t, ok := e.(map[string]any)
+		if !ok {
+			d.add(indexKey(key, i), "expected a table, got "+describe(e))
+			continue
+		}
+		d.table(indexKey(key, i), t, reflect.ValueOf(&list[i]).Elem())
+	}
+	dst.Set(reflect.ValueOf(list))
+}
+
+func (p *Policy) validateSecrets(l *errorList) {
+	if len(p.Secrets) > 0 && p.Network.Mode != NetworkAllow {
+		l.add("secrets", fmt.Sprintf("secrets are added by moat's proxy, which needs network.mode = %q (it is %q)", NetworkAllow, p.Network.Mode))
+	}
+	names := map[string]int{}
+	for i, s := range p.Secrets {
+		key := indexKey("secrets", i)
+		switch {
+		case s.Name == "":
+			l.add(key+".name", "must not be empty: it is the environment variable that holds the placeholder")
+		case !envNameRe.MatchString(s.Name):
+			l.add(key+".name", fmt.Sprintf("%q is not an environment variable name (letters, digits and _, not starting with a digit)", s.Name))
+		default:
+			if j, dup := names[s.Name]; dup {
+				l.add(key+".name", fmt.Sprintf("%q is also the name of secrets[%d]", s.Name, j))
+			}
+			names[s.Name] = i
+		}
+		scheme, rest, _ := strings.Cut(s.Source, ":")
+		switch {
+		case scheme == "env" && envNameRe.MatchString(rest):
+		case scheme == "file" && rest != "":
+		default:
+			l.add(key+".source", fmt.Sprintf("%q: want \"env:VAR\" or \"file:PATH\"", s.Source))
+		}
+		if len(s.Hosts) == 0 {
+			l.add(key+".hosts", "list the hosts the secret is for")
+		}
+		for j, h := range s.Hosts {
+			f := indexKey(key+".hosts", j)
+			if _, err := netrule.ParseHost(h, true); err != nil {
+				l.add(f, fmt.Sprintf("%q: %v", h, err))
+			} else if !p.allowsHost(h) {
+				l.add(f, fmt.Sprintf("%q is not reachable under network.allow; add it there too", h))
+			}
+		}
+		for j, m := range s.Methods {
+			if !regexp.MustCompile(`^[A-Z]+$`).MatchString(m) {
+				l.add(indexKey(key+".methods", j), fmt.Sprintf("%q is not an HTTP method in upper case (GET, POST, ...)", m))
+			}
+		}
+		for j, pth := range s.Paths {
+			if !strings.HasPrefix(pth, "/") {
+				l.add(indexKey(key+".paths", j), fmt.Sprintf("%q: a request path starts with /", pth))
+			}
+		}
+		if s.Header != "" {
+			name, val, ok := strings.Cut(s.Header, ":")
+			name = strings.TrimSpace(name)
+			switch {
+			case !ok || !headerNameRe.MatchString(name):
+				l.add(key+".header", fmt.Sprintf("%q: want \"Header-Name: template\", e.g. \"Authorization: Bearer {value}\"", s.Header))
+			case !strings.Contains(val, "{value}"):
+				l.add(key+".header", fmt.Sprintf("%q: the template must contain {value}", s.Header))
+			case strings.ContainsAny(val, "\r\n\x00"):
+				l.add(key+".header", "must not contain line breaks")
+			case strings.EqualFold(name, "Host"):
+				l.add(key+".header", "the Host header names the destination; it cannot carry a secret")
+			}
+		}
+	}
+}
+
+// allowsHost reports whether every name the secret host entry h covers is
+// covered by a network.allow entry: h itself, or a wildcard above it.
+func (p *Policy) allowsHost(h string) bool {
+	sh, err := netrule.ParseHost(h, true)
+	if err != nil {
+		return false
+	}
+	for _, a := range p.Network.Allow {
+		ah, err := netrule.ParseHost(a, true)
+		if err != nil || ah.Port != 0 && ah.Port != sh.Port {
+			continue
+		}
+		switch {
+		case !ah.Wildcard && !sh.Wildcard && ah.Domain == sh.Domain,
+			ah.Wildcard && ah.Domain == sh.Domain && sh.Wildcard,
+			ah.Wildcard && strings.HasSuffix(sh.Domain, "."+ah.Domain):
+			return true
+		}
+	}
+	return false
+}
+
+// SecretFile returns the file a "file:" source names, made absolute
+// against the policy file's directory (or cwd for a policy without one).
+func (p *Policy) SecretFile(s Secret, cwd string) string {
+	f := strings.TrimPrefix(s.Source, "file:")
+	if filepath.IsAbs(f) {
+		return f
+	}
+	if p.Source != "" {
+		dir := filepath.Dir(p.Source)
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		return filepath.Join(dir, f)
+	}
+	return filepath.Join(cwd, f)
+}

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSecretsValidate(t *testing.T) {
+	good := `[network]
+mode = "allow"
+allow = ["api.github.com", "*.example.com:443"]
+
+[[secrets]]
+name = "GITHUB_TOKEN"
+source = "env:GITHUB_TOKEN"
+hosts = ["api.github.com"]
+methods = ["GET"]
+paths = ["/repos/acme"]
+header = "Authorization: Bearer {value}"
+
+[[secrets]]
+name = "KEY"
+source = "file:key.txt"
+hosts = ["api.example.com:443", "*.example.com:443"]
+`
+	p, err := Parse("p.toml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if len(p.Secrets) != 2 || p.Secrets[0].Header != "Authorization: Bearer {value}" || p.Secrets[1].Hosts[1] != "*.example.com:443" {
+		t.Fatalf("secrets = %+v", p.Secrets)
+	}
+	if got := p.SecretFile(p.Secrets[1], "/work"); got != "/work/key.txt" {
+		t.Errorf("SecretFile = %q", got)
+	}
+
+	bad := `[network]
+mode = "none"
+allow = ["api.github.com"]
+
+[[secrets]]
+name = "1BAD"
+source = "vault:x"
+hosts = ["evil.com", "https://x"]
+methods = ["get"]
+paths = ["repos"]
+header = "Authorization Bearer"
+
+[[secrets]]
+name = "T"
+source = "env:T"
+hosts = []
+header = "Host: {value}"
+
+[[secrets]]
+name = "T"
+source = "file:"
+hosts = ["api.github.com"]
+header = "X-Key: static"
+`
+	p, err = Parse("b.toml", []byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkErrors(t, p.Validate(), []string{
+		`secrets: secrets are added by moat's proxy, which needs network.mode = "allow"`,
+		`b.toml:6: secrets[0].name: "1BAD" is not an environment variable name`,
+		`b.toml:7: secrets[0].source: "vault:x": want "env:VAR" or "file:PATH"`,
+		`b.toml:8: secrets[0].hosts[0]: "evil.com" is not reachable under network.allow`,
+		`b.toml:8: secrets[0].hosts[1]: "https://x": not a destination`,
+		`b.toml:9: secrets[0].methods[0]: "get" is not an HTTP method`,
+		`b.toml:10: secrets[0].paths[0]: "repos": a request path starts with /`,
+		`b.toml:11: secrets[0].header: "Authorization Bearer": want "Header-Name: template"`,
+		`b.toml:16: secrets[1].hosts: list the hosts the secret is for`,
+		`b.toml:17: secrets[1].header: the Host header names the destination`,
+		`b.toml:20: secrets[2].name: "T" is also the name of secrets[1]`,
+		`b.toml:21: secrets[2].source: "file:": want`,
+		`b.toml:23: secrets[2].header: "X-Key: static": the template must contain {value}`,
+	})
+	if _, err := Parse("s.toml", []byte("[[secrets]]\nname = \"A\"\nvalue = \"x\"\n")); err == nil || !strings.Contains(err.Error(), "s.toml:3: secrets[0].value: unknown key") {
+		t.Errorf("an inline value: %v, want an unknown-key error", err)
+	}
+}
