@@ -17,6 +17,7 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -64,6 +65,10 @@ type Request struct {
 	// servers with them.
 	Resolver ResolverFunc
 	Dial     DialFunc
+	// SecretRoots verifies the certificates of the servers the policy's
+	// secrets are for, which the proxy connects to itself; nil means the
+	// host's roots. Tests trust their loopback servers with it.
+	SecretRoots *x509.CertPool
 	// AllowDegraded runs even when a limit the policy asks for cannot be
 	// enforced here; each gap is listed in Report.Degraded.
 	AllowDegraded bool
@@ -276,6 +281,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		stdio.ServeProxy = er.serve
 		defer func() { rep.Network = er.report() }()
 	}
+	secrets, err := loadSecrets(req.Policy, caller.Cwd, req.SecretRoots)
+	if err != nil {
+		return fail(err)
+	}
+	if secrets != nil {
+		er.proxy.Secrets = secrets.set
+	}
 	if req.Policy.Network.Mode == policy.NetworkHost {
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
@@ -286,6 +298,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guards)
 	if err != nil {
+		return fail(err)
+	}
+	if err := secrets.apply(spec); err != nil {
 		return fail(err)
 	}
 	rep.Seccomp = req.Policy.Syscalls.Profile

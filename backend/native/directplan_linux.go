@@ -768,7 +768,7 @@ func directRlimits(l backend.Limits) ([]rlimitStep, error) {
 func (p *plan) root(spec *backend.Spec, trees map[string]int) error {
 	p.mount(p.stage("make mounts private"), "", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
 	base := "/tmp"
-	p.mount(p.stage("mount base tmpfs"), "tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k")
+	p.mount(p.stage("mount base tmpfs"), "tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, baseTmpfsOptions(spec))
 	for _, d := range []string{base + oldRoot, base + newRoot} {
 		p.call(p.stage("mkdir "+d), unix.SYS_MKDIRAT, atFDCWD, p.str(d), 0o755)
 	}

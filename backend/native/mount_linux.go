@@ -35,7 +35,7 @@ func buildRoot(spec *backend.Spec, trees map[string]int) error {
 		return fail("make mounts private", err)
 	}
 	base := "/tmp"
-	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=64k"); err != nil {
+	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, baseTmpfsOptions(spec)); err != nil {
 		return fail("mount base tmpfs", err)
 	}
 	for _, d := range []string{base + oldRoot, base + newRoot} {
@@ -412,4 +412,17 @@ func fileMount(i int, m backend.Mount, target string) error {
 		return fail(stage, err)
 	}
 	return setAttr(target, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false, stage)
+}
+
+// baseTmpfsOptions sizes the tmpfs the root is assembled on: room for the
+// mask file, the mount points, and the content of the Spec's file mounts
+// (a CA bundle for secrets is a few hundred KiB).
+func baseTmpfsOptions(spec *backend.Spec) string {
+	n := 64 << 10
+	for _, m := range spec.Mounts {
+		if m.Kind == backend.MountFile {
+			n += (len(m.Data) + 4095) &^ 4095
+		}
+	}
+	return fmt.Sprintf("mode=0755,size=%d", n)
 }

@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/inputfile"
+	"github.com/moatbox/moat/policy"
+)
+
+// caBundles are where distributions keep the system's CA bundle: the
+// first that exists is the one the sandbox sees with the run's CA added.
+var caBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine, Arch
+	"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
+	"/etc/ssl/ca-bundle.pem",             // openSUSE
+	"/etc/ssl/cert.pem",                  // others
+}
+
+// caEnv are the variables programs read their trust store from; each
+// names the bundle with the run's CA in it.
+var caEnv = []string{
+	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+	"GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE",
+}
+
+// maxSecret bounds a secret read from a file.
+const maxSecret = 64 << 10
+
+// runSecrets are a run's secrets: their placeholders for the sandbox and
+// the compiled set for the proxy.
+type runSecrets struct {
+	set  *egress.Secrets
+	list []egress.Secret
+}
+
+// loadSecrets reads the value of each of the policy's secrets on the host
+// and gives it a fresh placeholder. A value that cannot be read fails the
+// run: the command would otherwise run without the credential it was
+// promised, or with an empty one.
+func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecrets, error) {
+	if len(p.Secrets) == 0 {
+		return nil, nil
+	}
+	rs := &runSecrets{}
+	for i, s := range p.Secrets {
+		var val string
+		scheme, rest, _ := strings.Cut(s.Source, ":")
+		switch scheme {
+		case "env":
+			v, ok := os.LookupEnv(rest)
+			if !ok || v == "" {
+				return nil, fmt.Errorf("secrets[%d] (%s): the environment variable %s is not set in moat's environment", i, s.Name, rest)
+			}
+			val = v
+		case "file":
+			f := p.SecretFile(s, cwd)
+			b, err := inputfile.Read(f, "secret file", maxSecret)
+			if err != nil {
+				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+			}
+			val = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+			if val == "" {
+				return nil, fmt.Errorf("secrets[%d] (%s): %s is empty", i, s.Name, f)
+			}
+		default:
+			return nil, fmt.Errorf("secrets[%d] (%s): unknown source %q", i, s.Name, s.Source)
+		}
+		if strings.ContainsAny(val, "\r\n\x00") {
+			return nil, fmt.Errorf("secrets[%d] (%s): the value contains a line break or NUL, which no header can carry", i, s.Name)
+		}
+		rs.list = append(rs.list, egress.Secret{Name: s.Name, Placeholder: egress.NewPlaceholder(s.Name), Value: val,
+			Hosts: s.Hosts, Methods: s.Methods, Paths: s.Paths, Header: s.Header})
+	}
+	set, err := egress.NewSecrets(rs.list, roots)
+	if err != nil {
+		return nil, err
+	}
+	rs.set = set
+	return rs, nil
+}
+
+// apply gives the sandbox the placeholders and the run's CA: each
+// secret's variable holds its placeholder, the system's CA bundle is
+// shown with the CA added, and the variables programs read a trust store
+// from name it. It refuses a Spec whose environment would carry a
+// secret's value under another name ([env] pass of a variable that holds
+// it): the value must never be inside.
+func (rs *runSecrets) apply(spec *backend.Spec) error {
+	if rs == nil {
+		return nil
+	}
+	bundle := ""
+	var system []byte
+	for _, b := range caBundles {
+		data, err := inputfile.Read(b, "CA bundle", 16<<20)
+		if err == nil {
+			bundle, system = b, data
+			break
+		}
+	}
+	if bundle == "" {
+		return fmt.Errorf("%w: secrets need the system's CA bundle (one of %s) to add the run's CA to; install ca-certificates", ErrRefused, strings.Join(caBundles, ", "))
+	}
+	data := string(system)
+	if !strings.HasSuffix(data, "\n") && data != "" {
+		data += "\n"
+	}
+	data += string(rs.set.CACertPEM())
+	spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountFile, Target: bundle, Data: data})
+
+	set := map[string]string{}
+	for _, s := range rs.list {
+		set[s.Name] = s.Placeholder
+	}
+	for _, v := range caEnv {
+		set[v] = bundle
+	}
+	env := spec.Env[:0:0]
+	for _, kv := range spec.Env {
+		name, val, _ := strings.Cut(kv, "=")
+		if _, ok := set[name]; ok {
+			continue
+		}
+		for _, s := range rs.list {
+			if strings.Contains(val, s.Value) {
+				return fmt.Errorf("%w: the environment variable %s, which [env] passes into the sandbox, holds the value of secret %s; remove it from env.pass or env.set", ErrRefused, name, s.Name)
+			}
+		}
+		env = append(env, kv)
+	}
+	for _, s := range rs.list {
+		env = append(env, s.Name+"="+s.Placeholder)
+	}
+	for _, v := range caEnv {
+		env = append(env, v+"="+bundle)
+	}
+	spec.Env = env
+	return nil
+}

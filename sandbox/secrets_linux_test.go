@@ -1,0 +1,150 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// apiServer is an HTTPS server for api.test whose certificate only the
+// returned pool trusts; it answers with the Authorization header it got.
+func apiServer(t *testing.T) (port int, roots *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "api.test"}, DNSNames: []string{"api.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "server-saw[%s]", r.Header.Get("Authorization"))
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	roots = x509.NewCertPool()
+	roots.AddCert(cert)
+	return s.Listener.Addr().(*net.TCPAddr).Port, roots
+}
+
+// TestSecretNeverInside: a command uses a token it never holds. The
+// server gets the real value (the positive control: the value exists and
+// moat has it); inside, the variable holds a placeholder, and the value
+// is in no environment, file or process the command can read.
+func TestSecretNeverInside(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	port, roots := apiServer(t)
+	var b [8]byte
+	rand.Read(b[:])
+	half1, half2 := "s3cr3t-", hex.EncodeToString(b[:])
+	value := half1 + half2
+	t.Setenv("MOAT_TEST_API_TOKEN", value)
+
+	p := policy.Default()
+	p.Workspace.Path = t.TempDir()
+	p.Network.Mode = policy.NetworkAllow
+	p.Network.Allow = []string{"api.test"}
+	p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	p.Secrets = []policy.Secret{{Name: "API_TOKEN", Source: "env:MOAT_TEST_API_TOKEN", Hosts: []string{"api.test"}}}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`
+echo "curl: $(curl -sS -m 10 -H "Authorization: Bearer $API_TOKEN" https://api.test:%d/)"
+echo "placeholder: $API_TOKEN"
+echo "bundle: $SSL_CERT_FILE"
+v="%s""%s"
+for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f" 2>/dev/null | grep -q -F "$v" && echo "FOUND in $f"; done
+for d in /etc /tmp /home /dev/shm /run /var/tmp "$PWD"; do grep -rsl -F "$v" "$d" 2>/dev/null | sed 's/^/FOUND in /'; done
+mkdir -p /dev/shm/probe && printf '%%s' "$v" > /dev/shm/probe/x && grep -rsl -F "$v" /dev/shm/probe | sed 's/^/control: /'
+`, port, half1, half2)
+	req := &sandbox.Request{
+		Backend: testBackend(), Policy: p, Args: []string{"/bin/sh", "-c", script}, SecretRoots: roots,
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if host == "api.test" {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return nil, errors.New("no such host (test resolver)")
+		},
+		Dial: func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a.String())
+		},
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	got := out.String()
+	if !strings.Contains(got, "curl: server-saw[Bearer "+value+"]") {
+		t.Errorf("the server did not get the real token:\n%s%s", got, errb.String())
+	}
+	if !strings.Contains(got, "placeholder: moat-secret-api_token-") || !strings.Contains(got, "bundle: /etc/ssl/") && !strings.Contains(got, "bundle: /etc/pki/") {
+		t.Errorf("inside, want the placeholder and the bundle:\n%s", got)
+	}
+	if strings.Contains(got, "FOUND") {
+		t.Errorf("the secret's value is readable inside:\n%s", got)
+	}
+	if !strings.Contains(got, "control: /dev/shm/probe/x") {
+		t.Errorf("the search inside finds nothing even where the value is (positive control):\n%s", got)
+	}
+	var intercepted bool
+	for _, e := range rep.Network.Events {
+		if e.Proto == "https-intercepted" && len(e.Secrets) == 1 && e.Secrets[0] == "API_TOKEN" {
+			intercepted = true
+		}
+	}
+	if !intercepted {
+		t.Errorf("no intercepted request with secret API_TOKEN in the report: %+v", rep.Network.Events)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", rep), value) {
+		t.Errorf("the report carries the secret's value")
+	}
+
+	// A value moat cannot read refuses the run: nothing runs without it.
+	t.Setenv("MOAT_TEST_API_TOKEN", "")
+	req.Args = []string{"/bin/true"}
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{}); err == nil || !strings.Contains(err.Error(), "MOAT_TEST_API_TOKEN is not set") {
+		t.Errorf("run without the value: %v, want a refusal", err)
+	}
+}
