@@ -35,12 +35,30 @@
 //     forwarded plain HTTP), and Summary, the human account of what was
 //     refused.
 //
+//   - Secrets (NewSecrets): credentials the sandbox holds only as
+//     placeholders. For a secret's hosts, and only those, the proxy
+//     terminates the tunnel's TLS with a certificate from a CA made for the
+//     run (its key stays in this process; its name constraints allow only
+//     the secrets' hosts), opens TLS to the real server itself (verified
+//     against the host's roots), and forwards the HTTP/1.1 requests read
+//     inside, each with its secrets' values put in place of their
+//     placeholders in the headers (or a header template set) when the
+//     request is one the secret is for (host, method, path); a request
+//     that carries a placeholder anywhere else the proxy sees (another
+//     host's intercepted request, its URL, any plain-HTTP request) is
+//     refused with 403. Each intercepted request is an Event of its own
+//     (ProtoIntercepted, with the method, path and the names of the
+//     secrets added, never their values).
+//
 // It refuses to do more: no TUN device or packet-level filtering, no DNS
 // server (inside the sandbox there is no resolver; the proxy resolves),
-// no UDP, no credential injection, no TLS interception (the proxy never
-// sees inside a TLS tunnel, so a Host header inside TLS is not checked),
-// no HTTP/2 or WebSocket forwarding of plain-HTTP requests (HTTPS clients
-// tunnel those through CONNECT).
+// no UDP, no TLS interception for hosts without a secret (the proxy never
+// sees inside those tunnels, so a Host header inside their TLS is not
+// checked, and a placeholder sent inside one is not seen: it is only a
+// placeholder), no HTTP/2 inside an intercepted tunnel (ALPN offers
+// http/1.1 only) and no secret in a request body, no HTTP/2 or WebSocket
+// forwarding of plain-HTTP requests (HTTPS clients tunnel those through
+// CONNECT).
 //
 // What is hand-written, and why: the SOCKS5 handshake (a few fixed fields;
 // the standard library has no server), the framing of the TLS records
