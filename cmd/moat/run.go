@@ -183,12 +183,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "moat: %v\n", err)
 			}
 		}()
-		auditFn = func(e egress.Event) {
-			aw.Write(struct {
-				Type string `json:"type"`
-				egress.Event
-			}{audit.TypeNetwork, e})
-		}
+		auditFn = func(e egress.Event) { aw.Write(sandbox.NetworkRecord(e)) }
 	}
 
 	req := &sandbox.Request{
@@ -210,7 +205,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
-		writeAudit(aw, rep, runErr)
+		for _, rec := range rep.AuditRecords(runErr) {
+			aw.Write(rec)
+		}
 	}
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
@@ -328,56 +325,4 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(b)
 	return 0
-}
-
-// writeAudit appends a run's denials and its outcome to the audit stream
-// (its network decisions were written as they happened).
-func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
-	now := time.Now().UTC()
-	for _, d := range rep.Denials {
-		aw.Write(struct {
-			Type  string    `json:"type"`
-			Time  time.Time `json:"time"`
-			RunID string    `json:"run_id"`
-			backend.Denial
-		}{audit.TypeDenial, now, rep.RunID, d})
-	}
-	rec := struct {
-		Type        string                `json:"type"`
-		Time        time.Time             `json:"time"`
-		RunID       string                `json:"run_id"`
-		Command     []string              `json:"command"`
-		Workspace   string                `json:"workspace"`
-		Policy      string                `json:"policy"`
-		Reason      string                `json:"reason"`
-		ExitCode    int                   `json:"exit_code"`
-		Error       string                `json:"error,omitempty"`
-		LimitsHit   []string              `json:"limits_hit"`
-		Seccomp     string                `json:"seccomp"`
-		LandlockABI int                   `json:"landlock_abi"`
-		Network     string                `json:"network"`
-		Warnings    []string              `json:"warnings"`
-		Degraded    []string              `json:"degraded"`
-		ChangeSet   *sandbox.ChangeSetRef `json:"change_set,omitempty"`
-		// Protected paths the command created (see Report.ProtectedCreated),
-		// and where each was moved.
-		ProtectedCreated []string                `json:"protected_created,omitempty"`
-		Quarantined      []workspace.Quarantined `json:"quarantined,omitempty"`
-	}{
-		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
-		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
-		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
-		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
-		ProtectedCreated: rep.ProtectedCreated, Quarantined: rep.Quarantined,
-	}
-	if rep.Policy != nil {
-		rec.Workspace, rec.Network = rep.Policy.Workspace.Path, rep.Policy.Network.Mode
-		if rep.Policy.Source != "" {
-			rec.Policy = rep.Policy.Source
-		}
-	}
-	if runErr != nil {
-		rec.Error = runErr.Error()
-	}
-	aw.Write(rec)
 }
