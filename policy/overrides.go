@@ -22,11 +22,16 @@ import (
 // nil, false) changes nothing. Values are strings where the policy file
 // takes a size, a duration or a number, so that a request carries what a
 // person typed and its errors read like the CLI's.
+//
+// Apply checks what an option says, not who may say it: a program that
+// takes Overrides from someone else decides which host paths (Workspace,
+// ReadOnlyPaths, ReadWritePaths, Workdir) that someone may name.
 type Overrides struct {
 	// Dir is the directory relative paths in the overrides are relative
 	// to: the caller's working directory for the CLI. With Dir unset, a
-	// relative path is an error.
-	Dir string `json:"dir,omitempty"`
+	// relative path is an error. It is never read from JSON: the program
+	// applying a request sets it, not the client.
+	Dir string `json:"-"`
 
 	Workspace     string `json:"workspace,omitempty"`      // --workspace: workspace.path
 	WorkspaceMode string `json:"workspace-mode,omitempty"` // --workspace-mode: workspace.mode

@@ -100,13 +100,13 @@ func TestOverridesWorkDir(t *testing.T) {
 }
 
 // TestOverridesJSON: a request names each option as the flag does,
-// without its dashes.
+// without its dashes, and cannot choose the base of relative paths.
 func TestOverridesJSON(t *testing.T) {
 	var o policy.Overrides
-	if err := json.Unmarshal([]byte(`{"memory":"1G","tcp-bind":"80","read-only":true,"ro":["/data"]}`), &o); err != nil {
+	if err := json.Unmarshal([]byte(`{"memory":"1G","tcp-bind":"80","read-only":true,"ro":["/data"],"Dir":"/","dir":"/"}`), &o); err != nil {
 		t.Fatal(err)
 	}
-	if o.Memory != "1G" || o.TCPBind != "80" || !o.ReadOnly || len(o.ReadOnlyPaths) != 1 {
+	if o.Memory != "1G" || o.TCPBind != "80" || !o.ReadOnly || len(o.ReadOnlyPaths) != 1 || o.Dir != "" {
 		t.Errorf("%+v", o)
 	}
 }
