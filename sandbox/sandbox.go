@@ -5,7 +5,11 @@
 // returns a Report that says how and why the run ended. Around the
 // backend it runs what a run needs on the host side: the egress proxy of
 // network mode allow (package egress) and the change set of an overlay or
-// copy workspace (package workspace).
+// copy workspace (package workspace). It fills the audit records of a
+// run (NetworkRecord, Report.AuditRecords), and answers what a program
+// asks of the host before it runs anything: what the host offers
+// (ProbeHost) and whether a seccomp profile would be accepted
+// (CheckSeccompProfile).
 //
 // It never prints and never exits the process: the CLI does that. The
 // native backend re-executes the running binary as the sandbox's init;

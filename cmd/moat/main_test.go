@@ -28,10 +28,10 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // TestMain lets this test binary be moat itself: the sandbox's init stage
@@ -248,11 +248,11 @@ func TestDoctor(t *testing.T) {
 	// default policy still runs (doctor exits 0 above), with the mounts
 	// alone checking file access.
 	want := regexp.MustCompile(`(?m)^ok +landlock +ABI [0-9]+: `)
-	if hostinfo.LandlockABI() == 0 {
+	if sandbox.ProbeHost().LandlockABI == 0 {
 		want = regexp.MustCompile(`(?m)^absent +landlock +not available on this kernel`)
 	}
 	if !want.MatchString(out) {
-		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, hostinfo.LandlockABI(), out)
+		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, sandbox.ProbeHost().LandlockABI, out)
 	}
 	// The process limit holds for every caller, and doctor says by what.
 	if native.NprocPerUserns() {
