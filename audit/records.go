@@ -22,6 +22,12 @@ type NetworkRecord struct {
 	BytesUp   int64     `json:"bytes_up"`    // client to destination
 	BytesDown int64     `json:"bytes_down"`  // destination to client
 	Duration  int64     `json:"duration_ns"` // from the first byte read to the end
+	// Method and Path are those of a request read inside a TLS connection
+	// the proxy intercepted for a secret's host (proto https-intercepted),
+	// and Secrets the names, never the values, of the secrets it added.
+	Method  string   `json:"method,omitempty"`
+	Path    string   `json:"path,omitempty"`
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // DenialRecord is a TypeDenial record: a system call the sandbox refused,

@@ -14,6 +14,7 @@ func NetworkRecord(e egress.Event) audit.NetworkRecord {
 		Type: audit.TypeNetwork, Time: e.Time, RunID: e.RunID, Proto: e.Proto, Host: e.Host, Port: e.Port,
 		Addr: e.Addr, SNI: e.SNI, Decision: e.Decision, Rule: e.Rule, Reason: e.Reason,
 		BytesUp: e.BytesUp, BytesDown: e.BytesDown, Duration: int64(e.Duration),
+		Method: e.Method, Path: e.Path, Secrets: e.Secrets,
 	}
 }
 

@@ -22,7 +22,8 @@ import (
 func TestAuditRecordsKeepTheirFields(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	e := egress.Event{Time: at, RunID: "r1", Proto: egress.ProtoConnect, Host: "example.com", Port: 443, Addr: "1.2.3.4:443",
-		SNI: "example.com", Decision: egress.DecisionDeny, Rule: "network.allow", Reason: "not allowed", BytesUp: 1, BytesDown: 2, Duration: 3}
+		SNI: "example.com", Decision: egress.DecisionDeny, Rule: "network.allow", Reason: "not allowed", BytesUp: 1, BytesDown: 2, Duration: 3,
+		Method: "GET", Path: "/p", Secrets: []string{"TOKEN"}}
 	if n, m := reflect.TypeOf(audit.NetworkRecord{}).NumField(), reflect.TypeOf(e).NumField()+1; n != m {
 		t.Fatalf("audit.NetworkRecord has %d fields, egress.Event %d and a type: a field is missing", n, m-1)
 	}
