@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 // spec compiles the default policy for a workspace, as the sandbox
 // package would.
-func spec(t *testing.T, ws string, args ...string) *backend.Spec {
+func spec(t testing.TB, ws string, args ...string) *backend.Spec {
 	t.Helper()
 	p := policy.Default()
 	p.Workspace.Path = ws
