@@ -181,9 +181,9 @@ type run struct {
 	// sessChild is init's end of a session's request socket (see
 	// session_init_linux.go), closed here once init has it.
 	sessChild *os.File
-	mu       sync.Mutex
-	listener net.Listener
-	closed   bool
+	mu        sync.Mutex
+	listener  net.Listener
+	closed    bool
 }
 
 // pipe makes a pipe between the host and init, returned as its read and
