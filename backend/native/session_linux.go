@@ -322,6 +322,13 @@ func (in *instance) Stats() backend.Stats {
 		Pids: s.PidsCurrent, PidsLimitHits: s.PidsLimitHits, OOMKills: s.OOMKills}
 }
 
+// counted reports whether the sandbox's cgroup counts limits hit (memory,
+// pids), which each process's status compares before and after it.
+func (in *instance) counted() bool {
+	l := in.r.spec.Limits
+	return in.r.cg != nil && (l.MemoryBytes > 0 || l.Pids > 0 && !l.PidsRlimit)
+}
+
 // process is one command of a session (backend.Process).
 type process struct {
 	in      *instance
@@ -361,8 +368,8 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 	default:
 	}
 	p := &process{in: in, spec: ps, start: time.Now(), startCh: make(chan message, 1), exited: make(chan struct{})}
-	if cg := in.r.cg; cg != nil {
-		p.cgStart, _ = cg.Stats()
+	if in.counted() {
+		p.cgStart, _ = in.r.cg.Stats()
 	}
 	var child []*os.File // the process's ends, closed once sent
 	defer func() {
@@ -445,9 +452,15 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 	var m message
 	select {
 	case m = <-p.startCh:
-	case <-p.exited: // the sandbox ended
-		p.closeReaders()
-		return nil, ErrEnded
+	case <-p.exited:
+		// A fast process's exit may be dispatched before Exec reads
+		// its start; without a start, the sandbox ended.
+		select {
+		case m = <-p.startCh:
+		default:
+			p.closeReaders()
+			return nil, ErrEnded
+		}
 	}
 	if m.Type != "started" {
 		in.mu.Lock()
@@ -646,8 +659,8 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Signal = int(syscall.SIGKILL) // the sandbox ended under it
 	}
 	var oom, pids int64
-	if cg := p.in.r.cg; cg != nil {
-		if s, err := cg.Stats(); err == nil {
+	if p.in.counted() {
+		if s, err := p.in.r.cg.Stats(); err == nil {
 			oom, pids = s.OOMKills-p.cgStart.OOMKills, s.PidsLimitHits-p.cgStart.PidsLimitHits
 		}
 	}
