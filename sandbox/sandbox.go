@@ -108,7 +108,8 @@ type Report struct {
 	// died of SIGSYS under a seccomp profile: a system call the profile
 	// kills on), timeout, cpu, memory, pids, output, file_size, killed,
 	// error (moat could not run it), or denied (the policy's rules refused
-	// the command line: nothing ran, and ExitCode is 125).
+	// the command line: nothing ran, and ExitCode is 125); the Report of
+	// Session.Close, which covers a whole session, says closed.
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -197,9 +198,7 @@ func NewRunID() string {
 // was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
-	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
-		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
-		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
+	rep := newReport(runID, req.Args, req.Policy)
 	// fresh is the change set this run created, until its command may
 	// have run: a run that fails before then leaves nothing to review,
 	// and an empty change set behind would only clutter moat runs.
@@ -324,6 +323,14 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	fillReport(rep, st, req.Policy.Filesystem.Landlock)
 	return rep, nil
+}
+
+// newReport is the Report of a command that has not run yet: until
+// something says otherwise, moat failed.
+func newReport(runID string, args []string, p *policy.Policy) *Report {
+	return &Report{RunID: runID, Command: args, StartedAt: time.Now(), Policy: p,
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
+		Network: &NetworkReport{Mode: p.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 }
 
 // setError says in rep that moat could not run the command, and why.

@@ -1,0 +1,178 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// newSession creates a session over ws under the default policy changed
+// by edit, closed at the end of the test.
+func newSession(t *testing.T, ws string, edit func(*policy.Policy)) *sandbox.Session {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	if edit != nil {
+		edit(p)
+	}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func sessionSh(t *testing.T, s *sandbox.Session, req sandbox.ExecRequest, script string) (string, *sandbox.Report, error) {
+	t.Helper()
+	req.Args = []string{"/bin/sh", "-c", script}
+	var out bytes.Buffer
+	rep, err := s.Exec(context.Background(), &req, backend.Stdio{Stdout: &out, Stderr: &out})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return out.String(), rep, err
+}
+
+// TestSessionDirect: a direct-mode session's commands share /tmp and the
+// workspace, which they write in place; a command started in the
+// background runs beside the others until signalled; Close leaves no
+// process, and quarantines what the commands planted where a protected
+// path belongs.
+func TestSessionDirect(t *testing.T) {
+	ws := newRepo(t)
+	s := newSession(t, ws, nil)
+	if s.Workspace() != ws || s.ChangeSet() != nil {
+		t.Errorf("Workspace %q ChangeSet %v, want %s and none", s.Workspace(), s.ChangeSet(), ws)
+	}
+	if out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo one > /tmp/t && echo two > made && id -u"); err != nil || rep.ExitCode != 0 || rep.Reason != "exit" {
+		t.Fatalf("first command: %v %+v %s", err, rep, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "made")); string(b) != "two\n" {
+		t.Errorf("the workspace was not written in place: %q", b)
+	}
+	if out, _, _ := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"EXTRA=x"}}, "cat /tmp/t; echo $EXTRA"); out != "one\nx\n" {
+		t.Errorf("second command saw %q, want the first's /tmp file and its own env", out)
+	}
+
+	marker := fmt.Sprintf("%d.%d", 5000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	bg, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"sleep", marker}}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"); !strings.Contains(out, "sleep "+marker) {
+		t.Errorf("the background command is not seen alive by the next:\n%s", out)
+	}
+	if err := bg.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := bg.Wait(); err != nil || rep.Reason != "signal" || rep.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("signalled command: %v %+v", err, rep)
+	}
+	// A second one, left running, ends with the session.
+	if _, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"sleep", marker + "1"}}, backend.Stdio{}); err != nil {
+		t.Fatal(err)
+	}
+	// Planted where git reads its configuration: quarantined at Close.
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo '[core]' > .git/config.worktree"); err != nil || rep.ExitCode != 0 {
+		t.Fatalf("plant: %v %+v", err, rep)
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil || rep.Reason != "closed" {
+		t.Fatalf("Close: %v %+v", err, rep)
+	}
+	if len(rep.ProtectedCreated) != 1 || rep.ProtectedCreated[0] != ".git/config.worktree" {
+		t.Errorf("Close quarantined %v, want .git/config.worktree", rep.ProtectedCreated)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/config.worktree")); err == nil {
+		t.Error("the planted file is still in the workspace")
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second); len(left) > 0 {
+		t.Errorf("processes left after Close: %v", left)
+	}
+	if again, err2 := s.Close(context.Background()); again != rep || err2 != nil {
+		t.Errorf("a second Close: %p %v, want the first's report", again, err2)
+	}
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "true"); !errors.Is(err, sandbox.ErrSessionEnded) || rep.Reason != "error" {
+		t.Errorf("exec after Close: %v %+v", err, rep)
+	}
+}
+
+// TestSessionOverlay: an overlay session's commands accumulate into one
+// change set, and the workspace on the host stays as it was.
+func TestSessionOverlay(t *testing.T) {
+	ws := t.TempDir()
+	s := newSession(t, ws, func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay })
+	cs := s.ChangeSet()
+	if cs == nil || s.Workspace() != "" {
+		t.Fatalf("ChangeSet %v Workspace %q", cs, s.Workspace())
+	}
+	sessionSh(t, s, sandbox.ExecRequest{}, "echo a > first")
+	out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "cat first && echo b > second")
+	if err != nil || out != "a\n" || rep.ChangeSet == nil || rep.ChangeSet.ID != cs.ID {
+		t.Fatalf("second command: %v %q %+v", err, out, rep.ChangeSet)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "first")); err == nil {
+		t.Error("an overlay session wrote the workspace")
+	}
+	rep, err = s.Close(context.Background())
+	if err != nil || rep.ChangeSet == nil {
+		t.Fatalf("Close: %v %+v", err, rep)
+	}
+	for _, f := range []string{"first", "second"} {
+		if _, err := os.Stat(filepath.Join(cs.Dir, "upper", f)); err != nil {
+			t.Errorf("%s is not in the change set: %v", f, err)
+		}
+	}
+}
+
+// TestSessionRulesAndLimits: the policy's rules decide each command of a
+// session; a command's wall clock ends it alone; a refused system call is
+// in that command's report.
+func TestSessionRulesAndLimits(t *testing.T) {
+	ws := t.TempDir()
+	s := newSession(t, ws, func(p *policy.Policy) {
+		p.Rules = append(p.Rules, policy.Rule{Match: policy.Match{Command: []string{"echo", "forbidden"}}, Decision: "deny", Reason: "test"})
+	})
+	_, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo forbidden")
+	if !errors.Is(err, sandbox.ErrDenied) || rep.Reason != "denied" {
+		t.Errorf("denied command: %v %+v", err, rep)
+	}
+	if out, _, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo allowed"); err != nil || out != "allowed\n" {
+		t.Errorf("control: %v %q", err, out)
+	}
+	_, rep, _ = sessionSh(t, s, sandbox.ExecRequest{Wall: 200 * time.Millisecond}, "sleep 30")
+	if rep.Reason != "timeout" {
+		t.Errorf("wall limit: reason %q", rep.Reason)
+	}
+	out, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, "unshare -r true 2>&1; echo done")
+	found := false
+	for _, d := range rep.Denials {
+		found = found || d.What == "unshare" && d.Rule != "" && d.Profile == "default"
+	}
+	if !found || !strings.Contains(out, "done") {
+		t.Errorf("the refused unshare is not in the command's report: %+v\n%s", rep.Denials, out)
+	}
+	// Control: a command that makes no such call reports none.
+	if _, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, "true"); len(rep.Denials) != 0 {
+		t.Errorf("denials of a quiet command: %+v", rep.Denials)
+	}
+}
