@@ -34,6 +34,9 @@ import (
 
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	if marker := os.Getenv("MOAT_TEST_SESSION_CALLER"); marker != "" {
+		sessionCaller(marker)
+	}
 	os.Exit(m.Run())
 }
 
@@ -41,23 +44,27 @@ func TestMain(m *testing.M) {
 // package would.
 func spec(t testing.TB, ws string, args ...string) *backend.Spec {
 	t.Helper()
+	s, err := compileSpec(ws, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func compileSpec(ws string, args ...string) (*backend.Spec, error) {
 	p := policy.Default()
 	p.Workspace.Path = ws
 	home, _ := os.UserHomeDir()
 	if err := p.Resolve(ws, home); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = ws
 	g, err := workspace.NewGuard(ws, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, []*workspace.Guard{g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, []*workspace.Guard{g})
 }
 
 // TestLandlockHoldsAlone widens the mount layer on purpose: an extra

@@ -83,12 +83,11 @@ type sessionInit struct {
 	fd   int
 	seen *denials
 
-	mu      sync.Mutex // held while forking, and for every answer: "started" goes before "exit"
-	cond    *sync.Cond // signalled when a process was started
-	forked  uint64     // processes started so far
-	byPid   map[int]*sessionProc
-	byID    map[uint64]int
-	reaping bool
+	mu     sync.Mutex // held while forking, and for every answer: "started" goes before "exit"
+	cond   *sync.Cond // signalled when a process was started
+	forked uint64     // processes started so far
+	byPid  map[int]*sessionProc
+	byID   map[uint64]int
 }
 
 type sessionProc struct {

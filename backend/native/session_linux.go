@@ -189,7 +189,6 @@ type instance struct {
 
 	endOnce sync.Once
 	done    chan struct{}
-	destErr error
 }
 
 func (in *instance) runCleanup() {

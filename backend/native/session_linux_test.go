@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -386,6 +387,91 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestSessionDiesWithCaller: a session's sandbox ends with the process
+// that created it, even one killed with SIGKILL, and even when the thread
+// that asked for it has ended (the kernel's parent-death signal follows
+// the thread that forked init). The caller is this test binary run again
+// (MOAT_TEST_SESSION_CALLER, see sessionCaller).
+func TestSessionDiesWithCaller(t *testing.T) {
+	marker := fmt.Sprintf("%d.%d", 6000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_SESSION_CALLER="+marker)
+	cmd.Dir = t.TempDir()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	var line string
+	fmt.Fscan(out, &line)
+	if line != "ready" {
+		cmd.Process.Kill()
+		t.Fatalf("the caller said %q: %s", line, errb.String())
+	}
+	if len(proctest.Find("sleep "+marker)) != 1 {
+		t.Error("the session's process is not running")
+	}
+	inits := proctest.Children(cmd.Process.Pid)
+	if len(inits) == 0 {
+		t.Error("the caller has no child: where is the session's init?")
+	}
+	cmd.Process.Kill()
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second); len(left) > 0 {
+		t.Errorf("the session's processes outlived their caller: %v", left)
+	}
+	for _, pid := range inits {
+		if left := proctest.Gone(func() []int { return alive(pid) }, 5*time.Second); len(left) > 0 {
+			t.Errorf("the session's init %d outlived its caller", pid)
+		}
+	}
+}
+
+// alive returns pid if that process exists and is not a zombie.
+func alive(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil || strings.Contains(string(b), ") Z ") {
+		return nil
+	}
+	return []int{pid}
+}
+
+// sessionCaller creates a session from a thread that then ends, starts a
+// background process in it, says "ready" and waits to be killed.
+func sessionCaller(marker string) {
+	ws, err := os.Getwd() // the test's temporary directory
+	if err != nil {
+		panic(err)
+	}
+	s, err := compileSpec(ws, "/bin/true")
+	if err != nil {
+		panic(err)
+	}
+	got := make(chan backend.Instance)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		got <- inst
+	}()
+	inst := <-got
+	time.Sleep(50 * time.Millisecond) // the thread above has ended by now
+	if _, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"sleep", marker}, Env: s.Env, Dir: s.Dir}, backend.Stdio{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	time.Sleep(time.Hour)
+	os.Exit(1)
 }
 
 // BenchmarkSessionExec: /bin/true in a live session, to completion.
