@@ -1,6 +1,9 @@
 // Package backend is the contract between moat's policy layer and the
 // mechanisms that isolate a command: the resolved, JSON-serialisable Spec,
-// the Backend interface, Capabilities, and the ExitStatus a backend returns.
+// the Backend interface (a one-shot Run), the Lifecycle of a sandbox that
+// lives across commands (Create an Instance, Exec a Process in it with a
+// ProcessSpec, Destroy it), Capabilities, and the ExitStatus a backend
+// returns.
 //
 // It owns no mechanism and reads no policy file: everything a backend needs
 // to run a command is in the Spec, already resolved (absolute paths, concrete

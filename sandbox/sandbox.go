@@ -11,6 +11,17 @@
 // (ProbeHost) and whether a seccomp profile would be accepted
 // (CheckSeccompProfile).
 //
+// A Session (Create) is a sandbox that lives across commands: each Exec
+// or Start is decided by the policy's rules and runs with the same
+// restrictions, in the same file system and process tree; Close ends it,
+// finishes a direct workspace's guard and reports the session's network
+// events. Sessions need a backend.Lifecycle, whose sandboxes never share
+// the caller's memory. Run is not a session of one command: it keeps the
+// backend's one-shot path, whose start shares the memory of its caller
+// (the CLI, which exits after it) and is as fast as bubblewrap, where a
+// session's start pays for a second Go runtime in the sandbox's init.
+// Both check the Spec and report the same way (checkSpec, fillReport).
+//
 // It never prints and never exits the process: the CLI does that. The
 // native backend re-executes the running binary as the sandbox's init;
 // linking package backend/native is enough for that (its init function
