@@ -99,13 +99,15 @@ type sessionProc struct {
 // until the host closes the socket or asks it to quit, and returns, which
 // makes init exit and the kernel kill what is left in the sandbox.
 func serveSession(fd int, seen *denials, send func(message)) error {
-	// A command must not end the session by signalling PID 1 (the
-	// runtime's handlers exit on these), but ignoring them, as the
-	// one-shot init does after its fork, would pass the ignored signals
-	// on to every later command: handled here, they are reset to the
-	// default in each forked child.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, fatalSignals...)
+	// A command must not end the session by signalling PID 1. PID 1 gets
+	// only the signals it handles, and the runtime handles all of them,
+	// ending the process on many when they are sent (kill) rather than
+	// raised by a fault: SIGTERM, SIGQUIT, SIGILL, SIGBUS, SIGFPE... Ignoring
+	// them, as the one-shot init does after its fork, would pass them on
+	// ignored to every later command; relayed here and dropped, they are
+	// reset to the default in each forked child.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
 	go func() {
 		for range sigs {
 		}

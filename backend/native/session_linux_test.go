@@ -267,6 +267,9 @@ kill -0 $target 2>/dev/null || echo KILLED-$target
 			t.Errorf("a command reached init (%s):\n%s", w, out)
 		}
 	}
+	// Nor can any signal end it: init handles those its runtime would
+	// end on, and ignores them.
+	execOut(t, inst, s, backend.ProcessSpec{}, "/bin/sh", "-c", "for s in $(seq 1 31); do kill -$s 1 2>/dev/null; done; true")
 	// The session lives on.
 	if out, _ := execOut(t, inst, s, backend.ProcessSpec{}, "echo", "alive"); out != "alive\n" {
 		t.Fatalf("after the probes: %q", out)
