@@ -181,6 +181,7 @@ type run struct {
 	// sessChild is init's end of a session's request socket (see
 	// session_init_linux.go), closed here once init has it.
 	sessChild *os.File
+	pid       int // the init stage's host pid
 	mu        sync.Mutex
 	listener  net.Listener
 	closed    bool
@@ -560,6 +561,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		return startError(err)
 	}
 	r.signal = func(s syscall.Signal) { cmd.Process.Signal(s) }
+	r.pid = cmd.Process.Pid
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
 	statW.Close()

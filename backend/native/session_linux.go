@@ -1,12 +1,14 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,18 +309,77 @@ func (in *instance) Destroy(ctx context.Context) error {
 	return nil
 }
 
-// Stats implements backend.Instance from the sandbox's cgroup.
+// Stats implements backend.Instance: from the sandbox's cgroup, and what
+// it does not count (no cgroup, or one without those controllers) from
+// /proc, over init and its descendants.
 func (in *instance) Stats() backend.Stats {
 	var st backend.Stats
-	if in.r.cg == nil {
-		return st
+	if in.r.cg != nil {
+		if s, err := in.r.cg.Stats(); err == nil {
+			st = backend.Stats{CPU: time.Duration(s.CPUUsageNanos), MemoryBytes: s.MemoryCurrent, MemoryPeak: s.MemoryPeak,
+				Pids: s.PidsCurrent, PidsLimitHits: s.PidsLimitHits, OOMKills: s.OOMKills}
+		}
 	}
-	s, err := in.r.cg.Stats()
-	if err != nil {
-		return st
+	if st.CPU == 0 || st.MemoryBytes == 0 || st.Pids == 0 {
+		select {
+		case <-in.done:
+			return st
+		default:
+		}
+		cpu, mem, tasks := procStats(in.r.pid)
+		if st.CPU == 0 {
+			st.CPU = cpu
+		}
+		if st.MemoryBytes == 0 {
+			st.MemoryBytes = mem
+		}
+		if st.Pids == 0 {
+			st.Pids = tasks
+		}
 	}
-	return backend.Stats{CPU: time.Duration(s.CPUUsageNanos), MemoryBytes: s.MemoryCurrent, MemoryPeak: s.MemoryPeak,
-		Pids: s.PidsCurrent, PidsLimitHits: s.PidsLimitHits, OOMKills: s.OOMKills}
+	return st
+}
+
+// procStats sums, over the process pid and its descendants, the CPU time
+// (with that of the children they reaped), the resident memory and the
+// tasks, as /proc gives them.
+func procStats(pid int) (cpu time.Duration, mem, tasks int64) {
+	const tick = time.Second / 100 // USER_HZ, as /proc counts
+	page := int64(os.Getpagesize())
+	todo := []int{pid}
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 22 {
+			continue
+		}
+		n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+		// Fields from state (index 0): utime 11, stime 12, cutime 13,
+		// cstime 14, num_threads 17, rss 21.
+		cpu += time.Duration(n(11)+n(12)+n(13)+n(14)) * tick
+		tasks += n(17)
+		mem += n(21) * page
+		threads, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, th := range threads {
+			c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, th.Name()))
+			for _, w := range strings.Fields(string(c)) {
+				if child, err := strconv.Atoi(w); err == nil {
+					todo = append(todo, child)
+				}
+			}
+		}
+	}
+	return cpu, mem, tasks
 }
 
 // counted reports whether the sandbox's cgroup counts limits hit (memory,

@@ -129,6 +129,10 @@ func TestSessionKeepsState(t *testing.T) {
 	if len(proctest.Find("sleep "+marker)) != 1 {
 		t.Errorf("the background process is not alive on the host")
 	}
+	// Init and the sleep, at least, and what they use.
+	if st := inst.Stats(); st.Pids < 2 || st.MemoryBytes <= 0 {
+		t.Errorf("Stats %+v: want 2 tasks or more, and memory", st)
+	}
 	if err := bg.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
