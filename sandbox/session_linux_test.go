@@ -117,30 +117,39 @@ func TestSessionDirect(t *testing.T) {
 }
 
 // TestSessionOverlay: an overlay session's commands accumulate into one
-// change set, and the workspace on the host stays as it was.
+// change set, and the workspace on the host stays as it was. Under a disk
+// limit, where the changes are on the limit's tmpfs until the session
+// ends, Close saves them into the change set.
 func TestSessionOverlay(t *testing.T) {
-	ws := t.TempDir()
-	s := newSession(t, ws, func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay })
-	cs := s.ChangeSet()
-	if cs == nil || s.Workspace() != "" {
-		t.Fatalf("ChangeSet %v Workspace %q", cs, s.Workspace())
-	}
-	sessionSh(t, s, sandbox.ExecRequest{}, "echo a > first")
-	out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "cat first && echo b > second")
-	if err != nil || out != "a\n" || rep.ChangeSet == nil || rep.ChangeSet.ID != cs.ID {
-		t.Fatalf("second command: %v %q %+v", err, out, rep.ChangeSet)
-	}
-	if _, err := os.Stat(filepath.Join(ws, "first")); err == nil {
-		t.Error("an overlay session wrote the workspace")
-	}
-	rep, err = s.Close(context.Background())
-	if err != nil || rep.ChangeSet == nil {
-		t.Fatalf("Close: %v %+v", err, rep)
-	}
-	for _, f := range []string{"first", "second"} {
-		if _, err := os.Stat(filepath.Join(cs.Dir, "upper", f)); err != nil {
-			t.Errorf("%s is not in the change set: %v", f, err)
-		}
+	for _, disk := range []policy.Size{0, 16 << 20} {
+		t.Run(fmt.Sprintf("disk=%d", disk), func(t *testing.T) {
+			ws := t.TempDir()
+			s := newSession(t, ws, func(p *policy.Policy) {
+				p.Workspace.Mode = policy.WorkspaceOverlay
+				p.Limits.Disk = disk
+			})
+			cs := s.ChangeSet()
+			if cs == nil || s.Workspace() != "" {
+				t.Fatalf("ChangeSet %v Workspace %q", cs, s.Workspace())
+			}
+			sessionSh(t, s, sandbox.ExecRequest{}, "echo a > first")
+			out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "cat first && echo b > second")
+			if err != nil || out != "a\n" || rep.ChangeSet == nil || rep.ChangeSet.ID != cs.ID {
+				t.Fatalf("second command: %v %q %+v", err, out, rep.ChangeSet)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "first")); err == nil {
+				t.Error("an overlay session wrote the workspace")
+			}
+			rep, err = s.Close(context.Background())
+			if err != nil || rep.ChangeSet == nil {
+				t.Fatalf("Close: %v %+v", err, rep)
+			}
+			for _, f := range []string{"first", "second"} {
+				if _, err := os.Stat(filepath.Join(cs.Dir, "upper", f)); err != nil {
+					t.Errorf("%s is not in the change set: %v", f, err)
+				}
+			}
+		})
 	}
 }
 
