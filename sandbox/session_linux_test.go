@@ -185,3 +185,34 @@ func TestSessionRulesAndLimits(t *testing.T) {
 		t.Errorf("denials of a quiet command: %+v", rep.Denials)
 	}
 }
+
+// TestSessionCgroupLimits: a process limit holds for the whole session:
+// what one command left running counts against the next one's forks.
+func TestSessionCgroupLimits(t *testing.T) {
+	ws := t.TempDir()
+	s := newSession(t, ws, func(p *policy.Policy) { p.Limits.Pids = 48 })
+	spawn := "for i in $(seq 20); do sleep 60 & done 2>&1; echo spawned"
+	// Alone, a command may start twenty processes (the control)...
+	bg, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", spawn + "; wait"}}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bg.Signal(syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "pgrep -c -x sleep")
+		if strings.TrimSpace(out) == "20" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first command's twenty processes did not all start: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// ...but not beside another that holds twenty already (init counts
+	// too, a dozen threads at most).
+	out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, spawn)
+	if !strings.Contains(out, "fork") && !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Errorf("a second command could start twenty processes beside the first's under a limit of 48:\n%s", out)
+	}
+}
