@@ -213,6 +213,9 @@ func (in *instance) send(req *sessionRequest, fds []int) error {
 	in.wmu.Lock()
 	defer in.wmu.Unlock()
 	_, _, err := in.conn.WriteMsgUnix(b, oob, nil)
+	if errors.Is(err, unix.EMSGSIZE) {
+		return fmt.Errorf("command line and environment of %d bytes do not fit the session's request socket (its send buffer, at most net.core.wmem_max without CAP_NET_ADMIN): %w", len(b), err)
+	}
 	return err
 }
 

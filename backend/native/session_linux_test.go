@@ -288,7 +288,8 @@ kill -0 $target 2>/dev/null || echo KILLED-$target
 }
 
 // TestSessionWallTimeout: a process's wall clock ends that process
-// (cause timeout), and the session goes on.
+// (cause timeout), as its output limit does (output), and the session
+// goes on, as it does after a command that cannot start.
 func TestSessionWallTimeout(t *testing.T) {
 	inst, s := session(t)
 	start := time.Now()
@@ -298,6 +299,14 @@ func TestSessionWallTimeout(t *testing.T) {
 	}
 	if out, st := execOut(t, inst, s, backend.ProcessSpec{Output: 10}, "/bin/sh", "-c", "yes | head -c 100000"); st.Cause != backend.CauseOutput || len(out) != 10 {
 		t.Errorf("output limit: cause %s, %d bytes, want output, 10", st.Cause, len(out))
+	}
+	_, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/no/such/command"}, Env: s.Env, Dir: s.Dir}, backend.Stdio{})
+	if !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("a missing command: %v, want ErrNotFound", err)
+	}
+	big := []string{"/bin/true", strings.Repeat("x", 4<<20)}
+	if _, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: big, Env: s.Env, Dir: s.Dir}, backend.Stdio{}); err == nil || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("a command line too long for a request: %v", err)
 	}
 	if out, st := execOut(t, inst, s, backend.ProcessSpec{}, "echo", "still"); out != "still\n" || st.Cause != backend.CauseExit {
 		t.Errorf("after the limits: %q, cause %s", out, st.Cause)
