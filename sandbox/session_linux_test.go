@@ -216,3 +216,44 @@ func TestSessionCgroupLimits(t *testing.T) {
 		t.Errorf("a second command could start twenty processes beside the first's under a limit of 48:\n%s", out)
 	}
 }
+
+// TestSessionEgress: an allow-mode session's commands reach what the
+// allowlist allows through the session's one proxy, and are refused the
+// rest; Close reports every connection of the session.
+func TestSessionEgress(t *testing.T) {
+	w := newNetWorld(t)
+	r := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	ws := t.TempDir()
+	r.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := r.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: r.Policy, Resolver: r.Resolver, Dial: r.Dial, Audit: r.Audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 2 {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl -sS -m 10 http://allowed.test:%[1]d/; echo; curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/`, w.httpPort))
+		if !strings.Contains(out, "PAGE-FROM-allowed.test") || !strings.Contains(out, "403") {
+			t.Errorf("command %d: %s", i, out)
+		}
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, denied := 0, 0
+	for _, e := range rep.Network.Events {
+		switch {
+		case e.Host == "allowed.test" && e.Decision == "allow":
+			allowed++
+		case e.Host == "denied.test" && e.Decision == "deny":
+			denied++
+		}
+	}
+	if allowed != 2 || denied != 2 {
+		t.Errorf("Close reported %d allowed and %d denied connections, want 2 and 2: %+v", allowed, denied, rep.Network.Events)
+	}
+}
