@@ -59,6 +59,7 @@ func sessionSh(t *testing.T, s *sandbox.Session, req sandbox.ExecRequest, script
 // path belongs.
 func TestSessionDirect(t *testing.T) {
 	ws := newRepo(t)
+	mountsBefore := countLines("/proc/self/mountinfo")
 	s := newSession(t, ws, nil)
 	if s.Workspace() != ws || s.ChangeSet() != nil {
 		t.Errorf("Workspace %q ChangeSet %v, want %s and none", s.Workspace(), s.ChangeSet(), ws)
@@ -107,6 +108,9 @@ func TestSessionDirect(t *testing.T) {
 	}
 	if left := proctest.Gone(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
+	}
+	if m := countLines("/proc/self/mountinfo"); m != mountsBefore {
+		t.Errorf("host mounts: %d before the session, %d after", mountsBefore, m)
 	}
 	if again, err2 := s.Close(context.Background()); again != rep || err2 != nil {
 		t.Errorf("a second Close: %p %v, want the first's report", again, err2)
