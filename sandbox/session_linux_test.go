@@ -204,7 +204,7 @@ func TestSessionCgroupLimits(t *testing.T) {
 	defer bg.Signal(syscall.SIGKILL)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "pgrep -c -x sleep")
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "grep -lx sleep /proc/[0-9]*/comm 2>/dev/null | wc -l")
 		if strings.TrimSpace(out) == "20" {
 			break
 		}
