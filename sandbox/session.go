@@ -169,7 +169,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
 		return nil, err
 	}
-	if direct {
+	if direct || m == policy.WorkspaceReadOnly {
 		s.wsDir = p.Workspace.Path
 	}
 	inst, err := lc.Create(ctx, spec, stdio)
@@ -188,8 +188,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 func (s *Session) ID() string { return s.id }
 
 // Workspace is the host directory the session's commands see as their
-// workspace and write in place: in direct mode only ("" otherwise; an
-// overlay or copy session's writes are in ChangeSet).
+// workspace: in direct mode, where they write it in place, and in
+// read-only mode; "" in overlay and copy mode, whose writes are in
+// ChangeSet.
 func (s *Session) Workspace() string { return s.wsDir }
 
 // ChangeSet names the change set of an overlay or copy session, nil in
