@@ -263,7 +263,8 @@ func TestCheckIDMap(t *testing.T) {
 // read, write, list and execute under each kind of mount, Landlock
 // included, with and without a disk limit. The direct start decides from a
 // plan made on the host what the init stage decides while it runs; any
-// drift between the two shows here.
+// drift between the two shows here. A session's commands, the first and a
+// later one, must see what a one-shot command sees too.
 func TestDirectStartMatchesInitStage(t *testing.T) {
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
@@ -341,10 +342,33 @@ echo done`
 		}
 		return out.String()
 	}
+	// A session's commands, the first and a later one, see what a
+	// one-shot run's command does.
+	inSession := func() {
+		t.Helper()
+		want := runWith(&native.Backend{InitStage: true})
+		s := mk() // fresh overlay layers, which the session keeps mounted
+		inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{ServeProxy: serve})
+		if err != nil {
+			t.Fatalf("session: %v", err)
+		}
+		defer inst.Destroy(context.Background())
+		for i := range 2 {
+			var out bytes.Buffer
+			p, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: s.Args, Env: s.Env, Dir: s.Dir}, backend.Stdio{Stdout: &out})
+			if err != nil {
+				t.Fatalf("session: %v", err)
+			}
+			if st, err := p.Wait(); err != nil || st.ExitCode != 0 || out.String() != want {
+				t.Errorf("disk %v: a session's command %d differs from a one-shot run's (%v, %+v):\n--- session\n%s\n--- one-shot\n%s", disk, i, err, st, out.String(), want)
+			}
+		}
+	}
 	direct, staged := runWith(&native.Backend{}), runWith(&native.Backend{InitStage: true})
 	if direct != staged {
 		t.Errorf("the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
 	}
+	inSession()
 	// The forked direct start, which other architectures (arm64) use.
 	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
 		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
@@ -374,6 +398,7 @@ echo done`
 	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
 		t.Errorf("under a disk limit, the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
 	}
+	inSession()
 	if !strings.Contains(direct, "1777 agent /dev/shm\n") {
 		t.Errorf("probe under a disk limit:\n%s", direct)
 	}
