@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,9 @@ type SessionRequest struct {
 	Audit    func(egress.Event)
 	Resolver ResolverFunc
 	Dial     DialFunc
+	// SecretRoots verifies the servers the policy's secrets are for (see
+	// Request.SecretRoots).
+	SecretRoots *x509.CertPool
 	// Backend keeps the sandbox; it must implement backend.Lifecycle. Nil
 	// means the native backend.
 	Backend backend.Backend
@@ -75,6 +79,7 @@ type Session struct {
 	cs       *workspace.ChangeSet
 	guards   []*workspace.Guard
 	er       *egressRun
+	secrets  *runSecrets
 	wsDir    string
 	landlock string
 	created  time.Time
@@ -147,6 +152,16 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		stdio.ServeProxy = s.er.serve
 		undo = append(undo, func() { s.er.report() })
 	}
+	// The secrets' values stay on the host, with the proxy; commands get
+	// placeholders.
+	secrets, err := loadSecrets(p, caller.Cwd, req.SecretRoots)
+	if err != nil {
+		return nil, err
+	}
+	if secrets != nil {
+		s.er.proxy.Secrets = secrets.set
+		s.secrets = secrets
+	}
 	direct := m == "" || m == policy.WorkspaceDirect
 	guards, err := newGuards(p, direct)
 	if err != nil {
@@ -160,6 +175,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, err
 	}
 	spec.Args = nil
+	if err := secrets.apply(spec); err != nil {
+		return nil, err
+	}
 	s.spec = spec
 	s.base = newReport("", nil, p)
 	s.base.Backend = be.Name()
@@ -272,6 +290,9 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		}
 		rep.Error = err.Error()
 		return p, err
+	}
+	if err := s.secrets.checkEnv(req.Env); err != nil {
+		return fail(err)
 	}
 	if s.cs != nil {
 		if err := s.cs.Record(req.Args, pol.Workspace.Protect); err != nil {
@@ -398,4 +419,21 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		s.closeRep, s.closeErr = rep, err
 	})
 	return s.closeRep, s.closeErr
+}
+
+// checkEnv refuses an environment that would carry a secret's value into
+// the sandbox: as for the policy's [env], the value must never be inside.
+func (rs *runSecrets) checkEnv(env []string) error {
+	if rs == nil {
+		return nil
+	}
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		for _, sec := range rs.list {
+			if strings.Contains(val, sec.Value) {
+				return fmt.Errorf("%w: the environment variable %s holds the value of secret %s; a command gets the secret's placeholder in %s", ErrRefused, name, sec.Name, sec.Name)
+			}
+		}
+	}
+	return nil
 }

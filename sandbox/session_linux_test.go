@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -259,5 +262,54 @@ func TestSessionEgress(t *testing.T) {
 	}
 	if allowed != 2 || denied != 2 {
 		t.Errorf("Close reported %d allowed and %d denied connections, want 2 and 2: %+v", allowed, denied, rep.Network.Events)
+	}
+}
+
+// TestSessionSecrets: a session's commands use a secret through its
+// proxy and never hold its value; an exec that would pass the value in
+// its environment is refused, and one that passes something else runs
+// (the control).
+func TestSessionSecrets(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	port, roots := apiServer(t)
+	value := "s3cr3t-" + sandbox.NewRunID()
+	t.Setenv("MOAT_TEST_API_TOKEN", value)
+	p := policy.Default()
+	p.Workspace.Path = t.TempDir()
+	p.Network.Mode = policy.NetworkAllow
+	p.Network.Allow = []string{"api.test"}
+	p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	p.Secrets = []policy.Secret{{Name: "API_TOKEN", Source: "env:MOAT_TEST_API_TOKEN", Hosts: []string{"api.test"}}}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, SecretRoots: roots,
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if host == "api.test" {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return nil, errors.New("no such host (test resolver)")
+		},
+		Dial: func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a.String())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	script := fmt.Sprintf(`curl -sS -m 10 -H "Authorization: Bearer $API_TOKEN" https://api.test:%d/; echo; echo "inside: $API_TOKEN $EXTRA"`, port)
+	out, _, err := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"EXTRA=ok"}}, script)
+	if err != nil || !strings.Contains(out, "server-saw[Bearer "+value+"]") || !strings.Contains(out, "inside: moat-secret-api_token-") || !strings.Contains(out, " ok") {
+		t.Errorf("%v:\n%s", err, out)
+	}
+	if strings.Contains(strings.SplitN(out, "inside:", 2)[1], value) {
+		t.Errorf("the value is inside:\n%s", out)
+	}
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"LEAK=x" + value}}, "echo $LEAK"); !errors.Is(err, sandbox.ErrRefused) || rep.Reason != "error" {
+		t.Errorf("an exec passing the value in its environment: %v %+v", err, rep)
 	}
 }
