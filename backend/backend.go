@@ -299,6 +299,9 @@ type Instance interface {
 	// as for Run). Cancelling ctx kills the process's process group, as a
 	// wall-clock limit does, with Cause killed. Stdio.Signals and
 	// OnTerminal are not used: see Process.Signal and ProcessSpec.Tty.
+	// A Stdin that is a file (not a terminal) is passed to the process;
+	// any other is copied to it until it ends, and a read in progress
+	// when the process exits may take input the process never gets.
 	Exec(ctx context.Context, p *ProcessSpec, stdio Stdio) (Process, error)
 	// Stats reads what the sandbox's cgroup (or, without one, /proc)
 	// gives; a counter not available is 0.

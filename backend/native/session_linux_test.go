@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/proctest"
@@ -389,6 +391,48 @@ func TestSessionTty(t *testing.T) {
 	for _, w := range []string{"TTY", "30 100", "40 120", "DEVTTY"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("no %q in the terminal's output (exit %d):\n%s", w, st.ExitCode, out.String())
+		}
+	}
+}
+
+// TestSessionTerminalNotPassed: a terminal given as the stdin of a process
+// without Tty is read for it through a pipe, never handed to it; an
+// ordinary file is (the control).
+func TestSessionTerminalNotPassed(t *testing.T) {
+	inst, s := session(t)
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	master := os.NewFile(uintptr(m), "ptmx")
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	slave := os.NewFile(sfd, "pty")
+	defer slave.Close()
+	file := filepath.Join(t.TempDir(), "in")
+	os.WriteFile(file, []byte("hello\n"), 0o644)
+	plain, _ := os.Open(file)
+	defer plain.Close()
+	master.Write([]byte("hello\n"))
+	for _, in := range []*os.File{slave, plain} {
+		var out bytes.Buffer
+		p, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", "test -t 0 && echo TERMINAL; test -f /proc/self/fd/0 && echo FILE; head -n 1"}, Env: s.Env, Dir: s.Dir}, backend.Stdio{Stdin: in, Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Wait()
+		want := "hello\n"
+		if in == plain {
+			want = "FILE\nhello\n"
+		}
+		if out.String() != want {
+			t.Errorf("stdin %s: %q, want %q", in.Name(), out.String(), want)
 		}
 	}
 }
