@@ -1,0 +1,428 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// CreateRequest is a new session.
+type CreateRequest struct {
+	Policy        string // TOML; "" is the default policy
+	Workspace     string // a host directory; "" is a new one the daemon removes with the session
+	WorkspaceMode string // overrides the policy's workspace.mode
+	TTL           time.Duration
+	IdleTimeout   time.Duration
+}
+
+// Session is a live session. Its exported fields do not change.
+type Session struct {
+	ID            string
+	Tenant        Tenant
+	Workspace     string // the workspace's host path
+	WorkspaceMode string
+	TempWorkspace bool // made by the daemon, removed with the session
+	Created       time.Time
+	Expires       time.Time
+	IdleTimeout   time.Duration
+
+	m      *Manager
+	eng    Engine
+	ctx    context.Context // cancelled when the session ends: kills its commands
+	cancel context.CancelFunc
+	execs  sync.WaitGroup
+
+	mu       sync.Mutex
+	lastUsed time.Time
+	nExecs   int
+	running  int
+	procs    map[string]*Process
+	order    []string // process ids, oldest first
+	nextProc int
+	ended    bool
+}
+
+// Create makes a session for t. The workspace and the policy are checked
+// for the tenant (checkWorkspace, tenantPolicy); the quotas are counted
+// before anything is made.
+func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *Session, err error) {
+	ttl, idle := req.TTL, req.IdleTimeout
+	if ttl <= 0 {
+		ttl = m.cfg.TTL
+	}
+	if idle <= 0 {
+		idle = m.cfg.IdleTimeout
+	}
+	if ttl > m.cfg.MaxTTL {
+		return nil, fmt.Errorf("%w: ttl %s is over the daemon's maximum %s", ErrBadRequest, ttl, m.cfg.MaxTTL)
+	}
+	ws, temp := "", req.Workspace == ""
+	if !temp {
+		if ws, err = checkWorkspace(t, req.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	id := newID()
+	s := &Session{
+		ID: id, Tenant: t, TempWorkspace: temp,
+		Created: time.Now(), IdleTimeout: idle,
+		m: m, procs: map[string]*Process{},
+	}
+	s.Expires = s.Created.Add(ttl)
+	s.lastUsed = s.Created
+
+	// Reserve the place first, so that concurrent creates cannot pass the
+	// quota together.
+	m.mu.Lock()
+	switch {
+	case m.draining:
+		m.mu.Unlock()
+		return nil, ErrDraining
+	case m.countLocked(t) >= m.cfg.MaxSessions:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: tenant %s has %d sessions, the most allowed", ErrQuota, t.ID, m.cfg.MaxSessions)
+	case len(m.sessions) >= m.cfg.MaxTotal:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
+	}
+	m.sessions[id] = s
+	m.mu.Unlock()
+	rec := s.record()
+	defer func() {
+		if err != nil {
+			m.mu.Lock()
+			delete(m.sessions, id)
+			m.mu.Unlock()
+			m.removeRecord(rec)
+		}
+	}()
+
+	if temp {
+		ws = filepath.Join(m.dir, "workspaces", id)
+		rec.TempWorkspace = ws
+	}
+	// The record is written before the workspace is made: a daemon that
+	// dies in between leaves a record the next one reaps.
+	if err := m.writeRecord(rec); err != nil {
+		return nil, fmt.Errorf("session record: %w", err)
+	}
+	if temp {
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			return nil, fmt.Errorf("make workspace: %w", err)
+		}
+		if t.UID >= 0 && os.Geteuid() == 0 {
+			// The tenant's commands write it as the tenant, as they would
+			// write a workspace of its own.
+			if err := os.Chown(ws, t.UID, -1); err != nil {
+				return nil, fmt.Errorf("make workspace: %w", err)
+			}
+		}
+	}
+	s.Workspace = ws
+	p, err := tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+	if err != nil {
+		return nil, err
+	}
+	s.WorkspaceMode = p.Workspace.Mode
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.eng, err = m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()}); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
+	}
+	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl)
+	return s, nil
+}
+
+func (m *Manager) countLocked(t Tenant) int {
+	n := 0
+	for _, s := range m.sessions {
+		if s.Tenant.ID == t.ID {
+			n++
+		}
+	}
+	return n
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Session) record() *record {
+	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid()}
+	if s.TempWorkspace {
+		r.TempWorkspace = filepath.Join(s.m.dir, "workspaces", s.ID)
+	}
+	return r
+}
+
+// Status is a snapshot of a session's use.
+type Status struct {
+	LastUsed time.Time
+	Execs    int // commands run so far
+	Running  int // commands running now
+}
+
+// Status returns how s is used now.
+func (s *Session) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Status{LastUsed: s.lastUsed, Execs: s.nExecs, Running: s.running}
+}
+
+// expired returns why s has expired at now, or "".
+func (s *Session) expired(now time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !now.Before(s.Expires):
+		return "ttl"
+	case s.running == 0 && now.Sub(s.lastUsed) >= s.IdleTimeout:
+		return "idle"
+	}
+	return ""
+}
+
+// begin counts a command in, or refuses it once the session or the
+// daemon is ending.
+func (s *Session) begin() error {
+	s.m.mu.Lock()
+	draining := s.m.draining
+	s.m.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ended:
+		return fmt.Errorf("%w: %s", ErrEnded, s.ID)
+	case draining:
+		return ErrDraining
+	}
+	s.running++
+	s.nExecs++
+	s.lastUsed = time.Now()
+	s.execs.Add(1)
+	return nil
+}
+
+func (s *Session) finish() {
+	s.mu.Lock()
+	s.running--
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	s.execs.Done()
+}
+
+// Exec runs a command in s to its end. Cancelling ctx, or the session's
+// end, kills it.
+func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
+	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.finish()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	return s.eng.Exec(ctx, req, stdio)
+}
+
+// checkExec refuses a command line or directory that cannot be right.
+func checkExec(req *ExecRequest) error {
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return fmt.Errorf("%w: args is empty", ErrBadRequest)
+	}
+	if d := req.Dir; d != "" && (filepath.IsAbs(d) || filepath.Clean(d) != d || d == ".." || strings.HasPrefix(d, "../")) {
+		return fmt.Errorf("%w: dir %q must be a clean path relative to the workspace", ErrBadRequest, d)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%w: env entry %q is not NAME=VALUE", ErrBadRequest, kv)
+		}
+	}
+	return nil
+}
+
+// drain waits until s has no command running or ctx is done.
+func (s *Session) drain(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.execs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// close kills what runs in s and closes its engine.
+func (s *Session) close(ctx context.Context) error {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	if s.cancel == nil {
+		return nil // Create failed before the engine existed
+	}
+	s.cancel()
+	s.execs.Wait()
+	return s.eng.Close(ctx)
+}
+
+// Start starts a background command in s; its output is kept, bounded,
+// for Process.Read.
+func (s *Session) Start(req *ExecRequest) (*Process, error) {
+	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	n := 0
+	for _, p := range s.procs {
+		if p.Running() {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n >= s.m.cfg.MaxBackground {
+		return nil, fmt.Errorf("%w: %d background commands run in this session, the most allowed", ErrQuota, n)
+	}
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	p := &Process{
+		Args: append([]string(nil), req.Args...), Started: time.Now(),
+		sigs: make(chan os.Signal, 8), done: make(chan struct{}),
+		out: newBuffer(s.m.cfg.OutputBuffer),
+	}
+	s.mu.Lock()
+	s.nextProc++
+	p.ID = strconv.Itoa(s.nextProc)
+	s.procs[p.ID] = p
+	s.order = append(s.order, p.ID)
+	s.forgetEndedLocked()
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(s.ctx)
+	p.cancel = cancel
+	go func() {
+		defer s.finish()
+		defer cancel()
+		rep, err := s.eng.Exec(ctx, req, backend.Stdio{
+			Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr"), Signals: p.sigs,
+		})
+		p.mu.Lock()
+		p.report, p.err = rep, err
+		p.mu.Unlock()
+		close(p.done)
+		p.out.close()
+	}()
+	return p, nil
+}
+
+// maxEnded is how many ended background commands a session remembers.
+const maxEnded = 64
+
+func (s *Session) forgetEndedLocked() {
+	ended := 0
+	for i := len(s.order) - 1; i >= 0; i-- {
+		id := s.order[i]
+		if s.procs[id].Running() {
+			continue
+		}
+		if ended++; ended > maxEnded {
+			delete(s.procs, id)
+			s.order = append(s.order[:i], s.order[i+1:]...)
+		}
+	}
+}
+
+// Processes returns s's background commands, oldest first.
+func (s *Session) Processes() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Process, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.procs[id])
+	}
+	return out
+}
+
+// Process returns s's background command id.
+func (s *Session) Process(id string) (*Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no process %q in session %s", ErrNotFound, id, s.ID)
+	}
+	return p, nil
+}
+
+// Process is a background command of a session.
+type Process struct {
+	ID      string
+	Args    []string
+	Started time.Time
+
+	sigs   chan os.Signal
+	cancel context.CancelFunc
+	done   chan struct{}
+	out    *buffer
+
+	mu     sync.Mutex
+	report *sandbox.Report
+	err    error
+}
+
+// Running says whether p has not ended yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Done is closed when p has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Result is how p ended; nil, nil while it runs.
+func (p *Process) Result() (*sandbox.Report, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.report, p.err
+}
+
+// ErrNotRunning: a signal for a process that has ended.
+var ErrNotRunning = errors.New("process has ended")
+
+// Signal sends sig to p's process group.
+func (p *Process) Signal(sig os.Signal) error {
+	if !p.Running() {
+		return ErrNotRunning
+	}
+	select {
+	case p.sigs <- sig:
+		return nil
+	case <-p.done:
+		return ErrNotRunning
+	}
+}
+
+// Read returns the output chunks after sequence number after, waiting up
+// to wait for some when there are none yet and p runs.
+func (p *Process) Read(ctx context.Context, after int64, wait time.Duration) (chunks []Chunk, next, dropped int64) {
+	return p.out.read(ctx, after, wait)
+}

@@ -1,0 +1,134 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// Tenant is who asks: a local user (its uid, from the unix socket's peer
+// credentials) or a token's named tenant over TCP.
+type Tenant struct {
+	ID  string // "uid:1000", "token:NAME"
+	UID int    // the local user's uid; -1 for a token's tenant
+}
+
+// UIDTenant is the local user uid.
+func UIDTenant(uid int) Tenant { return Tenant{ID: "uid:" + strconv.Itoa(uid), UID: uid} }
+
+// TokenTenant is the tenant a bearer token names.
+func TokenTenant(name string) Tenant { return Tenant{ID: "token:" + name, UID: -1} }
+
+// self says whether t is the user the daemon runs as, who could run any
+// sandbox itself and so may ask for any policy.
+func (t Tenant) self() bool { return t.UID >= 0 && t.UID == os.Geteuid() }
+
+// checkWorkspace resolves a workspace the tenant names and refuses one it
+// may not use: a token's tenant has no host identity, so only a workspace
+// the daemon makes; a local user, a directory it owns (or, for the
+// daemon's own user, one it can write). The text of every error is safe
+// to show the tenant: it names only the path the tenant gave.
+func checkWorkspace(t Tenant, path string) (string, error) {
+	if t.UID < 0 {
+		return "", fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty)", ErrWorkspace)
+	}
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return "", fmt.Errorf("%w: %q is not a directory", ErrWorkspace, path)
+	}
+	switch {
+	case int(st.Uid) == t.UID:
+	case t.self() && unix.Access(real, unix.W_OK) == nil:
+	default:
+		return "", fmt.Errorf("%w: %q is not owned by uid %d", ErrWorkspace, path, t.UID)
+	}
+	return real, nil
+}
+
+// tenantPolicy parses the tenant's policy document (the default policy
+// when empty), points it at the workspace and validates it. Errors about
+// the document are *policy.Errors, located by line in "policy".
+//
+// A tenant other than the daemon's own user may not widen the sandbox
+// beyond what it owns: writable paths only inside the workspace, readable
+// ones inside it or the default system directories, the built-in
+// system-call profiles, the default host identity. The daemon's files are
+// not the tenant's, and the daemon may be root.
+func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
+	p := policy.Default()
+	if doc != "" {
+		var err error
+		if p, err = policy.Parse("policy", []byte(doc)); err != nil {
+			return nil, err
+		}
+		if p.Workspace.Path != policy.Default().Workspace.Path {
+			return nil, fmt.Errorf("%w: workspace.path is set by the request's workspace, not the policy", ErrPolicyRefused)
+		}
+	}
+	p.Workspace.Path = ws
+	if mode != "" {
+		p.Workspace.Mode = mode
+	}
+	if err := p.Resolve(ws, ""); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if !t.self() {
+		if err := confine(p, ws); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func confine(p *policy.Policy, ws string) error {
+	var errs []error
+	refuse := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrPolicyRefused}, args...)...))
+	}
+	under := func(path, dir string) bool {
+		return path == dir || strings.HasPrefix(path, dir+"/")
+	}
+	system := policy.Default().Filesystem.ReadOnly
+	for _, f := range p.Filesystem.ReadWrite {
+		if !under(f, ws) {
+			refuse("filesystem.read_write: %q is outside the workspace", f)
+		}
+	}
+	for _, f := range p.Filesystem.ReadOnly {
+		ok := under(f, ws)
+		for _, s := range system {
+			ok = ok || under(f, s)
+		}
+		if !ok {
+			refuse("filesystem.read_only: %q is neither in the workspace nor a system directory", f)
+		}
+	}
+	switch p.Syscalls.Profile {
+	case policy.ProfileDefault, policy.ProfileStrict:
+	default:
+		refuse("syscalls.profile: only %q and %q are allowed", policy.ProfileDefault, policy.ProfileStrict)
+	}
+	d := policy.Default().User
+	if p.User.HostUID != d.HostUID || p.User.HostGID != d.HostGID {
+		refuse("user.host_uid and user.host_gid keep their defaults")
+	}
+	return errors.Join(errs...)
+}
