@@ -152,6 +152,7 @@ const (
 	CodeBodyTooLarge   = "body_too_large"
 	CodeInvalidPolicy  = "invalid_policy"
 	CodeNotFound       = "not_found"
+	CodeEnded          = "session_ended"
 	CodeQuota          = "quota_exceeded"
 	CodeWorkspace      = "workspace_refused"
 	CodePolicyRefused  = "policy_refused"
