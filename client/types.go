@@ -145,7 +145,6 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
-
 // The stable error codes.
 const (
 	CodeBadRequest     = "bad_request"

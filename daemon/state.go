@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/moatbox/moat/internal/cgroup"
 )
 
 // record is what the state directory keeps of a live session, so that
@@ -13,8 +16,8 @@ import (
 // sandboxes die with the daemon (their init has the parent-death signal),
 // what remains is what the daemon made on disk for them.
 type record struct {
-	ID     string    `json:"id"`
-	Tenant string    `json:"tenant"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
 	// TempWorkspace is the workspace the daemon made, removed with the
 	// session; empty when the tenant brought its own.
 	TempWorkspace string    `json:"temp_workspace,omitempty"`
@@ -108,6 +111,11 @@ func (m *Manager) reap() []string {
 		}
 		m.log.Info("reaped session of a previous daemon", "session", id, "tenant", r.Tenant, "pid", r.PID)
 		reaped = append(reaped, id)
+	}
+	// The sandboxes' cgroups that a killed daemon could not remove; those
+	// of a run still alive elsewhere are not empty, and stay.
+	if err := cgroup.Sweep("moat-"); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		m.log.Warn("sweep cgroups", "err", err)
 	}
 	// A workspace without a record was being made when a daemon died.
 	wss, _ := os.ReadDir(filepath.Join(m.dir, "workspaces"))
