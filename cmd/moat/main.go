@@ -71,6 +71,11 @@ Usage:
   moat policy check FILE...           validate policies and run their rules' examples
   moat audit verify FILE              check an audit stream's hash chain
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
+  moat serve [--socket P] [--listen ADDR --tokens F]  the session daemon (HTTP API: docs/openapi.yaml)
+  moat session create [--policy F] [--workspace DIR|--temp] [--ttl D]  start a session, print its id
+  moat session ls | rm ID...          list or end your sessions
+  moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
+  moat ps SESSION                     a session's background commands
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -102,6 +107,14 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdApply(args[1:], stdout, stderr)
 	case "discard":
 		return cmdDiscard(args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(args[1:], stderr)
+	case "session":
+		return cmdSession(args[1:], stdout, stderr)
+	case "exec":
+		return cmdExec(args[1:], stdin, stdout, stderr)
+	case "ps":
+		return cmdPs(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -109,7 +122,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, serve, session, exec, ps, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, version)\n", args[0])
 	return 2
 }
 
