@@ -25,8 +25,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 )
@@ -106,24 +104,6 @@ func (s *Server) HTTPServer() *http.Server {
 			return context.WithValue(ctx, connKey{}, ci)
 		},
 	}
-}
-
-func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if serr != nil {
-		return -1, serr
-	}
-	return int(cred.Uid), nil
 }
 
 func (s *Server) init() {
