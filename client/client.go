@@ -246,3 +246,81 @@ func (c *Client) Output(ctx context.Context, id, pid string, after int64, wait t
 	}
 	return &o, nil
 }
+
+func filesPath(id, suffix, path string, extra url.Values) string {
+	q := url.Values{"path": {path}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	return "/v1/sessions/" + url.PathEscape(id) + "/files" + suffix + "?" + q.Encode()
+}
+
+// ReadFile returns the content of a file of the session's workspace
+// (path relative to it).
+func (c *Client) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
+	resp, err := c.send(ctx, "GET", filesPath(id, "", path, nil), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// WriteFile replaces a file of the session's workspace atomically with
+// data, with permission bits perm.
+func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, perm os.FileMode) error {
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+filesPath(id, "", path, url.Values{"mode": {fmt.Sprintf("%04o", perm.Perm())}}), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.raw(req)
+}
+
+// raw sends a request built by the caller, discarding a 2xx answer.
+func (c *Client) raw(req *http.Request) error {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("moat daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	var e struct {
+		Error *Error `json:"error"`
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &e) != nil || e.Error == nil {
+		return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+	}
+	e.Error.Status = resp.StatusCode
+	return e.Error
+}
+
+// RemoveFile removes a file, link or empty directory of the workspace.
+func (c *Client) RemoveFile(ctx context.Context, id, path string) error {
+	return c.do(ctx, "DELETE", filesPath(id, "", path, nil), nil, nil)
+}
+
+// Stat describes a workspace entry (a link itself, not its target).
+func (c *Client) Stat(ctx context.Context, id, path string) (*FileInfo, error) {
+	var fi FileInfo
+	if err := c.do(ctx, "GET", filesPath(id, "/stat", path, nil), nil, &fi); err != nil {
+		return nil, err
+	}
+	return &fi, nil
+}
+
+// ListDir describes the entries of a workspace directory, sorted by name.
+func (c *Client) ListDir(ctx context.Context, id, path string) ([]FileInfo, error) {
+	var out struct {
+		Entries []FileInfo `json:"entries"`
+	}
+	err := c.do(ctx, "GET", filesPath(id, "/list", path, nil), nil, &out)
+	return out.Entries, err
+}

@@ -163,4 +163,14 @@ const (
 	CodeUnsupported    = "unsupported"
 	CodeMethod         = "method_not_allowed"
 	CodeSandboxRefused = "sandbox_refused"
+	CodeProtected      = "protected_path"
 )
+
+// FileInfo describes an entry of a session's workspace.
+type FileInfo struct {
+	Path    string    `json:"path"` // relative to the workspace
+	Type    string    `json:"type"` // "file", "dir", "symlink" or "other"
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"` // permission bits in octal, "0644"
+	ModTime time.Time `json:"mtime"`
+}

@@ -37,11 +37,13 @@ type Session struct {
 	Expires       time.Time
 	IdleTimeout   time.Duration
 
-	m      *Manager
-	eng    Engine
-	ctx    context.Context // cancelled when the session ends: kills its commands
-	cancel context.CancelFunc
-	execs  sync.WaitGroup
+	m       *Manager
+	eng     Engine
+	root    *os.File        // the workspace, opened once: the files API resolves beneath it
+	protect []string        // protected paths, relative to the root
+	ctx     context.Context // cancelled when the session ends: kills its commands
+	cancel  context.CancelFunc
+	execs   sync.WaitGroup
 
 	mu       sync.Mutex
 	lastUsed time.Time
@@ -68,8 +70,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, fmt.Errorf("%w: ttl %s is over the daemon's maximum %s", ErrBadRequest, ttl, m.cfg.MaxTTL)
 	}
 	ws, temp := "", req.Workspace == ""
+	var root *os.File
 	if !temp {
-		if ws, err = checkWorkspace(t, req.Workspace); err != nil {
+		if ws, root, err = checkWorkspace(t, req.Workspace); err != nil {
 			return nil, err
 		}
 	}
@@ -77,7 +80,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s := &Session{
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
-		m: m, procs: map[string]*Process{},
+		m: m, procs: map[string]*Process{}, root: root,
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -104,6 +107,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 			m.mu.Lock()
 			delete(m.sessions, id)
 			m.mu.Unlock()
+			if s.root != nil {
+				s.root.Close()
+			}
 			m.removeRecord(rec)
 		}
 	}()
@@ -128,6 +134,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 				return nil, fmt.Errorf("make workspace: %w", err)
 			}
 		}
+		if s.root, err = os.Open(ws); err != nil {
+			return nil, fmt.Errorf("make workspace: %w", err)
+		}
 	}
 	s.Workspace = ws
 	p, err := tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
@@ -135,6 +144,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, err
 	}
 	s.WorkspaceMode = p.Workspace.Mode
+	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.eng, err = m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()}); err != nil {
 		s.cancel()
@@ -216,6 +226,13 @@ func (s *Session) begin() error {
 	return nil
 }
 
+// touch marks s as used now, for its idle timeout.
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
 func (s *Session) finish() {
 	s.mu.Lock()
 	s.running--
@@ -228,6 +245,9 @@ func (s *Session) finish() {
 // end, kills it.
 func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
 	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	if err := s.sameRoot(); err != nil {
 		return nil, err
 	}
 	if err := s.begin(); err != nil {
@@ -272,6 +292,9 @@ func (s *Session) close(ctx context.Context) error {
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()
+	if s.root != nil {
+		defer s.root.Close()
+	}
 	if s.cancel == nil {
 		return nil // Create failed before the engine existed
 	}
@@ -296,6 +319,9 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	s.mu.Unlock()
 	if n >= s.m.cfg.MaxBackground {
 		return nil, fmt.Errorf("%w: %d background commands run in this session, the most allowed", ErrQuota, n)
+	}
+	if err := s.sameRoot(); err != nil {
+		return nil, err
 	}
 	if err := s.begin(); err != nil {
 		return nil, err

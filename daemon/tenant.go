@@ -36,28 +36,37 @@ func (t Tenant) self() bool { return t.UID >= 0 && t.UID == os.Geteuid() }
 // the daemon makes; a local user, a directory it owns (or, for the
 // daemon's own user, one it can write). The text of every error is safe
 // to show the tenant: it names only the path the tenant gave.
-func checkWorkspace(t Tenant, path string) (string, error) {
+func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 	if t.UID < 0 {
-		return "", fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty)", ErrWorkspace)
+		return "", nil, fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty)", ErrWorkspace)
 	}
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)
+		return "", nil, fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
+		return "", nil, fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(real, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		return "", fmt.Errorf("%w: %q is not a directory", ErrWorkspace, path)
+	// The checks are made on the directory opened, which the session then
+	// keeps: what is checked is what the files API serves.
+	root, err := os.Open(real)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %q cannot be opened", ErrWorkspace, path)
 	}
+	fi, err := root.Stat()
+	if err != nil || !fi.IsDir() {
+		root.Close()
+		return "", nil, fmt.Errorf("%w: %q is not a directory", ErrWorkspace, path)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
 	switch {
-	case int(st.Uid) == t.UID:
+	case ok && int(st.Uid) == t.UID:
 	case t.self() && unix.Access(real, unix.W_OK) == nil:
 	default:
-		return "", fmt.Errorf("%w: %q is not owned by uid %d", ErrWorkspace, path, t.UID)
+		root.Close()
+		return "", nil, fmt.Errorf("%w: %q is not owned by uid %d", ErrWorkspace, path, t.UID)
 	}
-	return real, nil
+	return real, root, nil
 }
 
 // tenantPolicy parses the tenant's policy document (the default policy

@@ -48,6 +48,9 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrDraining, http.StatusServiceUnavailable, client.CodeDraining},
 		{daemon.ErrBadRequest, http.StatusBadRequest, client.CodeBadRequest},
 		{daemon.ErrNotRunning, http.StatusConflict, client.CodeNotRunning},
+		{daemon.ErrNoFile, http.StatusNotFound, client.CodeNotFound},
+		{daemon.ErrProtected, http.StatusForbidden, client.CodeProtected},
+		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},
 		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
 	} {
 		if errors.Is(err, m.err) {

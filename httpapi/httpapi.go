@@ -62,6 +62,11 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/processes", (*Server).listProcesses},
 	{"POST", "/v1/sessions/{id}/processes/{pid}/signal", (*Server).signal},
 	{"GET", "/v1/sessions/{id}/processes/{pid}/output", (*Server).output},
+	{"GET", "/v1/sessions/{id}/files", (*Server).readFile},
+	{"PUT", "/v1/sessions/{id}/files", (*Server).writeFile},
+	{"DELETE", "/v1/sessions/{id}/files", (*Server).removeFile},
+	{"GET", "/v1/sessions/{id}/files/stat", (*Server).statFile},
+	{"GET", "/v1/sessions/{id}/files/list", (*Server).listDir},
 	{"GET", "/metrics", (*Server).serveMetrics},
 }
 
