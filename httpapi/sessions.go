@@ -255,11 +255,32 @@ func (s *Server) process(r *http.Request, t daemon.Tenant) (*daemon.Process, err
 	return sess.Process(r.PathValue("pid"))
 }
 
-// signals are the names a client may send.
-var signals = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
-	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM, "CONT": syscall.SIGCONT,
-	"STOP": syscall.SIGSTOP, "WINCH": syscall.SIGWINCH,
+// signalNamed returns the signal a client names (a switch, not a map: no
+// work at the start of every moat process).
+func signalNamed(name string) (syscall.Signal, bool) {
+	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+	case "HUP":
+		return syscall.SIGHUP, true
+	case "INT":
+		return syscall.SIGINT, true
+	case "QUIT":
+		return syscall.SIGQUIT, true
+	case "KILL":
+		return syscall.SIGKILL, true
+	case "USR1":
+		return syscall.SIGUSR1, true
+	case "USR2":
+		return syscall.SIGUSR2, true
+	case "TERM":
+		return syscall.SIGTERM, true
+	case "CONT":
+		return syscall.SIGCONT, true
+	case "STOP":
+		return syscall.SIGSTOP, true
+	case "WINCH":
+		return syscall.SIGWINCH, true
+	}
+	return 0, false
 }
 
 func (s *Server) signal(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
@@ -271,7 +292,7 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, t daemon.Tenant)
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	sig, ok := signals[strings.TrimPrefix(strings.ToUpper(req.Signal), "SIG")]
+	sig, ok := signalNamed(req.Signal)
 	if !ok {
 		return badRequest("signal: %q is not one of HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP, WINCH", req.Signal)
 	}
