@@ -74,7 +74,7 @@ type testDaemon struct {
 // startDaemon serves a fresh Manager on a unix socket in a temporary
 // directory (and on loopback TCP when tokens is not nil), with a client of
 // the socket; everything is shut down at the test's end.
-func startDaemon(t *testing.T, cfg daemon.Config, tokens *httpapi.Tokens) *testDaemon {
+func startDaemon(t testing.TB, cfg daemon.Config, tokens *httpapi.Tokens) *testDaemon {
 	t.Helper()
 	// Not t.TempDir: its parent is private, and TestUIDTenants connects
 	// as another user.
