@@ -164,6 +164,7 @@ const (
 	CodeMethod         = "method_not_allowed"
 	CodeSandboxRefused = "sandbox_refused"
 	CodeProtected      = "protected_path"
+	CodeDenied         = "denied"
 )
 
 // FileInfo describes an entry of a session's workspace.

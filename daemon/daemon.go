@@ -11,10 +11,9 @@
 // later the MCP server) goes through these checks. It knows nothing of
 // HTTP; package httpapi serves it.
 //
-// A session runs its commands through an Engine. OneShot, the engine used
-// until sandboxes take more than one command, runs each command in a
-// sandbox of its own over the session's workspace: files persist across
-// commands, processes do not outlive their command's sandbox.
+// A session runs its commands through an Engine: Sandboxes, one sandbox
+// per session (sandbox.Create) that its commands share, processes left
+// running included.
 package daemon
 
 import (
@@ -50,7 +49,7 @@ type Config struct {
 	// StateDir holds the daemon's state (daemon/ beneath it): its lock,
 	// a record per live session, the workspaces it makes. Required.
 	StateDir string
-	// Engine makes a session's sandbox; nil means OneShot.
+	// Engine makes a session's sandbox; nil means Sandboxes.
 	Engine NewEngine
 	// MaxSessions is the per-tenant session quota (16); MaxTotal bounds
 	// all tenants together (256).
@@ -89,7 +88,7 @@ func (c *Config) defaults() {
 	setD(&c.IdleTimeout, 15*time.Minute)
 	setD(&c.Tick, time.Second)
 	if c.Engine == nil {
-		c.Engine = OneShot
+		c.Engine = Sandboxes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -157,6 +156,9 @@ func (m *Manager) expire() {
 			m.mu.Lock()
 			var ended []*Session
 			for _, s := range m.sessions {
+				if !s.ready {
+					continue
+				}
 				if why := s.expired(now); why != "" {
 					ended = append(ended, s)
 					m.log.Info("session expired", "session", s.ID, "tenant", s.Tenant.ID, "why", why)
@@ -176,7 +178,7 @@ func (m *Manager) List(t Tenant) []*Session {
 	defer m.mu.Unlock()
 	var out []*Session
 	for _, s := range m.sessions {
-		if s.Tenant.ID == t.ID {
+		if s.ready && s.Tenant.ID == t.ID {
 			out = append(out, s)
 		}
 	}
@@ -190,7 +192,7 @@ func (m *Manager) Get(t Tenant, id string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
-	if !ok || s.Tenant.ID != t.ID {
+	if !ok || !s.ready || s.Tenant.ID != t.ID {
 		return nil, fmt.Errorf("%w %q", ErrNotFound, id)
 	}
 	return s, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/moatbox/moat/backend"
@@ -18,8 +17,19 @@ type Engine interface {
 	// Exec runs one command to its end; cancelling ctx kills it. The
 	// Report is never nil when the error is nil.
 	Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error)
+	// Start starts a command that runs until it ends, is signalled, or the
+	// engine is closed.
+	Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error)
+	// Done is closed when the sandbox has ended on its own (its init died).
+	Done() <-chan struct{}
 	// Close ends every command still running and releases the sandbox.
-	Close(ctx context.Context) error
+	Close(ctx context.Context) (*sandbox.Report, error)
+}
+
+// EngineProcess is a command started by Engine.Start.
+type EngineProcess interface {
+	Wait() (*sandbox.Report, error)
+	Signal(os.Signal) error
 }
 
 // EngineSpec is what a session's sandbox is made from.
@@ -35,50 +45,62 @@ type NewEngine func(ctx context.Context, spec *EngineSpec) (Engine, error)
 // ExecRequest is one command of a session.
 type ExecRequest struct {
 	Args []string
-	Env  []string // NAME=VALUE, over the policy's env.set
+	Env  []string // NAME=VALUE, over the policy's environment
 	Dir  string   // relative to the workspace; "" is its root
-	// Wall and Output bound this command below the policy's limits.
+	// Wall and Output bound this command instead of the policy's limits,
+	// never above them.
 	Wall   time.Duration
 	Output int64
 }
 
-// OneShot runs every command of a session in a sandbox of its own
-// (sandbox.Run) over the session's workspace, with the session's policy:
-// files persist across commands, processes end with their command. An
-// overlay or copy session accumulates its commands' changes in one change
-// set named by the session id.
-func OneShot(_ context.Context, spec *EngineSpec) (Engine, error) {
-	return &oneShot{spec: spec}, nil
+// Sandboxes makes each session one sandbox that lives as long as it
+// (sandbox.Create): its commands share the workspace, /tmp, home, the
+// processes left running and the network. An overlay or copy session
+// keeps its changes in a change set named by the session id.
+func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller}
+	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
+		req.Session = spec.ID
+	}
+	s, err := sandbox.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxEngine{s: s, p: spec.Policy}, nil
 }
 
-type oneShot struct{ spec *EngineSpec }
-
-func (o *oneShot) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
-	p := *o.spec.Policy
-	p.Env.Set = make(map[string]string, len(o.spec.Policy.Env.Set)+len(req.Env))
-	for k, v := range o.spec.Policy.Env.Set {
-		p.Env.Set[k] = v
-	}
-	for _, kv := range req.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		p.Env.Set[k] = v
-	}
-	if req.Wall > 0 && (p.Limits.Wall == 0 || req.Wall < time.Duration(p.Limits.Wall)) {
-		p.Limits.Wall = policy.Duration(req.Wall)
-	}
-	if req.Output > 0 && (p.Limits.Output == 0 || req.Output < int64(p.Limits.Output)) {
-		p.Limits.Output = policy.Size(req.Output)
-	}
-	caller := o.spec.Caller
-	caller.Cwd = filepath.Join(p.Workspace.Path, req.Dir)
-	r := &sandbox.Request{Policy: &p, Args: req.Args, Caller: &caller}
-	if m := p.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
-		r.Session = o.spec.ID
-	}
-	return sandbox.Run(ctx, r, stdio)
+type sandboxEngine struct {
+	s *sandbox.Session
+	p *policy.Policy
 }
 
-func (o *oneShot) Close(context.Context) error { return nil }
+// request turns a daemon request into the sandbox's: the directory
+// inside the sandbox, the limits never above the policy's.
+func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env}
+	if req.Dir != "" {
+		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
+	}
+	if w := time.Duration(e.p.Limits.Wall); req.Wall > 0 && (w == 0 || req.Wall < w) {
+		r.Wall = req.Wall
+	}
+	if o := int64(e.p.Limits.Output); req.Output > 0 && (o == 0 || req.Output < o) {
+		r.Output = req.Output
+	}
+	return r
+}
+
+func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
+	return e.s.Exec(ctx, e.request(req), stdio)
+}
+
+func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {
+	return e.s.Start(ctx, e.request(req), stdio)
+}
+
+func (e *sandboxEngine) Done() <-chan struct{} { return e.s.Done() }
+
+func (e *sandboxEngine) Close(ctx context.Context) (*sandbox.Report, error) { return e.s.Close(ctx) }
 
 // daemonCaller is who the sandboxes are made by: the daemon, with none of
 // its own environment (it is not the tenant's), and its home directory,

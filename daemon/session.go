@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ type Session struct {
 	order    []string // process ids, oldest first
 	nextProc int
 	ended    bool
+	ready    bool // made: under the Manager's lock, which Get and List take
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -146,10 +148,17 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.WorkspaceMode = p.Workspace.Mode
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.eng, err = m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()}); err != nil {
+	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()})
+	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
 	}
+	s.mu.Lock()
+	s.eng = eng
+	s.mu.Unlock()
+	m.mu.Lock()
+	s.ready = true
+	m.mu.Unlock()
 	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl)
 	return s, nil
 }
@@ -201,6 +210,13 @@ func (s *Session) expired(now time.Time) string {
 		return "ttl"
 	case s.running == 0 && now.Sub(s.lastUsed) >= s.IdleTimeout:
 		return "idle"
+	}
+	if s.ready {
+		select {
+		case <-s.eng.Done():
+			return "sandbox ended"
+		default:
+		}
 	}
 	return ""
 }
@@ -299,8 +315,14 @@ func (s *Session) close(ctx context.Context) error {
 		return nil // Create failed before the engine existed
 	}
 	s.cancel()
+	// Closing the sandbox kills the commands still running; their
+	// requests then end.
+	rep, err := s.eng.Close(ctx)
 	s.execs.Wait()
-	return s.eng.Close(ctx)
+	if rep != nil {
+		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
+	}
+	return err
 }
 
 // Start starts a background command in s; its output is kept, bounded,
@@ -328,8 +350,8 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	}
 	p := &Process{
 		Args: append([]string(nil), req.Args...), Started: time.Now(),
-		sigs: make(chan os.Signal, 8), done: make(chan struct{}),
-		out: newBuffer(s.m.cfg.OutputBuffer),
+		done: make(chan struct{}),
+		out:  newBuffer(s.m.cfg.OutputBuffer),
 	}
 	s.mu.Lock()
 	s.nextProc++
@@ -339,14 +361,19 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	s.forgetEndedLocked()
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithCancel(s.ctx)
-	p.cancel = cancel
+	ep, err := s.eng.Start(s.ctx, req, backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.procs, p.ID)
+		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
+		s.mu.Unlock()
+		s.finish()
+		return nil, err
+	}
+	p.proc = ep
 	go func() {
 		defer s.finish()
-		defer cancel()
-		rep, err := s.eng.Exec(ctx, req, backend.Stdio{
-			Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr"), Signals: p.sigs,
-		})
+		rep, err := ep.Wait()
 		p.mu.Lock()
 		p.report, p.err = rep, err
 		p.mu.Unlock()
@@ -401,10 +428,9 @@ type Process struct {
 	Args    []string
 	Started time.Time
 
-	sigs   chan os.Signal
-	cancel context.CancelFunc
-	done   chan struct{}
-	out    *buffer
+	proc EngineProcess
+	done chan struct{}
+	out  *buffer
 
 	mu     sync.Mutex
 	report *sandbox.Report
@@ -439,12 +465,13 @@ func (p *Process) Signal(sig os.Signal) error {
 	if !p.Running() {
 		return ErrNotRunning
 	}
-	select {
-	case p.sigs <- sig:
-		return nil
-	case <-p.done:
-		return ErrNotRunning
+	if err := p.proc.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return ErrNotRunning
+		}
+		return err
 	}
+	return nil
 }
 
 // Read returns the output chunks after sequence number after, waiting up

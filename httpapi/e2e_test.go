@@ -234,7 +234,7 @@ func TestBackgroundProcess(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	ctx := context.Background()
 	s := d.create(t, &client.CreateSessionRequest{})
-	p, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo ready; trap 'echo bye; exit 7' TERM; while :; do sleep 0.05; done"}})
+	p, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.05; done"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,8 @@ func (s *Server) apiError(err error) *client.Error {
 	}{
 		{daemon.ErrNotFound, http.StatusNotFound, client.CodeNotFound},
 		{daemon.ErrEnded, http.StatusGone, client.CodeEnded},
+		{sandbox.ErrSessionEnded, http.StatusGone, client.CodeEnded},
+		{sandbox.ErrDenied, http.StatusForbidden, client.CodeDenied},
 		{daemon.ErrQuota, http.StatusTooManyRequests, client.CodeQuota},
 		{daemon.ErrWorkspace, http.StatusForbidden, client.CodeWorkspace},
 		{daemon.ErrPolicyRefused, http.StatusForbidden, client.CodePolicyRefused},
