@@ -44,17 +44,19 @@ type Session struct {
 	protect []string        // protected paths, relative to the root
 	ctx     context.Context // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
-	execs   sync.WaitGroup
+	execs   sync.WaitGroup // foreground commands
+	bg      sync.WaitGroup // background commands
 
-	mu       sync.Mutex
-	lastUsed time.Time
-	nExecs   int
-	running  int
-	procs    map[string]*Process
-	order    []string // process ids, oldest first
-	nextProc int
-	ended    bool
-	ready    bool // made: under the Manager's lock, which Get and List take
+	mu         sync.Mutex
+	lastUsed   time.Time
+	nExecs     int
+	running    int // foreground commands
+	background int
+	procs      map[string]*Process
+	order      []string // process ids, oldest first
+	nextProc   int
+	ended      bool
+	ready      bool // made: under the Manager's lock, which Get and List take
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -191,14 +193,14 @@ func (s *Session) record() *record {
 type Status struct {
 	LastUsed time.Time
 	Execs    int // commands run so far
-	Running  int // commands running now
+	Running  int // commands running now, background ones included
 }
 
 // Status returns how s is used now.
 func (s *Session) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Status{LastUsed: s.lastUsed, Execs: s.nExecs, Running: s.running}
+	return Status{LastUsed: s.lastUsed, Execs: s.nExecs, Running: s.running + s.background}
 }
 
 // expired returns why s has expired at now, or "".
@@ -223,7 +225,11 @@ func (s *Session) expired(now time.Time) string {
 
 // begin counts a command in, or refuses it once the session or the
 // daemon is ending.
-func (s *Session) begin() error {
+//
+// A background command counts as running for Status, but neither keeps
+// the session from going idle nor holds up a drain: a dev server never
+// ends on its own.
+func (s *Session) begin(background bool) error {
 	s.m.mu.Lock()
 	draining := s.m.draining
 	s.m.mu.Unlock()
@@ -235,10 +241,15 @@ func (s *Session) begin() error {
 	case draining:
 		return ErrDraining
 	}
-	s.running++
 	s.nExecs++
 	s.lastUsed = time.Now()
-	s.execs.Add(1)
+	if background {
+		s.background++
+		s.bg.Add(1)
+	} else {
+		s.running++
+		s.execs.Add(1)
+	}
 	return nil
 }
 
@@ -249,12 +260,17 @@ func (s *Session) touch() {
 	s.mu.Unlock()
 }
 
-func (s *Session) finish() {
+func (s *Session) finish(background bool) {
 	s.mu.Lock()
-	s.running--
+	defer s.mu.Unlock()
 	s.lastUsed = time.Now()
-	s.mu.Unlock()
-	s.execs.Done()
+	if background {
+		s.background--
+		s.bg.Done()
+	} else {
+		s.running--
+		s.execs.Done()
+	}
 }
 
 // Exec runs a command in s to its end. Cancelling ctx, or the session's
@@ -266,10 +282,10 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	if err := s.sameRoot(); err != nil {
 		return nil, err
 	}
-	if err := s.begin(); err != nil {
+	if err := s.begin(false); err != nil {
 		return nil, err
 	}
-	defer s.finish()
+	defer s.finish(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -319,6 +335,7 @@ func (s *Session) close(ctx context.Context) error {
 	// requests then end.
 	rep, err := s.eng.Close(ctx)
 	s.execs.Wait()
+	s.bg.Wait()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
 	}
@@ -345,7 +362,7 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	if err := s.sameRoot(); err != nil {
 		return nil, err
 	}
-	if err := s.begin(); err != nil {
+	if err := s.begin(true); err != nil {
 		return nil, err
 	}
 	p := &Process{
@@ -367,12 +384,12 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 		delete(s.procs, p.ID)
 		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
 		s.mu.Unlock()
-		s.finish()
+		s.finish(true)
 		return nil, err
 	}
 	p.proc = ep
 	go func() {
-		defer s.finish()
+		defer s.finish(true)
 		rep, err := ep.Wait()
 		p.mu.Lock()
 		p.report, p.err = rep, err

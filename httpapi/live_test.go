@@ -1,0 +1,126 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+// readUntil reads a background command's output until it contains want
+// or ends, and returns what it read.
+func readUntil(t *testing.T, c *client.Client, id, pid, stream, want string) string {
+	t.Helper()
+	var text string
+	var next int64
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		o, err := c.Output(context.Background(), id, pid, next, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range o.Chunks {
+			if ch.Stream == stream {
+				text += ch.Data
+			}
+		}
+		next = o.Next
+		if strings.Contains(text, want) || !o.Running {
+			break
+		}
+	}
+	return text
+}
+
+// TestSessionIsOneSandbox: the commands of a session share one sandbox:
+// its /tmp, and the processes left running in it.
+func TestSessionIsOneSandbox(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo $$ > /tmp/first"}})
+	if out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat", "/tmp/first"}}); rep.ExitCode != 0 || out == "" {
+		t.Errorf("the second command does not see the first one's /tmp: %q %+v", out, rep)
+	}
+	// Positive control: another session has a /tmp of its own.
+	other := d.create(t, &client.CreateSessionRequest{})
+	if _, _, rep := run(t, d.c, other.ID, &client.ExecRequest{Args: []string{"cat", "/tmp/first"}}); rep.ExitCode == 0 {
+		t.Error("another session sees this one's /tmp")
+	}
+}
+
+// TestBackgroundServerReachedByExec: a server started in the background
+// by one exec is reached by another, on the session's own loopback.
+func TestBackgroundServerReachedByExec(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: it is the server and the client")
+	}
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	if err := d.c.WriteFile(ctx, s.ID, "index.html", []byte("served from the session\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"python3", "-m", "http.server", "8765", "--bind", "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := `import time, urllib.request
+for i in range(100):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:8765/index.html").read().decode(), end="")
+        break
+    except OSError:
+        time.sleep(0.1)
+`
+	out, errs, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"python3", "-c", fetch}})
+	if out != "served from the session\n" {
+		t.Errorf("fetch: %q %q %+v", out, errs, rep)
+	}
+	// Positive control of the isolation: another session's loopback has
+	// no such server.
+	other := d.create(t, &client.CreateSessionRequest{})
+	probe := `import socket
+try:
+    socket.create_connection(("127.0.0.1", 8765), timeout=2); print("reached")
+except OSError:
+    print("refused")
+`
+	if out, _, _ := run(t, d.c, other.ID, &client.ExecRequest{Args: []string{"python3", "-c", probe}}); out != "refused\n" {
+		t.Errorf("another session reaches the server: %q", out)
+	}
+	if err := d.c.Signal(ctx, s.ID, srv.ID, "INT"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPythonStateAcrossExecs: a Python interpreter kept running in the
+// background keeps its variables across the execs that feed it.
+func TestPythonStateAcrossExecs(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	// fd 3 holds the FIFO open for writing too, so the interpreter never
+	// reads an end of file between two writers.
+	repl, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "mkfifo /tmp/in && exec 3<>/tmp/in && exec python3 -u -i <&3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readUntil(t, d.c, s.ID, repl.ID, "stderr", ">>> "); !strings.Contains(got, ">>> ") {
+		t.Fatalf("the interpreter did not start: %q", got)
+	}
+	for _, line := range []string{"x = 41", "print('x+1 =', x + 1)"} {
+		run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", `printf '%s\n' "$1" > /tmp/in`, "sh", line}})
+	}
+	if out := readUntil(t, d.c, s.ID, repl.ID, "stdout", "x+1 = 42"); !strings.Contains(out, "x+1 = 42") {
+		o, _ := d.c.Output(ctx, s.ID, repl.ID, 0, 0)
+		t.Errorf("the interpreter lost its state: %q (all output %+v, exit %+v)", out, o.Chunks, o.Exit)
+	}
+}
