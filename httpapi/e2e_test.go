@@ -458,6 +458,12 @@ func TestQuotaAndExpiry(t *testing.T) {
 	ctx := context.Background()
 	short := d.create(t, &client.CreateSessionRequest{TTL: "1s"})
 	idle := d.create(t, &client.CreateSessionRequest{IdleTimeout: "1500ms"})
+	if _, err := d.c.Start(ctx, short.ID, &client.ExecRequest{Args: []string{"sleep", "876545"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(waitFor(func() []int { return proctest.Find("sleep 876545") })) == 0 {
+		t.Fatal("positive control: the background command is not running")
+	}
 	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{}); apiCode(err) != client.CodeQuota {
 		t.Fatalf("third session: %v", err)
 	}
@@ -468,6 +474,9 @@ func TestQuotaAndExpiry(t *testing.T) {
 	}
 	if _, err := d.c.Session(ctx, short.ID); apiCode(err) != client.CodeNotFound {
 		t.Errorf("session past its TTL: %v", err)
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 876545") }, 5*time.Second); len(left) > 0 {
+		t.Errorf("a command outlived its session's TTL: %v", left)
 	}
 	time.Sleep(2 * time.Second)
 	if _, err := d.c.Session(ctx, idle.ID); apiCode(err) != client.CodeNotFound {
@@ -651,5 +660,68 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	// A second daemon on the same state directory is refused.
 	if _, err := daemon.New(daemon.Config{StateDir: state}); !errors.Is(err, daemon.ErrLocked) {
 		t.Errorf("second daemon: %v", err)
+	}
+}
+
+// TestDrain: on shutdown a running command gets the drain bound to end,
+// new work is refused meanwhile, and one that outlasts the bound is
+// killed with everything else of its session.
+func TestDrain(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	if _, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "876543"}}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out string
+		rep *client.ExitReport
+		err error
+	}
+	short, long := make(chan result, 1), make(chan result, 1)
+	for _, tc := range []struct {
+		script string
+		ch     chan result
+	}{{"sleep 1; echo finished", short}, {"echo started; sleep 876544", long}} {
+		go func() {
+			var out strings.Builder
+			rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", tc.script}}, &out, nil)
+			tc.ch <- result{out.String(), rep, err}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(proctest.Find("sleep 876544")) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the commands did not start")
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.m.Shutdown(sctx) }()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeDraining {
+		t.Errorf("exec while draining: %v", err)
+	}
+	if r := <-short; r.err != nil || r.out != "finished\n" || r.rep.ExitCode != 0 {
+		t.Errorf("the command within the bound: %+v", r)
+	}
+	if r := <-long; r.err == nil && r.rep.ExitCode == 0 {
+		t.Errorf("the command past the bound was not killed: %+v", r)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if left := proctest.Gone(func() []int { return append(proctest.Find("sleep 876543"), proctest.Find("sleep 876544")...) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the daemon's shutdown: %v", left)
+	}
+}
+
+// waitFor waits up to 10s for find to return some pid, and returns what
+// it returned last.
+func waitFor(find func() []int) []int {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pids := find(); len(pids) > 0 || time.Now().After(deadline) {
+			return pids
+		}
 	}
 }
