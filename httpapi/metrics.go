@@ -32,6 +32,9 @@ func (m *metrics) histogram() *promtext.Histogram {
 func (m *metrics) observeExec(d time.Duration, rep *sandbox.Report) {
 	m.execs.Add(1)
 	if rep != nil {
+		if rep.Reason == "denied" { // the policy's rules refused the command
+			m.denials.Add(1)
+		}
 		for _, dn := range rep.Denials {
 			m.denials.Add(int64(dn.Count))
 		}
@@ -47,7 +50,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ daemon.T
 	promtext.Gauge(w, "moat_sessions", "Live sessions.", int64(s.Manager.Count()))
 	promtext.Counter(w, "moat_sessions_created_total", "Sessions created.", m.sessionsCreated.Load())
 	promtext.Counter(w, "moat_execs_total", "Commands started in sessions.", m.execs.Load())
-	promtext.Counter(w, "moat_denials_total", "System calls the sandboxes refused.", m.denials.Load())
+	promtext.Counter(w, "moat_denials_total", "Refusals: commands the rules denied, system calls the sandboxes refused.", m.denials.Load())
 	m.histogram().Write(w, "moat_exec_seconds", "Time of a foreground exec, request to exit report.")
 	return nil
 }
