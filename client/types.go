@@ -25,16 +25,19 @@ type CreateSessionRequest struct {
 
 // Session is a live session as the API shows it.
 type Session struct {
-	ID            string    `json:"id"`
-	Tenant        string    `json:"tenant"`
-	Workspace     string    `json:"workspace"`
-	WorkspaceMode string    `json:"workspace_mode"`
-	CreatedAt     time.Time `json:"created_at"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	IdleTimeout   string    `json:"idle_timeout"`
-	LastUsedAt    time.Time `json:"last_used_at"`
-	Execs         int       `json:"execs"`
-	Running       int       `json:"running"`
+	ID            string `json:"id"`
+	Tenant        string `json:"tenant"`
+	Workspace     string `json:"workspace"`
+	WorkspaceMode string `json:"workspace_mode"`
+	// ChangeSet names an overlay or copy session's change set, which
+	// outlives the session (moat diff, moat apply).
+	ChangeSet   string    `json:"change_set,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	IdleTimeout string    `json:"idle_timeout"`
+	LastUsedAt  time.Time `json:"last_used_at"`
+	Execs       int       `json:"execs"`
+	Running     int       `json:"running"`
 }
 
 // ExecRequest is the body of POST /v1/sessions/{id}/exec.

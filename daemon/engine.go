@@ -20,6 +20,9 @@ type Engine interface {
 	// Start starts a command that runs until it ends, is signalled, or the
 	// engine is closed.
 	Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error)
+	// ChangeSet is the id of an overlay or copy session's change set, "" in
+	// other modes.
+	ChangeSet() string
 	// Done is closed when the sandbox has ended on its own (its init died).
 	Done() <-chan struct{}
 	// Close ends every command still running and releases the sandbox.
@@ -96,6 +99,13 @@ func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backen
 
 func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {
 	return e.s.Start(ctx, e.request(req), stdio)
+}
+
+func (e *sandboxEngine) ChangeSet() string {
+	if cs := e.s.ChangeSet(); cs != nil {
+		return cs.ID
+	}
+	return ""
 }
 
 func (e *sandboxEngine) Done() <-chan struct{} { return e.s.Done() }

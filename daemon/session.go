@@ -189,6 +189,18 @@ func (s *Session) record() *record {
 	return r
 }
 
+// ChangeSet is the id of an overlay or copy session's change set, where
+// its commands' writes are kept for review (moat diff, apply), "" in
+// other modes. The change set outlives the session.
+func (s *Session) ChangeSet() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eng == nil {
+		return ""
+	}
+	return s.eng.ChangeSet()
+}
+
 // Status is a snapshot of a session's use.
 type Status struct {
 	LastUsed time.Time

@@ -4,7 +4,9 @@ package httpapi_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,38 @@ func TestPythonStateAcrossExecs(t *testing.T) {
 	if out := readUntil(t, d.c, s.ID, repl.ID, "stdout", "x+1 = 42"); !strings.Contains(out, "x+1 = 42") {
 		o, _ := d.c.Output(ctx, s.ID, repl.ID, 0, 0)
 		t.Errorf("the interpreter lost its state: %q (all output %+v, exit %+v)", out, o.Chunks, o.Exit)
+	}
+}
+
+// TestOverlaySession: an overlay session's commands see their own writes,
+// the real workspace does not change, and the change set outlives the
+// session for review.
+func TestOverlaySession(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	s, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{Workspace: ws, WorkspaceMode: "overlay"})
+	if apiCode(err) == client.CodeSandboxRefused && strings.Contains(err.Error(), "overlay") {
+		t.Skipf("overlayfs cannot be mounted here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ChangeSet == "" {
+		t.Fatal("an overlay session names no change set")
+	}
+	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo draft > notes"}})
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat", "notes"}}); out != "draft\n" {
+		t.Errorf("the session does not see its own write: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "notes")); !os.IsNotExist(err) {
+		t.Errorf("an overlay write reached the real workspace: %v", err)
+	}
+	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Change sets are kept in the state directory of package workspace.
+	if _, err := os.Stat(filepath.Join(os.Getenv("MOAT_STATE_DIR"), "runs", s.ChangeSet)); err != nil {
+		t.Errorf("the change set did not outlive the session: %v", err)
 	}
 }

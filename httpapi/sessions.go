@@ -60,7 +60,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t daemon.
 func sessionJSON(sess *daemon.Session) *client.Session {
 	st := sess.Status()
 	out := &client.Session{
-		ID: sess.ID, Tenant: sess.Tenant.ID, WorkspaceMode: sess.WorkspaceMode,
+		ID: sess.ID, Tenant: sess.Tenant.ID, WorkspaceMode: sess.WorkspaceMode, ChangeSet: sess.ChangeSet(),
 		CreatedAt: sess.Created, ExpiresAt: sess.Expires, IdleTimeout: sess.IdleTimeout.String(),
 		LastUsedAt: st.LastUsed, Execs: st.Execs, Running: st.Running,
 	}
