@@ -111,9 +111,11 @@ func protectList(p *policy.Policy) []string {
 // session pinned: a tenant that swapped its workspace for a link to
 // another directory must not have the next sandbox mount that one.
 func (s *Session) sameRoot() error {
-	if s.root == nil {
-		return nil
+	done, err := s.useRoot()
+	if err != nil {
+		return err
 	}
+	defer done()
 	a, err1 := s.root.Stat()
 	b, err2 := os.Stat(s.Workspace)
 	if err1 != nil || err2 != nil || !os.SameFile(a, b) {

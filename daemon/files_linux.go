@@ -100,6 +100,11 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	f, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
@@ -140,6 +145,11 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
 	}
 	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return err
+	}
+	defer done()
 	dir, base, dirRel, err := s.parent(rel)
 	if err != nil {
 		return err
@@ -199,6 +209,11 @@ func (s *Session) Remove(rel string) error {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
 	}
 	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return err
+	}
+	defer done()
 	dir, base, dirRel, err := s.parent(rel)
 	if err != nil {
 		return err
@@ -230,6 +245,11 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		return nil, err
 	}
 	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if rel == "." {
 		fi, err := s.root.Stat()
 		if err != nil {
@@ -278,6 +298,11 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
 	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, false, err

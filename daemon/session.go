@@ -38,9 +38,14 @@ type Session struct {
 	Expires       time.Time
 	IdleTimeout   time.Duration
 
-	m       *Manager
-	eng     Engine
-	root    *os.File        // the workspace, opened once: the files API resolves beneath it
+	m    *Manager
+	eng  Engine
+	root *os.File // the workspace, opened once: the files API resolves beneath it
+	// rootMu is held for reading while the root is used, so that it is
+	// never closed under a files request (whose fd number could then name
+	// another directory).
+	rootMu  sync.RWMutex
+	rootEnd bool
 	protect []string        // protected paths, relative to the root
 	ctx     context.Context // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
@@ -291,13 +296,13 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	if err := checkExec(req); err != nil {
 		return nil, err
 	}
-	if err := s.sameRoot(); err != nil {
-		return nil, err
-	}
 	if err := s.begin(false); err != nil {
 		return nil, err
 	}
 	defer s.finish(false)
+	if err := s.sameRoot(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -336,9 +341,7 @@ func (s *Session) close(ctx context.Context) error {
 	s.mu.Lock()
 	s.ended = true
 	s.mu.Unlock()
-	if s.root != nil {
-		defer s.root.Close()
-	}
+	defer s.closeRoot()
 	if s.cancel == nil {
 		return nil // Create failed before the engine existed
 	}
@@ -371,10 +374,11 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	if n >= s.m.cfg.MaxBackground {
 		return nil, fmt.Errorf("%w: %d background commands run in this session, the most allowed", ErrQuota, n)
 	}
-	if err := s.sameRoot(); err != nil {
+	if err := s.begin(true); err != nil {
 		return nil, err
 	}
-	if err := s.begin(true); err != nil {
+	if err := s.sameRoot(); err != nil {
+		s.finish(true)
 		return nil, err
 	}
 	p := &Process{
@@ -507,4 +511,24 @@ func (p *Process) Signal(sig os.Signal) error {
 // to wait for some when there are none yet and p runs.
 func (p *Process) Read(ctx context.Context, after int64, wait time.Duration) (chunks []Chunk, next, dropped int64) {
 	return p.out.read(ctx, after, wait)
+}
+
+// useRoot holds the workspace root open until the returned func is
+// called; ErrEnded once the session has ended.
+func (s *Session) useRoot() (func(), error) {
+	s.rootMu.RLock()
+	if s.rootEnd || s.root == nil {
+		s.rootMu.RUnlock()
+		return nil, fmt.Errorf("%w: %s", ErrEnded, s.ID)
+	}
+	return s.rootMu.RUnlock, nil
+}
+
+func (s *Session) closeRoot() {
+	s.rootMu.Lock()
+	defer s.rootMu.Unlock()
+	if !s.rootEnd && s.root != nil {
+		s.root.Close()
+	}
+	s.rootEnd = true
 }
