@@ -44,9 +44,8 @@ func (f *fakeEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.S
 }
 
 type fakeProc struct {
-	f    *fakeEngine
-	sig  chan os.Signal
-	stop chan struct{}
+	f   *fakeEngine
+	sig chan os.Signal
 }
 
 func (f *fakeEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {

@@ -76,6 +76,7 @@ Usage:
   moat session ls | rm ID...          list or end your sessions
   moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
   moat ps SESSION                     a session's background commands
+  moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -115,6 +116,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdExec(args[1:], stdin, stdout, stderr)
 	case "ps":
 		return cmdPs(args[1:], stdout, stderr)
+	case "cp":
+		return cmdCp(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -122,7 +125,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, version)\n", args[0])
 	return 2
 }
 

@@ -106,6 +106,21 @@ func TestSessionCommands(t *testing.T) {
 	if code, _, errs := moat(t, dir, "session", "create", "--socket", sock, "--policy", pf); code != exitMoatError || !strings.Contains(errs, pf+":2: limits.memory") {
 		t.Errorf("session create with a bad policy: %d %q", code, errs)
 	}
+	// moat cp, both ways, and a path that leads out refused.
+	host := filepath.Join(dir, "in.txt")
+	os.WriteFile(host, []byte("to the session\n"), 0o600)
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, host, id+":sub/in.txt"); code != 0 {
+		t.Errorf("cp to the session: %d %q", code, errs)
+	}
+	if code, out, _ := moat(t, dir, "exec", "--socket", sock, id, "--", "cat", "sub/in.txt"); code != 0 || out != "to the session\n" {
+		t.Errorf("the session reads %d %q", code, out)
+	}
+	if code, out, errs := moat(t, dir, "cp", "--socket", sock, id+":sub/in.txt", "-"); code != 0 || out != "to the session\n" {
+		t.Errorf("cp from the session: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":../../x", "-"); code != exitMoatError || !strings.Contains(errs, "bad_request") {
+		t.Errorf("cp of an escaping path: %d %q", code, errs)
+	}
 	if code, _, errs := moat(t, dir, "session", "rm", "--socket", sock, id); code != 0 {
 		t.Errorf("session rm: %d %q", code, errs)
 	}

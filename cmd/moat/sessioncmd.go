@@ -260,3 +260,65 @@ func cmdPs(args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	return 0
 }
+
+// cmdCp is moat cp: one file between the host and a session's workspace,
+// SESSION:PATH naming the session's side (PATH relative to its
+// workspace).
+func cmdCp(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTFILE | HOSTFILE SESSION:PATH  (HOSTFILE - is standard output)")
+		return 2
+	}
+	src, dst := fs.Arg(0), fs.Arg(1)
+	// SESSION:PATH: a host path may hold a colon too, after a slash.
+	sessionSide := func(s string) (id, path string, ok bool) {
+		id, path, ok = strings.Cut(s, ":")
+		return id, path, ok && id != "" && !strings.Contains(id, "/")
+	}
+	sid, spath, fromSession := sessionSide(src)
+	did, dpath, toSession := sessionSide(dst)
+	if fromSession == toSession {
+		fmt.Fprintln(stderr, "moat cp: exactly one side is SESSION:PATH")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	ctx := context.Background()
+	if fromSession {
+		data, err := c.ReadFile(ctx, sid, spath)
+		if err != nil {
+			return apiFail(stderr, "cp", err, "")
+		}
+		if dst == "-" {
+			stdout.Write(data)
+			return 0
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			fmt.Fprintf(stderr, "moat cp: %v\n", err)
+			return exitMoatError
+		}
+		return 0
+	}
+	fi, err := os.Stat(src)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", src)
+	}
+	var data []byte
+	if err == nil {
+		data, err = readBounded(src, 16<<20)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "moat cp: %v\n", err)
+		return exitMoatError
+	}
+	if err := c.WriteFile(ctx, did, dpath, data, fi.Mode().Perm()); err != nil {
+		return apiFail(stderr, "cp", err, "")
+	}
+	return 0
+}
