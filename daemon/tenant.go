@@ -66,7 +66,41 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 		root.Close()
 		return "", nil, fmt.Errorf("%w: %q is not owned by uid %d", ErrWorkspace, path, t.UID)
 	}
+	if !t.self() {
+		if err := fixedAncestors(real); err != nil {
+			root.Close()
+			return "", nil, fmt.Errorf("%w: %q: %v", ErrWorkspace, path, err)
+		}
+	}
 	return real, root, nil
+}
+
+// fixedAncestors refuses a workspace that its tenant could move or
+// replace by a link after the check: the sandbox mounts the workspace by
+// its path, so a tenant that can rename a directory on the way could have
+// the daemon (maybe root) mount a directory of someone else's. Every
+// directory above the workspace must belong to root or the daemon's user
+// and be writable by no one else; or be sticky (/tmp), where only the
+// owner of an entry renames it, with the entry on the path not the
+// tenant's (the workspace itself may be).
+func fixedAncestors(real string) error {
+	me := uint32(os.Geteuid())
+	fixedOwner := func(uid uint32) bool { return uid == 0 || uid == me }
+	child := real
+	for d := filepath.Dir(real); ; child, d = d, filepath.Dir(d) {
+		var st, cst unix.Stat_t
+		if unix.Lstat(d, &st) != nil || unix.Lstat(child, &cst) != nil {
+			return fmt.Errorf("cannot check %s", d)
+		}
+		closed := fixedOwner(st.Uid) && st.Mode&0o022 == 0
+		sticky := fixedOwner(st.Uid) && st.Mode&unix.S_ISVTX != 0 && (child == real || fixedOwner(cst.Uid))
+		if !closed && !sticky {
+			return fmt.Errorf("a directory above it (%s) could be renamed or replaced by another user after the check; use a workspace under directories only root or the daemon can change, or an empty one", d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 // tenantPolicy parses the tenant's policy document (the default policy

@@ -592,6 +592,16 @@ func TestUIDTenants(t *testing.T) {
 	if out, _ := cmd.Output(); !strings.Contains(string(out), `"tenant":"uid:65534"`) {
 		t.Errorf("uid 65534 cannot use its own directory: %s", out)
 	}
+	// One it could swap for a link after the check (its parent is its
+	// own) is refused: the sandbox mounts the workspace by its path.
+	nested := filepath.Join(own, "ws")
+	os.Mkdir(nested, 0o755)
+	os.Chown(nested, 65534, 65534)
+	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(nested), "http://moat/v1/sessions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
+		t.Errorf("uid 65534 uses a workspace under its own directory: %s", out)
+	}
 }
 
 // TestDaemonKilledMidExec: a daemon killed with SIGKILL while commands run
