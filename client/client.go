@@ -34,7 +34,9 @@ type Client struct {
 }
 
 // DefaultSocket is where `moat serve` listens when not told: $MOAT_SOCKET,
-// else /run/moat/moat.sock for root, else $XDG_RUNTIME_DIR/moat.sock.
+// else /run/moat/moat.sock for root, else $XDG_RUNTIME_DIR/moat.sock, else
+// moat-UID/moat.sock in the temporary directory (moat serve refuses a
+// directory others can write).
 func DefaultSocket() string {
 	if s := os.Getenv("MOAT_SOCKET"); s != "" {
 		return s

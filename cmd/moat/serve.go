@@ -33,7 +33,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "unix socket to listen on")
 	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant")
-	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port); needs --tokens")
+	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port), plain HTTP: loopback, or behind a TLS proxy; needs --tokens")
 	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX" lines, the SHA-256 of each tenant's bearer token`)
 	var origins stringList
 	fs.Var(&origins, "allow-origin", "a browser origin allowed to call the API (repeatable); others are refused")
@@ -141,8 +141,16 @@ func cmdServe(args []string, stderr io.Writer) int {
 // permissions at any moment. A stale socket (nothing answers on it) is
 // replaced; a live one is another daemon's.
 func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	// Whoever can write the socket's directory can replace the socket, and
+	// have clients talk to a daemon of its own.
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() && st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
+		return nil, fmt.Errorf("the socket's directory %s can be written by others (owner uid %d, mode %v): choose another --socket", dir, st.Uid, fi.Mode().Perm())
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

@@ -143,6 +143,13 @@ func TestServeRefusesBadFlags(t *testing.T) {
 			t.Errorf("moat %q: %d %q", args, code, errs)
 		}
 	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	t.Setenv("MOAT_STATE_DIR", filepath.Join(dir, "state"))
+	if code, _, errs := moat(t, dir, "serve", "--socket", filepath.Join(open, "s.sock")); code != exitMoatError || !strings.Contains(errs, "can be written by others") {
+		t.Errorf("a socket in a directory others write: %d %q", code, errs)
+	}
 	if code, _, errs := moat(t, dir, "exec", "onlysession"); code != 2 || !strings.Contains(errs, "usage") {
 		t.Errorf("exec without a command: %d %q", code, errs)
 	}
