@@ -110,7 +110,8 @@ func fixedAncestors(real string) error {
 // A tenant other than the daemon's own user may not widen the sandbox
 // beyond what it owns: writable paths only inside the workspace, readable
 // ones inside it or the default system directories, the built-in
-// system-call profiles, the default host identity. The daemon's files are
+// system-call profiles, the default host identity, no secrets; a token's
+// tenant neither the host network nor private addresses. The daemon's files are
 // not the tenant's, and the daemon may be root.
 func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
 	p := policy.Default()
@@ -134,14 +135,14 @@ func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
 		return nil, err
 	}
 	if !t.self() {
-		if err := confine(p, ws); err != nil {
+		if err := confine(p, ws, t.UID < 0); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-func confine(p *policy.Policy, ws string) error {
+func confine(p *policy.Policy, ws string, remote bool) error {
 	var errs []error
 	refuse := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrPolicyRefused}, args...)...))
@@ -172,6 +173,18 @@ func confine(p *policy.Policy, ws string) error {
 	d := policy.Default().User
 	if p.User.HostUID != d.HostUID || p.User.HostGID != d.HostGID {
 		refuse("user.host_uid and user.host_gid keep their defaults")
+	}
+	if len(p.Secrets) > 0 {
+		// Their values are read from the daemon's environment and files.
+		refuse("[[secrets]] come from the daemon's environment and files, not a tenant's")
+	}
+	// A token's tenant is not a local user: the host's own network,
+	// loopback services included, and private addresses are not its.
+	if remote && p.Network.Mode == policy.NetworkHost {
+		refuse("network.mode \"host\" is for local users")
+	}
+	if remote && len(p.Network.AllowCIDRs) > 0 {
+		refuse("network.allow_cidrs is for local users")
 	}
 	return errors.Join(errs...)
 }

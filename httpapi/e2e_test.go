@@ -445,6 +445,16 @@ func TestTokensSeparateTenants(t *testing.T) {
 	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[filesystem]\nread_write = [\"/var/tmp\"]\n"}); apiCode(err) != client.CodePolicyRefused {
 		t.Errorf("a token's tenant widens the policy: %v", err)
 	}
+	for pol, why := range map[string]string{
+		"[network]\nmode = \"host\"\n":           "network.mode",
+		"[syscalls]\nprofile = \"unconfined\"\n": "syscalls.profile",
+		"[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"env:HOME\"\nhosts = [\"example.com\"]\n": "[[secrets]]",
+	} {
+		_, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
+		if apiCode(err) != client.CodePolicyRefused || !strings.Contains(err.Error(), why) {
+			t.Errorf("a token's tenant asks for %q: %v", pol, err)
+		}
+	}
 	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[filesystem]\nread_only = [\"/usr\", \"/bin\", \"/lib\", \"/etc\"]\n"}); err != nil {
 		t.Errorf("a policy within the system directories: %v", err)
 	}
