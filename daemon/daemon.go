@@ -138,6 +138,20 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
 	m.Reaped = m.reap()
+	if len(m.Reaped) > 0 {
+		// The dead daemon's sandboxes' cgroups are too young for the
+		// sweep in reap, which leaves alone what a concurrent run may have
+		// just made; they are swept again once old enough.
+		m.ticker.Add(1)
+		go func() {
+			defer m.ticker.Done()
+			select {
+			case <-time.After(cgroupSweepAge):
+				sweepCgroups(m.log)
+			case <-m.stop:
+			}
+		}()
+	}
 	m.ticker.Add(1)
 	go m.expire()
 	return m, nil

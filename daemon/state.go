@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,18 @@ func removeAll(dir string) error {
 	return os.RemoveAll(dir)
 }
 
+// cgroupSweepAge is when a cgroup is old enough for cgroup.Sweep.
+const cgroupSweepAge = 11 * time.Second
+
+// sweepCgroups removes the sandboxes' cgroups that a killed daemon could
+// not remove; those of a run still alive elsewhere are not empty, and
+// stay.
+func sweepCgroups(log *slog.Logger) {
+	if err := cgroup.Sweep("moat-"); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		log.Warn("sweep cgroups", "err", err)
+	}
+}
+
 // reap cleans up after a previous daemon: every record left is a session
 // whose sandboxes died with that daemon. It returns their ids.
 func (m *Manager) reap() []string {
@@ -112,11 +125,7 @@ func (m *Manager) reap() []string {
 		m.log.Info("reaped session of a previous daemon", "session", id, "tenant", r.Tenant, "pid", r.PID)
 		reaped = append(reaped, id)
 	}
-	// The sandboxes' cgroups that a killed daemon could not remove; those
-	// of a run still alive elsewhere are not empty, and stay.
-	if err := cgroup.Sweep("moat-"); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		m.log.Warn("sweep cgroups", "err", err)
-	}
+	sweepCgroups(m.log)
 	// A workspace without a record was being made when a daemon died.
 	wss, _ := os.ReadDir(filepath.Join(m.dir, "workspaces"))
 	for _, e := range wss {

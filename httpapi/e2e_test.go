@@ -636,12 +636,20 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	ctx := context.Background()
 	var s *client.Session
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil || time.Now().After(deadline) {
+		// A memory limit gives the sandbox a cgroup of its own, where the
+		// host can make one; the default policy where it cannot.
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\nmemory = \"256MiB\"\n"}); err == nil || apiCode(err) == client.CodeSandboxRefused {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon does not answer: %v", err)
 		}
 	}
 	if err != nil {
-		t.Fatalf("the daemon does not answer: %v", err)
+		t.Logf("no cgroup limit here (%v): the default policy", err)
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "987654"}}); err != nil {
 		t.Fatal(err)
@@ -657,12 +665,19 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	if _, err := os.Stat(ws); err != nil {
 		t.Fatalf("positive control: the session's workspace: %v", err)
 	}
+	cgroups := ownCgroups(t, find()[0])
+	t.Logf("the sandbox's cgroups: %v", cgroups)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if left := proctest.Gone(find, 10*time.Second); len(left) > 0 {
 		t.Errorf("processes outlived the daemon: %v", left)
 	}
 
+	for _, cg := range cgroups {
+		if !fileExists(cg) {
+			t.Logf("%s went with the daemon", cg)
+		}
+	}
 	m, err := daemon.New(daemon.Config{StateDir: state})
 	if err != nil {
 		t.Fatal(err)
@@ -676,6 +691,27 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(state, "daemon", "sessions")); len(ents) != 0 {
 		t.Errorf("session records are left: %v", ents)
+	}
+	if len(cgroups) > 0 {
+		// Young cgroups are swept once old enough (cgroup.Sweep leaves what
+		// a concurrent run may have just made).
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			var left []string
+			for _, cg := range cgroups {
+				if _, err := os.Stat(cg); err == nil {
+					left = append(left, cg)
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cgroups of the dead daemon's sandbox are left: %v", left)
+				break
+			}
+		}
+	} else {
+		t.Log("the sandbox had no cgroup of its own here: nothing to reap")
 	}
 	// A second daemon on the same state directory is refused.
 	if _, err := daemon.New(daemon.Config{StateDir: state}); !errors.Is(err, daemon.ErrLocked) {
@@ -745,3 +781,40 @@ func waitFor(find func() []int) []int {
 		}
 	}
 }
+
+// ownCgroups returns the cgroup directories of process pid that are not
+// this test's own: the sandbox's, when it has some.
+func ownCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	mine, _ := os.ReadFile("/proc/self/cgroup")
+	theirs, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(theirs)), "\n") {
+		if strings.Contains(string(mine), line+"\n") {
+			continue
+		}
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctrl := strings.TrimPrefix(parts[1], "name=")
+		var dir string
+		switch {
+		case ctrl == "" && fileExists("/sys/fs/cgroup/unified"):
+			dir = filepath.Join("/sys/fs/cgroup/unified", parts[2])
+		case ctrl == "":
+			dir = filepath.Join("/sys/fs/cgroup", parts[2])
+		default:
+			dir = filepath.Join("/sys/fs/cgroup", strings.Split(ctrl, ",")[0], parts[2])
+		}
+		if fileExists(dir) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
