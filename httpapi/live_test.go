@@ -4,6 +4,7 @@ package httpapi_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,5 +158,32 @@ func TestOverlaySession(t *testing.T) {
 	// Change sets are kept in the state directory of package workspace.
 	if _, err := os.Stat(filepath.Join(os.Getenv("MOAT_STATE_DIR"), "runs", s.ChangeSet)); err != nil {
 		t.Errorf("the change set did not outlive the session: %v", err)
+	}
+}
+
+// TestRulesDecideEachExec: the policy's rules decide every command of a
+// session: a denied one does not run and says why, an allowed one runs.
+func TestRulesDecideEachExec(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	pol := "[[rules]]\nmatch = { command = [\"touch\", \"forbidden\"] }\ndecision = \"deny\"\nreason = \"not this file\"\n"
+	s := d.create(t, &client.CreateSessionRequest{Policy: pol})
+	_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"touch", "forbidden"}})
+	if rep.Reason != "denied" || rep.ExitCode != 125 || !strings.Contains(rep.Error, "not this file") {
+		t.Errorf("denied command: %+v", rep)
+	}
+	if _, err := d.c.Stat(context.Background(), s.ID, "forbidden"); apiCode(err) != client.CodeNotFound {
+		t.Errorf("the denied command ran: %v", err)
+	}
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"touch", "allowed"}}); rep.ExitCode != 0 {
+		t.Errorf("allowed command: %+v", rep)
+	}
+	resp, err := rawClient(d.sock).Get("http://moat/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(data), "moat_denials_total 1\n") {
+		t.Errorf("the denial is not counted:\n%s", data)
 	}
 }
