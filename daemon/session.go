@@ -164,6 +164,13 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.eng = eng
 	s.mu.Unlock()
 	m.mu.Lock()
+	if m.sessions[id] != s || m.draining {
+		// Shutdown passed it by while the sandbox was being made.
+		m.mu.Unlock()
+		s.cancel()
+		eng.Close(context.Background())
+		return nil, ErrDraining
+	}
 	s.ready = true
 	m.mu.Unlock()
 	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl)
