@@ -151,7 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rw, &client.Error{Status: 500, Code: client.CodeInternal, Message: "internal error"})
 			}
 		}
-		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start).String())
 	}()
 	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) {
 		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused,
