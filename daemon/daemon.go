@@ -55,6 +55,11 @@ type Config struct {
 	// all tenants together (256).
 	MaxSessions int
 	MaxTotal    int
+	// TenantMemory and TenantCPUs bound the sum of the memory and CPU
+	// limits (limits.memory, limits.cpus) of a tenant's sessions; zero
+	// means no bound. Under a bound, a session must set that limit.
+	TenantMemory int64
+	TenantCPUs   float64
 	// MaxBackground bounds the running background commands of a session (16).
 	MaxBackground int
 	// TTL is a session's default time to live (1h), MaxTTL the longest a

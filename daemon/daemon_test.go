@@ -236,3 +236,33 @@ func TestCleanRel(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantResourceQuotas(t *testing.T) {
+	m := newManager(t, Config{TenantMemory: 1 << 30, TenantCPUs: 2})
+	ctx := context.Background()
+	a, b := TokenTenant("a"), TokenTenant("b")
+	pol := func(mem string, cpus float64) string {
+		return fmt.Sprintf("[limits]\nmemory = %q\ncpus = %g\n", mem, cpus)
+	}
+	s1, err := m.Create(ctx, a, &CreateRequest{Policy: pol("600MiB", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{pol("600MiB", 0.5), pol("100MiB", 1.5), "", "[limits]\nmemory = \"1MiB\"\n"} {
+		if _, err := m.Create(ctx, a, &CreateRequest{Policy: p}); !errors.Is(err, ErrQuota) {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	if _, err := m.Create(ctx, b, &CreateRequest{Policy: pol("600MiB", 1)}); err != nil {
+		t.Errorf("another tenant's quota: %v", err)
+	}
+	if _, err := m.Create(ctx, a, &CreateRequest{Policy: pol("400MiB", 1)}); err != nil {
+		t.Errorf("within the quota: %v", err)
+	}
+	if err := m.Delete(ctx, a, s1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, a, &CreateRequest{Policy: pol("600MiB", 1)}); err != nil {
+		t.Errorf("the quota freed by a deleted session: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -62,6 +63,10 @@ type Session struct {
 	nextProc   int
 	ended      bool
 	ready      bool // made: under the Manager's lock, which Get and List take
+	// memory and cpus are the policy's limits, counted against the
+	// tenant's quotas; under the Manager's lock.
+	memory int64
+	cpus   float64
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -153,6 +158,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, err
 	}
 	s.WorkspaceMode = p.Workspace.Mode
+	if err := m.reserveResources(s, int64(p.Limits.Memory), p.Limits.CPUs); err != nil {
+		return nil, err
+	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()})
@@ -175,6 +183,37 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	m.mu.Unlock()
 	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl.String())
 	return s, nil
+}
+
+// reserveResources counts s's memory and CPU limits against its tenant's
+// quotas, with those of the tenant's other sessions (those made, and those
+// being made that have reserved theirs).
+func (m *Manager) reserveResources(s *Session, memory int64, cpus float64) error {
+	if m.cfg.TenantMemory > 0 && memory == 0 {
+		return fmt.Errorf("%w: this daemon bounds each tenant's memory: set limits.memory", ErrQuota)
+	}
+	if m.cfg.TenantCPUs > 0 && cpus == 0 {
+		return fmt.Errorf("%w: this daemon bounds each tenant's CPUs: set limits.cpus", ErrQuota)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var usedMem int64
+	var usedCPUs float64
+	for _, o := range m.sessions {
+		if o != s && o.Tenant.ID == s.Tenant.ID {
+			usedMem += o.memory
+			usedCPUs += o.cpus
+		}
+	}
+	if q := m.cfg.TenantMemory; q > 0 && usedMem+memory > q {
+		return fmt.Errorf("%w: limits.memory %s with the tenant's other sessions' %s is over its %s", ErrQuota,
+			policy.Size(memory), policy.Size(usedMem), policy.Size(q))
+	}
+	if q := m.cfg.TenantCPUs; q > 0 && usedCPUs+cpus > q {
+		return fmt.Errorf("%w: limits.cpus %g with the tenant's other sessions' %g is over its %g", ErrQuota, cpus, usedCPUs, q)
+	}
+	s.memory, s.cpus = memory, cpus
+	return nil
 }
 
 func (m *Manager) countLocked(t Tenant) int {

@@ -17,6 +17,7 @@ import (
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -38,6 +39,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	var origins stringList
 	fs.Var(&origins, "allow-origin", "a browser origin allowed to call the API (repeatable); others are refused")
 	maxSessions := fs.Int("max-sessions", 16, "sessions per tenant")
+	tenantMemory := fs.String("tenant-memory", "", "bound on the sum of a tenant's sessions' limits.memory, e.g. 8GiB (each session must then set it)")
+	tenantCPUs := fs.Float64("tenant-cpus", 0, "bound on the sum of a tenant's sessions' limits.cpus (each session must then set it)")
 	ttl := fs.Duration("ttl", time.Hour, "a session's default time to live")
 	idle := fs.Duration("idle-timeout", 15*time.Minute, "end a session no command used for this long")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get before they are killed")
@@ -57,6 +60,17 @@ func cmdServe(args []string, stderr io.Writer) int {
 	mode, err := strconv.ParseUint(*sockMode, 8, 32)
 	if err != nil || mode&^0o777 != 0 {
 		fmt.Fprintf(stderr, "moat serve: --socket-mode %q is not an octal permission such as 0600\n", *sockMode)
+		return 2
+	}
+	var memQuota policy.Size
+	if *tenantMemory != "" {
+		if memQuota, err = policy.ParseSize(*tenantMemory); err != nil || memQuota <= 0 {
+			fmt.Fprintf(stderr, "moat serve: --tenant-memory %q: want a size such as 8GiB\n", *tenantMemory)
+			return 2
+		}
+	}
+	if *tenantCPUs < 0 {
+		fmt.Fprintln(stderr, "moat serve: --tenant-cpus is negative")
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -79,7 +93,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := daemon.New(daemon.Config{StateDir: state, MaxSessions: *maxSessions, TTL: *ttl, IdleTimeout: *idle, Logger: log})
+	m, err := daemon.New(daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
+		TTL: *ttl, IdleTimeout: *idle, Logger: log})
 	if err != nil {
 		return fail(err)
 	}

@@ -138,6 +138,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"serve", "--listen", "127.0.0.1:0"},
 		{"serve", "--socket-mode", "9"},
 		{"serve", "extra"},
+		{"serve", "--tenant-memory", "lots"},
 	} {
 		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
 			t.Errorf("moat %q: %d %q", args, code, errs)
