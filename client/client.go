@@ -326,3 +326,18 @@ func (c *Client) ListDir(ctx context.Context, id, path string) ([]FileInfo, erro
 	err := c.do(ctx, "GET", filesPath(id, "/list", path, nil), nil, &out)
 	return out.Entries, err
 }
+
+// WriteStdin writes data to the standard input of a background command
+// started with StdinOpen, and closes it after with close.
+func (c *Client) WriteStdin(ctx context.Context, id, pid string, data []byte, close bool) error {
+	q := ""
+	if close {
+		q = "?close=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/sessions/"+url.PathEscape(id)+"/processes/"+url.PathEscape(pid)+"/stdin"+q, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.raw(req)
+}

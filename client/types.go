@@ -47,7 +47,8 @@ type ExecRequest struct {
 	Env []string `json:"env,omitempty"`
 	// Dir is the working directory, relative to the workspace.
 	Dir string `json:"dir,omitempty"`
-	// Stdin is the command's whole standard input; empty means none.
+	// Stdin is the command's standard input: all of it, or for a
+	// background command with StdinOpen, its beginning; empty means none.
 	Stdin string `json:"stdin,omitempty"`
 	// Wall bounds this command's wall time below the policy's (a Go
 	// duration); Output bounds its output bytes below the policy's.
@@ -56,6 +57,10 @@ type ExecRequest struct {
 	// Background starts the command and answers at once with a Process;
 	// its output is kept (bounded) and read with the output endpoint.
 	Background bool `json:"background,omitempty"`
+	// StdinOpen (background only) keeps the command's standard input open
+	// after Stdin, for the stdin endpoint to write (a REPL); it ends when
+	// a write closes it or the command ends.
+	StdinOpen bool `json:"stdin_open,omitempty"`
 }
 
 // Event is one line of an exec's NDJSON stream: output (Stream and Data,
@@ -168,6 +173,8 @@ const (
 	CodeSandboxRefused = "sandbox_refused"
 	CodeProtected      = "protected_path"
 	CodeDenied         = "denied"
+	CodeNoStdin        = "stdin_closed"
+	CodeStdinBlocked   = "stdin_blocked"
 )
 
 // FileInfo describes an entry of a session's workspace.

@@ -139,7 +139,7 @@ func TestDeleteEndsRunningCommands(t *testing.T) {
 			s.Exec(context.Background(), &ExecRequest{Args: []string{"block"}}, backend.Stdio{})
 		}()
 	}
-	p, err := s.Start(&ExecRequest{Args: []string{"bg"}})
+	p, err := s.Start(&ExecRequest{Args: []string{"bg"}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

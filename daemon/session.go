@@ -404,8 +404,9 @@ func (s *Session) close(ctx context.Context) error {
 }
 
 // Start starts a background command in s; its output is kept, bounded,
-// for Process.Read.
-func (s *Session) Start(req *ExecRequest) (*Process, error) {
+// for Process.Read. With openStdin, its standard input is a pipe that
+// Process.WriteStdin writes (else /dev/null).
+func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	if err := checkExec(req); err != nil {
 		return nil, err
 	}
@@ -440,8 +441,27 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 	s.forgetEndedLocked()
 	s.mu.Unlock()
 
-	ep, err := s.eng.Start(s.ctx, req, backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")})
+	stdio := backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")}
+	var stdinR *os.File
+	if openStdin {
+		// An OS pipe, passed to the command as it is, whose write end
+		// takes a deadline: a command that does not read cannot block a
+		// request for longer than its deadline.
+		r, w, err := os.Pipe()
+		if err != nil {
+			s.finish(true)
+			return nil, err
+		}
+		stdinR, p.stdin, stdio.Stdin = r, w, r
+	}
+	ep, err := s.eng.Start(s.ctx, req, stdio)
+	if stdinR != nil {
+		stdinR.Close() // the command has its own copy
+	}
 	if err != nil {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
 		s.mu.Lock()
 		delete(s.procs, p.ID)
 		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
@@ -456,6 +476,12 @@ func (s *Session) Start(req *ExecRequest) (*Process, error) {
 		p.mu.Lock()
 		p.report, p.err = rep, err
 		p.mu.Unlock()
+		p.inMu.Lock()
+		if p.stdin != nil && !p.stdinClosed {
+			p.stdin.Close()
+			p.stdinClosed = true
+		}
+		p.inMu.Unlock()
 		close(p.done)
 		p.out.close()
 	}()
@@ -507,13 +533,48 @@ type Process struct {
 	Args    []string
 	Started time.Time
 
-	proc EngineProcess
-	done chan struct{}
-	out  *buffer
+	proc  EngineProcess
+	done  chan struct{}
+	out   *buffer
+	stdin *os.File // the write end of its standard input, or nil
 
 	mu     sync.Mutex
 	report *sandbox.Report
 	err    error
+
+	// inMu serialises the writes to stdin, which may wait for the command.
+	inMu        sync.Mutex
+	stdinClosed bool
+}
+
+// ErrNoStdin: a write to the standard input of a process that was not
+// started with it open, or whose input was closed.
+var ErrNoStdin = errors.New("the process's standard input is not open")
+
+// ErrStdinBlocked: the command did not read its input before the
+// write's deadline (part of it may have been written).
+var ErrStdinBlocked = errors.New("the command did not read its input in time")
+
+// WriteStdin writes data to p's standard input, waiting at most until
+// deadline for the command to read it, and closes it after with close.
+func (p *Process) WriteStdin(data []byte, close bool, deadline time.Time) error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.stdin == nil || p.stdinClosed {
+		return ErrNoStdin
+	}
+	p.stdin.SetWriteDeadline(deadline)
+	if _, err := p.stdin.Write(data); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return ErrStdinBlocked
+		}
+		return fmt.Errorf("%w: %v", ErrNotRunning, err)
+	}
+	if close {
+		p.stdinClosed = true
+		return p.stdin.Close()
+	}
+	return nil
 }
 
 // Running says whether p has not ended yet.

@@ -50,6 +50,8 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrDraining, http.StatusServiceUnavailable, client.CodeDraining},
 		{daemon.ErrBadRequest, http.StatusBadRequest, client.CodeBadRequest},
 		{daemon.ErrNotRunning, http.StatusConflict, client.CodeNotRunning},
+		{daemon.ErrNoStdin, http.StatusConflict, client.CodeNoStdin},
+		{daemon.ErrStdinBlocked, http.StatusServiceUnavailable, client.CodeStdinBlocked},
 		{daemon.ErrNoFile, http.StatusNotFound, client.CodeNotFound},
 		{daemon.ErrProtected, http.StatusForbidden, client.CodeProtected},
 		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},

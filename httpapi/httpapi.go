@@ -62,6 +62,7 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/processes", (*Server).listProcesses},
 	{"POST", "/v1/sessions/{id}/processes/{pid}/signal", (*Server).signal},
 	{"GET", "/v1/sessions/{id}/processes/{pid}/output", (*Server).output},
+	{"POST", "/v1/sessions/{id}/processes/{pid}/stdin", (*Server).writeStdin},
 	{"GET", "/v1/sessions/{id}/files", (*Server).readFile},
 	{"PUT", "/v1/sessions/{id}/files", (*Server).writeFile},
 	{"DELETE", "/v1/sessions/{id}/files", (*Server).removeFile},

@@ -101,8 +101,48 @@ except OSError:
 	}
 }
 
+// TestBackgroundStdin: a background command started with its input open
+// reads what later requests write, and ends when the input is closed.
+func TestBackgroundStdin(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	p, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"cat"}, Stdin: "first\n", StdinOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := readUntil(t, d.c, s.ID, p.ID, "stdout", "first\n"); out != "first\n" {
+		t.Fatalf("the first input: %q", out)
+	}
+	if err := d.c.WriteStdin(ctx, s.ID, p.ID, []byte("second\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if out := readUntil(t, d.c, s.ID, p.ID, "stdout", "second\n"); out != "first\nsecond\n" {
+		t.Errorf("after the second input: %q", out)
+	}
+	o, err := d.c.Output(ctx, s.ID, p.ID, 0, 5*time.Second)
+	for err == nil && o.Running {
+		o, err = d.c.Output(ctx, s.ID, p.ID, o.Next, 5*time.Second)
+	}
+	if err != nil || o.Exit == nil || o.Exit.ExitCode != 0 {
+		t.Errorf("cat did not end with its input: %+v %v", o, err)
+	}
+	if err := d.c.WriteStdin(ctx, s.ID, p.ID, []byte("late"), false); apiCode(err) != client.CodeNoStdin {
+		t.Errorf("a write after the end: %v", err)
+	}
+	// Positive control of the refusal: a command started without its input
+	// open has none to write.
+	q, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.c.WriteStdin(ctx, s.ID, q.ID, []byte("x"), false); apiCode(err) != client.CodeNoStdin {
+		t.Errorf("a write to a command without input: %v", err)
+	}
+}
+
 // TestPythonStateAcrossExecs: a Python interpreter kept running in the
-// background keeps its variables across the execs that feed it.
+// background keeps its variables across the requests that feed it.
 func TestPythonStateAcrossExecs(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
@@ -110,21 +150,29 @@ func TestPythonStateAcrossExecs(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	ctx := context.Background()
 	s := d.create(t, &client.CreateSessionRequest{})
-	// fd 3 holds the FIFO open for writing too, so the interpreter never
-	// reads an end of file between two writers.
-	repl, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "mkfifo /tmp/in && exec 3<>/tmp/in && exec python3 -u -i <&3"}})
+	repl, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"python3", "-u", "-i"}, StdinOpen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readUntil(t, d.c, s.ID, repl.ID, "stderr", ">>> "); !strings.Contains(got, ">>> ") {
-		t.Fatalf("the interpreter did not start: %q", got)
-	}
-	for _, line := range []string{"x = 41", "print('x+1 =', x + 1)"} {
-		run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", `printf '%s\n' "$1" > /tmp/in`, "sh", line}})
+	for _, line := range []string{"x = 41\n", "print('x+1 =', x + 1)\n"} {
+		if err := d.c.WriteStdin(ctx, s.ID, repl.ID, []byte(line), false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if out := readUntil(t, d.c, s.ID, repl.ID, "stdout", "x+1 = 42"); !strings.Contains(out, "x+1 = 42") {
-		o, _ := d.c.Output(ctx, s.ID, repl.ID, 0, 0)
-		t.Errorf("the interpreter lost its state: %q (all output %+v, exit %+v)", out, o.Chunks, o.Exit)
+		t.Errorf("the interpreter lost its state: %q", out)
+	}
+	// Another exec of the session sees the same sandbox the interpreter
+	// writes to.
+	if err := d.c.WriteStdin(ctx, s.ID, repl.ID, []byte("open('/tmp/from-repl', 'w').write('hi')\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); out != "hi" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, _, _ = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "cat /tmp/from-repl 2>/dev/null"}})
+	}
+	if out != "hi" {
+		t.Errorf("an exec does not see the interpreter's file: %q", out)
 	}
 }
 

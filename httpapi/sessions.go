@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -111,15 +112,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) e
 		return badRequest("output: %d is negative", req.Output)
 	}
 	dreq := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output}
+	if req.StdinOpen && !req.Background {
+		return badRequest("stdin_open: only a background command keeps its input open")
+	}
 	if req.Background {
-		if req.Stdin != "" {
-			return badRequest("stdin: a background command reads no input")
-		}
-		p, err := sess.Start(dreq)
+		p, err := sess.Start(dreq, req.StdinOpen || req.Stdin != "")
 		if err != nil {
 			return err
 		}
 		s.metrics.execs.Add(1)
+		if req.Stdin != "" {
+			if err := p.WriteStdin([]byte(req.Stdin), !req.StdinOpen, time.Now().Add(stdinWait)); err != nil {
+				s.Logger.Info("background stdin", "session", sess.ID, "process", p.ID, "err", err)
+			}
+		}
 		return writeJSON(w, http.StatusCreated, s.processJSON(p))
 	}
 
@@ -297,6 +303,32 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, t daemon.Tenant)
 		return badRequest("signal: %q is not one of HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP, WINCH", req.Signal)
 	}
 	if err := p.Signal(sig); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// stdinWait bounds how long a write to a background command's input
+// waits for the command to read it.
+const stdinWait = 10 * time.Second
+
+func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	p, err := s.process(r, t)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxBody))
+	if err != nil {
+		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
+			Message: fmt.Sprintf("a write to stdin is at most %d bytes", s.MaxBody)}
+	}
+	ctxDeadline, ok := r.Context().Deadline()
+	deadline := time.Now().Add(stdinWait)
+	if ok && ctxDeadline.Before(deadline) {
+		deadline = ctxDeadline
+	}
+	if err := p.WriteStdin(data, r.URL.Query().Get("close") == "true", deadline); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
