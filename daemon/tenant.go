@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -173,6 +174,13 @@ func confine(p *policy.Policy, ws string, remote bool) error {
 	d := policy.Default().User
 	if p.User.HostUID != d.HostUID || p.User.HostGID != d.HostGID {
 		refuse("user.host_uid and user.host_gid keep their defaults")
+	}
+	// env.pass copies the daemon's own environment into the sandbox,
+	// which may hold the daemon's credentials: only the default names.
+	for _, e := range p.Env.Pass {
+		if !slices.Contains(policy.Default().Env.Pass, e) {
+			refuse("env.pass: %q would pass the daemon's environment; set values with env.set", e)
+		}
 	}
 	if len(p.Secrets) > 0 {
 		// Their values are read from the daemon's environment and files.

@@ -448,6 +448,7 @@ func TestTokensSeparateTenants(t *testing.T) {
 	for pol, why := range map[string]string{
 		"[network]\nmode = \"host\"\n":           "network.mode",
 		"[syscalls]\nprofile = \"unconfined\"\n": "syscalls.profile",
+		"[env]\npass = [\"PATH\", \"*\"]\n":      "env.pass",
 		"[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"env:HOME\"\nhosts = [\"example.com\"]\n": "[[secrets]]",
 	} {
 		_, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
