@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -40,6 +41,9 @@ type EngineSpec struct {
 	ID     string
 	Policy *policy.Policy // validated and resolved
 	Caller sandbox.Caller
+	// NetworkEvents receives the session's network decisions (see
+	// CreateRequest); nil means nobody.
+	NetworkEvents func(egress.Event)
 }
 
 // NewEngine makes a session's sandbox.
@@ -54,6 +58,9 @@ type ExecRequest struct {
 	// never above them.
 	Wall   time.Duration
 	Output int64
+	// Approver answers the asks of the policy's rules about this command;
+	// nil means nobody can be asked, and an ask refuses it.
+	Approver sandbox.Approver
 }
 
 // Sandboxes makes each session one sandbox that lives as long as it
@@ -61,7 +68,7 @@ type ExecRequest struct {
 // processes left running and the network. An overlay or copy session
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
-	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller}
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}
@@ -80,7 +87,7 @@ type sandboxEngine struct {
 // request turns a daemon request into the sandbox's: the directory
 // inside the sandbox, the limits never above the policy's.
 func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
-	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env}
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver}
 	if req.Dir != "" {
 		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
 	}

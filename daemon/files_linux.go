@@ -196,6 +196,53 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 	return nil
 }
 
+// Mkdir makes the directory rel, owned by the workspace's owner; its
+// parent must exist. An existing directory is not an error.
+func (s *Session) Mkdir(rel string) error {
+	rel, err := cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(true)
+	}
+	if err != nil {
+		return err
+	}
+	if s.protected(rel) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	s.touch()
+	dir, base, dirRel, err := s.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if s.protected(joinRel(dirRel, base)) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	err = unix.Mkdirat(int(dir.Fd()), base, 0o755)
+	if errors.Is(err, unix.EEXIST) {
+		// A directory already, or a link to one, resolved beneath the
+		// root like every other path.
+		d, err := s.openBeneath(rel, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		return d.Close()
+	}
+	if err != nil {
+		return s.pathError(rel, err)
+	}
+	if os.Geteuid() == 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
+			return err
+		}
+		if err := unix.Fchownat(int(dir.Fd()), base, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Remove removes the file, link or empty directory rel.
 func (s *Session) Remove(rel string) error {
 	rel, err := cleanRel(rel)

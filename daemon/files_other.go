@@ -15,6 +15,8 @@ func (s *Session) WriteFile(string, []byte, fs.FileMode) error { return errNoFil
 
 func (s *Session) Remove(string) error { return errNoFiles }
 
+func (s *Session) Mkdir(string) error { return errNoFiles }
+
 func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
 
 func (s *Session) List(string) ([]*FileInfo, bool, error) { return nil, false, errNoFiles }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -26,6 +28,10 @@ type CreateRequest struct {
 	WorkspaceMode string // overrides the policy's workspace.mode
 	TTL           time.Duration
 	IdleTimeout   time.Duration
+	// NetworkEvents, if set, receives every network decision of an
+	// allow-mode session as it happens (an in-process caller's hook: the
+	// MCP server tells a command's result the refusals it met).
+	NetworkEvents func(egress.Event)
 }
 
 // Session is a live session. Its exported fields do not change.
@@ -48,6 +54,7 @@ type Session struct {
 	rootMu  sync.RWMutex
 	rootEnd bool
 	protect []string        // protected paths, relative to the root
+	policy  *policy.Policy  // the policy in force, resolved
 	ctx     context.Context // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
 	execs   sync.WaitGroup // foreground commands
@@ -158,12 +165,13 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, err
 	}
 	s.WorkspaceMode = p.Workspace.Mode
+	s.policy = p
 	if err := m.reserveResources(s, int64(p.Limits.Memory), p.Limits.CPUs); err != nil {
 		return nil, err
 	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()})
+	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
@@ -183,6 +191,15 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	m.mu.Unlock()
 	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl.String())
 	return s, nil
+}
+
+// Policy returns a copy of the policy in force in s, resolved: what its
+// commands may read, write and reach.
+func (s *Session) Policy() *policy.Policy {
+	b, _ := json.Marshal(s.policy)
+	var p policy.Policy
+	json.Unmarshal(b, &p)
+	return &p
 }
 
 // reserveResources counts s's memory and CPU limits against its tenant's

@@ -42,6 +42,9 @@ type Server struct {
 	// StateDir is removed from error texts shown to tenants.
 	StateDir string
 	Logger   *slog.Logger
+	// MCP, if set, serves /mcp (package mcpserver's HTTP handler, which
+	// authenticates with Tenant); the origin check applies to it too.
+	MCP http.Handler
 
 	mux     *http.ServeMux
 	metrics metrics
@@ -135,6 +138,9 @@ func (s *Server) init() {
 			}
 		})
 	}
+	if s.MCP != nil {
+		s.mux.Handle("/mcp", s.MCP)
+	}
 }
 
 // ServeHTTP checks the origin, recovers from panics and routes.
@@ -181,8 +187,10 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
 }
 
-// tenant says who sent r: the peer's uid on a unix socket; over TCP, the
+// Tenant says who sent r: the peer's uid on a unix socket; over TCP, the
 // tenant of a valid bearer token.
+func (s *Server) Tenant(r *http.Request) (daemon.Tenant, error) { return s.tenant(r) }
+
 func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 	ci, _ := r.Context().Value(connKey{}).(connInfo)
 	if ci.unix {

@@ -63,6 +63,10 @@ type ExecRequest struct {
 	// backend.ProcessSpec).
 	Tty        bool
 	Rows, Cols uint16
+	// Approver, when set, answers the asks about this command instead of
+	// the session's: the person behind this one request (an MCP client's
+	// user) rather than whoever answers for the session.
+	Approver Approver
 }
 
 // Session is a live sandbox whose commands share its file system (the
@@ -283,7 +287,11 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		dir = filepath.Clean(req.Dir)
 	}
 	// The rules decide every command, as they decide a Run's.
-	r := &Request{Policy: pol, Args: req.Args, Approver: s.req.Approver, AuditDecision: s.req.AuditDecision}
+	ap := s.req.Approver
+	if req.Approver != nil {
+		ap = req.Approver
+	}
+	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision}
 	if err := decide(ctx, r, rep, dir); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"

@@ -77,6 +77,7 @@ Usage:
   moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
   moat ps SESSION                     a session's background commands
   moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
+  moat mcp [--policy F] [--workspace DIR] [--workspace-mode M]  an MCP server on stdio for any agent (docs/mcp.md)
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -118,6 +119,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdPs(args[1:], stdout, stderr)
 	case "cp":
 		return cmdCp(args[1:], stdout, stderr)
+	case "mcp":
+		return cmdMCP(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -125,7 +128,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, mcp, version)\n", args[0])
 	return 2
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -102,6 +103,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 		log.Info("session of a previous daemon ended", "session", id)
 	}
 	srv := &httpapi.Server{Manager: m, Tokens: tokens, AllowOrigins: origins, StateDir: state, Logger: log}
+	srv.MCP = mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: srv.Tenant, IdleTimeout: *idle, Logger: log,
+		Options: mcpserver.Options{Version: version}})
 	hs := srv.HTTPServer()
 
 	var listeners []net.Listener
