@@ -13,6 +13,10 @@ cd "$(dirname "$0")/.."
 export CGO_ENABLED=0
 
 if ! command -v node >/dev/null || ! command -v npx >/dev/null; then
+  if [ "${MOAT_REQUIRE_INSPECTOR:-0}" = 1 ]; then
+    echo "mcp-inspector: node and npx are required (MOAT_REQUIRE_INSPECTOR=1): apt-get install nodejs npm" >&2
+    exit 1
+  fi
   echo "== SKIPPED mcp-inspector: node and npx are not installed (the MCP Inspector is an npm package)"
   exit 0
 fi
