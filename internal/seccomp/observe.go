@@ -87,3 +87,32 @@ func SupervisorAllowed(prog []Instruction, arch string) bool {
 	}
 	return true
 }
+
+// WithExecNotify returns prog preceded by a check that sends every execve
+// and execveat of arch to the supervisor (SECCOMP_RET_USER_NOTIF), which
+// evaluates prog for them itself and, where prog allows the call, asks a
+// [Supervisor]'s Exec whether the program may start. A call of another
+// architecture falls through to prog, which kills it. prog should be the
+// observed program (see Observed): a process has one listener, and this
+// check shares it.
+func WithExecNotify(prog []Instruction, arch string) []Instruction {
+	execve, _ := Lookup(arch, "execve")
+	execveat, _ := Lookup(arch, "execveat")
+	head := []Instruction{
+		{Code: ldAbsW, K: 4}, // seccomp_data.arch
+		{Code: jeq, Jt: 0, Jf: 5, K: AuditArch(arch)},
+		{Code: ldAbsW, K: 0}, // seccomp_data.nr
+		{Code: jeq, Jt: 2, Jf: 0, K: uint32(execve)},
+		{Code: jeq, Jt: 1, Jf: 0, K: uint32(execveat)},
+		{Code: ja, K: 1},
+		{Code: retK, K: retUserNotif},
+	}
+	return append(head, prog...)
+}
+
+// IsExec reports whether nr is execve or execveat on arch.
+func IsExec(arch string, nr int) bool {
+	execve, _ := Lookup(arch, "execve")
+	execveat, _ := Lookup(arch, "execveat")
+	return nr == execve || nr == execveat
+}

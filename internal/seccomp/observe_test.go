@@ -41,3 +41,32 @@ func TestObserved(t *testing.T) {
 		t.Errorf("ErrnoOf: %d %v", e, ok)
 	}
 }
+
+// TestWithExecNotify: execve and execveat of the native architecture are
+// notified, every other call gets what the program underneath gives it,
+// and a foreign architecture is still killed.
+func TestWithExecNotify(t *testing.T) {
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		prog, err := Compile(Default(), arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := Observed(prog)
+		ex := WithExecNotify(obs, arch)
+		for _, name := range []string{"execve", "execveat", "read", "unshare", "mount", "getppid"} {
+			nr, _ := Lookup(arch, name)
+			want, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if IsExec(arch, nr) {
+				want = retUserNotif
+			}
+			got, err := Evaluate(ex, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if err != nil || got != want {
+				t.Errorf("%s %s: %#x, %v; want %#x", arch, name, got, err, want)
+			}
+		}
+		nr, _ := Lookup(arch, "execve")
+		if got, _ := Evaluate(ex, int32(nr), 0x40000003, 0, [6]uint64{}); got != retKillProcess {
+			t.Errorf("%s: foreign arch execve gives %#x", arch, got)
+		}
+	}
+}
