@@ -60,6 +60,10 @@ type planFDs struct {
 	// ctty: stdin is the pty the host made for the command (see
 	// terminal), which becomes its controlling terminal.
 	ctty bool
+	// observed is the filter that gets the listener; execCheck says it
+	// also sends each exec to the host (see execObserved).
+	observed  int
+	execCheck bool
 }
 
 // directCalls are the system calls the direct start makes after its
@@ -502,8 +506,11 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		}
 		stg := p.stage(fmt.Sprintf("install seccomp filter %d", k+1))
 		flags := uintptr(0)
-		if k == 0 && fds.seccompChan >= 0 {
+		if k == fds.observed && fds.seccompChan >= 0 {
 			prog = seccomp.Observed(prog)
+			if fds.execCheck {
+				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch())
+			}
 			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		}
 		fp := &unix.SockFprog{Len: uint16(len(prog)), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
@@ -520,8 +527,12 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		// then waits in the kernel until the host answers it. The
 		// listener and the channel are close-on-exec: the command's
 		// process, forked with a copy of init's fds, never has them.
+		// With the exec check, the command's own execve waits for the
+		// host's answer: the listener must be there before the fork.
 		list := p.list
-		p.list = &f.post
+		if !fds.execCheck {
+			p.list = &f.post
+		}
 		p.sendFD(p.stage("send the seccomp listener to the host"), fds.seccompChan, listener)
 		p.list = list
 	}
@@ -1036,7 +1047,7 @@ func (p *plan) dev(target string) {
 func (p *plan) execFilter(prog []seccomp.Instruction, fds planFDs) {
 	stg := p.stage("install seccomp filter 1")
 	flags := uintptr(0)
-	if fds.seccompChan >= 0 && observable(seccomp.Observed(prog), fds.status) {
+	if fds.seccompChan >= 0 && !fds.execCheck && observable(seccomp.Observed(prog), fds.status) {
 		prog = seccomp.Observed(prog)
 		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		list := p.list

@@ -325,6 +325,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	idmapped := make(chan error, 1)
 	idmapped <- nil
 	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
+	if r.stdio.CheckExec != nil {
+		if _, err := execObserved(spec, filters, direct); err != nil {
+			return nil, err
+		}
+	}
 	if os.Geteuid() == 0 {
 		t, maps, err := openTrees(spec)
 		if err != nil {
