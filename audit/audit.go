@@ -85,6 +85,14 @@ type Decision struct {
 	Outcome string `json:"outcome,omitempty"`
 	// Approver says who answered an ask ("tty").
 	Approver string `json:"approver,omitempty"`
+	// At is "exec" for a program a process of the sandbox started,
+	// checked at its execve; "" for the command line given to moat.
+	At string `json:"at,omitempty"`
+	// Scope is how far the approval of an approved ask reaches ("once",
+	// "prefix", "session"; see harness.Scope), Expires when it ends
+	// (absent: it does not expire).
+	Scope   string     `json:"scope,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
 }
 
 // genesis is the "prev" of a file's first record: the SHA-256 of "".

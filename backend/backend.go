@@ -260,6 +260,10 @@ type Stdio struct {
 // was given it: read from the memory of the process that calls it, so
 // only as trustworthy as that process (see Stdio.CheckExec).
 type ExecCall struct {
+	// Pid identifies the calling process, as the backend sees it: a
+	// shell searching its PATH calls execve once per directory, and a
+	// checker can tell the retries of one search by it.
+	Pid int
 	// Path is the program as given (relative to the caller's working
 	// directory; "" for an fexecve).
 	Path string

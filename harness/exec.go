@@ -1,9 +1,6 @@
 package harness
 
-import (
-	"path"
-	"slices"
-)
+import "path"
 
 // DecideExec checks a program about to start inside the sandbox, as its
 // execve gave it: path is the program as given, argv its arguments. It
@@ -39,11 +36,11 @@ func (rs *Rules) Empty() bool { return len(rs.policy) == 0 && len(rs.builtin) ==
 
 // Asks returns the simple commands of a's line that the rules ask about:
 // what a person approving the line has seen, and has approved when the
-// line's programs start.
+// line's programs start. A command the line runs twice is listed twice.
 func (rs *Rules) Asks(a Action) [][]string {
 	var out [][]string
 	for _, c := range split(a.Argv) {
-		if d := rs.decideOne(c); d.Verdict == Ask && !slices.ContainsFunc(out, func(x []string) bool { return slices.Equal(x, c.argv) }) {
+		if d := rs.decideOne(c); d.Verdict == Ask {
 			out = append(out, c.argv)
 		}
 	}

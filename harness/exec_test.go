@@ -59,7 +59,7 @@ reason = "no"
 func TestAsks(t *testing.T) {
 	rs := New(policy.Default())
 	got := rs.Asks(Action{Argv: []string{"sh", "-c", "make && git push && git push && npm publish"}})
-	want := [][]string{{"git", "push"}, {"npm", "publish"}}
+	want := [][]string{{"git", "push"}, {"git", "push"}, {"npm", "publish"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("Asks = %q, want %q", got, want)
 	}

@@ -37,9 +37,9 @@ const (
 // anything of the run exists, asks req.Approver about an ask, and audits
 // the decision. It returns ErrDenied (wrapped, with the rule and how to
 // get the command through) when the command must not run.
-func decide(ctx context.Context, req *Request, rep *Report, dir string) error {
+func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, ap *harness.Approvals) error {
 	a := harness.Action{Argv: req.Args, Dir: dir}
-	d := harness.New(req.Policy).Decide(a)
+	d := rules.Decide(a)
 	if d.Verdict == harness.Allow && d.Rule == nil {
 		return nil // no rule had anything to say: nothing to record
 	}
@@ -76,7 +76,8 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string) error {
 			}
 			return fmt.Errorf("%w: %s was not approved%s; %s asked: %s", ErrDenied, shellQuote(d.Command), why, what, d.Reason)
 		}
-		rep.Approval, rec.Outcome = ApprovalApproved, ApprovalApproved
+		rep.Approval, rec.Outcome, rec.Scope = ApprovalApproved, ApprovalApproved, string(harness.ScopeOnce)
+		grantLine(ap, rules, a, rec.Approver)
 	}
 	return nil
 }

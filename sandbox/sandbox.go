@@ -229,7 +229,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if caller.Cwd != "" && within(dir, caller.Cwd) {
 		dir = caller.Cwd
 	}
-	if err := decide(ctx, req, rep, dir); err != nil {
+	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
+	if err := decide(ctx, req, rep, dir, rules, approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}
@@ -324,7 +325,20 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
 		return rep, nil
 	}
+	var ec *execCheck
+	if !rules.Empty() {
+		// The rules hold for every program the command starts, not only
+		// for the line given: checked at each exec (see execCheck).
+		ec = &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
+		stdio.CheckExec = ec.check
+	}
 	st, err := be.Run(ctx, spec, stdio)
+	if ec != nil {
+		rep.Denials = append(rep.Denials, ec.report()...)
+	}
+	if errors.Is(err, backend.ErrNoExecCheck) {
+		err = fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program the command starts, and here they could not be: with neither, the run needs no such check", ErrRefused, err)
+	}
 	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) {
 		fresh = nil // the command may have run: what it wrote is kept
 	}

@@ -3,6 +3,8 @@ package native
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -50,12 +52,43 @@ func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction, direct bo
 	return 1, nil
 }
 
-// execChecker is the supervisor's Exec for stdio.CheckExec.
+// execChecker is the supervisor's Exec for stdio.CheckExec. A program
+// that does not exist fails with ENOENT unasked: a shell searching its
+// PATH tries each directory in turn, and neither the rules nor a person
+// should see the misses.
 func execChecker(check func(context.Context, backend.ExecCall) error) func(context.Context, seccomp.ExecCall) int {
 	return func(ctx context.Context, c seccomp.ExecCall) int {
-		if err := check(ctx, backend.ExecCall{Path: c.Path, Argv: c.Argv, Truncated: c.Truncated}); err != nil {
+		if missing(c) {
+			return int(unix.ENOENT)
+		}
+		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated}); err != nil {
 			return int(unix.EACCES)
 		}
 		return 0
 	}
+}
+
+// missing reports whether the program c names is certainly absent from
+// the caller's view: its path, resolved in the caller's root (or from its
+// working directory), is not there. Either answer fails closed: a
+// program wrongly found is checked, one wrongly missed does not run.
+func missing(c seccomp.ExecCall) bool {
+	if c.Path == "" || c.Dirfd != unix.AT_FDCWD {
+		return false // an fexecve, or a path relative to a directory fd
+	}
+	proc := "/proc/" + strconv.Itoa(c.Pid)
+	base, how := proc+"/root", unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
+	if !strings.HasPrefix(c.Path, "/") {
+		base, how.Resolve = proc+"/cwd", 0
+	}
+	dir, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, c.Path, &how)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err == unix.ENOENT || err == unix.ENOTDIR
 }

@@ -372,8 +372,12 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// An expected fallback (clone3 answered ENOSYS, which libc then does
 	// with clone) changed nothing: it stays in the report and the audit
 	// stream, and stderr keeps to what may have changed the outcome.
-	var parts []string
+	var parts, refused []string
 	for _, d := range rep.Denials {
+		if d.Layer == sandbox.LayerRules {
+			refused = append(refused, fmt.Sprintf("%s ×%d (%s)", d.What, d.Count, d.Rule))
+			continue
+		}
 		if d.Fallback == "" {
 			part := fmt.Sprintf("%s ×%d (%s", d.What, d.Count, d.Errno)
 			if d.Rule != "" {
@@ -384,6 +388,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if len(parts) > 0 {
 		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, strings.Join(parts, "; "))
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(strings.Join(refused, "; ")))
 	}
 	if n := rep.Network; n != nil && len(n.Refused) > 0 {
 		fmt.Fprintf(stderr, "moat: %s\n", n.Summary)

@@ -78,9 +78,11 @@ func SuperviseUntil(fd, stop int, prog []Instruction, record func(nr int, errno 
 type ExecCall struct {
 	// Pid is the caller's process id, as the supervisor sees it.
 	Pid int
-	// Path is the program's path as given (relative to the caller's
-	// working directory or directory fd; "" for an fexecve).
-	Path string
+	// Path is the program's path as given, relative to Dirfd (the
+	// caller's fd, or AT_FDCWD for its working directory); "" for an
+	// fexecve.
+	Path  string
+	Dirfd int
 	// Argv are its arguments. Truncated says there were more (or longer
 	// ones) than a supervisor reads: Argv is then a prefix.
 	Argv      []string
@@ -179,11 +181,13 @@ func respond(fd int, id uint64, errno int) {
 // The notification's id is checked after the read: if the caller died
 // meanwhile, its pid may name another process, whose memory was read.
 func (s *Supervisor) answerExec(ctx context.Context, fd int, req *seccompNotif) {
-	pathAt, argvAt := req.args[0], req.args[1]
+	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
 	if int(req.nr) != execveNr() {
-		pathAt, argvAt = req.args[1], req.args[2] // execveat(dirfd, path, argv, envp, flags)
+		// execveat(dirfd, path, argv, envp, flags)
+		dirfd, pathAt, argvAt = int(int32(req.args[0])), req.args[1], req.args[2]
 	}
 	c, err := readExec(int(req.pid), pathAt, argvAt)
+	c.Dirfd = dirfd
 	id := req.id
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
 		return // the caller is gone: nothing to answer

@@ -1,0 +1,151 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/harness"
+)
+
+// LayerRules is the Denial.Layer of a program the command rules refused
+// to start inside the sandbox.
+const LayerRules = "rules"
+
+// execCheck answers the backend's CheckExec for one run: each program a
+// process of the sandbox starts is checked against the command rules
+// (harness.Rules.DecideExec), so that a rule holds for what make or a
+// script runs, not only for the command line. A deny fails the exec with
+// EACCES; an ask is let through by an approval already given (the
+// command line's, or a scoped one), else asks the Approver, else fails.
+// Every decision other than a plain allow is audited, and every refusal
+// is in the report as a Denial of layer "rules".
+type execCheck struct {
+	rules     *harness.Rules
+	approvals *harness.Approvals
+	req       *Request
+	runID     string
+	dir       string
+
+	ask sync.Mutex // one question at a time to a person
+
+	mu      sync.Mutex
+	denials []backend.Denial
+	refused map[int][]string // the argv each process was last refused
+}
+
+// again reports whether c's process was just refused the same argv: a
+// shell searching its PATH tries each directory in turn, and a person is
+// asked, and a refusal counted, once per search.
+func (e *execCheck) again(c backend.ExecCall) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	last, ok := e.refused[c.Pid]
+	return ok && slices.Equal(last, c.Argv)
+}
+
+// check is the run's Stdio.CheckExec.
+func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
+	d := e.rules.DecideExec(c.Path, c.Argv)
+	if d.Verdict == harness.Allow {
+		return nil
+	}
+	if e.again(c) {
+		return fmt.Errorf("%w: refused already", ErrDenied)
+	}
+	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "exec",
+		Command: c.Argv, Verdict: string(d.Verdict), Reason: d.Reason, Decided: d.Command}
+	if d.Rule != nil {
+		rec.Rule = d.Rule.String()
+	}
+	defer func() {
+		if e.req.AuditDecision != nil {
+			e.req.AuditDecision(rec)
+		}
+	}()
+	if d.Verdict == harness.Deny {
+		return e.refuse(c, d, "denied by the rule")
+	}
+	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return nil
+	}
+	if e.req.Approver == nil {
+		rec.Outcome = ApprovalNoApprover
+		return e.refuse(c, d, "an ask nobody could answer")
+	}
+	e.ask.Lock()
+	defer e.ask.Unlock()
+	// An approval given while this one waited may cover it.
+	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return nil
+	}
+	rec.Approver = e.req.Approver.Name()
+	ok, err := e.req.Approver.Approve(ctx, harness.Action{Argv: c.Argv, Dir: e.dir}, d)
+	if err != nil || !ok {
+		rec.Outcome = ApprovalDenied
+		return e.refuse(c, d, "not approved")
+	}
+	rec.Outcome, rec.Scope = ApprovalApproved, string(harness.ScopeOnce)
+	return nil
+}
+
+func expiry(g harness.Grant) *time.Time {
+	if g.Expires.IsZero() {
+		return nil
+	}
+	t := g.Expires.UTC()
+	return &t
+}
+
+// refuse counts a refused exec for the report and returns the error the
+// backend turns into EACCES.
+func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) error {
+	what := shellQuote(c.Argv)
+	if len(what) > 200 {
+		what = what[:200] + "…"
+	}
+	rule := d.Reason
+	if d.Rule != nil {
+		rule = d.Rule.String() + ": " + d.Reason
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = map[int][]string{}
+	}
+	e.refused[c.Pid] = c.Argv
+	for i := range e.denials {
+		if e.denials[i].What == what && e.denials[i].Rule == rule {
+			e.denials[i].Count++
+			return fmt.Errorf("%w: %s", ErrDenied, why)
+		}
+	}
+	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + what + " shows which rule decides)"
+	if d.Verdict == harness.Ask {
+		hint = "run moat in a terminal to approve it, or " + hint
+	}
+	e.denials = append(e.denials, backend.Denial{Layer: LayerRules, What: what, Errno: "EACCES", Count: 1, Rule: rule, Hint: hint})
+	return fmt.Errorf("%w: %s", ErrDenied, why)
+}
+
+// report returns the refused execs, each once with its count.
+func (e *execCheck) report() []backend.Denial {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]backend.Denial(nil), e.denials...)
+}
+
+// grantLine records, once a person has approved the command line a, that
+// each command of it the rules ask about may start once: the person saw
+// them, and they are not asked about again at their exec.
+func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by string) {
+	for _, argv := range rules.Asks(a) {
+		ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
+	}
+}

@@ -1,0 +1,193 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// execRules deny `uname -n` and ask about `id -u`: programs every guest
+// has, so the test needs no git.
+const execRules = `
+[[rules]]
+name = "no-nodename"
+match = { command = ["uname", "-n"] }
+decision = "deny"
+reason = "test: the node name stays inside"
+
+[[rules]]
+name = "ask-uid"
+match = { command = ["id", "-u"] }
+decision = "ask"
+reason = "test: a person decides"
+`
+
+// execScript runs, from a script file (which the command line does not
+// show), a denied program, one asked about, the same programs with
+// arguments no rule matches (the positive controls), and the denied one
+// again through xargs, a parent that starts it itself as make would.
+const execScript = `uname -n; echo "uname -n: $?"
+uname -s >/dev/null; echo "uname -s: $?"
+echo x | xargs uname -n; echo "xargs uname -n: $?"
+id -u >/dev/null; echo "id -u: $?"
+id -g >/dev/null; echo "id -g: $?"
+`
+
+func execPolicy(t *testing.T, ws string, rules string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("rules.toml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// syncApprover is a fakeApprover safe for the checks' goroutines.
+type syncApprover struct {
+	mu    sync.Mutex
+	yes   bool
+	asked [][]string
+}
+
+func (a *syncApprover) Name() string { return "test" }
+
+func (a *syncApprover) Approve(_ context.Context, act harness.Action, _ harness.Decision) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = append(a.asked, act.Argv)
+	return a.yes, nil
+}
+
+// TestExecCheck: the command rules hold for the programs a script and a
+// make-like parent start inside the sandbox, checked at their execve: a
+// denied one fails with EACCES (the shell reports 126) and is in the
+// report and the audit stream by its rule; an asked one runs only if the
+// approver says yes. Positive control: the same programs with other
+// arguments run.
+func TestExecCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		approver *syncApprover
+		idU      string
+	}{
+		{"no approver", nil, "126"},
+		{"refused", &syncApprover{}, "126"},
+		{"approved", &syncApprover{yes: true}, "0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(execScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var recs []audit.Decision
+			req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"},
+				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() }}
+			if tt.approver != nil {
+				req.Approver = tt.approver
+			}
+			caller := sandbox.CurrentCaller()
+			caller.Cwd = ws
+			req.Caller = &caller
+			var out, errb bytes.Buffer
+			rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			for _, want := range []string{"uname -n: 126", "uname -s: 0", "xargs uname -n: 126", "id -u: " + tt.idU, "id -g: 0"} {
+				if !strings.Contains(out.String(), want+"\n") {
+					t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errb.String())
+				}
+			}
+			if strings.Contains(out.String(), "\n"+"sandbox") || rep.ExitCode != 0 {
+				t.Errorf("exit %d, output:\n%s", rep.ExitCode, out.String())
+			}
+			var nodename int
+			for _, d := range rep.Denials {
+				if d.Layer == sandbox.LayerRules && strings.HasPrefix(d.What, "uname -n") && strings.Contains(d.Rule, "no-nodename") && d.Errno == "EACCES" {
+					nodename += d.Count
+				}
+			}
+			if nodename < 2 {
+				t.Errorf("the report does not name the rule for both refused uname -n: %+v", rep.Denials)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var denied, asked int
+			for _, r := range recs {
+				if r.At != "exec" {
+					t.Errorf("a record not of an exec: %+v", r)
+				}
+				switch {
+				case r.Verdict == "deny" && strings.Contains(r.Rule, "no-nodename"):
+					denied++
+				case r.Verdict == "ask" && strings.Contains(r.Rule, "ask-uid"):
+					asked++
+				}
+			}
+			if denied < 2 || asked != 1 {
+				t.Errorf("audit: %d denials, %d asks: %+v", denied, asked, recs)
+			}
+			if tt.approver != nil && len(tt.approver.asked) != 1 {
+				t.Errorf("the approver was asked %q", tt.approver.asked)
+			}
+		})
+	}
+}
+
+// TestExecCheckLineApproved: a command line a person approved is not asked
+// about again when its programs start; a second run of the same program
+// from the line's script is.
+func TestExecCheckLineApproved(t *testing.T) {
+	ws := t.TempDir()
+	ap := &syncApprover{yes: true}
+	req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Approver: ap,
+		Args: []string{"sh", "-c", "id -u >/dev/null; echo first $?"}}
+	var out bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "first 0\n" || len(ap.asked) != 1 {
+		t.Errorf("output %q, asked %q", out.String(), ap.asked)
+	}
+}
+
+// TestExecCheckRefusedWhereItCannotHold: a start whose exec checks cannot
+// reach the rules (the init stage's supervisor runs inside the sandbox)
+// refuses to run rather than run unchecked. Positive control: with no
+// command rule at all, the same start runs.
+func TestExecCheckRefusedWhereItCannotHold(t *testing.T) {
+	ws := t.TempDir()
+	be := &native.Backend{InitStage: true}
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: be, Policy: execPolicy(t, ws, execRules), Args: []string{"true"}}, backend.Stdio{})
+	if !errors.Is(err, sandbox.ErrRefused) || !errors.Is(err, backend.ErrNoExecCheck) || !strings.Contains(err.Error(), "init stage") || rep.ExitCode != 125 {
+		t.Fatalf("run through the init stage with rules: %v (exit %d)", err, rep.ExitCode)
+	}
+	p := execPolicy(t, ws, "[harness]\nbuiltin = []\n")
+	rep, err = sandbox.Run(context.Background(), &sandbox.Request{Backend: be, Policy: p, Args: []string{"true"}}, backend.Stdio{})
+	if err != nil || rep.ExitCode != 0 {
+		t.Fatalf("run through the init stage without rules: %v (exit %d)", err, rep.ExitCode)
+	}
+}
