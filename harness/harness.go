@@ -2,7 +2,7 @@
 // bounds what it can do: it checks an action against the policy's
 // [[rules]] and the built-in rule sets, and says allow, deny or ask.
 //
-// Today an action is a command line, checked before a run starts. A shell
+// An action is a command line, checked before a run starts. A shell
 // line (sh -c '…', bash -lc '…', and the wrappers env, sudo, nice, timeout,
 // xargs and the like) is parsed with a real shell parser and every simple
 // command in it is checked: pipelines, lists, subshells, brace groups,
@@ -23,9 +23,10 @@
 // commands of a line, the strongest decision wins, the first command of
 // that strength naming it.
 //
-// What this is not: a check of what a program or a script runs later
-// (make, a test suite, ./deploy.sh). That needs checks at execve inside the
-// sandbox and is not done here.
+// A program a script or make starts later is checked at its execve
+// (DecideExec, which the sandbox package calls for each exec): by its own
+// argv, without parsing, so every program is checked once. Approvals
+// records what a person let run, with a scope and an expiry.
 //
 // It makes no system call and prints nothing; it imports policy, never
 // sandbox or a backend, so every caller (the CLI, later the daemon) gets

@@ -89,7 +89,11 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 	ok, err := e.req.Approver.Approve(ctx, harness.Action{Argv: c.Argv, Dir: e.dir}, d)
 	if err != nil || !ok {
 		rec.Outcome = ApprovalDenied
-		return e.refuse(c, d, "not approved")
+		why := "not approved"
+		if err != nil {
+			why += ": " + err.Error()
+		}
+		return e.refuse(c, d, why)
 	}
 	rec.Outcome, rec.Scope = ApprovalApproved, string(harness.ScopeOnce)
 	return nil
@@ -128,7 +132,7 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 	}
 	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + what + " shows which rule decides)"
 	if d.Verdict == harness.Ask {
-		hint = "run moat in a terminal to approve it, or " + hint
+		hint = why + ": approve it when asked, or " + hint
 	}
 	e.denials = append(e.denials, backend.Denial{Layer: LayerRules, What: what, Errno: "EACCES", Count: 1, Rule: rule, Hint: hint})
 	return fmt.Errorf("%w: %s", ErrDenied, why)

@@ -5,7 +5,6 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,20 +173,46 @@ func TestExecCheckLineApproved(t *testing.T) {
 	}
 }
 
-// TestExecCheckRefusedWhereItCannotHold: a start whose exec checks cannot
-// reach the rules (the init stage's supervisor runs inside the sandbox)
-// refuses to run rather than run unchecked. Positive control: with no
-// command rule at all, the same start runs.
-func TestExecCheckRefusedWhereItCannotHold(t *testing.T) {
-	ws := t.TempDir()
-	be := &native.Backend{InitStage: true}
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: be, Policy: execPolicy(t, ws, execRules), Args: []string{"true"}}, backend.Stdio{})
-	if !errors.Is(err, sandbox.ErrRefused) || !errors.Is(err, backend.ErrNoExecCheck) || !strings.Contains(err.Error(), "init stage") || rep.ExitCode != 125 {
-		t.Fatalf("run through the init stage with rules: %v (exit %d)", err, rep.ExitCode)
-	}
-	p := execPolicy(t, ws, "[harness]\nbuiltin = []\n")
-	rep, err = sandbox.Run(context.Background(), &sandbox.Request{Backend: be, Policy: p, Args: []string{"true"}}, backend.Stdio{})
-	if err != nil || rep.ExitCode != 0 {
-		t.Fatalf("run through the init stage without rules: %v (exit %d)", err, rep.ExitCode)
+// TestExecCheckEveryStart: the check holds in the init stage (whose
+// listener init hands to moat) and with no seccomp profile (a filter that
+// lets every call through carries it), and under a custom profile (on the
+// floor under it). Positive control: the allowed program runs in each.
+func TestExecCheckEveryStart(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		be      backend.Backend
+		profile string
+	}{
+		{"init stage", &native.Backend{InitStage: true}, ""},
+		{"unconfined", testBackend(), policy.ProfileUnconfined},
+		{"custom profile", testBackend(), "custom"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			p := execPolicy(t, ws, execRules)
+			switch tt.profile {
+			case "custom":
+				prof := filepath.Join(t.TempDir(), "p.json")
+				if err := os.WriteFile(prof, []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				p.Syscalls.Profile = prof
+			case "":
+			default:
+				p.Syscalls.Profile = tt.profile
+			}
+			var out, errb bytes.Buffer
+			rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: tt.be, Policy: p,
+				Args: []string{"sh", "-c", "x=-n; uname $x; echo \"uname: $?\"; uname -s >/dev/null; echo \"control: $?\""}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			if out.String() != "uname: 126\ncontrol: 0\n" {
+				t.Errorf("output %q, stderr %q", out.String(), errb.String())
+			}
+			if len(rep.Denials) == 0 || rep.Denials[len(rep.Denials)-1].Layer != sandbox.LayerRules {
+				t.Errorf("denials %+v", rep.Denials)
+			}
+		})
 	}
 }

@@ -54,7 +54,10 @@ type Request struct {
 	// harness); nil means nobody can be asked, and an ask refuses the run.
 	Approver Approver
 	// AuditDecision, if set, receives the harness's decision about the
-	// command line when a rule matched it, before anything runs.
+	// command line when a rule matched it, before anything runs, and
+	// about each program the command starts that a rule asks about or
+	// denies (At "exec"), as the run goes on: it may be called from
+	// several goroutines at once.
 	AuditDecision func(audit.Decision)
 	// Audit, if set, receives every network event of an allow-mode run as
 	// it happens (the CLI's --audit stream); they are also in the Report.
@@ -129,8 +132,10 @@ type Report struct {
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
-	// Denials are the refusals the sandbox saw as they happened (today:
-	// the system calls the seccomp profile refused), each with the rule.
+	// Denials are the refusals the sandbox saw as they happened: the
+	// system calls the seccomp profile refused, and the programs the
+	// command rules refused to start (Layer LayerRules), each with the
+	// rule.
 	Denials []backend.Denial `json:"denials"`
 	// Network is what the network did: every connection the proxy
 	// decided, in allow mode.

@@ -239,6 +239,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.bool(is.Control)
 	e.uint(is.TimerSlack)
 	e.bool(is.Terminal)
+	e.int(int64(is.ExecFD))
 	return e.frame()
 }
 
@@ -312,6 +313,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.Control = d.bool()
 	is.TimerSlack = d.uint()
 	is.Terminal = d.bool()
+	is.ExecFD = int(d.int())
 	return is, d.done()
 }
 

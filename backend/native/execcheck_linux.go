@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -24,21 +25,32 @@ import (
 // reach the host before the command's own first exec, which waits for an
 // answer: init sends it before it forks the command, not after.
 
-// execObserved returns which of filters carries the listener and the exec
-// check, or an error wrapping backend.ErrNoExecCheck naming what is
-// missing.
-func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction, direct bool) (int, error) {
-	fail := func(why string) (int, error) {
-		return -1, fmt.Errorf("%w: %s", backend.ErrNoExecCheck, why)
-	}
+// execFilters returns the filters of a run that checks each exec: a run
+// without any (syscalls.profile "unconfined") gets one that lets every
+// call through and only sends the execs to the host. It fails (wrapping
+// backend.ErrNoExecCheck) where the check cannot be made.
+func execFilters(spec *backend.Spec, filters [][]seccomp.Instruction, direct bool) ([][]seccomp.Instruction, error) {
 	if major, minor := hostinfo.KernelVersion(); major < 5 || major == 5 && minor < 5 {
-		return fail(fmt.Sprintf("Linux %d.%d lacks SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5)", major, minor))
-	}
-	if !direct {
-		return fail("this run needs the init stage (an overlay workspace under a disk limit, or filters that refuse the direct start's own calls), whose seccomp supervisor runs inside the sandbox, away from the rules")
+		return nil, fmt.Errorf("%w: Linux %d.%d lacks SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5)", backend.ErrNoExecCheck, major, minor)
 	}
 	if len(filters) == 0 {
-		return fail("the exec check rides on a seccomp filter, and syscalls.profile is \"unconfined\"")
+		filters = [][]seccomp.Instruction{seccomp.PassThrough()}
+	}
+	if direct {
+		if _, err := execObserved(spec, filters); err != nil {
+			return nil, err
+		}
+	}
+	return filters, nil
+}
+
+// execObserved returns which of a direct start's filters carries the
+// listener and the exec check, or an error wrapping
+// backend.ErrNoExecCheck naming what is missing. (The init stage installs
+// every filter itself before it forks the command, and uses the first.)
+func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, error) {
+	fail := func(why string) (int, error) {
+		return -1, fmt.Errorf("%w: %s", backend.ErrNoExecCheck, why)
 	}
 	if !spec.SeccompAtExec {
 		return 0, nil
@@ -91,4 +103,41 @@ func missing(c seccomp.ExecCall) bool {
 		unix.Close(fd)
 	}
 	return err == unix.ENOENT || err == unix.ENOTDIR
+}
+
+// superviseInit makes the channel on which the init stage sends its
+// exec-checking listener (initSpec.ExecFD) and starts the host's
+// supervisor on it, which stops when the run ends. It returns init's end
+// of the channel, for init to inherit.
+func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
+	host, child, err := socketPair()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp listener channel: %w", err)
+	}
+	stop, stopW, err := pipe(false)
+	if err != nil {
+		host.Close()
+		child.Close()
+		return nil, fmt.Errorf("supervisor pipe: %w", err)
+	}
+	r.stopSup, r.supDone = stopW, make(chan struct{})
+	// Run in reverse: the supervisor stops before its channel closes.
+	r.cleanup = append(r.cleanup, func() { host.Close() }, r.stopSupervisor)
+	go r.supervise(host, stop, prog)
+	return child, nil
+}
+
+// installExecChecked is init's side: it installs prog observed and
+// checking each exec, and sends the listener to the host on chanFD.
+func installExecChecked(prog []seccomp.Instruction, chanFD int) error {
+	fd, err := seccomp.InstallObservedExec(prog)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	defer unix.Close(chanFD)
+	if err := unix.Sendmsg(chanFD, []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+		return fmt.Errorf("send the seccomp listener to the host: %w", err)
+	}
+	return nil
 }

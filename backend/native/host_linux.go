@@ -326,7 +326,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	idmapped <- nil
 	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
 	if r.stdio.CheckExec != nil {
-		if _, err := execObserved(spec, filters, direct); err != nil {
+		var err error
+		if filters, err = execFilters(spec, filters, direct); err != nil {
 			return nil, err
 		}
 	}
@@ -444,8 +445,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
 		}
 	}
-	if direct && exitMsg != nil {
-		exitMsg.Denials = r.seen.list()
+	if (direct || r.stdio.CheckExec != nil) && exitMsg != nil {
+		exitMsg.Denials = r.seen.list() // the host answered the notifications
 	}
 	return r.status(exitMsg), nil
 }
@@ -480,6 +481,16 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		}
 	}
 
+	var execChild *os.File
+	if stdio.CheckExec != nil {
+		child, err := r.superviseInit(filters[0])
+		if err != nil {
+			return err
+		}
+		is.ExecFD = 3 + len(extra)
+		extra = append(extra, child)
+		execChild = child
+	}
 	if spec.Network.Mode == backend.NetProxy {
 		if stdio.ServeProxy == nil {
 			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
@@ -557,6 +568,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		// Only init holds it now: if init dies before sending the
 		// listener, the receiver sees end of file.
 		r.netChild.Close()
+	}
+	if execChild != nil {
+		execChild.Close() // the same, for the exec-checking listener
 	}
 
 	if r.cg != nil && !cmd.SysProcAttr.UseCgroupFD {

@@ -97,7 +97,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		closeAfter = append(closeAfter, child)
 		fds.seccompChan = int(child.Fd())
 		if r.stdio.CheckExec != nil {
-			obs, err := execObserved(r.spec, filters, true)
+			obs, err := execObserved(r.spec, filters)
 			if err != nil {
 				return err
 			}

@@ -125,6 +125,11 @@ type initSpec struct {
 	// Terminal: the command's stdin is a pty (see terminal), which init
 	// makes its controlling terminal.
 	Terminal bool
+	// ExecFD, when not 0, is an inherited unix socket on which init sends
+	// the host the listener of its first filter, installed to check each
+	// exec (Stdio.CheckExec): the host, not init, then answers its
+	// notifications (see execcheck_linux.go).
+	ExecFD int
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

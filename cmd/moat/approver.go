@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/moatbox/moat/harness"
 )
@@ -13,7 +15,13 @@ import (
 // ttyApprover asks the person at the controlling terminal, as sudo does:
 // on /dev/tty, so that it works when stdin and stdout are pipes, and never
 // reads an answer from the command's input.
-type ttyApprover struct{ tty *os.File }
+type ttyApprover struct {
+	tty *os.File
+	// relayed is set once the terminal is the command's (the backend
+	// relays it in raw mode): a question then would race the command for
+	// the person's keys, so it is refused instead.
+	relayed atomic.Bool
+}
 
 // newTTYApprover returns an approver on the controlling terminal, or nil
 // when there is none (then an ask refuses the run).
@@ -30,6 +38,9 @@ func (t *ttyApprover) Name() string { return "tty" }
 // Approve shows the exact command, where it runs and the rule, and reads
 // one answer: y runs it once, anything else (or end of input) refuses.
 func (t *ttyApprover) Approve(ctx context.Context, a harness.Action, d harness.Decision) (bool, error) {
+	if t.relayed.Load() {
+		return false, errors.New("the terminal is the command's during an interactive run; run with stdin from a pipe or a file to be asked, or add an allow rule")
+	}
 	var b strings.Builder
 	rule := "the command line"
 	if d.Rule != nil {

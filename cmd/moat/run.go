@@ -279,9 +279,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// it when the run returns: from then on a signal must not end moat
 	// before that, so forwarding starts at once (OnTerminal comes just
 	// before the raw mode).
+	var approver *ttyApprover
 	onTerminal := func() {
 		if handlers.Stop() {
 			install()
+		}
+		if approver != nil {
+			approver.relayed.Store(true)
 		}
 	}
 	go func() {
@@ -354,9 +358,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		AllowDegraded: f.allowDegraded,
 		ExitAfter:     exitAfterRun,
 	}
-	if tty := newTTYApprover(); tty != nil {
-		req.Approver = tty
-		defer tty.Close()
+	if approver = newTTYApprover(); approver != nil {
+		req.Approver = approver
+		defer approver.Close()
 	}
 	if aw != nil {
 		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }
