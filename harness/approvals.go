@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -95,4 +97,51 @@ func (ap *Approvals) Use(argv []string, dir string, d Decision) (Grant, bool) {
 		}
 	}
 	return Grant{}, false
+}
+
+// MaxGrantTTL bounds how long an approval lasts: a person approving
+// something for a while means the work at hand, not for good.
+const MaxGrantTTL = 24 * time.Hour
+
+// NewGrant makes the grant a person gave when asked about a, which the
+// rules asked about with d: scope; for ScopePrefix, prefix, which must
+// begin the command that asked (d.Command) and keep at least its program;
+// ttl, how long it lasts from now (at most MaxGrantTTL; ScopeOnce may give
+// 0: it is used up at once anyway); by, who approved. What the person
+// was not shown cannot be approved: a wider prefix than the command's
+// words, a session for an ask no rule made.
+func NewGrant(scope Scope, a Action, d Decision, prefix []string, ttl time.Duration, by string, now time.Time) (Grant, error) {
+	g := Grant{Scope: scope, By: by}
+	if ttl < 0 || ttl > MaxGrantTTL {
+		return g, fmt.Errorf("an approval lasts from 0 to %s, not %s", MaxGrantTTL, ttl)
+	}
+	if ttl > 0 {
+		g.Expires = now.Add(ttl)
+	}
+	switch scope {
+	case ScopeOnce:
+		g.Argv, g.Dir = slices.Clone(a.Argv), a.Dir
+		return g, nil
+	case ScopePrefix:
+		cmd := d.Command
+		if len(cmd) == 0 {
+			cmd = a.Argv
+		}
+		if len(prefix) == 0 || len(prefix) > len(cmd) || !slices.Equal(prefix, cmd[:len(prefix)]) {
+			return g, fmt.Errorf("%q does not begin the command asked about, %q", prefix, cmd)
+		}
+		g.Argv = slices.Clone(prefix)
+	case ScopeSession:
+		if d.Rule == nil {
+			return g, errors.New("only an ask a rule made can be approved for the session; this one is about the command line itself")
+		}
+		r := *d.Rule
+		g.Rule = &r
+	default:
+		return g, fmt.Errorf("unknown scope %q", scope)
+	}
+	if ttl == 0 {
+		return g, fmt.Errorf("a %s approval needs an expiry", scope)
+	}
+	return g, nil
 }

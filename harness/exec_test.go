@@ -2,6 +2,7 @@ package harness
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +117,43 @@ func TestApprovals(t *testing.T) {
 	now = now.Add(time.Minute)
 	if _, ok := ap.Use([]string{"npm", "publish"}, "/w", ask(npm)); ok {
 		t.Error("an expired session grant still covered")
+	}
+}
+
+func TestNewGrant(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rule := &RuleRef{Set: "irreversible", Name: "git-push"}
+	a := Action{Argv: []string{"sh", "-c", "make && git push origin main"}, Dir: "/w"}
+	d := Decision{Verdict: Ask, Rule: rule, Command: []string{"git", "push", "origin", "main"}}
+	tests := []struct {
+		scope  Scope
+		prefix []string
+		ttl    time.Duration
+		err    string
+	}{
+		{ScopeOnce, nil, 0, ""},
+		{ScopePrefix, []string{"git", "push"}, time.Hour, ""},
+		{ScopePrefix, []string{"git", "push"}, 0, "needs an expiry"},
+		{ScopePrefix, []string{"git", "pull"}, time.Hour, "does not begin"},
+		{ScopePrefix, nil, time.Hour, "does not begin"},
+		{ScopePrefix, []string{"git", "push", "origin", "main", "-f"}, time.Hour, "does not begin"},
+		{ScopeSession, nil, time.Hour, ""},
+		{ScopeSession, nil, 48 * time.Hour, "from 0 to"},
+		{"always", nil, time.Hour, "unknown scope"},
+	}
+	for _, tt := range tests {
+		g, err := NewGrant(tt.scope, a, d, tt.prefix, tt.ttl, "tty", now)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s %q %s: %v, want %q", tt.scope, tt.prefix, tt.ttl, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || g.By != "tty" || tt.ttl > 0 && !g.Expires.Equal(now.Add(tt.ttl)) {
+			t.Errorf("%s: %+v, %v", tt.scope, g, err)
+		}
+	}
+	if _, err := NewGrant(ScopeSession, a, Decision{Verdict: Ask, Reason: "eval"}, nil, time.Hour, "tty", now); err == nil {
+		t.Error("a session grant for an ask no rule made")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
@@ -84,6 +85,20 @@ type Harness struct {
 	// list turns them off. A policy's own rules that match a command decide
 	// it before any built-in set is consulted.
 	Builtin []string `toml:"builtin" json:"builtin"`
+	// AskTimeout is how long an ask waits for a person's answer before it
+	// counts as refused. Default 0: DefaultAskTimeout.
+	AskTimeout Duration `toml:"ask_timeout" json:"ask_timeout,omitempty"`
+}
+
+// DefaultAskTimeout is how long an ask waits when Harness.AskTimeout is 0.
+const DefaultAskTimeout = 5 * time.Minute
+
+// AskWait is how long an ask of this policy waits for an answer.
+func (h *Harness) AskWait() time.Duration {
+	if h.AskTimeout > 0 {
+		return time.Duration(h.AskTimeout)
+	}
+	return DefaultAskTimeout
 }
 
 // Rule decisions.
@@ -150,6 +165,9 @@ func (p *Policy) RuleName(i int) string {
 func (p *Policy) RuleLine(i int) int { return p.lines[indexKey("rules", i)] }
 
 func (p *Policy) validateRules(l *errorList) {
+	if p.Harness.AskTimeout < 0 {
+		l.add("harness.ask_timeout", "must not be negative")
+	}
 	for _, b := range p.Harness.Builtin {
 		if b != BuiltinIrreversible {
 			l.add("harness.builtin", fmt.Sprintf("unknown built-in rule set %q (the sets are: %s)", b, BuiltinIrreversible))

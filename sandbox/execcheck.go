@@ -85,17 +85,13 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
-	rec.Approver = e.req.Approver.Name()
-	ok, err := e.req.Approver.Approve(ctx, harness.Action{Argv: c.Argv, Dir: e.dir}, d)
-	if err != nil || !ok {
-		rec.Outcome = ApprovalDenied
-		why := "not approved"
-		if err != nil {
-			why += ": " + err.Error()
-		}
-		return e.refuse(c, d, why)
+	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: e.dir}, d, &rec)
+	if g == nil {
+		return e.refuse(c, d, "not approved: "+err.Error())
 	}
-	rec.Outcome, rec.Scope = ApprovalApproved, string(harness.ScopeOnce)
+	if g.Scope != harness.ScopeOnce {
+		e.approvals.Add(*g)
+	}
 	return nil
 }
 

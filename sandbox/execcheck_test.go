@@ -5,11 +5,13 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
@@ -212,6 +214,81 @@ func TestExecCheckEveryStart(t *testing.T) {
 			}
 			if len(rep.Denials) == 0 || rep.Denials[len(rep.Denials)-1].Layer != sandbox.LayerRules {
 				t.Errorf("denials %+v", rep.Denials)
+			}
+		})
+	}
+}
+
+// scopedApprover answers with a grant of its scope, or, with wait set,
+// waits until the ask times out.
+type scopedApprover struct {
+	syncApprover
+	scope harness.Scope
+	wait  bool
+}
+
+func (a *scopedApprover) ApproveScoped(ctx context.Context, act harness.Action, d harness.Decision) (*harness.Grant, error) {
+	a.Approve(ctx, act, d)
+	if a.wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	g, err := harness.NewGrant(a.scope, act, d, d.Command, time.Hour, "test", time.Now())
+	return &g, err
+}
+
+// TestScopedApprovals: a prefix or session approval lets the same command
+// start again without asking, until the run ends; a once approval does
+// not; an ask nobody answers times out and refuses. Every outcome is an
+// audit record with its scope and expiry.
+func TestScopedApprovals(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ap      *scopedApprover
+		out     string
+		asked   int
+		outcome string
+	}{
+		{"once", &scopedApprover{scope: harness.ScopeOnce}, "0 0 0\n", 3, sandbox.ApprovalApproved},
+		{"prefix", &scopedApprover{scope: harness.ScopePrefix}, "0 0 0\n", 1, sandbox.ApprovalApproved},
+		{"session", &scopedApprover{scope: harness.ScopeSession}, "0 0 0\n", 1, sandbox.ApprovalApproved},
+		{"timeout", &scopedApprover{wait: true}, "126 126 126\n", 1, sandbox.ApprovalTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			p := execPolicy(t, ws, execRules+"\n[harness]\nask_timeout = \"200ms\"\n")
+			var mu sync.Mutex
+			var recs []audit.Decision
+			req := &sandbox.Request{Backend: testBackend(), Policy: p, Approver: tt.ap,
+				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() },
+				Args:          []string{"sh", "-c", `id -u >/dev/null; a=$?; x=-u; id $x >/dev/null; b=$?; id $x >/dev/null; echo $a $b $?`}}
+			var out bytes.Buffer
+			if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+				if tt.name != "timeout" {
+					t.Fatal(err)
+				}
+				// The line itself asks (id -u is written out): refused.
+				if !errors.Is(err, sandbox.ErrDenied) || !strings.Contains(err.Error(), "ask_timeout") {
+					t.Fatalf("timed-out line: %v", err)
+				}
+			} else if out.String() != tt.out {
+				t.Errorf("output %q, want %q", out.String(), tt.out)
+			}
+			if len(tt.ap.asked) != tt.asked {
+				t.Errorf("asked %d times, want %d: %q", len(tt.ap.asked), tt.asked, tt.ap.asked)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range recs {
+				if r.Verdict != "ask" || r.Outcome == "" {
+					continue
+				}
+				if r.Outcome != tt.outcome || r.Approver != "test" && r.Outcome != sandbox.ApprovalApproved {
+					t.Errorf("record %+v, want outcome %q by test", r, tt.outcome)
+				}
+				if r.Outcome == sandbox.ApprovalApproved && (r.Scope == "" || r.Scope != string(harness.ScopeOnce) && r.Expires == nil) {
+					t.Errorf("approved record without its scope and expiry: %+v", r)
+				}
 			}
 		})
 	}
