@@ -40,6 +40,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/moatbox/moat/internal/netrule"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -52,6 +53,18 @@ const (
 	Ask   Verdict = policy.DecisionAsk
 	Deny  Verdict = policy.DecisionDeny
 )
+
+// Verb says what a rule of this verdict does to an action: "allows",
+// "asks before", "denies".
+func (v Verdict) Verb() string {
+	switch v {
+	case Deny:
+		return "denies"
+	case Ask:
+		return "asks before"
+	}
+	return "allows"
+}
 
 func (v Verdict) rank() int {
 	switch v {
@@ -70,6 +83,9 @@ type Action struct {
 	// Dir is the working directory it runs in; shown to a person asked,
 	// not matched by rules.
 	Dir string
+	// Request, when set, is a network request asked about (DecideHost);
+	// Argv is then empty.
+	Request *Request
 }
 
 // RuleRef names the rule that made a decision.
@@ -116,6 +132,7 @@ type Decision struct {
 type Rules struct {
 	policy  []*rule
 	builtin []*rule
+	hosts   []*hostRule
 }
 
 type rule struct {
@@ -147,12 +164,20 @@ func (r *rule) match(argv []string) bool {
 	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
 }
 
-// New compiles the command rules of p, which must be valid (see
+// New compiles the command and host rules of p, which must be valid (see
 // policy.Policy.Validate), and the built-in sets it names. Rules about
-// writes and hosts are left for the parts of the harness that see those.
+// writes are left for the part of the harness that sees those.
 func New(p *policy.Policy) *Rules {
 	rs := &Rules{}
 	for i, r := range p.Rules {
+		if r.Match.Host != "" {
+			// Validate checked the grammar.
+			h, _ := netrule.ParseHost(r.Match.Host, false)
+			rs.hosts = append(rs.hosts, &hostRule{
+				ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
+				r:   r, kind: Verdict(r.Decision), host: h,
+			})
+		}
 		if !r.Match.IsCommand() {
 			continue
 		}

@@ -16,9 +16,10 @@ import (
 // package only reads and checks them.
 //
 // A rule matches on exactly one kind of action, set in Match. Command rules
-// (command, command_regex) are used by moat run today; write and host rules
-// are read and validated now and used by later parts of the harness (file
-// writes through the API, network requests in the proxy).
+// (command, command_regex) decide command lines and the programs they
+// start; host rules, the destinations of the egress proxy; write rules are
+// read and validated now and used by a later part of the harness (file
+// writes through the API).
 type Rule struct {
 	// Name identifies the rule in messages and the audit stream. Default
 	// "rules[N]", its place in the file (0-based).
@@ -64,13 +65,15 @@ type Match struct {
 	// Default "".
 	Write string `toml:"write,omitempty" json:"write,omitempty"`
 	// Host is a network destination, "host" or "*.domain", in the grammar
-	// of [network] deny entries (without a port: see Port). Not used yet.
-	// Default "".
+	// of [network] deny entries (without a port: see Port), checked by the
+	// egress proxy for what [network] allows. Default "".
 	Host string `toml:"host,omitempty" json:"host,omitempty"`
 	// Port narrows Host to one port. Default 0: any port.
 	Port int `toml:"port,omitempty" json:"port,omitempty"`
 	// Method narrows Host to one HTTP method (upper case), where the proxy
-	// sees the request. Default "": any method.
+	// sees the request (plain HTTP); a tunnel, whose requests it cannot
+	// see, matches a deny or ask rule narrowed so, never an allow rule.
+	// Default "": any method.
 	Method string `toml:"method,omitempty" json:"method,omitempty"`
 	// Path narrows Host to request paths matching this glob (starting with
 	// "/"), where the proxy sees the request. Default "": any path.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 )
 
@@ -148,4 +149,56 @@ func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by
 	for _, argv := range rules.Asks(a) {
 		ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
 	}
+}
+
+// host is the egress proxy's Check: the policy's host rules about a
+// destination [network] allows. A deny refuses the request (403 naming
+// the rule); an ask waits in the proxy for an approval (a session one
+// given before, or the Approver's), and is refused without one.
+func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
+	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path}
+	d := e.rules.DecideHost(r)
+	if d.Verdict == harness.Allow {
+		return egress.Verdict{Allow: true}
+	}
+	dest := fmt.Sprintf("%s:%d%s", q.Host, q.Port, q.Path)
+	what := []string{"CONNECT", dest}
+	if q.Method != "" {
+		what[0] = q.Method
+	}
+	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "network",
+		Command: what, Verdict: string(d.Verdict), Reason: d.Reason, Rule: d.Rule.String()}
+	defer func() {
+		if e.req.AuditDecision != nil {
+			e.req.AuditDecision(rec)
+		}
+	}()
+	refuse := func(why string) egress.Verdict {
+		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s: %s; %s", d.Rule, d.Verdict.Verb(), dest, d.Reason, why)}
+	}
+	if d.Verdict == harness.Deny {
+		return refuse("change the policy's [[rules]] to allow it")
+	}
+	if g, ok := e.approvals.Use(nil, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+	}
+	if e.req.Approver == nil {
+		rec.Outcome = ApprovalNoApprover
+		return refuse("nobody can be asked here: run moat in a terminal to approve it, or allow it in the policy's [[rules]]")
+	}
+	e.ask.Lock()
+	defer e.ask.Unlock()
+	if g, ok := e.approvals.Use(nil, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+	}
+	g, err := askPerson(ctx, e.req, harness.Action{Request: &r, Dir: e.dir}, d, &rec)
+	if g == nil {
+		return refuse("not approved: " + err.Error())
+	}
+	if g.Scope == harness.ScopeSession {
+		e.approvals.Add(*g)
+	}
+	return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 }

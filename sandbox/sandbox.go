@@ -272,13 +272,19 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 			return fail(fmt.Errorf("record command in change set: %w", err))
 		}
 	}
+	// What the run's programs and requests are checked against as it
+	// goes on, with the approvals given so far.
+	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
 	var er *egressRun
 	if req.Policy.Network.Mode == policy.NetworkAllow {
-		rules, err := networkRules(req.Policy)
+		nrules, err := networkRules(req.Policy)
 		if err != nil {
 			return fail(err)
 		}
-		er = newEgressRun(rules, req.Policy, req, runID)
+		er = newEgressRun(nrules, req.Policy, req, runID)
+		if rules.HasHostRules() {
+			er.proxy.Check = ec.host
+		}
 		stdio.ServeProxy = er.serve
 		defer func() { rep.Network = er.report() }()
 	}
@@ -330,17 +336,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
 		return rep, nil
 	}
-	var ec *execCheck
 	if !rules.Empty() {
 		// The rules hold for every program the command starts, not only
 		// for the line given: checked at each exec (see execCheck).
-		ec = &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
 		stdio.CheckExec = ec.check
 	}
 	st, err := be.Run(ctx, spec, stdio)
-	if ec != nil {
-		rep.Denials = append(rep.Denials, ec.report()...)
-	}
+	rep.Denials = append(rep.Denials, ec.report()...)
 	if errors.Is(err, backend.ErrNoExecCheck) {
 		err = fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program the command starts, and here they could not be: with neither, the run needs no such check", ErrRefused, err)
 	}

@@ -65,13 +65,22 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 	if d.Rule != nil {
 		rule = "rule " + d.Rule.String()
 	}
-	fmt.Fprintf(&b, "\nmoat: %s asks before this runs:\n", rule)
-	fmt.Fprintf(&b, "  command: %q\n", a.Argv)
-	if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
-		fmt.Fprintf(&b, "  because of: %q\n", d.Command)
+	if r := a.Request; r != nil {
+		what := "a connection (the proxy sees no request inside it)"
+		if r.Method != "" {
+			what = r.Method + " " + r.Path
+		}
+		fmt.Fprintf(&b, "\nmoat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, r.Host, r.Port, what, d.Reason)
+		b.WriteString("Let it through? [y] once, [s] all this rule asks for this run, [N] no: ")
+	} else {
+		fmt.Fprintf(&b, "\nmoat: %s asks before this runs:\n", rule)
+		fmt.Fprintf(&b, "  command: %q\n", a.Argv)
+		if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
+			fmt.Fprintf(&b, "  because of: %q\n", d.Command)
+		}
+		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", a.Dir, d.Reason)
+		b.WriteString("Run it? [y] once, [p] a command prefix, [s] all this rule asks for this run, [N] no: ")
 	}
-	fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", a.Dir, d.Reason)
-	b.WriteString("Run it? [y] once, [p] a command prefix, [s] all this rule asks for this run, [N] no: ")
 	answer, err := t.ask(ctx, b.String())
 	if err != nil {
 		return nil, err
