@@ -271,6 +271,11 @@ type ExecCall struct {
 	// ones) than the backend reads, and Argv is a prefix of them.
 	Argv      []string
 	Truncated bool
+	// First says this is the exec that starts the command itself, whose
+	// argv is the Spec's: a checker that decided the command line before
+	// the run need not decide it again. (A backend may also let that exec
+	// through without asking, as the native direct start does.)
+	First bool
 }
 
 // Barrier, sent on Stdio.Signals, is closed by the backend once it has

@@ -51,6 +51,9 @@ func (e *execCheck) again(c backend.ExecCall) bool {
 
 // check is the run's Stdio.CheckExec.
 func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
+	if c.First {
+		return nil // the command line, decided before the run
+	}
 	d := e.rules.DecideExec(c.Path, c.Argv)
 	if d.Verdict == harness.Allow {
 		return nil
@@ -145,9 +148,15 @@ func (e *execCheck) report() []backend.Denial {
 // grantLine records, once a person has approved the command line a, that
 // each command of it the rules ask about may start once: the person saw
 // them, and they are not asked about again at their exec.
+//
+// The line's own argv gets none: the backend lets the command's own exec
+// through as decided (backend.ExecCall.First), and a grant left for it
+// would let a second run of it through unasked.
 func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by string) {
 	for _, argv := range rules.Asks(a) {
-		ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
+		if !slices.Equal(argv, a.Argv) {
+			ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
+		}
 	}
 }
 

@@ -37,6 +37,9 @@ type plan struct {
 	// namespace. own is who init is, in its own (the same unless
 	// planFDs.nest is set).
 	user, own backend.Identity
+	// mapped is memory of the plan outside Go's heap (see execArrays),
+	// unmapped when the run ends.
+	mapped [][]byte
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -500,6 +503,17 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// filter is observed: its listener goes to the host, which answers
 	// each refused call (see seccomp.Observed) and so can report it. A
 	// custom profile is not installed here but by the command (execFilter).
+	// The command's own exec, decided before the run, goes through the
+	// exec check unasked (see execArrays).
+	var argv, envv uintptr
+	var first *seccomp.FirstExec
+	if fds.execCheck {
+		var err error
+		if argv, envv, err = p.execArrays(spec.Args, spec.Env); err != nil {
+			return nil, err
+		}
+		first = &seccomp.FirstExec{Argv: uint64(argv), Envp: uint64(envv)}
+	}
 	for k, prog := range filters {
 		if k == 0 && spec.SeccompAtExec {
 			continue
@@ -509,7 +523,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		if k == fds.observed && fds.seccompChan >= 0 {
 			prog = seccomp.Observed(prog)
 			if fds.execCheck {
-				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch())
+				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch(), first)
 			}
 			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		}
@@ -551,7 +565,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if spec.SeccompAtExec && len(filters) > 0 {
 		p.execFilter(filters[0], fds)
 	}
-	argv, envv := p.strv(spec.Args), p.strv(spec.Env)
+	if argv == 0 {
+		argv, envv = p.strv(spec.Args), p.strv(spec.Env)
+	}
 	ex := p.stage("exec " + spec.Args[0])
 	for _, c := range execCandidates(spec.Args[0], spec.Env) {
 		p.call(ex, unix.SYS_EXECVE, p.str(c), argv, envv)

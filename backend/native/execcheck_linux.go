@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -68,12 +70,19 @@ func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, err
 // that does not exist fails with ENOENT unasked: a shell searching its
 // PATH tries each directory in turn, and neither the rules nor a person
 // should see the misses.
-func execChecker(check func(context.Context, backend.ExecCall) error) func(context.Context, seccomp.ExecCall) int {
+//
+// In the init stage the first exec notified is the command's own: init
+// installs the filter, then starts the command, and nothing else in the
+// sandbox exists before it (initFirst). The direct start's filter lets
+// that exec through unnotified (seccomp.FirstExec).
+func execChecker(check func(context.Context, backend.ExecCall) error, initFirst bool) func(context.Context, seccomp.ExecCall) int {
+	var seen atomic.Bool
 	return func(ctx context.Context, c seccomp.ExecCall) int {
+		first := initFirst && seen.CompareAndSwap(false, true)
 		if missing(c) {
 			return int(unix.ENOENT)
 		}
-		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated}); err != nil {
+		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
 			return int(unix.EACCES)
 		}
 		return 0
@@ -120,7 +129,7 @@ func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
 		child.Close()
 		return nil, fmt.Errorf("supervisor pipe: %w", err)
 	}
-	r.stopSup, r.supDone = stopW, make(chan struct{})
+	r.stopSup, r.supDone, r.initSupervised = stopW, make(chan struct{}), true
 	// Run in reverse: the supervisor stops before its channel closes.
 	r.cleanup = append(r.cleanup, func() { host.Close() }, r.stopSupervisor)
 	go r.supervise(host, stop, prog)
@@ -140,4 +149,37 @@ func installExecChecked(prog []seccomp.Instruction, chanFD int) error {
 		return fmt.Errorf("send the seccomp listener to the host: %w", err)
 	}
 	return nil
+}
+
+// execArrays puts the command's argv and envp arrays (the strings stay
+// where p.str puts them) in memory of their own, mapped where the
+// kernel's address-space randomisation places it: their addresses name
+// the command's own exec to the exec-checking filter (seccomp.FirstExec),
+// so they must be neither readable from the sandbox nor guessable, as
+// addresses in Go's heap are.
+func (p *plan) execArrays(args, env []string) (argv, envv uintptr, err error) {
+	n := (len(args) + 1 + len(env) + 1) * int(unsafe.Sizeof(uintptr(0)))
+	size := (n + unix.Getpagesize() - 1) &^ (unix.Getpagesize() - 1)
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("map the command's arguments: %w", err)
+	}
+	p.mapped = append(p.mapped, m)
+	v := unsafe.Slice((*uintptr)(unsafe.Pointer(&m[0])), len(args)+1+len(env)+1)
+	for i, a := range args {
+		v[i] = p.str(a)
+	}
+	for i, e := range env {
+		v[len(args)+1+i] = p.str(e)
+	}
+	return uintptr(unsafe.Pointer(&v[0])), uintptr(unsafe.Pointer(&v[len(args)+1])), nil
+}
+
+// unmap releases the plan's memory outside Go's heap, once no process
+// can read it any more.
+func (p *plan) unmap() {
+	for _, m := range p.mapped {
+		unix.Munmap(m)
+	}
+	p.mapped = nil
 }

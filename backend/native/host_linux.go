@@ -147,29 +147,32 @@ var initCaps = []uintptr{
 
 // run is the host side of one sandbox.
 type run struct {
-	spec         *backend.Spec
-	stdio        backend.Stdio
-	start        time.Time
-	started      time.Time   // the "started" message arrived
-	crash        chan string // the init stage's first line of runtime output (fdCrash)
-	cg           *cgroup.Cgroup
-	signal       func(syscall.Signal) // signals init, never after it was reaped
-	wait         func()               // waits for init to end, then sets state
-	state        *syscall.WaitStatus  // how init ended
-	stages       []stageInfo          // a direct start's stages, for its errors
-	cleanup      []func()             // run when Run returns
-	stopSup      *os.File             // closing it stops a direct start's supervisor
-	supDone      chan struct{}
-	exitAfter    bool         // Backend.ExitAfter
-	onInitParent func(func()) // Backend.onInitParent
-	forkStart    bool         // Backend.ForkStart
-	plan         *plan        // a direct start's plan, which its child reads
-	nest         []idmap      // trees a direct start maps with init's user namespace (nestable)
-	afterWait    []func()     // run once init has been reaped
-	seen         denials      // a direct start's refused system calls
-	killed       atomic.Value // backend.Cause the host killed the run for
-	output       atomic.Int64
-	tty          *terminal // the command's pty, when the caller's stdin is a terminal
+	spec    *backend.Spec
+	stdio   backend.Stdio
+	start   time.Time
+	started time.Time   // the "started" message arrived
+	crash   chan string // the init stage's first line of runtime output (fdCrash)
+	cg      *cgroup.Cgroup
+	signal  func(syscall.Signal) // signals init, never after it was reaped
+	wait    func()               // waits for init to end, then sets state
+	state   *syscall.WaitStatus  // how init ended
+	stages  []stageInfo          // a direct start's stages, for its errors
+	cleanup []func()             // run when Run returns
+	stopSup *os.File             // closing it stops a direct start's supervisor
+	supDone chan struct{}
+	// initSupervised: the host answers the init stage's notifications
+	// (see superviseInit).
+	initSupervised bool
+	exitAfter      bool         // Backend.ExitAfter
+	onInitParent   func(func()) // Backend.onInitParent
+	forkStart      bool         // Backend.ForkStart
+	plan           *plan        // a direct start's plan, which its child reads
+	nest           []idmap      // trees a direct start maps with init's user namespace (nestable)
+	afterWait      []func()     // run once init has been reaped
+	seen           denials      // a direct start's refused system calls
+	killed         atomic.Value // backend.Cause the host killed the run for
+	output         atomic.Int64
+	tty            *terminal // the command's pty, when the caller's stdin is a terminal
 
 	// control is the spec pipe, kept open after the Spec: signals to
 	// forward to the command, and for a run with changes to save (save),

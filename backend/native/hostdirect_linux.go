@@ -207,6 +207,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		fds.nest = &backend.Identity{UID: r.nest[0].uid, GID: r.nest[0].gid, HostUID: spec.User.HostUID, HostGID: spec.User.HostGID}
 	}
 	p, err := buildPlan(f, spec, fds, filters, abi, rl)
+	if p != nil {
+		r.cleanup = append(r.cleanup, p.unmap)
+	}
 	if err != nil {
 		return err
 	}
@@ -394,7 +397,7 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	defer unix.Close(fd)
 	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record}
 	if r.stdio.CheckExec != nil {
-		sup.Exec = execChecker(r.stdio.CheckExec)
+		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised)
 	}
 	sup.Serve(fd, int(stop.Fd()))
 }

@@ -52,7 +52,7 @@ func TestWithExecNotify(t *testing.T) {
 			t.Fatal(err)
 		}
 		obs := Observed(prog)
-		ex := WithExecNotify(obs, arch)
+		ex := WithExecNotify(obs, arch, nil)
 		for _, name := range []string{"execve", "execveat", "read", "unshare", "mount", "getppid"} {
 			nr, _ := Lookup(arch, name)
 			want, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
@@ -67,6 +67,34 @@ func TestWithExecNotify(t *testing.T) {
 		nr, _ := Lookup(arch, "execve")
 		if got, _ := Evaluate(ex, int32(nr), 0x40000003, 0, [6]uint64{}); got != retKillProcess {
 			t.Errorf("%s: foreign arch execve gives %#x", arch, got)
+		}
+		// The first exec, named by both addresses, goes to the program
+		// underneath; any other address, in either half, is notified.
+		first := &FirstExec{Argv: 0x7f12_3456_7000, Envp: 0x7f12_3456_7800}
+		fx := WithExecNotify(obs, arch, first)
+		allow, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+		for _, c := range []struct {
+			args [6]uint64
+			want uint32
+		}{
+			{[6]uint64{1, first.Argv, first.Envp}, allow},
+			{[6]uint64{1, first.Argv, first.Envp + 8}, retUserNotif},
+			{[6]uint64{1, first.Argv ^ 1<<40, first.Envp}, retUserNotif},
+			{[6]uint64{1, first.Argv, first.Envp ^ 1<<33}, retUserNotif},
+			{[6]uint64{1, first.Envp, first.Argv}, retUserNotif},
+		} {
+			if got, _ := Evaluate(fx, int32(nr), AuditArch(arch), 0, c.args); got != c.want {
+				t.Errorf("%s: execve%x gives %#x, want %#x", arch, c.args[:3], got, c.want)
+			}
+		}
+		at, _ := Lookup(arch, "execveat")
+		if got, _ := Evaluate(fx, int32(at), AuditArch(arch), 0, [6]uint64{0, 1, first.Argv, first.Envp}); got != retUserNotif {
+			t.Errorf("%s: execveat with the first exec's addresses gives %#x", arch, got)
+		}
+		rd, _ := Lookup(arch, "read")
+		want, _ := Evaluate(obs, int32(rd), AuditArch(arch), 0, [6]uint64{})
+		if got, _ := Evaluate(fx, int32(rd), AuditArch(arch), 0, [6]uint64{}); got != want {
+			t.Errorf("%s: read gives %#x under the first-exec check, want %#x", arch, got, want)
 		}
 	}
 }

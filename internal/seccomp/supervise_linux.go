@@ -21,7 +21,7 @@ func InstallObserved(prog []Instruction) (int, error) {
 // InstallObservedExec is InstallObserved for a filter that also sends
 // every execve and execveat to the supervisor (see WithExecNotify).
 func InstallObservedExec(prog []Instruction) (int, error) {
-	return installListener(WithExecNotify(Observed(prog), NativeArch()), "exec-checking")
+	return installListener(WithExecNotify(Observed(prog), NativeArch(), nil), "exec-checking")
 }
 
 func installListener(prog []Instruction, what string) (int, error) {
