@@ -36,13 +36,7 @@ func (h *hostRule) match(q Request) bool {
 	if m.Port != 0 && m.Port != q.Port {
 		return false
 	}
-	name := q.Host
-	if h.host.Wildcard {
-		d := h.host.Domain
-		if len(name) <= len(d) || name[len(name)-len(d):] != d || name[len(name)-len(d)-1] != '.' {
-			return false
-		}
-	} else if name != h.host.Domain {
+	if !matchHost(h.host, q.Host) {
 		return false
 	}
 	if m.Method == "" && m.Path == "" {

@@ -34,6 +34,7 @@ func (p *Policy) Validate() error {
 	p.validateSyscalls(l)
 	p.validateUser(l)
 	p.validateRules(l)
+	p.validateBudgets(l)
 	return l.err()
 }
 

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -32,7 +33,12 @@ type execCheck struct {
 	runID     string
 	dir       string
 
-	ask sync.Mutex // one question at a time to a person
+	ask   sync.Mutex   // one question at a time to a person
+	clock *budgetClock // paused while a person is asked
+	spend *harness.Spend
+
+	spentMu sync.Mutex
+	spent   string // the first budget a request found spent
 
 	mu      sync.Mutex
 	denials []backend.Denial
@@ -89,7 +95,7 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
-	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: e.dir}, d, &rec)
+	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: e.dir}, d, &rec, e.clock)
 	if g == nil {
 		return e.refuse(c, d, "not approved: "+err.Error())
 	}
@@ -165,6 +171,32 @@ func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by
 // the rule); an ask waits in the proxy for an approval (a session one
 // given before, or the Approver's), and is refused without one.
 func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
+	v := e.hostRules(ctx, q)
+	if !v.Allow || e.spend == nil {
+		return v
+	}
+	// Budgets count what the rules let through.
+	if err := e.spend.Request(q.Host); err != nil {
+		var be *harness.BudgetError
+		errors.As(err, &be)
+		e.spentMu.Lock()
+		if e.spent == "" {
+			e.spent = be.Name
+		}
+		e.spentMu.Unlock()
+		return egress.Verdict{Rule: "budget " + be.Name, Reason: fmt.Sprintf("%v: %d allowed; raise it in the policy's [budgets]", err, be.Limit)}
+	}
+	return v
+}
+
+// spentBudget is the first budget a request found spent, or "".
+func (e *execCheck) spentBudget() string {
+	e.spentMu.Lock()
+	defer e.spentMu.Unlock()
+	return e.spent
+}
+
+func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdict {
 	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path}
 	d := e.rules.DecideHost(r)
 	if d.Verdict == harness.Allow {
@@ -202,7 +234,7 @@ func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}
-	g, err := askPerson(ctx, e.req, harness.Action{Request: &r, Dir: e.dir}, d, &rec)
+	g, err := askPerson(ctx, e.req, harness.Action{Request: &r, Dir: e.dir}, d, &rec, e.clock)
 	if g == nil {
 		return refuse("not approved: " + err.Error())
 	}

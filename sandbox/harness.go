@@ -48,8 +48,14 @@ const (
 // askPerson asks req.Approver about a, which the rules asked about with
 // d, for at most the policy's ask_timeout, and fills in rec (who, scope,
 // expiry, outcome). It returns the grant, or nil and why not.
-func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.Decision, rec *audit.Decision) (*harness.Grant, error) {
+func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.Decision, rec *audit.Decision, clock *budgetClock) (*harness.Grant, error) {
 	rec.Approver = req.Approver.Name()
+	if clock != nil {
+		// A person's time is not the command's: it does not count
+		// against the wall budget.
+		clock.pause()
+		defer clock.resume()
+	}
 	ctx, cancel := context.WithTimeout(ctx, req.Policy.Harness.AskWait())
 	defer cancel()
 	var g *harness.Grant
@@ -116,7 +122,7 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 			rep.Approval, rec.Outcome = ApprovalNoApprover, ApprovalNoApprover
 			return fmt.Errorf("%w: %s asks before %s: %s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), d.Reason)
 		}
-		g, err := askPerson(ctx, req, a, d, &rec)
+		g, err := askPerson(ctx, req, a, d, &rec, nil)
 		rep.Approval = rec.Outcome
 		if g == nil {
 			return fmt.Errorf("%w: %s was not approved (%v); %s asked: %s", ErrDenied, shellQuote(d.Command), err, what, d.Reason)

@@ -53,6 +53,10 @@ type Request struct {
 	// Approver answers the asks of the policy's rules (see package
 	// harness); nil means nobody can be asked, and an ask refuses the run.
 	Approver Approver
+	// Spend counts what this run spends against the policy's [budgets],
+	// with what earlier runs of a session spent; nil means a fresh count
+	// for this run alone.
+	Spend *harness.Spend
 	// AuditDecision, if set, receives the harness's decision about the
 	// command line when a rule matched it, before anything runs, and
 	// about each program the command starts that a rule asks about or
@@ -101,8 +105,10 @@ type Report struct {
 	// Reason is why the run ended: exit, signal, seccomp_kill (the command
 	// died of SIGSYS under a seccomp profile: a system call the profile
 	// kills on), timeout, cpu, memory, pids, output, file_size, killed,
-	// error (moat could not run it), or denied (the policy's rules refused
-	// the command line: nothing ran, and ExitCode is 125).
+	// error (moat could not run it), denied (the policy's rules refused
+	// the command line: nothing ran, and ExitCode is 125), or budget (a
+	// [budgets] entry, named by Budget, ended the run or, for runs, kept
+	// it from starting).
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -162,6 +168,10 @@ type Report struct {
 	Decision *harness.Decision `json:"decision,omitempty"`
 	// Approval is what came of an ask: approved, denied, or "no approver".
 	Approval string `json:"approval,omitempty"`
+	// Budget names the [budgets] entry that ended the run (Reason
+	// "budget": wall, cpu, output, runs) or refused a request (network,
+	// requests[HOST]).
+	Budget string `json:"budget,omitempty"`
 	// Error and Stage describe a failure to set up or start the run.
 	Error  string         `json:"error,omitempty"`
 	Stage  string         `json:"stage,omitempty"`
@@ -242,6 +252,20 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Error = err.Error()
 		return rep, err
 	}
+	spend := req.Spend
+	if spend == nil {
+		spend = harness.NewSpend(req.Policy.Budgets)
+	}
+	wallLeft, cpuLeft, outputLeft, err := spend.Left()
+	if err == nil {
+		err = spend.StartRun()
+	}
+	if err != nil {
+		var be *harness.BudgetError
+		errors.As(err, &be)
+		rep.Reason, rep.Budget, rep.Error = ReasonBudget, be.Name, err.Error()
+		return rep, err
+	}
 	rep.StartedAt = time.Now()
 	be := req.Backend
 	if be == nil {
@@ -275,6 +299,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// What the run's programs and requests are checked against as it
 	// goes on, with the approvals given so far.
 	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
+	if spend.CountsRequests() {
+		ec.spend = spend
+	}
 	var er *egressRun
 	if req.Policy.Network.Mode == policy.NetworkAllow {
 		nrules, err := networkRules(req.Policy)
@@ -282,8 +309,15 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 			return fail(err)
 		}
 		er = newEgressRun(nrules, req.Policy, req, runID)
-		if rules.HasHostRules() {
+		if rules.HasHostRules() || ec.spend != nil {
 			er.proxy.Check = ec.host
+		}
+		if ec.spend != nil {
+			record := er.proxy.Audit
+			er.proxy.Audit = func(e egress.Event) {
+				spend.NetworkBytes(e.BytesUp + e.BytesDown)
+				record(e)
+			}
 		}
 		stdio.ServeProxy = er.serve
 		defer func() { rep.Network = er.report() }()
@@ -341,7 +375,26 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		// for the line given: checked at each exec (see execCheck).
 		stdio.CheckExec = ec.check
 	}
-	st, err := be.Run(ctx, spec, stdio)
+	// Budgets bound what the command may still spend: CPU time and output
+	// through the backend's limits (the tighter of the two), wall time by
+	// a clock that stops while a person is asked.
+	cpuBudget := cpuLeft > 0 && (spec.Limits.CPUTime == 0 || cpuLeft < spec.Limits.CPUTime)
+	if cpuBudget {
+		spec.Limits.CPUTime = cpuLeft
+	}
+	outputBudget := outputLeft > 0 && (spec.Limits.OutputBytes == 0 || outputLeft < spec.Limits.OutputBytes)
+	if outputBudget {
+		spec.Limits.OutputBytes = outputLeft
+	}
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	ec.clock = newBudgetClock(wallLeft, cancelRun)
+	st, err := be.Run(runCtx, spec, stdio)
+	active := ec.clock.stop()
+	if st != nil {
+		spend.EndRun(active, st.CPU, st.OutputBytes)
+	}
+	rep.Budget = ec.spentBudget()
 	rep.Denials = append(rep.Denials, ec.report()...)
 	if errors.Is(err, backend.ErrNoExecCheck) {
 		err = fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program the command starts, and here they could not be: with neither, the run needs no such check", ErrRefused, err)
@@ -363,6 +416,15 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rep.Error = ""
 	rep.Reason = string(st.Cause)
+	var spent *harness.BudgetError
+	switch {
+	case errors.As(context.Cause(runCtx), &spent) && ctx.Err() == nil:
+		rep.Reason, rep.Budget = ReasonBudget, spent.Name
+	case st.Cause == backend.CauseCPU && cpuBudget:
+		rep.Reason, rep.Budget = ReasonBudget, "cpu"
+	case st.Cause == backend.CauseOutput && outputBudget:
+		rep.Reason, rep.Budget = ReasonBudget, "output"
+	}
 	for _, c := range st.LimitsHit {
 		rep.LimitsHit = append(rep.LimitsHit, string(c))
 	}
