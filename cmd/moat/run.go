@@ -451,6 +451,8 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return "killed: the run was interrupted"
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
+	case sandbox.ReasonBudget:
+		return fmt.Sprintf("ended: the %s budget is spent (raise it in the policy's [budgets])", r.Budget)
 	case sandbox.ReasonSeccompKill:
 		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
