@@ -25,10 +25,13 @@
 //
 // A program a script or make starts later is checked at its execve
 // (DecideExec, which the sandbox package calls for each exec): by its own
-// argv, without parsing, so every program is checked once. Approvals
-// records what a person let run, with a scope and an expiry.
+// argv, without parsing, so every program is checked once. A destination
+// of the egress proxy is checked against the host rules (DecideHost).
+// Approvals records what a person let run, with a scope and an expiry;
+// Spend counts a run's or a session's [budgets].
 //
-// It makes no system call and prints nothing; it imports policy, never
+// It makes no system call and prints nothing; it imports policy (and the
+// host grammar of internal/netrule), never
 // sandbox or a backend, so every caller (the CLI, later the daemon) gets
 // the same decisions.
 package harness
