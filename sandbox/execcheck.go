@@ -77,6 +77,10 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 			e.req.AuditDecision(rec)
 		}
 	}()
+	if e.req.Learn {
+		rec.Outcome = OutcomeLearn
+		return nil
+	}
 	if d.Verdict == harness.Deny {
 		return e.refuse(c, d, "denied by the rule")
 	}
@@ -216,6 +220,10 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	}()
 	refuse := func(why string) egress.Verdict {
 		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s: %s; %s", d.Rule, d.Verdict.Verb(), dest, d.Reason, why)}
+	}
+	if e.req.Learn {
+		rec.Outcome = OutcomeLearn
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}
 	if d.Verdict == harness.Deny {
 		return refuse("change the policy's [[rules]] to allow it")

@@ -43,6 +43,8 @@ const (
 	ApprovalDenied     = "denied"
 	ApprovalNoApprover = "no approver"
 	ApprovalTimeout    = "timeout"
+	// OutcomeLearn: a deny or an ask let through by Request.Learn.
+	OutcomeLearn = "learn"
 )
 
 // askPerson asks req.Approver about a, which the rules asked about with
@@ -113,6 +115,10 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 	what := "rule " + rec.Rule
 	if d.Rule == nil {
 		what = "the command line"
+	}
+	if req.Learn && d.Verdict != harness.Allow {
+		rec.Outcome = OutcomeLearn
+		return nil
 	}
 	switch d.Verdict {
 	case harness.Deny:

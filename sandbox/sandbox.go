@@ -53,6 +53,12 @@ type Request struct {
 	// Approver answers the asks of the policy's rules (see package
 	// harness); nil means nobody can be asked, and an ask refuses the run.
 	Approver Approver
+	// Learn runs the rules in report-only mode: what they would deny or
+	// ask about runs, and is audited with the outcome "learn" (for moat
+	// policy suggest). The sandbox is unchanged: the network lists,
+	// mounts and filters hold as ever, and what they refuse is recorded
+	// as always.
+	Learn bool
 	// Spend counts what this run spends against the policy's [budgets],
 	// with what earlier runs of a session spent; nil means a fresh count
 	// for this run alone.

@@ -288,3 +288,48 @@ func TestTTYApproverScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestLearnAndSuggest: --learn lets through what the rules ask about (a
+// program a script starts, with nobody to ask: rm -rf outside the
+// workspace, which the built-in set asks about) and audits it; policy
+// suggest turns the stream into an allow rule quoting the record, which,
+// added to the policy, decides the command. Positive control: the same
+// run without --learn refuses the program.
+func TestLearnAndSuggest(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		ws := t.TempDir()
+		pol := writePolicy(t, t.TempDir(), rulesPolicy)
+		auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+		args := []string{"run", "--policy", pol, "--workspace", ws, "--audit", auditFile}
+		if learn {
+			args = append(args, "--learn")
+		}
+		script := "d=/tmp/moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
+		cmd := exec.Command(os.Args[0], append(args, "--", "sh", "-c", script)...)
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+		out, _ := cmd.CombinedOutput()
+		want := "kept"
+		if learn {
+			want = "removed"
+		}
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("learn %v: output %q, want %s", learn, out, want)
+		}
+		if !learn {
+			continue
+		}
+		code, sugg, errs := moat(t, ws, "policy", "suggest", auditFile)
+		if code != 0 || !strings.Contains(sugg, `match = { command = ["rm"] }`) || !strings.Contains(sugg, "ask by irreversible/delete-outside (learn)") {
+			t.Fatalf("suggest = %d %q %q", code, sugg, errs)
+		}
+		b, _ := os.ReadFile(pol)
+		body := sugg[strings.Index(sugg, "[[rules]]"):]
+		if err := os.WriteFile(pol, append(b, "\n"+body...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := moat(t, ws, "policy", "explain", "--policy", pol, "--", "rm", "-rf", "/tmp/x"); code != 0 || !strings.Contains(out, "allow by rule allow-rm") {
+			t.Errorf("explain after the suggestion = %d %q %q", code, out, errs)
+		}
+	}
+}

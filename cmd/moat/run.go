@@ -356,6 +356,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
+		Learn:         f.learn,
 		ExitAfter:     exitAfterRun,
 	}
 	if approver = newTTYApprover(); approver != nil {
@@ -474,8 +475,11 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check" {
 		return cmdPolicyCheck(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "suggest" {
+		return cmdPolicySuggest(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "show" {
-		fmt.Fprintln(stderr, "usage: moat policy show [run flags] | moat policy explain [--policy FILE] -- CMD... | moat policy check FILE")
+		fmt.Fprintln(stderr, "usage: moat policy show [run flags] | moat policy explain [--policy FILE] -- CMD... | moat policy check FILE | moat policy suggest AUDIT.jsonl")
 		return 2
 	}
 	f := newRunFlags("policy show")
