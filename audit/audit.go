@@ -18,12 +18,14 @@
 //
 //	network   one decision of the egress proxy: the fields of egress.Event
 //	          (time, run_id, proto, host, port, addr, allowed, reason, ...)
-//	denial    a system call the sandbox refused: time, run_id and the fields
-//	          of backend.Denial (what, errno, count, rule)
-//	decision  the harness's decision about a command line, before it runs:
-//	          [Decision]
+//	denial    a system call the sandbox refused, or a program the rules
+//	          refused to start (layer "rules"): time, run_id and the fields
+//	          of backend.Denial (layer, what, errno, count, rule)
+//	decision  the harness's decision about a command line before it runs,
+//	          a program it starts (at "exec") or a proxy destination (at
+//	          "network"), with what came of an ask: [Decision]
 //	run       how one run ended: time, run_id, command, workspace, policy,
-//	          reason, exit_code, error, limits_hit, seccomp, landlock_abi,
+//	          reason, budget, exit_code, error, limits_hit, seccomp, landlock_abi,
 //	          network, warnings, degraded, change_set, protected_created,
 //	          quarantined (written by cmd/moat from sandbox.Report; the type
 //	          stays there because it is made of the sandbox's and the
@@ -64,7 +66,9 @@ const (
 )
 
 // Decision is a TypeDecision record: what the harness decided about a
-// command line before running it, and for an ask, what came of it.
+// command line before running it, a program it started or a destination
+// of the egress proxy, and for an ask, what came of it. For At "network",
+// Command is the method ("CONNECT" for a tunnel) and host:port/path.
 type Decision struct {
 	Type  string    `json:"type"` // TypeDecision
 	Time  time.Time `json:"time"`
@@ -80,8 +84,10 @@ type Decision struct {
 	Reason string `json:"reason,omitempty"`
 	// Decided is the simple command of the line that decided.
 	Decided []string `json:"decided,omitempty"`
-	// Outcome is what happened to an ask: "approved" (once), "denied" (by
-	// the person), or "no approver" (refused: nobody to ask).
+	// Outcome is what happened to an ask (or a deny): "approved" (Scope
+	// says how far), "denied" (by the person), "timeout" (nobody answered
+	// in time), "no approver" (refused: nobody to ask), or "learn" (let
+	// through by moat run --learn).
 	Outcome string `json:"outcome,omitempty"`
 	// Approver says who answered an ask ("tty").
 	Approver string `json:"approver,omitempty"`

@@ -521,6 +521,7 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		Workspace   string                `json:"workspace"`
 		Policy      string                `json:"policy"`
 		Reason      string                `json:"reason"`
+		Budget      string                `json:"budget,omitempty"`
 		ExitCode    int                   `json:"exit_code"`
 		Error       string                `json:"error,omitempty"`
 		LimitsHit   []string              `json:"limits_hit"`
@@ -536,7 +537,7 @@ func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
 		Quarantined      []workspace.Quarantined `json:"quarantined,omitempty"`
 	}{
 		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
-		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
+		Reason: rep.Reason, Budget: rep.Budget, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
 		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
 		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
 		ProtectedCreated: rep.ProtectedCreated, Quarantined: rep.Quarantined,
