@@ -333,3 +333,42 @@ func TestLearnAndSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestInteractiveRunRefusesInRunAsks: when moat's stdin is the terminal,
+// the command has it, and a program it starts that the rules ask about is
+// refused rather than asked about (a question would race the command for
+// the keys); the report says why. Positive control: the same program from
+// the command line is asked about before the run, and runs when approved.
+func TestInteractiveRunRefusesInRunAsks(t *testing.T) {
+	ws := t.TempDir()
+	pol := writePolicy(t, t.TempDir(), rulesPolicy)
+	report := filepath.Join(t.TempDir(), "report.json")
+	o := newOuterTerminal(t)
+	cmd := o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--report", report, "--", "sh", "-c", "x=marker-ask; touch $x; echo status $?")
+	o.waitFor(t, "status 126")
+	o.wait(t, cmd)
+	if strings.Contains(o.shown(), "[N] no: ") {
+		t.Errorf("asked during an interactive run: %q", o.shown())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker-ask")); err == nil {
+		t.Error("the program ran")
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "the terminal is the command's during an interactive run") {
+		t.Errorf("the report does not say why: %s", b)
+	}
+
+	o = newOuterTerminal(t)
+	cmd = o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--", "touch", "marker-ask")
+	o.waitFor(t, "[N] no: ")
+	o.master.Write([]byte("y\n"))
+	if code := o.wait(t, cmd); code != 0 {
+		t.Errorf("approved command line: exit %d; terminal %q", code, o.shown())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker-ask")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+}
