@@ -99,3 +99,24 @@ done`, w.httpPort))
 		t.Errorf("report budget %q", rep.Budget)
 	}
 }
+
+// TestNetworkBudget: once the bytes through the proxy reach the network
+// budget, the next connection is refused with a 403 naming it.
+func TestNetworkBudget(t *testing.T) {
+	w := newNetWorld(t)
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Budgets.Network = 10 // one response is more than this
+	})
+	out, rep := w.run(t, req, fmt.Sprintf(`for i in 1 2; do
+  echo "$i: $(curl -sS -m 10 -D - -o /dev/null http://allowed.test:%d/ | tr -d '\r' | grep -e '^HTTP' -e '^X-Moat-Denied' | tr '\n' ' ')"
+done`, w.httpPort))
+	for _, want := range []string{"1: HTTP/1.1 200", "2: HTTP/1.1 403 Forbidden X-Moat-Denied: budget network"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if rep.Budget != "network" {
+		t.Errorf("report budget %q", rep.Budget)
+	}
+}
