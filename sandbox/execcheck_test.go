@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -291,5 +292,35 @@ func TestScopedApprovals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// noExecCheck is a backend that cannot check execs, as the native one on
+// a kernel before 5.5: it refuses every run with command rules.
+type noExecCheck struct{}
+
+func (noExecCheck) Name() string                       { return "no-exec-check" }
+func (noExecCheck) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (noExecCheck) Run(_ context.Context, _ *backend.Spec, s backend.Stdio) (*backend.ExitStatus, error) {
+	if s.CheckExec != nil {
+		return nil, fmt.Errorf("%w: this backend has none", backend.ErrNoExecCheck)
+	}
+	return &backend.ExitStatus{Cause: backend.CauseExit}, nil
+}
+
+// TestExecCheckRefusedWhereItCannotHold: a backend that cannot check each
+// exec refuses a policy with command rules, naming what is missing, and
+// leaves no change set behind; with no command rule, it runs.
+func TestExecCheckRefusedWhereItCannotHold(t *testing.T) {
+	ws := t.TempDir()
+	p := execPolicy(t, ws, execRules)
+	p.Workspace.Mode = policy.WorkspaceOverlay
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: noExecCheck{}, Policy: p, Args: []string{"true"}}, backend.Stdio{})
+	if !errors.Is(err, sandbox.ErrRefused) || !errors.Is(err, backend.ErrNoExecCheck) || rep.ExitCode != 125 || rep.ChangeSet != nil {
+		t.Fatalf("refused run: %v (exit %d, change set %+v)", err, rep.ExitCode, rep.ChangeSet)
+	}
+	p = execPolicy(t, ws, "[harness]\nbuiltin = []\n")
+	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: noExecCheck{}, Policy: p, Args: []string{"true"}}, backend.Stdio{}); err != nil {
+		t.Fatalf("run without rules: %v", err)
 	}
 }

@@ -405,7 +405,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if errors.Is(err, backend.ErrNoExecCheck) {
 		err = fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program the command starts, and here they could not be: with neither, the run needs no such check", ErrRefused, err)
 	}
-	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) {
+	// A backend that refused to run unchecked (ErrNoExecCheck) started
+	// nothing either.
+	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) && !errors.Is(err, backend.ErrNoExecCheck) {
 		fresh = nil // the command may have run: what it wrote is kept
 	}
 	// No process of the run is alive now: what it planted stays put.
