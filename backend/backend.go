@@ -242,6 +242,13 @@ const (
 // listener that 127.0.0.1:ProxyPort inside the sandbox is bound to; it must
 // serve connections until the listener is closed, which the backend does
 // when the run ends.
+//
+// CheckExec, when set, is asked about every program a process of the
+// sandbox starts (execve and execveat, the command's own first one
+// included) before it starts: nil lets it start, an error makes the call
+// fail with EACCES. It may block, to ask a person; ctx ends with the run.
+// A backend that cannot ask it about every exec of a Spec refuses to run
+// it (an error wrapping ErrNoExecCheck) rather than run unchecked.
 type Stdio struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
@@ -249,6 +256,29 @@ type Stdio struct {
 	Signals    <-chan os.Signal
 	ServeProxy func(net.Listener)
 	OnTerminal func()
+	CheckExec  func(ctx context.Context, c ExecCall) error
+}
+
+// ExecCall is a program about to start inside a sandbox, as its execve
+// was given it: read from the memory of the process that calls it, so
+// only as trustworthy as that process (see Stdio.CheckExec).
+type ExecCall struct {
+	// Pid identifies the calling process, as the backend sees it: a
+	// shell searching its PATH calls execve once per directory, and a
+	// checker can tell the retries of one search by it.
+	Pid int
+	// Path is the program as given (relative to the caller's working
+	// directory; "" for an fexecve).
+	Path string
+	// Argv are its arguments; Truncated says there were more (or longer
+	// ones) than the backend reads, and Argv is a prefix of them.
+	Argv      []string
+	Truncated bool
+	// First says this is the exec that starts the command itself, whose
+	// argv is the Spec's: a checker that decided the command line before
+	// the run need not decide it again. (A backend may also let that exec
+	// through without asking, as the native direct start does.)
+	First bool
 }
 
 // Barrier, sent on Stdio.Signals, is closed by the backend once it has
@@ -438,4 +468,7 @@ var (
 	ErrNotFound = errors.New("command not found")
 	// ErrNotExecutable: the command exists but cannot be executed (126).
 	ErrNotExecutable = errors.New("command not executable")
+	// ErrNoExecCheck: Stdio.CheckExec was set, and this backend cannot
+	// check every program this Spec's processes would start.
+	ErrNoExecCheck = errors.New("the programs started inside the sandbox cannot be checked")
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -87,6 +88,11 @@ type Session struct {
 	wsDir    string
 	landlock string
 	created  time.Time
+	// rules decide each command; approvals are the grants a person gave
+	// during the session (a prefix or session scope holds across its
+	// commands).
+	rules     *harness.Rules
+	approvals *harness.Approvals
 
 	closeOnce sync.Once
 	closeRep  *Report
@@ -122,7 +128,8 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoLifecycle, be.Name())
 	}
-	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now()}
+	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now(),
+		rules: harness.New(p), approvals: &harness.Approvals{}}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -292,7 +299,7 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		ap = req.Approver
 	}
 	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision}
-	if err := decide(ctx, r, rep, dir); err != nil {
+	if err := decide(ctx, r, rep, dir, s.rules, s.approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}

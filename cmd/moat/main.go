@@ -69,7 +69,9 @@ Usage:
   moat policy show [flags]            print the effective policy as TOML
   moat policy explain [flags] -- CMD  say which rule decides about CMD, and why
   moat policy check FILE...           validate policies and run their rules' examples
+  moat policy suggest AUDIT.jsonl     propose policy additions from an audit stream (moat run --learn)
   moat audit verify FILE              check an audit stream's hash chain
+  moat fetch URL                      GET a public HTTPS URL: no redirects, 5 s, 1 MiB, no private addresses
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
   moat serve [--socket P] [--listen ADDR --tokens F]  the session daemon (HTTP API: docs/openapi.yaml)
   moat session create [--policy F] [--workspace DIR|--temp] [--ttl D]  start a session, print its id
@@ -99,6 +101,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdSeccomp(args[1:], stdout, stderr)
 	case "audit":
 		return cmdAudit(args[1:], stdout, stderr)
+	case "fetch":
+		return cmdFetch(args[1:], stdout, stderr)
 	case "trust":
 		return cmdTrust(args[1:], stdout, stderr)
 	case "runs", "sessions":
