@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 
 	"github.com/moatbox/moat/internal/netrule"
@@ -43,11 +42,40 @@ type Secret struct {
 	Header string `toml:"header,omitempty" json:"header,omitempty"`
 }
 
-var (
-	secretsType  = reflect.TypeFor[[]Secret]()
-	envNameRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-)
+var secretsType = reflect.TypeFor[[]Secret]()
+
+// isEnvName reports whether s is an environment variable name: letters,
+// digits and _, not starting with a digit. (A function, not a regular
+// expression compiled at every moat process's start.)
+func isEnvName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isHeaderName reports whether s is an HTTP field name (a token, RFC 9110
+// 5.6.2).
+func isHeaderName(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isMethod reports whether s is an HTTP method in upper case.
+func isMethod(s string) bool {
+	for _, c := range s {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // secrets decodes an array of tables into []Secret.
 func (d *decoder) secrets(key string, v any, dst reflect.Value) {
@@ -78,7 +106,7 @@ func (p *Policy) validateSecrets(l *errorList) {
 		switch {
 		case s.Name == "":
 			l.add(key+".name", "must not be empty: it is the environment variable that holds the placeholder")
-		case !envNameRe.MatchString(s.Name):
+		case !isEnvName(s.Name):
 			l.add(key+".name", fmt.Sprintf("%q is not an environment variable name (letters, digits and _, not starting with a digit)", s.Name))
 		default:
 			if j, dup := names[s.Name]; dup {
@@ -88,7 +116,7 @@ func (p *Policy) validateSecrets(l *errorList) {
 		}
 		scheme, rest, _ := strings.Cut(s.Source, ":")
 		switch {
-		case scheme == "env" && envNameRe.MatchString(rest):
+		case scheme == "env" && isEnvName(rest):
 		case scheme == "file" && rest != "":
 		default:
 			l.add(key+".source", fmt.Sprintf("%q: want \"env:VAR\" or \"file:PATH\"", s.Source))
@@ -105,7 +133,7 @@ func (p *Policy) validateSecrets(l *errorList) {
 			}
 		}
 		for j, m := range s.Methods {
-			if !regexp.MustCompile(`^[A-Z]+$`).MatchString(m) {
+			if !isMethod(m) {
 				l.add(indexKey(key+".methods", j), fmt.Sprintf("%q is not an HTTP method in upper case (GET, POST, ...)", m))
 			}
 		}
@@ -118,7 +146,7 @@ func (p *Policy) validateSecrets(l *errorList) {
 			name, val, ok := strings.Cut(s.Header, ":")
 			name = strings.TrimSpace(name)
 			switch {
-			case !ok || !headerNameRe.MatchString(name):
+			case !ok || !isHeaderName(name):
 				l.add(key+".header", fmt.Sprintf("%q: want \"Header-Name: template\", e.g. \"Authorization: Bearer {value}\"", s.Header))
 			case !strings.Contains(val, "{value}"):
 				l.add(key+".header", fmt.Sprintf("%q: the template must contain {value}", s.Header))
