@@ -65,6 +65,9 @@ type Request struct {
 	// servers with them.
 	Resolver ResolverFunc
 	Dial     DialFunc
+	// TUNDir, if set, is where the TUN clone device "tun" is opened
+	// instead of /dev/net (tests make a node of their own there).
+	TUNDir string
 	// SecretRoots verifies the certificates of the servers the policy's
 	// secrets are for, which the proxy connects to itself; nil means the
 	// host's roots. Tests trust their loopback servers with it.
@@ -279,6 +282,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		}
 		er = newEgressRun(rules, req.Policy, req, runID)
 		stdio.ServeProxy = er.serve
+		stdio.ServeTUN = er.serveTUN
 		defer func() { rep.Network = er.report() }()
 	}
 	secrets, err := loadSecrets(req.Policy, caller.Cwd, req.SecretRoots)
@@ -302,6 +306,14 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)
+	}
+	if t := spec.Network.TUN; t != nil {
+		t.Dir = req.TUNDir
+		if why := tunUnusable(t.DevDir()); why != "" {
+			dropTUN(spec)
+			rep.Warnings = append(rep.Warnings, "network: no transparent egress ("+why+
+				"): only programs that use the proxy variables reach the network")
+		}
 	}
 	rep.Seccomp = req.Policy.Syscalls.Profile
 	if rep.Seccomp == "" {
