@@ -1,0 +1,153 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// tunDir is a directory with a TUN clone device the sandbox's user can
+// open: the host's /dev/net when its mode allows it, else, for root, a
+// node of the test's own (mknod 10 200, mode 0666).
+func tunDir(t *testing.T) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/net/tun"); err == nil && st.Mode().Perm()&0o006 == 0o006 {
+		return ""
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("/dev/net/tun is missing or not mode 0666 here, and only root can make a node of its own: no transparent egress to test")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		t.Skipf("mknod of a TUN clone device: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	return dir
+}
+
+// TestTransparentEgress runs programs that ignore the proxy variables:
+// they resolve through moat's DNS and connect through the TUN device, and
+// get what the rules say, with the proxy path's events.
+func TestTransparentEgress(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "echo:%s", line)
+			}()
+		}
+	}()
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	var udpGot atomic.Int32
+	go func() {
+		buf := make([]byte, 100)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			udpGot.Add(1)
+		}
+	}()
+
+	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.TUNDir = dir
+	script := fmt.Sprintf(`
+unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+getent hosts allowed.test >/dev/null && echo getent-allowed-ok
+getent hosts denied.test >/dev/null || echo getent-denied-nxdomain
+python3 -c '
+import socket, urllib.request
+print("py-http:", urllib.request.urlopen("http://allowed.test:%[1]d/", timeout=10).read().decode())
+try:
+    socket.getaddrinfo("denied.test", 80)
+    print("DENIED-RESOLVED")
+except socket.gaierror as e:
+    print("denied-nxdomain")
+try:
+    socket.create_connection(("ten.test", 80), timeout=5)
+    print("TEN-CONNECTED")
+except OSError as e:
+    print("ten-refused")
+s = socket.create_connection(("allowed.test", %[2]d), timeout=5)
+s.sendall(b"ping\n")
+print("raw:", s.recv(100).decode().strip())
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"x", ("allowed.test", %[3]d))
+print("udp-sent")
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("RAW-OPENED")
+except OSError as e:
+    print("raw-refused")
+'
+`, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port)
+	out, rep := w.run(t, req, script)
+	for _, warn := range rep.Warnings {
+		if strings.Contains(warn, "transparent") {
+			t.Fatalf("the run had no TUN device: %s", warn)
+		}
+	}
+	for _, want := range []string{
+		"getent-allowed-ok", "getent-denied-nxdomain", // DNS: the positive control and the refusal
+		"py-http: PAGE-FROM-allowed.test", "raw: echo:ping", // TCP by name, HTTP and a raw port
+		"denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s:\n%s", bad, out)
+		}
+	}
+	if n := udpGot.Load(); n != 0 {
+		t.Errorf("the UDP server received %d datagrams from the sandbox", n)
+	}
+	var dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny int
+	for _, e := range rep.Network.Events {
+		switch {
+		case e.Proto == "dns" && e.Host == "allowed.test" && e.Decision == "allow":
+			dnsAllow++
+		case e.Proto == "dns" && e.Host == "denied.test" && e.Decision == "deny" && e.Rule == "default deny":
+			dnsDeny++
+		case e.Proto == "tcp" && e.Host == "allowed.test" && e.Decision == "allow":
+			tcpAllow++
+		case e.Proto == "tcp" && e.Host == "ten.test" && e.Decision == "deny":
+			tcpDeny++
+		case e.Proto == "udp" && e.Decision == "deny":
+			udpDeny++
+		}
+	}
+	if dnsAllow == 0 || dnsDeny == 0 || tcpAllow < 2 || tcpDeny == 0 || udpDeny == 0 {
+		t.Errorf("events: dns allow %d deny %d, tcp allow %d deny %d, udp deny %d:\n%+v\n%s",
+			dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, rep.Network.Events, out)
+	}
+}
