@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -26,7 +27,13 @@ func tunDir(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("/dev/net/tun is missing or not mode 0666 here, and only root can make a node of its own: no transparent egress to test")
 	}
-	dir := t.TempDir()
+	// Not under t.TempDir, whose parent only root may search: the init
+	// stage opens the directory as the sandbox's user.
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
 		t.Skipf("mknod of a TUN clone device: %v", err)
@@ -37,8 +44,14 @@ func tunDir(t *testing.T) string {
 
 // TestTransparentEgress runs programs that ignore the proxy variables:
 // they resolve through moat's DNS and connect through the TUN device, and
-// get what the rules say, with the proxy path's events.
+// get what the rules say, with the proxy path's events. Both starts make
+// the device: the direct one, and the init stage.
 func TestTransparentEgress(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testTransparentEgress(t, false) })
+	t.Run("init-stage", func(t *testing.T) { testTransparentEgress(t, true) })
+}
+
+func testTransparentEgress(t *testing.T, initStage bool) {
 	dir := tunDir(t)
 	w := newNetWorld(t)
 
@@ -76,7 +89,12 @@ func TestTransparentEgress(t *testing.T) {
 		}
 	}()
 
-	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	})
+	if initStage {
+		req.Backend = &native.Backend{InitStage: true}
+	}
 	req.TUNDir = dir
 	script := fmt.Sprintf(`
 unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy

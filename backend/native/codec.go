@@ -225,7 +225,11 @@ func encodeInitSpec(is *initSpec) []byte {
 		e.bool(s.Network.TUN != nil)
 		if t := s.Network.TUN; t != nil {
 			e.str(t.Name)
-			e.str(t.Addr.String())
+			addr := ""
+			if t.Addr.IsValid() {
+				addr = t.Addr.String()
+			}
+			e.str(addr)
 			e.int(int64(t.MTU))
 			e.str(t.Dir)
 		}
@@ -300,9 +304,11 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 		s.Network.ConnectPorts = d.ints()
 		if d.bool() {
 			t := &backend.TUN{Name: d.str()}
-			var err error
-			if t.Addr, err = netip.ParsePrefix(d.str()); err != nil {
-				d.fail(err)
+			if a := d.str(); a != "" {
+				var err error
+				if t.Addr, err = netip.ParsePrefix(a); err != nil {
+					d.fail(err)
+				}
 			}
 			t.MTU = int(d.int())
 			t.Dir = d.str()
