@@ -17,15 +17,19 @@ import (
 )
 
 // tunDir is a directory with a TUN clone device the sandbox's user can
-// open: the host's /dev/net when its mode allows it, else, for root, a
-// node of the test's own (mknod 10 200, mode 0666).
+// open: MOAT_TEST_TUN_DIR if set (a node made by root for the
+// unprivileged runs), the host's /dev/net when its mode allows it, else,
+// for root, a node of the test's own (mknod 10 200, mode 0666).
 func tunDir(t *testing.T) string {
 	t.Helper()
+	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
+		return d
+	}
 	if st, err := os.Stat("/dev/net/tun"); err == nil && st.Mode().Perm()&0o006 == 0o006 {
 		return ""
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("/dev/net/tun is missing or not mode 0666 here, and only root can make a node of its own: no transparent egress to test")
+		t.Skip("/dev/net/tun is missing or not mode 0666 here, only root can make a node of its own, and MOAT_TEST_TUN_DIR names none: no transparent egress to test")
 	}
 	// Not under t.TempDir, whose parent only root may search: the init
 	// stage opens the directory as the sandbox's user.
@@ -73,6 +77,22 @@ func testTransparentEgress(t *testing.T, initStage bool) {
 			}()
 		}
 	}()
+	// A server that speaks first, as sshd does.
+	banner, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer banner.Close()
+	go func() {
+		for {
+			c, err := banner.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "SSH-2.0-moattest\r\n")
+			go func() { defer c.Close(); c.Read(make([]byte, 4096)) }()
+		}
+	}()
 	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +136,17 @@ except OSError as e:
 s = socket.create_connection(("allowed.test", %[2]d), timeout=5)
 s.sendall(b"ping\n")
 print("raw:", s.recv(100).decode().strip())
+b = socket.create_connection(("allowed.test", %[4]d), timeout=5)
+print("banner:", b.recv(100).decode().strip())
+import ssl
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(socket.create_connection(("allowed.test", %[5]d), timeout=5), server_hostname="denied.test").close()
+    print("FRONTED")
+except (OSError, ssl.SSLError) as e:
+    print("sni-mismatch-refused")
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.sendto(b"x", ("allowed.test", %[3]d))
 print("udp-sent")
@@ -125,7 +156,10 @@ try:
 except OSError as e:
     print("raw-refused")
 '
-`, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port)
+echo "curl-https: $(curl -sS -m 10 -k https://allowed.test:%[5]d/)"
+ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no x@allowed.test true 2>&1 | grep -o 'remote software version moattest' | head -1
+`, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port,
+		banner.Addr().(*net.TCPAddr).Port, w.httpsPort)
 	out, rep := w.run(t, req, script)
 	for _, warn := range rep.Warnings {
 		if strings.Contains(warn, "transparent") {
@@ -136,12 +170,14 @@ except OSError as e:
 		"getent-allowed-ok", "getent-denied-nxdomain", // DNS: the positive control and the refusal
 		"py-http: PAGE-FROM-allowed.test", "raw: echo:ping", // TCP by name, HTTP and a raw port
 		"denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
+		"banner: SSH-2.0-moattest", "remote software version moattest", // a server that speaks first; ssh
+		"curl-https: PAGE-FROM-allowed.test", "sni-mismatch-refused",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED"} {
+	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED", "FRONTED"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("%s:\n%s", bad, out)
 		}
@@ -149,7 +185,7 @@ except OSError as e:
 	if n := udpGot.Load(); n != 0 {
 		t.Errorf("the UDP server received %d datagrams from the sandbox", n)
 	}
-	var dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny int
+	var dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, sni int
 	for _, e := range rep.Network.Events {
 		switch {
 		case e.Proto == "dns" && e.Host == "allowed.test" && e.Decision == "allow":
@@ -162,10 +198,12 @@ except OSError as e:
 			tcpDeny++
 		case e.Proto == "udp" && e.Decision == "deny":
 			udpDeny++
+		case e.Proto == "tcp" && e.Decision == "deny" && e.Rule == "sni mismatch" && e.SNI == "denied.test":
+			sni++
 		}
 	}
-	if dnsAllow == 0 || dnsDeny == 0 || tcpAllow < 2 || tcpDeny == 0 || udpDeny == 0 {
-		t.Errorf("events: dns allow %d deny %d, tcp allow %d deny %d, udp deny %d:\n%+v\n%s",
-			dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, rep.Network.Events, out)
+	if dnsAllow == 0 || dnsDeny == 0 || tcpAllow < 5 || tcpDeny == 0 || udpDeny == 0 || sni == 0 {
+		t.Errorf("events: dns allow %d deny %d, tcp allow %d deny %d, udp deny %d, sni mismatch %d:\n%+v\n%s",
+			dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, sni, rep.Network.Events, out)
 	}
 }
