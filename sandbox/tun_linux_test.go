@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -12,7 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -206,4 +209,120 @@ ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no
 		t.Errorf("events: dns allow %d deny %d, tcp allow %d deny %d, udp deny %d, sni mismatch %d:\n%+v\n%s",
 			dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, sni, rep.Network.Events, out)
 	}
+}
+
+// BenchmarkAllowStart is the start-up of `/bin/true` in network mode
+// allow, with the TUN device and without it (the proxy alone).
+func BenchmarkAllowStart(b *testing.B) {
+	for _, withTUN := range []bool{false, true} {
+		name := "proxy"
+		if withTUN {
+			name = "tun"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir() // no device: the proxy alone
+			if withTUN {
+				dir = benchTUNDir(b)
+			}
+			ws := b.TempDir()
+			p := policy.Default()
+			p.Network.Mode = policy.NetworkAllow
+			p.Network.Allow = []string{"allowed.test"}
+			p.Workspace.Path = ws
+			home, _ := os.UserHomeDir()
+			if err := p.Resolve(ws, home); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := &sandbox.Request{Policy: p, Args: []string{"/bin/true"}, TUNDir: dir}
+				rep, err := sandbox.Run(context.Background(), req, backend.Stdio{})
+				if err != nil || rep.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, rep)
+				}
+				if withTUN && len(rep.Warnings) > 0 {
+					b.Fatalf("warnings: %q", rep.Warnings)
+				}
+			}
+		})
+	}
+}
+
+func benchTUNDir(b *testing.B) string {
+	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
+		return d
+	}
+	if os.Geteuid() != 0 {
+		b.Skip("no TUN clone device (set MOAT_TEST_TUN_DIR)")
+	}
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		b.Skipf("mknod: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	return dir
+}
+
+// TestTransparentLatency (MOAT_BENCH_TUN=1) prints the time a new
+// connection takes to an echo server on loopback, opened by a program
+// inside the sandbox through the TUN device and through the proxy
+// (CONNECT), each followed by one round trip: medians of 300.
+func TestTransparentLatency(t *testing.T) {
+	if os.Getenv("MOAT_BENCH_TUN") != "1" {
+		t.Skip("a measurement: set MOAT_BENCH_TUN=1")
+	}
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				for {
+					if _, err := c.Read(b); err != nil {
+						return
+					}
+					c.Write(b)
+				}
+			}()
+		}
+	}()
+	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.Audit = nil
+	req.TUNDir = dir
+	port := echo.Addr().(*net.TCPAddr).Port
+	out, _ := w.run(t, req, fmt.Sprintf(`python3 -c '
+import socket, time, statistics
+socket.getaddrinfo("allowed.test", 80)
+def tun():
+    s = socket.create_connection(("allowed.test", %[1]d))
+    s.sendall(b"x"); s.recv(1); s.close()
+def proxy():
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT allowed.test:%[1]d HTTP/1.1\r\n\r\n")
+    r = b""
+    while not r.endswith(b"\r\n\r\n"):
+        r += s.recv(1)
+    s.sendall(b"x"); s.recv(1); s.close()
+for name, f in (("tun", tun), ("proxy", proxy), ("tun", tun), ("proxy", proxy)):
+    ts = []
+    for i in range(300):
+        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+    print(name, "median %%.3f ms" %% (1000 * statistics.median(ts)))
+'`, port))
+	t.Logf("\n%s", out)
 }
