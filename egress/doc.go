@@ -14,9 +14,9 @@
 //     unspecified addresses, the host's own addresses (those on its
 //     interfaces, which the proxy reads and passes in), and their
 //     IPv4-mapped, NAT64, 6to4 and Teredo spellings, are refused unless
-//     allow_cidrs lists them. A future
-//     transparent front end (a TUN device and a userspace TCP/IP stack)
-//     and credential injection are meant to call the same two functions.
+//     allow_cidrs lists them. Both front ends (the proxy and the TUN
+//     device) call these two functions through the same code (decide,
+//     then connect), so they decide alike.
 //
 //   - Proxy: HTTP/1.1 (absolute-URI forwarding with keep-alive, and
 //     CONNECT) and SOCKS5 (CONNECT) on any stream listener, told apart by
@@ -32,6 +32,21 @@
 //     and a body saying how to allow the destination, or SOCKS5 reply 2.
 //     Malformed, oversized and slow requests get 400, 431 and 408, excess
 //     connections a quick refusal, and a panic ends one connection only.
+//
+//   - ServeTUN: the transparent front end, for programs that ignore the
+//     proxy variables. The packets of a TUN device in the sandbox's
+//     network namespace are served by gVisor's netstack (pure Go) in this
+//     process. DNS to the configured address is answered from the rules
+//     (Rules.DecideName): an allowed name gets an address of TUNConfig.Names
+//     that stands for it for the whole run, and resolving it for real is
+//     left to the connection, exactly as a CONNECT to the name would; a
+//     refused name gets NXDOMAIN, and is never looked up. A TCP connection
+//     to a name's address is decided as a CONNECT to name:port (decide,
+//     connect, then the tunnel's ClientHello, HTTPSOnly and Secrets
+//     checks), one to any other address as a CONNECT to that IP literal;
+//     a refusal is a reset. Every DNS query and every connection is an
+//     Event (ProtoDNS, ProtoTCP); other UDP is dropped and reported once
+//     per destination (ProtoUDP); nothing else is forwarded.
 //
 //   - Event: one audit record per connection attempt (per request for
 //     forwarded plain HTTP), and Summary, the human account of what was
@@ -52,10 +67,14 @@
 //     (ProtoIntercepted, with the method, path and the names of the
 //     secrets added, never their values).
 //
-// It refuses to do more: no TUN device or packet-level filtering, no DNS
-// server (inside the sandbox there is no resolver; the proxy resolves),
-// no UDP, no TLS interception for hosts without a secret (the proxy never
-// sees inside those tunnels, so a Host header inside their TLS is not
+// It refuses to do more: no packet-level filtering (the TUN front end
+// terminates each TCP connection and decides it as the proxy does), no
+// DNS answer but the name's stand-in address (no records of other types,
+// no IPv6), no UDP but DNS to the TUN's resolver, no reading of plain
+// HTTP through the TUN device (it is relayed as a tunnel: its Host header
+// is not checked and a placeholder in it is not seen), no TLS
+// interception for hosts without a secret (the proxy never sees inside
+// those tunnels, so a Host header inside their TLS is not
 // checked, and a placeholder sent inside one is not seen: it is only a
 // placeholder), no HTTP/2 inside an intercepted tunnel (ALPN offers
 // http/1.1 only) and no secret in a request body, no HTTP/2 or WebSocket

@@ -87,7 +87,7 @@ type Proxy struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
-	tuns      map[*tunStack]struct{}
+	tuns      map[stopper]struct{}
 	own       hostAddrs
 }
 

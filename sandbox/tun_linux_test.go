@@ -15,8 +15,8 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // tunDir is a directory with a TUN clone device the sandbox's user can
