@@ -22,5 +22,14 @@ type TUNConfig struct {
 // query before its endpoint is closed.
 const dnsIdle = 5 * time.Second
 
+// Bounds on what a sandbox can make the TUN front end hold: DNS flows
+// served at once (each a goroutine and an endpoint until idle), and UDP
+// destinations reported refused (the first ones of a run; later ones are
+// dropped without an event).
+const (
+	maxDNSFlows    = 64
+	maxUDPReported = 256
+)
+
 // stopper is a served TUN device, which Close stops.
 type stopper interface{ stop() }

@@ -35,6 +35,7 @@ type tunStack struct {
 	byAddr map[netip.Addr]string
 	next   netip.Addr
 	udpRef map[string]bool // UDP destinations already reported refused
+	dnsSem chan struct{}   // one slot per DNS flow being served
 	done   chan struct{}
 	closed bool
 }
@@ -58,7 +59,8 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 		return fmt.Errorf("egress: TUN configuration %+v needs IPv4 addresses and an MTU of at least 576", c)
 	}
 	ts := &tunStack{p: p, cfg: c, f: f, byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{},
-		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{})}
+		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{}),
+		dnsSem: make(chan struct{}, maxDNSFlows)}
 	if err := ts.start(); err != nil {
 		ts.stop()
 		return fmt.Errorf("egress: TUN device: %w", err)
@@ -229,9 +231,15 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
 	if dst == ts.cfg.DNS && port == 53 {
+		select {
+		case ts.dnsSem <- struct{}{}:
+		default:
+			return true // too many flows at once: dropped, the resolver asks again
+		}
 		var wq waiter.Queue
 		ep, e := r.CreateEndpoint(&wq)
 		if e != nil {
+			<-ts.dnsSem
 			return true
 		}
 		go ts.serveDNS(gonet.NewUDPConn(&wq, ep))
@@ -243,8 +251,10 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 	}
 	key := fmt.Sprintf("%s:%d", host, port)
 	ts.mu.Lock()
-	seen := ts.udpRef[key]
-	ts.udpRef[key] = true
+	seen := ts.udpRef[key] || len(ts.udpRef) >= maxUDPReported
+	if !seen {
+		ts.udpRef[key] = true
+	}
 	ts.mu.Unlock()
 	if !seen {
 		ts.p.emit(Event{Time: time.Now(), Proto: ProtoUDP, Host: host, Port: port, Decision: DecisionDeny,
@@ -255,6 +265,7 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 
 // serveDNS answers the queries of one client socket until it is idle.
 func (ts *tunStack) serveDNS(c net.Conn) {
+	defer func() { <-ts.dnsSem }()
 	defer c.Close()
 	ts.p.track(c)
 	defer ts.p.untrack(c)
