@@ -190,6 +190,13 @@ type (
 	DialFunc = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 )
 
+// TransparentEgressUnavailable says why network mode allow would run
+// with the proxy alone on this host ("" when it gets the TUN device): for
+// moat doctor.
+func TransparentEgressUnavailable() string {
+	return tunUnusable((&backend.TUN{}).DevDir())
+}
+
 // tunUnusable says why the sandbox's user could not open the TUN clone
 // device in dir ("" when it can). The device is opened by the sandbox's
 // init, as the sandbox's user and without any capability over the host's
