@@ -125,6 +125,15 @@ func (ts *tunStack) stop() {
 	close(ts.done)
 }
 
+// recover turns a panic on one of the stack's goroutines into an error
+// event, as the proxy does for a connection: one flow ends, not moat. It
+// must be deferred directly.
+func (ts *tunStack) recover(proto string) {
+	if r := recover(); r != nil {
+		ts.p.emit(Event{Time: time.Now(), Proto: proto, Decision: DecisionError, Rule: "internal error", Reason: panicReason(r)})
+	}
+}
+
 // addrOf gives name its address in Names, the same one for the whole run.
 func (ts *tunStack) addrOf(name string) (netip.Addr, bool) {
 	ts.mu.Lock()
@@ -158,6 +167,7 @@ func fromTCPIP(a tcpip.Address) netip.Addr {
 // destination gets a reset, an allowed one a connection relayed as the
 // proxy relays a tunnel.
 func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
+	defer ts.recover(ProtoTCP)
 	p := ts.p
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
@@ -228,6 +238,7 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 // handleUDP answers DNS to cfg.DNS and drops every other datagram,
 // reporting each refused destination once.
 func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
+	defer ts.recover(ProtoUDP)
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
 	if dst == ts.cfg.DNS && port == 53 {
@@ -265,6 +276,7 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 
 // serveDNS answers the queries of one client socket until it is idle.
 func (ts *tunStack) serveDNS(c net.Conn) {
+	defer ts.recover(ProtoDNS)
 	defer func() { <-ts.dnsSem }()
 	defer c.Close()
 	ts.p.track(c)
