@@ -1,9 +1,6 @@
 package egress
 
-import (
-	"net/netip"
-	"time"
-)
+import "net/netip"
 
 // TUNConfig is the addressing of a TUN device that Proxy.ServeTUN serves.
 type TUNConfig struct {
@@ -18,18 +15,10 @@ type TUNConfig struct {
 	Names netip.Prefix
 }
 
-// dnsIdle is how long a DNS flow (one client socket) is kept without a
-// query before its endpoint is closed.
-const dnsIdle = 5 * time.Second
-
-// Bounds on what a sandbox can make the TUN front end hold: DNS flows
-// served at once (each a goroutine and an endpoint until idle), and UDP
-// destinations reported refused (the first ones of a run; later ones are
-// dropped without an event).
-const (
-	maxDNSFlows    = 64
-	maxUDPReported = 256
-)
+// maxUDPReported bounds the UDP destinations the TUN front end reports
+// refused: the first ones of a run; later ones are dropped without an
+// event.
+const maxUDPReported = 256
 
 // stopper is a served TUN device, which Close stops.
 type stopper interface{ stop() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -35,7 +34,6 @@ type tunStack struct {
 	byAddr map[netip.Addr]string
 	next   netip.Addr
 	udpRef map[string]bool // UDP destinations already reported refused
-	dnsSem chan struct{}   // one slot per DNS flow being served
 	done   chan struct{}
 	closed bool
 }
@@ -59,8 +57,7 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 		return fmt.Errorf("egress: TUN configuration %+v needs IPv4 addresses and an MTU of at least 576", c)
 	}
 	ts := &tunStack{p: p, cfg: c, f: f, byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{},
-		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{}),
-		dnsSem: make(chan struct{}, maxDNSFlows)}
+		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{})}
 	if err := ts.start(); err != nil {
 		ts.stop()
 		return fmt.Errorf("egress: TUN device: %w", err)
@@ -102,6 +99,18 @@ func (ts *tunStack) start() error {
 		return errors.New(e.String())
 	}
 	ts.s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}})
+	// One socket answers every DNS query, whatever its source port: no
+	// state per query, so a program that looks up many names is served
+	// as well as one that looks up a few.
+	dns := tcpip.AddrFrom4(ts.cfg.DNS.As4())
+	if e := ts.s.AddProtocolAddress(nic, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: dns.WithPrefix()}, stack.AddressProperties{}); e != nil {
+		return errors.New(e.String())
+	}
+	conn, err := gonet.DialUDP(ts.s, &tcpip.FullAddress{NIC: nic, Addr: dns, Port: 53}, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		return fmt.Errorf("DNS socket: %w", err)
+	}
+	go ts.serveDNS(conn)
 	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
 	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ts.s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(ts.s, ts.handleUDP).HandlePacket)
@@ -235,27 +244,13 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 	cc.tunnel(up, t, ev)
 }
 
-// handleUDP answers DNS to cfg.DNS and drops every other datagram,
-// reporting each refused destination once.
+// handleUDP drops every datagram that is not DNS to cfg.DNS (the
+// resolver's socket receives those), reporting each refused destination
+// once.
 func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 	defer ts.recover(ProtoUDP)
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
-	if dst == ts.cfg.DNS && port == 53 {
-		select {
-		case ts.dnsSem <- struct{}{}:
-		default:
-			return true // too many flows at once: dropped, the resolver asks again
-		}
-		var wq waiter.Queue
-		ep, e := r.CreateEndpoint(&wq)
-		if e != nil {
-			<-ts.dnsSem
-			return true
-		}
-		go ts.serveDNS(gonet.NewUDPConn(&wq, ep))
-		return true
-	}
 	host := dst.String()
 	if name, ok := ts.nameOf(dst); ok {
 		host = name
@@ -274,24 +269,26 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 	return true
 }
 
-// serveDNS answers the queries of one client socket until it is idle.
-func (ts *tunStack) serveDNS(c net.Conn) {
-	defer ts.recover(ProtoDNS)
-	defer func() { <-ts.dnsSem }()
+// serveDNS answers the queries to the resolver's socket until the stack
+// closes it.
+func (ts *tunStack) serveDNS(c *gonet.UDPConn) {
 	defer c.Close()
-	ts.p.track(c)
-	defer ts.p.untrack(c)
 	buf := make([]byte, 1500)
 	for {
-		c.SetReadDeadline(time.Now().Add(dnsIdle))
-		n, err := c.Read(buf)
+		n, from, err := c.ReadFrom(buf)
 		if err != nil {
 			return
 		}
-		if out := ts.answer(buf[:n]); out != nil {
-			c.Write(out)
+		if out := ts.safeAnswer(buf[:n]); out != nil {
+			c.WriteTo(out, from)
 		}
 	}
+}
+
+// safeAnswer is answer, with a panic made an error event (and no answer).
+func (ts *tunStack) safeAnswer(q []byte) []byte {
+	defer ts.recover(ProtoDNS)
+	return ts.answer(q)
 }
 
 // answer is the reply to one DNS query: an allowed name's address (A),

@@ -126,6 +126,9 @@ getent hosts denied.test >/dev/null || echo getent-denied-nxdomain
 python3 -c '
 import socket, urllib.request
 print("py-http:", urllib.request.urlopen("http://allowed.test:%[1]d/", timeout=10).read().decode())
+for i in range(200):
+    socket.getaddrinfo("allowed.test", 80)  # each a query of its own, from a new port
+print("200-lookups-ok")
 try:
     socket.getaddrinfo("denied.test", 80)
     print("DENIED-RESOLVED")
@@ -172,7 +175,7 @@ ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no
 	for _, want := range []string{
 		"getent-allowed-ok", "getent-denied-nxdomain", // DNS: the positive control and the refusal
 		"py-http: PAGE-FROM-allowed.test", "raw: echo:ping", // TCP by name, HTTP and a raw port
-		"denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
+		"200-lookups-ok", "denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
 		"banner: SSH-2.0-moattest", "remote software version moattest", // a server that speaks first; ssh
 		"curl-https: PAGE-FROM-allowed.test", "sni-mismatch-refused",
 	} {
@@ -271,7 +274,8 @@ func benchTUNDir(b *testing.B) string {
 // TestTransparentLatency (MOAT_BENCH_TUN=1) prints the time a new
 // connection takes to an echo server on loopback, opened by a program
 // inside the sandbox through the TUN device and through the proxy
-// (CONNECT), each followed by one round trip: medians of 300.
+// (CONNECT), each followed by one round trip: medians of 300; and the
+// throughput of a 256 MiB download through each.
 func TestTransparentLatency(t *testing.T) {
 	if os.Getenv("MOAT_BENCH_TUN") != "1" {
 		t.Skip("a measurement: set MOAT_BENCH_TUN=1")
@@ -301,15 +305,38 @@ func TestTransparentLatency(t *testing.T) {
 			}()
 		}
 	}()
+	// A server that sends 256 MiB to each connection.
+	bulk, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bulk.Close()
+	go func() {
+		chunk := make([]byte, 1<<20)
+		for {
+			c, err := bulk.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for i := 0; i < 256; i++ {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
 	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
 	req.Audit = nil
 	req.TUNDir = dir
 	port := echo.Addr().(*net.TCPAddr).Port
 	out, _ := w.run(t, req, fmt.Sprintf(`python3 -c '
 import socket, time, statistics
-socket.getaddrinfo("allowed.test", 80)
+addr = socket.gethostbyname("allowed.test")
 def tun():
-    s = socket.create_connection(("allowed.test", %[1]d))
+    s = socket.create_connection((addr, %[1]d))
     s.sendall(b"x"); s.recv(1); s.close()
 def proxy():
     s = socket.create_connection(("127.0.0.1", 3128))
@@ -323,6 +350,23 @@ for name, f in (("tun", tun), ("proxy", proxy), ("tun", tun), ("proxy", proxy)):
     for i in range(300):
         t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
     print(name, "median %%.3f ms" %% (1000 * statistics.median(ts)))
-'`, port))
+def drain(s):
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    return n / (time.perf_counter() - t0) / 1e6
+for i in range(2):
+    print("tun 256 MiB: %%.0f MB/s" %% drain(socket.create_connection(("allowed.test", %[2]d))))
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT allowed.test:%[2]d HTTP/1.1\r\n\r\n")
+    r = b""
+    while not r.endswith(b"\r\n\r\n"):
+        r += s.recv(1)
+    print("proxy 256 MiB: %%.0f MB/s" %% drain(s))
+'`, port, bulk.Addr().(*net.TCPAddr).Port))
 	t.Logf("\n%s", out)
 }
