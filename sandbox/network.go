@@ -58,8 +58,9 @@ type NetworkReport struct {
 }
 
 // proxyEnv points the usual proxy variables at the in-sandbox listener.
-// ALL_PROXY uses socks5h so that names are resolved by the proxy: there
-// is no resolver inside.
+// ALL_PROXY uses socks5h so that names are resolved by the proxy, which
+// then sees them (moat's resolver on the TUN device answers names, not
+// the addresses they have).
 func proxyEnv() map[string]string {
 	httpURL := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
 	socks := "socks5h://127.0.0.1:" + strconv.Itoa(ProxyPort)
