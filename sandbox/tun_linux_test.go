@@ -370,3 +370,44 @@ for i in range(2):
 '`, port, bulk.Addr().(*net.TCPAddr).Port))
 	t.Logf("\n%s", out)
 }
+
+// TestTUNFailureStopsRun: a clone device that is there but cannot make a
+// TUN device (here a node of /dev/null's numbers) stops the run before
+// the command, naming the step, in both starts; it is not run without it.
+func TestTUNFailureStopsRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a device node")
+	}
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Skipf("mknod: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	for _, initStage := range []bool{false, true} {
+		w := newNetWorld(t)
+		req := w.request(nil)
+		req.TUNDir = dir
+		if initStage {
+			req.Backend = &native.Backend{InitStage: true}
+		}
+		ws := t.TempDir()
+		req.Policy.Workspace.Path = ws
+		home, _ := os.UserHomeDir()
+		if err := req.Policy.Resolve(ws, home); err != nil {
+			t.Fatal(err)
+		}
+		req.Args = []string{"/bin/sh", "-c", "echo RAN > ran"}
+		_, err := sandbox.Run(context.Background(), req, backend.Stdio{})
+		if err == nil || !strings.Contains(err.Error(), "TUN device moat0") || !strings.Contains(err.Error(), "inappropriate ioctl") {
+			t.Errorf("init stage %v: %v, want an error naming the TUN device and ENOTTY", initStage, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+			t.Errorf("init stage %v: the command ran", initStage)
+		}
+	}
+}

@@ -369,8 +369,13 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// its socket) in a slot; init joins it before it forks the command.
 	// Without shareVM the clone that starts init makes it (see startDirect).
 	var netFD, netPid, tunFD uint16
+	netStage := "network namespace"
+	if t := spec.Network.TUN; t != nil {
+		// The helper reports an errno only: the stage names what it does.
+		netStage = "network namespace and TUN device " + t.Name
+	}
 	if spec.Network.Mode != backend.NetHost {
-		lo := p.stage("network namespace")
+		lo := p.stage(netStage)
 		list := p.list
 		if f.share {
 			p.list = &f.net
@@ -417,7 +422,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if netPid != 0 {
 		// Join the helper's namespace: it has exited 0 once the fd is in
 		// its slot; any other exit code is its failing step's errno.
-		lo := p.stage("network namespace")
+		lo := p.stage(netStage)
 		ws := new(int32)
 		i := p.call(lo, unix.SYS_WAIT4, uintptr(netPid), mem(p, ws), unix.WALL, 0)
 		p.at(i).ref = 1
