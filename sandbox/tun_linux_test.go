@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -112,8 +113,10 @@ func testTransparentEgress(t *testing.T, initStage bool) {
 		}
 	}()
 
+	client := goClient(t)
 	req := w.request(func(p *policy.Policy) {
 		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, client)
 	})
 	if initStage {
 		req.Backend = &native.Backend{InitStage: true}
@@ -162,10 +165,13 @@ try:
 except OSError as e:
     print("raw-refused")
 '
+MOAT_TEST_GODIAL=allowed.test:%[2]d %[6]s/client
+MOAT_TEST_GODIAL=denied.test:%[2]d %[6]s/client
+MOAT_TEST_GODIAL=ten.test:%[2]d %[6]s/client
 echo "curl-https: $(curl -sS -m 10 -k https://allowed.test:%[5]d/)"
 ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no x@allowed.test true 2>&1 | grep -o 'remote software version moattest' | head -1
 `, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port,
-		banner.Addr().(*net.TCPAddr).Port, w.httpsPort)
+		banner.Addr().(*net.TCPAddr).Port, w.httpsPort, client)
 	out, rep := w.run(t, req, script)
 	for _, warn := range rep.Warnings {
 		if strings.Contains(warn, "transparent") {
@@ -178,6 +184,8 @@ ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no
 		"200-lookups-ok", "denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
 		"banner: SSH-2.0-moattest", "remote software version moattest", // a server that speaks first; ssh
 		"curl-https: PAGE-FROM-allowed.test", "sni-mismatch-refused",
+		"godial: echo:ping",                                                              // Go's own resolver and dialer
+		"godial-error: dial tcp4: lookup denied.test", "godial-error: dial tcp4 198.19.", // NXDOMAIN; ten.test's connection reset
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -410,4 +418,45 @@ func TestTUNFailureStopsRun(t *testing.T) {
 			t.Errorf("init stage %v: the command ran", initStage)
 		}
 	}
+}
+
+// goDial is this test binary run inside a sandbox as a Go program with
+// Go's own resolver, which ignores the proxy variables: it connects to
+// target, sends a line and prints the answer.
+func goDial(target string) int {
+	d := net.Dialer{Resolver: &net.Resolver{PreferGo: true}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp4", target)
+	if err != nil {
+		fmt.Println("godial-error:", err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "ping\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	fmt.Println("godial:", strings.TrimSpace(line))
+	return 0
+}
+
+// goClient copies this test binary where the sandbox's user can run it,
+// for goDial.
+func goClient(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "moat-goclient-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "client"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
