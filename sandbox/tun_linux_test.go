@@ -26,6 +26,9 @@ import (
 // for root, a node of the test's own (mknod 10 200, mode 0666).
 func tunDir(t *testing.T) string {
 	t.Helper()
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		t.Skipf("this kernel has no TUN driver (%v): no transparent egress to test", err)
+	}
 	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
 		return d
 	}
@@ -168,6 +171,8 @@ except OSError as e:
 MOAT_TEST_GODIAL=allowed.test:%[2]d %[6]s/client
 MOAT_TEST_GODIAL=denied.test:%[2]d %[6]s/client
 MOAT_TEST_GODIAL=ten.test:%[2]d %[6]s/client
+echo "tun-fds: $(for f in /proc/[0-9]*/fd/*; do readlink "$f"; done 2>/dev/null | grep -c tun)"
+echo "fds-seen: $(for f in /proc/self/fd/*; do readlink "$f"; done 2>/dev/null | grep -c .)"
 echo "curl-https: $(curl -sS -m 10 -k https://allowed.test:%[5]d/)"
 ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no x@allowed.test true 2>&1 | grep -o 'remote software version moattest' | head -1
 `, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port,
@@ -184,14 +189,17 @@ ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no
 		"200-lookups-ok", "denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
 		"banner: SSH-2.0-moattest", "remote software version moattest", // a server that speaks first; ssh
 		"curl-https: PAGE-FROM-allowed.test", "sni-mismatch-refused",
-		"godial: echo:ping",                                                              // Go's own resolver and dialer
+		"tun-fds: 0",        // the device's fd stays out of the command's processes
+		"godial: echo:ping", // Go's own resolver and dialer
 		"godial-error: dial tcp4: lookup denied.test", "godial-error: dial tcp4 198.19.", // NXDOMAIN; ten.test's connection reset
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED", "FRONTED"} {
+	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED", "FRONTED",
+		"fds-seen: 0", // the positive control of "tun-fds: 0": the listing sees fds
+	} {
 		if strings.Contains(out, bad) {
 			t.Errorf("%s:\n%s", bad, out)
 		}
@@ -260,6 +268,9 @@ func BenchmarkAllowStart(b *testing.B) {
 }
 
 func benchTUNDir(b *testing.B) string {
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		b.Skipf("this kernel has no TUN driver: %v", err)
+	}
 	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
 		return d
 	}
@@ -383,6 +394,9 @@ for i in range(2):
 // TUN device (here a node of /dev/null's numbers) stops the run before
 // the command, naming the step, in both starts; it is not run without it.
 func TestTUNFailureStopsRun(t *testing.T) {
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		t.Skipf("this kernel has no TUN driver (%v)", err)
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a device node")
 	}
