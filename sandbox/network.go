@@ -217,6 +217,22 @@ func tunUnusable(dir string) string {
 	return ""
 }
 
+// prepareTUN points a Spec's TUN device at dir's clone device (empty:
+// /dev/net), or leaves the device out when the sandbox's user could not
+// open it, and then returns the warning that says so.
+func prepareTUN(spec *backend.Spec, dir string) string {
+	t := spec.Network.TUN
+	if t == nil {
+		return ""
+	}
+	t.Dir = dir
+	if why := tunUnusable(t.DevDir()); why != "" {
+		dropTUN(spec)
+		return "network: no transparent egress (" + why + "): only programs that use the proxy variables reach the network"
+	}
+	return ""
+}
+
 // dropTUN leaves the TUN device and its resolver out of a Spec: the run
 // then has the proxy only, as it would without the device.
 func dropTUN(spec *backend.Spec) {

@@ -474,3 +474,42 @@ func goClient(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestSessionTransparentEgress: a session's commands, the first and a
+// later one, reach an allowed name through the session's TUN device with
+// the proxy variables unset, and a refused name does not resolve.
+func TestSessionTransparentEgress(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	r := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	ws := t.TempDir()
+	r.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := r.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: r.Policy, Resolver: r.Resolver, Dial: r.Dial, TUNDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 2 {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl --noproxy '*' -sS -m 10 http://allowed.test:%d/; echo; getent hosts denied.test || echo denied-nxdomain`, w.httpPort))
+		if !strings.Contains(out, "PAGE-FROM-allowed.test") || !strings.Contains(out, "denied-nxdomain") {
+			t.Errorf("command %d: %s", i, out)
+		}
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := 0
+	for _, e := range rep.Network.Events {
+		if e.Proto == "tcp" && e.Host == "allowed.test" && e.Decision == "allow" {
+			tcp++
+		}
+	}
+	if tcp != 2 {
+		t.Errorf("Close reported %d connections through the TUN device, want 2: %+v", tcp, rep.Network.Events)
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"runtime/debug"
 
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/rt0"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,7 +25,7 @@ var version = "dev"
 const exitMoatError = 125
 
 func main() {
-	rt0.Restore() // this thread's timer slack, raised by the entry point
+	native.RestoreTimerSlack() // this thread's timer slack, raised by the entry point
 	native.MaybeInit()
 	growStack()
 	exitAfterRun = true
