@@ -2,7 +2,7 @@
 // a sandbox in network mode "allow" reaches the destinations its policy
 // lists, and nothing else.
 //
-// It owns three things:
+// It owns:
 //
 //   - Rules (ParseRules): the [network] allow, deny and allow_cidrs lists,
 //     and the one decision function, Rules.Decide(Dest) Verdict, which looks
