@@ -354,9 +354,15 @@ func TestTransparentLatency(t *testing.T) {
 	out, _ := w.run(t, req, fmt.Sprintf(`python3 -c '
 import socket, time, statistics
 addr = socket.gethostbyname("allowed.test")
+ct=[]; rt=[]
 def tun():
+    t0=time.perf_counter()
     s = socket.create_connection((addr, %[1]d))
-    s.sendall(b"x"); s.recv(1); s.close()
+    t1=time.perf_counter()
+    s.sendall(b"x"); s.recv(1)
+    t2=time.perf_counter()
+    ct.append(t1-t0); rt.append(t2-t1)
+    s.close()
 def proxy():
     s = socket.create_connection(("127.0.0.1", 3128))
     s.sendall(b"CONNECT allowed.test:%[1]d HTTP/1.1\r\n\r\n")
@@ -369,6 +375,7 @@ for name, f in (("tun", tun), ("proxy", proxy), ("tun", tun), ("proxy", proxy)):
     for i in range(300):
         t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
     print(name, "median %%.3f ms" %% (1000 * statistics.median(ts)))
+print("tun connect %%.3f ms, round trip %%.3f ms" %% (1000*statistics.median(ct), 1000*statistics.median(rt)))
 def drain(s):
     n = 0
     t0 = time.perf_counter()
