@@ -122,23 +122,25 @@
 // configuration's public name), and the inner name stays unseen.
 //
 // The TUN front end links gVisor's netstack (gvisor.dev/gvisor/pkg/tcpip,
-// pure Go) into every moat process, so every run pays its package
-// initialisers whatever its network mode. Measured on the 2-core test VM
-// under a load of 13 to 18 from other work: 31 more initialisers (about
-// 0.17 ms at best, the largest gVisor's log package, its global regexp,
-// and tcpip/network/hash's seeds), `moat version` +0.29 ms (bench/abtime,
-// 600 rounds, 95% interval [+0.26, +0.31], the initialisers and the larger
-// binary, 13.4 to 16.8 MB), `moat run -- /bin/true` +0.2 to +0.9 ms over
-// two 600-round runs. Go runs the initialisers of every package a binary
-// links, so within one binary there is no way to keep them off the runs
-// that do not use the device. In allow mode, the device and the stack
-// add about 1.5 ms to a start (BenchmarkAllowStart: the kernel's device,
-// address and route, and the stack, which the host sets up while the
-// command starts). A new connection through the device costs about 1 to
-// 1.7 ms more than one through the proxy, and a download runs at a
-// quarter to a half of the proxy's rate (TestTransparentLatency with
-// MOAT_BENCH_TUN=1): each packet crosses the device with a read(2) or
-// write(2) and several goroutines; proxy-aware programs keep the proxy.
+// pure Go) into every moat process, so every run pays for it whatever its
+// network mode. Measured on the 2-core test VM, under loads of 4 to 18
+// from other work: 31 more package initialisers (about 0.17 ms at best;
+// the largest gVisor's log package, with its global regexp, and
+// tcpip/network/hash's seeds) and a larger binary (13.4 to 16.8 MB, 37%
+// more functions for the runtime to walk at start); `moat version` +0.3
+// to +0.85 ms (bench/abtime, four runs of 600 to 800 rounds, each 95%
+// interval above zero), `moat run -- /bin/true` +0.2 to +0.9 ms (three
+// runs, one interval above zero). Go runs the initialisers of every
+// package a binary links, so within one binary there is no way to keep
+// them off the runs that do not use the device. In allow mode, the device
+// and the stack add about 1.5 ms to a start (BenchmarkAllowStart: the
+// kernel's device, address and route, and the stack, which the host sets
+// up while the command starts). A new connection through the device costs
+// 0.3 to 0.5 ms more than one through the proxy at a load of 4 (1 to 1.7
+// ms at 15), and a download runs at about a quarter of the proxy's rate
+// (TestTransparentLatency with MOAT_BENCH_TUN=1): each packet crosses the
+// device with a read(2) or write(2) and several goroutines, where the
+// proxy's relay is splice(2). Proxy-aware programs keep the proxy.
 //
 // After the handshake the proxy copies between the two connections with
 // plain io.Copy on the *net.TCPConn and *net.UnixConn values themselves,
