@@ -18,9 +18,11 @@
 // package, so that every program writing a stream writes the same schema:
 //
 //	network   one decision of the egress proxy: [NetworkRecord]
-//	denial    a system call the sandbox refused: [DenialRecord]
-//	decision  the harness's decision about a command line, before it runs:
-//	          [Decision]
+//	denial    a system call the sandbox refused, or a program the rules
+//	          refused to start (layer "rules"): [DenialRecord]
+//	decision  the harness's decision about a command line before it runs,
+//	          a program it starts (at "exec") or a proxy destination (at
+//	          "network"), with what came of an ask: [Decision]
 //	run       how one run ended: [RunRecord]
 //
 // The records hold plain fields; package sandbox fills them from what a
@@ -61,7 +63,9 @@ const (
 )
 
 // Decision is a TypeDecision record: what the harness decided about a
-// command line before running it, and for an ask, what came of it.
+// command line before running it, a program it started or a destination
+// of the egress proxy, and for an ask, what came of it. For At "network",
+// Command is the method ("CONNECT" for a tunnel) and host:port/path.
 type Decision struct {
 	Type  string    `json:"type"` // TypeDecision
 	Time  time.Time `json:"time"`
@@ -77,11 +81,21 @@ type Decision struct {
 	Reason string `json:"reason,omitempty"`
 	// Decided is the simple command of the line that decided.
 	Decided []string `json:"decided,omitempty"`
-	// Outcome is what happened to an ask: "approved" (once), "denied" (by
-	// the person), or "no approver" (refused: nobody to ask).
+	// Outcome is what happened to an ask (or a deny): "approved" (Scope
+	// says how far), "denied" (by the person), "timeout" (nobody answered
+	// in time), "no approver" (refused: nobody to ask), or "learn" (let
+	// through by moat run --learn).
 	Outcome string `json:"outcome,omitempty"`
 	// Approver says who answered an ask ("tty").
 	Approver string `json:"approver,omitempty"`
+	// At is "exec" for a program a process of the sandbox started,
+	// checked at its execve; "" for the command line given to moat.
+	At string `json:"at,omitempty"`
+	// Scope is how far the approval of an approved ask reaches ("once",
+	// "prefix", "session"; see harness.Scope), Expires when it ends
+	// (absent: it does not expire).
+	Scope   string     `json:"scope,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
 }
 
 // genesis is the "prev" of a file's first record: the SHA-256 of "".

@@ -61,7 +61,10 @@ type RunRecord struct {
 	Policy    string `json:"policy"`
 	// Reason is how the run ended ("exit", "timeout", "denied", ...), as
 	// the run's report says.
-	Reason   string `json:"reason"`
+	Reason string `json:"reason"`
+	// Budget names the [budgets] entry that ended the run (reason
+	// "budget").
+	Budget   string `json:"budget,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	// Error is the error that ended the run, if one did.
 	Error       string   `json:"error,omitempty"`

@@ -273,6 +273,13 @@ const (
 // and must close it when it stops serving; it is called on a goroutine of
 // its own, possibly while the command already runs (what the command sends
 // waits in the device's queue).
+//
+// CheckExec, when set, is asked about every program a process of the
+// sandbox starts (execve and execveat, the command's own first one
+// included) before it starts: nil lets it start, an error makes the call
+// fail with EACCES. It may block, to ask a person; ctx ends with the run.
+// A backend that cannot ask it about every exec of a Spec refuses to run
+// it (an error wrapping ErrNoExecCheck) rather than run unchecked.
 type Stdio struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
@@ -281,6 +288,29 @@ type Stdio struct {
 	ServeProxy func(net.Listener)
 	ServeTUN   func(*os.File)
 	OnTerminal func()
+	CheckExec  func(ctx context.Context, c ExecCall) error
+}
+
+// ExecCall is a program about to start inside a sandbox, as its execve
+// was given it: read from the memory of the process that calls it, so
+// only as trustworthy as that process (see Stdio.CheckExec).
+type ExecCall struct {
+	// Pid identifies the calling process, as the backend sees it: a
+	// shell searching its PATH calls execve once per directory, and a
+	// checker can tell the retries of one search by it.
+	Pid int
+	// Path is the program as given (relative to the caller's working
+	// directory; "" for an fexecve).
+	Path string
+	// Argv are its arguments; Truncated says there were more (or longer
+	// ones) than the backend reads, and Argv is a prefix of them.
+	Argv      []string
+	Truncated bool
+	// First says this is the exec that starts the command itself, whose
+	// argv is the Spec's: a checker that decided the command line before
+	// the run need not decide it again. (A backend may also let that exec
+	// through without asking, as the native direct start does.)
+	First bool
 }
 
 // Barrier, sent on Stdio.Signals, is closed by the backend once it has
@@ -470,4 +500,7 @@ var (
 	ErrNotFound = errors.New("command not found")
 	// ErrNotExecutable: the command exists but cannot be executed (126).
 	ErrNotExecutable = errors.New("command not executable")
+	// ErrNoExecCheck: Stdio.CheckExec was set, and this backend cannot
+	// check every program this Spec's processes would start.
+	ErrNoExecCheck = errors.New("the programs started inside the sandbox cannot be checked")
 )

@@ -42,7 +42,7 @@
 //     left to the connection, exactly as a CONNECT to the name would; a
 //     refused name gets NXDOMAIN, and is never looked up. A TCP connection
 //     to a name's address is decided as a CONNECT to name:port (decide,
-//     connect, then the tunnel's ClientHello, HTTPSOnly and Secrets
+//     Check, connect, then the tunnel's ClientHello, HTTPSOnly and Secrets
 //     checks), one to any other address as a CONNECT to that IP literal;
 //     a refusal is a reset. Every DNS query and every connection is an
 //     Event (ProtoDNS, ProtoTCP); other UDP is dropped and reported once

@@ -153,6 +153,10 @@ func (cc *clientConn) serveConnect(req *http.Request, hosts []string) {
 	if cc.refuseHostHeader(ev, hosts, host, port, "CONNECT "+req.RequestURI) {
 		return
 	}
+	if !p.check(Query{Host: ev.Host, Port: port}, ev) {
+		cc.refuse(ev, "CONNECT "+req.RequestURI)
+		return
+	}
 	up, addr, err := p.connect(context.Background(), t)
 	if err != nil {
 		cc.connectFailed(ev, err, "CONNECT "+req.RequestURI)
@@ -283,6 +287,10 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		return false
 	}
 	if cc.refuseHostHeader(ev, hosts, u.Hostname(), port, what) {
+		return false
+	}
+	if !p.check(Query{Host: ev.Host, Port: port, Method: req.Method, Path: u.EscapedPath()}, ev) {
+		cc.refuse(ev, what)
 		return false
 	}
 

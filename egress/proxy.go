@@ -65,6 +65,14 @@ type Proxy struct {
 	// should not block for long: it runs on the connection's goroutine.
 	Audit func(Event)
 
+	// Check, if set, is asked about every destination the Rules allow,
+	// before anything connects to it: the harness's rules about hosts.
+	// Method and Path are set for a forwarded plain-HTTP request and empty
+	// for a tunnel (CONNECT, SOCKS5), whose requests the proxy cannot
+	// see. It may block (to ask a person) until ctx ends, which Close
+	// ends. A refusal is answered like any other: 403 naming v.Rule.
+	Check func(ctx context.Context, q Query) Verdict
+
 	// HTTPSOnly refuses plain-HTTP forwarding and any tunnel whose first
 	// bytes are not a TLS ClientHello; nothing the destination sends
 	// reaches the client before that ClientHello.
@@ -89,6 +97,31 @@ type Proxy struct {
 	conns     map[net.Conn]struct{}
 	tuns      map[stopper]struct{}
 	own       hostAddrs
+	ctx       context.Context // ended by Close: a Check waiting ends with it
+	cancel    context.CancelFunc
+}
+
+// Query is a destination the Rules allowed, for Proxy.Check: Host is the
+// normalised name or the address, Method and Path those of a forwarded
+// request ("" in a tunnel).
+type Query struct {
+	Host   string
+	Port   int
+	Method string
+	Path   string
+}
+
+// check asks p.Check about a destination decide allowed, and fills in the
+// event when it refuses.
+func (p *Proxy) check(q Query, ev *Event) bool {
+	if p.Check == nil {
+		return true
+	}
+	v := p.Check(p.ctx, q)
+	if !v.Allow {
+		ev.Rule, ev.Reason = v.Rule, v.Reason
+	}
+	return v.Allow
 }
 
 func (p *Proxy) init() {
@@ -97,6 +130,7 @@ func (p *Proxy) init() {
 		p.refusing = make(chan struct{}, 16)
 		p.listeners = map[net.Listener]struct{}{}
 		p.conns = map[net.Conn]struct{}{}
+		p.ctx, p.cancel = context.WithCancel(context.Background())
 	})
 }
 
@@ -180,6 +214,7 @@ func (p *Proxy) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
+	p.cancel()
 	for l := range p.listeners {
 		l.Close()
 	}

@@ -129,7 +129,8 @@ func (cc *clientConn) serveSOCKS() {
 	}
 
 	t, v := cc.p.decide(d, ev)
-	if !v.Allow {
+	if !v.Allow || !cc.p.check(Query{Host: ev.Host, Port: d.Port}, ev) {
+		ev.Decision = DecisionDeny
 		cc.socksReply(socksNotAllowed)
 		return
 	}

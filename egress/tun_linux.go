@@ -40,9 +40,9 @@ type tunStack struct {
 
 // ServeTUN serves the packets of a TUN device (IFF_TUN, no packet
 // information) with gVisor's userspace TCP/IP stack: TCP connections go
-// through the same decisions as the proxy's (Rules.Decide, then CheckAddr
-// on every address the name resolves to, a TLS ClientHello checked
-// against the name, HTTPSOnly, and Secrets), DNS queries to c.DNS are
+// through the same decisions as the proxy's tunnels (Rules.Decide, Check,
+// then CheckAddr on every address the name resolves to, a TLS ClientHello
+// checked against the name, HTTPSOnly, and Secrets), DNS queries to c.DNS are
 // answered from the rules, and everything else is dropped. It takes f
 // and closes it when it returns: after Close (ErrClosed) or when the
 // stack cannot be set up.
@@ -204,8 +204,9 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 		d = Dest{Host: name, Port: port}
 	}
 	t, v := p.decide(d, ev)
-	if !v.Allow {
+	if !v.Allow || !p.check(Query{Host: ev.Host, Port: port}, ev) {
 		r.Complete(true)
+		ev.Decision = DecisionDeny
 		p.emit(*ev)
 		return
 	}

@@ -2,7 +2,7 @@
 // bounds what it can do: it checks an action against the policy's
 // [[rules]] and the built-in rule sets, and says allow, deny or ask.
 //
-// Today an action is a command line, checked before a run starts. A shell
+// An action is a command line, checked before a run starts. A shell
 // line (sh -c '…', bash -lc '…', and the wrappers env, sudo, nice, timeout,
 // xargs and the like) is parsed with a real shell parser and every simple
 // command in it is checked: pipelines, lists, subshells, brace groups,
@@ -23,11 +23,15 @@
 // commands of a line, the strongest decision wins, the first command of
 // that strength naming it.
 //
-// What this is not: a check of what a program or a script runs later
-// (make, a test suite, ./deploy.sh). That needs checks at execve inside the
-// sandbox and is not done here.
+// A program a script or make starts later is checked at its execve
+// (DecideExec, which the sandbox package calls for each exec): by its own
+// argv, without parsing, so every program is checked once. A destination
+// of the egress proxy is checked against the host rules (DecideHost).
+// Approvals records what a person let run, with a scope and an expiry;
+// Spend counts a run's or a session's [budgets].
 //
-// It makes no system call and prints nothing; it imports policy, never
+// It makes no system call and prints nothing; it imports policy (and the
+// host grammar of internal/netrule), never
 // sandbox or a backend, so every caller (the CLI, later the daemon) gets
 // the same decisions.
 package harness
@@ -39,6 +43,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/moatbox/moat/internal/netrule"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -51,6 +56,18 @@ const (
 	Ask   Verdict = policy.DecisionAsk
 	Deny  Verdict = policy.DecisionDeny
 )
+
+// Verb says what a rule of this verdict does to an action: "allows",
+// "asks before", "denies".
+func (v Verdict) Verb() string {
+	switch v {
+	case Deny:
+		return "denies"
+	case Ask:
+		return "asks before"
+	}
+	return "allows"
+}
 
 func (v Verdict) rank() int {
 	switch v {
@@ -69,6 +86,9 @@ type Action struct {
 	// Dir is the working directory it runs in; shown to a person asked,
 	// not matched by rules.
 	Dir string
+	// Request, when set, is a network request asked about (DecideHost);
+	// Argv is then empty.
+	Request *Request
 }
 
 // RuleRef names the rule that made a decision.
@@ -115,6 +135,7 @@ type Decision struct {
 type Rules struct {
 	policy  []*rule
 	builtin []*rule
+	hosts   []*hostRule
 }
 
 type rule struct {
@@ -146,12 +167,20 @@ func (r *rule) match(argv []string) bool {
 	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
 }
 
-// New compiles the command rules of p, which must be valid (see
+// New compiles the command and host rules of p, which must be valid (see
 // policy.Policy.Validate), and the built-in sets it names. Rules about
-// writes and hosts are left for the parts of the harness that see those.
+// writes are left for the part of the harness that sees those.
 func New(p *policy.Policy) *Rules {
 	rs := &Rules{}
 	for i, r := range p.Rules {
+		if r.Match.Host != "" {
+			// Validate checked the grammar.
+			h, _ := netrule.ParseHost(r.Match.Host, false)
+			rs.hosts = append(rs.hosts, &hostRule{
+				ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
+				r:   r, kind: Verdict(r.Decision), host: h,
+			})
+		}
 		if !r.Match.IsCommand() {
 			continue
 		}

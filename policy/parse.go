@@ -301,15 +301,30 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 		}
 		dst.Set(reflect.ValueOf(list))
 	case reflect.Map:
+		// A table of strings (env.set) or of integers (budgets.requests).
+		ints := dst.Type().Elem().Kind() == reflect.Int
 		t, ok := v.(map[string]any)
 		if !ok {
-			d.add(key, "expected a table of strings, got "+describe(v))
+			what := "strings"
+			if ints {
+				what = "integers"
+			}
+			d.add(key, "expected a table of "+what+", got "+describe(v))
 			return
 		}
 		if dst.IsNil() {
 			dst.Set(reflect.MakeMap(dst.Type()))
 		}
 		for _, k := range sortedKeys(t) {
+			if ints {
+				n, ok := t[k].(int64)
+				if !ok {
+					d.add(joinKey(key, k), "expected an integer, got "+describe(t[k]))
+					continue
+				}
+				dst.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(int(n)))
+				continue
+			}
 			s, ok := t[k].(string)
 			if !ok {
 				d.add(joinKey(key, k), "expected a string, got "+describe(t[k]))

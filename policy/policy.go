@@ -22,6 +22,7 @@ type Policy struct {
 	Syscalls   Syscalls   `toml:"syscalls" json:"syscalls"`
 	User       User       `toml:"user" json:"user"`
 	Harness    Harness    `toml:"harness" json:"harness"`
+	Budgets    Budgets    `toml:"budgets" json:"budgets"`
 	// Rules are the [[rules]] entries, in file order (see Rule). Default [].
 	Rules []Rule `toml:"rules" json:"rules"`
 	// Secrets are the [[secrets]] entries: credentials the proxy adds to

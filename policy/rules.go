@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
@@ -15,9 +16,10 @@ import (
 // package only reads and checks them.
 //
 // A rule matches on exactly one kind of action, set in Match. Command rules
-// (command, command_regex) are used by moat run today; write and host rules
-// are read and validated now and used by later parts of the harness (file
-// writes through the API, network requests in the proxy).
+// (command, command_regex) decide command lines and the programs they
+// start; host rules, the destinations of the egress proxy; write rules are
+// read and validated now and used by a later part of the harness (file
+// writes through the API).
 type Rule struct {
 	// Name identifies the rule in messages and the audit stream. Default
 	// "rules[N]", its place in the file (0-based).
@@ -63,13 +65,15 @@ type Match struct {
 	// Default "".
 	Write string `toml:"write,omitempty" json:"write,omitempty"`
 	// Host is a network destination, "host" or "*.domain", in the grammar
-	// of [network] deny entries (without a port: see Port). Not used yet.
-	// Default "".
+	// of [network] deny entries (without a port: see Port), checked by the
+	// egress proxy for what [network] allows. Default "".
 	Host string `toml:"host,omitempty" json:"host,omitempty"`
 	// Port narrows Host to one port. Default 0: any port.
 	Port int `toml:"port,omitempty" json:"port,omitempty"`
 	// Method narrows Host to one HTTP method (upper case), where the proxy
-	// sees the request. Default "": any method.
+	// sees the request (plain HTTP); a tunnel, whose requests it cannot
+	// see, matches a deny or ask rule narrowed so, never an allow rule.
+	// Default "": any method.
 	Method string `toml:"method,omitempty" json:"method,omitempty"`
 	// Path narrows Host to request paths matching this glob (starting with
 	// "/"), where the proxy sees the request. Default "": any path.
@@ -84,6 +88,20 @@ type Harness struct {
 	// list turns them off. A policy's own rules that match a command decide
 	// it before any built-in set is consulted.
 	Builtin []string `toml:"builtin" json:"builtin"`
+	// AskTimeout is how long an ask waits for a person's answer before it
+	// counts as refused. Default 0: DefaultAskTimeout.
+	AskTimeout Duration `toml:"ask_timeout" json:"ask_timeout,omitempty"`
+}
+
+// DefaultAskTimeout is how long an ask waits when Harness.AskTimeout is 0.
+const DefaultAskTimeout = 5 * time.Minute
+
+// AskWait is how long an ask of this policy waits for an answer.
+func (h *Harness) AskWait() time.Duration {
+	if h.AskTimeout > 0 {
+		return time.Duration(h.AskTimeout)
+	}
+	return DefaultAskTimeout
 }
 
 // Rule decisions.
@@ -150,6 +168,9 @@ func (p *Policy) RuleName(i int) string {
 func (p *Policy) RuleLine(i int) int { return p.lines[indexKey("rules", i)] }
 
 func (p *Policy) validateRules(l *errorList) {
+	if p.Harness.AskTimeout < 0 {
+		l.add("harness.ask_timeout", "must not be negative")
+	}
 	for _, b := range p.Harness.Builtin {
 		if b != BuiltinIrreversible {
 			l.add("harness.builtin", fmt.Sprintf("unknown built-in rule set %q (the sets are: %s)", b, BuiltinIrreversible))

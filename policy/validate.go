@@ -35,6 +35,7 @@ func (p *Policy) Validate() error {
 	p.validateUser(l)
 	p.validateRules(l)
 	p.validateSecrets(l)
+	p.validateBudgets(l)
 	return l.err()
 }
 

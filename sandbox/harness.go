@@ -22,6 +22,17 @@ type Approver interface {
 	Approve(ctx context.Context, a harness.Action, d harness.Decision) (bool, error)
 }
 
+// ScopedApprover is an Approver that can approve more than the action it
+// shows: once, a command prefix, or everything the asking rule asks about
+// for the rest of the run, each until an expiry (see harness.NewGrant,
+// which checks what a person chose against what was shown).
+type ScopedApprover interface {
+	Approver
+	// ApproveScoped is Approve returning the grant the person gave; nil
+	// refuses.
+	ApproveScoped(ctx context.Context, a harness.Action, d harness.Decision) (*harness.Grant, error)
+}
+
 // ErrDenied is returned (wrapped) when the harness refuses a command
 // line: a deny rule, or an ask nobody approved. Nothing ran.
 var ErrDenied = errors.New("refused by the harness")
@@ -31,15 +42,62 @@ const (
 	ApprovalApproved   = "approved"
 	ApprovalDenied     = "denied"
 	ApprovalNoApprover = "no approver"
+	ApprovalTimeout    = "timeout"
+	// OutcomeLearn: a deny or an ask let through by Request.Learn.
+	OutcomeLearn = "learn"
 )
+
+// askPerson asks req.Approver about a, which the rules asked about with
+// d, for at most the policy's ask_timeout, and fills in rec (who, scope,
+// expiry, outcome). It returns the grant, or nil and why not.
+func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.Decision, rec *audit.Decision, clock *budgetClock) (*harness.Grant, error) {
+	rec.Approver = req.Approver.Name()
+	if clock != nil {
+		// A person's time is not the command's: it does not count
+		// against the wall budget.
+		clock.pause()
+		defer clock.resume()
+	}
+	ctx, cancel := context.WithTimeout(ctx, req.Policy.Harness.AskWait())
+	defer cancel()
+	var g *harness.Grant
+	var err error
+	if sa, ok := req.Approver.(ScopedApprover); ok {
+		g, err = sa.ApproveScoped(ctx, a, d)
+	} else {
+		var yes bool
+		if yes, err = req.Approver.Approve(ctx, a, d); yes && err == nil {
+			once, _ := harness.NewGrant(harness.ScopeOnce, a, d, nil, 0, rec.Approver, time.Now())
+			g = &once
+		}
+	}
+	rec.Time = time.Now().UTC()
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		rec.Outcome = ApprovalTimeout
+		return nil, fmt.Errorf("nobody answered within %s (harness.ask_timeout)", req.Policy.Harness.AskWait())
+	case err != nil:
+		rec.Outcome = ApprovalDenied
+		return nil, err
+	case g == nil:
+		rec.Outcome = ApprovalDenied
+		return nil, errors.New("refused")
+	}
+	rec.Outcome, rec.Scope = ApprovalApproved, string(g.Scope)
+	if !g.Expires.IsZero() {
+		t := g.Expires.UTC()
+		rec.Expires = &t
+	}
+	return g, nil
+}
 
 // decide checks the command line against the policy's rules before
 // anything of the run exists, asks req.Approver about an ask, and audits
 // the decision. It returns ErrDenied (wrapped, with the rule and how to
 // get the command through) when the command must not run.
-func decide(ctx context.Context, req *Request, rep *Report, dir string) error {
+func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, ap *harness.Approvals) error {
 	a := harness.Action{Argv: req.Args, Dir: dir}
-	d := harness.New(req.Policy).Decide(a)
+	d := rules.Decide(a)
 	if d.Verdict == harness.Allow && d.Rule == nil {
 		return nil // no rule had anything to say: nothing to record
 	}
@@ -58,6 +116,10 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string) error {
 	if d.Rule == nil {
 		what = "the command line"
 	}
+	if req.Learn && d.Verdict != harness.Allow {
+		rec.Outcome = OutcomeLearn
+		return nil
+	}
 	switch d.Verdict {
 	case harness.Deny:
 		return fmt.Errorf("%w: %s denies %s: %s (change the policy's [[rules]] to allow it)", ErrDenied, what, shellQuote(d.Command), d.Reason)
@@ -66,17 +128,17 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string) error {
 			rep.Approval, rec.Outcome = ApprovalNoApprover, ApprovalNoApprover
 			return fmt.Errorf("%w: %s asks before %s: %s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), d.Reason)
 		}
-		rec.Approver = req.Approver.Name()
-		ok, err := req.Approver.Approve(ctx, a, d)
-		if err != nil || !ok {
-			rep.Approval, rec.Outcome = ApprovalDenied, ApprovalDenied
-			why := ""
-			if err != nil {
-				why = fmt.Sprintf(" (%v)", err)
-			}
-			return fmt.Errorf("%w: %s was not approved%s; %s asked: %s", ErrDenied, shellQuote(d.Command), why, what, d.Reason)
+		g, err := askPerson(ctx, req, a, d, &rec, nil)
+		rep.Approval = rec.Outcome
+		if g == nil {
+			return fmt.Errorf("%w: %s was not approved (%v); %s asked: %s", ErrDenied, shellQuote(d.Command), err, what, d.Reason)
 		}
-		rep.Approval, rec.Outcome = ApprovalApproved, ApprovalApproved
+		// The person saw the whole line: its commands start unasked, once
+		// each; a wider grant covers what it covers for the rest of the run.
+		grantLine(ap, rules, a, rec.Approver)
+		if g.Scope != harness.ScopeOnce {
+			ap.Add(*g)
+		}
 	}
 	return nil
 }

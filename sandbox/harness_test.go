@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/moatbox/moat/audit"
@@ -46,11 +47,18 @@ func TestRunAsksApprover(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := t.TempDir()
 			p := workspacePolicy(t, ws)
-			var recs []audit.Decision
+			var mu sync.Mutex
+			var recs []audit.Decision // of the command line; its programs' are TestExecCheck's
 			caller := sandbox.CurrentCaller()
 			caller.Cwd = ws
 			req := &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-				AuditDecision: func(d audit.Decision) { recs = append(recs, d) }}
+				AuditDecision: func(d audit.Decision) {
+					mu.Lock()
+					defer mu.Unlock()
+					if d.At == "" {
+						recs = append(recs, d)
+					}
+				}}
 			req.Args = []string{"sh", "-c", "touch marker && git push 2>/dev/null; true"}
 			if tt.approver != nil {
 				req.Approver = tt.approver

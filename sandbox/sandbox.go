@@ -69,8 +69,21 @@ type Request struct {
 	// Approver answers the asks of the policy's rules (see package
 	// harness); nil means nobody can be asked, and an ask refuses the run.
 	Approver Approver
+	// Learn runs the rules in report-only mode: what they would deny or
+	// ask about runs, and is audited with the outcome "learn" (for moat
+	// policy suggest). The sandbox is unchanged: the network lists,
+	// mounts and filters hold as ever, and what they refuse is recorded
+	// as always.
+	Learn bool
+	// Spend counts what this run spends against the policy's [budgets],
+	// with what earlier runs of a session spent; nil means a fresh count
+	// for this run alone.
+	Spend *harness.Spend
 	// AuditDecision, if set, receives the harness's decision about the
-	// command line when a rule matched it, before anything runs.
+	// command line when a rule matched it, before anything runs, and
+	// about each program the command starts that a rule asks about or
+	// denies (At "exec"), as the run goes on: it may be called from
+	// several goroutines at once.
 	AuditDecision func(audit.Decision)
 	// Audit, if set, receives every network event of an allow-mode run as
 	// it happens (the CLI's --audit stream); they are also in the Report.
@@ -121,9 +134,11 @@ type Report struct {
 	// Reason is why the run ended: exit, signal, seccomp_kill (the command
 	// died of SIGSYS under a seccomp profile: a system call the profile
 	// kills on), timeout, cpu, memory, pids, output, file_size, killed,
-	// error (moat could not run it), or denied (the policy's rules refused
-	// the command line: nothing ran, and ExitCode is 125); the Report of
-	// Session.Close, which covers a whole session, says closed.
+	// error (moat could not run it), denied (the policy's rules refused
+	// the command line: nothing ran, and ExitCode is 125), or budget (a
+	// [budgets] entry, named by Budget, ended the run or, for runs, kept
+	// it from starting); the Report of Session.Close, which covers a
+	// whole session, says closed.
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -153,8 +168,10 @@ type Report struct {
 	// Degraded lists protections the policy asked for that were not in
 	// force (only with AllowDegraded).
 	Degraded []string `json:"degraded"`
-	// Denials are the refusals the sandbox saw as they happened (today:
-	// the system calls the seccomp profile refused), each with the rule.
+	// Denials are the refusals the sandbox saw as they happened: the
+	// system calls the seccomp profile refused, and the programs the
+	// command rules refused to start (Layer LayerRules), each with the
+	// rule.
 	Denials []backend.Denial `json:"denials"`
 	// Network is what the network did: every connection the proxy
 	// decided, in allow mode.
@@ -181,6 +198,10 @@ type Report struct {
 	Decision *harness.Decision `json:"decision,omitempty"`
 	// Approval is what came of an ask: approved, denied, or "no approver".
 	Approval string `json:"approval,omitempty"`
+	// Budget names the [budgets] entry that ended the run (Reason
+	// "budget": wall, cpu, output, runs) or refused a request (network,
+	// requests[HOST]).
+	Budget string `json:"budget,omitempty"`
 	// Error and Stage describe a failure to set up or start the run.
 	Error  string         `json:"error,omitempty"`
 	Stage  string         `json:"stage,omitempty"`
@@ -240,11 +261,26 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if caller.Cwd != "" && within(dir, caller.Cwd) {
 		dir = caller.Cwd
 	}
-	if err := decide(ctx, req, rep, dir); err != nil {
+	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
+	if err := decide(ctx, req, rep, dir, rules, approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}
 		rep.Error = err.Error()
+		return rep, err
+	}
+	spend := req.Spend
+	if spend == nil {
+		spend = harness.NewSpend(req.Policy.Budgets)
+	}
+	wallLeft, cpuLeft, outputLeft, err := spend.Left()
+	if err == nil {
+		err = spend.StartRun()
+	}
+	if err != nil {
+		var be *harness.BudgetError
+		errors.As(err, &be)
+		rep.Reason, rep.Budget, rep.Error = ReasonBudget, be.Name, err.Error()
 		return rep, err
 	}
 	rep.StartedAt = time.Now()
@@ -277,13 +313,29 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 			return fail(fmt.Errorf("record command in change set: %w", err))
 		}
 	}
+	// What the run's programs and requests are checked against as it
+	// goes on, with the approvals given so far.
+	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
+	if spend.CountsRequests() {
+		ec.spend = spend
+	}
 	var er *egressRun
 	if req.Policy.Network.Mode == policy.NetworkAllow {
-		rules, err := networkRules(req.Policy)
+		nrules, err := networkRules(req.Policy)
 		if err != nil {
 			return fail(err)
 		}
-		er = newEgressRun(rules, req.Policy, req, runID)
+		er = newEgressRun(nrules, req.Policy, req, runID)
+		if rules.HasHostRules() || ec.spend != nil {
+			er.proxy.Check = ec.host
+		}
+		if ec.spend != nil {
+			record := er.proxy.Audit
+			er.proxy.Audit = func(e egress.Event) {
+				spend.NetworkBytes(e.BytesUp + e.BytesDown)
+				record(e)
+			}
+		}
 		stdio.ServeProxy = er.serve
 		stdio.ServeTUN = er.serveTUN
 		defer func() { rep.Network = er.report() }()
@@ -323,8 +375,38 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
 		return rep, nil
 	}
-	st, err := be.Run(ctx, spec, stdio)
-	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) {
+	if !rules.Empty() {
+		// The rules hold for every program the command starts, not only
+		// for the line given: checked at each exec (see execCheck).
+		stdio.CheckExec = ec.check
+	}
+	// Budgets bound what the command may still spend: CPU time and output
+	// through the backend's limits (the tighter of the two), wall time by
+	// a clock that stops while a person is asked.
+	cpuBudget := cpuLeft > 0 && (spec.Limits.CPUTime == 0 || cpuLeft < spec.Limits.CPUTime)
+	if cpuBudget {
+		spec.Limits.CPUTime = cpuLeft
+	}
+	outputBudget := outputLeft > 0 && (spec.Limits.OutputBytes == 0 || outputLeft < spec.Limits.OutputBytes)
+	if outputBudget {
+		spec.Limits.OutputBytes = outputLeft
+	}
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	ec.clock = newBudgetClock(wallLeft, cancelRun)
+	st, err := be.Run(runCtx, spec, stdio)
+	active := ec.clock.stop()
+	if st != nil {
+		spend.EndRun(active, st.CPU, st.OutputBytes)
+	}
+	rep.Budget = ec.spentBudget()
+	rep.Denials = append(rep.Denials, ec.report()...)
+	if errors.Is(err, backend.ErrNoExecCheck) {
+		err = fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program the command starts, and here they could not be: with neither, the run needs no such check", ErrRefused, err)
+	}
+	// A backend that refused to run unchecked (ErrNoExecCheck) started
+	// nothing either.
+	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) && !errors.Is(err, backend.ErrNoExecCheck) {
 		fresh = nil // the command may have run: what it wrote is kept
 	}
 	// No process of the run is alive now: what it planted stays put.
@@ -340,6 +422,17 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	fillReport(rep, st, req.Policy.Filesystem.Landlock)
+	// A budget that ended the run is its reason, rather than the limit
+	// or the cancellation it ended it through.
+	var spent *harness.BudgetError
+	switch {
+	case errors.As(context.Cause(runCtx), &spent) && ctx.Err() == nil:
+		rep.Reason, rep.Budget = ReasonBudget, spent.Name
+	case st.Cause == backend.CauseCPU && cpuBudget:
+		rep.Reason, rep.Budget = ReasonBudget, "cpu"
+	case st.Cause == backend.CauseOutput && outputBudget:
+		rep.Reason, rep.Budget = ReasonBudget, "output"
+	}
 	return rep, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -65,6 +66,10 @@ type ExecRequest struct {
 	// backend.ProcessSpec).
 	Tty        bool
 	Rows, Cols uint16
+	// Approver, when set, answers the asks about this command instead of
+	// the session's: the person behind this one request (an MCP client's
+	// user) rather than whoever answers for the session.
+	Approver Approver
 }
 
 // Session is a live sandbox whose commands share its file system (the
@@ -85,6 +90,11 @@ type Session struct {
 	wsDir    string
 	landlock string
 	created  time.Time
+	// rules decide each command; approvals are the grants a person gave
+	// during the session (a prefix or session scope holds across its
+	// commands).
+	rules     *harness.Rules
+	approvals *harness.Approvals
 
 	closeOnce sync.Once
 	closeRep  *Report
@@ -120,7 +130,8 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNoLifecycle, be.Name())
 	}
-	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now()}
+	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now(),
+		rules: harness.New(p), approvals: &harness.Approvals{}}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -289,8 +300,12 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		dir = filepath.Clean(req.Dir)
 	}
 	// The rules decide every command, as they decide a Run's.
-	r := &Request{Policy: pol, Args: req.Args, Approver: s.req.Approver, AuditDecision: s.req.AuditDecision}
-	if err := decide(ctx, r, rep, dir); err != nil {
+	ap := s.req.Approver
+	if req.Approver != nil {
+		ap = req.Approver
+	}
+	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision}
+	if err := decide(ctx, r, rep, dir, s.rules, s.approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}

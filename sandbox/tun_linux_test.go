@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -518,5 +521,43 @@ func TestSessionTransparentEgress(t *testing.T) {
 	}
 	if tcp != 2 {
 		t.Errorf("Close reported %d connections through the TUN device, want 2: %+v", tcp, rep.Network.Events)
+	}
+}
+
+// TestNetworkAskThroughTUN: a host rule with decision ask holds a
+// connection through the TUN device as it holds one through the proxy:
+// approved, it goes through; refused, it is reset. Positive control: a
+// host no rule names is reached without asking.
+func TestNetworkAskThroughTUN(t *testing.T) {
+	dir := tunDir(t)
+	for _, yes := range []bool{true, false} {
+		w := newNetWorld(t)
+		w.names["other.test"] = netip.MustParseAddr("127.0.0.1")
+		req := w.request(func(p *policy.Policy) {
+			p.Network.Allow = []string{"allowed.test", "other.test"}
+			p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+			p.Rules = []policy.Rule{{Name: "ask-allowed", Match: policy.Match{Host: "allowed.test"}, Decision: policy.DecisionAsk, Reason: "the test wants to be asked"}}
+		})
+		req.TUNDir = dir
+		ap := &syncApprover{yes: yes}
+		req.Approver = ap
+		out, rep := w.run(t, req, fmt.Sprintf(`
+echo "tun: $(curl --noproxy '*' -sS -m 10 http://allowed.test:%[1]d/ 2>&1)"
+echo "control: $(curl --noproxy '*' -sS -m 10 http://other.test:%[1]d/)"
+`, w.httpPort))
+		if !strings.Contains(out, "control: PAGE-FROM-other.test") {
+			t.Errorf("approve %v: the host no rule names was not reached:\n%s", yes, out)
+		}
+		if got := strings.Contains(out, "tun: PAGE-FROM-allowed.test"); got != yes {
+			t.Errorf("approve %v: reached %v:\n%s", yes, got, out)
+		}
+		if len(ap.asked) != 1 {
+			t.Errorf("approve %v: asked %d times, want 1", yes, len(ap.asked))
+		}
+		if !yes && !slices.ContainsFunc(rep.Network.Events, func(e egress.Event) bool {
+			return e.Proto == egress.ProtoTCP && e.Host == "allowed.test" && e.Decision == egress.DecisionDeny && e.Rule == "ask-allowed"
+		}) {
+			t.Errorf("no refused TUN connection naming the rule: %+v", rep.Network.Events)
+		}
 	}
 }

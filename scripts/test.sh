@@ -27,6 +27,8 @@ staticcheck ./...
 if [ "$(id -u)" -ne 0 ]; then
   echo "== go test (as uid $(id -u): rootless path only; run as root to test both)"
   go test -p 1 -count=1 ./...
+  echo "== a third-party MCP client (the MCP Inspector's CLI) against moat mcp"
+  scripts/mcp-inspector.sh
   exit 0
 fi
 
@@ -36,6 +38,8 @@ go test -p 1 -count=1 ./...
 # trampoline (arm64); this runs that path here, on the sandbox suite.
 echo "== go test as root, the sandbox suite with the forked direct start"
 MOAT_TEST_FORK_START=1 go test -p 1 -count=1 ./sandbox
+echo "== a third-party MCP client (the MCP Inspector's CLI) against moat mcp"
+scripts/mcp-inspector.sh
 
 user="${MOAT_TEST_USER:-moatci}"
 if ! id "$user" >/dev/null 2>&1; then

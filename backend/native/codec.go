@@ -252,6 +252,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.uint(is.TimerSlack)
 	e.bool(is.Terminal)
 	e.int(int64(is.SessionFD))
+	e.int(int64(is.ExecFD))
 	return e.frame()
 }
 
@@ -338,6 +339,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.TimerSlack = d.uint()
 	is.Terminal = d.bool()
 	is.SessionFD = int(d.int())
+	is.ExecFD = int(d.int())
 	return is, d.done()
 }
 

@@ -37,6 +37,9 @@ type plan struct {
 	// namespace. own is who init is, in its own (the same unless
 	// planFDs.nest is set).
 	user, own backend.Identity
+	// mapped is memory of the plan outside Go's heap (see execArrays),
+	// unmapped when the run ends.
+	mapped [][]byte
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -61,6 +64,10 @@ type planFDs struct {
 	// ctty: stdin is the pty the host made for the command (see
 	// terminal), which becomes its controlling terminal.
 	ctty bool
+	// observed is the filter that gets the listener; execCheck says it
+	// also sends each exec to the host (see execObserved).
+	observed  int
+	execCheck bool
 }
 
 // directCalls are the system calls the direct start makes after its
@@ -510,14 +517,28 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// filter is observed: its listener goes to the host, which answers
 	// each refused call (see seccomp.Observed) and so can report it. A
 	// custom profile is not installed here but by the command (execFilter).
+	// The command's own exec, decided before the run, goes through the
+	// exec check unasked (see execArrays).
+	var argv, envv uintptr
+	var first *seccomp.FirstExec
+	if fds.execCheck {
+		var err error
+		if argv, envv, err = p.execArrays(spec.Args, spec.Env); err != nil {
+			return nil, err
+		}
+		first = &seccomp.FirstExec{Argv: uint64(argv), Envp: uint64(envv)}
+	}
 	for k, prog := range filters {
 		if k == 0 && spec.SeccompAtExec {
 			continue
 		}
 		stg := p.stage(fmt.Sprintf("install seccomp filter %d", k+1))
 		flags := uintptr(0)
-		if k == 0 && fds.seccompChan >= 0 {
+		if k == fds.observed && fds.seccompChan >= 0 {
 			prog = seccomp.Observed(prog)
+			if fds.execCheck {
+				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch(), first)
+			}
 			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		}
 		fp := &unix.SockFprog{Len: uint16(len(prog)), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
@@ -534,8 +555,12 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		// then waits in the kernel until the host answers it. The
 		// listener and the channel are close-on-exec: the command's
 		// process, forked with a copy of init's fds, never has them.
+		// With the exec check, the command's own execve waits for the
+		// host's answer: the listener must be there before the fork.
 		list := p.list
-		p.list = &f.post
+		if !fds.execCheck {
+			p.list = &f.post
+		}
 		p.sendFD(p.stage("send the seccomp listener to the host"), fds.seccompChan, listener)
 		p.list = list
 	}
@@ -554,7 +579,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if spec.SeccompAtExec && len(filters) > 0 {
 		p.execFilter(filters[0], fds)
 	}
-	argv, envv := p.strv(spec.Args), p.strv(spec.Env)
+	if argv == 0 {
+		argv, envv = p.strv(spec.Args), p.strv(spec.Env)
+	}
 	ex := p.stage("exec " + spec.Args[0])
 	for _, c := range execCandidates(spec.Args[0], spec.Env) {
 		p.call(ex, unix.SYS_EXECVE, p.str(c), argv, envv)
@@ -1059,7 +1086,7 @@ func (p *plan) dev(target string) {
 func (p *plan) execFilter(prog []seccomp.Instruction, fds planFDs) {
 	stg := p.stage("install seccomp filter 1")
 	flags := uintptr(0)
-	if fds.seccompChan >= 0 && observable(seccomp.Observed(prog), fds.status) {
+	if fds.seccompChan >= 0 && !fds.execCheck && observable(seccomp.Observed(prog), fds.status) {
 		prog = seccomp.Observed(prog)
 		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		list := p.list

@@ -69,7 +69,10 @@
 //
 // The init stage also serves the run while the command lives: it answers the
 // notifications of its observed seccomp filter (so refused system calls
-// are reported, see internal/seccomp), and in network mode proxy it binds
+// are reported, see internal/seccomp), unless every exec is checked
+// (Stdio.CheckExec): then, in either start, the filter also notifies each
+// execve and execveat, and its listener goes to the host, which holds the
+// rules, before the command is started (execcheck_linux.go). In network mode proxy it binds
 // the in-sandbox listener and hands it to the host over a unix socket
 // (SCM_RIGHTS), so the host's egress proxy accepts connections directly.
 // Under a disk limit (disk_linux.go) it keeps /tmp, home, /dev/shm and an

@@ -147,29 +147,32 @@ var initCaps = []uintptr{
 
 // run is the host side of one sandbox.
 type run struct {
-	spec         *backend.Spec
-	stdio        backend.Stdio
-	start        time.Time
-	started      time.Time   // the "started" message arrived
-	crash        chan string // the init stage's first line of runtime output (fdCrash)
-	cg           *cgroup.Cgroup
-	signal       func(syscall.Signal) // signals init, never after it was reaped
-	wait         func()               // waits for init to end, then sets state
-	state        *syscall.WaitStatus  // how init ended
-	stages       []stageInfo          // a direct start's stages, for its errors
-	cleanup      []func()             // run when Run returns
-	stopSup      *os.File             // closing it stops a direct start's supervisor
-	supDone      chan struct{}
-	exitAfter    bool         // Backend.ExitAfter
-	onInitParent func(func()) // Backend.onInitParent
-	forkStart    bool         // Backend.ForkStart
-	plan         *plan        // a direct start's plan, which its child reads
-	nest         []idmap      // trees a direct start maps with init's user namespace (nestable)
-	afterWait    []func()     // run once init has been reaped
-	seen         denials      // a direct start's refused system calls
-	killed       atomic.Value // backend.Cause the host killed the run for
-	output       atomic.Int64
-	tty          *terminal // the command's pty, when the caller's stdin is a terminal
+	spec    *backend.Spec
+	stdio   backend.Stdio
+	start   time.Time
+	started time.Time   // the "started" message arrived
+	crash   chan string // the init stage's first line of runtime output (fdCrash)
+	cg      *cgroup.Cgroup
+	signal  func(syscall.Signal) // signals init, never after it was reaped
+	wait    func()               // waits for init to end, then sets state
+	state   *syscall.WaitStatus  // how init ended
+	stages  []stageInfo          // a direct start's stages, for its errors
+	cleanup []func()             // run when Run returns
+	stopSup *os.File             // closing it stops a direct start's supervisor
+	supDone chan struct{}
+	// initSupervised: the host answers the init stage's notifications
+	// (see superviseInit).
+	initSupervised bool
+	exitAfter      bool         // Backend.ExitAfter
+	onInitParent   func(func()) // Backend.onInitParent
+	forkStart      bool         // Backend.ForkStart
+	plan           *plan        // a direct start's plan, which its child reads
+	nest           []idmap      // trees a direct start maps with init's user namespace (nestable)
+	afterWait      []func()     // run once init has been reaped
+	seen           denials      // a direct start's refused system calls
+	killed         atomic.Value // backend.Cause the host killed the run for
+	output         atomic.Int64
+	tty            *terminal // the command's pty, when the caller's stdin is a terminal
 
 	// control is the spec pipe, kept open after the Spec: signals to
 	// forward to the command, and for a run with changes to save (save),
@@ -312,6 +315,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	idmapped := make(chan error, 1)
 	idmapped <- nil
 	direct := !b.InitStage && directSupported(spec, filters, commandFlags(r.shareVM())) == nil
+	if r.stdio.CheckExec != nil {
+		var err error
+		if filters, err = execFilters(spec, filters, direct); err != nil {
+			return nil, err
+		}
+	}
 	if os.Geteuid() == 0 {
 		t, maps, err := openTrees(spec)
 		if err != nil {
@@ -426,8 +435,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
 		}
 	}
-	if direct && exitMsg != nil {
-		exitMsg.Denials = r.seen.list()
+	if (direct || r.stdio.CheckExec != nil) && exitMsg != nil {
+		exitMsg.Denials = r.seen.list() // the host answered the notifications
 	}
 	return r.status(exitMsg), nil
 }
@@ -496,6 +505,16 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	if r.sessChild != nil {
 		is.SessionFD = 3 + len(extra)
 		extra = append(extra, r.sessChild)
+	}
+	var execChild *os.File
+	if stdio.CheckExec != nil {
+		child, err := r.superviseInit(filters[0])
+		if err != nil {
+			return err
+		}
+		is.ExecFD = 3 + len(extra)
+		extra = append(extra, child)
+		execChild = child
 	}
 	if spec.Network.Mode == backend.NetProxy {
 		if stdio.ServeProxy == nil {
@@ -582,6 +601,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		// Only init holds it now: if init dies before sending the
 		// listener, the receiver sees end of file.
 		r.netChild.Close()
+	}
+	if execChild != nil {
+		execChild.Close() // the same, for the exec-checking listener
 	}
 
 	if r.cg != nil && !cmd.SysProcAttr.UseCgroupFD {

@@ -97,6 +97,13 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		r.cleanup = append(r.cleanup, func() { host.Close() })
 		closeAfter = append(closeAfter, child)
 		fds.seccompChan = int(child.Fd())
+		if r.stdio.CheckExec != nil {
+			obs, err := execObserved(r.spec, filters)
+			if err != nil {
+				return err
+			}
+			fds.observed, fds.execCheck = obs, true
+		}
 	}
 	if spec.Network.Mode == backend.NetProxy {
 		if r.stdio.ServeProxy == nil {
@@ -215,6 +222,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		fds.nest = &backend.Identity{UID: r.nest[0].uid, GID: r.nest[0].gid, HostUID: spec.User.HostUID, HostGID: spec.User.HostGID}
 	}
 	p, err := buildPlan(f, spec, fds, filters, abi, rl)
+	if p != nil {
+		r.cleanup = append(r.cleanup, p.unmap)
+	}
 	if err != nil {
 		return err
 	}
@@ -280,7 +290,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		}
 		r.stopSup = stopW
 		r.supDone = make(chan struct{})
-		go r.supervise(chanHost, stop, filters[0])
+		go r.supervise(chanHost, stop, filters[fds.observed])
 	}
 	return nil
 }
@@ -400,7 +410,11 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 		return
 	}
 	defer unix.Close(fd)
-	seccomp.SuperviseUntil(fd, int(stop.Fd()), prog, r.seen.record)
+	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record}
+	if r.stdio.CheckExec != nil {
+		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised)
+	}
+	sup.Serve(fd, int(stop.Fd()))
 }
 
 // receiveFD receives one fd sent over a unix socket with SCM_RIGHTS (one

@@ -282,6 +282,12 @@ func initMain(send func(message)) error {
 				return fail("install seccomp filter 1", fmt.Errorf("the profile refuses %s, which moat's init stage needs after installing it (%s", strings.Join(refused, ", "), why))
 			}
 		}
+		if i == 0 && is.ExecFD != 0 {
+			if err := installExecChecked(prog, is.ExecFD); err != nil {
+				return fail("install seccomp filter 1", err)
+			}
+			continue
+		}
 		// The first filter is observed, so the report can say what it
 		// refused: init answers each refused call itself (see
 		// seccomp.Observed), unless the filter would refuse init that.

@@ -132,6 +132,11 @@ type initSpec struct {
 	// on which init, once restricted, takes exec requests instead of
 	// running Spec.Args (see session.go); 0 for a one-shot run.
 	SessionFD int
+	// ExecFD, when not 0, is an inherited unix socket on which init sends
+	// the host the listener of its first filter, installed to check each
+	// exec (Stdio.CheckExec): the host, not init, then answers its
+	// notifications (see execcheck_linux.go).
+	ExecFD int
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

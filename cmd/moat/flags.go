@@ -28,6 +28,7 @@ type runFlags struct {
 	jsonOut       bool
 	reportFile    string
 	allowDegraded bool
+	learn         bool
 }
 
 type listFlag []string
@@ -123,7 +124,7 @@ var flagGroups = []struct {
 	{"Policy and files", []string{"policy", "workspace", "workspace-mode", "session", "ro", "rw", "deny", "env,e"}},
 	{"Network", []string{"net,network", "tcp-bind", "tcp-connect"}},
 	{"Limits and identity", []string{"wall", "cpu-time", "memory,m", "pids,pids-limit", "cpus", "open-files", "file-size", "output", "disk", "uid"}},
-	{"Enforcement", []string{"landlock", "seccomp", "allow-degraded"}},
+	{"Enforcement", []string{"landlock", "seccomp", "allow-degraded", "learn"}},
 	{"Report", []string{"json", "report", "audit"}},
 	{"Docker's spellings (see also -e, -m, --network, --pids-limit above)", []string{"volume,v", "workdir,w", "user,u", "read-only", "rm,i,t,it,ti,interactive,tty"}},
 }
@@ -175,6 +176,7 @@ func newRunFlags(name string) *runFlags {
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
+	fs.BoolVar(&f.learn, "learn", false, "run the rules in report-only mode: what they would deny or ask about runs, and is audited (with --audit) for moat policy suggest; the sandbox is unchanged")
 	for _, lf := range limitFlags(o) {
 		fs.Var(valueFlag{lf.dst}, lf.flag, lf.help)
 	}

@@ -69,8 +69,17 @@ Usage:
   moat policy show [flags]            print the effective policy as TOML
   moat policy explain [flags] -- CMD  say which rule decides about CMD, and why
   moat policy check FILE...           validate policies and run their rules' examples
+  moat policy suggest AUDIT.jsonl     propose policy additions from an audit stream (moat run --learn)
   moat audit verify FILE              check an audit stream's hash chain
+  moat fetch URL                      GET a public HTTPS URL: no redirects, 5 s, 1 MiB, no private addresses
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
+  moat serve [--socket P] [--listen ADDR --tokens F]  the session daemon (HTTP API: docs/openapi.yaml)
+  moat session create [--policy F] [--workspace DIR|--temp] [--ttl D]  start a session, print its id
+  moat session ls | rm ID...          list or end your sessions
+  moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
+  moat ps SESSION                     a session's background commands
+  moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
+  moat mcp [--policy F] [--workspace DIR] [--workspace-mode M]  an MCP server on stdio for any agent (docs/mcp.md)
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -92,6 +101,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdSeccomp(args[1:], stdout, stderr)
 	case "audit":
 		return cmdAudit(args[1:], stdout, stderr)
+	case "fetch":
+		return cmdFetch(args[1:], stdout, stderr)
 	case "trust":
 		return cmdTrust(args[1:], stdout, stderr)
 	case "runs", "sessions":
@@ -102,6 +113,18 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdApply(args[1:], stdout, stderr)
 	case "discard":
 		return cmdDiscard(args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(args[1:], stderr)
+	case "session":
+		return cmdSession(args[1:], stdout, stderr)
+	case "exec":
+		return cmdExec(args[1:], stdin, stdout, stderr)
+	case "ps":
+		return cmdPs(args[1:], stdout, stderr)
+	case "cp":
+		return cmdCp(args[1:], stdout, stderr)
+	case "mcp":
+		return cmdMCP(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -109,7 +132,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, mcp, version)\n", args[0])
 	return 2
 }
 

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
 )
@@ -90,4 +94,71 @@ func setsOrNone(sets []string) string {
 		return "none"
 	}
 	return strings.Join(sets, ", ")
+}
+
+// cmdPolicySuggest prints the policy additions that would have let through
+// what an audit stream shows refused or asked about (harness.Suggest), each
+// with the records behind it, for a person to review. It changes nothing.
+func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: moat policy suggest AUDIT.jsonl (an --audit stream, best of a --learn run)")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		return 1
+	}
+	if _, _, err := audit.Verify(bytes.NewReader(b)); err != nil {
+		fmt.Fprintf(stderr, "moat: WARNING: %s: %v; suggesting from it anyway\n", args[0], err)
+	}
+	var recs []harness.Record
+	for i, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r harness.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			fmt.Fprintf(stderr, "moat: %s:%d: not an audit record: %v\n", args[0], i+1, err)
+			return 1
+		}
+		recs = append(recs, r)
+	}
+	sugg := harness.Suggest(recs)
+	if len(sugg) == 0 {
+		fmt.Fprintln(stdout, "# nothing to suggest: no refusal or unapproved ask in this stream")
+		return 0
+	}
+	fmt.Fprintf(stdout, "# moat policy suggest %s: additions for a person to review; nothing was changed.\n", args[0])
+	var hosts []harness.Suggestion
+	for _, s := range sugg {
+		if s.Kind == "network.allow" {
+			hosts = append(hosts, s)
+		}
+	}
+	if len(hosts) > 0 {
+		fmt.Fprintln(stdout, "\n[network]\nallow = [")
+		for _, s := range hosts {
+			for _, w := range s.Because {
+				fmt.Fprintf(stdout, "  # %s\n", w)
+			}
+			fmt.Fprintf(stdout, "  %q,\n", s.Entry)
+		}
+		fmt.Fprintln(stdout, "]")
+	}
+	for _, s := range sugg {
+		if s.Kind == "network.allow" {
+			continue
+		}
+		fmt.Fprintln(stdout)
+		for _, w := range s.Because {
+			fmt.Fprintf(stdout, "# %s\n", w)
+		}
+		if s.Kind == "change" {
+			fmt.Fprintf(stdout, "# the policy's own rule %s decided: an allow rule beside it would not win (deny beats ask beats allow); change its decision or narrow its match\n", s.Entry)
+			continue
+		}
+		fmt.Fprintln(stdout, s.Entry)
+	}
+	return 0
 }

@@ -125,9 +125,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// it when the run returns: from then on a signal must not end moat
 	// before that, so forwarding starts at once (OnTerminal comes just
 	// before the raw mode).
+	var approver *ttyApprover
 	onTerminal := func() {
 		if handlers.Stop() {
 			install()
+		}
+		if approver != nil {
+			approver.relayed.Store(true)
 		}
 	}
 	go func() {
@@ -193,11 +197,12 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Args:          cmdline,
 		Session:       f.session,
 		AllowDegraded: f.allowDegraded,
+		Learn:         f.learn,
 		ExitAfter:     exitAfterRun,
 	}
-	if tty := newTTYApprover(); tty != nil {
-		req.Approver = tty
-		defer tty.Close()
+	if approver = newTTYApprover(); approver != nil {
+		req.Approver = approver
+		defer approver.Close()
 	}
 	if aw != nil {
 		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }
@@ -215,8 +220,12 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// An expected fallback (clone3 answered ENOSYS, which libc then does
 	// with clone) changed nothing: it stays in the report and the audit
 	// stream, and stderr keeps to what may have changed the outcome.
-	var parts []string
+	var parts, refused []string
 	for _, d := range rep.Denials {
+		if d.Layer == sandbox.LayerRules {
+			refused = append(refused, fmt.Sprintf("%s ×%d (%s)", d.What, d.Count, d.Rule))
+			continue
+		}
 		if d.Fallback == "" {
 			part := fmt.Sprintf("%s ×%d (%s", d.What, d.Count, d.Errno)
 			if d.Rule != "" {
@@ -227,6 +236,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if len(parts) > 0 {
 		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, strings.Join(parts, "; "))
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(strings.Join(refused, "; ")))
 	}
 	if n := rep.Network; n != nil && len(n.Refused) > 0 {
 		fmt.Fprintf(stderr, "moat: %s\n", n.Summary)
@@ -283,6 +295,8 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return "killed: the run was interrupted"
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
+	case sandbox.ReasonBudget:
+		return fmt.Sprintf("ended: the %s budget is spent (raise it in the policy's [budgets])", r.Budget)
 	case sandbox.ReasonSeccompKill:
 		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
@@ -304,8 +318,11 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check" {
 		return cmdPolicyCheck(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "suggest" {
+		return cmdPolicySuggest(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "show" {
-		fmt.Fprintln(stderr, "usage: moat policy show [run flags] | moat policy explain [--policy FILE] -- CMD... | moat policy check FILE")
+		fmt.Fprintln(stderr, "usage: moat policy show [run flags] | moat policy explain [--policy FILE] -- CMD... | moat policy check FILE | moat policy suggest AUDIT.jsonl")
 		return 2
 	}
 	f := newRunFlags("policy show")

@@ -62,8 +62,14 @@ func (o *outerTerminal) startCmd(t *testing.T, dir string, cmd *exec.Cmd) *exec.
 	t.Helper()
 	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
 	cmd.Dir = dir
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.slave, o.slave, o.slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	// A cmd given a stdin of its own keeps it; the terminal is then its
+	// controlling terminal through stdout.
+	ctty := 1
+	if cmd.Stdin == nil {
+		cmd.Stdin, ctty = o.slave, 0
+	}
+	cmd.Stdout, cmd.Stderr = o.slave, o.slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: ctty}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,14 @@ func TestDependenciesPointOneWay(t *testing.T) {
 				}
 			}
 		}
+		if rel == "client" {
+			for _, d := range depList {
+				first, _, _ := strings.Cut(d, "/")
+				if strings.Contains(first, ".") && !strings.HasPrefix(d, "vendor/") {
+					t.Errorf("client depends on %s: a program embedding it must link nothing of the sandbox", d)
+				}
+			}
+		}
 		if rel == "audit" {
 			for _, d := range depList {
 				// A module path starts with a domain; the standard library's

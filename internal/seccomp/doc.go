@@ -29,8 +29,12 @@
 // program through a classic-BPF interpreter to find what it allows that the
 // floor refuses.
 //
-// Nothing in this package makes a system call except [Install], and uname(2)
-// for the kernel version that Docker profiles' minKernel conditions compare.
+// Nothing in this package makes a system call except the installers
+// ([Install], [InstallObserved], [InstallObservedExec]), a [Supervisor]
+// answering a listener's notifications (which, for an exec it is asked
+// about, reads the caller's path and argv with process_vm_readv), and
+// uname(2) for the kernel version that Docker profiles' minKernel
+// conditions compare.
 package seccomp
 
 //go:generate go run gen_sysnum.go

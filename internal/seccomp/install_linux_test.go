@@ -169,6 +169,9 @@ func helper(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if mode == "exec-check" {
+		return execCheckHelper()
+	}
 	if mode == "no-nnp" {
 		err := Install([]Instruction{{Code: retK, K: retAllow}})
 		switch {

@@ -87,3 +87,76 @@ func SupervisorAllowed(prog []Instruction, arch string) bool {
 	}
 	return true
 }
+
+// WithExecNotify returns prog preceded by a check that sends every execve
+// and execveat of arch to the supervisor (SECCOMP_RET_USER_NOTIF), which
+// evaluates prog for them itself and, where prog allows the call, asks a
+// [Supervisor]'s Exec whether the program may start. A call of another
+// architecture falls through to prog, which kills it. prog should be the
+// observed program (see Observed): a process has one listener, and this
+// check shares it.
+//
+// first, when set, lets one execve through to prog unsent: the one whose
+// argv and envp are exactly first's addresses (see FirstExec).
+func WithExecNotify(prog []Instruction, arch string, first *FirstExec) []Instruction {
+	execve, _ := Lookup(arch, "execve")
+	execveat, _ := Lookup(arch, "execveat")
+	// Jumps are relative and forward: each is written once the place of
+	// its target (notify, then prog) is known.
+	head := []Instruction{
+		{Code: ldAbsW, K: 4}, // seccomp_data.arch
+		{Code: jeq, K: AuditArch(arch)},
+		{Code: ldAbsW, K: 0}, // seccomp_data.nr
+		{Code: jeq, K: uint32(execveat)},
+		{Code: jeq, K: uint32(execve)},
+	}
+	var toNotify []int // compares whose false branch goes to notify
+	if first != nil {
+		// seccomp_data.args[i] is at 16+8i, its low half first (both
+		// architectures are little-endian).
+		for _, w := range []struct {
+			off uint32
+			v   uint64
+		}{{24, first.Argv}, {28, first.Argv >> 32}, {32, first.Envp}, {36, first.Envp >> 32}} {
+			head = append(head, Instruction{Code: ldAbsW, K: w.off}, Instruction{Code: jeq, K: uint32(w.v)})
+			toNotify = append(toNotify, len(head)-1)
+		}
+	}
+	notify := len(head)
+	head = append(head, Instruction{Code: retK, K: retUserNotif})
+	orig := len(head)
+	rel := func(from, to int) uint8 { return uint8(to - from - 1) }
+	head[1].Jf = rel(1, orig)
+	head[3].Jt = rel(3, notify)
+	head[4].Jf = rel(4, orig)
+	if first == nil {
+		head[4].Jt = rel(4, notify)
+	}
+	for i, at := range toNotify {
+		head[at].Jf = rel(at, notify)
+		if i == len(toNotify)-1 {
+			head[at].Jt = rel(at, orig)
+		}
+	}
+	return append(head, prog...)
+}
+
+// FirstExec names the execve that starts a sandbox's command, whose
+// command line was decided before the run: the addresses of its argv and
+// envp arrays, in memory the sandbox cannot read, at a place the host's
+// address-space randomisation chose. A process that wanted its own execve
+// let through unchecked would have to guess both addresses and map them,
+// which costs more than the race the exec check already concedes to a
+// hostile process (see package doc of harness, and docs/security.md).
+type FirstExec struct{ Argv, Envp uint64 }
+
+// IsExec reports whether nr is execve or execveat on arch.
+func IsExec(arch string, nr int) bool {
+	execve, _ := Lookup(arch, "execve")
+	execveat, _ := Lookup(arch, "execveat")
+	return nr == execve || nr == execveat
+}
+
+// PassThrough is a program that allows every call: with WithExecNotify,
+// the filter of a run without a profile whose execs are checked.
+func PassThrough() []Instruction { return []Instruction{{Code: retK, K: retAllow}} }

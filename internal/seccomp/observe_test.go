@@ -41,3 +41,60 @@ func TestObserved(t *testing.T) {
 		t.Errorf("ErrnoOf: %d %v", e, ok)
 	}
 }
+
+// TestWithExecNotify: execve and execveat of the native architecture are
+// notified, every other call gets what the program underneath gives it,
+// and a foreign architecture is still killed.
+func TestWithExecNotify(t *testing.T) {
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		prog, err := Compile(Default(), arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := Observed(prog)
+		ex := WithExecNotify(obs, arch, nil)
+		for _, name := range []string{"execve", "execveat", "read", "unshare", "mount", "getppid"} {
+			nr, _ := Lookup(arch, name)
+			want, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if IsExec(arch, nr) {
+				want = retUserNotif
+			}
+			got, err := Evaluate(ex, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if err != nil || got != want {
+				t.Errorf("%s %s: %#x, %v; want %#x", arch, name, got, err, want)
+			}
+		}
+		nr, _ := Lookup(arch, "execve")
+		if got, _ := Evaluate(ex, int32(nr), 0x40000003, 0, [6]uint64{}); got != retKillProcess {
+			t.Errorf("%s: foreign arch execve gives %#x", arch, got)
+		}
+		// The first exec, named by both addresses, goes to the program
+		// underneath; any other address, in either half, is notified.
+		first := &FirstExec{Argv: 0x7f12_3456_7000, Envp: 0x7f12_3456_7800}
+		fx := WithExecNotify(obs, arch, first)
+		allow, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+		for _, c := range []struct {
+			args [6]uint64
+			want uint32
+		}{
+			{[6]uint64{1, first.Argv, first.Envp}, allow},
+			{[6]uint64{1, first.Argv, first.Envp + 8}, retUserNotif},
+			{[6]uint64{1, first.Argv ^ 1<<40, first.Envp}, retUserNotif},
+			{[6]uint64{1, first.Argv, first.Envp ^ 1<<33}, retUserNotif},
+			{[6]uint64{1, first.Envp, first.Argv}, retUserNotif},
+		} {
+			if got, _ := Evaluate(fx, int32(nr), AuditArch(arch), 0, c.args); got != c.want {
+				t.Errorf("%s: execve%x gives %#x, want %#x", arch, c.args[:3], got, c.want)
+			}
+		}
+		at, _ := Lookup(arch, "execveat")
+		if got, _ := Evaluate(fx, int32(at), AuditArch(arch), 0, [6]uint64{0, 1, first.Argv, first.Envp}); got != retUserNotif {
+			t.Errorf("%s: execveat with the first exec's addresses gives %#x", arch, got)
+		}
+		rd, _ := Lookup(arch, "read")
+		want, _ := Evaluate(obs, int32(rd), AuditArch(arch), 0, [6]uint64{})
+		if got, _ := Evaluate(fx, int32(rd), AuditArch(arch), 0, [6]uint64{}); got != want {
+			t.Errorf("%s: read gives %#x under the first-exec check, want %#x", arch, got, want)
+		}
+	}
+}

@@ -1,8 +1,11 @@
 package seccomp
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -12,16 +15,25 @@ import (
 // and returns the listener fd (close-on-exec) for Supervise. At most one
 // filter of a process can have a listener.
 func InstallObserved(prog []Instruction) (int, error) {
+	return installListener(Observed(prog), "observed")
+}
+
+// InstallObservedExec is InstallObserved for a filter that also sends
+// every execve and execveat to the supervisor (see WithExecNotify).
+func InstallObservedExec(prog []Instruction) (int, error) {
+	return installListener(WithExecNotify(Observed(prog), NativeArch(), nil), "exec-checking")
+}
+
+func installListener(prog []Instruction, what string) (int, error) {
 	if err := checkInstall(prog); err != nil {
 		return -1, err
 	}
-	obs := Observed(prog)
-	fprog := unix.SockFprog{Len: uint16(len(obs)), Filter: &obs[0]}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	flags := unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH | unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, uintptr(flags), uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(obs)
+	runtime.KeepAlive(prog)
 	if errno != 0 {
-		return -1, fmt.Errorf("seccomp: install observed filter: %w", errno)
+		return -1, fmt.Errorf("seccomp: install %s filter: %w", what, errno)
 	}
 	return int(fd), nil
 }
@@ -56,11 +68,57 @@ func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
 // SuperviseUntil is Supervise for a process that outlives the filter's
 // users (the host of a sandbox): it also returns once no process uses the
 // filter, or once stop (a pipe's read end; -1 for none) is readable or
-// closed at the other end. A receive blocked in the kernel would wait for
-// ever after the last user is gone, so it polls first: the listener is
-// readable only once a notification has been queued, and then a receive
-// returns at once (ENOENT if its caller has died since).
+// closed at the other end.
 func SuperviseUntil(fd, stop int, prog []Instruction, record func(nr int, errno int)) {
+	(&Supervisor{Prog: prog, Record: record}).Serve(fd, stop)
+}
+
+// ExecCall is a program about to start in a supervised process: what its
+// execve or execveat was given, read from the caller's memory.
+type ExecCall struct {
+	// Pid is the caller's process id, as the supervisor sees it.
+	Pid int
+	// Path is the program's path as given, relative to Dirfd (the
+	// caller's fd, or AT_FDCWD for its working directory); "" for an
+	// fexecve.
+	Path  string
+	Dirfd int
+	// Argv are its arguments. Truncated says there were more (or longer
+	// ones) than a supervisor reads: Argv is then a prefix.
+	Argv      []string
+	Truncated bool
+}
+
+// Supervisor answers the notifications of an observed filter.
+type Supervisor struct {
+	// Prog is the original program, whose errno the supervisor gives each
+	// refused call.
+	Prog []Instruction
+	// Record, if set, is told of each refused call.
+	Record func(nr int, errno int)
+	// Exec, if set, is asked about each execve and execveat that Prog
+	// allows (the filter must notify them: see WithExecNotify), on a
+	// goroutine of its own so that other calls are answered meanwhile: 0
+	// lets the call go on as if no filter had seen it, anything else is
+	// the errno it fails with. ctx ends when the supervisor stops. A call
+	// whose arguments cannot be read fails with EACCES without asking.
+	Exec func(ctx context.Context, c ExecCall) int
+}
+
+// Serve answers notifications on the listener fd until no process uses
+// the filter any more, or stop (a pipe's read end; -1 for none) is
+// readable or closed at the other end; then it waits for the Exec calls
+// under way, whose ctx it has ended. A receive blocked in the kernel
+// would wait for ever after the last user is gone, so with a stop it
+// polls first: the listener is readable only once a notification has
+// been queued, and then a receive returns at once (ENOENT if its caller
+// has died since).
+func (s *Supervisor) Serve(fd, stop int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	arch := NativeArch()
 	for {
 		if stop >= 0 {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
@@ -88,14 +146,142 @@ func SuperviseUntil(fd, stop int, prog []Instruction, record func(nr int, errno 
 			return // the listener is gone
 		}
 		errNo := eperm
-		ret, err := Evaluate(prog, req.nr, req.arch, req.ip, req.args)
+		ret, err := Evaluate(s.Prog, req.nr, req.arch, req.ip, req.args)
+		if err == nil && Allows(ret) && s.Exec != nil && IsExec(arch, int(req.nr)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.answerExec(ctx, fd, &req)
+			}()
+			continue
+		}
 		if e, ok := ErrnoOf(ret); err == nil && ok {
 			errNo = e
 		}
 		// Recorded before answering: once answered, the command may exit
 		// and init report at once.
-		record(int(req.nr), errNo)
-		resp := seccompNotifResp{id: req.id, error: -int32(errNo)}
-		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		if s.Record != nil {
+			s.Record(int(req.nr), errNo)
+		}
+		respond(fd, req.id, errNo)
 	}
+}
+
+// respond answers notification id: errno 0 lets the call go on
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE), anything else fails it.
+func respond(fd int, id uint64, errno int) {
+	resp := seccompNotifResp{id: id, error: -int32(errno)}
+	if errno == 0 {
+		resp.flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+	}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+}
+
+// answerExec reads an exec call's path and argv and asks s.Exec about it.
+// The notification's id is checked after the read: if the caller died
+// meanwhile, its pid may name another process, whose memory was read.
+func (s *Supervisor) answerExec(ctx context.Context, fd int, req *seccompNotif) {
+	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
+	if int(req.nr) != execveNr() {
+		// execveat(dirfd, path, argv, envp, flags)
+		dirfd, pathAt, argvAt = int(int32(req.args[0])), req.args[1], req.args[2]
+	}
+	c, err := readExec(int(req.pid), pathAt, argvAt)
+	c.Dirfd = dirfd
+	id := req.id
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
+		return // the caller is gone: nothing to answer
+	}
+	if err != nil {
+		respond(fd, req.id, int(unix.EACCES))
+		return
+	}
+	respond(fd, req.id, s.Exec(ctx, c))
+}
+
+func execveNr() int {
+	nr, _ := Lookup(NativeArch(), "execve")
+	return nr
+}
+
+// How much of an exec's argv a supervisor reads: enough for any rule
+// about a command's words, bounded so a hostile argv cannot make the
+// host allocate without end.
+const (
+	maxExecArgs  = 4096
+	maxExecBytes = 256 << 10
+	maxExecWord  = 64 << 10
+)
+
+// readExec reads an exec call's path and argv from process pid's memory.
+func readExec(pid int, pathAt, argvAt uint64) (ExecCall, error) {
+	c := ExecCall{Pid: pid}
+	var err error
+	if pathAt != 0 {
+		if c.Path, _, err = readString(pid, pathAt, unix.PathMax); err != nil {
+			return c, err
+		}
+	}
+	total := 0
+	for i := 0; argvAt != 0; i++ {
+		if i == maxExecArgs || total >= maxExecBytes {
+			c.Truncated = true
+			break
+		}
+		var p [8]byte
+		if err := readMem(pid, argvAt+uint64(8*i), p[:]); err != nil {
+			return c, err
+		}
+		at := *(*uint64)(unsafe.Pointer(&p[0]))
+		if at == 0 {
+			break
+		}
+		w, cut, err := readString(pid, at, min(maxExecWord, maxExecBytes-total))
+		if err != nil {
+			return c, err
+		}
+		c.Truncated = c.Truncated || cut
+		c.Argv = append(c.Argv, w)
+		total += len(w) + 1
+	}
+	return c, nil
+}
+
+// readString reads a NUL-terminated string of at most max bytes at addr;
+// cut says it went on past max.
+func readString(pid int, addr uint64, max int) (string, bool, error) {
+	var out []byte
+	for len(out) < max {
+		// A page at a time: a read never crosses into a page that might
+		// not be mapped.
+		n := min(int(pageSize-addr%pageSize), max-len(out))
+		buf := make([]byte, n)
+		if err := readMem(pid, addr, buf); err != nil {
+			return "", false, err
+		}
+		if i := bytes.IndexByte(buf, 0); i >= 0 {
+			return string(append(out, buf[:i]...)), false, nil
+		}
+		out = append(out, buf...)
+		addr += uint64(n)
+	}
+	return string(out), true, nil
+}
+
+var pageSize = uint64(unix.Getpagesize())
+
+// readMem fills buf from addr in process pid's memory, which must not
+// cross a page boundary.
+func readMem(pid int, addr uint64, buf []byte) error {
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	if err != nil {
+		return fmt.Errorf("read exec arguments of process %d: %w", pid, err)
+	}
+	if n != len(buf) {
+		return fmt.Errorf("read exec arguments of process %d: short read", pid)
+	}
+	return nil
 }

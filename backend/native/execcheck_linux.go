@@ -1,0 +1,185 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// Checking each exec (Stdio.CheckExec). The observed filter also sends
+// every execve and execveat to the host (seccomp.WithExecNotify), whose
+// supervisor reads the program's path and argv from the caller's memory
+// and asks CheckExec; the call then goes on untouched
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE) or fails with EACCES. A process has
+// one listener, so the check rides on the filter that is observed anyway.
+// The rules that decide live on the host, so only a start whose listener
+// reaches the host can check: the direct start. And the listener must
+// reach the host before the command's own first exec, which waits for an
+// answer: init sends it before it forks the command, not after.
+
+// execFilters returns the filters of a run that checks each exec: a run
+// without any (syscalls.profile "unconfined") gets one that lets every
+// call through and only sends the execs to the host. It fails (wrapping
+// backend.ErrNoExecCheck) where the check cannot be made.
+func execFilters(spec *backend.Spec, filters [][]seccomp.Instruction, direct bool) ([][]seccomp.Instruction, error) {
+	if major, minor := hostinfo.KernelVersion(); major < 5 || major == 5 && minor < 5 {
+		return nil, fmt.Errorf("%w: Linux %d.%d lacks SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5)", backend.ErrNoExecCheck, major, minor)
+	}
+	if len(filters) == 0 {
+		filters = [][]seccomp.Instruction{seccomp.PassThrough()}
+	}
+	if direct {
+		if _, err := execObserved(spec, filters); err != nil {
+			return nil, err
+		}
+	}
+	return filters, nil
+}
+
+// execObserved returns which of a direct start's filters carries the
+// listener and the exec check, or an error wrapping
+// backend.ErrNoExecCheck naming what is missing. (The init stage installs
+// every filter itself before it forks the command, and uses the first.)
+func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, error) {
+	fail := func(why string) (int, error) {
+		return -1, fmt.Errorf("%w: %s", backend.ErrNoExecCheck, why)
+	}
+	if !spec.SeccompAtExec {
+		return 0, nil
+	}
+	// A custom profile is installed by the command itself, after init
+	// has forked it: the floor under it, installed by init, carries the
+	// check instead (and the custom profile's own refusals go unreported).
+	if len(filters) < 2 {
+		return fail("a custom seccomp profile is installed by the command, too late to hand its listener over, and there is no filter under it")
+	}
+	return 1, nil
+}
+
+// execChecker is the supervisor's Exec for stdio.CheckExec. A program
+// that does not exist fails with ENOENT unasked: a shell searching its
+// PATH tries each directory in turn, and neither the rules nor a person
+// should see the misses.
+//
+// In the init stage the first exec notified is the command's own: init
+// installs the filter, then starts the command, and nothing else in the
+// sandbox exists before it (initFirst). The direct start's filter lets
+// that exec through unnotified (seccomp.FirstExec).
+func execChecker(check func(context.Context, backend.ExecCall) error, initFirst bool) func(context.Context, seccomp.ExecCall) int {
+	var seen atomic.Bool
+	return func(ctx context.Context, c seccomp.ExecCall) int {
+		first := initFirst && seen.CompareAndSwap(false, true)
+		if missing(c) {
+			return int(unix.ENOENT)
+		}
+		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
+			return int(unix.EACCES)
+		}
+		return 0
+	}
+}
+
+// missing reports whether the program c names is certainly absent from
+// the caller's view: its path, resolved in the caller's root (or from its
+// working directory), is not there. Either answer fails closed: a
+// program wrongly found is checked, one wrongly missed does not run.
+func missing(c seccomp.ExecCall) bool {
+	if c.Path == "" || c.Dirfd != unix.AT_FDCWD {
+		return false // an fexecve, or a path relative to a directory fd
+	}
+	proc := "/proc/" + strconv.Itoa(c.Pid)
+	base, how := proc+"/root", unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
+	if !strings.HasPrefix(c.Path, "/") {
+		base, how.Resolve = proc+"/cwd", 0
+	}
+	dir, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, c.Path, &how)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err == unix.ENOENT || err == unix.ENOTDIR
+}
+
+// superviseInit makes the channel on which the init stage sends its
+// exec-checking listener (initSpec.ExecFD) and starts the host's
+// supervisor on it, which stops when the run ends. It returns init's end
+// of the channel, for init to inherit.
+func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
+	host, child, err := socketPair()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp listener channel: %w", err)
+	}
+	stop, stopW, err := pipe(false)
+	if err != nil {
+		host.Close()
+		child.Close()
+		return nil, fmt.Errorf("supervisor pipe: %w", err)
+	}
+	r.stopSup, r.supDone, r.initSupervised = stopW, make(chan struct{}), true
+	// Run in reverse: the supervisor stops before its channel closes.
+	r.cleanup = append(r.cleanup, func() { host.Close() }, r.stopSupervisor)
+	go r.supervise(host, stop, prog)
+	return child, nil
+}
+
+// installExecChecked is init's side: it installs prog observed and
+// checking each exec, and sends the listener to the host on chanFD.
+func installExecChecked(prog []seccomp.Instruction, chanFD int) error {
+	fd, err := seccomp.InstallObservedExec(prog)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	defer unix.Close(chanFD)
+	if err := unix.Sendmsg(chanFD, []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+		return fmt.Errorf("send the seccomp listener to the host: %w", err)
+	}
+	return nil
+}
+
+// execArrays puts the command's argv and envp arrays (the strings stay
+// where p.str puts them) in memory of their own, mapped where the
+// kernel's address-space randomisation places it: their addresses name
+// the command's own exec to the exec-checking filter (seccomp.FirstExec),
+// so they must be neither readable from the sandbox nor guessable, as
+// addresses in Go's heap are.
+func (p *plan) execArrays(args, env []string) (argv, envv uintptr, err error) {
+	n := (len(args) + 1 + len(env) + 1) * int(unsafe.Sizeof(uintptr(0)))
+	size := (n + unix.Getpagesize() - 1) &^ (unix.Getpagesize() - 1)
+	m, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("map the command's arguments: %w", err)
+	}
+	p.mapped = append(p.mapped, m)
+	v := unsafe.Slice((*uintptr)(unsafe.Pointer(&m[0])), len(args)+1+len(env)+1)
+	for i, a := range args {
+		v[i] = p.str(a)
+	}
+	for i, e := range env {
+		v[len(args)+1+i] = p.str(e)
+	}
+	return uintptr(unsafe.Pointer(&v[0])), uintptr(unsafe.Pointer(&v[len(args)+1])), nil
+}
+
+// unmap releases the plan's memory outside Go's heap, once no process
+// can read it any more.
+func (p *plan) unmap() {
+	for _, m := range p.mapped {
+		unix.Munmap(m)
+	}
+	p.mapped = nil
+}

@@ -1,0 +1,51 @@
+package native_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+)
+
+// TestCheckExec: every program started inside the sandbox is put to
+// Stdio.CheckExec, in both starts, and one it refuses fails with EACCES
+// while the shell goes on. The direct start lets the command's own exec
+// (decided before the run) through without asking, over every candidate
+// of its PATH search; the init stage asks about it too.
+func TestCheckExec(t *testing.T) {
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		ws := t.TempDir()
+		var mu sync.Mutex
+		var seen [][]string
+		check := func(_ context.Context, c backend.ExecCall) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, c.Argv)
+			if slices.Contains(c.Argv, "refuse-me") {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		var out, errb bytes.Buffer
+		s := spec(t, ws, "sh", "-c", "/bin/true refuse-me; echo \"refused: $?\"; /bin/true fine; echo \"control: $?\"")
+		st, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, CheckExec: check})
+		if err != nil || st.ExitCode != 0 {
+			t.Fatalf("%+v: %v %+v\n%s", b, err, st, errb.String())
+		}
+		if out.String() != "refused: 126\ncontrol: 0\n" {
+			t.Errorf("%+v: output %q, stderr %q", b, out.String(), errb.String())
+		}
+		mu.Lock()
+		sawSh := slices.ContainsFunc(seen, func(a []string) bool { return len(a) > 0 && a[0] == "sh" })
+		sawTrue := slices.ContainsFunc(seen, func(a []string) bool { return slices.Equal(a, []string{"/bin/true", "fine"}) })
+		mu.Unlock()
+		if !sawTrue || sawSh != b.InitStage {
+			t.Errorf("%+v: checked %q (want true fine; sh only in the init stage)", b, seen)
+		}
+	}
+}

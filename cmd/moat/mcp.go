@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/mcpserver"
+	"github.com/moatbox/moat/workspace"
+)
+
+// cmdMCP is moat mcp: an MCP server on stdin and stdout, over one session
+// of its own for the connection (docs/mcp.md). stdout carries the
+// protocol; everything moat says goes to stderr.
+func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policyFile := fs.String("policy", "", "policy file (default: the workspace's trusted .moat.toml, else the built-in default)")
+	ws := fs.String("workspace", ".", "the workspace directory the session works in")
+	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "moat mcp: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
+		return exitMoatError
+	}
+	dir, err := filepath.Abs(*ws)
+	if err != nil {
+		return fail(err)
+	}
+	var doc []byte
+	switch {
+	case *policyFile != "":
+		if doc, err = os.ReadFile(*policyFile); err != nil {
+			return fail(fmt.Errorf("policy: %w", err))
+		}
+	default:
+		local := filepath.Join(dir, ".moat.toml")
+		if _, serr := os.Stat(local); serr == nil {
+			// The same trust as moat run: a workspace's own policy is used
+			// only once a person has reviewed it.
+			if _, err := loadTrusted(local); err != nil {
+				return fail(err)
+			}
+			if doc, err = os.ReadFile(local); err != nil {
+				return fail(fmt.Errorf("policy: %w", err))
+			}
+		}
+	}
+	state, err := workspace.StateDir()
+	if err != nil {
+		return fail(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = mcpserver.ServeLocal(ctx, mcpserver.LocalConfig{
+		StateDir: state, Policy: string(doc), Workspace: dir, WorkspaceMode: *mode,
+		Options: mcpserver.Options{Version: version},
+		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

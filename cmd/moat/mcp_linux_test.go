@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMCPBadInput(t *testing.T) {
+	ws := t.TempDir()
+	bad := filepath.Join(ws, "bad.toml")
+	os.WriteFile(bad, []byte("[limits]\nwall = \"soon\"\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"mcp", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{[]string{"mcp", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"mcp", "--workspace", filepath.Join(ws, "missing")}, exitMoatError, "does not exist"},
+		{[]string{"mcp", "--policy", filepath.Join(ws, "missing.toml")}, exitMoatError, "policy:"},
+		{[]string{"mcp", "--policy", bad}, exitMoatError, "wall"},
+		{[]string{"mcp", "--workspace-mode", "sideways"}, exitMoatError, "sideways"},
+	} {
+		code, out, errs := moat(t, ws, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.want) || out != "" {
+			t.Errorf("moat %v: code %d, stdout %q, stderr %q; want code %d and %q", tc.args, code, out, errs, tc.code, tc.want)
+		}
+		if strings.Contains(errs, "goroutine ") {
+			t.Errorf("moat %v: a stack trace: %s", tc.args, errs)
+		}
+	}
+}
+
+// TestMCPStdio is moat mcp as a client starts it: requests on stdin,
+// answers on stdout, the end of stdin the end of the session.
+func TestMCPStdio(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("from the workspace\n"), 0o644)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- realMain([]string{"mcp", "--workspace", ws}, inR, outW, &errb)
+		outW.Close()
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"cat f.txt"}}}`,
+	} {
+		io.WriteString(inW, line+"\n")
+	}
+	sc := bufio.NewScanner(outR)
+	var got string
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"id":2`) {
+			got = sc.Text()
+			break
+		}
+	}
+	inW.Close()
+	go io.Copy(io.Discard, outR)
+	if !strings.Contains(got, "from the workspace") || strings.Contains(got, `"isError":true`) {
+		t.Errorf("run_command answer: %s (stderr %s)", got, errb.String())
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("moat mcp exited %d: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("moat mcp did not end with its stdin")
+	}
+}

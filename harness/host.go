@@ -1,0 +1,82 @@
+package harness
+
+import (
+	"path"
+
+	"github.com/moatbox/moat/internal/netrule"
+	"github.com/moatbox/moat/policy"
+)
+
+// Request is a network destination the egress proxy is about to connect
+// to, for DecideHost: Host is normalised (lower-case ASCII, no trailing
+// dot) or an address; Method and Path are those of a plain-HTTP request
+// the proxy forwards, and empty in a tunnel (CONNECT, SOCKS5), whose
+// requests it cannot see.
+type Request struct {
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+}
+
+// hostRule is a compiled host rule of the policy.
+type hostRule struct {
+	ref  RuleRef
+	r    policy.Rule
+	kind Verdict
+	host netrule.Host
+}
+
+// match reports whether h is about q. A rule narrowed by method or path
+// cannot be told apart in a tunnel: there it matches when it would refuse
+// or ask (what cannot be seen is not assumed harmless), and not when it
+// would allow (an allow for GET must not let a tunnel through).
+func (h *hostRule) match(q Request) bool {
+	m := h.r.Match
+	if m.Port != 0 && m.Port != q.Port {
+		return false
+	}
+	if !matchHost(h.host, q.Host) {
+		return false
+	}
+	if m.Method == "" && m.Path == "" {
+		return true
+	}
+	if q.Method == "" {
+		return h.kind != Allow
+	}
+	if m.Method != "" && m.Method != q.Method {
+		return false
+	}
+	if m.Path != "" {
+		ok, err := path.Match(m.Path, q.Path)
+		return err == nil && ok
+	}
+	return true
+}
+
+// DecideHost checks a destination against the policy's host rules: the
+// strongest matching rule decides (deny beats ask beats allow; the first
+// of that strength names the reason); none matching allows. It can only
+// narrow what [network] allows: the proxy asks only about destinations
+// its own lists let through.
+func (rs *Rules) DecideHost(q Request) Decision {
+	var found *hostRule
+	for _, h := range rs.hosts {
+		if (found == nil || h.kind.rank() > found.kind.rank()) && h.match(q) {
+			found = h
+		}
+	}
+	if found == nil {
+		return Decision{Verdict: Allow}
+	}
+	reason := found.r.Reason
+	if reason == "" {
+		reason = "rule " + found.ref.String()
+	}
+	ref := found.ref
+	return Decision{Verdict: found.kind, Rule: &ref, Reason: reason}
+}
+
+// HasHostRules reports whether the policy has host rules for DecideHost.
+func (rs *Rules) HasHostRules() bool { return len(rs.hosts) > 0 }

@@ -1,0 +1,57 @@
+package harness
+
+import "testing"
+
+func TestDecideHost(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "stripe-writes"
+match = { host = "api.stripe.com", method = "POST" }
+decision = "ask"
+reason = "payments"
+
+[[rules]]
+name = "no-uploads"
+match = { host = "*.example.com", port = 443, path = "/upload/*" }
+decision = "deny"
+
+[[rules]]
+name = "gets-fine"
+match = { host = "docs.example.com", method = "GET" }
+decision = "allow"
+
+[[rules]]
+name = "model"
+match = { host = "api.openai.com" }
+decision = "ask"
+`))
+	tests := []struct {
+		q       Request
+		verdict Verdict
+		rule    string
+	}{
+		{Request{Host: "api.stripe.com", Port: 443}, Ask, "stripe-writes"}, // a tunnel: the method is unseen
+		{Request{Host: "api.stripe.com", Port: 80, Method: "POST", Path: "/v1/charges"}, Ask, "stripe-writes"},
+		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges"}, Allow, ""},
+		{Request{Host: "a.example.com", Port: 443}, Deny, "no-uploads"},
+		{Request{Host: "example.com", Port: 443}, Allow, ""},
+		{Request{Host: "a.example.com", Port: 80, Method: "PUT", Path: "/upload/x"}, Allow, ""},
+		{Request{Host: "docs.example.com", Port: 443}, Deny, "no-uploads"}, // the allow for GET does not open a tunnel
+		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/"}, Allow, "gets-fine"},
+		{Request{Host: "api.openai.com", Port: 443}, Ask, "model"},
+		{Request{Host: "xapi.openai.com", Port: 443}, Allow, ""},
+	}
+	for _, tt := range tests {
+		d := rs.DecideHost(tt.q)
+		rule := ""
+		if d.Rule != nil {
+			rule = d.Rule.Name
+		}
+		if d.Verdict != tt.verdict || rule != tt.rule {
+			t.Errorf("DecideHost(%+v) = %s by %q, want %s by %q", tt.q, d.Verdict, rule, tt.verdict, tt.rule)
+		}
+	}
+	if !rs.HasHostRules() {
+		t.Error("HasHostRules is false")
+	}
+}

@@ -1,0 +1,127 @@
+package harness
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Record is what Suggest reads of an audit record: a decision of the rules
+// (type "decision": Command, Decided, Verdict, Rule, Outcome, At) or an
+// event of the egress proxy (type "network": Host, Port, Decision, Rule).
+// Other records are skipped.
+type Record struct {
+	Type     string    `json:"type"`
+	Time     time.Time `json:"time"`
+	RunID    string    `json:"run_id"`
+	Command  []string  `json:"command"`
+	Decided  []string  `json:"decided"`
+	Verdict  string    `json:"verdict"`
+	Rule     string    `json:"rule"`
+	Outcome  string    `json:"outcome"`
+	At       string    `json:"at"`
+	Host     string    `json:"host"`
+	Port     int       `json:"port"`
+	Decision string    `json:"decision"`
+}
+
+// Suggestion is one addition to a policy that would have let through
+// what the records show was refused or asked about, with the records that
+// justify it. It is for a person to review: nothing applies it.
+type Suggestion struct {
+	// Kind is "network.allow" (Entry is the entry), "rule" (Entry is a
+	// [[rules]] table allowing a command prefix, for what a built-in set
+	// decided) or "change" (Entry names the policy's own rule that
+	// decided: an allow rule beside it would not win, so the person
+	// changes or narrows it).
+	Kind  string
+	Entry string
+	// Because lists the records behind it, one line each, oldest first.
+	Because []string
+}
+
+// maxBecause bounds the records quoted for one suggestion.
+const maxBecause = 5
+
+// Suggest turns records into the fewest additions that cover them: one
+// network.allow entry per host and port the proxy refused by default
+// (never for an address refused as private: that guard is not a policy
+// gap), one allow rule per command prefix (the program and, unless it
+// is an option, its first word) that a built-in set denied or asked about
+// without an approval, and one note per rule of the policy's own that did.
+// A deny is suggested like an ask: the person reviewing decides.
+func Suggest(recs []Record) []Suggestion {
+	var out []Suggestion
+	index := map[string]int{}
+	add := func(kind, entry, because string) {
+		k := kind + "\x00" + entry
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, Suggestion{Kind: kind, Entry: entry})
+		}
+		if len(out[i].Because) < maxBecause {
+			out[i].Because = append(out[i].Because, because)
+		} else if len(out[i].Because) == maxBecause {
+			out[i].Because = append(out[i].Because, "…")
+		}
+	}
+	for _, r := range recs {
+		when := r.Time.UTC().Format(time.RFC3339)
+		switch {
+		case r.Type == "network" && r.Decision == "deny" && r.Rule == "default deny" && r.Host != "":
+			entry := r.Host + ":" + strconv.Itoa(r.Port)
+			add("network.allow", entry, fmt.Sprintf("%s run %s: a connection to %s was refused (default deny)", when, r.RunID, entry))
+		case r.Type == "decision" && (r.Verdict == "deny" || r.Verdict == "ask") && r.Outcome != "approved":
+			cmd := r.Decided
+			if len(cmd) == 0 {
+				cmd = r.Command
+			}
+			prefix := commandPrefix(cmd)
+			if prefix == nil {
+				continue
+			}
+			where := "the command line"
+			if r.At != "" {
+				where = "a program started (" + r.At + ")"
+			}
+			outcome := r.Outcome
+			if outcome == "" {
+				outcome = "refused"
+			}
+			because := fmt.Sprintf("%s run %s: %s %q: %s by %s (%s)", when, r.RunID, where, cmd, r.Verdict, r.Rule, outcome)
+			if strings.Contains(r.Rule, "/") && !strings.Contains(r.Rule, "(") {
+				add("rule", ruleTOML(prefix), because) // a built-in set's: the policy's own rules come first
+			} else {
+				add("change", r.Rule, because) // the policy's own: an allow beside it would not win
+			}
+		}
+	}
+	return out
+}
+
+// commandPrefix is the words an allow rule for cmd matches: its program by
+// base name and, unless it is an option, the word after it.
+func commandPrefix(cmd []string) []string {
+	if len(cmd) == 0 || cmd[0] == "" {
+		return nil
+	}
+	p := []string{path.Base(cmd[0])}
+	if len(cmd) > 1 && cmd[1] != "" && !strings.HasPrefix(cmd[1], "-") && !strings.ContainsAny(cmd[1], "*?[") {
+		p = append(p, cmd[1])
+	}
+	return p
+}
+
+func ruleTOML(prefix []string) string {
+	q := make([]string, len(prefix))
+	for i, w := range prefix {
+		q[i] = strconv.Quote(w)
+	}
+	name := "allow-" + strings.Join(slices.Clone(prefix), "-")
+	return fmt.Sprintf("[[rules]]\nname = %s\nmatch = { command = [%s] }\ndecision = \"allow\"\nexamples_match = [[%s]]", strconv.Quote(name), strings.Join(q, ", "), strings.Join(q, ", "))
+}

@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/policy"
+)
+
+func TestSuggest(t *testing.T) {
+	recs := []Record{
+		{Type: "decision", RunID: "r1", Command: []string{"sh", "s.sh"}, Decided: []string{"git", "push", "origin"}, Verdict: "ask", Rule: "irreversible/git-push", Outcome: "learn", At: "exec"},
+		{Type: "decision", RunID: "r2", Command: []string{"git", "push"}, Decided: []string{"git", "push"}, Verdict: "ask", Rule: "irreversible/git-push", Outcome: "no approver"},
+		{Type: "decision", RunID: "r2", Command: []string{"git", "push"}, Verdict: "ask", Rule: "irreversible/git-push", Outcome: "approved"},
+		{Type: "decision", RunID: "r3", Command: []string{"/bin/rm", "-rf", "/x"}, Verdict: "deny", Rule: "no-rm", Outcome: ""},
+		{Type: "network", RunID: "r1", Host: "pypi.org", Port: 443, Decision: "deny", Rule: "default deny"},
+		{Type: "network", RunID: "r1", Host: "pypi.org", Port: 443, Decision: "deny", Rule: "default deny"},
+		{Type: "network", RunID: "r1", Host: "10.0.0.1", Port: 80, Decision: "deny", Rule: "private address 10.0.0.1 (RFC 1918)"},
+		{Type: "network", RunID: "r1", Host: "ok.test", Port: 443, Decision: "allow", Rule: "ok.test"},
+		{Type: "run", RunID: "r1"},
+	}
+	got := Suggest(recs)
+	if len(got) != 3 {
+		t.Fatalf("%d suggestions: %+v", len(got), got)
+	}
+	if got[0].Kind != "rule" || !strings.Contains(got[0].Entry, `command = ["git", "push"]`) || len(got[0].Because) != 2 {
+		t.Errorf("git push: %+v", got[0])
+	}
+	if got[1].Kind != "change" || got[1].Entry != "no-rm" {
+		t.Errorf("rm: %+v", got[1])
+	}
+	if got[2].Kind != "network.allow" || got[2].Entry != "pypi.org:443" || len(got[2].Because) != 2 {
+		t.Errorf("pypi: %+v", got[2])
+	}
+	// Each suggested rule is a valid policy whose example it matches.
+	for _, s := range got[:1] {
+		p, err := policy.Parse("s.toml", []byte(s.Entry+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", s.Entry, err)
+		}
+	}
+}

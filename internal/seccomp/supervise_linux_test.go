@@ -1,0 +1,174 @@
+package seccomp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSuperviseExec: a process under an exec-checking filter starts a
+// program only when the supervisor's Exec lets it, and the supervisor
+// reads the path and argv the program was given. Positive control: the
+// same program with other arguments runs; a refused system call is still
+// answered with its errno and recorded.
+func TestSuperviseExec(t *testing.T) {
+	if NativeArch() == "" {
+		t.Skipf("seccomp filters are not compiled for %s", runtime.GOARCH)
+	}
+	prog := mustCompileHelper(Default(), NativeArch())
+	parent, child, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=exec-check")
+	cmd.ExtraFiles = []*os.File{child}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close()
+	fd, ok := recvFD(parent)
+	if !ok {
+		cmd.Wait()
+		t.Fatalf("no listener from the helper; stderr:\n%s", stderr.String())
+	}
+	defer unix.Close(fd)
+	var mu sync.Mutex
+	var calls []ExecCall
+	var refused []int
+	sup := &Supervisor{
+		Prog:   prog,
+		Record: func(nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
+		Exec: func(_ context.Context, c ExecCall) int {
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+			if slices.Contains(c.Argv, "deny-me") {
+				return int(unix.EACCES)
+			}
+			return 0
+		},
+	}
+	stop, stopW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { sup.Serve(fd, int(stop.Fd())); close(done) }()
+	res := map[string]string{}
+	decErr := json.NewDecoder(out).Decode(&res)
+	werr := cmd.Wait()
+	stopW.Close()
+	<-done
+	stop.Close()
+	if decErr != nil || werr != nil {
+		t.Fatalf("helper: %v %v; stderr:\n%s", decErr, werr, stderr.String())
+	}
+	want := map[string]string{
+		"exec /bin/true ok":      "ok",
+		"exec /bin/true deny-me": "EACCES",
+		"sh runs a denied child": "exit status 126",
+		"sh runs an allowed one": "ok",
+		"unshare":                "EPERM",
+		"long argv":              "ok",
+	}
+	for k, v := range want {
+		if res[k] != v {
+			t.Errorf("%s: %q, want %q", k, res[k], v)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var sawSh, sawLong, sawAfter bool
+	for _, c := range calls {
+		sawAfter = sawAfter || slices.Equal(c.Argv, []string{"/bin/true", "after"})
+		if c.Path == "/bin/sh" && len(c.Argv) == 3 && c.Argv[2] == "/bin/true deny-me; s=$?; /bin/true after; exit $s" {
+			sawSh = true
+		}
+		if len(c.Argv) > 0 && c.Argv[0] == "long" {
+			sawLong = c.Truncated && len(c.Argv) == maxExecArgs
+		}
+	}
+	if !sawSh || !sawLong || !sawAfter {
+		t.Errorf("the supervisor did not read the calls it was asked about (sh %v, long argv truncated %v, after %v): %+v", sawSh, sawLong, sawAfter, calls[:min(len(calls), 8)])
+	}
+	if len(refused) == 0 {
+		t.Error("the refused unshare was not recorded")
+	}
+}
+
+// execCheckHelper installs the exec-checking filter, hands its listener
+// to the test on fd 3, and tries programs.
+func execCheckHelper() int {
+	if err := setNoNewPrivs(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := unix.Sendmsg(3, []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	unix.Close(fd)
+	unix.Close(3)
+	res := map[string]string{}
+	res["exec /bin/true ok"] = errName(exec.Command("/bin/true", "ok").Run())
+	res["exec /bin/true deny-me"] = errName(exec.Command("/bin/true", "deny-me").Run())
+	// /bin/true cannot run, sh sees 126 and goes on to the next program.
+	res["sh runs a denied child"] = errName(exec.Command("/bin/sh", "-c", "/bin/true deny-me; s=$?; /bin/true after; exit $s").Run())
+	res["sh runs an allowed one"] = errName(exec.Command("/bin/sh", "-c", "/bin/true fine").Run())
+	res["unshare"] = errName(unix.Unshare(unix.CLONE_NEWUSER))
+	long := exec.Command("/bin/true")
+	long.Args = []string{"long"}
+	for range maxExecArgs + 10 {
+		long.Args = append(long.Args, "x")
+	}
+	res["long argv"] = errName(long.Run())
+	return report(res)
+}
+
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "parent"), os.NewFile(uintptr(fds[1]), "child"), nil
+}
+
+func recvFD(sock *os.File) (int, bool) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, 0)
+	if err != nil {
+		return -1, false
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return -1, false
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return -1, false
+	}
+	return fds[0], true
+}

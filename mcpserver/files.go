@@ -1,0 +1,491 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
+)
+
+// The file tools. A direct or read-only session's files are the
+// workspace's, through the session's files API (every path resolved
+// beneath the pinned workspace root by the kernel). An overlay or copy
+// session's files are its change set's, which only its sandbox sees: the
+// tools read and write them with small commands inside the sandbox, which
+// resolve the path there and refuse one that leads out of the workspace.
+
+// errEscape is the text of a path that leaves the workspace.
+const errEscape = "path escapes the workspace"
+
+// rel turns a tool's path into one relative to the workspace root: an
+// absolute path inside the workspace is accepted as the same file.
+func (s *server) rel(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", errors.New("path contains a NUL byte")
+	}
+	if path.IsAbs(p) {
+		ws := s.session().Workspace
+		switch {
+		case p == ws:
+			return ".", nil
+		case strings.HasPrefix(p, ws+"/"):
+			p = p[len(ws)+1:]
+		default:
+			return "", fmt.Errorf("%s: %q is outside the workspace %s; give a path relative to it", errEscape, p, ws)
+		}
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return "", fmt.Errorf("%s: %q contains \"..\"; give a path relative to the workspace root", errEscape, p)
+		}
+	}
+	c := path.Clean("/" + p)[1:]
+	if c == "" {
+		c = "."
+	}
+	return c, nil
+}
+
+// viaSandbox says whether the session's files are only seen inside its
+// sandbox.
+func (s *server) viaSandbox() bool {
+	m := s.session().WorkspaceMode
+	return m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy
+}
+
+// fileError turns an error of the files API into the model's sentence.
+func fileError(err error) string {
+	switch {
+	case errors.Is(err, daemon.ErrWorkspace) && strings.Contains(err.Error(), "leads out"):
+		return errEscape + ": " + err.Error()
+	case errors.Is(err, daemon.ErrNoFile):
+		return err.Error() + " (list_files shows what exists)"
+	case errors.Is(err, daemon.ErrProtected):
+		return err.Error() + ": host tools run or read it, so the sandbox may not write it; ask the user to change it"
+	}
+	return err.Error()
+}
+
+// inSandbox runs a helper command in the session's sandbox: the file
+// tools of an overlay session. A helper's refusals come back on stderr.
+func (s *server) inSandbox(ctx context.Context, stdin []byte, argv ...string) (stdout []byte, err error) {
+	var out, errb bytes.Buffer
+	stdio := backend.Stdio{Stdout: &out, Stderr: &errb}
+	if stdin != nil {
+		stdio.Stdin = bytes.NewReader(stdin)
+	}
+	// The rules see the helper as any command; an ask about it is
+	// answered no: the helper is not what the model asked for.
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.opts.Approver}, stdio)
+	if err != nil {
+		return nil, errors.New(refusal(rep, err))
+	}
+	if rep.ExitCode != 0 {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = fmt.Sprintf("exit code %d (%s)", rep.ExitCode, rep.Reason)
+		}
+		return nil, errors.New(msg)
+	}
+	return out.Bytes(), nil
+}
+
+// The helpers' scripts: $1 is the path, $2 the workspace inside the
+// sandbox. The path's real location must lie in the workspace.
+const (
+	shCheck = `inside() { case "$1" in "$2"|"$2"/*) return 0;; esac; return 1; }
+[ -e "$1" ] || [ -L "$1" ] || { echo "no such file: $1 (list_files shows what exists)" >&2; exit 2; }
+r=$(realpath -e -- "$1") || exit 2
+inside "$r" "$2" || { echo "` + errEscape + `: $1 leads to $r" >&2; exit 3; }
+`
+	shRead  = shCheck + `exec cat -- "$r"`
+	shWrite = `d=$(dirname -- "$1")
+mkdir -p -- "$d" || exit 2
+r=$(realpath -e -- "$d") || exit 2
+case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; exit 3;; esac
+if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
+exec cat > "$1"`
+	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\n'`
+)
+
+func (s *server) getFile(ctx context.Context, rel string) ([]byte, error) {
+	if !s.viaSandbox() {
+		b, err := s.session().ReadFile(rel)
+		if err != nil {
+			return nil, errors.New(fileError(err))
+		}
+		return b, nil
+	}
+	return s.inSandbox(ctx, nil, "/bin/sh", "-c", shRead, "sh", rel, s.session().Workspace)
+}
+
+func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
+	if !s.viaSandbox() {
+		// The directories on the way, each made beneath the root.
+		if d := path.Dir(rel); d != "." {
+			parts := strings.Split(d, "/")
+			for i := range parts {
+				if err := s.session().Mkdir(strings.Join(parts[:i+1], "/")); err != nil {
+					return errors.New(fileError(err))
+				}
+			}
+		}
+		if err := s.session().WriteFile(rel, data, 0o644); err != nil {
+			return errors.New(fileError(err))
+		}
+		return nil
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	_, err := s.inSandbox(ctx, data, "/bin/sh", "-c", shWrite, "sh", rel, s.session().Workspace)
+	return err
+}
+
+func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {
+	rel, err := s.rel(in.Path)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	b, err := s.getFile(ctx, rel)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		return errorResult(fmt.Sprintf("%s is not a text file (%d bytes); inspect it with run_command (file, xxd, head -c)", rel, len(b))), nil, nil
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	first := max(in.Offset, 1)
+	if first > len(lines) && len(lines) > 0 {
+		return errorResult(fmt.Sprintf("offset %d is past the end of %s (%d lines)", in.Offset, rel, len(lines))), nil, nil
+	}
+	last := len(lines)
+	if in.Limit > 0 {
+		last = min(last, first-1+in.Limit)
+	}
+	var out strings.Builder
+	for i := first; i <= last; i++ {
+		if out.Len() > s.opts.MaxOutput {
+			fmt.Fprintf(&out, "[... lines %d to %d of %d left out: read them with offset %d ...]\n", i, len(lines), len(lines), i)
+			break
+		}
+		fmt.Fprintf(&out, "%6d\t%s", i, lines[i-1])
+		if !strings.HasSuffix(lines[i-1], "\n") {
+			out.WriteString("\n")
+		}
+	}
+	if len(lines) == 0 {
+		out.WriteString("(empty file)\n")
+	}
+	return textResult(out.String()), nil, nil
+}
+
+func (s *server) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+	rel, err := s.rel(in.Path)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if rel == "." {
+		return errorResult("path names the workspace root, not a file"), nil, nil
+	}
+	if err := s.putFile(ctx, rel, []byte(in.Content)); err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	return textResult(fmt.Sprintf("wrote %s (%d bytes)", rel, len(in.Content))), nil, nil
+}
+
+func (s *server) editFile(ctx context.Context, _ *mcp.CallToolRequest, in editIn) (*mcp.CallToolResult, any, error) {
+	rel, err := s.rel(in.Path)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if in.OldString == "" {
+		return errorResult("old_string is empty: give the exact text to replace (use write_file to create a file)"), nil, nil
+	}
+	if in.OldString == in.NewString {
+		return errorResult("old_string and new_string are the same: nothing would change"), nil, nil
+	}
+	b, err := s.getFile(ctx, rel)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	text := string(b)
+	n := strings.Count(text, in.OldString)
+	switch {
+	case n == 0:
+		return errorResult(fmt.Sprintf("old_string was not found in %s; nothing changed. read_file it and copy the text exactly, whitespace and indentation included", rel)), nil, nil
+	case n > 1 && !in.ReplaceAll:
+		return errorResult(fmt.Sprintf("old_string occurs %d times in %s; nothing changed. Include more surrounding lines to make it unique, or set replace_all", n, rel)), nil, nil
+	}
+	if in.ReplaceAll {
+		text = strings.ReplaceAll(text, in.OldString, in.NewString)
+	} else {
+		text = strings.Replace(text, in.OldString, in.NewString, 1)
+	}
+	if err := s.putFile(ctx, rel, []byte(text)); err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	return textResult(fmt.Sprintf("edited %s: replaced %d occurrence(s)", rel, n)), nil, nil
+}
+
+// maxList bounds the entries list_files returns.
+const maxList = 2000
+
+func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, any, error) {
+	rel, err := s.rel(in.Path)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	var lines []string
+	truncated := false
+	if s.viaSandbox() {
+		depth := "-maxdepth 1"
+		if in.Recursive {
+			depth = ""
+		}
+		out, err := s.inSandbox(ctx, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth)
+		if err != nil {
+			return errorResult(err.Error()), nil, nil
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			t, rest, _ := strings.Cut(l, " ")
+			size, name, _ := strings.Cut(rest, " ")
+			if l == "" {
+				continue
+			}
+			lines = append(lines, entry(typeName(t), size, joinRel(rel, name)))
+		}
+	} else {
+		dirs := []string{rel}
+		for len(dirs) > 0 && !truncated {
+			d := dirs[0]
+			dirs = dirs[1:]
+			ents, trunc, err := s.session().List(d)
+			if err != nil {
+				return errorResult(fileError(err)), nil, nil
+			}
+			truncated = truncated || trunc
+			for _, e := range ents {
+				lines = append(lines, entry(e.Type, strconv.FormatInt(e.Size, 10), e.Path))
+				if in.Recursive && e.Type == "dir" {
+					dirs = append(dirs, e.Path)
+				}
+			}
+			truncated = truncated || len(lines) > maxList
+		}
+	}
+	if len(lines) > maxList {
+		lines, truncated = lines[:maxList], true
+	}
+	out := strings.Join(lines, "\n")
+	if len(lines) == 0 {
+		out = "(empty directory)"
+	}
+	if truncated {
+		out += "\n[... more entries left out: list a subdirectory, or use search_files ...]"
+	}
+	return textResult(out), nil, nil
+}
+
+func entry(typ, size, p string) string {
+	if typ == "dir" {
+		return "dir      " + p + "/"
+	}
+	return fmt.Sprintf("%-8s %s (%s bytes)", typ, p, size)
+}
+
+func typeName(findType string) string {
+	switch findType {
+	case "f":
+		return "file"
+	case "d":
+		return "dir"
+	case "l":
+		return "symlink"
+	}
+	return "other"
+}
+
+func joinRel(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// searchFiles greps inside the sandbox, which sees the session's files
+// whatever the mode: grep -r does not follow symbolic links out.
+func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in searchIn) (*mcp.CallToolResult, any, error) {
+	rel, err := s.rel(in.Path)
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if in.Pattern == "" {
+		return errorResult("pattern is empty"), nil, nil
+	}
+	per := in.MaxMatchPerFile
+	if per <= 0 {
+		per = 50
+	}
+	argv := []string{"grep", "-rnIE", "--color=never", "-m", strconv.Itoa(per)}
+	if in.IgnoreCase {
+		argv = append(argv, "-i")
+	}
+	if in.FilesOnly {
+		argv = append(argv, "-l")
+	}
+	if in.Glob != "" {
+		argv = append(argv, "--include="+in.Glob)
+	}
+	argv = append(argv, "-e", in.Pattern, "--", rel)
+	var out, errb bytes.Buffer
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.opts.Approver}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		return errorResult(refusal(rep, err)), nil, nil
+	}
+	switch rep.ExitCode {
+	case 0:
+		t, _ := truncate(out.Bytes(), s.opts.MaxOutput)
+		return textResult(t), nil, nil
+	case 1:
+		return textResult("no matches"), nil, nil
+	}
+	msg := strings.TrimSpace(errb.String())
+	if msg == "" {
+		msg = fmt.Sprintf("grep ended with exit code %d (%s)", rep.ExitCode, rep.Reason)
+	}
+	return errorResult("search failed: " + msg), nil, nil
+}
+
+// changeSet opens the overlay session's change set; nil, nil when its
+// commands have not made one yet.
+func (s *server) changeSet() (*workspace.ChangeSet, error) {
+	if !s.viaSandbox() {
+		return nil, fmt.Errorf("this session's workspace mode is %s: its writes are real at once, so there is no diff to review or apply (an overlay session, moat mcp --workspace-mode overlay, keeps them apart)", s.session().WorkspaceMode)
+	}
+	id := s.session().ChangeSet()
+	if id == "" {
+		return nil, nil
+	}
+	cs, err := workspace.Open(id)
+	if errors.Is(err, workspace.ErrNotFound) {
+		return nil, nil
+	}
+	return cs, err
+}
+
+func (s *server) diff(_ context.Context, _ *mcp.CallToolRequest, in diffIn) (*mcp.CallToolResult, any, error) {
+	cs, err := s.changeSet()
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if cs == nil {
+		return textResult("no changes yet"), nil, nil
+	}
+	changes, err := cs.Changes()
+	if err != nil {
+		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
+	if len(changes) == 0 {
+		return textResult("no changes yet"), nil, nil
+	}
+	f := workspace.Unified
+	if in.Summary {
+		f = workspace.Summary
+	}
+	var b bytes.Buffer
+	if err := cs.WriteDiff(&b, changes, workspace.DiffOptions{Format: f}); err != nil {
+		return errorResult("writing the diff: " + err.Error()), nil, nil
+	}
+	t, _ := truncate(b.Bytes(), s.opts.MaxOutput)
+	return textResult(t), nil, nil
+}
+
+func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn) (*mcp.CallToolResult, any, error) {
+	cs, err := s.changeSet()
+	if err != nil {
+		return errorResult(err.Error()), nil, nil
+	}
+	if cs == nil {
+		return textResult("no changes to apply"), nil, nil
+	}
+	var paths []string
+	for _, p := range in.Paths {
+		rel, err := s.rel(p)
+		if err != nil {
+			return errorResult(err.Error()), nil, nil
+		}
+		paths = append(paths, rel)
+	}
+	changes, err := cs.Changes()
+	if err != nil {
+		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
+	if len(changes) == 0 {
+		return textResult("no changes to apply"), nil, nil
+	}
+	var sum bytes.Buffer
+	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
+	what := "every change"
+	if len(paths) > 0 {
+		what = strings.Join(paths, ", ")
+	}
+	a := harness.Action{Argv: append([]string{"moat", "apply", cs.ID()}, paths...), Dir: s.session().Workspace}
+	d := harness.Decision{Verdict: harness.Ask, Reason: "apply writes " + what + " of the session's changes into the real workspace:\n" + sum.String()}
+	ap, ask := s.gate(req, a, d)
+	if ask != nil {
+		return ask, nil, nil
+	}
+	if ap == nil {
+		return errorResult(fmt.Sprintf("apply needs a person's approval and this client offers no way to ask one (elicitation); nothing was applied. Ask the user to review and apply it: moat diff %s, then moat apply %s", cs.ID(), cs.ID())), nil, nil
+	}
+	ok, err := ap.Approve(ctx, a, d)
+	if err != nil || !ok {
+		why := "the user did not approve it"
+		if err != nil {
+			why = err.Error()
+		}
+		return errorResult(fmt.Sprintf("not applied: %s. Nothing reached the workspace; ask the user what to change.", why)), nil, nil
+	}
+	// The sandbox holds the change set while it is mounted: the session
+	// ends for the apply and starts again over the applied workspace.
+	if s.opts.Restart == nil {
+		return errorResult(fmt.Sprintf("apply needs this session's sandbox to end first, and this server cannot restart it; nothing was applied. Ask the user to run moat apply %s once the session has ended", cs.ID())), nil, nil
+	}
+	if st := s.session().Status(); st.Running > 0 {
+		return errorResult(fmt.Sprintf("%d command(s) still run in this session; apply restarts the sandbox, which would kill them. Stop them (stop_process) and call apply again", st.Running)), nil, nil
+	}
+	var rep workspace.Report
+	ns, err := s.opts.Restart(ctx, func() error {
+		var err error
+		rep, err = cs.Apply(paths, nil)
+		return err
+	})
+	if ns != nil {
+		s.mu.Lock()
+		s.sess, s.cursors = ns, map[string]int64{}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return errorResult("apply failed, nothing was applied: " + err.Error()), nil, nil
+	}
+	if len(rep.Conflicts) > 0 || len(rep.Protected) > 0 {
+		return errorResult("nothing was applied: " + jsonText(rep)), nil, nil
+	}
+	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh\n%s", len(rep.Applied), s.session().Workspace, jsonText(rep))), nil, nil
+}

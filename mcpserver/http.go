@@ -1,0 +1,174 @@
+package mcpserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/daemon"
+)
+
+// HTTPConfig is the MCP endpoint of a daemon.
+type HTTPConfig struct {
+	Manager *daemon.Manager
+	// Tenant says who sent a request, by the daemon's own authentication
+	// (the unix socket peer's uid, a bearer token); an error refuses the
+	// request with 401 and its text.
+	Tenant func(*http.Request) (daemon.Tenant, error)
+	// IdleTimeout ends an MCP session no request used for this long, and
+	// its daemon session with it (15m).
+	IdleTimeout time.Duration
+	Options     Options
+	Logger      *slog.Logger
+}
+
+// sessionHeader is the streamable HTTP transport's session id header.
+const sessionHeader = "Mcp-Session-Id"
+
+// NewHTTPHandler serves MCP over streamable HTTP. Each MCP session gets
+// a daemon session of the tenant that initialised it, made at its first
+// tool call: a workspace the daemon makes, unless the initialize request
+// names one the tenant may use (?workspace=DIR&workspace_mode=overlay),
+// and the default policy. It ends with the MCP session (a DELETE, or
+// IdleTimeout without a request). Every request of an MCP session must
+// come from the tenant that began it; another tenant's is refused as if
+// the session did not exist.
+func NewHTTPHandler(cfg HTTPConfig) http.Handler {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 15 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &httpHandler{cfg: cfg, owners: map[string]string{}, schemas: mcp.NewSchemaCache()}
+	h.mcp = mcp.NewStreamableHTTPHandler(h.newServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
+	})
+	return h
+}
+
+type httpHandler struct {
+	cfg HTTPConfig
+	mcp *mcp.StreamableHTTPHandler
+
+	// schemas spares the servers made for each request (the SDK asks for
+	// one per request) the reflection of the tools' schemas.
+	schemas *mcp.SchemaCache
+
+	mu     sync.Mutex
+	owners map[string]string // MCP session id -> tenant id
+}
+
+type tenantKey struct{}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t, err := h.cfg.Tenant(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if id := r.Header.Get(sessionHeader); id != "" {
+		h.mu.Lock()
+		owner, ok := h.owners[id]
+		h.mu.Unlock()
+		if ok && owner != t.ID {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+	}
+	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+	h.mcp.ServeHTTP(&ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}, r)
+	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
+		h.forget(id)
+	}
+}
+
+// forget drops an MCP session's owner: the session has ended.
+func (h *httpHandler) forget(id string) {
+	h.mu.Lock()
+	delete(h.owners, id)
+	h.mu.Unlock()
+}
+
+// ownerWriter records the tenant of the MCP session a response begins.
+type ownerWriter struct {
+	http.ResponseWriter
+	h      *httpHandler
+	tenant string
+	done   bool
+}
+
+func (o *ownerWriter) WriteHeader(code int) {
+	o.record()
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *ownerWriter) Write(b []byte) (int, error) {
+	o.record()
+	return o.ResponseWriter.Write(b)
+}
+
+func (o *ownerWriter) Flush() {
+	o.record()
+	if f, ok := o.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (o *ownerWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+func (o *ownerWriter) record() {
+	if o.done {
+		return
+	}
+	o.done = true
+	if id := o.Header().Get(sessionHeader); id != "" {
+		o.h.mu.Lock()
+		if _, ok := o.h.owners[id]; !ok {
+			o.h.owners[id] = o.tenant
+		}
+		o.h.mu.Unlock()
+	}
+}
+
+// newServer is the MCP server of a new MCP session (the SDK also asks for
+// one to read its protocol versions: making it makes no daemon session).
+func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
+	t, ok := r.Context().Value(tenantKey{}).(daemon.Tenant)
+	if !ok {
+		return nil
+	}
+	req := &daemon.CreateRequest{Workspace: r.URL.Query().Get("workspace"), WorkspaceMode: r.URL.Query().Get("workspace_mode"), IdleTimeout: h.cfg.IdleTimeout}
+	network := &NetworkLog{}
+	req.NetworkEvents = network.Record
+	opts := h.cfg.Options
+	opts.Network = network
+	s := newServer(&opts)
+	s.open = func(ctx context.Context) (*daemon.Session, error) {
+		return h.cfg.Manager.Create(ctx, t, req)
+	}
+	return s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{
+		SchemaCache: h.schemas,
+		InitializedHandler: func(_ context.Context, ir *mcp.InitializedRequest) {
+			// The MCP session's end ends the daemon session.
+			go func() {
+				ir.Session.Wait()
+				h.forget(ir.Session.ID())
+				s.mu.Lock()
+				s.closed = true
+				sess := s.sess
+				s.mu.Unlock()
+				if sess != nil {
+					if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
+						h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
+					}
+				}
+			}()
+		},
+	})
+}

@@ -1,0 +1,98 @@
+package mcpserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/mcpserver"
+)
+
+// asTenant sends every request with the test's tenant header.
+type asTenant struct{ name string }
+
+func (a asTenant) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if a.name != "" {
+		r.Header.Set("X-Test-Tenant", a.name)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestHTTP(t *testing.T) {
+	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http")
+	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Shutdown(context.Background())
+		os.RemoveAll(state)
+	})
+	// Tenants by a header here; the daemon's own authentication (peer uid,
+	// bearer token) in moat serve.
+	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
+		name := r.Header.Get("X-Test-Tenant")
+		if name == "" {
+			return daemon.Tenant{}, errors.New("who are you?")
+		}
+		return daemon.TokenTenant(name), nil
+	}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	connect := func(tenant string) (*mcp.ClientSession, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: asTenant{tenant}}}, nil)
+	}
+
+	if _, err := connect(""); err == nil {
+		t.Fatal("a request without a tenant was served")
+	}
+	cs, err := connect("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cs: cs}
+	e.ok(t, "write_file", map[string]any{"path": "notes/a.txt", "content": "over http\n"}, "wrote")
+	e.ok(t, "run_command", map[string]any{"command": "cat notes/a.txt; pwd"}, "over http")
+	e.fails(t, "read_file", map[string]any{"path": "/etc/passwd"}, "path escapes the workspace")
+	e.fails(t, "no_such_tool", map[string]any{}, "unknown tool")
+	if n := len(m.List(daemon.TokenTenant("alice"))); n != 1 {
+		t.Fatalf("alice has %d daemon sessions, want 1", n)
+	}
+
+	// Another tenant cannot use alice's MCP session, even knowing its id.
+	req, _ := http.NewRequest("POST", srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"id"}}}`))
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: asTenant{"mallory"}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's request on alice's session: status %d, want 404", resp.StatusCode)
+	}
+
+	// The MCP session's end ends the daemon session.
+	cs.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.List(daemon.TokenTenant("alice"))) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's daemon session outlived her MCP session")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

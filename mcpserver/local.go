@@ -1,0 +1,123 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/daemon"
+)
+
+// LocalConfig is the session of a server that serves one connection in
+// its own process (moat mcp over stdio).
+type LocalConfig struct {
+	// StateDir is moat's state directory; the session manager keeps its
+	// records beneath it, in a directory of this process's own (removed at
+	// the end), so that any number of local servers and a daemon coexist.
+	StateDir string
+	// Policy is the policy's TOML ("" is the default policy); Workspace
+	// the host directory; WorkspaceMode overrides the policy's mode.
+	Policy, Workspace, WorkspaceMode string
+	Options                          Options
+	Logger                           *slog.Logger
+}
+
+// ServeLocal makes a session for cfg in-process, checks that a command
+// runs in it, serves it on t until the client disconnects or ctx ends,
+// then ends the session and removes what it kept. A session that cannot
+// be made, or whose first command cannot run (a protection the policy
+// asks for that this host cannot apply), is an error before anything is
+// served.
+func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err error) {
+	base := filepath.Join(cfg.StateDir, "mcp")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	dir, err := os.MkdirTemp(base, "session-")
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	m, err := daemon.New(daemon.Config{StateDir: dir, Logger: cfg.Logger,
+		// The connection is the session's life: no expiry cuts it short.
+		TTL: 10 * 365 * 24 * time.Hour, MaxTTL: 10 * 365 * 24 * time.Hour, IdleTimeout: 10 * 365 * 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if e := m.Shutdown(sctx); e != nil && err == nil {
+			err = fmt.Errorf("end the session: %w", e)
+		}
+	}()
+	tenant := daemon.UIDTenant(os.Geteuid())
+	network := &NetworkLog{}
+	creq := &daemon.CreateRequest{Policy: cfg.Policy, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}
+	sess, err := m.Create(ctx, tenant, creq)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // guards sess, which Restart replaces
+	defer func() {
+		// The connection is over: what still runs in the session ends now,
+		// not after the drain a daemon gives its clients.
+		mu.Lock()
+		defer mu.Unlock()
+		if sess == nil {
+			return
+		}
+		if e := m.Delete(context.Background(), tenant, sess.ID); e != nil && err == nil {
+			err = fmt.Errorf("end the session: %w", e)
+		}
+	}()
+	if err := probe(ctx, sess); err != nil {
+		return err
+	}
+	opts := cfg.Options
+	opts.Network = network
+	opts.Restart = func(ctx context.Context, between func() error) (*daemon.Session, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := m.Delete(ctx, tenant, sess.ID); err != nil {
+			return nil, err
+		}
+		sess = nil
+		berr := between()
+		ns, err := m.Create(ctx, tenant, creq)
+		if err != nil {
+			return nil, fmt.Errorf("start the session again: %w", err)
+		}
+		sess = ns
+		return ns, berr
+	}
+	srv := New(sess, &opts)
+	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// probe runs /bin/true in sess: the policy's protections are checked
+// against the host now, so that a run that would be refused fails the
+// start with the reason rather than every tool call.
+func probe(ctx context.Context, sess *daemon.Session) error {
+	var errb bytes.Buffer
+	rep, err := sess.Exec(ctx, &daemon.ExecRequest{Args: []string{"/bin/true"}}, backend.Stdio{Stderr: &errb})
+	if err != nil {
+		return fmt.Errorf("the session cannot run commands: %w", err)
+	}
+	if rep.ExitCode != 0 {
+		return fmt.Errorf("the session cannot run commands: /bin/true ended with %d (%s) %s", rep.ExitCode, rep.Reason, errb.String())
+	}
+	return nil
+}

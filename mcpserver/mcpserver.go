@@ -1,0 +1,325 @@
+// Package mcpserver serves one moat session to an agent over the Model
+// Context Protocol: a shell (run_command and background processes), the
+// workspace's files, the review of an overlay session's changes (diff,
+// apply) and a description of the policy in force (session_info).
+//
+// It owns how a session looks to a model: the tools, their schemas and
+// descriptions, and the text of every result. Every failure a tool meets
+// (a rule's refusal, a path that leaves the workspace, a limit that
+// fired, arguments that do not fit the schema, a tool that does not
+// exist) is a tool result with isError set and a sentence the model can
+// act on, never a protocol error; the connection keeps serving.
+//
+// It refuses to decide anything itself: what a command or a path may do
+// is the session's (package daemon: the files API resolved beneath the
+// workspace, the tenant's limits) and the sandbox's (package sandbox: the
+// policy's rules, the mounts, the network). An ask of the rules reaches a
+// person through the client (elicitation) when the client offers it, and
+// through Options.Approver otherwise; with neither, the command is
+// refused with the rule named. The caller owns the session: it makes it
+// before serving and ends it when the connection ends.
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// Options tune a server. The zero value is usable.
+type Options struct {
+	// Approver answers asks when the client cannot (no elicitation); nil
+	// means such an ask refuses the command.
+	Approver sandbox.Approver
+	// MaxOutput bounds the output a tool returns to the model, in bytes
+	// (default 30000); the middle of longer output is left out, with a
+	// note saying how much.
+	MaxOutput int
+	// Version is the server's version in the initialize answer.
+	Version string
+	// Network, when set, is the session's network log (see NetworkLog):
+	// a command's result names the refusals met while it ran.
+	Network *NetworkLog
+	// Restart, when set, ends the session, calls between, and makes the
+	// session again with the same request, returning the new one and
+	// between's error. apply needs it: an overlay session's sandbox holds
+	// its change set, which can be applied only once it is unmounted. Nil
+	// means apply is refused while the session lives.
+	Restart func(ctx context.Context, between func() error) (*daemon.Session, error)
+}
+
+// server is the state of one connection's tools.
+type server struct {
+	opts  Options
+	rules *harness.Rules // the session policy's rules
+
+	mu      sync.Mutex
+	sess    *daemon.Session  // replaced by a Restart; nil until open made it
+	cursors map[string]int64 // background process id -> next chunk to read
+	// open makes the session at first use; closed says the connection
+	// has ended, and nothing may be made any more.
+	open   func(context.Context) (*daemon.Session, error)
+	closed bool
+}
+
+func (s *server) session() *daemon.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess
+}
+
+// New returns an MCP server whose tools act in sess. Serve it on one
+// connection (Server.Run with a transport); the caller closes sess when
+// the connection ends.
+func New(sess *daemon.Session, opts *Options) *mcp.Server {
+	s := newServer(opts)
+	s.sess, s.rules = sess, harness.New(sess.Policy())
+	return s.mcpServer("Every tool acts inside a moat sandbox session over the workspace "+sess.Workspace+
+		" (mode "+sess.WorkspaceMode+"). ", nil)
+}
+
+func newServer(opts *Options) *server {
+	s := &server{cursors: map[string]int64{}}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.MaxOutput <= 0 {
+		s.opts.MaxOutput = 30000
+	}
+	if s.opts.Version == "" {
+		s.opts.Version = "dev"
+	}
+	return s
+}
+
+func (s *server) mcpServer(where string, sopts *mcp.ServerOptions) *mcp.Server {
+	if sopts == nil {
+		sopts = &mcp.ServerOptions{}
+	}
+	sopts.Instructions = where + "Commands run confined by the session's policy: call session_info to see what is writable, which hosts are reachable and the limits. Paths are relative to the workspace."
+	srv := mcp.NewServer(&mcp.Implementation{Name: "moat", Version: s.opts.Version}, sopts)
+	s.addTools(srv)
+	srv.AddReceivingMiddleware(unknownTool(tools), recoverPanics)
+	return srv
+}
+
+// recoverPanics turns a panic while handling a request into an answer:
+// an error result for a tool call, an error otherwise. The SDK does not
+// recover, and a panic would end the server, and every command of its
+// session, with a stack trace for the user.
+func recoverPanics(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				if method == "tools/call" {
+					res, err = errorResult(fmt.Sprintf("internal error in moat (a bug; please report it): %v", v)), nil
+					return
+				}
+				res, err = nil, fmt.Errorf("internal error in moat: %v", v)
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// ensure makes the session of a server whose session is made at first
+// use (see NewHTTPHandler).
+func (s *server) ensure(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		return nil
+	}
+	if s.open == nil || s.closed {
+		return errors.New("the session has ended")
+	}
+	sess, err := s.open(ctx)
+	if err != nil {
+		return err
+	}
+	s.sess, s.rules = sess, harness.New(sess.Policy())
+	return nil
+}
+
+// tool makes h a tool handler that first makes the session, if it is
+// made at first use.
+func tool[In any](s *server, h mcp.ToolHandlerFor[In, any]) mcp.ToolHandlerFor[In, any] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		if err := s.ensure(ctx); err != nil {
+			return errorResult("no sandbox session: " + err.Error()), nil, nil
+		}
+		return h(ctx, req, in)
+	}
+}
+
+// unknownTool answers a call of a tool that does not exist with an error
+// result listing the tools, where the SDK would answer with a protocol
+// error a model cannot read.
+func unknownTool(names []string) mcp.Middleware {
+	known := map[string]bool{}
+	for _, n := range names {
+		known[n] = true
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && !known[p.Name] {
+					return errorResult(fmt.Sprintf("unknown tool %q; the tools are: %s", p.Name, strings.Join(names, ", "))), nil
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// errorResult is a tool result that tells the model what went wrong.
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// truncate keeps the head and the tail of b within max bytes, with a note
+// in the middle saying how much was left out.
+func truncate(b []byte, max int) (string, bool) {
+	if len(b) <= max {
+		return string(b), false
+	}
+	head, tail := max*2/5, max*3/5
+	left := len(b) - head - tail
+	return fmt.Sprintf("%s\n[... %d bytes of output left out (%d in all); redirect the output to a file and read_file or search_files it to see more ...]\n%s",
+		b[:head], left, len(b), b[len(b)-tail:]), true
+}
+
+// canElicit says whether the client can put a question to its user.
+func canElicit(req *mcp.CallToolRequest) bool {
+	ss := req.Session
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+}
+
+// The approval of an ask goes through the protocol's own round trip: the
+// tool call answers with an input request (an elicitation form) and
+// ends; the client asks its user and calls the tool again with the
+// answer. The SDK carries it as the negotiated version allows: an
+// input-required result the client fulfils, or, for older clients, an
+// elicitation request the server sends while the call waits. Either way
+// the handler runs again with the answer, and the answer approves only
+// the action it was shown (requestState binds them), once.
+
+const approveInput = "approve"
+
+// gate decides who answers the asks about action a, whose decision is d:
+// nil and an approver (or none) to run it with, or an input-required
+// result that asks the client's user first.
+func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Decision) (sandbox.Approver, *mcp.CallToolResult) {
+	if d.Verdict != harness.Ask || !canElicit(req) {
+		return s.opts.Approver, nil
+	}
+	key := actionKey(a)
+	if resp, ok := req.Params.InputResponses[approveInput]; ok && req.Params.RequestState == key {
+		return &answered{key: key, resp: resp}, nil
+	}
+	rule := "the command line"
+	if d.Rule != nil {
+		rule = "rule `" + d.Rule.String() + "`"
+	}
+	msg := fmt.Sprintf("moat: the agent wants to run\n\n    %s\n\nin %s. %s asks first: %s\n\nApprove it, this once?", shellQuote(a.Argv), a.Dir, rule, d.Reason)
+	return nil, &mcp.CallToolResult{RequestState: key, InputRequests: mcp.InputRequestMap{approveInput: &mcp.ElicitParams{
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "Run this once"},
+			},
+			"required": []string{"approve"},
+		},
+	}}}
+}
+
+// decide is the rules' decision about running argv in dir (relative to
+// the workspace): the sandbox decides again, and alone, when it runs it;
+// this one only says whether a person must be asked first.
+func (s *server) decide(argv []string, dir string) (harness.Action, harness.Decision) {
+	a := harness.Action{Argv: argv, Dir: filepath.Join(s.session().Workspace, dir)}
+	return a, s.rules.Decide(a)
+}
+
+func actionKey(a harness.Action) string {
+	h := sha256.New()
+	h.Write([]byte(a.Dir))
+	for _, w := range a.Argv {
+		h.Write([]byte{0})
+		h.Write([]byte(w))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// answered is the user's answer to one ask: it approves the action it
+// was shown, once, and nothing else.
+type answered struct {
+	key  string
+	resp mcp.InputResponse
+	mu   sync.Mutex
+	used bool
+}
+
+func (an *answered) Name() string { return "mcp-elicitation" }
+
+func (an *answered) Approve(_ context.Context, a harness.Action, _ harness.Decision) (bool, error) {
+	an.mu.Lock()
+	defer an.mu.Unlock()
+	if an.used || actionKey(a) != an.key {
+		return false, fmt.Errorf("the user approved another command, not %s", shellQuote(a.Argv))
+	}
+	an.used = true
+	res, ok := an.resp.(*mcp.ElicitResult)
+	if !ok {
+		return false, fmt.Errorf("the client answered with %T, not a form", an.resp)
+	}
+	if res.Action != "accept" {
+		return false, fmt.Errorf("the user chose %s", res.Action)
+	}
+	if ok, _ := res.Content["approve"].(bool); !ok {
+		return false, errors.New("the user did not tick approve")
+	}
+	return true, nil
+}
+
+// shellQuote shows argv as a person would type it.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '+' || r == '@' ||
+				r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+func jsonText(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}

@@ -1,0 +1,531 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/mcpserver"
+)
+
+// The native backend re-executes this test binary as a sandbox's init; the
+// stdio tests re-execute it as the server (MOAT_TEST_MCP_STDIO), as moat
+// mcp would run, without building moat.
+func TestMain(m *testing.M) {
+	native.MaybeInit()
+	if ws := os.Getenv("MOAT_TEST_MCP_STDIO"); ws != "" {
+		os.Exit(serveStdio(ws))
+	}
+	os.Exit(proctest.RunWithStateDir(m))
+}
+
+func serveStdio(ws string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := mcpserver.ServeLocal(ctx, mcpserver.LocalConfig{
+		StateDir: os.Getenv("MOAT_STATE_DIR"), Workspace: ws,
+		Policy: os.Getenv("MOAT_TEST_MCP_POLICY"), WorkspaceMode: os.Getenv("MOAT_TEST_MCP_MODE"),
+	}, &mcp.StdioTransport{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// env is a session served over an in-memory transport to the SDK's client.
+type env struct {
+	ws   string
+	sess *daemon.Session
+	cs   *mcp.ClientSession
+}
+
+type setup struct {
+	policy, mode string
+	noRestart    bool              // the server cannot restart the session (apply refused)
+	files        map[string]string // workspace files made before the session
+	// elicit, when set, makes the client offer elicitation and answer
+	// every ask with it.
+	elicit func(*mcp.ElicitRequest) (*mcp.ElicitResult, error)
+}
+
+// workspaceDir is a new workspace. Not t.TempDir: its parent is private
+// to root's tests, and a sandbox user must reach it.
+func workspaceDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "moat-mcp-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func start(t testing.TB, s setup) *env {
+	t.Helper()
+	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-"+strings.ReplaceAll(t.Name(), "/", "_"))
+	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		os.RemoveAll(state)
+	})
+	ws := workspaceDir(t)
+	for name, content := range s.files {
+		os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644)
+	}
+	network := &mcpserver.NetworkLog{}
+	sess, err := m.Create(context.Background(), daemon.UIDTenant(os.Geteuid()), &daemon.CreateRequest{Policy: s.policy, Workspace: ws, WorkspaceMode: s.mode, NetworkEvents: network.Record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &mcpserver.Options{MaxOutput: 4000, Network: network}
+	if !s.noRestart {
+		// As ServeLocal does: the session ends and is made again.
+		opts.Restart = func(ctx context.Context, between func() error) (*daemon.Session, error) {
+			if err := m.Delete(ctx, sess.Tenant, sess.ID); err != nil {
+				return nil, err
+			}
+			berr := between()
+			ns, err := m.Create(ctx, sess.Tenant, &daemon.CreateRequest{Policy: s.policy, Workspace: ws, WorkspaceMode: s.mode, NetworkEvents: network.Record})
+			if err != nil {
+				return nil, err
+			}
+			return ns, berr
+		}
+	}
+	srv := mcpserver.New(sess, opts)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	var copts mcp.ClientOptions
+	if s.elicit != nil {
+		copts.ElicitationHandler = func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return s.elicit(r) }
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &copts)
+	cs, err := c.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &env{ws: ws, sess: sess, cs: cs}
+}
+
+// call calls a tool and returns its text and whether it is an error
+// result; a protocol error fails the test.
+func (e *env) call(t testing.TB, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// ok calls a tool that must succeed, and checks its text holds want.
+func (e *env) ok(t testing.TB, tool string, args map[string]any, want ...string) string {
+	t.Helper()
+	text, isErr := e.call(t, tool, args)
+	if isErr {
+		t.Fatalf("%s %v: error result: %s", tool, args, text)
+	}
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Fatalf("%s %v: result lacks %q:\n%s", tool, args, w, text)
+		}
+	}
+	return text
+}
+
+// fails calls a tool that must give an error result saying want.
+func (e *env) fails(t testing.TB, tool string, args map[string]any, want ...string) string {
+	t.Helper()
+	text, isErr := e.call(t, tool, args)
+	if !isErr {
+		t.Fatalf("%s %v: not an error result: %s", tool, args, text)
+	}
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Fatalf("%s %v: error lacks %q:\n%s", tool, args, w, text)
+		}
+	}
+	return text
+}
+
+func TestListTools(t *testing.T) {
+	e := start(t, setup{})
+	res, err := e.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"apply", "diff", "edit_file", "list_files", "read_file", "read_output", "run_command", "search_files", "session_info", "start_process", "stop_process", "write_file"}
+	var got []string
+	for _, tool := range res.Tools {
+		got = append(got, tool.Name)
+		if len(tool.Description) < 60 {
+			t.Errorf("%s: description too short for a model: %q", tool.Name, tool.Description)
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		if !strings.Contains(string(schema), `"type":"object"`) {
+			t.Errorf("%s: input schema is not an object: %s", tool.Name, schema)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("tools = %v, want %v", got, want)
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	e := start(t, setup{})
+	os.WriteFile(filepath.Join(e.ws, "in.txt"), []byte("from the host\n"), 0o644)
+	e.ok(t, "run_command", map[string]any{"command": "cat in.txt; echo oops >&2; exit 3"}, "exit code: 3", "from the host", "--- stderr ---\noops")
+	e.ok(t, "run_command", map[string]any{"args": []string{"echo", "a b", "$HOME"}}, "exit code: 0", "a b $HOME")
+	os.Mkdir(filepath.Join(e.ws, "sub"), 0o755)
+	e.ok(t, "run_command", map[string]any{"command": "pwd", "cwd": "sub"}, e.ws+"/sub")
+
+	// The sandbox is in force: the host's root is not writable.
+	e.ok(t, "run_command", map[string]any{"command": "touch /etc/moat-mcp-probe"}, "exit code: 1")
+	if _, err := os.Stat("/etc/moat-mcp-probe"); err == nil {
+		os.Remove("/etc/moat-mcp-probe")
+		t.Fatal("a command wrote /etc")
+	}
+	// Positive control: the workspace is.
+	e.ok(t, "run_command", map[string]any{"command": "touch made-here"}, "exit code: 0")
+	if _, err := os.Stat(filepath.Join(e.ws, "made-here")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Long output keeps its head and tail, with a note.
+	text := e.ok(t, "run_command", map[string]any{"command": "seq 1 100000"}, "exit code: 0", "bytes of output left out", "\n1\n", "100000")
+	if len(text) > 6000 {
+		t.Errorf("output of %d bytes, want it truncated near 4000", len(text))
+	}
+	// A limit that ends the command is an error result naming it.
+	e.fails(t, "run_command", map[string]any{"command": "sleep 30", "timeout_seconds": 1}, "ended by: timeout")
+}
+
+func TestBadInput(t *testing.T) {
+	e := start(t, setup{})
+	e.fails(t, "no_such_tool", map[string]any{}, `unknown tool "no_such_tool"`, "run_command")
+	e.fails(t, "run_command", map[string]any{"command": 42}, "command")
+	e.fails(t, "run_command", map[string]any{"command": "true", "timeout_seconds": "soon"}, "timeout_seconds")
+	e.fails(t, "run_command", map[string]any{}, "give command")
+	e.fails(t, "run_command", map[string]any{"command": "true", "args": []string{"true"}}, "not both")
+	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "../.."}, "path escapes the workspace")
+	e.fails(t, "read_file", map[string]any{}, "path")
+	e.fails(t, "read_output", map[string]any{"id": "99"}, `no background process "99"`)
+	// The server keeps serving after all of that.
+	e.ok(t, "run_command", map[string]any{"command": "true"}, "exit code: 0")
+}
+
+func TestFiles(t *testing.T) {
+	for _, mode := range []string{"direct", "overlay"} {
+		t.Run(mode, func(t *testing.T) {
+			e := start(t, setup{mode: mode})
+			host := filepath.Join(e.ws, "dir", "f.txt")
+			e.ok(t, "write_file", map[string]any{"path": "dir/f.txt", "content": "one\ntwo\nthree\ntwo\n"}, "wrote dir/f.txt")
+			e.ok(t, "read_file", map[string]any{"path": "dir/f.txt"}, "     1\tone\n", "     4\ttwo\n")
+			e.ok(t, "read_file", map[string]any{"path": e.ws + "/dir/f.txt", "offset": 2, "limit": 1}, "     2\ttwo\n")
+			e.fails(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "four", "new_string": "4"}, "not found")
+			e.fails(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "two", "new_string": "2"}, "occurs 2 times")
+			e.ok(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "three", "new_string": "3"}, "replaced 1")
+			e.ok(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "two", "new_string": "2", "replace_all": true}, "replaced 2")
+			e.ok(t, "read_file", map[string]any{"path": "dir/f.txt"}, "one\n", "\t2\n", "\t3\n")
+			// Commands see what the tools wrote, whatever the mode.
+			e.ok(t, "run_command", map[string]any{"command": "cat dir/f.txt"}, "one\n2\n3\n2\n")
+			e.ok(t, "list_files", map[string]any{}, "dir/")
+			e.ok(t, "list_files", map[string]any{"recursive": true}, "dir/f.txt (")
+			e.ok(t, "search_files", map[string]any{"pattern": "^[0-9]$"}, "dir/f.txt:2:2", "dir/f.txt:3:3")
+			e.ok(t, "search_files", map[string]any{"pattern": "absent"}, "no matches")
+			e.fails(t, "read_file", map[string]any{"path": "nope.txt"}, "no such file")
+
+			// Paths out of the workspace, by name and by link.
+			e.fails(t, "read_file", map[string]any{"path": "../../etc/passwd"}, "path escapes the workspace")
+			e.fails(t, "read_file", map[string]any{"path": "/etc/passwd"}, "path escapes the workspace")
+			e.fails(t, "write_file", map[string]any{"path": "/tmp/x", "content": "x"}, "path escapes the workspace")
+			if err := os.Symlink("/etc", filepath.Join(e.ws, "out")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("dir/f.txt", filepath.Join(e.ws, "in")); err != nil {
+				t.Fatal(err)
+			}
+			e.fails(t, "read_file", map[string]any{"path": "out/passwd"}, "escapes the workspace")
+			e.fails(t, "write_file", map[string]any{"path": "out/moat-mcp-probe", "content": "x"}, "escapes the workspace")
+			// Positive control: a link within the workspace is followed.
+			e.ok(t, "read_file", map[string]any{"path": "in"}, "one\n")
+
+			b, err := os.ReadFile(host)
+			switch mode {
+			case "direct":
+				if string(b) != "one\n2\n3\n2\n" {
+					t.Errorf("host file = %q, %v", b, err)
+				}
+			case "overlay":
+				if err == nil {
+					t.Errorf("an overlay write reached the host: %q", b)
+				}
+			}
+		})
+	}
+}
+
+func TestProtectedPath(t *testing.T) {
+	e := start(t, setup{})
+	os.MkdirAll(filepath.Join(e.ws, ".git", "hooks"), 0o755)
+	e.fails(t, "write_file", map[string]any{"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}, "protected")
+	e.ok(t, "write_file", map[string]any{"path": "src/ok.sh", "content": "#!/bin/sh\n"}, "wrote")
+}
+
+func TestBackgroundProcess(t *testing.T) {
+	e := start(t, setup{})
+	text := e.ok(t, "start_process", map[string]any{"command": "echo ready; sleep 300"}, "started process ")
+	id := strings.Fields(strings.TrimPrefix(text, "started process "))[0]
+	id = strings.TrimSuffix(id, ":")
+	e.ok(t, "read_output", map[string]any{"id": id, "wait_seconds": 10}, "is running", "ready")
+	e.ok(t, "read_output", map[string]any{"id": id}, "is running", "(no new output)")
+	e.ok(t, "stop_process", map[string]any{"id": id}, "has ended", "SIGTERM")
+	if left := proctest.Find("sleep 300"); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+	// A refused command says so at start.
+	e.fails(t, "start_process", map[string]any{"command": "git push"}, "rule `irreversible/git-push`")
+}
+
+const askPolicy = `
+[[rules]]
+name = "deploy"
+match = { command = ["deploy"] }
+decision = "ask"
+reason = "deploying changes production"
+
+[[rules]]
+name = "nuke"
+match = { command = ["nuke"] }
+decision = "deny"
+reason = "never"
+`
+
+func TestRules(t *testing.T) {
+	t.Run("deny", func(t *testing.T) {
+		e := start(t, setup{policy: askPolicy})
+		e.fails(t, "run_command", map[string]any{"command": "nuke all"}, "refused by rule `nuke", "never", "do not retry")
+	})
+	t.Run("no elicitation", func(t *testing.T) {
+		e := start(t, setup{policy: askPolicy})
+		e.fails(t, "run_command", map[string]any{"command": "deploy now"}, "refused by rule `deploy", "deploying changes production", "no way to ask")
+	})
+	var asked []string
+	answer := "accept"
+	e := start(t, setup{policy: askPolicy, elicit: func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, r.Params.Message)
+		return &mcp.ElicitResult{Action: answer, Content: map[string]any{"approve": true}}, nil
+	}})
+	os.WriteFile(filepath.Join(e.ws, "deploy"), []byte("#!/bin/sh\necho deployed \"$@\"\n"), 0o755)
+	t.Run("approved", func(t *testing.T) {
+		e.ok(t, "run_command", map[string]any{"command": "PATH=.:$PATH deploy now"}, "deployed now")
+		if len(asked) != 1 || !strings.Contains(asked[0], "deploy now") || !strings.Contains(asked[0], "deploying changes production") {
+			t.Errorf("asked %q", asked)
+		}
+	})
+	t.Run("declined", func(t *testing.T) {
+		answer = "decline"
+		e.fails(t, "run_command", map[string]any{"command": "PATH=.:$PATH deploy now"}, "not approved", "decline")
+	})
+	t.Run("unasked", func(t *testing.T) {
+		// Positive control: no rule, no question.
+		n := len(asked)
+		e.ok(t, "run_command", map[string]any{"command": "echo fine"}, "fine")
+		if len(asked) != n {
+			t.Error("asked about a command no rule matches")
+		}
+	})
+}
+
+func TestOverlayDiffApply(t *testing.T) {
+	answer := "decline"
+	e := start(t, setup{mode: "overlay", files: map[string]string{"a.txt": "old\n"}, elicit: func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: answer, Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "diff", map[string]any{}, "no changes")
+	e.ok(t, "run_command", map[string]any{"command": "echo new > a.txt"}, "exit code: 0")
+	e.ok(t, "diff", map[string]any{}, "-old", "+new")
+	e.fails(t, "apply", map[string]any{}, "not applied")
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != "old\n" {
+		t.Fatalf("declined apply changed the workspace: %q", b)
+	}
+	answer = "accept"
+	// Commands still running would die with the sandbox: apply waits.
+	text := e.ok(t, "start_process", map[string]any{"command": "sleep 300"})
+	id := strings.TrimSuffix(strings.Fields(strings.TrimPrefix(text, "started process "))[0], ":")
+	e.fails(t, "apply", map[string]any{}, "still run in this session")
+	e.ok(t, "stop_process", map[string]any{"id": id}, "has ended")
+
+	e.ok(t, "apply", map[string]any{}, "applied 1 change", "restarted")
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != "new\n" {
+		t.Fatalf("after apply a.txt = %q", b)
+	}
+	// The session goes on over the applied workspace.
+	e.ok(t, "run_command", map[string]any{"command": "cat a.txt; echo newer > a.txt"}, "new")
+	e.ok(t, "diff", map[string]any{}, "-new", "+newer")
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != "new\n" {
+		t.Fatalf("a write after apply reached the workspace: %q", b)
+	}
+}
+
+func TestApplyWithoutRestart(t *testing.T) {
+	e := start(t, setup{mode: "overlay", noRestart: true, elicit: func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "write_file", map[string]any{"path": "a.txt", "content": "new\n"})
+	e.fails(t, "apply", map[string]any{}, "sandbox to end first", "moat apply "+e.sess.ChangeSet())
+}
+
+func TestDiffDirect(t *testing.T) {
+	e := start(t, setup{})
+	e.fails(t, "diff", map[string]any{}, "workspace mode is direct")
+	e.fails(t, "apply", map[string]any{}, "workspace mode is direct")
+}
+
+func TestApplyNeedsAPerson(t *testing.T) {
+	e := start(t, setup{mode: "overlay", files: map[string]string{"a.txt": "old\n"}})
+	e.ok(t, "write_file", map[string]any{"path": "a.txt", "content": "new\n"})
+	e.fails(t, "apply", map[string]any{}, "needs a person's approval", "moat apply "+e.sess.ChangeSet())
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != "old\n" {
+		t.Fatalf("apply without approval changed the workspace: %q", b)
+	}
+}
+
+func TestSessionInfo(t *testing.T) {
+	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"example.org\"]\n[limits]\nwall = \"7m\"\n", mode: "overlay"})
+	text := e.ok(t, "session_info", map[string]any{}, e.ws, `"workspace_mode": "overlay"`, "example.org", "change set")
+	var info map[string]any
+	if err := json.Unmarshal([]byte(text), &info); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, text)
+	}
+}
+
+func TestNetworkRefusal(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed: it is the command that tries the network")
+	}
+	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"pypi.org\"]\n"})
+	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 10 -o /dev/null http://example.com/"}, "network: example.com:80 is not in the allow list")
+}
+
+// stdioClient starts this test binary as a stdio server over ws.
+func stdioClient(t testing.TB, ws string) *mcp.ClientSession {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_MCP_STDIO="+ws)
+	cmd.Stderr = os.Stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func TestStdio(t *testing.T) {
+	ws := workspaceDir(t)
+	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("over stdio\n"), 0o644)
+	cs := stdioClient(t, ws)
+	e := &env{ws: ws, cs: cs}
+	e.ok(t, "run_command", map[string]any{"command": "cat f.txt"}, "over stdio")
+	e.ok(t, "read_file", map[string]any{"path": "f.txt"}, "over stdio")
+	e.fails(t, "nope", map[string]any{}, "unknown tool")
+	e.ok(t, "start_process", map[string]any{"command": "sleep 987321"})
+	// Disconnecting ends the session: nothing of it is left.
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 987321") }, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes left after the client went: %v", left)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(os.Getenv("MOAT_STATE_DIR"), "mcp")); len(ents) > 0 {
+		t.Errorf("state left after the client went: %v", ents)
+	}
+}
+
+// The round trip of run_command `true`, against the session's own exec.
+func BenchmarkRunTrue(b *testing.B) {
+	b.Run("session-exec", func(b *testing.B) {
+		e := start(b, setup{})
+		for b.Loop() {
+			rep, err := e.sess.Exec(context.Background(), &daemon.ExecRequest{Args: []string{"true"}}, backendStdio())
+			if err != nil || rep.ExitCode != 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("in-memory", func(b *testing.B) {
+		e := start(b, setup{})
+		for b.Loop() {
+			e.ok(b, "run_command", map[string]any{"args": []string{"true"}}, "exit code: 0")
+		}
+	})
+	b.Run("stdio", func(b *testing.B) {
+		cs := stdioClient(b, workspaceDir(b))
+		defer cs.Close()
+		e := &env{cs: cs}
+		for b.Loop() {
+			e.ok(b, "run_command", map[string]any{"args": []string{"true"}}, "exit code: 0")
+		}
+	})
+}
+
+func backendStdio() backend.Stdio { return backend.Stdio{Stdout: io.Discard, Stderr: io.Discard} }
+
+// The protocol's own cost: a tool that runs nothing.
+func BenchmarkSessionInfo(b *testing.B) {
+	b.Run("in-memory", func(b *testing.B) {
+		e := start(b, setup{})
+		for b.Loop() {
+			e.ok(b, "session_info", map[string]any{})
+		}
+	})
+	b.Run("stdio", func(b *testing.B) {
+		cs := stdioClient(b, workspaceDir(b))
+		defer cs.Close()
+		e := &env{cs: cs}
+		for b.Loop() {
+			e.ok(b, "session_info", map[string]any{})
+		}
+	})
+}

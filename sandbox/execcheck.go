@@ -1,0 +1,253 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/harness"
+)
+
+// LayerRules is the Denial.Layer of a program the command rules refused
+// to start inside the sandbox.
+const LayerRules = "rules"
+
+// execCheck answers the backend's CheckExec for one run: each program a
+// process of the sandbox starts is checked against the command rules
+// (harness.Rules.DecideExec), so that a rule holds for what make or a
+// script runs, not only for the command line. A deny fails the exec with
+// EACCES; an ask is let through by an approval already given (the
+// command line's, or a scoped one), else asks the Approver, else fails.
+// Every decision other than a plain allow is audited, and every refusal
+// is in the report as a Denial of layer "rules".
+type execCheck struct {
+	rules     *harness.Rules
+	approvals *harness.Approvals
+	req       *Request
+	runID     string
+	dir       string
+
+	ask   sync.Mutex   // one question at a time to a person
+	clock *budgetClock // paused while a person is asked
+	spend *harness.Spend
+
+	spentMu sync.Mutex
+	spent   string // the first budget a request found spent
+
+	mu      sync.Mutex
+	denials []backend.Denial
+	refused map[int][]string // the argv each process was last refused
+}
+
+// again reports whether c's process was just refused the same argv: a
+// shell searching its PATH tries each directory in turn, and a person is
+// asked, and a refusal counted, once per search.
+func (e *execCheck) again(c backend.ExecCall) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	last, ok := e.refused[c.Pid]
+	return ok && slices.Equal(last, c.Argv)
+}
+
+// check is the run's Stdio.CheckExec.
+func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
+	if c.First {
+		return nil // the command line, decided before the run
+	}
+	d := e.rules.DecideExec(c.Path, c.Argv)
+	if d.Verdict == harness.Allow {
+		return nil
+	}
+	if e.again(c) {
+		return fmt.Errorf("%w: refused already", ErrDenied)
+	}
+	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "exec",
+		Command: c.Argv, Verdict: string(d.Verdict), Reason: d.Reason, Decided: d.Command}
+	if d.Rule != nil {
+		rec.Rule = d.Rule.String()
+	}
+	defer func() {
+		if e.req.AuditDecision != nil {
+			e.req.AuditDecision(rec)
+		}
+	}()
+	if e.req.Learn {
+		rec.Outcome = OutcomeLearn
+		return nil
+	}
+	if d.Verdict == harness.Deny {
+		return e.refuse(c, d, "denied by the rule")
+	}
+	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return nil
+	}
+	if e.req.Approver == nil {
+		rec.Outcome = ApprovalNoApprover
+		return e.refuse(c, d, "an ask nobody could answer")
+	}
+	e.ask.Lock()
+	defer e.ask.Unlock()
+	// An approval given while this one waited may cover it.
+	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return nil
+	}
+	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: e.dir}, d, &rec, e.clock)
+	if g == nil {
+		return e.refuse(c, d, "not approved: "+err.Error())
+	}
+	if g.Scope != harness.ScopeOnce {
+		e.approvals.Add(*g)
+	}
+	return nil
+}
+
+func expiry(g harness.Grant) *time.Time {
+	if g.Expires.IsZero() {
+		return nil
+	}
+	t := g.Expires.UTC()
+	return &t
+}
+
+// refuse counts a refused exec for the report and returns the error the
+// backend turns into EACCES.
+func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) error {
+	what := shellQuote(c.Argv)
+	if len(what) > 200 {
+		what = what[:200] + "…"
+	}
+	rule := d.Reason
+	if d.Rule != nil {
+		rule = d.Rule.String() + ": " + d.Reason
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = map[int][]string{}
+	}
+	e.refused[c.Pid] = c.Argv
+	for i := range e.denials {
+		if e.denials[i].What == what && e.denials[i].Rule == rule {
+			e.denials[i].Count++
+			return fmt.Errorf("%w: %s", ErrDenied, why)
+		}
+	}
+	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + what + " shows which rule decides)"
+	if d.Verdict == harness.Ask {
+		hint = why + ": approve it when asked, or " + hint
+	}
+	e.denials = append(e.denials, backend.Denial{Layer: LayerRules, What: what, Errno: "EACCES", Count: 1, Rule: rule, Hint: hint})
+	return fmt.Errorf("%w: %s", ErrDenied, why)
+}
+
+// report returns the refused execs, each once with its count.
+func (e *execCheck) report() []backend.Denial {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]backend.Denial(nil), e.denials...)
+}
+
+// grantLine records, once a person has approved the command line a, that
+// each command of it the rules ask about may start once: the person saw
+// them, and they are not asked about again at their exec.
+//
+// The line's own argv gets none: the backend lets the command's own exec
+// through as decided (backend.ExecCall.First), and a grant left for it
+// would let a second run of it through unasked.
+func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by string) {
+	for _, argv := range rules.Asks(a) {
+		if !slices.Equal(argv, a.Argv) {
+			ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
+		}
+	}
+}
+
+// host is the egress proxy's Check: the policy's host rules about a
+// destination [network] allows. A deny refuses the request (403 naming
+// the rule); an ask waits in the proxy for an approval (a session one
+// given before, or the Approver's), and is refused without one.
+func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
+	v := e.hostRules(ctx, q)
+	if !v.Allow || e.spend == nil {
+		return v
+	}
+	// Budgets count what the rules let through.
+	if err := e.spend.Request(q.Host); err != nil {
+		var be *harness.BudgetError
+		errors.As(err, &be)
+		e.spentMu.Lock()
+		if e.spent == "" {
+			e.spent = be.Name
+		}
+		e.spentMu.Unlock()
+		return egress.Verdict{Rule: "budget " + be.Name, Reason: fmt.Sprintf("%v: %d allowed; raise it in the policy's [budgets]", err, be.Limit)}
+	}
+	return v
+}
+
+// spentBudget is the first budget a request found spent, or "".
+func (e *execCheck) spentBudget() string {
+	e.spentMu.Lock()
+	defer e.spentMu.Unlock()
+	return e.spent
+}
+
+func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdict {
+	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path}
+	d := e.rules.DecideHost(r)
+	if d.Verdict == harness.Allow {
+		return egress.Verdict{Allow: true}
+	}
+	dest := fmt.Sprintf("%s:%d%s", q.Host, q.Port, q.Path)
+	what := []string{"CONNECT", dest}
+	if q.Method != "" {
+		what[0] = q.Method
+	}
+	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "network",
+		Command: what, Verdict: string(d.Verdict), Reason: d.Reason, Rule: d.Rule.String()}
+	defer func() {
+		if e.req.AuditDecision != nil {
+			e.req.AuditDecision(rec)
+		}
+	}()
+	refuse := func(why string) egress.Verdict {
+		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s: %s; %s", d.Rule, d.Verdict.Verb(), dest, d.Reason, why)}
+	}
+	if e.req.Learn {
+		rec.Outcome = OutcomeLearn
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+	}
+	if d.Verdict == harness.Deny {
+		return refuse("change the policy's [[rules]] to allow it")
+	}
+	if g, ok := e.approvals.Use(nil, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+	}
+	if e.req.Approver == nil {
+		rec.Outcome = ApprovalNoApprover
+		return refuse("nobody can be asked here: run moat in a terminal to approve it, or allow it in the policy's [[rules]]")
+	}
+	e.ask.Lock()
+	defer e.ask.Unlock()
+	if g, ok := e.approvals.Use(nil, "", d); ok {
+		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+	}
+	g, err := askPerson(ctx, e.req, harness.Action{Request: &r, Dir: e.dir}, d, &rec, e.clock)
+	if g == nil {
+		return refuse("not approved: " + err.Error())
+	}
+	if g.Scope == harness.ScopeSession {
+		e.approvals.Add(*g)
+	}
+	return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+}

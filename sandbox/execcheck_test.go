@@ -1,0 +1,326 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// execRules deny `uname -n` and ask about `id -u`: programs every guest
+// has, so the test needs no git.
+const execRules = `
+[[rules]]
+name = "no-nodename"
+match = { command = ["uname", "-n"] }
+decision = "deny"
+reason = "test: the node name stays inside"
+
+[[rules]]
+name = "ask-uid"
+match = { command = ["id", "-u"] }
+decision = "ask"
+reason = "test: a person decides"
+`
+
+// execScript runs, from a script file (which the command line does not
+// show), a denied program, one asked about, the same programs with
+// arguments no rule matches (the positive controls), and the denied one
+// again through xargs, a parent that starts it itself as make would.
+const execScript = `uname -n; echo "uname -n: $?"
+uname -s >/dev/null; echo "uname -s: $?"
+echo x | xargs uname -n; echo "xargs uname -n: $?"
+id -u >/dev/null; echo "id -u: $?"
+id -g >/dev/null; echo "id -g: $?"
+`
+
+func execPolicy(t *testing.T, ws string, rules string) *policy.Policy {
+	t.Helper()
+	p, err := policy.Parse("rules.toml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// syncApprover is a fakeApprover safe for the checks' goroutines.
+type syncApprover struct {
+	mu    sync.Mutex
+	yes   bool
+	asked [][]string
+}
+
+func (a *syncApprover) Name() string { return "test" }
+
+func (a *syncApprover) Approve(_ context.Context, act harness.Action, _ harness.Decision) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = append(a.asked, act.Argv)
+	return a.yes, nil
+}
+
+// TestExecCheck: the command rules hold for the programs a script and a
+// make-like parent start inside the sandbox, checked at their execve: a
+// denied one fails with EACCES (the shell reports 126) and is in the
+// report and the audit stream by its rule; an asked one runs only if the
+// approver says yes. Positive control: the same programs with other
+// arguments run.
+func TestExecCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		approver *syncApprover
+		idU      string
+	}{
+		{"no approver", nil, "126"},
+		{"refused", &syncApprover{}, "126"},
+		{"approved", &syncApprover{yes: true}, "0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(execScript), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var recs []audit.Decision
+			req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"},
+				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() }}
+			if tt.approver != nil {
+				req.Approver = tt.approver
+			}
+			caller := sandbox.CurrentCaller()
+			caller.Cwd = ws
+			req.Caller = &caller
+			var out, errb bytes.Buffer
+			rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			for _, want := range []string{"uname -n: 126", "uname -s: 0", "xargs uname -n: 126", "id -u: " + tt.idU, "id -g: 0"} {
+				if !strings.Contains(out.String(), want+"\n") {
+					t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errb.String())
+				}
+			}
+			if strings.Contains(out.String(), "\n"+"sandbox") || rep.ExitCode != 0 {
+				t.Errorf("exit %d, output:\n%s", rep.ExitCode, out.String())
+			}
+			var nodename int
+			for _, d := range rep.Denials {
+				if d.Layer == sandbox.LayerRules && strings.HasPrefix(d.What, "uname -n") && strings.Contains(d.Rule, "no-nodename") && d.Errno == "EACCES" {
+					nodename += d.Count
+				}
+			}
+			if nodename < 2 {
+				t.Errorf("the report does not name the rule for both refused uname -n: %+v", rep.Denials)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var denied, asked int
+			for _, r := range recs {
+				if r.At != "exec" {
+					t.Errorf("a record not of an exec: %+v", r)
+				}
+				switch {
+				case r.Verdict == "deny" && strings.Contains(r.Rule, "no-nodename"):
+					denied++
+				case r.Verdict == "ask" && strings.Contains(r.Rule, "ask-uid"):
+					asked++
+				}
+			}
+			if denied < 2 || asked != 1 {
+				t.Errorf("audit: %d denials, %d asks: %+v", denied, asked, recs)
+			}
+			if tt.approver != nil && len(tt.approver.asked) != 1 {
+				t.Errorf("the approver was asked %q", tt.approver.asked)
+			}
+		})
+	}
+}
+
+// TestExecCheckLineApproved: a command line a person approved is not asked
+// about again when its programs start; a second run of the same program
+// from the line's script is.
+func TestExecCheckLineApproved(t *testing.T) {
+	ws := t.TempDir()
+	ap := &syncApprover{yes: true}
+	req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Approver: ap,
+		Args: []string{"sh", "-c", "id -u >/dev/null; echo first $?"}}
+	var out bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "first 0\n" || len(ap.asked) != 1 {
+		t.Errorf("output %q, asked %q", out.String(), ap.asked)
+	}
+}
+
+// TestExecCheckEveryStart: the check holds in the init stage (whose
+// listener init hands to moat) and with no seccomp profile (a filter that
+// lets every call through carries it), and under a custom profile (on the
+// floor under it). Positive control: the allowed program runs in each.
+func TestExecCheckEveryStart(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		be      backend.Backend
+		profile string
+	}{
+		{"init stage", &native.Backend{InitStage: true}, ""},
+		{"unconfined", testBackend(), policy.ProfileUnconfined},
+		{"custom profile", testBackend(), "custom"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			p := execPolicy(t, ws, execRules)
+			switch tt.profile {
+			case "custom":
+				prof := filepath.Join(t.TempDir(), "p.json")
+				if err := os.WriteFile(prof, []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				p.Syscalls.Profile = prof
+			case "":
+			default:
+				p.Syscalls.Profile = tt.profile
+			}
+			var out, errb bytes.Buffer
+			rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: tt.be, Policy: p,
+				Args: []string{"sh", "-c", "x=-n; uname $x; echo \"uname: $?\"; uname -s >/dev/null; echo \"control: $?\""}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			if out.String() != "uname: 126\ncontrol: 0\n" {
+				t.Errorf("output %q, stderr %q", out.String(), errb.String())
+			}
+			if len(rep.Denials) == 0 || rep.Denials[len(rep.Denials)-1].Layer != sandbox.LayerRules {
+				t.Errorf("denials %+v", rep.Denials)
+			}
+		})
+	}
+}
+
+// scopedApprover answers with a grant of its scope, or, with wait set,
+// waits until the ask times out.
+type scopedApprover struct {
+	syncApprover
+	scope harness.Scope
+	wait  bool
+}
+
+func (a *scopedApprover) ApproveScoped(ctx context.Context, act harness.Action, d harness.Decision) (*harness.Grant, error) {
+	a.Approve(ctx, act, d)
+	if a.wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	g, err := harness.NewGrant(a.scope, act, d, d.Command, time.Hour, "test", time.Now())
+	return &g, err
+}
+
+// TestScopedApprovals: a prefix or session approval lets the same command
+// start again without asking, until the run ends; a once approval does
+// not; an ask nobody answers times out and refuses. Every outcome is an
+// audit record with its scope and expiry.
+func TestScopedApprovals(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ap      *scopedApprover
+		out     string
+		asked   int
+		outcome string
+	}{
+		{"once", &scopedApprover{scope: harness.ScopeOnce}, "0 0 0\n", 3, sandbox.ApprovalApproved},
+		{"prefix", &scopedApprover{scope: harness.ScopePrefix}, "0 0 0\n", 1, sandbox.ApprovalApproved},
+		{"session", &scopedApprover{scope: harness.ScopeSession}, "0 0 0\n", 1, sandbox.ApprovalApproved},
+		{"timeout", &scopedApprover{wait: true}, "126 126 126\n", 1, sandbox.ApprovalTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			p := execPolicy(t, ws, execRules+"\n[harness]\nask_timeout = \"200ms\"\n")
+			var mu sync.Mutex
+			var recs []audit.Decision
+			req := &sandbox.Request{Backend: testBackend(), Policy: p, Approver: tt.ap,
+				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() },
+				Args:          []string{"sh", "-c", `id -u >/dev/null; a=$?; x=-u; id $x >/dev/null; b=$?; id $x >/dev/null; echo $a $b $?`}}
+			var out bytes.Buffer
+			if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+				if tt.name != "timeout" {
+					t.Fatal(err)
+				}
+				// The line itself asks (id -u is written out): refused.
+				if !errors.Is(err, sandbox.ErrDenied) || !strings.Contains(err.Error(), "ask_timeout") {
+					t.Fatalf("timed-out line: %v", err)
+				}
+			} else if out.String() != tt.out {
+				t.Errorf("output %q, want %q", out.String(), tt.out)
+			}
+			if len(tt.ap.asked) != tt.asked {
+				t.Errorf("asked %d times, want %d: %q", len(tt.ap.asked), tt.asked, tt.ap.asked)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range recs {
+				if r.Verdict != "ask" || r.Outcome == "" {
+					continue
+				}
+				if r.Outcome != tt.outcome || r.Approver != "test" && r.Outcome != sandbox.ApprovalApproved {
+					t.Errorf("record %+v, want outcome %q by test", r, tt.outcome)
+				}
+				if r.Outcome == sandbox.ApprovalApproved && (r.Scope == "" || r.Scope != string(harness.ScopeOnce) && r.Expires == nil) {
+					t.Errorf("approved record without its scope and expiry: %+v", r)
+				}
+			}
+		})
+	}
+}
+
+// noExecCheck is a backend that cannot check execs, as the native one on
+// a kernel before 5.5: it refuses every run with command rules.
+type noExecCheck struct{}
+
+func (noExecCheck) Name() string                       { return "no-exec-check" }
+func (noExecCheck) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (noExecCheck) Run(_ context.Context, _ *backend.Spec, s backend.Stdio) (*backend.ExitStatus, error) {
+	if s.CheckExec != nil {
+		return nil, fmt.Errorf("%w: this backend has none", backend.ErrNoExecCheck)
+	}
+	return &backend.ExitStatus{Cause: backend.CauseExit}, nil
+}
+
+// TestExecCheckRefusedWhereItCannotHold: a backend that cannot check each
+// exec refuses a policy with command rules, naming what is missing, and
+// leaves no change set behind; with no command rule, it runs.
+func TestExecCheckRefusedWhereItCannotHold(t *testing.T) {
+	ws := t.TempDir()
+	p := execPolicy(t, ws, execRules)
+	p.Workspace.Mode = policy.WorkspaceOverlay
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: noExecCheck{}, Policy: p, Args: []string{"true"}}, backend.Stdio{})
+	if !errors.Is(err, sandbox.ErrRefused) || !errors.Is(err, backend.ErrNoExecCheck) || rep.ExitCode != 125 || rep.ChangeSet != nil {
+		t.Fatalf("refused run: %v (exit %d, change set %+v)", err, rep.ExitCode, rep.ChangeSet)
+	}
+	p = execPolicy(t, ws, "[harness]\nbuiltin = []\n")
+	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: noExecCheck{}, Policy: p, Args: []string{"true"}}, backend.Stdio{}); err != nil {
+		t.Fatalf("run without rules: %v", err)
+	}
+}
