@@ -7,15 +7,18 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (
+	github.com/google/btree v1.1.2 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
-	golang.org/x/oauth2 v0.35.0 // indirect
+	golang.org/x/exp v0.0.0-20250711185948-6ae5c78190dc // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -189,6 +190,30 @@ type Network struct {
 	BindPorts       []int `json:"bind_ports,omitempty"`
 	RestrictConnect bool  `json:"restrict_connect,omitempty"`
 	ConnectPorts    []int `json:"connect_ports,omitempty"`
+	// TUN, in mode NetProxy, adds a TUN device to the namespace with the
+	// default route through it; the backend hands its fd to
+	// Stdio.ServeTUN. A backend that cannot make it fails the run.
+	TUN *TUN `json:"tun,omitempty"`
+}
+
+// TUN is a TUN device (IFF_TUN, no packet information) in the sandbox's
+// network namespace: up, with an IPv4 address and its subnet, an MTU, and
+// the IPv4 default route through it.
+type TUN struct {
+	Name string       `json:"name"`
+	Addr netip.Prefix `json:"addr"`
+	MTU  int          `json:"mtu"`
+	// Dir holds the clone device "tun"; empty means /dev/net. Tests
+	// point it at a node of their own.
+	Dir string `json:"dir,omitempty"`
+}
+
+// DevDir is Dir, or /dev/net when it is empty.
+func (t *TUN) DevDir() string {
+	if t.Dir == "" {
+		return "/dev/net"
+	}
+	return t.Dir
 }
 
 // Capabilities is what a backend can enforce on this host for this caller.
@@ -243,6 +268,12 @@ const (
 // serve connections until the listener is closed, which the backend does
 // when the run ends.
 //
+// ServeTUN is called, for a Spec with Network.TUN, with the device's fd
+// (the packets the sandbox routes through it); the callee owns the file
+// and must close it when it stops serving; it is called on a goroutine of
+// its own, possibly while the command already runs (what the command sends
+// waits in the device's queue).
+//
 // CheckExec, when set, is asked about every program a process of the
 // sandbox starts (execve and execveat, the command's own first one
 // included) before it starts: nil lets it start, an error makes the call
@@ -255,6 +286,7 @@ type Stdio struct {
 	Stderr     io.Writer
 	Signals    <-chan os.Signal
 	ServeProxy func(net.Listener)
+	ServeTUN   func(*os.File)
 	OnTerminal func()
 	CheckExec  func(ctx context.Context, c ExecCall) error
 }

@@ -14,7 +14,7 @@ import (
 type Event struct {
 	Time      time.Time     `json:"time"` // when the attempt started
 	RunID     string        `json:"run_id,omitempty"`
-	Proto     string        `json:"proto"`          // ProtoHTTP, ProtoConnect or ProtoSOCKS5
+	Proto     string        `json:"proto"`          // ProtoHTTP, ProtoConnect, ProtoSOCKS5, ProtoIntercepted, ProtoTCP, ProtoDNS or ProtoUDP
 	Host      string        `json:"host,omitempty"` // as the client named it (normalised)
 	Port      int           `json:"port,omitempty"` // destination port
 	Addr      string        `json:"addr,omitempty"` // the address connected to, "ip:port"
@@ -38,6 +38,11 @@ const (
 	ProtoHTTP    = "http"
 	ProtoConnect = "connect"
 	ProtoSOCKS5  = "socks5"
+	// A TCP connection, DNS query or UDP datagram the sandbox sent
+	// through the TUN device (see Proxy.ServeTUN).
+	ProtoTCP = "tcp"
+	ProtoDNS = "dns"
+	ProtoUDP = "udp"
 
 	DecisionAllow = "allow"
 	DecisionDeny  = "deny"
@@ -73,6 +78,11 @@ func (s *Summary) Add(e Event) {
 		s.allowed++
 	case DecisionDeny:
 		dest := fmt.Sprintf("%s:%d", e.Host, e.Port)
+		if e.Proto == ProtoDNS {
+			dest = e.Host + " (DNS)"
+		} else if e.Proto == ProtoUDP {
+			dest = fmt.Sprintf("%s:%d (UDP)", e.Host, e.Port)
+		}
 		if s.refused == nil {
 			s.refused = map[string]*Refusal{}
 		}

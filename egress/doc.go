@@ -2,7 +2,7 @@
 // a sandbox in network mode "allow" reaches the destinations its policy
 // lists, and nothing else.
 //
-// It owns three things:
+// It owns:
 //
 //   - Rules (ParseRules): the [network] allow, deny and allow_cidrs lists,
 //     and the one decision function, Rules.Decide(Dest) Verdict, which looks
@@ -14,9 +14,9 @@
 //     unspecified addresses, the host's own addresses (those on its
 //     interfaces, which the proxy reads and passes in), and their
 //     IPv4-mapped, NAT64, 6to4 and Teredo spellings, are refused unless
-//     allow_cidrs lists them. A future
-//     transparent front end (a TUN device and a userspace TCP/IP stack)
-//     and credential injection are meant to call the same two functions.
+//     allow_cidrs lists them. Both front ends (the proxy and the TUN
+//     device) call these two functions through the same code (decide,
+//     then connect), so they decide alike.
 //
 //   - Proxy: HTTP/1.1 (absolute-URI forwarding with keep-alive, and
 //     CONNECT) and SOCKS5 (CONNECT) on any stream listener, told apart by
@@ -32,6 +32,21 @@
 //     and a body saying how to allow the destination, or SOCKS5 reply 2.
 //     Malformed, oversized and slow requests get 400, 431 and 408, excess
 //     connections a quick refusal, and a panic ends one connection only.
+//
+//   - ServeTUN: the transparent front end, for programs that ignore the
+//     proxy variables. The packets of a TUN device in the sandbox's
+//     network namespace are served by gVisor's netstack (pure Go) in this
+//     process. DNS to the configured address is answered from the rules
+//     (Rules.DecideName): an allowed name gets an address of TUNConfig.Names
+//     that stands for it for the whole run, and resolving it for real is
+//     left to the connection, exactly as a CONNECT to the name would; a
+//     refused name gets NXDOMAIN, and is never looked up. A TCP connection
+//     to a name's address is decided as a CONNECT to name:port (decide,
+//     Check, connect, then the tunnel's ClientHello, HTTPSOnly and Secrets
+//     checks), one to any other address as a CONNECT to that IP literal;
+//     a refusal is a reset. Every DNS query and every connection is an
+//     Event (ProtoDNS, ProtoTCP); other UDP is dropped and reported once
+//     per destination (ProtoUDP); nothing else is forwarded.
 //
 //   - Event: one audit record per connection attempt (per request for
 //     forwarded plain HTTP), and Summary, the human account of what was
@@ -52,10 +67,14 @@
 //     (ProtoIntercepted, with the method, path and the names of the
 //     secrets added, never their values).
 //
-// It refuses to do more: no TUN device or packet-level filtering, no DNS
-// server (inside the sandbox there is no resolver; the proxy resolves),
-// no UDP, no TLS interception for hosts without a secret (the proxy never
-// sees inside those tunnels, so a Host header inside their TLS is not
+// It refuses to do more: no packet-level filtering (the TUN front end
+// terminates each TCP connection and decides it as the proxy does), no
+// DNS answer but the name's stand-in address (no records of other types,
+// no IPv6), no UDP but DNS to the TUN's resolver, no reading of plain
+// HTTP through the TUN device (it is relayed as a tunnel: its Host header
+// is not checked and a placeholder in it is not seen), no TLS
+// interception for hosts without a secret (the proxy never sees inside
+// those tunnels, so a Host header inside their TLS is not
 // checked, and a placeholder sent inside one is not seen: it is only a
 // placeholder), no HTTP/2 inside an intercepted tunnel (ALPN offers
 // http/1.1 only) and no secret in a request body, no HTTP/2 or WebSocket
@@ -101,6 +120,27 @@
 // Hello is treated as before: the proxy holds no ECH keys, so the name it
 // checks against the CONNECT target is the outer ClientHello's (the ECH
 // configuration's public name), and the inner name stays unseen.
+//
+// The TUN front end links gVisor's netstack (gvisor.dev/gvisor/pkg/tcpip,
+// pure Go) into every moat process, so every run pays for it whatever its
+// network mode. Measured on the 2-core test VM, under loads of 4 to 18
+// from other work: 31 more package initialisers (about 0.17 ms at best;
+// the largest gVisor's log package, with its global regexp, and
+// tcpip/network/hash's seeds) and a larger binary (13.4 to 16.8 MB, 37%
+// more functions for the runtime to walk at start); `moat version` +0.3
+// to +0.85 ms (bench/abtime, four runs of 600 to 800 rounds, each 95%
+// interval above zero), `moat run -- /bin/true` +0.2 to +0.9 ms (three
+// runs, one interval above zero). Go runs the initialisers of every
+// package a binary links, so within one binary there is no way to keep
+// them off the runs that do not use the device. In allow mode, the device
+// and the stack add about 1.5 ms to a start (BenchmarkAllowStart: the
+// kernel's device, address and route, and the stack, which the host sets
+// up while the command starts). A new connection through the device costs
+// 0.3 to 0.5 ms more than one through the proxy at a load of 4 (1 to 1.7
+// ms at 15), and a download runs at about a quarter of the proxy's rate
+// (TestTransparentLatency with MOAT_BENCH_TUN=1): each packet crosses the
+// device with a read(2) or write(2) and several goroutines, where the
+// proxy's relay is splice(2). Proxy-aware programs keep the proxy.
 //
 // After the handshake the proxy copies between the two connections with
 // plain io.Copy on the *net.TCPConn and *net.UnixConn values themselves,

@@ -95,6 +95,7 @@ type Proxy struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	tuns      map[stopper]struct{}
 	own       hostAddrs
 	ctx       context.Context // ended by Close: a Check waiting ends with it
 	cancel    context.CancelFunc
@@ -220,6 +221,9 @@ func (p *Proxy) Close() error {
 	for c := range p.conns {
 		c.Close()
 	}
+	for ts := range p.tuns {
+		go ts.stop()
+	}
 	return nil
 }
 
@@ -311,21 +315,30 @@ type clientConn struct {
 
 var bufioReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
+// newClientConn starts serving c, a connection of either front end: the
+// listeners' or the TUN device's. release gives back its buffer.
+func (p *Proxy) newClientConn(c net.Conn) *clientConn {
+	cc := &clientConn{p: p, c: c, start: time.Now()}
+	cc.lr = io.LimitedReader{R: c, N: p.maxHeaderBytes()}
+	cc.br = bufioReaders.Get().(*bufio.Reader)
+	cc.rec.r = &cc.lr
+	cc.br.Reset(&cc.rec)
+	return cc
+}
+
+func (cc *clientConn) release() {
+	cc.br.Reset(nil)
+	bufioReaders.Put(cc.br)
+}
+
 func (p *Proxy) serveConn(c net.Conn) {
 	defer func() { <-p.sem }()
 	if !p.track(c) {
 		return
 	}
 	defer p.untrack(c)
-	cc := &clientConn{p: p, c: c, start: time.Now()}
-	cc.lr = io.LimitedReader{R: c, N: p.maxHeaderBytes()}
-	cc.br = bufioReaders.Get().(*bufio.Reader)
-	cc.rec.r = &cc.lr
-	cc.br.Reset(&cc.rec)
-	defer func() {
-		cc.br.Reset(nil)
-		bufioReaders.Put(cc.br)
-	}()
+	cc := p.newClientConn(c)
+	defer cc.release()
 	defer func() {
 		if r := recover(); r != nil {
 			p.emit(Event{Time: cc.start, Proto: ProtoHTTP, Decision: DecisionError, Rule: "internal error",

@@ -204,6 +204,35 @@ func (r *Rules) Decide(d Dest) Verdict {
 		name, d.Port, name, name)}
 }
 
+// DecideName says whether a name may be resolved inside the sandbox (the
+// TUN device's DNS): when some allow entry matches it on some port and no
+// deny entry for every port matches it. Each connection to the name is
+// then decided by Decide, with its port. An IP literal is never a name.
+func (r *Rules) DecideName(host string) Verdict {
+	if _, ok := ParseIPLiteral(host); ok {
+		return Verdict{Rule: "invalid host", Reason: fmt.Sprintf("%q is an address, not a name", host)}
+	}
+	name, err := normalizeHost(host)
+	if err != nil {
+		return Verdict{Rule: "invalid host", Reason: fmt.Sprintf("%q is not a valid host name: %v", host, err)}
+	}
+	for _, h := range r.deny {
+		if h.Port == 0 && match(h, name, 0) {
+			return Verdict{Rule: h.Entry, Reason: fmt.Sprintf(
+				"%s is refused by the [network] deny entry %q; remove that entry to allow it", name, h.Entry)}
+		}
+	}
+	for _, h := range r.allow {
+		if match(h, name, h.Port) {
+			return Verdict{Allow: true, Rule: h.Entry, Reason: fmt.Sprintf(
+				"%s is allowed by the [network] allow entry %q", name, h.Entry)}
+		}
+	}
+	return Verdict{Rule: RuleDefaultDeny, Reason: fmt.Sprintf(
+		"%s is not in the allow list (so it does not resolve); to allow it, add %q to [network] allow, or --net allow:%s",
+		name, name, name)}
+}
+
 func (r *Rules) decideIP(ip netip.Addr, port int) Verdict {
 	ip = ip.Unmap()
 	if c, ok := r.cidrFor(ip); ok {

@@ -164,6 +164,10 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
+	if p.Network.Mode == policy.NetworkAllow {
+		// The TUN device's resolver: the only DNS the sandbox has.
+		mounts = append(mounts, backend.Mount{Kind: backend.MountFile, Target: "/etc/resolv.conf", Data: resolvConf, Optional: true})
+	}
 	for _, g := range guards {
 		for _, pr := range g.Protections() {
 			kind := backend.MountReadOnly

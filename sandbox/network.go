@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
@@ -19,6 +23,26 @@ import (
 // (127.0.0.1) in network mode allow. The namespace is the run's own, so a
 // fixed port collides with nothing.
 const ProxyPort = 3128
+
+// The TUN device of network mode allow. Its addresses are in 198.18.0.0/15
+// (RFC 2544, for benchmarks: used by no real service): the sandbox has
+// tunAddr, moat's resolver answers at tunDNS, and the names it resolves get
+// addresses of tunNames, one per name for the run.
+var (
+	tunAddr  = netip.MustParsePrefix("198.18.0.1/15")
+	tunDNS   = netip.AddrFrom4([4]byte{198, 18, 0, 2})
+	tunNames = netip.MustParsePrefix("198.19.0.0/16")
+)
+
+const (
+	tunName = "moat0"
+	// tunMTU is large: each packet is one read(2) or write(2) on the
+	// device, so fewer, larger ones move more bytes.
+	tunMTU = 65520
+	// resolvConf points the sandbox's resolver at moat's. Short timeouts:
+	// the answer comes from moat's own process.
+	resolvConf = "# moat: names are answered by moat from the [network] rules\nnameserver 198.18.0.2\noptions timeout:2 attempts:2\n"
+)
 
 // NetworkReport is what the network did during a run.
 type NetworkReport struct {
@@ -34,8 +58,9 @@ type NetworkReport struct {
 }
 
 // proxyEnv points the usual proxy variables at the in-sandbox listener.
-// ALL_PROXY uses socks5h so that names are resolved by the proxy: there
-// is no resolver inside.
+// ALL_PROXY uses socks5h so that names are resolved by the proxy, which
+// then sees them (moat's resolver on the TUN device answers names, not
+// the addresses they have).
 func proxyEnv() map[string]string {
 	httpURL := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
 	socks := "socks5h://127.0.0.1:" + strconv.Itoa(ProxyPort)
@@ -106,6 +131,17 @@ func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID str
 
 func (er *egressRun) serve(l net.Listener) { er.proxy.Serve(l) }
 
+// serveTUN serves the TUN device until the proxy is closed. A device that
+// cannot be served is closed by ServeTUN: the sandbox then has no way out
+// but the proxy, and the failure is an error event of the run.
+func (er *egressRun) serveTUN(f *os.File) {
+	err := er.proxy.ServeTUN(f, egress.TUNConfig{MTU: tunMTU, DNS: tunDNS, Names: tunNames})
+	if err != nil && !errors.Is(err, egress.ErrClosed) {
+		er.proxy.Audit(egress.Event{Time: time.Now(), Proto: egress.ProtoTCP, Decision: egress.DecisionError,
+			Rule: "tun", Reason: err.Error()})
+	}
+}
+
 func (er *egressRun) report() *NetworkReport {
 	er.proxy.Close()
 	er.mu.Lock()
@@ -125,7 +161,8 @@ func networkSpec(n policy.Network) backend.Network {
 	var s backend.Network
 	switch n.Mode {
 	case policy.NetworkAllow:
-		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
+		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort,
+			TUN: &backend.TUN{Name: tunName, Addr: tunAddr, MTU: tunMTU}}
 	case policy.NetworkHost:
 		s = backend.Network{Mode: backend.NetHost}
 	default:
@@ -153,3 +190,54 @@ type (
 	// DialFunc connects the egress proxy to exactly addr.
 	DialFunc = func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 )
+
+// TransparentEgressUnavailable says why network mode allow would run
+// with the proxy alone on this host ("" when it gets the TUN device): for
+// moat doctor.
+func TransparentEgressUnavailable() string {
+	return tunUnusable((&backend.TUN{}).DevDir())
+}
+
+// tunUnusable says why the sandbox's user could not open the TUN clone
+// device in dir ("" when it can). The device is opened by the sandbox's
+// init, as the sandbox's user and without any capability over the host's
+// files, so only a device everyone may read and write will do (the usual
+// setting: udev's rule KERNEL=="tun", MODE="0666").
+func tunUnusable(dir string) string {
+	path := filepath.Join(dir, "tun")
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err.Error()
+	case st.Mode()&os.ModeCharDevice == 0:
+		return path + " is not a character device"
+	case st.Mode().Perm()&0o006 != 0o006:
+		return fmt.Sprintf("%s is mode %#o, and the sandbox's user may not open it; mode 0666 is the usual setting", path, st.Mode().Perm())
+	}
+	return ""
+}
+
+// prepareTUN points a Spec's TUN device at dir's clone device (empty:
+// /dev/net), or leaves the device out when the sandbox's user could not
+// open it, and then returns the warning that says so.
+func prepareTUN(spec *backend.Spec, dir string) string {
+	t := spec.Network.TUN
+	if t == nil {
+		return ""
+	}
+	t.Dir = dir
+	if why := tunUnusable(t.DevDir()); why != "" {
+		dropTUN(spec)
+		return "network: no transparent egress (" + why + "): only programs that use the proxy variables reach the network"
+	}
+	return ""
+}
+
+// dropTUN leaves the TUN device and its resolver out of a Spec: the run
+// then has the proxy only, as it would without the device.
+func dropTUN(spec *backend.Spec) {
+	spec.Network.TUN = nil
+	spec.Mounts = slices.DeleteFunc(spec.Mounts, func(m backend.Mount) bool {
+		return m.Kind == backend.MountFile && m.Target == "/etc/resolv.conf" && m.Data == resolvConf
+	})
+}

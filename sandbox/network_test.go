@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +133,9 @@ func (w *netWorld) run(t *testing.T, req *sandbox.Request, script string) (strin
 func TestAllowListThroughProxy(t *testing.T) {
 	w := newNetWorld(t)
 	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	// No TUN clone device where the run looks for one: the proxy alone,
+	// with a warning (TestTransparentEgress has the device).
+	req.TUNDir = t.TempDir()
 	script := fmt.Sprintf(`
 echo "curl-allowed: $(curl -sS -m 10 http://allowed.test:%[1]d/)"
 echo "curl-denied: $(curl -sS -m 10 -D - -o /dev/null http://denied.test:%[1]d/ | tr -d '\r' | grep -i -e '^HTTP' -e '^X-Moat-Denied')"
@@ -163,6 +167,9 @@ if getent hosts allowed.test >/dev/null 2>&1; then echo RESOLVED-INSIDE; else ec
 		script += fmt.Sprintf(`git clone -q http://allowed.test:%d/repo.git cloned && echo "git: $(git -C cloned log --format=%%s)"`+"\n", w.gitPort)
 	}
 	out, rep := w.run(t, req, script)
+	if !slices.ContainsFunc(rep.Warnings, func(s string) bool { return strings.Contains(s, "no transparent egress") }) {
+		t.Errorf("no warning that the run has the proxy only: %q", rep.Warnings)
+	}
 	for _, want := range []string{
 		"curl-allowed: PAGE-FROM-allowed.test",
 		"curl-denied: HTTP/1.1 403",

@@ -93,6 +93,9 @@ type Request struct {
 	// servers with them.
 	Resolver ResolverFunc
 	Dial     DialFunc
+	// TUNDir, if set, is where the TUN clone device "tun" is opened
+	// instead of /dev/net (tests make a node of their own there).
+	TUNDir string
 	// SecretRoots verifies the certificates of the servers the policy's
 	// secrets are for, which the proxy connects to itself; nil means the
 	// host's roots. Tests trust their loopback servers with it.
@@ -334,6 +337,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 			}
 		}
 		stdio.ServeProxy = er.serve
+		stdio.ServeTUN = er.serveTUN
 		defer func() { rep.Network = er.report() }()
 	}
 	secrets, err := loadSecrets(req.Policy, caller.Cwd, req.SecretRoots)
@@ -357,6 +361,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)
+	}
+	if w := prepareTUN(spec, req.TUNDir); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
 	}
 	if err := checkSpec(be, req.Policy, spec, req.AllowDegraded, rep); err != nil {
 		return fail(err)

@@ -36,6 +36,9 @@ import (
 // The native backend re-executes this test binary as the sandbox's init.
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	if target := os.Getenv("MOAT_TEST_GODIAL"); target != "" {
+		os.Exit(goDial(target)) // a Go program inside a sandbox (TestTransparentEgress)
+	}
 	os.Exit(proctest.RunWithStateDir(m))
 }
 

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -146,5 +147,51 @@ mkdir -p /dev/shm/probe && printf '%%s' "$v" > /dev/shm/probe/x && grep -rsl -F 
 	req.Args = []string{"/bin/true"}
 	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{}); err == nil || !strings.Contains(err.Error(), "MOAT_TEST_API_TOKEN is not set") {
 		t.Errorf("run without the value: %v, want a refusal", err)
+	}
+}
+
+// TestSecretThroughTUN: a program that ignores the proxy variables and
+// sends the placeholder to a secret's host through the TUN device gets the
+// same interception: the server sees the value, the report the event.
+func TestSecretThroughTUN(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	dir := tunDir(t)
+	port, roots := apiServer(t)
+	value := "s3cr3t-through-tun"
+	t.Setenv("MOAT_TEST_API_TOKEN", value)
+	p := policy.Default()
+	p.Workspace.Path = t.TempDir()
+	p.Network.Mode = policy.NetworkAllow
+	p.Network.Allow = []string{"api.test"}
+	p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	p.Secrets = []policy.Secret{{Name: "API_TOKEN", Source: "env:MOAT_TEST_API_TOKEN", Hosts: []string{"api.test"}}}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`curl --noproxy '*' -sS -m 10 -H "Authorization: Bearer $API_TOKEN" https://api.test:%d/`, port)
+	req := &sandbox.Request{
+		Backend: testBackend(), Policy: p, Args: []string{"/bin/sh", "-c", script}, SecretRoots: roots, TUNDir: dir,
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if got := out.String(); got != "server-saw[Bearer "+value+"]" {
+		t.Errorf("the server saw %q, want the real token:\n%s", got, errb.String())
+	}
+	var viaTUN, intercepted bool
+	for _, e := range rep.Network.Events {
+		viaTUN = viaTUN || e.Proto == egress.ProtoTCP && e.Host == "api.test" && e.Decision == egress.DecisionAllow
+		intercepted = intercepted || e.Proto == "https-intercepted" && len(e.Secrets) == 1 && e.Secrets[0] == "API_TOKEN"
+	}
+	if !viaTUN || !intercepted {
+		t.Errorf("want a TUN connection and an intercepted request in the report: %+v", rep.Network.Events)
 	}
 }

@@ -35,6 +35,8 @@ type SessionRequest struct {
 	Audit    func(egress.Event)
 	Resolver ResolverFunc
 	Dial     DialFunc
+	// TUNDir is Request.TUNDir.
+	TUNDir string
 	// SecretRoots verifies the servers the policy's secrets are for (see
 	// Request.SecretRoots).
 	SecretRoots *x509.CertPool
@@ -161,6 +163,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		}
 		s.er = newEgressRun(rules, p, &Request{Audit: req.Audit, Resolver: req.Resolver, Dial: req.Dial}, s.id)
 		stdio.ServeProxy = s.er.serve
+		stdio.ServeTUN = s.er.serveTUN
 		undo = append(undo, func() { s.er.report() })
 	}
 	// The secrets' values stay on the host, with the proxy; commands get
@@ -194,6 +197,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	s.base.Backend = be.Name()
 	if p.Network.Mode == policy.NetworkHost {
 		s.base.Warnings = append(s.base.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
+	}
+	if w := prepareTUN(spec, req.TUNDir); w != "" {
+		s.base.Warnings = append(s.base.Warnings, w)
 	}
 	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/moatbox/moat/backend"
@@ -221,6 +222,17 @@ func encodeInitSpec(is *initSpec) []byte {
 		e.ints(s.Network.BindPorts)
 		e.bool(s.Network.RestrictConnect)
 		e.ints(s.Network.ConnectPorts)
+		e.bool(s.Network.TUN != nil)
+		if t := s.Network.TUN; t != nil {
+			e.str(t.Name)
+			addr := ""
+			if t.Addr.IsValid() {
+				addr = t.Addr.String()
+			}
+			e.str(addr)
+			e.int(int64(t.MTU))
+			e.str(t.Dir)
+		}
 		e.strs(s.MaskPaths)
 		e.strs(s.ReadOnlyPaths)
 		e.bool(s.Landlock)
@@ -292,6 +304,18 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 		s.Network.BindPorts = d.ints()
 		s.Network.RestrictConnect = d.bool()
 		s.Network.ConnectPorts = d.ints()
+		if d.bool() {
+			t := &backend.TUN{Name: d.str()}
+			if a := d.str(); a != "" {
+				var err error
+				if t.Addr, err = netip.ParsePrefix(a); err != nil {
+					d.fail(err)
+				}
+			}
+			t.MTU = int(d.int())
+			t.Dir = d.str()
+			s.Network.TUN = t
+		}
 		s.MaskPaths = d.strs()
 		s.ReadOnlyPaths = d.strs()
 		s.Landlock = d.bool()

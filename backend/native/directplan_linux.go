@@ -53,6 +53,7 @@ type planFDs struct {
 	stdio       [3]int // the command's stdin, stdout, stderr
 	seccompChan int    // socket to send the observed filter's listener on, or -1
 	proxyChan   int    // socket to send the proxy listener on (network mode proxy), or -1
+	tunDir      int    // O_PATH fd of tunDir (Network.TUN), or -1
 	trees       map[string]int
 	// nest, when set, is init's identity in its own user namespace: the
 	// id-mapped trees' owner, mapped to the sandbox user's host ids. Init
@@ -314,7 +315,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		}
 	}
 	keep := []int{fds.ctl, fds.status, fds.mapR}
-	for _, fd := range []int{fds.seccompChan, fds.proxyChan} {
+	for _, fd := range []int{fds.seccompChan, fds.proxyChan, fds.tunDir} {
 		if fd >= 0 {
 			keep = append(keep, fd)
 		}
@@ -374,9 +375,14 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// brings loopback up and leaves an fd of the namespace (SIOCGSKNS on
 	// its socket) in a slot; init joins it before it forks the command.
 	// Without shareVM the clone that starts init makes it (see startDirect).
-	var netFD, netPid uint16
+	var netFD, netPid, tunFD uint16
+	netStage := "network namespace"
+	if t := spec.Network.TUN; t != nil {
+		// The helper reports an errno only: the stage names what it does.
+		netStage = "network namespace and TUN device " + t.Name
+	}
 	if spec.Network.Mode != backend.NetHost {
-		lo := p.stage("network namespace")
+		lo := p.stage(netStage)
 		list := p.list
 		if f.share {
 			p.list = &f.net
@@ -392,6 +398,14 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		ifr.SetUint16(unix.IFF_UP)
 		i = p.call(lo, unix.SYS_IOCTL, uintptr(sock), unix.SIOCSIFFLAGS, mem(p, ifr))
 		p.at(i).ref = 1
+		if t := spec.Network.TUN; t != nil {
+			if spec.Network.Mode != backend.NetProxy {
+				return nil, errors.New("a TUN device needs network mode proxy")
+			}
+			if tunFD, err = p.tun(fds.tunDir, sock, t); err != nil {
+				return nil, err
+			}
+		}
 		if f.share {
 			netFD = p.val()
 			i = p.call(lo, unix.SYS_IOCTL, uintptr(sock), unix.SIOCGSKNS)
@@ -415,7 +429,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	if netPid != 0 {
 		// Join the helper's namespace: it has exited 0 once the fd is in
 		// its slot; any other exit code is its failing step's errno.
-		lo := p.stage("network namespace")
+		lo := p.stage(netStage)
 		ws := new(int32)
 		i := p.call(lo, unix.SYS_WAIT4, uintptr(netPid), mem(p, ws), unix.WALL, 0)
 		p.at(i).ref = 1
@@ -431,7 +445,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		p.call(p.stage("sethostname"), unix.SYS_SETHOSTNAME, p.str(spec.Hostname), uintptr(len(spec.Hostname)))
 	}
 	if spec.Network.Mode == backend.NetProxy {
-		p.proxyListener(spec.Network.ProxyPort, fds.proxyChan)
+		p.proxyListener(spec.Network.ProxyPort, fds.proxyChan, tunFD)
 	}
 	// Nothing below needs a capability in init's user namespace. (The
 	// owner may be the sandbox user itself, whom init's namespace then
@@ -638,8 +652,9 @@ func (p *plan) stage2(name, err string) uint16 {
 
 // proxyListener adds sendProxyListener's steps: a plain TCP socket (not
 // MPTCP) bound to 127.0.0.1:port inside the sandbox's network namespace
-// and listening, sent to the host, which serves it with the egress proxy.
-func (p *plan) proxyListener(port, chanFD int) {
+// and listening, sent to the host, which serves it with the egress proxy;
+// with it, in the same message, the TUN device in slot tun (if not 0).
+func (p *plan) proxyListener(port, chanFD int, tun uint16) {
 	stg := p.stage("proxy listener")
 	sock := p.val()
 	i := p.call(stg, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
@@ -655,7 +670,11 @@ func (p *plan) proxyListener(port, chanFD int) {
 	p.at(i).ref = 1
 	i = p.call(stg, unix.SYS_LISTEN, uintptr(sock), 128)
 	p.at(i).ref = 1
-	p.sendFD(p.stage("proxy listener: send to host"), chanFD, sock)
+	slots := []uint16{sock}
+	if tun != 0 {
+		slots = append(slots, tun)
+	}
+	p.sendFD(p.stage("proxy listener: send to host"), chanFD, slots...)
 }
 
 // strv is a NULL-terminated array of C strings.
@@ -668,24 +687,28 @@ func (p *plan) strv(ss []string) uintptr {
 	return uintptr(unsafe.Pointer(&v[0]))
 }
 
-// sendFD sends the fd in slot over the socket chan (SCM_RIGHTS), then
-// closes both.
-func (p *plan) sendFD(stage uint16, chanFD int, slot uint16) {
+// sendFD sends the fds in slots over the socket chan in one message
+// (SCM_RIGHTS), then closes them all.
+func (p *plan) sendFD(stage uint16, chanFD int, slots ...uint16) {
 	buf := []byte{0}
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(4*len(slots)))
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
 	h.Level, h.Type = unix.SOL_SOCKET, unix.SCM_RIGHTS
-	h.SetLen(unix.CmsgLen(4))
+	h.SetLen(unix.CmsgLen(4 * len(slots)))
 	iov := &unix.Iovec{Base: &buf[0]}
 	iov.SetLen(1)
 	msg := &unix.Msghdr{Iov: iov, Control: &oob[0]}
 	msg.Iovlen = 1
 	msg.SetControllen(len(oob))
 	p.keep = append(p.keep, buf, oob, iov)
-	*p.list = append(*p.list, step{kind: kindPoke32, p: unsafe.Pointer(&oob[unix.CmsgLen(0)]), a: [6]uintptr{1: uintptr(slot)}, stage: stage})
+	for k, slot := range slots {
+		*p.list = append(*p.list, step{kind: kindPoke32, p: unsafe.Pointer(&oob[unix.CmsgLen(4*k)]), a: [6]uintptr{1: uintptr(slot)}, stage: stage})
+	}
 	p.call(stage, unix.SYS_SENDMSG, uintptr(chanFD), mem(p, msg), 0)
-	i := p.call(stage, unix.SYS_CLOSE, uintptr(slot))
-	p.at(i).ref = 1
+	for _, slot := range slots {
+		i := p.call(stage, unix.SYS_CLOSE, uintptr(slot))
+		p.at(i).ref = 1
+	}
 	p.call(stage, unix.SYS_CLOSE, uintptr(chanFD))
 }
 

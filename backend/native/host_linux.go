@@ -180,6 +180,7 @@ type run struct {
 	control  *os.File
 	save     bool
 	netChan  *os.File // host end of the proxy listener channel
+	tun      bool     // a TUN device comes with the proxy listener
 	netChild *os.File // init's end, closed here once init has it
 	// sessChild is init's end of a session's request socket (see
 	// session_init_linux.go), closed here once init has it.
@@ -519,6 +520,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		if stdio.ServeProxy == nil {
 			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
 		}
+		if spec.Network.TUN != nil && stdio.ServeTUN == nil {
+			return errors.New("a TUN device needs a network stack to serve it (Stdio.ServeTUN)")
+		}
 		host, child, err := socketPair()
 		if err != nil {
 			return fmt.Errorf("proxy channel: %w", err)
@@ -527,6 +531,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		is.NetFD = 3 + len(extra)
 		extra = append(extra, child)
 		r.netChan, r.netChild = host, child
+		r.tun = spec.Network.TUN != nil
 	}
 
 	root := os.Geteuid() == 0
@@ -894,11 +899,18 @@ func socketPair() (host, child *os.File, err error) {
 // namespace it was created in, so the host can accept on it from outside:
 // each connection reaches the proxy directly, with no forwarder between.
 func (r *run) receiveListener() {
-	fd, ok := receiveFD(r.netChan)
+	n := 1
+	if r.tun {
+		n = 2
+	}
+	fds, ok := receiveFDs(r.netChan, n)
 	if !ok {
 		return
 	}
-	f := os.NewFile(uintptr(fd), "proxy-listener")
+	if r.tun {
+		go r.stdio.ServeTUN(os.NewFile(uintptr(fds[1]), "tun"))
+	}
+	f := os.NewFile(uintptr(fds[0]), "proxy-listener")
 	l, err := net.FileListener(f)
 	f.Close()
 	if err != nil {

@@ -80,6 +80,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		stdio:       [3]int{int(stdin.Fd()), int(outW.Fd()), int(errW.Fd())},
 		seccompChan: -1,
 		proxyChan:   -1,
+		tunDir:      -1,
 		trees:       map[string]int{},
 		ctty:        r.tty != nil,
 	}
@@ -108,6 +109,9 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		if r.stdio.ServeProxy == nil {
 			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
 		}
+		if spec.Network.TUN != nil && r.stdio.ServeTUN == nil {
+			return errors.New("a TUN device needs a network stack to serve it (Stdio.ServeTUN)")
+		}
 		host, child, err := socketPair()
 		if err != nil {
 			return fmt.Errorf("proxy channel: %w", err)
@@ -116,11 +120,22 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		closeAfter = append(closeAfter, child)
 		fds.proxyChan = int(child.Fd())
 		r.netChan = host
+		r.tun = spec.Network.TUN != nil
+		if r.tun {
+			// Opened here: the plan's network steps may run after init
+			// has replaced the root (see openTUN).
+			dir, err := os.OpenFile(spec.Network.TUN.DevDir(), unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				return fmt.Errorf("TUN device: %w", err)
+			}
+			closeAfter = append(closeAfter, dir)
+			fds.tunDir = int(dir.Fd())
+		}
 	}
 	// The dups onto 0-2 and the closing of everything else assume the
 	// fds the child keeps are above 2, which they are unless moat was
 	// started with 0-2 closed.
-	for _, fd := range []int{fds.mapR, fds.mapW, fds.ctl, fds.status, fds.stdio[1], fds.stdio[2], fds.seccompChan, fds.proxyChan} {
+	for _, fd := range []int{fds.mapR, fds.mapW, fds.ctl, fds.status, fds.stdio[1], fds.stdio[2], fds.seccompChan, fds.proxyChan, fds.tunDir} {
 		if fd >= 0 && fd < 3 {
 			return fmt.Errorf("direct start: fd %d is below 3 (was moat started with stdin, stdout or stderr closed?)", fd)
 		}
@@ -405,24 +420,35 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 // receiveFD receives one fd sent over a unix socket with SCM_RIGHTS (one
 // byte of data with it); false if the sender closed the socket first.
 func receiveFD(sock *os.File) (int, bool) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, 0)
-	if err != nil || n == 0 {
-		return -1, false
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return -1, false
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+	fds, ok := receiveFDs(sock, 1)
+	if !ok {
 		return -1, false
 	}
 	return fds[0], true
+}
+
+// receiveFDs receives exactly n fds sent in one message over a unix socket
+// with SCM_RIGHTS (one byte of data with them); false if the sender closed
+// the socket first or sent another number.
+func receiveFDs(sock *os.File, n int) ([]int, bool) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4*n))
+	k, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || k == 0 {
+		return nil, false
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil, false
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != n {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, false
+	}
+	return fds, true
 }
 
 // stopSupervisor ends supervise, once the run is over.

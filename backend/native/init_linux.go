@@ -145,6 +145,18 @@ func initMain(send func(message)) error {
 		return fail("read spec", errors.New("the Spec's network mode does not match init's arguments"))
 	}
 
+	// The TUN clone device is found in the host's /dev, before the root
+	// is replaced; it is opened once init is in the new namespace.
+	tunDirFD := -1
+	if spec.Network.TUN != nil {
+		if spec.Network.Mode != backend.NetProxy {
+			return fail("read spec", errors.New("a TUN device needs network mode proxy"))
+		}
+		if tunDirFD, err = unix.Open(spec.Network.TUN.DevDir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fail("TUN device", fmt.Errorf("open %s: %w", spec.Network.TUN.DevDir(), err))
+		}
+	}
+
 	// The root is built before anything else, while init still holds
 	// CAP_SYS_ADMIN in its user namespace.
 	if err := buildRoot(spec, is.Trees); err != nil {
@@ -177,8 +189,14 @@ func initMain(send func(message)) error {
 			return fail("sethostname", err)
 		}
 	}
+	tunFD := -1
+	if tunDirFD >= 0 {
+		if tunFD, err = tunInNamespace(tunDirFD, spec.Network.TUN); err != nil {
+			return fail("TUN device", err)
+		}
+	}
 	if is.NetFD != 0 {
-		if err := sendProxyListener(is.NetFD, spec.Network.ProxyPort); err != nil {
+		if err := sendProxyListener(is.NetFD, spec.Network.ProxyPort, tunFD); err != nil {
 			return fail("proxy listener", err)
 		}
 	}
@@ -619,8 +637,12 @@ func checkExec(p string) error {
 
 // sendProxyListener binds 127.0.0.1:port inside the sandbox's network
 // namespace (a plain TCP socket: not MPTCP, which Go's net.Listen would
-// pick) and sends it to the host, which serves it with the egress proxy.
-func sendProxyListener(chanFD, port int) error {
+// pick) and sends it to the host, which serves it with the egress proxy;
+// with it, in the same message, the TUN device tun (if not -1).
+func sendProxyListener(chanFD, port, tun int) error {
+	if tun >= 0 {
+		defer unix.Close(tun)
+	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return err
@@ -635,7 +657,11 @@ func sendProxyListener(chanFD, port int) error {
 	if err := unix.Listen(fd, 128); err != nil {
 		return err
 	}
-	if err := unix.Sendmsg(chanFD, []byte{0}, unix.UnixRights(fd), nil, 0); err != nil {
+	fds := []int{fd}
+	if tun >= 0 {
+		fds = append(fds, tun)
+	}
+	if err := unix.Sendmsg(chanFD, []byte{0}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("send to host: %w", err)
 	}
 	return unix.Close(chanFD)

@@ -41,7 +41,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	// the sandbox.
 	sp := *spec
 	sp.Limits.Wall, sp.Limits.OutputBytes = 0, 0
-	r := &run{spec: &sp, stdio: backend.Stdio{ServeProxy: stdio.ServeProxy}, start: time.Now(), onInitParent: b.onInitParent}
+	r := &run{spec: &sp, stdio: backend.Stdio{ServeProxy: stdio.ServeProxy, ServeTUN: stdio.ServeTUN}, start: time.Now(), onInitParent: b.onInitParent}
 	in := &instance{r: r, procs: map[uint64]*process{}, done: make(chan struct{}), landlock: spec.Landlock}
 	exe := b.Exe
 	if exe == "" {

@@ -66,6 +66,11 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 
 	line("info", "network namespaces", "every run gets one with only loopback (exercised by the probe below)")
+	if why := sandbox.TransparentEgressUnavailable(); why != "" {
+		line("no", "transparent egress", "network mode allow reaches the network through the proxy variables only: "+why)
+	} else {
+		line("ok", "transparent egress", "in network mode allow, programs that ignore the proxy variables get a TUN device, moat's resolver and the same rules")
+	}
 
 	// Root shows writable paths to the command through idmapped mounts,
 	// which some filesystems cannot give (tmpfs before Linux 6.3, NFS,

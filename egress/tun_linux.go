@@ -1,0 +1,351 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// tunStack is one TUN device served by a netstack.
+type tunStack struct {
+	p   *Proxy
+	cfg TUNConfig
+	s   *stack.Stack
+	f   *os.File
+
+	mu     sync.Mutex
+	byName map[string]netip.Addr
+	byAddr map[netip.Addr]string
+	next   netip.Addr
+	udpRef map[string]bool // UDP destinations already reported refused
+	done   chan struct{}
+	closed bool
+}
+
+// ServeTUN serves the packets of a TUN device (IFF_TUN, no packet
+// information) with gVisor's userspace TCP/IP stack: TCP connections go
+// through the same decisions as the proxy's tunnels (Rules.Decide, Check,
+// then CheckAddr on every address the name resolves to, a TLS ClientHello
+// checked against the name, HTTPSOnly, and Secrets), DNS queries to c.DNS are
+// answered from the rules, and everything else is dropped. It takes f
+// and closes it when it returns: after Close (ErrClosed) or when the
+// stack cannot be set up.
+func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
+	p.init()
+	if p.Rules == nil {
+		f.Close()
+		return errors.New("egress: Proxy.Rules is nil")
+	}
+	if !c.DNS.Is4() || !c.Names.Addr().Is4() || c.MTU < 576 {
+		f.Close()
+		return fmt.Errorf("egress: TUN configuration %+v needs IPv4 addresses and an MTU of at least 576", c)
+	}
+	ts := &tunStack{p: p, cfg: c, f: f, byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{},
+		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{})}
+	if err := ts.start(); err != nil {
+		ts.stop()
+		return fmt.Errorf("egress: TUN device: %w", err)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		ts.stop()
+		return ErrClosed
+	}
+	if p.tuns == nil {
+		p.tuns = map[stopper]struct{}{}
+	}
+	p.tuns[ts] = struct{}{}
+	p.mu.Unlock()
+	<-ts.done
+	return ErrClosed
+}
+
+func (ts *tunStack) start() error {
+	ts.s = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(ts.f.Fd())}, MTU: uint32(ts.cfg.MTU)})
+	if err != nil {
+		return err
+	}
+	const nic = 1
+	if e := ts.s.CreateNIC(nic, ep); e != nil {
+		return errors.New(e.String())
+	}
+	// Every destination is the stack's to answer (promiscuous), and it
+	// answers as that destination (spoofing).
+	if e := ts.s.SetPromiscuousMode(nic, true); e != nil {
+		return errors.New(e.String())
+	}
+	if e := ts.s.SetSpoofing(nic, true); e != nil {
+		return errors.New(e.String())
+	}
+	ts.s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nic}})
+	// One socket answers every DNS query, whatever its source port: no
+	// state per query, so a program that looks up many names is served
+	// as well as one that looks up a few.
+	dns := tcpip.AddrFrom4(ts.cfg.DNS.As4())
+	if e := ts.s.AddProtocolAddress(nic, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: dns.WithPrefix()}, stack.AddressProperties{}); e != nil {
+		return errors.New(e.String())
+	}
+	conn, err := gonet.DialUDP(ts.s, &tcpip.FullAddress{NIC: nic, Addr: dns, Port: 53}, nil, ipv4.ProtocolNumber)
+	if err != nil {
+		return fmt.Errorf("DNS socket: %w", err)
+	}
+	go ts.serveDNS(conn)
+	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
+	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	ts.s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(ts.s, ts.handleUDP).HandlePacket)
+	return nil
+}
+
+// stop ends the stack's goroutines, then closes the device.
+func (ts *tunStack) stop() {
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return
+	}
+	ts.closed = true
+	ts.mu.Unlock()
+	if ts.s != nil {
+		ts.s.Close()
+		ts.s.Wait()
+	}
+	ts.f.Close()
+	close(ts.done)
+}
+
+// recover turns a panic on one of the stack's goroutines into an error
+// event, as the proxy does for a connection: one flow ends, not moat. It
+// must be deferred directly.
+func (ts *tunStack) recover(proto string) {
+	if r := recover(); r != nil {
+		ts.p.emit(Event{Time: time.Now(), Proto: proto, Decision: DecisionError, Rule: "internal error", Reason: panicReason(r)})
+	}
+}
+
+// addrOf gives name its address in Names, the same one for the whole run.
+func (ts *tunStack) addrOf(name string) (netip.Addr, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if a, ok := ts.byName[name]; ok {
+		return a, true
+	}
+	a := ts.next
+	if !ts.cfg.Names.Contains(a) || a == ts.cfg.DNS || !ts.cfg.Names.Contains(a.Next()) {
+		return netip.Addr{}, false // exhausted (the broadcast address is never handed out)
+	}
+	ts.next = a.Next()
+	ts.byName[name], ts.byAddr[a] = a, name
+	return a, true
+}
+
+func (ts *tunStack) nameOf(a netip.Addr) (string, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n, ok := ts.byAddr[a]
+	return n, ok
+}
+
+func fromTCPIP(a tcpip.Address) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return ip.Unmap()
+}
+
+// handleTCP decides a connection the sandbox opens (the forwarder runs it
+// on a goroutine of its own, before the handshake completes): a refused
+// destination gets a reset, an allowed one a connection relayed as the
+// proxy relays a tunnel.
+func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
+	defer ts.recover(ProtoTCP)
+	p := ts.p
+	id := r.ID()
+	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
+	ev := &Event{Time: time.Now(), Proto: ProtoTCP, Host: dst.String(), Port: port}
+	select {
+	case p.sem <- struct{}{}:
+		defer func() { <-p.sem }()
+	default:
+		r.Complete(true)
+		ev.Decision, ev.Rule = DecisionError, "max connections"
+		ev.Reason = fmt.Sprintf("more than %d connections at once; this one was refused", p.maxConns())
+		p.emit(*ev)
+		return
+	}
+	d := Dest{IP: dst, Port: port}
+	if ts.cfg.Names.Contains(dst) {
+		name, ok := ts.nameOf(dst)
+		if !ok {
+			r.Complete(true)
+			ev.Decision, ev.Rule = DecisionDeny, "unknown address"
+			ev.Reason = fmt.Sprintf("no name was resolved to %s inside the sandbox", dst)
+			p.emit(*ev)
+			return
+		}
+		d = Dest{Host: name, Port: port}
+	}
+	t, v := p.decide(d, ev)
+	if !v.Allow || !p.check(Query{Host: ev.Host, Port: port}, ev) {
+		r.Complete(true)
+		ev.Decision = DecisionDeny
+		p.emit(*ev)
+		return
+	}
+	up, addr, err := p.connect(context.Background(), t)
+	if err != nil {
+		r.Complete(true)
+		var refused *errRefused
+		if errors.As(err, &refused) {
+			ev.Decision, ev.Rule, ev.Reason = DecisionDeny, refused.v.Rule, refused.v.Reason
+		} else {
+			ev.Decision, ev.Reason = DecisionError, err.Error()
+		}
+		p.emit(*ev)
+		return
+	}
+	var wq waiter.Queue
+	ep, e := r.CreateEndpoint(&wq)
+	if e != nil {
+		r.Complete(true)
+		p.untrack(up)
+		ev.Decision, ev.Reason = DecisionError, "accept from the sandbox: "+e.String()
+		p.emit(*ev)
+		return
+	}
+	r.Complete(false)
+	ev.Decision, ev.Addr = DecisionAllow, addr.String()
+	c := gonet.NewTCPConn(&wq, ep)
+	if !p.track(c) {
+		p.untrack(up)
+		return
+	}
+	defer p.untrack(c)
+	cc := p.newClientConn(c)
+	defer cc.release()
+	defer cc.finish(ev)
+	cc.tunnel(up, t, ev)
+}
+
+// handleUDP drops every datagram that is not DNS to cfg.DNS (the
+// resolver's socket receives those), reporting each refused destination
+// once.
+func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
+	defer ts.recover(ProtoUDP)
+	id := r.ID()
+	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
+	host := dst.String()
+	if name, ok := ts.nameOf(dst); ok {
+		host = name
+	}
+	key := fmt.Sprintf("%s:%d", host, port)
+	ts.mu.Lock()
+	seen := ts.udpRef[key] || len(ts.udpRef) >= maxUDPReported
+	if !seen {
+		ts.udpRef[key] = true
+	}
+	ts.mu.Unlock()
+	if !seen {
+		ts.p.emit(Event{Time: time.Now(), Proto: ProtoUDP, Host: host, Port: port, Decision: DecisionDeny,
+			Rule: "udp", Reason: fmt.Sprintf("UDP to %s is refused: only DNS (to moat's resolver) leaves the sandbox over UDP", key)})
+	}
+	return true
+}
+
+// serveDNS answers the queries to the resolver's socket until the stack
+// closes it.
+func (ts *tunStack) serveDNS(c *gonet.UDPConn) {
+	defer c.Close()
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if out := ts.safeAnswer(buf[:n]); out != nil {
+			c.WriteTo(out, from)
+		}
+	}
+}
+
+// safeAnswer is answer, with a panic made an error event (and no answer).
+func (ts *tunStack) safeAnswer(q []byte) []byte {
+	defer ts.recover(ProtoDNS)
+	return ts.answer(q)
+}
+
+// answer is the reply to one DNS query: an allowed name's address (A),
+// no records of other types, NXDOMAIN for a refused name; nil for what is
+// not a query. Every query is an Event.
+func (ts *tunStack) answer(q []byte) []byte {
+	var pr dnsmessage.Parser
+	h, err := pr.Start(q)
+	if err != nil || h.Response {
+		return nil
+	}
+	resp := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
+	question, err := pr.Question()
+	if err != nil || h.OpCode != 0 {
+		resp.RCode = dnsmessage.RCodeFormatError
+		if h.OpCode != 0 {
+			resp.RCode = dnsmessage.RCodeNotImplemented
+		}
+		b := dnsmessage.NewBuilder(nil, resp)
+		out, _ := b.Finish()
+		return out
+	}
+	name := strings.TrimSuffix(strings.ToLower(question.Name.String()), ".")
+	ev := Event{Time: time.Now(), Proto: ProtoDNS, Host: name, Reason: question.Type.String()}
+	v := ts.p.Rules.DecideName(name)
+	ev.Rule = v.Rule
+	var a netip.Addr
+	switch {
+	case !v.Allow:
+		ev.Decision, ev.Reason = DecisionDeny, v.Reason
+		resp.RCode = dnsmessage.RCodeNameError
+	case question.Type == dnsmessage.TypeA:
+		var ok bool
+		if a, ok = ts.addrOf(name); !ok {
+			ev.Decision, ev.Reason = DecisionError, "no address left to give a name"
+			resp.RCode = dnsmessage.RCodeServerFailure
+		} else {
+			ev.Decision, ev.Addr = DecisionAllow, a.String()
+		}
+	default:
+		ev.Decision = DecisionAllow // the name exists; it has no records of this type
+	}
+	ts.p.emit(ev)
+	b := dnsmessage.NewBuilder(nil, resp)
+	b.EnableCompression()
+	if b.StartQuestions() != nil || b.Question(question) != nil {
+		return nil
+	}
+	if a.IsValid() {
+		b.StartAnswers()
+		b.AResource(dnsmessage.ResourceHeader{Name: question.Name, Class: dnsmessage.ClassINET, TTL: 60},
+			dnsmessage.AResource{A: a.As4()})
+	}
+	out, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return out
+}

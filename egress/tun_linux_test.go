@@ -1,0 +1,72 @@
+package egress
+
+import (
+	"net/netip"
+	"testing"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// TestTUNAnswers: moat's resolver gives an allowed name one address of
+// Names for the run, no records of other types, and NXDOMAIN to a refused
+// name; every query is an event.
+func TestTUNAnswers(t *testing.T) {
+	rules, err := ParseRules([]string{"allowed.test", "api.test:443", "*.wild.test"}, []string{"no.wild.test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	p := &Proxy{Rules: rules, Audit: func(e Event) { events = append(events, e) }}
+	ts := &tunStack{p: p, cfg: TUNConfig{MTU: 1500, DNS: netip.MustParseAddr("198.18.0.2"), Names: netip.MustParsePrefix("198.19.0.0/16")},
+		byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: netip.MustParseAddr("198.19.0.1")}
+	ask := func(name string, typ dnsmessage.Type) dnsmessage.Message {
+		t.Helper()
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET})
+		q, _ := b.Finish()
+		var m dnsmessage.Message
+		if err := m.Unpack(ts.answer(q)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.ID != 7 || !m.Response {
+			t.Fatalf("%s: header %+v", name, m.Header)
+		}
+		return m
+	}
+	a := func(m dnsmessage.Message) string {
+		if m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 1 {
+			return m.RCode.String()
+		}
+		return netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A).String()
+	}
+	for _, c := range []struct {
+		name string
+		typ  dnsmessage.Type
+		want string
+	}{
+		{"allowed.test.", dnsmessage.TypeA, "198.19.0.1"},
+		{"API.test.", dnsmessage.TypeA, "198.19.0.2"},     // allowed on one port: it resolves
+		{"allowed.test.", dnsmessage.TypeA, "198.19.0.1"}, // the same address again
+		{"x.wild.test.", dnsmessage.TypeA, "198.19.0.3"},
+		{"no.wild.test.", dnsmessage.TypeA, "RCodeNameError"},
+		{"denied.test.", dnsmessage.TypeA, "RCodeNameError"},
+		{"wild.test.", dnsmessage.TypeA, "RCodeNameError"},
+		{"denied.test.", dnsmessage.TypeAAAA, "RCodeNameError"},
+		{"allowed.test.", dnsmessage.TypeAAAA, "RCodeSuccess"}, // no records
+		{"allowed.test.", dnsmessage.TypeTXT, "RCodeSuccess"},
+	} {
+		if got := a(ask(c.name, c.typ)); got != c.want {
+			t.Errorf("%s %v: %s, want %s", c.name, c.typ, got, c.want)
+		}
+	}
+	if n, ok := ts.nameOf(netip.MustParseAddr("198.19.0.2")); !ok || n != "api.test" {
+		t.Errorf("198.19.0.2 stands for %q %v", n, ok)
+	}
+	if len(events) != 10 || events[5].Decision != DecisionDeny || events[5].Rule != RuleDefaultDeny || events[0].Decision != DecisionAllow {
+		t.Errorf("events: %+v", events)
+	}
+	if ts.answer([]byte{1, 2, 3}) != nil {
+		t.Error("an answer to garbage")
+	}
+}

@@ -1,0 +1,563 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// tunDir is a directory with a TUN clone device the sandbox's user can
+// open: MOAT_TEST_TUN_DIR if set (a node made by root for the
+// unprivileged runs), the host's /dev/net when its mode allows it, else,
+// for root, a node of the test's own (mknod 10 200, mode 0666).
+func tunDir(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		t.Skipf("this kernel has no TUN driver (%v): no transparent egress to test", err)
+	}
+	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
+		return d
+	}
+	if st, err := os.Stat("/dev/net/tun"); err == nil && st.Mode().Perm()&0o006 == 0o006 {
+		return ""
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("/dev/net/tun is missing or not mode 0666 here, only root can make a node of its own, and MOAT_TEST_TUN_DIR names none: no transparent egress to test")
+	}
+	// Not under t.TempDir, whose parent only root may search: the init
+	// stage opens the directory as the sandbox's user.
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		t.Skipf("mknod of a TUN clone device: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	return dir
+}
+
+// TestTransparentEgress runs programs that ignore the proxy variables:
+// they resolve through moat's DNS and connect through the TUN device, and
+// get what the rules say, with the proxy path's events. Both starts make
+// the device: the direct one, and the init stage.
+func TestTransparentEgress(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testTransparentEgress(t, false) })
+	t.Run("init-stage", func(t *testing.T) { testTransparentEgress(t, true) })
+}
+
+func testTransparentEgress(t *testing.T, initStage bool) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				fmt.Fprintf(c, "echo:%s", line)
+			}()
+		}
+	}()
+	// A server that speaks first, as sshd does.
+	banner, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer banner.Close()
+	go func() {
+		for {
+			c, err := banner.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "SSH-2.0-moattest\r\n")
+			go func() { defer c.Close(); c.Read(make([]byte, 4096)) }()
+		}
+	}()
+	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	var udpGot atomic.Int32
+	go func() {
+		buf := make([]byte, 100)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			udpGot.Add(1)
+		}
+	}()
+
+	client := goClient(t)
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, client)
+	})
+	if initStage {
+		req.Backend = &native.Backend{InitStage: true}
+	}
+	req.TUNDir = dir
+	script := fmt.Sprintf(`
+unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+getent hosts allowed.test >/dev/null && echo getent-allowed-ok
+getent hosts denied.test >/dev/null || echo getent-denied-nxdomain
+python3 -c '
+import socket, urllib.request
+print("py-http:", urllib.request.urlopen("http://allowed.test:%[1]d/", timeout=10).read().decode())
+for i in range(200):
+    socket.getaddrinfo("allowed.test", 80)  # each a query of its own, from a new port
+print("200-lookups-ok")
+try:
+    socket.getaddrinfo("denied.test", 80)
+    print("DENIED-RESOLVED")
+except socket.gaierror as e:
+    print("denied-nxdomain")
+try:
+    socket.create_connection(("ten.test", 80), timeout=5)
+    print("TEN-CONNECTED")
+except OSError as e:
+    print("ten-refused")
+s = socket.create_connection(("allowed.test", %[2]d), timeout=5)
+s.sendall(b"ping\n")
+print("raw:", s.recv(100).decode().strip())
+b = socket.create_connection(("allowed.test", %[4]d), timeout=5)
+print("banner:", b.recv(100).decode().strip())
+import ssl
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(socket.create_connection(("allowed.test", %[5]d), timeout=5), server_hostname="denied.test").close()
+    print("FRONTED")
+except (OSError, ssl.SSLError) as e:
+    print("sni-mismatch-refused")
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.sendto(b"x", ("allowed.test", %[3]d))
+print("udp-sent")
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("RAW-OPENED")
+except OSError as e:
+    print("raw-refused")
+'
+MOAT_TEST_GODIAL=allowed.test:%[2]d %[6]s/client
+MOAT_TEST_GODIAL=denied.test:%[2]d %[6]s/client
+MOAT_TEST_GODIAL=ten.test:%[2]d %[6]s/client
+echo "tun-fds: $(for f in /proc/[0-9]*/fd/*; do readlink "$f"; done 2>/dev/null | grep -c tun)"
+echo "fds-seen: $(for f in /proc/self/fd/*; do readlink "$f"; done 2>/dev/null | grep -c .)"
+echo "curl-https: $(curl -sS -m 10 -k https://allowed.test:%[5]d/)"
+ssh -v -p %[4]d -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no x@allowed.test true 2>&1 | grep -o 'remote software version moattest' | head -1
+`, w.httpPort, echo.Addr().(*net.TCPAddr).Port, udp.LocalAddr().(*net.UDPAddr).Port,
+		banner.Addr().(*net.TCPAddr).Port, w.httpsPort, client)
+	out, rep := w.run(t, req, script)
+	for _, warn := range rep.Warnings {
+		if strings.Contains(warn, "transparent") {
+			t.Fatalf("the run had no TUN device: %s", warn)
+		}
+	}
+	for _, want := range []string{
+		"getent-allowed-ok", "getent-denied-nxdomain", // DNS: the positive control and the refusal
+		"py-http: PAGE-FROM-allowed.test", "raw: echo:ping", // TCP by name, HTTP and a raw port
+		"200-lookups-ok", "denied-nxdomain", "ten-refused", "udp-sent", "raw-refused",
+		"banner: SSH-2.0-moattest", "remote software version moattest", // a server that speaks first; ssh
+		"curl-https: PAGE-FROM-allowed.test", "sni-mismatch-refused",
+		"tun-fds: 0",        // the device's fd stays out of the command's processes
+		"godial: echo:ping", // Go's own resolver and dialer
+		"godial-error: dial tcp4: lookup denied.test", "godial-error: dial tcp4 198.19.", // NXDOMAIN; ten.test's connection reset
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"DENIED-RESOLVED", "TEN-CONNECTED", "RAW-OPENED", "FRONTED",
+		"fds-seen: 0", // the positive control of "tun-fds: 0": the listing sees fds
+	} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s:\n%s", bad, out)
+		}
+	}
+	if n := udpGot.Load(); n != 0 {
+		t.Errorf("the UDP server received %d datagrams from the sandbox", n)
+	}
+	var dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, sni int
+	for _, e := range rep.Network.Events {
+		switch {
+		case e.Proto == "dns" && e.Host == "allowed.test" && e.Decision == "allow":
+			dnsAllow++
+		case e.Proto == "dns" && e.Host == "denied.test" && e.Decision == "deny" && e.Rule == "default deny":
+			dnsDeny++
+		case e.Proto == "tcp" && e.Host == "allowed.test" && e.Decision == "allow":
+			tcpAllow++
+		case e.Proto == "tcp" && e.Host == "ten.test" && e.Decision == "deny":
+			tcpDeny++
+		case e.Proto == "udp" && e.Decision == "deny":
+			udpDeny++
+		case e.Proto == "tcp" && e.Decision == "deny" && e.Rule == "sni mismatch" && e.SNI == "denied.test":
+			sni++
+		}
+	}
+	if dnsAllow == 0 || dnsDeny == 0 || tcpAllow < 5 || tcpDeny == 0 || udpDeny == 0 || sni == 0 {
+		t.Errorf("events: dns allow %d deny %d, tcp allow %d deny %d, udp deny %d, sni mismatch %d:\n%+v\n%s",
+			dnsAllow, dnsDeny, tcpAllow, tcpDeny, udpDeny, sni, rep.Network.Events, out)
+	}
+}
+
+// BenchmarkAllowStart is the start-up of `/bin/true` in network mode
+// allow, with the TUN device and without it (the proxy alone).
+func BenchmarkAllowStart(b *testing.B) {
+	for _, withTUN := range []bool{false, true} {
+		name := "proxy"
+		if withTUN {
+			name = "tun"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir() // no device: the proxy alone
+			if withTUN {
+				dir = benchTUNDir(b)
+			}
+			ws := b.TempDir()
+			p := policy.Default()
+			p.Network.Mode = policy.NetworkAllow
+			p.Network.Allow = []string{"allowed.test"}
+			p.Workspace.Path = ws
+			home, _ := os.UserHomeDir()
+			if err := p.Resolve(ws, home); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req := &sandbox.Request{Policy: p, Args: []string{"/bin/true"}, TUNDir: dir}
+				rep, err := sandbox.Run(context.Background(), req, backend.Stdio{})
+				if err != nil || rep.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, rep)
+				}
+				if withTUN && len(rep.Warnings) > 0 {
+					b.Fatalf("warnings: %q", rep.Warnings)
+				}
+			}
+		})
+	}
+}
+
+func benchTUNDir(b *testing.B) string {
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		b.Skipf("this kernel has no TUN driver: %v", err)
+	}
+	if d := os.Getenv("MOAT_TEST_TUN_DIR"); d != "" {
+		return d
+	}
+	if os.Geteuid() != 0 {
+		b.Skip("no TUN clone device (set MOAT_TEST_TUN_DIR)")
+	}
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		b.Skipf("mknod: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	return dir
+}
+
+// TestTransparentLatency (MOAT_BENCH_TUN=1) prints the time a new
+// connection takes to an echo server on loopback, opened by a program
+// inside the sandbox through the TUN device and through the proxy
+// (CONNECT), each followed by one round trip: medians of 300; and the
+// throughput of a 256 MiB download through each.
+func TestTransparentLatency(t *testing.T) {
+	if os.Getenv("MOAT_BENCH_TUN") != "1" {
+		t.Skip("a measurement: set MOAT_BENCH_TUN=1")
+	}
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				for {
+					if _, err := c.Read(b); err != nil {
+						return
+					}
+					c.Write(b)
+				}
+			}()
+		}
+	}()
+	// A server that sends 256 MiB to each connection.
+	bulk, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bulk.Close()
+	go func() {
+		chunk := make([]byte, 1<<20)
+		for {
+			c, err := bulk.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for i := 0; i < 256; i++ {
+					if _, err := c.Write(chunk); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.Audit = nil
+	req.TUNDir = dir
+	port := echo.Addr().(*net.TCPAddr).Port
+	out, _ := w.run(t, req, fmt.Sprintf(`python3 -c '
+import socket, time, statistics
+addr = socket.gethostbyname("allowed.test")
+ct=[]; rt=[]
+def tun():
+    t0=time.perf_counter()
+    s = socket.create_connection((addr, %[1]d))
+    t1=time.perf_counter()
+    s.sendall(b"x"); s.recv(1)
+    t2=time.perf_counter()
+    ct.append(t1-t0); rt.append(t2-t1)
+    s.close()
+def proxy():
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT allowed.test:%[1]d HTTP/1.1\r\n\r\n")
+    r = b""
+    while not r.endswith(b"\r\n\r\n"):
+        r += s.recv(1)
+    s.sendall(b"x"); s.recv(1); s.close()
+for name, f in (("tun", tun), ("proxy", proxy), ("tun", tun), ("proxy", proxy)):
+    ts = []
+    for i in range(300):
+        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+    print(name, "median %%.3f ms" %% (1000 * statistics.median(ts)))
+print("tun connect %%.3f ms, round trip %%.3f ms" %% (1000*statistics.median(ct), 1000*statistics.median(rt)))
+def drain(s):
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        n += len(b)
+    return n / (time.perf_counter() - t0) / 1e6
+for i in range(2):
+    print("tun 256 MiB: %%.0f MB/s" %% drain(socket.create_connection(("allowed.test", %[2]d))))
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(b"CONNECT allowed.test:%[2]d HTTP/1.1\r\n\r\n")
+    r = b""
+    while not r.endswith(b"\r\n\r\n"):
+        r += s.recv(1)
+    print("proxy 256 MiB: %%.0f MB/s" %% drain(s))
+'`, port, bulk.Addr().(*net.TCPAddr).Port))
+	t.Logf("\n%s", out)
+}
+
+// TestTUNFailureStopsRun: a clone device that is there but cannot make a
+// TUN device (here a node of /dev/null's numbers) stops the run before
+// the command, naming the step, in both starts; it is not run without it.
+func TestTUNFailureStopsRun(t *testing.T) {
+	if _, err := os.Stat("/sys/class/misc/tun"); err != nil {
+		t.Skipf("this kernel has no TUN driver (%v)", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a device node")
+	}
+	dir, err := os.MkdirTemp("", "moat-tun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	if err := unix.Mknod(filepath.Join(dir, "tun"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Skipf("mknod: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, "tun"), 0o666)
+	for _, initStage := range []bool{false, true} {
+		w := newNetWorld(t)
+		req := w.request(nil)
+		req.TUNDir = dir
+		if initStage {
+			req.Backend = &native.Backend{InitStage: true}
+		}
+		ws := t.TempDir()
+		req.Policy.Workspace.Path = ws
+		home, _ := os.UserHomeDir()
+		if err := req.Policy.Resolve(ws, home); err != nil {
+			t.Fatal(err)
+		}
+		req.Args = []string{"/bin/sh", "-c", "echo RAN > ran"}
+		_, err := sandbox.Run(context.Background(), req, backend.Stdio{})
+		if err == nil || !strings.Contains(err.Error(), "TUN device moat0") || !strings.Contains(err.Error(), "inappropriate ioctl") {
+			t.Errorf("init stage %v: %v, want an error naming the TUN device and ENOTTY", initStage, err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+			t.Errorf("init stage %v: the command ran", initStage)
+		}
+	}
+}
+
+// goDial is this test binary run inside a sandbox as a Go program with
+// Go's own resolver, which ignores the proxy variables: it connects to
+// target, sends a line and prints the answer.
+func goDial(target string) int {
+	d := net.Dialer{Resolver: &net.Resolver{PreferGo: true}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp4", target)
+	if err != nil {
+		fmt.Println("godial-error:", err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "ping\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	fmt.Println("godial:", strings.TrimSpace(line))
+	return 0
+}
+
+// goClient copies this test binary where the sandbox's user can run it,
+// for goDial.
+func goClient(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "moat-goclient-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "client"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSessionTransparentEgress: a session's commands, the first and a
+// later one, reach an allowed name through the session's TUN device with
+// the proxy variables unset, and a refused name does not resolve.
+func TestSessionTransparentEgress(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	r := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	ws := t.TempDir()
+	r.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := r.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: r.Policy, Resolver: r.Resolver, Dial: r.Dial, TUNDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 2 {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl --noproxy '*' -sS -m 10 http://allowed.test:%d/; echo; getent hosts denied.test || echo denied-nxdomain`, w.httpPort))
+		if !strings.Contains(out, "PAGE-FROM-allowed.test") || !strings.Contains(out, "denied-nxdomain") {
+			t.Errorf("command %d: %s", i, out)
+		}
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := 0
+	for _, e := range rep.Network.Events {
+		if e.Proto == "tcp" && e.Host == "allowed.test" && e.Decision == "allow" {
+			tcp++
+		}
+	}
+	if tcp != 2 {
+		t.Errorf("Close reported %d connections through the TUN device, want 2: %+v", tcp, rep.Network.Events)
+	}
+}
+
+// TestNetworkAskThroughTUN: a host rule with decision ask holds a
+// connection through the TUN device as it holds one through the proxy:
+// approved, it goes through; refused, it is reset. Positive control: a
+// host no rule names is reached without asking.
+func TestNetworkAskThroughTUN(t *testing.T) {
+	dir := tunDir(t)
+	for _, yes := range []bool{true, false} {
+		w := newNetWorld(t)
+		w.names["other.test"] = netip.MustParseAddr("127.0.0.1")
+		req := w.request(func(p *policy.Policy) {
+			p.Network.Allow = []string{"allowed.test", "other.test"}
+			p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+			p.Rules = []policy.Rule{{Name: "ask-allowed", Match: policy.Match{Host: "allowed.test"}, Decision: policy.DecisionAsk, Reason: "the test wants to be asked"}}
+		})
+		req.TUNDir = dir
+		ap := &syncApprover{yes: yes}
+		req.Approver = ap
+		out, rep := w.run(t, req, fmt.Sprintf(`
+echo "tun: $(curl --noproxy '*' -sS -m 10 http://allowed.test:%[1]d/ 2>&1)"
+echo "control: $(curl --noproxy '*' -sS -m 10 http://other.test:%[1]d/)"
+`, w.httpPort))
+		if !strings.Contains(out, "control: PAGE-FROM-other.test") {
+			t.Errorf("approve %v: the host no rule names was not reached:\n%s", yes, out)
+		}
+		if got := strings.Contains(out, "tun: PAGE-FROM-allowed.test"); got != yes {
+			t.Errorf("approve %v: reached %v:\n%s", yes, got, out)
+		}
+		if len(ap.asked) != 1 {
+			t.Errorf("approve %v: asked %d times, want 1", yes, len(ap.asked))
+		}
+		if !yes && !slices.ContainsFunc(rep.Network.Events, func(e egress.Event) bool {
+			return e.Proto == egress.ProtoTCP && e.Host == "allowed.test" && e.Decision == egress.DecisionDeny && e.Rule == "ask-allowed"
+		}) {
+			t.Errorf("no refused TUN connection naming the rule: %+v", rep.Network.Events)
+		}
+	}
+}
