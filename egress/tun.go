@@ -15,10 +15,5 @@ type TUNConfig struct {
 	Names netip.Prefix
 }
 
-// maxUDPReported bounds the UDP destinations the TUN front end reports
-// refused: the first ones of a run; later ones are dropped without an
-// event.
-const maxUDPReported = 256
-
 // stopper is a served TUN device, which Close stops.
 type stopper interface{ stop() }

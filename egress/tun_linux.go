@@ -1,3 +1,5 @@
+//go:build linux && moat_tun
+
 package egress
 
 import (
@@ -21,6 +23,15 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
+
+// TUNBuiltIn says this moat serves TUN devices: built with -tags moat_tun
+// (see tun_stub.go for why that is a build option).
+const TUNBuiltIn = true
+
+// maxUDPReported bounds the UDP destinations the TUN front end reports
+// refused: the first ones of a run; later ones are dropped without an
+// event.
+const maxUDPReported = 256
 
 // tunStack is one TUN device served by a netstack.
 type tunStack struct {

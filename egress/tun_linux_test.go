@@ -1,3 +1,5 @@
+//go:build linux && moat_tun
+
 package egress
 
 import (

@@ -204,6 +204,9 @@ func TransparentEgressUnavailable() string {
 // files, so only a device everyone may read and write will do (the usual
 // setting: udev's rule KERNEL=="tun", MODE="0666").
 func tunUnusable(dir string) string {
+	if !egress.TUNBuiltIn {
+		return "this moat is built without it: go build -tags moat_tun"
+	}
 	path := filepath.Join(dir, "tun")
 	st, err := os.Stat(path)
 	switch {
