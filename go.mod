@@ -9,7 +9,10 @@ require (
 	mvdan.cc/sh/v3 v3.14.1
 )
 
-require golang.org/x/text v0.43.0 // indirect
+require (
+	github.com/opencontainers/runtime-spec v1.2.1 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
 
 require (
 	github.com/landlock-lsm/go-landlock v0.11.2
