@@ -244,7 +244,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.StartedAt = time.Now()
 	be := req.Backend
 	if be == nil {
-		be = defaultBackend(req.ExitAfter)
+		be = defaultBackend(req.Policy, req.ExitAfter)
 	}
 	if be == nil {
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))
@@ -331,6 +331,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
+	if u, ok := be.(unsupporter); ok {
+		if gaps := u.Unsupported(spec); len(gaps) > 0 {
+			return fail(fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  ")))
+		}
+	}
 	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
 	if ctx.Err() != nil {
 		// Cancelled (moat got Ctrl-C) before the sandbox was started:
@@ -367,7 +372,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.OutputBytes = st.OutputBytes
 	rep.LandlockABI = st.LandlockABI
 	if st.LandlockABI == 0 && (landlock == "" || landlock == policy.LandlockAuto) {
-		rep.Warnings = append(rep.Warnings, "no Landlock was applied (the kernel has none): file access was checked by the mounts only")
+		why := "the kernel has none"
+		if be.Name() == policy.IsolationGVisor {
+			why = "gVisor has none; its own kernel stands between the command and the host's"
+		}
+		rep.Warnings = append(rep.Warnings, "no Landlock was applied ("+why+"): file access was checked by the mounts only")
 	}
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
@@ -396,6 +405,14 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.ExitCode = st.ExitCode
 	}
 	return rep, nil
+}
+
+// unsupporter is a backend that can only run some Specs (gvisor): it
+// names each protection of spec it cannot enforce, and the run is
+// refused, with or without AllowDegraded, since running without them
+// would be running a weaker sandbox than the one chosen.
+type unsupporter interface {
+	Unsupported(spec *backend.Spec) []string
 }
 
 // checkCapabilities refuses a Spec that asks for limits the backend cannot

@@ -77,6 +77,10 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		p.Syscalls.Profile = f.seccomp
 		p.MarkFlag("syscalls.profile", "--seccomp")
 	}
+	if f.isolation != "" {
+		p.Sandbox.Isolation = f.isolation
+		p.MarkFlag("sandbox.isolation", "--isolation")
+	}
 	if f.net != "" {
 		mode, list, hasList := strings.Cut(f.net, ":")
 		p.Network.Mode = mode
