@@ -136,8 +136,17 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
 	}
 	// Whatever happens from here, the container goes: runsc deletes it
-	// when `run` returns, and delete --force catches a run cut short.
-	defer runscCmd("delete", "--force", id).Run()
+	// when `run` returns, and delete --force catches a run cut short (its
+	// state is still there then; another runsc call is not free).
+	defer func() {
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			if e.Name() != "null-netns" {
+				runscCmd("delete", "--force", id).Run()
+				return
+			}
+		}
+	}()
 	go func() {
 		var timeout <-chan time.Time
 		if spec.Limits.Wall > 0 {
