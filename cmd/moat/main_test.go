@@ -174,6 +174,7 @@ func TestBadFlags(t *testing.T) {
 		{"run", "--workspace-mode", "snapshot", "--", "true"},
 		{"run", "--tcp-bind", "http", "--", "true"},
 		{"run", "--tcp-connect", "443,", "--", "true"},
+		{"run", "--isolation", "vm", "--", "true"},
 	} {
 		code, _, errs := moat(t, ws, args...)
 		if code != exitMoatError || errs == "" {
@@ -239,7 +240,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor exit %d\n%s%s", code, out, errs)
 	}
-	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace", "disk limit"} {
+	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace", "disk limit", "gvisor isolation"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("doctor output lacks %q:\n%s", w, out)
 		}
@@ -881,4 +882,15 @@ func TestCustomProfileIsTheCommands(t *testing.T) {
 		}
 		noDump(t, errs)
 	})
+}
+
+// TestIsolationFlag: --isolation gvisor picks the gvisor backend, which
+// refuses what it cannot enforce by name (the network's allow mode here),
+// whether or not runsc is on this machine.
+func TestIsolationFlag(t *testing.T) {
+	ws := t.TempDir()
+	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--net", "allow:example.com", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, `network mode "proxy"`) {
+		t.Errorf("code %d err %q", code, errs)
+	}
 }
