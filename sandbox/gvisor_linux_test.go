@@ -43,7 +43,10 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		edit func(*policy.Policy)
 		want string
 	}{
-		{"net allow", func(p *policy.Policy) { p.Network.Mode = policy.NetworkAllow; p.Network.Allow = []string{"example.com"} }, `network mode "proxy"`},
+		{"net allow", func(p *policy.Policy) {
+			p.Network.Mode = policy.NetworkAllow
+			p.Network.Allow = []string{"example.com"}
+		}, `network mode "proxy"`},
 		{"memory", func(p *policy.Policy) { p.Limits.Memory = 64 * policy.MiB }, "memory limit"},
 		{"overlay", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }, "workspace mode overlay"},
 	} {
