@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -43,10 +44,7 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		edit func(*policy.Policy)
 		want string
 	}{
-		{"net allow", func(p *policy.Policy) {
-			p.Network.Mode = policy.NetworkAllow
-			p.Network.Allow = []string{"example.com"}
-		}, `network mode "proxy"`},
+		{"tcp rules", func(p *policy.Policy) { p.Network.TCPConnect = &[]int{443} }, "TCP port rules"},
 		{"memory", func(p *policy.Policy) { p.Limits.Memory = 64 * policy.MiB }, "memory limit"},
 		{"overlay", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }, "workspace mode overlay"},
 	} {
@@ -65,16 +63,62 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 	}
 }
 
-// TestGVisorRuns: --isolation gvisor runs the command on gVisor's kernel
-// (its uname is not the host's); the same probe under native isolation,
-// the positive control, sees the host's kernel.
-func TestGVisorRuns(t *testing.T) {
+// gvisorUsable skips the test unless --isolation gvisor can run here.
+func gvisorUsable(t *testing.T) {
+	t.Helper()
 	if _, err := gvisor.Find(""); err != nil {
 		t.Skipf("gvisor: %v", err)
 	}
 	if os.Geteuid() != 0 {
 		t.Skipf("gvisor: runsc runs sandboxes for root only here (uid %d)", os.Geteuid())
 	}
+}
+
+// TestGVisorAllowThroughProxy: under gvisor, network mode allow reaches
+// an allowed host through moat's proxy (the positive control), a denied
+// one gets the proxy's 403, and a direct connection to the host's
+// loopback, where the server listens, fails: the proxy is the only way
+// out.
+func TestGVisorAllowThroughProxy(t *testing.T) {
+	gvisorUsable(t)
+	w := newNetWorld(t)
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Sandbox.Isolation = policy.IsolationGVisor
+	})
+	req.Backend = nil
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	req.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := req.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	req.Args = []string{"/bin/bash", "-c", fmt.Sprintf(`
+echo "curl-allowed: $(curl -sS -m 10 http://allowed.test:%[1]d/)"
+echo "curl-denied: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/)"
+(exec 3<>/dev/tcp/127.0.0.1/%[1]d && echo DIRECT-CONNECTED) 2>/dev/null || echo direct-refused
+`, w.httpPort)}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"curl-allowed: PAGE-FROM-allowed.test", "curl-denied: 403", "direct-refused"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out.String(), errb.String())
+		}
+	}
+	if strings.Contains(out.String(), "DIRECT-CONNECTED") || rep.Backend != "gvisor" {
+		t.Errorf("backend %s:\n%s", rep.Backend, out.String())
+	}
+}
+
+// TestGVisorRuns: --isolation gvisor runs the command on gVisor's kernel
+// (its uname is not the host's); the same probe under native isolation,
+// the positive control, sees the host's kernel.
+func TestGVisorRuns(t *testing.T) {
+	gvisorUsable(t)
 	ws := t.TempDir()
 	os.Chown(ws, 1000, 1000)
 	host := hostinfo.Kernel()

@@ -37,9 +37,9 @@ func unsupported(spec *backend.Spec) []string {
 		out = append(out, "a caller that is not root: rootless runsc has no network isolation of its own (run moat as root, or --isolation native)")
 	}
 	switch spec.Network.Mode {
-	case backend.NetNone, backend.NetHost, "":
+	case backend.NetNone, backend.NetHost, backend.NetProxy, "":
 	default:
-		out = append(out, fmt.Sprintf("network mode %q (only none and host; --net allow needs --isolation native)", spec.Network.Mode))
+		out = append(out, fmt.Sprintf("network mode %q", spec.Network.Mode))
 	}
 	if spec.Network.RestrictBind || spec.Network.RestrictConnect {
 		out = append(out, "TCP port rules (network.tcp_bind, tcp_connect): they are Landlock's, and gVisor has no Landlock")

@@ -12,8 +12,13 @@
 // starts (Backend.Unsupported), and the sandbox package turns that into the
 // refusal the user reads.
 //
+// Network mode proxy: runsc's network is none (loopback only), and moat's
+// own binary, bound in, is the container's first process: it listens on
+// 127.0.0.1:ProxyPort and relays to moat's proxy through a unix socket
+// bound in from the host, then runs the command (forward_linux.go).
+//
 // What it refuses today: a caller that is not root (rootless runsc has no
-// network isolation of its own), network mode proxy, an overlay workspace,
+// network isolation of its own), an overlay workspace,
 // a disk limit, memory, process and CPU limits (runsc would apply them to
 // cgroups moat does not create), TCP port rules (Landlock's; gVisor has no
 // Landlock), and a stack of several seccomp filters or one a runsc filter

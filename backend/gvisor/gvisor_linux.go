@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +64,42 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
+	network := "none"
+	if spec.Network.Mode == backend.NetHost {
+		network = "host"
+	}
+	// The sandbox's root is the bundle's empty, read-only rootfs with the
+	// Spec's mounts on it, so gVisor's own overlay over the root would
+	// only cost start-up time; cgroups are not used (Capabilities).
+	global := []string{"--root", state, "--log", logPath, "--log-format", "json", "--network", network, "--overlay2", "none", "--ignore-cgroups"}
+	if spec.Network.Mode == backend.NetProxy {
+		// The proxy's way in: moat's own binary as the container's
+		// first process (forward_linux.go) and a unix socket served by
+		// moat's proxy, both bound in; runsc lets the sandbox connect to
+		// a host socket only with --host-uds.
+		if stdio.ServeProxy == nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: errors.New("network mode proxy without a proxy to serve it")}
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		sock := filepath.Join(dir, "proxy.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		defer ln.Close()
+		// The sandbox user connects to it; the directory above keeps
+		// everyone else on the host out.
+		if err := os.Chmod(sock, 0o777); err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		go stdio.ServeProxy(ln)
+		cfg.Mounts = append(cfg.Mounts, bind(self, forwardPath, true), bind(sock, socketPath, false))
+		cfg.Process.Args = append([]string{forwardPath, strconv.Itoa(spec.Network.ProxyPort), socketPath, "--"}, spec.Args...)
+		global = append(global, "--host-uds=open")
+	}
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
@@ -73,14 +111,6 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if spec.RunID == "" {
 		id = "moat-" + filepath.Base(dir)
 	}
-	network := "none"
-	if spec.Network.Mode == backend.NetHost {
-		network = "host"
-	}
-	// The sandbox's root is the bundle's empty, read-only rootfs with the
-	// Spec's mounts on it, so gVisor's own overlay over the root would
-	// only cost start-up time; cgroups are not used (Capabilities).
-	global := []string{"--root", state, "--log", logPath, "--log-format", "json", "--network", network, "--overlay2", "none", "--ignore-cgroups"}
 	if cfg.Linux.Seccomp != nil {
 		global = append(global, "--oci-seccomp")
 	}

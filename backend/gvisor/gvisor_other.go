@@ -13,3 +13,6 @@ import (
 func (*Backend) Run(context.Context, *backend.Spec, backend.Stdio) (*backend.ExitStatus, error) {
 	return nil, errors.ErrUnsupported
 }
+
+// MaybeForward does nothing outside Linux.
+func MaybeForward() {}

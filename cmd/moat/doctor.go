@@ -265,8 +265,8 @@ func gvisorProbe(line func(status, what, detail string)) {
 	line("ok", "gvisor isolation", fmt.Sprintf("--isolation gvisor: runsc %s ran /bin/true in %.0f ms", runsc, rep.WallSeconds*1000))
 	line("info", "  what differs", "the command runs on gVisor's kernel, not the host's; no Landlock (the mounts decide);\n"+
 		strings.Repeat(" ", 38)+"seccomp applied by gVisor (refusals get EPERM or ENOSYS, a kill ends the thread, none is reported);\n"+
-		strings.Repeat(" ", 38)+"refused: --net allow, overlay workspaces, memory/pids/cpus/disk limits, custom seccomp\n"+
-		strings.Repeat(" ", 38)+"profiles, TCP port rules, a writable workspace the sandbox user does not own")
+		strings.Repeat(" ", 38)+"refused: overlay workspaces, memory/pids/cpus/disk limits, custom seccomp profiles,\n"+
+		strings.Repeat(" ", 38)+"TCP port rules, a writable workspace the sandbox user does not own")
 }
 
 // landlockFeatures says what moat gets from Landlock at a given ABI.

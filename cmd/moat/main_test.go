@@ -27,6 +27,7 @@ import (
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
@@ -39,6 +40,7 @@ import (
 // with MOAT_TEST_AS_MOAT=1.
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
 		if name := os.Getenv("MOAT_TEST_ENOSYS"); name != "" {
 			withoutSyscall(name, syscall.ENOSYS)
@@ -885,12 +887,12 @@ func TestCustomProfileIsTheCommands(t *testing.T) {
 }
 
 // TestIsolationFlag: --isolation gvisor picks the gvisor backend, which
-// refuses what it cannot enforce by name (the network's allow mode here),
+// refuses what it cannot enforce by name (an overlay workspace here),
 // whether or not runsc is on this machine.
 func TestIsolationFlag(t *testing.T) {
 	ws := t.TempDir()
-	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--net", "allow:example.com", "--", "true")
-	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, `network mode "proxy"`) {
+	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--workspace-mode", "overlay", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, "workspace mode overlay") {
 		t.Errorf("code %d err %q", code, errs)
 	}
 }
