@@ -128,3 +128,22 @@ func TestScriptPinsRunscVersion(t *testing.T) {
 		t.Errorf("scripts/runsc.sh does not build %s", RunscVersion)
 	}
 }
+
+// TestFindRefusesWhatOthersCanWrite: a named runsc must be an executable
+// file only its owner can change; a typo is an error, not a fall back.
+func TestFindRefusesWhatOthersCanWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "runsc")
+	os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	os.Chmod(p, 0o775)
+	if _, err := Find(p); err == nil {
+		t.Error("a group-writable runsc was accepted")
+	}
+	os.Chmod(p, 0o755)
+	if got, err := Find(p); err != nil || got != p {
+		t.Errorf("positive control: Find(%s) = %q, %v", p, got, err)
+	}
+	if _, err := Find(filepath.Join(dir, "typo")); err == nil {
+		t.Error("a missing named runsc was accepted")
+	}
+}

@@ -56,6 +56,9 @@ func Find(configured string) (string, error) {
 	return "", fmt.Errorf("%w: build it with scripts/runsc.sh (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@%s, into %s), or put runsc on PATH, or name it with $MOAT_RUNSC or [sandbox] runsc", ErrNoRunsc, RunscVersion, filepath.Dir(CachePath()))
 }
 
+// executable checks that p is an executable file that only its owner
+// can change: moat runs it as root, so a runsc others may rewrite would
+// hand them root.
 func executable(p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -63,6 +66,9 @@ func executable(p string) error {
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%s is not an executable file", p)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others: moat will not run it", p)
 	}
 	return nil
 }
