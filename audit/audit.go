@@ -14,20 +14,17 @@
 // show is the loss of its last records: keep the last hash [Verify]
 // returns somewhere else to detect that.
 //
-// The kinds of record (the "type" field of each):
+// The kinds of record (the "type" field of each), each a type of this
+// package, so that every program writing a stream writes the same schema:
 //
-//	network   one decision of the egress proxy: the fields of egress.Event
-//	          (time, run_id, proto, host, port, addr, allowed, reason, ...)
-//	denial    a system call the sandbox refused: time, run_id and the fields
-//	          of backend.Denial (what, errno, count, rule)
+//	network   one decision of the egress proxy: [NetworkRecord]
+//	denial    a system call the sandbox refused: [DenialRecord]
 //	decision  the harness's decision about a command line, before it runs:
 //	          [Decision]
-//	run       how one run ended: time, run_id, command, workspace, policy,
-//	          reason, exit_code, error, limits_hit, seccomp, landlock_abi,
-//	          network, warnings, degraded, change_set, protected_created,
-//	          quarantined (written by cmd/moat from sandbox.Report; the type
-//	          stays there because it is made of the sandbox's and the
-//	          workspace's types, which this package does not import)
+//	run       how one run ended: [RunRecord]
+//
+// The records hold plain fields; package sandbox fills them from what a
+// run reports, since this package imports none of moat's.
 //
 // No record holds a secret: commands and their arguments are recorded as
 // given, environment values never.

@@ -1,6 +1,9 @@
 // Package backend is the contract between moat's policy layer and the
 // mechanisms that isolate a command: the resolved, JSON-serialisable Spec,
-// the Backend interface, Capabilities, and the ExitStatus a backend returns.
+// the Backend interface (a one-shot Run), the Lifecycle of a sandbox that
+// lives across commands (Create an Instance, Exec a Process in it with a
+// ProcessSpec, Destroy it), Capabilities, and the ExitStatus a backend
+// returns.
 //
 // It owns no mechanism and reads no policy file: everything a backend needs
 // to run a command is in the Spec, already resolved (absolute paths, concrete
@@ -270,6 +273,89 @@ type Backend interface {
 	// set up or the command could not be started (an *InitError carries
 	// the stage); a command that ran and failed is an ExitStatus.
 	Run(ctx context.Context, spec *Spec, stdio Stdio) (*ExitStatus, error)
+}
+
+// Lifecycle is a Backend whose sandboxes live across commands: Create
+// builds a sandbox from the Spec's sandbox-level part (root and mounts,
+// network, identity, cgroup limits, seccomp, Landlock) and returns it
+// running and idle; processes are then started in it one by one.
+type Lifecycle interface {
+	// Create builds the sandbox. Spec.Args, Env and Dir are not used
+	// (each process brings its own, see ProcessSpec); Spec.Limits.Wall
+	// and OutputBytes are left to each process too. stdio is used only
+	// for ServeProxy. ctx bounds the creation only. An error means nothing
+	// of the sandbox remains; an *InitError names the stage that failed.
+	Create(ctx context.Context, spec *Spec, stdio Stdio) (Instance, error)
+}
+
+// Instance is a live sandbox made by Lifecycle.Create. Every process
+// started in it gets exactly the restrictions of the sandbox (its user,
+// no capabilities, no_new_privs, Landlock, the seccomp filters, the
+// rlimits) and a session and process group of its own. Its methods may
+// be called concurrently.
+type Instance interface {
+	// Exec starts a process. It returns once the process runs (or could
+	// not be started: an *InitError, with ErrNotFound or ErrNotExecutable
+	// as for Run). Cancelling ctx kills the process's process group, as a
+	// wall-clock limit does, with Cause killed. Stdio.Signals and
+	// OnTerminal are not used: see Process.Signal and ProcessSpec.Tty.
+	// A Stdin that is a file (not a terminal) is passed to the process;
+	// any other is copied to it until it ends, and a read in progress
+	// when the process exits may take input the process never gets.
+	Exec(ctx context.Context, p *ProcessSpec, stdio Stdio) (Process, error)
+	// Stats reads what the sandbox's cgroup (or, without one, /proc)
+	// gives; a counter not available is 0.
+	Stats() Stats
+	// Destroy kills every process of the sandbox and removes everything
+	// it had on the host (processes, mounts, cgroups, temporary files);
+	// processes still waited for end with Cause killed. It is idempotent,
+	// and safe after the sandbox ended by itself.
+	Destroy(ctx context.Context) error
+	// Done is closed when the sandbox has ended: destroyed, or its init
+	// died. Nothing of it remains on the host by then.
+	Done() <-chan struct{}
+}
+
+// ProcessSpec is one process to start in an Instance.
+type ProcessSpec struct {
+	// Args, Env and Dir are as in Spec: the command line, its complete
+	// environment, and its working directory inside the sandbox.
+	Args []string
+	Env  []string
+	Dir  string
+	// Wall and Output limit this process: past either, the backend kills
+	// its process group (Cause timeout or output). Zero means no limit.
+	Wall   time.Duration
+	Output int64
+	// Tty gives the process a pseudo-terminal, Rows by Cols, as its stdin,
+	// stdout, stderr and controlling terminal; the backend relays
+	// Stdio.Stdin to it and its output to Stdio.Stdout (Stderr is unused).
+	Tty        bool
+	Rows, Cols uint16
+}
+
+// Process is a process started by Instance.Exec.
+type Process interface {
+	// Wait waits for the process to exit and returns how it ended, with
+	// the causes of Run; the limits of this process and the sandbox's
+	// cgroup limits are reported. Processes it left in the background
+	// keep running in the sandbox. Wait may be called more than once.
+	Wait() (*ExitStatus, error)
+	// Signal sends sig to the process's process group. After the
+	// process has exited it returns os.ErrProcessDone.
+	Signal(sig os.Signal) error
+	// Resize changes the size of the process's terminal (Tty only).
+	Resize(rows, cols uint16) error
+}
+
+// Stats is what a live sandbox uses now. A counter not available is 0.
+type Stats struct {
+	CPU           time.Duration // user+system time of the sandbox's processes so far
+	MemoryBytes   int64         // memory in use now
+	MemoryPeak    int64         // the most memory in use at once
+	Pids          int64         // tasks alive now
+	PidsLimitHits int64         // forks refused by the process limit
+	OOMKills      int64         // processes killed by the memory limit
 }
 
 // Cause is why a run ended.

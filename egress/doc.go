@@ -17,6 +17,7 @@
 //     allow_cidrs lists them. A future
 //     transparent front end (a TUN device and a userspace TCP/IP stack)
 //     and credential injection are meant to call the same two functions.
+//
 //   - Proxy: HTTP/1.1 (absolute-URI forwarding with keep-alive, and
 //     CONNECT) and SOCKS5 (CONNECT) on any stream listener, told apart by
 //     the first byte. A refused name is never looked up (a DNS query is
@@ -31,6 +32,7 @@
 //     and a body saying how to allow the destination, or SOCKS5 reply 2.
 //     Malformed, oversized and slow requests get 400, 431 and 408, excess
 //     connections a quick refusal, and a panic ends one connection only.
+//
 //   - Event: one audit record per connection attempt (per request for
 //     forwarded plain HTTP), and Summary, the human account of what was
 //     refused.

@@ -15,6 +15,9 @@
 //     from ([Policy.MarkFlag]);
 //   - the [[rules]] of the harness ([Rule]): read and checked here, each
 //     rule's examples run by Validate; package harness evaluates them;
+//   - the overrides of one run ([Overrides]): the flags of `moat run`, or
+//     the same options of an API request, applied with the same rules and
+//     errors naming the option, whoever the caller;
 //   - resolution of relative and "~/" paths ([Policy.Resolve]) and rendering of
 //     the effective policy ([Policy.TOML]);
 //   - trust of a policy file found in a workspace ([Trust]): such a file, and

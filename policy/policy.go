@@ -10,9 +10,9 @@ import (
 // Policy is everything a user can say about one run. The zero value is not
 // useful: start from [Default], [Parse] or [Load].
 //
-// A Policy is plain data. Fields may be changed directly (the CLI does so for
-// its flags, calling [Policy.MarkFlag] for each); call [Policy.Validate] and
-// [Policy.Resolve] after the last change.
+// A Policy is plain data. Fields may be changed directly, or by a run's
+// options ([Overrides.Apply], which marks each with [Policy.MarkFlag]);
+// call [Policy.Resolve] and [Policy.Validate] after the last change.
 type Policy struct {
 	Workspace  Workspace  `toml:"workspace" json:"workspace"`
 	Filesystem Filesystem `toml:"filesystem" json:"filesystem"`

@@ -5,7 +5,22 @@
 // returns a Report that says how and why the run ended. Around the
 // backend it runs what a run needs on the host side: the egress proxy of
 // network mode allow (package egress) and the change set of an overlay or
-// copy workspace (package workspace).
+// copy workspace (package workspace). It fills the audit records of a
+// run (NetworkRecord, Report.AuditRecords), and answers what a program
+// asks of the host before it runs anything: what the host offers
+// (ProbeHost) and whether a seccomp profile would be accepted
+// (CheckSeccompProfile).
+//
+// A Session (Create) is a sandbox that lives across commands: each Exec
+// or Start is decided by the policy's rules and runs with the same
+// restrictions, in the same file system and process tree; Close ends it,
+// finishes a direct workspace's guard and reports the session's network
+// events. Sessions need a backend.Lifecycle, whose sandboxes never share
+// the caller's memory. Run is not a session of one command: it keeps the
+// backend's one-shot path, whose start shares the memory of its caller
+// (the CLI, which exits after it) and is as fast as bubblewrap, where a
+// session's start pays for a second Go runtime in the sandbox's init.
+// Both check the Spec and report the same way (checkSpec, fillReport).
 //
 // It never prints and never exits the process: the CLI does that. The
 // native backend re-executes the running binary as the sandbox's init;
@@ -104,7 +119,8 @@ type Report struct {
 	// died of SIGSYS under a seccomp profile: a system call the profile
 	// kills on), timeout, cpu, memory, pids, output, file_size, killed,
 	// error (moat could not run it), or denied (the policy's rules refused
-	// the command line: nothing ran, and ExitCode is 125).
+	// the command line: nothing ran, and ExitCode is 125); the Report of
+	// Session.Close, which covers a whole session, says closed.
 	Reason string `json:"reason"`
 	// LimitsHit lists every limit reached during the run, even ones the
 	// command survived (forks refused, say). A process limit enforced by
@@ -193,9 +209,7 @@ func NewRunID() string {
 // was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
 	runID := NewRunID()
-	rep := &Report{RunID: runID, Command: req.Args, StartedAt: time.Now(), Policy: req.Policy,
-		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
-		Network: &NetworkReport{Mode: req.Policy.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
+	rep := newReport(runID, req.Args, req.Policy)
 	// fresh is the change set this run created, until its command may
 	// have run: a run that fails before then leaves nothing to review,
 	// and an empty change set behind would only clutter moat runs.
@@ -204,18 +218,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		if fresh != nil && fresh.Discard() == nil {
 			rep.ChangeSet = nil
 		}
-		rep.Error = err.Error()
-		var ie *backend.InitError
-		if errors.As(err, &ie) {
-			rep.Stage = ie.Stage
-		}
-		switch {
-		case errors.Is(err, backend.ErrNotFound):
-			rep.ExitCode = 127
-		case errors.Is(err, backend.ErrNotExecutable):
-			rep.ExitCode = 126
-		}
-		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
+		setError(rep, err)
 		return rep, err
 	}
 	// A library caller may have skipped validation; running an invalid
@@ -303,40 +306,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)
 	}
-	rep.Seccomp = req.Policy.Syscalls.Profile
-	if rep.Seccomp == "" {
-		rep.Seccomp = policy.ProfileDefault
-	}
-	if len(spec.Seccomp) == 0 {
-		rep.Seccomp = policy.ProfileUnconfined
-		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
-	}
-	landlock := req.Policy.Filesystem.Landlock
-	if landlock == policy.LandlockOff {
-		rep.Warnings = append(rep.Warnings, "filesystem.landlock is \"off\": file access is checked by the mounts only")
-	}
-	// Probing the backend costs a little (cgroups); only a run that asks
-	// for a cgroup limit, or requires Landlock, needs to know beforehand.
-	var caps backend.Capabilities
-	tcpRules := spec.Network.RestrictBind || spec.Network.RestrictConnect
-	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || landlock == policy.LandlockRequired || tcpRules {
-		caps = be.Capabilities()
-	}
-	if landlock == policy.LandlockRequired && caps.LandlockABI == 0 {
-		return fail(fmt.Errorf("%w: filesystem.landlock is \"required\" and this host has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused))
-	}
-	degraded, err := checkCapabilities(spec, caps, req.AllowDegraded)
-	if err != nil {
-		// Refused, not run degraded: the error names the gaps.
+	if err := checkSpec(be, req.Policy, spec, req.AllowDegraded, rep); err != nil {
 		return fail(err)
 	}
-	rep.Degraded = append(rep.Degraded, degraded...)
-	if u, ok := be.(unsupporter); ok {
-		if gaps := u.Unsupported(spec); len(gaps) > 0 {
-			return fail(fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  ")))
-		}
-	}
-	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
 	if ctx.Err() != nil {
 		// Cancelled (moat got Ctrl-C) before the sandbox was started:
 		// nothing ran, and the report says so.
@@ -360,6 +332,79 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
+	fillReport(rep, st, req.Policy.Filesystem.Landlock)
+	return rep, nil
+}
+
+// newReport is the Report of a command that has not run yet: until
+// something says otherwise, moat failed.
+func newReport(runID string, args []string, p *policy.Policy) *Report {
+	return &Report{RunID: runID, Command: args, StartedAt: time.Now(), Policy: p,
+		Reason: "error", ExitCode: 125, LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{},
+		Network: &NetworkReport{Mode: p.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
+}
+
+// setError says in rep that moat could not run the command, and why.
+func setError(rep *Report, err error) {
+	rep.Error = err.Error()
+	var ie *backend.InitError
+	if errors.As(err, &ie) {
+		rep.Stage = ie.Stage
+	}
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		rep.ExitCode = 127
+	case errors.Is(err, backend.ErrNotExecutable):
+		rep.ExitCode = 126
+	}
+	rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
+}
+
+// checkSpec fills in what rep says of the Spec's protections (the seccomp
+// profile, the warnings of weakened ones, what enforces each limit), and
+// refuses a Spec that asks for what the backend cannot enforce here,
+// unless allowDegraded, when each gap is listed in rep.Degraded instead.
+func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDegraded bool, rep *Report) error {
+	rep.Seccomp = p.Syscalls.Profile
+	if rep.Seccomp == "" {
+		rep.Seccomp = policy.ProfileDefault
+	}
+	if len(spec.Seccomp) == 0 {
+		rep.Seccomp = policy.ProfileUnconfined
+		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
+	}
+	landlock := p.Filesystem.Landlock
+	if landlock == policy.LandlockOff {
+		rep.Warnings = append(rep.Warnings, "filesystem.landlock is \"off\": file access is checked by the mounts only")
+	}
+	// Probing the backend costs a little (cgroups); only a run that asks
+	// for a cgroup limit, or requires Landlock, needs to know beforehand.
+	var caps backend.Capabilities
+	tcpRules := spec.Network.RestrictBind || spec.Network.RestrictConnect
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || landlock == policy.LandlockRequired || tcpRules {
+		caps = be.Capabilities()
+	}
+	if landlock == policy.LandlockRequired && caps.LandlockABI == 0 {
+		return fmt.Errorf("%w: filesystem.landlock is \"required\" and this host has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused)
+	}
+	degraded, err := checkCapabilities(spec, caps, allowDegraded)
+	if err != nil {
+		// Refused, not run degraded: the error names the gaps.
+		return err
+	}
+	rep.Degraded = append(rep.Degraded, degraded...)
+	if u, ok := be.(unsupporter); ok {
+		if gaps := u.Unsupported(spec); len(gaps) > 0 {
+			return fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  "))
+		}
+	}
+	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
+	return nil
+}
+
+// fillReport says in rep how the command ended, from the backend's
+// ExitStatus.
+func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 	rep.Error = ""
 	rep.Reason = string(st.Cause)
 	for _, c := range st.LimitsHit {
@@ -373,7 +418,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.LandlockABI = st.LandlockABI
 	if st.LandlockABI == 0 && (landlock == "" || landlock == policy.LandlockAuto) {
 		why := "the kernel has none"
-		if be.Name() == policy.IsolationGVisor {
+		if rep.Backend == policy.IsolationGVisor {
 			why = "gVisor has none; its own kernel stands between the command and the host's"
 		}
 		rep.Warnings = append(rep.Warnings, "no Landlock was applied ("+why+"): file access was checked by the mounts only")
@@ -404,7 +449,6 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	} else {
 		rep.ExitCode = st.ExitCode
 	}
-	return rep, nil
 }
 
 // unsupporter is a backend that can only run some Specs (gvisor): it

@@ -91,7 +91,7 @@ mkdir -p "$work/initrd/"{dev,proc,sys,newroot}
 # that run sandboxes, as root, and the file-access tests as the user. The
 # mounts alone must hold, "auto" must run and warn, "required" and TCP port
 # rules must be refused.
-pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp)
+pkgs=(internal/cgroup backend/native sandbox workspace cmd/moat internal/seccomp httpapi)
 # The sandbox suite's seccomp probe, built here: the guest's build cache is
 # read-only, and a build under emulation would take minutes.
 go build -buildvcs=false -o "$work/bin/seccomp-probe" ./sandbox/testdata/seccompprobe

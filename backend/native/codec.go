@@ -239,6 +239,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.bool(is.Control)
 	e.uint(is.TimerSlack)
 	e.bool(is.Terminal)
+	e.int(int64(is.SessionFD))
 	return e.frame()
 }
 
@@ -312,6 +313,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.Control = d.bool()
 	is.TimerSlack = d.uint()
 	is.Terminal = d.bool()
+	is.SessionFD = int(d.int())
 	return is, d.done()
 }
 
@@ -327,6 +329,7 @@ func (d *decoder) done() error {
 func encodeMessage(m *message) []byte {
 	var e encoder
 	e.str(m.Type)
+	e.uint(m.ID)
 	e.str(m.Stage)
 	e.str(m.Err)
 	e.int(int64(m.Errno))
@@ -350,6 +353,7 @@ func decodeMessage(b []byte) (message, error) {
 	d := decoder{b: b}
 	var m message
 	m.Type = d.str()
+	m.ID = d.uint()
 	m.Stage = d.str()
 	m.Err = d.str()
 	m.Errno = int(d.int())

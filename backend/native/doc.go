@@ -84,6 +84,30 @@
 // not a superset): /proc/1 stays hidden by hidepid=2, and moat's memory
 // and environment out of the command's reach (TestInitMemoryIsOutOfReach).
 //
+// Sessions (Backend.Create, session_linux.go and session_init_linux.go):
+// a sandbox that lives across commands is always started through the init
+// stage, never through the direct start, whose init shares the caller's
+// memory: a long-lived caller (a daemon, a library) holds other people's
+// secrets. Init builds the root and restricts itself exactly as for a
+// one-shot run (one executor of the setup steps), then, instead of
+// running a command, serves requests on a unix socket only the host holds:
+// each exec request carries the command line and, by SCM_RIGHTS, the
+// process's stdin, stdout and stderr (pipes the host reads, or a pty's
+// slave). Init forks each command from its one restricted thread, as the
+// one-shot init does, in a session and process group of its own, and
+// reports each exit; signals go to a process's group. A process's wall
+// clock and output are enforced by the host, which kills that group; the
+// cgroup holds for the whole sandbox. Processes a command leaves in the
+// background live until Destroy, which kills init and with it the PID
+// namespace, then removes the cgroup; init's death (its parent-death
+// signal follows the host's start thread, see onStartThread) ends the
+// sandbox the same way.
+//
+// The one-shot Run keeps its own path rather than being Create, Exec and
+// Destroy: the direct start saves each run the init stage's second Go
+// runtime and a round trip on the request socket, which is what keeps
+// `moat run` as fast as bubblewrap; its caller, the CLI, exits with it.
+//
 // Neither start does what the Spec does not say: it reads no policy and
 // makes no decision about what to allow.
 package native

@@ -178,9 +178,13 @@ type run struct {
 	save     bool
 	netChan  *os.File // host end of the proxy listener channel
 	netChild *os.File // init's end, closed here once init has it
-	mu       sync.Mutex
-	listener net.Listener
-	closed   bool
+	// sessChild is init's end of a session's request socket (see
+	// session_init_linux.go), closed here once init has it.
+	sessChild *os.File
+	pid       int // the init stage's host pid
+	mu        sync.Mutex
+	listener  net.Listener
+	closed    bool
 }
 
 // pipe makes a pipe between the host and init, returned as its read and
@@ -231,31 +235,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// come from the rusage of what init reaped. Only where concurrent runs
 	// need it (see OneAtATime) does a run without limits get a cgroup v2
 	// directory without controllers, which costs no migration.
-	lim := spec.Limits
-	cgPids := lim.Pids
-	if lim.PidsRlimit {
-		cgPids = 0 // init sets RLIMIT_NPROC instead
+	cg, err := runCgroup(spec, b.OneAtATime)
+	if err != nil {
+		return nil, err
 	}
-	if lim.MemoryBytes > 0 || cgPids > 0 || lim.CPUs > 0 {
-		// Cgroups a SIGKILLed moat could not remove are swept first (only
-		// empty ones: the PID namespace took their processes with it).
-		cgroup.Sweep("moat-")
-		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: cgPids, CPUs: lim.CPUs})
-		if err != nil {
-			return nil, fmt.Errorf("create cgroup: %w", err)
-		}
+	if cg != nil {
 		r.cg = cg
 		cleanup = append(cleanup, func() { cg.Destroy() })
-	} else if !b.OneAtATime {
-		cg, err := cgroup.NewBare("moat-" + spec.RunID)
-		if err != nil {
-			return nil, fmt.Errorf("create cgroup: %w", err)
-		}
-		if cg != nil {
-			cgroup.Sweep("moat-") // young ones, this run's among them, are left
-			r.cg = cg
-			cleanup = append(cleanup, func() { cg.Destroy() })
-		}
 	}
 
 	msgs := make(chan message, 4)
@@ -445,6 +431,37 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	return r.status(exitMsg), nil
 }
 
+// runCgroup makes the cgroup of a run or session, or returns nil when it
+// needs none.
+func runCgroup(spec *backend.Spec, oneAtATime bool) (*cgroup.Cgroup, error) {
+	lim := spec.Limits
+	cgPids := lim.Pids
+	if lim.PidsRlimit {
+		cgPids = 0 // init sets RLIMIT_NPROC instead
+	}
+	if lim.MemoryBytes > 0 || cgPids > 0 || lim.CPUs > 0 {
+		// Cgroups a SIGKILLed moat could not remove are swept first (only
+		// empty ones: the PID namespace took their processes with it).
+		cgroup.Sweep("moat-")
+		cg, err := cgroup.New("moat-"+spec.RunID, cgroup.Limits{MemoryBytes: lim.MemoryBytes, Pids: cgPids, CPUs: lim.CPUs})
+		if err != nil {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+		return cg, nil
+	}
+	if oneAtATime {
+		return nil, nil
+	}
+	cg, err := cgroup.NewBare("moat-" + spec.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	if cg != nil {
+		cgroup.Sweep("moat-") // young ones, this run's among them, are left
+	}
+	return cg, nil
+}
+
 // startInit starts the run through the init stage: the moat binary
 // re-executed as the sandbox's PID 1, which reads the Spec from the pipe.
 func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[string]*os.File, idmapped chan error, specR, specW, statW, outW, errW *os.File) error {
@@ -475,6 +492,10 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		}
 	}
 
+	if r.sessChild != nil {
+		is.SessionFD = 3 + len(extra)
+		extra = append(extra, r.sessChild)
+	}
 	if spec.Network.Mode == backend.NetProxy {
 		if stdio.ServeProxy == nil {
 			return errors.New("network mode proxy needs a proxy to serve it (Stdio.ServeProxy)")
@@ -540,6 +561,7 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		return startError(err)
 	}
 	r.signal = func(s syscall.Signal) { cmd.Process.Signal(s) }
+	r.pid = cmd.Process.Pid
 	// From here on the run is killed and reaped on every path.
 	specR.Close()
 	statW.Close()
@@ -548,6 +570,9 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 	go readCrash(crashR, r.crash)
 	outW.Close()
 	errW.Close()
+	if r.sessChild != nil {
+		r.sessChild.Close()
+	}
 	if r.netChild != nil {
 		// Only init holds it now: if init dies before sending the
 		// listener, the receiver sees end of file.

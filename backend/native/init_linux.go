@@ -138,7 +138,7 @@ func initMain(send func(message)) error {
 	fwd := &forwarder{}
 	go fwd.serve(f, is.Control)
 	spec := is.Spec
-	if spec == nil || len(spec.Args) == 0 {
+	if spec == nil || len(spec.Args) == 0 && is.SessionFD == 0 {
 		return fail("read spec", errors.New("empty spec"))
 	}
 	if (netns != nil) != (spec.Network.Mode != backend.NetHost) {
@@ -183,9 +183,12 @@ func initMain(send func(message)) error {
 		}
 	}
 
-	path, err := lookPath(spec.Args[0], spec.Env)
-	if err != nil {
-		return fail("exec "+spec.Args[0], err)
+	var path string
+	if is.SessionFD == 0 {
+		path, err = lookPath(spec.Args[0], spec.Env)
+		if err != nil {
+			return fail("exec "+spec.Args[0], err)
+		}
 	}
 
 	// Rlimits are per process and inherited: set them on init, whose own
@@ -253,8 +256,12 @@ func initMain(send func(message)) error {
 			// exec, so a custom profile goes on init too, which then runs
 			// on under it: a profile that refuses what init's Go code
 			// needs would crash the runtime, so it fails here instead.
-			if refused := initStageRefusals(prog); len(refused) > 0 {
-				return fail("install seccomp filter 1", fmt.Errorf("the profile refuses %s, which moat's init stage needs after installing it (it starts runs with an overlay workspace under a disk limit); allow them, or run without the disk limit", strings.Join(refused, ", ")))
+			if refused := initStageRefusals(prog, is.SessionFD != 0); len(refused) > 0 {
+				why := "it starts runs with an overlay workspace under a disk limit); allow them, or run without the disk limit"
+				if is.SessionFD != 0 {
+					why = "it starts every session's commands); allow them"
+				}
+				return fail("install seccomp filter 1", fmt.Errorf("the profile refuses %s, which moat's init stage needs after installing it (%s", strings.Join(refused, ", "), why))
 			}
 		}
 		// The first filter is observed, so the report can say what it
@@ -280,6 +287,11 @@ func initMain(send func(message)) error {
 	// it, is marked close-on-exec here.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fail("close inherited fds", err)
+	}
+	if is.SessionFD != 0 {
+		// A session's init forks each command from here, from this
+		// thread, as below (see session_init_linux.go).
+		return serveSession(is.SessionFD, &seen, send)
 	}
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Dir:   spec.Dir,
@@ -638,12 +650,30 @@ func (d *denials) record(nr, errno int) {
 	d.m[[2]int{nr, errno}]++
 }
 
-func (d *denials) list() []denial {
+func (d *denials) list() []denial { return d.since(nil) }
+
+// snapshot copies the counts so far, for since.
+func (d *denials) snapshot() map[[2]int]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := make(map[[2]int]int, len(d.m))
+	for k, n := range d.m {
+		m[k] = n
+	}
+	return m
+}
+
+// since lists the refusals counted after snap was taken. The filter does
+// not say which process made a call: in a session, a process is told of
+// the refusals made while it ran, its concurrent neighbours' included.
+func (d *denials) since(snap map[[2]int]int) []denial {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]denial, 0, len(d.m))
 	for k, n := range d.m {
-		out = append(out, denial{Nr: k[0], Errno: k[1], Count: n})
+		if n -= snap[k]; n > 0 {
+			out = append(out, denial{Nr: k[0], Errno: k[1], Count: n})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Count > out[j].Count || (out[i].Count == out[j].Count && out[i].Nr < out[j].Nr)
@@ -664,11 +694,20 @@ var initStageCalls = []int{
 	unix.SYS_WAIT4, unix.SYS_KILL, unix.SYS_GETRUSAGE, unix.SYS_EXIT, unix.SYS_EXIT_GROUP,
 }
 
-// initStageRefusals names the calls of initStageCalls that prog refuses.
-func initStageRefusals(prog []seccomp.Instruction) []string {
+// sessionCalls are the calls a session's init makes besides
+// initStageCalls: to take requests and the command's fds, and to answer.
+var sessionCalls = []int{unix.SYS_RECVMSG, unix.SYS_SENDMSG}
+
+// initStageRefusals names the calls of initStageCalls (and sessionCalls,
+// for a session's init) that prog refuses.
+func initStageRefusals(prog []seccomp.Instruction, session bool) []string {
 	arch := seccomp.NativeArch()
 	var out []string
-	for _, nr := range initStageCalls {
+	calls := initStageCalls
+	if session {
+		calls = append(calls[:len(calls):len(calls)], sessionCalls...)
+	}
+	for _, nr := range calls {
 		ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, [6]uint64{})
 		if err != nil || !seccomp.Allows(ret) {
 			name, _ := seccomp.Name(arch, nr)

@@ -34,30 +34,37 @@ import (
 
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	if marker := os.Getenv("MOAT_TEST_SESSION_CALLER"); marker != "" {
+		sessionCaller(marker)
+	}
 	os.Exit(m.Run())
 }
 
 // spec compiles the default policy for a workspace, as the sandbox
 // package would.
-func spec(t *testing.T, ws string, args ...string) *backend.Spec {
+func spec(t testing.TB, ws string, args ...string) *backend.Spec {
 	t.Helper()
+	s, err := compileSpec(ws, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func compileSpec(ws string, args ...string) (*backend.Spec, error) {
 	p := policy.Default()
 	p.Workspace.Path = ws
 	home, _ := os.UserHomeDir()
 	if err := p.Resolve(ws, home); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = ws
 	g, err := workspace.NewGuard(ws, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s, err := sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, []*workspace.Guard{g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sandbox.Compile(p, args, c, sandbox.NewRunID(), nil, []*workspace.Guard{g})
 }
 
 // TestLandlockHoldsAlone widens the mount layer on purpose: an extra
@@ -256,7 +263,8 @@ func TestCheckIDMap(t *testing.T) {
 // read, write, list and execute under each kind of mount, Landlock
 // included, with and without a disk limit. The direct start decides from a
 // plan made on the host what the init stage decides while it runs; any
-// drift between the two shows here.
+// drift between the two shows here. A session's commands, the first and a
+// later one, must see what a one-shot command sees too.
 func TestDirectStartMatchesInitStage(t *testing.T) {
 	ws := t.TempDir()
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
@@ -334,10 +342,33 @@ echo done`
 		}
 		return out.String()
 	}
+	// A session's commands, the first and a later one, see what a
+	// one-shot run's command does.
+	inSession := func() {
+		t.Helper()
+		want := runWith(&native.Backend{InitStage: true})
+		s := mk() // fresh overlay layers, which the session keeps mounted
+		inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{ServeProxy: serve})
+		if err != nil {
+			t.Fatalf("session: %v", err)
+		}
+		defer inst.Destroy(context.Background())
+		for i := range 2 {
+			var out bytes.Buffer
+			p, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: s.Args, Env: s.Env, Dir: s.Dir}, backend.Stdio{Stdout: &out})
+			if err != nil {
+				t.Fatalf("session: %v", err)
+			}
+			if st, err := p.Wait(); err != nil || st.ExitCode != 0 || out.String() != want {
+				t.Errorf("disk %v: a session's command %d differs from a one-shot run's (%v, %+v):\n--- session\n%s\n--- one-shot\n%s", disk, i, err, st, out.String(), want)
+			}
+		}
+	}
 	direct, staged := runWith(&native.Backend{}), runWith(&native.Backend{InitStage: true})
 	if direct != staged {
 		t.Errorf("the direct start differs from the init stage:\n--- direct\n%s\n--- init stage\n%s", direct, staged)
 	}
+	inSession()
 	// The forked direct start, which other architectures (arm64) use.
 	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
 		t.Errorf("the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
@@ -367,6 +398,7 @@ echo done`
 	if forked := runWith(&native.Backend{ForkStart: true}); forked != staged {
 		t.Errorf("under a disk limit, the forked direct start differs from the init stage:\n--- forked\n%s\n--- init stage\n%s", forked, staged)
 	}
+	inSession()
 	if !strings.Contains(direct, "1777 agent /dev/shm\n") {
 		t.Errorf("probe under a disk limit:\n%s", direct)
 	}

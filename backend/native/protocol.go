@@ -65,7 +65,10 @@ const initArg0 = "moat-sandbox-init"
 const argNetNS = "netns"
 
 type message struct {
-	Type string // started | error | exit
+	Type string // started | error | exit; in a session also ready | closed
+
+	// ID is the exec request a session's message answers.
+	ID uint64
 
 	// error
 	Stage string
@@ -125,6 +128,10 @@ type initSpec struct {
 	// Terminal: the command's stdin is a pty (see terminal), which init
 	// makes its controlling terminal.
 	Terminal bool
+	// SessionFD, when not 0, is an inherited unix socket (SOCK_SEQPACKET)
+	// on which init, once restricted, takes exec requests instead of
+	// running Spec.Args (see session.go); 0 for a one-shot run.
+	SessionFD int
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

@@ -13,9 +13,6 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/cgroup"
-	"github.com/moatbox/moat/internal/hostinfo"
-	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -41,29 +38,29 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if uid == 0 {
 		who = "root (the command runs as a dedicated unprivileged host uid)"
 	}
-	fmt.Fprintf(stdout, "moat %s, kernel %s, caller %s\n\n", versionString(), hostinfo.Kernel(), who)
+	h := sandbox.ProbeHost()
+	fmt.Fprintf(stdout, "moat %s, kernel %s, caller %s\n\n", versionString(), h.Kernel, who)
 
-	if missing := hostinfo.Missing(); len(missing) > 0 {
+	if missing := h.MissingSyscalls; len(missing) > 0 {
 		ok = false
-		line("MISSING", "system calls", "this kernel does not offer "+strings.Join(missing, " or ")+", which every sandbox needs: "+hostinfo.NeedKernel)
+		line("MISSING", "system calls", "this kernel does not offer "+strings.Join(missing, " or ")+", which every sandbox needs: "+h.NeedKernel)
 	} else {
 		line("ok", "system calls", "mount_setattr, close_range with CLOSE_RANGE_CLOEXEC")
 	}
-	us := hostinfo.UserNamespaces()
-	if us.Usable {
-		line("ok", "user namespaces", us.Detail)
+	if h.UserNamespaces {
+		line("ok", "user namespaces", h.UserNamespacesDetail)
 	} else {
 		ok = false
-		line("MISSING", "user namespaces", us.Detail)
+		line("MISSING", "user namespaces", h.UserNamespacesDetail)
 	}
-	if abi := hostinfo.LandlockABI(); abi > 0 && native.UsableLandlockABI() > 0 {
+	if abi := h.LandlockABI; abi > 0 && h.LandlockUsable > 0 {
 		line("ok", "landlock", fmt.Sprintf("ABI %d: %s", abi, landlockFeatures(abi)))
 	} else if abi > 0 {
 		line("absent", "landlock", fmt.Sprintf(`ABI %d cannot handle the "refer" right moat's rules grant on writable paths (Linux 5.19 and later can): file access is checked by the mounts only, and policies with filesystem.landlock = "required" or TCP port rules are refused`, abi))
 	} else {
 		line("absent", "landlock", `not available on this kernel: file access is checked by the mounts only, and policies with filesystem.landlock = "required" or TCP port rules are refused`)
 	}
-	if hostinfo.Seccomp() {
+	if h.Seccomp {
 		line("ok", "seccomp", "seccomp-bpf filters available")
 	} else {
 		line("absent", "seccomp", "seccomp-bpf not available")
@@ -89,13 +86,13 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	info := cgroup.Probe()
-	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Version)
+	info := h.Cgroups
+	fmt.Fprintf(stdout, "%-8s %-28s %s\n", "info", "cgroups", "layout "+info.Layout)
 	for _, c := range []string{"memory", "pids", "cpu"} {
 		switch {
 		case info.Usable[c]:
 			line("ok", "  "+c+" limits", "available to this caller (cgroup)")
-		case c == "pids" && native.NprocPerUserns():
+		case c == "pids" && h.NprocPerUserns:
 			line("ok", "  pids limits", "by RLIMIT_NPROC in the sandbox's own user namespace (no cgroup: "+info.Why[c]+"); it counts processes and threads, the report says \"pids\": \"rlimit\" in limits_enforced_by, and the forks it refuses do not show in limits_hit")
 		default:
 			line("no", "  "+c+" limits", info.Why[c])
@@ -141,7 +138,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	}
 	overlayProbe(line)
 	gvisorProbe(line)
-	if rt0.Linked() {
+	if h.FastStart {
 		line("ok", "fast start", "built with moat's entry point (-ldflags=-E=_rt0_moat)")
 	} else {
 		line("info", "fast start", "built without moat's entry point: each run starts ~0.2 ms later; build with -ldflags=-E=_rt0_moat (see the README)")

@@ -10,38 +10,24 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/moatbox/moat/internal/suggest"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
 
 // runFlags are the flags of `moat run` (and `moat policy show`).
 type runFlags struct {
-	name          string
-	fs            *flag.FlagSet
+	name string
+	fs   *flag.FlagSet
+	// o holds the flags that change the policy; policy.Overrides.Apply
+	// owns what they may change and how their values are read.
+	o             policy.Overrides
 	policyFile    string
-	workspace     string
-	wsMode        string
-	ro, rw, deny  listFlag
-	env           listFlag
-	net           string
-	tcpBind       string
-	tcpConnect    string
-	seccomp       string
-	isolation     string
 	auditFile     string
-	landlock      string
 	showOnly      bool // moat policy show: an untrusted .moat.toml may be shown, never run
 	session       string
 	jsonOut       bool
 	reportFile    string
 	allowDegraded bool
-	// Docker's spellings that are not another name of one of the above.
-	workdir  string
-	user     string
-	readOnly bool
-	// limits and identity are applied only when given
-	set map[string]string
 }
 
 type listFlag []string
@@ -49,29 +35,42 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// valueFlag records a flag's raw value; it is parsed with the policy's own
-// parsers so flags and files accept the same spellings.
-type valueFlag struct {
-	name string
-	set  map[string]string
+// valueFlag records a flag's raw value in an Overrides field; Apply
+// parses it with the policy's own parsers, so flags and files accept the
+// same spellings. An empty value is refused here, since Overrides reads
+// "" as "not given".
+type valueFlag struct{ dst *string }
+
+func (v valueFlag) String() string { return "" }
+func (v valueFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	*v.dst = s
+	return nil
 }
 
-func (v valueFlag) String() string     { return "" }
-func (v valueFlag) Set(s string) error { v.set[v.name] = s; return nil }
-
-// limitFlags maps a flag to the policy field it overrides and what it
-// accepts, for help and errors.
-var limitFlags = []struct{ flag, field, help string }{
-	{"wall", "limits.wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)"},
-	{"cpu-time", "limits.cpu", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)"},
-	{"memory", "limits.memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)"},
-	{"pids", "limits.pids", "the maximum number of processes, `N` (cgroup)"},
-	{"cpus", "limits.cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)"},
-	{"open-files", "limits.open_files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)"},
-	{"file-size", "limits.file_size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)"},
-	{"output", "limits.output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)"},
-	{"disk", "limits.disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)"},
-	{"uid", "user.uid", "`UID` of the command inside the sandbox (not 0)"},
+// limitFlags are the limit and identity flags, with what each accepts,
+// for help.
+func limitFlags(o *policy.Overrides) []struct {
+	flag, help string
+	dst        *string
+} {
+	return []struct {
+		flag, help string
+		dst        *string
+	}{
+		{"wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)", &o.Wall},
+		{"cpu-time", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)", &o.CPUTime},
+		{"memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)", &o.Memory},
+		{"pids", "the maximum number of processes, `N` (cgroup)", &o.Pids},
+		{"cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)", &o.CPUs},
+		{"open-files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)", &o.OpenFiles},
+		{"file-size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)", &o.FileSize},
+		{"output", "maximum `SIZE` of stdout+stderr together (e.g. 16M)", &o.Output},
+		{"disk", "maximum `SIZE` the run may write to /tmp, home, /dev/shm and an overlay workspace together (e.g. 4G)", &o.Disk},
+		{"uid", "`UID` of the command inside the sandbox (not 0)", &o.UID},
+	}
 }
 
 // volumeFlag is Docker's -v SRC[:DST[:ro|rw]], which is --rw SRC, or
@@ -99,9 +98,9 @@ func (v volumeFlag) Set(s string) error {
 	}
 	switch mode {
 	case "ro":
-		v.f.ro = append(v.f.ro, parts[0])
+		v.f.o.ReadOnlyPaths = append(v.f.o.ReadOnlyPaths, parts[0])
 	case "rw":
-		v.f.rw = append(v.f.rw, parts[0])
+		v.f.o.ReadWritePaths = append(v.f.o.ReadWritePaths, parts[0])
 	default:
 		return fmt.Errorf("%q: mode %q is not ro or rw (the only volume options moat has)", s, mode)
 	}
@@ -154,36 +153,37 @@ func flagDefaults() map[string]string {
 }
 
 func newRunFlags(name string) *runFlags {
-	f := &runFlags{name: name, set: map[string]string{}}
+	f := &runFlags{name: name}
+	o := &f.o
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	// Errors and help are printed by parse, in GNU style.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
-	fs.StringVar(&f.workspace, "workspace", "", "the writable workspace `DIR`")
-	fs.StringVar(&f.wsMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
+	fs.StringVar(&o.Workspace, "workspace", "", "the writable workspace `DIR`")
+	fs.StringVar(&o.WorkspaceMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
 	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
-	fs.Var(&f.ro, "ro", "extra read-only `PATH`, a directory or a file (repeatable)")
-	fs.Var(&f.rw, "rw", "extra read-write `PATH`, a directory or a file; not / nor one holding your home (repeatable)")
-	fs.Var(&f.deny, "deny", "`PATH` hidden inside the sandbox (repeatable)")
-	fs.Var(&f.env, "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&f.net, "net", "", "network `MODE`: none (loopback only), allow:HOST,*.DOMAIN,HOST:PORT,SERVICE (only those, through moat's proxy), or host (unfiltered)")
-	fs.StringVar(&f.tcpBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
-	fs.StringVar(&f.tcpConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
-	fs.StringVar(&f.landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
+	fs.Var((*listFlag)(&o.ReadOnlyPaths), "ro", "extra read-only `PATH`, a directory or a file (repeatable)")
+	fs.Var((*listFlag)(&o.ReadWritePaths), "rw", "extra read-write `PATH`, a directory or a file; not / nor one holding your home (repeatable)")
+	fs.Var((*listFlag)(&o.DenyPaths), "deny", "`PATH` hidden inside the sandbox (repeatable)")
+	fs.Var((*listFlag)(&o.Env), "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
+	fs.StringVar(&o.Net, "net", "", "network `MODE`: none (loopback only), allow:HOST,*.DOMAIN,HOST:PORT,SERVICE (only those, through moat's proxy), or host (unfiltered)")
+	fs.StringVar(&o.TCPBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
+	fs.StringVar(&o.TCPConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
+	fs.StringVar(&o.Landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
 	fs.StringVar(&f.auditFile, "audit", "", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
-	fs.StringVar(&f.isolation, "isolation", "", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
-	fs.StringVar(&f.seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
+	fs.StringVar(&o.Isolation, "isolation", "", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
+	fs.StringVar(&o.Seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
-	for _, lf := range limitFlags {
-		fs.Var(valueFlag{lf.field, f.set}, lf.flag, lf.help)
+	for _, lf := range limitFlags(o) {
+		fs.Var(valueFlag{lf.dst}, lf.flag, lf.help)
 	}
 	fs.Var(volumeFlag{f}, "volume", "the host path `SRC[:SRC][:ro|rw]` read-write (--rw SRC), or read-only with :ro (--ro SRC); a path is mounted at its own place, so a destination must be SRC")
-	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` of the command, inside the workspace (default: the current directory when inside it, else the workspace)")
-	fs.StringVar(&f.user, "user", "", "`UID[:GID]` of the command inside the sandbox, numbers only (not 0): --uid, and the gid")
-	fs.BoolVar(&f.readOnly, "read-only", false, "--workspace-mode readonly")
+	fs.StringVar(&o.Workdir, "workdir", "", "working `DIR` of the command, inside the workspace (default: the current directory when inside it, else the workspace)")
+	fs.StringVar(&o.User, "user", "", "`UID[:GID]` of the command inside the sandbox, numbers only (not 0): --uid, and the gid")
+	fs.BoolVar(&o.ReadOnly, "read-only", false, "--workspace-mode readonly")
 	fs.Var(ignoredFlag{}, "rm", "accepted and ignored: a run leaves no container behind, stdin is always passed, and a terminal on stdin gets a pty")
 	for _, g := range flagGroups {
 		for _, spellings := range g.flags {
@@ -242,19 +242,12 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 	return false, exitMoatError
 }
 
-// closest is the known flag nearest to name in edit distance, or "" when
-// none is near enough to be what was meant.
+// closest is the known flag nearest to name, or "" when none is near
+// enough to be what was meant.
 func (f *runFlags) closest(name string) string {
-	best, bestD := "", max(1, len(name)/3)+1
-	f.fs.VisitAll(func(fl *flag.Flag) {
-		if len(fl.Name) <= 2 {
-			return // Docker's short spellings: a near miss is rarely one
-		}
-		if d := suggest.Distance(name, fl.Name); d < bestD || d == bestD && len(fl.Name) > len(best) {
-			best, bestD = fl.Name, d
-		}
-	})
-	return best
+	var known []string
+	f.fs.VisitAll(func(fl *flag.Flag) { known = append(known, fl.Name) })
+	return policy.ClosestOption(name, known)
 }
 
 // printHelp prints the flags in GNU style (--flag VALUE), by group, each
@@ -297,53 +290,16 @@ func (f *runFlags) printHelp(w io.Writer) {
 	}
 }
 
-// applyDocker applies the Docker spellings that are not plain aliases.
-func (f *runFlags) applyDocker(p *policy.Policy) error {
-	if f.readOnly {
-		if f.wsMode != "" && f.wsMode != policy.WorkspaceReadOnly {
-			return fmt.Errorf("--read-only means --workspace-mode readonly, but --workspace-mode is %q", f.wsMode)
-		}
-		p.Workspace.Mode = policy.WorkspaceReadOnly
-		p.MarkFlag("workspace.mode", "--read-only")
-	}
-	if f.user != "" {
-		uid, gid, hasGID := strings.Cut(f.user, ":")
-		u, err := strconv.Atoi(uid)
-		g := 0
-		if err == nil && hasGID {
-			g, err = strconv.Atoi(gid)
-		}
-		if err != nil {
-			return fmt.Errorf("flag --user %q: moat takes numeric ids, UID or UID:GID (names mean nothing inside the sandbox)", f.user)
-		}
-		p.User.UID = u
-		p.MarkFlag("user.uid", "--user")
-		if hasGID {
-			p.User.GID = g
-			p.MarkFlag("user.gid", "--user")
-		}
-	}
-	return nil
-}
-
 // caller is who runs the command, with -w, when given, as its working
-// directory: a directory inside the workspace, since that is where moat
-// runs a command (without -w: the current directory when inside it, else
-// the workspace). nil means sandbox.CurrentCaller.
+// directory (policy.Overrides.WorkDir keeps it inside the workspace). nil
+// means sandbox.CurrentCaller.
 func (f *runFlags) caller(p *policy.Policy) (*sandbox.Caller, error) {
-	if f.workdir == "" {
-		return nil, nil
-	}
-	dir, err := filepath.Abs(f.workdir)
-	if err != nil {
+	dir, err := f.o.WorkDir(p)
+	if err != nil || dir == "" {
 		return nil, err
 	}
-	ws := p.Workspace.Path
-	if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("flag -w %s: outside the workspace %s; the command runs inside the workspace (choose another with --workspace)", f.workdir, ws)
-	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("flag -w %s: not a directory of the workspace", f.workdir)
+		return nil, fmt.Errorf("flag -w %s: not a directory of the workspace", f.o.Workdir)
 	}
 	c := sandbox.CurrentCaller()
 	c.Cwd = dir

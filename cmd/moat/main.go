@@ -17,7 +17,6 @@ import (
 
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/rt0"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -27,7 +26,7 @@ var version = "dev"
 const exitMoatError = 125
 
 func main() {
-	rt0.Restore() // this thread's timer slack, raised by the entry point
+	native.RestoreTimerSlack() // this thread's timer slack, raised by the entry point
 	native.MaybeInit()
 	gvisor.MaybeForward()
 	growStack()
@@ -74,6 +73,12 @@ Usage:
   moat policy check FILE...           validate policies and run their rules' examples
   moat audit verify FILE              check an audit stream's hash chain
   moat seccomp check FILE             validate a Docker-format seccomp profile and summarise it
+  moat serve [--socket P] [--listen ADDR --tokens F]  the session daemon (HTTP API: docs/openapi.yaml)
+  moat session create [--policy F] [--workspace DIR|--temp] [--ttl D]  start a session, print its id
+  moat session ls | rm ID...          list or end your sessions
+  moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
+  moat ps SESSION                     a session's background commands
+  moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -105,6 +110,16 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdApply(args[1:], stdout, stderr)
 	case "discard":
 		return cmdDiscard(args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(args[1:], stderr)
+	case "session":
+		return cmdSession(args[1:], stdout, stderr)
+	case "exec":
+		return cmdExec(args[1:], stdin, stdout, stderr)
+	case "ps":
+		return cmdPs(args[1:], stdout, stderr)
+	case "cp":
+		return cmdCp(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -112,7 +127,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, version)\n", args[0])
 	return 2
 }
 

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,10 +28,9 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/hostinfo"
-	"github.com/moatbox/moat/internal/proctest"
-	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/sandbox/sandboxtest"
 )
 
 // TestMain lets this test binary be moat itself: the sandbox's init stage
@@ -43,53 +41,15 @@ func TestMain(m *testing.M) {
 	gvisor.MaybeForward()
 	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
 		if name := os.Getenv("MOAT_TEST_ENOSYS"); name != "" {
-			withoutSyscall(name, syscall.ENOSYS)
+			sandboxtest.ExitOn(sandboxtest.WithoutSyscall(name, syscall.ENOSYS))
 		}
 		if os.Getenv("MOAT_TEST_NO_USERNS") == "1" {
-			withoutUserNamespaces()
+			sandboxtest.ExitOn(sandboxtest.WithoutUserNamespaces())
 		}
 		exitAfterRun = true // as main does
 		os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(proctest.RunWithStateDir(m))
-}
-
-// withoutSyscall makes the named system call fail with errno in this
-// process and its children: ENOSYS as on a kernel that predates it, or
-// under a container's seccomp profile that does not know it; EPERM as
-// where a policy forbids it.
-func withoutSyscall(name string, errno syscall.Errno) {
-	install(name, []seccomp.Rule{{Names: []string{name}, Action: seccomp.Errno, Errno: uint32(errno)}})
-}
-
-// withoutUserNamespaces refuses new user namespaces with EPERM, as
-// Ubuntu's AppArmor restriction or kernel.unprivileged_userns_clone=0 do:
-// clone with CLONE_NEWUSER fails, and clone3, whose flags a filter cannot
-// read, answers ENOSYS so that Go falls back to clone.
-func withoutUserNamespaces() {
-	install("user namespaces", []seccomp.Rule{
-		{Names: []string{"clone"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM),
-			Args: []seccomp.Arg{{Index: 0, Op: seccomp.MaskedEQ, Value: syscall.CLONE_NEWUSER, ValueTwo: syscall.CLONE_NEWUSER}}},
-		{Names: []string{"clone3"}, Action: seccomp.Errno, Errno: uint32(syscall.ENOSYS)},
-		{Names: []string{"unshare"}, Action: seccomp.Errno, Errno: uint32(syscall.EPERM),
-			Args: []seccomp.Arg{{Index: 0, Op: seccomp.MaskedEQ, Value: syscall.CLONE_NEWUSER, ValueTwo: syscall.CLONE_NEWUSER}}},
-	})
-}
-
-func install(name string, rules []seccomp.Rule) {
-	prog, err := seccomp.Compile(&seccomp.Profile{DefaultAction: seccomp.Allow, Rules: rules}, seccomp.NativeArch())
-	if err == nil {
-		runtime.LockOSThread()
-		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
-			err = errno
-		} else {
-			err = seccomp.Install(prog)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test set-up: filter", name+":", err)
-		os.Exit(99)
-	}
+	os.Exit(sandboxtest.RunWithStateDir(m))
 }
 
 func moat(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
@@ -251,11 +211,11 @@ func TestDoctor(t *testing.T) {
 	// default policy still runs (doctor exits 0 above), with the mounts
 	// alone checking file access.
 	want := regexp.MustCompile(`(?m)^ok +landlock +ABI [0-9]+: `)
-	if hostinfo.LandlockABI() == 0 {
+	if sandbox.ProbeHost().LandlockABI == 0 {
 		want = regexp.MustCompile(`(?m)^absent +landlock +not available on this kernel`)
 	}
 	if !want.MatchString(out) {
-		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, hostinfo.LandlockABI(), out)
+		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, sandbox.ProbeHost().LandlockABI, out)
 	}
 	// The process limit holds for every caller, and doctor says by what.
 	if native.NprocPerUserns() {
@@ -411,7 +371,7 @@ func TestInitEndsWithMoat(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, out)
 		}
 	}
-	pids := proctest.Gone(func() []int { return proctest.Find(marker) }, 3*time.Second)
+	pids := sandboxtest.Gone(func() []int { return sandboxtest.Find(marker) }, 3*time.Second)
 	for _, p := range pids {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
@@ -448,10 +408,10 @@ func TestCtrlZStopsTheCommand(t *testing.T) {
 	marker := fmt.Sprintf("3000.%d", time.Now().UnixNano()%1000000)
 	cmd, out := startReady(t, ws, "sl''eep "+marker+" & echo ready; wait; echo resumed")
 	defer cmd.Process.Kill()
-	sleeper := proctest.Find("sleep " + marker)
+	sleeper := sandboxtest.Find("sleep " + marker)
 	for deadline := time.Now().Add(5 * time.Second); len(sleeper) == 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
-		sleeper = proctest.Find("sleep " + marker)
+		sleeper = sandboxtest.Find("sleep " + marker)
 	}
 	if len(sleeper) != 1 {
 		t.Fatalf("the command's sleep: %v", sleeper)
@@ -512,7 +472,7 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	seen := 0
 	for seen < 2 && time.Now().Before(deadline) {
-		if len(proctest.Find("sleep "+marker)) >= 2 {
+		if len(sandboxtest.Find("sleep "+marker)) >= 2 {
 			seen++
 		} else {
 			seen = 0
@@ -521,15 +481,15 @@ func TestKilledMoatLeavesNoSurvivors(t *testing.T) {
 	}
 	if seen < 2 {
 		cmd.Process.Kill()
-		t.Fatalf("sandboxed sleeps did not start (%d seen)", len(proctest.Find("sleep "+marker)))
+		t.Fatalf("sandboxed sleeps did not start (%d seen)", len(sandboxtest.Find("sleep "+marker)))
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	deadline = time.Now().Add(2 * time.Second)
-	for len(proctest.Find("sleep "+marker)) > 0 && time.Now().Before(deadline) {
+	for len(sandboxtest.Find("sleep "+marker)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := proctest.Find("sleep " + marker); len(left) > 0 {
+	if left := sandboxtest.Find("sleep " + marker); len(left) > 0 {
 		for _, p := range left {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
@@ -625,7 +585,7 @@ func TestChangedPolicyNeedsTrustAgain(t *testing.T) {
 // profile into a weaker one, and the next run must be refused rather than
 // run under it.
 func TestTrustCoversLoadedProfile(t *testing.T) {
-	if seccomp.NativeArch() == "" {
+	if sandbox.SeccompNativeArch() == "" {
 		t.Skip("no seccomp filters for this architecture")
 	}
 	t.Setenv("MOAT_STATE_DIR", t.TempDir())
@@ -826,7 +786,7 @@ func TestExpectedFallbackNotPrinted(t *testing.T) {
 // a kill by the profile is reported as one, not as a timeout or a signal
 // of unknown cause.
 func TestCustomProfileIsTheCommands(t *testing.T) {
-	if seccomp.NativeArch() == "" {
+	if sandbox.SeccompNativeArch() == "" {
 		t.Skip("no seccomp filters for this architecture")
 	}
 	dir := t.TempDir()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,8 +31,8 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	}
 	home, _ := os.UserHomeDir()
 	ws := cwd
-	if f.workspace != "" {
-		ws, err = filepath.Abs(f.workspace)
+	if f.o.Workspace != "" {
+		ws, err = filepath.Abs(f.o.Workspace)
 		if err != nil {
 			return nil, err
 		}
@@ -61,95 +60,8 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.workspace != "" {
-		p.Workspace.Path = ws
-		p.MarkFlag("workspace.path", "--workspace")
-	}
-	if f.wsMode != "" {
-		p.Workspace.Mode = f.wsMode
-		p.MarkFlag("workspace.mode", "--workspace-mode")
-	}
-	if f.landlock != "" {
-		p.Filesystem.Landlock = f.landlock
-		p.MarkFlag("filesystem.landlock", "--landlock")
-	}
-	if f.seccomp != "" {
-		p.Syscalls.Profile = f.seccomp
-		p.MarkFlag("syscalls.profile", "--seccomp")
-	}
-	if f.isolation != "" {
-		p.Sandbox.Isolation = f.isolation
-		p.MarkFlag("sandbox.isolation", "--isolation")
-	}
-	if f.net != "" {
-		mode, list, hasList := strings.Cut(f.net, ":")
-		p.Network.Mode = mode
-		p.MarkFlag("network.mode", "--net")
-		if hasList {
-			if mode != "allow" {
-				return nil, fmt.Errorf("flag --net %q: only allow takes a list (allow:HOST,...); the modes are none, allow and host", f.net)
-			}
-			for _, h := range strings.Split(list, ",") {
-				if h = strings.TrimSpace(h); h != "" {
-					p.Network.Allow = append(p.Network.Allow, h)
-				}
-			}
-			p.MarkFlag("network.allow", "--net")
-		}
-	}
-	for _, pf := range []struct {
-		flag, field, v string
-		dst            **[]int
-	}{{"--tcp-bind", "network.tcp_bind", f.tcpBind, &p.Network.TCPBind}, {"--tcp-connect", "network.tcp_connect", f.tcpConnect, &p.Network.TCPConnect}} {
-		if pf.v == "" {
-			continue
-		}
-		list, err := parsePorts(pf.v)
-		if err != nil {
-			return nil, fmt.Errorf("flag %s %q: %v", pf.flag, pf.v, err)
-		}
-		*pf.dst = &list
-		p.MarkFlag(pf.field, pf.flag)
-	}
-	abs := func(list []string) []string {
-		out := make([]string, len(list))
-		for i, v := range list {
-			if strings.HasPrefix(v, "~/") || filepath.IsAbs(v) {
-				out[i] = v
-			} else {
-				out[i] = filepath.Join(cwd, v)
-			}
-		}
-		return out
-	}
-	if len(f.ro) > 0 {
-		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, abs(f.ro)...)
-		p.MarkFlag("filesystem.read_only", "--ro")
-	}
-	if len(f.rw) > 0 {
-		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, abs(f.rw)...)
-		p.MarkFlag("filesystem.read_write", "--rw")
-	}
-	if len(f.deny) > 0 {
-		p.Filesystem.Deny = append(p.Filesystem.Deny, abs(f.deny)...)
-		p.MarkFlag("filesystem.deny", "--deny")
-	}
-	for _, e := range f.env {
-		if name, val, ok := strings.Cut(e, "="); ok {
-			if p.Env.Set == nil {
-				p.Env.Set = map[string]string{}
-			}
-			p.Env.Set[name] = val
-			p.MarkFlag("env.set."+name, "--env")
-		} else {
-			p.Env.Pass = append(p.Env.Pass, e)
-			p.MarkFlag("env.pass", "--env")
-		}
-	}
-	if err := f.applyValues(p); err != nil {
-		return nil, err
-	}
-	if err := f.applyDocker(p); err != nil {
+	f.o.Dir = cwd
+	if err := f.o.Apply(p); err != nil {
 		return nil, err
 	}
 	if err := p.Resolve(cwd, home); err != nil {
@@ -163,76 +75,6 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// applyValues parses the limit and identity flags with the policy's
-// parsers, so "512M", "1m30s" and plain seconds work as in files.
-func (f *runFlags) applyValues(p *policy.Policy) error {
-	var errs []string
-	for _, lf := range limitFlags {
-		raw, ok := f.set[lf.field]
-		if !ok {
-			continue
-		}
-		p.MarkFlag(lf.field, "--"+lf.flag)
-		bad := func(err error, want string) {
-			errs = append(errs, fmt.Sprintf("flag --%s: invalid value %q: %v (want %s)", lf.flag, raw, err, want))
-		}
-		switch lf.field {
-		case "limits.wall", "limits.cpu":
-			d, err := policy.ParseDuration(raw)
-			if err != nil {
-				bad(err, "a duration such as 90s, 1m30s, or plain seconds")
-				continue
-			}
-			if lf.field == "limits.wall" {
-				p.Limits.Wall = d
-			} else {
-				p.Limits.CPU = d
-			}
-		case "limits.memory", "limits.file_size", "limits.output", "limits.disk":
-			s, err := policy.ParseSize(raw)
-			if err != nil {
-				bad(err, "a size such as 512M, 512MiB, 1G, or bytes")
-				continue
-			}
-			switch lf.field {
-			case "limits.memory":
-				p.Limits.Memory = s
-			case "limits.file_size":
-				p.Limits.FileSize = s
-			case "limits.disk":
-				p.Limits.Disk = s
-			default:
-				p.Limits.Output = s
-			}
-		case "limits.pids", "limits.open_files", "user.uid":
-			n, err := strconv.ParseInt(raw, 10, 64)
-			if err != nil {
-				bad(errors.Unwrap(err), "a whole number")
-				continue
-			}
-			switch lf.field {
-			case "limits.pids":
-				p.Limits.Pids = n
-			case "limits.open_files":
-				p.Limits.OpenFiles = n
-			default:
-				p.User.UID = int(n)
-			}
-		case "limits.cpus":
-			x, err := strconv.ParseFloat(raw, 64)
-			if err != nil {
-				bad(errors.Unwrap(err), "a number of CPUs such as 0.5 or 2")
-				continue
-			}
-			p.Limits.CPUs = x
-		}
-	}
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "\n"))
-	}
-	return nil
 }
 
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -341,12 +183,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "moat: %v\n", err)
 			}
 		}()
-		auditFn = func(e egress.Event) {
-			aw.Write(struct {
-				Type string `json:"type"`
-				egress.Event
-			}{audit.TypeNetwork, e})
-		}
+		auditFn = func(e egress.Event) { aw.Write(sandbox.NetworkRecord(e)) }
 	}
 
 	req := &sandbox.Request{
@@ -368,7 +205,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
-		writeAudit(aw, rep, runErr)
+		for _, rec := range rep.AuditRecords(runErr) {
+			aw.Write(rec)
+		}
 	}
 	for _, w := range rep.Warnings {
 		fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
@@ -486,74 +325,4 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(b)
 	return 0
-}
-
-// writeAudit appends a run's denials and its outcome to the audit stream
-// (its network decisions were written as they happened).
-func writeAudit(aw *audit.Writer, rep *sandbox.Report, runErr error) {
-	now := time.Now().UTC()
-	for _, d := range rep.Denials {
-		aw.Write(struct {
-			Type  string    `json:"type"`
-			Time  time.Time `json:"time"`
-			RunID string    `json:"run_id"`
-			backend.Denial
-		}{audit.TypeDenial, now, rep.RunID, d})
-	}
-	rec := struct {
-		Type        string                `json:"type"`
-		Time        time.Time             `json:"time"`
-		RunID       string                `json:"run_id"`
-		Command     []string              `json:"command"`
-		Workspace   string                `json:"workspace"`
-		Policy      string                `json:"policy"`
-		Reason      string                `json:"reason"`
-		ExitCode    int                   `json:"exit_code"`
-		Error       string                `json:"error,omitempty"`
-		LimitsHit   []string              `json:"limits_hit"`
-		Seccomp     string                `json:"seccomp"`
-		LandlockABI int                   `json:"landlock_abi"`
-		Network     string                `json:"network"`
-		Warnings    []string              `json:"warnings"`
-		Degraded    []string              `json:"degraded"`
-		ChangeSet   *sandbox.ChangeSetRef `json:"change_set,omitempty"`
-		// Protected paths the command created (see Report.ProtectedCreated),
-		// and where each was moved.
-		ProtectedCreated []string                `json:"protected_created,omitempty"`
-		Quarantined      []workspace.Quarantined `json:"quarantined,omitempty"`
-	}{
-		Type: audit.TypeRun, Time: now, RunID: rep.RunID, Command: rep.Command,
-		Reason: rep.Reason, ExitCode: rep.ExitCode, LimitsHit: rep.LimitsHit,
-		Seccomp: rep.Seccomp, LandlockABI: rep.LandlockABI, Warnings: rep.Warnings,
-		Degraded: rep.Degraded, ChangeSet: rep.ChangeSet, Policy: "built-in",
-		ProtectedCreated: rep.ProtectedCreated, Quarantined: rep.Quarantined,
-	}
-	if rep.Policy != nil {
-		rec.Workspace, rec.Network = rep.Policy.Workspace.Path, rep.Policy.Network.Mode
-		if rep.Policy.Source != "" {
-			rec.Policy = rep.Policy.Source
-		}
-	}
-	if runErr != nil {
-		rec.Error = runErr.Error()
-	}
-	aw.Write(rec)
-}
-
-// parsePorts reads a --tcp-bind or --tcp-connect value: port numbers
-// separated by commas, or "none" for no port at all. Ranges are checked
-// with the policy.
-func parsePorts(v string) ([]int, error) {
-	list := []int{}
-	if v == "none" {
-		return list, nil
-	}
-	for _, s := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a port number; write ports separated by commas (22,8080) or none", s)
-		}
-		list = append(list, n)
-	}
-	return list, nil
 }

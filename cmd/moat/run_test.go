@@ -187,6 +187,7 @@ func TestUnknownFlagOneLine(t *testing.T) {
 		"run --zzzzzz -- true":        "moat: unknown flag --zzzzzz; see moat run --help\n",
 		"policy show --workspce /tmp": "moat: unknown flag --workspce (did you mean --workspace?); see moat policy show --help\n",
 		"run --wall":                  "moat: flag --wall needs a value; see moat run --help\n",
+		"run --memory= -- true":       "moat: invalid value \"\" for --memory: empty value; see moat run --help\n",
 	} {
 		code, _, errs := moat(t, ws, strings.Fields(args)...)
 		if code != exitMoatError || errs != want {

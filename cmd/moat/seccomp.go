@@ -7,9 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/moatbox/moat/internal/inputfile"
-	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 const seccompUsage = `usage: moat seccomp check [-v] [--arch ARCH] FILE
@@ -30,7 +29,7 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, seccompUsage); fs.PrintDefaults() }
 	verbose := fs.Bool("v", false, "also list the rules left out by their conditions and the names of other architectures")
-	arch := fs.String("arch", seccomp.NativeArch(), "architecture to summarise for: x86_64 or aarch64")
+	arch := fs.String("arch", sandbox.SeccompNativeArch(), "architecture to summarise for: x86_64 or aarch64")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -39,60 +38,25 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name := fs.Arg(0)
-	if *arch != seccomp.ArchX86_64 && *arch != seccomp.ArchAarch64 {
-		fmt.Fprintf(stderr, "moat: seccomp filters are compiled for x86_64 and aarch64, not %q\n", *arch)
+	s, err := sandbox.CheckSeccompProfile(name, *arch)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return exitMoatError
 	}
-
-	var (
-		p     *seccomp.Profile
-		doc   *seccomp.Docker
-		floor string
-	)
+	floor := "a valid Docker-format profile"
 	switch name {
 	case policy.ProfileDefault:
-		p = seccomp.Default()
 		floor = "moat's default profile: a deny-list, allowing what it does not list"
 	case policy.ProfileStrict:
-		p = seccomp.Strict()
 		floor = "moat's strict profile: an allow-list, refusing what it does not list with EPERM"
-	default:
-		data, err := inputfile.Read(name, "seccomp profile", inputfile.MaxProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "moat: %v\n", err)
-			return exitMoatError
-		}
-		t := seccomp.HostTarget()
-		t.Arch = *arch
-		doc, err = seccomp.ParseDocker(name, data, t)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitMoatError
-		}
-		p = doc.Profile
-		// moat run refuses such a profile too (sandbox.seccompProfiles).
-		refused, err := seccomp.StartRefusals(p, *arch)
-		if err == nil && len(refused) > 0 {
-			err = seccomp.StartError(refused)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", name, err)
-			return exitMoatError
-		}
-		floor = "a valid Docker-format profile"
-	}
-	s, err := seccomp.Summarize(p, *arch)
-	if err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", name, err)
-		return exitMoatError
 	}
 
 	w := func(format string, args ...any) { fmt.Fprintf(stdout, format, args...) }
 	w("%s: %s\n", name, floor)
 	w("  default action: %s\n", s.Default)
 	archLine := s.Arch
-	if doc != nil && len(doc.Arches) > 0 {
-		archLine += " (the file lists " + strings.Join(doc.Arches, ", ") + ")"
+	if len(s.FileArches) > 0 {
+		archLine += " (the file lists " + strings.Join(s.FileArches, ", ") + ")"
 	}
 	w("  architecture:   %s; moat kills system calls of every other architecture and ABI (x32, 32-bit)\n", archLine)
 	w("  system calls:   %d on %s: %d allowed, %s, %d killed, %d other (trap, log)\n",
@@ -103,21 +67,21 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 			w("    %s\n", c)
 		}
 	}
-	if doc != nil {
+	if !s.Builtin {
 		w("  left out:       %d rules whose conditions do not hold in moat's sandbox (no capabilities, %s, kernel %s)\n",
-			len(doc.Dropped), s.Arch, seccomp.HostTarget().Kernel)
-		w("  skipped:        %d names of system calls that %s does not have\n", len(doc.Skipped), s.Arch)
+			len(s.Dropped), s.Arch, s.Kernel)
+		w("  skipped:        %d names of system calls that %s does not have\n", len(s.Skipped), s.Arch)
 		if *verbose {
-			for _, d := range doc.Dropped {
+			for _, d := range s.Dropped {
 				w("    left out: %s\n", d)
 			}
-			if len(doc.Skipped) > 0 {
-				w("    skipped: %s\n", strings.Join(doc.Skipped, " "))
+			if len(s.Skipped) > 0 {
+				w("    skipped: %s\n", strings.Join(s.Skipped, " "))
 			}
 		}
 	}
 	switch {
-	case name == policy.ProfileDefault || name == policy.ProfileStrict:
+	case s.Builtin:
 		if len(s.FloorGaps) > 0 { // a bug in moat's own profiles
 			w("  floor:          allows what the floor refuses: %s\n", strings.Join(s.FloorGaps, ", "))
 			return exitMoatError

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/sandbox"
 )
 
 func TestSeccompCheck(t *testing.T) {
-	if seccomp.NativeArch() == "" {
+	if sandbox.SeccompNativeArch() == "" {
 		t.Skip("no seccomp filters for this architecture")
 	}
 	dir := t.TempDir()

@@ -75,6 +75,8 @@ type Stats struct {
 	MemoryLimitHits int64 // times usage hit the limit; v1 memory.failcnt + memory.memsw.failcnt, v2 memory.events "max"
 	PidsLimitHits   int64 // forks refused by pids.max (pids.events "max")
 	CPUUsageNanos   int64 // v1 cpuacct.usage, v2 cpu.stat usage_usec
+	MemoryCurrent   int64 // bytes in use now; v1 memory.usage_in_bytes, v2 memory.current
+	PidsCurrent     int64 // tasks now; pids.current
 }
 
 // ErrNoController means a limit was asked for a controller that no mounted

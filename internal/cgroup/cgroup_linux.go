@@ -623,10 +623,12 @@ func (c *Cgroup) Stats() (Stats, error) {
 	if c.mem != "" {
 		if c.memV2 {
 			s.MemoryPeak = readInt(c.mem + "/memory.peak")
+			s.MemoryCurrent = readInt(c.mem + "/memory.current")
 			ev := read(c.mem + "/memory.events")
 			s.OOMKills, s.MemoryLimitHits = keyedValue(ev, "oom_kill"), keyedValue(ev, "max")
 		} else {
 			s.MemoryPeak = readInt(c.mem + "/memory.max_usage_in_bytes")
+			s.MemoryCurrent = readInt(c.mem + "/memory.usage_in_bytes")
 			s.OOMKills = keyedValue(read(c.mem+"/memory.oom_control"), "oom_kill")
 			// A charge fails on memsw (memory+swap) or on memory,
 			// never both; with swap accounting memsw fails first.
@@ -635,6 +637,7 @@ func (c *Cgroup) Stats() (Stats, error) {
 	}
 	if c.pids != "" {
 		s.PidsLimitHits = keyedValue(read(c.pids+"/pids.events"), "max")
+		s.PidsCurrent = readInt(c.pids + "/pids.current")
 	}
 	if c.cpuacct != "" {
 		s.CPUUsageNanos = readInt(c.cpuacct + "/cpuacct.usage")

@@ -106,6 +106,14 @@ func TestDependenciesPointOneWay(t *testing.T) {
 				}
 			}
 		}
+		if rel == "client" {
+			for _, d := range depList {
+				first, _, _ := strings.Cut(d, "/")
+				if strings.Contains(first, ".") && !strings.HasPrefix(d, "vendor/") {
+					t.Errorf("client depends on %s: a program embedding it must link nothing of the sandbox", d)
+				}
+			}
+		}
 		if rel == "audit" {
 			for _, d := range depList {
 				// A module path starts with a domain; the standard library's
@@ -117,4 +125,53 @@ func TestDependenciesPointOneWay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCommandsImportNoInternal: the programs under cmd/ (their tests
+// included) reach moat through its public packages only, so that a rule
+// that protects the user cannot live in the CLI where an API caller would
+// skip it (DESIGN.md, "Layers").
+func TestCommandsImportNoInternal(t *testing.T) {
+	root := repoRoot(t)
+	var files int
+	filepath.WalkDir(filepath.Join(root, "cmd"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return err
+		}
+		files++
+		for _, imp := range internalImports(t, p, nil) {
+			t.Errorf("%s imports %s: cmd/ goes through the public packages (sandbox, policy, workspace, audit, ...)", p, imp)
+		}
+		return nil
+	})
+	if files == 0 {
+		t.Fatal("no Go files under cmd/: the test checks nothing")
+	}
+	// Positive control: the same check finds an internal import.
+	src := []byte("package main\nimport \"" + module + "/internal/seccomp\"\n")
+	if got := internalImports(t, "control.go", src); len(got) != 1 {
+		t.Errorf("the check misses an internal import: %v", got)
+	}
+}
+
+// internalImports lists the module's internal packages a file imports.
+func internalImports(t *testing.T, path string, src []byte) []string {
+	t.Helper()
+	var s any
+	if src != nil {
+		s = src
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), path, s, parser.ImportsOnly)
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return nil
+	}
+	var out []string
+	for _, imp := range f.Imports {
+		p := strings.Trim(imp.Path.Value, `"`)
+		if strings.HasPrefix(p, module+"/internal/") {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,0 +1,286 @@
+package native
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session's init (initSpec.SessionFD) builds and restricts the sandbox
+// exactly as a one-shot init does, then, instead of running one command,
+// serves requests on a unix socket (SOCK_SEQPACKET: one request or one
+// answer per packet) that only the host holds:
+//
+//	host                                   init (PID 1, restricted)
+//	 |<-- fd 4: "ready" --------------------|  every restriction is in place
+//	 |--- 'x' exec: id, argv, env, dir, ---->|  fork from the restricted thread,
+//	 |    tty; fds 0-2 in SCM_RIGHTS         |  setsid, exec
+//	 |<-- "started" id, pid | "error" id ----|
+//	 |--- 's' signal: id, number ----------->|  kill(-pgid) while it is alive
+//	 |<-- "exit" id, status, usage, denials -|  the process ended (its
+//	 |                                       |  background children go on)
+//	 |--- 'q' quit ------------------------->|  kill all, save an overlay's
+//	 |<-- "closed" --------------------------|  changes, exit
+//	 end of file on the socket: init exits, and the kernel kills what is left.
+//
+// Every command is forked from the same locked thread the one-shot init
+// forks from, the one that holds the sandbox's network namespace, no
+// capabilities (bounding set included), no_new_privs, Landlock and the
+// seccomp filters: each gets exactly the restrictions of the first.
+const (
+	reqExec   = 'x'
+	reqSignal = 's'
+	reqQuit   = 'q'
+)
+
+// maxRequest bounds one request: a packet of a SOCK_SEQPACKET socket must
+// fit the socket's send buffer, which the host raises to this.
+const maxRequest = 1 << 20
+
+// sessionRequest is one request from the host.
+type sessionRequest struct {
+	Op     byte
+	ID     uint64
+	Args   []string
+	Env    []string
+	Dir    string
+	Tty    bool
+	Signal int
+}
+
+func encodeRequest(r *sessionRequest) []byte {
+	e := encoder{b: []byte{r.Op}}
+	e.uint(r.ID)
+	e.strs(r.Args)
+	e.strs(r.Env)
+	e.str(r.Dir)
+	e.bool(r.Tty)
+	e.int(int64(r.Signal))
+	return e.b
+}
+
+func decodeRequest(b []byte) (*sessionRequest, error) {
+	if len(b) == 0 {
+		return nil, errShort
+	}
+	r := &sessionRequest{Op: b[0]}
+	d := decoder{b: b[1:]}
+	r.ID = d.uint()
+	r.Args = d.strs()
+	r.Env = d.strs()
+	r.Dir = d.str()
+	r.Tty = d.bool()
+	r.Signal = int(d.int())
+	return r, d.done()
+}
+
+// sessionInit is the state of a session's init.
+type sessionInit struct {
+	fd   int
+	seen *denials
+
+	mu     sync.Mutex // held while forking, and for every answer: "started" goes before "exit"
+	cond   *sync.Cond // signalled when a process was started
+	forked uint64     // processes started so far
+	byPid  map[int]*sessionProc
+	byID   map[uint64]int
+}
+
+type sessionProc struct {
+	id   uint64
+	snap map[[2]int]int // the denials seen when it started
+}
+
+// serveSession is a session's init once restricted: it answers requests
+// until the host closes the socket or asks it to quit, and returns, which
+// makes init exit and the kernel kill what is left in the sandbox.
+func serveSession(fd int, seen *denials, send func(message)) error {
+	// A command must not end the session by signalling PID 1. PID 1 gets
+	// only the signals it handles, and the runtime handles all of them,
+	// ending the process on many when they are sent (kill) rather than
+	// raised by a fault: SIGTERM, SIGQUIT, SIGILL, SIGBUS, SIGFPE... Ignoring
+	// them, as the one-shot init does after its fork, would pass them on
+	// ignored to every later command; relayed here and dropped, they are
+	// reset to the default in each forked child.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs)
+	go func() {
+		for range sigs {
+		}
+	}()
+	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}}
+	s.cond = sync.NewCond(&s.mu)
+	go s.reap()
+	send(message{Type: "ready"})
+
+	buf := make([]byte, maxRequest)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return nil // the host is gone
+		}
+		fds := receivedFDs(oob[:oobn])
+		req, err := decodeRequest(buf[:n])
+		switch {
+		case err != nil:
+			// Both ends are this binary: a request that does not
+			// decode is a bug, and the process it was for never starts.
+			s.answer(message{Type: "error", Stage: "session request", Err: err.Error()})
+		case req.Op == reqExec:
+			s.exec(req, fds)
+		case req.Op == reqSignal:
+			s.signal(req.ID, syscall.Signal(req.Signal))
+		case req.Op == reqQuit:
+			closeFDs(fds)
+			s.quit(send)
+			return nil
+		}
+		closeFDs(fds)
+	}
+}
+
+func receivedFDs(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if r, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// answer sends one message to the host; the caller may hold s.mu.
+func (s *sessionInit) answer(m message) {
+	b := encodeMessage(&m)
+	for {
+		err := unix.Sendmsg(s.fd, b[4:], nil, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// exec starts one command, from this (the restricted, locked) thread, in
+// a session and process group of its own, with the fds the host sent as
+// its stdin, stdout and stderr.
+func (s *sessionInit) exec(req *sessionRequest, fds []int) {
+	fail := func(stage string, err error) {
+		m := message{Type: "error", ID: req.ID, Stage: stage, Err: err.Error()}
+		if errno, ok := err.(syscall.Errno); ok {
+			m.Errno = int(errno)
+		}
+		s.answer(m)
+	}
+	if len(fds) != 3 || len(req.Args) == 0 {
+		s.mu.Lock()
+		fail("exec", errShort)
+		s.mu.Unlock()
+		return
+	}
+	path, err := lookPath(req.Args[0], req.Env)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		fail("exec "+req.Args[0], err)
+		return
+	}
+	snap := s.seen.snapshot()
+	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: req.Tty, Ctty: 0},
+	})
+	if err != nil {
+		fail("exec "+req.Args[0], err)
+		return
+	}
+	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap}
+	s.byID[req.ID] = pid
+	s.forked++
+	s.cond.Signal()
+	s.answer(message{Type: "started", ID: req.ID, Pid: pid})
+}
+
+// signal sends sig to the process group of request id, while its leader
+// lives: once it has been reaped its number may be reused.
+func (s *sessionInit) signal(id uint64, sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pid, ok := s.byID[id]; ok {
+		syscall.Kill(-pid, sig)
+	}
+}
+
+// reap waits for every child of init (the commands, and what they left,
+// re-parented to PID 1) and reports the commands' exits.
+func (s *sessionInit) reap() {
+	for {
+		s.mu.Lock()
+		forked := s.forked
+		s.mu.Unlock()
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		s.mu.Lock()
+		if err != nil {
+			// No child: wait for the next command.
+			for s.forked == forked {
+				s.cond.Wait()
+			}
+			s.mu.Unlock()
+			continue
+		}
+		if p, ok := s.byPid[pid]; ok {
+			delete(s.byPid, pid)
+			delete(s.byID, p.id)
+			s.answer(message{Type: "exit", ID: p.id, WaitStatus: uint32(ws),
+				UserNanos: ru.Utime.Nano(), SysNanos: ru.Stime.Nano(), MaxRSSKiB: ru.Maxrss,
+				Denials: s.seen.since(p.snap)})
+		}
+		s.mu.Unlock()
+	}
+}
+
+// quit kills every process of the sandbox, saves an overlay's changes
+// under a disk limit, and reports "closed".
+func (s *sessionInit) quit(send func(message)) {
+	// kill(-1) from PID 1 reaches every other process of the namespace;
+	// ESRCH once none is left (the reaper collects them meanwhile).
+	for syscall.Kill(-1, syscall.SIGKILL) != syscall.ESRCH {
+		time.Sleep(time.Millisecond)
+	}
+	closed := message{Type: "closed"}
+	if disk != nil {
+		closed.DiskFull = disk.full()
+		done := make(chan error)
+		go func() { done <- disk.merge() }()
+		if err := <-done; err != nil {
+			closed.MergeErr = err.Error()
+		}
+	}
+	s.mu.Lock()
+	s.answer(closed)
+	s.mu.Unlock()
+}

@@ -1,0 +1,796 @@
+package native
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// ErrEnded is returned (wrapped) by Exec on an instance that has ended.
+var ErrEnded = errors.New("sandbox has ended")
+
+// Create implements backend.Lifecycle. It starts the sandbox through the
+// init stage, never through the direct start: a caller that keeps
+// sandboxes alive (a daemon, a library) holds other people's secrets, and
+// the direct start's init shares the caller's memory. Init builds the
+// root and restricts itself exactly as for a one-shot run, then takes
+// exec requests (session_init_linux.go).
+func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (backend.Instance, error) {
+	if missing := hostinfo.Missing(); len(missing) > 0 {
+		return nil, fmt.Errorf("this kernel (Linux %s) does not offer %s, which every sandbox needs: %s: %w",
+			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
+	}
+	// Wall and output are limits of each process (ProcessSpec), not of
+	// the sandbox.
+	sp := *spec
+	sp.Limits.Wall, sp.Limits.OutputBytes = 0, 0
+	r := &run{spec: &sp, stdio: backend.Stdio{ServeProxy: stdio.ServeProxy}, start: time.Now(), onInitParent: b.onInitParent}
+	in := &instance{r: r, procs: map[uint64]*process{}, done: make(chan struct{}), landlock: spec.Landlock}
+	exe := b.Exe
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	// What startInit leaves to undo goes last.
+	in.cleanup = append(in.cleanup, func() {
+		for i := len(r.cleanup) - 1; i >= 0; i-- {
+			r.cleanup[i]()
+		}
+	})
+	created := false
+	defer func() {
+		if !created {
+			in.runCleanup()
+		}
+	}()
+
+	// A session always has a cgroup where this caller can make one: it
+	// is what Stats reads, and sessions overlap (see OneAtATime).
+	cg, err := runCgroup(&sp, false)
+	if err != nil {
+		return nil, err
+	}
+	if cg != nil {
+		r.cg = cg
+		in.cleanup = append(in.cleanup, func() { cg.Destroy() })
+	}
+	specR, specW, err := pipe(false)
+	if err != nil {
+		return nil, fmt.Errorf("spec pipe: %w", err)
+	}
+	in.cleanup = append(in.cleanup, func() { specR.Close(); specW.Close() })
+	statR, statW, err := pipe(true)
+	if err != nil {
+		return nil, fmt.Errorf("status pipe: %w", err)
+	}
+	in.cleanup = append(in.cleanup, func() { statR.Close(); statW.Close() })
+	// Init's own stdout and stderr (the latter only until it moves its
+	// crash pipe there) lead nowhere: every command brings its own.
+	outW, err := os.OpenFile(os.DevNull, os.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	errW, err := os.OpenFile(os.DevNull, os.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		outW.Close()
+		return nil, err
+	}
+	in.cleanup = append(in.cleanup, func() { outW.Close(); errW.Close() })
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	// A request carries the command's argv and environment in one packet,
+	// which must fit the socket's send buffer.
+	if unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, maxRequest) != nil {
+		unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, maxRequest)
+	}
+	host := os.NewFile(uintptr(fds[0]), "session")
+	r.sessChild = os.NewFile(uintptr(fds[1]), "session-init")
+	in.cleanup = append(in.cleanup, func() { host.Close(); r.sessChild.Close() })
+
+	var filters [][]seccomp.Instruction
+	for _, prof := range sp.Seccomp {
+		prog, err := seccomp.Compile(prof, seccomp.NativeArch())
+		if err != nil {
+			return nil, fmt.Errorf("compile seccomp profile: %w", err)
+		}
+		filters = append(filters, prog)
+	}
+	var trees map[string]*os.File
+	idmapped := make(chan error, 1)
+	idmapped <- nil
+	if os.Geteuid() == 0 {
+		t, maps, err := openTrees(&sp)
+		if err != nil {
+			return nil, err
+		}
+		trees = t
+		in.cleanup = append(in.cleanup, func() {
+			for _, f := range t {
+				f.Close()
+			}
+		})
+		if len(maps) > 0 {
+			<-idmapped
+			go func() { idmapped <- applyIDMaps(&sp, maps, r.onInitParent) }()
+			in.cleanup = append(in.cleanup, func() { idmapped <- <-idmapped })
+		}
+	}
+	if err := r.startInit(exe, filters, trees, idmapped, specR, specW, statW, outW, errW); err != nil {
+		return nil, err
+	}
+	// From here on init runs: every way out kills and reaps it.
+	in.cleanup = append(in.cleanup, func() {
+		r.signal(syscall.SIGKILL)
+		r.wait()
+	})
+	if r.netChan != nil {
+		go r.receiveListener()
+		in.cleanup = append(in.cleanup, r.closeListener)
+	}
+	msgs := make(chan message, 4)
+	go readMessages(statR, msgs)
+	select {
+	case m, ok := <-msgs:
+		switch {
+		case ok && m.Type == "ready":
+		case ok && m.Type == "error":
+			return nil, initError(&m)
+		default:
+			r.signal(syscall.SIGKILL)
+			r.wait()
+			if text := <-r.crash; text != "" {
+				return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
+			}
+			return nil, &backend.InitError{Stage: "init", Err: errors.New("moat's init ended before the sandbox was ready")}
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c, err := net.FileConn(host)
+	if err != nil {
+		return nil, fmt.Errorf("session socket: %w", err)
+	}
+	in.conn = c.(*net.UnixConn)
+	in.cleanup = append(in.cleanup, func() { in.conn.Close() })
+	created = true
+	go in.readAnswers()
+	return in, nil
+}
+
+// instance is a live session sandbox (backend.Instance).
+type instance struct {
+	r        *run
+	conn     *net.UnixConn // the request socket
+	landlock bool
+	cleanup  []func() // undone in reverse by runCleanup
+
+	wmu    sync.Mutex // held to send a request
+	mu     sync.Mutex // procs, next, closed, quit
+	procs  map[uint64]*process
+	next   uint64
+	closed *message // init's "closed" answer to a quit request
+	quit   chan struct{}
+
+	endOnce sync.Once
+	done    chan struct{}
+}
+
+func (in *instance) runCleanup() {
+	for i := len(in.cleanup) - 1; i >= 0; i-- {
+		in.cleanup[i]()
+	}
+	in.cleanup = nil
+}
+
+// send writes one request, with fds, as one packet.
+func (in *instance) send(req *sessionRequest, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	b := encodeRequest(req)
+	if len(b) > maxRequest {
+		return fmt.Errorf("command line and environment of %d bytes are above the limit of %d", len(b), maxRequest)
+	}
+	in.wmu.Lock()
+	defer in.wmu.Unlock()
+	_, _, err := in.conn.WriteMsgUnix(b, oob, nil)
+	if errors.Is(err, unix.EMSGSIZE) {
+		return fmt.Errorf("command line and environment of %d bytes do not fit the session's request socket (its send buffer, at most net.core.wmem_max without CAP_NET_ADMIN): %w", len(b), err)
+	}
+	return err
+}
+
+// readAnswers dispatches init's answers until init is gone, then ends
+// the instance.
+func (in *instance) readAnswers() {
+	buf := make([]byte, 64<<10)
+	for {
+		n, _, _, _, err := in.conn.ReadMsgUnix(buf, nil)
+		if err != nil || n == 0 {
+			break
+		}
+		m, err := decodeMessage(buf[:n])
+		if err != nil {
+			continue
+		}
+		in.mu.Lock()
+		p := in.procs[m.ID]
+		switch m.Type {
+		case "started", "error":
+			if p != nil {
+				p.startCh <- m
+			}
+		case "exit":
+			if p != nil {
+				delete(in.procs, m.ID)
+				p.finish(&m)
+			}
+		case "closed":
+			in.closed = &m
+			if in.quit != nil {
+				close(in.quit)
+				in.quit = nil
+			}
+		}
+		in.mu.Unlock()
+	}
+	in.end()
+}
+
+// end tears the instance down, once: init is killed and reaped (the
+// kernel kills the rest of its PID namespace with it), the cgroup is
+// emptied and removed, and the processes still waited for end.
+func (in *instance) end() {
+	in.endOnce.Do(func() {
+		if cg := in.r.cg; cg != nil {
+			cg.Kill()
+		}
+		in.runCleanup()
+		in.mu.Lock()
+		for id, p := range in.procs {
+			delete(in.procs, id)
+			p.finish(nil)
+		}
+		if in.quit != nil {
+			close(in.quit)
+			in.quit = nil
+		}
+		in.mu.Unlock()
+		close(in.done)
+	})
+}
+
+// Done implements backend.Instance.
+func (in *instance) Done() <-chan struct{} { return in.done }
+
+// Destroy implements backend.Instance. A sandbox with changes to save (an
+// overlay workspace under a disk limit) is asked to save them first, for
+// as long as ctx allows (at most saveGrace).
+func (in *instance) Destroy(ctx context.Context) error {
+	if in.r.save {
+		in.mu.Lock()
+		quit := make(chan struct{})
+		in.quit = quit
+		in.mu.Unlock()
+		err := in.send(&sessionRequest{Op: reqQuit}, nil)
+		if err == nil {
+			t := time.NewTimer(saveGrace)
+			select {
+			case <-quit:
+			case <-ctx.Done():
+			case <-t.C:
+			case <-in.done:
+			}
+			t.Stop()
+		}
+	}
+	in.end()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed != nil && in.closed.MergeErr != "" {
+		return &backend.InitError{Stage: "save overlay changes", Err: errors.New(in.closed.MergeErr)}
+	}
+	return nil
+}
+
+// Stats implements backend.Instance: from the sandbox's cgroup, and what
+// it does not count (no cgroup, or one without those controllers) from
+// /proc, over init and its descendants.
+func (in *instance) Stats() backend.Stats {
+	var st backend.Stats
+	if in.r.cg != nil {
+		if s, err := in.r.cg.Stats(); err == nil {
+			st = backend.Stats{CPU: time.Duration(s.CPUUsageNanos), MemoryBytes: s.MemoryCurrent, MemoryPeak: s.MemoryPeak,
+				Pids: s.PidsCurrent, PidsLimitHits: s.PidsLimitHits, OOMKills: s.OOMKills}
+		}
+	}
+	if st.CPU == 0 || st.MemoryBytes == 0 || st.Pids == 0 {
+		select {
+		case <-in.done:
+			return st
+		default:
+		}
+		cpu, mem, tasks := procStats(in.r.pid)
+		if st.CPU == 0 {
+			st.CPU = cpu
+		}
+		if st.MemoryBytes == 0 {
+			st.MemoryBytes = mem
+		}
+		if st.Pids == 0 {
+			st.Pids = tasks
+		}
+	}
+	return st
+}
+
+// procStats sums, over the process pid and its descendants, the CPU time
+// (with that of the children they reaped), the resident memory and the
+// tasks, as /proc gives them.
+func procStats(pid int) (cpu time.Duration, mem, tasks int64) {
+	const tick = time.Second / 100 // USER_HZ, as /proc counts
+	page := int64(os.Getpagesize())
+	todo := []int{pid}
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 22 {
+			continue
+		}
+		n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+		// Fields from state (index 0): utime 11, stime 12, cutime 13,
+		// cstime 14, num_threads 17, rss 21.
+		cpu += time.Duration(n(11)+n(12)+n(13)+n(14)) * tick
+		tasks += n(17)
+		mem += n(21) * page
+		threads, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, th := range threads {
+			c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, th.Name()))
+			for _, w := range strings.Fields(string(c)) {
+				if child, err := strconv.Atoi(w); err == nil {
+					todo = append(todo, child)
+				}
+			}
+		}
+	}
+	return cpu, mem, tasks
+}
+
+// counted reports whether the sandbox's cgroup counts limits hit (memory,
+// pids), which each process's status compares before and after it.
+func (in *instance) counted() bool {
+	l := in.r.spec.Limits
+	return in.r.cg != nil && (l.MemoryBytes > 0 || l.Pids > 0 && !l.PidsRlimit)
+}
+
+// process is one command of a session (backend.Process).
+type process struct {
+	in      *instance
+	id      uint64
+	spec    *backend.ProcessSpec
+	start   time.Time
+	started time.Time
+	startCh chan message // "started" or "error"
+	exited  chan struct{}
+	exit    *message // nil when the sandbox ended first
+	killed  atomic.Value
+	output  atomic.Int64
+	cgStart cgroup.Stats
+
+	copies  sync.WaitGroup
+	readers []*os.File // the host's ends of the outputs (or the pty)
+	tty     *os.File   // the pty's master
+
+	waitOnce sync.Once
+	status   *backend.ExitStatus
+}
+
+// finish records how the process ended; in.mu is held.
+func (p *process) finish(m *message) {
+	p.exit = m
+	close(p.exited)
+}
+
+// Exec implements backend.Instance.
+func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio backend.Stdio) (backend.Process, error) {
+	if len(ps.Args) == 0 {
+		return nil, errors.New("no command given")
+	}
+	select {
+	case <-in.done:
+		return nil, ErrEnded
+	default:
+	}
+	p := &process{in: in, spec: ps, start: time.Now(), startCh: make(chan message, 1), exited: make(chan struct{})}
+	if in.counted() {
+		p.cgStart, _ = in.r.cg.Stats()
+	}
+	var child []*os.File // the process's ends, closed once sent
+	defer func() {
+		for _, f := range child {
+			f.Close()
+		}
+	}()
+	var fds [3]int
+	var stdin io.Reader
+	if ps.Tty {
+		master, slave, err := openPty(ps.Rows, ps.Cols)
+		if err != nil {
+			return nil, err
+		}
+		child = append(child, slave)
+		p.tty = master
+		p.readers = append(p.readers, master)
+		fds = [3]int{int(slave.Fd()), int(slave.Fd()), int(slave.Fd())}
+		stdin = stdio.Stdin
+	} else {
+		// A file is passed as it is, but never a terminal (see
+		// backend.Stdio): the command could push keystrokes into it
+		// (TIOCSTI) or change its mode; it is read through a pipe.
+		f, isFile := stdio.Stdin.(*os.File)
+		switch {
+		case isFile && f != nil && !isTerminal(f):
+			fds[0] = int(f.Fd())
+		case stdio.Stdin == nil || isFile && f == nil:
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return nil, err
+			}
+			child = append(child, null)
+			fds[0] = int(null.Fd())
+		default:
+			r, w, err := pipe(false)
+			if err != nil {
+				return nil, fmt.Errorf("stdin pipe: %w", err)
+			}
+			child = append(child, r)
+			fds[0] = int(r.Fd())
+			go func() {
+				io.Copy(w, stdio.Stdin)
+				w.Close()
+			}()
+		}
+		for i := 1; i <= 2; i++ {
+			r, w, err := pipe(true)
+			if err != nil {
+				p.closeReaders()
+				return nil, fmt.Errorf("output pipe: %w", err)
+			}
+			child = append(child, w)
+			p.readers = append(p.readers, r)
+			fds[i] = int(w.Fd())
+		}
+	}
+
+	in.mu.Lock()
+	in.next++
+	p.id = in.next
+	in.procs[p.id] = p
+	in.mu.Unlock()
+	err := in.send(&sessionRequest{Op: reqExec, ID: p.id, Args: ps.Args, Env: ps.Env, Dir: ps.Dir, Tty: ps.Tty}, fds[:])
+	if err != nil {
+		in.mu.Lock()
+		delete(in.procs, p.id)
+		in.mu.Unlock()
+	}
+	for _, f := range child {
+		f.Close()
+	}
+	child = nil
+	if err != nil {
+		p.closeReaders()
+		select {
+		case <-in.done:
+			return nil, ErrEnded
+		default:
+		}
+		return nil, fmt.Errorf("send exec request: %w", err)
+	}
+	var m message
+	select {
+	case m = <-p.startCh:
+	case <-p.exited:
+		// A fast process's exit may be dispatched before Exec reads
+		// its start; without a start, the sandbox ended.
+		select {
+		case m = <-p.startCh:
+		default:
+			p.closeReaders()
+			return nil, ErrEnded
+		}
+	}
+	if m.Type != "started" {
+		in.mu.Lock()
+		delete(in.procs, p.id)
+		in.mu.Unlock()
+		p.closeReaders()
+		return nil, initError(&m)
+	}
+	p.started = time.Now()
+	if ps.Tty {
+		p.copies.Add(1)
+		go p.copyOut(p.tty, stdio.Stdout)
+		if stdin != nil {
+			go func() {
+				io.Copy(p.tty, stdin)
+			}()
+		}
+	} else {
+		p.copies.Add(2)
+		go p.copyOut(p.readers[0], stdio.Stdout)
+		go p.copyOut(p.readers[1], stdio.Stderr)
+	}
+	go p.watch(ctx)
+	return p, nil
+}
+
+// watch enforces the wall clock and cancellation on the process.
+func (p *process) watch(ctx context.Context) {
+	var timer <-chan time.Time
+	if w := p.spec.Wall; w > 0 {
+		t := time.NewTimer(w - time.Since(p.start))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-p.exited:
+	case <-timer:
+		p.kill(backend.CauseTimeout)
+	case <-ctx.Done():
+		p.kill(backend.CauseKilled)
+	}
+}
+
+// kill ends the process's group for cause; the first cause wins.
+func (p *process) kill(cause backend.Cause) {
+	if p.killed.CompareAndSwap(nil, cause) {
+		p.sendSignal(syscall.SIGKILL)
+	}
+}
+
+func (p *process) sendSignal(s syscall.Signal) error {
+	return p.in.send(&sessionRequest{Op: reqSignal, ID: p.id, Signal: int(s)}, nil)
+}
+
+// copyOut copies one output, counting the process's outputs together
+// against its limit; past it, the process's group is killed.
+func (p *process) copyOut(src io.Reader, dst io.Writer) {
+	defer p.copies.Done()
+	if dst == nil {
+		dst = io.Discard
+	}
+	limit := p.spec.Output
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			total := p.output.Add(int64(n))
+			if limit > 0 && total > limit {
+				if keep := int64(n) - (total - limit); keep > 0 {
+					dst.Write(buf[:keep])
+				}
+				p.kill(backend.CauseOutput)
+				io.Copy(io.Discard, src)
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if c, ok := src.(io.Closer); ok {
+					c.Close()
+				}
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *process) closeReaders() {
+	for _, f := range p.readers {
+		f.Close()
+	}
+}
+
+// drainIdle is how long the outputs of a process that has exited may
+// stay empty without ending before they are closed: a process it left in
+// the background may hold them open for as long as it lives.
+const drainIdle = 20 * time.Millisecond
+
+// Wait implements backend.Process.
+func (p *process) Wait() (*backend.ExitStatus, error) {
+	p.waitOnce.Do(func() {
+		<-p.exited
+		copied := make(chan struct{})
+		go func() { p.copies.Wait(); close(copied) }()
+		idle := 0
+		for idle < 2 {
+			select {
+			case <-copied:
+				idle = 2
+				continue
+			case <-time.After(drainIdle):
+			}
+			if p.pending() {
+				idle = 0
+			} else {
+				idle++
+			}
+		}
+		p.closeReaders()
+		<-copied
+		p.status = p.exitStatus()
+	})
+	return p.status, nil
+}
+
+// pending reports whether an output still holds unread bytes.
+func (p *process) pending() bool {
+	for _, f := range p.readers {
+		sc, err := f.SyscallConn()
+		if err != nil {
+			continue
+		}
+		n := 0
+		// TIOCINQ is FIONREAD: the bytes waiting in a pipe or a pty.
+		sc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Signal implements backend.Process.
+func (p *process) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok || s <= 0 || s >= 256 {
+		return fmt.Errorf("signal %v cannot be sent to a sandboxed process", sig)
+	}
+	select {
+	case <-p.exited:
+		return os.ErrProcessDone
+	default:
+	}
+	return p.sendSignal(s)
+}
+
+// Resize implements backend.Process.
+func (p *process) Resize(rows, cols uint16) error {
+	if p.tty == nil {
+		return errors.New("the process has no terminal")
+	}
+	sc, err := p.tty.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) {
+		serr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// exitStatus turns what was seen into an ExitStatus, with the causes Run
+// gives; the sandbox's cgroup counters are compared with their values
+// when the process started.
+func (p *process) exitStatus() *backend.ExitStatus {
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: p.output.Load(), Setup: p.started.Sub(p.start)}
+	if p.in.landlock {
+		st.LandlockABI = UsableLandlockABI()
+	}
+	exit := p.exit
+	if exit != nil {
+		ws := syscall.WaitStatus(exit.WaitStatus)
+		if ws.Signaled() {
+			st.Signal = int(ws.Signal())
+		} else {
+			st.ExitCode = ws.ExitStatus()
+		}
+		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
+		st.MaxMemory = exit.MaxRSSKiB * 1024
+		st.Denials = p.in.r.explain(exit.Denials)
+	} else {
+		st.Signal = int(syscall.SIGKILL) // the sandbox ended under it
+	}
+	var oom, pids int64
+	if p.in.counted() {
+		if s, err := p.in.r.cg.Stats(); err == nil {
+			oom, pids = s.OOMKills-p.cgStart.OOMKills, s.PidsLimitHits-p.cgStart.PidsLimitHits
+		}
+	}
+	hit := func(c backend.Cause) { st.LimitsHit = append(st.LimitsHit, c) }
+	if oom > 0 {
+		hit(backend.CauseMemory)
+	}
+	if pids > 0 {
+		hit(backend.CausePids)
+	}
+	cpuHit := st.Signal == int(syscall.SIGXCPU)
+	if cpuHit {
+		hit(backend.CauseCPU)
+	}
+	if st.Signal == int(syscall.SIGXFSZ) {
+		hit(backend.CauseFile)
+	}
+	killed, _ := p.killed.Load().(backend.Cause)
+	if killed == "" && exit == nil {
+		killed = backend.CauseKilled
+	}
+	if killed != "" {
+		hit(killed)
+	}
+	switch {
+	case killed != "" && !(killed == backend.CauseKilled && oom > 0):
+		st.Cause = killed
+	case oom > 0 && st.Signal == int(syscall.SIGKILL):
+		st.Cause = backend.CauseMemory
+	case cpuHit:
+		st.Cause = backend.CauseCPU
+	case st.Signal == int(syscall.SIGXFSZ):
+		st.Cause = backend.CauseFile
+	case pids > 0 && (st.Signal != 0 || st.ExitCode != 0):
+		st.Cause = backend.CausePids
+	case oom > 0 && st.ExitCode != 0:
+		st.Cause = backend.CauseMemory
+	case st.Signal != 0:
+		st.Cause = backend.CauseSignal
+	default:
+		st.Cause = backend.CauseExit
+	}
+	return st
+}
+
+// openPty makes a pseudo-terminal of rows by cols: the master for the
+// host, in Go's poller, and the slave, opened through the master
+// (TIOCGPTPEER), for the process.
+func openPty(rows, cols uint16) (master, slave *os.File, err error) {
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("terminal: open /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("terminal: unlock pty: %w", err)
+	}
+	if rows > 0 && cols > 0 {
+		unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
+	if errno != 0 {
+		unix.Close(m)
+		return nil, nil, fmt.Errorf("terminal: open pty: %w", errno)
+	}
+	return os.NewFile(uintptr(m), "ptmx"), os.NewFile(s, "pty"), nil
+}

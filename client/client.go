@@ -1,0 +1,343 @@
+// Package client talks to a moat daemon (`moat serve`) over its HTTP API:
+// sessions, exec with streamed output, background processes. It is what
+// the CLI, the tests and the MCP server use, and it defines the API's wire
+// types, which the server (package httpapi) shares.
+//
+// It uses the standard library only, so that a program embedding it links
+// nothing of the sandbox. It decides nothing: the daemon checks every
+// request, and every refusal comes back as an *Error with a stable Code.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Client is a connection to one daemon. Its methods may be called
+// concurrently.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// DefaultSocket is where `moat serve` listens when not told: $MOAT_SOCKET,
+// else /run/moat/moat.sock for root, else $XDG_RUNTIME_DIR/moat.sock, else
+// moat-UID/moat.sock in the temporary directory (moat serve refuses a
+// directory others can write).
+func DefaultSocket() string {
+	if s := os.Getenv("MOAT_SOCKET"); s != "" {
+		return s
+	}
+	if os.Geteuid() == 0 {
+		return "/run/moat/moat.sock"
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		return filepath.Join(x, "moat.sock")
+	}
+	return filepath.Join(os.TempDir(), "moat-"+strconv.Itoa(os.Geteuid()), "moat.sock")
+}
+
+// Unix returns a client of the daemon listening on the unix socket path.
+// The daemon knows the caller by its uid.
+func Unix(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConnsPerHost: 16,
+	}
+	return &Client{base: "http://moat", http: &http.Client{Transport: tr}}
+}
+
+// TCP returns a client of the daemon at addr (host:port), authenticating
+// with the bearer token.
+func TCP(addr, token string) *Client {
+	return &Client{base: "http://" + addr, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// do sends a JSON request and decodes a JSON answer into out (if not nil).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends the request and returns a 2xx response; any other status is
+// returned as *Error.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("moat daemon: %w", err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error *Error `json:"error"`
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &e) != nil || e.Error == nil {
+		return nil, &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)}
+	}
+	e.Error.Status = resp.StatusCode
+	return nil, e.Error
+}
+
+// CreateSession creates a session and returns it.
+func (c *Client) CreateSession(ctx context.Context, req *CreateSessionRequest) (*Session, error) {
+	var s Session
+	if err := c.do(ctx, "POST", "/v1/sessions", req, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Sessions lists the caller's sessions.
+func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	var out struct {
+		Sessions []Session `json:"sessions"`
+	}
+	err := c.do(ctx, "GET", "/v1/sessions", nil, &out)
+	return out.Sessions, err
+}
+
+// Session returns one session.
+func (c *Client) Session(ctx context.Context, id string) (*Session, error) {
+	var s Session
+	if err := c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// DeleteSession ends a session: its processes are killed and a workspace
+// the daemon made is removed.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// Exec runs a command in a session to completion, copying its output to
+// stdout and stderr as it is written, and returns how it ended. A nil
+// writer discards that stream. req.Background must be false (see Start).
+func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, stderr io.Writer) (*ExitReport, error) {
+	if req.Background {
+		return nil, errors.New("exec: a background command is started with Start")
+	}
+	resp, err := c.send(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/exec", req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("exec: bad stream line: %w", err)
+		}
+		switch {
+		case ev.Exit != nil:
+			return ev.Exit, nil
+		case ev.Error != nil:
+			ev.Error.Status = http.StatusOK
+			return nil, ev.Error
+		}
+		w := stdout
+		if ev.Stream == "stderr" {
+			w = stderr
+		}
+		if w == nil {
+			continue
+		}
+		data := ev.DataBase64
+		if data == nil {
+			data = []byte(ev.Data)
+		}
+		if _, err := w.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("exec: stream: %w", err)
+	}
+	return nil, errors.New("exec: the daemon closed the stream before the command ended")
+}
+
+// Start starts a background command in a session.
+func (c *Client) Start(ctx context.Context, id string, req *ExecRequest) (*Process, error) {
+	r := *req
+	r.Background = true
+	var p Process
+	if err := c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/exec", &r, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Processes lists a session's background commands, running or ended.
+func (c *Client) Processes(ctx context.Context, id string) ([]Process, error) {
+	var out struct {
+		Processes []Process `json:"processes"`
+	}
+	err := c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(id)+"/processes", nil, &out)
+	return out.Processes, err
+}
+
+// Signal sends a signal ("TERM", "KILL", …) to a background command.
+func (c *Client) Signal(ctx context.Context, id, pid, sig string) error {
+	return c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/processes/"+url.PathEscape(pid)+"/signal", &SignalRequest{Signal: sig}, nil)
+}
+
+// Output reads what a background command wrote after sequence number
+// after (0: from the start). When wait is positive and nothing new is
+// there, the daemon waits up to that long for output or the end.
+func (c *Client) Output(ctx context.Context, id, pid string, after int64, wait time.Duration) (*Output, error) {
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	var o Output
+	if err := c.do(ctx, "GET", "/v1/sessions/"+url.PathEscape(id)+"/processes/"+url.PathEscape(pid)+"/output?"+q.Encode(), nil, &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func filesPath(id, suffix, path string, extra url.Values) string {
+	q := url.Values{"path": {path}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	return "/v1/sessions/" + url.PathEscape(id) + "/files" + suffix + "?" + q.Encode()
+}
+
+// ReadFile returns the content of a file of the session's workspace
+// (path relative to it).
+func (c *Client) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
+	resp, err := c.send(ctx, "GET", filesPath(id, "", path, nil), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// WriteFile replaces a file of the session's workspace atomically with
+// data, with permission bits perm.
+func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, perm os.FileMode) error {
+	req, err := http.NewRequestWithContext(ctx, "PUT", c.base+filesPath(id, "", path, url.Values{"mode": {fmt.Sprintf("%04o", perm.Perm())}}), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.raw(req)
+}
+
+// raw sends a request built by the caller, discarding a 2xx answer.
+func (c *Client) raw(req *http.Request) error {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("moat daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	var e struct {
+		Error *Error `json:"error"`
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &e) != nil || e.Error == nil {
+		return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d", resp.StatusCode)}
+	}
+	e.Error.Status = resp.StatusCode
+	return e.Error
+}
+
+// RemoveFile removes a file, link or empty directory of the workspace.
+func (c *Client) RemoveFile(ctx context.Context, id, path string) error {
+	return c.do(ctx, "DELETE", filesPath(id, "", path, nil), nil, nil)
+}
+
+// Stat describes a workspace entry (a link itself, not its target).
+func (c *Client) Stat(ctx context.Context, id, path string) (*FileInfo, error) {
+	var fi FileInfo
+	if err := c.do(ctx, "GET", filesPath(id, "/stat", path, nil), nil, &fi); err != nil {
+		return nil, err
+	}
+	return &fi, nil
+}
+
+// ListDir describes the entries of a workspace directory, sorted by name.
+func (c *Client) ListDir(ctx context.Context, id, path string) ([]FileInfo, error) {
+	var out struct {
+		Entries []FileInfo `json:"entries"`
+	}
+	err := c.do(ctx, "GET", filesPath(id, "/list", path, nil), nil, &out)
+	return out.Entries, err
+}
+
+// WriteStdin writes data to the standard input of a background command
+// started with StdinOpen, and closes it after with close.
+func (c *Client) WriteStdin(ctx context.Context, id, pid string, data []byte, close bool) error {
+	q := ""
+	if close {
+		q = "?close=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/sessions/"+url.PathEscape(id)+"/processes/"+url.PathEscape(pid)+"/stdin"+q, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return c.raw(req)
+}

@@ -1,0 +1,187 @@
+package client
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CreateSessionRequest is the body of POST /v1/sessions.
+type CreateSessionRequest struct {
+	// Policy is a policy document in TOML; empty means the default policy.
+	// Its workspace.path is ignored: Workspace says where the workspace is.
+	Policy string `json:"policy,omitempty"`
+	// Workspace is a host directory the tenant may use; empty means a new
+	// empty directory the daemon removes with the session.
+	Workspace string `json:"workspace,omitempty"`
+	// WorkspaceMode overrides the policy's workspace.mode (direct,
+	// readonly, overlay, copy).
+	WorkspaceMode string `json:"workspace_mode,omitempty"`
+	// TTL and IdleTimeout are Go durations ("30m"); empty means the
+	// daemon's defaults.
+	TTL         string `json:"ttl,omitempty"`
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+}
+
+// Session is a live session as the API shows it.
+type Session struct {
+	ID            string `json:"id"`
+	Tenant        string `json:"tenant"`
+	Workspace     string `json:"workspace"`
+	WorkspaceMode string `json:"workspace_mode"`
+	// ChangeSet names an overlay or copy session's change set, which
+	// outlives the session (moat diff, moat apply).
+	ChangeSet   string    `json:"change_set,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	IdleTimeout string    `json:"idle_timeout"`
+	LastUsedAt  time.Time `json:"last_used_at"`
+	Execs       int       `json:"execs"`
+	Running     int       `json:"running"`
+}
+
+// ExecRequest is the body of POST /v1/sessions/{id}/exec.
+type ExecRequest struct {
+	Args []string `json:"args"`
+	// Env adds NAME=VALUE entries to the policy's environment.
+	Env []string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the workspace.
+	Dir string `json:"dir,omitempty"`
+	// Stdin is the command's standard input: all of it, or for a
+	// background command with StdinOpen, its beginning; empty means none.
+	Stdin string `json:"stdin,omitempty"`
+	// Wall bounds this command's wall time below the policy's (a Go
+	// duration); Output bounds its output bytes below the policy's.
+	Wall   string `json:"wall,omitempty"`
+	Output int64  `json:"output,omitempty"`
+	// Background starts the command and answers at once with a Process;
+	// its output is kept (bounded) and read with the output endpoint.
+	Background bool `json:"background,omitempty"`
+	// StdinOpen (background only) keeps the command's standard input open
+	// after Stdin, for the stdin endpoint to write (a REPL); it ends when
+	// a write closes it or the command ends.
+	StdinOpen bool `json:"stdin_open,omitempty"`
+}
+
+// Event is one line of an exec's NDJSON stream: output (Stream and Data,
+// or DataBase64 when the bytes are not UTF-8), then, last, Exit or Error.
+type Event struct {
+	Stream     string      `json:"stream,omitempty"` // "stdout" or "stderr"
+	Data       string      `json:"data,omitempty"`
+	DataBase64 []byte      `json:"data_base64,omitempty"`
+	Exit       *ExitReport `json:"exit,omitempty"`
+	Error      *Error      `json:"error,omitempty"`
+}
+
+// ExitReport is how a command ended: the parts of the run report a client
+// may see.
+type ExitReport struct {
+	// ExitCode follows `moat run`: the command's own status, 128+N for
+	// signal N, 125 when moat could not run it, 126/127 when the command
+	// could not be executed / was not found.
+	ExitCode    int      `json:"exit_code"`
+	Signal      string   `json:"signal,omitempty"`
+	Reason      string   `json:"reason"`
+	LimitsHit   []string `json:"limits_hit"`
+	WallSeconds float64  `json:"wall_seconds"`
+	CPUSeconds  float64  `json:"cpu_seconds"`
+	OutputBytes int64    `json:"output_bytes"`
+	Denials     []Denial `json:"denials"`
+	Warnings    []string `json:"warnings"`
+	Error       string   `json:"error,omitempty"`
+	Stage       string   `json:"stage,omitempty"`
+}
+
+// Denial is one kind of refusal the sandbox saw (a system call).
+type Denial struct {
+	Layer string `json:"layer"`
+	What  string `json:"what"`
+	Errno string `json:"errno"`
+	Count int    `json:"count"`
+	Rule  string `json:"rule"`
+	Hint  string `json:"hint,omitempty"`
+}
+
+// Process is a background command of a session.
+type Process struct {
+	ID        string      `json:"id"`
+	Args      []string    `json:"args"`
+	StartedAt time.Time   `json:"started_at"`
+	Running   bool        `json:"running"`
+	Exit      *ExitReport `json:"exit,omitempty"`
+}
+
+// Output is what GET .../processes/{pid}/output returns: the chunks kept
+// after sequence number After, in order.
+type Output struct {
+	Chunks []Chunk `json:"chunks"`
+	// Next is the After of the following read.
+	Next int64 `json:"next"`
+	// Dropped counts chunks older than the buffer kept, skipped.
+	Dropped int64       `json:"dropped"`
+	Running bool        `json:"running"`
+	Exit    *ExitReport `json:"exit,omitempty"`
+}
+
+// Chunk is one write of a background process.
+type Chunk struct {
+	Seq        int64  `json:"seq"`
+	Stream     string `json:"stream"`
+	Data       string `json:"data,omitempty"`
+	DataBase64 []byte `json:"data_base64,omitempty"`
+}
+
+// SignalRequest is the body of POST .../processes/{pid}/signal.
+type SignalRequest struct {
+	Signal string `json:"signal"` // "TERM", "KILL", "INT", "HUP"…
+}
+
+// Error is every error the API returns, as {"error": {...}}: a stable
+// Code to branch on and a Message safe to show. Details lists the policy's
+// FILE:LINE: FIELD: MSG errors for invalid_policy.
+type Error struct {
+	Status  int      `json:"-"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Details []string `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if len(e.Details) > 0 {
+		return fmt.Sprintf("%s: %s", e.Message, strings.Join(e.Details, "; "))
+	}
+	return e.Message
+}
+
+// The stable error codes.
+const (
+	CodeBadRequest     = "bad_request"
+	CodeBodyTooLarge   = "body_too_large"
+	CodeInvalidPolicy  = "invalid_policy"
+	CodeNotFound       = "not_found"
+	CodeEnded          = "session_ended"
+	CodeQuota          = "quota_exceeded"
+	CodeWorkspace      = "workspace_refused"
+	CodePolicyRefused  = "policy_refused"
+	CodeUnauthorized   = "unauthorized"
+	CodeOriginRefused  = "origin_refused"
+	CodeDraining       = "draining"
+	CodeInternal       = "internal"
+	CodeNotRunning     = "not_running"
+	CodeUnsupported    = "unsupported"
+	CodeMethod         = "method_not_allowed"
+	CodeSandboxRefused = "sandbox_refused"
+	CodeProtected      = "protected_path"
+	CodeDenied         = "denied"
+	CodeNoStdin        = "stdin_closed"
+	CodeStdinBlocked   = "stdin_blocked"
+)
+
+// FileInfo describes an entry of a session's workspace.
+type FileInfo struct {
+	Path    string    `json:"path"` // relative to the workspace
+	Type    string    `json:"type"` // "file", "dir", "symlink" or "other"
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"` // permission bits in octal, "0644"
+	ModTime time.Time `json:"mtime"`
+}

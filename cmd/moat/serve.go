@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
+)
+
+// stringList is a flag that may be given more than once.
+type stringList []string
+
+func (l *stringList) String() string     { return fmt.Sprint(*l) }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+// cmdServe is moat serve: the session daemon, on a unix socket (the peer's
+// uid is the tenant) and, with --listen, on TCP with bearer tokens.
+func cmdServe(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "unix socket to listen on")
+	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant")
+	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port), plain HTTP: loopback, or behind a TLS proxy; needs --tokens")
+	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX" lines, the SHA-256 of each tenant's bearer token`)
+	var origins stringList
+	fs.Var(&origins, "allow-origin", "a browser origin allowed to call the API (repeatable); others are refused")
+	maxSessions := fs.Int("max-sessions", 16, "sessions per tenant")
+	tenantMemory := fs.String("tenant-memory", "", "bound on the sum of a tenant's sessions' limits.memory, e.g. 8GiB (each session must then set it)")
+	tenantCPUs := fs.Float64("tenant-cpus", 0, "bound on the sum of a tenant's sessions' limits.cpus (each session must then set it)")
+	ttl := fs.Duration("ttl", time.Hour, "a session's default time to live")
+	idle := fs.Duration("idle-timeout", 15*time.Minute, "end a session no command used for this long")
+	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get before they are killed")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "moat serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "moat serve: --log-level %q: want debug, info, warn or error\n", *logLevel)
+		return 2
+	}
+	mode, err := strconv.ParseUint(*sockMode, 8, 32)
+	if err != nil || mode&^0o777 != 0 {
+		fmt.Fprintf(stderr, "moat serve: --socket-mode %q is not an octal permission such as 0600\n", *sockMode)
+		return 2
+	}
+	var memQuota policy.Size
+	if *tenantMemory != "" {
+		if memQuota, err = policy.ParseSize(*tenantMemory); err != nil || memQuota <= 0 {
+			fmt.Fprintf(stderr, "moat serve: --tenant-memory %q: want a size such as 8GiB\n", *tenantMemory)
+			return 2
+		}
+	}
+	if *tenantCPUs < 0 {
+		fmt.Fprintln(stderr, "moat serve: --tenant-cpus is negative")
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	fail := func(err error) int {
+		log.Error("moat serve: " + err.Error())
+		return exitMoatError
+	}
+
+	var tokens *httpapi.Tokens
+	switch {
+	case *listen != "" && *tokensFile == "":
+		fmt.Fprintln(stderr, "moat serve: --listen needs --tokens: TCP clients are known only by their token")
+		return 2
+	case *tokensFile != "":
+		if tokens, err = httpapi.LoadTokens(*tokensFile); err != nil {
+			return fail(err)
+		}
+	}
+	state, err := workspace.StateDir()
+	if err != nil {
+		return fail(err)
+	}
+	m, err := daemon.New(daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
+		TTL: *ttl, IdleTimeout: *idle, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	for _, id := range m.Reaped {
+		log.Info("session of a previous daemon ended", "session", id)
+	}
+	srv := &httpapi.Server{Manager: m, Tokens: tokens, AllowOrigins: origins, StateDir: state, Logger: log}
+	hs := srv.HTTPServer()
+
+	var listeners []net.Listener
+	ul, err := listenUnix(*sock, os.FileMode(mode))
+	if err != nil {
+		m.Shutdown(context.Background())
+		return fail(err)
+	}
+	defer os.Remove(*sock)
+	listeners = append(listeners, ul)
+	if *listen != "" {
+		tl, err := net.Listen("tcp", *listen)
+		if err != nil {
+			ul.Close()
+			m.Shutdown(context.Background())
+			return fail(err)
+		}
+		listeners = append(listeners, tl)
+	}
+	errc := make(chan error, len(listeners))
+	for _, l := range listeners {
+		log.Info("listening", "addr", l.Addr().String(), "network", l.Addr().Network())
+		go func() { errc <- hs.Serve(l) }()
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	code := 0
+	select {
+	case s := <-sigs:
+		log.Info("draining", "signal", s.String(), "bound", drain.String())
+	case err := <-errc:
+		log.Error("serve", "err", err)
+		code = exitMoatError
+	}
+	// The manager refuses new work and gives running commands the drain
+	// bound; the HTTP server stops accepting meanwhile, and its streams end
+	// with their commands.
+	ctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	go hs.Shutdown(ctx)
+	if err := m.Shutdown(ctx); err != nil {
+		log.Error("shutdown", "err", err)
+		code = exitMoatError
+	}
+	hs.Close()
+	log.Info("stopped")
+	return code
+}
+
+// listenUnix listens on the socket path with mode, made with no wider
+// permissions at any moment. A stale socket (nothing answers on it) is
+// replaced; a live one is another daemon's.
+func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	// Whoever can write the socket's directory can replace the socket, and
+	// have clients talk to a daemon of its own.
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() && st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
+		return nil, fmt.Errorf("the socket's directory %s can be written by others (owner uid %d, mode %v): choose another --socket", dir, st.Uid, fi.Mode().Perm())
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("a daemon already listens on %s", path)
+		}
+		os.Remove(path)
+	}
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(path, mode); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}

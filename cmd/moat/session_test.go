@@ -1,0 +1,160 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startServe runs `moat serve` (this test binary as moat) on a socket in
+// a temporary directory, and stops it with SIGTERM at the test's end,
+// checking that it exits 0 and removes its socket.
+func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	sock = filepath.Join(dir, "moat.sock")
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--socket", sock, "--drain", "2s"}, extra...)...)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
+	logs = &bytes.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("moat serve did not listen:\n%s", logs)
+		}
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("moat serve: %v\n%s", err, logs)
+			}
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("moat serve did not stop on SIGTERM:\n%s", logs)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Errorf("moat serve left its socket: %v", err)
+		}
+	})
+	return sock, logs
+}
+
+func TestSessionCommands(t *testing.T) {
+	sock, logs := startServe(t)
+	dir := t.TempDir()
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--ttl", "10m")
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 16 {
+		t.Fatalf("session create: %d %q %q", code, out, errs)
+	}
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		out, errIn string
+	}{
+		{[]string{"--", "sh", "-c", "echo hello; echo oops >&2"}, 0, "hello\n", ""},
+		{[]string{"--", "sh", "-c", "exit 3"}, 3, "", ""},
+		{[]string{"--", "sh", "-c", "kill -TERM $$"}, 128 + 15, "", ""},
+		{[]string{"--", "/nonexistent"}, 127, "", ""},
+		{[]string{"--", "sh", "-c", "echo $A; mkdir sub"}, 0, "\n", ""},
+	} {
+		code, out, errs := moat(t, dir, append([]string{"exec", "--socket", sock, id}, tc.args...)...)
+		if code != tc.code || out != tc.out || !strings.Contains(errs, tc.errIn) {
+			t.Errorf("moat exec %q: %d %q %q, want %d %q", tc.args, code, out, errs, tc.code, tc.out)
+		}
+	}
+	if code, out, errs := moat(t, dir, "exec", "--socket", sock, "--env", "A=b", "--dir", "sub", id, "--", "sh", "-c", "echo $A"); code != 0 || out != "b\n" {
+		t.Errorf("exec --env: %d %q %q", code, out, errs)
+	}
+	if code, out, _ := moat(t, dir, "exec", "--socket", sock, "--wall", "200ms", id, "--", "sleep", "5"); code != 128+9 || out != "" {
+		t.Errorf("exec --wall: %d", code)
+	}
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, "nosuchsession", "--", "true"); code != exitMoatError || !strings.Contains(errs, "not_found") {
+		t.Errorf("exec in an unknown session: %d %q", code, errs)
+	}
+	code, pid, _ := moat(t, dir, "exec", "--socket", sock, "-d", id, "--", "sleep", "100")
+	if code != 0 || strings.TrimSpace(pid) != "1" {
+		t.Fatalf("exec -d: %d %q", code, pid)
+	}
+	if code, out, _ := moat(t, dir, "ps", "--socket", sock, id); code != 0 || !strings.Contains(out, "running") || !strings.Contains(out, "sleep 100") {
+		t.Errorf("ps: %d %q", code, out)
+	}
+	if code, out, _ := moat(t, dir, "session", "ls", "--socket", sock); code != 0 || !strings.Contains(out, id) {
+		t.Errorf("session ls: %d %q", code, out)
+	}
+	// A policy that does not validate: its errors name the file and line.
+	pf := filepath.Join(dir, "bad.toml")
+	os.WriteFile(pf, []byte("[limits]\nmemory = \"lots\"\n"), 0o644)
+	if code, _, errs := moat(t, dir, "session", "create", "--socket", sock, "--policy", pf); code != exitMoatError || !strings.Contains(errs, pf+":2: limits.memory") {
+		t.Errorf("session create with a bad policy: %d %q", code, errs)
+	}
+	// moat cp, both ways, and a path that leads out refused.
+	host := filepath.Join(dir, "in.txt")
+	os.WriteFile(host, []byte("to the session\n"), 0o600)
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, host, id+":sub/in.txt"); code != 0 {
+		t.Errorf("cp to the session: %d %q", code, errs)
+	}
+	if code, out, _ := moat(t, dir, "exec", "--socket", sock, id, "--", "cat", "sub/in.txt"); code != 0 || out != "to the session\n" {
+		t.Errorf("the session reads %d %q", code, out)
+	}
+	if code, out, errs := moat(t, dir, "cp", "--socket", sock, id+":sub/in.txt", "-"); code != 0 || out != "to the session\n" {
+		t.Errorf("cp from the session: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":../../x", "-"); code != exitMoatError || !strings.Contains(errs, "bad_request") {
+		t.Errorf("cp of an escaping path: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "session", "rm", "--socket", sock, id); code != 0 {
+		t.Errorf("session rm: %d %q", code, errs)
+	}
+	if code, out, _ := moat(t, dir, "session", "ls", "--socket", sock); code != 0 || strings.Contains(out, id) {
+		t.Errorf("session ls after rm: %d %q", code, out)
+	}
+	if !strings.Contains(logs.String(), `"msg":"session ended"`) {
+		t.Errorf("the daemon's log lacks the session's end:\n%s", logs)
+	}
+}
+
+func TestServeRefusesBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"serve", "--socket-mode", "9"},
+		{"serve", "extra"},
+		{"serve", "--tenant-memory", "lots"},
+	} {
+		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
+			t.Errorf("moat %q: %d %q", args, code, errs)
+		}
+	}
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	t.Setenv("MOAT_STATE_DIR", filepath.Join(dir, "state"))
+	if code, _, errs := moat(t, dir, "serve", "--socket", filepath.Join(open, "s.sock")); code != exitMoatError || !strings.Contains(errs, "can be written by others") {
+		t.Errorf("a socket in a directory others write: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "exec", "onlysession"); code != 2 || !strings.Contains(errs, "usage") {
+		t.Errorf("exec without a command: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "session", "ls", "--socket", filepath.Join(dir, "none.sock")); code != exitMoatError || !strings.Contains(errs, "moat serve running") {
+		t.Errorf("no daemon: %d %q", code, errs)
+	}
+}

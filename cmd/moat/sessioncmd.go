@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/moatbox/moat/client"
+)
+
+// The session commands talk to `moat serve`: moat session create|ls|rm,
+// moat exec and moat ps. They hold no rule of their own: the daemon
+// checks every request.
+
+// connect returns a client of the daemon: TCP when MOAT_HOST is set (with
+// the bearer token in MOAT_TOKEN), else the unix socket.
+func connect(sock string) *client.Client {
+	if h := os.Getenv("MOAT_HOST"); h != "" {
+		return client.TCP(h, os.Getenv("MOAT_TOKEN"))
+	}
+	return client.Unix(sock)
+}
+
+// apiFail prints a daemon's refusal, or a failure to reach it, and
+// returns moat's own exit status.
+func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, ae.Message, ae.Code)
+		for _, d := range ae.Details {
+			if policyFile != "" {
+				d = policyFile + strings.TrimPrefix(d, "policy")
+			}
+			fmt.Fprintf(stderr, "  %s\n", d)
+		}
+		return exitMoatError
+	}
+	fmt.Fprintf(stderr, "moat %s: %v (is moat serve running?)\n", cmd, err)
+	return exitMoatError
+}
+
+func cmdSession(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "moat session: want create, ls or rm")
+		return 2
+	}
+	switch args[0] {
+	case "create":
+		return cmdSessionCreate(args[1:], stdout, stderr)
+	case "ls", "list":
+		return cmdSessionList(args[1:], stdout, stderr)
+	case "rm":
+		return cmdSessionRemove(args[1:], stderr)
+	}
+	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls or rm)\n", args[0])
+	return 2
+}
+
+func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	policyFile := fs.String("policy", "", "policy file (TOML); default: the built-in policy")
+	ws := fs.String("workspace", ".", "the workspace directory")
+	temp := fs.Bool("temp", false, "use a new empty workspace, removed with the session, instead of --workspace")
+	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
+	ttl := fs.String("ttl", "", "time to live, e.g. 2h (default: the daemon's)")
+	idle := fs.String("idle-timeout", "", "end the session when unused this long (default: the daemon's)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "moat session create: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle}
+	if *policyFile != "" {
+		data, err := readBounded(*policyFile, 1<<20)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat session create: %v\n", err)
+			return exitMoatError
+		}
+		req.Policy = string(data)
+	}
+	if !*temp {
+		abs, err := filepath.Abs(*ws)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat session create: %v\n", err)
+			return exitMoatError
+		}
+		req.Workspace = abs
+	}
+	c := connect(*sock)
+	defer c.Close()
+	s, err := c.CreateSession(context.Background(), req)
+	if err != nil {
+		return apiFail(stderr, "session create", err, *policyFile)
+	}
+	fmt.Fprintln(stdout, s.ID)
+	return 0
+}
+
+// readBounded reads a regular file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(data)) > max {
+		err = fmt.Errorf("%s is over %d bytes", path, max)
+	}
+	return data, err
+}
+
+func cmdSessionList(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("session ls", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	list, err := c.Sessions(context.Background())
+	if err != nil {
+		return apiFail(stderr, "session ls", err, "")
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMODE\tWORKSPACE\tAGE\tEXPIRES IN\tEXECS\tRUNNING")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.WorkspaceMode, dash(s.Workspace),
+			time.Since(s.CreatedAt).Round(time.Second), time.Until(s.ExpiresAt).Round(time.Second), s.Execs, s.Running)
+	}
+	tw.Flush()
+	return 0
+}
+
+func cmdSessionRemove(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("session rm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "moat session rm: name the sessions to end")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	code := 0
+	for _, id := range fs.Args() {
+		if err := c.DeleteSession(context.Background(), id); err != nil {
+			code = apiFail(stderr, "session rm", err, "")
+		}
+	}
+	return code
+}
+
+// cmdExec is moat exec SESSION -- CMD: the command runs in the session,
+// its output is streamed, and moat exits as moat run would.
+func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	var env stringList
+	fs.Var(&env, "env", "NAME=VALUE for the command (repeatable)")
+	dir := fs.String("dir", "", "working directory, relative to the workspace")
+	wall := fs.String("wall", "", "wall-time limit for this command, below the policy's")
+	input := fs.Bool("i", false, "send moat's standard input (read to its end first) to the command")
+	detach := fs.Bool("d", false, "run in the background and print the process id (see moat ps)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) > 1 && rest[1] == "--" {
+		rest = append(rest[:1], rest[2:]...)
+	}
+	if len(rest) < 2 {
+		fmt.Fprintln(stderr, "usage: moat exec [flags] SESSION -- CMD [ARGS...]")
+		return 2
+	}
+	req := &client.ExecRequest{Args: rest[1:], Env: env, Dir: *dir, Wall: *wall}
+	if *input {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "moat exec: stdin: %v\n", err)
+			return exitMoatError
+		}
+		req.Stdin = string(data)
+	}
+	c := connect(*sock)
+	defer c.Close()
+	if *detach {
+		p, err := c.Start(context.Background(), rest[0], req)
+		if err != nil {
+			return apiFail(stderr, "exec", err, "")
+		}
+		fmt.Fprintln(stdout, p.ID)
+		return 0
+	}
+	// Ctrl-C ends the request, and the daemon kills the command with it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := c.Exec(ctx, rest[0], req, stdout, stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 128 + int(syscall.SIGINT)
+		}
+		return apiFail(stderr, "exec", err, "")
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
+	}
+	return rep.ExitCode
+}
+
+func cmdPs(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ps", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: moat ps SESSION")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	ps, err := c.Processes(context.Background(), fs.Arg(0))
+	if err != nil {
+		return apiFail(stderr, "ps", err, "")
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tAGE\tCOMMAND")
+	for _, p := range ps {
+		status := "running"
+		if p.Exit != nil {
+			status = fmt.Sprintf("exited %d", p.Exit.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.ID, status, time.Since(p.StartedAt).Round(time.Second), strings.Join(p.Args, " "))
+	}
+	tw.Flush()
+	return 0
+}
+
+// cmdCp is moat cp: one file between the host and a session's workspace,
+// SESSION:PATH naming the session's side (PATH relative to its
+// workspace).
+func cmdCp(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTFILE | HOSTFILE SESSION:PATH  (HOSTFILE - is standard output)")
+		return 2
+	}
+	src, dst := fs.Arg(0), fs.Arg(1)
+	// SESSION:PATH: a host path may hold a colon too, after a slash.
+	sessionSide := func(s string) (id, path string, ok bool) {
+		id, path, ok = strings.Cut(s, ":")
+		return id, path, ok && id != "" && !strings.Contains(id, "/")
+	}
+	sid, spath, fromSession := sessionSide(src)
+	did, dpath, toSession := sessionSide(dst)
+	if fromSession == toSession {
+		fmt.Fprintln(stderr, "moat cp: exactly one side is SESSION:PATH")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	ctx := context.Background()
+	if fromSession {
+		data, err := c.ReadFile(ctx, sid, spath)
+		if err != nil {
+			return apiFail(stderr, "cp", err, "")
+		}
+		if dst == "-" {
+			stdout.Write(data)
+			return 0
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			fmt.Fprintf(stderr, "moat cp: %v\n", err)
+			return exitMoatError
+		}
+		return 0
+	}
+	fi, err := os.Stat(src)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", src)
+	}
+	var data []byte
+	if err == nil {
+		data, err = readBounded(src, 16<<20)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "moat cp: %v\n", err)
+		return exitMoatError
+	}
+	if err := c.WriteFile(ctx, did, dpath, data, fi.Mode().Perm()); err != nil {
+		return apiFail(stderr, "cp", err, "")
+	}
+	return 0
+}

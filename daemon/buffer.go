@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+)
+
+// Chunk is one write of a background command.
+type Chunk struct {
+	Seq    int64
+	Stream string
+	Data   []byte
+}
+
+// buffer keeps the latest output of a background command up to a number
+// of bytes, dropping the oldest chunks first.
+type buffer struct {
+	max int
+
+	mu     sync.Mutex
+	chunks []Chunk
+	size   int
+	seq    int64         // the last chunk's sequence number
+	more   chan struct{} // closed and replaced on every write
+	closed bool
+}
+
+func newBuffer(max int) *buffer { return &buffer{max: max, more: make(chan struct{})} }
+
+type streamWriter struct {
+	b      *buffer
+	stream string
+}
+
+func (b *buffer) writer(stream string) io.Writer { return &streamWriter{b, stream} }
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	b := w.b
+	data := append([]byte(nil), p...)
+	if len(data) > b.max {
+		data = data[len(data)-b.max:]
+	}
+	b.mu.Lock()
+	b.seq++
+	b.chunks = append(b.chunks, Chunk{Seq: b.seq, Stream: w.stream, Data: data})
+	b.size += len(data)
+	for b.size > b.max {
+		b.size -= len(b.chunks[0].Data)
+		b.chunks = b.chunks[1:]
+	}
+	close(b.more)
+	b.more = make(chan struct{})
+	b.mu.Unlock()
+	return len(p), nil
+}
+
+func (b *buffer) close() {
+	b.mu.Lock()
+	b.closed = true
+	close(b.more)
+	b.more = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *buffer) read(ctx context.Context, after int64, wait time.Duration) ([]Chunk, int64, int64) {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		b.mu.Lock()
+		if b.seq > after || b.closed || timer == nil {
+			var out []Chunk
+			var dropped int64
+			if len(b.chunks) > 0 && b.chunks[0].Seq > after+1 {
+				dropped = b.chunks[0].Seq - after - 1
+			}
+			for _, c := range b.chunks {
+				if c.Seq > after {
+					out = append(out, c)
+				}
+			}
+			next := max(b.seq, after)
+			b.mu.Unlock()
+			return out, next, dropped
+		}
+		more := b.more
+		b.mu.Unlock()
+		select {
+		case <-more:
+		case <-timer:
+			timer = nil
+		case <-ctx.Done():
+			timer = nil
+		}
+	}
+}

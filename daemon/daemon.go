@@ -1,0 +1,282 @@
+// Package daemon is moat's session manager: sessions that outlive one
+// command, owned by tenants, bounded by quotas, a time to live and an idle
+// timeout, and recorded on disk so that a daemon that died is cleaned up
+// after by the next one.
+//
+// It owns who may do what with a session: a tenant sees and touches only
+// its own sessions; a workspace must be a directory the tenant owns (or
+// one the daemon makes for it); a tenant other than the daemon's own user
+// may not widen the policy beyond its workspace and the system
+// directories (see Manager.Create). Every caller (the HTTP API, tests,
+// later the MCP server) goes through these checks. It knows nothing of
+// HTTP; package httpapi serves it.
+//
+// A session runs its commands through an Engine: Sandboxes, one sandbox
+// per session (sandbox.Create) that its commands share, processes left
+// running included.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sentinel errors; callers test them with errors.Is. Every error the
+// Manager returns wraps one of them, or is a *policy.Errors, and its text
+// is safe to show the tenant.
+var (
+	ErrNotFound      = errors.New("no such session")
+	ErrQuota         = errors.New("quota exceeded")
+	ErrWorkspace     = errors.New("workspace refused")
+	ErrPolicyRefused = errors.New("policy refused")
+	ErrDraining      = errors.New("the daemon is shutting down")
+	ErrEnded         = errors.New("session has ended")
+	ErrBadRequest    = errors.New("bad request")
+	ErrLocked        = errors.New("another daemon serves this state directory")
+)
+
+// Config is how a Manager works. Zero fields take the defaults named.
+type Config struct {
+	// StateDir holds the daemon's state (daemon/ beneath it): its lock,
+	// a record per live session, the workspaces it makes. Required.
+	StateDir string
+	// Engine makes a session's sandbox; nil means Sandboxes.
+	Engine NewEngine
+	// MaxSessions is the per-tenant session quota (16); MaxTotal bounds
+	// all tenants together (256).
+	MaxSessions int
+	MaxTotal    int
+	// TenantMemory and TenantCPUs bound the sum of the memory and CPU
+	// limits (limits.memory, limits.cpus) of a tenant's sessions; zero
+	// means no bound. Under a bound, a session must set that limit.
+	TenantMemory int64
+	TenantCPUs   float64
+	// MaxBackground bounds the running background commands of a session (16).
+	MaxBackground int
+	// TTL is a session's default time to live (1h), MaxTTL the longest a
+	// request may ask for (24h); IdleTimeout ends a session no command has
+	// used for that long (15m).
+	TTL, MaxTTL, IdleTimeout time.Duration
+	// Tick is how often expiry is checked (1s).
+	Tick time.Duration
+	// OutputBuffer bounds the output kept per background command (1 MiB).
+	OutputBuffer int
+	Logger       *slog.Logger
+}
+
+func (c *Config) defaults() {
+	set := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	setD := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	set(&c.MaxSessions, 16)
+	set(&c.MaxTotal, 256)
+	set(&c.MaxBackground, 16)
+	set(&c.OutputBuffer, 1<<20)
+	setD(&c.TTL, time.Hour)
+	setD(&c.MaxTTL, 24*time.Hour)
+	setD(&c.IdleTimeout, 15*time.Minute)
+	setD(&c.Tick, time.Second)
+	if c.Engine == nil {
+		c.Engine = Sandboxes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Manager holds the live sessions. Create one with New and end it with
+// Shutdown.
+type Manager struct {
+	cfg  Config
+	dir  string // StateDir/daemon
+	lock *os.File
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	draining bool
+	stop     chan struct{}
+	ticker   sync.WaitGroup
+
+	// Reaped lists the sessions of a previous daemon that New cleaned up.
+	Reaped []string
+}
+
+// New starts a Manager on cfg.StateDir. It takes the state directory's
+// lock (ErrLocked if another daemon holds it) and reaps what a previous
+// daemon left: records of sessions whose sandboxes died with it, and the
+// workspaces it had made for them.
+func New(cfg Config) (*Manager, error) {
+	cfg.defaults()
+	if !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
+	}
+	dir := filepath.Join(cfg.StateDir, "daemon")
+	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "workspaces")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state directory lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%w (%s)", ErrLocked, cfg.StateDir)
+	}
+	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
+	m.Reaped = m.reap()
+	if len(m.Reaped) > 0 {
+		// The dead daemon's sandboxes' cgroups are too young for the
+		// sweep in reap, which leaves alone what a concurrent run may have
+		// just made; they are swept again once old enough.
+		m.ticker.Add(1)
+		go func() {
+			defer m.ticker.Done()
+			select {
+			case <-time.After(cgroupSweepAge):
+				sweepCgroups(m.log)
+			case <-m.stop:
+			}
+		}()
+	}
+	m.ticker.Add(1)
+	go m.expire()
+	return m, nil
+}
+
+// expire ends sessions past their TTL or idle timeout.
+func (m *Manager) expire() {
+	defer m.ticker.Done()
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.mu.Lock()
+			var ended []*Session
+			for _, s := range m.sessions {
+				if !s.ready {
+					continue
+				}
+				if why := s.expired(now); why != "" {
+					ended = append(ended, s)
+					m.log.Info("session expired", "session", s.ID, "tenant", s.Tenant.ID, "why", why)
+				}
+			}
+			m.mu.Unlock()
+			for _, s := range ended {
+				m.end(context.Background(), s)
+			}
+		}
+	}
+}
+
+// List returns the tenant's sessions, oldest first.
+func (m *Manager) List(t Tenant) []*Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*Session
+	for _, s := range m.sessions {
+		if s.ready && s.Tenant.ID == t.ID {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}
+
+// Get returns the tenant's session id. Another tenant's session is
+// ErrNotFound too: a tenant cannot learn that it exists.
+func (m *Manager) Get(t Tenant, id string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok || !s.ready || s.Tenant.ID != t.ID {
+		return nil, fmt.Errorf("%w %q", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+// Delete ends the tenant's session id: its commands are killed, its
+// engine closed, a workspace the daemon made removed.
+func (m *Manager) Delete(ctx context.Context, t Tenant, id string) error {
+	s, err := m.Get(t, id)
+	if err != nil {
+		return err
+	}
+	return m.end(ctx, s)
+}
+
+// end removes s from the live sessions and tears it down.
+func (m *Manager) end(ctx context.Context, s *Session) error {
+	m.mu.Lock()
+	if m.sessions[s.ID] != s {
+		m.mu.Unlock()
+		return nil // ended already
+	}
+	delete(m.sessions, s.ID)
+	m.mu.Unlock()
+	err := s.close(ctx)
+	if rerr := m.removeRecord(s.record()); rerr != nil && err == nil {
+		err = rerr
+	}
+	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID)
+	return err
+}
+
+// Count returns the number of live sessions (for metrics).
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}
+
+// Shutdown drains the daemon: new sessions and commands are refused,
+// running commands get until ctx is done to end, then every session is
+// ended. The state directory's lock is released last.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	if m.draining {
+		m.mu.Unlock()
+		return nil
+	}
+	m.draining = true
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.drain(ctx)
+	}
+	var errs []error
+	for _, s := range all {
+		if err := m.end(context.Background(), s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	close(m.stop)
+	m.ticker.Wait()
+	m.lock.Close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,268 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// fakeEngine runs nothing: these tests are about the Manager's
+// bookkeeping under concurrency (run them with -race, which the real
+// sandboxes refuse: they need CGO_ENABLED=0). The end-to-end tests in
+// package httpapi run real sandboxes.
+type fakeEngine struct {
+	done   chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newFake(context.Context, *EngineSpec) (Engine, error) {
+	return &fakeEngine{done: make(chan struct{}), closed: make(chan struct{})}, nil
+}
+
+func (f *fakeEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
+	if req.Args[0] == "block" {
+		select {
+		case <-ctx.Done():
+			return &sandbox.Report{Reason: "killed", ExitCode: 137}, nil
+		case <-f.closed:
+			return &sandbox.Report{Reason: "killed", ExitCode: 137}, nil
+		}
+	}
+	fmt.Fprint(stdio.Stdout, strings.Join(req.Args, " "))
+	return &sandbox.Report{Reason: "exit"}, nil
+}
+
+type fakeProc struct {
+	f   *fakeEngine
+	sig chan os.Signal
+}
+
+func (f *fakeEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {
+	return &fakeProc{f: f, sig: make(chan os.Signal, 1)}, nil
+}
+
+func (p *fakeProc) Wait() (*sandbox.Report, error) {
+	select {
+	case <-p.sig:
+	case <-p.f.closed:
+	}
+	return &sandbox.Report{Reason: "signal", ExitCode: 143}, nil
+}
+
+func (p *fakeProc) Signal(s os.Signal) error {
+	select {
+	case p.sig <- s:
+	default:
+	}
+	return nil
+}
+
+func (f *fakeEngine) ChangeSet() string     { return "" }
+func (f *fakeEngine) Done() <-chan struct{} { return f.done }
+func (f *fakeEngine) Close(context.Context) (*sandbox.Report, error) {
+	f.once.Do(func() { close(f.closed) })
+	return &sandbox.Report{Reason: "closed"}, nil
+}
+
+func newManager(t *testing.T, cfg Config) *Manager {
+	t.Helper()
+	cfg.StateDir = t.TempDir()
+	if cfg.Engine == nil {
+		cfg.Engine = newFake
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
+
+func TestQuotaHoldsUnderConcurrency(t *testing.T) {
+	m := newManager(t, Config{MaxSessions: 5})
+	tenant := TokenTenant("a")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, quota := 0, 0
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := m.Create(context.Background(), tenant, &CreateRequest{})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrQuota):
+				quota++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 5 || quota != 35 {
+		t.Errorf("%d created, %d refused; want 5 and 35", ok, quota)
+	}
+	// Another tenant has a quota of its own.
+	if _, err := m.Create(context.Background(), TokenTenant("b"), &CreateRequest{}); err != nil {
+		t.Errorf("another tenant: %v", err)
+	}
+}
+
+func TestDeleteEndsRunningCommands(t *testing.T) {
+	m := newManager(t, Config{})
+	tenant := TokenTenant("a")
+	s, err := m.Create(context.Background(), tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out strings.Builder
+			s.Exec(context.Background(), &ExecRequest{Args: []string{"echo", "x"}}, backend.Stdio{Stdout: &out})
+			s.Exec(context.Background(), &ExecRequest{Args: []string{"block"}}, backend.Stdio{})
+		}()
+	}
+	p, err := s.Start(&ExecRequest{Args: []string{"bg"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := m.Delete(context.Background(), tenant, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	<-p.Done()
+	if _, err := s.Exec(context.Background(), &ExecRequest{Args: []string{"true"}}, backend.Stdio{}); !errors.Is(err, ErrEnded) {
+		t.Errorf("exec after delete: %v", err)
+	}
+	if _, err := m.Get(tenant, s.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+}
+
+func TestSandboxDeathEndsSession(t *testing.T) {
+	m := newManager(t, Config{Tick: 10 * time.Millisecond})
+	tenant := TokenTenant("a")
+	s, err := m.Create(context.Background(), tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(s.eng.(*fakeEngine).done)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := m.Get(tenant, s.ID); errors.Is(err, ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a session whose sandbox died is still listed")
+		}
+	}
+}
+
+func TestReapRemovesOnlyItsOwn(t *testing.T) {
+	state := t.TempDir()
+	dir := filepath.Join(state, "daemon")
+	os.MkdirAll(filepath.Join(dir, "sessions"), 0o700)
+	os.MkdirAll(filepath.Join(dir, "workspaces", "aaaa"), 0o700)
+	victim := t.TempDir()
+	for id, ws := range map[string]string{"aaaa": filepath.Join(dir, "workspaces", "aaaa"), "bbbb": victim} {
+		data, _ := json.Marshal(&record{ID: id, TempWorkspace: ws})
+		os.WriteFile(filepath.Join(dir, "sessions", id+".json"), data, 0o600)
+	}
+	os.WriteFile(filepath.Join(dir, "sessions", "cccc.json"), []byte("{broken"), 0o600)
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	if len(m.Reaped) != 2 {
+		t.Errorf("reaped %v", m.Reaped)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "workspaces", "aaaa")); !os.IsNotExist(err) {
+		t.Errorf("its own workspace is left: %v", err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("a record made the daemon remove a directory it did not make: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "sessions")); len(ents) != 0 {
+		t.Errorf("records left: %v", ents)
+	}
+}
+
+func TestBufferKeepsTheLatest(t *testing.T) {
+	b := newBuffer(10)
+	w := b.writer("stdout")
+	for _, s := range []string{"aaaa", "bbbb", "cccc"} {
+		w.Write([]byte(s))
+	}
+	chunks, next, dropped := b.read(context.Background(), 0, 0)
+	if len(chunks) != 2 || string(chunks[0].Data) != "bbbb" || next != 3 || dropped != 1 {
+		t.Errorf("chunks %+v next %d dropped %d", chunks, next, dropped)
+	}
+	if chunks, next, _ := b.read(context.Background(), 3, 0); len(chunks) != 0 || next != 3 {
+		t.Errorf("nothing new: %+v %d", chunks, next)
+	}
+	go func() { time.Sleep(20 * time.Millisecond); w.Write([]byte("d")) }()
+	if chunks, _, _ := b.read(context.Background(), 3, 5*time.Second); len(chunks) != 1 || string(chunks[0].Data) != "d" {
+		t.Errorf("a waiting read: %+v", chunks)
+	}
+}
+
+func TestCleanRel(t *testing.T) {
+	for in, want := range map[string]string{"": ".", ".": ".", "a/b": "a/b", "a//b/": "a/b", "./a": "a"} {
+		if got, err := cleanRel(in); err != nil || got != want {
+			t.Errorf("cleanRel(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"/etc", "..", "a/../b", "../a", "a\x00b"} {
+		if _, err := cleanRel(in); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("cleanRel(%q): %v", in, err)
+		}
+	}
+}
+
+func TestTenantResourceQuotas(t *testing.T) {
+	m := newManager(t, Config{TenantMemory: 1 << 30, TenantCPUs: 2})
+	ctx := context.Background()
+	a, b := TokenTenant("a"), TokenTenant("b")
+	pol := func(mem string, cpus float64) string {
+		return fmt.Sprintf("[limits]\nmemory = %q\ncpus = %g\n", mem, cpus)
+	}
+	s1, err := m.Create(ctx, a, &CreateRequest{Policy: pol("600MiB", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{pol("600MiB", 0.5), pol("100MiB", 1.5), "", "[limits]\nmemory = \"1MiB\"\n"} {
+		if _, err := m.Create(ctx, a, &CreateRequest{Policy: p}); !errors.Is(err, ErrQuota) {
+			t.Errorf("%q: %v", p, err)
+		}
+	}
+	if _, err := m.Create(ctx, b, &CreateRequest{Policy: pol("600MiB", 1)}); err != nil {
+		t.Errorf("another tenant's quota: %v", err)
+	}
+	if _, err := m.Create(ctx, a, &CreateRequest{Policy: pol("400MiB", 1)}); err != nil {
+		t.Errorf("within the quota: %v", err)
+	}
+	if err := m.Delete(ctx, a, s1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, a, &CreateRequest{Policy: pol("600MiB", 1)}); err != nil {
+		t.Errorf("the quota freed by a deleted session: %v", err)
+	}
+}

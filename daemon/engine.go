@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// Engine is a session's sandbox: it runs the session's commands. Its
+// methods may be called concurrently.
+type Engine interface {
+	// Exec runs one command to its end; cancelling ctx kills it. The
+	// Report is never nil when the error is nil.
+	Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error)
+	// Start starts a command that runs until it ends, is signalled, or the
+	// engine is closed.
+	Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error)
+	// ChangeSet is the id of an overlay or copy session's change set, "" in
+	// other modes.
+	ChangeSet() string
+	// Done is closed when the sandbox has ended on its own (its init died).
+	Done() <-chan struct{}
+	// Close ends every command still running and releases the sandbox.
+	Close(ctx context.Context) (*sandbox.Report, error)
+}
+
+// EngineProcess is a command started by Engine.Start.
+type EngineProcess interface {
+	Wait() (*sandbox.Report, error)
+	Signal(os.Signal) error
+}
+
+// EngineSpec is what a session's sandbox is made from.
+type EngineSpec struct {
+	ID     string
+	Policy *policy.Policy // validated and resolved
+	Caller sandbox.Caller
+}
+
+// NewEngine makes a session's sandbox.
+type NewEngine func(ctx context.Context, spec *EngineSpec) (Engine, error)
+
+// ExecRequest is one command of a session.
+type ExecRequest struct {
+	Args []string
+	Env  []string // NAME=VALUE, over the policy's environment
+	Dir  string   // relative to the workspace; "" is its root
+	// Wall and Output bound this command instead of the policy's limits,
+	// never above them.
+	Wall   time.Duration
+	Output int64
+}
+
+// Sandboxes makes each session one sandbox that lives as long as it
+// (sandbox.Create): its commands share the workspace, /tmp, home, the
+// processes left running and the network. An overlay or copy session
+// keeps its changes in a change set named by the session id.
+func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller}
+	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
+		req.Session = spec.ID
+	}
+	s, err := sandbox.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxEngine{s: s, p: spec.Policy}, nil
+}
+
+type sandboxEngine struct {
+	s *sandbox.Session
+	p *policy.Policy
+}
+
+// request turns a daemon request into the sandbox's: the directory
+// inside the sandbox, the limits never above the policy's.
+func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env}
+	if req.Dir != "" {
+		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
+	}
+	if w := time.Duration(e.p.Limits.Wall); req.Wall > 0 && (w == 0 || req.Wall < w) {
+		r.Wall = req.Wall
+	}
+	if o := int64(e.p.Limits.Output); req.Output > 0 && (o == 0 || req.Output < o) {
+		r.Output = req.Output
+	}
+	return r
+}
+
+func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
+	return e.s.Exec(ctx, e.request(req), stdio)
+}
+
+func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {
+	return e.s.Start(ctx, e.request(req), stdio)
+}
+
+func (e *sandboxEngine) ChangeSet() string {
+	if cs := e.s.ChangeSet(); cs != nil {
+		return cs.ID
+	}
+	return ""
+}
+
+func (e *sandboxEngine) Done() <-chan struct{} { return e.s.Done() }
+
+func (e *sandboxEngine) Close(ctx context.Context) (*sandbox.Report, error) { return e.s.Close(ctx) }
+
+// daemonCaller is who the sandboxes are made by: the daemon, with none of
+// its own environment (it is not the tenant's), and its home directory,
+// which sandbox refuses as a workspace.
+func daemonCaller() sandbox.Caller {
+	home, _ := os.UserHomeDir()
+	return sandbox.Caller{
+		UID: os.Geteuid(), GID: os.Getegid(), Home: home,
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"},
+	}
+}

@@ -1,0 +1,327 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// beneath is how every path of the files API is resolved.
+const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+
+// openBeneath opens rel beneath the session's root.
+func (s *Session) openBeneath(rel string, flags uint64, mode uint64) (*os.File, error) {
+	fd, err := unix.Openat2(int(s.root.Fd()), rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: mode, Resolve: beneath})
+	for err == unix.EINTR || err == unix.EAGAIN {
+		fd, err = unix.Openat2(int(s.root.Fd()), rel, &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: mode, Resolve: beneath})
+	}
+	if err != nil {
+		return nil, s.pathError(rel, err)
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// pathError turns an errno into an error safe to show: it names only the
+// path as the tenant gave it.
+func (s *Session) pathError(rel string, err error) error {
+	switch {
+	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
+		return fmt.Errorf("%w: %q leads out of the workspace", ErrWorkspace, rel)
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%w: %q", ErrNoFile, rel)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%w: a component of %q is not a directory", ErrBadRequest, rel)
+	case errors.Is(err, unix.EISDIR):
+		return fmt.Errorf("%w: %q is a directory", ErrBadRequest, rel)
+	case errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("%w: the files API needs openat2 (Linux 5.6)", ErrUnsupportedMode)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%w: %q: permission denied", ErrWorkspace, rel)
+	}
+	return fmt.Errorf("%q: %w", rel, err)
+}
+
+// parent opens the directory that holds rel and returns it with rel's
+// last component and the directory's real path relative to the root.
+func (s *Session) parent(rel string) (dir *os.File, base, dirRel string, err error) {
+	if rel == "." {
+		return nil, "", "", fmt.Errorf("%w: the workspace root itself", ErrBadRequest)
+	}
+	d, base := path.Split(rel)
+	if d == "" {
+		d = "."
+	}
+	dir, err = s.openBeneath(d, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", "", err
+	}
+	dirRel, err = s.realRel(dir)
+	if err != nil {
+		dir.Close()
+		return nil, "", "", err
+	}
+	return dir, base, dirRel, nil
+}
+
+// realRel is where f really is, relative to the root: links inside the
+// workspace resolved, for the protected-path check.
+func (s *Session) realRel(f *os.File) (string, error) {
+	root, err1 := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(s.root.Fd())))
+	p, err2 := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err := errors.Join(err1, err2); err != nil {
+		return "", err
+	}
+	if p == root {
+		return ".", nil
+	}
+	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
+	if !ok {
+		return "", fmt.Errorf("%w: the path leads out of the workspace", ErrWorkspace)
+	}
+	return rel, nil
+}
+
+// ReadFile returns the content of the regular file rel.
+func (s *Session) ReadFile(rel string) ([]byte, error) {
+	rel, err := cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	f, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %q is not a regular file", ErrBadRequest, rel)
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%w: %q is over %d bytes", ErrQuota, rel, MaxFileSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err == nil && len(data) > MaxFileSize {
+		err = fmt.Errorf("%w: %q is over %d bytes", ErrQuota, rel, MaxFileSize)
+	}
+	return data, err
+}
+
+// WriteFile replaces rel with data atomically: a temporary file in the
+// same directory, owned by the workspace's owner, renamed over it. The
+// directory must exist.
+func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err error) {
+	rel, err = cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(true)
+	}
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxFileSize {
+		return fmt.Errorf("%w: %d bytes is over %d", ErrQuota, len(data), MaxFileSize)
+	}
+	if s.protected(rel) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return err
+	}
+	defer done()
+	dir, base, dirRel, err := s.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if s.protected(joinRel(dirRel, base)) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
+		return err
+	}
+	tmp := ".moat-write-" + newID()
+	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if err != nil {
+		return s.pathError(rel, err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	defer func() {
+		if err != nil {
+			unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		}
+	}()
+	if os.Geteuid() == 0 {
+		if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(perm.Perm()); err != nil { // the umask does not decide
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), base); err != nil {
+		return s.pathError(rel, err)
+	}
+	return nil
+}
+
+// Remove removes the file, link or empty directory rel.
+func (s *Session) Remove(rel string) error {
+	rel, err := cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(true)
+	}
+	if err != nil {
+		return err
+	}
+	if s.protected(rel) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return err
+	}
+	defer done()
+	dir, base, dirRel, err := s.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if s.protected(joinRel(dirRel, base)) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	err = unix.Unlinkat(int(dir.Fd()), base, 0)
+	if err == unix.EISDIR || err == unix.EPERM {
+		err = unix.Unlinkat(int(dir.Fd()), base, unix.AT_REMOVEDIR)
+	}
+	if err == unix.ENOTEMPTY || err == unix.EEXIST {
+		return fmt.Errorf("%w: directory %q is not empty", ErrBadRequest, rel)
+	}
+	if err != nil {
+		return s.pathError(rel, err)
+	}
+	return nil
+}
+
+// Stat describes rel itself (a link is not followed).
+func (s *Session) Stat(rel string) (*FileInfo, error) {
+	rel, err := cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if rel == "." {
+		fi, err := s.root.Stat()
+		if err != nil {
+			return nil, err
+		}
+		return info(".", fi), nil
+	}
+	dir, base, _, err := s.parent(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return s.statAt(dir, base, rel)
+}
+
+func (s *Session) statAt(dir *os.File, name, rel string) (*FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH); err != nil {
+		return nil, s.pathError(rel, err)
+	}
+	mode := fs.FileMode(st.Mode & 0o777)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFREG:
+	default:
+		mode |= fs.ModeIrregular
+	}
+	return &FileInfo{Path: rel, Type: fileType(mode), Size: st.Size, Mode: mode.Perm(), ModTime: time.Unix(st.Mtim.Unix())}, nil
+}
+
+func info(rel string, fi fs.FileInfo) *FileInfo {
+	return &FileInfo{Path: rel, Type: fileType(fi.Mode()), Size: fi.Size(), Mode: fi.Mode().Perm(), ModTime: fi.ModTime()}
+}
+
+// List describes the entries of directory rel, sorted by name; at most
+// maxEntries (truncated says whether there were more).
+func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err error) {
+	rel, err = cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(false)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
+	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(maxEntries + 1)
+	if err != nil && err != io.EOF {
+		return nil, false, s.pathError(rel, err)
+	}
+	if len(names) > maxEntries {
+		names, truncated = names[:maxEntries], true
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fi, err := s.statAt(d, n, joinRel(rel, n))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		entries = append(entries, fi)
+	}
+	return entries, truncated, nil
+}

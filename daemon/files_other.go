@@ -1,0 +1,22 @@
+//go:build !linux
+
+package daemon
+
+import (
+	"fmt"
+	"io/fs"
+)
+
+// The files API resolves paths with openat2, which only Linux has.
+
+func (s *Session) ReadFile(string) ([]byte, error) { return nil, errNoFiles }
+
+func (s *Session) WriteFile(string, []byte, fs.FileMode) error { return errNoFiles }
+
+func (s *Session) Remove(string) error { return errNoFiles }
+
+func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
+
+func (s *Session) List(string) ([]*FileInfo, bool, error) { return nil, false, errNoFiles }
+
+var errNoFiles = fmt.Errorf("%w: the files API needs Linux's openat2", ErrUnsupportedMode)

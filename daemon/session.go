@@ -1,0 +1,641 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// CreateRequest is a new session.
+type CreateRequest struct {
+	Policy        string // TOML; "" is the default policy
+	Workspace     string // a host directory; "" is a new one the daemon removes with the session
+	WorkspaceMode string // overrides the policy's workspace.mode
+	TTL           time.Duration
+	IdleTimeout   time.Duration
+}
+
+// Session is a live session. Its exported fields do not change.
+type Session struct {
+	ID            string
+	Tenant        Tenant
+	Workspace     string // the workspace's host path
+	WorkspaceMode string
+	TempWorkspace bool // made by the daemon, removed with the session
+	Created       time.Time
+	Expires       time.Time
+	IdleTimeout   time.Duration
+
+	m    *Manager
+	eng  Engine
+	root *os.File // the workspace, opened once: the files API resolves beneath it
+	// rootMu is held for reading while the root is used, so that it is
+	// never closed under a files request (whose fd number could then name
+	// another directory).
+	rootMu  sync.RWMutex
+	rootEnd bool
+	protect []string        // protected paths, relative to the root
+	ctx     context.Context // cancelled when the session ends: kills its commands
+	cancel  context.CancelFunc
+	execs   sync.WaitGroup // foreground commands
+	bg      sync.WaitGroup // background commands
+
+	mu         sync.Mutex
+	lastUsed   time.Time
+	nExecs     int
+	running    int // foreground commands
+	background int
+	procs      map[string]*Process
+	order      []string // process ids, oldest first
+	nextProc   int
+	ended      bool
+	ready      bool // made: under the Manager's lock, which Get and List take
+	// memory and cpus are the policy's limits, counted against the
+	// tenant's quotas; under the Manager's lock.
+	memory int64
+	cpus   float64
+}
+
+// Create makes a session for t. The workspace and the policy are checked
+// for the tenant (checkWorkspace, tenantPolicy); the quotas are counted
+// before anything is made.
+func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *Session, err error) {
+	ttl, idle := req.TTL, req.IdleTimeout
+	if ttl <= 0 {
+		ttl = m.cfg.TTL
+	}
+	if idle <= 0 {
+		idle = m.cfg.IdleTimeout
+	}
+	if ttl > m.cfg.MaxTTL {
+		return nil, fmt.Errorf("%w: ttl %s is over the daemon's maximum %s", ErrBadRequest, ttl, m.cfg.MaxTTL)
+	}
+	ws, temp := "", req.Workspace == ""
+	var root *os.File
+	if !temp {
+		if ws, root, err = checkWorkspace(t, req.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	id := newID()
+	s := &Session{
+		ID: id, Tenant: t, TempWorkspace: temp,
+		Created: time.Now(), IdleTimeout: idle,
+		m: m, procs: map[string]*Process{}, root: root,
+	}
+	s.Expires = s.Created.Add(ttl)
+	s.lastUsed = s.Created
+
+	// Reserve the place first, so that concurrent creates cannot pass the
+	// quota together.
+	m.mu.Lock()
+	switch {
+	case m.draining:
+		m.mu.Unlock()
+		return nil, ErrDraining
+	case m.countLocked(t) >= m.cfg.MaxSessions:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: tenant %s has %d sessions, the most allowed", ErrQuota, t.ID, m.cfg.MaxSessions)
+	case len(m.sessions) >= m.cfg.MaxTotal:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
+	}
+	m.sessions[id] = s
+	m.mu.Unlock()
+	rec := s.record()
+	defer func() {
+		if err != nil {
+			m.mu.Lock()
+			delete(m.sessions, id)
+			m.mu.Unlock()
+			if s.root != nil {
+				s.root.Close()
+			}
+			m.removeRecord(rec)
+		}
+	}()
+
+	if temp {
+		ws = filepath.Join(m.dir, "workspaces", id)
+		rec.TempWorkspace = ws
+	}
+	// The record is written before the workspace is made: a daemon that
+	// dies in between leaves a record the next one reaps.
+	if err := m.writeRecord(rec); err != nil {
+		return nil, fmt.Errorf("session record: %w", err)
+	}
+	if temp {
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			return nil, fmt.Errorf("make workspace: %w", err)
+		}
+		if t.UID >= 0 && os.Geteuid() == 0 {
+			// The tenant's commands write it as the tenant, as they would
+			// write a workspace of its own.
+			if err := os.Chown(ws, t.UID, -1); err != nil {
+				return nil, fmt.Errorf("make workspace: %w", err)
+			}
+		}
+		if s.root, err = os.Open(ws); err != nil {
+			return nil, fmt.Errorf("make workspace: %w", err)
+		}
+	}
+	s.Workspace = ws
+	p, err := tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+	if err != nil {
+		return nil, err
+	}
+	s.WorkspaceMode = p.Workspace.Mode
+	if err := m.reserveResources(s, int64(p.Limits.Memory), p.Limits.CPUs); err != nil {
+		return nil, err
+	}
+	s.protect = protectList(p)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()})
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
+	}
+	s.mu.Lock()
+	s.eng = eng
+	s.mu.Unlock()
+	m.mu.Lock()
+	if m.sessions[id] != s || m.draining {
+		// Shutdown passed it by while the sandbox was being made.
+		m.mu.Unlock()
+		s.cancel()
+		eng.Close(context.Background())
+		return nil, ErrDraining
+	}
+	s.ready = true
+	m.mu.Unlock()
+	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl.String())
+	return s, nil
+}
+
+// reserveResources counts s's memory and CPU limits against its tenant's
+// quotas, with those of the tenant's other sessions (those made, and those
+// being made that have reserved theirs).
+func (m *Manager) reserveResources(s *Session, memory int64, cpus float64) error {
+	if m.cfg.TenantMemory > 0 && memory == 0 {
+		return fmt.Errorf("%w: this daemon bounds each tenant's memory: set limits.memory", ErrQuota)
+	}
+	if m.cfg.TenantCPUs > 0 && cpus == 0 {
+		return fmt.Errorf("%w: this daemon bounds each tenant's CPUs: set limits.cpus", ErrQuota)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var usedMem int64
+	var usedCPUs float64
+	for _, o := range m.sessions {
+		if o != s && o.Tenant.ID == s.Tenant.ID {
+			usedMem += o.memory
+			usedCPUs += o.cpus
+		}
+	}
+	if q := m.cfg.TenantMemory; q > 0 && usedMem+memory > q {
+		return fmt.Errorf("%w: limits.memory %s with the tenant's other sessions' %s is over its %s", ErrQuota,
+			policy.Size(memory), policy.Size(usedMem), policy.Size(q))
+	}
+	if q := m.cfg.TenantCPUs; q > 0 && usedCPUs+cpus > q {
+		return fmt.Errorf("%w: limits.cpus %g with the tenant's other sessions' %g is over its %g", ErrQuota, cpus, usedCPUs, q)
+	}
+	s.memory, s.cpus = memory, cpus
+	return nil
+}
+
+func (m *Manager) countLocked(t Tenant) int {
+	n := 0
+	for _, s := range m.sessions {
+		if s.Tenant.ID == t.ID {
+			n++
+		}
+	}
+	return n
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (s *Session) record() *record {
+	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid()}
+	if s.TempWorkspace {
+		r.TempWorkspace = filepath.Join(s.m.dir, "workspaces", s.ID)
+	}
+	return r
+}
+
+// ChangeSet is the id of an overlay or copy session's change set, where
+// its commands' writes are kept for review (moat diff, apply), "" in
+// other modes. The change set outlives the session.
+func (s *Session) ChangeSet() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eng == nil {
+		return ""
+	}
+	return s.eng.ChangeSet()
+}
+
+// Status is a snapshot of a session's use.
+type Status struct {
+	LastUsed time.Time
+	Execs    int // commands run so far
+	Running  int // commands running now, background ones included
+}
+
+// Status returns how s is used now.
+func (s *Session) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Status{LastUsed: s.lastUsed, Execs: s.nExecs, Running: s.running + s.background}
+}
+
+// expired returns why s has expired at now, or "".
+func (s *Session) expired(now time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !now.Before(s.Expires):
+		return "ttl"
+	case s.running == 0 && now.Sub(s.lastUsed) >= s.IdleTimeout:
+		return "idle"
+	}
+	if s.ready {
+		select {
+		case <-s.eng.Done():
+			return "sandbox ended"
+		default:
+		}
+	}
+	return ""
+}
+
+// begin counts a command in, or refuses it once the session or the
+// daemon is ending.
+//
+// A background command counts as running for Status, but neither keeps
+// the session from going idle nor holds up a drain: a dev server never
+// ends on its own.
+func (s *Session) begin(background bool) error {
+	s.m.mu.Lock()
+	draining := s.m.draining
+	s.m.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ended:
+		return fmt.Errorf("%w: %s", ErrEnded, s.ID)
+	case draining:
+		return ErrDraining
+	}
+	s.nExecs++
+	s.lastUsed = time.Now()
+	if background {
+		s.background++
+		s.bg.Add(1)
+	} else {
+		s.running++
+		s.execs.Add(1)
+	}
+	return nil
+}
+
+// touch marks s as used now, for its idle timeout.
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *Session) finish(background bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastUsed = time.Now()
+	if background {
+		s.background--
+		s.bg.Done()
+	} else {
+		s.running--
+		s.execs.Done()
+	}
+}
+
+// Exec runs a command in s to its end. Cancelling ctx, or the session's
+// end, kills it.
+func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
+	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	if err := s.begin(false); err != nil {
+		return nil, err
+	}
+	defer s.finish(false)
+	if err := s.sameRoot(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	return s.eng.Exec(ctx, req, stdio)
+}
+
+// checkExec refuses a command line or directory that cannot be right.
+func checkExec(req *ExecRequest) error {
+	if len(req.Args) == 0 || req.Args[0] == "" {
+		return fmt.Errorf("%w: args is empty", ErrBadRequest)
+	}
+	if d := req.Dir; d != "" && (filepath.IsAbs(d) || filepath.Clean(d) != d || d == ".." || strings.HasPrefix(d, "../")) {
+		return fmt.Errorf("%w: dir %q must be a clean path relative to the workspace", ErrBadRequest, d)
+	}
+	for _, kv := range req.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("%w: env entry %q is not NAME=VALUE", ErrBadRequest, kv)
+		}
+	}
+	return nil
+}
+
+// drain waits until s has no command running or ctx is done.
+func (s *Session) drain(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.execs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// close kills what runs in s and closes its engine.
+func (s *Session) close(ctx context.Context) error {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	defer s.closeRoot()
+	if s.cancel == nil {
+		return nil // Create failed before the engine existed
+	}
+	s.cancel()
+	// Closing the sandbox kills the commands still running; their
+	// requests then end.
+	rep, err := s.eng.Close(ctx)
+	s.execs.Wait()
+	s.bg.Wait()
+	if rep != nil {
+		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
+	}
+	return err
+}
+
+// Start starts a background command in s; its output is kept, bounded,
+// for Process.Read. With openStdin, its standard input is a pipe that
+// Process.WriteStdin writes (else /dev/null).
+func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
+	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	n := 0
+	for _, p := range s.procs {
+		if p.Running() {
+			n++
+		}
+	}
+	s.mu.Unlock()
+	if n >= s.m.cfg.MaxBackground {
+		return nil, fmt.Errorf("%w: %d background commands run in this session, the most allowed", ErrQuota, n)
+	}
+	if err := s.begin(true); err != nil {
+		return nil, err
+	}
+	if err := s.sameRoot(); err != nil {
+		s.finish(true)
+		return nil, err
+	}
+	p := &Process{
+		Args: append([]string(nil), req.Args...), Started: time.Now(),
+		done: make(chan struct{}),
+		out:  newBuffer(s.m.cfg.OutputBuffer),
+	}
+	s.mu.Lock()
+	s.nextProc++
+	p.ID = strconv.Itoa(s.nextProc)
+	s.procs[p.ID] = p
+	s.order = append(s.order, p.ID)
+	s.forgetEndedLocked()
+	s.mu.Unlock()
+
+	stdio := backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")}
+	var stdinR *os.File
+	if openStdin {
+		// An OS pipe, passed to the command as it is, whose write end
+		// takes a deadline: a command that does not read cannot block a
+		// request for longer than its deadline.
+		r, w, err := os.Pipe()
+		if err != nil {
+			s.finish(true)
+			return nil, err
+		}
+		stdinR, p.stdin, stdio.Stdin = r, w, r
+	}
+	ep, err := s.eng.Start(s.ctx, req, stdio)
+	if stdinR != nil {
+		stdinR.Close() // the command has its own copy
+	}
+	if err != nil {
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		s.mu.Lock()
+		delete(s.procs, p.ID)
+		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
+		s.mu.Unlock()
+		s.finish(true)
+		return nil, err
+	}
+	p.proc = ep
+	go func() {
+		defer s.finish(true)
+		rep, err := ep.Wait()
+		p.mu.Lock()
+		p.report, p.err = rep, err
+		p.mu.Unlock()
+		p.inMu.Lock()
+		if p.stdin != nil && !p.stdinClosed {
+			p.stdin.Close()
+			p.stdinClosed = true
+		}
+		p.inMu.Unlock()
+		close(p.done)
+		p.out.close()
+	}()
+	return p, nil
+}
+
+// maxEnded is how many ended background commands a session remembers.
+const maxEnded = 64
+
+func (s *Session) forgetEndedLocked() {
+	ended := 0
+	for i := len(s.order) - 1; i >= 0; i-- {
+		id := s.order[i]
+		if s.procs[id].Running() {
+			continue
+		}
+		if ended++; ended > maxEnded {
+			delete(s.procs, id)
+			s.order = append(s.order[:i], s.order[i+1:]...)
+		}
+	}
+}
+
+// Processes returns s's background commands, oldest first.
+func (s *Session) Processes() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Process, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.procs[id])
+	}
+	return out
+}
+
+// Process returns s's background command id.
+func (s *Session) Process(id string) (*Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.procs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: no process %q in session %s", ErrNotFound, id, s.ID)
+	}
+	return p, nil
+}
+
+// Process is a background command of a session.
+type Process struct {
+	ID      string
+	Args    []string
+	Started time.Time
+
+	proc  EngineProcess
+	done  chan struct{}
+	out   *buffer
+	stdin *os.File // the write end of its standard input, or nil
+
+	mu     sync.Mutex
+	report *sandbox.Report
+	err    error
+
+	// inMu serialises the writes to stdin, which may wait for the command.
+	inMu        sync.Mutex
+	stdinClosed bool
+}
+
+// ErrNoStdin: a write to the standard input of a process that was not
+// started with it open, or whose input was closed.
+var ErrNoStdin = errors.New("the process's standard input is not open")
+
+// ErrStdinBlocked: the command did not read its input before the
+// write's deadline (part of it may have been written).
+var ErrStdinBlocked = errors.New("the command did not read its input in time")
+
+// WriteStdin writes data to p's standard input, waiting at most until
+// deadline for the command to read it, and closes it after with close.
+func (p *Process) WriteStdin(data []byte, close bool, deadline time.Time) error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.stdin == nil || p.stdinClosed {
+		return ErrNoStdin
+	}
+	p.stdin.SetWriteDeadline(deadline)
+	if _, err := p.stdin.Write(data); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return ErrStdinBlocked
+		}
+		return fmt.Errorf("%w: %v", ErrNotRunning, err)
+	}
+	if close {
+		p.stdinClosed = true
+		return p.stdin.Close()
+	}
+	return nil
+}
+
+// Running says whether p has not ended yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Done is closed when p has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Result is how p ended; nil, nil while it runs.
+func (p *Process) Result() (*sandbox.Report, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.report, p.err
+}
+
+// ErrNotRunning: a signal for a process that has ended.
+var ErrNotRunning = errors.New("process has ended")
+
+// Signal sends sig to p's process group.
+func (p *Process) Signal(sig os.Signal) error {
+	if !p.Running() {
+		return ErrNotRunning
+	}
+	if err := p.proc.Signal(sig); err != nil {
+		if errors.Is(err, os.ErrProcessDone) {
+			return ErrNotRunning
+		}
+		return err
+	}
+	return nil
+}
+
+// Read returns the output chunks after sequence number after, waiting up
+// to wait for some when there are none yet and p runs.
+func (p *Process) Read(ctx context.Context, after int64, wait time.Duration) (chunks []Chunk, next, dropped int64) {
+	return p.out.read(ctx, after, wait)
+}
+
+// useRoot holds the workspace root open until the returned func is
+// called; ErrEnded once the session has ended.
+func (s *Session) useRoot() (func(), error) {
+	s.rootMu.RLock()
+	if s.rootEnd || s.root == nil {
+		s.rootMu.RUnlock()
+		return nil, fmt.Errorf("%w: %s", ErrEnded, s.ID)
+	}
+	return s.rootMu.RUnlock, nil
+}
+
+func (s *Session) closeRoot() {
+	s.rootMu.Lock()
+	defer s.rootMu.Unlock()
+	if !s.rootEnd && s.root != nil {
+		s.root.Close()
+	}
+	s.rootEnd = true
+}

@@ -1,0 +1,137 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moatbox/moat/internal/cgroup"
+)
+
+// record is what the state directory keeps of a live session, so that
+// the next daemon can clean up after this one if it dies: the session's
+// sandboxes die with the daemon (their init has the parent-death signal),
+// what remains is what the daemon made on disk for them.
+type record struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// TempWorkspace is the workspace the daemon made, removed with the
+	// session; empty when the tenant brought its own.
+	TempWorkspace string    `json:"temp_workspace,omitempty"`
+	Created       time.Time `json:"created"`
+	PID           int       `json:"pid"`
+}
+
+func (m *Manager) recordPath(id string) string {
+	return filepath.Join(m.dir, "sessions", id+".json")
+}
+
+// writeRecord writes r atomically (temp file, rename).
+func (m *Manager) writeRecord(r *record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := m.recordPath(r.ID) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, m.recordPath(r.ID))
+}
+
+// removeRecord removes what the daemon made for r: its temp workspace,
+// then the record itself (last, so that a crash between the two leaves
+// the record for the next daemon to finish).
+func (m *Manager) removeRecord(r *record) error {
+	if ws := r.TempWorkspace; ws != "" && m.ownWorkspace(ws) {
+		if err := removeAll(ws); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(m.recordPath(r.ID)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
+
+// ownWorkspace says whether ws is a workspace this daemon made: a
+// directory directly under its workspaces directory. A record is data on
+// disk; it never makes the daemon remove anything else.
+func (m *Manager) ownWorkspace(ws string) bool {
+	return filepath.Dir(ws) == filepath.Join(m.dir, "workspaces") && !strings.HasPrefix(filepath.Base(ws), ".")
+}
+
+// removeAll removes a workspace made by the daemon, whose contents the
+// sandbox user may have made read-only.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// cgroupSweepAge is when a cgroup is old enough for cgroup.Sweep.
+const cgroupSweepAge = 11 * time.Second
+
+// sweepCgroups removes the sandboxes' cgroups that a killed daemon could
+// not remove; those of a run still alive elsewhere are not empty, and
+// stay.
+func sweepCgroups(log *slog.Logger) {
+	if err := cgroup.Sweep("moat-"); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		log.Warn("sweep cgroups", "err", err)
+	}
+}
+
+// reap cleans up after a previous daemon: every record left is a session
+// whose sandboxes died with that daemon. It returns their ids.
+func (m *Manager) reap() []string {
+	ents, _ := os.ReadDir(filepath.Join(m.dir, "sessions"))
+	var reaped []string
+	for _, e := range ents {
+		name := e.Name()
+		p := filepath.Join(m.dir, "sessions", name)
+		if strings.HasSuffix(name, ".tmp") {
+			os.Remove(p)
+			continue
+		}
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok {
+			continue
+		}
+		var r record
+		data, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(data, &r)
+		}
+		if err != nil || r.ID != id {
+			m.log.Warn("unreadable session record removed", "file", name, "err", err)
+			os.Remove(p)
+			continue
+		}
+		if err := m.removeRecord(&r); err != nil {
+			m.log.Error("reap session", "session", id, "err", err)
+			continue
+		}
+		m.log.Info("reaped session of a previous daemon", "session", id, "tenant", r.Tenant, "pid", r.PID)
+		reaped = append(reaped, id)
+	}
+	sweepCgroups(m.log)
+	// A workspace without a record was being made when a daemon died.
+	wss, _ := os.ReadDir(filepath.Join(m.dir, "workspaces"))
+	for _, e := range wss {
+		if _, err := os.Stat(m.recordPath(e.Name())); os.IsNotExist(err) {
+			removeAll(filepath.Join(m.dir, "workspaces", e.Name()))
+		}
+	}
+	return reaped
+}

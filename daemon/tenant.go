@@ -1,0 +1,190 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// Tenant is who asks: a local user (its uid, from the unix socket's peer
+// credentials) or a token's named tenant over TCP.
+type Tenant struct {
+	ID  string // "uid:1000", "token:NAME"
+	UID int    // the local user's uid; -1 for a token's tenant
+}
+
+// UIDTenant is the local user uid.
+func UIDTenant(uid int) Tenant { return Tenant{ID: "uid:" + strconv.Itoa(uid), UID: uid} }
+
+// TokenTenant is the tenant a bearer token names.
+func TokenTenant(name string) Tenant { return Tenant{ID: "token:" + name, UID: -1} }
+
+// self says whether t is the user the daemon runs as, who could run any
+// sandbox itself and so may ask for any policy.
+func (t Tenant) self() bool { return t.UID >= 0 && t.UID == os.Geteuid() }
+
+// checkWorkspace resolves a workspace the tenant names and refuses one it
+// may not use: a token's tenant has no host identity, so only a workspace
+// the daemon makes; a local user, a directory it owns (or, for the
+// daemon's own user, one it can write). The text of every error is safe
+// to show the tenant: it names only the path the tenant gave.
+func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
+	if t.UID < 0 {
+		return "", nil, fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty)", ErrWorkspace)
+	}
+	if !filepath.IsAbs(path) {
+		return "", nil, fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
+	}
+	// The checks are made on the directory opened, which the session then
+	// keeps: what is checked is what the files API serves.
+	root, err := os.Open(real)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %q cannot be opened", ErrWorkspace, path)
+	}
+	fi, err := root.Stat()
+	if err != nil || !fi.IsDir() {
+		root.Close()
+		return "", nil, fmt.Errorf("%w: %q is not a directory", ErrWorkspace, path)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case ok && int(st.Uid) == t.UID:
+	case t.self() && unix.Access(real, unix.W_OK) == nil:
+	default:
+		root.Close()
+		return "", nil, fmt.Errorf("%w: %q is not owned by uid %d", ErrWorkspace, path, t.UID)
+	}
+	if !t.self() {
+		if err := fixedAncestors(real); err != nil {
+			root.Close()
+			return "", nil, fmt.Errorf("%w: %q: %v", ErrWorkspace, path, err)
+		}
+	}
+	return real, root, nil
+}
+
+// fixedAncestors refuses a workspace that its tenant could move or
+// replace by a link after the check: the sandbox mounts the workspace by
+// its path, so a tenant that can rename a directory on the way could have
+// the daemon (maybe root) mount a directory of someone else's. Every
+// directory above the workspace must belong to root or the daemon's user
+// and be writable by no one else; or be sticky (/tmp), where only the
+// owner of an entry renames it, with the entry on the path not the
+// tenant's (the workspace itself may be).
+func fixedAncestors(real string) error {
+	me := uint32(os.Geteuid())
+	fixedOwner := func(uid uint32) bool { return uid == 0 || uid == me }
+	child := real
+	for d := filepath.Dir(real); ; child, d = d, filepath.Dir(d) {
+		var st, cst unix.Stat_t
+		if unix.Lstat(d, &st) != nil || unix.Lstat(child, &cst) != nil {
+			return fmt.Errorf("cannot check %s", d)
+		}
+		closed := fixedOwner(st.Uid) && st.Mode&0o022 == 0
+		sticky := fixedOwner(st.Uid) && st.Mode&unix.S_ISVTX != 0 && (child == real || fixedOwner(cst.Uid))
+		if !closed && !sticky {
+			return fmt.Errorf("a directory above it (%s) could be renamed or replaced by another user after the check; use a workspace under directories only root or the daemon can change, or an empty one", d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// tenantPolicy parses the tenant's policy document (the default policy
+// when empty), points it at the workspace and validates it. Errors about
+// the document are *policy.Errors, located by line in "policy".
+//
+// A tenant other than the daemon's own user may not widen the sandbox
+// beyond what it owns: writable paths only inside the workspace, readable
+// ones inside it or the default system directories, the built-in
+// system-call profiles, the default host identity, no secrets; a token's
+// tenant neither the host network nor private addresses. The daemon's files are
+// not the tenant's, and the daemon may be root.
+func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
+	p := policy.Default()
+	if doc != "" {
+		var err error
+		if p, err = policy.Parse("policy", []byte(doc)); err != nil {
+			return nil, err
+		}
+		if p.Workspace.Path != policy.Default().Workspace.Path {
+			return nil, fmt.Errorf("%w: workspace.path is set by the request's workspace, not the policy", ErrPolicyRefused)
+		}
+	}
+	p.Workspace.Path = ws
+	if mode != "" {
+		p.Workspace.Mode = mode
+	}
+	if err := p.Resolve(ws, ""); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if !t.self() {
+		if err := confine(p, ws, t.UID < 0); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func confine(p *policy.Policy, ws string, remote bool) error {
+	var errs []error
+	refuse := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrPolicyRefused}, args...)...))
+	}
+	under := func(path, dir string) bool {
+		return path == dir || strings.HasPrefix(path, dir+"/")
+	}
+	system := policy.Default().Filesystem.ReadOnly
+	for _, f := range p.Filesystem.ReadWrite {
+		if !under(f, ws) {
+			refuse("filesystem.read_write: %q is outside the workspace", f)
+		}
+	}
+	for _, f := range p.Filesystem.ReadOnly {
+		ok := under(f, ws)
+		for _, s := range system {
+			ok = ok || under(f, s)
+		}
+		if !ok {
+			refuse("filesystem.read_only: %q is neither in the workspace nor a system directory", f)
+		}
+	}
+	switch p.Syscalls.Profile {
+	case policy.ProfileDefault, policy.ProfileStrict:
+	default:
+		refuse("syscalls.profile: only %q and %q are allowed", policy.ProfileDefault, policy.ProfileStrict)
+	}
+	d := policy.Default().User
+	if p.User.HostUID != d.HostUID || p.User.HostGID != d.HostGID {
+		refuse("user.host_uid and user.host_gid keep their defaults")
+	}
+	if len(p.Secrets) > 0 {
+		// Their values are read from the daemon's environment and files.
+		refuse("[[secrets]] come from the daemon's environment and files, not a tenant's")
+	}
+	// A token's tenant is not a local user: the host's own network,
+	// loopback services included, and private addresses are not its.
+	if remote && p.Network.Mode == policy.NetworkHost {
+		refuse("network.mode \"host\" is for local users")
+	}
+	if remote && len(p.Network.AllowCIDRs) > 0 {
+		refuse("network.allow_cidrs is for local users")
+	}
+	return errors.Join(errs...)
+}

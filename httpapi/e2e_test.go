@@ -1,0 +1,820 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/internal/proctest"
+)
+
+// The native backend re-executes this test binary as a sandbox's init; a
+// test re-executes it as a daemon to kill it (MOAT_TEST_DAEMON).
+func TestMain(m *testing.M) {
+	native.MaybeInit()
+	if sock := os.Getenv("MOAT_TEST_DAEMON"); sock != "" {
+		os.Exit(serveForTest(sock))
+	}
+	os.Exit(proctest.RunWithStateDir(m))
+}
+
+// serveForTest is a daemon in a process of its own, on the state
+// directory of MOAT_STATE_DIR.
+func serveForTest(sock string) int {
+	m, err := daemon.New(daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := (&httpapi.Server{Manager: m}).HTTPServer()
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM)
+	go func() { <-ch; srv.Close() }()
+	srv.Serve(l)
+	m.Shutdown(context.Background())
+	return 0
+}
+
+type testDaemon struct {
+	sock  string
+	state string
+	m     *daemon.Manager
+	srv   *httpapi.Server
+	c     *client.Client
+	tcp   string // host:port when tokens were given
+}
+
+// startDaemon serves a fresh Manager on a unix socket in a temporary
+// directory (and on loopback TCP when tokens is not nil), with a client of
+// the socket; everything is shut down at the test's end.
+func startDaemon(t testing.TB, cfg daemon.Config, tokens *httpapi.Tokens) *testDaemon {
+	t.Helper()
+	// Not t.TempDir: its parent is private, and TestUIDTenants connects
+	// as another user.
+	dir, err := os.MkdirTemp("", "moat-daemon-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(dir, "state")
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := daemon.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{sock: filepath.Join(dir, "moat.sock"), state: cfg.StateDir, m: m}
+	d.srv = &httpapi.Server{Manager: m, Tokens: tokens, StateDir: cfg.StateDir, AllowOrigins: []string{"https://allowed.example"}}
+	hs := d.srv.HTTPServer()
+	l, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d.sock, 0o666)
+	go hs.Serve(l)
+	if tokens != nil {
+		tl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.tcp = tl.Addr().String()
+		go hs.Serve(tl)
+	}
+	d.c = client.Unix(d.sock)
+	t.Cleanup(func() {
+		d.c.Close()
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return d
+}
+
+func (d *testDaemon) create(t *testing.T, req *client.CreateSessionRequest) *client.Session {
+	t.Helper()
+	s, err := d.c.CreateSession(context.Background(), req)
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	return s
+}
+
+func run(t *testing.T, c *client.Client, id string, req *client.ExecRequest) (string, string, *client.ExitReport) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	rep, err := c.Exec(context.Background(), id, req, &out, &errb)
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Args, err)
+	}
+	return out.String(), errb.String(), rep
+}
+
+func apiCode(err error) string {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return fmt.Sprintf("not an API error: %v", err)
+}
+
+func TestSessionExecAndFiles(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	if s.Workspace != "" {
+		t.Errorf("a workspace the daemon made is shown as %q, want \"\"", s.Workspace)
+	}
+	out, errs, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; echo kept > f; exit 3"}})
+	if out != "out\n" || errs != "err\n" || rep.ExitCode != 3 || rep.Reason != "exit" {
+		t.Fatalf("exec: stdout %q stderr %q report %+v", out, errs, rep)
+	}
+	// The workspace outlives the command: the next one reads the file.
+	out, _, rep = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat", "f"}})
+	if out != "kept\n" || rep.ExitCode != 0 {
+		t.Fatalf("second exec: %q %+v", out, rep)
+	}
+	out, _, _ = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat"}, Stdin: "from stdin"})
+	if out != "from stdin" {
+		t.Errorf("stdin: got %q", out)
+	}
+	out, _, _ = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "mkdir -p sub && cd sub && pwd && echo $GREETING"}, Env: []string{"GREETING=hello"}})
+	if !strings.HasSuffix(out, "/sub\nhello\n") {
+		t.Errorf("env: got %q", out)
+	}
+	_, _, rep = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "kill -KILL $$"}})
+	if rep.ExitCode != 128+9 || rep.Signal != "SIGKILL" {
+		t.Errorf("killed command: %+v", rep)
+	}
+	list, err := d.c.Sessions(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != s.ID || list[0].Execs != 5 {
+		t.Fatalf("sessions: %+v, %v", list, err)
+	}
+	ws := filepath.Join(d.state, "daemon", "workspaces", s.ID)
+	if _, err := os.Stat(filepath.Join(ws, "f")); err != nil {
+		t.Fatalf("the file is not in the workspace the daemon made: %v", err)
+	}
+	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Errorf("the daemon's workspace outlived its session: %v", err)
+	}
+	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeNotFound {
+		t.Errorf("deleted session: %v", err)
+	}
+	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeNotFound {
+		t.Errorf("exec in a deleted session: %v", err)
+	}
+}
+
+// timedWriter records when each write arrived.
+type timedWriter struct {
+	mu    sync.Mutex
+	start time.Time
+	at    []time.Duration
+	buf   bytes.Buffer
+}
+
+func (w *timedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.at = append(w.at, time.Since(w.start))
+	return w.buf.Write(p)
+}
+
+func TestExecStreamsOutputAsWritten(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	w := &timedWriter{start: time.Now()}
+	rep, err := d.c.Exec(context.Background(), s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo first; sleep 2; echo second"}}, w, nil)
+	if err != nil || rep.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, rep)
+	}
+	if w.buf.String() != "first\nsecond\n" || len(w.at) != 2 {
+		t.Fatalf("output %q in %d writes", w.buf.String(), len(w.at))
+	}
+	if w.at[0] > 1500*time.Millisecond || w.at[1] < 2*time.Second {
+		t.Errorf("first line arrived after %v, second after %v: output is not streamed", w.at[0], w.at[1])
+	}
+}
+
+func TestBackgroundProcess(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	p, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.05; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := d.c.Output(ctx, s.ID, p.ID, 0, 10*time.Second)
+	if err != nil || len(o.Chunks) == 0 || o.Chunks[0].Data != "ready\n" || !o.Running {
+		t.Fatalf("output: %+v, %v", o, err)
+	}
+	ps, err := d.c.Processes(ctx, s.ID)
+	if err != nil || len(ps) != 1 || !ps[0].Running {
+		t.Fatalf("processes: %+v, %v", ps, err)
+	}
+	// Another command runs beside it.
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "beside"}}); out != "beside\n" {
+		t.Errorf("exec beside a background command: %q", out)
+	}
+	if err := d.c.Signal(ctx, s.ID, p.ID, "TERM"); err != nil {
+		t.Fatal(err)
+	}
+	next := o.Next
+	var text string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, err = d.c.Output(ctx, s.ID, p.ID, next, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range o.Chunks {
+			if c.Stream == "stdout" {
+				text += c.Data
+			}
+		}
+		next = o.Next
+		if !o.Running || time.Now().After(deadline) {
+			break
+		}
+	}
+	if o.Running || o.Exit == nil || o.Exit.ExitCode != 7 || text != "bye\n" {
+		t.Fatalf("after TERM: running %v exit %+v output %q", o.Running, o.Exit, text)
+	}
+	if err := d.c.Signal(ctx, s.ID, p.ID, "TERM"); apiCode(err) != client.CodeNotRunning {
+		t.Errorf("signal to an ended process: %v", err)
+	}
+	if err := d.c.Signal(ctx, s.ID, p.ID, "BOGUS"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("unknown signal: %v", err)
+	}
+	if _, err := d.c.Output(ctx, s.ID, "99", 0, 0); apiCode(err) != client.CodeNotFound {
+		t.Errorf("unknown process: %v", err)
+	}
+}
+
+// rawClient sends requests as given, over the unix socket.
+func rawClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
+// apiErr sends a request and returns the status and the JSON error.
+func apiErr(t *testing.T, hc *http.Client, method, url, body string, hdr map[string]string) (int, client.Error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var e struct{ Error client.Error }
+	if resp.StatusCode/100 != 2 {
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %s: Content-Type %q", method, url, ct)
+		}
+		if err := json.Unmarshal(data, &e); err != nil || e.Error.Code == "" {
+			t.Errorf("%s %s: status %d with a body that is not a JSON error: %q", method, url, resp.StatusCode, data)
+		}
+	}
+	return resp.StatusCode, e.Error
+}
+
+func TestBadInput(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	hc := rawClient(d.sock)
+	huge := `{"policy":"` + strings.Repeat("#", 2<<20) + `"}`
+	for _, tc := range []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		status                   int
+		code, msg                string
+	}{
+		{"malformed JSON", "POST", "/v1/sessions", `{"ttl":`, nil, 400, client.CodeBadRequest, "malformed"},
+		{"unknown field", "POST", "/v1/sessions", `{"tll":"1m"}`, nil, 400, client.CodeBadRequest, `unknown field "tll"`},
+		{"two values", "POST", "/v1/sessions", `{} {}`, nil, 400, client.CodeBadRequest, "after the JSON value"},
+		{"empty body", "POST", "/v1/sessions", ``, nil, 400, client.CodeBadRequest, "empty"},
+		{"huge body", "POST", "/v1/sessions", huge, nil, 413, client.CodeBodyTooLarge, "over"},
+		{"bad duration", "POST", "/v1/sessions", `{"ttl":"soon"}`, nil, 400, client.CodeBadRequest, "ttl"},
+		{"relative workspace", "POST", "/v1/sessions", `{"workspace":"rel"}`, nil, 403, client.CodeWorkspace, "absolute"},
+		{"missing workspace", "POST", "/v1/sessions", `{"workspace":"/nonexistent/x"}`, nil, 403, client.CodeWorkspace, "does not exist"},
+		{"policy sets workspace", "POST", "/v1/sessions", `{"policy":"[workspace]\npath = \"/\"\n"}`, nil, 403, client.CodePolicyRefused, "workspace.path"},
+		{"unknown session", "GET", "/v1/sessions/nope", ``, nil, 404, client.CodeNotFound, "no such session"},
+		{"exec in unknown session", "POST", "/v1/sessions/nope/exec", `{"args":["true"]}`, nil, 404, client.CodeNotFound, "no such session"},
+		{"empty args", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":[]}`, nil, 400, client.CodeBadRequest, "args"},
+		{"dir escapes", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"../x"}`, nil, 400, client.CodeBadRequest, "dir"},
+		{"absolute dir", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"/etc"}`, nil, 400, client.CodeBadRequest, "dir"},
+		{"no route", "GET", "/v2/nothing", ``, nil, 404, client.CodeNotFound, "endpoint"},
+		{"wrong method", "PUT", "/v1/sessions", ``, nil, 405, client.CodeMethod, "PUT"},
+		{"browser origin", "GET", "/v1/sessions", ``, map[string]string{"Origin": "https://evil.example"}, 403, client.CodeOriginRefused, "browser"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, e := apiErr(t, hc, tc.method, "http://moat"+tc.path, tc.body, tc.hdr)
+			if status != tc.status || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
+				t.Errorf("got %d %+v, want %d %s containing %q", status, e, tc.status, tc.code, tc.msg)
+			}
+			if strings.Contains(e.Message, d.state) || strings.Contains(e.Message, "goroutine") {
+				t.Errorf("the message shows the daemon's internals: %q", e.Message)
+			}
+		})
+	}
+	// Positive control of the origin check: a configured origin passes.
+	if status, _ := apiErr(t, hc, "GET", "http://moat/v1/sessions", "", map[string]string{"Origin": "https://allowed.example"}); status != 200 {
+		t.Errorf("an allowed origin got %d", status)
+	}
+
+	// A policy that does not validate: every error, with its line and field.
+	_, err := d.c.CreateSession(context.Background(), &client.CreateSessionRequest{Policy: "[limits]\nmemory = \"lots\"\n[network]\nmode = \"sideways\"\n"})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Code != client.CodeInvalidPolicy || len(ae.Details) == 0 || !strings.HasPrefix(ae.Details[0], "policy:2: limits.memory") {
+		t.Errorf("invalid policy: %#v", err)
+	}
+	if _, err := d.c.CreateSession(context.Background(), &client.CreateSessionRequest{Policy: "[network]\nmode = \"sideways\"\n"}); apiCode(err) != client.CodeInvalidPolicy {
+		t.Errorf("policy failing validation: %v", err)
+	}
+	// The daemon still serves.
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "alive"}}); out != "alive\n" {
+		t.Errorf("after bad input: %q", out)
+	}
+}
+
+func TestPanicBecomesJSONError(t *testing.T) {
+	// A Server without a Manager panics in every session handler.
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := (&httpapi.Server{}).HTTPServer()
+	go hs.Serve(l)
+	defer hs.Close()
+	hc := rawClient(sock)
+	for range 2 {
+		status, e := apiErr(t, hc, "GET", "http://moat/v1/sessions", "", nil)
+		if status != 500 || e.Code != client.CodeInternal || strings.Contains(e.Message, "nil pointer") {
+			t.Fatalf("panic: got %d %+v", status, e)
+		}
+	}
+}
+
+func TestTokensSeparateTenants(t *testing.T) {
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "tokens")
+	os.WriteFile(tf, []byte("# tenants\n"+httpapi.HashToken("alice", "tok-a")+"\n"+httpapi.HashToken("bob", "tok-b")+"\n"), 0o600)
+	tokens, err := httpapi.LoadTokens(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemon.Config{}, tokens)
+	ctx := context.Background()
+	alice, bob := client.TCP(d.tcp, "tok-a"), client.TCP(d.tcp, "tok-b")
+	defer alice.Close()
+	defer bob.Close()
+	s, err := alice.CreateSession(ctx, &client.CreateSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Tenant != "token:alice" {
+		t.Errorf("tenant %q", s.Tenant)
+	}
+	// Positive control: alice reaches her session.
+	if out, _, _ := run(t, alice, s.ID, &client.ExecRequest{Args: []string{"echo", "mine"}}); out != "mine\n" {
+		t.Fatalf("alice's exec: %q", out)
+	}
+	if _, err := bob.Session(ctx, s.ID); apiCode(err) != client.CodeNotFound {
+		t.Errorf("bob gets alice's session: %v", err)
+	}
+	if _, err := bob.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeNotFound {
+		t.Errorf("bob execs in alice's session: %v", err)
+	}
+	if err := bob.DeleteSession(ctx, s.ID); apiCode(err) != client.CodeNotFound {
+		t.Errorf("bob deletes alice's session: %v", err)
+	}
+	if list, err := bob.Sessions(ctx); err != nil || len(list) != 0 {
+		t.Errorf("bob lists %+v, %v", list, err)
+	}
+	for _, c := range []*client.Client{client.TCP(d.tcp, ""), client.TCP(d.tcp, "tok-c")} {
+		if _, err := c.Sessions(ctx); apiCode(err) != client.CodeUnauthorized {
+			t.Errorf("no or a wrong token: %v", err)
+		}
+	}
+	// A token's tenant has no host identity: no host workspace, and no
+	// policy beyond the workspace.
+	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Workspace: dir}); apiCode(err) != client.CodeWorkspace {
+		t.Errorf("a token's tenant names a host workspace: %v", err)
+	}
+	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[filesystem]\nread_write = [\"/var/tmp\"]\n"}); apiCode(err) != client.CodePolicyRefused {
+		t.Errorf("a token's tenant widens the policy: %v", err)
+	}
+	for pol, why := range map[string]string{
+		"[network]\nmode = \"host\"\n":           "network.mode",
+		"[syscalls]\nprofile = \"unconfined\"\n": "syscalls.profile",
+		"[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"env:HOME\"\nhosts = [\"example.com\"]\n": "[[secrets]]",
+	} {
+		_, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
+		if apiCode(err) != client.CodePolicyRefused || !strings.Contains(err.Error(), why) {
+			t.Errorf("a token's tenant asks for %q: %v", pol, err)
+		}
+	}
+	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[filesystem]\nread_only = [\"/usr\", \"/bin\", \"/lib\", \"/etc\"]\n"}); err != nil {
+		t.Errorf("a policy within the system directories: %v", err)
+	}
+	if err := alice.DeleteSession(ctx, s.ID); err != nil {
+		t.Errorf("alice deletes her session: %v", err)
+	}
+}
+
+func TestQuotaAndExpiry(t *testing.T) {
+	d := startDaemon(t, daemon.Config{MaxSessions: 2, Tick: 50 * time.Millisecond}, nil)
+	ctx := context.Background()
+	short := d.create(t, &client.CreateSessionRequest{TTL: "1s"})
+	idle := d.create(t, &client.CreateSessionRequest{IdleTimeout: "1500ms"})
+	if _, err := d.c.Start(ctx, short.ID, &client.ExecRequest{Args: []string{"sleep", "876545"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(waitFor(func() []int { return proctest.Find("sleep 876545") })) == 0 {
+		t.Fatal("positive control: the background command is not running")
+	}
+	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{}); apiCode(err) != client.CodeQuota {
+		t.Fatalf("third session: %v", err)
+	}
+	// A command keeps the idle session alive past its timeout.
+	run(t, d.c, idle.ID, &client.ExecRequest{Args: []string{"sleep", "2"}})
+	if _, err := d.c.Session(ctx, idle.ID); err != nil {
+		t.Errorf("idle session ended while a command ran: %v", err)
+	}
+	if _, err := d.c.Session(ctx, short.ID); apiCode(err) != client.CodeNotFound {
+		t.Errorf("session past its TTL: %v", err)
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 876545") }, 5*time.Second); len(left) > 0 {
+		t.Errorf("a command outlived its session's TTL: %v", left)
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := d.c.Session(ctx, idle.ID); apiCode(err) != client.CodeNotFound {
+		t.Errorf("session past its idle timeout: %v", err)
+	}
+	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{TTL: "1000h"}); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("TTL over the maximum: %v", err)
+	}
+	d.create(t, &client.CreateSessionRequest{}) // the quota is free again
+}
+
+func TestClosedConnectionMidStream(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	conn, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"args":["sh","-c","while :; do echo x; sleep 0.01; done"]}`
+	fmt.Fprintf(conn, "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: moat\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", s.ID, len(body), body)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("exec: %v %v", resp, err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"stream":"stdout"`) {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	conn.Close()
+	// The command dies with the request; the daemon serves on.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := d.c.Session(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command outlived its closed connection")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "alive"}}); out != "alive\n" {
+		t.Errorf("after a closed stream: %q", out)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}})
+	resp, err := rawClient(d.sock).Get("http://moat/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"moat_sessions 1\n", "moat_execs_total 1\n", "moat_exec_seconds_count 1\n", `moat_exec_seconds_bucket{le="+Inf"} 1`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("metrics lack %q:\n%s", want, data)
+		}
+	}
+}
+
+// TestUIDTenants: on the unix socket a user is its uid; another user sees
+// none of root's sessions. It needs root to connect as another uid.
+func TestUIDTenants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("connecting as another uid needs root; the run as root covers it")
+	}
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	if s.Tenant != "uid:0" {
+		t.Errorf("tenant %q", s.Tenant)
+	}
+	probe := func(path string) string {
+		cmd := exec.Command("curl", "-s", "--unix-socket", d.sock, "http://moat"+path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("curl as uid 65534: %v", err)
+		}
+		return string(out)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed: it is the client run as another uid")
+	}
+	if got := probe("/v1/sessions/" + s.ID); !strings.Contains(got, `"code":"not_found"`) {
+		t.Errorf("uid 65534 gets root's session: %s", got)
+	}
+	if got := probe("/v1/sessions"); !strings.Contains(got, `"sessions":[]`) {
+		t.Errorf("uid 65534 lists: %s", got)
+	}
+	// Positive control: root's own client sees it.
+	if _, err := d.c.Session(context.Background(), s.ID); err != nil {
+		t.Error(err)
+	}
+	// A workspace must be the tenant's own: root's directory is not uid
+	// 65534's, and a directory it owns is.
+	own := t.TempDir()
+	os.Chown(own, 65534, 65534)
+	body := func(ws string) string { return `{"workspace":"` + ws + `"}` }
+	cmd := exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(t.TempDir()), "http://moat/v1/sessions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, _ := cmd.Output(); !strings.Contains(string(out), client.CodeWorkspace) {
+		t.Errorf("uid 65534 uses root's directory: %s", out)
+	}
+	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(own), "http://moat/v1/sessions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, _ := cmd.Output(); !strings.Contains(string(out), `"tenant":"uid:65534"`) {
+		t.Errorf("uid 65534 cannot use its own directory: %s", out)
+	}
+	// One it could swap for a link after the check (its parent is its
+	// own) is refused: the sandbox mounts the workspace by its path.
+	nested := filepath.Join(own, "ws")
+	os.Mkdir(nested, 0o755)
+	os.Chown(nested, 65534, 65534)
+	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(nested), "http://moat/v1/sessions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
+		t.Errorf("uid 65534 uses a workspace under its own directory: %s", out)
+	}
+}
+
+// TestDaemonKilledMidExec: a daemon killed with SIGKILL while commands run
+// leaves no process behind, and the next daemon on its state directory
+// reaps its sessions' records and the workspaces it made.
+func TestDaemonKilledMidExec(t *testing.T) {
+	dir, err := os.MkdirTemp("", "moat-daemon-kill-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := client.Unix(sock)
+	defer c.Close()
+	ctx := context.Background()
+	var s *client.Session
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		// A memory limit gives the sandbox a cgroup of its own, where the
+		// host can make one; the default policy where it cannot.
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\nmemory = \"256MiB\"\n"}); err == nil || apiCode(err) == client.CodeSandboxRefused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon does not answer: %v", err)
+		}
+	}
+	if err != nil {
+		t.Logf("no cgroup limit here (%v): the default policy", err)
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "987654"}}); err != nil {
+		t.Fatal(err)
+	}
+	go c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "987655"}}, nil, nil)
+	find := func() []int { return append(proctest.Find("sleep 987654"), proctest.Find("sleep 987655")...) }
+	for deadline := time.Now().Add(10 * time.Second); len(find()) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the commands did not start: %v", find())
+		}
+	}
+	ws := filepath.Join(state, "daemon", "workspaces", s.ID)
+	if _, err := os.Stat(ws); err != nil {
+		t.Fatalf("positive control: the session's workspace: %v", err)
+	}
+	cgroups := ownCgroups(t, find()[0])
+	t.Logf("the sandbox's cgroups: %v", cgroups)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if left := proctest.Gone(find, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the daemon: %v", left)
+	}
+
+	for _, cg := range cgroups {
+		if !fileExists(cg) {
+			t.Logf("%s went with the daemon", cg)
+		}
+	}
+	m, err := daemon.New(daemon.Config{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(ctx)
+	if len(m.Reaped) != 1 || m.Reaped[0] != s.ID {
+		t.Errorf("reaped %v, want [%s]", m.Reaped, s.ID)
+	}
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Errorf("the dead daemon's workspace is left: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "daemon", "sessions")); len(ents) != 0 {
+		t.Errorf("session records are left: %v", ents)
+	}
+	if len(cgroups) > 0 {
+		// Young cgroups are swept once old enough (cgroup.Sweep leaves what
+		// a concurrent run may have just made).
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			var left []string
+			for _, cg := range cgroups {
+				if _, err := os.Stat(cg); err == nil {
+					left = append(left, cg)
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("cgroups of the dead daemon's sandbox are left: %v", left)
+				break
+			}
+		}
+	} else {
+		t.Log("the sandbox had no cgroup of its own here: nothing to reap")
+	}
+	// A second daemon on the same state directory is refused.
+	if _, err := daemon.New(daemon.Config{StateDir: state}); !errors.Is(err, daemon.ErrLocked) {
+		t.Errorf("second daemon: %v", err)
+	}
+}
+
+// TestDrain: on shutdown a running command gets the drain bound to end,
+// new work is refused meanwhile, and one that outlasts the bound is
+// killed with everything else of its session.
+func TestDrain(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	if _, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "876543"}}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out string
+		rep *client.ExitReport
+		err error
+	}
+	short, long := make(chan result, 1), make(chan result, 1)
+	for _, tc := range []struct {
+		script string
+		ch     chan result
+	}{{"sleep 1; echo finished", short}, {"echo started; sleep 876544", long}} {
+		go func() {
+			var out strings.Builder
+			rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", tc.script}}, &out, nil)
+			tc.ch <- result{out.String(), rep, err}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(proctest.Find("sleep 876544")) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the commands did not start")
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.m.Shutdown(sctx) }()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeDraining {
+		t.Errorf("exec while draining: %v", err)
+	}
+	if r := <-short; r.err != nil || r.out != "finished\n" || r.rep.ExitCode != 0 {
+		t.Errorf("the command within the bound: %+v", r)
+	}
+	if r := <-long; r.err == nil && r.rep.ExitCode == 0 {
+		t.Errorf("the command past the bound was not killed: %+v", r)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if left := proctest.Gone(func() []int { return append(proctest.Find("sleep 876543"), proctest.Find("sleep 876544")...) }, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the daemon's shutdown: %v", left)
+	}
+}
+
+// waitFor waits up to 10s for find to return some pid, and returns what
+// it returned last.
+func waitFor(find func() []int) []int {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pids := find(); len(pids) > 0 || time.Now().After(deadline) {
+			return pids
+		}
+	}
+}
+
+// ownCgroups returns the cgroup directories of process pid that are not
+// this test's own: the sandbox's, when it has some.
+func ownCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	mine, _ := os.ReadFile("/proc/self/cgroup")
+	theirs, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(theirs)), "\n") {
+		if strings.Contains(string(mine), line+"\n") {
+			continue
+		}
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctrl := strings.TrimPrefix(parts[1], "name=")
+		var dir string
+		switch {
+		case ctrl == "" && fileExists("/sys/fs/cgroup/unified"):
+			dir = filepath.Join("/sys/fs/cgroup/unified", parts[2])
+		case ctrl == "":
+			dir = filepath.Join("/sys/fs/cgroup", parts[2])
+		default:
+			dir = filepath.Join("/sys/fs/cgroup", strings.Split(ctrl, ",")[0], parts[2])
+		}
+		if fileExists(dir) {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

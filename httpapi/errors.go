@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// fail answers r with err as a JSON error. The daemon's errors carry text
+// safe to show the tenant; anything else is logged and answered as an
+// internal error that says nothing of it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.apiError(err)
+	if e.Status == http.StatusInternalServerError {
+		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, e)
+}
+
+func (s *Server) apiError(err error) *client.Error {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var perrs *policy.Errors
+	if errors.As(err, &perrs) {
+		e := &client.Error{Status: http.StatusBadRequest, Code: client.CodeInvalidPolicy, Message: "the policy is not valid"}
+		for _, fe := range *perrs {
+			e.Details = append(e.Details, s.scrub(fe.Error()))
+		}
+		return e
+	}
+	for _, m := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{daemon.ErrNotFound, http.StatusNotFound, client.CodeNotFound},
+		{daemon.ErrEnded, http.StatusGone, client.CodeEnded},
+		{sandbox.ErrSessionEnded, http.StatusGone, client.CodeEnded},
+		{sandbox.ErrDenied, http.StatusForbidden, client.CodeDenied},
+		{daemon.ErrQuota, http.StatusTooManyRequests, client.CodeQuota},
+		{daemon.ErrWorkspace, http.StatusForbidden, client.CodeWorkspace},
+		{daemon.ErrPolicyRefused, http.StatusForbidden, client.CodePolicyRefused},
+		{daemon.ErrDraining, http.StatusServiceUnavailable, client.CodeDraining},
+		{daemon.ErrBadRequest, http.StatusBadRequest, client.CodeBadRequest},
+		{daemon.ErrNotRunning, http.StatusConflict, client.CodeNotRunning},
+		{daemon.ErrNoStdin, http.StatusConflict, client.CodeNoStdin},
+		{daemon.ErrStdinBlocked, http.StatusServiceUnavailable, client.CodeStdinBlocked},
+		{daemon.ErrNoFile, http.StatusNotFound, client.CodeNotFound},
+		{daemon.ErrProtected, http.StatusForbidden, client.CodeProtected},
+		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},
+		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
+	} {
+		if errors.Is(err, m.err) {
+			return &client.Error{Status: m.status, Code: m.code, Message: s.scrub(err.Error())}
+		}
+	}
+	return &client.Error{Status: http.StatusInternalServerError, Code: client.CodeInternal, Message: "internal error (the daemon's log has the cause)"}
+}
+
+// scrub takes the daemon's state directory out of a text shown to a
+// tenant: where the daemon keeps things is not the tenant's business.
+func (s *Server) scrub(msg string) string {
+	if s.StateDir == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, s.StateDir, "<state>")
+}

@@ -1,0 +1,140 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+func TestFilesAPI(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("host secret"), 0o644)
+	os.Mkdir(filepath.Join(ws, "src"), 0o755)
+	os.Symlink(outside, filepath.Join(ws, "abs-out"))
+	os.Symlink("../"+filepath.Base(outside), filepath.Join(ws, "rel-out"))
+	os.Symlink("src", filepath.Join(ws, "in"))
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	os.Mkdir(filepath.Join(ws, ".vscode"), 0o755)
+	os.Symlink(".vscode", filepath.Join(ws, "cfg")) // a route to a protected path by a link
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	if s.Workspace == "" {
+		t.Error("a tenant's own workspace is not shown")
+	}
+
+	// Written by the API, read by a command, and back.
+	if err := d.c.WriteFile(ctx, s.ID, "src/a.txt", []byte("from the API"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "cat src/a.txt; echo from the command > src/b.txt"}}); out != "from the API" {
+		t.Errorf("the command reads %q", out)
+	}
+	if data, err := d.c.ReadFile(ctx, s.ID, "src/b.txt"); err != nil || string(data) != "from the command\n" {
+		t.Errorf("read: %q, %v", data, err)
+	}
+	fi, err := d.c.Stat(ctx, s.ID, "src/a.txt")
+	if err != nil || fi.Type != "file" || fi.Size != 12 || fi.Mode != "0640" {
+		t.Errorf("stat: %+v, %v", fi, err)
+	}
+	var st syscall.Stat_t
+	syscall.Stat(filepath.Join(ws, "src", "a.txt"), &st)
+	wsOwner, _ := os.Stat(ws)
+	if st.Uid != wsOwner.Sys().(*syscall.Stat_t).Uid {
+		t.Errorf("the file is owned by %d, the workspace by %d", st.Uid, wsOwner.Sys().(*syscall.Stat_t).Uid)
+	}
+	if fi, err := d.c.Stat(ctx, s.ID, "abs-out"); err != nil || fi.Type != "symlink" {
+		t.Errorf("stat of a link: %+v, %v", fi, err)
+	}
+	list, err := d.c.ListDir(ctx, s.ID, "src")
+	if err != nil || len(list) != 2 || list[0].Path != "src/a.txt" || list[1].Path != "src/b.txt" {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+	// Positive control: a link that stays inside is followed.
+	if data, err := d.c.ReadFile(ctx, s.ID, "in/a.txt"); err != nil || string(data) != "from the API" {
+		t.Errorf("read through an inside link: %q, %v", data, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(ws, "src")); len(entries) != 2 {
+		t.Errorf("a temporary file is left: %v", entries)
+	}
+
+	for _, p := range []string{"../x", "src/../../x", "/etc/passwd", "abs-out/secret", "rel-out/secret", filepath.Join(outside, "secret")} {
+		if data, err := d.c.ReadFile(ctx, s.ID, p); err == nil || bytes.Contains(data, []byte("host secret")) {
+			t.Errorf("read %q escaped the workspace: %q", p, data)
+		} else if c := apiCode(err); c != client.CodeWorkspace && c != client.CodeBadRequest {
+			t.Errorf("read %q: %v", p, err)
+		}
+		if err := d.c.WriteFile(ctx, s.ID, p, []byte("planted"), 0o644); err == nil {
+			t.Errorf("write %q escaped the workspace", p)
+		}
+		if err := d.c.RemoveFile(ctx, s.ID, p); err == nil {
+			t.Errorf("remove %q escaped the workspace", p)
+		}
+		if _, err := d.c.ListDir(ctx, s.ID, p); err == nil && p != "/etc/passwd" {
+			t.Errorf("list %q escaped the workspace", p)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(outside, "secret")); string(data) != "host secret" {
+		t.Errorf("the outside file was changed: %q", data)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+		t.Errorf("something was planted outside: %v", entries)
+	}
+
+	// Protected paths: host tools run them.
+	for _, p := range []string{".git/hooks/pre-commit", ".envrc", ".vscode/settings.json", "cfg/settings.json"} {
+		if err := d.c.WriteFile(ctx, s.ID, p, []byte("#!/bin/sh\n"), 0o755); apiCode(err) != client.CodeProtected {
+			t.Errorf("write %q: %v", p, err)
+		}
+	}
+	if err := d.c.RemoveFile(ctx, s.ID, ".git"); apiCode(err) != client.CodeProtected {
+		t.Errorf("remove .git: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git", "hooks", "pre-commit")); !os.IsNotExist(err) {
+		t.Errorf("a hook was planted: %v", err)
+	}
+
+	if err := d.c.RemoveFile(ctx, s.ID, "src/b.txt"); err != nil {
+		t.Error(err)
+	}
+	if _, err := d.c.ReadFile(ctx, s.ID, "src/b.txt"); apiCode(err) != client.CodeNotFound {
+		t.Errorf("read after remove: %v", err)
+	}
+	if err := d.c.RemoveFile(ctx, s.ID, "src"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("remove a non-empty directory: %v", err)
+	}
+	big := bytes.Repeat([]byte("x"), daemon.MaxFileSize+1)
+	if err := d.c.WriteFile(ctx, s.ID, "big", big, 0o644); apiCode(err) != client.CodeBodyTooLarge {
+		t.Errorf("a file over the limit: %v", err)
+	}
+
+	// An overlay session's files are its change set's.
+	o := d.create(t, &client.CreateSessionRequest{Workspace: ws, WorkspaceMode: "overlay"})
+	if _, err := d.c.ReadFile(ctx, o.ID, "src/a.txt"); apiCode(err) != client.CodeUnsupported || !strings.Contains(err.Error(), "overlay") {
+		t.Errorf("files of an overlay session: %v", err)
+	}
+
+	// As root, a file the API writes belongs to the workspace's owner.
+	if os.Geteuid() == 0 {
+		other := t.TempDir()
+		os.Chown(other, 65534, 65534)
+		so := d.create(t, &client.CreateSessionRequest{Workspace: other})
+		if err := d.c.WriteFile(ctx, so.ID, "f", []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(other, "f"), &st); err != nil || st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("the file is owned by %d:%d, want 65534:65534 (%v)", st.Uid, st.Gid, err)
+		}
+	}
+}

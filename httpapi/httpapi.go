@@ -1,0 +1,277 @@
+// Package httpapi serves a daemon.Manager over HTTP: JSON in and out,
+// exec output streamed as NDJSON, the wire types of package client.
+//
+// It owns the transport's rules: who the tenant is (the peer's uid on a
+// unix socket, a bearer token's tenant over TCP, nothing else), refusing
+// requests a browser sends (an Origin header not configured), bounding and
+// strictly decoding request bodies (unknown fields refused), and turning
+// every error into {"error":{"code","message"}} with a stable code, a
+// message safe to show and the right status. A panic in a handler becomes
+// a 500 of that form; the daemon keeps serving. What a tenant may do with
+// a session is package daemon's decision, not this one's.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+// Server is the HTTP side of a daemon.
+type Server struct {
+	Manager *daemon.Manager
+	// Tokens authenticates TCP requests; nil refuses them all.
+	Tokens *Tokens
+	// AllowOrigins lists the browser origins allowed (exact match);
+	// a request with any other Origin header is refused.
+	AllowOrigins []string
+	// MaxBody bounds a request body (1 MiB when zero).
+	MaxBody int64
+	// StateDir is removed from error texts shown to tenants.
+	StateDir string
+	Logger   *slog.Logger
+
+	mux     *http.ServeMux
+	metrics metrics
+}
+
+// route is one endpoint; Routes lists them for the API's documentation test.
+type route struct {
+	method, path string
+	handle       func(*Server, http.ResponseWriter, *http.Request, daemon.Tenant) error
+}
+
+var routes = []route{
+	{"POST", "/v1/sessions", (*Server).createSession},
+	{"GET", "/v1/sessions", (*Server).listSessions},
+	{"GET", "/v1/sessions/{id}", (*Server).getSession},
+	{"DELETE", "/v1/sessions/{id}", (*Server).deleteSession},
+	{"POST", "/v1/sessions/{id}/exec", (*Server).exec},
+	{"GET", "/v1/sessions/{id}/processes", (*Server).listProcesses},
+	{"POST", "/v1/sessions/{id}/processes/{pid}/signal", (*Server).signal},
+	{"GET", "/v1/sessions/{id}/processes/{pid}/output", (*Server).output},
+	{"POST", "/v1/sessions/{id}/processes/{pid}/stdin", (*Server).writeStdin},
+	{"GET", "/v1/sessions/{id}/files", (*Server).readFile},
+	{"PUT", "/v1/sessions/{id}/files", (*Server).writeFile},
+	{"DELETE", "/v1/sessions/{id}/files", (*Server).removeFile},
+	{"GET", "/v1/sessions/{id}/files/stat", (*Server).statFile},
+	{"GET", "/v1/sessions/{id}/files/list", (*Server).listDir},
+	{"GET", "/metrics", (*Server).serveMetrics},
+}
+
+// Routes returns "METHOD PATH" for every endpoint.
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.method + " " + r.path
+	}
+	return out
+}
+
+type connKey struct{}
+
+// connInfo is what the connection says about the peer.
+type connInfo struct {
+	unix bool
+	uid  int
+}
+
+// HTTPServer returns an http.Server for s: it learns each unix socket
+// peer's uid when the connection is accepted. Serve it on unix and TCP
+// listeners alike.
+func (s *Server) HTTPServer() *http.Server {
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ci := connInfo{uid: -1}
+			if uc, ok := c.(*net.UnixConn); ok {
+				ci.unix = true
+				if uid, err := peerUID(uc); err == nil {
+					ci.uid = uid
+				}
+			}
+			return context.WithValue(ctx, connKey{}, ci)
+		},
+	}
+}
+
+func (s *Server) init() {
+	if s.mux != nil {
+		return
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.MaxBody <= 0 {
+		s.MaxBody = 1 << 20
+	}
+	s.mux = http.NewServeMux()
+	for _, rt := range routes {
+		s.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			t, err := s.tenant(r)
+			if err == nil {
+				err = rt.handle(s, w, r, t)
+			}
+			if err != nil {
+				s.fail(w, r, err)
+			}
+		})
+	}
+}
+
+// ServeHTTP checks the origin, recovers from panics and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !rw.wrote {
+				writeError(rw, &client.Error{Status: 500, Code: client.CodeInternal, Message: "internal error"})
+			}
+		}
+		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start).String())
+	}()
+	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) {
+		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused,
+			Message: "requests from a browser origin are refused (moat serve --allow-origin allows one)"})
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(rw, r)
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+// noRoute answers a path no route has (404) or a method the path's route
+// does not take (405), in JSON.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	for _, m := range []string{"GET", "POST", "DELETE", "PUT"} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := s.mux.Handler(r2); p != "" {
+			writeError(w, &client.Error{Status: http.StatusMethodNotAllowed, Code: client.CodeMethod,
+				Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+			return
+		}
+	}
+	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
+}
+
+// tenant says who sent r: the peer's uid on a unix socket; over TCP, the
+// tenant of a valid bearer token.
+func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
+	ci, _ := r.Context().Value(connKey{}).(connInfo)
+	if ci.unix {
+		if ci.uid < 0 {
+			return daemon.Tenant{}, &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized, Message: "the peer's credentials are unknown"}
+		}
+		return daemon.UIDTenant(ci.uid), nil
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && s.Tokens != nil {
+		if name, ok := s.Tokens.Lookup(tok); ok {
+			return daemon.TokenTenant(name), nil
+		}
+	}
+	return daemon.Tenant{}, &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized, Message: "a valid bearer token is required"}
+}
+
+// decode reads r's JSON body into v: bounded, unknown fields refused,
+// nothing after the value.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.MaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON value")
+	}
+	if err == nil {
+		_, err = io.Copy(io.Discard, body)
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &tooBig):
+		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
+			Message: fmt.Sprintf("the request body is over %d bytes", s.MaxBody)}
+	case errors.Is(err, io.EOF):
+		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "the request body is empty: a JSON object is required"}
+	}
+	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "malformed request body: " + err.Error()}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *client.Error) {
+	writeJSON(w, e.Status, map[string]*client.Error{"error": e})
+}
+
+// statusWriter remembers whether, and with what status, the response
+// has started.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeLine writes v as one line of JSON.
+func writeLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,372 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/sandbox"
+)
+
+func badRequest(format string, args ...any) error {
+	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func duration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, badRequest("%s: %q is not a duration such as \"30m\"", field, s)
+	}
+	return d, nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	var req client.CreateSessionRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	ttl, err := duration("ttl", req.TTL)
+	if err != nil {
+		return err
+	}
+	idle, err := duration("idle_timeout", req.IdleTimeout)
+	if err != nil {
+		return err
+	}
+	sess, err := s.Manager.Create(r.Context(), t, &daemon.CreateRequest{
+		Policy: req.Policy, Workspace: req.Workspace, WorkspaceMode: req.WorkspaceMode, TTL: ttl, IdleTimeout: idle,
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.sessionsCreated.Add(1)
+	return writeJSON(w, http.StatusCreated, sessionJSON(sess))
+}
+
+// sessionJSON shows a session; a workspace the daemon made is shown as
+// "" (its host path is the daemon's).
+func sessionJSON(sess *daemon.Session) *client.Session {
+	st := sess.Status()
+	out := &client.Session{
+		ID: sess.ID, Tenant: sess.Tenant.ID, WorkspaceMode: sess.WorkspaceMode, ChangeSet: sess.ChangeSet(),
+		CreatedAt: sess.Created, ExpiresAt: sess.Expires, IdleTimeout: sess.IdleTimeout.String(),
+		LastUsedAt: st.LastUsed, Execs: st.Execs, Running: st.Running,
+	}
+	if !sess.TempWorkspace {
+		out.Workspace = sess.Workspace
+	}
+	return out
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	list := []*client.Session{}
+	for _, sess := range s.Manager.List(t) {
+		list = append(list, sessionJSON(sess))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sessionJSON(sess))
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	if err := s.Manager.Delete(r.Context(), t, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var req client.ExecRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	wall, err := duration("wall", req.Wall)
+	if err != nil {
+		return err
+	}
+	if req.Output < 0 {
+		return badRequest("output: %d is negative", req.Output)
+	}
+	dreq := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output}
+	if req.StdinOpen && !req.Background {
+		return badRequest("stdin_open: only a background command keeps its input open")
+	}
+	if req.Background {
+		p, err := sess.Start(dreq, req.StdinOpen || req.Stdin != "")
+		if err != nil {
+			return err
+		}
+		s.metrics.execs.Add(1)
+		if req.Stdin != "" {
+			if err := p.WriteStdin([]byte(req.Stdin), !req.StdinOpen, time.Now().Add(stdinWait)); err != nil {
+				s.Logger.Info("background stdin", "session", sess.ID, "process", p.ID, "err", err)
+			}
+		}
+		return writeJSON(w, http.StatusCreated, s.processJSON(p))
+	}
+
+	// The status is sent with the first output: an error before any (the
+	// session ended, the command line refused) still gets its own.
+	st := &eventStream{w: w}
+	stdio := backend.Stdio{Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
+	if req.Stdin != "" {
+		stdio.Stdin = strings.NewReader(req.Stdin)
+	}
+	start := time.Now()
+	rep, err := sess.Exec(r.Context(), dreq, stdio)
+	s.metrics.observeExec(time.Since(start), rep)
+	if rep == nil {
+		if !st.started() {
+			return err
+		}
+		e := s.apiError(err)
+		if e.Status == http.StatusInternalServerError {
+			s.Logger.Error("exec failed", "session", sess.ID, "err", err)
+		}
+		return st.send(&client.Event{Error: e})
+	}
+	return st.send(&client.Event{Exit: s.exitReport(rep)})
+}
+
+// eventStream writes an exec's NDJSON events, flushing each, from the
+// command's two output streams at once.
+type eventStream struct {
+	w   http.ResponseWriter
+	mu  sync.Mutex
+	hdr bool
+}
+
+func (st *eventStream) started() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.hdr
+}
+
+func (st *eventStream) send(ev *client.Event) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.hdr {
+		st.hdr = true
+		st.w.Header().Set("Content-Type", "application/x-ndjson")
+		st.w.WriteHeader(http.StatusOK)
+	}
+	if err := writeLine(st.w, ev); err != nil {
+		return err
+	}
+	if f, ok := st.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+type eventWriter struct {
+	st     *eventStream
+	stream string
+}
+
+func (st *eventStream) writer(stream string) *eventWriter { return &eventWriter{st, stream} }
+
+// Write sends p as one event. An error (the client went away) makes the
+// backend stop copying; the request's context ends the command.
+func (e *eventWriter) Write(p []byte) (int, error) {
+	if err := e.st.send(dataEvent(e.stream, p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func dataEvent(stream string, p []byte) *client.Event {
+	ev := &client.Event{Stream: stream}
+	if utf8.Valid(p) {
+		ev.Data = string(p)
+	} else {
+		ev.DataBase64 = append([]byte(nil), p...)
+	}
+	return ev
+}
+
+// exitReport is the part of a run's Report a tenant sees: not the policy
+// (it names host paths) nor where the daemon keeps change sets.
+func (s *Server) exitReport(rep *sandbox.Report) *client.ExitReport {
+	out := &client.ExitReport{
+		ExitCode: rep.ExitCode, Reason: rep.Reason, LimitsHit: rep.LimitsHit,
+		WallSeconds: rep.WallSeconds, CPUSeconds: rep.CPUSeconds, OutputBytes: rep.OutputBytes,
+		Warnings: rep.Warnings, Error: s.scrub(rep.Error), Stage: rep.Stage,
+		Denials: []client.Denial{},
+	}
+	if rep.Signal != nil {
+		out.Signal = *rep.Signal
+	}
+	for _, d := range rep.Denials {
+		out.Denials = append(out.Denials, client.Denial{Layer: d.Layer, What: d.What, Errno: d.Errno, Count: d.Count, Rule: d.Rule, Hint: d.Hint})
+	}
+	if out.LimitsHit == nil {
+		out.LimitsHit = []string{}
+	}
+	for i, wmsg := range out.Warnings {
+		out.Warnings[i] = s.scrub(wmsg)
+	}
+	return out
+}
+
+func (s *Server) processJSON(p *daemon.Process) *client.Process {
+	out := &client.Process{ID: p.ID, Args: p.Args, StartedAt: p.Started, Running: p.Running()}
+	if rep, _ := p.Result(); rep != nil {
+		out.Exit = s.exitReport(rep)
+	}
+	return out
+}
+
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	list := []*client.Process{}
+	for _, p := range sess.Processes() {
+		list = append(list, s.processJSON(p))
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"processes": list})
+}
+
+func (s *Server) process(r *http.Request, t daemon.Tenant) (*daemon.Process, error) {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return sess.Process(r.PathValue("pid"))
+}
+
+// signalNamed returns the signal a client names (a switch, not a map: no
+// work at the start of every moat process).
+func signalNamed(name string) (syscall.Signal, bool) {
+	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+	case "HUP":
+		return syscall.SIGHUP, true
+	case "INT":
+		return syscall.SIGINT, true
+	case "QUIT":
+		return syscall.SIGQUIT, true
+	case "KILL":
+		return syscall.SIGKILL, true
+	case "USR1":
+		return syscall.SIGUSR1, true
+	case "USR2":
+		return syscall.SIGUSR2, true
+	case "TERM":
+		return syscall.SIGTERM, true
+	case "CONT":
+		return syscall.SIGCONT, true
+	case "STOP":
+		return syscall.SIGSTOP, true
+	case "WINCH":
+		return syscall.SIGWINCH, true
+	}
+	return 0, false
+}
+
+func (s *Server) signal(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	p, err := s.process(r, t)
+	if err != nil {
+		return err
+	}
+	var req client.SignalRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	sig, ok := signalNamed(req.Signal)
+	if !ok {
+		return badRequest("signal: %q is not one of HUP, INT, QUIT, KILL, USR1, USR2, TERM, CONT, STOP, WINCH", req.Signal)
+	}
+	if err := p.Signal(sig); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// stdinWait bounds how long a write to a background command's input
+// waits for the command to read it.
+const stdinWait = 10 * time.Second
+
+func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	p, err := s.process(r, t)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxBody))
+	if err != nil {
+		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
+			Message: fmt.Sprintf("a write to stdin is at most %d bytes", s.MaxBody)}
+	}
+	ctxDeadline, ok := r.Context().Deadline()
+	deadline := time.Now().Add(stdinWait)
+	if ok && ctxDeadline.Before(deadline) {
+		deadline = ctxDeadline
+	}
+	if err := p.WriteStdin(data, r.URL.Query().Get("close") == "true", deadline); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// maxWait bounds how long an output read waits for something new.
+const maxWait = 30 * time.Second
+
+func (s *Server) output(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	p, err := s.process(r, t)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var after int64
+	if a := q.Get("after"); a != "" {
+		if after, err = strconv.ParseInt(a, 10, 64); err != nil || after < 0 {
+			return badRequest("after: %q is not a sequence number", a)
+		}
+	}
+	wait, err := duration("wait", q.Get("wait"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), min(wait, maxWait)+time.Second)
+	defer cancel()
+	// Whether it runs is read first: once it has ended, every chunk it
+	// wrote is in the buffer, so a reader told "ended" has missed nothing.
+	running := p.Running()
+	chunks, next, dropped := p.Read(ctx, after, min(wait, maxWait))
+	out := &client.Output{Chunks: []client.Chunk{}, Next: next, Dropped: dropped, Running: running}
+	for _, c := range chunks {
+		ev := dataEvent(c.Stream, c.Data)
+		out.Chunks = append(out.Chunks, client.Chunk{Seq: c.Seq, Stream: c.Stream, Data: ev.Data, DataBase64: ev.DataBase64})
+	}
+	if rep, _ := p.Result(); rep != nil && !out.Running {
+		out.Exit = s.exitReport(rep)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Tokens are the bearer tokens TCP clients authenticate with, each naming
+// a tenant. Only their SHA-256 is kept, in memory and in the file.
+type Tokens struct {
+	hashes map[[sha256.Size]byte]string // hash -> tenant
+}
+
+// LoadTokens reads a tokens file: one "TENANT sha256:HEX" a line, HEX the
+// SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`); blank lines and
+// lines starting with # are skipped. The file must not be writable by
+// group or others: whoever writes it chooses who gets in.
+func LoadTokens(path string) (*Tokens, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("tokens file %s is writable by group or others (mode %v)", path, fi.Mode().Perm())
+	}
+	t := &Tokens{hashes: map[[sha256.Size]byte]string{}}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		var h [sha256.Size]byte
+		hx, ok := "", len(f) == 2
+		if ok {
+			hx, ok = strings.CutPrefix(f[1], "sha256:")
+		}
+		if ok {
+			b, err := hex.DecodeString(hx)
+			ok = err == nil && len(b) == len(h)
+			copy(h[:], b)
+		}
+		if !ok || !validTenant(f[0]) {
+			return nil, fmt.Errorf("%s:%d: want \"TENANT sha256:HEX\" (TENANT of letters, digits, '-', '_', '.')", path, n)
+		}
+		t.hashes[h] = f[0]
+	}
+	return t, sc.Err()
+}
+
+func validTenant(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// HashToken returns the line of a tokens file for tenant and token.
+func HashToken(tenant, token string) string {
+	h := sha256.Sum256([]byte(token))
+	return tenant + " sha256:" + hex.EncodeToString(h[:])
+}
+
+// Lookup returns the tenant of token. The token is hashed first, so the
+// lookup's timing says nothing about a stored token.
+func (t *Tokens) Lookup(token string) (string, bool) {
+	if token == "" {
+		return "", false
+	}
+	h := sha256.Sum256([]byte(token))
+	for k, name := range t.hashes {
+		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
+			return name, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,439 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
+)
+
+// SessionRequest is a sandbox that lives across commands: a validated and
+// resolved policy, and what serves it on the host. The fields mean what
+// they mean in Request.
+type SessionRequest struct {
+	Policy        *policy.Policy
+	Caller        *Caller
+	AllowDegraded bool
+	// Approver answers the asks of the policy's rules about each command
+	// the session runs; AuditDecision receives each decision a rule made.
+	Approver      Approver
+	AuditDecision func(audit.Decision)
+	// Audit receives every network event of an allow-mode session as it
+	// happens; they are also in the Report of Close.
+	Audit    func(egress.Event)
+	Resolver ResolverFunc
+	Dial     DialFunc
+	// SecretRoots verifies the servers the policy's secrets are for (see
+	// Request.SecretRoots).
+	SecretRoots *x509.CertPool
+	// Backend keeps the sandbox; it must implement backend.Lifecycle. Nil
+	// means the native backend.
+	Backend backend.Backend
+	// Session names the change set of an overlay or copy workspace, which
+	// every command of the session writes to, and which successive
+	// sessions (and runs) of that name accumulate into; empty means a new
+	// change set.
+	Session string
+}
+
+// ExecRequest is one command of a session.
+type ExecRequest struct {
+	Args []string
+	// Env is added to the environment the policy gives (a name set here
+	// replaces the policy's value).
+	Env []string
+	// Dir is the working directory inside the sandbox; empty means the
+	// policy's (the workspace, or the caller's directory within it).
+	Dir string
+	// Wall and Output limit this command; zero means the policy's limits.
+	Wall   time.Duration
+	Output int64
+	// Tty gives the command a pseudo-terminal of Rows by Cols (see
+	// backend.ProcessSpec).
+	Tty        bool
+	Rows, Cols uint16
+}
+
+// Session is a live sandbox whose commands share its file system (the
+// workspace, /tmp, home), its processes and its network. Every command
+// gets the restrictions of the policy, and is decided by its rules, as a
+// Run's is. Its methods may be called concurrently. Close ends it.
+type Session struct {
+	id       string
+	req      SessionRequest
+	inst     backend.Instance
+	backend  string
+	spec     *backend.Spec
+	base     *Report // what every command's report starts from
+	cs       *workspace.ChangeSet
+	guards   []*workspace.Guard
+	er       *egressRun
+	secrets  *runSecrets
+	wsDir    string
+	landlock string
+	created  time.Time
+
+	closeOnce sync.Once
+	closeRep  *Report
+	closeErr  error
+}
+
+// ErrNoLifecycle is returned (wrapped) by Create when the backend cannot
+// keep a sandbox across commands.
+var ErrNoLifecycle = errors.New("backend cannot keep a sandbox across commands")
+
+// Create builds a session's sandbox from req's policy. When it fails,
+// nothing of the session remains (a change set it made is discarded).
+func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
+	p := req.Policy
+	if p == nil {
+		return nil, errors.New("session: no policy")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	caller := CurrentCaller()
+	if req.Caller != nil {
+		caller = *req.Caller
+	}
+	be := req.Backend
+	if be == nil {
+		be = defaultBackend(p, false)
+	}
+	if be == nil {
+		return nil, fmt.Errorf("sessions are only supported on Linux: %w", errors.ErrUnsupported)
+	}
+	lc, ok := be.(backend.Lifecycle)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNoLifecycle, be.Name())
+	}
+	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now()}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	m := p.Workspace.Mode
+	if req.Session != "" && m != policy.WorkspaceOverlay && m != policy.WorkspaceCopy {
+		return nil, fmt.Errorf("a session's change set (%q) keeps the changes of an overlay or copy workspace, but workspace.mode is %q", req.Session, m)
+	}
+	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
+		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m)
+		if err != nil {
+			return nil, err
+		}
+		s.cs = cs
+		undo = append(undo, func() { cs.Unlock() })
+		if created {
+			undo = append(undo, func() { cs.Discard() })
+		}
+	}
+	stdio := backend.Stdio{}
+	if p.Network.Mode == policy.NetworkAllow {
+		rules, err := networkRules(p)
+		if err != nil {
+			return nil, err
+		}
+		s.er = newEgressRun(rules, p, &Request{Audit: req.Audit, Resolver: req.Resolver, Dial: req.Dial}, s.id)
+		stdio.ServeProxy = s.er.serve
+		undo = append(undo, func() { s.er.report() })
+	}
+	// The secrets' values stay on the host, with the proxy; commands get
+	// placeholders.
+	secrets, err := loadSecrets(p, caller.Cwd, req.SecretRoots)
+	if err != nil {
+		return nil, err
+	}
+	if secrets != nil {
+		s.er.proxy.Secrets = secrets.set
+		s.secrets = secrets
+	}
+	direct := m == "" || m == policy.WorkspaceDirect
+	guards, err := newGuards(p, direct)
+	if err != nil {
+		return nil, err
+	}
+	s.guards = guards
+	// The Spec's command line is each command's own (ExecRequest); the
+	// one compiled here only stands in for them.
+	spec, err := Compile(p, []string{"/bin/true"}, caller, s.id, s.cs, guards)
+	if err != nil {
+		return nil, err
+	}
+	spec.Args = nil
+	if err := secrets.apply(spec); err != nil {
+		return nil, err
+	}
+	s.spec = spec
+	s.base = newReport("", nil, p)
+	s.base.Backend = be.Name()
+	if p.Network.Mode == policy.NetworkHost {
+		s.base.Warnings = append(s.base.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
+	}
+	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
+		return nil, err
+	}
+	if direct || m == policy.WorkspaceReadOnly {
+		s.wsDir = p.Workspace.Path
+	}
+	inst, err := lc.Create(ctx, spec, stdio)
+	if err != nil {
+		var ie *backend.InitError
+		if errors.As(err, &ie) && strings.HasPrefix(ie.Stage, "overlay") {
+			err = fmt.Errorf("%w\n(overlayfs could not be mounted here; workspace mode copy runs on a copy of the workspace instead)", err)
+		}
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	s.inst = inst
+	return s, nil
+}
+
+// ID names the session (its run id in cgroups and reports).
+func (s *Session) ID() string { return s.id }
+
+// Workspace is the host directory the session's commands see as their
+// workspace: in direct mode, where they write it in place, and in
+// read-only mode; "" in overlay and copy mode, whose writes are in
+// ChangeSet.
+func (s *Session) Workspace() string { return s.wsDir }
+
+// ChangeSet names the change set of an overlay or copy session, nil in
+// direct and read-only mode.
+func (s *Session) ChangeSet() *ChangeSetRef {
+	if s.cs == nil {
+		return nil
+	}
+	return &ChangeSetRef{ID: s.cs.ID(), Session: s.cs.Session(), Dir: s.cs.Dir()}
+}
+
+// Stats is what the session's sandbox uses now.
+func (s *Session) Stats() backend.Stats { return s.inst.Stats() }
+
+// Done is closed once the session's sandbox has ended: closed, or its
+// init died. Close must still be called, to finish the workspace.
+func (s *Session) Done() <-chan struct{} { return s.inst.Done() }
+
+// Process is a command running in a session (Session.Start).
+type Process struct {
+	proc     backend.Process
+	rep      *Report
+	landlock string
+	once     sync.Once
+}
+
+// Exec runs a command in the session to completion and returns its
+// Report, as Run does: never nil, and with the error when moat could not
+// run it. Cancelling ctx kills the command's process group.
+func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*Report, error) {
+	p, err := s.start(ctx, req, stdio, ctx)
+	if err != nil {
+		return p.rep, err
+	}
+	return p.Wait()
+}
+
+// Start starts a command in the session and returns at once: it runs
+// until it exits, is signalled (Process.Signal), hits its limits, or the
+// session closes. ctx bounds the start only. The Report is Wait's.
+func (s *Session) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*Process, error) {
+	p, err := s.start(ctx, req, stdio, context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// start decides and starts a command; ctx bounds the decision (an ask
+// waits for its answer), life the command.
+func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Stdio, life context.Context) (*Process, error) {
+	rep := s.newReport(req.Args)
+	p := &Process{rep: rep, landlock: s.landlock}
+	fail := func(err error) (*Process, error) {
+		setError(rep, err)
+		return p, err
+	}
+	if len(req.Args) == 0 {
+		return fail(errors.New("no command given"))
+	}
+	select {
+	case <-s.inst.Done():
+		return fail(ErrSessionEnded)
+	default:
+	}
+	pol := s.req.Policy
+	dir := s.spec.Dir
+	if req.Dir != "" {
+		if !filepath.IsAbs(req.Dir) {
+			return fail(fmt.Errorf("working directory %q is not absolute", req.Dir))
+		}
+		dir = filepath.Clean(req.Dir)
+	}
+	// The rules decide every command, as they decide a Run's.
+	r := &Request{Policy: pol, Args: req.Args, Approver: s.req.Approver, AuditDecision: s.req.AuditDecision}
+	if err := decide(ctx, r, rep, dir); err != nil {
+		if errors.Is(err, ErrDenied) {
+			rep.Reason = "denied"
+		}
+		rep.Error = err.Error()
+		return p, err
+	}
+	if err := s.secrets.checkEnv(req.Env); err != nil {
+		return fail(err)
+	}
+	if s.cs != nil {
+		if err := s.cs.Record(req.Args, pol.Workspace.Protect); err != nil {
+			return fail(fmt.Errorf("record command in change set: %w", err))
+		}
+	}
+	ps := &backend.ProcessSpec{Args: req.Args, Env: mergeEnv(s.spec.Env, req.Env), Dir: dir,
+		Wall: s.spec.Limits.Wall, Output: s.spec.Limits.OutputBytes, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
+	if req.Wall > 0 {
+		ps.Wall = req.Wall
+	}
+	if req.Output > 0 {
+		ps.Output = req.Output
+	}
+	rep.StartedAt = time.Now()
+	proc, err := s.inst.Exec(life, ps, stdio)
+	if err != nil {
+		select {
+		case <-s.inst.Done():
+			err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
+		default:
+		}
+		return fail(err)
+	}
+	p.proc = proc
+	return p, nil
+}
+
+// ErrSessionEnded is returned (wrapped) for a command of a session that
+// has been closed, or whose sandbox died.
+var ErrSessionEnded = errors.New("session has ended")
+
+// newReport is a command's Report before it runs: the session's
+// protections, warnings and gaps, with a run id of its own.
+func (s *Session) newReport(args []string) *Report {
+	b := s.base
+	rep := newReport(NewRunID(), args, b.Policy)
+	rep.Backend, rep.Seccomp = b.Backend, b.Seccomp
+	rep.Warnings = append(rep.Warnings, b.Warnings...)
+	rep.Degraded = append(rep.Degraded, b.Degraded...)
+	for k, v := range b.LimitsEnforcedBy {
+		rep.LimitsEnforcedBy[k] = v
+	}
+	rep.ChangeSet = s.ChangeSet()
+	return rep
+}
+
+// mergeEnv is base with extra's entries added, each replacing base's
+// entry of the same name.
+func mergeEnv(base, extra []string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	set := map[string]bool{}
+	for _, kv := range extra {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		if name, _, _ := strings.Cut(kv, "="); !set[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+// Wait waits for the command to end and returns its Report. It may be
+// called more than once.
+func (p *Process) Wait() (*Report, error) {
+	p.once.Do(func() {
+		st, err := p.proc.Wait()
+		if err != nil {
+			setError(p.rep, err)
+			return
+		}
+		fillReport(p.rep, st, p.landlock)
+	})
+	if p.rep.Reason == "error" {
+		return p.rep, errors.New(p.rep.Error)
+	}
+	return p.rep, nil
+}
+
+// Signal sends sig to the command's process group; os.ErrProcessDone
+// once it has exited.
+func (p *Process) Signal(sig os.Signal) error { return p.proc.Signal(sig) }
+
+// Resize changes the size of the command's terminal (ExecRequest.Tty).
+func (p *Process) Resize(rows, cols uint16) error { return p.proc.Resize(rows, cols) }
+
+// Close ends the session: it kills every process in it and removes the
+// sandbox, then, in direct mode, quarantines what its commands planted
+// where a protected path belongs (workspace.Guard), and unlocks an
+// overlay or copy session's change set, kept for review. The Report
+// (Reason "closed") holds what the session did as a whole: its network
+// events, the quarantine, the change set. Close is idempotent: later
+// calls return the first one's Report.
+func (s *Session) Close(ctx context.Context) (*Report, error) {
+	s.closeOnce.Do(func() {
+		rep := newReport(s.id, nil, s.req.Policy)
+		rep.StartedAt = s.created
+		rep.Backend, rep.Seccomp, rep.ChangeSet = s.backend, s.base.Seccomp, s.ChangeSet()
+		rep.Warnings = append(rep.Warnings, s.base.Warnings...)
+		rep.Degraded = append(rep.Degraded, s.base.Degraded...)
+		err := s.inst.Destroy(ctx)
+		// No process of the session is alive now: what it planted stays
+		// put.
+		if qerr := quarantine(s.guards, s.id, rep); err == nil {
+			err = qerr
+		}
+		if s.er != nil {
+			rep.Network = s.er.report()
+		}
+		if s.cs != nil {
+			s.cs.Unlock()
+		}
+		if err != nil {
+			setError(rep, err)
+		} else {
+			rep.Reason, rep.ExitCode = "closed", 0
+		}
+		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
+		s.closeRep, s.closeErr = rep, err
+	})
+	return s.closeRep, s.closeErr
+}
+
+// checkEnv refuses an environment that would carry a secret's value into
+// the sandbox: as for the policy's [env], the value must never be inside.
+func (rs *runSecrets) checkEnv(env []string) error {
+	if rs == nil {
+		return nil
+	}
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		for _, sec := range rs.list {
+			if strings.Contains(val, sec.Value) {
+				return fmt.Errorf("%w: the environment variable %s holds the value of secret %s; a command gets the secret's placeholder in %s", ErrRefused, name, sec.Name, sec.Name)
+			}
+		}
+	}
+	return nil
+}

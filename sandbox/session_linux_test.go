@@ -1,0 +1,315 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// newSession creates a session over ws under the default policy changed
+// by edit, closed at the end of the test.
+func newSession(t *testing.T, ws string, edit func(*policy.Policy)) *sandbox.Session {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	if edit != nil {
+		edit(p)
+	}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func sessionSh(t *testing.T, s *sandbox.Session, req sandbox.ExecRequest, script string) (string, *sandbox.Report, error) {
+	t.Helper()
+	req.Args = []string{"/bin/sh", "-c", script}
+	var out bytes.Buffer
+	rep, err := s.Exec(context.Background(), &req, backend.Stdio{Stdout: &out, Stderr: &out})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return out.String(), rep, err
+}
+
+// TestSessionDirect: a direct-mode session's commands share /tmp and the
+// workspace, which they write in place; a command started in the
+// background runs beside the others until signalled; Close leaves no
+// process, and quarantines what the commands planted where a protected
+// path belongs.
+func TestSessionDirect(t *testing.T) {
+	ws := newRepo(t)
+	mountsBefore := countLines("/proc/self/mountinfo")
+	s := newSession(t, ws, nil)
+	if s.Workspace() != ws || s.ChangeSet() != nil {
+		t.Errorf("Workspace %q ChangeSet %v, want %s and none", s.Workspace(), s.ChangeSet(), ws)
+	}
+	if out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo one > /tmp/t && echo two > made && id -u"); err != nil || rep.ExitCode != 0 || rep.Reason != "exit" {
+		t.Fatalf("first command: %v %+v %s", err, rep, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "made")); string(b) != "two\n" {
+		t.Errorf("the workspace was not written in place: %q", b)
+	}
+	if out, _, _ := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"EXTRA=x"}}, "cat /tmp/t; echo $EXTRA"); out != "one\nx\n" {
+		t.Errorf("second command saw %q, want the first's /tmp file and its own env", out)
+	}
+
+	marker := fmt.Sprintf("%d.%d", 5000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+	bg, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"sleep", marker}}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"); !strings.Contains(out, "sleep "+marker) {
+		t.Errorf("the background command is not seen alive by the next:\n%s", out)
+	}
+	if err := bg.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := bg.Wait(); err != nil || rep.Reason != "signal" || rep.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("signalled command: %v %+v", err, rep)
+	}
+	// A second one, left running, ends with the session.
+	if _, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"sleep", marker + "1"}}, backend.Stdio{}); err != nil {
+		t.Fatal(err)
+	}
+	// Planted where git reads its configuration: quarantined at Close.
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo '[core]' > .git/config.worktree"); err != nil || rep.ExitCode != 0 {
+		t.Fatalf("plant: %v %+v", err, rep)
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil || rep.Reason != "closed" {
+		t.Fatalf("Close: %v %+v", err, rep)
+	}
+	if len(rep.ProtectedCreated) != 1 || rep.ProtectedCreated[0] != ".git/config.worktree" {
+		t.Errorf("Close quarantined %v, want .git/config.worktree", rep.ProtectedCreated)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git/config.worktree")); err == nil {
+		t.Error("the planted file is still in the workspace")
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second); len(left) > 0 {
+		t.Errorf("processes left after Close: %v", left)
+	}
+	if m := countLines("/proc/self/mountinfo"); m != mountsBefore {
+		t.Errorf("host mounts: %d before the session, %d after", mountsBefore, m)
+	}
+	if again, err2 := s.Close(context.Background()); again != rep || err2 != nil {
+		t.Errorf("a second Close: %p %v, want the first's report", again, err2)
+	}
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "true"); !errors.Is(err, sandbox.ErrSessionEnded) || rep.Reason != "error" {
+		t.Errorf("exec after Close: %v %+v", err, rep)
+	}
+}
+
+// TestSessionOverlay: an overlay session's commands accumulate into one
+// change set, and the workspace on the host stays as it was. Under a disk
+// limit, where the changes are on the limit's tmpfs until the session
+// ends, Close saves them into the change set.
+func TestSessionOverlay(t *testing.T) {
+	for _, disk := range []policy.Size{0, 16 << 20} {
+		t.Run(fmt.Sprintf("disk=%d", disk), func(t *testing.T) {
+			ws := t.TempDir()
+			s := newSession(t, ws, func(p *policy.Policy) {
+				p.Workspace.Mode = policy.WorkspaceOverlay
+				p.Limits.Disk = disk
+			})
+			cs := s.ChangeSet()
+			if cs == nil || s.Workspace() != "" {
+				t.Fatalf("ChangeSet %v Workspace %q", cs, s.Workspace())
+			}
+			sessionSh(t, s, sandbox.ExecRequest{}, "echo a > first")
+			out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "cat first && echo b > second")
+			if err != nil || out != "a\n" || rep.ChangeSet == nil || rep.ChangeSet.ID != cs.ID {
+				t.Fatalf("second command: %v %q %+v", err, out, rep.ChangeSet)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "first")); err == nil {
+				t.Error("an overlay session wrote the workspace")
+			}
+			rep, err = s.Close(context.Background())
+			if err != nil || rep.ChangeSet == nil {
+				t.Fatalf("Close: %v %+v", err, rep)
+			}
+			for _, f := range []string{"first", "second"} {
+				if _, err := os.Stat(filepath.Join(cs.Dir, "upper", f)); err != nil {
+					t.Errorf("%s is not in the change set: %v", f, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSessionRulesAndLimits: the policy's rules decide each command of a
+// session; a command's wall clock ends it alone; a refused system call is
+// in that command's report.
+func TestSessionRulesAndLimits(t *testing.T) {
+	ws := t.TempDir()
+	s := newSession(t, ws, func(p *policy.Policy) {
+		p.Rules = append(p.Rules, policy.Rule{Match: policy.Match{Command: []string{"echo", "forbidden"}}, Decision: "deny", Reason: "test"})
+	})
+	_, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo forbidden")
+	if !errors.Is(err, sandbox.ErrDenied) || rep.Reason != "denied" {
+		t.Errorf("denied command: %v %+v", err, rep)
+	}
+	if out, _, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo allowed"); err != nil || out != "allowed\n" {
+		t.Errorf("control: %v %q", err, out)
+	}
+	_, rep, _ = sessionSh(t, s, sandbox.ExecRequest{Wall: 200 * time.Millisecond}, "sleep 30")
+	if rep.Reason != "timeout" {
+		t.Errorf("wall limit: reason %q", rep.Reason)
+	}
+	out, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, "unshare -r true 2>&1; echo done")
+	found := false
+	for _, d := range rep.Denials {
+		found = found || d.What == "unshare" && d.Rule != "" && d.Profile == "default"
+	}
+	if !found || !strings.Contains(out, "done") {
+		t.Errorf("the refused unshare is not in the command's report: %+v\n%s", rep.Denials, out)
+	}
+	// Control: a command that makes no such call reports none.
+	if _, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, "true"); len(rep.Denials) != 0 {
+		t.Errorf("denials of a quiet command: %+v", rep.Denials)
+	}
+}
+
+// TestSessionCgroupLimits: a process limit holds for the whole session:
+// what one command left running counts against the next one's forks.
+func TestSessionCgroupLimits(t *testing.T) {
+	ws := t.TempDir()
+	s := newSession(t, ws, func(p *policy.Policy) { p.Limits.Pids = 48 })
+	spawn := "for i in $(seq 20); do sleep 60 & done 2>&1; echo spawned"
+	// Alone, a command may start twenty processes (the control)...
+	bg, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", spawn + "; wait"}}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bg.Signal(syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "grep -lx sleep /proc/[0-9]*/comm 2>/dev/null | wc -l")
+		if strings.TrimSpace(out) == "20" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first command's twenty processes did not all start: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// ...but not beside another that holds twenty already (init counts
+	// too, a dozen threads at most).
+	out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, spawn)
+	if !strings.Contains(out, "fork") && !strings.Contains(out, "Resource temporarily unavailable") {
+		t.Errorf("a second command could start twenty processes beside the first's under a limit of 48:\n%s", out)
+	}
+}
+
+// TestSessionEgress: an allow-mode session's commands reach what the
+// allowlist allows through the session's one proxy, and are refused the
+// rest; Close reports every connection of the session.
+func TestSessionEgress(t *testing.T) {
+	w := newNetWorld(t)
+	r := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	ws := t.TempDir()
+	r.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := r.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: r.Policy, Resolver: r.Resolver, Dial: r.Dial, Audit: r.Audit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 2 {
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl -sS -m 10 http://allowed.test:%[1]d/; echo; curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/`, w.httpPort))
+		if !strings.Contains(out, "PAGE-FROM-allowed.test") || !strings.Contains(out, "403") {
+			t.Errorf("command %d: %s", i, out)
+		}
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, denied := 0, 0
+	for _, e := range rep.Network.Events {
+		switch {
+		case e.Host == "allowed.test" && e.Decision == "allow":
+			allowed++
+		case e.Host == "denied.test" && e.Decision == "deny":
+			denied++
+		}
+	}
+	if allowed != 2 || denied != 2 {
+		t.Errorf("Close reported %d allowed and %d denied connections, want 2 and 2: %+v", allowed, denied, rep.Network.Events)
+	}
+}
+
+// TestSessionSecrets: a session's commands use a secret through its
+// proxy and never hold its value; an exec that would pass the value in
+// its environment is refused, and one that passes something else runs
+// (the control).
+func TestSessionSecrets(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	port, roots := apiServer(t)
+	value := "s3cr3t-" + sandbox.NewRunID()
+	t.Setenv("MOAT_TEST_API_TOKEN", value)
+	p := policy.Default()
+	p.Workspace.Path = t.TempDir()
+	p.Network.Mode = policy.NetworkAllow
+	p.Network.Allow = []string{"api.test"}
+	p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	p.Secrets = []policy.Secret{{Name: "API_TOKEN", Source: "env:MOAT_TEST_API_TOKEN", Hosts: []string{"api.test"}}}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, SecretRoots: roots,
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if host == "api.test" {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return nil, errors.New("no such host (test resolver)")
+		},
+		Dial: func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a.String())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	script := fmt.Sprintf(`curl -sS -m 10 -H "Authorization: Bearer $API_TOKEN" https://api.test:%d/; echo; echo "inside: $API_TOKEN $EXTRA"`, port)
+	out, _, err := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"EXTRA=ok"}}, script)
+	if err != nil || !strings.Contains(out, "server-saw[Bearer "+value+"]") || !strings.Contains(out, "inside: moat-secret-api_token-") || !strings.Contains(out, " ok") {
+		t.Errorf("%v:\n%s", err, out)
+	}
+	if strings.Contains(strings.SplitN(out, "inside:", 2)[1], value) {
+		t.Errorf("the value is inside:\n%s", out)
+	}
+	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{Env: []string{"LEAK=x" + value}}, "echo $LEAK"); !errors.Is(err, sandbox.ErrRefused) || rep.Reason != "error" {
+		t.Errorf("an exec passing the value in its environment: %v %+v", err, rep)
+	}
+}
