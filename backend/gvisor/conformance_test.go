@@ -16,12 +16,12 @@ import (
 // isolation), or it does not run.
 func usable(t *testing.T) string {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("gvisor: runsc runs sandboxes for root only here (uid %d): rootless runsc has no network isolation; the run as root tests it", os.Geteuid())
+	}
 	runsc, err := gvisor.Find("")
 	if err != nil {
 		t.Skipf("gvisor: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skipf("gvisor: runsc runs sandboxes for root only here (uid %d); the run as root tests it", os.Geteuid())
 	}
 	if out, err := exec.Command(runsc, "--version").CombinedOutput(); err != nil {
 		t.Skipf("gvisor: %s --version: %v %s", runsc, err, out)
