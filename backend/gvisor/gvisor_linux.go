@@ -42,18 +42,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp("", "moat-gvisor-")
+	sweep()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
-	defer func() {
-		// runsc pins an empty network namespace for its gofers with a
-		// bind mount in its state directory, and leaves it there for
-		// the next container of the same root: this root has no next.
-		for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {
-		}
-		os.RemoveAll(dir)
-	}()
+	defer removeRunDir(dir)
 	bdir, state, logPath := filepath.Join(dir, "bundle"), filepath.Join(dir, "state"), filepath.Join(dir, "runsc.log")
 	for _, d := range []string{bdir, state} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -255,6 +249,33 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	return st, nil
+}
+
+// removeRunDir removes a run's directory: its bundle, runsc's state and
+// the empty network namespace runsc pins there for its gofers with a
+// bind mount (and leaves for the next container of the same root: this
+// root has no next).
+func removeRunDir(dir string) {
+	for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {
+	}
+	os.RemoveAll(dir)
+}
+
+// sweep removes what runs of moats that died without cleaning up (a
+// SIGKILL) left: the directory of each run whose moat, named by the pid
+// in the directory's name, is gone. runsc itself dies with its moat
+// (Pdeathsig), and the sandbox with runsc.
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-gvisor-*-*"))
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "moat-gvisor-%d-", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			removeRunDir(d)
+		}
+	}
 }
 
 // runscFailure reads why runsc failed from its log: runsc exits 128 then,
