@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/opencontainers/runtime-spec v1.2.1
 	github.com/pelletier/go-toml/v2 v2.4.3
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0

@@ -56,6 +56,7 @@ type Overrides struct {
 	TCPConnect string `json:"tcp-connect,omitempty"` // as TCPBind
 	Landlock   string `json:"landlock,omitempty"`    // filesystem.landlock
 	Seccomp    string `json:"seccomp,omitempty"`     // syscalls.profile
+	Isolation  string `json:"isolation,omitempty"`   // sandbox.isolation
 
 	Wall      string `json:"wall,omitempty"`       // limits.wall, a duration
 	CPUTime   string `json:"cpu-time,omitempty"`   // limits.cpu, a duration
@@ -177,6 +178,10 @@ func (o *Overrides) Apply(p *Policy) error {
 	if o.Seccomp != "" {
 		p.Syscalls.Profile = o.Seccomp
 		p.MarkFlag("syscalls.profile", "--seccomp")
+	}
+	if o.Isolation != "" {
+		p.Sandbox.Isolation = o.Isolation
+		p.MarkFlag("sandbox.isolation", "--isolation")
 	}
 	if o.Net != "" {
 		mode, list, hasList := strings.Cut(o.Net, ":")

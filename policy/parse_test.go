@@ -293,6 +293,7 @@ func TestLoadFull(t *testing.T) {
 		Syscalls: Syscalls{Profile: "profiles/seccomp.json"},
 		User:     User{UID: 1001, GID: 1001, HostUID: 1500000000, HostGID: 1500000000},
 		Harness:  Harness{Builtin: []string{BuiltinIrreversible}},
+		Sandbox:  Sandbox{Isolation: IsolationNative},
 		Rules:    []Rule{},
 		Secrets:  []Secret{},
 		Source:   "testdata/full.toml",

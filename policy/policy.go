@@ -23,6 +23,7 @@ type Policy struct {
 	User       User       `toml:"user" json:"user"`
 	Harness    Harness    `toml:"harness" json:"harness"`
 	Budgets    Budgets    `toml:"budgets" json:"budgets"`
+	Sandbox    Sandbox    `toml:"sandbox" json:"sandbox"`
 	// Rules are the [[rules]] entries, in file order (see Rule). Default [].
 	Rules []Rule `toml:"rules" json:"rules"`
 	// Secrets are the [[secrets]] entries: credentials the proxy adds to
@@ -204,6 +205,26 @@ type Syscalls struct {
 	Profile string `toml:"profile" json:"profile"`
 }
 
+// Sandbox selects what isolates the command. Every isolation enforces the
+// whole policy or refuses the run, naming what it cannot enforce.
+type Sandbox struct {
+	// Isolation is "native" (the default: Linux namespaces, seccomp and
+	// Landlock, on the host's kernel) or "gvisor" (the command runs on
+	// gVisor's kernel in user space, runsc: a kernel bug is no longer one
+	// step from the host; needs root, and refuses what it cannot enforce).
+	Isolation string `toml:"isolation" json:"isolation"`
+	// Runsc is the runsc binary gvisor isolation runs, an absolute path.
+	// Default "": $MOAT_RUNSC, the cache scripts/runsc.sh builds into,
+	// then runsc on PATH.
+	Runsc string `toml:"runsc" json:"runsc,omitempty"`
+}
+
+// Isolations.
+const (
+	IsolationNative = "native"
+	IsolationGVisor = "gvisor"
+)
+
 // Built-in seccomp profiles.
 const (
 	ProfileDefault    = "default"
@@ -261,6 +282,7 @@ func Default() *Policy {
 			Output:    16 * MiB,
 		},
 		Syscalls: Syscalls{Profile: ProfileDefault},
+		Sandbox:  Sandbox{Isolation: IsolationNative},
 		User: User{
 			UID:     1000,
 			GID:     1000,

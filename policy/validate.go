@@ -32,6 +32,7 @@ func (p *Policy) Validate() error {
 	p.validateNetwork(l)
 	p.validateLimits(l)
 	p.validateSyscalls(l)
+	p.validateSandbox(l)
 	p.validateUser(l)
 	p.validateRules(l)
 	p.validateSecrets(l)
@@ -193,6 +194,13 @@ func (p *Policy) validateLimits(l *errorList) {
 		l.add("limits.cpus", fmt.Sprintf("%v is too small (min 0.01, or 0 for no limit)", lim.CPUs))
 	}
 	minSize("limits.disk", lim.Disk, minDisk)
+}
+
+func (p *Policy) validateSandbox(l *errorList) {
+	oneOf(l, "sandbox.isolation", p.Sandbox.Isolation, IsolationNative, IsolationGVisor)
+	if r := p.Sandbox.Runsc; r != "" && (!path.IsAbs(r) || strings.ContainsRune(r, 0)) {
+		l.add("sandbox.runsc", fmt.Sprintf("%q is not an absolute path", r))
+	}
 }
 
 func (p *Policy) validateSyscalls(l *errorList) {

@@ -2,7 +2,10 @@
 
 package sandbox
 
-import "github.com/moatbox/moat/backend"
+import (
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+)
 
 // defaultBackend is nil: moat runs sandboxes on Linux only.
-func defaultBackend(bool) backend.Backend { return nil }
+func defaultBackend(*policy.Policy, bool) backend.Backend { return nil }

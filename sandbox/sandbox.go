@@ -286,7 +286,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	rep.StartedAt = time.Now()
 	be := req.Backend
 	if be == nil {
-		be = defaultBackend(req.ExitAfter)
+		be = defaultBackend(req.Policy, req.ExitAfter)
 	}
 	if be == nil {
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))
@@ -493,6 +493,11 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 		return err
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
+	if u, ok := be.(unsupporter); ok {
+		if gaps := u.Unsupported(spec); len(gaps) > 0 {
+			return fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  "))
+		}
+	}
 	rep.LimitsEnforcedBy = enforcedBy(spec.Limits)
 	return nil
 }
@@ -512,7 +517,11 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 	rep.OutputBytes = st.OutputBytes
 	rep.LandlockABI = st.LandlockABI
 	if st.LandlockABI == 0 && (landlock == "" || landlock == policy.LandlockAuto) {
-		rep.Warnings = append(rep.Warnings, "no Landlock was applied (the kernel has none): file access was checked by the mounts only")
+		why := "the kernel has none"
+		if rep.Backend == policy.IsolationGVisor {
+			why = "gVisor has none; its own kernel stands between the command and the host's"
+		}
+		rep.Warnings = append(rep.Warnings, "no Landlock was applied ("+why+"): file access was checked by the mounts only")
 	}
 	for _, d := range st.Denials {
 		d.Profile = rep.Seccomp
@@ -540,6 +549,14 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 	} else {
 		rep.ExitCode = st.ExitCode
 	}
+}
+
+// unsupporter is a backend that can only run some Specs (gvisor): it
+// names each protection of spec it cannot enforce, and the run is
+// refused, with or without AllowDegraded, since running without them
+// would be running a weaker sandbox than the one chosen.
+type unsupporter interface {
+	Unsupported(spec *backend.Spec) []string
 }
 
 // checkCapabilities refuses a Spec that asks for limits the backend cannot

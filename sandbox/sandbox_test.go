@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/proctest"
@@ -36,6 +37,7 @@ import (
 // The native backend re-executes this test binary as the sandbox's init.
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	if target := os.Getenv("MOAT_TEST_GODIAL"); target != "" {
 		os.Exit(goDial(target)) // a Go program inside a sandbox (TestTransparentEgress)
 	}

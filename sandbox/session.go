@@ -121,7 +121,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	be := req.Backend
 	if be == nil {
-		be = defaultBackend(false)
+		be = defaultBackend(p, false)
 	}
 	if be == nil {
 		return nil, fmt.Errorf("sessions are only supported on Linux: %w", errors.ErrUnsupported)

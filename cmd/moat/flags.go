@@ -124,7 +124,7 @@ var flagGroups = []struct {
 	{"Policy and files", []string{"policy", "workspace", "workspace-mode", "session", "ro", "rw", "deny", "env,e"}},
 	{"Network", []string{"net,network", "tcp-bind", "tcp-connect"}},
 	{"Limits and identity", []string{"wall", "cpu-time", "memory,m", "pids,pids-limit", "cpus", "open-files", "file-size", "output", "disk", "uid"}},
-	{"Enforcement", []string{"landlock", "seccomp", "allow-degraded", "learn"}},
+	{"Enforcement", []string{"isolation", "landlock", "seccomp", "allow-degraded", "learn"}},
 	{"Report", []string{"json", "report", "audit"}},
 	{"Docker's spellings (see also -e, -m, --network, --pids-limit above)", []string{"volume,v", "workdir,w", "user,u", "read-only", "rm,i,t,it,ti,interactive,tty"}},
 }
@@ -149,6 +149,7 @@ func flagDefaults() map[string]string {
 		"uid":            strconv.Itoa(d.User.UID),
 		"landlock":       d.Filesystem.Landlock,
 		"seccomp":        d.Syscalls.Profile,
+		"isolation":      d.Sandbox.Isolation,
 	}
 }
 
@@ -172,6 +173,7 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&o.TCPConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
 	fs.StringVar(&o.Landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
 	fs.StringVar(&f.auditFile, "audit", "", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
+	fs.StringVar(&o.Isolation, "isolation", "", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
 	fs.StringVar(&o.Seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
 	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")

@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 )
 
@@ -27,6 +28,7 @@ const exitMoatError = 125
 func main() {
 	native.RestoreTimerSlack() // this thread's timer slack, raised by the entry point
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	growStack()
 	exitAfterRun = true
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -26,6 +26,7 @@ import (
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -37,6 +38,7 @@ import (
 // with MOAT_TEST_AS_MOAT=1.
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	if os.Getenv("MOAT_TEST_AS_MOAT") == "1" {
 		if name := os.Getenv("MOAT_TEST_ENOSYS"); name != "" {
 			sandboxtest.ExitOn(sandboxtest.WithoutSyscall(name, syscall.ENOSYS))
@@ -134,6 +136,7 @@ func TestBadFlags(t *testing.T) {
 		{"run", "--workspace-mode", "snapshot", "--", "true"},
 		{"run", "--tcp-bind", "http", "--", "true"},
 		{"run", "--tcp-connect", "443,", "--", "true"},
+		{"run", "--isolation", "vm", "--", "true"},
 	} {
 		code, _, errs := moat(t, ws, args...)
 		if code != exitMoatError || errs == "" {
@@ -199,7 +202,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor exit %d\n%s%s", code, out, errs)
 	}
-	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace", "disk limit"} {
+	for _, w := range []string{"user namespaces", "landlock", "cgroups", "memory limits", "default policy", "overlay workspace", "disk limit", "gvisor isolation"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("doctor output lacks %q:\n%s", w, out)
 		}
@@ -841,4 +844,15 @@ func TestCustomProfileIsTheCommands(t *testing.T) {
 		}
 		noDump(t, errs)
 	})
+}
+
+// TestIsolationFlag: --isolation gvisor picks the gvisor backend, which
+// refuses what it cannot enforce by name (an overlay workspace here),
+// whether or not runsc is on this machine.
+func TestIsolationFlag(t *testing.T) {
+	ws := t.TempDir()
+	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--workspace-mode", "overlay", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, "workspace mode overlay") {
+		t.Errorf("code %d err %q", code, errs)
+	}
 }

@@ -1,0 +1,149 @@
+package gvisor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/seccomp"
+)
+
+// TestDefaultProfileTranslates: moat's default and strict profiles become
+// runsc filters rule for rule, in order (runsc, as moat, lets the first
+// matching rule decide), with ENOSYS answers as SCMP_ACT_TRACE.
+func TestDefaultProfileTranslates(t *testing.T) {
+	for name, p := range map[string]*seccomp.Profile{"default": seccomp.Default(), "strict": seccomp.Strict()} {
+		s, err := ociSeccomp(p)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(s.Syscalls) != len(p.Rules) {
+			t.Errorf("%s: %d rules, want %d", name, len(s.Syscalls), len(p.Rules))
+		}
+		for i, r := range p.Rules {
+			if got := s.Syscalls[i]; strings.Join(got.Names, ",") != strings.Join(r.Names, ",") || len(got.Args) != len(r.Args) {
+				t.Errorf("%s: rule %d is %v, want %v", name, i, got, r)
+			}
+			if r.Action == seccomp.Errno && r.Errno == 38 && s.Syscalls[i].Action != specs.ActTrace {
+				t.Errorf("%s: ENOSYS rule for %v is %s, want SCMP_ACT_TRACE", name, r.Names, s.Syscalls[i].Action)
+			}
+		}
+	}
+}
+
+// TestSeccompRefusesWhatRunscCannotSay: an errno runsc cannot return, two
+// conditions on one argument (runsc would OR them) and ENOSYS without
+// ptrace refused are errors, never a looser filter.
+func TestSeccompRefusesWhatRunscCannotSay(t *testing.T) {
+	for name, p := range map[string]*seccomp.Profile{
+		"errno":   {DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{{Names: []string{"mkdir"}, Action: seccomp.Errno, Errno: 13}}},
+		"two-arg": {DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{{Names: []string{"ioctl"}, Action: seccomp.Errno, Args: []seccomp.Arg{{Index: 1, Op: seccomp.GE, Value: 1}, {Index: 1, Op: seccomp.LE, Value: 5}}}}},
+		"enosys":  {DefaultAction: seccomp.Allow, Rules: []seccomp.Rule{{Names: []string{"clone3"}, Action: seccomp.Errno, Errno: 38}}},
+		"log":     {DefaultAction: seccomp.Log},
+	} {
+		if _, err := ociSeccomp(p); err == nil {
+			t.Errorf("%s: translated, want an error", name)
+		}
+	}
+}
+
+// TestMounts: binds, files, masks and re-binds become OCI mounts at the
+// Spec's targets, symlinks are made in the root, and a path no mount
+// reaches is left alone.
+func TestMounts(t *testing.T) {
+	host := t.TempDir()
+	os.MkdirAll(filepath.Join(host, "ws", "secret-dir"), 0o755)
+	os.WriteFile(filepath.Join(host, "ws", "secret"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(host, "ws", ".git", "hooks"), 0o755)
+	dir := t.TempDir()
+	rootfs, files := filepath.Join(dir, "rootfs"), filepath.Join(dir, "files")
+	os.Mkdir(rootfs, 0o755)
+	os.Mkdir(files, 0o755)
+	ms := []backend.Mount{
+		{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"},
+		{Kind: backend.MountSymlink, Source: "usr/bin", Target: "/bin"},
+		{Kind: backend.MountBind, Source: filepath.Join(host, "ws"), Target: "/work"},
+		{Kind: backend.MountBind, Source: "/nonexistent", Target: "/opt", Optional: true},
+		{Kind: backend.MountProc, Target: "/proc"},
+		{Kind: backend.MountDev, Target: "/dev"},
+		{Kind: backend.MountFile, Target: "/etc/passwd", Data: "agent:x:1000:1000::/home/agent:/bin/sh\n"},
+		{Kind: backend.MountReadOnly, Target: "/work/.git/hooks"},
+		{Kind: backend.MountPin, Target: "/work/.git"},
+		{Kind: backend.MountMask, Target: "/work/secret"},
+		{Kind: backend.MountMask, Target: "/work/secret-dir"},
+		{Kind: backend.MountMask, Target: "/etc/shadow"},
+		{Kind: backend.MountReadOnly, Target: "/tmp/x", Optional: true},
+	}
+	got, err := ociMounts(ms, rootfs, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, m := range got {
+		lines = append(lines, m.Destination+" "+m.Type+" "+strings.Join(m.Options, ","))
+	}
+	want := []string{
+		"/tmp tmpfs nosuid,nodev,mode=1777",
+		"/work bind rbind,nosuid,nodev",
+		"/proc proc nosuid,nodev,noexec",
+		"/etc/passwd bind rbind,nosuid,nodev,ro",
+		"/work/.git/hooks bind rbind,nosuid,nodev,ro",
+		"/work/.git bind rbind,nosuid,nodev",
+		"/work/secret bind rbind,nosuid,nodev,ro",
+		"/work/secret-dir tmpfs ro,nosuid,nodev,noexec,mode=0555",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("mounts:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if l, err := os.Readlink(filepath.Join(rootfs, "bin")); err != nil || l != "usr/bin" {
+		t.Errorf("rootfs/bin -> %q, %v; want usr/bin", l, err)
+	}
+	if got[4].Source != filepath.Join(host, "ws", ".git", "hooks") {
+		t.Errorf("re-bind source %s, want the host path under the workspace", got[4].Source)
+	}
+	if b, err := os.ReadFile(got[3].Source); err != nil || !strings.HasPrefix(string(b), "agent:") {
+		t.Errorf("passwd file: %q, %v", b, err)
+	}
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountOverlay, Target: "/w"}}, rootfs, files); err == nil {
+		t.Error("an overlay mount translated, want an error")
+	}
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files); err == nil {
+		t.Error("a protected path outside every mount passed, want an error")
+	}
+}
+
+// TestScriptPinsRunscVersion: scripts/runsc.sh builds the version whose
+// cache directory Find looks in.
+func TestScriptPinsRunscVersion(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/runsc.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "MOAT_RUNSC_VERSION:-"+RunscVersion+"}") {
+		t.Errorf("scripts/runsc.sh does not build %s", RunscVersion)
+	}
+}
+
+// TestFindRefusesWhatOthersCanWrite: a named runsc must be an executable
+// file only its owner can change; a typo is an error, not a fall back.
+func TestFindRefusesWhatOthersCanWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "runsc")
+	os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	os.Chmod(p, 0o775)
+	if _, err := Find(p); err == nil {
+		t.Error("a group-writable runsc was accepted")
+	}
+	os.Chmod(p, 0o755)
+	if got, err := Find(p); err != nil || got != p {
+		t.Errorf("positive control: Find(%s) = %q, %v", p, got, err)
+	}
+	if _, err := Find(filepath.Join(dir, "typo")); err == nil {
+		t.Error("a missing named runsc was accepted")
+	}
+}

@@ -1,0 +1,336 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
+)
+
+// Run runs spec under runsc, one `runsc run` with a bundle of its own,
+// and removes the bundle and runsc's state when it ends. The command's
+// standard streams pass through pipes moat reads (to count the output);
+// a terminal is never handed to runsc, so the command cannot reach the
+// caller's. Signals from stdio.Signals go to the command with `runsc
+// kill`; the wall and output limits, and ctx, end the run with `runsc
+// kill --all`.
+func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (*backend.ExitStatus, error) {
+	start := time.Now()
+	if gaps := unsupported(spec); len(gaps) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, strings.Join(gaps, "; "))
+	}
+	runsc := b.Runsc
+	if runsc == "" {
+		var err error
+		if runsc, err = Find(""); err != nil {
+			return nil, err
+		}
+	}
+	sweep()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
+	if err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	defer removeRunDir(dir)
+	bdir, state, logPath := filepath.Join(dir, "bundle"), filepath.Join(dir, "state"), filepath.Join(dir, "runsc.log")
+	for _, d := range []string{bdir, state} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, &backend.InitError{Stage: "bundle", Err: err}
+		}
+	}
+	cfg, err := bundle(spec, bdir)
+	if err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	network := "none"
+	if spec.Network.Mode == backend.NetHost {
+		network = "host"
+	}
+	// The sandbox's root is the bundle's empty, read-only rootfs with the
+	// Spec's mounts on it, so gVisor's own overlay over the root would
+	// only cost start-up time; cgroups are not used (Capabilities).
+	global := []string{"--root", state, "--log", logPath, "--log-format", "json", "--network", network, "--overlay2", "none", "--ignore-cgroups"}
+	if spec.Network.Mode == backend.NetProxy {
+		// The proxy's way in: moat's own binary as the container's
+		// first process (forward_linux.go) and a unix socket served by
+		// moat's proxy, both bound in; runsc lets the sandbox connect to
+		// a host socket only with --host-uds.
+		if stdio.ServeProxy == nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: errors.New("network mode proxy without a proxy to serve it")}
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		sock := filepath.Join(dir, "proxy.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		defer ln.Close()
+		// The sandbox user connects to it; the directory above keeps
+		// everyone else on the host out.
+		if err := os.Chmod(sock, 0o777); err != nil {
+			return nil, &backend.InitError{Stage: "proxy", Err: err}
+		}
+		go stdio.ServeProxy(ln)
+		cfg.Mounts = append(cfg.Mounts, bind(self, forwardPath, true), bind(sock, socketPath, false))
+		cfg.Process.Args = append([]string{forwardPath, strconv.Itoa(spec.Network.ProxyPort), socketPath, "--"}, spec.Args...)
+		global = append(global, "--host-uds=open")
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	if err := os.WriteFile(filepath.Join(bdir, "config.json"), data, 0o600); err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	id := "moat-" + spec.RunID
+	if spec.RunID == "" {
+		id = "moat-" + filepath.Base(dir)
+	}
+	if cfg.Linux.Seccomp != nil {
+		global = append(global, "--oci-seccomp")
+	}
+	runscCmd := func(args ...string) *exec.Cmd {
+		return exec.Command(runsc, append(append([]string{}, global...), args...)...)
+	}
+
+	cmd := runscCmd("run", "--bundle", bdir, id)
+	var outN atomic.Int64
+	var once sync.Once
+	var cause backend.Cause
+	var hit []backend.Cause
+	done := make(chan struct{})
+	// stop ends the sandbox for why, once: with runsc's own kill, and
+	// runsc's process group if the container is not there yet.
+	stop := func(why backend.Cause) {
+		once.Do(func() {
+			cause = why
+			if why == backend.CauseTimeout || why == backend.CauseOutput {
+				hit = append(hit, why)
+			}
+			if err := runscCmd("kill", "--all", id, "KILL").Run(); err != nil && cmd.Process != nil {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+		})
+	}
+	out := func(w io.Writer) io.Writer {
+		if w == nil {
+			w = io.Discard
+		}
+		return &countWriter{w: w, n: &outN, limit: spec.Limits.OutputBytes, over: func() { go stop(backend.CauseOutput) }}
+	}
+	cmd.Stdout, cmd.Stderr = out(stdio.Stdout), out(stdio.Stderr)
+	if stdio.Stdin != nil {
+		cmd.Stdin = stdio.Stdin
+		if f, ok := stdio.Stdin.(*os.File); ok && isTerminal(f) {
+			// Read through a pipe: the terminal itself stays out of the
+			// sandbox (no TIOCSTI into the caller's shell). The copy
+			// may outlive the run, blocked on the terminal; exec.Cmd's
+			// own copy would hold up Wait for it.
+			r, w, err := os.Pipe()
+			if err != nil {
+				return nil, &backend.InitError{Stage: "stdin", Err: err}
+			}
+			defer r.Close()
+			go func() { io.Copy(w, f); w.Close() }()
+			cmd.Stdin = r
+		}
+	}
+	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, &backend.InitError{Stage: "runsc", Err: err}
+	}
+	// Whatever happens from here, the container goes: runsc deletes it
+	// when `run` returns, and delete --force catches a run cut short (its
+	// state is still there then; another runsc call is not free).
+	defer func() {
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			if e.Name() != "null-netns" {
+				runscCmd("delete", "--force", id).Run()
+				return
+			}
+		}
+	}()
+	go func() {
+		var timeout <-chan time.Time
+		if spec.Limits.Wall > 0 {
+			t := time.NewTimer(spec.Limits.Wall)
+			defer t.Stop()
+			timeout = t.C
+		}
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				stop(backend.CauseKilled)
+				return
+			case <-timeout:
+				stop(backend.CauseTimeout)
+				return
+			case s, ok := <-stdio.Signals:
+				if !ok {
+					stdio.Signals = nil
+					continue
+				}
+				if bar, isBarrier := s.(backend.Barrier); isBarrier {
+					close(bar)
+					continue
+				}
+				if sig, isSys := s.(syscall.Signal); isSys {
+					runscCmd("kill", id, fmt.Sprint(int(sig))).Run()
+				}
+			}
+		}
+	}()
+	werr := cmd.Wait()
+	close(done)
+	st := &backend.ExitStatus{Wall: time.Since(start), OutputBytes: outN.Load()}
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			// runsc's own usage and its children's: the sentry and the
+			// gofer, which do the command's work.
+			st.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			st.MaxMemory = ru.Maxrss * 1024
+		}
+	}
+	once.Do(func() {}) // no stop after this point
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	if code == -1 && cause == "" {
+		return nil, &backend.InitError{Stage: "runsc", Err: fmt.Errorf("runsc ended abnormally: %v", werr)}
+	}
+	if code == 128 && cause == "" {
+		if err := runscFailure(logPath); err != nil {
+			return nil, err
+		}
+	}
+	st.ExitCode, st.Cause = code, backend.CauseExit
+	// runsc reports a command killed by signal N as 128+N, as a shell
+	// does; moat reads it back the same way.
+	if code > 128 && code < 128+65 {
+		st.ExitCode, st.Signal, st.Cause = -1, code-128, backend.CauseSignal
+		switch syscall.Signal(st.Signal) {
+		case syscall.SIGXCPU:
+			st.Cause = backend.CauseCPU
+			st.LimitsHit = append(st.LimitsHit, backend.CauseCPU)
+		case syscall.SIGXFSZ:
+			st.Cause = backend.CauseFile
+			st.LimitsHit = append(st.LimitsHit, backend.CauseFile)
+		}
+	}
+	if cause != "" {
+		st.Cause = cause
+		st.LimitsHit = append(st.LimitsHit, hit...)
+		if code == -1 || st.Signal == 0 {
+			st.ExitCode, st.Signal = -1, int(syscall.SIGKILL)
+		}
+	}
+	return st, nil
+}
+
+// removeRunDir removes a run's directory: its bundle, runsc's state and
+// the empty network namespace runsc pins there for its gofers with a
+// bind mount (and leaves for the next container of the same root: this
+// root has no next).
+func removeRunDir(dir string) {
+	for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {
+	}
+	os.RemoveAll(dir)
+}
+
+// sweep removes what runs of moats that died without cleaning up (a
+// SIGKILL) left: the directory of each run whose moat, named by the pid
+// in the directory's name, is gone. runsc itself dies with its moat
+// (Pdeathsig), and the sandbox with runsc.
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-gvisor-*-*"))
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(d), "moat-gvisor-%d-", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			removeRunDir(d)
+		}
+	}
+}
+
+// runscFailure reads why runsc failed from its log: runsc exits 128 then,
+// with the error logged at level "error". nil when the log has no error,
+// so that a command's own exit status 128 stays one.
+func runscFailure(logPath string) error {
+	log, _ := os.ReadFile(logPath)
+	var why string
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		var e struct{ Msg, Level string }
+		if json.Unmarshal(line, &e) == nil && e.Level == "error" {
+			why = e.Msg
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	err := errors.New(why)
+	// "creating process: failed to load CMD: no such file or directory"
+	if strings.Contains(why, "failed to load") || strings.Contains(why, "executable") {
+		switch {
+		case strings.Contains(why, "no such file or directory"), strings.Contains(why, "not found"):
+			err = fmt.Errorf("%w: %s", backend.ErrNotFound, why)
+		case strings.Contains(why, "permission denied"), strings.Contains(why, "exec format error"):
+			err = fmt.Errorf("%w: %s", backend.ErrNotExecutable, why)
+		}
+	}
+	return &backend.InitError{Stage: "runsc", Err: err}
+}
+
+// countWriter counts what the command writes and calls over once the
+// total passes limit (0: no limit); what is past the limit is dropped.
+type countWriter struct {
+	w     io.Writer
+	n     *atomic.Int64
+	limit int64
+	over  func()
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n := c.n.Add(int64(len(p)))
+	if c.limit > 0 && n > c.limit {
+		keep := int64(len(p)) - (n - c.limit)
+		if keep > 0 {
+			c.w.Write(p[:keep])
+		}
+		if n-int64(len(p)) <= c.limit {
+			c.over()
+		}
+		return len(p), nil
+	}
+	return c.w.Write(p)
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

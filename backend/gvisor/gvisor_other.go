@@ -1,0 +1,18 @@
+//go:build !linux
+
+package gvisor
+
+import (
+	"context"
+	"errors"
+
+	"github.com/moatbox/moat/backend"
+)
+
+// Run fails: runsc runs on Linux only.
+func (*Backend) Run(context.Context, *backend.Spec, backend.Stdio) (*backend.ExitStatus, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// MaybeForward does nothing outside Linux.
+func MaybeForward() {}

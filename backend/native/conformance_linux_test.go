@@ -1,0 +1,13 @@
+package native_test
+
+import (
+	"testing"
+
+	"github.com/moatbox/moat/backend/backendtest"
+	"github.com/moatbox/moat/backend/native"
+)
+
+// TestConformance runs the suite every backend passes.
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, &native.Backend{}, backendtest.Options{Overlay: true, HostNetwork: true})
+}

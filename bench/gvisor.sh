@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# bench/gvisor.sh: what --isolation gvisor costs, on this machine: the
+# start-up of `moat run --isolation gvisor -- /bin/true` against the native
+# backend and against `runsc do /bin/true` called directly, and a
+# system-call-heavy command (find /usr > /dev/null) under each and bare.
+#
+# Usage:  bench/gvisor.sh           (as root: runsc runs sandboxes for root only)
+#         N=50 bench/gvisor.sh      (runs per variant; default 20)
+# Needs Go to build moat, the timer and (once per machine) runsc
+# (scripts/runsc.sh, cached).
+#
+# Each variant is timed by bench/timeit (fork to reap, monotonic clock)
+# after 2 untimed runs, from a fresh workspace under /tmp owned by the
+# sandbox user (runsc has no id-mapped mounts). The table gives the median
+# and 90th percentile in ms. `runsc do` runs on an overlay of the host's
+# root with no network, the closest runsc gets to moat's sandbox without a
+# bundle; moat's gvisor run adds the bundle, its mounts and the default
+# seccomp profile as runsc's filter.
+set -euo pipefail
+N=${N:-20}
+case $N in '' | *[!0-9]*) echo "N must be a positive integer" >&2; exit 2 ;; esac
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench/gvisor.sh: run as root (runsc runs sandboxes for root only here)" >&2
+	exit 2
+fi
+
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+tmp='' ws=''
+newtmp tmp build
+newtmp ws ws
+chown 1000:1000 "$ws"
+
+machine_line
+go_build "$tmp" cmd/moat bench/timeit
+runsc=$("$repo/scripts/runsc.sh")
+moat=$tmp/moat timeit=$tmp/timeit
+echo "== N=$N runs per variant; runsc $runsc"
+
+row() { # row LABEL CMD...: median and p90 of N runs
+	local label=$1 r
+	shift
+	if r=$(cd "$ws" && "$timeit" -warmup 2 -n "$N" -- "$@" 2>"$tmp/err"); then
+		read -r med p90 _ <<<"$r"
+		printf '%-44s %9s %9s\n' "$label" "$med" "$p90"
+	else
+		printf '%-44s %s\n' "$label" "failed: $(head -c 300 "$tmp/err")"
+	fi
+}
+
+printf '%-44s %9s %9s\n' "variant" "median" "p90"
+row "moat run -- /bin/true (native)" "$moat" run -- /bin/true
+row "moat run --isolation gvisor -- /bin/true" "$moat" run --isolation gvisor -- /bin/true
+row "runsc do /bin/true" "$runsc" --network=none do /bin/true
+find=(/bin/sh -c 'find /usr >/dev/null 2>&1; true')
+row "find /usr (no sandbox)" "${find[@]}"
+row "moat run -- find /usr (native)" "$moat" run -- "${find[@]}"
+row "moat run --isolation gvisor -- find /usr" "$moat" run --isolation gvisor -- "${find[@]}"
+row "runsc do find /usr" "$runsc" --network=none do "${find[@]}"

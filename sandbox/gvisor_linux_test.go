@@ -1,0 +1,139 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/gvisor"
+	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// runIsolated runs args under policy p (edited), with the backend the
+// policy's isolation names.
+func runIsolated(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
+	t.Helper()
+	p := workspacePolicy(t, ws)
+	edit(p)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
+}
+
+// TestGVisorRefusesWhatItCannotEnforce: under gvisor isolation a policy
+// asking for what runsc cannot enforce here is refused before anything
+// runs, naming it, even with AllowDegraded; runsc itself is not needed
+// to refuse.
+func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
+	ws := t.TempDir()
+	for _, c := range []struct {
+		name string
+		edit func(*policy.Policy)
+		want string
+	}{
+		{"tcp rules", func(p *policy.Policy) { p.Network.TCPConnect = &[]int{443} }, "TCP port rules"},
+		{"memory", func(p *policy.Policy) { p.Limits.Memory = 64 * policy.MiB }, "memory limit"},
+		{"overlay", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }, "workspace mode overlay"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runIsolated(t, ws, func(p *policy.Policy) {
+				p.Sandbox.Isolation = policy.IsolationGVisor
+				c.edit(p)
+			}, "/bin/true")
+			if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), c.want) {
+				t.Errorf("err = %v, want a refusal naming %q", r.err, c.want)
+			}
+			if r.rep.Backend != "gvisor" || r.rep.ExitCode != 125 {
+				t.Errorf("report: backend %q, exit %d", r.rep.Backend, r.rep.ExitCode)
+			}
+		})
+	}
+}
+
+// gvisorUsable skips the test unless --isolation gvisor can run here.
+func gvisorUsable(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("gvisor: runsc runs sandboxes for root only here (uid %d): rootless runsc has no network isolation; the run as root tests it", os.Geteuid())
+	}
+	if _, err := gvisor.Find(""); err != nil {
+		t.Skipf("gvisor: %v", err)
+	}
+}
+
+// TestGVisorAllowThroughProxy: under gvisor, network mode allow reaches
+// an allowed host through moat's proxy (the positive control), a denied
+// one gets the proxy's 403, and a direct connection to the host's
+// loopback, where the server listens, fails: the proxy is the only way
+// out.
+func TestGVisorAllowThroughProxy(t *testing.T) {
+	gvisorUsable(t)
+	w := newNetWorld(t)
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Sandbox.Isolation = policy.IsolationGVisor
+	})
+	req.Backend = nil
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	req.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := req.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	req.Args = []string{"/bin/bash", "-c", fmt.Sprintf(`
+echo "curl-allowed: $(curl -sS -m 10 http://allowed.test:%[1]d/)"
+echo "curl-denied: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/)"
+(exec 3<>/dev/tcp/127.0.0.1/%[1]d && echo DIRECT-CONNECTED) 2>/dev/null || echo direct-refused
+`, w.httpPort)}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"curl-allowed: PAGE-FROM-allowed.test", "curl-denied: 403", "direct-refused"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out.String(), errb.String())
+		}
+	}
+	if strings.Contains(out.String(), "DIRECT-CONNECTED") || rep.Backend != "gvisor" {
+		t.Errorf("backend %s:\n%s", rep.Backend, out.String())
+	}
+}
+
+// TestGVisorRuns: --isolation gvisor runs the command on gVisor's kernel
+// (its uname is not the host's); the same probe under native isolation,
+// the positive control, sees the host's kernel.
+func TestGVisorRuns(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	host := hostinfo.Kernel()
+	r := runIsolated(t, ws, func(p *policy.Policy) { p.Sandbox.Isolation = policy.IsolationGVisor }, "/bin/sh", "-c", "uname -r; id -u; echo made > f")
+	if r.err != nil || r.rep.ExitCode != 0 || r.rep.Backend != "gvisor" {
+		t.Fatalf("gvisor run: %v %+v %s", r.err, r.rep, r.stderr)
+	}
+	if strings.Contains(r.stdout, host) || !strings.Contains(r.stdout, "1000") {
+		t.Errorf("gvisor run saw %q (host kernel %s)", r.stdout, host)
+	}
+	if b, err := os.ReadFile(ws + "/f"); err != nil || string(b) != "made\n" {
+		t.Errorf("workspace write: %q %v", b, err)
+	}
+	r = runIsolated(t, ws, func(*policy.Policy) {}, "/bin/uname", "-r")
+	if r.err != nil || !strings.Contains(r.stdout, host) {
+		t.Errorf("positive control: native run saw %q, want the host's %s (%v)", r.stdout, host, r.err)
+	}
+}
