@@ -182,6 +182,10 @@ func confine(p *policy.Policy, ws string, remote bool) error {
 			refuse("env.pass: %q would pass the daemon's environment; set values with env.set", e)
 		}
 	}
+	if p.Sandbox.Runsc != "" {
+		// A binary the daemon, perhaps root, would run.
+		refuse("sandbox.runsc names a program the daemon runs; the daemon's own choice holds")
+	}
 	if len(p.Secrets) > 0 {
 		// Their values are read from the daemon's environment and files.
 		refuse("[[secrets]] come from the daemon's environment and files, not a tenant's")

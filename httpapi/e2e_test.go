@@ -449,6 +449,7 @@ func TestTokensSeparateTenants(t *testing.T) {
 		"[network]\nmode = \"host\"\n":           "network.mode",
 		"[syscalls]\nprofile = \"unconfined\"\n": "syscalls.profile",
 		"[env]\npass = [\"PATH\", \"*\"]\n":      "env.pass",
+		"[sandbox]\nrunsc = \"/tmp/x/runsc\"\n":  "sandbox.runsc",
 		"[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"env:HOME\"\nhosts = [\"example.com\"]\n": "[[secrets]]",
 	} {
 		_, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
