@@ -356,10 +356,24 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 	}
 	resp.Close = !keep
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	werr, reqErr := cc.relay(resp, up, upBytes, writeDone, emptyBody, ev)
+	if werr != nil || reqErr != nil || upClose {
+		*upp = nil
+		up.close(p)
+	}
+	return keep && werr == nil && reqErr == nil
+}
+
+// relay writes the destination's response to the client and waits for
+// the request's body to have been sent, filling in the event's byte
+// counts. The request body must be fully sent before either connection
+// can carry another request; if the destination answered without reading
+// it, the upstream connection is closed and reqErr says so.
+func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWriter, writeDone <-chan error, emptyBody bool, ev *Event) (werr, reqErr error) {
 	cw := &countWriter{w: cc.c}
 	bw := responseWriters.Get().(*bufio.Writer)
 	bw.Reset(cw)
-	werr := resp.Write(bw)
+	werr = resp.Write(bw)
 	if werr == nil {
 		werr = bw.Flush()
 	}
@@ -367,11 +381,6 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 	responseWriters.Put(bw)
 	resp.Body.Close()
 	ev.BytesDown = cw.n
-
-	// The request body must be fully sent before either connection can
-	// carry another request; if the destination answered without reading
-	// it, both are closed.
-	var reqErr error
 	if emptyBody {
 		reqErr = <-writeDone
 	} else {
@@ -387,11 +396,7 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		wait.Stop()
 	}
 	ev.BytesUp = upBytes.n
-	if werr != nil || reqErr != nil || upClose {
-		*upp = nil
-		up.close(p)
-	}
-	return keep && werr == nil && reqErr == nil
+	return werr, reqErr
 }
 
 // responseWriters buffer responses to clients: large enough that a big

@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -477,30 +476,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	}
 	resp.Close = !keep
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
-	cw := &countWriter{w: cc.c}
-	bw := bufio.NewWriter(cw)
-	werr := resp.Write(bw)
-	if werr == nil {
-		werr = bw.Flush()
-	}
-	resp.Body.Close()
-	ev.BytesDown = cw.n
-	var reqErr error
-	if emptyBody {
-		reqErr = <-writeDone
-	} else {
-		wait := time.NewTimer(100 * time.Millisecond)
-		select {
-		case reqErr = <-writeDone:
-		case <-wait.C:
-			up.conn.Close()
-			if reqErr = <-writeDone; reqErr == nil {
-				reqErr = errors.New("request body not read")
-			}
-		}
-		wait.Stop()
-	}
-	ev.BytesUp = upBytes.n
+	werr, reqErr := cc.relay(resp, up, upBytes, writeDone, emptyBody, ev)
 	tunnel.BytesUp += ev.BytesUp
 	tunnel.BytesDown += ev.BytesDown
 	return keep && werr == nil && reqErr == nil

@@ -236,11 +236,8 @@ func (d *decoder) value(key string, v any, dst reflect.Value) {
 	case portsType:
 		d.ports(key, v, dst)
 		return
-	case rulesType:
-		d.rules(key, v, dst)
-		return
-	case secretsType:
-		d.secrets(key, v, dst)
+	case rulesType, secretsType:
+		d.tables(key, v, dst)
 		return
 	case argvListType:
 		d.argvList(key, v, dst)

@@ -283,23 +283,24 @@ var (
 	argvListType = reflect.TypeFor[[][]string]()
 )
 
-// rules decodes an array of tables into []Rule.
-func (d *decoder) rules(key string, v any, dst reflect.Value) {
+// tables decodes an array of tables ([[rules]], [[secrets]]) into the
+// slice dst, one struct per table.
+func (d *decoder) tables(key string, v any, dst reflect.Value) {
 	a, ok := v.([]any)
 	if !ok {
-		d.add(key, "expected an array of tables ([[rules]]), got "+describe(v))
+		d.add(key, "expected an array of tables ([["+key+"]]), got "+describe(v))
 		return
 	}
-	list := make([]Rule, len(a))
+	list := reflect.MakeSlice(dst.Type(), len(a), len(a))
 	for i, e := range a {
 		t, ok := e.(map[string]any)
 		if !ok {
 			d.add(indexKey(key, i), "expected a table, got "+describe(e))
 			continue
 		}
-		d.table(indexKey(key, i), t, reflect.ValueOf(&list[i]).Elem())
+		d.table(indexKey(key, i), t, list.Index(i))
 	}
-	dst.Set(reflect.ValueOf(list))
+	dst.Set(list)
 }
 
 // argvList decodes an array of arrays of strings.

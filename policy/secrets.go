@@ -77,25 +77,6 @@ func isMethod(s string) bool {
 	return s != ""
 }
 
-// secrets decodes an array of tables into []Secret.
-func (d *decoder) secrets(key string, v any, dst reflect.Value) {
-	a, ok := v.([]any)
-	if !ok {
-		d.add(key, "expected an array of tables ([[secrets]]), got "+describe(v))
-		return
-	}
-	list := make([]Secret, len(a))
-	for i, e := range a {
-		t, ok := e.(map[string]any)
-		if !ok {
-			d.add(indexKey(key, i), "expected a table, got "+describe(e))
-			continue
-		}
-		d.table(indexKey(key, i), t, reflect.ValueOf(&list[i]).Elem())
-	}
-	dst.Set(reflect.ValueOf(list))
-}
-
 func (p *Policy) validateSecrets(l *errorList) {
 	if len(p.Secrets) > 0 && p.Network.Mode != NetworkAllow {
 		l.add("secrets", fmt.Sprintf("secrets are added by moat's proxy, which needs network.mode = %q (it is %q)", NetworkAllow, p.Network.Mode))
