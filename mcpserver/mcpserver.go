@@ -34,6 +34,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	// its change set, which can be applied only once it is unmounted. Nil
 	// means apply is refused while the session lives.
 	Restart func(ctx context.Context, between func() error) (*daemon.Session, error)
+	// Fetcher makes the fetch tool's requests; nil means one with the
+	// defaults of egress.Fetcher (public HTTPS only). Tests point names
+	// at loopback with it.
+	Fetcher *egress.Fetcher
 }
 
 // server is the state of one connection's tools.

@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/mcpserver"
 )
@@ -63,6 +64,8 @@ type setup struct {
 	// elicit, when set, makes the client offer elicitation and answer
 	// every ask with it.
 	elicit func(*mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	// fetcher, when set, makes the fetch tool's requests.
+	fetcher *egress.Fetcher
 }
 
 // workspaceDir is a new workspace. Not t.TempDir: its parent is private
@@ -100,7 +103,7 @@ func start(t testing.TB, s setup) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := &mcpserver.Options{MaxOutput: 4000, Network: network}
+	opts := &mcpserver.Options{MaxOutput: 4000, Network: network, Fetcher: s.fetcher}
 	if !s.noRestart {
 		// As ServeLocal does: the session ends and is made again.
 		opts.Restart = func(ctx context.Context, between func() error) (*daemon.Session, error) {
@@ -190,7 +193,7 @@ func TestListTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"apply", "diff", "edit_file", "list_files", "read_file", "read_output", "run_command", "search_files", "session_info", "start_process", "stop_process", "write_file"}
+	want := []string{"apply", "diff", "edit_file", "fetch", "list_files", "read_file", "read_output", "run_command", "search_files", "session_info", "start_process", "stop_process", "write_file"}
 	var got []string
 	for _, tool := range res.Tools {
 		got = append(got, tool.Name)

@@ -24,7 +24,7 @@ import (
 var tools = []string{
 	"run_command", "start_process", "read_output", "stop_process",
 	"read_file", "write_file", "edit_file", "list_files", "search_files",
-	"diff", "apply", "session_info",
+	"diff", "apply", "fetch", "session_info",
 }
 
 type commandIn struct {
@@ -98,6 +98,7 @@ func (s *server) addTools(srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "search_files", Description: "Search the contents of the workspace's files for a regular expression (grep -E, binary files skipped) and return the matching lines as path:line:text."}, tool(s, s.searchFiles))
 	mcp.AddTool(srv, &mcp.Tool{Name: "diff", Description: "In an overlay session, show what the session's commands and writes changed, as a unified diff against the real workspace: nothing reaches the real workspace until apply."}, tool(s, s.diff))
 	mcp.AddTool(srv, &mcp.Tool{Name: "apply", Description: "In an overlay session, write the session's changes (all, or the paths given) into the real workspace. A person is asked first; the result says whether they approved, what was applied and what was refused (conflicts with edits made meanwhile, protected paths). The sandbox restarts over the applied workspace: stop background processes first, and expect /tmp to start empty."}, tool(s, s.apply))
+	mcp.AddTool(srv, &mcp.Tool{Name: "fetch", Description: "Fetch a public https:// URL with a GET and return the status and the body (text only), made by moat outside the sandbox, as a webhook would be: no redirects followed, 5 seconds, at most 1 MiB, public addresses only, and the policy's host rules apply. Use it to read a page or an API's answer when the session has no network; it sends no credentials."}, tool(s, s.fetch))
 	mcp.AddTool(srv, &mcp.Tool{Name: "session_info", Description: "Describe the sandbox session: the workspace and its mode, what commands may write, which hosts they may reach, the limits and the rules that refuse or ask about commands. Call it before planning work that writes files or uses the network."}, tool(s, s.sessionInfo))
 }
 

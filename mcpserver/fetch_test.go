@@ -1,0 +1,61 @@
+package mcpserver_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/egress"
+)
+
+// TestFetch: the fetch tool reads a public HTTPS page (the positive
+// control: a loopback server standing in for one, reached through the
+// fetcher's test hooks), and refuses plain HTTP, a host the policy's
+// rules deny, and what is not a URL, as error results.
+func TestFetch(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "docs.test"},
+		DNSNames: []string{"docs.test", "blocked.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "the page at %s", r.URL.Path)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	f := &egress.Fetcher{
+		AllowCIDRs: []string{"127.0.0.0/8"},
+		Resolver: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		TLS: &tls.Config{RootCAs: roots},
+	}
+	pol := "[[rules]]\nname = \"no-blocked\"\nmatch = { host = \"blocked.test\" }\ndecision = \"deny\"\nreason = \"not that site\"\n"
+	e := start(t, setup{policy: pol, fetcher: f})
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test:%d/guide", port)}, "HTTP 200", "the page at /guide")
+	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("http://docs.test:%d/guide", port)}, "https")
+	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://blocked.test:%d/", port)}, "refused by rule `no-blocked", "not that site")
+	e.fails(t, "fetch", map[string]any{"url": "not a url"}, "not a URL")
+}
