@@ -229,6 +229,12 @@ func prepareTUN(spec *backend.Spec, dir string) string {
 		return ""
 	}
 	t.Dir = dir
+	if !egress.TUNBuiltIn {
+		// The build's choice, not this host's: allow mode is the proxy's
+		// (README, "Network"), and moat doctor says how to build it in.
+		dropTUN(spec)
+		return ""
+	}
 	if why := tunUnusable(t.DevDir()); why != "" {
 		dropTUN(spec)
 		return "network: no transparent egress (" + why + "): only programs that use the proxy variables reach the network"

@@ -167,7 +167,7 @@ if getent hosts allowed.test >/dev/null 2>&1; then echo RESOLVED-INSIDE; else ec
 		script += fmt.Sprintf(`git clone -q http://allowed.test:%d/repo.git cloned && echo "git: $(git -C cloned log --format=%%s)"`+"\n", w.gitPort)
 	}
 	out, rep := w.run(t, req, script)
-	if !slices.ContainsFunc(rep.Warnings, func(s string) bool { return strings.Contains(s, "no transparent egress") }) {
+	if egress.TUNBuiltIn && !slices.ContainsFunc(rep.Warnings, func(s string) bool { return strings.Contains(s, "no transparent egress") }) {
 		t.Errorf("no warning that the run has the proxy only: %q", rep.Warnings)
 	}
 	for _, want := range []string{

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/sessions.sh: what a command costs in a live session, side by side
+# with a one-shot moat run and bubblewrap, on this machine.
+#
+# Usage:  bench/sessions.sh          (root recommended; N=300 by default)
+#         N=1000 bench/sessions.sh
+# Needs Go (on PATH or in /usr/local/go/bin).
+#
+# Rows (each the time from request to exit status of /bin/true):
+#   bwrap                      one-shot, with the setup of bench/startup.sh
+#   moat run                   one-shot, default policy
+#   session exec (library)     sandbox-level: backend.Instance.Exec + Wait
+#                              (backend/native BenchmarkSessionExec, mean)
+#   session exec (HTTP API)    through moat serve's API on its unix socket
+#                              and the Go client (httpapi BenchmarkExecTrue:
+#                              p50 and p99)
+#   run_command over MCP       the MCP server's tool, in memory and over
+#                              stdio (mcpserver BenchmarkRunTrue, mean)
+# The one-shot rows are timed by bench/timeit (fork to reap); the session
+# rows by Go benchmarks in the same script, so that load hits all alike.
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+n=${N:-300}
+newtmp tmp sessions
+newtmp ws ws
+go_build "$tmp" cmd/moat bench/timeit
+timeit=$tmp/timeit
+machine_line
+
+row() { printf '%-34s | %9s | %9s | %s\n' "$@"; }
+row variant "p50 ms" "p99 ms" "ratio to bwrap (p50)"
+row "----------------------------------" --------- --------- --------------------
+
+bw=
+if command -v bwrap >/dev/null; then
+	args=(--ro-bind /usr /usr)
+	for d in bin lib lib64 sbin; do
+		if [ -L "/$d" ]; then args+=(--symlink "$(readlink "/$d")" "/$d"); elif [ -d "/$d" ]; then args+=(--ro-bind "/$d" "/$d"); fi
+	done
+	args+=(--ro-bind /etc /etc --tmpfs /tmp --bind "$ws" "$ws" --proc /proc --dev /dev --unshare-all --die-with-parent --cap-drop ALL --chdir "$ws")
+	read -r bw _ < <(indir "$ws" "$timeit" -warmup 5 -n "$n" -- bwrap "${args[@]}" /bin/true)
+	row bwrap "$bw" "" 1.00
+fi
+read -r m _ < <(indir "$ws" "$timeit" -warmup 5 -n "$n" -- "$tmp/moat" run -- /bin/true)
+row "moat run (one-shot)" "$m" "" "$(ratio "$m" "$bw")"
+
+# bench NAME PKG BENCH: the Go benchmark's output lines.
+bench() { (cd "$repo" && CGO_ENABLED=0 go test -run '^$' -bench "$2" -benchtime "${n}x" -count 1 "./$1" 2>&1 | grep -E '^Benchmark'); }
+lib=$(bench backend/native 'BenchmarkSessionExec$' | awk '{print $3/1e6}')
+row "session exec (library, mean)" "$lib" "" "$(ratio "$lib" "$bw")"
+api=$(bench httpapi 'BenchmarkExecTrue$')
+p50=$(awk '{for (i=1;i<=NF;i++) if ($(i+1)=="p50-ms") print $i}' <<<"$api")
+p99=$(awk '{for (i=1;i<=NF;i++) if ($(i+1)=="p99-ms") print $i}' <<<"$api")
+row "session exec (HTTP API)" "$p50" "$p99" "$(ratio "$p50" "$bw")"
+while read -r name _ ns _; do
+	ms=$(awk -v v="$ns" 'BEGIN { printf "%.2f", v / 1e6 }')
+	row "MCP run_command ${name#BenchmarkRunTrue/} (mean)" "$ms" "" "$(ratio "$ms" "$bw")"
+done < <(bench mcpserver 'BenchmarkRunTrue' | sed 's/-[0-9]* / /')
+echo
+echo "goals (issue #18, #20): session exec through the API p50 <= 1.0 ms; run_command within 1 ms of a session exec"
