@@ -591,7 +591,18 @@ func TestUIDTenants(t *testing.T) {
 	}
 	// A workspace must be the tenant's own: root's directory is not uid
 	// 65534's, and a directory it owns is.
-	own := t.TempDir()
+	//
+	// The daemon accepts a workspace only below directories no other user
+	// can rename; the test's base is a root-owned 0755 directory under
+	// /run (not /tmp, whose mode the test does not control).
+	base, err := os.MkdirTemp("/run", "moat-uidtest-")
+	if err != nil {
+		base = t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	own := filepath.Join(base, "own")
+	os.Mkdir(own, 0o755)
 	os.Chown(own, 65534, 65534)
 	body := func(ws string) string { return `{"workspace":"` + ws + `"}` }
 	cmd := exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(t.TempDir()), "http://moat/v1/sessions")
@@ -602,7 +613,14 @@ func TestUIDTenants(t *testing.T) {
 	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(own), "http://moat/v1/sessions")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if out, _ := cmd.Output(); !strings.Contains(string(out), `"tenant":"uid:65534"`) {
-		t.Errorf("uid 65534 cannot use its own directory: %s", out)
+		var modes []string
+		for d := own; d != "/"; d = filepath.Dir(d) {
+			if fi, err := os.Lstat(d); err == nil {
+				st := fi.Sys().(*syscall.Stat_t)
+				modes = append(modes, fmt.Sprintf("%s %v uid %d", d, fi.Mode(), st.Uid))
+			}
+		}
+		t.Errorf("uid 65534 cannot use its own directory: %s\n(the directories above it: %s)", out, strings.Join(modes, "; "))
 	}
 	// One it could swap for a link after the check (its parent is its
 	// own) is refused: the sandbox mounts the workspace by its path.
