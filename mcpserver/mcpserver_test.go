@@ -313,13 +313,15 @@ func TestProtectedPath(t *testing.T) {
 
 func TestBackgroundProcess(t *testing.T) {
 	e := start(t, setup{})
-	text := e.ok(t, "start_process", map[string]any{"command": "echo ready; sleep 300"}, "started process ")
+	// A number no other test sleeps for: the search below is host-wide.
+	text := e.ok(t, "start_process", map[string]any{"command": "echo ready; sleep 3017"}, "started process ")
 	id := strings.Fields(strings.TrimPrefix(text, "started process "))[0]
 	id = strings.TrimSuffix(id, ":")
 	e.ok(t, "read_output", map[string]any{"id": id, "wait_seconds": 10}, "is running", "ready")
 	e.ok(t, "read_output", map[string]any{"id": id}, "is running", "(no new output)")
 	e.ok(t, "stop_process", map[string]any{"id": id}, "has ended", "SIGTERM")
-	if left := proctest.Find("sleep 300"); len(left) > 0 {
+	// The process group's other processes die with it, a moment after.
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 3017") }, 3*time.Second); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 	// A refused command says so at start.
