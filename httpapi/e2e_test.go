@@ -612,7 +612,13 @@ func TestUIDTenants(t *testing.T) {
 	}
 	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(own), "http://moat/v1/sessions")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if out, _ := cmd.Output(); !strings.Contains(string(out), `"tenant":"uid:65534"`) {
+	if out, _ := cmd.Output(); strings.Contains(string(out), "cannot id-map") {
+		// The daemon is root, so the workspace is an idmapped mount, and
+		// this kernel cannot id-map the filesystem of the base directory
+		// (tmpfs before Linux 6.3): the check above passed, the sandbox
+		// could not be made here.
+		t.Logf("uid 65534's own directory: the kernel cannot id-map %s's filesystem, so its session cannot start here: %s", base, out)
+	} else if !strings.Contains(string(out), `"tenant":"uid:65534"`) {
 		var modes []string
 		for d := own; d != "/"; d = filepath.Dir(d) {
 			if fi, err := os.Lstat(d); err == nil {
