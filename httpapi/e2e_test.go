@@ -468,30 +468,42 @@ func TestTokensSeparateTenants(t *testing.T) {
 func TestQuotaAndExpiry(t *testing.T) {
 	d := startDaemon(t, daemon.Config{MaxSessions: 2, Tick: 50 * time.Millisecond}, nil)
 	ctx := context.Background()
-	short := d.create(t, &client.CreateSessionRequest{TTL: "1s"})
-	idle := d.create(t, &client.CreateSessionRequest{IdleTimeout: "1500ms"})
+	short := d.create(t, &client.CreateSessionRequest{TTL: "2s"})
+	idle := d.create(t, &client.CreateSessionRequest{IdleTimeout: "3s"})
+	// At once, while both live (a slow machine must not let the TTL free
+	// the quota first).
+	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{}); apiCode(err) != client.CodeQuota {
+		t.Fatalf("third session: %v", err)
+	}
 	if _, err := d.c.Start(ctx, short.ID, &client.ExecRequest{Args: []string{"sleep", "876545"}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(waitFor(func() []int { return proctest.Find("sleep 876545") })) == 0 {
 		t.Fatal("positive control: the background command is not running")
 	}
-	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{}); apiCode(err) != client.CodeQuota {
-		t.Fatalf("third session: %v", err)
-	}
 	// A command keeps the idle session alive past its timeout.
-	run(t, d.c, idle.ID, &client.ExecRequest{Args: []string{"sleep", "2"}})
+	run(t, d.c, idle.ID, &client.ExecRequest{Args: []string{"sleep", "4"}})
 	if _, err := d.c.Session(ctx, idle.ID); err != nil {
 		t.Errorf("idle session ended while a command ran: %v", err)
 	}
-	if _, err := d.c.Session(ctx, short.ID); apiCode(err) != client.CodeNotFound {
+	// gone waits (a little, for the daemon's tick) until id is not found.
+	gone := func(id string) error {
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if _, err = d.c.Session(ctx, id); apiCode(err) == client.CodeNotFound {
+				return nil
+			}
+		}
+		return fmt.Errorf("still there: %v", err)
+	}
+	if err := gone(short.ID); err != nil {
 		t.Errorf("session past its TTL: %v", err)
 	}
 	if left := proctest.Gone(func() []int { return proctest.Find("sleep 876545") }, 5*time.Second); len(left) > 0 {
 		t.Errorf("a command outlived its session's TTL: %v", left)
 	}
 	time.Sleep(2 * time.Second)
-	if _, err := d.c.Session(ctx, idle.ID); apiCode(err) != client.CodeNotFound {
+	if err := gone(idle.ID); err != nil {
 		t.Errorf("session past its idle timeout: %v", err)
 	}
 	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{TTL: "1000h"}); apiCode(err) != client.CodeBadRequest {
