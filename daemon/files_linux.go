@@ -196,18 +196,28 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 	return nil
 }
 
-// Mkdir makes the directory rel, owned by the workspace's owner; its
-// parent must exist. An existing directory is not an error.
-func (s *Session) Mkdir(rel string) error {
+// writable cleans rel and says whether the session's files API may
+// change it: a workspace that accepts writes, and no protected path.
+func (s *Session) writable(rel string) (string, error) {
 	rel, err := cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(true)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if s.protected(rel) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+		return "", fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	return rel, nil
+}
+
+// Mkdir makes the directory rel, owned by the workspace's owner; its
+// parent must exist. An existing directory is not an error.
+func (s *Session) Mkdir(rel string) error {
+	rel, err := s.writable(rel)
+	if err != nil {
+		return err
 	}
 	s.touch()
 	dir, base, dirRel, err := s.parent(rel)
@@ -245,15 +255,9 @@ func (s *Session) Mkdir(rel string) error {
 
 // Remove removes the file, link or empty directory rel.
 func (s *Session) Remove(rel string) error {
-	rel, err := cleanRel(rel)
-	if err == nil {
-		err = s.filesAllowed(true)
-	}
+	rel, err := s.writable(rel)
 	if err != nil {
 		return err
-	}
-	if s.protected(rel) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
 	}
 	s.touch()
 	done, err := s.useRoot()
