@@ -345,8 +345,18 @@ type Lifecycle interface {
 	// Create builds the sandbox. Spec.Args, Env and Dir are not used
 	// (each process brings its own, see ProcessSpec); Spec.Limits.Wall
 	// and OutputBytes are left to each process too. stdio is used only
-	// for ServeProxy. ctx bounds the creation only. An error means nothing
-	// of the sandbox remains; an *InitError names the stage that failed.
+	// for ServeProxy, ServeTUN and CheckExec. ctx bounds the creation
+	// only. An error means nothing of the sandbox remains; an *InitError
+	// names the stage that failed.
+	//
+	// With CheckExec set, every program any process of the sandbox starts,
+	// for its whole life, is checked: a call is asked of the CheckExec of
+	// the Exec whose process tree it came from (a process a command left
+	// in the background included, after the command has ended), with
+	// First set on the command's own exec; a call that cannot be told to
+	// any Exec, or whose Exec has no CheckExec, is asked of Create's. A
+	// backend that cannot check them all refuses to create the sandbox
+	// (an error wrapping ErrNoExecCheck).
 	Create(ctx context.Context, spec *Spec, stdio Stdio) (Instance, error)
 }
 

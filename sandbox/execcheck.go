@@ -27,8 +27,12 @@ const LayerRules = "rules"
 // Every decision other than a plain allow is audited, and every refusal
 // is in the report as a Denial of layer "rules".
 type execCheck struct {
-	rules     *harness.Rules
+	rules *harness.Rules
+	// approvals are the grants of the run (or of one command of a
+	// session: its line's once grants); shared, in a session, those
+	// that hold across its commands, where wider grants go.
 	approvals *harness.Approvals
+	shared    *harness.Approvals
 	req       *Request
 	runID     string
 	dir       string
@@ -53,6 +57,23 @@ func (e *execCheck) again(c backend.ExecCall) bool {
 	defer e.mu.Unlock()
 	last, ok := e.refused[c.Pid]
 	return ok && slices.Equal(last, c.Argv)
+}
+
+// use returns a grant that lets argv, asked about with d, run.
+func (e *execCheck) use(argv []string, d harness.Decision) (harness.Grant, bool) {
+	if g, ok := e.approvals.Use(argv, "", d); ok || e.shared == nil {
+		return g, ok
+	}
+	return e.shared.Use(argv, "", d)
+}
+
+// keep records a grant wider than once, for what follows.
+func (e *execCheck) keep(g harness.Grant) {
+	if e.shared != nil {
+		e.shared.Add(g)
+		return
+	}
+	e.approvals.Add(g)
 }
 
 // check is the run's Stdio.CheckExec.
@@ -84,7 +105,7 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 	if d.Verdict == harness.Deny {
 		return e.refuse(c, d, "denied by the rule")
 	}
-	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+	if g, ok := e.use(c.Argv, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
@@ -95,7 +116,7 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 	e.ask.Lock()
 	defer e.ask.Unlock()
 	// An approval given while this one waited may cover it.
-	if g, ok := e.approvals.Use(c.Argv, "", d); ok {
+	if g, ok := e.use(c.Argv, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
@@ -104,7 +125,7 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 		return e.refuse(c, d, "not approved: "+err.Error())
 	}
 	if g.Scope != harness.ScopeOnce {
-		e.approvals.Add(*g)
+		e.keep(*g)
 	}
 	return nil
 }
@@ -228,7 +249,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	if d.Verdict == harness.Deny {
 		return refuse("change the policy's [[rules]] to allow it")
 	}
-	if g, ok := e.approvals.Use(nil, "", d); ok {
+	if g, ok := e.use(nil, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}
@@ -238,7 +259,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	}
 	e.ask.Lock()
 	defer e.ask.Unlock()
-	if g, ok := e.approvals.Use(nil, "", d); ok {
+	if g, ok := e.use(nil, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}
@@ -247,7 +268,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 		return refuse("not approved: " + err.Error())
 	}
 	if g.Scope == harness.ScopeSession {
-		e.approvals.Add(*g)
+		e.keep(*g)
 	}
 	return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 }

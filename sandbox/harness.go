@@ -94,8 +94,10 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 // decide checks the command line against the policy's rules before
 // anything of the run exists, asks req.Approver about an ask, and audits
 // the decision. It returns ErrDenied (wrapped, with the rule and how to
-// get the command through) when the command must not run.
-func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, ap *harness.Approvals) error {
+// get the command through) when the command must not run. The once grants
+// for the line's commands go to line, a wider grant to shared (the same
+// in a run; a session's, across its commands, in a session).
+func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals) error {
 	a := harness.Action{Argv: req.Args, Dir: dir}
 	d := rules.Decide(a)
 	if d.Verdict == harness.Allow && d.Rule == nil {
@@ -135,9 +137,9 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 		}
 		// The person saw the whole line: its commands start unasked, once
 		// each; a wider grant covers what it covers for the rest of the run.
-		grantLine(ap, rules, a, rec.Approver)
+		grantLine(line, rules, a, rec.Approver)
 		if g.Scope != harness.ScopeOnce {
-			ap.Add(*g)
+			shared.Add(*g)
 		}
 	}
 	return nil

@@ -262,7 +262,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		dir = caller.Cwd
 	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
-	if err := decide(ctx, req, rep, dir, rules, approvals); err != nil {
+	if err := decide(ctx, req, rep, dir, rules, approvals, approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}

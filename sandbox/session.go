@@ -95,6 +95,10 @@ type Session struct {
 	// commands).
 	rules     *harness.Rules
 	approvals *harness.Approvals
+	// check decides the programs started in the session that no command
+	// can be told for (backend.Lifecycle); nil when the policy has no
+	// command rules.
+	check *execCheck
 
 	closeOnce sync.Once
 	closeRep  *Report
@@ -207,7 +211,17 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if direct || m == policy.WorkspaceReadOnly {
 		s.wsDir = p.Workspace.Path
 	}
+	if !s.rules.Empty() {
+		// The rules hold for every program a command starts (see
+		// Session.start); what no command can be told for is decided
+		// with nobody to ask.
+		s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision}, runID: s.id, dir: spec.Dir}
+		stdio.CheckExec = s.check.check
+	}
 	inst, err := lc.Create(ctx, spec, stdio)
+	if errors.Is(err, backend.ErrNoExecCheck) {
+		return nil, fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program a command starts, and here they could not be: with neither, the session needs no such check", ErrRefused, err)
+	}
 	if err != nil {
 		var ie *backend.InitError
 		if errors.As(err, &ie) && strings.HasPrefix(ie.Stage, "overlay") {
@@ -249,6 +263,7 @@ type Process struct {
 	proc     backend.Process
 	rep      *Report
 	landlock string
+	check    *execCheck // the programs it starts, checked (nil: no rules)
 	once     sync.Once
 }
 
@@ -305,7 +320,8 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		ap = req.Approver
 	}
 	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision}
-	if err := decide(ctx, r, rep, dir, s.rules, s.approvals); err != nil {
+	line := &harness.Approvals{}
+	if err := decide(ctx, r, rep, dir, s.rules, line, s.approvals); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}
@@ -327,6 +343,12 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	}
 	if req.Output > 0 {
 		ps.Output = req.Output
+	}
+	if s.check != nil {
+		// What this command starts, its background processes' included,
+		// is decided as in a Run, with its approver and its approvals.
+		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir}
+		stdio.CheckExec = p.check.check
 	}
 	rep.StartedAt = time.Now()
 	proc, err := s.inst.Exec(life, ps, stdio)
@@ -391,6 +413,11 @@ func (p *Process) Wait() (*Report, error) {
 			return
 		}
 		fillReport(p.rep, st, p.landlock)
+		if p.check != nil {
+			// What a process it left in the background is refused later
+			// is in the audit stream only.
+			p.rep.Denials = append(p.rep.Denials, p.check.report()...)
+		}
 	})
 	if p.rep.Reason == "error" {
 		return p.rep, errors.New(p.rep.Error)

@@ -412,7 +412,8 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	defer unix.Close(fd)
 	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record}
 	if r.stdio.CheckExec != nil {
-		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised)
+		// A session's first exec is not its command's (see attribute).
+		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil)
 	}
 	sup.Serve(fd, int(stop.Fd()))
 }

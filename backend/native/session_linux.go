@@ -43,6 +43,10 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	sp.Limits.Wall, sp.Limits.OutputBytes = 0, 0
 	r := &run{spec: &sp, stdio: backend.Stdio{ServeProxy: stdio.ServeProxy, ServeTUN: stdio.ServeTUN}, start: time.Now(), onInitParent: b.onInitParent}
 	in := &instance{r: r, procs: map[uint64]*process{}, done: make(chan struct{}), landlock: spec.Landlock}
+	if stdio.CheckExec != nil {
+		// Each exec is attributed to its command (sessioncheck_linux.go).
+		r.stdio.CheckExec, in.sessionCheck, in.leaders = in.checkExec, stdio.CheckExec, map[int]leader{}
+	}
 	exe := b.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -112,6 +116,11 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 			return nil, fmt.Errorf("compile seccomp profile: %w", err)
 		}
 		filters = append(filters, prog)
+	}
+	if in.sessionCheck != nil {
+		if filters, err = execFilters(&sp, filters, false); err != nil {
+			return nil, err
+		}
 	}
 	var trees map[string]*os.File
 	idmapped := make(chan error, 1)
@@ -188,6 +197,11 @@ type instance struct {
 	next   uint64
 	closed *message // init's "closed" answer to a quit request
 	quit   chan struct{}
+	// sessionCheck is Create's Stdio.CheckExec, asked about the execs
+	// no command can be told for; leaders are the commands' first
+	// processes by host pid (see attribute). Both under mu.
+	sessionCheck func(context.Context, backend.ExecCall) error
+	leaders      map[int]leader
 
 	endOnce sync.Once
 	done    chan struct{}
@@ -406,6 +420,13 @@ type process struct {
 	output  atomic.Int64
 	cgStart cgroup.Stats
 
+	// check is the Exec's Stdio.CheckExec, leader the host pid of its
+	// first process once seen (in.mu), seen the seccomp refusals the
+	// host counted before it started (a session that checks execs).
+	check  func(context.Context, backend.ExecCall) error
+	leader int
+	seen   map[[2]int]int
+
 	copies  sync.WaitGroup
 	readers []*os.File // the host's ends of the outputs (or the pty)
 	tty     *os.File   // the pty's master
@@ -430,7 +451,11 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		return nil, ErrEnded
 	default:
 	}
-	p := &process{in: in, spec: ps, start: time.Now(), startCh: make(chan message, 1), exited: make(chan struct{})}
+	p := &process{in: in, spec: ps, start: time.Now(), startCh: make(chan message, 1), exited: make(chan struct{}), check: stdio.CheckExec}
+	if in.sessionCheck != nil {
+		// The host's supervisor, not init, answers the observed filter.
+		p.seen = in.r.seen.snapshot()
+	}
 	if in.counted() {
 		p.cgStart, _ = in.r.cg.Stats()
 	}
@@ -720,7 +745,11 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		}
 		st.CPU = time.Duration(exit.UserNanos + exit.SysNanos)
 		st.MaxMemory = exit.MaxRSSKiB * 1024
-		st.Denials = p.in.r.explain(exit.Denials)
+		denials := exit.Denials
+		if p.seen != nil {
+			denials = p.in.r.seen.since(p.seen)
+		}
+		st.Denials = p.in.r.explain(denials)
 	} else {
 		st.Signal = int(syscall.SIGKILL) // the sandbox ended under it
 	}
