@@ -36,8 +36,9 @@ type Rule struct {
 	// ExamplesMatch lists command lines (each an argv, one simple command)
 	// the rule must match; ExamplesNotMatch, command lines it must not.
 	// They are checked by Validate, so a rule that does not do what its
-	// author meant is an error naming the example. Only for command rules.
-	// Default [].
+	// author meant is an error naming the example. For a write rule each
+	// example is one path, written "src/main.go" or ["src/main.go"]; host
+	// rules take none. Default [].
 	ExamplesMatch    [][]string `toml:"examples_match,omitempty" json:"examples_match,omitempty"`
 	ExamplesNotMatch [][]string `toml:"examples_not_match,omitempty" json:"examples_not_match,omitempty"`
 }
@@ -61,8 +62,9 @@ type Match struct {
 	// Default "".
 	CommandRegex string `toml:"command_regex,omitempty" json:"command_regex,omitempty"`
 	// Write is a glob of paths relative to the workspace ("**" matches any
-	// number of directories) written through the API. Not used yet.
-	// Default "".
+	// number of directories; see MatchWrite) that an API writes, makes or
+	// removes (the daemon's files API, MCP's write_file and edit_file).
+	// Its examples are paths ("src/main.go"). Default "".
 	Write string `toml:"write,omitempty" json:"write,omitempty"`
 	// Host is a network destination, "host" or "*.domain", in the grammar
 	// of [network] deny entries (without a port: see Port), checked by the
@@ -187,10 +189,14 @@ func (p *Policy) validateRules(l *errorList) {
 			names[r.Name] = i
 		}
 		oneOf(l, key+".decision", r.Decision, DecisionAllow, DecisionDeny, DecisionAsk)
-		if validateMatch(l, key+".match", &r.Match) && r.Match.IsCommand() {
+		valid := validateMatch(l, key+".match", &r.Match)
+		switch {
+		case valid && r.Match.IsCommand():
 			checkExamples(l, key, r)
-		} else if !r.Match.IsCommand() && len(r.ExamplesMatch)+len(r.ExamplesNotMatch) > 0 {
-			l.add(key+".examples_match", "examples are command lines; they apply to command and command_regex rules only")
+		case valid && r.Match.Write != "":
+			checkWriteExamples(l, key, r)
+		case r.Match.Host != "" && len(r.ExamplesMatch)+len(r.ExamplesNotMatch) > 0:
+			l.add(key+".examples_match", "examples are command lines or paths; they apply to command, command_regex and write rules only")
 		}
 	}
 }
@@ -225,9 +231,8 @@ func validateMatch(l *errorList, key string, m *Match) bool {
 		}
 	}
 	if m.Write != "" {
-		clean := path.Clean(m.Write)
-		if path.IsAbs(m.Write) || clean == ".." || strings.HasPrefix(clean, "../") {
-			bad("write", fmt.Sprintf("%q: write globs are relative to the workspace and stay inside it", m.Write))
+		if err := validWrite(m.Write); err != nil {
+			bad("write", err.Error())
 		}
 	}
 	if m.Host == "" {
@@ -267,6 +272,8 @@ func checkExamples(l *errorList, key string, r *Rule) {
 			switch {
 			case len(argv) == 0:
 				l.add(f, "an example is a command line: a non-empty list of words")
+			case len(argv) == 1 && strings.ContainsAny(argv[0], " \t"):
+				l.add(f, fmt.Sprintf("an example is a command line, a list of words: %q, not %q", strings.Fields(argv[0]), argv[0]))
 			case r.Match.MatchCommand(argv) != ex.want:
 				verb := "does not match"
 				if !ex.want {
@@ -312,6 +319,11 @@ func (d *decoder) argvList(key string, v any, dst reflect.Value) {
 	}
 	list := make([][]string, len(a))
 	for i, e := range a {
+		if p, ok := e.(string); ok {
+			// A write rule's example is one path.
+			list[i] = []string{p}
+			continue
+		}
 		// The TOML parser gives an inner array no position of its own, so
 		// keyLines placed it on the line of the outer one: an example is
 		// on the line of its first word.

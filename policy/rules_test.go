@@ -70,8 +70,11 @@ func TestRulesStrict(t *testing.T) {
 			t.Errorf("Parse = %v, want %q", err, want)
 		}
 	}
-	_, err = Parse("p.toml", []byte("[[rules]]\ndecision = \"ask\"\nmatch = { command = [\"git\"] }\nexamples_match = [\"git push\"]\n"))
-	if err == nil || !strings.Contains(err.Error(), `p.toml:4: rules[0].examples_match[0]: expected an array of strings`) {
+	p, err := Parse("p.toml", []byte("[[rules]]\ndecision = \"ask\"\nmatch = { command = [\"git\"] }\nexamples_match = [\"git push\"]\n"))
+	if err == nil {
+		err = p.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), `p.toml:4: rules[0].examples_match[0]: an example is a command line, a list of words: ["git" "push"]`) {
 		t.Errorf("Parse(example as a string) = %v", err)
 	}
 }
