@@ -136,6 +136,7 @@ type Rules struct {
 	policy  []*rule
 	builtin []*rule
 	hosts   []*hostRule
+	writes  []*rule // the policy's write rules (DecideWrite)
 }
 
 type rule struct {
@@ -167,9 +168,8 @@ func (r *rule) match(argv []string) bool {
 	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
 }
 
-// New compiles the command and host rules of p, which must be valid (see
-// policy.Policy.Validate), and the built-in sets it names. Rules about
-// writes are left for the part of the harness that sees those.
+// New compiles the command, host and write rules of p, which must be
+// valid (see policy.Policy.Validate), and the built-in sets it names.
 func New(p *policy.Policy) *Rules {
 	rs := &Rules{}
 	for i, r := range p.Rules {
@@ -179,6 +179,12 @@ func New(p *policy.Policy) *Rules {
 			rs.hosts = append(rs.hosts, &hostRule{
 				ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
 				r:   r, kind: Verdict(r.Decision), host: h,
+			})
+		}
+		if r.Match.Write != "" {
+			rs.writes = append(rs.writes, &rule{
+				ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
+				r:   r, kind: Verdict(r.Decision),
 			})
 		}
 		if !r.Match.IsCommand() {
