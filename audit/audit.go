@@ -89,7 +89,10 @@ type Decision struct {
 	// Approver says who answered an ask ("tty").
 	Approver string `json:"approver,omitempty"`
 	// At is "exec" for a program a process of the sandbox started,
-	// checked at its execve; "" for the command line given to moat.
+	// checked at its execve; "network" for a destination of the egress
+	// proxy; "write" for a change an API made to the workspace (Command
+	// is then the change, write, mkdir or remove, and the path); "" for
+	// the command line given to moat.
 	At string `json:"at,omitempty"`
 	// Scope is how far the approval of an approved ask reaches ("once",
 	// "prefix", "session"; see harness.Scope), Expires when it ends

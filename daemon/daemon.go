@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/moatbox/moat/audit"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,6 +72,9 @@ type Config struct {
 	// OutputBuffer bounds the output kept per background command (1 MiB).
 	OutputBuffer int
 	Logger       *slog.Logger
+	// AuditDecision, when set, receives every decision of the policy's
+	// write rules other than a plain allow (they are logged too).
+	AuditDecision func(audit.Decision)
 }
 
 func (c *Config) defaults() {

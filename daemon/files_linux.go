@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/sandbox"
 )
 
 // beneath is how every path of the files API is resolved.
@@ -129,8 +132,9 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 
 // WriteFile replaces rel with data atomically: a temporary file in the
 // same directory, owned by the workspace's owner, renamed over it. The
-// directory must exist.
-func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err error) {
+// directory must exist. The policy's write rules decide it first (see
+// writerules.go): ctx bounds an ask and carries its approver.
+func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) (err error) {
 	rel, err = cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(true)
@@ -143,6 +147,10 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 	}
 	if s.protected(rel) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	d, err := s.checkWrite(ctx, sandbox.WriteFile, rel)
+	if err != nil {
+		return err
 	}
 	s.touch()
 	done, err := s.useRoot()
@@ -157,6 +165,9 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 	defer dir.Close()
 	if s.protected(joinRel(dirRel, base)) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	if err := s.followWrite(sandbox.WriteFile, rel, joinRel(dirRel, base), d); err != nil {
+		return err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
@@ -213,9 +224,14 @@ func (s *Session) writable(rel string) (string, error) {
 }
 
 // Mkdir makes the directory rel, owned by the workspace's owner; its
-// parent must exist. An existing directory is not an error.
-func (s *Session) Mkdir(rel string) error {
+// parent must exist. An existing directory is not an error. The write
+// rules decide it first, as for WriteFile.
+func (s *Session) Mkdir(ctx context.Context, rel string) error {
 	rel, err := s.writable(rel)
+	if err != nil {
+		return err
+	}
+	d, err := s.checkWrite(ctx, sandbox.WriteMkdir, rel)
 	if err != nil {
 		return err
 	}
@@ -227,6 +243,9 @@ func (s *Session) Mkdir(rel string) error {
 	defer dir.Close()
 	if s.protected(joinRel(dirRel, base)) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	if err := s.followWrite(sandbox.WriteMkdir, rel, joinRel(dirRel, base), d); err != nil {
+		return err
 	}
 	err = unix.Mkdirat(int(dir.Fd()), base, 0o755)
 	if errors.Is(err, unix.EEXIST) {
@@ -253,9 +272,14 @@ func (s *Session) Mkdir(rel string) error {
 	return nil
 }
 
-// Remove removes the file, link or empty directory rel.
-func (s *Session) Remove(rel string) error {
+// Remove removes the file, link or empty directory rel. The write rules
+// decide it first, as for WriteFile.
+func (s *Session) Remove(ctx context.Context, rel string) error {
 	rel, err := s.writable(rel)
+	if err != nil {
+		return err
+	}
+	d, err := s.checkWrite(ctx, sandbox.WriteRemove, rel)
 	if err != nil {
 		return err
 	}
@@ -272,6 +296,9 @@ func (s *Session) Remove(rel string) error {
 	defer dir.Close()
 	if s.protected(joinRel(dirRel, base)) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	if err := s.followWrite(sandbox.WriteRemove, rel, joinRel(dirRel, base), d); err != nil {
+		return err
 	}
 	err = unix.Unlinkat(int(dir.Fd()), base, 0)
 	if err == unix.EISDIR || err == unix.EPERM {

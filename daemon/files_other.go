@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 )
@@ -11,11 +12,11 @@ import (
 
 func (s *Session) ReadFile(string) ([]byte, error) { return nil, errNoFiles }
 
-func (s *Session) WriteFile(string, []byte, fs.FileMode) error { return errNoFiles }
+func (s *Session) WriteFile(context.Context, string, []byte, fs.FileMode) error { return errNoFiles }
 
-func (s *Session) Remove(string) error { return errNoFiles }
+func (s *Session) Remove(context.Context, string) error { return errNoFiles }
 
-func (s *Session) Mkdir(string) error { return errNoFiles }
+func (s *Session) Mkdir(context.Context, string) error { return errNoFiles }
 
 func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
 

@@ -53,9 +53,10 @@ type Session struct {
 	// another directory).
 	rootMu  sync.RWMutex
 	rootEnd bool
-	protect []string        // protected paths, relative to the root
-	policy  *policy.Policy  // the policy in force, resolved
-	ctx     context.Context // cancelled when the session ends: kills its commands
+	protect []string           // protected paths, relative to the root
+	gate    *sandbox.WriteGate // the policy's write rules (writerules.go)
+	policy  *policy.Policy     // the policy in force, resolved
+	ctx     context.Context    // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
 	execs   sync.WaitGroup // foreground commands
 	bg      sync.WaitGroup // background commands
@@ -170,6 +171,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, err
 	}
 	s.protect = protectList(p)
+	s.gate = m.writeGate(id, p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents})
 	if err != nil {

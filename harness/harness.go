@@ -89,6 +89,10 @@ type Action struct {
 	// Request, when set, is a network request asked about (DecideHost);
 	// Argv is then empty.
 	Request *Request
+	// Write, when set, is the workspace path an API change asked about
+	// (DecideWrite); Argv is then the change and the path ("write",
+	// "deploy/app.yaml"), for an approver that shows a command.
+	Write string
 }
 
 // RuleRef names the rule that made a decision.

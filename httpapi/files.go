@@ -60,7 +60,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t daemon.Tena
 		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
 			Message: fmt.Sprintf("a file is at most %d bytes", daemon.MaxFileSize)}
 	}
-	if err := sess.WriteFile(p, data, perm); err != nil {
+	if err := sess.WriteFile(r.Context(), p, data, perm); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -72,7 +72,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t daemon.Ten
 	if err != nil {
 		return err
 	}
-	if err := sess.Remove(p); err != nil {
+	if err := sess.Remove(r.Context(), p); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

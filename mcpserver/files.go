@@ -16,6 +16,7 @@ import (
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -116,6 +117,7 @@ mkdir -p -- "$d" || exit 2
 r=$(realpath -e -- "$d") || exit 2
 case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; exit 3;; esac
 if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
+[ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 exec cat > "$1"`
 	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\n'`
 )
@@ -132,25 +134,42 @@ func (s *server) getFile(ctx context.Context, rel string) ([]byte, error) {
 }
 
 func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
+	// The policy's write rules decide the change (package daemon); an
+	// ask goes to the server's approver.
+	ctx = daemon.WithApprover(ctx, s.opts.Approver)
 	if !s.viaSandbox() {
-		// The directories on the way, each made beneath the root.
+		// The directories on the way, each made beneath the root (and
+		// decided by the rules) unless it is there.
 		if d := path.Dir(rel); d != "." {
 			parts := strings.Split(d, "/")
 			for i := range parts {
-				if err := s.session().Mkdir(strings.Join(parts[:i+1], "/")); err != nil {
+				dir := strings.Join(parts[:i+1], "/")
+				if fi, err := s.session().Stat(dir); err == nil && fi.Type == "dir" {
+					continue
+				}
+				if err := s.session().Mkdir(ctx, dir); err != nil {
 					return errors.New(fileError(err))
 				}
 			}
 		}
-		if err := s.session().WriteFile(rel, data, 0o644); err != nil {
+		if err := s.session().WriteFile(ctx, rel, data, 0o644); err != nil {
 			return errors.New(fileError(err))
 		}
 		return nil
 	}
+	if err := s.session().CheckWrite(ctx, sandbox.WriteFile, rel); err != nil {
+		return errors.New(fileError(err))
+	}
 	if data == nil {
 		data = []byte{}
 	}
-	_, err := s.inSandbox(ctx, data, "/bin/sh", "-c", shWrite, "sh", rel, s.session().Workspace)
+	// Under write rules the helper must not follow a link of the
+	// workspace, which would carry the write past them.
+	strict := ""
+	if s.session().HasWriteRules() {
+		strict = "strict"
+	}
+	_, err := s.inSandbox(ctx, data, "/bin/sh", "-c", shWrite, "sh", rel, s.session().Workspace, strict)
 	return err
 }
 

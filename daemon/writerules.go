@@ -1,0 +1,71 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// The policy's write rules ([[rules]] with match.write) decide every
+// change the files API makes, for every caller (the HTTP API, MCP's
+// write_file and edit_file): each change is checked here, before it is
+// made, by the session's sandbox.WriteGate, on the path asked for and
+// on the path it resolves to. A refusal wraps sandbox.ErrDenied and
+// names the rule; an ask goes to the request's approver (WithApprover),
+// and with none is refused.
+
+type approverKey struct{}
+
+// WithApprover returns ctx carrying ap, which answers the asks of the
+// write rules about the files API's changes made with it.
+func WithApprover(ctx context.Context, ap sandbox.Approver) context.Context {
+	return context.WithValue(ctx, approverKey{}, ap)
+}
+
+func approverOf(ctx context.Context) sandbox.Approver {
+	ap, _ := ctx.Value(approverKey{}).(sandbox.Approver)
+	return ap
+}
+
+// writeGate makes session id's gate, which audits into the Config's
+// AuditDecision and the daemon's log.
+func (m *Manager) writeGate(id string, p *policy.Policy) *sandbox.WriteGate {
+	return sandbox.NewWriteGate(p, id, func(d audit.Decision) {
+		m.log.Info("write rule", "session", id, "change", strings.Join(d.Command, " "), "verdict", d.Verdict, "rule", d.Rule, "outcome", d.Outcome, "approver", d.Approver)
+		if m.cfg.AuditDecision != nil {
+			m.cfg.AuditDecision(d)
+		}
+	})
+}
+
+// CheckWrite decides op (sandbox.WriteFile, WriteMkdir, WriteRemove) of
+// rel by the write rules, for a change made by other means than this
+// package's files API (MCP's helper that writes an overlay session's
+// files inside its sandbox): that change must then not follow a link
+// within the workspace, which would carry it past a rule about the
+// path it leads to (see HasWriteRules).
+func (s *Session) CheckWrite(ctx context.Context, op, rel string) error {
+	rel, err := cleanRel(rel)
+	if err != nil {
+		return err
+	}
+	_, err = s.checkWrite(ctx, op, rel)
+	return err
+}
+
+// HasWriteRules reports whether the session's policy has write rules.
+func (s *Session) HasWriteRules() bool { return s.gate.HasRules() }
+
+// checkWrite decides op of rel, as asked for, before anything is done.
+func (s *Session) checkWrite(ctx context.Context, op, rel string) (harness.Decision, error) {
+	return s.gate.Check(ctx, op, rel, approverOf(ctx))
+}
+
+// followWrite decides op of real, the path rel resolved to.
+func (s *Session) followWrite(op, rel, real string, d harness.Decision) error {
+	return s.gate.Follow(op, rel, real, d)
+}
