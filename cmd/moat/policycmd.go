@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/moatbox/moat/audit"
@@ -14,16 +15,22 @@ import (
 )
 
 // cmdPolicyExplain prints the decision the policy's rules make about a
-// command line, without running it.
+// command line, or with --write PATH about a change the API makes to a
+// workspace path, without running it.
 func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
+	write, args, ok := cutWriteFlag(args)
+	if !ok {
+		fmt.Fprintln(stderr, "moat: --write needs a path relative to the workspace")
+		return 2
+	}
 	f := newRunFlags("policy explain")
 	f.showOnly = true
 	if ok, code := f.parse(args, stdout, stderr); !ok {
 		return code
 	}
 	argv := f.fs.Args()
-	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "usage: moat policy explain [--policy FILE] [run flags] -- CMD [ARGS...]")
+	if len(argv) == 0 && write == "" || len(argv) > 0 && write != "" {
+		fmt.Fprintln(stderr, "usage: moat policy explain [--policy FILE] [run flags] -- CMD [ARGS...]\n       moat policy explain [--policy FILE] --write PATH")
 		return 2
 	}
 	p, err := f.loadPolicy(stderr)
@@ -31,7 +38,17 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return exitMoatError
 	}
-	d := harness.New(p).Decide(harness.Action{Argv: argv})
+	if c := path.Clean(write); write != "" && (path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../")) {
+		fmt.Fprintf(stderr, "moat: --write %s: write rules are about paths relative to the workspace, inside it\n", write)
+		return 2
+	}
+	var d harness.Decision
+	if write != "" {
+		d = harness.New(p).DecideWrite(write)
+		argv = d.Command
+	} else {
+		d = harness.New(p).Decide(harness.Action{Argv: argv})
+	}
 	switch {
 	case d.Rule == nil && d.Verdict == harness.Allow:
 		fmt.Fprintln(stdout, "allowed: no rule matches")
@@ -45,6 +62,31 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", strings.Join(d.Command, " "))
 	}
 	return 0
+}
+
+// cutWriteFlag takes --write PATH (or --write=PATH) out of the flags
+// before "--"; ok is false when it has no path.
+func cutWriteFlag(args []string) (write string, rest []string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return write, append(rest, args[i:]...), true
+		case a == "--write" || a == "-write":
+			if i+1 >= len(args) || args[i+1] == "" {
+				return "", nil, false
+			}
+			write = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--write=") || strings.HasPrefix(a, "-write="):
+			if _, write, _ = strings.Cut(a, "="); write == "" {
+				return "", nil, false
+			}
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return write, rest, true
 }
 
 func equalArgv(a, b []string) bool {
