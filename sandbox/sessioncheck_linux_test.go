@@ -181,3 +181,40 @@ func TestSessionExecCheckBackground(t *testing.T) {
 		t.Errorf("asked: the command's approver %q, the session's %q", execAp.asked, sessionAp.asked)
 	}
 }
+
+// TestSessionExecCheckUnattributed: a process that leaves its command's
+// session after its parent has died cannot be told to any command: what
+// it starts is still checked, decided with nobody to ask (the session's
+// approver is not the command's), so an ask is refused and audited under
+// the session's id. Positive control: an allowed program it starts runs.
+func TestSessionExecCheckUnattributed(t *testing.T) {
+	ws := sessionGit(t)
+	var recs auditLog
+	s := gitSession(t, ws, []string{"git", "push"}, nil, &recs)
+	bg := "sleep 0.3; id -u >/dev/null; echo \"id -u: $?\"; id -g >/dev/null; echo \"id -g: $?\"\n"
+	if err := os.WriteFile(filepath.Join(ws, "orphan.sh"), []byte(bg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The subshell starts setsid and exits: setsid's sh is re-parented to
+	// init in a session of its own.
+	execAp := &syncApprover{yes: true}
+	gitExec(t, s, ws, "(setsid sh orphan.sh >/tmp/orphan.out 2>&1 &)", execAp)
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out, _ = gitExec(t, s, ws, "cat /tmp/orphan.out 2>/dev/null", nil); strings.Contains(out, "id -g:") {
+			break
+		}
+	}
+	if !strings.Contains(out, "id -u: 126\n") || !strings.Contains(out, "id -g: 0\n") {
+		t.Errorf("orphan's output:\n%s", out)
+	}
+	asks := recs.find(s.ID(), "ask-uid")
+	if len(asks) != 1 || asks[0].Outcome != sandbox.ApprovalNoApprover {
+		t.Errorf("the orphan's id -u is not refused under the session's id: %+v", recs.recs)
+	}
+	execAp.mu.Lock()
+	defer execAp.mu.Unlock()
+	if len(execAp.asked) != 0 {
+		t.Errorf("the command's approver was asked about a process it cannot be told to: %q", execAp.asked)
+	}
+}
