@@ -218,3 +218,36 @@ func TestSessionExecCheckUnattributed(t *testing.T) {
 		t.Errorf("the command's approver was asked about a process it cannot be told to: %q", execAp.asked)
 	}
 }
+
+// TestSessionExecCheckManyCommands: a session forgets the commands that
+// left no process behind (it would otherwise grow with every command),
+// and not one whose background process lives on: after hundreds of
+// commands, what that process starts is still attributed to its command.
+func TestSessionExecCheckManyCommands(t *testing.T) {
+	ws := sessionGit(t)
+	var recs auditLog
+	s := gitSession(t, ws, []string{"git", "push"}, nil, &recs)
+	if err := os.WriteFile(filepath.Join(ws, "late.sh"), []byte("while [ ! -e go ]; do sleep 0.05; done; sh run.sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, rep := gitExec(t, s, ws, "sh late.sh >/tmp/late.out 2>&1 &", nil)
+	for i := 0; i < 300; i++ {
+		var out bytes.Buffer
+		if _, err := s.Exec(context.Background(), &sandbox.ExecRequest{Args: []string{"true"}}, backend.Stdio{Stdout: &out, Stderr: &out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitExec(t, s, ws, "touch go", nil)
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if out, _ = gitExec(t, s, ws, "cat /tmp/late.out 2>/dev/null", nil); strings.Contains(out, "git status:") {
+			break
+		}
+	}
+	if !strings.Contains(out, "git push: 126\n") {
+		t.Errorf("late output:\n%s", out)
+	}
+	if n := len(recs.find(rep.RunID, "no-push")); n != 1 {
+		t.Errorf("the late push is audited %d times under its command's run id", n)
+	}
+}

@@ -14,3 +14,12 @@ func ForceHoldersForTesting() (undo func()) {
 // UsernsRestricted reports whether this host's AppArmor restricts
 // unprivileged user namespaces, where root's direct starts take holders.
 func UsernsRestricted() bool { return usernsRestricted() }
+
+// SessionLeadersForTesting is how many commands' first processes a
+// session that checks execs remembers (see attribute).
+func SessionLeadersForTesting(inst any) int {
+	in := inst.(*instance)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.leaders)
+}

@@ -45,7 +45,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	in := &instance{r: r, procs: map[uint64]*process{}, done: make(chan struct{}), landlock: spec.Landlock}
 	if stdio.CheckExec != nil {
 		// Each exec is attributed to its command (sessioncheck_linux.go).
-		r.stdio.CheckExec, in.sessionCheck, in.leaders = in.checkExec, stdio.CheckExec, map[int]leader{}
+		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
 	}
 	exe := b.Exe
 	if exe == "" {
@@ -202,6 +202,7 @@ type instance struct {
 	// processes by host pid (see attribute). Both under mu.
 	sessionCheck func(context.Context, backend.ExecCall) error
 	leaders      map[int]leader
+	sweepAt      int // the size of leaders that starts a sweep
 
 	endOnce sync.Once
 	done    chan struct{}

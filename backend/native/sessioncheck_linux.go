@@ -107,6 +107,9 @@ func (in *instance) attribute(c backend.ExecCall) (*process, bool) {
 		if first != nil {
 			first.leader = c.Pid
 			in.leaders[c.Pid] = leader{p: first, start: self.start}
+			if len(in.leaders) >= in.sweepAt {
+				in.sweepLeaders()
+			}
 			return first, true
 		}
 	}
@@ -128,3 +131,36 @@ func (in *instance) attribute(c backend.ExecCall) (*process, bool) {
 	}
 	return nil, false
 }
+
+// sweepLeaders forgets the leaders that no live process of the sandbox
+// names as its session any more: nothing can be attributed to them. It
+// runs each time the map has doubled since the last sweep; in.mu is held.
+func (in *instance) sweepLeaders() {
+	live := map[int]bool{}
+	todo := []int{in.r.pid}
+	for len(todo) > 0 {
+		pid := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if info, ok := readProcInfo(pid); ok {
+			live[info.sid] = true
+		}
+		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, th := range threads {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + th.Name() + "/children")
+			for _, w := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(w); err == nil {
+					todo = append(todo, child)
+				}
+			}
+		}
+	}
+	for pid := range in.leaders {
+		if !live[pid] {
+			delete(in.leaders, pid)
+		}
+	}
+	in.sweepAt = max(2*len(in.leaders), minSweep)
+}
+
+// minSweep is the number of leaders kept before the first sweep.
+const minSweep = 256
