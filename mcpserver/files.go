@@ -135,8 +135,7 @@ func (s *server) getFile(ctx context.Context, rel string) ([]byte, error) {
 
 func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
 	// The policy's write rules decide the change (package daemon); an
-	// ask goes to the server's approver.
-	ctx = daemon.WithApprover(ctx, s.opts.Approver)
+	// ask goes to the approver ctx carries (gateWrite).
 	if !s.viaSandbox() {
 		// The directories on the way, each made beneath the root (and
 		// decided by the rules) unless it is there.
@@ -214,7 +213,7 @@ func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn
 	return textResult(out.String()), nil, nil
 }
 
-func (s *server) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+func (s *server) writeFile(ctx context.Context, req *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
 	rel, err := s.rel(in.Path)
 	if err != nil {
 		return errorResult(err.Error()), nil, nil
@@ -222,16 +221,24 @@ func (s *server) writeFile(ctx context.Context, _ *mcp.CallToolRequest, in write
 	if rel == "." {
 		return errorResult("path names the workspace root, not a file"), nil, nil
 	}
+	ctx, res := s.gateWrite(ctx, req, rel)
+	if res != nil {
+		return res, nil, nil
+	}
 	if err := s.putFile(ctx, rel, []byte(in.Content)); err != nil {
 		return errorResult(err.Error()), nil, nil
 	}
 	return textResult(fmt.Sprintf("wrote %s (%d bytes)", rel, len(in.Content))), nil, nil
 }
 
-func (s *server) editFile(ctx context.Context, _ *mcp.CallToolRequest, in editIn) (*mcp.CallToolResult, any, error) {
+func (s *server) editFile(ctx context.Context, req *mcp.CallToolRequest, in editIn) (*mcp.CallToolResult, any, error) {
 	rel, err := s.rel(in.Path)
 	if err != nil {
 		return errorResult(err.Error()), nil, nil
+	}
+	ctx, res := s.gateWrite(ctx, req, rel)
+	if res != nil {
+		return res, nil, nil
 	}
 	if in.OldString == "" {
 		return errorResult("old_string is empty: give the exact text to replace (use write_file to create a file)"), nil, nil

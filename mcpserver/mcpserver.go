@@ -247,6 +247,9 @@ func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Deci
 		rule = "rule `" + d.Rule.String() + "`"
 	}
 	msg := fmt.Sprintf("moat: the agent wants to run\n\n    %s\n\nin %s. %s asks first: %s\n\nApprove it, this once?", shellQuote(a.Argv), a.Dir, rule, d.Reason)
+	if a.Write != "" {
+		msg = fmt.Sprintf("moat: the agent wants to write\n\n    %s\n\nin the workspace. %s asks first: %s\n\nApprove it, this once?", a.Write, rule, d.Reason)
+	}
 	return nil, &mcp.CallToolResult{RequestState: key, InputRequests: mcp.InputRequestMap{approveInput: &mcp.ElicitParams{
 		Message: msg,
 		RequestedSchema: map[string]any{

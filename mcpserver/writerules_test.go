@@ -3,7 +3,10 @@ package mcpserver_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestWriteRules: write_file and edit_file are decided by the policy's
@@ -46,5 +49,39 @@ reason = "secrets"
 			e.ok(t, "edit_file", map[string]any{"path": "app.txt", "old_string": "v1", "new_string": "v2"}, "replaced 1")
 			e.ok(t, "read_file", map[string]any{"path": "app.txt"}, "v2")
 		})
+	}
+}
+
+// TestWriteRuleAsksTheUser: a write a rule asks about is shown to the
+// client's user (elicitation), naming the path and the rule; declined it
+// is refused and the file is not written, accepted it is written, on that
+// one answer.
+func TestWriteRuleAsksTheUser(t *testing.T) {
+	pol := "[[rules]]\nname = \"env-asks\"\nmatch = { write = \"**/*.env\" }\ndecision = \"ask\"\nreason = \"secrets\"\n" +
+		"[[rules]]\nname = \"vault-asks\"\nmatch = { write = \"vault/**\" }\ndecision = \"ask\"\n"
+	var shown []string
+	answer := "decline"
+	e := start(t, setup{mode: "direct", policy: pol, elicit: func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		shown = append(shown, r.Params.Message)
+		return &mcp.ElicitResult{Action: answer, Content: map[string]any{"approve": true}}, nil
+	}})
+	e.fails(t, "write_file", map[string]any{"path": "cfg/prod.env", "content": "K=v\n"}, "env-asks", "decline")
+	if _, err := os.Stat(filepath.Join(e.ws, "cfg", "prod.env")); err == nil {
+		t.Error("a declined write was made")
+	}
+	answer = "accept"
+	e.ok(t, "write_file", map[string]any{"path": "cfg/prod.env", "content": "K=v\n"}, "wrote cfg/prod.env")
+	if b, err := os.ReadFile(filepath.Join(e.ws, "cfg", "prod.env")); err != nil || string(b) != "K=v\n" {
+		t.Errorf("accepted write: %q, %v", b, err)
+	}
+	if len(shown) != 2 || !strings.Contains(shown[1], "cfg/prod.env") || !strings.Contains(shown[1], "env-asks") {
+		t.Errorf("the user was shown %q", shown)
+	}
+	// One answer covers the directories the rule asks about on the way.
+	e.ok(t, "write_file", map[string]any{"path": "vault/a/b.txt", "content": "x"}, "wrote vault/a/b.txt")
+	// Positive control: a path no rule matches is not asked about.
+	e.ok(t, "write_file", map[string]any{"path": "cfg/app.yaml", "content": "x"}, "wrote")
+	if len(shown) != 3 {
+		t.Errorf("asked about a write no rule matches: %q", shown)
 	}
 }
