@@ -73,7 +73,9 @@ type Config struct {
 	OutputBuffer int
 	Logger       *slog.Logger
 	// AuditDecision, when set, receives every decision of the policy's
-	// write rules other than a plain allow (they are logged too).
+	// rules other than a plain allow: about the sessions' commands, the
+	// programs they start, and the files API's changes (those are
+	// logged too). It may be called concurrently.
 	AuditDecision func(audit.Decision)
 }
 

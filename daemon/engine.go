@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/moatbox/moat/audit"
 	"os"
 	"path/filepath"
 	"time"
@@ -44,6 +45,9 @@ type EngineSpec struct {
 	// NetworkEvents receives the session's network decisions (see
 	// CreateRequest); nil means nobody.
 	NetworkEvents func(egress.Event)
+	// AuditDecision receives the rules' decisions about its commands and
+	// the programs they start (Config.AuditDecision); nil means nobody.
+	AuditDecision func(audit.Decision)
 }
 
 // NewEngine makes a session's sandbox.
@@ -68,7 +72,7 @@ type ExecRequest struct {
 // processes left running and the network. An overlay or copy session
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
-	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents}
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents, AuditDecision: spec.AuditDecision}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}

@@ -173,7 +173,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.protect = protectList(p)
 	s.gate = m.writeGate(id, p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents})
+	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, AuditDecision: m.cfg.AuditDecision})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 )
@@ -20,7 +22,9 @@ import (
 // names the rule; with the rule about another command (the positive
 // control), the same script pushes.
 func TestRulesHoldInsideScripts(t *testing.T) {
-	d := startDaemon(t, daemon.Config{}, nil)
+	var mu sync.Mutex
+	var recs []audit.Decision
+	d := startDaemon(t, daemon.Config{AuditDecision: func(r audit.Decision) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}, nil)
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, deny, want string
@@ -52,8 +56,21 @@ func TestRulesHoldInsideScripts(t *testing.T) {
 					refused += dn.Count
 				}
 			}
-			if want := map[string]int{"denied": 1, "control": 0}[tt.name]; refused != want {
+			want := map[string]int{"denied": 1, "control": 0}[tt.name]
+			if refused != want {
 				t.Errorf("%d refusals of git push in the report, want %d: %+v", refused, want, rep.Denials)
+			}
+			mu.Lock()
+			audited := 0
+			for _, r := range recs {
+				if r.At == "exec" && strings.Contains(r.Rule, "no-push") && len(r.Command) > 1 && r.Command[1] == "push" {
+					audited++
+				}
+			}
+			recs = nil
+			mu.Unlock()
+			if audited != want {
+				t.Errorf("%d refusals of git push audited, want %d", audited, want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/moatbox/moat/audit"
 	"io"
 	"log/slog"
 	"net"
@@ -46,6 +47,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	idle := fs.Duration("idle-timeout", 15*time.Minute, "end a session no command used for this long")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get before they are killed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	auditFile := fs.String("audit", "", "append the rules' decisions (commands, the programs they start, the files API's changes) to FILE, a hash-chained JSON-lines stream")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,8 +96,21 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := daemon.New(daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
-		TTL: *ttl, IdleTimeout: *idle, Logger: log})
+	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
+		TTL: *ttl, IdleTimeout: *idle, Logger: log}
+	if *auditFile != "" {
+		aw, err := audit.Open(*auditFile)
+		if err != nil {
+			return fail(err)
+		}
+		defer func() {
+			if err := aw.Close(); err != nil {
+				fmt.Fprintf(stderr, "moat serve: %v\n", err)
+			}
+		}()
+		cfg.AuditDecision = func(d audit.Decision) { aw.Write(d) }
+	}
+	m, err := daemon.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
