@@ -228,6 +228,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
 	}
+	printRulesRefused(stderr, rep.Denials)
 	return rep.ExitCode
 }
 

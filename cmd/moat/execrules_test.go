@@ -1,0 +1,43 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExecRulesInSession: a program a session's script starts is checked
+// by the rules: `moat exec` says which the rules refused, and
+// `moat serve --audit` records it in a stream `moat audit verify`
+// accepts. Positive control: the same program with other arguments runs.
+func TestExecRulesInSession(t *testing.T) {
+	dir := t.TempDir()
+	audit := filepath.Join(dir, "audit.jsonl")
+	sock, logs := startServe(t, "--audit", audit)
+	pol := filepath.Join(dir, "p.toml")
+	if err := os.WriteFile(pol, []byte("[[rules]]\nname = \"no-nodename\"\nmatch = { command = [\"uname\", \"-n\"] }\ndecision = \"deny\"\nreason = \"the node name stays inside\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pol)
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 16 {
+		t.Fatalf("session create: %d %q %q\n%s", code, out, errs, logs)
+	}
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", `printf 'uname -n\nuname -s >/dev/null; echo "uname -s: $?"\n' > run.sh`); code != 0 {
+		t.Fatalf("write the script: %d %q", code, errs)
+	}
+	code, out, errs = moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "run.sh")
+	if code != 0 || out != "uname -s: 0\n" || !strings.Contains(errs, "the rules refused to start: uname -n ×1 (no-nodename") {
+		t.Errorf("exec: %d %q %q", code, out, errs)
+	}
+	code, out, errs = moat(t, dir, "audit", "verify", audit)
+	if code != 0 || !strings.Contains(out, "1 records, chain intact") {
+		t.Errorf("audit verify: %d %q %q", code, out, errs)
+	}
+	if b, _ := os.ReadFile(audit); !strings.Contains(string(b), `"at":"exec"`) || !strings.Contains(string(b), "no-nodename") {
+		t.Errorf("audit stream: %s", b)
+	}
+}
