@@ -352,6 +352,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if secrets != nil {
 		er.proxy.Secrets = secrets.set
+		// A token minted for this run dies with it, however it ends.
+		defer func() { rep.Warnings = append(rep.Warnings, secrets.revokeAll()...) }()
 	}
 	if req.Policy.Network.Mode == policy.NetworkHost {
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
