@@ -187,7 +187,6 @@ func (rs *runSecrets) revokeAll() []string {
 	return warn
 }
 
-
 // apply gives the sandbox the placeholders and the run's CA: each
 // secret's variable holds its placeholder, the system's CA bundle is
 // shown with the CA added, and the variables programs read a trust store
