@@ -38,7 +38,7 @@ func loadSize(ci, full int) int {
 // own, and the daemon's state directory.
 type hostTraces struct {
 	children []int
-	mounts   int
+	mounts   []string
 	cgroups  []string
 	state    []string
 }
@@ -51,7 +51,12 @@ func traces(t *testing.T, state string) hostTraces {
 	}
 	var h hostTraces
 	h.children = proctest.Children(os.Getpid())
-	h.mounts = bytes.Count(mi, []byte{'\n'})
+	for _, line := range strings.Split(strings.TrimSpace(string(mi)), "\n") {
+		// The mount's id and parent's id aside: what is mounted where.
+		if f := strings.Fields(line); len(f) > 4 {
+			h.mounts = append(h.mounts, strings.Join(f[2:], " "))
+		}
+	}
 	h.cgroups = moatCgroups()
 	filepath.Walk(state, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && p != state {
@@ -105,8 +110,10 @@ func checkNoTraces(t *testing.T, before hostTraces, state string) {
 		t.Errorf("%d sandboxes outlived their sessions: %v", len(left), left)
 	}
 	after := traces(t, state)
-	if after.mounts > before.mounts {
-		t.Errorf("%d more mounts in the host's namespace", after.mounts-before.mounts)
+	for _, mnt := range after.mounts {
+		if !contains(before.mounts, mnt) {
+			t.Errorf("mount left in the host's namespace: %s", mnt)
+		}
 	}
 	for _, cg := range after.cgroups {
 		if !contains(before.cgroups, cg) {

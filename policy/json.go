@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"sort"
 	"strings"
@@ -73,7 +72,7 @@ func (w *jsonWalker) document() (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := w.dec.Token(); err != io.EOF {
+	if len(bytes.TrimSpace(w.data[w.dec.InputOffset():])) > 0 {
 		return nil, fmt.Errorf("data after the policy's object")
 	}
 	return doc, nil
@@ -141,13 +140,16 @@ func (w *jsonWalker) value(key string) (any, error) {
 	}
 }
 
-// jsonErr turns the decoder's end of input into a message.
+// jsonErr turns the decoder's errors into messages: a syntax error, or
+// else the end of the input (io.EOF, io.ErrUnexpectedEOF).
 func jsonErr(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return errors.New(strings.TrimPrefix(se.Error(), "json: "))
+	default:
 		return errors.New("unexpected end of the JSON document")
 	}
-	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
 }
