@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,8 @@ type warmPool struct {
 	mu    sync.Mutex
 	ready map[string][]*Session // by template, oldest first
 	kick  chan struct{}
+	// lastClaim is when a session was last claimed, in Unix nanoseconds.
+	lastClaim atomic.Int64
 }
 
 // poolTenant owns the pooled sessions until they are claimed.
@@ -39,6 +42,9 @@ var poolTenant = Tenant{ID: "pool", UID: -1}
 // poolRetry is how long the pool waits after a sandbox of a template
 // could not be made before it tries that template again.
 const poolRetry = 5 * time.Second
+
+// refillDelay is how long after a claim the pool starts its refill.
+const refillDelay = 20 * time.Millisecond
 
 // startPool starts the refill of the templates that ask for a pool.
 func (m *Manager) startPool() {
@@ -120,6 +126,16 @@ func (m *Manager) refill() {
 			return
 		case <-m.pool.kick:
 		case <-tick.C:
+		}
+		// A claim's answer goes out first: making a sandbox forks and
+		// takes the cores the claim's request needs, and claims come in
+		// bursts.
+		if wait := refillDelay - time.Since(time.Unix(0, m.pool.lastClaim.Load())); wait > 0 {
+			select {
+			case <-m.stop:
+				return
+			case <-time.After(wait):
+			}
 		}
 	}
 }
@@ -245,6 +261,7 @@ func (m *Manager) claim(t Tenant, req *CreateRequest, ttl, idle time.Duration) (
 	s.lastUsed = now
 	m.sessions[s.ID] = s
 	m.mu.Unlock()
+	m.pool.lastClaim.Store(now.UnixNano())
 	m.kickPool()
 
 	if err := m.reserveLimits(s); err != nil {
