@@ -211,6 +211,9 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 		return nil, err
 	}
 	s.Workspace, s.WorkspaceMode, s.policy = ws, p.Workspace.Mode, p
+	if err := m.boundWorkspace(s); err != nil {
+		return nil, err
+	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller()})

@@ -82,6 +82,9 @@ type Session struct {
 	// quota; template is the template the session was made from, or "".
 	disk     int64
 	template string
+	// wsTmpfs: the daemon mounted a tmpfs of limits.disk on the workspace
+	// it made (boundWorkspace).
+	wsTmpfs bool
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -182,6 +185,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.WorkspaceMode = p.Workspace.Mode
 	s.policy = p
+	if err := m.boundWorkspace(s); err != nil {
+		return nil, err
+	}
 	if err := m.reserveLimits(s); err != nil {
 		return nil, err
 	}

@@ -103,3 +103,65 @@ func TestTemplatesAndPool(t *testing.T) {
 		t.Errorf("bad JSON policy: %#v", err)
 	}
 }
+
+// TestDiskQuotaEnforced: under a disk quota a session's writes stop at
+// its limits.disk, in an overlay workspace's changes and, where the
+// daemon is root, in an empty direct workspace (a tmpfs of its own); a
+// direct workspace the daemon cannot bound is refused by name.
+func TestDiskQuotaEnforced(t *testing.T) {
+	d := startDaemon(t, daemon.Config{TenantDisk: 64 << 20}, nil)
+	before := traces(t, d.state)
+	ctx := context.Background()
+	policy := "[limits]\ndisk = \"8MiB\"\n"
+	write := func(id, path string, mib int) int {
+		_, _, rep := run(t, d.c, id, &client.ExecRequest{Args: []string{"dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=" + strconv.Itoa(mib)}})
+		return rep.ExitCode
+	}
+	ov := d.create(t, &client.CreateSessionRequest{Policy: policy, WorkspaceMode: "overlay"})
+	if write(ov.ID, "a", 5) != 0 {
+		t.Error("positive control: 5MiB in an overlay workspace of 8MiB")
+	}
+	if write(ov.ID, "b", 5) == 0 {
+		t.Error("10MiB written in an overlay workspace of 8MiB")
+	}
+	d.c.DeleteSession(ctx, ov.ID)
+
+	if os.Geteuid() != 0 {
+		_, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{Policy: policy})
+		if e, ok := err.(*client.Error); !ok || e.Code != client.CodeQuota || !strings.Contains(e.Message, "written in place") {
+			t.Errorf("an empty direct workspace by a daemon that cannot mount: %v", err)
+		}
+	} else {
+		s := d.create(t, &client.CreateSessionRequest{Policy: policy})
+		if write(s.ID, "a", 5) != 0 {
+			t.Error("positive control: 5MiB in a direct workspace of 8MiB")
+		}
+		if write(s.ID, "b", 5) == 0 {
+			t.Error("10MiB written in a direct workspace of 8MiB")
+		}
+		run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"rm", "b"}})
+		if err := d.c.WriteFile(ctx, s.ID, "c", make([]byte, 4<<20), 0o644); apiCode(err) != client.CodeQuota || !strings.Contains(err.Error(), "no space left") {
+			t.Errorf("the files API past the limit: %v", err)
+		}
+		if err := d.c.WriteFile(ctx, s.ID, "c", make([]byte, 1<<20), 0o644); err != nil {
+			t.Errorf("positive control: the files API writes 1MiB more: %v", err)
+		}
+		// /tmp has its own limit, as in a one-shot run.
+		if write(s.ID, "/tmp/x", 5) != 0 || write(s.ID, "/tmp/y", 5) == 0 {
+			t.Error("/tmp is not bounded at 8MiB")
+		}
+		// The quota counts the workspace's tmpfs and the sandbox's: 16MiB
+		// of 64MiB, so three more such sessions fit and a fourth does not.
+		var ids []string
+		for range 3 {
+			ids = append(ids, d.create(t, &client.CreateSessionRequest{Policy: policy}).ID)
+		}
+		if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{Policy: policy}); apiCode(err) != client.CodeQuota {
+			t.Errorf("a fifth session of 16MiB under 64MiB: %v", err)
+		}
+		for _, id := range append(ids, s.ID) {
+			d.c.DeleteSession(ctx, id)
+		}
+	}
+	checkNoTraces(t, before, d.state)
+}
