@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -225,14 +226,33 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 }
 
 // poolMatches says whether req, from t, would make a session that a
-// pooled one of its template is (see warmPool).
+// pooled one of its template is (see warmPool): it sets no field but
+// those a claim applies (poolField); a field added to CreateRequest
+// later keeps its requests off the pool until it is listed there.
 func (m *Manager) poolMatches(t Tenant, req *CreateRequest) bool {
 	tpl := m.cfg.Templates[req.Template]
-	if tpl == nil || tpl.Pool == 0 || req.Policy != "" || req.Workspace != "" || req.NetworkEvents != nil {
+	if tpl == nil || tpl.Pool == 0 {
 		return false
+	}
+	v := reflect.ValueOf(req).Elem()
+	for i := range v.NumField() {
+		if !v.Field(i).IsZero() && !poolField(v.Type().Field(i).Name) {
+			return false
+		}
 	}
 	ownWorkspace := t.UID > 0 && os.Geteuid() == 0 // Create gives it to the tenant
 	return !ownWorkspace
+}
+
+// poolField says whether a claim of a pooled session honours the
+// CreateRequest field name: the template, the workspace mode (takePooled
+// matches it), the TTL and the idle timeout.
+func poolField(name string) bool {
+	switch name {
+	case "Template", "WorkspaceMode", "TTL", "IdleTimeout":
+		return true
+	}
+	return false
 }
 
 // claim gives t a pooled session for req, or nil when none matches or

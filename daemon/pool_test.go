@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -221,5 +222,33 @@ func TestPoolReapedAfterCrash(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(state, "daemon", "workspaces")); len(ents) != 0 {
 		t.Errorf("%d workspaces left", len(ents))
+	}
+}
+
+// TestPoolMatches: only a request that sets nothing a claim cannot honour
+// takes a pooled session.
+func TestPoolMatches(t *testing.T) {
+	m := &Manager{cfg: Config{Templates: map[string]*Template{"p": {Name: "p", Pool: 1}, "cold": {Name: "cold"}}}}
+	tok := TokenTenant("a")
+	for _, tc := range []struct {
+		req  CreateRequest
+		want bool
+	}{
+		{CreateRequest{Template: "p"}, true},
+		{CreateRequest{Template: "p", WorkspaceMode: "overlay", TTL: time.Minute, IdleTimeout: time.Second}, true},
+		{CreateRequest{Template: "cold"}, false},
+		{CreateRequest{Template: "nope"}, false},
+		{CreateRequest{Template: "p", Workspace: "/w"}, false},
+		{CreateRequest{Template: "p", Policy: "x"}, false},
+		{CreateRequest{Template: "p", NetworkEvents: func(egress.Event) {}}, false},
+	} {
+		if got := m.poolMatches(tok, &tc.req); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.req, got, tc.want)
+		}
+	}
+	// A local user other than root, served by root, has its workspace given
+	// to it: never from the pool.
+	if os.Geteuid() == 0 && m.poolMatches(UIDTenant(1000), &CreateRequest{Template: "p"}) {
+		t.Error("uid 1000 of a root daemon matched the pool")
 	}
 }
