@@ -26,9 +26,14 @@ import (
 // The load tests are bounded for CI; MOAT_TEST_LOAD=full runs the sizes
 // of the issue. 200 sessions at once take a few seconds on 2 cores, so
 // CI makes them all; 10,000 execs take about 15 s, so CI runs 1,000.
+// -test.short (the emulated guest of scripts/vmtest.sh, many times
+// slower) runs a tenth of CI's.
 func loadSize(ci, full int) int {
-	if os.Getenv("MOAT_TEST_LOAD") == "full" {
+	switch {
+	case os.Getenv("MOAT_TEST_LOAD") == "full":
 		return full
+	case testing.Short():
+		return max(ci/10, 2)
 	}
 	return ci
 }
@@ -143,7 +148,7 @@ func contains(list []string, s string) bool {
 // TestManySessions: sessions made at once all work and each sees only
 // its own workspace; ended, they leave nothing.
 func TestManySessions(t *testing.T) {
-	n := 200
+	n := loadSize(200, 200)
 	d := startDaemon(t, daemon.Config{MaxSessions: n, MaxTotal: n}, nil)
 	before := traces(t, d.state)
 	ctx := context.Background()
