@@ -35,3 +35,10 @@ func TestConformance(t *testing.T) {
 	fmt.Println("runsc:", runsc)
 	backendtest.Run(t, &gvisor.Backend{Runsc: runsc}, backendtest.Options{HostNetwork: true})
 }
+
+// TestSessionConformance runs the session suite every backend with a
+// lifecycle passes.
+func TestSessionConformance(t *testing.T) {
+	runsc := usable(t)
+	backendtest.RunSession(t, &gvisor.Backend{Runsc: runsc}, backendtest.SessionOptions{HostNetwork: true})
+}
