@@ -40,6 +40,7 @@ func RunSession(t *testing.T, be backend.Lifecycle, opts SessionOptions) {
 	t.Run("InitUnreachable", func(t *testing.T) { testSessionInit(t, be) })
 	t.Run("Signal", func(t *testing.T) { testSessionSignal(t, be) })
 	t.Run("Tty", func(t *testing.T) { testSessionTty(t, be) })
+	t.Run("Stats", func(t *testing.T) { testSessionStats(t, be) })
 	t.Run("Leftovers", func(t *testing.T) { testSessionLeftovers(t, be) })
 }
 
@@ -428,5 +429,26 @@ func testSessionLeftovers(t *testing.T, be backend.Lifecycle) {
 	}
 	if _, err := in.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/true"}, Env: spec.Env, Dir: ws}, backend.Stdio{}); err == nil {
 		t.Error("Exec after Destroy started a process")
+	}
+}
+
+// testSessionStats: Stats counts the sandbox's work: CPU time grows with
+// a busy command, and the sandbox has tasks and memory.
+func testSessionStats(t *testing.T, be backend.Lifecycle) {
+	ws := Workspace(t)
+	spec := BaseSpec(ws)
+	in := create(t, be, spec, backend.Stdio{})
+	before := in.Stats()
+	shIn(t, in, spec, "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	after := in.Stats()
+	if after.CPU <= before.CPU || after.CPU > time.Hour {
+		t.Errorf("CPU time %v before a busy command, %v after", before.CPU, after.CPU)
+	}
+	if after.Pids <= 0 || after.MemoryBytes <= 0 {
+		t.Errorf("stats of a live sandbox: %+v", after)
+	}
+	in.Destroy(context.Background())
+	if st := in.Stats(); st.Pids != 0 {
+		t.Errorf("stats after Destroy: %+v", st)
 	}
 }
