@@ -41,6 +41,7 @@ func RunSession(t *testing.T, be backend.Lifecycle, opts SessionOptions) {
 	t.Run("Signal", func(t *testing.T) { testSessionSignal(t, be) })
 	t.Run("Tty", func(t *testing.T) { testSessionTty(t, be) })
 	t.Run("Stats", func(t *testing.T) { testSessionStats(t, be) })
+	t.Run("DestroyUnderCommand", func(t *testing.T) { testSessionDestroyUnderCommand(t, be) })
 	t.Run("Leftovers", func(t *testing.T) { testSessionLeftovers(t, be) })
 }
 
@@ -450,5 +451,22 @@ func testSessionStats(t *testing.T, be backend.Lifecycle) {
 	in.Destroy(context.Background())
 	if st := in.Stats(); st.Pids != 0 {
 		t.Errorf("stats after Destroy: %+v", st)
+	}
+}
+
+// testSessionDestroyUnderCommand: a command still running when the
+// sandbox is destroyed ends with cause killed, and Wait returns.
+func testSessionDestroyUnderCommand(t *testing.T, be backend.Lifecycle) {
+	ws := Workspace(t)
+	spec := BaseSpec(ws)
+	in := create(t, be, spec, backend.Stdio{})
+	proc, err := in.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sleep", "60"}, Env: spec.Env, Dir: ws}, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Destroy(context.Background())
+	st, err := proc.Wait()
+	if err != nil || st.Cause != backend.CauseKilled {
+		t.Errorf("a command under Destroy: %+v %v, want cause killed", st, err)
 	}
 }

@@ -605,13 +605,12 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: p.output.Load(), Setup: p.started.Sub(p.start)}
 	code := p.cmd.ProcessState.ExitCode()
 	killed, _ := p.killed.Load().(backend.Cause)
-	select {
-	case <-p.in.done:
-		if killed == "" {
-			// The sandbox ended under the command.
-			killed = backend.CauseKilled
-		}
-	default:
+	p.in.mu.Lock()
+	ended := p.in.ended
+	p.in.mu.Unlock()
+	if ended && killed == "" {
+		// The sandbox ended under the command.
+		killed = backend.CauseKilled
 	}
 	switch {
 	case code > 128 && code < 128+65:
