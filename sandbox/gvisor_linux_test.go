@@ -46,7 +46,7 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 	}{
 		{"tcp rules", func(p *policy.Policy) { p.Network.TCPConnect = &[]int{443} }, "TCP port rules"},
 		{"memory", func(p *policy.Policy) { p.Limits.Memory = 64 * policy.MiB }, "memory limit"},
-		{"overlay", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }, "workspace mode overlay"},
+		{"disk", func(p *policy.Policy) { p.Limits.Disk = 16 << 20 }, "disk limit"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // TestGVisorSession: a session under [sandbox] isolation = "gvisor" in
@@ -79,5 +82,94 @@ echo "denied: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.tes
 	ns := newSession(t, t.TempDir(), nil)
 	if out, _, err := sessionSh(t, ns, sandbox.ExecRequest{}, "uname -r"); err != nil || !strings.Contains(out, host) {
 		t.Errorf("positive control: a native session saw %q, want the host's %s (%v)", out, host, err)
+	}
+}
+
+// TestGVisorOverlaySession: under gvisor, an overlay session's commands
+// write a change set and never the workspace; the change set shows what
+// they added, changed and removed, and applying it lands exactly that in
+// the workspace. A direct-mode run of the same commands (the control)
+// writes the workspace itself.
+func TestGVisorOverlaySession(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	for name, data := range map[string]string{"keep": "old\n", "edit": "old\n", "gone": "old\n"} {
+		os.WriteFile(filepath.Join(ws, name), []byte(data), 0o644)
+	}
+	chownTree(t, ws, 1000)
+	s := newSession(t, ws, func(p *policy.Policy) {
+		p.Sandbox.Isolation = policy.IsolationGVisor
+		p.Workspace.Mode = policy.WorkspaceOverlay
+	})
+	script := "echo new > added && echo new > edit && rm gone && mkdir d && echo x > d/f"
+	if out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, script); err != nil || rep.ExitCode != 0 || rep.Backend != "gvisor" {
+		t.Fatalf("overlay command: %v %+v %s", err, rep, out)
+	}
+	if out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, "cat edit added; test -e gone || echo no-gone"); out != "new\nnew\nno-gone\n" {
+		t.Errorf("the next command sees %q", out)
+	}
+	for name, want := range map[string]string{"edit": "old\n", "gone": "old\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(b) != want {
+			t.Errorf("the workspace's %s changed under an overlay: %q %v", name, b, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "added")); err == nil {
+		t.Error("an overlay session wrote the workspace")
+	}
+	ref := s.ChangeSet()
+	if _, err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := workspace.Open(ref.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := cs.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, string(c.Kind)+" "+c.Path)
+	}
+	sort.Strings(got)
+	want := []string{"added added", "added d", "added d/f", "deleted gone", "modified edit"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("changes %v, want %v", got, want)
+	}
+	if _, err := cs.Apply(nil, nil); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	cs.Discard()
+	for name, want := range map[string]string{"edit": "new\n", "added": "new\n", "d/f": "x\n", "keep": "old\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(b) != want {
+			t.Errorf("after apply, %s is %q %v, want %q", name, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "gone")); err == nil {
+		t.Error("after apply, the removed file is still there")
+	}
+	// Control: a direct session writes the workspace itself.
+	ws2 := t.TempDir()
+	chownTree(t, ws2, 1000)
+	d := newSession(t, ws2, func(p *policy.Policy) { p.Sandbox.Isolation = policy.IsolationGVisor })
+	sessionSh(t, d, sandbox.ExecRequest{}, "echo new > added")
+	if b, err := os.ReadFile(filepath.Join(ws2, "added")); err != nil || string(b) != "new\n" {
+		t.Errorf("positive control: a direct session's write is not in the workspace: %q %v", b, err)
+	}
+}
+
+// chownTree gives dir and everything in it to uid (runsc has no
+// id-mapped mounts: a gvisor workspace is the sandbox user's).
+func chownTree(t *testing.T, dir string, uid int) {
+	t.Helper()
+	err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

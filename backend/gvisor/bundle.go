@@ -59,7 +59,7 @@ func unsupported(spec *backend.Spec) []string {
 		}
 	}
 	for _, m := range spec.Mounts {
-		if m.Kind == backend.MountBind && m.IDMap && !m.ReadOnly {
+		if m.Kind == backend.MountBind && m.IDMap && !m.ReadOnly || m.Kind == backend.MountOverlay && m.IDMap {
 			// runsc has no id-mapped mounts: the command writes as its
 			// own uid, so only a tree that uid owns is writable, and
 			// what it makes there lands owned by that uid.
@@ -71,9 +71,6 @@ func unsupported(spec *backend.Spec) []string {
 			default:
 				out = append(out, fmt.Sprintf("writable %s owned by uid %d while the command is uid %d: runsc has no id-mapped mounts (run with --uid %d, the owner's uid, or --isolation native)", m.Target, st.Uid, spec.User.UID, st.Uid))
 			}
-		}
-		if m.Kind == backend.MountOverlay {
-			out = append(out, "workspace mode overlay (--workspace-mode copy or direct work under gvisor)")
 		}
 	}
 	if len(spec.Seccomp) > 1 || spec.SeccompAtExec {

@@ -33,7 +33,7 @@ func usable(t *testing.T) string {
 func TestConformance(t *testing.T) {
 	runsc := usable(t)
 	fmt.Println("runsc:", runsc)
-	backendtest.Run(t, &gvisor.Backend{Runsc: runsc}, backendtest.Options{HostNetwork: true})
+	backendtest.Run(t, &gvisor.Backend{Runsc: runsc}, backendtest.Options{Overlay: true, HostNetwork: true})
 }
 
 // TestSessionConformance runs the session suite every backend with a

@@ -67,6 +67,9 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 			return nil, &backend.InitError{Stage: "bundle", Err: err}
 		}
 	}
+	if spec, err = mountOverlays(spec, dir); err != nil {
+		return nil, err
+	}
 	if c.cfg, err = bundle(spec, c.bdir); err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}

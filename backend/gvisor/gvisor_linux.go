@@ -176,11 +176,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	return st, nil
 }
 
-// removeRunDir removes a run's directory: its bundle, runsc's state and
-// the empty network namespace runsc pins there for its gofers with a
-// bind mount (and leaves for the next container of the same root: this
-// root has no next).
+// removeRunDir removes a run's directory: its bundle, runsc's state, the
+// empty network namespace runsc pins there for its gofers with a bind
+// mount (and leaves for the next container of the same root: this root
+// has no next), and its overlay workspaces' mounts, unmounted first.
 func removeRunDir(dir string) {
+	unmountOverlays(dir)
 	for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {
 	}
 	os.RemoveAll(dir)
