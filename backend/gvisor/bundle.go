@@ -49,13 +49,11 @@ func unsupported(spec *backend.Spec) []string {
 		set  bool
 		what string
 	}{
-		{l.MemoryBytes > 0, "memory limit (limits.memory / --memory)"},
-		{l.Pids > 0, "process limit (limits.pids / --pids)"},
-		{l.CPUs > 0, "CPU quota (limits.cpus / --cpus)"},
-		{l.DiskBytes > 0, "disk limit (limits.disk / --disk)"},
+		{l.Pids > 0, "process limit (limits.pids / --pids): the sandbox's processes are the sentry's, and a host cgroup would count the sentry's threads instead"},
+		{l.DiskBytes > 0, "disk limit (limits.disk / --disk): gVisor's tmpfs is the sentry's memory, with no size of its own (limits.memory bounds it with the rest)"},
 	} {
 		if c.set {
-			out = append(out, c.what+": not applied by the gvisor backend")
+			out = append(out, c.what)
 		}
 	}
 	for _, m := range spec.Mounts {

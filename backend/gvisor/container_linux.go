@@ -15,6 +15,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/cgroup"
 )
 
 // container is one runsc container being set up or running: its
@@ -34,6 +35,9 @@ type container struct {
 	global []string
 	// ln is the proxy's listener in network mode proxy, closed by remove.
 	ln net.Listener
+	// cg holds the sandbox's processes under its memory and CPU limits
+	// (cgroup_linux.go); nil without them.
+	cg *cgroup.Cgroup
 }
 
 // prepare checks spec, finds runsc, sweeps what dead moats left and
@@ -66,6 +70,9 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, &backend.InitError{Stage: "bundle", Err: err}
 		}
+	}
+	if c.cg, err = limitCgroup(spec); err != nil {
+		return nil, err
 	}
 	if spec, err = mountOverlays(spec, dir); err != nil {
 		return nil, err
@@ -164,6 +171,10 @@ func (c *container) deleteIfLeft() {
 func (c *container) remove() {
 	if c.ln != nil {
 		c.ln.Close()
+	}
+	if c.cg != nil {
+		c.cg.Kill()
+		c.cg.Destroy()
 	}
 	removeRunDir(c.dir)
 }

@@ -28,15 +28,18 @@ const (
 	socketPath  = "/.moat/proxy.sock"
 )
 
-// MaybeForward runs the forwarder and never returns when this process is
-// one (see forwardArg0); otherwise it returns at once. moat's main calls
+// MaybeForward runs the forwarder, or the gate that starts runsc in a
+// cgroup, and never returns when this process is one (see forwardArg0,
+// gateArg0); otherwise it returns at once. moat's main calls
 // it first, and so must the TestMain of any test that runs gvisor Specs
 // in network mode proxy.
 func MaybeForward() {
-	if filepath.Base(os.Args[0]) != forwardArg0 || os.Getpid() == 0 {
-		return
+	switch filepath.Base(os.Args[0]) {
+	case forwardArg0:
+		os.Exit(forward(os.Args[1:]))
+	case gateArg0:
+		os.Exit(gate())
 	}
-	os.Exit(forward(os.Args[1:]))
 }
 
 // forward: PORT SOCKET -- CMD [ARGS...], or, as a session's init,

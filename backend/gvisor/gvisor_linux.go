@@ -89,7 +89,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = attrs()
-	if err := cmd.Start(); err != nil {
+	if err := c.start(cmd); err != nil {
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
 	}
 	// Whatever happens from here, the container goes: runsc deletes it
@@ -140,9 +140,23 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	once.Do(func() {}) // no stop after this point
+	var oom int64
+	if c.cg != nil {
+		if s, err := c.cg.Stats(); err == nil {
+			oom = s.OOMKills
+			st.MaxMemory = s.MemoryPeak
+		}
+	}
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
+	}
+	if oom > 0 && cause == "" {
+		// The OOM killer ended a process of the sandbox's (the sentry,
+		// and the whole sandbox with it, or the gofer).
+		st.ExitCode, st.Signal, st.Cause = -1, int(syscall.SIGKILL), backend.CauseMemory
+		st.LimitsHit = append(st.LimitsHit, backend.CauseMemory)
+		return st, nil
 	}
 	if code == -1 && cause == "" {
 		return nil, &backend.InitError{Stage: "runsc", Err: fmt.Errorf("runsc ended abnormally: %v", werr)}

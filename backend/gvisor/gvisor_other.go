@@ -21,3 +21,8 @@ func MaybeForward() {}
 func (*Backend) Create(context.Context, *backend.Spec, backend.Stdio) (backend.Instance, error) {
 	return nil, errors.ErrUnsupported
 }
+
+func capabilities() backend.Capabilities {
+	const why = "runsc runs on Linux only"
+	return backend.Capabilities{MemoryWhy: why, PidsWhy: why, CPUWhy: why}
+}

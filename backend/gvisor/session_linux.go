@@ -74,7 +74,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	cmd.Stderr = &in.anchorErr
 	cmd.SysProcAttr = attrs()
 	cmd.WaitDelay = time.Second
-	err = cmd.Start()
+	err = c.start(cmd)
 	w.Close()
 	if err != nil {
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
@@ -129,9 +129,10 @@ type instance struct {
 	anchorDone chan struct{}
 	next       atomic.Int64 // names each exec's files
 
-	mu    sync.Mutex // procs, ended
+	mu    sync.Mutex // procs, ended, oom
 	procs map[*process]struct{}
 	ended bool
+	oom   bool // the OOM killer ended the sandbox
 
 	endOnce sync.Once
 	done    chan struct{}
@@ -143,8 +144,13 @@ type instance struct {
 // goes.
 func (in *instance) end() {
 	in.endOnce.Do(func() {
+		oom := false
+		if cg := in.c.cg; cg != nil {
+			s, err := cg.Stats()
+			oom = err == nil && s.OOMKills > 0
+		}
 		in.mu.Lock()
-		in.ended = true
+		in.ended, in.oom = true, oom
 		procs := make([]*process, 0, len(in.procs))
 		for p := range in.procs {
 			procs = append(procs, p)
@@ -605,12 +611,25 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: p.output.Load(), Setup: p.started.Sub(p.start)}
 	code := p.cmd.ProcessState.ExitCode()
 	killed, _ := p.killed.Load().(backend.Cause)
+	if code == runscFailed {
+		// runsc exec fails so when the sandbox dies under it; the
+		// sandbox's end follows at once, and says why.
+		select {
+		case <-p.in.anchorDone:
+			<-p.in.done
+		case <-time.After(time.Second):
+		}
+	}
 	p.in.mu.Lock()
-	ended := p.in.ended
+	ended, oom := p.in.ended, p.in.oom
 	p.in.mu.Unlock()
 	if ended && killed == "" {
-		// The sandbox ended under the command.
+		// The sandbox ended under the command: killed, or, past its
+		// memory limit, by the OOM killer.
 		killed = backend.CauseKilled
+		if oom {
+			killed = backend.CauseMemory
+		}
 	}
 	switch {
 	case code > 128 && code < 128+65:
@@ -648,6 +667,10 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	}
 	return st
 }
+
+// runscFailed is runsc's exit status when it failed (as a command's own
+// exit status 128 would be).
+const runscFailed = 128
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
 type syncBuffer struct {
