@@ -79,7 +79,7 @@ func BaseSpec(ws string, args ...string) *backend.Spec {
 // Workspace makes a workspace directory the sandbox user can write: as
 // root, owned by that user (backends without id-mapped mounts write as
 // the command's own uid).
-func Workspace(t *testing.T) string {
+func Workspace(t testing.TB) string {
 	t.Helper()
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {

@@ -42,3 +42,15 @@ func TestSessionConformance(t *testing.T) {
 	runsc := usable(t)
 	backendtest.RunSession(t, &gvisor.Backend{Runsc: runsc}, backendtest.SessionOptions{HostNetwork: true})
 }
+
+// BenchmarkLifecycle: session create and exec latency (bench/gvisor.sh).
+func BenchmarkLifecycle(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("gvisor: runsc runs sandboxes for root only here")
+	}
+	runsc, err := gvisor.Find("")
+	if err != nil {
+		b.Skip(err)
+	}
+	backendtest.BenchmarkLifecycle(b, &gvisor.Backend{Runsc: runsc})
+}

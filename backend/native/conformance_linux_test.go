@@ -17,3 +17,9 @@ func TestConformance(t *testing.T) {
 func TestSessionConformance(t *testing.T) {
 	backendtest.RunSession(t, &native.Backend{}, backendtest.SessionOptions{HostNetwork: true})
 }
+
+// BenchmarkLifecycle: session create and exec latency (bench/gvisor.sh
+// compares it with the gvisor backend's).
+func BenchmarkLifecycle(b *testing.B) {
+	backendtest.BenchmarkLifecycle(b, &native.Backend{})
+}
