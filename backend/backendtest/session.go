@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -385,6 +386,43 @@ func testSessionTty(t *testing.T, be backend.Lifecycle) {
 	if r.err != nil || !strings.Contains(r.stdout, "no-tty") {
 		t.Errorf("without a terminal: %q %v", r.stdout, r.err)
 	}
+	// Resize: the command reads the new size once told to go on.
+	inR, inW := io.Pipe()
+	var out syncWriter
+	proc, err := in.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", "echo up; read x; stty size"}, Env: spec.Env, Dir: ws, Tty: true, Rows: 10, Cols: 20}, backend.Stdio{Stdin: inR, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "up") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := proc.Resize(40, 120); err != nil {
+		t.Fatal(err)
+	}
+	inW.Write([]byte("go\n"))
+	st, err := proc.Wait()
+	inW.Close()
+	if err != nil || st.ExitCode != 0 || !strings.Contains(out.String(), "40 120") {
+		t.Errorf("after Resize(40, 120): %q %+v %v", out.String(), st, err)
+	}
+}
+
+// syncWriter is a buffer a copy writes while the test reads it.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // testSessionLeftovers: after Destroy, with a command left running in
