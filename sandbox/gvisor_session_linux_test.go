@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -171,5 +173,51 @@ func chownTree(t *testing.T, dir string, uid int) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGVisorTUNDropped: in a build with transparent egress, a gvisor run
+// in allow mode, which cannot have the TUN device, runs with the proxy
+// alone and says so, and still reaches an allowed host through it; a
+// native run of the same request (the control) keeps its device.
+func TestGVisorTUNDropped(t *testing.T) {
+	dir := tunDir(t)
+	gvisorUsable(t)
+	w := newNetWorld(t)
+	probe := []string{"/bin/sh", "-c", fmt.Sprintf("curl -sS -m 10 http://allowed.test:%d/; echo; cat /etc/resolv.conf", w.httpPort)}
+	warned := func(rep *sandbox.Report) bool {
+		for _, w := range rep.Warnings {
+			if strings.Contains(w, "no transparent egress (the gvisor backend") {
+				return true
+			}
+		}
+		return false
+	}
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Sandbox.Isolation = policy.IsolationGVisor
+	})
+	req.Backend, req.TUNDir, req.Args = nil, dir, probe
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	req.Policy.Workspace.Path = ws
+	home, _ := os.UserHomeDir()
+	if err := req.Policy.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &out})
+	if err != nil || rep.Backend != "gvisor" || !warned(rep) || !strings.Contains(out.String(), "PAGE-FROM-allowed.test") || strings.Contains(out.String(), "198.18.0.2") {
+		t.Errorf("gvisor: %v backend %s warnings %q\n%s", err, rep.Backend, rep.Warnings, out.String())
+	}
+	req = w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.TUNDir, req.Args = dir, probe
+	req.Policy.Workspace.Path = t.TempDir()
+	if err := req.Policy.Resolve(req.Policy.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &out}); err != nil || warned(rep) || !strings.Contains(out.String(), "198.18.0.2") {
+		t.Errorf("positive control: native: %v warnings %q\n%s", err, rep.Warnings, out.String())
 	}
 }

@@ -22,3 +22,9 @@ func (*Backend) Capabilities() backend.Capabilities { return capabilities() }
 
 // pidsWhy is why the gvisor backend has no process limit.
 const pidsWhy = "the gvisor backend has no process limit: the sandbox's processes are the sentry's, and a host cgroup's pids limit would count the sentry's threads instead (--isolation native has one)"
+
+// NoTUN says why a gvisor sandbox has no TUN device (transparent
+// egress): the sandbox package then runs it with the proxy alone.
+func (*Backend) NoTUN() string {
+	return "the gvisor backend: the sandbox's network is gVisor's own, with loopback only"
+}
