@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -219,5 +220,30 @@ func TestGVisorTUNDropped(t *testing.T) {
 	out.Reset()
 	if rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &out}); err != nil || warned(rep) || !strings.Contains(out.String(), "198.18.0.2") {
 		t.Errorf("positive control: native: %v warnings %q\n%s", err, rep.Warnings, out.String())
+	}
+}
+
+// TestGVisorMemoryLimit: under gvisor, limits.memory bounds the whole
+// sandbox: a run that fills it (its /tmp is the sentry's memory) ends with
+// reason memory, enforced by a cgroup; the same run writing a little (the
+// control) exits 0.
+func TestGVisorMemoryLimit(t *testing.T) {
+	gvisorUsable(t)
+	if c := (&gvisor.Backend{}).Capabilities(); !c.Memory {
+		t.Skipf("gvisor: no memory limit here: %s", c.MemoryWhy)
+	}
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	for _, c := range []struct {
+		mib    string
+		reason string
+	}{{"16", "exit"}, {"1024", "memory"}} {
+		r := runIsolated(t, ws, func(p *policy.Policy) {
+			p.Sandbox.Isolation = policy.IsolationGVisor
+			p.Limits.Memory = 256 * policy.MiB
+		}, "/bin/sh", "-c", "head -c "+c.mib+"m /dev/zero > /tmp/fill")
+		if r.rep.Reason != c.reason || r.rep.Backend != "gvisor" || r.rep.LimitsEnforcedBy["memory"] != "cgroup" {
+			t.Errorf("%s MiB under a 256 MiB limit: reason %q (want %q), backend %s, enforced by %v, err %v", c.mib, r.rep.Reason, c.reason, r.rep.Backend, r.rep.LimitsEnforcedBy, r.err)
+		}
 	}
 }
