@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
@@ -30,10 +31,12 @@ import (
 	"github.com/moatbox/moat/internal/proctest"
 )
 
-// The native backend re-executes this test binary as a sandbox's init; a
-// test re-executes it as a daemon to kill it (MOAT_TEST_DAEMON).
+// The native backend re-executes this test binary as a sandbox's init,
+// and the gvisor backend binds it into its sandboxes as theirs; a test
+// re-executes it as a daemon to kill it (MOAT_TEST_DAEMON).
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	if sock := os.Getenv("MOAT_TEST_DAEMON"); sock != "" {
 		os.Exit(serveForTest(sock))
 	}

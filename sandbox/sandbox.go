@@ -373,6 +373,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
+	if w := backendTUN(be, spec); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	if err := checkSpec(be, req.Policy, spec, req.AllowDegraded, rep); err != nil {
 		return fail(err)
 	}

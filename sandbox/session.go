@@ -202,6 +202,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
 		s.base.Warnings = append(s.base.Warnings, w)
 	}
+	if w := backendTUN(be, spec); w != "" {
+		s.base.Warnings = append(s.base.Warnings, w)
+	}
 	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
 		return nil, err
 	}
