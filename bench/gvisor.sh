@@ -2,7 +2,10 @@
 # bench/gvisor.sh: what --isolation gvisor costs, on this machine: the
 # start-up of `moat run --isolation gvisor -- /bin/true` against the native
 # backend and against `runsc do /bin/true` called directly, and a
-# system-call-heavy command (find /usr > /dev/null) under each and bare.
+# system-call-heavy command (find /usr > /dev/null) under each and bare;
+# then sessions: create (and destroy) and exec latency of /bin/true in a
+# live sandbox, gvisor against native, through the library
+# (backendtest.BenchmarkLifecycle, the backends' BenchmarkLifecycle).
 #
 # Usage:  bench/gvisor.sh           (as root: runsc runs sandboxes for root only)
 #         N=50 bench/gvisor.sh      (runs per variant; default 20)
@@ -57,3 +60,21 @@ row "find /usr (no sandbox)" "${find[@]}"
 row "moat run -- find /usr (native)" "$moat" run -- "${find[@]}"
 row "moat run --isolation gvisor -- find /usr" "$moat" run --isolation gvisor -- "${find[@]}"
 row "runsc do find /usr" "$runsc" --network=none do "${find[@]}"
+
+echo
+echo "== sessions (backend.Lifecycle, N=$N each; create+destroy per iteration; exec of /bin/true)"
+printf '%-44s %9s %9s\n' "variant" "median" "p90"
+# lifecycle PKG NAME: the rows of the package's BenchmarkLifecycle.
+lifecycle() {
+	local out
+	out=$(cd "$repo" && CGO_ENABLED=0 go test -run '^$' -bench 'BenchmarkLifecycle' -benchtime "${N}x" -count 1 "./$1" 2>&1 | grep -E '^BenchmarkLifecycle') || {
+		printf '%-44s %s\n' "$2 session" "failed"
+		return
+	}
+	for m in create destroy exec; do
+		read -r med p90 < <(awk -v m="$m" '{for (i=1;i<=NF;i++) {if ($(i+1)==m"-p50-ms") a=$i; if ($(i+1)==m"-p90-ms") b=$i}} END {print a, b}' <<<"$out")
+		printf '%-44s %9s %9s\n' "session $m ($2)" "$med" "$p90"
+	done
+}
+lifecycle backend/native native
+lifecycle backend/gvisor gvisor

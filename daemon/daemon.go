@@ -72,6 +72,14 @@ type Config struct {
 	// OutputBuffer bounds the output kept per background command (1 MiB).
 	OutputBuffer int
 	Logger       *slog.Logger
+	// Templates are the named policies a create request may ask for, and
+	// their warm pools (LoadTemplates); nil means none.
+	Templates map[string]*Template
+	// TenantDisk bounds the sum of the disk limits (limits.disk) of a
+	// tenant's sessions; zero means no bound. Under a bound, a session
+	// must set that limit, and keep its writes where it applies (see
+	// reserveLimits).
+	TenantDisk int64
 	// AuditDecision, when set, receives every decision of the policy's
 	// rules other than a plain allow: about the sessions' commands, the
 	// programs they start, and the files API's changes (those are
@@ -122,6 +130,8 @@ type Manager struct {
 
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
+
+	pool warmPool
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -165,6 +175,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.ticker.Add(1)
 	go m.expire()
+	m.startPool()
 	return m, nil
 }
 
@@ -283,6 +294,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	close(m.stop)
 	m.ticker.Wait()
+	m.closePool()
 	m.lock.Close()
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/moatbox/moat/audit"
@@ -57,15 +58,27 @@ func (s *Session) CheckWrite(ctx context.Context, op, rel string) error {
 	return err
 }
 
-// HasWriteRules reports whether the session's policy has write rules.
-func (s *Session) HasWriteRules() bool { return s.gate.HasRules() }
+// HasWriteRules reports whether the session's policy has write rules
+// (true, failing closed, for a session made without its gate).
+func (s *Session) HasWriteRules() bool { return s.gate == nil || s.gate.HasRules() }
+
+// errNoGate refuses a change of a session made without its gate: every
+// way the Manager makes a session sets one, and a change nobody can
+// decide is not made.
+var errNoGate = errors.New("the session's write rules were not set up: the change is refused")
 
 // checkWrite decides op of rel, as asked for, before anything is done.
 func (s *Session) checkWrite(ctx context.Context, op, rel string) (harness.Decision, error) {
+	if s.gate == nil {
+		return harness.Decision{}, errNoGate
+	}
 	return s.gate.Check(ctx, op, rel, approverOf(ctx))
 }
 
 // followWrite decides op of real, the path rel resolved to.
 func (s *Session) followWrite(op, rel, real string, d harness.Decision) error {
+	if s.gate == nil {
+		return errNoGate
+	}
 	return s.gate.Follow(op, rel, real, d)
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
@@ -30,10 +31,12 @@ import (
 	"github.com/moatbox/moat/internal/proctest"
 )
 
-// The native backend re-executes this test binary as a sandbox's init; a
-// test re-executes it as a daemon to kill it (MOAT_TEST_DAEMON).
+// The native backend re-executes this test binary as a sandbox's init,
+// and the gvisor backend binds it into its sandboxes as theirs; a test
+// re-executes it as a daemon to kill it (MOAT_TEST_DAEMON).
 func TestMain(m *testing.M) {
 	native.MaybeInit()
+	gvisor.MaybeForward()
 	if sock := os.Getenv("MOAT_TEST_DAEMON"); sock != "" {
 		os.Exit(serveForTest(sock))
 	}
@@ -43,7 +46,14 @@ func TestMain(m *testing.M) {
 // serveForTest is a daemon in a process of its own, on the state
 // directory of MOAT_STATE_DIR.
 func serveForTest(sock string) int {
-	m, err := daemon.New(daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")})
+	cfg := daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")}
+	if dir := os.Getenv("MOAT_TEST_TEMPLATES"); dir != "" {
+		if err := testTemplates(&cfg, dir, os.Getenv("MOAT_TEST_POOL")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	m, err := daemon.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

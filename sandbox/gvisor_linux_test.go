@@ -45,8 +45,8 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		want string
 	}{
 		{"tcp rules", func(p *policy.Policy) { p.Network.TCPConnect = &[]int{443} }, "TCP port rules"},
-		{"memory", func(p *policy.Policy) { p.Limits.Memory = 64 * policy.MiB }, "memory limit"},
-		{"overlay", func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }, "workspace mode overlay"},
+		{"pids", func(p *policy.Policy) { p.Limits.Pids = 64 }, "process limit"},
+		{"disk", func(p *policy.Policy) { p.Limits.Disk = 16 << 20 }, "disk limit"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {

@@ -31,11 +31,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,8 +221,14 @@ var ErrRefused = errors.New("refusing to run")
 
 // NewRunID returns a fresh random run id.
 func NewRunID() string {
+	// The runtime's generator (ChaCha8, seeded from the kernel at start):
+	// an id names a run, it guards nothing, and crypto/rand's first read
+	// costs every moat run the set-up of its random state.
+	v := rand.Uint64()
 	var b [6]byte
-	rand.Read(b[:])
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
 	return hex.EncodeToString(b[:])
 }
 
@@ -346,6 +352,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if secrets != nil {
 		er.proxy.Secrets = secrets.set
+		// A token minted for this run dies with it, however it ends.
+		defer func() { rep.Warnings = append(rep.Warnings, secrets.revokeAll()...) }()
 	}
 	if req.Policy.Network.Mode == policy.NetworkHost {
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
@@ -363,6 +371,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
+	if w := backendTUN(be, spec); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}
 	if err := checkSpec(be, req.Policy, spec, req.AllowDegraded, rep); err != nil {
@@ -626,11 +637,14 @@ func enforcedBy(l backend.Limits) map[string]string {
 // storage: the targets of writable binds of host directories (a direct
 // workspace, a copy workspace's copy, read_write paths, a worktree's git
 // directory). A pin re-binds what is mounted already, and an overlay's
-// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs.
+// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs. A
+// directory on a tmpfs no larger than the disk limit is bounded by it (a
+// daemon's empty workspace, see package daemon): the limit then holds per
+// filesystem, that one and the sandbox's own.
 func unboundedWrites(spec *backend.Spec) []string {
 	var out []string
 	for _, m := range spec.Mounts {
-		if m.Kind == backend.MountBind && !m.ReadOnly {
+		if m.Kind == backend.MountBind && !m.ReadOnly && !onBoundedTmpfs(m.Source, spec.Limits.DiskBytes) {
 			out = append(out, m.Target)
 		}
 	}

@@ -179,6 +179,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if secrets != nil {
 		s.er.proxy.Secrets = secrets.set
 		s.secrets = secrets
+		undo = append(undo, func() { secrets.revokeAll() })
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
 	guards, err := newGuards(p, direct)
@@ -203,6 +204,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		s.base.Warnings = append(s.base.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
+		s.base.Warnings = append(s.base.Warnings, w)
+	}
+	if w := backendTUN(be, spec); w != "" {
 		s.base.Warnings = append(s.base.Warnings, w)
 	}
 	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
@@ -455,6 +459,8 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		if s.er != nil {
 			rep.Network = s.er.report()
 		}
+		// Tokens minted for the session die with it.
+		rep.Warnings = append(rep.Warnings, s.secrets.revokeAll()...)
 		if s.cs != nil {
 			s.cs.Unlock()
 		}

@@ -79,7 +79,7 @@ func BaseSpec(ws string, args ...string) *backend.Spec {
 // Workspace makes a workspace directory the sandbox user can write: as
 // root, owned by that user (backends without id-mapped mounts write as
 // the command's own uid).
-func Workspace(t *testing.T) string {
+func Workspace(t testing.TB) string {
 	t.Helper()
 	ws := filepath.Join(t.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -355,6 +355,7 @@ func testOverlay(t *testing.T, be backend.Backend, opts Options) {
 	for _, d := range []string{"upper", "work"} {
 		os.Mkdir(filepath.Join(layers, d), 0o755)
 	}
+	mountsBefore := countLines("/proc/self/mountinfo")
 	spec := BaseSpec(ws, "/bin/sh", "-c", "echo changed > "+ws+"/f")
 	for i, m := range spec.Mounts {
 		if m.Target == ws {
@@ -376,6 +377,9 @@ func testOverlay(t *testing.T, be backend.Backend, opts Options) {
 	}
 	if b, err := os.ReadFile(filepath.Join(layers, "upper", "f")); err != nil || string(b) != "changed\n" {
 		t.Errorf("positive control: the write is not in the upper layer: %q %v", b, err)
+	}
+	if n := countLines("/proc/self/mountinfo"); n != mountsBefore {
+		t.Errorf("%d mounts before the overlay run, %d after", mountsBefore, n)
 	}
 }
 

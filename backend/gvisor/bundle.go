@@ -49,17 +49,15 @@ func unsupported(spec *backend.Spec) []string {
 		set  bool
 		what string
 	}{
-		{l.MemoryBytes > 0, "memory limit (limits.memory / --memory)"},
-		{l.Pids > 0, "process limit (limits.pids / --pids)"},
-		{l.CPUs > 0, "CPU quota (limits.cpus / --cpus)"},
-		{l.DiskBytes > 0, "disk limit (limits.disk / --disk)"},
+		{l.Pids > 0, "process limit (limits.pids / --pids): the sandbox's processes are the sentry's, and a host cgroup would count the sentry's threads instead"},
+		{l.DiskBytes > 0, "disk limit (limits.disk / --disk): gVisor's tmpfs is the sentry's memory, with no size of its own (limits.memory bounds it with the rest)"},
 	} {
 		if c.set {
-			out = append(out, c.what+": not applied by the gvisor backend")
+			out = append(out, c.what)
 		}
 	}
 	for _, m := range spec.Mounts {
-		if m.Kind == backend.MountBind && m.IDMap && !m.ReadOnly {
+		if m.Kind == backend.MountBind && m.IDMap && !m.ReadOnly || m.Kind == backend.MountOverlay && m.IDMap {
 			// runsc has no id-mapped mounts: the command writes as its
 			// own uid, so only a tree that uid owns is writable, and
 			// what it makes there lands owned by that uid.
@@ -71,9 +69,6 @@ func unsupported(spec *backend.Spec) []string {
 			default:
 				out = append(out, fmt.Sprintf("writable %s owned by uid %d while the command is uid %d: runsc has no id-mapped mounts (run with --uid %d, the owner's uid, or --isolation native)", m.Target, st.Uid, spec.User.UID, st.Uid))
 			}
-		}
-		if m.Kind == backend.MountOverlay {
-			out = append(out, "workspace mode overlay (--workspace-mode copy or direct work under gvisor)")
 		}
 	}
 	if len(spec.Seccomp) > 1 || spec.SeccompAtExec {

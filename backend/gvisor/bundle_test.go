@@ -130,7 +130,8 @@ func TestScriptPinsRunscVersion(t *testing.T) {
 }
 
 // TestFindRefusesWhatOthersCanWrite: a named runsc must be an executable
-// file only its owner can change; a typo is an error, not a fall back.
+// file that only root and this user can change, in directories only
+// they can change; a typo is an error, not a fall back.
 func TestFindRefusesWhatOthersCanWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "runsc")
@@ -145,5 +146,26 @@ func TestFindRefusesWhatOthersCanWrite(t *testing.T) {
 	}
 	if _, err := Find(filepath.Join(dir, "typo")); err == nil {
 		t.Error("a missing named runsc was accepted")
+	}
+	// A directory on the way that others may write: they could replace
+	// the file.
+	os.Chmod(dir, 0o777)
+	if _, err := Find(p); err == nil {
+		t.Error("a runsc in a directory others can write was accepted")
+	}
+	os.Chmod(dir, 0o755)
+	// Owned by another user (a daemon's tenant naming their own binary
+	// in [sandbox] runsc): only root can give a file away to test it.
+	if os.Geteuid() != 0 {
+		t.Log("not root: the case of a runsc another user owns needs chown")
+		return
+	}
+	os.Chown(p, 1000, 1000)
+	if _, err := Find(p); err == nil {
+		t.Error("a runsc owned by another user was accepted")
+	}
+	os.Chown(p, 0, 0)
+	if got, err := Find(p); err != nil || got != p {
+		t.Errorf("positive control: Find(%s) = %q, %v", p, got, err)
 	}
 }

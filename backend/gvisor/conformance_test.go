@@ -33,5 +33,24 @@ func usable(t *testing.T) string {
 func TestConformance(t *testing.T) {
 	runsc := usable(t)
 	fmt.Println("runsc:", runsc)
-	backendtest.Run(t, &gvisor.Backend{Runsc: runsc}, backendtest.Options{HostNetwork: true})
+	backendtest.Run(t, &gvisor.Backend{Runsc: runsc}, backendtest.Options{Overlay: true, HostNetwork: true})
+}
+
+// TestSessionConformance runs the session suite every backend with a
+// lifecycle passes.
+func TestSessionConformance(t *testing.T) {
+	runsc := usable(t)
+	backendtest.RunSession(t, &gvisor.Backend{Runsc: runsc}, backendtest.SessionOptions{HostNetwork: true})
+}
+
+// BenchmarkLifecycle: session create and exec latency (bench/gvisor.sh).
+func BenchmarkLifecycle(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("gvisor: runsc runs sandboxes for root only here")
+	}
+	runsc, err := gvisor.Find("")
+	if err != nil {
+		b.Skip(err)
+	}
+	backendtest.BenchmarkLifecycle(b, &gvisor.Backend{Runsc: runsc})
 }

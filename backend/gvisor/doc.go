@@ -7,28 +7,51 @@
 // It owns the translation of a Spec into an OCI bundle (config.json, the
 // contents of MountFile operations and the symlinks of the root in the
 // bundle directory), runsc's invocation, the run's wall and output limits,
+// the host side of an overlay workspace and of the memory and CPU limits,
 // and the removal of everything runsc and the bundle leave. It owns no
 // policy: what it cannot enforce it refuses, by name, before anything
 // starts (Backend.Unsupported), and the sandbox package turns that into the
 // refusal the user reads.
 //
-// Network mode proxy: runsc's network is none (loopback only), and moat's
-// own binary, bound in, is the container's first process: it listens on
-// 127.0.0.1:ProxyPort and relays to moat's proxy through a unix socket
-// bound in from the host, then runs the command (forward_linux.go).
+// One-shot runs (Run) are one `runsc run` of the command. Sessions
+// (Create, backend.Lifecycle) are one `runsc run` of a container whose
+// first process is moat's own binary, bound in read-only, holding it open
+// as a user of its own (hold_linux.go: the commands cannot signal or read
+// it); each command is a `runsc exec` into it, with its own process spec
+// (argv, environment, directory, the sandbox user, no capabilities,
+// no_new_privs, a pty from the host when asked) and the container's
+// seccomp filter and rlimits, which the sentry gives every process.
+// Both are built by one function (prepare) and die with moat: runsc runs
+// attached, with a parent-death signal.
 //
-// What it refuses today: a caller that is not root (rootless runsc has no
-// network isolation of its own), an overlay workspace,
-// a disk limit, memory, process and CPU limits (runsc would apply them to
-// cgroups moat does not create), TCP port rules (Landlock's; gVisor has no
-// Landlock), and a stack of several seccomp filters or one a runsc filter
-// cannot express. What gVisor does differently where it runs: the
-// seccomp profile is applied by the sentry to the command's system calls
-// (a refused call gets EPERM, or ENOSYS where the profile says so; a
-// call the profile kills on kills the calling thread), the denials are
-// not observed, /proc is the sentry's own, and Landlock does not apply
-// (the mounts decide what exists).
+// Network mode proxy: runsc's network is none (loopback only), and moat's
+// own binary, bound in, listens on 127.0.0.1:ProxyPort and relays to
+// moat's proxy through a unix socket bound in from the host: as the
+// container's first process, which then runs the command, in a one-shot
+// run (forward_linux.go); as the session's holder in a session.
+//
+// An overlay workspace is mounted by moat on the host (the native
+// backend's layers and options) and its merged view bound in
+// (overlay_linux.go). Memory and CPU limits are those of a cgroup moat
+// makes (internal/cgroup) and starts runsc inside (cgroup_linux.go): they
+// bound the sentry and the gofer, which do all of the sandbox's work, and
+// an OOM kill ends the whole sandbox.
+//
+// What it refuses: a caller that is not root (rootless runsc has no
+// network isolation of its own), a process limit (a host cgroup would
+// count the sentry's threads, not the sandbox's processes), a disk limit
+// (the sandbox's tmpfs is the sentry's memory), TCP port rules
+// (Landlock's; gVisor has no Landlock), a writable workspace the sandbox
+// user does not own (runsc has no id-mapped mounts), and a stack of
+// several seccomp filters or one a runsc filter cannot express. What
+// gVisor does differently where it runs: the seccomp profile is applied
+// by the sentry to the command's system calls (a refused call gets EPERM,
+// or ENOSYS where the profile says so; a call the profile kills on kills
+// the calling thread), the denials are not observed, /proc is the
+// sentry's own, and Landlock does not apply (the mounts decide what
+// exists).
 //
 // Finding runsc (Find): [sandbox] runsc in the policy, $MOAT_RUNSC, the
-// cache scripts/runsc.sh builds into, then PATH.
+// cache scripts/runsc.sh builds into, then PATH; a named one must be
+// root's or this user's, in directories only they can change.
 package gvisor

@@ -28,43 +28,37 @@ const (
 	socketPath  = "/.moat/proxy.sock"
 )
 
-// MaybeForward runs the forwarder and never returns when this process is
-// one (see forwardArg0); otherwise it returns at once. moat's main calls
+// MaybeForward runs the forwarder, or the gate that starts runsc in a
+// cgroup, and never returns when this process is one (see forwardArg0,
+// gateArg0); otherwise it returns at once. moat's main calls
 // it first, and so must the TestMain of any test that runs gvisor Specs
 // in network mode proxy.
 func MaybeForward() {
-	if filepath.Base(os.Args[0]) != forwardArg0 || os.Getpid() == 0 {
-		return
+	switch filepath.Base(os.Args[0]) {
+	case forwardArg0:
+		os.Exit(forward(os.Args[1:]))
+	case gateArg0:
+		os.Exit(gate())
 	}
-	os.Exit(forward(os.Args[1:]))
 }
 
-// forward: PORT SOCKET -- CMD [ARGS...]. The command's exit status is
+// forward: PORT SOCKET -- CMD [ARGS...], or, as a session's init,
+// --hold [PORT SOCKET] (hold). The command's exit status is
 // forward's, and a death by signal N is 128+N, which the host side reads
 // back as signal N (the container's first process cannot die of a signal
 // it does not handle).
 func forward(args []string) int {
+	if len(args) > 0 && args[0] == holdFlag {
+		return hold(args[1:])
+	}
 	if len(args) < 4 || args[2] != "--" {
 		fmt.Fprintln(os.Stderr, "moat: usage: "+forwardArg0+" PORT SOCKET -- CMD...")
 		return 125
 	}
-	// MPTCP off: Go would try it first, and the seccomp profile refuses it.
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:"+args[0])
-	if err != nil {
+	if err := serveProxy(args[0], args[1]); err != nil {
 		fmt.Fprintf(os.Stderr, "moat: proxy listener: %v\n", err)
 		return 125
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go relay(c, args[1])
-		}
-	}()
 	cmd := exec.Command(args[3], args[4:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -88,6 +82,28 @@ func forward(args []string) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// serveProxy listens on 127.0.0.1:port and relays each connection to
+// the unix socket in the background.
+func serveProxy(port, socket string) error {
+	// MPTCP off: Go would try it first, and the seccomp profile refuses it.
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:"+port)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go relay(c, socket)
+		}
+	}()
+	return nil
 }
 
 // relay joins a connection on the sandbox's loopback to moat's proxy.

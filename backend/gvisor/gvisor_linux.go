@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,87 +30,22 @@ import (
 // kill --all`.
 func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (*backend.ExitStatus, error) {
 	start := time.Now()
-	if gaps := unsupported(spec); len(gaps) > 0 {
-		return nil, fmt.Errorf("%w: %s", ErrUnsupported, strings.Join(gaps, "; "))
-	}
-	runsc := b.Runsc
-	if runsc == "" {
-		var err error
-		if runsc, err = Find(""); err != nil {
-			return nil, err
-		}
-	}
-	sweep()
-	dir, err := os.MkdirTemp("", fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
+	c, err := b.prepare(spec, stdio, false)
 	if err != nil {
-		return nil, &backend.InitError{Stage: "bundle", Err: err}
+		return nil, err
 	}
-	defer removeRunDir(dir)
-	bdir, state, logPath := filepath.Join(dir, "bundle"), filepath.Join(dir, "state"), filepath.Join(dir, "runsc.log")
-	for _, d := range []string{bdir, state} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, &backend.InitError{Stage: "bundle", Err: err}
-		}
-	}
-	cfg, err := bundle(spec, bdir)
-	if err != nil {
-		return nil, &backend.InitError{Stage: "bundle", Err: err}
-	}
-	network := "none"
-	if spec.Network.Mode == backend.NetHost {
-		network = "host"
-	}
-	// The sandbox's root is the bundle's empty, read-only rootfs with the
-	// Spec's mounts on it, so gVisor's own overlay over the root would
-	// only cost start-up time; cgroups are not used (Capabilities).
-	global := []string{"--root", state, "--log", logPath, "--log-format", "json", "--network", network, "--overlay2", "none", "--ignore-cgroups"}
+	defer c.remove()
 	if spec.Network.Mode == backend.NetProxy {
-		// The proxy's way in: moat's own binary as the container's
-		// first process (forward_linux.go) and a unix socket served by
-		// moat's proxy, both bound in; runsc lets the sandbox connect to
-		// a host socket only with --host-uds.
-		if stdio.ServeProxy == nil {
-			return nil, &backend.InitError{Stage: "proxy", Err: errors.New("network mode proxy without a proxy to serve it")}
-		}
-		self, err := os.Executable()
-		if err != nil {
-			return nil, &backend.InitError{Stage: "proxy", Err: err}
-		}
-		sock := filepath.Join(dir, "proxy.sock")
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			return nil, &backend.InitError{Stage: "proxy", Err: err}
-		}
-		defer ln.Close()
-		// The sandbox user connects to it; the directory above keeps
-		// everyone else on the host out.
-		if err := os.Chmod(sock, 0o777); err != nil {
-			return nil, &backend.InitError{Stage: "proxy", Err: err}
-		}
-		go stdio.ServeProxy(ln)
-		cfg.Mounts = append(cfg.Mounts, bind(self, forwardPath, true), bind(sock, socketPath, false))
-		cfg.Process.Args = append([]string{forwardPath, strconv.Itoa(spec.Network.ProxyPort), socketPath, "--"}, spec.Args...)
-		global = append(global, "--host-uds=open")
+		c.cfg.Process.Args = append(append(append([]string{forwardPath}, proxyArgs(spec)...), "--"), spec.Args...)
 	}
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	if err := c.write(); err != nil {
+		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(bdir, "config.json"), data, 0o600); err != nil {
-		return nil, &backend.InitError{Stage: "bundle", Err: err}
-	}
-	id := "moat-" + spec.RunID
-	if spec.RunID == "" {
-		id = "moat-" + filepath.Base(dir)
-	}
-	if cfg.Linux.Seccomp != nil {
-		global = append(global, "--oci-seccomp")
-	}
-	runscCmd := func(args ...string) *exec.Cmd {
-		return exec.Command(runsc, append(append([]string{}, global...), args...)...)
-	}
+	logPath := filepath.Join(c.dir, "runsc.log")
+	id := c.id
+	runscCmd := func(args ...string) *exec.Cmd { return c.cmd(logPath, args...) }
 
-	cmd := runscCmd("run", "--bundle", bdir, id)
+	cmd := runscCmd("run", "--bundle", c.bdir, id)
 	var outN atomic.Int64
 	var once sync.Once
 	var cause backend.Cause
@@ -155,22 +88,14 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	cmd.WaitDelay = time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = attrs()
+	if err := c.start(cmd); err != nil {
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
 	}
 	// Whatever happens from here, the container goes: runsc deletes it
 	// when `run` returns, and delete --force catches a run cut short (its
 	// state is still there then; another runsc call is not free).
-	defer func() {
-		entries, _ := os.ReadDir(state)
-		for _, e := range entries {
-			if e.Name() != "null-netns" {
-				runscCmd("delete", "--force", id).Run()
-				return
-			}
-		}
-	}()
+	defer c.deleteIfLeft()
 	go func() {
 		var timeout <-chan time.Time
 		if spec.Limits.Wall > 0 {
@@ -215,9 +140,23 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	once.Do(func() {}) // no stop after this point
+	var oom int64
+	if c.cg != nil {
+		if s, err := c.cg.Stats(); err == nil {
+			oom = s.OOMKills
+			st.MaxMemory = s.MemoryPeak
+		}
+	}
 	code := -1
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
+	}
+	if oom > 0 && cause == "" {
+		// The OOM killer ended a process of the sandbox's (the sentry,
+		// and the whole sandbox with it, or the gofer).
+		st.ExitCode, st.Signal, st.Cause = -1, int(syscall.SIGKILL), backend.CauseMemory
+		st.LimitsHit = append(st.LimitsHit, backend.CauseMemory)
+		return st, nil
 	}
 	if code == -1 && cause == "" {
 		return nil, &backend.InitError{Stage: "runsc", Err: fmt.Errorf("runsc ended abnormally: %v", werr)}
@@ -251,30 +190,42 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	return st, nil
 }
 
-// removeRunDir removes a run's directory: its bundle, runsc's state and
-// the empty network namespace runsc pins there for its gofers with a
-// bind mount (and leaves for the next container of the same root: this
-// root has no next).
+// removeRunDir removes a run's directory: its bundle, runsc's state, the
+// empty network namespace runsc pins there for its gofers with a bind
+// mount (and leaves for the next container of the same root: this root
+// has no next), and its overlay workspaces' mounts, unmounted first.
 func removeRunDir(dir string) {
+	unmountOverlays(dir)
 	for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {
 	}
 	os.RemoveAll(dir)
 }
 
-// sweep removes what runs of moats that died without cleaning up (a
-// SIGKILL) left: the directory of each run whose moat, named by the pid
-// in the directory's name, is gone. runsc itself dies with its moat
-// (Pdeathsig), and the sandbox with runsc.
-func sweep() {
+// sweep removes what runs and sessions of moats that died without
+// cleaning up (a SIGKILL) left: the directory of each whose moat, named
+// by the pid in the directory's name, is gone. runsc itself dies with its
+// moat (Pdeathsig), and the sandbox with runsc; a container whose state
+// is still there is deleted with runsc first, in case its sandbox lives.
+func sweep(runsc string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-gvisor-*-*"))
 	for _, d := range dirs {
 		var pid int
 		if _, err := fmt.Sscanf(filepath.Base(d), "moat-gvisor-%d-", &pid); err != nil || pid <= 0 {
 			continue
 		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			removeRunDir(d)
+		if syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
 		}
+		state := filepath.Join(d, "state")
+		entries, _ := os.ReadDir(state)
+		for _, e := range entries {
+			// runsc keeps a container's state as ID_sandbox:ID.state.
+			if _, name, ok := strings.Cut(e.Name(), "_sandbox:"); ok && runsc != "" {
+				id := strings.TrimSuffix(name, ".state")
+				exec.Command(runsc, "--root", state, "--log", os.DevNull, "delete", "--force", id).Run()
+			}
+		}
+		removeRunDir(d)
 	}
 }
 

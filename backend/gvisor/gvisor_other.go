@@ -16,3 +16,13 @@ func (*Backend) Run(context.Context, *backend.Spec, backend.Stdio) (*backend.Exi
 
 // MaybeForward does nothing outside Linux.
 func MaybeForward() {}
+
+// Create fails: runsc runs on Linux only.
+func (*Backend) Create(context.Context, *backend.Spec, backend.Stdio) (backend.Instance, error) {
+	return nil, errors.ErrUnsupported
+}
+
+func capabilities() backend.Capabilities {
+	const why = "runsc runs on Linux only"
+	return backend.Capabilities{MemoryWhy: why, PidsWhy: why, CPUWhy: why}
+}

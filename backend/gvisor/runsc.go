@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // RunscVersion is the version of gVisor's module that scripts/runsc.sh
@@ -56,18 +57,54 @@ func Find(configured string) (string, error) {
 	return "", fmt.Errorf("%w: build it with scripts/runsc.sh (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@%s, into %s), or put runsc on PATH, or name it with $MOAT_RUNSC or [sandbox] runsc", ErrNoRunsc, RunscVersion, filepath.Dir(CachePath()))
 }
 
-// executable checks that p is an executable file that only its owner
-// can change: moat runs it as root, so a runsc others may rewrite would
-// hand them root.
+// executable checks that p is an executable file that nobody but root
+// and this process's user can change: moat runs it as root (a daemon,
+// on a policy a tenant wrote), so a runsc that another user owns, or may
+// rewrite or replace, would hand that user root. Each directory on the
+// way must be as safe, but for one whose sticky bit keeps others from
+// renaming what root owns in it (/tmp).
 func executable(p string) error {
-	fi, err := os.Stat(p)
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return err
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(real)
 	if err != nil {
 		return err
 	}
 	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%s is not an executable file", p)
 	}
-	if fi.Mode().Perm()&0o022 != 0 {
+	if err := safeOwner(real, fi, false); err != nil {
+		return err
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		di, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if err := safeOwner(d, di, true); err != nil {
+			return fmt.Errorf("runsc %s: %w", p, err)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// safeOwner refuses a file or directory owned by a user other than root
+// and this one, or writable by group or others (a directory with the
+// sticky bit owned by root excepted).
+func safeOwner(p string, fi os.FileInfo, dir bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, neither root nor this user: moat will not run it", p, st.Uid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && !(dir && fi.Mode()&os.ModeSticky != 0 && ok && st.Uid == 0) {
 		return fmt.Errorf("%s is writable by group or others: moat will not run it", p)
 	}
 	return nil

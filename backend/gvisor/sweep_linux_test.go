@@ -24,7 +24,7 @@ func TestSweepRemovesDeadRunsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sweep()
+	sweep("")
 	if _, err := os.Stat(dead); err == nil {
 		t.Errorf("%s was left", dead)
 	}

@@ -267,8 +267,11 @@ func gvisorProbe(line func(status, what, detail string)) {
 	line("ok", "gvisor isolation", fmt.Sprintf("--isolation gvisor: runsc %s ran /bin/true in %.0f ms", runsc, rep.WallSeconds*1000))
 	line("info", "  what differs", "the command runs on gVisor's kernel, not the host's; no Landlock (the mounts decide);\n"+
 		strings.Repeat(" ", 38)+"seccomp applied by gVisor (refusals get EPERM or ENOSYS, a kill ends the thread, none is reported);\n"+
-		strings.Repeat(" ", 38)+"refused: overlay workspaces, memory/pids/cpus/disk limits, custom seccomp profiles,\n"+
-		strings.Repeat(" ", 38)+"TCP port rules, a writable workspace the sandbox user does not own")
+		strings.Repeat(" ", 38)+"sessions: commands are runsc exec into one container; --memory/--cpus bound the whole sandbox\n"+
+		strings.Repeat(" ", 38)+"(the sentry included: past the memory limit the sandbox ends);\n"+
+		strings.Repeat(" ", 38)+"refused: --pids (a host cgroup would count the sentry's threads), --disk (its tmpfs is the\n"+
+		strings.Repeat(" ", 38)+"sentry's memory), custom seccomp profiles, TCP port rules, a writable workspace the sandbox\n"+
+		strings.Repeat(" ", 38)+"user does not own (no id-mapped mounts)")
 }
 
 // landlockFeatures says what moat gets from Landlock at a given ABI.

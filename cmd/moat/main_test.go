@@ -847,12 +847,12 @@ func TestCustomProfileIsTheCommands(t *testing.T) {
 }
 
 // TestIsolationFlag: --isolation gvisor picks the gvisor backend, which
-// refuses what it cannot enforce by name (an overlay workspace here),
-// whether or not runsc is on this machine.
+// refuses what it cannot enforce by name (a disk limit here), whether or
+// not runsc is on this machine.
 func TestIsolationFlag(t *testing.T) {
 	ws := t.TempDir()
-	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--workspace-mode", "overlay", "--", "true")
-	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, "workspace mode overlay") {
+	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--workspace-mode", "overlay", "--disk", "16m", "--", "true")
+	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, "disk limit") {
 		t.Errorf("code %d err %q", code, errs)
 	}
 }
