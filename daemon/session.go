@@ -512,7 +512,6 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	}
 	p.proc = ep
 	go func() {
-		defer s.finish(true)
 		rep, err := ep.Wait()
 		p.mu.Lock()
 		p.report, p.err = rep, err
@@ -523,6 +522,10 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 			p.stdinClosed = true
 		}
 		p.inMu.Unlock()
+		// Counted as ended before Done says so: a caller that waited
+		// for it (MCP's apply after stop_process) must not find it
+		// still running.
+		s.finish(true)
 		close(p.done)
 		p.out.close()
 	}()
