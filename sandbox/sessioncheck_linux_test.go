@@ -251,3 +251,30 @@ func TestSessionExecCheckManyCommands(t *testing.T) {
 		t.Errorf("the late push is audited %d times under its command's run id", n)
 	}
 }
+
+// TestSessionExecCheckLineApproved: in a session as in a Run, a command
+// line a person approved is not asked about again as its programs start;
+// that approval is the command's own: another command's script running
+// the same program is asked (and refused) for itself.
+func TestSessionExecCheckLineApproved(t *testing.T) {
+	ws := sessionGit(t)
+	var recs auditLog
+	s := gitSession(t, ws, []string{"git", "push"}, nil, &recs)
+	if err := os.WriteFile(filepath.Join(ws, "idu.sh"), []byte("id -u >/dev/null; echo \"b $?\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yes, no := &syncApprover{yes: true}, &syncApprover{}
+	if out, _ := gitExec(t, s, ws, `id -u >/dev/null; echo "a $?"`, yes); out != "a 0\n" {
+		t.Errorf("approved line: %q", out)
+	}
+	if out, _ := gitExec(t, s, ws, "sh idu.sh", no); !strings.HasPrefix(out, "b 126\n") {
+		t.Errorf("another command's script: %q", out)
+	}
+	yes.mu.Lock()
+	no.mu.Lock()
+	defer yes.mu.Unlock()
+	defer no.mu.Unlock()
+	if len(yes.asked) != 1 || len(no.asked) != 1 {
+		t.Errorf("asked: %q and %q, want once each", yes.asked, no.asked)
+	}
+}
