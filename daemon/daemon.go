@@ -71,6 +71,18 @@ type Config struct {
 	// OutputBuffer bounds the output kept per background command (1 MiB).
 	OutputBuffer int
 	Logger       *slog.Logger
+	// Approvals makes an ask of a session's rules that its request brings
+	// no approver for wait as a pending approval (see Approval) for
+	// ApprovalTimeout (5m; the policy's harness.ask_timeout if shorter),
+	// refused when nobody answers; without it such an ask refuses the
+	// command at once. ApprovalWebhook, if set, is POSTed each new
+	// pending approval (WebhookEvent).
+	Approvals       bool
+	ApprovalTimeout time.Duration
+	ApprovalWebhook string
+	// Audit, if set, receives the sessions' rule decisions and the
+	// approvals' outcomes.
+	Audit AuditSink
 }
 
 func (c *Config) defaults() {
@@ -92,6 +104,7 @@ func (c *Config) defaults() {
 	setD(&c.MaxTTL, 24*time.Hour)
 	setD(&c.IdleTimeout, 15*time.Minute)
 	setD(&c.Tick, time.Second)
+	setD(&c.ApprovalTimeout, 5*time.Minute)
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
@@ -114,6 +127,8 @@ type Manager struct {
 	stop     chan struct{}
 	ticker   sync.WaitGroup
 
+	ap approvals
+
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 }
@@ -124,6 +139,9 @@ type Manager struct {
 // workspaces it had made for them.
 func New(cfg Config) (*Manager, error) {
 	cfg.defaults()
+	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
 	}
