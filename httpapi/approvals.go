@@ -14,23 +14,25 @@ import (
 // shown, approved and denied by the tenant of their session (or the
 // daemon's own user). The web page over the same answers is page.go.
 
-func approvalJSON(p *daemon.Approval) *client.Approval {
+// approvalJSON shows p; a working directory in a workspace the daemon
+// made is shown beneath "<state>", as in error texts.
+func (s *Server) approvalJSON(p *daemon.Approval) *client.Approval {
 	return &client.Approval{
-		ID: p.ID, Session: p.Session, Tenant: p.Tenant, Command: p.What(), Dir: p.Dir, Network: p.Request != nil,
+		ID: p.ID, Session: p.Session, Tenant: p.Tenant, Command: p.What(), Dir: s.scrub(p.Dir), Network: p.Request != nil,
 		Rule: p.Rule, Reason: p.Reason, Decided: p.Decided, Created: p.Created, Expires: p.Expires,
 	}
 }
 
-func approvalsJSON(list []*daemon.Approval) []*client.Approval {
+func (s *Server) approvalsJSON(list []*daemon.Approval) []*client.Approval {
 	out := []*client.Approval{}
 	for _, p := range list {
-		out = append(out, approvalJSON(p))
+		out = append(out, s.approvalJSON(p))
 	}
 	return out
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
-	return writeJSON(w, http.StatusOK, map[string]any{"approvals": approvalsJSON(s.Manager.Approvals(t))})
+	return writeJSON(w, http.StatusOK, map[string]any{"approvals": s.approvalsJSON(s.Manager.Approvals(t))})
 }
 
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
@@ -38,7 +40,7 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, t daemon.Te
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, approvalJSON(p))
+	return writeJSON(w, http.StatusOK, s.approvalJSON(p))
 }
 
 func (s *Server) approve(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {

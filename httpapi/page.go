@@ -285,7 +285,7 @@ func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, id string, _
 func (s *Server) pageState(w http.ResponseWriter, r *http.Request, _ string, ws *webSession) error {
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"tenant": ws.tenant.ID, "csrf": ws.csrf, "now": time.Now(),
-		"approvals": approvalsJSON(s.Manager.Approvals(ws.tenant)),
+		"approvals": s.approvalsJSON(s.Manager.Approvals(ws.tenant)),
 	})
 }
 
