@@ -102,6 +102,12 @@ func (s *Session) approver() sandbox.Approver {
 	return queueApprover{s}
 }
 
+// Approver is the session's pending approvals as an Approver (what an
+// exec request without one of its own gets), nil when the daemon keeps
+// none (Config.Approvals): a transport that asks its own way falls back
+// to it.
+func (s *Session) Approver() sandbox.Approver { return s.approver() }
+
 // queueApprover makes each ask a pending approval of its session and
 // waits for the answer.
 type queueApprover struct{ s *Session }
