@@ -204,8 +204,10 @@ func (s *Server) pageAsset(body []byte, ctype string) http.HandlerFunc {
 	}
 }
 
-var errNoWebSession = &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
-	Message: "not logged in: open the link `moat approvals --web` prints"}
+func errNoWebSession() error {
+	return &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
+		Message: "not logged in: open the link `moat approvals --web` prints"}
+}
 
 // pageHandler serves one of the page's requests: with auth, only in a
 // valid web session, and a POST only with its CSRF token.
@@ -225,7 +227,7 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			}
 			var ok bool
 			if id, ws, ok = s.web.session(r); !ok {
-				return errNoWebSession
+				return errNoWebSession()
 			}
 			if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
 				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "the request lacks the page's CSRF token"}
