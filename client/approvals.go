@@ -19,9 +19,12 @@ type Approval struct {
 	// Rule names the rule that asks; "" when the command line itself
 	// hides what it runs. Decided is the simple command of a shell line
 	// that asked.
-	Rule    string    `json:"rule,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	Decided []string  `json:"decided,omitempty"`
+	Rule    string   `json:"rule,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Decided []string `json:"decided,omitempty"`
+	// Diff is an overlay or copy session's changes so far, a unified diff
+	// (cut when long).
+	Diff    string    `json:"diff,omitempty"`
 	Created time.Time `json:"created"`
 	// Expires is when the action is refused if nobody answers.
 	Expires time.Time `json:"expires"`

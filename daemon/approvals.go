@@ -17,6 +17,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Pending approvals: when the rules of a session ask about an action (a
@@ -63,6 +64,9 @@ type Approval struct {
 	Rule    string
 	Reason  string
 	Decided []string
+	// Diff is an overlay or copy session's changes so far, as a unified
+	// diff cut at maxDiff; "" in other modes.
+	Diff    string
 	Created time.Time
 	Expires time.Time
 
@@ -137,7 +141,7 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 		ID: newID(), Session: s.ID, Tenant: s.Tenant.ID,
 		Argv: slices.Clone(a.Argv), Dir: a.Dir, Request: a.Request,
 		Reason: d.Reason, Decided: slices.Clone(d.Command),
-		Created: now, Expires: now.Add(timeout),
+		Created: now, Expires: now.Add(timeout), Diff: s.diffSoFar(),
 		action: a, decision: d, done: make(chan struct{}),
 	}
 	if d.Rule != nil {
@@ -190,6 +194,50 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 		return nil, fmt.Errorf("nobody answered within %s: refused (moat serve --approval-timeout)", timeout.Round(time.Second))
 	}
 	return nil, errors.New("the request or the session ended before anybody answered")
+}
+
+// maxDiff bounds the diff a pending approval shows: enough to judge
+// by, and the rest is a moat diff away.
+const maxDiff = 64 << 10
+
+// diffSoFar is the unified diff of s's change set so far, cut at maxDiff;
+// "" in direct and read-only mode, or when there is nothing to show.
+func (s *Session) diffSoFar() string {
+	id := s.ChangeSet()
+	if id == "" {
+		return ""
+	}
+	cs, err := workspace.Open(id)
+	if err != nil {
+		return ""
+	}
+	changes, err := cs.Changes()
+	if err != nil || len(changes) == 0 {
+		return ""
+	}
+	w := &cappedBuffer{max: maxDiff}
+	cs.WriteDiff(w, changes, workspace.DiffOptions{Format: workspace.Unified})
+	if w.cut {
+		w.b.WriteString("\n[the diff goes on: moat diff " + id + " shows all of it]\n")
+	}
+	return w.b.String()
+}
+
+// cappedBuffer keeps the first max bytes written to it; a write past
+// them fails, which ends the diff.
+type cappedBuffer struct {
+	b   strings.Builder
+	max int
+	cut bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.b.Len(); len(p) > room {
+		c.b.Write(p[:max(room, 0)])
+		c.cut = true
+		return 0, errors.New("diff cut")
+	}
+	return c.b.Write(p)
 }
 
 // mayAnswer says whether t may see and answer p.

@@ -19,7 +19,7 @@ import (
 func (s *Server) approvalJSON(p *daemon.Approval) *client.Approval {
 	return &client.Approval{
 		ID: p.ID, Session: p.Session, Tenant: p.Tenant, Command: p.What(), Dir: s.scrub(p.Dir), Network: p.Request != nil,
-		Rule: p.Rule, Reason: p.Reason, Decided: p.Decided, Created: p.Created, Expires: p.Expires,
+		Rule: p.Rule, Reason: p.Reason, Decided: p.Decided, Diff: s.scrub(p.Diff), Created: p.Created, Expires: p.Expires,
 	}
 }
 

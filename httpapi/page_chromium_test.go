@@ -90,7 +90,11 @@ func TestApprovalsPageInChromium(t *testing.T) {
 		return b
 	}
 
-	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	// An overlay session: the page shows its changes so far.
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy, WorkspaceMode: "overlay"})
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo 'release notes <b>v2</b>' > NOTES"}}); rep.ExitCode != 0 {
+		t.Fatalf("write a file: %+v", rep)
+	}
 	markup := []string{"echo", "ship", "<script>window.pwned=1</script>", "<img src=x onerror=window.pwned=2>"}
 	res := execAsync(d.c, s.ID, markup...)
 	a := waitApproval(t, d.c, markup...)
@@ -108,6 +112,9 @@ func TestApprovalsPageInChromium(t *testing.T) {
 		t.Fatalf("page: %v", err)
 	}
 	shown, rule := text(card+" pre.what"), text(card+" dl")
+	if diff := text(card + " pre.diff"); !strings.Contains(diff, "NOTES") || !strings.Contains(diff, "+release notes <b>v2</b>") {
+		t.Errorf("the card's diff: %q", diff)
+	}
 	pwned := eval(`window.pwned !== undefined`)
 	injected := eval(`document.querySelectorAll("#list script, #list img").length > 0`)
 	url, err := chromedp.Run(ctx, chromedp.Location())

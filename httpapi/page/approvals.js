@@ -75,6 +75,13 @@
     const left = row(dl, "refused in", "");
     left.className = "left";
     li.appendChild(dl);
+    if (a.diff) {
+      const det = el("details", "diff");
+      det.open = true;
+      det.appendChild(el("summary", "", "the session's changes so far"));
+      det.appendChild(el("pre", "diff", a.diff));
+      li.appendChild(det);
+    }
 
     const c = el("div", "controls");
     const scope = el("select", "scope");
