@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -105,5 +106,77 @@ func TestApprovalCommands(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the audit stream lacks %s:\n%s", want, data)
 		}
+	}
+}
+
+// TestMCPApprovalsSocket: moat mcp --approvals-socket keeps an ask its
+// client cannot answer (no elicitation) as a pending approval, which
+// moat approvals and moat approve answer on that socket.
+func TestMCPApprovalsSocket(t *testing.T) {
+	ws := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "approvals.sock")
+	pf := filepath.Join(ws, "p.toml")
+	os.WriteFile(pf, []byte("[[rules]]\nname = \"ship\"\nmatch = { command = [\"echo\", \"ship\"] }\ndecision = \"ask\"\nreason = \"it leaves\"\n"), 0o644)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- realMain([]string{"mcp", "--workspace", ws, "--policy", pf, "--approvals-socket", sock}, inR, outW, &errb)
+		outW.Close()
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo ship it"}}}`,
+	} {
+		io.WriteString(inW, line+"\n")
+	}
+	answer := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"id":2`) {
+				answer <- sc.Text()
+				break
+			}
+		}
+		io.Copy(io.Discard, outR)
+	}()
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code, out, _ := moat(t, ws, "approvals", "--socket", sock); code == 0 {
+			for _, line := range strings.Split(out, "\n")[1:] {
+				if strings.Contains(line, "ship it") {
+					id = strings.Fields(line)[0]
+				}
+			}
+		}
+	}
+	if id == "" {
+		t.Fatalf("no pending approval on the socket (stderr %s)", errb.String())
+	}
+	if code, _, errs := moat(t, ws, "approve", "--socket", sock, id); code != 0 {
+		t.Fatalf("moat approve: %d %q", code, errs)
+	}
+	select {
+	case got := <-answer:
+		if !strings.Contains(got, "ship it") || strings.Contains(got, `"isError":true`) {
+			t.Errorf("run_command answer: %s", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to run_command")
+	}
+	inW.Close()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("moat mcp exited %d: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("moat mcp did not end with its stdin")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("moat mcp left its approvals socket: %v", err)
 	}
 }
