@@ -7,9 +7,12 @@
 // its own sessions; a workspace must be a directory the tenant owns (or
 // one the daemon makes for it); a tenant other than the daemon's own user
 // may not widen the policy beyond its workspace and the system
-// directories (see Manager.Create). Every caller (the HTTP API, tests,
-// later the MCP server) goes through these checks. It knows nothing of
-// HTTP; package httpapi serves it.
+// directories (see Manager.Create); an ask of a session's rules that no
+// request answers waits as a pending approval that only the session's
+// tenant or the daemon's own user may answer, with a grant bound to what
+// was shown (approvals.go). Every caller (the HTTP API, tests, the MCP
+// server) goes through these checks. It knows nothing of HTTP; package
+// httpapi serves it.
 //
 // A session runs its commands through an Engine: Sandboxes, one sandbox
 // per session (sandbox.Create) that its commands share, processes left

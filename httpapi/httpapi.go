@@ -7,8 +7,11 @@
 // strictly decoding request bodies (unknown fields refused), and turning
 // every error into {"error":{"code","message"}} with a stable code, a
 // message safe to show and the right status. A panic in a handler becomes
-// a 500 of that form; the daemon keeps serving. What a tenant may do with
-// a session is package daemon's decision, not this one's.
+// a 500 of that form; the daemon keeps serving. It also serves the
+// approvals page (page.go) with its own way in for a browser: a one-time
+// login link, a cookie, a CSRF token, a strict Content-Security-Policy.
+// What a tenant may do with a session or an approval is package daemon's
+// decision, not this one's.
 package httpapi
 
 import (
