@@ -191,7 +191,7 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 	m.auditApproval(p, outcome, "", "", nil)
 	m.log.Info("approval ended", "approval", p.ID, "session", s.ID, "outcome", outcome)
 	if outcome == sandbox.ApprovalTimeout {
-		return nil, fmt.Errorf("nobody answered within %s: refused (moat serve --approval-timeout)", timeout.Round(time.Second))
+		return nil, noAnswer{timeout}
 	}
 	return nil, errors.New("the request or the session ended before anybody answered")
 }
@@ -239,6 +239,16 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 	}
 	return c.b.Write(p)
 }
+
+// noAnswer is the error of an approval nobody answered in time; it is a
+// context.DeadlineExceeded, which the sandbox records as a timeout.
+type noAnswer struct{ after time.Duration }
+
+func (e noAnswer) Error() string {
+	return fmt.Sprintf("nobody answered within %s: refused (moat serve --approval-timeout)", e.after.Round(time.Millisecond))
+}
+
+func (noAnswer) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // mayAnswer says whether t may see and answer p.
 func mayAnswer(t Tenant, p *Approval) bool { return p.Tenant == t.ID || t.self() }

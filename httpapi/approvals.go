@@ -90,7 +90,10 @@ func (s *Server) webLogin(w http.ResponseWriter, r *http.Request, t daemon.Tenan
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	code, exp := s.web.newCode(t, loginTTL)
+	code, exp, err := s.web.newCode(t, loginTTL)
+	if err != nil {
+		return err
+	}
 	out := &client.WebLogin{Code: code, Expires: exp}
 	if s.WebAddr != "" {
 		out.URL = "http://" + s.WebAddr + pagePath + "#code=" + code

@@ -166,11 +166,26 @@ func TestApprovalsThroughTheAPI(t *testing.T) {
 }
 
 func TestApprovalTimesOut(t *testing.T) {
-	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 300 * time.Millisecond}, nil)
+	rec := &memAudit{}
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 300 * time.Millisecond, Audit: rec}, nil)
 	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
 	r := <-execAsync(d.c, s.ID, "echo", "ship")
 	if r.err != nil || r.rep.Reason != "denied" || !strings.Contains(r.rep.Error, "nobody answered") {
 		t.Fatalf("timed out: %+v %v", r.rep, r.err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var outcomes []string
+	for _, r := range rec.recs {
+		switch r := r.(type) {
+		case audit.Approval:
+			outcomes = append(outcomes, "approval "+r.Outcome)
+		case audit.Decision:
+			outcomes = append(outcomes, "decision "+r.Outcome)
+		}
+	}
+	if strings.Join(outcomes, ", ") != "approval timeout, decision timeout" {
+		t.Errorf("audit: %q", outcomes)
 	}
 }
 

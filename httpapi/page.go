@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -87,8 +88,12 @@ func randomHex() string {
 	return hex.EncodeToString(b[:])
 }
 
+// maxCodes bounds the login codes not used yet, which a tenant could
+// otherwise ask for without end.
+const maxCodes = 256
+
 // newCode makes a login code for t, valid once until ttl from now.
-func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time) {
+func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -100,9 +105,13 @@ func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time
 			delete(a.codes, c)
 		}
 	}
+	if len(a.codes) >= maxCodes {
+		return "", time.Time{}, &client.Error{Status: http.StatusTooManyRequests, Code: client.CodeQuota,
+			Message: fmt.Sprintf("%d login links wait to be used: try again in a few minutes", maxCodes)}
+	}
 	code := randomHex()
 	a.codes[code] = webCode{tenant: t, expires: now.Add(ttl)}
-	return code, now.Add(ttl)
+	return code, now.Add(ttl), nil
 }
 
 // useCode returns the tenant of a valid code and forgets the code.

@@ -76,6 +76,10 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		rec.Outcome = ApprovalTimeout
 		return nil, fmt.Errorf("nobody answered within %s (harness.ask_timeout)", req.Policy.Harness.AskWait())
+	case errors.Is(err, context.DeadlineExceeded):
+		// The approver's own bound (a daemon's) passed first.
+		rec.Outcome = ApprovalTimeout
+		return nil, err
 	case err != nil:
 		rec.Outcome = ApprovalDenied
 		return nil, err
