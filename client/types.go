@@ -179,6 +179,9 @@ const (
 	CodeDenied         = "denied"
 	CodeNoStdin        = "stdin_closed"
 	CodeStdinBlocked   = "stdin_blocked"
+	// CodeApprovalRefused: an approval's answer does not fit the action
+	// (a scope, prefix or expiry it cannot have).
+	CodeApprovalRefused = "approval_refused"
 )
 
 // FileInfo describes an entry of a session's workspace.

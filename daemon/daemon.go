@@ -7,9 +7,12 @@
 // its own sessions; a workspace must be a directory the tenant owns (or
 // one the daemon makes for it); a tenant other than the daemon's own user
 // may not widen the policy beyond its workspace and the system
-// directories (see Manager.Create). Every caller (the HTTP API, tests,
-// later the MCP server) goes through these checks. It knows nothing of
-// HTTP; package httpapi serves it.
+// directories (see Manager.Create); an ask of a session's rules that no
+// request answers waits as a pending approval that only the session's
+// tenant or the daemon's own user may answer, with a grant bound to what
+// was shown (approvals.go). Every caller (the HTTP API, tests, the MCP
+// server) goes through these checks. It knows nothing of HTTP; package
+// httpapi serves it.
 //
 // A session runs its commands through an Engine: Sandboxes, one sandbox
 // per session (sandbox.Create) that its commands share, processes left
@@ -79,6 +82,18 @@ type Config struct {
 	// must set that limit, and keep its writes where it applies (see
 	// reserveLimits).
 	TenantDisk int64
+	// Approvals makes an ask of a session's rules that its request brings
+	// no approver for wait as a pending approval (see Approval) for
+	// ApprovalTimeout (5m; the policy's harness.ask_timeout if shorter),
+	// refused when nobody answers; without it such an ask refuses the
+	// command at once. ApprovalWebhook, if set, is POSTed each new
+	// pending approval (WebhookEvent).
+	Approvals       bool
+	ApprovalTimeout time.Duration
+	ApprovalWebhook string
+	// Audit, if set, receives the sessions' rule decisions and the
+	// approvals' outcomes.
+	Audit AuditSink
 }
 
 func (c *Config) defaults() {
@@ -100,6 +115,7 @@ func (c *Config) defaults() {
 	setD(&c.MaxTTL, 24*time.Hour)
 	setD(&c.IdleTimeout, 15*time.Minute)
 	setD(&c.Tick, time.Second)
+	setD(&c.ApprovalTimeout, 5*time.Minute)
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
@@ -122,6 +138,8 @@ type Manager struct {
 	stop     chan struct{}
 	ticker   sync.WaitGroup
 
+	ap approvals
+
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 
@@ -134,6 +152,9 @@ type Manager struct {
 // workspaces it had made for them.
 func New(cfg Config) (*Manager, error) {
 	cfg.defaults()
+	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
 	}

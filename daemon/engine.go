@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -44,6 +45,11 @@ type EngineSpec struct {
 	// NetworkEvents receives the session's network decisions (see
 	// CreateRequest); nil means nobody.
 	NetworkEvents func(egress.Event)
+	// Approver answers the asks of the session's rules that no request
+	// answers (a destination of its proxy); AuditDecision receives each
+	// decision a rule made. Nil means nobody.
+	Approver      sandbox.Approver
+	AuditDecision func(audit.Decision)
 }
 
 // NewEngine makes a session's sandbox.
@@ -59,7 +65,8 @@ type ExecRequest struct {
 	Wall   time.Duration
 	Output int64
 	// Approver answers the asks of the policy's rules about this command;
-	// nil means nobody can be asked, and an ask refuses it.
+	// nil means the daemon's pending approvals (Config.Approvals), or,
+	// without them, nobody: an ask then refuses it.
 	Approver sandbox.Approver
 }
 
@@ -68,7 +75,8 @@ type ExecRequest struct {
 // processes left running and the network. An overlay or copy session
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
-	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents}
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents,
+		Approver: spec.Approver, AuditDecision: spec.AuditDecision}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}

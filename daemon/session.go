@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -193,7 +194,11 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents})
+	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver()}
+	if m.cfg.Audit != nil {
+		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
+	}
+	eng, err := m.cfg.Engine(ctx, espec)
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
@@ -392,7 +397,22 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return s.eng.Exec(ctx, req, stdio)
+	return s.eng.Exec(ctx, s.withApprover(req), stdio)
+}
+
+// withApprover is req, with the session's pending approvals as its
+// approver when it brings none.
+func (s *Session) withApprover(req *ExecRequest) *ExecRequest {
+	if req.Approver != nil {
+		return req
+	}
+	ap := s.approver()
+	if ap == nil {
+		return req
+	}
+	r := *req
+	r.Approver = ap
+	return &r
 }
 
 // checkExec refuses a command line or directory that cannot be right.
@@ -493,7 +513,7 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 		}
 		stdinR, p.stdin, stdio.Stdin = r, w, r
 	}
-	ep, err := s.eng.Start(s.ctx, req, stdio)
+	ep, err := s.eng.Start(s.ctx, s.withApprover(req), stdio)
 	if stdinR != nil {
 		stdinR.Close() // the command has its own copy
 	}
