@@ -61,6 +61,13 @@ type ExecRequest struct {
 	// after Stdin, for the stdin endpoint to write (a REPL); it ends when
 	// a write closes it or the command ends.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// Tty gives a foreground command a terminal of Rows by Cols (24 by 80
+	// when zero) as its stdin, stdout and stderr; its output is all
+	// "stdout". Input and new sizes are sent while it runs as the
+	// ExecInput lines of an interactive exec (Client.Interactive).
+	Tty  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // Event is one line of an exec's NDJSON stream: output (Stream and Data,
@@ -184,4 +191,20 @@ type FileInfo struct {
 	Size    int64     `json:"size"`
 	Mode    string    `json:"mode"` // permission bits in octal, "0644"
 	ModTime time.Time `json:"mtime"`
+}
+
+// ExecInput is a line of an interactive exec's request body, after the
+// ExecRequest line: input for the command, its terminal's new size, or
+// the end of its input. A line holds one of them.
+type ExecInput struct {
+	Stdin       string      `json:"stdin,omitempty"`
+	StdinBase64 []byte      `json:"stdin_base64,omitempty"`
+	CloseStdin  bool        `json:"close_stdin,omitempty"`
+	Resize      *WindowSize `json:"resize,omitempty"`
+}
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }

@@ -61,7 +61,15 @@ type ExecRequest struct {
 	// Approver answers the asks of the policy's rules about this command;
 	// nil means nobody can be asked, and an ask refuses it.
 	Approver sandbox.Approver
+	// Tty gives the command a terminal of Rows by Cols (Exec only);
+	// Resize, if not nil, carries its new sizes while it runs.
+	Tty        bool
+	Rows, Cols uint16
+	Resize     <-chan WindowSize
 }
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct{ Rows, Cols uint16 }
 
 // Sandboxes makes each session one sandbox that lives as long as it
 // (sandbox.Create): its commands share the workspace, /tmp, home, the
@@ -87,7 +95,7 @@ type sandboxEngine struct {
 // request turns a daemon request into the sandbox's: the directory
 // inside the sandbox, the limits never above the policy's.
 func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
-	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver}
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
 	if req.Dir != "" {
 		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
 	}
@@ -101,7 +109,10 @@ func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
 }
 
 func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
-	return e.s.Exec(ctx, e.request(req), stdio)
+	if req.Resize == nil {
+		return e.s.Exec(ctx, e.request(req), stdio)
+	}
+	return execResized(ctx, e.s, e.request(req), stdio, req.Resize)
 }
 
 func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {
