@@ -185,6 +185,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	wall := fs.String("wall", "", "wall-time limit for this command, below the policy's")
 	input := fs.Bool("i", false, "send moat's standard input (read to its end first) to the command")
 	detach := fs.Bool("d", false, "run in the background and print the process id (see moat ps)")
+	tty := fs.Bool("t", false, "give the command a terminal, relaying moat's (raw mode, window size)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -205,8 +206,15 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		req.Stdin = string(data)
 	}
+	if *tty && (*detach || *input) {
+		fmt.Fprintln(stderr, "moat exec: -t relays the terminal; it does not go with -d or -i")
+		return 2
+	}
 	c := connect(*sock)
 	defer c.Close()
+	if *tty {
+		return execTTY(c, rest[0], req, stdin, stdout, stderr)
+	}
 	if *detach {
 		p, err := c.Start(context.Background(), rest[0], req)
 		if err != nil {
