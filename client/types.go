@@ -182,6 +182,7 @@ const (
 	CodeDenied         = "denied"
 	CodeNoStdin        = "stdin_closed"
 	CodeStdinBlocked   = "stdin_blocked"
+	CodeConflict       = "conflict"
 )
 
 // FileInfo describes an entry of a session's workspace.
@@ -207,4 +208,30 @@ type ExecInput struct {
 type WindowSize struct {
 	Rows uint16 `json:"rows"`
 	Cols uint16 `json:"cols"`
+}
+
+// ApplyRequest is the body of POST /v1/sessions/{id}/apply.
+type ApplyRequest struct {
+	// Paths selects the changes at and below them (relative to the
+	// workspace); empty means all.
+	Paths []string `json:"paths,omitempty"`
+	// Force applies the changes at and below these paths even when they
+	// touch a protected path or one the host changed.
+	Force []string `json:"force,omitempty"`
+	// Keep keeps the change set after a full apply (it is discarded).
+	Keep bool `json:"keep,omitempty"`
+}
+
+// ApplyReport is what an apply did.
+type ApplyReport struct {
+	Applied []Change `json:"applied"`
+	Skipped []Change `json:"skipped"` // special files, never applied
+	Forced  []string `json:"forced"`  // host changes overwritten by force
+}
+
+// Change is one change of a change set.
+type Change struct {
+	Path string `json:"path"`
+	Kind string `json:"kind"` // added, modified, deleted, ...
+	Type string `json:"type"` // file, dir, symlink, special
 }

@@ -116,6 +116,10 @@ type Manager struct {
 
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
+
+	// reviews are the change sets of ended overlay and copy sessions,
+	// kept for their tenants to review (review.go); under mu.
+	reviews []*review
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -237,6 +241,7 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	delete(m.sessions, s.ID)
 	m.mu.Unlock()
 	err := s.close(ctx)
+	m.keepReview(s)
 	if rerr := m.removeRecord(s.record()); rerr != nil && err == nil {
 		err = rerr
 	}

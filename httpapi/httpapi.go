@@ -72,6 +72,9 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/files/stat", (*Server).statFile},
 	{"GET", "/v1/sessions/{id}/files/list", (*Server).listDir},
 	{"GET", "/metrics", (*Server).serveMetrics},
+	{"GET", "/v1/sessions/{id}/diff", (*Server).diffSession},
+	{"POST", "/v1/sessions/{id}/apply", (*Server).applySession},
+	{"POST", "/v1/sessions/{id}/discard", (*Server).discardSession},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.

@@ -50,7 +50,7 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 
 func cmdSession(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "moat session: want create, ls or rm")
+		fmt.Fprintln(stderr, "moat session: want create, ls, rm, diff, apply, discard")
 		return 2
 	}
 	switch args[0] {
@@ -60,8 +60,10 @@ func cmdSession(args []string, stdout, stderr io.Writer) int {
 		return cmdSessionList(args[1:], stdout, stderr)
 	case "rm":
 		return cmdSessionRemove(args[1:], stderr)
+	case "diff", "apply", "discard":
+		return cmdSessionReview(args[0], args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls or rm)\n", args[0])
+	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls, rm, diff, apply, discard)\n", args[0])
 	return 2
 }
 
