@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -44,6 +45,9 @@ type EngineSpec struct {
 	// NetworkEvents receives the session's network decisions (see
 	// CreateRequest); nil means nobody.
 	NetworkEvents func(egress.Event)
+	// Audit, if set, receives the session's audit records as they happen
+	// (the rules' decisions and the network's); nil means nobody.
+	Audit func(rec any)
 }
 
 // NewEngine makes a session's sandbox.
@@ -77,6 +81,16 @@ type WindowSize struct{ Rows, Cols uint16 }
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
 	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents}
+	if rec := spec.Audit; rec != nil {
+		hook := spec.NetworkEvents
+		req.Audit = func(e egress.Event) {
+			rec(sandbox.NetworkRecord(e))
+			if hook != nil {
+				hook(e)
+			}
+		}
+		req.AuditDecision = func(d audit.Decision) { rec(d) }
+	}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}

@@ -74,6 +74,8 @@ type Session struct {
 	// tenant's quotas; under the Manager's lock.
 	memory int64
 	cpus   float64
+
+	events *eventLog // its audit records (events.go)
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -101,7 +103,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s := &Session{
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
-		m: m, procs: map[string]*Process{}, root: root,
+		m: m, procs: map[string]*Process{}, root: root, events: newEventLog(),
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -171,7 +173,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents})
+	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Audit: s.events.add})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
@@ -370,7 +372,11 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return s.eng.Exec(ctx, req, stdio)
+	rep, err := s.eng.Exec(ctx, req, stdio)
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	return rep, err
 }
 
 // checkExec refuses a command line or directory that cannot be right.
@@ -414,6 +420,10 @@ func (s *Session) close(ctx context.Context) error {
 	rep, err := s.eng.Close(ctx)
 	s.execs.Wait()
 	s.bg.Wait()
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	s.events.close()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
 	}
@@ -490,6 +500,9 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	go func() {
 		defer s.finish(true)
 		rep, err := ep.Wait()
+		if rep != nil {
+			s.events.addAll(rep.AuditRecords(err))
+		}
 		p.mu.Lock()
 		p.report, p.err = rep, err
 		p.mu.Unlock()

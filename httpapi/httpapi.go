@@ -75,6 +75,7 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/diff", (*Server).diffSession},
 	{"POST", "/v1/sessions/{id}/apply", (*Server).applySession},
 	{"POST", "/v1/sessions/{id}/discard", (*Server).discardSession},
+	{"GET", "/v1/sessions/{id}/events", (*Server).sessionEvents},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.

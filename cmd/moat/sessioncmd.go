@@ -50,7 +50,7 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 
 func cmdSession(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "moat session: want create, ls, rm, diff, apply, discard")
+		fmt.Fprintln(stderr, "moat session: want create, ls, rm, diff, apply, discard, events")
 		return 2
 	}
 	switch args[0] {
@@ -62,8 +62,10 @@ func cmdSession(args []string, stdout, stderr io.Writer) int {
 		return cmdSessionRemove(args[1:], stderr)
 	case "diff", "apply", "discard":
 		return cmdSessionReview(args[0], args[1:], stdout, stderr)
+	case "events":
+		return cmdSessionEvents(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls, rm, diff, apply, discard)\n", args[0])
+	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls, rm, diff, apply, discard, events)\n", args[0])
 	return 2
 }
 

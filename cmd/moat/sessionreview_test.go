@@ -26,6 +26,9 @@ func TestSessionReview(t *testing.T) {
 	if code, _, errs := moat(t, ws, "exec", "--socket", sock, id, "--", "sh", "-c", "echo hi > new; echo x > .envrc"); code != 0 {
 		t.Fatalf("exec: %d %s", code, errs)
 	}
+	if code, out, errs := moat(t, ws, "session", "events", "--socket", sock, id); code != 0 || !strings.Contains(out, `"type":"run"`) || !strings.Contains(out, `"seq":1,`) {
+		t.Errorf("session events: %d %q %q", code, out, errs)
+	}
 	if code, out, errs := moat(t, ws, "session", "diff", "--socket", sock, "--format", "summary", id); code != 0 || !strings.Contains(out, "new") || !strings.Contains(out, ".envrc") {
 		t.Errorf("session diff: %d %q %q", code, out, errs)
 	}
