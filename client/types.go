@@ -235,3 +235,9 @@ type Change struct {
 	Kind string `json:"kind"` // added, modified, deleted, ...
 	Type string `json:"type"` // file, dir, symlink, special
 }
+
+// TarReport is what a tar upload wrote.
+type TarReport struct {
+	Entries int   `json:"entries"`
+	Bytes   int64 `json:"bytes"`
+}

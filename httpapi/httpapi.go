@@ -76,6 +76,8 @@ var routes = []route{
 	{"POST", "/v1/sessions/{id}/apply", (*Server).applySession},
 	{"POST", "/v1/sessions/{id}/discard", (*Server).discardSession},
 	{"GET", "/v1/sessions/{id}/events", (*Server).sessionEvents},
+	{"GET", "/v1/sessions/{id}/files/tar", (*Server).downloadTar},
+	{"PUT", "/v1/sessions/{id}/files/tar", (*Server).uploadTar},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.
