@@ -273,9 +273,10 @@ func cmdPs(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cmdCp is moat cp: one file between the host and a session's workspace,
-// SESSION:PATH naming the session's side (PATH relative to its
-// workspace).
+// cmdCp is moat cp: a file or a directory between the host and a
+// session's workspace, SESSION:PATH naming the session's side (PATH
+// relative to its workspace). A directory's contents go into the
+// directory named on the other side, made when missing.
 func cmdCp(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -284,7 +285,7 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTFILE | HOSTFILE SESSION:PATH  (HOSTFILE - is standard output)")
+		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTPATH | HOSTPATH SESSION:PATH  (a file or a directory; HOSTPATH - is standard output, a directory as tar)")
 		return 2
 	}
 	src, dst := fs.Arg(0), fs.Arg(1)
@@ -303,6 +304,9 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx := context.Background()
 	if fromSession {
+		if fi, err := c.Stat(ctx, sid, spath); err == nil && fi.Type == "dir" {
+			return cpDirFrom(c, sid, spath, dst, stdout, stderr)
+		}
 		data, err := c.ReadFile(ctx, sid, spath)
 		if err != nil {
 			return apiFail(stderr, "cp", err, "")
@@ -318,6 +322,9 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fi, err := os.Stat(src)
+	if err == nil && fi.IsDir() {
+		return cpDirTo(c, src, did, dpath, stderr)
+	}
 	if err == nil && !fi.Mode().IsRegular() {
 		err = fmt.Errorf("%s is not a regular file", src)
 	}
