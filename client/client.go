@@ -1,5 +1,7 @@
 // Package client talks to a moat daemon (`moat serve`) over its HTTP API:
-// sessions, exec with streamed output, background processes. It is what
+// sessions, exec with streamed output (interactive, with a terminal, too),
+// background processes, files and tar archives, the review of overlay
+// sessions, their audit records. It is what
 // the CLI, the tests and the MCP server use, and it defines the API's wire
 // types, which the server (package httpapi) shares.
 //

@@ -7,9 +7,12 @@
 // its own sessions; a workspace must be a directory the tenant owns (or
 // one the daemon makes for it); a tenant other than the daemon's own user
 // may not widen the policy beyond its workspace and the system
-// directories (see Manager.Create). Every caller (the HTTP API, tests,
-// later the MCP server) goes through these checks. It knows nothing of
-// HTTP; package httpapi serves it.
+// directories (see Manager.Create); the files API (and its tar archives)
+// stays beneath the workspace and off its protected paths; the review of
+// an overlay session (Manager.Diff, Apply, Discard) ends the session first
+// and applies only what workspace.Apply accepts. Every caller (the HTTP
+// API, tests, the MCP server) goes through these checks. It knows nothing
+// of HTTP; package httpapi serves it.
 //
 // A session runs its commands through an Engine: Sandboxes, one sandbox
 // per session (sandbox.Create) that its commands share, processes left

@@ -1,5 +1,8 @@
 // Package httpapi serves a daemon.Manager over HTTP: JSON in and out,
-// exec output streamed as NDJSON, the wire types of package client.
+// exec output streamed as NDJSON (an interactive exec's input read from
+// the same request while it runs), tar archives of workspace directories,
+// a session's audit records as NDJSON or server-sent events, the wire
+// types of package client.
 //
 // It owns the transport's rules: who the tenant is (the peer's uid on a
 // unix socket, a bearer token's tenant over TCP, nothing else), refusing
