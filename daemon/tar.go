@@ -74,7 +74,7 @@ func (s *Session) checkTarEntry(dir string, h *tar.Header) (*tarEntry, error) {
 	rel := joinRel(dir, path.Clean(name))
 	e := &tarEntry{rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
 	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		e.typ = tar.TypeReg
 	case tar.TypeDir:
 		e.typ = tar.TypeDir
