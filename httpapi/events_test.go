@@ -124,3 +124,27 @@ func TestSessionEventsSSE(t *testing.T) {
 		t.Errorf("bad after: %d %+v", status, e)
 	}
 }
+
+// TestSessionEventsNetwork: an allow-mode session's network decisions are
+// in its event stream: a refused destination as a deny, beside the
+// command's run record.
+func TestSessionEventsNetwork(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: "[network]\nmode = \"allow\"\nallow = [\"allowed.invalid\"]\n"})
+	out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"curl", "-sS", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://refused.invalid/"}})
+	if out != "403" {
+		t.Fatalf("curl through the proxy: %q", out)
+	}
+	var net []string
+	d.c.Events(context.Background(), s.ID, 0, false, func(ev *client.AuditEvent) error {
+		if ev.Type == "network" {
+			var r struct{ Host, Decision string }
+			json.Unmarshal(ev.Record, &r)
+			net = append(net, r.Host+":"+r.Decision)
+		}
+		return nil
+	})
+	if len(net) != 1 || net[0] != "refused.invalid:deny" {
+		t.Errorf("network records %q", net)
+	}
+}

@@ -159,3 +159,37 @@ func TestInteractiveBadInput(t *testing.T) {
 		t.Errorf("the session after bad input: %q %+v", out, rep)
 	}
 }
+
+// TestInteractiveClientGone: a client that goes away ends its command
+// (the request's end kills it), and the session serves the next one.
+func TestInteractiveClientGone(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	x, err := d.c.Interactive(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo started; exec sleep 60"}, Tty: true}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShown(t, x, &out, "started", 1)
+	count := `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done | grep -c '^sleep 60'`
+	// The positive control: the probe finds the command while it runs.
+	if o, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", count}}); o != "1\n" {
+		t.Fatalf("the probe finds %q commands while it runs", o)
+	}
+	cancel()
+	if _, err := x.Wait(); err == nil {
+		t.Error("a cancelled interactive exec reported an end")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", count}})
+		if o == "0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command outlived its client: %q", o)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
