@@ -244,8 +244,11 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	delete(m.sessions, s.ID)
 	m.mu.Unlock()
 	err := s.close(ctx)
-	m.keepReview(s)
-	if rerr := m.removeRecord(s.record()); rerr != nil && err == nil {
+	rec := s.record()
+	if m.keepReview(s) {
+		rec.TempWorkspace = "" // the review's, removed with it
+	}
+	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
 		err = rerr
 	}
 	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID)
@@ -283,6 +286,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	m.forgetReviews()
 	close(m.stop)
 	m.ticker.Wait()
 	m.lock.Close()

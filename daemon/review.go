@@ -43,31 +43,67 @@ type review struct {
 	session   string
 	changeSet string
 	owner     int // the workspace's owner
+	// temp is the workspace the daemon made for the session, kept as the
+	// change set's lower layer until the review is forgotten. Nobody
+	// reaches it on the host (it is in the daemon's state directory), so
+	// the daemon reviews it whoever owns it.
+	temp string
 }
 
-// keepReview keeps the change set of s, an ended session, for review.
-func (m *Manager) keepReview(s *Session) {
+// keepReview keeps the change set of s, an ended session, for review,
+// and says whether it did.
+func (m *Manager) keepReview(s *Session) bool {
 	cs := s.ChangeSet()
 	if cs == "" {
-		return
+		return false
 	}
-	owner := -1
+	r := &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: -1}
 	if fi, err := os.Stat(s.Workspace); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			owner = int(st.Uid)
+			r.owner = int(st.Uid)
 		}
 	}
+	if s.TempWorkspace {
+		r.temp = s.Workspace
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	var evicted *review
 	n := 0
 	for i := len(m.reviews) - 1; i >= 0; i-- {
 		if m.reviews[i].tenant == s.Tenant.ID {
-			if n++; n >= maxReviews {
+			if n++; n >= maxReviews && evicted == nil {
+				evicted = m.reviews[i]
 				m.reviews = append(m.reviews[:i], m.reviews[i+1:]...)
 			}
 		}
 	}
-	m.reviews = append(m.reviews, &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: owner})
+	m.reviews = append(m.reviews, r)
+	m.mu.Unlock()
+	if evicted != nil {
+		m.dropReview(evicted)
+	}
+	return true
+}
+
+// dropReview removes what a forgotten review kept: the daemon's
+// workspace (the change set stays, for moat apply on the host).
+func (m *Manager) dropReview(r *review) {
+	if r.temp != "" && m.ownWorkspace(r.temp) {
+		if err := removeAll(r.temp); err != nil {
+			m.log.Error("remove reviewed workspace", "session", r.session, "err", err)
+		}
+	}
+}
+
+// forgetReviews forgets every review (the daemon is ending).
+func (m *Manager) forgetReviews() {
+	m.mu.Lock()
+	all := m.reviews
+	m.reviews = nil
+	m.mu.Unlock()
+	for _, r := range all {
+		m.dropReview(r)
+	}
 }
 
 // reviewed ends the tenant's session id if it is live, and returns its
@@ -85,7 +121,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, e
 	defer m.mu.Unlock()
 	for _, r := range m.reviews {
 		if r.tenant == t.ID && r.session == id {
-			if r.owner != os.Geteuid() {
+			if r.temp == "" && r.owner != os.Geteuid() {
 				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it)",
 					ErrUnsupportedMode, r.changeSet, r.changeSet)
 			}
@@ -97,13 +133,14 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, e
 
 func (m *Manager) forgetReview(r *review) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i, o := range m.reviews {
 		if o == r {
 			m.reviews = append(m.reviews[:i], m.reviews[i+1:]...)
-			return
+			break
 		}
 	}
+	m.mu.Unlock()
+	m.dropReview(r)
 }
 
 func openReview(r *review) (*workspace.ChangeSet, error) {

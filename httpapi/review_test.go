@@ -151,7 +151,53 @@ func TestReviewConflictAndTenants(t *testing.T) {
 	if _, err := alice.Session(ctx, as.ID); err != nil {
 		t.Errorf("another tenant's refused review ended the session: %v", err)
 	}
+	// A workspace the daemon made is kept, as the change set's lower
+	// layer, until the review ends.
+	if _, err := alice.Exec(ctx, as.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo n > made"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff, err := alice.Diff(ctx, as.ID, "summary", nil); err != nil || !strings.Contains(string(diff), "made") {
+		t.Errorf("diff of a session in a workspace the daemon made: %v %q", err, diff)
+	}
+	tempWS := filepath.Join(d.state, "daemon", "workspaces", as.ID)
+	if _, err := os.Stat(tempWS); err != nil {
+		t.Errorf("the daemon's workspace is gone before the review ended: %v", err)
+	}
 	if err := alice.Discard(ctx, as.ID); err != nil {
 		t.Errorf("the owner's discard: %v", err)
+	}
+	if _, err := os.Stat(tempWS); !os.IsNotExist(err) {
+		t.Errorf("the daemon's workspace outlived the review: %v", err)
+	}
+}
+
+// TestReviewsEndWithTheDaemon: what a review keeps (a workspace the
+// daemon made) is removed when the daemon shuts down; the change set
+// stays for moat apply on the host.
+func TestReviewsEndWithTheDaemon(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{WorkspaceMode: "overlay"})
+	if apiCode(err) == client.CodeSandboxRefused && strings.Contains(err.Error(), "overlay") {
+		t.Skipf("overlayfs cannot be mounted here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	tempWS := filepath.Join(d.state, "daemon", "workspaces", s.ID)
+	if _, err := os.Stat(tempWS); err != nil {
+		t.Fatalf("the workspace of a reviewable session is gone: %v", err)
+	}
+	if _, err := d.c.Diff(ctx, s.ID, "", nil); err != nil {
+		t.Errorf("diff of a deleted session: %v", err)
+	}
+	if err := d.m.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tempWS); !os.IsNotExist(err) {
+		t.Errorf("the daemon left a reviewed workspace: %v", err)
 	}
 }
