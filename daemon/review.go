@@ -175,6 +175,11 @@ func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, op
 // set is discarded. A refusal (ErrProtected, ErrConflict) applies nothing
 // and keeps it, with the Report saying why.
 func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force []string, keep bool) (workspace.Report, error) {
+	for _, p := range append(append([]string(nil), paths...), force...) {
+		if _, err := cleanRel(p); err != nil {
+			return workspace.Report{}, err
+		}
+	}
 	r, err := m.reviewed(ctx, t, id)
 	if err != nil {
 		return workspace.Report{}, err
@@ -192,6 +197,8 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 	case errors.Is(err, workspace.ErrBusy):
 		return rep, fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
 	case err != nil:
+		// A path that selects no change; the workspace's own errors name
+		// only the tenant's workspace and change set.
 		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if len(paths) == 0 && !keep {

@@ -63,6 +63,12 @@ func TestReviewOverlaySession(t *testing.T) {
 		t.Errorf("unknown format: %v", err)
 	}
 
+	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{Paths: []string{"/etc/passwd"}}); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("apply of an absolute path: %v", err)
+	}
+	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{Paths: []string{"nochange"}}); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("apply of a path without changes: %v", err)
+	}
 	_, err = d.c.Apply(ctx, s.ID, &client.ApplyRequest{})
 	var e *client.Error
 	if apiCode(err) != client.CodeProtected || !asError(err, &e) || !slices.Contains(e.Details, ".envrc") {
