@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -34,7 +35,9 @@ const sessionHeader = "Mcp-Session-Id"
 // tool call: a workspace the daemon makes, unless the initialize request
 // names one the tenant may use (?workspace=DIR&workspace_mode=overlay),
 // and the default policy. It ends with the MCP session (a DELETE, or
-// IdleTimeout without a request). Every request of an MCP session must
+// IdleTimeout without a request). An initialize request that names a
+// session of the tenant (?session=ID, made through the API with its own
+// policy) uses that one instead, and leaves it alive at the end. Every request of an MCP session must
 // come from the tenant that began it; another tenant's is refused as if
 // the session did not exist.
 func NewHTTPHandler(cfg HTTPConfig) http.Handler {
@@ -143,14 +146,25 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 	if !ok {
 		return nil
 	}
-	req := &daemon.CreateRequest{Workspace: r.URL.Query().Get("workspace"), WorkspaceMode: r.URL.Query().Get("workspace_mode"), IdleTimeout: h.cfg.IdleTimeout}
+	q := r.URL.Query()
+	req := &daemon.CreateRequest{Workspace: q.Get("workspace"), WorkspaceMode: q.Get("workspace_mode"), IdleTimeout: h.cfg.IdleTimeout}
 	network := &NetworkLog{}
 	req.NetworkEvents = network.Record
 	opts := h.cfg.Options
 	opts.Network = network
 	s := newServer(&opts)
+	// ?session=ID attaches the MCP session to a session the tenant made
+	// through the API, with whatever policy it was made with; it outlives
+	// the MCP session. Otherwise the MCP session has one of its own.
+	attached := q.Get("session")
 	s.open = func(ctx context.Context) (*daemon.Session, error) {
-		return h.cfg.Manager.Create(ctx, t, req)
+		if attached == "" {
+			return h.cfg.Manager.Create(ctx, t, req)
+		}
+		if req.Workspace != "" || req.WorkspaceMode != "" {
+			return nil, errors.New("name a session or a workspace, not both: an existing session keeps its own workspace")
+		}
+		return h.cfg.Manager.Get(t, attached)
 	}
 	return s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{
 		SchemaCache: h.schemas,
@@ -163,7 +177,7 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 				s.closed = true
 				sess := s.sess
 				s.mu.Unlock()
-				if sess != nil {
+				if sess != nil && attached == "" {
 					if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
 						h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
 					}

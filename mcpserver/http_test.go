@@ -95,4 +95,29 @@ func TestHTTP(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+
+	// ?session=ID attaches to a session made through the API, with its own
+	// policy; it outlives the MCP session. Another tenant's id is unknown.
+	own, err := m.Create(context.Background(), daemon.TokenTenant("alice"), &daemon.CreateRequest{Policy: "[env]\nset = { GREETING = \"from-the-api-policy\" }\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach := func(tenant, query string) *env {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp?" + query, HTTPClient: &http.Client{Transport: asTenant{tenant}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return &env{cs: cs}
+	}
+	a := attach("alice", "session="+own.ID)
+	a.ok(t, "run_command", map[string]any{"command": "echo $GREETING"}, "from-the-api-policy")
+	attach("mallory", "session="+own.ID).fails(t, "run_command", map[string]any{"command": "true"}, "no such session")
+	attach("alice", "session="+own.ID+"&workspace=/tmp").fails(t, "run_command", map[string]any{"command": "true"}, "not both")
+	a.cs.Close()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := m.Get(daemon.TokenTenant("alice"), own.ID); err != nil {
+		t.Errorf("the attached session ended with the MCP session: %v", err)
+	}
 }

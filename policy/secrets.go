@@ -21,10 +21,19 @@ type Secret struct {
 	// the sandbox. Required.
 	Name string `toml:"name" json:"name"`
 	// Source is where moat reads the value on the host, at the start of
-	// each run: "env:VAR" (moat's own environment) or "file:PATH" (the
-	// file's content, without a final newline; a relative path is relative
-	// to the policy file's directory). Required.
+	// each run or session: "env:VAR" (moat's own environment), "file:PATH"
+	// (the file's content, without a final newline; a relative path is
+	// relative to the policy file's directory) or "command:PROGRAM ARG..."
+	// (what the program prints on stdout, for a token minted per run or
+	// session: run on the host as moat's user, without a shell — the words
+	// are split at spaces —, in the policy file's directory, with a
+	// timeout). Required.
 	Source string `toml:"source" json:"source"`
+	// Revoke, with a "command:" source, is a program run on the host when
+	// the run or session ends, with the value on its stdin, so that a
+	// minted token dies with the sandbox ("PROGRAM ARG...", split as the
+	// source's words). Default "": nothing is run.
+	Revoke string `toml:"revoke,omitempty" json:"revoke,omitempty"`
 	// Hosts are the destinations the value is for, in the grammar of
 	// network.allow entries ("host", "*.domain", either with ":port").
 	// Each must also be reachable under network.allow. Required.
@@ -99,8 +108,16 @@ func (p *Policy) validateSecrets(l *errorList) {
 		switch {
 		case scheme == "env" && isEnvName(rest):
 		case scheme == "file" && rest != "":
+		case scheme == "command" && len(strings.Fields(rest)) > 0:
 		default:
-			l.add(key+".source", fmt.Sprintf("%q: want \"env:VAR\" or \"file:PATH\"", s.Source))
+			l.add(key+".source", fmt.Sprintf("%q: want \"env:VAR\", \"file:PATH\" or \"command:PROGRAM ARG...\"", s.Source))
+		}
+		switch {
+		case s.Revoke == "":
+		case scheme != "command":
+			l.add(key+".revoke", "only a secret minted by a \"command:\" source is revoked")
+		case len(strings.Fields(s.Revoke)) == 0:
+			l.add(key+".revoke", "name the program that revokes the value, or remove revoke")
 		}
 		if len(s.Hosts) == 0 {
 			l.add(key+".hosts", "list the hosts the secret is for")
@@ -169,12 +186,18 @@ func (p *Policy) SecretFile(s Secret, cwd string) string {
 	if filepath.IsAbs(f) {
 		return f
 	}
-	if p.Source != "" {
-		dir := filepath.Dir(p.Source)
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(cwd, dir)
-		}
-		return filepath.Join(dir, f)
+	return filepath.Join(p.SecretDir(cwd), f)
+}
+
+// SecretDir is the directory a secret's relative file and its commands
+// start from: the policy file's (or cwd for a policy without one).
+func (p *Policy) SecretDir(cwd string) string {
+	if p.Source == "" {
+		return cwd
 	}
-	return filepath.Join(cwd, f)
+	dir := filepath.Dir(p.Source)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(cwd, dir)
+	}
+	return dir
 }

@@ -60,6 +60,18 @@ name = "T"
 source = "file:"
 hosts = ["api.github.com"]
 header = "X-Key: static"
+
+[[secrets]]
+name = "U"
+source = "command: "
+revoke = " "
+hosts = ["api.github.com"]
+
+[[secrets]]
+name = "V"
+source = "env:V"
+revoke = "y"
+hosts = ["api.github.com"]
 `
 	p, err = Parse("b.toml", []byte(bad))
 	if err != nil {
@@ -68,7 +80,7 @@ header = "X-Key: static"
 	checkErrors(t, p.Validate(), []string{
 		`secrets: secrets are added by moat's proxy, which needs network.mode = "allow"`,
 		`b.toml:6: secrets[0].name: "1BAD" is not an environment variable name`,
-		`b.toml:7: secrets[0].source: "vault:x": want "env:VAR" or "file:PATH"`,
+		`b.toml:7: secrets[0].source: "vault:x": want "env:VAR", "file:PATH" or "command:PROGRAM ARG..."`,
 		`b.toml:8: secrets[0].hosts[0]: "evil.com" is not reachable under network.allow`,
 		`b.toml:8: secrets[0].hosts[1]: "https://x": not a destination`,
 		`b.toml:9: secrets[0].methods[0]: "get" is not an HTTP method`,
@@ -79,6 +91,9 @@ header = "X-Key: static"
 		`b.toml:20: secrets[2].name: "T" is also the name of secrets[1]`,
 		`b.toml:21: secrets[2].source: "file:": want`,
 		`b.toml:23: secrets[2].header: "X-Key: static": the template must contain {value}`,
+		`b.toml:27: secrets[3].source: "command: ": want`,
+		`b.toml:28: secrets[3].revoke: name the program that revokes the value`,
+		`b.toml:34: secrets[4].revoke: only a secret minted by a "command:" source is revoked`,
 	})
 	if _, err := Parse("s.toml", []byte("[[secrets]]\nname = \"A\"\nvalue = \"x\"\n")); err == nil || !strings.Contains(err.Error(), "s.toml:3: secrets[0].value: unknown key") {
 		t.Errorf("an inline value: %v, want an unknown-key error", err)

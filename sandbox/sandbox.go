@@ -31,11 +31,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -221,8 +221,14 @@ var ErrRefused = errors.New("refusing to run")
 
 // NewRunID returns a fresh random run id.
 func NewRunID() string {
+	// The runtime's generator (ChaCha8, seeded from the kernel at start):
+	// an id names a run, it guards nothing, and crypto/rand's first read
+	// costs every moat run the set-up of its random state.
+	v := rand.Uint64()
 	var b [6]byte
-	rand.Read(b[:])
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
 	return hex.EncodeToString(b[:])
 }
 
@@ -346,6 +352,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if secrets != nil {
 		er.proxy.Secrets = secrets.set
+		// A token minted for this run dies with it, however it ends.
+		defer func() { rep.Warnings = append(rep.Warnings, secrets.revokeAll()...) }()
 	}
 	if req.Policy.Network.Mode == policy.NetworkHost {
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")

@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"crypto/x509"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
@@ -31,11 +35,23 @@ var caEnv = []string{
 // maxSecret bounds a secret read from a file.
 const maxSecret = 64 << 10
 
+// secretCommandTimeout bounds each program a secret's "command:" source
+// or its revoke runs: a run must not hang on a credential helper.
+const secretCommandTimeout = 10 * time.Second
+
 // runSecrets are a run's secrets: their placeholders for the sandbox and
 // the compiled set for the proxy.
 type runSecrets struct {
 	set  *egress.Secrets
 	list []egress.Secret
+	// revokes are the programs to run when the run or session ends, with
+	// the value they revoke and where to run them.
+	revokes []revoke
+}
+
+type revoke struct {
+	name, value, dir string
+	argv             []string
 }
 
 // loadSecrets reads the value of each of the policy's secrets on the host
@@ -54,23 +70,42 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 		case "env":
 			v, ok := os.LookupEnv(rest)
 			if !ok || v == "" {
+				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): the environment variable %s is not set in moat's environment", i, s.Name, rest)
 			}
 			val = v
+		case "command":
+			out, err := secretCommand(strings.Fields(rest), p.SecretDir(cwd), "")
+			if err != nil {
+				rs.revokeAll()
+				return nil, fmt.Errorf("secrets[%d] (%s): source %s: %w", i, s.Name, rest, err)
+			}
+			val = strings.TrimSuffix(strings.TrimSuffix(out, "\n"), "\r")
+			if val == "" {
+				rs.revokeAll()
+				return nil, fmt.Errorf("secrets[%d] (%s): source %s printed nothing", i, s.Name, rest)
+			}
+			if s.Revoke != "" {
+				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: p.SecretDir(cwd), argv: strings.Fields(s.Revoke)})
+			}
 		case "file":
 			f := p.SecretFile(s, cwd)
 			b, err := inputfile.Read(f, "secret file", maxSecret)
 			if err != nil {
+				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
 			}
 			val = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 			if val == "" {
+				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): %s is empty", i, s.Name, f)
 			}
 		default:
+			rs.revokeAll()
 			return nil, fmt.Errorf("secrets[%d] (%s): unknown source %q", i, s.Name, s.Source)
 		}
 		if strings.ContainsAny(val, "\r\n\x00") {
+			rs.revokeAll()
 			return nil, fmt.Errorf("secrets[%d] (%s): the value contains a line break or NUL, which no header can carry", i, s.Name)
 		}
 		rs.list = append(rs.list, egress.Secret{Name: s.Name, Placeholder: egress.NewPlaceholder(s.Name), Value: val,
@@ -78,10 +113,78 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 	}
 	set, err := egress.NewSecrets(rs.list, roots)
 	if err != nil {
+		rs.revokeAll()
 		return nil, err
 	}
 	rs.set = set
 	return rs, nil
+}
+
+// secretCommand runs argv on the host (no shell; a relative program with
+// a slash is relative to dir) with stdin, and returns its stdout. A
+// non-zero exit, a timeout or more output than a secret may be fails,
+// naming the program's last line of stderr; the output is never part of
+// an error.
+func secretCommand(argv []string, dir, stdin string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), secretCommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out := &cappedBuffer{max: maxSecret}
+	errb := &cappedBuffer{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = out, errb
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
+	case out.over:
+		return "", fmt.Errorf("%s printed more than %d bytes", argv[0], maxSecret)
+	case err != nil:
+		last := strings.TrimSpace(errb.String())
+		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+			last = last[i+1:]
+		}
+		if last != "" {
+			return "", fmt.Errorf("%w: %s", err, last)
+		}
+		return "", err
+	}
+	return out.String(), nil
+}
+
+// cappedBuffer keeps the first max bytes written to it and notes more.
+type cappedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.Len(); len(p) > room {
+		c.over = true
+		c.Buffer.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.Buffer.Write(p)
+}
+
+// revokeAll runs every revoke program once, each with the value it
+// revokes on stdin, and returns a warning for each that failed: the
+// token it was for may still be valid, and the person must know.
+func (rs *runSecrets) revokeAll() []string {
+	if rs == nil {
+		return nil
+	}
+	var warn []string
+	for _, r := range rs.revokes {
+		if _, err := secretCommand(r.argv, r.dir, r.value+"\n"); err != nil {
+			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
+		}
+	}
+	rs.revokes = nil
+	return warn
 }
 
 // apply gives the sandbox the placeholders and the run's CA: each

@@ -195,3 +195,106 @@ func TestSecretThroughTUN(t *testing.T) {
 		t.Errorf("want a TUN connection and an intercepted request in the report: %+v", rep.Network.Events)
 	}
 }
+
+// TestSecretCommandSource: a token minted by a program on the host for one
+// run reaches the server (the positive control), and the revoke program
+// gets it on stdin once the run has ended; a source that fails refuses the
+// run with its own message, and starts nothing.
+func TestSecretCommandSource(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	port, roots := apiServer(t)
+	dir := t.TempDir()
+	mint := dir + "/mint"
+	revoked := dir + "/revoked"
+	if err := os.WriteFile(mint, []byte("#!/bin/sh\nif [ \"$1\" = fail ]; then echo 'login expired' >&2; exit 3; fi\necho \"minted-$$\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/revoke", []byte("#!/bin/sh\ncat >> revoked\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := policy.Default()
+	p.Source = dir + "/policy.toml" // the programs run in the policy's directory
+	p.Workspace.Path = t.TempDir()
+	p.Network.Mode = policy.NetworkAllow
+	p.Network.Allow = []string{"api.test"}
+	p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+	p.Secrets = []policy.Secret{{Name: "API_TOKEN", Source: "command:./mint", Revoke: "./revoke", Hosts: []string{"api.test"},
+		Header: "Authorization: Bearer {value}"}}
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	req := &sandbox.Request{
+		Backend: testBackend(), Policy: p, SecretRoots: roots,
+		Args: []string{"/bin/sh", "-c", fmt.Sprintf(`curl -sS -m 10 https://api.test:%d/; echo; echo "inside: $API_TOKEN"`, port)},
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		Dial: func(ctx context.Context, a netip.AddrPort) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", a.String())
+		},
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	got := out.String()
+	i := strings.Index(got, "server-saw[Bearer minted-")
+	if i < 0 {
+		t.Fatalf("the server did not get the minted token:\n%s%s", got, errb.String())
+	}
+	minted := strings.TrimSuffix(strings.Fields(got[i+len("server-saw[Bearer "):])[0], "]")
+	if strings.Contains(got, "inside: minted-") || !strings.Contains(got, "inside: moat-secret-") {
+		t.Errorf("inside, want the placeholder:\n%s", got)
+	}
+	b, err := os.ReadFile(revoked)
+	if err != nil || strings.TrimSpace(string(b)) != minted {
+		t.Errorf("revoke got %q (%v), want the minted %q", b, err, minted)
+	}
+	if len(rep.Warnings) > 0 {
+		t.Errorf("warnings: %q", rep.Warnings)
+	}
+
+	// A source that fails: the run is refused with the program's reason,
+	// and nothing runs.
+	p.Secrets[0].Source = "command:./mint fail"
+	req.Args = []string{"/bin/sh", "-c", "echo ran"}
+	out.Reset()
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err == nil || !strings.Contains(err.Error(), "login expired") {
+		t.Errorf("a failing source: %v, want a refusal naming its reason", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("the command ran without its secret: %q", out.String())
+	}
+
+	// A revoke that fails is a warning on the report: the token may live.
+	p.Secrets[0].Source, p.Secrets[0].Revoke = "command:./mint", "/bin/false"
+	rep, err = sandbox.Run(context.Background(), req, backend.Stdio{})
+	if err != nil || len(rep.Warnings) == 0 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "revoking it failed") {
+		t.Errorf("a failing revoke: %v, warnings %q", err, rep.Warnings)
+	}
+
+	// A session mints once and revokes when it is closed.
+	p.Secrets[0].Revoke = "./revoke"
+	os.Remove(revoked)
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, SecretRoots: roots, Resolver: req.Resolver, Dial: req.Dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(revoked); err == nil {
+		t.Errorf("revoked while the session lives")
+	}
+	if rep, err := s.Close(context.Background()); err != nil || len(rep.Warnings) > 0 {
+		t.Errorf("close: %v %q", err, rep.Warnings)
+	}
+	if b, err := os.ReadFile(revoked); err != nil || !strings.HasPrefix(string(b), "minted-") {
+		t.Errorf("the session's token was not revoked at close: %q %v", b, err)
+	}
+}

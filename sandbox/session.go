@@ -175,6 +175,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if secrets != nil {
 		s.er.proxy.Secrets = secrets.set
 		s.secrets = secrets
+		undo = append(undo, func() { secrets.revokeAll() })
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
 	guards, err := newGuards(p, direct)
@@ -428,6 +429,8 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		if s.er != nil {
 			rep.Network = s.er.report()
 		}
+		// Tokens minted for the session die with it.
+		rep.Warnings = append(rep.Warnings, s.secrets.revokeAll()...)
 		if s.cs != nil {
 			s.cs.Unlock()
 		}
