@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/moatbox/moat/client"
@@ -34,7 +35,9 @@ func (s *Server) diffSession(w http.ResponseWriter, r *http.Request, t daemon.Te
 	}
 	w.Header().Set("Content-Type", ct)
 	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(buf.b)
+	// The json format names the workspace, which for one the daemon made
+	// is in its state directory.
+	_, err := io.WriteString(w, s.scrub(string(buf.b)))
 	return err
 }
 

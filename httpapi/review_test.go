@@ -190,6 +190,9 @@ func TestReviewsEndWithTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo x > f; ln -s f l; mkdir d"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +200,14 @@ func TestReviewsEndWithTheDaemon(t *testing.T) {
 	if _, err := os.Stat(tempWS); err != nil {
 		t.Fatalf("the workspace of a reviewable session is gone: %v", err)
 	}
-	if _, err := d.c.Diff(ctx, s.ID, "", nil); err != nil {
-		t.Errorf("diff of a deleted session: %v", err)
+	for _, f := range []string{"unified", "summary", "patch", "json"} {
+		diff, err := d.c.Diff(ctx, s.ID, f, nil)
+		if err != nil {
+			t.Errorf("%s diff of a deleted session: %v", f, err)
+		}
+		if strings.Contains(string(diff), d.state) {
+			t.Errorf("the %s diff shows the daemon's state directory: %s", f, diff)
+		}
 	}
 	if err := d.m.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -178,4 +178,13 @@ func TestTarDownload(t *testing.T) {
 	if err := d.c.DownloadTar(ctx, s.ID, "../", io.Discard); apiCode(err) != client.CodeBadRequest {
 		t.Errorf("download of ..: %v", err)
 	}
+
+	// A read-only session's directory comes down, but nothing goes up.
+	ro := d.create(t, &client.CreateSessionRequest{Workspace: ws, WorkspaceMode: "readonly"})
+	if err := d.c.DownloadTar(ctx, ro.ID, "src", io.Discard); err != nil {
+		t.Errorf("download from a read-only session: %v", err)
+	}
+	if _, err := d.c.UploadTar(ctx, ro.ID, "src", mkTar(t, reg("new"))); apiCode(err) != client.CodeUnsupported {
+		t.Errorf("upload into a read-only session: %v", err)
+	}
 }
