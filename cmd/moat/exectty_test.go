@@ -26,6 +26,13 @@ func TestExecTTY(t *testing.T) {
 		t.Fatalf("exec without -t: %d %q", code, out)
 	}
 
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, "-t", id, "--", "true"); code != exitMoatError || !strings.Contains(errs, "needs a terminal") {
+		t.Errorf("exec -t without a terminal: %d %q", code, errs)
+	}
+	if code, _, _ := moat(t, dir, "exec", "--socket", sock, "-t", "-d", id, "--", "true"); code != 2 {
+		t.Errorf("exec -t -d: %d", code)
+	}
+
 	o := newOuterTerminal(t)
 	setSize := func(rows, cols uint16) {
 		if err := unix.IoctlSetWinsize(int(o.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
