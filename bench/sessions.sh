@@ -16,6 +16,9 @@
 #                              p50 and p99)
 #   run_command over MCP       the MCP server's tool, in memory and over
 #                              stdio (mcpserver BenchmarkRunTrue, mean)
+#   session create             cold, and from a warm pool (full, and while
+#                              it refills) (httpapi BenchmarkCreate*)
+# and the host memory of an idle session (httpapi BenchmarkIdleSession).
 # The one-shot rows are timed by bench/timeit (fork to reap); the session
 # rows by Go benchmarks in the same script, so that load hits all alike.
 set -euo pipefail
@@ -57,5 +60,30 @@ while read -r name _ ns _; do
 	ms=$(awk -v v="$ns" 'BEGIN { printf "%.2f", v / 1e6 }')
 	row "MCP run_command ${name#BenchmarkRunTrue/} (mean)" "$ms" "" "$(ratio "$ms" "$bw")"
 done < <(bench mcpserver 'BenchmarkRunTrue' | sed 's/-[0-9]* / /')
+
+# Session create, cold and from a template's warm pool (httpapi
+# BenchmarkCreate*: request to answer, the session deleted outside the
+# timing), against a one-shot run.
+pct() { awk -v k="$2" '{for (i=1;i<=NF;i++) if ($(i+1)==k) print $i}' <<<"$1"; }
+while read -r line; do
+	name=$(awk '{print $1}' <<<"$line"); name=${name%-*}
+	case $name in
+	BenchmarkCreateCold) label="session create (cold)" ;;
+	BenchmarkCreatePool) label="session create (warm pool)" ;;
+	BenchmarkCreatePoolRefilling) label="session create (pool, refilling)" ;;
+	*) continue ;;
+	esac
+	c50=$(pct "$line" p50-ms)
+	row "$label" "$c50" "$(pct "$line" p99-ms)" "$(ratio "$c50" "$bw"); $(ratio "$c50" "$m") of moat run"
+done < <(N=${N_CREATE:-100} n=${N_CREATE:-100} bench httpapi 'BenchmarkCreate')
+
+# Host memory an idle session holds (httpapi BenchmarkIdleSession, 20
+# sessions): its sandbox's processes (PSS, and RSS which counts shared
+# pages for each) and the daemon's Go heap per session.
+idle=$(cd "$repo" && CGO_ENABLED=0 go test -run '^$' -bench 'BenchmarkIdleSession$' -benchtime 1x -count 1 ./httpapi 2>&1 | grep -E '^Benchmark')
 echo
-echo "goals (issue #18, #20): session exec through the API p50 <= 1.0 ms; run_command within 1 ms of a session exec"
+printf 'idle session: %s KiB PSS (%s KiB RSS) in %s process(es) + %s KiB of the daemon'"'"'s heap\n' \
+	"$(pct "$idle" pss-KiB/session)" "$(pct "$idle" rss-KiB/session)" "$(pct "$idle" procs/session)" "$(pct "$idle" daemon-heap-KiB/session)"
+echo
+echo "goals (issue #18, #20): session exec through the API p50 <= 1.0 ms; run_command within 1 ms of a session exec;"
+echo "  create cold <= 1.5x moat run, from the pool p50 <= 2 ms; idle session <= 2 MiB"

@@ -8,7 +8,8 @@ import (
 
 // CreateSessionRequest is the body of POST /v1/sessions.
 type CreateSessionRequest struct {
-	// Policy is a policy document in TOML; empty means the default policy.
+	// Policy is a policy document in TOML or JSON (an object); empty means
+	// the default policy.
 	// Its workspace.path is ignored: Workspace says where the workspace is.
 	Policy string `json:"policy,omitempty"`
 	// Workspace is a host directory the tenant may use; empty means a new
@@ -21,6 +22,9 @@ type CreateSessionRequest struct {
 	// daemon's defaults.
 	TTL         string `json:"ttl,omitempty"`
 	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// Template names one of the daemon's templates (moat serve
+	// --templates), whose policy the session gets; Policy is then empty.
+	Template string `json:"template,omitempty"`
 }
 
 // Session is a live session as the API shows it.

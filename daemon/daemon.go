@@ -74,6 +74,14 @@ type Config struct {
 	// OutputBuffer bounds the output kept per background command (1 MiB).
 	OutputBuffer int
 	Logger       *slog.Logger
+	// Templates are the named policies a create request may ask for, and
+	// their warm pools (LoadTemplates); nil means none.
+	Templates map[string]*Template
+	// TenantDisk bounds the sum of the disk limits (limits.disk) of a
+	// tenant's sessions; zero means no bound. Under a bound, a session
+	// must set that limit, and keep its writes where it applies (see
+	// reserveLimits).
+	TenantDisk int64
 }
 
 func (c *Config) defaults() {
@@ -123,6 +131,7 @@ type Manager struct {
 	// reviews are the change sets of ended overlay and copy sessions,
 	// kept for their tenants to review (review.go); under mu.
 	reviews []*review
+	pool    warmPool
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -166,6 +175,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.ticker.Add(1)
 	go m.expire()
+	m.startPool()
 	return m, nil
 }
 
@@ -235,7 +245,11 @@ func (m *Manager) Delete(ctx context.Context, t Tenant, id string) error {
 }
 
 // end removes s from the live sessions and tears it down.
-func (m *Manager) end(ctx context.Context, s *Session) error {
+func (m *Manager) end(ctx context.Context, s *Session) error { return m.endFor(ctx, s, false) }
+
+// endFor is end; reviewing says that a review of s ends it, which keeps
+// a workspace the daemon made (keepReview).
+func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error {
 	m.mu.Lock()
 	if m.sessions[s.ID] != s {
 		m.mu.Unlock()
@@ -245,7 +259,7 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	m.mu.Unlock()
 	err := s.close(ctx)
 	rec := s.record()
-	if m.keepReview(s) {
+	if m.keepReview(s, reviewing) {
 		rec.TempWorkspace = "" // the review's, removed with it
 	}
 	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
@@ -289,6 +303,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.forgetReviews()
 	close(m.stop)
 	m.ticker.Wait()
+	m.closePool()
 	m.lock.Close()
 	return errors.Join(errs...)
 }

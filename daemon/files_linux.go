@@ -46,6 +46,8 @@ func (s *Session) pathError(rel string, err error) error {
 		return fmt.Errorf("%w: the files API needs openat2 (Linux 5.6)", ErrUnsupportedMode)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%w: %q: permission denied", ErrWorkspace, rel)
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return fmt.Errorf("%w: %q: no space left in the workspace", ErrQuota, rel)
 	}
 	return fmt.Errorf("%q: %w", rel, err)
 }
@@ -181,7 +183,7 @@ func (s *Session) WriteFile(rel string, data []byte, perm fs.FileMode) (err erro
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return err
+		return s.pathError(rel, err) // a bounded workspace may be full
 	}
 	if err := f.Chmod(perm.Perm()); err != nil { // the umask does not decide
 		f.Close()

@@ -17,9 +17,10 @@ import (
 // (its commands are killed, as by Delete): a command still running could
 // otherwise change what is shown, or swap a directory of the change set
 // for a link while the daemon reads or applies through it. The change set
-// of a session that ended (deleted, expired) stays reviewable by its
-// tenant until applied or discarded, while this daemon runs; moat apply
-// and moat discard reach it on the host after that.
+// of a session that ended (reviewed; or deleted, expired, when its
+// workspace is the tenant's) stays reviewable by its tenant until applied
+// or discarded, while this daemon runs; moat apply and moat discard reach
+// it on the host after that.
 //
 // Apply is workspace.Apply: it refuses protected paths and paths the host
 // changed, applying nothing, unless forced path by path, as moat apply
@@ -51,10 +52,14 @@ type review struct {
 }
 
 // keepReview keeps the change set of s, an ended session, for review,
-// and says whether it did.
-func (m *Manager) keepReview(s *Session) bool {
+// and says whether it did. A session in a workspace the daemon made is
+// kept only when a review ends it (reviewing): its workspace, the change
+// set's lower layer, is kept with it; one deleted or expired leaves
+// nothing of the daemon's behind (its change set stays, as every change
+// set does, for moat apply and moat discard on the host).
+func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	cs := s.ChangeSet()
-	if cs == "" {
+	if cs == "" || (s.TempWorkspace && !reviewing) {
 		return false
 	}
 	r := &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: -1}
@@ -113,7 +118,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, e
 		if s.ChangeSet() == "" {
 			return nil, fmt.Errorf("%w: a %s session has no change set to review (overlay and copy sessions do)", ErrUnsupportedMode, s.WorkspaceMode)
 		}
-		if err := m.end(ctx, s); err != nil {
+		if err := m.endFor(ctx, s, true); err != nil {
 			return nil, err
 		}
 	}

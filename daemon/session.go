@@ -32,6 +32,10 @@ type CreateRequest struct {
 	// allow-mode session as it happens (an in-process caller's hook: the
 	// MCP server tells a command's result the refusals it met).
 	NetworkEvents func(egress.Event)
+	// Template names one of the daemon's templates (Config.Templates),
+	// whose policy the session gets instead of Policy; a request that
+	// matches its warm pool gets a sandbox made in advance.
+	Template string
 }
 
 // Session is a live session. Its exported fields do not change.
@@ -76,6 +80,13 @@ type Session struct {
 	cpus   float64
 
 	events *eventLog // its audit records (events.go)
+	// disk is the policy's limits.disk, counted against the tenant's disk
+	// quota; template is the template the session was made from, or "".
+	disk     int64
+	template string
+	// wsTmpfs: the daemon mounted a tmpfs of limits.disk on the workspace
+	// it made (boundWorkspace).
+	wsTmpfs bool
 }
 
 // Create makes a session for t. The workspace and the policy are checked
@@ -92,6 +103,14 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	if ttl > m.cfg.MaxTTL {
 		return nil, fmt.Errorf("%w: ttl %s is over the daemon's maximum %s", ErrBadRequest, ttl, m.cfg.MaxTTL)
 	}
+	if req.Template != "" {
+		if _, err := m.template(req); err != nil {
+			return nil, err
+		}
+		if s, err := m.claim(t, req, ttl, idle); s != nil || err != nil {
+			return s, err
+		}
+	}
 	ws, temp := "", req.Workspace == ""
 	var root *os.File
 	if !temp {
@@ -103,7 +122,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s := &Session{
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
-		m: m, procs: map[string]*Process{}, root: root, events: newEventLog(),
+		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -162,13 +181,16 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		}
 	}
 	s.Workspace = ws
-	p, err := tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+	p, err := m.requestPolicy(t, req, ws)
 	if err != nil {
 		return nil, err
 	}
 	s.WorkspaceMode = p.Workspace.Mode
 	s.policy = p
-	if err := m.reserveResources(s, int64(p.Limits.Memory), p.Limits.CPUs); err != nil {
+	if err := m.boundWorkspace(s); err != nil {
+		return nil, err
+	}
+	if err := m.reserveLimits(s); err != nil {
 		return nil, err
 	}
 	s.protect = protectList(p)

@@ -48,6 +48,7 @@ func (m *Manager) writeRecord(r *record) error {
 // the record for the next daemon to finish).
 func (m *Manager) removeRecord(r *record) error {
 	if ws := r.TempWorkspace; ws != "" && m.ownWorkspace(ws) {
+		unmountWorkspace(ws)
 		if err := removeAll(ws); err != nil {
 			return err
 		}

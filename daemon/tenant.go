@@ -104,8 +104,8 @@ func fixedAncestors(real string) error {
 	}
 }
 
-// tenantPolicy parses the tenant's policy document (the default policy
-// when empty), points it at the workspace and validates it. Errors about
+// tenantPolicy parses the tenant's policy document, TOML or JSON (the
+// default policy when empty), points it at the workspace and validates it. Errors about
 // the document are *policy.Errors, located by line in "policy".
 //
 // A tenant other than the daemon's own user may not widen the sandbox
@@ -118,7 +118,7 @@ func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
 	p := policy.Default()
 	if doc != "" {
 		var err error
-		if p, err = policy.Parse("policy", []byte(doc)); err != nil {
+		if p, err = policy.ParseDocument("policy", []byte(doc)); err != nil {
 			return nil, err
 		}
 		if p.Workspace.Path != policy.Default().Workspace.Path {

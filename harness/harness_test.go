@@ -59,6 +59,9 @@ func TestDecide(t *testing.T) {
 		{[]string{"dash", "-c", "(cd x && git push) || echo no"}, Ask, "irreversible/git-push", nil, ""},
 		{[]string{"sh", "-c", "echo $(git push)"}, Ask, "irreversible/git-push", nil, ""},
 		{[]string{"sh", "-c", "ls | xargs -n1 git push"}, Ask, "irreversible/git-push", nil, ""},
+		{[]string{"sh", "-c", `find . -name '*.go' -exec git push \;`}, Ask, "irreversible/git-push", nil, ""},
+		{[]string{"find", ".", "-type", "f", "-execdir", "git", "push", "{}", "+"}, Ask, "irreversible/git-push", nil, ""},
+		{[]string{"find", ".", "-name", "x", "-exec", "cat", "{}", ";", "-print"}, Allow, "", nil, ""},
 		{[]string{"sh", "-c", `bash -c "sh -c 'git push'"`}, Ask, "irreversible/git-push", nil, ""},
 		{[]string{"sh", "-c", `f() { git push; }; f`}, Ask, "irreversible/git-push", nil, ""},
 		{[]string{"sh", "-c", `git\ push`}, Allow, "", nil, ""}, // one word: a program named "git push"

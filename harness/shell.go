@@ -102,8 +102,30 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	case hasKey(wrappers, name):
 		s.add(ws, "")
 		s.wrapped(name, ws[1:], depth)
+	case name == "find":
+		s.add(ws, "")
+		s.findExec(ws[1:], depth, inScript)
 	default:
 		s.add(ws, "")
+	}
+}
+
+// findExec follows the commands find runs: each -exec, -execdir, -ok or
+// -okdir takes the words up to ";" or "+" as a command line of its own
+// ({} stands for the file found).
+func (s *splitter) findExec(args []word, depth int, inScript bool) {
+	for i := 0; i < len(args); i++ {
+		switch args[i].s {
+		case "-exec", "-execdir", "-ok", "-okdir":
+		default:
+			continue
+		}
+		j := i + 1
+		for j < len(args) && args[j].s != ";" && args[j].s != "+" {
+			j++
+		}
+		s.command(args[i+1:j], depth+1, inScript)
+		i = j
 	}
 }
 

@@ -43,7 +43,14 @@ func TestMain(m *testing.M) {
 // serveForTest is a daemon in a process of its own, on the state
 // directory of MOAT_STATE_DIR.
 func serveForTest(sock string) int {
-	m, err := daemon.New(daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")})
+	cfg := daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")}
+	if dir := os.Getenv("MOAT_TEST_TEMPLATES"); dir != "" {
+		if err := testTemplates(&cfg, dir, os.Getenv("MOAT_TEST_POOL")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	m, err := daemon.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -57,6 +57,7 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},
 		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
 		{daemon.ErrConflict, http.StatusConflict, client.CodeConflict},
+		{daemon.ErrNoTemplate, http.StatusNotFound, client.CodeNotFound},
 	} {
 		if errors.Is(err, m.err) {
 			return &client.Error{Status: m.status, Code: m.code, Message: s.scrub(err.Error())}

@@ -52,5 +52,6 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ daemon.T
 	promtext.Counter(w, "moat_execs_total", "Commands started in sessions.", m.execs.Load())
 	promtext.Counter(w, "moat_denials_total", "Refusals: commands the rules denied, system calls the sandboxes refused.", m.denials.Load())
 	m.histogram().Write(w, "moat_exec_seconds", "Time of a foreground exec, request to exit report.")
+	writePoolMetrics(w, s.Manager)
 	return nil
 }

@@ -179,7 +179,8 @@ func TestReviewConflictAndTenants(t *testing.T) {
 
 // TestReviewsEndWithTheDaemon: what a review keeps (a workspace the
 // daemon made) is removed when the daemon shuts down; the change set
-// stays for moat apply on the host.
+// stays for moat apply on the host. A session in such a workspace that is
+// deleted leaves nothing of the daemon's, and no review.
 func TestReviewsEndWithTheDaemon(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	ctx := context.Background()
@@ -193,21 +194,31 @@ func TestReviewsEndWithTheDaemon(t *testing.T) {
 	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo x > f; ln -s f l; mkdir d"}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
+	gone, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{WorkspaceMode: "overlay"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tempWS := filepath.Join(d.state, "daemon", "workspaces", s.ID)
-	if _, err := os.Stat(tempWS); err != nil {
-		t.Fatalf("the workspace of a reviewable session is gone: %v", err)
+	if err := d.c.DeleteSession(ctx, gone.ID); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := os.Stat(filepath.Join(d.state, "daemon", "workspaces", gone.ID)); !os.IsNotExist(err) {
+		t.Errorf("a deleted session left its workspace: %v", err)
+	}
+	if _, err := d.c.Diff(ctx, gone.ID, "", nil); apiCode(err) != client.CodeNotFound {
+		t.Errorf("diff of a deleted session in a workspace the daemon made: %v", err)
+	}
+	tempWS := filepath.Join(d.state, "daemon", "workspaces", s.ID)
 	for _, f := range []string{"unified", "summary", "patch", "json"} {
 		diff, err := d.c.Diff(ctx, s.ID, f, nil)
 		if err != nil {
-			t.Errorf("%s diff of a deleted session: %v", f, err)
+			t.Errorf("%s diff of a reviewed session: %v", f, err)
 		}
 		if strings.Contains(string(diff), d.state) {
 			t.Errorf("the %s diff shows the daemon's state directory: %s", f, diff)
 		}
+	}
+	if _, err := os.Stat(tempWS); err != nil {
+		t.Errorf("the workspace of a reviewed session is gone: %v", err)
 	}
 	if err := d.m.Shutdown(ctx); err != nil {
 		t.Fatal(err)

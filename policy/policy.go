@@ -192,7 +192,8 @@ type Limits struct {
 	// Disk bounds what a run may write to /tmp, home, /dev/shm and an
 	// overlay workspace, together (one tmpfs). A writable direct or copy
 	// workspace, or read_write paths, are written in place on the host,
-	// beyond it: the run is refused then, unless degraded runs are allowed.
+	// beyond it: the run is refused then, unless degraded runs are allowed
+	// or the directory is on a tmpfs no larger than the limit.
 	// Default unset; at least 1MiB.
 	Disk Size `toml:"disk" json:"disk"`
 }

@@ -634,11 +634,14 @@ func enforcedBy(l backend.Limits) map[string]string {
 // storage: the targets of writable binds of host directories (a direct
 // workspace, a copy workspace's copy, read_write paths, a worktree's git
 // directory). A pin re-binds what is mounted already, and an overlay's
-// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs.
+// changes, tmpfs mounts and /dev/shm go to the disk limit's tmpfs. A
+// directory on a tmpfs no larger than the disk limit is bounded by it (a
+// daemon's empty workspace, see package daemon): the limit then holds per
+// filesystem, that one and the sandbox's own.
 func unboundedWrites(spec *backend.Spec) []string {
 	var out []string
 	for _, m := range spec.Mounts {
-		if m.Kind == backend.MountBind && !m.ReadOnly {
+		if m.Kind == backend.MountBind && !m.ReadOnly && !onBoundedTmpfs(m.Source, spec.Limits.DiskBytes) {
 			out = append(out, m.Target)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +47,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	idle := fs.Duration("idle-timeout", 15*time.Minute, "end a session no command used for this long")
 	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get before they are killed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	templatesDir := fs.String("templates", "", "directory of templates: each NAME.toml (or NAME.json) a policy a create request may name")
+	var pools stringList
+	fs.Var(&pools, "pool", "NAME=N: keep N sandboxes of template NAME made in advance, with an empty workspace (repeatable)")
+	tenantDisk := fs.String("tenant-disk", "", "bound on the sum of a tenant's sessions' limits.disk, e.g. 20GiB (each session must then set it, and keep its writes off the host: overlay or readonly)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,6 +79,18 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moat serve: --tenant-cpus is negative")
 		return 2
 	}
+	var diskQuota policy.Size
+	if *tenantDisk != "" {
+		if diskQuota, err = policy.ParseSize(*tenantDisk); err != nil || diskQuota <= 0 {
+			fmt.Fprintf(stderr, "moat serve: --tenant-disk %q: want a size such as 20GiB\n", *tenantDisk)
+			return 2
+		}
+	}
+	templates, err := serveTemplates(*templatesDir, pools)
+	if err != nil {
+		fmt.Fprintf(stderr, "moat serve: %v\n", err)
+		return 2
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	fail := func(err error) int {
 		log.Error("moat serve: " + err.Error())
@@ -95,7 +112,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		return fail(err)
 	}
 	m, err := daemon.New(daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
-		TTL: *ttl, IdleTimeout: *idle, Logger: log})
+		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota)})
 	if err != nil {
 		return fail(err)
 	}
@@ -192,4 +209,36 @@ func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// maxPool bounds a template's warm pool: each waiting sandbox holds its
+// processes and memory.
+const maxPool = 256
+
+// serveTemplates loads the templates of dir and sets the pool sizes of
+// pools ("NAME=N").
+func serveTemplates(dir string, pools []string) (map[string]*daemon.Template, error) {
+	if dir == "" {
+		if len(pools) > 0 {
+			return nil, fmt.Errorf("--pool needs --templates: a pool is a template's")
+		}
+		return nil, nil
+	}
+	templates, err := daemon.LoadTemplates(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pools {
+		name, n, ok := strings.Cut(p, "=")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size < 0 || size > maxPool {
+			return nil, fmt.Errorf("--pool %q: want NAME=N, N from 0 to %d", p, maxPool)
+		}
+		t := templates[name]
+		if t == nil {
+			return nil, fmt.Errorf("--pool %q: no template %q in %s", p, name, dir)
+		}
+		t.Pool = size
+	}
+	return templates, nil
 }

@@ -73,12 +73,13 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
-	policyFile := fs.String("policy", "", "policy file (TOML); default: the built-in policy")
+	policyFile := fs.String("policy", "", "policy file (TOML, or JSON); default: the built-in policy")
 	ws := fs.String("workspace", ".", "the workspace directory")
 	temp := fs.Bool("temp", false, "use a new empty workspace, removed with the session, instead of --workspace")
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
 	ttl := fs.String("ttl", "", "time to live, e.g. 2h (default: the daemon's)")
 	idle := fs.String("idle-timeout", "", "end the session when unused this long (default: the daemon's)")
+	template := fs.String("template", "", "one of the daemon's templates (moat serve --templates) instead of --policy; with --temp, from its warm pool")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,7 +87,11 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat session create: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle}
+	if *template != "" && *policyFile != "" {
+		fmt.Fprintln(stderr, "moat session create: --template and --policy: give one")
+		return 2
+	}
+	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle, Template: *template}
 	if *policyFile != "" {
 		data, err := readBounded(*policyFile, 1<<20)
 		if err != nil {

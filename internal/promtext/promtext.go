@@ -29,6 +29,15 @@ func Gauge(w io.Writer, name, help string, v int64) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 }
 
+// GaugeVec writes a gauge with one label, a sample per value of the
+// label, in the order of the keys given.
+func GaugeVec(w io.Writer, name, help, label string, keys []string, v map[string]int64) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s{%s=%s} %d\n", name, label, strconv.Quote(k), v[k])
+	}
+}
+
 // Histogram counts observations in buckets with the upper bounds it was
 // made with. Its methods may be called concurrently.
 type Histogram struct {

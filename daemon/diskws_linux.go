@@ -1,0 +1,32 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes on the directory dir, with
+// dir's owner and mode 0700.
+func mountTmpfs(dir string, size int64) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	opts := "size=" + strconv.FormatInt(size, 10) + ",mode=0700,uid=" + strconv.Itoa(int(st.Uid)) + ",gid=" + strconv.Itoa(int(st.Gid))
+	if err := unix.Mount("moat-workspace", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount a tmpfs of %d bytes on the workspace: %w", size, err)
+	}
+	return nil
+}
+
+// unmountWorkspace detaches what is mounted on a workspace the daemon
+// made, if anything; the sandboxes that still hold it keep it until they
+// end.
+func unmountWorkspace(dir string) {
+	if os.Geteuid() == 0 {
+		unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	}
+}

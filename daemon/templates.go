@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// Template is a named policy the daemon's owner offers: a create request
+// names it instead of sending a policy. What it sets is the owner's
+// choice, so the confinement of a tenant's own policy (confine) does not
+// apply to it; what the request adds (its workspace) is checked as ever.
+type Template struct {
+	Name string
+	// Source is the file it was read from, named in its errors.
+	Source string
+	doc    []byte
+	// Pool is how many sandboxes of it the daemon keeps made in advance
+	// (see Manager's pool); zero means none.
+	Pool int
+}
+
+// validTemplateName says whether name may be a template's: a file name
+// without a leading dot or characters a URL or a shell would mangle.
+func validTemplateName(name string) bool {
+	if name == "" || len(name) > 64 || name[0] == '.' || name[0] == '-' {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadTemplates reads every NAME.toml (or NAME.json) in dir as a template
+// and checks it as a session's policy would be checked, so that a mistake
+// stops the daemon at start, with every problem located (file:line:field),
+// rather than every create request that names it.
+func LoadTemplates(dir string) (map[string]*Template, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("templates: %w", err)
+	}
+	out := map[string]*Template{}
+	var errs []error
+	for _, e := range ents {
+		base, ext := e.Name(), filepath.Ext(e.Name())
+		if ext != ".toml" && ext != ".json" || strings.HasPrefix(base, ".") {
+			continue
+		}
+		name := strings.TrimSuffix(base, ext)
+		path := filepath.Join(dir, base)
+		if !validTemplateName(name) {
+			errs = append(errs, fmt.Errorf("%s: a template's name is lower-case letters, digits, '.', '_' and '-'", path))
+			continue
+		}
+		if out[name] != nil {
+			errs = append(errs, fmt.Errorf("%s: template %q is defined twice (%s)", path, name, out[name].Source))
+			continue
+		}
+		t, err := loadTemplate(name, path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[name] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("templates: %s has no NAME.toml or NAME.json", dir)
+	}
+	return out, nil
+}
+
+func loadTemplate(name, path string) (*Template, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > 1<<20 {
+		return nil, fmt.Errorf("%s: not a regular file of at most 1MiB", path)
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t := &Template{Name: name, Source: path, doc: doc}
+	// Checked against a workspace that stands for the request's.
+	if _, err := t.policy("/workspace", ""); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// policy is t's policy pointed at the workspace ws, in mode when set,
+// resolved and validated.
+func (t *Template) policy(ws, mode string) (*policy.Policy, error) {
+	p, err := policy.ParseDocument(t.Source, t.doc)
+	if err != nil {
+		return nil, err
+	}
+	if p.Workspace.Path != policy.Default().Workspace.Path {
+		return nil, &policy.Errors{p.FieldError("workspace.path", "a template leaves it out: the request's workspace is the session's")}
+	}
+	p.Workspace.Path = ws
+	if mode != "" {
+		p.Workspace.Mode = mode
+	}
+	if err := p.Resolve(ws, ""); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Templates returns the names of the daemon's templates, sorted.
+func (m *Manager) Templates() []string {
+	var names []string
+	for n := range m.cfg.Templates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// requestPolicy is the policy a create request asks for, pointed at the
+// workspace ws: its template's (ErrNotFound for an unknown one), or its
+// own document, confined to what the tenant may ask for (tenantPolicy).
+func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (*policy.Policy, error) {
+	if req.Template == "" {
+		return tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+	}
+	tpl, err := m.template(req)
+	if err != nil {
+		return nil, err
+	}
+	return tpl.policy(ws, req.WorkspaceMode)
+}
+
+// template is the template req names; a request names a template or
+// sends a policy, not both.
+func (m *Manager) template(req *CreateRequest) (*Template, error) {
+	if req.Policy != "" {
+		return nil, fmt.Errorf("%w: a request names a template or sends a policy, not both", ErrBadRequest)
+	}
+	tpl := m.cfg.Templates[req.Template]
+	if tpl == nil {
+		return nil, fmt.Errorf("%w: no template %q", ErrNoTemplate, req.Template)
+	}
+	return tpl, nil
+}
+
+// ErrNoTemplate: a create request names a template the daemon does not have.
+var ErrNoTemplate = errors.New("unknown template")

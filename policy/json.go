@@ -1,0 +1,155 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// ParseDocument parses a policy written either as TOML (Parse) or as a
+// JSON object (ParseJSON): a document whose first character other than
+// white space is "{" is JSON, which a TOML document cannot start with.
+func ParseDocument(name string, data []byte) (*Policy, error) {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return ParseJSON(name, data)
+	}
+	return Parse(name, data)
+}
+
+// ParseJSON reads a policy written as a JSON object with the keys and
+// nesting of the TOML schema ({"limits": {"memory": "512MiB"}}), over
+// Default() as Parse does, with the same strictness and the same errors:
+// *Errors, each naming the line and the field.
+func ParseJSON(name string, data []byte) (*Policy, error) {
+	p := Default()
+	p.Source = name
+	w := jsonWalker{dec: json.NewDecoder(bytes.NewReader(data)), data: data, lines: map[string]int{}}
+	w.dec.UseNumber()
+	doc, err := w.document()
+	if err != nil {
+		fe := &FieldError{File: name, Line: w.line(), Msg: "syntax error: " + err.Error()}
+		return nil, &Errors{fe}
+	}
+	p.lines = w.lines
+	d := decoder{errorList{p: p}}
+	d.table("", doc, reflect.ValueOf(p).Elem())
+	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// jsonWalker decodes a JSON document token by token into the values the
+// TOML decoder makes (map[string]any, []any, string, bool, int64,
+// float64), recording the line of every key as keyLines does.
+type jsonWalker struct {
+	dec   *json.Decoder
+	data  []byte
+	lines map[string]int
+	keys  int
+}
+
+// line is the 1-based line of the decoder's position.
+func (w *jsonWalker) line() int {
+	off := min(int(w.dec.InputOffset()), len(w.data))
+	return 1 + bytes.Count(w.data[:off], []byte{'\n'})
+}
+
+func (w *jsonWalker) document() (map[string]any, error) {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return nil, jsonErr(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("a policy is a JSON object")
+	}
+	doc, err := w.object("")
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(w.data[w.dec.InputOffset():])) > 0 {
+		return nil, fmt.Errorf("data after the policy's object")
+	}
+	return doc, nil
+}
+
+// object reads the members of an object whose "{" has been read.
+func (w *jsonWalker) object(key string) (map[string]any, error) {
+	t := map[string]any{}
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		k := tok.(string) // json.Decoder reads object keys as strings
+		field := joinKey(key, k)
+		if _, dup := t[k]; dup {
+			return nil, fmt.Errorf("key %s is given twice", field)
+		}
+		if w.keys++; w.keys > maxKeys {
+			return nil, &tooManyKeysError{w.line()}
+		}
+		w.lines[field] = w.line()
+		if t[k], err = w.value(field); err != nil {
+			return nil, err
+		}
+	}
+	_, err := w.dec.Token() // "}"
+	return t, jsonErr(err)
+}
+
+func (w *jsonWalker) value(key string) (any, error) {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return nil, jsonErr(err)
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return w.object(key)
+		}
+		var a []any
+		for i := 0; w.dec.More(); i++ {
+			w.lines[indexKey(key, i)] = w.line()
+			e, err := w.value(indexKey(key, i))
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, e)
+		}
+		_, err := w.dec.Token() // "]"
+		return a, jsonErr(err)
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n, nil
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s is not a number moat can use", key, v)
+		}
+		return f, nil
+	case nil:
+		return nil, fmt.Errorf("%s: null is not a value; leave the key out for its default", key)
+	default:
+		return v, nil // string, bool
+	}
+}
+
+// jsonErr turns the decoder's errors into messages: a syntax error, or
+// else the end of the input (io.EOF, io.ErrUnexpectedEOF).
+func jsonErr(err error) error {
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return errors.New(strings.TrimPrefix(se.Error(), "json: "))
+	default:
+		return errors.New("unexpected end of the JSON document")
+	}
+}

@@ -1,0 +1,59 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseJSON(t *testing.T) {
+	doc := `{
+  "limits": {"memory": "256MiB", "wall": 30, "cpus": 0.5},
+  "filesystem": {"read_only": ["/usr", "/opt"]},
+  "env": {"set": {"A": "b"}},
+  "rules": [{"match": {"command": ["git", "push"]}, "decision": "deny"}]
+}`
+	p, err := ParseDocument("p.json", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Limits.Memory != 256*MiB || p.Limits.CPUs != 0.5 || p.Limits.Wall.String() != "30s" {
+		t.Errorf("limits = %+v", p.Limits)
+	}
+	if len(p.Filesystem.ReadOnly) != 2 || p.Env.Set["A"] != "b" || len(p.Rules) != 1 || p.Rules[0].Decision != "deny" {
+		t.Errorf("policy = %+v", p)
+	}
+	// The same document as TOML gives the same policy.
+	q, err := ParseDocument("p.toml", []byte("[limits]\nmemory = \"256MiB\"\nwall = 30\ncpus = 0.5\n"))
+	if err != nil || q.Limits != p.Limits {
+		t.Errorf("TOML: %+v, %v", q, err)
+	}
+}
+
+func TestParseJSONErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"{\n  \"limits\": {\n    \"memroy\": 1\n  }\n}", `p.json:3: limits.memroy: unknown key`},
+		{"{\n \"limits\": {\"memory\": true}}", `p.json:2: limits.memory: expected a size`},
+		{"{\n \"network\": {\"allow\": [1]}}", `p.json:2: network.allow[0]: expected a string`},
+		{"{\"limits\": {\"memory\": null}}", `limits.memory: null is not a value`},
+		{"{\"a\": 1, \"a\": 2}", `key a is given twice`},
+		{"{\"limits\": ", `unexpected end`},
+		{"{} {}", `data after`},
+		{"{\n\"x\" 1}", `p.json:2: syntax error`},
+	} {
+		_, err := ParseDocument("p.json", []byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.doc, err, tc.want)
+		}
+		if _, ok := err.(*Errors); !ok {
+			t.Errorf("%q: %T is not *Errors", tc.doc, err)
+		}
+	}
+}
+
+func FuzzParseJSON(f *testing.F) {
+	f.Add(`{"limits": {"memory": "1GiB"}, "rules": [{"match": {"command": ["x"]}, "decision": "ask"}]}`)
+	f.Add(`{"env": {"set": {"A": "1"}}, "network": {"tcp_bind": [80]}}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		ParseJSON("f.json", []byte(doc))
+	})
+}
