@@ -7,12 +7,15 @@
 // its own sessions; a workspace must be a directory the tenant owns (or
 // one the daemon makes for it); a tenant other than the daemon's own user
 // may not widen the policy beyond its workspace and the system
-// directories (see Manager.Create); an ask of a session's rules that no
-// request answers waits as a pending approval that only the session's
-// tenant or the daemon's own user may answer, with a grant bound to what
-// was shown (approvals.go). Every caller (the HTTP API, tests, the MCP
-// server) goes through these checks. It knows nothing of HTTP; package
-// httpapi serves it.
+// directories (see Manager.Create); the files API (and its tar archives)
+// stays beneath the workspace and off its protected paths; the review of
+// an overlay session (Manager.Diff, Apply, Discard) ends the session first
+// and applies only what workspace.Apply accepts; an ask of a session's
+// rules that no request answers waits as a pending approval that only the
+// session's tenant or the daemon's own user may answer, with a grant bound
+// to what was shown (approvals.go). Every caller (the HTTP API, tests, the
+// MCP server) goes through these checks. It knows nothing of HTTP;
+// package httpapi serves it.
 //
 // A session runs its commands through an Engine: Sandboxes, one sandbox
 // per session (sandbox.Create) that its commands share, processes left
@@ -143,7 +146,10 @@ type Manager struct {
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 
-	pool warmPool
+	// reviews are the change sets of ended overlay and copy sessions,
+	// kept for their tenants to review (review.go); under mu.
+	reviews []*review
+	pool    warmPool
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -260,7 +266,11 @@ func (m *Manager) Delete(ctx context.Context, t Tenant, id string) error {
 }
 
 // end removes s from the live sessions and tears it down.
-func (m *Manager) end(ctx context.Context, s *Session) error {
+func (m *Manager) end(ctx context.Context, s *Session) error { return m.endFor(ctx, s, false) }
+
+// endFor is end; reviewing says that a review of s ends it, which keeps
+// a workspace the daemon made (keepReview).
+func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error {
 	m.mu.Lock()
 	if m.sessions[s.ID] != s {
 		m.mu.Unlock()
@@ -269,7 +279,11 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	delete(m.sessions, s.ID)
 	m.mu.Unlock()
 	err := s.close(ctx)
-	if rerr := m.removeRecord(s.record()); rerr != nil && err == nil {
+	rec := s.record()
+	if m.keepReview(s, reviewing) {
+		rec.TempWorkspace = "" // the review's, removed with it
+	}
+	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
 		err = rerr
 	}
 	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID)
@@ -307,6 +321,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	m.forgetReviews()
 	close(m.stop)
 	m.ticker.Wait()
 	m.closePool()

@@ -50,6 +50,9 @@ type EngineSpec struct {
 	// decision a rule made. Nil means nobody.
 	Approver      sandbox.Approver
 	AuditDecision func(audit.Decision)
+	// Audit, if set, receives the session's audit records as they happen
+	// (the rules' decisions and the network's); nil means nobody.
+	Audit func(rec any)
 }
 
 // NewEngine makes a session's sandbox.
@@ -68,7 +71,15 @@ type ExecRequest struct {
 	// nil means the daemon's pending approvals (Config.Approvals), or,
 	// without them, nobody: an ask then refuses it.
 	Approver sandbox.Approver
+	// Tty gives the command a terminal of Rows by Cols (Exec only);
+	// Resize, if not nil, carries its new sizes while it runs.
+	Tty        bool
+	Rows, Cols uint16
+	Resize     <-chan WindowSize
 }
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct{ Rows, Cols uint16 }
 
 // Sandboxes makes each session one sandbox that lives as long as it
 // (sandbox.Create): its commands share the workspace, /tmp, home, the
@@ -77,6 +88,21 @@ type ExecRequest struct {
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
 	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents,
 		Approver: spec.Approver, AuditDecision: spec.AuditDecision}
+	if rec := spec.Audit; rec != nil {
+		hook, decided := spec.NetworkEvents, spec.AuditDecision
+		req.Audit = func(e egress.Event) {
+			rec(sandbox.NetworkRecord(e))
+			if hook != nil {
+				hook(e)
+			}
+		}
+		req.AuditDecision = func(d audit.Decision) {
+			rec(d)
+			if decided != nil {
+				decided(d)
+			}
+		}
+	}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}
@@ -95,7 +121,7 @@ type sandboxEngine struct {
 // request turns a daemon request into the sandbox's: the directory
 // inside the sandbox, the limits never above the policy's.
 func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
-	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver}
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
 	if req.Dir != "" {
 		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
 	}
@@ -109,7 +135,10 @@ func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
 }
 
 func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
-	return e.s.Exec(ctx, e.request(req), stdio)
+	if req.Resize == nil {
+		return e.s.Exec(ctx, e.request(req), stdio)
+	}
+	return execResized(ctx, e.s, e.request(req), stdio, req.Resize)
 }
 
 func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {

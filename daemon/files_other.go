@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 )
 
@@ -22,3 +23,7 @@ func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
 func (s *Session) List(string) ([]*FileInfo, bool, error) { return nil, false, errNoFiles }
 
 var errNoFiles = fmt.Errorf("%w: the files API needs Linux's openat2", ErrUnsupportedMode)
+
+func (s *Session) Untar(string, io.Reader) (*TarReport, error) { return nil, errNoFiles }
+
+func (s *Session) Tar(string, io.Writer) error { return errNoFiles }

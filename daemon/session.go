@@ -79,6 +79,8 @@ type Session struct {
 	// tenant's quotas; under the Manager's lock.
 	memory int64
 	cpus   float64
+
+	events *eventLog // its audit records (events.go)
 	// disk is the policy's limits.disk, counted against the tenant's disk
 	// quota; template is the template the session was made from, or "".
 	disk     int64
@@ -121,7 +123,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s := &Session{
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
-		m: m, procs: map[string]*Process{}, root: root, template: req.Template,
+		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -194,7 +196,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.protect = protectList(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver()}
+	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add}
 	if m.cfg.Audit != nil {
 		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
 	}
@@ -397,7 +399,11 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return s.eng.Exec(ctx, s.withApprover(req), stdio)
+	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	return rep, err
 }
 
 // withApprover is req, with the session's pending approvals as its
@@ -456,6 +462,10 @@ func (s *Session) close(ctx context.Context) error {
 	rep, err := s.eng.Close(ctx)
 	s.execs.Wait()
 	s.bg.Wait()
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	s.events.close()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
 	}
@@ -532,6 +542,9 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	go func() {
 		defer s.finish(true)
 		rep, err := ep.Wait()
+		if rep != nil {
+			s.events.addAll(rep.AuditRecords(err))
+		}
 		p.mu.Lock()
 		p.report, p.err = rep, err
 		p.mu.Unlock()

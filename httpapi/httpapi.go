@@ -1,5 +1,8 @@
 // Package httpapi serves a daemon.Manager over HTTP: JSON in and out,
-// exec output streamed as NDJSON, the wire types of package client.
+// exec output streamed as NDJSON (an interactive exec's input read from
+// the same request while it runs), tar archives of workspace directories,
+// a session's audit records as NDJSON or server-sent events, the wire
+// types of package client.
 //
 // It owns the transport's rules: who the tenant is (the peer's uid on a
 // unix socket, a bearer token's tenant over TCP, nothing else), refusing
@@ -85,6 +88,12 @@ var routes = []route{
 	{"POST", "/v1/approvals/{id}/approve", (*Server).approve},
 	{"POST", "/v1/approvals/{id}/deny", (*Server).deny},
 	{"POST", "/v1/approvals/web-login", (*Server).webLogin},
+	{"GET", "/v1/sessions/{id}/diff", (*Server).diffSession},
+	{"POST", "/v1/sessions/{id}/apply", (*Server).applySession},
+	{"POST", "/v1/sessions/{id}/discard", (*Server).discardSession},
+	{"GET", "/v1/sessions/{id}/events", (*Server).sessionEvents},
+	{"GET", "/v1/sessions/{id}/files/tar", (*Server).downloadTar},
+	{"PUT", "/v1/sessions/{id}/files/tar", (*Server).uploadTar},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.
