@@ -24,6 +24,7 @@
 //	          a program it starts (at "exec") or a proxy destination (at
 //	          "network"), with what came of an ask: [Decision]
 //	run       how one run ended: [RunRecord]
+//	approval  a daemon's pending approval and who answered it: [Approval]
 //
 // The records hold plain fields; package sandbox fills them from what a
 // run reports, since this package imports none of moat's.

@@ -1,5 +1,7 @@
 // Package client talks to a moat daemon (`moat serve`) over its HTTP API:
-// sessions, exec with streamed output, background processes. It is what
+// sessions, exec with streamed output (interactive, with a terminal, too),
+// background processes, files and tar archives, the review of overlay
+// sessions, their audit records. It is what
 // the CLI, the tests and the MCP server use, and it defines the API's wire
 // types, which the server (package httpapi) shares.
 //
@@ -107,6 +109,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.roundTrip(req)
+}
+
+// roundTrip sends req and returns a 2xx response; any other status is
+// returned as *Error.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -123,7 +131,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if json.Unmarshal(data, &e) != nil || e.Error == nil {
-		return nil, &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)}
+		return nil, &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("%s %s: HTTP %d", req.Method, req.URL.Path, resp.StatusCode)}
 	}
 	e.Error.Status = resp.StatusCode
 	return nil, e.Error
@@ -174,7 +182,13 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return readEvents(resp.Body, stdout, stderr)
+}
+
+// readEvents copies an exec's output events to stdout and stderr, and
+// returns its last event's report or error.
+func readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		var ev Event
@@ -281,27 +295,13 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, data []byte, pe
 
 // raw sends a request built by the caller, discarding a 2xx answer.
 func (c *Client) raw(req *http.Request) error {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
-		return fmt.Errorf("moat daemon: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 == 2 {
-		io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	var e struct {
-		Error *Error `json:"error"`
-	}
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if json.Unmarshal(data, &e) != nil || e.Error == nil {
-		return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d", resp.StatusCode)}
-	}
-	e.Error.Status = resp.StatusCode
-	return e.Error
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
 }
 
 // RemoveFile removes a file, link or empty directory of the workspace.

@@ -65,6 +65,13 @@ type ExecRequest struct {
 	// after Stdin, for the stdin endpoint to write (a REPL); it ends when
 	// a write closes it or the command ends.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// Tty gives a foreground command a terminal of Rows by Cols (24 by 80
+	// when zero) as its stdin, stdout and stderr; its output is all
+	// "stdout". Input and new sizes are sent while it runs as the
+	// ExecInput lines of an interactive exec (Client.Interactive).
+	Tty  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // Event is one line of an exec's NDJSON stream: output (Stream and Data,
@@ -179,6 +186,10 @@ const (
 	CodeDenied         = "denied"
 	CodeNoStdin        = "stdin_closed"
 	CodeStdinBlocked   = "stdin_blocked"
+	// CodeApprovalRefused: an approval's answer does not fit the action
+	// (a scope, prefix or expiry it cannot have).
+	CodeApprovalRefused = "approval_refused"
+	CodeConflict        = "conflict"
 )
 
 // FileInfo describes an entry of a session's workspace.
@@ -188,4 +199,52 @@ type FileInfo struct {
 	Size    int64     `json:"size"`
 	Mode    string    `json:"mode"` // permission bits in octal, "0644"
 	ModTime time.Time `json:"mtime"`
+}
+
+// ExecInput is a line of an interactive exec's request body, after the
+// ExecRequest line: input for the command, its terminal's new size, or
+// the end of its input. A line holds one of them.
+type ExecInput struct {
+	Stdin       string      `json:"stdin,omitempty"`
+	StdinBase64 []byte      `json:"stdin_base64,omitempty"`
+	CloseStdin  bool        `json:"close_stdin,omitempty"`
+	Resize      *WindowSize `json:"resize,omitempty"`
+}
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// ApplyRequest is the body of POST /v1/sessions/{id}/apply.
+type ApplyRequest struct {
+	// Paths selects the changes at and below them (relative to the
+	// workspace); empty means all.
+	Paths []string `json:"paths,omitempty"`
+	// Force applies the changes at and below these paths even when they
+	// touch a protected path or one the host changed.
+	Force []string `json:"force,omitempty"`
+	// Keep keeps the change set after a full apply (it is discarded).
+	Keep bool `json:"keep,omitempty"`
+}
+
+// ApplyReport is what an apply did.
+type ApplyReport struct {
+	Applied []Change `json:"applied"`
+	Skipped []Change `json:"skipped"` // special files, never applied
+	Forced  []string `json:"forced"`  // host changes overwritten by force
+}
+
+// Change is one change of a change set.
+type Change struct {
+	Path string `json:"path"`
+	Kind string `json:"kind"` // added, modified, deleted, ...
+	Type string `json:"type"` // file, dir, symlink, special
+}
+
+// TarReport is what a tar upload wrote.
+type TarReport struct {
+	Entries int   `json:"entries"`
+	Bytes   int64 `json:"bytes"`
 }

@@ -7,9 +7,15 @@
 // its own sessions; a workspace must be a directory the tenant owns (or
 // one the daemon makes for it); a tenant other than the daemon's own user
 // may not widen the policy beyond its workspace and the system
-// directories (see Manager.Create). Every caller (the HTTP API, tests,
-// later the MCP server) goes through these checks. It knows nothing of
-// HTTP; package httpapi serves it.
+// directories (see Manager.Create); the files API (and its tar archives)
+// stays beneath the workspace and off its protected paths; the review of
+// an overlay session (Manager.Diff, Apply, Discard) ends the session first
+// and applies only what workspace.Apply accepts; an ask of a session's
+// rules that no request answers waits as a pending approval that only the
+// session's tenant or the daemon's own user may answer, with a grant bound
+// to what was shown (approvals.go). Every caller (the HTTP API, tests, the
+// MCP server) goes through these checks. It knows nothing of HTTP;
+// package httpapi serves it.
 //
 // A session runs its commands through an Engine: Sandboxes, one sandbox
 // per session (sandbox.Create) that its commands share, processes left
@@ -20,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/moatbox/moat/audit"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -80,11 +85,18 @@ type Config struct {
 	// must set that limit, and keep its writes where it applies (see
 	// reserveLimits).
 	TenantDisk int64
-	// AuditDecision, when set, receives every decision of the policy's
-	// rules other than a plain allow: about the sessions' commands, the
-	// programs they start, and the files API's changes (those are
-	// logged too). It may be called concurrently.
-	AuditDecision func(audit.Decision)
+	// Approvals makes an ask of a session's rules that its request brings
+	// no approver for wait as a pending approval (see Approval) for
+	// ApprovalTimeout (5m; the policy's harness.ask_timeout if shorter),
+	// refused when nobody answers; without it such an ask refuses the
+	// command at once. ApprovalWebhook, if set, is POSTed each new
+	// pending approval (WebhookEvent).
+	Approvals       bool
+	ApprovalTimeout time.Duration
+	ApprovalWebhook string
+	// Audit, if set, receives the sessions' rule decisions and the
+	// approvals' outcomes.
+	Audit AuditSink
 }
 
 func (c *Config) defaults() {
@@ -106,6 +118,7 @@ func (c *Config) defaults() {
 	setD(&c.MaxTTL, 24*time.Hour)
 	setD(&c.IdleTimeout, 15*time.Minute)
 	setD(&c.Tick, time.Second)
+	setD(&c.ApprovalTimeout, 5*time.Minute)
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
@@ -128,10 +141,15 @@ type Manager struct {
 	stop     chan struct{}
 	ticker   sync.WaitGroup
 
+	ap approvals
+
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 
-	pool warmPool
+	// reviews are the change sets of ended overlay and copy sessions,
+	// kept for their tenants to review (review.go); under mu.
+	reviews []*review
+	pool    warmPool
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -140,6 +158,9 @@ type Manager struct {
 // workspaces it had made for them.
 func New(cfg Config) (*Manager, error) {
 	cfg.defaults()
+	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
 	}
@@ -245,7 +266,11 @@ func (m *Manager) Delete(ctx context.Context, t Tenant, id string) error {
 }
 
 // end removes s from the live sessions and tears it down.
-func (m *Manager) end(ctx context.Context, s *Session) error {
+func (m *Manager) end(ctx context.Context, s *Session) error { return m.endFor(ctx, s, false) }
+
+// endFor is end; reviewing says that a review of s ends it, which keeps
+// a workspace the daemon made (keepReview).
+func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error {
 	m.mu.Lock()
 	if m.sessions[s.ID] != s {
 		m.mu.Unlock()
@@ -254,7 +279,11 @@ func (m *Manager) end(ctx context.Context, s *Session) error {
 	delete(m.sessions, s.ID)
 	m.mu.Unlock()
 	err := s.close(ctx)
-	if rerr := m.removeRecord(s.record()); rerr != nil && err == nil {
+	rec := s.record()
+	if m.keepReview(s, reviewing) {
+		rec.TempWorkspace = "" // the review's, removed with it
+	}
+	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
 		err = rerr
 	}
 	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID)
@@ -292,6 +321,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	m.forgetReviews()
 	close(m.stop)
 	m.ticker.Wait()
 	m.closePool()

@@ -2,11 +2,11 @@ package daemon
 
 import (
 	"context"
-	"github.com/moatbox/moat/audit"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -45,9 +45,14 @@ type EngineSpec struct {
 	// NetworkEvents receives the session's network decisions (see
 	// CreateRequest); nil means nobody.
 	NetworkEvents func(egress.Event)
-	// AuditDecision receives the rules' decisions about its commands and
-	// the programs they start (Config.AuditDecision); nil means nobody.
+	// Approver answers the asks of the session's rules that no request
+	// answers (a destination of its proxy); AuditDecision receives each
+	// decision a rule made. Nil means nobody.
+	Approver      sandbox.Approver
 	AuditDecision func(audit.Decision)
+	// Audit, if set, receives the session's audit records as they happen
+	// (the rules' decisions and the network's); nil means nobody.
+	Audit func(rec any)
 }
 
 // NewEngine makes a session's sandbox.
@@ -63,16 +68,41 @@ type ExecRequest struct {
 	Wall   time.Duration
 	Output int64
 	// Approver answers the asks of the policy's rules about this command;
-	// nil means nobody can be asked, and an ask refuses it.
+	// nil means the daemon's pending approvals (Config.Approvals), or,
+	// without them, nobody: an ask then refuses it.
 	Approver sandbox.Approver
+	// Tty gives the command a terminal of Rows by Cols (Exec only);
+	// Resize, if not nil, carries its new sizes while it runs.
+	Tty        bool
+	Rows, Cols uint16
+	Resize     <-chan WindowSize
 }
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct{ Rows, Cols uint16 }
 
 // Sandboxes makes each session one sandbox that lives as long as it
 // (sandbox.Create): its commands share the workspace, /tmp, home, the
 // processes left running and the network. An overlay or copy session
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
-	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents, AuditDecision: spec.AuditDecision}
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents,
+		Approver: spec.Approver, AuditDecision: spec.AuditDecision}
+	if rec := spec.Audit; rec != nil {
+		hook, decided := spec.NetworkEvents, spec.AuditDecision
+		req.Audit = func(e egress.Event) {
+			rec(sandbox.NetworkRecord(e))
+			if hook != nil {
+				hook(e)
+			}
+		}
+		req.AuditDecision = func(d audit.Decision) {
+			rec(d)
+			if decided != nil {
+				decided(d)
+			}
+		}
+	}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		req.Session = spec.ID
 	}
@@ -91,7 +121,7 @@ type sandboxEngine struct {
 // request turns a daemon request into the sandbox's: the directory
 // inside the sandbox, the limits never above the policy's.
 func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
-	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver}
+	r := &sandbox.ExecRequest{Args: req.Args, Env: req.Env, Approver: req.Approver, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
 	if req.Dir != "" {
 		r.Dir = filepath.Join(e.p.Workspace.Path, req.Dir)
 	}
@@ -105,7 +135,10 @@ func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
 }
 
 func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
-	return e.s.Exec(ctx, e.request(req), stdio)
+	if req.Resize == nil {
+		return e.s.Exec(ctx, e.request(req), stdio)
+	}
+	return execResized(ctx, e.s, e.request(req), stdio, req.Resize)
 }
 
 func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -237,6 +238,13 @@ func (s *Session) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
+	return s.mkdir(rel, d)
+}
+
+// mkdir makes the directory rel, clean and writable, which the write
+// rules decided with d (Mkdir, or an upload that decided every path
+// first).
+func (s *Session) mkdir(rel string, d harness.Decision) error {
 	s.touch()
 	dir, base, dirRel, err := s.parent(rel)
 	if err != nil {

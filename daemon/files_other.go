@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 )
 
@@ -23,3 +24,9 @@ func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
 func (s *Session) List(string) ([]*FileInfo, bool, error) { return nil, false, errNoFiles }
 
 var errNoFiles = fmt.Errorf("%w: the files API needs Linux's openat2", ErrUnsupportedMode)
+
+func (s *Session) Untar(context.Context, string, io.Reader) (*TarReport, error) {
+	return nil, errNoFiles
+}
+
+func (s *Session) Tar(string, io.Writer) error { return errNoFiles }

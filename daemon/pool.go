@@ -184,7 +184,7 @@ func (m *Manager) dropDead() {
 // prewarm makes a session of tpl for the pool.
 func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	id := newID()
-	s := &Session{ID: id, Tenant: poolTenant, TempWorkspace: true, m: m, procs: map[string]*Process{}, template: tpl.Name}
+	s := &Session{ID: id, Tenant: poolTenant, TempWorkspace: true, m: m, procs: map[string]*Process{}, template: tpl.Name, events: newEventLog()}
 	rec := s.record()
 	defer func() {
 		if err != nil {
@@ -216,9 +216,9 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 		return nil, err
 	}
 	s.protect = protectList(p)
-	s.gate = m.writeGate(id, p)
+	s.gate = s.newWriteGate(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), AuditDecision: m.cfg.AuditDecision})
+	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Audit: s.events.add})
 	if err != nil {
 		return nil, err
 	}

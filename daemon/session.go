@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -79,6 +80,8 @@ type Session struct {
 	// tenant's quotas; under the Manager's lock.
 	memory int64
 	cpus   float64
+
+	events *eventLog // its audit records (events.go)
 	// disk is the policy's limits.disk, counted against the tenant's disk
 	// quota; template is the template the session was made from, or "".
 	disk     int64
@@ -121,7 +124,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s := &Session{
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
-		m: m, procs: map[string]*Process{}, root: root, template: req.Template,
+		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -193,9 +196,13 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		return nil, err
 	}
 	s.protect = protectList(p)
-	s.gate = m.writeGate(id, p)
+	s.gate = s.newWriteGate(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(ctx, &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, AuditDecision: m.cfg.AuditDecision})
+	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add}
+	if m.cfg.Audit != nil {
+		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
+	}
+	eng, err := m.cfg.Engine(ctx, espec)
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
@@ -394,7 +401,26 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return s.eng.Exec(ctx, req, stdio)
+	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	return rep, err
+}
+
+// withApprover is req, with the session's pending approvals as its
+// approver when it brings none.
+func (s *Session) withApprover(req *ExecRequest) *ExecRequest {
+	if req.Approver != nil {
+		return req
+	}
+	ap := s.approver()
+	if ap == nil {
+		return req
+	}
+	r := *req
+	r.Approver = ap
+	return &r
 }
 
 // checkExec refuses a command line or directory that cannot be right.
@@ -438,6 +464,10 @@ func (s *Session) close(ctx context.Context) error {
 	rep, err := s.eng.Close(ctx)
 	s.execs.Wait()
 	s.bg.Wait()
+	if rep != nil {
+		s.events.addAll(rep.AuditRecords(err))
+	}
+	s.events.close()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
 	}
@@ -495,7 +525,7 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 		}
 		stdinR, p.stdin, stdio.Stdin = r, w, r
 	}
-	ep, err := s.eng.Start(s.ctx, req, stdio)
+	ep, err := s.eng.Start(s.ctx, s.withApprover(req), stdio)
 	if stdinR != nil {
 		stdinR.Close() // the command has its own copy
 	}
@@ -513,6 +543,9 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	p.proc = ep
 	go func() {
 		rep, err := ep.Wait()
+		if rep != nil {
+			s.events.addAll(rep.AuditRecords(err))
+		}
 		p.mu.Lock()
 		p.report, p.err = rep, err
 		p.mu.Unlock()

@@ -17,7 +17,8 @@ import (
 // made, by the session's sandbox.WriteGate, on the path asked for and
 // on the path it resolves to. A refusal wraps sandbox.ErrDenied and
 // names the rule; an ask goes to the request's approver (WithApprover),
-// and with none is refused.
+// else to the daemon's pending approvals (Config.Approvals), else is
+// refused.
 
 type approverKey struct{}
 
@@ -32,14 +33,14 @@ func approverOf(ctx context.Context) sandbox.Approver {
 	return ap
 }
 
-// writeGate makes session id's gate, which audits into the Config's
-// AuditDecision and the daemon's log.
-func (m *Manager) writeGate(id string, p *policy.Policy) *sandbox.WriteGate {
-	return sandbox.NewWriteGate(p, id, func(d audit.Decision) {
-		m.log.Info("write rule", "session", id, "change", strings.Join(d.Command, " "), "verdict", d.Verdict, "rule", d.Rule, "outcome", d.Outcome, "approver", d.Approver)
-		if m.cfg.AuditDecision != nil {
-			m.cfg.AuditDecision(d)
-		}
+// newWriteGate makes the session's gate under p, whose decisions go to
+// the daemon's log, its audit stream (Config.Audit) and the session's
+// events.
+func (s *Session) newWriteGate(p *policy.Policy) *sandbox.WriteGate {
+	return sandbox.NewWriteGate(p, s.ID, func(d audit.Decision) {
+		s.m.log.Info("write rule", "session", s.ID, "change", strings.Join(d.Command, " "), "verdict", d.Verdict, "rule", d.Rule, "outcome", d.Outcome, "approver", d.Approver)
+		s.m.auditWrite(d)
+		s.events.add(d)
 	})
 }
 
@@ -72,7 +73,13 @@ func (s *Session) checkWrite(ctx context.Context, op, rel string) (harness.Decis
 	if s.gate == nil {
 		return harness.Decision{}, errNoGate
 	}
-	return s.gate.Check(ctx, op, rel, approverOf(ctx))
+	ap := approverOf(ctx)
+	if ap == nil {
+		// As for a command: the daemon's pending approvals, if it keeps
+		// them.
+		ap = s.approver()
+	}
+	return s.gate.Check(ctx, op, rel, ap)
 }
 
 // followWrite decides op of real, the path rel resolved to.

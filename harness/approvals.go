@@ -99,6 +99,29 @@ func (ap *Approvals) Use(argv []string, dir string, d Decision) (Grant, bool) {
 	return Grant{}, false
 }
 
+// UseScoped is Use for the grants that last (scope prefix or session):
+// a command line decided before it runs is let through by what a person
+// approved for a while, never by a once grant left for a program that an
+// earlier line, approved, was to start.
+func (ap *Approvals) UseScoped(argv []string, dir string, d Decision) (Grant, bool) {
+	if d.Verdict != Ask {
+		return Grant{}, false
+	}
+	now := time.Now
+	if ap.Now != nil {
+		now = ap.Now
+	}
+	t := now()
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	for _, g := range ap.grants {
+		if g.Scope != ScopeOnce && (g.Expires.IsZero() || t.Before(g.Expires)) && g.covers(argv, dir, d) {
+			return g, true
+		}
+	}
+	return Grant{}, false
+}
+
 // MaxGrantTTL bounds how long an approval lasts: a person approving
 // something for a while means the work at hand, not for good.
 const MaxGrantTTL = 24 * time.Hour

@@ -56,7 +56,9 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrProtected, http.StatusForbidden, client.CodeProtected},
 		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},
 		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
+		{daemon.ErrConflict, http.StatusConflict, client.CodeConflict},
 		{daemon.ErrNoTemplate, http.StatusNotFound, client.CodeNotFound},
+		{daemon.ErrApprovalRefused, http.StatusUnprocessableEntity, client.CodeApprovalRefused},
 	} {
 		if errors.Is(err, m.err) {
 			return &client.Error{Status: m.status, Code: m.code, Message: s.scrub(err.Error())}

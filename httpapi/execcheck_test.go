@@ -24,7 +24,7 @@ import (
 func TestRulesHoldInsideScripts(t *testing.T) {
 	var mu sync.Mutex
 	var recs []audit.Decision
-	d := startDaemon(t, daemon.Config{AuditDecision: func(r audit.Decision) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}, nil)
+	d := startDaemon(t, daemon.Config{Audit: decisionSink(func(r audit.Decision) { mu.Lock(); recs = append(recs, r); mu.Unlock() })}, nil)
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, deny, want string

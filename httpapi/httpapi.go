@@ -1,5 +1,8 @@
 // Package httpapi serves a daemon.Manager over HTTP: JSON in and out,
-// exec output streamed as NDJSON, the wire types of package client.
+// exec output streamed as NDJSON (an interactive exec's input read from
+// the same request while it runs), tar archives of workspace directories,
+// a session's audit records as NDJSON or server-sent events, the wire
+// types of package client.
 //
 // It owns the transport's rules: who the tenant is (the peer's uid on a
 // unix socket, a bearer token's tenant over TCP, nothing else), refusing
@@ -7,8 +10,11 @@
 // strictly decoding request bodies (unknown fields refused), and turning
 // every error into {"error":{"code","message"}} with a stable code, a
 // message safe to show and the right status. A panic in a handler becomes
-// a 500 of that form; the daemon keeps serving. What a tenant may do with
-// a session is package daemon's decision, not this one's.
+// a 500 of that form; the daemon keeps serving. It also serves the
+// approvals page (page.go) with its own way in for a browser: a one-time
+// login link, a cookie, a CSRF token, a strict Content-Security-Policy.
+// What a tenant may do with a session or an approval is package daemon's
+// decision, not this one's.
 package httpapi
 
 import (
@@ -45,8 +51,13 @@ type Server struct {
 	// MCP, if set, serves /mcp (package mcpserver's HTTP handler, which
 	// authenticates with Tenant); the origin check applies to it too.
 	MCP http.Handler
+	// WebAddr is the TCP address (host:port) a browser reaches the
+	// approvals page at, for the login links of POST
+	// /v1/approvals/web-login; "" when there is none.
+	WebAddr string
 
 	mux     *http.ServeMux
+	web     webAuth
 	metrics metrics
 }
 
@@ -72,6 +83,17 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/files/stat", (*Server).statFile},
 	{"GET", "/v1/sessions/{id}/files/list", (*Server).listDir},
 	{"GET", "/metrics", (*Server).serveMetrics},
+	{"GET", "/v1/approvals", (*Server).listApprovals},
+	{"GET", "/v1/approvals/{id}", (*Server).getApproval},
+	{"POST", "/v1/approvals/{id}/approve", (*Server).approve},
+	{"POST", "/v1/approvals/{id}/deny", (*Server).deny},
+	{"POST", "/v1/approvals/web-login", (*Server).webLogin},
+	{"GET", "/v1/sessions/{id}/diff", (*Server).diffSession},
+	{"POST", "/v1/sessions/{id}/apply", (*Server).applySession},
+	{"POST", "/v1/sessions/{id}/discard", (*Server).discardSession},
+	{"GET", "/v1/sessions/{id}/events", (*Server).sessionEvents},
+	{"GET", "/v1/sessions/{id}/files/tar", (*Server).downloadTar},
+	{"PUT", "/v1/sessions/{id}/files/tar", (*Server).uploadTar},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.
@@ -141,6 +163,7 @@ func (s *Server) init() {
 	if s.MCP != nil {
 		s.mux.Handle("/mcp", s.MCP)
 	}
+	s.pageRoutes()
 }
 
 // ServeHTTP checks the origin, recovers from panics and routes.
@@ -160,7 +183,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start).String())
 	}()
-	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) {
+	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) && !samePageOrigin(r, o) {
 		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused,
 			Message: "requests from a browser origin are refused (moat serve --allow-origin allows one)"})
 		return

@@ -101,18 +101,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) e
 	if err != nil {
 		return err
 	}
+	if interactiveBody(r) {
+		return s.execInteractive(w, r, sess)
+	}
 	var req client.ExecRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	wall, err := duration("wall", req.Wall)
+	dreq, err := execRequest(&req)
 	if err != nil {
 		return err
 	}
-	if req.Output < 0 {
-		return badRequest("output: %d is negative", req.Output)
-	}
-	dreq := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output}
 	if req.StdinOpen && !req.Background {
 		return badRequest("stdin_open: only a background command keeps its input open")
 	}

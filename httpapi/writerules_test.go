@@ -21,12 +21,13 @@ import (
 // changes: a write, a removal or a directory the rules deny is refused
 // with the stable code "denied" naming the rule, and nothing changes; an
 // ask with nobody to ask is refused the same way; a link inside the
-// workspace does not carry a write past a rule; every refusal is
-// audited. Positive control: a path no rule matches is written.
+// workspace does not carry a write past a rule; a tar upload with one
+// denied path is refused whole; every refusal is audited. Positive
+// control: a path no rule matches is written.
 func TestWriteRules(t *testing.T) {
 	var mu sync.Mutex
 	var recs []audit.Decision
-	d := startDaemon(t, daemon.Config{AuditDecision: func(r audit.Decision) { mu.Lock(); recs = append(recs, r); mu.Unlock() }}, nil)
+	d := startDaemon(t, daemon.Config{Audit: decisionSink(func(r audit.Decision) { mu.Lock(); recs = append(recs, r); mu.Unlock() })}, nil)
 	ctx := context.Background()
 	ws := t.TempDir()
 	for _, dir := range []string{"deploy", "src"} {
@@ -74,14 +75,40 @@ reason = "secrets"
 	if err := d.c.WriteFile(ctx, s.ID, "src/main.go", []byte("package main\n"), 0o644); err != nil {
 		t.Errorf("a write no rule matches: %v", err)
 	}
+	// An upload is decided path by path before anything is written: one
+	// denied path refuses it whole.
+	_, err := d.c.UploadTar(ctx, s.ID, ".", mkTar(t, reg("src/up.txt"), reg("deploy/up.yaml")))
+	denied("tar upload", err, "no-deploy")
+	_, err = d.c.UploadTar(ctx, s.ID, "deploy", mkTar(t, reg("x.txt")))
+	denied("tar upload into a denied directory", err, "no-deploy")
+	for _, p := range []string{"src/up.txt", "deploy/up.yaml", "deploy/x.txt"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s was written by a refused upload", p)
+		}
+	}
+	// Control.
+	if rep, err := d.c.UploadTar(ctx, s.ID, "src", mkTar(t, reg("a/b.txt"))); err != nil || rep.Entries != 1 {
+		t.Errorf("an upload no rule refuses: %+v %v", rep, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(recs) != 4 {
-		t.Fatalf("audit: %d records, want 4: %+v", len(recs), recs)
+	if len(recs) != 6 {
+		t.Fatalf("audit: %d records, want 6: %+v", len(recs), recs)
 	}
 	for _, r := range recs {
 		if r.At != "write" || r.RunID != s.ID || r.Rule == "" || len(r.Command) != 2 {
 			t.Errorf("audit record: %+v", r)
 		}
 	}
+}
+
+// decisionSink is a daemon.AuditSink that hands the decision records
+// to a func.
+type decisionSink func(audit.Decision)
+
+func (f decisionSink) Write(rec any) error {
+	if d, ok := rec.(audit.Decision); ok {
+		f(d)
+	}
+	return nil
 }

@@ -89,7 +89,7 @@ func (s *server) inSandbox(ctx context.Context, stdin []byte, argv ...string) (s
 	}
 	// The rules see the helper as any command; an ask about it is
 	// answered no: the helper is not what the model asked for.
-	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.opts.Approver}, stdio)
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, stdio)
 	if err != nil {
 		return nil, errors.New(refusal(rep, err))
 	}
@@ -380,7 +380,7 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 	}
 	argv = append(argv, "-e", in.Pattern, "--", rel)
 	var out, errb bytes.Buffer
-	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.opts.Approver}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, backend.Stdio{Stdout: &out, Stderr: &errb})
 	if err != nil {
 		return errorResult(refusal(rep, err)), nil, nil
 	}

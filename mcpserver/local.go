@@ -29,6 +29,14 @@ type LocalConfig struct {
 	Policy, Workspace, WorkspaceMode string
 	Options                          Options
 	Logger                           *slog.Logger
+	// Approvals, when set, is called with the session's manager before
+	// serving, which then keeps the asks the client cannot answer as
+	// pending approvals (daemon.Config.Approvals, for ApprovalTimeout)
+	// for the caller to serve to a person (moat mcp --approvals-socket);
+	// the func it returns is called at the end. Nil: such an ask refuses
+	// the command.
+	Approvals       func(*daemon.Manager) (stop func(), err error)
+	ApprovalTimeout time.Duration
 }
 
 // ServeLocal makes a session for cfg in-process, checks that a command
@@ -49,7 +57,8 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	defer os.RemoveAll(dir)
 	m, err := daemon.New(daemon.Config{StateDir: dir, Logger: cfg.Logger,
 		// The connection is the session's life: no expiry cuts it short.
-		TTL: 10 * 365 * 24 * time.Hour, MaxTTL: 10 * 365 * 24 * time.Hour, IdleTimeout: 10 * 365 * 24 * time.Hour})
+		TTL: 10 * 365 * 24 * time.Hour, MaxTTL: 10 * 365 * 24 * time.Hour, IdleTimeout: 10 * 365 * 24 * time.Hour,
+		Approvals: cfg.Approvals != nil, ApprovalTimeout: cfg.ApprovalTimeout})
 	if err != nil {
 		return err
 	}
@@ -60,6 +69,13 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 			err = fmt.Errorf("end the session: %w", e)
 		}
 	}()
+	if cfg.Approvals != nil {
+		stop, err := cfg.Approvals(m)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	tenant := daemon.UIDTenant(os.Geteuid())
 	network := &NetworkLog{}
 	creq := &daemon.CreateRequest{Policy: cfg.Policy, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}

@@ -15,7 +15,8 @@
 // workspace, the tenant's limits) and the sandbox's (package sandbox: the
 // policy's rules, the mounts, the network). An ask of the rules reaches a
 // person through the client (elicitation) when the client offers it, and
-// through Options.Approver otherwise; with neither, the command is
+// through Options.Approver otherwise, or the daemon's pending approvals
+// (moat approve, the approvals page); with none, the command is
 // refused with the rule named. The caller owns the session: it makes it
 // before serving and ends it when the connection ends.
 package mcpserver
@@ -231,12 +232,22 @@ func canElicit(req *mcp.CallToolRequest) bool {
 
 const approveInput = "approve"
 
+// fallback answers the asks the client cannot: Options.Approver, else
+// the session's pending approvals (a daemon's: moat approve, the
+// approvals page), else nobody.
+func (s *server) fallback() sandbox.Approver {
+	if s.opts.Approver != nil {
+		return s.opts.Approver
+	}
+	return s.session().Approver()
+}
+
 // gate decides who answers the asks about action a, whose decision is d:
 // nil and an approver (or none) to run it with, or an input-required
 // result that asks the client's user first.
 func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Decision) (sandbox.Approver, *mcp.CallToolResult) {
 	if d.Verdict != harness.Ask || !canElicit(req) {
-		return s.opts.Approver, nil
+		return s.fallback(), nil
 	}
 	key := actionKey(a)
 	if resp, ok := req.Params.InputResponses[approveInput]; ok && req.Params.RequestState == key {

@@ -52,6 +52,7 @@ func serveStdio(ws string) int {
 
 // env is a session served over an in-memory transport to the SDK's client.
 type env struct {
+	m    *daemon.Manager
 	ws   string
 	sess *daemon.Session
 	cs   *mcp.ClientSession
@@ -66,6 +67,9 @@ type setup struct {
 	elicit func(*mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	// fetcher, when set, makes the fetch tool's requests.
 	fetcher *egress.Fetcher
+	// approvals, when set, makes the daemon keep asks nobody else answers
+	// as pending approvals, for this long.
+	approvals time.Duration
 }
 
 // workspaceDir is a new workspace. Not t.TempDir: its parent is private
@@ -82,7 +86,8 @@ func workspaceDir(t testing.TB) string {
 func start(t testing.TB, s setup) *env {
 	t.Helper()
 	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-"+strings.ReplaceAll(t.Name(), "/", "_"))
-	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Approvals: s.approvals > 0, ApprovalTimeout: s.approvals})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +140,7 @@ func start(t testing.TB, s setup) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return &env{ws: ws, sess: sess, cs: cs}
+	return &env{m: m, ws: ws, sess: sess, cs: cs}
 }
 
 // call calls a tool and returns its text and whether it is an error

@@ -235,6 +235,8 @@ func refusal(rep *sandbox.Report, err error) string {
 		switch rep.Approval {
 		case sandbox.ApprovalNoApprover:
 			return fmt.Sprintf("refused by %s: %s. `%s` needs a person's approval and this client offers no way to ask one (elicitation): ask the user to approve it or to run it themselves.", rule, d.Reason, cmd)
+		case sandbox.ApprovalTimeout:
+			return fmt.Sprintf("not approved in time: `%s` waited for a person's approval (%s: %s) and nobody answered. Do not retry it at once; ask the user to approve it (moat approvals) or what to do instead.", cmd, rule, d.Reason)
 		case sandbox.ApprovalDenied:
 			return fmt.Sprintf("not approved: the user was asked about `%s` (%s: %s) and did not approve it. Do not retry it; ask the user what to do instead.\n(%v)", cmd, rule, d.Reason, err)
 		}

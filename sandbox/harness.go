@@ -76,6 +76,10 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		rec.Outcome = ApprovalTimeout
 		return nil, fmt.Errorf("nobody answered within %s (harness.ask_timeout)", req.Policy.Harness.AskWait())
+	case errors.Is(err, context.DeadlineExceeded):
+		// The approver's own bound (a daemon's) passed first.
+		rec.Outcome = ApprovalTimeout
+		return nil, err
 	case err != nil:
 		rec.Outcome = ApprovalDenied
 		return nil, err
@@ -126,6 +130,14 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 	case harness.Deny:
 		return fmt.Errorf("%w: %s denies %s: %s (change the policy's [[rules]] to allow it)", ErrDenied, what, shellQuote(d.Command), d.Reason)
 	case harness.Ask:
+		// A session's earlier approval for a while (a prefix, the rule)
+		// covers the line without asking again.
+		if g, ok := shared.UseScoped(a.Argv, dir, d); ok {
+			rep.Approval = ApprovalApproved
+			rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
+			grantLine(line, rules, a, g.By)
+			return nil
+		}
 		if req.Approver == nil {
 			rep.Approval, rec.Outcome = ApprovalNoApprover, ApprovalNoApprover
 			return fmt.Errorf("%w: %s asks before %s: %s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), d.Reason)

@@ -82,6 +82,9 @@ Usage:
   moat ps SESSION                     a session's background commands
   moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
   moat mcp [--policy F] [--workspace DIR] [--workspace-mode M]  an MCP server on stdio for any agent (docs/mcp.md)
+  moat approvals [--web]              what waits for your approval in the daemon's sessions (--web: a login link to its page)
+  moat approve [--scope S] [--for D] ID  let it run: once, a command prefix or the rule's asks in the session, for D
+  moat deny [--reason TEXT] ID        refuse it
   moat version
 
 Run 'moat run --help' for the run flags.
@@ -127,6 +130,12 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCp(args[1:], stdout, stderr)
 	case "mcp":
 		return cmdMCP(args[1:], stdin, stdout, stderr)
+	case "approvals":
+		return cmdApprovals(args[1:], stdout, stderr)
+	case "approve":
+		return cmdApprove(args[1:], stderr)
+	case "deny":
+		return cmdDeny(args[1:], stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
@@ -134,7 +143,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, mcp, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, mcp, approvals, approve, deny, version)\n", args[0])
 	return 2
 }
 

@@ -10,9 +10,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
 	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/workspace"
 )
@@ -26,8 +29,10 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	policyFile := fs.String("policy", "", "policy file (default: the workspace's trusted .moat.toml, else the built-in default)")
 	ws := fs.String("workspace", ".", "the workspace directory the session works in")
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
+	approvals := fs.String("approvals-socket", "", "when the client cannot ask its user, keep the rules' asks as pending approvals answered on this unix socket (moat approvals --socket P, moat approve --socket P ID)")
+	approvalTimeout := fs.Duration("approval-timeout", 5*time.Minute, "with --approvals-socket: how long an ask waits for an answer")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay]")
+		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay] [--approvals-socket PATH]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,11 +75,27 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = mcpserver.ServeLocal(ctx, mcpserver.LocalConfig{
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := mcpserver.LocalConfig{
 		StateDir: state, Policy: string(doc), Workspace: dir, WorkspaceMode: *mode,
 		Options: mcpserver.Options{Version: version},
-		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		Logger:  log,
+	}
+	if *approvals != "" {
+		cfg.ApprovalTimeout = *approvalTimeout
+		cfg.Approvals = func(m *daemon.Manager) (func(), error) {
+			// Only this user reaches the socket (mode 0600), as the
+			// session's tenant.
+			l, err := listenUnix(*approvals, 0o600)
+			if err != nil {
+				return nil, fmt.Errorf("--approvals-socket: %w", err)
+			}
+			hs := (&httpapi.Server{Manager: m, StateDir: state, Logger: log}).HTTPServer()
+			go hs.Serve(l)
+			return func() { hs.Close(); os.Remove(*approvals) }, nil
+		}
+	}
+	err = mcpserver.ServeLocal(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	if err != nil {
 		return fail(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/moatbox/moat/audit"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
@@ -52,7 +52,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	var pools stringList
 	fs.Var(&pools, "pool", "NAME=N: keep N sandboxes of template NAME made in advance, with an empty workspace (repeatable)")
 	tenantDisk := fs.String("tenant-disk", "", "bound on the sum of a tenant's sessions' limits.disk, e.g. 20GiB (each session must then set it, and keep its writes off the host: overlay or readonly)")
-	auditFile := fs.String("audit", "", "append the rules' decisions (commands, the programs they start, the files API's changes) to FILE, a hash-chained JSON-lines stream")
+	approvalTimeout := fs.Duration("approval-timeout", 5*time.Minute, "how long an ask waits for a person's answer (moat approve, the approvals page) before it is refused")
+	webhook := fs.String("approval-webhook", "", "POST a JSON notice of each new pending approval to URL")
+	auditFile := fs.String("audit", "", "append the sessions' rule decisions (commands, the programs they start, the files API's changes) and the approvals' outcomes to FILE (hash-chained JSON lines)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,23 +111,24 @@ func cmdServe(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
+	if *approvalTimeout <= 0 {
+		fmt.Fprintln(stderr, "moat serve: --approval-timeout must be positive")
+		return 2
+	}
 	state, err := workspace.StateDir()
 	if err != nil {
 		return fail(err)
 	}
 	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
-		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota)}
+		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota),
+		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook}
 	if *auditFile != "" {
 		aw, err := audit.Open(*auditFile)
 		if err != nil {
 			return fail(err)
 		}
-		defer func() {
-			if err := aw.Close(); err != nil {
-				fmt.Fprintf(stderr, "moat serve: %v\n", err)
-			}
-		}()
-		cfg.AuditDecision = func(d audit.Decision) { aw.Write(d) }
+		defer aw.Close()
+		cfg.Audit = aw
 	}
 	m, err := daemon.New(cfg)
 	if err != nil {
@@ -155,6 +158,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 		listeners = append(listeners, tl)
+		srv.WebAddr = tl.Addr().String()
 	}
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {

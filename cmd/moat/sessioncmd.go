@@ -50,7 +50,7 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 
 func cmdSession(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "moat session: want create, ls or rm")
+		fmt.Fprintln(stderr, "moat session: want create, ls, rm, diff, apply, discard, events")
 		return 2
 	}
 	switch args[0] {
@@ -60,8 +60,12 @@ func cmdSession(args []string, stdout, stderr io.Writer) int {
 		return cmdSessionList(args[1:], stdout, stderr)
 	case "rm":
 		return cmdSessionRemove(args[1:], stderr)
+	case "diff", "apply", "discard":
+		return cmdSessionReview(args[0], args[1:], stdout, stderr)
+	case "events":
+		return cmdSessionEvents(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls or rm)\n", args[0])
+	fmt.Fprintf(stderr, "moat session: unknown command %q (want create, ls, rm, diff, apply, discard, events)\n", args[0])
 	return 2
 }
 
@@ -190,6 +194,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	wall := fs.String("wall", "", "wall-time limit for this command, below the policy's")
 	input := fs.Bool("i", false, "send moat's standard input (read to its end first) to the command")
 	detach := fs.Bool("d", false, "run in the background and print the process id (see moat ps)")
+	tty := fs.Bool("t", false, "give the command a terminal, relaying moat's (raw mode, window size)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -210,8 +215,15 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		req.Stdin = string(data)
 	}
+	if *tty && (*detach || *input) {
+		fmt.Fprintln(stderr, "moat exec: -t relays the terminal; it does not go with -d or -i")
+		return 2
+	}
 	c := connect(*sock)
 	defer c.Close()
+	if *tty {
+		return execTTY(c, rest[0], req, stdin, stdout, stderr)
+	}
 	if *detach {
 		p, err := c.Start(context.Background(), rest[0], req)
 		if err != nil {
@@ -267,9 +279,10 @@ func cmdPs(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cmdCp is moat cp: one file between the host and a session's workspace,
-// SESSION:PATH naming the session's side (PATH relative to its
-// workspace).
+// cmdCp is moat cp: a file or a directory between the host and a
+// session's workspace, SESSION:PATH naming the session's side (PATH
+// relative to its workspace). A directory's contents go into the
+// directory named on the other side, made when missing.
 func cmdCp(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -278,7 +291,7 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 2 {
-		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTFILE | HOSTFILE SESSION:PATH  (HOSTFILE - is standard output)")
+		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTPATH | HOSTPATH SESSION:PATH  (a file or a directory; HOSTPATH - is standard output, a directory as tar)")
 		return 2
 	}
 	src, dst := fs.Arg(0), fs.Arg(1)
@@ -297,6 +310,9 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx := context.Background()
 	if fromSession {
+		if fi, err := c.Stat(ctx, sid, spath); err == nil && fi.Type == "dir" {
+			return cpDirFrom(c, sid, spath, dst, stdout, stderr)
+		}
 		data, err := c.ReadFile(ctx, sid, spath)
 		if err != nil {
 			return apiFail(stderr, "cp", err, "")
@@ -312,6 +328,9 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fi, err := os.Stat(src)
+	if err == nil && fi.IsDir() {
+		return cpDirTo(c, src, did, dpath, stderr)
+	}
 	if err == nil && !fi.Mode().IsRegular() {
 		err = fmt.Errorf("%s is not a regular file", src)
 	}

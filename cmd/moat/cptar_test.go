@@ -1,0 +1,49 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCpDirectories: moat cp copies a directory into a session and back,
+// links as links; a session directory that holds a link out of the
+// workspace comes back as that link, not what it points to.
+func TestCpDirectories(t *testing.T) {
+	sock, _ := startServe(t)
+	dir := t.TempDir()
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("session create: %d %q", code, errs)
+	}
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
+	os.WriteFile(filepath.Join(src, "sub/a"), []byte("alpha"), 0o600)
+	os.Symlink("sub/a", filepath.Join(src, "link"))
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, src, id+":in/copy"); code != 0 {
+		t.Fatalf("cp to the session: %d %q", code, errs)
+	}
+	if code, out, _ := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", "cat in/copy/link; readlink in/copy/link; ln -s /etc in/copy/etc"); code != 0 || out != "alphasub/a\n" {
+		t.Errorf("the session sees %d %q", code, out)
+	}
+	back := filepath.Join(dir, "back")
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":in", back); code != 0 {
+		t.Fatalf("cp from the session: %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(back, "copy/sub/a")); string(b) != "alpha" {
+		t.Errorf("copied back: %q", b)
+	}
+	if l, _ := os.Readlink(filepath.Join(back, "copy/etc")); l != "/etc" {
+		t.Errorf("the link out came back as %q", l)
+	}
+	if fi, err := os.Stat(filepath.Join(back, "copy/sub/a")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode: %v %v", fi, err)
+	}
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, "/nonexistent-dir", id+":x"); code != exitMoatError || !strings.Contains(errs, "nonexistent") {
+		t.Errorf("cp of a missing host path: %d %q", code, errs)
+	}
+}

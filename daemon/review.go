@@ -1,0 +1,238 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/moatbox/moat/workspace"
+)
+
+// The review of an overlay or copy session: its change set's diff, its
+// apply into the real workspace, its discard. They act on the change set
+// once nothing can write it, so a review of a live session ends it first
+// (its commands are killed, as by Delete): a command still running could
+// otherwise change what is shown, or swap a directory of the change set
+// for a link while the daemon reads or applies through it. The change set
+// of a session that ended (reviewed; or deleted, expired, when its
+// workspace is the tenant's) stays reviewable by its tenant until applied
+// or discarded, while this daemon runs; moat apply and moat discard reach
+// it on the host after that.
+//
+// Apply is workspace.Apply: it refuses protected paths and paths the host
+// changed, applying nothing, unless forced path by path, as moat apply
+// does.
+//
+// The daemon reads and writes the workspace with its own rights, through
+// paths. It does so only where those rights are the workspace owner's
+// (the daemon's user owns the workspace): a daemon running as root would
+// otherwise read or write wherever a link the owner planted leads.
+
+// ErrConflict: an apply refused because the host changed the paths it
+// would write since the session began.
+var ErrConflict = errors.New("the workspace changed on the host")
+
+// maxReviews bounds the ended sessions' change sets kept per tenant; the
+// oldest is forgotten first (its change set stays on disk).
+const maxReviews = 32
+
+type review struct {
+	tenant    string
+	session   string
+	changeSet string
+	owner     int // the workspace's owner
+	// temp is the workspace the daemon made for the session, kept as the
+	// change set's lower layer until the review is forgotten. Nobody
+	// reaches it on the host (it is in the daemon's state directory), so
+	// the daemon reviews it whoever owns it.
+	temp string
+}
+
+// keepReview keeps the change set of s, an ended session, for review,
+// and says whether it did. A session in a workspace the daemon made is
+// kept only when a review ends it (reviewing): its workspace, the change
+// set's lower layer, is kept with it; one deleted or expired leaves
+// nothing of the daemon's behind (its change set stays, as every change
+// set does, for moat apply and moat discard on the host).
+func (m *Manager) keepReview(s *Session, reviewing bool) bool {
+	cs := s.ChangeSet()
+	if cs == "" || (s.TempWorkspace && !reviewing) {
+		return false
+	}
+	r := &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: -1}
+	if fi, err := os.Stat(s.Workspace); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			r.owner = int(st.Uid)
+		}
+	}
+	if s.TempWorkspace {
+		r.temp = s.Workspace
+	}
+	m.mu.Lock()
+	var evicted *review
+	n := 0
+	for i := len(m.reviews) - 1; i >= 0; i-- {
+		if m.reviews[i].tenant == s.Tenant.ID {
+			if n++; n >= maxReviews && evicted == nil {
+				evicted = m.reviews[i]
+				m.reviews = append(m.reviews[:i], m.reviews[i+1:]...)
+			}
+		}
+	}
+	m.reviews = append(m.reviews, r)
+	m.mu.Unlock()
+	if evicted != nil {
+		m.dropReview(evicted)
+	}
+	return true
+}
+
+// dropReview removes what a forgotten review kept: the daemon's
+// workspace (the change set stays, for moat apply on the host).
+func (m *Manager) dropReview(r *review) {
+	if r.temp != "" && m.ownWorkspace(r.temp) {
+		if err := removeAll(r.temp); err != nil {
+			m.log.Error("remove reviewed workspace", "session", r.session, "err", err)
+		}
+	}
+}
+
+// forgetReviews forgets every review (the daemon is ending).
+func (m *Manager) forgetReviews() {
+	m.mu.Lock()
+	all := m.reviews
+	m.reviews = nil
+	m.mu.Unlock()
+	for _, r := range all {
+		m.dropReview(r)
+	}
+}
+
+// reviewed ends the tenant's session id if it is live, and returns its
+// change set's review.
+func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, error) {
+	if s, err := m.Get(t, id); err == nil {
+		if s.ChangeSet() == "" {
+			return nil, fmt.Errorf("%w: a %s session has no change set to review (overlay and copy sessions do)", ErrUnsupportedMode, s.WorkspaceMode)
+		}
+		if err := m.endFor(ctx, s, true); err != nil {
+			return nil, err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.reviews {
+		if r.tenant == t.ID && r.session == id {
+			if r.temp == "" && r.owner != os.Geteuid() {
+				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it)",
+					ErrUnsupportedMode, r.changeSet, r.changeSet)
+			}
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q (or its change set was applied or discarded)", ErrNotFound, id)
+}
+
+func (m *Manager) forgetReview(r *review) {
+	m.mu.Lock()
+	for i, o := range m.reviews {
+		if o == r {
+			m.reviews = append(m.reviews[:i], m.reviews[i+1:]...)
+			break
+		}
+	}
+	m.mu.Unlock()
+	m.dropReview(r)
+}
+
+func openReview(r *review) (*workspace.ChangeSet, error) {
+	cs, err := workspace.Open(r.changeSet)
+	if errors.Is(err, workspace.ErrNotFound) {
+		return nil, fmt.Errorf("%w: the change set of session %s is gone (applied or discarded on the host)", ErrNotFound, r.session)
+	}
+	return cs, err
+}
+
+// Diff ends the tenant's overlay or copy session id if it is live, and
+// writes the diff of its change set to w.
+func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, opts workspace.DiffOptions) error {
+	r, err := m.reviewed(ctx, t, id)
+	if err != nil {
+		return err
+	}
+	cs, err := openReview(r)
+	if err != nil {
+		return err
+	}
+	changes, err := cs.Changes()
+	if err != nil {
+		return err
+	}
+	return cs.WriteDiff(w, changes, opts)
+}
+
+// Apply ends the tenant's overlay or copy session id if it is live, and
+// applies its change set to the real workspace (workspace.Apply: paths
+// select, force overrides). Applied in full and without keep, the change
+// set is discarded. A refusal (ErrProtected, ErrConflict) applies nothing
+// and keeps it, with the Report saying why.
+func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force []string, keep bool) (workspace.Report, error) {
+	for _, p := range append(append([]string(nil), paths...), force...) {
+		if _, err := cleanRel(p); err != nil {
+			return workspace.Report{}, err
+		}
+	}
+	r, err := m.reviewed(ctx, t, id)
+	if err != nil {
+		return workspace.Report{}, err
+	}
+	cs, err := openReview(r)
+	if err != nil {
+		return workspace.Report{}, err
+	}
+	rep, err := cs.Apply(paths, force)
+	switch {
+	case errors.Is(err, workspace.ErrProtected):
+		return rep, fmt.Errorf("%w: nothing applied: %d changes touch files that tools run or read on the host; force them path by path after review", ErrProtected, len(rep.Protected))
+	case errors.Is(err, workspace.ErrConflict):
+		return rep, fmt.Errorf("%w: nothing applied: %d paths changed on the host since the session began; force them path by path after review", ErrConflict, len(rep.Conflicts))
+	case errors.Is(err, workspace.ErrBusy):
+		return rep, fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
+	case err != nil:
+		// A path that selects no change; the workspace's own errors name
+		// only the tenant's workspace and change set.
+		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if len(paths) == 0 && !keep {
+		if err := cs.Discard(); err != nil {
+			return rep, fmt.Errorf("applied, but the change set could not be discarded: %w", err)
+		}
+		m.forgetReview(r)
+	}
+	return rep, nil
+}
+
+// Discard ends the tenant's overlay or copy session id if it is live, and
+// removes its change set.
+func (m *Manager) Discard(ctx context.Context, t Tenant, id string) error {
+	r, err := m.reviewed(ctx, t, id)
+	if err != nil {
+		return err
+	}
+	cs, err := openReview(r)
+	if err != nil {
+		m.forgetReview(r)
+		return err
+	}
+	if err := cs.Discard(); err != nil {
+		if errors.Is(err, workspace.ErrBusy) {
+			return fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
+		}
+		return err
+	}
+	m.forgetReview(r)
+	return nil
+}

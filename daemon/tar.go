@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"archive/tar"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// Tar upload and download of a workspace directory (tar_linux.go). An
+// upload is checked whole before anything is written: every entry's
+// name must stay beneath the directory (no absolute name, no `..`), be
+// no protected path, and be a regular file, a directory or a symbolic
+// link whose target stays in the workspace; no device, fifo, hard link or
+// set-id entry; at most MaxTarEntries entries and MaxTarBytes bytes. A
+// bad entry refuses the request and nothing is written. Then each entry
+// lands as WriteFile's do (resolved beneath the root, atomically, owned
+// by the workspace's owner), so a failure partway leaves whole files
+// only. A download never follows a link: links are entries of their own.
+
+// MaxTarBytes bounds an uploaded tar, and the files of a downloaded one.
+const MaxTarBytes = 256 << 20
+
+// MaxTarEntries bounds the entries of a tar, both ways.
+const MaxTarEntries = 10000
+
+// TarReport is what an upload wrote.
+type TarReport struct {
+	Entries int
+	Bytes   int64
+}
+
+// tarEntry is a checked entry of an upload: its name relative to the
+// workspace root.
+type tarEntry struct {
+	rel    string
+	typ    byte // tar.TypeReg, TypeDir or TypeSymlink
+	mode   fs.FileMode
+	target string
+	size   int64
+}
+
+// checkTarEntry checks one header of an upload into dir (clean, relative
+// to the root) and returns the entry, or nil for one to skip (the
+// directory itself, "./").
+func (s *Session) checkTarEntry(dir string, h *tar.Header) (*tarEntry, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: tar entry %q: %s", ErrBadRequest, h.Name, why)
+	}
+	if strings.HasPrefix(h.Name, "/") {
+		return nil, bad("an absolute name")
+	}
+	if strings.ContainsRune(h.Name, 0) {
+		return nil, bad("a NUL byte in its name")
+	}
+	name := strings.TrimPrefix(h.Name, "./")
+	if strings.TrimSuffix(name, "/") == "" || name == "." {
+		if h.Typeflag == tar.TypeDir {
+			return nil, nil // the directory itself
+		}
+		return nil, bad("an empty name")
+	}
+	for _, c := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
+		if c == ".." {
+			return nil, bad("a \"..\" component")
+		}
+	}
+	// The file type bits some archivers put in the mode are ignored; the
+	// set-id bits refuse the entry.
+	if h.Mode&0o6000 != 0 || h.Mode&^0o177777 != 0 {
+		return nil, bad("set-id or unknown mode bits")
+	}
+	rel := joinRel(dir, path.Clean(name))
+	e := &tarEntry{rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
+	switch h.Typeflag {
+	case tar.TypeReg:
+		e.typ = tar.TypeReg
+	case tar.TypeDir:
+		e.typ = tar.TypeDir
+	case tar.TypeSymlink:
+		e.typ, e.target = tar.TypeSymlink, h.Linkname
+		if h.Linkname == "" || strings.HasPrefix(h.Linkname, "/") || strings.ContainsRune(h.Linkname, 0) {
+			return nil, bad("a link to an absolute or empty target")
+		}
+		if t := path.Join(path.Dir(rel), h.Linkname); t == ".." || strings.HasPrefix(t, "../") {
+			return nil, bad("a link that leads out of the workspace")
+		}
+	case tar.TypeLink:
+		return nil, bad("a hard link (send the file itself)")
+	default:
+		return nil, bad("a device, fifo or other special file")
+	}
+	if e.typ != tar.TypeReg {
+		e.size = 0
+	}
+	if s.protected(rel) {
+		return nil, fmt.Errorf("%w: tar entry %q: %q is protected: host tools run or read it", ErrProtected, h.Name, rel)
+	}
+	return e, nil
+}

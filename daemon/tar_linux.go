@@ -1,0 +1,385 @@
+package daemon
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// Untar writes the tar archive r into the directory dir of the workspace
+// (made with its parents when missing). See tar.go for what it refuses.
+//
+// The policy's write rules decide every path it would make (dir and its
+// parents, each entry and the directories on its way) before anything
+// is written: one refused refuses the upload. ctx bounds an ask and
+// carries its approver (WithApprover).
+func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarReport, error) {
+	dir, err := cleanRel(dir)
+	if err == nil {
+		err = s.filesAllowed(true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if dir != "." && s.protected(dir) {
+		return nil, fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, dir)
+	}
+	s.touch()
+	// The archive is kept whole before anything is written, so that every
+	// entry is checked first; in an unlinked file of the daemon's, which
+	// nothing can leave behind.
+	spool, err := os.CreateTemp(s.m.dir, "upload-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(spool.Name())
+	defer spool.Close()
+	n, err := io.Copy(spool, io.LimitReader(r, MaxTarBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the archive: %w", ErrBadRequest, err)
+	}
+	if n > MaxTarBytes {
+		return nil, fmt.Errorf("%w: the archive is over %d bytes", ErrQuota, MaxTarBytes)
+	}
+	var entries []*tarEntry
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(spool)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: not a valid tar archive: %v", ErrBadRequest, err)
+		}
+		e, err := s.checkTarEntry(dir, h)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			continue
+		}
+		if len(entries) == MaxTarEntries {
+			return nil, fmt.Errorf("%w: the archive has over %d entries", ErrQuota, MaxTarEntries)
+		}
+		entries = append(entries, e)
+	}
+	decided, err := s.decideTar(ctx, dir, entries)
+	if err != nil {
+		return nil, err
+	}
+
+	done, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := s.mkdirAll(dir, decided); err != nil {
+		return nil, err
+	}
+	spool.Seek(0, io.SeekStart)
+	tr = tar.NewReader(spool)
+	rep := &TarReport{}
+	for _, e := range entries {
+		// The entries come in the archive's order; skipped ones too.
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				return rep, fmt.Errorf("%w: the archive changed while read", ErrBadRequest)
+			}
+			if c, _ := s.checkTarEntry(dir, h); c != nil {
+				break
+			}
+		}
+		if err := s.mkdirAll(path.Dir(e.rel), decided); err != nil {
+			return rep, err
+		}
+		switch e.typ {
+		case tar.TypeDir:
+			err = s.mkdirAll(e.rel, decided)
+			if err == nil {
+				err = s.chmodBeneath(e.rel, e.mode)
+			}
+		case tar.TypeSymlink:
+			err = s.place(e.rel, decided[e.rel], func(dir *os.File, tmp string) error {
+				return unix.Symlinkat(e.target, int(dir.Fd()), tmp)
+			})
+		default:
+			err = s.place(e.rel, decided[e.rel], func(dir *os.File, tmp string) error {
+				fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.mode))
+				if err != nil {
+					return err
+				}
+				f := os.NewFile(uintptr(fd), tmp)
+				defer f.Close()
+				if _, err := io.CopyN(f, tr, e.size); err != nil {
+					return err
+				}
+				if err := f.Chmod(e.mode); err != nil { // the umask does not decide
+					return err
+				}
+				return f.Close()
+			})
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Entries++
+		rep.Bytes += e.size
+	}
+	return rep, nil
+}
+
+// place makes rel atomically: make writes a new entry named tmp in rel's
+// directory, which is then owned by the workspace's owner and renamed
+// over rel. rel's real place is checked against the protected paths, and
+// against the write rules, which decided rel with d.
+func (s *Session) place(rel string, d harness.Decision, make func(dir *os.File, tmp string) error) (err error) {
+	dir, base, dirRel, err := s.parent(rel)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if s.protected(joinRel(dirRel, base)) {
+		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	if err := s.followWrite(sandbox.WriteFile, rel, joinRel(dirRel, base), d); err != nil {
+		return err
+	}
+	tmp := ".moat-write-" + newID()
+	if err := make(dir, tmp); err != nil {
+		unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		return s.pathError(rel, err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Unlinkat(int(dir.Fd()), tmp, 0)
+		}
+	}()
+	if os.Geteuid() == 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
+			return err
+		}
+		if err := unix.Fchownat(int(dir.Fd()), tmp, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), base); err != nil {
+		return s.pathError(rel, err)
+	}
+	return nil
+}
+
+// mkdirAll makes the directory rel and its missing parents, as Mkdir,
+// each decided by the write rules already (decided).
+func (s *Session) mkdirAll(rel string, decided map[string]harness.Decision) error {
+	if rel == "." {
+		return nil
+	}
+	p := "."
+	for _, c := range strings.Split(rel, "/") {
+		p = joinRel(p, c)
+		if _, err := s.writable(p); err != nil {
+			return err
+		}
+		if err := s.mkdir(p, decided[p]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideTar decides by the write rules every path an upload of entries
+// into dir makes, before it makes any: each directory on the way as a
+// mkdir, each entry as a write (a directory entry as a mkdir). It
+// returns each path's decision, for the links met while writing.
+func (s *Session) decideTar(ctx context.Context, dir string, entries []*tarEntry) (map[string]harness.Decision, error) {
+	ops := map[string]string{}
+	dirs := func(rel string) {
+		for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+			if _, ok := ops[p]; !ok {
+				ops[p] = sandbox.WriteMkdir
+			}
+		}
+	}
+	dirs(dir)
+	for _, e := range entries {
+		dirs(path.Dir(e.rel))
+		if e.typ == tar.TypeDir {
+			dirs(e.rel)
+		} else {
+			ops[e.rel] = sandbox.WriteFile
+		}
+	}
+	paths := make([]string, 0, len(ops))
+	for p := range ops {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	decided := make(map[string]harness.Decision, len(paths))
+	for _, p := range paths {
+		d, err := s.checkWrite(ctx, ops[p], p)
+		if err != nil {
+			return nil, err
+		}
+		decided[p] = d
+	}
+	return decided, nil
+}
+
+// chmodBeneath sets the permission bits of the directory rel.
+func (s *Session) chmodBeneath(rel string, mode fs.FileMode) error {
+	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Chmod(mode | 0o700) // the owner keeps its way in
+}
+
+// Tar writes the directory dir of the workspace to w as a tar archive:
+// regular files, directories and symbolic links (as links, never
+// followed); other files are left out. Past MaxTarEntries entries or
+// MaxTarBytes bytes of files it stops with ErrQuota.
+func (s *Session) Tar(dir string, w io.Writer) error {
+	dir, err := cleanRel(dir)
+	if err == nil {
+		err = s.filesAllowed(false)
+	}
+	if err != nil {
+		return err
+	}
+	s.touch()
+	done, err := s.useRoot()
+	if err != nil {
+		return err
+	}
+	defer done()
+	d, err := s.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	tw := tar.NewWriter(w)
+	t := &tarWalk{s: s, tw: tw}
+	if err := t.dir(d, ""); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+type tarWalk struct {
+	s       *Session
+	tw      *tar.Writer
+	entries int
+	bytes   int64
+}
+
+// dir writes the entries of the open directory d, named below prefix.
+func (t *tarWalk) dir(d *os.File, prefix string) error {
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		name := prefix + n
+		var st unix.Stat_t
+		if err := unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // removed meanwhile
+		}
+		if t.entries++; t.entries > MaxTarEntries {
+			return fmt.Errorf("%w: the directory has over %d entries", ErrQuota, MaxTarEntries)
+		}
+		h := &tar.Header{Name: name, Mode: int64(st.Mode & 0o777), ModTime: time.Unix(st.Mtim.Unix()), Format: tar.FormatPAX}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			h.Typeflag, h.Name = tar.TypeDir, name+"/"
+			sub, err := openAt(d, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+			if err != nil {
+				continue
+			}
+			err = t.tw.WriteHeader(h)
+			if err == nil {
+				err = t.dir(sub, name+"/")
+			}
+			sub.Close()
+			if err != nil {
+				return err
+			}
+		case unix.S_IFLNK:
+			buf := make([]byte, unix.PathMax)
+			k, err := unix.Readlinkat(int(d.Fd()), n, buf)
+			if err != nil {
+				continue
+			}
+			h.Typeflag, h.Linkname = tar.TypeSymlink, string(buf[:k])
+			if err := t.tw.WriteHeader(h); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			f, err := openAt(d, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+			if err != nil {
+				continue
+			}
+			err = t.file(f, h)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// file writes a regular file, with the size it has when opened.
+func (t *tarWalk) file(f *os.File, h *tar.Header) error {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if t.bytes += fi.Size(); t.bytes > MaxTarBytes {
+		return fmt.Errorf("%w: the directory holds over %d bytes", ErrQuota, MaxTarBytes)
+	}
+	h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+	if err := t.tw.WriteHeader(h); err != nil {
+		return err
+	}
+	// A file that shrank meanwhile is padded with zeros, one that grew is
+	// cut: the header's size holds.
+	n, err := io.CopyN(t.tw, f, fi.Size())
+	if errors.Is(err, io.EOF) {
+		_, err = io.CopyN(t.tw, zeros{}, fi.Size()-n)
+	}
+	return err
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func openAt(d *os.File, name string, flags int) (*os.File, error) {
+	fd, err := unix.Openat(int(d.Fd()), name, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}

@@ -1,0 +1,321 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
+)
+
+const shipPolicy = `
+[[rules]]
+name = "ship"
+match = { command = ["echo", "ship"] }
+decision = "ask"
+reason = "shipping leaves this machine"
+`
+
+type memAudit struct {
+	mu   sync.Mutex
+	recs []any
+}
+
+func (a *memAudit) Write(v any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, v)
+	return nil
+}
+
+type execResult struct {
+	out string
+	rep *client.ExitReport
+	err error
+}
+
+// execAsync runs argv in session id in the background.
+func execAsync(c *client.Client, id string, argv ...string) chan execResult {
+	ch := make(chan execResult, 1)
+	go func() {
+		var out bytes.Buffer
+		rep, err := c.Exec(context.Background(), id, &client.ExecRequest{Args: argv}, &out, &out)
+		ch <- execResult{out.String(), rep, err}
+	}()
+	return ch
+}
+
+// waitApproval waits for the pending approval of argv.
+func waitApproval(t *testing.T, c *client.Client, argv ...string) client.Approval {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		list, err := c.Approvals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			if slices.Equal(a.Command, argv) {
+				return a
+			}
+		}
+	}
+	t.Fatalf("no pending approval of %q", argv)
+	return client.Approval{}
+}
+
+func TestApprovalsThroughTheAPI(t *testing.T) {
+	rec := &memAudit{}
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second, Audit: rec}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+
+	// An ask waits; approved once, the command runs.
+	res := execAsync(d.c, s.ID, "echo", "ship", "it")
+	a := waitApproval(t, d.c, "echo", "ship", "it")
+	if a.Session != s.ID || !strings.Contains(a.Rule, "ship") || a.Reason != "shipping leaves this machine" || a.Dir == "" || a.Network {
+		t.Errorf("approval: %+v", a)
+	}
+	if got, err := d.c.Approval(ctx, a.ID); err != nil || got.ID != a.ID {
+		t.Errorf("get: %+v %v", got, err)
+	}
+	for _, bad := range []struct {
+		req  client.ApproveRequest
+		code string
+	}{
+		{client.ApproveRequest{Scope: "always"}, client.CodeBadRequest},
+		{client.ApproveRequest{Scope: "prefix", For: "soon"}, client.CodeBadRequest},
+		{client.ApproveRequest{Scope: "prefix", Prefix: []string{"echo", "shipit"}, For: "1m"}, client.CodeApprovalRefused},
+		{client.ApproveRequest{Scope: "session", For: "100h"}, client.CodeApprovalRefused},
+	} {
+		if err := d.c.Approve(ctx, a.ID, &bad.req); apiCode(err) != bad.code {
+			t.Errorf("approve %+v: %v, want %s", bad.req, err, bad.code)
+		}
+	}
+	if err := d.c.Approve(ctx, a.ID, &client.ApproveRequest{Why: "release day"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.err != nil || r.rep.ExitCode != 0 || r.out != "ship it\n" {
+		t.Fatalf("approved exec: %+v %v", r.rep, r.err)
+	}
+	if err := d.c.Approve(ctx, a.ID, &client.ApproveRequest{}); apiCode(err) != client.CodeNotFound {
+		t.Errorf("approved twice: %v", err)
+	}
+
+	// Once is once: the same command asks again; denied, it fails with
+	// the rule and the reason.
+	res = execAsync(d.c, s.ID, "echo", "ship", "it")
+	a = waitApproval(t, d.c, "echo", "ship", "it")
+	if err := d.c.Deny(ctx, a.ID, &client.DenyRequest{Why: "not today"}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-res
+	if r.err != nil || r.rep.Reason != "denied" || r.out != "" || !strings.Contains(r.rep.Error, "ship") || !strings.Contains(r.rep.Error, "not today") {
+		t.Fatalf("denied exec: %+v %v", r.rep, r.err)
+	}
+
+	// A prefix approval covers what begins with it until it expires.
+	res = execAsync(d.c, s.ID, "echo", "ship", "one")
+	a = waitApproval(t, d.c, "echo", "ship", "one")
+	if err := d.c.Approve(ctx, a.ID, &client.ApproveRequest{Scope: "prefix", Prefix: []string{"echo", "ship"}, For: "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.out != "ship one\n" {
+		t.Fatalf("prefix-approved exec: %+v %v", r.rep, r.err)
+	}
+	out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "ship", "two"}})
+	if out != "ship two\n" || rep.ExitCode != 0 {
+		t.Errorf("covered by the prefix: %q %+v", out, rep)
+	}
+
+	rec.mu.Lock()
+	var outcomes []string
+	for _, r := range rec.recs {
+		switch r := r.(type) {
+		case audit.Approval:
+			outcomes = append(outcomes, "approval "+r.Outcome+" "+r.Scope+" "+r.Why)
+		case audit.Decision:
+			if strings.HasPrefix(r.Approver, "uid:") {
+				r.Approver = "uid" // the daemon's own user, who asked
+			}
+			outcomes = append(outcomes, "decision "+r.Outcome+" "+r.Approver+" "+r.Scope)
+		}
+	}
+	rec.mu.Unlock()
+	want := []string{
+		"approval approved once release day", "decision approved api once",
+		"approval denied  not today", "decision denied api ",
+		"approval approved prefix ", "decision approved api prefix",
+		"decision approved uid prefix",
+	}
+	if strings.Join(outcomes, "\n") != strings.Join(want, "\n") {
+		t.Errorf("audit:\n%s\nwant\n%s", strings.Join(outcomes, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestApprovalTimesOut(t *testing.T) {
+	rec := &memAudit{}
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 300 * time.Millisecond, Audit: rec}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	r := <-execAsync(d.c, s.ID, "echo", "ship")
+	if r.err != nil || r.rep.Reason != "denied" || !strings.Contains(r.rep.Error, "nobody answered") {
+		t.Fatalf("timed out: %+v %v", r.rep, r.err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var outcomes []string
+	for _, r := range rec.recs {
+		switch r := r.(type) {
+		case audit.Approval:
+			outcomes = append(outcomes, "approval "+r.Outcome)
+		case audit.Decision:
+			outcomes = append(outcomes, "decision "+r.Outcome)
+		}
+	}
+	if strings.Join(outcomes, ", ") != "approval timeout, decision timeout" {
+		t.Errorf("audit: %q", outcomes)
+	}
+}
+
+// pageClient is a browser's requests to the approvals page: its cookie
+// jar, its origin.
+type pageClient struct {
+	t      *testing.T
+	base   string
+	origin string
+	cookie string
+	csrf   string
+}
+
+func (p *pageClient) do(method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header) {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rd)
+	if p.origin != "" {
+		req.Header.Set("Origin", p.origin)
+	}
+	if p.cookie != "" {
+		req.Header.Set("Cookie", p.cookie)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out, resp.Header
+}
+
+func TestApprovalsPageAuth(t *testing.T) {
+	d := startDaemon(t, daemon.Config{Approvals: true}, &httpapi.Tokens{})
+	d.srv.WebAddr = d.tcp
+	self := "http://" + d.tcp
+	p := &pageClient{t: t, base: self}
+
+	// The page itself is public and locked down.
+	st, _, h := p.do("GET", "/approvals", nil, nil)
+	if st != 200 || !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") ||
+		!strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") || h.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("page: %d %v", st, h)
+	}
+	if st, _, _ := p.do("GET", "/approvals/state", nil, nil); st != 401 {
+		t.Errorf("state without a login: %d", st)
+	}
+
+	l, err := d.c.WebLogin(context.Background())
+	if err != nil || !strings.HasPrefix(l.URL, self+"/approvals#code=") || l.Code == "" {
+		t.Fatalf("web login: %+v %v", l, err)
+	}
+	// Another origin, or none, cannot log in with it.
+	p.origin = "http://evil.example"
+	if st, _, _ := p.do("POST", "/approvals/login", map[string]string{"code": l.Code}, nil); st != 403 {
+		t.Errorf("login from another origin: %d", st)
+	}
+	p.origin = ""
+	if st, _, _ := p.do("POST", "/approvals/login", map[string]string{"code": l.Code}, nil); st != 403 {
+		t.Errorf("login without an origin: %d", st)
+	}
+	p.origin = self
+	if st, _, _ := p.do("POST", "/approvals/login", map[string]string{"code": "00" + l.Code[2:]}, nil); st != 401 {
+		t.Errorf("login with a wrong code: %d", st)
+	}
+	st, body, h := p.do("POST", "/approvals/login", map[string]string{"code": l.Code}, nil)
+	if st != 200 {
+		t.Fatalf("login: %d %v", st, body)
+	}
+	ck := h.Get("Set-Cookie")
+	if !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") || !strings.Contains(ck, "Path=/approvals") {
+		t.Errorf("cookie: %s", ck)
+	}
+	p.cookie, _, _ = strings.Cut(ck, ";")
+	p.csrf = body["csrf"].(string)
+	if st, _, _ := p.do("POST", "/approvals/login", map[string]string{"code": l.Code}, nil); st != 401 {
+		t.Errorf("a login code used twice: %d", st)
+	}
+
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	res := execAsync(d.c, s.ID, "echo", "ship", "<b>x</b>")
+	a := waitApproval(t, d.c, "echo", "ship", "<b>x</b>")
+	st, body, _ = p.do("GET", "/approvals/state", nil, nil)
+	if list, _ := body["approvals"].([]any); st != 200 || len(list) != 1 {
+		t.Fatalf("state: %d %v", st, body)
+	}
+	// The same cookie at another Host name is no session (a name rebound
+	// to the daemon's address).
+	p.origin = ""
+	if st, _, _ := p.do("GET", "/approvals/state", nil, map[string]string{"Host": "rebound.example"}); st != 401 {
+		t.Errorf("state at another host: %d", st)
+	}
+	p.origin = self
+	// A POST needs the CSRF token and the page's origin.
+	if st, _, _ := p.do("POST", "/approvals/"+a.ID+"/approve", map[string]string{}, nil); st != 403 {
+		t.Errorf("approve without the CSRF token: %d", st)
+	}
+	p.origin = "http://evil.example"
+	if st, _, _ := p.do("POST", "/approvals/"+a.ID+"/approve", map[string]string{}, map[string]string{"X-Moat-Csrf": p.csrf}); st != 403 {
+		t.Errorf("approve from another origin: %d", st)
+	}
+	// The page's origin does not open the API's own routes.
+	p.origin = self
+	if st, _, _ := p.do("GET", "/v1/approvals", nil, nil); st != 403 {
+		t.Errorf("the API from the page's origin: %d", st)
+	}
+	// Positive control: the page's own request goes through.
+	if st, body, _ := p.do("POST", "/approvals/"+a.ID+"/approve", map[string]string{"scope": "once"}, map[string]string{"X-Moat-Csrf": p.csrf}); st != 204 {
+		t.Fatalf("approve from the page: %d %v", st, body)
+	}
+	if r := <-res; r.err != nil || r.out != "ship <b>x</b>\n" {
+		t.Fatalf("exec approved by the page: %+v %v", r.rep, r.err)
+	}
+	// Logged out, the cookie is nothing.
+	if st, _, _ := p.do("POST", "/approvals/logout", nil, map[string]string{"X-Moat-Csrf": p.csrf}); st != 204 {
+		t.Errorf("logout: %d", st)
+	}
+	if st, _, _ := p.do("GET", "/approvals/state", nil, nil); st != 401 {
+		t.Errorf("state after logout: %d", st)
+	}
+}

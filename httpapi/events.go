@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/moatbox/moat/daemon"
+)
+
+// The event stream of a session: its audit records, one JSON object per
+// line (NDJSON), or as server-sent events when the client accepts
+// text/event-stream (each record's seq its event id, so Last-Event-ID
+// resumes). Each record is package audit's, with "seq" added first.
+
+func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	after := r.Header.Get("Last-Event-ID")
+	if a := q.Get("after"); a != "" {
+		after = a
+	}
+	var seq int64
+	if after != "" {
+		if seq, err = strconv.ParseInt(after, 10, 64); err != nil || seq < 0 {
+			return badRequest("after: %q is not a sequence number", after)
+		}
+	}
+	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+	w.WriteHeader(http.StatusOK)
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	flush()
+	for {
+		events, dropped, ended := sess.Events(r.Context(), seq, follow)
+		if dropped > 0 {
+			// The session kept no more of them: the reader hears how many
+			// it missed rather than nothing.
+			line := fmt.Sprintf("{\"type\":\"dropped\",\"count\":%d}", dropped)
+			if sse {
+				fmt.Fprintf(w, "data: %s\n\n", line)
+			} else {
+				fmt.Fprintln(w, line)
+			}
+		}
+		for _, e := range events {
+			// The record's own object, "seq" first; texts scrubbed of the
+			// daemon's state directory like every other answer.
+			line := fmt.Sprintf("{\"seq\":%d,%s", e.Seq, s.scrub(string(e.Record[1:])))
+			var err error
+			if sse {
+				_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, line)
+			} else {
+				_, err = fmt.Fprintln(w, line)
+			}
+			if err != nil {
+				return nil // the client went away
+			}
+			seq = e.Seq
+		}
+		flush()
+		if ended || !follow || r.Context().Err() != nil {
+			return nil
+		}
+	}
+}

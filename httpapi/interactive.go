@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+// An interactive exec is one request in both directions at once (HTTP/1.1
+// full duplex, or HTTP/2): its body is NDJSON, the ExecRequest's line then
+// client.ExecInput lines (input, a terminal's new size, the end of input)
+// sent while the command runs; its answer is the exec's event stream. The
+// body's end is the end of the input.
+
+func interactiveBody(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/x-ndjson"
+}
+
+// readLine reads one line of at most max bytes.
+func readLine(br *bufio.Reader, max int64) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if int64(len(line)) > max {
+			return nil, &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
+				Message: fmt.Sprintf("a line of the request body is over %d bytes", max)}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF && len(bytes.TrimSpace(line)) > 0 {
+			return line, nil
+		}
+		return line, err
+	}
+}
+
+// strictLine decodes one JSON line into v, unknown fields refused.
+func strictLine(line []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON value")
+	}
+	if err != nil {
+		return badRequest("malformed %s: %v", what, err)
+	}
+	return nil
+}
+
+// execRequest checks a client's command and turns it into the daemon's.
+func execRequest(req *client.ExecRequest) (*daemon.ExecRequest, error) {
+	wall, err := duration("wall", req.Wall)
+	if err != nil {
+		return nil, err
+	}
+	if req.Output < 0 {
+		return nil, badRequest("output: %d is negative", req.Output)
+	}
+	if req.Tty && req.Background {
+		return nil, badRequest("tty: a background command has no terminal")
+	}
+	d := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
+	if d.Tty && d.Rows == 0 {
+		d.Rows = 24
+	}
+	if d.Tty && d.Cols == 0 {
+		d.Cols = 80
+	}
+	return d, nil
+}
+
+func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *daemon.Session) error {
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	line, err := readLine(br, s.MaxBody)
+	if err != nil && err != io.EOF {
+		return err
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return badRequest("the request body is empty: an exec request line is required")
+	}
+	var req client.ExecRequest
+	if err := strictLine(line, &req, "exec request"); err != nil {
+		return err
+	}
+	if req.Background || req.StdinOpen {
+		return badRequest("background, stdin_open: an interactive exec runs in the foreground")
+	}
+	dreq, err := execRequest(&req)
+	if err != nil {
+		return err
+	}
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		return fmt.Errorf("full duplex: %w", err)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stdinR, stdinW := io.Pipe()
+	defer stdinR.Close() // unblocks a write the command never read
+	var resize chan daemon.WindowSize
+	if dreq.Tty {
+		resize = make(chan daemon.WindowSize, 8)
+		dreq.Resize = resize
+	}
+	// bad is the input's first error: it ends the command.
+	bad := make(chan error, 1)
+	go func() {
+		err := s.relayInput(ctx, br, stdinW, resize, []byte(req.Stdin))
+		if err != nil {
+			bad <- err
+			cancel()
+		}
+	}()
+
+	st := &eventStream{w: w}
+	stdio := backend.Stdio{Stdin: stdinR, Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
+	start := time.Now()
+	rep, err := sess.Exec(ctx, dreq, stdio)
+	s.metrics.observeExec(time.Since(start), rep)
+	select {
+	case berr := <-bad:
+		rep, err = nil, berr
+	default:
+	}
+	if rep == nil {
+		if !st.started() {
+			return err
+		}
+		e := s.apiError(err)
+		if e.Status == http.StatusInternalServerError {
+			s.Logger.Error("exec failed", "session", sess.ID, "err", err)
+		}
+		return st.send(&client.Event{Error: e})
+	}
+	return st.send(&client.Event{Exit: s.exitReport(rep)})
+}
+
+// relayInput reads the input lines of an interactive exec until its body
+// ends, writing input to stdin and sizes to resize (nil: no terminal).
+func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.PipeWriter, resize chan<- daemon.WindowSize, first []byte) error {
+	if len(first) > 0 {
+		if _, err := stdin.Write(first); err != nil {
+			return nil // the command has ended
+		}
+	}
+	for {
+		line, err := readLine(br, s.MaxBody)
+		if err == io.EOF && len(bytes.TrimSpace(line)) == 0 {
+			stdin.Close()
+			return nil
+		}
+		if err != nil && err != io.EOF {
+			stdin.Close()
+			if ctx.Err() != nil {
+				return nil // the request ended
+			}
+			if _, ok := err.(*client.Error); ok {
+				return err
+			}
+			return nil // the client went away: the request's end kills the command
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var in client.ExecInput
+		if err := strictLine(line, &in, "input line"); err != nil {
+			stdin.Close()
+			return err
+		}
+		switch {
+		case in.Resize != nil:
+			if resize == nil {
+				return badRequest("resize: the command has no terminal (tty)")
+			}
+			if in.Resize.Rows == 0 || in.Resize.Cols == 0 {
+				return badRequest("resize: rows and cols must be positive")
+			}
+			select {
+			case resize <- daemon.WindowSize{Rows: in.Resize.Rows, Cols: in.Resize.Cols}:
+			case <-ctx.Done():
+				return nil
+			}
+		case in.CloseStdin:
+			stdin.Close()
+		default:
+			data := in.StdinBase64
+			if data == nil {
+				data = []byte(in.Stdin)
+			}
+			if _, err := stdin.Write(data); err != nil {
+				// The input was closed, or the command ended: the rest of
+				// the body is read and dropped until it ends.
+				if errors.Is(err, io.ErrClosedPipe) && ctx.Err() == nil {
+					continue
+				}
+				return nil
+			}
+		}
+	}
+}

@@ -1,0 +1,195 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+// syncBuffer is a bytes.Buffer written by one goroutine and read by another.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitShown waits until out holds want n times, or the command ended.
+func waitShown(t *testing.T, x *client.Interactive, out *syncBuffer, want string, n int) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for strings.Count(out.String(), want) < n {
+		select {
+		case <-x.Done():
+			rep, err := x.Wait()
+			t.Fatalf("the command ended before showing %q: %q %+v %v", want, out.String(), rep, err)
+		case <-deadline:
+			t.Fatalf("never shown %q; output %q", want, out.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestInteractiveTTY: a command with a terminal sees one of the size asked
+// for, and the new size after a resize message; its input is typed as it
+// runs, echoed by the terminal. The positive control for the terminal: the
+// same probe without tty finds none.
+func TestInteractiveTTY(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	script := `if [ -t 0 ]; then echo terminal; else echo none; fi; stty size; read line; echo "got $line"; stty size`
+
+	var out syncBuffer
+	x, err := d.c.Interactive(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", script}, Tty: true, Rows: 33, Cols: 101}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShown(t, x, &out, "33 101", 1)
+	if err := x.Resize(40, 120); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Write([]byte("hello\r")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := x.Wait()
+	if err != nil || rep.ExitCode != 0 {
+		t.Fatalf("tty exec: %v %+v; output %q", err, rep, out.String())
+	}
+	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	for _, want := range []string{"terminal\n", "33 101\n", "hello\n", "got hello\n", "40 120\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("tty output lacks %q: %q", want, got)
+		}
+	}
+
+	// Without tty: no terminal, and the input is a stream that ends.
+	var plain syncBuffer
+	x, err = d.c.Interactive(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "if [ -t 0 ]; then echo terminal; else echo none; fi; cat"}}, &plain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Write([]byte("one\n"))
+	waitShown(t, x, &plain, "one\n", 1)
+	x.Write([]byte("two\n"))
+	if err := x.CloseStdin(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = x.Wait()
+	if err != nil || rep.ExitCode != 0 || plain.String() != "none\none\ntwo\n" {
+		t.Fatalf("exec with streamed input: %v %+v %q", err, rep, plain.String())
+	}
+	if err := x.Resize(1, 1); err == nil {
+		t.Error("a resize after the command ended was accepted")
+	}
+}
+
+// TestInteractiveCat: an interactive cat on a terminal echoes each line
+// typed (the terminal's echo and cat's copy), and ends on ^D.
+func TestInteractiveCat(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	var out syncBuffer
+	x, err := d.c.Interactive(context.Background(), s.ID, &client.ExecRequest{Args: []string{"cat"}, Tty: true}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Write([]byte("ping\r"))
+	waitShown(t, x, &out, "ping\r\n", 2)
+	x.Write([]byte("pong\r"))
+	waitShown(t, x, &out, "pong\r\n", 2)
+	x.Write([]byte{4})
+	rep, err := x.Wait()
+	if err != nil || rep.ExitCode != 0 {
+		t.Fatalf("cat: %v %+v %q", err, rep, out.String())
+	}
+}
+
+// TestInteractiveBadInput: a malformed input line, a resize without a
+// terminal, or an unknown field ends the command with a JSON error; the
+// session serves the next command.
+func TestInteractiveBadInput(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	hc := rawClient(d.sock)
+	for name, body := range map[string]string{
+		"resize without tty": `{"args":["sleep","30"]}` + "\n" + `{"resize":{"rows":3,"cols":4}}` + "\n",
+		"unknown field":      `{"args":["sleep","30"]}` + "\n" + `{"keys":"x"}` + "\n",
+		"not json":           `{"args":["sleep","30"]}` + "\n" + "{\n",
+		"zero size":          `{"args":["sleep","30"],"tty":true}` + "\n" + `{"resize":{"rows":0,"cols":4}}` + "\n",
+	} {
+		start := time.Now()
+		status, e := apiErr(t, hc, "POST", "http://moat/v1/sessions/"+s.ID+"/exec", body, map[string]string{"Content-Type": "application/x-ndjson"})
+		if status != 400 || e.Code != client.CodeBadRequest {
+			t.Errorf("%s: %d %+v", name, status, e)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Errorf("%s: the command was not ended by the bad input", name)
+		}
+	}
+	for name, body := range map[string]string{
+		"empty":      "",
+		"background": `{"args":["true"],"background":true}` + "\n",
+		"bad first":  `{"argv":["true"]}` + "\n",
+	} {
+		status, e := apiErr(t, hc, "POST", "http://moat/v1/sessions/"+s.ID+"/exec", body, map[string]string{"Content-Type": "application/x-ndjson"})
+		if status != 400 || e.Code != client.CodeBadRequest {
+			t.Errorf("%s: %d %+v", name, status, e)
+		}
+	}
+	if out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "still"}}); out != "still\n" || rep.ExitCode != 0 {
+		t.Errorf("the session after bad input: %q %+v", out, rep)
+	}
+}
+
+// TestInteractiveClientGone: a client that goes away ends its command
+// (the request's end kills it), and the session serves the next one.
+func TestInteractiveClientGone(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	x, err := d.c.Interactive(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo started; exec sleep 60"}, Tty: true}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShown(t, x, &out, "started", 1)
+	count := `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < $f; echo; done | grep -c '^sleep 60'`
+	// The positive control: the probe finds the command while it runs.
+	if o, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", count}}); o != "1\n" {
+		t.Fatalf("the probe finds %q commands while it runs", o)
+	}
+	cancel()
+	if _, err := x.Wait(); err == nil {
+		t.Error("a cancelled interactive exec reported an end")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", count}})
+		if o == "0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command outlived its client: %q", o)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,327 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+)
+
+// The approvals page: GET /approvals, a page and a small script (embedded,
+// nothing from elsewhere) that list what waits for a person, with approve
+// and deny buttons, refreshed every second.
+//
+// A browser cannot present the API's credentials (a unix socket's peer,
+// a bearer token in a header), and any page it has open could send it
+// requests, so the page has a way in of its own (docs/security.md):
+//
+//   - Login: a tenant asks the API for a login link (POST
+//     /v1/approvals/web-login; `moat approvals --web`), whose code, in the
+//     URL's fragment (never sent to a server, never in a log), works once
+//     and for a few minutes. The script posts it to /approvals/login, and
+//     gets a cookie (HttpOnly, SameSite=Strict, Path=/approvals) naming a
+//     web session of that tenant. A TCP tenant may post its bearer token
+//     there instead.
+//   - Requests: the web session's cookie, only at the Host it was made
+//     for (a name rebound to the daemon's address is another site); every
+//     POST must carry the session's CSRF token in a header (which a
+//     cross-site form cannot set) and, when the browser sends one, an
+//     Origin that is the page's own. The API's own routes still refuse
+//     every Origin not allowed by --allow-origin.
+//   - What is shown: the script puts every string in the page as text
+//     (textContent), never as markup, and the Content-Security-Policy
+//     allows only the page's own script and style: a command whose words
+//     are markup is shown, not run.
+
+const pagePath = "/approvals"
+
+//go:embed page/approvals.html
+var pageHTML []byte
+
+//go:embed page/approvals.js
+var pageJS []byte
+
+//go:embed page/approvals.css
+var pageCSS []byte
+
+// csp allows the page's own script, style and requests, nothing else.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+const (
+	cookieName = "moat_approvals"
+	csrfHeader = "X-Moat-Csrf"
+	// webTTL is how long a web session lasts after its login.
+	webTTL = 12 * time.Hour
+)
+
+// webAuth holds the login codes and web sessions of the page.
+type webAuth struct {
+	mu       sync.Mutex
+	codes    map[string]webCode
+	sessions map[string]*webSession
+}
+
+type webCode struct {
+	tenant  daemon.Tenant
+	expires time.Time
+}
+
+type webSession struct {
+	tenant  daemon.Tenant
+	csrf    string
+	host    string
+	expires time.Time
+}
+
+func randomHex() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// maxCodes bounds the login codes not used yet, which a tenant could
+// otherwise ask for without end.
+const maxCodes = 256
+
+// newCode makes a login code for t, valid once until ttl from now.
+func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if a.codes == nil {
+		a.codes = map[string]webCode{}
+	}
+	for c, wc := range a.codes {
+		if now.After(wc.expires) {
+			delete(a.codes, c)
+		}
+	}
+	if len(a.codes) >= maxCodes {
+		return "", time.Time{}, &client.Error{Status: http.StatusTooManyRequests, Code: client.CodeQuota,
+			Message: fmt.Sprintf("%d login links wait to be used: try again in a few minutes", maxCodes)}
+	}
+	code := randomHex()
+	a.codes[code] = webCode{tenant: t, expires: now.Add(ttl)}
+	return code, now.Add(ttl), nil
+}
+
+// useCode returns the tenant of a valid code and forgets the code.
+func (a *webAuth) useCode(code string) (daemon.Tenant, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for c, wc := range a.codes {
+		if subtle.ConstantTimeCompare([]byte(c), []byte(code)) == 1 {
+			delete(a.codes, c)
+			return wc.tenant, time.Now().Before(wc.expires)
+		}
+	}
+	return daemon.Tenant{}, false
+}
+
+func (a *webAuth) newSession(t daemon.Tenant, host string) (id string, ws *webSession) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if a.sessions == nil {
+		a.sessions = map[string]*webSession{}
+	}
+	for k, ws := range a.sessions {
+		if now.After(ws.expires) {
+			delete(a.sessions, k)
+		}
+	}
+	id = randomHex()
+	ws = &webSession{tenant: t, csrf: randomHex(), host: host, expires: now.Add(webTTL)}
+	a.sessions[id] = ws
+	return id, ws
+}
+
+// session returns the web session r's cookie names, if it is valid for
+// r's Host.
+func (a *webAuth) session(r *http.Request) (string, *webSession, bool) {
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return "", nil, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws, ok := a.sessions[c.Value]
+	if !ok || time.Now().After(ws.expires) || ws.host != r.Host {
+		return "", nil, false
+	}
+	return c.Value, ws, true
+}
+
+func (a *webAuth) end(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.sessions, id)
+}
+
+// pageOrigin is the origin a browser gives requests of the page as r
+// reaches the daemon.
+func pageOrigin(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// samePageOrigin says whether r is a request of the approvals page from
+// its own origin (o): the only origin its routes take beyond
+// --allow-origin.
+func samePageOrigin(r *http.Request, o string) bool {
+	return (r.URL.Path == pagePath || strings.HasPrefix(r.URL.Path, pagePath+"/")) && o == pageOrigin(r)
+}
+
+func (s *Server) pageRoutes() {
+	s.mux.HandleFunc("GET "+pagePath, s.pageAsset(pageHTML, "text/html; charset=utf-8"))
+	s.mux.HandleFunc("GET "+pagePath+"/app.js", s.pageAsset(pageJS, "text/javascript; charset=utf-8"))
+	s.mux.HandleFunc("GET "+pagePath+"/app.css", s.pageAsset(pageCSS, "text/css; charset=utf-8"))
+	s.mux.HandleFunc("POST "+pagePath+"/login", s.pageHandler(s.pageLogin, false))
+	s.mux.HandleFunc("POST "+pagePath+"/logout", s.pageHandler(s.pageLogout, true))
+	s.mux.HandleFunc("GET "+pagePath+"/state", s.pageHandler(s.pageState, true))
+	s.mux.HandleFunc("POST "+pagePath+"/{id}/approve", s.pageHandler(s.pageApprove, true))
+	s.mux.HandleFunc("POST "+pagePath+"/{id}/deny", s.pageHandler(s.pageDeny, true))
+}
+
+// pageHeaders are every answer of the page's: the policy, no caching, no
+// framing, no referrer.
+func pageHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+}
+
+func (s *Server) pageAsset(body []byte, ctype string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		pageHeaders(w)
+		w.Header().Set("Content-Type", ctype)
+		w.Write(body)
+	}
+}
+
+func errNoWebSession() error {
+	return &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
+		Message: "not logged in: open the link `moat approvals --web` prints"}
+}
+
+// pageHandler serves one of the page's requests: with auth, only in a
+// valid web session, and a POST only with its CSRF token.
+func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, *webSession) error, auth bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		pageHeaders(w)
+		var id string
+		var ws *webSession
+		err := func() error {
+			// A browser names the origin of every POST: one that names
+			// none, or another, did not come from the page.
+			if r.Method != http.MethodGet && r.Header.Get("Origin") != pageOrigin(r) {
+				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "only the approvals page itself may send this request"}
+			}
+			if !auth {
+				return nil
+			}
+			var ok bool
+			if id, ws, ok = s.web.session(r); !ok {
+				return errNoWebSession()
+			}
+			if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "the request lacks the page's CSRF token"}
+			}
+			return nil
+		}()
+		if err == nil {
+			err = h(w, r, id, ws)
+		}
+		if err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}
+
+type loginRequest struct {
+	Code  string `json:"code,omitempty"`
+	Token string `json:"token,omitempty"`
+}
+
+func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request, _ string, _ *webSession) error {
+	var req loginRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	var t daemon.Tenant
+	ok := false
+	switch {
+	case req.Code != "":
+		t, ok = s.web.useCode(req.Code)
+	case req.Token != "" && s.Tokens != nil:
+		var name string
+		if name, ok = s.Tokens.Lookup(req.Token); ok {
+			t = daemon.TokenTenant(name)
+		}
+	}
+	if !ok {
+		return &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
+			Message: "the login link has expired or was used already: ask for another with moat approvals --web"}
+	}
+	id, ws := s.web.newSession(t, r.Host)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: pagePath, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(webTTL / time.Second)})
+	s.Logger.Info("approvals page login", "tenant", t.ID)
+	return writeJSON(w, http.StatusOK, map[string]string{"tenant": t.ID, "csrf": ws.csrf})
+}
+
+func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, id string, _ *webSession) error {
+	s.web.end(id)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: pagePath, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pageState is what the page shows: the pending approvals, the daemon's
+// clock (for their age and time left) and the CSRF token of its POSTs.
+func (s *Server) pageState(w http.ResponseWriter, r *http.Request, _ string, ws *webSession) error {
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"tenant": ws.tenant.ID, "csrf": ws.csrf, "now": time.Now(),
+		"approvals": s.approvalsJSON(s.Manager.Approvals(ws.tenant)),
+	})
+}
+
+func (s *Server) pageApprove(w http.ResponseWriter, r *http.Request, _ string, ws *webSession) error {
+	var req client.ApproveRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		req.Name = "web"
+	}
+	return s.answerApprove(w, r.PathValue("id"), ws.tenant, &req)
+}
+
+func (s *Server) pageDeny(w http.ResponseWriter, r *http.Request, _ string, ws *webSession) error {
+	var req client.DenyRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		req.Name = "web"
+	}
+	if _, err := s.Manager.Deny(ws.tenant, r.PathValue("id"), req.Name, req.Why); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

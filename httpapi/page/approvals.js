@@ -1,0 +1,204 @@
+// The approvals page of moat's daemon. Every string from the daemon is
+// put in the page with textContent, never as markup.
+"use strict";
+(function () {
+  let csrf = "";
+  let skew = 0; // the daemon's clock minus this one's, in ms
+  const cards = new Map(); // approval id -> {li, approval}
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function quote(argv) {
+    return argv.map((w) => (w === "" || /[\s'"\\$`;&|<>()*?[\]{}~#!]/.test(w)) ? "'" + w.replace(/'/g, "'\\''") + "'" : w).join(" ");
+  }
+
+  function dur(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return s + "s";
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + "m " + (s % 60) + "s";
+    return Math.floor(m / 60) + "h " + (m % 60) + "m";
+  }
+
+  function status(msg) { $("status").textContent = msg || ""; }
+
+  async function api(method, path, body) {
+    const opt = { method: method, headers: {}, credentials: "same-origin", cache: "no-store" };
+    if (body !== undefined) {
+      opt.headers["Content-Type"] = "application/json";
+      opt.body = JSON.stringify(body);
+    }
+    if (method !== "GET") opt.headers["X-Moat-Csrf"] = csrf;
+    const r = await fetch(path, opt);
+    let j = null;
+    try { j = await r.json(); } catch (e) { j = null; }
+    if (!r.ok) {
+      const err = new Error(j && j.error ? j.error.message : "HTTP " + r.status);
+      err.status = r.status;
+      throw err;
+    }
+    return j;
+  }
+
+  function option(sel, value, text) {
+    const o = el("option", "", text);
+    o.value = value;
+    sel.appendChild(o);
+  }
+
+  function row(dl, name, value) {
+    dl.appendChild(el("dt", "", name));
+    const dd = el("dd", "", value);
+    dl.appendChild(dd);
+    return dd;
+  }
+
+  function card(a) {
+    const li = el("li", "approval");
+    li.id = "a-" + a.id;
+    li.appendChild(el("div", "", a.network ? "A network request waits:" : "A command waits:"));
+    li.appendChild(el("pre", "what", quote(a.command)));
+    const dl = el("dl");
+    if (a.dir) row(dl, "directory", a.dir);
+    row(dl, "rule", a.rule || "the command line (it hides what it runs)");
+    row(dl, "reason", a.reason || "");
+    if (a.decided && a.decided.length && quote(a.decided) !== quote(a.command)) row(dl, "asked about", quote(a.decided));
+    row(dl, "session", a.session + " (" + a.tenant + ")");
+    const age = row(dl, "waiting", "");
+    age.className = "age";
+    const left = row(dl, "refused in", "");
+    left.className = "left";
+    li.appendChild(dl);
+    if (a.diff) {
+      const det = el("details", "diff");
+      det.open = true;
+      det.appendChild(el("summary", "", "the session's changes so far"));
+      det.appendChild(el("pre", "diff", a.diff));
+      li.appendChild(det);
+    }
+
+    const c = el("div", "controls");
+    const scope = el("select", "scope");
+    option(scope, "once", "once (this exact " + (a.network ? "request" : "command") + ")");
+    if (!a.network) option(scope, "prefix", "commands beginning " + quote(a.decided && a.decided.length ? a.decided : a.command));
+    if (a.rule) option(scope, "session", "everything this rule asks, in this session");
+    const expiry = el("select", "for");
+    for (const d of ["5m", "15m", "1h", "8h"]) option(expiry, d, "for " + d);
+    expiry.value = "15m";
+    expiry.disabled = true;
+    scope.addEventListener("change", () => { expiry.disabled = scope.value === "once"; });
+    const why = el("input", "why");
+    why.placeholder = "why (recorded)";
+    why.maxLength = 500;
+    const ok = el("button", "approve", "Approve");
+    const no = el("button", "deny", "Deny");
+    ok.type = no.type = "button";
+    ok.addEventListener("click", () => answer(a.id, "approve", { scope: scope.value, for: scope.value === "once" ? "" : expiry.value, why: why.value }));
+    no.addEventListener("click", () => answer(a.id, "deny", { why: why.value }));
+    c.append(scope, expiry, why, ok, no);
+    li.appendChild(c);
+    return { li: li, a: a, age: age, left: left };
+  }
+
+  async function answer(id, verb, body) {
+    try {
+      await api("POST", "/approvals/" + encodeURIComponent(id) + "/" + verb, body);
+      status("");
+      const c = cards.get(id);
+      if (c) { c.li.remove(); cards.delete(id); }
+      $("empty").hidden = cards.size > 0;
+    } catch (e) {
+      status(verb + ": " + e.message);
+    }
+    refresh();
+  }
+
+  function tick() {
+    const now = Date.now() + skew;
+    for (const c of cards.values()) {
+      c.age.textContent = dur(now - Date.parse(c.a.created));
+      const left = Date.parse(c.a.expires) - now;
+      c.left.textContent = dur(left);
+      c.left.classList.toggle("soon", left < 60000);
+    }
+  }
+
+  function render(st) {
+    $("who").textContent = st.tenant;
+    skew = Date.parse(st.now) - Date.now();
+    const seen = new Set();
+    for (const a of st.approvals) {
+      seen.add(a.id);
+      if (!cards.has(a.id)) {
+        const c = card(a);
+        cards.set(a.id, c);
+        $("list").appendChild(c.li);
+      }
+    }
+    for (const [id, c] of cards) {
+      if (!seen.has(id)) { c.li.remove(); cards.delete(id); }
+    }
+    $("empty").hidden = cards.size > 0;
+    tick();
+  }
+
+  async function refresh() {
+    try {
+      const st = await api("GET", "/approvals/state");
+      csrf = st.csrf;
+      $("login").hidden = true;
+      $("main").hidden = false;
+      $("logout").hidden = false;
+      render(st);
+      if ($("status").textContent.startsWith("daemon")) status("");
+    } catch (e) {
+      if (e.status === 401) {
+        $("login").hidden = false;
+        $("main").hidden = true;
+        $("logout").hidden = true;
+      } else {
+        status("daemon: " + e.message);
+      }
+    }
+  }
+
+  async function login(body) {
+    try {
+      const r = await api("POST", "/approvals/login", body);
+      csrf = r.csrf;
+      status("");
+    } catch (e) {
+      status("login: " + e.message);
+    }
+  }
+
+  async function start() {
+    const m = location.hash.match(/^#code=([0-9a-f]+)$/);
+    if (m) {
+      // The code works once: out of the address bar and the history.
+      history.replaceState(null, "", location.pathname);
+      await login({ code: m[1] });
+    }
+    $("token-form").addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      await login({ token: $("token").value });
+      $("token").value = "";
+      refresh();
+    });
+    $("logout").addEventListener("click", async () => {
+      try { await api("POST", "/approvals/logout"); } catch (e) { status(e.message); }
+      refresh();
+    });
+    await refresh();
+    setInterval(refresh, 1000);
+    setInterval(tick, 1000);
+  }
+
+  start();
+})();
