@@ -26,7 +26,7 @@ func TestGVisorSession(t *testing.T) {
 	// runsc has no id-mapped mounts: the workspace is the sandbox user's.
 	ws := t.TempDir()
 	os.Chown(ws, 1000, 1000)
-	s := d.create(t, &client.CreateSessionRequest{Policy: "[sandbox]\nisolation = \"gvisor\"\n", Workspace: ws})
+	s := d.create(t, &client.CreateSessionRequest{Policy: "[sandbox]\nisolation = \"gvisor\"\n[harness]\nbuiltin = []\n", Workspace: ws})
 	host := hostinfo.Kernel()
 	out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "uname -r; echo kept > /tmp/state"}})
 	if rep.ExitCode != 0 || strings.Contains(out, host) {

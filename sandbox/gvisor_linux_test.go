@@ -50,7 +50,7 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {
-				p.Sandbox.Isolation = policy.IsolationGVisor
+				p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 				c.edit(p)
 			}, "/bin/true")
 			if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), c.want) {
@@ -84,7 +84,7 @@ func TestGVisorAllowThroughProxy(t *testing.T) {
 	w := newNetWorld(t)
 	req := w.request(func(p *policy.Policy) {
 		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
-		p.Sandbox.Isolation = policy.IsolationGVisor
+		p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 	})
 	req.Backend = nil
 	ws := t.TempDir()
@@ -122,7 +122,7 @@ func TestGVisorRuns(t *testing.T) {
 	ws := t.TempDir()
 	os.Chown(ws, 1000, 1000)
 	host := hostinfo.Kernel()
-	r := runIsolated(t, ws, func(p *policy.Policy) { p.Sandbox.Isolation = policy.IsolationGVisor }, "/bin/sh", "-c", "uname -r; id -u; echo made > f")
+	r := runIsolated(t, ws, func(p *policy.Policy) { p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{} }, "/bin/sh", "-c", "uname -r; id -u; echo made > f")
 	if r.err != nil || r.rep.ExitCode != 0 || r.rep.Backend != "gvisor" {
 		t.Fatalf("gvisor run: %v %+v %s", r.err, r.rep, r.stderr)
 	}
@@ -135,5 +135,38 @@ func TestGVisorRuns(t *testing.T) {
 	r = runIsolated(t, ws, func(*policy.Policy) {}, "/bin/uname", "-r")
 	if r.err != nil || !strings.Contains(r.stdout, host) {
 		t.Errorf("positive control: native run saw %q, want the host's %s (%v)", r.stdout, host, r.err)
+	}
+}
+
+// TestGVisorRefusesExecChecks: gVisor tells moat nothing of the programs a
+// command starts, so a policy with command rules (the built-in set is on
+// by default) is refused under gvisor, naming why and the ways out; with
+// AllowDegraded it runs with the command line checked only, and the report
+// says so. The positive control: the same run without rules runs
+// undegraded (and TestGVisorRuns).
+func TestGVisorRefusesExecChecks(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	gv := func(p *policy.Policy) { p.Sandbox.Isolation = policy.IsolationGVisor }
+	r := runIsolated(t, ws, gv, "/bin/true")
+	if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), "cannot check the programs a command starts") || !strings.Contains(r.err.Error(), "--allow-degraded") {
+		t.Fatalf("gvisor with the built-in rules: %v, want a refusal naming why", r.err)
+	}
+	p := workspacePolicy(t, ws)
+	gv(p)
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}, AllowDegraded: true}, backend.Stdio{})
+	if err != nil || rep.ExitCode != 0 || !strings.Contains(strings.Join(rep.Degraded, "\n"), "exec checks") {
+		t.Fatalf("degraded: %v %+v", err, rep)
+	}
+	// The command line is still checked: a denied one does not run.
+	p.Rules = []policy.Rule{{Name: "no-true", Match: policy.Match{Command: []string{"true"}}, Decision: "deny", Reason: "test"}}
+	rep, err = sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"true"}, AllowDegraded: true}, backend.Stdio{})
+	if err == nil || rep.Reason != "denied" {
+		t.Errorf("a denied command line under degraded gvisor: %v, reason %q", err, rep.Reason)
+	}
+	r = runIsolated(t, ws, func(p *policy.Policy) { gv(p); p.Harness.Builtin = []string{} }, "/bin/true")
+	if r.err != nil || len(r.rep.Degraded) > 0 {
+		t.Errorf("gvisor without rules: %v, degraded %q", r.err, r.rep.Degraded)
 	}
 }

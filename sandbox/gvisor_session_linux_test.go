@@ -29,7 +29,7 @@ func TestGVisorSession(t *testing.T) {
 	w := newNetWorld(t)
 	r := w.request(func(p *policy.Policy) {
 		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
-		p.Sandbox.Isolation = policy.IsolationGVisor
+		p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 	})
 	ws := t.TempDir()
 	os.Chown(ws, 1000, 1000)
@@ -101,7 +101,7 @@ func TestGVisorOverlaySession(t *testing.T) {
 	}
 	chownTree(t, ws, 1000)
 	s := newSession(t, ws, func(p *policy.Policy) {
-		p.Sandbox.Isolation = policy.IsolationGVisor
+		p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 		p.Workspace.Mode = policy.WorkspaceOverlay
 	})
 	script := "echo new > added && echo new > edit && rm gone && mkdir d && echo x > d/f"
@@ -155,7 +155,7 @@ func TestGVisorOverlaySession(t *testing.T) {
 	// Control: a direct session writes the workspace itself.
 	ws2 := t.TempDir()
 	chownTree(t, ws2, 1000)
-	d := newSession(t, ws2, func(p *policy.Policy) { p.Sandbox.Isolation = policy.IsolationGVisor })
+	d := newSession(t, ws2, func(p *policy.Policy) { p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{} })
 	sessionSh(t, d, sandbox.ExecRequest{}, "echo new > added")
 	if b, err := os.ReadFile(filepath.Join(ws2, "added")); err != nil || string(b) != "new\n" {
 		t.Errorf("positive control: a direct session's write is not in the workspace: %q %v", b, err)
@@ -196,7 +196,7 @@ func TestGVisorTUNDropped(t *testing.T) {
 	}
 	req := w.request(func(p *policy.Policy) {
 		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
-		p.Sandbox.Isolation = policy.IsolationGVisor
+		p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 	})
 	req.Backend, req.TUNDir, req.Args = nil, dir, probe
 	ws := t.TempDir()
@@ -239,7 +239,7 @@ func TestGVisorMemoryLimit(t *testing.T) {
 		reason string
 	}{{"16", "exit"}, {"1024", "memory"}} {
 		r := runIsolated(t, ws, func(p *policy.Policy) {
-			p.Sandbox.Isolation = policy.IsolationGVisor
+			p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
 			p.Limits.Memory = 256 * policy.MiB
 		}, "/bin/sh", "-c", "head -c "+c.mib+"m /dev/zero > /tmp/fill")
 		if r.rep.Reason != c.reason || r.rep.Backend != "gvisor" || r.rep.LimitsEnforcedBy["memory"] != "cgroup" {

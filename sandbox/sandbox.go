@@ -388,8 +388,16 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	if !rules.Empty() {
 		// The rules hold for every program the command starts, not only
-		// for the line given: checked at each exec (see execCheck).
-		stdio.CheckExec = ec.check
+		// for the line given: checked at each exec (see execCheck), or,
+		// on a backend that cannot, refused unless degradation is allowed.
+		if d, err := checkExecOn(be, req.AllowDegraded); err != nil {
+			return fail(err)
+		} else if d != "" {
+			rep.Degraded = append(rep.Degraded, d)
+			rep.Warnings = append(rep.Warnings, d)
+		} else {
+			stdio.CheckExec = ec.check
+		}
 	}
 	// Budgets bound what the command may still spend: CPU time and output
 	// through the backend's limits (the tighter of the two), wall time by
@@ -560,6 +568,22 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 	} else {
 		rep.ExitCode = st.ExitCode
 	}
+}
+
+// checkExecOn says whether the policy's command rules can be checked at
+// each program started on be: "" when they can, a degradation to report
+// when be cannot and allow is set, and a refusal otherwise (fail closed:
+// the rules would hold for command lines only).
+func checkExecOn(be backend.Backend, allow bool) (string, error) {
+	nc, ok := be.(interface{ NoExecCheck() string })
+	if !ok {
+		return "", nil
+	}
+	why := nc.NoExecCheck()
+	if !allow {
+		return "", fmt.Errorf("%w: the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program a command starts, and %s; set [harness] builtin = [] and no command rules, use --isolation native, or --allow-degraded to check command lines only", ErrRefused, why)
+	}
+	return "exec checks: " + why + "; the rules were checked on command lines only", nil
 }
 
 // unsupporter is a backend that can only run some Specs (gvisor): it

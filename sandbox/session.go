@@ -218,9 +218,17 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if !s.rules.Empty() {
 		// The rules hold for every program a command starts (see
 		// Session.start); what no command can be told for is decided
-		// with nobody to ask.
-		s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision}, runID: s.id, dir: spec.Dir}
-		stdio.CheckExec = s.check.check
+		// with nobody to ask. A backend that cannot check them refuses
+		// the session, unless degradation is allowed.
+		if d, err := checkExecOn(be, req.AllowDegraded); err != nil {
+			return nil, err
+		} else if d != "" {
+			s.base.Degraded = append(s.base.Degraded, d)
+			s.base.Warnings = append(s.base.Warnings, d)
+		} else {
+			s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision}, runID: s.id, dir: spec.Dir}
+			stdio.CheckExec = s.check.check
+		}
 	}
 	inst, err := lc.Create(ctx, spec, stdio)
 	if errors.Is(err, backend.ErrNoExecCheck) {

@@ -1,6 +1,8 @@
 package gvisor
 
 import (
+	"fmt"
+
 	"github.com/moatbox/moat/backend"
 )
 
@@ -27,4 +29,23 @@ const pidsWhy = "the gvisor backend has no process limit: the sandbox's processe
 // egress): the sandbox package then runs it with the proxy alone.
 func (*Backend) NoTUN() string {
 	return "the gvisor backend: the sandbox's network is gVisor's own, with loopback only"
+}
+
+// NoExecCheck says why a gvisor sandbox cannot have the programs started
+// inside it checked (Stdio.CheckExec): gVisor's kernel does not pass a
+// seccomp user notification on to moat, so nothing outside the sandbox
+// hears of an execve there. Run, Create and Exec refuse a Stdio with
+// CheckExec (ErrNoExecCheck); the sandbox package asks this first, to say
+// so, or to run with the command lines checked only when degradation is
+// allowed.
+func (*Backend) NoExecCheck() string {
+	return "the gvisor backend cannot check the programs a command starts (gVisor's kernel passes no seccomp user notification to moat)"
+}
+
+// refuseExecCheck is the error for a Stdio that asks for exec checks.
+func refuseExecCheck(stdio backend.Stdio) error {
+	if stdio.CheckExec == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", backend.ErrNoExecCheck, (*Backend)(nil).NoExecCheck())
 }

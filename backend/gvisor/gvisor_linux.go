@@ -29,6 +29,9 @@ import (
 // kill`; the wall and output limits, and ctx, end the run with `runsc
 // kill --all`.
 func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (*backend.ExitStatus, error) {
+	if err := refuseExecCheck(stdio); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	c, err := b.prepare(spec, stdio, false)
 	if err != nil {

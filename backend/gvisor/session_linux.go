@@ -36,6 +36,9 @@ var ErrEnded = errors.New("sandbox has ended")
 // it dies with moat (Pdeathsig) and the sandbox with it, and its end is
 // the sandbox's (Done).
 func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (_ backend.Instance, err error) {
+	if err := refuseExecCheck(stdio); err != nil {
+		return nil, err
+	}
 	// Wall and output are limits of each process (ProcessSpec), not of
 	// the sandbox.
 	sp := *spec
@@ -286,6 +289,9 @@ type process struct {
 
 // Exec implements backend.Instance.
 func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio backend.Stdio) (_ backend.Process, err error) {
+	if err := refuseExecCheck(stdio); err != nil {
+		return nil, err
+	}
 	if len(ps.Args) == 0 {
 		return nil, errors.New("no command given")
 	}
