@@ -38,8 +38,9 @@ func builtinSet(name string) []*rule {
 // The table is a composite literal of constants, which the compiler lays
 // out as data: neither the package's initialisation nor a run builds it
 // (built by function calls, it cost every run some hundred allocations).
-// Keep it so: a function call in it would move the whole table into the
-// package's initialiser (GODEBUG=inittrace=1 shows harness's allocations).
+// Keep it so: a function call in it would move the whole table into a
+// package initialiser (`GODEBUG=inittrace=1 moat version` lists harness
+// once it has one).
 var irreversible = []*rule{
 	{
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-push"}, kind: Ask,

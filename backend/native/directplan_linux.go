@@ -153,7 +153,7 @@ func (p *plan) val() uint16 {
 
 // str is s as a C string the plan keeps alive. A plan has some hundreds
 // of them, which are packed into chunks rather than allocated one by one
-// (an allocation each was a quarter of a run's). A chunk is never grown:
+// (most of a plan's allocations otherwise). A chunk is never grown:
 // growing moves it, and the steps hold the addresses of the strings
 // already in it; a string that does not fit starts a new chunk.
 func (p *plan) str(s string) uintptr {
