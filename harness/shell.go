@@ -27,26 +27,49 @@ type word struct {
 // nesting counts as hiding what runs.
 const maxDepth = 16
 
-// shells run their -c argument as a script.
-var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true, "busybox-sh": true}
+// isShell reports whether the program name runs its -c argument as a
+// script. The programs are a switch and wrappers a slice, not maps: a
+// package-level map is built at the start of every moat process, this
+// package being linked into every one.
+func isShell(name string) bool {
+	switch name {
+	case "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh":
+		return true
+	}
+	return false
+}
 
-// wrappers run the command that follows their options. The value lists
-// the options that take a separate argument.
-var wrappers = map[string][]string{
-	"env":     {"-u", "--unset", "-C", "--chdir"},
-	"sudo":    {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir"},
-	"doas":    {"-u", "-C"},
-	"nice":    {"-n", "--adjustment"},
-	"nohup":   nil,
-	"setsid":  nil,
-	"time":    {"-f", "-o", "--format", "--output"},
-	"timeout": {"-s", "-k", "--signal", "--kill-after"},
-	"stdbuf":  {"-i", "-o", "-e", "--input", "--output", "--error"},
-	"ionice":  {"-c", "-n", "--class", "--classdata"},
-	"xargs":   {"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--max-lines", "--max-chars", "--arg-file"},
-	"command": nil,
-	"builtin": nil,
-	"exec":    {"-a"},
+// wrappers run the command that follows their options. args lists the
+// options that take a separate argument.
+var wrappers = []struct {
+	name string
+	args []string
+}{
+	{"env", []string{"-u", "--unset", "-C", "--chdir"}},
+	{"sudo", []string{"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--chdir"}},
+	{"doas", []string{"-u", "-C"}},
+	{"nice", []string{"-n", "--adjustment"}},
+	{"nohup", nil},
+	{"setsid", nil},
+	{"time", []string{"-f", "-o", "--format", "--output"}},
+	{"timeout", []string{"-s", "-k", "--signal", "--kill-after"}},
+	{"stdbuf", []string{"-i", "-o", "-e", "--input", "--output", "--error"}},
+	{"ionice", []string{"-c", "-n", "--class", "--classdata"}},
+	{"xargs", []string{"-I", "-n", "-P", "-d", "-L", "-s", "-a", "-E", "--max-args", "--max-procs", "--delimiter", "--max-lines", "--max-chars", "--arg-file"}},
+	{"command", nil},
+	{"builtin", nil},
+	{"exec", []string{"-a"}},
+}
+
+// wrapper returns the options of the wrapper name that take a separate
+// argument; false if name is not a wrapper.
+func wrapper(name string) (withArg []string, ok bool) {
+	for _, w := range wrappers {
+		if w.name == name {
+			return w.args, true
+		}
+	}
+	return nil, false
 }
 
 // split returns the simple commands argv runs, as far as the line shows.
@@ -97,9 +120,9 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	switch {
 	case name == "eval":
 		s.add(ws, "eval runs a string as a command line")
-	case shells[name]:
+	case isShell(name):
 		s.shell(ws, depth, inScript)
-	case hasKey(wrappers, name):
+	case isWrapper(name):
 		s.add(ws, "")
 		s.wrapped(name, ws[1:], depth)
 	case name == "find":
@@ -144,11 +167,11 @@ func isPattern(w string) bool {
 	return false
 }
 
-func hasKey(m map[string][]string, k string) bool { _, ok := m[k]; return ok }
+func isWrapper(name string) bool { _, ok := wrapper(name); return ok }
 
 // wrapped follows the command a wrapper runs.
 func (s *splitter) wrapped(name string, args []word, depth int) {
-	withArg := wrappers[name]
+	withArg, _ := wrapper(name)
 	i := 0
 	for i < len(args) {
 		a := args[i].s

@@ -40,6 +40,8 @@ type plan struct {
 	// mapped is memory of the plan outside Go's heap (see execArrays),
 	// unmapped when the run ends.
 	mapped [][]byte
+	// strs is the chunk str packs C strings into (see str).
+	strs []byte
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -149,11 +151,20 @@ func (p *plan) val() uint16 {
 	return uint16(len(p.f.vals) - 1)
 }
 
-// str is s as a C string the plan keeps alive.
+// str is s as a C string the plan keeps alive. A plan has some hundreds
+// of them, which are packed into chunks rather than allocated one by one
+// (most of a plan's allocations otherwise). A chunk is never grown:
+// growing moves it, and the steps hold the addresses of the strings
+// already in it; a string that does not fit starts a new chunk.
 func (p *plan) str(s string) uintptr {
-	b := append([]byte(s), 0)
-	p.keep = append(p.keep, b)
-	return uintptr(unsafe.Pointer(&b[0]))
+	const chunk = 4 << 10
+	if cap(p.strs)-len(p.strs) < len(s)+1 {
+		p.strs = make([]byte, 0, max(chunk, len(s)+1))
+		p.keep = append(p.keep, p.strs)
+	}
+	at := len(p.strs)
+	p.strs = append(append(p.strs, s...), 0)
+	return uintptr(unsafe.Pointer(&p.strs[at]))
 }
 
 // mem keeps v alive and returns its address.
@@ -278,6 +289,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		p.own = *fds.nest
 	}
 	f.setup = make([]step, 0, 384)
+	f.resets = make([]step, 0, 64) // a step for each signal but SIGKILL and SIGSTOP
 	f.vals = make([]uintptr, 1, 64)
 	f.ctlFD, f.statusFD = fds.ctl, fds.status
 	p.list = &f.setup

@@ -12,9 +12,14 @@
 // rounds first, default 5; then N timed ones, default 400). A run is timed
 // from just before its fork to just after it is reaped, with stdin from
 // /dev/null and output discarded; a run that fails stops abtime. It prints
-// one line per command:
+// two lines per command, the wall time and the CPU time (user + system, as
+// wait4 reports it for the run and the children it reaped):
 //
 //	NAME  median MS  mean MS  vs first: DIFF MS [LOW, HIGH]
+//	  cpu median MS  mean MS  vs first: DIFF MS [LOW, HIGH]
+//
+// CPU time says more than wall time on a loaded machine: other work delays
+// a run without adding to its CPU time.
 //
 // This is how differences of a few percent between two builds of moat are
 // told apart on a machine whose speed drifts more than that between the
@@ -56,6 +61,7 @@ func main() {
 		os.Exit(1)
 	}
 	times := make([][]float64, len(cmds))
+	cpu := make([][]float64, len(cmds))
 	for round := 0; round < *warmup+*n; round++ {
 		for i, argv := range cmds {
 			c := exec.Command(argv[0], argv[1:]...)
@@ -67,28 +73,38 @@ func main() {
 			}
 			if round >= *warmup {
 				times[i] = append(times[i], float64(time.Since(start).Nanoseconds())/1e6)
+				used := c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+				cpu[i] = append(cpu[i], float64(used.Nanoseconds())/1e6)
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2)) // fixed: the same data give the same interval
 	for i, argv := range cmds {
-		sorted := slices.Clone(times[i])
-		slices.Sort(sorted)
-		var sum float64
-		for _, v := range sorted {
-			sum += v
-		}
-		line := fmt.Sprintf("%-40s median %7.3f  mean %7.3f", strings.Join(argv, " "), stats.Quantile(sorted, 0.5), sum/float64(len(sorted)))
-		if i > 0 {
-			d := make([]float64, len(times[i]))
-			for k := range d {
-				d[k] = times[i][k] - times[0][k]
-			}
-			med, lo, hi := medianInterval(d, rng)
-			line += fmt.Sprintf("  vs first: %+.3f [%+.3f, %+.3f]", med, lo, hi)
-		}
-		fmt.Println(line)
+		fmt.Println(summary(fmt.Sprintf("%-40s", strings.Join(argv, " ")), times, i, rng))
+		fmt.Println(summary(fmt.Sprintf("%40s", "cpu"), cpu, i, rng))
 	}
+}
+
+// summary is the line of command i in times: its median and mean, and
+// after the first command the median difference to the first with its
+// interval.
+func summary(name string, times [][]float64, i int, rng *rand.Rand) string {
+	sorted := slices.Clone(times[i])
+	slices.Sort(sorted)
+	var sum float64
+	for _, v := range sorted {
+		sum += v
+	}
+	line := fmt.Sprintf("%s median %7.3f  mean %7.3f", name, stats.Quantile(sorted, 0.5), sum/float64(len(sorted)))
+	if i > 0 {
+		d := make([]float64, len(times[i]))
+		for k := range d {
+			d[k] = times[i][k] - times[0][k]
+		}
+		med, lo, hi := medianInterval(d, rng)
+		line += fmt.Sprintf("  vs first: %+.3f [%+.3f, %+.3f]", med, lo, hi)
+	}
+	return line
 }
 
 // split cuts "A a ::: B b" into command lines.

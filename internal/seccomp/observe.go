@@ -99,8 +99,7 @@ func SupervisorAllowed(prog []Instruction, arch string) bool {
 // first, when set, lets one execve through to prog unsent: the one whose
 // argv and envp are exactly first's addresses (see FirstExec).
 func WithExecNotify(prog []Instruction, arch string, first *FirstExec) []Instruction {
-	execve, _ := Lookup(arch, "execve")
-	execveat, _ := Lookup(arch, "execveat")
+	execve, execveat := execNumbers(arch)
 	// Jumps are relative and forward: each is written once the place of
 	// its target (notify, then prog) is known.
 	head := []Instruction{
@@ -152,9 +151,24 @@ type FirstExec struct{ Argv, Envp uint64 }
 
 // IsExec reports whether nr is execve or execveat on arch.
 func IsExec(arch string, nr int) bool {
-	execve, _ := Lookup(arch, "execve")
-	execveat, _ := Lookup(arch, "execveat")
+	execve, execveat := execNumbers(arch)
 	return nr == execve || nr == execveat
+}
+
+// execNumbers returns the numbers of execve and execveat on arch (-1 for
+// an architecture moat has no table of). They are constants rather than
+// Lookups: the first Lookup of a process builds the architecture's table
+// of every system call, which a run with the default profile, whose
+// program is stored (see precompiled), otherwise never needs. The
+// table's generator is the authority (TestExecNumbers).
+func execNumbers(arch string) (execve, execveat int) {
+	switch arch {
+	case ArchX86_64:
+		return 59, 322
+	case ArchAarch64:
+		return 221, 281
+	}
+	return -1, -1
 }
 
 // PassThrough is a program that allows every call: with WithExecNotify,

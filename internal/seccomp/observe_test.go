@@ -98,3 +98,18 @@ func TestWithExecNotify(t *testing.T) {
 		}
 	}
 }
+
+func TestExecNumbers(t *testing.T) {
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		execve, execveat := execNumbers(arch)
+		if nr, _ := Lookup(arch, "execve"); execve != nr {
+			t.Errorf("%s: execve is %d, the table says %d", arch, execve, nr)
+		}
+		if nr, _ := Lookup(arch, "execveat"); execveat != nr {
+			t.Errorf("%s: execveat is %d, the table says %d", arch, execveat, nr)
+		}
+	}
+	if execve, execveat := execNumbers("mips"); execve != -1 || execveat != -1 {
+		t.Errorf("mips: %d, %d; want -1, -1", execve, execveat)
+	}
+}

@@ -200,7 +200,7 @@ func (s *Supervisor) answerExec(ctx context.Context, fd int, req *seccompNotif) 
 }
 
 func execveNr() int {
-	nr, _ := Lookup(NativeArch(), "execve")
+	nr, _ := execNumbers(NativeArch())
 	return nr
 }
 
