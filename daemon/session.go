@@ -205,6 +205,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	eng, err := m.cfg.Engine(ctx, espec)
 	if err != nil {
 		s.cancel()
+		if errors.Is(err, sandbox.ErrRefused) {
+			return nil, err // already says so
+		}
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRefused, err)
 	}
 	s.mu.Lock()
