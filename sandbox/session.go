@@ -166,6 +166,15 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			return nil, err
 		}
 		s.er = newEgressRun(rules, p, &Request{Audit: req.Audit, Resolver: req.Resolver, Dial: req.Dial}, s.id)
+		if s.rules.HasHostRules() {
+			// The host rules hold for every request of every command of
+			// the session, decided as in a one-shot run; an ask goes to
+			// the session's approver, and a grant for the session holds
+			// for its later requests.
+			hc := &execCheck{rules: s.rules, approvals: s.approvals, req: &Request{Policy: p, Approver: req.Approver, AuditDecision: req.AuditDecision},
+				runID: s.id, dir: p.Workspace.Path}
+			s.er.proxy.Check = hc.host
+		}
 		stdio.ServeProxy = s.er.serve
 		stdio.ServeTUN = s.er.serveTUN
 		undo = append(undo, func() { s.er.report() })

@@ -313,3 +313,48 @@ func TestSessionSecrets(t *testing.T) {
 		t.Errorf("an exec passing the value in its environment: %v %+v", err, rep)
 	}
 }
+
+// TestSessionHostRules: the policy's host rules hold for a session's
+// requests as for a one-shot run's: a denied method is refused with 403,
+// an asked path goes to the session's approver (refused without one), and
+// the same destination's other requests pass (the positive control).
+func TestSessionHostRules(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	w := newNetWorld(t)
+	for _, approver := range []*fakeApprover{nil, {yes: true}} {
+		r := w.request(func(p *policy.Policy) {
+			p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+			p.Harness.Builtin = []string{} // its ask about curl -d is not this test's
+			p.Rules = []policy.Rule{
+				{Name: "no-post", Match: policy.Match{Host: "allowed.test", Method: "POST"}, Decision: "deny", Reason: "read only"},
+				{Name: "ask-path", Match: policy.Match{Host: "allowed.test", Path: "/ask"}, Decision: "ask", Reason: "a person decides"},
+			}
+		})
+		ws := t.TempDir()
+		r.Policy.Workspace.Path = ws
+		home, _ := os.UserHomeDir()
+		if err := r.Policy.Resolve(ws, home); err != nil {
+			t.Fatal(err)
+		}
+		req := &sandbox.SessionRequest{Policy: r.Policy, Resolver: r.Resolver, Dial: r.Dial, Audit: r.Audit}
+		if approver != nil {
+			req.Approver = approver
+		}
+		s, err := sandbox.Create(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`c() { curl -sS -m 10 -o /dev/null -w '%%{http_code} ' "$@"; }
+c http://allowed.test:%[1]d/; c -X POST -d x http://allowed.test:%[1]d/; c http://allowed.test:%[1]d/ask`, w.httpPort))
+		s.Close(context.Background())
+		want := "200 403 403 "
+		if approver != nil {
+			want = "200 403 200 "
+		}
+		if out != want {
+			t.Errorf("approver %v: got %q, want %q (GET, POST refused, the asked path)", approver != nil, out, want)
+		}
+	}
+}
