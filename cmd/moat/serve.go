@@ -130,6 +130,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 		defer aw.Close()
 		cfg.Audit = aw
 	}
+	// From here on SIGTERM and SIGINT drain, even one that comes while the
+	// daemon starts: it would otherwise leave its socket and sessions.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	m, err := daemon.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -166,8 +170,6 @@ func cmdServe(args []string, stderr io.Writer) int {
 		go func() { errc <- hs.Serve(l) }()
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	code := 0
 	select {
 	case s := <-sigs:
@@ -216,14 +218,27 @@ func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
 		}
 		os.Remove(path)
 	}
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	// Bound in a directory only this user can enter, given its mode, then
+	// linked into place (link fails rather than replace another daemon's
+	// socket made meanwhile). Not by narrowing the umask around the bind:
+	// the umask is the whole process's, and the daemon's goroutines make
+	// workspaces meanwhile.
+	tmpdir, err := os.MkdirTemp(dir, ".moat-sock-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmpdir)
+	tmp := filepath.Join(tmpdir, "s")
+	l, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, err
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(path, mode); err != nil {
+	if err := os.Chmod(tmp, mode); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := os.Link(tmp, path); err != nil {
 		l.Close()
 		return nil, err
 	}

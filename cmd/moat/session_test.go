@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,10 @@ func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer)
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
+		// Listening, not only bound: the socket file exists a moment
+		// before the daemon accepts on it.
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
@@ -36,6 +40,14 @@ func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer)
 			cmd.Wait()
 			t.Fatalf("moat serve did not listen:\n%s", logs)
 		}
+	}
+	// The socket is the daemon's user's alone, from the start, and its
+	// making leaves nothing beside it.
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+		t.Errorf("the daemon's socket: %v %v, want a socket of mode 0600", fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".moat-sock-*")); len(left) > 0 {
+		t.Errorf("left beside the socket: %q", left)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
