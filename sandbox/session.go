@@ -99,6 +99,10 @@ type Session struct {
 	// can be told for (backend.Lifecycle); nil when the policy has no
 	// command rules.
 	check *execCheck
+	// spend counts what the session's commands spend against the
+	// policy's [budgets], across the session: once one is spent, new
+	// commands are refused.
+	spend *harness.Spend
 
 	closeOnce sync.Once
 	closeRep  *Report
@@ -135,7 +139,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, fmt.Errorf("%w: %s", ErrNoLifecycle, be.Name())
 	}
 	s := &Session{id: NewRunID(), req: *req, backend: be.Name(), landlock: p.Filesystem.Landlock, created: time.Now(),
-		rules: harness.New(p), approvals: &harness.Approvals{}}
+		rules: harness.New(p), approvals: &harness.Approvals{}, spend: harness.NewSpend(p.Budgets)}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -166,13 +170,24 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			return nil, err
 		}
 		s.er = newEgressRun(rules, p, &Request{Audit: req.Audit, Resolver: req.Resolver, Dial: req.Dial}, s.id)
-		if s.rules.HasHostRules() {
+		if s.rules.HasHostRules() || s.spend.CountsRequests() {
 			// The host rules hold for every request of every command of
 			// the session, decided as in a one-shot run; an ask goes to
 			// the session's approver, and a grant for the session holds
-			// for its later requests.
+			// for its later requests. The request budgets count what
+			// they let through, across the session.
 			hc := &execCheck{rules: s.rules, approvals: s.approvals, req: &Request{Policy: p, Approver: req.Approver, AuditDecision: req.AuditDecision},
 				runID: s.id, dir: p.Workspace.Path}
+			if s.spend.CountsRequests() {
+				hc.spend = s.spend
+				spend, record := s.spend, s.er.proxy.Audit
+				s.er.proxy.Audit = func(e egress.Event) {
+					spend.NetworkBytes(e.BytesUp + e.BytesDown)
+					if record != nil {
+						record(e)
+					}
+				}
+			}
 			s.er.proxy.Check = hc.host
 		}
 		stdio.ServeProxy = s.er.serve
@@ -286,6 +301,10 @@ type Process struct {
 	landlock string
 	check    *execCheck // the programs it starts, checked (nil: no rules)
 	once     sync.Once
+	// spend is the session's budgets, told what the command spent; the
+	// wall and output limits are a budget's when it was the tighter.
+	spend                    *harness.Spend
+	wallBudget, outputBudget bool
 }
 
 // Exec runs a command in the session to completion and returns its
@@ -365,6 +384,26 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	if req.Output > 0 {
 		ps.Output = req.Output
 	}
+	// The session's budgets: a spent one refuses the command; what is
+	// left of the wall and output budgets bounds it (its CPU time is
+	// counted when it ends, and refuses the next command once spent).
+	wallLeft, _, outputLeft, err := s.spend.Left()
+	if err == nil {
+		err = s.spend.StartRun()
+	}
+	if err != nil {
+		var be *harness.BudgetError
+		errors.As(err, &be)
+		rep.Reason, rep.Budget, rep.Error = ReasonBudget, be.Name, err.Error()
+		return p, err
+	}
+	p.spend = s.spend
+	if wallLeft > 0 && (ps.Wall == 0 || wallLeft < ps.Wall) {
+		ps.Wall, p.wallBudget = wallLeft, true
+	}
+	if outputLeft > 0 && (ps.Output == 0 || outputLeft < ps.Output) {
+		ps.Output, p.outputBudget = outputLeft, true
+	}
 	if s.check != nil {
 		// What this command starts, its background processes' included,
 		// is decided as in a Run, with its approver and its approvals.
@@ -434,6 +473,15 @@ func (p *Process) Wait() (*Report, error) {
 			return
 		}
 		fillReport(p.rep, st, p.landlock)
+		if p.spend != nil {
+			p.spend.EndRun(st.Wall, st.CPU, st.OutputBytes)
+			switch {
+			case st.Cause == backend.CauseTimeout && p.wallBudget:
+				p.rep.Reason, p.rep.Budget = ReasonBudget, "wall"
+			case st.Cause == backend.CauseOutput && p.outputBudget:
+				p.rep.Reason, p.rep.Budget = ReasonBudget, "output"
+			}
+		}
 		if p.check != nil {
 			// What a process it left in the background is refused later
 			// is in the audit stream only.

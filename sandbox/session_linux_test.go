@@ -358,3 +358,43 @@ c http://allowed.test:%[1]d/; c -X POST -d x http://allowed.test:%[1]d/; c http:
 		}
 	}
 }
+
+// TestSessionBudgets: a session's [budgets] hold across its commands: the
+// runs budget refuses the command past it, the wall budget ends the
+// command that spends it (reason budget) and refuses the next, and so does
+// the output budget; a session without budgets runs the same commands (the
+// positive control).
+func TestSessionBudgets(t *testing.T) {
+	for _, tc := range []struct {
+		name, budgets string
+		script        string
+		first         string // the Reason of the command that spends it
+	}{
+		{"runs", "runs = 2", "true", "exit"},
+		{"wall", `wall = "400ms"`, "sleep 0.3", "budget"},
+		{"output", `output = "20KiB"`, "head -c 12000 /dev/zero", "budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := policy.Parse("budgets.toml", []byte("[budgets]\n"+tc.budgets+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSession(t, t.TempDir(), func(q *policy.Policy) { q.Budgets = p.Budgets })
+			var reasons []string
+			for range 3 {
+				_, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, tc.script)
+				reasons = append(reasons, rep.Reason+":"+rep.Budget)
+			}
+			want := []string{"exit:", tc.first + ":" + map[bool]string{true: tc.name}[tc.first == "budget"], "budget:" + tc.name}
+			if strings.Join(reasons, " ") != strings.Join(want, " ") {
+				t.Errorf("reasons %q, want %q", reasons, want)
+			}
+			free := newSession(t, t.TempDir(), nil)
+			for range 3 {
+				if _, rep, err := sessionSh(t, free, sandbox.ExecRequest{}, tc.script); err != nil || rep.Reason != "exit" {
+					t.Errorf("without budgets: %v %q", err, rep.Reason)
+				}
+			}
+		})
+	}
+}
