@@ -247,6 +247,9 @@ func gvisorProbe(line func(status, what, detail string)) {
 	p := policy.Default()
 	p.Workspace.Path = dir
 	p.Sandbox.Isolation = policy.IsolationGVisor
+	// The probe asks whether runsc runs a sandbox here; the rules' check
+	// at each exec, which gvisor cannot make, is said below.
+	p.Harness.Builtin = []string{}
 	// runsc has no id-mapped mounts: the workspace is the sandbox user's.
 	os.Chown(dir, p.User.UID, p.User.GID)
 	home, _ := os.UserHomeDir()
@@ -271,7 +274,8 @@ func gvisorProbe(line func(status, what, detail string)) {
 		strings.Repeat(" ", 38)+"(the sentry included: past the memory limit the sandbox ends);\n"+
 		strings.Repeat(" ", 38)+"refused: --pids (a host cgroup would count the sentry's threads), --disk (its tmpfs is the\n"+
 		strings.Repeat(" ", 38)+"sentry's memory), custom seccomp profiles, TCP port rules, a writable workspace the sandbox\n"+
-		strings.Repeat(" ", 38)+"user does not own (no id-mapped mounts)")
+		strings.Repeat(" ", 38)+"user does not own (no id-mapped mounts), and command rules (the built-in set included: gVisor\n"+
+		strings.Repeat(" ", 38)+"passes no exec notification to moat; [harness] builtin = [], or --allow-degraded for command lines only)")
 }
 
 // landlockFeatures says what moat gets from Landlock at a given ABI.

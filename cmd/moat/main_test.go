@@ -217,6 +217,13 @@ func TestDoctor(t *testing.T) {
 	if !want.MatchString(out) {
 		t.Errorf("doctor's landlock line does not match %s (kernel ABI %d):\n%s", want, sandbox.ProbeHost().LandlockABI, out)
 	}
+	// Where runsc runs sandboxes (root, runsc found), doctor says so: its
+	// probe is not refused for the rules gVisor cannot check.
+	if _, err := gvisor.Find(""); err == nil && os.Geteuid() == 0 && os.Getenv("MOAT_VMTEST_GUEST") == "" {
+		if want := regexp.MustCompile(`(?m)^ok +gvisor isolation +--isolation gvisor: runsc `); !want.MatchString(out) {
+			t.Errorf("doctor's gvisor line does not match %s:\n%s", want, out)
+		}
+	}
 	// The process limit holds for every caller, and doctor says by what.
 	if native.NprocPerUserns() {
 		if want := regexp.MustCompile(`(?m)^ok +  pids limits +(available to this caller \(cgroup\)|by RLIMIT_NPROC)`); !want.MatchString(out) {
