@@ -25,6 +25,10 @@ type CreateSessionRequest struct {
 	// Template names one of the daemon's templates (moat serve
 	// --templates), whose policy the session gets; Policy is then empty.
 	Template string `json:"template,omitempty"`
+	// Learn runs the session's rules in report-only mode: what they would
+	// deny or ask about happens, audited as "learn" (moat policy suggest
+	// turns the daemon's audit stream into policy additions).
+	Learn bool `json:"learn,omitempty"`
 }
 
 // Session is a live session as the API shows it.

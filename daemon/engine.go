@@ -53,6 +53,9 @@ type EngineSpec struct {
 	// Audit, if set, receives the session's audit records as they happen
 	// (the rules' decisions and the network's); nil means nobody.
 	Audit func(rec any)
+	// Learn runs the session's rules in report-only mode
+	// (CreateRequest.Learn).
+	Learn bool
 }
 
 // NewEngine makes a session's sandbox.
@@ -86,7 +89,7 @@ type WindowSize struct{ Rows, Cols uint16 }
 // processes left running and the network. An overlay or copy session
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
-	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents,
+	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents, Learn: spec.Learn,
 		Approver: spec.Approver, AuditDecision: spec.AuditDecision}
 	if rec := spec.Audit; rec != nil {
 		hook, decided := spec.NetworkEvents, spec.AuditDecision

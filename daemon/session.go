@@ -37,6 +37,10 @@ type CreateRequest struct {
 	// whose policy the session gets instead of Policy; a request that
 	// matches its warm pool gets a sandbox made in advance.
 	Template string
+	// Learn runs the session's rules in report-only mode (see
+	// sandbox.SessionRequest.Learn): what they would deny or ask about
+	// happens and is audited as "learn", for moat policy suggest.
+	Learn bool
 }
 
 // Session is a live session. Its exported fields do not change.
@@ -197,8 +201,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.protect = protectList(p)
 	s.gate = s.newWriteGate(p)
+	s.gate.Learn = req.Learn
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add}
+	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}
 	if m.cfg.Audit != nil {
 		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
 	}

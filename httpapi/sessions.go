@@ -48,7 +48,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t daemon.
 	}
 	sess, err := s.Manager.Create(r.Context(), t, &daemon.CreateRequest{
 		Policy: req.Policy, Workspace: req.Workspace, WorkspaceMode: req.WorkspaceMode, TTL: ttl, IdleTimeout: idle,
-		Template: req.Template,
+		Template: req.Template, Learn: req.Learn,
 	})
 	if err != nil {
 		return err

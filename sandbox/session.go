@@ -48,6 +48,10 @@ type SessionRequest struct {
 	// sessions (and runs) of that name accumulate into; empty means a new
 	// change set.
 	Session string
+	// Learn runs the rules in report-only mode for the session's whole
+	// life, as Request.Learn does for a run: what they would deny or ask
+	// about runs, audited with the outcome "learn" (moat policy suggest).
+	Learn bool
 }
 
 // ExecRequest is one command of a session.
@@ -176,7 +180,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			// the session's approver, and a grant for the session holds
 			// for its later requests. The request budgets count what
 			// they let through, across the session.
-			hc := &execCheck{rules: s.rules, approvals: s.approvals, req: &Request{Policy: p, Approver: req.Approver, AuditDecision: req.AuditDecision},
+			hc := &execCheck{rules: s.rules, approvals: s.approvals, req: &Request{Policy: p, Approver: req.Approver, AuditDecision: req.AuditDecision, Learn: req.Learn},
 				runID: s.id, dir: p.Workspace.Path}
 			if s.spend.CountsRequests() {
 				hc.spend = s.spend
@@ -250,7 +254,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			s.base.Degraded = append(s.base.Degraded, d)
 			s.base.Warnings = append(s.base.Warnings, d)
 		} else {
-			s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision}, runID: s.id, dir: spec.Dir}
+			s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision, Learn: req.Learn}, runID: s.id, dir: spec.Dir}
 			stdio.CheckExec = s.check.check
 		}
 	}
@@ -359,7 +363,7 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	if req.Approver != nil {
 		ap = req.Approver
 	}
-	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision}
+	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision, Learn: s.req.Learn}
 	line := &harness.Approvals{}
 	if err := decide(ctx, r, rep, dir, s.rules, line, s.approvals); err != nil {
 		if errors.Is(err, ErrDenied) {

@@ -33,6 +33,9 @@ type WriteGate struct {
 	runID     string
 	record    func(audit.Decision)
 	ask       sync.Mutex // one question at a time to a person
+	// Learn lets every change through, auditing what the rules would
+	// have denied or asked with the outcome "learn" (SessionRequest.Learn).
+	Learn bool
 }
 
 // NewWriteGate returns the gate of a session (runID names it in the audit
@@ -59,6 +62,10 @@ func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (har
 	}
 	rec := g.newRecord(op, rel, d)
 	defer g.audit(&rec)
+	if g.Learn && d.Verdict != harness.Allow {
+		rec.Outcome = OutcomeLearn
+		return d, nil
+	}
 	switch d.Verdict {
 	case harness.Allow:
 		return d, nil
@@ -96,7 +103,7 @@ func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (har
 // did not decide rel refuses it (a link must not carry a change past a
 // rule), as does a deny.
 func (g *WriteGate) Follow(op, rel, real string, checked harness.Decision) error {
-	if real == rel {
+	if real == rel || g.Learn {
 		return nil
 	}
 	d := g.rules.DecideWrite(real)

@@ -114,3 +114,33 @@ func TestWriteGate(t *testing.T) {
 		t.Errorf("a link to a path no rule matches: %v", err)
 	}
 }
+
+// TestWriteGateLearn: in learn mode the write rules' denials and asks let
+// the change through, each audited with the outcome "learn"; the same
+// gate out of learn mode refuses them (the control, TestWriteGate).
+func TestWriteGateLearn(t *testing.T) {
+	p, err := policy.Parse("w.toml", []byte(writeRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var recs []audit.Decision
+	g := sandbox.NewWriteGate(p, "sess-1", func(d audit.Decision) { recs = append(recs, d) })
+	ctx := context.Background()
+	if _, err := g.Check(ctx, sandbox.WriteFile, "deploy/prod.env", nil); !errors.Is(err, sandbox.ErrDenied) {
+		t.Fatalf("not learning: %v, want a refusal", err)
+	}
+	g.Learn = true
+	recs = nil
+	for _, f := range []string{"deploy/prod.env", "deploy/x"} {
+		d, err := g.Check(ctx, sandbox.WriteFile, f, nil)
+		if err != nil || g.Follow(sandbox.WriteFile, f, "elsewhere/"+f, d) != nil {
+			t.Errorf("learning %s: %v", f, err)
+		}
+	}
+	if len(recs) != 2 || recs[0].Outcome != sandbox.OutcomeLearn || recs[1].Outcome != sandbox.OutcomeLearn {
+		t.Errorf("records %+v, want two with outcome learn", recs)
+	}
+}

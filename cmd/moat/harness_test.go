@@ -372,3 +372,39 @@ func TestInteractiveRunRefusesInRunAsks(t *testing.T) {
 		t.Errorf("the approved command did not run: %v", err)
 	}
 }
+
+// TestSessionLearnAndSuggest: the same learning through the daemon: a
+// session made with --learn runs what the rules would ask about, its
+// decisions land in moat serve's audit stream with the outcome "learn",
+// and moat policy suggest turns them into a rule. The positive control: a
+// session without --learn refuses the same command.
+func TestSessionLearnAndSuggest(t *testing.T) {
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+	sock, logs := startServe(t, "--audit", auditFile, "--approval-timeout", "1s")
+	ws := t.TempDir()
+	script := "d=/tmp/moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
+	for _, learn := range []bool{false, true} {
+		args := []string{"session", "create", "--socket", sock, "--temp"}
+		if learn {
+			args = append(args, "--learn")
+		}
+		code, id, errs := moat(t, ws, args...)
+		if code != 0 {
+			t.Fatalf("session create: %d %q\n%s", code, errs, logs)
+		}
+		id = strings.TrimSpace(id)
+		_, out, errs := moat(t, ws, "exec", "--socket", sock, id, "--", "sh", "-c", script)
+		want := "kept"
+		if learn {
+			want = "removed"
+		}
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("learn %v: output %q %q, want %s", learn, out, errs, want)
+		}
+		moat(t, ws, "session", "rm", "--socket", sock, id)
+	}
+	code, sugg, errs := moat(t, ws, "policy", "suggest", auditFile)
+	if code != 0 || !strings.Contains(sugg, `match = { command = ["rm"] }`) || !strings.Contains(sugg, "(learn)") {
+		t.Fatalf("suggest = %d %q %q", code, sugg, errs)
+	}
+}

@@ -80,6 +80,7 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	ttl := fs.String("ttl", "", "time to live, e.g. 2h (default: the daemon's)")
 	idle := fs.String("idle-timeout", "", "end the session when unused this long (default: the daemon's)")
 	template := fs.String("template", "", "one of the daemon's templates (moat serve --templates) instead of --policy; with --temp, from its warm pool")
+	learn := fs.Bool("learn", false, "run the rules in report-only mode: what they would deny or ask about runs, audited as learn (moat serve --audit FILE, then moat policy suggest FILE)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,7 +92,7 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moat session create: --template and --policy: give one")
 		return 2
 	}
-	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle, Template: *template}
+	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle, Template: *template, Learn: *learn}
 	if *policyFile != "" {
 		data, err := readBounded(*policyFile, 1<<20)
 		if err != nil {
