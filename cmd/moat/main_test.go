@@ -52,13 +52,20 @@ func TestMain(m *testing.M) {
 	os.Exit(sandboxtest.RunWithStateDir(m))
 }
 
+// startDir is the tests' working directory when the binary started.
+var startDir, _ = os.Getwd()
+
 func moat(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	old, _ := os.Getwd()
 	if err := os.Chdir(dir); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Chdir(old)
+	// Back to where the tests started, not to the directory found on the
+	// way in: when two calls overlap (a test approving, in one goroutine,
+	// what another waits on), the one found may be the other's temporary
+	// directory, removed once its test ends, and every later test would
+	// run in a directory that is gone.
+	defer os.Chdir(startDir)
 	var out, errb bytes.Buffer
 	code = realMain(args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
