@@ -341,3 +341,15 @@ func (c *Client) WriteStdin(ctx context.Context, id, pid string, data []byte, cl
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return c.raw(req)
 }
+
+// Fetch has the daemon fetch rawURL for session id: a GET of a public
+// https:// URL, no redirects, 5 s, 1 MiB, under the session's host rules
+// (an ask waits for a pending approval). A refusal is an *Error with code
+// CodeDenied (the rules) or CodeFetchRefused (the fetch itself).
+func (c *Client) Fetch(ctx context.Context, id, rawURL string) (*FetchResult, error) {
+	var out FetchResult
+	if err := c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(id)+"/fetch", &FetchRequest{URL: rawURL}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -193,7 +193,10 @@ const (
 	// CodeApprovalRefused: an approval's answer does not fit the action
 	// (a scope, prefix or expiry it cannot have).
 	CodeApprovalRefused = "approval_refused"
-	CodeConflict        = "conflict"
+	// CodeFetchRefused: the fetch was refused (not public HTTPS, a
+	// redirect, too slow, too big) or failed; the message says which.
+	CodeFetchRefused = "fetch_refused"
+	CodeConflict     = "conflict"
 )
 
 // FileInfo describes an entry of a session's workspace.
@@ -251,4 +254,20 @@ type Change struct {
 type TarReport struct {
 	Entries int   `json:"entries"`
 	Bytes   int64 `json:"bytes"`
+}
+
+// FetchRequest asks the daemon to fetch a URL for a session.
+type FetchRequest struct {
+	URL string `json:"url"`
+}
+
+// FetchResult is what a fetch got: the status, the headers (one value
+// each), the body as text, or in base64 when it is not UTF-8, and the
+// address it came from.
+type FetchResult struct {
+	Status     int               `json:"status"`
+	Headers    map[string]string `json:"headers"`
+	Body       string            `json:"body,omitempty"`
+	BodyBase64 string            `json:"body_base64,omitempty"`
+	Addr       string            `json:"addr"`
 }

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/moatbox/moat/egress"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -97,6 +98,10 @@ type Config struct {
 	// Audit, if set, receives the sessions' rule decisions and the
 	// approvals' outcomes.
 	Audit AuditSink
+	// Fetcher makes the sessions' fetches (Session.Fetch); nil means one
+	// with egress.Fetcher's defaults (public HTTPS only). Tests point
+	// names at loopback with it.
+	Fetcher *egress.Fetcher
 }
 
 func (c *Config) defaults() {

@@ -59,6 +59,7 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrConflict, http.StatusConflict, client.CodeConflict},
 		{daemon.ErrNoTemplate, http.StatusNotFound, client.CodeNotFound},
 		{daemon.ErrApprovalRefused, http.StatusUnprocessableEntity, client.CodeApprovalRefused},
+		{daemon.ErrFetchRefused, http.StatusUnprocessableEntity, client.CodeFetchRefused},
 	} {
 		if errors.Is(err, m.err) {
 			return &client.Error{Status: m.status, Code: m.code, Message: s.scrub(err.Error())}

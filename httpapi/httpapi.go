@@ -94,6 +94,7 @@ var routes = []route{
 	{"GET", "/v1/sessions/{id}/events", (*Server).sessionEvents},
 	{"GET", "/v1/sessions/{id}/files/tar", (*Server).downloadTar},
 	{"PUT", "/v1/sessions/{id}/files/tar", (*Server).uploadTar},
+	{"POST", "/v1/sessions/{id}/fetch", (*Server).fetch},
 }
 
 // Routes returns "METHOD PATH" for every endpoint.

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// ErrFetchRefused is returned (wrapped) for a fetch that egress.Fetcher
+// refuses or that fails: not public HTTPS, a redirect, too slow, too big.
+var ErrFetchRefused = errors.New("fetch refused")
+
+// Fetch is the webhook-style request agent platforms allow beside a
+// sandbox (moat fetch, MCP's fetch tool), made for the session by the
+// daemon on the host: a GET of a public https:// URL, no redirects, 5 s,
+// 1 MiB (egress.Fetcher). The session's host rules decide it first, as
+// they decide its proxy's requests: a deny refuses it (sandbox.ErrDenied),
+// an ask waits for the request's approver (see WithApprover), else the
+// session's pending approvals, else refuses it. Every decision other than
+// a plain allow is audited with the session's records.
+func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult, error) {
+	if err := s.begin(false); err != nil {
+		return nil, err
+	}
+	defer s.finish(false)
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return nil, fmt.Errorf("%w: %q is not a URL: give an https:// URL with a host name", ErrBadRequest, rawURL)
+	}
+	port := 443
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("%w: %q: bad port", ErrBadRequest, rawURL)
+		}
+	}
+	rules := harness.New(s.Policy())
+	host := strings.ToLower(u.Hostname())
+	d := rules.DecideHost(harness.Request{Host: host, Port: port, Method: "GET", Path: u.Path})
+	if d.Verdict != harness.Allow {
+		what := []string{"FETCH", rawURL}
+		rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: s.ID, At: "fetch", Command: what, Verdict: string(d.Verdict), Reason: d.Reason, Rule: d.Rule.String()}
+		refuse := func(why string) error {
+			s.recordDecision(rec)
+			return fmt.Errorf("%w: rule %s %s %s: %s; %s", sandbox.ErrDenied, d.Rule, d.Verdict.Verb(), host, d.Reason, why)
+		}
+		if d.Verdict == harness.Deny {
+			rec.Outcome = "denied"
+			return nil, refuse("change the policy's [[rules]] to allow it")
+		}
+		ap := approverOf(ctx)
+		if ap == nil {
+			ap = s.approver()
+		}
+		if ap == nil {
+			rec.Outcome = sandbox.ApprovalNoApprover
+			return nil, refuse("nobody can be asked here")
+		}
+		ok, err := ap.Approve(ctx, harness.Action{Request: &harness.Request{Host: host, Port: port, Method: "GET", Path: u.Path}}, d)
+		if !ok {
+			rec.Outcome = sandbox.ApprovalDenied
+			return nil, refuse(fmt.Sprintf("not approved (%v)", err))
+		}
+		rec.Outcome, rec.Approver = sandbox.ApprovalApproved, ap.Name()
+		s.recordDecision(rec)
+	}
+	f := s.m.cfg.Fetcher
+	if f == nil {
+		f = &egress.Fetcher{}
+	}
+	r, err := f.Fetch(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
+	}
+	return r, nil
+}
+
+// recordDecision sends a decision of the session's rules where the
+// others go: the daemon's audit stream and the session's events.
+func (s *Session) recordDecision(d audit.Decision) {
+	s.m.auditWrite(d)
+	s.events.add(d)
+}

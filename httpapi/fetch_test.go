@@ -1,0 +1,90 @@
+//go:build linux
+
+package httpapi_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/egress"
+)
+
+// TestFetchThroughTheAPI: POST /v1/sessions/{id}/fetch fetches a public
+// HTTPS page for a session (a loopback server stands in, its names and
+// addresses allowed by the test's fetcher): the page comes back (the
+// positive control), a host a rule denies is refused with "denied" and
+// the rule named, and a redirect and plain HTTP are refused with
+// "fetch_refused".
+func TestFetchThroughTheAPI(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "api.test"}, DNSNames: []string{"api.test", "denied.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "/ok", http.StatusFound)
+			return
+		}
+		fmt.Fprint(w, "hello from the page")
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+
+	d := startDaemon(t, daemon.Config{Fetcher: &egress.Fetcher{
+		AllowCIDRs: []string{"127.0.0.0/8"}, TLS: &tls.Config{RootCAs: roots},
+		Resolver: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+	}}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: `[[rules]]
+name = "no-denied"
+match = { host = "denied.test" }
+decision = "deny"
+reason = "not this one"
+`})
+	ctx := context.Background()
+	r, err := d.c.Fetch(ctx, s.ID, fmt.Sprintf("https://api.test:%d/ok", port))
+	if err != nil || r.Status != 200 || r.Body != "hello from the page" {
+		t.Fatalf("fetch of the page: %v %+v", err, r)
+	}
+	for _, tc := range []struct{ url, code, msg string }{
+		{fmt.Sprintf("https://denied.test:%d/ok", port), client.CodeDenied, "no-denied"},
+		{fmt.Sprintf("https://api.test:%d/redirect", port), client.CodeFetchRefused, "redirect"},
+		{fmt.Sprintf("http://api.test:%d/ok", port), client.CodeFetchRefused, "https"},
+	} {
+		_, err := d.c.Fetch(ctx, s.ID, tc.url)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != tc.code || !strings.Contains(ae.Message, tc.msg) {
+			t.Errorf("fetch %s: %v, want %s naming %q", tc.url, err, tc.code, tc.msg)
+		}
+	}
+}
