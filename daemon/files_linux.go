@@ -161,53 +161,23 @@ func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm f
 		return err
 	}
 	defer done()
-	dir, base, dirRel, err := s.parent(rel)
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	if s.protected(joinRel(dirRel, base)) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	}
-	if err := s.followWrite(sandbox.WriteFile, rel, joinRel(dirRel, base), d); err != nil {
-		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
-		return err
-	}
-	tmp := ".moat-write-" + newID()
-	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
-	if err != nil {
-		return s.pathError(rel, err)
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	defer func() {
+	// Written under a temporary name beside rel and renamed over it, as a
+	// tar upload's entries are (place).
+	return s.place(rel, d, func(dir *os.File, tmp string) error {
+		fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 		if err != nil {
-			unix.Unlinkat(int(dir.Fd()), tmp, 0)
-		}
-	}()
-	if os.Geteuid() == 0 {
-		if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
-			f.Close()
 			return err
 		}
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return s.pathError(rel, err) // a bounded workspace may be full
-	}
-	if err := f.Chmod(perm.Perm()); err != nil { // the umask does not decide
-		f.Close()
+		f := os.NewFile(uintptr(fd), tmp)
+		_, err = f.Write(data) // a bounded workspace may be full
+		if err == nil {
+			err = f.Chmod(perm.Perm()) // the umask does not decide
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), base); err != nil {
-		return s.pathError(rel, err)
-	}
-	return nil
+	})
 }
 
 // writable cleans rel and says whether the session's files API may
