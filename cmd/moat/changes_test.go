@@ -177,7 +177,7 @@ func TestOverlayUnderDiskLimit(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "disk limit") {
 		t.Fatalf("code %d stderr %q: want the disk limit to stop the write", code, errs)
 	}
-	code, _, errs = moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "d", "--disk", "10MiB", "--wall", "1s", "--",
+	code, _, errs = moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "d", "--disk", "10MiB", "--wall", "3s", "--",
 		"sh", "-c", "rm big b.txt; cat a.txt > seen.txt; mkdir -p d/e; echo x > d/e/f; sleep 30")
 	if code != 137 || !strings.Contains(errs, "wall-clock") {
 		t.Fatalf("code %d stderr %q: want a timeout", code, errs)
