@@ -341,10 +341,9 @@ func (m *Manager) Approve(t Tenant, id string, req ApproveRequest) (*Approval, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrApprovalRefused, err)
 	}
-	if !m.answer(p, &g, nil) {
+	if !m.answer(p, &g, nil, func() { m.auditApproval(p, sandbox.ApprovalApproved, who, req.Why, &g) }) {
 		return nil, fmt.Errorf("%w: no pending approval %q", ErrNotFound, id)
 	}
-	m.auditApproval(p, sandbox.ApprovalApproved, who, req.Why, &g)
 	m.log.Info("approval answered", "approval", p.ID, "session", p.Session, "outcome", "approved", "by", who, "scope", string(g.Scope))
 	return p, nil
 }
@@ -364,20 +363,23 @@ func (m *Manager) Deny(t Tenant, id, name, why string) (*Approval, error) {
 	if why != "" {
 		msg += ": " + why
 	}
-	if !m.answer(p, nil, errors.New(msg)) {
+	if !m.answer(p, nil, errors.New(msg), func() { m.auditApproval(p, sandbox.ApprovalDenied, who, why, nil) }) {
 		return nil, fmt.Errorf("%w: no pending approval %q", ErrNotFound, id)
 	}
-	m.auditApproval(p, sandbox.ApprovalDenied, who, why, nil)
 	m.log.Info("approval answered", "approval", p.ID, "session", p.Session, "outcome", "denied", "by", who)
 	return p, nil
 }
 
-// answer gives p its answer, unless it has one (or timed out) already.
-func (m *Manager) answer(p *Approval, g *harness.Grant, err error) bool {
+// answer gives p its answer, unless it has one (or timed out) already;
+// record (the answer's audit record) is written before the action that
+// waits goes on, so that the stream has the approval before what it let
+// through.
+func (m *Manager) answer(p *Approval, g *harness.Grant, err error, record func()) bool {
 	ok := false
 	p.once.Do(func() {
 		ok = true
 		p.grant, p.err = g, err
+		record()
 		close(p.done)
 	})
 	return ok

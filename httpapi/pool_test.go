@@ -131,8 +131,14 @@ func TestDiskQuotaEnforced(t *testing.T) {
 		if e, ok := err.(*client.Error); !ok || e.Code != client.CodeQuota || !strings.Contains(e.Message, "written in place") {
 			t.Errorf("an empty direct workspace by a daemon that cannot mount: %v", err)
 		}
+	} else if s, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{Policy: policy}); err != nil && strings.Contains(err.Error(), "cannot id-map") {
+		// The workspace tmpfs is shown through an idmapped mount, which
+		// this kernel cannot make of a tmpfs (before Linux 6.3): the
+		// session is refused, saying so; nothing more to test here.
+		t.Logf("the root daemon's bounded direct workspace: this kernel cannot id-map a tmpfs, and the session is refused: %v", err)
+	} else if err != nil {
+		t.Fatalf("create session: %v", err)
 	} else {
-		s := d.create(t, &client.CreateSessionRequest{Policy: policy})
 		if write(s.ID, "a", 5) != 0 {
 			t.Error("positive control: 5MiB in a direct workspace of 8MiB")
 		}
