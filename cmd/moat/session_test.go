@@ -46,8 +46,17 @@ func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
 		t.Errorf("the daemon's socket: %v %v, want a socket of mode 0600", fi.Mode(), err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".moat-sock-*")); len(left) > 0 {
-		t.Errorf("left beside the socket: %q", left)
+	// The directory the socket was bound in goes once it is linked into
+	// place, a moment after a client can connect.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		left, _ := filepath.Glob(filepath.Join(dir, ".moat-sock-*"))
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("left beside the socket: %q", left)
+			break
+		}
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
