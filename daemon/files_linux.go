@@ -216,17 +216,11 @@ func (s *Session) Mkdir(ctx context.Context, rel string) error {
 // first).
 func (s *Session) mkdir(rel string, d harness.Decision) error {
 	s.touch()
-	dir, base, dirRel, err := s.parent(rel)
+	dir, base, err := s.target(sandbox.WriteMkdir, rel, d)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	if s.protected(joinRel(dirRel, base)) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	}
-	if err := s.followWrite(sandbox.WriteMkdir, rel, joinRel(dirRel, base), d); err != nil {
-		return err
-	}
 	err = unix.Mkdirat(int(dir.Fd()), base, 0o755)
 	if errors.Is(err, unix.EEXIST) {
 		// A directory already, or a link to one, resolved beneath the
@@ -382,4 +376,26 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		entries = append(entries, fi)
 	}
 	return entries, truncated, nil
+}
+
+// target opens the directory op (a change the write rules decided at rel
+// with d) makes its entry in, and names the entry: its real place is
+// checked against the protected paths and, where links lead elsewhere,
+// against the write rules again. The caller closes dir.
+func (s *Session) target(op, rel string, d harness.Decision) (dir *os.File, base string, err error) {
+	dir, base, dirRel, err := s.parent(rel)
+	if err != nil {
+		return nil, "", err
+	}
+	real := joinRel(dirRel, base)
+	if s.protected(real) {
+		err = fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	} else {
+		err = s.followWrite(op, rel, real, d)
+	}
+	if err != nil {
+		dir.Close()
+		return nil, "", err
+	}
+	return dir, base, nil
 }

@@ -264,16 +264,9 @@ func (m *Manager) claim(t Tenant, req *CreateRequest, ttl, idle time.Duration) (
 		return nil, nil
 	}
 	m.mu.Lock()
-	switch {
-	case m.draining:
+	if err := m.admitLocked(t); err != nil {
 		m.mu.Unlock()
-		return nil, ErrDraining
-	case m.countLocked(t) >= m.cfg.MaxSessions:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: tenant %s has %d sessions, the most allowed", ErrQuota, t.ID, m.cfg.MaxSessions)
-	case len(m.sessions) >= m.cfg.MaxTotal:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
+		return nil, err
 	}
 	s := m.takePooled(req.Template, req.WorkspaceMode)
 	if s == nil {

@@ -136,16 +136,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	// Reserve the place first, so that concurrent creates cannot pass the
 	// quota together.
 	m.mu.Lock()
-	switch {
-	case m.draining:
+	if err := m.admitLocked(t); err != nil {
 		m.mu.Unlock()
-		return nil, ErrDraining
-	case m.countLocked(t) >= m.cfg.MaxSessions:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: tenant %s has %d sessions, the most allowed", ErrQuota, t.ID, m.cfg.MaxSessions)
-	case len(m.sessions) >= m.cfg.MaxTotal:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
+		return nil, err
 	}
 	m.sessions[id] = s
 	m.mu.Unlock()
@@ -723,4 +716,19 @@ func (s *Session) closeRoot() {
 		s.root.Close()
 	}
 	s.rootEnd = true
+}
+
+// admitLocked says whether t may have one more session now (m.mu held):
+// not while the daemon drains, nor past the tenant's or the daemon's
+// count. A cold create and a claim from the pool both go through it.
+func (m *Manager) admitLocked(t Tenant) error {
+	switch {
+	case m.draining:
+		return ErrDraining
+	case m.countLocked(t) >= m.cfg.MaxSessions:
+		return fmt.Errorf("%w: tenant %s has %d sessions, the most allowed", ErrQuota, t.ID, m.cfg.MaxSessions)
+	case len(m.sessions) >= m.cfg.MaxTotal:
+		return fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
+	}
+	return nil
 }

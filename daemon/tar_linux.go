@@ -150,17 +150,11 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 // over rel. rel's real place is checked against the protected paths, and
 // against the write rules, which decided rel with d.
 func (s *Session) place(rel string, d harness.Decision, make func(dir *os.File, tmp string) error) (err error) {
-	dir, base, dirRel, err := s.parent(rel)
+	dir, base, err := s.target(sandbox.WriteFile, rel, d)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	if s.protected(joinRel(dirRel, base)) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	}
-	if err := s.followWrite(sandbox.WriteFile, rel, joinRel(dirRel, base), d); err != nil {
-		return err
-	}
 	tmp := ".moat-write-" + newID()
 	if err := make(dir, tmp); err != nil {
 		unix.Unlinkat(int(dir.Fd()), tmp, 0)
