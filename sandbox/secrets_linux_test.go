@@ -258,8 +258,8 @@ func TestSecretCommandSource(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(b)) != minted {
 		t.Errorf("revoke got %q (%v), want the minted %q", b, err, minted)
 	}
-	if len(rep.Warnings) > 0 {
-		t.Errorf("warnings: %q", rep.Warnings)
+	if w := secretWarnings(rep.Warnings); len(w) > 0 {
+		t.Errorf("warnings: %q", w)
 	}
 
 	// A source that fails: the run is refused with the program's reason,
@@ -291,10 +291,22 @@ func TestSecretCommandSource(t *testing.T) {
 	if _, err := os.Stat(revoked); err == nil {
 		t.Errorf("revoked while the session lives")
 	}
-	if rep, err := s.Close(context.Background()); err != nil || len(rep.Warnings) > 0 {
+	if rep, err := s.Close(context.Background()); err != nil || len(secretWarnings(rep.Warnings)) > 0 {
 		t.Errorf("close: %v %q", err, rep.Warnings)
 	}
 	if b, err := os.ReadFile(revoked); err != nil || !strings.HasPrefix(string(b), "minted-") {
 		t.Errorf("the session's token was not revoked at close: %q %v", b, err)
 	}
+}
+
+// secretWarnings keeps the warnings about secrets: a host without Landlock
+// adds its own, which is not what these tests look at.
+func secretWarnings(ws []string) []string {
+	var out []string
+	for _, w := range ws {
+		if strings.Contains(w, "secret") || strings.Contains(w, "revok") || strings.Contains(w, "token") {
+			out = append(out, w)
+		}
+	}
+	return out
 }
