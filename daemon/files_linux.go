@@ -161,8 +161,8 @@ func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm f
 		return err
 	}
 	defer done()
-	// Written under a temporary name beside rel and renamed over it, as a
-	// tar upload's entries are (place).
+	// Written under a temporary name and renamed over rel, as a tar
+	// upload's entries are (place).
 	return s.place(rel, d, func(dir *os.File, tmp string) error {
 		fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm.Perm()))
 		if err != nil {

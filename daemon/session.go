@@ -129,6 +129,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
 		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
+		Workspace: ws,
 	}
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -285,6 +286,8 @@ func (s *Session) record() *record {
 	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid()}
 	if s.TempWorkspace {
 		r.TempWorkspace = filepath.Join(s.m.dir, "workspaces", s.ID)
+	} else {
+		r.Workspace = s.Workspace
 	}
 	return r
 }

@@ -21,9 +21,13 @@ type record struct {
 	Tenant string `json:"tenant"`
 	// TempWorkspace is the workspace the daemon made, removed with the
 	// session; empty when the tenant brought its own.
-	TempWorkspace string    `json:"temp_workspace,omitempty"`
-	Created       time.Time `json:"created"`
-	PID           int       `json:"pid"`
+	TempWorkspace string `json:"temp_workspace,omitempty"`
+	// Workspace is the tenant's own workspace, where a write of the files
+	// API that the daemon's death cut short leaves its temporary entry at
+	// the root (reapWrites).
+	Workspace string    `json:"workspace,omitempty"`
+	Created   time.Time `json:"created"`
+	PID       int       `json:"pid"`
 }
 
 func (m *Manager) recordPath(id string) string {
@@ -119,6 +123,13 @@ func (m *Manager) reap() []string {
 			os.Remove(p)
 			continue
 		}
+		if r.Workspace != "" && r.TempWorkspace == "" {
+			if n, err := reapWrites(r.Workspace); err != nil {
+				m.log.Warn("reap writes", "session", id, "err", err)
+			} else if n > 0 {
+				m.log.Info("removed writes cut short", "session", id, "entries", n)
+			}
+		}
 		if err := m.removeRecord(&r); err != nil {
 			m.log.Error("reap session", "session", id, "err", err)
 			continue
@@ -135,4 +146,23 @@ func (m *Manager) reap() []string {
 		}
 	}
 	return reaped
+}
+
+// writeTempPrefix begins the name of an entry the files API is writing,
+// before it is renamed into place; newID makes the rest.
+const writeTempPrefix = ".moat-write-"
+
+// isWriteTemp says whether name is one of those entries: the prefix and
+// sixteen lower-case hex digits, nothing a person would name a file.
+func isWriteTemp(name string) bool {
+	id, ok := strings.CutPrefix(name, writeTempPrefix)
+	if !ok || len(id) != 16 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -145,8 +145,8 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 	return rep, nil
 }
 
-// place makes rel atomically: make writes a new entry named tmp in rel's
-// directory, which is then owned by the workspace's owner and renamed
+// place makes rel atomically: make writes a new entry named tmp in the
+// directory it is given, which is then owned by the workspace's owner and renamed
 // over rel. rel's real place is checked against the protected paths, and
 // against the write rules, which decided rel with d.
 func (s *Session) place(rel string, d harness.Decision, make func(dir *os.File, tmp string) error) (err error) {
@@ -155,26 +155,45 @@ func (s *Session) place(rel string, d harness.Decision, make func(dir *os.File, 
 		return err
 	}
 	defer dir.Close()
-	tmp := ".moat-write-" + newID()
-	if err := make(dir, tmp); err != nil {
-		unix.Unlinkat(int(dir.Fd()), tmp, 0)
+	// The new entry is made at the workspace's root, where a daemon killed
+	// mid-write leaves it for the next daemon to remove (reapWrites)
+	// without walking the tree; beside rel only when rel's directory is on
+	// another filesystem (a mount inside the workspace), where a rename
+	// from the root cannot reach.
+	var rootSt, dirSt unix.Stat_t
+	if err := unix.Fstat(int(s.root.Fd()), &rootSt); err != nil {
+		return err
+	}
+	if err := unix.Fstat(int(dir.Fd()), &dirSt); err != nil {
+		return err
+	}
+	at := s.root
+	if rootSt.Dev != dirSt.Dev {
+		at = dir
+	}
+	tmp := writeTempPrefix + newID()
+	err = make(at, tmp)
+	if at != dir && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+		// A root the daemon may not write, above a directory it may.
+		unix.Unlinkat(int(at.Fd()), tmp, 0)
+		at = dir
+		err = make(at, tmp)
+	}
+	if err != nil {
+		unix.Unlinkat(int(at.Fd()), tmp, 0)
 		return s.pathError(rel, err)
 	}
 	defer func() {
 		if err != nil {
-			unix.Unlinkat(int(dir.Fd()), tmp, 0)
+			unix.Unlinkat(int(at.Fd()), tmp, 0)
 		}
 	}()
 	if os.Geteuid() == 0 {
-		var st unix.Stat_t
-		if err := unix.Fstat(int(s.root.Fd()), &st); err != nil {
-			return err
-		}
-		if err := unix.Fchownat(int(dir.Fd()), tmp, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(int(at.Fd()), tmp, int(rootSt.Uid), int(rootSt.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
 	}
-	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), base); err != nil {
+	if err := unix.Renameat(int(at.Fd()), tmp, int(dir.Fd()), base); err != nil {
 		return s.pathError(rel, err)
 	}
 	return nil
@@ -376,4 +395,28 @@ func openAt(d *os.File, name string, flags int) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// reapWrites removes the entries at the root of the workspace ws that
+// writes of a dead daemon left (place), and says how many. ws is opened
+// without following a symbolic link, and only names isWriteTemp accepts
+// are removed.
+func reapWrites(ws string) (int, error) {
+	fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	dir := os.NewFile(uintptr(fd), ws)
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		if isWriteTemp(name) && unix.Unlinkat(fd, name, 0) == nil {
+			n++
+		}
+	}
+	return n, nil
 }
