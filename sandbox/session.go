@@ -309,6 +309,12 @@ type Process struct {
 	// wall and output limits are a budget's when it was the tighter.
 	spend                    *harness.Spend
 	wallBudget, outputBudget bool
+	// clock counts the command's time against the wall budget, stopped
+	// while a person is asked; it ends the command through cancelLife
+	// (nil where the budget is the backend's wall limit, wallBudget).
+	clock      *budgetClock
+	life       context.Context
+	cancelLife context.CancelCauseFunc
 }
 
 // Exec runs a command in the session to completion and returns its
@@ -402,7 +408,17 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		return p, err
 	}
 	p.spend = s.spend
-	if wallLeft > 0 && (ps.Wall == 0 || wallLeft < ps.Wall) {
+	var clock *budgetClock
+	switch {
+	case wallLeft > 0 && s.check != nil:
+		// A program the command starts may wait for a person: the wall
+		// budget is then a clock that stops while one is asked, as in a
+		// Run, which kills the command through its life.
+		var cancel context.CancelCauseFunc
+		life, cancel = context.WithCancelCause(life)
+		clock = newBudgetClock(wallLeft, cancel)
+		p.clock, p.life, p.cancelLife = clock, life, cancel
+	case wallLeft > 0 && (ps.Wall == 0 || wallLeft < ps.Wall):
 		ps.Wall, p.wallBudget = wallLeft, true
 	}
 	if outputLeft > 0 && (ps.Output == 0 || outputLeft < ps.Output) {
@@ -411,12 +427,16 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	if s.check != nil {
 		// What this command starts, its background processes' included,
 		// is decided as in a Run, with its approver and its approvals.
-		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir}
+		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir, clock: clock}
 		stdio.CheckExec = p.check.check
 	}
 	rep.StartedAt = time.Now()
 	proc, err := s.inst.Exec(life, ps, stdio)
 	if err != nil {
+		if p.clock != nil {
+			p.clock.stop()
+			p.cancelLife(nil)
+		}
 		select {
 		case <-s.inst.Done():
 			err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
@@ -473,13 +493,26 @@ func (p *Process) Wait() (*Report, error) {
 	p.once.Do(func() {
 		st, err := p.proc.Wait()
 		if err != nil {
+			if p.clock != nil {
+				p.clock.stop()
+				p.cancelLife(nil)
+			}
 			setError(p.rep, err)
 			return
 		}
 		fillReport(p.rep, st, p.landlock)
 		if p.spend != nil {
-			p.spend.EndRun(st.Wall, st.CPU, st.OutputBytes)
+			wall, clockSpent := st.Wall, false
+			if p.clock != nil {
+				wall = p.clock.stop()
+				var be *harness.BudgetError
+				clockSpent = errors.As(context.Cause(p.life), &be)
+				p.cancelLife(nil)
+			}
+			p.spend.EndRun(wall, st.CPU, st.OutputBytes)
 			switch {
+			case clockSpent:
+				p.rep.Reason, p.rep.Budget = ReasonBudget, "wall"
 			case st.Cause == backend.CauseTimeout && p.wallBudget:
 				p.rep.Reason, p.rep.Budget = ReasonBudget, "wall"
 			case st.Cause == backend.CauseOutput && p.outputBudget:

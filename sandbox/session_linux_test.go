@@ -400,3 +400,36 @@ func TestSessionBudgets(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionWallBudgetStopsWhileAsked: in a session, as in a Run, the
+// wall budget counts a command's own time, not the time a person takes to
+// answer about a program it starts: an answer slower than the budget
+// leaves the command to finish; a command that runs past the budget
+// after a quick answer is ended by it (the control).
+func TestSessionWallBudgetStopsWhileAsked(t *testing.T) {
+	for _, tt := range []struct {
+		name, budget, script string
+		ap                   sandbox.Approver
+		reason, spent        string
+	}{
+		// The wait is longer than the budget, the work well within it even
+		// on an emulated machine.
+		{"without the wait", "2s", "x=-u; id $x >/dev/null; sleep 0.3; echo ok", slowApprover{2500 * time.Millisecond}, "exit", ""},
+		{"with the wait", "1s", "x=-u; id $x >/dev/null; sleep 5", slowApprover{300 * time.Millisecond}, sandbox.ReasonBudget, "wall"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			p := execPolicy(t, ws, execRules+"[budgets]\nwall = \""+tt.budget+"\"\n")
+			s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, Approver: tt.ap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close(context.Background()) })
+			start := time.Now()
+			out, rep, _ := sessionSh(t, s, sandbox.ExecRequest{}, tt.script)
+			if rep.Reason != tt.reason || rep.Budget != tt.spent {
+				t.Errorf("reason %q budget %q, want %q %q (%s, after %s)", rep.Reason, rep.Budget, tt.reason, tt.spent, out, time.Since(start))
+			}
+		})
+	}
+}
