@@ -371,7 +371,20 @@ func (cc *clientConn) finish(ev *Event) {
 		ev.Decision, ev.Rule, ev.Reason = DecisionError, "internal error", panicReason(r)
 		cc.c.Close()
 	}
-	cc.p.emit(*ev)
+	if !ev.emitted {
+		cc.p.emit(*ev)
+	}
+}
+
+// told emits ev, a refusal, before the client learns of it (a status, an
+// alert, a closed connection): a client that exits on the refusal must
+// find it already in the run's or session's record, which a caller reads
+// as soon as the command ends. finish then emits nothing more.
+func (cc *clientConn) told(ev *Event) {
+	if !ev.emitted {
+		cc.p.emit(*ev)
+		ev.emitted = true
+	}
 }
 
 func panicReason(r any) string {
@@ -530,6 +543,7 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 	cc.c.SetReadDeadline(time.Time{})
 	refuse := func(rule, reason string) {
 		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, rule, reason
+		cc.told(ev)
 		if hello.isTLS {
 			cc.c.Write(tlsAlertAccessDenied)
 		}

@@ -196,34 +196,33 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 	case p.sem <- struct{}{}:
 		defer func() { <-p.sem }()
 	default:
-		r.Complete(true)
 		ev.Decision, ev.Rule = DecisionError, "max connections"
 		ev.Reason = fmt.Sprintf("more than %d connections at once; this one was refused", p.maxConns())
-		p.emit(*ev)
+		p.emit(*ev) // before the client learns (see clientConn.told)
+		r.Complete(true)
 		return
 	}
 	d := Dest{IP: dst, Port: port}
 	if ts.cfg.Names.Contains(dst) {
 		name, ok := ts.nameOf(dst)
 		if !ok {
-			r.Complete(true)
 			ev.Decision, ev.Rule = DecisionDeny, "unknown address"
 			ev.Reason = fmt.Sprintf("no name was resolved to %s inside the sandbox", dst)
 			p.emit(*ev)
+			r.Complete(true)
 			return
 		}
 		d = Dest{Host: name, Port: port}
 	}
 	t, v := p.decide(d, ev)
 	if !v.Allow || !p.check(Query{Host: ev.Host, Port: port}, ev) {
-		r.Complete(true)
 		ev.Decision = DecisionDeny
 		p.emit(*ev)
+		r.Complete(true)
 		return
 	}
 	up, addr, err := p.connect(context.Background(), t)
 	if err != nil {
-		r.Complete(true)
 		var refused *errRefused
 		if errors.As(err, &refused) {
 			ev.Decision, ev.Rule, ev.Reason = DecisionDeny, refused.v.Rule, refused.v.Reason
@@ -231,6 +230,7 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 			ev.Decision, ev.Reason = DecisionError, err.Error()
 		}
 		p.emit(*ev)
+		r.Complete(true)
 		return
 	}
 	var wq waiter.Queue
