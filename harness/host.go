@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"net/url"
 	"path"
 
 	"github.com/moatbox/moat/internal/netrule"
@@ -49,10 +50,32 @@ func (h *hostRule) match(q Request) bool {
 		return false
 	}
 	if m.Path != "" {
-		ok, err := path.Match(m.Path, q.Path)
-		return err == nil && ok
+		return h.matchPath(q.Path)
 	}
 	return true
+}
+
+// matchPath matches a forwarded request's path (as the client spelt it)
+// against the rule's. The server reads the path decoded and normalised
+// (%63 is c, dot segments and doubled slashes go), so a rule that
+// refuses or asks matches any of those readings; an allow matches the
+// path as given only.
+func (h *hostRule) matchPath(p string) bool {
+	if ok, err := path.Match(h.r.Match.Path, p); err == nil && ok {
+		return true
+	}
+	if h.kind == Allow {
+		return false
+	}
+	if u, err := url.PathUnescape(p); err == nil {
+		p = u
+	}
+	for _, v := range []string{p, path.Clean(p)} {
+		if ok, err := path.Match(h.r.Match.Path, v); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // DecideHost checks a destination against the policy's host rules: the
