@@ -9,8 +9,8 @@ import (
 )
 
 // Request is a network destination the egress proxy is about to connect
-// to, for DecideHost: Host is normalised (lower-case ASCII, no trailing
-// dot) or an address; Method and Path are those of a plain-HTTP request
+// to, for DecideHost: Host is a name (DecideHost decides it normalised:
+// lower-case ASCII, no trailing dot) or an address; Method and Path are those of a plain-HTTP request
 // the proxy forwards, and empty in a tunnel (CONNECT, SOCKS5), whose
 // requests it cannot see.
 type Request struct {
@@ -84,6 +84,11 @@ func (h *hostRule) matchPath(p string) bool {
 // narrow what [network] allows: the proxy asks only about destinations
 // its own lists let through.
 func (rs *Rules) DecideHost(q Request) Decision {
+	// A host as a URL spells it (a trailing dot, upper case, letters IDNA
+	// maps) is decided as the name a connection to it reaches.
+	if n, err := netrule.NormalizeHost(q.Host); err == nil {
+		q.Host = n
+	}
 	var found *hostRule
 	for _, h := range rs.hosts {
 		if (found == nil || h.kind.rank() > found.kind.rank()) && h.match(q) {
