@@ -100,7 +100,11 @@ func missing(c seccomp.ExecCall) bool {
 	proc := "/proc/" + strconv.Itoa(c.Pid)
 	base, how := proc+"/root", unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
 	if !strings.HasPrefix(c.Path, "/") {
-		base, how.Resolve = proc+"/cwd", 0
+		// Beneath the working directory: an absolute link or a ".." that
+		// climbs out of it is not followed (the path counts as found), as
+		// it would be from the host's root, telling whether a host path
+		// exists.
+		base, how.Resolve = proc+"/cwd", unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS
 	}
 	dir, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
