@@ -82,7 +82,13 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 		if missing(c) {
 			return int(unix.ENOENT)
 		}
-		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
+		path := c.Path
+		if path == "" {
+			// A start from a descriptor (fexecve): the program is named by
+			// the file it holds, as one started from a path is by the path.
+			path, _ = os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/fd/" + strconv.Itoa(c.Dirfd))
+		}
+		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
 			return int(unix.EACCES)
 		}
 		return 0
