@@ -96,7 +96,7 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 }
 
 // missing reports whether the program c names is certainly absent from
-// the caller's view: its path, resolved in the caller's root (or from its
+// the caller's view: its path, resolved in the caller's root (or beneath its
 // working directory), is not there. Either answer fails closed: a
 // program wrongly found is checked, one wrongly missed does not run.
 func missing(c seccomp.ExecCall) bool {
