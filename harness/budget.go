@@ -123,6 +123,15 @@ func (s *Spend) Request(host string) error {
 	return nil
 }
 
+// CPUAtLeast raises the CPU time counted to d, what the sandbox counts
+// for all its processes: a session's background processes, which no
+// command's own count holds once they outlive it, are in it.
+func (s *Spend) CPUAtLeast(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cpu = max(s.cpu, d)
+}
+
 // NetworkBytes adds the bytes a connection moved, both ways.
 func (s *Spend) NetworkBytes(n int64) {
 	s.mu.Lock()

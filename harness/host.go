@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"net/url"
 	"path"
 
 	"github.com/moatbox/moat/internal/netrule"
@@ -8,8 +9,8 @@ import (
 )
 
 // Request is a network destination the egress proxy is about to connect
-// to, for DecideHost: Host is normalised (lower-case ASCII, no trailing
-// dot) or an address; Method and Path are those of a plain-HTTP request
+// to, for DecideHost: Host is a name (DecideHost decides it normalised:
+// lower-case ASCII, no trailing dot) or an address; Method and Path are those of a plain-HTTP request
 // the proxy forwards, and empty in a tunnel (CONNECT, SOCKS5), whose
 // requests it cannot see.
 type Request struct {
@@ -49,10 +50,32 @@ func (h *hostRule) match(q Request) bool {
 		return false
 	}
 	if m.Path != "" {
-		ok, err := path.Match(m.Path, q.Path)
-		return err == nil && ok
+		return h.matchPath(q.Path)
 	}
 	return true
+}
+
+// matchPath matches a forwarded request's path (as the client spelt it)
+// against the rule's. The server reads the path decoded and normalised
+// (%63 is c, dot segments and doubled slashes go), so a rule that
+// refuses or asks matches any of those readings; an allow matches the
+// path as given only.
+func (h *hostRule) matchPath(p string) bool {
+	if ok, err := path.Match(h.r.Match.Path, p); err == nil && ok {
+		return true
+	}
+	if h.kind == Allow {
+		return false
+	}
+	if u, err := url.PathUnescape(p); err == nil {
+		p = u
+	}
+	for _, v := range []string{p, path.Clean(p)} {
+		if ok, err := path.Match(h.r.Match.Path, v); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // DecideHost checks a destination against the policy's host rules: the
@@ -61,6 +84,11 @@ func (h *hostRule) match(q Request) bool {
 // narrow what [network] allows: the proxy asks only about destinations
 // its own lists let through.
 func (rs *Rules) DecideHost(q Request) Decision {
+	// A host as a URL spells it (a trailing dot, upper case, letters IDNA
+	// maps) is decided as the name a connection to it reaches.
+	if n, err := netrule.NormalizeHost(q.Host); err == nil {
+		q.Host = n
+	}
 	var found *hostRule
 	for _, h := range rs.hosts {
 		if (found == nil || h.kind.rank() > found.kind.rank()) && h.match(q) {

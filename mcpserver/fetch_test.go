@@ -58,4 +58,10 @@ func TestFetch(t *testing.T) {
 	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("http://docs.test:%d/guide", port)}, "https")
 	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://blocked.test:%d/", port)}, "refused by rule `no-blocked", "not that site")
 	e.fails(t, "fetch", map[string]any{"url": "not a url"}, "not a URL")
+	// The rules decide the host the fetcher connects to, however the URL
+	// spells it: a trailing dot, upper case, full-width letters.
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test.:%d/dot", port)}, "HTTP 200", "the page at /dot")
+	for _, h := range []string{"blocked.test.", "BLOCKED.test.", "\uff42locked.test"} {
+		e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://%s:%d/", h, port)}, "refused by rule `no-blocked")
+	}
 }

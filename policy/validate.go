@@ -37,6 +37,7 @@ func (p *Policy) Validate() error {
 	p.validateRules(l)
 	p.validateSecrets(l)
 	p.validateBudgets(l)
+	p.validateProxyRules(l)
 	return l.err()
 }
 

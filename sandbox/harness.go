@@ -132,7 +132,7 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 	case harness.Ask:
 		// A session's earlier approval for a while (a prefix, the rule)
 		// covers the line without asking again.
-		if g, ok := shared.UseScoped(a.Argv, dir, d); ok {
+		if g, ok := shared.UseScoped(a.Argv, dir, d); ok && coversAsks(shared, rules, a) {
 			rep.Approval = ApprovalApproved
 			rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 			grantLine(line, rules, a, g.By)
@@ -155,6 +155,19 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 		}
 	}
 	return nil
+}
+
+// coversAsks reports whether the lasting grants of shared cover each
+// command of a's line that the rules ask about, each as its own rule
+// decides it: a grant for the line's program (find, xargs) does not
+// approve another command the line runs through it (find -exec).
+func coversAsks(shared *harness.Approvals, rules *harness.Rules, a harness.Action) bool {
+	for _, argv := range rules.Asks(a) {
+		if _, ok := shared.UseScoped(argv, a.Dir, rules.DecideExec("", argv)); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // shellQuote renders argv for a message, quoting words a shell would split.

@@ -396,7 +396,11 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	}
 	// The session's budgets: a spent one refuses the command; what is
 	// left of the wall and output budgets bounds it (its CPU time is
-	// counted when it ends, and refuses the next command once spent).
+	// counted when it ends, and refuses the next command once spent; the
+	// sandbox's own count holds background processes too).
+	if pol.Budgets.CPU > 0 {
+		s.spend.CPUAtLeast(s.inst.Stats().CPU)
+	}
 	wallLeft, _, outputLeft, err := s.spend.Left()
 	if err == nil {
 		err = s.spend.StartRun()

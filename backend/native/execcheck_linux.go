@@ -82,7 +82,13 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 		if missing(c) {
 			return int(unix.ENOENT)
 		}
-		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: c.Path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
+		path := c.Path
+		if path == "" {
+			// A start from a descriptor (fexecve): the program is named by
+			// the file it holds, as one started from a path is by the path.
+			path, _ = os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/fd/" + strconv.Itoa(c.Dirfd))
+		}
+		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
 			return int(unix.EACCES)
 		}
 		return 0
@@ -90,7 +96,7 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 }
 
 // missing reports whether the program c names is certainly absent from
-// the caller's view: its path, resolved in the caller's root (or from its
+// the caller's view: its path, resolved in the caller's root (or beneath its
 // working directory), is not there. Either answer fails closed: a
 // program wrongly found is checked, one wrongly missed does not run.
 func missing(c seccomp.ExecCall) bool {
@@ -100,7 +106,11 @@ func missing(c seccomp.ExecCall) bool {
 	proc := "/proc/" + strconv.Itoa(c.Pid)
 	base, how := proc+"/root", unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
 	if !strings.HasPrefix(c.Path, "/") {
-		base, how.Resolve = proc+"/cwd", 0
+		// Beneath the working directory: an absolute link or a ".." that
+		// climbs out of it is not followed (the path counts as found), as
+		// it would be from the host's root, telling whether a host path
+		// exists.
+		base, how.Resolve = proc+"/cwd", unix.RESOLVE_BENEATH|unix.RESOLVE_NO_MAGICLINKS
 	}
 	dir, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
