@@ -113,7 +113,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		case tar.TypeDir:
 			err = s.mkdirAll(e.rel, decided)
 			if err == nil {
-				err = s.chmodBeneath(e.rel, e.mode)
+				err = s.chmodBeneath(e.rel, decided[e.rel], e.mode)
 			}
 		case tar.TypeSymlink:
 			err = s.place(e.rel, decided[e.rel], func(dir *os.File, tmp string) error {
@@ -256,14 +256,25 @@ func (s *Session) decideTar(ctx context.Context, dir string, entries []*tarEntry
 	return decided, nil
 }
 
-// chmodBeneath sets the permission bits of the directory rel.
-func (s *Session) chmodBeneath(rel string, mode fs.FileMode) error {
-	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+// chmodBeneath sets the permission bits of the directory rel, which the
+// write rules decided with d: the directory at rel itself, never one a
+// link there leads to (a protected directory, the root), which a link's
+// path checked against the protected paths would not show.
+func (s *Session) chmodBeneath(rel string, d harness.Decision, mode fs.FileMode) error {
+	dir, base, err := s.target(sandbox.WriteMkdir, rel, d)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Chmod(mode | 0o700) // the owner keeps its way in
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("%w: %q is a symbolic link, where the archive has a directory", ErrBadRequest, rel)
+	}
+	if err != nil {
+		return s.pathError(rel, err)
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, uint32(mode|0o700)) // the owner keeps its way in
 }
 
 // Tar writes the directory dir of the workspace to w as a tar archive:
