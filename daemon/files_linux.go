@@ -116,6 +116,13 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	real, err := s.realRel(f)
+	if err == nil {
+		err = s.readable(rel, real)
+	}
+	if err != nil {
+		return nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -271,6 +278,9 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 	if s.protected(joinRel(dirRel, base)) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
 	}
+	if err := s.changeable(rel, joinRel(dirRel, base)); err != nil {
+		return err
+	}
 	if err := s.followWrite(sandbox.WriteRemove, rel, joinRel(dirRel, base), d); err != nil {
 		return err
 	}
@@ -390,7 +400,7 @@ func (s *Session) target(op, rel string, d harness.Decision) (dir *os.File, base
 	real := joinRel(dirRel, base)
 	if s.protected(real) {
 		err = fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	} else {
+	} else if err = s.changeable(rel, real); err == nil {
 		err = s.followWrite(op, rel, real, d)
 	}
 	if err != nil {

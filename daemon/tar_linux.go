@@ -300,8 +300,18 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
+	real, err := s.realRel(d)
+	if err == nil {
+		err = s.readable(dir, real)
+	}
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(w)
-	t := &tarWalk{s: s, tw: tw}
+	t := &tarWalk{s: s, tw: tw, real: real}
+	if s.policy != nil {
+		t.denied = s.inWorkspace(s.policy.Filesystem.Deny)
+	}
 	if err := t.dir(d, ""); err != nil {
 		return err
 	}
@@ -310,6 +320,8 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 
 type tarWalk struct {
 	s       *Session
+	real    string   // the directory's real path, relative to the root
+	denied  []string // what the session's commands do not see, relative to the root
 	tw      *tar.Writer
 	entries int
 	bytes   int64
@@ -323,6 +335,9 @@ func (t *tarWalk) dir(d *os.File, prefix string) error {
 	}
 	for _, n := range names {
 		name := prefix + n
+		if underAny(joinRel(t.real, name), t.denied) {
+			continue // hidden from the session's commands
+		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // removed meanwhile
