@@ -106,7 +106,7 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm f
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
@@ -215,6 +215,11 @@ func (s *Session) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.useFiles()
+	if err != nil {
+		return err
+	}
+	defer done()
 	return s.mkdir(rel, d)
 }
 
@@ -265,7 +270,7 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
@@ -307,7 +312,7 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		return nil, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +365,7 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, false, err
 	}

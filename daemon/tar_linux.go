@@ -84,7 +84,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, err
 	}
 
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
