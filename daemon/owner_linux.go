@@ -22,9 +22,10 @@ func (s *Session) useFiles() (done func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if os.Geteuid() != 0 || s.Tenant.self() || s.Tenant.UID < 0 {
-		// A token's tenant has no host identity: its workspace is one the
-		// daemon made, which nobody else reaches.
+	if os.Geteuid() != 0 || s.Tenant.self() || s.Tenant.UID < 0 || s.TempWorkspace {
+		// A workspace the daemon made (a token's tenant, which has no
+		// host identity, has only those) is in its own directory, where
+		// no third user's files are; its git config is read by path.
 		return release, nil
 	}
 	var st unix.Stat_t
