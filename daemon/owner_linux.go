@@ -49,7 +49,8 @@ func (s *Session) useFiles() (done func(), err error) {
 }
 
 // actAs gives the calling thread, locked, the filesystem identity uid and
-// gid with no supplementary groups, and returns what gives it back root's.
+// gid with no supplementary groups, and returns what gives it back the
+// daemon's.
 // The system calls are made raw: setgroups through the runtime changes
 // every thread.
 func actAs(uid, gid int) (restore func() error, err error) {
@@ -80,7 +81,8 @@ func actAs(uid, gid int) (restore func() error, err error) {
 		}
 		return nil
 	}
-	restore = func() error { return set(0, 0, groups) }
+	euid, egid := os.Geteuid(), os.Getegid()
+	restore = func() error { return set(euid, egid, groups) }
 	if err := set(uid, gid, nil); err != nil {
 		restore()
 		return nil, err

@@ -1050,10 +1050,10 @@ func protects(ch Change, list, named []string) bool {
 
 // GitProtected reports whether rel (clean, slash-separated, relative to
 // the workspace ws) is a git path beyond HostConfig's that Protects
-// refuses, or what one of them lies under: a .git below the top, an
-// entry of a submodule's or worktree's git directory that decides what
-// git runs, what the workspace's git config names inside it. The config
-// is read on each call: it names the paths as they are now.
+// refuses (a .git below the top, an entry of a submodule's or worktree's
+// git directory that decides what git runs, what the workspace's git
+// config names inside it), or a directory above one the config names.
+// The config is read on each call: it names the paths as they are now.
 func GitProtected(ws, rel string) bool {
 	gitdir := filepath.Join(ws, ".git")
 	if d, ok := readGitFile(gitdir); ok {
