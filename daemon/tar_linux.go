@@ -55,6 +55,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, fmt.Errorf("%w: the archive is over %d bytes", ErrQuota, MaxTarBytes)
 	}
 	var entries []*tarEntry
+	var size int64 // the files' bytes, which a sparse entry makes more than the archive's
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
@@ -76,6 +77,9 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		}
 		if len(entries) == MaxTarEntries {
 			return nil, fmt.Errorf("%w: the archive has over %d entries", ErrQuota, MaxTarEntries)
+		}
+		if size += e.size; size > MaxTarBytes {
+			return nil, fmt.Errorf("%w: the archive's files are over %d bytes", ErrQuota, MaxTarBytes)
 		}
 		entries = append(entries, e)
 	}
