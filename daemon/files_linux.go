@@ -375,6 +375,13 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	defer d.Close()
+	real, err := s.realRel(d)
+	if err == nil {
+		err = s.readable(rel, real)
+	}
+	if err != nil {
+		return nil, false, err
+	}
 	names, err := d.Readdirnames(maxEntries + 1)
 	if err != nil && err != io.EOF {
 		return nil, false, s.pathError(rel, err)

@@ -26,7 +26,7 @@ import (
 // session meets the same rules (moat run --deny, --ro).
 func TestFilesKeepFilesystemRules(t *testing.T) {
 	ws := t.TempDir()
-	for p, body := range map[string]string{".env": "TOKEN=secret\n", "vendor/a": "a\n", "src/main.go": "package main\n"} {
+	for p, body := range map[string]string{".env": "TOKEN=secret\n", "vendor/a": "a\n", "src/main.go": "package main\n", "keys/prod-db.pem": "KEY\n"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755)
 		if err := os.WriteFile(filepath.Join(ws, p), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -40,7 +40,7 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 	for _, r := range ro {
 		q = append(q, strconv.Quote(r))
 	}
-	doc := fmt.Sprintf("[filesystem]\nread_only = [%s]\ndeny = [%q]\n", strings.Join(q, ", "), filepath.Join(ws, ".env"))
+	doc := fmt.Sprintf("[filesystem]\nread_only = [%s]\ndeny = [%q, %q]\n", strings.Join(q, ", "), filepath.Join(ws, ".env"), filepath.Join(ws, "keys"))
 	m := newManager(t, Config{})
 	ctx := context.Background()
 	s, err := m.Create(ctx, UIDTenant(os.Geteuid()), &CreateRequest{Workspace: ws, Policy: doc})
@@ -52,6 +52,12 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 		if b, err := s.ReadFile(p); !errors.Is(err, ErrWorkspace) {
 			t.Errorf("read %s: %q %v, want ErrWorkspace", p, b, err)
 		}
+	}
+	if ents, _, err := s.List("keys"); !errors.Is(err, ErrWorkspace) {
+		t.Errorf("list keys: %v %v, want ErrWorkspace", ents, err)
+	}
+	if err := s.Tar("keys", io.Discard); !errors.Is(err, ErrWorkspace) {
+		t.Errorf("download keys: %v, want ErrWorkspace", err)
 	}
 	if err := s.WriteFile(ctx, ".env", []byte("TOKEN=planted\n"), 0o644); !errors.Is(err, ErrWorkspace) {
 		t.Errorf("write .env: %v, want ErrWorkspace", err)
@@ -75,7 +81,7 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 			t.Errorf("the download holds the hidden file as %s", h.Name)
 		}
 	}
-	if !names["src/main.go"] || names[".env"] {
+	if !names["src/main.go"] || names[".env"] || names["keys/"] || names["keys/prod-db.pem"] {
 		t.Errorf("download: %v, want src/main.go and no .env", names)
 	}
 	for _, p := range []string{"vendor/a", "vendor/new"} {
@@ -94,6 +100,9 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 	}
 
 	// Positive control.
+	if ents, _, err := s.List("src"); err != nil || len(ents) != 1 {
+		t.Errorf("list src: %v %v", ents, err)
+	}
 	if b, err := s.ReadFile("vendor/a"); err != nil || string(b) != "a\n" {
 		t.Errorf("read vendor/a: %q %v", b, err)
 	}
