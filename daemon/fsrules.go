@@ -11,7 +11,7 @@ import (
 // one that filesystem.read_only names is mounted read-only over it (a
 // deeper filesystem.read_write one writable again). The files API keeps
 // them as a command meets them, for every caller, MCP's read_file and
-// write_file among them: a hidden path is neither read, written nor
+// write_file among them: a hidden path is neither read, listed, written nor
 // downloaded, a read-only one not changed.
 
 // fsRule is the deepest entry of the policy's filesystem lists at or
