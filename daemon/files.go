@@ -84,7 +84,9 @@ func (s *Session) filesAllowed(write bool) error {
 }
 
 // protected says whether rel (real, relative to the root) is, contains or
-// lies under a protected path.
+// lies under a protected path: the list, and the git paths the sandbox's
+// guard and an overlay's apply keep too (submodules' and nested
+// repositories' git directories, core.hooksPath).
 func (s *Session) protected(rel string) bool {
 	if rel == "." {
 		return true
@@ -94,7 +96,7 @@ func (s *Session) protected(rel string) bool {
 			return true
 		}
 	}
-	return false
+	return workspace.GitProtected(s.Workspace, rel)
 }
 
 func protectList(p *policy.Policy) []string {

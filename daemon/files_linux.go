@@ -106,7 +106,7 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +116,13 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	real, err := s.realRel(f)
+	if err == nil {
+		err = s.readable(rel, real)
+	}
+	if err != nil {
+		return nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -156,7 +163,7 @@ func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm f
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
@@ -208,6 +215,11 @@ func (s *Session) Mkdir(ctx context.Context, rel string) error {
 	if err != nil {
 		return err
 	}
+	done, err := s.useFiles()
+	if err != nil {
+		return err
+	}
+	defer done()
 	return s.mkdir(rel, d)
 }
 
@@ -258,7 +270,7 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
@@ -270,6 +282,9 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 	defer dir.Close()
 	if s.protected(joinRel(dirRel, base)) {
 		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
+	}
+	if err := s.changeable(rel, joinRel(dirRel, base)); err != nil {
+		return err
 	}
 	if err := s.followWrite(sandbox.WriteRemove, rel, joinRel(dirRel, base), d); err != nil {
 		return err
@@ -297,7 +312,7 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		return nil, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +365,7 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, false, err
 	}
@@ -360,6 +375,13 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	defer d.Close()
+	real, err := s.realRel(d)
+	if err == nil {
+		err = s.readable(rel, real)
+	}
+	if err != nil {
+		return nil, false, err
+	}
 	names, err := d.Readdirnames(maxEntries + 1)
 	if err != nil && err != io.EOF {
 		return nil, false, s.pathError(rel, err)
@@ -390,7 +412,7 @@ func (s *Session) target(op, rel string, d harness.Decision) (dir *os.File, base
 	real := joinRel(dirRel, base)
 	if s.protected(real) {
 		err = fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	} else {
+	} else if err = s.changeable(rel, real); err == nil {
 		err = s.followWrite(op, rel, real, d)
 	}
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 // by the workspace's owner), so a failure partway leaves whole files
 // only. A download never follows a link: links are entries of their own.
 
-// MaxTarBytes bounds an uploaded tar, and the files of a downloaded one.
+// MaxTarBytes bounds an uploaded tar and the files it writes (a sparse
+// entry counts its whole size), and the files of a downloaded one.
 const MaxTarBytes = 256 << 20
 
 // MaxTarEntries bounds the entries of a tar, both ways.

@@ -55,6 +55,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, fmt.Errorf("%w: the archive is over %d bytes", ErrQuota, MaxTarBytes)
 	}
 	var entries []*tarEntry
+	var size int64 // the files' bytes, which a sparse entry makes more than the archive's
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
@@ -77,6 +78,9 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		if len(entries) == MaxTarEntries {
 			return nil, fmt.Errorf("%w: the archive has over %d entries", ErrQuota, MaxTarEntries)
 		}
+		if size += e.size; size > MaxTarBytes {
+			return nil, fmt.Errorf("%w: the archive's files are over %d bytes", ErrQuota, MaxTarBytes)
+		}
 		entries = append(entries, e)
 	}
 	decided, err := s.decideTar(ctx, dir, entries)
@@ -84,7 +88,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, err
 	}
 
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +117,7 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		case tar.TypeDir:
 			err = s.mkdirAll(e.rel, decided)
 			if err == nil {
-				err = s.chmodBeneath(e.rel, e.mode)
+				err = s.chmodBeneath(e.rel, decided[e.rel], e.mode)
 			}
 		case tar.TypeSymlink:
 			err = s.place(e.rel, decided[e.rel], func(dir *os.File, tmp string) error {
@@ -256,14 +260,25 @@ func (s *Session) decideTar(ctx context.Context, dir string, entries []*tarEntry
 	return decided, nil
 }
 
-// chmodBeneath sets the permission bits of the directory rel.
-func (s *Session) chmodBeneath(rel string, mode fs.FileMode) error {
-	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+// chmodBeneath sets the permission bits of the directory rel, which the
+// write rules decided with d: the directory at rel itself, never one a
+// link there leads to (a protected directory, the root), which a link's
+// path checked against the protected paths would not show.
+func (s *Session) chmodBeneath(rel string, d harness.Decision, mode fs.FileMode) error {
+	dir, base, err := s.target(sandbox.WriteMkdir, rel, d)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Chmod(mode | 0o700) // the owner keeps its way in
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("%w: %q is a symbolic link, where the archive has a directory", ErrBadRequest, rel)
+	}
+	if err != nil {
+		return s.pathError(rel, err)
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, uint32(mode|0o700)) // the owner keeps its way in
 }
 
 // Tar writes the directory dir of the workspace to w as a tar archive:
@@ -279,7 +294,7 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	s.touch()
-	done, err := s.useRoot()
+	done, err := s.useFiles()
 	if err != nil {
 		return err
 	}
@@ -289,8 +304,18 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
+	real, err := s.realRel(d)
+	if err == nil {
+		err = s.readable(dir, real)
+	}
+	if err != nil {
+		return err
+	}
 	tw := tar.NewWriter(w)
-	t := &tarWalk{s: s, tw: tw}
+	t := &tarWalk{s: s, tw: tw, real: real}
+	if s.policy != nil {
+		t.denied = s.inWorkspace(s.policy.Filesystem.Deny)
+	}
 	if err := t.dir(d, ""); err != nil {
 		return err
 	}
@@ -299,6 +324,8 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 
 type tarWalk struct {
 	s       *Session
+	real    string   // the directory's real path, relative to the root
+	denied  []string // what the session's commands do not see, relative to the root
 	tw      *tar.Writer
 	entries int
 	bytes   int64
@@ -312,6 +339,9 @@ func (t *tarWalk) dir(d *os.File, prefix string) error {
 	}
 	for _, n := range names {
 		name := prefix + n
+		if underAny(joinRel(t.real, name), t.denied) {
+			continue // hidden from the session's commands
+		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(int(d.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue // removed meanwhile

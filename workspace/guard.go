@@ -1045,6 +1045,31 @@ func protects(ch Change, list, named []string) bool {
 			return true
 		}
 	}
+	return gitProtects(p, named)
+}
+
+// GitProtected reports whether rel (clean, slash-separated, relative to
+// the workspace ws) is a git path beyond HostConfig's that Protects
+// refuses (a .git below the top, an entry of a submodule's or worktree's
+// git directory that decides what git runs, what the workspace's git
+// config names inside it), or a directory above one the config names.
+// The config is read on each call: it names the paths as they are now.
+func GitProtected(ws, rel string) bool {
+	gitdir := filepath.Join(ws, ".git")
+	if d, ok := readGitFile(gitdir); ok {
+		gitdir = d // a linked worktree's or a submodule's checkout
+	}
+	common := commonDir(gitdir)
+	named := configPaths(readGitConfig(filepath.Join(common, "config")), common, ws)
+	for _, q := range named {
+		if under(q, rel) {
+			return true
+		}
+	}
+	return gitProtects(rel, named)
+}
+
+func gitProtects(p string, named []string) bool {
 	parts := strings.Split(p, "/")
 	for i, part := range parts {
 		if part == ".git" && i > 0 {

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"syscall"
 )
 
 // Limits of the files moat reads. A policy is a few hundred lines; a
@@ -31,12 +29,13 @@ var ErrTooLarge = errors.New("file too large")
 // bytes; what names the kind of file in errors ("policy file").
 //
 // The file is opened without blocking, so that a named pipe with no writer
-// does not hang the open, and its type is checked on the open file, so that
-// it cannot be swapped between the check and the read. A file that grows
+// does not hang the open, and on Linux only once it is known to be a
+// regular file (a device acts when opened); its type is checked on the
+// open file, so that it cannot be swapped between the check and the read. A file that grows
 // past max while it is read is refused too: what is read never exceeds
 // max+1 bytes.
 func Read(path, what string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}

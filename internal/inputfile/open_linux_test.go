@@ -1,0 +1,48 @@
+package inputfile
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReadOpensOnlyRegularFiles: what is not a regular file is refused
+// without being opened, since opening a device can act (a watchdog, a
+// tape) and a link in a workspace can name any: a named pipe's blocked
+// writer, which any open for reading releases, stays blocked. Opening the
+// pipe for reading releases it (positive control).
+func TestReadOpensOnlyRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	time.Sleep(100 * time.Millisecond) // the writer is blocked in open
+	if _, err := Read(fifo, "git config", 100); err == nil {
+		t.Fatal("a named pipe was read")
+	}
+	select {
+	case <-opened:
+		t.Error("Read opened the named pipe")
+	case <-time.After(300 * time.Millisecond):
+	}
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	select {
+	case <-opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer is still blocked after a reader opened the pipe")
+	}
+}
