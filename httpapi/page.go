@@ -32,9 +32,11 @@ import (
 //     there instead.
 //   - Requests: the web session's cookie, only at the Host it was made
 //     for (a name rebound to the daemon's address is another site); every
-//     POST must carry the session's CSRF token in a header (which a
-//     cross-site form cannot set) and, when the browser sends one, an
-//     Origin that is the page's own. The API's own routes still refuse
+//     request must carry the session's CSRF token in a header (which a
+//     cross-site form cannot set, and which the page keeps in its own
+//     origin's sessionStorage: the cookie, bound to no port, reaches any
+//     server on the host) and every POST an Origin that is the page's
+//     own. The API's own routes still refuse
 //     every Origin not allowed by --allow-origin.
 //   - What is shown: the script puts every string in the page as text
 //     (textContent), never as markup, and the Content-Security-Policy
@@ -219,7 +221,7 @@ func errNoWebSession() error {
 }
 
 // pageHandler serves one of the page's requests: with auth, only in a
-// valid web session, and a POST only with its CSRF token.
+// valid web session and with its CSRF token.
 func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, *webSession) error, auth bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pageHeaders(w)
@@ -238,7 +240,16 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			if id, ws, ok = s.web.session(r); !ok {
 				return errNoWebSession()
 			}
-			if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+			// Every request, a GET too, must carry the CSRF token: a cookie
+			// is not bound to a port, so the browser also sends it to any
+			// other server on the daemon's host (another user's on
+			// 127.0.0.1:OTHER), and the cookie alone must not read the
+			// approvals or the token. The page keeps its token where only
+			// its own origin (port included) reaches it.
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+				if r.Method == http.MethodGet {
+					return errNoWebSession()
+				}
 				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "the request lacks the page's CSRF token"}
 			}
 			return nil
