@@ -90,9 +90,10 @@ func randomHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// maxCodes bounds the login codes not used yet, which a tenant could
-// otherwise ask for without end.
-const maxCodes = 256
+// maxCodes bounds a tenant's login codes not used yet, which it could
+// otherwise ask for without end; the bound is each tenant's, so that one
+// tenant's asking does not lock the others out of the page.
+const maxCodes = 16
 
 // newCode makes a login code for t, valid once until ttl from now.
 func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time, error) {
@@ -107,7 +108,13 @@ func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time
 			delete(a.codes, c)
 		}
 	}
-	if len(a.codes) >= maxCodes {
+	n := 0
+	for _, wc := range a.codes {
+		if wc.tenant.ID == t.ID {
+			n++
+		}
+	}
+	if n >= maxCodes {
 		return "", time.Time{}, &client.Error{Status: http.StatusTooManyRequests, Code: client.CodeQuota,
 			Message: fmt.Sprintf("%d login links wait to be used: try again in a few minutes", maxCodes)}
 	}
