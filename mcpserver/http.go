@@ -84,8 +84,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
-	h.mcp.ServeHTTP(&ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}, r)
-	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
+	ow := &ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}
+	h.mcp.ServeHTTP(ow, r)
+	// Only a DELETE the transport carried out ends the session: one it
+	// refused (a bad protocol version) leaves the session alive, and the
+	// owner must stay with it, or the next tenant to use its id would
+	// pass the check above and become its owner.
+	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete && ow.status/100 == 2 {
 		h.forget(id)
 	}
 }
@@ -103,15 +108,22 @@ type ownerWriter struct {
 	h      *httpHandler
 	tenant string
 	done   bool
+	status int // the response's status, once it has begun
 }
 
 func (o *ownerWriter) WriteHeader(code int) {
 	o.record()
+	if o.status == 0 {
+		o.status = code
+	}
 	o.ResponseWriter.WriteHeader(code)
 }
 
 func (o *ownerWriter) Write(b []byte) (int, error) {
 	o.record()
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
 	return o.ResponseWriter.Write(b)
 }
 
