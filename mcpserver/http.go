@@ -178,23 +178,35 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 		}
 		return h.cfg.Manager.Get(t, attached)
 	}
-	return s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{
-		SchemaCache: h.schemas,
-		InitializedHandler: func(_ context.Context, ir *mcp.InitializedRequest) {
-			// The MCP session's end ends the daemon session.
-			go func() {
-				ir.Session.Wait()
-				h.forget(ir.Session.ID())
-				s.mu.Lock()
-				s.closed = true
-				sess := s.sess
-				s.mu.Unlock()
-				if sess != nil && attached == "" {
-					if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
-						h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
-					}
-				}
-			}()
-		},
+	srv := s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{SchemaCache: h.schemas})
+	// The MCP session's end ends the daemon session. It is watched from
+	// the initialize request, not the initialized notification: the SDK
+	// serves tool calls of a client that never sends the notification, and
+	// their daemon session would outlive the MCP session.
+	var watch sync.Once
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
+				watch.Do(func() { go h.endWith(ss, s, t, attached) })
+			}
+			return next(ctx, method, req)
+		}
 	})
+	return srv
+}
+
+// endWith waits for the MCP session ss to end, then ends the daemon
+// session s made for it (not one it attached to).
+func (h *httpHandler) endWith(ss *mcp.ServerSession, s *server, t daemon.Tenant, attached string) {
+	ss.Wait()
+	h.forget(ss.ID())
+	s.mu.Lock()
+	s.closed = true
+	sess := s.sess
+	s.mu.Unlock()
+	if sess != nil && attached == "" {
+		if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
+			h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
+		}
+	}
 }
