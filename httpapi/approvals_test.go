@@ -280,7 +280,7 @@ func TestApprovalsPageAuth(t *testing.T) {
 	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
 	res := execAsync(d.c, s.ID, "echo", "ship", "<b>x</b>")
 	a := waitApproval(t, d.c, "echo", "ship", "<b>x</b>")
-	st, body, _ = p.do("GET", "/approvals/state", nil, nil)
+	st, body, _ = p.do("GET", "/approvals/state", nil, map[string]string{"X-Moat-Csrf": p.csrf})
 	if list, _ := body["approvals"].([]any); st != 200 || len(list) != 1 {
 		t.Fatalf("state: %d %v", st, body)
 	}

@@ -29,6 +29,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moatbox/moat/client"
@@ -56,9 +57,12 @@ type Server struct {
 	// /v1/approvals/web-login; "" when there is none.
 	WebAddr string
 
-	mux     *http.ServeMux
-	web     webAuth
-	metrics metrics
+	// initOnce builds mux at the first request: requests that come at
+	// once must not build it twice, or route through one half built.
+	initOnce sync.Once
+	mux      *http.ServeMux
+	web      webAuth
+	metrics  metrics
 }
 
 // route is one endpoint; Routes lists them for the API's documentation test.
@@ -139,10 +143,9 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-func (s *Server) init() {
-	if s.mux != nil {
-		return
-	}
+func (s *Server) init() { s.initOnce.Do(s.build) }
+
+func (s *Server) build() {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -32,9 +32,11 @@ import (
 //     there instead.
 //   - Requests: the web session's cookie, only at the Host it was made
 //     for (a name rebound to the daemon's address is another site); every
-//     POST must carry the session's CSRF token in a header (which a
-//     cross-site form cannot set) and, when the browser sends one, an
-//     Origin that is the page's own. The API's own routes still refuse
+//     request must carry the session's CSRF token in a header (which a
+//     cross-site form cannot set, and which the page keeps in its own
+//     origin's sessionStorage: the cookie, bound to no port, reaches any
+//     server on the host) and every POST an Origin that is the page's
+//     own. The API's own routes still refuse
 //     every Origin not allowed by --allow-origin.
 //   - What is shown: the script puts every string in the page as text
 //     (textContent), never as markup, and the Content-Security-Policy
@@ -88,9 +90,10 @@ func randomHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// maxCodes bounds the login codes not used yet, which a tenant could
-// otherwise ask for without end.
-const maxCodes = 256
+// maxCodes bounds a tenant's login codes not used yet, which it could
+// otherwise ask for without end; the bound is each tenant's, so that one
+// tenant's asking does not lock the others out of the page.
+const maxCodes = 16
 
 // newCode makes a login code for t, valid once until ttl from now.
 func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time, error) {
@@ -105,7 +108,13 @@ func (a *webAuth) newCode(t daemon.Tenant, ttl time.Duration) (string, time.Time
 			delete(a.codes, c)
 		}
 	}
-	if len(a.codes) >= maxCodes {
+	n := 0
+	for _, wc := range a.codes {
+		if wc.tenant.ID == t.ID {
+			n++
+		}
+	}
+	if n >= maxCodes {
 		return "", time.Time{}, &client.Error{Status: http.StatusTooManyRequests, Code: client.CodeQuota,
 			Message: fmt.Sprintf("%d login links wait to be used: try again in a few minutes", maxCodes)}
 	}
@@ -219,7 +228,7 @@ func errNoWebSession() error {
 }
 
 // pageHandler serves one of the page's requests: with auth, only in a
-// valid web session, and a POST only with its CSRF token.
+// valid web session and with its CSRF token.
 func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, *webSession) error, auth bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pageHeaders(w)
@@ -238,7 +247,16 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			if id, ws, ok = s.web.session(r); !ok {
 				return errNoWebSession()
 			}
-			if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+			// Every request, a GET too, must carry the CSRF token: a cookie
+			// is not bound to a port, so the browser also sends it to any
+			// other server on the daemon's host (another user's on
+			// 127.0.0.1:OTHER), and the cookie alone must not read the
+			// approvals or the token. The page keeps its token where only
+			// its own origin (port included) reaches it.
+			if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+				if r.Method == http.MethodGet {
+					return errNoWebSession()
+				}
 				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "the request lacks the page's CSRF token"}
 			}
 			return nil

@@ -18,8 +18,9 @@ type Tokens struct {
 
 // LoadTokens reads a tokens file: one "TENANT sha256:HEX" a line, HEX the
 // SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`); blank lines and
-// lines starting with # are skipped. The file must not be writable by
-// group or others: whoever writes it chooses who gets in.
+// lines starting with # are skipped. The file must belong to root or the
+// daemon's own user and not be writable by group or others: whoever
+// writes it chooses who gets in, and its owner can always write it.
 func LoadTokens(path string) (*Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -30,6 +31,8 @@ func LoadTokens(path string) (*Tokens, error) {
 		return nil, err
 	} else if fi.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("tokens file %s is writable by group or others (mode %v)", path, fi.Mode().Perm())
+	} else if uid, ok := fileOwner(fi); ok && uid != 0 && uid != os.Geteuid() {
+		return nil, fmt.Errorf("tokens file %s is owned by uid %d, neither root nor the daemon's user (uid %d), who could rewrite it", path, uid, os.Geteuid())
 	}
 	t := &Tokens{hashes: map[[sha256.Size]byte]string{}}
 	sc := bufio.NewScanner(f)

@@ -84,8 +84,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
-	h.mcp.ServeHTTP(&ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}, r)
-	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
+	ow := &ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}
+	h.mcp.ServeHTTP(ow, r)
+	// Only a DELETE the transport carried out ends the session: one it
+	// refused (a bad protocol version) leaves the session alive, and the
+	// owner must stay with it, or the next tenant to use its id would
+	// pass the check above and become its owner.
+	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete && ow.status/100 == 2 {
 		h.forget(id)
 	}
 }
@@ -103,15 +108,22 @@ type ownerWriter struct {
 	h      *httpHandler
 	tenant string
 	done   bool
+	status int // the response's status, once it has begun
 }
 
 func (o *ownerWriter) WriteHeader(code int) {
 	o.record()
+	if o.status == 0 {
+		o.status = code
+	}
 	o.ResponseWriter.WriteHeader(code)
 }
 
 func (o *ownerWriter) Write(b []byte) (int, error) {
 	o.record()
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
 	return o.ResponseWriter.Write(b)
 }
 
@@ -166,23 +178,35 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 		}
 		return h.cfg.Manager.Get(t, attached)
 	}
-	return s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{
-		SchemaCache: h.schemas,
-		InitializedHandler: func(_ context.Context, ir *mcp.InitializedRequest) {
-			// The MCP session's end ends the daemon session.
-			go func() {
-				ir.Session.Wait()
-				h.forget(ir.Session.ID())
-				s.mu.Lock()
-				s.closed = true
-				sess := s.sess
-				s.mu.Unlock()
-				if sess != nil && attached == "" {
-					if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
-						h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
-					}
-				}
-			}()
-		},
+	srv := s.mcpServer("Every tool acts inside a moat sandbox session of its own. ", &mcp.ServerOptions{SchemaCache: h.schemas})
+	// The MCP session's end ends the daemon session. It is watched from
+	// the initialize request, not the initialized notification: the SDK
+	// serves tool calls of a client that never sends the notification, and
+	// their daemon session would outlive the MCP session.
+	var watch sync.Once
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
+				watch.Do(func() { go h.endWith(ss, s, t, attached) })
+			}
+			return next(ctx, method, req)
+		}
 	})
+	return srv
+}
+
+// endWith waits for the MCP session ss to end, then ends the daemon
+// session s made for it (not one it attached to).
+func (h *httpHandler) endWith(ss *mcp.ServerSession, s *server, t daemon.Tenant, attached string) {
+	ss.Wait()
+	h.forget(ss.ID())
+	s.mu.Lock()
+	s.closed = true
+	sess := s.sess
+	s.mu.Unlock()
+	if sess != nil && attached == "" {
+		if err := h.cfg.Manager.Delete(context.Background(), t, sess.ID); err != nil {
+			h.cfg.Logger.Warn("end the session of an MCP session", "session", sess.ID, "err", err)
+		}
+	}
 }

@@ -2,7 +2,11 @@
 // put in the page with textContent, never as markup.
 "use strict";
 (function () {
-  let csrf = "";
+  // The CSRF token goes with every request: the cookie, bound to no port,
+  // also reaches other servers on this host, and alone opens nothing. It
+  // is kept in this origin's sessionStorage (its port included), so that
+  // a reload of the tab stays logged in.
+  let csrf = sessionStorage.getItem("moat_csrf") || "";
   let skew = 0; // the daemon's clock minus this one's, in ms
   const cards = new Map(); // approval id -> {li, approval}
   const $ = (id) => document.getElementById(id);
@@ -34,7 +38,7 @@
       opt.headers["Content-Type"] = "application/json";
       opt.body = JSON.stringify(body);
     }
-    if (method !== "GET") opt.headers["X-Moat-Csrf"] = csrf;
+    opt.headers["X-Moat-Csrf"] = csrf;
     const r = await fetch(path, opt);
     let j = null;
     try { j = await r.json(); } catch (e) { j = null; }
@@ -151,7 +155,6 @@
   async function refresh() {
     try {
       const st = await api("GET", "/approvals/state");
-      csrf = st.csrf;
       $("login").hidden = true;
       $("main").hidden = false;
       $("logout").hidden = false;
@@ -172,6 +175,7 @@
     try {
       const r = await api("POST", "/approvals/login", body);
       csrf = r.csrf;
+      sessionStorage.setItem("moat_csrf", csrf);
       status("");
     } catch (e) {
       status("login: " + e.message);

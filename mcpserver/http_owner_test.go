@@ -1,0 +1,146 @@
+package mcpserver_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/mcpserver"
+)
+
+// TestHTTPOwnerAfterFailedDelete: a DELETE of its MCP session that the
+// transport refuses (here an unknown protocol version) leaves the session
+// alive, and its owner with it: another tenant that knows the session's
+// id still gets 404, and the owner goes on using it (the positive
+// control).
+func TestHTTPOwnerAfterFailedDelete(t *testing.T) {
+	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http-owner")
+	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Shutdown(context.Background())
+		os.RemoveAll(state)
+	})
+	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
+		name := r.Header.Get("X-Test-Tenant")
+		if name == "" {
+			return daemon.Tenant{}, errors.New("who are you?")
+		}
+		return daemon.TokenTenant(name), nil
+	}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: asTenant{"alice"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	e := &env{cs: cs}
+	e.ok(t, "run_command", map[string]any{"command": "echo mine"}, "mine")
+
+	send := func(tenant, method, body string, hdr map[string]string) int {
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Transport: asTenant{tenant}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := send("alice", "DELETE", "", map[string]string{"Mcp-Protocol-Version": "1999-01-01"}); st/100 == 2 {
+		t.Fatalf("the DELETE with an unknown protocol version succeeded (%d): the test proves nothing", st)
+	}
+	call := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo theirs > stolen"}}}`
+	if st := send("mallory", "POST", call, nil); st != http.StatusNotFound {
+		t.Errorf("another tenant's request on alice's session after a refused DELETE: status %d, want 404", st)
+	}
+	if out := e.ok(t, "run_command", map[string]any{"command": "echo still mine; ls"}, "still mine"); strings.Contains(out, "stolen") {
+		t.Errorf("another tenant's command ran in alice's session: %s", out)
+	}
+}
+
+// TestHTTPEndWithoutInitialized: an MCP session whose client never sent
+// the initialized notification (the SDK serves its calls all the same)
+// still ends its daemon session when it ends; a client that sent it is
+// the positive control.
+func TestHTTPEndWithoutInitialized(t *testing.T) {
+	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http-noinit")
+	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Shutdown(context.Background())
+		os.RemoveAll(state)
+	})
+	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
+		return daemon.TokenTenant(r.Header.Get("X-Test-Tenant")), nil
+	}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for _, notify := range []bool{true, false} {
+		tenant := "quiet"
+		if notify {
+			tenant = "polite"
+		}
+		send := func(method, id, body string) *http.Response {
+			req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
+			if id != "" {
+				req.Header.Set("Mcp-Session-Id", id)
+			}
+			req.Header.Set("X-Test-Tenant", tenant)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp
+		}
+		resp := send("POST", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		id := resp.Header.Get("Mcp-Session-Id")
+		if id == "" {
+			t.Fatalf("%s: initialize: %s, no session id", tenant, resp.Status)
+		}
+		if notify {
+			send("POST", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		}
+		send("POST", id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"true"}}}`)
+		if n := len(m.List(daemon.TokenTenant(tenant))); n != 1 {
+			t.Fatalf("%s: %d daemon sessions after a tool call, want 1", tenant, n)
+		}
+		if resp := send("DELETE", id, ""); resp.StatusCode/100 != 2 {
+			t.Fatalf("%s: DELETE: %s", tenant, resp.Status)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(m.List(daemon.TokenTenant(tenant))) > 0 {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: the daemon session outlived its MCP session", tenant)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
