@@ -31,8 +31,6 @@ type Event struct {
 	Method  string   `json:"method,omitempty"`
 	Path    string   `json:"path,omitempty"`
 	Secrets []string `json:"secrets,omitempty"`
-
-	emitted bool // told to Audit already (clientConn.told)
 }
 
 // Values of Event.Proto and Event.Decision.

@@ -178,7 +178,7 @@ func (cc *clientConn) serveConnect(req *http.Request, hosts []string) {
 // X-Moat-Denied header and explaining in the body how to allow it.
 func (cc *clientConn) refuse(ev *Event, what string) {
 	ev.Decision = DecisionDeny
-	cc.told(ev)
+	cc.tell(ev)
 	writeStatus(cc.c, http.StatusForbidden, ev.Rule,
 		fmt.Sprintf("moat: refused %s\nrule: %s\n%s\n", what, ev.Rule, ev.Reason))
 }

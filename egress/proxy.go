@@ -311,6 +311,7 @@ type clientConn struct {
 	rec   recorder         // over lr: keeps a request's header bytes
 	br    *bufio.Reader    // over rec
 	start time.Time        // of the current attempt
+	told  *Event           // the attempt's refusal, emitted already (tell)
 }
 
 var bufioReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
@@ -371,19 +372,19 @@ func (cc *clientConn) finish(ev *Event) {
 		ev.Decision, ev.Rule, ev.Reason = DecisionError, "internal error", panicReason(r)
 		cc.c.Close()
 	}
-	if !ev.emitted {
+	if cc.told != ev {
 		cc.p.emit(*ev)
 	}
 }
 
-// told emits ev, a refusal, before the client learns of it (a status, an
+// tell emits ev, a refusal, before the client learns of it (a status, an
 // alert, a closed connection): a client that exits on the refusal must
 // find it already in the run's or session's record, which a caller reads
 // as soon as the command ends. finish then emits nothing more.
-func (cc *clientConn) told(ev *Event) {
-	if !ev.emitted {
+func (cc *clientConn) tell(ev *Event) {
+	if cc.told != ev {
 		cc.p.emit(*ev)
-		ev.emitted = true
+		cc.told = ev
 	}
 }
 
@@ -543,7 +544,7 @@ func (cc *clientConn) tunnel(up net.Conn, t target, ev *Event) {
 	cc.c.SetReadDeadline(time.Time{})
 	refuse := func(rule, reason string) {
 		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, rule, reason
-		cc.told(ev)
+		cc.tell(ev)
 		if hello.isTLS {
 			cc.c.Write(tlsAlertAccessDenied)
 		}

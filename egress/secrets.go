@@ -374,7 +374,7 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 		ev.SNI = sni
 		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "tls interception", fmt.Sprintf(
 			"the client's TLS handshake with moat's certificate for %s failed (does it trust moat's CA? SSL_CERT_FILE names it): %v", host, err)
-		cc.told(ev)
+		cc.tell(ev)
 		cc.c.Close()
 		up.Close()
 		return

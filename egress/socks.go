@@ -124,7 +124,7 @@ func (cc *clientConn) serveSOCKS() {
 	if req[1] != socksCmdConnect {
 		ev.Decision, ev.Rule = DecisionDeny, "socks5 command"
 		ev.Reason = fmt.Sprintf("SOCKS5 command %d is refused: moat's proxy supports CONNECT only (no BIND, no UDP ASSOCIATE: UDP does not leave the sandbox)", req[1])
-		cc.told(ev)
+		cc.tell(ev)
 		cc.socksReply(socksCmdNotSupported)
 		return
 	}
@@ -132,7 +132,7 @@ func (cc *clientConn) serveSOCKS() {
 	t, v := cc.p.decide(d, ev)
 	if !v.Allow || !cc.p.check(Query{Host: ev.Host, Port: d.Port}, ev) {
 		ev.Decision = DecisionDeny
-		cc.told(ev)
+		cc.tell(ev)
 		cc.socksReply(socksNotAllowed)
 		return
 	}
@@ -142,7 +142,7 @@ func (cc *clientConn) serveSOCKS() {
 		switch {
 		case errors.As(err, &refused):
 			ev.Decision, ev.Rule, ev.Reason = DecisionDeny, refused.v.Rule, refused.v.Reason
-			cc.told(ev)
+			cc.tell(ev)
 			cc.socksReply(socksNotAllowed)
 		case errors.Is(err, syscall.ECONNREFUSED):
 			ev.Decision, ev.Reason = DecisionError, err.Error()

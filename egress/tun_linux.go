@@ -198,7 +198,7 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 	default:
 		ev.Decision, ev.Rule = DecisionError, "max connections"
 		ev.Reason = fmt.Sprintf("more than %d connections at once; this one was refused", p.maxConns())
-		p.emit(*ev) // before the client learns (see clientConn.told)
+		p.emit(*ev) // before the client learns (see clientConn.tell)
 		r.Complete(true)
 		return
 	}
