@@ -6,9 +6,12 @@ import (
 	"os"
 	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
+
+// oPath is O_PATH, which package syscall does not name; the value is the
+// one of every architecture moat builds for (the package stays free of
+// golang.org/x/sys, as policy, which reads through it, must).
+const oPath = 0o10000000
 
 // open opens path for Read without ever opening what is not a regular
 // file: a device acts when opened (a watchdog starts, a tape rewinds),
@@ -18,20 +21,20 @@ import (
 // descriptor, so the same file; anything else is returned as looked up,
 // for Read to refuse by its type.
 func open(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	fd, err := syscall.Open(path, oPath|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
 		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return os.NewFile(uintptr(fd), path), nil
 	}
-	defer unix.Close(fd)
-	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	defer syscall.Close(fd)
+	rfd, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err == nil {
 		return os.NewFile(uintptr(rfd), path), nil
 	}
@@ -43,8 +46,8 @@ func open(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	var now unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+	var now syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
 		f.Close()
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("replaced while opened")}
 	}
