@@ -78,6 +78,8 @@ type server struct {
 	// has ended, and nothing may be made any more.
 	open   func(context.Context) (*daemon.Session, error)
 	closed bool
+
+	asks asks // the approvals asked of the client, each answerable once
 }
 
 func (s *server) session() *daemon.Session {
@@ -228,7 +230,9 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // input-required result the client fulfils, or, for older clients, an
 // elicitation request the server sends while the call waits. Either way
 // the handler runs again with the answer, and the answer approves only
-// the action it was shown (requestState binds them), once.
+// the action it was shown, once: the request state is a random value the
+// server issued for that action and takes back at the answer (asks), so
+// a call replayed with the same answer, or one made up, asks again.
 
 const approveInput = "approve"
 
@@ -250,8 +254,12 @@ func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Deci
 		return s.fallback(), nil
 	}
 	key := actionKey(a)
-	if resp, ok := req.Params.InputResponses[approveInput]; ok && req.Params.RequestState == key {
+	if resp, ok := req.Params.InputResponses[approveInput]; ok && s.asks.take(req.Params.RequestState, key) {
 		return &answered{key: key, resp: resp}, nil
+	}
+	state, err := s.asks.issue(key)
+	if err != nil {
+		return nil, &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "moat: " + err.Error()}}}
 	}
 	rule := "the command line"
 	if d.Rule != nil {
@@ -261,7 +269,7 @@ func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Deci
 	if a.Write != "" {
 		msg = fmt.Sprintf("moat: the agent wants to write\n\n    %s\n\nin the workspace. %s asks first: %s\n\nApprove it, this once?", a.Write, rule, d.Reason)
 	}
-	return nil, &mcp.CallToolResult{RequestState: key, InputRequests: mcp.InputRequestMap{approveInput: &mcp.ElicitParams{
+	return nil, &mcp.CallToolResult{RequestState: state, InputRequests: mcp.InputRequestMap{approveInput: &mcp.ElicitParams{
 		Message: msg,
 		RequestedSchema: map[string]any{
 			"type": "object",

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -372,6 +374,34 @@ func TestRules(t *testing.T) {
 	t.Run("declined", func(t *testing.T) {
 		answer = "decline"
 		e.fails(t, "run_command", map[string]any{"command": "PATH=.:$PATH deploy now"}, "not approved", "decline")
+	})
+	t.Run("made up", func(t *testing.T) {
+		// An answer the server did not ask for (a request state anyone can
+		// compute from the command, as the client would echo it) approves
+		// nothing: the user is asked, and declines.
+		answer = "decline"
+		n := len(asked)
+		h := sha256.New()
+		h.Write([]byte(e.ws))
+		for _, w := range []string{"./deploy", "now"} {
+			h.Write([]byte{0})
+			h.Write([]byte(w))
+		}
+		res, err := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"args": []string{"./deploy", "now"}},
+			RequestState:   hex.EncodeToString(h.Sum(nil)),
+			InputResponses: mcp.InputResponseMap{"approve": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		if text := b.String(); strings.Contains(text, "deployed") || len(asked) != n+1 {
+			t.Errorf("a made-up approval: asked %d times, result %q", len(asked)-n, text)
+		}
 	})
 	t.Run("unasked", func(t *testing.T) {
 		// Positive control: no rule, no question.
