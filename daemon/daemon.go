@@ -102,6 +102,12 @@ type Config struct {
 	// with egress.Fetcher's defaults (public HTTPS only). Tests point
 	// names at loopback with it.
 	Fetcher *egress.Fetcher
+	// Sockets are the unix sockets through which the daemon is driven
+	// (its API, an approvals socket): a session whose commands would see
+	// one (in its workspace, or a path its policy shows them) is refused,
+	// since a command could make sessions or answer its own approvals
+	// through it.
+	Sockets []string
 }
 
 func (c *Config) defaults() {

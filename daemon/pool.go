@@ -208,6 +208,9 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 		return nil, fmt.Errorf("make workspace: %w", err)
 	}
 	p, err := tpl.policy(ws, "")
+	if err == nil {
+		err = m.checkSockets(p, ws)
+	}
 	if err != nil {
 		return nil, err
 	}

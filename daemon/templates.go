@@ -137,15 +137,19 @@ func (m *Manager) Templates() []string {
 // requestPolicy is the policy a create request asks for, pointed at the
 // workspace ws: its template's (ErrNotFound for an unknown one), or its
 // own document, confined to what the tenant may ask for (tenantPolicy).
-func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (*policy.Policy, error) {
+func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (p *policy.Policy, err error) {
 	if req.Template == "" {
-		return tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+		p, err = tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+	} else {
+		var tpl *Template
+		if tpl, err = m.template(req); err == nil {
+			p, err = tpl.policy(ws, req.WorkspaceMode)
+		}
 	}
-	tpl, err := m.template(req)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = m.checkSockets(p, ws)
 	}
-	return tpl.policy(ws, req.WorkspaceMode)
+	return p, err
 }
 
 // template is the template req names; a request names a template or

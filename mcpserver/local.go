@@ -37,6 +37,9 @@ type LocalConfig struct {
 	// the command.
 	Approvals       func(*daemon.Manager) (stop func(), err error)
 	ApprovalTimeout time.Duration
+	// Sockets are the unix sockets Approvals serves on: the session is
+	// refused if its commands would see one (daemon.Config.Sockets).
+	Sockets []string
 }
 
 // ServeLocal makes a session for cfg in-process, checks that a command
@@ -58,7 +61,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	m, err := daemon.New(daemon.Config{StateDir: dir, Logger: cfg.Logger,
 		// The connection is the session's life: no expiry cuts it short.
 		TTL: 10 * 365 * 24 * time.Hour, MaxTTL: 10 * 365 * 24 * time.Hour, IdleTimeout: 10 * 365 * 24 * time.Hour,
-		Approvals: cfg.Approvals != nil, ApprovalTimeout: cfg.ApprovalTimeout})
+		Approvals: cfg.Approvals != nil, ApprovalTimeout: cfg.ApprovalTimeout, Sockets: cfg.Sockets})
 	if err != nil {
 		return err
 	}

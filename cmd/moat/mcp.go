@@ -83,6 +83,9 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *approvals != "" {
 		cfg.ApprovalTimeout = *approvalTimeout
+		if abs, err := filepath.Abs(*approvals); err == nil {
+			cfg.Sockets = []string{abs}
+		}
 		cfg.Approvals = func(m *daemon.Manager) (func(), error) {
 			// Only this user reaches the socket (mode 0600), as the
 			// session's tenant.

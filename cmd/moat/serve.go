@@ -122,6 +122,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
 		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota),
 		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook}
+	if abs, err := filepath.Abs(*sock); err == nil {
+		cfg.Sockets = []string{abs}
+	}
 	if *auditFile != "" {
 		aw, err := audit.Open(*auditFile)
 		if err != nil {
