@@ -86,7 +86,12 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 		if path == "" {
 			// A start from a descriptor (fexecve): the program is named by
 			// the file it holds, as one started from a path is by the path.
-			path, _ = os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/fd/" + strconv.Itoa(c.Dirfd))
+			// One that cannot be named is refused, not judged by its argv,
+			// which the caller chose.
+			var err error
+			if path, err = os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/fd/" + strconv.Itoa(c.Dirfd)); err != nil {
+				return int(unix.EACCES)
+			}
 		}
 		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
 			return int(unix.EACCES)
