@@ -437,10 +437,7 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	rep.StartedAt = time.Now()
 	proc, err := s.inst.Exec(life, ps, stdio)
 	if err != nil {
-		if p.clock != nil {
-			p.clock.stop()
-			p.cancelLife(nil)
-		}
+		p.stopClock()
 		select {
 		case <-s.inst.Done():
 			err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
@@ -497,10 +494,7 @@ func (p *Process) Wait() (*Report, error) {
 	p.once.Do(func() {
 		st, err := p.proc.Wait()
 		if err != nil {
-			if p.clock != nil {
-				p.clock.stop()
-				p.cancelLife(nil)
-			}
+			p.stopClock()
 			setError(p.rep, err)
 			return
 		}
@@ -508,10 +502,7 @@ func (p *Process) Wait() (*Report, error) {
 		if p.spend != nil {
 			wall, clockSpent := st.Wall, false
 			if p.clock != nil {
-				wall = p.clock.stop()
-				var be *harness.BudgetError
-				clockSpent = errors.As(context.Cause(p.life), &be)
-				p.cancelLife(nil)
+				wall, clockSpent = p.stopClock()
 			}
 			p.spend.EndRun(wall, st.CPU, st.OutputBytes)
 			switch {
@@ -533,6 +524,20 @@ func (p *Process) Wait() (*Report, error) {
 		return p.rep, errors.New(p.rep.Error)
 	}
 	return p.rep, nil
+}
+
+// stopClock stops the wall budget's clock, if the command has one, and
+// returns the time it counted and whether it was the clock that ended
+// the command.
+func (p *Process) stopClock() (time.Duration, bool) {
+	if p.clock == nil {
+		return 0, false
+	}
+	d := p.clock.stop()
+	var be *harness.BudgetError
+	spent := errors.As(context.Cause(p.life), &be) // before the cancel below sets a cause
+	p.cancelLife(nil)
+	return d, spent
 }
 
 // Signal sends sig to the command's process group; os.ErrProcessDone
