@@ -275,20 +275,11 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	defer done()
-	dir, base, dirRel, err := s.parent(rel)
+	dir, base, err := s.target(sandbox.WriteRemove, rel, d)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	if s.protected(joinRel(dirRel, base)) {
-		return fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, rel)
-	}
-	if err := s.changeable(rel, joinRel(dirRel, base)); err != nil {
-		return err
-	}
-	if err := s.followWrite(sandbox.WriteRemove, rel, joinRel(dirRel, base), d); err != nil {
-		return err
-	}
 	err = unix.Unlinkat(int(dir.Fd()), base, 0)
 	if err == unix.EISDIR || err == unix.EPERM {
 		err = unix.Unlinkat(int(dir.Fd()), base, unix.AT_REMOVEDIR)

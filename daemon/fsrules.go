@@ -21,8 +21,8 @@ func (s *Session) fsRule(rel string) string {
 	if s.policy == nil {
 		return ""
 	}
-	fs := s.policy.Filesystem
-	if underAny(rel, s.inWorkspace(fs.Deny)) {
+	fl := s.fsLists()
+	if underAny(rel, fl.deny) {
 		return "deny"
 	}
 	rule, depth := "", -1
@@ -31,14 +31,28 @@ func (s *Session) fsRule(rel string) string {
 	for _, l := range []struct {
 		name string
 		list []string
-	}{{"ro", fs.ReadOnly}, {"rw", fs.ReadWrite}} {
-		for _, r := range s.inWorkspace(l.list) {
+	}{{"ro", fl.ro}, {"rw", fl.rw}} {
+		for _, r := range l.list {
 			if n := strings.Count(r, "/") + 1; r != "." && underAny(rel, []string{r}) && n >= depth {
 				rule, depth = l.name, n
 			}
 		}
 	}
 	return rule
+}
+
+// fsLists are the policy's filesystem lists within the workspace
+// (inWorkspace), resolved once per session rather than at every path the
+// files API or a tar entry checks: the policy does not change, and the
+// sandbox's mounts were made from these paths once.
+type fsLists struct{ deny, ro, rw []string }
+
+func (s *Session) fsLists() *fsLists {
+	s.fsOnce.Do(func() {
+		fs := s.policy.Filesystem
+		s.fsl = fsLists{deny: s.inWorkspace(fs.Deny), ro: s.inWorkspace(fs.ReadOnly), rw: s.inWorkspace(fs.ReadWrite)}
+	})
+	return &s.fsl
 }
 
 // inWorkspace returns the host paths of list that lie in the workspace,
@@ -60,10 +74,11 @@ func (s *Session) inWorkspace(list []string) []string {
 	return out
 }
 
-// underAny says whether rel is at or below one of rels.
+// underAny says whether rel is at or below one of rels, all relative
+// ("." is the top) or all absolute.
 func underAny(rel string, rels []string) bool {
 	for _, r := range rels {
-		if r == "." || rel == r || strings.HasPrefix(rel, r+"/") {
+		if r == "." || r == "/" || rel == r || strings.HasPrefix(rel, r+"/") {
 			return true
 		}
 	}

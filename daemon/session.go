@@ -65,7 +65,9 @@ type Session struct {
 	protect []string           // protected paths, relative to the root
 	gate    *sandbox.WriteGate // the policy's write rules (writerules.go)
 	policy  *policy.Policy     // the policy in force, resolved
-	ctx     context.Context    // cancelled when the session ends: kills its commands
+	fsOnce  sync.Once          // fsl, made at the first files-API check
+	fsl     fsLists
+	ctx     context.Context // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
 	execs   sync.WaitGroup // foreground commands
 	bg      sync.WaitGroup // background commands

@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/moatbox/moat/policy"
 )
@@ -39,22 +38,18 @@ func (m *Manager) checkSockets(p *policy.Policy, ws string) error {
 	return nil
 }
 
-// inAny says whether path is at or below one of dirs, as written or with
-// their links resolved.
+// inAny says whether path is at or below one of dirs (absolute), as
+// written or with their links resolved.
 func inAny(path string, dirs []string) bool {
+	var ds []string
 	for _, d := range dirs {
 		if d == "" {
 			continue
 		}
-		ds := []string{filepath.Clean(d)}
+		ds = append(ds, filepath.Clean(d))
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			ds = append(ds, r)
 		}
-		for _, d := range ds {
-			if path == d || d == "/" || strings.HasPrefix(path, d+"/") {
-				return true
-			}
-		}
 	}
-	return false
+	return underAny(path, ds)
 }

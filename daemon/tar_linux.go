@@ -314,7 +314,7 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	t := &tarWalk{s: s, tw: tw, real: real}
 	if s.policy != nil {
-		t.denied = s.inWorkspace(s.policy.Filesystem.Deny)
+		t.denied = s.fsLists().deny
 	}
 	if err := t.dir(d, ""); err != nil {
 		return err
