@@ -2,13 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/moatbox/moat/daemon"
-	"github.com/moatbox/moat/mcpserver"
 )
 
 // TestHTTPOwnerAfterFailedDelete: a DELETE of its MCP session that the
@@ -25,24 +19,7 @@ import (
 // id still gets 404, and the owner goes on using it (the positive
 // control).
 func TestHTTPOwnerAfterFailedDelete(t *testing.T) {
-	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http-owner")
-	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Shutdown(context.Background())
-		os.RemoveAll(state)
-	})
-	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
-		name := r.Header.Get("X-Test-Tenant")
-		if name == "" {
-			return daemon.Tenant{}, errors.New("who are you?")
-		}
-		return daemon.TokenTenant(name), nil
-	}})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	_, srv := httpServer(t, "daemon-http-owner")
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: asTenant{"alice"}}}, nil)
 	if err != nil {
@@ -84,20 +61,7 @@ func TestHTTPOwnerAfterFailedDelete(t *testing.T) {
 // still ends its daemon session when it ends; a client that sent it is
 // the positive control.
 func TestHTTPEndWithoutInitialized(t *testing.T) {
-	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http-noinit")
-	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Shutdown(context.Background())
-		os.RemoveAll(state)
-	})
-	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
-		return daemon.TokenTenant(r.Header.Get("X-Test-Tenant")), nil
-	}})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	m, srv := httpServer(t, "daemon-http-noinit")
 	for _, notify := range []bool{true, false} {
 		tenant := "quiet"
 		if notify {

@@ -30,8 +30,13 @@ func (a asTenant) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestHTTP(t *testing.T) {
-	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-http")
+// httpServer serves /mcp for a daemon of its own (state directory name
+// beneath MOAT_STATE_DIR), both ended with the test. Tenants are named by
+// a header here (asTenant); moat serve has the daemon's own
+// authentication (peer uid, bearer token).
+func httpServer(t *testing.T, name string) (*daemon.Manager, *httptest.Server) {
+	t.Helper()
+	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), name)
 	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +45,6 @@ func TestHTTP(t *testing.T) {
 		m.Shutdown(context.Background())
 		os.RemoveAll(state)
 	})
-	// Tenants by a header here; the daemon's own authentication (peer uid,
-	// bearer token) in moat serve.
 	h := mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: m, Tenant: func(r *http.Request) (daemon.Tenant, error) {
 		name := r.Header.Get("X-Test-Tenant")
 		if name == "" {
@@ -51,6 +54,11 @@ func TestHTTP(t *testing.T) {
 	}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	return m, srv
+}
+
+func TestHTTP(t *testing.T) {
+	m, srv := httpServer(t, "daemon-http")
 	connect := func(tenant string) (*mcp.ClientSession, error) {
 		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 		return c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: asTenant{tenant}}}, nil)
