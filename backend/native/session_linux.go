@@ -658,11 +658,17 @@ func (p *process) Wait() (*backend.ExitStatus, error) {
 		<-p.exited
 		copied := make(chan struct{})
 		go func() { p.copies.Wait(); close(copied) }()
-		idle := 0
-		for idle < 2 {
+		// A pty's last output can wait in the terminal layer's buffer,
+		// which TIOCINQ does not count, until a kernel worker moves it
+		// to the master: a terminal gets longer to show it.
+		idle, need := 0, 2
+		if p.tty != nil {
+			need = 10
+		}
+		for idle < need {
 			select {
 			case <-copied:
-				idle = 2
+				idle = need
 				continue
 			case <-time.After(drainIdle):
 			}
