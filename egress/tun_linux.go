@@ -1,4 +1,4 @@
-//go:build linux && moat_tun
+//go:build linux
 
 package egress
 
@@ -24,8 +24,7 @@ import (
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
-// TUNBuiltIn says this moat serves TUN devices: built with -tags moat_tun
-// (see tun_stub.go for why that is a build option).
+// TUNBuiltIn says this moat serves TUN devices: on Linux it does.
 const TUNBuiltIn = true
 
 // maxUDPReported bounds the UDP destinations the TUN front end reports

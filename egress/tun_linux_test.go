@@ -1,4 +1,4 @@
-//go:build linux && moat_tun
+//go:build linux
 
 package egress
 

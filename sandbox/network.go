@@ -205,7 +205,7 @@ func TransparentEgressUnavailable() string {
 // setting: udev's rule KERNEL=="tun", MODE="0666").
 func tunUnusable(dir string) string {
 	if !egress.TUNBuiltIn {
-		return "this moat is built without it: go build -tags moat_tun"
+		return "it needs Linux"
 	}
 	path := filepath.Join(dir, "tun")
 	st, err := os.Stat(path)
@@ -230,8 +230,7 @@ func prepareTUN(spec *backend.Spec, dir string) string {
 	}
 	t.Dir = dir
 	if !egress.TUNBuiltIn {
-		// The build's choice, not this host's: allow mode is the proxy's
-		// (README, "Network"), and moat doctor says how to build it in.
+		// Not on this platform: allow mode is the proxy's alone.
 		dropTUN(spec)
 		return ""
 	}

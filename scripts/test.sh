@@ -17,8 +17,6 @@ GOOS=darwin go build ./... # the code must build on macOS too
 GOOS=darwin go vet ./...
 # and on arm64 Linux, where the direct start forks instead of sharing memory
 GOARCH=arm64 go vet ./...
-# transparent egress is a build option (egress/tun_stub.go says why)
-go vet -tags moat_tun ./egress ./sandbox
 if ! command -v staticcheck >/dev/null; then
   go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
   gopath=$(go env GOPATH)
@@ -48,8 +46,6 @@ MOAT_REQUIRE_CHROMIUM=1 go test -p 1 -count=1 ./...
 # trampoline (arm64); this runs that path here, on the sandbox suite.
 echo "== go test as root, the sandbox suite with the forked direct start"
 MOAT_TEST_FORK_START=1 go test -p 1 -count=1 ./sandbox
-echo "== go test as root, transparent egress (built with -tags moat_tun)"
-go test -tags moat_tun -p 1 -count=1 -run 'TUN|Transparent' ./egress ./sandbox
 echo "== a third-party MCP client (the MCP Inspector's CLI) against moat mcp"
 scripts/mcp-inspector.sh
 
