@@ -46,7 +46,7 @@ func (m *metrics) observeExec(d time.Duration, rep *sandbox.Report) {
 // daemon's, and name no tenant or session.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ daemon.Tenant) error {
 	m := &s.metrics
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Header().Set("Content-Type", promtext.ContentType)
 	promtext.Gauge(w, "moat_sessions", "Live sessions.", int64(s.Manager.Count()))
 	promtext.Counter(w, "moat_sessions_created_total", "Sessions created.", m.sessionsCreated.Load())
 	promtext.Counter(w, "moat_execs_total", "Commands started in sessions.", m.execs.Load())

@@ -4,7 +4,6 @@ package httpapi_test
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,15 +28,11 @@ func testTemplates(cfg *daemon.Config, dir, pool string) error {
 	return nil
 }
 
+// metricsText returns /metrics, which Prometheus's parser reads.
 func metricsText(t *testing.T, sock string) string {
 	t.Helper()
-	resp, err := rawClient(sock).Get("http://moat/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return string(data)
+	text, _ := scrapeMetrics(t, sock)
+	return text
 }
 
 // TestTemplatesAndPool: a session made from a template gets its policy;
