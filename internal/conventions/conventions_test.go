@@ -1,7 +1,8 @@
 // Package conventions holds tests that keep the repository's conventions:
 // one package doc per package, and dependencies that point one way
 // (DESIGN.md: cmd -> sandbox -> policy, backend/* -> internal/*, egress,
-// workspace, audit; nothing below sandbox reads the policy).
+// workspace, audit; nothing below sandbox reads the policy; libraries
+// only tests need are linked into no program).
 package conventions
 
 import (
