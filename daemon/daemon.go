@@ -13,7 +13,8 @@
 // and applies only what workspace.Apply accepts; an ask of a session's
 // rules that no request answers waits as a pending approval that only the
 // session's tenant or the daemon's own user may answer, with a grant bound
-// to what was shown (approvals.go). Every caller (the HTTP API, tests, the
+// to what was shown, and only so many wait per session and per tenant
+// (approvals.go). Every caller (the HTTP API, tests, the
 // MCP server) goes through these checks. It knows nothing of HTTP;
 // package httpapi serves it.
 //
