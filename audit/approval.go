@@ -22,7 +22,10 @@ type Approval struct {
 	Rule    string   `json:"rule,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
 	// Outcome is "approved", "denied", "timeout" (nobody answered in
-	// time: refused) or "cancelled" (the command or session ended first).
+	// time: refused), "cancelled" (the command or session ended first)
+	// or "too many pending" (refused at once, without asking: its
+	// session or tenant had as many approvals waiting as the daemon
+	// allows).
 	Outcome string `json:"outcome"`
 	// By is who answered: the tenant that did ("uid:1000",
 	// "token:NAME"), with the name it gave; Why is the reason it gave.

@@ -29,6 +29,13 @@ import (
 // action run under the session's policy, never more: the grant is the
 // harness's (harness.NewGrant), bound to what was shown.
 //
+// How many may wait: Config.MaxPending per session, Config.TenantPending
+// per tenant. Each pending approval holds a diff, a webhook request and a
+// line on the person's page, and a command can start as many asked
+// programs as its pids limit allows; an ask beyond a bound is refused at
+// once (ErrTooManyPending), audited and logged, never queued and never
+// let through.
+//
 // Who may answer: the session's tenant, and the daemon's own user (who
 // can run any sandbox itself). An agent that holds its tenant's
 // credential can therefore answer its own asks: a person who wants to be
@@ -39,6 +46,15 @@ import (
 // given as asked: a scope that does not fit the action, a prefix wider
 // than what was shown, an expiry out of bounds.
 var ErrApprovalRefused = errors.New("approval refused")
+
+// ErrTooManyPending is returned (wrapped) for an ask refused without
+// asking anybody: its session or its tenant has as many approvals
+// pending as Config.MaxPending or Config.TenantPending allow.
+var ErrTooManyPending = errors.New("too many approvals pending")
+
+// ApprovalTooMany is the audit outcome of an ask refused with
+// ErrTooManyPending.
+const ApprovalTooMany = "too many pending"
 
 // AuditSink receives the daemon's audit records (audit.Decision,
 // audit.Approval). *audit.Writer is one.
@@ -91,10 +107,48 @@ func (a *Approval) What() []string {
 	return []string{m, a.Request.Host + ":" + strconv.Itoa(a.Request.Port) + a.Request.Path}
 }
 
-// approvals are a Manager's pending approvals.
+// approvals are a Manager's pending approvals, and how many of them
+// each session and each tenant holds (see reserve).
 type approvals struct {
-	mu      sync.Mutex
-	pending map[string]*Approval
+	mu       sync.Mutex
+	pending  map[string]*Approval
+	sessions map[string]int
+	tenants  map[string]int
+}
+
+// reserve counts a new pending approval of s against its session's and
+// its tenant's bounds, or refuses it when either is full. The count is
+// taken before anything of the approval is made (its diff above all),
+// so that a flood of refused asks costs next to nothing.
+func (m *Manager) reserve(s *Session) error {
+	m.ap.mu.Lock()
+	defer m.ap.mu.Unlock()
+	if m.ap.sessions == nil {
+		m.ap.sessions, m.ap.tenants = map[string]int{}, map[string]int{}
+	}
+	switch {
+	case m.ap.sessions[s.ID] >= m.cfg.MaxPending:
+		return fmt.Errorf("%w in this session (%d): refused without asking", ErrTooManyPending, m.cfg.MaxPending)
+	case m.ap.tenants[s.Tenant.ID] >= m.cfg.TenantPending:
+		return fmt.Errorf("%w for this tenant (%d): refused without asking", ErrTooManyPending, m.cfg.TenantPending)
+	}
+	m.ap.sessions[s.ID]++
+	m.ap.tenants[s.Tenant.ID]++
+	return nil
+}
+
+// release gives back what reserve counted.
+func (m *Manager) release(s *Session) {
+	m.ap.mu.Lock()
+	defer m.ap.mu.Unlock()
+	m.ap.sessions[s.ID]--
+	if m.ap.sessions[s.ID] == 0 {
+		delete(m.ap.sessions, s.ID)
+	}
+	m.ap.tenants[s.Tenant.ID]--
+	if m.ap.tenants[s.Tenant.ID] == 0 {
+		delete(m.ap.tenants, s.Tenant.ID)
+	}
 }
 
 // approver is the Approver of a session's asks when the daemon keeps
@@ -130,7 +184,8 @@ func (q queueApprover) ApproveScoped(ctx context.Context, a harness.Action, d ha
 }
 
 // wait makes a pending approval of a, asked about with d in s, and waits
-// for its answer, its timeout, ctx or the session's end.
+// for its answer, its timeout, ctx or the session's end; when s or its
+// tenant has too many pending already, it refuses a at once.
 func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harness.Decision) (*harness.Grant, error) {
 	now := time.Now()
 	timeout := m.cfg.ApprovalTimeout
@@ -141,12 +196,19 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 		ID: newID(), Session: s.ID, Tenant: s.Tenant.ID,
 		Argv: slices.Clone(a.Argv), Dir: a.Dir, Request: a.Request,
 		Reason: d.Reason, Decided: slices.Clone(d.Command),
-		Created: now, Expires: now.Add(timeout), Diff: s.diffSoFar(),
+		Created: now, Expires: now.Add(timeout),
 		action: a, decision: d, done: make(chan struct{}),
 	}
 	if d.Rule != nil {
 		p.Rule = d.Rule.String()
 	}
+	if err := m.reserve(s); err != nil {
+		m.auditApproval(p, ApprovalTooMany, "", "", nil)
+		m.log.Warn("approval refused", "approval", p.ID, "session", s.ID, "tenant", s.Tenant.ID, "rule", p.Rule, "err", err)
+		return nil, err
+	}
+	defer m.release(s)
+	p.Diff = s.diffSoFar()
 	m.ap.mu.Lock()
 	if m.ap.pending == nil {
 		m.ap.pending = map[string]*Approval{}

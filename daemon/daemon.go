@@ -13,7 +13,8 @@
 // and applies only what workspace.Apply accepts; an ask of a session's
 // rules that no request answers waits as a pending approval that only the
 // session's tenant or the daemon's own user may answer, with a grant bound
-// to what was shown (approvals.go). Every caller (the HTTP API, tests, the
+// to what was shown, and only so many wait per session and per tenant
+// (approvals.go). Every caller (the HTTP API, tests, the
 // MCP server) goes through these checks. It knows nothing of HTTP;
 // package httpapi serves it.
 //
@@ -95,6 +96,13 @@ type Config struct {
 	Approvals       bool
 	ApprovalTimeout time.Duration
 	ApprovalWebhook string
+	// MaxPending bounds the pending approvals of a session (16), and
+	// TenantPending those of all a tenant's sessions together (64): an
+	// ask beyond either is refused at once, without asking, so that a
+	// command starting asked programs or requests without end cannot fill
+	// the daemon's memory or a person's page.
+	MaxPending    int
+	TenantPending int
 	// Audit, if set, receives the sessions' rule decisions and the
 	// approvals' outcomes.
 	Audit AuditSink
@@ -130,6 +138,8 @@ func (c *Config) defaults() {
 	setD(&c.IdleTimeout, 15*time.Minute)
 	setD(&c.Tick, time.Second)
 	setD(&c.ApprovalTimeout, 5*time.Minute)
+	set(&c.MaxPending, 16)
+	set(&c.TenantPending, 64)
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
