@@ -89,7 +89,7 @@ func (c *tunConfig) ioctls() []struct {
 }
 
 // openTUN makes and configures the TUN device in the calling thread's
-// network namespace, opening the clone device "tun" in the directory dir
+// network namespace (a persistent one: see persistence below), opening the clone device "tun" in the directory dir
 // (an O_PATH fd), and returns the device's fd. sock is an AF_INET socket
 // of that namespace.
 //
@@ -112,6 +112,10 @@ func openTUN(dir, sock int, t *backend.TUN) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("TUN device %s (TUNSETIFF): %w", t.Name, e)
 	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETPERSIST, 1); e != 0 {
+		unix.Close(fd)
+		return -1, fmt.Errorf("TUN device %s (TUNSETPERSIST): %w", t.Name, e)
+	}
 	for _, io := range c.ioctls() {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sock), io.req, uintptr(io.arg)); e != 0 {
 			unix.Close(fd)
@@ -120,6 +124,17 @@ func openTUN(dir, sock int, t *backend.TUN) (int, error) {
 	}
 	return fd, nil
 }
+
+// The device is made persistent (TUNSETPERSIST). A device that is not
+// is unregistered when the last fd attached to it closes, in that close:
+// unregistering waits for RCU grace periods, which held the host's exit
+// (where its fd closes) by 10-20 ms on the project's machines. A
+// persistent one outlives the fd and goes with its network namespace,
+// which the kernel tears down in the background once the sandbox's last
+// process and the host's fd are gone. Nothing can attach to it in the
+// meantime: it is attached to the host's fd while any command lives (a
+// TUN device takes one queue), the sandbox has no /dev/net/tun, and
+// attaching needs the clone device.
 
 // tun adds openTUN's steps to the plan, opening "tun" in dir (an fd), on
 // the namespace's socket in slot sock; the device's fd is left in the
@@ -139,6 +154,8 @@ func (p *plan) tun(dir int, sock uint16, t *backend.TUN) (uint16, error) {
 	p.at(i).save = fd
 	p.call(stg, unix.SYS_CLOSE, uintptr(dir))
 	i = p.call(p.stage("TUN device "+t.Name+" (TUNSETIFF)"), unix.SYS_IOCTL, uintptr(fd), unix.TUNSETIFF, uintptr(unsafe.Pointer(c.setiff)))
+	p.at(i).ref = 1
+	i = p.call(p.stage("TUN device "+t.Name+" (TUNSETPERSIST)"), unix.SYS_IOCTL, uintptr(fd), unix.TUNSETPERSIST, 1)
 	p.at(i).ref = 1
 	for _, io := range c.ioctls() {
 		i = p.call(p.stage("TUN device "+t.Name+" "+io.what), unix.SYS_IOCTL, uintptr(sock), io.req, uintptr(io.arg))
