@@ -45,9 +45,9 @@
 #      allow_cidrs = ["127.0.0.1/32", "HOSTADDR/32"], since IP literals
 #      match allow_cidrs only and there is no flag for it; srt:
 #      allowedDomains example.com and 127.0.0.1:PORT). Each sandbox has its
-#      own network namespace, so a
-#      download that arrives at all went through the sandbox's proxy; the
-#      size is checked so that a refusal page cannot pass for a download.
+#      own network namespace, so a download that arrives at all went
+#      through the sandbox's proxy (or moat's TUN device); the size is
+#      checked so that a refusal page cannot pass for a download.
 #      Inside, curl is run as
 #        curl --noproxy '' -x "$HTTP_PROXY" ...   (NO_PROXY/no_proxy unset)
 #      since both sandboxes put 127.0.0.1 in NO_PROXY; on the transparent
