@@ -1,11 +1,11 @@
 // Command egressbench is the loopback server and the connection-latency
 // client of bench/egress.sh.
 //
-//	egressbench serve [-tls]
-//	    listens on 127.0.0.1:0 (plain HTTP) and, with -tls, on a second
-//	    127.0.0.1:0 port with a self-signed certificate made at start-up
-//	    (for 127.0.0.1); prints "PORT" or "PORT TLSPORT" on one line, then
-//	    serves until killed:
+//	egressbench serve [-tls] [-addr IP]
+//	    listens on IP:0 (plain HTTP; IP is 127.0.0.1 unless -addr says
+//	    otherwise) and, with -tls, on a second IP:0 port with a self-signed
+//	    certificate made at start-up (for IP); prints "PORT" or
+//	    "PORT TLSPORT" on one line, then serves until killed:
 //	      /1g     1 GiB (2^30 bytes, Content-Length set) written from one
 //	              reusable in-memory buffer
 //	      /small  a 3-byte body
@@ -83,7 +83,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: egressbench serve [-tls]\n       egressbench relay HOST:PORT\n       egressbench conns [-n N] [-warmup W] [-raw] [-proxy ADDR|env] [-connect] URL")
+	fmt.Fprintln(os.Stderr, "usage: egressbench serve [-tls] [-addr IP]\n       egressbench relay HOST:PORT\n       egressbench conns [-n N] [-warmup W] [-raw] [-proxy ADDR|env] [-connect] URL")
 	os.Exit(2)
 }
 
@@ -94,7 +94,15 @@ const bigSize = 1 << 30
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	withTLS := fs.Bool("tls", false, "also serve HTTPS on a second port")
+	addrFlag := fs.String("addr", "127.0.0.1", "the IPv4 `address` to listen on (one address: never all of them)")
 	fs.Parse(args)
+	if fs.NArg() != 0 {
+		usage()
+	}
+	addr, err := netip.ParseAddr(*addrFlag)
+	if err != nil || !addr.Is4() || addr.IsUnspecified() {
+		return fmt.Errorf("-addr %q: want one IPv4 address, not 0.0.0.0", *addrFlag)
+	}
 
 	buf := make([]byte, 4<<20)
 	for i := range buf {
@@ -118,7 +126,7 @@ func serve(args []string) error {
 		io.WriteString(w, "ok\n")
 	})
 
-	l, err := listen()
+	l, err := listenOn(addr)
 	if err != nil {
 		return err
 	}
@@ -128,11 +136,11 @@ func serve(args []string) error {
 	go func() { errc <- srv.Serve(l) }()
 
 	if *withTLS {
-		cert, err := selfSigned()
+		cert, err := selfSigned(addr)
 		if err != nil {
 			return err
 		}
-		tl, err := listen()
+		tl, err := listenOn(addr)
 		if err != nil {
 			return err
 		}
@@ -145,19 +153,24 @@ func serve(args []string) error {
 	return <-errc
 }
 
-// listen opens a plain-TCP listener on 127.0.0.1:0: Go's listeners are
-// MPTCP by default, and the clients here speak plain TCP.
+// listen opens a plain-TCP listener on 127.0.0.1:0.
 func listen() (net.Listener, error) {
+	return listenOn(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+}
+
+// listenOn opens a plain-TCP listener on addr, port 0: Go's listeners are
+// MPTCP by default, and the clients here speak plain TCP.
+func listenOn(addr netip.Addr) (net.Listener, error) {
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
-	return lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	return lc.Listen(context.Background(), "tcp4", netip.AddrPortFrom(addr, 0).String())
 }
 
 func port(l net.Listener) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-func selfSigned() (tls.Certificate, error) {
+func selfSigned(addr netip.Addr) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -169,7 +182,7 @@ func selfSigned() (tls.Certificate, error) {
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{addr.AsSlice()},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
