@@ -605,11 +605,21 @@ var tlsAlertAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
 // relayDown copies what up sends to the client on a goroutine of its own
 // (the plain io.Copy between the two connections lets the runtime use
 // splice(2)), half-closes the client at the end, and then sends the
-// number of bytes copied.
+// number of bytes copied. A client that is no kernel socket (a TCP
+// connection of the TUN device's stack) gets writes of up to 256 KiB:
+// the runtime's copy would write 32 KiB at a time, and the stack sends
+// each write as a segment of its own, so the device's large MTU would go
+// unused (bench/egress.sh: 1.3 to 1.6 times the throughput).
 func relayDown(client, up net.Conn) <-chan int64 {
 	done := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(client, up)
+		var n int64
+		switch client.(type) {
+		case *net.TCPConn, *net.UnixConn:
+			n, _ = io.Copy(client, up)
+		default:
+			n, _ = io.CopyBuffer(client, struct{ io.Reader }{up}, make([]byte, 256<<10))
+		}
 		closeWrite(client)
 		done <- n
 	}()
