@@ -164,6 +164,10 @@ type Manager struct {
 
 	ap approvals
 
+	// uploads counts the tar uploads being spooled, per tenant (see
+	// startUpload); under mu.
+	uploads map[string]int
+
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 

@@ -26,6 +26,35 @@ const MaxTarBytes = 256 << 20
 // MaxTarEntries bounds the entries of a tar, both ways.
 const MaxTarEntries = 10000
 
+// MaxTenantUploads bounds the tar uploads one tenant may have under way at
+// once. Each is spooled whole in the daemon's state directory before
+// anything is written (up to MaxTarBytes), outside any workspace and so
+// outside the tenant's disk quota: without a bound, one tenant's parallel
+// uploads could fill the daemon's disk.
+const MaxTenantUploads = 2
+
+// startUpload counts an upload of tenant against MaxTenantUploads, or
+// refuses it (ErrQuota) when the tenant has that many under way; the
+// returned function ends it.
+func (m *Manager) startUpload(tenant string) (done func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.uploads[tenant] >= MaxTenantUploads {
+		return nil, fmt.Errorf("%w: %d archives are being uploaded for this tenant already; send this one when one of them has ended", ErrQuota, MaxTenantUploads)
+	}
+	if m.uploads == nil {
+		m.uploads = map[string]int{}
+	}
+	m.uploads[tenant]++
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.uploads[tenant]--; m.uploads[tenant] == 0 {
+			delete(m.uploads, tenant)
+		}
+	}, nil
+}
+
 // TarReport is what an upload wrote.
 type TarReport struct {
 	Entries int

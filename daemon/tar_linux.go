@@ -38,6 +38,11 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, fmt.Errorf("%w: %q is protected: host tools run or read it", ErrProtected, dir)
 	}
 	s.touch()
+	ended, err := s.m.startUpload(s.Tenant.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer ended()
 	// The archive is kept whole before anything is written, so that every
 	// entry is checked first; in an unlinked file of the daemon's, which
 	// nothing can leave behind.
