@@ -70,6 +70,7 @@ type webAuth struct {
 	mu       sync.Mutex
 	codes    map[string]webCode
 	sessions map[string]*webSession
+	made     uint64 // page sessions made so far: their order
 }
 
 type webCode struct {
@@ -78,6 +79,7 @@ type webCode struct {
 }
 
 type webSession struct {
+	n       uint64 // its place in the order of logins
 	tenant  daemon.Tenant
 	csrf    string
 	host    string
@@ -136,6 +138,14 @@ func (a *webAuth) useCode(code string) (daemon.Tenant, bool) {
 	return daemon.Tenant{}, false
 }
 
+// maxWebSessions bounds a tenant's page sessions (one per login, each
+// lasting webTTL): a tenant that logs in again and again would otherwise
+// grow the daemon's memory without end. Past it, a login ends the
+// tenant's oldest page session rather than being refused, so that a
+// person opening the page anew is never locked out.
+const maxWebSessions = 32
+
+// newSession starts a page session of t for the Host host.
 func (a *webAuth) newSession(t daemon.Tenant, host string) (id string, ws *webSession) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -143,13 +153,24 @@ func (a *webAuth) newSession(t daemon.Tenant, host string) (id string, ws *webSe
 	if a.sessions == nil {
 		a.sessions = map[string]*webSession{}
 	}
+	oldest, n := "", 0
 	for k, ws := range a.sessions {
-		if now.After(ws.expires) {
+		switch {
+		case now.After(ws.expires):
 			delete(a.sessions, k)
+		case ws.tenant.ID == t.ID:
+			n++
+			if oldest == "" || ws.n < a.sessions[oldest].n {
+				oldest = k
+			}
 		}
 	}
+	if n >= maxWebSessions {
+		delete(a.sessions, oldest)
+	}
 	id = randomHex()
-	ws = &webSession{tenant: t, csrf: randomHex(), host: host, expires: now.Add(webTTL)}
+	a.made++
+	ws = &webSession{n: a.made, tenant: t, csrf: randomHex(), host: host, expires: now.Add(webTTL)}
 	a.sessions[id] = ws
 	return id, ws
 }
