@@ -284,7 +284,7 @@ func TestLoadFull(t *testing.T) {
 			Mode:       "allow",
 			Allow:      []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443"},
 			Deny:       []string{"upload.pypi.org"},
-			AllowCIDRs: []string{"10.1.2.0/24"}, HTTPSOnly: true,
+			AllowCIDRs: []string{"10.1.2.0/24"}, HTTPSOnly: true, Transparent: true,
 		},
 		Limits: Limits{
 			Wall: Duration(15 * time.Minute), CPU: Duration(2 * time.Minute), OpenFiles: 1024,

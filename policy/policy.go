@@ -142,6 +142,12 @@ type Network struct {
 	// HTTPSOnly refuses plain-HTTP requests and tunnels that do not start
 	// with TLS, in allow mode. Default false.
 	HTTPSOnly bool `toml:"https_only" json:"https_only"`
+	// Transparent gives programs that ignore the proxy variables the same
+	// allowlist in allow mode: a TUN device in the sandbox's network
+	// namespace, moat's resolver, and the proxy's decisions for every TCP
+	// connection. Default true; false leaves allow mode to the proxy
+	// variables alone (a run then starts slightly faster).
+	Transparent bool `toml:"transparent" json:"transparent"`
 	// TCPBind and TCPConnect, when set, are the only TCP ports the
 	// command may bind (listen on) and connect to, enforced by Landlock
 	// (ABI 4 or later; a kernel without it refuses the run). Unset (the
@@ -270,10 +276,11 @@ func Default() *Policy {
 			Set:  map[string]string{"HOME": "/home/agent", "USER": "agent"},
 		},
 		Network: Network{
-			Mode:       NetworkNone,
-			Allow:      []string{},
-			Deny:       []string{},
-			AllowCIDRs: []string{},
+			Mode:        NetworkNone,
+			Allow:       []string{},
+			Deny:        []string{},
+			AllowCIDRs:  []string{},
+			Transparent: true,
 		},
 		Limits: Limits{
 			Wall:      Duration(10 * time.Minute),

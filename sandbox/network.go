@@ -161,8 +161,10 @@ func networkSpec(n policy.Network) backend.Network {
 	var s backend.Network
 	switch n.Mode {
 	case policy.NetworkAllow:
-		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort,
-			TUN: &backend.TUN{Name: tunName, Addr: tunAddr, MTU: tunMTU}}
+		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
+		if n.Transparent {
+			s.TUN = &backend.TUN{Name: tunName, Addr: tunAddr, MTU: tunMTU}
+		}
 	case policy.NetworkHost:
 		s = backend.Network{Mode: backend.NetHost}
 	default:

@@ -561,3 +561,22 @@ echo "control: $(curl --noproxy '*' -sS -m 10 http://other.test:%[1]d/)"
 		}
 	}
 }
+
+// TestTransparentOff: network.transparent = false gives allow mode no
+// TUN device (the proxy alone, without the warning a missing device
+// gets); the default gives it one (the control).
+func TestTransparentOff(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	for _, on := range []bool{true, false} {
+		req := w.request(func(p *policy.Policy) { p.Network.Transparent = on })
+		req.TUNDir = dir
+		out, rep := w.run(t, req, "cat /proc/net/dev")
+		if got := strings.Contains(out, "moat0:"); got != on {
+			t.Errorf("transparent = %v: a TUN device %v, want %v\n%s", on, got, on, out)
+		}
+		if len(rep.Warnings) > 0 {
+			t.Errorf("transparent = %v: warnings %q", on, rep.Warnings)
+		}
+	}
+}
