@@ -51,18 +51,26 @@ func sparseTar(t *testing.T, name string, size int64) *bytes.Buffer {
 	return &buf
 }
 
+// ownSession starts a Manager and a session of the user running the
+// test on the workspace ws.
+func ownSession(t *testing.T, ws string) (*Manager, *Session) {
+	t.Helper()
+	m := newManager(t, Config{})
+	s, err := m.Create(context.Background(), UIDTenant(os.Geteuid()), &CreateRequest{Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
 // TestUntarSparseBounded: an upload writes at most MaxTarBytes of files,
 // however small the archive: a sparse entry that would expand past it is
 // refused before anything is written. A small one lands (positive
 // control).
 func TestUntarSparseBounded(t *testing.T) {
 	ws := t.TempDir()
-	m := newManager(t, Config{})
+	_, s := ownSession(t, ws)
 	ctx := context.Background()
-	s, err := m.Create(ctx, UIDTenant(os.Geteuid()), &CreateRequest{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
 	small := sparseTar(t, "small", 4096)
 	if rep, err := s.Untar(ctx, ".", small); err != nil || rep.Bytes != 4096 {
 		t.Fatalf("a small sparse file: %+v %v", rep, err)

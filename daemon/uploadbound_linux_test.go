@@ -18,12 +18,8 @@ import (
 // positive control), and another tenant is never held by the first's.
 func TestUploadsBoundedPerTenant(t *testing.T) {
 	ws := t.TempDir()
-	m := newManager(t, Config{})
+	m, s := ownSession(t, ws)
 	ctx := context.Background()
-	s, err := m.Create(ctx, UIDTenant(os.Geteuid()), &CreateRequest{Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var small bytes.Buffer
 	tw := tar.NewWriter(&small)
 	tw.WriteHeader(&tar.Header{Name: "third", Mode: 0o644, Size: 5, Typeflag: tar.TypeReg})

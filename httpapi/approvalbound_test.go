@@ -4,8 +4,6 @@ package httpapi_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
-	"github.com/moatbox/moat/httpapi"
 )
 
 // refusals returns the commands of the approval records refused for
@@ -60,12 +57,7 @@ func pendingOf(t *testing.T, c *client.Client, id string) []client.Approval {
 // are asked about one at a time, by the sandbox; requests sent at once
 // are what can pile up.)
 func TestPendingApprovalsBounded(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	os.WriteFile(tf, []byte(httpapi.HashToken("alice", "tok-a")+"\n"+httpapi.HashToken("bob", "tok-b")+"\n"), 0o600)
-	tokens, err := httpapi.LoadTokens(tf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
 	rec := &memAudit{}
 	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: time.Minute, MaxPending: 2, TenantPending: 3, Audit: rec}, tokens)
 	ctx := context.Background()

@@ -406,14 +406,22 @@ func TestPanicBecomesJSONError(t *testing.T) {
 	}
 }
 
-func TestTokensSeparateTenants(t *testing.T) {
-	dir := t.TempDir()
-	tf := filepath.Join(dir, "tokens")
-	os.WriteFile(tf, []byte("# tenants\n"+httpapi.HashToken("alice", "tok-a")+"\n"+httpapi.HashToken("bob", "tok-b")+"\n"), 0o600)
+// aliceAndBob loads a tokens file naming two token tenants, alice and
+// bob, with the tokens given.
+func aliceAndBob(t *testing.T, alice, bob string) *httpapi.Tokens {
+	t.Helper()
+	tf := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tf, []byte("# tenants\n"+httpapi.HashToken("alice", alice)+"\n"+httpapi.HashToken("bob", bob)+"\n"), 0o600)
 	tokens, err := httpapi.LoadTokens(tf)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tokens
+}
+
+func TestTokensSeparateTenants(t *testing.T) {
+	dir := t.TempDir()
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
 	d := startDaemon(t, daemon.Config{}, tokens)
 	ctx := context.Background()
 	alice, bob := client.TCP(d.tcp, "tok-a"), client.TCP(d.tcp, "tok-b")

@@ -13,7 +13,6 @@ import (
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
-	"github.com/moatbox/moat/httpapi"
 )
 
 func asError(err error, e **client.Error) bool { return errors.As(err, e) }
@@ -105,12 +104,7 @@ func TestReviewOverlaySession(t *testing.T) {
 // since the session began is refused (conflict) until forced; a direct
 // session has nothing to review; another tenant cannot review a session.
 func TestReviewConflictAndTenants(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	os.WriteFile(tf, []byte(httpapi.HashToken("alice", "alice-token")+"\n"+httpapi.HashToken("bob", "bob-token")+"\n"), 0o600)
-	tokens, err := httpapi.LoadTokens(tf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := aliceAndBob(t, "alice-token", "bob-token")
 	d := startDaemon(t, daemon.Config{}, tokens)
 	ctx := context.Background()
 	ws := t.TempDir()
@@ -118,7 +112,7 @@ func TestReviewConflictAndTenants(t *testing.T) {
 	s := overlaySession(t, d, ws)
 	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo sandbox > c"}})
 	os.WriteFile(filepath.Join(ws, "c"), []byte("host\n"), 0o644)
-	_, err = d.c.Apply(ctx, s.ID, &client.ApplyRequest{})
+	_, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{})
 	var e *client.Error
 	if apiCode(err) != client.CodeConflict || !asError(err, &e) || len(e.Details) != 1 || !strings.HasPrefix(e.Details[0], "c: ") {
 		t.Fatalf("apply over a host change: %v", err)

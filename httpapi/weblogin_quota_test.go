@@ -4,25 +4,17 @@ package httpapi_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
-	"github.com/moatbox/moat/httpapi"
 )
 
 // TestWebLoginCodesPerTenant: the bound on login links not used yet is
 // each tenant's, so that one tenant asking for links without end (its
 // own 429 the positive control) leaves another's page login working.
 func TestWebLoginCodesPerTenant(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	os.WriteFile(tf, []byte(httpapi.HashToken("alice", "tok-a")+"\n"+httpapi.HashToken("bob", "tok-b")+"\n"), 0o600)
-	tokens, err := httpapi.LoadTokens(tf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
 	d := startDaemon(t, daemon.Config{Approvals: true}, tokens)
 	ctx := context.Background()
 	alice, bob := client.TCP(d.tcp, "tok-a"), client.TCP(d.tcp, "tok-b")
