@@ -13,7 +13,9 @@
 #   sudo scripts/vmtest.sh
 # Environment: MOAT_TEST_USER (the ordinary user, default moatci),
 # MOAT_VMTEST_CACHE (where the kernel is kept, default /var/cache/moat-vmtest),
-# MOAT_VMTEST_TIMEOUT (seconds the guest may run, default 2400),
+# MOAT_VMTEST_TIMEOUT (seconds one boot of the guest may run, default 3000:
+# the first boot takes about 37 minutes on a 2-core host; a stuck guest is
+# caught sooner by MOAT_VMTEST_STALL),
 # MOAT_VMTEST_STEPS (an extended regular expression: run only the steps whose
 # names match, e.g. 'cgroup|session'), MOAT_VMTEST_STALL (seconds without
 # output after which the guest counts as stuck, default 240).
@@ -156,7 +158,7 @@ log="$work/console.log"
 # emulated guest wedged, Go's own test timeout never fired.)
 stall="${MOAT_VMTEST_STALL:-240}"
 boot() {
-	timeout "${MOAT_VMTEST_TIMEOUT:-2400}" qemu-system-x86_64 \
+	timeout "${MOAT_VMTEST_TIMEOUT:-3000}" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 2 -m 4G \
 		-nographic -no-reboot -monitor none -serial stdio \
 		-kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.gz" \
