@@ -606,10 +606,7 @@ var tlsAlertAccessDenied = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49}
 // (the plain io.Copy between the two connections lets the runtime use
 // splice(2)), half-closes the client at the end, and then sends the
 // number of bytes copied. A client that is no kernel socket (a TCP
-// connection of the TUN device's stack) gets writes of up to 256 KiB:
-// the runtime's copy would write 32 KiB at a time, and the stack sends
-// each write as a segment of its own, so the device's large MTU would go
-// unused (bench/egress.sh: 1.3 to 1.6 times the throughput).
+// connection of the TUN device's stack) gets copyGrowing's writes.
 func relayDown(client, up net.Conn) <-chan int64 {
 	done := make(chan int64, 1)
 	go func() {
@@ -618,12 +615,47 @@ func relayDown(client, up net.Conn) <-chan int64 {
 		case *net.TCPConn, *net.UnixConn:
 			n, _ = io.Copy(client, up)
 		default:
-			n, _ = io.CopyBuffer(client, struct{ io.Reader }{up}, make([]byte, 256<<10))
+			n, _ = copyGrowing(client, up)
 		}
 		closeWrite(client)
 		done <- n
 	}()
 	return done
+}
+
+// copyGrowing copies src to dst as io.Copy does, through a buffer that
+// grows from 32 KiB to 256 KiB once a read fills it. It is for a dst that
+// sends each write as segments of its own (the TUN device's stack): the
+// runtime's 32 KiB writes would leave the device's 64 KiB MTU unused,
+// and larger ones gave 1.3 to 1.6 times the throughput (bench/egress.sh).
+// A connection that never fills the small buffer (an interactive one)
+// keeps it, so a proxy serving many such connections holds no more memory
+// than with io.Copy.
+func copyGrowing(dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		k, rerr := src.Read(buf)
+		if k > 0 {
+			w, werr := dst.Write(buf[:k])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+			if w != k {
+				return n, io.ErrShortWrite
+			}
+			if k == len(buf) && len(buf) < 256<<10 {
+				buf = make([]byte, 256<<10)
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
 }
 
 // relayUp sends what was read ahead, then the rest of the client's stream,
