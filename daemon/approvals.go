@@ -112,8 +112,8 @@ func (a *Approval) What() []string {
 type approvals struct {
 	mu       sync.Mutex
 	pending  map[string]*Approval
-	sessions map[string]int
-	tenants  map[string]int
+	sessions counts
+	tenants  counts
 }
 
 // reserve counts a new pending approval of s against its session's and
@@ -123,17 +123,14 @@ type approvals struct {
 func (m *Manager) reserve(s *Session) error {
 	m.ap.mu.Lock()
 	defer m.ap.mu.Unlock()
-	if m.ap.sessions == nil {
-		m.ap.sessions, m.ap.tenants = map[string]int{}, map[string]int{}
-	}
 	switch {
-	case m.ap.sessions[s.ID] >= m.cfg.MaxPending:
+	case m.ap.sessions.full(s.ID, m.cfg.MaxPending):
 		return fmt.Errorf("%w in this session (%d): refused without asking", ErrTooManyPending, m.cfg.MaxPending)
-	case m.ap.tenants[s.Tenant.ID] >= m.cfg.TenantPending:
+	case m.ap.tenants.full(s.Tenant.ID, m.cfg.TenantPending):
 		return fmt.Errorf("%w for this tenant (%d): refused without asking", ErrTooManyPending, m.cfg.TenantPending)
 	}
-	m.ap.sessions[s.ID]++
-	m.ap.tenants[s.Tenant.ID]++
+	m.ap.sessions.add(s.ID)
+	m.ap.tenants.add(s.Tenant.ID)
 	return nil
 }
 
@@ -141,14 +138,8 @@ func (m *Manager) reserve(s *Session) error {
 func (m *Manager) release(s *Session) {
 	m.ap.mu.Lock()
 	defer m.ap.mu.Unlock()
-	m.ap.sessions[s.ID]--
-	if m.ap.sessions[s.ID] == 0 {
-		delete(m.ap.sessions, s.ID)
-	}
-	m.ap.tenants[s.Tenant.ID]--
-	if m.ap.tenants[s.Tenant.ID] == 0 {
-		delete(m.ap.tenants, s.Tenant.ID)
-	}
+	m.ap.sessions.sub(s.ID)
+	m.ap.tenants.sub(s.Tenant.ID)
 }
 
 // approver is the Approver of a session's asks when the daemon keeps

@@ -166,7 +166,7 @@ type Manager struct {
 
 	// uploads counts the tar uploads being spooled, per tenant (see
 	// startUpload); under mu.
-	uploads map[string]int
+	uploads counts
 
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string

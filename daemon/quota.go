@@ -97,3 +97,26 @@ func (m *Manager) boundWorkspace(s *Session) error {
 	s.root, s.wsTmpfs = root, true
 	return nil
 }
+
+// counts are how many of something (pending approvals, uploads under
+// way) each key, a session or a tenant, holds; a key whose count falls
+// to zero is dropped. The caller holds the lock that guards it.
+type counts map[string]int
+
+// full says whether key holds max or more.
+func (c counts) full(key string, max int) bool { return c[key] >= max }
+
+// add counts one more for key.
+func (c *counts) add(key string) {
+	if *c == nil {
+		*c = counts{}
+	}
+	(*c)[key]++
+}
+
+// sub gives back one that add counted for key.
+func (c counts) sub(key string) {
+	if c[key]--; c[key] <= 0 {
+		delete(c, key)
+	}
+}

@@ -39,19 +39,14 @@ const MaxTenantUploads = 2
 func (m *Manager) startUpload(tenant string) (done func(), err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.uploads[tenant] >= MaxTenantUploads {
+	if m.uploads.full(tenant, MaxTenantUploads) {
 		return nil, fmt.Errorf("%w: %d archives are being uploaded for this tenant already; send this one when one of them has ended", ErrQuota, MaxTenantUploads)
 	}
-	if m.uploads == nil {
-		m.uploads = map[string]int{}
-	}
-	m.uploads[tenant]++
+	m.uploads.add(tenant)
 	return func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.uploads[tenant]--; m.uploads[tenant] == 0 {
-			delete(m.uploads, tenant)
-		}
+		m.uploads.sub(tenant)
 	}, nil
 }
 

@@ -88,10 +88,10 @@ func (c *tunConfig) ioctls() []struct {
 	}
 }
 
-// openTUN makes and configures the TUN device in the calling thread's
-// network namespace (a persistent one: see persistence below), opening the clone device "tun" in the directory dir
-// (an O_PATH fd), and returns the device's fd. sock is an AF_INET socket
-// of that namespace.
+// openTUN makes and configures the TUN device (a persistent one: see
+// below) in the calling thread's network namespace, opening the clone
+// device "tun" in the directory dir (an O_PATH fd), and returns the
+// device's fd. sock is an AF_INET socket of that namespace.
 //
 // The directory (TUN.DevDir) is opened before the sandbox's root replaces
 // the host's: by the host for the direct start, whose network steps run
