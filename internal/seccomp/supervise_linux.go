@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
+	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/internal/pollwait"
 )
 
 // InstallObserved installs Observed(prog) like Install, with a listener,
@@ -110,34 +115,27 @@ type Supervisor struct {
 // readable or closed at the other end; then it waits for the Exec calls
 // under way, whose ctx it has ended. A receive blocked in the kernel
 // would wait for ever after the last user is gone, so with a stop it
-// polls first: the listener is readable only once a notification has
-// been queued, and then a receive returns at once (ENOENT if its caller
-// has died since).
+// waits for the listener to be readable first (listenerWait): it is only
+// once a notification has been queued, and then a receive returns at once
+// (ENOENT if its caller has died since).
 func (s *Supervisor) Serve(fd, stop int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	arch := NativeArch()
+	var lw *listenerWait
+	if stop >= 0 {
+		lw = newListenerWait(fd, stop)
+		defer lw.close()
+	}
 	for {
-		if stop >= 0 {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
-			if _, err := unix.Poll(pfd, -1); err != nil {
-				if err == unix.EINTR {
-					continue
-				}
-				return
-			}
-			if pfd[1].Revents != 0 || pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				return
-			}
-			if pfd[0].Revents&unix.POLLIN == 0 {
-				continue
-			}
+		if lw != nil && !lw.wait() {
+			return
 		}
 		var req seccompNotif
 		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&req))); errno != 0 {
-			if errno == unix.EINTR || errno == unix.ENOENT {
+			if errno == unix.EINTR || errno == unix.ENOENT || errno == unix.EAGAIN {
 				// ENOENT: the caller died before its call was read. Stopping
 				// here would leave every later refused call waiting for an
 				// answer that never comes.
@@ -284,4 +282,82 @@ func readMem(pid int, addr uint64, buf []byte) error {
 		return fmt.Errorf("read exec arguments of process %d: short read", pid)
 	}
 	return nil
+}
+
+// listenerWait waits for a listener to have a notification queued, or to
+// have no user left, or for a stop pipe to be readable or closed. It waits
+// in the runtime's network poller, on non-blocking duplicates of the two
+// fds, so that a supervisor with nothing to answer holds no thread: a
+// daemon has one per session, most of them idle. Where the poller cannot
+// take the listener, it polls on a thread of its own, as a blocking
+// poll(2).
+type listenerWait struct {
+	fd, stop int
+	f, sf    *os.File // nil: poll(2)
+	rc       syscall.RawConn
+}
+
+func newListenerWait(fd, stop int) *listenerWait {
+	w := &listenerWait{fd: fd, stop: stop}
+	f, err := pollwait.Dup(fd, "seccomp listener")
+	if err != nil {
+		return w
+	}
+	sf, err := pollwait.Dup(stop, "supervisor stop")
+	if err != nil {
+		f.Close()
+		return w
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		sf.Close()
+		return w
+	}
+	w.f, w.sf, w.rc = f, sf, rc
+	go func() {
+		// Readable or closed at the other end: either way, stop. A
+		// deadline in the past wakes the listener's wait.
+		var b [1]byte
+		sf.Read(b[:])
+		f.SetReadDeadline(time.Unix(1, 0))
+	}()
+	return w
+}
+
+// wait returns true once a notification is queued, false once the
+// listener has no user left or the stop pipe fired.
+func (w *listenerWait) wait() bool {
+	if w.f == nil {
+		for {
+			pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stop), Events: unix.POLLIN}}
+			if _, err := unix.Poll(pfd, -1); err != nil {
+				if err == unix.EINTR {
+					continue
+				}
+				return false
+			}
+			if pfd[1].Revents != 0 || pollwait.Gone(pfd[0].Revents) {
+				return false
+			}
+			if pfd[0].Revents&unix.POLLIN != 0 {
+				return true
+			}
+		}
+	}
+	var ready, gone bool
+	err := w.rc.Read(func(fd uintptr) bool {
+		revents, err := pollwait.Now(fd)
+		gone = err != nil || pollwait.Gone(revents)
+		ready = revents&unix.POLLIN != 0
+		return gone || ready
+	})
+	return err == nil && !gone && ready
+}
+
+func (w *listenerWait) close() {
+	if w.f != nil {
+		w.f.Close()
+		w.sf.Close() // ends the stop goroutine's read
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -171,4 +172,121 @@ func recvFD(sock *os.File) (int, bool) {
 		return -1, false
 	}
 	return fds[0], true
+}
+
+// threads is the number of threads of this process.
+func threads(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			var n int
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	t.Fatal("no Threads in /proc/self/status")
+	return 0
+}
+
+// TestListenerWaitHoldsNoThread: supervisors waiting for their listeners
+// (pipes stand in for them: readable, or hung up) wait in the runtime's
+// poller, not on a thread each; the blocking poll(2) they fall back to
+// holds one each (the control, which shows the count can tell). Each
+// wait ends as it should: true once the listener is readable; false once
+// it hangs up (no user left) or the stop pipe is written or closed.
+func TestListenerWaitHoldsNoThread(t *testing.T) {
+	type pair struct{ l, lw, s, sw int }
+	mk := func(n int) []pair {
+		var ps []pair
+		for range n {
+			var l, s [2]int
+			if err := unix.Pipe2(l[:], unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Pipe2(s[:], unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, pair{l[0], l[1], s[0], s[1]})
+		}
+		return ps
+	}
+	closeAll := func(ps []pair) {
+		for _, p := range ps {
+			for _, fd := range []int{p.l, p.lw, p.s, p.sw} {
+				unix.Close(fd)
+			}
+		}
+	}
+	start := func(ps []pair, poller bool) []chan bool {
+		var out []chan bool
+		for _, p := range ps {
+			ch := make(chan bool, 1)
+			w := &listenerWait{fd: p.l, stop: p.s}
+			if poller {
+				w = newListenerWait(p.l, p.s)
+				if w.f == nil {
+					t.Fatal("the poller did not take a pipe")
+				}
+			}
+			go func() {
+				defer w.close()
+				ch <- w.wait()
+			}()
+			out = append(out, ch)
+		}
+		return out
+	}
+	settle := func() { time.Sleep(200 * time.Millisecond) }
+
+	const n = 32
+	base := threads(t)
+	ps := mk(n)
+	defer closeAll(ps)
+	res := start(ps, true)
+	settle()
+	if grew := threads(t) - base; grew >= n/2 {
+		t.Errorf("%d waits in the poller: %d more threads", n, grew)
+	}
+	unix.Write(ps[0].lw, []byte{1})
+	unix.Close(ps[1].lw)
+	ps[1].lw = -1
+	unix.Write(ps[2].sw, []byte{1})
+	unix.Close(ps[3].sw)
+	ps[3].sw = -1
+	for i, want := range []bool{true, false, false, false} {
+		select {
+		case got := <-res[i]:
+			if got != want {
+				t.Errorf("wait %d: %v, want %v", i, got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("wait %d did not end", i)
+		}
+	}
+	for i := 4; i < n; i++ {
+		unix.Close(ps[i].sw)
+		ps[i].sw = -1
+		if got := <-res[i]; got {
+			t.Errorf("wait %d ended true after its stop", i)
+		}
+	}
+
+	// The control: the blocking poll(2) holds a thread per wait.
+	base = threads(t)
+	cs := mk(n / 2)
+	defer closeAll(cs)
+	cres := start(cs, false)
+	settle()
+	if grew := threads(t) - base; grew < n/4 {
+		t.Errorf("control: %d blocking waits, only %d more threads", n/2, grew)
+	}
+	for i, p := range cs {
+		unix.Write(p.lw, []byte{1})
+		if got := <-cres[i]; !got {
+			t.Errorf("control wait %d: false after its listener became readable", i)
+		}
+	}
 }
