@@ -13,15 +13,20 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/moatbox/moat/internal/pollwait"
 )
 
 // TUNBuiltIn says this moat serves TUN devices: on Linux it does.
@@ -46,6 +51,9 @@ type tunStack struct {
 	udpRef map[string]bool // UDP destinations already reported refused
 	done   chan struct{}
 	closed bool
+	// waiting is the device's duplicate that awaitFirst waits on, in the
+	// runtime's poller, until the first packet.
+	waiting *os.File
 }
 
 // ServeTUN serves the packets of a TUN device (IFF_TUN, no packet
@@ -68,10 +76,6 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 	}
 	ts := &tunStack{p: p, cfg: c, f: f, byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{},
 		next: c.Names.Masked().Addr().Next(), udpRef: map[string]bool{}, done: make(chan struct{})}
-	if err := ts.start(); err != nil {
-		ts.stop()
-		return fmt.Errorf("egress: TUN device: %w", err)
-	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -83,21 +87,112 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 	}
 	p.tuns[ts] = struct{}{}
 	p.mu.Unlock()
+	// The stack starts with the first packet: its reader holds a thread
+	// and a buffer of the MTU's size, which an allow-mode session whose
+	// commands use only the proxy would hold for nothing, and making it
+	// is CPU a run that does not use it need not spend.
+	first, ok := ts.awaitFirst()
+	if !ok {
+		ts.stop()
+		return ErrClosed
+	}
+	if err := ts.start(first); err != nil {
+		ts.mu.Lock()
+		closed := ts.closed // a stack closed while it was set up fails
+		ts.mu.Unlock()
+		ts.stop()
+		if closed {
+			return ErrClosed
+		}
+		return fmt.Errorf("egress: TUN device: %w", err)
+	}
 	<-ts.done
 	return ErrClosed
 }
 
-func (ts *tunStack) start() error {
-	ts.s = stack.New(stack.Options{
+// awaitFirst waits for the device's first IPv4 packet, holding no thread
+// and no buffer: on a non-blocking duplicate of its fd in the runtime's
+// poller. It reads and drops what comes before it: the kernel's own IPv6
+// packets (router solicitations, multicast reports), which it sends out
+// of the device about a second after it is up, and which the stack would
+// drop too. It returns the packet, or false once ts is stopped; nil and
+// true at once where the poller cannot take the device.
+func (ts *tunStack) awaitFirst() ([]byte, bool) {
+	rc, err := ts.f.SyscallConn()
+	if err != nil {
+		return nil, true
+	}
+	var w *os.File
+	err = errors.New("no fd")
+	rc.Control(func(fd uintptr) { w, err = pollwait.Dup(int(fd), "tun") })
+	if err != nil {
+		return nil, true // not in the poller
+	}
+	defer w.Close()
+	if rc, err = w.SyscallConn(); err != nil {
+		return nil, true
+	}
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return nil, false
+	}
+	ts.waiting = w
+	ts.mu.Unlock()
+	var first []byte
+	rc.Read(func(fd uintptr) bool {
+		var buf []byte // made once something is there, for all that is
+		for {
+			if revents, err := pollwait.Now(fd); err != nil || revents == 0 {
+				return err != nil
+			}
+			if buf == nil {
+				buf = make([]byte, ts.cfg.MTU)
+			}
+			n, err := unix.Read(int(fd), buf)
+			switch {
+			case err == unix.EINTR:
+			case err == unix.EAGAIN:
+				return false
+			case err != nil:
+				return true // the stack's reader will see it too
+			case n > 0 && buf[0]>>4 == 4:
+				first = buf[:n]
+				return true
+			}
+		}
+	})
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.waiting = nil
+	return first, !ts.closed
+}
+
+// start makes the stack and gives it first, the packet awaitFirst read
+// (nil: none).
+func (ts *tunStack) start(first []byte) error {
+	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		s.Close()
+		return ErrClosed
+	}
+	ts.s = s // stop closes it from now on
+	ts.mu.Unlock()
 	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(ts.f.Fd())}, MTU: uint32(ts.cfg.MTU)})
 	if err != nil {
 		return err
 	}
+	// The device's endpoint, nested so that the first packet, read
+	// before the endpoint's reader ran, can be handed to the stack.
+	var link nested.Endpoint
+	link.Init(ep, &link)
 	const nic = 1
-	if e := ts.s.CreateNIC(nic, ep); e != nil {
+	if e := ts.s.CreateNIC(nic, &link); e != nil {
 		return errors.New(e.String())
 	}
 	// Every destination is the stack's to answer (promiscuous), and it
@@ -124,6 +219,11 @@ func (ts *tunStack) start() error {
 	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
 	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ts.s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(ts.s, ts.handleUDP).HandlePacket)
+	if first != nil {
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(first)})
+		link.DeliverNetworkPacket(ipv4.ProtocolNumber, pkt)
+		pkt.DecRef()
+	}
 	return nil
 }
 
@@ -135,10 +235,14 @@ func (ts *tunStack) stop() {
 		return
 	}
 	ts.closed = true
+	s := ts.s
+	if ts.waiting != nil {
+		ts.waiting.SetReadDeadline(time.Unix(1, 0)) // wakes awaitFirst
+	}
 	ts.mu.Unlock()
-	if ts.s != nil {
-		ts.s.Close()
-		ts.s.Wait()
+	if s != nil {
+		s.Close()
+		s.Wait()
 	}
 	ts.f.Close()
 	close(ts.done)
