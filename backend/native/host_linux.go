@@ -977,8 +977,15 @@ func (r *run) explain(ds []denial) []backend.Denial {
 // error: ..."). The rest, a dump of goroutines, is for moat's developers
 // and is dropped, never shown to the command or to the user.
 func readCrash(rd io.Reader, out chan<- string) {
-	var buf [4096]byte
-	n, _ := io.ReadFull(rd, buf[:])
+	// Nothing is held while init runs: the buffer is made once it prints.
+	var first [1]byte
+	n, _ := rd.Read(first[:])
+	buf := make([]byte, 4096)
+	if n > 0 {
+		buf[0] = first[0]
+		k, _ := io.ReadFull(rd, buf[1:])
+		n += k
+	}
 	io.Copy(io.Discard, rd)
 	line, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), "\n")
 	out <- line

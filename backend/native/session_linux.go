@@ -235,16 +235,33 @@ func (in *instance) send(req *sessionRequest, fds []int) error {
 }
 
 // readAnswers dispatches init's answers until init is gone, then ends
-// the instance.
+// the instance. It waits for each answer holding no buffer, learns its
+// size, and reads it into one of that size: a session is idle most of its
+// life, and a buffer kept for the next answer (on this goroutine's stack,
+// where the compiler puts a fixed-size one) would be held all along.
 func (in *instance) readAnswers() {
-	buf := make([]byte, 64<<10)
-	for {
-		n, _, _, _, err := in.conn.ReadMsgUnix(buf, nil)
-		if err != nil || n == 0 {
+	rc, err := in.conn.SyscallConn()
+	for err == nil {
+		var n int
+		var perr error
+		err = rc.Read(func(fd uintptr) bool {
+			// A peek with MSG_TRUNC gives the packet's whole length.
+			for {
+				n, _, perr = unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC|unix.MSG_DONTWAIT)
+				if perr != unix.EINTR {
+					return perr != unix.EAGAIN
+				}
+			}
+		})
+		if err != nil || perr != nil || n == 0 {
 			break
 		}
-		m, err := decodeMessage(buf[:n])
-		if err != nil {
+		buf := make([]byte, n)
+		if n, _, _, _, err = in.conn.ReadMsgUnix(buf, nil); err != nil || n == 0 {
+			break
+		}
+		m, derr := decodeMessage(buf[:n])
+		if derr != nil {
 			continue
 		}
 		in.mu.Lock()
