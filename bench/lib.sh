@@ -61,7 +61,8 @@ indir() { (cd "$1" && shift && "$@"); }
 
 # go_build DIR PKG...: builds each ./PKG of the repository into DIR/NAME
 # (NAME = the last element of PKG), as one static binary each; moat with
-# its entry point (-E=_rt0_moat, see internal/rt0), as the README builds it.
+# its entry point (-E=_rt0_moat, see internal/rt0), as the README builds it;
+# MOAT_LDFLAGS replaces those linker flags (MOAT_LDFLAGS= links without it).
 go_build() {
 	local dir=$1 pkg
 	shift
@@ -70,7 +71,7 @@ go_build() {
 	fi
 	for pkg in "$@"; do
 		local ldflags=
-		[ "$pkg" = cmd/moat ] && ldflags=-E=_rt0_moat
+		[ "$pkg" = cmd/moat ] && ldflags=${MOAT_LDFLAGS--E=_rt0_moat}
 		(cd "$repo" && CGO_ENABLED=0 go build -buildvcs=false -ldflags="$ldflags" -o "$dir/${pkg##*/}" "./$pkg")
 	done
 }

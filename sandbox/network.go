@@ -16,6 +16,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -109,6 +110,10 @@ type egressRun struct {
 }
 
 func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID string) *egressRun {
+	// The proxy and the TUN device's stack hand every packet and buffer
+	// from goroutine to goroutine: the runtime's threads should take them
+	// up as promptly as without moat's entry point (internal/rt0).
+	go rt0.RestoreThreads()
 	er := &egressRun{}
 	er.proxy = &egress.Proxy{
 		Rules:     rules,

@@ -1,6 +1,11 @@
 package rt0
 
-import "syscall"
+import (
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+)
 
 // prSetTimerSlack is PR_SET_TIMERSLACK (linux/prctl.h). The package uses
 // syscall, not golang.org/x/sys/unix, so that its test can build a program
@@ -13,4 +18,54 @@ func Restore() {
 	if entrySlack != 0 {
 		syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, uintptr(entrySlack), 0)
 	}
+}
+
+// RestoreThreads sets the timer slack back on the runtime's other threads
+// too, as far as it can reach them (OnThreads). A thread takes its
+// creator's slack, so the threads started before main have the raised
+// one, and so do most of those they start later: an idle thread that has
+// one takes a goroutine another has just readied only after up to that
+// long, which a relay (the egress proxy, the TUN device's stack) pays on
+// every handoff. sysmon, which never runs goroutines, keeps the raised
+// one. Waking the threads costs a fraction of a millisecond of CPU, which
+// is why it is not done at every start: only the first call does
+// anything, and it returns when that is done.
+func RestoreThreads() {
+	if entrySlack == 0 {
+		return
+	}
+	restoreThreads.Do(func() { OnThreads(Restore) })
+}
+
+var restoreThreads sync.Once
+
+// OnThreads calls fn on each of the runtime's threads it can reach: it
+// runs a goroutine locked to a thread per thread the process has, all at
+// once, so that the runtime hands them its idle threads first (and makes
+// new ones for the rest), and each calls fn. A thread busy in a system
+// call meanwhile is not reached.
+func OnThreads(fn func()) {
+	f, err := os.Open("/proc/self/task")
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	for range names {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			fn()
+			ready.Done()
+			<-release // hold the thread until every goroutine has one
+		}()
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
 }

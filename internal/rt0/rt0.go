@@ -20,12 +20,16 @@
 // main puts the first thread's slack back ([Restore]), and the sandbox's
 // init sets its own to the value moat started with ([Slack]) before it
 // starts the command, so that the command's timers are as precise as
-// without moat. The threads the runtime started before main keep 500 µs:
-// their timers (the wall-clock limit, a retried cgroup removal) may fire
-// up to half a millisecond late, and when idle they take a goroutine that
-// a busy thread has just started only after up to that long (the
-// scheduler sleeps 3 µs before it takes one from its creator's runnext
-// slot), so such a goroutine mostly runs once its creator blocks.
+// without moat. The threads the runtime started before main keep 500 µs,
+// and a thread takes its creator's slack, so most threads the runtime
+// starts later get it too: their timers (the wall-clock limit, a retried
+// cgroup removal) may fire up to half a millisecond late, and when idle
+// they take a goroutine that a busy thread has just started only after
+// up to that long (the scheduler sleeps 3 µs before it takes one from its
+// creator's runnext slot), so such a goroutine mostly runs once its
+// creator blocks. That costs a relay of network traffic on every handoff,
+// so a process that starts one (an allow-mode run or session) first puts
+// the slack back on the threads it can reach ([RestoreThreads]).
 //
 // This is written by hand because no library does it: the Go toolchain
 // offers no hook before the runtime starts other than the linker's entry

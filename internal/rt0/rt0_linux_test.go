@@ -74,3 +74,31 @@ func runWithSlack(bin string, ns uintptr) (string, error) {
 	r := <-ch
 	return r.out, r.err
 }
+
+// TestRestoreThreads builds a program with the entry point whose init has
+// the runtime start threads before main: idle threads with the raised
+// slack are there before RestoreThreads (the control), and none after.
+func TestRestoreThreads(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("the entry point exists for amd64 and arm64, not %s", runtime.GOARCH)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the probe with: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "threads")
+	build := exec.Command(gobin, "build", "-buildvcs=false", "-ldflags=-E=_rt0_moat", "-o", bin, "./testdata/threads")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := runWithSlack(bin, 50000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linked bool
+	var before, after int
+	if _, err := fmt.Sscan(out, &linked, &before, &after); err != nil || !linked || before == 0 || after != 0 {
+		t.Errorf("linked, idle threads with the raised slack before RestoreThreads and after: %q, want true, some, 0", strings.TrimSpace(out))
+	}
+}
