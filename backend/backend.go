@@ -388,6 +388,13 @@ type Instance interface {
 	Done() <-chan struct{}
 }
 
+// CPUCounter is an Instance whose CPU time (Stats.CPU) can be read alone,
+// more cheaply than the whole of Stats: sessions read it every so often
+// while commands run under a CPU budget.
+type CPUCounter interface {
+	CPUTime() time.Duration
+}
+
 // ProcessSpec is one process to start in an Instance.
 type ProcessSpec struct {
 	// Args, Env and Dir are as in Spec: the command line, its complete

@@ -1,11 +1,13 @@
 package sandbox_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -22,11 +24,7 @@ import (
 // start and command, twice over, plus 300 ms, and the background loop
 // runs two seconds longer than that.
 func TestSessionCPUBudgetCountsBackground(t *testing.T) {
-	probe := newSession(t, t.TempDir(), nil)
-	if _, rep, err := sessionSh(t, probe, sandbox.ExecRequest{}, `(true &); exit 0`); err != nil || rep.Reason != "exit" {
-		t.Fatalf("probe: %v %+v", err, rep)
-	}
-	small := 2*probe.Stats().CPU + 300*time.Millisecond
+	small := 2*probeCPU(t, `(true &); exit 0`) + 300*time.Millisecond
 	loop := int((small + 2*time.Second + time.Second - 1) / time.Second)
 	for _, tc := range []struct {
 		budget time.Duration
@@ -35,11 +33,7 @@ func TestSessionCPUBudgetCountsBackground(t *testing.T) {
 		{small, "budget:cpu"},
 		{time.Hour, "exit:"},
 	} {
-		p, err := policy.Parse("budgets.toml", []byte(fmt.Sprintf("[budgets]\ncpu = \"%dms\"\n", tc.budget.Milliseconds())))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := newSession(t, t.TempDir(), func(q *policy.Policy) { q.Budgets = p.Budgets })
+		s := cpuBudgetSession(t, tc.budget)
 		// The loop outlives its command, re-parented to the session's
 		// init, and ends by itself.
 		_, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`(timeout %d sh -c 'while :; do :; done' >/dev/null 2>&1 &); exit 0`, loop))
@@ -52,4 +46,58 @@ func TestSessionCPUBudgetCountsBackground(t *testing.T) {
 			t.Errorf("cpu budget %v: the command after a background loop ended %q (%s), want %q", tc.budget, got, strings.TrimSpace(rep.Error), tc.reason)
 		}
 	}
+}
+
+// TestSessionCPUBudgetEndsCommands: commands under way spend the session's
+// cpu budget together, counted by the sandbox as they run, and are ended
+// (reason budget, cpu) once it is spent, not only refused after. The
+// control: the same commands with a budget that holds them run to the end.
+// The budget is sized from a probe session, as above.
+func TestSessionCPUBudgetEndsCommands(t *testing.T) {
+	small := 2*probeCPU(t, `true`) + time.Second
+	for _, tc := range []struct {
+		budget time.Duration
+		reason string
+	}{
+		{small, "budget:cpu"},
+		{time.Hour, "exit:"},
+	} {
+		s := cpuBudgetSession(t, tc.budget)
+		// Together they spin for longer than the budget even on one CPU.
+		spin := fmt.Sprintf(`timeout %d sh -c 'while :; do :; done'; exit 0`, int(small/time.Second)+2)
+		var procs []*sandbox.Process
+		for range 2 {
+			proc, err := s.Start(context.Background(), &sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", spin}}, backend.Stdio{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs = append(procs, proc)
+		}
+		for i, proc := range procs {
+			rep, err := proc.Wait()
+			if got := rep.Reason + ":" + rep.Budget; err != nil || got != tc.reason {
+				t.Errorf("cpu budget %v: command %d ended %q (%v), want %q", tc.budget, i, got, err, tc.reason)
+			}
+		}
+	}
+}
+
+// probeCPU is the CPU time a session spends on its start and on script.
+func probeCPU(t *testing.T, script string) time.Duration {
+	t.Helper()
+	probe := newSession(t, t.TempDir(), nil)
+	if _, rep, err := sessionSh(t, probe, sandbox.ExecRequest{}, script); err != nil || rep.Reason != "exit" {
+		t.Fatalf("probe: %v %+v", err, rep)
+	}
+	return probe.Stats().CPU
+}
+
+// cpuBudgetSession is a session whose policy has a cpu budget of d.
+func cpuBudgetSession(t *testing.T, d time.Duration) *sandbox.Session {
+	t.Helper()
+	p, err := policy.Parse("budgets.toml", []byte(fmt.Sprintf("[budgets]\ncpu = \"%dms\"\n", d.Milliseconds())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSession(t, t.TempDir(), func(q *policy.Policy) { q.Budgets = p.Budgets })
 }

@@ -37,8 +37,8 @@ type execCheck struct {
 	runID     string
 	dir       string
 
-	ask   sync.Mutex   // one question at a time to a person
-	clock *budgetClock // paused while a person is asked
+	ask   sync.Mutex     // one question at a time to a person
+	clock *harness.Clock // paused while a person is asked
 	spend *harness.Spend
 
 	spentMu sync.Mutex

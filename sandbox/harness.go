@@ -50,13 +50,13 @@ const (
 // askPerson asks req.Approver about a, which the rules asked about with
 // d, for at most the policy's ask_timeout, and fills in rec (who, scope,
 // expiry, outcome). It returns the grant, or nil and why not.
-func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.Decision, rec *audit.Decision, clock *budgetClock) (*harness.Grant, error) {
+func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.Decision, rec *audit.Decision, clock *harness.Clock) (*harness.Grant, error) {
 	rec.Approver = req.Approver.Name()
 	if clock != nil {
 		// A person's time is not the command's: it does not count
 		// against the wall budget.
-		clock.pause()
-		defer clock.resume()
+		clock.Pause()
+		defer clock.Resume()
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.Policy.Harness.AskWait())
 	defer cancel()

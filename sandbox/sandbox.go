@@ -279,7 +279,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if spend == nil {
 		spend = harness.NewSpend(req.Policy.Budgets)
 	}
-	wallLeft, cpuLeft, outputLeft, err := spend.Left()
+	_, cpuLeft, outputLeft, err := spend.Left()
 	if err == nil {
 		err = spend.StartRun()
 	}
@@ -412,11 +412,12 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	ec.clock = newBudgetClock(wallLeft, cancelRun)
+	ec.clock = spend.StartClock(cancelRun)
 	st, err := be.Run(runCtx, spec, stdio)
-	active := ec.clock.stop()
+	ec.clock.Stop()
 	if st != nil {
-		spend.EndRun(active, st.CPU, st.OutputBytes)
+		spend.AddCPU(st.CPU)
+		spend.Output(st.OutputBytes)
 	}
 	rep.Budget = ec.spentBudget()
 	rep.Denials = append(rep.Denials, ec.report()...)

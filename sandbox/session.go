@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,16 +306,51 @@ type Process struct {
 	landlock string
 	check    *execCheck // the programs it starts, checked (nil: no rules)
 	once     sync.Once
-	// spend is the session's budgets, told what the command spent; the
-	// wall and output limits are a budget's when it was the tighter.
-	spend                    *harness.Spend
-	wallBudget, outputBudget bool
-	// clock counts the command's time against the wall budget, stopped
-	// while a person is asked; it ends the command through cancelLife
-	// (nil where the budget is the backend's wall limit, wallBudget).
-	clock      *budgetClock
+	// spend is the session's budgets, told what the command spent.
+	spend *harness.Spend
+	// clock counts the command's time against the wall budget, with the
+	// session's other commands', stopped while a person is asked. It,
+	// and the output budget as the command writes, end the command
+	// through cancelLife, with a *harness.BudgetError as the cause (life
+	// and cancelLife are nil when the session has neither budget).
+	clock      *harness.Clock
 	life       context.Context
 	cancelLife context.CancelCauseFunc
+	// cpu reads the sandbox's CPU time, for the CPU budget (nil without
+	// one).
+	cpu func() time.Duration
+}
+
+// cpuTime is the sandbox's CPU time, all its processes' so far.
+func (s *Session) cpuTime() time.Duration {
+	if c, ok := s.inst.(backend.CPUCounter); ok {
+		return c.CPUTime()
+	}
+	return s.inst.Stats().CPU
+}
+
+// cpuPoll is how often the CPU budget is checked while a command runs:
+// the commands of a session can pass it by at most this long times the
+// CPUs they use.
+const cpuPoll = 100 * time.Millisecond
+
+// watchCPU ends the command once the sandbox's CPU time, all its
+// processes' together, reaches the CPU budget; it returns when the
+// command's life ends.
+func (p *Process) watchCPU() {
+	t := time.NewTicker(cpuPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.life.Done():
+			return
+		case <-t.C:
+			if err := p.spend.CPUAtLeast(p.cpu()); err != nil {
+				p.cancelLife(err)
+				return
+			}
+		}
+	}
 }
 
 // Exec runs a command in the session to completion and returns its
@@ -394,14 +430,17 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	if req.Output > 0 {
 		ps.Output = req.Output
 	}
-	// The session's budgets: a spent one refuses the command; what is
-	// left of the wall and output budgets bounds it (its CPU time is
-	// counted when it ends, and refuses the next command once spent; the
-	// sandbox's own count holds background processes too).
+	// The session's budgets: a spent one refuses the command. They are
+	// spent by the commands under way together, and end them once spent,
+	// so commands at once cannot each spend what was left: each has a
+	// clock for the wall budget, output is counted as it is written, and
+	// CPU time is the sandbox's own count (which holds background
+	// processes too), read as each command starts and ends and every
+	// cpuPoll while it runs.
 	if pol.Budgets.CPU > 0 {
-		s.spend.CPUAtLeast(s.inst.Stats().CPU)
+		s.spend.CPUAtLeast(s.cpuTime())
 	}
-	wallLeft, _, outputLeft, err := s.spend.Left()
+	_, _, _, err := s.spend.Left()
 	if err == nil {
 		err = s.spend.StartRun()
 	}
@@ -412,32 +451,33 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		return p, err
 	}
 	p.spend = s.spend
-	var clock *budgetClock
-	switch {
-	case wallLeft > 0 && s.check != nil:
-		// A program the command starts may wait for a person: the wall
-		// budget is then a clock that stops while one is asked, as in a
-		// Run, which kills the command through its life.
-		var cancel context.CancelCauseFunc
-		life, cancel = context.WithCancelCause(life)
-		clock = newBudgetClock(wallLeft, cancel)
-		p.clock, p.life, p.cancelLife = clock, life, cancel
-	case wallLeft > 0 && (ps.Wall == 0 || wallLeft < ps.Wall):
-		ps.Wall, p.wallBudget = wallLeft, true
+	if pol.Budgets.Wall > 0 || pol.Budgets.Output > 0 || pol.Budgets.CPU > 0 {
+		life, p.cancelLife = context.WithCancelCause(life)
+		p.life = life
 	}
-	if outputLeft > 0 && (ps.Output == 0 || outputLeft < ps.Output) {
-		ps.Output, p.outputBudget = outputLeft, true
+	if pol.Budgets.CPU > 0 {
+		p.cpu = s.cpuTime
+		go p.watchCPU()
+	}
+	if pol.Budgets.Wall > 0 {
+		// The clock stops while a program the command starts waits for
+		// a person, as in a Run.
+		p.clock = s.spend.StartClock(p.cancelLife)
+	}
+	if pol.Budgets.Output > 0 {
+		stdio.Stdout = &budgetWriter{w: stdio.Stdout, spend: s.spend, over: p.cancelLife}
+		stdio.Stderr = &budgetWriter{w: stdio.Stderr, spend: s.spend, over: p.cancelLife}
 	}
 	if s.check != nil {
 		// What this command starts, its background processes' included,
 		// is decided as in a Run, with its approver and its approvals.
-		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir, clock: clock}
+		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir, clock: p.clock}
 		stdio.CheckExec = p.check.check
 	}
 	rep.StartedAt = time.Now()
 	proc, err := s.inst.Exec(life, ps, stdio)
 	if err != nil {
-		p.stopClock()
+		p.endBudgets()
 		select {
 		case <-s.inst.Done():
 			err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
@@ -493,26 +533,27 @@ func mergeEnv(base, extra []string) []string {
 func (p *Process) Wait() (*Report, error) {
 	p.once.Do(func() {
 		st, err := p.proc.Wait()
+		spent := p.endBudgets()
 		if err != nil {
-			p.stopClock()
 			setError(p.rep, err)
 			return
 		}
 		fillReport(p.rep, st, p.landlock)
-		if p.spend != nil {
-			wall, clockSpent := st.Wall, false
-			if p.clock != nil {
-				wall, clockSpent = p.stopClock()
-			}
-			p.spend.EndRun(wall, st.CPU, st.OutputBytes)
-			switch {
-			case clockSpent:
-				p.rep.Reason, p.rep.Budget = ReasonBudget, "wall"
-			case st.Cause == backend.CauseTimeout && p.wallBudget:
-				p.rep.Reason, p.rep.Budget = ReasonBudget, "wall"
-			case st.Cause == backend.CauseOutput && p.outputBudget:
-				p.rep.Reason, p.rep.Budget = ReasonBudget, "output"
-			}
+		var total time.Duration
+		if p.cpu != nil {
+			total = p.cpu()
+		}
+		switch {
+		case total > 0:
+			// The sandbox's count holds this command's time with the
+			// others': adding st.CPU to it would count that twice.
+			p.spend.CPUAtLeast(total)
+		case p.spend != nil:
+			// No count from the sandbox: the command's own.
+			p.spend.AddCPU(st.CPU)
+		}
+		if spent != "" {
+			p.rep.Reason, p.rep.Budget = ReasonBudget, spent
 		}
 		if p.check != nil {
 			// What a process it left in the background is refused later
@@ -526,18 +567,46 @@ func (p *Process) Wait() (*Report, error) {
 	return p.rep, nil
 }
 
-// stopClock stops the wall budget's clock, if the command has one, and
-// returns the time it counted and whether it was the clock that ended
-// the command.
-func (p *Process) stopClock() (time.Duration, bool) {
-	if p.clock == nil {
-		return 0, false
+// endBudgets stops the command's wall clock and releases its life, and
+// returns the name of the budget that ended the command, if one did.
+func (p *Process) endBudgets() string {
+	if p.clock != nil {
+		p.clock.Stop()
 	}
-	d := p.clock.stop()
+	if p.cancelLife == nil {
+		return ""
+	}
 	var be *harness.BudgetError
 	spent := errors.As(context.Cause(p.life), &be) // before the cancel below sets a cause
 	p.cancelLife(nil)
-	return d, spent
+	if spent {
+		return be.Name
+	}
+	return ""
+}
+
+// budgetWriter counts a command's output against the session's output
+// budget as it is written, and ends the command (over) once it is spent;
+// what is past the budget is dropped.
+type budgetWriter struct {
+	w     io.Writer // nil: discarded
+	spend *harness.Spend
+	over  context.CancelCauseFunc
+}
+
+func (b *budgetWriter) Write(buf []byte) (int, error) {
+	n := len(buf)
+	fit, err := b.spend.Output(int64(n))
+	if err != nil {
+		b.over(err)
+		buf = buf[:fit]
+	}
+	if b.w != nil && len(buf) > 0 {
+		if m, werr := b.w.Write(buf); werr != nil {
+			return m, werr
+		}
+	}
+	return n, nil
 }
 
 // Signal sends sig to the command's process group; os.ErrProcessDone

@@ -401,6 +401,59 @@ func TestSessionBudgets(t *testing.T) {
 	}
 }
 
+// TestSessionBudgetsConcurrent: commands of a session running at once
+// spend its wall and output budgets together: two that each stay inside
+// what was left when they started, but not together, are cut where the
+// budget runs out. The same two commands with a budget that holds both
+// run to the end (the control).
+func TestSessionBudgetsConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name, budgets, script string
+		spent                 bool
+	}{
+		// Each sleeps less than the budget, both together more.
+		{"wall", `wall = "4s"`, "sleep 3", true},
+		{"wall control", `wall = "10s"`, "sleep 3", false},
+		// Each writes less than the budget, both together more; the sleep
+		// has both under way before either writes.
+		{"output", `output = "20000"`, "sleep 1; head -c 12000 /dev/zero", true},
+		{"output control", `output = "30000"`, "sleep 1; head -c 12000 /dev/zero", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := policy.Parse("budgets.toml", []byte("[budgets]\n"+tc.budgets+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSession(t, t.TempDir(), func(q *policy.Policy) { q.Budgets = p.Budgets })
+			var outs [2]bytes.Buffer
+			var procs [2]*sandbox.Process
+			for i := range procs {
+				req := &sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", tc.script}}
+				if procs[i], err = s.Start(context.Background(), req, backend.Stdio{Stdout: &outs[i], Stderr: &outs[i]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var reasons []string
+			total := 0
+			for i, proc := range procs {
+				rep, err := proc.Wait()
+				if err != nil {
+					t.Fatal(err)
+				}
+				reasons = append(reasons, rep.Reason+":"+rep.Budget)
+				total += outs[i].Len()
+			}
+			cut := strings.Count(strings.Join(reasons, " "), "budget:")
+			if tc.spent && cut == 0 || !tc.spent && cut != 0 {
+				t.Errorf("reasons %q: a budget ended one %v, want %v", reasons, cut != 0, tc.spent)
+			}
+			if limit := int(p.Budgets.Output); limit > 0 && total > limit {
+				t.Errorf("%d bytes of output in all, past the budget of %d", total, limit)
+			}
+		})
+	}
+}
+
 // TestSessionWallBudgetStopsWhileAsked: in a session, as in a Run, the
 // wall budget counts a command's own time, not the time a person takes to
 // answer about a program it starts: an answer slower than the budget

@@ -195,6 +195,17 @@ func (in *instance) Destroy(context.Context) error {
 	return nil
 }
 
+// CPUTime is Stats's CPU without the runsc process Stats runs for the
+// rest (backend.CPUCounter).
+func (in *instance) CPUTime() time.Duration {
+	select {
+	case <-in.done:
+		return 0
+	default:
+	}
+	return treeCPU(in.anchor.Process.Pid)
+}
+
 // Stats implements backend.Instance: memory and tasks from the sentry's
 // own accounting (`runsc events --stats`), CPU time from the host's
 // /proc over runsc's sandbox and gofer processes, which do every
