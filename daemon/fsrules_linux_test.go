@@ -66,21 +66,13 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 	if err := s.Tar(".", &buf); err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(&buf)
 	names := map[string]bool{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, &buf, func(h *tar.Header, body []byte) {
 		names[h.Name] = true
-		if b, _ := io.ReadAll(tr); bytes.Contains(b, []byte("secret")) {
+		if bytes.Contains(body, []byte("secret")) {
 			t.Errorf("the download holds the hidden file as %s", h.Name)
 		}
-	}
+	})
 	if !names["src/main.go"] || names[".env"] || names["keys/"] || names["keys/prod-db.pem"] {
 		t.Errorf("download: %v, want src/main.go and no .env", names)
 	}

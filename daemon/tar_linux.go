@@ -337,11 +337,29 @@ type tarWalk struct {
 }
 
 // dir writes the entries of the open directory d, named below prefix.
+// It reads the directory a batch of names at a time, so a directory of
+// millions of entries costs the daemon no more memory than a small one
+// before MaxTarEntries stops the walk.
 func (t *tarWalk) dir(d *os.File, prefix string) error {
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return err
+	for {
+		names, err := d.Readdirnames(tarDirBatch)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := t.names(d, prefix, names); err != nil {
+			return err
+		}
 	}
+}
+
+// tarDirBatch is how many names tarWalk.dir reads at a time.
+const tarDirBatch = 256
+
+// names writes the entries names of the open directory d.
+func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 	for _, n := range names {
 		name := prefix + n
 		if underAny(joinRel(t.real, name), t.denied) {
