@@ -79,11 +79,19 @@ done < <(N=${N_CREATE:-100} n=${N_CREATE:-100} bench httpapi 'BenchmarkCreate')
 
 # Host memory an idle session holds (httpapi BenchmarkIdleSession, 20
 # sessions): its sandbox's processes (PSS, and RSS which counts shared
-# pages for each) and the daemon's Go heap per session.
-idle=$(cd "$repo" && CGO_ENABLED=0 go test -run '^$' -bench 'BenchmarkIdleSession$' -benchtime 1x -count 1 ./httpapi 2>&1 | grep -E '^Benchmark')
+# pages for each) and the daemon's Go heap and goroutine stacks per
+# session.
+# BenchmarkIdleSessionAllow: the same in allow mode, with each session's
+# proxy and TUN device's network stack in the daemon.
 echo
-printf 'idle session: %s KiB PSS (%s KiB RSS) in %s process(es) + %s KiB of the daemon'"'"'s heap\n' \
-	"$(pct "$idle" pss-KiB/session)" "$(pct "$idle" rss-KiB/session)" "$(pct "$idle" procs/session)" "$(pct "$idle" daemon-heap-KiB/session)"
+while read -r idle; do
+	case $idle in
+	BenchmarkIdleSessionAllow*) label="idle session, --net allow" ;;
+	*) label="idle session" ;;
+	esac
+	printf '%s: %s KiB PSS (%s KiB RSS) in %s process(es) + %s KiB of the daemon'"'"'s heap and stacks\n' "$label" \
+		"$(pct "$idle" pss-KiB/session)" "$(pct "$idle" rss-KiB/session)" "$(pct "$idle" procs/session)" "$(pct "$idle" daemon-KiB/session)"
+done < <(cd "$repo" && CGO_ENABLED=0 go test -run '^$' -bench 'BenchmarkIdleSession' -benchtime 1x -count 1 ./httpapi 2>&1 | grep -E '^Benchmark')
 echo
 echo "goals (issue #18, #20): session exec through the API p50 <= 1.0 ms; run_command within 1 ms of a session exec;"
 echo "  create cold <= 1.5x moat run, from the pool p50 <= 2 ms; idle session <= 2 MiB"

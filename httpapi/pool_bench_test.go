@@ -96,8 +96,16 @@ func benchmarkCreatePool(b *testing.B, waitFor int) {
 // session, over 20 sessions that each ran one command: its sandbox's
 // processes (the init stage and what stays with it; PSS shares the
 // pages they share with each other fairly, RSS counts them for each) and
-// the daemon's Go heap that the sessions keep.
-func BenchmarkIdleSession(b *testing.B) {
+// the daemon's Go heap and goroutine stacks that the sessions keep.
+func BenchmarkIdleSession(b *testing.B) { idleSessions(b, "") }
+
+// BenchmarkIdleSessionAllow is BenchmarkIdleSession in allow mode: each
+// session has its proxy and its TUN device's network stack in the daemon.
+func BenchmarkIdleSessionAllow(b *testing.B) {
+	idleSessions(b, "[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n")
+}
+
+func idleSessions(b *testing.B, pol string) {
 	const n = 20
 	d := startDaemon(b, daemon.Config{MaxSessions: n}, nil)
 	ctx := context.Background()
@@ -105,12 +113,12 @@ func BenchmarkIdleSession(b *testing.B) {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
+		return ms.HeapAlloc + ms.StackInuse
 	}
 	before := proctest.Children(os.Getpid())
 	h0 := heap()
 	for range n {
-		s, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{})
+		s, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -139,7 +147,7 @@ func BenchmarkIdleSession(b *testing.B) {
 	b.ReportMetric(float64(pss)/n, "pss-KiB/session")
 	b.ReportMetric(float64(rss)/n, "rss-KiB/session")
 	b.ReportMetric(float64(procs)/n, "procs/session")
-	b.ReportMetric(float64(int64(h1)-int64(h0))/1024/n, "daemon-heap-KiB/session")
+	b.ReportMetric(float64(int64(h1)-int64(h0))/1024/n, "daemon-KiB/session")
 }
 
 // smaps returns the PSS and RSS of pid in KiB.
