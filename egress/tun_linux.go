@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
@@ -18,8 +19,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
-	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
-	"gvisor.dev/gvisor/pkg/tcpip/link/nested"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -51,9 +51,13 @@ type tunStack struct {
 	udpRef map[string]bool // UDP destinations already reported refused
 	done   chan struct{}
 	closed bool
-	// waiting is the device's duplicate that awaitFirst waits on, in the
-	// runtime's poller, until the first packet.
-	waiting *os.File
+	// dev is the device's duplicate serve reads, in the runtime's
+	// poller; link and out are the stack's link to it, made with the
+	// stack.
+	dev      *os.File
+	link     *channel.Endpoint
+	out      *tunWriter
+	stopping atomic.Bool // serve is to return
 }
 
 // ServeTUN serves the packets of a TUN device (IFF_TUN, no packet
@@ -62,8 +66,8 @@ type tunStack struct {
 // then CheckAddr on every address the name resolves to, a TLS ClientHello
 // checked against the name, HTTPSOnly, and Secrets), DNS queries to c.DNS are
 // answered from the rules, and everything else is dropped. It takes f
-// and closes it when it returns: after Close (ErrClosed) or when the
-// stack cannot be set up.
+// and closes it when it returns: after Close or once the device is gone
+// (ErrClosed), or when the device cannot be served.
 func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 	p.init()
 	if p.Rules == nil {
@@ -79,7 +83,7 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		ts.stop()
+		ts.teardown()
 		return ErrClosed
 	}
 	if p.tuns == nil {
@@ -87,66 +91,58 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 	}
 	p.tuns[ts] = struct{}{}
 	p.mu.Unlock()
-	// The stack starts with the first packet: its reader holds a thread
-	// and a buffer of the MTU's size, which an allow-mode session whose
-	// commands use only the proxy would hold for nothing, and making it
-	// is CPU a run that does not use it need not spend.
-	first, ok := ts.awaitFirst()
-	if !ok {
-		ts.stop()
-		return ErrClosed
-	}
-	if err := ts.start(first); err != nil {
-		ts.mu.Lock()
-		closed := ts.closed // a stack closed while it was set up fails
-		ts.mu.Unlock()
-		ts.stop()
-		if closed {
-			return ErrClosed
-		}
+	err := ts.serve()
+	ts.teardown()
+	if err != nil {
 		return fmt.Errorf("egress: TUN device: %w", err)
 	}
-	<-ts.done
 	return ErrClosed
 }
 
-// awaitFirst waits for the device's first IPv4 packet, holding no thread
-// and no buffer: on a non-blocking duplicate of its fd in the runtime's
-// poller. It reads and drops what comes before it: the kernel's own IPv6
-// packets (router solicitations, multicast reports), which it sends out
-// of the device about a second after it is up, and which the stack would
-// drop too. It returns the packet, or false once ts is stopped; nil and
-// true at once where the poller cannot take the device.
-func (ts *tunStack) awaitFirst() ([]byte, bool) {
+// serve reads the device's packets and hands each to the stack on this
+// goroutine, until ts is stopped (nil) or the device fails. It waits in
+// the runtime's poller, on a non-blocking duplicate of the device's fd:
+// no thread is held while nothing comes, as a session spends most of its
+// life. The stack is made at the first IPv4 packet: an allow-mode run
+// whose commands use only the proxy spends nothing on it. Other packets
+// are dropped, before and after: the kernel's own IPv6 packets (router
+// solicitations, multicast reports), which it sends out of the device
+// about a second after it is up.
+//
+// Packets go to the stack on the goroutine that read them, and out to
+// the device on the goroutine that sent them (tunWriter): the fd-based
+// link endpoint of gVisor hands each packet read to another goroutine,
+// one more wake-up in every connection's round trips.
+func (ts *tunStack) serve() error {
 	rc, err := ts.f.SyscallConn()
 	if err != nil {
-		return nil, true
+		return err
 	}
 	var w *os.File
 	err = errors.New("no fd")
 	rc.Control(func(fd uintptr) { w, err = pollwait.Dup(int(fd), "tun") })
 	if err != nil {
-		return nil, true // not in the poller
-	}
-	defer w.Close()
-	if rc, err = w.SyscallConn(); err != nil {
-		return nil, true
+		return fmt.Errorf("the runtime's poller cannot wait on it: %w", err)
 	}
 	ts.mu.Lock()
 	if ts.closed {
 		ts.mu.Unlock()
-		return nil, false
+		w.Close()
+		return nil
 	}
-	ts.waiting = w
+	ts.dev = w
 	ts.mu.Unlock()
-	var first []byte
-	rc.Read(func(fd uintptr) bool {
-		var buf []byte // made once something is there, for all that is
-		for {
-			if revents, err := pollwait.Now(fd); err != nil || revents == 0 {
-				return err != nil
-			}
+	if rc, err = w.SyscallConn(); err != nil {
+		return err
+	}
+	var buf []byte // made once something is there, then kept
+	var failed error
+	err = rc.Read(func(fd uintptr) bool {
+		for !ts.stopping.Load() {
 			if buf == nil {
+				if revents, err := pollwait.Now(fd); err != nil || revents == 0 {
+					return err != nil
+				}
 				buf = make([]byte, ts.cfg.MTU)
 			}
 			n, err := unix.Read(int(fd), buf)
@@ -154,23 +150,36 @@ func (ts *tunStack) awaitFirst() ([]byte, bool) {
 			case err == unix.EINTR:
 			case err == unix.EAGAIN:
 				return false
+			case err == unix.EBADFD || err == nil && n == 0:
+				return true // the device is gone, with the sandbox's network namespace
 			case err != nil:
-				return true // the stack's reader will see it too
-			case n > 0 && buf[0]>>4 == 4:
-				first = buf[:n]
+				failed = fmt.Errorf("read: %w", err)
 				return true
+			case buf[0]>>4 != 4:
+			default:
+				if ts.link == nil {
+					if failed = ts.start(int(fd)); failed != nil {
+						return true
+					}
+				}
+				pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n])})
+				ts.link.InjectInbound(ipv4.ProtocolNumber, pkt)
+				pkt.DecRef()
 			}
 		}
+		return true
 	})
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.waiting = nil
-	return first, !ts.closed
+	if ts.stopping.Load() {
+		return nil
+	}
+	if failed != nil {
+		return failed
+	}
+	return err
 }
 
-// start makes the stack and gives it first, the packet awaitFirst read
-// (nil: none).
-func (ts *tunStack) start(first []byte) error {
+// start makes the stack, whose link writes to fd.
+func (ts *tunStack) start(fd int) error {
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
@@ -181,18 +190,14 @@ func (ts *tunStack) start(first []byte) error {
 		s.Close()
 		return ErrClosed
 	}
-	ts.s = s // stop closes it from now on
+	ts.s = s // teardown closes it from now on
 	ts.mu.Unlock()
-	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(ts.f.Fd())}, MTU: uint32(ts.cfg.MTU)})
-	if err != nil {
-		return err
-	}
-	// The device's endpoint, nested so that the first packet, read
-	// before the endpoint's reader ran, can be handed to the stack.
-	var link nested.Endpoint
-	link.Init(ep, &link)
+	// The queue holds what is sent until tunWriter takes it, at once.
+	ts.link = channel.New(256, uint32(ts.cfg.MTU), "")
+	ts.out = &tunWriter{link: ts.link, fd: fd}
+	ts.link.AddNotify(ts.out)
 	const nic = 1
-	if e := ts.s.CreateNIC(nic, &link); e != nil {
+	if e := ts.s.CreateNIC(nic, ts.link); e != nil {
 		return errors.New(e.String())
 	}
 	// Every destination is the stack's to answer (promiscuous), and it
@@ -219,30 +224,74 @@ func (ts *tunStack) start(first []byte) error {
 	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
 	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ts.s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(ts.s, ts.handleUDP).HandlePacket)
-	if first != nil {
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(first)})
-		link.DeliverNetworkPacket(ipv4.ProtocolNumber, pkt)
-		pkt.DecRef()
-	}
 	return nil
 }
 
-// stop ends the stack's goroutines, then closes the device.
+// tunWriter writes the packets the stack sends to the device, on the
+// goroutine that sent them (channel.Notification), one at a time so that
+// a connection's segments leave in the order they were sent.
+type tunWriter struct {
+	link   *channel.Endpoint
+	mu     sync.Mutex
+	fd     int
+	closed bool // the fd is closed: packets are dropped
+}
+
+func (w *tunWriter) WriteNotify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for pkt := w.link.Read(); pkt != nil; pkt = w.link.Read() {
+		if !w.closed {
+			// A TUN device takes each write whole, or drops it as a
+			// full link would.
+			for {
+				if _, err := unix.Writev(w.fd, pkt.AsSlices()); err != unix.EINTR {
+					break
+				}
+			}
+		}
+		pkt.DecRef()
+	}
+}
+
+func (w *tunWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// stop ends serve and waits for the stack's goroutines to end and the
+// device to be closed.
 func (ts *tunStack) stop() {
 	ts.mu.Lock()
-	if ts.closed {
-		ts.mu.Unlock()
-		return
+	if !ts.closed {
+		ts.closed = true
+		ts.stopping.Store(true)
+		if ts.dev != nil {
+			ts.dev.SetReadDeadline(time.Unix(1, 0)) // wakes serve
+		}
 	}
+	ts.mu.Unlock()
+	<-ts.done
+}
+
+// teardown, once serve has returned, ends the stack's goroutines, then
+// closes the device.
+func (ts *tunStack) teardown() {
+	ts.mu.Lock()
 	ts.closed = true
+	ts.stopping.Store(true)
 	s := ts.s
-	if ts.waiting != nil {
-		ts.waiting.SetReadDeadline(time.Unix(1, 0)) // wakes awaitFirst
-	}
 	ts.mu.Unlock()
 	if s != nil {
 		s.Close()
 		s.Wait()
+	}
+	if ts.out != nil {
+		ts.out.close()
+	}
+	if ts.dev != nil {
+		ts.dev.Close()
 	}
 	ts.f.Close()
 	close(ts.done)

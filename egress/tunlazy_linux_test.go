@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,12 +73,9 @@ func TestTUNStartsOnFirstPacket(t *testing.T) {
 	}
 	cfg := TUNConfig{MTU: 1500, DNS: netip.MustParseAddr("198.18.0.2"), Names: netip.MustParsePrefix("198.19.0.0/16")}
 	pair := func() (*os.File, int) {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close(fds[1]) })
-		return os.NewFile(uintptr(fds[0]), "tun"), fds[1]
+		dev, peer := tunPair(t)
+		t.Cleanup(func() { unix.Close(peer) })
+		return os.NewFile(uintptr(dev), "tun"), peer
 	}
 
 	p := &Proxy{Rules: rules}
@@ -132,4 +131,80 @@ func TestTUNStartsOnFirstPacket(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("ServeTUN did not end when its proxy was closed before any packet")
 	}
+}
+
+// TestTUNHoldsNoThread: devices whose stacks are up and serving, but idle,
+// hold no thread each: the reader waits in the runtime's poller. The
+// control: as many goroutines blocked in read(2) on the same kind of
+// descriptor hold a thread each, as this count sees.
+func TestTUNHoldsNoThread(t *testing.T) {
+	rules, err := ParseRules([]string{"allowed.test"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := TUNConfig{MTU: 1500, DNS: netip.MustParseAddr("198.18.0.2"), Names: netip.MustParsePrefix("198.19.0.0/16")}
+	const n = 24
+	settle := func() { time.Sleep(300 * time.Millisecond) }
+	settle()
+	base := osThreads(t)
+	p := &Proxy{Rules: rules}
+	defer p.Close()
+	for range n {
+		dev, peer := tunPair(t)
+		defer unix.Close(peer)
+		go p.ServeTUN(os.NewFile(uintptr(dev), "tun"), cfg)
+		// The first packet makes the stack; its answer shows it serves.
+		unix.Write(peer, dnsQuery(t, cfg.DNS, "allowed.test."))
+		tv := unix.NsecToTimeval(int64(5 * time.Second))
+		unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		if _, err := unix.Read(peer, make([]byte, 2048)); err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+	}
+	settle()
+	if grew := osThreads(t) - base; grew >= n/2 {
+		t.Errorf("%d idle devices: %d more threads", n, grew)
+	}
+
+	base = osThreads(t)
+	var blocked []int
+	for range n {
+		a, b := tunPair(t)
+		blocked = append(blocked, b)
+		defer unix.Close(a)
+		go unix.Read(a, make([]byte, 1))
+	}
+	settle()
+	if grew := osThreads(t) - base; grew < n/2 {
+		t.Errorf("control: %d goroutines in read(2): only %d more threads", n, grew)
+	}
+	for _, b := range blocked {
+		unix.Write(b, []byte{1})
+		unix.Close(b)
+	}
+}
+
+// tunPair is a socket pair that stands in for a TUN device: a packet per
+// message.
+func tunPair(t *testing.T) (dev, peer int) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fds[0], fds[1]
+}
+
+func osThreads(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatal("no Threads in /proc/self/status")
+	return 0
 }
