@@ -496,7 +496,7 @@ func TestQuotaAndExpiry(t *testing.T) {
 	if _, err := d.c.Start(ctx, short.ID, &client.ExecRequest{Args: []string{"sleep", "876545"}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(waitFor(func() []int { return proctest.Find("sleep 876545") })) == 0 {
+	if len(proctest.Appear(func() []int { return proctest.Find("sleep 876545") }, 10*time.Second)) == 0 {
 		t.Fatal("positive control: the background command is not running")
 	}
 	// A command keeps the idle session alive past its timeout.
@@ -808,16 +808,6 @@ func TestDrain(t *testing.T) {
 	}
 	if left := proctest.Gone(func() []int { return append(proctest.Find("sleep 876543"), proctest.Find("sleep 876544")...) }, 10*time.Second); len(left) > 0 {
 		t.Errorf("processes outlived the daemon's shutdown: %v", left)
-	}
-}
-
-// waitFor waits up to 10s for find to return some pid, and returns what
-// it returned last.
-func waitFor(find func() []int) []int {
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if pids := find(); len(pids) > 0 || time.Now().After(deadline) {
-			return pids
-		}
 	}
 }
 

@@ -291,7 +291,7 @@ func TestKilledExecsAndSandboxes(t *testing.T) {
 		rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "765431"}}, io.Discard, io.Discard)
 		done <- result{rep, err}
 	}()
-	pids := waitFor(func() []int { return proctest.Find("sleep 765431") })
+	pids := proctest.Appear(func() []int { return proctest.Find("sleep 765431") }, 10*time.Second)
 	if len(pids) != 1 {
 		t.Fatalf("the command: %v", pids)
 	}
@@ -310,7 +310,7 @@ func TestKilledExecsAndSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids = waitFor(func() []int { return proctest.Find("sleep 765432") })
+	pids = proctest.Appear(func() []int { return proctest.Find("sleep 765432") }, 10*time.Second)
 	if len(pids) != 1 {
 		t.Fatalf("the background command: %v", pids)
 	}
@@ -334,7 +334,7 @@ func TestKilledExecsAndSandboxes(t *testing.T) {
 	if _, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "765433"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(func() []int { return proctest.Find("sleep 765433") })
+	proctest.Appear(func() []int { return proctest.Find("sleep 765433") }, 10*time.Second)
 	for pid := sandboxPid; pid != os.Getpid() && pid > 1; pid = parentOf(t, pid) {
 		sandboxPid = pid // the topmost process below the daemon: the sandbox's init
 	}

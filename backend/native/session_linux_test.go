@@ -128,7 +128,7 @@ func TestSessionKeepsState(t *testing.T) {
 	if out, _ := execOut(t, inst, s, backend.ProcessSpec{}, "/bin/sh", "-c", "ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline | tr '\\0' ' '"); !strings.Contains(out, "sleep "+marker) {
 		t.Errorf("the background process is not alive during the next command:\n%s", out)
 	}
-	if len(proctest.Find("sleep "+marker)) != 1 {
+	if len(proctest.Appear(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second)) != 1 {
 		t.Errorf("the background process is not alive on the host")
 	}
 	// Init and the sleep, at least, and what they use.
@@ -154,7 +154,7 @@ func TestSessionKeepsState(t *testing.T) {
 	if out, st := execOut(t, inst, s, backend.ProcessSpec{}, "/bin/sh", "-c", "sleep "+marker+"1 >/dev/null 2>&1 & echo started"); st.ExitCode != 0 || out != "started\n" {
 		t.Fatalf("exit %d: %q", st.ExitCode, out)
 	}
-	if len(proctest.Find("sleep "+marker+"1")) != 1 {
+	if len(proctest.Appear(func() []int { return proctest.Find("sleep " + marker + "1") }, 5*time.Second)) != 1 {
 		t.Errorf("the process left in the background did not live on")
 	}
 	if err := inst.Destroy(context.Background()); err != nil {
@@ -480,7 +480,7 @@ func TestSessionDiesWithCaller(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("the caller said %q: %s", line, errb.String())
 	}
-	if len(proctest.Find("sleep "+marker)) != 1 {
+	if len(proctest.Appear(func() []int { return proctest.Find("sleep " + marker) }, 5*time.Second)) != 1 {
 		t.Error("the session's process is not running")
 	}
 	inits := proctest.Children(cmd.Process.Pid)

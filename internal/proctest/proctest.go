@@ -53,6 +53,21 @@ func Gone(find func() []int, within time.Duration) []int {
 	}
 }
 
+// Appear waits up to within for find to return a pid, and returns what it
+// returned last. A process whose start was just reported may not show its
+// command line yet: the kernel closes the starter's close-on-exec pipe
+// before it sets up the new program's arguments.
+func Appear(find func() []int, within time.Duration) []int {
+	deadline := time.Now().Add(within)
+	for {
+		pids := find()
+		if len(pids) > 0 || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // matching returns the pids of the processes whose /proc directory match
 // accepts.
 func matching(match func(dir string) bool) []int {
