@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+
+	"github.com/moatbox/moat/internal/proctest"
 )
 
 // tunOf returns the tunStack p serves, once ServeTUN has registered it.
@@ -146,7 +146,7 @@ func TestTUNHoldsNoThread(t *testing.T) {
 	const n = 24
 	settle := func() { time.Sleep(300 * time.Millisecond) }
 	settle()
-	base := osThreads(t)
+	base := proctest.Threads(t)
 	p := &Proxy{Rules: rules}
 	defer p.Close()
 	for range n {
@@ -162,11 +162,11 @@ func TestTUNHoldsNoThread(t *testing.T) {
 		}
 	}
 	settle()
-	if grew := osThreads(t) - base; grew >= n/2 {
+	if grew := proctest.Threads(t) - base; grew >= n/2 {
 		t.Errorf("%d idle devices: %d more threads", n, grew)
 	}
 
-	base = osThreads(t)
+	base = proctest.Threads(t)
 	var blocked []int
 	for range n {
 		a, b := tunPair(t)
@@ -175,7 +175,7 @@ func TestTUNHoldsNoThread(t *testing.T) {
 		go unix.Read(a, make([]byte, 1))
 	}
 	settle()
-	if grew := osThreads(t) - base; grew < n/2 {
+	if grew := proctest.Threads(t) - base; grew < n/2 {
 		t.Errorf("control: %d goroutines in read(2): only %d more threads", n, grew)
 	}
 	for _, b := range blocked {
@@ -192,19 +192,4 @@ func tunPair(t *testing.T) (dev, peer int) {
 		t.Fatal(err)
 	}
 	return fds[0], fds[1]
-}
-
-func osThreads(t *testing.T) int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	t.Fatal("no Threads in /proc/self/status")
-	return 0
 }

@@ -2,14 +2,13 @@ package native_test
 
 import (
 	"context"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/proctest"
 )
 
 // hostCost is the Go heap and goroutine stacks this process holds, after
@@ -19,16 +18,7 @@ func hostCost(t *testing.T) (mem uint64, threads int) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			threads, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return ms.HeapAlloc + ms.StackInuse, threads
+	return ms.HeapAlloc + ms.StackInuse, proctest.Threads(t)
 }
 
 // TestIdleSessionHoldsLittle: an idle session with exec checks, after one

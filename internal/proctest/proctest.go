@@ -6,7 +6,9 @@ package proctest
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -66,6 +68,24 @@ func Appear(find func() []int, within time.Duration) []int {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Threads returns this process's number of threads.
+func Threads(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatal("no Threads in /proc/self/status")
+	return 0
 }
 
 // matching returns the pids of the processes whose /proc directory match

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/internal/proctest"
 )
 
 // TestSuperviseExec: a process under an exec-checking filter starts a
@@ -175,21 +177,6 @@ func recvFD(sock *os.File) (int, bool) {
 }
 
 // threads is the number of threads of this process.
-func threads(t *testing.T) int {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
-			var n int
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	t.Fatal("no Threads in /proc/self/status")
-	return 0
-}
 
 // TestListenerWaitHoldsNoThread: supervisors waiting for their listeners
 // (pipes stand in for them: readable, or hung up) wait in the runtime's
@@ -242,12 +229,12 @@ func TestListenerWaitHoldsNoThread(t *testing.T) {
 	settle := func() { time.Sleep(200 * time.Millisecond) }
 
 	const n = 32
-	base := threads(t)
+	base := proctest.Threads(t)
 	ps := mk(n)
 	defer closeAll(ps)
 	res := start(ps, true)
 	settle()
-	if grew := threads(t) - base; grew >= n/2 {
+	if grew := proctest.Threads(t) - base; grew >= n/2 {
 		t.Errorf("%d waits in the poller: %d more threads", n, grew)
 	}
 	unix.Write(ps[0].lw, []byte{1})
@@ -275,12 +262,12 @@ func TestListenerWaitHoldsNoThread(t *testing.T) {
 	}
 
 	// The control: the blocking poll(2) holds a thread per wait.
-	base = threads(t)
+	base = proctest.Threads(t)
 	cs := mk(n / 2)
 	defer closeAll(cs)
 	cres := start(cs, false)
 	settle()
-	if grew := threads(t) - base; grew < n/4 {
+	if grew := proctest.Threads(t) - base; grew < n/4 {
 		t.Errorf("control: %d blocking waits, only %d more threads", n/2, grew)
 	}
 	for i, p := range cs {
