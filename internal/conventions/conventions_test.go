@@ -6,6 +6,7 @@
 package conventions
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -175,4 +176,54 @@ func internalImports(t *testing.T, path string, src []byte) []string {
 		}
 	}
 	return out
+}
+
+// TestHelpersNamedMoatDash: every process moat starts from its own binary
+// as a helper (a sandbox's init, the id-mapping holder, gVisor's forwarder
+// and gate) gets an argv[0] that begins "moat-", which is how the entry
+// point (internal/rt0/entry) tells a helper from a command line and
+// leaves the helper's memory faulted in lazily. The names are the string
+// constants whose names end in Arg0.
+func TestHelpersNamedMoatDash(t *testing.T) {
+	root := repoRoot(t)
+	found := map[string]string{}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || strings.Contains(p, "/testdata/") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, 0)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return nil
+		}
+		for _, decl := range f.Decls {
+			g, ok := decl.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if !strings.HasSuffix(name.Name, "Arg0") || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						found[name.Name] = strings.Trim(lit.Value, `"`)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	// Control: the helpers known when this test was written are found.
+	for _, name := range []string{"initArg0", "usernsArg0", "forwardArg0", "gateArg0"} {
+		if _, ok := found[name]; !ok {
+			t.Errorf("constant %s not found: the test no longer sees the helpers' names", name)
+		}
+	}
+	for name, v := range found {
+		if !strings.HasPrefix(v, "moat-") {
+			t.Errorf("helper name %s = %q does not begin with \"moat-\": the entry point would pre-fault it like a command line", name, v)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+
+	"github.com/moatbox/moat/internal/rt0/entry"
 )
 
 // prSetTimerSlack is PR_SET_TIMERSLACK (linux/prctl.h). The package uses
@@ -15,8 +17,8 @@ const prSetTimerSlack = 29
 // Restore sets the calling thread's timer slack back to the one the process
 // started with, when the entry point changed it.
 func Restore() {
-	if entrySlack != 0 {
-		syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, uintptr(entrySlack), 0)
+	if entry.Slack != 0 {
+		syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, uintptr(entry.Slack), 0)
 	}
 }
 
@@ -31,7 +33,7 @@ func Restore() {
 // is why it is not done at every start: only the first call does
 // anything, and it returns when that is done.
 func RestoreThreads() {
-	if entrySlack == 0 {
+	if entry.Slack == 0 {
 		return
 	}
 	restoreThreads.Do(func() { OnThreads(Restore) })

@@ -1,6 +1,7 @@
-// Package rt0 is the moat binary's entry point on Linux (amd64 and arm64):
-// a few instructions that run before the Go runtime does, and then jump to
-// the runtime's own entry. The binary is linked with -ldflags=-E=_rt0_moat
+// Package rt0 is the API of the moat binary's entry point on Linux (amd64
+// and arm64; its code is in internal/rt0/entry, a package that imports
+// nothing): a few instructions that run before the Go runtime does, and
+// then jump to the runtime's own entry. The binary is linked with -ldflags=-E=_rt0_moat
 // for them to run (the README's build command and bench/ do; this
 // package's test builds a probe both ways); built without it, nothing here
 // runs and nothing changes.
@@ -36,29 +37,24 @@
 // symbol.
 package rt0
 
-// entrySlack is the first thread's timer slack when the process started,
-// in nanoseconds, stored by the entry point; 0 when it did not run.
-var entrySlack uint64
-
-// entered is set to 1 by the entry point.
-var entered uint32
+import "github.com/moatbox/moat/internal/rt0/entry"
 
 // Linked reports whether the entry point ran: the binary was linked with
 // -E=_rt0_moat.
-func Linked() bool { return entered != 0 }
+func Linked() bool { return entry.Entered != 0 }
 
 // Slack returns the timer slack, in nanoseconds, that the process started
 // with, or 0 when the entry point did not run (a binary linked without
 // -E=_rt0_moat, such as a test binary or a program using moat as a
 // library, or another platform): then no thread's slack was changed.
-func Slack() uint64 { return entrySlack }
+func Slack() uint64 { return entry.Slack }
 
 // SetSlackForTesting makes Slack return ns, as if the entry point had seen
 // it, until the returned function is called: for tests of the code that
 // passes the slack on, whose test binaries are linked without the entry
 // point.
 func SetSlackForTesting(ns uint64) (undo func()) {
-	old := entrySlack
-	entrySlack = ns
-	return func() { entrySlack = old }
+	old := entry.Slack
+	entry.Slack = ns
+	return func() { entry.Slack = old }
 }

@@ -1,0 +1,30 @@
+package entry
+
+import "unsafe"
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14; older kernels
+// refuse it with EINVAL, and nothing is lost).
+const madvPopulateWrite = 23
+
+// heapAhead is how much of the heap, from the page of this package's first
+// allocation on, is faulted in at once: about what the other packages'
+// initialisers and a one-shot run use after it.
+const heapAhead = 1 << 20
+
+// heapMark is the first allocation; it stays referenced so that its span
+// is not reused for something else before the pages are mapped.
+var heapMark *[16]byte
+
+func madvise(addr, n uintptr, advice uintptr) uintptr
+
+func init() {
+	if front == 0 {
+		return
+	}
+	heapMark = new([16]byte)
+	// Go's heap grows upwards from its arena's start, so the pages after the
+	// newest allocation are the ones used next. What is past the part the
+	// runtime has mapped is refused by the kernel, as is a call to an old
+	// kernel: the faults then happen as they would have.
+	madvise(uintptr(unsafe.Pointer(heapMark))&^4095, heapAhead, madvPopulateWrite)
+}
