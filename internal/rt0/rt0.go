@@ -4,7 +4,8 @@
 // then jump to the runtime's own entry. The binary is linked with -ldflags=-E=_rt0_moat
 // for them to run (the README's build command and bench/ do; this
 // package's test builds a probe both ways); built without it, nothing here
-// runs and nothing changes.
+// runs and nothing changes. On amd64 the entry point also pre-faults a
+// command line's start (package entry says how and why).
 //
 // What they do is raise the timer slack of the process's first thread from
 // the inherited value (usually 50 µs) to 500 µs (a coarser inherited one is
