@@ -17,23 +17,23 @@ TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
 	JEQ	slack
 prefault:
 	MOVL	$1, ·front(SB)
-	MOVQ	$runtime·text(SB), DI
+	LEAQ	runtime·text(SB), DI
 	ANDQ	$~4095, DI
-	MOVQ	$runtime·etext(SB), SI
+	LEAQ	runtime·etext(SB), SI
 	SUBQ	DI, SI
 	MOVQ	$22, DX		// MADV_POPULATE_READ
 	MOVQ	$28, AX		// SYS_madvise
 	SYSCALL			// an error (an old kernel) changes nothing
-	MOVQ	$runtime·rodata(SB), DI	// .rodata, not the function tables
+	LEAQ	runtime·rodata(SB), DI	// .rodata, not the function tables
 	ANDQ	$~4095, DI
-	MOVQ	$runtime·erodata(SB), SI
+	LEAQ	runtime·erodata(SB), SI
 	SUBQ	DI, SI
 	MOVQ	$22, DX		// MADV_POPULATE_READ
 	MOVQ	$28, AX		// SYS_madvise
 	SYSCALL
-	MOVQ	$runtime·noptrdata(SB), DI	// .noptrdata, .data, .bss
+	LEAQ	runtime·noptrdata(SB), DI	// .noptrdata, .data, .bss
 	ANDQ	$~4095, DI
-	MOVQ	$runtime·ebss(SB), SI
+	LEAQ	runtime·ebss(SB), SI
 	SUBQ	DI, SI
 	MOVQ	$23, DX		// MADV_POPULATE_WRITE
 	MOVQ	$28, AX		// SYS_madvise
