@@ -29,9 +29,11 @@ func Restore() {
 // one takes a goroutine another has just readied only after up to that
 // long, which a relay (the egress proxy, the TUN device's stack) pays on
 // every handoff. sysmon, which never runs goroutines, keeps the raised
-// one. Waking the threads costs a fraction of a millisecond of CPU, which
-// is why it is not done at every start: only the first call does
-// anything, and it returns when that is done.
+// one, and so does a thread it starts later (when it hands a processor
+// on): this reaches the threads there are, not all there will be. Waking
+// the threads costs a fraction of a millisecond of CPU, which is why it
+// is not done at every start: only the first call does anything, and it
+// returns when that is done.
 func RestoreThreads() {
 	if entry.Slack == 0 {
 		return

@@ -1,8 +1,9 @@
 // Command prefault is built by rt0's test with -ldflags=-E=_rt0_moat and
 // without: it prints whether the entry point pre-faulted its start, the
-// page faults that touching 64 new heap pages took, those that writing to
-// 16 pages of its zeroed data took, and whether every page of its code was
-// resident when main started.
+// share of resident pages in the heap ahead of it when main starts (the
+// part the entry package mapped, or else the 256 KiB after a new
+// allocation), the page faults that writing to 16 pages of its zeroed
+// data took, and whether every page of its code was resident.
 package main
 
 import (
@@ -12,9 +13,27 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/moatbox/moat/internal/rt0/entry"
 )
+
+// sink keeps the control's allocation on the heap.
+var sink *[16]byte
+
+// residentShare is the share of the pages of [start, start+n) that are
+// resident (mincore), in percent, or -1 when it cannot tell.
+func residentShare(start, n uintptr) int {
+	vec := make([]byte, n/4096)
+	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, start, n, uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return -1
+	}
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return in * 100 / len(vec)
+}
 
 // table is zeroed data with pointers, so it is in .bss (a pointer-free
 // array would be in .noptrbss, which the entry point leaves alone).
@@ -57,19 +76,18 @@ func codeResident() bool {
 }
 
 func main() {
-	resident := codeResident()
-	keep := make([]*[4096]byte, 64)
-	before := minflt()
-	for i := range keep {
-		keep[i] = new([4096]byte)
-		keep[i][0] = 1
+	start, n := entry.HeapAhead()
+	if n == 0 {
+		sink = new([16]byte)
+		start, n = uintptr(unsafe.Pointer(sink))&^4095, 256<<10
 	}
-	faults := minflt() - before
-	before = minflt()
+	heap := residentShare(start, n)
+	resident := codeResident()
+	before := minflt()
 	one := new(int)
 	for i := 0; i < len(table); i += 512 {
 		table[i] = one
 	}
 	dataFaults := minflt() - before
-	fmt.Println(entry.Prefaulted(), faults, dataFaults, resident)
+	fmt.Println(entry.Prefaulted(), heap, dataFaults, resident)
 }

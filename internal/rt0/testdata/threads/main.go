@@ -1,6 +1,6 @@
 // Command threads is built by rt0's test with -ldflags=-E=_rt0_moat: it
 // prints how many of the runtime's idle threads have the raised timer
-// slack before RestoreThreads and after it.
+// slack before RestoreThreads, and how many of those still have it after.
 package main
 
 import (
@@ -28,25 +28,34 @@ func init() {
 	wg.Wait()
 }
 
-// raised counts the threads rt0.OnThreads reaches whose slack is the
-// raised one.
-func raised() int {
+// raised returns the threads rt0.OnThreads reaches whose slack is the
+// raised one. Reaching them may make new threads (each goroutine it runs
+// keeps its thread), and a thread sysmon makes takes sysmon's slack,
+// which stays raised: only the threads that were there before
+// RestoreThreads are its to put back.
+func raised() map[int]bool {
 	var mu sync.Mutex
-	n := 0
+	tids := map[int]bool{}
 	rt0.OnThreads(func() {
 		r, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, 30, 0, 0) // PR_GET_TIMERSLACK
 		if r == 500000 {
 			mu.Lock()
-			n++
+			tids[syscall.Gettid()] = true
 			mu.Unlock()
 		}
 	})
-	return n
+	return tids
 }
 
 func main() {
 	rt0.Restore()
 	before := raised()
 	rt0.RestoreThreads()
-	fmt.Println(rt0.Linked(), before, raised())
+	still := 0
+	for tid := range raised() {
+		if before[tid] {
+			still++
+		}
+	}
+	fmt.Println(rt0.Linked(), len(before), still)
 }
