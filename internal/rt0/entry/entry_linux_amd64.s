@@ -1,5 +1,16 @@
 #include "textflag.h"
 
+// POPULATE maps [lo &^ 4095, hi) with madvise(advice); an error (an old
+// kernel without MADV_POPULATE_*) changes nothing.
+#define POPULATE(lo, hi, advice) \
+	LEAQ	lo, DI \
+	ANDQ	$~4095, DI \
+	LEAQ	hi, SI \
+	SUBQ	DI, SI \
+	MOVQ	advice, DX \
+	MOVQ	$28, AX	/* SYS_madvise */ \
+	SYSCALL
+
 // _rt0_moat is the entry point with -ldflags=-E=_rt0_moat (see the package
 // docs of entry and rt0). The stack is as the kernel left it (argc, argv,
 // envp, auxv), and only AX, DX, DI, SI, CX and R11 are changed before the
@@ -17,27 +28,9 @@ TEXT _rt0_moat(SB),NOSPLIT|NOFRAME,$0
 	JEQ	slack
 prefault:
 	MOVL	$1, ·front(SB)
-	LEAQ	runtime·text(SB), DI
-	ANDQ	$~4095, DI
-	LEAQ	runtime·etext(SB), SI
-	SUBQ	DI, SI
-	MOVQ	$22, DX		// MADV_POPULATE_READ
-	MOVQ	$28, AX		// SYS_madvise
-	SYSCALL			// an error (an old kernel) changes nothing
-	LEAQ	runtime·rodata(SB), DI	// .rodata, not the function tables
-	ANDQ	$~4095, DI
-	LEAQ	runtime·erodata(SB), SI
-	SUBQ	DI, SI
-	MOVQ	$22, DX		// MADV_POPULATE_READ
-	MOVQ	$28, AX		// SYS_madvise
-	SYSCALL
-	LEAQ	runtime·noptrdata(SB), DI	// .noptrdata, .data, .bss
-	ANDQ	$~4095, DI
-	LEAQ	runtime·ebss(SB), SI
-	SUBQ	DI, SI
-	MOVQ	$23, DX		// MADV_POPULATE_WRITE
-	MOVQ	$28, AX		// SYS_madvise
-	SYSCALL
+	POPULATE(runtime·text(SB), runtime·etext(SB), $22)	// code; MADV_POPULATE_READ
+	POPULATE(runtime·rodata(SB), runtime·erodata(SB), $22)	// .rodata, not the function tables
+	POPULATE(runtime·noptrdata(SB), runtime·ebss(SB), $23)	// .noptrdata, .data, .bss; MADV_POPULATE_WRITE
 slack:
 	MOVQ	$157, AX	// SYS_prctl
 	MOVQ	$30, DI		// PR_GET_TIMERSLACK

@@ -11,8 +11,9 @@ const madvPopulateWrite = 23
 // initialisers and a one-shot run use after it.
 const heapAhead = 1 << 20
 
-// heapMark is the first allocation; it stays referenced so that its span
-// is not reused for something else before the pages are mapped.
+// heapMark is this package's first allocation, the point the heap is
+// mapped ahead from; a package variable, so that it is made on the heap
+// (a local one could live on the stack).
 var heapMark *[16]byte
 
 // heapStart is the first page mapped ahead (0 when none was).
