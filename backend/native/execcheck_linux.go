@@ -152,9 +152,10 @@ func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
 }
 
 // installExecChecked is init's side: it installs prog observed and
-// checking each exec, and sends the listener to the host on chanFD.
-func installExecChecked(prog []seccomp.Instruction, chanFD int) error {
-	fd, err := seccomp.InstallObservedExec(prog)
+// checking each exec (a session's also sending each setsid: see
+// attribute), and sends the listener to the host on chanFD.
+func installExecChecked(prog []seccomp.Instruction, chanFD int, session bool) error {
+	fd, err := seccomp.InstallObservedExec(prog, session)
 	if err != nil {
 		return err
 	}

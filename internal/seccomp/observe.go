@@ -171,6 +171,43 @@ func execNumbers(arch string) (execve, execveat int) {
 	return -1, -1
 }
 
+// WithSetsidNotify returns prog preceded by a check that sends every
+// setsid of arch to the supervisor (SECCOMP_RET_USER_NOTIF), which
+// evaluates prog for it itself and, where prog allows it, tells a
+// [Supervisor]'s Setsid who is about to lead a session before letting the
+// call go on. Every session in a sandbox whose filter has this check was
+// made under the supervisor's eyes, which is what lets a session's host
+// tell the command a session belongs to exactly, pid reuse included
+// (backend/native's sessioncheck). prog should be the observed program,
+// as for WithExecNotify; a call of another architecture falls through
+// to it.
+func WithSetsidNotify(prog []Instruction, arch string) []Instruction {
+	head := []Instruction{
+		{Code: ldAbsW, K: 4}, // seccomp_data.arch
+		{Code: jeq, K: AuditArch(arch), Jf: 3},
+		{Code: ldAbsW, K: 0}, // seccomp_data.nr
+		{Code: jeq, K: uint32(setsidNumber(arch)), Jf: 1},
+		{Code: retK, K: retUserNotif},
+	}
+	return append(head, prog...)
+}
+
+// IsSetsid reports whether nr is setsid on arch.
+func IsSetsid(arch string, nr int) bool { return nr == setsidNumber(arch) }
+
+// setsidNumber is setsid's number on arch (-1 for an architecture moat
+// has no table of): a constant, as execNumbers' are, and checked against
+// the table the same way.
+func setsidNumber(arch string) int {
+	switch arch {
+	case ArchX86_64:
+		return 112
+	case ArchAarch64:
+		return 157
+	}
+	return -1
+}
+
 // PassThrough is a program that allows every call: with WithExecNotify,
 // the filter of a run without a profile whose execs are checked.
 func PassThrough() []Instruction { return []Instruction{{Code: retK, K: retAllow}} }

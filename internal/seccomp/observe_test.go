@@ -112,4 +112,45 @@ func TestExecNumbers(t *testing.T) {
 	if execve, execveat := execNumbers("mips"); execve != -1 || execveat != -1 {
 		t.Errorf("mips: %d, %d; want -1, -1", execve, execveat)
 	}
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		if nr, _ := Lookup(arch, "setsid"); setsidNumber(arch) != nr {
+			t.Errorf("%s: setsid is %d, the table says %d", arch, setsidNumber(arch), nr)
+		}
+	}
+	if nr := setsidNumber("mips"); nr != -1 {
+		t.Errorf("mips: setsid %d; want -1", nr)
+	}
+}
+
+// TestWithSetsidNotify: setsid of the native architecture is notified,
+// the execs still are (the check underneath), every other call gets what
+// the program underneath gives it, and a foreign architecture is still
+// killed, setsid included.
+func TestWithSetsidNotify(t *testing.T) {
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		prog, err := Compile(Default(), arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := Observed(prog)
+		sx := WithSetsidNotify(WithExecNotify(obs, arch, nil), arch)
+		for _, name := range []string{"setsid", "execve", "execveat", "read", "unshare", "getsid", "setpgid"} {
+			nr, _ := Lookup(arch, name)
+			want, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if IsExec(arch, nr) || IsSetsid(arch, nr) {
+				want = retUserNotif
+			}
+			got, err := Evaluate(sx, int32(nr), AuditArch(arch), 0, [6]uint64{})
+			if err != nil || got != want {
+				t.Errorf("%s %s: %#x, %v; want %#x", arch, name, got, err, want)
+			}
+		}
+		nr, _ := Lookup(arch, "setsid")
+		if got, _ := Evaluate(sx, int32(nr), 0x40000003, 0, [6]uint64{}); got != retKillProcess {
+			t.Errorf("%s: foreign arch setsid gives %#x", arch, got)
+		}
+		if allow, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{}); !Allows(allow) {
+			t.Errorf("%s: the default profile refuses setsid (%#x), which the supervisor would then never be told of", arch, allow)
+		}
+	}
 }

@@ -24,9 +24,14 @@ func InstallObserved(prog []Instruction) (int, error) {
 }
 
 // InstallObservedExec is InstallObserved for a filter that also sends
-// every execve and execveat to the supervisor (see WithExecNotify).
-func InstallObservedExec(prog []Instruction) (int, error) {
-	return installListener(WithExecNotify(Observed(prog), NativeArch(), nil), "exec-checking")
+// every execve and execveat to the supervisor (see WithExecNotify), and,
+// with sessions, every setsid (see WithSetsidNotify).
+func InstallObservedExec(prog []Instruction, sessions bool) (int, error) {
+	prog = WithExecNotify(Observed(prog), NativeArch(), nil)
+	if sessions {
+		prog = WithSetsidNotify(prog, NativeArch())
+	}
+	return installListener(prog, "exec-checking")
 }
 
 func installListener(prog []Instruction, what string) (int, error) {
@@ -108,6 +113,11 @@ type Supervisor struct {
 	// the errno it fails with. ctx ends when the supervisor stops. A call
 	// whose arguments cannot be read fails with EACCES without asking.
 	Exec func(ctx context.Context, c ExecCall) int
+	// Setsid, if set, is told the pid of each process about to call a
+	// setsid that Prog allows (the filter must notify them: see
+	// WithSetsidNotify), before the call goes on. Without it such a call
+	// goes on untold.
+	Setsid func(pid int)
 }
 
 // Serve answers notifications on the listener fd until no process uses
@@ -151,6 +161,13 @@ func (s *Supervisor) Serve(fd, stop int) {
 				defer wg.Done()
 				s.answerExec(ctx, fd, &req)
 			}()
+			continue
+		}
+		if err == nil && Allows(ret) && IsSetsid(arch, int(req.nr)) {
+			if s.Setsid != nil {
+				s.Setsid(int(req.pid))
+			}
+			respond(fd, req.id, 0)
 			continue
 		}
 		if e, ok := ErrnoOf(ret); err == nil && ok {

@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,8 +56,9 @@ func TestSuperviseExec(t *testing.T) {
 	defer unix.Close(fd)
 	var mu sync.Mutex
 	var calls []ExecCall
-	var refused []int
+	var refused, setsids []int
 	sup := &Supervisor{
+		Setsid: func(pid int) { mu.Lock(); setsids = append(setsids, pid); mu.Unlock() },
 		Prog:   prog,
 		Record: func(nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
 		Exec: func(_ context.Context, c ExecCall) int {
@@ -90,6 +93,7 @@ func TestSuperviseExec(t *testing.T) {
 		"sh runs an allowed one": "ok",
 		"unshare":                "EPERM",
 		"long argv":              "ok",
+		"setsid":                 "ok",
 	}
 	for k, v := range want {
 		if res[k] != v {
@@ -114,6 +118,9 @@ func TestSuperviseExec(t *testing.T) {
 	if len(refused) == 0 {
 		t.Error("the refused unshare was not recorded")
 	}
+	if pid, _ := strconv.Atoi(res["setsid pid"]); pid == 0 || !slices.Contains(setsids, pid) {
+		t.Errorf("the supervisor was told of setsids by %v, not by the child that made one (%q)", setsids, res["setsid pid"])
+	}
 }
 
 // execCheckHelper installs the exec-checking filter, hands its listener
@@ -123,7 +130,7 @@ func execCheckHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()))
+	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()), true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -147,6 +154,14 @@ func execCheckHelper() int {
 		long.Args = append(long.Args, "x")
 	}
 	res["long argv"] = errName(long.Run())
+	// A child that leads a session of its own: its setsid goes on, and
+	// the supervisor is told its pid first.
+	lead := exec.Command("/bin/true", "leader")
+	lead.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	res["setsid"] = errName(lead.Run())
+	if lead.Process != nil {
+		res["setsid pid"] = strconv.Itoa(lead.Process.Pid)
+	}
 	return report(res)
 }
 
