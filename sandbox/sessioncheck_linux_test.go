@@ -182,12 +182,14 @@ func TestSessionExecCheckBackground(t *testing.T) {
 	}
 }
 
-// TestSessionExecCheckUnattributed: a process that leaves its command's
-// session after its parent has died cannot be told to any command: what
-// it starts is still checked, decided with nobody to ask (the session's
-// approver is not the command's), so an ask is refused and audited under
-// the session's id. Positive control: an allowed program it starts runs.
-func TestSessionExecCheckUnattributed(t *testing.T) {
+// TestSessionExecCheckSetsid: a process that leaves its command's
+// session after its parent has died is still that command's (its setsid
+// was told to the host as it happened): what it starts is asked of the
+// command's approver and audited under the command's run id, not decided
+// with nobody to ask under the session's (how it was before the setsids
+// were told: the ask was refused). Positive control: an allowed program
+// it starts runs.
+func TestSessionExecCheckSetsid(t *testing.T) {
 	ws := sessionGit(t)
 	var recs auditLog
 	s := gitSession(t, ws, []string{"git", "push"}, nil, &recs)
@@ -198,24 +200,27 @@ func TestSessionExecCheckUnattributed(t *testing.T) {
 	// The subshell starts setsid and exits: setsid's sh is re-parented to
 	// init in a session of its own.
 	execAp := &syncApprover{yes: true}
-	gitExec(t, s, ws, "(setsid sh orphan.sh >/tmp/orphan.out 2>&1 &)", execAp)
+	_, rep := gitExec(t, s, ws, "(setsid sh orphan.sh >/tmp/orphan.out 2>&1 &)", execAp)
 	var out string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if out, _ = gitExec(t, s, ws, "cat /tmp/orphan.out 2>/dev/null", nil); strings.Contains(out, "id -g:") {
 			break
 		}
 	}
-	if !strings.Contains(out, "id -u: 126\n") || !strings.Contains(out, "id -g: 0\n") {
+	if !strings.Contains(out, "id -u: 0\n") || !strings.Contains(out, "id -g: 0\n") {
 		t.Errorf("orphan's output:\n%s", out)
 	}
-	asks := recs.find(s.ID(), "ask-uid")
-	if len(asks) != 1 || asks[0].Outcome != sandbox.ApprovalNoApprover {
-		t.Errorf("the orphan's id -u is not refused under the session's id: %+v", recs.recs)
+	asks := recs.find(rep.RunID, "ask-uid")
+	if len(asks) != 1 || asks[0].Outcome != sandbox.ApprovalApproved {
+		t.Errorf("the orphan's id -u is not approved under its command's run id %s: %+v", rep.RunID, recs.recs)
+	}
+	if n := len(recs.find(s.ID(), "ask-uid")); n != 0 {
+		t.Errorf("the orphan's id -u is decided under the session's id too (%d records)", n)
 	}
 	execAp.mu.Lock()
 	defer execAp.mu.Unlock()
-	if len(execAp.asked) != 0 {
-		t.Errorf("the command's approver was asked about a process it cannot be told to: %q", execAp.asked)
+	if len(execAp.asked) != 1 {
+		t.Errorf("the command's approver was asked %q, want the orphan's id -u", execAp.asked)
 	}
 }
 

@@ -73,8 +73,9 @@
 // (Stdio.CheckExec): then, in either start, the filter also notifies each
 // execve and execveat, and its listener goes to the host, which holds the
 // rules, before the command is started (execcheck_linux.go); a session's
-// init does the same before it takes requests, and the host attributes
-// each exec to the command it came from (sessioncheck_linux.go). In
+// init does the same before it takes requests, its filter also notifying
+// each setsid, and the host attributes each exec to the command it came
+// from (sessioncheck_linux.go). In
 // network mode proxy it binds
 // the in-sandbox listener and hands it to the host over a unix socket
 // (SCM_RIGHTS), so the host's egress proxy accepts connections directly.

@@ -23,3 +23,15 @@ func SessionLeadersForTesting(inst any) int {
 	defer in.mu.Unlock()
 	return len(in.leaders)
 }
+
+// SessionInitPidForTesting is the host pid of a session's init.
+func SessionInitPidForTesting(inst any) int { return inst.(*instance).r.pid }
+
+// LeaderPidForTesting is the host pid of the first process of proc, a
+// command of the session inst that checks execs (0 until seen).
+func LeaderPidForTesting(inst, proc any) int {
+	in := inst.(*instance)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return proc.(*process).leader
+}

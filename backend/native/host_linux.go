@@ -163,14 +163,15 @@ type run struct {
 	// initSupervised: the host answers the init stage's notifications
 	// (see superviseInit).
 	initSupervised bool
-	exitAfter      bool         // Backend.ExitAfter
-	onInitParent   func(func()) // Backend.onInitParent
-	forkStart      bool         // Backend.ForkStart
-	plan           *plan        // a direct start's plan, which its child reads
-	nest           []idmap      // trees a direct start maps with init's user namespace (nestable)
-	afterWait      []func()     // run once init has been reaped
-	seen           denials      // a direct start's refused system calls
-	killed         atomic.Value // backend.Cause the host killed the run for
+	onSetsid       func(pid int) // a session's supervisor tells it of each setsid (see attribute)
+	exitAfter      bool          // Backend.ExitAfter
+	onInitParent   func(func())  // Backend.onInitParent
+	forkStart      bool          // Backend.ForkStart
+	plan           *plan         // a direct start's plan, which its child reads
+	nest           []idmap       // trees a direct start maps with init's user namespace (nestable)
+	afterWait      []func()      // run once init has been reaped
+	seen           denials       // a direct start's refused system calls
+	killed         atomic.Value  // backend.Cause the host killed the run for
 	output         atomic.Int64
 	tty            *terminal // the command's pty, when the caller's stdin is a terminal
 

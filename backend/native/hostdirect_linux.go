@@ -410,7 +410,7 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 		return
 	}
 	defer unix.Close(fd)
-	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record}
+	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record, Setsid: r.onSetsid}
 	if r.stdio.CheckExec != nil {
 		// A session's first exec is not its command's (see attribute).
 		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil)

@@ -46,6 +46,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if stdio.CheckExec != nil {
 		// Each exec is attributed to its command (sessioncheck_linux.go).
 		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
+		r.onSetsid, in.sessions, in.sessSweepAt = in.noteSetsid, map[int]leader{}, minSweep
 	}
 	exe := b.Exe
 	if exe == "" {
@@ -199,10 +200,13 @@ type instance struct {
 	quit   chan struct{}
 	// sessionCheck is Create's Stdio.CheckExec, asked about the execs
 	// no command can be told for; leaders are the commands' first
-	// processes by host pid (see attribute). Both under mu.
+	// processes by host pid, sessions the command each session of the
+	// sandbox was made for, by session id (see attribute). Under mu.
 	sessionCheck func(context.Context, backend.ExecCall) error
 	leaders      map[int]leader
+	sessions     map[int]leader
 	sweepAt      int // the size of leaders that starts a sweep
+	sessSweepAt  int // the size of sessions that starts one
 
 	endOnce sync.Once
 	done    chan struct{}

@@ -26,12 +26,23 @@ import (
 //     its exec is the command's First;
 //   - any other process belongs to the first leader among its ancestors,
 //     or, once an ancestor has died and it was re-parented to init (a
-//     background process outliving its shell), to the leader of its
-//     session: commands never share one, and a pid is not reused while it
-//     still names a session;
-//   - a process that left its command's session and lost its ancestors
-//     (setsid in an orphan) cannot be attributed: Create's CheckExec
-//     decides it, with nobody's approvals.
+//     background process outliving its shell), to the command its
+//     session was made for;
+//   - a session's filter sends every setsid to the host before the call
+//     goes on (seccomp.WithSetsidNotify), and the host records, under the
+//     caller's pid (the id of the session it is about to lead), the
+//     command the caller belongs to at that moment; a command's leader's
+//     own session is recorded at its first exec. Every session in the
+//     sandbox is made that way, a record is replaced by the next setsid
+//     at the same pid, and the kernel does not reuse a pid while a
+//     process is in the session of that id: so the record a live
+//     process's session id finds is its own session's, a process that
+//     leaves its command's session stays that command's, and a program
+//     that cycles the pids onto an ended command's number and calls
+//     setsid there records its own command under the number;
+//   - what can still not be told (a session whose record was lost to a
+//     failed /proc read) goes to Create's CheckExec, which decides with
+//     nobody's approvals.
 
 // leader is the host's record of a command's first process.
 type leader struct {
@@ -107,40 +118,75 @@ func (in *instance) attribute(c backend.ExecCall) (*process, bool) {
 		if first != nil {
 			first.leader = c.Pid
 			in.leaders[c.Pid] = leader{p: first, start: self.start}
+			// The session the leader made before its exec is its
+			// command's (it was told as nobody's: see noteSetsid).
+			in.sessions[c.Pid] = leader{p: first, start: self.start}
 			if len(in.leaders) >= in.sweepAt {
-				in.sweepLeaders()
+				in.sweep()
 			}
 			return first, true
 		}
 	}
-	pid, info := c.Pid, self
+	return in.ownerLocked(c.Pid, self), false
+}
+
+// ownerLocked returns the command that process pid (whose /proc says
+// info) belongs to, by its ancestors and its session; nil when none can
+// be told. in.mu is held.
+func (in *instance) ownerLocked(pid int, info procInfo) *process {
+	sid := info.sid
 	for range 1024 {
 		if l, ok := in.leaders[pid]; ok && l.start == info.start {
-			return l.p, false
+			return l.p
 		}
 		if info.ppid == in.r.pid || info.ppid <= 1 {
 			break
 		}
 		pid = info.ppid
+		var ok bool
 		if info, ok = readProcInfo(pid); !ok {
 			break
 		}
 	}
-	if l, ok := in.leaders[self.sid]; ok {
-		return l.p, false
+	if s, ok := in.sessions[sid]; ok {
+		return s.p
 	}
-	return nil, false
+	return nil
 }
 
-// sweepLeaders forgets the leaders that no live process of the sandbox
-// names as its session any more: nothing can be attributed to them. It
-// runs each time the map has doubled since the last sweep; in.mu is held.
-func (in *instance) sweepLeaders() {
-	live := map[int]bool{}
+// noteSetsid is the supervisor's Setsid: process pid is about to lead a
+// session whose id is pid, and the command it belongs to now is recorded
+// as that session's, replacing whatever an earlier session of that id
+// had (see attribute). A command's leader calls it before its first
+// exec, still init's child in init's session: recorded as nobody's until
+// that exec names its command.
+func (in *instance) noteSetsid(pid int) {
+	info, ok := readProcInfo(pid)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !ok {
+		// Gone (its setsid will not happen), or unreadable: no record
+		// of an earlier session of that id may stand for the new one.
+		delete(in.sessions, pid)
+		return
+	}
+	in.sessions[pid] = leader{p: in.ownerLocked(pid, info), start: info.start}
+	if len(in.sessions) >= in.sessSweepAt {
+		in.sweep()
+	}
+}
+
+// sweep forgets the leaders that no live process of the sandbox names as
+// its session any more, and the sessions that no live process is in or
+// is about to lead: nothing can be attributed to them. It runs each time
+// either map has doubled since the last sweep; in.mu is held.
+func (in *instance) sweep() {
+	live, alive := map[int]bool{}, map[int]bool{}
 	todo := []int{in.r.pid}
 	for len(todo) > 0 {
 		pid := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
+		alive[pid] = true
 		if info, ok := readProcInfo(pid); ok {
 			live[info.sid] = true
 		}
@@ -159,7 +205,13 @@ func (in *instance) sweepLeaders() {
 			delete(in.leaders, pid)
 		}
 	}
+	for sid := range in.sessions {
+		if !live[sid] && !alive[sid] {
+			delete(in.sessions, sid)
+		}
+	}
 	in.sweepAt = max(2*len(in.leaders), minSweep)
+	in.sessSweepAt = max(2*len(in.sessions), minSweep)
 }
 
 // minSweep is the number of leaders kept before the first sweep.

@@ -6,9 +6,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
@@ -93,5 +100,102 @@ func TestSessionExecAttribution(t *testing.T) {
 	}
 	if first, rest := sess.argv0s(); len(first)+len(rest) != 0 {
 		t.Errorf("the session's checker was asked: %q %q", first, rest)
+	}
+}
+
+// TestSessionPidReuse: a command that takes an ended command's pid for
+// a session of its own does not get that command's checker. Command A
+// leaves nothing behind; the host's next pid is then set (ns_last_pid)
+// so that the child command B forks takes A's number on the host, the
+// number the host knows A's session by. The child leads a session there
+// (setsid) and, re-parented to init, runs `id`. That exec is B's: its
+// session was recorded as B's when it was made (before setsids were told
+// to the host, it was A's). Positive controls: the child did get A's
+// number (tried again when another process on the host took it first),
+// and B's checker is asked.
+func TestSessionPidReuse(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("setting the host's next pid (ns_last_pid) needs root")
+	}
+	var sess execLog
+	s := spec(t, t.TempDir(), "/bin/true")
+	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: sess.check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	start := func(l *execLog, stdin io.Reader, args ...string) backend.Process {
+		t.Helper()
+		p := &backend.ProcessSpec{Args: args, Env: s.Env, Dir: s.Dir}
+		proc, err := inst.Exec(context.Background(), p, backend.Stdio{Stdin: stdin, CheckExec: l.check})
+		if err != nil {
+			t.Fatalf("exec %q: %v", args, err)
+		}
+		return proc
+	}
+	pidNS := func(pid int) string { l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); return l }
+	sandboxNS := pidNS(native.SessionInitPidForTesting(inst))
+	// hostPid finds the host pid of the sandbox's process nsPid.
+	hostPid := func(nsPid string) int {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" && f[len(f)-1] == nsPid && pidNS(pid) == sandboxNS {
+					return pid
+				}
+			}
+		}
+		return 0
+	}
+	has := func(l *execLog, argv0 string) bool {
+		first, rest := l.argv0s()
+		return slices.Contains(first, argv0) || slices.Contains(rest, argv0)
+	}
+	for attempt := 1; ; attempt++ {
+		a, b := &execLog{}, &execLog{}
+		procA := start(a, nil, "/bin/sh", "-c", "exit 0")
+		if _, err := procA.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		pidA := native.LeaderPidForTesting(inst, procA)
+		if pidA == 0 {
+			t.Fatal("A's first process was not seen")
+		}
+		child := filepath.Join(s.Dir, fmt.Sprintf("child%d", attempt))
+		inR, inW := io.Pipe()
+		procB := start(b, inR, "/bin/sh", "-c", `read go; exec setsid -f sh -c 'echo $$ >`+child+`; sleep 0.5; exec id -u'`)
+		// B waits in read; its child is the next process it makes.
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pidA-1)), 0); err != nil {
+			t.Fatal(err)
+		}
+		inW.Write([]byte("go\n"))
+		inW.Close()
+		if _, err := procB.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		var nsPid []byte
+		for deadline := time.Now().Add(5 * time.Second); len(nsPid) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			nsPid, _ = os.ReadFile(child)
+		}
+		got := hostPid(strings.TrimSpace(string(nsPid)))
+		for deadline := time.Now().Add(10 * time.Second); !has(a, "id") && !has(b, "id") && !has(&sess, "id") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got != pidA {
+			if attempt == 20 {
+				t.Fatalf("B's child never took A's pid on the host (last: %d, not %d): the reuse was not set up", got, pidA)
+			}
+			continue
+		}
+		t.Logf("attempt %d: B's child took A's pid %d", attempt, pidA)
+		if has(a, "id") || !has(b, "id") || has(&sess, "id") {
+			t.Errorf("the exec in the session made at A's pid was asked of A %v, B %v, the session %v", has(a, "id"), has(b, "id"), has(&sess, "id"))
+		}
+		return
 	}
 }
