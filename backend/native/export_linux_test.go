@@ -35,3 +35,18 @@ func LeaderPidForTesting(inst, proc any) int {
 	defer in.mu.Unlock()
 	return proc.(*process).leader
 }
+
+// NoteSetsidForTesting tells the session inst that thread pid is about to
+// call setsid, as its supervisor does, and reports under which session
+// ids it then has a record.
+func NoteSetsidForTesting(inst any, pid int) []int {
+	in := inst.(*instance)
+	in.noteSetsid(pid)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var ids []int
+	for id := range in.sessions {
+		ids = append(ids, id)
+	}
+	return ids
+}

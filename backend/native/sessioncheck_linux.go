@@ -81,6 +81,21 @@ func readProcInfo(pid int) (procInfo, bool) {
 	return procInfo{ppid: ppid, sid: sid, start: start}, true
 }
 
+// readTgid returns the id of the process that thread pid is part of.
+func readTgid(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			tgid, err := strconv.Atoi(strings.TrimSpace(v))
+			return tgid, err == nil
+		}
+	}
+	return 0, false
+}
+
 // checkExec is the session's CheckExec, as the supervisor asks it: it
 // finds the command c came from and asks that command's checker.
 func (in *instance) checkExec(ctx context.Context, c backend.ExecCall) error {
@@ -160,17 +175,24 @@ func (in *instance) ownerLocked(pid int, info procInfo) *process {
 // had (see attribute). A command's leader calls it before its first
 // exec, still init's child in init's session: recorded as nobody's until
 // that exec names its command.
+//
+// pid is the calling thread's: the session's id is its process's (the
+// thread group's leader's), which is what the record is kept under.
 func (in *instance) noteSetsid(pid int) {
 	info, ok := readProcInfo(pid)
+	tgid, tok := readTgid(pid)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if !ok {
+	if !ok || !tok {
 		// Gone (its setsid will not happen), or unreadable: no record
 		// of an earlier session of that id may stand for the new one.
 		delete(in.sessions, pid)
+		if tok {
+			delete(in.sessions, tgid)
+		}
 		return
 	}
-	in.sessions[pid] = leader{p: in.ownerLocked(pid, info), start: info.start}
+	in.sessions[tgid] = leader{p: in.ownerLocked(pid, info), start: info.start}
 	if len(in.sessions) >= in.sessSweepAt {
 		in.sweep()
 	}

@@ -10,12 +10,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
@@ -197,5 +200,42 @@ func TestSessionPidReuse(t *testing.T) {
 			t.Errorf("the exec in the session made at A's pid was asked of A %v, B %v, the session %v", has(a, "id"), has(b, "id"), has(&sess, "id"))
 		}
 		return
+	}
+}
+
+// TestSessionSetsidOfAThread: a setsid called by a thread other than its
+// process's first makes a session whose id is the process's, and the
+// record is kept under that id, not the thread's (the supervisor is told
+// the thread's). Positive control: the thread's id is another number.
+func TestSessionSetsidOfAThread(t *testing.T) {
+	s := spec(t, t.TempDir(), "/bin/true")
+	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: (&execLog{}).check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	// Goroutines locked to threads until one is not the first thread
+	// (which the first of them may be locked to).
+	tid := make(chan int)
+	release := make(chan struct{})
+	defer close(release)
+	thread := os.Getpid()
+	for range 3 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid <- unix.Gettid()
+			<-release
+		}()
+		if thread = <-tid; thread != os.Getpid() {
+			break
+		}
+	}
+	if thread == os.Getpid() {
+		t.Fatal("no thread but the process's first to try")
+	}
+	ids := native.NoteSetsidForTesting(inst, thread)
+	if !slices.Contains(ids, os.Getpid()) || slices.Contains(ids, thread) {
+		t.Errorf("records under %v; want the process's id %d, not the thread's %d", ids, os.Getpid(), thread)
 	}
 }
