@@ -54,6 +54,19 @@ func (l *execLog) argv0s() (first []string, rest []string) {
 	return first, rest
 }
 
+// checkedSession is a session whose execs are checked, sess its own
+// checker (asked about what no command can be told for).
+func checkedSession(t *testing.T, sess *execLog) (*backend.Spec, backend.Instance) {
+	t.Helper()
+	s := spec(t, t.TempDir(), "/bin/true")
+	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: sess.check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	return s, inst
+}
+
 // TestSessionExecAttribution: in a session created with CheckExec, each
 // command's execs go to the CheckExec of its own Exec, its first one
 // marked First, a refusal failing the exec with EACCES; a session keeps
@@ -61,12 +74,7 @@ func (l *execLog) argv0s() (first []string, rest []string) {
 // session's own CheckExec is asked about nothing that can be told.
 func TestSessionExecAttribution(t *testing.T) {
 	var sess execLog
-	s := spec(t, t.TempDir(), "/bin/true")
-	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: sess.check})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	s, inst := checkedSession(t, &sess)
 	run := func(l *execLog, args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -121,12 +129,7 @@ func TestSessionPidReuse(t *testing.T) {
 		t.Skip("setting the host's next pid (ns_last_pid) needs root")
 	}
 	var sess execLog
-	s := spec(t, t.TempDir(), "/bin/true")
-	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: sess.check})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	s, inst := checkedSession(t, &sess)
 	start := func(l *execLog, stdin io.Reader, args ...string) backend.Process {
 		t.Helper()
 		p := &backend.ProcessSpec{Args: args, Env: s.Env, Dir: s.Dir}
@@ -208,12 +211,7 @@ func TestSessionPidReuse(t *testing.T) {
 // record is kept under that id, not the thread's (the supervisor is told
 // the thread's). Positive control: the thread's id is another number.
 func TestSessionSetsidOfAThread(t *testing.T) {
-	s := spec(t, t.TempDir(), "/bin/true")
-	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{CheckExec: (&execLog{}).check})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { inst.Destroy(context.Background()) })
+	_, inst := checkedSession(t, &execLog{})
 	// Goroutines locked to threads until one is not the first thread
 	// (which the first of them may be locked to).
 	tid := make(chan int)
