@@ -46,7 +46,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if stdio.CheckExec != nil {
 		// Each exec is attributed to its command (sessioncheck_linux.go).
 		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
-		r.onSetsid, in.sessions, in.sessSweepAt = in.noteSetsid, map[int]leader{}, minSweep
+		r.onSetsid, in.sessions, in.sessSweepAt = in.noteSetsid, map[int]*process{}, minSweep
 	}
 	exe := b.Exe
 	if exe == "" {
@@ -204,9 +204,9 @@ type instance struct {
 	// sandbox was made for, by session id (see attribute). Under mu.
 	sessionCheck func(context.Context, backend.ExecCall) error
 	leaders      map[int]leader
-	sessions     map[int]leader
-	sweepAt      int // the size of leaders that starts a sweep
-	sessSweepAt  int // the size of sessions that starts one
+	sessions     map[int]*process // nil: made by no command that can be told
+	sweepAt      int              // the size of leaders that starts a sweep
+	sessSweepAt  int              // the size of sessions that starts one
 
 	endOnce sync.Once
 	done    chan struct{}

@@ -135,7 +135,7 @@ func (in *instance) attribute(c backend.ExecCall) (*process, bool) {
 			in.leaders[c.Pid] = leader{p: first, start: self.start}
 			// The session the leader made before its exec is its
 			// command's (it was told as nobody's: see noteSetsid).
-			in.sessions[c.Pid] = leader{p: first, start: self.start}
+			in.sessions[c.Pid] = first
 			if len(in.leaders) >= in.sweepAt {
 				in.sweep()
 			}
@@ -163,10 +163,7 @@ func (in *instance) ownerLocked(pid int, info procInfo) *process {
 			break
 		}
 	}
-	if s, ok := in.sessions[sid]; ok {
-		return s.p
-	}
-	return nil
+	return in.sessions[sid]
 }
 
 // noteSetsid is the supervisor's Setsid: process pid is about to lead a
@@ -192,7 +189,7 @@ func (in *instance) noteSetsid(pid int) {
 		}
 		return
 	}
-	in.sessions[tgid] = leader{p: in.ownerLocked(pid, info), start: info.start}
+	in.sessions[tgid] = in.ownerLocked(pid, info)
 	if len(in.sessions) >= in.sessSweepAt {
 		in.sweep()
 	}
