@@ -196,13 +196,19 @@ type Network struct {
 	TUN *TUN `json:"tun,omitempty"`
 }
 
-// TUN is a TUN device (IFF_TUN, no packet information) in the sandbox's
-// network namespace: up, with an IPv4 address and its subnet, an MTU, and
+// TUN is a TUN device (IFF_TUN, no packet information; virtio-net headers
+// if VnetHdr) in the sandbox's network namespace: up, with an IPv4 address and its subnet, an MTU, and
 // the IPv4 default route through it.
 type TUN struct {
 	Name string       `json:"name"`
 	Addr netip.Prefix `json:"addr"`
 	MTU  int          `json:"mtu"`
+	// VnetHdr makes the device's packets begin with a struct
+	// virtio_net_hdr (IFF_VNET_HDR) and offloads checksums to its reader
+	// (TUN_F_CSUM): the sandbox's TCP leaves its checksums partial, and
+	// packets written with VIRTIO_NET_HDR_F_NEEDS_CSUM are taken as
+	// checked. The server of the device (Stdio.ServeTUN) must expect it.
+	VnetHdr bool `json:"vnet_hdr,omitempty"`
 	// Dir holds the clone device "tun"; empty means /dev/net. Tests
 	// point it at a node of their own.
 	Dir string `json:"dir,omitempty"`

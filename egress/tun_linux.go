@@ -4,6 +4,7 @@ package egress
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -61,7 +62,8 @@ type tunStack struct {
 }
 
 // ServeTUN serves the packets of a TUN device (IFF_TUN, no packet
-// information) with gVisor's userspace TCP/IP stack: TCP connections go
+// information; with virtio-net headers if c.VnetHdr) with gVisor's
+// userspace TCP/IP stack: TCP connections go
 // through the same decisions as the proxy's tunnels (Rules.Decide, Check,
 // then CheckAddr on every address the name resolves to, a TLS ClientHello
 // checked against the name, HTTPSOnly, and Secrets), DNS queries to c.DNS are
@@ -136,6 +138,10 @@ func (ts *tunStack) serve() error {
 		return err
 	}
 	var buf []byte // made once something is there, then kept
+	hdr := 0       // the virtio-net header's length, when there is one
+	if ts.cfg.VnetHdr {
+		hdr = virtioNetHdrLen
+	}
 	var failed error
 	err = rc.Read(func(fd uintptr) bool {
 		for !ts.stopping.Load() {
@@ -143,7 +149,7 @@ func (ts *tunStack) serve() error {
 				if revents, err := pollwait.Now(fd); err != nil || revents == 0 {
 					return err != nil
 				}
-				buf = make([]byte, ts.cfg.MTU)
+				buf = make([]byte, hdr+ts.cfg.MTU)
 			}
 			n, err := unix.Read(int(fd), buf)
 			switch {
@@ -155,14 +161,16 @@ func (ts *tunStack) serve() error {
 			case err != nil:
 				failed = fmt.Errorf("read: %w", err)
 				return true
-			case buf[0]>>4 != 4:
+			case n <= hdr || buf[hdr]>>4 != 4:
+			case hdr > 0 && buf[1] != unix.VIRTIO_NET_HDR_GSO_NONE:
+				// Never sent: the device offloads no segmentation.
 			default:
 				if ts.link == nil {
 					if failed = ts.start(int(fd)); failed != nil {
 						return true
 					}
 				}
-				pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[:n])})
+				pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(buf[hdr:n])})
 				ts.link.InjectInbound(ipv4.ProtocolNumber, pkt)
 				pkt.DecRef()
 			}
@@ -194,7 +202,10 @@ func (ts *tunStack) start(fd int) error {
 	ts.mu.Unlock()
 	// The queue holds what is sent until tunWriter takes it, at once.
 	ts.link = channel.New(256, uint32(ts.cfg.MTU), "")
-	ts.out = &tunWriter{link: ts.link, fd: fd}
+	if ts.cfg.VnetHdr {
+		ts.link.LinkEPCapabilities = stack.CapabilityTXChecksumOffload | stack.CapabilityRXChecksumOffload
+	}
+	ts.out = &tunWriter{link: ts.link, fd: fd, vnet: ts.cfg.VnetHdr}
 	ts.link.AddNotify(ts.out)
 	const nic = 1
 	if e := ts.s.CreateNIC(nic, ts.link); e != nil {
@@ -232,9 +243,12 @@ func (ts *tunStack) start(fd int) error {
 // a connection's segments leave in the order they were sent.
 type tunWriter struct {
 	link   *channel.Endpoint
+	vnet   bool // each packet goes with a virtio-net header
 	mu     sync.Mutex
 	fd     int
 	closed bool // the fd is closed: packets are dropped
+	hdr    [virtioNetHdrLen]byte
+	iov    [][]byte
 }
 
 func (w *tunWriter) WriteNotify() {
@@ -242,16 +256,52 @@ func (w *tunWriter) WriteNotify() {
 	defer w.mu.Unlock()
 	for pkt := w.link.Read(); pkt != nil; pkt = w.link.Read() {
 		if !w.closed {
+			w.iov = w.iov[:0]
+			if w.vnet {
+				w.iov = append(w.iov, vnetHdr(pkt, &w.hdr))
+			}
+			w.iov = append(w.iov, pkt.AsSlices()...)
 			// A TUN device takes each write whole, or drops it as a
 			// full link would.
 			for {
-				if _, err := unix.Writev(w.fd, pkt.AsSlices()); err != unix.EINTR {
+				if _, err := unix.Writev(w.fd, w.iov); err != unix.EINTR {
 					break
 				}
 			}
+			clear(w.iov)
 		}
 		pkt.DecRef()
 	}
+}
+
+// virtioNetHdrLen is the length of a struct virtio_net_hdr, the header
+// of a device's packets with IFF_VNET_HDR (and no TUNSETVNETHDRSZ).
+const virtioNetHdrLen = 10
+
+// vnetHdr fills h, the virtio-net header of pkt, which the stack sends
+// with its TCP checksum left to the device (TUNConfig.VnetHdr): the
+// checksum field gets the pseudo-header's sum and the header marks the
+// rest to be summed from the TCP header on (VIRTIO_NET_HDR_F_NEEDS_CSUM),
+// which the kernel records as a partial checksum (CHECKSUM_PARTIAL): a
+// socket it is delivered to takes it as checked, and a path that needs
+// the sum (forwarding) completes it. Other packets need nothing: the
+// stack sums ICMP whatever the device, and UDP over IPv4 may go without
+// (a zero checksum). The header is in the byte order of the host's CPU
+// (a legacy virtio-net header, as TUN devices have by default).
+func vnetHdr(pkt *stack.PacketBuffer, h *[virtioNetHdrLen]byte) []byte {
+	*h = [virtioNetHdrLen]byte{}
+	ip := header.IPv4(pkt.NetworkHeader().Slice())
+	t := header.TCP(pkt.TransportHeader().Slice())
+	if pkt.TransportProtocolNumber != header.TCPProtocolNumber || len(ip) < header.IPv4MinimumSize || len(t) < header.TCPMinimumSize {
+		return h[:]
+	}
+	t.SetChecksum(header.PseudoHeaderChecksum(header.TCPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), ip.PayloadLength()))
+	h[0] = unix.VIRTIO_NET_HDR_F_NEEDS_CSUM
+	h[1] = unix.VIRTIO_NET_HDR_GSO_NONE
+	binary.NativeEndian.PutUint16(h[2:], uint16(len(ip)+len(t))) // hdr_len
+	binary.NativeEndian.PutUint16(h[6:], uint16(len(ip)))        // csum_start
+	binary.NativeEndian.PutUint16(h[8:], header.TCPChecksumOffset)
+	return h[:]
 }
 
 func (w *tunWriter) close() {

@@ -40,6 +40,11 @@ const (
 	// tunMTU is large: each packet is one read(2) or write(2) on the
 	// device, so fewer, larger ones move more bytes.
 	tunMTU = 65520
+	// tunVnetHdr gives the device virtio-net headers and checksum
+	// offload (backend.TUN.VnetHdr, egress.TUNConfig.VnetHdr): neither
+	// the sandbox's kernel nor moat's stack sums the bytes they pass
+	// each other in memory.
+	tunVnetHdr = true
 	// resolvConf points the sandbox's resolver at moat's. Short timeouts:
 	// the answer comes from moat's own process.
 	resolvConf = "# moat: names are answered by moat from the [network] rules\nnameserver 198.18.0.2\noptions timeout:2 attempts:2\n"
@@ -140,7 +145,7 @@ func (er *egressRun) serve(l net.Listener) { er.proxy.Serve(l) }
 // cannot be served is closed by ServeTUN: the sandbox then has no way out
 // but the proxy, and the failure is an error event of the run.
 func (er *egressRun) serveTUN(f *os.File) {
-	err := er.proxy.ServeTUN(f, egress.TUNConfig{MTU: tunMTU, DNS: tunDNS, Names: tunNames})
+	err := er.proxy.ServeTUN(f, egress.TUNConfig{MTU: tunMTU, DNS: tunDNS, Names: tunNames, VnetHdr: tunVnetHdr})
 	if err != nil && !errors.Is(err, egress.ErrClosed) {
 		er.proxy.Audit(egress.Event{Time: time.Now(), Proto: egress.ProtoTCP, Decision: egress.DecisionError,
 			Rule: "tun", Reason: err.Error()})
@@ -168,7 +173,7 @@ func networkSpec(n policy.Network) backend.Network {
 	case policy.NetworkAllow:
 		s = backend.Network{Mode: backend.NetProxy, ProxyPort: ProxyPort}
 		if n.Transparent {
-			s.TUN = &backend.TUN{Name: tunName, Addr: tunAddr, MTU: tunMTU}
+			s.TUN = &backend.TUN{Name: tunName, Addr: tunAddr, MTU: tunMTU, VnetHdr: tunVnetHdr}
 		}
 	case policy.NetworkHost:
 		s = backend.Network{Mode: backend.NetHost}

@@ -231,6 +231,7 @@ func encodeInitSpec(is *initSpec) []byte {
 			}
 			e.str(addr)
 			e.int(int64(t.MTU))
+			e.bool(t.VnetHdr)
 			e.str(t.Dir)
 		}
 		e.strs(s.MaskPaths)
@@ -313,6 +314,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 				}
 			}
 			t.MTU = int(d.int())
+			t.VnetHdr = d.bool()
 			t.Dir = d.str()
 			s.Network.TUN = t
 		}

@@ -33,6 +33,9 @@ type tunConfig struct {
 	setiff, addr, mask, mtu, up *unix.Ifreq
 	route                       *rtentry
 	dev                         []byte
+	// offload is TUNSETOFFLOAD's argument: the checksum offload of a
+	// device with virtio-net headers (TUN.VnetHdr), 0 for none.
+	offload uintptr
 }
 
 func newTUNConfig(t *backend.TUN) (*tunConfig, error) {
@@ -46,7 +49,12 @@ func newTUNConfig(t *backend.TUN) (*tunConfig, error) {
 			return nil, fmt.Errorf("TUN device name %q: %w", t.Name, err)
 		}
 	}
-	c.setiff.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if t.VnetHdr {
+		flags |= unix.IFF_VNET_HDR
+		c.offload = unix.TUN_F_CSUM
+	}
+	c.setiff.SetUint16(flags)
 	a := t.Addr.Addr().As4()
 	if err := c.addr.SetInet4Addr(a[:]); err != nil {
 		return nil, err
@@ -116,6 +124,12 @@ func openTUN(dir, sock int, t *backend.TUN) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("TUN device %s (TUNSETPERSIST): %w", t.Name, e)
 	}
+	if c.offload != 0 {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETOFFLOAD, c.offload); e != 0 {
+			unix.Close(fd)
+			return -1, fmt.Errorf("TUN device %s (TUNSETOFFLOAD): %w", t.Name, e)
+		}
+	}
 	for _, io := range c.ioctls() {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sock), io.req, uintptr(io.arg)); e != 0 {
 			unix.Close(fd)
@@ -157,6 +171,10 @@ func (p *plan) tun(dir int, sock uint16, t *backend.TUN) (uint16, error) {
 	p.at(i).ref = 1
 	i = p.call(p.stage("TUN device "+t.Name+" (TUNSETPERSIST)"), unix.SYS_IOCTL, uintptr(fd), unix.TUNSETPERSIST, 1)
 	p.at(i).ref = 1
+	if c.offload != 0 {
+		i = p.call(p.stage("TUN device "+t.Name+" (TUNSETOFFLOAD)"), unix.SYS_IOCTL, uintptr(fd), unix.TUNSETOFFLOAD, c.offload)
+		p.at(i).ref = 1
+	}
 	for _, io := range c.ioctls() {
 		i = p.call(p.stage("TUN device "+t.Name+" "+io.what), unix.SYS_IOCTL, uintptr(sock), io.req, uintptr(io.arg))
 		p.at(i).ref = 1
