@@ -67,6 +67,13 @@
 #                         its ratio is to direct HTTPS)
 #        moat transparent (TUN)   the transparent path, HTTP and HTTPS (its
 #                         ratio to direct HTTPS, as above)
+#        moat intercepted HTTPS  https://localhost:PORT through moat's
+#                         proxy with a [[secrets]] entry for localhost (a
+#                         second policy file, see 6b.): the proxy ends the
+#                         sandbox's TLS with a certificate of the run's CA
+#                         (curl checks it: no -k), adds the secret's header
+#                         and makes its own TLS connection to the server
+#                         (its ratio to direct HTTPS)
 #      Goal for moat: >= 0.8x direct.
 #   5. Added latency per new connection: egressbench conns makes CONNS
 #      sequential requests for /small, each on a new connection, timed from
@@ -74,10 +81,15 @@
 #      (the baseline), and inside each sandbox through its proxy (copied into
 #      the workspace, proxy taken from $HTTP_PROXY, srt's credentials
 #      included), and inside moat's sandbox without a proxy to the
-#      HOSTADDR server, through the TUN device. Split into 4 rounds taking
-#      turns; medians pooled. "added" is the sandbox's median minus the
-#      host's. Goals for moat: <= 1 ms through the proxy, <= 0.5 ms
-#      through the TUN device.
+#      HOSTADDR server, through the TUN device. The same for new TLS
+#      connections (a full handshake each, certificates not checked):
+#      https://localhost:TLSPORT/small from the host (the TLS baseline),
+#      through moat's CONNECT tunnel (to 127.0.0.1: not intercepted), and
+#      through its interception (to localhost, with the secret). Split
+#      into 4 rounds taking turns; medians pooled. "added" is the
+#      sandbox's median minus the host's (for TLS, minus the host's TLS
+#      median). Goals for moat: <= 1 ms through the proxy, <= 0.5 ms
+#      through the TUN device; interception has none, it is reported.
 #   6. Start-up: /bin/true under `moat run --net none` and `moat run --net
 #      allow:example.com` (N runs each, bench/timeit, 4 alternating rounds);
 #      the extra is the difference of the medians. Allow mode gives the
@@ -89,6 +101,13 @@
 #      network-off mode (its settings require network.allowedDomains, and it
 #      starts its proxies even for an empty list, its way to block all), so
 #      its extra is allowlist minus empty list; both totals are printed.
+#   6b. Interception needs the proxy to trust the server's self-signed
+#      certificate, which egressbench writes out (-cert) and moat is given
+#      as SSL_CERT_FILE (Go's file of system roots); the secret is a random
+#      value in MOAT_BENCH_SECRET. Before timing, one request to /auth
+#      (which echoes the Authorization header) must come back with it, so
+#      that the rows cannot pass for interception without it; otherwise
+#      they are left out with the reason.
 #   7. Prints one table: variant | MB/s | ratio to direct | added ms/conn |
 #      start-up extra ms (on the transparent row when the allow row has the
 #      TUN device), then the goals and the moat/srt ratios.
@@ -187,7 +206,7 @@ start_bg() { # start_bg FILE CMD...: run CMD in the background, its first line o
 	cat "$f.err" >&2
 	exit 1
 }
-start_bg "$tmp/ports" "$eb" serve -tls
+start_bg "$tmp/ports" "$eb" serve -tls -cert "$tmp/server.pem"
 read -r port tlsport <"$tmp/ports"
 start_bg "$tmp/relayport" "$eb" relay "127.0.0.1:$port"
 read -r relayport <"$tmp/relayport"
@@ -229,6 +248,32 @@ srt_settings "$tmp/srt.json" "[\"example.com\", \"127.0.0.1:$port\", \"localhost
 srt_settings "$tmp/srt-block.json" "[]"
 
 moatrun=("$moat" run --policy "$tmp/moat.toml" --workspace "$ws" --)
+
+# Interception (see 6b.): the same policy, with localhost allowed and a
+# secret for it.
+secret=bench-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+cat >"$tmp/moat-secret.toml" <<EOF
+[network]
+mode = "allow"
+allow = ["example.com", "localhost"]
+allow_cidrs = ["127.0.0.1/32"]
+
+[[secrets]]
+name = "BENCH_TOKEN"
+source = "env:MOAT_BENCH_SECRET"
+hosts = ["localhost"]
+header = "Authorization: Bearer {value}"
+EOF
+moatsec=(env SSL_CERT_FILE="$tmp/server.pem" MOAT_BENCH_SECRET="$secret" "$moat" run --policy "$tmp/moat-secret.toml" --workspace "$ws" --)
+icurl=https://localhost:$tlsport
+intercept_why=''
+# shellcheck disable=SC2016 # $HTTP_PROXY is expanded inside the sandbox
+if ! out=$(indir "$ws" timeout 60 "${moatsec[@]}" sh -c 'unset NO_PROXY no_proxy; curl -sS --noproxy "" -x "$HTTP_PROXY" "$0/auth"' "$icurl" 2>&1); then
+	intercept_why="a request to the secret's host failed: $(printf '%s' "$out" | tail -n 2 | tr '\n' ' ')"
+elif [ "$out" != "Bearer $secret" ]; then
+	intercept_why="the server did not receive the secret (it saw: ${out:0:80})"
+fi
+[ -n "$intercept_why" ] && echo "-- leaving out the interception rows: $intercept_why" >&2
 srtrun=(srt --settings "$tmp/srt.json" --)
 
 if [ -z "$srt_why" ] && ! out=$(indir "$ws" timeout 60 "${srtrun[@]}" /bin/true 2>&1); then
@@ -294,6 +339,7 @@ dl_cmd() { # dl_cmd NAME: cmd = the command of one 1 GiB download, printing "BYT
 	srt_connect) cmd=("${srtrun[@]}" sh -c "$(incurl -p "$url/1g")") ;;
 	moat_tun) cmd=("${moatrun[@]}" sh -c "$(tuncurl "$hurl/1g")") ;;
 	moat_tun_https) cmd=("${moatrun[@]}" sh -c "$(tuncurl -k "$htlsurl/1g")") ;;
+	moat_intercept) cmd=("${moatsec[@]}" sh -c "$(incurl "$icurl/1g")") ;;
 	esac
 }
 declare -A label=(
@@ -307,10 +353,12 @@ declare -A label=(
 	[srt_connect]="srt, CONNECT tunnel"
 	[moat_tun]="moat, transparent (TUN)"
 	[moat_tun_https]="moat, HTTPS via TUN"
+	[moat_intercept]="moat, HTTPS intercepted (secret)"
 )
 tput_names=(direct relay moat moat_connect https moat_https)
 [ "$have_srt" = yes ] && tput_names+=(srt srt_connect)
 [ -z "$tun_why" ] && tput_names+=(moat_tun moat_tun_https)
+[ -z "$intercept_why" ] && tput_names+=(moat_intercept)
 
 echo "== throughput: $REPS x 1 GiB per variant ..."
 for ((r = 0; r < REPS; r++)); do
@@ -348,11 +396,16 @@ conns_cmd() { # conns_cmd NAME N: cmd = N timed requests, printing one time (ms)
 	srt) cmd=("${srtrun[@]}" "${c[@]}" -proxy env "$url/small") ;;
 	srt_connect) cmd=("${srtrun[@]}" "${c[@]}" -proxy env -connect "$url/small") ;;
 	moat_tun) cmd=("${moatrun[@]}" "${c[@]}" "$hurl/small") ;; # no -proxy: straight to the address
+	https) cmd=("${c[@]}" -insecure "$icurl/small") ;;
+	moat_https) cmd=("${moatrun[@]}" "${c[@]}" -proxy env -connect -insecure "$tlsurl/small") ;;
+	moat_intercept) cmd=("${moatsec[@]}" "${c[@]}" -proxy env -connect -insecure "$icurl/small") ;;
 	esac
 }
 lat_names=(direct relay moat moat_connect)
 [ "$have_srt" = yes ] && lat_names+=(srt srt_connect)
 [ -z "$tun_why" ] && lat_names+=(moat_tun)
+lat_names+=(https moat_https)
+[ -z "$intercept_why" ] && lat_names+=(moat_intercept)
 echo "== latency: $CONNS new connections per variant ..."
 rounds=$((ROUNDS > CONNS ? CONNS : ROUNDS))
 for ((r = 0; r < rounds; r++)); do
@@ -438,16 +491,26 @@ printf '%-32s-|-%8s-|-%15s-|-%13s-|-%17s\n' -------------------------------- ---
 # sandbox got its TUN device, on the proxy's otherwise
 extra_on=moat
 [ -n "$tun_dev" ] && [ -z "$tun_why" ] && extra_on=moat_tun
-for name in direct relay moat moat_connect https moat_https moat_tun moat_tun_https srt srt_connect; do
-	case $name in srt*) [ "$have_srt" = yes ] || continue ;; moat_tun*) [ -z "$tun_why" ] || continue ;; esac
+for name in direct relay moat moat_connect https moat_https moat_intercept moat_tun moat_tun_https srt srt_connect; do
+	case $name in
+	srt*) [ "$have_srt" = yes ] || continue ;;
+	moat_tun*) [ -z "$tun_why" ] || continue ;;
+	moat_intercept) [ -z "$intercept_why" ] || continue ;;
+	esac
 	r='-' a='-' s='-'
 	case $name in
 	direct) r=$(ratio_to "${mbs[direct]:-}" "${mbs[direct]:-}"); a="0 (base)" ;;
 	https) r=$(ratio_to "${mbs[https]:-}" "${mbs[direct]:-}") ;;
-	moat_https | moat_tun_https) r="$(ratio_to "${mbs[$name]:-}" "${mbs[https]:-}") HTTPS" ;;
+	moat_https | moat_tun_https | moat_intercept) r="$(ratio_to "${mbs[$name]:-}" "${mbs[https]:-}") HTTPS" ;;
 	*) r=$(ratio_to "${mbs[$name]:-}" "${mbs[direct]:-}") ;;
 	esac
-	case $name in direct | https | moat_https | moat_tun_https) ;; *) a=$(added "${lat[$name]:-}" "${lat[direct]:-}") ;; esac
+	case $name in
+	direct) a="0 (base)" ;;
+	moat_tun_https) ;;
+	https) a="0 (TLS base)" ;;
+	moat_https | moat_intercept) a="$(added "${lat[$name]:-}" "${lat[https]:-}") TLS" ;;
+	*) a=$(added "${lat[$name]:-}" "${lat[direct]:-}") ;;
+	esac
 	case $name in "$extra_on") s=$extra_moat ;; srt) s=$extra_srt ;; esac
 	row "$name" "$(mbs_cell "$name")" "$r" "$a" "$s"
 done
@@ -482,6 +545,11 @@ if [ -z "$tun_why" ]; then
 	echo "moat transparent (TUN): throughput $tr_tun of direct (goal >= 0.8x): $(goal "$tr_tun" '>=' 0.8); added latency per new connection $ad_tun ms (goal <= 0.5 ms): $(goal "$ad_tun" '<=' 0.5)"
 else
 	echo "moat transparent (TUN): left out ($tun_why)"
+fi
+if [ -z "$intercept_why" ]; then
+	echo "moat interception (a secret's host): throughput $(ratio_to "${mbs[moat_intercept]:-}" "${mbs[https]:-}") of direct HTTPS, $(ratio_to "${mbs[moat_intercept]:-}" "${mbs[moat_https]:-}") of HTTPS through the CONNECT tunnel; added latency per new TLS connection $(added "${lat[moat_intercept]:-}" "${lat[https]:-}") ms over direct, $(added "${lat[moat_intercept]:-}" "${lat[moat_https]:-}") ms over the tunnel (no goal)"
+else
+	echo "moat interception: left out ($intercept_why)"
 fi
 if [ -n "$tun_dev" ]; then
 	echo "moat start-up extra of --net allow:example.com (proxy and TUN device) over --net none: $extra_moat ms (goal <= 3 ms): $(goal "$extra_moat" '<=' 3)"

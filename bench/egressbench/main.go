@@ -1,21 +1,25 @@
 // Command egressbench is the loopback server and the connection-latency
 // client of bench/egress.sh.
 //
-//	egressbench serve [-tls] [-addr IP]
+//	egressbench serve [-tls] [-cert FILE] [-addr IP]
 //	    listens on IP:0 (plain HTTP; IP is 127.0.0.1 unless -addr says
 //	    otherwise) and, with -tls, on a second IP:0 port with a self-signed
-//	    certificate made at start-up (for IP); prints "PORT" or
+//	    certificate made at start-up (for IP, and for the name localhost
+//	    when IP is a loopback address), written to FILE in PEM with -cert
+//	    (a file of roots that trusts the server); prints "PORT" or
 //	    "PORT TLSPORT" on one line, then serves until killed:
 //	      /1g     1 GiB (2^30 bytes, Content-Length set) written from one
 //	              reusable in-memory buffer
 //	      /small  a 3-byte body
+//	      /auth   the request's Authorization header, as the body
 //	egressbench relay HOST:PORT
 //	    a bare TCP relay, the reference for what one extra user-space hop
 //	    costs on this machine: listens on 127.0.0.1:0, prints the port,
 //	    and relays every connection to HOST:PORT with io.Copy both ways
 //	    (splice(2) between the two sockets), no parsing, no checks.
-//	egressbench conns [-n N] [-warmup W] [-raw] [-proxy ADDR | -proxy env] [-connect] URL
-//	    makes W untimed, then N timed requests for URL (http://IP:PORT/PATH),
+//	egressbench conns [-n N] [-warmup W] [-raw] [-proxy ADDR | -proxy env] [-connect] [-insecure] URL
+//	    makes W untimed, then N timed requests for URL (http:// or
+//	    https://HOST:PORT/PATH),
 //	    each on a new TCP connection that is closed afterwards, one after
 //	    the other, and prints "MEDIAN P90 MEAN MIN" in ms, as bench/timeit
 //	    does (with -raw: each request's time on a line of its own, to be
@@ -25,13 +29,19 @@
 //	    "env": $HTTP_PROXY or $http_proxy, whose user:password, if any,
 //	    is sent as Proxy-Authorization: Basic) and sends an
 //	    absolute-URI request, or with -connect first a CONNECT to the
-//	    server and then an ordinary request through the tunnel. The first
-//	    connection to the proxy is retried for up to 5 s (a sandbox's
-//	    in-namespace listener may come up after the command starts).
+//	    server and then an ordinary request through the tunnel. An https
+//	    URL is a TLS connection (a full handshake each time, no session
+//	    resumption), through the proxy with -connect only; -insecure skips
+//	    the verification of the server's certificate. A HOST that is a name
+//	    is resolved once, before the first request, and each connection goes
+//	    to its first address (or to the proxy, which is given the name); the
+//	    name is what CONNECT, Host and SNI say. The first connection to the
+//	    proxy is retried for up to 5 s (a sandbox's in-namespace listener may
+//	    come up after the command starts).
 //
 // Everything is plain net and net/http; the client writes its requests by
 // hand so that nothing but the connection and one request is measured
-// (no keep-alive, no proxy discovery, no DNS).
+// (no keep-alive, no proxy discovery, no DNS while timing).
 package main
 
 import (
@@ -44,6 +54,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,6 +105,7 @@ const bigSize = 1 << 30
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	withTLS := fs.Bool("tls", false, "also serve HTTPS on a second port")
+	certOut := fs.String("cert", "", "write the HTTPS server's certificate (PEM) to `file`")
 	addrFlag := fs.String("addr", "127.0.0.1", "the IPv4 `address` to listen on (one address: never all of them)")
 	fs.Parse(args)
 	if fs.NArg() != 0 {
@@ -120,6 +132,10 @@ func serve(args []string) error {
 			left -= n
 		}
 	})
+	mux.HandleFunc("/auth", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, r.Header.Get("Authorization"))
+	})
 	mux.HandleFunc("/small", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Content-Length", "3")
@@ -139,6 +155,12 @@ func serve(args []string) error {
 		cert, err := selfSigned(addr)
 		if err != nil {
 			return err
+		}
+		if *certOut != "" {
+			pemCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+			if err := os.WriteFile(*certOut, pemCert, 0o644); err != nil {
+				return err
+			}
 		}
 		tl, err := listenOn(addr)
 		if err != nil {
@@ -183,6 +205,9 @@ func selfSigned(addr netip.Addr) (tls.Certificate, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{addr.AsSlice()},
+	}
+	if addr.IsLoopback() {
+		tmpl.DNSNames = []string{"localhost"}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -236,20 +261,21 @@ func conns(args []string) error {
 	warmup := fs.Int("warmup", 10, "untimed requests first")
 	proxy := fs.String("proxy", "", "HTTP proxy `host:port`, or \"env\" for $HTTP_PROXY")
 	connect := fs.Bool("connect", false, "tunnel through the proxy with CONNECT")
+	insecure := fs.Bool("insecure", false, "https: do not verify the server's certificate")
 	raw := fs.Bool("raw", false, "print each request's time (ms) instead of the summary")
 	fs.Parse(args)
 	if fs.NArg() != 1 || *n < 1 || *warmup < 0 {
 		usage()
 	}
 	u, err := url.Parse(fs.Arg(0))
-	if err != nil || u.Scheme != "http" || u.Port() == "" {
-		return fmt.Errorf("%q: want http://IP:PORT/PATH", fs.Arg(0))
-	}
-	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
-		return fmt.Errorf("%q: want an IP address, not a name", fs.Arg(0))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
+		return fmt.Errorf("%q: want http:// or https://HOST:PORT/PATH", fs.Arg(0))
 	}
 	if *connect && *proxy == "" {
 		return errors.New("-connect needs -proxy")
+	}
+	if u.Scheme == "https" && *proxy != "" && !*connect {
+		return errors.New("https through a proxy needs -connect")
 	}
 	pa, auth := *proxy, ""
 	if pa == "env" {
@@ -258,7 +284,17 @@ func conns(args []string) error {
 			return err
 		}
 	}
-	c := &client{target: u, proxy: pa, auth: auth, connect: *connect}
+	c := &client{target: u, proxy: pa, auth: auth, connect: *connect, dial: u.Host}
+	if u.Scheme == "https" {
+		c.tls = &tls.Config{ServerName: u.Hostname(), InsecureSkipVerify: *insecure, NextProtos: []string{"http/1.1"}}
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil && pa == "" {
+		ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip4", u.Hostname())
+		if err != nil || len(ips) == 0 {
+			return fmt.Errorf("%s: %v", u.Hostname(), err)
+		}
+		c.dial = net.JoinHostPort(ips[0].String(), u.Port())
+	}
 
 	// The first request may meet a proxy listener that is not up yet.
 	deadline := time.Now().Add(5 * time.Second)
@@ -329,20 +365,23 @@ type client struct {
 	proxy   string
 	auth    string // Proxy-Authorization header line, or ""
 	connect bool
+	dial    string      // IP:PORT of the server, without a proxy
+	tls     *tls.Config // for an https URL
 }
 
 // once makes one request on a new connection and returns its time.
 func (c *client) once() (time.Duration, error) {
-	addr := c.target.Host
+	addr := c.dial
 	if c.proxy != "" {
 		addr = c.proxy
 	}
 	start := time.Now()
+	var conn net.Conn
 	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
+	defer func() { conn.Close() }()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
 	target, auth := c.target.RequestURI(), ""
@@ -360,6 +399,17 @@ func (c *client) once() (time.Duration, error) {
 		if resp.StatusCode != http.StatusOK {
 			return 0, fmt.Errorf("CONNECT: %s", resp.Status)
 		}
+	}
+	if c.tls != nil {
+		if br.Buffered() > 0 {
+			return 0, errors.New("bytes from the server before the TLS handshake")
+		}
+		tc := tls.Client(conn, c.tls)
+		if err := tc.Handshake(); err != nil {
+			return 0, fmt.Errorf("TLS: %w", err)
+		}
+		conn = tc
+		br = bufio.NewReader(conn)
 	}
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: egressbench\r\n%sConnection: close\r\n\r\n", target, c.target.Host, auth); err != nil {
 		return 0, err
