@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -166,5 +167,48 @@ func TestSecretCAIsConstrained(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("verify a certificate for %s: %v, want ok=%v", host, err, ok)
 		}
+	}
+}
+
+// TestSecretClientHandshakeRefused: a client that does not trust the run's
+// CA, or names another host in its SNI, gets nothing through the
+// interception: the tunnel's event says why, and the real server, whose
+// handshake with the proxy runs alongside the client's, receives no
+// request. The positive control: the same request from a client that
+// trusts the CA reaches the server.
+func TestSecretClientHandshakeRefused(t *testing.T) {
+	var got atomic.Int32
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	port := s.Listener.Addr().(*net.TCPAddr).Port
+	tp, secs := secretsProxy(t, testRoots())
+	u := fmt.Sprintf("https://allowed.test:%d/api", port)
+	client := func(cfg *tls.Config) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			Proxy:           func(*http.Request) (*url.URL, error) { return url.Parse("http://" + tp.addr) },
+			TLSClientConfig: cfg,
+		}}
+	}
+	refused := func(what string, cfg *tls.Config, reason string) {
+		t.Helper()
+		if code, _, err := fetch(t, client(cfg), "GET", u, nil); err == nil {
+			t.Errorf("%s: served (%d)", what, code)
+		}
+		e := tp.nextOf(t, ProtoConnect)
+		if e.Decision != DecisionDeny || e.Rule != "tls interception" || !strings.Contains(e.Reason, reason) {
+			t.Errorf("%s: event %+v", what, e)
+		}
+	}
+	trusting := x509.NewCertPool()
+	trusting.AppendCertsFromPEM(secs.CACertPEM())
+	refused("a client that does not trust the CA", &tls.Config{RootCAs: x509.NewCertPool()}, "does it trust moat's CA")
+	refused("another name in the SNI", &tls.Config{RootCAs: trusting, ServerName: "other.test"}, `"other.test" differs`)
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the server received %d requests from refused clients", n)
+	}
+	if code, _, err := fetch(t, moatClient(tp, secs), "GET", u, nil); err != nil || code != http.StatusOK || got.Load() != 1 {
+		t.Errorf("control: %d %v, the server received %d requests", code, err, got.Load())
 	}
 }
