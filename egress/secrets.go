@@ -48,6 +48,12 @@ type Secrets struct {
 	list  []secret
 	ca    *authority
 	roots *x509.CertPool
+	// resume keeps the real servers' TLS sessions, so that a new
+	// connection to a secret's host resumes one (no certificate to send
+	// or verify again) rather than making a full handshake. A session is
+	// kept under its host's name and comes from a handshake that verified
+	// that host against roots.
+	resume tls.ClientSessionCache
 }
 
 type secret struct {
@@ -71,7 +77,7 @@ func NewPlaceholder(name string) string {
 // the proxy shows for the secrets' hosts. roots verifies the real
 // servers' certificates; nil means the host's roots.
 func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
-	s := &Secrets{roots: roots}
+	s := &Secrets{roots: roots, resume: tls.NewLRUClientSessionCache(64)}
 	var domains []string
 	for _, sec := range list {
 		if sec.Value == "" {
@@ -375,7 +381,8 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 	// connection. It speaks only to the host the tunnel was decided for,
 	// which is what it verifies, and nothing the client sends goes to the
 	// server before both handshakes are done.
-	server := tls.Client(up, &tls.Config{ServerName: host, RootCAs: p.Secrets.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+	server := tls.Client(up, &tls.Config{ServerName: host, RootCAs: p.Secrets.roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+		ClientSessionCache: p.Secrets.resume})
 	ctx, cancel := context.WithTimeout(context.Background(), p.dialTimeout())
 	defer cancel()
 	upDone := make(chan error, 1)

@@ -212,3 +212,38 @@ func TestSecretClientHandshakeRefused(t *testing.T) {
 		t.Errorf("control: %d %v, the server received %d requests", code, err, got.Load())
 	}
 }
+
+// TestSecretResumesServerSessions: a second intercepted connection to a
+// secret's host resumes the proxy's TLS session with the real server
+// rather than making a full handshake, within one run's Secrets; the
+// first connection of another run's is a full one (the control: the
+// server does offer resumption, and a fresh cache has nothing to resume).
+func TestSecretResumesServerSessions(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "resumed=%v", r.TLS.DidResume)
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	u := fmt.Sprintf("https://allowed.test:%d/api", s.Listener.Addr().(*net.TCPAddr).Port)
+	get := func(tp *testProxy, secs *Secrets) string {
+		t.Helper()
+		c := moatClient(tp, secs)
+		c.Transport.(*http.Transport).DisableKeepAlives = true // a new tunnel each time
+		code, body, err := fetch(t, c, "GET", u, nil)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET: %d %q %v", code, body, err)
+		}
+		return body
+	}
+	tp, secs := secretsProxy(t, testRoots())
+	for i, want := range []string{"resumed=false", "resumed=true", "resumed=true"} {
+		if got := get(tp, secs); got != want {
+			t.Errorf("connection %d: %s, want %s", i+1, got, want)
+		}
+	}
+	tp2, secs2 := secretsProxy(t, testRoots())
+	if got := get(tp2, secs2); got != "resumed=false" {
+		t.Errorf("another run's first connection: %s", got)
+	}
+}
