@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,6 +203,44 @@ func TestReapRemovesOnlyItsOwn(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(dir, "sessions")); len(ents) != 0 {
 		t.Errorf("records left: %v", ents)
+	}
+}
+
+// TestReapAbandoned: a state directory whose Manager died is reaped as a
+// restart would reap it, then removed; one a live Manager holds is left
+// (ErrLocked), and so is one no Manager ever opened.
+func TestReapAbandoned(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "session-1")
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReapAbandoned(state, nil); !errors.Is(err, ErrLocked) {
+		t.Errorf("reaping a live Manager's directory: %v, want ErrLocked", err)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("a live Manager's directory was touched: %v", err)
+	}
+	m.Shutdown(context.Background())
+	// What a Manager killed with a session leaves: its record and the
+	// workspace it made.
+	dir := filepath.Join(state, "daemon")
+	os.MkdirAll(filepath.Join(dir, "workspaces", "aaaa"), 0o700)
+	data, _ := json.Marshal(&record{ID: "aaaa", TempWorkspace: filepath.Join(dir, "workspaces", "aaaa")})
+	os.WriteFile(filepath.Join(dir, "sessions", "aaaa.json"), data, 0o600)
+	reaped, err := ReapAbandoned(state, nil)
+	if err != nil || len(reaped) != 1 || reaped[0] != "aaaa" {
+		t.Errorf("ReapAbandoned: %v %v, want [aaaa]", reaped, err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the directory is left: %v", err)
+	}
+	never := t.TempDir()
+	if _, err := ReapAbandoned(never, nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a directory without a lock: %v, want ErrNotExist", err)
+	}
+	if _, err := os.Stat(never); err != nil {
+		t.Errorf("a directory without a lock was removed: %v", err)
 	}
 }
 

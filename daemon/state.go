@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/internal/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // record is what the state directory keeps of a live session, so that
@@ -165,4 +167,37 @@ func isWriteTemp(name string) bool {
 		}
 	}
 	return true
+}
+
+// ReapAbandoned cleans up a state directory that a Manager used and that
+// no Manager will open again (a local MCP server makes one per process),
+// after that Manager's process died without Shutdown: the sessions it
+// recorded are reaped as a restarted daemon reaps them (their workspaces
+// made by the daemon, the files API's writes cut short in the tenants'
+// workspaces), then stateDir is removed whole. While a live Manager holds
+// the directory it does nothing and returns ErrLocked; a directory that
+// was never opened by a Manager (no lock file) is fs.ErrNotExist, left
+// to the caller, which knows how long making one may take. Like New, it
+// removes nothing a record names outside the directory but the files
+// API's temporary entries.
+func ReapAbandoned(stateDir string, log *slog.Logger) ([]string, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir := filepath.Join(stateDir, "daemon")
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("%w (%s)", ErrLocked, stateDir)
+	}
+	m := &Manager{dir: dir, log: log}
+	reaped := m.reap()
+	// Removed under the lock, so that no Manager opens it meanwhile.
+	if err := removeAll(stateDir); err != nil {
+		return reaped, fmt.Errorf("remove %s: %w", stateDir, err)
+	}
+	return reaped, nil
 }

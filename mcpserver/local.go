@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +55,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
+	reapAbandoned(base, cfg.Logger)
 	dir, err := os.MkdirTemp(base, "session-")
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -139,4 +142,40 @@ func probe(ctx context.Context, sess *daemon.Session) error {
 		return fmt.Errorf("the session cannot run commands: /bin/true ended with %d (%s) %s", rep.ExitCode, rep.Reason, errb.String())
 	}
 	return nil
+}
+
+// abandonedAge is how old a session directory without a lock must be
+// before it counts as abandoned: ServeLocal makes the directory, then
+// the Manager that locks it, a moment later.
+const abandonedAge = time.Minute
+
+// reapAbandoned cleans up the session directories under base of local
+// servers that died without ending their session (an MCP client's
+// SIGKILL is the usual end of a server it no longer wants): what their
+// sessions made is reaped as a restarted daemon reaps it, and the
+// directory removed. A live server's directory is locked and stays.
+func reapAbandoned(base string, log *slog.Logger) {
+	ents, _ := os.ReadDir(base)
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "session-") {
+			continue
+		}
+		dir := filepath.Join(base, e.Name())
+		reaped, err := daemon.ReapAbandoned(dir, log)
+		switch {
+		case err == nil:
+			if log != nil {
+				log.Info("reaped a dead server's session", "dir", dir, "sessions", reaped)
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > abandonedAge {
+				os.RemoveAll(dir)
+			}
+		case errors.Is(err, daemon.ErrLocked):
+		default:
+			if log != nil {
+				log.Warn("reap a dead server's session", "dir", dir, "err", err)
+			}
+		}
+	}
 }

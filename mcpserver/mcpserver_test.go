@@ -487,6 +487,13 @@ func TestNetworkRefusal(t *testing.T) {
 // stdioClient starts this test binary as a stdio server over ws.
 func stdioClient(t testing.TB, ws string) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := stdioServer(t, ws)
+	return cs
+}
+
+// stdioServer is stdioClient with the server's process.
+func stdioServer(t testing.TB, ws string) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +506,7 @@ func stdioClient(t testing.TB, ws string) *mcp.ClientSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs
+	return cs, cmd
 }
 
 func TestStdio(t *testing.T) {
@@ -520,6 +527,55 @@ func TestStdio(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(os.Getenv("MOAT_STATE_DIR"), "mcp")); len(ents) > 0 {
 		t.Errorf("state left after the client went: %v", ents)
+	}
+}
+
+// TestKilledServerIsReaped: a stdio server killed outright (SIGKILL, the
+// way an MCP client often ends a server) cannot end its session; the next
+// server reaps what it left: its state directory, and a write of the
+// files API that the kill cut short in the workspace. The controls: both
+// are there after the kill, the sandbox's processes died with the server,
+// and a live server's directory stays while it serves.
+func TestKilledServerIsReaped(t *testing.T) {
+	base := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "mcp")
+	sessionDirs := func() []string {
+		dirs, _ := filepath.Glob(filepath.Join(base, "session-*"))
+		return dirs
+	}
+	ws := workspaceDir(t)
+	cs, cmd := stdioServer(t, ws)
+	e := &env{ws: ws, cs: cs}
+	e.ok(t, "start_process", map[string]any{"command": "sleep 987322"})
+	killed := sessionDirs()
+	if len(killed) != 1 {
+		t.Fatalf("control: the server's session directories: %v, want one", killed)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	cs.Close()
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 987322") }, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the killed server: %v", left)
+	}
+	if _, err := os.Stat(killed[0]); err != nil {
+		t.Fatalf("control: the killed server's directory is not there to reap: %v", err)
+	}
+	// What a write_file the kill interrupted leaves at the workspace's root.
+	cut := filepath.Join(ws, ".moat-write-0123456789abcdef")
+	if err := os.WriteFile(cut, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cs2, _ := stdioServer(t, workspaceDir(t))
+	defer cs2.Close()
+	(&env{cs: cs2}).ok(t, "run_command", map[string]any{"command": "true"}, "exit code: 0")
+	if _, err := os.Stat(killed[0]); !os.IsNotExist(err) {
+		t.Errorf("the killed server's directory is still there (%v)", err)
+	}
+	if _, err := os.Lstat(cut); !os.IsNotExist(err) {
+		t.Errorf("the write cut short is still in the workspace (%v)", err)
+	}
+	if live := sessionDirs(); len(live) != 1 || live[0] == killed[0] {
+		t.Errorf("control: the live server's session directories: %v, want its own", live)
 	}
 }
 
