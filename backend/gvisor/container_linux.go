@@ -56,7 +56,16 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 		}
 	}
 	sweep(runsc)
-	dir, err := os.MkdirTemp("", fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
+	tmp, err := filepath.Abs(os.TempDir())
+	if err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	// Before the directory exists: the reaper then finds it whenever
+	// moat dies.
+	if err := watchForReaper(tmp, runsc); err != nil {
+		return nil, &backend.InitError{Stage: "bundle", Err: err}
+	}
+	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
@@ -73,6 +82,11 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	}
 	if c.cg, err = limitCgroup(spec); err != nil {
 		return nil, err
+	}
+	if c.cg != nil {
+		if err := writeCgroupFile(dir, c.cg); err != nil {
+			return nil, &backend.InitError{Stage: "cgroup", Err: err}
+		}
 	}
 	if spec, err = mountOverlays(spec, dir); err != nil {
 		return nil, err

@@ -28,9 +28,9 @@ const (
 	socketPath  = "/.moat/proxy.sock"
 )
 
-// MaybeForward runs the forwarder, or the gate that starts runsc in a
-// cgroup, and never returns when this process is one (see forwardArg0,
-// gateArg0); otherwise it returns at once. moat's main calls
+// MaybeForward runs the forwarder, the gate that starts runsc in a
+// cgroup, or the reaper, and never returns when this process is one (see
+// forwardArg0, gateArg0, reapArg0); otherwise it returns at once. moat's main calls
 // it first, and so must the TestMain of any test that runs gvisor Specs
 // in network mode proxy.
 func MaybeForward() {
@@ -39,6 +39,8 @@ func MaybeForward() {
 		os.Exit(forward(os.Args[1:]))
 	case gateArg0:
 		os.Exit(gate())
+	case reapArg0:
+		os.Exit(reap(os.Args[1:]))
 	}
 }
 

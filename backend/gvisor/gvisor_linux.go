@@ -205,10 +205,12 @@ func removeRunDir(dir string) {
 }
 
 // sweep removes what runs and sessions of moats that died without
-// cleaning up (a SIGKILL) left: the directory of each whose moat, named
-// by the pid in the directory's name, is gone. runsc itself dies with its
-// moat (Pdeathsig), and the sandbox with runsc; a container whose state
-// is still there is deleted with runsc first, in case its sandbox lives.
+// cleaning up left, where their reapers (reap_linux.go) could not: the
+// directory of each whose moat, named by the pid in the directory's
+// name, is gone, with its mounts and its cgroup. runsc itself dies with
+// its moat (Pdeathsig), and the sandbox with runsc; a container whose
+// state is still there is deleted with runsc first, in case its sandbox
+// lives.
 func sweep(runsc string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-gvisor-*-*"))
 	for _, d := range dirs {
@@ -219,16 +221,7 @@ func sweep(runsc string) {
 		if syscall.Kill(pid, 0) != syscall.ESRCH {
 			continue
 		}
-		state := filepath.Join(d, "state")
-		entries, _ := os.ReadDir(state)
-		for _, e := range entries {
-			// runsc keeps a container's state as ID_sandbox:ID.state.
-			if _, name, ok := strings.Cut(e.Name(), "_sandbox:"); ok && runsc != "" {
-				id := strings.TrimSuffix(name, ".state")
-				exec.Command(runsc, "--root", state, "--log", os.DevNull, "delete", "--force", id).Run()
-			}
-		}
-		removeRunDir(d)
+		reapDir(d, runsc)
 	}
 }
 

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 func sessionCaller(ws string) {
 	spec := backendtest.BaseSpec(ws)
 	spec.RunID = os.Getenv("MOAT_TEST_GVISOR_ID")
+	if os.Getenv("MOAT_TEST_GVISOR_MEMORY") != "" {
+		spec.Limits.MemoryBytes = 256 << 20
+	}
 	in, err := (&gvisor.Backend{}).Create(context.Background(), spec, backend.Stdio{})
 	if err != nil {
 		fmt.Println("create:", err)

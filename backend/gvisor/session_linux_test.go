@@ -2,7 +2,6 @@ package gvisor_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/backendtest"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/internal/proctest"
@@ -19,11 +17,13 @@ import (
 
 // TestSessionDiesWithCaller: when the process holding a gvisor session
 // is killed (SIGKILL: no clean-up of its own), runsc, the sandbox and the
-// command die with it; the next sandbox made on this host removes what
-// the dead one left in the temporary directory. The control: while the
-// caller lives, its command and runsc are there to find.
+// command die with it, and its reaper removes what the dead one left on
+// the host at once, without waiting for another run: its directory, the
+// mounts in it, its cgroup (under a memory limit, where cgroups are
+// usable). The controls: while the caller lives, its command, runsc, the
+// directory, a mount in it and the cgroup are there to find.
 func TestSessionDiesWithCaller(t *testing.T) {
-	usable(t)
+	runsc := usable(t)
 	ws := backendtest.Workspace(t)
 	tmp := t.TempDir()
 	os.Chmod(tmp, 0o755)
@@ -31,6 +31,14 @@ func TestSessionDiesWithCaller(t *testing.T) {
 	id := fmt.Sprintf("dies%d", time.Now().UnixNano()%1e9)
 	c := exec.Command("/proc/self/exe", "-test.run=^$")
 	c.Env = append(os.Environ(), "MOAT_TEST_GVISOR_CALLER="+ws, "MOAT_TEST_GVISOR_ID="+id)
+	be := &gvisor.Backend{Runsc: runsc}
+	caps := be.Capabilities()
+	withCgroup := caps.Memory
+	if withCgroup {
+		c.Env = append(c.Env, "MOAT_TEST_GVISOR_MEMORY=1")
+	} else {
+		t.Logf("no cgroup here (%s): the reaper's removal of one is not tested", caps.MemoryWhy)
+	}
 	out, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -45,28 +53,63 @@ func TestSessionDiesWithCaller(t *testing.T) {
 		t.Fatalf("caller: %q", line)
 	}
 	find := func() []int { return append(proctest.Find("4244.4244"), proctest.Find("moat-"+id)...) }
+	mounts := func() []string {
+		data, _ := os.ReadFile("/proc/self/mountinfo")
+		var in []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, tmp+"/") {
+				in = append(in, l)
+			}
+		}
+		return in
+	}
+	cgroups := func() []string {
+		var found []string
+		for _, pat := range []string{"/sys/fs/cgroup/moat-", "/sys/fs/cgroup/*/moat-", "/sys/fs/cgroup/*/*/moat-", "/sys/fs/cgroup/*/*/*/moat-", "/sys/fs/cgroup/*/*/*/*/moat-"} {
+			m, _ := filepath.Glob(pat + id)
+			found = append(found, m...)
+		}
+		return found
+	}
 	if len(find()) == 0 {
 		t.Error("control: no process of the live session found")
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(tmp, "moat-gvisor-*")); len(dirs) == 0 {
+		t.Error("control: the live session has no directory")
+	}
+	if len(mounts()) == 0 {
+		t.Error("control: no mount in the live session's directory (runsc's network namespace)")
+	}
+	if withCgroup && len(cgroups()) == 0 {
+		t.Error("control: the live session's cgroup is not there")
 	}
 	c.Process.Kill()
 	c.Wait()
 	if left := proctest.Gone(find, 10*time.Second); len(left) > 0 {
 		t.Errorf("processes outlived their caller: %v", left)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(tmp, "moat-gvisor-*"))
-	if len(dirs) == 0 {
-		t.Error("control: the dead caller's directory is not there to sweep")
-	}
-	spec := backendtest.BaseSpec(ws, "/bin/true")
-	if st, err := (&gvisor.Backend{}).Run(context.Background(), spec, backend.Stdio{}); err != nil || st.ExitCode != 0 {
-		t.Fatalf("the next run: %+v %v", st, err)
-	}
-	left, _ := os.ReadDir(tmp)
-	var names []string
-	for _, e := range left {
-		names = append(names, e.Name())
+	var names, mnt, cg []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		left, _ := os.ReadDir(tmp)
+		names = names[:0]
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		if mnt, cg = mounts(), cgroups(); len(names) == 0 && len(mnt) == 0 && len(cg) == 0 {
+			break
+		}
 	}
 	if len(names) > 0 {
-		t.Errorf("left in TMPDIR after the next run: %s", strings.Join(names, " "))
+		t.Errorf("left in TMPDIR after the caller died: %s", strings.Join(names, " "))
+	}
+	if len(mnt) > 0 {
+		t.Errorf("mounts left: %s", strings.Join(mnt, "\n"))
+	}
+	if len(cg) > 0 {
+		t.Errorf("cgroups left: %v", cg)
+	}
+	reaper := func() []int { return proctest.Find(fmt.Sprintf("moat-gvisor-reap %d", c.Process.Pid)) }
+	if left := proctest.Gone(reaper, 5*time.Second); len(left) > 0 {
+		t.Errorf("the dead caller's reaper is still running: %v", left)
 	}
 }

@@ -809,6 +809,49 @@ func rmdir(dir string, patience time.Duration) error {
 	}
 }
 
+// Dirs lists c's directories, for a process that must remove them if
+// c's creator dies before Destroy (Reclaim).
+func (c *Cgroup) Dirs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.dirs)
+}
+
+// Reclaim kills what is left in the cgroup whose directories are dirs
+// (from Dirs) and removes them, as Destroy would have: for a process
+// watching a creator that died before Destroy. A path that is not a
+// directory of a cgroup file system is refused; missing ones are fine.
+func Reclaim(dirs []string) error {
+	c := &Cgroup{fd: -1}
+	for _, d := range dirs {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+		switch st.Type {
+		case unix.CGROUP2_SUPER_MAGIC:
+			c.unified = d
+			c.hasKill = !disableKillFile && exists(d+"/cgroup.kill")
+			if !c.hasKill && exists(d+"/cgroup.freeze") {
+				c.freezer, c.freezerV2 = d, true
+			}
+		case unix.CGROUP_SUPER_MAGIC:
+			if exists(d + "/freezer.state") {
+				c.freezer, c.freezerV2 = d, false
+			}
+		default:
+			return fmt.Errorf("cgroup: %s is not a cgroup", d)
+		}
+		c.dirs = append(c.dirs, d)
+	}
+	if len(c.dirs) == 0 {
+		return nil
+	}
+	return errors.Join(c.kill(), c.removeDirs())
+}
+
 // Sweep removes the cgroups whose name starts with prefix, beneath the
 // caller's cgroups, that hold no process: those left by a moat process that
 // was killed before it could call Destroy. A non-empty one is left alone (the

@@ -250,6 +250,35 @@ func killedBySIGKILL(err error) bool {
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
+// TestReclaim: a cgroup whose creator is gone is emptied and removed
+// from its directories alone (Dirs), as a watcher of a killed moat does;
+// a path on another file system is refused. The control: the process is
+// in it, and its directories exist, before.
+func TestReclaim(t *testing.T) {
+	needCgroups(t, "memory", "pids")
+	c := newCgroup(t, Limits{MemoryBytes: 64 << 20})
+	cmd := start(t, c, sh(`exec sleep 60`))
+	dirs := c.Dirs()
+	for _, d := range dirs {
+		if pids, err := readPids(d + "/cgroup.procs"); err != nil || !slices.Contains(pids, cmd.Process.Pid) {
+			t.Fatalf("control: the process is not in %s (%v %v)", d, pids, err)
+		}
+	}
+	if err := Reclaim([]string{t.TempDir()}); err == nil {
+		t.Error("Reclaim of a directory that is not a cgroup succeeded")
+	}
+	if err := Reclaim(dirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); !killedBySIGKILL(err) {
+		t.Errorf("the process ended with %v, want SIGKILL", err)
+	}
+	assertGone(t, dirs)
+	if err := Reclaim(dirs); err != nil {
+		t.Errorf("Reclaim of removed directories: %v", err)
+	}
+}
+
 func TestLifecycle(t *testing.T) {
 	needCgroups(t, "memory", "pids")
 	c := newCgroup(t, Limits{})

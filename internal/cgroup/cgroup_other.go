@@ -34,3 +34,5 @@ func (c *Cgroup) Stats() (Stats, error)  { return Stats{}, errUnsupported }
 func (c *Cgroup) Kill() error            { return errUnsupported }
 func (c *Cgroup) Destroy() error         { return errUnsupported }
 func Sweep(prefix string) error          { return errUnsupported }
+func (c *Cgroup) Dirs() []string         { return nil }
+func Reclaim(dirs []string) error        { return errUnsupported }

@@ -1,0 +1,200 @@
+package gvisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/moatbox/moat/internal/cgroup"
+)
+
+// A gvisor container leaves things on the host that die with nothing:
+// its directory (the bundle, runsc's state with the network namespace
+// runsc pins there by a bind mount, an overlay workspace's mounts) and
+// the cgroup of its limits. moat removes them when a run or session
+// ends; a moat that is killed outright (SIGKILL) cannot. So the first
+// container of a moat process starts a reaper: moat's own binary
+// (reapArg0), in a session of its own (a terminal's or a process group's
+// signal does not reach it) and outside every sandbox, holding the read
+// end of a pipe whose write end only moat holds. When moat's process
+// ends, however it ends, the pipe reads end-of-file, and the reaper
+// removes the directories of that moat's containers still there (the
+// sandbox died with runsc, which has moat's death signal), then exits. A
+// moat that ended cleanly left nothing, so its reaper exits at once.
+//
+// The reaper learns where to look from moat over the pipe: each line a
+// JSON reapWatch, sent before the first container made in a temporary
+// directory. The containers there are the directories named by moat's
+// pid (prepare), so one made a moment before moat died is found too; the
+// cgroup's directories are written into the container's directory
+// (cgroupFile) as soon as the cgroup exists. If the reaper itself is
+// killed with moat, the next gvisor run's sweep removes what is left.
+
+// reapArg0 names moat's own binary started as the reaper.
+const reapArg0 = "moat-gvisor-reap"
+
+// cgroupFile, in a container's directory, lists its cgroup's directories,
+// a line each.
+const cgroupFile = "cgroup"
+
+// reapWatch tells the reaper about a temporary directory moat makes
+// containers in, and the runsc that deletes what runs there.
+type reapWatch struct {
+	Tmp   string `json:"tmp"`
+	Runsc string `json:"runsc"`
+}
+
+// reaper is this process's reaper, started at its first container.
+var reaper struct {
+	mu      sync.Mutex
+	w       *os.File    // the pipe's write end; nil until started
+	watched []reapWatch // what the reaper was told, sent again to a new one
+}
+
+// watchForReaper makes sure this process's reaper runs and knows about
+// containers made in tmp with runsc.
+func watchForReaper(tmp, runsc string) error {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	rw := reapWatch{Tmp: tmp, Runsc: runsc}
+	known := slices.Contains(reaper.watched, rw)
+	if !known {
+		reaper.watched = append(reaper.watched, rw)
+	}
+	if reaper.w != nil {
+		if known {
+			return nil
+		}
+		if err := sendWatch(reaper.w, rw); err == nil {
+			return nil
+		}
+		// The reaper is gone (EPIPE): start another.
+		reaper.w.Close()
+		reaper.w = nil
+	}
+	w, err := startReaper()
+	if err != nil {
+		return fmt.Errorf("start the reaper: %w", err)
+	}
+	for _, rw := range reaper.watched {
+		if err := sendWatch(w, rw); err != nil {
+			w.Close()
+			return fmt.Errorf("start the reaper: %w", err)
+		}
+	}
+	reaper.w = w
+	return nil
+}
+
+func sendWatch(w *os.File, rw reapWatch) error {
+	line, err := json.Marshal(rw)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(line, '\n'))
+	return err
+}
+
+// startReaper starts the reaper and returns the pipe's write end. The
+// reaper's standard streams are /dev/null: it must not keep a caller's
+// pipe open (`out=$(moat run ...)` waits for every writer), nor a
+// directory busy (it works in /).
+func startReaper() (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command(self, strconv.Itoa(os.Getpid()))
+	cmd.Args[0] = reapArg0
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	// Reaped here if it ends first (killed); it outlives a moat that ends.
+	go cmd.Wait()
+	return w, nil
+}
+
+// reap is the reaper's main: moat's pid as its argument, the pipe on
+// fd 3. It returns once it has removed what that moat left.
+func reap(args []string) int {
+	// Whatever ends moat's process group or session must not end this
+	// one before moat's end is seen; a service manager's SIGKILL still
+	// does, and then the next run's sweep cleans up.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
+	if len(args) != 1 {
+		return 2
+	}
+	pid, err := strconv.Atoi(args[0])
+	if err != nil || pid <= 0 {
+		return 2
+	}
+	var watched []reapWatch
+	in := bufio.NewScanner(os.NewFile(3, "moat"))
+	in.Buffer(nil, 1<<20)
+	for in.Scan() {
+		var rw reapWatch
+		if json.Unmarshal(in.Bytes(), &rw) == nil && filepath.IsAbs(rw.Tmp) && !slices.Contains(watched, rw) {
+			watched = append(watched, rw)
+		}
+	}
+	// End of file: every copy of the write end is closed, so moat's
+	// process has ended (only moat holds it; it is close-on-exec).
+	for _, rw := range watched {
+		dirs, _ := filepath.Glob(filepath.Join(rw.Tmp, fmt.Sprintf("moat-gvisor-%d-*", pid)))
+		for _, d := range dirs {
+			reapDir(d, rw.Runsc)
+		}
+	}
+	return 0
+}
+
+// reapDir removes what a container whose moat is gone left: the
+// container, if runsc's state says it may live (runsc delete kills its
+// sandbox), the directory with its mounts, and its cgroup.
+func reapDir(d, runsc string) {
+	state := filepath.Join(d, "state")
+	entries, _ := os.ReadDir(state)
+	for _, e := range entries {
+		// runsc keeps a container's state as ID_sandbox:ID.state.
+		if _, name, ok := strings.Cut(e.Name(), "_sandbox:"); ok && runsc != "" {
+			id := strings.TrimSuffix(name, ".state")
+			exec.Command(runsc, "--root", state, "--log", os.DevNull, "delete", "--force", id).Run()
+		}
+	}
+	cg, _ := os.ReadFile(filepath.Join(d, cgroupFile))
+	removeRunDir(d)
+	if dirs := strings.Fields(string(cg)); len(dirs) > 0 {
+		cgroup.Reclaim(dirs)
+	}
+}
+
+// writeCgroupFile records the cgroup's directories in the container's
+// directory for reapDir.
+func writeCgroupFile(dir string, cg *cgroup.Cgroup) error {
+	dirs := cg.Dirs()
+	for _, d := range dirs {
+		if strings.ContainsAny(d, " \t\n") {
+			return errors.New("a cgroup directory's path holds white space")
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, cgroupFile), []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
+}
