@@ -193,6 +193,58 @@ func TestSessionRulesAndLimits(t *testing.T) {
 	}
 }
 
+// TestSessionDenialsAreTheirCommands: in a session, a refused system
+// call is in the report of the command whose process made it, not in
+// that of a command running beside it; both with the exec checks (the
+// host answers the filter) and without them (init does). The controls:
+// the refusing command's report has its refusals, made all the while the
+// quiet one ran (it ends after it).
+func TestSessionDenialsAreTheirCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		builtin []string
+	}{{"host", nil}, {"init", []string{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSession(t, t.TempDir(), func(p *policy.Policy) {
+				if tc.builtin != nil {
+					p.Harness.Builtin = tc.builtin
+				}
+			})
+			type result struct {
+				out string
+				rep *sandbox.Report
+			}
+			noisy := make(chan result, 1)
+			go func() {
+				req := sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", "touch started; i=0; while [ $i -lt 40 ]; do unshare -r true 2>/dev/null; i=$((i+1)); sleep 0.05; done; echo looped"}}
+				var out bytes.Buffer
+				rep, _ := s.Exec(context.Background(), &req, backend.Stdio{Stdout: &out, Stderr: &out})
+				noisy <- result{out.String(), rep}
+			}()
+			out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "while [ ! -e started ]; do sleep 0.01; done; sleep 0.5; echo quiet")
+			if err != nil || out != "quiet\n" {
+				t.Fatalf("the quiet command: %v %q", err, out)
+			}
+			if len(rep.Denials) != 0 {
+				t.Errorf("the quiet command's report has its neighbour's refusals: %+v", rep.Denials)
+			}
+			r := <-noisy
+			if r.rep == nil || !strings.Contains(r.out, "looped") {
+				t.Fatalf("control: the refusing command: %+v %q", r.rep, r.out)
+			}
+			found := 0
+			for _, d := range r.rep.Denials {
+				if d.What == "unshare" {
+					found = d.Count
+				}
+			}
+			if found < 20 {
+				t.Errorf("control: the refusing command's report has %d refused unshare calls, want 40: %+v", found, r.rep.Denials)
+			}
+		})
+	}
+}
+
 // TestSessionCgroupLimits: a process limit holds for the whole session:
 // what one command left running counts against the next one's forks.
 func TestSessionCgroupLimits(t *testing.T) {

@@ -667,24 +667,64 @@ func sendProxyListener(chanFD, port, tun int) error {
 	return unix.Close(chanFD)
 }
 
-// denials counts the refused system calls the supervisor answered.
+// denials counts the refused system calls the supervisor answered. In a
+// session, a refusal is counted for the command whose process made it,
+// where owner can name that command (by the process's ancestors and its
+// session); one it cannot (a process that left its command's session, or
+// whose command has ended) is shown to every command that ran while it
+// was made.
 type denials struct {
 	mu sync.Mutex
-	m  map[[2]int]int
+	m  map[[2]int]int // the refusals no command was named for
+	// by holds a session's refusals by the command they were made by,
+	// until that command's report takes them (sinceFor).
+	by map[uint64]map[[2]int]int
+	// owner names the live command whose process pid (a thread's id, as
+	// the notification gives it) is part of; 0 when none can be told. Nil
+	// outside sessions. It is called without mu held.
+	owner func(pid int) uint64
 }
 
-func (d *denials) record(nr, errno int) {
+// setOwner sets d's owner, once, before or while the supervisor runs.
+func (d *denials) setOwner(owner func(pid int) uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.owner = owner
+}
+
+// record is the supervisor's Record: process pid made system call nr,
+// refused with errno.
+func (d *denials) record(pid, nr, errno int) {
+	d.mu.Lock()
+	owner := d.owner
+	d.mu.Unlock()
+	var id uint64
+	if owner != nil {
+		id = owner(pid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := [2]int{nr, errno}
+	if id != 0 {
+		if d.by == nil {
+			d.by = map[uint64]map[[2]int]int{}
+		}
+		if d.by[id] == nil {
+			d.by[id] = map[[2]int]int{}
+		}
+		d.by[id][k]++
+		return
+	}
 	if d.m == nil {
 		d.m = map[[2]int]int{}
 	}
-	d.m[[2]int{nr, errno}]++
+	d.m[k]++
 }
 
 func (d *denials) list() []denial { return d.since(nil) }
 
-// snapshot copies the counts so far, for since.
+// snapshot copies the counts of refusals no command was named for so
+// far, for since and sinceFor.
 func (d *denials) snapshot() map[[2]int]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -695,17 +735,32 @@ func (d *denials) snapshot() map[[2]int]int {
 	return m
 }
 
-// since lists the refusals counted after snap was taken. The filter does
-// not say which process made a call: in a session, a process is told of
-// the refusals made while it ran, its concurrent neighbours' included.
+// since lists the refusals no command was named for that were counted
+// after snap was taken.
 func (d *denials) since(snap map[[2]int]int) []denial {
+	return d.sinceFor(0, snap)
+}
+
+// sinceFor lists command id's own refusals (and forgets them: its report
+// takes them once) with those no command was named for since snap.
+func (d *denials) sinceFor(id uint64, snap map[[2]int]int) []denial {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]denial, 0, len(d.m))
+	sum := map[[2]int]int{}
 	for k, n := range d.m {
 		if n -= snap[k]; n > 0 {
-			out = append(out, denial{Nr: k[0], Errno: k[1], Count: n})
+			sum[k] += n
 		}
+	}
+	if id != 0 {
+		for k, n := range d.by[id] {
+			sum[k] += n
+		}
+		delete(d.by, id)
+	}
+	out := make([]denial, 0, len(sum))
+	for k, n := range sum {
+		out = append(out, denial{Nr: k[0], Errno: k[1], Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Count > out[j].Count || (out[i].Count == out[j].Count && out[i].Nr < out[j].Nr)

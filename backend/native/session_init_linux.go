@@ -88,6 +88,10 @@ type sessionInit struct {
 	forked uint64     // processes started so far
 	byPid  map[int]*sessionProc
 	byID   map[uint64]int
+	// leaders maps a live command's leader's pid to its id, as byPid
+	// does, for denialOwner, which must not wait for mu: mu is held
+	// across a fork, whose child the supervisor may be answering.
+	leaders sync.Map
 }
 
 type sessionProc struct {
@@ -114,6 +118,7 @@ func serveSession(fd int, seen *denials, send func(message)) error {
 	}()
 	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}}
 	s.cond = sync.NewCond(&s.mu)
+	seen.setOwner(s.denialOwner)
 	go s.reap()
 	send(message{Type: "ready"})
 
@@ -215,6 +220,7 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 	}
 	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap}
 	s.byID[req.ID] = pid
+	s.leaders.Store(pid, req.ID)
 	s.forked++
 	s.cond.Signal()
 	s.answer(message{Type: "started", ID: req.ID, Pid: pid})
@@ -255,9 +261,10 @@ func (s *sessionInit) reap() {
 		if p, ok := s.byPid[pid]; ok {
 			delete(s.byPid, pid)
 			delete(s.byID, p.id)
+			s.leaders.Delete(pid)
 			s.answer(message{Type: "exit", ID: p.id, WaitStatus: uint32(ws),
 				UserNanos: ru.Utime.Nano(), SysNanos: ru.Stime.Nano(), MaxRSSKiB: ru.Maxrss,
-				Denials: s.seen.since(p.snap)})
+				Denials: s.seen.sinceFor(p.id, p.snap)})
 		}
 		s.mu.Unlock()
 	}
@@ -283,4 +290,33 @@ func (s *sessionInit) quit(send func(message)) {
 	s.mu.Lock()
 	s.answer(closed)
 	s.mu.Unlock()
+}
+
+// denialOwner is the owner of the session's denials (see denials): the
+// live command whose leader is process pid or an ancestor of it, or, for
+// a process re-parented to init, leads the session it is in; 0 when none
+// (a process that made a session of its own after its parent died). pid
+// is in the sandbox's pid namespace, init's.
+func (s *sessionInit) denialOwner(pid int) uint64 {
+	sid := 0
+	for range 1024 {
+		if id, ok := s.leaders.Load(pid); ok {
+			return id.(uint64)
+		}
+		info, ok := readProcInfo(pid)
+		if !ok {
+			return 0
+		}
+		if sid == 0 {
+			sid = info.sid
+		}
+		if info.ppid <= 1 {
+			break
+		}
+		pid = info.ppid
+	}
+	if id, ok := s.leaders.Load(sid); ok {
+		return id.(uint64)
+	}
+	return 0
 }

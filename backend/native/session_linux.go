@@ -47,6 +47,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 		// Each exec is attributed to its command (sessioncheck_linux.go).
 		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
 		r.onSetsid, in.sessions, in.sessSweepAt = in.noteSetsid, map[int]*process{}, minSweep
+		r.seen.setOwner(in.denialOwner)
 	}
 	exe := b.Exe
 	if exe == "" {
@@ -775,7 +776,7 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.MaxMemory = exit.MaxRSSKiB * 1024
 		denials := exit.Denials
 		if p.seen != nil {
-			denials = p.in.r.seen.since(p.seen)
+			denials = p.in.r.seen.sinceFor(p.id, p.seen)
 		}
 		st.Denials = p.in.r.explain(denials)
 	} else {

@@ -166,6 +166,23 @@ func (in *instance) ownerLocked(pid int, info procInfo) *process {
 	return in.sessions[sid]
 }
 
+// denialOwner is the owner of the session's denials (see denials): the
+// command process pid belongs to by attribute's rules, while the host
+// still waits for that command's end; 0 otherwise.
+func (in *instance) denialOwner(pid int) uint64 {
+	info, ok := readProcInfo(pid)
+	if !ok {
+		return 0
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	p := in.ownerLocked(pid, info)
+	if p == nil || in.procs[p.id] != p {
+		return 0
+	}
+	return p.id
+}
+
 // noteSetsid is the supervisor's Setsid: process pid is about to lead a
 // session whose id is pid, and the command it belongs to now is recorded
 // as that session's, replacing whatever an earlier session of that id

@@ -71,7 +71,7 @@ type seccompNotifResp struct {
 // InstallObserved until fd is closed or no process uses the filter any
 // more: each refused call gets the errno prog (the original program)
 // gives it, and is passed to record. It blocks; run it in a goroutine.
-func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
+func Supervise(fd int, prog []Instruction, record func(pid, nr, errno int)) {
 	SuperviseUntil(fd, -1, prog, record)
 }
 
@@ -79,7 +79,7 @@ func Supervise(fd int, prog []Instruction, record func(nr int, errno int)) {
 // users (the host of a sandbox): it also returns once no process uses the
 // filter, or once stop (a pipe's read end; -1 for none) is readable or
 // closed at the other end.
-func SuperviseUntil(fd, stop int, prog []Instruction, record func(nr int, errno int)) {
+func SuperviseUntil(fd, stop int, prog []Instruction, record func(pid, nr, errno int)) {
 	(&Supervisor{Prog: prog, Record: record}).Serve(fd, stop)
 }
 
@@ -104,8 +104,9 @@ type Supervisor struct {
 	// Prog is the original program, whose errno the supervisor gives each
 	// refused call.
 	Prog []Instruction
-	// Record, if set, is told of each refused call.
-	Record func(nr int, errno int)
+	// Record, if set, is told of each refused call: the calling thread's
+	// id (as the supervisor sees it), the call and its errno.
+	Record func(pid, nr, errno int)
 	// Exec, if set, is asked about each execve and execveat that Prog
 	// allows (the filter must notify them: see WithExecNotify), on a
 	// goroutine of its own so that other calls are answered meanwhile: 0
@@ -176,7 +177,7 @@ func (s *Supervisor) Serve(fd, stop int) {
 		// Recorded before answering: once answered, the command may exit
 		// and init report at once.
 		if s.Record != nil {
-			s.Record(int(req.nr), errNo)
+			s.Record(int(req.pid), int(req.nr), errNo)
 		}
 		respond(fd, req.id, errNo)
 	}

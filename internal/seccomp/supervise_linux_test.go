@@ -60,7 +60,7 @@ func TestSuperviseExec(t *testing.T) {
 	sup := &Supervisor{
 		Setsid: func(pid int) { mu.Lock(); setsids = append(setsids, pid); mu.Unlock() },
 		Prog:   prog,
-		Record: func(nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
+		Record: func(_, nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
 		Exec: func(_ context.Context, c ExecCall) int {
 			mu.Lock()
 			calls = append(calls, c)
