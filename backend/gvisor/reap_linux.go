@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,12 +26,13 @@ import (
 // ends; a moat that is killed outright (SIGKILL) cannot. So the first
 // container of a moat process starts a reaper: moat's own binary
 // (reapArg0), in a session of its own (a terminal's or a process group's
-// signal does not reach it) and outside every sandbox, holding the read
-// end of a pipe whose write end only moat holds. When moat's process
-// ends, however it ends, the pipe reads end-of-file, and the reaper
-// removes the directories of that moat's containers still there (the
-// sandbox died with runsc, which has moat's death signal), then exits. A
-// moat that ended cleanly left nothing, so its reaper exits at once.
+// signal does not reach it), not moat's child, outside every sandbox,
+// holding the read end of a pipe whose write end only moat holds. When
+// moat's process ends, however it ends, the pipe reads end-of-file, and
+// the reaper removes the directories of that moat's containers still
+// there (the sandbox died with runsc, which has moat's death signal),
+// then exits. A moat that ended cleanly left nothing, so its reaper
+// exits at once.
 //
 // The reaper learns where to look from moat over the pipe: each line a
 // JSON reapWatch, sent before the first container made in a temporary
@@ -105,10 +107,13 @@ func sendWatch(w *os.File, rw reapWatch) error {
 	return err
 }
 
-// startReaper starts the reaper and returns the pipe's write end. The
-// reaper's standard streams are /dev/null: it must not keep a caller's
-// pipe open (`out=$(moat run ...)` waits for every writer), nor a
-// directory busy (it works in /).
+// startReaper starts the reaper and returns the pipe's write end. It is
+// started through a process that starts it and exits at once, so that
+// it is not moat's child: a library caller that waits for its children,
+// or counts them, finds none of moat's left after a run. The reaper's
+// standard streams are /dev/null: it must not keep a caller's pipe open
+// (`out=$(moat run ...)` waits for every writer), nor a directory busy
+// (it works in /).
 func startReaper() (*os.File, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -119,19 +124,21 @@ func startReaper() (*os.File, error) {
 		return nil, err
 	}
 	defer r.Close()
-	cmd := exec.Command(self, strconv.Itoa(os.Getpid()))
+	cmd := exec.Command(self, detachFlag, strconv.Itoa(os.Getpid()))
 	cmd.Args[0] = reapArg0
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		w.Close()
-		return nil, err
+		return nil, fmt.Errorf("%v %s", err, bytes.TrimSpace(out))
 	}
-	// Reaped here if it ends first (killed); it outlives a moat that ends.
-	go cmd.Wait()
 	return w, nil
 }
+
+// detachFlag makes the reaper's first process start the reaper proper
+// (itself again, without the flag) and exit.
+const detachFlag = "--detach"
 
 // reap is the reaper's main: moat's pid as its argument, the pipe on
 // fd 3. It returns once it has removed what that moat left.
@@ -140,6 +147,22 @@ func reap(args []string) int {
 	// one before moat's end is seen; a service manager's SIGKILL still
 	// does, and then the next run's sweep cleans up.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE)
+	if len(args) == 2 && args[0] == detachFlag {
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cmd := exec.Command(self, args[1])
+		cmd.Args[0] = reapArg0
+		cmd.Dir = "/"
+		cmd.ExtraFiles = []*os.File{os.NewFile(3, "moat")}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) != 1 {
 		return 2
 	}
