@@ -69,18 +69,15 @@ func watchForReaper(tmp, runsc string) error {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	rw := reapWatch{Tmp: tmp, Runsc: runsc}
-	known := slices.Contains(reaper.watched, rw)
-	if !known {
+	if !slices.Contains(reaper.watched, rw) {
 		reaper.watched = append(reaper.watched, rw)
 	}
 	if reaper.w != nil {
-		if known {
-			return nil
-		}
+		// Sent for every container, known or not: a reaper that was
+		// killed meanwhile shows here (EPIPE), and another is started.
 		if err := sendWatch(reaper.w, rw); err == nil {
 			return nil
 		}
-		// The reaper is gone (EPIPE): start another.
 		reaper.w.Close()
 		reaper.w = nil
 	}

@@ -2,14 +2,17 @@ package gvisor_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/backendtest"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/internal/proctest"
@@ -111,5 +114,33 @@ func TestSessionDiesWithCaller(t *testing.T) {
 	reaper := func() []int { return proctest.Find(fmt.Sprintf("moat-gvisor-reap %d", c.Process.Pid)) }
 	if left := proctest.Gone(reaper, 5*time.Second); len(left) > 0 {
 		t.Errorf("the dead caller's reaper is still running: %v", left)
+	}
+}
+
+// TestReaperRestarted: a reaper that was killed is replaced at the next
+// container, so that a moat whose reaper died is still cleaned up after.
+// The control: the first run has a reaper to kill.
+func TestReaperRestarted(t *testing.T) {
+	be := &gvisor.Backend{Runsc: usable(t)}
+	ws := backendtest.Workspace(t)
+	reapers := func() []int { return proctest.Find(fmt.Sprintf("moat-gvisor-reap %d", os.Getpid())) }
+	run := func() {
+		t.Helper()
+		if st, err := be.Run(context.Background(), backendtest.BaseSpec(ws, "/bin/true"), backend.Stdio{}); err != nil || st.ExitCode != 0 {
+			t.Fatalf("run: %+v %v", st, err)
+		}
+	}
+	run()
+	first := reapers()
+	if len(first) != 1 {
+		t.Fatalf("control: this process's reapers: %v, want one", first)
+	}
+	syscall.Kill(first[0], syscall.SIGKILL)
+	if left := proctest.Gone(reapers, 5*time.Second); len(left) > 0 {
+		t.Fatalf("the killed reaper is still there: %v", left)
+	}
+	run()
+	if again := reapers(); len(again) != 1 || again[0] == first[0] {
+		t.Errorf("after the reaper was killed and a run made: reapers %v, want a new one", again)
 	}
 }
