@@ -252,7 +252,12 @@ func (o *Overrides) Apply(p *Policy) error {
 		}
 		p.MarkFlag(v.field, v.flag)
 		if want, err := v.set(p, raw); err != nil {
-			errs = append(errs, fmt.Sprintf("flag %s: invalid value %q: %v (want %s)", v.flag, raw, err, want))
+			if strings.Contains(err.Error(), ": want ") {
+				// The parser's error names the value and what it wants.
+				errs = append(errs, fmt.Sprintf("flag %s: %v", v.flag, err))
+			} else {
+				errs = append(errs, fmt.Sprintf("flag %s: invalid value %q: %v (want %s)", v.flag, raw, err, want))
+			}
 		}
 	}
 	if len(errs) > 0 {

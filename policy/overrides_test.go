@@ -54,8 +54,8 @@ func TestOverridesErrors(t *testing.T) {
 		o    policy.Overrides
 		want string
 	}{
-		{policy.Overrides{Memory: "lots"}, `flag --memory: invalid value "lots"`},
-		{policy.Overrides{Wall: "soon", Pids: "x"}, "flag --wall: invalid value \"soon\": invalid duration \"soon\": want Go syntax such as \"90s\", \"1m30s\" or \"2h\", or a number of seconds (want a duration such as 90s, 1m30s, or plain seconds)\nflag --pids: invalid value \"x\": invalid syntax (want a whole number)"},
+		{policy.Overrides{Memory: "lots"}, `flag --memory: invalid size "lots"`},
+		{policy.Overrides{Wall: "soon", Pids: "x"}, "flag --wall: invalid duration \"soon\": want Go syntax such as \"90s\", \"1m30s\" or \"2h\", or a number of seconds\nflag --pids: invalid value \"x\": invalid syntax (want a whole number)"},
 		{policy.Overrides{Net: "host:example.com"}, "flag --net \"host:example.com\": only allow takes a list"},
 		{policy.Overrides{TCPBind: "http"}, `flag --tcp-bind "http": "http" is not a port number`},
 		{policy.Overrides{User: "root"}, "flag --user \"root\": moat takes numeric ids"},
