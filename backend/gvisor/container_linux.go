@@ -38,6 +38,8 @@ type container struct {
 	// cg holds the sandbox's processes under its memory and CPU limits
 	// (cgroup_linux.go); nil without them.
 	cg *cgroup.Cgroup
+	// reaperStarted waits until the reaper's start has ended.
+	reaperStarted func()
 }
 
 // prepare checks spec, finds runsc, sweeps what dead moats left and
@@ -62,14 +64,15 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	}
 	// Before the directory exists: the reaper then finds it whenever
 	// moat dies.
-	if err := watchForReaper(tmp, runsc); err != nil {
+	reaperStarted, err := watchForReaper(tmp, runsc)
+	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
 	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("moat-gvisor-%d-", os.Getpid()))
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
-	c := &container{runsc: runsc, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state")}
+	c := &container{runsc: runsc, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state"), reaperStarted: reaperStarted}
 	defer func() {
 		if err != nil {
 			c.remove()
@@ -191,6 +194,7 @@ func (c *container) remove() {
 		c.cg.Destroy()
 	}
 	removeRunDir(c.dir)
+	c.reaperStarted()
 }
 
 // attrs are the process attributes of every long-lived runsc process

@@ -61,11 +61,20 @@ var reaper struct {
 	mu      sync.Mutex
 	w       *os.File    // the pipe's write end; nil until started
 	watched []reapWatch // what the reaper was told, sent again to a new one
+	// starting is closed once the latest start has ended, well or not.
+	starting chan struct{}
 }
 
-// watchForReaper makes sure this process's reaper runs and knows about
-// containers made in tmp with runsc.
-func watchForReaper(tmp, runsc string) error {
+// watchForReaper makes sure this process's reaper runs, or is being
+// started, and knows about containers made in tmp with runsc. The start
+// (two starts of moat's binary) goes on in the background, beside the
+// container's: the pipe exists at once and holds what moat sends, and
+// the reaper inherits its read end at the first fork, so a moat that
+// dies after that is cleaned up after. A start that fails closes the
+// read end, so the next container's write fails and starts another.
+// The func it returns waits until the start has ended: a run calls it
+// before it returns, so that no process of moat's making is left behind.
+func watchForReaper(tmp, runsc string) (wait func(), err error) {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	rw := reapWatch{Tmp: tmp, Runsc: runsc}
@@ -76,24 +85,34 @@ func watchForReaper(tmp, runsc string) error {
 		// Sent for every container, known or not: a reaper that was
 		// killed meanwhile shows here (EPIPE), and another is started.
 		if err := sendWatch(reaper.w, rw); err == nil {
-			return nil
+			return waitStart(reaper.starting), nil
 		}
 		reaper.w.Close()
 		reaper.w = nil
 	}
-	w, err := startReaper()
+	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("start the reaper: %w", err)
+		return nil, fmt.Errorf("start the reaper: %w", err)
 	}
 	for _, rw := range reaper.watched {
 		if err := sendWatch(w, rw); err != nil {
+			r.Close()
 			w.Close()
-			return fmt.Errorf("start the reaper: %w", err)
+			return nil, fmt.Errorf("start the reaper: %w", err)
 		}
 	}
-	reaper.w = w
-	return nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// A failure shows at the next container, whose write fails.
+		_ = startReaper(r)
+		r.Close()
+	}()
+	reaper.w, reaper.starting = w, done
+	return waitStart(done), nil
 }
+
+func waitStart(done chan struct{}) func() { return func() { <-done } }
 
 func sendWatch(w *os.File, rw reapWatch) error {
 	line, err := json.Marshal(rw)
@@ -104,33 +123,27 @@ func sendWatch(w *os.File, rw reapWatch) error {
 	return err
 }
 
-// startReaper starts the reaper and returns the pipe's write end. It is
-// started through a process that starts it and exits at once, so that
-// it is not moat's child: a library caller that waits for its children,
-// or counts them, finds none of moat's left after a run. The reaper's
+// startReaper starts the reaper with r, the pipe's read end. It is
+// started through a process that starts it and exits at once, so that it
+// is not moat's child: a library caller that waits for its children, or
+// counts them, finds none of moat's left after a run. The reaper's
 // standard streams are /dev/null: it must not keep a caller's pipe open
 // (`out=$(moat run ...)` waits for every writer), nor a directory busy
 // (it works in /).
-func startReaper() (*os.File, error) {
+func startReaper(r *os.File) error {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
 	cmd := exec.Command(self, detachFlag, strconv.Itoa(os.Getpid()))
 	cmd.Args[0] = reapArg0
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("%v %s", err, bytes.TrimSpace(out))
+		return fmt.Errorf("%v %s", err, bytes.TrimSpace(out))
 	}
-	return w, nil
+	return nil
 }
 
 // detachFlag makes the reaper's first process start the reaper proper
