@@ -34,8 +34,6 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors; callers test them with errors.Is. Every error the
@@ -195,13 +193,9 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := lockState(cfg.StateDir, os.O_CREATE)
 	if err != nil {
-		return nil, fmt.Errorf("state directory lock: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("%w (%s)", ErrLocked, cfg.StateDir)
+		return nil, err
 	}
 	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
 	m.Reaped = m.reap()

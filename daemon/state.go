@@ -184,20 +184,32 @@ func ReapAbandoned(stateDir string, log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dir := filepath.Join(stateDir, "daemon")
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
+	lock, err := lockState(stateDir, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, fmt.Errorf("%w (%s)", ErrLocked, stateDir)
-	}
-	m := &Manager{dir: dir, log: log}
+	m := &Manager{dir: filepath.Join(stateDir, "daemon"), log: log}
 	reaped := m.reap()
 	// Removed under the lock, so that no Manager opens it meanwhile.
 	if err := removeAll(stateDir); err != nil {
 		return reaped, fmt.Errorf("remove %s: %w", stateDir, err)
 	}
 	return reaped, nil
+}
+
+// lockState opens the lock of the state directory stateDir (flags: 0, or
+// os.O_CREATE to make it) and takes it, or fails with ErrLocked while
+// another Manager holds it. A lock that is not there and not to be made
+// is an error wrapping fs.ErrNotExist.
+func lockState(stateDir string, flags int) (*os.File, error) {
+	lock, err := os.OpenFile(filepath.Join(stateDir, "daemon", "lock"), os.O_RDWR|flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state directory lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%w (%s)", ErrLocked, stateDir)
+	}
+	return lock, nil
 }

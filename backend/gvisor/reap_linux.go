@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,8 +44,8 @@ import (
 // reapArg0 names moat's own binary started as the reaper.
 const reapArg0 = "moat-gvisor-reap"
 
-// cgroupFile, in a container's directory, lists its cgroup's directories,
-// a line each.
+// cgroupFile, in a container's directory, lists its cgroup's directories
+// (a JSON array).
 const cgroupFile = "cgroup"
 
 // reapWatch tells the reaper about a temporary directory moat makes
@@ -213,21 +212,24 @@ func reapDir(d, runsc string) {
 			exec.Command(runsc, "--root", state, "--log", os.DevNull, "delete", "--force", id).Run()
 		}
 	}
-	cg, _ := os.ReadFile(filepath.Join(d, cgroupFile))
+	var cg []string
+	if b, err := os.ReadFile(filepath.Join(d, cgroupFile)); err == nil {
+		json.Unmarshal(b, &cg)
+	}
 	removeRunDir(d)
-	if dirs := strings.Fields(string(cg)); len(dirs) > 0 {
-		cgroup.Reclaim(dirs)
+	if len(cg) > 0 {
+		// Nobody is left to tell of a failure: the next run's sweep
+		// of empty cgroups is the fallback.
+		cgroup.Reclaim(cg)
 	}
 }
 
 // writeCgroupFile records the cgroup's directories in the container's
 // directory for reapDir.
 func writeCgroupFile(dir string, cg *cgroup.Cgroup) error {
-	dirs := cg.Dirs()
-	for _, d := range dirs {
-		if strings.ContainsAny(d, " \t\n") {
-			return errors.New("a cgroup directory's path holds white space")
-		}
+	b, err := json.Marshal(cg.Dirs())
+	if err != nil {
+		return err
 	}
-	return os.WriteFile(filepath.Join(dir, cgroupFile), []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
+	return os.WriteFile(filepath.Join(dir, cgroupFile), b, 0o600)
 }
