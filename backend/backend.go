@@ -283,9 +283,12 @@ const (
 // CheckExec, when set, is asked about every program a process of the
 // sandbox starts (execve and execveat, the command's own first one
 // included) before it starts: nil lets it start, an error makes the call
-// fail with EACCES. It may block, to ask a person; ctx ends with the run.
-// A backend that cannot ask it about every exec of a Spec refuses to run
-// it (an error wrapping ErrNoExecCheck) rather than run unchecked.
+// fail with EACCES. It must not block: the backend may ask it where it
+// answers nothing else meanwhile. An answer that must wait (to ask a
+// person) is an *ExecPending, whose Wait the backend calls on a goroutine
+// of its own. A backend that cannot ask it about every exec of a Spec
+// refuses to run it (an error wrapping ErrNoExecCheck) rather than run
+// unchecked.
 type Stdio struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
@@ -294,8 +297,18 @@ type Stdio struct {
 	ServeProxy func(net.Listener)
 	ServeTUN   func(*os.File)
 	OnTerminal func()
-	CheckExec  func(ctx context.Context, c ExecCall) error
+	CheckExec  func(c ExecCall) error
 }
+
+// ExecPending is what a CheckExec returns when its answer must wait (a
+// person is asked): the backend calls Wait, on a goroutine of its own and
+// with a ctx that ends with the sandbox, and lets the program start only
+// if Wait returns nil.
+type ExecPending struct {
+	Wait func(ctx context.Context) error
+}
+
+func (*ExecPending) Error() string { return "the exec check waits for an answer" }
 
 // ExecCall is a program about to start inside a sandbox, as its execve
 // was given it: read from the memory of the process that calls it, so

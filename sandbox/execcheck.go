@@ -76,8 +76,10 @@ func (e *execCheck) keep(g harness.Grant) {
 	e.approvals.Add(g)
 }
 
-// check is the run's Stdio.CheckExec.
-func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
+// check is the run's Stdio.CheckExec. A program the rules allow is let
+// through at once; any other decision (audited, counted, maybe asked of
+// a person) is made in the backend's pending call, off its supervisor.
+func (e *execCheck) check(c backend.ExecCall) error {
 	if c.First {
 		return nil // the command line, decided before the run
 	}
@@ -85,6 +87,11 @@ func (e *execCheck) check(ctx context.Context, c backend.ExecCall) error {
 	if d.Verdict == harness.Allow {
 		return nil
 	}
+	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
+}
+
+// decided is what becomes of c, which the rules did not simply allow (d).
+func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.Decision) error {
 	if e.again(c) {
 		return fmt.Errorf("%w: refused already", ErrDenied)
 	}

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -75,12 +76,12 @@ func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, err
 // installs the filter, then starts the command, and nothing else in the
 // sandbox exists before it (initFirst). The direct start's filter lets
 // that exec through unnotified (seccomp.FirstExec).
-func execChecker(check func(context.Context, backend.ExecCall) error, initFirst bool) func(context.Context, seccomp.ExecCall) int {
+func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccomp.ExecCall) (int, func(context.Context) int) {
 	var seen atomic.Bool
-	return func(ctx context.Context, c seccomp.ExecCall) int {
+	return func(c seccomp.ExecCall) (int, func(context.Context) int) {
 		first := initFirst && seen.CompareAndSwap(false, true)
 		if missing(c) {
-			return int(unix.ENOENT)
+			return int(unix.ENOENT), nil
 		}
 		path := c.Path
 		if path == "" {
@@ -90,13 +91,23 @@ func execChecker(check func(context.Context, backend.ExecCall) error, initFirst 
 			// which the caller chose.
 			var err error
 			if path, err = os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/fd/" + strconv.Itoa(c.Dirfd)); err != nil {
-				return int(unix.EACCES)
+				return int(unix.EACCES), nil
 			}
 		}
-		if err := check(ctx, backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first}); err != nil {
-			return int(unix.EACCES)
+		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first})
+		var p *backend.ExecPending
+		if errors.As(err, &p) {
+			return 0, func(ctx context.Context) int {
+				if p.Wait(ctx) != nil {
+					return int(unix.EACCES)
+				}
+				return 0
+			}
 		}
-		return 0
+		if err != nil {
+			return int(unix.EACCES), nil
+		}
+		return 0, nil
 	}
 }
 

@@ -22,7 +22,7 @@ func TestCheckExec(t *testing.T) {
 		ws := t.TempDir()
 		var mu sync.Mutex
 		var seen [][]string
-		check := func(_ context.Context, c backend.ExecCall) error {
+		check := func(c backend.ExecCall) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen = append(seen, c.Argv)

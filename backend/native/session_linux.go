@@ -203,7 +203,7 @@ type instance struct {
 	// no command can be told for; leaders are the commands' first
 	// processes by host pid, sessions the command each session of the
 	// sandbox was made for, by session id (see attribute). Under mu.
-	sessionCheck func(context.Context, backend.ExecCall) error
+	sessionCheck func(backend.ExecCall) error
 	leaders      map[int]leader
 	sessions     map[int]*process // nil: made by no command that can be told
 	sweepAt      int              // the size of leaders that starts a sweep
@@ -446,7 +446,7 @@ type process struct {
 	// check is the Exec's Stdio.CheckExec, leader the host pid of its
 	// first process once seen (in.mu), seen the seccomp refusals the
 	// host counted before it started (a session that checks execs).
-	check  func(context.Context, backend.ExecCall) error
+	check  func(backend.ExecCall) error
 	leader int
 	seen   map[[2]int]int
 

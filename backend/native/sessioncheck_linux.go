@@ -2,7 +2,6 @@ package native
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,14 +97,14 @@ func readTgid(pid int) (int, bool) {
 
 // checkExec is the session's CheckExec, as the supervisor asks it: it
 // finds the command c came from and asks that command's checker.
-func (in *instance) checkExec(ctx context.Context, c backend.ExecCall) error {
+func (in *instance) checkExec(c backend.ExecCall) error {
 	p, first := in.attribute(c)
 	check := in.sessionCheck
 	if p != nil && p.check != nil {
 		check = p.check
 	}
 	c.First = first
-	return check(ctx, c)
+	return check(c)
 }
 
 // attribute returns the command whose process made call c, and whether c

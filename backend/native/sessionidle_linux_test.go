@@ -30,7 +30,7 @@ func hostCost(t *testing.T) (mem uint64, threads int) {
 // the sessions and their checks work.
 func TestIdleSessionHoldsLittle(t *testing.T) {
 	const n = 8
-	check := func(context.Context, backend.ExecCall) error { return nil }
+	check := func(backend.ExecCall) error { return nil }
 	mem0, thr0 := hostCost(t)
 	for range n {
 		s := spec(t, t.TempDir(), "/bin/true")

@@ -108,12 +108,19 @@ type Supervisor struct {
 	// id (as the supervisor sees it), the call and its errno.
 	Record func(pid, nr, errno int)
 	// Exec, if set, is asked about each execve and execveat that Prog
-	// allows (the filter must notify them: see WithExecNotify), on a
-	// goroutine of its own so that other calls are answered meanwhile: 0
-	// lets the call go on as if no filter had seen it, anything else is
-	// the errno it fails with. ctx ends when the supervisor stops. A call
-	// whose arguments cannot be read fails with EACCES without asking.
-	Exec func(ctx context.Context, c ExecCall) int
+	// allows (the filter must notify them: see WithExecNotify), on the
+	// supervisor's goroutine, which answers nothing else meanwhile, so it
+	// must not block: errno 0 lets the call go on as if no filter had
+	// seen it, anything else is the errno it fails with. An answer that
+	// must wait (for a person) is a non-nil later instead: the supervisor
+	// calls it on a goroutine of its own, with a ctx that ends when the
+	// supervisor stops, and answers the call with the errno it returns.
+	// A call whose arguments cannot be read fails with EACCES without
+	// asking.
+	//
+	// Most execs are answered at once: a goroutine per exec costs a
+	// wake-up of another thread on every exec (docs/performance.md).
+	Exec func(c ExecCall) (errno int, later func(ctx context.Context) int)
 	// Setsid, if set, is told the pid of each process about to call a
 	// setsid that Prog allows (the filter must notify them: see
 	// WithSetsidNotify), before the call goes on. Without it such a call
@@ -157,11 +164,13 @@ func (s *Supervisor) Serve(fd, stop int) {
 		errNo := eperm
 		ret, err := Evaluate(s.Prog, req.nr, req.arch, req.ip, req.args)
 		if err == nil && Allows(ret) && s.Exec != nil && IsExec(arch, int(req.nr)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.answerExec(ctx, fd, &req)
-			}()
+			if later := s.answerExec(fd, &req); later != nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					respond(fd, req.id, later(ctx))
+				}()
+			}
 			continue
 		}
 		if err == nil && Allows(ret) && IsSetsid(arch, int(req.nr)) {
@@ -193,10 +202,11 @@ func respond(fd int, id uint64, errno int) {
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 }
 
-// answerExec reads an exec call's path and argv and asks s.Exec about it.
-// The notification's id is checked after the read: if the caller died
-// meanwhile, its pid may name another process, whose memory was read.
-func (s *Supervisor) answerExec(ctx context.Context, fd int, req *seccompNotif) {
+// answerExec reads an exec call's path and argv and asks s.Exec about it,
+// and answers it, or returns the later that will. The notification's id is
+// checked after the read: if the caller died meanwhile, its pid may name
+// another process, whose memory was read.
+func (s *Supervisor) answerExec(fd int, req *seccompNotif) (later func(context.Context) int) {
 	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
 	if int(req.nr) != execveNr() {
 		// execveat(dirfd, path, argv, envp, flags)
@@ -206,13 +216,17 @@ func (s *Supervisor) answerExec(ctx context.Context, fd int, req *seccompNotif) 
 	c.Dirfd = dirfd
 	id := req.id
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
-		return // the caller is gone: nothing to answer
+		return nil // the caller is gone: nothing to answer
 	}
 	if err != nil {
 		respond(fd, req.id, int(unix.EACCES))
-		return
+		return nil
 	}
-	respond(fd, req.id, s.Exec(ctx, c))
+	errno, later := s.Exec(c)
+	if later == nil {
+		respond(fd, req.id, errno)
+	}
+	return later
 }
 
 func execveNr() int {

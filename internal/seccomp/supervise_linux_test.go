@@ -22,8 +22,9 @@ import (
 
 // TestSuperviseExec: a process under an exec-checking filter starts a
 // program only when the supervisor's Exec lets it, and the supervisor
-// reads the path and argv the program was given. Positive control: the
-// same program with other arguments runs; a refused system call is still
+// reads the path and argv the program was given, whether it answers at
+// once or later. Positive control: the same program with other arguments
+// runs; a refused system call is still
 // answered with its errno and recorded.
 func TestSuperviseExec(t *testing.T) {
 	if NativeArch() == "" {
@@ -61,14 +62,19 @@ func TestSuperviseExec(t *testing.T) {
 		Setsid: func(pid int) { mu.Lock(); setsids = append(setsids, pid); mu.Unlock() },
 		Prog:   prog,
 		Record: func(_, nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
-		Exec: func(_ context.Context, c ExecCall) int {
+		Exec: func(c ExecCall) (int, func(context.Context) int) {
 			mu.Lock()
 			calls = append(calls, c)
 			mu.Unlock()
-			if slices.Contains(c.Argv, "deny-me") {
-				return int(unix.EACCES)
+			// Both answers also come later, from a goroutine: "ok" is let
+			// through and "deny-me" refused there.
+			switch {
+			case slices.Contains(c.Argv, "deny-me"):
+				return 0, func(context.Context) int { return int(unix.EACCES) }
+			case slices.Contains(c.Argv, "ok"):
+				return int(unix.EACCES), func(context.Context) int { return 0 }
 			}
-			return 0
+			return 0, nil
 		},
 	}
 	stop, stopW, err := os.Pipe()
