@@ -73,11 +73,21 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	if !st.IsDir() {
 		return nil, fmt.Errorf("workspace %s is not a directory", ws)
 	}
-	if ws == "/" {
-		return nil, fmt.Errorf("workspace is /: it would expose the whole host; run moat from a project directory or pass --workspace DIR")
-	}
-	if c.Home != "" && c.Home != "/" && within(ws, c.Home) {
-		return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
+	// The workspace is held to these by the path as given and by what it
+	// names (a symlink to / or to a directory holding the home, or a
+	// working directory reached through one): what is mounted is the
+	// latter.
+	for _, path := range []string{ws, realPath(ws)} {
+		if path == "/" {
+			what := "workspace is /"
+			if path != ws {
+				what = fmt.Sprintf("workspace %s is /", ws)
+			}
+			return nil, fmt.Errorf("%s: it would expose the whole host; run moat from a project directory or pass --workspace DIR", what)
+		}
+		if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
+			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
+		}
 	}
 	// A writable path is held to the workspace's rule: neither / nor a
 	// directory holding the caller's home (a symlink to one included).

@@ -1639,3 +1639,38 @@ func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceLinkHeldToRule: a workspace reached through a symlink is
+// held to the rule by what it names: a link to / or to a directory that
+// holds the caller's home is refused as / and the home itself are. The
+// control: a link to a directory beside the home compiles.
+func TestWorkspaceLinkHeldToRule(t *testing.T) {
+	base := t.TempDir()
+	home, other := filepath.Join(base, "home", "me"), filepath.Join(base, "other")
+	os.MkdirAll(home, 0o755)
+	os.Mkdir(other, 0o755)
+	for name, target := range map[string]string{"root": "/", "homes": filepath.Join(base, "home"), "home": home, "other": other} {
+		if err := os.Symlink(target, filepath.Join(base, "to-"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := sandbox.Caller{UID: 1000, GID: 1000, Home: home}
+	for ws, want := range map[string]string{
+		"/":                             "workspace is /",
+		filepath.Join(base, "to-root"):  "is /: it would expose the whole host",
+		filepath.Join(base, "to-homes"): "contains your home directory",
+		filepath.Join(base, "to-home"):  "contains your home directory",
+		filepath.Join(base, "to-other"): "",
+	} {
+		p := policy.Default()
+		p.Workspace.Path = ws
+		c.Cwd = ws
+		_, err := sandbox.Compile(p, []string{"true"}, c, "run", nil, nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("workspace %s: %v", ws, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("workspace %s: %v, want an error containing %q", ws, err, want)
+		}
+	}
+}
