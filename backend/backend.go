@@ -123,6 +123,13 @@ type Mount struct {
 	// Layers is the host directory holding "upper" and "work", for
 	// MountOverlay.
 	Layers string `json:"layers,omitempty"`
+	// Owner, when above 0, is the only owner a bind's or an overlay's
+	// Source may have, checked on the tree opened, not on the path: a
+	// daemon's tenant names paths it could swap for a link between the
+	// daemon's check and the mount, and only its own files may be mapped
+	// to the sandbox user. A backend that cannot check it on what it
+	// mounts refuses the Spec.
+	Owner int `json:"owner,omitempty"`
 	// Optional skips the operation when Source (or Target for masks and
 	// read-only re-binds) does not exist, instead of failing the run.
 	Optional bool `json:"optional,omitempty"`

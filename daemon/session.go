@@ -199,7 +199,15 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.gate = s.newWriteGate(p)
 	s.gate.Learn = req.Learn
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	espec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}
+	caller := daemonCaller()
+	if !t.self() && t.UID > 0 {
+		// The paths the tenant named are mounted only if they lead to
+		// the tenant's own files when the sandbox is made: checked on
+		// what is mounted, so a link swapped in after checkWorkspace is
+		// refused (backend.Mount.Owner).
+		caller.Owner = t.UID
+	}
+	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}
 	if m.cfg.Audit != nil {
 		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
 	}

@@ -44,6 +44,14 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 	if !filepath.IsAbs(path) {
 		return "", nil, fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)
 	}
+	if !t.self() && os.Geteuid() != 0 {
+		// Only root can check, on what it mounts, that a path still
+		// leads to the tenant's files (backend.Mount.Owner); a daemon of
+		// an ordinary user would mount whatever the path leads to then,
+		// its own files included. (Its sandboxes could not write another
+		// user's files anyway: they are not mapped.)
+		return "", nil, fmt.Errorf("%w: a daemon that does not run as root gives other users only a workspace it makes (leave workspace empty)", ErrWorkspace)
+	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
@@ -77,13 +85,16 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 }
 
 // fixedAncestors refuses a workspace that its tenant could move or
-// replace by a link after the check: the sandbox mounts the workspace by
-// its path, so a tenant that can rename a directory on the way could have
-// the daemon (maybe root) mount a directory of someone else's. Every
-// directory above the workspace must belong to root or the daemon's user
-// and be writable by no one else; or be sticky (/tmp), where only the
-// owner of an entry renames it, with the entry on the path not the
-// tenant's (the workspace itself may be).
+// replace by a link after the check: the daemon makes the session from
+// the workspace's path (the sandbox's mounts, an overlay's lower layer, a
+// copy), so a tenant that can rename a directory on the way, the
+// workspace itself included, could have the daemon (maybe root) use a
+// directory of someone else's. Every directory above the workspace must
+// belong to root or the daemon's user and be writable by no one else; or
+// be sticky (/tmp), where only the owner of an entry renames it, with the
+// entry on the path not the tenant's: a tenant's own directory right in
+// /tmp is refused, as it can rename it. (The mounts also check the owner
+// of what they mount, backend.Mount.Owner; a copy is read by path.)
 func fixedAncestors(real string) error {
 	me := uint32(os.Geteuid())
 	fixedOwner := func(uid uint32) bool { return uid == 0 || uid == me }
@@ -94,7 +105,7 @@ func fixedAncestors(real string) error {
 			return fmt.Errorf("cannot check %s", d)
 		}
 		closed := fixedOwner(st.Uid) && st.Mode&0o022 == 0
-		sticky := fixedOwner(st.Uid) && st.Mode&unix.S_ISVTX != 0 && (child == real || fixedOwner(cst.Uid))
+		sticky := fixedOwner(st.Uid) && st.Mode&unix.S_ISVTX != 0 && fixedOwner(cst.Uid)
 		if !closed && !sticky {
 			return fmt.Errorf("a directory above it (%s) could be renamed or replaced by another user after the check; use a workspace under directories only root or the daemon can change, or an empty one", d)
 		}

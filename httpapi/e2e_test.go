@@ -651,6 +651,19 @@ func TestUIDTenants(t *testing.T) {
 	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
 		t.Errorf("uid 65534 uses a workspace under its own directory: %s", out)
 	}
+	// So is one of its own right in a sticky directory (as in /tmp): it
+	// can rename its own entry there, and swap a link to root's in.
+	sticky := filepath.Join(base, "sticky")
+	os.Mkdir(sticky, 0o777)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	inSticky := filepath.Join(sticky, "ws")
+	os.Mkdir(inSticky, 0o755)
+	os.Chown(inSticky, 65534, 65534)
+	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(inSticky), "http://moat/v1/sessions")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
+		t.Errorf("uid 65534 uses its own directory in a sticky one: %s", out)
+	}
 }
 
 // TestDaemonKilledMidExec: a daemon killed with SIGKILL while commands run

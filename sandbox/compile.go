@@ -25,6 +25,11 @@ type Caller struct {
 	Home     string   // the caller's home directory, refused as a workspace
 	Environ  []string // the caller's environment, filtered by env.pass
 	Cwd      string   // the working directory, kept when inside the workspace
+	// Owner, when above 0, is the user who named the workspace and the
+	// writable paths (a daemon's tenant, not the daemon): as root, only
+	// trees that user owns are mounted from those paths
+	// (backend.Mount.Owner), whatever they lead to when mounted.
+	Owner int
 }
 
 // CurrentCaller describes this process.
@@ -140,31 +145,36 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	}
 
 	realWS := realPath(ws)
+	owner := c.Owner // a backend that cannot check it refuses the run
 	// Binds and tmpfs mounts, sorted so that parents come before children.
 	var tree []backend.Mount
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"})
 	for _, src := range p.Filesystem.ReadOnly {
-		tree = append(tree, systemMount(src))
+		m := systemMount(src)
+		if m.Kind == backend.MountBind && within(ws, src) {
+			m.Owner = owner // a path the caller named, as the workspace is
+		}
+		tree = append(tree, m)
 	}
 	for _, src := range p.Filesystem.ReadWrite {
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root})
+		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root, Owner: owner})
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
 		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})
 	switch p.Workspace.Mode {
 	case policy.WorkspaceOverlay:
 		tree = append(tree, backend.Mount{Kind: backend.MountOverlay, Source: cs.Workspace(), Target: ws,
-			Layers: cs.Dir(), IDMap: root})
+			Layers: cs.Dir(), IDMap: root, Owner: owner})
 	case policy.WorkspaceCopy:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
 	default:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
-			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
+			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner})
 	}
 	for _, g := range guards {
 		for _, b := range g.Binds() {
 			tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: b.Path, Target: b.Path,
-				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root})
+				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner})
 		}
 	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })

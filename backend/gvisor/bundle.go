@@ -173,6 +173,11 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 		return "", false
 	}
 	for i, m := range ms {
+		if m.Owner > 0 {
+			// runsc opens the sources by path after moat is done with
+			// them: the owner of what it mounts cannot be checked.
+			return nil, fmt.Errorf("mount %s: under gvisor, a path another user named cannot be mounted safely (runsc resolves it later, and it could be swapped for a link meanwhile); use a workspace the daemon makes", m.Target)
+		}
 		switch m.Kind {
 		case backend.MountBind:
 			if _, err := os.Stat(m.Source); err != nil {

@@ -322,7 +322,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, err
 		}
 	}
-	if os.Geteuid() == 0 {
+	if os.Geteuid() != 0 {
+		if err := ownersUnchecked(spec); err != nil {
+			return nil, err
+		}
+	} else {
 		t, maps, err := openTrees(spec)
 		if err != nil {
 			return nil, err

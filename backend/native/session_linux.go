@@ -127,7 +127,11 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	var trees map[string]*os.File
 	idmapped := make(chan error, 1)
 	idmapped <- nil
-	if os.Geteuid() == 0 {
+	if os.Geteuid() != 0 {
+		if err := ownersUnchecked(&sp); err != nil {
+			return nil, err
+		}
+	} else {
 		t, maps, err := openTrees(&sp)
 		if err != nil {
 			return nil, err

@@ -78,7 +78,7 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
 		trees[key] = f
-		if !m.IDMap {
+		if !m.IDMap && m.Owner <= 0 {
 			continue
 		}
 		var st unix.Stat_t
@@ -86,12 +86,34 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("stat %s: %w", m.Source, err)
 		}
+		if m.Owner > 0 && int(st.Uid) != m.Owner {
+			// The tree opened is what is mounted: checked here, a link
+			// swapped in after the caller's check is caught. The message
+			// names the path the caller gave, not where it led.
+			closeAll()
+			return nil, nil, &backend.InitError{Stage: "bind " + m.Target, Err: fmt.Errorf("%s is not owned by uid %d, whose files alone this sandbox may map (was it replaced by a link?)", m.Target, m.Owner), Errno: int(unix.EPERM)}
+		}
+		if !m.IDMap {
+			continue
+		}
 		if int(st.Uid) == spec.User.HostUID && int(st.Gid) == spec.User.HostGID {
 			continue
 		}
 		maps = append(maps, idmap{tree: f, uid: int(st.Uid), gid: int(st.Gid)})
 	}
 	return trees, maps, nil
+}
+
+// ownersUnchecked refuses a Spec with a Mount.Owner where the trees are
+// not opened on the host (not root), and so the owner cannot be checked
+// on what is mounted.
+func ownersUnchecked(spec *backend.Spec) error {
+	for _, m := range spec.Mounts {
+		if m.Owner > 0 {
+			return fmt.Errorf("the owner of %s cannot be checked on what is mounted unless moat runs as root", m.Target)
+		}
+	}
+	return nil
 }
 
 // CheckIDMap tells a root caller whether a workspace at dir could be
