@@ -74,7 +74,11 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 				continue
 			}
 			closeAll()
-			return nil, nil, &backend.InitError{Stage: "bind " + m.Source, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
+			what := m.Source
+			if m.Owner > 0 {
+				what = m.Target // the path its caller named, not where it led
+			}
+			return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
 		trees[key] = f
