@@ -90,6 +90,13 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 			return nil, fmt.Errorf("%s: it would expose the whole host; run moat from a project directory or pass --workspace DIR", what)
 		}
+		for _, own := range []string{"/dev", "/proc", "/sys"} {
+			if within(own, path) {
+				// The sandbox mounts its own there, over the workspace:
+				// what the command wrote would go nowhere.
+				return nil, fmt.Errorf("workspace %s is in %s, which the sandbox has its own of; run moat from a project directory or pass --workspace DIR", ws, own)
+			}
+		}
 		if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
 			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 		}

@@ -1661,6 +1661,8 @@ func TestWorkspaceLinkHeldToRule(t *testing.T) {
 		filepath.Join(base, "to-homes"): "contains your home directory",
 		filepath.Join(base, "to-home"):  "contains your home directory",
 		filepath.Join(base, "to-other"): "",
+		"/dev/shm":                      "which the sandbox has its own of",
+		"/proc/self":                    "which the sandbox has its own of",
 	} {
 		p := policy.Default()
 		p.Workspace.Path = ws
