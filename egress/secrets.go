@@ -16,6 +16,9 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,15 +141,16 @@ func (c *secret) forHost(host string, port int) bool {
 	return false
 }
 
-// forRequest reports whether the secret goes on a request with this
-// method and path to host:port.
-func (c *secret) forRequest(host string, port int, method, path string) bool {
-	if !c.forHost(host, port) {
-		return false
-	}
-	if len(c.Methods) > 0 && !containsFold(c.Methods, method) {
-		return false
-	}
+// methodOK reports whether the secret goes on a request with this
+// method.
+func (c *secret) methodOK(method string) bool {
+	return len(c.Methods) == 0 || containsFold(c.Methods, method)
+}
+
+// pathOK reports whether the secret goes on a request for this path
+// (decoded, and in plain form: see plainPath). A path is below a prefix
+// on a segment boundary: "/api" covers "/api" and "/api/x", not "/apix".
+func (c *secret) pathOK(path string) bool {
 	if len(c.Paths) == 0 {
 		return true
 	}
@@ -156,6 +160,83 @@ func (c *secret) forRequest(host string, port int, method, path string) bool {
 		}
 	}
 	return false
+}
+
+// methodOverrides are headers with which many frameworks (Rails, Laravel,
+// Express's method-override, ASP.NET, Google's APIs) let a request name
+// another method than its own.
+var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// overriddenMethod returns the value of a method-override header of req
+// that names a method outside the secret's methods, or "". A server that
+// honours the header would read a GET carrying "X-HTTP-Method-Override:
+// DELETE" as the DELETE the secret's methods leave out.
+func (c *secret) overriddenMethod(h http.Header) string {
+	if len(c.Methods) == 0 {
+		return ""
+	}
+	for _, name := range methodOverrides {
+		for _, v := range h.Values(name) {
+			if !containsFold(c.Methods, strings.TrimSpace(v)) {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// plainPath reports whether u's path is one that servers cannot read as
+// another path than the proxy does, so that a secret limited by paths is
+// checked against the path the server will serve. The proxy matches the
+// decoded path while the server gets the path as the client sent it, and
+// servers differ in what they normalise: "/api/../admin",
+// "/api/%2e%2e/admin" and "/api%2F..%2Fadmin" are /admin to many. So the
+// path must be origin-form, printable ASCII, with no encoded '.', '/',
+// '\' or '%' (a server may decode twice), no '\', no empty segment and
+// no segment made of dots (also before a ';' parameter, which Tomcat and
+// others drop): what path.Clean leaves as it is.
+func plainPath(u *url.URL) bool {
+	if u.Opaque != "" {
+		return false
+	}
+	esc := u.EscapedPath()
+	if !strings.HasPrefix(esc, "/") {
+		return false
+	}
+	for i := 0; i < len(esc); i++ {
+		b := esc[i]
+		if b == '%' {
+			if i+2 >= len(esc) {
+				return false
+			}
+			v, err := strconv.ParseUint(esc[i+1:i+3], 16, 8)
+			if err != nil {
+				return false
+			}
+			b, i = byte(v), i+2
+			if b == '.' || b == '/' || b == '%' {
+				return false
+			}
+		}
+		if b == '\\' || b < 0x20 || b >= 0x7f {
+			return false
+		}
+	}
+	p, err := url.PathUnescape(esc)
+	if err != nil {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if name, _, _ := strings.Cut(seg, ";"); name != "" && strings.Trim(name, ".") == "" {
+			return false
+		}
+	}
+	// One trailing slash is plain ("/api/users/"); path.Clean drops it.
+	want := p
+	if len(p) > 1 {
+		want = strings.TrimSuffix(p, "/")
+	}
+	return path.Clean(p) == want
 }
 
 func containsFold(list []string, s string) bool {
@@ -211,7 +292,11 @@ func (s *Secrets) leakInRequest(req *http.Request) *secret {
 // placeholders in its headers, and sets their header templates. It
 // refuses (returns a rule and a reason) a request that carries the
 // placeholder of a secret not meant for it, or a placeholder outside the
-// headers. It returns the names of the secrets added.
+// headers, and a request a secret would go on whose path or
+// method-override header could make the server read it as one the
+// secret's paths or methods leave out: such a request is refused rather
+// than sent without the secret, so that the refusal says why. It returns
+// the names of the secrets added.
 func (s *Secrets) apply(req *http.Request, host string, port int) (added []string, rule, reason string) {
 	path := req.URL.Path
 	if c := s.leak(req.URL.RequestURI()); c != nil {
@@ -219,26 +304,63 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	}
 	for i := range s.list {
 		c := &s.list[i]
-		ok := c.forRequest(host, port, req.Method, path)
-		for k, vs := range req.Header {
+		carrier := headerWith(req.Header, c.Placeholder)
+		notFor := func() (string, string) {
+			return "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
+				c.Name, carrier, req.Method, host+path, describeSecret(c))
+		}
+		if !c.forHost(host, port) || !c.methodOK(req.Method) {
+			if carrier != "" {
+				rule, reason = notFor()
+				return nil, rule, reason
+			}
+			continue
+		}
+		if carrier == "" && c.headerName == "" {
+			continue // the secret has no part in this request
+		}
+		if m := c.overriddenMethod(req.Header); m != "" {
+			return nil, "secret method", fmt.Sprintf("the request to %s carries a method-override header naming %q, and secret %s is for %s only",
+				host, headerSafe(m), c.Name, strings.Join(c.Methods, "/"))
+		}
+		if len(c.Paths) > 0 && !plainPath(req.URL) {
+			return nil, "secret path", fmt.Sprintf("the path %q is not in plain form (a dot segment, an empty segment, an encoded '.', '/', '\\' or '%%', a '\\', or a byte outside printable ASCII), "+
+				"which a server may read as another path; secret %s is for paths below %s only", headerSafe(req.URL.EscapedPath()), c.Name, strings.Join(c.Paths, ", "))
+		}
+		if !c.pathOK(path) {
+			if carrier != "" {
+				rule, reason = notFor()
+				return nil, rule, reason
+			}
+			continue
+		}
+		for _, vs := range req.Header {
 			for j, v := range vs {
-				if !strings.Contains(v, c.Placeholder) {
-					continue
-				}
-				if !ok {
-					return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
-						c.Name, k, req.Method, host+path, describeSecret(c))
-				}
 				vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
-				added = appendOnce(added, c.Name)
 			}
 		}
-		if ok && c.headerName != "" {
+		if carrier != "" {
+			added = appendOnce(added, c.Name)
+		}
+		if c.headerName != "" {
 			req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
 			added = appendOnce(added, c.Name)
 		}
 	}
 	return added, "", ""
+}
+
+// headerWith returns the name of a header of h whose value contains v, or
+// "".
+func headerWith(h http.Header, v string) string {
+	for k, vs := range h {
+		for _, x := range vs {
+			if strings.Contains(x, v) {
+				return k
+			}
+		}
+	}
+	return ""
 }
 
 func describeSecret(c *secret) string {

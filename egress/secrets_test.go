@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -245,5 +246,147 @@ func TestSecretResumesServerSessions(t *testing.T) {
 	tp2, secs2 := secretsProxy(t, testRoots())
 	if got := get(tp2, secs2); got != "resumed=false" {
 		t.Errorf("another run's first connection: %s", got)
+	}
+}
+
+// interceptedRaw sends text inside a new intercepted tunnel to hostport
+// (a client trusting the run's CA) and reads one response: the request
+// line goes to the proxy exactly as written, which an HTTP client library
+// would not promise.
+func interceptedRaw(t *testing.T, tp *testProxy, secs *Secrets, hostport, text string) (*http.Response, string) {
+	t.Helper()
+	c, resp := tp.connect(t, hostport)
+	if c == nil {
+		t.Fatalf("CONNECT %s: %d", hostport, resp.StatusCode)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(secs.CACertPEM())
+	host, _, _ := net.SplitHostPort(hostport)
+	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: host})
+	if _, err := io.WriteString(tc, text); err != nil {
+		t.Fatalf("write inside the tunnel: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("reading the response to %q: %v", text, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// countingSecretServer is secretServer that also counts the requests
+// that reached it with the real value of a secret in any header.
+func countingSecretServer(t *testing.T, value string) (port int, got *atomic.Int32) {
+	t.Helper()
+	got = new(atomic.Int32)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				if strings.Contains(v, value) {
+					got.Add(1)
+				}
+			}
+		}
+		fmt.Fprintf(w, "auth=%q path=%s", r.Header.Get("Authorization"), r.URL.EscapedPath())
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().(*net.TCPAddr).Port, got
+}
+
+// TestSecretPathsNeedPlainPath: a secret limited by paths (and methods)
+// is never sent with a path a server could read as one outside them
+// (dot segments, in any encoding, encoded slashes and backslashes, empty
+// segments) nor with a method-override header naming a method outside
+// them: the request is refused with 403 and audited, and the server gets
+// nothing. Both ways of adding a secret are checked: the placeholder
+// replaced in a header, and a header template. The positive controls:
+// plain paths below the prefix, with a trailing slash or a query that
+// has dots, and an override naming an allowed method, get the value; a
+// path that only starts with the prefix's letters does not.
+func TestSecretPathsNeedPlainPath(t *testing.T) {
+	for _, template := range []bool{false, true} {
+		t.Run(fmt.Sprintf("template=%v", template), func(t *testing.T) {
+			port, got := countingSecretServer(t, "real-token-1")
+			sec := Secret{Name: "TOKEN", Placeholder: NewPlaceholder("TOKEN"), Value: "real-token-1", Hosts: []string{"allowed.test"},
+				Methods: []string{"GET"}, Paths: []string{"/api"}}
+			if template {
+				sec.Header = "Authorization: Bearer {value}"
+			}
+			secs, err := NewSecrets([]Secret{sec}, testRoots())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+			tp.Secrets = secs
+			hostport := fmt.Sprintf("allowed.test:%d", port)
+			send := func(target, extra string) (*http.Response, string) {
+				t.Helper()
+				return interceptedRaw(t, tp, secs, hostport, "GET "+target+" HTTP/1.1\r\nHost: "+hostport+
+					"\r\nAuthorization: Bearer "+sec.Placeholder+"\r\n"+extra+"Connection: close\r\n\r\n")
+			}
+
+			for _, target := range []string{
+				"/api/../admin", "/api/./admin", "/api/x/..", "/api/%2e%2e/admin", "/api/%2E%2e/admin",
+				"/api%2F..%2Fadmin", "/api%2f..%2fadmin", "/api/%2e/admin", "/api/..%5cadmin", `/api/..\admin`,
+				"/api/%252e%252e/admin", "/api//admin", "/api/..;/admin", "/api/x/%00", "/api/%C0%AE%C0%AE/admin",
+				"https://allowed.test/api/../admin",
+			} {
+				resp, body := send(target, "")
+				if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret path" || strings.Contains(body, "real-token") {
+					t.Errorf("GET %s: %d %q %q; want 403 secret path", target, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body)
+				}
+				e := tp.nextOf(t, ProtoIntercepted)
+				wantEvent(t, e, ProtoIntercepted, DecisionDeny, "secret path")
+			}
+			for _, override := range []string{"X-HTTP-Method-Override: DELETE", "X-HTTP-Method: PUT", "X-Method-Override: delete",
+				"X-HTTP-Method-Override: GET\r\nX-HTTP-Method-Override: DELETE"} {
+				resp, body := send("/api/x", override+"\r\n")
+				if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret method" || strings.Contains(body, "real-token") {
+					t.Errorf("GET /api/x with %q: %d %q %q; want 403 secret method", override, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body)
+				}
+				wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret method")
+			}
+			if n := got.Load(); n != 0 {
+				t.Fatalf("the server received the value %d times from refused requests", n)
+			}
+
+			// Positive controls.
+			for _, tc := range []struct{ target, extra, path string }{
+				{"/api", "", "/api"},
+				{"/api/x", "", "/api/x"},
+				{"/api/users/", "", "/api/users/"},
+				{"/api/x?next=../../admin", "", "/api/x"},
+				{"/api/a%20b", "", "/api/a%20b"},
+				{"/api/x", "X-HTTP-Method-Override: get\r\n", "/api/x"},
+			} {
+				resp, body := send(tc.target, tc.extra)
+				if want := fmt.Sprintf("auth=%q path=%s", "Bearer real-token-1", tc.path); resp.StatusCode != 200 || body != want {
+					t.Errorf("GET %s: %d %q, want 200 %q", tc.target, resp.StatusCode, body, want)
+				}
+				if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || len(e.Secrets) != 1 {
+					t.Errorf("GET %s: event %+v, want allowed with secret TOKEN", tc.target, e)
+				}
+			}
+			if n := got.Load(); n != 6 {
+				t.Errorf("the server received the value %d times, want 6", n)
+			}
+
+			// A prefix matches on a segment boundary: /apix is not below
+			// /api. The placeholder sent there is refused; a template is
+			// not added (to a request without the placeholder).
+			if template {
+				resp, body := interceptedRaw(t, tp, secs, hostport, "GET /apix HTTP/1.1\r\nHost: "+hostport+"\r\nConnection: close\r\n\r\n")
+				if resp.StatusCode != 200 || strings.Contains(body, "real-token") {
+					t.Errorf("GET /apix: %d %q, want 200 without the value", resp.StatusCode, body)
+				}
+			} else if resp, body := send("/apix", ""); resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+				t.Errorf("GET /apix: %d %q, want 403 secret placeholder", resp.StatusCode, body)
+			}
+			if n := got.Load(); n != 6 {
+				t.Errorf("GET /apix: the server received the value")
+			}
+		})
 	}
 }
