@@ -29,9 +29,12 @@ import (
 // its place, in the request headers, on requests to Hosts (and, when set,
 // with one of Methods and a path below one of Paths), and refuses a
 // request that carries the placeholder anywhere else. With Header set
-// ("Authorization: Bearer {value}"), the proxy also sets that header on
-// every such request, so the command need not send the placeholder at
-// all.
+// ("Authorization: Bearer {value}"), the proxy instead sets that header
+// on every such request, and only that header gets the value: the command
+// need not send the placeholder at all, and a placeholder in any other
+// header is refused (a server that echoes a header back would hand the
+// command the value). Either way the value is replaced by the placeholder
+// in the response headers relayed back.
 type Secret struct {
 	Name        string
 	Placeholder string
@@ -304,7 +307,7 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	}
 	for i := range s.list {
 		c := &s.list[i]
-		carrier := headerWith(req.Header, c.Placeholder)
+		carrier := headerWith(req.Header, c.Placeholder, "")
 		notFor := func() (string, string) {
 			return "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
 				c.Name, carrier, req.Method, host+path, describeSecret(c))
@@ -334,26 +337,35 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 			}
 			continue
 		}
-		for _, vs := range req.Header {
-			for j, v := range vs {
-				vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
+		if c.headerName == "" {
+			for _, vs := range req.Header {
+				for j, v := range vs {
+					vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
+				}
 			}
-		}
-		if carrier != "" {
 			added = appendOnce(added, c.Name)
+			continue
 		}
-		if c.headerName != "" {
-			req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
-			added = appendOnce(added, c.Name)
+		// With a template, the value goes in the template's header
+		// only, which replaces whatever the command sent there (often
+		// the placeholder, as with the real token).
+		if k := headerWith(req.Header, c.Placeholder, c.headerName); k != "" {
+			return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s; moat puts this secret in %s only (its header template), "+
+				"and refuses its placeholder anywhere else", c.Name, k, c.headerName)
 		}
+		req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
+		added = appendOnce(added, c.Name)
 	}
 	return added, "", ""
 }
 
-// headerWith returns the name of a header of h whose value contains v, or
-// "".
-func headerWith(h http.Header, v string) string {
+// headerWith returns the name of a header of h other than except whose
+// value contains v, or "".
+func headerWith(h http.Header, v, except string) string {
 	for k, vs := range h {
+		if k == except {
+			continue
+		}
 		for _, x := range vs {
 			if strings.Contains(x, v) {
 				return k
@@ -361,6 +373,61 @@ func headerWith(h http.Header, v string) string {
 		}
 	}
 	return ""
+}
+
+// scrubResponse puts each secret's placeholder in place of its value in
+// what of resp is relayed to the client: the status text, the headers
+// (names and values) and the trailers. A server that echoes a request
+// header (a request id, a debugging endpoint, an error message) would
+// otherwise hand the command the value it was never to hold. Bodies are
+// not scrubbed: a server that echoes a request into its body still can.
+func (s *Secrets) scrubResponse(resp *http.Response) {
+	resp.Status = s.scrub(resp.Status)
+	s.scrubHeader(resp.Header)
+	if resp.Trailer != nil {
+		// The declared trailers' names are here now; their values are
+		// read into the same map at the end of the body, before
+		// Response.Write sends them.
+		s.scrubHeader(resp.Trailer)
+		resp.Body = &trailerScrubber{ReadCloser: resp.Body, s: s, trailer: resp.Trailer}
+	}
+}
+
+func (s *Secrets) scrub(v string) string {
+	for i := range s.list {
+		if c := &s.list[i]; strings.Contains(v, c.Value) {
+			v = strings.ReplaceAll(v, c.Value, c.Placeholder)
+		}
+	}
+	return v
+}
+
+func (s *Secrets) scrubHeader(h http.Header) {
+	for k, vs := range h {
+		for j, v := range vs {
+			vs[j] = s.scrub(v)
+		}
+		if sk := s.scrub(k); sk != k {
+			delete(h, k)
+			h[sk] = vs
+		}
+	}
+}
+
+// trailerScrubber scrubs a response's trailers when its body ends, which
+// is when net/http has read them.
+type trailerScrubber struct {
+	io.ReadCloser
+	s       *Secrets
+	trailer http.Header
+}
+
+func (b *trailerScrubber) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.s.scrubHeader(b.trailer)
+	}
+	return n, err
 }
 
 func describeSecret(c *secret) string {
@@ -610,6 +677,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		return false
 	}
 	removeHopHeaders(resp.Header)
+	p.Secrets.scrubResponse(resp)
 	keep := !clientClose && !resp.Close && req.ProtoAtLeast(1, 1)
 	if !req.ProtoAtLeast(1, 1) {
 		resp.TransferEncoding = nil

@@ -390,3 +390,83 @@ func TestSecretPathsNeedPlainPath(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretValueNotEchoed: a server that echoes request headers back
+// cannot hand the command a secret's value through the proxy. With a
+// header template the value goes in that header only, and a placeholder
+// in any other header is refused (403, audited, the server gets
+// nothing); the placeholder in the template's own header is replaced as
+// before (the control). Either way, the value in the response's headers
+// and trailers reaches the client as the placeholder. The control that
+// the server did receive, and echo, the value: its body, which the proxy
+// does not scrub, has it.
+func TestSecretValueNotEchoed(t *testing.T) {
+	var got atomic.Int32
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		id, auth, key := r.Header.Get("X-Request-Id"), r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")
+		w.Header().Set("X-Echo", id+"|"+auth+"|"+key)
+		w.Header().Set("Trailer", "X-Echo-Trailer")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "id=%s auth=%s key=%s", id, auth, key)
+		w.Header().Set("X-Echo-Trailer", id+"|"+auth+"|"+key)
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	port := s.Listener.Addr().(*net.TCPAddr).Port
+	tp, secs := secretsProxy(t, testRoots())
+	c := moatClient(tp, secs)
+	tok, key := secs.list[0].Placeholder, secs.list[1].Placeholder
+	do := func(u string, hdr map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	// A template secret's placeholder in another header: refused.
+	for _, h := range []string{"X-Request-Id", "Authorization"} {
+		resp, body := do(fmt.Sprintf("https://other.test:%d/x", port), map[string]string{h: "id " + key})
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" ||
+			!strings.Contains(body, "secret KEY") || strings.Contains(body, "real-key") {
+			t.Errorf("the template secret's placeholder in %s: %d %q; want 403 naming secret KEY", h, resp.StatusCode, body)
+		}
+		wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the server received %d refused requests", n)
+	}
+
+	// The control: the placeholder in the template's own header, and
+	// none at all, get the value there; what the server echoes in
+	// headers and trailers comes back as the placeholder.
+	for _, hdr := range []map[string]string{{"X-Api-Key": key}, nil} {
+		resp, body := do(fmt.Sprintf("https://other.test:%d/x", port), hdr)
+		if resp.StatusCode != 200 || body != "id= auth= key=real-key-2" {
+			t.Fatalf("template with %v: %d %q; want the value at the server", hdr, resp.StatusCode, body)
+		}
+		if e, tr := resp.Header.Get("X-Echo"), resp.Trailer.Get("X-Echo-Trailer"); e != "||"+key || tr != "||"+key {
+			t.Errorf("template: echoed header %q, trailer %q; want the placeholder", e, tr)
+		}
+	}
+
+	// Without a template the placeholder is replaced in every header
+	// the command puts it in, and the echoes come back scrubbed.
+	resp, body := do(fmt.Sprintf("https://allowed.test:%d/api/x", port), map[string]string{"X-Request-Id": tok, "Authorization": "Bearer " + tok})
+	if resp.StatusCode != 200 || body != "id=real-token-1 auth=Bearer real-token-1 key=" {
+		t.Fatalf("placeholder: %d %q; want the value at the server", resp.StatusCode, body)
+	}
+	want := tok + "|Bearer " + tok + "|"
+	if e, tr := resp.Header.Get("X-Echo"), resp.Trailer.Get("X-Echo-Trailer"); e != want || tr != want {
+		t.Errorf("placeholder: echoed header %q, trailer %q; want %q", e, tr, want)
+	}
+}
