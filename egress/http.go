@@ -150,7 +150,7 @@ func (cc *clientConn) serveConnect(req *http.Request, hosts []string) {
 		cc.refuse(ev, "CONNECT "+req.RequestURI)
 		return
 	}
-	if cc.refuseHostHeader(ev, hosts, host, port, "CONNECT "+req.RequestURI) {
+	if cc.refuseHostHeader(ev, hosts, host, port, 80, "CONNECT "+req.RequestURI) {
 		return
 	}
 	if !p.check(Query{Host: ev.Host, Port: port}, ev) {
@@ -185,14 +185,16 @@ func (cc *clientConn) refuse(ev *Event, what string) {
 
 // refuseHostHeader refuses a request, forwarded or CONNECT, whose Host
 // header names another host or port than the target the rules decided
-// on (host, port), and reports whether it did. A request without a Host
-// header passes (HTTP/1.0 clients, and some CONNECT clients, send none).
+// on (host, port), and reports whether it did; a Host header without a
+// port names defPort, the default of the request's scheme. A request
+// without a Host header passes (HTTP/1.0 clients, and some CONNECT
+// clients, send none).
 // Both kinds of request go through this one check, so that neither path
 // accepts a request whose headers disagree about where it goes: nothing
 // that reads the Host header (a log, credential injection keyed on the
 // host) can be told one host while the bytes go to another.
-func (cc *clientConn) refuseHostHeader(ev *Event, hosts []string, host string, port int, what string) bool {
-	if len(hosts) == 0 || len(hosts) == 1 && sameAuthority(hosts[0], host, port) {
+func (cc *clientConn) refuseHostHeader(ev *Event, hosts []string, host string, port, defPort int, what string) bool {
+	if len(hosts) == 0 || len(hosts) == 1 && sameAuthority(hosts[0], host, port, defPort) {
 		return false
 	}
 	ev.Rule = "host header mismatch"
@@ -287,7 +289,7 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		cc.refuse(ev, what)
 		return false
 	}
-	if cc.refuseHostHeader(ev, hosts, u.Hostname(), port, what) {
+	if cc.refuseHostHeader(ev, hosts, u.Hostname(), port, 80, what) {
 		return false
 	}
 	if !p.check(Query{Host: ev.Host, Port: port, Method: req.Method, Path: u.EscapedPath()}, ev) {
@@ -438,13 +440,16 @@ func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <
 }
 
 // sameAuthority reports whether a Host header names host:port. A header
-// without a port means port 80: the default of http:// URLs, and the
-// reading of RFC 9110's own CONNECT example ("CONNECT
-// server.example.com:80" with "Host: server.example.com").
-func sameAuthority(header, host string, port int) bool {
+// without a port means defPort, the default port of the request's scheme
+// (RFC 9110 7.2): 80 for an http:// URL, and for CONNECT, the reading of
+// RFC 9110's own example ("CONNECT server.example.com:80" with "Host:
+// server.example.com"); 443 for a request inside an intercepted TLS
+// tunnel, an https:// request, for which clients (curl, Python, Go) leave
+// the port out.
+func sameAuthority(header, host string, port, defPort int) bool {
 	h, ps, err := net.SplitHostPort(header)
 	if err != nil {
-		h, ps = strings.TrimSuffix(strings.TrimPrefix(header, "["), "]"), "80"
+		h, ps = strings.TrimSuffix(strings.TrimPrefix(header, "["), "]"), strconv.Itoa(defPort)
 	}
 	n, err := strconv.Atoi(ps)
 	if err != nil || n != port {

@@ -645,7 +645,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		writeStatus(cc.c, http.StatusBadRequest, "", "moat: "+ev.Reason+"\n")
 		return false
 	}
-	if cc.refuseHostHeader(ev, hosts, t.name, t.port, what) {
+	if cc.refuseHostHeader(ev, hosts, t.name, t.port, 443, what) {
 		return false
 	}
 	added, rule, reason := p.Secrets.apply(req, t.name, t.port)

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -468,5 +470,57 @@ func TestSecretValueNotEchoed(t *testing.T) {
 	want := tok + "|Bearer " + tok + "|"
 	if e, tr := resp.Header.Get("X-Echo"), resp.Trailer.Get("X-Echo-Trailer"); e != want || tr != want {
 		t.Errorf("placeholder: echoed header %q, trailer %q; want %q", e, tr, want)
+	}
+}
+
+// TestSecretOnPort443: inside an intercepted tunnel a Host header without
+// a port names 443, the default of https://, as clients send it there
+// (curl, Python and Go leave ":443" out): a secret for host:443 works
+// with an ordinary client. The 443 here is a loopback server on another
+// port, which the proxy's dialer is pointed at. The controls: ":443"
+// spelled out works too, while ":80", and a portless Host in a tunnel to
+// another port, are refused as naming another port.
+func TestSecretOnPort443(t *testing.T) {
+	port, got := countingSecretServer(t, "real-token-1")
+	secs, err := NewSecrets([]Secret{{Name: "API_TOKEN", Placeholder: NewPlaceholder("API_TOKEN"), Value: "real-token-1",
+		Hosts: []string{"allowed.test:443"}, Methods: []string{"GET"}, Paths: []string{"/api"}, Header: "Authorization: Bearer {value}"}}, testRoots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newProxy(t, mustRules(t, []string{"allowed.test:443"}, nil, loopbackCIDR), func(tp *testProxy) {
+		inner := tp.Dial
+		tp.Dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+			if ap.Port() == 443 {
+				ap = netip.AddrPortFrom(ap.Addr(), uint16(port))
+			}
+			return inner(ctx, ap)
+		}
+	})
+	tp.Secrets = secs
+
+	code, body, err := fetch(t, moatClient(tp, secs), "GET", "https://allowed.test/api/x", nil)
+	if err != nil || code != 200 || body != `auth="Bearer real-token-1" path=/api/x` {
+		t.Fatalf("GET https://allowed.test/api/x: %d %q %v; want the value at the server", code, body, err)
+	}
+	if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || e.Port != 443 || len(e.Secrets) != 1 {
+		t.Errorf("event %+v: want an allowed request to port 443 with secret API_TOKEN", e)
+	}
+	for host, ok := range map[string]bool{"allowed.test": true, "ALLOWED.test:443": true, "allowed.test:80": false, "allowed.test:8443": false} {
+		resp, body := interceptedRaw(t, tp, secs, "allowed.test:443", "GET /api/x HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		if ok && resp.StatusCode != 200 || !ok && (resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != "host header mismatch") {
+			t.Errorf("Host %s: %d %q %q, want ok=%v", host, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body, ok)
+		}
+	}
+	if n := got.Load(); n != 3 {
+		t.Errorf("the server received the value %d times, want 3", n)
+	}
+
+	// In an intercepted tunnel to another port, a portless Host still
+	// names 443, which is not the tunnel's port.
+	_, port2 := secretServer(t)
+	tp2, secs2 := secretsProxy(t, testRoots())
+	resp, body := interceptedRaw(t, tp2, secs2, fmt.Sprintf("allowed.test:%d", port2), "GET /api HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+	if resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != "host header mismatch" {
+		t.Errorf("Host allowed.test in a tunnel to port %d: %d %q", port2, resp.StatusCode, body)
 	}
 }
