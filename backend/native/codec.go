@@ -200,6 +200,7 @@ func encodeInitSpec(is *initSpec) []byte {
 			e.str(m.Layers)
 			e.bool(m.Optional)
 			e.bool(m.NoLandlockGrant)
+			e.int(int64(m.Owner))
 		}
 		e.int(int64(s.User.UID))
 		e.int(int64(s.User.GID))
@@ -282,6 +283,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 				m.Layers = d.str()
 				m.Optional = d.bool()
 				m.NoLandlockGrant = d.bool()
+				m.Owner = int(d.int())
 			}
 		}
 		s.User.UID = int(d.int())
