@@ -27,7 +27,7 @@ func ParseDocument(name string, data []byte) (*Policy, error) {
 func ParseJSON(name string, data []byte) (*Policy, error) {
 	p := Default()
 	p.Source = name
-	w := jsonWalker{dec: json.NewDecoder(bytes.NewReader(data)), data: data, lines: map[string]int{}}
+	w := jsonWalker{dec: json.NewDecoder(bytes.NewReader(data)), data: data, lines: map[string]int{}, zeros: map[string]string{}}
 	w.dec.UseNumber()
 	doc, err := w.document()
 	if err != nil {
@@ -35,7 +35,7 @@ func ParseJSON(name string, data []byte) (*Policy, error) {
 		return nil, &Errors{fe}
 	}
 	p.lines = w.lines
-	d := decoder{errorList{p: p}}
+	d := decoder{errorList: errorList{p: p}, zeros: w.zeros}
 	d.table("", doc, reflect.ValueOf(p).Elem())
 	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
 	if err := d.err(); err != nil {
@@ -51,6 +51,7 @@ type jsonWalker struct {
 	dec   *json.Decoder
 	data  []byte
 	lines map[string]int
+	zeros map[string]string // as keyLines's
 	keys  int
 }
 
@@ -131,6 +132,9 @@ func (w *jsonWalker) value(key string) (any, error) {
 		f, err := v.Float64()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s is not a number moat can use", key, v)
+		}
+		if zeroFloat(v.String()) {
+			w.zeros[key] = v.String()
 		}
 		return f, nil
 	case nil:

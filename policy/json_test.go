@@ -39,6 +39,9 @@ func TestParseJSONErrors(t *testing.T) {
 		{"{\"limits\": ", `unexpected end`},
 		{"{} {}", `data after`},
 		{"{\n\"x\" 1}", `p.json:2: syntax error`},
+		{"{\"limits\": {\n\"cpus\": 1e-400}}", `p.json:2: limits.cpus: 1e-400 rounds to zero`},
+		{"{\"limits\": {\"wall\": 1E-400}}", `limits.wall: 1E-400 rounds to zero`},
+		{"{\"limits\": {\"output\": \"0.0001K\"}}", `limits.output: invalid size "0.0001K": rounds down to 0 bytes`},
 	} {
 		_, err := ParseDocument("p.json", []byte(tc.doc))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -121,9 +121,13 @@ func valueOverrides() []valueOverride {
 		{"--memory", "limits.memory", func(o *Overrides) string { return o.Memory }, setSize(func(p *Policy) *Size { return &p.Limits.Memory })},
 		{"--pids", "limits.pids", func(o *Overrides) string { return o.Pids }, setInt(func(p *Policy, n int64) { p.Limits.Pids = n })},
 		{"--cpus", "limits.cpus", func(o *Overrides) string { return o.CPUs }, func(p *Policy, raw string) (string, error) {
+			const want = "a number of CPUs such as 0.5 or 2, or 0 for no limit"
 			x, err := strconv.ParseFloat(raw, 64)
 			if err != nil {
-				return "a number of CPUs such as 0.5 or 2", errors.Unwrap(err)
+				return want, errors.Unwrap(err)
+			}
+			if x == 0 && nonZeroText(raw) {
+				return want, errZeroNumber
 			}
 			p.Limits.CPUs = x
 			return "", nil

@@ -83,6 +83,47 @@ func TestOverridesErrors(t *testing.T) {
 	}
 }
 
+// TestOverridesRoundToZero: a size or a number of CPUs written non-zero
+// that reads as 0 is refused, since 0 means no limit; 0 itself and small
+// values are the controls.
+func TestOverridesRoundToZero(t *testing.T) {
+	for _, c := range []struct {
+		o    policy.Overrides
+		want string
+	}{
+		{policy.Overrides{Output: "0.0001K"}, `flag --output: invalid value "0.0001K": invalid size "0.0001K": rounds down to 0 bytes, which means no limit`},
+		{policy.Overrides{FileSize: "0.0004k"}, `flag --file-size: invalid value "0.0004k": invalid size "0.0004k": rounds down to 0 bytes`},
+		{policy.Overrides{Memory: "0.0000000001G"}, `flag --memory: invalid value "0.0000000001G": invalid size "0.0000000001G": rounds down to 0 bytes`},
+		{policy.Overrides{Disk: "0.0000000001G"}, `flag --disk: invalid value "0.0000000001G": invalid size "0.0000000001G": rounds down to 0 bytes`},
+		{policy.Overrides{CPUs: "1e-400"}, `flag --cpus: invalid value "1e-400": rounds to zero, which means no limit; write 0 for no limit`},
+		{policy.Overrides{CPUs: "0x1p-2000"}, `flag --cpus: invalid value "0x1p-2000": rounds to zero`},
+		{policy.Overrides{CPUs: "-1E-400"}, `flag --cpus: invalid value "-1E-400": rounds to zero`},
+	} {
+		err := c.o.Apply(policy.Default())
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		o    policy.Overrides
+		want policy.Limits
+	}{
+		{policy.Overrides{Output: "0", FileSize: "0.0K", CPUs: "0", Memory: "0"}, policy.Limits{}},
+		{policy.Overrides{Output: "0.001K", FileSize: "1K", CPUs: "0.5", Memory: "1M"}, policy.Limits{Output: 1, FileSize: policy.KiB, CPUs: 0.5, Memory: policy.MiB}},
+		{policy.Overrides{Output: "1", FileSize: "1.5G", CPUs: "0x1p-1", Memory: "0.001G"}, policy.Limits{Output: 1, FileSize: policy.GiB + policy.GiB/2, CPUs: 0.5, Memory: 1073741}},
+		{policy.Overrides{CPUs: "0e-400", Output: "0", FileSize: "0"}, policy.Limits{}},
+	} {
+		p := policy.Default()
+		if err := c.o.Apply(p); err != nil {
+			t.Errorf("%+v: %v", c.o, err)
+			continue
+		}
+		if l := p.Limits; l.Output != c.want.Output || l.FileSize != c.want.FileSize || l.CPUs != c.want.CPUs || l.Memory != c.want.Memory {
+			t.Errorf("%+v: limits %+v, want %+v", c.o, l, c.want)
+		}
+	}
+}
+
 // TestOverridesWorkDir: -w must lie inside the workspace.
 func TestOverridesWorkDir(t *testing.T) {
 	p := policy.Default()

@@ -43,7 +43,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	// The keys are counted, and their lines found, before go-toml decodes
 	// the document: its check for keys defined twice scans every key seen
 	// so far, which makes decoding quadratic in the number of keys.
-	lines, err := keyLines(data)
+	lines, zeros, err := keyLines(data)
 	var many *tooManyKeysError
 	if errors.As(err, &many) {
 		return nil, &Errors{&FieldError{File: name, Line: many.line, Msg: err.Error()}}
@@ -57,7 +57,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	}
 	p.lines = lines
 
-	d := decoder{errorList{p: p}}
+	d := decoder{errorList: errorList{p: p}, zeros: zeros}
 	d.table("", doc, reflect.ValueOf(p).Elem())
 	sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
 	if err := d.err(); err != nil {
@@ -98,9 +98,11 @@ func (e *tooManyKeysError) Error() string {
 // on: table headers, keys, array elements ("a.b[2]") and the keys of inline
 // tables. Arrays of tables are numbered like arrays ("a[0].b"). A document
 // with more than maxKeys keys is a *tooManyKeysError at the first key past
-// the bound.
-func keyLines(data []byte) (map[string]int, error) {
-	lines := make(map[string]int)
+// the bound. zeros maps the keys whose value is a float too small for a
+// float64, which go-toml reads as 0, to its text (see errZeroNumber).
+func keyLines(data []byte) (lines map[string]int, zeros map[string]string, err error) {
+	lines = make(map[string]int)
+	zeros = make(map[string]string)
 	var p unstable.Parser
 	p.Reset(data)
 	var starts []int // offsets of the lines after the first
@@ -143,6 +145,9 @@ func keyLines(data []byte) (map[string]int, error) {
 			line = lineAt(n.Raw)
 		}
 		record(key, line)
+		if n.Kind == unstable.Float && zeroFloat(string(n.Data)) {
+			zeros[key] = string(n.Data)
+		}
 		if depth == maxDepth {
 			return
 		}
@@ -183,9 +188,9 @@ func keyLines(data []byte) (map[string]int, error) {
 		}
 	}
 	if tooMany != nil {
-		return nil, tooMany
+		return nil, nil, tooMany
 	}
-	return lines, p.Error()
+	return lines, zeros, p.Error()
 }
 
 // decoder assigns a generic TOML document (as decoded into map[string]any)
@@ -193,6 +198,9 @@ func keyLines(data []byte) (map[string]int, error) {
 // assign and carrying on with the others.
 type decoder struct {
 	errorList
+	// zeros maps the keys whose value is a float written non-zero that
+	// reads as 0 to its text: refused, as 0 would mean no limit.
+	zeros map[string]string
 }
 
 var (
@@ -226,6 +234,10 @@ func (d *decoder) table(key string, t map[string]any, dst reflect.Value) {
 
 // value assigns the TOML value v to dst, of one of the types used in Policy.
 func (d *decoder) value(key string, v any, dst reflect.Value) {
+	if text, ok := d.zeros[key]; ok {
+		d.add(key, fmt.Sprintf("%s %v", text, errZeroNumber))
+		return
+	}
 	switch dst.Type() {
 	case sizeType:
 		d.size(key, v, dst)

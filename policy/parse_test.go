@@ -195,6 +195,20 @@ func TestParseErrors(t *testing.T) {
 			`pol.toml:5: limits.disk: invalid size "-1G": must not be negative`,
 		},
 	}, {
+		// A number written non-zero that reads as 0 would be no limit.
+		name: "non-zero limits that round to zero",
+		doc: "[limits]\ncpus = 1e-400\noutput = \"0.0001KiB\"\nfile_size = \"0.0004k\"\nwall = 1e-400\n" +
+			"memory = \"0.0000000001G\"\ndisk = \"0.0000000001G\"\ncpu = 0.1e-1_000\n",
+		want: []string{
+			"pol.toml:2: limits.cpus: 1e-400 rounds to zero, which means no limit; write 0 for no limit",
+			`pol.toml:3: limits.output: invalid size "0.0001KiB": rounds down to 0 bytes, which means no limit; use at least 1 byte, or 0 for no limit`,
+			`pol.toml:4: limits.file_size: invalid size "0.0004k": rounds down to 0 bytes`,
+			"pol.toml:5: limits.wall: 1e-400 rounds to zero",
+			`pol.toml:6: limits.memory: invalid size "0.0000000001G": rounds down to 0 bytes`,
+			`pol.toml:7: limits.disk: invalid size "0.0000000001G": rounds down to 0 bytes`,
+			"pol.toml:8: limits.cpu: 0.1e-1_000 rounds to zero",
+		},
+	}, {
 		name: "huge duration",
 		doc:  "limits.wall = 9223372036854775807\n",
 		want: []string{"pol.toml:1: limits.wall: invalid duration 9223372036854775807: too long"},
@@ -374,5 +388,32 @@ func TestTooManyKeys(t *testing.T) {
 	}
 	if _, err := Parse("p.toml", []byte(b.String())); err != nil {
 		t.Fatalf("Parse(%d keys) = %v, want no error", maxKeys, err)
+	}
+}
+
+// TestParseZeroAndSmallNumbers is the control for the refusal of numbers
+// that round to zero: zero written as a float or a fraction is still 0
+// (no limit), and small values that are not zero keep their value.
+func TestParseZeroAndSmallNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want Limits
+	}{
+		{"[limits]\ncpus = 0.0\nwall = 0.0\noutput = \"0K\"\nfile_size = \"0.0G\"\n", Limits{}},
+		{"[limits]\ncpus = 0e5\nwall = 0\noutput = 0\nfile_size = 0\n", Limits{}},
+		{"[limits]\ncpus = 0.5\nwall = 1e-9\noutput = \"1K\"\nfile_size = \"0.001K\"\n", Limits{CPUs: 0.5, Wall: 1, Output: KiB, FileSize: 1}},
+		{"[limits]\ncpus = 2_0.0\nwall = 2.5\noutput = \"1.5G\"\nfile_size = 1\n", Limits{CPUs: 20, Wall: Duration(2500 * time.Millisecond), Output: GiB + GiB/2, FileSize: 1}},
+		{`{"limits": {"cpus": 0.0, "wall": 0e3, "output": "0.0K", "file_size": 0}}`, Limits{}},
+		{`{"limits": {"cpus": 0.25, "wall": 1e-9, "output": "0.001K", "file_size": "1K"}}`, Limits{CPUs: 0.25, Wall: 1, Output: 1, FileSize: KiB}},
+	} {
+		p, err := ParseDocument("pol", []byte(tc.doc))
+		if err != nil {
+			t.Errorf("%q: %v", tc.doc, err)
+			continue
+		}
+		got := p.Limits
+		if got.CPUs != tc.want.CPUs || got.Wall != tc.want.Wall || got.Output != tc.want.Output || got.FileSize != tc.want.FileSize {
+			t.Errorf("%q: limits %+v, want %+v", tc.doc, got, tc.want)
+		}
 	}
 }

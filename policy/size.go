@@ -34,7 +34,9 @@ var sizeUnits = []struct {
 
 // ParseSize parses a size such as "512MiB", "1.5G", "64k" or "4096". A
 // fraction of the unit is rounded down to whole bytes; a fractional count of
-// bytes, a negative size and a size that does not fit in an int64 are errors.
+// bytes, a negative size, a size that does not fit in an int64 and a
+// non-zero size that rounds down to 0 bytes (which would mean no limit)
+// are errors.
 func ParseSize(s string) (Size, error) {
 	num, unit := splitNumber(strings.TrimSpace(s))
 	if num == "" {
@@ -59,8 +61,15 @@ func ParseSize(s string) (Size, error) {
 	if !n.IsInt64() {
 		return 0, fmt.Errorf("invalid size %q: too large (max %s)", s, Size(math.MaxInt64))
 	}
+	if n.Sign() == 0 && r.Sign() != 0 {
+		return 0, fmt.Errorf("invalid size %q: %w", s, errZeroSize)
+	}
 	return Size(n.Int64()), nil
 }
+
+// errZeroSize refuses a size below one byte: as 0 it would mean no limit
+// at all, the opposite of what was asked.
+var errZeroSize = errors.New("rounds down to 0 bytes, which means no limit; use at least 1 byte, or 0 for no limit")
 
 // splitNumber splits s into a leading decimal number ("-"? digits ("."
 // digits)?) and the rest. num is "" when s does not start with one.
@@ -170,6 +179,31 @@ func ParseDuration(s string) (Duration, error) {
 // errZeroDuration refuses a value below the resolution: as 0 it would
 // mean no limit at all, the opposite of what was asked.
 var errZeroDuration = errors.New("rounds to zero, which means no limit; use at least 1ns, or 0 for no limit")
+
+// errZeroNumber refuses a number too small for a float64 (1e-400,
+// 0x1p-2000), which reads as 0: as a limit 0 means none at all.
+var errZeroNumber = errors.New("rounds to zero, which means no limit; write 0 for no limit")
+
+// zeroFloat reports whether text, a TOML or JSON float, names a non-zero
+// number that reads as 0 (see errZeroNumber).
+func zeroFloat(text string) bool {
+	t := strings.ReplaceAll(text, "_", "") // TOML's digit separators
+	f, err := strconv.ParseFloat(t, 64)
+	return err == nil && f == 0 && nonZeroText(t)
+}
+
+// nonZeroText reports whether text, a number that parsed to 0, names a
+// non-zero number: one too small for a float64, such as 1e-400 or
+// 0x1p-2000. Its mantissa has a digit other than 0.
+func nonZeroText(text string) bool {
+	t := strings.ToLower(strings.TrimLeft(strings.TrimSpace(text), "+-"))
+	if h, ok := strings.CutPrefix(t, "0x"); ok {
+		m, _, _ := strings.Cut(h, "p")
+		return strings.ContainsAny(m, "123456789abcdef")
+	}
+	m, _, _ := strings.Cut(t, "e")
+	return strings.ContainsAny(m, "123456789")
+}
 
 // secondsDuration converts a number of seconds to a Duration.
 func secondsDuration(sec float64) (Duration, error) {

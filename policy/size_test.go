@@ -35,6 +35,13 @@ func TestParseSize(t *testing.T) {
 		{"+1K", KiB},
 		{"8388607T", 8388607 * TiB},
 		{"9223372036854775807", math.MaxInt64},
+		// Controls for the refusal of sizes that round down to 0: zero
+		// written any way is still 0 (no limit), and the smallest
+		// fraction of a unit that is a byte is a byte.
+		{"0K", 0},
+		{"0.0G", 0},
+		{"0.001K", 1},
+		{"1K", KiB},
 	}
 	for _, tt := range tests {
 		got, err := ParseSize(tt.in)
@@ -64,6 +71,12 @@ func TestParseSizeErrors(t *testing.T) {
 		{"8388608T", "too large"},
 		{"9223372036854775808", "too large"},
 		{"99999999999999999999999999G", "too large"},
+		// A non-zero size below one byte would be 0, no limit at all.
+		{"0.0001K", "rounds down to 0 bytes"},
+		{"0.0001KiB", "rounds down to 0 bytes"},
+		{"0.0004k", "rounds down to 0 bytes"},
+		{"0.0000000001G", "rounds down to 0 bytes"},
+		{"0.00000000000000000001T", "rounds down to 0 bytes"},
 	}
 	for _, tt := range tests {
 		got, err := ParseSize(tt.in)

@@ -196,6 +196,23 @@ func TestUnknownFlagOneLine(t *testing.T) {
 	}
 }
 
+// TestRoundToZeroFlag: a size or CPU count that is not zero but reads as
+// 0 (no limit) is refused; --output 1K is the control.
+func TestRoundToZeroFlag(t *testing.T) {
+	ws := t.TempDir()
+	for _, args := range [][]string{{"--output", "0.0001K"}, {"--memory", "0.0000000001G"}, {"--disk", "0.0000000001G"}, {"--file-size", "0.0004k"},
+		{"--cpus", "1e-400"}, {"--cpus", "0x1p-2000"}} {
+		code, _, errs := moat(t, ws, append(append([]string{"policy", "show"}, args...), "--")...)
+		if code != exitMoatError || !strings.Contains(errs, "rounds") || !strings.Contains(errs, "which means no limit") {
+			t.Errorf("%v: code %d err %q, want a refusal", args, code, errs)
+		}
+	}
+	code, out, errs := moat(t, ws, "policy", "show", "--output", "1K", "--file-size", "0.001K", "--cpus", "0.5")
+	if code != 0 || !strings.Contains(out, "output = '1KiB'") || !strings.Contains(out, "file_size = '1B'") {
+		t.Errorf("control: code %d err %q\n%s", code, errs, out)
+	}
+}
+
 // TestDockerSpellings: docker run's flags that mean what one of moat's
 // does are accepted; a volume elsewhere than its source and a -w
 // outside the workspace are refused, saying why.
