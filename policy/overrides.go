@@ -71,6 +71,14 @@ type Overrides struct {
 	// User is Docker's --user UID[:GID], numbers only: user.uid and
 	// user.gid.
 	User string `json:"user,omitempty"`
+
+	// Given names the options given explicitly, by their JSON names
+	// ("landlock", "tcp-bind"), whatever their value. An empty value of
+	// an option in Given is an error, as any other value it cannot take
+	// is, not "not given": `--landlock ''` must not quietly keep the
+	// policy's mode. The CLI sets it for every option on its command
+	// line; a program decoding JSON may leave it nil.
+	Given map[string]bool `json:"-"`
 }
 
 // valueOverride is one option whose value is parsed like the policy
@@ -149,10 +157,18 @@ func valueOverrides() []valueOverride {
 // after any change; lists are appended to, never replaced, so an override
 // cannot drop a path the policy denies or an environment rule it has.
 func (o *Overrides) Apply(p *Policy) error {
+	// given reports whether the option named (by its JSON name) is to be
+	// applied: it has a value, or was given with an empty one, which its
+	// parser or Validate then refuses, saying what it allows.
+	given := func(name, v string) bool { return v != "" || o.Given[name] }
 	abs := func(flag string, list []string) ([]string, error) {
 		out := make([]string, len(list))
 		for i, v := range list {
 			switch {
+			case v == "":
+				// filepath.Join(o.Dir, "") would name the working
+				// directory, which is not what an empty value says.
+				return nil, fmt.Errorf("flag %s: empty path; give a PATH", flag)
 			case strings.HasPrefix(v, "~/") || filepath.IsAbs(v):
 				out[i] = v
 			case o.Dir == "":
@@ -163,7 +179,7 @@ func (o *Overrides) Apply(p *Policy) error {
 		}
 		return out, nil
 	}
-	if o.Workspace != "" {
+	if given("workspace", o.Workspace) {
 		ws, err := abs("--workspace", []string{o.Workspace})
 		if err != nil {
 			return err
@@ -171,23 +187,23 @@ func (o *Overrides) Apply(p *Policy) error {
 		p.Workspace.Path = ws[0]
 		p.MarkFlag("workspace.path", "--workspace")
 	}
-	if o.WorkspaceMode != "" {
+	if given("workspace-mode", o.WorkspaceMode) {
 		p.Workspace.Mode = o.WorkspaceMode
 		p.MarkFlag("workspace.mode", "--workspace-mode")
 	}
-	if o.Landlock != "" {
+	if given("landlock", o.Landlock) {
 		p.Filesystem.Landlock = o.Landlock
 		p.MarkFlag("filesystem.landlock", "--landlock")
 	}
-	if o.Seccomp != "" {
+	if given("seccomp", o.Seccomp) {
 		p.Syscalls.Profile = o.Seccomp
 		p.MarkFlag("syscalls.profile", "--seccomp")
 	}
-	if o.Isolation != "" {
+	if given("isolation", o.Isolation) {
 		p.Sandbox.Isolation = o.Isolation
 		p.MarkFlag("sandbox.isolation", "--isolation")
 	}
-	if o.Net != "" {
+	if given("net", o.Net) {
 		mode, list, hasList := strings.Cut(o.Net, ":")
 		p.Network.Mode = mode
 		p.MarkFlag("network.mode", "--net")
@@ -207,7 +223,7 @@ func (o *Overrides) Apply(p *Policy) error {
 		flag, field, v string
 		dst            **[]int
 	}{{"--tcp-bind", "network.tcp_bind", o.TCPBind, &p.Network.TCPBind}, {"--tcp-connect", "network.tcp_connect", o.TCPConnect, &p.Network.TCPConnect}} {
-		if pf.v == "" {
+		if !given(strings.TrimPrefix(pf.flag, "--"), pf.v) {
 			continue
 		}
 		list, err := parsePorts(pf.v)
@@ -251,7 +267,7 @@ func (o *Overrides) Apply(p *Policy) error {
 	var errs []string
 	for _, v := range valueOverrides() {
 		raw := v.raw(o)
-		if raw == "" {
+		if !given(strings.TrimPrefix(v.flag, "--"), raw) {
 			continue
 		}
 		p.MarkFlag(v.field, v.flag)
@@ -274,13 +290,13 @@ func (o *Overrides) Apply(p *Policy) error {
 // one of moat's options.
 func (o *Overrides) applyDocker(p *Policy) error {
 	if o.ReadOnly {
-		if o.WorkspaceMode != "" && o.WorkspaceMode != WorkspaceReadOnly {
+		if (o.WorkspaceMode != "" || o.Given["workspace-mode"]) && o.WorkspaceMode != WorkspaceReadOnly {
 			return fmt.Errorf("--read-only means --workspace-mode readonly, but --workspace-mode is %q", o.WorkspaceMode)
 		}
 		p.Workspace.Mode = WorkspaceReadOnly
 		p.MarkFlag("workspace.mode", "--read-only")
 	}
-	if o.User != "" {
+	if o.User != "" || o.Given["user"] {
 		uid, gid, hasGID := strings.Cut(o.User, ":")
 		u, err := strconv.Atoi(uid)
 		g := 0
@@ -307,6 +323,9 @@ func (o *Overrides) applyDocker(p *Policy) error {
 // (this package reads no directory).
 func (o *Overrides) WorkDir(p *Policy) (string, error) {
 	if o.Workdir == "" {
+		if o.Given["workdir"] {
+			return "", errors.New("flag -w: empty value; give a DIR inside the workspace")
+		}
 		return "", nil
 	}
 	dir := o.Workdir

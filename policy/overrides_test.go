@@ -124,6 +124,75 @@ func TestOverridesRoundToZero(t *testing.T) {
 	}
 }
 
+// TestOverridesEmptyValue: an option given with an empty value (Given)
+// is refused as a bad value of it is, saying what it allows, not taken
+// as "not given"; without Given, "" still means not given.
+func TestOverridesEmptyValue(t *testing.T) {
+	for name, want := range map[string]string{
+		"tcp-bind":       `flag --tcp-bind "": "" is not a port number; write ports separated by commas (22,8080) or none`,
+		"tcp-connect":    `flag --tcp-connect "": "" is not a port number`,
+		"seccomp":        `flag --seccomp: syscalls.profile: "" is not one of default, strict, unconfined`,
+		"landlock":       `flag --landlock: filesystem.landlock: "" is not one of auto, required, best-effort, off`,
+		"workspace-mode": `flag --workspace-mode: workspace.mode: "" is not one of direct, readonly, overlay, copy`,
+		"isolation":      `flag --isolation: sandbox.isolation: "" is not one of native, gvisor`,
+		"net":            `flag --net: network.mode: "" is not one of none, allow, host`,
+		"workspace":      `flag --workspace: empty path`,
+		"user":           `flag --user "": moat takes numeric ids`,
+		"memory":         `flag --memory: invalid size "": want a number`,
+		"wall":           `flag --wall: invalid duration "": want Go syntax`,
+		"cpus":           `flag --cpus: invalid value "": invalid syntax (want a number of CPUs`,
+		"pids":           `flag --pids: invalid value "": invalid syntax (want a whole number)`,
+		"output":         `flag --output: invalid size "": want a number`,
+		"uid":            `flag --uid: invalid value "": invalid syntax (want a whole number)`,
+	} {
+		o := policy.Overrides{Dir: "/work", Given: map[string]bool{name: true}}
+		p := policy.Default()
+		err := o.Apply(p)
+		if err == nil {
+			err = p.Resolve("/work", "/home/u")
+		}
+		if err == nil {
+			err = p.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--%s '': %v, want %q", name, err, want)
+		}
+		// Control: the same option not given changes nothing.
+		p = policy.Default()
+		o.Given = nil
+		if err := o.Apply(p); err != nil {
+			t.Errorf("--%s not given: %v", name, err)
+		} else if err := p.Validate(); err != nil {
+			t.Errorf("--%s not given: %v", name, err)
+		}
+	}
+	for _, o := range []policy.Overrides{
+		{Dir: "/work", ReadOnlyPaths: []string{""}},
+		{Dir: "/work", ReadWritePaths: []string{"/data", ""}},
+		{Dir: "/work", DenyPaths: []string{""}},
+	} {
+		if err := o.Apply(policy.Default()); err == nil || !strings.Contains(err.Error(), "empty path") {
+			t.Errorf("%+v: %v, want an empty path refused (not the working directory)", o, err)
+		}
+	}
+	o := policy.Overrides{ReadOnly: true, Given: map[string]bool{"workspace-mode": true}}
+	if err := o.Apply(policy.Default()); err == nil || !strings.Contains(err.Error(), `--workspace-mode is ""`) {
+		t.Errorf("--read-only --workspace-mode '': %v", err)
+	}
+	o = policy.Overrides{Dir: "/work/ws", Given: map[string]bool{"workdir": true}}
+	p := policy.Default()
+	p.Workspace.Path = "/work/ws"
+	if _, err := o.WorkDir(p); err == nil || !strings.Contains(err.Error(), "flag -w: empty value") {
+		t.Errorf("-w '': %v", err)
+	}
+	// Control: a non-empty value of a Given option applies as before.
+	o = policy.Overrides{Landlock: "off", TCPBind: "none", Given: map[string]bool{"landlock": true, "tcp-bind": true}}
+	p = policy.Default()
+	if err := o.Apply(p); err != nil || p.Filesystem.Landlock != "off" || p.Network.TCPBind == nil {
+		t.Errorf("given values: %v %+v", err, p.Filesystem)
+	}
+}
+
 // TestOverridesWorkDir: -w must lie inside the workspace.
 func TestOverridesWorkDir(t *testing.T) {
 	p := policy.Default()

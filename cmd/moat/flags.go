@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,16 +37,36 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// valueFlag records a flag's raw value in an Overrides field; Apply
-// parses it with the policy's own parsers, so flags and files accept the
-// same spellings. An empty value is refused here, since Overrides reads
-// "" as "not given".
-type valueFlag struct{ dst *string }
+// valueFlag records a flag's raw value in an Overrides field, and that
+// it was given in Overrides.Given; Apply parses it with the policy's own
+// parsers, so flags and files accept the same spellings, and refuses an
+// empty value as it refuses any other it cannot take, saying what the
+// flag allows (Overrides reads "" alone as "not given").
+type valueFlag struct {
+	dst   *string
+	name  string // the Overrides JSON name: the flag without dashes
+	given map[string]bool
+}
 
 func (v valueFlag) String() string { return "" }
 func (v valueFlag) Set(s string) error {
+	*v.dst = s
+	v.given[v.name] = true
+	return nil
+}
+
+// nonEmptyFlag is a flag of moat's own (not an Overrides one) whose value
+// names something: an empty value would quietly mean the flag was not
+// given, so it is refused, saying what the flag wants.
+type nonEmptyFlag struct {
+	dst  *string
+	want string
+}
+
+func (v nonEmptyFlag) String() string { return "" }
+func (v nonEmptyFlag) Set(s string) error {
 	if s == "" {
-		return errors.New("empty value")
+		return fmt.Errorf("empty value; want %s", v.want)
 	}
 	*v.dst = s
 	return nil
@@ -156,35 +177,38 @@ func flagDefaults() map[string]string {
 func newRunFlags(name string) *runFlags {
 	f := &runFlags{name: name}
 	o := &f.o
+	o.Given = map[string]bool{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	// Errors and help are printed by parse, in GNU style.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
-	fs.StringVar(&o.Workspace, "workspace", "", "the writable workspace `DIR`")
-	fs.StringVar(&o.WorkspaceMode, "workspace-mode", "", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
-	fs.StringVar(&f.session, "session", "", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
+	// str is a flag setting an Overrides field: see valueFlag.
+	str := func(dst *string, name, usage string) { fs.Var(valueFlag{dst, name, o.Given}, name, usage) }
+	fs.Var(nonEmptyFlag{&f.policyFile, "a policy FILE"}, "policy", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
+	str(&o.Workspace, "workspace", "the writable workspace `DIR`")
+	str(&o.WorkspaceMode, "workspace-mode", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
+	fs.Var(nonEmptyFlag{&f.session, "a session NAME"}, "session", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
 	fs.Var((*listFlag)(&o.ReadOnlyPaths), "ro", "extra read-only `PATH`, a directory or a file (repeatable)")
 	fs.Var((*listFlag)(&o.ReadWritePaths), "rw", "extra read-write `PATH`, a directory or a file; not / nor one holding your home (repeatable)")
 	fs.Var((*listFlag)(&o.DenyPaths), "deny", "`PATH` hidden inside the sandbox (repeatable)")
 	fs.Var((*listFlag)(&o.Env), "env", "pass variable `NAME` through, or set NAME=VALUE (repeatable)")
-	fs.StringVar(&o.Net, "net", "", "network `MODE`: none (loopback only), allow:HOST,*.DOMAIN,HOST:PORT,SERVICE (only those, through moat's proxy), or host (unfiltered)")
-	fs.StringVar(&o.TCPBind, "tcp-bind", "", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
-	fs.StringVar(&o.TCPConnect, "tcp-connect", "", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
-	fs.StringVar(&o.Landlock, "landlock", "", "Landlock `MODE`: auto, required, best-effort or off")
-	fs.StringVar(&f.auditFile, "audit", "", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
-	fs.StringVar(&o.Isolation, "isolation", "", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
-	fs.StringVar(&o.Seccomp, "seccomp", "", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
+	str(&o.Net, "net", "network `MODE`: none (loopback only), allow:HOST,*.DOMAIN,HOST:PORT,SERVICE (only those, through moat's proxy), or host (unfiltered)")
+	str(&o.TCPBind, "tcp-bind", "only these TCP `PORTS` may be listened on (comma-separated, 0 = ephemeral, or none), enforced by Landlock")
+	str(&o.TCPConnect, "tcp-connect", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
+	str(&o.Landlock, "landlock", "Landlock `MODE`: auto, required, best-effort or off")
+	fs.Var(nonEmptyFlag{&f.auditFile, "a FILE"}, "audit", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
+	str(&o.Isolation, "isolation", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
+	str(&o.Seccomp, "seccomp", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
-	fs.StringVar(&f.reportFile, "report", "", "write the run report as JSON to `FILE`")
+	fs.Var(nonEmptyFlag{&f.reportFile, "a FILE"}, "report", "write the run report as JSON to `FILE`")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "run even when a limit the policy asks for cannot be enforced here (the report lists what was not)")
 	fs.BoolVar(&f.learn, "learn", false, "run the rules in report-only mode: what they would deny or ask about runs, and is audited (with --audit) for moat policy suggest; the sandbox is unchanged")
 	for _, lf := range limitFlags(o) {
-		fs.Var(valueFlag{lf.dst}, lf.flag, lf.help)
+		str(lf.dst, lf.flag, lf.help)
 	}
 	fs.Var(volumeFlag{f}, "volume", "the host path `SRC[:SRC][:ro|rw]` read-write (--rw SRC), or read-only with :ro (--ro SRC); a path is mounted at its own place, so a destination must be SRC")
-	fs.StringVar(&o.Workdir, "workdir", "", "working `DIR` of the command, inside the workspace (default: the current directory when inside it, else the workspace)")
-	fs.StringVar(&o.User, "user", "", "`UID[:GID]` of the command inside the sandbox, numbers only (not 0): --uid, and the gid")
+	str(&o.Workdir, "workdir", "working `DIR` of the command, inside the workspace (default: the current directory when inside it, else the workspace)")
+	str(&o.User, "user", "`UID[:GID]` of the command inside the sandbox, numbers only (not 0): --uid, and the gid")
 	fs.BoolVar(&o.ReadOnly, "read-only", false, "--workspace-mode readonly")
 	fs.Var(ignoredFlag{}, "rm", "accepted and ignored: a run leaves no container behind, stdin is always passed, and a terminal on stdin gets a pty")
 	for _, g := range flagGroups {
@@ -306,4 +330,18 @@ func (f *runFlags) caller(p *policy.Policy) (*sandbox.Caller, error) {
 	c := sandbox.CurrentCaller()
 	c.Cwd = dir
 	return &c, nil
+}
+
+// emptyFlag reports the first of names given on the command line with an
+// empty value, as an error saying what the flag takes: for these flags ""
+// is their default, "not given", so `--tenant-memory=` would otherwise
+// quietly set no bound at all.
+func emptyFlag(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(fl *flag.Flag) {
+		if err == nil && fl.Value.String() == "" && slices.Contains(names, fl.Name) {
+			err = fmt.Errorf("--%s: empty value; give one (%s), or leave the flag out for its default", fl.Name, fl.Usage)
+		}
+	})
+	return err
 }

@@ -42,6 +42,10 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat mcp: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if err := emptyFlag(fs, "policy", "workspace", "workspace-mode", "approvals-socket"); err != nil {
+		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
+		return 2
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
 		return exitMoatError

@@ -187,12 +187,64 @@ func TestUnknownFlagOneLine(t *testing.T) {
 		"run --zzzzzz -- true":        "moat: unknown flag --zzzzzz; see moat run --help\n",
 		"policy show --workspce /tmp": "moat: unknown flag --workspce (did you mean --workspace?); see moat policy show --help\n",
 		"run --wall":                  "moat: flag --wall needs a value; see moat run --help\n",
-		"run --memory= -- true":       "moat: invalid value \"\" for --memory: empty value; see moat run --help\n",
+		"run --memory= -- true":       "moat: flag --memory: invalid size \"\": want a number of bytes or a number with a unit, such as \"512MiB\" or \"1.5G\"\n",
 	} {
 		code, _, errs := moat(t, ws, strings.Fields(args)...)
 		if code != exitMoatError || errs != want {
 			t.Errorf("%s: code %d err %q, want %d %q", args, code, errs, exitMoatError, want)
 		}
+	}
+}
+
+// TestEmptyFlagValue: a flag given an empty value is refused, saying
+// what it allows, rather than read as not given (which would keep the
+// policy's value, or no limit, without a word).
+func TestEmptyFlagValue(t *testing.T) {
+	ws := t.TempDir()
+	for flag, want := range map[string]string{
+		"--tcp-bind":       `moat: flag --tcp-bind "": "" is not a port number; write ports separated by commas (22,8080) or none`,
+		"--tcp-connect":    `moat: flag --tcp-connect "": "" is not a port number`,
+		"--seccomp":        `moat: flag --seccomp: syscalls.profile: "" is not one of default, strict, unconfined`,
+		"--landlock":       `moat: flag --landlock: filesystem.landlock: "" is not one of auto, required, best-effort, off`,
+		"--workspace-mode": `moat: flag --workspace-mode: workspace.mode: "" is not one of direct, readonly, overlay, copy`,
+		"--isolation":      `moat: flag --isolation: sandbox.isolation: "" is not one of native, gvisor`,
+		"--net":            `moat: flag --net: network.mode: "" is not one of none, allow, host`,
+		"--network":        `moat: flag --net: network.mode: "" is not one of none, allow, host`,
+		"--workspace":      `moat: flag --workspace: empty path`,
+		"--rw":             `moat: flag --rw: empty path`,
+		"--ro":             `moat: flag --ro: empty path`,
+		"--user":           `moat: flag --user "": moat takes numeric ids`,
+		"-w":               `moat: flag -w: empty value; give a DIR inside the workspace`,
+		"--cpus":           `moat: flag --cpus: invalid value "": invalid syntax`,
+		"--output":         `moat: flag --output: invalid size "": want a number`,
+		"--wall":           `moat: flag --wall: invalid duration "": want Go syntax`,
+		"--policy":         `moat: invalid value "" for --policy: empty value; want a policy FILE`,
+		"--audit":          `moat: invalid value "" for --audit: empty value; want a FILE`,
+		"--report":         `moat: invalid value "" for --report: empty value; want a FILE`,
+		"--session":        `moat: invalid value "" for --session: empty value; want a session NAME`,
+	} {
+		code, _, errs := moat(t, ws, "run", flag, "", "--", "true")
+		if code != exitMoatError || !strings.HasPrefix(errs, want) {
+			t.Errorf("run %s '': code %d err %q, want %d %q", flag, code, errs, exitMoatError, want)
+		}
+	}
+	// The other commands' flags whose default is "" likewise.
+	for _, args := range [][]string{
+		{"serve", "--tenant-memory", ""}, {"serve", "--tenant-disk", ""}, {"serve", "--audit", ""},
+		{"mcp", "--workspace-mode", ""}, {"mcp", "--policy", ""},
+		{"session", "create", "--workspace-mode", ""}, {"session", "create", "--ttl", ""},
+	} {
+		name := args[len(args)-2]
+		code, _, errs := moat(t, ws, args...)
+		if code != 2 || !strings.Contains(errs, name+": empty value; give one (") {
+			t.Errorf("%v: code %d err %q, want 2 and an empty value refused", args, code, errs)
+		}
+	}
+	// Controls: the same flags with values they allow.
+	code, out, errs := moat(t, ws, "policy", "show", "--tcp-bind", "none", "--seccomp", "strict", "--landlock", "auto", "--workspace-mode", "overlay",
+		"--isolation", "native", "--net", "none", "--cpus", "0.5", "--output", "1K", "--memory", "0")
+	if code != 0 || !strings.Contains(out, "cpus = 0.5") || !strings.Contains(out, "output = '1KiB'") || !strings.Contains(out, "profile = 'strict'") {
+		t.Errorf("policy show with values: code %d err %q\n%s", code, errs, out)
 	}
 }
 

@@ -62,6 +62,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if err := emptyFlag(fs, "tenant-memory", "tenant-disk", "audit", "tokens", "listen", "templates", "approval-webhook"); err != nil {
+		fmt.Fprintf(stderr, "moat serve: %v\n", err)
+		return 2
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(stderr, "moat serve: --log-level %q: want debug, info, warn or error\n", *logLevel)

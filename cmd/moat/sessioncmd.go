@@ -88,6 +88,10 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat session create: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if err := emptyFlag(fs, "policy", "workspace", "workspace-mode", "ttl", "idle-timeout", "template"); err != nil {
+		fmt.Fprintf(stderr, "moat session create: %v\n", err)
+		return 2
+	}
 	if *template != "" && *policyFile != "" {
 		fmt.Fprintln(stderr, "moat session create: --template and --policy: give one")
 		return 2
