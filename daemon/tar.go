@@ -13,8 +13,13 @@ import (
 // name must stay beneath the directory (no absolute name, no `..`), be
 // no protected path, and be a regular file, a directory or a symbolic
 // link whose target stays in the workspace; no device, fifo, hard link or
-// set-id entry; at most MaxTarEntries entries and MaxTarBytes bytes. A
-// bad entry refuses the request and nothing is written. Then each entry
+// set-id entry; at most MaxTarEntries entries and MaxTarBytes bytes. Then
+// the whole archive is walked again with every link followed, the
+// archive's own and the workspace's (checkTarPaths, tarcheck_linux.go):
+// where each entry really lands is checked against the protected paths,
+// the filesystem and write rules, and each link's target against the
+// workspace's bounds. A bad entry refuses the request and nothing is
+// written. Then each entry
 // lands as WriteFile's do (resolved beneath the root, atomically, owned
 // by the workspace's owner), so a failure partway leaves whole files
 // only. A download never follows a link: links are entries of their own.
@@ -59,6 +64,7 @@ type TarReport struct {
 // tarEntry is a checked entry of an upload: its name relative to the
 // workspace root.
 type tarEntry struct {
+	name   string // as the archive has it, for errors
 	rel    string
 	typ    byte // tar.TypeReg, TypeDir or TypeSymlink
 	mode   fs.FileMode
@@ -97,7 +103,7 @@ func (s *Session) checkTarEntry(dir string, h *tar.Header) (*tarEntry, error) {
 		return nil, bad("set-id or unknown mode bits")
 	}
 	rel := joinRel(dir, path.Clean(name))
-	e := &tarEntry{rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
+	e := &tarEntry{name: h.Name, rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
 	switch h.Typeflag {
 	case tar.TypeReg:
 		e.typ = tar.TypeReg

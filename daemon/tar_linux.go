@@ -88,7 +88,14 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		}
 		entries = append(entries, e)
 	}
+	places, err := s.checkTarPaths(dir, entries)
+	if err != nil {
+		return nil, err
+	}
 	decided, err := s.decideTar(ctx, dir, entries)
+	if err == nil {
+		err = s.followTar(places, entries, decided)
+	}
 	if err != nil {
 		return nil, err
 	}
