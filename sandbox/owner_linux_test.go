@@ -37,7 +37,7 @@ func TestOwnerCheckedOnWhatIsMounted(t *testing.T) {
 	if err := os.Symlink(theirs, filepath.Join(mine, "link")); err != nil {
 		t.Fatal(err)
 	}
-	run := func(ws string, edit func(*policy.Policy)) (*sandbox.Report, error, string) {
+	run := func(ws string, edit func(*policy.Policy)) (*sandbox.Report, string, error) {
 		p := policy.Default()
 		p.Workspace.Path = ws
 		if edit != nil {
@@ -51,10 +51,10 @@ func TestOwnerCheckedOnWhatIsMounted(t *testing.T) {
 		var errb bytes.Buffer
 		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
 			Args: []string{"sh", "-c", "touch made"}}, backend.Stdio{Stderr: &errb})
-		return rep, err, errb.String()
+		return rep, errb.String(), err
 	}
 	if os.Geteuid() != 0 {
-		if _, err, stderr := run(base, nil); err == nil || !strings.Contains(err.Error(), "unless moat runs as root") {
+		if _, stderr, err := run(base, nil); err == nil || !strings.Contains(err.Error(), "unless moat runs as root") {
 			t.Fatalf("as an ordinary user: %v, want a refusal (%s)", err, stderr)
 		}
 		return
@@ -65,7 +65,7 @@ func TestOwnerCheckedOnWhatIsMounted(t *testing.T) {
 		}
 	}
 	// The controls: the tenant's own workspace, and a writable path of its own.
-	rep, err, stderr := run(mine, func(p *policy.Policy) { p.Filesystem.ReadWrite = []string{filepath.Join(mine, "sub")} })
+	rep, stderr, err := run(mine, func(p *policy.Policy) { p.Filesystem.ReadWrite = []string{filepath.Join(mine, "sub")} })
 	if err != nil || rep.ExitCode != 0 {
 		t.Fatalf("the tenant's own workspace: %v %+v\n%s", err, rep, stderr)
 	}
@@ -83,7 +83,7 @@ func TestOwnerCheckedOnWhatIsMounted(t *testing.T) {
 			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(mine, "root"))
 		}},
 	} {
-		_, err, _ := run(tc.ws, tc.edit)
+		_, _, err := run(tc.ws, tc.edit)
 		if err == nil || !strings.Contains(err.Error(), "is not owned by uid 4242") {
 			t.Errorf("%s: %v, want a refusal naming the owner", name, err)
 		}
