@@ -225,3 +225,53 @@ decision = "allow"
 		t.Errorf("a computed program under an allow-all rule = %s, want ask", d.Verdict)
 	}
 }
+
+// TestDecideWordsWithSpaces: an argument holding a newline or a space
+// before the word that decides does not hide that word from the built-in
+// rules (policy.CommandWords escapes it); the same commands without it,
+// and ordinary ones, decide as before.
+func TestDecideWordsWithSpaces(t *testing.T) {
+	rs := New(policy.Default())
+	for _, tt := range []struct {
+		argv []string
+		want Verdict
+	}{
+		{[]string{"git", "-c", "x.y=a\nb", "push"}, Ask},
+		{[]string{"git", "-c", "x.y=a b", "push"}, Ask},
+		{[]string{"curl", "-o", "o\nf", "-d", "x", "https://example.com"}, Ask},
+		{[]string{"rm", "-rf", "a\nb", "/tmp/victim"}, Ask},
+		{[]string{"sh", "-c", "git -c $'x.y=a\\nb' push"}, Ask}, // computed word: hidden, ask anyway
+		{[]string{"sh", "-c", "git -c 'x.y=a b' push"}, Ask},
+		// Positive controls.
+		{[]string{"git", "-c", "x.y=a b", "status"}, Allow},
+		{[]string{"curl", "-o", "o\nf", "https://example.com"}, Allow},
+		{[]string{"rm", "-rf", "a\nb"}, Allow},
+		{[]string{"ls", "-l", "my file"}, Allow},
+	} {
+		if d := rs.Decide(Action{Argv: tt.argv}); d.Verdict != tt.want {
+			t.Errorf("Decide(%q) = %s (%s), want %s", tt.argv, d.Verdict, d.Reason, tt.want)
+		}
+		if d := rs.DecideExec("", tt.argv); d.Verdict != tt.want && tt.argv[0] != "sh" {
+			t.Errorf("DecideExec(%q) = %s (%s), want %s", tt.argv, d.Verdict, d.Reason, tt.want)
+		}
+	}
+	// A policy's regex for a plain command still matches it, and one
+	// written for a word with a space matches it escaped.
+	p := mustPolicy(t, `
+[[rules]]
+match.command_regex = '^make deploy$'
+decision = "deny"
+[[rules]]
+match.command_regex = '^tar .*my\\x20dir'
+decision = "deny"
+`)
+	rs = New(p)
+	for _, argv := range [][]string{{"make", "deploy"}, {"/usr/bin/tar", "cf", "x.tar", "my dir"}} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Deny {
+			t.Errorf("Decide(%q) = %s, want deny", argv, d.Verdict)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"make", "deploy\nx"}}); d.Verdict != Allow {
+		t.Errorf("make $'deploy\\nx' = %s, want allow (not the word deploy)", d.Verdict)
+	}
+}

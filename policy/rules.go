@@ -58,7 +58,9 @@ type Match struct {
 	Command []string `toml:"command,omitempty" json:"command,omitempty"`
 	// CommandRegex is a regular expression (Go RE2 syntax) matched against
 	// the command's words joined by single spaces, the program by its base
-	// name. It is not anchored, as grep is not: write ^ and $ to anchor it.
+	// name (see CommandWords: a space, tab, newline or other control byte
+	// inside a word is written \xNN, so \S+ is always one word). It is not
+	// anchored, as grep is not: write ^ and $ to anchor it.
 	// Default "".
 	CommandRegex string `toml:"command_regex,omitempty" json:"command_regex,omitempty"`
 	// Write is a glob of paths relative to the workspace ("**" matches any
@@ -150,12 +152,42 @@ func (m *Match) MatchCommand(argv []string) bool {
 }
 
 // CommandWords is what a CommandRegex is matched against: the words of
-// argv joined by single spaces, the program by its base name.
+// argv joined by single spaces, the program by its base name. Inside a
+// word, every space and control byte (below 0x20, and 0x7f) is written
+// \xNN (two lower-case hex digits): the only raw spaces are then the ones
+// between words and there is no raw newline, so a word holding a space or
+// a newline cannot pass for two words, nor hide the words after it from a
+// pattern (`git -c $'x.y=a\nb' push` is "git -c x.y=a\x0ab push").
 func CommandWords(argv []string) string {
 	if len(argv) == 0 {
 		return ""
 	}
-	return path.Base(argv[0]) + strings.TrimPrefix(strings.Join(argv, " "), argv[0])
+	var b strings.Builder
+	for i, w := range argv {
+		if i == 0 {
+			w = path.Base(w)
+		} else {
+			b.WriteByte(' ')
+		}
+		escapeWord(&b, w)
+	}
+	return b.String()
+}
+
+// escapeWord writes w to b with its spaces and control bytes escaped (see
+// CommandWords).
+func escapeWord(b *strings.Builder, w string) {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if c <= ' ' || c == 0x7f {
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+			continue
+		}
+		b.WriteByte(c)
+	}
 }
 
 // RuleName returns the name of the i'th rule: its Name, or "rules[i]".

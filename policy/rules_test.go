@@ -101,3 +101,36 @@ func TestMatchCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandWordsEscapes: a word with a space or a control byte in it
+// cannot pass for two words, nor hide the words after it from a pattern;
+// a plain command reads as it always has (the positive control).
+func TestCommandWordsEscapes(t *testing.T) {
+	tests := []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"/usr/bin/git", "push", "origin"}, "git push origin"},
+		{[]string{"git", "-c", "x.y=a\nb", "push"}, `git -c x.y=a\x0ab push`},
+		{[]string{"git", "-c", "x.y=a b", "push"}, `git -c x.y=a\x20b push`},
+		{[]string{"rm", "-rf", "a\tb\r\x7f\x00", "/tmp/v"}, `rm -rf a\x09b\x0d\x7f\x00 /tmp/v`},
+		{[]string{"./my prog", "é"}, `my\x20prog é`},
+		{[]string{"echo", ""}, "echo "},
+	}
+	for _, tt := range tests {
+		if got := CommandWords(tt.argv); got != tt.want {
+			t.Errorf("CommandWords(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+	}
+	// A user's pattern over \S+ words sees the word after one with a
+	// newline in it; one for a plain command still matches.
+	m := Match{CommandRegex: `^git( -c \S+)* push( |$)`}
+	for _, argv := range [][]string{{"git", "push"}, {"git", "-c", "a.b=c", "push"}, {"git", "-c", "x.y=a\nb", "push"}, {"git", "-c", "x.y=a b", "push"}} {
+		if !m.MatchCommand(argv) {
+			t.Errorf("%q does not match %q", argv, m.CommandRegex)
+		}
+	}
+	if m.MatchCommand([]string{"git", "-c", "x.y=a push", "status"}) {
+		t.Error("a word holding \"push\" after a space matched as the word push")
+	}
+}

@@ -47,6 +47,8 @@ func TestPolicyExplain(t *testing.T) {
 		{[]string{"--", "sh", "-c", "make && git push"}, []string{"ask by rule irreversible/git-push: git push publishes", "decided by the simple command: git push"}},
 		{[]string{"--policy", pol, "--", "bash", "-lc", "make; git push origin -f"}, []string{"deny by rule no force (" + pol + ":1): history is not rewritten here", "simple command: git push origin -f"}},
 		{[]string{"--", "sh", "-c", "$(echo git) push"}, []string{"ask: the program's name is only known when the line runs ($(echo git))"}},
+		// A word with a newline in it is shown as the rules read it.
+		{[]string{"--", "git", "-c", "x.y=a\nb", "push"}, []string{"ask by rule irreversible/git-push", `the rules read it as: git -c x.y=a\x0ab push`}},
 	} {
 		code, out, errs := moat(t, dir, append([]string{"policy", "explain"}, tt.args...)...)
 		for _, w := range tt.want {

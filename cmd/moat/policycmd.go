@@ -58,8 +58,12 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stdout, "%s by rule %s: %s\n", d.Verdict, d.Rule, d.Reason)
 	}
-	if len(d.Command) > 0 && !equalArgv(d.Command, argv) {
-		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", strings.Join(d.Command, " "))
+	// The words as a command_regex reads them (policy.CommandWords), so a
+	// word with a space or a newline in it shows as the rules saw it.
+	if words := policy.CommandWords(d.Command); len(d.Command) > 0 && !equalArgv(d.Command, argv) {
+		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", words)
+	} else if len(d.Command) > 0 && words != strings.Join(d.Command, " ") {
+		fmt.Fprintf(stdout, "  the rules read it as: %s\n", words)
 	}
 	return 0
 }
