@@ -18,6 +18,11 @@ import (
 // to start inside the sandbox.
 const LayerRules = "rules"
 
+// ReasonArgvTooLong is the reason of a refused exec whose argv is longer
+// than the exec check reads (backend.ExecCall.Truncated), so that the
+// rules could not see all of it.
+const ReasonArgvTooLong = "the argv is too long to check"
+
 // execCheck answers the backend's CheckExec for one run: each program a
 // process of the sandbox starts is checked against the command rules
 // (harness.Rules.DecideExec), so that a rule holds for what make or a
@@ -84,6 +89,13 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil // the command line, decided before the run
 	}
 	d := e.rules.DecideExec(c.Path, c.Argv)
+	if d.Verdict == harness.Allow && c.Truncated {
+		// The rules saw a prefix of argv (more than execve itself takes,
+		// or an argv changed while it was read): a word past it could be
+		// the one a rule is about (git -c … push), so a prefix the rules
+		// allow is refused rather than let through unchecked.
+		d = harness.Decision{Verdict: harness.Deny, Reason: ReasonArgvTooLong}
+	}
 	if d.Verdict == harness.Allow {
 		return nil
 	}
@@ -110,7 +122,11 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 		return nil
 	}
 	if d.Verdict == harness.Deny {
-		return e.refuse(c, d, "denied by the rule")
+		why := "denied by the rule"
+		if d.Rule == nil {
+			why = d.Reason // no rule: the check itself refused it
+		}
+		return e.refuse(c, d, why)
 	}
 	if g, ok := e.use(c.Argv, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
@@ -169,7 +185,10 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 		}
 	}
 	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + what + " shows which rule decides)"
-	if d.Verdict == harness.Ask {
+	switch {
+	case d.Reason == ReasonArgvTooLong && d.Rule == nil:
+		hint = "pass fewer or shorter arguments (execve itself takes at most 6 MiB, 128 KiB a word)"
+	case d.Verdict == harness.Ask:
 		hint = why + ": approve it when asked, or " + hint
 	}
 	e.denials = append(e.denials, backend.Denial{Layer: LayerRules, What: what, Errno: "EACCES", Count: 1, Rule: rule, Hint: hint})

@@ -234,66 +234,118 @@ func execveNr() int {
 	return nr
 }
 
-// How much of an exec's argv a supervisor reads: enough for any rule
-// about a command's words, bounded so a hostile argv cannot make the
-// host allocate without end.
+// How much of an exec's argv a supervisor reads: all that execve itself
+// accepts, so that a rule about a command's words sees every word (a
+// prefix would let `git <thousands of -c options> push` pass a rule
+// about push), and no more, so a hostile argv cannot make the host
+// allocate without end. The kernel refuses (E2BIG) a word longer than
+// MAX_ARG_STRLEN, 32 pages with its NUL, and argv and envp whose strings
+// and pointers together pass a quarter of the stack limit, at most 3/4 of
+// _STK_LIM (8 MiB): 6 MiB. An argv read to these bounds without its end
+// (Truncated) is one the kernel will refuse anyway, or one changed while
+// it was read.
 const (
-	maxExecArgs  = 4096
-	maxExecBytes = 256 << 10
-	maxExecWord  = 64 << 10
+	maxExecWord  = 128 << 10
+	maxExecBytes = 6 << 20
 )
 
 // readExec reads an exec call's path and argv from process pid's memory.
 func readExec(pid int, pathAt, argvAt uint64) (ExecCall, error) {
 	c := ExecCall{Pid: pid}
 	var err error
+	// Two page caches, one for the pointer array and one for the strings,
+	// which are each read a page at a time: an argv of many short words
+	// costs a system call per page, not one per word.
+	ptrs, strs := newRemotePages(pid), newRemotePages(pid)
 	if pathAt != 0 {
-		if c.Path, _, err = readString(pid, pathAt, unix.PathMax); err != nil {
+		if c.Path, _, err = strs.string(pathAt, unix.PathMax); err != nil {
 			return c, err
 		}
 	}
 	total := 0
-	for i := 0; argvAt != 0; i++ {
-		if i == maxExecArgs || total >= maxExecBytes {
+	for i := uint64(0); argvAt != 0; i++ {
+		if total >= maxExecBytes {
 			c.Truncated = true
 			break
 		}
 		var p [8]byte
-		if err := readMem(pid, argvAt+uint64(8*i), p[:]); err != nil {
+		if err := ptrs.read(argvAt+8*i, p[:]); err != nil {
 			return c, err
 		}
 		at := *(*uint64)(unsafe.Pointer(&p[0]))
 		if at == 0 {
 			break
 		}
-		w, cut, err := readString(pid, at, min(maxExecWord, maxExecBytes-total))
+		w, cut, err := strs.string(at, min(maxExecWord, maxExecBytes-total))
 		if err != nil {
 			return c, err
 		}
 		c.Truncated = c.Truncated || cut
 		c.Argv = append(c.Argv, w)
-		total += len(w) + 1
+		// What the kernel counts: the string, its NUL and its pointer.
+		total += len(w) + 1 + 8
 	}
 	return c, nil
 }
 
-// readString reads a NUL-terminated string of at most max bytes at addr;
-// cut says it went on past max.
-func readString(pid int, addr uint64, max int) (string, bool, error) {
+// remotePages reads another process's memory a page at a time, keeping
+// the last page read.
+type remotePages struct {
+	pid  int
+	page uint64 // the address of buf's page; valid once buf is set
+	buf  []byte
+}
+
+func newRemotePages(pid int) *remotePages { return &remotePages{pid: pid} }
+
+// at returns the bytes from addr to the end of its page.
+func (r *remotePages) at(addr uint64) ([]byte, error) {
+	page := addr &^ (pageSize - 1)
+	if r.buf == nil || r.page != page {
+		if r.buf == nil {
+			r.buf = make([]byte, pageSize)
+		}
+		// A read never crosses into a page that might not be mapped.
+		if err := readMem(r.pid, page, r.buf); err != nil {
+			r.buf = nil
+			return nil, err
+		}
+		r.page = page
+	}
+	return r.buf[addr-page:], nil
+}
+
+// read fills dst from addr, across pages if need be.
+func (r *remotePages) read(addr uint64, dst []byte) error {
+	for len(dst) > 0 {
+		b, err := r.at(addr)
+		if err != nil {
+			return err
+		}
+		n := copy(dst, b)
+		dst, addr = dst[n:], addr+uint64(n)
+	}
+	return nil
+}
+
+// string reads a NUL-terminated string of at most max bytes at addr; cut
+// says it went on past max.
+func (r *remotePages) string(addr uint64, max int) (string, bool, error) {
 	var out []byte
 	for len(out) < max {
-		// A page at a time: a read never crosses into a page that might
-		// not be mapped.
-		n := min(int(pageSize-addr%pageSize), max-len(out))
-		buf := make([]byte, n)
-		if err := readMem(pid, addr, buf); err != nil {
+		b, err := r.at(addr)
+		if err != nil {
 			return "", false, err
 		}
-		if i := bytes.IndexByte(buf, 0); i >= 0 {
-			return string(append(out, buf[:i]...)), false, nil
+		b = b[:min(len(b), max-len(out))]
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			if out == nil {
+				return string(b[:i]), false, nil
+			}
+			return string(append(out, b[:i]...)), false, nil
 		}
-		out = append(out, buf...)
-		addr += uint64(n)
+		out = append(out, b...)
+		addr += uint64(len(b))
 	}
 	return string(out), true, nil
 }
