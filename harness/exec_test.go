@@ -157,3 +157,30 @@ func TestNewGrant(t *testing.T) {
 		t.Error("a session grant for an ask no rule made")
 	}
 }
+
+// TestDecideGitSubcommandProgram: git's subcommand programs (git-push in
+// its exec-path) are decided as `git SUB`, on a command line and at exec,
+// under any argv[0]. Positive control: git-status, and a program merely
+// named git, are allowed.
+func TestDecideGitSubcommandProgram(t *testing.T) {
+	rs := New(policy.Default())
+	for _, tt := range []struct {
+		path string
+		argv []string
+		want Verdict
+	}{
+		{"/usr/lib/git-core/git-push", []string{"git-push", "origin", "main"}, Ask},
+		{"/usr/lib/git-core/git-push", []string{"x", "origin", "main"}, Ask},
+		{"", []string{"/usr/lib/git-core/git-push", "origin"}, Ask},
+		{"/usr/lib/git-core/git-status", []string{"git-status"}, Allow},
+		{"/usr/bin/git", []string{"git", "status"}, Allow},
+		{"/usr/bin/git-", []string{"git-"}, Allow},
+	} {
+		if d := rs.DecideExec(tt.path, tt.argv); d.Verdict != tt.want {
+			t.Errorf("DecideExec(%q, %q) = %s, want %s", tt.path, tt.argv, d.Verdict, tt.want)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"sh", "-c", "git-push origin main"}}); d.Verdict != Ask || d.Rule == nil || d.Rule.Name != "git-push" {
+		t.Errorf("the line git-push origin main: %+v, want the git-push rule's ask", d)
+	}
+}

@@ -41,6 +41,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/moatbox/moat/internal/netrule"
@@ -218,6 +219,24 @@ func (rs *Rules) Decide(a Action) Decision {
 }
 
 func (rs *Rules) decideOne(c simple) Decision {
+	d := rs.decideWords(c)
+	// git runs its subcommand `git push` as the program git-push (in
+	// git's exec-path, /usr/lib/git-core): a program named git-SUB is
+	// decided as `git SUB` too, and the stronger decision wins.
+	if len(c.argv) == 0 || c.hidden != "" {
+		return d
+	}
+	if name := baseName(c.argv[0]); len(name) > len("git-") && strings.HasPrefix(name, "git-") {
+		alt := append([]string{"git", name[len("git-"):]}, c.argv[1:]...)
+		if da := rs.decideWords(simple{argv: alt}); da.Verdict.rank() > d.Verdict.rank() {
+			return da
+		}
+	}
+	return d
+}
+
+// decideWords decides one simple command by its words as they are.
+func (rs *Rules) decideWords(c simple) Decision {
 	pd, pok := strongest(rs.policy, c.argv)
 	if c.hidden != "" {
 		// Nothing allows a line whose program cannot be seen.
