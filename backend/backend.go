@@ -332,6 +332,13 @@ type ExecCall struct {
 	// ones) than the backend reads, and Argv is a prefix of them.
 	Argv      []string
 	Truncated bool
+	// Resolved is the file the program is, as the backend found it in
+	// the caller's view (symbolic links followed, a /proc/self/fd/N or
+	// /dev/fd/N name taken to the file the descriptor holds): its path
+	// as the host names it, of which only the base name means anything
+	// to the rules. "" when it could not be named (a memfd, a deleted
+	// file) or the backend does not resolve programs.
+	Resolved string
 	// First says this is the exec that starts the command itself, whose
 	// argv is the Spec's: a checker that decided the command line before
 	// the run need not decide it again. (A backend may also let that exec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sync"
 	"time"
@@ -89,6 +90,13 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil // the command line, decided before the run
 	}
 	d := e.rules.DecideExec(c.Path, c.Argv)
+	// The program is also known by the file it is: a link to git, or
+	// /proc/self/fd/3 holding git, is git. The stronger decision wins.
+	if c.Resolved != "" && path.Base(c.Resolved) != path.Base(c.Path) {
+		if dr := e.rules.DecideExec(c.Resolved, c.Argv); rank(dr.Verdict) > rank(d.Verdict) {
+			d = dr
+		}
+	}
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -100,6 +108,17 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil
 	}
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
+}
+
+// rank orders verdicts, weakest first.
+func rank(v harness.Verdict) int {
+	switch v {
+	case harness.Deny:
+		return 2
+	case harness.Ask:
+		return 1
+	}
+	return 0
 }
 
 // decided is what becomes of c, which the rules did not simply allow (d).

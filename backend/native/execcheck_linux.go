@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -94,7 +95,7 @@ func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccom
 				return int(unix.EACCES), nil
 			}
 		}
-		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first})
+		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first, Resolved: resolve(c)})
 		var p *backend.ExecPending
 		if errors.As(err, &p) {
 			return 0, func(ctx context.Context) int {
@@ -120,6 +121,15 @@ func missing(c seccomp.ExecCall) bool {
 		return false // an fexecve, or a path relative to a directory fd
 	}
 	proc := "/proc/" + strconv.Itoa(c.Pid)
+	if fd, ok := ownFD(c.Path); ok {
+		// /proc/self in the caller's root would name this process, not
+		// the caller: its descriptor is looked at where the host sees it.
+		_, err := os.Readlink(proc + "/fd/" + fd)
+		return errors.Is(err, os.ErrNotExist)
+	}
+	if strings.HasPrefix(path.Clean(c.Path), "/proc/") {
+		return false // another /proc name: see resolve; counted as found
+	}
 	base, how := proc+"/root", unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
 	if !strings.HasPrefix(c.Path, "/") {
 		// Beneath the working directory: an absolute link or a ".." that
@@ -138,6 +148,182 @@ func missing(c seccomp.ExecCall) bool {
 		unix.Close(fd)
 	}
 	return err == unix.ENOENT || err == unix.ENOTDIR
+}
+
+// ownFD returns N when p names the caller's own descriptor N:
+// /proc/self/fd/N, /proc/thread-self/fd/N or /dev/fd/N.
+func ownFD(p string) (string, bool) {
+	p = path.Clean(p)
+	for _, dir := range []string{"/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"} {
+		if n, ok := strings.CutPrefix(p, dir); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+// resolve returns the file the program c starts is, as the host names it
+// (see backend.ExecCall.Resolved), or "" when it cannot be named. The
+// rules decide on its base name too, so a program cannot pass a rule by
+// being started under another name: a symbolic link to git, or a
+// descriptor holding git (/proc/self/fd/3). The path is resolved in the
+// caller's root, so a link's target means what it means there.
+func resolve(c seccomp.ExecCall) string {
+	proc := "/proc/" + strconv.Itoa(c.Pid)
+	if c.Path == "" {
+		return named(os.Readlink(proc + "/fd/" + strconv.Itoa(c.Dirfd)))
+	}
+	if fd, ok := ownFD(c.Path); ok {
+		return named(os.Readlink(proc + "/fd/" + fd))
+	}
+	p := c.Path
+	switch {
+	case c.Dirfd != unix.AT_FDCWD && !strings.HasPrefix(p, "/"):
+		// Relative to a directory descriptor of the caller's.
+		dir, err := os.Readlink(proc + "/fd/" + strconv.Itoa(c.Dirfd))
+		if err != nil || !strings.HasPrefix(dir, "/") {
+			return ""
+		}
+		p = inRoot(proc, dir, p)
+	case !strings.HasPrefix(p, "/"):
+		cwd, err := os.Readlink(proc + "/cwd")
+		if err != nil || !strings.HasPrefix(cwd, "/") {
+			return ""
+		}
+		p = inRoot(proc, cwd, p)
+	}
+	if p == "" {
+		return ""
+	}
+	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(root)
+	if q := path.Clean(p); strings.HasPrefix(q, "/proc/") {
+		// /proc/self in the caller's root would name this process: it is
+		// the caller's own pid there.
+		if rest, ok := strings.CutPrefix(q, "/proc/self"); ok {
+			q = "/proc/" + nsPid(proc) + rest
+		} else if rest, ok := strings.CutPrefix(q, "/proc/thread-self"); ok {
+			q = "/proc/" + nsPid(proc) + rest
+		}
+		if dir, link, ok := procLink(q); ok {
+			return procLinkTarget(root, dir, link)
+		}
+		p = q // any other /proc name is a path like another
+	}
+	fd, err := unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	return named(os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)))
+}
+
+// procLink splits a /proc path naming a descriptor or an executable,
+// the magic links a program can be started from (/proc/N/fd/M,
+// /proc/N/task/T/fd/M, /proc/N/exe), into its process's directory and
+// the link in it. (Parsed by hand: a package-level regexp would be
+// compiled at the start of every moat process.)
+func procLink(q string) (dir, link string, ok bool) {
+	num := func(s string) bool { _, err := strconv.ParseUint(s, 10, 32); return err == nil }
+	f := strings.Split(strings.TrimPrefix(q, "/proc/"), "/")
+	if len(f) < 2 || !num(f[0]) {
+		return "", "", false
+	}
+	n := 1
+	if len(f) >= 4 && f[1] == "task" && num(f[2]) {
+		n = 3
+	}
+	dir = "/proc/" + strings.Join(f[:n], "/")
+	switch rest := f[n:]; {
+	case len(rest) == 1 && rest[0] == "exe":
+		return dir, "exe", true
+	case len(rest) == 2 && rest[0] == "fd" && num(rest[1]):
+		return dir, "fd/" + rest[1], true
+	}
+	return "", "", false
+}
+
+// procLinkTarget follows the magic link dir/link of the procfs in the
+// caller's root (root): dir is resolved in that root, and must be on a
+// procfs (so it names one of the caller's processes, not a directory made
+// to look like one); only the link itself is followed as the kernel
+// follows it, to the file the process holds.
+func procLinkTarget(root int, dir, link string) string {
+	d, err := unix.Openat2(root, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(d)
+	var st unix.Statfs_t
+	if unix.Fstatfs(d, &st) != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		return ""
+	}
+	parent, name := path.Split(link)
+	if parent != "" {
+		sub, err := unix.Openat2(d, path.Clean(parent), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
+		if err != nil {
+			return ""
+		}
+		defer unix.Close(sub)
+		d = sub
+	}
+	fd, err := unix.Openat(d, name, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	return named(os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)))
+}
+
+// inRoot returns rel, relative to dir (a path as the host names it),
+// as a path in the root of process proc; "" when dir is not inside
+// that root as the host names it.
+func inRoot(proc, dir, rel string) string {
+	root, err := os.Readlink(proc + "/root")
+	if err != nil {
+		return ""
+	}
+	switch {
+	case root == "/":
+	case dir == root:
+		dir = "/"
+	case strings.HasPrefix(dir, root+"/"):
+		dir = dir[len(root):]
+	default:
+		return ""
+	}
+	return path.Join(dir, rel)
+}
+
+// nsPid returns process proc's pid in its own pid namespace (the last of
+// NSpid in its status), or "0", which names no process.
+func nsPid(proc string) string {
+	b, err := os.ReadFile(proc + "/status")
+	if err != nil {
+		return "0"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return f[len(f)-1]
+			}
+		}
+	}
+	return "0"
+}
+
+// named is a descriptor's link as a program's name: "" for a file that
+// has none to decide on (a memfd, an anonymous inode, a deleted file).
+func named(link string, err error) string {
+	if err != nil || !strings.HasPrefix(link, "/") || strings.HasSuffix(link, " (deleted)") || strings.HasPrefix(link, "/memfd:") {
+		return ""
+	}
+	return link
 }
 
 // superviseInit makes the channel on which the init stage sends its

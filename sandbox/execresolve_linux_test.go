@@ -1,0 +1,95 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// resolveScript starts uname under names other than its own: links to
+// it (relative, absolute, from another directory), the descriptor that
+// holds it (/proc/self/fd/3, /dev/fd/3, another process's
+// /proc/PID/fd/3), each with -n (denied) and -s
+// (allowed: the positive control, which also shows the name is found,
+// not missing).
+const resolveScript = `ln -s /usr/bin/uname ./u; ln -s /usr/bin/uname /tmp/u2; mkdir -p sub
+exec 3</usr/bin/uname
+for p in ./u /tmp/u2 /proc/self/fd/3 /dev/fd/3; do
+  $p -n >/dev/null 2>&1; a=$?; $p -s >/dev/null 2>&1; echo "$p: $a $?"
+done
+sh -c 'exec 3</usr/bin/uname; exec sleep 10' & bg=$!; sleep 0.3
+for p in /proc/$bg/fd/3; do
+  $p -n >/dev/null 2>&1; a=$?; $p -s >/dev/null 2>&1; echo "other fd: $a $?"
+done
+kill $bg
+cd sub && ../u -n >/dev/null 2>&1; a=$?; ../u -s >/dev/null 2>&1; echo "../u: $a $?"
+`
+
+// TestExecCheckResolvesProgram: a program is decided by the file it is,
+// not only by the name it was started under.
+func TestExecCheckResolvesProgram(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(resolveScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := execPolicy(t, ws, execRules)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	want := "./u: 126 0\n/tmp/u2: 126 0\n/proc/self/fd/3: 126 0\n/dev/fd/3: 126 0\nother fd: 126 0\n../u: 126 0\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	}
+	var n int
+	for _, d := range rep.Denials {
+		if d.Layer == sandbox.LayerRules && strings.Contains(d.Rule, "no-nodename") {
+			n += d.Count
+		}
+	}
+	if n < 6 {
+		t.Errorf("denials %+v, want the six refused by no-nodename", rep.Denials)
+	}
+}
+
+// TestExecCheckGitUnderOtherNames: the built-in git-push rule holds for
+// git started through a link, a descriptor and its multi-call name in
+// git's exec-path. Positive control: git --version the same ways.
+func TestExecCheckGitUnderOtherNames(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/git-core/git-push"); err != nil {
+		t.Skip("no git here")
+	}
+	ws := t.TempDir()
+	script := `ln -s /usr/bin/git /tmp/x; exec 3</usr/bin/git
+/tmp/x push origin main >/dev/null 2>&1; echo "link: $?"
+/proc/self/fd/3 push origin main >/dev/null 2>&1; echo "fd: $?"
+/usr/lib/git-core/git-push origin main >/dev/null 2>&1; echo "git-push: $?"
+/tmp/x --version >/dev/null; echo "link control: $?"
+/proc/self/fd/3 --version >/dev/null; echo "fd control: $?"
+`
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := execPolicy(t, ws, "")
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	want := "link: 126\nfd: 126\ngit-push: 126\nlink control: 0\nfd control: 0\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	}
+}
