@@ -65,6 +65,19 @@ func (e *execCheck) again(c backend.ExecCall) bool {
 	return ok && slices.Equal(last, c.Argv)
 }
 
+// decidedArgv is the argv grants are matched against for c, decided d:
+// the words that decided (d.Command), which may name another program than
+// c.Argv does (execve("/usr/bin/git", ["curl", "push"]) is decided as
+// git push): a prefix a person approved for curl must not let git
+// through. A grant's words are those a person was shown as the command
+// asked about (harness.NewGrant), which are d.Command too.
+func decidedArgv(c backend.ExecCall, d harness.Decision) []string {
+	if d.Command != nil {
+		return d.Command
+	}
+	return c.Argv
+}
+
 // use returns a grant that lets argv, asked about with d, run.
 func (e *execCheck) use(argv []string, d harness.Decision) (harness.Grant, bool) {
 	if g, ok := e.approvals.Use(argv, "", d); ok || e.shared == nil {
@@ -147,7 +160,7 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 		}
 		return e.refuse(c, d, why)
 	}
-	if g, ok := e.use(c.Argv, d); ok {
+	if g, ok := e.use(decidedArgv(c, d), d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
@@ -158,7 +171,7 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 	e.ask.Lock()
 	defer e.ask.Unlock()
 	// An approval given while this one waited may cover it.
-	if g, ok := e.use(c.Argv, d); ok {
+	if g, ok := e.use(decidedArgv(c, d), d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}

@@ -46,3 +46,24 @@ func TestExecCheckTruncated(t *testing.T) {
 		t.Errorf("a truncated git push: %v, want the ask refused", err)
 	}
 }
+
+// TestExecGrantMatchesDecidedArgv: a prefix approval is matched against
+// the words that decided, not argv alone: execve("/usr/bin/git",
+// ["curl", "push"]) is decided as git push, and a prefix approved for
+// curl does not let it through. Positive control: curl itself, which the
+// built-in http-write rule asks about, runs under that approval.
+func TestExecGrantMatchesDecidedArgv(t *testing.T) {
+	ap := &harness.Approvals{}
+	ap.Add(harness.Grant{Scope: harness.ScopePrefix, Argv: []string{"curl"}, By: "test"})
+	e := &execCheck{rules: harness.New(policy.Default()), approvals: ap, req: &Request{}}
+	if err := answer(e, backend.ExecCall{Pid: 1, Path: "/usr/bin/curl", Argv: []string{"curl", "-d", "x", "https://example.com"}}); err != nil {
+		t.Fatalf("curl -d under a curl prefix approval: %v, want it let through", err)
+	}
+	err := answer(e, backend.ExecCall{Pid: 2, Path: "/usr/bin/git", Argv: []string{"curl", "push", "origin"}})
+	if !errors.Is(err, ErrDenied) {
+		t.Fatalf("git started as curl push: %v, want it refused (asked, nobody to answer)", err)
+	}
+	if rep := e.report(); len(rep) != 1 || !strings.Contains(rep[0].Rule, "git-push") {
+		t.Errorf("report %+v, want the git-push rule", rep)
+	}
+}
