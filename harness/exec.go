@@ -1,6 +1,10 @@
 package harness
 
-import "path"
+import (
+	"path"
+	"slices"
+	"strings"
+)
 
 // DecideExec checks a program about to start inside the sandbox, as its
 // execve gave it: path is the program as given, argv its arguments. It
@@ -10,7 +14,14 @@ import "path"
 // argv[0] as the program's name, as on a command line; where path names
 // another program (execve("/usr/bin/git", ["x", "push"])), argv is
 // checked with path in its place too, and the stronger decision wins.
+//
+// The dynamic loader (ld-linux-x86-64.so.2 /usr/bin/git push) is a
+// wrapper: the program it runs is decided too, its options skipped.
 func (rs *Rules) DecideExec(path string, argv []string) Decision {
+	return rs.decideExec(path, argv, 0)
+}
+
+func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 	if len(argv) == 0 {
 		if path == "" {
 			return Decision{Verdict: Allow}
@@ -18,14 +29,66 @@ func (rs *Rules) DecideExec(path string, argv []string) Decision {
 		argv = []string{path}
 	}
 	d := rs.decideOne(simple{argv: argv})
+	d = rs.decideLoaded(path, argv, d, depth)
 	if path == "" || baseName(path) == baseName(argv[0]) {
 		return d
 	}
 	alt := append([]string{path}, argv[1:]...)
 	if da := rs.decideOne(simple{argv: alt}); da.Verdict.rank() > d.Verdict.rank() {
-		return da
+		d = da
 	}
 	return d
+}
+
+// decideLoaded decides, when argv (started as path) is the dynamic
+// loader's, the program the loader runs: the loader maps it itself, so
+// its start is no exec of its own. The stronger decision wins.
+func (rs *Rules) decideLoaded(path string, argv []string, d Decision, depth int) Decision {
+	if !isLoader(baseName(path)) && !isLoader(baseName(argv[0])) || depth > maxDepth {
+		return d
+	}
+	prog, argv0, ok := Loaded(argv)
+	if !ok {
+		return d
+	}
+	// --argv0 names the program to itself: decided under both names.
+	args := prog
+	if argv0 != "" {
+		args = append([]string{argv0}, prog[1:]...)
+	}
+	if dl := rs.decideExec(prog[0], args, depth+1); dl.Verdict.rank() > d.Verdict.rank() {
+		return dl
+	}
+	return d
+}
+
+// Loaded returns, for argv of the dynamic loader (ld.so, ld-linux*.so*,
+// ld-musl-*), the program it runs and its arguments, past the loader's
+// options, and the argv[0] --argv0 gives it ("" for none); false when
+// there is none (the loader alone, --help).
+func Loaded(argv []string) (prog []string, argv0 string, ok bool) {
+	i := 1
+	for i < len(argv) {
+		a := argv[i]
+		if a == "--" {
+			i++
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		i++
+		if slices.Contains(loaderArgs, a) {
+			if a == "--argv0" && i < len(argv) {
+				argv0 = argv[i]
+			}
+			i++
+		}
+	}
+	if i >= len(argv) {
+		return nil, "", false
+	}
+	return argv[i:], argv0, true
 }
 
 func baseName(p string) string { return path.Base(p) }

@@ -184,3 +184,43 @@ func TestDecideGitSubcommandProgram(t *testing.T) {
 		t.Errorf("the line git-push origin main: %+v, want the git-push rule's ask", d)
 	}
 }
+
+// TestDecideLoader: the dynamic loader is a wrapper, on a command line
+// and at exec: the program it runs is decided, past its options.
+// Positive control: the loader running an allowed program, or alone.
+func TestDecideLoader(t *testing.T) {
+	rs := New(policy.Default())
+	ld := "/lib64/ld-linux-x86-64.so.2"
+	for _, tt := range []struct {
+		path string
+		argv []string
+		want Verdict
+	}{
+		{ld, []string{ld, "/usr/bin/git", "push", "origin", "main"}, Ask},
+		{ld, []string{"x", "--library-path", "/lib", "--inhibit-cache", "/usr/bin/git", "push"}, Ask},
+		{ld, []string{ld, "--argv0", "git", "/tmp/y", "push"}, Ask},
+		{"/lib/ld-musl-x86_64.so.1", []string{"ld", "--preload", "x.so", "/usr/bin/git", "push"}, Ask},
+		{"/usr/bin/ld.so", []string{"ld.so", "--", "git", "push"}, Ask},
+		{"/lib/ld-linux-aarch64.so.1", []string{"ld", "/bin/rm", "-rf", "/tmp/victim"}, Ask},
+		// Positive controls.
+		{ld, []string{ld, "/usr/bin/git", "status"}, Allow},
+		{ld, []string{ld, "--list", "/usr/bin/git"}, Allow},
+		{ld, []string{ld, "--help"}, Allow},
+		{"/usr/bin/ldd", []string{"ldd", "/usr/bin/git", "push"}, Allow},
+	} {
+		if d := rs.DecideExec(tt.path, tt.argv); d.Verdict != tt.want {
+			t.Errorf("DecideExec(%q, %q) = %s, want %s", tt.path, tt.argv, d.Verdict, tt.want)
+		}
+	}
+	for _, line := range [][]string{
+		{ld, "/usr/bin/git", "push", "origin", "main"},
+		{"sh", "-c", "/lib64/ld-linux-x86-64.so.2 --library-path /lib /usr/bin/git push"},
+	} {
+		if d := rs.Decide(Action{Argv: line}); d.Verdict != Ask || d.Rule == nil || d.Rule.Name != "git-push" {
+			t.Errorf("the line %q: %+v, want the git-push rule's ask", line, d)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{ld, "/usr/bin/git", "status"}}); d.Verdict != Allow {
+		t.Errorf("ld.so git status: %s, want allow", d.Verdict)
+	}
+}

@@ -61,9 +61,30 @@ var wrappers = []struct {
 	{"exec", []string{"-a"}},
 }
 
+// loaderArgs are the options of the dynamic loader (glibc's ld.so, musl's
+// ld-musl) that take a separate argument.
+var loaderArgs = []string{"--argv0", "--library-path", "--preload", "--audit", "--inhibit-rpath", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}
+
+// isLoader reports whether name is the dynamic loader's, which runs the
+// program its first operand names (/lib64/ld-linux-x86-64.so.2
+// /usr/bin/git push) by mapping it itself, with no exec of its own to
+// check.
+func isLoader(name string) bool {
+	switch {
+	case name == "ld.so", strings.HasPrefix(name, "ld-musl-"):
+		return true
+	case strings.HasPrefix(name, "ld-linux") || strings.HasPrefix(name, "ld64.so"):
+		return strings.Contains(name, ".so")
+	}
+	return false
+}
+
 // wrapper returns the options of the wrapper name that take a separate
 // argument; false if name is not a wrapper.
 func wrapper(name string) (withArg []string, ok bool) {
+	if isLoader(name) {
+		return loaderArgs, true
+	}
 	for _, w := range wrappers {
 		if w.name == name {
 			return w.args, true

@@ -93,3 +93,39 @@ func TestExecCheckGitUnderOtherNames(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
 	}
 }
+
+// TestExecCheckLoader: a program started by the dynamic loader (which
+// maps it itself, with no exec to check) is decided at the loader's
+// exec. Positive control: an allowed program the same way.
+func TestExecCheckLoader(t *testing.T) {
+	ld := ""
+	for _, p := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"} {
+		if _, err := os.Stat(p); err == nil {
+			ld = p
+		}
+	}
+	if ld == "" {
+		t.Skip("no known dynamic loader here")
+	}
+	ws := t.TempDir()
+	script := "L=" + ld + `
+$L /usr/bin/uname -n >/dev/null 2>&1; echo "ld uname -n: $?"
+$L --inhibit-cache /usr/bin/uname -n >/dev/null 2>&1; echo "ld opts uname -n: $?"
+$L /usr/bin/uname -s >/dev/null; echo "ld uname -s: $?"
+`
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := execPolicy(t, ws, execRules)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	want := "ld uname -n: 126\nld opts uname -n: 126\nld uname -s: 0\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	}
+}
