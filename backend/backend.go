@@ -339,6 +339,15 @@ type ExecCall struct {
 	// to the rules. "" when it could not be named (a memfd, a deleted
 	// file) or the backend does not resolve programs.
 	Resolved string
+	// Open, when set, opens for reading a regular file as the calling
+	// process sees it, while the call waits for the check (not after):
+	// path "" is the program itself, however it was named; any other
+	// path is found as the caller's execve would find it (in its root,
+	// from its working directory, links followed). The file's Name is
+	// its path as the host names it, "" when it has none. A checker
+	// reads a script's #! line with it, and finds the program a loader
+	// or an interpreter is given. nil where the backend cannot.
+	Open func(path string) (*os.File, error)
 	// First says this is the exec that starts the command itself, whose
 	// argv is the Spec's: a checker that decided the command line before
 	// the run need not decide it again. (A backend may also let that exec

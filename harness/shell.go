@@ -65,10 +65,12 @@ var wrappers = []struct {
 // ld-musl) that take a separate argument.
 var loaderArgs = []string{"--argv0", "--library-path", "--preload", "--audit", "--inhibit-rpath", "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"}
 
-// isLoader reports whether name is the dynamic loader's, which runs the
-// program its first operand names (/lib64/ld-linux-x86-64.so.2
-// /usr/bin/git push) by mapping it itself, with no exec of its own to
-// check.
+// IsLoader reports whether name (a base name) is the dynamic loader's,
+// which runs the program its first operand names
+// (/lib64/ld-linux-x86-64.so.2 /usr/bin/git push) by mapping it itself,
+// with no exec of its own to check.
+func IsLoader(name string) bool { return isLoader(name) }
+
 func isLoader(name string) bool {
 	switch {
 	case name == "ld.so", strings.HasPrefix(name, "ld-musl-"):

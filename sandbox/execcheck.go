@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path"
 	"slices"
 	"sync"
@@ -102,14 +105,11 @@ func (e *execCheck) check(c backend.ExecCall) error {
 	if c.First {
 		return nil // the command line, decided before the run
 	}
-	d := e.rules.DecideExec(c.Path, c.Argv)
-	// The program is also known by the file it is: a link to git, or
-	// /proc/self/fd/3 holding git, is git. The stronger decision wins.
-	if c.Resolved != "" && path.Base(c.Resolved) != path.Base(c.Path) {
-		if dr := e.rules.DecideExec(c.Resolved, c.Argv); rank(dr.Verdict) > rank(d.Verdict) {
-			d = dr
-		}
+	script := c.Path
+	if script == "" {
+		script = c.Resolved // an fexecve: the kernel names the script /dev/fd/N
 	}
+	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0)
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -121,6 +121,108 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil
 	}
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
+}
+
+// maxInterp bounds how many #! interpreters and loaders are followed
+// from one exec. The kernel follows at most 5 interpreters (more is
+// ELOOP): following further than it does costs nothing, stopping short
+// would let a deeper chain pass.
+const maxInterp = 8
+
+// decideProgram decides the program p (opened through open as which: ""
+// for the exec's own program), run with argv, whose file the backend
+// named resolved ("" unknown). The strongest of these decisions wins:
+//   - argv, and argv under the name p (harness.Rules.DecideExec, which
+//     also decides what a dynamic loader runs, by name);
+//   - argv under the name of the file p is (a link to git is git);
+//   - what a dynamic loader runs, under the name of the file it is;
+//   - for a script, what the kernel runs: its #! interpreter, the
+//     interpreter's optional argument, the script's path and argv[1:]
+//     (a file ./origin holding "#!/usr/bin/git push" run as ./origin
+//     main is git push ./origin main), followed as deep as the kernel
+//     follows interpreters.
+//
+// open is nil where the backend cannot open the caller's files: then
+// only the names are decided on.
+func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p string, argv []string, resolved string, depth int) harness.Decision {
+	d := e.rules.DecideExec(p, argv)
+	if resolved != "" && path.Base(resolved) != path.Base(p) {
+		d = stronger(d, e.rules.DecideExec(resolved, argv))
+	}
+	if open == nil || depth >= maxInterp || len(argv) == 0 {
+		return d
+	}
+	if harness.IsLoader(path.Base(p)) || harness.IsLoader(path.Base(resolved)) || harness.IsLoader(path.Base(argv[0])) {
+		if prog, argv0, ok := harness.Loaded(argv); ok {
+			args := prog
+			if argv0 != "" {
+				args = append([]string{argv0}, prog[1:]...)
+			}
+			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1))
+		}
+	}
+	if interp, arg, ok := shebang(open, which); ok {
+		run := []string{interp}
+		if arg != "" {
+			run = append(run, arg)
+		}
+		run = append(append(run, p), argv[1:]...)
+		d = stronger(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1))
+	}
+	return d
+}
+
+// fileName is the host's name of the file p is to the caller, "" when it
+// cannot be opened.
+func fileName(open func(string) (*os.File, error), p string) string {
+	f, err := open(p)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	return f.Name()
+}
+
+// shebang returns the interpreter and its optional argument of the
+// script open(which) reads, as the kernel's binfmt_script reads them:
+// the first line, at most its first 256 bytes (BINPRM_BUF_SIZE), after
+// "#!"; the interpreter ends at a space or a tab, the argument is the
+// rest, trimmed. false when the file is no script or cannot be read.
+func shebang(open func(string) (*os.File, error), which string) (interp, arg string, ok bool) {
+	f, err := open(which)
+	if err != nil {
+		return "", "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := io.ReadFull(f, buf)
+	line, found := bytes.CutPrefix(buf[:n], []byte("#!"))
+	if !found {
+		return "", "", false
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	if i := bytes.IndexByte(line, 0); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.Trim(line, " \t")
+	if len(line) == 0 {
+		return "", "", false
+	}
+	i := bytes.IndexAny(line, " \t")
+	if i < 0 {
+		return string(line), "", true
+	}
+	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true
+}
+
+// stronger returns the stronger of two decisions, a if they are equal.
+func stronger(a, b harness.Decision) harness.Decision {
+	if rank(b.Verdict) > rank(a.Verdict) {
+		return b
+	}
+	return a
 }
 
 // rank orders verdicts, weakest first.

@@ -96,7 +96,8 @@ func TestExecCheckGitUnderOtherNames(t *testing.T) {
 
 // TestExecCheckLoader: a program started by the dynamic loader (which
 // maps it itself, with no exec to check) is decided at the loader's
-// exec. Positive control: an allowed program the same way.
+// exec, by its name and by the file it is (a link). Positive control: an
+// allowed program the same way.
 func TestExecCheckLoader(t *testing.T) {
 	ld := ""
 	for _, p := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"} {
@@ -112,6 +113,8 @@ func TestExecCheckLoader(t *testing.T) {
 $L /usr/bin/uname -n >/dev/null 2>&1; echo "ld uname -n: $?"
 $L --inhibit-cache /usr/bin/uname -n >/dev/null 2>&1; echo "ld opts uname -n: $?"
 $L /usr/bin/uname -s >/dev/null; echo "ld uname -s: $?"
+ln -s /usr/bin/uname ./u; $L ./u -n >/dev/null 2>&1; echo "ld link -n: $?"
+$L ./u -s >/dev/null; echo "ld link -s: $?"
 `
 	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,7 +127,51 @@ $L /usr/bin/uname -s >/dev/null; echo "ld uname -s: $?"
 		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
-	want := "ld uname -n: 126\nld opts uname -n: 126\nld uname -s: 0\n"
+	want := "ld uname -n: 126\nld opts uname -n: 126\nld uname -s: 0\nld link -n: 126\nld link -s: 0\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	}
+}
+
+// TestExecCheckShebang: a script's #! line is decided as the kernel runs
+// it: the interpreter, its argument, the script's path and the script's
+// arguments, through a script that is itself another's interpreter, and
+// through a link to a script. Positive control: the same scripts with an
+// argument no rule matches run.
+func TestExecCheckShebang(t *testing.T) {
+	ws := t.TempDir()
+	files := map[string]string{
+		"deny":    "#!/bin/echo  deny-me \n",
+		"allow":   "#!/bin/echo fine\n",
+		"nested":  "#!" + filepath.Join(ws, "deny") + "\n",
+		"nestedc": "#!" + filepath.Join(ws, "allow") + "\n",
+		"run.sh": `ln -s deny linked
+./deny x >/dev/null 2>&1; echo "deny: $?"
+./nested x >/dev/null 2>&1; echo "nested: $?"
+./linked x >/dev/null 2>&1; echo "linked: $?"
+./allow x >/dev/null; echo "allow: $?"
+./nestedc x >/dev/null; echo "nested allow: $?"
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := execPolicy(t, ws, `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	want := "deny: 126\nnested: 126\nlinked: 126\nallow: 0\nnested allow: 0\n"
 	if out.String() != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
 	}

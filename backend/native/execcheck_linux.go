@@ -95,7 +95,13 @@ func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccom
 				return int(unix.EACCES), nil
 			}
 		}
-		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first, Resolved: resolve(c)})
+		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Argv: c.Argv, Truncated: c.Truncated, First: first, Resolved: resolve(c),
+			Open: func(p string) (*os.File, error) {
+				if p == "" {
+					return openFile(c.Pid, c.Dirfd, c.Path) // the program itself
+				}
+				return openFile(c.Pid, unix.AT_FDCWD, p)
+			}})
 		var p *backend.ExecPending
 		if errors.As(err, &p) {
 			return 0, func(ctx context.Context) int {
@@ -171,35 +177,56 @@ func ownFD(p string) (string, bool) {
 // descriptor holding git (/proc/self/fd/3). The path is resolved in the
 // caller's root, so a link's target means what it means there.
 func resolve(c seccomp.ExecCall) string {
-	proc := "/proc/" + strconv.Itoa(c.Pid)
-	if c.Path == "" {
-		return named(os.Readlink(proc + "/fd/" + strconv.Itoa(c.Dirfd)))
+	fd, err := openIn(c.Pid, c.Dirfd, c.Path)
+	if err != nil {
+		return ""
 	}
-	if fd, ok := ownFD(c.Path); ok {
-		return named(os.Readlink(proc + "/fd/" + fd))
+	defer unix.Close(fd)
+	return fdName(fd)
+}
+
+// fdName is the name of a descriptor of this process as a program's
+// name (see named).
+func fdName(fd int) string { return named(os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))) }
+
+// errUnresolved is openIn's error for a path it cannot follow in the
+// caller's view (a directory outside the caller's root as the host sees
+// it, a name with no file behind it).
+var errUnresolved = errors.New("the path cannot be followed in the caller's view")
+
+// openIn opens (O_PATH) the file process pid reaches by path p, relative
+// to its descriptor dirfd (or its working directory for AT_FDCWD), as its
+// execve would: in its root, links followed, /proc/self/fd/N and
+// /dev/fd/N its own descriptors. p "" is the file dirfd holds (fexecve).
+func openIn(pid, dirfd int, p string) (int, error) {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if p == "" {
+		return unix.Open(proc+"/fd/"+strconv.Itoa(dirfd), unix.O_PATH|unix.O_CLOEXEC, 0)
 	}
-	p := c.Path
+	if fd, ok := ownFD(p); ok {
+		return unix.Open(proc+"/fd/"+fd, unix.O_PATH|unix.O_CLOEXEC, 0)
+	}
 	switch {
-	case c.Dirfd != unix.AT_FDCWD && !strings.HasPrefix(p, "/"):
+	case dirfd != unix.AT_FDCWD && !strings.HasPrefix(p, "/"):
 		// Relative to a directory descriptor of the caller's.
-		dir, err := os.Readlink(proc + "/fd/" + strconv.Itoa(c.Dirfd))
+		dir, err := os.Readlink(proc + "/fd/" + strconv.Itoa(dirfd))
 		if err != nil || !strings.HasPrefix(dir, "/") {
-			return ""
+			return -1, errUnresolved
 		}
 		p = inRoot(proc, dir, p)
 	case !strings.HasPrefix(p, "/"):
 		cwd, err := os.Readlink(proc + "/cwd")
 		if err != nil || !strings.HasPrefix(cwd, "/") {
-			return ""
+			return -1, errUnresolved
 		}
 		p = inRoot(proc, cwd, p)
 	}
 	if p == "" {
-		return ""
+		return -1, errUnresolved
 	}
 	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return ""
+		return -1, err
 	}
 	defer unix.Close(root)
 	if q := path.Clean(p); strings.HasPrefix(q, "/proc/") {
@@ -215,12 +242,30 @@ func resolve(c seccomp.ExecCall) string {
 		}
 		p = q // any other /proc name is a path like another
 	}
-	fd, err := unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	return unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+}
+
+// openFile opens for reading the regular file process pid reaches by
+// path (see openIn), named as the host names it; a device or a FIFO is
+// not opened (reading it could block, or act).
+func openFile(pid, dirfd int, p string) (*os.File, error) {
+	fd, err := openIn(pid, dirfd, p)
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	defer unix.Close(fd)
-	return named(os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)))
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, errUnresolved
+	}
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(rfd), fdName(fd)), nil
 }
 
 // procLink splits a /proc path naming a descriptor or an executable,
@@ -253,31 +298,29 @@ func procLink(q string) (dir, link string, ok bool) {
 // procfs (so it names one of the caller's processes, not a directory made
 // to look like one); only the link itself is followed as the kernel
 // follows it, to the file the process holds.
-func procLinkTarget(root int, dir, link string) string {
+func procLinkTarget(root int, dir, link string) (int, error) {
 	d, err := unix.Openat2(root, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
 	if err != nil {
-		return ""
+		return -1, err
 	}
 	defer unix.Close(d)
 	var st unix.Statfs_t
-	if unix.Fstatfs(d, &st) != nil || st.Type != unix.PROC_SUPER_MAGIC {
-		return ""
+	if err := unix.Fstatfs(d, &st); err != nil {
+		return -1, err
+	}
+	if st.Type != unix.PROC_SUPER_MAGIC {
+		return -1, errUnresolved
 	}
 	parent, name := path.Split(link)
 	if parent != "" {
 		sub, err := unix.Openat2(d, path.Clean(parent), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
 		if err != nil {
-			return ""
+			return -1, err
 		}
 		defer unix.Close(sub)
 		d = sub
 	}
-	fd, err := unix.Openat(d, name, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(fd)
-	return named(os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)))
+	return unix.Openat(d, name, unix.O_PATH|unix.O_CLOEXEC, 0)
 }
 
 // inRoot returns rel, relative to dir (a path as the host names it),
