@@ -102,14 +102,15 @@ func (e *execCheck) keep(g harness.Grant) {
 // through at once; any other decision (audited, counted, maybe asked of
 // a person) is made in the backend's pending call, off its supervisor.
 func (e *execCheck) check(c backend.ExecCall) error {
-	if c.First {
-		return nil // the command line, decided before the run
-	}
 	script := c.Path
 	if script == "" {
 		script = c.Resolved // an fexecve: the kernel names the script /dev/fd/N
 	}
-	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0)
+	// The command's own exec: its line was decided before the run (and
+	// maybe approved), by its words only; what the line could not show,
+	// the file its program is (a link, a script's interpreter), is
+	// decided here.
+	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -144,8 +145,14 @@ const maxInterp = 8
 //
 // open is nil where the backend cannot open the caller's files: then
 // only the names are decided on.
-func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p string, argv []string, resolved string, depth int) harness.Decision {
-	d := e.rules.DecideExec(p, argv)
+//
+// byFile leaves out the first of these, for the command's own exec,
+// whose words were decided as its command line.
+func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p string, argv []string, resolved string, depth int, byFile bool) harness.Decision {
+	d := harness.Decision{Verdict: harness.Allow}
+	if !byFile {
+		d = e.rules.DecideExec(p, argv)
+	}
 	if resolved != "" && path.Base(resolved) != path.Base(p) {
 		d = stronger(d, e.rules.DecideExec(resolved, argv))
 	}
@@ -158,7 +165,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			if argv0 != "" {
 				args = append([]string{argv0}, prog[1:]...)
 			}
-			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1))
+			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
 		}
 	}
 	if interp, arg, ok := shebang(open, which); ok {
@@ -167,7 +174,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			run = append(run, arg)
 		}
 		run = append(append(run, p), argv[1:]...)
-		d = stronger(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1))
+		d = stronger(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1, false))
 	}
 	return d
 }

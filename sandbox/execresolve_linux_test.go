@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -174,5 +175,49 @@ decision = "deny"
 	want := "deny: 126\nnested: 126\nlinked: 126\nallow: 0\nnested allow: 0\n"
 	if out.String() != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	}
+}
+
+// TestExecCheckCommandScript: the command's own program, where its exec
+// is notified (the init stage), is decided by the file it is as well:
+// its line shows only a script's name. Positive control: a script whose
+// interpreter line no rule matches runs.
+func TestExecCheckCommandScript(t *testing.T) {
+	ws := t.TempDir()
+	for name, body := range map[string]string{"deny": "#!/bin/echo deny-me\n", "allow": "#!/bin/echo fine\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := execPolicy(t, ws, `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	for _, tt := range []struct {
+		script string
+		exit   int
+		out    string
+	}{{"./deny", 126, ""}, {"./allow", 0, "fine ./allow x\n"}} {
+		var out, errb bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: &native.Backend{InitStage: true}, Policy: p, Caller: &caller,
+			Args: []string{tt.script, "x"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+		if tt.exit == 126 {
+			// The command's own exec refused: the run says it could not
+			// start it.
+			if err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("%s: %v (exit %d, output %q), want its exec refused", tt.script, err, rep.ExitCode, out.String())
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tt.script, err, errb.String())
+		}
+		if rep.ExitCode != tt.exit || out.String() != tt.out {
+			t.Errorf("%s: exit %d, output %q (stderr %q), want %d %q; denials %+v", tt.script, rep.ExitCode, out.String(), errb.String(), tt.exit, tt.out, rep.Denials)
+		}
 	}
 }
