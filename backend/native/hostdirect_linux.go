@@ -413,7 +413,11 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record, Setsid: r.onSetsid}
 	if r.stdio.CheckExec != nil {
 		// A session's first exec is not its command's (see attribute).
-		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil)
+		var first *seccomp.FirstExec
+		if r.plan != nil && !r.initSupervised {
+			first = r.plan.first // the direct start's own exec
+		}
+		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil, first)
 	}
 	sup.Serve(fd, int(stop.Fd()))
 }
