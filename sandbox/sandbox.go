@@ -795,5 +795,11 @@ func openChangeSet(ws, session, mode string) (cs *workspace.ChangeSet, created b
 	if err := cs.Lock(); err != nil {
 		return nil, false, fmt.Errorf("change set %s: %w", cs.ID(), err)
 	}
+	// A session whose copy was interrupted holds no run's changes, and a
+	// run in it would start from a partial workspace.
+	if err := cs.CheckComplete(); err != nil {
+		cs.Unlock()
+		return nil, false, fmt.Errorf("session %q: %w", session, err)
+	}
 	return cs, created, nil
 }

@@ -89,6 +89,11 @@ type Conflict struct {
 func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 	var rep Report
 	err := c.withLock(func() error {
+		// Before anything else, Recover included: an incomplete copy is
+		// never read as changes (Changes refuses it too).
+		if err := c.CheckComplete(); err != nil {
+			return err
+		}
 		if err := c.recover(); err != nil {
 			return err
 		}

@@ -103,6 +103,9 @@ func (c *ChangeSet) Changes() ([]Change, error) {
 	if _, err := os.Lstat(c.journalPath()); err == nil {
 		return nil, fmt.Errorf("changes of %s: %w", c.meta.ID, ErrPendingApply)
 	}
+	if err := c.CheckComplete(); err != nil {
+		return nil, err
+	}
 	w := walker{upper: c.UpperDir(), lower: c.meta.Workspace, copy: c.meta.Copy}
 	if err := w.root(); err != nil {
 		return nil, err

@@ -69,6 +69,11 @@ type DiffOptions struct {
 
 // WriteDiff writes changes (from Changes) in the format opts asks for.
 func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) error {
+	// Changes refuses such a set already; this also covers changes that
+	// came from elsewhere, since the diff reads the upper directory.
+	if err := c.CheckComplete(); err != nil {
+		return err
+	}
 	if opts.Context <= 0 {
 		opts.Context = 3
 	}

@@ -22,7 +22,7 @@ import (
 // TestMain dispatches the helper modes the tests re-execute the test
 // binary in: "overlay" mounts an overlay in a new user and mount namespace
 // and plays an agent in it; "crash" applies a change set and dies after
-// a given operation.
+// a given operation; "copy" dies in the middle of CreateCopy.
 func TestMain(m *testing.M) {
 	switch os.Getenv("MOAT_WS_HELPER") {
 	case "overlay":
@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "crash":
 		crashHelper()
+	case "copy":
+		copyHelper()
 	}
 	os.Exit(m.Run())
 }
@@ -57,6 +59,27 @@ func crashHelper() {
 		os.Exit(3)
 	}
 	os.Exit(0) // the crash point was never reached
+}
+
+// copyHelper runs CreateCopy of the workspace $MOAT_WS_DIR and dies, as a
+// SIGKILL would (no deferred call runs), while copying its file number
+// $MOAT_WS_COPY_DIE, leaving that file as CopyFile leaves it before its
+// write: empty, mode 0600.
+func copyHelper() {
+	die, _ := strconv.Atoi(os.Getenv("MOAT_WS_COPY_DIE"))
+	n := 0
+	testHookCopyFile = func(dst string) {
+		if n++; n == die {
+			os.WriteFile(dst, nil, 0o600)
+			os.Exit(1)
+		}
+	}
+	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
+	if _, err := s.CreateCopy(os.Getenv("MOAT_WS_DIR"), "sess"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	os.Exit(0) // the file to die at was never reached
 }
 
 // manifest describes a tree: path -> "type mode content". gitView keeps

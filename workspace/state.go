@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/internal/overlay"
@@ -33,6 +34,11 @@ var (
 	// ErrUnsupportedLayer: the upper layer uses an overlay feature moat
 	// does not mount with, so its meaning cannot be read safely.
 	ErrUnsupportedLayer = errors.New("unsupported overlay upper layer")
+	// ErrIncomplete: the change set's copy of the workspace (CreateCopy)
+	// never finished, so what its upper directory lacks or holds
+	// half-written says nothing of what a command did: it can only be
+	// discarded.
+	ErrIncomplete = errors.New("its copy of the workspace is incomplete (the run that made it was interrupted while copying): discard it")
 )
 
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
@@ -127,10 +133,20 @@ type meta struct {
 	Workspace string `json:"workspace"`
 	// Copy: upper/ is a full copy of the workspace (CreateCopy), not an
 	// overlay upper layer.
-	Copy     bool      `json:"copy,omitempty"`
-	Created  time.Time `json:"created"`
-	Commands []Command `json:"commands"`
-	Baseline baseline  `json:"baseline"`
+	Copy bool `json:"copy,omitempty"`
+	// Incomplete: CreateCopy has not finished copying the workspace (into
+	// copy/, renamed to upper/ once whole). It is saved before the copy
+	// starts and cleared, with Copy set, after the rename, so a process
+	// killed in between leaves a change set marked as unusable rather
+	// than a partial copy that would read as changes: files missing,
+	// empty or with the 0600 mode of one caught mid-write. Copy stays
+	// false meanwhile, so that a moat predating this field reads the
+	// set as an overlay layer holding no change, not as a copy that
+	// deletes what it lacks.
+	Incomplete bool      `json:"incomplete,omitempty"`
+	Created    time.Time `json:"created"`
+	Commands   []Command `json:"commands"`
+	Baseline   baseline  `json:"baseline"`
 }
 
 // Info describes a kept change set, for `moat runs`.
@@ -146,12 +162,16 @@ type Info struct {
 	Size int64 `json:"size"`
 	// PendingApply is set when an interrupted Apply awaits Recover.
 	PendingApply bool `json:"pending_apply,omitempty"`
+	// Incomplete is set while CreateCopy is still copying the workspace
+	// (a change set whose copy was interrupted is removed by List).
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // ChangeSet is one overlay upper layer over a workspace and what moat
 // knows about it. It lives in STATE/runs/<id>/:
 //
 //	upper/      the overlay upper layer (upperdir=)
+//	copy/       present only while CreateCopy copies the workspace
 //	work/       the overlay work directory (workdir=), same filesystem
 //	meta.json   id, session, workspace, created, commands, baseline
 //	lock        flock'ed while a run, an Apply or a Discard uses it
@@ -173,6 +193,14 @@ type ChangeSet struct {
 // the upper root's attributes. Create does not walk the workspace: its cost
 // does not depend on the workspace's size.
 func (s *Store) Create(ws, session string) (*ChangeSet, error) {
+	return s.create(ws, session, false)
+}
+
+// create is Create; copying marks the change set Incomplete (see meta)
+// and returns it locked, so that List tells a copy in progress (locked)
+// from one whose process died (unlocked) without a window in between: the
+// lock is taken before meta.json, which makes the set visible, exists.
+func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 	real, err := canonicalWorkspace(ws)
 	if err != nil {
 		return nil, err
@@ -207,9 +235,16 @@ func (s *Store) Create(ws, session string) (*ChangeSet, error) {
 		return nil, fmt.Errorf("create change set: %w", err)
 	}
 	c := &ChangeSet{dir: dir, meta: meta{ID: id, Session: session, Workspace: real,
-		Created: time.Now().UTC(), Commands: []Command{}}}
+		Created: time.Now().UTC(), Commands: []Command{}, Incomplete: copying}}
+	if copying {
+		if err := c.Lock(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := c.init(wfi.Mode().Perm()); err != nil {
 		os.RemoveAll(dir)
+		c.Unlock()
 		return nil, err
 	}
 	return c, nil
@@ -221,22 +256,56 @@ func (s *Store) Create(ws, session string) (*ChangeSet, error) {
 // special files are left out) for the backend to bind read-write, and
 // Changes compares the copy with the workspace, so review and Apply work
 // the same way. Its cost grows with the workspace.
+//
+// The copy is made in copy/ and renamed to upper/ only once whole, and the
+// change set stays marked Incomplete until then: a process killed while
+// copying leaves a set that Changes, WriteDiff and Apply refuse
+// (ErrIncomplete) and List removes, never a partial copy read as changes.
 func (s *Store) CreateCopy(ws, session string) (*ChangeSet, error) {
-	c, err := s.Create(ws, session)
+	c, err := s.create(ws, session, true)
 	if err != nil {
 		return nil, err
 	}
-	c.meta.Copy = true
-	err = copyTree(c.meta.Workspace, c.UpperDir())
-	if err == nil {
-		err = c.save(false)
-	}
-	if err != nil {
+	// The lock only kept List from taking the copy for an abandoned one;
+	// a run takes it again for itself.
+	defer c.Unlock()
+	if err := c.copyWorkspace(); err != nil {
 		removeAll(c.dir)
 		return nil, fmt.Errorf("copy workspace: %w", err)
 	}
 	return c, nil
 }
+
+func (c *ChangeSet) copyWorkspace() error {
+	staging := filepath.Join(c.dir, "copy")
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return err
+	}
+	if err := copyTree(c.meta.Workspace, staging); err != nil {
+		return err
+	}
+	// upper/ (empty, made by Create for its baseline) gives the root its
+	// mode, as it does for an overlay.
+	fi, err := os.Lstat(c.UpperDir())
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(staging, fi.Mode().Perm()); err != nil {
+		return err
+	}
+	// rename(2) replaces an empty directory: upper/ is either the empty
+	// one or the whole copy, never part of it. (os.Rename refuses an
+	// existing directory as the target, whatever the system allows.)
+	if err := syscall.Rename(staging, c.UpperDir()); err != nil {
+		return &os.LinkError{Op: "rename", Old: staging, New: c.UpperDir(), Err: err}
+	}
+	c.meta.Copy, c.meta.Incomplete = true, false
+	return c.save(false)
+}
+
+// testHookCopyFile, when set (by tests), runs before each file copyTree
+// copies, with the file's destination.
+var testHookCopyFile func(dst string)
 
 func copyTree(src, dst string) error {
 	type dirMode struct {
@@ -268,6 +337,9 @@ func copyTree(src, dst string) error {
 			}
 			return os.Symlink(target, to)
 		case File:
+			if testHookCopyFile != nil {
+				testHookCopyFile(to)
+			}
 			return overlay.CopyFile(p, to, fi.Mode().Perm(), false)
 		}
 		return nil
@@ -359,7 +431,9 @@ func (s *Store) Open(idOrSession string) (*ChangeSet, error) {
 	return nil, fmt.Errorf("%q: %w", idOrSession, ErrNotFound)
 }
 
-// List returns every change set of the Store, oldest first.
+// List returns every change set of the Store, oldest first. A change set
+// whose copy was interrupted (see CreateCopy) is removed, not listed; one
+// still being copied is listed with Incomplete set.
 func (s *Store) List() ([]Info, error) {
 	all, err := s.all()
 	if err != nil {
@@ -389,6 +463,14 @@ func (s *Store) all() ([]*ChangeSet, error) {
 		c, err := load(filepath.Join(runs, e.Name()))
 		if err != nil {
 			continue // being created or discarded right now
+		}
+		if c.meta.Incomplete && c.Lock() == nil {
+			// Nobody is copying into it (CreateCopy holds the lock until
+			// the copy is whole): its process died. It holds nothing but
+			// part of a copy of the workspace, so nothing is lost.
+			removeAll(c.dir)
+			c.Unlock()
+			continue
 		}
 		all = append(all, c)
 	}
@@ -470,7 +552,18 @@ func (c *ChangeSet) Info() Info {
 	in.Size, _ = DirSize(c.UpperDir())
 	_, err := os.Lstat(c.journalPath())
 	in.PendingApply = err == nil
+	in.Incomplete = c.meta.Incomplete
 	return in
+}
+
+// CheckComplete returns an error wrapping ErrIncomplete when the change
+// set's copy of the workspace never finished (see CreateCopy), as
+// recorded when it was opened: such a set may only be discarded.
+func (c *ChangeSet) CheckComplete() error {
+	if c.meta.Incomplete {
+		return fmt.Errorf("change set %s: %w", c.meta.ID, ErrIncomplete)
+	}
+	return nil
 }
 
 // Record appends a command to the change set's history (a session

@@ -4,7 +4,11 @@ package workspace
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -157,5 +161,101 @@ func TestCopyMode(t *testing.T) {
 	}
 	if d := diffManifests(manifest(t, up, false), manifest(t, ws, false)); d != "" {
 		t.Errorf("after apply:\n%s", d)
+	}
+}
+
+// TestCopyInterrupted kills CreateCopy (in a re-run of the test binary)
+// in the middle of its copy: the change set it leaves must never be read
+// as changes, and List removes it.
+func TestCopyInterrupted(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	files := map[string]string{}
+	for i := range 20 {
+		files[fmt.Sprintf("f%02d", i)] = fmt.Sprintf("content %d\n", i)
+	}
+	tree(t, ws, files)
+	before := manifest(t, ws, false)
+	s := &Store{Dir: filepath.Join(root, "state")}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=copy", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_DIR="+ws, "MOAT_WS_COPY_DIE=10")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("copy helper did not die mid-copy: %v\n%s", err, out)
+	}
+	ents, err := os.ReadDir(filepath.Join(s.Dir, "runs"))
+	var id string
+	for _, e := range ents {
+		if isID(e.Name()) {
+			id = e.Name()
+		}
+	}
+	if err != nil || id == "" {
+		t.Fatalf("the killed copy left no change set: %v %v", ents, err)
+	}
+	c, err := s.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the bug turned into changes: the half-written file, which read
+	// as a mode change and, applied, emptied the workspace's file.
+	if fi, err := os.Stat(filepath.Join(c.Dir(), "copy", "f09")); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the helper did not leave a half-written file: %v %v", fi, err)
+	}
+	if changes, err := c.Changes(); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("Changes of an interrupted copy: %q, %v", summarize(changes), err)
+	}
+	if err := c.WriteDiff(io.Discard, nil, DiffOptions{}); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("WriteDiff of an interrupted copy: %v", err)
+	}
+	if rep, err := c.Apply(nil, []string{"."}); !errors.Is(err, ErrIncomplete) || len(rep.Applied) > 0 {
+		t.Errorf("Apply of an interrupted copy: %+v, %v", rep, err)
+	}
+	if d := diffManifests(before, manifest(t, ws, false)); d != "" {
+		t.Fatalf("the workspace changed:\n%s", d)
+	}
+	// Held (as CreateCopy holds it while copying), it is listed as a copy
+	// in progress; released, as one whose process died, and removed.
+	held, _ := s.Open(id)
+	if err := held.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := s.List()
+	if err != nil || len(infos) != 1 || !infos[0].Incomplete {
+		t.Errorf("List with the copy in progress: %+v, %v", infos, err)
+	}
+	held.Unlock()
+	if infos, err := s.List(); err != nil || len(infos) != 0 {
+		t.Errorf("List after the copy died: %+v, %v", infos, err)
+	}
+	if _, err := os.Lstat(c.Dir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the interrupted copy was not removed: %v", err)
+	}
+	if _, err := s.Open("sess"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the interrupted copy's session: %v", err)
+	}
+
+	// Positive control: the helper, not reaching the file to die at,
+	// makes a whole copy in the same session, which applies.
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=copy", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_DIR="+ws, "MOAT_WS_COPY_DIE=1000")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("copy helper: %v\n%s", err, out)
+	}
+	c, err = s.Open("sess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(c.Dir(), "copy")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("copy/ left after a whole copy: %v", err)
+	}
+	if changes, err := c.Changes(); err != nil || len(changes) != 0 {
+		t.Fatalf("a whole copy: %q, %v", summarize(changes), err)
+	}
+	os.WriteFile(filepath.Join(c.UpperDir(), "f09"), []byte("new\n"), 0o644)
+	if rep, err := c.Apply(nil, nil); err != nil || len(rep.Applied) != 1 {
+		t.Fatalf("apply of a whole copy: %+v, %v", rep, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f09")); string(b) != "new\n" {
+		t.Errorf("f09 after apply: %q", b)
 	}
 }

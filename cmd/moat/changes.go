@@ -97,6 +97,9 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 		if in.PendingApply {
 			pending = " (apply interrupted)"
 		}
+		if in.Incomplete {
+			pending = " (copying the workspace)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", in.ID, dash(in.Session), workspace.QuoteName(in.Workspace),
 			humanBytes(in.Size), age(in.LastUsed), len(in.Commands), last, pending)
 	}
