@@ -3,6 +3,8 @@ package workspace
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +84,16 @@ type Conflict struct {
 // the conflicts and the error wraps ErrConflict. A conflict at or below a
 // path of force is applied anyway.
 //
+// The check is made again on each path right before Apply replaces,
+// removes or creates it (and, for a file it backs up, before and after
+// the backup): a host edit made while Apply runs stops it, rolls back
+// what it applied, and is reported the same way (reason "changed on the
+// host while apply ran"). A host edit of a file after Apply wrote it is
+// kept, by the rollback too, and a later Apply takes it for a conflict.
+// What is left unseen: an edit in the instant between the last check and
+// the rename over the file, and a write through a descriptor the host
+// opened before the rename, which goes to the replaced file.
+//
 // Either every selected change lands or none does, even if the process
 // dies halfway: a journal in the change set's directory, written before
 // the workspace is touched, lets the next Apply, Recover or Discard roll
@@ -118,6 +130,11 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if err != nil {
 			return err
 		}
+		// Before the conflict check, so that a host edit is either seen
+		// by the check or made after this, and then found by execute.
+		if err := c.expect(plan); err != nil {
+			return err
+		}
 		var conflicts []Conflict
 		for _, cf := range c.conflicts(sel) {
 			if matchPrefix(force, cf.Path) {
@@ -133,7 +150,17 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if len(plan) == 0 {
 			return nil
 		}
-		if err := c.execute(plan); err != nil {
+		if testHookBeforeExecute != nil {
+			testHookBeforeExecute()
+		}
+		c.kept = nil
+		err = c.execute(plan)
+		rep.Conflicts = append(rep.Conflicts, c.kept...)
+		if he := (*hostEdit)(nil); errors.As(err, &he) {
+			rep.Conflicts = append([]Conflict{{Path: he.path, Reason: "changed on the host while apply ran"}}, rep.Conflicts...)
+			return fmt.Errorf("apply %s: %w", c.meta.ID, err)
+		}
+		if err != nil {
 			return err
 		}
 		for _, ch := range sel {
@@ -246,6 +273,123 @@ type op struct {
 	// apply/ (a file, or a symlink); for remove, the workspace-relative
 	// name the old entry is renamed aside to.
 	Backup string `json:"backup,omitempty"`
+	// Was: what Path is expected to be when the operation runs, taken
+	// before the conflict check (see expect).
+	Was ident `json:"was"`
+}
+
+// ident is what Apply saw of a workspace entry: enough to tell, right
+// before it replaces or removes the entry, whether the host changed it
+// since the conflict check. The ctime alone changes with any change (see
+// "Conflict detection"); inode, size and mtime are compared too, for a
+// filesystem whose clock is coarser than the edit. Tree is, for a
+// directory Apply removes, a digest of the identities of everything below
+// it, since an edit deep inside changes nothing of the directory itself.
+// The zero ident is an absent entry.
+type ident struct {
+	Exists bool        `json:"exists,omitempty"`
+	Dev    uint64      `json:"dev,omitempty"`
+	Ino    uint64      `json:"ino,omitempty"`
+	Mode   fs.FileMode `json:"mode,omitempty"`
+	Size   int64       `json:"size,omitempty"`
+	Mtime  int64       `json:"mtime,omitempty"`
+	Ctime  stamp       `json:"ctime"`
+	Tree   string      `json:"tree,omitempty"`
+}
+
+func identOfInfo(fi fs.FileInfo) ident {
+	_, dev, ino, _ := blocksOf(fi)
+	return ident{Exists: true, Dev: dev, Ino: ino, Mode: fi.Mode(), Size: fi.Size(),
+		Mtime: fi.ModTime().UnixNano(), Ctime: ctimeOf(fi)}
+}
+
+// identOf is the ident of the entry at p; with tree, and p a directory,
+// with the digest of everything below it.
+func identOf(p string, tree bool) (ident, error) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ident{}, nil
+	}
+	if err != nil {
+		return ident{}, err
+	}
+	id := identOfInfo(fi)
+	if tree && fi.IsDir() {
+		if id.Tree, err = treeDigest(p); err != nil {
+			return ident{}, err
+		}
+	}
+	return id, nil
+}
+
+// treeDigest digests the names (relative to dir) and idents of the
+// entries below dir, not dir's own, so that it survives dir's rename.
+func treeDigest(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(identOfInfo(fi))
+		fmt.Fprintf(h, "%q %s\n", p[len(dir):], b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// expect records in each operation what its path should be when it runs:
+// as it is now, or absent when an earlier operation of the plan removes
+// it or an ancestor (a type change: remove, then create).
+func (c *ChangeSet) expect(plan []op) error {
+	var removed []string
+	for i := range plan {
+		o := &plan[i]
+		o.Was = ident{}
+		if matchPrefix(removed, o.Path) {
+			continue
+		}
+		id, err := identOf(c.real(o.Path), o.Op == "remove")
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", o.Path, err)
+		}
+		o.Was = id
+		if o.Op == "remove" {
+			removed = append(removed, o.Path)
+		}
+	}
+	return nil
+}
+
+// hostEdit: the host changed a path between Apply's conflict check and
+// the operation on it. It wraps ErrConflict. moved: the operation had
+// already renamed the entry aside (a remove), so it must be undone;
+// otherwise it changed nothing, and undoing it could only harm the
+// host's version.
+type hostEdit struct {
+	path  string
+	moved bool
+}
+
+func (e *hostEdit) Error() string {
+	return fmt.Sprintf("%s changed on the host while apply ran", e.path)
+}
+func (e *hostEdit) Unwrap() error { return ErrConflict }
+
+// unchanged fails with a hostEdit when o's path is no longer what expect
+// saw.
+func (c *ChangeSet) unchanged(o op) error {
+	now, err := identOf(c.real(o.Path), o.Was.Tree != "")
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", o.Path, err)
+	}
+	if now != o.Was {
+		return &hostEdit{path: o.Path}
+	}
+	return nil
 }
 
 func (c *ChangeSet) plan(sel []Change, rep *Report) ([]op, error) {
@@ -348,9 +492,13 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 // each operation, then {"commit": true}. A torn last line (a crash while
 // writing it) is ignored.
 type record struct {
-	Plan   []op `json:"plan,omitempty"`
-	Done   *int `json:"done,omitempty"`
-	Commit bool `json:"commit,omitempty"`
+	Plan []op `json:"plan,omitempty"`
+	Done *int `json:"done,omitempty"`
+	// Placed: with Done of a write, the ident of the entry it placed, so
+	// that a rollback does not replace or remove it once the host has
+	// changed it.
+	Placed *ident `json:"placed,omitempty"`
+	Commit bool   `json:"commit,omitempty"`
 }
 
 type journal struct{ f *os.File }
@@ -373,6 +521,14 @@ func (j journal) append(r record) error {
 // done and journaled, and with i = len(plan) after the commit record.
 var testHookAfterOp func(i int)
 
+// testHookBeforeExecute and testHookBeforeOp, when set (by tests), run
+// after the conflict check, and before each operation (after the
+// backups) with its path: where a host edit would otherwise go unseen.
+var (
+	testHookBeforeExecute func()
+	testHookBeforeOp      func(path string)
+)
+
 // execute runs the plan under a journal: backups first (nothing in the
 // workspace touched yet), then the journal, then each operation, then the
 // commit record and the cleanup.
@@ -387,18 +543,31 @@ func (c *ChangeSet) execute(plan []op) error {
 	}
 	j := journal{f}
 	defer f.Close()
+	placed := map[int]ident{}
 	if err := j.append(record{Plan: plan}); err != nil {
-		return c.abort(plan, -1, err)
+		return c.abort(plan, -1, err, placed)
 	}
 	if err := syncDir(c.dir); err != nil {
-		return c.abort(plan, -1, err)
+		return c.abort(plan, -1, err, placed)
 	}
 	for i := range plan {
-		if err := c.do(plan[i]); err != nil {
-			return c.abort(plan, i, err)
+		if testHookBeforeOp != nil {
+			testHookBeforeOp(plan[i].Path)
 		}
-		if err := j.append(record{Done: &i}); err != nil {
-			return c.abort(plan, i, err)
+		id, err := c.do(plan[i])
+		r := record{Done: &i}
+		if plan[i].Op == "write" && err == nil {
+			placed[i] = id
+			r.Placed = &id
+		}
+		if he := (*hostEdit)(nil); errors.As(err, &he) && !he.moved {
+			return c.abort(plan, i-1, err, placed)
+		}
+		if err != nil {
+			return c.abort(plan, i, err, placed)
+		}
+		if err := j.append(r); err != nil {
+			return c.abort(plan, i, err, placed)
 		}
 		if testHookAfterOp != nil {
 			testHookAfterOp(i)
@@ -413,21 +582,21 @@ func (c *ChangeSet) execute(plan []op) error {
 	}
 	for d := range dirs {
 		if err := syncDir(c.real(d)); err != nil {
-			return c.abort(plan, len(plan)-1, err)
+			return c.abort(plan, len(plan)-1, err, placed)
 		}
 	}
 	if err := j.append(record{Commit: true}); err != nil {
-		return c.abort(plan, len(plan)-1, err)
+		return c.abort(plan, len(plan)-1, err, placed)
 	}
 	if testHookAfterOp != nil {
 		testHookAfterOp(len(plan))
 	}
-	return c.finish(plan)
+	return c.finish(plan, placed)
 }
 
 // abort rolls back operations 0..last after a failure, and returns cause.
-func (c *ChangeSet) abort(plan []op, last int, cause error) error {
-	if err := c.rollback(plan, last); err != nil {
+func (c *ChangeSet) abort(plan []op, last int, cause error, placed map[int]ident) error {
+	if err := c.rollback(plan, last, placed); err != nil {
 		return fmt.Errorf("%w (rolling back: %v; the journal is kept for the next apply)", cause, err)
 	}
 	return cause
@@ -446,6 +615,11 @@ func (c *ChangeSet) backups(plan []op) error {
 		}
 		dst := filepath.Join(c.backupDir(), o.Backup)
 		src := c.real(o.Path)
+		// Checked before and after the copy: the backup is of the file
+		// the conflict check passed, which a rollback may put back.
+		if err := c.unchanged(o); err != nil {
+			return err
+		}
 		fi, err := os.Lstat(src)
 		if err != nil {
 			return fmt.Errorf("apply backup: %w", err)
@@ -458,10 +632,16 @@ func (c *ChangeSet) backups(plan []op) error {
 			if err != nil {
 				return fmt.Errorf("apply backup: %w", err)
 			}
+			if err := c.unchanged(o); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
 			return fmt.Errorf("apply backup: %w", err)
+		}
+		if err := c.unchanged(o); err != nil {
+			return err
 		}
 	}
 	if !made {
@@ -470,52 +650,111 @@ func (c *ChangeSet) backups(plan []op) error {
 	return syncDir(c.backupDir())
 }
 
-// do performs one operation on the workspace.
-func (c *ChangeSet) do(o op) error {
+// do performs one operation on the workspace, each right after checking
+// that its path is still what the conflict check passed (see expect), and
+// returns, for a write, the ident of what it placed.
+func (c *ChangeSet) do(o op) (ident, error) {
 	dst := c.real(o.Path)
 	switch o.Op {
 	case "mkdir":
+		if err := c.unchanged(o); err != nil {
+			return ident{}, err
+		}
+		// mkdir(2) itself refuses a path the host created since.
 		if err := os.Mkdir(dst, o.Mode); err != nil {
-			return fmt.Errorf("apply %s: %w", o.Path, err)
+			if errors.Is(err, fs.ErrExist) {
+				return ident{}, &hostEdit{path: o.Path}
+			}
+			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
 		}
 		chownLike(dst, filepath.Dir(dst))
-		return os.Chmod(dst, o.Mode)
+		return ident{}, os.Chmod(dst, o.Mode)
 	case "chmod":
-		return os.Chmod(dst, o.Mode)
-	case "remove":
-		if err := os.Rename(dst, c.real(o.Backup)); err != nil {
-			return fmt.Errorf("apply %s: %w", o.Path, err)
+		if err := c.unchanged(o); err != nil {
+			return ident{}, err
 		}
-		return nil
+		return ident{}, os.Chmod(dst, o.Mode)
+	case "remove":
+		// Checked before the rename aside, and again after it on what is
+		// aside, which Apply will delete: an edit that came in between (a
+		// write through an open file, an entry made below a directory
+		// while its digest was computed) is seen, and the rollback puts
+		// the entry back. The rename changes the entry's ctime, so the
+		// second check leaves that out.
+		was := o.Was
+		was.Tree = ""
+		if now, err := identOf(dst, false); err != nil || now != was {
+			if err != nil {
+				return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
+			}
+			return ident{}, &hostEdit{path: o.Path}
+		}
+		aside := c.real(o.Backup)
+		if err := os.Rename(dst, aside); err != nil {
+			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
+		}
+		now, err := identOf(aside, o.Was.Tree != "")
+		now.Ctime = o.Was.Ctime
+		if err != nil || now != o.Was {
+			return ident{}, &hostEdit{o.Path, true}
+		}
+		return ident{}, nil
 	case "write":
 		owner := filepath.Dir(dst)
 		if o.Backup != "" {
 			owner = dst
 		}
+		check := func() error { return c.unchanged(o) }
 		if o.IsLink {
-			return place(c.real(o.Tmp), dst, owner, func(tmp string) error { return os.Symlink(o.Link, tmp) })
+			return place(c.real(o.Tmp), dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
 		}
-		return place(c.real(o.Tmp), dst, owner, func(tmp string) error {
+		return place(c.real(o.Tmp), dst, owner, !o.Was.Exists, check, func(tmp string) error {
 			return overlay.CopyFile(c.upperOf(o.Path), tmp, o.Mode, true)
 		})
 	}
-	return fmt.Errorf("apply: unknown operation %q", o.Op)
+	return ident{}, fmt.Errorf("apply: unknown operation %q", o.Op)
 }
 
 // place makes a new entry at tmp with make, gives it the owner of the
-// path owner (when running as root), and renames it over dst.
-func place(tmp, dst, owner string, make func(tmp string) error) error {
+// path owner (when running as root), runs check, and renames it over dst,
+// and returns the ident of the new entry. The check comes last, once the
+// copy is made, so that only the rename itself follows it. With create
+// (dst is expected absent) the rename refuses an existing dst in the same
+// step, where the filesystem supports that.
+func place(tmp, dst, owner string, create bool, check func() error, make func(tmp string) error) (ident, error) {
 	os.Remove(tmp)
 	if err := make(tmp); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("apply %s: %w", dst, err)
+		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
 	}
 	chownLike(tmp, owner)
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := check(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("apply %s: %w", dst, err)
+		return ident{}, err
 	}
-	return nil
+	err := errors.ErrUnsupported
+	if create {
+		err = renameNoReplace(tmp, dst)
+		if errors.Is(err, fs.ErrExist) {
+			os.Remove(tmp)
+			if cerr := check(); cerr != nil {
+				return ident{}, cerr
+			}
+			return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+		}
+	}
+	if errors.Is(err, errors.ErrUnsupported) {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+	}
+	id, err := identOf(dst, false)
+	if err != nil {
+		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+	}
+	return id, nil
 }
 
 // chownLike gives p the owner of like, when moat runs as root: files
@@ -532,51 +771,107 @@ func chownLike(p, like string) {
 }
 
 // undo reverts one operation, whether it completed, half-ran or never ran.
-func (c *ChangeSet) undo(o op) error {
+// placed is the ident of what a write placed, nil when unknown (a crash
+// before it was journaled). It leaves an entry the host changed after
+// Apply wrote it, or created where Apply removed one, and says so (kept):
+// that is the newest version of the file, which the rollback must not
+// overwrite with the old one or delete.
+func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 	dst := c.real(o.Path)
 	switch o.Op {
 	case "mkdir":
-		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		err := os.Remove(dst)
+		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return "the host created entries in this directory, which Apply had made; it is left in place", nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
 		}
 	case "chmod":
 		if err := os.Chmod(dst, o.OldMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return "", err
 		}
 	case "remove":
 		if _, err := os.Lstat(c.real(o.Backup)); err == nil {
-			return os.Rename(c.real(o.Backup), dst)
+			err := renameNoReplace(c.real(o.Backup), dst)
+			if errors.Is(err, errors.ErrUnsupported) {
+				if _, lerr := os.Lstat(dst); lerr == nil {
+					err = fs.ErrExist
+				} else {
+					err = os.Rename(c.real(o.Backup), dst)
+				}
+			}
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Sprintf("the host created it while apply ran; the old one is kept as %s", o.Backup), nil
+			}
+			return "", err
 		}
 	case "write":
 		os.Remove(c.real(o.Tmp))
+		now, err := identOf(dst, false)
+		if err != nil {
+			return "", err
+		}
+		if placed != nil && now != *placed {
+			return "changed on the host after apply wrote it; the host's version is kept", nil
+		}
+		if placed == nil && now == o.Was {
+			return "", nil // the write never replaced it
+		}
 		if o.Backup == "" {
 			if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+				return "", err
 			}
-			return nil
+			return "", nil
 		}
 		bak := filepath.Join(c.backupDir(), o.Backup)
 		fi, err := os.Lstat(bak)
 		if err != nil {
-			return err
+			return "", err
 		}
+		// Checked again once the old version is copied beside, right
+		// before the rename over dst.
+		check := func() error {
+			if again, err := identOf(dst, false); err != nil || again != now {
+				return &hostEdit{path: o.Path}
+			}
+			return nil
+		}
+		make := func(tmp string) error { return overlay.CopyFile(bak, tmp, fi.Mode().Perm(), true) }
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			target, err := os.Readlink(bak)
 			if err != nil {
-				return err
+				return "", err
 			}
-			return place(c.real(o.Tmp), dst, dst, func(tmp string) error { return os.Symlink(target, tmp) })
+			make = func(tmp string) error { return os.Symlink(target, tmp) }
 		}
-		return place(c.real(o.Tmp), dst, dst, func(tmp string) error { return overlay.CopyFile(bak, tmp, fi.Mode().Perm(), true) })
+		_, err = place(c.real(o.Tmp), dst, dst, false, check, make)
+		if he := (*hostEdit)(nil); errors.As(err, &he) {
+			return "changed on the host after apply wrote it; the host's version is kept", nil
+		}
+		return "", err
 	}
-	return nil
+	return "", nil
 }
 
-// rollback undoes operations last..0, then removes the journal.
-func (c *ChangeSet) rollback(plan []op, last int) error {
+// rollback undoes operations last..0, then removes the journal. placed
+// holds the idents of what the writes placed (see undo). The paths it
+// left as the host changed them go to c.kept.
+func (c *ChangeSet) rollback(plan []op, last int, placed map[int]ident) error {
+	undone := map[int]bool{}
 	for i := min(last, len(plan)-1); i >= 0; i-- {
-		if err := c.undo(plan[i]); err != nil {
+		var p *ident
+		if id, ok := placed[i]; ok {
+			p = &id
+		}
+		kept, err := c.undo(plan[i], p)
+		if err != nil {
 			return fmt.Errorf("roll back %s %s: %w", plan[i].Op, plan[i].Path, err)
+		}
+		if kept != "" {
+			c.kept = append(c.kept, Conflict{Path: plan[i].Path, Reason: "not rolled back: " + kept})
+		} else {
+			undone[i] = true
 		}
 	}
 	dirs := map[string]bool{}
@@ -587,7 +882,9 @@ func (c *ChangeSet) rollback(plan []op, last int) error {
 		syncDir(c.real(d))
 	}
 	// Restoring gave the paths new ctimes: they are Apply's, not the host's.
-	if err := c.settle(plan); err != nil {
+	// Not so for the paths it never reached or left to the host: settling
+	// those would hide a host edit from the next Apply's conflict check.
+	if err := c.settle(plan, func(i int) bool { return undone[i] }); err != nil {
 		return err
 	}
 	return c.clearJournal()
@@ -595,7 +892,7 @@ func (c *ChangeSet) rollback(plan []op, last int) error {
 
 // finish completes a committed apply: removes what was renamed aside,
 // records the ctimes Apply left, and removes the journal.
-func (c *ChangeSet) finish(plan []op) error {
+func (c *ChangeSet) finish(plan []op, placed map[int]ident) error {
 	for _, o := range plan {
 		if o.Op == "remove" {
 			if err := removeAll(c.real(o.Backup)); err != nil {
@@ -606,15 +903,24 @@ func (c *ChangeSet) finish(plan []op) error {
 			os.Remove(c.real(o.Tmp))
 		}
 	}
-	if err := c.settle(plan); err != nil {
+	if err := c.settle(plan, func(i int) bool {
+		// A file the host changed after Apply wrote it is the host's.
+		id, ok := placed[i]
+		if plan[i].Op != "write" || !ok {
+			return true
+		}
+		now, err := identOf(c.real(plan[i].Path), false)
+		return err == nil && now == id
+	}); err != nil {
 		return err
 	}
 	return c.clearJournal()
 }
 
 // settle records the ctimes Apply left on the paths of plan and their
-// ancestors, so that a later Apply does not take them for host edits.
-func (c *ChangeSet) settle(plan []op) error {
+// ancestors, so that a later Apply does not take them for host edits;
+// own(i) says whether the path of operation i holds what Apply left.
+func (c *ChangeSet) settle(plan []op, own func(i int) bool) error {
 	if c.meta.Baseline.Settled == nil {
 		c.meta.Baseline.Settled = map[string]stamp{}
 	}
@@ -623,8 +929,10 @@ func (c *ChangeSet) settle(plan []op) error {
 			c.meta.Baseline.Settled[p] = ctimeOf(fi)
 		}
 	}
-	for _, o := range plan {
-		record(o.Path)
+	for i, o := range plan {
+		if own(i) {
+			record(o.Path)
+		}
 		for a := path.Dir(o.Path); ; a = path.Dir(a) {
 			record(a)
 			if a == "." {
@@ -657,6 +965,7 @@ func (c *ChangeSet) recover() error {
 	}
 	var plan []op
 	last, committed := -1, false
+	placed := map[int]ident{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, len(data)+1)
 	for sc.Scan() {
@@ -669,16 +978,19 @@ func (c *ChangeSet) recover() error {
 			plan = r.Plan
 		case r.Done != nil:
 			last = *r.Done
+			if r.Placed != nil {
+				placed[last] = *r.Placed
+			}
 		case r.Commit:
 			committed = true
 		}
 	}
 	if committed {
-		return c.finish(plan)
+		return c.finish(plan, placed)
 	}
 	// The operation after the last one journaled may have run, wholly or
 	// in part: undo it too.
-	if err := c.rollback(plan, last+1); err != nil {
+	if err := c.rollback(plan, last+1, placed); err != nil {
 		return fmt.Errorf("recover apply of %s: %w", c.meta.ID, err)
 	}
 	return nil

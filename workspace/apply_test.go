@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -151,4 +153,159 @@ func TestApplyCrash(t *testing.T) {
 			t.Fatalf("apply after recovering from a crash at %d:\n%s", after, d)
 		}
 	}
+}
+
+// TestApplyHostEditWhileApplying edits the workspace after Apply's
+// conflict check, where the check alone would not see it: Apply must stop,
+// report the path as a conflict, and leave the workspace as it was, with
+// the host's edits.
+func TestApplyHostEditWhileApplying(t *testing.T) {
+	defer func() { testHookBeforeExecute, testHookBeforeOp = nil, nil }()
+	write := func(t *testing.T, p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// edit makes the host's edits, given the workspace and the path
+		// of the operation about to run ("" before execute); it returns
+		// the paths it changed, "" when it did nothing (yet).
+		edit func(t *testing.T, ws, op string) []string
+		// conflict is the path reported as changed while apply ran.
+		conflict string
+	}{
+		{"before execute: a modified file", func(t *testing.T, ws, op string) []string {
+			if op != "" {
+				return nil
+			}
+			write(t, filepath.Join(ws, "a.txt"), "host edit\n")
+			return []string{"a.txt"}
+		}, "a.txt"},
+		{"between operations: a modified file", func(t *testing.T, ws, op string) []string {
+			if op != "c.sh" {
+				return nil
+			}
+			write(t, filepath.Join(ws, "keep"), "unrelated host edit\n")
+			write(t, filepath.Join(ws, "c.sh"), "host edit\n")
+			return []string{"keep", "c.sh"}
+		}, "c.sh"},
+		{"between operations: a file the change set adds", func(t *testing.T, ws, op string) []string {
+			if op != "z.txt" {
+				return nil
+			}
+			write(t, filepath.Join(ws, "z.txt"), "host's own z\n")
+			return []string{"z.txt"}
+		}, "z.txt"},
+		{"between operations: below a directory the change set deletes", func(t *testing.T, ws, op string) []string {
+			if op != "old" {
+				return nil
+			}
+			write(t, filepath.Join(ws, "old", "x"), "host edit\n")
+			return []string{"old/x"}
+		}, "old"},
+		{"between operations: a file apply already wrote, then another", func(t *testing.T, ws, op string) []string {
+			if op != "z.txt" {
+				return nil
+			}
+			// a.txt was replaced by an earlier operation: the rollback
+			// must keep the host's edit of it, not restore the old a.txt.
+			write(t, filepath.Join(ws, "a.txt"), "host edit over the applied one\n")
+			write(t, filepath.Join(ws, "z.txt"), "host's own z\n")
+			return []string{"a.txt", "z.txt"}
+		}, "z.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c, _ := handMade(t)
+			ws := c.Workspace()
+			orig := manifest(t, ws, false)
+			var edited []string
+			testHookBeforeExecute = func() { edited = append(edited, tc.edit(t, ws, "")...) }
+			testHookBeforeOp = func(p string) { edited = append(edited, tc.edit(t, ws, p)...) }
+			rep, err := c.Apply(nil, nil)
+			testHookBeforeExecute, testHookBeforeOp = nil, nil
+			if len(edited) == 0 {
+				t.Fatal("the host edit was never made")
+			}
+			if !errors.Is(err, ErrConflict) || len(rep.Conflicts) == 0 || rep.Conflicts[0].Path != tc.conflict || len(rep.Applied) > 0 {
+				t.Fatalf("apply with a host edit while applying: %v %+v", err, rep)
+			}
+			// The workspace is as it was, but for the host's edits.
+			want := map[string]string{}
+			for k, v := range orig {
+				want[k] = v
+			}
+			got := manifest(t, ws, false)
+			for _, p := range edited {
+				want[p] = got[p]
+				if b, _ := os.ReadFile(filepath.Join(ws, p)); !strings.Contains(string(b), "host") {
+					t.Errorf("%s lost the host's edit: %q", p, b)
+				}
+			}
+			if d := diffManifests(want, got); d != "" {
+				t.Errorf("the refused apply changed the workspace:\n%s", d)
+			}
+			leftovers, _ := filepath.Glob(filepath.Join(ws, ".moat-*"))
+			if _, err := os.Lstat(c.journalPath()); err == nil || len(leftovers) > 0 {
+				t.Errorf("journal or %v left behind", leftovers)
+			}
+			// The rollback's own ctimes are recorded as Apply's, but not
+			// the host's edit: applying again still refuses it.
+			rep, err = c.Apply(nil, nil)
+			var paths []string
+			for _, cf := range rep.Conflicts {
+				paths = append(paths, cf.Path)
+			}
+			if !errors.Is(err, ErrConflict) || !slices.Contains(paths, tc.conflict) {
+				t.Errorf("second apply: %v, conflicts %q", err, paths)
+			}
+			if d := diffManifests(got, manifest(t, ws, false)); d != "" {
+				t.Errorf("the second apply changed the workspace:\n%s", d)
+			}
+		})
+	}
+	// A host edit of a file Apply already wrote, with nothing else in the
+	// way: Apply succeeds, the edit stays, and is not taken for Apply's.
+	t.Run("after its file was written", func(t *testing.T) {
+		_, c, merged := handMade(t)
+		ws := c.Workspace()
+		testHookBeforeOp = func(p string) {
+			if p == "z.txt" {
+				write(t, filepath.Join(ws, "a.txt"), "host edit over the applied one\n")
+			}
+		}
+		_, err := c.Apply(nil, nil)
+		testHookBeforeOp = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := manifest(t, ws, false)
+		if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "host edit over the applied one\n" {
+			t.Errorf("a.txt: %q", b)
+		}
+		merged["a.txt"] = got["a.txt"]
+		if d := diffManifests(merged, got); d != "" {
+			t.Errorf("workspace after apply:\n%s", d)
+		}
+		rep, err := c.Apply(nil, nil)
+		if !errors.Is(err, ErrConflict) || len(rep.Conflicts) != 1 || rep.Conflicts[0].Path != "a.txt" {
+			t.Errorf("applying again over the host's a.txt: %v %+v", err, rep)
+		}
+	})
+	// Positive control: the same hooks, making no edit, and Apply goes
+	// through.
+	t.Run("no edit", func(t *testing.T) {
+		_, c, merged := handMade(t)
+		calls := 0
+		testHookBeforeExecute = func() { calls++ }
+		testHookBeforeOp = func(string) { calls++ }
+		rep, err := c.Apply(nil, nil)
+		testHookBeforeExecute, testHookBeforeOp = nil, nil
+		if err != nil || calls < 2 {
+			t.Fatalf("apply: %v %+v (%d hook calls)", err, rep, calls)
+		}
+		if d := diffManifests(merged, manifest(t, c.Workspace(), false)); d != "" {
+			t.Errorf("workspace after apply:\n%s", d)
+		}
+	})
 }

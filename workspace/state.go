@@ -184,6 +184,8 @@ type ChangeSet struct {
 	dir  string
 	meta meta
 	lock *os.File
+	// kept: what the last rollback left as the host changed it (see undo).
+	kept []Conflict
 }
 
 // Create starts an empty change set over the workspace directory ws. A

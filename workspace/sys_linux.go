@@ -104,3 +104,18 @@ func blocksOf(fi fs.FileInfo) (size int64, dev, ino uint64, nlink uint64) {
 	}
 	return st.Blocks * 512, st.Dev, st.Ino, uint64(st.Nlink)
 }
+
+// renameNoReplace renames oldpath to newpath unless newpath exists
+// (fs.ErrExist), in one step: no window for another process to create
+// newpath in between. Where the filesystem does not support that
+// (errors.ErrUnsupported) the caller falls back to checking first.
+func renameNoReplace(oldpath, newpath string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		return errors.ErrUnsupported
+	}
+	return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+}

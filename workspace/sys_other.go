@@ -29,3 +29,4 @@ func isOpaque(string) (bool, error)                           { return false, er
 func checkOverlayFeatures(string, fs.FileInfo) error          { return errNotLinux }
 func flock(*os.File) error                                    { return errNotLinux }
 func blocksOf(fi fs.FileInfo) (int64, uint64, uint64, uint64) { return fi.Size(), 0, 0, 1 }
+func renameNoReplace(string, string) error                    { return errors.ErrUnsupported }
