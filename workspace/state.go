@@ -35,10 +35,11 @@ var (
 	// does not mount with, so its meaning cannot be read safely.
 	ErrUnsupportedLayer = errors.New("unsupported overlay upper layer")
 	// ErrIncomplete: the change set's copy of the workspace (CreateCopy)
-	// never finished, so what its upper directory lacks or holds
-	// half-written says nothing of what a command did: it can only be
-	// discarded.
-	ErrIncomplete = errors.New("its copy of the workspace is incomplete (the run that made it was interrupted while copying): discard it")
+	// never finished, or a run's changes were being merged into it (see
+	// overlay.MergeXattr) and the merge did not finish: what its upper
+	// directory lacks or holds half-written says nothing of what a
+	// command did, so it can only be discarded.
+	ErrIncomplete = errors.New("incomplete change set: it can only be discarded")
 )
 
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
@@ -165,6 +166,10 @@ type Info struct {
 	// Incomplete is set while CreateCopy is still copying the workspace
 	// (a change set whose copy was interrupted is removed by List).
 	Incomplete bool `json:"incomplete,omitempty"`
+	// Merging is set while a run's changes are being merged into the
+	// change set, or when that merge was interrupted (see CheckComplete).
+	// Such a set holds earlier runs' changes, so List leaves it.
+	Merging bool `json:"merging,omitempty"`
 }
 
 // ChangeSet is one overlay upper layer over a workspace and what moat
@@ -555,15 +560,28 @@ func (c *ChangeSet) Info() Info {
 	_, err := os.Lstat(c.journalPath())
 	in.PendingApply = err == nil
 	in.Incomplete = c.meta.Incomplete
+	in.Merging = c.merging()
 	return in
+}
+
+// merging reports whether the upper layer carries overlay.MergeXattr (or
+// cannot be read for it: the safe side).
+func (c *ChangeSet) merging() bool {
+	v, err := xattr(c.UpperDir(), overlay.MergeXattr)
+	return err != nil || v != ""
 }
 
 // CheckComplete returns an error wrapping ErrIncomplete when the change
 // set's copy of the workspace never finished (see CreateCopy), as
-// recorded when it was opened: such a set may only be discarded.
+// recorded when it was opened, or when a run's changes are being merged
+// into it or their merge was interrupted (overlay.MergeXattr): such a
+// set may only be discarded.
 func (c *ChangeSet) CheckComplete() error {
 	if c.meta.Incomplete {
-		return fmt.Errorf("change set %s: %w", c.meta.ID, ErrIncomplete)
+		return fmt.Errorf("change set %s: the run that made it was interrupted while copying the workspace: %w", c.meta.ID, ErrIncomplete)
+	}
+	if c.merging() {
+		return fmt.Errorf("change set %s: a run's changes were being saved into it (under a disk limit) and that did not finish, so it may hold part of them: %w", c.meta.ID, ErrIncomplete)
 	}
 	return nil
 }

@@ -12,6 +12,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/internal/overlay"
 )
 
 func TestStateDir(t *testing.T) {
@@ -257,5 +261,44 @@ func TestCopyInterrupted(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "f09")); string(b) != "new\n" {
 		t.Errorf("f09 after apply: %q", b)
+	}
+}
+
+// TestMergeInterrupted: a change set whose upper layer carries the mark of
+// a merge that did not finish (see overlay.MergeXattr) is refused by
+// Changes, WriteDiff and Apply, and kept by List (it holds earlier runs'
+// changes); unmarked, the same set applies (the positive control).
+func TestMergeInterrupted(t *testing.T) {
+	s, c := newSet(t, map[string]string{"a": "a\n", "d/b": "b\n"})
+	ws := c.Workspace()
+	before := manifest(t, ws, false)
+	tree(t, c.UpperDir(), map[string]string{"a": "A\n"})
+	whiteout(t, filepath.Join(c.UpperDir(), "d"))
+	if err := unix.Setxattr(c.UpperDir(), overlay.MergeXattr, []byte("y"), 0); err != nil {
+		t.Skipf("setxattr %s: %v (the filesystem of the temporary directory lacks user xattrs)", overlay.MergeXattr, err)
+	}
+	if changes, err := c.Changes(); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("Changes of a half-merged set: %q, %v", summarize(changes), err)
+	}
+	if err := c.WriteDiff(io.Discard, nil, DiffOptions{}); !errors.Is(err, ErrIncomplete) {
+		t.Errorf("WriteDiff of a half-merged set: %v", err)
+	}
+	if rep, err := c.Apply(nil, []string{"."}); !errors.Is(err, ErrIncomplete) || len(rep.Applied) > 0 {
+		t.Errorf("Apply of a half-merged set: %+v, %v", rep, err)
+	}
+	if d := diffManifests(before, manifest(t, ws, false)); d != "" {
+		t.Fatalf("the workspace changed:\n%s", d)
+	}
+	if infos, err := s.List(); err != nil || len(infos) != 1 || !infos[0].Merging {
+		t.Errorf("List: %+v, %v", infos, err)
+	}
+	if err := unix.Removexattr(c.UpperDir(), overlay.MergeXattr); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.Apply(nil, nil); err != nil || len(rep.Applied) != 2 {
+		t.Fatalf("Apply of the set once merged: %+v, %v", rep, err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("d after apply: %v", err)
 	}
 }

@@ -30,3 +30,4 @@ func checkOverlayFeatures(string, fs.FileInfo) error          { return errNotLin
 func flock(*os.File) error                                    { return errNotLinux }
 func blocksOf(fi fs.FileInfo) (int64, uint64, uint64, uint64) { return fi.Size(), 0, 0, 1 }
 func renameNoReplace(string, string) error                    { return errors.ErrUnsupported }
+func xattr(string, string) (string, error)                    { return "", errNotLinux }

@@ -25,7 +25,12 @@ import (
 // layer into the persistent one (whiteouts and opaque directories
 // included), so a session still accumulates and the change set still
 // holds every change. Files and directories are copied with their mode;
-// other extended attributes are not kept.
+// other extended attributes are not kept. The merge is not atomic (a
+// directory made opaque is emptied before its entries are copied back, a
+// replaced entry removed before the new one is made): while it runs, the
+// persistent layer's root carries overlay.MergeXattr, which the host's
+// review refuses, and keeps it if init is killed or the merge fails, so
+// that a half-merged set is never applied.
 
 const scratchDir = "/scratch"
 
@@ -150,12 +155,26 @@ func (s *scratch) merge() error {
 	if s.upperFD < 0 {
 		return nil
 	}
-	return mergeDir(fdPath(s.upperFD), fdPath(s.persistFD))
+	if err := unix.Fsetxattr(s.persistFD, overlay.MergeXattr, []byte("y"), 0); err != nil {
+		return fmt.Errorf("mark the change set as being merged into: %w", err)
+	}
+	if err := mergeDir(fdPath(s.upperFD), fdPath(s.persistFD)); err != nil {
+		return err // the mark stays: the layer may be torn
+	}
+	if err := unix.Fremovexattr(s.persistFD, overlay.MergeXattr); err != nil {
+		return fmt.Errorf("unmark the change set as being merged into: %w", err)
+	}
+	return nil
 }
 
 func fdPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
 
 const opaqueXattr = "user.overlay.opaque"
+
+// testHookMergeEntry, when set (by tests), runs before mergeDir merges
+// each entry, with its destination; an error stops the merge there, as a
+// kill or a failed write would.
+var testHookMergeEntry func(dst string) error
 
 func mergeDir(src, dst string) error {
 	ents, err := os.ReadDir(src)
@@ -164,6 +183,11 @@ func mergeDir(src, dst string) error {
 	}
 	for _, e := range ents {
 		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		if testHookMergeEntry != nil {
+			if err := testHookMergeEntry(d); err != nil {
+				return err
+			}
+		}
 		fi, err := os.Lstat(s)
 		if err != nil {
 			return err

@@ -100,6 +100,9 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 		if in.Incomplete {
 			pending = " (copying the workspace)"
 		}
+		if in.Merging {
+			pending = " (saving a run's changes, or interrupted doing so: see moat diff)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s%s\n", in.ID, dash(in.Session), workspace.QuoteName(in.Workspace),
 			humanBytes(in.Size), age(in.LastUsed), len(in.Commands), last, pending)
 	}

@@ -12,6 +12,16 @@ import (
 	"os"
 )
 
+// MergeXattr is set on the root of a change set's upper layer while the
+// native backend's init merges a run's upper layer into it (under a disk
+// limit): set, the layer may hold part of that run's changes over part of
+// the earlier ones, and the workspace package refuses to read it as
+// changes. It is in overlayfs's private namespace (user.overlay.), which
+// a command cannot set through the overlay, so it cannot be forged from
+// inside a sandbox; overlayfs ignores a private attribute it does not
+// know. (The change set's own directory is not writable from init.)
+const MergeXattr = "user.overlay.moat-merging"
+
 // CopyFile writes src's content to dst, a new file (it must not exist),
 // with permissions perm, and fsyncs it when durable. On an error dst may
 // be left behind, partly written; callers copy to a temporary name and
