@@ -42,9 +42,6 @@ type plan struct {
 	mapped [][]byte
 	// strs is the chunk str packs C strings into (see str).
 	strs []byte
-	// first names the command's own execve (see execArrays), for the
-	// host's exec check, which tells it by these addresses.
-	first *seccomp.FirstExec
 }
 
 // stageInfo names what a step does, for the host's error message. err,
@@ -532,17 +529,16 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// filter is observed: its listener goes to the host, which answers
 	// each refused call (see seccomp.Observed) and so can report it. A
 	// custom profile is not installed here but by the command (execFilter).
-	// The command's own exec, whose words were decided before the run, is
-	// told apart by the host by its argv and envp (see execArrays): it is
-	// still sent to the host, which decides on the file it starts (a
-	// script's interpreter, a link), what its line could not show.
+	// The command's own exec, decided before the run, goes through the
+	// exec check unasked (see execArrays).
 	var argv, envv uintptr
+	var first *seccomp.FirstExec
 	if fds.execCheck {
 		var err error
 		if argv, envv, err = p.execArrays(spec.Args, spec.Env); err != nil {
 			return nil, err
 		}
-		p.first = &seccomp.FirstExec{Argv: uint64(argv), Envp: uint64(envv)}
+		first = &seccomp.FirstExec{Argv: uint64(argv), Envp: uint64(envv)}
 	}
 	for k, prog := range filters {
 		if k == 0 && spec.SeccompAtExec {
@@ -553,7 +549,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 		if k == fds.observed && fds.seccompChan >= 0 {
 			prog = seccomp.Observed(prog)
 			if fds.execCheck {
-				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch(), nil)
+				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch(), first)
 			}
 			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		}

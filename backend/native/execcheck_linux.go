@@ -76,16 +76,11 @@ func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, err
 // In the init stage the first exec notified is the command's own: init
 // installs the filter, then starts the command, and nothing else in the
 // sandbox exists before it (initFirst). The direct start's filter lets
-// that exec through unnotified (seccomp.FirstExec) when it is told so;
-// the run's does not, and tells it here by its addresses instead.
-//
-// In the direct start, the command's own exec is the one whose argv and
-// envp are at firstAt's addresses (each candidate of its PATH search).
-func execChecker(check func(backend.ExecCall) error, initFirst bool, firstAt *seccomp.FirstExec) func(seccomp.ExecCall) (int, func(context.Context) int) {
+// that exec through unnotified (seccomp.FirstExec).
+func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccomp.ExecCall) (int, func(context.Context) int) {
 	var seen atomic.Bool
 	return func(c seccomp.ExecCall) (int, func(context.Context) int) {
-		first := initFirst && seen.CompareAndSwap(false, true) ||
-			firstAt != nil && c.Dirfd == unix.AT_FDCWD && c.ArgvAt == firstAt.Argv && c.EnvpAt == firstAt.Envp
+		first := initFirst && seen.CompareAndSwap(false, true)
 		if missing(c) {
 			return int(unix.ENOENT), nil
 		}
@@ -415,7 +410,7 @@ func installExecChecked(prog []seccomp.Instruction, chanFD int, session bool) er
 // execArrays puts the command's argv and envp arrays (the strings stay
 // where p.str puts them) in memory of their own, mapped where the
 // kernel's address-space randomisation places it: their addresses name
-// the command's own exec to the host's exec check (plan.first, execChecker),
+// the command's own exec to the exec-checking filter (seccomp.FirstExec),
 // so they must be neither readable from the sandbox nor guessable, as
 // addresses in Go's heap are.
 func (p *plan) execArrays(args, env []string) (argv, envv uintptr, err error) {

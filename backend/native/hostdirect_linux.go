@@ -413,11 +413,7 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record, Setsid: r.onSetsid}
 	if r.stdio.CheckExec != nil {
 		// A session's first exec is not its command's (see attribute).
-		var first *seccomp.FirstExec
-		if r.plan != nil && !r.initSupervised {
-			first = r.plan.first // the direct start's own exec
-		}
-		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil, first)
+		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil)
 	}
 	sup.Serve(fd, int(stop.Fd()))
 }

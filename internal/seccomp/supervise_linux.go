@@ -97,9 +97,6 @@ type ExecCall struct {
 	// ones) than a supervisor reads: Argv is then a prefix.
 	Argv      []string
 	Truncated bool
-	// ArgvAt and EnvpAt are the addresses of its argv and envp arrays in
-	// the caller's memory, as given (see FirstExec).
-	ArgvAt, EnvpAt uint64
 }
 
 // Supervisor answers the notifications of an observed filter.
@@ -210,13 +207,13 @@ func respond(fd int, id uint64, errno int) {
 // checked after the read: if the caller died meanwhile, its pid may name
 // another process, whose memory was read.
 func (s *Supervisor) answerExec(fd int, req *seccompNotif) (later func(context.Context) int) {
-	dirfd, pathAt, argvAt, envpAt := unix.AT_FDCWD, req.args[0], req.args[1], req.args[2]
+	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
 	if int(req.nr) != execveNr() {
 		// execveat(dirfd, path, argv, envp, flags)
-		dirfd, pathAt, argvAt, envpAt = int(int32(req.args[0])), req.args[1], req.args[2], req.args[3]
+		dirfd, pathAt, argvAt = int(int32(req.args[0])), req.args[1], req.args[2]
 	}
 	c, err := readExec(int(req.pid), pathAt, argvAt)
-	c.Dirfd, c.ArgvAt, c.EnvpAt = dirfd, argvAt, envpAt
+	c.Dirfd = dirfd
 	id := req.id
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
 		return nil // the caller is gone: nothing to answer
