@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -52,6 +55,11 @@ type execCheck struct {
 
 	spentMu sync.Mutex
 	spent   string // the first budget a request found spent
+
+	// lineByFile says the command's own program was decided by the file
+	// it is with its line, before the run (lineProgram): its exec, which
+	// the backend may not even send, is let through as decided.
+	lineByFile bool
 
 	mu      sync.Mutex
 	denials []backend.Denial
@@ -110,6 +118,9 @@ func (e *execCheck) check(c backend.ExecCall) error {
 	// maybe approved), by its words only; what the line could not show,
 	// the file its program is (a link, a script's interpreter), is
 	// decided here.
+	if c.First && e.lineByFile {
+		return nil // its file was decided with its line, on the host
+	}
 	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
@@ -438,4 +449,90 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 		e.keep(*g)
 	}
 	return egress.Verdict{Allow: true, Rule: d.Rule.String()}
+}
+
+// lineProgram decides the command line's own program by the file it is,
+// on the host, before the run: what its words cannot show (a link to git,
+// a script whose #! line is git push, what a dynamic loader runs). The
+// native direct start lets that exec through without sending it to the
+// host (a round trip on every start), so it is decided here, where
+// nothing of the sandbox runs yet to change the file: the program is
+// looked up as init will, in dir or on the sandbox's PATH, in the host's
+// view of the paths a run shows (the workspace and the system
+// directories are the same paths; the sandbox's /tmp and home start
+// empty). It returns an allow when the program is not found (the run
+// then fails to start it).
+func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) harness.Decision {
+	allow := harness.Decision{Verdict: harness.Allow}
+	if len(argv) == 0 || rules.Empty() {
+		return allow
+	}
+	prog := hostLookPath(argv[0], dir, env)
+	if prog == "" {
+		return allow
+	}
+	resolved, err := filepath.EvalSymlinks(prog)
+	if err != nil {
+		return allow
+	}
+	open := func(p string) (*os.File, error) {
+		if p == "" {
+			p = resolved
+		} else if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, err
+		}
+		// Not a FIFO or a device, which could block or answer anything.
+		f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			return nil, errors.New("not a regular file")
+		}
+		return f, nil
+	}
+	e := &execCheck{rules: rules}
+	return e.decideProgram(open, "", argv[0], argv, resolved, 0, true)
+}
+
+// hostLookPath finds the program name as the sandbox's init will: a name
+// with a slash relative to dir, any other on env's PATH; "" when there is
+// no executable regular file.
+func hostLookPath(name, dir string, env []string) string {
+	executable := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+	}
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		if executable(name) {
+			return name
+		}
+		return ""
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if p := filepath.Join(d, name); executable(p) {
+			return p
+		}
+	}
+	return ""
 }

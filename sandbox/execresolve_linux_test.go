@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,16 +179,21 @@ decision = "deny"
 	}
 }
 
-// TestExecCheckCommandScript: the command's own program, where its exec
-// is notified (the init stage), is decided by the file it is as well:
-// its line shows only a script's name. Positive control: a script whose
-// interpreter line no rule matches runs.
+// TestExecCheckCommandScript: the command line's own program is decided
+// by the file it is as well as by its words, in both starts: the line
+// shows only a script's name, and the direct start does not send the
+// command's own exec to the host, so moat decides it before the run. A
+// refused one never starts (nothing of the sandbox is made). Positive
+// control: a script whose interpreter line no rule matches runs.
 func TestExecCheckCommandScript(t *testing.T) {
 	ws := t.TempDir()
 	for name, body := range map[string]string{"deny": "#!/bin/echo deny-me\n", "allow": "#!/bin/echo fine\n"} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.Symlink("deny", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
 	}
 	p := execPolicy(t, ws, `
 [[rules]]
@@ -197,27 +203,27 @@ decision = "deny"
 `)
 	caller := sandbox.CurrentCaller()
 	caller.Cwd = ws
-	for _, tt := range []struct {
-		script string
-		exit   int
-		out    string
-	}{{"./deny", 126, ""}, {"./allow", 0, "fine ./allow x\n"}} {
-		var out, errb bytes.Buffer
-		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: &native.Backend{InitStage: true}, Policy: p, Caller: &caller,
-			Args: []string{tt.script, "x"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
-		if tt.exit == 126 {
-			// The command's own exec refused: the run says it could not
-			// start it.
-			if err == nil || !strings.Contains(err.Error(), "permission denied") {
-				t.Errorf("%s: %v (exit %d, output %q), want its exec refused", tt.script, err, rep.ExitCode, out.String())
+	for _, b := range []*native.Backend{{}, {InitStage: true}} {
+		for _, tt := range []struct {
+			script string
+			deny   bool
+			out    string
+		}{{"./deny", true, ""}, {"./link", true, ""}, {"./allow", false, "fine ./allow x\n"}} {
+			var out, errb bytes.Buffer
+			rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: b, Policy: p, Caller: &caller,
+				Args: []string{tt.script, "x"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+			if tt.deny {
+				if !errors.Is(err, sandbox.ErrDenied) || rep.Reason != "denied" || out.Len() != 0 || !strings.Contains(err.Error(), "echo deny-me") {
+					t.Errorf("init stage %v, %s: %v (reason %q, output %q), want it refused naming what its file runs", b.InitStage, tt.script, err, rep.Reason, out.String())
+				}
+				continue
 			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", tt.script, err, errb.String())
-		}
-		if rep.ExitCode != tt.exit || out.String() != tt.out {
-			t.Errorf("%s: exit %d, output %q (stderr %q), want %d %q; denials %+v", tt.script, rep.ExitCode, out.String(), errb.String(), tt.exit, tt.out, rep.Denials)
+			if err != nil {
+				t.Fatalf("init stage %v, %s: %v\n%s", b.InitStage, tt.script, err, errb.String())
+			}
+			if rep.ExitCode != 0 || out.String() != tt.out {
+				t.Errorf("init stage %v, %s: exit %d, output %q (stderr %q), want 0 %q; denials %+v", b.InitStage, tt.script, rep.ExitCode, out.String(), errb.String(), tt.out, rep.Denials)
+			}
 		}
 	}
 }

@@ -101,9 +101,12 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 // get the command through) when the command must not run. The once grants
 // for the line's commands go to line, a wider grant to shared (the same
 // in a run; a session's, across its commands, in a session).
-func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals) error {
+//
+// prog is what the line's own program is decided as by its file
+// (lineProgram), where the caller decided it; the stronger decision wins.
+func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals, prog harness.Decision) error {
 	a := harness.Action{Argv: req.Args, Dir: dir}
-	d := rules.Decide(a)
+	d := stronger(rules.Decide(a), prog)
 	if d.Verdict == harness.Allow && d.Rule == nil {
 		return nil // no rule had anything to say: nothing to record
 	}

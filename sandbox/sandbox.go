@@ -268,7 +268,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		dir = caller.Cwd
 	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
-	if err := decide(ctx, req, rep, dir, rules, approvals, approvals); err != nil {
+	prog := lineProgram(rules, req.Args, dir, buildEnv(req.Policy.Env, caller.Environ))
+	if err := decide(ctx, req, rep, dir, rules, approvals, approvals, prog); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}
@@ -321,7 +322,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	// What the run's programs and requests are checked against as it
 	// goes on, with the approvals given so far.
-	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir}
+	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir, lineByFile: true}
 	if spend.CountsRequests() {
 		ec.spend = spend
 	}

@@ -407,7 +407,9 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	}
 	r := &Request{Policy: pol, Args: req.Args, Approver: ap, AuditDecision: s.req.AuditDecision, Learn: s.req.Learn}
 	line := &harness.Approvals{}
-	if err := decide(ctx, r, rep, dir, s.rules, line, s.approvals); err != nil {
+	// The command's own exec is sent to the host in a session, which
+	// decides its file then (execCheck.check).
+	if err := decide(ctx, r, rep, dir, s.rules, line, s.approvals, harness.Decision{}); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}
