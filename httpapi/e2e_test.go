@@ -646,9 +646,13 @@ func TestUIDTenants(t *testing.T) {
 	nested := filepath.Join(own, "ws")
 	os.Mkdir(nested, 0o755)
 	os.Chown(nested, 65534, 65534)
-	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(nested), "http://moat/v1/sessions")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
+	createAs := func(ws string) string {
+		cmd := exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(ws), "http://moat/v1/sessions")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, _ := cmd.Output()
+		return string(out)
+	}
+	if out := createAs(nested); !strings.Contains(out, "could be renamed or replaced") {
 		t.Errorf("uid 65534 uses a workspace under its own directory: %s", out)
 	}
 	// So is one of its own right in a sticky directory (as in /tmp): it
@@ -659,9 +663,7 @@ func TestUIDTenants(t *testing.T) {
 	inSticky := filepath.Join(sticky, "ws")
 	os.Mkdir(inSticky, 0o755)
 	os.Chown(inSticky, 65534, 65534)
-	cmd = exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", body(inSticky), "http://moat/v1/sessions")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if out, _ := cmd.Output(); !strings.Contains(string(out), "could be renamed or replaced") {
+	if out := createAs(inSticky); !strings.Contains(out, "could be renamed or replaced") {
 		t.Errorf("uid 65534 uses its own directory in a sticky one: %s", out)
 	}
 }

@@ -37,21 +37,10 @@ cd sub && ../u -n >/dev/null 2>&1; a=$?; ../u -s >/dev/null 2>&1; echo "../u: $a
 // not only by the name it was started under.
 func TestExecCheckResolvesProgram(t *testing.T) {
 	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(resolveScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := execPolicy(t, ws, execRules)
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+	rep, out, stderr := runScript(t, ws, execRules, resolveScript)
 	want := "./u: 126 0\n/tmp/u2: 126 0\n/proc/self/fd/3: 126 0\n/dev/fd/3: 126 0\nother fd: 126 0\n../u: 126 0\n"
-	if out.String() != want {
-		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 	var n int
 	for _, d := range rep.Denials {
@@ -79,20 +68,10 @@ func TestExecCheckGitUnderOtherNames(t *testing.T) {
 /tmp/x --version >/dev/null; echo "link control: $?"
 /proc/self/fd/3 --version >/dev/null; echo "fd control: $?"
 `
-	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := execPolicy(t, ws, "")
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	var out, errb bytes.Buffer
-	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+	_, out, stderr := runScript(t, ws, "", script)
 	want := "link: 126\nfd: 126\ngit-push: 126\nlink control: 0\nfd control: 0\n"
-	if out.String() != want {
-		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 }
 
@@ -118,20 +97,10 @@ $L /usr/bin/uname -s >/dev/null; echo "ld uname -s: $?"
 ln -s /usr/bin/uname ./u; $L ./u -n >/dev/null 2>&1; echo "ld link -n: $?"
 $L ./u -s >/dev/null; echo "ld link -s: $?"
 `
-	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := execPolicy(t, ws, execRules)
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	var out, errb bytes.Buffer
-	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+	_, out, stderr := runScript(t, ws, execRules, script)
 	want := "ld uname -n: 126\nld opts uname -n: 126\nld uname -s: 0\nld link -n: 126\nld link -s: 0\n"
-	if out.String() != want {
-		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 }
 
@@ -160,22 +129,15 @@ func TestExecCheckShebang(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := execPolicy(t, ws, `
+	_, out, stderr := runScript(t, ws, `
 [[rules]]
 name = "no-deny-me"
 match = { command = ["echo", "deny-me"] }
 decision = "deny"
-`)
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	var out, errb bytes.Buffer
-	if _, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+`, "")
 	want := "deny: 126\nnested: 126\nlinked: 126\nallow: 0\nnested allow: 0\n"
-	if out.String() != want {
-		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out.String(), want, errb.String())
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 }
 
@@ -226,4 +188,26 @@ decision = "deny"
 			}
 		}
 	}
+}
+
+// runScript runs sh run.sh in ws under the rules given (execPolicy), after
+// writing script there ("" leaves a run.sh the test wrote), and returns the
+// report, the output and the errors.
+func runScript(t *testing.T, ws, rules, script string) (*sandbox.Report, string, string) {
+	t.Helper()
+	if script != "" {
+		if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := execPolicy(t, ws, rules)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	return rep, out.String(), errb.String()
 }
