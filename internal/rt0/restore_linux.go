@@ -3,6 +3,7 @@ package rt0
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -46,30 +47,60 @@ var restoreThreads sync.Once
 // OnThreads calls fn on each of the runtime's threads it can reach: it
 // runs a goroutine locked to a thread per thread the process has, all at
 // once, so that the runtime hands them its idle threads first (and makes
-// new ones for the rest), and each calls fn. A thread busy in a system
-// call meanwhile is not reached.
+// new ones for the rest), and each calls fn. The runtime may start a new
+// thread for one of them while an idle one waits, so it goes round again,
+// up to a few times, while a thread that was there at the start and is
+// still there has not been reached. A thread busy in a system call
+// meanwhile is not reached.
 func OnThreads(fn func()) {
+	want := tasks()
+	reached := map[int]bool{}
+	for round := 0; round < 4 && len(want) > 0; round++ {
+		var mu sync.Mutex
+		var ready, done sync.WaitGroup
+		release := make(chan struct{})
+		// One more goroutine each round: a thread the runtime makes for
+		// one of them leaves one fewer for the threads that wait.
+		for range len(want) + round {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				fn()
+				mu.Lock()
+				reached[syscall.Gettid()] = true
+				mu.Unlock()
+				ready.Done()
+				<-release // hold the thread until every goroutine has one
+			}()
+		}
+		ready.Wait()
+		close(release)
+		done.Wait()
+		now := tasks()
+		for tid := range want {
+			if reached[tid] || !now[tid] {
+				delete(want, tid) // done, or gone
+			}
+		}
+	}
+}
+
+// tasks returns the ids of the process's threads.
+func tasks() map[int]bool {
 	f, err := os.Open("/proc/self/task")
 	if err != nil {
-		return
+		return nil
 	}
 	names, _ := f.Readdirnames(-1)
 	f.Close()
-	var ready, done sync.WaitGroup
-	release := make(chan struct{})
-	for range names {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			fn()
-			ready.Done()
-			<-release // hold the thread until every goroutine has one
-		}()
+	out := make(map[int]bool, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil {
+			out[tid] = true
+		}
 	}
-	ready.Wait()
-	close(release)
-	done.Wait()
+	return out
 }
