@@ -331,30 +331,19 @@ func TestExecCheckRefusedWhereItCannotHold(t *testing.T) {
 // long argv without that word runs.
 func TestExecCheckLongArgv(t *testing.T) {
 	ws := t.TempDir()
-	p := execPolicy(t, ws, `
-[[rules]]
-name = "no-last"
-match.command_regex = '^true( \S+)* deny-me$'
-decision = "deny"
-`)
 	script := `a=""; i=0; while [ $i -lt 5000 ]; do a="$a -c"; i=$((i+1)); done
 /bin/true $a deny-me; echo "long deny-me: $?"
 /bin/true $a; echo "long control: $?"
 `
 	// From a script file, which the command line does not show.
-	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-		Args: []string{"sh", "run.sh"}}, backend.Stdio{Stdout: &out, Stderr: &errb})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
-	if out.String() != "long deny-me: 126\nlong control: 0\n" {
-		t.Errorf("output %q, stderr %q", out.String(), errb.String())
+	rep, out, stderr := runScript(t, ws, `
+[[rules]]
+name = "no-last"
+match.command_regex = '^true( \S+)* deny-me$'
+decision = "deny"
+`, script)
+	if out != "long deny-me: 126\nlong control: 0\n" {
+		t.Errorf("output %q, stderr %q", out, stderr)
 	}
 	if len(rep.Denials) == 0 || !strings.Contains(rep.Denials[len(rep.Denials)-1].Rule, "no-last") {
 		t.Errorf("denials %+v", rep.Denials)
