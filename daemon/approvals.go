@@ -228,7 +228,13 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 	case <-timer.C:
 		outcome = sandbox.ApprovalTimeout
 	case <-ctx.Done():
+		// The request's own deadline is what capped the timeout, and
+		// it fires at the same moment as the timer: either way nobody
+		// answered in time.
 		outcome = "cancelled"
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			outcome = sandbox.ApprovalTimeout
+		}
 	case <-s.ctx.Done():
 		outcome = "cancelled"
 	}
