@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/internal/relpath"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -50,14 +50,11 @@ import (
 // can stop an upload partway, leaving whole files only, but never lets it
 // write a protected path or outside the workspace. A link's target is not
 // resolved when the link is made: a command could make the same link.
-
-// maxLinkHops is how many links one resolution follows, as the kernel's
-// bound (MAXSYMLINKS).
-const maxLinkHops = 40
+// The walk itself is relpath's, shared with the review of a change set.
 
 var (
-	errTarOut  = errors.New("leads out of the workspace")
-	errTarLoop = errors.New("meets too many links (a loop)")
+	errTarOut  = relpath.ErrOut
+	errTarLoop = relpath.ErrLoop
 )
 
 // tarView is the workspace as an upload leaves it, entry by entry.
@@ -73,41 +70,12 @@ type tarView struct {
 // last component's too. via says whether one of the archive's links was
 // followed.
 func (v *tarView) resolve(from, rel string) (real string, via bool, err error) {
-	todo := strings.Split(rel, "/")
-	real = from
-	for hops := 0; len(todo) > 0; {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if real == "." {
-				return "", via, errTarOut
-			}
-			real = path.Dir(real)
-			continue
-		}
-		p := joinRel(real, c)
-		target, isLink, fromArchive, err := v.link(p, len(todo) > 0)
-		if err != nil {
-			return "", via, err
-		}
-		if !isLink {
-			real = p
-			continue
-		}
-		if hops++; hops > maxLinkHops {
-			return "", via, errTarLoop
-		}
-		if strings.HasPrefix(target, "/") {
-			return "", via, errTarOut
-		}
-		via = via || fromArchive
-		// The target is resolved from the link's directory, real already.
-		todo = append(strings.Split(target, "/"), todo...)
-	}
-	return real, via, nil
+	real, err = relpath.Resolve(from, rel, func(p string, within bool) (string, bool, error) {
+		target, isLink, fromArchive, err := v.link(p, within)
+		via = via || isLink && fromArchive
+		return target, isLink, err
+	})
+	return real, via, err
 }
 
 // link says whether the real place p is a link in the view, and its

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/moatbox/moat/internal/overlay"
+	"github.com/moatbox/moat/internal/relpath"
 )
 
 // ErrPendingApply: an Apply was interrupted; Apply, Recover or Discard
@@ -384,55 +385,25 @@ func (w *walker) lstatMerged(rel string) (fs.FileInfo, string) {
 	return nil, ""
 }
 
-// maxHops bounds the symlinks escapes follows, as the kernel's ELOOP does.
-const maxHops = 40
-
 // escapes reports whether the symlink at rel pointing to target leads
 // out of the workspace: an absolute target, or ".." past the root once
-// the merged view's symlinks on the way are followed. An absolute target
-// counts even when it names a path in the workspace: what it reaches
-// depends on where the workspace sits, so a reviewer must look at it.
+// the merged view's symlinks on the way are followed (relpath's walk). An
+// absolute target counts even when it names a path in the workspace:
+// what it reaches depends on where the workspace sits, so a reviewer must
+// look at it. A loop resolves to nothing, so it escapes nowhere.
 func (w *walker) escapes(rel, target string) bool {
 	if path.IsAbs(target) {
 		return true
 	}
-	var cur []string
-	if d := path.Dir(rel); d != "." {
-		cur = strings.Split(d, "/")
-	}
-	todo := strings.Split(target, "/")
-	for hops := 0; len(todo) > 0; {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(cur) == 0 {
-				return true
-			}
-			cur = cur[:len(cur)-1]
-			continue
-		}
-		next := append(cur[:len(cur):len(cur)], c)
-		fi, host := w.lstatMerged(strings.Join(next, "/"))
+	_, err := relpath.Resolve(path.Dir(rel), target, func(p string, _ bool) (string, bool, error) {
+		fi, host := w.lstatMerged(p)
 		if fi == nil || fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if hops++; hops > maxHops {
-			return false // a loop resolves to nothing
+			return "", false, nil
 		}
 		t, err := os.Readlink(host)
-		if err != nil {
-			return false
-		}
-		if path.IsAbs(t) {
-			return true
-		}
-		todo = append(strings.Split(t, "/"), todo...)
-	}
-	return false
+		return t, err == nil, err
+	})
+	return errors.Is(err, relpath.ErrOut)
 }
 
 // shadows returns the source file that Python loads the bytecode file p
