@@ -52,25 +52,47 @@ var irreversible = []*rule{
 		// ones that take a separate value skip that value; any other word
 		// starting with - is one option (-p, -P, --bare, --git-dir=x). A
 		// value with spaces is one \S+ once CommandWords escapes them.
+		// git lfs push, git svn dcommit and git p4 submit send commits
+		// (or their files) to another kind of remote; git send-email
+		// mails them. git-lfs, git-svn, git-p4 and git-send-email started
+		// as programs are decided as git lfs, git svn, ... (decideOne).
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-push"}, kind: Ask,
 		programs: []string{"git"},
-		needs:    []string{"push"},
-		r: policy.Rule{Name: "git-push", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* push( |$)`}, Decision: policy.DecisionAsk,
-			Reason:           "git push publishes commits to a remote",
-			ExamplesMatch:    [][]string{{"git", "push"}, {"git", "push", "origin", "main"}, {"/usr/bin/git", "push"}, {"git", "-C", "repo", "push", "-f"}, {"git", "-P", "push"}, {"git", "--no-pager", "push"}, {"git", "--git-dir", ".git", "push"}, {"git", "--git-dir=.git", "push"}, {"git", "--work-tree", "x", "push"}, {"git", "--config-env", "a=B", "push"}, {"git", "-C", "d", "-c", "k=v", "--bare", "push"}},
-			ExamplesNotMatch: [][]string{{"git", "status"}, {"git", "log", "push"}, {"git", "pushx"}, {"git", "log", "--grep", "push"}, {"git", "commit", "-m", "push"}, {"git", "-P", "grep", "push"}, {"git", "-c", "push", "log"}},
+		needs:    []string{"push", "dcommit", "submit", "send-email"},
+		r: policy.Rule{Name: "git-push", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* (push|lfs push|svn dcommit|p4 submit|send-email)( |$)`}, Decision: policy.DecisionAsk,
+			Reason:           "this publishes commits: to a remote, or by mail (git send-email)",
+			ExamplesMatch:    [][]string{{"git", "push"}, {"git", "push", "origin", "main"}, {"/usr/bin/git", "push"}, {"git", "-C", "repo", "push", "-f"}, {"git", "-P", "push"}, {"git", "--no-pager", "push"}, {"git", "--git-dir", ".git", "push"}, {"git", "--git-dir=.git", "push"}, {"git", "--work-tree", "x", "push"}, {"git", "--config-env", "a=B", "push"}, {"git", "-C", "d", "-c", "k=v", "--bare", "push"}, {"git", "lfs", "push", "origin", "main"}, {"git", "svn", "dcommit"}, {"git", "p4", "submit"}, {"git", "send-email", "HEAD^"}},
+			ExamplesNotMatch: [][]string{{"git", "status"}, {"git", "log", "push"}, {"git", "pushx"}, {"git", "log", "--grep", "push"}, {"git", "commit", "-m", "push"}, {"git", "-P", "grep", "push"}, {"git", "-c", "push", "log"}, {"git", "lfs", "pull"}, {"git", "svn", "rebase"}, {"git", "format-patch", "-1"}},
+		},
+	},
+	{
+		// An alias is git's own config: defined on the command line (-c
+		// alias.p=push, --config-env alias.p=VAR) or in a file included
+		// from it, its body can be anything, git push included, so the
+		// line asks whether or not it uses it. (An alias from a config
+		// file or GIT_CONFIG_* is not on the line; git runs an alias of a
+		// built-in command as a child `git push ...`, and the check of
+		// each exec decides that. Past git's options -c is a command's
+		// own: git log -c.)
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-alias"}, kind: Ask,
+		programs: []string{"git"},
+		needs:    []string{"-c", "--config-env", "--config-env="},
+		r: policy.Rule{Name: "git-alias", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* (-c |--config-env[ =])(?i:alias\.|include\.path=|includeif\.\S*\.path=)`}, Decision: policy.DecisionAsk,
+			Reason:           "a git alias or config include given on the command line can run any git command, git push included",
+			ExamplesMatch:    [][]string{{"git", "-c", "alias.p=push", "p"}, {"git", "-c", "alias.p=!git push", "p"}, {"git", "--config-env=alias.p=CMD", "p"}, {"git", "--config-env", "alias.p=CMD", "p"}, {"git", "-C", "d", "-c", "Alias.P=push", "p"}, {"git", "-c", "include.path=/tmp/x", "p"}},
+			ExamplesNotMatch: [][]string{{"git", "-c", "user.name=alias", "commit"}, {"git", "log", "-c", "alias.x"}, {"git", "-C", "alias.d", "status"}, {"git", "config", "alias.p", "push"}, {"git", "-c", "aliases.p=x", "status"}},
 		},
 	},
 	{
 		// npm takes a command's unique prefix (npm pu is npm publish), gem
 		// too (gem pu), and gem -C DIR comes before the command.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "package-publish"}, kind: Ask,
-		programs: []string{"npm", "pnpm", "yarn", "bun", "cargo", "gem", "twine", "poetry", "uv", "flit", "hatch", "pdm", "maturin"},
-		needs:    []string{"publish", "push", "upload", "pu", "pub", "publ", "publi", "publis", "pus"},
-		r: policy.Rule{Name: "package-publish", Match: policy.Match{CommandRegex: `^(npm (.* )?pu(b(l(i(sh?)?)?)?)?|(pnpm|yarn|bun|cargo) (.* )?publish|gem( -C \S+)? pu(sh?)?|twine( -\S+)* upload|(poetry|uv|flit|hatch|pdm)( -\S+( \S+)?)* publish|maturin( -\S+( \S+)?)* (publish|upload))( |$)`}, Decision: policy.DecisionAsk,
+		programs: []string{"npm", "pnpm", "yarn", "bun", "deno", "jsr", "lerna", "changeset", "vsce", "ovsx", "cargo", "gem", "twine", "poetry", "uv", "flit", "hatch", "pdm", "maturin", "helm", "dotnet", "nuget", "dart", "flutter", "mix", "pod", "anaconda"},
+		needs:    []string{"publish", "push", "upload", "pu", "pub", "publ", "publi", "publis", "pus", "cm-push", "hex.publish"},
+		r: policy.Rule{Name: "package-publish", Match: policy.Match{CommandRegex: `^(npm (.* )?pu(b(l(i(sh?)?)?)?)?|(pnpm|yarn|bun|deno|jsr|lerna|changeset|vsce|ovsx|cargo) (.* )?publish|gem( -C \S+)? pu(sh?)?|twine( -\S+)* upload|(poetry|uv|flit|hatch|pdm)( -\S+( \S+)?)* publish|maturin( -\S+( \S+)?)* (publish|upload)|helm( -\S+( \S+)?)* (cm-)?push|(dotnet( -\S+)* nuget|nuget)( -\S+)* push|(dart|flutter)( -\S+)* pub( -\S+)* publish|mix( -\S+)* hex\.publish|pod( -\S+)* trunk( -\S+)* push|anaconda( -\S+( \S+)?)* upload)( |$)`}, Decision: policy.DecisionAsk,
 			Reason:           "publishing a package makes it public, and a version cannot be published twice",
-			ExamplesMatch:    [][]string{{"npm", "publish"}, {"npm", "--tag", "next", "publish"}, {"npm", "pub"}, {"pnpm", "publish", "--access", "public"}, {"yarn", "npm", "publish"}, {"cargo", "publish"}, {"cargo", "--locked", "publish"}, {"gem", "push", "x.gem"}, {"gem", "-C", "d", "pu", "x.gem"}, {"twine", "upload", "dist/*"}, {"twine", "--no-color", "upload", "d"}, {"uv", "publish"}, {"poetry", "-C", "d", "publish"}, {"uv", "--directory", "d", "publish"}, {"pdm", "publish"}},
-			ExamplesNotMatch: [][]string{{"npm", "install"}, {"npm", "install", "publish-tools"}, {"npm", "update"}, {"cargo", "build"}, {"gem", "install", "rake"}, {"pip", "install", "twine"}, {"uv", "run", "pytest"}, {"poetry", "add", "requests"}},
+			ExamplesMatch:    [][]string{{"npm", "publish"}, {"npm", "--tag", "next", "publish"}, {"npm", "pub"}, {"pnpm", "publish", "--access", "public"}, {"yarn", "npm", "publish"}, {"cargo", "publish"}, {"cargo", "--locked", "publish"}, {"gem", "push", "x.gem"}, {"gem", "-C", "d", "pu", "x.gem"}, {"twine", "upload", "dist/*"}, {"twine", "--no-color", "upload", "d"}, {"uv", "publish"}, {"poetry", "-C", "d", "publish"}, {"uv", "--directory", "d", "publish"}, {"pdm", "publish"}, {"helm", "push", "c.tgz", "oci://r"}, {"dotnet", "nuget", "push", "x.nupkg"}, {"deno", "publish"}, {"vsce", "publish"}, {"dart", "pub", "publish"}, {"mix", "hex.publish"}, {"pod", "trunk", "push"}},
+			ExamplesNotMatch: [][]string{{"npm", "install"}, {"npm", "install", "publish-tools"}, {"npm", "update"}, {"cargo", "build"}, {"gem", "install", "rake"}, {"pip", "install", "twine"}, {"uv", "run", "pytest"}, {"poetry", "add", "requests"}, {"helm", "pull", "oci://r/c"}, {"dotnet", "nuget", "list", "source"}, {"dart", "pub", "get"}, {"mix", "hex.build"}},
 		},
 	},
 	{
@@ -82,6 +104,27 @@ var irreversible = []*rule{
 			Reason:           "publishing a package makes it public, and a version cannot be published twice",
 			ExamplesMatch:    [][]string{{"python3", "-m", "twine", "upload", "dist/*"}, {"python", "-m", "twine", "upload"}, {"python3", "-mtwine", "upload", "d"}, {"python3", "-I", "-m", "twine", "upload", "d"}, {"python3.12", "-W", "ignore", "-Im", "twine", "upload"}, {"python3", "-m", "flit", "publish"}},
 			ExamplesNotMatch: [][]string{{"python3", "step.py"}, {"python3", "-m", "pytest"}, {"python3", "-m", "pip", "install", "twine"}, {"python3", "upload.py"}},
+		},
+	},
+	{
+		// Maven runs phases and plugin goals named anywhere among its
+		// words: deploy (and any goal ending in :deploy, :deploy-file),
+		// site-deploy, the release plugin's prepare (which pushes its
+		// tag), perform and stage, jib:build (which pushes an image).
+		// Gradle's publishing tasks are publish and publishXxx, in any
+		// project (:lib:publish), but for those ending in ToMavenLocal
+		// (the last alternatives: a name that does not end in Local);
+		// jib pushes
+		// an image, closeAndRelease... releases a staging repository.
+		// An option's value that is such a word asks too (mvn -pl deploy,
+		// gradle -x publish); Gradle's abbreviated task names (pTMC) are
+		// not read.
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "jvm-publish"}, kind: Ask,
+		programs: []string{"mvn", "mvnw", "mvnd", "gradle", "gradlew"},
+		r: policy.Rule{Name: "jvm-publish", Match: policy.Match{CommandRegex: `^((mvn|mvnw|mvnd)( \S+)* (([^-\s]\S*:)?(sign-and-)?deploy(-file)?|site-deploy|release:(prepare|perform|stage)|jib:build)|(gradle|gradlew)( \S+)* (:?[^-\s:][^\s:]*:)*(publish([A-Z]\S*([^l\s]|[^a\s]l|[^c\s]al|[^o\s]cal|[^L\s]ocal))?|jib|closeAndRelease\S*))( |$)`}, Decision: policy.DecisionAsk,
+			Reason:           "publishing an artifact makes it public, and a release version cannot be published twice",
+			ExamplesMatch:    [][]string{{"mvn", "deploy"}, {"mvn", "-DskipTests", "clean", "deploy"}, {"mvnw", "release:perform"}, {"mvn", "deploy:deploy-file", "-Dfile=x.jar"}, {"gradle", "publish"}, {"gradlew", "publishToMavenCentral"}, {"gradle", ":lib:publish"}, {"gradle", "publishAllPublicationsToSonatypeRepository"}, {"gradle", "jib"}},
+			ExamplesNotMatch: [][]string{{"mvn", "install"}, {"mvn", "clean", "verify"}, {"mvn", "-Dmaven.deploy.skip", "install"}, {"gradle", "build"}, {"gradle", "publishToMavenLocal"}, {"gradle", ":lib:publishMavenPublicationToMavenLocal"}, {"gradle", "jibDockerBuild"}},
 		},
 	},
 	{
@@ -108,6 +151,22 @@ var irreversible = []*rule{
 		},
 	},
 	{
+		// Cloud CLIs: aws operations that delete, stop, put or update
+		// (an operation right after its service, options between), S3
+		// removals and moves, a copy or sync to s3:// (its destination:
+		// an s3:// word after one that is no option); gcloud and gsutil
+		// alike; the deploy and destroy commands of fly, vercel, netlify,
+		// wrangler, firebase, pulumi, cdk and serverless. Not a bare
+		// vercel (a preview deployment).
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "cloud"}, kind: Ask,
+		programs: []string{"aws", "gcloud", "gsutil", "fly", "flyctl", "vercel", "netlify", "wrangler", "firebase", "pulumi", "cdk", "serverless", "sls"},
+		r: policy.Rule{Name: "cloud", Match: policy.Match{CommandRegex: `^(aws( -\S+( \S+)?)* (s3( -\S+( \S+)?)* (rm|rb|mv)|s3( \S+)* (cp|sync)( \S+)* [^-\s]\S* s3://\S*|[a-z0-9][a-z0-9-]*( -\S+( \S+)?)* ((delete|terminate|deregister|remove|purge|stop|reboot|put|update|modify|execute)-\S+|deploy))|gcloud (.* )?(deploy|delete|builds submit|storage (rm|mv)|storage (cp|rsync)( \S+)* [^-\s]\S* gs://\S*)|gsutil( -\S+( \S+)?)* (rm|rb|mv|(cp|rsync)( \S+)* [^-\s]\S* gs://\S*)|(fly|flyctl) (.* )?(deploy|destroy)|vercel (.* )?(--prod|--production|deploy|remove|rm|promote|rollback|redeploy)|(netlify|wrangler|firebase|cdk|serverless|sls) (.* )?(\S+:)?deploy|wrangler (.* )?(publish|delete)|(cdk|serverless|sls) (.* )?(destroy|remove)|pulumi (.* )?(up|update|destroy))( |$)`}, Decision: policy.DecisionAsk,
+			Reason:           "this changes or deletes what runs or is stored in a cloud account",
+			ExamplesMatch:    [][]string{{"aws", "s3", "rm", "s3://b/x"}, {"aws", "s3", "cp", "f", "s3://b/f"}, {"aws", "s3", "sync", ".", "s3://b", "--delete"}, {"aws", "ec2", "terminate-instances", "--instance-ids", "i-1"}, {"aws", "cloudformation", "deploy", "--stack-name", "s"}, {"gcloud", "run", "deploy", "svc"}, {"gsutil", "-m", "cp", "-r", "d", "gs://b"}, {"fly", "deploy"}, {"vercel", "--prod"}, {"wrangler", "deploy"}, {"firebase", "deploy"}, {"pulumi", "up"}, {"cdk", "destroy"}},
+			ExamplesNotMatch: [][]string{{"aws", "s3", "ls"}, {"aws", "s3", "cp", "s3://b/f", "."}, {"aws", "s3", "cp", "--recursive", "s3://b", "d"}, {"aws", "ec2", "describe-instances"}, {"aws", "s3api", "list-objects", "--prefix", "delete-me"}, {"gcloud", "run", "services", "list"}, {"gsutil", "cp", "gs://b/f", "."}, {"fly", "status"}, {"vercel", "dev"}, {"wrangler", "dev"}, {"pulumi", "preview"}, {"cdk", "synth"}},
+		},
+	},
+	{
 		// gh reads options anywhere, before the command too (gh -R o/r pr
 		// merge); gh release new is gh release create.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "github-release"}, kind: Ask,
@@ -117,6 +176,38 @@ var irreversible = []*rule{
 			Reason:           "this publishes a release or merges a pull request on GitHub",
 			ExamplesMatch:    [][]string{{"gh", "release", "create", "v1.0"}, {"gh", "pr", "merge", "12"}, {"gh", "-R", "o/r", "pr", "merge", "12"}, {"gh", "release", "--repo", "o/r", "create", "v1"}, {"gh", "release", "new", "v1"}},
 			ExamplesNotMatch: [][]string{{"gh", "pr", "view", "12"}, {"gh", "release", "list"}, {"gh", "pr", "create"}, {"gh", "issue", "view", "merge"}},
+		},
+	},
+	{
+		// What gh posts to other people (a pull request, an issue, a
+		// comment or review, a gist), deletes, or sets off (a workflow
+		// run, a re-run), and the settings it changes that cannot be
+		// read back (secrets) or that publish (a repository's
+		// visibility, through repo edit). Reading stays allowed.
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "github-write"}, kind: Ask,
+		programs: []string{"gh"},
+		needs:    []string{"create", "new", "comment", "review", "delete", "transfer", "archive", "rename", "edit", "upload", "delete-asset", "run", "rerun", "set", "remove"},
+		r: policy.Rule{Name: "github-write", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* (pr( -\S+( \S+)?)* (create|new|comment|review)|issue( -\S+( \S+)?)* (create|new|comment|delete|transfer)|repo( -\S+( \S+)?)* (delete|archive|rename|edit)|release( -\S+( \S+)?)* (upload|edit|delete|delete-asset)|workflow( -\S+( \S+)?)* run|run( -\S+( \S+)?)* rerun|(secret|variable)( -\S+( \S+)?)* (set|delete|remove)|gist( -\S+( \S+)?)* (create|new|delete))( |$)`}, Decision: policy.DecisionAsk,
+			Reason:           "this posts to GitHub for others to see, deletes there, starts a workflow or changes a repository's settings",
+			ExamplesMatch:    [][]string{{"gh", "pr", "create", "--fill"}, {"gh", "pr", "comment", "1", "-b", "x"}, {"gh", "issue", "create"}, {"gh", "repo", "delete", "o/r", "--yes"}, {"gh", "-R", "o/r", "workflow", "run", "deploy.yml"}, {"gh", "release", "upload", "v1", "x.tgz"}, {"gh", "secret", "set", "TOKEN"}, {"gh", "gist", "create", "f"}},
+			ExamplesNotMatch: [][]string{{"gh", "pr", "view", "1"}, {"gh", "pr", "checks"}, {"gh", "issue", "list"}, {"gh", "repo", "view"}, {"gh", "workflow", "list"}, {"gh", "run", "view", "1"}, {"gh", "secret", "list"}, {"gh", "repo", "clone", "o/r"}},
+		},
+	},
+	{
+		// gh api sends GET, but POST once it has a field (-f, -F,
+		// --field, --raw-field) or a body (--input), unless a method is
+		// given: an explicit POST/PUT/PATCH/DELETE asks; a field asks
+		// when no -X/--method comes before it (the words before it are
+		// neither a method option nor graphql). GraphQL is POST for
+		// reads too: graphql asks for a mutation, or a query it cannot
+		// read (from a file, -F query=@f, or --input).
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "github-api"}, kind: Ask,
+		programs: []string{"gh"},
+		needs:    []string{"api"},
+		r: policy.Rule{Name: "github-api", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* api(( \S+)* (-i?X ?|--method[ =])(?i:POST|PUT|PATCH|DELETE)( |$)|( ([^-\sg]\S*|g([^r\s]\S*)?|gr([^a\s]\S*)?|gra([^p\s]\S*)?|grap([^h\s]\S*)?|graph([^q\s]\S*)?|graphq([^l\s]\S*)?|graphql\S+|-|-[^-X\s]\S*|--([^m\s]\S*)?|--m[^e\s]\S*))* (-i?[fF]\S*|--(raw-)?field(=\S*)?|--input(=\S*)?)( |$)|( \S+)* graphql( \S+)* (\S*mutation|--input|\S*=@))`}, Decision: policy.DecisionAsk,
+			Reason:           "this asks GitHub's API to change something",
+			ExamplesMatch:    [][]string{{"gh", "api", "-X", "POST", "repos/o/r/issues"}, {"gh", "api", "--method", "DELETE", "repos/o/r"}, {"gh", "api", "-XPATCH", "repos/o/r"}, {"gh", "api", "repos/o/r/issues", "-f", "title=x"}, {"gh", "api", "repos/o/r/labels", "--input", "l.json"}, {"gh", "api", "graphql", "-f", "query=mutation{x}"}},
+			ExamplesNotMatch: [][]string{{"gh", "api", "repos/o/r"}, {"gh", "api", "-X", "GET", "search/issues", "-f", "q=x"}, {"gh", "api", "graphql", "-f", "query={viewer{login}}"}, {"gh", "api", "--paginate", "repos/o/r/pulls"}},
 		},
 	},
 	{

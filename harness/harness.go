@@ -153,7 +153,9 @@ type rule struct {
 	// regular expressions in a run of anything else.
 	programs []string
 	// needs, when set, are words of which one must be among the
-	// arguments for the rule to match; the same saving.
+	// arguments for the rule to match; the same saving. A need that ends
+	// in "=" is an option given its value in the same word
+	// (--config-env=): it is met by a word that begins with it.
 	needs []string
 	once  sync.Once
 	re    *regexp.Regexp
@@ -163,7 +165,7 @@ func (r *rule) match(argv []string) bool {
 	if len(argv) == 0 || r.programs != nil && !slices.Contains(r.programs, path.Base(argv[0])) {
 		return false
 	}
-	if r.needs != nil && !slices.ContainsFunc(argv[1:], func(w string) bool { return slices.Contains(r.needs, w) }) {
+	if r.needs != nil && !slices.ContainsFunc(argv[1:], r.needed) {
 		return false
 	}
 	if r.r.Match.CommandRegex == "" {
@@ -171,6 +173,16 @@ func (r *rule) match(argv []string) bool {
 	}
 	r.once.Do(func() { r.re, _ = regexp.Compile(r.r.Match.CommandRegex) })
 	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
+}
+
+// needed reports whether the word w is one of r's needs.
+func (r *rule) needed(w string) bool {
+	for _, n := range r.needs {
+		if w == n || strings.HasSuffix(n, "=") && strings.HasPrefix(w, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // New compiles the command, host and write rules of p, which must be
