@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -347,5 +348,56 @@ decision = "deny"
 	}
 	if len(rep.Denials) == 0 || !strings.Contains(rep.Denials[len(rep.Denials)-1].Rule, "no-last") {
 		t.Errorf("denials %+v", rep.Denials)
+	}
+}
+
+// gitAliasScript defines git aliases where the command line cannot show
+// them (the repository's config, GIT_CONFIG_* in the environment) and
+// runs them: git runs an alias of a built-in command as a child `git
+// push`, which the check of each exec sees. Positive control: an alias
+// of git status runs.
+const gitAliasScript = `git init -q r && cd r || exit 1
+git config alias.s status && git config alias.p push || exit 1
+git s >/dev/null; echo "git s: $?"
+git p origin main 2>/dev/null; echo "git p: $?"
+GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.q GIT_CONFIG_VALUE_0=push git q origin 2>/dev/null; echo "git q: $?"
+`
+
+// TestExecCheckGitAlias: the built-in set's git-push refuses the push an
+// alias from a config file or the environment runs (nobody to ask).
+func TestExecCheckGitAlias(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(gitAliasScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := execPolicy(t, ws, "")
+	if len(p.Harness.Builtin) == 0 {
+		t.Fatal("the built-in set is off by default")
+	}
+	req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"sh", "run.sh"}}
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	req.Caller = &caller
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "git s: 0\n") {
+		t.Errorf("the alias of git status did not run:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	var pushes int
+	for _, d := range rep.Denials {
+		if d.Layer == sandbox.LayerRules && strings.Contains(d.What, "git push") && strings.Contains(d.Rule, "git-push") {
+			pushes += d.Count
+		} else if d.Layer == sandbox.LayerRules {
+			t.Errorf("refused: %+v", d)
+		}
+	}
+	if pushes != 2 {
+		t.Errorf("%d pushes refused, want 2 (git p, git q): %+v\noutput:\n%s\nstderr:\n%s", pushes, rep.Denials, out.String(), errb.String())
 	}
 }
