@@ -19,6 +19,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/internal/lookpath"
 )
 
 // LayerRules is the Denial.Layer of a program the command rules refused
@@ -517,16 +518,7 @@ func hostLookPath(name, dir string, env []string) string {
 		}
 		return ""
 	}
-	pathEnv := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathEnv = v
-		}
-	}
-	for _, d := range filepath.SplitList(pathEnv) {
-		if d == "" {
-			d = "."
-		}
+	for _, d := range lookpath.Dirs(env, "") {
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(dir, d)
 		}

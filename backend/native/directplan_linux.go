@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/lookpath"
 	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
 )
@@ -750,17 +751,8 @@ func execCandidates(name string, env []string) []string {
 	if strings.Contains(name, "/") {
 		return []string{name}
 	}
-	pathVar := "/usr/local/bin:/usr/bin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathVar = v
-		}
-	}
 	var out []string
-	for _, dir := range filepath.SplitList(pathVar) {
-		if dir == "" {
-			dir = "."
-		}
+	for _, dir := range lookpath.Dirs(env, "/usr/local/bin:/usr/bin:/bin") {
 		out = append(out, filepath.Join(dir, name))
 	}
 	if len(out) == 0 {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/lookpath"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -598,17 +599,8 @@ func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, checkExec(name)
 	}
-	pathVar := "/usr/local/bin:/usr/bin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathVar = v
-		}
-	}
 	var firstErr error
-	for _, dir := range filepath.SplitList(pathVar) {
-		if dir == "" {
-			dir = "."
-		}
+	for _, dir := range lookpath.Dirs(env, "/usr/local/bin:/usr/bin:/bin") {
 		p := filepath.Join(dir, name)
 		err := checkExec(p)
 		if err == nil {
