@@ -60,7 +60,7 @@ var irreversible = []*rule{
 		programs: []string{"git"},
 		needs:    []string{"push", "dcommit", "submit", "send-email"},
 		r: policy.Rule{Name: "git-push", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* (push|lfs push|svn dcommit|p4 submit|send-email)( |$)`}, Decision: policy.DecisionAsk,
-			Reason:           "this publishes commits: to a remote, or by mail (git send-email)",
+			Reason:           "git push publishes commits to a remote (git send-email mails them)",
 			ExamplesMatch:    [][]string{{"git", "push"}, {"git", "push", "origin", "main"}, {"/usr/bin/git", "push"}, {"git", "-C", "repo", "push", "-f"}, {"git", "-P", "push"}, {"git", "--no-pager", "push"}, {"git", "--git-dir", ".git", "push"}, {"git", "--git-dir=.git", "push"}, {"git", "--work-tree", "x", "push"}, {"git", "--config-env", "a=B", "push"}, {"git", "-C", "d", "-c", "k=v", "--bare", "push"}, {"git", "lfs", "push", "origin", "main"}, {"git", "svn", "dcommit"}, {"git", "p4", "submit"}, {"git", "send-email", "HEAD^"}},
 			ExamplesNotMatch: [][]string{{"git", "status"}, {"git", "log", "push"}, {"git", "pushx"}, {"git", "log", "--grep", "push"}, {"git", "commit", "-m", "push"}, {"git", "-P", "grep", "push"}, {"git", "-c", "push", "log"}, {"git", "lfs", "pull"}, {"git", "svn", "rebase"}, {"git", "format-patch", "-1"}},
 		},
