@@ -22,7 +22,13 @@ func TestFilesAsOwner(t *testing.T) {
 		t.Skip("needs root: the daemon's rights beyond the tenant's are root's")
 	}
 	const tenant, other = 4242, 4343
-	parent := t.TempDir()
+	// Not t.TempDir: its parent is closed to the tenant, which reaches
+	// the workspace with its own rights.
+	parent, err := os.MkdirTemp("", "moat-owner-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
 	os.Chmod(parent, 0o755)
 	ws := filepath.Join(parent, "ws")
 	priv := filepath.Join(ws, "private")

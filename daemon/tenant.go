@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/internal/fsid"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -52,9 +54,33 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 		// user's files anyway: they are not mapped.)
 		return "", nil, fmt.Errorf("%w: a daemon that does not run as root gives other users only a workspace it makes (leave workspace empty)", ErrWorkspace)
 	}
+	if t.self() {
+		return openWorkspace(t, path)
+	}
+	// As root, the path is resolved and opened with the tenant's rights
+	// (fsid), not the daemon's: a path the tenant could not reach itself
+	// (in another user's closed directory, say) is refused as a missing
+	// one is, with the same error, whatever is there; what the tenant
+	// can reach, it could check itself. The directory opened is then the
+	// one the tenant reached.
+	var real string
+	var root *os.File
+	var err error
+	if derr := fsid.Do(t.UID, t.fsGID(), func() { real, root, err = openWorkspace(t, path) }); derr != nil {
+		return "", nil, fmt.Errorf("%w: %q: %v", ErrWorkspace, path, derr)
+	}
+	return real, root, err
+}
+
+// openWorkspace resolves and opens the workspace path names for t, with
+// the rights of the thread it runs on, and checks it (see checkWorkspace).
+// A path that does not resolve, whatever the reason, is one error: the
+// tenant is told no more about a path it cannot reach than about a
+// missing one.
+func openWorkspace(t Tenant, path string) (string, *os.File, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %q does not exist or cannot be reached", ErrWorkspace, path)
+		return "", nil, fmt.Errorf("%w: %q does not exist or is not reachable by uid %d", ErrWorkspace, path, t.UID)
 	}
 	// The checks are made on the directory opened, which the session then
 	// keeps: what is checked is what the files API serves.
@@ -82,6 +108,18 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 		}
 	}
 	return real, root, nil
+}
+
+// fsGID is the group a local tenant's paths are resolved with (fsid):
+// its primary group in the user database, or the overflow group (65534,
+// "nogroup") when it has no entry there, which grants nothing of its own.
+func (t Tenant) fsGID() int {
+	if u, err := user.LookupId(strconv.Itoa(t.UID)); err == nil {
+		if gid, err := strconv.Atoi(u.Gid); err == nil {
+			return gid
+		}
+	}
+	return 65534
 }
 
 // fixedAncestors refuses a workspace that its tenant could move or

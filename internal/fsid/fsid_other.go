@@ -1,0 +1,19 @@
+//go:build !linux
+
+package fsid
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Take is Linux's alone.
+func Take(uid, gid int) (restore func() error, err error) {
+	return nil, fmt.Errorf("take the filesystem identity of uid %d: %w", uid, errors.ErrUnsupported)
+}
+
+// Do is Linux's alone.
+func Do(uid, gid int, fn func()) error {
+	_, err := Take(uid, gid)
+	return err
+}
