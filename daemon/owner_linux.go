@@ -48,4 +48,3 @@ func (s *Session) useFiles() (done func(), err error) {
 		release()
 	}, nil
 }
-
