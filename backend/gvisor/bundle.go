@@ -11,6 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/fsid"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -180,7 +181,23 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 		}
 		switch m.Kind {
 		case backend.MountBind:
-			if _, err := os.Stat(m.Source); err != nil {
+			var err error
+			stat := func() { _, err = os.Stat(m.Source) }
+			if m.OpenUID > 0 && m.OpenUID != os.Geteuid() {
+				// Looked at with the rights of the user who named it: a
+				// path it cannot reach is as missing to it. (runsc opens
+				// it later by path; Owner refuses what a user could
+				// swap, and a read-only system path is root's to move.)
+				if derr := fsid.Do(m.OpenUID, m.OpenGID, stat); derr != nil {
+					return nil, fmt.Errorf("mount %s: %w", m.Target, derr)
+				}
+				if err != nil && !m.Optional {
+					err = fmt.Errorf("%s does not exist or is not reachable by uid %d", m.Target, m.OpenUID)
+				}
+			} else {
+				stat()
+			}
+			if err != nil {
 				if m.Optional {
 					continue
 				}

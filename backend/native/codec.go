@@ -201,6 +201,8 @@ func encodeInitSpec(is *initSpec) []byte {
 			e.bool(m.Optional)
 			e.bool(m.NoLandlockGrant)
 			e.int(int64(m.Owner))
+			e.int(int64(m.OpenUID))
+			e.int(int64(m.OpenGID))
 		}
 		e.int(int64(s.User.UID))
 		e.int(int64(s.User.GID))
@@ -284,6 +286,8 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 				m.Optional = d.bool()
 				m.NoLandlockGrant = d.bool()
 				m.Owner = int(d.int())
+				m.OpenUID = int(d.int())
+				m.OpenGID = int(d.int())
 			}
 		}
 		s.User.UID = int(d.int())

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/fsid"
 )
 
 // openTrees prepares every bind source as a detached mount tree, for a
@@ -68,17 +69,26 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 		if !m.IDMap {
 			flags |= unix.AT_RECURSIVE
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+		fd, err := openTree(m, flags)
 		if err != nil {
 			if m.Optional && err == unix.ENOENT {
 				continue
 			}
 			closeAll()
 			what := m.Source
-			if m.Owner > 0 {
+			if m.Owner > 0 || m.OpenUID > 0 {
 				what = m.Target // the path its caller named, not where it led
 			}
-			return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(err.(unix.Errno))}
+			var errno unix.Errno
+			if !errors.As(err, &errno) {
+				return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("open mount tree: %w", err)}
+			}
+			if m.OpenUID > 0 && unreachable(errno) {
+				// Opened with the rights of the user who named it: a path
+				// it cannot reach is as missing, with one error.
+				return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("%s does not exist or is not reachable by uid %d", m.Target, m.OpenUID), Errno: int(unix.ENOENT)}
+			}
+			return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(errno)}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
 		trees[key] = f
@@ -108,6 +118,32 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	return trees, maps, nil
 }
 
+// openTree opens m's Source as a detached mount tree (open_tree with
+// flags): with the filesystem rights of m.OpenUID when it is set (fsid),
+// so that the path is resolved as that user would resolve it.
+func openTree(m backend.Mount, flags uint) (int, error) {
+	if m.OpenUID <= 0 {
+		return unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+	}
+	fd, err := -1, error(nil)
+	if derr := fsid.Do(m.OpenUID, m.OpenGID, func() { fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, flags) }); derr != nil {
+		return -1, derr
+	}
+	return fd, err
+}
+
+// unreachable says whether errno, from resolving a path, is one of the
+// answers that tell a missing path from one the caller may not look in
+// (or a file from a directory on the way): all are one to a user asking
+// about a path it named.
+func unreachable(errno unix.Errno) bool {
+	switch errno {
+	case unix.ENOENT, unix.EACCES, unix.ENOTDIR, unix.ELOOP, unix.ENAMETOOLONG:
+		return true
+	}
+	return false
+}
+
 // ownersUnchecked refuses a Spec with a Mount.Owner where the trees are
 // not opened on the host (not root), and so the owner cannot be checked
 // on what is mounted.
@@ -115,6 +151,9 @@ func ownersUnchecked(spec *backend.Spec) error {
 	for _, m := range spec.Mounts {
 		if m.Owner > 0 {
 			return fmt.Errorf("the owner of %s cannot be checked on what is mounted unless moat runs as root", m.Target)
+		}
+		if m.OpenUID > 0 && m.OpenUID != os.Geteuid() {
+			return fmt.Errorf("%s cannot be opened with the rights of uid %d unless moat runs as root", m.Target, m.OpenUID)
 		}
 	}
 	return nil
