@@ -204,8 +204,12 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		// The paths the tenant named are mounted only if they lead to
 		// the tenant's own files when the sandbox is made: checked on
 		// what is mounted, so a link swapped in after checkWorkspace is
-		// refused (backend.Mount.Owner).
-		caller.Owner = t.UID
+		// refused (backend.Mount.Owner). As root, they are looked at
+		// and opened with the tenant's rights, so that what it cannot
+		// reach is as missing to it; a workspace the daemon made, in
+		// its own directory, with the daemon's.
+		caller.Owner, caller.OwnerGID = t.UID, t.fsGID()
+		caller.WorkspaceMade = temp
 	}
 	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}
 	if m.cfg.Audit != nil {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/fsid"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -30,6 +31,37 @@ type Caller struct {
 	// trees that user owns are mounted from those paths
 	// (backend.Mount.Owner), whatever they lead to when mounted.
 	Owner int
+	// OwnerGID is Owner's group: as root, the paths Owner named are
+	// resolved and opened with Owner's filesystem rights (OwnerGID, no
+	// supplementary groups), here and by the backend
+	// (backend.Mount.OpenUID), so that what Owner could not reach itself
+	// is as missing to it. 0 is taken as unknown: the overflow group
+	// (65534), which grants nothing of its own, not root's.
+	OwnerGID int
+	// WorkspaceMade says the workspace is one the caller made for Owner
+	// (a daemon's), in a directory Owner cannot reach: it and the paths
+	// in it are looked at and opened with the caller's rights, the
+	// others Owner named with Owner's.
+	WorkspaceMade bool
+}
+
+// asOwner runs fn with c.Owner's filesystem rights when the paths c names
+// are another user's to name and this process is root (see Caller.Owner);
+// with this process's own otherwise.
+func asOwner(c Caller, fn func()) error {
+	if c.Owner <= 0 || c.Owner == os.Geteuid() || os.Geteuid() != 0 {
+		fn()
+		return nil
+	}
+	return fsid.Do(c.Owner, c.ownerGID(), fn)
+}
+
+// ownerGID is the group Owner's paths are looked at with.
+func (c Caller) ownerGID() int {
+	if c.OwnerGID <= 0 {
+		return 65534
+	}
+	return c.OwnerGID
 }
 
 // CurrentCaller describes this process.
@@ -63,7 +95,21 @@ var (
 // a worktree's .git file names, bound beside the workspace, and where the
 // command writes, the protected paths, read-only, with the directories
 // above them pinned.
-func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (*backend.Spec, error) {
+//
+// As root, for a Caller.Owner, the host's file system is looked at with
+// the owner's rights (asOwner), and the mounts of the paths it named are
+// opened with them (backend.Mount.OpenUID).
+func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (spec *backend.Spec, err error) {
+	if c.WorkspaceMade {
+		return compile(p, args, c, runID, cs, guards)
+	}
+	if derr := asOwner(c, func() { spec, err = compile(p, args, c, runID, cs, guards) }); derr != nil {
+		return nil, derr
+	}
+	return spec, err
+}
+
+func compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -153,35 +199,71 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 
 	realWS := realPath(ws)
 	owner := c.Owner // a backend that cannot check it refuses the run
+	// In a workspace the caller made, only the paths outside it are
+	// looked at with the owner's rights (Compile runs with them
+	// otherwise), all at once.
+	made := func(path string) bool { return c.WorkspaceMade && within(ws, path) }
+	sysMounts, denied := map[string]backend.Mount{}, map[string][]string{}
+	if c.WorkspaceMade {
+		if err := asOwner(c, func() {
+			for _, src := range p.Filesystem.ReadOnly {
+				if !made(src) {
+					sysMounts[src] = systemMount(src)
+				}
+			}
+			for _, d := range p.Filesystem.Deny {
+				if !made(d) {
+					denied[d] = denyTargets(d)
+				}
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	// The binds of the paths the caller named (the policy's, the
+	// workspace, what its guards bind) are opened with the owner's
+	// rights: only the copy's layer, the daemon's, is not.
+	namedMount := func(m backend.Mount) backend.Mount {
+		if owner > 0 && !made(m.Target) {
+			m.OpenUID, m.OpenGID = owner, c.ownerGID()
+		}
+		return m
+	}
 	// Binds and tmpfs mounts, sorted so that parents come before children.
 	var tree []backend.Mount
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"})
 	for _, src := range p.Filesystem.ReadOnly {
-		m := systemMount(src)
-		if m.Kind == backend.MountBind && within(ws, src) {
-			m.Owner = owner // a path the caller named, as the workspace is
+		m, ok := sysMounts[src]
+		if !ok {
+			m = systemMount(src)
+		}
+		if m.Kind == backend.MountBind {
+			m = namedMount(m)
+			if within(ws, src) {
+				m.Owner = owner // a path the caller named, as the workspace is
+			}
 		}
 		tree = append(tree, m)
 	}
 	for _, src := range p.Filesystem.ReadWrite {
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root, Owner: owner})
+		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root, Owner: owner}))
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
 		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})
 	switch p.Workspace.Mode {
 	case policy.WorkspaceOverlay:
-		tree = append(tree, backend.Mount{Kind: backend.MountOverlay, Source: cs.Workspace(), Target: ws,
-			Layers: cs.Dir(), IDMap: root, Owner: owner})
+		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountOverlay, Source: cs.Workspace(), Target: ws,
+			Layers: cs.Dir(), IDMap: root, Owner: owner}))
 	case policy.WorkspaceCopy:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
 	default:
-		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
-			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner})
+		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
+			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner}))
 	}
 	for _, g := range guards {
 		for _, b := range g.Binds() {
-			tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: b.Path, Target: b.Path,
-				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner})
+			tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: b.Path, Target: b.Path,
+				ReadOnly: b.ReadOnly || p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner}))
 		}
 	}
 	sort.SliceStable(tree, func(i, j int) bool { return depth(tree[i].Target) < depth(tree[j].Target) })
@@ -208,7 +290,11 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		}
 	}
 	for _, d := range p.Filesystem.Deny {
-		for _, t := range denyTargets(d) {
+		targets, ok := denied[d]
+		if !ok {
+			targets = denyTargets(d)
+		}
+		for _, t := range targets {
 			mounts = append(mounts, backend.Mount{Kind: backend.MountMask, Target: t})
 		}
 	}

@@ -24,7 +24,14 @@ import (
 // what is mounted, such a run is refused.
 func TestOwnerCheckedOnWhatIsMounted(t *testing.T) {
 	const tenant = 4242
-	base := t.TempDir()
+	// Not t.TempDir: its parent is closed to the tenant, whose rights
+	// the paths it names are looked at with.
+	base, err := os.MkdirTemp("", "moat-owner-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
 	mine, theirs := filepath.Join(base, "mine"), filepath.Join(base, "theirs")
 	for _, d := range []string{mine, theirs, filepath.Join(mine, "sub")} {
 		if err := os.Mkdir(d, 0o755); err != nil {

@@ -360,7 +360,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
-	guards, err := newGuards(req.Policy, direct)
+	guards, err := newGuards(req.Policy, direct, caller)
 	if err != nil {
 		return fail(err)
 	}
@@ -685,7 +685,22 @@ var ErrQuarantine = errors.New("could not quarantine a protected path")
 // newGuards computes what a run protects (workspace.Guard): the
 // workspace, and each read-write directory, which the command writes as
 // it writes a direct-mode workspace.
-func newGuards(p *policy.Policy, direct bool) ([]*workspace.Guard, error) {
+//
+// They are made with the rights of the user who named the paths
+// (asOwner): a .git file of the workspace's naming another user's git
+// directory tells that user nothing about it.
+func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Guard, err error) {
+	if c.WorkspaceMade {
+		// The workspace and the writable paths in it are the caller's.
+		return makeGuards(p, direct)
+	}
+	if derr := asOwner(c, func() { guards, err = makeGuards(p, direct) }); derr != nil {
+		return nil, derr
+	}
+	return guards, err
+}
+
+func makeGuards(p *policy.Policy, direct bool) ([]*workspace.Guard, error) {
 	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: direct})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)

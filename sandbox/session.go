@@ -211,7 +211,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		undo = append(undo, func() { secrets.revokeAll() })
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
-	guards, err := newGuards(p, direct)
+	guards, err := newGuards(p, direct, caller)
 	if err != nil {
 		return nil, err
 	}
