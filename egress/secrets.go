@@ -60,6 +60,14 @@ type Secrets struct {
 	// kept under its host's name and comes from a handshake that verified
 	// that host against roots.
 	resume tls.ClientSessionCache
+
+	// For scrubbing response bodies: the values and their placeholders,
+	// one less than the longest value's length, whether every
+	// placeholder is as long as its value, and the scrubbers' buffers.
+	vals, phs [][]byte
+	hold      int
+	sameLen   bool
+	bufs      sync.Pool
 }
 
 type secret struct {
@@ -110,6 +118,15 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 		}
 		s.list = append(s.list, c)
 	}
+	s.sameLen = true
+	for _, c := range s.list {
+		s.vals = append(s.vals, []byte(c.Value))
+		s.phs = append(s.phs, []byte(c.Placeholder))
+		s.hold = max(s.hold, len(c.Value)-1)
+		s.sameLen = s.sameLen && len(c.Value) == len(c.Placeholder)
+	}
+	size := scrubBufSize + s.hold
+	s.bufs.New = func() any { b := make([]byte, size); return &b }
 	ca, err := newAuthority(domains)
 	if err != nil {
 		return nil, err
@@ -377,11 +394,12 @@ func headerWith(h http.Header, v, except string) string {
 
 // scrubResponse puts each secret's placeholder in place of its value in
 // what of resp is relayed to the client: the status text, the headers
-// (names and values) and the trailers. A server that echoes a request
-// header (a request id, a debugging endpoint, an error message) would
-// otherwise hand the command the value it was never to hold. Bodies are
-// not scrubbed: a server that echoes a request into its body still can.
-func (s *Secrets) scrubResponse(resp *http.Response) {
+// (names and values), the trailers and the body (see scrubBody). A
+// server that echoes a request header (a request id, a debugging
+// endpoint, an error message) would otherwise hand the command the value
+// it was never to hold. It returns why the response must be refused
+// instead (a body the proxy cannot read), or "".
+func (s *Secrets) scrubResponse(resp *http.Response) string {
 	resp.Status = s.scrub(resp.Status)
 	s.scrubHeader(resp.Header)
 	if resp.Trailer != nil {
@@ -391,6 +409,7 @@ func (s *Secrets) scrubResponse(resp *http.Response) {
 		s.scrubHeader(resp.Trailer)
 		resp.Body = &trailerScrubber{ReadCloser: resp.Body, s: s, trailer: resp.Trailer}
 	}
+	return s.scrubBody(resp)
 }
 
 func (s *Secrets) scrub(v string) string {
@@ -669,15 +688,32 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		req.Header.Del("Expect")
 		io.WriteString(cc.c, "HTTP/1.1 100 Continue\r\n\r\n")
 	}
+	// The proxy must read the response's body to scrub it (see
+	// scrubBody): it asks for no coding it cannot decode.
+	req.Header.Set("Accept-Encoding", acceptEncoding(req.Header.Values("Accept-Encoding")))
 	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
 	resp, upBytes, writeDone, err := roundTrip(up, req)
 	if err != nil {
-		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream", err.Error()
-		writeStatus(cc.c, http.StatusBadGateway, "", fmt.Sprintf("moat: %s: %v\n", what, err))
+		// net/http quotes a malformed status or header line in its
+		// error, which a server can make of an echoed value.
+		msg := p.Secrets.scrub(err.Error())
+		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream", msg
+		writeStatus(cc.c, http.StatusBadGateway, "", fmt.Sprintf("moat: %s: %s\n", what, msg))
 		return false
 	}
 	removeHopHeaders(resp.Header)
-	p.Secrets.scrubResponse(resp)
+	if reason := p.Secrets.scrubResponse(resp); reason != "" {
+		// Refused unread: the connection goes, and the request's body
+		// with it.
+		up.conn.Close()
+		<-writeDone
+		ev.BytesUp = upBytes.n
+		tunnel.BytesUp += ev.BytesUp
+		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "secret response encoding", reason
+		cc.tell(ev)
+		writeStatus(cc.c, http.StatusBadGateway, ev.Rule, fmt.Sprintf("moat: refused the response to %s\nrule: %s\n%s\n", what, ev.Rule, reason))
+		return false
+	}
 	keep := !clientClose && !resp.Close && req.ProtoAtLeast(1, 1)
 	if !req.ProtoAtLeast(1, 1) {
 		resp.TransferEncoding = nil

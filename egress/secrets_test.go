@@ -14,22 +14,49 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // secretServer is an HTTPS destination (certificate from testCert) that
-// answers with the credentials it received.
-func secretServer(t *testing.T) (*httptest.Server, int) {
+// answers with the credentials it received. The proxy puts placeholders
+// in place of values in what reaches the client; what the server sent is
+// in the returned log, the positive control that it got the values.
+func secretServer(t *testing.T) (*echoLog, int) {
 	t.Helper()
+	log := new(echoLog)
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "auth=%q key=%q path=%s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.URL.Path)
+		io.WriteString(w, log.add(fmt.Sprintf("auth=%q key=%q path=%s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.URL.Path)))
 	}))
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
 	s.StartTLS()
 	t.Cleanup(s.Close)
-	return s, s.Listener.Addr().(*net.TCPAddr).Port
+	return log, s.Listener.Addr().(*net.TCPAddr).Port
+}
+
+// echoLog keeps what a test server sent, before the proxy scrubbed it.
+type echoLog struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (l *echoLog) add(s string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent = append(l.sent, s)
+	return s
+}
+
+// last is what the server sent last, or "".
+func (l *echoLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.sent) == 0 {
+		return ""
+	}
+	return l.sent[len(l.sent)-1]
 }
 
 // secretsProxy is a proxy with one bearer secret for allowed.test (GET and
@@ -90,15 +117,16 @@ func (tp *testProxy) nextOf(t *testing.T, proto string) Event {
 }
 
 func TestSecretInjectedOnlyForItsHost(t *testing.T) {
-	_, port := secretServer(t)
+	srv, port := secretServer(t)
 	tp, secs := secretsProxy(t, testRoots())
 	c := moatClient(tp, secs)
-	tok := secs.list[0].Placeholder
+	tok, key := secs.list[0].Placeholder, secs.list[1].Placeholder
 
-	// The placeholder becomes the value on a request the secret is for.
+	// The placeholder becomes the value on a request the secret is for
+	// (and the value echoed back becomes the placeholder again).
 	code, body, err := fetch(t, c, "GET", fmt.Sprintf("https://allowed.test:%d/api/user", port), map[string]string{"Authorization": "Bearer " + tok})
-	if err != nil || code != 200 || body != `auth="Bearer real-token-1" key="" path=/api/user` {
-		t.Fatalf("GET /api/user: %d %q %v; want the real token at the server", code, body, err)
+	if sent := srv.last(); err != nil || code != 200 || sent != `auth="Bearer real-token-1" key="" path=/api/user` || body != `auth="Bearer `+tok+`" key="" path=/api/user` {
+		t.Fatalf("GET /api/user: %d %q %v, the server sent %q; want the real token at the server", code, body, err, sent)
 	}
 	e := tp.nextOf(t, ProtoIntercepted)
 	if e.Decision != DecisionAllow || e.Method != "GET" || e.Path != "/api/user" || len(e.Secrets) != 1 || e.Secrets[0] != "TOKEN" {
@@ -110,8 +138,8 @@ func TestSecretInjectedOnlyForItsHost(t *testing.T) {
 
 	// A header template needs no placeholder at all.
 	code, body, err = fetch(t, c, "GET", fmt.Sprintf("https://other.test:%d/x", port), nil)
-	if err != nil || code != 200 || body != `auth="" key="real-key-2" path=/x` {
-		t.Fatalf("GET other.test: %d %q %v; want X-Api-Key set by the proxy", code, body, err)
+	if sent := srv.last(); err != nil || code != 200 || sent != `auth="" key="real-key-2" path=/x` || body != `auth="" key="`+key+`" path=/x` {
+		t.Fatalf("GET other.test: %d %q %v, the server sent %q; want X-Api-Key set by the proxy", code, body, err, sent)
 	}
 
 	// Outside its paths, its methods, in the URL, or to another host:
@@ -364,7 +392,7 @@ func TestSecretPathsNeedPlainPath(t *testing.T) {
 				{"/api/x", "X-HTTP-Method-Override: get\r\n", "/api/x"},
 			} {
 				resp, body := send(tc.target, tc.extra)
-				if want := fmt.Sprintf("auth=%q path=%s", "Bearer real-token-1", tc.path); resp.StatusCode != 200 || body != want {
+				if want := fmt.Sprintf("auth=%q path=%s", "Bearer "+sec.Placeholder, tc.path); resp.StatusCode != 200 || body != want {
 					t.Errorf("GET %s: %d %q, want 200 %q", tc.target, resp.StatusCode, body, want)
 				}
 				if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || len(e.Secrets) != 1 {
@@ -399,18 +427,19 @@ func TestSecretPathsNeedPlainPath(t *testing.T) {
 // in any other header is refused (403, audited, the server gets
 // nothing); the placeholder in the template's own header is replaced as
 // before (the control). Either way, the value in the response's headers
-// and trailers reaches the client as the placeholder. The control that
-// the server did receive, and echo, the value: its body, which the proxy
-// does not scrub, has it.
+// and trailers, and its body, reaches the client as the placeholder. The
+// control that the server did receive, and echo, the value: what it sent,
+// which it keeps.
 func TestSecretValueNotEchoed(t *testing.T) {
 	var got atomic.Int32
+	var sent echoLog
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Add(1)
 		id, auth, key := r.Header.Get("X-Request-Id"), r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")
 		w.Header().Set("X-Echo", id+"|"+auth+"|"+key)
 		w.Header().Set("Trailer", "X-Echo-Trailer")
 		w.WriteHeader(http.StatusOK)
-		fmt.Fprintf(w, "id=%s auth=%s key=%s", id, auth, key)
+		io.WriteString(w, sent.add(fmt.Sprintf("id=%s auth=%s key=%s", id, auth, key)))
 		w.Header().Set("X-Echo-Trailer", id+"|"+auth+"|"+key)
 	}))
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
@@ -453,8 +482,8 @@ func TestSecretValueNotEchoed(t *testing.T) {
 	// headers and trailers comes back as the placeholder.
 	for _, hdr := range []map[string]string{{"X-Api-Key": key}, nil} {
 		resp, body := do(fmt.Sprintf("https://other.test:%d/x", port), hdr)
-		if resp.StatusCode != 200 || body != "id= auth= key=real-key-2" {
-			t.Fatalf("template with %v: %d %q; want the value at the server", hdr, resp.StatusCode, body)
+		if resp.StatusCode != 200 || sent.last() != "id= auth= key=real-key-2" || body != "id= auth= key="+key {
+			t.Fatalf("template with %v: %d %q, the server sent %q; want the value at the server", hdr, resp.StatusCode, body, sent.last())
 		}
 		if e, tr := resp.Header.Get("X-Echo"), resp.Trailer.Get("X-Echo-Trailer"); e != "||"+key || tr != "||"+key {
 			t.Errorf("template: echoed header %q, trailer %q; want the placeholder", e, tr)
@@ -464,8 +493,8 @@ func TestSecretValueNotEchoed(t *testing.T) {
 	// Without a template the placeholder is replaced in every header
 	// the command puts it in, and the echoes come back scrubbed.
 	resp, body := do(fmt.Sprintf("https://allowed.test:%d/api/x", port), map[string]string{"X-Request-Id": tok, "Authorization": "Bearer " + tok})
-	if resp.StatusCode != 200 || body != "id=real-token-1 auth=Bearer real-token-1 key=" {
-		t.Fatalf("placeholder: %d %q; want the value at the server", resp.StatusCode, body)
+	if resp.StatusCode != 200 || sent.last() != "id=real-token-1 auth=Bearer real-token-1 key=" || body != "id="+tok+" auth=Bearer "+tok+" key=" {
+		t.Fatalf("placeholder: %d %q, the server sent %q; want the value at the server", resp.StatusCode, body, sent.last())
 	}
 	want := tok + "|Bearer " + tok + "|"
 	if e, tr := resp.Header.Get("X-Echo"), resp.Trailer.Get("X-Echo-Trailer"); e != want || tr != want {
@@ -499,7 +528,7 @@ func TestSecretOnPort443(t *testing.T) {
 	tp.Secrets = secs
 
 	code, body, err := fetch(t, moatClient(tp, secs), "GET", "https://allowed.test/api/x", nil)
-	if err != nil || code != 200 || body != `auth="Bearer real-token-1" path=/api/x` {
+	if err != nil || code != 200 || body != `auth="Bearer `+secs.list[0].Placeholder+`" path=/api/x` || got.Load() != 1 {
 		t.Fatalf("GET https://allowed.test/api/x: %d %q %v; want the value at the server", code, body, err)
 	}
 	if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || e.Port != 443 || len(e.Secrets) != 1 {

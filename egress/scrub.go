@@ -1,0 +1,242 @@
+package egress
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The bodies of the responses of an intercepted host are scrubbed as they
+// are relayed: each secret's value becomes its placeholder, as in the
+// status, headers and trailers. Every response of such a host is, not
+// only those to a request that carried a secret: a server that keeps a
+// request (a request inspector, a log a later request reads back) can
+// hand the value out in the answer to another request, on this
+// connection or a later one. And every secret's value is scrubbed, not
+// only those of the host's secrets: there are few, and a search is cheap.
+//
+// The proxy must be able to read a body to scrub it, so it asks the
+// server for gzip (which it decodes, and relays decoded) when the client
+// takes gzip, and for identity otherwise; a response in any other
+// Content-Encoding is refused rather than relayed unread.
+
+// scrubBufSize is what a body scrubber reads at a time, besides the bytes
+// it holds back.
+const scrubBufSize = 64 << 10
+
+// acceptEncoding is the Accept-Encoding the proxy sends for an intercepted
+// request whose client sent vs: "gzip" when the client takes gzip (the
+// proxy decodes it), "identity" otherwise. What else the client takes (br,
+// zstd, deflate) the proxy could not read.
+func acceptEncoding(vs []string) string {
+	for _, v := range vs {
+		for _, e := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(e, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" && name != "*" {
+				continue
+			}
+			if !qZero(params) {
+				return "gzip"
+			}
+		}
+	}
+	return "identity"
+}
+
+// qZero reports whether the parameters of an Accept-Encoding element say
+// q=0: not acceptable.
+func qZero(params string) bool {
+	for _, p := range strings.Split(params, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(strings.TrimSpace(k), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && q == 0
+		}
+	}
+	return false
+}
+
+// contentEncoding returns the codings of a response's body, lower case,
+// "identity" left out: "" for an unencoded body.
+func contentEncoding(h http.Header) string {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return strings.Join(codings, ", ")
+}
+
+// scrubBody makes resp's body read with each secret's value replaced by
+// its placeholder, decoding a gzip body. It returns why the response must
+// be refused instead, or "": a body in a coding the proxy cannot decode
+// would reach the client unscrubbed. The body's length changes when a
+// placeholder's length differs from its value's, and a decoded body's
+// does: such a body is sent chunked (Content-Length dropped), or, to an
+// HTTP/1.0 client, delimited by the connection's close.
+func (s *Secrets) scrubBody(resp *http.Response) string {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.Request != nil && resp.Request.Method == http.MethodHead {
+		// No body (HEAD, 204, 304, an empty one): its headers, Content-Length
+		// and Content-Encoding with them, describe a body that is not here.
+		return ""
+	}
+	var src io.Reader = resp.Body
+	switch enc := contentEncoding(resp.Header); enc {
+	case "":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return fmt.Sprintf("the response's Content-Encoding is gzip but its body is not gzip (%v); moat must read a body to put secrets' placeholders in place of their values", err)
+		}
+		src = zr
+		resp.Header.Del("Content-Encoding")
+		resp.ContentLength = -1
+	default:
+		return fmt.Sprintf("the response's body is in Content-Encoding %q, which moat cannot decode, and moat must read a body to put secrets' placeholders in place of their values "+
+			"(it asks the server for gzip or identity only; this server sent another coding anyway)", headerSafe(enc))
+	}
+	if !s.sameLen {
+		resp.ContentLength = -1
+	}
+	if resp.ContentLength < 0 {
+		resp.Header.Del("Content-Length")
+		resp.TransferEncoding = []string{"chunked"}
+	}
+	resp.Body = s.newBodyScrubber(src, resp.Body)
+	return ""
+}
+
+// bodyScrubber reads a body with each secret's value replaced by its
+// placeholder. It holds back the last hold bytes of what it has read (one
+// less than the longest value) until it has read what follows, so that a
+// value split between reads is still found; the held-back bytes are
+// handed out at the end of the body, and not when the body ends in an
+// error (they could be the start of a value). It allocates nothing per
+// Read: its buffer comes from, and goes back to, its Secrets' pool.
+type bodyScrubber struct {
+	s    *Secrets
+	src  io.Reader // the body, decoded
+	body io.Closer // the body as read
+	buf  *[]byte
+	r, w int // buf[r:w] is read and not handed out yet
+	// lim: a value starting in buf[r:lim] is known, as pos. For each
+	// value, pos is where it next starts in buf[r:lim], or -1.
+	lim  int
+	pos  []int
+	pend []byte // the rest of a placeholder being handed out
+	err  error  // src's error, once it returned one
+}
+
+func (s *Secrets) newBodyScrubber(src io.Reader, body io.Closer) *bodyScrubber {
+	b := &bodyScrubber{s: s, src: src, body: body, buf: s.bufs.Get().(*[]byte), pos: make([]int, len(s.vals))}
+	for i := range b.pos {
+		b.pos[i] = -1
+	}
+	return b
+}
+
+var errBodyClosed = errors.New("egress: read of a closed body")
+
+func (b *bodyScrubber) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.buf == nil {
+		return 0, errBodyClosed
+	}
+	buf := *b.buf
+	for {
+		if len(b.pend) > 0 {
+			n := copy(p, b.pend)
+			b.pend = b.pend[n:]
+			return n, nil
+		}
+		// The first value known to start, the longest of those that
+		// start there.
+		m, k := b.lim, -1
+		for i, q := range b.pos {
+			if q >= 0 && (q < m || q == m && len(b.s.vals[i]) > len(b.s.vals[k])) {
+				m, k = q, i
+			}
+		}
+		if b.r < m {
+			n := copy(p, buf[b.r:m])
+			b.r += n
+			return n, nil
+		}
+		if k >= 0 {
+			b.r += len(b.s.vals[k])
+			b.pend = b.s.phs[k]
+			b.lim = max(b.lim, b.r)
+			for i, q := range b.pos {
+				if q >= 0 && q < b.r {
+					b.pos[i] = b.search(i, b.r, b.lim)
+				}
+			}
+			continue
+		}
+		// All that is known is handed out. Look further in what is
+		// read: all of it at the end of the body, else all but hold
+		// bytes, which a value starting there would run past.
+		lim := b.w - b.s.hold
+		if b.err == io.EOF {
+			lim = b.w
+		}
+		if lim > b.lim {
+			for i, q := range b.pos {
+				if q < 0 {
+					b.pos[i] = b.search(i, b.lim, lim)
+				}
+			}
+			b.lim = lim
+			continue
+		}
+		if b.err != nil {
+			return 0, b.err
+		}
+		// Keep the held-back bytes, at the start of the buffer, and
+		// read more after them.
+		if b.r > 0 {
+			b.w = copy(buf, buf[b.r:b.w])
+			b.lim -= b.r
+			b.r = 0
+		}
+		n, err := b.src.Read(buf[b.w:])
+		b.w += n
+		b.err = err
+	}
+}
+
+// search returns where value i first starts in buf[from:to], or -1.
+func (b *bodyScrubber) search(i, from, to int) int {
+	v := b.s.vals[i]
+	end := min(to+len(v)-1, b.w)
+	if end-from < len(v) {
+		return -1
+	}
+	j := bytes.Index((*b.buf)[from:end], v)
+	if j < 0 {
+		return -1
+	}
+	return from + j
+}
+
+func (b *bodyScrubber) Close() error {
+	if b.buf != nil {
+		b.s.bufs.Put(b.buf)
+		b.buf = nil
+	}
+	if zr, ok := b.src.(*gzip.Reader); ok {
+		zr.Close()
+	}
+	return b.body.Close()
+}
