@@ -21,7 +21,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +34,11 @@ import (
 )
 
 // apiServer is an HTTPS server for api.test whose certificate only the
-// returned pool trusts; it answers with the Authorization header it got.
-func apiServer(t *testing.T) (port int, roots *x509.CertPool) {
+// returned pool trusts; it answers with the Authorization header it got,
+// which moat's proxy scrubs back to the placeholder on its way to the
+// command, and saw returns the headers it got, the positive control that
+// the value reached it.
+func apiServer(t *testing.T) (port int, roots *x509.CertPool, saw func() []string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -50,7 +55,17 @@ func apiServer(t *testing.T) (port int, roots *x509.CertPool) {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
+	var mu sync.Mutex
+	var got []string
+	saw = func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
 		fmt.Fprintf(w, "server-saw[%s]", r.Header.Get("Authorization"))
 	}))
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
@@ -58,18 +73,19 @@ func apiServer(t *testing.T) (port int, roots *x509.CertPool) {
 	t.Cleanup(s.Close)
 	roots = x509.NewCertPool()
 	roots.AddCert(cert)
-	return s.Listener.Addr().(*net.TCPAddr).Port, roots
+	return s.Listener.Addr().(*net.TCPAddr).Port, roots, saw
 }
 
 // TestSecretNeverInside: a command uses a token it never holds. The
 // server gets the real value (the positive control: the value exists and
-// moat has it); inside, the variable holds a placeholder, and the value
-// is in no environment, file or process the command can read.
+// moat has it); inside, the variable holds a placeholder, the server's
+// echo of the value reads as the placeholder, and the value is in no
+// environment, file or process the command can read.
 func TestSecretNeverInside(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
-	port, roots := apiServer(t)
+	port, roots, saw := apiServer(t)
 	var b [8]byte
 	rand.Read(b[:])
 	half1, half2 := "s3cr3t-", hex.EncodeToString(b[:])
@@ -117,8 +133,11 @@ mkdir -p /dev/shm/probe && printf '%%s' "$v" > /dev/shm/probe/x && grep -rsl -F 
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
 	got := out.String()
-	if !strings.Contains(got, "curl: server-saw[Bearer "+value+"]") {
-		t.Errorf("the server did not get the real token:\n%s%s", got, errb.String())
+	if !slices.Contains(saw(), "Bearer "+value) {
+		t.Errorf("the server did not get the real token (it got %q):\n%s%s", saw(), got, errb.String())
+	}
+	if !strings.Contains(got, "curl: server-saw[Bearer moat-secret-api_token-") || strings.Contains(got, value) {
+		t.Errorf("the server's echo of the value reached the command as something else than the placeholder:\n%s", got)
 	}
 	if !strings.Contains(got, "placeholder: moat-secret-api_token-") || !strings.Contains(got, "bundle: /etc/ssl/") && !strings.Contains(got, "bundle: /etc/pki/") {
 		t.Errorf("inside, want the placeholder and the bundle:\n%s", got)
@@ -158,7 +177,7 @@ func TestSecretThroughTUN(t *testing.T) {
 		t.Skip("needs curl")
 	}
 	dir := tunDir(t)
-	port, roots := apiServer(t)
+	port, roots, saw := apiServer(t)
 	value := "s3cr3t-through-tun"
 	t.Setenv("MOAT_TEST_API_TOKEN", value)
 	p := policy.Default()
@@ -183,8 +202,11 @@ func TestSecretThroughTUN(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
-	if got := out.String(); got != "server-saw[Bearer "+value+"]" {
+	if got := saw(); len(got) != 1 || got[0] != "Bearer "+value {
 		t.Errorf("the server saw %q, want the real token:\n%s", got, errb.String())
+	}
+	if got := out.String(); !strings.HasPrefix(got, "server-saw[Bearer moat-secret-api_token-") {
+		t.Errorf("the command got %q, want the server's echo with the placeholder", got)
 	}
 	var viaTUN, intercepted bool
 	for _, e := range rep.Network.Events {
@@ -204,7 +226,7 @@ func TestSecretCommandSource(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
-	port, roots := apiServer(t)
+	port, roots, saw := apiServer(t)
 	dir := t.TempDir()
 	mint := dir + "/mint"
 	revoked := dir + "/revoked"
@@ -246,12 +268,11 @@ func TestSecretCommandSource(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
 	got := out.String()
-	i := strings.Index(got, "server-saw[Bearer minted-")
-	if i < 0 {
-		t.Fatalf("the server did not get the minted token:\n%s%s", got, errb.String())
+	if s := saw(); len(s) != 1 || !strings.HasPrefix(s[0], "Bearer minted-") {
+		t.Fatalf("the server did not get the minted token (it got %q):\n%s%s", s, got, errb.String())
 	}
-	minted := strings.TrimSuffix(strings.Fields(got[i+len("server-saw[Bearer "):])[0], "]")
-	if strings.Contains(got, "inside: minted-") || !strings.Contains(got, "inside: moat-secret-") {
+	minted := strings.TrimPrefix(saw()[0], "Bearer ")
+	if strings.Contains(got, minted) || !strings.Contains(got, "inside: moat-secret-") || !strings.Contains(got, "server-saw[Bearer moat-secret-") {
 		t.Errorf("inside, want the placeholder:\n%s", got)
 	}
 	b, err := os.ReadFile(revoked)
