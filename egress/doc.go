@@ -63,7 +63,11 @@
 //     request is one the secret is for (host, method, path); a request
 //     that carries a placeholder anywhere else the proxy sees (another
 //     host's intercepted request, its URL, any plain-HTTP request) is
-//     refused with 403. Each intercepted request is an Event of its own
+//     refused with 403. In every response of an intercepted host each
+//     secret's value becomes its placeholder again, in the status, headers,
+//     trailers and body (streamed; the proxy asks for gzip, which it
+//     decodes, or identity, and refuses with 502 a body in any other
+//     coding). Each intercepted request is an Event of its own
 //     (ProtoIntercepted, with the method, path and the names of the
 //     secrets added, never their values).
 //

@@ -34,7 +34,8 @@ import (
 // need not send the placeholder at all, and a placeholder in any other
 // header is refused (a server that echoes a header back would hand the
 // command the value). Either way the value is replaced by the placeholder
-// in the response headers relayed back.
+// in the responses relayed back from a secret's hosts: status, headers,
+// trailers and body (see scrubBody).
 type Secret struct {
 	Name        string
 	Placeholder string
