@@ -512,3 +512,71 @@ func TestSecretMalformedResponseScrubbed(t *testing.T) {
 		}
 	}
 }
+
+// TestScrubResponseFraming: how scrubResponse frames what it relays. A
+// body keeps its Content-Length only when every placeholder is as long
+// as its value (the control); otherwise, and when decoded from gzip, it
+// goes chunked. A response without a body (HEAD) is left as it is, its
+// coding whatever it says; a body in another coding is refused.
+func TestScrubResponseFraming(t *testing.T) {
+	ph := NewPlaceholder("S")
+	sameLen, err := NewSecrets([]Secret{{Name: "S", Placeholder: ph, Value: strings.Repeat("v", len(ph)), Hosts: []string{"allowed.test"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := scrubSecrets(t, "short-value")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, "hello short-value")
+	zw.Close()
+	for _, tc := range []struct {
+		name    string
+		secs    *Secrets
+		method  string
+		header  string
+		body    string
+		refused bool
+		length  int64
+		chunked bool
+		want    string
+	}{
+		{"same length", sameLen, "GET", "", "hello", false, 5, false, "hello"},
+		{"other length", other, "GET", "", "hello short-value", false, -1, true, "hello " + other.list[0].Placeholder},
+		{"gzip", sameLen, "GET", "Content-Encoding: gzip\r\n", gz.String(), false, -1, true, "hello short-value"},
+		{"gzip scrubbed", other, "GET", "Content-Encoding: gzip\r\n", gz.String(), false, -1, true, "hello " + other.list[0].Placeholder},
+		{"identity", sameLen, "GET", "Content-Encoding: identity\r\n", "hello", false, 5, false, "hello"},
+		{"br", sameLen, "GET", "Content-Encoding: br\r\n", "hello", true, 0, false, ""},
+		{"br to HEAD", other, "HEAD", "Content-Encoding: br\r\n", "", false, 5, false, ""},
+	} {
+		raw := "HTTP/1.1 200 OK\r\n" + tc.header + "Content-Length: " + strconv.Itoa(len(tc.body)) + "\r\n\r\n" + tc.body
+		if tc.method == "HEAD" {
+			raw = "HTTP/1.1 200 OK\r\n" + tc.header + "Content-Length: 5\r\n\r\n"
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := tc.secs.scrubResponse(resp)
+		if (reason != "") != tc.refused {
+			t.Errorf("%s: refused %q, want refused=%v", tc.name, reason, tc.refused)
+			continue
+		}
+		if tc.refused {
+			continue
+		}
+		var out bytes.Buffer
+		if err := resp.Write(&out); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		back, err := http.ReadResponse(bufio.NewReader(&out), &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body, err := io.ReadAll(back.Body)
+		chunked := len(back.TransferEncoding) == 1 && back.TransferEncoding[0] == "chunked"
+		if err != nil || string(body) != tc.want || back.ContentLength != tc.length || chunked != tc.chunked || back.Header.Get("Content-Encoding") == "gzip" {
+			t.Errorf("%s: %q %v, length %d, chunked %v, Content-Encoding %q; want %q, length %d, chunked %v",
+				tc.name, body, err, back.ContentLength, chunked, back.Header.Get("Content-Encoding"), tc.want, tc.length, tc.chunked)
+		}
+	}
+}
