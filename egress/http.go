@@ -374,6 +374,9 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 // it, the upstream connection is closed and reqErr says so.
 func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWriter, writeDone <-chan error, emptyBody bool, ev *Event) (werr, reqErr error) {
 	cw := &countWriter{w: cc.c}
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = &upstreamBody{ReadCloser: resp.Body, conn: up.conn}
+	}
 	bw := responseWriters.Get().(*bufio.Writer)
 	bw.Reset(cw)
 	werr = resp.Write(bw)
@@ -400,6 +403,31 @@ func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWri
 	}
 	ev.BytesUp = upBytes.n
 	return werr, reqErr
+}
+
+// upstreamBody is a response body that, closed before its end (the
+// client went away mid-download), closes the upstream connection first:
+// closing a body read by http.ReadResponse otherwise reads the rest of
+// it, which for a large download goes on long after nobody wants it.
+type upstreamBody struct {
+	io.ReadCloser
+	conn net.Conn
+	end  bool
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.end = true
+	}
+	return n, err
+}
+
+func (b *upstreamBody) Close() error {
+	if !b.end {
+		b.conn.Close()
+	}
+	return b.ReadCloser.Close()
 }
 
 // responseWriters buffer responses to clients: large enough that a big
