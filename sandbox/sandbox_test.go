@@ -1676,3 +1676,55 @@ func TestWorkspaceLinkHeldToRule(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyKeepsOwners: as root, a copy-mode workspace shows the command
+// what the workspace itself would: the workspace's owner's files as its
+// own, and another user's closed directory closed. The copy used to be
+// all root's, mapped whole to the command's user, which then read a
+// directory its owner had closed (tried). The control is the same probe
+// in overlay mode, and the owner's own files, readable in both.
+func TestCopyKeepsOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root copies files it does not own (an ordinary caller's copy is its own)")
+	}
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	const uid, gid = 12345, 12346
+	ws := t.TempDir()
+	closed := filepath.Join(ws, "closed")
+	for _, f := range []struct {
+		path string
+		dir  bool
+		uid  int
+		mode os.FileMode
+	}{
+		{ws, true, uid, 0o755},
+		{filepath.Join(ws, "mine"), false, uid, 0o600},
+		{closed, true, 0, 0o700},
+		{filepath.Join(closed, "secret"), false, 0, 0o600},
+	} {
+		if !f.dir {
+			if err := os.WriteFile(f.path, []byte("content\n"), f.mode); err != nil {
+				t.Fatal(err)
+			}
+		} else if f.path != ws {
+			if err := os.Mkdir(f.path, f.mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(f.path, f.uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f.path, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const probe = "stat -c %u mine closed; cat mine; cat closed/secret 2>/dev/null || echo CLOSED"
+	const want = "1000\n65534\ncontent\nCLOSED\n"
+	for _, mode := range []string{policy.WorkspaceOverlay, policy.WorkspaceCopy} {
+		r := sh(t, ws, func(p *policy.Policy) { p.Workspace.Mode = mode }, "cd "+ws+" && "+probe)
+		mustExit(t, r, 0)
+		if r.stdout != want {
+			t.Errorf("%s: the command sees %q, want %q", mode, r.stdout, want)
+		}
+	}
+}

@@ -683,7 +683,7 @@ func copyOut(src, dst string) error {
 		if err := os.Mkdir(dst, 0o700); err != nil {
 			return err
 		}
-		if err := copyTree(src, dst); err != nil {
+		if err := copyTree(src, dst, false); err != nil {
 			return err
 		}
 	case fi.Mode()&fs.ModeSymlink != 0:

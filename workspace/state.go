@@ -288,8 +288,19 @@ func (c *ChangeSet) copyWorkspace() error {
 	if err := os.Mkdir(staging, 0o700); err != nil {
 		return err
 	}
-	if err := copyTree(c.meta.Workspace, staging); err != nil {
+	// As root, the copy keeps each file's owner, the workspace's own
+	// included: its mount maps the workspace's owner to the command's
+	// user, as the workspace's does, and another user's closed directory
+	// stays closed to the command instead of becoming the copy's, and so
+	// the command's.
+	owners := os.Geteuid() == 0
+	if err := copyTree(c.meta.Workspace, staging, owners); err != nil {
 		return err
+	}
+	if owners {
+		if err := chownAs(c.meta.Workspace, staging); err != nil {
+			return err
+		}
 	}
 	// upper/ (empty, made by Create for its baseline) gives the root its
 	// mode, as it does for an overlay.
@@ -314,7 +325,20 @@ func (c *ChangeSet) copyWorkspace() error {
 // copies, with the file's destination.
 var testHookCopyFile func(dst string)
 
-func copyTree(src, dst string) error {
+// chownAs gives dst the owner and group of src, not following links.
+func chownAs(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return os.Lchown(dst, int(st.Uid), int(st.Gid))
+}
+
+// copyTree copies src's regular files, directories and symlinks into the
+// directory dst, with their permission bits, and with their owners too
+// when owners is set.
+func copyTree(src, dst string, owners bool) error {
 	type dirMode struct {
 		path string
 		mode fs.FileMode
@@ -336,20 +360,25 @@ func copyTree(src, dst string) error {
 		switch typeOf(fi) {
 		case Dir:
 			dirs = append(dirs, dirMode{to, fi.Mode().Perm()})
-			return os.Mkdir(to, 0o700)
+			err = os.Mkdir(to, 0o700)
 		case Symlink:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
+			var target string
+			if target, err = os.Readlink(p); err == nil {
+				err = os.Symlink(target, to)
 			}
-			return os.Symlink(target, to)
 		case File:
 			if testHookCopyFile != nil {
 				testHookCopyFile(to)
 			}
-			return overlay.CopyFile(p, to, fi.Mode().Perm(), false)
+			err = overlay.CopyFile(p, to, fi.Mode().Perm(), false)
+		default:
+			return nil
 		}
-		return nil
+		if err == nil && owners {
+			st := fi.Sys().(*syscall.Stat_t)
+			err = os.Lchown(to, int(st.Uid), int(st.Gid))
+		}
+		return err
 	})
 	// Directory modes last, deepest first: a read-only one must not stop
 	// its own copy.
