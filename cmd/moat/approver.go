@@ -1,11 +1,13 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,17 +19,65 @@ import (
 // ttyApprover asks the person at the controlling terminal, as sudo does:
 // on /dev/tty, so that it works when stdin and stdout are pipes, and never
 // reads an answer from the command's input.
+//
+// The command's output may reach the same terminal (moat copies it to its
+// own stdout and stderr), and a program the command starts is asked
+// about while the command's other processes run on. So that what the
+// person reads is moat's question and nothing the command wrote, a
+// question holds the command's output (gate) from before it is written
+// until it is answered, starts with the terminal's rendering reset, and
+// takes no line typed (or sent by the terminal) before it was on screen.
 type ttyApprover struct {
 	tty *os.File
+	// gate holds the command's output (gated) while a question is on the
+	// terminal; it also puts one question at a time on the terminal.
+	gate sync.Mutex
 	// relayed is set once the terminal is the command's (the backend
 	// relays it in raw mode): a question then would race the command for
 	// the person's keys, so it is refused instead.
 	relayed atomic.Bool
 	// lines are the terminal's lines, read by one goroutine for every
 	// question: a reader left behind by a question that timed out would
-	// otherwise take the next answer.
-	lines     chan string
+	// otherwise take the next answer. Each carries when it was read, so
+	// that a line that came before its question (typed ahead, or a
+	// terminal's answer to a query the command wrote) is dropped.
+	lines     chan ttyLine
 	startRead sync.Once
+}
+
+type ttyLine struct {
+	text string
+	at   time.Time
+}
+
+// gated returns w, whose writes wait while a question is on the
+// terminal: the command's output cannot redraw or hide the question
+// while the person reads it.
+func (t *ttyApprover) gated(w io.Writer) io.Writer { return &gatedWriter{t: t, w: w} }
+
+type gatedWriter struct {
+	t *ttyApprover
+	w io.Writer
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.t.gate.Lock()
+	defer g.t.gate.Unlock()
+	return g.w.Write(p)
+}
+
+// resetRendering undoes what output written before a question could have
+// set to hide or garble it: attributes (invisible, colours), a line
+// drawing character set, insert mode, no line wrap, a hidden cursor.
+const resetRendering = "\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
+
+// shown is s as text: quoted, its control characters escaped, when it
+// has any.
+func shown(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0xfffd }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // defaultTTL is how long a prefix or session approval lasts when the
@@ -41,7 +91,7 @@ func newTTYApprover() *ttyApprover {
 	if err != nil {
 		return nil
 	}
-	return &ttyApprover{tty: tty, lines: make(chan string)}
+	return &ttyApprover{tty: tty, lines: make(chan ttyLine)}
 }
 
 func (t *ttyApprover) Name() string { return "tty" }
@@ -60,7 +110,12 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 	if t.relayed.Load() {
 		return nil, errors.New("the terminal is the command's during an interactive run; run with stdin from a pipe or a file to be asked, or add an allow rule")
 	}
+	if err := t.hold(ctx); err != nil {
+		return nil, err
+	}
+	defer t.gate.Unlock()
 	var b strings.Builder
+	b.WriteString(resetRendering)
 	rule := "the command line"
 	if d.Rule != nil {
 		rule = "rule " + d.Rule.String()
@@ -70,7 +125,7 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if r.Method != "" {
 			what = r.Method + " " + r.Path
 		}
-		fmt.Fprintf(&b, "\nmoat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, r.Host, r.Port, what, d.Reason)
+		fmt.Fprintf(&b, "\nmoat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, shown(r.Host), r.Port, shown(what), d.Reason)
 		b.WriteString("Let it through? [y] once, [s] all this rule asks for this run, [N] no: ")
 	} else {
 		fmt.Fprintf(&b, "\nmoat: %s asks before this runs:\n", rule)
@@ -78,7 +133,7 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
 			fmt.Fprintf(&b, "  because of: %q\n", d.Command)
 		}
-		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", a.Dir, d.Reason)
+		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", shown(a.Dir), d.Reason)
 		b.WriteString("Run it? [y] once, [p] a command prefix, [s] all this rule asks for this run, [N] no: ")
 	}
 	answer, err := t.ask(ctx, b.String())
@@ -133,33 +188,80 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 	return &g, nil
 }
 
-// ask writes a question and returns the next line typed, trimmed.
+// hold takes the gate: the command's output waits from now until the
+// question is answered, and so does any other question.
+func (t *ttyApprover) hold(ctx context.Context) error {
+	got := make(chan struct{})
+	go func() {
+		t.gate.Lock()
+		close(got)
+	}()
+	select {
+	case <-got:
+		return nil
+	case <-ctx.Done():
+		// The gate is given back as soon as it is had.
+		go func() {
+			<-got
+			t.gate.Unlock()
+		}()
+		return ctx.Err()
+	}
+}
+
+// ask writes a question and returns the next line typed after it was
+// written, trimmed.
 func (t *ttyApprover) ask(ctx context.Context, question string) (string, error) {
 	if _, err := t.tty.WriteString(question); err != nil {
 		return "", err
 	}
+	// What waits in the terminal's input was typed before the question
+	// showed: gone, and so is any line read meanwhile (below).
+	flushInput(t.tty)
+	since := time.Now()
 	t.startRead.Do(func() {
 		go func() {
-			r := bufio.NewReader(t.tty)
+			buf := make([]byte, 4096)
+			var pending []byte
 			for {
-				line, err := r.ReadString('\n')
-				if err != nil && line == "" {
+				n, err := t.tty.Read(buf)
+				at := time.Now()
+				pending = append(pending, buf[:n]...)
+				for {
+					i := bytes.IndexByte(pending, '\n')
+					if i < 0 {
+						break
+					}
+					t.lines <- ttyLine{text: string(pending[:i]), at: at}
+					pending = pending[i+1:]
+				}
+				if len(pending) > 1<<16 {
+					pending = nil // no line of a person's
+				}
+				if err != nil {
+					if len(pending) > 0 {
+						t.lines <- ttyLine{text: string(pending), at: at}
+					}
 					close(t.lines)
 					return
 				}
-				t.lines <- strings.TrimSpace(line)
 			}
 		}()
 	})
-	select {
-	case line, ok := <-t.lines:
-		if !ok {
-			return "", errors.New("the terminal closed")
+	for {
+		select {
+		case line, ok := <-t.lines:
+			if !ok {
+				return "", errors.New("the terminal closed")
+			}
+			if line.at.Before(since) {
+				continue
+			}
+			return strings.TrimSpace(line.text), nil
+		case <-ctx.Done():
+			t.tty.WriteString("\nmoat: no answer in time; not run\n")
+			return "", ctx.Err()
 		}
-		return line, nil
-	case <-ctx.Done():
-		t.tty.WriteString("\nmoat: no answer in time; not run\n")
-		return "", ctx.Err()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 const rulesPolicy = `[[rules]]
@@ -408,5 +409,81 @@ func TestSessionLearnAndSuggest(t *testing.T) {
 	code, sugg, errs := moat(t, ws, "policy", "suggest", auditFile)
 	if code != 0 || !strings.Contains(sugg, `match = { command = ["rm"] }`) || !strings.Contains(sugg, "(learn)") {
 		t.Fatalf("suggest = %d %q %q", code, sugg, errs)
+	}
+}
+
+// TestQuestionHoldsOutput: while a program the command starts is asked
+// about on the terminal, the command's other processes write on, to the
+// same terminal; they could redraw the question (a harmless command in
+// place of the one asked about) or hide it. The command's output waits
+// until the question is answered, the question starts with the
+// terminal's rendering reset (the command made its text invisible), and
+// a line typed before the question showed does not answer it. The
+// person's answer typed after the question approves (the control), and
+// the output held back is shown then.
+func TestQuestionHoldsOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		ahead   bool // type "y" before the question shows, and nothing after
+		ran     bool
+		outcome string
+	}{
+		{"answered", false, true, "approved"},
+		{"typed ahead", true, false, "timeout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			pol := writePolicy(t, t.TempDir(), rulesPolicy+"\n[harness]\nask_timeout = \"3s\"\n")
+			auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
+			o := newOuterTerminal(t)
+			// The background job writes while the question waits; the
+			// invisible attribute is set before the ask.
+			script := `x=marker-ask; printf 'BEF%sORE\033[8m\n'; (sleep 1; printf '%s%s\n' SPOO FED) & sleep 0.5; touch $x; wait; echo done`
+			cmd := exec.Command(os.Args[0], "run", "--policy", pol, "--workspace", ws, "--audit", auditFile, "--", "sh", "-c", script)
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			cmd.Stdin = null
+			o.startCmd(t, ws, cmd)
+			if tt.ahead {
+				o.waitFor(t, "BEFORE")
+				o.master.Write([]byte("y\n"))
+			}
+			o.waitFor(t, "[N] no: ")
+			time.Sleep(1500 * time.Millisecond) // the background job has written by now
+			shown := o.shown()
+			q := strings.Index(shown, "moat: rule marker")
+			if q < 0 || strings.Contains(shown, "SPOOFED") {
+				t.Errorf("the command's output was shown while the question waited: %q", shown)
+			}
+			if q >= 0 && !strings.Contains(shown[strings.Index(shown, "\x1b[8m"):q], resetRendering) {
+				t.Errorf("the question does not reset the rendering the command set: %q", shown)
+			}
+			if !tt.ahead {
+				o.master.Write([]byte("y\n"))
+			}
+			o.wait(t, cmd)
+			shown = o.shown()
+			if _, err := os.Stat(filepath.Join(ws, "marker-ask")); (err == nil) != tt.ran {
+				t.Errorf("the asked program ran: %v, want %v; terminal: %q", err == nil, tt.ran, shown)
+			}
+			if i := strings.Index(shown, "SPOOFED"); i < strings.Index(shown, "[N] no: ") {
+				t.Errorf("the output held back was not shown after the answer: %q", shown)
+			}
+			var found bool
+			for _, r := range readAudit(t, auditFile) {
+				if r["type"] == "decision" && r["at"] == "exec" {
+					found = true
+					if r["outcome"] != tt.outcome {
+						t.Errorf("exec record = %v, want outcome %q", r, tt.outcome)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no exec decision in the audit stream")
+			}
+		})
 	}
 }

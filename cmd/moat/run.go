@@ -203,6 +203,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if approver = newTTYApprover(); approver != nil {
 		req.Approver = approver
 		defer approver.Close()
+		// The command's output waits while a question is on the terminal
+		// (where it could redraw it), unless the backend relays the
+		// terminal through a pty: no question is asked then, and the
+		// backend needs the files themselves to tell a terminal.
+		if !relaysTerminal(stdin) {
+			stdout, stderr = approver.gated(stdout), approver.gated(stderr)
+		}
 	}
 	if aw != nil {
 		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }

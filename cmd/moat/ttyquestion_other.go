@@ -1,0 +1,15 @@
+//go:build !linux
+
+package main
+
+import (
+	"io"
+	"os"
+)
+
+// flushInput is a no-op here: the lines read before a question are
+// dropped all the same (ttyApprover.ask).
+func flushInput(*os.File) {}
+
+// relaysTerminal: no backend relays a terminal here.
+func relaysTerminal(io.Reader) bool { return false }
