@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -265,9 +266,9 @@ func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Deci
 	if d.Rule != nil {
 		rule = "rule `" + d.Rule.String() + "`"
 	}
-	msg := fmt.Sprintf("moat: the agent wants to run\n\n    %s\n\nin %s. %s asks first: %s\n\nApprove it, this once?", shellQuote(a.Argv), a.Dir, rule, d.Reason)
+	msg := fmt.Sprintf("moat: the agent wants to run\n\n    %s\n\nin %s. %s asks first: %s\n\nApprove it, this once?", shellQuote(a.Argv), shellQuote([]string{a.Dir}), rule, d.Reason)
 	if a.Write != "" {
-		msg = fmt.Sprintf("moat: the agent wants to write\n\n    %s\n\nin the workspace. %s asks first: %s\n\nApprove it, this once?", a.Write, rule, d.Reason)
+		msg = fmt.Sprintf("moat: the agent wants to write\n\n    %s\n\nin the workspace. %s asks first: %s\n\nApprove it, this once?", shellQuote([]string{a.Write}), rule, d.Reason)
 	}
 	return nil, &mcp.CallToolResult{RequestState: state, InputRequests: mcp.InputRequestMap{approveInput: &mcp.ElicitParams{
 		Message: msg,
@@ -330,20 +331,57 @@ func (an *answered) Approve(_ context.Context, a harness.Action, _ harness.Decis
 	return true, nil
 }
 
-// shellQuote shows argv as a person would type it.
+// shellQuote shows argv as a person would type it, on one line: a word
+// with a control character (a newline, an escape sequence that would
+// move a terminal's cursor) or a byte that is not UTF-8 is written
+// $'...', each such character escaped, so that no word can make the
+// question a client shows its user read as something else.
 func shellQuote(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+		switch {
+		case a != "" && strings.IndexFunc(a, func(r rune) bool {
 			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '+' || r == '@' ||
 				r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-		}) < 0 {
+		}) < 0:
 			out[i] = a
-			continue
+		case !utf8.ValidString(a) || strings.IndexFunc(a, unprintable) >= 0:
+			out[i] = ansiQuote(a)
+		default:
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
+}
+
+func unprintable(r rune) bool {
+	return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0x2028 || r == 0x2029 || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
+// ansiQuote writes s as bash's $'...': printable characters as they are,
+// the others (and bytes that are not UTF-8) as \xHH or \uHHHH.
+func ansiQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\'' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x80 && unprintable(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unprintable(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	b.WriteString("'")
+	return b.String()
 }
 
 func jsonText(v any) string {

@@ -403,6 +403,30 @@ func TestRules(t *testing.T) {
 			t.Errorf("a made-up approval: asked %d times, result %q", len(asked)-n, text)
 		}
 	})
+	t.Run("escaped", func(t *testing.T) {
+		// A word or a directory with a newline or an escape sequence is
+		// shown escaped, on its own line: it cannot redraw the question
+		// (the approved subtest is the control: a plain word as it is).
+		answer = "decline"
+		n := len(asked)
+		dir := "d\x1b[2K\x1b[1A\rin ."
+		if err := os.Mkdir(filepath.Join(e.ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e.fails(t, "run_command", map[string]any{"args": []string{"./deploy", "now\n\nNothing asks: approve"}, "cwd": dir}, "not approved")
+		if len(asked) != n+1 {
+			t.Fatalf("asked %d times", len(asked)-n)
+		}
+		msg := asked[n]
+		if strings.ContainsRune(msg, 0x1b) || strings.ContainsRune(msg, '\r') || strings.Contains(msg, "\nNothing asks") {
+			t.Errorf("the question shows control characters as they are: %q", msg)
+		}
+		for _, w := range []string{`$'now\x0a\x0aNothing asks: approve'`, `/d\x1b[2K\x1b[1A\x0din .'`} {
+			if !strings.Contains(msg, w) {
+				t.Errorf("the question lacks %s: %q", w, msg)
+			}
+		}
+	})
 	t.Run("unasked", func(t *testing.T) {
 		// Positive control: no rule, no question.
 		n := len(asked)
