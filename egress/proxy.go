@@ -477,6 +477,12 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 	var lastErr error
 	for _, a := range addrs {
 		a = a.Unmap()
+		if v, ok := checkOwnListener(a, t.port, own); ok {
+			if refusal == nil {
+				refusal = &errRefused{v}
+			}
+			continue
+		}
 		if v := p.Rules.CheckAddr(t.name, a, own); !v.Allow {
 			if refusal == nil {
 				refusal = &errRefused{v}

@@ -18,6 +18,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/httpapi"
 	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/policy"
@@ -170,6 +171,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		listeners = append(listeners, tl)
 		srv.WebAddr = tl.Addr().String()
+		// The sessions' proxies never reach it, whatever their policy's
+		// allow_cidrs: a command could otherwise drive the daemon that
+		// runs it with a token it found.
+		defer egress.RefuseListener(tl.Addr().(*net.TCPAddr).AddrPort())()
 	}
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
