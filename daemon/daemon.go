@@ -27,13 +27,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/moatbox/moat/egress"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // Sentinel errors; callers test them with errors.Is. Every error the
@@ -198,6 +200,12 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
+	// The sockets are recorded where a run of this user finds them
+	// (sandbox.DaemonSocketsRecord), which then refuses to show them.
+	if err := sandbox.RecordDaemonSockets(cfg.StateDir, cfg.Sockets); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	m.Reaped = m.reap()
 	if len(m.Reaped) > 0 {
 		// The dead daemon's sandboxes' cgroups are too young for the
@@ -344,6 +352,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	close(m.stop)
 	m.ticker.Wait()
 	m.closePool()
+	sandbox.RecordDaemonSockets(m.cfg.StateDir, nil)
 	m.lock.Close()
 	return errors.Join(errs...)
 }

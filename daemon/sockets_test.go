@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moatbox/moat/sandbox"
 )
 
 // TestSocketInSightRefused: a session whose commands would see one of the
@@ -34,5 +36,22 @@ func TestSocketInSightRefused(t *testing.T) {
 				t.Errorf("create: %v (refusal wanted: %v)", err, tc.refused)
 			}
 		})
+	}
+}
+
+// TestSocketsRecorded: the daemon records its sockets in its state
+// directory while it runs, where sandbox.Run finds them (and refuses a run
+// that would show one: sandbox TestDaemonSocketInSightRefused), and
+// removes the record when it shuts down.
+func TestSocketsRecorded(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "moat.sock")
+	m := newManager(t, Config{Sockets: []string{sock}})
+	record := sandbox.DaemonSocketsRecord(m.cfg.StateDir)
+	if b, err := os.ReadFile(record); err != nil || string(b) != sock+"\n" {
+		t.Errorf("record %s: %q %v, want %q", record, b, err, sock+"\n")
+	}
+	m.Shutdown(context.Background())
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Errorf("record after shutdown: %v", err)
 	}
 }

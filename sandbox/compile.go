@@ -160,6 +160,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 		}
 	}
+	if err := checkDaemonSockets(p, c); err != nil {
+		return nil, err
+	}
 	layered := p.Workspace.Mode == policy.WorkspaceOverlay || p.Workspace.Mode == policy.WorkspaceCopy
 	if layered && cs == nil {
 		return nil, fmt.Errorf("workspace.mode %q needs a change set", p.Workspace.Mode)

@@ -1728,3 +1728,69 @@ func TestCopyKeepsOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonSocketInSightRefused: a run whose command would see the unix
+// socket of a moat daemon (one at $MOAT_SOCKET, and one a daemon recorded
+// in the state directory) under a read-only path is refused before
+// anything runs, naming the socket: connecting needs no write access, and
+// the daemon would know the command as the caller. The controls: the same
+// path with the socket denied runs, and the command cannot reach the
+// socket there; a run that does not show it runs; and the probe reaches
+// the socket from the host.
+func TestDaemonSocketInSightRefused(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	for _, known := range []string{"MOAT_SOCKET", "recorded"} {
+		t.Run(known, func(t *testing.T) {
+			ws, dir, state := t.TempDir(), t.TempDir(), t.TempDir()
+			os.Chmod(dir, 0o755)
+			sock := filepath.Join(dir, "moat.sock")
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			os.Chmod(sock, 0o777)
+			serveGreeting(ln, "the daemon answers")
+			t.Setenv("MOAT_STATE_DIR", state)
+			if known == "MOAT_SOCKET" {
+				t.Setenv("MOAT_SOCKET", sock)
+			} else if err := sandbox.RecordDaemonSockets(state, []string{sock}); err != nil {
+				t.Fatal(err)
+			}
+			probe := []string{"python3", "-c", `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1]); print(s.recv(100).decode())
+except OSError as e:
+    print("refused:", e)`, sock}
+			if out, err := exec.Command(probe[0], probe[1:]...).Output(); err != nil || !strings.Contains(string(out), "the daemon answers") {
+				t.Fatalf("the probe does not reach the socket from the host: %q %v", out, err)
+			}
+
+			r := run(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, dir) }, probe...)
+			if r.err == nil || !strings.Contains(r.err.Error(), "daemon's socket "+sock) {
+				t.Errorf("shown: err %v, stdout %q; want a refusal naming %s", r.err, r.stdout, sock)
+			}
+			if strings.Contains(r.stdout, "the daemon answers") {
+				t.Errorf("the command reached the daemon's socket: %q", r.stdout)
+			}
+
+			r = run(t, ws, func(p *policy.Policy) {
+				p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, dir)
+				p.Filesystem.Deny = append(p.Filesystem.Deny, sock)
+			}, probe...)
+			mustExit(t, r, 0)
+			if !strings.Contains(r.stdout, "refused") {
+				t.Errorf("denied: the command reached the socket: %q", r.stdout)
+			}
+
+			r = run(t, ws, nil, probe...)
+			mustExit(t, r, 0)
+			if !strings.Contains(r.stdout, "refused") {
+				t.Errorf("not shown: %q", r.stdout)
+			}
+		})
+	}
+}
