@@ -209,16 +209,18 @@ func (t *ttyApprover) hold(ctx context.Context) error {
 	}
 }
 
-// ask writes a question and returns the next line typed after it was
-// written, trimmed.
+// ask writes a question and returns the next line typed once it was
+// about to be written, trimmed.
 func (t *ttyApprover) ask(ctx context.Context, question string) (string, error) {
+	// What waits in the terminal's input was typed before the question
+	// showed: gone, and so is any line read before (below). Both come
+	// before the question is written, so that an answer typed the moment
+	// it shows is taken.
+	flushInput(t.tty)
+	since := time.Now()
 	if _, err := t.tty.WriteString(question); err != nil {
 		return "", err
 	}
-	// What waits in the terminal's input was typed before the question
-	// showed: gone, and so is any line read meanwhile (below).
-	flushInput(t.tty)
-	since := time.Now()
 	t.startRead.Do(func() {
 		go func() {
 			buf := make([]byte, 4096)
