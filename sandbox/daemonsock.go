@@ -41,7 +41,8 @@ func RecordDaemonSockets(stateDir string, socks []string) error {
 
 // daemonSockets are where a moat daemon the caller could drive listens:
 // the sockets a daemon of the caller's state directory recorded
-// (DaemonSocketsRecord), and where one listens when not told otherwise
+// (DaemonSocketsRecord: moat serve's, and moat mcp's approvals sockets),
+// and where one listens when not told otherwise
 // (client.DefaultSocket, for the caller and for root): $MOAT_SOCKET,
 // /run/moat/moat.sock, $XDG_RUNTIME_DIR/moat.sock (and
 // /run/user/UID/moat.sock), and moat-UID/moat.sock in the temporary
@@ -69,7 +70,17 @@ func daemonSockets(c Caller) []string {
 		}
 	}
 	if dir, err := workspace.StateDir(); err == nil {
-		if b, err := os.ReadFile(DaemonSocketsRecord(dir)); err == nil {
+		// moat serve's, and those of moat mcp's servers (each a daemon
+		// of its own, in mcp/session-*: an --approvals-socket).
+		records := []string{DaemonSocketsRecord(dir)}
+		if more, err := filepath.Glob(DaemonSocketsRecord(filepath.Join(dir, "mcp", "session-*"))); err == nil {
+			records = append(records, more...)
+		}
+		for _, r := range records {
+			b, err := os.ReadFile(r)
+			if err != nil {
+				continue
+			}
 			for _, line := range strings.Split(string(b), "\n") {
 				if filepath.IsAbs(line) {
 					socks = append(socks, line)

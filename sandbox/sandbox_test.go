@@ -1730,8 +1730,8 @@ func TestCopyKeepsOwners(t *testing.T) {
 }
 
 // TestDaemonSocketInSightRefused: a run whose command would see the unix
-// socket of a moat daemon (one at $MOAT_SOCKET, and one a daemon recorded
-// in the state directory) under a read-only path is refused before
+// socket of a moat daemon (one at $MOAT_SOCKET, one a daemon recorded in
+// the state directory, and one moat mcp's server recorded) under a read-only path is refused before
 // anything runs, naming the socket: connecting needs no write access, and
 // the daemon would know the command as the caller. The controls: the same
 // path with the socket denied runs, and the command cannot reach the
@@ -1741,7 +1741,7 @@ func TestDaemonSocketInSightRefused(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	for _, known := range []string{"MOAT_SOCKET", "recorded"} {
+	for _, known := range []string{"MOAT_SOCKET", "recorded", "recorded by moat mcp"} {
 		t.Run(known, func(t *testing.T) {
 			ws, dir, state := t.TempDir(), t.TempDir(), t.TempDir()
 			os.Chmod(dir, 0o755)
@@ -1754,9 +1754,15 @@ func TestDaemonSocketInSightRefused(t *testing.T) {
 			os.Chmod(sock, 0o777)
 			serveGreeting(ln, "the daemon answers")
 			t.Setenv("MOAT_STATE_DIR", state)
-			if known == "MOAT_SOCKET" {
+			switch known {
+			case "MOAT_SOCKET":
 				t.Setenv("MOAT_SOCKET", sock)
-			} else if err := sandbox.RecordDaemonSockets(state, []string{sock}); err != nil {
+			case "recorded":
+				err = sandbox.RecordDaemonSockets(state, []string{sock})
+			default:
+				err = sandbox.RecordDaemonSockets(filepath.Join(state, "mcp", "session-1"), []string{sock})
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			probe := []string{"python3", "-c", `import socket, sys
