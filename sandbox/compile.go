@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,6 +241,14 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if !ok {
 			m = systemMount(src)
 		}
+		if m.Kind == backend.MountSymlink {
+			// A link is made anew only in the sandbox's own root: in a
+			// tree that is shown already, it is there, as the tree has
+			// it, and making it fails.
+			if in := shownAbove(p, ws, src); in != "" {
+				return nil, fmt.Errorf("filesystem.read_only: %s is a symbolic link (to %s) in %s, which shows it as it is already; to make what it leads to read-only, name that path instead", src, m.Source, in)
+			}
+		}
 		if m.Kind == backend.MountBind {
 			m = namedMount(m)
 			if within(ws, src) {
@@ -405,6 +414,21 @@ func buildEnv(e policy.Env, environ []string) []string {
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// shownAbove returns the tree the sandbox shows p in, other than its own
+// root: the workspace, or a read-write or read-only path above p; "" if
+// none.
+func shownAbove(p *policy.Policy, ws, path string) string {
+	if within(ws, path) {
+		return ws
+	}
+	for _, d := range append(slices.Clone(p.Filesystem.ReadWrite), p.Filesystem.ReadOnly...) {
+		if d != path && within(d, path) {
+			return d
+		}
+	}
+	return ""
 }
 
 func depth(p string) int { return strings.Count(filepath.Clean(p), "/") }

@@ -1800,3 +1800,29 @@ except OSError as e:
 		})
 	}
 }
+
+// TestReadOnlyLinkInWorkspace: a read-only path that is a symbolic link
+// in a tree the sandbox shows already (the workspace) is refused, naming
+// the link and what to name instead; the run failed on "file exists"
+// before. The control: the directory it leads to, named, is read-only.
+func TestReadOnlyLinkInWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(ws, "l")); err != nil {
+		t.Fatal(err)
+	}
+	r := sh(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(ws, "l")) }, "true")
+	if r.err == nil || !strings.Contains(r.err.Error(), "is a symbolic link (to sub)") || !strings.Contains(r.err.Error(), "name that path instead") {
+		t.Errorf("a read-only link in the workspace: %v, want a refusal naming it", r.err)
+	}
+	named := func(p *policy.Policy) {
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(ws, "sub"))
+	}
+	r = sh(t, ws, named, "cd "+ws+" && ls -d l/ && touch sub/x 2>/dev/null || echo READONLY")
+	mustExit(t, r, 0)
+	if r.stdout != "l/\nREADONLY\n" {
+		t.Errorf("the named directory: %q, want it shown through the link and read-only", r.stdout)
+	}
+}
