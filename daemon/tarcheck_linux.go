@@ -52,11 +52,6 @@ import (
 // resolved when the link is made: a command could make the same link.
 // The walk itself is relpath's, shared with the review of a change set.
 
-var (
-	errTarOut  = relpath.ErrOut
-	errTarLoop = relpath.ErrLoop
-)
-
 // tarView is the workspace as an upload leaves it, entry by entry.
 type tarView struct {
 	s     *Session
@@ -193,7 +188,7 @@ func (s *Session) checkTarPaths(dir string, entries []*tarEntry) (map[string]str
 		}
 		r, viaArchive, err := v.resolve(parent, path.Base(rel))
 		switch {
-		case err == errTarOut || err == errTarLoop:
+		case err == relpath.ErrOut || err == relpath.ErrLoop:
 			return "", fmt.Errorf("%w: %q %v", ErrWorkspace, rel, err)
 		case err != nil:
 			return "", err
@@ -259,7 +254,7 @@ func (s *Session) checkTarPaths(dir string, entries []*tarEntry) (map[string]str
 		// The target as it is: cleaned, "b/.." would lose b before b
 		// is followed.
 		if _, _, err := v.resolve(l.dir, l.target); err != nil {
-			if err == errTarOut || err == errTarLoop {
+			if err == relpath.ErrOut || err == relpath.ErrLoop {
 				err = fmt.Errorf("a link that %v", err)
 			}
 			return nil, fmt.Errorf("%w: tar entry %q: %v", ErrBadRequest, l.rel, err)

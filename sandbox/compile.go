@@ -17,6 +17,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/fsid"
+	"github.com/moatbox/moat/internal/lookpath"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -401,7 +402,7 @@ func buildEnv(e policy.Env, environ []string) []string {
 	}
 	if _, ok := vals["PATH"]; !ok {
 		order = append(order, "PATH")
-		vals["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+		vals["PATH"] = lookpath.DefaultPath
 	}
 	out := make([]string, 0, len(order))
 	for _, name := range order {

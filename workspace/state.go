@@ -297,11 +297,6 @@ func (c *ChangeSet) copyWorkspace() error {
 	if err := copyTree(c.meta.Workspace, staging, owners); err != nil {
 		return err
 	}
-	if owners {
-		if err := chownAs(c.meta.Workspace, staging); err != nil {
-			return err
-		}
-	}
 	// upper/ (empty, made by Create for its baseline) gives the root its
 	// mode, as it does for an overlay.
 	fi, err := os.Lstat(c.UpperDir())
@@ -325,19 +320,9 @@ func (c *ChangeSet) copyWorkspace() error {
 // copies, with the file's destination.
 var testHookCopyFile func(dst string)
 
-// chownAs gives dst the owner and group of src, not following links.
-func chownAs(src, dst string) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return os.Lchown(dst, int(st.Uid), int(st.Gid))
-}
-
 // copyTree copies src's regular files, directories and symlinks into the
 // directory dst, with their permission bits, and with their owners too
-// when owners is set.
+// when owners is set (src's own owner then goes to dst).
 func copyTree(src, dst string, owners bool) error {
 	type dirMode struct {
 		path string
@@ -349,9 +334,6 @@ func copyTree(src, dst string, owners bool) error {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
-		if rel == "." {
-			return nil
-		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
@@ -359,6 +341,9 @@ func copyTree(src, dst string, owners bool) error {
 		to := filepath.Join(dst, rel)
 		switch typeOf(fi) {
 		case Dir:
+			if rel == "." {
+				break // dst, there already: only its owner is src's
+			}
 			dirs = append(dirs, dirMode{to, fi.Mode().Perm()})
 			err = os.Mkdir(to, 0o700)
 		case Symlink:

@@ -752,7 +752,7 @@ func execCandidates(name string, env []string) []string {
 		return []string{name}
 	}
 	var out []string
-	for _, dir := range lookpath.Dirs(env, "/usr/local/bin:/usr/bin:/bin") {
+	for _, dir := range lookpath.Dirs(env, lookpath.DefaultPath) {
 		out = append(out, filepath.Join(dir, name))
 	}
 	if len(out) == 0 {

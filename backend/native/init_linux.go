@@ -600,7 +600,7 @@ func lookPath(name string, env []string) (string, error) {
 		return name, checkExec(name)
 	}
 	var firstErr error
-	for _, dir := range lookpath.Dirs(env, "/usr/local/bin:/usr/bin:/bin") {
+	for _, dir := range lookpath.Dirs(env, lookpath.DefaultPath) {
 		p := filepath.Join(dir, name)
 		err := checkExec(p)
 		if err == nil {

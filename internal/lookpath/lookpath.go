@@ -11,6 +11,9 @@ import (
 	"strings"
 )
 
+// DefaultPath is the PATH a command gets when its environment names none.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
 // Dirs returns, in order, the directories a program name without a slash
 // is looked for in: those of env's PATH (its last PATH= entry), or of def
 // when env has none; an empty element (PATH's way of naming the working
