@@ -154,16 +154,17 @@ var irreversible = []*rule{
 		// Cloud CLIs: aws operations that delete, stop, put or update
 		// (an operation right after its service, options between), S3
 		// removals and moves, a copy or sync to s3:// (its destination:
-		// an s3:// word after one that is no option); gcloud and gsutil
+		// an s3:// word after one that is no option, or after -, which
+		// uploads stdin); gcloud and gsutil
 		// alike; the deploy and destroy commands of fly, vercel, netlify,
 		// wrangler, firebase, pulumi, cdk and serverless. Not a bare
 		// vercel (a preview deployment).
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "cloud"}, kind: Ask,
 		programs: []string{"aws", "gcloud", "gsutil", "fly", "flyctl", "vercel", "netlify", "wrangler", "firebase", "pulumi", "cdk", "serverless", "sls"},
-		r: policy.Rule{Name: "cloud", Match: policy.Match{CommandRegex: `^(aws( -\S+( \S+)?)* (s3( -\S+( \S+)?)* (rm|rb|mv)|s3( \S+)* (cp|sync)( \S+)* [^-\s]\S* s3://\S*|[a-z0-9][a-z0-9-]*( -\S+( \S+)?)* ((delete|terminate|deregister|remove|purge|stop|reboot|put|update|modify|execute)-\S+|deploy))|gcloud (.* )?(deploy|delete|builds submit|storage (rm|mv)|storage (cp|rsync)( \S+)* [^-\s]\S* gs://\S*)|gsutil( -\S+( \S+)?)* (rm|rb|mv|(cp|rsync)( \S+)* [^-\s]\S* gs://\S*)|(fly|flyctl) (.* )?(deploy|destroy)|vercel (.* )?(--prod|--production|deploy|remove|rm|promote|rollback|redeploy)|(netlify|wrangler|firebase|cdk|serverless|sls) (.* )?(\S+:)?deploy|wrangler (.* )?(publish|delete)|(cdk|serverless|sls) (.* )?(destroy|remove)|pulumi (.* )?(up|update|destroy))( |$)`}, Decision: policy.DecisionAsk,
+		r: policy.Rule{Name: "cloud", Match: policy.Match{CommandRegex: `^(aws( -\S+( \S+)?)* (s3( -\S+( \S+)?)* (rm|rb|mv)|s3( \S+)* (cp|sync)( \S+)* ([^-\s]\S*|-) s3://\S*|[a-z0-9][a-z0-9-]*( -\S+( \S+)?)* ((delete|terminate|deregister|remove|purge|stop|reboot|put|update|modify|execute)-\S+|deploy))|gcloud (.* )?(deploy|delete|builds submit|storage (rm|mv)|storage (cp|rsync)( \S+)* ([^-\s]\S*|-) gs://\S*)|gsutil( -\S+( \S+)?)* (rm|rb|mv|(cp|rsync)( \S+)* ([^-\s]\S*|-) gs://\S*)|(fly|flyctl) (.* )?(deploy|destroy)|vercel (.* )?(--prod|--production|deploy|remove|rm|promote|rollback|redeploy)|(netlify|wrangler|firebase|cdk|serverless|sls) (.* )?(\S+:)?deploy|wrangler (.* )?(publish|delete)|(cdk|serverless|sls) (.* )?(destroy|remove)|pulumi (.* )?(up|update|destroy))( |$)`}, Decision: policy.DecisionAsk,
 			Reason:           "this changes or deletes what runs or is stored in a cloud account",
-			ExamplesMatch:    [][]string{{"aws", "s3", "rm", "s3://b/x"}, {"aws", "s3", "cp", "f", "s3://b/f"}, {"aws", "s3", "sync", ".", "s3://b", "--delete"}, {"aws", "ec2", "terminate-instances", "--instance-ids", "i-1"}, {"aws", "cloudformation", "deploy", "--stack-name", "s"}, {"gcloud", "run", "deploy", "svc"}, {"gsutil", "-m", "cp", "-r", "d", "gs://b"}, {"fly", "deploy"}, {"vercel", "--prod"}, {"wrangler", "deploy"}, {"firebase", "deploy"}, {"pulumi", "up"}, {"cdk", "destroy"}},
-			ExamplesNotMatch: [][]string{{"aws", "s3", "ls"}, {"aws", "s3", "cp", "s3://b/f", "."}, {"aws", "s3", "cp", "--recursive", "s3://b", "d"}, {"aws", "ec2", "describe-instances"}, {"aws", "s3api", "list-objects", "--prefix", "delete-me"}, {"gcloud", "run", "services", "list"}, {"gsutil", "cp", "gs://b/f", "."}, {"fly", "status"}, {"vercel", "dev"}, {"wrangler", "dev"}, {"pulumi", "preview"}, {"cdk", "synth"}},
+			ExamplesMatch:    [][]string{{"aws", "s3", "rm", "s3://b/x"}, {"aws", "s3", "cp", "f", "s3://b/f"}, {"aws", "s3", "cp", "-", "s3://b/k"}, {"aws", "s3", "sync", ".", "s3://b", "--delete"}, {"aws", "ec2", "terminate-instances", "--instance-ids", "i-1"}, {"aws", "cloudformation", "deploy", "--stack-name", "s"}, {"gcloud", "run", "deploy", "svc"}, {"gsutil", "-m", "cp", "-r", "d", "gs://b"}, {"fly", "deploy"}, {"vercel", "--prod"}, {"wrangler", "deploy"}, {"firebase", "deploy"}, {"pulumi", "up"}, {"cdk", "destroy"}},
+			ExamplesNotMatch: [][]string{{"aws", "s3", "ls"}, {"aws", "s3", "cp", "s3://b/f", "."}, {"aws", "s3", "cp", "s3://b/f", "-"}, {"aws", "s3", "cp", "--recursive", "s3://b", "d"}, {"aws", "ec2", "describe-instances"}, {"aws", "s3api", "list-objects", "--prefix", "delete-me"}, {"gcloud", "run", "services", "list"}, {"gsutil", "cp", "gs://b/f", "."}, {"fly", "status"}, {"vercel", "dev"}, {"wrangler", "dev"}, {"pulumi", "preview"}, {"cdk", "synth"}},
 		},
 	},
 	{
@@ -183,13 +184,14 @@ var irreversible = []*rule{
 		// comment or review, a gist), deletes, or sets off (a workflow
 		// run, a re-run), and the settings it changes that cannot be
 		// read back (secrets) or that publish (a repository's
-		// visibility, through repo edit). Reading stays allowed.
+		// visibility, through repo edit; a new repository, which repo
+		// create may make public and push to). Reading stays allowed.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "github-write"}, kind: Ask,
 		programs: []string{"gh"},
 		needs:    []string{"create", "new", "comment", "review", "delete", "transfer", "archive", "rename", "edit", "upload", "delete-asset", "run", "rerun", "set", "remove"},
-		r: policy.Rule{Name: "github-write", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* (pr( -\S+( \S+)?)* (create|new|comment|review)|issue( -\S+( \S+)?)* (create|new|comment|delete|transfer)|repo( -\S+( \S+)?)* (delete|archive|rename|edit)|release( -\S+( \S+)?)* (upload|edit|delete|delete-asset)|workflow( -\S+( \S+)?)* run|run( -\S+( \S+)?)* rerun|(secret|variable)( -\S+( \S+)?)* (set|delete|remove)|gist( -\S+( \S+)?)* (create|new|delete))( |$)`}, Decision: policy.DecisionAsk,
+		r: policy.Rule{Name: "github-write", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* (pr( -\S+( \S+)?)* (create|new|comment|review)|issue( -\S+( \S+)?)* (create|new|comment|delete|transfer)|repo( -\S+( \S+)?)* (create|new|delete|archive|rename|edit)|release( -\S+( \S+)?)* (upload|edit|delete|delete-asset)|workflow( -\S+( \S+)?)* run|run( -\S+( \S+)?)* rerun|(secret|variable)( -\S+( \S+)?)* (set|delete|remove)|gist( -\S+( \S+)?)* (create|new|delete))( |$)`}, Decision: policy.DecisionAsk,
 			Reason:           "this posts to GitHub for others to see, deletes there, starts a workflow or changes a repository's settings",
-			ExamplesMatch:    [][]string{{"gh", "pr", "create", "--fill"}, {"gh", "pr", "comment", "1", "-b", "x"}, {"gh", "issue", "create"}, {"gh", "repo", "delete", "o/r", "--yes"}, {"gh", "-R", "o/r", "workflow", "run", "deploy.yml"}, {"gh", "release", "upload", "v1", "x.tgz"}, {"gh", "secret", "set", "TOKEN"}, {"gh", "gist", "create", "f"}},
+			ExamplesMatch:    [][]string{{"gh", "pr", "create", "--fill"}, {"gh", "pr", "comment", "1", "-b", "x"}, {"gh", "issue", "create"}, {"gh", "repo", "delete", "o/r", "--yes"}, {"gh", "repo", "create", "o/r", "--public", "--push", "--source", "."}, {"gh", "-R", "o/r", "workflow", "run", "deploy.yml"}, {"gh", "release", "upload", "v1", "x.tgz"}, {"gh", "secret", "set", "TOKEN"}, {"gh", "gist", "create", "f"}},
 			ExamplesNotMatch: [][]string{{"gh", "pr", "view", "1"}, {"gh", "pr", "checks"}, {"gh", "issue", "list"}, {"gh", "repo", "view"}, {"gh", "workflow", "list"}, {"gh", "run", "view", "1"}, {"gh", "secret", "list"}, {"gh", "repo", "clone", "o/r"}},
 		},
 	},
@@ -200,14 +202,16 @@ var irreversible = []*rule{
 		// when no -X/--method comes before it (the words before it are
 		// neither a method option nor graphql). GraphQL is POST for
 		// reads too: graphql asks for a mutation, or a query it cannot
-		// read (from a file, -F query=@f, or --input).
+		// read (from a file, -F query=@f, or --input). A method is -X
+		// METHOD, -XMETHOD, -X=METHOD (pflag), --method METHOD or
+		// --method=METHOD.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "github-api"}, kind: Ask,
 		programs: []string{"gh"},
 		needs:    []string{"api"},
-		r: policy.Rule{Name: "github-api", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* api(( \S+)* (-i?X ?|--method[ =])(?i:POST|PUT|PATCH|DELETE)( |$)|( ([^-\sg]\S*|g([^r\s]\S*)?|gr([^a\s]\S*)?|gra([^p\s]\S*)?|grap([^h\s]\S*)?|graph([^q\s]\S*)?|graphq([^l\s]\S*)?|graphql\S+|-|-[^-X\s]\S*|--([^m\s]\S*)?|--m[^e\s]\S*))* (-i?[fF]\S*|--(raw-)?field(=\S*)?|--input(=\S*)?)( |$)|( \S+)* graphql( \S+)* (\S*mutation|--input|\S*=@))`}, Decision: policy.DecisionAsk,
+		r: policy.Rule{Name: "github-api", Match: policy.Match{CommandRegex: `^gh( -\S+( \S+)?)* api(( \S+)* (-i?X[ =]?|--method[ =])(?i:POST|PUT|PATCH|DELETE)( |$)|( ([^-\sg]\S*|g([^r\s]\S*)?|gr([^a\s]\S*)?|gra([^p\s]\S*)?|grap([^h\s]\S*)?|graph([^q\s]\S*)?|graphq([^l\s]\S*)?|graphql\S+|-|-[^-X\s]\S*|--([^m\s]\S*)?|--m[^e\s]\S*))* (-i?[fF]\S*|--(raw-)?field(=\S*)?|--input(=\S*)?)( |$)|( \S+)* graphql( \S+)* (\S*mutation|--input|\S*=@))`}, Decision: policy.DecisionAsk,
 			Reason:           "this asks GitHub's API to change something",
-			ExamplesMatch:    [][]string{{"gh", "api", "-X", "POST", "repos/o/r/issues"}, {"gh", "api", "--method", "DELETE", "repos/o/r"}, {"gh", "api", "-XPATCH", "repos/o/r"}, {"gh", "api", "repos/o/r/issues", "-f", "title=x"}, {"gh", "api", "repos/o/r/labels", "--input", "l.json"}, {"gh", "api", "graphql", "-f", "query=mutation{x}"}},
-			ExamplesNotMatch: [][]string{{"gh", "api", "repos/o/r"}, {"gh", "api", "-X", "GET", "search/issues", "-f", "q=x"}, {"gh", "api", "graphql", "-f", "query={viewer{login}}"}, {"gh", "api", "--paginate", "repos/o/r/pulls"}},
+			ExamplesMatch:    [][]string{{"gh", "api", "-X", "POST", "repos/o/r/issues"}, {"gh", "api", "--method", "DELETE", "repos/o/r"}, {"gh", "api", "-XPATCH", "repos/o/r"}, {"gh", "api", "-X=POST", "repos/o/r/issues", "-f", "title=x"}, {"gh", "api", "repos/o/r/issues", "-f", "title=x"}, {"gh", "api", "repos/o/r/labels", "--input", "l.json"}, {"gh", "api", "graphql", "-f", "query=mutation{x}"}},
+			ExamplesNotMatch: [][]string{{"gh", "api", "repos/o/r"}, {"gh", "api", "-X", "GET", "search/issues", "-f", "q=x"}, {"gh", "api", "-X=GET", "search/issues", "-f", "q=x"}, {"gh", "api", "graphql", "-f", "query={viewer{login}}"}, {"gh", "api", "--paginate", "repos/o/r/pulls"}},
 		},
 	},
 	{
