@@ -39,6 +39,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Options tune a server. The zero value is usable.
@@ -354,8 +355,11 @@ func shellQuote(argv []string) string {
 	return strings.Join(out, " ")
 }
 
+// unprintable is workspace.MustEscape (controls, bidirectional
+// controls, the replacement character), and the line and paragraph
+// separators, which a client may show as a line break.
 func unprintable(r rune) bool {
-	return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0x2028 || r == 0x2029 || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+	return workspace.MustEscape(r) || r == 0x2028 || r == 0x2029
 }
 
 // ansiQuote writes s as bash's $'...': printable characters as they are,

@@ -413,15 +413,15 @@ func TestRules(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(e.ws, dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		e.fails(t, "run_command", map[string]any{"args": []string{"./deploy", "now\n\nNothing asks: approve"}, "cwd": dir}, "not approved")
+		e.fails(t, "run_command", map[string]any{"args": []string{"./deploy", "now\n\nNothing asks: approve", "txt.\u202eexe", "a\u200fb"}, "cwd": dir}, "not approved")
 		if len(asked) != n+1 {
 			t.Fatalf("asked %d times", len(asked)-n)
 		}
 		msg := asked[n]
-		if strings.ContainsRune(msg, 0x1b) || strings.ContainsRune(msg, '\r') || strings.Contains(msg, "\nNothing asks") {
+		if strings.ContainsAny(msg, "\x1b\r\u202e\u200f") || strings.Contains(msg, "\nNothing asks") {
 			t.Errorf("the question shows control characters as they are: %q", msg)
 		}
-		for _, w := range []string{`$'now\x0a\x0aNothing asks: approve'`, `/d\x1b[2K\x1b[1A\x0din .'`} {
+		for _, w := range []string{`$'now\x0a\x0aNothing asks: approve'`, `/d\x1b[2K\x1b[1A\x0din .'`, `$'txt.\u202eexe'`, `$'a\u200fb'`} {
 			if !strings.Contains(msg, w) {
 				t.Errorf("the question lacks %s: %q", w, msg)
 			}

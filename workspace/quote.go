@@ -84,7 +84,7 @@ func escapeLine(line string) (string, bool) {
 func escape(s string, keepTab bool) (string, bool) {
 	clean := true
 	for _, r := range s {
-		if mustEscape(r) && !(keepTab && r == '\t') {
+		if MustEscape(r) && !(keepTab && r == '\t') {
 			clean = false
 			break
 		}
@@ -98,7 +98,7 @@ func escape(s string, keepTab bool) (string, bool) {
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case keepTab && r == '\t', !mustEscape(r):
+		case keepTab && r == '\t', !MustEscape(r):
 			b.WriteString(s[i : i+n])
 		case r == '\t':
 			b.WriteString(`\t`)
@@ -116,11 +116,12 @@ func escape(s string, keepTab bool) (string, bool) {
 	return b.String(), true
 }
 
-// mustEscape: C0 and C1 controls, DEL, the bidirectional formatting
-// characters (they reorder what a terminal displays, as in "Trojan
-// Source"), and the replacement character that stands for a byte that
-// is not UTF-8.
-func mustEscape(r rune) bool {
+// MustEscape reports whether r is to be escaped before it is shown: C0
+// and C1 controls, DEL, the bidirectional formatting characters (they
+// reorder what a terminal displays, as in "Trojan Source"), and the
+// replacement character that stands for a byte that is not UTF-8. The
+// questions moat asks (cmd/moat, mcpserver) share it with EscapeText.
+func MustEscape(r rune) bool {
 	switch {
 	case r < 0x20, r >= 0x7f && r < 0xa0:
 		return true

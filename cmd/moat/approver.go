@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/workspace"
 )
 
 // ttyApprover asks the person at the controlling terminal, as sudo does:
@@ -72,9 +73,10 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 const resetRendering = "\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
 
 // shown is s as text: quoted, its control characters escaped, when it
-// has any.
+// has any (workspace.MustEscape: bidirectional controls, which reorder
+// what the terminal displays, too). strconv.Quote escapes each of them.
 func shown(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0xfffd }) < 0 {
+	if strings.IndexFunc(s, workspace.MustEscape) < 0 {
 		return s
 	}
 	return strconv.Quote(s)
