@@ -58,13 +58,11 @@ func openTerminal(stdio backend.Stdio) (t *terminal, background bool, err error)
 		return nil, false, nil
 	}
 	fd := int(in.Fd())
-	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
+	saved, background, ok := terminalState(fd)
+	if !ok {
 		return nil, false, nil // not a terminal
 	}
-	// ENOTTY: not moat's controlling terminal, which has no foreground
-	// for moat to be out of.
-	if fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && fg != unix.Getpgrp() {
+	if background {
 		return nil, true, nil
 	}
 	t = &terminal{in: in, fd: fd, saved: saved}
@@ -91,6 +89,41 @@ func openTerminal(stdio backend.Stdio) (t *terminal, background bool, err error)
 		return nil, false, fmt.Errorf("terminal: %w", err)
 	}
 	return t, false, nil
+}
+
+// terminalState is openTerminal's test of its Stdin's fd: ok when it is a
+// terminal (saved its mode), background when that terminal's foreground
+// is another process group than moat's. ENOTTY from TIOCGPGRP: not
+// moat's controlling terminal, which has no foreground for moat to be
+// out of.
+func terminalState(fd int) (saved *unix.Termios, background, ok bool) {
+	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, false, false
+	}
+	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return saved, err == nil && fg != unix.Getpgrp(), true
+}
+
+// RelaysTerminal reports whether a run whose Stdin is stdin gets a pty
+// that the backend relays, as openTerminal decides: stdin is a terminal
+// of which moat has the foreground. It reads the fd through SyscallConn,
+// leaving the file's mode (blocking or not) as it is.
+func RelaysTerminal(stdin io.Reader) bool {
+	f, ok := stdin.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	relays := false
+	rc.Control(func(fd uintptr) {
+		_, background, ok := terminalState(int(fd))
+		relays = ok && !background
+	})
+	return relays
 }
 
 // makeSlave unlocks the pty and opens its slave through the master
