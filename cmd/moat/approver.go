@@ -30,8 +30,9 @@ import (
 // takes no line typed (or sent by the terminal) before it was on screen.
 type ttyApprover struct {
 	tty *os.File
-	// gate holds the command's output (gated) while a question is on the
-	// terminal; it also puts one question at a time on the terminal.
+	// gate holds the command's output to a terminal (gated) while a
+	// question is on the terminal; it also puts one question at a time
+	// on the terminal.
 	gate sync.Mutex
 	// relayed is set once the terminal is the command's (the backend
 	// relays it in raw mode): a question then would race the command for
@@ -53,8 +54,15 @@ type ttyLine struct {
 
 // gated returns w, whose writes wait while a question is on the
 // terminal: the command's output cannot redraw or hide the question
-// while the person reads it.
-func (t *ttyApprover) gated(w io.Writer) io.Writer { return &gatedWriter{t: t, w: w} }
+// while the person reads it. Output that is no terminal (a pipe, a
+// file) is returned as it is: it cannot redraw the question, and a write
+// blocked on it (moat run … | less) would hold the question back.
+func (t *ttyApprover) gated(w io.Writer) io.Writer {
+	if !isTerminal(w) {
+		return w
+	}
+	return &gatedWriter{t: t, w: w}
+}
 
 type gatedWriter struct {
 	t *ttyApprover

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -485,5 +486,44 @@ func TestQuestionHoldsOutput(t *testing.T) {
 				t.Errorf("no exec decision in the audit stream")
 			}
 		})
+	}
+}
+
+// TestQuestionPipedOutput: output that is no terminal is not held while
+// a question is on the terminal. moat's stdout is a pipe nobody reads
+// until the answer (moat run … | less): a write blocked on it must not
+// keep the question off the terminal. TestQuestionHoldsOutput is the
+// control: output to the terminal is held.
+func TestQuestionPipedOutput(t *testing.T) {
+	ws := t.TempDir()
+	pol := writePolicy(t, t.TempDir(), rulesPolicy+"\n[harness]\nask_timeout = \"10s\"\n")
+	o := newOuterTerminal(t)
+	// More than the pipes between the command and the reader hold.
+	script := `x=marker-ask; head -c 4000000 /dev/zero & sleep 1; touch $x; wait; echo done >&2`
+	cmd := exec.Command(os.Args[0], "run", "--policy", pol, "--workspace", ws, "--", "sh", "-c", script)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdin, cmd.Stdout = null, w
+	o.startCmd(t, ws, cmd)
+	w.Close()
+	o.waitFor(t, "[N] no: ")
+	o.master.Write([]byte("y\n"))
+	n, _ := io.Copy(io.Discard, r)
+	if code := o.wait(t, cmd); code != 0 {
+		t.Errorf("exit %d; terminal: %q", code, o.shown())
+	}
+	if n != 4000000 {
+		t.Errorf("the pipe read %d bytes, want 4000000", n)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker-ask")); err != nil {
+		t.Errorf("the approved program did not run: %v; terminal: %q", err, o.shown())
 	}
 }

@@ -203,10 +203,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if approver = newTTYApprover(); approver != nil {
 		req.Approver = approver
 		defer approver.Close()
-		// The command's output waits while a question is on the terminal
-		// (where it could redraw it), unless the backend relays the
-		// terminal through a pty: no question is asked then, and the
-		// backend needs the files themselves to tell a terminal.
+		// The command's output to a terminal waits while a question is
+		// on the terminal (where it could redraw it), unless the backend
+		// relays the terminal through a pty: no question is asked then,
+		// and the backend needs the files themselves to tell a terminal.
+		// Output to a pipe or a file is not held (approver.gated).
 		if !relaysTerminal(stdin) {
 			stdout, stderr = approver.gated(stdout), approver.gated(stderr)
 		}

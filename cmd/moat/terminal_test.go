@@ -62,13 +62,16 @@ func (o *outerTerminal) startCmd(t *testing.T, dir string, cmd *exec.Cmd) *exec.
 	t.Helper()
 	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
 	cmd.Dir = dir
-	// A cmd given a stdin of its own keeps it; the terminal is then its
-	// controlling terminal through stdout.
-	ctty := 1
+	// A cmd given a stdin (or a stdout) of its own keeps it; the
+	// terminal is then its controlling terminal through stdout (stderr).
+	ctty := 2
+	if cmd.Stdout == nil {
+		cmd.Stdout, ctty = o.slave, 1
+	}
 	if cmd.Stdin == nil {
 		cmd.Stdin, ctty = o.slave, 0
 	}
-	cmd.Stdout, cmd.Stderr = o.slave, o.slave
+	cmd.Stderr = o.slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: ctty}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

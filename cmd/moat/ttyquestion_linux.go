@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend/native"
 )
 
 // flushInput discards what the terminal has received and nobody has read.
@@ -17,11 +19,15 @@ func flushInput(tty *os.File) {
 }
 
 // relaysTerminal says whether the backend will give the command a pty
-// for stdin and relay it (a terminal of which moat has the foreground, as
-// backend/native's openTerminal decides): the command's output then goes
-// through the pty, and no question is asked while it runs.
-func relaysTerminal(stdin io.Reader) bool {
-	f, ok := stdin.(*os.File)
+// for stdin and relay it: the command's output then goes through the
+// pty, and no question is asked while it runs. backend/native decides,
+// by the same test.
+func relaysTerminal(stdin io.Reader) bool { return native.RelaysTerminal(stdin) }
+
+// isTerminal says whether w is a terminal file (through SyscallConn, as
+// flushInput, leaving its mode as it is).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
 	if !ok || f == nil {
 		return false
 	}
@@ -29,13 +35,10 @@ func relaysTerminal(stdin io.Reader) bool {
 	if err != nil {
 		return false
 	}
-	relays := false
+	tty := false
 	rc.Control(func(fd uintptr) {
-		if _, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err != nil {
-			return
-		}
-		fg, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP)
-		relays = err != nil || fg == unix.Getpgrp()
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
 	})
-	return relays
+	return tty
 }

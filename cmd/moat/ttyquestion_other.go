@@ -13,3 +13,6 @@ func flushInput(*os.File) {}
 
 // relaysTerminal: no backend relays a terminal here.
 func relaysTerminal(io.Reader) bool { return false }
+
+// isTerminal: every output is taken for a terminal here, and gated.
+func isTerminal(io.Writer) bool { return true }
