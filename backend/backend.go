@@ -132,14 +132,15 @@ type Mount struct {
 	Owner int `json:"owner,omitempty"`
 	// OpenUID, when above 0, is the user who named a bind's or an
 	// overlay's Source (a daemon's tenant): the Source is resolved and
-	// opened with that user's filesystem rights (OpenUID, OpenGID, no
-	// supplementary groups), not the backend's. A path that user could
+	// opened with that user's filesystem rights (OpenUID, OpenGID, and
+	// OpenGroups as its supplementary groups), not the backend's. A path that user could
 	// not reach itself is then refused (or skipped, if Optional) exactly
 	// as a missing one is, the error naming Target: the backend, root
 	// maybe, tells it nothing about other users' files. A backend that
 	// cannot open it so refuses the Spec.
-	OpenUID int `json:"open_uid,omitempty"`
-	OpenGID int `json:"open_gid,omitempty"`
+	OpenUID    int   `json:"open_uid,omitempty"`
+	OpenGID    int   `json:"open_gid,omitempty"`
+	OpenGroups []int `json:"open_groups,omitempty"`
 	// Optional skips the operation when Source (or Target for masks and
 	// read-only re-binds) does not exist, instead of failing the run.
 	Optional bool `json:"optional,omitempty"`

@@ -35,7 +35,7 @@ func (s *Session) useFiles() (done func(), err error) {
 		return nil, err
 	}
 	runtime.LockOSThread()
-	restore, err := fsid.Take(int(st.Uid), int(st.Gid))
+	restore, err := fsid.Take(int(st.Uid), int(st.Gid), nil)
 	if err != nil {
 		// The thread's identity is unknown: it dies with its goroutine.
 		release()

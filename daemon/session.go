@@ -208,7 +208,8 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		// and opened with the tenant's rights, so that what it cannot
 		// reach is as missing to it; a workspace the daemon made, in
 		// its own directory, with the daemon's.
-		caller.Owner, caller.OwnerGID = t.UID, t.fsGID()
+		caller.Owner = t.UID
+		caller.OwnerGID, caller.OwnerGroups = t.fsIDs()
 		caller.WorkspaceMade = temp
 	}
 	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}

@@ -66,7 +66,8 @@ func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 	var real string
 	var root *os.File
 	var err error
-	if derr := fsid.Do(t.UID, t.fsGID(), func() { real, root, err = openWorkspace(t, path) }); derr != nil {
+	gid, groups := t.fsIDs()
+	if derr := fsid.Do(t.UID, gid, groups, func() { real, root, err = openWorkspace(t, path) }); derr != nil {
 		return "", nil, fmt.Errorf("%w: %q: %v", ErrWorkspace, path, derr)
 	}
 	return real, root, err
@@ -110,16 +111,28 @@ func openWorkspace(t Tenant, path string) (string, *os.File, error) {
 	return real, root, nil
 }
 
-// fsGID is the group a local tenant's paths are resolved with (fsid):
-// its primary group in the user database, or the overflow group (65534,
-// "nogroup") when it has no entry there, which grants nothing of its own.
-func (t Tenant) fsGID() int {
-	if u, err := user.LookupId(strconv.Itoa(t.UID)); err == nil {
-		if gid, err := strconv.Atoi(u.Gid); err == nil {
-			return gid
+// fsIDs are the group and supplementary groups a local tenant's paths
+// are resolved with (fsid): as the user database has them (its primary
+// group, and the groups that list it), so that what the tenant reaches
+// through a group it reaches here too. With no entry there, the overflow
+// group (65534, "nogroup"), which grants nothing of its own, and no
+// supplementary group.
+func (t Tenant) fsIDs() (gid int, groups []int) {
+	u, err := user.LookupId(strconv.Itoa(t.UID))
+	if err != nil {
+		return 65534, nil
+	}
+	gid, err = strconv.Atoi(u.Gid)
+	if err != nil {
+		gid = 65534
+	}
+	ids, _ := u.GroupIds()
+	for _, s := range ids {
+		if g, err := strconv.Atoi(s); err == nil && g >= 0 {
+			groups = append(groups, g)
 		}
 	}
-	return 65534
+	return gid, groups
 }
 
 // fixedAncestors refuses a workspace that its tenant could move or

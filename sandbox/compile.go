@@ -33,13 +33,15 @@ type Caller struct {
 	// trees that user owns are mounted from those paths
 	// (backend.Mount.Owner), whatever they lead to when mounted.
 	Owner int
-	// OwnerGID is Owner's group: as root, the paths Owner named are
-	// resolved and opened with Owner's filesystem rights (OwnerGID, no
-	// supplementary groups), here and by the backend
-	// (backend.Mount.OpenUID), so that what Owner could not reach itself
-	// is as missing to it. 0 is taken as unknown: the overflow group
-	// (65534), which grants nothing of its own, not root's.
-	OwnerGID int
+	// OwnerGID is Owner's group, and OwnerGroups its supplementary
+	// groups: as root, the paths Owner named are resolved and opened with
+	// Owner's filesystem rights (Owner, OwnerGID, OwnerGroups), here and
+	// by the backend (backend.Mount.OpenUID), so that what Owner could
+	// not reach itself is as missing to it. An OwnerGID of 0 is taken as
+	// unknown: the overflow group (65534), which grants nothing of its
+	// own, not root's.
+	OwnerGID    int
+	OwnerGroups []int
 	// WorkspaceMade says the workspace is one the caller made for Owner
 	// (a daemon's), in a directory Owner cannot reach: it and the paths
 	// in it are looked at and opened with the caller's rights, the
@@ -55,7 +57,7 @@ func asOwner(c Caller, fn func()) error {
 		fn()
 		return nil
 	}
-	return fsid.Do(c.Owner, c.ownerGID(), fn)
+	return fsid.Do(c.Owner, c.ownerGID(), c.OwnerGroups, fn)
 }
 
 // ownerGID is the group Owner's paths are looked at with.
@@ -230,7 +232,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	// rights: only the copy's layer, the daemon's, is not.
 	namedMount := func(m backend.Mount) backend.Mount {
 		if owner > 0 && !made(m.Target) {
-			m.OpenUID, m.OpenGID = owner, c.ownerGID()
+			m.OpenUID, m.OpenGID, m.OpenGroups = owner, c.ownerGID(), c.OwnerGroups
 		}
 		return m
 	}

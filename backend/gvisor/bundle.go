@@ -188,7 +188,7 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 				// path it cannot reach is as missing to it. (runsc opens
 				// it later by path; Owner refuses what a user could
 				// swap, and a read-only system path is root's to move.)
-				if derr := fsid.Do(m.OpenUID, m.OpenGID, stat); derr != nil {
+				if derr := fsid.Do(m.OpenUID, m.OpenGID, m.OpenGroups, stat); derr != nil {
 					return nil, fmt.Errorf("mount %s: %w", m.Target, derr)
 				}
 				if err != nil && !m.Optional {

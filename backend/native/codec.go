@@ -203,6 +203,7 @@ func encodeInitSpec(is *initSpec) []byte {
 			e.int(int64(m.Owner))
 			e.int(int64(m.OpenUID))
 			e.int(int64(m.OpenGID))
+			e.ints(m.OpenGroups)
 		}
 		e.int(int64(s.User.UID))
 		e.int(int64(s.User.GID))
@@ -288,6 +289,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 				m.Owner = int(d.int())
 				m.OpenUID = int(d.int())
 				m.OpenGID = int(d.int())
+				m.OpenGroups = d.ints()
 			}
 		}
 		s.User.UID = int(d.int())

@@ -126,7 +126,7 @@ func openTree(m backend.Mount, flags uint) (int, error) {
 		return unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
 	}
 	fd, err := -1, error(nil)
-	if derr := fsid.Do(m.OpenUID, m.OpenGID, func() { fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, flags) }); derr != nil {
+	if derr := fsid.Do(m.OpenUID, m.OpenGID, m.OpenGroups, func() { fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, flags) }); derr != nil {
 		return -1, derr
 	}
 	return fd, err

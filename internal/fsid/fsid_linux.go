@@ -1,9 +1,9 @@
 // Package fsid lets a process running as root touch the file system with
 // another user's rights: a thread of it takes that user's filesystem
-// identity (fsuid, fsgid, no supplementary groups), and the kernel then
-// resolves and opens paths as it would for that user, root's capabilities
-// to pass permission checks (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, ...)
-// dropped from the thread with its fsuid of 0.
+// identity (fsuid, fsgid, and the supplementary groups it is given), and
+// the kernel then resolves and opens paths as it would for that user,
+// root's capabilities to pass permission checks (CAP_DAC_OVERRIDE,
+// CAP_DAC_READ_SEARCH, ...) dropped from the thread with its fsuid of 0.
 //
 // A daemon running as root uses it for the paths a local tenant names, so
 // that what the tenant could not reach itself is refused as a missing path
@@ -20,21 +20,22 @@ import (
 )
 
 // Take gives the calling thread, which the caller has locked
-// (runtime.LockOSThread), the filesystem identity uid and gid with no
-// supplementary groups, and returns what gives it back the process's. If
-// restore fails, the thread's identity is unknown: the caller must leave
-// it locked, so that it dies with its goroutine.
+// (runtime.LockOSThread), the filesystem identity uid and gid with the
+// supplementary groups groups (none if empty), and returns what gives it
+// back the process's. If restore fails, the thread's identity is
+// unknown: the caller must leave it locked, so that it dies with its
+// goroutine.
 //
 // The system calls are made raw: setgroups through the runtime changes
 // every thread.
-func Take(uid, gid int) (restore func() error, err error) {
-	groups, err := unix.Getgroups()
+func Take(uid, gid int, groups []int) (restore func() error, err error) {
+	own, err := unix.Getgroups()
 	if err != nil {
 		return nil, err
 	}
 	euid, egid := os.Geteuid(), os.Getegid()
-	restore = func() error { return set(euid, egid, groups) }
-	if err := set(uid, gid, nil); err != nil {
+	restore = func() error { return set(euid, egid, own) }
+	if err := set(uid, gid, groups); err != nil {
 		restore()
 		return nil, err
 	}
@@ -65,17 +66,18 @@ func set(uid, gid int, groups []int) error {
 	return nil
 }
 
-// Do runs fn on a thread of its own with the filesystem identity uid and
-// gid (see Take), and waits for it. The thread is not given back to the
-// runtime: it ends with fn. fn must not start goroutines that touch the
-// file system on its behalf (they would run with the process's rights).
-func Do(uid, gid int, fn func()) error {
+// Do runs fn on a thread of its own with the filesystem identity uid,
+// gid and groups (see Take), and waits for it. The thread is not given
+// back to the runtime: it ends with fn. fn must not start goroutines
+// that touch the file system on its behalf (they would run with the
+// process's rights).
+func Do(uid, gid int, groups []int, fn func()) error {
 	errc := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread exits with this goroutine, whatever
 		// identity it was left with.
 		runtime.LockOSThread()
-		if _, err := Take(uid, gid); err != nil {
+		if _, err := Take(uid, gid, groups); err != nil {
 			errc <- fmt.Errorf("take the filesystem identity of uid %d: %w", uid, err)
 			return
 		}
