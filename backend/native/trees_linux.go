@@ -33,9 +33,18 @@ import (
 // run, would race with the command and touch the user's tree.
 func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	trees := map[string]*os.File{}
+	// The sources opened with a user's rights are opened first, all of
+	// one identity on one thread (fsid.Do makes one per call), and used
+	// in order below.
+	pre := openAsUsers(spec.Mounts)
 	closeAll := func() {
 		for _, f := range trees {
 			f.Close()
+		}
+		for _, o := range pre {
+			if o.err == nil {
+				unix.Close(o.fd)
+			}
 		}
 	}
 	var maps []idmap
@@ -65,13 +74,19 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 			}
 			trees[key+"/layers"] = os.NewFile(uintptr(fd), m.Layers)
 		}
-		flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
-		if !m.IDMap {
-			flags |= unix.AT_RECURSIVE
+		var fd int
+		var err error
+		if o, ok := pre[i]; ok {
+			fd, err = o.fd, o.err
+			delete(pre, i)
+		} else {
+			fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, treeFlags(m))
 		}
-		fd, err := openTree(m, flags)
 		if err != nil {
-			if m.Optional && err == unix.ENOENT {
+			var en unix.Errno
+			if m.Optional && (err == unix.ENOENT || m.OpenUID > 0 && errors.As(err, &en) && unreachable(en)) {
+				// Not there, or (for the user who named it) not
+				// reachable, which is the same to it.
 				continue
 			}
 			closeAll()
@@ -118,18 +133,67 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	return trees, maps, nil
 }
 
-// openTree opens m's Source as a detached mount tree (open_tree with
-// flags): with the filesystem rights of m.OpenUID when it is set (fsid),
-// so that the path is resolved as that user would resolve it.
-func openTree(m backend.Mount, flags uint) (int, error) {
-	if m.OpenUID <= 0 {
-		return unix.OpenTree(unix.AT_FDCWD, m.Source, flags)
+// treeFlags are the open_tree flags for m's Source: a clone, recursive
+// unless it is to be id-mapped (the kernel maps a single mount).
+func treeFlags(m backend.Mount) uint {
+	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
+	if !m.IDMap {
+		flags |= unix.AT_RECURSIVE
 	}
-	fd, err := -1, error(nil)
-	if derr := fsid.Do(m.OpenUID, m.OpenGID, m.OpenGroups, func() { fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, flags) }); derr != nil {
-		return -1, derr
+	return flags
+}
+
+// doAs is fsid.Do; tests count its calls.
+var doAs = fsid.Do
+
+// opened is a tree opened ahead (openAsUsers): its fd, or why not.
+type opened struct {
+	fd  int
+	err error
+}
+
+// openAsUsers opens the Sources of the binds and overlays of mounts that
+// have an OpenUID as detached mount trees, with the filesystem rights of
+// that user (fsid), so that each path is resolved as the user would
+// resolve it: those of one identity (OpenUID, OpenGID, OpenGroups)
+// together, on one thread. The result is by index in mounts.
+func openAsUsers(mounts []backend.Mount) map[int]opened {
+	type identity struct {
+		uid, gid int
+		groups   string
 	}
-	return fd, err
+	byID := map[identity][]int{}
+	var order []identity
+	for i, m := range mounts {
+		if m.OpenUID <= 0 || m.Kind != backend.MountBind && m.Kind != backend.MountOverlay {
+			continue
+		}
+		id := identity{m.OpenUID, m.OpenGID, fmt.Sprint(m.OpenGroups)}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = append(byID[id], i)
+	}
+	out := map[int]opened{}
+	for _, id := range order {
+		idx := byID[id]
+		first := mounts[idx[0]]
+		res := make([]opened, len(idx))
+		derr := doAs(first.OpenUID, first.OpenGID, first.OpenGroups, func() {
+			for k, i := range idx {
+				fd, err := unix.OpenTree(unix.AT_FDCWD, mounts[i].Source, treeFlags(mounts[i]))
+				res[k] = opened{fd, err}
+			}
+		})
+		for k, i := range idx {
+			if derr != nil {
+				out[i] = opened{-1, derr}
+				continue
+			}
+			out[i] = res[k]
+		}
+	}
+	return out
 }
 
 // unreachable says whether errno, from resolving a path, is one of the
