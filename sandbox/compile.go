@@ -104,16 +104,22 @@ var (
 // the owner's rights (asOwner), and the mounts of the paths it named are
 // opened with them (backend.Mount.OpenUID).
 func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (spec *backend.Spec, err error) {
-	if c.WorkspaceMade {
-		return compile(p, args, c, runID, cs, guards)
+	// The daemons' sockets are the caller's to know, and found with its
+	// rights (in its state directory, which a tenant cannot read).
+	socks, err := liveDaemonSockets(c)
+	if err != nil {
+		return nil, err
 	}
-	if derr := asOwner(c, func() { spec, err = compile(p, args, c, runID, cs, guards) }); derr != nil {
+	if c.WorkspaceMade {
+		return compile(p, args, c, runID, cs, guards, socks)
+	}
+	if derr := asOwner(c, func() { spec, err = compile(p, args, c, runID, cs, guards, socks) }); derr != nil {
 		return nil, derr
 	}
 	return spec, err
 }
 
-func compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard) (*backend.Spec, error) {
+func compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard, socks [][]string) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
@@ -164,7 +170,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 		}
 	}
-	if err := checkDaemonSockets(p, c); err != nil {
+	if err := checkDaemonSockets(p, socks); err != nil {
 		return nil, err
 	}
 	layered := p.Workspace.Mode == policy.WorkspaceOverlay || p.Workspace.Mode == policy.WorkspaceCopy

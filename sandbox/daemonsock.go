@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -47,7 +48,10 @@ func RecordDaemonSockets(stateDir string, socks []string) error {
 // /run/moat/moat.sock, $XDG_RUNTIME_DIR/moat.sock (and
 // /run/user/UID/moat.sock), and moat-UID/moat.sock in the temporary
 // directory.
-func daemonSockets(c Caller) []string {
+//
+// A record that is there but cannot be read is an error: the run would
+// not know the sockets it must keep out of its sight.
+func daemonSockets(c Caller) ([]string, error) {
 	env := map[string]string{}
 	for _, kv := range c.Environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -78,8 +82,11 @@ func daemonSockets(c Caller) []string {
 		}
 		for _, r := range records {
 			b, err := os.ReadFile(r)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // no daemon recorded one
+			}
 			if err != nil {
-				continue
+				return nil, fmt.Errorf("the moat daemons' sockets, which the command must not see: %w", err)
 			}
 			for _, line := range strings.Split(string(b), "\n") {
 				if filepath.IsAbs(line) {
@@ -88,27 +95,45 @@ func daemonSockets(c Caller) []string {
 			}
 		}
 	}
-	return socks
+	return socks, nil
+}
+
+// liveDaemonSockets are the daemonSockets that are sockets now, each as
+// written and with its links resolved. Compile finds them with the
+// caller's own rights, before it takes a tenant's (asOwner): the records
+// are in the caller's state directory, which the tenant cannot read, and
+// the paths are the caller's, not the tenant's, so looking at them tells
+// the tenant nothing.
+func liveDaemonSockets(c Caller) ([][]string, error) {
+	socks, err := daemonSockets(c)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for _, sock := range socks {
+		fi, err := os.Stat(sock)
+		if err != nil || fi.Mode().Type() != fs.ModeSocket {
+			continue
+		}
+		out = append(out, []string{sock, filepath.Clean(sock), realPath(sock)})
+	}
+	return out, nil
 }
 
 // checkDaemonSockets refuses a policy whose command would see the unix
-// socket of a moat daemon (daemonSockets, where one is): in the
+// socket of a moat daemon (socks, from liveDaemonSockets): in the
 // workspace or under a read-only or writable path, and not hidden by a
 // denied one. Connecting to a unix socket needs no write access to its
 // directory, so a read-only view is enough, and the daemon would know
 // the command by its host uid, the caller's: it could answer the
 // caller's pending approvals and, as the daemon's own user, make a
 // session of any policy and run in it, out of this sandbox.
-func checkDaemonSockets(p *policy.Policy, c Caller) error {
+func checkDaemonSockets(p *policy.Policy, socks [][]string) error {
 	shown := append([]string{p.Workspace.Path}, p.Filesystem.ReadOnly...)
 	shown = append(shown, p.Filesystem.ReadWrite...)
-	for _, sock := range daemonSockets(c) {
-		fi, err := os.Stat(sock)
-		if err != nil || fi.Mode().Type() != fs.ModeSocket {
-			continue
-		}
-		paths := []string{filepath.Clean(sock), realPath(sock)}
-		for _, path := range paths {
+	for _, s := range socks {
+		sock := s[0]
+		for _, path := range s[1:] {
 			if underPaths(path, p.Filesystem.Deny) {
 				continue
 			}
