@@ -157,11 +157,43 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 		}
 	}
+	// In a workspace the caller made, only the paths outside it are
+	// looked at with the owner's rights (Compile runs with them
+	// otherwise), all at once.
+	made := func(path string) bool { return c.WorkspaceMade && within(ws, path) }
+	sysMounts, denied, rwReal := map[string]backend.Mount{}, map[string][]string{}, map[string]string{}
+	if c.WorkspaceMade {
+		if err := asOwner(c, func() {
+			for _, src := range p.Filesystem.ReadOnly {
+				if !made(src) {
+					sysMounts[src] = systemMount(src)
+				}
+			}
+			for _, rw := range p.Filesystem.ReadWrite {
+				if !made(rw) {
+					rwReal[rw] = realPath(rw)
+				}
+			}
+			for _, d := range p.Filesystem.Deny {
+				if !made(d) {
+					denied[d] = denyTargets(d)
+				}
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	rwSource := func(rw string) string {
+		if r, ok := rwReal[rw]; ok {
+			return r
+		}
+		return realPath(rw)
+	}
 	// A writable path is held to the workspace's rule: neither / nor a
 	// directory holding the caller's home (a symlink to one included).
 	for i, rw := range p.Filesystem.ReadWrite {
 		field := fmt.Sprintf("filesystem.read_write[%d]", i)
-		for _, path := range []string{rw, realPath(rw)} {
+		for _, path := range []string{rw, rwSource(rw)} {
 			if path == "/" {
 				return nil, p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))
 			}
@@ -212,27 +244,6 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 
 	realWS := realPath(ws)
 	owner := c.Owner // a backend that cannot check it refuses the run
-	// In a workspace the caller made, only the paths outside it are
-	// looked at with the owner's rights (Compile runs with them
-	// otherwise), all at once.
-	made := func(path string) bool { return c.WorkspaceMade && within(ws, path) }
-	sysMounts, denied := map[string]backend.Mount{}, map[string][]string{}
-	if c.WorkspaceMade {
-		if err := asOwner(c, func() {
-			for _, src := range p.Filesystem.ReadOnly {
-				if !made(src) {
-					sysMounts[src] = systemMount(src)
-				}
-			}
-			for _, d := range p.Filesystem.Deny {
-				if !made(d) {
-					denied[d] = denyTargets(d)
-				}
-			}
-		}); err != nil {
-			return nil, err
-		}
-	}
 	// The binds of the paths the caller named (the policy's, the
 	// workspace, what its guards bind) are opened with the owner's
 	// rights: only the copy's layer, the daemon's, is not.
@@ -267,7 +278,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		tree = append(tree, m)
 	}
 	for _, src := range p.Filesystem.ReadWrite {
-		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, IDMap: root, Owner: owner}))
+		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: rwSource(src), Target: src, IDMap: root, Owner: owner}))
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
 		Options: fmt.Sprintf("mode=0700,uid=%d,gid=%d", id.UID, id.GID)})

@@ -690,33 +690,68 @@ var ErrQuarantine = errors.New("could not quarantine a protected path")
 // (asOwner): a .git file of the workspace's naming another user's git
 // directory tells that user nothing about it.
 func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Guard, err error) {
-	if c.WorkspaceMade {
-		// The workspace and the writable paths in it are the caller's.
-		return makeGuards(p, direct)
+	if !c.WorkspaceMade {
+		if derr := asOwner(c, func() { guards, err = makeGuards(p, direct, nil) }); derr != nil {
+			return nil, derr
+		}
+		return guards, err
 	}
-	if derr := asOwner(c, func() { guards, err = makeGuards(p, direct) }); derr != nil {
+	// The workspace and the writable paths in it are the caller's; the
+	// writable paths outside it, the owner's, looked at with its rights.
+	outside := map[string]*workspace.Guard{}
+	if derr := asOwner(c, func() {
+		for _, rw := range p.Filesystem.ReadWrite {
+			if within(p.Workspace.Path, rw) {
+				continue
+			}
+			var g *workspace.Guard
+			if g, err = rwGuard(rw); err != nil {
+				return
+			}
+			outside[rw] = g
+		}
+	}); derr != nil {
 		return nil, derr
 	}
-	return guards, err
+	if err != nil {
+		return nil, err
+	}
+	return makeGuards(p, direct, outside)
 }
 
-func makeGuards(p *policy.Policy, direct bool) ([]*workspace.Guard, error) {
+// makeGuards makes the workspace's guard and those of the writable
+// directories, but for those in done, made already (nil for none).
+func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard) ([]*workspace.Guard, error) {
 	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: direct})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	guards := []*workspace.Guard{g}
 	for _, rw := range p.Filesystem.ReadWrite {
-		if fi, err := os.Stat(rw); err != nil || !fi.IsDir() {
-			continue
+		g, ok := done[rw]
+		if !ok {
+			if g, err = rwGuard(rw); err != nil {
+				return nil, err
+			}
 		}
-		g, err := workspace.NewGuard(rw, workspace.GuardOptions{Writable: true, Absolute: true})
-		if err != nil {
-			return nil, fmt.Errorf("filesystem.read_write %s: %w", rw, err)
+		if g != nil {
+			guards = append(guards, g)
 		}
-		guards = append(guards, g)
 	}
 	return guards, nil
+}
+
+// rwGuard is the guard of the writable path rw; nil if rw is not a
+// directory.
+func rwGuard(rw string) (*workspace.Guard, error) {
+	if fi, err := os.Stat(rw); err != nil || !fi.IsDir() {
+		return nil, nil
+	}
+	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Writable: true, Absolute: true})
+	if err != nil {
+		return nil, fmt.Errorf("filesystem.read_write %s: %w", rw, err)
+	}
+	return g, nil
 }
 
 // quarantine moves what a run planted where a protected path belongs out
