@@ -21,7 +21,7 @@ import (
 
 // Take gives the calling thread, which the caller has locked
 // (runtime.LockOSThread), the filesystem identity uid and gid with the
-// supplementary groups groups (none if empty), and returns what gives it
+// supplementary groups in groups (none if empty), and returns what gives it
 // back the process's. If restore fails, the thread's identity is
 // unknown: the caller must leave it locked, so that it dies with its
 // goroutine.
