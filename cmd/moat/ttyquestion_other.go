@@ -7,8 +7,10 @@ import (
 	"os"
 )
 
-// flushInput is a no-op here: the lines read before a question are
-// dropped all the same (ttyApprover.ask).
+// flushInput is a no-op here: the lines moat has read before a question
+// are dropped (ttyApprover.ask), but input still in the terminal's
+// buffer when the question is written, a partial line included, can
+// answer it. Only Linux flushes it.
 func flushInput(*os.File) {}
 
 // relaysTerminal: no backend relays a terminal here.
