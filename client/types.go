@@ -197,6 +197,9 @@ const (
 	// redirect, too slow, too big) or failed; the message says which.
 	CodeFetchRefused = "fetch_refused"
 	CodeConflict     = "conflict"
+	// CodeForbidden: the credential may not make this request (a token
+	// limited to sessions, or to approvals).
+	CodeForbidden = "forbidden"
 )
 
 // FileInfo describes an entry of a session's workspace.

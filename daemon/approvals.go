@@ -310,7 +310,9 @@ func (e noAnswer) Error() string {
 func (noAnswer) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // mayAnswer says whether t may see and answer p.
-func mayAnswer(t Tenant, p *Approval) bool { return p.Tenant == t.ID || t.self() }
+func mayAnswer(t Tenant, p *Approval) bool {
+	return t.MayApprovals() == nil && (p.Tenant == t.ID || t.self())
+}
 
 // Approvals returns the pending approvals t may answer, oldest first:
 // those of its own sessions, and for the daemon's own user, all.
@@ -330,6 +332,9 @@ func (m *Manager) Approvals(t Tenant) []*Approval {
 // GetApproval returns the pending approval id if t may answer it; one
 // answered, timed out, or of another tenant is ErrNotFound.
 func (m *Manager) GetApproval(t Tenant, id string) (*Approval, error) {
+	if err := t.MayApprovals(); err != nil {
+		return nil, err
+	}
 	m.ap.mu.Lock()
 	defer m.ap.mu.Unlock()
 	p, ok := m.ap.pending[id]

@@ -114,6 +114,35 @@ func TestApprovals(t *testing.T) {
 	if _, err := m.Deny(b, p.ID, "", ""); !errors.Is(err, ErrNotFound) {
 		t.Errorf("tenant b denies a's: %v", err)
 	}
+	// The tenant's own credential limited to its sessions neither sees
+	// nor answers it, and one limited to approvals sees it but reaches
+	// no session (positive controls: the same calls of a, above and
+	// below, and of the approvals credential for the list).
+	agent, person := TokenTenantRole("a", RoleSessions), TokenTenantRole("a", RoleApprovals)
+	if l := m.Approvals(agent); len(l) != 0 {
+		t.Errorf("a's sessions-only credential sees %d approvals", len(l))
+	}
+	if _, err := m.Approve(agent, p.ID, ApproveRequest{}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a's sessions-only credential approves: %v", err)
+	}
+	if _, err := m.Deny(agent, p.ID, "", ""); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a's sessions-only credential denies: %v", err)
+	}
+	if l := m.Approvals(person); len(l) != 1 {
+		t.Errorf("a's approvals credential sees %d approvals", len(l))
+	}
+	if _, err := m.Get(person, s.ID); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a's approvals credential gets the session: %v", err)
+	}
+	if _, err := m.Create(ctx, person, &CreateRequest{}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a's approvals credential creates a session: %v", err)
+	}
+	if l := m.List(person); len(l) != 0 {
+		t.Errorf("a's approvals credential lists %d sessions", len(l))
+	}
+	if _, err := m.Get(agent, s.ID); err != nil {
+		t.Errorf("a's sessions-only credential gets the session: %v", err)
+	}
 	// What was not shown cannot be approved.
 	if _, err := m.Approve(a, p.ID, ApproveRequest{Scope: harness.ScopePrefix, Prefix: []string{"git"}, For: time.Minute}); err != nil {
 		t.Errorf("a prefix of the command: %v", err)

@@ -258,6 +258,9 @@ func (m *Manager) expire() {
 
 // List returns the tenant's sessions, oldest first.
 func (m *Manager) List(t Tenant) []*Session {
+	if t.MaySessions() != nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Session
@@ -273,6 +276,9 @@ func (m *Manager) List(t Tenant) []*Session {
 // Get returns the tenant's session id. Another tenant's session is
 // ErrNotFound too: a tenant cannot learn that it exists.
 func (m *Manager) Get(t Tenant, id string) (*Session, error) {
+	if err := t.MaySessions(); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]

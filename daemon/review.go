@@ -114,6 +114,9 @@ func (m *Manager) forgetReviews() {
 // reviewed ends the tenant's session id if it is live, and returns its
 // change set's review.
 func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, error) {
+	if err := t.MaySessions(); err != nil {
+		return nil, err
+	}
 	if s, err := m.Get(t, id); err == nil {
 		if s.ChangeSet() == "" {
 			return nil, fmt.Errorf("%w: a %s session has no change set to review (overlay and copy sessions do)", ErrUnsupportedMode, s.WorkspaceMode)

@@ -101,6 +101,10 @@ type Session struct {
 // for the tenant (checkWorkspace, tenantPolicy); the quotas are counted
 // before anything is made.
 func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *Session, err error) {
+	if err := t.MaySessions(); err != nil {
+		return nil, err
+	}
+	t.Role = RoleAll // the session's tenant is the tenant, whichever credential made it
 	ttl, idle := req.TTL, req.IdleTimeout
 	if ttl <= 0 {
 		ttl = m.cfg.TTL

@@ -22,6 +22,69 @@ import (
 type Tenant struct {
 	ID  string // "uid:1000", "token:NAME"
 	UID int    // the local user's uid; -1 for a token's tenant
+	// Role is what this credential of the tenant may do; a local user
+	// may do everything.
+	Role Role
+}
+
+// Role limits a tenant's credential to one side of its sessions. Whoever
+// drives the sessions (an agent, or the platform that runs it) must not
+// be able to answer their own asks: a token of RoleSessions cannot see or
+// answer approvals, and a token of RoleApprovals, a person's, can only
+// see and answer them. Both reach the same tenant's sessions and
+// approvals.
+type Role string
+
+const (
+	// RoleAll may do everything: the sessions and their approvals.
+	RoleAll Role = ""
+	// RoleSessions may make, use and end sessions, and not see or
+	// answer their approvals.
+	RoleSessions Role = "sessions"
+	// RoleApprovals may only see and answer the approvals of the
+	// tenant's sessions (the API's and the approvals page's).
+	RoleApprovals Role = "approvals"
+)
+
+// ParseRole reads a role as a tokens file names it: "all", "sessions" or
+// "approvals".
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "all":
+		return RoleAll, nil
+	case string(RoleSessions), string(RoleApprovals):
+		return Role(s), nil
+	}
+	return "", fmt.Errorf("unknown role %q: want all, sessions or approvals", s)
+}
+
+func (r Role) String() string {
+	if r == RoleAll {
+		return "all"
+	}
+	return string(r)
+}
+
+// ErrForbidden is a request the tenant's credential may not make (its
+// Role).
+var ErrForbidden = errors.New("not allowed for this credential")
+
+// MaySessions is nil when t may make, use and end sessions; otherwise it
+// says why not (ErrForbidden).
+func (t Tenant) MaySessions() error {
+	if t.Role == RoleApprovals {
+		return fmt.Errorf("%w: this token may only see and answer approvals", ErrForbidden)
+	}
+	return nil
+}
+
+// MayApprovals is nil when t may see and answer approvals; otherwise it
+// says why not (ErrForbidden).
+func (t Tenant) MayApprovals() error {
+	if t.Role == RoleSessions {
+		return fmt.Errorf("%w: this token may use sessions but not see or answer their approvals (a token of role approvals does)", ErrForbidden)
+	}
+	return nil
 }
 
 // UIDTenant is the local user uid.
@@ -29,6 +92,13 @@ func UIDTenant(uid int) Tenant { return Tenant{ID: "uid:" + strconv.Itoa(uid), U
 
 // TokenTenant is the tenant a bearer token names.
 func TokenTenant(name string) Tenant { return Tenant{ID: "token:" + name, UID: -1} }
+
+// TokenTenantRole is the tenant a bearer token names, limited to role.
+func TokenTenantRole(name string, role Role) Tenant {
+	t := TokenTenant(name)
+	t.Role = role
+	return t
+}
 
 // self says whether t is the user the daemon runs as, who could run any
 // sandbox itself and so may ask for any policy.

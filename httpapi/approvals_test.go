@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -317,5 +319,84 @@ func TestApprovalsPageAuth(t *testing.T) {
 	}
 	if st, _, _ := p.do("GET", "/approvals/state", nil, nil); st != 401 {
 		t.Errorf("state after logout: %d", st)
+	}
+}
+
+// TestTokenRoles: a token limited to sessions (an agent's) cannot see or
+// answer the asks of the sessions it drives, by the API or the page, and
+// a token limited to approvals (a person's) cannot use the sessions. The
+// positive controls: each does what its role allows, and the ask the
+// agent's token cannot answer is answered by the person's.
+func TestTokenRoles(t *testing.T) {
+	tf := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(tf, []byte(httpapi.HashToken("ci", "tok-agent")+" sessions\n"+httpapi.HashToken("ci", "tok-person")+" approvals\n"), 0o600)
+	tokens, err := httpapi.LoadTokens(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second}, tokens)
+	ctx := context.Background()
+	agent, person := client.TCP(d.tcp, "tok-agent"), client.TCP(d.tcp, "tok-person")
+	defer agent.Close()
+	defer person.Close()
+
+	s, err := agent.CreateSession(ctx, &client.CreateSessionRequest{Policy: shipPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Tenant != "token:ci" {
+		t.Errorf("tenant %q", s.Tenant)
+	}
+	res := execAsync(agent, s.ID, "echo", "ship", "it")
+	a := waitApproval(t, person, "echo", "ship", "it")
+
+	if _, err := agent.Approvals(ctx); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the agent's token lists approvals: %v", err)
+	}
+	if err := agent.Approve(ctx, a.ID, &client.ApproveRequest{}); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the agent's token approves its own ask: %v", err)
+	}
+	if err := agent.Deny(ctx, a.ID, &client.DenyRequest{}); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the agent's token denies: %v", err)
+	}
+	if _, err := agent.WebLogin(ctx); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the agent's token gets a login link for the page: %v", err)
+	}
+	p := &pageClient{t: t, base: "http://" + d.tcp, origin: "http://" + d.tcp}
+	if st, body, _ := p.do("POST", "/approvals/login", map[string]string{"token": "tok-agent"}, nil); st != 403 {
+		t.Errorf("the agent's token logs in to the page: %d %v", st, body)
+	}
+	if _, err := person.Sessions(ctx); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the person's token lists sessions: %v", err)
+	}
+	if _, err := person.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the person's token execs: %v", err)
+	}
+	if _, err := person.CreateSession(ctx, &client.CreateSessionRequest{}); apiCode(err) != client.CodeForbidden {
+		t.Errorf("the person's token creates a session: %v", err)
+	}
+	// Positive controls: the page takes the person's token, and the
+	// person's answer lets the agent's command run.
+	if st, body, _ := p.do("POST", "/approvals/login", map[string]string{"token": "tok-person"}, nil); st != 200 {
+		t.Errorf("the person's token logs in to the page: %d %v", st, body)
+	}
+	if err := person.Approve(ctx, a.ID, &client.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.err != nil || r.out != "ship it\n" {
+		t.Fatalf("approved exec: %+v %v", r.rep, r.err)
+	}
+	if list, err := agent.Sessions(ctx); err != nil || len(list) != 1 {
+		t.Errorf("the agent's token lists its sessions: %+v %v", list, err)
+	}
+
+	for line, want := range map[string]string{
+		httpapi.HashToken("ci", "x") + " admin":                            "tokens:1: unknown role \"admin\"",
+		httpapi.HashToken("ci", "x") + "\n" + httpapi.HashToken("ci", "x"): "tokens:2: this token's hash is listed twice",
+	} {
+		os.WriteFile(tf, []byte(line+"\n"), 0o600)
+		if _, err := httpapi.LoadTokens(tf); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", line, err, want)
+		}
 	}
 }

@@ -41,6 +41,7 @@ func (s *Server) apiError(err error) *client.Error {
 		code   string
 	}{
 		{daemon.ErrNotFound, http.StatusNotFound, client.CodeNotFound},
+		{daemon.ErrForbidden, http.StatusForbidden, client.CodeForbidden},
 		{daemon.ErrEnded, http.StatusGone, client.CodeEnded},
 		{sandbox.ErrSessionEnded, http.StatusGone, client.CodeEnded},
 		{sandbox.ErrDenied, http.StatusForbidden, client.CodeDenied},

@@ -157,6 +157,9 @@ func (s *Server) build() {
 		s.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {
 			t, err := s.tenant(r)
 			if err == nil {
+				err = mayReach(t, rt.path)
+			}
+			if err == nil {
 				err = rt.handle(s, w, r, t)
 			}
 			if err != nil {
@@ -214,6 +217,21 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
 }
 
+// mayReach refuses a route the tenant's credential may not use (its
+// daemon.Role): the approvals' routes, or the sessions' ones. The daemon
+// checks the same in each of its calls; checking here too refuses the
+// request before its body is read, and answers a list with an error
+// rather than an empty one. The metrics name no tenant: any may read them.
+func mayReach(t daemon.Tenant, path string) error {
+	switch {
+	case path == "/metrics":
+		return nil
+	case strings.HasPrefix(path, "/v1/approvals"):
+		return t.MayApprovals()
+	}
+	return t.MaySessions()
+}
+
 // Tenant says who sent r: the peer's uid on a unix socket; over TCP, the
 // tenant of a valid bearer token.
 func (s *Server) Tenant(r *http.Request) (daemon.Tenant, error) { return s.tenant(r) }
@@ -228,8 +246,8 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if ok && s.Tokens != nil {
-		if name, ok := s.Tokens.Lookup(tok); ok {
-			return daemon.TokenTenant(name), nil
+		if name, role, ok := s.Tokens.Lookup(tok); ok {
+			return daemon.TokenTenantRole(name, role), nil
 		}
 	}
 	return daemon.Tenant{}, &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized, Message: "a valid bearer token is required"}

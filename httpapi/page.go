@@ -308,8 +308,12 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request, _ string, _ *
 		t, ok = s.web.useCode(req.Code)
 	case req.Token != "" && s.Tokens != nil:
 		var name string
-		if name, ok = s.Tokens.Lookup(req.Token); ok {
-			t = daemon.TokenTenant(name)
+		var role daemon.Role
+		if name, role, ok = s.Tokens.Lookup(req.Token); ok {
+			t = daemon.TokenTenantRole(name, role)
+			if err := t.MayApprovals(); err != nil {
+				return err
+			}
 		}
 	}
 	if !ok {

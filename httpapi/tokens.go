@@ -8,17 +8,26 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/moatbox/moat/daemon"
 )
 
 // Tokens are the bearer tokens TCP clients authenticate with, each naming
 // a tenant. Only their SHA-256 is kept, in memory and in the file.
 type Tokens struct {
-	hashes map[[sha256.Size]byte]string // hash -> tenant
+	hashes map[[sha256.Size]byte]tokenEntry
 }
 
-// LoadTokens reads a tokens file: one "TENANT sha256:HEX" a line, HEX the
-// SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`); blank lines and
-// lines starting with # are skipped. The file must belong to root or the
+type tokenEntry struct {
+	tenant string
+	role   daemon.Role
+}
+
+// LoadTokens reads a tokens file: one "TENANT sha256:HEX [ROLE]" a line,
+// HEX the SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`) and ROLE
+// all (the default), sessions or approvals (daemon.Role); blank lines and
+// lines starting with # are skipped. A token listed twice is refused: the
+// file would say two things of it. The file must belong to root or the
 // daemon's own user and not be writable by group or others: whoever
 // writes it chooses who gets in, and its owner can always write it.
 func LoadTokens(path string) (*Tokens, error) {
@@ -34,7 +43,7 @@ func LoadTokens(path string) (*Tokens, error) {
 	} else if uid, ok := fileOwner(fi); ok && uid != 0 && uid != os.Geteuid() {
 		return nil, fmt.Errorf("tokens file %s is owned by uid %d, neither root nor the daemon's user (uid %d), who could rewrite it", path, uid, os.Geteuid())
 	}
-	t := &Tokens{hashes: map[[sha256.Size]byte]string{}}
+	t := &Tokens{hashes: map[[sha256.Size]byte]tokenEntry{}}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -43,7 +52,7 @@ func LoadTokens(path string) (*Tokens, error) {
 		}
 		f := strings.Fields(line)
 		var h [sha256.Size]byte
-		hx, ok := "", len(f) == 2
+		hx, ok := "", len(f) == 2 || len(f) == 3
 		if ok {
 			hx, ok = strings.CutPrefix(f[1], "sha256:")
 		}
@@ -53,9 +62,18 @@ func LoadTokens(path string) (*Tokens, error) {
 			copy(h[:], b)
 		}
 		if !ok || !validTenant(f[0]) {
-			return nil, fmt.Errorf("%s:%d: want \"TENANT sha256:HEX\" (TENANT of letters, digits, '-', '_', '.')", path, n)
+			return nil, fmt.Errorf("%s:%d: want \"TENANT sha256:HEX [ROLE]\" (TENANT of letters, digits, '-', '_', '.'; ROLE all, sessions or approvals)", path, n)
 		}
-		t.hashes[h] = f[0]
+		e := tokenEntry{tenant: f[0]}
+		if len(f) == 3 {
+			if e.role, err = daemon.ParseRole(f[2]); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+			}
+		}
+		if _, dup := t.hashes[h]; dup {
+			return nil, fmt.Errorf("%s:%d: this token's hash is listed twice", path, n)
+		}
+		t.hashes[h] = e
 	}
 	return t, sc.Err()
 }
@@ -78,17 +96,18 @@ func HashToken(tenant, token string) string {
 	return tenant + " sha256:" + hex.EncodeToString(h[:])
 }
 
-// Lookup returns the tenant of token. The token is hashed first, so the
-// lookup's timing says nothing about a stored token.
-func (t *Tokens) Lookup(token string) (string, bool) {
+// Lookup returns the tenant of token and what the token may do. The token
+// is hashed first, so the lookup's timing says nothing about a stored
+// token.
+func (t *Tokens) Lookup(token string) (tenant string, role daemon.Role, ok bool) {
 	if token == "" {
-		return "", false
+		return "", "", false
 	}
 	h := sha256.Sum256([]byte(token))
-	for k, name := range t.hashes {
+	for k, e := range t.hashes {
 		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
-			return name, true
+			return e.tenant, e.role, true
 		}
 	}
-	return "", false
+	return "", "", false
 }

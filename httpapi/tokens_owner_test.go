@@ -27,7 +27,7 @@ func TestTokensFileOwner(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the daemon's own 0600 tokens file: %v", err)
 	}
-	if name, ok := tokens.Lookup("tok-a"); !ok || name != "alice" {
+	if name, _, ok := tokens.Lookup("tok-a"); !ok || name != "alice" {
 		t.Fatalf("lookup: %q %v", name, ok)
 	}
 	os.Chmod(tf, 0o620)

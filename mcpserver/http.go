@@ -74,6 +74,12 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
+	// The MCP server's tools run commands in sessions: a credential
+	// limited to approvals (daemon.RoleApprovals) has no use of them.
+	if err := t.MaySessions(); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	if id := r.Header.Get(sessionHeader); id != "" {
 		h.mu.Lock()
 		owner, ok := h.owners[id]
@@ -164,6 +170,7 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 	req.NetworkEvents = network.Record
 	opts := h.cfg.Options
 	opts.Network = network
+	opts.NoElicit = t.MayApprovals() != nil
 	s := newServer(&opts)
 	// ?session=ID attaches the MCP session to a session the tenant made
 	// through the API, with whatever policy it was made with; it outlives

@@ -50,6 +50,10 @@ func httpServer(t *testing.T, name string) (*daemon.Manager, *httptest.Server) {
 		if name == "" {
 			return daemon.Tenant{}, errors.New("who are you?")
 		}
+		// "NAME/ROLE" is a credential of NAME limited to ROLE.
+		if name, role, ok := strings.Cut(name, "/"); ok {
+			return daemon.TokenTenantRole(name, daemon.Role(role)), nil
+		}
 		return daemon.TokenTenant(name), nil
 	}})
 	srv := httptest.NewServer(h)
@@ -127,5 +131,49 @@ func TestHTTP(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if _, err := m.Get(daemon.TokenTenant("alice"), own.ID); err != nil {
 		t.Errorf("the attached session ended with the MCP session: %v", err)
+	}
+}
+
+// TestHTTPRoles: a credential limited to sessions (an agent's) has its
+// asks kept from its client's elicitation, which whoever drives the
+// client answers; one limited to approvals cannot use the MCP server. The
+// positive control: the same client with a credential of every role is
+// asked.
+func TestHTTPRoles(t *testing.T) {
+	_, srv := httpServer(t, "daemon-http-roles")
+	connect := func(tenant string) (*env, *int, error) {
+		asked := new(int)
+		c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				*asked++
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+			}})
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: asTenant{tenant}}}, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.Cleanup(func() { cs.Close() })
+		return &env{cs: cs}, asked, nil
+	}
+	push := map[string]any{"command": "git push --dry-run /nowhere"}
+	all, asked, err := connect("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all.call(t, "run_command", push)
+	if *asked != 1 {
+		t.Fatalf("a credential of every role: its client was asked %d times, want 1", *asked)
+	}
+	agent, asked, err := connect("alice/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.fails(t, "run_command", push, "needs a person's approval")
+	if *asked != 0 {
+		t.Errorf("a sessions-only credential's client was asked %d times", *asked)
+	}
+	agent.ok(t, "run_command", map[string]any{"command": "echo runs"}, "runs")
+	if _, _, err := connect("alice/approvals"); err == nil {
+		t.Error("an approvals-only credential connected to the MCP server")
 	}
 }

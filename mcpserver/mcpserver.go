@@ -66,6 +66,11 @@ type Options struct {
 	// defaults of egress.Fetcher (public HTTPS only). Tests point names
 	// at loopback with it.
 	Fetcher *egress.Fetcher
+	// NoElicit keeps asks from the client: its caller may not answer
+	// approvals (a credential of daemon.RoleSessions, an agent's), and a
+	// client's elicitation is answered by whoever drives the client. The
+	// asks go to Approver or the session's pending approvals instead.
+	NoElicit bool
 }
 
 // server is the state of one connection's tools.
@@ -252,7 +257,7 @@ func (s *server) fallback() sandbox.Approver {
 // nil and an approver (or none) to run it with, or an input-required
 // result that asks the client's user first.
 func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Decision) (sandbox.Approver, *mcp.CallToolResult) {
-	if d.Verdict != harness.Ask || !canElicit(req) {
+	if d.Verdict != harness.Ask || s.opts.NoElicit || !canElicit(req) {
 		return s.fallback(), nil
 	}
 	key := actionKey(a)
