@@ -39,7 +39,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	sock := fs.String("socket", client.DefaultSocket(), "unix socket to listen on")
 	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant")
 	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port), plain HTTP: loopback, or behind a TLS proxy; needs --tokens")
-	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX" lines, the SHA-256 of each tenant's bearer token`)
+	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX [ROLE]" lines, the SHA-256 of each tenant's bearer token (ROLE: all, sessions or approvals)`)
 	var origins stringList
 	fs.Var(&origins, "allow-origin", "a browser origin allowed to call the API (repeatable); others are refused")
 	maxSessions := fs.Int("max-sessions", 16, "sessions per tenant")
