@@ -122,8 +122,17 @@ func (s *Secrets) scrubBody(resp *http.Response) string {
 // handed out at the end of the body, and not when the body ends in an
 // error (they could be the start of a value). It allocates nothing per
 // Read: its buffer comes from, and goes back to, its Secrets' pool.
+//
+// The patterns (values, and the Basic credentials apply has sent: see
+// basicForm) can grow while a body is read, as another request goes out.
+// Before it hands out bytes the scrubber takes up any new ones, looks for
+// them in all it has not handed out, and holds back as much as the
+// longest needs from then on. What it handed out before was read before
+// the new credentials were sent, so a server cannot have echoed them
+// there.
 type bodyScrubber struct {
 	s    *Secrets
+	pats *patterns
 	src  io.Reader // the body, decoded
 	body io.Closer // the body as read
 	buf  *[]byte
@@ -137,7 +146,8 @@ type bodyScrubber struct {
 }
 
 func (s *Secrets) newBodyScrubber(src io.Reader, body io.Closer) *bodyScrubber {
-	b := &bodyScrubber{s: s, src: src, body: body, buf: s.bufs.Get().(*[]byte), pos: make([]int, len(s.vals))}
+	pats := s.pats.Load()
+	b := &bodyScrubber{s: s, pats: pats, src: src, body: body, buf: s.bufs.Get().(*[]byte), pos: make([]int, len(pats.vals))}
 	for i := range b.pos {
 		b.pos[i] = -1
 	}
@@ -160,11 +170,15 @@ func (b *bodyScrubber) Read(p []byte) (int, error) {
 			b.pend = b.pend[n:]
 			return n, nil
 		}
+		if pats := b.s.pats.Load(); pats != b.pats {
+			b.update(pats)
+		}
+		vals := b.pats.vals
 		// The first value known to start, the longest of those that
 		// start there.
 		m, k := b.lim, -1
 		for i, q := range b.pos {
-			if q >= 0 && (q < m || q == m && len(b.s.vals[i]) > len(b.s.vals[k])) {
+			if q >= 0 && (q < m || q == m && len(vals[i]) > len(vals[k])) {
 				m, k = q, i
 			}
 		}
@@ -174,8 +188,8 @@ func (b *bodyScrubber) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if k >= 0 {
-			b.r += len(b.s.vals[k])
-			b.pend = b.s.phs[k]
+			b.r += len(vals[k])
+			b.pend = b.pats.phs[k]
 			b.lim = max(b.lim, b.r)
 			for i, q := range b.pos {
 				if q >= 0 && q < b.r {
@@ -187,7 +201,7 @@ func (b *bodyScrubber) Read(p []byte) (int, error) {
 		// All that is known is handed out. Look further in what is
 		// read: all of it at the end of the body, else all but hold
 		// bytes, which a value starting there would run past.
-		lim := b.w - b.s.hold
+		lim := b.w - b.pats.hold
 		if b.err == io.EOF {
 			lim = b.w
 		}
@@ -216,9 +230,30 @@ func (b *bodyScrubber) Read(p []byte) (int, error) {
 	}
 }
 
+// update takes up pats, which has more patterns than the scrubber's:
+// what is known (buf[r:lim]) shrinks to what the longest pattern cannot
+// run past, and each new pattern is looked for there. A position known
+// of another pattern stays right if it is still within, being the first;
+// one past it is looked for again as lim grows.
+func (b *bodyScrubber) update(pats *patterns) {
+	n := len(b.pats.vals)
+	b.pats = pats
+	if lim := b.w - pats.hold; lim < b.lim {
+		b.lim = max(lim, b.r)
+		for i, q := range b.pos {
+			if q >= b.lim {
+				b.pos[i] = -1
+			}
+		}
+	}
+	for i := n; i < len(pats.vals); i++ {
+		b.pos = append(b.pos, b.search(i, b.r, b.lim))
+	}
+}
+
 // search returns where value i first starts in buf[from:to], or -1.
 func (b *bodyScrubber) search(i, from, to int) int {
-	v := b.s.vals[i]
+	v := b.pats.vals[i]
 	end := min(to+len(v)-1, b.w)
 	if end-from < len(v) {
 		return -1

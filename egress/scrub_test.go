@@ -101,7 +101,7 @@ func readAllSmall(r io.Reader, size int) ([]byte, error) {
 // scrubRef's. The control: a body without a value comes out identical.
 func TestBodyScrubberSplits(t *testing.T) {
 	secs := scrubSecrets(t, "tok-abc", "tok-abcdef", "xyzxyz", "q")
-	vals, phs := secs.vals, secs.phs
+	vals, phs := secs.pats.Load().vals, secs.pats.Load().phs
 	var bodies [][]byte
 	for _, s := range []string{
 		"", "q", "tok-abc", "tok-abcdef", "tok-abcde", "tok-tok-abc", "tok-abcdeftok-abc", "xyzxyzxyz", "xyxyzxyzz",
@@ -184,7 +184,7 @@ func FuzzBodyScrubber(f *testing.F) {
 		}
 		b := secs.newBodyScrubber(&pieces{data: body, sizes: []int{int(size%16) + 1, 1}, end: io.EOF}, io.NopCloser(nil))
 		got, err := readAllSmall(b, int(readSize%32)+1)
-		if want := scrubRef(body, secs.vals, secs.phs); err != nil || !bytes.Equal(got, want) {
+		if want := scrubRef(body, secs.pats.Load().vals, secs.pats.Load().phs); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%q: %q %v, want %q", body, got, err, want)
 		}
 	})

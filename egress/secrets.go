@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,13 +64,42 @@ type Secrets struct {
 	// that host against roots.
 	resume tls.ClientSessionCache
 
-	// For scrubbing response bodies: the values and their placeholders,
-	// one less than the longest value's length, whether every
-	// placeholder is as long as its value, and the scrubbers' buffers.
+	// What the scrubbers replace (see patterns), whether every
+	// placeholder is as long as its value (and so every placeholder form
+	// as long as its value form), and the scrubbers' buffers.
+	pats    atomic.Pointer[patterns]
+	sameLen bool
+	bufs    sync.Pool
+
+	// basicMu guards adding the Basic credentials apply sent to pats;
+	// basic holds them (as sent, base64), at most maxBasic.
+	basicMu  sync.Mutex
+	basic    map[string]bool
+	maxBasic int
+}
+
+// patterns is what the scrubbers put in place of what: vals[i] becomes
+// phs[i]. It starts as each secret's value and placeholder; apply adds
+// the Basic credentials it sends (see basicForm). A patterns is never
+// changed once stored in Secrets.pats: an addition stores a longer copy,
+// so that a reader holds a consistent set without a lock.
+type patterns struct {
 	vals, phs [][]byte
-	hold      int
-	sameLen   bool
-	bufs      sync.Pool
+	svals     []string // vals, as strings
+	sphs      []string
+	hold      int // one less than the longest of vals
+}
+
+// with returns a copy of p with val and ph added.
+func (p *patterns) with(val, ph string) *patterns {
+	n := len(p.vals)
+	return &patterns{
+		vals:  append(p.vals[:n:n], []byte(val)),
+		phs:   append(p.phs[:n:n], []byte(ph)),
+		svals: append(p.svals[:n:n], val),
+		sphs:  append(p.sphs[:n:n], ph),
+		hold:  max(p.hold, len(val)-1),
+	}
 }
 
 type secret struct {
@@ -120,13 +151,17 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 		s.list = append(s.list, c)
 	}
 	s.sameLen = true
+	pats := new(patterns)
+	maxHold := base64.StdEncoding.EncodedLen(maxBasicLen) - 1
 	for _, c := range s.list {
-		s.vals = append(s.vals, []byte(c.Value))
-		s.phs = append(s.phs, []byte(c.Placeholder))
-		s.hold = max(s.hold, len(c.Value)-1)
+		pats = pats.with(c.Value, c.Placeholder)
 		s.sameLen = s.sameLen && len(c.Value) == len(c.Placeholder)
 	}
-	size := scrubBufSize + s.hold
+	s.pats.Store(pats)
+	s.basic, s.maxBasic = map[string]bool{}, maxBasicCreds
+	// Room for the longest pattern there can be, a Basic credential's,
+	// held back.
+	size := scrubBufSize + max(pats.hold, maxHold)
 	s.bufs.New = func() any { b := make([]byte, size); return &b }
 	ca, err := newAuthority(domains)
 	if err != nil {
@@ -285,32 +320,41 @@ func (s *Secrets) leak(v string) *secret {
 // checkPlain refuses a plain-HTTP request that carries a placeholder: a
 // secret is sent over TLS only, and never to a host it is not for.
 func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {
-	if c := s.leakInRequest(req); c != nil {
-		return "secret placeholder", fmt.Sprintf("the request carries the placeholder of secret %s; secrets are added over HTTPS only, to %s",
-			c.Name, strings.Join(c.Hosts, ", "))
+	if c, where := s.leakInRequest(req); c != nil {
+		return "secret placeholder", fmt.Sprintf("the request carries the placeholder of secret %s%s; secrets are added over HTTPS only, to %s",
+			c.Name, where, strings.Join(c.Hosts, ", "))
 	}
 	return "", ""
 }
 
-func (s *Secrets) leakInRequest(req *http.Request) *secret {
+// leakInRequest returns a secret whose placeholder req carries, in its
+// URL, a header, or a header's Basic credentials, and, for the last, " in
+// the NAME header's Basic credentials"; or nil.
+func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 	if s == nil {
-		return nil
+		return nil, ""
 	}
 	if c := s.leak(req.URL.String()); c != nil {
-		return c
+		return c, ""
 	}
 	for _, vs := range req.Header {
 		for _, v := range vs {
 			if c := s.leak(v); c != nil {
-				return c
+				return c, ""
 			}
 		}
 	}
-	return nil
+	for _, b := range basicCreds(req.Header) {
+		if c := s.leak(b.dec); c != nil {
+			return c, " in the " + b.key + " header's Basic credentials"
+		}
+	}
+	return nil, ""
 }
 
 // apply puts the values of the secrets meant for req in place of their
-// placeholders in its headers, and sets their header templates. It
+// placeholders in its headers (also in Basic credentials: see
+// basicCreds), and sets their header templates. It
 // refuses (returns a rule and a reason) a request that carries the
 // placeholder of a secret not meant for it, or a placeholder outside the
 // headers, and a request a secret would go on whose path or
@@ -323,9 +367,10 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	if c := s.leak(req.URL.RequestURI()); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's URL; moat adds secrets to headers only", c.Name)
 	}
+	basics := basicCreds(req.Header)
 	for i := range s.list {
 		c := &s.list[i]
-		carrier := headerWith(req.Header, c.Placeholder, "")
+		carrier := placeholderIn(req.Header, basics, c.Placeholder, "")
 		notFor := func() (string, string) {
 			return "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
 				c.Name, carrier, req.Method, host+path, describeSecret(c))
@@ -361,18 +406,34 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 					vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
 				}
 			}
+			for j := range basics {
+				basics[j].dec = strings.ReplaceAll(basics[j].dec, c.Placeholder, c.Value)
+			}
 			added = appendOnce(added, c.Name)
 			continue
 		}
 		// With a template, the value goes in the template's header
 		// only, which replaces whatever the command sent there (often
 		// the placeholder, as with the real token).
-		if k := headerWith(req.Header, c.Placeholder, c.headerName); k != "" {
+		if k := placeholderIn(req.Header, basics, c.Placeholder, c.headerName); k != "" {
 			return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s; moat puts this secret in %s only (its header template), "+
 				"and refuses its placeholder anywhere else", c.Name, k, c.headerName)
 		}
 		req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
 		added = appendOnce(added, c.Name)
+	}
+	// The Basic credentials with values in them, encoded again; those a
+	// template replaced are gone.
+	for _, b := range basics {
+		vs := req.Header[b.key]
+		if b.dec == b.orig || b.j >= len(vs) || vs[b.j] != b.raw {
+			continue
+		}
+		form, rule, reason := s.basicForm(b.dec, b.orig, b.key)
+		if rule != "" {
+			return nil, rule, reason
+		}
+		vs[b.j] = "Basic " + form
 	}
 	return added, "", ""
 }
@@ -414,9 +475,10 @@ func (s *Secrets) scrubResponse(resp *http.Response) string {
 }
 
 func (s *Secrets) scrub(v string) string {
-	for i := range s.list {
-		if c := &s.list[i]; strings.Contains(v, c.Value) {
-			v = strings.ReplaceAll(v, c.Value, c.Placeholder)
+	pats := s.pats.Load()
+	for i, val := range pats.svals {
+		if strings.Contains(v, val) {
+			v = strings.ReplaceAll(v, val, pats.sphs[i])
 		}
 	}
 	return v
