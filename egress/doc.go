@@ -59,12 +59,16 @@
 //     the secrets' hosts), opens TLS to the real server itself (verified
 //     against the host's roots), and forwards the HTTP/1.1 requests read
 //     inside, each with its secrets' values put in place of their
-//     placeholders in the headers (or a header template set) when the
+//     placeholders in the headers, also inside a header's Basic
+//     credentials ("Authorization: Basic base64(user:password)", which it
+//     decodes and encodes again), or a header template set, when the
 //     request is one the secret is for (host, method, path); a request
 //     that carries a placeholder anywhere else the proxy sees (another
-//     host's intercepted request, its URL, any plain-HTTP request) is
-//     refused with 403. In every response of an intercepted host each
-//     secret's value becomes its placeholder again, in the status, headers,
+//     host's intercepted request, its URL, any plain-HTTP request, Basic
+//     credentials included) is refused with 403. In every response of an
+//     intercepted host each secret's value becomes its placeholder again,
+//     and Basic credentials the proxy sent become, encoded, those the
+//     command sent, in the status, headers,
 //     trailers and body (streamed; the proxy asks for gzip, which it
 //     decodes, or identity, and refuses with 502 a body in any other
 //     coding). Each intercepted request is an Event of its own
@@ -81,7 +85,8 @@
 // those tunnels, so a Host header inside their TLS is not
 // checked, and a placeholder sent inside one is not seen: it is only a
 // placeholder), no HTTP/2 inside an intercepted tunnel (ALPN offers
-// http/1.1 only) and no secret in a request body, no HTTP/2 or WebSocket
+// http/1.1 only) and no secret in a request body, no placeholder looked
+// for in any other encoding than Basic credentials, no HTTP/2 or WebSocket
 // forwarding of plain-HTTP requests (HTTPS clients tunnel those through
 // CONNECT).
 //

@@ -28,7 +28,8 @@ import (
 
 // Secret is a credential the proxy adds to the requests it is for. Inside
 // the sandbox the command holds only Placeholder; the proxy puts Value in
-// its place, in the request headers, on requests to Hosts (and, when set,
+// its place, in the request headers (also inside a header's Basic
+// credentials: see basicCreds), on requests to Hosts (and, when set,
 // with one of Methods and a path below one of Paths), and refuses a
 // request that carries the placeholder anywhere else. With Header set
 // ("Authorization: Bearer {value}"), the proxy instead sets that header
