@@ -9,6 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -249,5 +252,78 @@ func TestBodyScrubberTakesUpBasic(t *testing.T) {
 	}
 	if checked < 1000 {
 		t.Errorf("%d cases checked", checked)
+	}
+}
+
+// TestSecretBasicGit: git, given the placeholder as the password in the
+// URL of a private repository, authenticates over smart HTTP through the
+// proxy (its first request gets 401, the second carries the Basic
+// credentials): the server gets the value, and git lists the refs. The
+// control that the server does check: without the proxy's help, the
+// placeholder is turned away.
+func TestSecretBasicGit(t *testing.T) {
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	want := basicAuth("x-access-token", "real-token-1")
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/private.git/info/refs" || r.URL.Query().Get("service") != "git-upload-pack" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != want {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "auth="+r.Header.Get("Authorization"), http.StatusUnauthorized)
+			return
+		}
+		pkt := func(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		io.WriteString(w, pkt("# service=git-upload-pack\n")+"0000"+
+			pkt(sha+" HEAD\x00symref=HEAD:refs/heads/main\n")+pkt(sha+" refs/heads/main\n")+"0000")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	port := s.Listener.Addr().(*net.TCPAddr).Port
+	tp, secs := secretsProxy(t, testRoots())
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, secs.CACertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok := secs.list[0].Placeholder
+	lsRemote := func(proxy string) (string, error) {
+		cmd := exec.Command(gitPath, "-c", "http.proxy="+proxy, "-c", "http.sslCAInfo="+ca, "-c", "credential.helper=",
+			"ls-remote", fmt.Sprintf("https://x-access-token:%s@allowed.test:%d/api/private.git", tok, port))
+		cmd.Env = []string{"HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := lsRemote("http://" + tp.addr)
+	if err != nil || !strings.Contains(out, sha+"\tHEAD") || !strings.Contains(out, sha+"\trefs/heads/main") {
+		t.Fatalf("git ls-remote through the proxy: %v\n%s", err, out)
+	}
+	var withSecret int
+	for len(tp.events) > 0 {
+		if e := <-tp.events; e.Proto == ProtoIntercepted && e.Decision == DecisionAllow && len(e.Secrets) == 1 && e.Secrets[0] == "TOKEN" {
+			withSecret++
+		}
+	}
+	if withSecret != 1 {
+		t.Errorf("%d intercepted requests with secret TOKEN, want 1", withSecret)
+	}
+
+	// The control that git got the refs by the value: the server turns
+	// the placeholder away.
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/api/private.git/info/refs?service=git-upload-pack", port), nil)
+	req.SetBasicAuth("x-access-token", tok)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: testRoots(), ServerName: "allowed.test"}}}).Do(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the placeholder straight to the server: %v %v, want 401", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
 	}
 }
