@@ -49,6 +49,11 @@ type Secret struct {
 	Methods []string
 	Paths   []string
 	Header  string
+	// Query, when set, is a query parameter the placeholder may be sent
+	// as: on a request the secret is for, a placeholder that is that
+	// parameter's whole value becomes the value (percent-encoded). A
+	// placeholder anywhere else in a URL is refused. Not with Header.
+	Query string
 }
 
 // Secrets is the compiled set of a run's secrets and the certificate
@@ -142,6 +147,9 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 			c.hosts = append(c.hosts, r)
 			domains = append(domains, r.Domain)
 		}
+		if sec.Query != "" && (sec.Header != "" || strings.ContainsAny(sec.Query, "&=#")) {
+			return nil, fmt.Errorf("secret %s: query %q: want a parameter's name, and no header template", sec.Name, sec.Query)
+		}
 		if sec.Header != "" {
 			name, val, ok := strings.Cut(sec.Header, ":")
 			if !ok || !strings.Contains(val, "{value}") {
@@ -157,6 +165,13 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 	for _, c := range s.list {
 		pats = pats.with(c.Value, c.Placeholder)
 		s.sameLen = s.sameLen && len(c.Value) == len(c.Placeholder)
+		// A value sent in a query parameter goes percent-encoded, and a
+		// server that echoes its URL echoes that. (A placeholder is the
+		// same encoded.)
+		if enc := url.QueryEscape(c.Value); c.Query != "" && enc != c.Value {
+			pats = pats.with(enc, c.Placeholder)
+			s.sameLen = s.sameLen && len(enc) == len(c.Placeholder)
+		}
 	}
 	s.pats.Store(pats)
 	s.basic, s.maxBasic = map[string]bool{}, maxBasicCreds
@@ -365,13 +380,14 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 // the names of the secrets added.
 func (s *Secrets) apply(req *http.Request, host string, port int) (added []string, rule, reason string) {
 	path := req.URL.Path
-	if c := s.leak(req.URL.RequestURI()); c != nil {
-		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's URL; moat adds secrets to headers only", c.Name)
-	}
 	basics := basicCreds(req.Header)
 	for i := range s.list {
 		c := &s.list[i]
 		carrier := placeholderIn(req.Header, basics, c.Placeholder, "")
+		inQuery := c.Query != "" && queryHas(req.URL.RawQuery, c.Query, c.Placeholder)
+		if carrier == "" && inQuery {
+			carrier = "the query parameter " + c.Query
+		}
 		notFor := func() (string, string) {
 			return "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s)",
 				c.Name, carrier, req.Method, host+path, describeSecret(c))
@@ -410,6 +426,9 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 			for j := range basics {
 				basics[j].dec = strings.ReplaceAll(basics[j].dec, c.Placeholder, c.Value)
 			}
+			if inQuery {
+				req.URL.RawQuery = replaceQuery(req.URL.RawQuery, c.Query, c.Placeholder, c.Value)
+			}
 			added = appendOnce(added, c.Name)
 			continue
 		}
@@ -422,6 +441,16 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 		}
 		req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
 		added = appendOnce(added, c.Name)
+	}
+	// What is left of a placeholder in the URL is in no query parameter
+	// of its secret, or of a secret that takes none: refused. (The
+	// placeholders in the query parameters of secrets this request is for were replaced above.)
+	if c := s.leak(req.URL.RequestURI()); c != nil {
+		where := "moat adds secrets to headers only"
+		if c.Query != "" {
+			where = "moat puts this secret only in the query parameter " + c.Query + ", as its whole value"
+		}
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's URL; %s", c.Name, where)
 	}
 	// The Basic credentials with values in them, encoded again; those a
 	// template replaced are gone.
@@ -796,4 +825,39 @@ func hostPort(host string, port, def int) string {
 		return host
 	}
 	return net.JoinHostPort(host, fmt.Sprint(port))
+}
+
+// queryHas reports whether the raw query has a parameter name whose value
+// is ph.
+func queryHas(raw, name, ph string) bool {
+	_, found := rewriteQuery(raw, name, ph, "")
+	return found
+}
+
+// replaceQuery returns the raw query with val (percent-encoded) as the
+// value of each parameter name whose value is ph; every other byte of the
+// query is left as it was sent (a server may sign it).
+func replaceQuery(raw, name, ph, val string) string {
+	q, _ := rewriteQuery(raw, name, ph, url.QueryEscape(val))
+	return q
+}
+
+func rewriteQuery(raw, name, ph, val string) (string, bool) {
+	if !strings.Contains(raw, name) {
+		return raw, false
+	}
+	parts := strings.Split(raw, "&")
+	found := false
+	for i, p := range parts {
+		k, v, _ := strings.Cut(p, "=")
+		dk, err := url.QueryUnescape(k)
+		if err != nil || dk != name {
+			continue
+		}
+		if dv, err := url.QueryUnescape(v); err == nil && dv == ph {
+			parts[i] = k + "=" + val
+			found = true
+		}
+	}
+	return strings.Join(parts, "&"), found
 }

@@ -49,6 +49,12 @@ type Secret struct {
 	// not send the placeholder at all. Default "": the placeholder is
 	// replaced wherever the command puts it in the headers.
 	Header string `toml:"header,omitempty" json:"header,omitempty"`
+	// Query, when set ("key"), is a query parameter the placeholder may
+	// be sent as, for an API that takes its key in the URL (?key=...):
+	// on a request the secret is for, the proxy puts the value in place of
+	// a placeholder that is the whole value of that parameter. Default "":
+	// a placeholder in a URL is refused. Not with Header.
+	Query string `toml:"query,omitempty" json:"query,omitempty"`
 }
 
 var secretsType = reflect.TypeFor[[]Secret]()
@@ -154,6 +160,13 @@ func (p *Policy) validateSecrets(l *errorList) {
 				l.add(key+".header", "the Host header names the destination; it cannot carry a secret")
 			}
 		}
+		switch {
+		case s.Query == "":
+		case s.Header != "":
+			l.add(key+".query", "a secret goes either in its header template or in a query parameter, not both")
+		case strings.ContainsAny(s.Query, "&=#?%+ ") || !isPrintable(s.Query):
+			l.add(key+".query", fmt.Sprintf("%q: want a query parameter's name, e.g. \"key\" (no &, =, #, ?, %%, + or spaces)", s.Query))
+		}
 	}
 }
 
@@ -200,4 +213,14 @@ func (p *Policy) SecretDir(cwd string) string {
 		dir = filepath.Join(cwd, dir)
 	}
 	return dir
+}
+
+// isPrintable reports whether s is printable ASCII.
+func isPrintable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -72,6 +72,19 @@ name = "V"
 source = "env:V"
 revoke = "y"
 hosts = ["api.github.com"]
+
+[[secrets]]
+name = "W"
+source = "env:W"
+hosts = ["api.github.com"]
+query = "key=1"
+
+[[secrets]]
+name = "X"
+source = "env:X"
+hosts = ["api.github.com"]
+header = "X-Key: {value}"
+query = "key"
 `
 	p, err = Parse("b.toml", []byte(bad))
 	if err != nil {
@@ -94,6 +107,8 @@ hosts = ["api.github.com"]
 		`b.toml:27: secrets[3].source: "command: ": want`,
 		`b.toml:28: secrets[3].revoke: name the program that revokes the value`,
 		`b.toml:34: secrets[4].revoke: only a secret minted by a "command:" source is revoked`,
+		`b.toml:41: secrets[5].query: "key=1": want a query parameter's name`,
+		`b.toml:48: secrets[6].query: a secret goes either in its header template or in a query parameter, not both`,
 	})
 	if _, err := Parse("s.toml", []byte("[[secrets]]\nname = \"A\"\nvalue = \"x\"\n")); err == nil || !strings.Contains(err.Error(), "s.toml:3: secrets[0].value: unknown key") {
 		t.Errorf("an inline value: %v, want an unknown-key error", err)

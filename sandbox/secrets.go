@@ -109,7 +109,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			return nil, fmt.Errorf("secrets[%d] (%s): the value contains a line break or NUL, which no header can carry", i, s.Name)
 		}
 		rs.list = append(rs.list, egress.Secret{Name: s.Name, Placeholder: egress.NewPlaceholder(s.Name), Value: val,
-			Hosts: s.Hosts, Methods: s.Methods, Paths: s.Paths, Header: s.Header})
+			Hosts: s.Hosts, Methods: s.Methods, Paths: s.Paths, Header: s.Header, Query: s.Query})
 	}
 	set, err := egress.NewSecrets(rs.list, roots)
 	if err != nil {
