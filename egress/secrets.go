@@ -378,9 +378,16 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 // secret's paths or methods leave out: such a request is refused rather
 // than sent without the secret, so that the refusal says why. It returns
 // the names of the secrets added.
+//
+// Every secret is decided on the request as the command sent it before
+// any value is put in: a refusal's reason quotes what the request
+// carries (a method-override header), and goes to the command and the
+// audit record, so it must never quote a value put in for another
+// secret earlier in the list.
 func (s *Secrets) apply(req *http.Request, host string, port int) (added []string, rule, reason string) {
 	path := req.URL.Path
 	basics := basicCreds(req.Header)
+	var use []*secret
 	for i := range s.list {
 		c := &s.list[i]
 		carrier := placeholderIn(req.Header, basics, c.Placeholder, "")
@@ -417,41 +424,67 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 			}
 			continue
 		}
-		if c.headerName == "" {
-			for _, vs := range req.Header {
-				for j, v := range vs {
-					vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
-				}
-			}
-			for j := range basics {
-				basics[j].dec = strings.ReplaceAll(basics[j].dec, c.Placeholder, c.Value)
-			}
-			if inQuery {
-				req.URL.RawQuery = replaceQuery(req.URL.RawQuery, c.Query, c.Placeholder, c.Value)
-			}
-			added = appendOnce(added, c.Name)
-			continue
-		}
 		// With a template, the value goes in the template's header
 		// only, which replaces whatever the command sent there (often
 		// the placeholder, as with the real token).
-		if k := placeholderIn(req.Header, basics, c.Placeholder, c.headerName); k != "" {
-			return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s; moat puts this secret in %s only (its header template), "+
-				"and refuses its placeholder anywhere else", c.Name, k, c.headerName)
+		if c.headerName != "" {
+			if k := placeholderIn(req.Header, basics, c.Placeholder, c.headerName); k != "" {
+				return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s; moat puts this secret in %s only (its header template), "+
+					"and refuses its placeholder anywhere else", c.Name, k, c.headerName)
+			}
 		}
-		req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
-		added = appendOnce(added, c.Name)
+		use = append(use, c)
 	}
-	// What is left of a placeholder in the URL is in no query parameter
-	// of its secret, or of a secret that takes none: refused. (The
-	// placeholders in the query parameters of secrets this request is for were replaced above.)
-	if c := s.leak(req.URL.RequestURI()); c != nil {
+	// The query as it will be sent: the placeholders that are the whole
+	// value of their secret's parameter, on a request the secret is for,
+	// replaced. A placeholder left anywhere in the URL is refused.
+	query := req.URL.RawQuery
+	for _, c := range use {
+		if c.Query != "" {
+			query = replaceQuery(query, c.Query, c.Placeholder, c.Value)
+		}
+	}
+	u := *req.URL
+	u.RawQuery = query
+	if c := s.leak(u.RequestURI()); c != nil {
 		where := "moat adds secrets to headers only"
 		if c.Query != "" {
-			where = "moat puts this secret only in the query parameter " + c.Query + ", as its whole value"
+			where = "moat puts this secret only in the query parameter " + c.Query + ", as its whole value, on the requests it is for"
 		}
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's URL; %s", c.Name, where)
 	}
+	// Every secret is decided: the values go in. The templates first, so
+	// that a placeholder in a header a template then replaces is not
+	// counted as added.
+	for _, c := range use {
+		if c.headerName != "" {
+			req.Header.Set(c.headerName, strings.ReplaceAll(c.headerValue, "{value}", c.Value))
+			added = appendOnce(added, c.Name)
+		}
+	}
+	for _, c := range use {
+		if c.headerName != "" {
+			continue
+		}
+		for _, vs := range req.Header {
+			for j, v := range vs {
+				if strings.Contains(v, c.Placeholder) {
+					vs[j] = strings.ReplaceAll(v, c.Placeholder, c.Value)
+					added = appendOnce(added, c.Name)
+				}
+			}
+		}
+		for j := range basics {
+			if strings.Contains(basics[j].dec, c.Placeholder) {
+				basics[j].dec = strings.ReplaceAll(basics[j].dec, c.Placeholder, c.Value)
+				added = appendOnce(added, c.Name)
+			}
+		}
+		if c.Query != "" && query != req.URL.RawQuery && queryHas(req.URL.RawQuery, c.Query, c.Placeholder) {
+			added = appendOnce(added, c.Name)
+		}
+	}
+	req.URL.RawQuery = query
 	// The Basic credentials with values in them, encoded again; those a
 	// template replaced are gone.
 	for _, b := range basics {

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -551,5 +552,78 @@ func TestSecretOnPort443(t *testing.T) {
 	resp, body := interceptedRaw(t, tp2, secs2, fmt.Sprintf("allowed.test:%d", port2), "GET /api HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
 	if resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != "host header mismatch" {
 		t.Errorf("Host allowed.test in a tunnel to port %d: %d %q", port2, resp.StatusCode, body)
+	}
+}
+
+// TestSecretRefusalNeverQuotesAValue: with several secrets for one host,
+// a refusal on account of one of them never quotes the value of another.
+// The reason of a "secret method" refusal quotes the method-override
+// header, and it goes to the command (the 403's body) and the audit
+// record: when the values of the secrets earlier in the list were put in
+// first, a command that sent secret A's placeholder as the override of a
+// request secret B (methods GET) goes on got A's value back. Every secret
+// is now decided on the request as the command sent it, before any value
+// is put in. The event names only the secrets whose values the request
+// carries: a placeholder in a header a template replaces is not one.
+// The positive controls: the same secrets without the override reach the
+// server with their values, and the value of a refused request would
+// have been A's (the server echoes nothing for it: it never got it).
+func TestSecretRefusalNeverQuotesAValue(t *testing.T) {
+	var got echoLog
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, got.add(fmt.Sprintf("a=%s b=%s t=%s", r.Header.Get("X-A"), r.Header.Get("X-B"), r.Header.Get("X-T"))))
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	hostport := fmt.Sprintf("allowed.test:%d", s.Listener.Addr().(*net.TCPAddr).Port)
+	a := Secret{Name: "A", Placeholder: NewPlaceholder("A"), Value: "real-a-value", Hosts: []string{"allowed.test"}}
+	b := Secret{Name: "B", Placeholder: NewPlaceholder("B"), Value: "real-b-value", Hosts: []string{"allowed.test"}, Methods: []string{"GET"}}
+	tt := Secret{Name: "T", Placeholder: NewPlaceholder("T"), Value: "real-t-value", Hosts: []string{"allowed.test"}, Header: "X-T: t {value}"}
+	secs, err := NewSecrets([]Secret{a, b, tt}, testRoots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+	tp.Secrets = secs
+	send := func(hdr string) (*http.Response, string, Event) {
+		t.Helper()
+		resp, body := interceptedRaw(t, tp, secs, hostport, "GET /x HTTP/1.1\r\nHost: "+hostport+"\r\n"+hdr+"Connection: close\r\n\r\n")
+		return resp, body, tp.nextOf(t, ProtoIntercepted)
+	}
+
+	// A's placeholder as the override of a request B goes on.
+	resp, body, e := send("X-B: " + b.Placeholder + "\r\nX-HTTP-Method-Override: " + a.Placeholder + "\r\n")
+	js, _ := json.Marshal(e)
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret method" {
+		t.Errorf("override with A's placeholder: %d %q %q; want 403 secret method", resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body)
+	}
+	if strings.Contains(body, "real-") || strings.Contains(string(js), "real-") {
+		t.Errorf("a refusal quotes a secret's value: body %q, event %s", body, js)
+	}
+	if !strings.Contains(body, a.Placeholder) {
+		t.Errorf("the refusal %q does not quote the override as sent (A's placeholder)", body)
+	}
+	if last := got.last(); last != "" {
+		t.Fatalf("the server received the refused request: %q", last)
+	}
+
+	// The controls: without the override, A and B reach the server
+	// with their values, and T in its header.
+	resp, body, e = send("X-A: " + a.Placeholder + "\r\nX-B: " + b.Placeholder + "\r\n")
+	if last := got.last(); resp.StatusCode != 200 || last != "a=real-a-value b=real-b-value t=t real-t-value" {
+		t.Fatalf("A and B: %d %q, the server got %q; want every value there", resp.StatusCode, body, last)
+	}
+	if names := strings.Join(slices.Sorted(slices.Values(e.Secrets)), ","); e.Decision != DecisionAllow || names != "A,B,T" {
+		t.Errorf("A and B: event %+v, want allowed with secrets A, B, T", e)
+	}
+	// A's placeholder in the header T's template replaces: only T's
+	// value is sent, and only T is named.
+	resp, body, e = send("X-T: " + a.Placeholder + "\r\n")
+	if last := got.last(); resp.StatusCode != 200 || last != "a= b= t=t real-t-value" {
+		t.Fatalf("A's placeholder in X-T: %d %q, the server got %q; want T's value only", resp.StatusCode, body, last)
+	}
+	if names := strings.Join(e.Secrets, ","); names != "T" {
+		t.Errorf("A's placeholder in X-T: event names secrets %q, want T only (A's value was not sent)", names)
 	}
 }
