@@ -580,3 +580,44 @@ func TestScrubResponseFraming(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretNestedValuesScrubbed: when one secret's value contains
+// another's, the longer one becomes its placeholder whole, in the
+// headers as in the body. The headers (and status, trailers, error
+// messages) were scrubbed one value after another in the secrets'
+// order, so the shorter value went first and the rest of the longer one
+// ("xyz-" and "-tail" here) reached the command. The controls: the body
+// scrubber, which was right already, and the shorter value on its own,
+// which still becomes its placeholder.
+func TestSecretNestedValuesScrubbed(t *testing.T) {
+	const inner, outer = "abc123", "xyz-abc123-tail"
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Outer", "v="+outer)
+		w.Header().Set("X-Inner", "v="+inner)
+		io.WriteString(w, "v="+outer+" w="+inner)
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
+	s.StartTLS()
+	defer s.Close()
+	hostport := fmt.Sprintf("allowed.test:%d", s.Listener.Addr().(*net.TCPAddr).Port)
+	a := Secret{Name: "A", Placeholder: NewPlaceholder("A"), Value: inner, Hosts: []string{"allowed.test"}}
+	b := Secret{Name: "B", Placeholder: NewPlaceholder("B"), Value: outer, Hosts: []string{"allowed.test"}}
+	for _, list := range [][]Secret{{a, b}, {b, a}} {
+		secs, err := NewSecrets(list, testRoots())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+		tp.Secrets = secs
+		resp, body := interceptedRaw(t, tp, secs, hostport, "GET /x HTTP/1.1\r\nHost: "+hostport+"\r\nConnection: close\r\n\r\n")
+		if want := "v=" + b.Placeholder + " w=" + a.Placeholder; body != want {
+			t.Errorf("secrets %s, %s: body %q, want %q", list[0].Name, list[1].Name, body, want)
+		}
+		if got, want := resp.Header.Get("X-Outer"), "v="+b.Placeholder; got != want {
+			t.Errorf("secrets %s, %s: X-Outer %q, want %q", list[0].Name, list[1].Name, got, want)
+		}
+		if got, want := resp.Header.Get("X-Inner"), "v="+a.Placeholder; got != want {
+			t.Errorf("secrets %s, %s: X-Inner %q, want %q", list[0].Name, list[1].Name, got, want)
+		}
+	}
+}

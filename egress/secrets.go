@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,18 +95,32 @@ type patterns struct {
 	svals     []string // vals, as strings
 	sphs      []string
 	hold      int // one less than the longest of vals
+	// replacer scrubs a string (see scrub): the longest of vals first,
+	// since at each place it takes the first that starts there.
+	replacer *strings.Replacer
 }
 
 // with returns a copy of p with val and ph added.
 func (p *patterns) with(val, ph string) *patterns {
 	n := len(p.vals)
-	return &patterns{
+	q := &patterns{
 		vals:  append(p.vals[:n:n], []byte(val)),
 		phs:   append(p.phs[:n:n], []byte(ph)),
 		svals: append(p.svals[:n:n], val),
 		sphs:  append(p.sphs[:n:n], ph),
 		hold:  max(p.hold, len(val)-1),
 	}
+	order := make([]int, n+1)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return len(q.svals[j]) - len(q.svals[i]) })
+	pairs := make([]string, 0, 2*len(order))
+	for _, i := range order {
+		pairs = append(pairs, q.svals[i], q.sphs[i])
+	}
+	q.replacer = strings.NewReplacer(pairs...)
+	return q
 }
 
 type secret struct {
@@ -537,12 +552,14 @@ func (s *Secrets) scrubResponse(resp *http.Response) string {
 	return s.scrubBody(resp)
 }
 
+// scrub puts each secret's placeholder in place of its value in v, in one
+// pass from the left, taking the longest value that starts at a place,
+// as scrubBody does: replacing one value after another would break up a
+// value that contains another's (its other bytes would then reach the
+// command).
 func (s *Secrets) scrub(v string) string {
-	pats := s.pats.Load()
-	for i, val := range pats.svals {
-		if strings.Contains(v, val) {
-			v = strings.ReplaceAll(v, val, pats.sphs[i])
-		}
+	if r := s.pats.Load().replacer; r != nil {
+		return r.Replace(v)
 	}
 	return v
 }
