@@ -516,6 +516,22 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	return added, "", ""
 }
 
+// carried returns those of the secrets named (added by apply) whose
+// values are in h: the request's hop-by-hop headers, and those its
+// Connection header names, are dropped after apply, and a value put
+// there is not sent.
+func (s *Secrets) carried(h http.Header, names []string) []string {
+	var out []string
+	for _, name := range names {
+		for i := range s.list {
+			if c := &s.list[i]; c.Name == name && headerWith(h, c.Value, "") != "" {
+				out = appendOnce(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // headerWith returns the name of a header of h other than except whose
 // value contains v, or "".
 func headerWith(h http.Header, v, except string) string {
@@ -816,11 +832,11 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		cc.refuse(ev, what)
 		return false
 	}
-	ev.Secrets = added
 	ev.Decision = DecisionAllow
 	clientClose := req.Close
 	removeHopHeaders(req.Header)
 	req.Header.Del("Host")
+	ev.Secrets = p.Secrets.carried(req.Header, added)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""}
 	}

@@ -627,3 +627,43 @@ func TestSecretRefusalNeverQuotesAValue(t *testing.T) {
 		t.Errorf("A's placeholder in X-T: event names secrets %q, want T only (A's value was not sent)", names)
 	}
 }
+
+// TestSecretEventNamesWhatWasSent: an intercepted request's event names
+// the secrets whose values the server got. A value put in a hop-by-hop
+// header (Proxy-Authorization, Keep-Alive), or in one the request's
+// Connection header names (a template's own header too), is dropped with
+// that header before the request is sent, and the event named the secret
+// all the same. The controls: the same secrets in ordinary headers are
+// sent and named, and a placeholder in a hop-by-hop header of a request
+// to a host it is not for is still refused.
+func TestSecretEventNamesWhatWasSent(t *testing.T) {
+	port, got := countingSecretServer(t, "real-")
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	for _, tc := range []struct {
+		host, hdr string
+		want      string // the secret named, and sent, or ""
+	}{
+		{"allowed.test", "Proxy-Authorization: Bearer " + tok + "\r\n", ""},
+		{"allowed.test", "Authorization: Bearer " + tok + "\r\nConnection: Authorization\r\n", ""},
+		{"other.test", "Connection: X-Api-Key\r\n", ""},
+		{"allowed.test", "Authorization: Bearer " + tok + "\r\n", "TOKEN"},
+		{"allowed.test", "Authorization: Bearer " + tok + "\r\nKeep-Alive: " + tok + "\r\n", "TOKEN"},
+		{"other.test", "", "KEY"},
+	} {
+		before := got.Load()
+		hostport := fmt.Sprintf("%s:%d", tc.host, port)
+		resp, body := interceptedRaw(t, tp, secs, hostport, "GET /api/x HTTP/1.1\r\nHost: "+hostport+"\r\n"+tc.hdr+"Connection: close\r\n\r\n")
+		e := tp.nextOf(t, ProtoIntercepted)
+		sent := got.Load() - before
+		if resp.StatusCode != 200 || e.Decision != DecisionAllow || strings.Join(e.Secrets, ",") != tc.want || (sent > 0) != (tc.want != "") {
+			t.Errorf("%s %q: %d %q, the server got a value %d times, event names %v; want it to name %q, and the server to get it",
+				tc.host, tc.hdr, resp.StatusCode, body, sent, e.Secrets, tc.want)
+		}
+	}
+	resp, body := interceptedRaw(t, tp, secs, fmt.Sprintf("other.test:%d", port),
+		fmt.Sprintf("GET /x HTTP/1.1\r\nHost: other.test:%d\r\nKeep-Alive: %s\r\nConnection: close\r\n\r\n", port, tok))
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+		t.Errorf("TOKEN's placeholder in Keep-Alive to other.test: %d %q, want 403 secret placeholder", resp.StatusCode, body)
+	}
+}
