@@ -54,7 +54,7 @@ func (cc *clientConn) serveHTTP() {
 		cc.lr.N = p.maxHeaderBytes()
 		req, hosts, err := cc.readRequest()
 		if err != nil {
-			cc.badRequest(err)
+			cc.badRequest(err, Event{Time: cc.start, Proto: ProtoHTTP})
 			return
 		}
 		cc.c.SetReadDeadline(time.Time{})
@@ -113,9 +113,11 @@ func (r *recorder) Read(b []byte) (int, error) {
 }
 
 // badRequest answers a request that could not be read: 431 when the header
-// block was too large, 408 when it was too slow, 400 otherwise.
-func (cc *clientConn) badRequest(err error) {
-	ev := Event{Time: cc.start, Proto: ProtoHTTP, Decision: DecisionError}
+// block was too large, 408 when it was too slow, 400 otherwise. ev is the
+// attempt's event as far as it is known (inside an intercepted tunnel,
+// its host).
+func (cc *clientConn) badRequest(err error, ev Event) {
+	ev.Decision = DecisionError
 	switch {
 	case cc.lr.N <= 0:
 		ev.Rule = "header too large"

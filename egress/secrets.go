@@ -796,7 +796,7 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 		in.lr.N = p.maxHeaderBytes()
 		req, hosts, err := in.readRequest()
 		if err != nil {
-			in.badRequest(err)
+			in.badRequest(err, Event{Time: in.start, Proto: ProtoIntercepted, Host: t.name, Port: t.port, Addr: ev.Addr})
 			break
 		}
 		client.SetReadDeadline(time.Time{})

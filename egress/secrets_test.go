@@ -667,3 +667,33 @@ func TestSecretEventNamesWhatWasSent(t *testing.T) {
 		t.Errorf("TOKEN's placeholder in Keep-Alive to other.test: %d %q, want 403 secret placeholder", resp.StatusCode, body)
 	}
 }
+
+// TestSecretBadRequestInsideAudited: a request inside an intercepted
+// tunnel that the proxy cannot read (here with both Transfer-Encoding and
+// Content-Length, the stuff of request smuggling) is audited as a request
+// to the tunnel's host. Its event was a plain-HTTP one without a host,
+// which a reader looking for what was refused at that host did not find.
+// The controls: a readable request in the same kind of tunnel is served,
+// and an unreadable request to the proxy itself is still a plain-HTTP
+// event.
+func TestSecretBadRequestInsideAudited(t *testing.T) {
+	_, port := secretServer(t)
+	tp, secs := secretsProxy(t, testRoots())
+	hostport := fmt.Sprintf("allowed.test:%d", port)
+	resp, body := interceptedRaw(t, tp, secs, hostport, "GET /api HTTP/1.1\r\nHost: "+hostport+"\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("TE and CL inside the tunnel: %d %q, want 400", resp.StatusCode, body)
+	}
+	e := tp.nextOf(t, ProtoIntercepted)
+	if e.Decision != DecisionError || e.Rule != "bad request" || e.Host != "allowed.test" || e.Port != port || e.Addr == "" {
+		t.Errorf("TE and CL inside the tunnel: event %+v, want a bad request to allowed.test:%d", e, port)
+	}
+	resp, _ = interceptedRaw(t, tp, secs, hostport, "GET /api HTTP/1.1\r\nHost: "+hostport+"\r\nConnection: close\r\n\r\n")
+	if e := tp.nextOf(t, ProtoIntercepted); resp.StatusCode != 200 || e.Decision != DecisionAllow {
+		t.Errorf("control inside the tunnel: %d, event %+v", resp.StatusCode, e)
+	}
+	resp, _ = tp.raw(t, "GET http://allowed.test/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+	if e := tp.nextOf(t, ProtoHTTP); resp.StatusCode != http.StatusBadRequest || e.Decision != DecisionError || e.Rule != "bad request" || e.Host != "" {
+		t.Errorf("control at the proxy: %d, event %+v", resp.StatusCode, e)
+	}
+}
