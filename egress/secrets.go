@@ -517,14 +517,28 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 }
 
 // carried returns those of the secrets named (added by apply) whose
-// values are in h: the request's hop-by-hop headers, and those its
-// Connection header names, are dropped after apply, and a value put
+// values are in req as it is sent: in a header, a header's Basic
+// credentials, or its query. The request's hop-by-hop headers, and those
+// its Connection header names, are dropped after apply, and a value put
 // there is not sent.
-func (s *Secrets) carried(h http.Header, names []string) []string {
+func (s *Secrets) carried(req *http.Request, names []string) []string {
 	var out []string
 	for _, name := range names {
 		for i := range s.list {
-			if c := &s.list[i]; c.Name == name && headerWith(h, c.Value, "") != "" {
+			c := &s.list[i]
+			if c.Name != name {
+				continue
+			}
+			in := headerWith(req.Header, c.Value, "") != "" ||
+				c.Query != "" && strings.Contains(req.URL.RawQuery, url.QueryEscape(c.Value))
+			for _, vs := range req.Header {
+				for _, v := range vs {
+					if d, ok := decodeBasic(v); ok && strings.Contains(d, c.Value) {
+						in = true
+					}
+				}
+			}
+			if in {
 				out = appendOnce(out, name)
 			}
 		}
@@ -836,7 +850,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	clientClose := req.Close
 	removeHopHeaders(req.Header)
 	req.Header.Del("Host")
-	ev.Secrets = p.Secrets.carried(req.Header, added)
+	ev.Secrets = p.Secrets.carried(req, added)
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""}
 	}
