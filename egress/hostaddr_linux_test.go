@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // inNetnsEnv marks the copy of the test binary that runs inside the
@@ -35,6 +36,21 @@ func TestHostAddressOnInterface(t *testing.T) {
 	ipCmd(t, "addr", "add", own4+"/32", "dev", "moat0")
 	ipCmd(t, "addr", "add", own6+"/128", "dev", "moat0", "nodad")
 	ipCmd(t, "link", "set", "moat0", "up")
+	// The kernel installs the IPv6 address's local route from work it
+	// queues when the link comes up; on a loaded machine a connection
+	// made before then finds no route.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("udp", "["+own6+"]:9"); err == nil {
+			ok := c.LocalAddr().(*net.UDPAddr).IP.Equal(net.ParseIP(own6))
+			c.Close()
+			if ok {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no local route 10 s after its link came up", own6)
+		}
+	}
 
 	l, err := net.Listen("tcp", ":0") // 0.0.0.0 and [::]
 	if err != nil {
