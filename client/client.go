@@ -38,18 +38,40 @@ type Client struct {
 // DefaultSocket is where `moat serve` listens when not told: $MOAT_SOCKET,
 // else /run/moat/moat.sock for root, else $XDG_RUNTIME_DIR/moat.sock, else
 // moat-UID/moat.sock in the temporary directory (moat serve refuses a
-// directory others can write).
-func DefaultSocket() string {
-	if s := os.Getenv("MOAT_SOCKET"); s != "" {
-		return s
+// directory others can write). It is the first of DefaultSockets.
+func DefaultSocket() string { return DefaultSockets(os.Geteuid(), os.Getenv)[0] }
+
+// DefaultSockets are the places where a moat daemon that user uid may
+// reach listens when not told otherwise, given the environment getenv.
+// The first is where uid's own daemon listens (DefaultSocket):
+// $MOAT_SOCKET if set, else /run/moat/moat.sock for root, else
+// $XDG_RUNTIME_DIR/moat.sock when that is absolute, else
+// moat-UID/moat.sock in $TMPDIR when that is absolute, else in /tmp.
+// Then come the others of that list, and the places uid's daemon would
+// have picked in another environment: root's /run/moat/moat.sock, and
+// /run/user/UID/moat.sock (a login session's $XDG_RUNTIME_DIR). A
+// $MOAT_SOCKET that is not absolute is listed as it is.
+func DefaultSockets(uid int, getenv func(string) string) []string {
+	const root = "/run/moat/moat.sock"
+	var socks []string
+	if s := getenv("MOAT_SOCKET"); s != "" {
+		socks = append(socks, s)
 	}
-	if os.Geteuid() == 0 {
-		return "/run/moat/moat.sock"
+	if uid == 0 {
+		socks = append(socks, root)
 	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
-		return filepath.Join(x, "moat.sock")
+	if x := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		socks = append(socks, filepath.Join(x, "moat.sock"))
 	}
-	return filepath.Join(os.TempDir(), "moat-"+strconv.Itoa(os.Geteuid()), "moat.sock")
+	tmp := getenv("TMPDIR")
+	if !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	socks = append(socks, filepath.Join(tmp, "moat-"+strconv.Itoa(uid), "moat.sock"))
+	if uid != 0 {
+		socks = append(socks, root)
+	}
+	return append(socks, filepath.Join("/run/user", strconv.Itoa(uid), "moat.sock"))
 }
 
 // Unix returns a client of the daemon listening on the unix socket path.
