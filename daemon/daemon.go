@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -206,6 +207,18 @@ func New(cfg Config) (*Manager, error) {
 		lock.Close()
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	// A root daemon's also where every user's run finds them
+	// (sandbox.PublicDaemonSocketsRecord): its socket may let them in
+	// (moat serve --socket-mode), each known by its uid, and their runs
+	// cannot read root's state directory. Off Linux a socket's peer is
+	// not known, and no other user is let in.
+	if publicSockets() {
+		if err := sandbox.RecordPublicDaemonSockets(cfg.StateDir, cfg.Sockets); err != nil {
+			sandbox.RecordDaemonSockets(cfg.StateDir, nil)
+			lock.Close()
+			return nil, fmt.Errorf("the record of the daemon's sockets for other users' runs: %w", err)
+		}
+	}
 	m.Reaped = m.reap()
 	if len(m.Reaped) > 0 {
 		// The dead daemon's sandboxes' cgroups are too young for the
@@ -226,6 +239,10 @@ func New(cfg Config) (*Manager, error) {
 	m.startPool()
 	return m, nil
 }
+
+// publicSockets says whether the daemon records its sockets for every
+// user's runs too: root's, on Linux.
+func publicSockets() bool { return os.Geteuid() == 0 && runtime.GOOS == "linux" }
 
 // expire ends sessions past their TTL or idle timeout.
 func (m *Manager) expire() {
@@ -359,6 +376,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.ticker.Wait()
 	m.closePool()
 	sandbox.RecordDaemonSockets(m.cfg.StateDir, nil)
+	if publicSockets() {
+		sandbox.RecordPublicDaemonSockets(m.cfg.StateDir, nil)
+	}
 	m.lock.Close()
 	return errors.Join(errs...)
 }

@@ -119,7 +119,7 @@ func Compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	return spec, err
 }
 
-func compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard, socks [][]string) (*backend.Spec, error) {
+func compile(p *policy.Policy, args []string, c Caller, runID string, cs *workspace.ChangeSet, guards []*workspace.Guard, socks []liveSocket) (*backend.Spec, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}

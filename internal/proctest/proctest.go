@@ -6,10 +6,13 @@ package proctest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moatbox/moat/internal/daemonrec"
 )
 
 // Find returns the pids of host processes whose command line (arguments
@@ -107,7 +110,8 @@ func matching(match func(dir string) bool) []int {
 
 // RunWithStateDir runs the tests of m with MOAT_STATE_DIR, where runs keep
 // change sets and quarantines, set to a directory of their own (removed
-// afterwards) unless it is set already, and returns m.Run's code: never
+// afterwards) unless it is set already, with the public records of root
+// daemons' sockets (daemonrec.Dir) in it, and returns m.Run's code: never
 // the machine's state directory, which is read-only in the QEMU guest of
 // scripts/vmtest.sh. A test that needs a state directory of its own sets
 // one with t.Setenv.
@@ -122,5 +126,8 @@ func RunWithStateDir(m interface{ Run() int }) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Setenv("MOAT_STATE_DIR", dir)
+	// And the root daemons' public records of their sockets, in this
+	// process, are not the machine's either.
+	daemonrec.Dir = filepath.Join(dir, "daemons")
 	return m.Run()
 }
