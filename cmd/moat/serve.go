@@ -37,7 +37,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "unix socket to listen on")
-	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant")
+	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant (root's daemon only)")
 	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port), plain HTTP: loopback, or behind a TLS proxy; needs --tokens")
 	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX [ROLE]" lines, the SHA-256 of each tenant's bearer token (ROLE: all, sessions or approvals)`)
 	var origins stringList
@@ -75,6 +75,14 @@ func cmdServe(args []string, stderr io.Writer) int {
 	mode, err := strconv.ParseUint(*sockMode, 8, 32)
 	if err != nil || mode&^0o777 != 0 {
 		fmt.Fprintf(stderr, "moat serve: --socket-mode %q is not an octal permission such as 0600\n", *sockMode)
+		return 2
+	}
+	// Connecting needs write permission on the socket. Whom another
+	// user's daemon lets in, their runs do not know to keep from their
+	// commands' sight: only root can record its sockets where every run
+	// reads (sandbox.PublicDaemonSocketsRecord).
+	if mode&0o022 != 0 && os.Geteuid() != 0 {
+		fmt.Fprintf(stderr, "moat serve: --socket-mode %s lets other users connect, which only root's daemon may do: their runs would not know to keep its socket out of their commands' sight\n", *sockMode)
 		return 2
 	}
 	var memQuota policy.Size

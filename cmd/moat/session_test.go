@@ -172,6 +172,16 @@ func TestServeRefusesBadFlags(t *testing.T) {
 	if code, _, errs := moat(t, dir, "serve", "--socket", filepath.Join(open, "s.sock")); code != exitMoatError || !strings.Contains(errs, "can be written by others") {
 		t.Errorf("a socket in a directory others write: %d %q", code, errs)
 	}
+	if os.Geteuid() != 0 {
+		// Only root's daemon records its sockets where other users' runs
+		// find them; the daemons of the other tests, mode 0600, are the
+		// control.
+		for _, mode := range []string{"0666", "0660", "0622"} {
+			if code, _, errs := moat(t, dir, "serve", "--socket-mode", mode, "--socket", filepath.Join(dir, "s.sock")); code != 2 || !strings.Contains(errs, "only root's daemon") {
+				t.Errorf("--socket-mode %s as uid %d: %d %q", mode, os.Geteuid(), code, errs)
+			}
+		}
+	}
 	if code, _, errs := moat(t, dir, "exec", "onlysession"); code != 2 || !strings.Contains(errs, "usage") {
 		t.Errorf("exec without a command: %d %q", code, errs)
 	}
