@@ -11,7 +11,7 @@ import (
 
 // cmdAudit: moat audit verify FILE checks an audit stream's hash chain.
 func cmdAudit(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "verify" {
+	if len(args) != 2 || args[0] != "verify" || asksHelp(args) {
 		fmt.Fprintln(stderr, "usage: moat audit verify FILE")
 		return 2
 	}

@@ -147,6 +147,17 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// asksHelp says whether args, the arguments of a command that takes no
+// flags, ask for its usage (-h or --help) rather than name a file or URL.
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
 // versionString is the version, with the commit and Go version the binary
 // was built from when the build recorded them.
 func versionString() string {

@@ -161,6 +161,23 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+// A command that takes a file or a URL prints its usage for --help
+// instead of trusting, reading or fetching a file named "--help".
+func TestHelpOfCommandsWithoutFlags(t *testing.T) {
+	ws := t.TempDir()
+	for _, args := range [][]string{
+		{"trust", "--help"},
+		{"policy", "suggest", "--help"},
+		{"audit", "verify", "-h"},
+		{"fetch", "--help"},
+	} {
+		code, out, errs := moat(t, ws, args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errs, "usage: moat "+args[0]) {
+			t.Errorf("%v: code %d out %q err %q", args, code, out, errs)
+		}
+	}
+}
+
 func TestFlagErrorNamesFlag(t *testing.T) {
 	ws := t.TempDir()
 	code, _, errs := moat(t, ws, "run", "--pids", "-3", "--", "true")

@@ -146,7 +146,7 @@ func setsOrNone(sets []string) string {
 // what an audit stream shows refused or asked about (harness.Suggest), each
 // with the records behind it, for a person to review. It changes nothing.
 func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
+	if len(args) != 1 || asksHelp(args) {
 		fmt.Fprintln(stderr, "usage: moat policy suggest AUDIT.jsonl (an --audit stream, best of a --learn run)")
 		return 2
 	}

@@ -59,7 +59,7 @@ func loadTrusted(path string) (*policy.Policy, error) {
 }
 
 func cmdTrust(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 {
+	if len(args) > 1 || asksHelp(args) {
 		fmt.Fprintln(stderr, "usage: moat trust [POLICY-FILE]   (default: ./.moat.toml)")
 		return 2
 	}
