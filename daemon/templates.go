@@ -115,10 +115,7 @@ func (t *Template) policy(ws, mode string) (*policy.Policy, error) {
 	if mode != "" {
 		p.Workspace.Mode = mode
 	}
-	if err := p.Resolve(ws, ""); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
+	if err := p.ResolveAndValidate(ws, ""); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -261,10 +261,7 @@ func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
 	if mode != "" {
 		p.Workspace.Mode = mode
 	}
-	if err := p.Resolve(ws, ""); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
+	if err := p.ResolveAndValidate(ws, ""); err != nil {
 		return nil, err
 	}
 	if !t.self() {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -87,4 +88,34 @@ func (p *Policy) Resolve(cwd, home string) error {
 		}
 	}
 	return l.err()
+}
+
+// ResolveAndValidate resolves p (Resolve) and validates it (Validate), and
+// returns the problems of both together, as *Errors: a relative path does
+// not hide a bad limit or a root uid until it is fixed. A problem both
+// report is listed once.
+func (p *Policy) ResolveAndValidate(cwd, home string) error {
+	rerr := p.Resolve(cwd, home)
+	verr := p.Validate()
+	var all Errors
+	seen := map[string]bool{}
+	for _, err := range []error{rerr, verr} {
+		var es *Errors
+		if err == nil {
+			continue
+		}
+		if !errors.As(err, &es) {
+			return err
+		}
+		for _, fe := range *es {
+			if s := fe.Error(); !seen[s] {
+				seen[s] = true
+				all = append(all, fe)
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return &all
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -150,5 +151,31 @@ func TestResolveUnwrittenWorkspaceIsCwd(t *testing.T) {
 	p.Resolve("/src/project", "/home/u")
 	if p.Workspace.Path != "/etc/moat/ws" {
 		t.Errorf("workspace %q, want it relative to the file that set it", p.Workspace.Path)
+	}
+}
+
+// A relative path, which Resolve refuses, does not hide the problems
+// Validate finds; the path itself is reported once.
+func TestResolveAndValidateReportsAll(t *testing.T) {
+	doc := "[limits]\ncpus = -2\n[filesystem]\nread_only = [\"etc\"]\n[user]\nuid = 0\n"
+	p, err := Parse("p.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.ResolveAndValidate("/work", "/home/me")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"p.toml:2: limits.cpus", "p.toml:4: filesystem.read_only[0]", "p.toml:6: user.uid"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if n := strings.Count(msg, "filesystem.read_only[0]"); n != 1 {
+		t.Errorf("the relative path is reported %d times: %q", n, msg)
+	}
+	if err := Default().ResolveAndValidate("/work", "/home/me"); err != nil {
+		t.Errorf("default policy: %v", err)
 	}
 }

@@ -64,10 +64,7 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	if err := f.o.Apply(p); err != nil {
 		return nil, err
 	}
-	if err := p.Resolve(cwd, home); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
+	if err := p.ResolveAndValidate(cwd, home); err != nil {
 		return nil, err
 	}
 	// What the run would refuse before starting, policy show refuses too.
