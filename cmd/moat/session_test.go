@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moatbox/moat/client"
 )
 
 // startServe runs `moat serve` (this test binary as moat) on a socket in
@@ -187,5 +189,22 @@ func TestServeRefusesBadFlags(t *testing.T) {
 	}
 	if code, _, errs := moat(t, dir, "session", "ls", "--socket", filepath.Join(dir, "none.sock")); code != exitMoatError || !strings.Contains(errs, "moat serve running") {
 		t.Errorf("no daemon: %d %q", code, errs)
+	}
+}
+
+// A session command a limit ended gets a line saying so, as a run does;
+// one that simply exited gets none.
+func TestExecSummary(t *testing.T) {
+	for reason, want := range map[string]string{
+		"timeout": "wall-clock limit",
+		"memory":  "memory limit",
+		"output":  "output limit",
+		"signal":  "died of signal (SIGKILL)",
+		"budget":  "budget",
+	} {
+		got := execSummary(&client.ExitReport{Reason: reason, Signal: "SIGKILL", ExitCode: 137})
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: %q lacks %q", reason, got, want)
+		}
 	}
 }

@@ -249,9 +249,46 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
+	} else if rep.Reason != "" && rep.Reason != "exit" {
+		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
 	}
 	printRulesRefused(stderr, rep.Denials)
 	return rep.ExitCode
+}
+
+// execSummary is the one-line account of a session command that did not
+// simply end, as moat run prints one: without it, a command the wall
+// clock or the memory limit killed looks like one that died of SIGKILL.
+func execSummary(r *client.ExitReport) string {
+	sig := ""
+	if r.Signal != "" {
+		sig = " (" + r.Signal + ")"
+	}
+	switch r.Reason {
+	case "timeout":
+		return "killed: wall-clock limit reached (the session's limits.wall, or moat exec --wall)"
+	case "cpu":
+		return "killed" + sig + ": CPU-time limit reached (the session's limits.cpu)"
+	case "memory":
+		return "killed" + sig + ": memory limit reached (the session's limits.memory)"
+	case "pids":
+		return fmt.Sprintf("command failed (exit %d%s) after the process limit refused forks (the session's limits.pids)", r.ExitCode, sig)
+	case "output":
+		return "killed: output limit reached (the session's limits.output)"
+	case "file_size":
+		return "killed" + sig + ": file-size limit reached (the session's limits.file_size)"
+	case "disk":
+		return fmt.Sprintf("command failed (exit %d%s) after the disk limit was reached (the session's limits.disk)", r.ExitCode, sig)
+	case "killed":
+		return "killed: the command was interrupted"
+	case "signal":
+		return "command died of signal" + sig
+	case "budget":
+		return "ended: a budget of the session's policy is spent"
+	case "seccomp_kill":
+		return "command killed by the seccomp profile (SIGSYS): it made a system call the profile kills or traps on"
+	}
+	return "command ended: " + r.Reason
 }
 
 func cmdPs(args []string, stdout, stderr io.Writer) int {
