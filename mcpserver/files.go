@@ -74,7 +74,12 @@ func fileError(err error) string {
 	case errors.Is(err, daemon.ErrNoFile):
 		return err.Error() + " (list_files shows what exists)"
 	case errors.Is(err, daemon.ErrProtected):
-		return err.Error() + ": host tools run or read it, so the sandbox may not write it; ask the user to change it"
+		// The daemon's error already says why the path is protected.
+		msg := err.Error()
+		if !strings.HasSuffix(msg, "host tools run or read it") {
+			msg += ": host tools run or read it"
+		}
+		return msg + ", so the sandbox may not write it; ask the user to change it"
 	}
 	return err.Error()
 }

@@ -314,7 +314,10 @@ func TestFiles(t *testing.T) {
 func TestProtectedPath(t *testing.T) {
 	e := start(t, setup{})
 	os.MkdirAll(filepath.Join(e.ws, ".git", "hooks"), 0o755)
-	e.fails(t, "write_file", map[string]any{"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}, "protected")
+	text := e.fails(t, "write_file", map[string]any{"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}, "protected", "so the sandbox may not write it")
+	if n := strings.Count(text, "host tools run or read it"); n != 1 {
+		t.Errorf("the reason is given %d times: %q", n, text)
+	}
 	e.ok(t, "write_file", map[string]any{"path": "src/ok.sh", "content": "#!/bin/sh\n"}, "wrote")
 }
 
