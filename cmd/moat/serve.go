@@ -128,6 +128,23 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moat serve: --approval-timeout must be positive")
 		return 2
 	}
+	// The daemon takes a value of 0 or less as "the default": a flag
+	// that asks for one must not be silently replaced.
+	for _, d := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"max-sessions", *maxSessions <= 0, "a number of sessions, 1 or more"},
+		{"ttl", *ttl <= 0, "a positive duration such as 2h"},
+		{"idle-timeout", *idle <= 0, "a positive duration such as 15m"},
+		{"drain", *drain < 0, "a duration such as 30s, or 0 to kill running commands at once"},
+	} {
+		if d.bad {
+			fmt.Fprintf(stderr, "moat serve: --%s %s: want %s\n", d.name, fs.Lookup(d.name).Value, d.want)
+			return 2
+		}
+	}
 	state, err := workspace.StateDir()
 	if err != nil {
 		return fail(err)

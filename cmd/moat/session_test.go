@@ -162,6 +162,11 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"serve", "--socket-mode", "9"},
 		{"serve", "extra"},
 		{"serve", "--tenant-memory", "lots"},
+		// The daemon would take these as its defaults.
+		{"serve", "--max-sessions", "-1"},
+		{"serve", "--ttl", "-1h"},
+		{"serve", "--idle-timeout", "0s"},
+		{"serve", "--drain", "-5s"},
 	} {
 		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
 			t.Errorf("moat %q: %d %q", args, code, errs)
