@@ -133,6 +133,17 @@ func TestMalformedPolicies(t *testing.T) {
 	}
 }
 
+// moat mcp locates a policy's problems in the file, not in "policy" (the
+// name the daemon gives the document it is sent).
+func TestMCPPolicyErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.toml"), []byte("[limits]\npids = -5\n"), 0o644)
+	code, _, errs := moat(t, dir, "mcp", "--policy", "p.toml")
+	if code != exitMoatError || !strings.Contains(errs, "p.toml:2: limits.pids") {
+		t.Errorf("code %d err %q", code, errs)
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	ws := t.TempDir()
 	for _, args := range [][]string{

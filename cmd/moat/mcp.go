@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
 	"github.com/moatbox/moat/mcpserver"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -46,7 +48,18 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
 		return 2
 	}
+	// The daemon names the policy it was sent "policy": its problems are
+	// located in the file they came from.
+	policyName := *policyFile
 	fail := func(err error) int {
+		var pe *policy.Errors
+		if policyName != "" && errors.As(err, &pe) {
+			for _, fe := range *pe {
+				if fe.File == "policy" {
+					fe.File = policyName
+				}
+			}
+		}
 		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
 		return exitMoatError
 	}
@@ -68,6 +81,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if _, err := loadTrusted(local); err != nil {
 				return fail(err)
 			}
+			policyName = local
 			if doc, err = os.ReadFile(local); err != nil {
 				return fail(fmt.Errorf("policy: %w", err))
 			}
