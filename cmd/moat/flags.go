@@ -85,7 +85,7 @@ func limitFlags(o *policy.Overrides) []struct {
 		{"wall", "wall-clock limit, a `DURATION` (e.g. 90s, 10m, or plain seconds)", &o.Wall},
 		{"cpu-time", "CPU-time limit per process, a `DURATION` (RLIMIT_CPU; e.g. 2s, 5m)", &o.CPUTime},
 		{"memory", "memory limit of the whole sandbox, a `SIZE` (cgroup; e.g. 512M, 2GiB)", &o.Memory},
-		{"pids", "the maximum number of processes, `N` (cgroup)", &o.Pids},
+		{"pids", "the maximum number of processes and threads, `N` (cgroup; RLIMIT_NPROC without one)", &o.Pids},
 		{"cpus", "CPU quota in `CPUS` (cgroup; e.g. 0.5, 2)", &o.CPUs},
 		{"open-files", "the maximum number of open files per process, `N` (RLIMIT_NOFILE)", &o.OpenFiles},
 		{"file-size", "maximum `SIZE` of a written file (RLIMIT_FSIZE; e.g. 1G)", &o.FileSize},
