@@ -291,6 +291,10 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	case "pids":
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit of %d refused forks (raise with --pids)", r.ExitCode, sig, p.Limits.Pids)
 	case "output":
+		if r.Signal == nil {
+			// The command ended on its own as moat went to kill it.
+			return fmt.Sprintf("output limit of %s reached: what the command wrote past it was dropped; it exited with status %d (raise with --output)", p.Limits.Output, r.ExitCode)
+		}
 		return fmt.Sprintf("killed: output limit of %s reached (raise with --output)", p.Limits.Output)
 	case "file_size":
 		return fmt.Sprintf("killed%s: file-size limit of %s reached (raise with --file-size)", sig, p.Limits.FileSize)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // startServe runs `moat serve` (this test binary as moat) on a socket in
@@ -211,5 +213,21 @@ func TestExecSummary(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s: %q lacks %q", reason, got, want)
 		}
+	}
+}
+
+// A command that ended on its own as the output limit was reached was
+// not killed: the line says what was dropped and the status it gave.
+func TestOutputSummaryWithoutKill(t *testing.T) {
+	p := policy.Default()
+	sig := "SIGKILL"
+	if got := summary(&sandbox.Report{Reason: "output", ExitCode: 137, Signal: &sig}, p); !strings.HasPrefix(got, "killed: output limit") {
+		t.Errorf("killed: %q", got)
+	}
+	if got := summary(&sandbox.Report{Reason: "output", ExitCode: 0}, p); strings.Contains(got, "killed") || !strings.Contains(got, "exited with status 0") {
+		t.Errorf("not killed: %q", got)
+	}
+	if got := execSummary(&client.ExitReport{Reason: "output", ExitCode: 0}); strings.Contains(got, "killed") || !strings.Contains(got, "exited with status 0") {
+		t.Errorf("exec, not killed: %q", got)
 	}
 }

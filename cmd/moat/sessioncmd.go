@@ -274,6 +274,9 @@ func execSummary(r *client.ExitReport) string {
 	case "pids":
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit refused forks (the session's limits.pids)", r.ExitCode, sig)
 	case "output":
+		if r.Signal == "" {
+			return fmt.Sprintf("output limit reached (the session's limits.output): what the command wrote past it was dropped; it exited with status %d", r.ExitCode)
+		}
 		return "killed: output limit reached (the session's limits.output)"
 	case "file_size":
 		return "killed" + sig + ": file-size limit reached (the session's limits.file_size)"
