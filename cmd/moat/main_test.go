@@ -105,6 +105,36 @@ func TestJSONReportIsLastLine(t *testing.T) {
 	}
 }
 
+// A command that puts a link where --report goes does not lead moat's
+// write of the report to the file the link names; a report path that
+// cannot be written refuses the run before the command starts.
+func TestReportFileNotFollowedOutOfTheWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("original\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := moat(t, ws, "run", "--report", "report.json", "--", "sh", "-c", "ln -sf "+victim+" report.json")
+	if code != 0 {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "original\n" {
+		t.Errorf("the report was written through the command's link: %q", b)
+	}
+	code, _, errs = moat(t, ws, "run", "--report", filepath.Join(ws, "none", "r.json"), "--", "touch", "ran")
+	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "--report") {
+		t.Errorf("an unwritable --report: code %d, ran: %v, err %q", code, err == nil, errs)
+	}
+	report := filepath.Join(ws, "r.json")
+	os.WriteFile(report, bytes.Repeat([]byte("x"), 1<<16), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--report", report, "--", "true"); code != 0 {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	if b, _ := os.ReadFile(report); !json.Valid(b) {
+		t.Errorf("a longer old report is not replaced whole: %d bytes", len(b))
+	}
+}
+
 func TestMalformedPolicies(t *testing.T) {
 	cases := []struct {
 		name, toml string

@@ -187,6 +187,20 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		auditFn = func(e egress.Event) { aw.Write(sandbox.NetworkRecord(e)) }
 	}
 
+	// The report file is opened now, before the command runs, and written
+	// through this descriptor: the command may write where it goes (the
+	// workspace), and a link it put there would lead moat's write, by
+	// name after the run and with moat's rights, to any file. A path that
+	// cannot be written is refused before anything runs, as --audit's is.
+	var reportOut *os.File
+	if f.reportFile != "" {
+		if reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+			fmt.Fprintf(stderr, "moat: --report: %v\n", err)
+			return exitMoatError
+		}
+		defer reportOut.Close()
+	}
+
 	req := &sandbox.Request{
 		Audit:         auditFn,
 		Policy:        p,
@@ -263,8 +277,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "moat: changes kept in change set %s: review with `moat diff %s`, then `moat apply %s` or `moat discard %s`\n", name, name, name, name)
 	}
-	if f.reportFile != "" {
-		if err := writeReport(f.reportFile, rep); err != nil {
+	if reportOut != nil {
+		if err := writeReport(reportOut, rep); err != nil {
 			fmt.Fprintf(stderr, "moat: write report: %v\n", err)
 		}
 	}
@@ -312,12 +326,17 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	return "run ended: " + r.Reason
 }
 
-func writeReport(path string, r *sandbox.Report) error {
+// writeReport replaces the content of f, opened before the run, with r.
+func writeReport(f *os.File, r *sandbox.Report) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.WriteAt(append(b, '\n'), 0)
+	return err
 }
 
 func cmdPolicy(args []string, stdout, stderr io.Writer) int {
