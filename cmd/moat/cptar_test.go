@@ -43,6 +43,19 @@ func TestCpDirectories(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(back, "copy/sub/a")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode: %v %v", fi, err)
 	}
+	// A file copied back over a link the session made replaces the link.
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("original"), 0o644)
+	os.Symlink(victim, filepath.Join(dir, "out.txt"))
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":in/copy/sub/a", filepath.Join(dir, "out.txt")); code != 0 {
+		t.Fatalf("cp of a file from the session: %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "original" {
+		t.Errorf("the file was written through the link: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out.txt")); string(b) != "alpha" {
+		t.Errorf("copied file: %q", b)
+	}
 	if code, _, errs := moat(t, dir, "cp", "--socket", sock, "/nonexistent-dir", id+":x"); code != exitMoatError || !strings.Contains(errs, "nonexistent") {
 		t.Errorf("cp of a missing host path: %d %q", code, errs)
 	}

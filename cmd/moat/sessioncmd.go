@@ -366,7 +366,7 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 			stdout.Write(data)
 			return 0
 		}
-		if err := os.WriteFile(dst, data, 0o644); err != nil {
+		if err := writeNotThroughLink(dst, data); err != nil {
 			fmt.Fprintf(stderr, "moat cp: %v\n", err)
 			return exitMoatError
 		}
@@ -391,4 +391,29 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 		return apiFail(stderr, "cp", err, "")
 	}
 	return 0
+}
+
+// writeNotThroughLink writes data to the file dst. As for a directory's
+// entries (cpDirFrom), a link of that name is replaced, not written
+// through: a direct session's commands write where dst may be, and a link
+// they put there would carry what they wrote to any file of the caller's.
+func writeNotThroughLink(dst string, data []byte) error {
+	if fi, err := os.Lstat(dst); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if st, err := os.Stat(dst); err == nil && st.IsDir() {
+			return fmt.Errorf("open %s: is a directory", dst) // as before: not replaced
+		}
+		if err := os.Remove(dst); err != nil {
+			return err
+		}
+	}
+	// O_NOFOLLOW: a link made again since is refused, not followed.
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
