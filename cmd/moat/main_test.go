@@ -125,6 +125,14 @@ func TestReportFileNotFollowedOutOfTheWorkspace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "--report") {
 		t.Errorf("an unwritable --report: code %d, ran: %v, err %q", code, err == nil, errs)
 	}
+	// The link the first run left is refused, not followed, by the next.
+	code, _, errs = moat(t, ws, "run", "--report", "report.json", "--", "touch", "ran")
+	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "symbolic link") {
+		t.Errorf("--report at a link: code %d, ran: %v, err %q", code, err == nil, errs)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "original\n" {
+		t.Errorf("the next run's report was written through the link: %q", b)
+	}
 	report := filepath.Join(ws, "r.json")
 	os.WriteFile(report, bytes.Repeat([]byte("x"), 1<<16), 0o644)
 	if code, _, errs := moat(t, ws, "run", "--report", report, "--", "true"); code != 0 {

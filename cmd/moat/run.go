@@ -190,11 +190,17 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// The report file is opened now, before the command runs, and written
 	// through this descriptor: the command may write where it goes (the
 	// workspace), and a link it put there would lead moat's write, by
-	// name after the run and with moat's rights, to any file. A path that
-	// cannot be written is refused before anything runs, as --audit's is.
+	// name after the run and with moat's rights, to any file. For the same
+	// reason a link at that name, which an earlier run may have made, is
+	// refused rather than followed. A path that cannot be written is
+	// refused before anything runs, as --audit's is.
 	var reportOut *os.File
 	if f.reportFile != "" {
-		if reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+		reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+		if errors.Is(err, syscall.ELOOP) {
+			err = fmt.Errorf("%s is a symbolic link, which moat does not write through (a command run in the workspace could have made it); remove it or name another file", f.reportFile)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "moat: --report: %v\n", err)
 			return exitMoatError
 		}
