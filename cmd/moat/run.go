@@ -292,7 +292,20 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stdout, "\n%s\n", b)
 	}
-	return rep.ExitCode
+	return cutStatus(rep.Reason, rep.ExitCode)
+}
+
+// cutStatus is moat's exit status for a command that ended with reason
+// and status code: a run whose output the limit cut never exits 0, so
+// that a script does not take the cut output for the whole. Whether the
+// command was still alive when moat killed it for the limit is a race;
+// one that had already ended with 0 gets 137, as if the kill had come
+// first. The report keeps the command's own status.
+func cutStatus(reason string, code int) int {
+	if reason == "output" && code == 0 {
+		return 137
+	}
+	return code
 }
 
 // summary is the one-line human account of a run that did not simply end.
@@ -313,7 +326,7 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	case "output":
 		if r.Signal == nil {
 			// The command ended on its own as moat went to kill it.
-			return fmt.Sprintf("output limit of %s reached: what the command wrote past it was dropped; it exited with status %d (raise with --output)", p.Limits.Output, r.ExitCode)
+			return fmt.Sprintf("output limit of %s reached: what the command wrote past it was dropped; it exited with status %d%s (raise with --output)", p.Limits.Output, r.ExitCode, cutNote(r.ExitCode))
 		}
 		return fmt.Sprintf("killed: output limit of %s reached (raise with --output)", p.Limits.Output)
 	case "file_size":
@@ -376,4 +389,13 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(b)
 	return 0
+}
+
+// cutNote says, for a command that ended on its own with status code as
+// its output was cut, what moat exits with instead (cutStatus).
+func cutNote(code int) string {
+	if code == 0 {
+		return ", and moat exits 137 so that the cut output is not taken for the whole"
+	}
+	return ""
 }

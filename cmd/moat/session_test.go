@@ -230,4 +230,14 @@ func TestOutputSummaryWithoutKill(t *testing.T) {
 	if got := execSummary(&client.ExitReport{Reason: "output", ExitCode: 0}); strings.Contains(got, "killed") || !strings.Contains(got, "exited with status 0") {
 		t.Errorf("exec, not killed: %q", got)
 	}
+	// Never 0 with the output cut; any other status, and any other
+	// reason's 0, as the command gave it.
+	for _, c := range []struct {
+		reason     string
+		code, want int
+	}{{"output", 0, 137}, {"output", 3, 3}, {"output", 137, 137}, {"exit", 0, 0}} {
+		if got := cutStatus(c.reason, c.code); got != c.want {
+			t.Errorf("cutStatus(%s, %d) = %d, want %d", c.reason, c.code, got, c.want)
+		}
+	}
 }

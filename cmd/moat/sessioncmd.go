@@ -253,7 +253,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
 	}
 	printRulesRefused(stderr, rep.Denials)
-	return rep.ExitCode
+	return cutStatus(rep.Reason, rep.ExitCode)
 }
 
 // execSummary is the one-line account of a session command that did not
@@ -275,7 +275,7 @@ func execSummary(r *client.ExitReport) string {
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit refused forks (the session's limits.pids)", r.ExitCode, sig)
 	case "output":
 		if r.Signal == "" {
-			return fmt.Sprintf("output limit reached (the session's limits.output): what the command wrote past it was dropped; it exited with status %d", r.ExitCode)
+			return fmt.Sprintf("output limit reached (the session's limits.output): what the command wrote past it was dropped; it exited with status %d%s", r.ExitCode, cutNote(r.ExitCode))
 		}
 		return "killed: output limit reached (the session's limits.output)"
 	case "file_size":
