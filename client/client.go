@@ -33,6 +33,10 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	// OnApproval, when set, is told of each pending approval a command
+	// run by Exec or Interactive waits for (Event.Approval). Set it
+	// before the first call.
+	OnApproval func(Approval)
 }
 
 // DefaultSocket is where `moat serve` listens when not told: $MOAT_SOCKET,
@@ -204,12 +208,13 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return readEvents(resp.Body, stdout, stderr)
+	return c.readEvents(resp.Body, stdout, stderr)
 }
 
-// readEvents copies an exec's output events to stdout and stderr, and
-// returns its last event's report or error.
-func readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
+// readEvents copies an exec's output events to stdout and stderr, tells
+// c.OnApproval of its approvals, and returns its last event's report or
+// error.
+func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -223,6 +228,11 @@ func readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
 		case ev.Error != nil:
 			ev.Error.Status = http.StatusOK
 			return nil, ev.Error
+		case ev.Approval != nil:
+			if c.OnApproval != nil {
+				c.OnApproval(*ev.Approval)
+			}
+			continue
 		}
 		w := stdout
 		if ev.Stream == "stderr" {

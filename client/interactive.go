@@ -53,7 +53,7 @@ func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, s
 			return
 		}
 		defer resp.Body.Close()
-		x.rep, x.err = readEvents(resp.Body, stdout, stderr)
+		x.rep, x.err = c.readEvents(resp.Body, stdout, stderr)
 	}()
 	if err := x.send(first); err != nil {
 		<-x.done

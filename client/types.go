@@ -79,13 +79,18 @@ type ExecRequest struct {
 }
 
 // Event is one line of an exec's NDJSON stream: output (Stream and Data,
-// or DataBase64 when the bytes are not UTF-8), then, last, Exit or Error.
+// or DataBase64 when the bytes are not UTF-8), or an Approval the command
+// waits for, then, last, Exit or Error.
 type Event struct {
-	Stream     string      `json:"stream,omitempty"` // "stdout" or "stderr"
-	Data       string      `json:"data,omitempty"`
-	DataBase64 []byte      `json:"data_base64,omitempty"`
-	Exit       *ExitReport `json:"exit,omitempty"`
-	Error      *Error      `json:"error,omitempty"`
+	Stream     string `json:"stream,omitempty"` // "stdout" or "stderr"
+	Data       string `json:"data,omitempty"`
+	DataBase64 []byte `json:"data_base64,omitempty"`
+	// Approval is a pending approval an ask of the command made: the
+	// command waits until a person answers it (moat approve ID) or its
+	// time runs out.
+	Approval *Approval   `json:"approval,omitempty"`
+	Exit     *ExitReport `json:"exit,omitempty"`
+	Error    *Error      `json:"error,omitempty"`
 }
 
 // ExitReport is how a command ended: the parts of the run report a client

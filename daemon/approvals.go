@@ -148,7 +148,7 @@ func (s *Session) approver() sandbox.Approver {
 	if !s.m.cfg.Approvals {
 		return nil
 	}
-	return queueApprover{s}
+	return queueApprover{s: s}
 }
 
 // Approver is the session's pending approvals as an Approver (what an
@@ -159,7 +159,10 @@ func (s *Session) Approver() sandbox.Approver { return s.approver() }
 
 // queueApprover makes each ask a pending approval of its session and
 // waits for the answer.
-type queueApprover struct{ s *Session }
+type queueApprover struct {
+	s       *Session
+	pending func(*Approval) // told of each pending approval made (ExecRequest.OnPending)
+}
 
 // Name is the approver's name in decision records: the answer came
 // through the daemon's API (the approval record says who gave it).
@@ -171,13 +174,14 @@ func (q queueApprover) Approve(ctx context.Context, a harness.Action, d harness.
 }
 
 func (q queueApprover) ApproveScoped(ctx context.Context, a harness.Action, d harness.Decision) (*harness.Grant, error) {
-	return q.s.m.wait(ctx, q.s, a, d)
+	return q.s.m.wait(ctx, q.s, a, d, q.pending)
 }
 
 // wait makes a pending approval of a, asked about with d in s, and waits
 // for its answer, its timeout, ctx or the session's end; when s or its
-// tenant has too many pending already, it refuses a at once.
-func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harness.Decision) (*harness.Grant, error) {
+// tenant has too many pending already, it refuses a at once. notify, if
+// not nil, is told of the pending approval before the wait.
+func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harness.Decision, notify func(*Approval)) (*harness.Grant, error) {
 	now := time.Now()
 	timeout := m.cfg.ApprovalTimeout
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) < timeout {
@@ -214,6 +218,9 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 	m.log.Info("approval pending", "approval", p.ID, "session", s.ID, "tenant", s.Tenant.ID, "rule", p.Rule)
 	if m.cfg.ApprovalWebhook != "" {
 		go m.notify(p)
+	}
+	if notify != nil {
+		notify(p)
 	}
 
 	timer := time.NewTimer(timeout)

@@ -74,6 +74,10 @@ type ExecRequest struct {
 	// nil means the daemon's pending approvals (Config.Approvals), or,
 	// without them, nobody: an ask then refuses it.
 	Approver sandbox.Approver
+	// OnPending, when set and the daemon's pending approvals answer this
+	// command's asks (Approver nil), is told of each pending approval
+	// they make, before it waits: a client can say what it waits for.
+	OnPending func(*Approval)
 	// Tty gives the command a terminal of Rows by Cols (Exec only);
 	// Resize, if not nil, carries its new sizes while it runs.
 	Tty        bool

@@ -437,12 +437,11 @@ func (s *Session) withApprover(req *ExecRequest) *ExecRequest {
 	if req.Approver != nil {
 		return req
 	}
-	ap := s.approver()
-	if ap == nil {
+	if s.approver() == nil {
 		return req
 	}
 	r := *req
-	r.Approver = ap
+	r.Approver = queueApprover{s: s, pending: req.OnPending}
 	return &r
 }
 

@@ -400,3 +400,32 @@ func TestTokenRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestExecStreamsItsApproval: an exec whose ask waits for a person says
+// so in its stream, with the pending approval's id, and the client is
+// told before the command goes on; answering that id lets it run. The
+// control: an exec without an ask tells the client nothing.
+func TestExecStreamsItsApproval(t *testing.T) {
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	c := client.Unix(d.sock)
+	defer c.Close()
+	var told []client.Approval
+	c.OnApproval = func(a client.Approval) {
+		told = append(told, a)
+		if err := d.c.Approve(context.Background(), a.ID, &client.ApproveRequest{}); err != nil {
+			t.Errorf("approve %s: %v", a.ID, err)
+		}
+	}
+	out, _, rep := run(t, c, s.ID, &client.ExecRequest{Args: []string{"echo", "ship", "it"}})
+	if out != "ship it\n" || rep.ExitCode != 0 {
+		t.Fatalf("approved exec: %q %+v", out, rep)
+	}
+	if len(told) != 1 || !slices.Equal(told[0].Command, []string{"echo", "ship", "it"}) || told[0].Rule == "" || told[0].Session != s.ID {
+		t.Errorf("told %+v, want the one approval of echo ship it", told)
+	}
+	told = nil
+	if out, _, _ := run(t, c, s.ID, &client.ExecRequest{Args: []string{"echo", "plain"}}); out != "plain\n" || len(told) != 0 {
+		t.Errorf("an exec without an ask: %q, told %+v", out, told)
+	}
+}

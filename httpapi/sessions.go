@@ -136,6 +136,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) e
 	if req.Stdin != "" {
 		stdio.Stdin = strings.NewReader(req.Stdin)
 	}
+	// An ask that waits for a person says so in the stream, with what
+	// answers it.
+	dreq.OnPending = func(p *daemon.Approval) { st.send(&client.Event{Approval: s.approvalJSON(p)}) }
 	start := time.Now()
 	rep, err := sess.Exec(r.Context(), dreq, stdio)
 	s.metrics.observeExec(time.Since(start), rep)
