@@ -446,7 +446,18 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 	var out []Conflict
 	add := func(p, reason string) { out = append(out, Conflict{Path: p, Reason: reason}) }
 	since := c.meta.Created.Local().Format("2006-01-02 15:04:05")
+	// Paths whose workspace entry the selection removes or retypes: what
+	// is below them is created afresh, and their own check covers what the
+	// host may have changed there. Looking below one would follow a
+	// workspace symlink the change set replaces.
+	var removed []string
 	for _, ch := range sel {
+		if matchPrefix(removed, ch.Path) {
+			continue
+		}
+		if ch.Kind == Deleted || ch.Kind == TypeChanged {
+			removed = append(removed, ch.Path)
+		}
 		if ch.Type == Special || (ch.Type == Dir && (ch.Kind == ModeChanged || ch.Kind == Replaced)) {
 			continue
 		}

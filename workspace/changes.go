@@ -113,7 +113,7 @@ func (c *ChangeSet) Changes() ([]Change, error) {
 	}
 	// A copy hides nothing, but what it lacks was deleted: it is read as
 	// one opaque directory, without Replaced entries.
-	if err := w.dir("", c.meta.Copy); err != nil {
+	if err := w.dir("", c.meta.Copy, true); err != nil {
 		return nil, err
 	}
 	return w.out, nil
@@ -144,8 +144,12 @@ func (w *walker) upperPath(rel string) string { return filepath.Join(w.upper, fi
 func (w *walker) lowerPath(rel string) string { return filepath.Join(w.lower, filepath.FromSlash(rel)) }
 
 // dir lists the changes below rel; opaque says that the workspace's
-// entries below rel are hidden from the merged view.
-func (w *walker) dir(rel string, opaque bool) error {
+// entries below rel are hidden from the merged view, and lowerDir that the
+// workspace has a directory at rel, reached with no symlink on the way.
+// Without one nothing of the workspace is below rel: a symlink there
+// (which the upper directory replaced) is never followed, since it may
+// lead out of the workspace, to files the command could not read.
+func (w *walker) dir(rel string, opaque, lowerDir bool) error {
 	entries, err := readDirNames(w.upperPath(rel))
 	if err != nil {
 		return fmt.Errorf("changes: %w", err)
@@ -154,7 +158,7 @@ func (w *walker) dir(rel string, opaque bool) error {
 	for _, name := range entries {
 		inUpper[name] = true
 	}
-	if opaque {
+	if opaque && lowerDir {
 		lowerNames, err := readDirNames(w.lowerPath(rel))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotDir) {
 			return fmt.Errorf("changes: %w", err)
@@ -174,7 +178,7 @@ func (w *walker) dir(rel string, opaque bool) error {
 			}
 			continue
 		}
-		if err := w.entry(p, opaque); err != nil {
+		if err := w.entry(p, opaque, lowerDir); err != nil {
 			return err
 		}
 	}
@@ -236,7 +240,9 @@ func typeOf(fi fs.FileInfo) Type {
 	return Special
 }
 
-func (w *walker) entry(p string, opaqueAbove bool) error {
+// entry lists the changes at p and below; lowerParent is dir's lowerDir
+// for p's parent.
+func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 	up := w.upperPath(p)
 	ufi, err := os.Lstat(up)
 	if err != nil {
@@ -245,11 +251,14 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 	if err := checkOverlayFeatures(up, ufi); err != nil {
 		return err
 	}
-	lfi, err := os.Lstat(w.lowerPath(p))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		lfi = nil
-	} else if err != nil {
-		return fmt.Errorf("changes: %w", err)
+	var lfi fs.FileInfo
+	if lowerParent {
+		lfi, err = os.Lstat(w.lowerPath(p))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			lfi = nil
+		} else if err != nil {
+			return fmt.Errorf("changes: %w", err)
+		}
 	}
 	if overlay.IsWhiteout(ufi) {
 		if lfi != nil {
@@ -293,7 +302,7 @@ func (w *walker) entry(p string, opaqueAbove bool) error {
 		if ch.Kind != "" {
 			w.out = append(w.out, ch)
 		}
-		return w.dir(p, opaque)
+		return w.dir(p, opaque, lfi != nil && lfi.IsDir())
 	case Symlink:
 		if ch.Target, err = os.Readlink(up); err != nil {
 			return fmt.Errorf("changes: %w", err)
@@ -366,6 +375,12 @@ func (w *walker) lstatMerged(rel string) (fs.FileInfo, string) {
 			}
 			if opaque, _ := isOpaque(w.upperPath(p)); opaque {
 				lowerVisible = false
+			}
+			// Nor is what a workspace symlink here leads to.
+			if lowerVisible {
+				if lfi, err := os.Lstat(w.lowerPath(p)); err != nil || !lfi.IsDir() {
+					lowerVisible = false
+				}
 			}
 			continue
 		}

@@ -108,3 +108,54 @@ func TestIsBinary(t *testing.T) {
 		t.Error("truncated rune counted as binary")
 	}
 }
+
+// A workspace symlink that the command replaced with a directory is not
+// followed: what it leads to (outside the workspace, where the command
+// could not read) is neither compared, nor listed as deleted, nor shown
+// in the diff, and Apply replaces the link with the directory. The
+// workspace's real directory "plain" is the control: its old content is
+// shown.
+func TestChangesNeverFollowWorkspaceSymlinks(t *testing.T) {
+	root := t.TempDir()
+	outside := filepath.Join(root, "secret")
+	tree(t, outside, map[string]string{"key": "TOPSECRET outside\n", "other": "TOPSECRET other\n"})
+	tree(t, filepath.Join(root, "ws"), map[string]string{"plain/key": "TOPSECRET plain\n", "abs": "-> " + outside, "rel": "-> ../secret"})
+	c, err := (&Store{Dir: filepath.Join(root, "state")}).Create(filepath.Join(root, "ws"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := c.UpperDir()
+	tree(t, up, map[string]string{"abs/key": "mine\n", "rel/": "", "plain/key": "mine\n"})
+	opaque(t, filepath.Join(up, "rel"))
+
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"type dir abs", "added file abs/key", "modified file plain/key", "type dir rel"}
+	if got := summarize(changes); !reflect.DeepEqual(got, want) {
+		t.Errorf("changes:\n got %q\nwant %q", got, want)
+	}
+	diff := render(t, c, Unified)
+	if !strings.Contains(diff, "-TOPSECRET plain") {
+		t.Errorf("the control's old content is not in the diff:\n%s", diff)
+	}
+	if strings.Contains(diff, "outside") || strings.Contains(diff, "other") {
+		t.Errorf("the diff shows what a workspace symlink leads to:\n%s", diff)
+	}
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{
+		"ws/abs/key": "mine\n", "ws/plain/key": "mine\n",
+		"secret/key": "TOPSECRET outside\n", "secret/other": "TOPSECRET other\n",
+	} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(c.Workspace()), p))
+		if err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", p, b, err, want)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(c.Workspace(), "rel")); err != nil || !fi.IsDir() {
+		t.Errorf("rel after apply: %v, %v; want a directory", fi, err)
+	}
+}
