@@ -379,10 +379,10 @@ func (e *hostEdit) Error() string {
 }
 func (e *hostEdit) Unwrap() error { return ErrConflict }
 
-// unchanged fails with a hostEdit when o's path is no longer what expect
-// saw.
-func (c *ChangeSet) unchanged(o op) error {
-	now, err := identOf(c.real(o.Path), o.Was.Tree != "")
+// unchanged fails with a hostEdit when o's path, reached as dst, is no
+// longer what expect saw.
+func (c *ChangeSet) unchanged(o op, dst string) error {
+	now, err := identOf(dst, o.Was.Tree != "")
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", o.Path, err)
 	}
@@ -621,37 +621,7 @@ func (c *ChangeSet) backups(plan []op) error {
 			continue
 		}
 		made = true
-		if err := os.MkdirAll(c.backupDir(), 0o700); err != nil {
-			return fmt.Errorf("apply backup: %w", err)
-		}
-		dst := filepath.Join(c.backupDir(), o.Backup)
-		src := c.real(o.Path)
-		// Checked before and after the copy: the backup is of the file
-		// the conflict check passed, which a rollback may put back.
-		if err := c.unchanged(o); err != nil {
-			return err
-		}
-		fi, err := os.Lstat(src)
-		if err != nil {
-			return fmt.Errorf("apply backup: %w", err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := os.Readlink(src)
-			if err == nil {
-				err = os.Symlink(target, dst)
-			}
-			if err != nil {
-				return fmt.Errorf("apply backup: %w", err)
-			}
-			if err := c.unchanged(o); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
-			return fmt.Errorf("apply backup: %w", err)
-		}
-		if err := c.unchanged(o); err != nil {
+		if err := c.backup(o); err != nil {
 			return err
 		}
 	}
@@ -661,14 +631,72 @@ func (c *ChangeSet) backups(plan []op) error {
 	return syncDir(c.backupDir())
 }
 
+func (c *ChangeSet) backup(o op) error {
+	if err := os.MkdirAll(c.backupDir(), 0o700); err != nil {
+		return fmt.Errorf("apply backup: %w", err)
+	}
+	dst := filepath.Join(c.backupDir(), o.Backup)
+	dir, err := c.parentOf(o.Path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	src := dir.join(path.Base(o.Path))
+	// Checked before and after the copy: the backup is of the file
+	// the conflict check passed, which a rollback may put back.
+	if err := c.unchanged(o, src); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return fmt.Errorf("apply backup: %w", err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := os.Readlink(src)
+		if err == nil {
+			err = os.Symlink(target, dst)
+		}
+		if err != nil {
+			return fmt.Errorf("apply backup: %w", err)
+		}
+		return c.unchanged(o, src)
+	}
+	if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
+		return fmt.Errorf("apply backup: %w", err)
+	}
+	return c.unchanged(o, src)
+}
+
+// parentOf opens the workspace directory that holds p, refusing a
+// symlink anywhere on its path, for an operation on p and its siblings
+// (the staged and the set-aside names). Done by name, an operation would
+// follow a symlink that the host put on the way after the conflict
+// check, and write, as root, wherever that leads. A symlink there is a
+// host edit.
+func (c *ChangeSet) parentOf(p string) (pinnedDir, error) {
+	d, err := pinDir(c.real(path.Dir(p)))
+	if errors.Is(err, syscall.ELOOP) {
+		return d, &hostEdit{path: p}
+	}
+	if err != nil {
+		return d, fmt.Errorf("apply %s: %w", p, err)
+	}
+	return d, nil
+}
+
 // do performs one operation on the workspace, each right after checking
 // that its path is still what the conflict check passed (see expect), and
 // returns, for a write, the ident of what it placed.
 func (c *ChangeSet) do(o op) (ident, error) {
-	dst := c.real(o.Path)
+	dir, err := c.parentOf(o.Path)
+	if err != nil {
+		return ident{}, err
+	}
+	defer dir.Close()
+	dst := dir.join(path.Base(o.Path))
 	switch o.Op {
 	case "mkdir":
-		if err := c.unchanged(o); err != nil {
+		if err := c.unchanged(o, dst); err != nil {
 			return ident{}, err
 		}
 		// mkdir(2) itself refuses a path the host created since.
@@ -678,10 +706,10 @@ func (c *ChangeSet) do(o op) (ident, error) {
 			}
 			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
 		}
-		chownLike(dst, filepath.Dir(dst))
+		chownLike(dst, dir.self())
 		return ident{}, os.Chmod(dst, o.Mode)
 	case "chmod":
-		if err := c.unchanged(o); err != nil {
+		if err := c.unchanged(o, dst); err != nil {
 			return ident{}, err
 		}
 		return ident{}, os.Chmod(dst, o.Mode)
@@ -700,7 +728,7 @@ func (c *ChangeSet) do(o op) (ident, error) {
 			}
 			return ident{}, &hostEdit{path: o.Path}
 		}
-		aside := c.real(o.Backup)
+		aside := dir.join(path.Base(o.Backup))
 		if err := os.Rename(dst, aside); err != nil {
 			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
 		}
@@ -711,15 +739,16 @@ func (c *ChangeSet) do(o op) (ident, error) {
 		}
 		return ident{}, nil
 	case "write":
-		owner := filepath.Dir(dst)
+		owner := dir.self()
 		if o.Backup != "" {
 			owner = dst
 		}
-		check := func() error { return c.unchanged(o) }
+		tmp := dir.join(path.Base(o.Tmp))
+		check := func() error { return c.unchanged(o, dst) }
 		if o.IsLink {
-			return place(c.real(o.Tmp), dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
+			return place(tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
 		}
-		return place(c.real(o.Tmp), dst, owner, !o.Was.Exists, check, func(tmp string) error {
+		return place(tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error {
 			return overlay.CopyFile(c.upperOf(o.Path), tmp, o.Mode, true)
 		})
 	}
@@ -788,7 +817,24 @@ func chownLike(p, like string) {
 // that is the newest version of the file, which the rollback must not
 // overwrite with the old one or delete.
 func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
-	dst := c.real(o.Path)
+	dir, err := c.parentOf(o.Path)
+	if he := (*hostEdit)(nil); errors.As(err, &he) {
+		return "the host put a symlink on its way while apply ran; it is left as it is", nil
+	}
+	if errors.Is(err, fs.ErrNotExist) && (o.Op != "write" || placed != nil || !o.Was.Exists) {
+		// The host removed its directory: what the operation did there
+		// went with it.
+		if placed != nil {
+			return "the host removed its directory after apply wrote it", nil
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
+	dst := dir.join(path.Base(o.Path))
+	sibling := func(rel string) string { return dir.join(path.Base(rel)) }
 	switch o.Op {
 	case "mkdir":
 		err := os.Remove(dst)
@@ -803,13 +849,13 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			return "", err
 		}
 	case "remove":
-		if _, err := os.Lstat(c.real(o.Backup)); err == nil {
-			err := renameNoReplace(c.real(o.Backup), dst)
+		if _, err := os.Lstat(sibling(o.Backup)); err == nil {
+			err := renameNoReplace(sibling(o.Backup), dst)
 			if errors.Is(err, errors.ErrUnsupported) {
 				if _, lerr := os.Lstat(dst); lerr == nil {
 					err = fs.ErrExist
 				} else {
-					err = os.Rename(c.real(o.Backup), dst)
+					err = os.Rename(sibling(o.Backup), dst)
 				}
 			}
 			if errors.Is(err, fs.ErrExist) {
@@ -818,7 +864,7 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			return "", err
 		}
 	case "write":
-		os.Remove(c.real(o.Tmp))
+		os.Remove(sibling(o.Tmp))
 		now, err := identOf(dst, false)
 		if err != nil {
 			return "", err
@@ -856,7 +902,7 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			}
 			make = func(tmp string) error { return os.Symlink(target, tmp) }
 		}
-		_, err = place(c.real(o.Tmp), dst, dst, false, check, make)
+		_, err = place(sibling(o.Tmp), dst, dst, false, check, make)
 		if he := (*hostEdit)(nil); errors.As(err, &he) {
 			return "changed on the host after apply wrote it; the host's version is kept", nil
 		}
@@ -905,13 +951,26 @@ func (c *ChangeSet) rollback(plan []op, last int, placed map[int]ident) error {
 // records the ctimes Apply left, and removes the journal.
 func (c *ChangeSet) finish(plan []op, placed map[int]ident) error {
 	for _, o := range plan {
-		if o.Op == "remove" {
-			if err := removeAll(c.real(o.Backup)); err != nil {
-				return fmt.Errorf("apply: remove %s: %w", o.Backup, err)
-			}
+		if o.Op != "remove" && o.Op != "write" {
+			continue
 		}
-		if o.Op == "write" {
-			os.Remove(c.real(o.Tmp))
+		// Through the directory itself: a symlink the host put on its
+		// way since leaves what is there (the host moved it).
+		dir, err := c.parentOf(o.Path)
+		if he := (*hostEdit)(nil); errors.As(err, &he) || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if o.Op == "remove" {
+			err = removeAll(dir.join(path.Base(o.Backup)))
+		} else {
+			os.Remove(dir.join(path.Base(o.Tmp)))
+		}
+		dir.Close()
+		if err != nil {
+			return fmt.Errorf("apply: remove %s: %w", o.Backup, err)
 		}
 	}
 	if err := c.settle(plan, func(i int) bool {

@@ -309,3 +309,68 @@ func TestApplyHostEditWhileApplying(t *testing.T) {
 		}
 	})
 }
+
+// A directory the host swaps for a symlink while Apply runs (here, right
+// before the operation on a path in it) is not followed: Apply stops
+// with a conflict and writes nothing where the link leads. Before, each
+// creation went through the link: as root, into any directory. The
+// control swaps nothing, and the same change set lands.
+func TestApplyNeverFollowsASwappedDirectory(t *testing.T) {
+	defer func() { testHookBeforeOp = nil }()
+	for _, tc := range []struct {
+		name  string
+		upper map[string]string
+		at    string
+		swap  bool
+	}{
+		{"new file", map[string]string{"sub/first": "1\n", "sub/new.txt": "evil\n"}, "sub/new.txt", true},
+		{"new directory", map[string]string{"sub/first": "1\n", "sub/newdir/": ""}, "sub/newdir", true},
+		{"control", map[string]string{"sub/first": "1\n", "sub/new.txt": "evil\n"}, "sub/new.txt", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := newSet(t, map[string]string{"sub/keep": "k\n"})
+			ws := c.Workspace()
+			outside := filepath.Join(filepath.Dir(ws), "outside")
+			if err := os.Mkdir(outside, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tree(t, c.UpperDir(), tc.upper)
+			reached := false
+			testHookBeforeOp = func(p string) {
+				if p != tc.at || reached {
+					return
+				}
+				reached = true
+				if !tc.swap {
+					return
+				}
+				if err := os.Rename(filepath.Join(ws, "sub"), filepath.Join(ws, "sub.real")); err != nil {
+					t.Error(err)
+				}
+				if err := os.Symlink(outside, filepath.Join(ws, "sub")); err != nil {
+					t.Error(err)
+				}
+			}
+			rep, err := c.Apply(nil, nil)
+			testHookBeforeOp = nil
+			if !reached {
+				t.Fatalf("no operation on %s", tc.at)
+			}
+			if !tc.swap {
+				if err != nil {
+					t.Fatalf("apply: %v %+v", err, rep)
+				}
+				if b, err := os.ReadFile(filepath.Join(ws, "sub/new.txt")); err != nil || string(b) != "evil\n" {
+					t.Errorf("sub/new.txt: %q, %v", b, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrConflict) || len(rep.Conflicts) == 0 || rep.Conflicts[0].Path != tc.at {
+				t.Errorf("apply: %v, %+v; want a conflict on %s", err, rep, tc.at)
+			}
+			if names, _ := os.ReadDir(outside); len(names) != 0 {
+				t.Errorf("apply wrote through the symlink: %v", names)
+			}
+		})
+	}
+}

@@ -119,3 +119,39 @@ func renameNoReplace(oldpath, newpath string) error {
 	}
 	return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 }
+
+// pinnedDir is a workspace directory that Apply opened with no symlink
+// on its path (see ChangeSet.parentOf). Its path names the directory
+// opened, through /proc/self/fd, wherever it is now: a name the host
+// swaps for a symlink afterwards does not redirect what is done there.
+type pinnedDir struct {
+	f    *os.File
+	path string
+}
+
+// pinDir opens the directory at the absolute path p, refusing (ELOOP) a
+// symlink on any component of p.
+func pinDir(p string) (pinnedDir, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 10; try++ {
+		fd, err = unix.Openat2(unix.AT_FDCWD, p, &how)
+	}
+	if err != nil {
+		return pinnedDir{}, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return pinnedDir{f: os.NewFile(uintptr(fd), p), path: fmt.Sprintf("/proc/self/fd/%d", fd)}, nil
+}
+
+// join names the entry name of the directory.
+func (d pinnedDir) join(name string) string { return d.path + "/" + name }
+
+// self names the directory itself, for Lstat (its path alone is the
+// magic link in /proc).
+func (d pinnedDir) self() string { return d.path + "/." }
+
+func (d pinnedDir) Close() {
+	if d.f != nil {
+		d.f.Close()
+	}
+}

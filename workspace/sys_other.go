@@ -31,3 +31,10 @@ func flock(*os.File) error                                    { return errNotLin
 func blocksOf(fi fs.FileInfo) (int64, uint64, uint64, uint64) { return fi.Size(), 0, 0, 1 }
 func renameNoReplace(string, string) error                    { return errors.ErrUnsupported }
 func xattr(string, string) (string, error)                    { return "", errNotLinux }
+
+type pinnedDir struct{ path string }
+
+func pinDir(p string) (pinnedDir, error)    { return pinnedDir{p}, nil }
+func (d pinnedDir) join(name string) string { return d.path + "/" + name }
+func (d pinnedDir) self() string            { return d.path }
+func (d pinnedDir) Close()                  {}
