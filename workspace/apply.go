@@ -707,12 +707,12 @@ func (c *ChangeSet) do(o op) (ident, error) {
 			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
 		}
 		chownLike(dst, dir.self())
-		return ident{}, os.Chmod(dst, o.Mode)
+		return ident{}, chmodOp(o, dst)
 	case "chmod":
 		if err := c.unchanged(o, dst); err != nil {
 			return ident{}, err
 		}
-		return ident{}, os.Chmod(dst, o.Mode)
+		return ident{}, chmodOp(o, dst)
 	case "remove":
 		// Checked before the rename aside, and again after it on what is
 		// aside, which Apply will delete: an edit that came in between (a
@@ -753,6 +753,17 @@ func (c *ChangeSet) do(o op) (ident, error) {
 		})
 	}
 	return ident{}, fmt.Errorf("apply: unknown operation %q", o.Op)
+}
+
+// chmodOp gives dst o's mode. A symlink the host put there since the
+// check is not followed (as root, it could lead to any file): that is a
+// host edit.
+func chmodOp(o op, dst string) error {
+	err := chmodNoFollow(dst, o.Mode)
+	if errors.Is(err, syscall.ELOOP) {
+		return &hostEdit{path: o.Path}
+	}
+	return err
 }
 
 // place makes a new entry at tmp with make, gives it the owner of the
@@ -845,7 +856,11 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			return "", err
 		}
 	case "chmod":
-		if err := os.Chmod(dst, o.OldMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := chmodNoFollow(dst, o.OldMode)
+		if errors.Is(err, syscall.ELOOP) {
+			return "the host replaced it with a symlink while apply ran; it is left as it is", nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
 	case "remove":

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -372,5 +373,36 @@ func TestApplyNeverFollowsASwappedDirectory(t *testing.T) {
 				t.Errorf("apply wrote through the symlink: %v", names)
 			}
 		})
+	}
+}
+
+// Apply's chmod (of a mode change, and of a directory it made) does not
+// follow a symlink the host put at the path after the check: it refuses.
+// The controls: a file and a directory get the mode, and os.Chmod, which
+// Apply used, does change the file the link leads to.
+func TestChmodNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	tree(t, dir, map[string]string{"outside": "secret\n", "file": "f\n", "d/": "", "link": "-> outside"})
+	p := func(name string) string { return filepath.Join(dir, name) }
+	mode := func(name string) os.FileMode {
+		fi, err := os.Lstat(p(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	if err := chmodNoFollow(p("link"), 0o666); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("chmod of a symlink: %v, want ELOOP", err)
+	}
+	if m := mode("outside"); m != 0o644 {
+		t.Errorf("the link's target got mode %o", m)
+	}
+	for name, want := range map[string]os.FileMode{"file": 0o600, "d": 0o700} {
+		if err := chmodNoFollow(p(name), want); err != nil || mode(name) != want {
+			t.Errorf("chmod %s: %v, mode %o", name, err, mode(name))
+		}
+	}
+	if err := os.Chmod(p("link"), 0o666); err != nil || mode("outside") != 0o666 {
+		t.Errorf("control: os.Chmod through the link: %v, mode %o", err, mode("outside"))
 	}
 }

@@ -155,3 +155,22 @@ func (d pinnedDir) Close() {
 		d.f.Close()
 	}
 }
+
+// chmodNoFollow is os.Chmod that refuses (ELOOP) a symlink at p instead of
+// changing what it leads to: the entry is opened without following it,
+// and the mode set through that descriptor.
+func chmodNoFollow(p string, mode fs.FileMode) error {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &fs.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return &fs.PathError{Op: "chmod", Path: p, Err: unix.ELOOP}
+	}
+	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
+}

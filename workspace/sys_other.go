@@ -38,3 +38,5 @@ func pinDir(p string) (pinnedDir, error)    { return pinnedDir{p}, nil }
 func (d pinnedDir) join(name string) string { return d.path + "/" + name }
 func (d pinnedDir) self() string            { return d.path }
 func (d pinnedDir) Close()                  {}
+
+func chmodNoFollow(p string, mode fs.FileMode) error { return os.Chmod(p, mode) }
