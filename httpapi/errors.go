@@ -9,6 +9,7 @@ import (
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // fail answers r with err as a JSON error. The daemon's errors carry text
@@ -58,6 +59,7 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrUnsupportedMode, http.StatusConflict, client.CodeUnsupported},
 		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
 		{daemon.ErrConflict, http.StatusConflict, client.CodeConflict},
+		{workspace.ErrTooLarge, http.StatusConflict, client.CodeUnsupported},
 		{daemon.ErrNoTemplate, http.StatusNotFound, client.CodeNotFound},
 		{daemon.ErrApprovalRefused, http.StatusUnprocessableEntity, client.CodeApprovalRefused},
 		{daemon.ErrFetchRefused, http.StatusUnprocessableEntity, client.CodeFetchRefused},

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -132,22 +133,57 @@ func gitMode(t Type, perm fs.FileMode) uint32 {
 	return gitFile
 }
 
-func (fd *fileDiff) read(old bool) ([]byte, error) {
+// maxReviewRead is the largest file the review reads whole to compare
+// and show. The command chooses what the change set holds, and a sparse
+// file costs it no disk: a diff that read each file whole would take the
+// reviewer's (or the daemon's) memory and time in proportion to sizes the
+// command made up. A larger file is classified by its head and shown by
+// its size only.
+const maxReviewRead = 32 << 20
+
+// ErrTooLarge is a patch (Format Patch) asked of a change set with a file
+// over what the review reads.
+var ErrTooLarge = errors.New("too large for a patch")
+
+// read returns the old (or new) side's content, and whether it is whole:
+// of a file over maxReviewRead only the head (sniffLen bytes) is read,
+// and size says how large it is.
+func (fd *fileDiff) read(old bool) (data []byte, whole bool, size int64, err error) {
 	mode, src := fd.newMode, fd.newSrc
 	if old {
 		mode, src = fd.oldMode, fd.oldSrc
 	}
 	switch mode {
 	case 0:
-		return nil, nil
+		return nil, true, 0, nil
 	case gitSymlink:
-		return []byte(src), nil
+		return []byte(src), true, int64(len(src)), nil
 	}
-	b, err := os.ReadFile(src)
+	f, err := os.Open(src)
 	if err != nil {
-		return nil, fmt.Errorf("diff: %w", err)
+		return nil, false, 0, fmt.Errorf("diff: %w", err)
 	}
-	return b, nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("diff: %w", err)
+	}
+	n := fi.Size()
+	if n > maxReviewRead {
+		b, err := io.ReadAll(io.LimitReader(f, sniffLen))
+		if err != nil {
+			return nil, false, n, fmt.Errorf("diff: %w", err)
+		}
+		return b, false, n, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxReviewRead+1))
+	if err != nil {
+		return nil, false, n, fmt.Errorf("diff: %w", err)
+	}
+	if len(b) > maxReviewRead {
+		return b[:sniffLen], false, int64(len(b)), nil // it grew as it was read
+	}
+	return b, true, int64(len(b)), nil
 }
 
 func (d *differ) up(p string) string  { return filepath.Join(d.upper, filepath.FromSlash(p)) }
@@ -271,21 +307,26 @@ type stat struct {
 	ins, del int
 	class    class // the highest of its files'
 	controls bool  // a changed line is shown with escapes
+	large    bool  // a file over maxReviewRead, not compared
 }
 
 func (d *differ) count(fds []fileDiff) (stat, error) {
 	var s stat
 	for i := range fds {
-		a, err := fds[i].read(true)
+		a, wholeA, _, err := fds[i].read(true)
 		if err != nil {
 			return s, err
 		}
-		b, err := fds[i].read(false)
+		b, wholeB, _, err := fds[i].read(false)
 		if err != nil {
 			return s, err
 		}
 		c := fds[i].class(a, b)
 		s.class = max(s.class, c)
+		if !wholeA || !wholeB {
+			s.large = true
+			continue
+		}
 		if c == classBinary || c == classProgram {
 			continue
 		}
@@ -375,6 +416,10 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 				return err
 			}
 			switch {
+			case s.large && s.class == classProgram:
+				counts = fmt.Sprintf("executable binary, too large to compare, %d -> %d bytes", ch.OldSize, ch.Size)
+			case s.large:
+				counts = fmt.Sprintf("too large to compare, %d -> %d bytes", ch.OldSize, ch.Size)
 			case s.class == classProgram:
 				counts = fmt.Sprintf("executable binary, %d -> %d bytes", ch.OldSize, ch.Size)
 			case s.class == classBinary:
@@ -572,13 +617,18 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	cls := classText
 	if !fd.rename {
 		var err error
-		if oldData, err = fd.read(true); err != nil {
+		var wholeOld, wholeNew bool
+		var oldSize, newSize int64
+		if oldData, wholeOld, oldSize, err = fd.read(true); err != nil {
 			return err
 		}
-		if newData, err = fd.read(false); err != nil {
+		if newData, wholeNew, newSize, err = fd.read(false); err != nil {
 			return err
 		}
 		cls = fd.class(oldData, newData)
+		if !wholeOld || !wholeNew {
+			return writeLarge(w, fd, cls, a, b, oldSize, newSize, forGit)
+		}
 		old, nw = splitLines(oldData), splitLines(newData)
 	}
 	// Git takes text only if it is valid, and a patch may reach a
@@ -717,12 +767,51 @@ func blobHash(b []byte, exists bool) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// blobHashFile is blobHash of the file p's content, read as it streams.
 func blobHashFile(p string) (string, error) {
-	b, err := os.ReadFile(p)
+	f, err := os.Open(p)
 	if err != nil {
 		return "", err
 	}
-	return blobHash(b, true), nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", fi.Size())
+	if n, err := io.Copy(h, f); err != nil {
+		return "", err
+	} else if n != fi.Size() {
+		return "", fmt.Errorf("%s changed as it was read", p)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeLarge shows a file section one of whose sides is over
+// maxReviewRead by its sizes, not its content; a patch for git, which
+// needs the content, is refused instead.
+func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, newSize int64, forGit bool) error {
+	if forGit {
+		return fmt.Errorf("%w: %s is over the %d MiB the review reads of a file, and a patch must carry it whole: apply the change set with moat apply instead", ErrTooLarge, QuoteName(b), maxReviewRead>>20)
+	}
+	switch cls {
+	case classProgram:
+		fmt.Fprintf(w, "# warning: %s is an executable binary\n", QuoteName(b))
+	case classScript:
+		fmt.Fprintf(w, "# warning: %s is not valid text but can run\n", QuoteName(b))
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
+	switch {
+	case fd.oldMode == 0:
+		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
+	case fd.newMode == 0:
+		fmt.Fprintf(w, "deleted file mode %06o\n", fd.oldMode)
+	case fd.oldMode != fd.newMode:
+		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
+	}
+	fmt.Fprintf(w, "File too large to compare (over %d MiB): %d -> %d bytes\n", maxReviewRead>>20, oldSize, newSize)
+	return nil
 }
 
 // writeLiteral writes one "literal" hunk of a git binary patch: the size,

@@ -210,3 +210,53 @@ func TestWriteDiffFormats(t *testing.T) {
 		t.Errorf("json: %s", js.String())
 	}
 }
+
+// TestDiffLargeFilesNotRead: a file over maxReviewRead, a sparse one the
+// command made at no cost, is shown by its sizes and never read whole,
+// in the summary, the unified diff and JSON; a patch for git refuses it.
+// The control: a small change beside it is compared and shown as ever.
+func TestDiffLargeFilesNotRead(t *testing.T) {
+	_, c := newSet(t, map[string]string{"a.txt": "a\n", "big.bin": "small\n"})
+	tree(t, c.UpperDir(), map[string]string{"a.txt": "a\nb\n"})
+	for _, name := range []string{"big.bin", "new.img"} {
+		f, err := os.Create(filepath.Join(c.UpperDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("#!/bin/sh\n")
+		if err := f.Truncate(1 << 30); err != nil { // sparse: no disk
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, uni, js bytes.Buffer
+	for _, f := range []struct {
+		format Format
+		buf    *bytes.Buffer
+	}{{Summary, &sum}, {Unified, &uni}, {JSON, &js}} {
+		if err := c.WriteDiff(f.buf, changes, DiffOptions{Format: f.format}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"M big.bin", "too large to compare, 6 -> 1073741824 bytes", "A new.img", "+1"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum.String())
+		}
+	}
+	for _, want := range []string{"File too large to compare (over 32 MiB): 6 -> 1073741824 bytes", "not valid text but can run", "@@ -1,1 +1,2 @@\n a\n+b\n"} {
+		if !strings.Contains(uni.String(), want) {
+			t.Errorf("unified diff lacks %q:\n%s", want, uni.String())
+		}
+	}
+	if !strings.Contains(js.String(), `"path": "big.bin"`) {
+		t.Errorf("json: %s", js.String())
+	}
+	var patch bytes.Buffer
+	if err := c.WriteDiff(&patch, changes, DiffOptions{Format: Patch}); err == nil || !strings.Contains(err.Error(), "moat apply") {
+		t.Errorf("a patch of a file too large to read: %v", err)
+	}
+}
