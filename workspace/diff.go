@@ -644,15 +644,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 	if !forGit {
 		writeWarnings(w, fd, cls, b, oldData, newData, old, nw, hs)
 	}
-	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
-	switch {
-	case fd.oldMode == 0:
-		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
-	case fd.newMode == 0:
-		fmt.Fprintf(w, "deleted file mode %06o\n", fd.oldMode)
-	case fd.oldMode != fd.newMode:
-		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
-	}
+	writeHeader(w, fd, a, b)
 	if fd.rename {
 		fmt.Fprintf(w, "similarity index 100%%\nrename from %s\nrename to %s\n", QuoteName(a), QuoteName(b))
 		return nil
@@ -801,15 +793,7 @@ func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, n
 	case classScript:
 		fmt.Fprintf(w, "# warning: %s is not valid text but can run\n", QuoteName(b))
 	}
-	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
-	switch {
-	case fd.oldMode == 0:
-		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
-	case fd.newMode == 0:
-		fmt.Fprintf(w, "deleted file mode %06o\n", fd.oldMode)
-	case fd.oldMode != fd.newMode:
-		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
-	}
+	writeHeader(w, fd, a, b)
 	fmt.Fprintf(w, "File too large to compare (over %d MiB): %d -> %d bytes\n", maxReviewRead>>20, oldSize, newSize)
 	return nil
 }
@@ -930,4 +914,18 @@ func (d *differ) json(w *bufio.Writer, changes []Change) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// writeHeader writes a file section's "diff --git" line and its mode
+// lines.
+func writeHeader(w *bufio.Writer, fd fileDiff, a, b string) {
+	fmt.Fprintf(w, "diff --git %s %s\n", QuoteName("a/"+a), QuoteName("b/"+b))
+	switch {
+	case fd.oldMode == 0:
+		fmt.Fprintf(w, "new file mode %06o\n", fd.newMode)
+	case fd.newMode == 0:
+		fmt.Fprintf(w, "deleted file mode %06o\n", fd.oldMode)
+	case fd.oldMode != fd.newMode:
+		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
+	}
 }
