@@ -174,15 +174,7 @@ func TestWriteDiffFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum, uni, js bytes.Buffer
-	for _, f := range []struct {
-		format Format
-		buf    *bytes.Buffer
-	}{{Summary, &sum}, {Unified, &uni}, {JSON, &js}} {
-		if err := c.WriteDiff(f.buf, changes, DiffOptions{Format: f.format}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sum, uni, js := writeFormats(t, c, changes)
 	for _, want := range []string{"M a.txt", "+2 -1", "D gone/ (2 files)", "A node_modules/ (2 changes, not expanded)",
 		"M p.png", "binary, 5 -> 6 bytes", "4 files changed, 2 insertions(+), 3 deletions(-)"} {
 		if !strings.Contains(sum.String(), want) {
@@ -233,15 +225,7 @@ func TestDiffLargeFilesNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum, uni, js bytes.Buffer
-	for _, f := range []struct {
-		format Format
-		buf    *bytes.Buffer
-	}{{Summary, &sum}, {Unified, &uni}, {JSON, &js}} {
-		if err := c.WriteDiff(f.buf, changes, DiffOptions{Format: f.format}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sum, uni, js := writeFormats(t, c, changes)
 	for _, want := range []string{"M big.bin", "too large to compare, 6 -> 1073741824 bytes", "A new.img", "+1"} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
@@ -259,4 +243,18 @@ func TestDiffLargeFilesNotRead(t *testing.T) {
 	if err := c.WriteDiff(&patch, changes, DiffOptions{Format: Patch}); err == nil || !strings.Contains(err.Error(), "moat apply") {
 		t.Errorf("a patch of a file too large to read: %v", err)
 	}
+}
+
+// writeFormats writes changes in the summary, unified and JSON formats.
+func writeFormats(t *testing.T, c *ChangeSet, changes []Change) (sum, uni, js bytes.Buffer) {
+	t.Helper()
+	for _, f := range []struct {
+		format Format
+		buf    *bytes.Buffer
+	}{{Summary, &sum}, {Unified, &uni}, {JSON, &js}} {
+		if err := c.WriteDiff(f.buf, changes, DiffOptions{Format: f.format}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sum, uni, js
 }
