@@ -101,7 +101,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// takes Ctrl-C, SIGTERM and SIGHUP at once instead, before it reads
 	// its policy: until forwarding starts they kill the sandbox (a command
 	// that has barely started is not asked to clean up), and the run ends
-	// with its report and audit record however early they came.
+	// with its report and audit record however early they came. So does a
+	// run with a cgroup limit, from the moment it has read its policy.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
@@ -164,6 +165,12 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return exitMoatError
+	}
+	// A run with a cgroup limit takes them at once too, before its cgroup
+	// is made: ended by their default action, moat could not remove the
+	// cgroup, which would stay behind (empty) until a later run swept it.
+	if l := p.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	caller, err := f.caller(p)
 	if err != nil {

@@ -300,3 +300,130 @@ func TestDockerSpellings(t *testing.T) {
 		}
 	}
 }
+
+// runCgroups lists the cgroups named moat-* beneath this process's own
+// cgroups, and beneath /sys/fs/cgroup/moat where root's runs go on pure
+// cgroup v2: where the runs of a moat this test starts make theirs.
+func runCgroups(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{"/sys/fs/cgroup/moat"}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		names := append(strings.Split(f[1], ","), f[1])
+		if f[1] == "" {
+			names = []string{"", "unified"}
+		}
+		for _, n := range names {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(n, "name="), f[2]))
+		}
+	}
+	found := map[string]bool{}
+	for _, d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, "moat-*"))
+		for _, p := range m {
+			found[p] = true
+		}
+	}
+	return found
+}
+
+// removeCgroup removes a cgroup a test's run left, once the processes of
+// its sandbox, dying with their moat, have left it.
+func removeCgroup(p string) {
+	for deadline := time.Now().Add(3 * time.Second); unix.Rmdir(p) == unix.EBUSY && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEarlySignalLeavesNoCgroup: Ctrl-C or SIGTERM at any moment of a run
+// with a cgroup limit, even one that keeps no record, ends it with its
+// cgroup removed. Before its handlers were installed at the policy for
+// such a run, a signal in the first 50 ms ended moat by its default
+// action and left the cgroup behind. The control: SIGKILL, which moat
+// cannot take, does leave one, which the probe sees.
+func TestEarlySignalLeavesNoCgroup(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[limits]\nwall = \"30s\"\nmemory = \"64MiB\"\n"), 0o644)
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	if code, _, errs := moat(t, ws, "run", "--", "true"); code != 0 {
+		t.Skipf("no memory limit for this caller: %s", errs)
+	}
+	start := func(marker string) (*exec.Cmd, *bufio.Reader, *bufio.Reader) {
+		cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo "+marker+"; exec sleep 5")
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+		cmd.Dir = ws
+		stdout, _ := cmd.StdoutPipe()
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, bufio.NewReader(stdout), bufio.NewReader(stderr)
+	}
+	ended := func(cmd *exec.Cmd, what string) {
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("%s: the run did not end", what)
+		}
+	}
+
+	// The control: a SIGKILLed moat leaves its (empty) cgroup.
+	before := runCgroups(t)
+	cmd, stdout, stderr := start("STARTED")
+	go io.Copy(io.Discard, stderr)
+	if line, err := stdout.ReadString('\n'); err != nil || line != "STARTED\n" {
+		cmd.Process.Kill()
+		t.Fatalf("the command did not start: %q %v", line, err)
+	}
+	cmd.Process.Kill()
+	ended(cmd, "SIGKILL")
+	var left []string
+	for p := range runCgroups(t) {
+		if !before[p] {
+			left = append(left, p)
+		}
+	}
+	if len(left) == 0 {
+		t.Fatal("control: a SIGKILLed run left no cgroup the probe sees")
+	}
+	for _, p := range left {
+		removeCgroup(p)
+	}
+
+	before = runCgroups(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, delay := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond} {
+			cmd, _, stderr := start("RAN")
+			line, err := stderr.ReadString('\n')
+			if err != nil || !strings.Contains(line, "using policy") {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("no policy line: %q %v", line, err)
+			}
+			go io.Copy(io.Discard, stderr)
+			time.Sleep(delay)
+			cmd.Process.Signal(sig)
+			ended(cmd, fmt.Sprintf("%v after %v", sig, delay))
+			for p := range runCgroups(t) {
+				if !before[p] {
+					t.Errorf("%v %v after the policy: %s left behind", sig, delay, p)
+					removeCgroup(p)
+				}
+			}
+		}
+	}
+}
