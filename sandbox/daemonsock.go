@@ -85,7 +85,7 @@ func RecordPublicDaemonSockets(stateDir string, socks []string) error {
 	if err := rootOnly(dir); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-")
+	f, err := os.CreateTemp(dir, publicTempPrefix)
 	if err != nil {
 		return err
 	}
@@ -102,6 +102,9 @@ func RecordPublicDaemonSockets(stateDir string, socks []string) error {
 	}
 	return os.Rename(f.Name(), path)
 }
+
+// publicTempPrefix names a public record while it is written.
+const publicTempPrefix = ".tmp-"
 
 // socketLines is socks, the absolute paths among them, one a line.
 func socketLines(socks []string) string {
@@ -214,6 +217,13 @@ func publicRecords() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
+		// A record being written (RecordPublicDaemonSockets) is not one
+		// yet: it is renamed into place whole. One a killed daemon left
+		// stays mode 0600, and reading it would refuse every other
+		// user's run.
+		if strings.HasPrefix(e.Name(), publicTempPrefix) {
+			continue
+		}
 		out = append(out, filepath.Join(daemonrec.Dir, e.Name()))
 	}
 	return out, nil
