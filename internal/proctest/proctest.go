@@ -58,6 +58,28 @@ func Gone(find func() []int, within time.Duration) []int {
 	}
 }
 
+// Exited waits up to within for the process pid to have exited (gone, or
+// a zombie), and says whether it has. A process whose command line reads
+// empty (Find no longer sees it) may still be on its way out, its files
+// open: the kernel lets go of its memory first.
+func Exited(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
+		// The state follows the command name's closing parenthesis.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Appear waits up to within for find to return a pid, and returns what it
 // returned last. A process whose start was just reported may not show its
 // command line yet: the kernel closes the starter's close-on-exec pipe
