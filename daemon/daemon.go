@@ -117,6 +117,11 @@ type Config struct {
 	// since a command could make sessions or answer its own approvals
 	// through it.
 	Sockets []string
+	// SharedSockets says that Sockets let other users connect (moat
+	// serve --socket-mode): a root daemon then also records them where
+	// every user's run reads them (sandbox.RecordPublicDaemonSockets).
+	// A socket only its owner can connect to needs no such record.
+	SharedSockets bool
 }
 
 func (c *Config) defaults() {
@@ -207,12 +212,12 @@ func New(cfg Config) (*Manager, error) {
 		lock.Close()
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	// A root daemon's also where every user's run finds them
-	// (sandbox.PublicDaemonSocketsRecord): its socket may let them in
-	// (moat serve --socket-mode), each known by its uid, and their runs
-	// cannot read root's state directory. Off Linux a socket's peer is
+	// A root daemon's that let other users in (moat serve --socket-mode)
+	// also where every user's run finds them
+	// (sandbox.PublicDaemonSocketsRecord): it knows each by its uid, and
+	// their runs cannot read root's state directory. Off Linux a socket's peer is
 	// not known, and no other user is let in.
-	if publicSockets() {
+	if m.publicSockets() {
 		if err := sandbox.RecordPublicDaemonSockets(cfg.StateDir, cfg.Sockets); err != nil {
 			sandbox.RecordDaemonSockets(cfg.StateDir, nil)
 			lock.Close()
@@ -241,8 +246,11 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // publicSockets says whether the daemon records its sockets for every
-// user's runs too: root's, on Linux.
-func publicSockets() bool { return os.Geteuid() == 0 && runtime.GOOS == "linux" }
+// user's runs too: root's, on Linux, when they let other users in
+// (Config.SharedSockets).
+func (m *Manager) publicSockets() bool {
+	return m.cfg.SharedSockets && os.Geteuid() == 0 && runtime.GOOS == "linux"
+}
 
 // expire ends sessions past their TTL or idle timeout.
 func (m *Manager) expire() {
@@ -376,7 +384,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.ticker.Wait()
 	m.closePool()
 	sandbox.RecordDaemonSockets(m.cfg.StateDir, nil)
-	if publicSockets() {
+	if m.publicSockets() {
 		sandbox.RecordPublicDaemonSockets(m.cfg.StateDir, nil)
 	}
 	m.lock.Close()

@@ -80,7 +80,12 @@ func TestSocketsRecorded(t *testing.T) {
 func TestSocketsRecordedPublicly(t *testing.T) {
 	sock1 := filepath.Join(t.TempDir(), "one.sock")
 	sock2 := filepath.Join(t.TempDir(), "two.sock")
-	m1 := newManager(t, Config{Sockets: []string{sock1}})
+	// A daemon whose socket only its own user can reach records none.
+	m0 := newManager(t, Config{Sockets: []string{filepath.Join(t.TempDir(), "own.sock")}})
+	if _, err := os.Stat(sandbox.PublicDaemonSocketsRecord(m0.cfg.StateDir)); !os.IsNotExist(err) {
+		t.Errorf("a daemon of unshared sockets: record %v, want none", err)
+	}
+	m1 := newManager(t, Config{Sockets: []string{sock1}, SharedSockets: true})
 	rec1 := sandbox.PublicDaemonSocketsRecord(m1.cfg.StateDir)
 	if filepath.Dir(rec1) != daemonrec.Dir {
 		t.Fatalf("record %s is not in %s", rec1, daemonrec.Dir)
@@ -97,7 +102,7 @@ func TestSocketsRecordedPublicly(t *testing.T) {
 	if fi, err := os.Stat(rec1); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("%s: %v %v, want mode 0644", rec1, fi, err)
 	}
-	m2 := newManager(t, Config{Sockets: []string{sock2}})
+	m2 := newManager(t, Config{Sockets: []string{sock2}, SharedSockets: true})
 	rec2 := sandbox.PublicDaemonSocketsRecord(m2.cfg.StateDir)
 	for rec, want := range map[string]string{rec1: sock1 + "\n", rec2: sock2 + "\n"} {
 		if b, err := os.ReadFile(rec); err != nil || string(b) != want {
@@ -114,7 +119,7 @@ func TestSocketsRecordedPublicly(t *testing.T) {
 	if err := sandbox.RecordPublicDaemonSockets(state, []string{"/left/by/a/dead/daemon.sock"}); err != nil {
 		t.Fatal(err)
 	}
-	m3, err := New(Config{StateDir: state, Engine: newFake, Sockets: []string{sock1}})
+	m3, err := New(Config{StateDir: state, Engine: newFake, Sockets: []string{sock1}, SharedSockets: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	if abs, err := filepath.Abs(*sock); err == nil {
 		cfg.Sockets = []string{abs}
 	}
+	// Connecting needs write permission on the socket.
+	cfg.SharedSockets = mode&0o022 != 0
 	if *auditFile != "" {
 		aw, err := audit.Open(*auditFile)
 		if err != nil {

@@ -183,7 +183,9 @@ func switchRoot() error {
 			return err
 		}
 	}
-	if err := os.Chmod(newRoot+"/tmp", 0o1777); err != nil {
+	// Sticky, as on any machine: os.Chmod takes the sticky bit as
+	// os.ModeSticky, and an octal 01000 is dropped.
+	if err := os.Chmod(newRoot+"/tmp", 0o777|os.ModeSticky); err != nil {
 		return err
 	}
 	if err := unix.Chdir(newRoot); err != nil {
