@@ -1,12 +1,9 @@
 package egress
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -21,13 +18,9 @@ import (
 // same host.
 func TestSecretInQuery(t *testing.T) {
 	log := new(echoLog)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, log.add("query="+r.URL.RawQuery+" path="+r.URL.EscapedPath()))
-	}))
-	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	port := s.Listener.Addr().(*net.TCPAddr).Port
+	})
 
 	secs, err := NewSecrets([]Secret{
 		{Name: "MAPS", Placeholder: NewPlaceholder("MAPS"), Value: "real/key+1", Hosts: []string{"allowed.test"}, Paths: []string{"/api"}, Query: "key"},

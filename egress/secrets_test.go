@@ -28,13 +28,20 @@ import (
 func secretServer(t *testing.T) (*echoLog, int) {
 	t.Helper()
 	log := new(echoLog)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return log, tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, log.add(fmt.Sprintf("auth=%q key=%q path=%s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), r.URL.Path)))
-	}))
+	})
+}
+
+// tlsServer serves h over TLS with the test certificate (names in
+// testRoots) until the test ends, and returns its port.
+func tlsServer(t *testing.T, h http.HandlerFunc) int {
+	t.Helper()
+	s := httptest.NewUnstartedServer(h)
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{testCert()}}
 	s.StartTLS()
 	t.Cleanup(s.Close)
-	return log, s.Listener.Addr().(*net.TCPAddr).Port
+	return s.Listener.Addr().(*net.TCPAddr).Port
 }
 
 // echoLog keeps what a test server sent, before the proxy scrubbed it.
