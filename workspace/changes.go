@@ -676,26 +676,40 @@ func Notice(ch Change) string {
 }
 
 // matchAny returns the path (p or an ancestor of p) that one of the
-// patterns matches, or "".
+// patterns matches, or "". Its work grows with p's depth, not with the
+// square of it: a change set can nest directories thousands deep.
 func matchAny(patterns []string, p string, isDir bool) string {
 	for _, pat := range patterns {
 		dirOnly := strings.HasSuffix(pat, "/")
 		pat = strings.TrimSuffix(pat, "/")
 		anchored := strings.Contains(pat, "/")
 		pat = strings.TrimPrefix(pat, "/")
-		parts := strings.Split(p, "/")
-		for i := range parts {
-			prefix := strings.Join(parts[:i+1], "/")
-			if dirOnly && i == len(parts)-1 && !isDir {
+		// An anchored pattern matches a prefix with at most as many
+		// slashes as it has, plus one per character class (which
+		// path.Match lets match a slash): deeper prefixes cannot match.
+		maxSlashes := strings.Count(pat, "/") + strings.Count(pat, "[")
+		for start, slashes := 0, 0; ; slashes++ {
+			end := strings.IndexByte(p[start:], '/')
+			last := end < 0
+			if last {
+				end = len(p)
+			} else {
+				end += start
+			}
+			if dirOnly && last && !isDir {
 				break
 			}
-			subject := parts[i]
+			subject := p[start:end]
 			if anchored {
-				subject = prefix
+				subject = p[:end]
 			}
 			if ok, _ := path.Match(pat, subject); ok {
-				return prefix
+				return p[:end]
 			}
+			if last || anchored && slashes >= maxSlashes {
+				break
+			}
+			start = end + 1
 		}
 	}
 	return ""
