@@ -18,7 +18,8 @@
 # caught sooner by MOAT_VMTEST_STALL),
 # MOAT_VMTEST_STEPS (an extended regular expression: run only the steps whose
 # names match, e.g. 'cgroup|session'), MOAT_VMTEST_STALL (seconds without
-# output after which the guest counts as stuck, default 240).
+# output after which the guest counts as stuck, default 240), MOAT_VMTEST_RUN
+# (a -test.run pattern, without spaces, for every step chosen).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_ENABLED=0
@@ -146,6 +147,9 @@ for f in "$plan" "$nolandlock"; do
 	if [ -n "${MOAT_VMTEST_STEPS:-}" ]; then
 		grep -E "^[^ ]*(${MOAT_VMTEST_STEPS})[^ ]* " "$f" >"$f.only" || true
 		mv "$f.only" "$f"
+	fi
+	if [ -n "${MOAT_VMTEST_RUN:-}" ]; then
+		sed -i "s/\$/ -test.run ${MOAT_VMTEST_RUN//\//\\/}/" "$f"
 	fi
 done
 chmod -R a+rX "$work/bin"
