@@ -78,7 +78,10 @@ type Conflict struct {
 //
 // It refuses, applying nothing, when a selected change touches a path
 // that host tools execute or read as configuration (ChangeSet.Protects),
-// unless a path of force is at or above it: the Report lists them and the
+// or makes a directory a git directory without a .git in its name, or
+// changes what decides what git runs in one (a bare repository's layout,
+// which git's discovery takes as a repository: see gitdir.go), unless a
+// path of force is at or above it: the Report lists them and the
 // error wraps ErrProtected. It refuses too when a selected change touches
 // a path the host changed since Create (see "Conflict detection"): the Report lists
 // the conflicts and the error wraps ErrConflict. A conflict at or below a
@@ -117,9 +120,9 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if err != nil {
 			return err
 		}
-		guarded := c.protects()
+		guarded, gitDir := c.protects(), c.gitDirChanges(sel)
 		for _, ch := range sel {
-			if guarded(ch) && !matchPrefix(force, ch.Path) {
+			if (guarded(ch) || gitDir(ch)) && !matchPrefix(force, ch.Path) {
 				rep.Protected = append(rep.Protected, ch.Path)
 			}
 		}
