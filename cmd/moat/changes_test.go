@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,4 +334,110 @@ func TestReviewCommandsEscape(t *testing.T) {
 	os.MkdirAll(filepath.Join(cs.UpperDir(), ".vscode"), 0o755)
 	os.WriteFile(filepath.Join(cs.UpperDir(), ".vscode", "t\x1b[2K.json"), []byte("{}\n"), 0o644)
 	check([]string{"apply"}, 1, `  ".vscode/t\033[2K.json"`)
+}
+
+// pagerRunsIn runs `git log` in dir on a terminal, as a person (or a shell
+// prompt) does, with no configuration but the repository's, and reports
+// whether the pager that config names ran: the pager used by the tests
+// creates marker.
+func pagerRunsIn(t *testing.T, dir, marker string) bool {
+	t.Helper()
+	os.Remove(marker)
+	cmd := exec.Command("git", "log", "-1", "--oneline")
+	cmd.Dir = dir
+	cmd.Env = append(gitProbeEnv(t, filepath.Dir(dir)), "TERM=xterm")
+	cmd.Stdout = newOuterTerminal(t).slave // git pages only on a terminal
+	cmd.Run()                              // fails outside a repository: the marker says what ran
+	_, err := os.Stat(marker)
+	return err == nil
+}
+
+// gitProbeEnv is the environment without git's or the person's
+// configuration, and git's discovery stopped above ceiling.
+func gitProbeEnv(t *testing.T, ceiling string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "PAGER=") && !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CEILING_DIRECTORIES="+ceiling)
+}
+
+// TestApplyGuardsBareRepository: a bare repository an overlay run made
+// (git init --bare and a commit, its config naming a pager) is not
+// applied without --force, below the top or at the top of a workspace
+// without .git. The layout is live: git log in one the host made, and in
+// the one forced in, runs the pager.
+func TestApplyGuardsBareRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	marker := filepath.Join(t.TempDir(), "pager-ran")
+	// What the command runs in dir (in the sandbox), and the host in the
+	// control.
+	plant := func(dir string) string {
+		return fmt.Sprintf(`set -e; export GIT_CONFIG_NOSYSTEM=1 HOME=$(mktemp -d)
+git init -q --bare --initial-branch=main %[1]s
+git -C %[1]s config core.pager "echo ran > '%[2]s'; cat >/dev/null"
+c=$(git -C %[1]s -c user.name=t -c user.email=t@t commit-tree -m x $(git -C %[1]s mktree </dev/null))
+git -C %[1]s update-ref HEAD $c`, dir, marker)
+	}
+	host := filepath.Join(t.TempDir(), "hostbare")
+	if out, err := exec.Command("sh", "-c", plant(host)).CombinedOutput(); err != nil {
+		t.Fatalf("the host's bare repository: %v\n%s", err, out)
+	}
+	if !pagerRunsIn(t, host, marker) {
+		t.Fatal("git log in a bare repository the host made did not run its pager: the probe proves nothing")
+	}
+
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "README"), []byte("r\n"), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", plant("sub")+"; echo ok > fine.txt"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	code, _, errs := moat(t, ws, "apply")
+	for _, p := range []string{"sub/HEAD", "sub/config", "sub/refs/heads/main"} {
+		if code != 1 || !strings.Contains(errs, "  "+p+"\n") {
+			t.Errorf("apply: code %d, %s not refused: %q", code, p, errs)
+		}
+	}
+	if strings.Contains(errs, "fine.txt") || strings.Contains(errs, "sub/description") {
+		t.Errorf("apply refused what makes no git directory: %q", errs)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "sub")); err == nil {
+		t.Fatal("a refused apply applied sub")
+	}
+	if code, _, errs := moat(t, ws, "apply", "--force", "sub"); code != 0 {
+		t.Fatalf("forced apply: %s", errs)
+	}
+	if !pagerRunsIn(t, filepath.Join(ws, "sub"), marker) {
+		t.Error("git log in the bare repository forced in did not run its pager")
+	}
+
+	// At the top of a workspace without .git.
+	ws = t.TempDir()
+	os.WriteFile(filepath.Join(ws, "README"), []byte("r\n"), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", plant(".")+"; echo changed > README"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	code, _, errs = moat(t, ws, "apply")
+	for _, p := range []string{"HEAD", "config", "objects"} {
+		if code != 1 || !strings.Contains(errs, "  "+p+"\n") {
+			t.Errorf("apply at the top: code %d, %s not refused: %q", code, p, errs)
+		}
+	}
+	if strings.Contains(errs, "README") {
+		t.Errorf("apply at the top refused README: %q", errs)
+	}
+	if pagerRunsIn(t, ws, marker) {
+		t.Error("the pager ran at the top after a refused apply")
+	}
+	if code, _, errs := moat(t, ws, "apply", "--force", "."); code != 0 {
+		t.Fatalf("forced apply at the top: %s", errs)
+	}
+	if !pagerRunsIn(t, ws, marker) {
+		t.Error("git log at the top, forced into a bare repository, did not run its pager")
+	}
 }
