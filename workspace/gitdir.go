@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -131,18 +132,36 @@ func (v resultView) lstat(rel string, after bool) (fs.FileInfo, string) {
 	return fi, p
 }
 
-// isGitDir is is_git_directory of git's setup.c on the directory rel. A
-// commondir with a valid HEAD is taken for one without following it: it
-// may lead anywhere, and an ordinary project has no such pair.
+// isGitDir is isGitDirectory on the directory rel.
 func (v resultView) isGitDir(rel string, after bool) bool {
-	if !validHead(v.lstat(path.Join(rel, "HEAD"), after)) {
+	return isGitDirectory(func(name string) (fs.FileInfo, string) { return v.lstat(path.Join(rel, name), after) })
+}
+
+// isGitDirAt is isGitDirectory on the directory dir as it is.
+func isGitDirAt(dir string) bool {
+	return isGitDirectory(func(name string) (fs.FileInfo, string) {
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil, ""
+		}
+		return fi, p
+	})
+}
+
+// isGitDirectory is is_git_directory of git's setup.c on a directory
+// whose entry name lstat returns (nil when absent) with the path to read
+// it at. A commondir with a valid HEAD is taken for one without following
+// it: it may lead anywhere, and an ordinary project has no such pair.
+func isGitDirectory(lstat func(name string) (fs.FileInfo, string)) bool {
+	if !validHead(lstat("HEAD")) {
 		return false
 	}
-	if fi, _ := v.lstat(path.Join(rel, "commondir"), after); fi != nil {
+	if fi, _ := lstat("commondir"); fi != nil {
 		return true
 	}
 	for _, e := range []string{"objects", "refs"} {
-		fi, _ := v.lstat(path.Join(rel, e), after)
+		fi, _ := lstat(e)
 		// git asks access(X_OK), which follows a link (where it leads is
 		// not followed here: it counts as there) and passes an
 		// executable file.

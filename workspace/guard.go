@@ -35,8 +35,14 @@ import (
 // directory is followed as git reads it: a worktree's or submodule's
 // .git file, the common directory, submodules' and worktrees' own git
 // directories, core.hooksPath and config includes inside the workspace,
-// and the checkouts of submodules, whose .git git status opens.
-// ChangeSet.Apply refuses the same paths unless forced.
+// and the checkouts of submodules, whose .git git status opens. A root
+// without .git is itself a git directory to git when it holds a bare
+// repository's layout (see gitdir.go): its entries are kept as .git's
+// when it was one at the start, and a layout the run made of it is
+// taken out after the run. A repository made below the top, a .git or a
+// bare one, is not followed, by design: git reads it only once a person
+// goes into it. ChangeSet.Apply refuses the same paths unless forced, and
+// the nested repositories too.
 
 // gitDirEntries are the entries of a git directory that decide what git
 // runs or where it reads its configuration from: objects, refs, the index,
@@ -104,6 +110,8 @@ type Guard struct {
 	objFmt   string          // extensions.objectformat of the repository
 	stat     statCache       // while NewGuard looks
 	absolute bool            // GuardOptions.Absolute
+	topGit   bool            // the root was a bare repository's layout at the start
+	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
 }
 
@@ -210,6 +218,21 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	}
 	if external {
 		g.protect(g.ws, ".git", 0) // the .git file itself
+	}
+	// The root itself as a bare repository (see gitdir.go), which git
+	// reads as its git directory when it has no .git: its entries are
+	// protected as .git's are; and Finish takes out a layout the run
+	// made. Most roots have no HEAD, which the listing answers.
+	for _, e := range topEntries {
+		if _, err := g.stat.lstat(g.real + "/" + e); err == nil {
+			g.topHad = append(g.topHad, e)
+		}
+	}
+	if slices.Contains(g.topHad, "HEAD") && gitdir == "" && isGitDirAt(g.real) {
+		g.topGit = true
+		for _, e := range gitDirEntries {
+			g.protect(g.ws, e, 0)
+		}
 	}
 	for _, rel := range append(slices.Clone(hostConfig), extra...) {
 		g.protect(g.ws, filepath.ToSlash(filepath.Clean(rel)), 0)
@@ -385,8 +408,9 @@ func (g *Guard) findGitDir() (dir string, external bool, err error) {
 // what the run left where a protected path belongs: a protected path that
 // was missing at the start, a link on the way to one that now says
 // something else (the link is put back), a new git directory under
-// modules/ or worktrees/, and the .git of a submodule checkout the run
-// made. Everything moved goes below dir (created as needed), with the
+// modules/ or worktrees/, the .git of a submodule checkout the run
+// made, and what made the root a bare repository (see finishTop).
+// Everything moved goes below dir (created as needed), with the
 // same relative path, so nothing is lost. An error means something could
 // not be moved and is still in place.
 func (g *Guard) Finish(dir string) ([]Quarantined, error) {
@@ -429,7 +453,35 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made")
 		}
 	}
+	if !g.topGit {
+		g.finishTop(q)
+	}
 	return q.done, q.err
+}
+
+// topEntries are the entries of a root that make it a bare repository,
+// or that decide what git runs in one: gitDirLayout and gitDirEntries, each once.
+var topEntries = []string{"HEAD", "objects", "refs", "commondir", "config", "config.worktree", "hooks"}
+
+// finishTop takes out what made the root, which was no git directory at
+// the start, a bare repository that git would read (no .git there that
+// git reads first): the entries of topEntries the run created, and, if
+// it still is one (the root had those), its HEAD, since without a valid
+// HEAD the layout is none. What the root had is the person's and stays.
+func (g *Guard) finishTop(q *quarantine) {
+	dotgit := filepath.Join(g.real, ".git")
+	if fi, err := os.Lstat(dotgit); err == nil && !fi.IsDir() || isGitDirAt(dotgit) || !isGitDirAt(g.real) {
+		return
+	}
+	const why = "an entry of a bare repository the command made of the root, which git reads as its git directory"
+	for _, e := range topEntries {
+		if !slices.Contains(g.topHad, e) && exists(filepath.Join(g.real, e)) {
+			q.move(g.ws, e, why)
+		}
+	}
+	if isGitDirAt(g.real) {
+		q.move(g.ws, "HEAD", why)
+	}
 }
 
 // baseOf splits a host path below the workspace or a bound git directory

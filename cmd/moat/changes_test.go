@@ -441,3 +441,65 @@ git -C %[1]s update-ref HEAD $c`, dir, marker)
 		t.Error("git log at the top, forced into a bare repository, did not run its pager")
 	}
 }
+
+// TestDirectRunBareRepositoryAtTop: in direct mode, a bare repository a
+// run makes of the top of a workspace without .git (git reads its config
+// when run there) is taken out after the run; the same layout made by
+// the host is live (the control), its config is kept from the command as
+// .git's is, and ordinary files named HEAD or objects stay.
+func TestDirectRunBareRepositoryAtTop(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	marker := filepath.Join(t.TempDir(), "pager-ran")
+	plant := fmt.Sprintf(`set -e; export GIT_CONFIG_NOSYSTEM=1 HOME=$(mktemp -d)
+git init -q --bare --initial-branch=main .
+git config core.pager "echo ran > '%[1]s'; cat >/dev/null"
+git update-ref HEAD $(git -c user.name=t -c user.email=t@t commit-tree -m x $(git mktree </dev/null))`, marker)
+
+	// The control: made by the host, it is live.
+	host := t.TempDir()
+	if out, err := exec.Command("sh", "-c", "cd "+host+" && "+plant).CombinedOutput(); err != nil {
+		t.Fatalf("the host's bare repository: %v\n%s", err, out)
+	}
+	if !pagerRunsIn(t, host, marker) {
+		t.Fatal("git log at the top of a bare repository the host made did not run its pager: the probe proves nothing")
+	}
+	// A run in it cannot change its config.
+	before, _ := os.ReadFile(filepath.Join(host, "config"))
+	moat(t, host, "run", "--", "sh", "-c", `echo '[core] fsmonitor = evil' >> config`)
+	if after, _ := os.ReadFile(filepath.Join(host, "config")); string(after) != string(before) {
+		t.Errorf("a run changed the config of the bare repository it ran in:\n%s", after)
+	}
+
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "README"), []byte("r\n"), 0o644)
+	code, _, errs := moat(t, ws, "run", "--", "sh", "-c", plant)
+	if code != 0 {
+		t.Fatalf("run: code %d %s", code, errs)
+	}
+	for _, p := range []string{"HEAD", "config"} {
+		if !strings.Contains(errs, "the command left "+p+" (") {
+			t.Errorf("%s not quarantined: %s", p, errs)
+		}
+	}
+	if pagerRunsIn(t, ws, marker) {
+		t.Error("git log at the top ran the pager a direct run planted")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "README")); err != nil {
+		t.Errorf("README: %v", err)
+	}
+
+	// Ordinary names, no git directory: nothing moves.
+	ws = t.TempDir()
+	code, _, errs = moat(t, ws, "run", "--", "sh", "-c", `echo 0123456789012345678901234567890123456789 > HEAD && mkdir objects config && echo x > hooks`)
+	if code != 0 || strings.Contains(errs, "the command left") {
+		t.Fatalf("run: code %d %s", code, errs)
+	}
+	for _, p := range []string{"HEAD", "objects", "config", "hooks"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
