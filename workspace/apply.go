@@ -58,8 +58,9 @@ type Report struct {
 	// Skipped are special files (devices, fifos, sockets), never applied.
 	Skipped []Change `json:"skipped,omitempty"`
 	// Protected are the selected changes to paths that host tools execute
-	// or read as configuration (see Protected), not forced; when not
-	// empty, nothing was applied.
+	// or read as configuration (see ChangeSet.Protects), or that make a
+	// directory a git directory (a bare repository's layout), not forced;
+	// when not empty, nothing was applied.
 	Protected []string `json:"protected,omitempty"`
 }
 

@@ -198,3 +198,44 @@ func TestApplyRefusesBareGitDirs(t *testing.T) {
 		t.Error("git log at the top, made a bare repository, did not run its pager")
 	}
 }
+
+// TestIsGitDirectory: the layouts git's is_git_directory accepts, checked
+// against git itself (rev-parse --git-dir in the directory), with those it
+// does not.
+func TestIsGitDirectory(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	hex := strings.Repeat("0123456789", 4)
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{"symbolic HEAD", map[string]string{"HEAD": "ref: refs/heads/main\n", "objects/": "", "refs/": ""}, true},
+		{"spaces after ref:", map[string]string{"HEAD": "ref:  \trefs/x", "objects/": "", "refs/": ""}, true},
+		{"detached HEAD, upper case", map[string]string{"HEAD": strings.ToUpper(hex) + "\n", "objects/": "", "refs/": ""}, true},
+		{"HEAD a link into refs", map[string]string{"HEAD": "-> refs/heads/main", "objects/": "", "refs/": ""}, true},
+		{"objects an executable file", map[string]string{"HEAD": hex, "objects#755": "", "refs/": ""}, true},
+		{"commondir", map[string]string{"HEAD": hex, "commondir": "c\n", "c/objects/": "", "c/refs/": ""}, true},
+		{"HEAD too short", map[string]string{"HEAD": hex[:39], "objects/": "", "refs/": ""}, false},
+		{"HEAD not a ref", map[string]string{"HEAD": "ref: heads/main\n", "objects/": "", "refs/": ""}, false},
+		{"HEAD a link elsewhere", map[string]string{"HEAD": "-> heads/main", "objects/": "", "refs/": ""}, false},
+		{"HEAD a directory", map[string]string{"HEAD/": "", "objects/": "", "refs/": ""}, false},
+		{"no refs", map[string]string{"HEAD": hex, "objects/": ""}, false},
+		{"objects a plain file", map[string]string{"HEAD": hex, "objects": "", "refs/": ""}, false},
+	} {
+		dir := filepath.Join(t.TempDir(), "d")
+		tree(t, dir, tc.files)
+		if got := isGitDirAt(dir); got != tc.want {
+			t.Errorf("%s: isGitDirAt = %v, want %v", tc.name, got, tc.want)
+		}
+		cmd := exec.Command("git", "rev-parse", "--git-dir")
+		cmd.Dir = dir
+		cmd.Env = gitEnv(t.TempDir(), filepath.Dir(dir))
+		out, err := cmd.Output()
+		if git := err == nil && strings.TrimSpace(string(out)) == "."; git != tc.want {
+			t.Errorf("%s: git takes it for a git directory: %v (%s), the test wants %v", tc.name, git, out, tc.want)
+		}
+	}
+}
