@@ -38,15 +38,18 @@ var gitDirLayout = []string{"HEAD", "objects", "refs", "commondir"}
 // gitDirChanges returns what of sel, the selected changes, a git
 // directory the selection makes or changes makes Apply refuse.
 func (c *ChangeSet) gitDirChanges(sel []Change) func(Change) bool {
-	v := resultView{c: c, sel: make(map[string]Change, len(sel))}
-	for _, ch := range sel {
-		v.sel[ch.Path] = ch
-	}
+	v := resultView{c: c}
 	type state struct{ after, before bool }
 	dirs := map[string]state{}
 	look := func(d string) state {
 		st, ok := dirs[d]
 		if !ok {
+			if v.sel == nil { // most change sets never get here
+				v.sel = make(map[string]Change, len(sel))
+				for _, ch := range sel {
+					v.sel[ch.Path] = ch
+				}
+			}
 			// The workspace's own .git is guarded entry by entry
 			// (HostConfig, gitProtects), as git reads it.
 			if d != ".git" && !strings.HasPrefix(d, ".git/") {
@@ -85,6 +88,9 @@ func (c *ChangeSet) gitDirChanges(sel []Change) func(Change) bool {
 			}
 			start = end + 1
 		}
+	}
+	if len(guarded) == 0 {
+		return func(Change) bool { return false }
 	}
 	return func(ch Change) bool {
 		if made[ch.Path] {
