@@ -217,6 +217,14 @@ func prevOf(line []byte) (string, error) {
 	return *rec.Prev, nil
 }
 
+// MaxRecord bounds the length of one line of a stream, newline aside:
+// [Verify] refuses a longer line rather than reading without end (a device,
+// a file that is not a stream), and [Writer.Write] refuses to write one,
+// so that every stream it writes verifies. It leaves room for a command
+// line as long as the kernel lets a program be started with, every byte
+// of it escaped in JSON.
+const MaxRecord = 64 << 20
+
 // Write appends v, which must encode as a JSON object, as one line, with
 // its "prev" field first. The first error is kept and returned by every
 // later Write and by Close.
@@ -227,6 +235,11 @@ func (w *Writer) Write(v any) error {
 	}
 	if len(b) < 2 || b[0] != '{' {
 		return fmt.Errorf("audit record: %T does not encode as a JSON object", v)
+	}
+	if len(b)+len(`{"prev":"`+genesis+`",`) > MaxRecord {
+		// Refused without keeping the error: the stream is still whole,
+		// and the records after this one can be written.
+		return fmt.Errorf("audit record: %d bytes, more than the %d of a record", len(b), MaxRecord)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -280,12 +293,16 @@ func (e *ChainError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, 
 // Verify reads a whole stream and checks its chain. It returns the number
 // of records and the SHA-256 of the last line (to keep elsewhere: a chain
 // cannot show that records were cut from its end), or a *ChainError naming
-// the first bad record.
+// the first bad record. A line longer than [MaxRecord] is a *ChainError
+// too, found without reading past it.
 func Verify(r io.Reader) (records int, last string, err error) {
 	br := bufio.NewReader(r)
 	prev := genesis
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
+		if errors.Is(err, errLong) {
+			return n - 1, "", &ChainError{n, fmt.Sprintf("longer than %d bytes without a newline: not a record of an audit stream", MaxRecord)}
+		}
 		if err == io.EOF && len(line) == 0 {
 			return n - 1, prev, nil
 		}
@@ -306,5 +323,23 @@ func Verify(r io.Reader) (records int, last string, err error) {
 			return n - 1, "", &ChainError{n, fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
 		}
 		prev = hash(line)
+	}
+}
+
+var errLong = errors.New("line too long")
+
+// readLine is bufio.Reader.ReadBytes('\n') that gives up with errLong
+// once a line, newline included, is longer than MaxRecord+1 bytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > MaxRecord+1 {
+			return nil, errLong
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
 	}
 }

@@ -2,9 +2,11 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +159,64 @@ func TestOpenRefusesBrokenTail(t *testing.T) {
 				w.Close()
 			}
 		}
+	}
+}
+
+// endless is a stream with no end and no newline, as /dev/zero is.
+type endless struct{ read int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.read += int64(len(p))
+	return len(p), nil
+}
+
+// TestVerifyBoundsALine: a stream whose line never ends is refused once
+// the line is longer than a record can be, after records before it
+// verified; the same stream cut into lines of a record's length verifies.
+func TestVerifyBoundsALine(t *testing.T) {
+	p := writeChain(t, 2)
+	head, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &endless{}
+	n, _, err := Verify(io.MultiReader(bytes.NewReader(head), e))
+	var ce *ChainError
+	if !errors.As(err, &ce) || ce.Line != 3 || n != 2 || !strings.Contains(ce.Msg, "without a newline") {
+		t.Fatalf("Verify of an endless line = %d, %v; want a ChainError at line 3 after 2 records", n, err)
+	}
+	if e.read > MaxRecord+1<<20 {
+		t.Errorf("read %d bytes of the endless line, want about %d", e.read, MaxRecord)
+	}
+	// Control: the records alone verify.
+	if n, _, err := Verify(bytes.NewReader(head)); err != nil || n != 2 {
+		t.Fatalf("Verify of the records alone = %d, %v", n, err)
+	}
+}
+
+// TestWriteRefusesWhatVerifyRefuses: a record too long for Verify is not
+// written, and the stream stays whole: the next record is written and
+// the stream verifies.
+func TestWriteRefusesWhatVerifyRefuses(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := Decision{Type: TypeDecision, Command: []string{strings.Repeat("\x00", MaxRecord/6+1)}}
+	if err := w.Write(long); err == nil {
+		t.Error("a record longer than MaxRecord was written")
+	}
+	if err := w.Write(Decision{Type: TypeDecision, Command: []string{"true"}}); err != nil {
+		t.Fatalf("the record after it: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := verifyFile(t, p); err != nil || n != 1 {
+		t.Fatalf("Verify = %d, %v; want 1 record", n, err)
 	}
 }

@@ -9,11 +9,43 @@ import (
 	"github.com/moatbox/moat/audit"
 )
 
+// streamFile says why a file of that Stat is no audit stream to read.
+func streamFile(fi os.FileInfo, err error) error {
+	if err != nil {
+		return err
+	}
+	m := fi.Mode()
+	if m.IsRegular() || m&os.ModeNamedPipe != 0 {
+		return nil
+	}
+	kind := "special file"
+	switch {
+	case m.IsDir():
+		kind = "directory"
+	case m&os.ModeCharDevice != 0:
+		kind = "character device"
+	case m&os.ModeDevice != 0:
+		kind = "block device"
+	case m&os.ModeSocket != 0:
+		kind = "socket"
+	}
+	return fmt.Errorf("not an audit stream: a %s, not a file or a pipe", kind)
+}
+
 // cmdAudit: moat audit verify FILE checks an audit stream's hash chain.
 func cmdAudit(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 2 || args[0] != "verify" || asksHelp(args) {
 		fmt.Fprintln(stderr, "usage: moat audit verify FILE")
 		return 2
+	}
+	// A stream is read to its end: a file, or a pipe (/dev/stdin, a named
+	// pipe) whose writer ends it. A directory or a device (/dev/zero, a
+	// terminal) is no stream and might never end; it is refused before it
+	// is opened, since a device acts when opened, and again once open, in
+	// case the path was replaced in between.
+	if err := streamFile(os.Stat(args[1])); err != nil {
+		fmt.Fprintf(stderr, "moat: %s: %v\n", args[1], err)
+		return 1
 	}
 	f, err := os.Open(args[1])
 	if err != nil {
@@ -21,6 +53,10 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer f.Close()
+	if err := streamFile(f.Stat()); err != nil {
+		fmt.Fprintf(stderr, "moat: %s: %v\n", args[1], err)
+		return 1
+	}
 	n, last, err := audit.Verify(f)
 	var ce *audit.ChainError
 	if errors.As(err, &ce) {
