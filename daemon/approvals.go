@@ -337,7 +337,7 @@ func (m *Manager) Approvals(t Tenant) []*Approval {
 }
 
 // GetApproval returns the pending approval id if t may answer it; one
-// answered, timed out, or of another tenant is ErrNotFound.
+// answered, timed out, or of another tenant is ErrNoApproval.
 func (m *Manager) GetApproval(t Tenant, id string) (*Approval, error) {
 	if err := t.MayApprovals(); err != nil {
 		return nil, err
@@ -346,7 +346,7 @@ func (m *Manager) GetApproval(t Tenant, id string) (*Approval, error) {
 	defer m.ap.mu.Unlock()
 	p, ok := m.ap.pending[id]
 	if !ok || !mayAnswer(t, p) {
-		return nil, fmt.Errorf("%w: no pending approval %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w %q: answered, timed out, or not one you may answer", ErrNoApproval, id)
 	}
 	return p, nil
 }
@@ -413,7 +413,7 @@ func (m *Manager) Approve(t Tenant, id string, req ApproveRequest) (*Approval, e
 		return nil, fmt.Errorf("%w: %v", ErrApprovalRefused, err)
 	}
 	if !m.answer(p, &g, nil, func() { m.auditApproval(p, sandbox.ApprovalApproved, who, req.Why, &g) }) {
-		return nil, fmt.Errorf("%w: no pending approval %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w %q: answered, timed out, or not one you may answer", ErrNoApproval, id)
 	}
 	m.log.Info("approval answered", "approval", p.ID, "session", p.Session, "outcome", "approved", "by", who, "scope", string(g.Scope))
 	return p, nil
@@ -435,7 +435,7 @@ func (m *Manager) Deny(t Tenant, id, name, why string) (*Approval, error) {
 		msg += ": " + why
 	}
 	if !m.answer(p, nil, errors.New(msg), func() { m.auditApproval(p, sandbox.ApprovalDenied, who, why, nil) }) {
-		return nil, fmt.Errorf("%w: no pending approval %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w %q: answered, timed out, or not one you may answer", ErrNoApproval, id)
 	}
 	m.log.Info("approval answered", "approval", p.ID, "session", p.Session, "outcome", "denied", "by", who)
 	return p, nil

@@ -53,6 +53,21 @@ var (
 	ErrLocked        = errors.New("another daemon serves this state directory")
 )
 
+// What else may be missing. Each is an ErrNotFound too (errors.Is), so
+// that a caller branching on "not found" (the HTTP API's not_found code)
+// needs no list of them, while its text names what is missing rather than
+// a session.
+var (
+	ErrNoApproval  error = &notFound{"no such approval"}
+	ErrNoProcess   error = &notFound{"no such process"}
+	ErrNoChangeSet error = &notFound{"no such change set"}
+)
+
+type notFound struct{ msg string }
+
+func (e *notFound) Error() string        { return e.msg }
+func (e *notFound) Is(target error) bool { return target == ErrNotFound }
+
 // Config is how a Manager works. Zero fields take the defaults named.
 type Config struct {
 	// StateDir holds the daemon's state (daemon/ beneath it): its lock,

@@ -154,7 +154,7 @@ func (m *Manager) forgetReview(r *review) {
 func openReview(r *review) (*workspace.ChangeSet, error) {
 	cs, err := workspace.Open(r.changeSet)
 	if errors.Is(err, workspace.ErrNotFound) {
-		return nil, fmt.Errorf("%w: the change set of session %s is gone (applied or discarded on the host)", ErrNotFound, r.session)
+		return nil, fmt.Errorf("%w: the change set of session %s is gone (applied or discarded on the host)", ErrNoChangeSet, r.session)
 	}
 	return cs, err
 }

@@ -621,7 +621,7 @@ func (s *Session) Process(id string) (*Process, error) {
 	defer s.mu.Unlock()
 	p, ok := s.procs[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: no process %q in session %s", ErrNotFound, id, s.ID)
+		return nil, fmt.Errorf("%w %q in session %s", ErrNoProcess, id, s.ID)
 	}
 	return p, nil
 }

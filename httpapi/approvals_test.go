@@ -112,8 +112,18 @@ func TestApprovalsThroughTheAPI(t *testing.T) {
 	if r.err != nil || r.rep.ExitCode != 0 || r.out != "ship it\n" {
 		t.Fatalf("approved exec: %+v %v", r.rep, r.err)
 	}
-	if err := d.c.Approve(ctx, a.ID, &client.ApproveRequest{}); apiCode(err) != client.CodeNotFound {
+	if err := d.c.Approve(ctx, a.ID, &client.ApproveRequest{}); apiCode(err) != client.CodeNotFound || !strings.Contains(err.Error(), "no such approval") {
 		t.Errorf("approved twice: %v", err)
+	}
+	// An unknown id is an approval not found, not a session.
+	for what, err := range map[string]error{
+		"get":     func() error { _, err := d.c.Approval(ctx, "nosuch"); return err }(),
+		"approve": d.c.Approve(ctx, "nosuch", &client.ApproveRequest{}),
+		"deny":    d.c.Deny(ctx, "nosuch", &client.DenyRequest{}),
+	} {
+		if apiCode(err) != client.CodeNotFound || !strings.Contains(err.Error(), `no such approval "nosuch"`) || strings.Contains(err.Error(), "session") {
+			t.Errorf("%s of an unknown approval: %v", what, err)
+		}
 	}
 
 	// Once is once: the same command asks again; denied, it fails with

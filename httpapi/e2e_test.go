@@ -349,6 +349,7 @@ func TestBadInput(t *testing.T) {
 		{"policy sets workspace", "POST", "/v1/sessions", `{"policy":"[workspace]\npath = \"/\"\n"}`, nil, 403, client.CodePolicyRefused, "workspace.path"},
 		{"unknown session", "GET", "/v1/sessions/nope", ``, nil, 404, client.CodeNotFound, "no such session"},
 		{"exec in unknown session", "POST", "/v1/sessions/nope/exec", `{"args":["true"]}`, nil, 404, client.CodeNotFound, "no such session"},
+		{"unknown process", "GET", "/v1/sessions/" + s.ID + "/processes/nope/output", ``, nil, 404, client.CodeNotFound, `no such process "nope"`},
 		{"empty args", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":[]}`, nil, 400, client.CodeBadRequest, "args"},
 		{"dir escapes", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"../x"}`, nil, 400, client.CodeBadRequest, "dir"},
 		{"absolute dir", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"/etc"}`, nil, 400, client.CodeBadRequest, "dir"},

@@ -78,8 +78,13 @@ func TestApprovalCommands(t *testing.T) {
 	if r := <-res; r.code != 0 || r.out != "ship it\n" {
 		t.Errorf("approved exec: %+v", r)
 	}
-	if code, _, errs := moat(t, dir, "approve", "--socket", sock, aid); code != exitMoatError || !strings.Contains(errs, "not_found") {
+	if code, _, errs := moat(t, dir, "approve", "--socket", sock, aid); code != exitMoatError || !strings.Contains(errs, "moat approve: no such approval") || !strings.Contains(errs, "not_found") {
 		t.Errorf("approved twice: %d %q", code, errs)
+	}
+	for _, cmd := range []string{"approve", "deny"} {
+		if code, _, errs := moat(t, dir, cmd, "--socket", sock, "nosuch"); code != exitMoatError || !strings.Contains(errs, `moat `+cmd+`: no such approval "nosuch"`) || strings.Contains(errs, "session") {
+			t.Errorf("moat %s of an unknown approval: %d %q", cmd, code, errs)
+		}
 	}
 
 	res = exec("echo", "ship", "again")
