@@ -221,6 +221,13 @@ func matchPrefix(prefixes []string, p string) bool {
 	return false
 }
 
+// NoChangeError: a path given to Apply has no change at or below it.
+type NoChangeError struct {
+	Path string // as given
+}
+
+func (e *NoChangeError) Error() string { return "no change at " + e.Path }
+
 // selectChanges keeps the changes at or below paths, with the directory
 // changes they need (their Added or TypeChanged ancestors).
 func (c *ChangeSet) selectChanges(changes []Change, paths []string) ([]Change, error) {
@@ -249,7 +256,7 @@ func (c *ChangeSet) selectChanges(changes []Change, paths []string) ([]Change, e
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("apply: no change at %s", raw)
+			return nil, &NoChangeError{Path: raw}
 		}
 	}
 	var out []Change

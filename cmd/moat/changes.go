@@ -179,13 +179,29 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	}
 	rest := fs.Args()
 	id := ""
+	// The first argument is a change set when one has that ID or session
+	// name, else the first path of the latest change set of the current
+	// directory's workspace. Named neither, it is most likely a change set
+	// that does not exist (a typo, one applied or discarded already), and
+	// is refused as such rather than as a path.
+	named := ""
 	if len(rest) > 0 {
-		if _, err := workspace.Open(rest[0]); err == nil {
+		_, err := workspace.Open(rest[0])
+		switch {
+		case err == nil:
 			id, rest = rest[0], rest[1:]
+		case errors.Is(err, workspace.ErrNotFound):
+			named = rest[0]
+		default:
+			printErr(stderr, "apply", err)
+			return exitMoatError
 		}
 	}
 	cs, err := pickChangeSet(id)
 	if err != nil {
+		if named != "" {
+			err = fmt.Errorf("no change set or session named %q (see moat runs), and no change set of this directory's workspace it could be a path of", named)
+		}
 		printErr(stderr, "apply", err)
 		return exitMoatError
 	}
@@ -194,6 +210,11 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		paths = rest
 	}
 	rep, err := cs.Apply(paths, force)
+	var nc *workspace.NoChangeError
+	if named != "" && errors.As(err, &nc) && nc.Path == named {
+		printErr(stderr, "apply", fmt.Errorf("no change set or session named %q (see moat runs), nor a change at that path in %s, the latest change set of this directory's workspace", named, cs.ID()))
+		return exitMoatError
+	}
 	if errors.Is(err, workspace.ErrProtected) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: the change set touches files that tools run later on the host:")
 		for _, p := range rep.Protected {

@@ -503,3 +503,47 @@ git update-ref HEAD $(git -c user.name=t -c user.email=t@t commit-tree -m x $(gi
 		}
 	}
 }
+
+// TestUnknownChangeSetNamed: moat apply, diff and discard of a change set
+// that does not exist say so and point at moat runs, whether or not the
+// current directory's workspace has a change set its first argument could
+// be a path of (apply used to take it for one: "no change at nosuch", or
+// "no change set for" the directory); nothing is applied. The documented
+// forms still work, the control: apply PATH applies that path of the
+// latest change set, apply ID PATH that path of the one named.
+func TestUnknownChangeSetNamed(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	elsewhere := t.TempDir()
+	want := `no change set or session named "nosuch" (see moat runs)`
+	for _, cmd := range []string{"apply", "diff", "discard"} {
+		if code, _, errs := moat(t, elsewhere, cmd, "nosuch"); code != exitMoatError || !strings.Contains(errs, "moat "+cmd+": "+want) {
+			t.Errorf("moat %s nosuch, no change set at all: %d %q", cmd, code, errs)
+		}
+	}
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "s", "--", "sh", "-c", "echo a > a.txt; echo b > b.txt"); code != 0 {
+		t.Fatalf("run: %s", errs)
+	}
+	for _, args := range [][]string{{"apply", "nosuch"}, {"apply", "nosuch", "a.txt"}, {"apply", "0123456789ab"}, {"diff", "nosuch"}, {"discard", "nosuch"}} {
+		code, _, errs := moat(t, ws, args...)
+		w := strings.Replace(want, "nosuch", args[1], 1)
+		if code != exitMoatError || !strings.Contains(errs, w) {
+			t.Errorf("moat %s in a workspace with a change set: %d %q, want %q", strings.Join(args, " "), code, errs, w)
+		}
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Fatalf("something was applied: %v", ents)
+	}
+	if code, _, errs := moat(t, ws, "apply", "a.txt"); code != 0 {
+		t.Fatalf("apply a.txt: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, elsewhere, "apply", "s", "b.txt"); code != 0 {
+		t.Fatalf("apply s b.txt: %d %q", code, errs)
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
+			t.Errorf("%s not applied: %v", f, err)
+		}
+	}
+}
