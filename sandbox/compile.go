@@ -18,6 +18,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/fsid"
 	"github.com/moatbox/moat/internal/lookpath"
+	"github.com/moatbox/moat/internal/overlay"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -91,7 +92,9 @@ var (
 
 // Compile turns a validated, resolved policy and a command line into the
 // backend Spec. It reads the host's file system only to see what exists
-// (symlinked system directories, deny paths), and makes no changes.
+// (symlinked system directories, deny paths), and makes no changes. A
+// deny or read-only path missing where the command could create it is
+// refused (checkMissingProtections).
 //
 // cs is the change set holding the copy-on-write layers, for the overlay
 // and copy workspace modes; nil otherwise. guards are what the run
@@ -162,8 +165,14 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	// otherwise), all at once.
 	made := func(path string) bool { return c.WorkspaceMade && within(ws, path) }
 	sysMounts, denied, rwReal := map[string]backend.Mount{}, map[string][]string{}, map[string]string{}
+	present := map[string]bool{}
 	if c.WorkspaceMade {
 		if err := asOwner(c, func() {
+			for _, path := range append(slices.Clone(p.Filesystem.ReadOnly), p.Filesystem.Deny...) {
+				if !made(path) {
+					present[path] = lexists(path)
+				}
+			}
 			for _, src := range p.Filesystem.ReadOnly {
 				if !made(src) {
 					sysMounts[src] = systemMount(src)
@@ -201,6 +210,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 				return nil, p.FieldError(field, fmt.Sprintf("%s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); list the directories the command needs, such as ~/.cache/pip", rw, c.Home))
 			}
 		}
+	}
+	if err := checkMissingProtections(p, ws, cs, present); err != nil {
+		return nil, err
 	}
 	if err := checkDaemonSockets(p, socks); err != nil {
 		return nil, err
@@ -363,6 +375,96 @@ func systemMount(src string) backend.Mount {
 		}
 	}
 	return backend.Mount{Kind: backend.MountBind, Source: realPath(src), Target: src, ReadOnly: true, Optional: true}
+}
+
+// checkMissingProtections refuses a filesystem.deny or filesystem.read_only
+// path that does not exist where the command could create it: in the
+// workspace (unless read-only) or a read_write path, and not below a
+// read_only path inside those. The backend hides or binds only what
+// exists, so such a path would be the command's to make and use, in the
+// real workspace in direct mode, where the person who asked for it hidden
+// or read-only would never see it happen. A missing path anywhere else
+// is left alone: the sandbox shows nothing of the host there and the
+// command can create nothing (the sandbox's root is read-only, its /tmp
+// and home its own), and the default policy names paths some hosts lack.
+//
+// present holds what was looked up already (with the owner's rights, for
+// a workspace the caller made); the others are looked up here.
+func checkMissingProtections(p *policy.Policy, ws string, cs *workspace.ChangeSet, present map[string]bool) error {
+	type tree struct {
+		path     string
+		writable bool
+	}
+	trees := []tree{{ws, p.Workspace.Mode != policy.WorkspaceReadOnly}}
+	for _, rw := range p.Filesystem.ReadWrite {
+		trees = append(trees, tree{rw, true})
+	}
+	for _, ro := range p.Filesystem.ReadOnly {
+		trees = append(trees, tree{ro, false})
+	}
+	// writableIn returns the writable tree that shows path, "" if the
+	// innermost tree holding it (other than path itself) is read-only, or
+	// if none does.
+	writableIn := func(path string) string {
+		var in *tree
+		for i := range trees {
+			t := &trees[i]
+			if t.path != path && within(t.path, path) && (in == nil || depth(t.path) > depth(in.path)) {
+				in = t
+			}
+		}
+		if in == nil || !in.writable {
+			return ""
+		}
+		return in.path
+	}
+	exists := func(path string) bool {
+		if cs != nil && within(ws, path) {
+			// What the change set's layer holds shows over the real
+			// workspace (overlay), or is the whole of it (copy).
+			rel, _ := filepath.Rel(ws, path)
+			fi, err := os.Lstat(filepath.Join(cs.UpperDir(), rel))
+			switch {
+			case err == nil:
+				return !overlay.IsWhiteout(fi)
+			case p.Workspace.Mode == policy.WorkspaceCopy:
+				return false
+			}
+		}
+		if ok, known := present[path]; known {
+			return ok
+		}
+		return lexists(path)
+	}
+	for _, l := range []struct {
+		field, what string
+		paths       []string
+	}{
+		{"filesystem.deny", "hidden", p.Filesystem.Deny},
+		{"filesystem.read_only", "made read-only", p.Filesystem.ReadOnly},
+	} {
+		for i, path := range l.paths {
+			in := writableIn(path)
+			if in == "" || exists(path) {
+				continue
+			}
+			where := in
+			if in == ws {
+				where = "the workspace " + ws
+			}
+			return p.FieldError(fmt.Sprintf("%s[%d]", l.field, i), fmt.Sprintf(
+				"%s does not exist, so it cannot be %s, and the command could create it in %s, which it may write, and use it; create it first, or name an existing directory above it", path, l.what, where))
+		}
+	}
+	return nil
+}
+
+// lexists reports whether path exists, a symbolic link included. An error
+// other than "does not exist" counts as existing: the backend then fails
+// on the path, naming it, rather than skip it.
+func lexists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // denyTargets returns where a denied path must be masked: the path itself

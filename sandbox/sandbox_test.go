@@ -1826,3 +1826,71 @@ func TestReadOnlyLinkInWorkspace(t *testing.T) {
 		t.Errorf("the named directory: %q, want it shown through the link and read-only", r.stdout)
 	}
 }
+
+// TestMissingProtectionRefused: a filesystem.deny or filesystem.read_only
+// path that does not exist in a tree the command may write (the
+// workspace, a read_write path) is refused, naming the field, and the
+// command does not run: before, the backend skipped it and the command
+// made the path on the host and used it. The controls: the same paths
+// once they exist are hidden or read-only; a missing path where the
+// command can create nothing (outside every tree, below a read-only path,
+// in a read-only workspace) runs.
+func TestMissingProtectionRefused(t *testing.T) {
+	ws, rw := t.TempDir(), t.TempDir()
+	plant := "echo planted > " + ws + "/secret; mkdir " + ws + "/conf; echo planted > " + rw + "/x"
+	for name, edit := range map[string]func(*policy.Policy){
+		"filesystem.deny[2]": func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret")) },
+		"filesystem.read_only[6]": func(p *policy.Policy) {
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(ws, "conf"))
+		},
+		"filesystem.deny[3]": func(p *policy.Policy) {
+			p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, rw)
+			p.Filesystem.Deny = append(p.Filesystem.Deny, "/nonexistent/x", filepath.Join(rw, "x"))
+		},
+	} {
+		r := sh(t, ws, edit, plant)
+		if r.err == nil || !strings.Contains(r.err.Error(), name+": ") || !strings.Contains(r.err.Error(), "does not exist") {
+			t.Errorf("%s missing in a writable tree: %v, want a refusal naming it", name, r.err)
+		}
+	}
+	for _, p := range []string{filepath.Join(ws, "secret"), filepath.Join(ws, "conf"), filepath.Join(rw, "x")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("a refused run created %s", p)
+		}
+	}
+
+	// Where the command can create nothing, a missing path is no hole.
+	os.Mkdir(filepath.Join(ws, "ro"), 0o755)
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, "/nonexistent/y", filepath.Join(ws, "ro"))
+		p.Filesystem.Deny = append(p.Filesystem.Deny, "/nonexistent/x", filepath.Join(ws, "ro", "x"))
+	}, "touch ro/x 2>/dev/null || echo READONLY")
+	mustExit(t, r, 0)
+	if r.stdout != "READONLY\n" {
+		t.Errorf("below a read-only path: %q", r.stdout)
+	}
+	r = sh(t, ws, func(p *policy.Policy) {
+		p.Workspace.Mode = policy.WorkspaceReadOnly
+		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"))
+	}, "true")
+	mustExit(t, r, 0)
+
+	// Once they exist, the same paths are protected, and the same probe
+	// without them reads and writes (so the probe works).
+	os.WriteFile(filepath.Join(ws, "secret"), []byte("TOKEN\n"), 0o644)
+	os.Mkdir(filepath.Join(ws, "conf"), 0o755)
+	probe := "cat secret 2>/dev/null || echo HIDDEN; touch conf/y 2>/dev/null && echo WROTE || echo READONLY"
+	r = sh(t, ws, func(p *policy.Policy) {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"))
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(ws, "conf"))
+	}, probe)
+	mustExit(t, r, 0)
+	if r.stdout != "HIDDEN\nREADONLY\n" {
+		t.Errorf("the existing paths: %q, want them hidden and read-only", r.stdout)
+	}
+	r = sh(t, ws, nil, probe)
+	mustExit(t, r, 0)
+	if r.stdout != "TOKEN\nWROTE\n" {
+		t.Errorf("without the rules: %q, want the probe to read and write", r.stdout)
+	}
+}

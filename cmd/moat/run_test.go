@@ -449,3 +449,41 @@ func TestEarlySignalLeavesNoCgroup(t *testing.T) {
 		unix.Rmdir(p)
 	}
 }
+
+// TestMissingDenyAndReadOnlyRefused: moat run --deny or --ro of a path
+// missing in the workspace is refused, naming the flag, in direct and
+// overlay mode, before the command runs (it made the path and used it);
+// once the path exists, the same flags run and protect it.
+func TestMissingDenyAndReadOnlyRefused(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	secret, conf := filepath.Join(ws, "secret"), filepath.Join(ws, "conf")
+	plant := []string{"--", "sh", "-c", "echo planted > secret; mkdir conf"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--deny", secret}, "moat: flag --deny: filesystem.deny[2]: " + secret + " does not exist"},
+		{[]string{"--ro", conf}, "moat: flag --ro: filesystem.read_only[6]: " + conf + " does not exist"},
+		{[]string{"--workspace-mode", "overlay", "--deny", secret}, "moat: flag --deny: filesystem.deny[2]: " + secret + " does not exist"},
+	} {
+		code, _, errs := moat(t, ws, append(append([]string{"run"}, c.args...), plant...)...)
+		if code != exitMoatError || !strings.Contains(errs, c.want) || strings.Contains(errs, "goroutine") {
+			t.Errorf("moat run %s: %d %q, want %q", strings.Join(c.args, " "), code, errs, c.want)
+		}
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Fatalf("a refused run wrote the workspace: %v", ents)
+	}
+	os.WriteFile(secret, []byte("TOKEN\n"), 0o644)
+	os.Mkdir(conf, 0o755)
+	probe := []string{"--", "sh", "-c", "cat secret 2>/dev/null || echo HIDDEN; touch conf/y 2>/dev/null && echo WROTE || echo READONLY"}
+	code, out, errs := moat(t, ws, append([]string{"run", "--deny", secret, "--ro", conf}, probe...)...)
+	if code != 0 || out != "HIDDEN\nREADONLY\n" {
+		t.Errorf("the existing paths: %d %q %q, want them hidden and read-only", code, out, errs)
+	}
+	// The probe without the flags reads and writes.
+	if code, out, errs := moat(t, ws, append([]string{"run"}, probe...)...); code != 0 || out != "TOKEN\nWROTE\n" {
+		t.Errorf("without the flags: %d %q %q", code, out, errs)
+	}
+}
