@@ -307,6 +307,14 @@ const (
 // of its own. A backend that cannot ask it about every exec of a Spec
 // refuses to run it (an error wrapping ErrNoExecCheck) rather than run
 // unchecked.
+//
+// OnCgroup, when set, is given by Lifecycle.Create the directories of the
+// sandbox's cgroup once it is made and before any process of the sandbox
+// starts: for a caller that records them, so that whoever cleans up after
+// the caller's death can remove the cgroup (cgroup.Reclaim) as Destroy
+// would have. An error fails Create. A backend that makes no cgroup for
+// the sandbox, or reclaims it itself when its caller dies, does not call
+// it; Run does not either.
 type Stdio struct {
 	Stdin      io.Reader
 	Stdout     io.Writer
@@ -316,6 +324,7 @@ type Stdio struct {
 	ServeTUN   func(*os.File)
 	OnTerminal func()
 	CheckExec  func(c ExecCall) error
+	OnCgroup   func(dirs []string) error
 }
 
 // ExecPending is what a CheckExec returns when its answer must wait (a
@@ -398,7 +407,7 @@ type Lifecycle interface {
 	// Create builds the sandbox. Spec.Args, Env and Dir are not used
 	// (each process brings its own, see ProcessSpec); Spec.Limits.Wall
 	// and OutputBytes are left to each process too. stdio is used only
-	// for ServeProxy, ServeTUN and CheckExec. ctx bounds the creation
+	// for ServeProxy, ServeTUN, CheckExec and OnCgroup. ctx bounds the creation
 	// only. An error means nothing of the sandbox remains; an *InitError
 	// names the stage that failed.
 	//

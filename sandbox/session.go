@@ -53,6 +53,13 @@ type SessionRequest struct {
 	// life, as Request.Learn does for a run: what they would deny or ask
 	// about runs, audited with the outcome "learn" (moat policy suggest).
 	Learn bool
+	// OnCgroup, when set, is given the directories of the sandbox's
+	// cgroup before any process of the sandbox starts
+	// (backend.Stdio.OnCgroup), for a caller that records them so that
+	// whoever cleans up after its death removes them (cgroup.Reclaim).
+	// An error fails Create. It is not called where the backend makes no
+	// cgroup, or reclaims it itself.
+	OnCgroup func(dirs []string) error
 }
 
 // ExecRequest is one command of a session.
@@ -168,7 +175,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			undo = append(undo, func() { cs.Discard() })
 		}
 	}
-	stdio := backend.Stdio{}
+	stdio := backend.Stdio{OnCgroup: req.OnCgroup}
 	if p.Network.Mode == policy.NetworkAllow {
 		rules, err := networkRules(p)
 		if err != nil {

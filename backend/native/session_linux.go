@@ -75,6 +75,13 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if cg != nil {
 		r.cg = cg
 		in.cleanup = append(in.cleanup, func() { cg.Destroy() })
+		// Before init starts: from then on the caller's death leaves the
+		// cgroup to whoever reads what the caller recorded.
+		if stdio.OnCgroup != nil {
+			if err := stdio.OnCgroup(cg.Dirs()); err != nil {
+				return nil, fmt.Errorf("record the sandbox's cgroup: %w", err)
+			}
+		}
 	}
 	specR, specW, err := pipe(false)
 	if err != nil {
