@@ -241,9 +241,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.Reaped = m.reap()
 	if len(m.Reaped) > 0 {
-		// The dead daemon's sandboxes' cgroups are too young for the
-		// sweep in reap, which leaves alone what a concurrent run may have
-		// just made; they are swept again once old enough.
+		// reap removed the cgroups the records named. One a record could
+		// not name (a daemon killed between making it and recording it,
+		// a record of an older daemon) is too young for the sweep in
+		// reap, which leaves alone what a concurrent run may have just
+		// made: it is swept again once old enough.
 		m.ticker.Add(1)
 		go func() {
 			defer m.ticker.Done()

@@ -221,7 +221,7 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	s.protect = protectList(p)
 	s.gate = s.newWriteGate(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Audit: s.events.add})
+	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Audit: s.events.add, OnCgroup: s.recordCgroups(rec)})
 	if err != nil {
 		return nil, err
 	}

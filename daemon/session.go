@@ -92,6 +92,9 @@ type Session struct {
 	// quota; template is the template the session was made from, or "".
 	disk     int64
 	template string
+	// cgroups are the directories of its sandbox's cgroup, kept in its
+	// record (record.Cgroups); under mu.
+	cgroups []string
 	// wsTmpfs: the daemon mounted a tmpfs of limits.disk on the workspace
 	// it made (boundWorkspace).
 	wsTmpfs bool
@@ -216,7 +219,8 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		caller.OwnerGID, caller.OwnerGroups = t.fsIDs()
 		caller.WorkspaceMade = temp
 	}
-	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn}
+	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn,
+		OnCgroup: s.recordCgroups(rec)}
 	if m.cfg.Audit != nil {
 		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
 	}
@@ -302,13 +306,33 @@ func newID() string {
 }
 
 func (s *Session) record() *record {
-	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid()}
+	s.mu.Lock()
+	cgroups := s.cgroups
+	s.mu.Unlock()
+	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid(), Cgroups: cgroups}
 	if s.TempWorkspace {
 		r.TempWorkspace = filepath.Join(s.m.dir, "workspaces", s.ID)
 	} else {
 		r.Workspace = s.Workspace
 	}
 	return r
+}
+
+// recordCgroups returns what the engine is to call with the directories
+// of s's sandbox's cgroup: they are written in rec (s's record, already on
+// disk) before the sandbox's processes start, so that the next daemon
+// removes them after this one's death however young they are (reap).
+func (s *Session) recordCgroups(rec *record) func([]string) error {
+	return func(dirs []string) error {
+		s.mu.Lock()
+		s.cgroups = dirs
+		s.mu.Unlock()
+		rec.Cgroups = dirs
+		if err := s.m.writeRecord(rec); err != nil {
+			return fmt.Errorf("session record: %w", err)
+		}
+		return nil
+	}
 }
 
 // ChangeSet is the id of an overlay or copy session's change set, where

@@ -30,6 +30,11 @@ type record struct {
 	Workspace string    `json:"workspace,omitempty"`
 	Created   time.Time `json:"created"`
 	PID       int       `json:"pid"`
+	// Cgroups are the directories of the session's sandbox's cgroup
+	// (cgroup.(*Cgroup).Dirs), written before its processes start: the
+	// next daemon removes them whatever their age (reapCgroups), where
+	// cgroup.Sweep leaves young ones alone.
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 func (m *Manager) recordPath(id string) string {
@@ -99,6 +104,33 @@ func sweepCgroups(log *slog.Logger) {
 	}
 }
 
+// cgroupPrefix begins the name of every cgroup a sandbox gets (the native
+// backend names them after the run).
+const cgroupPrefix = "moat-"
+
+// reapCgroups kills what is left in the cgroup of r's sandbox and removes
+// its directories. A record is data on disk (written by the daemon alone,
+// in a directory only its user can enter): still, only clean absolute
+// paths named like a sandbox's cgroup are taken, and cgroup.Reclaim
+// refuses any that is not on a cgroup file system, so that nothing else
+// is ever killed or removed.
+func reapCgroups(r *record) error {
+	var dirs []string
+	for _, d := range r.Cgroups {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || !strings.HasPrefix(filepath.Base(d), cgroupPrefix) {
+			return fmt.Errorf("%q is not a sandbox's cgroup", d)
+		}
+		dirs = append(dirs, d)
+	}
+	if len(dirs) == 0 {
+		return nil
+	}
+	if err := cgroup.Reclaim(dirs); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	return nil
+}
+
 // reap cleans up after a previous daemon: every record left is a session
 // whose sandboxes died with that daemon. It returns their ids.
 func (m *Manager) reap() []string {
@@ -131,6 +163,11 @@ func (m *Manager) reap() []string {
 			} else if n > 0 {
 				m.log.Info("removed writes cut short", "session", id, "entries", n)
 			}
+		}
+		// A cgroup it cannot remove is left to the sweeps (sweepCgroups);
+		// the record goes anyway, as it would name nothing else to do.
+		if err := reapCgroups(&r); err != nil {
+			m.log.Warn("reap the session's cgroup", "session", id, "err", err)
 		}
 		if err := m.removeRecord(&r); err != nil {
 			m.log.Error("reap session", "session", id, "err", err)

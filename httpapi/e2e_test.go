@@ -774,6 +774,128 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	}
 }
 
+// TestDaemonKilledCgroupsReaped: the cgroup of a SIGKILLed daemon's
+// session is named in the session's record, and a daemon restarted at once
+// removes it, however young, before it stops again at once: nothing is
+// left for a later sweep (cgroup.Sweep leaves alone cgroups a few seconds
+// old, which a concurrent run may have just made). The positive control:
+// the recorded cgroups hold the session's command while it lives.
+func TestDaemonKilledCgroupsReaped(t *testing.T) {
+	dir, err := os.MkdirTemp("", "moat-daemon-cgroups-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := client.Unix(sock)
+	defer c.Close()
+	ctx := context.Background()
+	var s *client.Session
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		// A memory limit gives the sandbox a cgroup with controllers; the
+		// default policy one without, where the daemon is alone in its
+		// cgroup v2 (a delegated scope), or none.
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\nmemory = \"256MiB\"\n"}); err == nil || apiCode(err) == client.CodeSandboxRefused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon does not answer: %v", err)
+		}
+	}
+	if err != nil {
+		t.Logf("no memory limit here (%v): the default policy", err)
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := time.Now()
+	if _, err := c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "876123"}}); err != nil {
+		t.Fatal(err)
+	}
+	find := func() []int { return proctest.Find("sleep 876123") }
+	for deadline := time.Now().Add(10 * time.Second); len(find()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	var rec struct {
+		ID      string   `json:"id"`
+		Cgroups []string `json:"cgroups"`
+	}
+	data, err := os.ReadFile(filepath.Join(state, "daemon", "sessions", s.ID+".json"))
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil || rec.ID != s.ID {
+		t.Fatalf("the session's record: %s %v", data, err)
+	}
+	if len(rec.Cgroups) == 0 {
+		if own := ownCgroups(t, find()[0]); len(own) > 0 {
+			t.Fatalf("the session's record names no cgroup; its command is in %v", own)
+		}
+		t.Skip("the sandbox has no cgroup of its own here: nothing to reap")
+	}
+	t.Logf("the record's cgroups: %v", rec.Cgroups)
+	defer func() {
+		// Should the reap fail, this test's own are not left either.
+		for _, d := range rec.Cgroups {
+			syscall.Rmdir(d)
+		}
+	}()
+	// The control: the command is in the cgroups the record names, which
+	// are there.
+	own := ownCgroups(t, find()[0])
+	if len(own) == 0 {
+		t.Fatal("control: the command is in no cgroup of its own")
+	}
+	for _, cg := range own {
+		in := false
+		for _, d := range rec.Cgroups {
+			in = in || cg == d || strings.HasPrefix(cg, d+"/")
+		}
+		if !in {
+			t.Errorf("control: the command's cgroup %s is not in the record's %v", cg, rec.Cgroups)
+		}
+	}
+	for _, d := range rec.Cgroups {
+		if !fileExists(d) {
+			t.Errorf("control: the recorded cgroup %s is not there", d)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if left := proctest.Gone(find, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes outlived the daemon: %v", left)
+	}
+
+	m, err := daemon.New(daemon.Config{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Shutdown(ctx)
+	age := time.Since(created)
+	if len(m.Reaped) != 1 || m.Reaped[0] != s.ID {
+		t.Errorf("reaped %v, want [%s]", m.Reaped, s.ID)
+	}
+	for _, d := range rec.Cgroups {
+		if fileExists(d) {
+			t.Errorf("the dead session's cgroup %s is left", d)
+		}
+	}
+	// Older ones any sweep would have removed: the test would tell
+	// nothing of the record.
+	if age >= 10*time.Second {
+		t.Skipf("the cgroups were %s old when the daemon stopped: a sweep could have removed them", age.Round(time.Millisecond))
+	}
+}
+
 // TestDrain: on shutdown a running command gets the drain bound to end,
 // new work is refused meanwhile, and one that outlasts the bound is
 // killed with everything else of its session.
