@@ -23,6 +23,7 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/mcpserver"
 )
@@ -559,10 +560,11 @@ func TestStdio(t *testing.T) {
 
 // TestKilledServerIsReaped: a stdio server killed outright (SIGKILL, the
 // way an MCP client often ends a server) cannot end its session; the next
-// server reaps what it left: its state directory, and a write of the
-// files API that the kill cut short in the workspace. The controls: both
-// are there after the kill, the sandbox's processes died with the server,
-// and a live server's directory stays while it serves.
+// server reaps what it left: its state directory, its sandbox's cgroup
+// (however young), and a write of the files API that the kill cut short
+// in the workspace. The controls: all are there after the kill, the
+// sandbox's processes died with the server, and a live server's
+// directory stays while it serves.
 func TestKilledServerIsReaped(t *testing.T) {
 	base := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "mcp")
 	sessionDirs := func() []string {
@@ -570,12 +572,33 @@ func TestKilledServerIsReaped(t *testing.T) {
 		return dirs
 	}
 	ws := workspaceDir(t)
+	if cgroup.Probe().Usable["memory"] {
+		// A cgroup with a controller, where this user can make one.
+		t.Setenv("MOAT_TEST_MCP_POLICY", "[limits]\nmemory = \"256MiB\"\n")
+	}
 	cs, cmd := stdioServer(t, ws)
 	e := &env{ws: ws, cs: cs}
 	e.ok(t, "start_process", map[string]any{"command": "sleep 987322"})
 	killed := sessionDirs()
 	if len(killed) != 1 {
 		t.Fatalf("control: the server's session directories: %v, want one", killed)
+	}
+	// The cgroups its session's record names, which the next server
+	// removes however young they are.
+	cgroups := recordedCgroups(t, killed[0])
+	defer func() {
+		// Should the reap fail, this test's own are not left either.
+		for _, d := range cgroups {
+			syscall.Rmdir(d)
+		}
+	}()
+	for _, d := range cgroups {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("control: the recorded cgroup: %v", err)
+		}
+	}
+	if len(cgroups) == 0 {
+		t.Log("the sandbox has no cgroup of its own here")
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
@@ -601,9 +624,39 @@ func TestKilledServerIsReaped(t *testing.T) {
 	if _, err := os.Lstat(cut); !os.IsNotExist(err) {
 		t.Errorf("the write cut short is still in the workspace (%v)", err)
 	}
+	for _, d := range cgroups {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the killed server's cgroup %s is still there (%v)", d, err)
+		}
+	}
 	if live := sessionDirs(); len(live) != 1 || live[0] == killed[0] {
 		t.Errorf("control: the live server's session directories: %v, want its own", live)
 	}
+}
+
+// recordedCgroups reads the cgroups that the session records of the
+// local server whose session directory is dir name.
+func recordedCgroups(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "daemon", "sessions", "*.json"))
+	if len(files) == 0 {
+		t.Fatalf("control: no session record in %s", dir)
+	}
+	var dirs []string
+	for _, f := range files {
+		var rec struct {
+			Cgroups []string `json:"cgroups"`
+		}
+		data, err := os.ReadFile(f)
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err != nil {
+			t.Fatalf("session record %s: %v", f, err)
+		}
+		dirs = append(dirs, rec.Cgroups...)
+	}
+	return dirs
 }
 
 // The round trip of run_command `true`, against the session's own exec.
