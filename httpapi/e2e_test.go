@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +30,7 @@ import (
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/proctest"
 )
 
@@ -774,12 +777,15 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	}
 }
 
-// TestDaemonKilledCgroupsReaped: the cgroup of a SIGKILLed daemon's
-// session is named in the session's record, and a daemon restarted at once
-// removes it, however young, before it stops again at once: nothing is
-// left for a later sweep (cgroup.Sweep leaves alone cgroups a few seconds
-// old, which a concurrent run may have just made). The positive control:
-// the recorded cgroups hold the session's command while it lives.
+// TestDaemonKilledCgroupsReaped: the cgroups of a SIGKILLed daemon's
+// sessions are named in the sessions' records, and a daemon restarted at
+// once removes them, however young, before it stops again at once:
+// nothing is left for a later sweep (cgroup.Sweep leaves alone cgroups a
+// few seconds old, which a concurrent run may have just made). Where this
+// user can have a memory limit, the session is claimed from a warm pool
+// that is refilled before the kill, so that a pooled sandbox's record and
+// a claimed one's are both checked. The positive control: the recorded
+// cgroups hold the session's command while it lives.
 func TestDaemonKilledCgroupsReaped(t *testing.T) {
 	dir, err := os.MkdirTemp("", "moat-daemon-cgroups-")
 	if err != nil {
@@ -789,6 +795,18 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state)
+	// A memory limit gives the sandbox a cgroup with controllers; without
+	// one, the default policy's sandbox has one without controllers where
+	// the daemon is alone in its cgroup v2 (a delegated scope), or none.
+	pooled := cgroup.Probe().Usable["memory"]
+	if pooled {
+		tpl := filepath.Join(dir, "templates")
+		os.Mkdir(tpl, 0o700)
+		if err := os.WriteFile(filepath.Join(tpl, "mem.toml"), []byte("[limits]\nmemory = \"256MiB\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = append(cmd.Env, "MOAT_TEST_TEMPLATES="+tpl, "MOAT_TEST_POOL=mem=1")
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -797,25 +815,36 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 	c := client.Unix(sock)
 	defer c.Close()
 	ctx := context.Background()
-	var s *client.Session
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		// A memory limit gives the sandbox a cgroup with controllers; the
-		// default policy one without, where the daemon is alone in its
-		// cgroup v2 (a delegated scope), or none.
-		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\nmemory = \"256MiB\"\n"}); err == nil || apiCode(err) == client.CodeSandboxRefused {
-			break
+	poolReady := func() bool {
+		resp, err := rawClient(sock).Get("http://moat/metrics")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon does not answer: %v", err)
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(data), `moat_pool_ready{template="mem"} 1`)
+	}
+	waitPool := func() {
+		for deadline := time.Now().Add(20 * time.Second); !poolReady(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the pool did not fill")
+			}
+		}
+	}
+	var s *client.Session
+	if pooled {
+		waitPool()
+		s, err = c.CreateSession(ctx, &client.CreateSessionRequest{Template: "mem"})
+	} else {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil || time.Now().After(deadline) {
+				break
+			}
 		}
 	}
 	if err != nil {
-		t.Logf("no memory limit here (%v): the default policy", err)
-		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err != nil {
-			t.Fatal(err)
-		}
+		t.Fatal(err)
 	}
-	created := time.Now()
 	if _, err := c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "876123"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -825,48 +854,69 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 			t.Fatal("the command did not start")
 		}
 	}
-	var rec struct {
-		ID      string   `json:"id"`
-		Cgroups []string `json:"cgroups"`
+	var ours []string // this test's cgroups, removed whatever happens
+	ours = append(ours, ownCgroups(t, find()[0])...)
+	defer func() {
+		// Should the test fail before the reap, or the reap fail, this
+		// test's cgroups are not left either (empty once the daemon and
+		// the sandboxes are dead).
+		cmd.Process.Kill()
+		cmd.Wait()
+		proctest.Gone(find, 10*time.Second)
+		for _, d := range ours {
+			// The kernel empties a dead sandbox's cgroup in its own time.
+			for deadline := time.Now().Add(5 * time.Second); syscall.Rmdir(d) == syscall.EBUSY && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}()
+	if pooled {
+		waitPool() // refilled: a sandbox made for the pool, not yet claimed
 	}
-	data, err := os.ReadFile(filepath.Join(state, "daemon", "sessions", s.ID+".json"))
-	if err == nil {
-		err = json.Unmarshal(data, &rec)
+	records := readRecords(t, state)
+	for _, dirs := range records {
+		ours = append(ours, dirs...)
 	}
-	if err != nil || rec.ID != s.ID {
-		t.Fatalf("the session's record: %s %v", data, err)
-	}
-	if len(rec.Cgroups) == 0 {
+	if len(records[s.ID]) == 0 {
 		if own := ownCgroups(t, find()[0]); len(own) > 0 {
 			t.Fatalf("the session's record names no cgroup; its command is in %v", own)
 		}
 		t.Skip("the sandbox has no cgroup of its own here: nothing to reap")
 	}
-	t.Logf("the record's cgroups: %v", rec.Cgroups)
-	defer func() {
-		// Should the reap fail, this test's own are not left either.
-		for _, d := range rec.Cgroups {
-			syscall.Rmdir(d)
+	var cgroups []string
+	for id, dirs := range records {
+		t.Logf("session %s's record names the cgroups %v", id, dirs)
+		if len(dirs) == 0 {
+			t.Errorf("session %s's record names no cgroup", id)
 		}
-	}()
-	// The control: the command is in the cgroups the record names, which
-	// are there.
+		cgroups = append(cgroups, dirs...)
+	}
+	if pooled && len(records) != 2 {
+		t.Errorf("records of %v, want the claimed session's and the pooled one's", slices.Collect(maps.Keys(records)))
+	}
+	// The control: the command is in the cgroups its session's record
+	// names, and every recorded one is there.
 	own := ownCgroups(t, find()[0])
 	if len(own) == 0 {
 		t.Fatal("control: the command is in no cgroup of its own")
 	}
 	for _, cg := range own {
 		in := false
-		for _, d := range rec.Cgroups {
+		for _, d := range records[s.ID] {
 			in = in || cg == d || strings.HasPrefix(cg, d+"/")
 		}
 		if !in {
-			t.Errorf("control: the command's cgroup %s is not in the record's %v", cg, rec.Cgroups)
+			t.Errorf("control: the command's cgroup %s is not in the record's %v", cg, records[s.ID])
 		}
 	}
-	for _, d := range rec.Cgroups {
-		if !fileExists(d) {
-			t.Errorf("control: the recorded cgroup %s is not there", d)
+	var youngest time.Time
+	for _, d := range cgroups {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatalf("control: the recorded cgroup: %v", err)
+		}
+		if fi.ModTime().After(youngest) {
+			youngest = fi.ModTime()
 		}
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -880,20 +930,43 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Shutdown(ctx)
-	age := time.Since(created)
-	if len(m.Reaped) != 1 || m.Reaped[0] != s.ID {
-		t.Errorf("reaped %v, want [%s]", m.Reaped, s.ID)
+	stopped := time.Now()
+	if len(m.Reaped) != len(records) || !contains(m.Reaped, s.ID) {
+		t.Errorf("reaped %v, want the sessions of %d records", m.Reaped, len(records))
 	}
-	for _, d := range rec.Cgroups {
+	for _, d := range cgroups {
 		if fileExists(d) {
-			t.Errorf("the dead session's cgroup %s is left", d)
+			t.Errorf("the dead daemon's cgroup %s is left", d)
 		}
 	}
-	// Older ones any sweep would have removed: the test would tell
-	// nothing of the record.
-	if age >= 10*time.Second {
-		t.Skipf("the cgroups were %s old when the daemon stopped: a sweep could have removed them", age.Round(time.Millisecond))
+	// Any sweep would remove ones old enough: the test would tell nothing
+	// of the records.
+	if age := stopped.Sub(youngest); age >= 10*time.Second {
+		t.Skipf("the youngest cgroup was %s old when the daemon stopped: a sweep could have removed it", age.Round(time.Millisecond))
 	}
+}
+
+// readRecords reads the cgroups that the session records in the daemon
+// state directory state name, by session id.
+func readRecords(t *testing.T, state string) map[string][]string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(state, "daemon", "sessions", "*.json"))
+	out := map[string][]string{}
+	for _, f := range files {
+		var rec struct {
+			ID      string   `json:"id"`
+			Cgroups []string `json:"cgroups"`
+		}
+		data, err := os.ReadFile(f)
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err != nil || rec.ID == "" {
+			t.Fatalf("session record %s: %s %v", f, data, err)
+		}
+		out[rec.ID] = rec.Cgroups
+	}
+	return out
 }
 
 // TestDrain: on shutdown a running command gets the drain bound to end,
