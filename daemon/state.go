@@ -110,22 +110,14 @@ const cgroupPrefix = "moat-"
 
 // reapCgroups kills what is left in the cgroup of r's sandbox and removes
 // its directories. A record is data on disk (written by the daemon alone,
-// in a directory only its user can enter): still, only clean absolute
-// paths named like a sandbox's cgroup are taken, and cgroup.Reclaim
-// refuses any that is not on a cgroup file system, so that nothing else
-// is ever killed or removed.
+// in a directory only its user can enter): still, cgroup.Reclaim takes
+// only directories of a cgroup file system named like a sandbox's cgroup,
+// so that nothing else is ever killed or removed.
 func reapCgroups(r *record) error {
-	var dirs []string
-	for _, d := range r.Cgroups {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || !strings.HasPrefix(filepath.Base(d), cgroupPrefix) {
-			return fmt.Errorf("%q is not a sandbox's cgroup", d)
-		}
-		dirs = append(dirs, d)
-	}
-	if len(dirs) == 0 {
+	if len(r.Cgroups) == 0 {
 		return nil
 	}
-	if err := cgroup.Reclaim(dirs); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if err := cgroup.Reclaim(cgroupPrefix, r.Cgroups); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
 	return nil

@@ -819,10 +819,21 @@ func (c *Cgroup) Dirs() []string {
 
 // Reclaim kills what is left in the cgroup whose directories are dirs
 // (from Dirs) and removes them, as Destroy would have: for a process
-// watching a creator that died before Destroy. A path that is not a
-// directory of a cgroup file system is refused; missing ones are fine.
-func Reclaim(dirs []string) error {
+// watching a creator that died before Destroy. dirs are read from a
+// record on disk, so each must be a clean absolute path whose last
+// element starts with prefix (the name given New, as for Sweep) and a
+// directory of a cgroup file system; otherwise nothing is done and the
+// error says which. Missing ones are fine.
+func Reclaim(prefix string, dirs []string) error {
+	if prefix == "" {
+		return errors.New("cgroup: reclaim needs a name prefix")
+	}
 	c := &Cgroup{fd: -1}
+	for _, d := range dirs {
+		if !path.IsAbs(d) || path.Clean(d) != d || !strings.HasPrefix(path.Base(d), prefix) {
+			return fmt.Errorf("cgroup: %q is not a cgroup named %s*", d, prefix)
+		}
+	}
 	for _, d := range dirs {
 		var st unix.Statfs_t
 		if err := unix.Statfs(d, &st); errors.Is(err, unix.ENOENT) {

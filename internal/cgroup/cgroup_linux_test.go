@@ -252,8 +252,9 @@ func killedBySIGKILL(err error) bool {
 
 // TestReclaim: a cgroup whose creator is gone is emptied and removed
 // from its directories alone (Dirs), as a watcher of a killed moat does;
-// a path on another file system is refused. The control: the process is
-// in it, and its directories exist, before.
+// a path on another file system, one not named with the prefix given, or
+// not clean and absolute, is refused and nothing is touched. The control:
+// the process is in it, and its directories exist, before.
 func TestReclaim(t *testing.T) {
 	needCgroups(t, "memory", "pids")
 	c := newCgroup(t, Limits{MemoryBytes: 64 << 20})
@@ -264,17 +265,39 @@ func TestReclaim(t *testing.T) {
 			t.Fatalf("control: the process is not in %s (%v %v)", d, pids, err)
 		}
 	}
-	if err := Reclaim([]string{t.TempDir()}); err == nil {
+	notCgroup := filepath.Join(t.TempDir(), "moattest-x")
+	os.Mkdir(notCgroup, 0o700)
+	if err := Reclaim("moattest-", []string{notCgroup}); err == nil {
 		t.Error("Reclaim of a directory that is not a cgroup succeeded")
 	}
-	if err := Reclaim(dirs); err != nil {
+	// Named otherwise than the prefix says, or not cleanly: refused, and
+	// nothing of the cgroup is touched.
+	for _, bad := range []struct {
+		prefix string
+		dirs   []string
+	}{
+		{"other-", dirs},
+		{"moattest-", []string{dirs[0] + "/../" + filepath.Base(dirs[0])}},
+		{"moattest-", []string{filepath.Base(dirs[0])}},
+		{"", dirs},
+	} {
+		if err := Reclaim(bad.prefix, bad.dirs); err == nil {
+			t.Errorf("Reclaim(%q, %q) succeeded", bad.prefix, bad.dirs)
+		}
+	}
+	for _, d := range dirs {
+		if pids, err := readPids(d + "/cgroup.procs"); err != nil || !slices.Contains(pids, cmd.Process.Pid) {
+			t.Fatalf("a refused Reclaim touched %s (%v %v)", d, pids, err)
+		}
+	}
+	if err := Reclaim("moattest-", dirs); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); !killedBySIGKILL(err) {
 		t.Errorf("the process ended with %v, want SIGKILL", err)
 	}
 	assertGone(t, dirs)
-	if err := Reclaim(dirs); err != nil {
+	if err := Reclaim("moattest-", dirs); err != nil {
 		t.Errorf("Reclaim of removed directories: %v", err)
 	}
 }

@@ -28,11 +28,11 @@ func New(name string, lim Limits) (*Cgroup, error) { return nil, errUnsupported 
 // NewBare returns nil: a run without limits needs no cgroup.
 func NewBare(name string) (*Cgroup, error) { return nil, nil }
 
-func (c *Cgroup) Add(pid int) error      { return errUnsupported }
-func (c *Cgroup) UnifiedFD() (int, bool) { return -1, false }
-func (c *Cgroup) Stats() (Stats, error)  { return Stats{}, errUnsupported }
-func (c *Cgroup) Kill() error            { return errUnsupported }
-func (c *Cgroup) Destroy() error         { return errUnsupported }
-func Sweep(prefix string) error          { return errUnsupported }
-func (c *Cgroup) Dirs() []string         { return nil }
-func Reclaim(dirs []string) error        { return errUnsupported }
+func (c *Cgroup) Add(pid int) error              { return errUnsupported }
+func (c *Cgroup) UnifiedFD() (int, bool)         { return -1, false }
+func (c *Cgroup) Stats() (Stats, error)          { return Stats{}, errUnsupported }
+func (c *Cgroup) Kill() error                    { return errUnsupported }
+func (c *Cgroup) Destroy() error                 { return errUnsupported }
+func Sweep(prefix string) error                  { return errUnsupported }
+func (c *Cgroup) Dirs() []string                 { return nil }
+func Reclaim(prefix string, dirs []string) error { return errUnsupported }
