@@ -201,8 +201,12 @@ func reap(args []string) int {
 
 // reapDir removes what a container whose moat is gone left: the
 // container, if runsc's state says it may live (runsc delete kills its
-// sandbox), the directory with its mounts, and its cgroup.
+// sandbox), the directory with its mounts, and its cgroup. Only a
+// directory of this user's is touched (ownRunDir).
 func reapDir(d, runsc string) {
+	if !ownRunDir(d) {
+		return
+	}
 	state := filepath.Join(d, "state")
 	entries, _ := os.ReadDir(state)
 	for _, e := range entries {
@@ -220,8 +224,21 @@ func reapDir(d, runsc string) {
 	if len(cg) > 0 {
 		// Nobody is left to tell of a failure: the next run's sweep
 		// of empty cgroups is the fallback.
-		cgroup.Reclaim(cg)
+		cgroup.Reclaim("moat-", cg)
 	}
+}
+
+// ownRunDir says whether d can be a container directory this user made
+// (prepare): a directory, not a link, of this user, that nobody else may
+// write. The temporary directory is shared: anyone can make a directory by
+// that name there, whose cgroup file names someone else's cgroup, or whose
+// state leads to someone else's mounts.
+func ownRunDir(d string) bool {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(d, &st); err != nil {
+		return false
+	}
+	return st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
 }
 
 // writeCgroupFile records the cgroup's directories in the container's
