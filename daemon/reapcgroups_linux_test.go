@@ -112,3 +112,42 @@ func exited(done <-chan struct{}, d time.Duration) bool {
 		return false
 	}
 }
+
+// TestReapCgroupsOnlyFromPrivateDir: records in a sessions directory that
+// others may write (made so before the daemon) may not be the daemon's:
+// the cgroup they name is left. The positive control is
+// TestReapCgroupsOnlyMoats, where the same record in the daemon's own
+// directory has its cgroup removed.
+func TestReapCgroupsOnlyFromPrivateDir(t *testing.T) {
+	tag := fmt.Sprintf("reaptest-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cg, err := cgroup.New(cgroupPrefix+tag, cgroup.Limits{Pids: 64})
+	if err != nil {
+		t.Skipf("no cgroup with a pids limit for this user here: %v", err)
+	}
+	defer cg.Destroy()
+	in := sleeper(t, cg)
+	state := t.TempDir()
+	sessions := filepath.Join(state, "daemon", "sessions")
+	os.MkdirAll(sessions, 0o700)
+	if err := os.Chmod(sessions, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(&record{ID: "aaaa", Cgroups: cg.Dirs()})
+	os.WriteFile(filepath.Join(sessions, "aaaa.json"), data, 0o600)
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	if len(m.Reaped) != 1 {
+		t.Errorf("reaped %v, want the record", m.Reaped)
+	}
+	for _, d := range cg.Dirs() {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a cgroup named by a record others could have written was removed: %v", err)
+		}
+	}
+	if exited(in, 100*time.Millisecond) {
+		t.Error("a record others could have written had a process killed")
+	}
+}

@@ -123,10 +123,27 @@ func reapCgroups(r *record) error {
 	return nil
 }
 
+// private says whether dir is a directory of this process's user that no
+// one else may write: one where nobody else can have put a record.
+func private(dir string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+}
+
 // reap cleans up after a previous daemon: every record left is a session
 // whose sandboxes died with that daemon. It returns their ids.
 func (m *Manager) reap() []string {
 	ents, _ := os.ReadDir(filepath.Join(m.dir, "sessions"))
+	// The daemon makes its directories private; one that is not (made
+	// beforehand by someone else) may hold records it did not write,
+	// whose cgroups are left to the sweeps of empty ones.
+	trusted := private(m.dir) && private(filepath.Join(m.dir, "sessions"))
+	if !trusted && len(ents) > 0 {
+		m.log.Warn("session records in a directory others may write: their cgroups are not reclaimed", "dir", filepath.Join(m.dir, "sessions"))
+	}
 	var reaped []string
 	for _, e := range ents {
 		name := e.Name()
@@ -158,8 +175,10 @@ func (m *Manager) reap() []string {
 		}
 		// A cgroup it cannot remove is left to the sweeps (sweepCgroups);
 		// the record goes anyway, as it would name nothing else to do.
-		if err := reapCgroups(&r); err != nil {
-			m.log.Warn("reap the session's cgroup", "session", id, "err", err)
+		if trusted {
+			if err := reapCgroups(&r); err != nil {
+				m.log.Warn("reap the session's cgroup", "session", id, "err", err)
+			}
 		}
 		if err := m.removeRecord(&r); err != nil {
 			m.log.Error("reap session", "session", id, "err", err)
