@@ -751,22 +751,16 @@ func TestDaemonKilledMidExec(t *testing.T) {
 		t.Errorf("session records are left: %v", ents)
 	}
 	if len(cgroups) > 0 {
-		// Young cgroups are swept once old enough (cgroup.Sweep leaves what
-		// a concurrent run may have just made).
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			var left []string
-			for _, cg := range cgroups {
-				if _, err := os.Stat(cg); err == nil {
-					left = append(left, cg)
-				}
+		// The session's record names them, and New reclaims them before
+		// it returns, however young (no sweep is waited for).
+		var left []string
+		for _, cg := range cgroups {
+			if _, err := os.Stat(cg); err == nil {
+				left = append(left, cg)
 			}
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("cgroups of the dead daemon's sandbox are left: %v", left)
-				break
-			}
+		}
+		if len(left) > 0 {
+			t.Errorf("cgroups of the dead daemon's sandbox are left: %v", left)
 		}
 	} else {
 		t.Log("the sandbox had no cgroup of its own here: nothing to reap")
