@@ -348,6 +348,22 @@ func (s *Secrets) leak(v string) *secret {
 	return nil
 }
 
+// leakInUserinfo returns a secret whose placeholder is in the user
+// information of u (user name or password, decoded), or nil. The proxy
+// never forwards a URL's user information, so a placeholder there would
+// be dropped unseen unless looked for: it is refused instead, on the
+// secret's own host too, where a client sends it as Basic credentials.
+func (s *Secrets) leakInUserinfo(u *url.URL) *secret {
+	if u.User == nil {
+		return nil
+	}
+	pw, _ := u.User.Password()
+	if c := s.leak(u.User.Username()); c != nil {
+		return c
+	}
+	return s.leak(pw)
+}
+
 // checkPlain refuses a plain-HTTP request that carries a placeholder: a
 // secret is sent over TLS only, and never to a host it is not for.
 func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {
@@ -364,6 +380,9 @@ func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {
 func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 	if s == nil {
 		return nil, ""
+	}
+	if c := s.leakInUserinfo(req.URL); c != nil {
+		return c, " in the user information of its URL"
 	}
 	if c := s.leak(req.URL.String()); c != nil {
 		return c, ""
@@ -400,6 +419,10 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 // audit record, so it must never quote a value put in for another
 // secret earlier in the list.
 func (s *Secrets) apply(req *http.Request, host string, port int) (added []string, rule, reason string) {
+	if c := s.leakInUserinfo(req.URL); c != nil {
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the user information of the request's URL; "+
+			"moat adds secrets to headers only (a client sends a URL's user information as Basic credentials in the Authorization header)", c.Name)
+	}
 	path := req.URL.Path
 	basics := basicCreds(req.Header)
 	var use []*secret
