@@ -332,6 +332,10 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		io.WriteString(cc.c, "HTTP/1.1 100 Continue\r\n\r\n")
 	}
 	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
+	var trailers *trailerCheck
+	if p.Secrets != nil {
+		trailers = checkTrailers(req, up.conn, p.Secrets.plainTrailers)
+	}
 
 	resp, upBytes, writeDone, err := roundTrip(up, req)
 	if err != nil && reused && emptyBody && resp == nil {
@@ -343,6 +347,13 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 			up.conn, up.br, up.bw = conn, bufio.NewReader(conn), bufio.NewWriter(conn)
 			resp, upBytes, writeDone, err = roundTrip(up, req)
 		}
+	}
+	if err != nil && trailers != nil && trailers.rule != "" {
+		*upp = nil
+		up.close(p)
+		ev.Rule, ev.Reason = trailers.rule, trailers.reason
+		cc.refuse(ev, what)
+		return false
 	}
 	if err != nil {
 		*upp = nil
@@ -365,6 +376,11 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 	if werr != nil || reqErr != nil || upClose {
 		*upp = nil
 		up.close(p)
+	}
+	if trailers != nil && trailers.rule != "" {
+		// Refused after the destination answered: see trailerCheck.
+		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, trailers.rule, trailers.reason
+		return false
 	}
 	return keep && werr == nil && reqErr == nil
 }

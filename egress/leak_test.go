@@ -3,10 +3,13 @@ package egress
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // seenServer is an HTTPS destination that records, for each request, its
@@ -40,6 +43,13 @@ func (s *seenServer) all() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.Join(s.reqs, "\n")
+}
+
+// since is what the server received after its first n requests.
+func (s *seenServer) since(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.reqs[n:], "\n")
 }
 
 func (s *seenServer) count() int {
@@ -103,4 +113,98 @@ func TestSecretUserinfoRefused(t *testing.T) {
 		t.Errorf("user information without a placeholder: %d %q, the server got %q; want it forwarded without the user information", resp.StatusCode, body, got)
 	}
 	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+}
+
+// chunked is a chunked request body "hello" ending with the trailer
+// lines given.
+func chunked(trailers string) string {
+	return "5\r\nhello\r\n0\r\n" + trailers + "\r\n"
+}
+
+// TestSecretRequestTrailers: request trailers (after a chunked body)
+// were sent on unchecked, so a placeholder there reached hosts it is not
+// for. Now a placeholder in a trailer's value is decided as one in a
+// header: on a request the secret is for, replaced, and the server gets
+// the value (the control); anywhere else refused (403, audited) and the
+// trailers never sent. Also refused: a placeholder in a trailer's name
+// or a trailer's Basic credentials, a template secret's placeholder in
+// a trailer, trailers the request did not declare, and any placeholder
+// in a plain-HTTP request's trailers, whose control is a trailer without
+// one, forwarded.
+func TestSecretRequestTrailers(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok, key := secs.list[0].Placeholder, secs.list[1].Placeholder
+	port := srv.port
+
+	send := func(host, path, hdr, trailers string) (*http.Response, string) {
+		t.Helper()
+		hostport := fmt.Sprintf("%s:%d", host, port)
+		return interceptedRaw(t, tp, secs, hostport, "POST "+path+" HTTP/1.1\r\nHost: "+hostport+"\r\nTransfer-Encoding: chunked\r\n"+hdr+"Connection: close\r\n\r\n"+chunked(trailers))
+	}
+
+	// The control: a placeholder in a declared trailer on a request the
+	// secret is for.
+	resp, body := send("allowed.test", "/api/x", "Trailer: X-Sig\r\n", "X-Sig: Bearer "+tok+"\r\n")
+	if got := srv.all(); resp.StatusCode != 200 || !strings.Contains(got, `trailer=map[X-Sig:[Bearer real-token-1]]`) || !strings.Contains(got, `body="hello"`) {
+		t.Fatalf("the placeholder in a trailer to its host: %d %q, the server got %q; want the value in the trailer", resp.StatusCode, body, got)
+	}
+	if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || strings.Join(e.Secrets, ",") != "TOKEN" {
+		t.Errorf("the placeholder in a trailer to its host: event %+v, want allowed naming TOKEN", e)
+	}
+
+	for _, tc := range []struct{ host, path, hdr, trailers, name string }{
+		{"other.test", "/x", "Trailer: X-Sig\r\n", "X-Sig: Bearer " + tok + "\r\n", "secret TOKEN"},
+		{"allowed.test", "/elsewhere", "Trailer: X-Sig\r\n", "X-Sig: Bearer " + tok + "\r\n", "secret TOKEN"},
+		{"other.test", "/x", "Trailer: X-Sig\r\n", "X-Sig: " + key + "\r\n", "secret KEY"},
+		{"other.test", "/x", "", "X-Sig: " + tok + "\r\n", "secret TOKEN"},
+		{"allowed.test", "/api/x", "Trailer: " + tok + "\r\n", tok + ": x\r\n", "secret TOKEN"},
+		{"allowed.test", "/api/x", "Trailer: X-Auth\r\n", "X-Auth: " + basicAuth("u", tok) + "\r\n", "secret TOKEN"},
+	} {
+		before := srv.count()
+		resp, body := send(tc.host, tc.path, tc.hdr, tc.trailers)
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" || !strings.Contains(body, tc.name) ||
+			!strings.Contains(body, "trailer") || strings.Contains(body, "real-") {
+			t.Errorf("%s%s with trailers %q: %d %q; want 403 naming %s in a trailer", tc.host, tc.path, tc.trailers, resp.StatusCode, body, tc.name)
+		}
+		wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+		// The server may have seen the request begin; never its
+		// trailers.
+		time.Sleep(50 * time.Millisecond)
+		if got := srv.since(before); got != "" && (strings.Contains(strings.ToLower(got), strings.ToLower(tok)) || strings.Contains(got, key) || strings.Contains(got, "real-token")) {
+			t.Errorf("%s%s with trailers %q: the server got %q", tc.host, tc.path, tc.trailers, got)
+		}
+	}
+
+	// Plain HTTP.
+	var plainMu sync.Mutex
+	var plainGot []string
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		plainMu.Lock()
+		plainGot = append(plainGot, fmt.Sprint(r.Trailer))
+		plainMu.Unlock()
+	}))
+	defer plain.Close()
+	pport := plain.Listener.Addr().(*net.TCPAddr).Port
+	post := func(trailers string) (*http.Response, string) {
+		return tp.raw(t, fmt.Sprintf("POST http://denied.test:%d/ HTTP/1.1\r\nHost: denied.test:%d\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sig\r\nConnection: close\r\n\r\n%s",
+			pport, pport, chunked(trailers)))
+	}
+	resp, body = post("X-Sig: " + tok + "\r\n")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "secret TOKEN in the X-Sig trailer") {
+		t.Errorf("plain HTTP with the placeholder in a trailer: %d %q; want 403", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoHTTP), ProtoHTTP, DecisionDeny, "secret placeholder")
+	resp, body = post("X-Sig: own\r\n")
+	time.Sleep(50 * time.Millisecond)
+	plainMu.Lock()
+	got := strings.Join(plainGot, "\n")
+	plainMu.Unlock()
+	if resp.StatusCode != 200 || !strings.Contains(got, "map[X-Sig:[own]]") || strings.Contains(got, tok) {
+		t.Errorf("plain HTTP: %d %q, the server got trailers %q; want the placeholder's never, the other's forwarded", resp.StatusCode, body, got)
+	}
+	if e := tp.nextOf(t, ProtoHTTP); e.Decision != DecisionAllow {
+		t.Errorf("plain HTTP with a trailer: event %+v, want allowed", e)
+	}
 }

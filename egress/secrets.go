@@ -364,6 +364,27 @@ func (s *Secrets) leakInUserinfo(u *url.URL) *secret {
 	return s.leak(pw)
 }
 
+// leakInNames returns a secret whose placeholder is in the name of a
+// field of h, compared without regard to case (net/http sends names in
+// canonical case, which a server reads as the same name), or nil.
+func (s *Secrets) leakInNames(h http.Header) *secret {
+	if s == nil {
+		return nil
+	}
+	for k := range h {
+		lk := strings.ToLower(k)
+		if !strings.Contains(lk, PlaceholderPrefix) {
+			continue
+		}
+		for i := range s.list {
+			if strings.Contains(lk, strings.ToLower(s.list[i].Placeholder)) {
+				return &s.list[i]
+			}
+		}
+	}
+	return nil
+}
+
 // checkPlain refuses a plain-HTTP request that carries a placeholder: a
 // secret is sent over TLS only, and never to a host it is not for.
 func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {
@@ -386,6 +407,9 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 	}
 	if c := s.leak(req.URL.String()); c != nil {
 		return c, ""
+	}
+	if c := s.leakInNames(req.Trailer); c != nil {
+		return c, " in the name of a trailer it declares"
 	}
 	for _, vs := range req.Header {
 		for _, v := range vs {
@@ -422,6 +446,9 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	if c := s.leakInUserinfo(req.URL); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the user information of the request's URL; "+
 			"moat adds secrets to headers only (a client sends a URL's user information as Basic credentials in the Authorization header)", c.Name)
+	}
+	if c := s.leakInNames(req.Trailer); c != nil {
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the name of a trailer the request declares; moat puts secrets in header values only", c.Name)
 	}
 	path := req.URL.Path
 	basics := basicCreds(req.Header)
@@ -888,7 +915,15 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	// scrubBody): it asks for no coding it cannot decode.
 	req.Header.Set("Accept-Encoding", acceptEncoding(req.Header.Values("Accept-Encoding")))
 	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
+	trailers := checkTrailers(req, up.conn, func(tr http.Header) ([]string, string, string) {
+		return p.Secrets.applyTrailers(req, tr, t.name, t.port)
+	})
 	resp, upBytes, writeDone, err := roundTrip(up, req)
+	if err != nil && trailers != nil && trailers.rule != "" {
+		ev.Rule, ev.Reason = trailers.rule, trailers.reason
+		cc.refuse(ev, what)
+		return false
+	}
 	if err != nil {
 		// net/http quotes a malformed status or header line in its
 		// error, which a server can make of an echoed value.
@@ -919,6 +954,17 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	werr, reqErr := cc.relay(resp, up, upBytes, writeDone, emptyBody, ev)
 	tunnel.BytesUp += ev.BytesUp
 	tunnel.BytesDown += ev.BytesDown
+	if trailers != nil {
+		// The destination answered before the request's end: its
+		// response is relayed, and the trailers' fate recorded.
+		if trailers.rule != "" {
+			ev.Decision, ev.Rule, ev.Reason = DecisionDeny, trailers.rule, trailers.reason
+			return false
+		}
+		for _, name := range trailers.added {
+			ev.Secrets = appendOnce(ev.Secrets, name)
+		}
+	}
 	return keep && werr == nil && reqErr == nil
 }
 
