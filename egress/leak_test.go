@@ -1,6 +1,9 @@
 package egress
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -56,6 +59,22 @@ func (s *seenServer) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.reqs)
+}
+
+// interceptedConn opens an intercepted tunnel to hostport, trusting the
+// run's CA, for a test that writes the request itself in several steps.
+func interceptedConn(t *testing.T, tp *testProxy, secs *Secrets, hostport string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c, resp := tp.connect(t, hostport)
+	if c == nil {
+		t.Fatalf("CONNECT %s: %d", hostport, resp.StatusCode)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(secs.CACertPEM())
+	host, _, _ := net.SplitHostPort(hostport)
+	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: host})
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	return tc, bufio.NewReader(tc)
 }
 
 // TestSecretUserinfoRefused: a placeholder in the user information of an
@@ -207,4 +226,57 @@ func TestSecretRequestTrailers(t *testing.T) {
 	if e := tp.nextOf(t, ProtoHTTP); e.Decision != DecisionAllow {
 		t.Errorf("plain HTTP with a trailer: event %+v, want allowed", e)
 	}
+}
+
+// TestSecretResponseTrailersScrubbed: what a server sends in response
+// trailers never hands the command a secret's value: a declared trailer
+// comes back with the placeholder in the value's place, as does one the
+// response did not declare (net/http's TrailerPrefix, relayed with the
+// declared ones). So does a value in a trailer's name, which net/http
+// reads in canonical case, changing the value's case, and which the
+// scrubber therefore matches without regard to case: it used to come
+// back as is; so did one in a header's name. The control is the server's own record that it got the
+// value and sent it back.
+func TestSecretResponseTrailersScrubbed(t *testing.T) {
+	var mu sync.Mutex
+	var sentBack string
+	srv := newSeenServer(t, func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		w.Header().Set("Trailer", "X-Echo, X-Name-"+strings.TrimPrefix(auth, "Bearer "))
+		w.Header().Set("X-Header-"+strings.TrimPrefix(auth, "Bearer "), "v")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "body")
+		w.Header().Set("X-Echo", auth)
+		w.Header().Set("X-Name-"+strings.TrimPrefix(auth, "Bearer "), "v")
+		w.Header().Set(http.TrailerPrefix+"X-Late", auth)
+		mu.Lock()
+		sentBack = auth
+		mu.Unlock()
+	})
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	hostport := fmt.Sprintf("allowed.test:%d", srv.port)
+	c, _ := interceptedConn(t, tp, secs, hostport)
+	defer c.Close()
+	fmt.Fprintf(c, "GET /api/x HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", hostport, tok)
+	raw, err := io.ReadAll(c)
+	mu.Lock()
+	sent := sentBack
+	mu.Unlock()
+	if sent != "Bearer real-token-1" {
+		t.Fatalf("the server sent back %q (read %q, %v); want the value", sent, raw, err)
+	}
+	if strings.Contains(strings.ToLower(string(raw)), "real-token-1") {
+		t.Errorf("the value reached the client: %q", raw)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(raw))), nil)
+	if err != nil {
+		t.Fatalf("reading %q: %v", raw, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "body" || resp.Trailer.Get("X-Echo") != "Bearer "+tok || resp.Trailer.Get("X-Name-"+tok) != "v" || resp.Trailer.Get("X-Late") != "Bearer "+tok ||
+		resp.Header.Get("X-Header-"+tok) != "v" {
+		t.Errorf("response %q, headers %v, trailers %v; want X-Echo, X-Late, X-Name-<placeholder> and X-Header-<placeholder> with the placeholder", body, resp.Header, resp.Trailer)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
 }

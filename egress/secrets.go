@@ -649,11 +649,42 @@ func (s *Secrets) scrubHeader(h http.Header) {
 		for j, v := range vs {
 			vs[j] = s.scrub(v)
 		}
-		if sk := s.scrub(k); sk != k {
+		if sk := s.scrubName(k); sk != k {
 			delete(h, k)
 			h[sk] = vs
 		}
 	}
+}
+
+// scrubName scrubs a header's name without regard to case: net/http
+// reads a name into canonical case (CanonicalMIMEHeaderKey), which
+// changes the case of a value a server put in it, and a server reads a
+// name in any case as the same. A name with a value in it is returned in
+// lower case, the values replaced (longest first, as scrub does).
+func (s *Secrets) scrubName(k string) string {
+	k = s.scrub(k)
+	p := s.pats.Load()
+	lk := strings.ToLower(k)
+	var pairs []string
+	for i, v := range p.svals {
+		if lv := strings.ToLower(v); strings.Contains(lk, lv) {
+			pairs = append(pairs, lv, p.sphs[i])
+		}
+	}
+	if pairs == nil {
+		return k
+	}
+	// Longest first: a value inside another must not break it up.
+	order := make([]int, len(pairs)/2)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return len(pairs[2*j]) - len(pairs[2*i]) })
+	sorted := make([]string, 0, len(pairs))
+	for _, i := range order {
+		sorted = append(sorted, pairs[2*i], pairs[2*i+1])
+	}
+	return strings.NewReplacer(sorted...).Replace(lk)
 }
 
 // trailerScrubber scrubs a response's trailers when its body ends, which
