@@ -280,3 +280,59 @@ func TestSecretResponseTrailersScrubbed(t *testing.T) {
 	}
 	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
 }
+
+// TestSecretEncodedPlaceholderRefused: a placeholder percent-encoded in
+// a request's path or query ("moat%2Dsecret-..."), which a server decodes
+// back into it, or in a header's name, which net/http sends in canonical
+// case, went out unseen, inside a tunnel to a host the secret is not for
+// and over plain HTTP alike: the proxy looked for it as sent, and in
+// header values only. Both are now refused (403, audited), decoded
+// twice over, as some servers decode. The controls: the placeholder in
+// Authorization on the secret's host, with an encoded path of its own,
+// is replaced, and the server gets the value.
+func TestSecretEncodedPlaceholderRefused(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	enc := strings.ReplaceAll(tok, "-", "%2D")
+	enc2 := strings.ReplaceAll(tok, "-", "%252d")
+	port := srv.port
+
+	for _, tc := range []struct{ host, target, hdr string }{
+		{"other.test", "/x/" + enc, ""},
+		{"other.test", "/x/" + enc2, ""},
+		{"other.test", "/x?k=" + enc, ""},
+		{"other.test", "/x?%zz&k=" + enc, ""},
+		{"allowed.test", "/api/" + enc, ""},
+		{"other.test", "/x", tok + ": v\r\n"},
+		{"allowed.test", "/api/x", strings.ToUpper(tok) + ": v\r\n"},
+	} {
+		hostport := fmt.Sprintf("%s:%d", tc.host, port)
+		resp, body := interceptedRaw(t, tp, secs, hostport, "GET "+tc.target+" HTTP/1.1\r\nHost: "+hostport+"\r\n"+tc.hdr+"Connection: close\r\n\r\n")
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" || !strings.Contains(body, "secret TOKEN") {
+			t.Errorf("%s %s %q: %d %q; want 403 naming secret TOKEN", tc.host, tc.target, tc.hdr, resp.StatusCode, body)
+		}
+		wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+	}
+	for _, tc := range []struct{ target, hdr string }{
+		{"/x/" + enc, ""},
+		{"/x?" + enc2, ""},
+		{"/x", tok + ": v\r\n"},
+	} {
+		resp, body := tp.raw(t, fmt.Sprintf("GET http://denied.test:%d%s HTTP/1.1\r\nHost: denied.test:%d\r\n%sConnection: close\r\n\r\n", port, tc.target, port, tc.hdr))
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" || !strings.Contains(body, "secret TOKEN") {
+			t.Errorf("plain HTTP %s %q: %d %q; want 403 naming secret TOKEN", tc.target, tc.hdr, resp.StatusCode, body)
+		}
+		wantEvent(t, tp.nextOf(t, ProtoHTTP), ProtoHTTP, DecisionDeny, "secret placeholder")
+	}
+	if n := srv.count(); n != 0 {
+		t.Fatalf("the server received %d refused requests: %s", n, srv.all())
+	}
+
+	hostport := fmt.Sprintf("allowed.test:%d", port)
+	resp, body := interceptedRaw(t, tp, secs, hostport, "GET /api/a%20b?q=%41 HTTP/1.1\r\nHost: "+hostport+"\r\nAuthorization: Bearer "+tok+"\r\nConnection: close\r\n\r\n")
+	if got := srv.all(); resp.StatusCode != 200 || !strings.Contains(got, "url=/api/a%20b?q=%41") || !strings.Contains(got, "Bearer real-token-1") {
+		t.Errorf("the control: %d %q, the server got %q; want the value", resp.StatusCode, body, got)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+}

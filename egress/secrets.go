@@ -364,6 +364,47 @@ func (s *Secrets) leakInUserinfo(u *url.URL) *secret {
 	return s.leak(pw)
 }
 
+// leakInURL returns a secret whose placeholder is in u, as sent or
+// percent-decoded, or nil. The path and query are sent as the client
+// wrote them, and a server decodes them: "moat%2Dsecret-..." is the
+// placeholder to it. Decoding is repeated, since some servers and
+// frameworks decode twice; an escape that is not one is left as it is.
+func (s *Secrets) leakInURL(u *url.URL) *secret {
+	v := u.String()
+	for range 4 {
+		if c := s.leak(v); c != nil {
+			return c
+		}
+		d := unescapeLenient(v)
+		if d == v {
+			break
+		}
+		v = d
+	}
+	return s.leak(v)
+}
+
+// unescapeLenient decodes each valid %XX in v and leaves every other
+// byte, a malformed escape included, as it is: url.PathUnescape would
+// refuse the whole text for one bad escape, and a server may not.
+func unescapeLenient(v string) string {
+	if !strings.Contains(v, "%") {
+		return v
+	}
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) {
+			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
+				b = append(b, byte(n))
+				i += 2
+				continue
+			}
+		}
+		b = append(b, v[i])
+	}
+	return string(b)
+}
+
 // leakInNames returns a secret whose placeholder is in the name of a
 // field of h, compared without regard to case (net/http sends names in
 // canonical case, which a server reads as the same name), or nil.
@@ -405,8 +446,11 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 	if c := s.leakInUserinfo(req.URL); c != nil {
 		return c, " in the user information of its URL"
 	}
-	if c := s.leak(req.URL.String()); c != nil {
-		return c, ""
+	if c := s.leakInURL(req.URL); c != nil {
+		return c, " in its URL"
+	}
+	if c := s.leakInNames(req.Header); c != nil {
+		return c, " in the name of a header"
 	}
 	if c := s.leakInNames(req.Trailer); c != nil {
 		return c, " in the name of a trailer it declares"
@@ -446,6 +490,9 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	if c := s.leakInUserinfo(req.URL); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the user information of the request's URL; "+
 			"moat adds secrets to headers only (a client sends a URL's user information as Basic credentials in the Authorization header)", c.Name)
+	}
+	if c := s.leakInNames(req.Header); c != nil {
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the name of a header; moat puts secrets in header values only", c.Name)
 	}
 	if c := s.leakInNames(req.Trailer); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the name of a trailer the request declares; moat puts secrets in header values only", c.Name)
@@ -511,7 +558,7 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	}
 	u := *req.URL
 	u.RawQuery = query
-	if c := s.leak(u.RequestURI()); c != nil {
+	if c := s.leakInURL(&u); c != nil {
 		where := "moat adds secrets to headers only"
 		if c.Query != "" {
 			where = "moat puts this secret only in the query parameter " + c.Query + ", as its whole value, on the requests it is for"
