@@ -336,3 +336,35 @@ func TestSecretEncodedPlaceholderRefused(t *testing.T) {
 	}
 	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
 }
+
+// TestSecretPlaceholderMethodRefused: a request whose method is a
+// placeholder ("moat-secret-... /x HTTP/1.1", a token net/http accepts)
+// went to any host unseen, inside an intercepted tunnel and over plain
+// HTTP. It is now refused (403, audited). The control: a request with an
+// ordinary method of its own, to the same host, is forwarded.
+func TestSecretPlaceholderMethodRefused(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	hostport := fmt.Sprintf("other.test:%d", srv.port)
+	for _, m := range []string{tok, strings.ToUpper(tok)} {
+		resp, body := interceptedRaw(t, tp, secs, hostport, m+" /x HTTP/1.1\r\nHost: "+hostport+"\r\nConnection: close\r\n\r\n")
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" || !strings.Contains(body, "secret TOKEN is in the request's method") {
+			t.Errorf("the placeholder %q as the method: %d %q; want 403", m, resp.StatusCode, body)
+		}
+		wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+	}
+	resp, body := tp.raw(t, fmt.Sprintf("%s http://denied.test:%d/x HTTP/1.1\r\nHost: denied.test:%d\r\nConnection: close\r\n\r\n", tok, srv.port, srv.port))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "secret TOKEN in its method") {
+		t.Errorf("plain HTTP with the placeholder as the method: %d %q; want 403", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoHTTP), ProtoHTTP, DecisionDeny, "secret placeholder")
+	if n := srv.count(); n != 0 {
+		t.Fatalf("the server received %d refused requests: %s", n, srv.all())
+	}
+	resp, body = interceptedRaw(t, tp, secs, hostport, "PURGE /x HTTP/1.1\r\nHost: "+hostport+"\r\nConnection: close\r\n\r\n")
+	if resp.StatusCode != 200 || srv.count() != 1 {
+		t.Errorf("the control, PURGE: %d %q, the server got %q", resp.StatusCode, body, srv.all())
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+}

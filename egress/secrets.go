@@ -413,14 +413,22 @@ func (s *Secrets) leakInNames(h http.Header) *secret {
 		return nil
 	}
 	for k := range h {
-		lk := strings.ToLower(k)
-		if !strings.Contains(lk, PlaceholderPrefix) {
-			continue
+		if c := s.leakFold(k); c != nil {
+			return c
 		}
-		for i := range s.list {
-			if strings.Contains(lk, strings.ToLower(s.list[i].Placeholder)) {
-				return &s.list[i]
-			}
+	}
+	return nil
+}
+
+// leakFold is leak without regard to case.
+func (s *Secrets) leakFold(v string) *secret {
+	lv := strings.ToLower(v)
+	if s == nil || !strings.Contains(lv, PlaceholderPrefix) {
+		return nil
+	}
+	for i := range s.list {
+		if strings.Contains(lv, strings.ToLower(s.list[i].Placeholder)) {
+			return &s.list[i]
 		}
 	}
 	return nil
@@ -448,6 +456,9 @@ func (s *Secrets) leakInRequest(req *http.Request) (*secret, string) {
 	}
 	if c := s.leakInURL(req.URL); c != nil {
 		return c, " in its URL"
+	}
+	if c := s.leakFold(req.Method); c != nil {
+		return c, " in its method"
 	}
 	if c := s.leakInNames(req.Header); c != nil {
 		return c, " in the name of a header"
@@ -490,6 +501,9 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 	if c := s.leakInUserinfo(req.URL); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the user information of the request's URL; "+
 			"moat adds secrets to headers only (a client sends a URL's user information as Basic credentials in the Authorization header)", c.Name)
+	}
+	if c := s.leakFold(req.Method); c != nil {
+		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the request's method; moat puts secrets in header values only", c.Name)
 	}
 	if c := s.leakInNames(req.Header); c != nil {
 		return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s is in the name of a header; moat puts secrets in header values only", c.Name)
