@@ -172,6 +172,18 @@ func TestSecretRequestTrailers(t *testing.T) {
 		t.Errorf("the placeholder in a trailer to its host: event %+v, want allowed naming TOKEN", e)
 	}
 
+	// A trailer the request did not declare is not sent (net/http's
+	// Request.Write sends declared ones only), and the event does not
+	// claim it.
+	before := srv.count()
+	resp, body = send("allowed.test", "/api/x", "", "X-Sig: Bearer "+tok+"\r\n")
+	if got := srv.since(before); resp.StatusCode != 200 || !strings.Contains(got, "trailer=map[]") {
+		t.Errorf("an undeclared trailer to its host: %d %q, the server got %q; want no trailer", resp.StatusCode, body, got)
+	}
+	if e := tp.nextOf(t, ProtoIntercepted); e.Decision != DecisionAllow || len(e.Secrets) != 0 {
+		t.Errorf("an undeclared trailer to its host: event %+v, want allowed naming no secret", e)
+	}
+
 	for _, tc := range []struct{ host, path, hdr, trailers, name string }{
 		{"other.test", "/x", "Trailer: X-Sig\r\n", "X-Sig: Bearer " + tok + "\r\n", "secret TOKEN"},
 		{"allowed.test", "/elsewhere", "Trailer: X-Sig\r\n", "X-Sig: Bearer " + tok + "\r\n", "secret TOKEN"},

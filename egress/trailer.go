@@ -34,6 +34,9 @@ type trailerCheck struct {
 	req   *http.Request
 	conn  net.Conn
 	check func(tr http.Header) (added []string, rule, reason string)
+	// declared is whether the request declared trailers: only then does
+	// Request.Write send any (all it read, declared or not).
+	declared bool
 
 	added        []string
 	rule, reason string
@@ -43,6 +46,9 @@ func (b *trailerCheck) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && len(b.req.Trailer) > 0 && b.rule == "" {
 		b.added, b.rule, b.reason = b.check(b.req.Trailer)
+		if !b.declared {
+			b.added = nil // put in, but never sent
+		}
 		if b.rule != "" {
 			// Closed under its TLS, if any: a close_notify alert would
 			// end the request cleanly, and a server that took that for
@@ -64,7 +70,7 @@ func checkTrailers(req *http.Request, conn net.Conn, check func(http.Header) ([]
 	if req.Body == nil || req.Body == http.NoBody || len(req.TransferEncoding) == 0 {
 		return nil
 	}
-	tc := &trailerCheck{ReadCloser: req.Body, req: req, conn: conn, check: check}
+	tc := &trailerCheck{ReadCloser: req.Body, req: req, conn: conn, check: check, declared: req.Trailer != nil}
 	req.Body = tc
 	return tc
 }
