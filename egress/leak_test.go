@@ -380,3 +380,79 @@ func TestSecretPlaceholderMethodRefused(t *testing.T) {
 	}
 	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
 }
+
+// TestSecretExpectContinue: with "Expect: 100-continue" the proxy
+// answers 100 itself, so it must decide the request's secrets before
+// that: a placeholder going to a host it is not for gets the 403 as the
+// first answer, before the body is sent, and the server nothing. The
+// control: the same request on the secret's host gets 100 Continue,
+// then, once the body is sent, the server's answer, and the server the
+// value.
+func TestSecretExpectContinue(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	for _, tc := range []struct {
+		host, path string
+		first      int
+	}{
+		{"other.test", "/x", http.StatusForbidden},
+		{"allowed.test", "/api/x", http.StatusContinue},
+	} {
+		hostport := fmt.Sprintf("%s:%d", tc.host, srv.port)
+		c, br := interceptedConn(t, tp, secs, hostport)
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n", tc.path, hostport, tok)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != tc.first {
+			t.Fatalf("%s: first answer %v %v, want %d", tc.host, resp, err, tc.first)
+		}
+		if tc.first == http.StatusContinue {
+			io.WriteString(c, "hello")
+			resp, err = http.ReadResponse(br, nil)
+			if got := srv.all(); err != nil || resp.StatusCode != 200 || !strings.Contains(got, "Bearer real-token-1") || !strings.Contains(got, `body="hello"`) {
+				t.Errorf("%s: %v %v, the server got %q; want the value and the body", tc.host, resp, err, got)
+			}
+			wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+		} else {
+			wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+			if n := srv.count(); n != 0 {
+				t.Errorf("%s: the server got %s", tc.host, srv.all())
+			}
+		}
+		c.Close()
+	}
+}
+
+// TestSecretObsFold: a header continued on an obs-fold line is read by
+// net/http as one value, the lines joined with a space, and sent on so:
+// a placeholder on the continuation line is seen and decided as in any
+// header value (refused to a host it is not for; replaced on its own,
+// the control), and one split across the fold is not the placeholder
+// at the server either.
+func TestSecretObsFold(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	send := func(host, path, hdr string) (*http.Response, string) {
+		hostport := fmt.Sprintf("%s:%d", host, srv.port)
+		return interceptedRaw(t, tp, secs, hostport, "GET "+path+" HTTP/1.1\r\nHost: "+hostport+"\r\n"+hdr+"Connection: close\r\n\r\n")
+	}
+	resp, body := send("other.test", "/x", "X-A: a\r\n "+tok+"\r\n")
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+		t.Errorf("the placeholder on a continuation line to other.test: %d %q; want 403", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+	if n := srv.count(); n != 0 {
+		t.Fatalf("the server got %s", srv.all())
+	}
+	resp, body = send("other.test", "/x", "X-A: "+tok[:10]+"\r\n "+tok[10:]+"\r\n")
+	if got := srv.all(); resp.StatusCode != 200 || strings.Contains(got, tok) || !strings.Contains(got, tok[:10]+" "+tok[10:]) {
+		t.Errorf("the placeholder split by a fold: %d %q, the server got %q; want the halves apart", resp.StatusCode, body, got)
+	}
+	tp.nextOf(t, ProtoIntercepted)
+	resp, body = send("allowed.test", "/api/x", "Authorization: Bearer\r\n "+tok+"\r\n")
+	if got := srv.all(); resp.StatusCode != 200 || !strings.Contains(got, "Authorization:[Bearer real-token-1]") {
+		t.Errorf("the placeholder on a continuation line to its host: %d %q, the server got %q; want the value", resp.StatusCode, body, got)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+}
