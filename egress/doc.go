@@ -61,15 +61,19 @@
 //     inside, each with its secrets' values put in place of their
 //     placeholders in the headers, also inside a header's Basic
 //     credentials ("Authorization: Basic base64(user:password)", which it
-//     decodes and encodes again), or a header template set, when the
-//     request is one the secret is for (host, method, path); a request
-//     that carries a placeholder anywhere else the proxy sees (another
-//     host's intercepted request, its URL, any plain-HTTP request, Basic
-//     credentials included) is refused with 403. In every response of an
+//     decodes and encodes again), and in the values of declared request
+//     trailers (decided when the body ends), or a header template set,
+//     when the request is one the secret is for (host, method, path); a
+//     request that carries a placeholder anywhere else the proxy sees
+//     (another host's intercepted request, its method, its URL, as sent
+//     or percent-decoded, user information included, a header's or
+//     trailer's name, any plain-HTTP request, Basic credentials included)
+//     is refused with 403; a refusal in the trailers closes the
+//     connection to the server before they are sent. In every response of an
 //     intercepted host each secret's value becomes its placeholder again,
 //     and Basic credentials the proxy sent become, encoded, those the
-//     command sent, in the status, headers,
-//     trailers and body (streamed; the proxy asks for gzip, which it
+//     command sent, in the status, headers (names without regard to
+//     case), trailers and body (streamed; the proxy asks for gzip, which it
 //     decodes, or identity, and refuses with 502 a body in any other
 //     coding). Each intercepted request is an Event of its own
 //     (ProtoIntercepted, with the method, path and the names of the
