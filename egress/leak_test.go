@@ -456,3 +456,34 @@ func TestSecretObsFold(t *testing.T) {
 	}
 	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
 }
+
+// TestSecretTrailerAfterEarlyAnswer: a server may answer before the
+// request's body ends; the proxy relays that answer, and trailers that
+// arrive afterwards are still decided: a placeholder in them to a host it
+// is not for is never sent, and the request's event is a refusal, not
+// an allowed request. The control is the answer itself, which the client
+// gets whole.
+func TestSecretTrailerAfterEarlyAnswer(t *testing.T) {
+	port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {
+		// Else net/http reads the body before answering.
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "early")
+	})
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	hostport := fmt.Sprintf("other.test:%d", port)
+	c, br := interceptedConn(t, tp, secs, hostport)
+	defer c.Close()
+	fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sig\r\nConnection: close\r\n\r\n5\r\nhello\r\n", hostport)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the early answer: %v %v", resp, err)
+	}
+	if b, err := io.ReadAll(resp.Body); string(b) != "early" {
+		t.Fatalf("the early answer's body: %q %v", b, err)
+	}
+	io.WriteString(c, "0\r\nX-Sig: "+tok+"\r\n\r\n")
+	e := tp.nextOf(t, ProtoIntercepted)
+	wantEvent(t, e, ProtoIntercepted, DecisionDeny, "secret placeholder")
+	contains(t, e.Reason, "X-Sig trailer")
+}
