@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -486,4 +487,54 @@ func TestSecretTrailerAfterEarlyAnswer(t *testing.T) {
 	e := tp.nextOf(t, ProtoIntercepted)
 	wantEvent(t, e, ProtoIntercepted, DecisionDeny, "secret placeholder")
 	contains(t, e.Reason, "X-Sig trailer")
+}
+
+// TestSecretPlaceholderInNameRefused: a destination name with a
+// placeholder in it, which a wildcard allow entry matches, went out as it
+// was: in the DNS query resolving it, and to the server as TLS server
+// name or Host. It is now refused before any lookup, in a CONNECT, a
+// SOCKS5 CONNECT and a plain-HTTP request alike (the TUN resolver's
+// NXDOMAIN is TestTUNRefusesPlaceholderName). The controls: another name
+// under the same wildcard is allowed, resolved and connected.
+func TestSecretPlaceholderInNameRefused(t *testing.T) {
+	port := tlsServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	_, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	bad := tok + ".wild.test"
+	tp := newProxy(t, mustRules(t, []string{"*.wild.test"}, nil, loopbackCIDR),
+		names(map[string][]string{"ok.wild.test": {"127.0.0.1"}, bad: {"127.0.0.1"}}))
+	tp.Secrets = secs
+
+	c, resp := tp.connect(t, fmt.Sprintf("%s:%d", strings.ToUpper(bad), port))
+	if c != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+		t.Errorf("CONNECT to a name with the placeholder: %d %v; want 403", resp.StatusCode, resp.Header)
+	}
+	wantEvent(t, tp.event(t), ProtoConnect, DecisionDeny, "secret placeholder")
+	if _, rep := tp.socks(t, socksAtypDomain, []byte(bad), port); rep != 2 {
+		t.Errorf("SOCKS5 CONNECT to a name with the placeholder: reply %d, want 2", rep)
+	}
+	wantEvent(t, tp.event(t), ProtoSOCKS5, DecisionDeny, "secret placeholder")
+	resp, body := tp.get(t, fmt.Sprintf("http://%s:%d/", bad, port), fmt.Sprintf("%s:%d", bad, port))
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+		t.Errorf("plain HTTP to a name with the placeholder: %d %q; want 403", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.event(t), ProtoHTTP, DecisionDeny, "secret placeholder")
+	tp.mu.Lock()
+	resolved := slices.Clone(tp.resolved)
+	tp.mu.Unlock()
+	if len(resolved) != 0 || len(tp.dials()) != 0 {
+		t.Fatalf("resolved %v, dialed %v; want nothing", resolved, tp.dials())
+	}
+
+	c, resp = tp.connect(t, fmt.Sprintf("ok.wild.test:%d", port))
+	if c == nil {
+		t.Fatalf("the control, CONNECT ok.wild.test: %d", resp.StatusCode)
+	}
+	c.Close()
+	if e := tp.event(t); e.Decision != DecisionAllow {
+		t.Errorf("the control: event %+v", e)
+	}
+	if _, rep := tp.socks(t, socksAtypDomain, []byte("ok.wild.test"), port); rep != 0 {
+		t.Errorf("the control, SOCKS5 CONNECT ok.wild.test: reply %d", rep)
+	}
 }

@@ -409,10 +409,14 @@ type target struct {
 	port int
 }
 
-// decide runs Rules.Decide and, for an allowed destination, returns what
+// decide runs Rules.Decide (and refuses a name with a placeholder in it:
+// see Secrets.refuseName) and, for an allowed destination, returns what
 // to resolve; the event is filled in with the normalised host.
 func (p *Proxy) decide(d Dest, ev *Event) (target, Verdict) {
 	v := p.Rules.Decide(d)
+	if rv, bad := p.Secrets.refuseName(d.Host); bad && v.Allow {
+		v = rv
+	}
 	t := target{port: d.Port, ip: d.IP}
 	if !t.ip.IsValid() {
 		t.ip, _ = ParseIPLiteral(d.Host)

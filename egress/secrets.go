@@ -434,6 +434,20 @@ func (s *Secrets) leakFold(v string) *secret {
 	return nil
 }
 
+// refuseName returns a refusal of a destination name that carries a
+// placeholder, and true; or false. A name goes out as it is, in the DNS
+// query that resolves it, the TLS server name and the Host header, where
+// no placeholder is ever replaced: a wildcard allow entry
+// ("*.example.com") would otherwise let one out to any name below it.
+func (s *Secrets) refuseName(host string) (Verdict, bool) {
+	c := s.leakFold(host)
+	if c == nil {
+		return Verdict{}, false
+	}
+	return Verdict{Rule: "secret placeholder", Reason: fmt.Sprintf(
+		"the destination name carries the placeholder of secret %s; moat adds secrets to headers only, and a name is sent as it is (DNS, TLS server name, Host)", c.Name)}, true
+}
+
 // checkPlain refuses a plain-HTTP request that carries a placeholder: a
 // secret is sent over TLS only, and never to a host it is not for.
 func (s *Secrets) checkPlain(req *http.Request) (rule, reason string) {

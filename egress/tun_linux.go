@@ -528,6 +528,9 @@ func (ts *tunStack) answer(q []byte) []byte {
 	name := strings.TrimSuffix(strings.ToLower(question.Name.String()), ".")
 	ev := Event{Time: time.Now(), Proto: ProtoDNS, Host: name, Reason: question.Type.String()}
 	v := ts.p.Rules.DecideName(name)
+	if rv, bad := ts.p.Secrets.refuseName(name); bad && v.Allow {
+		v = rv
+	}
 	ev.Rule = v.Rule
 	var a netip.Addr
 	switch {

@@ -72,3 +72,45 @@ func TestTUNAnswers(t *testing.T) {
 		t.Error("an answer to garbage")
 	}
 }
+
+// TestTUNRefusesPlaceholderName: moat's resolver answers NXDOMAIN to a
+// name with a secret's placeholder in it, which a wildcard allows (the
+// query would take the placeholder out, and the connection after it),
+// and records the refusal; the control, another name under the same
+// wildcard, gets its address.
+func TestTUNRefusesPlaceholderName(t *testing.T) {
+	rules, err := ParseRules([]string{"*.wild.test"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, err := NewSecrets([]Secret{{Name: "TOKEN", Placeholder: NewPlaceholder("TOKEN"), Value: "v", Hosts: []string{"api.test"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	p := &Proxy{Rules: rules, Secrets: secs, Audit: func(e Event) { events = append(events, e) }}
+	ts := &tunStack{p: p, cfg: TUNConfig{MTU: 1500, DNS: netip.MustParseAddr("198.18.0.2"), Names: netip.MustParsePrefix("198.19.0.0/16")},
+		byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: netip.MustParseAddr("198.19.0.1")}
+	for _, c := range []struct {
+		name string
+		want dnsmessage.RCode
+	}{
+		{secs.list[0].Placeholder + ".wild.test.", dnsmessage.RCodeNameError},
+		{"ok.wild.test.", dnsmessage.RCodeSuccess},
+	} {
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(c.name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+		q, _ := b.Finish()
+		var m dnsmessage.Message
+		if err := m.Unpack(ts.answer(q)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if m.RCode != c.want {
+			t.Errorf("%s: %v, want %v", c.name, m.RCode, c.want)
+		}
+	}
+	if len(events) != 2 || events[0].Decision != DecisionDeny || events[0].Rule != "secret placeholder" || events[1].Decision != DecisionAllow {
+		t.Errorf("events: %+v", events)
+	}
+}
