@@ -69,7 +69,9 @@
 //     or percent-decoded, user information included, a header's or
 //     trailer's name, any plain-HTTP request, Basic credentials included)
 //     is refused with 403; a refusal in the trailers closes the
-//     connection to the server before they are sent. In every response of an
+//     connection to the server before they are sent. A destination name
+//     with a placeholder in it (which a wildcard allow entry would match)
+//     is refused before any lookup, by every front end. In every response of an
 //     intercepted host each secret's value becomes its placeholder again,
 //     and Basic credentials the proxy sent become, encoded, those the
 //     command sent, in the status, headers (names without regard to
