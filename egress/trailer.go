@@ -38,13 +38,18 @@ type trailerCheck struct {
 	// Request.Write send any (all it read, declared or not).
 	declared bool
 
+	checked      bool // check runs once, should Read be called again
 	added        []string
 	rule, reason string
 }
 
 func (b *trailerCheck) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && len(b.req.Trailer) > 0 && b.rule == "" {
+	if b.rule != "" {
+		return 0, errTrailerRefused
+	}
+	if err == io.EOF && len(b.req.Trailer) > 0 && !b.checked {
+		b.checked = true
 		b.added, b.rule, b.reason = b.check(b.req.Trailer)
 		if !b.declared {
 			b.added = nil // put in, but never sent
