@@ -538,3 +538,30 @@ func TestSecretPlaceholderInNameRefused(t *testing.T) {
 		t.Errorf("the control, SOCKS5 CONNECT ok.wild.test: reply %d", rep)
 	}
 }
+
+// TestSecretRepeatedHeader: every value of a repeated header is decided,
+// not only the first net/http's Get returns: the placeholder in a
+// header's second line is refused to a host it is not for, and, the
+// control, replaced on its own host, the other line left as it was.
+func TestSecretRepeatedHeader(t *testing.T) {
+	srv := newSeenServer(t, nil)
+	tp, secs := secretsProxy(t, testRoots())
+	tok := secs.list[0].Placeholder
+	send := func(host, path string) (*http.Response, string) {
+		hostport := fmt.Sprintf("%s:%d", host, srv.port)
+		return interceptedRaw(t, tp, secs, hostport, "GET "+path+" HTTP/1.1\r\nHost: "+hostport+"\r\nX-A: first\r\nX-A: "+tok+"\r\nConnection: close\r\n\r\n")
+	}
+	resp, body := send("other.test", "/x")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "secret TOKEN") {
+		t.Errorf("the placeholder in a repeated header's second line to other.test: %d %q; want 403", resp.StatusCode, body)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret placeholder")
+	if n := srv.count(); n != 0 {
+		t.Fatalf("the server got %s", srv.all())
+	}
+	resp, body = send("allowed.test", "/api/x")
+	if got := srv.all(); resp.StatusCode != 200 || !strings.Contains(got, "X-A:[first real-token-1]") {
+		t.Errorf("the placeholder in a repeated header to its host: %d %q, the server got %q; want it replaced", resp.StatusCode, body, got)
+	}
+	wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionAllow, "")
+}
