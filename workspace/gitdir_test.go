@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/moatbox/moat/internal/pty"
 )
 
 // gitEnv is an environment for git that reads no configuration but the
@@ -59,20 +59,11 @@ func plantBareRepo(t *testing.T, dir, marker string) {
 func pagerRuns(t *testing.T, dir, marker string) bool {
 	t.Helper()
 	os.Remove(marker)
-	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	master, tty, err := pty.Open(0, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
-	master := os.NewFile(uintptr(m), "ptmx")
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	tty := os.NewFile(sfd, "pty")
 	defer tty.Close()
 	// git pages only when its output is a terminal.
 	cmd := exec.Command("git", "log", "-1", "--oneline")

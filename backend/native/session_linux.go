@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/pty"
 	"github.com/moatbox/moat/internal/seccomp"
 )
 
@@ -502,7 +503,7 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 	var fds [3]int
 	var stdin io.Reader
 	if ps.Tty {
-		master, slave, err := openPty(ps.Rows, ps.Cols)
+		master, slave, err := pty.Open(ps.Rows, ps.Cols)
 		if err != nil {
 			return nil, err
 		}
@@ -839,27 +840,4 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Cause = backend.CauseExit
 	}
 	return st
-}
-
-// openPty makes a pseudo-terminal of rows by cols: the master for the
-// host, in Go's poller, and the slave, opened through the master
-// (TIOCGPTPEER), for the process.
-func openPty(rows, cols uint16) (master, slave *os.File, err error) {
-	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("terminal: open /dev/ptmx: %w", err)
-	}
-	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
-		unix.Close(m)
-		return nil, nil, fmt.Errorf("terminal: unlock pty: %w", err)
-	}
-	if rows > 0 && cols > 0 {
-		unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
-	}
-	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
-	if errno != 0 {
-		unix.Close(m)
-		return nil, nil, fmt.Errorf("terminal: open pty: %w", errno)
-	}
-	return os.NewFile(uintptr(m), "ptmx"), os.NewFile(s, "pty"), nil
 }

@@ -18,11 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/internal/pty"
 )
 
 // session creates a sandbox for the default policy over a fresh
@@ -400,20 +399,11 @@ func TestSessionTty(t *testing.T) {
 // ordinary file is (the control).
 func TestSessionTerminalNotPassed(t *testing.T) {
 	inst, s := session(t)
-	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	master, slave, err := pty.Open(0, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
-	master := os.NewFile(uintptr(m), "ptmx")
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	sfd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	slave := os.NewFile(sfd, "pty")
 	defer slave.Close()
 	file := filepath.Join(t.TempDir(), "in")
 	os.WriteFile(file, []byte("hello\n"), 0o644)

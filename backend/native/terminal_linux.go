@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/pty"
 )
 
 // A terminal on the caller's stdin is never handed to the command. Passed
@@ -134,12 +135,12 @@ func (t *terminal) makeSlave() error {
 	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
 		return fmt.Errorf("unlock pty: %w", err)
 	}
-	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC)
-	if errno != 0 {
-		return fmt.Errorf("open pty: %w", errno)
+	slave, err := pty.OpenPeer(m)
+	if err != nil {
+		return err
 	}
-	t.slave = os.NewFile(s, "pty")
-	if err := unix.IoctlSetTermios(int(s), unix.TCSETS, t.saved); err != nil {
+	t.slave = slave
+	if err := unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, t.saved); err != nil {
 		t.slave.Close()
 		return fmt.Errorf("set pty mode: %w", err)
 	}
