@@ -680,17 +680,9 @@ func TestDaemonKilledMidExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	c := client.Unix(sock)
-	defer c.Close()
+	cmd, c := daemonProcess(t, state, sock)
 	ctx := context.Background()
 	var s *client.Session
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -785,46 +777,24 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state)
 	// A memory limit gives the sandbox a cgroup with controllers; without
 	// one, the default policy's sandbox has one without controllers where
 	// the daemon is alone in its cgroup v2 (a delegated scope), or none.
 	pooled := cgroup.Probe().Usable["memory"]
+	var env []string
 	if pooled {
 		tpl := filepath.Join(dir, "templates")
 		os.Mkdir(tpl, 0o700)
 		if err := os.WriteFile(filepath.Join(tpl, "mem.toml"), []byte("[limits]\nmemory = \"256MiB\"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd.Env = append(cmd.Env, "MOAT_TEST_TEMPLATES="+tpl, "MOAT_TEST_POOL=mem=1")
+		env = append(env, "MOAT_TEST_TEMPLATES="+tpl, "MOAT_TEST_POOL=mem=1")
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	c := client.Unix(sock)
-	defer c.Close()
+	cmd, c := daemonProcess(t, state, sock, env...)
 	ctx := context.Background()
-	poolReady := func() bool {
-		resp, err := rawClient(sock).Get("http://moat/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(data), `moat_pool_ready{template="mem"} 1`)
-	}
-	waitPool := func() {
-		for deadline := time.Now().Add(20 * time.Second); !poolReady(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the pool did not fill")
-			}
-		}
-	}
+	waitPool := func() { waitPoolReady(t, sock, "mem", 1) }
 	var s *client.Session
 	if pooled {
 		waitPool()
@@ -1052,3 +1022,43 @@ func ownCgroups(t *testing.T, pid int) []string {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// daemonProcess starts this test binary as a daemon (MOAT_TEST_DAEMON)
+// on state and sock, with env added to its environment, and a client of
+// it; both end with the test.
+func daemonProcess(t *testing.T, state, sock string, env ...string) (*exec.Cmd, *client.Client) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state), env...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Before the test's own cleanups: a daemon still there would write
+	// into its state directory as they remove it.
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := client.Unix(sock)
+	t.Cleanup(func() { c.Close() })
+	return cmd, c
+}
+
+// waitPoolReady waits until the daemon on sock says n sandboxes of
+// template's warm pool are ready.
+func waitPoolReady(t *testing.T, sock, template string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("moat_pool_ready{template=%q} %d", template, n)
+	ready := func() bool {
+		resp, err := rawClient(sock).Get("http://moat/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(data), want)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !ready(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool did not fill")
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -370,7 +369,7 @@ func TestDaemonKilledWithPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	tpl := filepath.Join(dir, "templates")
 	os.Mkdir(tpl, 0o700)
 	if err := os.WriteFile(filepath.Join(tpl, "sh.toml"), []byte("[limits]\nwall = \"1h\"\n"), 0o600); err != nil {
@@ -379,30 +378,9 @@ func TestDaemonKilledWithPool(t *testing.T) {
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "moat.sock")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MOAT_TEST_DAEMON="+sock, "MOAT_STATE_DIR="+state, "MOAT_TEST_TEMPLATES="+tpl, "MOAT_TEST_POOL=sh=2")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	c := client.Unix(sock)
-	defer c.Close()
+	cmd, c := daemonProcess(t, state, sock, "MOAT_TEST_TEMPLATES="+tpl, "MOAT_TEST_POOL=sh=2")
 	ctx := context.Background()
-	poolReady := func() bool {
-		resp, err := rawClient(sock).Get("http://moat/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(data), `moat_pool_ready{template="sh"} 2`)
-	}
-	for deadline := time.Now().Add(20 * time.Second); !poolReady(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the pool did not fill")
-		}
-	}
+	waitPoolReady(t, sock, "sh", 2)
 	pooled, err := c.CreateSession(ctx, &client.CreateSessionRequest{Template: "sh"})
 	if err != nil {
 		t.Fatal(err)
