@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -293,18 +292,11 @@ func TestSecretResumesServerSessions(t *testing.T) {
 // would not promise.
 func interceptedRaw(t *testing.T, tp *testProxy, secs *Secrets, hostport, text string) (*http.Response, string) {
 	t.Helper()
-	c, resp := tp.connect(t, hostport)
-	if c == nil {
-		t.Fatalf("CONNECT %s: %d", hostport, resp.StatusCode)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(secs.CACertPEM())
-	host, _, _ := net.SplitHostPort(hostport)
-	tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: host})
+	tc, br := interceptedConn(t, tp, secs, hostport)
 	if _, err := io.WriteString(tc, text); err != nil {
 		t.Fatalf("write inside the tunnel: %v", err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("reading the response to %q: %v", text, err)
 	}
