@@ -84,11 +84,39 @@ func fileError(err error) string {
 	return err.Error()
 }
 
+// tooBig is the text of a file, or of an edit's result, over the files
+// API's bound (daemon.MaxFileSize), which the file tools keep in every
+// mode: an overlay session's files do not pass through that API, and the
+// server holds a whole file in memory to read or edit it.
+func tooBig(what string, size int64) string {
+	return fmt.Sprintf("%s %d bytes, %s", what, size, overLimit)
+}
+
+var overLimit = fmt.Sprintf("over the file tools' limit of %d bytes; nothing was read or changed: work on it with run_command (head, sed, split)", daemon.MaxFileSize)
+
+// capped keeps the first max bytes written to it and counts the rest,
+// so that a helper's output (a huge or endless file) cannot grow the
+// server's memory past the bound, whatever the policy's output limit.
+type capped struct {
+	buf bytes.Buffer
+	max int
+	n   int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
 // inSandbox runs a helper command in the session's sandbox: the file
-// tools of an overlay session. A helper's refusals come back on stderr.
-func (s *server) inSandbox(ctx context.Context, stdin []byte, argv ...string) (stdout []byte, err error) {
-	var out, errb bytes.Buffer
-	stdio := backend.Stdio{Stdout: &out, Stderr: &errb}
+// tools of an overlay session, about rel. A helper's refusals come back
+// on stderr; its output beyond daemon.MaxFileSize is an error.
+func (s *server) inSandbox(ctx context.Context, rel string, stdin []byte, argv ...string) (stdout []byte, err error) {
+	out, errb := &capped{max: daemon.MaxFileSize + 1}, &capped{max: 64 << 10}
+	stdio := backend.Stdio{Stdout: out, Stderr: errb}
 	if stdin != nil {
 		stdio.Stdin = bytes.NewReader(stdin)
 	}
@@ -98,14 +126,17 @@ func (s *server) inSandbox(ctx context.Context, stdin []byte, argv ...string) (s
 	if err != nil {
 		return nil, errors.New(refusal(rep, err))
 	}
+	if out.n > daemon.MaxFileSize {
+		return nil, errors.New(tooBig(rel+" is at least", out.n))
+	}
 	if rep.ExitCode != 0 {
-		msg := strings.TrimSpace(errb.String())
+		msg := strings.TrimSpace(errb.buf.String())
 		if msg == "" {
 			msg = fmt.Sprintf("exit code %d (%s)", rep.ExitCode, rep.Reason)
 		}
 		return nil, errors.New(msg)
 	}
-	return out.Bytes(), nil
+	return out.buf.Bytes(), nil
 }
 
 // The helpers' scripts: $1 is the path, $2 the workspace inside the
@@ -116,7 +147,6 @@ const (
 r=$(realpath -e -- "$1") || exit 2
 inside "$r" "$2" || { echo "` + errEscape + `: $1 leads to $r" >&2; exit 3; }
 `
-	shRead  = shCheck + `exec cat -- "$r"`
 	shWrite = `d=$(dirname -- "$1")
 mkdir -p -- "$d" || exit 2
 r=$(realpath -e -- "$d") || exit 2
@@ -127,6 +157,14 @@ exec cat > "$1"`
 	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\n'`
 )
 
+// shRead reads a file: $3 is the file tools' size limit. A FIFO would
+// hold the read until the wall-clock limit, and a huge file is refused
+// before it is read.
+var shRead = shCheck + `[ -f "$r" ] || { echo "$1 is not a regular file: inspect it with run_command" >&2; exit 2; }
+s=$(stat -c %s -- "$r") || exit 2
+[ "$s" -le "$3" ] || { echo "$1 is $s bytes, ` + overLimit + `" >&2; exit 4; }
+exec cat -- "$r"`
+
 func (s *server) getFile(ctx context.Context, rel string) ([]byte, error) {
 	if !s.viaSandbox() {
 		b, err := s.session().ReadFile(rel)
@@ -135,10 +173,13 @@ func (s *server) getFile(ctx context.Context, rel string) ([]byte, error) {
 		}
 		return b, nil
 	}
-	return s.inSandbox(ctx, nil, "/bin/sh", "-c", shRead, "sh", rel, s.session().Workspace)
+	return s.inSandbox(ctx, rel, nil, "/bin/sh", "-c", shRead, "sh", rel, s.session().Workspace, strconv.Itoa(daemon.MaxFileSize))
 }
 
 func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
+	if len(data) > daemon.MaxFileSize {
+		return errors.New(tooBig(rel+" would be", int64(len(data))))
+	}
 	// The policy's write rules decide the change (package daemon); an
 	// ask goes to the approver ctx carries (gateWrite).
 	if !s.viaSandbox() {
@@ -173,7 +214,7 @@ func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
 	if s.session().HasWriteRules() {
 		strict = "strict"
 	}
-	_, err := s.inSandbox(ctx, data, "/bin/sh", "-c", shWrite, "sh", rel, s.session().Workspace, strict)
+	_, err := s.inSandbox(ctx, rel, data, "/bin/sh", "-c", shWrite, "sh", rel, s.session().Workspace, strict)
 	return err
 }
 
@@ -263,6 +304,12 @@ func (s *server) editFile(ctx context.Context, req *mcp.CallToolRequest, in edit
 	case n > 1 && !in.ReplaceAll:
 		return errorResult(fmt.Sprintf("old_string occurs %d times in %s; nothing changed. Include more surrounding lines to make it unique, or set replace_all", n, rel)), nil, nil
 	}
+	// The result's size is known before it is made: a short string
+	// replaced everywhere by a long one would otherwise ask for more
+	// memory than the machine has, which ends the server.
+	if size := int64(len(text)) + int64(n)*(int64(len(in.NewString))-int64(len(in.OldString))); len(in.NewString) > daemon.MaxFileSize || size > daemon.MaxFileSize {
+		return errorResult(tooBig("the edit would make "+rel, size)), nil, nil
+	}
 	if in.ReplaceAll {
 		text = strings.ReplaceAll(text, in.OldString, in.NewString)
 	} else {
@@ -289,7 +336,7 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listI
 		if in.Recursive {
 			depth = ""
 		}
-		out, err := s.inSandbox(ctx, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth)
+		out, err := s.inSandbox(ctx, rel, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth)
 		if err != nil {
 			return errorResult(err.Error()), nil, nil
 		}
