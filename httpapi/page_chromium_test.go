@@ -44,9 +44,10 @@ func chromium(t *testing.T) string {
 // Chromium against a real daemon whose session's commands wait on asks:
 // the page shows what waits (a command whose words are markup shown as
 // text, never run), a click on Approve lets the command finish, a click
-// on Deny fails the next one with the rule named. Screenshots go to
-// $MOAT_SCREENSHOT_DIR (a temporary directory when unset), named in the
-// log.
+// on Deny fails the next one with the rule named. A command's control
+// characters are shown escaped, the words around them as they are.
+// Screenshots go to $MOAT_SCREENSHOT_DIR (a temporary directory when
+// unset), named in the log.
 func TestApprovalsPageInChromium(t *testing.T) {
 	bin := chromium(t)
 	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 2 * time.Minute}, &httpapi.Tokens{})
@@ -102,7 +103,10 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo 'release notes <b>v2</b>' > NOTES"}}); rep.ExitCode != 0 {
 		t.Fatalf("write a file: %+v", rep)
 	}
-	markup := []string{"echo", "ship", "<script>window.pwned=1</script>", "<img src=x onerror=window.pwned=2>"}
+	// Its words also hold what would make the card read as another
+	// command: a right-to-left override, which reorders what follows it,
+	// and a newline, which pushes the rest out of sight.
+	markup := []string{"echo", "ship", "<script>window.pwned=1</script>", "<img src=x onerror=window.pwned=2>", "notes.\u202etxt.sh", "v2\n\n\nrelease"}
 	res := execAsync(d.c, s.ID, markup...)
 	a := waitApproval(t, d.c, markup...)
 
@@ -128,7 +132,10 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range markup[2:] {
+	if strings.ContainsAny(shown, "\u202e\n") || !strings.Contains(shown, `$'notes.\u202etxt.sh' $'v2\x0a\x0a\x0arelease'`) {
+		t.Errorf("the page shows %q: a control character not escaped", shown)
+	}
+	for _, w := range markup[2:4] {
 		if !strings.Contains(shown, w) {
 			t.Errorf("the page shows %q, without %q", shown, w)
 		}
@@ -149,7 +156,7 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	}
 	select {
 	case r := <-res:
-		if r.err != nil || r.rep.ExitCode != 0 || !strings.Contains(r.out, "<script>window.pwned=1</script>") {
+		if r.err != nil || r.rep.ExitCode != 0 || !strings.Contains(r.out, "<script>window.pwned=1</script>") || !strings.Contains(r.out, "notes.\u202etxt.sh v2\n\n\nrelease") {
 			t.Fatalf("approved in the page: %+v %v %q", r.rep, r.err, r.out)
 		}
 	case <-time.After(30 * time.Second):

@@ -18,8 +18,30 @@
     return e;
   }
 
+  // The characters that could make what the page shows read as something
+  // else, as workspace.MustEscape and the MCP server's question decide:
+  // controls (a newline that pushes the rest of a command out of sight),
+  // the bidirectional controls that reorder what is displayed ("Trojan
+  // Source"), the line and paragraph separators, and the replacement
+  // character that stands for a byte that is not UTF-8.
+  const unsafe = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufffd]/g;
+
+  function hex(c) {
+    const n = c.charCodeAt(0);
+    return n < 0x80 ? "\\x" + n.toString(16).padStart(2, "0") : "\\u" + n.toString(16).padStart(4, "0");
+  }
+
+  // shown is text from the daemon (a directory, a rule, a reason) with
+  // every such character written as an escape.
+  function shown(s) { return s.replace(unsafe, hex); }
+
+  // quote shows argv as a person would type it: a word with such a
+  // character as bash's $'...', the character escaped.
   function quote(argv) {
-    return argv.map((w) => (w === "" || /[\s'"\\$`;&|<>()*?[\]{}~#!]/.test(w)) ? "'" + w.replace(/'/g, "'\\''") + "'" : w).join(" ");
+    return argv.map((w) => {
+      if (w.search(unsafe) >= 0) return "$'" + w.replace(/[\\']/g, "\\$&").replace(unsafe, hex) + "'";
+      return (w === "" || /[\s'"\\$`;&|<>()*?[\]{}~#!]/.test(w)) ? "'" + w.replace(/'/g, "'\\''") + "'" : w;
+    }).join(" ");
   }
 
   function dur(ms) {
@@ -69,11 +91,11 @@
     li.appendChild(el("div", "", a.network ? "A network request waits:" : "A command waits:"));
     li.appendChild(el("pre", "what", quote(a.command)));
     const dl = el("dl");
-    if (a.dir) row(dl, "directory", a.dir);
-    row(dl, "rule", a.rule || "the command line (it hides what it runs)");
-    row(dl, "reason", a.reason || "");
+    if (a.dir) row(dl, "directory", shown(a.dir));
+    row(dl, "rule", shown(a.rule || "the command line (it hides what it runs)"));
+    row(dl, "reason", shown(a.reason || ""));
     if (a.decided && a.decided.length && quote(a.decided) !== quote(a.command)) row(dl, "asked about", quote(a.decided));
-    row(dl, "session", a.session + " (" + a.tenant + ")");
+    row(dl, "session", shown(a.session + " (" + a.tenant + ")"));
     const age = row(dl, "waiting", "");
     age.className = "age";
     const left = row(dl, "refused in", "");
