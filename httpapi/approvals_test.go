@@ -209,6 +209,7 @@ type pageClient struct {
 	origin string
 	cookie string
 	csrf   string
+	hc     *http.Client // nil: http.DefaultClient
 }
 
 func (p *pageClient) do(method, path string, body any, hdr map[string]string) (int, map[string]any, http.Header) {
@@ -232,7 +233,11 @@ func (p *pageClient) do(method, path string, body any, hdr map[string]string) (i
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := p.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -280,7 +285,7 @@ func TestApprovalsPageAuth(t *testing.T) {
 		t.Fatalf("login: %d %v", st, body)
 	}
 	ck := h.Get("Set-Cookie")
-	if !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") || !strings.Contains(ck, "Path=/approvals") {
+	if !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") || !strings.Contains(ck, "Path=/approvals") || strings.Contains(ck, "Secure") {
 		t.Errorf("cookie: %s", ck)
 	}
 	p.cookie, _, _ = strings.Cut(ck, ";")

@@ -27,8 +27,9 @@ import (
 //     /v1/approvals/web-login; `moat approvals --web`), whose code, in the
 //     URL's fragment (never sent to a server, never in a log), works once
 //     and for a few minutes. The script posts it to /approvals/login, and
-//     gets a cookie (HttpOnly, SameSite=Strict, Path=/approvals) naming a
-//     web session of that tenant. A TCP tenant may post its bearer token
+//     gets a cookie (HttpOnly, SameSite=Strict, Path=/approvals, and
+//     Secure when the page is https://, behind a TLS proxy) naming a web
+//     session of that tenant. A TCP tenant may post its bearer token
 //     there instead.
 //   - Requests: the web session's cookie, only at the Host it was made
 //     for (a name rebound to the daemon's address is another site); every
@@ -36,7 +37,7 @@ import (
 //     cross-site form cannot set, and which the page keeps in its own
 //     origin's sessionStorage: the cookie, bound to no port, reaches any
 //     server on the host) and every POST an Origin that is the page's
-//     own. The API's own routes still refuse
+//     own, the one it logged in from. The API's own routes still refuse
 //     every Origin not allowed by --allow-origin.
 //   - What is shown: the script puts every string in the page as text
 //     (textContent), never as markup, and the Content-Security-Policy
@@ -83,6 +84,7 @@ type webSession struct {
 	tenant  daemon.Tenant
 	csrf    string
 	host    string
+	origin  string // the page's origin at login: its POSTs must come from it
 	expires time.Time
 }
 
@@ -145,8 +147,9 @@ func (a *webAuth) useCode(code string) (daemon.Tenant, bool) {
 // person opening the page anew is never locked out.
 const maxWebSessions = 32
 
-// newSession starts a page session of t for the Host host.
-func (a *webAuth) newSession(t daemon.Tenant, host string) (id string, ws *webSession) {
+// newSession starts a page session of t for the Host host, whose page
+// has the origin origin.
+func (a *webAuth) newSession(t daemon.Tenant, host, origin string) (id string, ws *webSession) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -170,7 +173,7 @@ func (a *webAuth) newSession(t daemon.Tenant, host string) (id string, ws *webSe
 	}
 	id = randomHex()
 	a.made++
-	ws = &webSession{n: a.made, tenant: t, csrf: randomHex(), host: host, expires: now.Add(webTTL)}
+	ws = &webSession{n: a.made, tenant: t, csrf: randomHex(), host: host, origin: origin, expires: now.Add(webTTL)}
 	a.sessions[id] = ws
 	return id, ws
 }
@@ -197,20 +200,26 @@ func (a *webAuth) end(id string) {
 	delete(a.sessions, id)
 }
 
-// pageOrigin is the origin a browser gives requests of the page as r
-// reaches the daemon.
-func pageOrigin(r *http.Request) string {
-	if r.TLS != nil {
-		return "https://" + r.Host
+// isPageOrigin says whether o is an origin a browser gives requests of
+// the page as r reaches the daemon: its Host, over HTTPS when the daemon
+// serves TLS, else over either scheme. The daemon serves plain HTTP,
+// and behind the TLS proxy it is meant to sit behind, the browser's
+// origin is https:// at the same Host while r is plain HTTP. Neither
+// scheme opens more than the other: both name the Host the request was
+// sent to, which only the daemon (or its proxy) serves, and a page
+// session's POSTs must come from the origin it logged in from.
+func isPageOrigin(r *http.Request, o string) bool {
+	if o == "https://"+r.Host {
+		return true
 	}
-	return "http://" + r.Host
+	return r.TLS == nil && o == "http://"+r.Host
 }
 
 // samePageOrigin says whether r is a request of the approvals page from
 // its own origin (o): the only origin its routes take beyond
 // --allow-origin.
 func samePageOrigin(r *http.Request, o string) bool {
-	return (r.URL.Path == pagePath || strings.HasPrefix(r.URL.Path, pagePath+"/")) && o == pageOrigin(r)
+	return (r.URL.Path == pagePath || strings.HasPrefix(r.URL.Path, pagePath+"/")) && isPageOrigin(r, o)
 }
 
 func (s *Server) pageRoutes() {
@@ -243,6 +252,10 @@ func (s *Server) pageAsset(body []byte, ctype string) http.HandlerFunc {
 	}
 }
 
+func errNotPage() error {
+	return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "only the approvals page itself may send this request"}
+}
+
 func errNoWebSession() error {
 	return &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
 		Message: "not logged in: open the link `moat approvals --web` prints"}
@@ -258,8 +271,9 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 		err := func() error {
 			// A browser names the origin of every POST: one that names
 			// none, or another, did not come from the page.
-			if r.Method != http.MethodGet && r.Header.Get("Origin") != pageOrigin(r) {
-				return &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused, Message: "only the approvals page itself may send this request"}
+			origin := r.Header.Get("Origin")
+			if r.Method != http.MethodGet && !isPageOrigin(r, origin) {
+				return errNotPage()
 			}
 			if !auth {
 				return nil
@@ -267,6 +281,9 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			var ok bool
 			if id, ws, ok = s.web.session(r); !ok {
 				return errNoWebSession()
+			}
+			if r.Method != http.MethodGet && origin != ws.origin {
+				return errNotPage()
 			}
 			// Every request, a GET too, must carry the CSRF token: a cookie
 			// is not bound to a port, so the browser also sends it to any
@@ -320,16 +337,21 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request, _ string, _ *
 		return &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized,
 			Message: "the login link has expired or was used already: ask for another with moat approvals --web"}
 	}
-	id, ws := s.web.newSession(t, r.Host)
+	// The origin was checked (pageHandler): an https:// one is the
+	// browser's side of TLS, the daemon's own or its proxy's, and the
+	// cookie goes only over TLS from then on.
+	origin := r.Header.Get("Origin")
+	id, ws := s.web.newSession(t, r.Host, origin)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: pagePath, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(webTTL / time.Second)})
+		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(origin, "https://"), MaxAge: int(webTTL / time.Second)})
 	s.Logger.Info("approvals page login", "tenant", t.ID)
 	return writeJSON(w, http.StatusOK, map[string]string{"tenant": t.ID, "csrf": ws.csrf})
 }
 
-func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, id string, _ *webSession) error {
+func (s *Server) pageLogout(w http.ResponseWriter, r *http.Request, id string, ws *webSession) error {
 	s.web.end(id)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: pagePath, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: pagePath, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: strings.HasPrefix(ws.origin, "https://"), MaxAge: -1})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -20,10 +20,10 @@ func TestPageSessionsBounded(t *testing.T) {
 		_, _, ok := a.session(r)
 		return ok
 	}
-	bobs, _ := a.newSession(bob, "moat.test")
+	bobs, _ := a.newSession(bob, "moat.test", "http://moat.test")
 	var ids []string
 	for range maxWebSessions + 3 {
-		id, _ := a.newSession(alice, "moat.test")
+		id, _ := a.newSession(alice, "moat.test", "http://moat.test")
 		ids = append(ids, id)
 	}
 	for i, id := range ids {
