@@ -154,7 +154,7 @@ case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; ex
 if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 exec cat > "$1"`
-	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\n'`
+	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\0'`
 )
 
 // shRead reads a file: $3 is the file tools' size limit. A FIFO would
@@ -340,7 +340,8 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listI
 		if err != nil {
 			return errorResult(err.Error()), nil, nil
 		}
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		// NUL ends each entry: a name may hold a newline.
+		for _, l := range strings.Split(string(out), "\x00") {
 			t, rest, _ := strings.Cut(l, " ")
 			size, name, _ := strings.Cut(rest, " ")
 			if l == "" {
@@ -380,7 +381,14 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listI
 	return textResult(out), nil, nil
 }
 
+// entry is one line of list_files. A name with a character that could
+// make the listing read as something else (a newline, which would end
+// the line and begin a made-up entry, an escape sequence, a
+// bidirectional control) is shown as a Go string, escaped.
 func entry(typ, size, p string) string {
+	if !utf8.ValidString(p) || strings.IndexFunc(p, unprintable) >= 0 {
+		p = strconv.Quote(p)
+	}
 	if typ == "dir" {
 		return "dir      " + p + "/"
 	}
