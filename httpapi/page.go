@@ -179,19 +179,28 @@ func (a *webAuth) newSession(t daemon.Tenant, host, origin string) (id string, w
 }
 
 // session returns the web session r's cookie names, if it is valid for
-// r's Host.
-func (a *webAuth) session(r *http.Request) (string, *webSession, bool) {
-	c, err := r.Cookie(cookieName)
-	if err != nil {
-		return "", nil, false
-	}
+// r's Host, and whether csrf is its token. r may name several: a cookie
+// is bound to no port, and another server on the daemon's host may set
+// one of the page's name with a longer path, which the browser sends
+// first ("cookie tossing"); the one whose token the page sent is the
+// page's, and the others would lock it out.
+func (a *webAuth) session(r *http.Request, csrf string) (id string, ws *webSession, csrfOK, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	ws, ok := a.sessions[c.Value]
-	if !ok || time.Now().After(ws.expires) || ws.host != r.Host {
-		return "", nil, false
+	now := time.Now()
+	for _, c := range r.CookiesNamed(cookieName) {
+		w, found := a.sessions[c.Value]
+		if !found || now.After(w.expires) || w.host != r.Host {
+			continue
+		}
+		if subtle.ConstantTimeCompare([]byte(csrf), []byte(w.csrf)) == 1 {
+			return c.Value, w, true, true
+		}
+		if !ok {
+			id, ws, ok = c.Value, w, true
+		}
 	}
-	return c.Value, ws, true
+	return id, ws, false, ok
 }
 
 func (a *webAuth) end(id string) {
@@ -278,8 +287,8 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			if !auth {
 				return nil
 			}
-			var ok bool
-			if id, ws, ok = s.web.session(r); !ok {
+			var csrfOK, ok bool
+			if id, ws, csrfOK, ok = s.web.session(r, r.Header.Get(csrfHeader)); !ok {
 				return errNoWebSession()
 			}
 			if r.Method != http.MethodGet && origin != ws.origin {
@@ -291,7 +300,7 @@ func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, 
 			// 127.0.0.1:OTHER), and the cookie alone must not read the
 			// approvals or the token. The page keeps its token where only
 			// its own origin (port included) reaches it.
-			if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ws.csrf)) != 1 {
+			if !csrfOK {
 				if r.Method == http.MethodGet {
 					return errNoWebSession()
 				}

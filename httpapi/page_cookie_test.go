@@ -5,9 +5,11 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +112,107 @@ func TestApprovalsPageCookieOtherPort(t *testing.T) {
 	}
 	if r := <-res; r.err == nil && r.rep != nil && r.rep.ExitCode == 0 {
 		t.Errorf("the command ran: the thief's approval went through (%+v)", r.rep)
+	}
+}
+
+// TestApprovalsPageCookieTossed: another server on the daemon's host
+// (another local user's, on 127.0.0.1:OTHER) may set a cookie of the
+// page's name, bound to no port, with a longer path, which the browser
+// sends before the page's own. With it, the page was logged out at every
+// request, and again after every login: its approvals could not be
+// answered. The page's own cookie, the one whose CSRF token the page
+// sends, is now the one taken. The controls: the tossed cookie, a valid
+// session of the thrower's, does not open the page with the page's token,
+// nor the page's cookie without it.
+func TestApprovalsPageCookieTossed(t *testing.T) {
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second}, &httpapi.Tokens{})
+	d.srv.WebAddr = d.tcp
+	self := "http://" + d.tcp
+	login := func(c *http.Client) string {
+		t.Helper()
+		l, err := d.c.WebLogin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", self+"/approvals/login", strings.NewReader(`{"code":"`+l.Code+`"}`))
+		req.Header.Set("Origin", self)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]string
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 200 || out["csrf"] == "" {
+			t.Fatalf("login: %d %v", resp.StatusCode, out)
+		}
+		return out["csrf"]
+	}
+	// The thrower's own valid page session, whose cookie it tosses.
+	tjar, _ := cookiejar.New(nil)
+	login(&http.Client{Jar: tjar})
+	u, _ := url.Parse(self + "/approvals")
+	tossed := tjar.Cookies(u)[0].Value
+
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: "moat_approvals", Value: tossed, Path: "/approvals/"})
+	})}
+	go hostile.Serve(hl)
+	defer hostile.Close()
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	csrf := login(browser)
+	resp, err := browser.Get("http://" + hl.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if cs := jar.Cookies(&url.URL{Scheme: "http", Host: d.tcp, Path: "/approvals/state"}); len(cs) != 2 || cs[0].Value != tossed {
+		t.Fatalf("the browser model does not send the tossed cookie first (%d cookies): the test proves nothing", len(cs))
+	}
+
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	res := execAsync(d.c, s.ID, "echo", "ship")
+	a := waitApproval(t, d.c, "echo", "ship")
+	do := func(method, path, csrf string, c *http.Client, cookie string) int {
+		t.Helper()
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader(`{}`)
+		}
+		req, _ := http.NewRequest(method, self+path, body)
+		req.Header.Set("X-Moat-Csrf", csrf)
+		if method == "POST" {
+			req.Header.Set("Origin", self)
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", "moat_approvals="+cookie)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := do("GET", "/approvals/state", csrf, http.DefaultClient, tossed); st != 401 {
+		t.Errorf("the tossed cookie alone with the page's token: %d", st)
+	}
+	if st := do("GET", "/approvals/state", "", browser, ""); st != 401 {
+		t.Errorf("the page's cookies without its token: %d", st)
+	}
+	if st := do("GET", "/approvals/state", csrf, browser, ""); st != 200 {
+		t.Fatalf("the page's state with a cookie tossed in: %d", st)
+	}
+	if st := do("POST", "/approvals/"+a.ID+"/deny", csrf, browser, ""); st != 204 {
+		t.Fatalf("deny from the page with a cookie tossed in: %d", st)
+	}
+	if r := <-res; r.err == nil && r.rep != nil && r.rep.ExitCode == 0 {
+		t.Errorf("the denied command ran (%+v)", r.rep)
 	}
 }

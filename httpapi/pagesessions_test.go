@@ -17,7 +17,7 @@ func TestPageSessionsBounded(t *testing.T) {
 		r, _ := http.NewRequest("GET", "http://moat.test/approvals", nil)
 		r.Host = "moat.test"
 		r.AddCookie(&http.Cookie{Name: cookieName, Value: id})
-		_, _, ok := a.session(r)
+		_, _, _, ok := a.session(r, "")
 		return ok
 	}
 	bobs, _ := a.newSession(bob, "moat.test", "http://moat.test")
