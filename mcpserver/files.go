@@ -154,7 +154,8 @@ case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; ex
 if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 exec cat > "$1"`
-	shList = shCheck + `exec find "$r" -mindepth 1 $3 -printf '%y %s %P\0'`
+	// shList lists: $3 is find's depth, $4 how many entries to keep.
+	shList = shCheck + `find "$r" -mindepth 1 $3 -printf '%y %s %P\0' | head -z -n "$4"`
 )
 
 // shRead reads a file: $3 is the file tools' size limit. A FIFO would
@@ -336,7 +337,7 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listI
 		if in.Recursive {
 			depth = ""
 		}
-		out, err := s.inSandbox(ctx, rel, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth)
+		out, err := s.inSandbox(ctx, rel, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth, strconv.Itoa(maxList+1))
 		if err != nil {
 			return errorResult(err.Error()), nil, nil
 		}

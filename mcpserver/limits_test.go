@@ -31,6 +31,13 @@ func TestFileToolLimits(t *testing.T) {
 			e.fails(t, "read_file", map[string]any{"path": "huge"}, "over", "16777216")
 			e.ok(t, "read_file", map[string]any{"path": "big", "limit": 1}, "     1\tbbbb")
 			e.fails(t, "read_file", map[string]any{"path": "fifo"}, "not a regular file")
+
+			// A listing is cut at its bound, whatever the mode.
+			e.ok(t, "run_command", map[string]any{"command": "mkdir many && cd many && seq 2500 | xargs touch"}, "exit code: 0")
+			out := e.ok(t, "list_files", map[string]any{"path": "many"}, "more entries left out")
+			if n := strings.Count(out, "\n"); n != 2000 {
+				t.Errorf("list_files of 2500 entries shows %d lines", n)
+			}
 		})
 	}
 }
