@@ -44,18 +44,23 @@ func RestoreThreads() {
 
 var restoreThreads sync.Once
 
+// onThreadsRounds bounds OnThreads' rounds. Most starts need one; on a
+// loaded machine the runtime hands out new threads more often while the
+// idle ones wait, and four rounds once left one thread unreached.
+const onThreadsRounds = 8
+
 // OnThreads calls fn on each of the runtime's threads it can reach: it
 // runs a goroutine locked to a thread per thread the process has, all at
 // once, so that the runtime hands them its idle threads first (and makes
 // new ones for the rest), and each calls fn. The runtime may start a new
 // thread for one of them while an idle one waits, so it goes round again,
-// up to a few times, while a thread that was there at the start and is
-// still there has not been reached. A thread busy in a system call
+// up to onThreadsRounds times, while a thread that was there at the start
+// and is still there has not been reached. A thread busy in a system call
 // meanwhile is not reached.
 func OnThreads(fn func()) {
 	want := tasks()
 	reached := map[int]bool{}
-	for round := 0; round < 4 && len(want) > 0; round++ {
+	for round := 0; round < onThreadsRounds && len(want) > 0; round++ {
 		var mu sync.Mutex
 		var ready, done sync.WaitGroup
 		release := make(chan struct{})
