@@ -94,7 +94,9 @@ var (
 // backend Spec. It reads the host's file system only to see what exists
 // (symlinked system directories, deny paths), and makes no changes. A
 // deny or read-only path missing where the command could create it is
-// refused (checkMissingProtections).
+// refused (checkMissingProtections), and its mount is not optional: one
+// removed before the backend mounts it fails the run
+// (backend.GoneError).
 //
 // cs is the change set holding the copy-on-write layers, for the overlay
 // and copy workspace modes; nil otherwise. guards are what the run
@@ -286,6 +288,10 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			if within(ws, src) {
 				m.Owner = owner // a path the caller named, as the workspace is
 			}
+			// In a tree the command may write, the path existed when
+			// checkMissingProtections looked; gone by the time the
+			// backend binds it, the command could make it and write it.
+			m.Optional = writableIn(p, ws, src) == ""
 		}
 		tree = append(tree, m)
 	}
@@ -339,7 +345,13 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			targets = denyTargets(d)
 		}
 		for _, t := range targets {
-			mounts = append(mounts, backend.Mount{Kind: backend.MountMask, Target: t})
+			// A path the command could create (in a tree it may write)
+			// existed when checkMissingProtections looked: if it has
+			// gone by the time the backend masks it, the run fails
+			// rather than leave it for the command to make and use.
+			// Elsewhere a path the sandbox does not have needs no
+			// hiding (the default policy names some not every host has).
+			mounts = append(mounts, backend.Mount{Kind: backend.MountMask, Target: t, Optional: writableIn(p, ws, t) == ""})
 		}
 	}
 
@@ -391,33 +403,6 @@ func systemMount(src string) backend.Mount {
 // present holds what was looked up already (with the owner's rights, for
 // a workspace the caller made); the others are looked up here.
 func checkMissingProtections(p *policy.Policy, ws string, cs *workspace.ChangeSet, present map[string]bool) error {
-	type tree struct {
-		path     string
-		writable bool
-	}
-	trees := []tree{{ws, p.Workspace.Mode != policy.WorkspaceReadOnly}}
-	for _, rw := range p.Filesystem.ReadWrite {
-		trees = append(trees, tree{rw, true})
-	}
-	for _, ro := range p.Filesystem.ReadOnly {
-		trees = append(trees, tree{ro, false})
-	}
-	// writableIn returns the writable tree that shows path, "" if the
-	// innermost tree holding it (other than path itself) is read-only, or
-	// if none does.
-	writableIn := func(path string) string {
-		var in *tree
-		for i := range trees {
-			t := &trees[i]
-			if t.path != path && within(t.path, path) && (in == nil || depth(t.path) > depth(in.path)) {
-				in = t
-			}
-		}
-		if in == nil || !in.writable {
-			return ""
-		}
-		return in.path
-	}
 	exists := func(path string) bool {
 		if cs != nil && within(ws, path) {
 			// What the change set's layer holds shows over the real
@@ -444,7 +429,7 @@ func checkMissingProtections(p *policy.Policy, ws string, cs *workspace.ChangeSe
 		{"filesystem.read_only", "made read-only", p.Filesystem.ReadOnly},
 	} {
 		for i, path := range l.paths {
-			in := writableIn(path)
+			in := writableIn(p, ws, path)
 			if in == "" || exists(path) {
 				continue
 			}
@@ -457,6 +442,32 @@ func checkMissingProtections(p *policy.Policy, ws string, cs *workspace.ChangeSe
 		}
 	}
 	return nil
+}
+
+// writableIn returns the tree the command may write that shows path (the
+// workspace unless read-only, or a read_write path), "" if the innermost
+// tree holding path (other than path itself) is read-only, or if none
+// does. A deny or read-only path there is one the command could create
+// were it missing: checkMissingProtections refuses it missing, and its
+// mount is not optional (backend.Mount.Optional).
+func writableIn(p *policy.Policy, ws, path string) string {
+	in, writable := "", false
+	consider := func(tree string, w bool) {
+		if tree != path && within(tree, path) && (in == "" || depth(tree) > depth(in)) {
+			in, writable = tree, w
+		}
+	}
+	consider(ws, p.Workspace.Mode != policy.WorkspaceReadOnly)
+	for _, rw := range p.Filesystem.ReadWrite {
+		consider(rw, true)
+	}
+	for _, ro := range p.Filesystem.ReadOnly {
+		consider(ro, false)
+	}
+	if !writable {
+		return ""
+	}
+	return in
 }
 
 // lexists reports whether path exists, a symbolic link included. An error
