@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/internal/seccomp"
@@ -82,8 +83,9 @@ const (
 	MountTmpfs MountKind = "tmpfs"
 	// MountSymlink creates a symbolic link at Target pointing to Source.
 	MountSymlink MountKind = "symlink"
-	// MountMask hides Target if it exists: a file becomes an empty
-	// unreadable file, a directory an empty read-only tmpfs.
+	// MountMask hides Target: a file becomes an empty unreadable file, a
+	// directory an empty read-only tmpfs. A missing Target fails the run
+	// unless the mount is Optional.
 	MountMask MountKind = "mask"
 	// MountReadOnly re-binds an already mounted Target read-only (used to
 	// protect paths inside a writable workspace).
@@ -143,6 +145,9 @@ type Mount struct {
 	OpenGroups []int `json:"open_groups,omitempty"`
 	// Optional skips the operation when Source (or Target for masks and
 	// read-only re-binds) does not exist, instead of failing the run.
+	// Without it a missing path fails the run with a *GoneError: a mask
+	// or a read-only bind in a tree the command may write must not be
+	// skipped, or the command could create the path and use it.
 	Optional bool `json:"optional,omitempty"`
 	// NoLandlockGrant leaves this mount out of the Landlock rules (on
 	// backends that use Landlock), so only the mount layer grants access
@@ -572,6 +577,21 @@ type InitError struct {
 
 func (e *InitError) Error() string { return e.Stage + ": " + e.Err.Error() }
 func (e *InitError) Unwrap() error { return e.Err }
+
+// GoneError is a path that a mount which is not Optional needs, missing
+// when the backend makes the mount. The Spec was made from a host that
+// had it (the sandbox package refuses a missing deny or read-only path the
+// command could create), so it was removed since: skipping the mount
+// would leave the path for the command to create and use, unprotected.
+// It matches ENOENT and fs.ErrNotExist with errors.Is.
+type GoneError struct {
+	Path string // the path in the sandbox
+}
+
+func (e *GoneError) Error() string {
+	return e.Path + " disappeared after the run was checked (removed on the host?); the sandbox does not start without it"
+}
+func (e *GoneError) Unwrap() error { return syscall.ENOENT }
 
 // Errors callers branch on.
 var (

@@ -60,7 +60,7 @@ func BaseSpec(ws string, args ...string) *backend.Spec {
 		backend.Mount{Kind: backend.MountBind, Source: ws, Target: ws, IDMap: root},
 		backend.Mount{Kind: backend.MountProc, Target: "/proc"},
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"},
-		backend.Mount{Kind: backend.MountMask, Target: "/etc/shadow"},
+		backend.Mount{Kind: backend.MountMask, Target: "/etc/shadow", Optional: true},
 	)
 	return &backend.Spec{
 		RunID:    fmt.Sprintf("bt%d", time.Now().UnixNano()%1e9),

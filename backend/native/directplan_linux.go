@@ -46,8 +46,10 @@ type plan struct {
 }
 
 // stageInfo names what a step does, for the host's error message. err,
-// when set, replaces the errno's text (a pseudo step's own failure).
-type stageInfo struct{ name, err string }
+// when set, replaces the errno's text (a pseudo step's own failure). gone,
+// when set, is the path a mount that is not optional needs: its ENOENT is
+// a backend.GoneError, as in the init stage.
+type stageInfo struct{ name, err, gone string }
 
 // planFDs are the inherited fds a plan uses.
 type planFDs struct {
@@ -663,6 +665,19 @@ func (p *plan) stage2(name, err string) uint16 {
 	return uint16(len(p.stages) - 1)
 }
 
+// required makes the stat step i of a mount fail the run if the path is
+// missing (a backend.GoneError), or, when optional, skip the
+// mount's group: a missing path is decided in the child either way,
+// without a step of its own.
+func (p *plan) required(i int, optional bool, path string) {
+	if optional {
+		p.at(i).skip = uint16(unix.ENOENT)
+		return
+	}
+	p.stages = append(p.stages, stageInfo{name: p.stages[p.at(i).stage].name, gone: path})
+	p.at(i).stage = uint16(len(p.stages) - 1)
+}
+
 // proxyListener adds sendProxyListener's steps: a plain TCP socket (not
 // MPTCP) bound to 127.0.0.1:port inside the sandbox's network namespace
 // and listening, sent to the host, which serves it with the egress proxy;
@@ -858,7 +873,7 @@ func (p *plan) root(spec *backend.Spec, trees map[string]int) error {
 		}
 	}
 	for _, t := range spec.MaskPaths {
-		p.mask(newRoot+t, t)
+		p.mask(newRoot+t, t, true)
 	}
 	for _, t := range spec.ReadOnlyPaths {
 		stg := p.stage("read-only " + t)
@@ -900,9 +915,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		} else {
 			si, mode = p.stat(stg, atFDCWD, oldRoot+m.Source, 0)
 		}
-		if m.Optional {
-			p.at(si).skip = uint16(unix.ENOENT)
-		}
+		p.required(si, m.Optional, m.Target)
 		p.mkTarget(stg, target, mode, g)
 		if fromTree {
 			p.call(stg, unix.SYS_MOVE_MOUNT, uintptr(fd), p.str(""), atFDCWD, p.str(target), unix.MOVE_MOUNT_F_EMPTY_PATH)
@@ -930,7 +943,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		p.mkdirAll(p.stage("mkdir "+path.Dir(m.Target)), path.Dir(target), 0o755, 0)
 		p.call(p.stage("symlink "+m.Target), unix.SYS_SYMLINKAT, p.str(m.Source), atFDCWD, p.str(target))
 	case backend.MountMask:
-		p.mask(target, m.Target)
+		p.mask(target, m.Target, m.Optional)
 	case backend.MountReadOnly, backend.MountPin:
 		name, attr := "protect "+m.Target, uint64(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 		if m.Kind == backend.MountPin {
@@ -940,9 +953,7 @@ func (p *plan) applyMount(i int, m backend.Mount, trees map[string]int) error {
 		g := p.newGroup()
 		from := len(*p.list)
 		si, mode := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
-		if m.Optional {
-			p.at(si).skip = uint16(unix.ENOENT)
-		}
+		p.required(si, m.Optional, m.Target)
 		// The Spec names resolved paths; a link here appeared since, and
 		// following it would protect the wrong place.
 		*p.list = append(*p.list, step{kind: kindFailMode, a: [6]uintptr{uintptr(mode), unix.S_IFLNK, uintptr(unix.ELOOP)},
@@ -1023,13 +1034,14 @@ func (p *plan) bindScratch(stage uint16, target, options string) {
 }
 
 // mask hides target: a directory becomes an empty read-only tmpfs, any
-// other file the mode-0 mask file; a missing one is left alone.
-func (p *plan) mask(target, name string) {
+// other file the mode-0 mask file; a missing one is left alone if
+// optional, and fails the run otherwise.
+func (p *plan) mask(target, name string, optional bool) {
 	stg := p.stage("mask " + name)
 	g := p.newGroup()
 	from := len(*p.list)
 	si, mode := p.stat(stg, atFDCWD, target, unix.AT_SYMLINK_NOFOLLOW)
-	p.at(si).skip = uint16(unix.ENOENT)
+	p.required(si, optional, name)
 	d := len(*p.list)
 	p.mount(stg, "tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0000,size=4k")
 	p.when(d, condDir, mode, g)

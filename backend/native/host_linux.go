@@ -787,7 +787,9 @@ func readMessages(r io.Reader, out chan<- message) {
 
 func initError(m *message) error {
 	var err error = errors.New(m.Err)
-	if m.Errno != 0 {
+	if m.Gone != "" {
+		err = &backend.GoneError{Path: m.Gone}
+	} else if m.Errno != 0 {
 		// Keep init's message (it names the path) and the errno to test.
 		err = &errnoError{msg: m.Err, errno: syscall.Errno(m.Errno)}
 	}

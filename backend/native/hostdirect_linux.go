@@ -487,6 +487,9 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize 
 				if e := stages[rec[1]].err; e != "" {
 					m.Err = e
 				}
+				if g := stages[rec[1]].gone; g != "" && syscall.Errno(rec[2]) == syscall.ENOENT {
+					m.Gone = g
+				}
 			}
 			out <- m
 		case recStarted:

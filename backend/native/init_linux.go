@@ -99,6 +99,10 @@ func runInit() {
 		if errors.As(err, &errno) {
 			m.Errno = int(errno)
 		}
+		var gone *backend.GoneError
+		if errors.As(err, &gone) {
+			m.Gone = gone.Path
+		}
 		send(m)
 		os.Exit(1)
 	}

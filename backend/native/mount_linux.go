@@ -137,17 +137,20 @@ func applyMount(i int, m backend.Mount, trees map[string]int) error {
 		}
 		return nil
 	case backend.MountMask:
-		return mask(target, m.Target)
+		return mask(target, m.Target, m.Optional)
 	case backend.MountReadOnly, backend.MountPin:
 		stage, attr := "protect "+m.Target, uint64(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 		if m.Kind == backend.MountPin {
 			stage, attr = "pin "+m.Target, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV
 		}
 		fi, err := os.Lstat(target)
-		if err != nil {
-			if m.Optional && errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
+			if m.Optional {
 				return nil
 			}
+			return fail(stage, &backend.GoneError{Path: m.Target})
+		}
+		if err != nil {
 			return fail(stage, err)
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
@@ -181,10 +184,13 @@ func bindMount(i int, m backend.Mount, target string, trees map[string]int) erro
 	} else {
 		err = unix.Stat(oldRoot+m.Source, &st)
 	}
-	if err != nil {
-		if m.Optional && errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.ENOENT) {
+		if m.Optional {
 			return nil
 		}
+		return fail(stage, &backend.GoneError{Path: m.Target})
+	}
+	if err != nil {
 		return fail(stage, err)
 	}
 	if err := mkTarget(target, st.Mode&unix.S_IFMT == unix.S_IFDIR); err != nil {
@@ -255,11 +261,15 @@ func setAttr(target string, attr uint64, recursive bool, stage string) error {
 }
 
 // mask hides target: a directory becomes an empty read-only tmpfs, any
-// other file the mode-0 mask file, which the command cannot open.
-func mask(target, name string) error {
+// other file the mode-0 mask file, which the command cannot open. A
+// missing target is skipped if optional, and fails the run otherwise.
+func mask(target, name string, optional bool) error {
 	st, err := os.Lstat(target)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		if optional {
+			return nil
+		}
+		return fail("mask "+name, &backend.GoneError{Path: name})
 	}
 	if err != nil {
 		return fail("mask "+name, err)
@@ -284,7 +294,7 @@ const maskAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_A
 
 func maskProc(spec *backend.Spec) error {
 	for _, p := range spec.MaskPaths {
-		if err := mask(newRoot+p, p); err != nil {
+		if err := mask(newRoot+p, p, true); err != nil {
 			return err
 		}
 	}

@@ -70,10 +70,11 @@ type message struct {
 	// ID is the exec request a session's message answers.
 	ID uint64
 
-	// error
+	// error. Gone, when set, is the path of a backend.GoneError.
 	Stage string
 	Err   string
 	Errno int
+	Gone  string
 
 	// started
 	Pid int

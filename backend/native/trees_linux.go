@@ -103,6 +103,9 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 				// it cannot reach is as missing, with one error.
 				return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("%s does not exist or is not reachable by uid %d", m.Target, m.OpenUID), Errno: int(unix.ENOENT)}
 			}
+			if errno == unix.ENOENT {
+				return nil, nil, &backend.InitError{Stage: "bind " + what, Err: &backend.GoneError{Path: m.Target}, Errno: int(errno)}
+			}
 			return nil, nil, &backend.InitError{Stage: "bind " + what, Err: fmt.Errorf("open mount tree: %w", err), Errno: int(errno)}
 		}
 		f := os.NewFile(uintptr(fd), m.Source)
