@@ -3,6 +3,7 @@ package gvisor
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,7 +184,8 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 		case backend.MountBind:
 			var err error
 			stat := func() { _, err = os.Stat(m.Source) }
-			if m.OpenUID > 0 && m.OpenUID != os.Geteuid() {
+			asUser := m.OpenUID > 0 && m.OpenUID != os.Geteuid()
+			if asUser {
 				// Looked at with the rights of the user who named it: a
 				// path it cannot reach is as missing to it. (runsc opens
 				// it later by path; Owner refuses what a user could
@@ -200,6 +202,9 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 			if err != nil {
 				if m.Optional {
 					continue
+				}
+				if errors.Is(err, fs.ErrNotExist) && !asUser {
+					err = &backend.GoneError{Path: m.Target}
 				}
 				return nil, fmt.Errorf("mount %s: %w", m.Target, err)
 			}
@@ -235,25 +240,41 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 			out = append(out, bind(p, m.Target, true))
 		case backend.MountReadOnly, backend.MountPin:
 			src, ok := host(m.Target)
+			var err error
 			if ok {
-				_, err := os.Lstat(src)
-				ok = err == nil
+				_, err = os.Lstat(src)
 			}
-			if !ok {
+			if !ok || err != nil {
 				if m.Optional {
 					continue
+				}
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("protect %s: %w", m.Target, &backend.GoneError{Path: m.Target})
 				}
 				return nil, fmt.Errorf("protect %s: not in the sandbox", m.Target)
 			}
 			out = append(out, bind(src, m.Target, m.Kind == backend.MountReadOnly))
 		case backend.MountMask:
+			// What is missing here is skipped only if optional. Once in
+			// the bundle, a mask stays: runsc makes a missing mount
+			// point itself (or fails), so a path removed after this
+			// check is not left unhidden either.
 			src, ok := host(m.Target)
 			if !ok {
-				continue // not in the sandbox at all
+				if m.Optional {
+					continue // not in the sandbox at all
+				}
+				return nil, fmt.Errorf("mask %s: not in the sandbox", m.Target)
 			}
 			fi, err := os.Stat(src)
 			if err != nil {
-				continue
+				if m.Optional {
+					continue
+				}
+				if errors.Is(err, fs.ErrNotExist) {
+					err = &backend.GoneError{Path: m.Target}
+				}
+				return nil, fmt.Errorf("mask %s: %w", m.Target, err)
 			}
 			if fi.IsDir() {
 				out = append(out, specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0555"}})

@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,8 @@ func TestMounts(t *testing.T) {
 		{Kind: backend.MountPin, Target: "/work/.git"},
 		{Kind: backend.MountMask, Target: "/work/secret"},
 		{Kind: backend.MountMask, Target: "/work/secret-dir"},
-		{Kind: backend.MountMask, Target: "/etc/shadow"},
+		{Kind: backend.MountMask, Target: "/etc/shadow", Optional: true},
+		{Kind: backend.MountMask, Target: "/work/gone", Optional: true},
 		{Kind: backend.MountReadOnly, Target: "/tmp/x", Optional: true},
 	}
 	got, err := ociMounts(ms, rootfs, files)
@@ -114,6 +116,22 @@ func TestMounts(t *testing.T) {
 	}
 	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files); err == nil {
 		t.Error("a protected path outside every mount passed, want an error")
+	}
+
+	// A mask or a read-only path that must exist, gone from the host
+	// since the Spec was made: refused, naming it, where the same mounts
+	// of a path that is there translate (above).
+	work := backend.Mount{Kind: backend.MountBind, Source: filepath.Join(host, "ws"), Target: "/work"}
+	for _, m := range []backend.Mount{
+		{Kind: backend.MountMask, Target: "/work/gone"},
+		{Kind: backend.MountBind, Source: filepath.Join(host, "ws", "gone"), Target: "/work/gone", ReadOnly: true},
+		{Kind: backend.MountReadOnly, Target: "/work/gone"},
+	} {
+		_, err := ociMounts([]backend.Mount{work, m}, rootfs, files)
+		var gone *backend.GoneError
+		if !errors.As(err, &gone) || gone.Path != "/work/gone" || !strings.Contains(err.Error(), "/work/gone disappeared") {
+			t.Errorf("%s of a missing path that must exist: %v, want a GoneError naming it", m.Kind, err)
+		}
 	}
 }
 
