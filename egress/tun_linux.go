@@ -109,7 +109,8 @@ func (p *Proxy) ServeTUN(f *os.File, c TUNConfig) error {
 // whose commands use only the proxy spends nothing on it. Other packets
 // are dropped, before and after: the kernel's own IPv6 packets (router
 // solicitations, multicast reports), which it sends out of the device
-// about a second after it is up.
+// about a second after it is up, and IPv4 packets of any protocol but TCP
+// and UDP (ICMP, IGMP).
 //
 // Packets go to the stack on the goroutine that read them, and out to
 // the device on the goroutine that sent them (tunWriter): the fd-based
@@ -162,6 +163,10 @@ func (ts *tunStack) serve() error {
 				failed = fmt.Errorf("read: %w", err)
 				return true
 			case n <= hdr || buf[hdr]>>4 != 4:
+			case n < hdr+header.IPv4MinimumSize || tcpip.TransportProtocolNumber(buf[hdr+9]) != header.TCPProtocolNumber &&
+				tcpip.TransportProtocolNumber(buf[hdr+9]) != header.UDPProtocolNumber:
+				// Only TCP and UDP reach the stack: it would answer an
+				// ICMP echo request to the resolver's address itself.
 			case hdr > 0 && buf[1] != unix.VIRTIO_NET_HDR_GSO_NONE:
 				// Never sent: the device offloads no segmentation.
 			default:
