@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -427,7 +428,7 @@ func (p *Proxy) decide(d Dest, ev *Event) (target, Verdict) {
 	} else if name, err := normalizeHost(d.Host); err == nil {
 		t.name, ev.Host = name, name
 	} else {
-		ev.Host = d.Host
+		ev.Host = printableHost(d.Host)
 	}
 	ev.Port = d.Port
 	ev.Rule = v.Rule
@@ -435,6 +436,20 @@ func (p *Proxy) decide(d Dest, ev *Event) (target, Verdict) {
 		ev.Decision, ev.Reason = DecisionDeny, v.Reason
 	}
 	return t, v
+}
+
+// printableHost is h as an event records it: quoted, in Go's syntax with
+// ASCII escapes, when it has a byte that is not printable ASCII. Such a
+// host is no host name, only what a client sent (SOCKS5 and DNS names
+// are any bytes); it could carry terminal control sequences, and events
+// are shown to people (Summary).
+func printableHost(h string) string {
+	for i := 0; i < len(h); i++ {
+		if h[i] <= ' ' || h[i] >= 0x7f {
+			return strconv.QuoteToASCII(h)
+		}
+	}
+	return h
 }
 
 // errRefused carries the Verdict of an address CheckAddr refused.

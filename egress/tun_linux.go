@@ -531,11 +531,19 @@ func (ts *tunStack) answer(q []byte) []byte {
 		return out
 	}
 	name := strings.TrimSuffix(strings.ToLower(question.Name.String()), ".")
-	ev := Event{Time: time.Now(), Proto: ProtoDNS, Host: name, Reason: question.Type.String()}
 	v := ts.p.Rules.DecideName(name)
 	if rv, bad := ts.p.Secrets.refuseName(name); bad && v.Allow {
 		v = rv
 	}
+	// The event and the name's address go by the name as the proxy's
+	// events name it (normalised); a name that is none is only bytes the
+	// sandbox chose, recorded quoted.
+	if n, err := normalizeHost(name); err == nil {
+		name = n
+	} else {
+		name = printableHost(name)
+	}
+	ev := Event{Time: time.Now(), Proto: ProtoDNS, Host: name, Reason: question.Type.String()}
 	ev.Rule = v.Rule
 	var a netip.Addr
 	switch {

@@ -68,6 +68,22 @@ func TestTUNAnswers(t *testing.T) {
 	if len(events) != 10 || events[5].Decision != DecisionDeny || events[5].Rule != RuleDefaultDeny || events[0].Decision != DecisionAllow {
 		t.Errorf("events: %+v", events)
 	}
+	// A name that is no host name, with a terminal control sequence in
+	// it, is refused and recorded quoted; an international name is
+	// recorded and given its address in its ASCII form.
+	events = nil
+	if got := a(ask("\x1b[2J\x1b]0;owned\x07.test.", dnsmessage.TypeA)); got != "RCodeNameError" {
+		t.Errorf("a name with control bytes: %s", got)
+	}
+	if got := a(ask("b\xc3\xbccher.wild.test.", dnsmessage.TypeA)); got != "198.19.0.4" {
+		t.Errorf("an international name: %s", got)
+	}
+	if len(events) != 2 || events[0].Host != `"\x1b[2j\x1b]0;owned\a.test"` || events[1].Host != "xn--bcher-kva.wild.test" {
+		t.Errorf("events: %+v", events)
+	}
+	if n, ok := ts.nameOf(netip.MustParseAddr("198.19.0.4")); !ok || n != "xn--bcher-kva.wild.test" {
+		t.Errorf("198.19.0.4 stands for %q %v", n, ok)
+	}
 	if ts.answer([]byte{1, 2, 3}) != nil {
 		t.Error("an answer to garbage")
 	}
