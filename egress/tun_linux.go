@@ -521,6 +521,13 @@ func (ts *tunStack) answer(q []byte) []byte {
 	}
 	resp := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
 	question, err := pr.Question()
+	if err == nil {
+		// One question a query (RFC 9619): a second one would be neither
+		// answered nor recorded.
+		if _, err2 := pr.Question(); err2 != dnsmessage.ErrSectionDone {
+			err = errors.New("more than one question")
+		}
+	}
 	if err != nil || h.OpCode != 0 {
 		resp.RCode = dnsmessage.RCodeFormatError
 		if h.OpCode != 0 {

@@ -84,6 +84,18 @@ func TestTUNAnswers(t *testing.T) {
 	if n, ok := ts.nameOf(netip.MustParseAddr("198.19.0.4")); !ok || n != "xn--bcher-kva.wild.test" {
 		t.Errorf("198.19.0.4 stands for %q %v", n, ok)
 	}
+	// Two questions: neither is answered (nor decided); the control is
+	// the first alone, answered above.
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 8})
+	b.StartQuestions()
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("allowed.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("denied.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	q, _ := b.Finish()
+	var m dnsmessage.Message
+	events = nil
+	if err := m.Unpack(ts.answer(q)); err != nil || m.RCode != dnsmessage.RCodeFormatError || len(m.Answers) != 0 || len(events) != 0 {
+		t.Errorf("two questions: %v %+v, events %+v", err, m, events)
+	}
 	if ts.answer([]byte{1, 2, 3}) != nil {
 		t.Error("an answer to garbage")
 	}
