@@ -54,11 +54,19 @@ const (
 // Summary's Add can be (part of) a Proxy's Audit hook. The zero value is
 // ready to use.
 type Summary struct {
-	mu      sync.Mutex
-	allowed int
-	errors  int
-	refused map[string]*Refusal
+	mu       sync.Mutex
+	allowed  int
+	errors   int
+	refused  map[string]*Refusal
+	unlisted int // refusals of destinations beyond the first MaxRefusals
 }
+
+// MaxRefusals bounds the refused destinations a Summary lists one by one:
+// the first ones refused. A sandbox chooses its destinations (a name per
+// DNS query through the TUN device), and a Summary lives as long as its
+// run or session; refusals of later destinations are only counted
+// (Unlisted).
+const MaxRefusals = 1000
 
 // Refusal is one refused destination ("host:port") and how often, with the
 // rule and explanation of the first refusal.
@@ -88,6 +96,10 @@ func (s *Summary) Add(e Event) {
 		}
 		r := s.refused[dest]
 		if r == nil {
+			if len(s.refused) >= MaxRefusals {
+				s.unlisted++
+				return
+			}
 			r = &Refusal{Dest: dest, Rule: e.Rule, Reason: e.Reason}
 			s.refused[dest] = r
 		}
@@ -114,6 +126,14 @@ func (s *Summary) Refused() []Refusal {
 	return out
 }
 
+// Unlisted is the number of refusals of destinations Refused leaves out
+// (beyond the first MaxRefusals).
+func (s *Summary) Unlisted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unlisted
+}
+
 // String is one line for a person, empty when nothing was refused, e.g.
 // `network: refused denied.test:443 (default deny), 10.0.0.1:80 ×2
 // (private address 10.0.0.1 (RFC 1918)); 5 connections allowed`.
@@ -124,9 +144,14 @@ func (s *Summary) String() string {
 	}
 	const maxShown = 5
 	var parts []string
+	unlisted := s.Unlisted()
 	for i, r := range refused {
 		if i == maxShown {
-			parts = append(parts, fmt.Sprintf("and %d more", len(refused)-maxShown))
+			more := fmt.Sprintf("and %d more", len(refused)-maxShown)
+			if unlisted > 0 {
+				more += fmt.Sprintf(" (and %d refusals of further destinations)", unlisted)
+			}
+			parts = append(parts, more)
 			break
 		}
 		count := ""
