@@ -55,10 +55,18 @@ type NetworkReport struct {
 	// Mode is none, allow or host.
 	Mode string `json:"mode"`
 	// Events has one entry per connection attempt through the proxy
-	// (per request for plain HTTP), in the order they ended.
+	// (per request for plain HTTP), in the order they ended: the first
+	// maxReportEvents of them.
 	Events []egress.Event `json:"events"`
-	// Refused sums up the refused destinations.
+	// EventsDropped is the number of events after those (each reached
+	// Request.Audit, the audit log, all the same).
+	EventsDropped int `json:"events_dropped,omitempty"`
+	// Refused sums up the refused destinations: the first
+	// egress.MaxRefusals of them.
 	Refused []egress.Refusal `json:"refused"`
+	// RefusedUnlisted is the number of refusals of destinations beyond
+	// those in Refused.
+	RefusedUnlisted int `json:"refused_unlisted,omitempty"`
 	// Summary is the one-line human account ("" when nothing happened).
 	Summary string `json:"summary,omitempty"`
 }
@@ -106,11 +114,18 @@ func CheckPolicy(p *policy.Policy) error {
 	return err
 }
 
+// maxReportEvents bounds the events a report keeps, the first ones: a
+// sandbox makes events as fast as it sends DNS queries through the TUN
+// device or opens connections to the proxy, and the report is held in
+// moat's memory for the run (the daemon's, for a session's whole life).
+const maxReportEvents = 10000
+
 // egressRun is the proxy of one allow-mode run and what it saw.
 type egressRun struct {
 	proxy   *egress.Proxy
 	mu      sync.Mutex
 	events  []egress.Event
+	dropped int // events after the first maxReportEvents
 	summary egress.Summary
 }
 
@@ -128,7 +143,11 @@ func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID str
 		Dial:      req.Dial,
 		Audit: func(e egress.Event) {
 			er.mu.Lock()
-			er.events = append(er.events, e)
+			if len(er.events) < maxReportEvents {
+				er.events = append(er.events, e)
+			} else {
+				er.dropped++
+			}
 			er.mu.Unlock()
 			er.summary.Add(e)
 			if req.Audit != nil {
@@ -156,7 +175,8 @@ func (er *egressRun) report() *NetworkReport {
 	er.proxy.Close()
 	er.mu.Lock()
 	defer er.mu.Unlock()
-	r := &NetworkReport{Mode: policy.NetworkAllow, Events: er.events, Refused: er.summary.Refused()}
+	r := &NetworkReport{Mode: policy.NetworkAllow, Events: er.events, EventsDropped: er.dropped,
+		Refused: er.summary.Refused(), RefusedUnlisted: er.summary.Unlisted()}
 	if r.Events == nil {
 		r.Events = []egress.Event{}
 	}

@@ -1,0 +1,123 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/egress"
+	"github.com/moatbox/moat/policy"
+)
+
+// TestTransparentDNSProbes sends moat's resolver, from a real sandbox,
+// the queries a program would use to get data out or names resolved:
+// refused names in every type, odd case, a trailing dot, a name with
+// escape sequences, two questions in one query, a compression loop, DNS
+// to another resolver and over TCP, connections to addresses no name was
+// given and to the resolver's. Each allowed probe's twin is the control:
+// the allowed name resolves and connects. Then a flood of refused names:
+// every query is an event for the audit hook, the report keeps the
+// first ones and counts the rest, and the resolver still answers.
+func TestTransparentDNSProbes(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.TUNDir = dir
+	const flood = 12000
+	script := fmt.Sprintf(`python3 -c '
+import socket, struct
+def q(labels, qtype=1, qd=1, extra=b""):
+    h = struct.pack(">HHHHHH", 7, 0x0100, qd, 0, 0, 0)
+    return h + b"".join(bytes([len(l)]) + l for l in labels) + b"\0" + struct.pack(">HH", qtype, 1) + extra
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+def ask(pkt, dst=("198.18.0.2", 53)):
+    s.sendto(pkt, dst)
+    try:
+        r = s.recv(4096)
+    except OSError:
+        return "none"
+    return "rcode%%d-an%%d" %% (r[3] & 15, struct.unpack(">H", r[6:8])[0])
+print("allowed-a", ask(q([b"allowed", b"test"])))
+print("allowed-oddcase", ask(q([b"AlLoWeD", b"TeSt"])))
+print("allowed-txt", ask(q([b"allowed", b"test"], 16)))
+for t, n in ((1, "a"), (16, "txt"), (255, "any"), (28, "aaaa"), (99, "spf")):
+    print("denied-" + n, ask(q([b"denied", b"test"], t)))
+print("denied-oddcase", ask(q([b"DeNiEd", b"TEST"])))
+print("escape", ask(q([b"\x1b[2J\x1b]0;x\x07", b"test"])))
+print("long-label", ask(q([b"a" * 63, b"denied", b"test"])))
+print("two-questions", ask(q([b"allowed", b"test"], qd=2, extra=b"\x06denied\x04test\x00\x00\x01\x00\x01")))
+print("pointer-loop", ask(struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\xc0\x0c\x00\x01\x00\x01"))
+print("other-resolver", ask(q([b"allowed", b"test"]), ("8.8.8.8", 53)))
+print("name-address-53", ask(q([b"allowed", b"test"]), ("198.19.0.1", 53)))
+def tcp(addr, port):
+    try:
+        c = socket.create_connection((addr, port), timeout=5)
+        d = c.recv(100)
+        return "connected:" + d.decode().strip()
+    except OSError as e:
+        return "refused"
+print("tcp-allowed", tcp("allowed.test", %[1]d))
+print("tcp-unknown-address", tcp("198.19.0.200", %[1]d))
+print("tcp-resolver-53", tcp("198.18.0.2", 53))
+print("tcp-device", tcp("198.18.0.3", %[1]d))
+ok = 0
+for i in range(%[2]d):
+    if ask(q([b"x%%d" %% i, b"denied", b"test"])) == "rcode3-an0":
+        ok += 1
+print("flood-nxdomain", ok)
+print("after-flood", ask(q([b"allowed", b"test"])))
+'`, echo.Addr().(*net.TCPAddr).Port, flood)
+	out, rep := w.run(t, req, script)
+	for _, want := range []string{
+		"allowed-a rcode0-an1", "allowed-oddcase rcode0-an1", "allowed-txt rcode0-an0",
+		"denied-a rcode3-an0", "denied-txt rcode3-an0", "denied-any rcode3-an0", "denied-aaaa rcode3-an0", "denied-spf rcode3-an0",
+		"denied-oddcase rcode3-an0", "escape rcode3-an0", "long-label rcode3-an0",
+		"two-questions rcode1-an0", "pointer-loop rcode1-an0",
+		"other-resolver none", "name-address-53 none",
+		"tcp-allowed connected:hello", "tcp-unknown-address refused", "tcp-resolver-53 refused", "tcp-device refused",
+		fmt.Sprintf("flood-nxdomain %d", flood), "after-flood rcode0-an1",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	w.mu.Lock()
+	audited := 0
+	for _, e := range w.events {
+		if e.Proto == egress.ProtoDNS && e.Decision == egress.DecisionDeny && strings.HasSuffix(e.Host, ".denied.test") {
+			audited++
+		}
+		if strings.ContainsAny(e.Host, "\x1b\x07") {
+			t.Errorf("an event's host has control bytes: %q", e.Host)
+		}
+	}
+	all := len(w.events)
+	w.mu.Unlock()
+	n := rep.Network
+	if audited < flood {
+		t.Errorf("%d refused queries of the flood audited, want %d", audited, flood)
+	}
+	if len(n.Events) != 10000 || len(n.Events)+n.EventsDropped != all {
+		t.Errorf("report: %d events, %d dropped; the audit hook got %d", len(n.Events), n.EventsDropped, all)
+	}
+	if len(n.Refused) != egress.MaxRefusals || n.RefusedUnlisted == 0 || strings.ContainsAny(n.Summary, "\x1b\x07") {
+		t.Errorf("report: %d refused destinations, %d refusals unlisted, summary %q", len(n.Refused), n.RefusedUnlisted, n.Summary)
+	}
+}
