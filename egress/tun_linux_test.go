@@ -3,6 +3,7 @@
 package egress
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -98,6 +99,60 @@ func TestTUNAnswers(t *testing.T) {
 	}
 	if ts.answer([]byte{1, 2, 3}) != nil {
 		t.Error("an answer to garbage")
+	}
+}
+
+// TestTUNNamesExhausted: when Names has no address left, a new name gets
+// SERVFAIL (an error event) and no address is given twice: the names
+// that have one keep it, and each address stands for its first name
+// only. The control: the first names get addresses.
+func TestTUNNamesExhausted(t *testing.T) {
+	rules, err := ParseRules([]string{"*.wild.test"}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	p := &Proxy{Rules: rules, Audit: func(e Event) { events = append(events, e) }}
+	ts := &tunStack{p: p, cfg: TUNConfig{MTU: 1500, DNS: netip.MustParseAddr("198.18.0.2"), Names: netip.MustParsePrefix("198.19.0.0/29")},
+		byName: map[string]netip.Addr{}, byAddr: map[netip.Addr]string{}, next: netip.MustParseAddr("198.19.0.1")}
+	ask := func(name string) dnsmessage.Message {
+		t.Helper()
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7})
+		b.StartQuestions()
+		b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+		q, _ := b.Finish()
+		var m dnsmessage.Message
+		if err := m.Unpack(ts.answer(q)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return m
+	}
+	seen := map[netip.Addr]string{}
+	for i := range 10 {
+		name := fmt.Sprintf("n%d.wild.test", i)
+		m := ask(name + ".")
+		if i < 6 { // 198.19.0.1 to .6; .7 is the prefix's broadcast address
+			if m.RCode != dnsmessage.RCodeSuccess || len(m.Answers) != 1 {
+				t.Fatalf("%s: %v, %d answers", name, m.RCode, len(m.Answers))
+			}
+			a := netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A)
+			if prev, ok := seen[a]; ok {
+				t.Fatalf("%s got %s, already %s's", name, a, prev)
+			}
+			seen[a] = name
+			continue
+		}
+		if m.RCode != dnsmessage.RCodeServerFailure || len(m.Answers) != 0 || events[len(events)-1].Decision != DecisionError {
+			t.Errorf("%s, with Names exhausted: %v, %d answers, event %+v", name, m.RCode, len(m.Answers), events[len(events)-1])
+		}
+	}
+	for a, name := range seen {
+		if n, ok := ts.nameOf(a); !ok || n != name {
+			t.Errorf("%s stands for %q, want %q", a, n, name)
+		}
+		if m := ask(name + "."); len(m.Answers) != 1 || netip.AddrFrom4(m.Answers[0].Body.(*dnsmessage.AResource).A) != a {
+			t.Errorf("%s asked again: %+v", name, m)
+		}
 	}
 }
 
