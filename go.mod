@@ -11,6 +11,7 @@ require (
 	github.com/prometheus/common v0.73.1
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/time v0.15.0
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237
 	mvdan.cc/sh/v3 v3.14.1
 )
@@ -29,7 +30,6 @@ require (
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

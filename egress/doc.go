@@ -45,8 +45,14 @@
 //     Check, connect, then the tunnel's ClientHello, HTTPSOnly and Secrets
 //     checks), one to any other address as a CONNECT to that IP literal;
 //     a refusal is a reset. Every DNS query and every connection is an
-//     Event (ProtoDNS, ProtoTCP); other UDP is dropped and reported once
-//     per destination (ProtoUDP); nothing else is forwarded.
+//     Event (ProtoDNS, ProtoTCP), but for queries beyond the resolver's
+//     rate (a flood of them would be work and records without end), which
+//     are dropped unanswered and counted, an event a second; a query of
+//     more than one question is malformed. Other UDP is dropped and
+//     reported once per destination (ProtoUDP); only TCP and UDP reach
+//     the stack (not ICMP), and nothing else is forwarded. A host that is
+//     no host name (DNS and SOCKS5 names are any bytes) is recorded
+//     quoted, and a Summary lists a bounded number of destinations.
 //
 //   - Event: one audit record per connection attempt (per request for
 //     forwarded plain HTTP), and Summary, the human account of what was

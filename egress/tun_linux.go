@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
+	"golang.org/x/time/rate"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -50,8 +51,11 @@ type tunStack struct {
 	byAddr map[netip.Addr]string
 	next   netip.Addr
 	udpRef map[string]bool // UDP destinations already reported refused
-	done   chan struct{}
-	closed bool
+	// dnsDone is closed when serveDNS has returned (made with the
+	// stack): its last event is emitted before teardown returns.
+	dnsDone chan struct{}
+	done    chan struct{}
+	closed  bool
 	// dev is the device's duplicate serve reads, in the runtime's
 	// poller; link and out are the stack's link to it, made with the
 	// stack.
@@ -236,6 +240,7 @@ func (ts *tunStack) start(fd int) error {
 	if err != nil {
 		return fmt.Errorf("DNS socket: %w", err)
 	}
+	ts.dnsDone = make(chan struct{})
 	go ts.serveDNS(conn)
 	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
 	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
@@ -341,6 +346,9 @@ func (ts *tunStack) teardown() {
 	if s != nil {
 		s.Close()
 		s.Wait()
+	}
+	if ts.dnsDone != nil {
+		<-ts.dnsDone
 	}
 	if ts.out != nil {
 		ts.out.close()
@@ -488,16 +496,50 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 	return true
 }
 
+// The resolver answers at most dnsRate queries a second, dnsBurst at
+// once. Each answer is an event (an audit record, a line of the report)
+// and work in moat's process, which the sandbox's CPU limit does not
+// cover, and a sandbox sends queries as fast as its CPU lets it. Queries
+// beyond are dropped unanswered (the sandbox's resolver asks again), and
+// each second of drops is one event. A program resolves a name with one
+// or two queries, so the rate is far above what lookups need.
+const (
+	dnsRate  = 2000
+	dnsBurst = 4000
+)
+
 // serveDNS answers the queries to the resolver's socket until the stack
 // closes it.
 func (ts *tunStack) serveDNS(c *gonet.UDPConn) {
+	defer close(ts.dnsDone)
 	defer c.Close()
+	lim := rate.NewLimiter(dnsRate, dnsBurst)
+	dropped, since := 0, time.Time{} // queries dropped since
+	report := func() {
+		if dropped > 0 {
+			ts.p.emit(Event{Time: since, Proto: ProtoDNS, Decision: DecisionError, Rule: "dns rate",
+				Reason: fmt.Sprintf("%d queries were dropped unanswered: moat's resolver answers at most %d a second", dropped, dnsRate)})
+			dropped = 0
+		}
+	}
+	defer report()
 	buf := make([]byte, 1500)
 	for {
 		n, from, err := c.ReadFrom(buf)
 		if err != nil {
 			return
 		}
+		if !lim.Allow() {
+			if dropped == 0 {
+				since = time.Now()
+			}
+			dropped++
+			if time.Since(since) >= time.Second {
+				report()
+			}
+			continue
+		}
+		report()
 		if out := ts.safeAnswer(buf[:n]); out != nil {
 			c.WriteTo(out, from)
 		}
