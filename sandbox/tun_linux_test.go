@@ -71,40 +71,15 @@ func testTransparentEgress(t *testing.T, initStage bool) {
 	dir := tunDir(t)
 	w := newNetWorld(t)
 
-	echo, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				fmt.Fprintf(c, "echo:%s", line)
-			}()
-		}
-	}()
+	echo := serveTCP(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Fprintf(c, "echo:%s", line)
+	})
 	// A server that speaks first, as sshd does.
-	banner, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer banner.Close()
-	go func() {
-		for {
-			c, err := banner.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "SSH-2.0-moattest\r\n")
-			go func() { defer c.Close(); c.Read(make([]byte, 4096)) }()
-		}
-	}()
+	banner := serveTCP(t, func(c net.Conn) {
+		fmt.Fprintf(c, "SSH-2.0-moattest\r\n")
+		c.Read(make([]byte, 4096))
+	})
 	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -306,52 +281,24 @@ func TestTransparentLatency(t *testing.T) {
 	}
 	dir := tunDir(t)
 	w := newNetWorld(t)
-	echo, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
+	echo := serveTCP(t, func(c net.Conn) {
+		b := make([]byte, 1)
 		for {
-			c, err := echo.Accept()
-			if err != nil {
+			if _, err := c.Read(b); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				b := make([]byte, 1)
-				for {
-					if _, err := c.Read(b); err != nil {
-						return
-					}
-					c.Write(b)
-				}
-			}()
+			c.Write(b)
 		}
-	}()
+	})
 	// A server that sends 256 MiB to each connection.
-	bulk, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bulk.Close()
-	go func() {
-		chunk := make([]byte, 1<<20)
-		for {
-			c, err := bulk.Accept()
-			if err != nil {
+	chunk := make([]byte, 1<<20)
+	bulk := serveTCP(t, func(c net.Conn) {
+		for i := 0; i < 256; i++ {
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				for i := 0; i < 256; i++ {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
 	req.Audit = nil
 	req.TUNDir = dir
@@ -670,4 +617,29 @@ print("got:", h.hexdigest(), n)
 	if want := fmt.Sprintf("got: %x %d", backSum, size); !strings.Contains(out, want) {
 		t.Errorf("the sandbox did not receive what the host sent (%s):\n%s", want, out)
 	}
+}
+
+// serveTCP listens on a loopback port and hands each connection to
+// handle, in a goroutine of its own, closing it after; the listener
+// closes when the test ends.
+func serveTCP(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln
 }
