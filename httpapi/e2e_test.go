@@ -30,7 +30,6 @@ import (
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
-	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/proctest"
 )
 
@@ -43,24 +42,7 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv("MOAT_TEST_DAEMON"); sock != "" {
 		os.Exit(serveForTest(sock))
 	}
-	if os.Getenv("MOAT_TEST_PROBE_MEMORY") != "" {
-		if cgroup.Probe().Usable["memory"] {
-			os.Exit(0)
-		}
-		os.Exit(3)
-	}
 	os.Exit(proctest.RunWithStateDir(m))
-}
-
-// childHasMemoryLimit says whether a process this test starts (a daemon)
-// can give its sandboxes a memory limit. The test's own process may say
-// otherwise: in a delegated cgroup v2 that holds this test alone, the test
-// could use it, while a child of the test is not alone there (the kernel's
-// no-internal-process rule).
-func childHasMemoryLimit() bool {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MOAT_TEST_PROBE_MEMORY=1")
-	return cmd.Run() == nil
 }
 
 // serveForTest is a daemon in a process of its own, on the state
@@ -799,7 +781,7 @@ func TestDaemonKilledCgroupsReaped(t *testing.T) {
 	// A memory limit gives the sandbox a cgroup with controllers; without
 	// one, the default policy's sandbox has one without controllers where
 	// the daemon is alone in its cgroup v2 (a delegated scope), or none.
-	pooled := childHasMemoryLimit()
+	pooled := proctest.ChildHasMemoryLimit()
 	var env []string
 	if pooled {
 		tpl := filepath.Join(dir, "templates")

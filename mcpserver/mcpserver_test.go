@@ -23,7 +23,6 @@ import (
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/egress"
-	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/proctest"
 	"github.com/moatbox/moat/mcpserver"
 )
@@ -572,7 +571,7 @@ func TestKilledServerIsReaped(t *testing.T) {
 		return dirs
 	}
 	ws := workspaceDir(t)
-	if cgroup.Probe().Usable["memory"] {
+	if proctest.ChildHasMemoryLimit() {
 		// A cgroup with a controller, where this user can make one.
 		t.Setenv("MOAT_TEST_MCP_POLICY", "[limits]\nmemory = \"256MiB\"\n")
 	}

@@ -6,12 +6,14 @@ package proctest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/daemonrec"
 )
 
@@ -138,6 +140,12 @@ func matching(match func(dir string) bool) []int {
 // scripts/vmtest.sh. A test that needs a state directory of its own sets
 // one with t.Setenv.
 func RunWithStateDir(m interface{ Run() int }) int {
+	if os.Getenv(probeMemoryEnv) != "" {
+		if cgroup.Probe().Usable["memory"] {
+			return 0
+		}
+		return 3
+	}
 	if os.Getenv("MOAT_STATE_DIR") != "" {
 		return m.Run()
 	}
@@ -152,4 +160,18 @@ func RunWithStateDir(m interface{ Run() int }) int {
 	// process, are not the machine's either.
 	daemonrec.Dir = filepath.Join(dir, "daemons")
 	return m.Run()
+}
+
+const probeMemoryEnv = "MOAT_TEST_PROBE_MEMORY"
+
+// ChildHasMemoryLimit says whether a process the test starts (a daemon, a
+// moat mcp) can give its sandboxes a memory limit; the test binary's
+// TestMain must end in RunWithStateDir, which answers in the child. The
+// test's own process may say otherwise: in a delegated cgroup v2 that
+// holds the test alone, the test could use it, while a child of the test
+// is not alone there (the kernel's no-internal-process rule).
+func ChildHasMemoryLimit() bool {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), probeMemoryEnv+"=1")
+	return cmd.Run() == nil
 }
