@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -95,11 +97,41 @@ func (s *Server) webLogin(w http.ResponseWriter, r *http.Request, t daemon.Tenan
 		return err
 	}
 	out := &client.WebLogin{Code: code, Expires: exp}
-	if s.WebAddr != "" {
+	switch {
+	case s.WebURL != "":
+		// Checked by CheckWebURL where it was set; a bad one here
+		// gives no link rather than a wrong one.
+		if base, err := CheckWebURL(s.WebURL); err == nil {
+			out.URL = base + pagePath + "#code=" + code
+		}
+	case s.WebAddr != "":
 		out.URL = "http://" + s.WebAddr + pagePath + "#code=" + code
 		if host, port, ok := strings.Cut(s.WebAddr, ":"); ok && (host == "" || host == "0.0.0.0" || host == "[::]") {
 			out.URL = "http://127.0.0.1:" + port + pagePath + "#code=" + code
 		}
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// CheckWebURL checks the origin a browser reaches the approvals page at
+// (Server.WebURL) and returns it in the form the login links use:
+// http or https, a host, no user information, and no path, query or
+// fragment, since the page's routes are at fixed paths and its session
+// is bound to the origin it logged in from.
+func CheckWebURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a URL", s)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: the scheme must be http or https", s)
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q has no host", s)
+	case u.User != nil:
+		return "", fmt.Errorf("%q: user information is not allowed", s)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || u.ForceQuery:
+		return "", fmt.Errorf("%q: only an origin (scheme://host[:port]) is allowed, the page is served at %s", s, pagePath)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }

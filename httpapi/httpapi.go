@@ -56,6 +56,10 @@ type Server struct {
 	// approvals page at, for the login links of POST
 	// /v1/approvals/web-login; "" when there is none.
 	WebAddr string
+	// WebURL, if set, is the origin a browser reaches the page at
+	// instead (a TLS proxy's https://host): the login links name it
+	// rather than WebAddr. CheckWebURL says what it may be.
+	WebURL string
 
 	// initOnce builds mux at the first request: requests that come at
 	// once must not build it twice, or route through one half built.

@@ -38,6 +38,18 @@ func TestApprovalsPageBehindTLSProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without WebURL the link names the daemon's own address (the
+	// control); with it, the proxy's origin, which the login below uses.
+	if want := "http://" + d.tcp + "/approvals#code="; !strings.HasPrefix(l.URL, want) {
+		t.Errorf("login link without WebURL: %q, want %s…", l.URL, want)
+	}
+	d.srv.WebURL = self + "/"
+	if l, err = d.c.WebLogin(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := self + "/approvals#code=" + l.Code; l.URL != want {
+		t.Errorf("login link with WebURL: %q, want %q", l.URL, want)
+	}
 	st, body, h := p.do("POST", "/approvals/login", map[string]string{"code": l.Code}, nil)
 	if st != 200 {
 		t.Fatalf("login through the TLS proxy: %d %v", st, body)

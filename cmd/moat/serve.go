@@ -39,6 +39,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	sock := fs.String("socket", client.DefaultSocket(), "unix socket to listen on")
 	sockMode := fs.String("socket-mode", "0600", "permissions of the socket: 0666 lets every local user in, each as its own tenant (root's daemon only)")
 	listen := fs.String("listen", "", "also serve TCP on ADDR (host:port), plain HTTP: loopback, or behind a TLS proxy; needs --tokens")
+	webURL := fs.String("web-url", "", "the origin (https://host[:port]) browsers reach --listen at through a TLS proxy, for the approvals page's login links (moat approvals --web)")
 	tokensFile := fs.String("tokens", "", `file of "TENANT sha256:HEX [ROLE]" lines, the SHA-256 of each tenant's bearer token (ROLE: all, sessions or approvals)`)
 	var origins stringList
 	fs.Var(&origins, "allow-origin", "a browser origin allowed to call the API (repeatable); others are refused")
@@ -63,9 +64,19 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if err := emptyFlag(fs, "tenant-memory", "tenant-disk", "audit", "tokens", "listen", "templates", "approval-webhook"); err != nil {
+	if err := emptyFlag(fs, "tenant-memory", "tenant-disk", "audit", "tokens", "listen", "templates", "approval-webhook", "web-url"); err != nil {
 		fmt.Fprintf(stderr, "moat serve: %v\n", err)
 		return 2
+	}
+	if *webURL != "" {
+		if *listen == "" {
+			fmt.Fprintln(stderr, "moat serve: --web-url needs --listen: it names the TCP listener as a browser reaches it")
+			return 2
+		}
+		if _, err := httpapi.CheckWebURL(*webURL); err != nil {
+			fmt.Fprintf(stderr, "moat serve: --web-url: %v\n", err)
+			return 2
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -198,6 +209,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		listeners = append(listeners, tl)
 		srv.WebAddr = tl.Addr().String()
+		srv.WebURL = *webURL
 		// The sessions' proxies never reach it, whatever their policy's
 		// allow_cidrs: a command could otherwise drive the daemon that
 		// runs it with a token it found.

@@ -174,6 +174,22 @@ func TestServeRefusesBadFlags(t *testing.T) {
 			t.Errorf("moat %q: %d %q", args, code, errs)
 		}
 	}
+	// --web-url names the TCP listener's origin behind a proxy: an
+	// origin only, and only with --listen. The control, a good one, gets
+	// past it to the next check.
+	for url, want := range map[string]string{
+		"https://moat.example/approvals": "only an origin",
+		"ftp://moat.example":             "http or https",
+		"https://tok@moat.example":       "user information",
+		"https://moat.example:8443":      "--listen needs --tokens",
+	} {
+		if code, _, errs := moat(t, dir, "serve", "--listen", "127.0.0.1:0", "--web-url", url); code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("--web-url %s: %d %q, want %q", url, code, errs, want)
+		}
+	}
+	if code, _, errs := moat(t, dir, "serve", "--web-url", "https://moat.example"); code != 2 || !strings.Contains(errs, "--web-url needs --listen") {
+		t.Errorf("--web-url without --listen: %d %q", code, errs)
+	}
 	open := filepath.Join(dir, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
