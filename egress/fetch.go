@@ -127,15 +127,29 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*FetchResult, error
 	if err := req.Write(tc); err != nil {
 		return refuse("%s (%s)", why(ctx, err), addr)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(tc), req)
+	// http.ReadResponse holds a header of any length in memory: read
+	// through a bound, so a server that never ends its header is
+	// refused rather than buffered until the time limit.
+	cr := &capReader{r: tc, left: maxResponseHeader}
+	resp, err := http.ReadResponse(bufio.NewReader(cr), req)
+	if errors.Is(err, errCapped) {
+		return refuse("the response's header is larger than %d bytes (%s)", maxResponseHeader, addr)
+	}
 	if err != nil {
 		return refuse("%s (%s)", why(ctx, err), addr)
 	}
+	// The body is bounded below as it is decoded; the bound on the raw
+	// stream only stops a server sending more than a body that size
+	// could take (chunk framing included, which Go's reader bounds).
+	cr.left += 17*f.maxBytes() + 64<<10
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return refuse("%s answered %s, a redirect to %q: redirects are not followed (fetch that URL if it is the one meant)", name, resp.Status, resp.Header.Get("Location"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes()+1))
+	if errors.Is(err, errCapped) {
+		return refuse("the response is larger than %d bytes", f.maxBytes())
+	}
 	if err != nil {
 		return refuse("%s (%s)", why(ctx, err), addr)
 	}
@@ -143,6 +157,37 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*FetchResult, error
 		return refuse("the response is larger than %d bytes", f.maxBytes())
 	}
 	return &FetchResult{Status: resp.StatusCode, Header: resp.Header, Body: body, Addr: addr.String()}, nil
+}
+
+// maxResponseHeader bounds a response's status line and header, read by
+// the proxy from a destination and by a fetch, as net/http's server
+// bounds a request's by default.
+const maxResponseHeader = 1 << 20
+
+var errCapped = errors.New("read bound reached")
+
+// capReader reads from r until left bytes have been read, then fails
+// with errCapped: unlike io.LimitReader's end of file, which a body read
+// until the connection closes would take for its end. A negative left is
+// no bound.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left < 0 {
+		return c.r.Read(p)
+	}
+	if c.left == 0 {
+		return 0, errCapped
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 func why(ctx context.Context, err error) string {

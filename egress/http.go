@@ -25,11 +25,19 @@ import (
 // destination of its last forwarded request.
 type upstream struct {
 	conn net.Conn
+	cr   *capReader // under br: bounds a response's header as it is read
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	host string
 	port int
 	addr netip.AddrPort
+}
+
+// reader makes the buffered reader of u.conn, over a bound that is on
+// only while a response's header is read.
+func (u *upstream) reader() {
+	u.cr = &capReader{r: u.conn, left: -1}
+	u.br = bufio.NewReader(u.cr)
 }
 
 func (u *upstream) close(p *Proxy) {
@@ -310,8 +318,8 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 			cc.connectFailed(ev, err, what)
 			return false
 		}
-		up = &upstream{conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn),
-			host: t.name, port: port, addr: addr}
+		up = &upstream{conn: conn, bw: bufio.NewWriter(conn), host: t.name, port: port, addr: addr}
+		up.reader()
 		*upp = up
 	}
 	ev.Decision, ev.Addr = DecisionAllow, up.addr.String()
@@ -344,7 +352,8 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		p.untrack(up.conn)
 		conn, derr := p.dial(context.Background(), up.addr)
 		if derr == nil && p.track(conn) {
-			up.conn, up.br, up.bw = conn, bufio.NewReader(conn), bufio.NewWriter(conn)
+			up.conn, up.bw = conn, bufio.NewWriter(conn)
+			up.reader()
 			resp, upBytes, writeDone, err = roundTrip(up, req)
 		}
 	}
@@ -453,6 +462,11 @@ func (b *upstreamBody) Close() error {
 // unlike a tunnel's).
 var responseWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
 
+// maxInterim bounds the 1xx responses the proxy reads before a final one,
+// as net/http's client does: each is dropped, and a destination sending
+// them without end would hold the proxy in this loop.
+const maxInterim = 5
+
 // roundTrip writes req to up (on its own goroutine, so that a destination
 // that answers before reading the whole body does not deadlock) and reads
 // the final response; 1xx interim responses are dropped.
@@ -467,8 +481,21 @@ func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <
 		}
 		done <- err
 	}()
-	for {
+	for interim := 0; ; interim++ {
+		if interim > maxInterim {
+			up.conn.Close()
+			<-done
+			return nil, cw, done, fmt.Errorf("the destination sent more than %d interim (1xx) responses", maxInterim)
+		}
+		// http.ReadResponse holds a header of any length in memory: a
+		// destination that never ends its header would otherwise grow
+		// moat's memory until it died, outside any sandbox's limit.
+		up.cr.left = maxResponseHeader
 		resp, err := http.ReadResponse(up.br, req)
+		up.cr.left = -1
+		if errors.Is(err, errCapped) {
+			err = fmt.Errorf("the response's header is larger than %d bytes", maxResponseHeader)
+		}
 		if err != nil {
 			up.conn.Close()
 			<-done

@@ -953,7 +953,8 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 	in.lr = io.LimitedReader{R: client, N: p.maxHeaderBytes()}
 	in.rec.r = &in.lr
 	in.br = bufio.NewReader(&in.rec)
-	out := &upstream{conn: server, br: bufio.NewReader(server), bw: bufio.NewWriter(server), host: host, port: t.port}
+	out := &upstream{conn: server, bw: bufio.NewWriter(server), host: host, port: t.port}
+	out.reader()
 	for first := true; ; first = false {
 		if !first {
 			client.SetReadDeadline(time.Now().Add(p.idleTimeout()))
