@@ -8,17 +8,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/workspace"
 )
 
 // moat cp of directories: a tar archive both ways (the daemon checks what
-// it is sent; what it sends is extracted beneath the host directory,
-// os.Root refusing every way out).
+// it is sent; what it sends is extracted by workspace.Extract).
 
 // writeTar writes the host directory dir to w: files, directories and
 // symbolic links (as links); other files are left out, with a warning.
@@ -81,68 +79,6 @@ func writeTar(w io.Writer, dir string, stderr io.Writer) error {
 // extractTar writes the archive r beneath the host directory dir (made
 // when missing): names that are absolute or hold `..` are refused, and
 // os.Root keeps every write, links included, beneath dir.
-func extractTar(r io.Reader, dir string, stderr io.Writer) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
-		if strings.HasPrefix(h.Name, "/") || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("the archive names %q, outside the directory", h.Name)
-		}
-		if name == "." {
-			continue
-		}
-		if d := path.Dir(name); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-		}
-		perm := fs.FileMode(h.Mode).Perm()
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, perm|0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			root.Remove(name) // a link of that name is replaced, not written through
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if err := root.Symlink(h.Linkname, name); err != nil {
-				return err
-			}
-		default:
-			fmt.Fprintf(stderr, "moat cp: left out %s: not a file, directory or link\n", h.Name)
-		}
-	}
-}
-
 // cpDirTo copies the host directory src into the session's directory
 // dpath.
 func cpDirTo(c *client.Client, src, id, dpath string, stderr io.Writer) int {
@@ -167,7 +103,7 @@ func cpDirTo(c *client.Client, src, id, dpath string, stderr io.Writer) int {
 
 // cpDirFrom copies the session's directory spath into the host directory
 // dst, or to stdout as a tar archive when dst is "-".
-func cpDirFrom(c *client.Client, id, spath, dst string, stdout, stderr io.Writer) int {
+func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if dst == "-" {
 		if err := c.DownloadTar(ctx, id, spath, stdout); err != nil {
@@ -177,8 +113,12 @@ func cpDirFrom(c *client.Client, id, spath, dst string, stdout, stderr io.Writer
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	var left []string
 	go func() {
-		err := extractTar(pr, dst, stderr)
+		var err error
+		left, err = workspace.Extract(pr, dst, force, func(name, why string) {
+			fmt.Fprintf(stderr, "moat cp: left out %s: %s\n", name, why)
+		})
 		pr.CloseWithError(err)
 		done <- err
 	}()
@@ -190,6 +130,11 @@ func cpDirFrom(c *client.Client, id, spath, dst string, stdout, stderr io.Writer
 	}
 	if xerr != nil {
 		fmt.Fprintf(stderr, "moat cp: %v\n", xerr)
+		return exitMoatError
+	}
+	if len(left) > 0 {
+		// The rest is copied; the status says it is not all.
+		fmt.Fprintf(stderr, "moat cp: left out %d path(s) that host tools would read or run on their own (above); review them in the session, and copy with --force to take them anyway\n", len(left))
 		return exitMoatError
 	}
 	return 0

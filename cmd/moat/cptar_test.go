@@ -60,3 +60,44 @@ func TestCpDirectories(t *testing.T) {
 		t.Errorf("cp of a missing host path: %d %q", code, errs)
 	}
 }
+
+// TestCpLeavesOutHostRunPaths: a session's directory copied out leaves
+// out what would run on the host by itself there (a repository's config
+// and hooks, a .envrc), says so and exits 125, and copies the rest; with
+// --force all of it comes out. Before, `git status` in the copy ran the
+// session's core.fsmonitor on the host.
+func TestCpLeavesOutHostRunPaths(t *testing.T) {
+	sock, _ := startServe(t)
+	dir := t.TempDir()
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("session create: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c",
+		"mkdir -p out/repo/.git/hooks out/sub && echo ok > out/result.txt && printf '[core]\\n\\tfsmonitor = touch pwned\\n' > out/repo/.git/config && echo x > out/repo/.git/hooks/pre-commit && echo 'touch pwned' > out/sub/.envrc"); code != 0 {
+		t.Fatalf("exec: %d %q", code, errs)
+	}
+	back := filepath.Join(dir, "back")
+	code, _, errs = moat(t, dir, "cp", "--socket", sock, id+":out", back)
+	if code != exitMoatError || !strings.Contains(errs, "left out repo/.git") || !strings.Contains(errs, "left out sub/.envrc") || !strings.Contains(errs, "--force") {
+		t.Errorf("cp out: %d %q", code, errs)
+	}
+	for _, p := range []string{"repo/.git/config", "repo/.git/hooks/pre-commit", "sub/.envrc"} {
+		if _, err := os.Lstat(filepath.Join(back, p)); err == nil {
+			t.Errorf("%s was copied out", p)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(back, "result.txt")); string(b) != "ok\n" {
+		t.Errorf("the rest was not copied: %q", b)
+	}
+	forced := filepath.Join(dir, "forced")
+	if code, _, errs := moat(t, dir, "cp", "--socket", sock, "--force", id+":out", forced); code != 0 {
+		t.Fatalf("cp --force: %d %q", code, errs)
+	}
+	for _, p := range []string{"repo/.git/config", "repo/.git/hooks/pre-commit", "sub/.envrc", "result.txt"} {
+		if _, err := os.Lstat(filepath.Join(forced, p)); err != nil {
+			t.Errorf("cp --force: %s: %v", p, err)
+		}
+	}
+}

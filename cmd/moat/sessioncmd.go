@@ -336,6 +336,7 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	force := fs.Bool("force", false, "copy a session's directory out whole, with the paths host tools read or run on their own (.git, .envrc, .vscode, …) that are otherwise left out")
 	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
@@ -360,7 +361,7 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if fromSession {
 		if fi, err := c.Stat(ctx, sid, spath); err == nil && fi.Type == "dir" {
-			return cpDirFrom(c, sid, spath, dst, stdout, stderr)
+			return cpDirFrom(c, sid, spath, dst, *force, stdout, stderr)
 		}
 		data, err := c.ReadFile(ctx, sid, spath)
 		if err != nil {
