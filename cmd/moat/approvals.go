@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/workspace"
 )
 
 // The approval commands talk to `moat serve`: moat approvals lists what
@@ -51,10 +52,10 @@ func cmdApprovals(args []string, stdout, stderr io.Writer) int {
 	for _, a := range list {
 		what := fmt.Sprintf("%q", a.Command)
 		if a.Dir != "" && !a.Network {
-			what += "  (in " + a.Dir + ")"
+			what += "  (in " + workspace.EscapeText(a.Dir) + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Session, time.Since(a.Created).Round(time.Second),
-			time.Until(a.Expires).Round(time.Second), dash(a.Rule), oneLine(what))
+			time.Until(a.Expires).Round(time.Second), dash(workspace.EscapeText(a.Rule)), oneLine(what))
 	}
 	tw.Flush()
 	return 0

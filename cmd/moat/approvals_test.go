@@ -98,6 +98,26 @@ func TestApprovalCommands(t *testing.T) {
 	if code, out, _ := moat(t, dir, "approvals", "--socket", sock); code != 0 || strings.Count(out, "\n") != 1 {
 		t.Errorf("nothing waits: %d %q", code, out)
 	}
+	// An ask shows the directory the command runs in, which a session's
+	// command can name: a name with a terminal's control sequences in it
+	// is shown escaped (it cleared the screen, and could redraw the
+	// list). The control: the same ask's command is listed.
+	weird := "dir\x1b[2J\x1b[Hx"
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "mkdir", weird); code != 0 {
+		t.Fatalf("mkdir: %d %q", code, errs)
+	}
+	res = make(chan result, 1)
+	go func() {
+		code, out, errs := moat(t, dir, "exec", "--socket", sock, "--dir", weird, id, "--", "echo", "ship", "it")
+		res <- result{code, out, errs}
+	}()
+	aid = waitID()
+	code, out, _ = moat(t, dir, "approvals", "--socket", sock)
+	if code != 0 || !strings.Contains(out, aid) || !strings.Contains(out, `dir\x1b[2J\x1b[Hx`) || strings.Contains(out, "\x1b") {
+		t.Errorf("moat approvals with a directory of control sequences: %d %q", code, out)
+	}
+	moat(t, dir, "deny", "--socket", sock, aid)
+	<-res
 	if code, _, errs := moat(t, dir, "approvals", "--socket", sock, "--web"); code != exitMoatError || !strings.Contains(errs, "no TCP listener") {
 		t.Errorf("--web without a TCP listener: %d %q", code, errs)
 	}

@@ -117,7 +117,7 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 	go func() {
 		var err error
 		left, err = workspace.Extract(pr, dst, force, func(name, why string) {
-			fmt.Fprintf(stderr, "moat cp: left out %s: %s\n", name, why)
+			fmt.Fprintf(stderr, "moat cp: left out %s: %s\n", workspace.QuoteName(name), why)
 		})
 		pr.CloseWithError(err)
 		done <- err
@@ -129,7 +129,7 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 		return apiFail(stderr, "cp", err, "")
 	}
 	if xerr != nil {
-		fmt.Fprintf(stderr, "moat cp: %v\n", xerr)
+		fmt.Fprintf(stderr, "moat cp: %s\n", workspace.EscapeText(xerr.Error()))
 		return exitMoatError
 	}
 	if len(left) > 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/workspace"
 )
 
 // The session commands talk to `moat serve`: moat session create|ls|rm,
@@ -35,12 +36,13 @@ func connect(sock string) *client.Client {
 func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 	var ae *client.Error
 	if errors.As(err, &ae) {
-		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, ae.Message, ae.Code)
+		// A message may quote a name a session's command made.
+		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, workspace.EscapeText(ae.Message), workspace.EscapeText(ae.Code))
 		for _, d := range ae.Details {
 			if policyFile != "" {
 				d = policyFile + strings.TrimPrefix(d, "policy")
 			}
-			fmt.Fprintf(stderr, "  %s\n", d)
+			fmt.Fprintf(stderr, "  %s\n", workspace.EscapeText(d))
 		}
 		return exitMoatError
 	}
@@ -158,7 +160,7 @@ func cmdSessionList(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMODE\tWORKSPACE\tAGE\tEXPIRES IN\tEXECS\tRUNNING")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.WorkspaceMode, dash(s.Workspace),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", s.ID, s.WorkspaceMode, dash(workspace.EscapeText(s.Workspace)),
 			time.Since(s.CreatedAt).Round(time.Second), time.Until(s.ExpiresAt).Round(time.Second), s.Execs, s.Running)
 	}
 	tw.Flush()
@@ -322,7 +324,7 @@ func cmdPs(args []string, stdout, stderr io.Writer) int {
 		if p.Exit != nil {
 			status = fmt.Sprintf("exited %d", p.Exit.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.ID, status, time.Since(p.StartedAt).Round(time.Second), strings.Join(p.Args, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.ID, status, time.Since(p.StartedAt).Round(time.Second), workspace.EscapeText(strings.Join(p.Args, " ")))
 	}
 	tw.Flush()
 	return 0
