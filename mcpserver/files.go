@@ -155,8 +155,23 @@ if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 exec cat > "$1"`
 	// shList lists: $3 is find's depth, $4 how many entries to keep.
-	shList = shCheck + `find "$r" -mindepth 1 $3 -printf '%y %s %P\0' | head -z -n "$4"`
+	// sh has no pipefail, and find's failure (a directory it may not
+	// read, an entry gone while it walked) would leave a listing cut
+	// short that reads as whole: its messages and its status come back
+	// on fd 3, and either fails the helper, except the SIGPIPE of head
+	// taking the entries it keeps. find runs in the directory, so that
+	// its messages name paths relative to it.
+	shList = shCheck + `[ -d "$r" ] || { echo "$1 is not a directory: read_file reads a file" >&2; exit 2; }
+cd -- "$r" 2>/dev/null || { echo "cannot enter the directory $1: permission denied" >&2; exit 2; }
+{ o=$( { { find . -mindepth 1 $3 -printf '%y %s %P\0' 2>&3 3>&- 4>&-; echo "=$?" >&3; } | head -z -n "$4" >&4 3>&- 4>&-; } 3>&1 ); } 4>&1
+s=${o##*=}; o=${o%=*}
+[ -z "$o" ] && { [ "$s" = 0 ] || [ "$s" = 141 ]; } && exit 0
+printf '` + errList + `\n%s\n' "$1" "${o:-find ended with status $s}" >&2
+exit 5`
 )
+
+// errList begins the error of a listing that find could not finish.
+const errList = "could not list all of %s, so nothing is listed (list the directories it could read one by one, or inspect it with run_command):"
 
 // shRead reads a file: $3 is the file tools' size limit. A FIFO would
 // hold the read until the wall-clock limit, and a huge file is refused
@@ -339,7 +354,8 @@ func (s *server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listI
 		}
 		out, err := s.inSandbox(ctx, rel, nil, "/bin/sh", "-c", shList, "sh", rel, s.session().Workspace, depth, strconv.Itoa(maxList+1))
 		if err != nil {
-			return errorResult(err.Error()), nil, nil
+			t, _ := truncate([]byte(err.Error()), s.opts.MaxOutput)
+			return errorResult(t), nil, nil
 		}
 		// NUL ends each entry: a name may hold a newline.
 		for _, l := range strings.Split(string(out), "\x00") {
