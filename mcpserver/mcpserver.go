@@ -8,7 +8,9 @@
 // (a rule's refusal, a path that leaves the workspace, a limit that
 // fired, arguments that do not fit the schema, a tool that does not
 // exist) is a tool result with isError set and a sentence the model can
-// act on, never a protocol error; the connection keeps serving.
+// act on, never a protocol error; the connection keeps serving. So does a
+// stdio connection (NewStdioTransport) after a message the SDK cannot
+// read (too long, not JSON-RPC), which is answered with a JSON-RPC error.
 //
 // It refuses to decide anything itself: what a command or a path may do
 // is the session's (package daemon: the files API resolved beneath the

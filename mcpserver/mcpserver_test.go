@@ -44,7 +44,7 @@ func serveStdio(ws string) int {
 	err := mcpserver.ServeLocal(ctx, mcpserver.LocalConfig{
 		StateDir: os.Getenv("MOAT_STATE_DIR"), Workspace: ws,
 		Policy: os.Getenv("MOAT_TEST_MCP_POLICY"), WorkspaceMode: os.Getenv("MOAT_TEST_MCP_MODE"),
-	}, &mcp.StdioTransport{})
+	}, mcpserver.NewStdioTransport(os.Stdin, os.Stdout))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
