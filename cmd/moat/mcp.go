@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
 	"github.com/moatbox/moat/mcpserver"
@@ -116,13 +114,11 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return func() { hs.Close(); os.Remove(*approvals) }, nil
 		}
 	}
-	err = mcpserver.ServeLocal(ctx, cfg, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	// The transport answers a line the SDK cannot read (too long, not
+	// JSON-RPC), which would otherwise end the session.
+	err = mcpserver.ServeLocal(ctx, cfg, mcpserver.NewStdioTransport(stdin, stdout))
 	if err != nil {
 		return fail(err)
 	}
 	return 0
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moatbox/moat/mcpserver"
 )
 
 func TestMCPBadInput(t *testing.T) {
@@ -38,7 +40,8 @@ func TestMCPBadInput(t *testing.T) {
 }
 
 // TestMCPStdio is moat mcp as a client starts it: requests on stdin,
-// answers on stdout, the end of stdin the end of the session.
+// answers on stdout, the end of stdin the end of the session. A line
+// too long for it ended it, and the session; it is answered now.
 func TestMCPStdio(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("from the workspace\n"), 0o644)
@@ -50,16 +53,24 @@ func TestMCPStdio(t *testing.T) {
 		done <- realMain([]string{"mcp", "--workspace", ws}, inR, outW, &errb)
 		outW.Close()
 	}()
-	for _, line := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"cat f.txt"}}}`,
-	} {
-		io.WriteString(inW, line+"\n")
-	}
+	// A line longer than moat mcp reads is refused, and the next served:
+	// the server answers as it reads, so the lines are written apart.
+	go func() {
+		for _, line := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"` + strings.Repeat("a", mcpserver.MaxMessage) + `"}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"cat f.txt"}}}`,
+		} {
+			io.WriteString(inW, line+"\n")
+		}
+	}()
 	sc := bufio.NewScanner(outR)
-	var got string
+	var got, tooLong string
 	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"id":3`) {
+			tooLong = sc.Text()
+		}
 		if strings.Contains(sc.Text(), `"id":2`) {
 			got = sc.Text()
 			break
@@ -67,6 +78,9 @@ func TestMCPStdio(t *testing.T) {
 	}
 	inW.Close()
 	go io.Copy(io.Discard, outR)
+	if !strings.Contains(tooLong, `"code":-32600`) || !strings.Contains(tooLong, "message too large") {
+		t.Errorf("the answer to a line too long: %q", tooLong)
+	}
 	if !strings.Contains(got, "from the workspace") || strings.Contains(got, `"isError":true`) {
 		t.Errorf("run_command answer: %s (stderr %s)", got, errb.String())
 	}
