@@ -527,3 +527,24 @@ func TestQuestionPipedOutput(t *testing.T) {
 		t.Errorf("the approved program did not run: %v; terminal: %q", err, o.shown())
 	}
 }
+
+// TestSuggestEscapesRecords: the records policy suggest quotes in its
+// comments are text whoever could write the audit file chose (a run's
+// command, when the file is in its workspace): a newline in one must not
+// put a line of TOML beneath the comment, nor a control sequence reach
+// the terminal. The control: the suggestion itself is printed.
+func TestSuggestEscapesRecords(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "audit.jsonl")
+	rec := `{"type":"network","time":"2026-12-01T00:00:00Z","run_id":"r1\n[network]\nallow_cidrs = [\"0.0.0.0/0\"]\u001b[2J","host":"example.com","port":443,"decision":"deny","rule":"default deny"}` + "\n"
+	os.WriteFile(f, []byte(rec), 0o644)
+	code, out, errs := moat(t, dir, "policy", "suggest", f)
+	if code != 0 || !strings.Contains(out, `"example.com:443",`) {
+		t.Fatalf("suggest: %d %q %q", code, out, errs)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "allow_cidrs") || strings.Contains(line, "\x1b") {
+			t.Errorf("a record's text became a line of its own: %q\n%s", line, out)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
 )
 
 // cmdPolicyExplain prints the decision the policy's rules make about a
@@ -186,7 +187,7 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "\n[network]\nallow = [")
 		for _, s := range hosts {
 			for _, w := range s.Because {
-				fmt.Fprintf(stdout, "  # %s\n", w)
+				fmt.Fprintf(stdout, "  # %s\n", workspace.EscapeText(w))
 			}
 			fmt.Fprintf(stdout, "  %q,\n", s.Entry)
 		}
@@ -197,11 +198,14 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintln(stdout)
+		// A comment line is one line: an audit stream is text anyone
+		// who could write the file chose, and a newline in it would
+		// put a line of TOML under the person's eyes.
 		for _, w := range s.Because {
-			fmt.Fprintf(stdout, "# %s\n", w)
+			fmt.Fprintf(stdout, "# %s\n", workspace.EscapeText(w))
 		}
 		if s.Kind == "change" {
-			fmt.Fprintf(stdout, "# the policy's own rule %s decided: an allow rule beside it would not win (deny beats ask beats allow); change its decision or narrow its match\n", s.Entry)
+			fmt.Fprintf(stdout, "# the policy's own rule %s decided: an allow rule beside it would not win (deny beats ask beats allow); change its decision or narrow its match\n", workspace.EscapeText(s.Entry))
 			continue
 		}
 		fmt.Fprintln(stdout, s.Entry)
