@@ -66,6 +66,13 @@ type Spec struct {
 	// Landlock asks for Landlock rules derived from the mounts, as far as
 	// the kernel supports them (backends without Landlock ignore it).
 	Landlock bool `json:"landlock"`
+	// CountCPU asks an Instance (Lifecycle.Create) whose CPU time
+	// (Stats.CPU, CPUCounter) counts every process the sandbox had,
+	// those the kernel reaped without anyone waiting for them included
+	// (a parent that ignores SIGCHLD): a session's cpu budget is read
+	// from it. A backend that cannot count them all here fails Create
+	// with ErrNoCPUCount. It stays on the host.
+	CountCPU bool `json:"count_cpu,omitempty"`
 }
 
 // MountKind says what a Mount operation does.
@@ -602,4 +609,7 @@ var (
 	// ErrNoExecCheck: Stdio.CheckExec was set, and this backend cannot
 	// check every program this Spec's processes would start.
 	ErrNoExecCheck = errors.New("the programs started inside the sandbox cannot be checked")
+	// ErrNoCPUCount: Spec.CountCPU was set, and this backend cannot count
+	// the CPU time of every process of the sandbox here.
+	ErrNoCPUCount = errors.New("the CPU time of every process of the sandbox cannot be counted")
 )

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,12 +93,40 @@ func probeCPU(t *testing.T, script string) time.Duration {
 	return probe.Stats().CPU
 }
 
-// cpuBudgetSession is a session whose policy has a cpu budget of d.
+// cpuBudgetSession is a session whose policy has a cpu budget of d. Where
+// the sandbox cannot count every process's CPU time (no cgroup for this
+// user) the session is refused unless degradation is allowed
+// (TestSessionCPUBudgetCountsReapedChildren): these tests allow it, as
+// what they spend is counted either way.
 func cpuBudgetSession(t *testing.T, d time.Duration) *sandbox.Session {
+	t.Helper()
+	s, err := createCPUBudgetSession(t, d, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// createCPUBudgetSession makes a session whose policy has a cpu budget of
+// d, closed when the test ends.
+func createCPUBudgetSession(t *testing.T, d time.Duration, allowDegraded bool) (*sandbox.Session, error) {
 	t.Helper()
 	p, err := policy.Parse("budgets.toml", []byte(fmt.Sprintf("[budgets]\ncpu = \"%dms\"\n", d.Milliseconds())))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newSession(t, t.TempDir(), func(q *policy.Policy) { q.Budgets = p.Budgets })
+	q := policy.Default()
+	ws := t.TempDir()
+	q.Workspace.Path = ws
+	q.Budgets = p.Budgets
+	home, _ := os.UserHomeDir()
+	if err := q.Resolve(ws, home); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: q, AllowDegraded: allowDegraded})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s, nil
 }

@@ -266,7 +266,23 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			stdio.CheckExec = s.check.check
 		}
 	}
+	// The cpu budget is read from the sandbox's count of all its
+	// processes (Session.cpuTime): one that misses some would let
+	// commands spend past it unseen.
+	spec.CountCPU = p.Budgets.CPU > 0
 	inst, err := lc.Create(ctx, spec, stdio)
+	if errors.Is(err, backend.ErrNoCPUCount) {
+		const what = "cpu budget ([budgets] cpu) not enforced exactly"
+		const why = "the CPU time of a process reaped without a wait (its parent ignores SIGCHLD) is not counted"
+		if !req.AllowDegraded {
+			return nil, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s: %w; %s\n(see `moat doctor` for how to delegate cgroups to a user; remove the cpu budget, or pass --allow-degraded to run without it)", ErrRefused, what, err, why)
+		}
+		gap := fmt.Sprintf("%s: %v; %s", what, err, why)
+		s.base.Degraded = append(s.base.Degraded, gap)
+		s.base.Warnings = append(s.base.Warnings, gap)
+		spec.CountCPU = false
+		inst, err = lc.Create(ctx, spec, stdio)
+	}
 	if errors.Is(err, backend.ErrNoExecCheck) {
 		return nil, fmt.Errorf("%w: %w; the policy's command rules (its [[rules]] and [harness] builtin) are checked at every program a command starts, and here they could not be: with neither, the session needs no such check", ErrRefused, err)
 	}

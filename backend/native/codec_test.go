@@ -57,7 +57,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	var n int
 	var is initSpec
 	// The profiles stay on the host; init gets them compiled (Filters).
-	fill(t, reflect.ValueOf(&is).Elem(), &n, map[string]bool{"Spec.Seccomp": true})
+	// CountCPU is the host's business (the sandbox's cgroup).
+	fill(t, reflect.ValueOf(&is).Elem(), &n, map[string]bool{"Spec.Seccomp": true, "Spec.CountCPU": true})
 	b := encodeInitSpec(&is)
 	frame, err := readFrame(bytes.NewReader(b))
 	if err != nil {

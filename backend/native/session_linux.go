@@ -73,6 +73,19 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if err != nil {
 		return nil, err
 	}
+	if cg == nil && sp.CountCPU {
+		// Without a cgroup, Stats counts from /proc what the processes
+		// alive spent and what their parents waited for: a process the
+		// kernel reaps by itself (its parent ignores SIGCHLD) takes its
+		// CPU time with it. A cgroup counts it; where no bare one is made
+		// (a v1 or hybrid host), one with no limit still counts (cpuacct).
+		if cg, err = cgroup.New("moat-"+sp.RunID, cgroup.Limits{}); err != nil {
+			return nil, fmt.Errorf("%w: a cgroup counts them, and none can be made here: %w", backend.ErrNoCPUCount, err)
+		}
+		if cg == nil {
+			return nil, fmt.Errorf("%w: a cgroup counts them, and none can be made here", backend.ErrNoCPUCount)
+		}
+	}
 	if cg != nil {
 		r.cg = cg
 		in.cleanup = append(in.cleanup, func() { cg.Destroy() })
