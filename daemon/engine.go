@@ -156,6 +156,16 @@ func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backe
 	return e.s.Start(ctx, e.request(req), stdio)
 }
 
+// requestSpender is an Engine whose session's [budgets] count the
+// requests the daemon makes for it (Session.Fetch).
+type requestSpender interface {
+	SpendRequest(host string) error
+	SpendNetwork(n int64)
+}
+
+func (e *sandboxEngine) SpendRequest(host string) error { return e.s.SpendRequest(host) }
+func (e *sandboxEngine) SpendNetwork(n int64)           { e.s.SpendNetwork(n) }
+
 func (e *sandboxEngine) ChangeSet() string {
 	if cs := e.s.ChangeSet(); cs != nil {
 		return cs.ID

@@ -72,15 +72,47 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 		rec.Outcome, rec.Approver = sandbox.ApprovalApproved, ap.Name()
 		s.recordDecision(rec)
 	}
+	// It is a request of the session's to host: its request and network
+	// budgets count it, as they count its commands' requests.
+	if err := s.SpendRequest(host); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
+	}
 	f := s.m.cfg.Fetcher
 	if f == nil {
 		f = &egress.Fetcher{}
 	}
 	r, err := f.Fetch(ctx, rawURL)
+	s.SpendFetched(rawURL, r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
 	}
 	return r, nil
+}
+
+// SpendRequest counts a request the daemon makes for s to host (a
+// fetch: Fetch, MCP's fetch tool) against the session's [budgets]
+// requests and network, as its proxy counts its commands' requests, and
+// refuses it past them (a *harness.BudgetError naming the budget).
+func (s *Session) SpendRequest(host string) error {
+	if sp, ok := s.eng.(requestSpender); ok {
+		return sp.SpendRequest(host)
+	}
+	return nil
+}
+
+// SpendFetched adds what a fetch of rawURL made for s moved to the
+// session's network budget: up, little more than the URL; down, the
+// page (r is nil when nothing came back).
+func (s *Session) SpendFetched(rawURL string, r *egress.FetchResult) {
+	sp, ok := s.eng.(requestSpender)
+	if !ok {
+		return
+	}
+	n := int64(len(rawURL))
+	if r != nil {
+		n += int64(len(r.Body))
+	}
+	sp.SpendNetwork(n)
 }
 
 // recordDecision sends a decision of the session's rules where the

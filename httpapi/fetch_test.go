@@ -33,6 +33,36 @@ import (
 // the rule named, and a redirect and plain HTTP are refused with
 // "fetch_refused".
 func TestFetchThroughTheAPI(t *testing.T) {
+	port, fetcher := fetchServer(t)
+	d := startDaemon(t, daemon.Config{Fetcher: fetcher}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: `[[rules]]
+name = "no-denied"
+match = { host = "denied.test" }
+decision = "deny"
+reason = "not this one"
+`})
+	ctx := context.Background()
+	r, err := d.c.Fetch(ctx, s.ID, fmt.Sprintf("https://api.test:%d/ok", port))
+	if err != nil || r.Status != 200 || r.Body != "hello from the page" {
+		t.Fatalf("fetch of the page: %v %+v", err, r)
+	}
+	for _, tc := range []struct{ url, code, msg string }{
+		{fmt.Sprintf("https://denied.test:%d/ok", port), client.CodeDenied, "no-denied"},
+		{fmt.Sprintf("https://api.test:%d/redirect", port), client.CodeFetchRefused, "redirect"},
+		{fmt.Sprintf("http://api.test:%d/ok", port), client.CodeFetchRefused, "https"},
+	} {
+		_, err := d.c.Fetch(ctx, s.ID, tc.url)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != tc.code || !strings.Contains(ae.Message, tc.msg) {
+			t.Errorf("fetch %s: %v, want %s naming %q", tc.url, err, tc.code, tc.msg)
+		}
+	}
+}
+
+// fetchServer is a loopback HTTPS server standing in for public pages
+// (api.test, denied.test; /redirect redirects, every other path answers
+// "hello from the page"), and a Fetcher that reaches it.
+func fetchServer(t *testing.T) (port int, f *egress.Fetcher) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -55,36 +85,55 @@ func TestFetchThroughTheAPI(t *testing.T) {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	port = srv.Listener.Addr().(*net.TCPAddr).Port
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
 
-	d := startDaemon(t, daemon.Config{Fetcher: &egress.Fetcher{
+	return port, &egress.Fetcher{
 		AllowCIDRs: []string{"127.0.0.0/8"}, TLS: &tls.Config{RootCAs: roots},
 		Resolver: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
-	}}, nil)
-	s := d.create(t, &client.CreateSessionRequest{Policy: `[[rules]]
-name = "no-denied"
-match = { host = "denied.test" }
-decision = "deny"
-reason = "not this one"
-`})
-	ctx := context.Background()
-	r, err := d.c.Fetch(ctx, s.ID, fmt.Sprintf("https://api.test:%d/ok", port))
-	if err != nil || r.Status != 200 || r.Body != "hello from the page" {
-		t.Fatalf("fetch of the page: %v %+v", err, r)
 	}
-	for _, tc := range []struct{ url, code, msg string }{
-		{fmt.Sprintf("https://denied.test:%d/ok", port), client.CodeDenied, "no-denied"},
-		{fmt.Sprintf("https://api.test:%d/redirect", port), client.CodeFetchRefused, "redirect"},
-		{fmt.Sprintf("http://api.test:%d/ok", port), client.CodeFetchRefused, "https"},
+}
+
+// TestFetchSpendsTheSessionsBudgets: a fetch made for a session is a
+// request to its host: the session's request budget for that host, and
+// its network budget, count it as they count its commands' requests, and
+// refuse the fetch past them (fetch_refused, naming the budget). The
+// positive controls: the fetches within each budget, and a session with
+// no budget fetching as often.
+func TestFetchSpendsTheSessionsBudgets(t *testing.T) {
+	port, fetcher := fetchServer(t)
+	d := startDaemon(t, daemon.Config{Fetcher: fetcher}, nil)
+	url := fmt.Sprintf("https://api.test:%d/ok", port)
+	for _, tc := range []struct {
+		name, policy string
+		ok           int    // fetches that pass
+		budget       string // named by the refusal of the next
+	}{
+		{"requests", `[budgets]
+requests = { "api.test" = 2 }
+`, 2, "requests[api.test]"},
+		// One page is more than the budget: the next fetch is refused.
+		{"network", "[budgets]\nnetwork = 10\n", 1, "network"},
+		{"none", "", 4, ""},
 	} {
-		_, err := d.c.Fetch(ctx, s.ID, tc.url)
-		var ae *client.Error
-		if !errors.As(err, &ae) || ae.Code != tc.code || !strings.Contains(ae.Message, tc.msg) {
-			t.Errorf("fetch %s: %v, want %s naming %q", tc.url, err, tc.code, tc.msg)
+		s := d.create(t, &client.CreateSessionRequest{Policy: tc.policy})
+		for i := range tc.ok {
+			if r, err := d.c.Fetch(context.Background(), s.ID, url); err != nil || r.Status != 200 {
+				t.Fatalf("%s: fetch %d: %v %+v", tc.name, i+1, err, r)
+			}
+		}
+		if tc.budget == "" {
+			continue
+		}
+		for _, u := range []string{url, fmt.Sprintf("https://API.test.:%d/ok", port)} {
+			_, err := d.c.Fetch(context.Background(), s.ID, u)
+			var ae *client.Error
+			if !errors.As(err, &ae) || ae.Code != client.CodeFetchRefused || !strings.Contains(ae.Message, tc.budget) {
+				t.Errorf("%s: fetch of %s past the budget: %v, want %s naming %q", tc.name, u, err, client.CodeFetchRefused, tc.budget)
+			}
 		}
 	}
 }

@@ -48,11 +48,18 @@ func (s *server) fetch(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) 
 			return errorResult(fmt.Sprintf("refused by %s: %s. Requests to %s need a person's approval: ask the user to fetch it or to allow it.", rule, d.Reason, u.Hostname())), nil, nil
 		}
 	}
+	// The session's request and network budgets count it, as they count
+	// its commands' requests.
+	sess := s.session()
+	if err := sess.SpendRequest(u.Hostname()); err != nil {
+		return errorResult(fmt.Sprintf("refused: %v. Do not retry this fetch.", err)), nil, nil
+	}
 	f := s.opts.Fetcher
 	if f == nil {
 		f = &egress.Fetcher{}
 	}
 	r, err := f.Fetch(ctx, in.URL)
+	sess.SpendFetched(in.URL, r)
 	if err != nil {
 		return errorResult(err.Error()), nil, nil
 	}

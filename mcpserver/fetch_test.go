@@ -25,6 +25,25 @@ import (
 // fetcher's test hooks), and refuses plain HTTP, a host the policy's
 // rules deny, and what is not a URL, as error results.
 func TestFetch(t *testing.T) {
+	port, f := docsServer(t)
+	pol := "[[rules]]\nname = \"no-blocked\"\nmatch = { host = \"blocked.test\" }\ndecision = \"deny\"\nreason = \"not that site\"\n"
+	e := start(t, setup{policy: pol, fetcher: f})
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test:%d/guide", port)}, "HTTP 200", "the page at /guide")
+	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("http://docs.test:%d/guide", port)}, "https")
+	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://blocked.test:%d/", port)}, "refused by rule `no-blocked", "not that site")
+	e.fails(t, "fetch", map[string]any{"url": "not a url"}, "not a URL")
+	// The rules decide the host the fetcher connects to, however the URL
+	// spells it: a trailing dot, upper case, full-width letters.
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test.:%d/dot", port)}, "HTTP 200", "the page at /dot")
+	for _, h := range []string{"blocked.test.", "BLOCKED.test.", "\uff42locked.test"} {
+		e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://%s:%d/", h, port)}, "refused by rule `no-blocked")
+	}
+}
+
+// docsServer is a loopback HTTPS server standing in for public pages
+// (docs.test, blocked.test: "the page at PATH"), and a Fetcher that
+// reaches it.
+func docsServer(t *testing.T) (port int, f *egress.Fetcher) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "docs.test"},
 		DNSNames: []string{"docs.test", "blocked.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
@@ -42,26 +61,28 @@ func TestFetch(t *testing.T) {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	port = srv.Listener.Addr().(*net.TCPAddr).Port
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
-	f := &egress.Fetcher{
+	return port, &egress.Fetcher{
 		AllowCIDRs: []string{"127.0.0.0/8"},
 		Resolver: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 		TLS: &tls.Config{RootCAs: roots},
 	}
-	pol := "[[rules]]\nname = \"no-blocked\"\nmatch = { host = \"blocked.test\" }\ndecision = \"deny\"\nreason = \"not that site\"\n"
-	e := start(t, setup{policy: pol, fetcher: f})
-	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test:%d/guide", port)}, "HTTP 200", "the page at /guide")
-	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("http://docs.test:%d/guide", port)}, "https")
-	e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://blocked.test:%d/", port)}, "refused by rule `no-blocked", "not that site")
-	e.fails(t, "fetch", map[string]any{"url": "not a url"}, "not a URL")
-	// The rules decide the host the fetcher connects to, however the URL
-	// spells it: a trailing dot, upper case, full-width letters.
-	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test.:%d/dot", port)}, "HTTP 200", "the page at /dot")
-	for _, h := range []string{"blocked.test.", "BLOCKED.test.", "\uff42locked.test"} {
-		e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://%s:%d/", h, port)}, "refused by rule `no-blocked")
+}
+
+// TestFetchSpendsBudgets: a fetch is a request of the session's to its
+// host: the session's request budget for that host counts it, and
+// refuses it past the budget, however the URL spells the host. The
+// positive controls: the fetch within the budget, and another host.
+func TestFetchSpendsBudgets(t *testing.T) {
+	port, f := docsServer(t)
+	e := start(t, setup{policy: "[budgets]\nrequests = { \"docs.test\" = 1 }\n", fetcher: f})
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://docs.test:%d/one", port)}, "HTTP 200", "the page at /one")
+	for _, h := range []string{"docs.test", "DOCS.test."} {
+		e.fails(t, "fetch", map[string]any{"url": fmt.Sprintf("https://%s:%d/two", h, port)}, "requests[docs.test] budget")
 	}
+	e.ok(t, "fetch", map[string]any{"url": fmt.Sprintf("https://blocked.test:%d/other", port)}, "HTTP 200", "the page at /other")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/internal/netrule"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -314,6 +315,22 @@ func (s *Session) ChangeSet() *ChangeSetRef {
 	}
 	return &ChangeSetRef{ID: s.cs.ID(), Session: s.cs.Session(), Dir: s.cs.Dir()}
 }
+
+// SpendRequest counts a request made for the session outside its
+// sandbox (the daemon's fetch) to host against its [budgets] requests
+// and network, as its proxy counts its commands' requests: past them it
+// is refused with a *harness.BudgetError. SpendNetwork adds the bytes
+// such a request moved once it is done.
+func (s *Session) SpendRequest(host string) error {
+	if n, err := netrule.NormalizeHost(host); err == nil {
+		host = n
+	}
+	return s.spend.Request(host)
+}
+
+// SpendNetwork adds n bytes moved for the session outside its sandbox to
+// its network budget (see SpendRequest).
+func (s *Session) SpendNetwork(n int64) { s.spend.NetworkBytes(n) }
 
 // Stats is what the session's sandbox uses now.
 func (s *Session) Stats() backend.Stats { return s.inst.Stats() }
