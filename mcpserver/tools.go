@@ -148,14 +148,14 @@ func (s *server) runCommand(ctx context.Context, req *mcp.CallToolRequest, in co
 	if res != nil {
 		return res, nil, nil
 	}
-	var out, errb bytes.Buffer
+	out, errb := newCapture(s.opts.MaxOutput), newCapture(s.opts.MaxOutput)
 	began := time.Now()
-	rep, err := s.session().Exec(ctx, er, backend.Stdio{Stdout: &out, Stderr: &errb})
-	return s.result(rep, err, out.Bytes(), errb.Bytes(), s.opts.Network.since(began)), nil, nil
+	rep, err := s.session().Exec(ctx, er, backend.Stdio{Stdout: out, Stderr: errb})
+	return s.result(rep, err, out, errb, s.opts.Network.since(began)), nil, nil
 }
 
 // result describes how a command ended, for the model.
-func (s *server) result(rep *sandbox.Report, err error, stdout, stderr []byte, network []string) *mcp.CallToolResult {
+func (s *server) result(rep *sandbox.Report, err error, stdout, stderr *capture, network []string) *mcp.CallToolResult {
 	if err != nil {
 		return errorResult(refusal(rep, err))
 	}
@@ -169,24 +169,24 @@ func (s *server) result(rep *sandbox.Report, err error, stdout, stderr []byte, n
 		b.WriteString(n + "\n")
 	}
 	half := s.opts.MaxOutput / 2
-	if len(stdout)+len(stderr) <= s.opts.MaxOutput {
+	if stdout.Len()+stderr.Len() <= int64(s.opts.MaxOutput) {
 		half = s.opts.MaxOutput
 	}
-	if len(stdout) > 0 {
-		t, _ := truncate(stdout, half)
+	if stdout.Len() > 0 {
+		t := stdout.show(half)
 		b.WriteString("--- stdout ---\n" + t)
 		if !strings.HasSuffix(t, "\n") {
 			b.WriteString("\n")
 		}
 	}
-	if len(stderr) > 0 {
-		t, _ := truncate(stderr, half)
+	if stderr.Len() > 0 {
+		t := stderr.show(half)
 		b.WriteString("--- stderr ---\n" + t)
 		if !strings.HasSuffix(t, "\n") {
 			b.WriteString("\n")
 		}
 	}
-	if len(stdout) == 0 && len(stderr) == 0 {
+	if stdout.Len() == 0 && stderr.Len() == 0 {
 		b.WriteString("(no output)\n")
 	}
 	r := textResult(b.String())
