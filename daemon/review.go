@@ -91,9 +91,12 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 }
 
 // dropReview removes what a forgotten review kept: the daemon's
-// workspace (the change set stays, for moat apply on the host).
+// workspace, with the change set over it (see discardChangeSet); the
+// change set of a tenant's own workspace stays, for moat apply on the
+// host.
 func (m *Manager) dropReview(r *review) {
 	if r.temp != "" && m.ownWorkspace(r.temp) {
+		m.discardChangeSet(r.session, r.temp)
 		if err := removeAll(r.temp); err != nil {
 			m.log.Error("remove reviewed workspace", "session", r.session, "err", err)
 		}

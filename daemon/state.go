@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/workspace"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,6 +60,7 @@ func (m *Manager) writeRecord(r *record) error {
 // the record for the next daemon to finish).
 func (m *Manager) removeRecord(r *record) error {
 	if ws := r.TempWorkspace; ws != "" && m.ownWorkspace(ws) {
+		m.discardChangeSet(r.ID, ws)
 		unmountWorkspace(ws)
 		if err := removeAll(ws); err != nil {
 			return err
@@ -68,6 +70,31 @@ func (m *Manager) removeRecord(r *record) error {
 		return err
 	}
 	return nil
+}
+
+// discardChangeSet discards the change set of the session id (an overlay
+// or copy session's, named after it) over ws, a workspace the daemon made
+// and is removing. Nobody can apply it once its lower layer is gone, and
+// a token's tenant never reaches the host to discard it: kept, it would
+// hold what the session's commands wrote on the daemon's disk for good,
+// outside every quota, and a tenant could fill the disk session by
+// session. Only a change set over ws itself is discarded.
+func (m *Manager) discardChangeSet(id, ws string) {
+	cs, err := workspace.Open(id)
+	if err != nil {
+		if !errors.Is(err, workspace.ErrNotFound) {
+			m.log.Warn("discard the change set of a removed workspace", "session", id, "err", err)
+		}
+		return
+	}
+	in := cs.Info()
+	real, _ := filepath.EvalSymlinks(ws)
+	if in.Session != id || (in.Workspace != ws && in.Workspace != real) {
+		return
+	}
+	if err := cs.Discard(); err != nil {
+		m.log.Warn("discard the change set of a removed workspace", "session", id, "change_set", cs.ID(), "err", err)
+	}
 }
 
 // ownWorkspace says whether ws is a workspace this daemon made: a
