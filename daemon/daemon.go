@@ -99,7 +99,8 @@ type Config struct {
 	// their warm pools (LoadTemplates); nil means none.
 	Templates map[string]*Template
 	// TenantDisk bounds the sum of the disk limits (limits.disk) of a
-	// tenant's sessions; zero means no bound. Under a bound, a session
+	// tenant's sessions, with what the change sets of its ended sessions
+	// kept for review hold; zero means no bound. Under a bound, a session
 	// must set that limit, and keep its writes where it applies (see
 	// reserveLimits).
 	TenantDisk int64

@@ -9,7 +9,9 @@ import (
 
 // reserveLimits counts s's memory, CPU and disk limits against its
 // tenant's quotas (Config.TenantMemory, TenantCPUs, TenantDisk), with
-// those of the tenant's other sessions.
+// those of the tenant's other sessions; the disk quota also with what
+// the change sets the tenant keeps for review hold (review.disk), which
+// are on the daemon's disk, no longer under any session's limit.
 //
 // A disk quota counts limits.disk, which the sandbox enforces with one
 // size-bounded tmpfs for /tmp, home, /dev/shm and an overlay workspace's
@@ -45,8 +47,14 @@ func (m *Manager) reserveLimits(s *Session) error {
 				used += o.disk
 			}
 		}
-		if used+disk > q {
+		// The change sets kept for review hold what ended sessions wrote.
+		kept := m.reviewDiskLocked(s.Tenant)
+		if used+kept+disk > q {
 			s.memory, s.cpus = 0, 0
+			if kept > 0 {
+				return fmt.Errorf("%w: limits.disk %s with the tenant's other sessions' %s and the %s of its change sets kept for review is over its %s; discard or apply them (moat session discard SESSION)", ErrQuota,
+					policy.Size(disk), policy.Size(used), policy.Size(kept), policy.Size(q))
+			}
 			return fmt.Errorf("%w: limits.disk %s with the tenant's other sessions' %s is over its %s", ErrQuota,
 				policy.Size(disk), policy.Size(used), policy.Size(q))
 		}

@@ -49,6 +49,10 @@ type review struct {
 	// reaches it on the host (it is in the daemon's state directory), so
 	// the daemon reviews it whoever owns it.
 	temp string
+	// disk is what the change set and temp hold on the daemon's disk,
+	// counted against the tenant's disk quota while the review is kept
+	// (measured under a quota only).
+	disk int64
 }
 
 // keepReview keeps the change set of s, an ended session, for review,
@@ -71,6 +75,11 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	if s.TempWorkspace {
 		r.temp = s.Workspace
 	}
+	if m.cfg.TenantDisk > 0 && r.reviewable() {
+		// One the tenant could not discard through the daemon would
+		// lock it out of its quota for good.
+		r.disk = reviewDisk(r)
+	}
 	m.mu.Lock()
 	var evicted *review
 	n := 0
@@ -88,6 +97,37 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 		m.dropReview(evicted)
 	}
 	return true
+}
+
+// reviewable says whether the daemon reviews r's change set (see
+// reviewed): in a workspace it made, or one its own user owns.
+func (r *review) reviewable() bool { return r.temp != "" || r.owner == os.Geteuid() }
+
+// reviewDisk is what r keeps on the daemon's disk: its change set's
+// changes and, for a workspace the daemon made, that workspace. What the
+// session's commands wrote, bounded by its limits.disk while it ran, is
+// now there, outside any tmpfs.
+func reviewDisk(r *review) int64 {
+	var n int64
+	if cs, err := workspace.Open(r.changeSet); err == nil {
+		n = cs.Info().Size
+	}
+	if r.temp != "" {
+		t, _ := workspace.DirSize(r.temp)
+		n += t
+	}
+	return n
+}
+
+// reviewDiskLocked is what t's kept reviews hold on disk (m.mu held).
+func (m *Manager) reviewDiskLocked(t Tenant) int64 {
+	var n int64
+	for _, r := range m.reviews {
+		if r.tenant == t.ID {
+			n += r.disk
+		}
+	}
+	return n
 }
 
 // dropReview removes what a forgotten review kept: the daemon's
@@ -132,7 +172,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, e
 	defer m.mu.Unlock()
 	for _, r := range m.reviews {
 		if r.tenant == t.ID && r.session == id {
-			if r.temp == "" && r.owner != os.Geteuid() {
+			if !r.reviewable() {
 				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it)",
 					ErrUnsupportedMode, r.changeSet, r.changeSet)
 			}
