@@ -527,6 +527,14 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	if err := checkExec(req); err != nil {
 		return nil, err
 	}
+	p := &Process{
+		Args: append([]string(nil), req.Args...), Started: time.Now(),
+		done: make(chan struct{}),
+		out:  newBuffer(s.m.cfg.OutputBuffer),
+	}
+	// The count and the place are taken under one lock, so that
+	// concurrent starts cannot pass the bound together: p runs, for the
+	// count, from now until it ends or is dropped.
 	s.mu.Lock()
 	n := 0
 	for _, p := range s.procs {
@@ -534,29 +542,31 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 			n++
 		}
 	}
-	s.mu.Unlock()
 	if n >= s.m.cfg.MaxBackground {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d background commands run in this session, the most allowed", ErrQuota, n)
 	}
-	if err := s.begin(true); err != nil {
-		return nil, err
-	}
-	if err := s.sameRoot(); err != nil {
-		s.finish(true)
-		return nil, err
-	}
-	p := &Process{
-		Args: append([]string(nil), req.Args...), Started: time.Now(),
-		done: make(chan struct{}),
-		out:  newBuffer(s.m.cfg.OutputBuffer),
-	}
-	s.mu.Lock()
 	s.nextProc++
 	p.ID = strconv.Itoa(s.nextProc)
 	s.procs[p.ID] = p
 	s.order = append(s.order, p.ID)
 	s.forgetEndedLocked()
 	s.mu.Unlock()
+	drop := func() {
+		s.mu.Lock()
+		delete(s.procs, p.ID)
+		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
+		s.mu.Unlock()
+	}
+	if err := s.begin(true); err != nil {
+		drop()
+		return nil, err
+	}
+	if err := s.sameRoot(); err != nil {
+		drop()
+		s.finish(true)
+		return nil, err
+	}
 
 	stdio := backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")}
 	var stdinR *os.File
@@ -566,27 +576,33 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 		// request for longer than its deadline.
 		r, w, err := os.Pipe()
 		if err != nil {
+			drop()
 			s.finish(true)
 			return nil, err
 		}
-		stdinR, p.stdin, stdio.Stdin = r, w, r
+		p.inMu.Lock() // p is listed already: a write may look
+		p.stdin = w
+		p.inMu.Unlock()
+		stdinR, stdio.Stdin = r, r
 	}
 	ep, err := s.eng.Start(s.ctx, s.withApprover(req), stdio)
 	if stdinR != nil {
 		stdinR.Close() // the command has its own copy
 	}
 	if err != nil {
-		if p.stdin != nil {
+		drop()
+		p.inMu.Lock()
+		if p.stdin != nil && !p.stdinClosed {
 			p.stdin.Close()
+			p.stdinClosed = true
 		}
-		s.mu.Lock()
-		delete(s.procs, p.ID)
-		s.order = slices.DeleteFunc(s.order, func(id string) bool { return id == p.ID })
-		s.mu.Unlock()
+		p.inMu.Unlock()
 		s.finish(true)
 		return nil, err
 	}
+	p.mu.Lock()
 	p.proc = ep
+	p.mu.Unlock()
 	go func() {
 		rep, err := ep.Wait()
 		if rep != nil {
@@ -656,7 +672,7 @@ type Process struct {
 	Args    []string
 	Started time.Time
 
-	proc  EngineProcess
+	proc  EngineProcess // nil until the sandbox has started it; under mu
 	done  chan struct{}
 	out   *buffer
 	stdin *os.File // the write end of its standard input, or nil
@@ -728,7 +744,14 @@ func (p *Process) Signal(sig os.Signal) error {
 	if !p.Running() {
 		return ErrNotRunning
 	}
-	if err := p.proc.Signal(sig); err != nil {
+	p.mu.Lock()
+	proc := p.proc
+	p.mu.Unlock()
+	if proc == nil {
+		// Listed from its start, before the sandbox has started it.
+		return fmt.Errorf("%w: it is still starting", ErrNotRunning)
+	}
+	if err := proc.Signal(sig); err != nil {
 		if errors.Is(err, os.ErrProcessDone) {
 			return ErrNotRunning
 		}
