@@ -38,8 +38,8 @@ const sessionHeader = "Mcp-Session-Id"
 // IdleTimeout without a request). An initialize request that names a
 // session of the tenant (?session=ID, made through the API with its own
 // policy) uses that one instead, and leaves it alive at the end. Every request of an MCP session must
-// come from the tenant that began it; another tenant's is refused as if
-// the session did not exist.
+// come from the tenant that began it, with a credential of the same role;
+// another's is refused as if the session did not exist.
 func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 15 * time.Minute
@@ -63,8 +63,16 @@ type httpHandler struct {
 	schemas *mcp.SchemaCache
 
 	mu     sync.Mutex
-	owners map[string]string // MCP session id -> tenant id
+	owners map[string]string // MCP session id -> its credential()
 }
+
+// credential names who began an MCP session: its tenant, and the role of
+// the credential it used. The session was made for that role (a
+// sessions-only credential's may not ask its client to approve, see
+// Options.NoElicit), so another credential of the same tenant may not use
+// it either: an agent's would answer its own asks in a session begun by a
+// person's.
+func credential(t daemon.Tenant) string { return t.ID + " " + t.Role.String() }
 
 type tenantKey struct{}
 
@@ -84,13 +92,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		owner, ok := h.owners[id]
 		h.mu.Unlock()
-		if ok && owner != t.ID {
+		if ok && owner != credential(t) {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
-	ow := &ownerWriter{ResponseWriter: w, h: h, tenant: t.ID}
+	ow := &ownerWriter{ResponseWriter: w, h: h, owner: credential(t)}
 	h.mcp.ServeHTTP(ow, r)
 	// Only a DELETE the transport carried out ends the session: one it
 	// refused (a bad protocol version) leaves the session alive, and the
@@ -108,11 +116,12 @@ func (h *httpHandler) forget(id string) {
 	h.mu.Unlock()
 }
 
-// ownerWriter records the tenant of the MCP session a response begins.
+// ownerWriter records the credential of the MCP session a response
+// begins.
 type ownerWriter struct {
 	http.ResponseWriter
 	h      *httpHandler
-	tenant string
+	owner  string // credential
 	done   bool
 	status int // the response's status, once it has begun
 }
@@ -151,7 +160,7 @@ func (o *ownerWriter) record() {
 	if id := o.Header().Get(sessionHeader); id != "" {
 		o.h.mu.Lock()
 		if _, ok := o.h.owners[id]; !ok {
-			o.h.owners[id] = o.tenant
+			o.h.owners[id] = o.owner
 		}
 		o.h.mu.Unlock()
 	}
