@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/moatbox/moat/audit"
 )
 
 // The warm pool keeps, per template with Template.Pool > 0, that many
@@ -221,7 +223,13 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	s.protect = protectList(p)
 	s.gate = s.newWriteGate(p)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	eng, err := m.cfg.Engine(context.Background(), &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Audit: s.events.add, OnCgroup: s.recordCgroups(rec)})
+	// As Create makes it: the asks of its proxy wait for the tenant that
+	// claims it, and its rules' decisions go to the daemon's audit stream.
+	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.events.add, OnCgroup: s.recordCgroups(rec)}
+	if m.cfg.Audit != nil {
+		spec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
+	}
+	eng, err := m.cfg.Engine(context.Background(), spec)
 	if err != nil {
 		return nil, err
 	}
