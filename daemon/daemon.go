@@ -196,7 +196,11 @@ type Manager struct {
 	// reviews are the change sets of ended overlay and copy sessions,
 	// kept for their tenants to review (review.go); under mu.
 	reviews []*review
-	pool    warmPool
+	// endingDisk is, per tenant, the disk of its sessions being ended
+	// whose change sets are about to be kept for review (endFor): counted
+	// against its disk quota until the reviews count them; under mu.
+	endingDisk map[string]int64
+	pool       warmPool
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -353,11 +357,29 @@ func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error 
 		return nil // ended already
 	}
 	delete(m.sessions, s.ID)
+	// What its commands wrote, bounded by its limits.disk, is about to
+	// be a change set kept for review: it stays counted while the sandbox
+	// closes, or a create meanwhile would take the disk it is to hold.
+	held := int64(0)
+	if s.disk > 0 && s.ChangeSet() != "" && (reviewing || !s.TempWorkspace) {
+		held = s.disk
+		if m.endingDisk == nil {
+			m.endingDisk = map[string]int64{}
+		}
+		m.endingDisk[s.Tenant.ID] += held
+	}
 	m.mu.Unlock()
 	err := s.close(ctx)
 	rec := s.record()
 	if m.keepReview(s, reviewing) {
 		rec.TempWorkspace = "" // the review's, removed with it
+	}
+	if held > 0 {
+		m.mu.Lock()
+		if m.endingDisk[s.Tenant.ID] -= held; m.endingDisk[s.Tenant.ID] <= 0 {
+			delete(m.endingDisk, s.Tenant.ID)
+		}
+		m.mu.Unlock()
 	}
 	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
 		err = rerr

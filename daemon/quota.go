@@ -48,7 +48,7 @@ func (m *Manager) reserveLimits(s *Session) error {
 			}
 		}
 		// The change sets kept for review hold what ended sessions wrote.
-		kept := m.reviewDiskLocked(s.Tenant)
+		kept := m.reviewDiskLocked(s.Tenant) + m.endingDisk[s.Tenant.ID]
 		if used+kept+disk > q {
 			s.memory, s.cpus = 0, 0
 			if kept > 0 {
