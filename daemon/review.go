@@ -75,9 +75,7 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	if s.TempWorkspace {
 		r.temp = s.Workspace
 	}
-	if m.cfg.TenantDisk > 0 && r.reviewable() {
-		// One the tenant could not discard through the daemon would
-		// lock it out of its quota for good.
+	if m.cfg.TenantDisk > 0 {
 		r.disk = reviewDisk(r)
 	}
 	m.mu.Lock()
@@ -94,9 +92,26 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	m.reviews = append(m.reviews, r)
 	m.mu.Unlock()
 	if evicted != nil {
+		if !evicted.reviewable() {
+			// In the store of a daemon of another user (root's), which
+			// the workspace's owner cannot reach on the host: forgotten,
+			// it would stay for good, counted nowhere.
+			m.discardReview(evicted)
+		}
 		m.dropReview(evicted)
 	}
 	return true
+}
+
+// discardReview discards r's change set.
+func (m *Manager) discardReview(r *review) {
+	cs, err := workspace.Open(r.changeSet)
+	if err == nil {
+		err = cs.Discard()
+	}
+	if err != nil && !errors.Is(err, workspace.ErrNotFound) {
+		m.log.Warn("discard a forgotten change set", "session", r.session, "change_set", r.changeSet, "err", err)
+	}
 }
 
 // reviewable says whether the daemon reviews r's change set (see
@@ -155,8 +170,11 @@ func (m *Manager) forgetReviews() {
 }
 
 // reviewed ends the tenant's session id if it is live, and returns its
-// change set's review.
-func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, error) {
+// change set's review. Only discard may have a change set the daemon
+// does not review (see reviewable): removing it from the daemon's store
+// reads nothing of the workspace, and the tenant could free its disk no
+// other way.
+func (m *Manager) reviewed(ctx context.Context, t Tenant, id string, discard bool) (*review, error) {
 	if err := t.MaySessions(); err != nil {
 		return nil, err
 	}
@@ -172,8 +190,8 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string) (*review, e
 	defer m.mu.Unlock()
 	for _, r := range m.reviews {
 		if r.tenant == t.ID && r.session == id {
-			if !r.reviewable() {
-				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it)",
+			if !r.reviewable() && !discard {
+				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it; the daemon can discard it)",
 					ErrUnsupportedMode, r.changeSet, r.changeSet)
 			}
 			return r, nil
@@ -205,7 +223,7 @@ func openReview(r *review) (*workspace.ChangeSet, error) {
 // Diff ends the tenant's overlay or copy session id if it is live, and
 // writes the diff of its change set to w.
 func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, opts workspace.DiffOptions) error {
-	r, err := m.reviewed(ctx, t, id)
+	r, err := m.reviewed(ctx, t, id, false)
 	if err != nil {
 		return err
 	}
@@ -231,7 +249,7 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 			return workspace.Report{}, err
 		}
 	}
-	r, err := m.reviewed(ctx, t, id)
+	r, err := m.reviewed(ctx, t, id, false)
 	if err != nil {
 		return workspace.Report{}, err
 	}
@@ -262,9 +280,10 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 }
 
 // Discard ends the tenant's overlay or copy session id if it is live, and
-// removes its change set.
+// removes its change set: also one the daemon does not diff or apply for
+// the tenant (see reviewed).
 func (m *Manager) Discard(ctx context.Context, t Tenant, id string) error {
-	r, err := m.reviewed(ctx, t, id)
+	r, err := m.reviewed(ctx, t, id, true)
 	if err != nil {
 		return err
 	}
