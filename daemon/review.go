@@ -151,7 +151,7 @@ func (m *Manager) reviewDiskLocked(t Tenant) int64 {
 // host.
 func (m *Manager) dropReview(r *review) {
 	if r.temp != "" && m.ownWorkspace(r.temp) {
-		m.discardChangeSet(r.session, r.temp)
+		m.discardChangeSet(&record{ID: r.session, made: true, changeSet: r.changeSet}, r.temp)
 		if err := removeAll(r.temp); err != nil {
 			m.log.Error("remove reviewed workspace", "session", r.session, "err", err)
 		}

@@ -308,8 +308,12 @@ func newID() string {
 func (s *Session) record() *record {
 	s.mu.Lock()
 	cgroups := s.cgroups
+	made := s.eng != nil
 	s.mu.Unlock()
-	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid(), Cgroups: cgroups}
+	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid(), Cgroups: cgroups, made: made}
+	if made {
+		r.changeSet = s.ChangeSet()
+	}
 	if s.TempWorkspace {
 		r.TempWorkspace = filepath.Join(s.m.dir, "workspaces", s.ID)
 	} else {

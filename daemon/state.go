@@ -36,6 +36,13 @@ type record struct {
 	// next daemon removes them whatever their age (reapCgroups), where
 	// cgroup.Sweep leaves young ones alone.
 	Cgroups []string `json:"cgroups,omitempty"`
+
+	// made says the session's sandbox was made, and changeSet is then its
+	// change set's id, "" for none: removeRecord opens it by id rather
+	// than looking through the store for it (see discardChangeSet). Not
+	// kept on disk.
+	made      bool
+	changeSet string
 }
 
 func (m *Manager) recordPath(id string) string {
@@ -60,7 +67,7 @@ func (m *Manager) writeRecord(r *record) error {
 // the record for the next daemon to finish).
 func (m *Manager) removeRecord(r *record) error {
 	if ws := r.TempWorkspace; ws != "" && m.ownWorkspace(ws) {
-		m.discardChangeSet(r.ID, ws)
+		m.discardChangeSet(r, ws)
 		unmountWorkspace(ws)
 		if err := removeAll(ws); err != nil {
 			return err
@@ -79,17 +86,23 @@ func (m *Manager) removeRecord(r *record) error {
 // hold what the session's commands wrote on the daemon's disk for good,
 // outside every quota, and a tenant could fill the disk session by
 // session. Only a change set over ws itself is discarded.
-func (m *Manager) discardChangeSet(id, ws string) {
-	cs, err := workspace.Open(id)
+func (m *Manager) discardChangeSet(r *record, ws string) {
+	id, name := r.ID, r.ID // the change set is named after the session
+	if r.made {
+		if r.changeSet == "" {
+			return // a direct or read-only session's
+		}
+		name = r.changeSet
+	}
+	cs, err := workspace.Open(name)
 	if err != nil {
 		if !errors.Is(err, workspace.ErrNotFound) {
 			m.log.Warn("discard the change set of a removed workspace", "session", id, "err", err)
 		}
 		return
 	}
-	in := cs.Info()
 	real, _ := filepath.EvalSymlinks(ws)
-	if in.Session != id || (in.Workspace != ws && in.Workspace != real) {
+	if cs.Session() != id || (cs.Workspace() != ws && cs.Workspace() != real) {
 		return
 	}
 	if err := cs.Discard(); err != nil {
