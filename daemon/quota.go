@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/moatbox/moat/policy"
 )
@@ -48,12 +49,15 @@ func (m *Manager) reserveLimits(s *Session) error {
 			}
 		}
 		// The change sets kept for review hold what ended sessions wrote.
-		kept := m.reviewDiskLocked(s.Tenant) + m.endingDisk[s.Tenant.ID]
+		kept, reviews := m.reviewDiskLocked(s.Tenant)
+		kept += m.endingDisk[s.Tenant.ID]
 		if used+kept+disk > q {
 			s.memory, s.cpus = 0, 0
 			if kept > 0 {
-				return fmt.Errorf("%w: limits.disk %s with the tenant's other sessions' %s and the %s of its change sets kept for review is over its %s; discard or apply them (moat session discard SESSION)", ErrQuota,
-					policy.Size(disk), policy.Size(used), policy.Size(kept), policy.Size(q))
+				// The tenant's own session ids: it may have lost them,
+				// and nothing else lists a review.
+				return fmt.Errorf("%w: limits.disk %s with the tenant's other sessions' %s and the %s of its change sets kept for review is over its %s; discard or apply them (moat session discard SESSION; sessions %s)", ErrQuota,
+					policy.Size(disk), policy.Size(used), policy.Size(kept), policy.Size(q), strings.Join(reviews, ", "))
 			}
 			return fmt.Errorf("%w: limits.disk %s with the tenant's other sessions' %s is over its %s", ErrQuota,
 				policy.Size(disk), policy.Size(used), policy.Size(q))

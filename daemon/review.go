@@ -134,15 +134,16 @@ func reviewDisk(r *review) int64 {
 	return n
 }
 
-// reviewDiskLocked is what t's kept reviews hold on disk (m.mu held).
-func (m *Manager) reviewDiskLocked(t Tenant) int64 {
-	var n int64
+// reviewDiskLocked is what t's kept reviews hold on disk, and the
+// sessions of those that hold some, oldest first (m.mu held).
+func (m *Manager) reviewDiskLocked(t Tenant) (n int64, sessions []string) {
 	for _, r := range m.reviews {
-		if r.tenant == t.ID {
+		if r.tenant == t.ID && r.disk > 0 {
 			n += r.disk
+			sessions = append(sessions, r.session)
 		}
 	}
-	return n
+	return n, sessions
 }
 
 // dropReview removes what a forgotten review kept: the daemon's

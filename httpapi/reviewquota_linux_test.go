@@ -34,7 +34,7 @@ func TestReviewsCountInDiskQuota(t *testing.T) {
 	}
 	// 6MiB kept for review and 8MiB more are over 12MiB.
 	over, err := alice.CreateSession(ctx, req)
-	if apiCode(err) != client.CodeQuota || !strings.Contains(err.Error(), "review") {
+	if apiCode(err) != client.CodeQuota || !strings.Contains(err.Error(), "review") || !strings.Contains(err.Error(), s.ID) {
 		t.Errorf("a session of 8MiB with 6MiB kept for review under 12MiB: %v", err)
 	}
 	if err == nil {
