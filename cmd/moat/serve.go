@@ -53,7 +53,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	templatesDir := fs.String("templates", "", "directory of templates: each NAME.toml (or NAME.json) a policy a create request may name")
 	var pools stringList
 	fs.Var(&pools, "pool", "NAME=N: keep N sandboxes of template NAME made in advance, with an empty workspace (repeatable)")
-	tenantDisk := fs.String("tenant-disk", "", "bound on the sum of a tenant's sessions' limits.disk, e.g. 20GiB (each session must then set it, and keep its writes off the host: overlay or readonly)")
+	tenantDisk := fs.String("tenant-disk", "", "bound on the sum of a tenant's sessions' limits.disk and of the change sets it keeps for review, e.g. 20GiB (each session must then set it, and keep its writes off the host: overlay or readonly)")
 	approvalTimeout := fs.Duration("approval-timeout", 5*time.Minute, "how long an ask waits for a person's answer (moat approve, the approvals page) before it is refused")
 	webhook := fs.String("approval-webhook", "", "POST a JSON notice of each new pending approval to URL")
 	auditFile := fs.String("audit", "", "append the sessions' rule decisions (commands, the programs they start, the files API's changes) and the approvals' outcomes to FILE (hash-chained JSON lines)")
