@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
@@ -168,5 +170,37 @@ func TestGVisorRefusesExecChecks(t *testing.T) {
 	r = runIsolated(t, ws, func(p *policy.Policy) { gv(p); p.Harness.Builtin = []string{} }, "/bin/true")
 	if r.err != nil || len(r.rep.Degraded) > 0 {
 		t.Errorf("gvisor without rules: %v, degraded %q", r.err, r.rep.Degraded)
+	}
+}
+
+// TestGVisorCPULimitReported: a command that spins past the CPU-time
+// limit under gvisor ends with reason cpu, as under native (the
+// control), not as a plain SIGKILL: the sentry, as Linux, kills at the
+// hard limit without SIGXCPU when the soft one equals it. The same
+// spin under a cpu budget ends with reason budget, naming it.
+func TestGVisorCPULimitReported(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	spin := []string{"/bin/sh", "-c", "while :; do :; done"}
+	for _, iso := range []string{policy.IsolationNative, policy.IsolationGVisor} {
+		t.Run(iso, func(t *testing.T) {
+			r := runIsolated(t, ws, func(p *policy.Policy) {
+				p.Sandbox.Isolation, p.Harness.Builtin = iso, []string{}
+				p.Limits.CPU = policy.Duration(time.Second)
+				p.Limits.Wall = policy.Duration(time.Minute)
+			}, spin...)
+			if r.err != nil || r.rep.Reason != string(backend.CauseCPU) || !slices.Contains(r.rep.LimitsHit, "cpu") {
+				t.Errorf("spin under a 1s CPU limit: reason %q, limits hit %q, signal %v (%v)", r.rep.Reason, r.rep.LimitsHit, r.rep.Signal, r.err)
+			}
+			r = runIsolated(t, ws, func(p *policy.Policy) {
+				p.Sandbox.Isolation, p.Harness.Builtin = iso, []string{}
+				p.Budgets.CPU = policy.Duration(time.Second)
+				p.Limits.Wall = policy.Duration(time.Minute)
+			}, spin...)
+			if r.err != nil || r.rep.Reason != sandbox.ReasonBudget || r.rep.Budget != "cpu" {
+				t.Errorf("spin under a 1s cpu budget: reason %q, budget %q (%v)", r.rep.Reason, r.rep.Budget, r.err)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -142,11 +143,14 @@ func rlimits(l backend.Limits) []specs.POSIXRlimit {
 			out = append(out, specs.POSIXRlimit{Type: typ, Hard: v, Soft: v})
 		}
 	}
-	cpu := uint64(l.CPUTime.Seconds())
-	if l.CPUTime > 0 && cpu == 0 {
-		cpu = 1
+	// Whole seconds, rounded up, as the native backend sets it. The hard
+	// limit is a second past the soft one, as there: the sentry, as
+	// Linux, kills with SIGKILL at the hard limit before it sends SIGXCPU
+	// at the soft one, and a run killed so would read as an ordinary
+	// signal rather than its CPU limit (or budget).
+	if cpu := uint64((l.CPUTime + time.Second - 1) / time.Second); cpu > 0 {
+		out = append(out, specs.POSIXRlimit{Type: "RLIMIT_CPU", Soft: cpu, Hard: cpu + 1})
 	}
-	add("RLIMIT_CPU", cpu)
 	add("RLIMIT_NOFILE", l.OpenFiles)
 	add("RLIMIT_FSIZE", l.FileSize)
 	return out
