@@ -204,3 +204,56 @@ func TestGVisorCPULimitReported(t *testing.T) {
 		})
 	}
 }
+
+// TestGVisorSystemIDsRefused: gVisor has no id mapping, so the sandbox
+// user's uid and gid are the host's own for every file bound in, where
+// the native backend (as root) runs the command as user.host_uid and
+// host_gid. A sandbox gid of a host system group would read what that
+// group may (a shadow backup, TLS keys): it is refused under gvisor, by
+// name. The controls: the same probe under native runs and cannot read
+// the file, and gvisor with an ordinary gid runs.
+func TestGVisorSystemIDsRefused(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	dir := t.TempDir()
+	const sysGID = 99 // a system group: below the host's first ordinary id
+	if err := os.WriteFile(dir+"/group-only", []byte("GROUP-SECRET\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir+"/group-only", 0, sysGID); err != nil {
+		t.Fatal(err)
+	}
+	probe := []string{"/bin/sh", "-c", "id -g; cat " + dir + "/group-only"}
+	run := func(iso string, gid int) result {
+		return runIsolated(t, ws, func(p *policy.Policy) {
+			p.Sandbox.Isolation, p.Harness.Builtin = iso, []string{}
+			p.User.GID = gid
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, dir)
+		}, probe...)
+	}
+	r := run(policy.IsolationGVisor, sysGID)
+	if strings.Contains(r.stdout, "GROUP-SECRET") {
+		t.Errorf("gvisor with gid %d read a file only host group %d may: %q", sysGID, sysGID, r.stdout)
+	}
+	if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), "user.gid") {
+		t.Errorf("gvisor with gid %d: %v, want a refusal naming user.gid", sysGID, r.err)
+	}
+	r = run(policy.IsolationNative, sysGID)
+	if r.err != nil || r.rep.ExitCode == 0 || strings.Contains(r.stdout, "GROUP-SECRET") || !strings.Contains(r.stdout, fmt.Sprint(sysGID)) {
+		t.Errorf("control: native with gid %d: %q exit %d (%v), want it run and refused the file", sysGID, r.stdout, r.rep.ExitCode, r.err)
+	}
+	r = run(policy.IsolationGVisor, 1000)
+	if r.err != nil || !strings.Contains(r.stdout, "1000") || strings.Contains(r.stdout, "GROUP-SECRET") {
+		t.Errorf("control: gvisor with gid 1000: %q (%v), want it run and refused the file", r.stdout, r.err)
+	}
+	// The uid likewise: a readonly workspace, which needs no owner.
+	r = runIsolated(t, ws, func(p *policy.Policy) {
+		p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
+		p.Workspace.Mode = policy.WorkspaceReadOnly
+		p.User.UID = 99
+	}, "/bin/true")
+	if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), "user.uid") {
+		t.Errorf("gvisor with uid 99: %v, want a refusal naming user.uid", r.err)
+	}
+}

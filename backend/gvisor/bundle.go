@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -72,6 +73,26 @@ func unsupported(spec *backend.Spec) []string {
 			default:
 				out = append(out, fmt.Sprintf("writable %s owned by uid %d while the command is uid %d: runsc has no id-mapped mounts (run with --uid %d, the owner's uid, or --isolation native)", m.Target, st.Uid, spec.User.UID, st.Uid))
 			}
+		}
+	}
+	// runsc maps no ids: the command's uid and gid are the host's own
+	// for every file bound in (the native backend, as root, runs it as
+	// user.host_uid and host_gid instead). An id of a host system account
+	// would have that account's rights over the system directories (a
+	// group that reads a shadow backup or TLS keys); an ordinary one is a
+	// user's, as the workspace's owner is.
+	uidMin, gidMin := firstOrdinaryIDs()
+	for _, c := range []struct {
+		field     string
+		id, host  int
+		first     int
+		hostField string
+	}{
+		{"user.uid", spec.User.UID, spec.User.HostUID, uidMin, "user.host_uid"},
+		{"user.gid", spec.User.GID, spec.User.HostGID, gidMin, "user.host_gid"},
+	} {
+		if c.id < c.first && c.id != c.host {
+			out = append(out, fmt.Sprintf("%s %d, a system id on this host: runsc maps no ids, so the command would have host id %d's rights over the files bound in, not %s's (use an id from %d up, or --isolation native)", c.field, c.id, c.id, c.hostField, c.first))
 		}
 	}
 	if len(spec.Seccomp) > 1 || spec.SeccompAtExec {
@@ -400,4 +421,32 @@ func ociSeccomp(p *seccomp.Profile) (*specs.LinuxSeccomp, error) {
 		out.Syscalls = append(out.Syscalls, sc)
 	}
 	return out, nil
+}
+
+// firstOrdinaryIDs are the host's first uid and gid of ordinary
+// accounts, from /etc/login.defs (UID_MIN, GID_MIN), 1000 where it says
+// nothing: below them are the system's own accounts and groups.
+func firstOrdinaryIDs() (uid, gid int) {
+	uid, gid = 1000, 1000
+	data, err := os.ReadFile("/etc/login.defs")
+	if err != nil {
+		return uid, gid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n <= 0 {
+			continue
+		}
+		switch f[0] {
+		case "UID_MIN":
+			uid = n
+		case "GID_MIN":
+			gid = n
+		}
+	}
+	return uid, gid
 }

@@ -42,7 +42,9 @@
 // count the sentry's threads, not the sandbox's processes), a disk limit
 // (the sandbox's tmpfs is the sentry's memory), TCP port rules
 // (Landlock's; gVisor has no Landlock), a writable workspace the sandbox
-// user does not own (runsc has no id-mapped mounts), and a stack of
+// user does not own (runsc has no id-mapped mounts), a sandbox uid or gid
+// of a host system account (runsc maps no ids: the command has its ids'
+// rights over every file bound in, not user.host_uid's), and a stack of
 // several seccomp filters or one a runsc filter cannot express. What
 // gVisor does differently where it runs: the seccomp profile is applied
 // by the sentry to the command's system calls (a refused call gets EPERM,
