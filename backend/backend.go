@@ -267,7 +267,10 @@ type Capabilities struct {
 	// whose Limits.PidsRlimit is set asks for the latter.
 	PidsBy string
 	// LandlockABI is the Landlock ABI the backend applies (0: none).
+	// LandlockWhy says why there is none when the kernel's is not the
+	// reason (a backend that has no Landlock at all); empty otherwise.
 	LandlockABI int
+	LandlockWhy string
 }
 
 // What enforces a process limit (Capabilities.PidsBy).

@@ -49,6 +49,10 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		{"tcp rules", func(p *policy.Policy) { p.Network.TCPConnect = &[]int{443} }, "TCP port rules"},
 		{"pids", func(p *policy.Policy) { p.Limits.Pids = 64 }, "process limit"},
 		{"disk", func(p *policy.Policy) { p.Limits.Disk = 16 << 20 }, "disk limit"},
+		// gVisor's kernel has no Landlock, whatever the host's has: the
+		// refusal says so rather than send the user to moat doctor.
+		{"landlock required", func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockRequired }, "the gvisor backend has no Landlock"},
+		{"tcp rules wording", func(p *policy.Policy) { p.Network.TCPBind = &[]int{8080} }, "the gvisor backend has no Landlock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {

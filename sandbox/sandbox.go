@@ -506,7 +506,11 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 		caps = be.Capabilities()
 	}
 	if landlock == policy.LandlockRequired && caps.LandlockABI == 0 {
-		return fmt.Errorf("%w: filesystem.landlock is \"required\" and this host has no Landlock (see moat doctor); use \"auto\" or \"best-effort\" to run without it", ErrRefused)
+		why := "this host has no Landlock (see moat doctor)"
+		if caps.LandlockWhy != "" {
+			why = caps.LandlockWhy
+		}
+		return fmt.Errorf("%w: filesystem.landlock is \"required\" and %s; use \"auto\" or \"best-effort\" to run without it", ErrRefused, why)
 	}
 	degraded, err := checkCapabilities(spec, caps, allowDegraded)
 	if err != nil {
@@ -620,8 +624,11 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		gaps = append(gaps, fmt.Sprintf("disk limit (limits.disk / --disk) not enforced on %s: written in place on the host's filesystem (a direct or copy workspace, filesystem.read_write / --rw); --workspace-mode overlay keeps the workspace's writes under the limit, and readonly keeps them out", strings.Join(w, ", ")))
 	}
 	n := &spec.Network
-	check(n.RestrictBind || n.RestrictConnect, caps.LandlockABI >= 4,
-		fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI)),
+	tcpWhy := fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI))
+	if caps.LandlockWhy != "" {
+		tcpWhy = "they are Landlock's, and " + caps.LandlockWhy
+	}
+	check(n.RestrictBind || n.RestrictConnect, caps.LandlockABI >= 4, tcpWhy,
 		"TCP port rules", "network.tcp_bind, tcp_connect / --tcp-bind, --tcp-connect",
 		func() { n.RestrictBind, n.BindPorts, n.RestrictConnect, n.ConnectPorts = false, nil, false, nil })
 	if len(gaps) > 0 && !allow {

@@ -32,6 +32,7 @@ func capabilities() backend.Capabilities {
 		Memory: info.Usable["memory"], MemoryWhy: info.Why["memory"],
 		CPU: info.Usable["cpu"], CPUWhy: info.Why["cpu"],
 		PidsWhy: pidsWhy, Delegation: info.HowTo,
+		LandlockWhy: landlockWhy,
 	}
 }
 

@@ -25,6 +25,10 @@ func (*Backend) Capabilities() backend.Capabilities { return capabilities() }
 // pidsWhy is why the gvisor backend has no process limit.
 const pidsWhy = "the gvisor backend has no process limit: the sandbox's processes are the sentry's, and a host cgroup's pids limit would count the sentry's threads instead (--isolation native has one)"
 
+// landlockWhy is why a gvisor sandbox has no Landlock, whatever the
+// host's kernel has.
+const landlockWhy = "the gvisor backend has no Landlock: the command's file accesses are gVisor's kernel's, which has none (the mounts decide what exists)"
+
 // NoTUN says why a gvisor sandbox has no TUN device (transparent
 // egress): the sandbox package then runs it with the proxy alone.
 func (*Backend) NoTUN() string {
