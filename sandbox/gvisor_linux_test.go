@@ -261,3 +261,49 @@ func TestGVisorSystemIDsRefused(t *testing.T) {
 		t.Errorf("gvisor with uid 99: %v, want a refusal naming user.uid", r.err)
 	}
 }
+
+// TestGVisorDenyInSentryFiles: a denied path in what gVisor's kernel
+// makes itself (its /proc, and the /sys and /dev runsc gives every
+// sandbox) is hidden as under native, not skipped as a path the
+// sandbox lacks. The controls: the same probe without the deny reads
+// them under gvisor, and under native the denied file is hidden too.
+func TestGVisorDenyInSentryFiles(t *testing.T) {
+	gvisorUsable(t)
+	ws := t.TempDir()
+	os.Chown(ws, 1000, 1000)
+	probe := []string{"/bin/sh", "-c", "head -c 9 /proc/cpuinfo; echo; ls /sys/devices/system/cpu | head -1"}
+	deny := func(p *policy.Policy) {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, "/proc/cpuinfo", "/sys/devices/system/cpu")
+	}
+	for _, c := range []struct {
+		iso  string
+		deny bool
+		want []string
+		not  []string
+	}{
+		{policy.IsolationGVisor, true, nil, []string{"processor", "cpu0"}},
+		{policy.IsolationGVisor, false, []string{"processor", "cpu0"}, nil},
+		{policy.IsolationNative, true, nil, []string{"processor"}},
+	} {
+		r := runIsolated(t, ws, func(p *policy.Policy) {
+			p.Sandbox.Isolation, p.Harness.Builtin = c.iso, []string{}
+			if c.deny {
+				deny(p)
+			}
+		}, probe...)
+		if r.err != nil {
+			t.Errorf("%s (deny %v): %v", c.iso, c.deny, r.err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("control: %s without the deny lacks %q: %q %s", c.iso, w, r.stdout, r.stderr)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(r.stdout, n) {
+				t.Errorf("%s with the deny shows %q: %q", c.iso, n, r.stdout)
+			}
+		}
+	}
+}

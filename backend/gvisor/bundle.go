@@ -285,6 +285,14 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 			// point itself (or fails), so a path removed after this
 			// check is not left unhidden either.
 			src, ok := host(m.Target)
+			if !ok && sentryOwn(out, m.Target) {
+				// What gVisor's kernel makes itself (its /proc, and the
+				// /sys and /dev runsc gives every sandbox) has no host
+				// source, yet is there to read: masked all the same,
+				// a file or a directory as the host's like-named path
+				// is (a mismatch fails the mount, and the run).
+				src, ok = m.Target, true
+			}
 			if !ok {
 				if m.Optional {
 					continue // not in the sandbox at all
@@ -318,6 +326,33 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 		}
 	}
 	return out, nil
+}
+
+// sentryDirs are what runsc mounts in every sandbox from gVisor's own
+// kernel when the bundle does not mount them: its sysfs and its /dev.
+var sentryDirs = []string{"/sys", "/dev"}
+
+// sentryOwn reports whether target, in a sandbox of the mounts ms, is in
+// a filesystem gVisor's kernel makes itself: under a proc mount of ms, or
+// under sentryDirs with no mount of ms covering it.
+func sentryOwn(ms []specs.Mount, target string) bool {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if under(ms[i].Destination, target) {
+			return ms[i].Type == "proc"
+		}
+	}
+	for _, d := range sentryDirs {
+		if under(d, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether target is dir or below it.
+func under(dir, target string) bool {
+	rel, err := filepath.Rel(dir, target)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // coveredByAny reports whether a mount of ms has target at or below its

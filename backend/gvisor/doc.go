@@ -51,7 +51,8 @@
 // or ENOSYS where the profile says so; a call the profile kills on kills
 // the calling thread), the denials are not observed, /proc is the
 // sentry's own, and Landlock does not apply (the mounts decide what
-// exists).
+// exists; a denied path in the sentry's own /proc, /sys or /dev is
+// masked there as any other).
 //
 // Finding runsc (Find): [sandbox] runsc in the policy, $MOAT_RUNSC, the
 // cache scripts/runsc.sh builds into, then PATH; a named one must be
