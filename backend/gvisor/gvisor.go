@@ -27,7 +27,7 @@ const pidsWhy = "the gvisor backend has no process limit: the sandbox's processe
 
 // landlockWhy is why a gvisor sandbox has no Landlock, whatever the
 // host's kernel has.
-const landlockWhy = "the gvisor backend has no Landlock: the command's file accesses are gVisor's kernel's, which has none (the mounts decide what exists)"
+const landlockWhy = "the gvisor backend has no Landlock (gVisor's kernel, which serves the command's system calls, has none)"
 
 // NoTUN says why a gvisor sandbox has no TUN device (transparent
 // egress): the sandbox package then runs it with the proxy alone.
