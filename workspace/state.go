@@ -355,7 +355,20 @@ func copyTree(src, dst string, owners bool) error {
 			if testHookCopyFile != nil {
 				testHookCopyFile(to)
 			}
-			err = overlay.CopyFile(p, to, fi.Mode().Perm(), false)
+			// The file is copied as it is when opened, with that file's
+			// mode and owner: what the walk saw may have been replaced
+			// since (by a command writing the workspace directly), and a
+			// symlink or FIFO put there is left out as one found by the
+			// walk would be.
+			var in *os.File
+			in, fi, err = overlay.OpenRegular(p)
+			if errors.Is(err, overlay.ErrNotRegular) || errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err == nil {
+				err = overlay.CopyFrom(in, to, fi.Mode().Perm(), false)
+				in.Close()
+			}
 		default:
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -22,5 +23,26 @@ func TestCopyFile(t *testing.T) {
 	// dst must be new: an existing file is never written through.
 	if err := CopyFile(src, dst, 0o644, false); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("copy over an existing file: %v, want ErrExist", err)
+	}
+}
+
+// TestCopyFileNotRegular: a symlink at src is not followed, a FIFO not
+// waited on; the regular file beside them is the control (TestCopyFile).
+func TestCopyFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, []byte("content"), 0o644)
+	os.Symlink(target, filepath.Join(dir, "link"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "fifo"} {
+		err := CopyFile(filepath.Join(dir, name), filepath.Join(dir, name+".copy"), 0o644, false)
+		if !errors.Is(err, ErrNotRegular) {
+			t.Errorf("copy %s: %v, want ErrNotRegular", name, err)
+		}
+	}
+	if err := CopyFile(target, filepath.Join(dir, "target.copy"), 0o644, false); err != nil {
+		t.Errorf("copy the regular file: %v", err)
 	}
 }
