@@ -31,6 +31,12 @@ const MaxTarBytes = 256 << 20
 // MaxTarEntries bounds the entries of a tar, both ways.
 const MaxTarEntries = 10000
 
+// MaxTarDepth bounds how deep a download descends: the walk holds one
+// open directory per level, and a chain of directories a command made as
+// deep as MaxTarEntries would otherwise hold that many of the daemon's
+// file descriptors, which all its sessions share, for one request.
+const MaxTarDepth = 256
+
 // MaxTenantUploads bounds the tar uploads one tenant may have under way at
 // once. Each is spooled whole in the daemon's state directory before
 // anything is written (up to MaxTarBytes), outside any workspace and so

@@ -295,8 +295,8 @@ func (s *Session) chmodBeneath(rel string, d harness.Decision, mode fs.FileMode)
 
 // Tar writes the directory dir of the workspace to w as a tar archive:
 // regular files, directories and symbolic links (as links, never
-// followed); other files are left out. Past MaxTarEntries entries or
-// MaxTarBytes bytes of files it stops with ErrQuota.
+// followed); other files are left out. Past MaxTarEntries entries,
+// MaxTarBytes bytes of files or MaxTarDepth levels it stops with ErrQuota.
 func (s *Session) Tar(dir string, w io.Writer) error {
 	dir, err := cleanRel(dir)
 	if err == nil {
@@ -341,6 +341,7 @@ type tarWalk struct {
 	tw      *tar.Writer
 	entries int
 	bytes   int64
+	depth   int // directories open below the one asked for
 }
 
 // dir writes the entries of the open directory d, named below prefix.
@@ -382,6 +383,9 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 		h := &tar.Header{Name: name, Mode: int64(st.Mode & 0o777), ModTime: time.Unix(st.Mtim.Unix()), Format: tar.FormatPAX}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
+			if t.depth >= MaxTarDepth {
+				return fmt.Errorf("%w: the directory is over %d levels deep", ErrQuota, MaxTarDepth)
+			}
 			h.Typeflag, h.Name = tar.TypeDir, name+"/"
 			sub, err := openAt(d, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 			if err != nil {
@@ -389,7 +393,9 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 			}
 			err = t.tw.WriteHeader(h)
 			if err == nil {
+				t.depth++
 				err = t.dir(sub, name+"/")
+				t.depth--
 			}
 			sub.Close()
 			if err != nil {
