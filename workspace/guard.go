@@ -438,6 +438,16 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		common = filepath.Join(g.real, ".git") // made by the run: all of it is new
 	}
 	if common != "" {
+		// A link the run put where git keeps nested git directories
+		// leads git, and the walk below, wherever it says: it goes, not
+		// what it leads to.
+		for _, sub := range []string{"modules", "worktrees"} {
+			p := filepath.Join(common, sub)
+			if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 && !ctimeOf(fi).before(g.start) {
+				base, rel := g.baseOf(p)
+				q.move(base, rel, "a link the command made where git keeps nested git directories")
+			}
+		}
 		for _, d := range nestedGitDirs(common) {
 			if g.gitdirs[d] {
 				continue
@@ -615,6 +625,16 @@ func (q *quarantine) route(r route) {
 // file system, else copied and removed.
 func (q *quarantine) move(base, rel, why string) {
 	src := filepath.Join(q.g.hostPath(base), rel)
+	if link, out := q.g.linkOut(base, rel); out {
+		// The path leads out of base through a link: what is there is
+		// not the run's (the command could not write it) and is never
+		// moved, as the host's user (root, in the daemon) could move
+		// any file. The link goes instead if the run made it.
+		if link != "" {
+			q.move(base, link, "a link the command made, leading out of the workspace on the way to a protected path")
+		}
+		return
+	}
 	shown := rel
 	if base != q.g.ws || q.g.absolute {
 		shown = filepath.Join(base, rel)
@@ -646,6 +666,39 @@ func (q *quarantine) move(base, rel, why string) {
 	}
 	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
 	q.stat = statCache{}
+}
+
+// linkOut reports whether the directory holding base/rel (base as the
+// command sees it) lies outside base, reached through a symbolic link
+// below it, and then names that link relative to base if the run made it
+// (its ctime is not before the start), or "" if it was there before.
+// Finish runs once no process of the run is alive: nothing changes the
+// tree between this look and the move.
+func (g *Guard) linkOut(base, rel string) (link string, out bool) {
+	hb := g.hostPath(base)
+	rb, err1 := filepath.EvalSymlinks(hb)
+	rd, err2 := filepath.EvalSymlinks(filepath.Dir(filepath.Join(hb, rel)))
+	if err1 != nil || err2 != nil {
+		return "", false // nothing there to move: the move says so
+	}
+	if _, ok := relWithin(rb, rd); ok {
+		return "", false
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i := range parts[:len(parts)-1] {
+		sub := strings.Join(parts[:i+1], "/")
+		fi, err := os.Lstat(filepath.Join(hb, sub))
+		if err != nil {
+			break
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if !ctimeOf(fi).before(g.start) {
+				return sub, true
+			}
+			break
+		}
+	}
+	return "", true
 }
 
 // statCache remembers lstat results: protected paths share their first
