@@ -8,7 +8,6 @@ package overlay
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -68,13 +67,16 @@ func CopyFile(src, dst string, perm fs.FileMode, durable bool) error {
 	return CopyFrom(in, dst, perm, durable)
 }
 
-// CopyFrom is CopyFile from an open file.
+// CopyFrom is CopyFile from an open file. A sparse file stays sparse
+// where the system says where its data lies: its holes are not written,
+// so a file a command made of a few blocks and a huge size costs the
+// copy's file system those few blocks, not its size.
 func CopyFrom(in *os.File, dst string, perm fs.FileMode, durable bool) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if err := copyData(out, in); err != nil {
 		out.Close()
 		return err
 	}

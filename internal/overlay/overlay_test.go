@@ -46,3 +46,51 @@ func TestCopyFileNotRegular(t *testing.T) {
 		t.Errorf("copy the regular file: %v", err)
 	}
 }
+
+// TestCopyFileSparse: a file of a few data blocks and a huge size is
+// copied with its data where it was and its holes left holes; a dense
+// file of the same layout is the control for the content.
+func TestCopyFileSparse(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "sparse")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 30
+	f.WriteAt([]byte("head"), 0)
+	f.WriteAt([]byte("middle"), size/2)
+	f.WriteAt([]byte("tail"), size-4)
+	f.Close()
+	dst := filepath.Join(dir, "copy")
+	if err := CopyFile(src, dst, 0o644, false); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dst, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size || st.Blocks*512 > 8<<20 {
+		t.Errorf("copy: size %d, %d bytes allocated, want %d and a few blocks", st.Size, st.Blocks*512, size)
+	}
+	c, _ := os.Open(dst)
+	defer c.Close()
+	for _, w := range []struct {
+		off int64
+		s   string
+	}{{0, "head"}, {size / 2, "middle"}, {size - 4, "tail"}, {4096, "\x00\x00\x00\x00"}} {
+		b := make([]byte, len(w.s))
+		if _, err := c.ReadAt(b, w.off); err != nil || string(b) != w.s {
+			t.Errorf("at %d: %q, %v, want %q", w.off, b, err, w.s)
+		}
+	}
+	// The control: a small dense file comes whole.
+	dense := filepath.Join(dir, "dense")
+	os.WriteFile(dense, []byte("all of it\n"), 0o644)
+	if err := CopyFile(dense, dense+".copy", 0o644, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dense + ".copy"); string(b) != "all of it\n" {
+		t.Errorf("dense copy %q", b)
+	}
+}

@@ -1,0 +1,116 @@
+package sandbox_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
+)
+
+// TestQuarantineKeepsSparse: a direct-mode workspace on a tmpfs (as the
+// daemon bounds a tenant's), whose command plants a protected path
+// holding a sparse file of a huge size and no data. The quarantine, in
+// the state directory on another file system, is a copy: it must cost
+// the blocks the file holds, not its size, or a command would write
+// past its disk limit onto the host's disk. The control: the file's
+// data comes along.
+func TestQuarantineKeepsSparse(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount the workspace's tmpfs")
+	}
+	ws := t.TempDir()
+	if err := syscall.Mount("moat-test", ws, "tmpfs", 0, "size=64m,mode=0755"); err != nil {
+		t.Skip("cannot mount a tmpfs:", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ws, syscall.MNT_DETACH) })
+	state := t.TempDir()
+	var a, b syscall.Statfs_t
+	if syscall.Statfs(ws, &a) != nil || syscall.Statfs(state, &b) != nil || a.Fsid == b.Fsid {
+		t.Skip("the state directory is on the workspace's file system: the quarantine is a rename")
+	}
+	t.Setenv("MOAT_STATE_DIR", state)
+	const size = 256 << 20
+	r := sh(t, ws, nil, `mkdir .vscode && echo data > .vscode/big && truncate -s 268435456 .vscode/big && echo PLANTED`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "PLANTED") {
+		t.Fatalf("the command could not plant: %s%s", r.stdout, r.stderr)
+	}
+	if !slices.Contains(r.rep.ProtectedCreated, ".vscode") {
+		t.Fatalf("protected_created %q, want .vscode", r.rep.ProtectedCreated)
+	}
+	found := false
+	filepath.WalkDir(filepath.Join(state, "quarantine"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "big" {
+			return nil
+		}
+		found = true
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != size || st.Blocks*512 > 8<<20 {
+			t.Errorf("quarantined copy: size %d, %d bytes allocated, want %d and a few blocks", st.Size, st.Blocks*512, size)
+		}
+		if b := make([]byte, 5); func() bool { f, _ := os.Open(p); defer f.Close(); n, _ := f.Read(b); return n != 5 }() || string(b) != "data\n" {
+			t.Errorf("quarantined copy begins %q, want the file's data", b)
+		}
+		return nil
+	})
+	if !found {
+		t.Fatalf("no quarantined copy of .vscode/big under %s", state)
+	}
+}
+
+// TestDiskLimitMergeKeepsSparse: an overlay workspace under a disk limit
+// writes to the limit's tmpfs, and init merges the run's changes into the
+// change set on the host's disk after the run. A sparse file of a huge
+// size and one line of data must cost the change set that line's
+// blocks, not its size: the limit holds on the host too. The control:
+// the data comes along.
+func TestDiskLimitMergeKeepsSparse(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	const size = 256 << 20
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Limits.Disk = policy.Size(16 << 20)
+		p.Workspace.Mode = policy.WorkspaceOverlay
+	}, `echo data > big && truncate -s 268435456 big && echo WROTE`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "WROTE") {
+		t.Fatalf("the command could not write: %s%s", r.stdout, r.stderr)
+	}
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := store.List()
+	if err != nil || len(sets) != 1 {
+		t.Fatalf("change sets %v, %v", sets, err)
+	}
+	cs, err := store.Open(sets[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(cs.UpperDir(), "big")
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size || st.Blocks*512 > 8<<20 {
+		t.Errorf("the change set's big: size %d, %d bytes allocated, want %d and a few blocks", st.Size, st.Blocks*512, size)
+	}
+	b := make([]byte, 5)
+	if f, err := os.Open(p); err == nil {
+		f.Read(b)
+		f.Close()
+	}
+	if string(b) != "data\n" {
+		t.Errorf("the change set's big begins %q, want its data", b)
+	}
+}
