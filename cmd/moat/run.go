@@ -279,7 +279,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
 	}
 	if runErr != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", runErr)
+		// It may name a path the command made (a quarantine's).
+		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(runErr.Error()))
 	} else if rep.Reason != "exit" {
 		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
 	}
