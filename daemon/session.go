@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // CreateRequest is a new session.
@@ -520,8 +521,29 @@ func (s *Session) close(ctx context.Context) error {
 	s.events.close()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
+		if s.TempWorkspace {
+			removeQuarantined(rep.Quarantined)
+		}
 	}
 	return err
+}
+
+// removeQuarantined removes what the sandbox quarantined from a
+// workspace the daemon made, which goes with the session: kept, it would
+// stay on the host's disk for good, outside the tenant's disk quota, up
+// to the session's whole limits.disk each time. The directories the
+// quarantine made for it go too, once empty.
+func removeQuarantined(qs []workspace.Quarantined) {
+	for _, q := range qs {
+		if removeAll(q.To) != nil {
+			continue
+		}
+		for d := filepath.Dir(q.To); filepath.Base(d) != "quarantine" && filepath.Dir(d) != d; d = filepath.Dir(d) {
+			if os.Remove(d) != nil {
+				break
+			}
+		}
+	}
 }
 
 // Start starts a background command in s; its output is kept, bounded,
