@@ -521,17 +521,27 @@ func (g *Guard) newGitlinks(common string) []string {
 	// A split index (git update-index --split-index) keeps entries in
 	// sharedindex.* files beside the index, in the same format.
 	shared, _ := filepath.Glob(filepath.Join(filepath.Dir(index), "sharedindex.*"))
+	// An index this reader cannot read may still be one git reads: every
+	// .git the run made anywhere is then a candidate, found by one walk
+	// of the workspace however many such files the run left. Past
+	// maxSharedIndexes (git keeps one in use, and a few old ones until it
+	// expires them), reading each costs more than that walk.
+	walk := len(shared) > maxSharedIndexes
+	if walk {
+		shared = nil
+	}
 	for _, f := range append([]string{index}, shared...) {
 		if fi, err := os.Lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
 			links, err := readGitlinks(f, g.objFmt)
 			if err != nil {
-				// An index this reader cannot read may still be one git
-				// reads: every .git the run made anywhere is a candidate.
-				paths = append(paths, g.dotGitsSince()...)
+				walk = true
 				continue
 			}
 			paths = append(paths, links...)
 		}
+	}
+	if walk {
+		paths = append(paths, g.dotGitsSince()...)
 	}
 	var out []string
 	for _, p := range paths {
@@ -550,12 +560,21 @@ func (g *Guard) newGitlinks(common string) []string {
 	return out
 }
 
+// maxSharedIndexes bounds the split index files newGitlinks reads.
+const maxSharedIndexes = 8
+
+// testHookDotGitsSince, when set (by tests), runs at each dotGitsSince.
+var testHookDotGitsSince func()
+
 // dotGitsSince lists the directories below the workspace's top that
 // hold a .git made or changed since the run started: the fallback when
 // the index cannot be read for its gitlinks. It walks the whole
 // workspace, which only a run that left an index this package cannot
 // read pays for.
 func (g *Guard) dotGitsSince() []string {
+	if testHookDotGitsSince != nil {
+		testHookDotGitsSince()
+	}
 	var out []string
 	filepath.WalkDir(g.real, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.Name() != ".git" || p == g.real+"/.git" {

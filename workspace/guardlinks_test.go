@@ -81,3 +81,37 @@ func TestFinishStaysInside(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishWalksOnce: a run that leaves many index files this package
+// cannot read (split index files named as git names them) makes Finish
+// walk the workspace for new .git once, not once per file: each walk
+// costs the host's time after the run, with a workspace the command
+// filled. The control: the walk still finds the .git the run made.
+func TestFinishWalksOnce(t *testing.T) {
+	ws := t.TempDir()
+	tree(t, ws, map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/objects/": "", ".git/refs/": "", ".git/config": "[core]\n"})
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+	for i := range 50 {
+		os.WriteFile(filepath.Join(ws, ".git", "sharedindex."+strings.Repeat("0", 39)+string(rune('a'+i%26))+string(rune('a'+i/26))), []byte("garbage"), 0o644)
+	}
+	os.WriteFile(filepath.Join(ws, ".git/index"), []byte("DIRC\x00\x00\x00\x09garbage"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "deep/sub/.git"), 0o755)
+	os.WriteFile(filepath.Join(ws, "deep/sub/.git/config"), []byte("[core]\n"), 0o644)
+	walks := 0
+	testHookDotGitsSince = func() { walks++ }
+	defer func() { testHookDotGitsSince = nil }()
+	moved, err := g.Finish(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moved) != 1 || moved[0].Path != "deep/sub/.git" {
+		t.Errorf("control: quarantined %+v, want deep/sub/.git", moved)
+	}
+	if walks != 1 {
+		t.Errorf("Finish walked the workspace %d times, want once", walks)
+	}
+}
