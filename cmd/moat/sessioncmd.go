@@ -125,9 +125,11 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readBounded reads a regular file of at most max bytes.
+// readBounded reads a regular file of at most max bytes. A FIFO is not
+// waited on: the file may be in a direct workspace, where a session's
+// command could have put one.
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
