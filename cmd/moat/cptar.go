@@ -43,7 +43,8 @@ func writeTar(w io.Writer, dir string, stderr io.Writer) error {
 			}
 		case fi.IsDir(), fi.Mode().IsRegular():
 		default:
-			fmt.Fprintf(stderr, "moat cp: left out %s: not a file, directory or link\n", p)
+			// The name may be a sandboxed command's (a direct workspace).
+			fmt.Fprintf(stderr, "moat cp: left out %s: not a file, directory or link\n", workspace.QuoteName(p))
 			return nil
 		}
 		h, err := tar.FileInfoHeader(fi, link)
@@ -62,11 +63,16 @@ func writeTar(w io.Writer, dir string, stderr io.Writer) error {
 		if !fi.Mode().IsRegular() {
 			return nil
 		}
-		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		// Not a FIFO put there since the walk looked, which would hold
+		// the copy forever.
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("%s: changed while being copied", workspace.QuoteName(p))
+		}
 		_, err = io.CopyN(tw, f, h.Size)
 		return err
 	})
