@@ -52,3 +52,34 @@ func TestTempWorkspaceQuarantineGoes(t *testing.T) {
 		t.Errorf("the session's end left %d bytes quarantined in the state directory from a workspace that is gone", n)
 	}
 }
+
+// TestTempWorkspaceChangeSetGoes: the change set of an overlay session
+// in the empty workspace the daemon made holds what its commands wrote,
+// on the host's disk; the workspace, its lower layer, goes when the
+// session is deleted, and nothing can apply the change set after that.
+// It must go too, or each such session leaves what it wrote (up to its
+// limits.disk under a quota) there for good, outside the tenant's quota. The control: the change
+// set held the write while the session lived.
+func TestTempWorkspaceChangeSetGoes(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	// No disk limit: the writes land in the change set as they are made
+	// (under one, at the session's end), where the control sees them.
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{WorkspaceMode: "overlay"})
+	_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"dd", "if=/dev/zero", "of=junk", "bs=1M", "count=4"}})
+	if rep.ExitCode != 0 {
+		t.Fatalf("control: the command could not write: exit %d", rep.ExitCode)
+	}
+	runs := filepath.Join(state, "runs")
+	if n, _ := workspace.DirSize(runs); n < 4<<20 {
+		t.Fatalf("control: the change sets hold %d bytes, want the 4MiB written", n)
+	}
+	if err := d.c.DeleteSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := workspace.DirSize(runs); n > 1<<20 {
+		t.Errorf("the session's end left %d bytes of change set in the state directory, for a workspace that is gone", n)
+	}
+}
