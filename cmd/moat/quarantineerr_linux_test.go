@@ -25,7 +25,10 @@ func TestQuarantineErrorEscaped(t *testing.T) {
 		t.Cleanup(func() { syscall.Unmount(d, syscall.MNT_DETACH) })
 		return d
 	}
-	ws, state := mount("16m"), mount("1m")
+	// The workspace stays where the test's temporary directories are
+	// (a tmpfs cannot be id-mapped before Linux 6.3, which a root run
+	// needs); only the state directory is a small tmpfs.
+	ws, state := t.TempDir(), mount("1m")
 	t.Setenv("MOAT_STATE_DIR", filepath.Join(state, "s"))
 	// A submodule git directory the run adds, with a name of its choice
 	// and a config larger than the state directory can hold.
