@@ -13,8 +13,8 @@ import (
 	"github.com/moatbox/moat/workspace"
 )
 
-// TestQuarantineKeepsSparse: a direct-mode workspace on a tmpfs (as the
-// daemon bounds a tenant's), whose command plants a protected path
+// TestQuarantineKeepsSparse: a direct-mode workspace (on a tmpfs, the
+// daemon bounds a tenant's) whose command plants a protected path
 // holding a sparse file of a huge size and no data. The quarantine, in
 // the state directory on another file system, is a copy: it must cost
 // the blocks the file holds, not its size, or a command would write
@@ -22,14 +22,17 @@ import (
 // data comes along.
 func TestQuarantineKeepsSparse(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount the workspace's tmpfs")
+		t.Skip("needs root to mount the state directory's tmpfs")
 	}
+	// The state directory is the tmpfs, on a file system of its own: a
+	// workspace on tmpfs cannot be id-mapped before Linux 6.3, which a
+	// root run needs.
 	ws := t.TempDir()
-	if err := syscall.Mount("moat-test", ws, "tmpfs", 0, "size=64m,mode=0755"); err != nil {
+	state := t.TempDir()
+	if err := syscall.Mount("moat-test", state, "tmpfs", 0, "size=64m,mode=0755"); err != nil {
 		t.Skip("cannot mount a tmpfs:", err)
 	}
-	t.Cleanup(func() { syscall.Unmount(ws, syscall.MNT_DETACH) })
-	state := t.TempDir()
+	t.Cleanup(func() { syscall.Unmount(state, syscall.MNT_DETACH) })
 	var a, b syscall.Statfs_t
 	if syscall.Statfs(ws, &a) != nil || syscall.Statfs(state, &b) != nil || a.Fsid == b.Fsid {
 		t.Skip("the state directory is on the workspace's file system: the quarantine is a rename")
