@@ -103,7 +103,9 @@ type Request struct {
 	// AllowDegraded runs even when a limit the policy asks for cannot be
 	// enforced here; each gap is listed in Report.Degraded.
 	AllowDegraded bool
-	// Backend runs the Spec; nil means the native backend.
+	// Backend runs the Spec; nil means the one the policy's
+	// sandbox.isolation names. A policy that asks for gvisor is refused
+	// with any other backend (ErrRefused).
 	Backend backend.Backend
 	// ExitAfter says that the caller is a program whose one job is this
 	// run, as the CLI is. It promises three things, each of which spares
@@ -219,6 +221,19 @@ type ChangeSetRef struct {
 // policy asks for and degradation was not allowed.
 var ErrRefused = errors.New("refusing to run")
 
+// backendFor is the backend a run or session of p uses: be if the caller
+// chose one, else the one p's sandbox.isolation names. The isolation is a
+// floor the policy sets: a caller's backend never runs with less of it.
+func backendFor(be backend.Backend, p *policy.Policy, exitAfter bool) (backend.Backend, error) {
+	if be == nil {
+		return defaultBackend(p, exitAfter), nil
+	}
+	if p.Sandbox.Isolation == policy.IsolationGVisor && be.Name() != policy.IsolationGVisor {
+		return nil, fmt.Errorf("%w: the policy asks for sandbox.isolation = %q, and the caller's backend is %q", ErrRefused, p.Sandbox.Isolation, be.Name())
+	}
+	return be, nil
+}
+
 // NewRunID returns a fresh random run id.
 func NewRunID() string {
 	// The runtime's generator (ChaCha8, seeded from the kernel at start):
@@ -291,9 +306,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return rep, err
 	}
 	rep.StartedAt = time.Now()
-	be := req.Backend
-	if be == nil {
-		be = defaultBackend(req.Policy, req.ExitAfter)
+	be, err := backendFor(req.Backend, req.Policy, req.ExitAfter)
+	if err != nil {
+		return fail(err)
 	}
 	if be == nil {
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))

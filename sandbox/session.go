@@ -43,7 +43,8 @@ type SessionRequest struct {
 	// Request.SecretRoots).
 	SecretRoots *x509.CertPool
 	// Backend keeps the sandbox; it must implement backend.Lifecycle. Nil
-	// means the native backend.
+	// means the one the policy's sandbox.isolation names; a policy that
+	// asks for gvisor is refused with any other (ErrRefused).
 	Backend backend.Backend
 	// Session names the change set of an overlay or copy workspace, which
 	// every command of the session writes to, and which successive
@@ -140,9 +141,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if req.Caller != nil {
 		caller = *req.Caller
 	}
-	be := req.Backend
-	if be == nil {
-		be = defaultBackend(p, false)
+	be, err := backendFor(req.Backend, p, false)
+	if err != nil {
+		return nil, err
 	}
 	if be == nil {
 		return nil, fmt.Errorf("sessions are only supported on Linux: %w", errors.ErrUnsupported)
