@@ -118,19 +118,8 @@ func (m *Manager) ownWorkspace(ws string) bool {
 }
 
 // removeAll removes a workspace made by the daemon, whose contents the
-// sandbox user may have made read-only.
-func removeAll(dir string) error {
-	if err := os.RemoveAll(dir); err == nil {
-		return nil
-	}
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
-}
+// sandbox user may have made read-only (workspace.RemoveTree).
+func removeAll(dir string) error { return workspace.RemoveTree(dir) }
 
 // cgroupSweepAge is when a cgroup is old enough for cgroup.Sweep.
 const cgroupSweepAge = 11 * time.Second

@@ -726,20 +726,37 @@ func (c *ChangeSet) Discard() error {
 	})
 }
 
-// removeAll is os.RemoveAll that first makes directories writable and
-// searchable to their owner: the kernel's work/work is mode 0, and a
-// command may have left directories it cannot be descended into.
-func removeAll(dir string) error {
-	// WalkDir calls the function on a directory before reading it, so the
-	// chmod comes in time for the walk itself to descend.
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			if fi, e := d.Info(); e == nil && fi.Mode().Perm()&0o700 != 0o700 {
-				os.Chmod(p, fi.Mode().Perm()|0o700)
+// removeAll is RemoveTree.
+func removeAll(dir string) error { return RemoveTree(dir) }
+
+// RemoveTree removes dir, a tree a sandboxed command may have made, as
+// os.RemoveAll does, after making its directories writable and searchable
+// to their owner: the kernel's work/work is mode 0, and a command may have
+// left directories it cannot be descended into. Every change of mode is
+// made through an os.Root of dir, so a directory swapped for a symbolic
+// link while the walk runs never has the mode of what it points to outside
+// dir changed (os.Chmod by path would follow it).
+func RemoveTree(dir string) error {
+	// dir itself is named by the caller, in a directory the command cannot
+	// write: only what is below it is the command's.
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+		os.Chmod(dir, fi.Mode().Perm()|0o700)
+	}
+	if root, err := os.OpenRoot(dir); err == nil {
+		// WalkDir calls the function on a directory before reading it, so
+		// the chmod comes in time for the walk itself to descend.
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				if fi, e := d.Info(); e == nil && fi.Mode().Perm()&0o700 != 0o700 {
+					if rel, e := filepath.Rel(dir, p); e == nil {
+						root.Chmod(rel, fi.Mode().Perm()|0o700)
+					}
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+		root.Close()
+	}
 	return os.RemoveAll(dir)
 }
 
