@@ -3,12 +3,8 @@ package httpapi_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/moatbox/moat/client"
@@ -26,31 +22,9 @@ import (
 // as missing, a file it can reach as not a directory, and its own
 // directory works.
 func TestNoOracleOnOthersPaths(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the daemon's rights beyond the tenant's are root's")
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed: it is the client run as another uid")
-	}
-	name := os.Getenv("MOAT_TEST_USER")
-	if name == "" {
-		name = "moatci"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Skipf("no test user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	o := rootServingOther(t, "moat-oracle-")
+	uid, gid, base := o.uid, o.gid, o.base
 	d := startDaemon(t, daemon.Config{}, nil)
-	// Under a root-owned 0755 directory no other user can rename (see
-	// TestUIDTenants).
-	base, err := os.MkdirTemp("/run", "moat-oracle-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
 	priv := filepath.Join(base, "priv") // root's, closed
 	os.Mkdir(priv, 0o700)
 	os.WriteFile(filepath.Join(priv, "file"), nil, 0o644)
@@ -73,12 +47,7 @@ func TestNoOracleOnOthersPaths(t *testing.T) {
 	create := func(body map[string]any) (code, msg string, ok bool) {
 		t.Helper()
 		b, _ := json.Marshal(body)
-		cmd := exec.Command("curl", "-s", "--unix-socket", d.sock, "-d", string(b), "http://moat/v1/sessions")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("curl as %s: %v", name, err)
-		}
+		out := o.curl(t, d.sock, "-d", string(b), "http://moat/v1/sessions")
 		var r struct {
 			ID    string        `json:"id"`
 			Error *client.Error `json:"error"`

@@ -2,12 +2,8 @@ package httpapi_test
 
 import (
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/moatbox/moat/client"
@@ -23,43 +19,13 @@ import (
 // the same session fits before, and after the discard; the diff is still
 // refused.
 func TestOthersChangeSetsBounded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a daemon serving another user")
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed: it is the client run as another uid")
-	}
-	name := os.Getenv("MOAT_TEST_USER")
-	if name == "" {
-		name = "moatci"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Skipf("no test user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	o := rootServingOther(t, "moat-otherscs-")
+	uid, gid, base := o.uid, o.gid, o.base
 	d := startDaemon(t, daemon.Config{TenantDisk: 12 << 20}, nil)
-	// Under a root-owned 0755 directory no other user can rename (see
-	// TestUIDTenants).
-	base, err := os.MkdirTemp("/run", "moat-otherscs-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
 	own := filepath.Join(base, "own")
 	os.Mkdir(own, 0o755)
 	os.Chown(own, uid, gid)
-	curl := func(args ...string) string {
-		cmd := exec.Command("curl", append([]string{"-s", "--unix-socket", d.sock}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("curl as %s: %v", name, err)
-		}
-		return string(out)
-	}
+	curl := func(args ...string) string { return string(o.curl(t, d.sock, args...)) }
 	create := func() string {
 		return curl("-d", `{"workspace":"`+own+`","workspace_mode":"overlay","policy":"[limits]\ndisk = \"8MiB\"\n"}`, "http://moat/v1/sessions")
 	}
@@ -71,7 +37,7 @@ func TestOthersChangeSetsBounded(t *testing.T) {
 	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(out, `{"id":"`), `"`)
 	if !strings.Contains(out, `"tenant":"uid:`) || len(id) != 16 {
-		t.Fatalf("positive control: %s's overlay session in its own workspace: %s", name, out)
+		t.Fatalf("positive control: %s's overlay session in its own workspace: %s", o.name, out)
 	}
 	if out := curl("-d", `{"args":["dd","if=/dev/zero","of=big","bs=1M","count=6"]}`, "http://moat/v1/sessions/"+id+"/exec"); !strings.Contains(out, `"exit_code":0`) {
 		t.Fatalf("6MiB in the session: %s", out)
@@ -89,7 +55,7 @@ func TestOthersChangeSetsBounded(t *testing.T) {
 		t.Errorf("the refusal does not say what holds the disk: %s", out)
 	}
 	if out := curl("-X", "POST", "http://moat/v1/sessions/"+id+"/discard"); out != "" {
-		t.Errorf("%s discards its change set: %s", name, out)
+		t.Errorf("%s discards its change set: %s", o.name, out)
 	}
 	if out := create(); !strings.Contains(out, `"tenant":"uid:`) {
 		t.Errorf("positive control: the quota freed by the discard: %s", out)
