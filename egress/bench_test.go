@@ -61,28 +61,19 @@ func sourceServer(b *testing.B, size int64) int {
 	}
 	b.Cleanup(func() { l.Close() })
 	chunk := make([]byte, 1<<20)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
+	serveEach(l, func(c net.Conn) {
+		var one [1]byte
+		if _, err := io.ReadFull(c, one[:]); err != nil {
+			return
+		}
+		for left := size; left > 0; {
+			n := min(left, int64(len(chunk)))
+			if _, err := c.Write(chunk[:n]); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				var one [1]byte
-				if _, err := io.ReadFull(c, one[:]); err != nil {
-					return
-				}
-				for left := size; left > 0; {
-					n := min(left, int64(len(chunk)))
-					if _, err := c.Write(chunk[:n]); err != nil {
-						return
-					}
-					left -= n
-				}
-			}()
+			left -= n
 		}
-	}()
+	})
 	return l.Addr().(*net.TCPAddr).Port
 }
 

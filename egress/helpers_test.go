@@ -352,3 +352,20 @@ func contains(t *testing.T, s, sub string) {
 func tlsClient(c net.Conn, serverName string) *tls.Conn {
 	return tls.Client(c, &tls.Config{ServerName: serverName, InsecureSkipVerify: serverName == ""})
 }
+
+// serveEach accepts on l until it is closed and handles each connection
+// on a goroutine of its own, closing it after.
+func serveEach(l net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+}

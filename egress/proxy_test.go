@@ -781,19 +781,10 @@ func bannerServer(t *testing.T) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.WriteString(c, banner)
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
+	serveEach(l, func(c net.Conn) {
+		io.WriteString(c, banner)
+		io.Copy(io.Discard, c)
+	})
 	return l.Addr().(*net.TCPAddr).Port
 }
 

@@ -24,45 +24,36 @@ func TestProxyBoundsResponseHeader(t *testing.T) {
 	}
 	defer l.Close()
 	written := make(chan int64, 8)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				w := bufio.NewWriter(c)
-				deadline := time.Now().Add(5 * time.Second)
-				c.SetWriteDeadline(deadline)
-				var total int64
-				send := func(s string) bool {
-					n, err := w.WriteString(s)
-					total += int64(n)
-					return err == nil && w.Flush() == nil
-				}
-				pad := "X-Pad: " + strings.Repeat("p", 4096) + "\r\n"
-				switch req.URL.Path {
-				case "/ok":
-					send("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n")
-					send("HTTP/1.1 200 OK\r\n" + strings.Repeat(pad, 50) + "Content-Length: 5\r\nConnection: close\r\n\r\nhello")
-					return
-				case "/header":
-					send("HTTP/1.1 200 OK\r\n")
-					for time.Now().Before(deadline) && send(pad) {
-					}
-				case "/interim":
-					for time.Now().Before(deadline) && send("HTTP/1.1 103 Early Hints\r\n\r\n") {
-					}
-				}
-				written <- total
-			}()
+	serveEach(l, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
+		w := bufio.NewWriter(c)
+		deadline := time.Now().Add(5 * time.Second)
+		c.SetWriteDeadline(deadline)
+		var total int64
+		send := func(s string) bool {
+			n, err := w.WriteString(s)
+			total += int64(n)
+			return err == nil && w.Flush() == nil
+		}
+		pad := "X-Pad: " + strings.Repeat("p", 4096) + "\r\n"
+		switch req.URL.Path {
+		case "/ok":
+			send("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n")
+			send("HTTP/1.1 200 OK\r\n" + strings.Repeat(pad, 50) + "Content-Length: 5\r\nConnection: close\r\n\r\nhello")
+			return
+		case "/header":
+			send("HTTP/1.1 200 OK\r\n")
+			for time.Now().Before(deadline) && send(pad) {
+			}
+		case "/interim":
+			for time.Now().Before(deadline) && send("HTTP/1.1 103 Early Hints\r\n\r\n") {
+			}
+		}
+		written <- total
+	})
 	port := l.Addr().(*net.TCPAddr).Port
 	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
 	url := fmt.Sprintf("http://allowed.test:%d", port)

@@ -467,29 +467,20 @@ func TestSecretMalformedResponseScrubbed(t *testing.T) {
 	defer l.Close()
 	type seen struct{ auth, upgrade string }
 	got := make(chan seen, 10)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				auth := req.Header.Get("Authorization")
-				got <- seen{auth, req.Header.Get("Upgrade")}
-				if req.URL.Path == "/api/upgrade" {
-					io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"+auth)
-				} else {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Ok: 1\r\nno colon "+auth+"\r\n\r\n")
-				}
-				time.Sleep(100 * time.Millisecond)
-			}()
+	serveEach(l, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
+		auth := req.Header.Get("Authorization")
+		got <- seen{auth, req.Header.Get("Upgrade")}
+		if req.URL.Path == "/api/upgrade" {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"+auth)
+		} else {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Ok: 1\r\nno colon "+auth+"\r\n\r\n")
+		}
+		time.Sleep(100 * time.Millisecond)
+	})
 	port := l.Addr().(*net.TCPAddr).Port
 	tp, secs := secretsProxy(t, testRoots())
 	tok := secs.list[0].Placeholder
