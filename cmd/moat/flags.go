@@ -97,7 +97,7 @@ func limitFlags(o *policy.Overrides) []struct {
 
 // volumeFlag is Docker's -v SRC[:DST[:ro|rw]], which is --rw SRC, or
 // --ro SRC with ro. moat mounts a path at its own place, so DST, when
-// given, must be SRC.
+// given, must be SRC; SRC:ro and SRC:rw leave it out.
 type volumeFlag struct{ f *runFlags }
 
 func (v volumeFlag) String() string { return "" }
@@ -110,6 +110,10 @@ func (v volumeFlag) Set(s string) error {
 	src, err := filepath.Abs(parts[0])
 	if err != nil {
 		return err
+	}
+	if len(parts) == 2 && (parts[1] == "ro" || parts[1] == "rw") {
+		// SRC:ro, the short form moat run --help shows.
+		parts = []string{parts[0], parts[0], parts[1]}
 	}
 	if len(parts) >= 2 && filepath.Clean(parts[1]) != src {
 		return fmt.Errorf("%q: moat mounts a host path at its own place inside the sandbox, so the destination must be %s (or leave it out: -v %s)", s, src, parts[0])
