@@ -167,6 +167,11 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	// otherwise), all at once.
 	made := func(path string) bool { return c.WorkspaceMade && within(ws, path) }
 	sysMounts, denied, rwReal := map[string]backend.Mount{}, map[string][]string{}, map[string]string{}
+	rwMissing := map[string]bool{}
+	missing := func(path string) bool {
+		_, err := os.Stat(path)
+		return errors.Is(err, fs.ErrNotExist)
+	}
 	present := map[string]bool{}
 	if c.WorkspaceMade {
 		if err := asOwner(c, func() {
@@ -183,6 +188,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			for _, rw := range p.Filesystem.ReadWrite {
 				if !made(rw) {
 					rwReal[rw] = realPath(rw)
+					rwMissing[rw] = missing(rw)
 				}
 			}
 			for _, d := range p.Filesystem.Deny {
@@ -204,6 +210,13 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	// directory holding the caller's home (a symlink to one included).
 	for i, rw := range p.Filesystem.ReadWrite {
 		field := fmt.Sprintf("filesystem.read_write[%d]", i)
+		// Bound from the host, a read-write path must be there. One in
+		// a workspace the caller made is the command's business, and one
+		// outside it was looked up with the owner's rights: nothing here
+		// tells a tenant what only the daemon could see.
+		if gone, known := rwMissing[rw]; gone || !known && !made(rw) && missing(rw) {
+			return nil, p.FieldError(field, fmt.Sprintf("%s does not exist: a read-write path is the host's own, shown to the command; create it first", rw))
+		}
 		for _, path := range []string{rw, rwSource(rw)} {
 			if path == "/" {
 				return nil, p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))

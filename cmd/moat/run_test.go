@@ -270,14 +270,14 @@ func TestRoundToZeroFlag(t *testing.T) {
 // does are accepted; a volume elsewhere than its source and a -w
 // outside the workspace are refused, saying why.
 func TestDockerSpellings(t *testing.T) {
-	ws, dir := t.TempDir(), t.TempDir()
+	ws, dir, dir2 := t.TempDir(), t.TempDir(), t.TempDir()
 	code, out, errs := moat(t, ws, "policy", "show", "-it", "--rm", "-m", "512m", "--pids-limit", "10", "--cpus", "1.5",
-		"--network", "none", "-e", "A=B", "-e", "LC_X", "-v", dir+":"+dir+":ro", "-v", "/var/tmp", "--read-only", "-u", "1234:1235")
+		"--network", "none", "-e", "A=B", "-e", "LC_X", "-v", dir+":"+dir+":ro", "-v", dir2+":ro", "-v", "/var/tmp", "--read-only", "-u", "1234:1235")
 	if code != 0 {
 		t.Fatalf("policy show: code %d err %q", code, errs)
 	}
 	for _, want := range []string{"memory = '512MiB'", "pids = 10", "cpus = 1.5", "mode = 'none'", "A = 'B'", "'LC_X'",
-		"'/etc', '" + dir + "']", "read_write = ['/var/tmp']", "mode = 'readonly'", "uid = 1234\ngid = 1235"} {
+		"'/etc', '" + dir + "', '" + dir2 + "']", "read_write = ['/var/tmp']", "mode = 'readonly'", "uid = 1234\ngid = 1235"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("policy lacks %q:\n%s", want, out)
 		}
@@ -290,6 +290,7 @@ func TestDockerSpellings(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{"-v " + dir + ":/mnt", "the destination must be " + dir},
 		{"-v " + dir + ":" + dir + ":z", `mode "z" is not ro or rw`},
+		{"-v " + filepath.Join(dir, "missing"), filepath.Join(dir, "missing") + " does not exist"},
 		{"-w " + dir, "outside the workspace"},
 		{"-u root", "numeric ids"},
 		{"-u 0", "0 is root"},
