@@ -219,6 +219,10 @@ func TestHelpOfCommandsWithoutFlags(t *testing.T) {
 		{"policy", "suggest", "--help"},
 		{"audit", "verify", "-h"},
 		{"fetch", "--help"},
+		{"session", "--help"},
+		// No SESSION before the command ($S empty): "sh" is not one.
+		{"exec", "--", "sh", "-c", "true"},
+		{"exec", "-t", "--", "sh"},
 	} {
 		code, out, errs := moat(t, ws, args...)
 		if code != 2 || out != "" || !strings.HasPrefix(errs, "usage: moat "+args[0]) {

@@ -51,8 +51,8 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 }
 
 func cmdSession(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "moat session: want create, ls, rm, diff, apply, discard, events")
+	if len(args) == 0 || asksHelp(args[:1]) {
+		fmt.Fprintln(stderr, "usage: moat session create|ls|rm|diff|apply|discard|events [flags] [SESSION] (moat session CMD --help for each)")
 		return 2
 	}
 	switch args[0] {
@@ -208,10 +208,13 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rest := fs.Args()
+	// A "--" the flags end at came before any SESSION: the first word
+	// of the command is not one (moat exec "$S" -- … with $S empty).
+	noSession := len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" && !(len(rest) > 1 && rest[1] == "--")
 	if len(rest) > 1 && rest[1] == "--" {
 		rest = append(rest[:1], rest[2:]...)
 	}
-	if len(rest) < 2 {
+	if len(rest) < 2 || noSession {
 		fmt.Fprintln(stderr, "usage: moat exec [flags] SESSION -- CMD [ARGS...]")
 		return 2
 	}
