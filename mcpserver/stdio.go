@@ -186,7 +186,14 @@ func (f *lineFilter) check(line []byte) (int64, string) {
 		if err != nil {
 			return jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request in a batch: %v", err)
 		}
-		if r, ok := m.(*jsonrpc.Request); ok && r.ID.IsValid() {
+		if r, ok := m.(*jsonrpc.Request); ok {
+			if !r.ID.IsValid() {
+				// The SDK waits for an answer to every request of a
+				// batch, notifications too, under the one id they
+				// share, and none ever comes: a second batch with a
+				// notification, or two in one, would end the connection.
+				return jsonrpc.CodeInvalidRequest, "invalid request: a batch with a notification in it (send notifications alone)"
+			}
 			if seen[r.ID] {
 				return jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: the batch repeats the id %v", r.ID.Raw())
 			}
