@@ -2,11 +2,14 @@ package harness
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moatbox/moat/internal/netrule"
 )
 
 // Record is what Suggest reads of an audit record: a decision of the rules
@@ -32,11 +35,14 @@ type Record struct {
 // what the records show was refused or asked about, with the records that
 // justify it. It is for a person to review: nothing applies it.
 type Suggestion struct {
-	// Kind is "network.allow" (Entry is the entry), "rule" (Entry is a
+	// Kind is "network.allow" (Entry is the entry, a host name and
+	// port), "network.allow_cidrs" (Entry is the single address an IP
+	// destination was, which network.allow refuses), "rule" (Entry is a
 	// [[rules]] table allowing a command prefix, for what a built-in set
-	// decided) or "change" (Entry names the policy's own rule that
+	// decided), "change" (Entry names the policy's own rule that
 	// decided: an allow rule beside it would not win, so the person
-	// changes or narrows it).
+	// changes or narrows it) or "note" (Entry says why a refused
+	// destination has no entry that a policy would accept).
 	Kind  string
 	Entry string
 	// Because lists the records behind it, one line each, oldest first.
@@ -47,9 +53,10 @@ type Suggestion struct {
 const maxBecause = 5
 
 // Suggest turns records into the fewest additions that cover them: one
-// network.allow entry per host and port the proxy refused by default
-// (never for an address refused as private: that guard is not a policy
-// gap), one allow rule per command prefix (the program and, unless it
+// network.allow entry per host name and port the proxy refused by default,
+// one allow_cidrs address per public IP address it refused so (never one
+// for an address refused as private: that guard is not a policy gap; a
+// destination no entry could name gets a note instead), one allow rule per command prefix (the program and, unless it
 // is an option, its first word) that a built-in set denied or asked about
 // without an approval, and one note per rule of the policy's own that did.
 // A deny is suggested like an ask: the person reviewing decides.
@@ -74,8 +81,29 @@ func Suggest(recs []Record) []Suggestion {
 		when := r.Time.UTC().Format(time.RFC3339)
 		switch {
 		case r.Type == "network" && r.Decision == "deny" && r.Rule == "default deny" && r.Host != "":
-			entry := r.Host + ":" + strconv.Itoa(r.Port)
-			add("network.allow", entry, fmt.Sprintf("%s run %s: a connection to %s was refused (default deny)", when, r.RunID, entry))
+			host := strings.TrimSuffix(strings.TrimPrefix(r.Host, "["), "]")
+			if a, ok := netrule.ParseIPLiteral(host); ok {
+				// Host entries match names only: an address is allowed
+				// by allow_cidrs, the remedy the proxy's refusal names.
+				a = a.Unmap()
+				dest := netip.AddrPortFrom(a, uint16(r.Port)).String()
+				because := fmt.Sprintf("%s run %s: a connection to %s was refused (default deny)", when, r.RunID, dest)
+				if !a.IsGlobalUnicast() || a.IsPrivate() {
+					// The proxy refuses such an address as private, not
+					// by default: no allow entry is a gap it fills.
+					add("note", fmt.Sprintf("%s is not a public address: allow_cidrs would open the host's own or private network to the command; none is suggested", a), because)
+					continue
+				}
+				add("network.allow_cidrs", netip.PrefixFrom(a, a.BitLen()).String(), because+"; allow_cidrs admits every port of the address")
+				continue
+			}
+			entry := host + ":" + strconv.Itoa(r.Port)
+			because := fmt.Sprintf("%s run %s: a connection to %s was refused (default deny)", when, r.RunID, entry)
+			if _, err := netrule.ParseHost(entry, true); err != nil {
+				add("note", fmt.Sprintf("%q is no network.allow entry (%v); none is suggested", entry, err), because)
+				continue
+			}
+			add("network.allow", entry, because)
 		case r.Type == "decision" && (r.Verdict == "deny" || r.Verdict == "ask") && r.Outcome != "approved":
 			cmd := r.Decided
 			if len(cmd) == 0 {

@@ -4,14 +4,19 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 const rulesPolicy = `[[rules]]
@@ -545,6 +550,61 @@ func TestSuggestEscapesRecords(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "allow_cidrs") || strings.Contains(line, "\x1b") {
 			t.Errorf("a record's text became a line of its own: %q\n%s", line, out)
+		}
+	}
+}
+
+// TestSuggestValidates: what policy suggest prints is a policy that loads,
+// whatever destinations the records name. Host entries match names only,
+// so an IP destination the proxy refused is suggested in allow_cidrs, a
+// private one not at all, and a destination no entry can name is a
+// comment. The control: the suggestions themselves are there.
+func TestSuggestValidates(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "audit.jsonl")
+	var recs strings.Builder
+	for _, d := range []struct {
+		host string
+		port int
+		rule string
+	}{
+		{"pypi.org", 443, "default deny"},
+		{"93.184.215.14", 443, "default deny"},
+		{"2606:4700::1111", 443, "default deny"},
+		{"[2001:4860:4860::8888]", 53, "default deny"},
+		{"10.0.0.1", 80, "private address 10.0.0.1 (RFC 1918)"},
+		// Not what the proxy writes for these, but what a file may say.
+		{"192.168.1.1", 80, "default deny"},
+		{"::1", 80, "default deny"},
+		{"co.uk", 443, "default deny"},
+		{"a b", 443, "default deny"},
+	} {
+		fmt.Fprintf(&recs, `{"type":"network","time":"2026-12-01T00:00:00Z","run_id":"r1","host":%q,"port":%d,"decision":"deny","rule":%q}`+"\n", d.host, d.port, d.rule)
+	}
+	os.WriteFile(f, []byte(recs.String()), 0o644)
+	code, out, errs := moat(t, dir, "policy", "suggest", f)
+	if code != 0 {
+		t.Fatalf("suggest: %d %q %q", code, out, errs)
+	}
+	p, err := policy.Parse("suggested.toml", []byte(out))
+	if err != nil {
+		t.Fatalf("the suggestion does not parse: %v\n%s", err, out)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("the suggestion is not a valid policy: %v\n%s", err, out)
+	}
+	if err := sandbox.CheckPolicy(p); err != nil {
+		t.Fatalf("the suggestion is refused at run: %v\n%s", err, out)
+	}
+	if !slices.Equal(p.Network.Allow, []string{"pypi.org:443"}) {
+		t.Errorf("network.allow = %q\n%s", p.Network.Allow, out)
+	}
+	if !slices.Equal(p.Network.AllowCIDRs, []string{"93.184.215.14/32", "2606:4700::1111/128", "2001:4860:4860::8888/128"}) {
+		t.Errorf("network.allow_cidrs = %q\n%s", p.Network.AllowCIDRs, out)
+	}
+	for _, want := range []string{"192.168.1.1 is not a public address", "::1 is not a public address", `# "co.uk:443",`, `"a b:443" is no network.allow entry`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no comment %q:\n%s", want, out)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
@@ -177,24 +178,49 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "# moat policy suggest %s: additions for a person to review; nothing was changed.\n", args[0])
-	var hosts []harness.Suggestion
+	// The [network] lists, each entry under the records behind it. An
+	// allow entry the egress proxy would refuse (a public suffix, which
+	// only its list knows) is printed commented out, with why, so what
+	// is printed is a policy that loads.
+	var allow, cidrs []harness.Suggestion
 	for _, s := range sugg {
-		if s.Kind == "network.allow" {
-			hosts = append(hosts, s)
+		switch s.Kind {
+		case "network.allow":
+			allow = append(allow, s)
+		case "network.allow_cidrs":
+			cidrs = append(cidrs, s)
 		}
 	}
-	if len(hosts) > 0 {
-		fmt.Fprintln(stdout, "\n[network]\nallow = [")
-		for _, s := range hosts {
+	if len(allow)+len(cidrs) > 0 {
+		fmt.Fprintln(stdout, "\n[network]")
+	}
+	for _, list := range []struct {
+		key     string
+		entries []harness.Suggestion
+	}{{"allow", allow}, {"allow_cidrs", cidrs}} {
+		if len(list.entries) == 0 {
+			continue
+		}
+		fmt.Fprintf(stdout, "%s = [\n", list.key)
+		for _, s := range list.entries {
 			for _, w := range s.Because {
 				fmt.Fprintf(stdout, "  # %s\n", workspace.EscapeText(w))
+			}
+			var err error
+			if list.key == "allow" {
+				_, err = egress.ParseRules([]string{s.Entry}, nil, nil)
+			}
+			if err != nil {
+				fmt.Fprintf(stdout, "  # not suggested: %s\n", workspace.EscapeText(err.Error()))
+				fmt.Fprintf(stdout, "  # %q,\n", s.Entry)
+				continue
 			}
 			fmt.Fprintf(stdout, "  %q,\n", s.Entry)
 		}
 		fmt.Fprintln(stdout, "]")
 	}
 	for _, s := range sugg {
-		if s.Kind == "network.allow" {
+		if s.Kind == "network.allow" || s.Kind == "network.allow_cidrs" {
 			continue
 		}
 		fmt.Fprintln(stdout)
@@ -203,6 +229,10 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 		// put a line of TOML under the person's eyes.
 		for _, w := range s.Because {
 			fmt.Fprintf(stdout, "# %s\n", workspace.EscapeText(w))
+		}
+		if s.Kind == "note" {
+			fmt.Fprintf(stdout, "# %s\n", workspace.EscapeText(s.Entry))
+			continue
 		}
 		if s.Kind == "change" {
 			fmt.Fprintf(stdout, "# the policy's own rule %s decided: an allow rule beside it would not win (deny beats ask beats allow); change its decision or narrow its match\n", workspace.EscapeText(s.Entry))
