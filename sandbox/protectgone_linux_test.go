@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moatbox/moat/backend"
@@ -76,14 +77,6 @@ func TestProtectionGoneBeforeMount(t *testing.T) {
 		}
 		if err := os.MkdirAll(filepath.Join(w.outside, "ro"), 0o755); err != nil {
 			t.Fatal(err)
-		}
-		// Reachable by the sandbox's user: as root, a bind skipped on the
-		// host (its source gone) is looked for again by init, as that
-		// user, who must get ENOENT and not EACCES on the way.
-		for _, d := range []string{w.outside, filepath.Dir(w.outside)} {
-			if err := os.Chmod(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
 		}
 		for p, data := range map[string]string{
 			filepath.Join(w.ws, "secret"):             "TOKEN\n",
@@ -186,5 +179,137 @@ true`
 	}
 	if gv != "" {
 		t.Logf("gvisor not tested: %s", gv)
+	}
+}
+
+// raceLifecycle is raceBackend for a session: it removes the paths just
+// before the backend builds the session's sandbox.
+type raceLifecycle struct {
+	*native.Backend
+	remove []string
+}
+
+func (r *raceLifecycle) Create(ctx context.Context, spec *backend.Spec, stdio backend.Stdio) (backend.Instance, error) {
+	for _, p := range r.remove {
+		if err := os.RemoveAll(p); err != nil {
+			return nil, err
+		}
+	}
+	return r.Backend.Create(ctx, spec, stdio)
+}
+
+// TestOptionalBindGoneUnreachable: as root, a filesystem.read_only path
+// outside every writable tree (an optional bind) removed on the host
+// after the run was compiled is skipped, even where a directory above it
+// is closed to the sandbox's user: root found it missing when it opened
+// the trees, and nothing looks for it again with the user's rights (which
+// failed the run with "permission denied"). A read_only path the command
+// could create (a required bind) removed the same way fails naming the
+// path, as missing (ENOENT), not as refused. The controls: with the paths
+// there, the run sees the optional one and keeps the other read-only.
+func TestOptionalBindGoneUnreachable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the trees are opened on the host by root only")
+	}
+	starts := []struct {
+		name string
+		be   backend.Backend
+	}{
+		{"direct", &native.Backend{}},
+		{"forked direct", &native.Backend{ForkStart: true}},
+		{"init stage", &native.Backend{InitStage: true}},
+	}
+	if _, err := gvisor.Find(""); err == nil {
+		starts = append(starts, struct {
+			name string
+			be   backend.Backend
+		}{"gvisor", &gvisor.Backend{}})
+	} else {
+		t.Logf("gvisor not tested: %v", err)
+	}
+	for _, s := range starts {
+		t.Run(s.name, func(t *testing.T) {
+			// closed is private to root (t.TempDir makes it 0700): the
+			// sandbox's user cannot look inside.
+			closed := t.TempDir()
+			ro := filepath.Join(closed, "ro")
+			ws := t.TempDir()
+			conf := filepath.Join(ws, "conf")
+			mk := func() {
+				for _, d := range []string{ro, conf} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(filepath.Join(ro, "f"), []byte("F\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if s.name == "gvisor" {
+					// runsc has no id-mapped mounts: the sandbox user owns
+					// what it writes (as TestGVisorRuns).
+					for _, d := range []string{ws, conf} {
+						os.Chown(d, 1000, 1000)
+					}
+				}
+			}
+			run := func(remove ...string) (*sandbox.Report, string, error) {
+				t.Helper()
+				p := workspacePolicy(t, ws)
+				p.Harness.Builtin = []string{}
+				p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, ro, conf)
+				if err := p.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				probe := `cat ` + ro + `/f 2>/dev/null || echo NO-RO
+touch ` + conf + `/new 2>/dev/null && echo WROTE-CONF || echo READONLY-CONF
+echo done`
+				var out, errb bytes.Buffer
+				rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: &raceBackend{s.be, remove}, Policy: p,
+					Args: []string{"/bin/sh", "-c", probe}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+				if rep == nil {
+					t.Fatalf("nil report (err %v)", err)
+				}
+				return rep, out.String() + errb.String(), err
+			}
+
+			mk()
+			if rep, out, err := run(); err != nil || rep.ExitCode != 0 || out != "F\nREADONLY-CONF\ndone\n" {
+				t.Fatalf("control, the paths there: %v, exit %d, output %q", err, rep.ExitCode, out)
+			}
+			// The optional bind's source gone: skipped, the run goes on.
+			if rep, out, err := run(ro); err != nil || rep.ExitCode != 0 || out != "NO-RO\nREADONLY-CONF\ndone\n" {
+				t.Errorf("the optional bind's source removed: %v, exit %d, output %q, want it skipped", err, rep.ExitCode, out)
+			}
+			if nb, ok := s.be.(*native.Backend); ok && !nb.ForkStart && !nb.InitStage {
+				// A session's sandbox, made the same way.
+				p := workspacePolicy(t, ws)
+				p.Harness.Builtin = []string{}
+				p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, ro)
+				if err := p.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				mk()
+				sess, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, Backend: &raceLifecycle{nb, []string{ro}}})
+				if err != nil {
+					t.Errorf("a session, the optional bind's source removed: %v, want it skipped", err)
+				} else {
+					if out, rep, err := sessionSh(t, sess, sandbox.ExecRequest{}, "ls "+ro+" 2>/dev/null || echo NO-RO"); err != nil || rep.ExitCode != 0 || out != "NO-RO\n" {
+						t.Errorf("a session, the optional bind's source removed: %v, exit %d, output %q", err, rep.ExitCode, out)
+					}
+					sess.Close(context.Background())
+				}
+			}
+
+			// The required bind's source gone: refused, naming it, missing.
+			mk()
+			rep, out, err := run(conf)
+			var ge *backend.GoneError
+			if !errors.As(err, &ge) || ge.Path != conf || !errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) {
+				t.Errorf("the required bind's source removed: %v (output %q), want a GoneError naming %s", err, out, conf)
+			}
+			if rep.ExitCode != 125 {
+				t.Errorf("the required bind's source removed: exit %d, want 125", rep.ExitCode)
+			}
+		})
 	}
 }

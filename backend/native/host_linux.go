@@ -327,6 +327,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, err
 		}
 	} else {
+		// openTrees may leave mounts out: of a copy, not the caller's.
+		own := *spec
+		spec, r.spec = &own, &own
 		t, maps, err := openTrees(spec)
 		if err != nil {
 			return nil, err

@@ -31,6 +31,10 @@ import (
 // check (sysctls, signals, set-id bits). Idmapped mounts are the kernel's
 // mechanism for exactly this; the alternative, chown-ing files after the
 // run, would race with the command and touch the user's tree.
+//
+// An optional mount whose source is missing is left out of spec, which
+// the caller owns (see dropMounts); the trees are keyed by the indices of
+// the mounts that remain.
 func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 	trees := map[string]*os.File{}
 	// The sources opened with a user's rights are opened first, all of
@@ -48,6 +52,7 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 		}
 	}
 	var maps []idmap
+	var skipped []int
 	for i, m := range spec.Mounts {
 		if m.Kind != backend.MountBind && m.Kind != backend.MountOverlay {
 			continue
@@ -87,6 +92,7 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 			if m.Optional && (err == unix.ENOENT || m.OpenUID > 0 && errors.As(err, &en) && unreachable(en)) {
 				// Not there, or (for the user who named it) not
 				// reachable, which is the same to it.
+				skipped = append(skipped, i)
 				continue
 			}
 			closeAll()
@@ -133,7 +139,42 @@ func openTrees(spec *backend.Spec) (map[string]*os.File, []idmap, error) {
 		}
 		maps = append(maps, idmap{tree: f, uid: int(st.Uid), gid: int(st.Gid)})
 	}
+	if len(skipped) > 0 {
+		trees = dropMounts(spec, trees, skipped)
+	}
 	return trees, maps, nil
+}
+
+// dropMounts leaves the mounts at skip (ascending) out of spec, a copy
+// its caller owns (a new Mounts slice: the old one is not written), and
+// returns trees keyed by the mounts' new indices. A skipped mount must
+// not reach the child as one without a tree: the child would look for
+// its source again by path, with the sandbox user's rights, and a
+// directory above it closed to that user would fail the run with EACCES
+// where root found the source missing.
+func dropMounts(spec *backend.Spec, trees map[string]*os.File, skip []int) map[string]*os.File {
+	out := make(map[string]*os.File, len(trees))
+	mounts := make([]backend.Mount, 0, len(spec.Mounts)-len(skip))
+	for i, m := range spec.Mounts {
+		key := strconv.Itoa(i)
+		if len(skip) > 0 && skip[0] == i {
+			skip = skip[1:]
+			if f, ok := trees[key+"/layers"]; ok {
+				f.Close()
+			}
+			continue
+		}
+		nk := strconv.Itoa(len(mounts))
+		if f, ok := trees[key]; ok {
+			out[nk] = f
+		}
+		if f, ok := trees[key+"/layers"]; ok {
+			out[nk+"/layers"] = f
+		}
+		mounts = append(mounts, m)
+	}
+	spec.Mounts = mounts
+	return out
 }
 
 // treeFlags are the open_tree flags for m's Source: a clone, recursive
