@@ -296,7 +296,15 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 }
 
 // shareVM reports whether this run's init shares moat's address space.
-func (r *run) shareVM() bool { return shareVM && !r.forkStart }
+// Not under a memory limit: init sits in the run's memory cgroup, and
+// when that cgroup runs out the OOM killer may pick init (its resident
+// memory is moat's, often more than the command's, whose tmpfs files are
+// in no process), and the kernel then kills every process that shares
+// the victim's memory, moat included: the run would end with no report.
+// A forked init has memory of its own, and its death ends only the run.
+func (r *run) shareVM() bool {
+	return shareVM && !r.forkStart && r.spec.Limits.MemoryBytes == 0
+}
 
 // child is a process the host cloned itself (the direct start's init). It
 // is signalled by pid only while it has not been reaped, so that a signal
@@ -503,7 +511,7 @@ func readRecords(rd io.Reader, out chan<- message, stages []stageInfo, diskSize 
 				UserNanos:  int64(ru[0])*1e9 + int64(ru[1])*1e3,
 				SysNanos:   int64(ru[2])*1e9 + int64(ru[3])*1e3,
 				MaxRSSKiB:  int64(ru[4]),
-				DiskFull:   rec[27] == 1 && diskFull(int64(rec[26]), diskSize),
+				DiskFull:   rec[27] == 1 && (diskFull(int64(rec[26]), diskSize) || inodesFull(rec[28], rec[29])),
 			}
 		}
 	}
