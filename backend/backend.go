@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -191,6 +192,19 @@ type Limits struct {
 	// DiskBytes bounds what the run may write to its own storage: /tmp,
 	// home, /dev/shm and an overlay workspace's changes together.
 	DiskBytes int64 `json:"disk_bytes"`
+}
+
+// TmpfsOptions are the size options of a tmpfs that holds a disk limit
+// of size bytes. Besides the size, they bound its inodes: an empty file,
+// a directory or a symbolic link takes no block but does take kernel
+// memory (about a KiB), and tmpfs counts user extended attributes
+// against its inodes too, so with the default (half the host's RAM in
+// pages) a small limit would hold millions of files or gigabytes of
+// xattrs. One inode per page of the limit lets a run hold as many files
+// as it could hold one-page files, and keeps what inodes and xattrs take
+// to a fraction of the limit.
+func TmpfsOptions(size int64) string {
+	return "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(max(size/4096, 64), 10)
 }
 
 // NetMode is the sandbox's network.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/moatbox/moat/backend"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on the directory dir, with
@@ -15,7 +17,7 @@ func mountTmpfs(dir string, size int64) error {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return err
 	}
-	opts := "size=" + strconv.FormatInt(size, 10) + ",mode=0700,uid=" + strconv.Itoa(int(st.Uid)) + ",gid=" + strconv.Itoa(int(st.Gid))
+	opts := backend.TmpfsOptions(size) + ",mode=0700,uid=" + strconv.Itoa(int(st.Uid)) + ",gid=" + strconv.Itoa(int(st.Gid))
 	if err := unix.Mount("moat-workspace", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount a tmpfs of %d bytes on the workspace: %w", size, err)
 	}

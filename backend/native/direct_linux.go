@@ -86,7 +86,7 @@ type step struct {
 const (
 	recError   = 1 // [1] stage, [2] errno
 	recStarted = 2 // [3] the command's pid
-	recExit    = 3 // [4] wait status, [8:] struct rusage of the reaped; [26] free bytes on the disk limit's tmpfs, [27] 1 if measured
+	recExit    = 3 // [4] wait status, [8:] struct rusage of the reaped; [26] free bytes on the disk limit's tmpfs, [27] 1 if measured, [28] its free inodes, [29] its inodes
 )
 
 // record is one message of the direct start to the host: written whole
@@ -566,6 +566,7 @@ func (f *forkState) serve() {
 		_, _, e := syscall.RawSyscall(syscall.SYS_FSTATFS, f.vals[f.scratch], uintptr(unsafe.Pointer(&f.statfs)), 0)
 		if e == 0 {
 			f.rec[26], f.rec[27] = f.statfs.Bavail*uint64(f.statfs.Bsize), 1
+			f.rec[28], f.rec[29] = f.statfs.Ffree, f.statfs.Files
 		}
 	}
 	f.send()

@@ -860,7 +860,7 @@ func (p *plan) root(spec *backend.Spec, trees map[string]int) error {
 		// has ended, whether it was filled (f.scratch).
 		stg := p.stage("disk limit")
 		p.call(stg, unix.SYS_MKDIRAT, atFDCWD, p.str(scratchDir), 0o755)
-		p.mount(p.stage("disk limit: mount tmpfs"), "tmpfs", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=0755,size=%d", size))
+		p.mount(p.stage("disk limit: mount tmpfs"), "tmpfs", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,"+backend.TmpfsOptions(size))
 		p.scratch = p.val()
 		i := p.call(stg, unix.SYS_OPENAT, atFDCWD, p.str(scratchDir), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC)
 		p.at(i).save = p.scratch

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/overlay"
 )
 
@@ -50,7 +51,7 @@ func mountScratch(size int64) error {
 	if err := os.Mkdir(scratchDir, 0o755); err != nil {
 		return fail("disk limit", err)
 	}
-	opts := fmt.Sprintf("mode=0755,size=%d", size)
+	opts := "mode=0755," + backend.TmpfsOptions(size)
 	if err := unix.Mount("tmpfs", scratchDir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fail("disk limit: mount tmpfs", err)
 	}
@@ -140,13 +141,20 @@ func (s *scratch) full() bool {
 	if err := unix.Fstatfs(s.fd, &st); err != nil {
 		return false
 	}
-	return diskFull(int64(st.Bavail)*int64(st.Bsize), s.size)
+	return diskFull(int64(st.Bavail)*int64(st.Bsize), s.size) || inodesFull(st.Ffree, st.Files)
 }
 
 // diskFull tells from the free space left on the disk limit's tmpfs of
 // size bytes whether a write was, or would have been, refused.
 func diskFull(free, size int64) bool {
 	return free < max(64<<10, size/100)
+}
+
+// inodesFull tells, likewise, from the free inodes left of files (the
+// tmpfs has inodes in proportion to its size: backend.TmpfsOptions)
+// whether a file could not be made.
+func inodesFull(free, files uint64) bool {
+	return files > 0 && free < max(16, files/100)
 }
 
 // merge folds the run's upper layer into the persistent one. It runs
