@@ -15,7 +15,8 @@ type Chunk struct {
 }
 
 // buffer keeps the latest output of a background command up to a number
-// of bytes, dropping the oldest chunks first.
+// of bytes, each chunk counted with its overhead (chunkOverhead),
+// dropping the oldest chunks first; the latest chunk is always kept.
 type buffer struct {
 	max int
 
@@ -38,16 +39,18 @@ func (b *buffer) writer(stream string) io.Writer { return &streamWriter{b, strea
 
 func (w *streamWriter) Write(p []byte) (int, error) {
 	b := w.b
-	data := append([]byte(nil), p...)
-	if len(data) > b.max {
-		data = data[len(data)-b.max:]
+	data := p
+	if room := max(b.max-chunkOverhead, 1); len(data) > room {
+		data = data[len(data)-room:]
 	}
+	data = append([]byte(nil), data...)
 	b.mu.Lock()
 	b.seq++
 	b.chunks = append(b.chunks, Chunk{Seq: b.seq, Stream: w.stream, Data: data})
-	b.size += len(data)
-	for b.size > b.max {
-		b.size -= len(b.chunks[0].Data)
+	b.size += len(data) + chunkOverhead
+	for b.size > b.max && len(b.chunks) > 1 {
+		b.size -= len(b.chunks[0].Data) + chunkOverhead
+		b.chunks[0] = Chunk{} // the array outlives the slice's start: let the data go
 		b.chunks = b.chunks[1:]
 	}
 	close(b.more)
@@ -99,3 +102,10 @@ func (b *buffer) read(ctx context.Context, after int64, wait time.Duration) ([]C
 		}
 	}
 }
+
+// chunkOverhead is what a chunk kept costs besides its bytes: the Chunk
+// in the slice (sequence number, stream name, slice header) and the
+// rounding of its copy's allocation. Counted in the bound, so that a
+// command writing a byte at a time cannot make the daemon keep many times
+// the bound in bookkeeping.
+const chunkOverhead = 64

@@ -92,7 +92,8 @@ type Config struct {
 	TTL, MaxTTL, IdleTimeout time.Duration
 	// Tick is how often expiry is checked (1s).
 	Tick time.Duration
-	// OutputBuffer bounds the output kept per background command (1 MiB).
+	// OutputBuffer bounds the output kept per background command (1 MiB),
+	// each write kept counted with its bookkeeping (chunkOverhead).
 	OutputBuffer int
 	Logger       *slog.Logger
 	// Templates are the named policies a create request may ask for, and

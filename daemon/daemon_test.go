@@ -245,7 +245,7 @@ func TestReapAbandoned(t *testing.T) {
 }
 
 func TestBufferKeepsTheLatest(t *testing.T) {
-	b := newBuffer(10)
+	b := newBuffer(10 + 2*chunkOverhead) // room for two of the chunks below
 	w := b.writer("stdout")
 	for _, s := range []string{"aaaa", "bbbb", "cccc"} {
 		w.Write([]byte(s))
