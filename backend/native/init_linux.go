@@ -228,6 +228,13 @@ func initMain(send func(message)) error {
 	// are per-thread attributes: each is applied to all of init's threads
 	// at once (except the bounding set and Landlock, see there), and the
 	// command inherits them from this locked thread through fork.
+	oomAdj := -1
+	if is.SessionFD != 0 && spec.Limits.MemoryBytes > 0 {
+		// Opened while init may still open its own /proc files (see
+		// sessionInit.oomAdj). Best effort: without it a tmpfs filler
+		// may end the session rather than itself.
+		oomAdj, _ = unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("set non-dumpable", err)
 	}
@@ -320,7 +327,7 @@ func initMain(send func(message)) error {
 	if is.SessionFD != 0 {
 		// A session's init forks each command from here, from this
 		// thread, as below (see session_init_linux.go).
-		return serveSession(is.SessionFD, &seen, send)
+		return serveSession(is.SessionFD, &seen, send, oomAdj)
 	}
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Dir:   spec.Dir,

@@ -92,6 +92,17 @@ type sessionInit struct {
 	// does, for denialOwner, which must not wait for mu: mu is held
 	// across a fork, whose child the supervisor may be answering.
 	leaders sync.Map
+	// oomAdj is init's /proc/self/oom_score_adj under a memory limit, -1
+	// without. The OOM killer picks the process of the cgroup with the
+	// most resident memory, and a command filling /tmp or /dev/shm holds
+	// its pages in no process: the victim would be init, a Go program,
+	// and the session would end with every command in it, reported as
+	// killed. Each command is therefore forked with the highest score
+	// (init raises its own for the fork, which the child inherits, and
+	// lowers it back: a process may lower its score to what it started
+	// with), so that the OOM killer takes a command before init.
+	oomAdj  int
+	oomBase []byte // init's own score, restored after each fork
 }
 
 type sessionProc struct {
@@ -102,7 +113,7 @@ type sessionProc struct {
 // serveSession is a session's init once restricted: it answers requests
 // until the host closes the socket or asks it to quit, and returns, which
 // makes init exit and the kernel kill what is left in the sandbox.
-func serveSession(fd int, seen *denials, send func(message)) error {
+func serveSession(fd int, seen *denials, send func(message), oomAdj int) error {
 	// A command must not end the session by signalling PID 1. PID 1 gets
 	// only the signals it handles, and the runtime handles all of them,
 	// ending the process on many when they are sent (kill) rather than
@@ -116,7 +127,13 @@ func serveSession(fd int, seen *denials, send func(message)) error {
 		for range sigs {
 		}
 	}()
-	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}}
+	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}, oomAdj: -1}
+	if oomAdj >= 0 {
+		b := make([]byte, 16)
+		if n, err := unix.Pread(oomAdj, b, 0); err == nil && n > 0 {
+			s.oomAdj, s.oomBase = oomAdj, b[:n]
+		}
+	}
 	s.cond = sync.NewCond(&s.mu)
 	seen.setOwner(s.denialOwner)
 	go s.reap()
@@ -208,12 +225,18 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 		return
 	}
 	snap := s.seen.snapshot()
+	if s.oomAdj >= 0 {
+		unix.Pwrite(s.oomAdj, []byte("1000"), 0)
+	}
 	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: req.Tty, Ctty: 0},
 	})
+	if s.oomAdj >= 0 {
+		unix.Pwrite(s.oomAdj, s.oomBase, 0)
+	}
 	if err != nil {
 		fail("exec "+req.Args[0], err)
 		return

@@ -1,0 +1,50 @@
+package native_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+)
+
+// TestSessionMemoryLimitOnTmpfs: a session's command that fills /tmp
+// past the session's memory limit is the one killed, reported as
+// memory, and the session goes on. The OOM killer picks the process with
+// the most resident memory (bar oom_score_adj), and a tmpfs writer's
+// pages are in no process: it used to pick the session's init, a Go
+// program, which ended the session and every command in it, reported as
+// killed. The control: a file within the limit.
+func TestSessionMemoryLimitOnTmpfs(t *testing.T) {
+	caps := (&native.Backend{}).Capabilities()
+	if !caps.Memory {
+		t.Skipf("no memory limit here: %s", caps.MemoryWhy)
+	}
+	s := spec(t, t.TempDir(), "/bin/true")
+	s.Limits.MemoryBytes = 48 << 20
+	inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Destroy(context.Background())
+	if out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", "head -c 8M /dev/zero > /tmp/small && echo ok"); st.Cause != backend.CauseExit || out != "ok\n" {
+		t.Fatalf("control, 8 MiB: %+v %q", st, out)
+	}
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		// The file is unlinked once open, so that its pages go with the
+		// processes that hold it; each of them is small.
+		fill := "exec 3>" + dir + "/big && rm " + dir + "/big && head -c 100M /dev/zero >&3"
+		out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", fill)
+		if st.Cause != backend.CauseMemory {
+			t.Errorf("%s: %+v %q, want cause memory", dir, st, out)
+		}
+		select {
+		case <-inst.Done():
+			t.Fatalf("%s: the session ended", dir)
+		default:
+		}
+		if out, st := execOut(t, inst, s, backend.ProcessSpec{}, "echo", "alive"); out != "alive\n" {
+			t.Fatalf("%s: the session no longer runs commands: %+v %q", dir, st, out)
+		}
+	}
+}
