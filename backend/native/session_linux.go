@@ -236,6 +236,11 @@ type instance struct {
 
 	endOnce sync.Once
 	done    chan struct{}
+	// endStats are the cgroup's counters as the instance ended, before
+	// the cgroup went: the status of a command the end cut short still
+	// tells whether the memory limit did it (init may be the OOM
+	// killer's victim, see sessionInit.oomAdj).
+	endStats atomic.Pointer[cgroup.Stats]
 }
 
 func (in *instance) runCleanup() {
@@ -324,6 +329,9 @@ func (in *instance) readAnswers() {
 func (in *instance) end() {
 	in.endOnce.Do(func() {
 		if cg := in.r.cg; cg != nil {
+			if s, err := cg.Stats(); err == nil {
+				in.endStats.Store(&s)
+			}
 			cg.Kill()
 		}
 		in.runCleanup()
@@ -809,7 +817,11 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	}
 	var oom, pids int64
 	if p.in.counted() {
-		if s, err := p.in.r.cg.Stats(); err == nil {
+		s, err := p.in.r.cg.Stats()
+		if end := p.in.endStats.Load(); end != nil {
+			s, err = *end, nil
+		}
+		if err == nil {
 			oom, pids = s.OOMKills-p.cgStart.OOMKills, s.PidsLimitHits-p.cgStart.PidsLimitHits
 		}
 	}

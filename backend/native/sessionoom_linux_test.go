@@ -47,4 +47,11 @@ func TestSessionMemoryLimitOnTmpfs(t *testing.T) {
 			t.Fatalf("%s: the session no longer runs commands: %+v %q", dir, st, out)
 		}
 	}
+	// A command may lower its score back to init's, and init is then
+	// the victim: the session ends, but the command's status still says
+	// that the memory limit ended it.
+	out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", "echo 0 > /proc/self/oom_score_adj && exec 3>/tmp/big && rm /tmp/big && head -c 100M /dev/zero >&3")
+	if st.Cause != backend.CauseMemory {
+		t.Errorf("a command that lowered its score: %+v %q, want cause memory", st, out)
+	}
 }
