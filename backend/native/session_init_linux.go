@@ -285,9 +285,12 @@ func (s *sessionInit) reap() {
 			delete(s.byPid, pid)
 			delete(s.byID, p.id)
 			s.leaders.Delete(pid)
+			// Whether the disk limit is reached as the command ends, for
+			// its cause, as a run's init tells.
+			full := disk != nil && disk.full()
 			s.answer(message{Type: "exit", ID: p.id, WaitStatus: uint32(ws),
 				UserNanos: ru.Utime.Nano(), SysNanos: ru.Stime.Nano(), MaxRSSKiB: ru.Maxrss,
-				Denials: s.seen.sinceFor(p.id, p.snap)})
+				Denials: s.seen.sinceFor(p.id, p.snap), DiskFull: full})
 		}
 		s.mu.Unlock()
 	}

@@ -839,6 +839,10 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	if st.Signal == int(syscall.SIGXFSZ) {
 		hit(backend.CauseFile)
 	}
+	diskFull := exit != nil && exit.DiskFull
+	if diskFull {
+		hit(backend.CauseDisk)
+	}
 	killed, _ := p.killed.Load().(backend.Cause)
 	if killed == "" && exit == nil {
 		killed = backend.CauseKilled
@@ -855,6 +859,8 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Cause = backend.CauseCPU
 	case st.Signal == int(syscall.SIGXFSZ):
 		st.Cause = backend.CauseFile
+	case diskFull && (st.Signal != 0 || st.ExitCode != 0):
+		st.Cause = backend.CauseDisk
 	case pids > 0 && (st.Signal != 0 || st.ExitCode != 0):
 		st.Cause = backend.CausePids
 	case oom > 0 && st.ExitCode != 0:
