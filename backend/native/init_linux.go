@@ -228,12 +228,9 @@ func initMain(send func(message)) error {
 	// are per-thread attributes: each is applied to all of init's threads
 	// at once (except the bounding set and Landlock, see there), and the
 	// command inherits them from this locked thread through fork.
-	oomAdj := -1
+	oomAdj := oomScore{fd: -1}
 	if is.SessionFD != 0 && spec.Limits.MemoryBytes > 0 {
-		// Opened while init may still open its own /proc files (see
-		// sessionInit.oomAdj). Best effort: without it a tmpfs filler
-		// may end the session rather than itself.
-		oomAdj, _ = unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		oomAdj = openOOMAdj()
 	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("set non-dumpable", err)
@@ -280,6 +277,12 @@ func initMain(send func(message)) error {
 		prog, err := decodeFilter(raw)
 		if err != nil {
 			return fail(fmt.Sprintf("install seccomp filter %d", i+1), err)
+		}
+		if oomAdj.fd >= 0 && len(initStageRefusalsOf(prog, []int{unix.SYS_PWRITE64})) > 0 {
+			// A custom profile that refuses it: no write that would
+			// show as a denial.
+			unix.Close(oomAdj.fd)
+			oomAdj.fd = -1
 		}
 		if i == 0 && spec.SeccompAtExec {
 			// The init stage cannot run code of its own between fork and
@@ -791,12 +794,17 @@ var sessionCalls = []int{unix.SYS_RECVMSG, unix.SYS_SENDMSG}
 // initStageRefusals names the calls of initStageCalls (and sessionCalls,
 // for a session's init) that prog refuses.
 func initStageRefusals(prog []seccomp.Instruction, session bool) []string {
-	arch := seccomp.NativeArch()
-	var out []string
 	calls := initStageCalls
 	if session {
 		calls = append(calls[:len(calls):len(calls)], sessionCalls...)
 	}
+	return initStageRefusalsOf(prog, calls)
+}
+
+// initStageRefusalsOf names the calls that prog refuses.
+func initStageRefusalsOf(prog []seccomp.Instruction, calls []int) []string {
+	arch := seccomp.NativeArch()
+	var out []string
 	for _, nr := range calls {
 		ret, err := seccomp.Evaluate(prog, int32(nr), seccomp.AuditArch(arch), 0, [6]uint64{})
 		if err != nil || !seccomp.Allows(ret) {

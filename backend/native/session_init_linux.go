@@ -105,6 +105,31 @@ type sessionInit struct {
 	oomBase []byte // init's own score, restored after each fork
 }
 
+// oomScore is init's /proc/self/oom_score_adj, opened, and its value
+// then; fd -1: none.
+type oomScore struct {
+	fd   int
+	base []byte
+}
+
+// openOOMAdj opens init's oom_score_adj and reads it, while init may
+// still open its own /proc files and before any filter (see
+// sessionInit.oomAdj). Best effort: without it a tmpfs filler may end
+// the session rather than itself.
+func openOOMAdj() oomScore {
+	fd, err := unix.Open("/proc/self/oom_score_adj", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return oomScore{fd: -1}
+	}
+	b := make([]byte, 16)
+	n, err := unix.Pread(fd, b, 0)
+	if err != nil || n == 0 {
+		unix.Close(fd)
+		return oomScore{fd: -1}
+	}
+	return oomScore{fd: fd, base: b[:n]}
+}
+
 type sessionProc struct {
 	id   uint64
 	snap map[[2]int]int // the denials seen when it started
@@ -113,7 +138,7 @@ type sessionProc struct {
 // serveSession is a session's init once restricted: it answers requests
 // until the host closes the socket or asks it to quit, and returns, which
 // makes init exit and the kernel kill what is left in the sandbox.
-func serveSession(fd int, seen *denials, send func(message), oomAdj int) error {
+func serveSession(fd int, seen *denials, send func(message), oomAdj oomScore) error {
 	// A command must not end the session by signalling PID 1. PID 1 gets
 	// only the signals it handles, and the runtime handles all of them,
 	// ending the process on many when they are sent (kill) rather than
@@ -127,13 +152,7 @@ func serveSession(fd int, seen *denials, send func(message), oomAdj int) error {
 		for range sigs {
 		}
 	}()
-	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}, oomAdj: -1}
-	if oomAdj >= 0 {
-		b := make([]byte, 16)
-		if n, err := unix.Pread(oomAdj, b, 0); err == nil && n > 0 {
-			s.oomAdj, s.oomBase = oomAdj, b[:n]
-		}
-	}
+	s := &sessionInit{fd: fd, seen: seen, byPid: map[int]*sessionProc{}, byID: map[uint64]int{}, oomAdj: oomAdj.fd, oomBase: oomAdj.base}
 	s.cond = sync.NewCond(&s.mu)
 	seen.setOwner(s.denialOwner)
 	go s.reap()
