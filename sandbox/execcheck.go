@@ -204,9 +204,13 @@ func fileName(open func(string) (*os.File, error), p string) string {
 
 // shebang returns the interpreter and its optional argument of the
 // script open(which) reads, as the kernel's binfmt_script reads them:
-// the first line, at most its first 256 bytes (BINPRM_BUF_SIZE), after
-// "#!"; the interpreter ends at a space or a tab, the argument is the
-// rest, trimmed. false when the file is no script or cannot be read.
+// the first line after "#!", looked for in the first 256 bytes
+// (BINPRM_BUF_SIZE); with no newline there, the line ends before the
+// last of them, which the kernel overwrites with its NUL (reading that
+// byte too let "#!/usr/bin/git <pad>pushX" be decided as git pushX
+// while git push ran). The interpreter ends at a space or a tab, the
+// argument is the rest, trimmed. false when the file is no script or
+// cannot be read.
 func shebang(open func(string) (*os.File, error), which string) (interp, arg string, ok bool) {
 	f, err := open(which)
 	if err != nil {
@@ -221,6 +225,8 @@ func shebang(open func(string) (*os.File, error), which string) (interp, arg str
 	}
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
+	} else {
+		line = line[:min(len(line), len(buf)-3)] // "#!", and the kernel's NUL
 	}
 	if i := bytes.IndexByte(line, 0); i >= 0 {
 		line = line[:i]

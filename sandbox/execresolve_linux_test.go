@@ -141,6 +141,59 @@ decision = "deny"
 	}
 }
 
+// TestExecCheckLongShebang: a #! line with no newline in the file's
+// first 256 bytes is read as the kernel reads it, up to its 255th byte
+// (binfmt_script ends the line there), so a byte past it cannot make
+// the interpreter's argument differ from the one the kernel passes
+// ("deny-me" run, "deny-meX" decided, as it was). Positive control: the
+// same line with an argument no rule matches runs.
+func TestExecCheckLongShebang(t *testing.T) {
+	ws := t.TempDir()
+	long := func(arg string) string {
+		// The argument ends at byte 254; byte 255 is one the kernel
+		// drops, the newline comes after.
+		head := "#!/bin/echo"
+		pad := 255 - len(head) - len(arg)
+		return head + strings.Repeat(" ", pad) + arg + "X\n"
+	}
+	for name, body := range map[string]string{"deny": long("deny-me"), "allow": long("fine")} {
+		if len(body) != 257 {
+			t.Fatalf("%s: %d bytes, want 257", name, len(body))
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out, stderr := runScript(t, ws, `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`, `./deny x; echo "deny: $?"
+./allow x; echo "allow: $?"
+`)
+	want := "deny: 126\nfine ./allow x\nallow: 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	// As the command line's own program, decided on the host before the
+	// run.
+	p := execPolicy(t, ws, `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var o bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"./deny", "x"}}, backend.Stdio{Stdout: &o, Stderr: &o})
+	if !errors.Is(err, sandbox.ErrDenied) || o.Len() != 0 {
+		t.Errorf("./deny as the command: %v (reason %q, output %q), want it refused", err, rep.Reason, o.String())
+	}
+}
+
 // TestExecCheckCommandScript: the command line's own program is decided
 // by the file it is as well as by its words, in both starts: the line
 // shows only a script's name, and the direct start does not send the
