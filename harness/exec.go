@@ -30,6 +30,13 @@ func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 	}
 	d := rs.decideOne(simple{argv: argv})
 	d = rs.decideLoaded(path, argv, d, depth)
+	if prog, ok := applet(argv); ok && depth <= maxDepth {
+		// A multi-call binary runs its applet in its own process: no
+		// exec of the applet's is seen, so it is decided here.
+		if da := rs.decideExec(prog[0], prog, depth+1); da.Verdict.rank() > d.Verdict.rank() {
+			d = da
+		}
+	}
 	if path == "" || baseName(path) == baseName(argv[0]) {
 		return d
 	}

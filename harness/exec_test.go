@@ -224,3 +224,51 @@ func TestDecideLoader(t *testing.T) {
 		t.Errorf("ld.so git status: %s, want allow", d.Verdict)
 	}
 }
+
+// TestDecideMultiCall: a multi-call binary (busybox, toybox) runs the
+// applet its first operand names, in its own process, with no exec of
+// its own to check: `busybox wget URL` is decided as `wget URL` too, on
+// a command line and at exec. Positive control: an applet no rule
+// matches, and the binary alone.
+func TestDecideMultiCall(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "no-wget"
+match = { command = ["wget"] }
+decision = "deny"
+`))
+	for _, tt := range []struct {
+		path string
+		argv []string
+		want Verdict
+	}{
+		{"/bin/busybox", []string{"busybox", "wget", "http://x"}, Deny},
+		{"/tmp/bb", []string{"/tmp/busybox", "wget", "http://x"}, Deny},
+		// busybox takes any name it is started by that begins so as its
+		// own, and an applet named by a path.
+		{"/tmp/bb", []string{"busyboxZ", "/usr/bin/wget", "http://x"}, Deny},
+		{"/bin/toybox", []string{"toybox", "wget", "http://x"}, Deny},
+		{"/bin/busybox", []string{"busybox", "git", "push"}, Ask},
+		// Positive controls.
+		{"/bin/busybox", []string{"busybox", "ls", "wget"}, Allow},
+		{"/bin/busybox", []string{"busybox", "--list"}, Allow},
+		{"/bin/busybox", []string{"busybox"}, Allow},
+	} {
+		if d := rs.DecideExec(tt.path, tt.argv); d.Verdict != tt.want {
+			t.Errorf("DecideExec(%q, %q) = %s, want %s", tt.path, tt.argv, d.Verdict, tt.want)
+		}
+	}
+	for _, line := range [][]string{
+		{"busybox", "wget", "http://x"},
+		{"sh", "-c", "busybox wget http://x"},
+		{"busybox", "env", "wget", "http://x"},
+		{"busybox", "sh", "-c", "wget http://x"},
+	} {
+		if d := rs.Decide(Action{Argv: line}); d.Verdict != Deny || d.Rule == nil || d.Rule.Name != "no-wget" {
+			t.Errorf("the line %q: %+v, want the no-wget rule's deny", line, d)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"busybox", "ls", "wget"}}); d.Verdict != Allow {
+		t.Errorf("busybox ls wget: %s, want allow", d.Verdict)
+	}
+}

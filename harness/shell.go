@@ -81,6 +81,25 @@ func isLoader(name string) bool {
 	return false
 }
 
+// multiCall reports whether name (a base name) is a multi-call binary's
+// own, run as which it takes its first operand as the applet to run, in
+// its own process: busybox takes every name that begins with "busybox"
+// as its own.
+func multiCall(name string) bool {
+	return strings.HasPrefix(name, "busybox") || strings.HasPrefix(name, "toybox")
+}
+
+// applet returns, for argv of a multi-call binary run under its own
+// name, the applet it runs and its arguments (the applet may be named
+// by a path: busybox runs /usr/bin/wget as wget); false for the binary
+// alone or one of its own options (--list, --install).
+func applet(argv []string) ([]string, bool) {
+	if len(argv) < 2 || !multiCall(baseName(argv[0])) || strings.HasPrefix(argv[1], "-") {
+		return nil, false
+	}
+	return argv[1:], true
+}
+
 // wrapper returns the options of the wrapper name that take a separate
 // argument; false if name is not a wrapper.
 func wrapper(name string) (withArg []string, ok bool) {
@@ -145,6 +164,11 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		s.add(ws, "eval runs a string as a command line")
 	case isShell(name):
 		s.shell(ws, depth, inScript)
+	case multiCall(name) && len(ws) > 1 && !strings.HasPrefix(ws[1].s, "-"):
+		// busybox wget: the applet is decided as a command of its own
+		// (busybox sh -c '...' is a shell's line).
+		s.add(ws, "")
+		s.command(ws[1:], depth+1, inScript)
 	case isWrapper(name):
 		s.add(ws, "")
 		s.wrapped(name, ws[1:], depth)

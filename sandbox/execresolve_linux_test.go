@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,36 @@ $L ./u -s >/dev/null; echo "ld link -s: $?"
 `
 	_, out, stderr := runScript(t, ws, execRules, script)
 	want := "ld uname -n: 126\nld opts uname -n: 126\nld uname -s: 0\nld link -n: 126\nld link -s: 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+}
+
+// TestExecCheckMultiCall: a multi-call binary's applet runs in the
+// binary's own process, with no exec to check, so `busybox uname -n` is
+// decided as uname -n at busybox's exec, under any name busybox takes
+// as its own. Positive control: an allowed applet the same way. (What
+// busybox's own shell runs without an exec is not seen.)
+func TestExecCheckMultiCall(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox here")
+	}
+	ws := t.TempDir()
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the workspace, where the sandbox sees it wherever it came from.
+	if err := os.WriteFile(filepath.Join(ws, "bb"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, out, stderr := runScript(t, ws, execRules, `ln -s bb busybox; ln -s bb busyboxZ
+./busybox uname -n >/dev/null 2>&1; echo "busybox uname -n: $?"
+./busyboxZ /usr/bin/uname -n >/dev/null 2>&1; echo "busyboxZ uname -n: $?"
+./busybox uname -s >/dev/null; echo "busybox uname -s: $?"
+`)
+	want := "busybox uname -n: 126\nbusyboxZ uname -n: 126\nbusybox uname -s: 0\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
