@@ -172,6 +172,9 @@ func helper(mode string) int {
 	if mode == "exec-check" {
 		return execCheckHelper()
 	}
+	if mode == "exec-unsupervised" {
+		return execUnsupervisedHelper()
+	}
 	if mode == "no-nnp" {
 		err := Install([]Instruction{{Code: retK, K: retAllow}})
 		switch {

@@ -172,6 +172,39 @@ func execCheckHelper() int {
 	return report(res)
 }
 
+// TestExecFailsClosedUnsupervised: an exec the filter hands to a
+// supervisor fails when none will answer (its listener closed: moat gone,
+// or its supervisor ended), rather than going on unchecked. Positive
+// control: the same program runs before the filter.
+func TestExecFailsClosedUnsupervised(t *testing.T) {
+	res, err := runHelper(t, "exec-unsupervised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel fails a call no listener can answer with ENOSYS.
+	if res["before"] != "ok" || res["after"] != "ENOSYS" {
+		t.Errorf("/bin/true before the filter: %q, after it with no supervisor: %q; want ok, then ENOSYS", res["before"], res["after"])
+	}
+}
+
+// execUnsupervisedHelper installs the exec-checking filter, closes its
+// listener unread, and tries a program before and after.
+func execUnsupervisedHelper() int {
+	res := map[string]string{"before": errName(exec.Command("/bin/true").Run())}
+	if err := setNoNewPrivs(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()), false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	unix.Close(fd)
+	res["after"] = errName(exec.Command("/bin/true").Run())
+	return report(res)
+}
+
 func socketPair() (*os.File, *os.File, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
