@@ -76,6 +76,42 @@ func TestExecCheckGitUnderOtherNames(t *testing.T) {
 	}
 }
 
+// TestExecCheckLinksIntoProc: a program reached through a link into
+// /proc (to a descriptor, to a process's directory, through /dev/fd) or
+// through a process's cwd or root there is decided by the file it is, as
+// the kernel follows those links for the caller; the host cannot follow
+// them as it follows other links (they name its own process, or are
+// magic), and they used to leave the program named only by the link
+// (uname -n ran as l1 -n), or not found at all. Positive control: each
+// with -s runs.
+func TestExecCheckLinksIntoProc(t *testing.T) {
+	ws := t.TempDir()
+	_, out, stderr := runScript(t, ws, execRules, `exec 3</usr/bin/uname
+ln -s /usr/bin/uname ./u
+ln -s /proc/$$/fd/3 /tmp/l1; ln -s /proc/self/fd/3 /tmp/l2; ln -s /dev/fd/3 /tmp/l3
+mkdir -p /tmp/pp; ln -s /proc/$$ /tmp/pp/me; ln -s ../../proc/self/fd /tmp/pp/fds
+try() { $2 -n >/dev/null 2>&1; a=$?; $2 -s >/dev/null 2>&1; echo "$1: $a $?"; }
+try "link to /proc/PID/fd/3" /tmp/l1
+try "link to /proc/self/fd/3" /tmp/l2
+try "link to /dev/fd/3" /tmp/l3
+try "through a link to /proc/PID" /tmp/pp/me/fd/3
+try "through a relative link into /proc" /tmp/pp/fds/3
+try "/proc/PID/cwd/link" /proc/$$/cwd/u
+try "/proc/PID/root/link" /proc/$$/root/tmp/l1
+`)
+	want := `link to /proc/PID/fd/3: 126 0
+link to /proc/self/fd/3: 126 0
+link to /dev/fd/3: 126 0
+through a link to /proc/PID: 126 0
+through a relative link into /proc: 126 0
+/proc/PID/cwd/link: 126 0
+/proc/PID/root/link: 126 0
+`
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+}
+
 // TestExecCheckLoader: a program started by the dynamic loader (which
 // maps it itself, with no exec to check) is decided at the loader's
 // exec, by its name and by the file it is (a link). Positive control: an

@@ -153,6 +153,18 @@ func missing(c seccomp.ExecCall) bool {
 	if err == nil {
 		unix.Close(fd)
 	}
+	if err != unix.ENOENT && err != unix.ENOTDIR {
+		return false
+	}
+	if strings.HasPrefix(c.Path, "/") {
+		// A link into /proc (/dev/fd/3, one to /proc/self/fd/3) leads
+		// nowhere for openat2 alone: the path is walked as the caller's
+		// exec would (see walkIn) before it is called missing.
+		fd, err = openIn(c.Pid, unix.AT_FDCWD, c.Path)
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
 	return err == unix.ENOENT || err == unix.ENOTDIR
 }
 
@@ -196,8 +208,9 @@ var errUnresolved = errors.New("the path cannot be followed in the caller's view
 
 // openIn opens (O_PATH) the file process pid reaches by path p, relative
 // to its descriptor dirfd (or its working directory for AT_FDCWD), as its
-// execve would: in its root, links followed, /proc/self/fd/N and
-// /dev/fd/N its own descriptors. p "" is the file dirfd holds (fexecve).
+// execve would: in its root, links followed (into /proc too: see walkIn),
+// /proc/self/fd/N and /dev/fd/N its own descriptors. p "" is the file
+// dirfd holds (fexecve).
 func openIn(pid, dirfd int, p string) (int, error) {
 	proc := "/proc/" + strconv.Itoa(pid)
 	if p == "" {
@@ -229,20 +242,131 @@ func openIn(pid, dirfd int, p string) (int, error) {
 		return -1, err
 	}
 	defer unix.Close(root)
-	if q := path.Clean(p); strings.HasPrefix(q, "/proc/") {
-		// /proc/self in the caller's root would name this process: it is
-		// the caller's own pid there.
-		if rest, ok := strings.CutPrefix(q, "/proc/self"); ok {
-			q = "/proc/" + nsPid(proc) + rest
-		} else if rest, ok := strings.CutPrefix(q, "/proc/thread-self"); ok {
-			q = "/proc/" + nsPid(proc) + rest
-		}
-		if dir, link, ok := procLink(q); ok {
-			return procLinkTarget(root, dir, link)
-		}
-		p = q // any other /proc name is a path like another
+	// Most paths meet no link the host follows otherwise than the caller
+	// (those fail here): one system call.
+	fd, err := unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err == nil {
+		return fd, nil
 	}
-	return unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
+	return walkIn(proc, root, p)
+}
+
+// maxLinks is how many symbolic links one path may pass through, as
+// the kernel counts them (MAXSYMLINKS).
+const maxLinks = 40
+
+// walkIn opens (O_PATH) the file the absolute path p names in the
+// caller's root (root, of process proc), following its links one at a
+// time as the kernel follows them for the caller. openat2's
+// RESOLVE_IN_ROOT cannot: in the caller's /proc, self and thread-self
+// name the reader (the host, which has no pid there), and the magic links
+// (a process's fd/N, exe, cwd, root) are not followed at all, so a link
+// to /proc/PID/fd/3, a path through /dev/fd or /proc/PID/cwd, named a
+// program only by its own name, or by none. Here /proc/self is the
+// caller's pid, a magic link is followed to the file it holds, and the
+// walk goes on from that file's place in the caller's root.
+func walkIn(proc string, root int, p string) (int, error) {
+	cur, rest, links := "/", strings.Split(p, "/"), 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur) // cur has no link left in it
+			continue
+		}
+		if cur == "/proc" && (name == "self" || name == "thread-self") {
+			cur = "/proc/" + nsPid(proc)
+			continue
+		}
+		dir, err := unix.Openat2(root, cur, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS})
+		if err != nil {
+			return -1, err
+		}
+		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(dir)
+			return -1, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(dir)
+			unix.Close(fd)
+			return -1, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			unix.Close(dir)
+			if len(rest) == 0 {
+				return fd, nil
+			}
+			unix.Close(fd)
+			cur = path.Join(cur, name)
+			continue
+		}
+		unix.Close(fd)
+		if links++; links > maxLinks {
+			unix.Close(dir)
+			return -1, unix.ELOOP
+		}
+		if magic(dir, cur) {
+			// Followed as the kernel follows it, to the file it holds.
+			fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_CLOEXEC, 0)
+			unix.Close(dir)
+			if err != nil {
+				return -1, err
+			}
+			if len(rest) == 0 {
+				return fd, nil
+			}
+			at, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+			unix.Close(fd)
+			if err != nil || !strings.HasPrefix(at, "/") {
+				return -1, errUnresolved
+			}
+			if cur = inRoot(proc, at, "."); cur == "" {
+				return -1, errUnresolved // outside the caller's root
+			}
+			continue
+		}
+		target, err := readlinkat(dir, name)
+		unix.Close(dir)
+		if err != nil {
+			return -1, err
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return unix.Openat2(root, cur, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS})
+}
+
+// magic reports whether the links of directory dir (named cur in the
+// caller's root) are procfs's magic links: every link below a process's
+// directory (/proc/N/fd/M, exe, cwd, root, ns/...) is one; those of
+// /proc itself (self, mounts, net) are links like others.
+func magic(dir int, cur string) bool {
+	if cur == "/proc" || !strings.HasPrefix(cur, "/proc/") {
+		return false
+	}
+	var st unix.Statfs_t
+	return unix.Fstatfs(dir, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+}
+
+// readlinkat is readlink(2) relative to a directory descriptor.
+func readlinkat(dir int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		b := make([]byte, size)
+		n, err := unix.Readlinkat(dir, name, b)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(b[:n]), nil
+		}
+	}
 }
 
 // openFile opens for reading the regular file process pid reaches by
@@ -266,61 +390,6 @@ func openFile(pid, dirfd int, p string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(rfd), fdName(fd)), nil
-}
-
-// procLink splits a /proc path naming a descriptor or an executable,
-// the magic links a program can be started from (/proc/N/fd/M,
-// /proc/N/task/T/fd/M, /proc/N/exe), into its process's directory and
-// the link in it. (Parsed by hand: a package-level regexp would be
-// compiled at the start of every moat process.)
-func procLink(q string) (dir, link string, ok bool) {
-	num := func(s string) bool { _, err := strconv.ParseUint(s, 10, 32); return err == nil }
-	f := strings.Split(strings.TrimPrefix(q, "/proc/"), "/")
-	if len(f) < 2 || !num(f[0]) {
-		return "", "", false
-	}
-	n := 1
-	if len(f) >= 4 && f[1] == "task" && num(f[2]) {
-		n = 3
-	}
-	dir = "/proc/" + strings.Join(f[:n], "/")
-	switch rest := f[n:]; {
-	case len(rest) == 1 && rest[0] == "exe":
-		return dir, "exe", true
-	case len(rest) == 2 && rest[0] == "fd" && num(rest[1]):
-		return dir, "fd/" + rest[1], true
-	}
-	return "", "", false
-}
-
-// procLinkTarget follows the magic link dir/link of the procfs in the
-// caller's root (root): dir is resolved in that root, and must be on a
-// procfs (so it names one of the caller's processes, not a directory made
-// to look like one); only the link itself is followed as the kernel
-// follows it, to the file the process holds.
-func procLinkTarget(root int, dir, link string) (int, error) {
-	d, err := unix.Openat2(root, dir, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
-	if err != nil {
-		return -1, err
-	}
-	defer unix.Close(d)
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(d, &st); err != nil {
-		return -1, err
-	}
-	if st.Type != unix.PROC_SUPER_MAGIC {
-		return -1, errUnresolved
-	}
-	parent, name := path.Split(link)
-	if parent != "" {
-		sub, err := unix.Openat2(d, path.Clean(parent), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
-		if err != nil {
-			return -1, err
-		}
-		defer unix.Close(sub)
-		d = sub
-	}
-	return unix.Openat(d, name, unix.O_PATH|unix.O_CLOEXEC, 0)
 }
 
 // inRoot returns rel, relative to dir (a path as the host names it),

@@ -49,20 +49,3 @@ func TestCheckExec(t *testing.T) {
 		}
 	}
 }
-
-func TestProcLink(t *testing.T) {
-	for _, tt := range []struct{ q, dir, link string }{
-		{"/proc/12/fd/3", "/proc/12", "fd/3"},
-		{"/proc/12/task/13/fd/3", "/proc/12/task/13", "fd/3"},
-		{"/proc/1/exe", "/proc/1", "exe"},
-		{"/proc/1/root/usr/bin/git", "", ""},
-		{"/proc/x/fd/3", "", ""},
-		{"/proc/1/fd/x", "", ""},
-		{"/proc/1/fd", "", ""},
-	} {
-		dir, link, ok := native.ProcLinkForTesting(tt.q)
-		if dir != tt.dir || link != tt.link || ok != (tt.dir != "") {
-			t.Errorf("ProcLinkForTesting(%q) = %q %q %v, want %q %q", tt.q, dir, link, ok, tt.dir, tt.link)
-		}
-	}
-}

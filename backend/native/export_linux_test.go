@@ -50,7 +50,3 @@ func NoteSetsidForTesting(inst any, pid int) []int {
 	}
 	return ids
 }
-
-// ProcLinkForTesting is procLink: the /proc magic links a program can be
-// started from.
-func ProcLinkForTesting(q string) (dir, link string, ok bool) { return procLink(q) }
