@@ -486,7 +486,7 @@ func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) 
 		if p == "" {
 			p = resolved
 		} else if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
+			p = under(dir, p)
 		}
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
@@ -517,7 +517,7 @@ func hostLookPath(name, dir string, env []string) string {
 	}
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
-			name = filepath.Join(dir, name)
+			name = under(dir, name)
 		}
 		if executable(name) {
 			return name
@@ -526,11 +526,18 @@ func hostLookPath(name, dir string, env []string) string {
 	}
 	for _, d := range lookpath.Dirs(env, "") {
 		if !filepath.IsAbs(d) {
-			d = filepath.Join(dir, d)
+			d = under(dir, d)
 		}
-		if p := filepath.Join(d, name); executable(p) {
+		if p := under(d, name); executable(p) {
 			return p
 		}
 	}
 	return ""
+}
+
+// under is rel in dir, not cleaned: a ".." after a link in rel leaves
+// the link's target, as the kernel walks it (l/../s, l a link to
+// sub/deep, is sub/s), where filepath.Join would take it lexically (s).
+func under(dir, rel string) string {
+	return strings.TrimSuffix(dir, "/") + "/" + rel
 }

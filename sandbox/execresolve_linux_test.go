@@ -112,6 +112,54 @@ through a relative link into /proc: 126 0
 	}
 }
 
+// TestExecCheckDotDotAfterLink: a ".." after a link leaves the link's
+// target, as the kernel walks it, not the directory the link is in:
+// ./l/../s, l a link to sub/deep, is sub/s. Read lexically (./s), the
+// script whose #! line runs echo deny-me passed as the harmless ./s,
+// from a script and as the command line's own program. Positive control:
+// sub/t the same way runs.
+func TestExecCheckDotDotAfterLink(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, "sub", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub/deep", filepath.Join(ws, "l")); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"s": "#!/bin/echo fine\n", "sub/s": "#!/bin/echo deny-me\n", "sub/t": "#!/bin/echo fine\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rules = `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`
+	_, out, stderr := runScript(t, ws, rules, `./l/../s x; echo "l/../s: $?"
+./l/../t x; echo "l/../t: $?"
+`)
+	want := "l/../s: 126\nfine ./l/../t x\nl/../t: 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	p := execPolicy(t, ws, rules)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	for _, tt := range []struct {
+		prog string
+		deny bool
+	}{{"./l/../s", true}, {"./l/../t", false}} {
+		var o bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+			Args: []string{tt.prog, "x"}}, backend.Stdio{Stdout: &o, Stderr: &o})
+		if denied := errors.Is(err, sandbox.ErrDenied); denied != tt.deny || !tt.deny && (err != nil || rep.ExitCode != 0) {
+			t.Errorf("%s as the command: %v (reason %q, output %q), want denied %v", tt.prog, err, rep.Reason, o.String(), tt.deny)
+		}
+	}
+}
+
 // TestExecCheckLoader: a program started by the dynamic loader (which
 // maps it itself, with no exec to check) is decided at the loader's
 // exec, by its name and by the file it is (a link). Positive control: an

@@ -325,9 +325,10 @@ func walkIn(proc string, root int, p string) (int, error) {
 			if err != nil || !strings.HasPrefix(at, "/") {
 				return -1, errUnresolved
 			}
-			if cur = inRoot(proc, at, "."); cur == "" {
+			if cur = inRoot(proc, at, ""); cur == "" {
 				return -1, errUnresolved // outside the caller's root
 			}
+			cur = path.Clean(cur) // the name of a file: no link in it
 			continue
 		}
 		target, err := readlinkat(dir, name)
@@ -394,7 +395,9 @@ func openFile(pid, dirfd int, p string) (*os.File, error) {
 
 // inRoot returns rel, relative to dir (a path as the host names it),
 // as a path in the root of process proc; "" when dir is not inside
-// that root as the host names it.
+// that root as the host names it. rel is not cleaned: a ".." after a
+// link in it leaves the link's target, as the kernel walks it
+// (./l/../s, l a link to sub/deep, is sub/s, not ./s).
 func inRoot(proc, dir, rel string) string {
 	root, err := os.Readlink(proc + "/root")
 	if err != nil {
@@ -409,7 +412,7 @@ func inRoot(proc, dir, rel string) string {
 	default:
 		return ""
 	}
-	return path.Join(dir, rel)
+	return strings.TrimSuffix(dir, "/") + "/" + rel
 }
 
 // nsPid returns process proc's pid in its own pid namespace (the last of
