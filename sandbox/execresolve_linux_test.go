@@ -116,8 +116,11 @@ through a relative link into /proc: 126 0
 // target, as the kernel walks it, not the directory the link is in:
 // ./l/../s, l a link to sub/deep, is sub/s. Read lexically (./s), the
 // script whose #! line runs echo deny-me passed as the harmless ./s,
-// from a script and as the command line's own program. Positive control:
-// sub/t the same way runs.
+// from a script and as the command line's own program; and a path that
+// reads lexically as /proc/self/fd/3 was decided as the caller's
+// descriptor 3 while the kernel ran a script under the workspace's top
+// directory. Positive control: sub/t the same way runs, and a harmless
+// script at that place.
 func TestExecCheckDotDotAfterLink(t *testing.T) {
 	ws := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(ws, "sub", "deep"), 0o755); err != nil {
@@ -142,6 +145,21 @@ decision = "deny"
 `)
 	want := "l/../s: 126\nfine ./l/../t x\nl/../t: 0\n"
 	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	// A path that reads lexically as the caller's descriptor 3
+	// (/proc/self/fd/3, holding /bin/true) but leads, through the link,
+	// to a script under the workspace's top directory.
+	top := "/" + strings.Split(ws, "/")[1]
+	ups := strings.Repeat("../", strings.Count(ws, "/")+1)
+	_, out, stderr = runScript(t, ws, rules, `mkdir -p `+top+`/proc/self/fd || exit 0
+printf '#!/bin/echo deny-me\n' >`+top+`/proc/self/fd/3; chmod +x `+top+`/proc/self/fd/3
+exec 3</bin/true
+`+ws+`/l/`+ups+`proc/self/fd/3 x; echo "fd 3 lexically: $?"
+printf '#!/bin/echo fine\n' >`+top+`/proc/self/fd/3
+`+ws+`/l/`+ups+`proc/self/fd/3 x >/dev/null; echo "control: $?"
+`)
+	if want := "fd 3 lexically: 126\ncontrol: 0\n"; out != want && out != "" {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 	p := execPolicy(t, ws, rules)

@@ -169,9 +169,14 @@ func missing(c seccomp.ExecCall) bool {
 }
 
 // ownFD returns N when p names the caller's own descriptor N:
-// /proc/self/fd/N, /proc/thread-self/fd/N or /dev/fd/N.
+// /proc/self/fd/N, /proc/thread-self/fd/N or /dev/fd/N, as written. A
+// path that is so only once cleaned lexically is not (the walk decides
+// it): a ".." after a link leaves the link's target, so
+// /tmp/l/../../proc/self/fd/3 may be a file of /tmp's.
 func ownFD(p string) (string, bool) {
-	p = path.Clean(p)
+	if p != path.Clean(p) {
+		return "", false
+	}
 	for _, dir := range []string{"/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"} {
 		if n, ok := strings.CutPrefix(p, dir); ok {
 			if _, err := strconv.Atoi(n); err == nil {
