@@ -54,14 +54,16 @@ var irreversible = []*rule{
 		// value with spaces is one \S+ once CommandWords escapes them.
 		// git lfs push, git svn dcommit and git p4 submit send commits
 		// (or their files) to another kind of remote; git send-email
-		// mails them. git-lfs, git-svn, git-p4 and git-send-email started
-		// as programs are decided as git lfs, git svn, ... (decideOne).
+		// mails them. git send-pack and git http-push are the plumbing
+		// under git push: they publish as it does. git-lfs, git-svn,
+		// git-p4, git-send-email and git-send-pack started as programs are
+		// decided as git lfs, git svn, ... (decideOne).
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-push"}, kind: Ask,
 		programs: []string{"git"},
-		needs:    []string{"push", "dcommit", "submit", "send-email"},
-		r: policy.Rule{Name: "git-push", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* (push|lfs push|svn dcommit|p4 submit|send-email)( |$)`}, Decision: policy.DecisionAsk,
+		needs:    []string{"push", "dcommit", "submit", "send-email", "send-pack", "http-push"},
+		r: policy.Rule{Name: "git-push", Match: policy.Match{CommandRegex: `^git( (-[cC]|--(git-dir|work-tree|namespace|config-env|super-prefix|attr-source|shallow-file)) \S+| -([^cC\s]\S*|[cC]\S+))* (push|send-pack|http-push|lfs push|svn dcommit|p4 submit|send-email)( |$)`}, Decision: policy.DecisionAsk,
 			Reason:           "git push publishes commits to a remote (git send-email mails them)",
-			ExamplesMatch:    [][]string{{"git", "push"}, {"git", "push", "origin", "main"}, {"/usr/bin/git", "push"}, {"git", "-C", "repo", "push", "-f"}, {"git", "-P", "push"}, {"git", "--no-pager", "push"}, {"git", "--git-dir", ".git", "push"}, {"git", "--git-dir=.git", "push"}, {"git", "--work-tree", "x", "push"}, {"git", "--config-env", "a=B", "push"}, {"git", "-C", "d", "-c", "k=v", "--bare", "push"}, {"git", "lfs", "push", "origin", "main"}, {"git", "svn", "dcommit"}, {"git", "p4", "submit"}, {"git", "send-email", "HEAD^"}},
+			ExamplesMatch:    [][]string{{"git", "push"}, {"git", "push", "origin", "main"}, {"/usr/bin/git", "push"}, {"git", "-C", "repo", "push", "-f"}, {"git", "-P", "push"}, {"git", "--no-pager", "push"}, {"git", "--git-dir", ".git", "push"}, {"git", "--git-dir=.git", "push"}, {"git", "--work-tree", "x", "push"}, {"git", "--config-env", "a=B", "push"}, {"git", "-C", "d", "-c", "k=v", "--bare", "push"}, {"git", "lfs", "push", "origin", "main"}, {"git", "svn", "dcommit"}, {"git", "p4", "submit"}, {"git", "send-email", "HEAD^"}, {"git", "send-pack", "../bare.git", "HEAD:main"}, {"git", "http-push", "https://example.com/r.git", "main"}},
 			ExamplesNotMatch: [][]string{{"git", "status"}, {"git", "log", "push"}, {"git", "pushx"}, {"git", "log", "--grep", "push"}, {"git", "commit", "-m", "push"}, {"git", "-P", "grep", "push"}, {"git", "-c", "push", "log"}, {"git", "lfs", "pull"}, {"git", "svn", "rebase"}, {"git", "format-patch", "-1"}},
 		},
 	},

@@ -16,7 +16,7 @@ import (
 // with one of the words still reaches it.
 func TestBuiltinNeeds(t *testing.T) {
 	want := map[string][]string{
-		"git-push":        {"push", "dcommit", "submit", "send-email"},
+		"git-push":        {"push", "dcommit", "submit", "send-email", "send-pack", "http-push"},
 		"git-alias":       {"-c", "--config-env", "--config-env="},
 		"package-publish": {"publish", "push", "upload", "pu", "pub", "publ", "publi", "publis", "pus", "cm-push", "hex.publish"},
 		"python-upload":   {"upload", "publish"},

@@ -172,6 +172,7 @@ func TestDecideGitSubcommandProgram(t *testing.T) {
 		{"/usr/lib/git-core/git-push", []string{"git-push", "origin", "main"}, Ask},
 		{"/usr/lib/git-core/git-push", []string{"x", "origin", "main"}, Ask},
 		{"", []string{"/usr/lib/git-core/git-push", "origin"}, Ask},
+		{"/usr/lib/git-core/git-send-pack", []string{"git-send-pack", "../bare.git", "HEAD:main"}, Ask},
 		{"/usr/lib/git-core/git-status", []string{"git-status"}, Allow},
 		{"/usr/bin/git", []string{"git", "status"}, Allow},
 		{"/usr/bin/git-", []string{"git-"}, Allow},
