@@ -395,7 +395,11 @@ type ExecCall struct {
 	// from its working directory, links followed). The file's Name is
 	// its path as the host names it, "" when it has none. A checker
 	// reads a script's #! line with it, and finds the program a loader
-	// or an interpreter is given. nil where the backend cannot.
+	// or an interpreter is given. An error that is fs.ErrPermission is
+	// a file the backend may not read that the sandbox could have made
+	// (not one of the host's root): the kernel reads a #! line whatever
+	// the read bits, so a checker cannot tell what it runs. nil where
+	// the backend cannot open files.
 	Open func(path string) (*os.File, error)
 	// First says this is the exec that starts the command itself, whose
 	// argv is the Spec's: a checker that decided the command line before

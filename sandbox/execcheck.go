@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,6 +31,11 @@ const LayerRules = "rules"
 // than the exec check reads (backend.ExecCall.Truncated), so that the
 // rules could not see all of it.
 const ReasonArgvTooLong = "the argv is too long to check"
+
+// ReasonUnreadable is the reason of a refused exec whose file moat may
+// not read: the kernel reads a script's #! line whatever the file's read
+// bits, so what such a file runs could not be checked.
+const ReasonUnreadable = "the program's file cannot be read to check what it runs"
 
 // execCheck answers the backend's CheckExec for one run: each program a
 // process of the sandbox starts is checked against the command rules
@@ -180,7 +186,14 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
 		}
 	}
-	if interp, arg, ok := shebang(open, which); ok {
+	interp, arg, ok, err := shebang(open, which)
+	if errors.Is(err, fs.ErrPermission) {
+		// An executable file moat may not read (mode 0111, as moat runs
+		// without root) that the sandbox could have made: the kernel
+		// would still run its #! line (backend.ExecCall.Open).
+		d = stronger(d, harness.Decision{Verdict: harness.Deny, Reason: ReasonUnreadable})
+	}
+	if ok {
 		run := []string{interp}
 		if arg != "" {
 			run = append(run, arg)
@@ -210,18 +223,18 @@ func fileName(open func(string) (*os.File, error), p string) string {
 // byte too let "#!/usr/bin/git <pad>pushX" be decided as git pushX
 // while git push ran). The interpreter ends at a space or a tab, the
 // argument is the rest, trimmed. false when the file is no script or
-// cannot be read.
-func shebang(open func(string) (*os.File, error), which string) (interp, arg string, ok bool) {
+// cannot be read, with open's error in the second case.
+func shebang(open func(string) (*os.File, error), which string) (interp, arg string, ok bool, err error) {
 	f, err := open(which)
 	if err != nil {
-		return "", "", false
+		return "", "", false, err
 	}
 	defer f.Close()
 	buf := make([]byte, 256)
 	n, _ := io.ReadFull(f, buf)
 	line, found := bytes.CutPrefix(buf[:n], []byte("#!"))
 	if !found {
-		return "", "", false
+		return "", "", false, nil
 	}
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
@@ -233,13 +246,13 @@ func shebang(open func(string) (*os.File, error), which string) (interp, arg str
 	}
 	line = bytes.Trim(line, " \t")
 	if len(line) == 0 {
-		return "", "", false
+		return "", "", false, nil
 	}
 	i := bytes.IndexAny(line, " \t")
 	if i < 0 {
-		return string(line), "", true
+		return string(line), "", true, nil
 	}
-	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true
+	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true, nil
 }
 
 // stronger returns the stronger of two decisions, a if they are equal.
@@ -347,6 +360,8 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 	switch {
 	case d.Reason == ReasonArgvTooLong && d.Rule == nil:
 		hint = "pass fewer or shorter arguments (execve itself takes at most 6 MiB, 128 KiB a word)"
+	case d.Reason == ReasonUnreadable && d.Rule == nil:
+		hint = "make the file readable (chmod u+r)"
 	case d.Verdict == harness.Ask:
 		hint = why + ": approve it when asked, or " + hint
 	}
@@ -495,6 +510,11 @@ func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) 
 		// Not a FIFO or a device, which could block or answer anything.
 		f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
+			if st, ok := statOf(real); ok && st.Uid == 0 {
+				// A file of the host's root that moat may not read:
+				// nothing of the sandbox made it (backend.ExecCall.Open).
+				return nil, errors.New("a file of the host's root that moat may not read")
+			}
 			return nil, err
 		}
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -505,6 +525,16 @@ func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) 
 	}
 	e := &execCheck{rules: rules}
 	return e.decideProgram(open, "", argv[0], argv, resolved, 0, true)
+}
+
+// statOf is the system's stat of the file p, false when there is none.
+func statOf(p string) (*syscall.Stat_t, bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return st, ok
 }
 
 // hostLookPath finds the program name as the sandbox's init will: a name

@@ -178,6 +178,45 @@ printf '#!/bin/echo fine\n' >`+top+`/proc/self/fd/3
 	}
 }
 
+// TestExecCheckUnreadableScript: the kernel reads a script's #! line
+// whatever the file's read bits, so a script the caller can only execute
+// (mode 0111) runs its interpreter. Where moat cannot read the file to
+// see that line (not as root), the exec is refused rather than decided
+// by its name alone, as the command line's own program and as one a
+// script starts. Positive control: a readable script runs.
+func TestExecCheckUnreadableScript(t *testing.T) {
+	ws := t.TempDir()
+	for name, body := range map[string]string{"s": "#!/bin/echo deny-me\n", "t": "#!/bin/echo fine\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(ws, "s"), 0o111); err != nil {
+		t.Fatal(err)
+	}
+	const rules = `
+[[rules]]
+name = "no-deny-me"
+match = { command = ["echo", "deny-me"] }
+decision = "deny"
+`
+	_, out, stderr := runScript(t, ws, rules, `./s x; echo "exec-only: $?"
+./t x; echo "readable: $?"
+`)
+	if want := "exec-only: 126\nfine ./t x\nreadable: 0\n"; out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	p := execPolicy(t, ws, rules)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	var o bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+		Args: []string{"./s", "x"}}, backend.Stdio{Stdout: &o, Stderr: &o})
+	if !errors.Is(err, sandbox.ErrDenied) || o.Len() != 0 {
+		t.Errorf("./s as the command: %v (reason %q, output %q), want it refused", err, rep.Reason, o.String())
+	}
+}
+
 // TestExecCheckLoader: a program started by the dynamic loader (which
 // maps it itself, with no exec to check) is decided at the loader's
 // exec, by its name and by the file it is (a link). Positive control: an

@@ -393,10 +393,21 @@ func openFile(pid, dirfd int, p string) (*os.File, error) {
 	}
 	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
+		if st.Uid == 0 {
+			// A file of the host's root that moat, not root, may not
+			// read (sudo is mode 4111 on some systems): nothing in the
+			// sandbox made it, so it is not refused for that (see
+			// backend.ExecCall.Open).
+			return nil, errSystemUnreadable
+		}
 		return nil, err
 	}
 	return os.NewFile(uintptr(rfd), fdName(fd)), nil
 }
+
+// errSystemUnreadable is openFile's error for a file of the host's root
+// that moat may not read.
+var errSystemUnreadable = errors.New("a file of the host's root that moat may not read")
 
 // inRoot returns rel, relative to dir (a path as the host names it),
 // as a path in the root of process proc; "" when dir is not inside
