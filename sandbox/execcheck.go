@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -186,14 +187,25 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
 		}
 	}
-	interp, arg, ok, err := shebang(open, which)
+	interp, arg, isELF, ok, err := interpreter(open, which)
 	if errors.Is(err, fs.ErrPermission) {
 		// An executable file moat may not read (mode 0111, as moat runs
 		// without root) that the sandbox could have made: the kernel
 		// would still run its #! line (backend.ExecCall.Open).
 		d = stronger(d, harness.Decision{Verdict: harness.Deny, Reason: ReasonUnreadable})
 	}
-	if ok {
+	if ok && isELF {
+		// The kernel maps an ELF's interpreter (PT_INTERP) itself and
+		// starts it, with argv as given: any static program can be one
+		// (an ELF whose interpreter is kubectl runs kubectl). The dynamic
+		// loader, the interpreter of every dynamic program, runs this
+		// file, decided above, and is not decided again.
+		name := fileName(open, interp)
+		if !harness.IsLoader(path.Base(interp)) || name != "" && !harness.IsLoader(path.Base(name)) {
+			run := append([]string{interp}, argv[1:]...)
+			d = stronger(d, e.decideProgram(open, interp, interp, run, name, depth+1, false))
+		}
+	} else if ok {
 		run := []string{interp}
 		if arg != "" {
 			run = append(run, arg)
@@ -215,7 +227,7 @@ func fileName(open func(string) (*os.File, error), p string) string {
 	return f.Name()
 }
 
-// shebang returns the interpreter and its optional argument of the
+// interpreter returns the interpreter and its optional argument of the
 // script open(which) reads, as the kernel's binfmt_script reads them:
 // the first line after "#!", looked for in the first 256 bytes
 // (BINPRM_BUF_SIZE); with no newline there, the line ends before the
@@ -224,35 +236,104 @@ func fileName(open func(string) (*os.File, error), p string) string {
 // while git push ran). The interpreter ends at a space or a tab, the
 // argument is the rest, trimmed. false when the file is no script or
 // cannot be read, with open's error in the second case.
-func shebang(open func(string) (*os.File, error), which string) (interp, arg string, ok bool, err error) {
+//
+// For an ELF file, elf is set and interp is its PT_INTERP (see elfInterp).
+func interpreter(open func(string) (*os.File, error), which string) (interp, arg string, elf, ok bool, err error) {
 	f, err := open(which)
 	if err != nil {
-		return "", "", false, err
+		return "", "", false, false, err
 	}
 	defer f.Close()
-	buf := make([]byte, 256)
+	buf := make([]byte, binprmBuf)
 	n, _ := io.ReadFull(f, buf)
-	line, found := bytes.CutPrefix(buf[:n], []byte("#!"))
+	if interp, ok := elfInterp(f, buf[:n]); ok {
+		return interp, "", true, true, nil
+	}
+	interp, arg, ok = shebang(buf[:n])
+	return interp, arg, false, ok, nil
+}
+
+// binprmBuf is how much of a file the kernel reads to decide how to run
+// it (BINPRM_BUF_SIZE): a #! line is looked for there.
+const binprmBuf = 256
+
+// shebang parses a script's first bytes (see interpreter), at most
+// binprmBuf of them.
+func shebang(buf []byte) (interp, arg string, ok bool) {
+	line, found := bytes.CutPrefix(buf, []byte("#!"))
 	if !found {
-		return "", "", false, nil
+		return "", "", false
 	}
 	if i := bytes.IndexByte(line, '\n'); i >= 0 {
 		line = line[:i]
 	} else {
-		line = line[:min(len(line), len(buf)-3)] // "#!", and the kernel's NUL
+		line = line[:min(len(line), binprmBuf-3)] // "#!", and the kernel's NUL
 	}
 	if i := bytes.IndexByte(line, 0); i >= 0 {
 		line = line[:i]
 	}
 	line = bytes.Trim(line, " \t")
 	if len(line) == 0 {
-		return "", "", false, nil
+		return "", "", false
 	}
 	i := bytes.IndexAny(line, " \t")
 	if i < 0 {
-		return string(line), "", true, nil
+		return string(line), "", true
 	}
-	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true, nil
+	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true
+}
+
+// elfInterp returns the interpreter (PT_INTERP) of the ELF file f, whose
+// first bytes are head, read as the kernel's binfmt_elf reads it: the
+// first PT_INTERP program header's bytes, which must end with a NUL, as
+// a C string. false when f is no ELF file or has none.
+func elfInterp(f io.ReaderAt, head []byte) (string, bool) {
+	if len(head) < 0x40 || string(head[:4]) != "\x7fELF" {
+		return "", false
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if head[5] == 2 {
+		bo = binary.BigEndian
+	}
+	var phoff uint64
+	var entsize, num int
+	switch head[4] {
+	case 2: // ELFCLASS64
+		phoff, entsize, num = bo.Uint64(head[0x20:]), int(bo.Uint16(head[0x36:])), int(bo.Uint16(head[0x38:]))
+	case 1: // ELFCLASS32
+		phoff, entsize, num = uint64(bo.Uint32(head[0x1c:])), int(bo.Uint16(head[0x2a:])), int(bo.Uint16(head[0x2c:]))
+	default:
+		return "", false
+	}
+	// The kernel reads at most 64 KiB of program headers.
+	if entsize < 0x20 || num == 0 || entsize*num > 64<<10 {
+		return "", false
+	}
+	ph := make([]byte, entsize*num)
+	if _, err := f.ReadAt(ph, int64(phoff)); err != nil {
+		return "", false
+	}
+	for i := range num {
+		h := ph[i*entsize:]
+		if bo.Uint32(h) != 3 { // PT_INTERP
+			continue
+		}
+		var off, size uint64
+		if head[4] == 2 {
+			off, size = bo.Uint64(h[8:]), bo.Uint64(h[32:])
+		} else {
+			off, size = uint64(bo.Uint32(h[4:])), uint64(bo.Uint32(h[16:]))
+		}
+		if size < 2 || size > 4096 { // PATH_MAX
+			return "", false
+		}
+		b := make([]byte, size)
+		if _, err := f.ReadAt(b, int64(off)); err != nil || b[size-1] != 0 {
+			return "", false
+		}
+		return string(b[:bytes.IndexByte(b, 0)]), true
+	}
+	return "", false
 }
 
 // stronger returns the stronger of two decisions, a if they are equal.

@@ -3,10 +3,12 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -217,6 +219,128 @@ decision = "deny"
 	}
 }
 
+// TestExecCheckELFInterpreter: the kernel maps an ELF's interpreter
+// (PT_INTERP) itself and starts it with the ELF's argv, so any static
+// program can be started as another file's interpreter, with no exec of
+// its own: x, whose interpreter is secret, is decided as secret. Positive
+// controls: y, whose interpreter is the same code under a name no rule
+// matches, runs, and so does a dynamic program, whose interpreter is the
+// dynamic loader.
+func TestExecCheckELFInterpreter(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the test's programs are x86-64 code")
+	}
+	ws := t.TempDir()
+	for name, body := range map[string][]byte{
+		"secret": staticELF(),
+		"fine":   staticELF(),
+		"x":      interpELF(filepath.Join(ws, "secret")),
+		"y":      interpELF(filepath.Join(ws, "fine")),
+	} {
+		if err := os.WriteFile(filepath.Join(ws, name), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out, stderr := runScript(t, ws, `
+[[rules]]
+name = "no-secret"
+match = { command = ["secret"] }
+decision = "deny"
+`, `./secret; echo "direct: $?"
+./x a; echo "as x's interpreter: $?"
+./y a; echo "control: $?"
+/usr/bin/uname -s >/dev/null; echo "dynamic: $?"
+`)
+	if want := "direct: 126\nas x's interpreter: 126\nran\ncontrol: 0\ndynamic: 0\n"; out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	// As the command line's own program, decided on the host.
+	p := execPolicy(t, ws, `
+[[rules]]
+name = "no-secret"
+match = { command = ["secret"] }
+decision = "deny"
+`)
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	for _, tt := range []struct {
+		prog string
+		deny bool
+	}{{"./x", true}, {"./y", false}} {
+		var o bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
+			Args: []string{tt.prog, "a"}}, backend.Stdio{Stdout: &o, Stderr: &o})
+		if denied := errors.Is(err, sandbox.ErrDenied); denied != tt.deny || !tt.deny && (err != nil || o.String() != "ran\n") {
+			t.Errorf("%s as the command: %v (reason %q, output %q), want denied %v", tt.prog, err, rep.Reason, o.String(), tt.deny)
+		}
+	}
+}
+
+// staticELF is a static x86-64 program, loaded at 0x800000, that writes
+// "ran\n" and exits 0.
+func staticELF() []byte {
+	code := []byte{
+		0xb8, 1, 0, 0, 0, // mov eax, 1 (write)
+		0xbf, 1, 0, 0, 0, // mov edi, 1
+		0x48, 0x8d, 0x35, 0x10, 0, 0, 0, // lea rsi, [rip+16]: the message
+		0xba, 4, 0, 0, 0, // mov edx, 4
+		0x0f, 0x05, // syscall
+		0xb8, 60, 0, 0, 0, // mov eax, 60 (exit)
+		0x31, 0xff, // xor edi, edi
+		0x0f, 0x05, // syscall
+		'r', 'a', 'n', '\n',
+	}
+	const base = 0x800000
+	f := elfHeader(base+64+56, 1)
+	f = append(f, phdr(1, 5, 0, base, uint64(64+56+len(code)))...) // PT_LOAD, R+X
+	return append(f, code...)
+}
+
+// interpELF is an x86-64 program whose interpreter is interp: the kernel
+// starts interp, not the program's own code.
+func interpELF(interp string) []byte {
+	const base = 0x400000
+	str := append([]byte(interp), 0)
+	size := uint64(64 + 2*56 + len(str))
+	f := elfHeader(base, 2)
+	p := phdr(3, 4, 64+2*56, base+64+2*56, uint64(len(str))) // PT_INTERP
+	f = append(f, p...)
+	f = append(f, phdr(1, 5, 0, base, size)...) // PT_LOAD
+	return append(f, str...)
+}
+
+// elfHeader is an x86-64 ELF executable's header, its program headers
+// (phnum of them) right after it.
+func elfHeader(entry uint64, phnum int) []byte {
+	h := make([]byte, 64)
+	copy(h, "\x7fELF")
+	h[4], h[5], h[6] = 2, 1, 1                    // 64-bit, little-endian, version 1
+	binary.LittleEndian.PutUint16(h[0x10:], 2)    // ET_EXEC
+	binary.LittleEndian.PutUint16(h[0x12:], 0x3e) // x86-64
+	binary.LittleEndian.PutUint32(h[0x14:], 1)
+	binary.LittleEndian.PutUint64(h[0x18:], entry)
+	binary.LittleEndian.PutUint64(h[0x20:], 64) // program headers
+	binary.LittleEndian.PutUint16(h[0x34:], 64)
+	binary.LittleEndian.PutUint16(h[0x36:], 56)
+	binary.LittleEndian.PutUint16(h[0x38:], uint16(phnum))
+	binary.LittleEndian.PutUint16(h[0x3a:], 64) // section headers: none
+	return h
+}
+
+// phdr is a 64-bit program header whose file and memory sizes are size.
+func phdr(typ, flags uint32, off, vaddr, size uint64) []byte {
+	p := make([]byte, 56)
+	binary.LittleEndian.PutUint32(p[0:], typ)
+	binary.LittleEndian.PutUint32(p[4:], flags)
+	binary.LittleEndian.PutUint64(p[8:], off)
+	binary.LittleEndian.PutUint64(p[16:], vaddr)
+	binary.LittleEndian.PutUint64(p[24:], vaddr)
+	binary.LittleEndian.PutUint64(p[32:], size)
+	binary.LittleEndian.PutUint64(p[40:], size)
+	binary.LittleEndian.PutUint64(p[48:], 0x1000)
+	return p
+}
+
 // TestExecCheckLoader: a program started by the dynamic loader (which
 // maps it itself, with no exec to check) is decided at the loader's
 // exec, by its name and by the file it is (a link). Positive control: an
@@ -336,15 +460,20 @@ func TestExecCheckLongShebang(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A short script with no newline at all: its line is all of it.
+	if err := os.WriteFile(filepath.Join(ws, "short"), []byte("#!/bin/echo deny-me"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	_, out, stderr := runScript(t, ws, `
 [[rules]]
 name = "no-deny-me"
 match = { command = ["echo", "deny-me"] }
 decision = "deny"
 `, `./deny x; echo "deny: $?"
+./short x; echo "short: $?"
 ./allow x; echo "allow: $?"
 `)
-	want := "deny: 126\nfine ./allow x\nallow: 0\n"
+	want := "deny: 126\nshort: 126\nfine ./allow x\nallow: 0\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
