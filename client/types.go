@@ -205,6 +205,9 @@ const (
 	// CodeForbidden: the credential may not make this request (a token
 	// limited to sessions, or to approvals).
 	CodeForbidden = "forbidden"
+	// CodeBodyTimeout: the request's body went quiet (no byte for the
+	// daemon's idle bound) and was abandoned.
+	CodeBodyTimeout = "body_timeout"
 )
 
 // FileInfo describes an entry of a session's workspace.

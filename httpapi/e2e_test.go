@@ -88,6 +88,13 @@ type testDaemon struct {
 // the socket; everything is shut down at the test's end.
 func startDaemon(t testing.TB, cfg daemon.Config, tokens *httpapi.Tokens) *testDaemon {
 	t.Helper()
+	return startDaemonWith(t, cfg, tokens, nil)
+}
+
+// startDaemonWith is startDaemon with the server's fields set by opt
+// before it serves.
+func startDaemonWith(t testing.TB, cfg daemon.Config, tokens *httpapi.Tokens, opt func(*httpapi.Server)) *testDaemon {
+	t.Helper()
 	// Not t.TempDir: its parent is private, and TestUIDTenants connects
 	// as another user.
 	dir, err := os.MkdirTemp("", "moat-daemon-test-")
@@ -106,6 +113,9 @@ func startDaemon(t testing.TB, cfg daemon.Config, tokens *httpapi.Tokens) *testD
 	}
 	d := &testDaemon{sock: filepath.Join(dir, "moat.sock"), state: cfg.StateDir, m: m}
 	d.srv = &httpapi.Server{Manager: m, Tokens: tokens, StateDir: cfg.StateDir, AllowOrigins: []string{"https://allowed.example"}}
+	if opt != nil {
+		opt(d.srv)
+	}
 	hs := d.srv.HTTPServer()
 	l, err := net.Listen("unix", d.sock)
 	if err != nil {

@@ -55,10 +55,9 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request, t daemon.Tena
 		}
 		perm = fs.FileMode(v)
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, daemon.MaxFileSize))
+	data, err := io.ReadAll(s.body(w, r, daemon.MaxFileSize))
 	if err != nil {
-		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
-			Message: fmt.Sprintf("a file is at most %d bytes", daemon.MaxFileSize)}
+		return bodyError(err, fmt.Sprintf("a file is at most %d bytes", daemon.MaxFileSize))
 	}
 	if err := sess.WriteFile(r.Context(), p, data, perm); err != nil {
 		return err

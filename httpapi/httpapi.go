@@ -46,6 +46,11 @@ type Server struct {
 	AllowOrigins []string
 	// MaxBody bounds a request body (1 MiB when zero).
 	MaxBody int64
+	// BodyIdle bounds how long a request body may send nothing before it
+	// is abandoned with a body_timeout error (DefaultBodyIdle when zero).
+	// An interactive exec's input, quiet while its command runs, is
+	// bounded only until its request line is read.
+	BodyIdle time.Duration
 	// StateDir is removed from error texts shown to tenants.
 	StateDir string
 	Logger   *slog.Logger
@@ -164,6 +169,7 @@ func (s *Server) build() {
 				err = mayReach(t, rt.path)
 			}
 			if err == nil {
+				s.bodyDeadline(w, r)
 				err = rt.handle(s, w, r, t)
 			}
 			if err != nil {
@@ -260,7 +266,7 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 // decode reads r's JSON body into v: bounded, unknown fields refused,
 // nothing after the value.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.MaxBody)
+	body := s.body(w, r, s.MaxBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -271,9 +277,12 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		_, err = io.Copy(io.Discard, body)
 	}
 	var tooBig *http.MaxBytesError
+	var ae *client.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ae):
+		return ae
 	case errors.As(err, &tooBig):
 		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
 			Message: fmt.Sprintf("the request body is over %d bytes", s.MaxBody)}

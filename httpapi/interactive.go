@@ -85,10 +85,15 @@ func execRequest(req *client.ExecRequest) (*daemon.ExecRequest, error) {
 }
 
 func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *daemon.Session) error {
-	br := bufio.NewReaderSize(r.Body, 64<<10)
+	// The request line is bounded in time as any body is; the input
+	// after it is not: a terminal may rightly be quiet for as long as
+	// its command runs, which the exec's own limits bound.
+	body := s.body(w, r, 1<<62)
+	br := bufio.NewReaderSize(body, 64<<10)
 	line, err := readLine(br, s.MaxBody)
+	body.stop()
 	if err != nil && err != io.EOF {
-		return err
+		return bodyError(err, "")
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		return badRequest("the request body is empty: an exec request line is required")

@@ -321,10 +321,9 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request, t daemon.Ten
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.MaxBody))
+	data, err := io.ReadAll(s.body(w, r, s.MaxBody))
 	if err != nil {
-		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
-			Message: fmt.Sprintf("a write to stdin is at most %d bytes", s.MaxBody)}
+		return bodyError(err, fmt.Sprintf("a write to stdin is at most %d bytes", s.MaxBody))
 	}
 	ctxDeadline, ok := r.Context().Deadline()
 	deadline := time.Now().Add(stdinWait)

@@ -18,8 +18,7 @@ func (s *Server) uploadTar(w http.ResponseWriter, r *http.Request, t daemon.Tena
 	if err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(w, r.Body, daemon.MaxTarBytes)
-	rep, err := sess.Untar(r.Context(), p, body)
+	rep, err := sess.Untar(r.Context(), p, s.body(w, r, daemon.MaxTarBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: client.CodeBodyTooLarge,
