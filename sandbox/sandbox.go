@@ -322,7 +322,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
 		var created bool
-		cs, created, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m)
+		cs, created, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m, int64(req.Policy.Limits.Disk))
 		if err != nil {
 			return fail(err)
 		}
@@ -840,8 +840,11 @@ var signalNames = sync.OnceValue(func() map[syscall.Signal]string {
 
 // openChangeSet reopens the session's change set, or makes a new one
 // (created), and locks it for the run: an upper layer must not be mounted
-// twice.
-func openChangeSet(ws, session, mode string) (cs *workspace.ChangeSet, created bool, err error) {
+// twice. A new copy (mode copy) holds at most disk bytes of files when
+// disk is set (limits.disk): it is made on the host's disk, where no
+// tmpfs of the limit bounds it, so a workspace over the limit is refused
+// before it is copied, not after.
+func openChangeSet(ws, session, mode string, disk int64) (cs *workspace.ChangeSet, created bool, err error) {
 	store, err := workspace.DefaultStore()
 	if err != nil {
 		return nil, false, fmt.Errorf("state directory: %w", err)
@@ -854,7 +857,7 @@ func openChangeSet(ws, session, mode string) (cs *workspace.ChangeSet, created b
 	}
 	if cs == nil {
 		if mode == policy.WorkspaceCopy {
-			cs, err = store.CreateCopy(ws, session)
+			cs, err = store.CreateCopy(ws, session, disk)
 		} else {
 			cs, err = store.Create(ws, session)
 		}

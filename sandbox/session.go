@@ -167,7 +167,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, fmt.Errorf("a session's change set (%q) keeps the changes of an overlay or copy workspace, but workspace.mode is %q", req.Session, m)
 	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
-		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m)
+		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m, int64(p.Limits.Disk))
 		if err != nil {
 			return nil, err
 		}

@@ -58,7 +58,7 @@ func TestCopySwapped(t *testing.T) {
 			done := make(chan result, 1)
 			s := &Store{Dir: filepath.Join(root, "state-"+swap)}
 			go func() {
-				c, err := s.CreateCopy(ws, "")
+				c, err := s.CreateCopy(ws, "", 0)
 				done <- result{c, err}
 			}()
 			var r result

@@ -807,7 +807,7 @@ func copyOut(src, dst string) error {
 		if err := os.Mkdir(dst, 0o700); err != nil {
 			return err
 		}
-		if err := copyTree(src, dst, false); err != nil {
+		if err := copyTree(src, dst, false, 0); err != nil {
 			return err
 		}
 	case fi.Mode()&fs.ModeSymlink != 0:

@@ -75,7 +75,7 @@ func copyHelper() {
 		}
 	}
 	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
-	if _, err := s.CreateCopy(os.Getenv("MOAT_WS_DIR"), "sess"); err != nil {
+	if _, err := s.CreateCopy(os.Getenv("MOAT_WS_DIR"), "sess", 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}

@@ -40,6 +40,9 @@ var (
 	// directory lacks or holds half-written says nothing of what a
 	// command did, so it can only be discarded.
 	ErrIncomplete = errors.New("incomplete change set: it can only be discarded")
+	// ErrCopyTooLarge: CreateCopy was given a bound and the workspace's
+	// files are over it.
+	ErrCopyTooLarge = errors.New("workspace too large to copy")
 )
 
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
@@ -268,7 +271,14 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 // change set stays marked Incomplete until then: a process killed while
 // copying leaves a set that Changes, WriteDiff and Apply refuse
 // (ErrIncomplete) and List removes, never a partial copy read as changes.
-func (s *Store) CreateCopy(ws, session string) (*ChangeSet, error) {
+//
+// max, when above zero, bounds the copy's files (the sum of their sizes,
+// a sparse file's whole size): the copy stops at the first file that
+// would take it past max, is removed, and CreateCopy returns
+// ErrCopyTooLarge. The copy lands on the state directory's filesystem,
+// not under any size-bounded tmpfs, so a caller with a disk limit passes
+// it here rather than learn after the copy that it was too large.
+func (s *Store) CreateCopy(ws, session string, max int64) (*ChangeSet, error) {
 	c, err := s.create(ws, session, true)
 	if err != nil {
 		return nil, err
@@ -276,14 +286,14 @@ func (s *Store) CreateCopy(ws, session string) (*ChangeSet, error) {
 	// The lock only kept List from taking the copy for an abandoned one;
 	// a run takes it again for itself.
 	defer c.Unlock()
-	if err := c.copyWorkspace(); err != nil {
+	if err := c.copyWorkspace(max); err != nil {
 		removeAll(c.dir)
 		return nil, fmt.Errorf("copy workspace: %w", err)
 	}
 	return c, nil
 }
 
-func (c *ChangeSet) copyWorkspace() error {
+func (c *ChangeSet) copyWorkspace(max int64) error {
 	staging := filepath.Join(c.dir, "copy")
 	if err := os.Mkdir(staging, 0o700); err != nil {
 		return err
@@ -294,7 +304,7 @@ func (c *ChangeSet) copyWorkspace() error {
 	// stays closed to the command instead of becoming the copy's, and so
 	// the command's.
 	owners := os.Geteuid() == 0
-	if err := copyTree(c.meta.Workspace, staging, owners); err != nil {
+	if err := copyTree(c.meta.Workspace, staging, owners, max); err != nil {
 		return err
 	}
 	// upper/ (empty, made by Create for its baseline) gives the root its
@@ -322,13 +332,15 @@ var testHookCopyFile func(dst string)
 
 // copyTree copies src's regular files, directories and symlinks into the
 // directory dst, with their permission bits, and with their owners too
-// when owners is set (src's own owner then goes to dst).
-func copyTree(src, dst string, owners bool) error {
+// when owners is set (src's own owner then goes to dst). max, when above
+// zero, bounds the sum of the files' sizes (ErrCopyTooLarge).
+func copyTree(src, dst string, owners bool, max int64) error {
 	type dirMode struct {
 		path string
 		mode fs.FileMode
 	}
 	var dirs []dirMode
+	var size int64
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -365,7 +377,14 @@ func copyTree(src, dst string, owners bool) error {
 			if errors.Is(err, overlay.ErrNotRegular) || errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
+			if err == nil && max > 0 && fi.Size() > max-size {
+				// Checked on the file opened, before a byte of it is
+				// copied: one file may be the whole excess.
+				in.Close()
+				return fmt.Errorf("%w: its files are over %d bytes, the most it may hold (limits.disk, --disk), at %s", ErrCopyTooLarge, max, QuoteName(rel))
+			}
 			if err == nil {
+				size += fi.Size()
 				err = overlay.CopyFrom(in, to, fi.Mode().Perm(), false)
 				in.Close()
 			}

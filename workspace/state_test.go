@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -138,7 +139,7 @@ func TestCopyMode(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "ro"), 0o555)
 	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "ro"), 0o755) })
 	s := &Store{Dir: filepath.Join(root, "state")}
-	c, err := s.CreateCopy(ws, "")
+	c, err := s.CreateCopy(ws, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,5 +301,52 @@ func TestMergeInterrupted(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "d")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("d after apply: %v", err)
+	}
+}
+
+// TestCopyBounded: a copy given a bound stops at the first file that
+// would take it past the bound, before copying that file or any after
+// it, and leaves nothing in the state directory; ErrCopyTooLarge says
+// why. The positive control: the same workspace copies whole under a
+// bound it fits.
+func TestCopyBounded(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	files := map[string]string{}
+	for i := range 20 {
+		files[fmt.Sprintf("f%02d", i)] = strings.Repeat("x", 1000)
+	}
+	tree(t, ws, files)
+	s := &Store{Dir: filepath.Join(root, "state")}
+	copied := 0
+	testHookCopyFile = func(string) { copied++ }
+	t.Cleanup(func() { testHookCopyFile = nil })
+
+	_, err := s.CreateCopy(ws, "", 5500)
+	if !errors.Is(err, ErrCopyTooLarge) {
+		t.Fatalf("a copy over its bound: %v", err)
+	}
+	// Five files fit; the sixth is opened, found too large and not copied.
+	if copied != 6 {
+		t.Errorf("the copy went on to %d files after its bound", copied)
+	}
+	if sets, _ := filepath.Glob(filepath.Join(s.Dir, "*", "*")); len(sets) != 0 {
+		t.Errorf("a refused copy left %q", sets)
+	}
+
+	copied = 0
+	c, err := s.CreateCopy(ws, "", 20000)
+	if err != nil {
+		t.Fatalf("a copy within its bound: %v", err)
+	}
+	defer c.Discard()
+	if sets, _ := filepath.Glob(filepath.Join(s.Dir, "*", "*")); len(sets) == 0 {
+		t.Error("the state directory's glob finds no change set: it proves nothing above")
+	}
+	if copied != 20 {
+		t.Errorf("copied %d files", copied)
+	}
+	if d := diffManifests(manifest(t, ws, false), manifest(t, c.UpperDir(), false)); d != "" {
+		t.Fatalf("copy differs:\n%s", d)
 	}
 }
