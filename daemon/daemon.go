@@ -217,7 +217,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
 	}
 	dir := filepath.Join(cfg.StateDir, "daemon")
-	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "workspaces")} {
+	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "workspaces"), filepath.Join(dir, "reviews")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
@@ -246,6 +246,7 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	m.Reaped = m.reap()
+	m.loadReviews()
 	if len(m.Reaped) > 0 {
 		// reap removed the cgroups the records named. One a record could
 		// not name (a daemon killed between making it and recording it,

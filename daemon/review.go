@@ -2,11 +2,16 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moatbox/moat/workspace"
 )
@@ -19,8 +24,12 @@ import (
 // for a link while the daemon reads or applies through it. The change set
 // of a session that ended (reviewed; or deleted, expired, when its
 // workspace is the tenant's) stays reviewable by its tenant until applied
-// or discarded, while this daemon runs; moat apply and moat discard reach
-// it on the host after that.
+// or discarded. One over the tenant's own workspace stays so across a
+// restart of the daemon, or its death (reviews/ in the state directory,
+// loadReviews): a root daemon keeps it in root's store, which the tenant
+// cannot reach on the host, and forgotten it would hold what the session
+// wrote for good, outside every quota. One over a workspace the daemon
+// made goes with the daemon, as that workspace does.
 //
 // Apply is workspace.Apply: it refuses protected paths and paths the host
 // changed, applying nothing, unless forced path by path, as moat apply
@@ -91,7 +100,9 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	}
 	m.reviews = append(m.reviews, r)
 	m.mu.Unlock()
+	m.saveReview(r)
 	if evicted != nil {
+		m.unsaveReview(evicted)
 		if !evicted.reviewable() {
 			// In the store of a daemon of another user (root's), which
 			// the workspace's owner cannot reach on the host: forgotten,
@@ -210,7 +221,130 @@ func (m *Manager) forgetReview(r *review) {
 		}
 	}
 	m.mu.Unlock()
+	m.unsaveReview(r)
 	m.dropReview(r)
+}
+
+// reviewRecord is what the state directory keeps of a review of a
+// tenant's own workspace, for the next daemon (loadReviews).
+type reviewRecord struct {
+	Tenant    string `json:"tenant"`
+	Session   string `json:"session"`
+	ChangeSet string `json:"change_set"`
+}
+
+func (m *Manager) reviewPath(session string) string {
+	return filepath.Join(m.dir, "reviews", session+".json")
+}
+
+// saveReview records r, unless it is over a workspace the daemon made
+// (which goes with the daemon, its change set with it).
+func (m *Manager) saveReview(r *review) {
+	if r.temp != "" {
+		return
+	}
+	data, err := json.Marshal(&reviewRecord{Tenant: r.tenant, Session: r.session, ChangeSet: r.changeSet})
+	if err == nil {
+		tmp := m.reviewPath(r.session) + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, m.reviewPath(r.session))
+		}
+	}
+	if err != nil {
+		m.log.Error("record a change set kept for review: the next daemon will not know it", "session", r.session, "change_set", r.changeSet, "err", err)
+	}
+}
+
+func (m *Manager) unsaveReview(r *review) {
+	if err := os.Remove(m.reviewPath(r.session)); err != nil && !os.IsNotExist(err) {
+		m.log.Warn("remove the record of a review", "session", r.session, "err", err)
+	}
+}
+
+// adoptChangeSet keeps for review the change set of r, a session of a
+// daemon that died, in the tenant's own workspace: it is named after the
+// session, over that workspace. Left alone, nothing would reach it.
+func (m *Manager) adoptChangeSet(r *record) {
+	cs, err := workspace.Open(r.ID)
+	if err != nil {
+		if !errors.Is(err, workspace.ErrNotFound) {
+			m.log.Warn("keep the change set of a reaped session", "session", r.ID, "err", err)
+		}
+		return
+	}
+	real, _ := filepath.EvalSymlinks(r.Workspace)
+	if cs.Session() != r.ID || (cs.Workspace() != r.Workspace && cs.Workspace() != real) {
+		return
+	}
+	m.saveReview(&review{tenant: r.Tenant, session: r.ID, changeSet: cs.ID()})
+	m.log.Info("change set of a reaped session kept for review", "session", r.ID, "tenant", r.Tenant, "change_set", cs.ID())
+}
+
+// loadReviews takes up the reviews a previous daemon recorded, oldest
+// first, counted in their tenants' disk quotas as this daemon's own. A
+// record whose change set is gone (applied or discarded on the host) is
+// removed. Records in a directory others may write are not trusted: one
+// could give a change set to another tenant.
+func (m *Manager) loadReviews() {
+	dir := filepath.Join(m.dir, "reviews")
+	ents, _ := os.ReadDir(dir)
+	if len(ents) == 0 {
+		return
+	}
+	if !private(m.dir) || !private(dir) {
+		m.log.Warn("review records in a directory others may write: not taken up", "dir", dir)
+		return
+	}
+	type loaded struct {
+		r       *review
+		created time.Time
+	}
+	var all []loaded
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			os.Remove(p) // a .tmp a death left
+			continue
+		}
+		var rec reviewRecord
+		data, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err != nil || rec.Session != id || rec.Tenant == "" || rec.ChangeSet == "" {
+			m.log.Warn("unreadable review record removed", "file", e.Name(), "err", err)
+			os.Remove(p)
+			continue
+		}
+		cs, err := workspace.Open(rec.ChangeSet)
+		if err != nil || cs.Session() != rec.Session {
+			if err != nil && !errors.Is(err, workspace.ErrNotFound) {
+				m.log.Warn("review record of a change set that cannot be opened removed", "session", id, "change_set", rec.ChangeSet, "err", err)
+			}
+			os.Remove(p)
+			continue
+		}
+		r := &review{tenant: rec.Tenant, session: rec.Session, changeSet: cs.ID(), owner: -1}
+		if fi, err := os.Stat(cs.Workspace()); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				r.owner = int(st.Uid)
+			}
+		}
+		if m.cfg.TenantDisk > 0 {
+			r.disk = reviewDisk(r)
+		}
+		all = append(all, loaded{r, cs.Info().Created})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].created.Before(all[j].created) })
+	m.mu.Lock()
+	for _, l := range all {
+		m.reviews = append(m.reviews, l.r)
+	}
+	m.mu.Unlock()
+	if len(all) > 0 {
+		m.log.Info("change sets kept for review by a previous daemon taken up", "reviews", len(all))
+	}
 }
 
 func openReview(r *review) (*workspace.ChangeSet, error) {

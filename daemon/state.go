@@ -201,6 +201,11 @@ func (m *Manager) reap() []string {
 			} else if n > 0 {
 				m.log.Info("removed writes cut short", "session", id, "entries", n)
 			}
+			// Its change set, if it has one, stays the tenant's to
+			// review, as a session that ended would have left it.
+			if trusted {
+				m.adoptChangeSet(&r)
+			}
 		}
 		// A cgroup it cannot remove is left to the sweeps (sweepCgroups);
 		// the record goes anyway, as it would name nothing else to do.

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +50,14 @@ func TestMain(m *testing.M) {
 // directory of MOAT_STATE_DIR.
 func serveForTest(sock string) int {
 	cfg := daemon.Config{StateDir: os.Getenv("MOAT_STATE_DIR")}
+	if q := os.Getenv("MOAT_TEST_TENANT_DISK"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cfg.TenantDisk = n
+	}
 	if dir := os.Getenv("MOAT_TEST_TEMPLATES"); dir != "" {
 		if err := testTemplates(&cfg, dir, os.Getenv("MOAT_TEST_POOL")); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -64,6 +73,9 @@ func serveForTest(sock string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if os.Getenv("MOAT_TEST_SOCKET_OPEN") != "" {
+		os.Chmod(sock, 0o666) // for a test's other user
 	}
 	srv := (&httpapi.Server{Manager: m}).HTTPServer()
 	ch := make(chan os.Signal, 1)

@@ -126,7 +126,7 @@ func checkNoTraces(t *testing.T, before hostTraces, state string) {
 	}
 	for _, p := range after.state {
 		switch p {
-		case "daemon", "daemon/lock", "daemon/sessions", "daemon/workspaces":
+		case "daemon", "daemon/lock", "daemon/sessions", "daemon/workspaces", "daemon/reviews":
 		default:
 			if strings.HasPrefix(p, "daemon/") {
 				t.Errorf("left in the state directory: %s", p)
