@@ -100,6 +100,7 @@ func TestStalledBodyReleased(t *testing.T) {
 	// Refused before its body is read: the server reads the rest of the
 	// body before it answers, bounded the same way.
 	refused := stallBody(t, d.sock, "PUT", "/v1/sessions/nosuch/files?path=f", "application/octet-stream", "some bytes", 1<<10)
+	noRoute := stallBody(t, d.sock, "POST", "/v1/nosuch", "application/json", "{", 1<<10)
 	// The stalled uploads hold every slot (each spools into an unlinked
 	// file of the daemon's once it has one): another is refused.
 	for spooling(t, d.state) < len(stalled) {
@@ -117,8 +118,10 @@ func TestStalledBodyReleased(t *testing.T) {
 			t.Errorf("stalled request %d: %d %+v", i, status, e)
 		}
 	}
-	if status, e := stalledAnswer(t, refused, idle+10*time.Second); status != http.StatusNotFound {
-		t.Errorf("a request refused before its stalled body was read: %d %+v", status, e)
+	for _, c := range []net.Conn{refused, noRoute} {
+		if status, e := stalledAnswer(t, c, idle+10*time.Second); status != http.StatusNotFound {
+			t.Errorf("a request refused before its stalled body was read: %d %+v", status, e)
+		}
 	}
 	if el := time.Since(start); el < idle {
 		t.Errorf("the stalled bodies were abandoned after %s, before the %s bound", el, idle)

@@ -201,11 +201,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start).String())
 	}()
 	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) && !samePageOrigin(r, o) {
+		s.bodyDeadline(rw, r)
 		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused,
 			Message: "requests from a browser origin are refused (moat serve --allow-origin allows one)"})
 		return
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.bodyDeadline(rw, r)
 		s.noRoute(rw, r)
 		return
 	}

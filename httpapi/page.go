@@ -275,6 +275,7 @@ func errNoWebSession() error {
 func (s *Server) pageHandler(h func(http.ResponseWriter, *http.Request, string, *webSession) error, auth bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pageHeaders(w)
+		s.bodyDeadline(w, r)
 		var id string
 		var ws *webSession
 		err := func() error {
