@@ -21,6 +21,7 @@ import (
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
+	"github.com/moatbox/moat/mcpserver"
 )
 
 // stallBody sends a request's headers, announcing a body of size bytes,
@@ -177,5 +178,47 @@ func TestStalledBodyReleased(t *testing.T) {
 	rep, err := x.Wait()
 	if err != nil || rep.ExitCode != 0 || out.String() != "got late\n" {
 		t.Fatalf("an interactive exec quiet for longer than the bound: %v %+v %q", err, rep, out.String())
+	}
+}
+
+// TestStalledMCPBody: a request to /mcp whose body stalls is answered
+// once the body has been quiet for BodyIdle. The positive control: an
+// initialize request sent whole is answered as MCP.
+func TestStalledMCPBody(t *testing.T) {
+	const idle = 2 * time.Second
+	d := startDaemonWith(t, daemon.Config{}, nil, func(s *httpapi.Server) {
+		s.BodyIdle = idle
+		s.MCP = mcpserver.NewHTTPHandler(mcpserver.HTTPConfig{Manager: s.Manager, Tenant: s.Tenant})
+	})
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	hdr := "Accept: application/json, text/event-stream\r\n"
+	whole, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	fmt.Fprintf(whole, "POST /mcp HTTP/1.1\r\nHost: moat\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hdr, len(init), init)
+	whole.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(whole), nil)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("positive control: a whole initialize request: %v %+v", err, resp)
+	}
+	resp.Body.Close()
+
+	stalled, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	start := time.Now()
+	fmt.Fprintf(stalled, "POST /mcp HTTP/1.1\r\nHost: moat\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", hdr, len(init), init[:20])
+	stalled.SetReadDeadline(time.Now().Add(idle + 10*time.Second))
+	resp, err = http.ReadResponse(bufio.NewReader(stalled), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled MCP body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 == 2 || time.Since(start) < idle {
+		t.Errorf("a stalled MCP body: %d after %s", resp.StatusCode, time.Since(start))
 	}
 }

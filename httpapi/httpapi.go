@@ -178,7 +178,16 @@ func (s *Server) build() {
 		})
 	}
 	if s.MCP != nil {
-		s.mux.Handle("/mcp", s.MCP)
+		// Its bodies are bounded in time as the API's are (MaxBody is
+		// the MCP handler's own business).
+		s.mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+			s.bodyDeadline(w, r)
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{s.body(w, r, 1<<62), r.Body}
+			s.MCP.ServeHTTP(w, r)
+		})
 	}
 	s.pageRoutes()
 }
