@@ -202,8 +202,11 @@ func (m *Manager) reap() []string {
 				m.log.Info("removed writes cut short", "session", id, "entries", n)
 			}
 			// Its change set, if it has one, stays the tenant's to
-			// review, as a session that ended would have left it.
-			if trusted {
+			// review, as a session that ended would have left it; not
+			// for ReapAbandoned, which removes the directory the record
+			// would be in, and whose runs' change sets are in the
+			// store of their own user.
+			if trusted && m.cfg.StateDir != "" {
 				m.adoptChangeSet(&r)
 			}
 		}
