@@ -207,7 +207,9 @@ type Manager struct {
 // New starts a Manager on cfg.StateDir. It takes the state directory's
 // lock (ErrLocked if another daemon holds it) and reaps what a previous
 // daemon left: records of sessions whose sandboxes died with it, and the
-// workspaces it had made for them.
+// workspaces it had made for them. The change sets a previous daemon kept
+// for review in tenants' own workspaces (and those of its sessions there
+// when it died) stay their tenants' to review (loadReviews).
 func New(cfg Config) (*Manager, error) {
 	cfg.defaults()
 	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
