@@ -50,3 +50,41 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Errorf("only %d routes: the parse found too few", len(served))
 	}
 }
+
+// TestOpenAPIErrorCodes: the error codes docs/openapi.yaml lists are the
+// client package's stable codes, no more and no fewer.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	data, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)code:\s*type: string\s*enum: \[([^\]]*)\]`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("no enum of error codes in docs/openapi.yaml")
+	}
+	var documented []string
+	for _, c := range strings.Split(string(m[1]), ",") {
+		documented = append(documented, strings.TrimSpace(c))
+	}
+	src, err := os.ReadFile("../client/types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, c := range regexp.MustCompile(`(?m)^\s*Code\w+\s*=\s*"([a-z_]+)"`).FindAllSubmatch(src, -1) {
+		codes = append(codes, string(c[1]))
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found only %d codes in client/types.go: %v", len(codes), codes)
+	}
+	for _, c := range codes {
+		if !slices.Contains(documented, c) {
+			t.Errorf("error code %q is not in docs/openapi.yaml", c)
+		}
+	}
+	for _, c := range documented {
+		if !slices.Contains(codes, c) {
+			t.Errorf("docs/openapi.yaml lists error code %q, which the client does not define", c)
+		}
+	}
+}
