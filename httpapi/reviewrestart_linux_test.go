@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,30 +22,8 @@ import (
 // the session fits before the first one is kept and after its discard; a
 // session that never was is not found.
 func TestOthersChangeSetsSurviveRestart(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a daemon serving another user")
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed: it is the client run as another uid")
-	}
-	name := os.Getenv("MOAT_TEST_USER")
-	if name == "" {
-		name = "moatci"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Skipf("no test user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	// Under a root-owned 0755 directory no other user can rename (see
-	// TestUIDTenants).
-	base, err := os.MkdirTemp("/run", "moat-csrestart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	o := rootServingOther(t, "moat-csrestart-")
+	uid, gid, base := o.uid, o.gid, o.base
 	own := filepath.Join(base, "own")
 	os.Mkdir(own, 0o755)
 	os.Chown(own, uid, gid)
@@ -55,15 +32,7 @@ func TestOthersChangeSetsSurviveRestart(t *testing.T) {
 		cmd, _ := daemonProcess(t, state, sock, "MOAT_TEST_TENANT_DISK="+strconv.Itoa(12<<20), "MOAT_TEST_SOCKET_OPEN=1")
 		return cmd
 	}
-	curl := func(args ...string) string {
-		cmd := exec.Command("curl", append([]string{"-s", "--unix-socket", sock}, args...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("curl as %s: %v", name, err)
-		}
-		return string(out)
-	}
+	curl := func(args ...string) string { return string(o.curl(t, sock, args...)) }
 	// up waits for the daemon's socket to answer the user.
 	up := func() {
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -97,7 +66,7 @@ func TestOthersChangeSetsSurviveRestart(t *testing.T) {
 	}
 	id := idOf(out)
 	if id == "" {
-		t.Fatalf("positive control: %s's overlay session in its own workspace: %s", name, out)
+		t.Fatalf("positive control: %s's overlay session in its own workspace: %s", o.name, out)
 	}
 	if out := curl("-d", `{"args":["dd","if=/dev/zero","of=big","bs=1M","count=6"]}`, "http://moat/v1/sessions/"+id+"/exec"); !strings.Contains(out, `"exit_code":0`) {
 		t.Fatalf("6MiB in the session: %s", out)
@@ -124,7 +93,7 @@ func TestOthersChangeSetsSurviveRestart(t *testing.T) {
 		t.Errorf("control: a session that never was: %s", out)
 	}
 	if out := curl("-X", "POST", "http://moat/v1/sessions/"+id+"/discard"); out != "" {
-		t.Errorf("after a restart, %s discards its change set: %s", name, out)
+		t.Errorf("after a restart, %s discards its change set: %s", o.name, out)
 	}
 	live := idOf(create())
 	if live == "" {
@@ -148,7 +117,7 @@ func TestOthersChangeSetsSurviveRestart(t *testing.T) {
 		t.Errorf("control: the killed session's change set in root's store: %q", sets())
 	}
 	if out := curl("-X", "POST", "http://moat/v1/sessions/"+live+"/discard"); out != "" {
-		t.Errorf("after the daemon was killed, %s discards its live session's change set: %s", name, out)
+		t.Errorf("after the daemon was killed, %s discards its live session's change set: %s", o.name, out)
 	}
 	if out := curl("-X", "POST", "http://moat/v1/sessions/"+live+"/discard"); !strings.Contains(out, client.CodeNotFound) {
 		t.Errorf("a change set discarded twice: %s", out)
