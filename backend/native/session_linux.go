@@ -534,12 +534,13 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		fds = [3]int{int(slave.Fd()), int(slave.Fd()), int(slave.Fd())}
 		stdin = stdio.Stdin
 	} else {
-		// A file is passed as it is, but never a terminal (see
-		// backend.Stdio): the command could push keystrokes into it
-		// (TIOCSTI) or change its mode; it is read through a pipe.
+		// An anonymous pipe is passed as it is, but no other file (see
+		// passStdin), and never a terminal (see backend.Stdio): the
+		// command could push keystrokes into it (TIOCSTI) or change its
+		// mode; those are read through a pipe.
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && !isTerminal(f):
+		case isFile && f != nil && passStdin(f):
 			fds[0] = int(f.Fd())
 		case stdio.Stdin == nil || isFile && f == nil:
 			null, err := os.Open(os.DevNull)

@@ -396,7 +396,8 @@ func TestSessionTty(t *testing.T) {
 
 // TestSessionTerminalNotPassed: a terminal given as the stdin of a process
 // without Tty is read for it through a pipe, never handed to it; an
-// ordinary file is (the control).
+// anonymous pipe is (the control). Other files are read through a pipe
+// too: TestStdinFileStaysOnTheHost.
 func TestSessionTerminalNotPassed(t *testing.T) {
 	inst, s := session(t)
 	master, slave, err := pty.Open(0, 0)
@@ -405,24 +406,35 @@ func TestSessionTerminalNotPassed(t *testing.T) {
 	}
 	defer master.Close()
 	defer slave.Close()
-	file := filepath.Join(t.TempDir(), "in")
-	os.WriteFile(file, []byte("hello\n"), 0o644)
-	plain, _ := os.Open(file)
-	defer plain.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	pw.Write([]byte("hello\n"))
+	pw.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(pr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	pipeLink := fmt.Sprintf("pipe:[%d]\n", st.Ino)
 	master.Write([]byte("hello\n"))
-	for _, in := range []*os.File{slave, plain} {
+	for _, in := range []*os.File{slave, pr} {
 		var out bytes.Buffer
-		p, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", "test -t 0 && echo TERMINAL; test -f /proc/self/fd/0 && echo FILE; head -n 1"}, Env: s.Env, Dir: s.Dir}, backend.Stdio{Stdin: in, Stdout: &out})
+		p, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", "test -t 0 && echo TERMINAL; readlink /proc/self/fd/0; head -n 1"}, Env: s.Env, Dir: s.Dir}, backend.Stdio{Stdin: in, Stdout: &out})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.Wait()
-		want := "hello\n"
-		if in == plain {
-			want = "FILE\nhello\n"
+		got := out.String()
+		if in == pr {
+			if got != pipeLink+"hello\n" {
+				t.Errorf("stdin, a pipe: %q, want %q: the pipe itself", got, pipeLink+"hello\n")
+			}
+			continue
 		}
-		if out.String() != want {
-			t.Errorf("stdin %s: %q, want %q", in.Name(), out.String(), want)
+		if !strings.HasPrefix(got, "pipe:[") || got == pipeLink+"hello\n" || !strings.HasSuffix(got, "]\nhello\n") {
+			t.Errorf("stdin %s: %q, want a pipe of its own, then hello", in.Name(), got)
 		}
 	}
 }
