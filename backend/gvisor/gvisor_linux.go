@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/pipefd"
 )
 
 // Run runs spec under runsc, one `runsc run` with a bundle of its own,
@@ -76,11 +77,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	cmd.Stdout, cmd.Stderr = out(stdio.Stdout), out(stdio.Stderr)
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
-		if f, ok := stdio.Stdin.(*os.File); ok && isTerminal(f) {
+		if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Anonymous(f) {
 			// Read through a pipe: the terminal itself stays out of the
-			// sandbox (no TIOCSTI into the caller's shell). The copy
-			// may outlive the run, blocked on the terminal; exec.Cmd's
-			// own copy would hold up Wait for it.
+			// sandbox (no TIOCSTI into the caller's shell), and so does
+			// any other file, which runsc would give to root and the
+			// command could chmod (see internal/pipefd). The copy may
+			// outlive the run, blocked on a terminal; exec.Cmd's own
+			// copy would hold up Wait for it.
 			r, w, err := os.Pipe()
 			if err != nil {
 				return nil, &backend.InitError{Stage: "stdin", Err: err}
@@ -275,9 +278,4 @@ func (c *countWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.w.Write(p)
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/pipefd"
 	"github.com/moatbox/moat/internal/pty"
 )
 
@@ -386,11 +387,12 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 		stdin = stdio.Stdin
 	} else {
-		// A file is passed as it is, but never a terminal (see
-		// backend.Stdio): it is read through a pipe.
+		// An anonymous pipe is passed as it is, but no other file (see
+		// internal/pipefd), and never a terminal (see backend.Stdio):
+		// those are read through a pipe.
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && !isTerminal(f):
+		case isFile && f != nil && pipefd.Anonymous(f):
 			cmd.Stdin = f
 		case stdio.Stdin == nil || isFile && f == nil:
 		default:

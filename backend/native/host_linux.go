@@ -19,6 +19,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/pipefd"
 	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
 )
@@ -221,8 +222,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
 	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart, onInitParent: b.onInitParent}
-	if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !passStdin(f) {
-		// Its contents, not the file (see passStdin). A terminal is
+	if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Anonymous(f) {
+		// Its contents, not the file (see internal/pipefd). A terminal is
 		// replaced by a pty below.
 		r.stdio.Stdin = contentsOf(f)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/hostinfo"
+	"github.com/moatbox/moat/internal/pipefd"
 	"github.com/moatbox/moat/internal/pty"
 	"github.com/moatbox/moat/internal/seccomp"
 )
@@ -535,12 +536,12 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		stdin = stdio.Stdin
 	} else {
 		// An anonymous pipe is passed as it is, but no other file (see
-		// passStdin), and never a terminal (see backend.Stdio): the
+		// internal/pipefd), and never a terminal (see backend.Stdio): the
 		// command could push keystrokes into it (TIOCSTI) or change its
 		// mode; those are read through a pipe.
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && passStdin(f):
+		case isFile && f != nil && pipefd.Anonymous(f):
 			fds[0] = int(f.Fd())
 		case stdio.Stdin == nil || isFile && f == nil:
 			null, err := os.Open(os.DevNull)
