@@ -979,10 +979,7 @@ func (r *run) explain(ds []denial) []backend.Denial {
 		if errName == "" {
 			errName = fmt.Sprintf("errno %d", d.Errno)
 		}
-		rule := seccomp.RuleFor(prof, name)
-		if rule == "" && prof.DefaultAction != seccomp.Allow {
-			rule = "not in the profile's allow-list"
-		}
+		rule := seccomp.RuleFor(prof, name, d.Errno)
 		out = append(out, backend.Denial{Layer: "seccomp", What: name, Errno: errName, Count: d.Count, Rule: rule})
 	}
 	return out

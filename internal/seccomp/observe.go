@@ -10,6 +10,11 @@ package seccomp
 // command sees exactly the result it would have seen; only refused calls
 // take the detour. Kills, traps and other results are left as they are.
 
+import (
+	"slices"
+	"strings"
+)
+
 const retUserNotif = 0x7fc00000
 
 // The listener's ioctls (_IOWR('!', 0, struct seccomp_notif) and
@@ -58,17 +63,41 @@ func ErrnoOf(ret uint32) (int, bool) {
 // appears in seccomp_data.
 func AuditArch(arch string) uint32 { return auditArch(arch) }
 
-// RuleFor returns the comment of the first rule of p naming the system
-// call, for explaining a refusal ("" when none does).
-func RuleFor(p *Profile, name string) string {
-	for _, r := range p.Rules {
-		for _, n := range r.Names {
-			if n == name {
-				return r.Comment
-			}
+// RuleFor explains a refusal of the system call name with errno under p:
+// the comment of the rule that refuses it so. A refusal is recorded
+// without its arguments, so where rules told apart by arguments (clone's
+// namespace flags, socket's families), or those and the default action,
+// could each have refused it, the explanation names them all, the
+// default's as "not in the profile's allow-list". "" when nothing in p
+// refuses the call with errno.
+func RuleFor(p *Profile, name string, errno int) string {
+	var why []string
+	add := func(c string) {
+		if c != "" && !slices.Contains(why, c) {
+			why = append(why, c)
 		}
 	}
-	return ""
+	refuses := func(a Action, e uint32) bool {
+		return a == Errno && int(a.ret(e)&retData) == errno
+	}
+	decided := false
+	for _, r := range p.Rules {
+		if !slices.Contains(r.Names, name) {
+			continue
+		}
+		if refuses(r.Action, r.Errno) {
+			add(r.Comment)
+		}
+		if len(r.Args) == 0 {
+			// It decides every call the rules before it left.
+			decided = true
+			break
+		}
+	}
+	if !decided && refuses(p.DefaultAction, p.DefaultErrno) {
+		add("not in the profile's allow-list")
+	}
+	return strings.Join(why, "; or ")
 }
 
 // SupervisorAllowed reports whether prog lets a supervisor thread, which

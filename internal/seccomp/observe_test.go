@@ -1,6 +1,9 @@
 package seccomp
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestObserved: the observed program notifies exactly where the original
 // refuses with an errno, and Evaluate/ErrnoOf recover the errno to answer.
@@ -151,6 +154,44 @@ func TestWithSetsidNotify(t *testing.T) {
 		}
 		if allow, _ := Evaluate(obs, int32(nr), AuditArch(arch), 0, [6]uint64{}); !Allows(allow) {
 			t.Errorf("%s: the default profile refuses setsid (%#x), which the supervisor would then never be told of", arch, allow)
+		}
+	}
+}
+
+// TestRuleForExplainsTheRefusal: a refusal is explained by a rule that
+// refuses with its errno, never by an allow rule naming the same call
+// (personality's first rules allow), and where rules told apart by
+// arguments could each have refused it, by all of them, the default
+// included; a call with one refusing rule (ptrace) keeps its one comment.
+func TestRuleForExplainsTheRefusal(t *testing.T) {
+	d, s := Default(), Strict()
+	for _, c := range []struct {
+		p       *Profile
+		name    string
+		errno   int
+		want    []string
+		notWant string
+	}{
+		{d, "ptrace", eperm, []string{"tracing reads and rewrites other processes; the sandbox's init must stay out of reach"}, "; or "},
+		{d, "personality", eperm, []string{"other personalities disable"}, "the default personality"},
+		{d, "clone", eperm, []string{"CLONE_NEWUSER", "CLONE_NEWNS"}, ""},
+		{d, "clone3", enosys, []string{"libc fall back to clone"}, "CLONE_NEWNS"},
+		{d, "openat2", enosys, []string{"cannot be checked for set-id bits"}, "set-id mode: a setuid"},
+		{s, "socket", eperm, []string{"packet sockets", "not in the profile's allow-list"}, ""},
+		{s, "mount", eperm, []string{"not in the profile's allow-list"}, ""},
+		{d, "ptrace", 13, nil, ""},
+	} {
+		got := RuleFor(c.p, c.name, c.errno)
+		if c.want == nil && got != "" {
+			t.Errorf("%s errno %d: %q, want none", c.name, c.errno, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s errno %d: %q, want %q in it", c.name, c.errno, got, w)
+			}
+		}
+		if c.notWant != "" && strings.Contains(got, c.notWant) {
+			t.Errorf("%s errno %d: %q, must not say %q", c.name, c.errno, got, c.notWant)
 		}
 	}
 }
