@@ -101,6 +101,10 @@ type SeccompCheck struct {
 	// Under a file's profile the floor stays in force as a second filter;
 	// in a built-in profile a gap is a bug.
 	FloorGaps []string
+	// DefaultGaps lists what moat's default profile refuses, beyond the
+	// floor, and the profile allows: a command may do it under the
+	// profile.
+	DefaultGaps []string
 	// Dropped are a file's rules left out because their conditions do not
 	// hold in moat's sandbox (no capabilities, the architecture, Kernel);
 	// Skipped the names of system calls the architecture does not have.
@@ -152,6 +156,6 @@ func CheckSeccompProfile(name, arch string) (*SeccompCheck, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c.Default, c.Total, c.Allowed, c.Killed, c.Other = s.Default, s.Total, s.Allowed, s.Killed, s.Other
-	c.Denied, c.Conditional, c.FloorGaps = s.Denied, s.Conditional, s.FloorGaps
+	c.Denied, c.Conditional, c.FloorGaps, c.DefaultGaps = s.Denied, s.Conditional, s.FloorGaps, s.DefaultGaps
 	return c, nil
 }

@@ -80,6 +80,9 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	if !s.Builtin && len(s.DefaultGaps) > 0 {
+		w("  beyond default: this profile allows what moat's default profile refuses: %s.\n", strings.Join(s.DefaultGaps, ", "))
+	}
 	switch {
 	case s.Builtin:
 		if len(s.FloorGaps) > 0 { // a bug in moat's own profiles

@@ -27,6 +27,10 @@ type Summary struct {
 	// FloorGaps lists what Floor refuses and this profile allows, e.g.
 	// "ioctl TIOCSTI".
 	FloorGaps []string
+	// DefaultGaps lists what Default refuses, Floor does not, and this
+	// profile allows, e.g. "bpf" or "socket (packet sockets ...)": what
+	// a command may do under it that it may not under moat's default.
+	DefaultGaps []string
 }
 
 // Summarize describes p on arch.
@@ -67,7 +71,93 @@ func Summarize(p *Profile, arch string) (*Summary, error) {
 			s.FloorGaps = append(s.FloorGaps, pr.what)
 		}
 	}
+	s.DefaultGaps, err = defaultGaps(prog, arch)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// defaultGaps lists what Default refuses, Floor does not, and prog
+// allows (or only logs): a call for each of Default's refusing rules,
+// with arguments that meet its conditions.
+func defaultGaps(prog []Instruction, arch string) ([]string, error) {
+	def, err := Compile(Default(), arch)
+	if err != nil {
+		return nil, err
+	}
+	floor, err := Compile(Floor(), arch)
+	if err != nil {
+		return nil, err
+	}
+	allows := func(prog []Instruction, d data) (bool, error) {
+		ret, _, err := run(prog, d)
+		if err != nil {
+			return false, fmt.Errorf("seccomp: internal error: %w", err)
+		}
+		a := ret &^ retData
+		return a == retAllow || a == retLog, nil
+	}
+	var gaps []string
+	for _, r := range Default().Rules {
+		if r.Action == Allow {
+			continue
+		}
+		args := r.Args
+		if len(args) == 0 && slices.Contains(r.Names, "personality") {
+			// The rules before it allow the harmless personalities:
+			// ADDR_NO_RANDOMIZE is one it refuses.
+			args = []Arg{{Index: 0, Op: EQ, Value: 0x0040000}}
+		}
+		var d data
+		d.arch = auditArch(arch)
+		for _, a := range args {
+			d.args[a.Index] = meets(a)
+		}
+		for _, name := range r.Names {
+			nr, ok := Lookup(arch, name)
+			if !ok {
+				continue
+			}
+			d.nr = uint32(nr)
+			what := name
+			if len(args) > 0 {
+				what += " (" + r.Comment + ")"
+			}
+			if slices.Contains(gaps, what) {
+				continue
+			}
+			defAllows, err := allows(def, d)
+			if err != nil {
+				return nil, err
+			}
+			floorAllows, err := allows(floor, d)
+			if err != nil {
+				return nil, err
+			}
+			profAllows, err := allows(prog, d)
+			if err != nil {
+				return nil, err
+			}
+			if !defAllows && floorAllows && profAllows {
+				gaps = append(gaps, what)
+			}
+		}
+	}
+	return gaps, nil
+}
+
+// meets returns an argument value for which a holds.
+func meets(a Arg) uint64 {
+	switch a.Op {
+	case MaskedEQ:
+		return a.ValueTwo
+	case NE, GT:
+		return a.Value + 1
+	case LT:
+		return a.Value - 1
+	}
+	return a.Value // EQ, LE, GE
 }
 
 func auditArch(arch string) uint32 {
