@@ -195,12 +195,17 @@ func forkDirect(f *forkState, args *cloneArgs, clone3 bool) (pid uintptr, errno 
 }
 
 // commandFlags are the clone flags of the command's process: a vfork on a
-// stack of its own when init shares moat's memory, a plain fork otherwise.
+// stack of its own when init shares moat's memory, else a fork that holds
+// init until the command has called execve (CLONE_VFORK without
+// CLONE_VM). Either way init forwards signals only once the command leads
+// its process group: a signal moat sent while a plain fork's child had
+// not yet called setsid went to a group that did not exist, and was lost
+// (TestEarlySignalLeavesNoCgroup, under a memory limit, which forks).
 func commandFlags(share bool) uintptr {
 	if share {
 		return syscall.CLONE_VM | syscall.CLONE_VFORK | uintptr(syscall.SIGCHLD)
 	}
-	return uintptr(syscall.SIGCHLD)
+	return syscall.CLONE_VFORK | uintptr(syscall.SIGCHLD)
 }
 
 // childArg is the argument rawClone passes to childEntry.
