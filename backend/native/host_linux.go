@@ -222,7 +222,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
 	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart, onInitParent: b.onInitParent}
-	if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Anonymous(f) {
+	if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Passable(f) {
 		// Its contents, not the file (see internal/pipefd). A terminal is
 		// replaced by a pty below.
 		r.stdio.Stdin = contentsOf(f)
