@@ -188,6 +188,9 @@ func (t *Trust) Add(path, home string) (TrustRecord, error) {
 // loadedFile is a file a policy loads, read and hashed.
 type loadedFile struct {
 	field, path, digest string
+	// program: a program moat runs on the host, hashed but not kept
+	// (it is run by path, not from the checked bytes).
+	program bool
 }
 
 // loadHashed parses the policy file at path and reads every file it loads,
@@ -211,6 +214,14 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	}
 	var files []loadedFile
 	for _, ref := range refs {
+		if ref.program {
+			d, err := inputfile.Digest(ref.path, "program", inputfile.MaxProgram)
+			if err != nil {
+				return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
+			}
+			files = append(files, loadedFile{field: ref.field, path: ref.path, digest: d, program: true})
+			continue
+		}
 		b, err := readLoaded(ref.path)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
@@ -219,15 +230,21 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 			p.loaded = map[string][]byte{}
 		}
 		p.loaded[ref.path] = b
-		files = append(files, loadedFile{ref.field, ref.path, digestOf(b)})
+		files = append(files, loadedFile{field: ref.field, path: ref.path, digest: digestOf(b)})
 	}
 	return p, digestOf(data), files, nil
 }
 
 // loads returns the files a policy parsed from an absolute Source reads when
-// it runs, resolved as Resolve resolves them. Only fields whose file moat
-// reads belong here; the filesystem lists are mounted, and what the command
-// does with them is the sandbox's business.
+// it runs, resolved as Resolve resolves them, and the programs it runs on
+// the host by path: a secret's source and revoke (as the sandbox starts
+// them, relative to SecretDir) and sandbox.runsc. A program a trusted
+// policy names in the workspace is as much the command's to rewrite as a
+// profile there, and moat would run the rewrite on the host, outside any
+// sandbox. A program found on PATH is the host's and is not hashed. Only
+// fields whose file moat reads or runs belong here; the filesystem lists
+// are mounted, and what the command does with them is the sandbox's
+// business.
 func (p *Policy) loads(home string) ([]loadedFile, error) {
 	var refs []loadedFile
 	if prof := p.Syscalls.Profile; isProfilePath(prof) {
@@ -241,6 +258,30 @@ func (p *Policy) loads(home string) ([]loadedFile, error) {
 			prof = filepath.Join(filepath.Dir(p.Source), prof)
 		}
 		refs = append(refs, loadedFile{field: "syscalls.profile", path: filepath.Clean(prof)})
+	}
+	program := func(field, words string) {
+		argv := strings.Fields(words)
+		// As exec.Command takes it: a name without a slash is looked up
+		// on PATH, one with a slash is relative to the command's Dir.
+		if len(argv) == 0 || !strings.Contains(argv[0], "/") {
+			return
+		}
+		prog := argv[0]
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(p.SecretDir(""), prog)
+		}
+		refs = append(refs, loadedFile{field: field, path: filepath.Clean(prog), program: true})
+	}
+	for i, s := range p.Secrets {
+		key := indexKey("secrets", i)
+		if rest, ok := strings.CutPrefix(s.Source, "command:"); ok {
+			program(key+".source", rest)
+			program(key+".revoke", s.Revoke)
+		}
+	}
+	if r := p.Sandbox.Runsc; filepath.IsAbs(r) {
+		// A path, not words (Validate wants it absolute).
+		refs = append(refs, loadedFile{field: "sandbox.runsc", path: filepath.Clean(r), program: true})
 	}
 	return refs, nil
 }

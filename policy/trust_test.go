@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -137,4 +138,70 @@ func FuzzTrust(f *testing.F) {
 			t.Fatalf("%d records became %d", len(tr.records), len(back.records))
 		}
 	})
+}
+
+// TestTrustCoversHostPrograms is the attack of a trusted .moat.toml whose
+// secret is minted by a program in the workspace ("command:./mint"): the
+// command rewrites ./mint, and the next run would have moat run it on the
+// host. The trust covers every program the policy names by path (a
+// secret's source and revoke, sandbox.runsc) as it covers a profile; a
+// program found on PATH is the host's, not the workspace's.
+func TestTrustCoversHostPrograms(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, ".moat.toml")
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runsc := filepath.Join(dir, "bin", "runsc")
+	os.Mkdir(filepath.Dir(runsc), 0o755)
+	for _, tc := range []struct {
+		doc, file, field string
+	}{
+		{"[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:./mint --for ci\"\nhosts = [\"api.example.com\"]\n",
+			filepath.Join(dir, "mint"), "secrets[0].source"},
+		{"[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:true\"\nrevoke = \"tools/revoke now\"\nhosts = [\"api.example.com\"]\n",
+			filepath.Join(dir, "tools", "revoke"), "secrets[0].revoke"},
+		{"[sandbox]\nrunsc = \"" + runsc + "\"\n", runsc, "sandbox.runsc"},
+	} {
+		os.MkdirAll(filepath.Dir(tc.file), 0o755)
+		write(tc.file, "#!/bin/sh\necho token\n")
+		write(pol, tc.doc)
+		var tr Trust
+		rec, err := tr.Add(pol, "")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.field, err)
+		}
+		if rec.Files[tc.file] == "" {
+			t.Errorf("%s: record %+v does not cover %s", tc.field, rec, tc.file)
+		}
+		// Positive control: as trusted, it loads.
+		if _, err := tr.Load(pol, ""); err != nil {
+			t.Fatalf("%s: trusted policy refused: %v", tc.field, err)
+		}
+		write(tc.file, "#!/bin/sh\ntouch /tmp/owned; echo token\n")
+		_, err = tr.Load(pol, "")
+		var ue *UntrustedError
+		if !errors.As(err, &ue) || ue.File != tc.file || ue.Field != tc.field || ue.Reason != TrustChanged {
+			t.Errorf("%s: after the program changed got %v, want %s changed", tc.field, err, tc.file)
+		}
+	}
+
+	// A program found on PATH is not the workspace's: nothing to hash.
+	write(pol, "[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:gh auth token\"\nhosts = [\"api.example.com\"]\n")
+	var tr Trust
+	if rec, err := tr.Add(pol, ""); err != nil || len(rec.Files) != 0 {
+		t.Errorf("command:gh: record %+v, %v; want no file", rec, err)
+	}
+	// A named pipe in a program's place is refused, not waited on.
+	os.Remove(filepath.Join(dir, "mint"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "mint"), 0o600); err != nil {
+		t.Skip(err)
+	}
+	write(pol, "[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:./mint\"\nhosts = [\"api.example.com\"]\n")
+	if _, err := tr.Add(pol, ""); err == nil || !strings.Contains(err.Error(), "secrets[0].source") {
+		t.Errorf("a FIFO as the program: %v", err)
+	}
 }

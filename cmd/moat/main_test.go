@@ -940,3 +940,52 @@ func TestIsolationFlag(t *testing.T) {
 		t.Errorf("code %d err %q", code, errs)
 	}
 }
+
+// TestTrustCoversSecretProgram is the attack of a trusted .moat.toml whose
+// secret is minted by a program in the workspace ("command:./mint"): moat
+// runs that program on the host, outside any sandbox, at each run. The
+// command rewrites it in direct mode, and the next run must be refused
+// before anything runs on the host, rather than run the rewrite.
+func TestTrustCoversSecretProgram(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	host := t.TempDir() // outside the workspace: only the host can write here
+	mint := filepath.Join(ws, "mint")
+	trusted := filepath.Join(host, "trusted-ran")
+	evil := filepath.Join(host, "rewrite-ran")
+	os.WriteFile(mint, []byte("#!/bin/sh\ntouch "+trusted+"\necho token\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte(`[network]
+mode = "allow"
+allow = ["api.example.com"]
+[[secrets]]
+name = "TOKEN"
+source = "command:./mint"
+hosts = ["api.example.com"]
+`), 0o644)
+	code, out, errs := moat(t, ws, "trust")
+	if code != 0 || !strings.Contains(out, mint) {
+		t.Fatalf("trust: code %d out %q err %q (want the program named)", code, out, errs)
+	}
+
+	// Positive control: the trusted program runs on the host, and the
+	// command, in direct mode, rewrites it.
+	rewrite := "#!/bin/sh\ntouch " + evil + "\necho token\n"
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "echo RAN; printf '%s' '"+rewrite+"' > mint")
+	if code != 0 || !strings.Contains(out, "RAN") {
+		t.Fatalf("first run: code %d out %q err %q", code, out, errs)
+	}
+	if _, err := os.Stat(trusted); err != nil {
+		t.Fatalf("the trusted program did not run on the host: %v", err)
+	}
+	if b, _ := os.ReadFile(mint); string(b) != rewrite {
+		t.Fatalf("the command did not rewrite the program (%q); the attack was not tried", b)
+	}
+
+	code, out, errs = moat(t, ws, "run", "--", "echo", "RAN")
+	if _, err := os.Stat(evil); err == nil {
+		t.Fatalf("moat ran the rewritten program on the host (code %d err %q)", code, errs)
+	}
+	if code != exitMoatError || strings.Contains(out, "RAN") || !strings.Contains(errs, mint) || !strings.Contains(errs, "moat trust") {
+		t.Fatalf("run after the program changed: code %d out %q err %q (want a refusal naming %s and moat trust)", code, out, errs, mint)
+	}
+}

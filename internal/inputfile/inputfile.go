@@ -7,6 +7,8 @@
 package inputfile
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,9 @@ const (
 	MaxPolicy  = 1 << 20
 	MaxProfile = 4 << 20
 	MaxTrust   = 4 << 20
+	// MaxProgram bounds a program moat hashes before it runs it on the
+	// host (a trusted policy's secret command, runsc): above any real one.
+	MaxProgram = 512 << 20
 )
 
 // ErrTooLarge is wrapped by Read's error for a file above its limit.
@@ -59,6 +64,37 @@ func Read(path, what string, max int64) ([]byte, error) {
 		return nil, tooLarge
 	}
 	return b, nil
+}
+
+// Digest returns the hex SHA-256 of the regular file at path, at most max
+// bytes, checked as Read checks it but read as a stream: a program is
+// hashed, not kept.
+func Digest(path, what string, max int64) (string, error) {
+	f, err := open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
+	}
+	tooLarge := &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("%w: larger than %s, the most moat reads from a %s", ErrTooLarge, size(max), what)}
+	if st.Size() > max {
+		return "", tooLarge
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, max+1))
+	if err != nil {
+		return "", err
+	}
+	if n > max {
+		return "", tooLarge
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func kind(m fs.FileMode) string {
