@@ -161,6 +161,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
 			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 		}
+		if state := holdsStateDir(path); state != "" {
+			return nil, fmt.Errorf("workspace %s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; run moat from a project directory or pass --workspace DIR", ws, state)
+		}
 	}
 	// In a workspace the caller made, only the paths outside it are
 	// looked at with the owner's rights (Compile runs with them
@@ -223,6 +226,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 			if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
 				return nil, p.FieldError(field, fmt.Sprintf("%s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); list the directories the command needs, such as ~/.cache/pip", rw, c.Home))
+			}
+			if state := holdsStateDir(path); state != "" {
+				return nil, p.FieldError(field, fmt.Sprintf("%s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; list the directories the command needs", rw, state))
 			}
 		}
 	}
@@ -557,6 +563,23 @@ func buildEnv(e policy.Env, environ []string) []string {
 }
 
 // within reports whether p is dir or below it.
+// holdsStateDir returns moat's state directory (workspace.StateDir) if
+// the directory path holds it, "" otherwise. The trusted policies are kept
+// there: a command that could write them would have its own .moat.toml
+// trusted for the next run, and the quarantine and change sets are the
+// person's to review, not the command's to rewrite. A workspace inside it
+// (a daemon's made workspace may be) is not refused: it holds none of it.
+func holdsStateDir(path string) string {
+	state, err := workspace.StateDir()
+	if err != nil {
+		return "" // no state directory: nothing is kept there
+	}
+	if within(path, state) || within(path, realPath(state)) {
+		return state
+	}
+	return ""
+}
+
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")

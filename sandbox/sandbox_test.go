@@ -1894,3 +1894,48 @@ func TestMissingProtectionRefused(t *testing.T) {
 		t.Errorf("without the rules: %q, want the probe to read and write", r.stdout)
 	}
 }
+
+// TestStateDirHeldToWorkspaceRule: a workspace or a writable path that
+// holds moat's state directory (where the trusted policies are) is
+// refused, as one that holds the home is; a directory beside it, or inside
+// it, compiles.
+func TestStateDirHeldToWorkspaceRule(t *testing.T) {
+	base := t.TempDir()
+	state, other := filepath.Join(base, "state"), filepath.Join(base, "other")
+	inside := filepath.Join(state, "made")
+	os.MkdirAll(inside, 0o755)
+	os.Mkdir(other, 0o755)
+	os.Symlink(base, filepath.Join(other, "link"))
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	c := sandbox.Caller{UID: 1000, GID: 1000, Cwd: ws}
+	for rw, want := range map[string]string{
+		base:                         "contains moat's state directory",
+		state:                        "contains moat's state directory",
+		filepath.Join(other, "link"): "contains moat's state directory",
+		other:                        "",
+	} {
+		p := policy.Default()
+		p.Workspace.Path = ws
+		p.Filesystem.ReadWrite = []string{rw}
+		p.MarkFlag("filesystem.read_write", "--rw")
+		_, err := sandbox.Compile(p, []string{"true"}, c, "run", nil, nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("--rw %s: %v", rw, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "flag --rw: filesystem.read_write[0]")):
+			t.Errorf("--rw %s: %v, want an error naming --rw and containing %q", rw, err, want)
+		}
+	}
+	for w, want := range map[string]string{base: "contains moat's state directory", inside: "", other: ""} {
+		p := policy.Default()
+		p.Workspace.Path = w
+		_, err := sandbox.Compile(p, []string{"true"}, sandbox.Caller{UID: 1000, GID: 1000, Cwd: w}, "run", nil, nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("workspace %s: %v", w, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("workspace %s: %v, want %q", w, err, want)
+		}
+	}
+}

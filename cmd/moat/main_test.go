@@ -989,3 +989,39 @@ hosts = ["api.example.com"]
 		t.Fatalf("run after the program changed: code %d out %q err %q (want a refusal naming %s and moat trust)", code, out, errs, mint)
 	}
 }
+
+// TestStateDirNotWritable: moat's state directory holds the trusted
+// policies, the quarantine and the change sets; a command that could
+// write it would trust its own .moat.toml for the next run. A writable
+// path or a workspace holding it is refused, whatever the policy says.
+func TestStateDirNotWritable(t *testing.T) {
+	parent := t.TempDir()
+	state := filepath.Join(parent, "state")
+	os.Mkdir(state, 0o700)
+	t.Setenv("MOAT_STATE_DIR", state)
+	trust := filepath.Join(state, "trusted-policies.json")
+	ws := t.TempDir()
+
+	// Positive control: a writable path beside it is written.
+	other := filepath.Join(parent, "other")
+	os.Mkdir(other, 0o755)
+	code, _, errs := moat(t, ws, "run", "--rw", other, "--", "sh", "-c", "echo x > "+filepath.Join(other, "f"))
+	if code != 0 {
+		t.Fatalf("--rw beside the state directory: code %d err %q", code, errs)
+	}
+
+	code, _, errs = moat(t, ws, "run", "--rw", parent, "--", "sh", "-c", "echo '{}' > "+trust)
+	if _, err := os.Stat(trust); err == nil {
+		t.Fatalf("the command wrote the trusted policies (code %d err %q)", code, errs)
+	}
+	if code != exitMoatError || !strings.Contains(errs, state) {
+		t.Errorf("--rw holding the state directory: code %d err %q (want a refusal naming %s)", code, errs, state)
+	}
+	code, _, errs = moat(t, parent, "run", "--", "sh", "-c", "echo '{}' > "+trust)
+	if _, err := os.Stat(trust); err == nil {
+		t.Fatalf("the command wrote the trusted policies from its workspace (code %d err %q)", code, errs)
+	}
+	if code != exitMoatError || !strings.Contains(errs, state) {
+		t.Errorf("a workspace holding the state directory: code %d err %q (want a refusal naming %s)", code, errs, state)
+	}
+}
