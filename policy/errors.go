@@ -5,6 +5,17 @@ import (
 	"strings"
 )
 
+// A policy's errors are read by a person, and a policy may come from
+// someone else (a workspace's .moat.toml, a daemon tenant's request): one
+// written to flood, with thousands of bad entries or a value of a
+// megabyte quoted back, must not flood the terminal or the API's answer.
+// So a list keeps its first MaxErrors problems and counts the rest, and a
+// message quotes at most maxErrorMsg bytes.
+const (
+	MaxErrors   = 100
+	maxErrorMsg = 1024
+)
+
 // FieldError is one problem with one field of a policy, located where the
 // user can fix it: a line of the policy file or a command-line flag.
 type FieldError struct {
@@ -66,7 +77,7 @@ type errorList struct {
 // add records msg about field, located at the flag or file line the field's
 // value came from.
 func (l *errorList) add(field, msg string) {
-	fe := &FieldError{Field: field, Msg: msg}
+	fe := &FieldError{Field: field, Msg: clip(msg)}
 	if flag, ok := l.p.flagFor(field); ok {
 		fe.Flag = flag
 	} else if l.p.Source != "" {
@@ -86,12 +97,39 @@ func (p *Policy) FieldError(field, msg string) *FieldError {
 	return l.errs[0]
 }
 
-// err returns the collected errors as *Errors, or nil if there are none.
+// err returns the collected errors as *Errors (BoundErrors), or nil if
+// there are none.
 func (l *errorList) err() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
-	return &l.errs
+	return BoundErrors(l.errs)
+}
+
+// BoundErrors returns errs with at most MaxErrors problems: past that,
+// the first MaxErrors and one more saying how many were left out, in the
+// file of the first. Checks outside this package that list a policy's
+// problems return their list through it.
+func BoundErrors(errs Errors) *Errors {
+	if len(errs) <= MaxErrors {
+		return &errs
+	}
+	more := len(errs) - MaxErrors
+	kept := append(Errors{}, errs[:MaxErrors]...)
+	kept = append(kept, &FieldError{File: errs[0].File, Msg: "and " + strconv.Itoa(more) + " more problems, not shown: fix these first"})
+	return &kept
+}
+
+// clip shortens msg to maxErrorMsg bytes, on a character boundary.
+func clip(msg string) string {
+	if len(msg) <= maxErrorMsg {
+		return msg
+	}
+	cut := maxErrorMsg
+	for cut > 0 && msg[cut]&0xC0 == 0x80 { // a UTF-8 continuation byte
+		cut--
+	}
+	return msg[:cut] + "… (cut)"
 }
 
 // flagFor returns the flag that set field or the field containing it.

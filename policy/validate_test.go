@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -193,5 +194,43 @@ func TestParentField(t *testing.T) {
 		if got := parentField(in); got != want {
 			t.Errorf("parentField(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestErrorsBounded: a policy written to flood (thousands of bad entries,
+// a giant value) gets an error of bounded size that still says how many
+// problems there are, each shown located; a policy with a few problems
+// gets every one, in full (the control).
+func TestErrorsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[network]\nmode = \"allow\"\nallow = [\"" + strings.Repeat("x", 200000) + " y\"")
+	for i := range 5000 {
+		fmt.Fprintf(&b, ", \"bad host %d\"", i)
+	}
+	b.WriteString("]\n")
+	p, err := Parse("flood.toml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Validate()
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %v, want *Errors", err)
+	}
+	msg := err.Error()
+	if len(msg) > 64<<10 {
+		t.Errorf("the error is %d bytes: a policy can flood its reader", len(msg))
+	}
+	if !strings.Contains(msg, "flood.toml:3: network.allow[1]: \"bad host 0\"") || !strings.Contains(msg, "4901 more") {
+		t.Errorf("the bounded error does not locate the first problems or count the rest: %.600s ... %s", msg, msg[max(0, len(msg)-300):])
+	}
+
+	p, err = Parse("few.toml", []byte("[network]\nmode = \"allow\"\nallow = [\"a b\", \"c d\", \"e f\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Validate()
+	if !errors.As(err, &errs) || len(*errs) != 3 || strings.Contains(err.Error(), "more") {
+		t.Errorf("three problems: %v", err)
 	}
 }

@@ -102,7 +102,7 @@ func networkRules(p *policy.Policy) (*egress.Rules, error) {
 		field := fmt.Sprintf("network.%s[%d]", prob.List, prob.Index)
 		errs = append(errs, p.FieldError(field, fmt.Sprintf("%q: %v", prob.Entry, prob.Err)))
 	}
-	return nil, &errs
+	return nil, policy.BoundErrors(errs)
 }
 
 // CheckPolicy makes the checks of a valid policy that Run makes before
