@@ -151,6 +151,9 @@ func (t *Trust) Load(path, home string) (*Policy, error) {
 	for _, f := range files {
 		want, ok := r.Files[f.path]
 		switch {
+		case !ok && f.optional:
+			// A file that was not there: one a program may now run.
+			return nil, &UntrustedError{Policy: path, File: f.path, Field: f.field, Reason: TrustChanged}
 		case !ok:
 			return nil, &UntrustedError{Policy: path, File: f.path, Field: f.field, Reason: TrustIncomplete}
 		case want != f.digest:
@@ -191,6 +194,9 @@ type loadedFile struct {
 	// program: a program moat runs on the host, hashed but not kept
 	// (it is run by path, not from the checked bytes).
 	program bool
+	// optional: an argument of a program, covered only when it names a
+	// regular file.
+	optional bool
 }
 
 // loadHashed parses the policy file at path and reads every file it loads,
@@ -216,10 +222,13 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	for _, ref := range refs {
 		if ref.program {
 			d, err := inputfile.Digest(ref.path, "program", inputfile.MaxProgram)
+			if err != nil && ref.optional {
+				continue // not a file: a word the program takes
+			}
 			if err != nil {
 				return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
 			}
-			files = append(files, loadedFile{field: ref.field, path: ref.path, digest: d, program: true})
+			files = append(files, loadedFile{field: ref.field, path: ref.path, digest: d, program: true, optional: ref.optional})
 			continue
 		}
 		b, err := readLoaded(ref.path)
@@ -259,18 +268,30 @@ func (p *Policy) loads(home string) ([]loadedFile, error) {
 		}
 		refs = append(refs, loadedFile{field: "syscalls.profile", path: filepath.Clean(prof)})
 	}
+	inDir := func(name string) string {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(p.SecretDir(""), name)
+		}
+		return filepath.Clean(name)
+	}
 	program := func(field, words string) {
 		argv := strings.Fields(words)
-		// As exec.Command takes it: a name without a slash is looked up
-		// on PATH, one with a slash is relative to the command's Dir.
-		if len(argv) == 0 || !strings.Contains(argv[0], "/") {
+		if len(argv) == 0 {
 			return
 		}
-		prog := argv[0]
-		if !filepath.IsAbs(prog) {
-			prog = filepath.Join(p.SecretDir(""), prog)
+		// As exec.Command takes it: a name without a slash is looked up
+		// on PATH, one with a slash is relative to the command's Dir.
+		if strings.Contains(argv[0], "/") {
+			refs = append(refs, loadedFile{field: field, path: inDir(argv[0]), program: true})
 		}
-		refs = append(refs, loadedFile{field: field, path: filepath.Clean(prog), program: true})
+		// An argument that names a file there is, as often as not, what
+		// the program runs ("python3 mint.py", "sh ./mint.sh"): it is
+		// covered too, when it is a file.
+		for _, a := range argv[1:] {
+			if !strings.HasPrefix(a, "-") {
+				refs = append(refs, loadedFile{field: field, path: inDir(a), program: true, optional: true})
+			}
+		}
 	}
 	for i, s := range p.Secrets {
 		key := indexKey("secrets", i)

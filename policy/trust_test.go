@@ -165,6 +165,8 @@ func TestTrustCoversHostPrograms(t *testing.T) {
 		{"[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:true\"\nrevoke = \"tools/revoke now\"\nhosts = [\"api.example.com\"]\n",
 			filepath.Join(dir, "tools", "revoke"), "secrets[0].revoke"},
 		{"[sandbox]\nrunsc = \"" + runsc + "\"\n", runsc, "sandbox.runsc"},
+		{"[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:python3 -u mint.py --name ci\"\nhosts = [\"api.example.com\"]\n",
+			filepath.Join(dir, "mint.py"), "secrets[0].source"},
 	} {
 		os.MkdirAll(filepath.Dir(tc.file), 0o755)
 		write(tc.file, "#!/bin/sh\necho token\n")
@@ -187,6 +189,18 @@ func TestTrustCoversHostPrograms(t *testing.T) {
 		if !errors.As(err, &ue) || ue.File != tc.file || ue.Field != tc.field || ue.Reason != TrustChanged {
 			t.Errorf("%s: after the program changed got %v, want %s changed", tc.field, err, tc.file)
 		}
+	}
+
+	// An argument that names no file is a word: nothing to hash; one
+	// that appears after the trust is refused.
+	write(pol, "[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:sh later.sh\"\nhosts = [\"api.example.com\"]\n")
+	var later Trust
+	if rec, err := later.Add(pol, ""); err != nil || len(rec.Files) != 0 {
+		t.Errorf("command:sh later.sh: record %+v, %v; want no file", rec, err)
+	}
+	write(filepath.Join(dir, "later.sh"), "touch /tmp/owned\n")
+	if _, err := later.Load(pol, ""); err == nil || !strings.Contains(err.Error(), "later.sh") {
+		t.Errorf("a script that appeared after the trust: %v", err)
 	}
 
 	// A program found on PATH is not the workspace's: nothing to hash.
