@@ -307,6 +307,30 @@ func (p *Policy) loads(home string) ([]loadedFile, error) {
 	return refs, nil
 }
 
+// HostFiles returns the files that decide what the policy does, absolute:
+// the policy file it was read from (resolved against cwd when relative)
+// and those it loads or runs by path, as Trust covers them. A command
+// that could rewrite one would choose the next run's policy; the sandbox
+// keeps those in the places it writes read-only. A policy that came from
+// no file (the built-in one, a request's) has none.
+func (p *Policy) HostFiles(cwd, home string) []string {
+	src := p.Source
+	if src == "" || !filepath.IsAbs(src) && !filepath.IsAbs(cwd) {
+		return nil
+	}
+	if !filepath.IsAbs(src) {
+		src = filepath.Join(cwd, src)
+	}
+	q := *p
+	q.Source = filepath.Clean(src)
+	files := []string{q.Source}
+	refs, _ := q.loads(home)
+	for _, r := range refs {
+		files = append(files, r.path)
+	}
+	return files
+}
+
 // ReadFile returns the content of a file the policy loads, such as a
 // seccomp profile: the bytes Trust.Load checked when the policy came from
 // it, else the file as it is now.

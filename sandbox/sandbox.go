@@ -38,6 +38,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -712,8 +713,14 @@ var ErrQuarantine = errors.New("could not quarantine a protected path")
 // (asOwner): a .git file of the workspace's naming another user's git
 // directory tells that user nothing about it.
 func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Guard, err error) {
+	// The files the policy came from (a --policy file in the workspace,
+	// the profile and programs it names) are protected where the command
+	// writes, as .moat.toml is: they need no trust, since the person
+	// named them, so a command that rewrote one would choose the next
+	// run's policy, and a secret's program runs on the host.
+	own := p.HostFiles(c.Cwd, c.Home)
 	if !c.WorkspaceMade {
-		if derr := asOwner(c, func() { guards, err = makeGuards(p, direct, nil) }); derr != nil {
+		if derr := asOwner(c, func() { guards, err = makeGuards(p, direct, nil, own) }); derr != nil {
 			return nil, derr
 		}
 		return guards, err
@@ -727,7 +734,7 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 				continue
 			}
 			var g *workspace.Guard
-			if g, err = rwGuard(rw); err != nil {
+			if g, err = rwGuard(rw, own); err != nil {
 				return
 			}
 			outside[rw] = g
@@ -738,13 +745,14 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 	if err != nil {
 		return nil, err
 	}
-	return makeGuards(p, direct, outside)
+	return makeGuards(p, direct, outside, own)
 }
 
 // makeGuards makes the workspace's guard and those of the writable
 // directories, but for those in done, made already (nil for none).
-func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard) ([]*workspace.Guard, error) {
-	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: p.Workspace.Protect, Writable: direct})
+func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard, own []string) ([]*workspace.Guard, error) {
+	extra := append(slices.Clone(p.Workspace.Protect), filesIn(p.Workspace.Path, own)...)
+	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: extra, Writable: direct})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
@@ -752,7 +760,7 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard)
 	for _, rw := range p.Filesystem.ReadWrite {
 		g, ok := done[rw]
 		if !ok {
-			if g, err = rwGuard(rw); err != nil {
+			if g, err = rwGuard(rw, own); err != nil {
 				return nil, err
 			}
 		}
@@ -765,15 +773,37 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard)
 
 // rwGuard is the guard of the writable path rw; nil if rw is not a
 // directory.
-func rwGuard(rw string) (*workspace.Guard, error) {
+func rwGuard(rw string, own []string) (*workspace.Guard, error) {
 	if fi, err := os.Stat(rw); err != nil || !fi.IsDir() {
 		return nil, nil
 	}
-	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Writable: true, Absolute: true})
+	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Extra: filesIn(rw, own), Writable: true, Absolute: true})
 	if err != nil {
 		return nil, fmt.Errorf("filesystem.read_write %s: %w", rw, err)
 	}
 	return g, nil
+}
+
+// filesIn returns those of files (absolute) that are regular files under
+// root, relative to it, by their paths as given or as the links on the
+// way resolve. What is not a file now is left alone: a word a secret's
+// program takes that names nothing must not make a name the command may
+// not create, nor a directory it names read-only.
+func filesIn(root string, files []string) []string {
+	var rel []string
+	realRoot := realPath(root)
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		for _, pair := range [][2]string{{root, f}, {realRoot, realPath(f)}} {
+			if r, err := filepath.Rel(pair[0], pair[1]); err == nil && r != "." && within(pair[0], pair[1]) {
+				rel = append(rel, r)
+				break
+			}
+		}
+	}
+	return rel
 }
 
 // quarantine moves what a run planted where a protected path belongs out

@@ -682,14 +682,16 @@ func TestTrustCoversLoadedProfile(t *testing.T) {
 		t.Fatalf("trust: code %d out %q err %q (want the profile named)", code, out, errs)
 	}
 
-	// The trusted profile is in force, and the command weakens it.
+	// The trusted profile is in force, and read-only inside, as the
+	// policy is. Anything else that writes the workspace (a session, a
+	// run under another policy) can weaken it; the trust stops that.
 	weaker := `{"defaultAction": "SCMP_ACT_ALLOW"}`
-	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "mkdir d 2>/dev/null || echo REFUSED; printf '%s' '"+weaker+"' > profile.json")
-	if code != 0 || !strings.Contains(out, "REFUSED") {
-		t.Fatalf("first run: code %d out %q err %q (want mkdir refused by the trusted profile)", code, out, errs)
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "mkdir d 2>/dev/null || echo REFUSED; printf '%s' '"+weaker+"' > profile.json 2>/dev/null || echo READ-ONLY")
+	if code != 0 || !strings.Contains(out, "REFUSED") || !strings.Contains(out, "READ-ONLY") {
+		t.Fatalf("first run: code %d out %q err %q (want mkdir refused by the trusted profile, and the profile read-only)", code, out, errs)
 	}
-	if b, _ := os.ReadFile(prof); string(b) != weaker {
-		t.Fatalf("the command did not rewrite the profile (%q); the attack was not tried", b)
+	if err := os.WriteFile(prof, []byte(weaker), 0o644); err != nil {
+		t.Fatal(err)
 	}
 
 	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "mkdir d && echo MADE")
@@ -967,18 +969,21 @@ hosts = ["api.example.com"]
 		t.Fatalf("trust: code %d out %q err %q (want the program named)", code, out, errs)
 	}
 
-	// Positive control: the trusted program runs on the host, and the
-	// command, in direct mode, rewrites it.
+	// Positive control: the trusted program runs on the host. The
+	// command cannot rewrite it in this run (it is read-only inside, as
+	// the policy is); anything else that writes the workspace can, a
+	// session or a run under another policy, and the trust is what
+	// stops it then.
 	rewrite := "#!/bin/sh\ntouch " + evil + "\necho token\n"
-	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "echo RAN; printf '%s' '"+rewrite+"' > mint")
-	if code != 0 || !strings.Contains(out, "RAN") {
-		t.Fatalf("first run: code %d out %q err %q", code, out, errs)
+	code, out, errs = moat(t, ws, "run", "--", "sh", "-c", "echo RAN; printf '%s' '"+rewrite+"' > mint || echo REFUSED")
+	if code != 0 || !strings.Contains(out, "RAN") || !strings.Contains(out, "REFUSED") {
+		t.Fatalf("first run: code %d out %q err %q (want the program read-only inside)", code, out, errs)
 	}
 	if _, err := os.Stat(trusted); err != nil {
 		t.Fatalf("the trusted program did not run on the host: %v", err)
 	}
-	if b, _ := os.ReadFile(mint); string(b) != rewrite {
-		t.Fatalf("the command did not rewrite the program (%q); the attack was not tried", b)
+	if err := os.WriteFile(mint, []byte(rewrite), 0o755); err != nil {
+		t.Fatal(err)
 	}
 
 	code, out, errs = moat(t, ws, "run", "--", "echo", "RAN")
@@ -1023,5 +1028,39 @@ func TestStateDirNotWritable(t *testing.T) {
 	}
 	if code != exitMoatError || !strings.Contains(errs, state) {
 		t.Errorf("a workspace holding the state directory: code %d err %q (want a refusal naming %s)", code, errs, state)
+	}
+}
+
+// TestNamedPolicyInWorkspaceReadOnly: a policy named with --policy that
+// lives in the workspace, and the files it loads there, need no trust
+// (the person named them), so a command that rewrote them in direct mode
+// would choose the next run's policy, a secret's command on the host
+// included. They are read-only inside, as .moat.toml is; the rest of the
+// workspace is written (the control).
+func TestNamedPolicyInWorkspaceReadOnly(t *testing.T) {
+	if sandbox.SeccompNativeArch() == "" {
+		t.Skip("no seccomp filters for this architecture")
+	}
+	ws := t.TempDir()
+	pol := filepath.Join(ws, "ci", "moat.toml")
+	prof := filepath.Join(ws, "ci", "profile.json")
+	os.Mkdir(filepath.Dir(pol), 0o755)
+	const doc = "[syscalls]\nprofile = \"profile.json\"\n"
+	const profile = `{"defaultAction": "SCMP_ACT_ALLOW"}`
+	os.WriteFile(pol, []byte(doc), 0o644)
+	os.WriteFile(prof, []byte(profile), 0o644)
+	code, out, errs := moat(t, ws, "run", "--policy", "ci/moat.toml", "--", "sh", "-c",
+		"echo x > ci/other.txt && echo WROTE; echo '[network]' >> ci/moat.toml || echo POLICY-REFUSED; echo '{}' > ci/profile.json || echo PROFILE-REFUSED; true")
+	if b, _ := os.ReadFile(filepath.Join(ws, "ci", "other.txt")); string(b) != "x\n" {
+		t.Errorf("the control file beside the policy was not written: %q", b)
+	}
+	if code != 0 || !strings.Contains(out, "WROTE") {
+		t.Fatalf("code %d out %q err %q (want the workspace written)", code, out, errs)
+	}
+	if b, _ := os.ReadFile(pol); string(b) != doc || !strings.Contains(out, "POLICY-REFUSED") {
+		t.Errorf("the command rewrote the policy it runs under: %q (out %q)", b, out)
+	}
+	if b, _ := os.ReadFile(prof); string(b) != profile || !strings.Contains(out, "PROFILE-REFUSED") {
+		t.Errorf("the command rewrote the policy's profile: %q (out %q)", b, out)
 	}
 }
