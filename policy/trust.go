@@ -214,6 +214,8 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
+	// The document itself, for a caller that hands it on (ReadFile).
+	p.loaded = map[string][]byte{path: data}
 	refs, err := p.loads(home)
 	if err != nil {
 		return nil, "", nil, err
@@ -234,9 +236,6 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 		b, err := readLoaded(ref.path)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
-		}
-		if p.loaded == nil {
-			p.loaded = map[string][]byte{}
 		}
 		p.loaded[ref.path] = b
 		files = append(files, loadedFile{field: ref.field, path: ref.path, digest: digestOf(b)})
@@ -332,8 +331,8 @@ func (p *Policy) HostFiles(cwd, home string) []string {
 }
 
 // ReadFile returns the content of a file the policy loads, such as a
-// seccomp profile: the bytes Trust.Load checked when the policy came from
-// it, else the file as it is now.
+// seccomp profile, or of the policy file itself: the bytes Trust.Load
+// checked when the policy came from it, else the file as it is now.
 func (p *Policy) ReadFile(path string) ([]byte, error) {
 	if b, ok := p.loaded[path]; ok {
 		return b, nil

@@ -57,6 +57,15 @@ func TestTrust(t *testing.T) {
 	_, err = tr.Load(pol, "")
 	untrusted(err, prof, TrustChanged)
 
+	// So does the policy's own: a caller that hands the document on (moat
+	// mcp, to its server) sends what was checked, not a rewrite.
+	checked, _ := os.ReadFile(pol)
+	write(pol, "[network]\nmode = \"host\"\n")
+	if b, err := p.ReadFile(pol); err != nil || string(b) != string(checked) {
+		t.Errorf("ReadFile(policy) = %q, %v; want the document that was checked", b, err)
+	}
+	write(pol, string(checked))
+
 	// The trust survives being stored and read back.
 	b, err := json.Marshal(&tr)
 	if err != nil {

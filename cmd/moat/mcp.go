@@ -76,11 +76,14 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if _, serr := os.Stat(local); serr == nil {
 			// The same trust as moat run: a workspace's own policy is used
 			// only once a person has reviewed it.
-			if _, err := loadTrusted(local); err != nil {
+			p, err := loadTrusted(local)
+			if err != nil {
 				return fail(err)
 			}
 			policyName = local
-			if doc, err = os.ReadFile(local); err != nil {
+			// The document that was checked: the file may have changed
+			// since.
+			if doc, err = p.ReadFile(local); err != nil {
 				return fail(fmt.Errorf("policy: %w", err))
 			}
 		}
