@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -218,5 +219,60 @@ func TestWriteRefusesWhatVerifyRefuses(t *testing.T) {
 	}
 	if n, _, err := verifyFile(t, p); err != nil || n != 1 {
 		t.Fatalf("Verify = %d, %v; want 1 record", n, err)
+	}
+}
+
+// A link where the stream goes, which a sandboxed command can plant when
+// the stream lies in its workspace, is refused rather than followed: it
+// would have had the records appended to (or a new file made at) any path
+// moat's user can write. A fifo is refused too. The control: a regular
+// file at the same place opens and takes a record.
+func TestOpenRefusesLinksAndOddFiles(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	for name, target := range map[string]string{"new file": victim, "existing empty file": filepath.Join(dir, "empty")} {
+		os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644)
+		link := filepath.Join(dir, "link-"+name)
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		w, err := Open(link)
+		if !errors.Is(err, ErrNotAFile) || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("a link to a %s: %v", name, err)
+		}
+		if err == nil {
+			w.Write(map[string]any{"x": 1})
+			w.Close()
+		}
+		if b, _ := os.ReadFile(target); len(b) != 0 {
+			t.Errorf("written through a link to a %s: %q", name, b)
+		}
+	}
+	if _, err := os.Stat(victim); err == nil {
+		t.Error("a file was made at the link's target")
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := Open(fifo); !errors.Is(err, ErrNotAFile) {
+		t.Errorf("a fifo: %v", err)
+		if err == nil {
+			w.Close()
+		}
+	}
+	p := filepath.Join(dir, "audit.jsonl")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(map[string]any{"x": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := verifyFile(t, p); n != 1 || err != nil {
+		t.Errorf("the control: %d records, %v", n, err)
 	}
 }

@@ -105,6 +105,37 @@ func TestJSONReportIsLastLine(t *testing.T) {
 	}
 }
 
+// A command that puts a link where --audit goes, in its workspace, does
+// not lead the next run's records to the file the link names (a shell's
+// start-up file, made by the write, would have run them): the next run is
+// refused before its command starts. The control: the same run with the
+// stream a regular file writes its records, and verify takes them.
+func TestAuditFileNotFollowedOutOfTheWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	code, _, errs := moat(t, ws, "run", "--audit", "audit.jsonl", "--", "sh", "-c", "rm audit.jsonl && ln -s "+victim+" audit.jsonl")
+	if code != 0 {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	code, _, errs = moat(t, ws, "run", "--audit", "audit.jsonl", "--", "touch", "ran")
+	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "symbolic link") {
+		t.Errorf("--audit at a link: code %d, ran: %v, err %q", code, err == nil, errs)
+	}
+	if b, err := os.ReadFile(victim); err == nil {
+		t.Errorf("the run's records were written through the link: %q", b)
+	}
+	os.Remove(filepath.Join(ws, "audit.jsonl"))
+	if code, _, errs := moat(t, ws, "run", "--audit", "audit.jsonl", "--", "touch", "ran"); code != 0 {
+		t.Fatalf("the control: code %d err %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err != nil {
+		t.Error("the control did not run")
+	}
+	if code, out, errs := moat(t, ws, "audit", "verify", "audit.jsonl"); code != 0 {
+		t.Errorf("the control's stream: code %d out %q err %q", code, out, errs)
+	}
+}
+
 // A command that puts a link where --report goes does not lead moat's
 // write of the report to the file the link names; a report path that
 // cannot be written refuses the run before the command starts.
