@@ -89,6 +89,12 @@ type Request struct {
 	// Audit, if set, receives every network event of an allow-mode run as
 	// it happens (the CLI's --audit stream); they are also in the Report.
 	Audit func(egress.Event)
+	// RecordFiles are the host files the caller keeps this run's record
+	// in (the CLI's --audit and --report). One that lies where the
+	// command may write is warned of in the report: the command can
+	// rewrite it, a hash-chained stream from its first record on, and
+	// the record then says what the command chose.
+	RecordFiles []string
 	// Resolver and Dial replace how the egress proxy resolves names and
 	// connects; nil means the system's. Tests point names at loopback
 	// servers with them.
@@ -376,6 +382,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
+	rep.Warnings = append(rep.Warnings, recordsWritable(req.Policy, direct, req.RecordFiles)...)
 	guards, err := newGuards(req.Policy, direct, caller)
 	if err != nil {
 		return fail(err)
@@ -908,4 +915,29 @@ func openChangeSet(ws, session, mode string, disk int64) (cs *workspace.ChangeSe
 		return nil, false, fmt.Errorf("session %q: %w", session, err)
 	}
 	return cs, created, nil
+}
+
+// recordsWritable returns a warning for each of files that lies in a
+// tree the command may write on the host: the workspace when its writes
+// go to the host (direct), or a read_write path. A relative name is the
+// caller's, from moat's working directory, and the links of its
+// directory are followed as the caller's open does.
+func recordsWritable(p *policy.Policy, direct bool, files []string) []string {
+	var out []string
+	ws := p.Workspace.Path
+	for _, f := range files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+			abs = filepath.Join(dir, filepath.Base(abs))
+		}
+		tree := writableIn(p, ws, abs)
+		if tree == "" || (tree == ws && !direct) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s, where this run's record is kept, lies in %s, which the command may write: it can rewrite the record (an audit stream's hash chain too, from its first record); keep it elsewhere", f, tree))
+	}
+	return out
 }

@@ -117,6 +117,10 @@ func TestAuditFileNotFollowedOutOfTheWorkspace(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("code %d err %q", code, errs)
 	}
+	// The person is told the stream lies where the command can write.
+	if !strings.Contains(errs, "WARNING: audit.jsonl, where this run's record is kept, lies in "+ws) {
+		t.Errorf("no warning of a stream in the workspace: %q", errs)
+	}
 	code, _, errs = moat(t, ws, "run", "--audit", "audit.jsonl", "--", "touch", "ran")
 	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "symbolic link") {
 		t.Errorf("--audit at a link: code %d, ran: %v, err %q", code, err == nil, errs)
@@ -133,6 +137,10 @@ func TestAuditFileNotFollowedOutOfTheWorkspace(t *testing.T) {
 	}
 	if code, out, errs := moat(t, ws, "audit", "verify", "audit.jsonl"); code != 0 {
 		t.Errorf("the control's stream: code %d out %q err %q", code, out, errs)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "audit.jsonl")
+	if code, _, errs := moat(t, ws, "run", "--audit", elsewhere, "--", "true"); code != 0 || strings.Contains(errs, "WARNING") {
+		t.Errorf("a stream outside the workspace: code %d err %q", code, errs)
 	}
 }
 

@@ -224,6 +224,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Learn:         f.learn,
 		ExitAfter:     exitAfterRun,
 	}
+	for _, f := range []string{f.auditFile, f.reportFile} {
+		if f != "" {
+			req.RecordFiles = append(req.RecordFiles, f)
+		}
+	}
 	if approver = newTTYApprover(); approver != nil {
 		req.Approver = approver
 		defer approver.Close()
