@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -274,5 +275,60 @@ func TestOpenRefusesLinksAndOddFiles(t *testing.T) {
 	}
 	if n, _, err := verifyFile(t, p); n != 1 || err != nil {
 		t.Errorf("the control: %d records, %v", n, err)
+	}
+}
+
+// A command line that is not valid UTF-8 is recorded exactly, in
+// "command_raw": "command" alone, where encoding/json writes U+FFFD for
+// each bad byte, read the same for rm \xff, rm \xfe and rm U+FFFD. The
+// control: a valid command line has no "command_raw", and its "command"
+// is exact.
+func TestCommandNotUTF8RecordedExactly(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := [][]string{{"rm", "\xff"}, {"rm", "\xfe"}, {"rm", "\ufffd"}, {"rm", "-r", "a\nb\x1b[2J\"}"}}
+	for i, c := range lines {
+		if i%2 == 0 {
+			err = w.Write(Decision{Type: TypeDecision, Command: c, Verdict: "deny"})
+		} else {
+			err = w.Write(&RunRecord{Type: TypeRun, Command: c, Reason: "exit"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if n, _, err := verifyFile(t, p); n != len(lines) || err != nil {
+		t.Fatalf("verify: %d records, %v", n, err)
+	}
+	b, _ := os.ReadFile(p)
+	for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		var rec struct {
+			Command    []string  `json:"command"`
+			CommandRaw *[][]byte `json:"command_raw"`
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatal(err)
+		}
+		valid := i >= 2
+		switch {
+		case valid && rec.CommandRaw != nil:
+			t.Errorf("line %d, valid UTF-8, has command_raw: %s", i+1, line)
+		case valid && !slices.Equal(rec.Command, lines[i]):
+			t.Errorf("line %d: command %q, want %q", i+1, rec.Command, lines[i])
+		case !valid && rec.CommandRaw == nil:
+			t.Errorf("line %d: %q recorded as %q alone", i+1, lines[i], rec.Command)
+		case !valid:
+			var got []string
+			for _, a := range *rec.CommandRaw {
+				got = append(got, string(a))
+			}
+			if !slices.Equal(got, lines[i]) {
+				t.Errorf("line %d: command_raw %q, want %q", i+1, got, lines[i])
+			}
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package audit
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
 
 // The records below are the schema of the stream: their JSON field names
 // are what tests and people's own tools read, so a name never changes.
@@ -95,4 +99,39 @@ type Quarantined struct {
 	Path string `json:"path"` // where it was
 	To   string `json:"to"`   // where it is now
 	Why  string `json:"why"`  // what it was
+}
+
+// rawArgs returns args as bytes when one of them is not valid UTF-8, which
+// JSON cannot carry (encoding/json writes U+FFFD for each bad byte, so that
+// two different command lines would read the same), else nil.
+func rawArgs(args []string) [][]byte {
+	for _, a := range args {
+		if !utf8.ValidString(a) {
+			raw := make([][]byte, len(args))
+			for i, a := range args {
+				raw[i] = []byte(a)
+			}
+			return raw
+		}
+	}
+	return nil
+}
+
+// MarshalJSON adds "command_raw", the command's arguments exactly, each
+// in base64, when one is not valid UTF-8.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	type plain Decision
+	return json.Marshal(struct {
+		plain
+		CommandRaw [][]byte `json:"command_raw,omitempty"`
+	}{plain(d), rawArgs(d.Command)})
+}
+
+// MarshalJSON adds "command_raw", as [Decision.MarshalJSON] does.
+func (r RunRecord) MarshalJSON() ([]byte, error) {
+	type plain RunRecord
+	return json.Marshal(struct {
+		plain
+		CommandRaw [][]byte `json:"command_raw,omitempty"`
+	}{plain(r), rawArgs(r.Command)})
 }
