@@ -172,6 +172,28 @@ func TestReportFileNotFollowedOutOfTheWorkspace(t *testing.T) {
 	if b, _ := os.ReadFile(victim); string(b) != "original\n" {
 		t.Errorf("the next run's report was written through the link: %q", b)
 	}
+	// A fifo the command made there is refused too, rather than holding
+	// the next run's open until something reads it.
+	if code, _, errs := moat(t, ws, "run", "--", "mkfifo", "fifo.json"); code != 0 {
+		t.Fatalf("mkfifo: code %d err %q", code, errs)
+	}
+	os.Remove(filepath.Join(ws, "ran"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, _, errs = moat(t, ws, "run", "--report", "fifo.json", "--", "touch", "ran")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		f, _ := os.OpenFile(filepath.Join(ws, "fifo.json"), os.O_RDONLY, 0)
+		<-done
+		f.Close()
+		t.Fatal("--report at a fifo held the run")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, "not a regular file") {
+		t.Errorf("--report at a fifo: code %d, ran: %v, err %q", code, err == nil, errs)
+	}
 	report := filepath.Join(ws, "r.json")
 	os.WriteFile(report, bytes.Repeat([]byte("x"), 1<<16), 0o644)
 	if code, _, errs := moat(t, ws, "run", "--report", report, "--", "true"); code != 0 {

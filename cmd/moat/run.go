@@ -203,9 +203,21 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// refused before anything runs, as --audit's is.
 	var reportOut *os.File
 	if f.reportFile != "" {
-		reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+		// O_NONBLOCK: a fifo planted there would hold the open, which no
+		// signal ends, until something read it; anything but a regular
+		// file is refused.
+		reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
 		if errors.Is(err, syscall.ELOOP) {
 			err = fmt.Errorf("%s is a symbolic link, which moat does not write through (a command run in the workspace could have made it); remove it or name another file", f.reportFile)
+		}
+		if err == nil {
+			if fi, serr := reportOut.Stat(); serr != nil || !fi.Mode().IsRegular() {
+				reportOut.Close()
+				err = fmt.Errorf("%s is not a regular file; remove it or name another file", f.reportFile)
+			}
+		}
+		if errors.Is(err, syscall.ENXIO) {
+			err = fmt.Errorf("%s is not a regular file; remove it or name another file", f.reportFile)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "moat: --report: %v\n", err)
