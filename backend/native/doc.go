@@ -103,8 +103,9 @@
 // slave). Init forks each command from its one restricted thread, as the
 // one-shot init does, in a session and process group of its own, and
 // reports each exit; signals go to a process's group. A process's wall
-// clock and output are enforced by the host, which kills that group; the
-// cgroup holds for the whole sandbox. Processes a command leaves in the
+// clock and output are enforced by the host, which has init kill every
+// process of that command, the sessions it made included where they can
+// be told (sessionkill_linux.go); the cgroup holds for the whole sandbox. Processes a command leaves in the
 // background live until Destroy, which kills init and with it the PID
 // namespace, then removes the cgroup; init's death (its parent-death
 // signal follows the host's start thread, see onStartThread) ends the

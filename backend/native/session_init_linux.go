@@ -21,6 +21,8 @@ import (
 //	 |    tty; fds 0-2 in SCM_RIGHTS         |  setsid, exec
 //	 |<-- "started" id, pid | "error" id ----|
 //	 |--- 's' signal: id, number ----------->|  kill(-pgid) while it is alive
+//	 |--- 'k' kill: id, sessions ----------->|  kill all of it while it is alive
+//	 |                                       |  (sessionkill_linux.go)
 //	 |<-- "exit" id, status, usage, denials -|  the process ended (its
 //	 |                                       |  background children go on)
 //	 |--- 'q' quit ------------------------->|  kill all, save an overlay's
@@ -34,6 +36,7 @@ import (
 const (
 	reqExec   = 'x'
 	reqSignal = 's'
+	reqKill   = 'k'
 	reqQuit   = 'q'
 )
 
@@ -50,6 +53,8 @@ type sessionRequest struct {
 	Dir    string
 	Tty    bool
 	Signal int
+	// Sids are the sessions the host attributed to the command (reqKill).
+	Sids []int
 }
 
 func encodeRequest(r *sessionRequest) []byte {
@@ -60,6 +65,7 @@ func encodeRequest(r *sessionRequest) []byte {
 	e.str(r.Dir)
 	e.bool(r.Tty)
 	e.int(int64(r.Signal))
+	e.ints(r.Sids)
 	return e.b
 }
 
@@ -75,6 +81,7 @@ func decodeRequest(b []byte) (*sessionRequest, error) {
 	r.Dir = d.str()
 	r.Tty = d.bool()
 	r.Signal = int(d.int())
+	r.Sids = d.ints()
 	return r, d.done()
 }
 
@@ -179,6 +186,8 @@ func serveSession(fd int, seen *denials, send func(message), oomAdj oomScore) er
 			s.exec(req, fds)
 		case req.Op == reqSignal:
 			s.signal(req.ID, syscall.Signal(req.Signal))
+		case req.Op == reqKill:
+			s.killCommand(req.ID, req.Sids)
 		case req.Op == reqQuit:
 			closeFDs(fds)
 			s.quit(send)

@@ -48,7 +48,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if stdio.CheckExec != nil {
 		// Each exec is attributed to its command (sessioncheck_linux.go).
 		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
-		r.onSetsid, in.sessions, in.sessSweepAt = in.noteSetsid, map[int]*process{}, minSweep
+		r.onSetsid, in.sessions, in.nsSids, in.sessSweepAt = in.noteSetsid, map[int]*process{}, map[int]int{}, minSweep
 		r.seen.setOwner(in.denialOwner)
 	}
 	exe := b.Exe
@@ -232,6 +232,7 @@ type instance struct {
 	sessionCheck func(backend.ExecCall) error
 	leaders      map[int]leader
 	sessions     map[int]*process // nil: made by no command that can be told
+	nsSids       map[int]int      // a session of sessions: its id in the sandbox
 	sweepAt      int              // the size of leaders that starts a sweep
 	sessSweepAt  int              // the size of sessions that starts one
 
@@ -653,11 +654,19 @@ func (p *process) watch(ctx context.Context) {
 	}
 }
 
-// kill ends the process's group for cause; the first cause wins.
+// kill ends the process for cause; the first cause wins. At its wall
+// clock or output limit, init ends every process of the command, those
+// in sessions it made included (sessionkill_linux.go); a cancelled
+// context ends its group.
 func (p *process) kill(cause backend.Cause) {
-	if p.killed.CompareAndSwap(nil, cause) {
-		p.sendSignal(syscall.SIGKILL)
+	if !p.killed.CompareAndSwap(nil, cause) {
+		return
 	}
+	if cause == backend.CauseTimeout || cause == backend.CauseOutput {
+		p.in.send(&sessionRequest{Op: reqKill, ID: p.id, Sids: p.in.sessionsOf(p)}, nil)
+		return
+	}
+	p.sendSignal(syscall.SIGKILL)
 }
 
 func (p *process) sendSignal(s syscall.Signal) error {

@@ -80,19 +80,29 @@ func readProcInfo(pid int) (procInfo, bool) {
 	return procInfo{ppid: ppid, sid: sid, start: start}, true
 }
 
-// readTgid returns the id of the process that thread pid is part of.
-func readTgid(pid int) (int, bool) {
+// readTgids returns the id of the process that thread pid is part of,
+// and that id in the process's own pid namespace (0 if /proc does not
+// tell it).
+func readTgids(pid int) (tgid, nsTgid int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			tgid, err := strconv.Atoi(strings.TrimSpace(v))
-			return tgid, err == nil
+		if v, found := strings.CutPrefix(line, "Tgid:"); found {
+			tgid, err = strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return 0, 0, false
+			}
+			ok = true
+		} else if v, found := strings.CutPrefix(line, "NStgid:"); found {
+			if f := strings.Fields(v); len(f) > 0 {
+				nsTgid, _ = strconv.Atoi(f[len(f)-1])
+			}
+			break
 		}
 	}
-	return 0, false
+	return tgid, nsTgid, ok
 }
 
 // checkExec is the session's CheckExec, as the supervisor asks it: it
@@ -193,19 +203,29 @@ func (in *instance) denialOwner(pid int) uint64 {
 // thread group's leader's), which is what the record is kept under.
 func (in *instance) noteSetsid(pid int) {
 	info, ok := readProcInfo(pid)
-	tgid, tok := readTgid(pid)
+	tgid, nsTgid, tok := readTgids(pid)
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if !ok || !tok {
 		// Gone (its setsid will not happen), or unreadable: no record
 		// of an earlier session of that id may stand for the new one.
 		delete(in.sessions, pid)
+		delete(in.nsSids, pid)
 		if tok {
 			delete(in.sessions, tgid)
+			delete(in.nsSids, tgid)
 		}
 		return
 	}
-	in.sessions[tgid] = in.ownerLocked(pid, info)
+	owner := in.ownerLocked(pid, info)
+	in.sessions[tgid] = owner
+	// Its number in the sandbox, for ending it with its command
+	// (sessionsOf): once its leader has died, /proc no longer tells.
+	if owner != nil && nsTgid > 1 {
+		in.nsSids[tgid] = nsTgid
+	} else {
+		delete(in.nsSids, tgid)
+	}
 	if len(in.sessions) >= in.sessSweepAt {
 		in.sweep()
 	}
@@ -243,6 +263,7 @@ func (in *instance) sweep() {
 	for sid := range in.sessions {
 		if !live[sid] && !alive[sid] {
 			delete(in.sessions, sid)
+			delete(in.nsSids, sid)
 		}
 	}
 	in.sweepAt = max(2*len(in.leaders), minSweep)
@@ -251,3 +272,18 @@ func (in *instance) sweep() {
 
 // minSweep is the number of leaders kept before the first sweep.
 const minSweep = 256
+
+// sessionsOf returns the sessions recorded as p's (see noteSetsid), by
+// their ids in the sandbox's pid namespace, for init to end with p; none
+// when each exec is not checked (init then keeps its own record).
+func (in *instance) sessionsOf(p *process) []int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var sids []int
+	for pid, q := range in.sessions {
+		if q == p && in.nsSids[pid] > 1 {
+			sids = append(sids, in.nsSids[pid])
+		}
+	}
+	return sids
+}
