@@ -540,3 +540,49 @@ func TestSessionWallBudgetStopsWhileAsked(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionWallKillsDetached: through a Session, a command ended at its
+// wall clock takes with it what it started with setsid and, where the
+// session checks execs (the default policy's rules), by a double fork;
+// the same processes left by a command that ends by itself live on.
+func TestSessionWallKillsDetached(t *testing.T) {
+	for _, rules := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rules=%v", rules), func(t *testing.T) {
+			s := newSession(t, t.TempDir(), func(p *policy.Policy) {
+				if !rules {
+					p.Harness.Builtin = []string{}
+				}
+			})
+			base := fmt.Sprintf("%d%d", 8000+os.Getpid()%1000, time.Now().UnixNano()%100000)
+			detach := func(m, then string) string {
+				return fmt.Sprintf(`setsid sh -c 'exec sleep %[1]s1' </dev/null >/dev/null 2>&1 &
+sh -c 'setsid sh -c "sleep %[1]s2 & exit 0" </dev/null >/dev/null 2>&1 &'
+sleep 1
+%[2]s`, m, then)
+			}
+			find := func(m string) func() []int { return func() []int { return proctest.Find("sleep " + m) } }
+			ctl := base + "0"
+			if out, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, detach(ctl, "true")); err != nil || rep.ExitCode != 0 {
+				t.Fatalf("control: %q, %+v, %v", out, rep, err)
+			}
+			m := base + "1"
+			_, rep, _ := sessionSh(t, s, sandbox.ExecRequest{Wall: 3 * time.Second}, detach(m, "while :; do sleep 0.05; done"))
+			if rep.Reason != "timeout" {
+				t.Fatalf("reason %q, want timeout", rep.Reason)
+			}
+			for _, n := range []string{"1", "2"} {
+				if n == "2" && !rules {
+					continue // not told apart without the exec check
+				}
+				if left := proctest.Gone(find(m+n), 5*time.Second); len(left) > 0 {
+					t.Errorf("sleep %s%s (pids %v) outlived its command", m, n, left)
+				}
+			}
+			for _, n := range []string{"1", "2"} {
+				if len(find(ctl+n)()) == 0 {
+					t.Errorf("control: sleep %s%s is gone", ctl, n)
+				}
+			}
+		})
+	}
+}
