@@ -1614,7 +1614,7 @@ func TestCreatedProtectedPathsReported(t *testing.T) {
 func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
 	base := t.TempDir()
 	home, other, ws := filepath.Join(base, "home", "me"), filepath.Join(base, "other"), t.TempDir()
-	os.MkdirAll(home, 0o755)
+	os.MkdirAll(filepath.Join(home, ".cache"), 0o755) // a read-write path must exist
 	os.Mkdir(other, 0o755)
 	os.Symlink(filepath.Join(base, "home"), filepath.Join(base, "link"))
 	c := sandbox.Caller{UID: 1000, GID: 1000, Home: home, Cwd: ws}
