@@ -12,7 +12,7 @@ import (
 // kept is a chunk whose bookkeeping outweighs a byte many times, so a
 // command writing one byte at a time, which nobody reads, made the
 // daemon keep tens of bytes per byte allowed. The control: large writes
-// fill the buffer up to nearly its bound.
+// are kept by the bytes, not starved by the chunks' bookkeeping.
 func TestBackgroundOutputBoundCountsChunks(t *testing.T) {
 	const buf = 16 << 10
 	m := newManager(t, Config{Engine: Sandboxes, OutputBuffer: buf})
@@ -48,8 +48,11 @@ func TestBackgroundOutputBoundCountsChunks(t *testing.T) {
 	if n > buf/chunkOverhead {
 		t.Errorf("one-byte writes: %d chunks (%d bytes) kept under a %d-byte bound: want at most %d", n, b, buf, buf/chunkOverhead)
 	}
-	n, b = kept("import os\nfor i in range(64):\n    os.write(1, b'x' * 4095 + b'\\n')\nos.write(1, b'z')")
-	if b < buf/2 {
-		t.Errorf("control, large writes: %d bytes in %d chunks kept under a %d-byte bound: want most of it", b, n, buf)
+	// The reader may take several writes at once, a chunk as large as the
+	// bound, which the next chunk then pushes out whole: the last write is
+	// a large one, so that at least it, a quarter of the bound, is kept.
+	n, b = kept("import os\nfor i in range(64):\n    os.write(1, b'x' * 4095 + b'\\n')\nos.write(1, b'x' * 4095 + b'z')")
+	if b < buf/4 {
+		t.Errorf("control, large writes: %d bytes in %d chunks kept under a %d-byte bound: want a quarter of it at least", b, n, buf)
 	}
 }
