@@ -251,6 +251,13 @@ decision = "deny"
 ./y a; echo "control: $?"
 /usr/bin/uname -s >/dev/null; echo "dynamic: $?"
 `)
+	if strings.HasPrefix(out, "direct: 126\nas x's interpreter: 126\ncontrol: 139\n") {
+		// Refused where it must be (126 is the rules' EACCES), but this
+		// kernel does not run the test's static program as an ELF
+		// interpreter at all (Debian's 6.1: SIGSEGV), so the control
+		// cannot show the refusal was the rule's alone.
+		t.Skipf("this kernel does not run the test's static ELF as an interpreter (control: SIGSEGV): %s", stderr)
+	}
 	if want := "direct: 126\nas x's interpreter: 126\nran\ncontrol: 0\ndynamic: 0\n"; out != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}

@@ -139,7 +139,7 @@ func TestAuditFileNotFollowedOutOfTheWorkspace(t *testing.T) {
 		t.Errorf("the control's stream: code %d out %q err %q", code, out, errs)
 	}
 	elsewhere := filepath.Join(t.TempDir(), "audit.jsonl")
-	if code, _, errs := moat(t, ws, "run", "--audit", elsewhere, "--", "true"); code != 0 || strings.Contains(errs, "WARNING") {
+	if code, _, errs := moat(t, ws, "run", "--audit", elsewhere, "--", "true"); code != 0 || strings.Contains(errs, "where this run's record is kept") {
 		t.Errorf("a stream outside the workspace: code %d err %q", code, errs)
 	}
 }
