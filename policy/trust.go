@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/moatbox/moat/internal/inputfile"
@@ -160,6 +161,14 @@ func (t *Trust) Load(path, home string) (*Policy, error) {
 			return nil, &UntrustedError{Policy: path, File: f.path, Field: f.field, Reason: TrustChanged}
 		}
 	}
+	// A file trusted with the policy and no longer among what it loads
+	// or runs (an argument's file removed, or made something moat does
+	// not hash) has changed too: never run without its check.
+	for recorded := range r.Files {
+		if !slices.ContainsFunc(files, func(f loadedFile) bool { return f.path == recorded }) {
+			return nil, &UntrustedError{Policy: path, File: recorded, Reason: TrustChanged}
+		}
+	}
 	return p, nil
 }
 
@@ -224,8 +233,11 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 	for _, ref := range refs {
 		if ref.program {
 			d, err := inputfile.Digest(ref.path, "program", inputfile.MaxProgram)
-			if err != nil && ref.optional {
-				continue // not a file: a word the program takes
+			if err != nil && ref.optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, inputfile.ErrDirectory)) {
+				// Not a file: a word the program takes. One moat cannot
+				// hash (too large, unreadable, a FIFO) is an error: it
+				// could be the file the program reads.
+				continue
 			}
 			if err != nil {
 				return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)

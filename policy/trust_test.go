@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 func TestTrust(t *testing.T) {
@@ -226,5 +228,36 @@ func TestTrustCoversHostPrograms(t *testing.T) {
 	write(pol, "[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:./mint\"\nhosts = [\"api.example.com\"]\n")
 	if _, err := tr.Add(pol, ""); err == nil || !strings.Contains(err.Error(), "secrets[0].source") {
 		t.Errorf("a FIFO as the program: %v", err)
+	}
+}
+
+// TestTrustArgumentFileNotEscaped: a file a secret's program was trusted
+// with stays covered however it is changed: grown past what moat hashes
+// (a sparse file costs nothing) or removed, the policy is refused, where
+// before it was taken for a word the program takes and run unchecked.
+// Positive control: as trusted, it loads.
+func TestTrustArgumentFileNotEscaped(t *testing.T) {
+	for _, change := range []string{"grown", "removed"} {
+		dir := t.TempDir()
+		pol, script := filepath.Join(dir, ".moat.toml"), filepath.Join(dir, "mint.py")
+		os.WriteFile(script, []byte("print('token')\n"), 0o644)
+		os.WriteFile(pol, []byte("[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"command:python3 mint.py\"\nhosts = [\"api.example.com\"]\n"), 0o644)
+		var tr Trust
+		if _, err := tr.Add(pol, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Load(pol, ""); err != nil {
+			t.Fatalf("control: trusted policy refused: %v", err)
+		}
+		if change == "grown" {
+			if err := os.Truncate(script, inputfile.MaxProgram+1); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			os.Remove(script)
+		}
+		if _, err := tr.Load(pol, ""); err == nil {
+			t.Errorf("%s: the policy loads with its program's file %s", change, change)
+		}
 	}
 }

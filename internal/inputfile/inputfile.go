@@ -30,6 +30,9 @@ const (
 // ErrTooLarge is wrapped by Read's error for a file above its limit.
 var ErrTooLarge = errors.New("file too large")
 
+// ErrDirectory is wrapped in Read's and Digest's refusal of a directory.
+var ErrDirectory = errors.New("a directory")
+
 // Read returns the content of the regular file at path, at most max
 // bytes; what names the kind of file in errors ("policy file").
 //
@@ -78,6 +81,9 @@ func Digest(path, what string, max int64) (string, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return "", err
+	}
+	if st.IsDir() {
+		return "", &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("not a regular file (%w)", ErrDirectory)}
 	}
 	if !st.Mode().IsRegular() {
 		return "", &fs.PathError{Op: "read " + what, Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
