@@ -204,8 +204,14 @@ type Limits struct {
 // as it could hold one-page files, and keeps what inodes and xattrs take
 // to a fraction of the limit.
 func TmpfsOptions(size int64) string {
-	return "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(max(size/4096, 64), 10)
+	return "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(TmpfsInodes(size), 10)
 }
+
+// TmpfsInodes is how many inodes (files, directories, links, the root
+// included) the tmpfs of TmpfsOptions(size) holds: what else holds a
+// disk limit of size bytes (a copy workspace, package workspace) bounds
+// its entries by the same rule.
+func TmpfsInodes(size int64) int64 { return max(size/4096, 64) }
 
 // NetMode is the sandbox's network.
 type NetMode string

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/overlay"
 )
 
@@ -273,11 +274,15 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 // (ErrIncomplete) and List removes, never a partial copy read as changes.
 //
 // max, when above zero, bounds the copy's files (the sum of their sizes,
-// a sparse file's whole size): the copy stops at the first file that
-// would take it past max, is removed, and CreateCopy returns
-// ErrCopyTooLarge. The copy lands on the state directory's filesystem,
-// not under any size-bounded tmpfs, so a caller with a disk limit passes
-// it here rather than learn after the copy that it was too large.
+// a sparse file's whole size), and its entries (files, directories and
+// links, its root included) as the disk limit's tmpfs bounds its inodes
+// (backend.TmpfsInodes): empty files and directories take no bytes but
+// do take the host's inodes and the kernel's memory. The copy stops at
+// the first entry that would take it past either bound, is removed, and
+// CreateCopy returns ErrCopyTooLarge. The copy lands on the state
+// directory's filesystem, not under any size-bounded tmpfs, so a caller
+// with a disk limit passes it here rather than learn after the copy that
+// it was too large.
 func (s *Store) CreateCopy(ws, session string, max int64) (*ChangeSet, error) {
 	c, err := s.create(ws, session, true)
 	if err != nil {
@@ -333,19 +338,27 @@ var testHookCopyFile func(dst string)
 // copyTree copies src's regular files, directories and symlinks into the
 // directory dst, with their permission bits, and with their owners too
 // when owners is set (src's own owner then goes to dst). max, when above
-// zero, bounds the sum of the files' sizes (ErrCopyTooLarge).
+// zero, bounds the sum of the files' sizes and the number of entries
+// (ErrCopyTooLarge; see CreateCopy).
 func copyTree(src, dst string, owners bool, max int64) error {
 	type dirMode struct {
 		path string
 		mode fs.FileMode
 	}
 	var dirs []dirMode
-	var size int64
+	var size, entries int64
+	maxEntries := backend.TmpfsInodes(max)
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
+		// Counted as the walk meets them, the root (dst's own inode)
+		// included, before one is made: what is left out (special files,
+		// a file gone since the walk) counts too, on the safe side.
+		if entries++; max > 0 && entries > maxEntries {
+			return fmt.Errorf("%w: it has over %d files, directories and links, the most it may hold (as many as the tmpfs of limits.disk, --disk, holds), at %s", ErrCopyTooLarge, maxEntries, QuoteName(rel))
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err

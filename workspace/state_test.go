@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/overlay"
 )
 
@@ -347,6 +348,59 @@ func TestCopyBounded(t *testing.T) {
 		t.Errorf("copied %d files", copied)
 	}
 	if d := diffManifests(manifest(t, ws, false), manifest(t, c.UpperDir(), false)); d != "" {
+		t.Fatalf("copy differs:\n%s", d)
+	}
+}
+
+// TestCopyBoundedEntries: empty files and directories take no bytes, but
+// each takes an inode: a copy given a bound holds no more entries than
+// the disk limit's tmpfs of that size holds inodes, so that a workspace
+// of countless empty entries is refused as one of too many bytes is,
+// and leaves nothing behind. The positive control: as many entries as
+// the tmpfs holds, under the same bound, copy whole.
+func TestCopyBoundedEntries(t *testing.T) {
+	const bound = 1 << 20
+	n := int(backend.TmpfsInodes(bound))
+	make := func(ws string, entries int) {
+		if err := os.MkdirAll(filepath.Join(ws, "d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// The root and d are two entries; half the rest empty files,
+		// half empty directories.
+		for i := range entries - 2 {
+			p := filepath.Join(ws, "d", fmt.Sprint(i))
+			var err error
+			if i%2 == 0 {
+				err = os.WriteFile(p, nil, 0o644)
+			} else {
+				err = os.Mkdir(p, 0o755)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	root := t.TempDir()
+	s := &Store{Dir: filepath.Join(root, "state")}
+
+	over := filepath.Join(root, "over")
+	make(over, n+1)
+	_, err := s.CreateCopy(over, "", bound)
+	if !errors.Is(err, ErrCopyTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("over %d files, directories and links", n)) {
+		t.Fatalf("a copy of %d empty entries under a bound of %d: %v", n+1, n, err)
+	}
+	if sets, _ := filepath.Glob(filepath.Join(s.Dir, "*", "*")); len(sets) != 0 {
+		t.Errorf("a refused copy left %q", sets)
+	}
+
+	fits := filepath.Join(root, "fits")
+	make(fits, n)
+	c, err := s.CreateCopy(fits, "", bound)
+	if err != nil {
+		t.Fatalf("control: a copy of %d empty entries under a bound of %d: %v", n, n, err)
+	}
+	defer c.Discard()
+	if d := diffManifests(manifest(t, fits, false), manifest(t, c.UpperDir(), false)); d != "" {
 		t.Fatalf("copy differs:\n%s", d)
 	}
 }
