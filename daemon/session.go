@@ -516,23 +516,32 @@ func (s *Session) close(ctx context.Context) error {
 	s.execs.Wait()
 	s.bg.Wait()
 	if rep != nil {
+		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
+		// Before the report reaches the session's events, which then say
+		// what was removed rather than where it went.
+		switch {
+		case len(rep.Quarantined) == 0:
+		case s.TempWorkspace:
+			removeQuarantined(rep.Quarantined)
+			rep.QuarantineRemoved("the workspace the daemon made for the session goes with it")
+		case !s.Tenant.self():
+			removeQuarantined(rep.Quarantined)
+			rep.QuarantineRemoved("the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
+		}
 		s.events.addAll(rep.AuditRecords(err))
 	}
 	s.events.close()
-	if rep != nil {
-		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
-		if s.TempWorkspace {
-			removeQuarantined(rep.Quarantined)
-		}
-	}
 	return err
 }
 
-// removeQuarantined removes what the sandbox quarantined from a
-// workspace the daemon made, which goes with the session: kept, it would
-// stay on the host's disk for good, outside the tenant's disk quota, up
-// to the session's whole limits.disk each time. The directories the
-// quarantine made for it go too, once empty.
+// removeQuarantined removes what the sandbox quarantined, into the
+// daemon's state directory, from a workspace that is not the daemon's
+// own user's: the one the daemon made, which goes with the session, or
+// a local user's own. Kept, it would stay on the host's disk for good,
+// counted in no quota, and grow with each session of the tenant (up to
+// what the tenant's own filesystem holds, each time, since the move
+// frees it there); the tenant could neither review nor remove it. The
+// directories the quarantine made for it go too, once empty.
 func removeQuarantined(qs []workspace.Quarantined) {
 	for _, q := range qs {
 		if removeAll(q.To) != nil {

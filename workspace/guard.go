@@ -85,7 +85,8 @@ type Quarantined struct {
 	// Path is where it was: relative to the workspace, or absolute when
 	// it was in a git directory outside the workspace.
 	Path string `json:"path"`
-	// To is where it is now, in moat's state directory.
+	// To is where it is now, in moat's state directory; empty once it
+	// was removed rather than kept there (sandbox.Report.QuarantineRemoved).
 	To string `json:"to"`
 	// Why says what it was: a protected path, a link on the way to one
 	// that the command retargeted, a submodule's git directory.
