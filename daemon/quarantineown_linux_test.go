@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/sandbox"
+	"github.com/moatbox/moat/workspace"
 )
 
 // TestOwnWorkspaceQuarantineNotKept: what a command plants where a
@@ -60,6 +62,9 @@ func TestOwnWorkspaceQuarantineNotKept(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(ws, ".vscode", "junk")); err != nil || fi.Size() != 2<<20 {
 			t.Fatalf("control: .vscode/junk in the workspace: %v", err)
 		}
+		if o := statOwner(t, filepath.Join(ws, ".vscode")); o != tn.UID {
+			t.Fatalf("control: .vscode is owned by %d, not the tenant's %d", o, tn.UID)
+		}
 		if err := m.Delete(ctx, tn, s.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -92,6 +97,47 @@ func TestOwnWorkspaceQuarantineNotKept(t *testing.T) {
 	}
 	if !said(evs, "moved to "+quarantine) {
 		t.Errorf("control: the events do not say where .vscode went: %s", records(evs))
+	}
+}
+
+// TestQuarantineRemovedOnlyTheTenants: of a quarantine the daemon would
+// remove for a tenant, only what the tenant owns goes. The sandbox
+// quarantines through the workspace's path, which the tenant can change on
+// the host as the session ends: what a link put on the way brought in is
+// not the tenant's to lose, and stays. The positive control: the
+// tenant's own entry, beside it, goes, and the report says so.
+func TestQuarantineRemovedOnlyTheTenants(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: entries of two owners")
+	}
+	const tenant = 4242
+	q := filepath.Join(t.TempDir(), "quarantine", "run", "0", "ws")
+	mine, other := filepath.Join(q, ".vscode"), filepath.Join(q, ".envrc")
+	if err := os.MkdirAll(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(mine, "f"), []byte("x"), 0o644)
+	os.WriteFile(other, []byte("x"), 0o644)
+	for _, p := range []string{mine, filepath.Join(mine, "f")} {
+		if err := os.Lchown(p, tenant, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := &sandbox.Report{Quarantined: []workspace.Quarantined{
+		{Path: ".vscode", To: mine, Why: "planted"}, {Path: ".envrc", To: other, Why: "planted"},
+	}}
+	removeQuarantined(rep, tenant, "gone")
+	if _, err := os.Lstat(mine); !os.IsNotExist(err) {
+		t.Errorf("control: the tenant's own entry was not removed: %v", err)
+	}
+	if rep.Quarantined[0].To != "" {
+		t.Errorf("control: the report still names where the tenant's entry went: %+v", rep.Quarantined[0])
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("an entry the tenant does not own was removed: %v", err)
+	}
+	if rep.Quarantined[1].To != other {
+		t.Errorf("the report no longer says where the entry it kept is: %+v", rep.Quarantined[1])
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -20,7 +21,6 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
-	"github.com/moatbox/moat/workspace"
 )
 
 // CreateRequest is a new session.
@@ -522,11 +522,9 @@ func (s *Session) close(ctx context.Context) error {
 		switch {
 		case len(rep.Quarantined) == 0:
 		case s.TempWorkspace:
-			removeQuarantined(rep.Quarantined)
-			rep.QuarantineRemoved("the workspace the daemon made for the session goes with it")
+			removeQuarantined(rep, -1, "the workspace the daemon made for the session goes with it")
 		case !s.Tenant.self():
-			removeQuarantined(rep.Quarantined)
-			rep.QuarantineRemoved("the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
+			removeQuarantined(rep, s.Tenant.UID, "the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
 		}
 		s.events.addAll(rep.AuditRecords(err))
 	}
@@ -541,12 +539,23 @@ func (s *Session) close(ctx context.Context) error {
 // counted in no quota, and grow with each session of the tenant (up to
 // what the tenant's own filesystem holds, each time, since the move
 // frees it there); the tenant could neither review nor remove it. The
-// directories the quarantine made for it go too, once empty.
-func removeQuarantined(qs []workspace.Quarantined) {
-	for _, q := range qs {
+// directories the quarantine made for it go too, once empty, and rep
+// says, for each, that it was removed and why.
+//
+// With owner at zero or above, only what owner owns goes: what a command
+// planted is its tenant's. The quarantine follows the workspace's path,
+// which the tenant can change on the host while its session ends; were
+// something else moved in through a link put on the way, it stays in the
+// quarantine, for the host's administrator, rather than be lost.
+func removeQuarantined(rep *sandbox.Report, owner int, why string) {
+	for _, q := range slices.Clone(rep.Quarantined) {
+		if owner >= 0 && ownerOf(q.To) != owner {
+			continue
+		}
 		if removeAll(q.To) != nil {
 			continue
 		}
+		rep.QuarantineRemoved(q.To, why)
 		for d := filepath.Dir(q.To); filepath.Base(d) != "quarantine" && filepath.Dir(d) != d; d = filepath.Dir(d) {
 			if os.Remove(d) != nil {
 				break
@@ -834,4 +843,16 @@ func (m *Manager) admitLocked(t Tenant) error {
 		return fmt.Errorf("%w: the daemon serves %d sessions, the most allowed", ErrQuota, m.cfg.MaxTotal)
 	}
 	return nil
+}
+
+// ownerOf is the uid that owns path (its links not followed), or -1.
+func ownerOf(path string) int {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return -1
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
 }

@@ -849,13 +849,16 @@ func quarantineWarning(q workspace.Quarantined) string {
 	return fmt.Sprintf("the command left %s (%s): moved to %s, so that no host tool runs it; review it there", q.Path, q.Why, q.To)
 }
 
-// QuarantineRemoved says in r that what the run quarantined was removed
-// rather than kept, for the reason why (a daemon keeps nothing of a
-// tenant's in its own state directory, which the tenant cannot reach):
-// each of Quarantined keeps its path but no longer names where it went,
-// and its warning says it was removed, so that nobody looks for it.
-func (r *Report) QuarantineRemoved(why string) {
+// QuarantineRemoved says in r that what the run quarantined to to was
+// removed rather than kept, for the reason why (a daemon keeps nothing of
+// a tenant's in its own state directory, which the tenant cannot reach):
+// its entry of Quarantined keeps its path but no longer names where it
+// went, and its warning says it was removed, so that nobody looks for it.
+func (r *Report) QuarantineRemoved(to, why string) {
 	for i, q := range r.Quarantined {
+		if q.To != to {
+			continue
+		}
 		if w := slices.Index(r.Warnings, quarantineWarning(q)); w >= 0 {
 			r.Warnings[w] = fmt.Sprintf("the command left %s (%s): removed, so that no host tool runs it; %s", q.Path, q.Why, why)
 		}
