@@ -30,6 +30,14 @@ prefault:
 	MOVL	$1, ·front(SB)
 	POPULATE(runtime·text(SB), runtime·etext(SB), $22)	// code; MADV_POPULATE_READ
 	POPULATE(runtime·rodata(SB), runtime·erodata(SB), $22)	// .rodata, not the function tables
+	// The type data: inside .rodata up to Go 1.26, mapped just above; from
+	// Go 1.27 on in a section of its own after the function tables.
+	LEAQ	runtime·types(SB), AX
+	LEAQ	runtime·erodata(SB), CX
+	CMPQ	AX, CX
+	JB	data
+	POPULATE(runtime·types(SB), runtime·etypes(SB), $22)	// MADV_POPULATE_READ
+data:
 	POPULATE(runtime·noptrdata(SB), runtime·ebss(SB), $23)	// .noptrdata, .data, .bss; MADV_POPULATE_WRITE
 slack:
 	MOVQ	$157, AX	// SYS_prctl
