@@ -25,6 +25,16 @@
 //	          "network"), with what came of an ask: [Decision]
 //	run       how one run ended: [RunRecord]
 //	approval  a daemon's pending approval and who answered it: [Approval]
+//	session   a daemon session began or ended, and why: [SessionEvent]
+//	daemon    a daemon started (after one that did not stop cleanly, with
+//	          the sessions it left) or stopped: [DaemonEvent]
+//	dropped   how many of a session's records a daemon did not write,
+//	          the session making more than it allows: [Dropped]
+//
+// A daemon's stream holds the records of each session's event stream
+// (network, denial, decision, run), each with the session and its tenant
+// ([Tag]), and its own (session, daemon, dropped, approval). A daemon that
+// restarts appends to the same stream, whose chain goes on across it.
 //
 // The records hold plain fields; package sandbox fills them from what a
 // run reports, since this package imports none of moat's.
@@ -100,6 +110,9 @@ type Decision struct {
 	// (absent: it does not expire).
 	Scope   string     `json:"scope,omitempty"`
 	Expires *time.Time `json:"expires,omitempty"`
+	// Session and Tenant: as in [NetworkRecord].
+	Session string `json:"session,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
 }
 
 // genesis is the "prev" of a file's first record: the SHA-256 of "".

@@ -332,3 +332,31 @@ func TestCommandNotUTF8RecordedExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestTag: each kind of a session's record gets its session and tenant,
+// written as fields of the record; another record comes back as it was.
+func TestTag(t *testing.T) {
+	for _, rec := range []any{
+		Decision{Type: TypeDecision}, NetworkRecord{Type: TypeNetwork},
+		DenialRecord{Type: TypeDenial}, RunRecord{Type: TypeRun},
+	} {
+		tagged, kind := Tag(rec, "s1", "uid:7")
+		b, err := json.Marshal(tagged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Type, Session, Tenant string }
+		json.Unmarshal(b, &got)
+		if kind != got.Type || got.Session != "s1" || got.Tenant != "uid:7" {
+			t.Errorf("%T tagged: kind %q, %s", rec, kind, b)
+		}
+		// Elsewhere (moat run's stream) the fields are absent.
+		if b, _ := json.Marshal(rec); strings.Contains(string(b), `"session"`) || strings.Contains(string(b), `"tenant"`) {
+			t.Errorf("%T untagged: %s", rec, b)
+		}
+	}
+	other := Approval{Type: TypeApproval, Session: "s2"}
+	if got, kind := Tag(other, "s1", "uid:7"); kind != "" || got.(Approval).Session != "s2" {
+		t.Errorf("an approval tagged: %+v %q", got, kind)
+	}
+}

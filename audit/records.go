@@ -32,6 +32,10 @@ type NetworkRecord struct {
 	Method  string   `json:"method,omitempty"`
 	Path    string   `json:"path,omitempty"`
 	Secrets []string `json:"secrets,omitempty"`
+	// Session and Tenant name the daemon session the record is of, and
+	// its tenant, in a daemon's stream ([Tag]); absent elsewhere.
+	Session string `json:"session,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
 }
 
 // DenialRecord is a TypeDenial record: a system call the sandbox refused,
@@ -50,6 +54,9 @@ type DenialRecord struct {
 	// Fallback, when set, says the refusal was expected (a call programs
 	// replace with an older one) and what they do instead.
 	Fallback string `json:"fallback,omitempty"`
+	// Session and Tenant: as in [NetworkRecord].
+	Session string `json:"session,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
 }
 
 // RunRecord is a TypeRun record: how one run ended. It follows the run's
@@ -84,6 +91,9 @@ type RunRecord struct {
 	// Quarantined where each was moved.
 	ProtectedCreated []string      `json:"protected_created,omitempty"`
 	Quarantined      []Quarantined `json:"quarantined,omitempty"`
+	// Session and Tenant: as in [NetworkRecord].
+	Session string `json:"session,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
 }
 
 // ChangeSet names the change set of a RunRecord.
