@@ -121,9 +121,15 @@ type Config struct {
 	// the daemon's memory or a person's page.
 	MaxPending    int
 	TenantPending int
-	// Audit, if set, receives the sessions' rule decisions and the
-	// approvals' outcomes.
-	Audit AuditSink
+	// Audit, if set, receives the records of the sessions' event
+	// streams, each tagged with its session and tenant, the sessions'
+	// starts and ends, the approvals' outcomes, and the daemon's own
+	// start and stop (auditlog.go). AuditRate (records a second, 10) and
+	// AuditBurst (1000) bound what one session's records may take of
+	// it; those beyond are counted, not written.
+	Audit      AuditSink
+	AuditRate  float64
+	AuditBurst int
 	// Fetcher makes the sessions' fetches (Session.Fetch); nil means one
 	// with egress.Fetcher's defaults (public HTTPS only). Tests point
 	// names at loopback with it.
@@ -163,6 +169,10 @@ func (c *Config) defaults() {
 	setD(&c.ApprovalTimeout, 5*time.Minute)
 	set(&c.MaxPending, 16)
 	set(&c.TenantPending, 64)
+	set(&c.AuditBurst, 1000)
+	if !(c.AuditRate > 0) { // NaN too
+		c.AuditRate = 10
+	}
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
@@ -247,7 +257,12 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("the record of the daemon's sockets for other users' runs: %w", err)
 		}
 	}
-	m.Reaped = m.reap()
+	unclean, prevPID := m.markRunning()
+	reaped := m.reap()
+	for _, r := range reaped {
+		m.Reaped = append(m.Reaped, r.ID)
+	}
+	m.auditStart(unclean, prevPID, reaped)
 	m.loadReviews()
 	if len(m.Reaped) > 0 {
 		// reap removed the cgroups the records named. One a record could
@@ -290,18 +305,19 @@ func (m *Manager) expire() {
 		case now := <-t.C:
 			m.mu.Lock()
 			var ended []*Session
+			var whys []string
 			for _, s := range m.sessions {
 				if !s.ready {
 					continue
 				}
 				if why := s.expired(now); why != "" {
-					ended = append(ended, s)
+					ended, whys = append(ended, s), append(whys, why)
 					m.log.Info("session expired", "session", s.ID, "tenant", s.Tenant.ID, "why", why)
 				}
 			}
 			m.mu.Unlock()
-			for _, s := range ended {
-				m.end(context.Background(), s)
+			for i, s := range ended {
+				m.end(context.Background(), s, whys[i])
 			}
 		}
 	}
@@ -346,15 +362,18 @@ func (m *Manager) Delete(ctx context.Context, t Tenant, id string) error {
 	if err != nil {
 		return err
 	}
-	return m.end(ctx, s)
+	return m.end(ctx, s, "deleted")
 }
 
-// end removes s from the live sessions and tears it down.
-func (m *Manager) end(ctx context.Context, s *Session) error { return m.endFor(ctx, s, false) }
+// end removes s from the live sessions and tears it down; reason is why,
+// for the audit stream (audit.SessionEvent).
+func (m *Manager) end(ctx context.Context, s *Session, reason string) error {
+	return m.endFor(ctx, s, false, reason)
+}
 
 // endFor is end; reviewing says that a review of s ends it, which keeps
 // a workspace the daemon made (keepReview).
-func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error {
+func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool, reason string) error {
 	m.mu.Lock()
 	if m.sessions[s.ID] != s {
 		m.mu.Unlock()
@@ -388,7 +407,10 @@ func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool) error 
 	if rerr := m.removeRecord(rec); rerr != nil && err == nil {
 		err = rerr
 	}
-	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID)
+	if s.ready {
+		s.aud.end(reason)
+	}
+	m.log.Info("session ended", "session", s.ID, "tenant", s.Tenant.ID, "reason", reason)
 	return err
 }
 
@@ -419,7 +441,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	for _, s := range all {
-		if err := m.end(context.Background(), s); err != nil {
+		if err := m.end(context.Background(), s, "shutdown"); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -431,6 +453,8 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if m.publicSockets() {
 		sandbox.RecordPublicDaemonSockets(m.cfg.StateDir, nil)
 	}
+	m.auditStop()
+	m.markStopped()
 	m.lock.Close()
 	return errors.Join(errs...)
 }

@@ -53,12 +53,6 @@ func (l *eventLog) add(rec any) {
 	l.more = make(chan struct{})
 }
 
-func (l *eventLog) addAll(recs []any) {
-	for _, r := range recs {
-		l.add(r)
-	}
-}
-
 // close ends the stream: followers get what is left, then the end.
 func (l *eventLog) close() {
 	l.mu.Lock()

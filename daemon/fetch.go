@@ -118,6 +118,5 @@ func (s *Session) SpendFetched(rawURL string, r *egress.FetchResult) {
 // recordDecision sends a decision of the session's rules where the
 // others go: the daemon's audit stream and the session's events.
 func (s *Session) recordDecision(d audit.Decision) {
-	s.m.auditWrite(d)
-	s.events.add(d)
+	s.audit(d)
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/moatbox/moat/audit"
 )
 
 // The warm pool keeps, per template with Template.Pool > 0, that many
@@ -187,6 +185,7 @@ func (m *Manager) dropDead() {
 func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	id := newID()
 	s := &Session{ID: id, Tenant: poolTenant, TempWorkspace: true, m: m, procs: map[string]*Process{}, template: tpl.Name, events: newEventLog()}
+	s.aud = m.newSessionAudit(id, poolTenant.ID)
 	rec := s.record()
 	defer func() {
 		if err != nil {
@@ -225,10 +224,7 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// As Create makes it: the asks of its proxy wait for the tenant that
 	// claims it, and its rules' decisions go to the daemon's audit stream.
-	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.events.add, OnCgroup: s.recordCgroups(rec)}
-	if m.cfg.Audit != nil {
-		spec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
-	}
+	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec)}
 	eng, err := m.cfg.Engine(context.Background(), spec)
 	if err != nil {
 		return nil, err
@@ -286,6 +282,7 @@ func (m *Manager) claim(t Tenant, req *CreateRequest, ttl, idle time.Duration) (
 	}
 	now := time.Now()
 	s.Tenant, s.Created, s.Expires, s.IdleTimeout = t, now, now.Add(ttl), idle
+	s.aud.setTenant(t.ID)
 	s.lastUsed = now
 	m.sessions[s.ID] = s
 	m.mu.Unlock()
@@ -298,6 +295,7 @@ func (m *Manager) claim(t Tenant, req *CreateRequest, ttl, idle time.Duration) (
 		delete(m.sessions, s.ID)
 		m.mu.Unlock()
 		s.Tenant = poolTenant
+		s.aud.setTenant(poolTenant.ID)
 		m.pool.mu.Lock()
 		m.pool.ready[s.template] = append([]*Session{s}, m.pool.ready[s.template]...)
 		m.pool.mu.Unlock()
@@ -305,17 +303,18 @@ func (m *Manager) claim(t Tenant, req *CreateRequest, ttl, idle time.Duration) (
 	}
 	// The record names its tenant now, for the log of a daemon that reaps it.
 	if err := m.writeRecord(s.record()); err != nil {
-		m.end(context.Background(), s)
+		m.end(context.Background(), s, "claim failed")
 		return nil, fmt.Errorf("session record: %w", err)
 	}
 	m.mu.Lock()
 	if m.sessions[s.ID] != s || m.draining {
 		m.mu.Unlock()
-		m.end(context.Background(), s)
+		m.end(context.Background(), s, "shutdown")
 		return nil, ErrDraining
 	}
 	s.ready = true
 	m.mu.Unlock()
+	s.aud.start(s)
 	m.log.Info("session created", "session", s.ID, "tenant", t.ID, "template", s.template, "pool", true, "mode", s.WorkspaceMode, "ttl", ttl.String())
 	return s, nil
 }

@@ -194,7 +194,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string, discard boo
 		if s.ChangeSet() == "" {
 			return nil, fmt.Errorf("%w: a %s session has no change set to review (overlay and copy sessions do)", ErrUnsupportedMode, s.WorkspaceMode)
 		}
-		if err := m.endFor(ctx, s, true); err != nil {
+		if err := m.endFor(ctx, s, true, "review"); err != nil {
 			return nil, err
 		}
 	}

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -88,7 +87,8 @@ type Session struct {
 	memory int64
 	cpus   float64
 
-	events *eventLog // its audit records (events.go)
+	events *eventLog     // its audit records (events.go)
+	aud    *sessionAudit // and the daemon's audit stream's (auditlog.go)
 	// disk is the policy's limits.disk, counted against the tenant's disk
 	// quota; template is the template the session was made from, or "".
 	disk     int64
@@ -141,6 +141,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
 		Workspace: ws,
 	}
+	s.aud = m.newSessionAudit(id, t.ID)
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
 
@@ -220,11 +221,8 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		caller.OwnerGID, caller.OwnerGroups = t.fsIDs()
 		caller.WorkspaceMade = temp
 	}
-	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.events.add, Learn: req.Learn,
+	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.audit, Learn: req.Learn,
 		OnCgroup: s.recordCgroups(rec)}
-	if m.cfg.Audit != nil {
-		espec.AuditDecision = func(rec audit.Decision) { m.auditWrite(rec) }
-	}
 	eng, err := m.cfg.Engine(ctx, espec)
 	if err != nil {
 		s.cancel()
@@ -246,6 +244,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.ready = true
 	m.mu.Unlock()
+	s.aud.start(s)
 	m.log.Info("session created", "session", id, "tenant", t.ID, "mode", s.WorkspaceMode, "ttl", ttl.String())
 	return s, nil
 }
@@ -455,7 +454,7 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer stop()
 	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
 	if rep != nil {
-		s.events.addAll(rep.AuditRecords(err))
+		s.auditAll(rep.AuditRecords(err))
 	}
 	return rep, err
 }
@@ -526,7 +525,7 @@ func (s *Session) close(ctx context.Context) error {
 		case !s.Tenant.self():
 			removeQuarantined(rep, s.Tenant.UID, "the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
 		}
-		s.events.addAll(rep.AuditRecords(err))
+		s.auditAll(rep.AuditRecords(err))
 	}
 	s.events.close()
 	return err
@@ -650,7 +649,7 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	go func() {
 		rep, err := ep.Wait()
 		if rep != nil {
-			s.events.addAll(rep.AuditRecords(err))
+			s.auditAll(rep.AuditRecords(err))
 		}
 		p.mu.Lock()
 		p.report, p.err = rep, err

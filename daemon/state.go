@@ -163,8 +163,8 @@ func private(dir string) bool {
 }
 
 // reap cleans up after a previous daemon: every record left is a session
-// whose sandboxes died with that daemon. It returns their ids.
-func (m *Manager) reap() []string {
+// whose sandboxes died with that daemon. It returns their records.
+func (m *Manager) reap() []record {
 	ents, _ := os.ReadDir(filepath.Join(m.dir, "sessions"))
 	// The daemon makes its directories private; one that is not (made
 	// beforehand by someone else) may hold records it did not write,
@@ -173,7 +173,7 @@ func (m *Manager) reap() []string {
 	if !trusted && len(ents) > 0 {
 		m.log.Warn("session records in a directory others may write: their cgroups are not reclaimed", "dir", filepath.Join(m.dir, "sessions"))
 	}
-	var reaped []string
+	var reaped []record
 	for _, e := range ents {
 		name := e.Name()
 		p := filepath.Join(m.dir, "sessions", name)
@@ -222,7 +222,7 @@ func (m *Manager) reap() []string {
 			continue
 		}
 		m.log.Info("reaped session of a previous daemon", "session", id, "tenant", r.Tenant, "pid", r.PID)
-		reaped = append(reaped, id)
+		reaped = append(reaped, r)
 	}
 	sweepCgroups(m.log)
 	// A workspace without a record was being made when a daemon died.
@@ -275,7 +275,10 @@ func ReapAbandoned(stateDir string, log *slog.Logger) ([]string, error) {
 	}
 	defer lock.Close()
 	m := &Manager{dir: filepath.Join(stateDir, "daemon"), log: log}
-	reaped := m.reap()
+	var reaped []string
+	for _, r := range m.reap() {
+		reaped = append(reaped, r.ID)
+	}
 	// Removed under the lock, so that no Manager opens it meanwhile.
 	if err := removeAll(stateDir); err != nil {
 		return reaped, fmt.Errorf("remove %s: %w", stateDir, err)

@@ -39,8 +39,7 @@ func approverOf(ctx context.Context) sandbox.Approver {
 func (s *Session) newWriteGate(p *policy.Policy) *sandbox.WriteGate {
 	return sandbox.NewWriteGate(p, s.ID, func(d audit.Decision) {
 		s.m.log.Info("write rule", "session", s.ID, "change", strings.Join(d.Command, " "), "verdict", d.Verdict, "rule", d.Rule, "outcome", d.Outcome, "approver", d.Approver)
-		s.m.auditWrite(d)
-		s.events.add(d)
+		s.audit(d)
 	})
 }
 

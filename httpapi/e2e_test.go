@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
 	"github.com/moatbox/moat/client"
@@ -63,6 +64,15 @@ func serveForTest(sock string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	}
+	if path := os.Getenv("MOAT_TEST_AUDIT"); path != "" {
+		aw, err := audit.Open(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer aw.Close()
+		cfg.Audit = aw
 	}
 	m, err := daemon.New(cfg)
 	if err != nil {

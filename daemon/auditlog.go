@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moatbox/moat/audit"
+)
+
+// The daemon's audit stream (Config.Audit) holds what an auditor needs
+// after a crash, when the sessions' in-memory event streams are gone: each
+// record of a session's event stream (decisions, network, denials, run
+// records), tagged with the session and its tenant (audit.Tag); each
+// session's start and end, with why it ended; the daemon's start, saying
+// whether the previous daemon stopped cleanly and which of its sessions
+// were reaped; and its clean stop.
+//
+// A session's commands choose how many records they make (a loop of
+// refused connections makes one each), and the stream is on the daemon's
+// disk: each session's records pass a token bucket (Config.AuditRate,
+// AuditBurst), and those beyond it are counted, not written, the count
+// written as an audit.Dropped record before the session's next record
+// that passes, or at its end. Once the bucket is empty a dropped record
+// costs a lock and a counter, nothing on disk. The records of the
+// daemon's own (session start and end, daemon, approvals) are not
+// counted: a session makes two, and approvals are bounded
+// (Config.MaxPending).
+
+// sessionAudit sends one session's records to the daemon's stream.
+type sessionAudit struct {
+	m  *Manager
+	id string
+
+	mu      sync.Mutex // held while a record is written: the session's stay in order
+	tenant  string
+	tokens  float64
+	last    time.Time
+	dropped int
+	byType  map[string]int
+	since   time.Time
+}
+
+func (m *Manager) newSessionAudit(id, tenant string) *sessionAudit {
+	return &sessionAudit{m: m, id: id, tenant: tenant, tokens: float64(m.cfg.AuditBurst), last: time.Now()}
+}
+
+// setTenant names the tenant of a pooled session once it is claimed.
+func (a *sessionAudit) setTenant(t string) {
+	a.mu.Lock()
+	a.tenant = t
+	a.mu.Unlock()
+}
+
+// write writes rec, one of the session's event stream, unless the
+// session is over its rate.
+func (a *sessionAudit) write(rec any) {
+	if a.m.cfg.Audit == nil {
+		return
+	}
+	rec, kind := audit.Tag(rec, a.id, "")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	a.tokens = min(float64(a.m.cfg.AuditBurst), a.tokens+now.Sub(a.last).Seconds()*a.m.cfg.AuditRate)
+	a.last = now
+	if a.tokens < 1 {
+		if a.dropped == 0 {
+			a.since = now
+			a.byType = map[string]int{}
+		}
+		a.dropped++
+		if kind == "" {
+			kind = "other"
+		}
+		a.byType[kind]++
+		return
+	}
+	a.tokens--
+	if a.dropped > 0 {
+		// The count costs a token too, so that the stream's rate holds.
+		a.tokens--
+		a.flushLocked(now)
+	}
+	rec, _ = audit.Tag(rec, a.id, a.tenant)
+	a.m.auditWrite(rec)
+}
+
+// flushLocked writes the count of the records dropped, if any.
+func (a *sessionAudit) flushLocked(now time.Time) {
+	if a.dropped == 0 {
+		return
+	}
+	a.m.auditWrite(audit.Dropped{Type: audit.TypeDropped, Time: now.UTC(), Session: a.id, Tenant: a.tenant,
+		Count: a.dropped, Types: a.byType, Since: a.since.UTC()})
+	a.m.log.Warn("audit records of a session dropped: over its rate", "session", a.id, "tenant", a.tenant, "count", a.dropped)
+	a.dropped, a.byType = 0, nil
+}
+
+// start writes the session's start.
+func (a *sessionAudit) start(s *Session) {
+	if a.m.cfg.Audit == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ws := s.Workspace
+	if s.TempWorkspace {
+		ws = ""
+	}
+	a.m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: a.id, Tenant: a.tenant,
+		Event: "start", Workspace: ws, Mode: s.WorkspaceMode, Template: s.template})
+}
+
+// end writes what was dropped, then the session's end and why.
+func (a *sessionAudit) end(reason string) {
+	if a.m.cfg.Audit == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	a.flushLocked(now)
+	a.m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: now.UTC(), Session: a.id, Tenant: a.tenant,
+		Event: "end", Reason: reason})
+}
+
+// audit sends a record of s where its records go: its event stream and
+// the daemon's audit stream.
+func (s *Session) audit(rec any) {
+	s.events.add(rec)
+	s.aud.write(rec)
+}
+
+func (s *Session) auditAll(recs []any) {
+	for _, r := range recs {
+		s.audit(r)
+	}
+}
+
+// markRunning writes the daemon's pid in the state directory's lock,
+// which Shutdown empties (markStopped), and says whether the previous
+// daemon left its own there: then it did not stop cleanly.
+func (m *Manager) markRunning() (unclean bool, pid int) {
+	buf := make([]byte, 32)
+	n, _ := m.lock.ReadAt(buf, 0)
+	if n > 0 {
+		unclean = true
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	}
+	err := m.lock.Truncate(0)
+	if err == nil {
+		_, err = m.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	if err != nil {
+		m.log.Warn("state directory: the daemon's pid in its lock", "err", err)
+	}
+	return unclean, pid
+}
+
+// markStopped empties the lock: the daemon stopped cleanly.
+func (m *Manager) markStopped() { m.lock.Truncate(0) }
+
+// auditStart writes the daemon's start, and the end of each session of
+// a previous daemon that it reaped.
+func (m *Manager) auditStart(unclean bool, prevPID int, reaped []record) {
+	if m.cfg.Audit == nil {
+		return
+	}
+	rec := audit.DaemonEvent{Type: audit.TypeDaemon, Time: time.Now().UTC(), Event: "start", PID: os.Getpid(),
+		Unclean: unclean || len(reaped) > 0, PreviousPID: prevPID}
+	for _, r := range reaped {
+		rec.Reaped = append(rec.Reaped, r.ID)
+		if rec.PreviousPID == 0 {
+			rec.PreviousPID = r.PID
+		}
+	}
+	m.auditWrite(rec)
+	for _, r := range reaped {
+		created := r.Created.UTC()
+		m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: r.ID, Tenant: r.Tenant,
+			Event: "end", Reason: "reaped", Workspace: r.Workspace, Created: &created, PID: r.PID})
+	}
+}
+
+// auditStop writes the daemon's clean stop.
+func (m *Manager) auditStop() {
+	m.auditWrite(audit.DaemonEvent{Type: audit.TypeDaemon, Time: time.Now().UTC(), Event: "stop", PID: os.Getpid()})
+}
