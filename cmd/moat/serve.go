@@ -56,7 +56,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	tenantDisk := fs.String("tenant-disk", "", "bound on the sum of a tenant's sessions' limits.disk and of the change sets it keeps for review, e.g. 20GiB (each session must then set it, and keep its writes off the host: overlay or readonly)")
 	approvalTimeout := fs.Duration("approval-timeout", 5*time.Minute, "how long an ask waits for a person's answer (moat approve, the approvals page) before it is refused")
 	webhook := fs.String("approval-webhook", "", "POST a JSON notice of each new pending approval to URL")
-	auditFile := fs.String("audit", "", "append the sessions' rule decisions (commands, the programs they start, the files API's changes) and the approvals' outcomes to FILE (hash-chained JSON lines)")
+	auditFile := fs.String("audit", "", "append the sessions' records (rule decisions, network decisions, refused system calls, run records, each session's start and end), the approvals' outcomes and the daemon's starts and stops to FILE (hash-chained JSON lines)")
+	auditBurst := fs.Int("audit-burst", 1000, "records of one session written to --audit at once before --audit-rate holds; those beyond are counted, not written")
+	auditRate := fs.Float64("audit-rate", 10, "records a second of one session written to --audit once its burst is spent")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -150,6 +152,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 		{"ttl", *ttl <= 0, "a positive duration such as 2h"},
 		{"idle-timeout", *idle <= 0, "a positive duration such as 15m"},
 		{"drain", *drain < 0, "a duration such as 30s, or 0 to kill running commands at once"},
+		{"audit-burst", *auditBurst <= 0, "a number of records, 1 or more"},
+		{"audit-rate", !(*auditRate > 0), "a positive number of records a second"},
 	} {
 		if d.bad {
 			fmt.Fprintf(stderr, "moat serve: --%s %s: want %s\n", d.name, fs.Lookup(d.name).Value, d.want)
@@ -162,7 +166,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
 		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota),
-		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook}
+		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook, AuditBurst: *auditBurst, AuditRate: *auditRate}
 	if abs, err := filepath.Abs(*sock); err == nil {
 		cfg.Sockets = []string{abs}
 	}

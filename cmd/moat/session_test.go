@@ -169,6 +169,9 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"serve", "--ttl", "-1h"},
 		{"serve", "--idle-timeout", "0s"},
 		{"serve", "--drain", "-5s"},
+		{"serve", "--audit-burst", "0"},
+		{"serve", "--audit-rate", "0"},
+		{"serve", "--audit-rate", "NaN"},
 	} {
 		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
 			t.Errorf("moat %q: %d %q", args, code, errs)
