@@ -36,6 +36,7 @@ type sessionAudit struct {
 
 	mu      sync.Mutex // held while a record is written: the session's stay in order
 	tenant  string
+	started bool // its start is written; a pooled sandbox's, once claimed
 	tokens  float64
 	last    time.Time
 	dropped int
@@ -63,6 +64,11 @@ func (a *sessionAudit) write(rec any) {
 	rec, kind := audit.Tag(rec, a.id, "")
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.started {
+		// A pooled sandbox nobody claimed runs nothing: what it records
+		// (its close) is of no tenant's.
+		return
+	}
 	now := time.Now()
 	a.tokens = min(float64(a.m.cfg.AuditBurst), a.tokens+now.Sub(a.last).Seconds()*a.m.cfg.AuditRate)
 	a.last = now
@@ -106,6 +112,7 @@ func (a *sessionAudit) start(s *Session) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.started = true
 	ws := s.Workspace
 	if s.TempWorkspace {
 		ws = ""
