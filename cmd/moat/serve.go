@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -153,7 +154,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		{"idle-timeout", *idle <= 0, "a positive duration such as 15m"},
 		{"drain", *drain < 0, "a duration such as 30s, or 0 to kill running commands at once"},
 		{"audit-burst", *auditBurst <= 0, "a number of records, 1 or more"},
-		{"audit-rate", !(*auditRate > 0), "a positive number of records a second"},
+		{"audit-rate", !(*auditRate > 0) || math.IsInf(*auditRate, 1), "a positive number of records a second"},
 	} {
 		if d.bad {
 			fmt.Fprintf(stderr, "moat serve: --%s %s: want %s\n", d.name, fs.Lookup(d.name).Value, d.want)

@@ -172,6 +172,7 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"serve", "--audit-burst", "0"},
 		{"serve", "--audit-rate", "0"},
 		{"serve", "--audit-rate", "NaN"},
+		{"serve", "--audit-rate", "+Inf"},
 	} {
 		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
 			t.Errorf("moat %q: %d %q", args, code, errs)
