@@ -374,6 +374,14 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		}
 	}
 
+	// A read-only path may hold the state directory (--ro ~/.local): the
+	// command must not read the trusted policies, other runs' change
+	// sets and quarantine, nor the daemon's records and the workspaces it
+	// made for other sessions. It is hidden as a denied path is.
+	for _, t := range stateMasks(p, ws) {
+		mounts = append(mounts, backend.Mount{Kind: backend.MountMask, Target: t, Optional: true})
+	}
+
 	dir := ws
 	if c.Cwd != "" && within(ws, c.Cwd) {
 		dir = c.Cwd
@@ -578,6 +586,62 @@ func holdsStateDir(path string) string {
 		return state
 	}
 	return ""
+}
+
+// stateMasks returns what hides moat's state directory from a sandbox
+// that shows it through one of the policy's read-only paths: the state
+// directory (by its path and, when a link leads to it, by where it is),
+// or, when the workspace or a read-write path is inside it (a workspace
+// the daemon made), everything in it but the way to those, which are
+// shown by their own mounts.
+func stateMasks(p *policy.Policy, ws string) []string {
+	state, err := workspace.StateDir()
+	if err != nil {
+		return nil
+	}
+	keep := append([]string{ws}, p.Filesystem.ReadWrite...)
+	var out []string
+	seen := map[string]bool{}
+	for _, dir := range []string{state, realPath(state)} {
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		shown := false
+		for _, ro := range p.Filesystem.ReadOnly {
+			shown = shown || within(ro, dir) || within(realPath(ro), dir)
+		}
+		if shown {
+			out = append(out, maskAround(dir, keep)...)
+		}
+	}
+	return out
+}
+
+// maskAround returns dir if none of keep is in it, else the entries of
+// dir that hold none of keep, and, in those that do, the same again.
+func maskAround(dir string, keep []string) []string {
+	var inside []string
+	for _, k := range keep {
+		if within(dir, k) || within(dir, realPath(k)) {
+			inside = append(inside, k, realPath(k))
+		}
+	}
+	if len(inside) == 0 {
+		return []string{dir}
+	}
+	if slices.Contains(inside, dir) {
+		return nil // shown by its own mount
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{dir}
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, maskAround(filepath.Join(dir, e.Name()), inside)...)
+	}
+	return out
 }
 
 func within(dir, p string) bool {

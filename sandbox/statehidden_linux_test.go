@@ -1,0 +1,75 @@
+package sandbox_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/policy"
+)
+
+// TestReadOnlyPathHidesStateDir: a read-only path that holds moat's state
+// directory (--ro ~/.local) shows the rest of its tree, but not the
+// state directory: the trusted policies, other runs' change sets, the
+// daemon's records and the workspaces it made for other sessions. A
+// workspace the daemon made in it is still the command's.
+func TestReadOnlyPathHidesStateDir(t *testing.T) {
+	parent := t.TempDir()
+	state := filepath.Join(parent, "state")
+	t.Setenv("MOAT_STATE_DIR", state)
+	write := func(path, data string) string {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	trusted := write(filepath.Join(state, "trusted-policies.json"), "TRUSTED")
+	changes := write(filepath.Join(state, "runs", "r1", "upper", "f"), "CHANGESET")
+	record := write(filepath.Join(state, "daemon", "sessions", "s1.json"), "RECORD")
+	otherWS := write(filepath.Join(state, "daemon", "workspaces", "s1", "f"), "OTHERS")
+	beside := write(filepath.Join(parent, "beside.txt"), "BESIDE")
+	ro := func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, parent) }
+	probe := probeSh
+	for _, f := range []string{trusted, changes, record, otherWS, beside} {
+		probe += "try_read " + f + "\n"
+	}
+
+	t.Run("hidden", func(t *testing.T) {
+		r := sh(t, t.TempDir(), ro, probe+"ls -A "+state+" | sed 's/^/LS /'; true")
+		mustExit(t, r, 0)
+		wantOutcome(t, r.stdout, "DENIED", trusted, changes, record, otherWS)
+		// The control: the rest of the read-only tree reads.
+		wantOutcome(t, r.stdout, "READ", beside)
+		for _, name := range []string{"trusted-policies.json", "runs", "daemon"} {
+			if strings.Contains(r.stdout, "LS "+name+"\n") {
+				t.Errorf("the state directory lists %s:\n%s", name, r.stdout)
+			}
+		}
+	})
+
+	t.Run("workspace in it", func(t *testing.T) {
+		ws := filepath.Join(state, "daemon", "workspaces", "s2")
+		mine := write(filepath.Join(ws, "mine.txt"), "MINE")
+		r := sh(t, ws, ro, probe+"try_read "+mine+"\ntry_write "+filepath.Join(ws, "new.txt")+"\n")
+		mustExit(t, r, 0)
+		wantOutcome(t, r.stdout, "DENIED", trusted, changes, record, otherWS)
+		wantOutcome(t, r.stdout, "READ", beside, mine)
+		wantOutcome(t, r.stdout, "WROTE", filepath.Join(ws, "new.txt"))
+	})
+
+	t.Run("control", func(t *testing.T) {
+		// A path in the state directory the policy names itself is
+		// shown: the probe reads a change set where the sandbox has one,
+		// so "DENIED" above is the mask, not a probe that cannot read.
+		r := sh(t, t.TempDir(), func(p *policy.Policy) {
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(state, "runs"))
+		}, probe)
+		mustExit(t, r, 0)
+		wantOutcome(t, r.stdout, "READ", changes)
+	})
+}
