@@ -203,16 +203,51 @@ func (p *Policy) SecretFile(s Secret, cwd string) string {
 }
 
 // SecretDir is the directory a secret's relative file and its commands
-// start from: the policy file's (or cwd for a policy without one).
+// start from: the policy file's (or cwd for a policy without one). It is
+// "" when there is none: a policy sent to the daemon came from no file it
+// knows, and the daemon's own working directory is nothing the policy's
+// author chose.
 func (p *Policy) SecretDir(cwd string) string {
-	if p.Source == "" {
-		return cwd
+	dir := cwd
+	if p.Source != "" {
+		dir = filepath.Dir(p.Source)
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
 	}
-	dir := filepath.Dir(p.Source)
 	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(cwd, dir)
+		return ""
 	}
-	return dir
+	return filepath.Clean(dir)
+}
+
+// CheckSecretDir refuses, when the policy has no directory (SecretDir is
+// ""), the secrets that name a file or program by a relative path: there
+// is nothing it could be relative to. A program named without a slash is
+// looked up on PATH and needs none.
+func (p *Policy) CheckSecretDir(cwd string) error {
+	if p.SecretDir(cwd) != "" {
+		return nil
+	}
+	l := &errorList{p: p}
+	const why = "is relative, and this policy was read from no file whose directory it could be relative to (it was sent, not named); give an absolute path"
+	for i, s := range p.Secrets {
+		key := indexKey("secrets", i)
+		scheme, rest, _ := strings.Cut(s.Source, ":")
+		switch scheme {
+		case "file":
+			if !filepath.IsAbs(rest) {
+				l.add(key+".source", fmt.Sprintf("%q %s", rest, why))
+			}
+		case "command":
+			for _, c := range []struct{ field, words string }{{key + ".source", rest}, {key + ".revoke", s.Revoke}} {
+				if argv := strings.Fields(c.words); len(argv) > 0 && strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) {
+					l.add(c.field, fmt.Sprintf("program %q %s, or a name found on PATH", argv[0], why))
+				}
+			}
+		}
+	}
+	return l.err()
 }
 
 // isPrintable reports whether s is printable ASCII.

@@ -1,6 +1,10 @@
 package policy
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,5 +116,92 @@ query = "key"
 	})
 	if _, err := Parse("s.toml", []byte("[[secrets]]\nname = \"A\"\nvalue = \"x\"\n")); err == nil || !strings.Contains(err.Error(), "s.toml:3: secrets[0].value: unknown key") {
 		t.Errorf("an inline value: %v, want an unknown-key error", err)
+	}
+}
+
+// TestSentPolicyHasNoDirectory: a policy sent to the daemon (parsed from
+// a document named "policy", resolved with no working directory of its
+// own) has no directory for its secrets: a relative program or file is
+// refused by field, where one read from a file (the control) is found
+// beside it. What it names by absolute path is still among its host
+// files, for the sandbox to keep read-only.
+func TestSentPolicyHasNoDirectory(t *testing.T) {
+	ws := t.TempDir()
+	doc := func(prog string) string {
+		return `[network]
+mode = "allow"
+allow = ["api.test"]
+
+[syscalls]
+profile = "` + ws + `/profile.json"
+
+[[secrets]]
+name = "TOKEN"
+source = "command:` + prog + ` ` + ws + `/arg.txt"
+revoke = "` + prog + ` --revoke"
+hosts = ["api.test"]
+
+[[secrets]]
+name = "KEY"
+source = "file:key.txt"
+hosts = ["api.test"]
+`
+	}
+	for _, f := range []string{"mint.sh", "arg.txt", "profile.json"} {
+		os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o755)
+	}
+	sent, err := ParseDocument("policy", []byte(doc("./mint.sh")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sent.SecretDir(""); d != "" {
+		t.Errorf("SecretDir of a sent policy: %q, want none", d)
+	}
+	err = sent.CheckSecretDir("")
+	var es *Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("CheckSecretDir: %v, want *Errors", err)
+	}
+	msg := err.Error()
+	for _, field := range []string{"secrets[0].source", "secrets[0].revoke", "secrets[1].source"} {
+		if !strings.Contains(msg, field) {
+			t.Errorf("no refusal of %s in %q", field, msg)
+		}
+	}
+
+	// Absolute, or on PATH: nothing to resolve.
+	abs, _ := ParseDocument("policy", []byte(doc(ws+"/mint.sh")))
+	abs.Secrets = abs.Secrets[:1]
+	if err := abs.CheckSecretDir(""); err != nil {
+		t.Errorf("an absolute program refused: %v", err)
+	}
+	onPath, _ := ParseDocument("policy", []byte(doc("mint")))
+	onPath.Secrets = onPath.Secrets[:1]
+	if err := onPath.CheckSecretDir(""); err != nil {
+		t.Errorf("a program on PATH refused: %v", err)
+	}
+	got := abs.HostFiles("", "")
+	for _, f := range []string{"mint.sh", "arg.txt", "profile.json"} {
+		if !slices.Contains(got, filepath.Join(ws, f)) {
+			t.Errorf("HostFiles of a sent policy %q: no %s", got, f)
+		}
+	}
+	for _, f := range got {
+		if !filepath.IsAbs(f) {
+			t.Errorf("HostFiles of a sent policy names %q, which is relative", f)
+		}
+	}
+
+	// The control: the same policy read from a file in ws finds them
+	// there.
+	file, _ := ParseDocument(filepath.Join(ws, "moat.toml"), []byte(doc("./mint.sh")))
+	if err := file.CheckSecretDir(""); err != nil {
+		t.Errorf("a policy file's relative program refused: %v", err)
+	}
+	if d := file.SecretDir(""); d != ws {
+		t.Errorf("SecretDir of a policy file: %q, want %q", d, ws)
+	}
+	if got := file.HostFiles("", ""); !slices.Contains(got, filepath.Join(ws, "mint.sh")) {
+		t.Errorf("HostFiles of a policy file %q: no mint.sh", got)
 	}
 }

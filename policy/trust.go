@@ -280,8 +280,11 @@ func (p *Policy) loads(home string) ([]loadedFile, error) {
 		refs = append(refs, loadedFile{field: "syscalls.profile", path: filepath.Clean(prof)})
 	}
 	inDir := func(name string) string {
-		if !filepath.IsAbs(name) {
-			name = filepath.Join(p.SecretDir(""), name)
+		// With no directory (a policy sent to the daemon) a relative name
+		// stays relative: it is refused as a program (CheckSecretDir),
+		// and as a word the program takes it names nothing moat knows.
+		if dir := p.SecretDir(""); !filepath.IsAbs(name) && dir != "" {
+			name = filepath.Join(dir, name)
 		}
 		return filepath.Clean(name)
 	}
@@ -323,21 +326,24 @@ func (p *Policy) loads(home string) ([]loadedFile, error) {
 // and those it loads or runs by path, as Trust covers them. A command
 // that could rewrite one would choose the next run's policy; the sandbox
 // keeps those in the places it writes read-only. A policy that came from
-// no file (the built-in one, a request's) has none.
+// no file (the built-in one, one sent to the daemon) has no file of its
+// own, but the profile and programs it names by absolute path are as
+// much the host's.
 func (p *Policy) HostFiles(cwd, home string) []string {
-	src := p.Source
-	if src == "" || !filepath.IsAbs(src) && !filepath.IsAbs(cwd) {
-		return nil
-	}
-	if !filepath.IsAbs(src) {
-		src = filepath.Join(cwd, src)
-	}
 	q := *p
-	q.Source = filepath.Clean(src)
-	files := []string{q.Source}
+	var files []string
+	if src := p.Source; src != "" && (filepath.IsAbs(src) || filepath.IsAbs(cwd)) {
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(cwd, src)
+		}
+		q.Source = filepath.Clean(src)
+		files = append(files, q.Source)
+	}
 	refs, _ := q.loads(home)
 	for _, r := range refs {
-		files = append(files, r.path)
+		if filepath.IsAbs(r.path) {
+			files = append(files, r.path)
+		}
 	}
 	return files
 }

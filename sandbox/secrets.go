@@ -62,6 +62,19 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 	if len(p.Secrets) == 0 {
 		return nil, nil
 	}
+	if err := p.CheckSecretDir(cwd); err != nil {
+		return nil, err
+	}
+	// The programs start in the policy's directory, as the paths it
+	// gives are relative to it. A policy with none (one sent to the
+	// daemon) has them start at /: neither the daemon's working
+	// directory, which the policy's author did not choose, nor the
+	// workspace, whose files a program there may read as its own
+	// configuration (git's, a .npmrc) while it runs on the host.
+	dir := p.SecretDir(cwd)
+	if dir == "" {
+		dir = "/"
+	}
 	rs := &runSecrets{}
 	for i, s := range p.Secrets {
 		var val string
@@ -75,7 +88,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			}
 			val = v
 		case "command":
-			out, err := secretCommand(strings.Fields(rest), p.SecretDir(cwd), "")
+			out, err := secretCommand(strings.Fields(rest), dir, "")
 			if err != nil {
 				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): source %s: %w", i, s.Name, rest, err)
@@ -86,7 +99,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				return nil, fmt.Errorf("secrets[%d] (%s): source %s printed nothing", i, s.Name, rest)
 			}
 			if s.Revoke != "" {
-				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: p.SecretDir(cwd), argv: strings.Fields(s.Revoke)})
+				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: dir, argv: strings.Fields(s.Revoke)})
 			}
 		case "file":
 			f := p.SecretFile(s, cwd)
