@@ -106,7 +106,33 @@ func protectList(p *policy.Policy) []string {
 			out = append(out, c)
 		}
 	}
+	// The files the policy loads or runs on the host (a template, the
+	// profile and secret programs it names), as the sandbox keeps them
+	// read-only in the workspace: a write here would choose what the
+	// daemon runs next.
+	home, _ := os.UserHomeDir()
+	ws := p.Workspace.Path
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		real = ws
+	}
+	for _, f := range p.HostFiles("", home) {
+		for _, pair := range [][2]string{{ws, f}, {real, f}, {real, evalOr(f)}} {
+			if r, err := filepath.Rel(pair[0], pair[1]); err == nil && r != "." && r != ".." && !strings.HasPrefix(r, "../") {
+				out = append(out, r)
+				break
+			}
+		}
+	}
 	return out
+}
+
+// evalOr is path with its links resolved, or path when they cannot be.
+func evalOr(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	return path
 }
 
 // sameRoot checks that the workspace path still names the directory the
