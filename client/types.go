@@ -12,6 +12,13 @@ type CreateSessionRequest struct {
 	// the default policy.
 	// Its workspace.path is ignored: Workspace says where the workspace is.
 	Policy string `json:"policy,omitempty"`
+	// PolicyFile is the absolute path Policy was read from, when it was
+	// read from a file on the daemon's host. The daemon takes it only
+	// from its own user: the policy's relative paths (a seccomp profile,
+	// a secret's program) are then the file's directory's, as for moat
+	// run, and the file and those it names are read-only in the
+	// workspace. Other tenants' is ignored.
+	PolicyFile string `json:"policy_file,omitempty"`
 	// Workspace is a host directory the tenant may use; empty means a new
 	// empty directory the daemon removes with the session.
 	Workspace string `json:"workspace,omitempty"`

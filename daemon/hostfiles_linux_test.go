@@ -83,3 +83,36 @@ hosts = ["api.test"]
 		t.Errorf("the secret's program changed: %q", b)
 	}
 }
+
+// TestPolicyFileOnlyFromSelf: the file a request says its policy was
+// read from is taken from the daemon's own user (the control), whose
+// policy's relative paths are then the file's directory's; from another
+// tenant it is not looked at, and a relative path stays refused.
+func TestPolicyFileOnlyFromSelf(t *testing.T) {
+	dir := t.TempDir()
+	ws := t.TempDir()
+	file := filepath.Join(dir, "moat.toml")
+	doc := "[network]\nmode = \"allow\"\nallow = [\"api.test\"]\n\n[[secrets]]\nname = \"T\"\nsource = \"file:tok\"\nhosts = [\"api.test\"]\n"
+	self, err := tenantPolicy(UIDTenant(os.Geteuid()), doc, file, ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Source != file || self.SecretDir("") != dir {
+		t.Errorf("the daemon's own user's policy file: Source %q, SecretDir %q, want %s", self.Source, self.SecretDir(""), dir)
+	}
+	other := Tenant{ID: "uid:4242", UID: 4242}
+	p, err := tenantPolicy(other, "", file, ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Source == file {
+		t.Errorf("another tenant's default policy took its file %q", p.Source)
+	}
+	p, err = tenantPolicy(other, "[limits]\nmemory = \"1g\"\n", file, ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Source != "policy" || p.SecretDir("") != "" {
+		t.Errorf("another tenant's policy file was taken: Source %q, SecretDir %q", p.Source, p.SecretDir(""))
+	}
+}

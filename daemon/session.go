@@ -29,6 +29,9 @@ type CreateRequest struct {
 	WorkspaceMode string // overrides the policy's workspace.mode
 	TTL           time.Duration
 	IdleTimeout   time.Duration
+	// PolicyFile is the absolute path Policy was read from on the host,
+	// if it was; only the daemon's own user's is taken (tenantPolicy).
+	PolicyFile string
 	// NetworkEvents, if set, receives every network decision of an
 	// allow-mode session as it happens (an in-process caller's hook: the
 	// MCP server tells a command's result the refusals it met).

@@ -136,7 +136,7 @@ func (m *Manager) Templates() []string {
 // own document, confined to what the tenant may ask for (tenantPolicy).
 func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (p *policy.Policy, err error) {
 	if req.Template == "" {
-		p, err = tenantPolicy(t, req.Policy, ws, req.WorkspaceMode)
+		p, err = tenantPolicy(t, req.Policy, req.PolicyFile, ws, req.WorkspaceMode)
 	} else {
 		var tpl *Template
 		if tpl, err = m.template(req); err == nil {

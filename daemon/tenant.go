@@ -246,11 +246,21 @@ func fixedAncestors(real string) error {
 // system-call profiles, the default host identity, no secrets; a token's
 // tenant neither the host network nor private addresses. The daemon's files are
 // not the tenant's, and the daemon may be root.
-func tenantPolicy(t Tenant, doc, ws, mode string) (*policy.Policy, error) {
+func tenantPolicy(t Tenant, doc, file, ws, mode string) (*policy.Policy, error) {
 	p := policy.Default()
 	if doc != "" {
+		// A policy the daemon's own user read from a file is that file's,
+		// as for moat run: its relative paths are the file's directory's,
+		// and the file and those it names are kept read-only
+		// (policy.HostFiles). Another tenant's file is not looked at: its
+		// policy may name no host program, and the daemon has no
+		// business resolving paths on its behalf.
+		name := "policy"
+		if file != "" && t.self() && filepath.IsAbs(file) {
+			name = filepath.Clean(file)
+		}
 		var err error
-		if p, err = policy.ParseDocument("policy", []byte(doc)); err != nil {
+		if p, err = policy.ParseDocument(name, []byte(doc)); err != nil {
 			return nil, err
 		}
 		if p.Workspace.Path != policy.Default().Workspace.Path {

@@ -47,7 +47,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t daemon.
 		return err
 	}
 	sess, err := s.Manager.Create(r.Context(), t, &daemon.CreateRequest{
-		Policy: req.Policy, Workspace: req.Workspace, WorkspaceMode: req.WorkspaceMode, TTL: ttl, IdleTimeout: idle,
+		Policy: req.Policy, PolicyFile: req.PolicyFile, Workspace: req.Workspace, WorkspaceMode: req.WorkspaceMode, TTL: ttl, IdleTimeout: idle,
 		Template: req.Template, Learn: req.Learn,
 	})
 	if err != nil {

@@ -29,8 +29,11 @@ type LocalConfig struct {
 	// Policy is the policy's TOML ("" is the default policy); Workspace
 	// the host directory; WorkspaceMode overrides the policy's mode.
 	Policy, Workspace, WorkspaceMode string
-	Options                          Options
-	Logger                           *slog.Logger
+	// PolicyFile is the absolute path Policy was read from, if it was
+	// (daemon.CreateRequest.PolicyFile).
+	PolicyFile string
+	Options    Options
+	Logger     *slog.Logger
 	// Approvals, when set, is called with the session's manager before
 	// serving, which then keeps the asks the client cannot answer as
 	// pending approvals (daemon.Config.Approvals, for ApprovalTimeout)
@@ -84,7 +87,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	}
 	tenant := daemon.UIDTenant(os.Geteuid())
 	network := &NetworkLog{}
-	creq := &daemon.CreateRequest{Policy: cfg.Policy, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}
+	creq := &daemon.CreateRequest{Policy: cfg.Policy, PolicyFile: cfg.PolicyFile, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}
 	sess, err := m.Create(ctx, tenant, creq)
 	if err != nil {
 		return err

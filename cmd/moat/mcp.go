@@ -92,11 +92,19 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The policy's relative paths are its file's directory's, as for
+	// moat run, and the file is read-only in the session.
+	var policyPath string
+	if policyName != "" {
+		if policyPath, err = filepath.Abs(policyName); err != nil {
+			return fail(err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := mcpserver.LocalConfig{
-		StateDir: state, Policy: string(doc), Workspace: dir, WorkspaceMode: *mode,
+		StateDir: state, Policy: string(doc), PolicyFile: policyPath, Workspace: dir, WorkspaceMode: *mode,
 		Options: mcpserver.Options{Version: version},
 		Logger:  log,
 	}

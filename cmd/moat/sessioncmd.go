@@ -39,8 +39,10 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 		// A message may quote a name a session's command made.
 		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, workspace.EscapeText(ae.Message), workspace.EscapeText(ae.Code))
 		for _, d := range ae.Details {
-			if policyFile != "" {
-				d = policyFile + strings.TrimPrefix(d, "policy")
+			// A daemon of another user's names the policy it was sent
+			// "policy"; one of this user's, by its file already.
+			if rest, ok := strings.CutPrefix(d, "policy"); ok && policyFile != "" {
+				d = policyFile + rest
 			}
 			fmt.Fprintf(stderr, "  %s\n", workspace.EscapeText(d))
 		}
@@ -106,6 +108,13 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 			return exitMoatError
 		}
 		req.Policy = string(data)
+		// The daemon, when it is this user's, takes the file's directory
+		// for the policy's relative paths, as moat run does, and keeps
+		// the file read-only in the session.
+		if req.PolicyFile, err = filepath.Abs(*policyFile); err != nil {
+			fmt.Fprintf(stderr, "moat session create: %v\n", err)
+			return exitMoatError
+		}
 	}
 	if !*temp {
 		abs, err := filepath.Abs(*ws)
