@@ -43,6 +43,10 @@ type Policy struct {
 	// loaded holds the content of the files Trust.Load checked, by path
 	// (see ReadFile).
 	loaded map[string][]byte
+	// programs holds the digests of the programs and their argument
+	// files Trust.Load checked, by path, "" for an argument that was no
+	// file then (see VerifyPrograms).
+	programs map[string]string
 }
 
 // Workspace is the directory the command works on. It is mounted at the same

@@ -172,6 +172,56 @@ func (t *Trust) Load(path, home string) (*Policy, error) {
 	return p, nil
 }
 
+// programDigest hashes a program or a file a program is given; "" for an
+// argument that is no file: a word the program takes. One moat cannot
+// hash (too large, unreadable, a FIFO) is an error: it could be the file
+// the program reads.
+func programDigest(ref loadedFile) (string, error) {
+	d, err := inputfile.Digest(ref.path, "program", inputfile.MaxProgram)
+	if err != nil && ref.optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, inputfile.ErrDirectory)) {
+		return "", nil
+	}
+	return d, err
+}
+
+// VerifyPrograms checks, for a policy Trust.Load returned, that the
+// programs it runs on the host and the files they are given are still
+// what was checked, just before moat runs one: the trust was checked when
+// the policy was loaded, and a revoke runs when the run or session ends,
+// long after. It returns an *UntrustedError (TrustChanged) naming the
+// first that changed; nil for a policy that was not checked.
+//
+// It narrows the time between the check and the use; it does not close
+// it: a program is run by path, a script's interpreter reads the script
+// by path, and a program reads the files its arguments name by path, all
+// after this check.
+func (p *Policy) VerifyPrograms() error {
+	paths := make([]string, 0, len(p.programs))
+	for path := range p.programs {
+		paths = append(paths, path)
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
+		d, err := programDigest(loadedFile{path: path, optional: true})
+		if err != nil || d != p.programs[path] {
+			return &UntrustedError{Policy: p.Source, File: path, Field: p.programField(path), Reason: TrustChanged}
+		}
+	}
+	return nil
+}
+
+// programField is the field that names path among the programs the
+// policy runs, for an error.
+func (p *Policy) programField(path string) string {
+	refs, _ := p.loads("")
+	for _, r := range refs {
+		if r.path == path {
+			return r.field
+		}
+	}
+	return ""
+}
+
 // Add trusts the policy file at path (absolute) as it is now, with the files
 // it loads, and returns the record. The policy must parse and validate: a
 // file that would not load is not worth trusting.
@@ -230,19 +280,17 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 		return nil, "", nil, err
 	}
 	var files []loadedFile
+	p.programs = map[string]string{}
 	for _, ref := range refs {
 		if ref.program {
-			d, err := inputfile.Digest(ref.path, "program", inputfile.MaxProgram)
-			if err != nil && ref.optional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, inputfile.ErrDirectory)) {
-				// Not a file: a word the program takes. One moat cannot
-				// hash (too large, unreadable, a FIFO) is an error: it
-				// could be the file the program reads.
-				continue
-			}
+			d, err := programDigest(ref)
 			if err != nil {
 				return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
 			}
-			files = append(files, loadedFile{field: ref.field, path: ref.path, digest: d, program: true, optional: ref.optional})
+			p.programs[ref.path] = d
+			if d != "" {
+				files = append(files, loadedFile{field: ref.field, path: ref.path, digest: d, program: true, optional: ref.optional})
+			}
 			continue
 		}
 		b, err := readLoaded(ref.path)

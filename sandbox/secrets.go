@@ -47,6 +47,10 @@ type runSecrets struct {
 	// revokes are the programs to run when the run or session ends, with
 	// the value they revoke and where to run them.
 	revokes []revoke
+	// verify checks, before each program runs, that the programs of a
+	// trusted policy are still what its trust checked
+	// (policy.Policy.VerifyPrograms).
+	verify func() error
 }
 
 type revoke struct {
@@ -75,7 +79,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 	if dir == "" {
 		dir = "/"
 	}
-	rs := &runSecrets{}
+	rs := &runSecrets{verify: p.VerifyPrograms}
 	for i, s := range p.Secrets {
 		var val string
 		scheme, rest, _ := strings.Cut(s.Source, ":")
@@ -88,6 +92,10 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			}
 			val = v
 		case "command":
+			if err := rs.verify(); err != nil {
+				rs.revokeAll()
+				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+			}
 			out, err := secretCommand(strings.Fields(rest), dir, "")
 			if err != nil {
 				rs.revokeAll()
@@ -192,6 +200,10 @@ func (rs *runSecrets) revokeAll() []string {
 	}
 	var warn []string
 	for _, r := range rs.revokes {
+		if err := rs.verify(); err != nil {
+			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value minted for this run may still be valid", r.name, err))
+			continue
+		}
 		if _, err := secretCommand(r.argv, r.dir, r.value+"\n"); err != nil {
 			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
 		}
