@@ -52,6 +52,20 @@ func TestReadOnlyPathHidesStateDir(t *testing.T) {
 		}
 	})
 
+	t.Run("copy workspace", func(t *testing.T) {
+		// The copy's layer is in the state directory, bound at the
+		// workspace: the mask over the state directory leaves it be.
+		ws := t.TempDir()
+		r := sh(t, ws, func(p *policy.Policy) {
+			ro(p)
+			p.Workspace.Mode = policy.WorkspaceCopy
+		}, probe+"try_write "+filepath.Join(ws, "new.txt")+"\n")
+		mustExit(t, r, 0)
+		wantOutcome(t, r.stdout, "DENIED", trusted, changes, record, otherWS)
+		wantOutcome(t, r.stdout, "READ", beside)
+		wantOutcome(t, r.stdout, "WROTE", filepath.Join(ws, "new.txt"))
+	})
+
 	t.Run("workspace in it", func(t *testing.T) {
 		ws := filepath.Join(state, "daemon", "workspaces", "s2")
 		mine := write(filepath.Join(ws, "mine.txt"), "MINE")
