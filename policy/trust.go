@@ -210,6 +210,14 @@ func (p *Policy) VerifyPrograms() error {
 	return nil
 }
 
+// CheckedDigest returns the digest Trust.Load checked for the program or
+// argument file at path (absolute, as the policy names it), and whether
+// it checked one: the bytes a caller may run in the file's place.
+func (p *Policy) CheckedDigest(path string) (string, bool) {
+	d, ok := p.programs[path]
+	return d, ok && d != ""
+}
+
 // programField is the field that names path among the programs the
 // policy runs, for an error.
 func (p *Policy) programField(path string) string {

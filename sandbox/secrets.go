@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type runSecrets struct {
 	// trusted policy are still what its trust checked
 	// (policy.Policy.VerifyPrograms).
 	verify func() error
+	// checked is the digest that check took of a program by path
+	// (policy.Policy.CheckedDigest): an ELF binary runs from a copy of
+	// the bytes that match it (pinnedProgram).
+	checked func(path string) (string, bool)
 }
 
 type revoke struct {
@@ -79,7 +84,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 	if dir == "" {
 		dir = "/"
 	}
-	rs := &runSecrets{verify: p.VerifyPrograms}
+	rs := &runSecrets{verify: p.VerifyPrograms, checked: p.CheckedDigest}
 	for i, s := range p.Secrets {
 		var val string
 		scheme, rest, _ := strings.Cut(s.Source, ":")
@@ -96,7 +101,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
 			}
-			out, err := secretCommand(strings.Fields(rest), dir, "")
+			out, err := secretCommand(strings.Fields(rest), dir, "", rs.checked)
 			if err != nil {
 				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): source %s: %w", i, s.Name, rest, err)
@@ -145,18 +150,55 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 // a slash is relative to dir) with stdin, and returns its stdout. A
 // non-zero exit, a timeout or more output than a secret may be fails,
 // naming the program's last line of stderr; the output is never part of
-// an error.
-func secretCommand(argv []string, dir, stdin string) (string, error) {
+// an error. A program whose bytes checked (nil for none) has a digest of
+// runs from a sealed copy of them when it can (pinnedProgram), and not at
+// all if they no longer match.
+func secretCommand(argv []string, dir, stdin string, checked func(string) (string, bool)) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), secretCommandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
+	var pinned *os.File
+	if prog := argv[0]; checked != nil && strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(dir, prog)
+		}
+		if d, ok := checked(filepath.Clean(prog)); ok {
+			f, err := pinnedProgram(prog, d)
+			if err != nil {
+				return "", err
+			}
+			if f != nil {
+				defer f.Close()
+				pinned = f
+			}
+		}
+	}
 	out := &cappedBuffer{max: maxSecret}
 	errb := &cappedBuffer{max: 4 << 10}
-	cmd.Stdout, cmd.Stderr = out, errb
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	newCmd := func(pinned *os.File) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		if pinned != nil {
+			// The copy is the child's fd 3; argv[0] stays as the policy
+			// gave it.
+			cmd.Path = "/proc/self/fd/3"
+			cmd.ExtraFiles = []*os.File{pinned}
+		}
+		cmd.Dir = dir
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = out, errb
+		cmd.WaitDelay = time.Second
+		return cmd
+	}
+	cmd := newCmd(pinned)
+	err := cmd.Start()
+	if err != nil && pinned != nil {
+		// A host that will not run a program from memory (a security
+		// module's rule) runs it by path, checked a moment ago.
+		cmd = newCmd(nil)
+		err = cmd.Start()
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
@@ -204,7 +246,7 @@ func (rs *runSecrets) revokeAll() []string {
 			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value minted for this run may still be valid", r.name, err))
 			continue
 		}
-		if _, err := secretCommand(r.argv, r.dir, r.value+"\n"); err != nil {
+		if _, err := secretCommand(r.argv, r.dir, r.value+"\n", rs.checked); err != nil {
 			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
 		}
 	}
