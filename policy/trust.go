@@ -192,9 +192,9 @@ func programDigest(ref loadedFile) (string, error) {
 // first that changed; nil for a policy that was not checked.
 //
 // It narrows the time between the check and the use; it does not close
-// it: a program is run by path, a script's interpreter reads the script
-// by path, and a program reads the files its arguments name by path, all
-// after this check.
+// it: an ELF program runs from a copy of the bytes checked against
+// CheckedDigest, but a script's interpreter reads the script by path,
+// and a program the files its arguments name, after this check.
 func (p *Policy) VerifyPrograms() error {
 	paths := make([]string, 0, len(p.programs))
 	for path := range p.programs {
@@ -259,7 +259,7 @@ func (t *Trust) Add(path, home string) (TrustRecord, error) {
 type loadedFile struct {
 	field, path, digest string
 	// program: a program moat runs on the host, hashed but not kept
-	// (it is run by path, not from the checked bytes).
+	// (only its digest is: see CheckedDigest).
 	program bool
 	// optional: an argument of a program, covered only when it names a
 	// regular file.
