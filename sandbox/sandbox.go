@@ -818,6 +818,12 @@ func filesIn(root string, files []string) []string {
 // into the quarantine directory of the state directory, and says so in
 // rep.
 func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
+	// Each guard quarantines once, at the run's or the session's end.
+	defer func() {
+		for _, g := range guards {
+			g.Close()
+		}
+	}()
 	state, err := workspace.StateDir()
 	if err != nil {
 		return fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)

@@ -114,6 +114,9 @@ type Guard struct {
 	topGit   bool            // the root was a bare repository's layout at the start
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
+	// pins are the roots Finish changes things below (the workspace, a
+	// bound git directory), opened by NewGuard: see parentOf.
+	pins map[string]pinnedDir
 }
 
 type guardMount struct {
@@ -185,6 +188,9 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	}
 	if !writable {
 		return g, nil
+	}
+	if err := g.pin(); err != nil {
+		return nil, err
 	}
 	// The git directories, as git reads them.
 	gitBase := func(dir string) (base, prefix string) {
@@ -360,6 +366,56 @@ func (g *Guard) protect(base, rel string, depth int) {
 	}
 }
 
+// pin opens the roots Finish works below: the workspace and the git
+// directories bound from outside it.
+func (g *Guard) pin() error {
+	g.pins = map[string]pinnedDir{}
+	roots := map[string]string{g.ws: g.real}
+	for _, b := range g.binds {
+		roots[b.Path] = b.Path
+	}
+	for base, p := range roots {
+		d, err := pinDir(p)
+		if err != nil {
+			g.Close()
+			return fmt.Errorf("workspace guard: %w", err)
+		}
+		g.pins[base] = d
+	}
+	return nil
+}
+
+// Close releases what NewGuard opened; Finish is refused after it.
+func (g *Guard) Close() {
+	for _, d := range g.pins {
+		d.Close()
+	}
+}
+
+// parentOf opens the directory holding base/rel (base as the command
+// sees it), below base as NewGuard opened it (see openBeneath), for
+// Finish to change rel there. Finish runs as the host's user (root, in
+// the daemon), once no process of the run is alive, but the workspace's
+// owner may still change the workspace on the host: a look by path, then
+// a move or a link made by path, would follow a directory on the way
+// that it swapped for a link in between, and change another user's
+// files. Through the directory opened, a change lands below base, or
+// not at all.
+func (g *Guard) parentOf(base, rel string) (pinnedDir, error) {
+	root, ok := g.pins[base]
+	if !ok {
+		// A git directory that is neither the workspace's nor bound
+		// (baseOf's last resort): opened now, with no link on its path.
+		r, err := pinDir(g.hostPath(base))
+		if err != nil {
+			return r, err
+		}
+		defer r.Close()
+		root = r
+	}
+	return openBeneath(root, filepath.Dir(rel))
+}
+
 // hostPath is where a path as the command sees it is on the host: the
 // workspace may be reached through a symbolic link.
 func (g *Guard) hostPath(p string) string {
@@ -423,16 +479,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		q.route(r)
 	}
 	for _, l := range g.links {
-		p := filepath.Join(g.hostPath(l.base), l.rel)
-		if t, err := os.Readlink(p); err == nil && t == l.target {
-			continue
-		}
-		if _, err := os.Lstat(p); err == nil {
-			q.move(l.base, l.rel, "a link on the way to a protected path, changed by the command")
-		}
-		if err := os.Symlink(l.target, p); err != nil && q.err == nil {
-			q.err = fmt.Errorf("restore link %s: %w", p, err)
-		}
+		q.restore(l)
 	}
 	common := g.common
 	if fi, err := os.Lstat(filepath.Join(g.real, ".git")); common == "" && err == nil && fi.IsDir() {
@@ -613,6 +660,30 @@ type quarantine struct {
 	err  error
 }
 
+// restore puts back link l if it no longer says what it said, moving
+// what took its place to the quarantine.
+func (q *quarantine) restore(l link) {
+	p := filepath.Join(q.g.hostPath(l.base), l.rel)
+	parent, err := q.g.parentOf(l.base, l.rel)
+	if err != nil {
+		if q.err == nil {
+			q.err = fmt.Errorf("restore link %s: %w", p, err)
+		}
+		return
+	}
+	defer parent.Close()
+	at := parent.join(filepath.Base(l.rel))
+	if t, err := os.Readlink(at); err == nil && t == l.target {
+		return
+	}
+	if _, err := os.Lstat(at); err == nil {
+		q.move(l.base, l.rel, "a link on the way to a protected path, changed by the command")
+	}
+	if err := os.Symlink(l.target, at); err != nil && q.err == nil {
+		q.err = fmt.Errorf("restore link %s: %w", p, err)
+	}
+}
+
 // route quarantines what the run made of an absent route: walking from
 // its first missing component, a link or a file where a directory
 // belongs, or the protected path itself.
@@ -644,7 +715,7 @@ func (q *quarantine) route(r route) {
 // into the quarantine: renamed where the state directory is on the same
 // file system, else copied and removed.
 func (q *quarantine) move(base, rel, why string) {
-	src := filepath.Join(q.g.hostPath(base), rel)
+	path := filepath.Join(q.g.hostPath(base), rel)
 	if link, out := q.g.linkOut(base, rel); out {
 		// The path leads out of base through a link: what is there is
 		// not the run's (the command could not write it) and is never
@@ -671,7 +742,16 @@ func (q *quarantine) move(base, rel, why string) {
 	if base != q.g.ws {
 		dst = filepath.Join(q.dir, "outside", base, rel)
 	}
-	err := os.MkdirAll(filepath.Dir(dst), 0o700)
+	parent, err := q.g.parentOf(base, rel)
+	if err != nil {
+		if q.err == nil {
+			q.err = fmt.Errorf("quarantine %s: %w", path, err)
+		}
+		return
+	}
+	defer parent.Close()
+	src := parent.join(filepath.Base(rel))
+	err = os.MkdirAll(filepath.Dir(dst), 0o700)
 	if err == nil {
 		err = os.Rename(src, dst)
 		if errors.Is(err, syscall.EXDEV) {
@@ -680,7 +760,7 @@ func (q *quarantine) move(base, rel, why string) {
 	}
 	if err != nil {
 		if q.err == nil {
-			q.err = fmt.Errorf("quarantine %s: %w", src, err)
+			q.err = fmt.Errorf("quarantine %s: %w", path, err)
 		}
 		return
 	}
@@ -692,8 +772,9 @@ func (q *quarantine) move(base, rel, why string) {
 // command sees it) lies outside base, reached through a symbolic link
 // below it, and then names that link relative to base if the run made it
 // (its ctime is not before the start), or "" if it was there before.
-// Finish runs once no process of the run is alive: nothing changes the
-// tree between this look and the move.
+// Finish runs once no process of the run is alive, but the workspace's
+// owner may still change the tree on the host after this look: the move
+// itself then stays below base, or fails (see parentOf).
 func (g *Guard) linkOut(base, rel string) (link string, out bool) {
 	hb := g.hostPath(base)
 	rb, err1 := filepath.EvalSymlinks(hb)

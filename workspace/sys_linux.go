@@ -143,6 +143,24 @@ func pinDir(p string) (pinnedDir, error) {
 	return pinnedDir{f: os.NewFile(uintptr(fd), p), path: fmt.Sprintf("/proc/self/fd/%d", fd)}, nil
 }
 
+// openBeneath opens the directory rel (relative, "." for root itself)
+// below root, resolving rel only below it: a symbolic link on the way is
+// followed while it stays below root, and one that leads out of it, by an
+// absolute target or "..", is refused (EXDEV), as is a magic link of
+// /proc. Whatever the host renames or swaps above or below, what is
+// opened is below the directory root pinned.
+func openBeneath(root pinnedDir, rel string) (pinnedDir, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(int(root.f.Fd()), rel, &how)
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 10; try++ {
+		fd, err = unix.Openat2(int(root.f.Fd()), rel, &how)
+	}
+	if err != nil {
+		return pinnedDir{}, &fs.PathError{Op: "open", Path: root.f.Name() + "/" + rel, Err: err}
+	}
+	return pinnedDir{f: os.NewFile(uintptr(fd), rel), path: fmt.Sprintf("/proc/self/fd/%d", fd)}, nil
+}
+
 // join names the entry name of the directory.
 func (d pinnedDir) join(name string) string { return d.path + "/" + name }
 

@@ -39,4 +39,8 @@ func (d pinnedDir) join(name string) string { return d.path + "/" + name }
 func (d pinnedDir) self() string            { return d.path }
 func (d pinnedDir) Close()                  {}
 
+func openBeneath(root pinnedDir, rel string) (pinnedDir, error) {
+	return pinnedDir{root.path + "/" + rel}, nil
+}
+
 func chmodNoFollow(p string, mode fs.FileMode) error { return os.Chmod(p, mode) }
