@@ -545,9 +545,10 @@ func (s *Session) close(ctx context.Context) error {
 // says, for each, that it was removed and why.
 //
 // With owner at zero or above, only what owner owns goes: what a command
-// planted is its tenant's. The quarantine follows the workspace's path,
-// which the tenant can change on the host while its session ends; were
-// something else moved in through a link put on the way, it stays in the
+// planted is its tenant's. The quarantine moves only what is below the
+// workspace directory the session began with (workspace.Guard), however
+// the tenant changes it on the host while its session ends; were
+// something of another user's moved in all the same, it stays in the
 // quarantine, for the host's administrator, rather than be lost.
 func removeQuarantined(rep *sandbox.Report, owner int, why string) {
 	for _, q := range slices.Clone(rep.Quarantined) {
