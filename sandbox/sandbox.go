@@ -387,6 +387,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
+	// quarantine closes them at the end; this, on the ways out before it.
+	defer closeGuards(guards)
 	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guards)
 	if err != nil {
 		return fail(err)
@@ -768,6 +770,7 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 		g, ok := done[rw]
 		if !ok {
 			if g, err = rwGuard(rw, own); err != nil {
+				closeGuards(guards)
 				return nil, err
 			}
 		}
@@ -817,13 +820,17 @@ func filesIn(root string, files []string) []string {
 // of the workspace and the read-write directories (workspace.Guard.Finish),
 // into the quarantine directory of the state directory, and says so in
 // rep.
+// closeGuards releases what the guards hold open (workspace.Guard.Close;
+// closing one twice does nothing more).
+func closeGuards(guards []*workspace.Guard) {
+	for _, g := range guards {
+		g.Close()
+	}
+}
+
 func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 	// Each guard quarantines once, at the run's or the session's end.
-	defer func() {
-		for _, g := range guards {
-			g.Close()
-		}
-	}()
+	defer closeGuards(guards)
 	state, err := workspace.StateDir()
 	if err != nil {
 		return fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)

@@ -225,6 +225,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, err
 	}
 	s.guards = guards
+	undo = append(undo, func() { closeGuards(guards) })
 	// The Spec's command line is each command's own (ExecRequest); the
 	// one compiled here only stands in for them.
 	spec, err := Compile(p, []string{"/bin/true"}, caller, s.id, s.cs, guards)
