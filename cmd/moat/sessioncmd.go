@@ -127,6 +127,15 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	c := connect(*sock)
 	defer c.Close()
 	s, err := c.CreateSession(context.Background(), req)
+	var ae *client.Error
+	if err != nil && req.PolicyFile != "" && errors.As(err, &ae) && ae.Code == client.CodeBadRequest &&
+		strings.Contains(ae.Message, `unknown field "policy_file"`) {
+		// A daemon started from an older moat: it would take the policy
+		// as text alone, with neither the file's directory nor the file
+		// kept read-only in the session.
+		fmt.Fprintf(stderr, "moat session create: the daemon at %s is older than this moat and cannot keep %s read-only in the session: restart it (moat serve)\n", workspace.EscapeText(*sock), workspace.EscapeText(*policyFile))
+		return exitMoatError
+	}
 	if err != nil {
 		return apiFail(stderr, "session create", err, *policyFile)
 	}
