@@ -24,7 +24,7 @@ func TestSessionCreateOlderDaemon(t *testing.T) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		if r.URL.Query().Get("x") == "" && strings.Contains(r.URL.Path, "sessions") {
+		if strings.Contains(r.URL.Path, "sessions") {
 			body := make([]byte, 1<<16)
 			n, _ := r.Body.Read(body)
 			if strings.Contains(string(body[:n]), "policy_file") {
