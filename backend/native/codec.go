@@ -258,6 +258,7 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.bool(is.Terminal)
 	e.int(int64(is.SessionFD))
 	e.int(int64(is.ExecFD))
+	e.bool(is.SetsidOnly)
 	return e.frame()
 }
 
@@ -350,6 +351,7 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.Terminal = d.bool()
 	is.SessionFD = int(d.int())
 	is.ExecFD = int(d.int())
+	is.SetsidOnly = d.bool()
 	return is, d.done()
 }
 

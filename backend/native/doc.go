@@ -72,11 +72,13 @@
 // are reported, see internal/seccomp), unless every exec is checked
 // (Stdio.CheckExec): then, in either start, the filter also notifies each
 // execve and execveat, and its listener goes to the host, which holds the
-// rules, before the command is started (execcheck_linux.go); a session's
-// init does the same before it takes requests, its filter also notifying
-// each setsid, and the host attributes each exec to the command it came
-// from (sessioncheck_linux.go). In
-// network mode proxy it binds
+// rules, before the command is started (execcheck_linux.go). A session's
+// init sends its listener to the host before it takes requests whether
+// or not execs are checked, its filter notifying each setsid (and each
+// exec only where they are checked): the host attributes each session,
+// and each exec, to the command it came from (sessioncheck_linux.go), to
+// end what a command detached when it is ended at a limit
+// (sessionkill_linux.go). In network mode proxy it binds
 // the in-sandbox listener and hands it to the host over a unix socket
 // (SCM_RIGHTS), so the host's egress proxy accepts connections directly.
 // Under a disk limit (disk_linux.go) it keeps /tmp, home, /dev/shm and an

@@ -481,9 +481,16 @@ func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
 
 // installExecChecked is init's side: it installs prog observed and
 // checking each exec (a session's also sending each setsid: see
-// attribute), and sends the listener to the host on chanFD.
-func installExecChecked(prog []seccomp.Instruction, chanFD int, session bool) error {
-	fd, err := seccomp.InstallObservedExec(prog, session)
+// attribute; setsidOnly, a session whose execs are not checked, only
+// those), and sends the listener to the host on chanFD.
+func installExecChecked(prog []seccomp.Instruction, chanFD int, session, setsidOnly bool) error {
+	var fd int
+	var err error
+	if setsidOnly {
+		fd, err = seccomp.InstallObservedSetsid(prog)
+	} else {
+		fd, err = seccomp.InstallObservedExec(prog, session)
+	}
 	if err != nil {
 		return err
 	}

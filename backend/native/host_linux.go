@@ -165,6 +165,7 @@ type run struct {
 	// (see superviseInit).
 	initSupervised bool
 	onSetsid       func(pid int) // a session's supervisor tells it of each setsid (see attribute)
+	setsidOnly     bool          // a session whose supervisor hears of setsid but checks no exec
 	exitAfter      bool          // Backend.ExitAfter
 	onInitParent   func(func())  // Backend.onInitParent
 	forkStart      bool          // Backend.ForkStart
@@ -521,12 +522,12 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		extra = append(extra, r.sessChild)
 	}
 	var execChild *os.File
-	if stdio.CheckExec != nil {
+	if stdio.CheckExec != nil || r.setsidOnly {
 		child, err := r.superviseInit(filters[0])
 		if err != nil {
 			return err
 		}
-		is.ExecFD = 3 + len(extra)
+		is.ExecFD, is.SetsidOnly = 3+len(extra), r.setsidOnly
 		extra = append(extra, child)
 		execChild = child
 	}

@@ -298,7 +298,7 @@ func initMain(send func(message)) error {
 			}
 		}
 		if i == 0 && is.ExecFD != 0 {
-			if err := installExecChecked(prog, is.ExecFD, is.SessionFD != 0); err != nil {
+			if err := installExecChecked(prog, is.ExecFD, is.SessionFD != 0, is.SetsidOnly); err != nil {
 				return fail("install seccomp filter 1", err)
 			}
 			continue

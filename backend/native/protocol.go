@@ -138,6 +138,9 @@ type initSpec struct {
 	// exec (Stdio.CheckExec): the host, not init, then answers its
 	// notifications (see execcheck_linux.go).
 	ExecFD int
+	// SetsidOnly: the listener sent on ExecFD notifies each setsid but no
+	// exec (a session whose execs are not checked; see sessionkill_linux.go).
+	SetsidOnly bool
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

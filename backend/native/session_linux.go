@@ -47,9 +47,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	in := &instance{r: r, procs: map[uint64]*process{}, done: make(chan struct{}), landlock: spec.Landlock}
 	if stdio.CheckExec != nil {
 		// Each exec is attributed to its command (sessioncheck_linux.go).
-		r.stdio.CheckExec, in.sessionCheck, in.leaders, in.sweepAt = in.checkExec, stdio.CheckExec, map[int]leader{}, minSweep
-		r.onSetsid, in.sessions, in.nsSids, in.sessSweepAt = in.noteSetsid, map[int]*process{}, map[int]int{}, minSweep
-		r.seen.setOwner(in.denialOwner)
+		r.stdio.CheckExec, in.sessionCheck = in.checkExec, stdio.CheckExec
 	}
 	exe := b.Exe
 	if exe == "" {
@@ -145,6 +143,16 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 		if filters, err = execFilters(&sp, filters, false); err != nil {
 			return nil, err
 		}
+	} else if f, err := execFilters(&sp, filters, false); err == nil {
+		// No exec is checked, but the host still hears of each setsid,
+		// to end what a command detached at its limits
+		// (sessionkill_linux.go); where it cannot, as before.
+		filters, r.setsidOnly = f, true
+	}
+	if in.sessionCheck != nil || r.setsidOnly {
+		in.leaders, in.sweepAt, in.pending, in.pendingNs, in.waiting = map[int]leader{}, minSweep, map[int]leader{}, map[int]int{}, map[int]int{}
+		r.onSetsid, in.sessions, in.nsSids, in.sessSweepAt = in.noteSetsid, map[int]*process{}, map[int]int{}, minSweep
+		r.seen.setOwner(in.denialOwner)
 	}
 	var trees map[string]*os.File
 	idmapped := make(chan error, 1)
@@ -228,13 +236,22 @@ type instance struct {
 	// sessionCheck is Create's Stdio.CheckExec, asked about the execs
 	// no command can be told for; leaders are the commands' first
 	// processes by host pid, sessions the command each session of the
-	// sandbox was made for, by session id (see attribute). Under mu.
+	// sandbox was made for, by session id (see attribute); nil maps where
+	// the host hears of no setsid. Under mu.
 	sessionCheck func(backend.ExecCall) error
 	leaders      map[int]leader
 	sessions     map[int]*process // nil: made by no command that can be told
 	nsSids       map[int]int      // a session of sessions: its id in the sandbox
 	sweepAt      int              // the size of leaders that starts a sweep
 	sessSweepAt  int              // the size of sessions that starts one
+	// Without the exec check, a command's leader is named by init's
+	// "started" (see nameLeader): pending are the children of init that
+	// called setsid, by host pid (leader.p nil), pendingNs the same by
+	// their pid in the sandbox, and waiting the sessions made meanwhile
+	// under one of them, by session id: its host pid.
+	pending   map[int]leader
+	pendingNs map[int]int
+	waiting   map[int]int
 
 	endOnce sync.Once
 	done    chan struct{}
@@ -306,6 +323,9 @@ func (in *instance) readAnswers() {
 		switch m.Type {
 		case "started", "error":
 			if p != nil {
+				if m.Type == "started" && in.pending != nil && in.sessionCheck == nil {
+					in.nameLeader(p, m.Pid)
+				}
 				p.startCh <- m
 			}
 		case "exit":
@@ -510,7 +530,7 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 	default:
 	}
 	p := &process{in: in, spec: ps, start: time.Now(), startCh: make(chan message, 1), exited: make(chan struct{}), check: stdio.CheckExec}
-	if in.sessionCheck != nil {
+	if in.sessions != nil {
 		// The host's supervisor, not init, answers the observed filter.
 		p.seen = in.r.seen.snapshot()
 	}

@@ -39,6 +39,11 @@ import (
 //     leaves its command's session stays that command's, and a program
 //     that cycles the pids onto an ended command's number and calls
 //     setsid there records its own command under the number;
+//   - a session whose execs are not checked keeps the same records of
+//     its setsids, to end what a command detached (sessionkill_linux.go),
+//     and of its refusals: no exec names the commands' leaders there, so
+//     each is named by its own setsid, before its exec, and init's
+//     "started" (nameLeader);
 //   - what can still not be told (a session whose record was lost to a
 //     failed /proc read) goes to Create's CheckExec, which decides with
 //     nobody's approvals.
@@ -211,22 +216,99 @@ func (in *instance) noteSetsid(pid int) {
 		// of an earlier session of that id may stand for the new one.
 		delete(in.sessions, pid)
 		delete(in.nsSids, pid)
+		delete(in.waiting, pid)
 		if tok {
 			delete(in.sessions, tgid)
 			delete(in.nsSids, tgid)
+			delete(in.waiting, tgid)
 		}
 		return
 	}
 	owner := in.ownerLocked(pid, info)
 	in.sessions[tgid] = owner
+	waiting := 0
+	if in.sessionCheck == nil {
+		// No exec names the commands' leaders: a child of init calling
+		// setsid may be one, which init's "started" names (nameLeader);
+		// a session made under one before that waits for its name.
+		delete(in.waiting, tgid)
+		if owner == nil {
+			if waiting = in.pendingOfLocked(pid, info); waiting != 0 {
+				in.waiting[tgid] = waiting
+			}
+		}
+		if info.ppid == in.r.pid && nsTgid > 1 {
+			if old, ok := in.pendingNs[nsTgid]; ok {
+				delete(in.pending, old)
+			}
+			in.pending[tgid], in.pendingNs[nsTgid] = leader{start: info.start}, tgid
+		}
+	}
 	// Its number in the sandbox, for ending it with its command
 	// (sessionsOf): once its leader has died, /proc no longer tells.
-	if owner != nil && nsTgid > 1 {
+	if (owner != nil || waiting != 0) && nsTgid > 1 {
 		in.nsSids[tgid] = nsTgid
 	} else {
 		delete(in.nsSids, tgid)
 	}
 	if len(in.sessions) >= in.sessSweepAt {
+		in.sweep()
+	}
+}
+
+// pendingOfLocked returns the host pid of the child of init, not yet
+// named a command's leader, that process pid (whose /proc says info)
+// descends from or whose session it leads; 0 if none. in.mu is held.
+func (in *instance) pendingOfLocked(pid int, info procInfo) int {
+	sid := info.sid
+	for range 1024 {
+		if l, ok := in.pending[pid]; ok && l.start == info.start {
+			return pid
+		}
+		if info.ppid == in.r.pid || info.ppid <= 1 {
+			break
+		}
+		pid = info.ppid
+		var ok bool
+		if info, ok = readProcInfo(pid); !ok {
+			break
+		}
+	}
+	// A live session's id is not reused: the record is its leader's.
+	if _, ok := in.pending[sid]; ok {
+		return sid
+	}
+	return 0
+}
+
+// nameLeader records the leader of command p, which init reports it
+// started as pid in the sandbox, in a session whose execs are not
+// checked: the child of init that called setsid under that number (its
+// setsid is answered before init's fork returns, so before "started" is
+// sent). The sessions made under it before now become p's. A leader
+// already gone is not recorded: init ends a command only while its
+// leader lives. in.mu is held.
+func (in *instance) nameLeader(p *process, pid int) {
+	hp, ok := in.pendingNs[pid]
+	if !ok {
+		return
+	}
+	l := in.pending[hp]
+	delete(in.pendingNs, pid)
+	delete(in.pending, hp)
+	if info, ok := readProcInfo(hp); !ok || info.start != l.start || info.ppid != in.r.pid {
+		return
+	}
+	p.leader = hp
+	in.leaders[hp] = leader{p: p, start: l.start}
+	in.sessions[hp] = p
+	for sid, w := range in.waiting {
+		if w == hp {
+			in.sessions[sid] = p
+			delete(in.waiting, sid)
+		}
+	}
+	if len(in.leaders) >= in.sweepAt {
 		in.sweep()
 	}
 }
@@ -264,6 +346,17 @@ func (in *instance) sweep() {
 		if !live[sid] && !alive[sid] {
 			delete(in.sessions, sid)
 			delete(in.nsSids, sid)
+			delete(in.waiting, sid)
+		}
+	}
+	for pid := range in.pending {
+		if !alive[pid] {
+			delete(in.pending, pid)
+		}
+	}
+	for ns, pid := range in.pendingNs {
+		if _, ok := in.pending[pid]; !ok {
+			delete(in.pendingNs, ns)
 		}
 	}
 	in.sweepAt = max(2*len(in.leaders), minSweep)
@@ -275,7 +368,7 @@ const minSweep = 256
 
 // sessionsOf returns the sessions recorded as p's (see noteSetsid), by
 // their ids in the sandbox's pid namespace, for init to end with p; none
-// when each exec is not checked (init then keeps its own record).
+// where the host hears of no setsid (see sessionkill_linux.go).
 func (in *instance) sessionsOf(p *process) []int {
 	in.mu.Lock()
 	defer in.mu.Unlock()

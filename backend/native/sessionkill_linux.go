@@ -16,10 +16,9 @@ import (
 //
 // Init kills every process of the sandbox that belongs to the command:
 //
-//   - those in a session the command owns: the leader's own, and, in a
-//     session that checks each exec, those the host attributed to it
-//     (its supervisor hears of each setsid, see sessioncheck_linux.go,
-//     and sends them with the request);
+//   - those in a session the command owns: the leader's own, and those
+//     the host attributed to it (its supervisor hears of each setsid, see
+//     sessioncheck_linux.go, and sends them with the request);
 //   - the descendants of any of them, and the sessions those lead.
 //
 // It stops each such process (SIGSTOP) and looks again, until a look
@@ -27,13 +26,39 @@ import (
 // child forked before its parent stopped is found by the next look
 // through its parent, which is still alive. Then it kills them all.
 //
-// Without the exec check, a process that made a session of its own and
-// whose parents up to the command have all died (a double fork) cannot
-// be told apart from another command's, and survives as before. Init
-// cannot hear of each setsid itself: its filter's notifications would be
-// answered by a goroutine of init, and each command's own setsid comes
-// while init's forking thread, in vfork, holds a P the goroutine may
-// need (a deadlock seen in testing).
+// A process that made a session of its own and whose parents up to the
+// command have all died (a double fork) is told apart from another
+// command's only by the host's record of that setsid. So every session's
+// filter sends each setsid to the host, whether or not it checks execs
+// (seccomp.InstallObservedSetsid: no exec is sent where none is
+// checked), and the host, not init, answers the filter's notifications.
+// setsid is the only way to make a session, and the kernel asks before
+// each, so a command cannot make one the host does not hear of. Without
+// the exec check the host learns each command's leader from its setsid
+// (a child of init's) and init's "started" (nameLeader). The price is
+// one round trip to the host per setsid, each command's leader's own
+// included: one per exec (an exec-checked session pays two).
+//
+// Init cannot hear of each setsid itself: its filter's notifications
+// would be answered by a goroutine of init, and each command's own
+// setsid comes while init's forking thread, in vfork, holds a P the
+// goroutine may need (a deadlock seen in testing). Two other ways were
+// weighed and left:
+//
+//   - PR_SET_CHILD_SUBREAPER on each command's first process, which
+//     would keep its orphans in its tree while it lives: it must be set
+//     between fork and exec, where Go's ForkExec runs no code of ours;
+//     and it changes what the command's first program sees: orphans it
+//     never asked for come back to its wait(-1), or stay zombies
+//     (counted against the pids limit) under one that never reaps them.
+//   - A cgroup per command (clone3 into it, cgroup.kill to end it),
+//     which the kernel keeps every descendant in: only where a cgroup v2
+//     hierarchy is delegated to the caller, which a rootless caller or a
+//     v1 or hybrid host does not have.
+//
+// Where the host cannot hear of them (a kernel without
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE, a custom seccomp profile with no
+// filter under it; see execFilters), such a process survives as before.
 
 // scanProcs reads every process of the sandbox but init from /proc.
 func scanProcs() map[int]procInfo {

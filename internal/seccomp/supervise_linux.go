@@ -34,6 +34,14 @@ func InstallObservedExec(prog []Instruction, sessions bool) (int, error) {
 	return installListener(prog, "exec-checking")
 }
 
+// InstallObservedSetsid is InstallObserved for a filter that also sends
+// every setsid to the supervisor (see WithSetsidNotify), but no exec: a
+// session whose execs are not checked still tells its host who makes
+// each session, and pays the round trip only there.
+func InstallObservedSetsid(prog []Instruction) (int, error) {
+	return installListener(WithSetsidNotify(Observed(prog), NativeArch()), "setsid-notifying")
+}
+
 func installListener(prog []Instruction, what string) (int, error) {
 	if err := checkInstall(prog); err != nil {
 		return -1, err
