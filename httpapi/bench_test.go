@@ -32,9 +32,16 @@ func benchClient(b *testing.B) *client.Client {
 // API on its unix socket and the Go client, request to exit report; p50
 // and p99 reported beside the mean. MOAT_BENCH_SOCKET: against a running
 // moat serve (benchClient).
-func BenchmarkExecTrue(b *testing.B) {
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, "") }
+
+// BenchmarkExecTrueNoRules is BenchmarkExecTrue in a session that checks
+// no exec (no rules, no built-in set), whose host still hears of each
+// setsid (backend/native's sessionkill).
+func BenchmarkExecTrueNoRules(b *testing.B) { benchExecTrue(b, "[harness]\nbuiltin = []\n") }
+
+func benchExecTrue(b *testing.B, pol string) {
 	c := benchClient(b)
-	s, err := c.CreateSession(context.Background(), &client.CreateSessionRequest{})
+	s, err := c.CreateSession(context.Background(), &client.CreateSessionRequest{Policy: pol})
 	if err != nil {
 		b.Fatal(err)
 	}
