@@ -216,7 +216,7 @@ func initMain(send func(message)) error {
 
 	// Rlimits are per process and inherited: set them on init, whose own
 	// use of CPU and files is tiny, so the command starts with them.
-	if err := setRlimits(spec.Limits); err != nil {
+	if err := setRlimits(spec.Limits, is.SessionFD != 0); err != nil {
 		return err
 	}
 
@@ -507,7 +507,7 @@ func dropCapabilities() error {
 	return nil
 }
 
-func setRlimits(l backend.Limits) error {
+func setRlimits(l backend.Limits, session bool) error {
 	set := func(name string, res int, v uint64) error {
 		var cur unix.Rlimit
 		if err := unix.Getrlimit(res, &cur); err != nil {
@@ -553,13 +553,25 @@ func setRlimits(l backend.Limits) error {
 	// the kernel also holds the caller's uid on the host to the
 	// RLIMIT_NPROC its creator had, which would count the caller's every
 	// process against the sandbox's limit (see backend.PidsRlimit).
+	//
+	// It counts init's own threads too: a session's init takes
+	// initSpareTasks more, and its host lowers that to what init holds
+	// once it is ready (spareInitTasks).
 	if l.PidsRlimit && l.Pids > 0 {
-		if err := set("processes", unix.RLIMIT_NPROC, uint64(l.Pids)); err != nil {
+		n := uint64(l.Pids)
+		if session {
+			n += initSpareTasks
+		}
+		if err := set("processes", unix.RLIMIT_NPROC, n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// initSpareTasks bounds the threads a session's init may hold besides its
+// commands' pids limit until its host sets it to those it holds.
+const initSpareTasks = 256
 
 // netNS is a new network namespace, by fd.
 type netNS struct {

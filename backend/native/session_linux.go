@@ -209,6 +209,9 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if err := r.spareInitTasks(sp.Limits); err != nil {
+		return nil, err
+	}
 	c, err := net.FileConn(host)
 	if err != nil {
 		return nil, fmt.Errorf("session socket: %w", err)
@@ -218,6 +221,54 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	created = true
 	go in.readAnswers()
 	return in, nil
+}
+
+// spareInitTasks keeps init's own tasks (the threads of a Go program) out
+// of the sandbox's pids limit, which is the commands': once init is
+// ready, the limit becomes the policy's plus the tasks init holds then.
+// A cgroup's is raised (best effort: the limit stays the stricter one); an
+// RLIMIT_NPROC, which init set initSpareTasks above the policy's, is
+// lowered, and a failure to fails the session, whose limit would be loose.
+// A thread init makes later still counts against its commands.
+func (r *run) spareInitTasks(lim backend.Limits) error {
+	if lim.Pids <= 0 {
+		return nil
+	}
+	if !lim.PidsRlimit {
+		if r.cg == nil {
+			return nil
+		}
+		if st, err := r.cg.Stats(); err == nil && st.PidsCurrent > 0 {
+			r.cg.SetPids(lim.Pids + st.PidsCurrent)
+		}
+		return nil
+	}
+	n, err := initThreads(r.pid)
+	if err == nil {
+		var cur unix.Rlimit
+		if err = unix.Prlimit(r.pid, unix.RLIMIT_NPROC, nil, &cur); err == nil {
+			v := min(uint64(lim.Pids)+uint64(n), cur.Max)
+			err = unix.Prlimit(r.pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: v, Max: v}, nil)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("set the sandbox's processes limit: %w", err)
+	}
+	return nil
+}
+
+// initThreads reads the number of threads of process pid.
+func initThreads(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no thread count in " + "/proc/" + strconv.Itoa(pid) + "/status")
 }
 
 // instance is a live session sandbox (backend.Instance).

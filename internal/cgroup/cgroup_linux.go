@@ -572,6 +572,20 @@ func (c *Cgroup) setLimits(lim Limits) error {
 	return errors.Join(errs...)
 }
 
+// SetPids changes c's pids limit (pids.max) to n tasks, for a caller whose
+// own tasks in c are not to count against the limit it was made with.
+func (c *Cgroup) SetPids(n int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed || c.pids == "" {
+		return errors.New("cgroup: no pids limit to change")
+	}
+	if err := writeFile(c.pids+"/pids.max", strconv.FormatInt(n, 10)); err != nil {
+		return &LimitError{Controller: "pids", Path: c.pids + "/pids.max", Err: err}
+	}
+	return nil
+}
+
 // Add moves the process pid (all its threads) into every directory of c.
 // Processes pid forked before the call stay where they are: move a process
 // before it runs the command.

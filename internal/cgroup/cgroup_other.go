@@ -29,6 +29,7 @@ func New(name string, lim Limits) (*Cgroup, error) { return nil, errUnsupported 
 func NewBare(name string) (*Cgroup, error) { return nil, nil }
 
 func (c *Cgroup) Add(pid int) error              { return errUnsupported }
+func (c *Cgroup) SetPids(n int64) error          { return errUnsupported }
 func (c *Cgroup) UnifiedFD() (int, bool)         { return -1, false }
 func (c *Cgroup) Stats() (Stats, error)          { return Stats{}, errUnsupported }
 func (c *Cgroup) Kill() error                    { return errUnsupported }

@@ -1,0 +1,68 @@
+//go:build linux
+
+package native_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/cgroup"
+)
+
+// TestSessionPidsAreTheCommands: a session's pids limit is its commands':
+// init's own threads (a Go program's) do not take from it, whether a
+// cgroup or RLIMIT_NPROC enforces it. A command forks until refused and
+// gets exactly the limit, itself included; the cap still holds: it asks
+// for more. The control: the same command under a limit twice as large
+// gets twice as many, so the count is the limit's and not some other
+// bound's. A fork bomb is still held to the limit, and leaves the
+// session working.
+func TestSessionPidsAreTheCommands(t *testing.T) {
+	const forks = `$| = 1; my $n = 0; for (1..200) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 5; exit 0 } $n++ } print "$n\n"; kill 'KILL', -$$;`
+	for _, rlimit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rlimit=%v", rlimit), func(t *testing.T) {
+			if rlimit && !native.NprocPerUserns() {
+				t.Skip("RLIMIT_NPROC is counted per user namespace only from Linux 5.14")
+			}
+			if !rlimit && !cgroup.Probe().Usable["pids"] {
+				t.Skip("no pids cgroup here")
+			}
+			for _, limit := range []int64{16, 32} {
+				s := spec(t, t.TempDir(), "/bin/true")
+				s.Limits.Pids, s.Limits.PidsRlimit = limit, rlimit
+				inst, err := (&native.Backend{}).Create(context.Background(), s, backend.Stdio{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A few commands first: init's threads are all there.
+				for range 3 {
+					execOut(t, inst, s, backend.ProcessSpec{}, "/bin/true")
+				}
+				out, _ := execOut(t, inst, s, backend.ProcessSpec{}, "/usr/bin/perl", "-e", forks)
+				// A fork bomb is held to the limit, ended at its wall
+				// clock, and the session runs commands after it.
+				_, st := execOut(t, inst, s, backend.ProcessSpec{Wall: 2 * time.Second}, "/bin/sh", "-c", "bomb() { bomb | bomb & }; bomb; sleep 5")
+				if st.Cause != backend.CauseTimeout {
+					t.Errorf("limit %d: the fork bomb ended by %s, want its wall clock", limit, st.Cause)
+				}
+				if still, st := execOut(t, inst, s, backend.ProcessSpec{}, "echo", "still"); still != "still\n" || st.Cause != backend.CauseExit {
+					t.Errorf("limit %d: after the fork bomb: %q, %s", limit, still, st.Cause)
+				}
+				inst.Destroy(context.Background())
+				n, err := strconv.Atoi(strings.TrimSpace(out))
+				if err != nil {
+					t.Fatalf("limit %d: %q", limit, out)
+				}
+				if n+1 != int(limit) {
+					t.Errorf("limit %d: the command held %d tasks, itself included; want the limit", limit, n+1)
+				}
+			}
+		})
+	}
+}
