@@ -41,7 +41,9 @@ func LeaderPidForTesting(inst, proc any) int {
 // ids it then has a record.
 func NoteSetsidForTesting(inst any, pid int) []int {
 	in := inst.(*instance)
-	in.noteSetsid(pid)
+	if after := in.noteSetsid(pid); after != nil {
+		after()
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var ids []int

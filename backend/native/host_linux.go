@@ -164,7 +164,7 @@ type run struct {
 	// initSupervised: the host answers the init stage's notifications
 	// (see superviseInit).
 	initSupervised bool
-	onSetsid       func(pid int) // a session's supervisor tells it of each setsid (see attribute)
+	onSetsid       setsidNoticer // a session's supervisor tells it of each setsid (see attribute)
 	setsidOnly     bool          // a session whose supervisor hears of setsid but checks no exec
 	exitAfter      bool          // Backend.ExitAfter
 	onInitParent   func(func())  // Backend.onInitParent
@@ -455,6 +455,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	return r.status(exitMsg), nil
 }
+
+// setsidNoticer is a seccomp.Supervisor's Setsid.
+type setsidNoticer = func(pid int) (after func())
 
 // runCgroup makes the cgroup of a run or session, or returns nil when it
 // needs none.

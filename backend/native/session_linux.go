@@ -374,10 +374,12 @@ func (in *instance) readAnswers() {
 		switch m.Type {
 		case "started", "error":
 			if p != nil {
+				p.startCh <- m
+				// After Exec has its answer (in.mu still held: a request
+				// to end p waits for its name).
 				if m.Type == "started" && in.pending != nil && in.sessionCheck == nil {
 					in.nameLeader(p, m.Pid)
 				}
-				p.startCh <- m
 			}
 		case "exit":
 			if p != nil {

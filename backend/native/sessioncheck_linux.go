@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 )
 
@@ -59,11 +61,13 @@ type leader struct {
 type procInfo struct {
 	ppid, sid int
 	start     uint64
+	threads   int
 }
 
 func readProcInfo(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	var buf [1024]byte
+	b, ok := readProc(pid, "stat", buf[:])
+	if !ok {
 		return procInfo{}, false
 	}
 	// pid (comm) state ppid pgrp session ... starttime (field 22): comm
@@ -78,25 +82,49 @@ func readProcInfo(pid int) (procInfo, bool) {
 	}
 	ppid, err1 := strconv.Atoi(f[1])
 	sid, err2 := strconv.Atoi(f[3])
-	start, err3 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	threads, err3 := strconv.Atoi(f[17])
+	start, err4 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 		return procInfo{}, false
 	}
-	return procInfo{ppid: ppid, sid: sid, start: start}, true
+	return procInfo{ppid: ppid, sid: sid, start: start, threads: threads}, true
+}
+
+// readProc reads /proc/PID/name into buf, or, when it does not fit, into
+// memory of its own. It does without an os.File: a session's supervisor
+// reads one for each setsid, each command's leader's included, and an
+// os.ReadFile costs several times the open, read and close it makes.
+func readProc(pid int, name string, buf []byte) ([]byte, bool) {
+	path := "/proc/" + strconv.Itoa(pid) + "/" + name
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil {
+		return nil, false
+	}
+	if n < len(buf) {
+		return buf[:n], true
+	}
+	b, err := os.ReadFile(path)
+	return b, err == nil
 }
 
 // readTgids returns the id of the process that thread pid is part of,
 // and that id in the process's own pid namespace (0 if /proc does not
 // tell it).
 func readTgids(pid int) (tgid, nsTgid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
+	var buf [4096]byte
+	b, rok := readProc(pid, "status", buf[:])
+	if !rok {
 		return 0, 0, false
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, found := strings.CutPrefix(line, "Tgid:"); found {
-			tgid, err = strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
+			var err error
+			if tgid, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
 				return 0, 0, false
 			}
 			ok = true
@@ -206,11 +234,21 @@ func (in *instance) denialOwner(pid int) uint64 {
 //
 // pid is the calling thread's: the session's id is its process's (the
 // thread group's leader's), which is what the record is kept under.
-func (in *instance) noteSetsid(pid int) {
+//
+// Each exec of a session pays for its leader's setsid, so what must be
+// known before the call goes on is read from one file (/proc/PID/stat;
+// /proc/PID/status too for a caller of several threads). The number in
+// the sandbox, which setsid does not change, is read once the call has
+// gone on (the returned func), in.mu held from before the call was let
+// go on until then: nothing reads the records in between, so a request
+// to end the command, or init's "started", finds them whole.
+func (in *instance) noteSetsid(pid int) func() {
 	info, ok := readProcInfo(pid)
-	tgid, nsTgid, tok := readTgids(pid)
+	tgid, tok := pid, ok
+	if ok && info.threads != 1 {
+		tgid, _, tok = readTgids(pid)
+	}
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	if !ok || !tok {
 		// Gone (its setsid will not happen), or unreadable: no record
 		// of an earlier session of that id may stand for the new one.
@@ -222,11 +260,13 @@ func (in *instance) noteSetsid(pid int) {
 			delete(in.nsSids, tgid)
 			delete(in.waiting, tgid)
 		}
-		return
+		in.mu.Unlock()
+		return nil
 	}
 	owner := in.ownerLocked(pid, info)
 	in.sessions[tgid] = owner
-	waiting := 0
+	delete(in.nsSids, tgid)
+	waiting, leads := 0, false
 	if in.sessionCheck == nil {
 		// No exec names the commands' leaders: a child of init calling
 		// setsid may be one, which init's "started" names (nameLeader);
@@ -237,22 +277,37 @@ func (in *instance) noteSetsid(pid int) {
 				in.waiting[tgid] = waiting
 			}
 		}
-		if info.ppid == in.r.pid && nsTgid > 1 {
-			if old, ok := in.pendingNs[nsTgid]; ok {
-				delete(in.pending, old)
-			}
-			in.pending[tgid], in.pendingNs[nsTgid] = leader{start: info.start}, tgid
+		if info.ppid == in.r.pid {
+			in.pending[tgid], leads = leader{start: info.start}, true
 		}
 	}
-	// Its number in the sandbox, for ending it with its command
-	// (sessionsOf): once its leader has died, /proc no longer tells.
-	if (owner != nil || waiting != 0) && nsTgid > 1 {
-		in.nsSids[tgid] = nsTgid
-	} else {
-		delete(in.nsSids, tgid)
+	sweep := func() {
+		if len(in.sessions) >= in.sessSweepAt {
+			in.sweep()
+		}
 	}
-	if len(in.sessions) >= in.sessSweepAt {
-		in.sweep()
+	if owner == nil && waiting == 0 && !leads {
+		sweep()
+		in.mu.Unlock()
+		return nil
+	}
+	return func() {
+		defer in.mu.Unlock()
+		// Its number in the sandbox, for ending it with its command
+		// (sessionsOf): once its leader has died, /proc no longer
+		// tells; and for naming a leader (nameLeader).
+		if _, nsTgid, ok := readTgids(pid); ok && nsTgid > 1 {
+			if owner != nil || waiting != 0 {
+				in.nsSids[tgid] = nsTgid
+			}
+			if leads {
+				if old, ok := in.pendingNs[nsTgid]; ok && old != tgid {
+					delete(in.pending, old)
+				}
+				in.pendingNs[nsTgid] = tgid
+			}
+		}
+		sweep()
 	}
 }
 

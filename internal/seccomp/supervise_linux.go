@@ -132,8 +132,10 @@ type Supervisor struct {
 	// Setsid, if set, is told the pid of each process about to call a
 	// setsid that Prog allows (the filter must notify them: see
 	// WithSetsidNotify), before the call goes on. Without it such a call
-	// goes on untold.
-	Setsid func(pid int)
+	// goes on untold. What it returns, if not nil, is called once the
+	// call has been let go on and before the next notification is read:
+	// work that need not hold the caller up.
+	Setsid func(pid int) (after func())
 }
 
 // Serve answers notifications on the listener fd until no process uses
@@ -182,10 +184,14 @@ func (s *Supervisor) Serve(fd, stop int) {
 			continue
 		}
 		if err == nil && Allows(ret) && IsSetsid(arch, int(req.nr)) {
+			var after func()
 			if s.Setsid != nil {
-				s.Setsid(int(req.pid))
+				after = s.Setsid(int(req.pid))
 			}
 			respond(fd, req.id, 0)
+			if after != nil {
+				after()
+			}
 			continue
 		}
 		if e, ok := ErrnoOf(ret); err == nil && ok {

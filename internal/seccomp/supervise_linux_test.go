@@ -59,7 +59,7 @@ func TestSuperviseExec(t *testing.T) {
 	var calls []ExecCall
 	var refused, setsids []int
 	sup := &Supervisor{
-		Setsid: func(pid int) { mu.Lock(); setsids = append(setsids, pid); mu.Unlock() },
+		Setsid: func(pid int) func() { mu.Lock(); setsids = append(setsids, pid); mu.Unlock(); return nil },
 		Prog:   prog,
 		Record: func(_, nr, errno int) { mu.Lock(); refused = append(refused, nr); mu.Unlock() },
 		Exec: func(c ExecCall) (int, func(context.Context) int) {
