@@ -10,7 +10,10 @@ import (
 // defaultBackend is the backend p's [sandbox] isolation names.
 func defaultBackend(p *policy.Policy, exitAfter bool) backend.Backend {
 	if p.Sandbox.Isolation == policy.IsolationGVisor {
-		return &gvisor.Backend{Runsc: p.Sandbox.Runsc}
+		// runsc is run long after a trusted policy's check (a session's
+		// commands, the whole session later): it is checked again
+		// before each start, as a secret's program is.
+		return &gvisor.Backend{Runsc: p.Sandbox.Runsc, Check: func(string) error { return p.VerifyPrograms() }}
 	}
 	// The caller that exits after Run is the CLI, which runs one sandbox
 	// and never ends a goroutine locked to its thread (see

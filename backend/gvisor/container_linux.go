@@ -25,6 +25,8 @@ import (
 // they differ only in the container's first process.
 type container struct {
 	runsc string
+	// check is Backend.Check, for each command of a session.
+	check func(runsc string) error
 	dir   string // removed by remove
 	bdir  string // the bundle
 	state string // runsc's --root
@@ -57,6 +59,11 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 			return nil, err
 		}
 	}
+	if b.Check != nil {
+		if err := b.Check(runsc); err != nil {
+			return nil, &backend.InitError{Stage: "runsc", Err: err}
+		}
+	}
 	sweep(runsc)
 	tmp, err := filepath.Abs(os.TempDir())
 	if err != nil {
@@ -72,7 +79,7 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
-	c := &container{runsc: runsc, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state"), reaperStarted: reaperStarted}
+	c := &container{runsc: runsc, check: b.Check, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state"), reaperStarted: reaperStarted}
 	defer func() {
 		if err != nil {
 			c.remove()

@@ -12,6 +12,14 @@ import (
 type Backend struct {
 	// Runsc is the runsc binary; empty means Find("").
 	Runsc string
+	// Check, when set, is called with the runsc binary just before a run
+	// or session starts it, and before each command of a session: an
+	// error refuses the start. The sandbox package checks there that a
+	// trusted policy's runsc is still the one its trust hashed
+	// (policy.Policy.VerifyPrograms), which it was when the policy was
+	// loaded, perhaps long before. runsc's kill and delete are not
+	// checked: a sandbox must always be ended.
+	Check func(runsc string) error
 }
 
 // Name is "gvisor".

@@ -313,6 +313,11 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		return nil, ErrEnded
 	default:
 	}
+	if in.c.check != nil {
+		if err := in.c.check(in.c.runsc); err != nil {
+			return nil, &backend.InitError{Stage: "runsc exec", Err: err}
+		}
+	}
 	dir := ps.Dir
 	if dir == "" {
 		dir = "/"
