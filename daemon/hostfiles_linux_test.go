@@ -93,7 +93,7 @@ func TestPolicyFileOnlyFromSelf(t *testing.T) {
 	ws := t.TempDir()
 	file := filepath.Join(dir, "moat.toml")
 	doc := "[network]\nmode = \"allow\"\nallow = [\"api.test\"]\n\n[[secrets]]\nname = \"T\"\nsource = \"file:tok\"\nhosts = [\"api.test\"]\n"
-	self, err := tenantPolicy(UIDTenant(os.Geteuid()), doc, file, ws, "")
+	self, err := tenantPolicy(UIDTenant(os.Geteuid()), doc, file, ws, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,18 +101,64 @@ func TestPolicyFileOnlyFromSelf(t *testing.T) {
 		t.Errorf("the daemon's own user's policy file: Source %q, SecretDir %q, want %s", self.Source, self.SecretDir(""), dir)
 	}
 	other := Tenant{ID: "uid:4242", UID: 4242}
-	p, err := tenantPolicy(other, "", file, ws, "")
+	p, err := tenantPolicy(other, "", file, ws, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Source == file {
 		t.Errorf("another tenant's default policy took its file %q", p.Source)
 	}
-	p, err = tenantPolicy(other, "[limits]\nmemory = \"1g\"\n", file, ws, "")
+	p, err = tenantPolicy(other, "[limits]\nmemory = \"1g\"\n", file, ws, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Source != "policy" || p.SecretDir("") != "" {
 		t.Errorf("another tenant's policy file was taken: Source %q, SecretDir %q", p.Source, p.SecretDir(""))
+	}
+}
+
+// TestCheckedPolicyOnlyFromSelf: a request's Checked (the policy as its
+// trust check read it) is kept by the daemon's own user's session (the
+// control: its program's digest is there), and refused from another
+// tenant, for a document other than the one checked, and without its
+// document or file: nobody can claim a check the daemon did not see made.
+func TestCheckedPolicyOnlyFromSelf(t *testing.T) {
+	dir := t.TempDir()
+	ws := t.TempDir()
+	file := filepath.Join(dir, "moat.toml")
+	mint := filepath.Join(dir, "mint")
+	doc := "[network]\nmode = \"allow\"\nallow = [\"api.test\"]\n\n[[secrets]]\nname = \"T\"\nsource = \"command:./mint\"\nhosts = [\"api.test\"]\n"
+	os.WriteFile(file, []byte(doc), 0o644)
+	os.WriteFile(mint, []byte("#!/bin/sh\necho t\n"), 0o755)
+	trust := &policy.Trust{}
+	if _, err := trust.Add(file, ""); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := trust.Load(file, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := UIDTenant(os.Geteuid())
+	p, err := tenantPolicy(self, doc, file, ws, "", checked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.CheckedDigest(mint); !ok {
+		t.Errorf("the daemon's own user's checked policy lost its program's digest")
+	}
+	other := Tenant{ID: "uid:4242", UID: 4242}
+	for _, c := range []struct {
+		name      string
+		t         Tenant
+		doc, file string
+	}{
+		{"another tenant", other, doc, file},
+		{"another document", self, doc + "# more\n", file},
+		{"no document", self, "", file},
+		{"no file", self, doc, ""},
+	} {
+		if _, err := tenantPolicy(c.t, c.doc, c.file, ws, "", checked); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v, want ErrBadRequest", c.name, err)
+		}
 	}
 }

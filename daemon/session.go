@@ -32,6 +32,14 @@ type CreateRequest struct {
 	// PolicyFile is the absolute path Policy was read from on the host,
 	// if it was; only the daemon's own user's is taken (tenantPolicy).
 	PolicyFile string
+	// Checked is the policy as policy.Trust.Load returned it for
+	// PolicyFile, whose checked document Policy is: the session's policy
+	// keeps what that check took (policy.Policy.KeepChecks), so that the
+	// programs it runs on the host are checked again before each runs.
+	// Only an in-process caller of the daemon's own user sets it (moat
+	// mcp); the HTTP API has no way to, as a tenant must never claim a
+	// check. A Policy that is not the checked document is refused.
+	Checked *policy.Policy
 	// NetworkEvents, if set, receives every network decision of an
 	// allow-mode session as it happens (an in-process caller's hook: the
 	// MCP server tells a command's result the refusals it met).

@@ -136,7 +136,7 @@ func (m *Manager) Templates() []string {
 // own document, confined to what the tenant may ask for (tenantPolicy).
 func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (p *policy.Policy, err error) {
 	if req.Template == "" {
-		p, err = tenantPolicy(t, req.Policy, req.PolicyFile, ws, req.WorkspaceMode)
+		p, err = tenantPolicy(t, req.Policy, req.PolicyFile, ws, req.WorkspaceMode, req.Checked)
 	} else {
 		var tpl *Template
 		if tpl, err = m.template(req); err == nil {
@@ -152,7 +152,7 @@ func (m *Manager) requestPolicy(t Tenant, req *CreateRequest, ws string) (p *pol
 // template is the template req names; a request names a template or
 // sends a policy, not both.
 func (m *Manager) template(req *CreateRequest) (*Template, error) {
-	if req.Policy != "" {
+	if req.Policy != "" || req.Checked != nil {
 		return nil, fmt.Errorf("%w: a request names a template or sends a policy, not both", ErrBadRequest)
 	}
 	tpl := m.cfg.Templates[req.Template]

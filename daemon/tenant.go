@@ -246,7 +246,13 @@ func fixedAncestors(real string) error {
 // system-call profiles, the default host identity, no secrets; a token's
 // tenant neither the host network nor private addresses. The daemon's files are
 // not the tenant's, and the daemon may be root.
-func tenantPolicy(t Tenant, doc, file, ws, mode string) (*policy.Policy, error) {
+//
+// checked, for the daemon's own user's document read from file, is that
+// document as its trust check returned it (CreateRequest.Checked).
+func tenantPolicy(t Tenant, doc, file, ws, mode string, checked *policy.Policy) (*policy.Policy, error) {
+	if checked != nil && (doc == "" || file == "" || !t.self() || !filepath.IsAbs(file)) {
+		return nil, fmt.Errorf("%w: a checked policy comes with its document and file, from the daemon's own user", ErrBadRequest)
+	}
 	p := policy.Default()
 	if doc != "" {
 		// A policy the daemon's own user read from a file is that file's,
@@ -262,6 +268,11 @@ func tenantPolicy(t Tenant, doc, file, ws, mode string) (*policy.Policy, error) 
 		var err error
 		if p, err = policy.ParseDocument(name, []byte(doc)); err != nil {
 			return nil, err
+		}
+		if checked != nil {
+			if err := p.KeepChecks(checked, []byte(doc)); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+			}
 		}
 		if p.Workspace.Path != policy.Default().Workspace.Path {
 			return nil, fmt.Errorf("%w: workspace.path is set by the request's workspace, not the policy", ErrPolicyRefused)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/policy"
 )
 
 // LocalConfig is the session of a server that serves one connection in
@@ -32,8 +33,12 @@ type LocalConfig struct {
 	// PolicyFile is the absolute path Policy was read from, if it was
 	// (daemon.CreateRequest.PolicyFile).
 	PolicyFile string
-	Options    Options
-	Logger     *slog.Logger
+	// Checked is the policy as policy.Trust.Load returned it, when Policy
+	// is a trusted workspace's policy (daemon.CreateRequest.Checked): the
+	// session's secrets and runsc are checked against what it checked.
+	Checked *policy.Policy
+	Options Options
+	Logger  *slog.Logger
 	// Approvals, when set, is called with the session's manager before
 	// serving, which then keeps the asks the client cannot answer as
 	// pending approvals (daemon.Config.Approvals, for ApprovalTimeout)
@@ -87,7 +92,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	}
 	tenant := daemon.UIDTenant(os.Geteuid())
 	network := &NetworkLog{}
-	creq := &daemon.CreateRequest{Policy: cfg.Policy, PolicyFile: cfg.PolicyFile, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}
+	creq := &daemon.CreateRequest{Policy: cfg.Policy, PolicyFile: cfg.PolicyFile, Checked: cfg.Checked, Workspace: cfg.Workspace, WorkspaceMode: cfg.WorkspaceMode, NetworkEvents: network.Record}
 	sess, err := m.Create(ctx, tenant, creq)
 	if err != nil {
 		return err

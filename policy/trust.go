@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -217,6 +218,27 @@ func (p *Policy) CheckedDigest(path string) (string, bool) {
 	d, ok := p.programs[path]
 	return d, ok && d != ""
 }
+
+// KeepChecks gives p, parsed again from the document Trust.Load checked
+// for q (a daemon in the same process parses the text it is handed),
+// what that check took: the digests of the programs the policy runs on
+// the host (VerifyPrograms, CheckedDigest) and the content of the files
+// it loads (ReadFile). Without them p's programs would run unchecked. It
+// refuses, with ErrNotChecked, unless p came from q's file with the
+// bytes q was checked with: the check is of that document only.
+func (p *Policy) KeepChecks(q *Policy, doc []byte) error {
+	checked, ok := q.loaded[q.Source]
+	if q.programs == nil || !ok || p.Source != q.Source || !bytes.Equal(checked, doc) {
+		return fmt.Errorf("%w: %s", ErrNotChecked, p.Source)
+	}
+	p.loaded = maps.Clone(q.loaded)
+	p.programs = maps.Clone(q.programs)
+	return nil
+}
+
+// ErrNotChecked: KeepChecks was given a policy other than the one the
+// document was checked as.
+var ErrNotChecked = errors.New("the policy is not the one its trust check read")
 
 // programField is the field that names path among the programs the
 // policy runs, for an error.

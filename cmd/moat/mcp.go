@@ -66,6 +66,9 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	var doc []byte
+	// The trusted policy as its check read it: the session keeps the
+	// digests of the programs it checked.
+	var checked *policy.Policy
 	switch {
 	case *policyFile != "":
 		if doc, err = os.ReadFile(*policyFile); err != nil {
@@ -80,7 +83,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if err != nil {
 				return fail(err)
 			}
-			policyName = local
+			policyName, checked = local, p
 			// The document that was checked: the file may have changed
 			// since.
 			if doc, err = p.ReadFile(local); err != nil {
@@ -104,7 +107,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := mcpserver.LocalConfig{
-		StateDir: state, Policy: string(doc), PolicyFile: policyPath, Workspace: dir, WorkspaceMode: *mode,
+		StateDir: state, Policy: string(doc), PolicyFile: policyPath, Checked: checked, Workspace: dir, WorkspaceMode: *mode,
 		Options: mcpserver.Options{Version: version},
 		Logger:  log,
 	}

@@ -93,3 +93,45 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatal("moat mcp did not end with its stdin")
 	}
 }
+
+// TestMCPTrustedPolicyProgramsChecked: moat mcp in a workspace whose
+// trusted .moat.toml has a secret with a revoke checks the revoke again
+// at the session's end against what `moat trust` hashed, as moat run
+// does: the session's secret source here rewrites the revoke when told
+// to, and the rewritten revoke does not run. The
+// control: unchanged, the revoke runs with the minted value.
+func TestMCPTrustedPolicyProgramsChecked(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	const doc = `[network]
+mode = "allow"
+allow = ["api.test"]
+
+[[secrets]]
+name = "TOKEN"
+source = "command:./mint"
+revoke = "./revoke"
+hosts = ["api.test"]
+`
+	const mint = "#!/bin/sh\n[ -e change ] && echo '# changed' >> revoke\necho minted\n"
+	for name, body := range map[string]string{".moat.toml": doc, "mint": mint, "revoke": "#!/bin/sh\ncat >> revoked\n"} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	revoked := func() string {
+		b, _ := os.ReadFile(filepath.Join(ws, "revoked"))
+		return string(b)
+	}
+	if code, _, errs := moat(t, ws, "mcp"); code != 0 || revoked() != "minted\n" {
+		t.Fatalf("control: moat mcp exited %d (%s), revoked %q", code, errs, revoked())
+	}
+	os.WriteFile(filepath.Join(ws, "change"), nil, 0o644)
+	moat(t, ws, "mcp")
+	if revoked() != "minted\n" {
+		t.Errorf("the revoke rewritten since moat trust ran: revoked %q", revoked())
+	}
+}
