@@ -527,6 +527,12 @@ func (s *Session) close(ctx context.Context) error {
 	s.bg.Wait()
 	if rep != nil {
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
+		// A secret not revoked may still be valid: whoever runs the
+		// daemon (moat mcp's user, on its stderr) must hear of it, not
+		// only the audit log.
+		for _, w := range rep.Warnings {
+			s.m.log.Warn("session closed with a warning", "session", s.ID, "warning", w)
+		}
 		// Before the report reaches the session's events, which then say
 		// what was removed rather than where it went.
 		switch {

@@ -98,7 +98,7 @@ func TestMCPStdio(t *testing.T) {
 // trusted .moat.toml has a secret with a revoke checks the revoke again
 // at the session's end against what `moat trust` hashed, as moat run
 // does: the session's secret source here rewrites the revoke when told
-// to, and the rewritten revoke does not run. The
+// to, and the rewritten revoke does not run, a warning instead. The
 // control: unchanged, the revoke runs with the minted value.
 func TestMCPTrustedPolicyProgramsChecked(t *testing.T) {
 	t.Setenv("MOAT_STATE_DIR", t.TempDir())
@@ -130,8 +130,11 @@ hosts = ["api.test"]
 		t.Fatalf("control: moat mcp exited %d (%s), revoked %q", code, errs, revoked())
 	}
 	os.WriteFile(filepath.Join(ws, "change"), nil, 0o644)
-	moat(t, ws, "mcp")
+	_, _, errs := moat(t, ws, "mcp")
 	if revoked() != "minted\n" {
 		t.Errorf("the revoke rewritten since moat trust ran: revoked %q", revoked())
+	}
+	if !strings.Contains(errs, "not revoked") {
+		t.Errorf("no warning that the secret was not revoked: %s", errs)
 	}
 }
