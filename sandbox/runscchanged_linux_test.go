@@ -19,7 +19,8 @@ import (
 
 // TestGVisorRunscChangedAfterTrust: a trusted policy's sandbox.runsc that
 // changes after the trust was checked (Trust.Load) is not started: a run
-// is refused, and so is a session's next command. runsc here is a script
+// is refused, and so is a session's next command, and the session ends
+// without it (its process group killed instead). runsc here is a script
 // that notes each start and then runs the real runsc. The control: the
 // same runsc unchanged runs a command, and a session's commands.
 func TestGVisorRunscChangedAfterTrust(t *testing.T) {
@@ -92,7 +93,12 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close(context.Background())
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close(context.Background())
+		}
+	}()
 	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "true"); err != nil || rep.ExitCode != 0 {
 		t.Fatalf("control: a session's command: %v (exit %d)", err, rep.ExitCode)
 	}
@@ -103,5 +109,13 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 	}
 	if started() != before {
 		t.Errorf("the changed runsc ran")
+	}
+	// The session still ends, without the changed runsc.
+	closed = true
+	if _, err := s.Close(context.Background()); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if started() != before {
+		t.Errorf("the changed runsc ran to end the session")
 	}
 }

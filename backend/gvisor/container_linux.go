@@ -177,10 +177,22 @@ func (c *container) cmd(logPath string, args ...string) *exec.Cmd {
 	return exec.Command(c.runsc, append(all, args...)...)
 }
 
+// checked reports whether runsc passes Backend.Check now. A call that
+// ends the sandbox (kill, delete) and finds it changed does without
+// runsc: it kills runsc's process group instead, as when the container
+// is not there yet. A changed runsc is not run at all, even to end a
+// sandbox: it would run as this process's user, which may be root.
+func (c *container) checked() bool {
+	return c.check == nil || c.check(c.runsc) == nil
+}
+
 // deleteIfLeft deletes the container with runsc when its state is still
 // there (a run cut short, a session's end): another runsc call is not
 // free, so it is made only then.
 func (c *container) deleteIfLeft() {
+	if !c.checked() {
+		return
+	}
 	entries, _ := os.ReadDir(c.state)
 	for _, e := range entries {
 		if e.Name() != "null-netns" {

@@ -12,13 +12,15 @@ import (
 type Backend struct {
 	// Runsc is the runsc binary; empty means Find("").
 	Runsc string
-	// Check, when set, is called with the runsc binary just before a run
-	// or session starts it, and before each command of a session: an
-	// error refuses the start. The sandbox package checks there that a
-	// trusted policy's runsc is still the one its trust hashed
-	// (policy.Policy.VerifyPrograms), which it was when the policy was
-	// loaded, perhaps long before. runsc's kill and delete are not
-	// checked: a sandbox must always be ended.
+	// Check, when set, is called with the runsc binary before each time
+	// a run or session would run it: an error refuses a start or a
+	// session's command, skips a session's stats, and has a kill or
+	// delete done without runsc (its process group killed). The sandbox
+	// package checks there that a trusted policy's runsc is still the
+	// one its trust hashed (policy.Policy.VerifyPrograms), which it was
+	// when the policy was loaded, perhaps long before. Not checked: the
+	// sweep of what dead moats left, which runs the runsc a start just
+	// checked, and the reaper, which runs once moat is dead.
 	Check func(runsc string) error
 }
 

@@ -63,7 +63,8 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			if why == backend.CauseTimeout || why == backend.CauseOutput {
 				hit = append(hit, why)
 			}
-			if err := runscCmd("kill", "--all", id, "KILL").Run(); err != nil && cmd.Process != nil {
+			killed := c.checked() && runscCmd("kill", "--all", id, "KILL").Run() == nil
+			if !killed && cmd.Process != nil {
 				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 		})

@@ -164,7 +164,11 @@ func (in *instance) end() {
 		select {
 		case <-in.anchorDone:
 		default:
-			in.c.cmd(os.DevNull, "delete", "--force", in.c.id).Run()
+			if in.c.checked() {
+				in.c.cmd(os.DevNull, "delete", "--force", in.c.id).Run()
+			} else {
+				syscall.Kill(-in.anchor.Process.Pid, syscall.SIGKILL)
+			}
 		}
 		t := time.NewTimer(10 * time.Second)
 		select {
@@ -220,6 +224,9 @@ func (in *instance) Stats() backend.Stats {
 	default:
 	}
 	st := backend.Stats{CPU: treeCPU(in.anchor.Process.Pid)}
+	if !in.c.checked() {
+		return st
+	}
 	out, err := in.c.cmd(os.DevNull, "events", "--stats", in.c.id).Output()
 	if err != nil {
 		return st
