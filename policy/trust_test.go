@@ -261,3 +261,61 @@ func TestTrustArgumentFileNotEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepChecks: a policy parsed again from the document Trust.Load
+// checked keeps that check's digests (the control), so VerifyPrograms
+// sees a program change; it is refused for another document, another
+// file, and a policy Load read without a check.
+func TestKeepChecks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".moat.toml")
+	mint := filepath.Join(dir, "mint")
+	doc := "[network]\nmode = \"allow\"\nallow = [\"api.test\"]\n\n[[secrets]]\nname = \"T\"\nsource = \"command:./mint\"\nhosts = [\"api.test\"]\n"
+	os.WriteFile(path, []byte(doc), 0o644)
+	os.WriteFile(mint, []byte("#!/bin/sh\necho t\n"), 0o755)
+	tr := &Trust{}
+	if _, err := tr.Add(path, ""); err != nil {
+		t.Fatal(err)
+	}
+	checked, err := tr.Load(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := func(name, doc string) *Policy {
+		t.Helper()
+		p, err := Parse(name, []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := parse(path, doc)
+	if err := p.KeepChecks(checked, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.CheckedDigest(mint); !ok {
+		t.Fatal("the digest of the checked program is not kept")
+	}
+	os.WriteFile(mint, []byte("#!/bin/sh\necho changed\n"), 0o755)
+	var ue *UntrustedError
+	if err := p.VerifyPrograms(); !errors.As(err, &ue) || ue.File != mint {
+		t.Errorf("a program changed after the check: %v, want an UntrustedError naming it", err)
+	}
+	unchecked, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		p, from *Policy
+		doc     string
+	}{
+		{"another document", parse(path, doc+"# more\n"), checked, doc + "# more\n"},
+		{"another file", parse(filepath.Join(t.TempDir(), ".moat.toml"), doc), checked, doc},
+		{"no check", parse(path, doc), unchecked, doc},
+	} {
+		if err := c.p.KeepChecks(c.from, []byte(c.doc)); !errors.Is(err, ErrNotChecked) {
+			t.Errorf("%s: %v, want ErrNotChecked", c.name, err)
+		}
+	}
+}
