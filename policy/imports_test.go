@@ -20,7 +20,7 @@ import (
 var allowedImports = map[string]bool{
 	"bytes": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true, "fmt": true, "io/fs": true, "math": true, "math/big": true,
 	"net/netip": true, "os": true, "path": true, "path/filepath": true, "reflect": true, "regexp": true,
-	"slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
+	"maps": true, "slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
 	"github.com/pelletier/go-toml/v2":            true,
 	"github.com/pelletier/go-toml/v2/unstable":   true,
 	"github.com/moatbox/moat/internal/netrule":   true,
