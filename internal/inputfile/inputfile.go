@@ -43,7 +43,19 @@ var ErrDirectory = errors.New("a directory")
 // past max while it is read is refused too: what is read never exceeds
 // max+1 bytes.
 func Read(path, what string, max int64) ([]byte, error) {
-	f, err := open(path)
+	return read(path, what, max, false)
+}
+
+// ReadNoFollow is Read of a path whose last component is not followed:
+// a symbolic link there is refused as not a regular file. It is for a
+// file in a directory someone else may write (a workspace read as root),
+// where a link could name a file its writer cannot read.
+func ReadNoFollow(path, what string, max int64) ([]byte, error) {
+	return read(path, what, max, true)
+}
+
+func read(path, what string, max int64, noFollow bool) ([]byte, error) {
+	f, err := open(path, noFollow)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +85,7 @@ func Read(path, what string, max int64) ([]byte, error) {
 // bytes, checked as Read checks it but read as a stream: a program is
 // hashed, not kept.
 func Digest(path, what string, max int64) (string, error) {
-	f, err := open(path)
+	f, err := open(path, false)
 	if err != nil {
 		return "", err
 	}

@@ -19,9 +19,14 @@ const oPath = 0o10000000
 // workspace's .git/config). It is looked up first without being opened
 // (O_PATH); a regular file is then opened for reading through that
 // descriptor, so the same file; anything else is returned as looked up,
-// for Read to refuse by its type.
-func open(path string) (*os.File, error) {
-	fd, err := syscall.Open(path, oPath|syscall.O_CLOEXEC, 0)
+// for Read to refuse by its type. With noFollow, a link at path is
+// looked up as itself, and so refused.
+func open(path string, noFollow bool) (*os.File, error) {
+	flags := oPath | syscall.O_CLOEXEC
+	if noFollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	fd, err := syscall.Open(path, flags, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -42,7 +47,7 @@ func open(path string) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	// Without /proc: by path again, and only the file looked up.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|(flags&syscall.O_NOFOLLOW), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -46,3 +46,27 @@ func TestReadOpensOnlyRegularFiles(t *testing.T) {
 		t.Fatal("the writer is still blocked after a reader opened the pipe")
 	}
 }
+
+// TestReadNoFollow: a link at the path is refused, not followed, so that
+// a file read as root in a directory another user writes cannot be one
+// that user cannot read. The control: the file the link names is read,
+// and Read follows the link.
+func TestReadNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	file, link := filepath.Join(dir, "file"), filepath.Join(dir, "link")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadNoFollow(link, "test file", 10); err == nil {
+		t.Errorf("ReadNoFollow followed the link: read %q", b)
+	}
+	if b, err := ReadNoFollow(file, "test file", 10); err != nil || string(b) != "x" {
+		t.Errorf("control: ReadNoFollow(file) = %q, %v", b, err)
+	}
+	if b, err := Read(link, "test file", 10); err != nil || string(b) != "x" {
+		t.Errorf("control: Read(link) = %q, %v", b, err)
+	}
+}

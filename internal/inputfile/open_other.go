@@ -7,7 +7,12 @@ import (
 	"syscall"
 )
 
-// open opens path for Read, without blocking on a named pipe.
-func open(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// open opens path for Read, without blocking on a named pipe, nor, with
+// noFollow, following a link at path.
+func open(path string, noFollow bool) (*os.File, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK
+	if noFollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	return os.OpenFile(path, flags, 0)
 }
