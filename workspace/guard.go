@@ -105,6 +105,7 @@ type Guard struct {
 	seen     map[string]bool // mount targets already listed
 	absent   []route         // protected paths missing at the start
 	links    []link          // symlinks on the way to protected paths
+	gitdir   string          // the git directory (real path) at the start, if any
 	common   string          // the common git directory (real path), if any
 	gitdirs  map[string]bool // git directories under common/modules and common/worktrees at the start
 	gitlinks map[string]bool // submodule checkouts (from .gitmodules) protected at the start
@@ -174,7 +175,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	var cfg map[string][]string // the common git directory's config
 	if gitdir != "" {
 		common = commonDir(gitdir)
-		g.common = common
+		g.gitdir, g.common = gitdir, common
 		cfg = readGitConfig(filepath.Join(common, "config"))
 		if f, ok := cfg["extensions.objectformat"]; ok {
 			g.objFmt = f[len(f)-1]
@@ -212,7 +213,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		if common != gitdir {
 			dirs = append(dirs, common)
 		}
-		for _, d := range nestedGitDirs(common) {
+		for _, d := range nestedGitDirs(common, os.ReadDir, os.Lstat) {
 			g.gitdirs[d] = true
 			dirs = append(dirs, d)
 		}
@@ -254,7 +255,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	}
 	var modules []string
 	if _, err := g.stat.lstat(g.real + "/.gitmodules"); err == nil {
-		modules = submodulePaths(filepath.Join(g.real, ".gitmodules"))
+		modules = submodulePaths(readGitConfig(filepath.Join(g.real, ".gitmodules")))
 	}
 	for _, p := range modules {
 		g.gitlinks[p] = true
@@ -416,6 +417,88 @@ func (g *Guard) parentOf(base, rel string) (pinnedDir, error) {
 	return openBeneath(root, filepath.Dir(rel))
 }
 
+// The looks of Finish that decide what to move, and its reads of git's
+// files, go below the roots NewGuard opened too, for the same reason as
+// its changes (see parentOf): by path, as root, they would follow a link
+// the workspace's owner put on the way, and tell whether a path exists
+// where that user cannot look, or read a file that user cannot read.
+// Each looks up the directory holding the path below its root, then the
+// last component without following it.
+
+// lookAt opens the directory holding the host path p, below the root
+// NewGuard opened that holds p, and returns it with p's last component.
+// A path below no opened root (none was opened: the root is not
+// writable) is looked at by path.
+func (g *Guard) lookAt(p string) (pinnedDir, string, error) {
+	base, rel := g.baseOf(p)
+	if _, ok := g.pins[base]; !ok || rel == "." {
+		return pinnedDir{path: filepath.Dir(p)}, filepath.Base(p), nil
+	}
+	d, err := g.parentOf(base, rel)
+	return d, filepath.Base(rel), err
+}
+
+// lstat is os.Lstat of the host path p, looked up below its root.
+func (g *Guard) lstat(p string) (fs.FileInfo, error) {
+	if base, rel := g.baseOf(p); rel != "." {
+		if root, ok := g.pins[base]; ok {
+			return lstatBeneath(root, rel)
+		}
+	}
+	d, name, err := g.lookAt(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return os.Lstat(d.join(name))
+}
+
+// read reads the regular file at the host path p, looked up below its
+// root, a link at p refused (see inputfile.ReadNoFollow).
+func (g *Guard) read(p, what string, max int64) ([]byte, error) {
+	d, name, err := g.lookAt(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return inputfile.ReadNoFollow(d.join(name), what, max)
+}
+
+// openDir opens the directory at the host path p below its root (a link
+// on the way is followed while it stays below it).
+func (g *Guard) openDir(p string) (pinnedDir, error) {
+	base, rel := g.baseOf(p)
+	root, ok := g.pins[base]
+	if !ok || rel == "." {
+		if ok {
+			return openBeneath(root, ".")
+		}
+		return pinnedDir{path: p}, nil
+	}
+	return openBeneath(root, rel)
+}
+
+// readDir is os.ReadDir of the directory at the host path p, opened
+// below its root.
+func (g *Guard) readDir(p string) ([]fs.DirEntry, error) {
+	d, err := g.openDir(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return os.ReadDir(d.path)
+}
+
+// isGitDirBelow is isGitDirAt of the host path p, opened below its root.
+func (g *Guard) isGitDirBelow(p string) bool {
+	d, err := g.openDir(p)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	return isGitDirAt(d.path)
+}
+
 // hostPath is where a path as the command sees it is on the host: the
 // workspace may be reached through a symbolic link.
 func (g *Guard) hostPath(p string) string {
@@ -474,7 +557,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	if !g.writable {
 		return nil, nil // the command could not write the root
 	}
-	q := &quarantine{dir: dir, g: g}
+	q := &quarantine{dir: dir, g: g, stat: statCache{g: g}}
 	for _, r := range g.absent {
 		q.route(r)
 	}
@@ -482,7 +565,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		q.restore(l)
 	}
 	common := g.common
-	if fi, err := os.Lstat(filepath.Join(g.real, ".git")); common == "" && err == nil && fi.IsDir() {
+	if fi, err := g.lstat(filepath.Join(g.real, ".git")); common == "" && err == nil && fi.IsDir() {
 		common = filepath.Join(g.real, ".git") // made by the run: all of it is new
 	}
 	if common != "" {
@@ -491,18 +574,18 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		// what it leads to.
 		for _, sub := range []string{"modules", "worktrees"} {
 			p := filepath.Join(common, sub)
-			if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 && !ctimeOf(fi).before(g.start) {
+			if fi, err := g.lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 && !ctimeOf(fi).before(g.start) {
 				base, rel := g.baseOf(p)
 				q.move(base, rel, "a link the command made where git keeps nested git directories")
 			}
 		}
-		for _, d := range nestedGitDirs(common) {
+		for _, d := range nestedGitDirs(common, g.readDir, g.lstat) {
 			if g.gitdirs[d] {
 				continue
 			}
 			base, rel := g.baseOf(d)
 			for _, e := range gitDirEntries {
-				if _, err := os.Lstat(filepath.Join(d, e)); err == nil {
+				if _, err := g.lstat(filepath.Join(d, e)); err == nil {
 					q.move(base, joinRel(rel, e), "a git directory the command added")
 				}
 			}
@@ -528,16 +611,16 @@ var topEntries = []string{"HEAD", "objects", "refs", "commondir", "config", "con
 // HEAD the layout is none. What the root had is the person's and stays.
 func (g *Guard) finishTop(q *quarantine) {
 	dotgit := filepath.Join(g.real, ".git")
-	if fi, err := os.Lstat(dotgit); err == nil && !fi.IsDir() || isGitDirAt(dotgit) || !isGitDirAt(g.real) {
+	if fi, err := g.lstat(dotgit); err == nil && !fi.IsDir() || g.isGitDirBelow(dotgit) || !g.isGitDirBelow(g.real) {
 		return
 	}
 	const why = "an entry of a bare repository the command made of the root, which git reads as its git directory"
 	for _, e := range topEntries {
-		if !slices.Contains(g.topHad, e) && exists(filepath.Join(g.real, e)) {
+		if _, err := g.lstat(g.real + "/" + e); err == nil && !slices.Contains(g.topHad, e) {
 			q.move(g.ws, e, why)
 		}
 	}
-	if isGitDirAt(g.real) {
+	if g.isGitDirBelow(g.real) {
 		q.move(g.ws, "HEAD", why)
 	}
 }
@@ -561,14 +644,26 @@ func (g *Guard) baseOf(p string) (base, rel string) {
 // changed the index) or .gitmodules names, that were not protected at the
 // start. git status opens each one's .git and runs git there.
 func (g *Guard) newGitlinks(common string) []string {
-	paths := submodulePaths(filepath.Join(g.real, ".gitmodules"))
+	var paths []string
+	if b, err := g.read(filepath.Join(g.real, ".gitmodules"), "git config", maxGitConfig); err == nil {
+		paths = submodulePaths(parseGitConfig(b))
+	}
+	// The git directory found at the start: the .git file that named it
+	// was the person's, and a .git the run made is common (a directory).
 	index := filepath.Join(common, "index")
-	if gd, _, _ := g.findGitDir(); gd != "" {
-		index = filepath.Join(gd, "index")
+	if g.gitdir != "" {
+		index = filepath.Join(g.gitdir, "index")
 	}
 	// A split index (git update-index --split-index) keeps entries in
 	// sharedindex.* files beside the index, in the same format.
-	shared, _ := filepath.Glob(filepath.Join(filepath.Dir(index), "sharedindex.*"))
+	var shared []string
+	if ents, err := g.readDir(filepath.Dir(index)); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "sharedindex.") {
+				shared = append(shared, filepath.Join(filepath.Dir(index), e.Name()))
+			}
+		}
+	}
 	// An index this reader cannot read may still be one git reads: every
 	// .git the run made anywhere is then a candidate, found by one walk
 	// of the workspace however many such files the run left. Past
@@ -579,8 +674,12 @@ func (g *Guard) newGitlinks(common string) []string {
 		shared = nil
 	}
 	for _, f := range append([]string{index}, shared...) {
-		if fi, err := os.Lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
-			links, err := readGitlinks(f, g.objFmt)
+		if fi, err := g.lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
+			b, err := g.read(f, "git index", maxGitIndex)
+			var links []string
+			if err == nil {
+				links, err = parseGitlinks(b, g.objFmt)
+			}
 			if err != nil {
 				walk = true
 				continue
@@ -597,11 +696,18 @@ func (g *Guard) newGitlinks(common string) []string {
 			continue
 		}
 		dotgit := filepath.Join(g.real, p, ".git")
-		fi, err := os.Lstat(dotgit)
+		fi, err := g.lstat(dotgit)
+		if errors.Is(err, syscall.EXDEV) {
+			// A link on the way leads out of the workspace, where
+			// nothing is looked at: the move takes that link, if the
+			// run made it (see linkOut).
+			out = append(out, p)
+			continue
+		}
 		if err != nil {
 			continue
 		}
-		if !ctimeOf(fi).before(g.start) || (fi.IsDir() && changedInside(dotgit, g.start)) {
+		if !ctimeOf(fi).before(g.start) || (fi.IsDir() && changedInside(dotgit, g.start, g.lstat)) {
 			out = append(out, p)
 		}
 	}
@@ -624,12 +730,18 @@ func (g *Guard) dotGitsSince() []string {
 		testHookDotGitsSince()
 	}
 	var out []string
-	filepath.WalkDir(g.real, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != ".git" || p == g.real+"/.git" {
+	// From the workspace NewGuard opened, wherever its path leads now.
+	top, walk := g.real, g.real
+	if d, err := g.openDir(g.real); err == nil {
+		defer d.Close()
+		top, walk = filepath.Clean(d.self()), d.self()
+	}
+	filepath.WalkDir(walk, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != ".git" || p == top+"/.git" {
 			return nil
 		}
-		if fi, err := d.Info(); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start)) {
-			if r, ok := relWithin(g.real, filepath.Dir(p)); ok {
+		if fi, err := d.Info(); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start, os.Lstat)) {
+			if r, ok := relWithin(top, filepath.Dir(p)); ok {
 				out = append(out, r)
 			}
 		}
@@ -642,10 +754,10 @@ func (g *Guard) dotGitsSince() []string {
 }
 
 // changedInside reports whether an entry of git directory d that decides
-// what git runs changed since t.
-func changedInside(d string, t stamp) bool {
+// what git runs changed since t, looked at with lstat.
+func changedInside(d string, t stamp, lstat func(string) (fs.FileInfo, error)) bool {
 	for _, e := range gitDirEntries {
-		if fi, err := os.Lstat(filepath.Join(d, e)); err == nil && !ctimeOf(fi).before(t) {
+		if fi, err := lstat(filepath.Join(d, e)); err == nil && !ctimeOf(fi).before(t) {
 			return true
 		}
 	}
@@ -765,39 +877,53 @@ func (q *quarantine) move(base, rel, why string) {
 		return
 	}
 	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
-	q.stat = statCache{}
+	q.stat = statCache{g: q.g}
 }
 
 // linkOut reports whether the directory holding base/rel (base as the
 // command sees it) lies outside base, reached through a symbolic link
 // below it, and then names that link relative to base if the run made it
 // (its ctime is not before the start), or "" if it was there before.
-// Finish runs once no process of the run is alive, but the workspace's
-// owner may still change the tree on the host after this look: the move
-// itself then stays below base, or fails (see parentOf).
+// It looks below base as NewGuard opened it (see parentOf): the kernel
+// refuses (EXDEV) a lookup that a link leads out of it, and nothing
+// outside is looked at. Finish runs once no process of the run is alive,
+// but the workspace's owner may still change the tree on the host after
+// this look: the move itself then stays below base, or fails.
 func (g *Guard) linkOut(base, rel string) (link string, out bool) {
-	hb := g.hostPath(base)
-	rb, err1 := filepath.EvalSymlinks(hb)
-	rd, err2 := filepath.EvalSymlinks(filepath.Dir(filepath.Join(hb, rel)))
-	if err1 != nil || err2 != nil {
-		return "", false // nothing there to move: the move says so
-	}
-	if _, ok := relWithin(rb, rd); ok {
+	d, err := g.parentOf(base, rel)
+	if err == nil {
+		d.Close()
 		return "", false
 	}
+	if !errors.Is(err, syscall.EXDEV) {
+		return "", false // nothing there to move: the move says so
+	}
+	hb := g.hostPath(base)
 	parts := strings.Split(filepath.ToSlash(rel), "/")
 	for i := range parts[:len(parts)-1] {
 		sub := strings.Join(parts[:i+1], "/")
-		fi, err := os.Lstat(filepath.Join(hb, sub))
+		p := hb + "/" + sub
+		fi, err := g.lstat(p)
 		if err != nil {
 			break
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if !ctimeOf(fi).before(g.start) {
-				return sub, true
-			}
-			break
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
 		}
+		if !ctimeOf(fi).before(g.start) {
+			return sub, true
+		}
+		// The person's own link: one that names a place inside base
+		// by its absolute path is not out (the kernel refuses it all
+		// the same, and the move says so).
+		if pd, name, err := g.lookAt(p); err == nil {
+			t, err := os.Readlink(pd.join(name))
+			pd.Close()
+			if err == nil && filepath.IsAbs(t) && (within(hb, filepath.Clean(t)) || within(base, filepath.Clean(t))) {
+				return "", false
+			}
+		}
+		break
 	}
 	return "", true
 }
@@ -809,6 +935,9 @@ func (g *Guard) linkOut(base, rel string) (link string, out bool) {
 type statCache struct {
 	results map[string]statResult
 	names   map[string]map[string]bool // a listed directory's entries
+	// g, when set (in Finish), has paths looked up below the roots it
+	// opened (see Guard.lstat).
+	g *Guard
 }
 
 type statResult struct {
@@ -833,7 +962,16 @@ func (c *statCache) list(dir string) {
 		return
 	}
 	c.names[dir] = nil
-	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	at := dir
+	if c.g != nil {
+		d, err := c.g.openDir(dir)
+		if err != nil {
+			return
+		}
+		defer d.Close()
+		at = d.path
+	}
+	fd, err := syscall.Open(at, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
@@ -869,7 +1007,11 @@ func (c *statCache) lstat(p string) (fs.FileInfo, error) {
 			return nil, &fs.PathError{Op: "lstat", Path: p, Err: fs.ErrNotExist}
 		}
 	}
-	fi, err := os.Lstat(p)
+	lstat := os.Lstat
+	if c.g != nil {
+		lstat = c.g.lstat
+	}
+	fi, err := lstat(p)
 	if c.results == nil {
 		c.results = map[string]statResult{}
 	}
@@ -949,15 +1091,16 @@ func commonDir(dir string) string {
 
 // nestedGitDirs lists the git directories of submodules (modules/, to any
 // depth, nested submodules included) and linked worktrees (worktrees/*)
-// of common: each has its own config or commondir and hooks.
-func nestedGitDirs(common string) []string {
+// of common: each has its own config or commondir and hooks. It looks with
+// readDir and lstat (by path, or below the guard's roots).
+func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), lstat func(string) (fs.FileInfo, error)) []string {
 	var out []string
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
 		if depth > 16 || len(out) > 4096 {
 			return
 		}
-		ents, err := os.ReadDir(dir)
+		ents, err := readDir(dir)
 		if err != nil {
 			return
 		}
@@ -966,7 +1109,7 @@ func nestedGitDirs(common string) []string {
 				continue
 			}
 			p := filepath.Join(dir, e.Name())
-			if fi, err := os.Lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+			if fi, err := lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
 				out = append(out, p)
 				walk(filepath.Join(p, "modules"), depth+1)
 				continue
@@ -975,7 +1118,7 @@ func nestedGitDirs(common string) []string {
 		}
 	}
 	walk(filepath.Join(common, "modules"), 0)
-	if ents, err := os.ReadDir(filepath.Join(common, "worktrees")); err == nil {
+	if ents, err := readDir(filepath.Join(common, "worktrees")); err == nil {
 		for _, e := range ents {
 			if e.IsDir() {
 				out = append(out, filepath.Join(common, "worktrees", e.Name()))
@@ -1015,11 +1158,12 @@ func configPaths(vals map[string][]string, common, real string) []string {
 	return out
 }
 
-// submodulePaths lists the submodule paths a .gitmodules file names,
-// relative and inside the workspace.
-func submodulePaths(p string) []string {
+// submodulePaths lists the submodule paths .gitmodules (its variables,
+// as readGitConfig returns them) names, relative and inside the
+// workspace.
+func submodulePaths(vars map[string][]string) []string {
 	var out []string
-	for k, vs := range readGitConfig(p) {
+	for k, vs := range vars {
 		if !strings.HasPrefix(k, "submodule.") || !strings.HasSuffix(k, ".path") {
 			continue
 		}
@@ -1041,11 +1185,22 @@ func submodulePaths(p string) []string {
 // which only leaves a path unprotected that the mounts of the git
 // directory's own entries do not already cover.
 func readGitConfig(p string) map[string][]string {
-	out := map[string][]string{}
-	b, err := inputfile.Read(p, "git config", 1<<20)
+	b, err := inputfile.Read(p, "git config", maxGitConfig)
 	if err != nil {
-		return out
+		return map[string][]string{}
 	}
+	return parseGitConfig(b)
+}
+
+// The most this package reads of a git config file and of a git index.
+const (
+	maxGitConfig = 1 << 20
+	maxGitIndex  = 256 << 20
+)
+
+// parseGitConfig is readGitConfig of the content b.
+func parseGitConfig(b []byte) map[string][]string {
+	out := map[string][]string{}
 	section := ""
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -1115,10 +1270,15 @@ func configValue(v string) string {
 // 160000: submodule checkouts). It reads index versions 2 to 4; objFmt is
 // the repository's object format ("sha256" or empty for SHA-1).
 func readGitlinks(p, objFmt string) ([]string, error) {
-	b, err := inputfile.Read(p, "git index", 256<<20)
+	b, err := inputfile.Read(p, "git index", maxGitIndex)
 	if err != nil {
 		return nil, err
 	}
+	return parseGitlinks(b, objFmt)
+}
+
+// parseGitlinks is readGitlinks of the content b.
+func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 	if len(b) < 12 || string(b[:4]) != "DIRC" {
 		return nil, errors.New("not a git index")
 	}

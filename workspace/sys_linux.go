@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -191,4 +193,67 @@ func chmodNoFollow(p string, mode fs.FileMode) error {
 		return &fs.PathError{Op: "chmod", Path: p, Err: unix.ELOOP}
 	}
 	return os.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
+}
+
+// lstatBeneath is lstat of rel (relative, not ".") below root, its
+// directories resolved as openBeneath resolves them and its last
+// component not followed: one lookup, with no descriptor kept.
+func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(int(root.f.Fd()), rel, &how)
+	for try := 0; errors.Is(err, unix.EAGAIN) && try < 10; try++ {
+		fd, err = unix.Openat2(int(root.f.Fd()), rel, &how)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: root.f.Name() + "/" + rel, Err: err}
+	}
+	defer unix.Close(fd)
+	fi := &statInfo{name: rel}
+	if err := syscall.Fstat(fd, &fi.st); err != nil {
+		return nil, &fs.PathError{Op: "lstat", Path: root.f.Name() + "/" + rel, Err: err}
+	}
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		fi.name = rel[i+1:]
+	}
+	return fi, nil
+}
+
+// statInfo is the fs.FileInfo of a stat, as os.Lstat returns it.
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch s.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFBLK:
+		m |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFDIR:
+		m |= fs.ModeDir
+	case syscall.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case syscall.S_IFLNK:
+		m |= fs.ModeSymlink
+	case syscall.S_IFSOCK:
+		m |= fs.ModeSocket
+	}
+	if s.st.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }

@@ -44,3 +44,7 @@ func openBeneath(root pinnedDir, rel string) (pinnedDir, error) {
 }
 
 func chmodNoFollow(p string, mode fs.FileMode) error { return os.Chmod(p, mode) }
+
+func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
+	return os.Lstat(root.path + "/" + rel)
+}

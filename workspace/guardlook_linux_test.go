@@ -1,0 +1,228 @@
+//go:build linux
+
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var guardRepo = map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/objects/": "", ".git/refs/": "", ".git/config": "[core]\n"}
+
+func quarantinedPaths(moved []Quarantined) []string {
+	var got []string
+	for _, m := range moved {
+		got = append(got, m.Path)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestFinishReadsGitmodulesBelow: Finish reads .gitmodules to find the
+// submodule checkouts whose .git the run made. Run as root (the daemon)
+// it must not read, through a link the workspace's owner put there on
+// the host, a file that user cannot read (here one of mode 0600 outside
+// the workspace): what it names would decide what is quarantined, which
+// the user sees. The control: the same content in the workspace's own
+// .gitmodules has the checkout's new .git quarantined.
+func TestFinishReadsGitmodulesBelow(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		name := "control"
+		if link {
+			name = "link"
+		}
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			ws := filepath.Join(root, "ws")
+			tree(t, ws, guardRepo)
+			tree(t, ws, map[string]string{".gitmodules": "# none yet\n"})
+			secret := filepath.Join(root, "private/secret")
+			tree(t, filepath.Dir(secret), map[string]string{"secret#600": "[submodule \"x\"]\n\tpath = probe\n"})
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+			tree(t, ws, map[string]string{"probe/.git/config": "[core]\n"})
+			gm := filepath.Join(ws, ".gitmodules")
+			os.Remove(gm)
+			if link {
+				if err := os.Symlink(secret, gm); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				b, _ := os.ReadFile(secret)
+				os.WriteFile(gm, b, 0o644)
+			}
+			moved, err := g.Finish(filepath.Join(root, "quarantine"))
+			if err != nil {
+				t.Fatalf("Finish: %v", err)
+			}
+			got := quarantinedPaths(moved)
+			if link && slices.Contains(got, "probe/.git") {
+				t.Errorf("Finish read %s through the link at .gitmodules: quarantined %q", secret, got)
+			}
+			if !link && !slices.Contains(got, "probe/.git") {
+				t.Errorf("control: quarantined %q, want probe/.git", got)
+			}
+		})
+	}
+}
+
+// TestFinishReadsIndexBelow: the git index stays writable to the
+// command, which may leave a link there to a file it cannot read, such
+// as another repository's index; Finish, as root, must not read it (nor
+// a named pipe, where it would wait). An index it does not read is one
+// it cannot read: it walks the workspace for new .git instead, and still
+// quarantines the checkout's. The control: the same index copied in is
+// read, and names the checkout without a walk.
+func TestFinishReadsIndexBelow(t *testing.T) {
+	root := t.TempDir()
+	other := filepath.Join(root, "private/repo")
+	tree(t, other, guardRepo)
+	cmd := exec.Command("git", "update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("a", 40)+",probe")
+	cmd.Dir = other
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git update-index: %v %s", err, out)
+	}
+	os.Chmod(filepath.Join(other, ".git/index"), 0o600)
+	for _, kind := range []string{"control", "link", "fifo"} {
+		t.Run(kind, func(t *testing.T) {
+			ws := filepath.Join(root, kind)
+			tree(t, ws, guardRepo)
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+			tree(t, ws, map[string]string{"probe/.git/config": "[core]\n"})
+			index := filepath.Join(ws, ".git/index")
+			switch kind {
+			case "control":
+				b, _ := os.ReadFile(filepath.Join(other, ".git/index"))
+				os.WriteFile(index, b, 0o644)
+			case "link":
+				os.Symlink(filepath.Join(other, ".git/index"), index)
+			case "fifo":
+				if err := exec.Command("mkfifo", index).Run(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			walks := 0
+			testHookDotGitsSince = func() { walks++ }
+			defer func() { testHookDotGitsSince = nil }()
+			done := make(chan struct{})
+			var moved []Quarantined
+			go func() {
+				defer close(done)
+				moved, err = g.Finish(filepath.Join(root, "quarantine", kind))
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Finish hangs on the index")
+			}
+			if err != nil {
+				t.Fatalf("Finish: %v", err)
+			}
+			if got := quarantinedPaths(moved); !slices.Equal(got, []string{"probe/.git"}) {
+				t.Errorf("quarantined %q, want probe/.git", got)
+			}
+			if want := map[string]int{"control": 0, "link": 1, "fifo": 1}[kind]; walks != want {
+				t.Errorf("Finish walked the workspace %d times, want %d (0: it read the index)", walks, want)
+			}
+		})
+	}
+}
+
+// TestFinishLooksBelow: what Finish looks at to decide what to move is
+// looked up below the workspace it opened. The workspace's owner, on
+// the host, swaps .git for a link to another user's repository while
+// Finish runs: whether that repository has hooks must not show in what
+// is quarantined (Finish, as root, would otherwise tell that user
+// whether a path exists where it cannot look). The control: a link to
+// a directory inside the workspace is followed as before, and the hooks
+// planted there quarantined.
+func TestFinishLooksBelow(t *testing.T) {
+	results := map[string][]string{}
+	for _, tc := range []string{"inside", "outside with hooks", "outside without hooks"} {
+		t.Run(tc, func(t *testing.T) {
+			root := t.TempDir()
+			ws := filepath.Join(root, "ws")
+			tree(t, ws, guardRepo) // no hooks: .git/hooks is an absent route
+			victim := filepath.Join(root, "private/repo/.git")
+			tree(t, filepath.Dir(victim), guardRepo)
+			if tc == "outside with hooks" {
+				tree(t, victim, map[string]string{"hooks/post-checkout": "#!/bin/sh\n"})
+			}
+			os.Chmod(filepath.Join(root, "private"), 0o700)
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+			dotgit := filepath.Join(ws, ".git")
+			os.Rename(dotgit, filepath.Join(ws, "aside"))
+			target := victim
+			if tc == "inside" {
+				tree(t, ws, map[string]string{"aside/hooks/pre-commit": "#!/bin/sh\n"})
+				target = "aside"
+			}
+			if err := os.Symlink(target, dotgit); err != nil {
+				t.Fatal(err)
+			}
+			moved, _ := g.Finish(filepath.Join(root, "quarantine"))
+			results[tc] = quarantinedPaths(moved)
+			if _, err := os.Lstat(filepath.Join(victim, "hooks")); tc == "outside with hooks" && err != nil {
+				t.Errorf("the other repository lost its hooks: %v", err)
+			}
+			if tc == "inside" && !slices.Contains(results[tc], ".git/hooks") {
+				t.Errorf("control: quarantined %q, want .git/hooks", results[tc])
+			}
+		})
+	}
+	if a, b := results["outside with hooks"], results["outside without hooks"]; !slices.Equal(a, b) {
+		t.Errorf("what Finish quarantined tells whether another repository has hooks: %q with, %q without", a, b)
+	}
+}
+
+// BenchmarkGuard is what the guard costs every direct-mode run that
+// changes nothing it protects: NewGuard and Finish, on an empty
+// workspace and on a git repository (git init, one commit).
+func BenchmarkGuard(b *testing.B) {
+	for _, kind := range []string{"empty", "git"} {
+		b.Run(kind, func(b *testing.B) {
+			ws := b.TempDir()
+			if kind == "git" {
+				os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
+				for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "a"}} {
+					cmd := exec.Command("git", args...)
+					cmd.Dir = ws
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("git %v: %v %s", args, err, out)
+					}
+				}
+			}
+			q := b.TempDir()
+			b.ResetTimer()
+			for range b.N {
+				g, err := NewGuard(ws, GuardOptions{Writable: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if moved, err := g.Finish(q); err != nil || len(moved) > 0 {
+					b.Fatal(moved, err)
+				}
+				g.Close()
+			}
+		})
+	}
+}
