@@ -292,3 +292,41 @@ true`)
 		t.Fatal("git status on the host ran what the command planted")
 	}
 }
+
+// TestGitFileInsideWorkspace: a workspace whose .git is a file naming a
+// git directory inside it (git init --separate-git-dir below the
+// workspace) keeps that file: rewritten, it would have git on the host
+// read another directory the command made, with a config that runs what
+// it says on git status. The control: the command could make that
+// directory, and git works inside.
+func TestGitFileInsideWorkspace(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	ws := t.TempDir()
+	hostGit(t, ws, "init", "-q", "--separate-git-dir", filepath.Join(ws, "store"))
+	if fi, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("git init --separate-git-dir made no .git file: %v", err)
+	}
+	os.WriteFile(filepath.Join(ws, "README"), []byte("hello\n"), 0o644)
+	hostGit(t, ws, "add", "README")
+	hostGit(t, ws, "commit", "-q", "-m", "first")
+	proof := filepath.Join(t.TempDir(), "PROOF")
+	r := sh(t, ws, func(p *policy.Policy) { p.Env.Set["PROOF"] = proof }, `
+echo new > file && `+gitInside+` add file && `+gitInside+` commit -q -m inside && echo COMMITTED
+cp -r store evil && printf '[core]\n\tfsmonitor = touch %s; false\n' "$PROOF" >> evil/config && echo MADE
+echo 'gitdir: evil' > .git 2>/dev/null && echo WROTE-gitfile
+true`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "COMMITTED") || !strings.Contains(r.stdout, "MADE") {
+		t.Fatalf("control: git inside, or making a git directory, failed:\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("the command rewrote the .git file:\n%s", r.stdout)
+	}
+	hostGit(t, ws, "status")
+	if _, err := os.Stat(proof); err == nil {
+		t.Fatal("git status on the host ran what the command planted")
+	}
+}

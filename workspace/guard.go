@@ -224,8 +224,10 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			g.protect(base, joinRel(prefix, e), 0)
 		}
 	}
-	if external {
-		g.protect(g.ws, ".git", 0) // the .git file itself
+	if gitdir != "" && gitdir != g.real+"/.git" {
+		// The .git file itself, wherever the git directory it names
+		// is: rewritten, it would name one the command made.
+		g.protect(g.ws, ".git", 0)
 	}
 	// The root itself as a bare repository (see gitdir.go), which git
 	// reads as its git directory when it has no .git: its entries are
