@@ -428,12 +428,12 @@ func (g *Guard) parentOf(base, rel string) (pinnedDir, error) {
 // last component without following it.
 
 // lookAt opens the directory holding the host path p, below the root
-// NewGuard opened that holds p, and returns it with p's last component.
-// A path below no opened root (none was opened: the root is not
-// writable) is looked at by path.
+// NewGuard opened that holds p (or, below none, opened now with no link
+// on its path: see parentOf), and returns it with p's last component.
+// A root itself is looked at by path.
 func (g *Guard) lookAt(p string) (pinnedDir, string, error) {
 	base, rel := g.baseOf(p)
-	if _, ok := g.pins[base]; !ok || rel == "." {
+	if rel == "." {
 		return pinnedDir{path: filepath.Dir(p)}, filepath.Base(p), nil
 	}
 	d, err := g.parentOf(base, rel)
@@ -471,11 +471,8 @@ func (g *Guard) read(p, what string, max int64) ([]byte, error) {
 func (g *Guard) openDir(p string) (pinnedDir, error) {
 	base, rel := g.baseOf(p)
 	root, ok := g.pins[base]
-	if !ok || rel == "." {
-		if ok {
-			return openBeneath(root, ".")
-		}
-		return pinnedDir{path: p}, nil
+	if !ok {
+		return pinDir(p) // below no root: opened with no link on its path
 	}
 	return openBeneath(root, rel)
 }
