@@ -729,26 +729,33 @@ func (g *Guard) dotGitsSince() []string {
 		testHookDotGitsSince()
 	}
 	var out []string
-	// From the workspace NewGuard opened, wherever its path leads now.
-	top, walk := g.real, g.real
-	if d, err := g.openDir(g.real); err == nil {
-		defer d.Close()
-		top, walk = filepath.Clean(d.self()), d.self()
-	}
-	filepath.WalkDir(walk, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != ".git" || p == top+"/.git" {
-			return nil
+	// Each directory is opened below the workspace NewGuard opened (see
+	// readDir): one its owner swaps for a link meanwhile does not lead
+	// the walk, as root, into a directory that user cannot read.
+	var walk func(rel string)
+	walk = func(rel string) {
+		dir := g.real
+		if rel != "." {
+			dir += "/" + rel
 		}
-		if fi, err := d.Info(); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start, os.Lstat)) {
-			if r, ok := relWithin(top, filepath.Dir(p)); ok {
-				out = append(out, r)
+		ents, err := g.readDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			p := dir + "/" + e.Name()
+			if e.Name() != ".git" || rel == "." {
+				if e.IsDir() {
+					walk(joinRel(rel, e.Name()))
+				}
+				continue
+			}
+			if fi, err := g.lstat(p); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start, g.lstat)) {
+				out = append(out, rel)
 			}
 		}
-		if d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
-	})
+	}
+	walk(".")
 	return out
 }
 
