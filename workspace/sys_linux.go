@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -207,53 +205,9 @@ func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "lstat", Path: root.f.Name() + "/" + rel, Err: err}
 	}
-	defer unix.Close(fd)
-	fi := &statInfo{name: rel}
-	if err := syscall.Fstat(fd, &fi.st); err != nil {
-		return nil, &fs.PathError{Op: "lstat", Path: root.f.Name() + "/" + rel, Err: err}
-	}
-	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		fi.name = rel[i+1:]
-	}
-	return fi, nil
-}
-
-// statInfo is the fs.FileInfo of a stat, as os.Lstat returns it.
-type statInfo struct {
-	name string
-	st   syscall.Stat_t
-}
-
-func (s *statInfo) Name() string       { return s.name }
-func (s *statInfo) Size() int64        { return s.st.Size }
-func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
-func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
-func (s *statInfo) Sys() any           { return &s.st }
-
-func (s *statInfo) Mode() fs.FileMode {
-	m := fs.FileMode(s.st.Mode & 0o777)
-	switch s.st.Mode & syscall.S_IFMT {
-	case syscall.S_IFBLK:
-		m |= fs.ModeDevice
-	case syscall.S_IFCHR:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFDIR:
-		m |= fs.ModeDir
-	case syscall.S_IFIFO:
-		m |= fs.ModeNamedPipe
-	case syscall.S_IFLNK:
-		m |= fs.ModeSymlink
-	case syscall.S_IFSOCK:
-		m |= fs.ModeSocket
-	}
-	if s.st.Mode&syscall.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if s.st.Mode&syscall.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if s.st.Mode&syscall.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
+	// os's own stat of the descriptor (fstat works on an O_PATH one):
+	// the link itself when rel names one.
+	f := os.NewFile(uintptr(fd), rel)
+	defer f.Close()
+	return f.Stat()
 }
