@@ -22,7 +22,6 @@ import (
 // same programs unchanged run, mint and revoke.
 func TestSecretProgramChangedAfterTrust(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, ".moat.toml")
 	const doc = `[network]
 mode = "allow"
 allow = ["api.test"]
@@ -35,16 +34,7 @@ hosts = ["api.test"]
 `
 	const mint = "#!/bin/sh\necho run >> ran\necho minted\n"
 	const revoke = "#!/bin/sh\ncat >> revoked\n"
-	for name, body := range map[string]string{".moat.toml": doc, "mint": mint, "revoke": revoke} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	home, _ := os.UserHomeDir()
-	trust := &policy.Trust{}
-	if _, err := trust.Add(path, home); err != nil {
-		t.Fatal(err)
-	}
+	path, trust, home := trustFiles(t, dir, map[string]string{".moat.toml": doc, "mint": mint, "revoke": revoke})
 	load := func() *policy.Policy {
 		t.Helper()
 		p, err := trust.Load(path, home)
@@ -109,4 +99,23 @@ hosts = ["api.test"]
 	if read("revoked") != "minted\n" {
 		t.Errorf("the changed revoke ran: %q", read("revoked"))
 	}
+}
+
+// trustFiles writes files (the policy as .moat.toml among them, each
+// executable) into dir and trusts the policy: the path to the policy,
+// the trust store and the home it was checked under.
+func trustFiles(t *testing.T, dir string, files map[string]string) (string, *policy.Trust, string) {
+	t.Helper()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, ".moat.toml")
+	home, _ := os.UserHomeDir()
+	trust := &policy.Trust{}
+	if _, err := trust.Add(path, home); err != nil {
+		t.Fatal(err)
+	}
+	return path, trust, home
 }

@@ -30,21 +30,11 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	path := filepath.Join(dir, ".moat.toml")
 	runsc := filepath.Join(dir, "runsc")
 	marker := filepath.Join(dir, "started")
 	wrapper := fmt.Sprintf("#!/bin/sh\necho started >> %s\nexec %s \"$@\"\n", marker, real)
 	doc := fmt.Sprintf("[sandbox]\nisolation = \"gvisor\"\nrunsc = %q\n\n[harness]\nbuiltin = []\n", runsc)
-	for name, body := range map[string]string{".moat.toml": doc, "runsc": wrapper} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	home, _ := os.UserHomeDir()
-	trust := &policy.Trust{}
-	if _, err := trust.Add(path, home); err != nil {
-		t.Fatal(err)
-	}
+	path, trust, home := trustFiles(t, dir, map[string]string{".moat.toml": doc, "runsc": wrapper})
 	load := func() *policy.Policy {
 		t.Helper()
 		p, err := trust.Load(path, home)
