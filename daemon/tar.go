@@ -38,10 +38,11 @@ const MaxTarEntries = 10000
 const MaxTarDepth = 256
 
 // MaxTenantUploads bounds the tar uploads one tenant may have under way at
-// once. Each is spooled whole in the daemon's state directory before
-// anything is written (up to MaxTarBytes), outside any workspace and so
-// outside the tenant's disk quota: without a bound, one tenant's parallel
-// uploads could fill the daemon's disk.
+// once. Each is spooled whole before anything is written (up to
+// MaxTarBytes): without a disk quota, in the daemon's state directory,
+// outside any workspace, where without a bound one tenant's parallel
+// uploads could fill the daemon's disk; under one, in the workspace's
+// tmpfs, which the quota counts (spool).
 const MaxTenantUploads = 2
 
 // startUpload counts an upload of tenant against MaxTenantUploads, or

@@ -16,8 +16,59 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
+
+// spool makes the unlinked file an upload is held in until every entry
+// is checked. Under a disk quota the session's workspace is a tmpfs of
+// its limits.disk (boundWorkspace), and the spool is made there, without
+// a name (O_TMPFILE), so that no command sees it: what an upload holds
+// while it waits then counts against the tenant's quota, and a full
+// tmpfs refuses it (ENOSPC). Elsewhere the spool is in the daemon's
+// state directory, bounded by MaxTenantUploads.
+func (s *Session) spool() (*os.File, error) {
+	if !s.wsTmpfs {
+		if s.m.cfg.TenantDisk > 0 {
+			// Not reached: under a disk quota, reserveLimits admits no
+			// session whose files API writes elsewhere than its tmpfs.
+			return nil, fmt.Errorf("%w: this daemon bounds each tenant's disk (--tenant-disk), and this workspace has no tmpfs to hold an upload", ErrQuota)
+		}
+		f, err := os.CreateTemp(s.m.dir, "upload-")
+		if err != nil {
+			return nil, fmt.Errorf("spool an upload: %w", err)
+		}
+		os.Remove(f.Name())
+		return f, nil
+	}
+	release, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	fd, err := unix.Openat(int(s.root.Fd()), ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("spool an upload in the workspace: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "upload"), nil
+}
+
+// spoolWriter tells the spool's write errors apart from the reader's: a
+// full spool is the tenant's quota, not a bad request.
+type spoolWriter struct{ f *os.File }
+
+type spoolFull struct{ err error }
+
+func (e *spoolFull) Error() string { return e.err.Error() }
+func (e *spoolFull) Unwrap() error { return e.err }
+
+func (w *spoolWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		err = &spoolFull{err}
+	}
+	return n, err
+}
 
 // Untar writes the tar archive r into the directory dir of the workspace
 // (made with its parents when missing). See tar.go for what it refuses.
@@ -44,15 +95,18 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 	}
 	defer ended()
 	// The archive is kept whole before anything is written, so that every
-	// entry is checked first; in an unlinked file of the daemon's, which
-	// nothing can leave behind.
-	spool, err := os.CreateTemp(s.m.dir, "upload-")
+	// entry is checked first; in an unlinked file, which nothing can leave
+	// behind.
+	spool, err := s.spool()
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(spool.Name())
 	defer spool.Close()
-	n, err := io.Copy(spool, io.LimitReader(r, MaxTarBytes+1))
+	n, err := io.Copy(&spoolWriter{spool}, io.LimitReader(r, MaxTarBytes+1))
+	var full *spoolFull
+	if errors.As(err, &full) {
+		return nil, fmt.Errorf("%w: the archive does not fit in the workspace's limits.disk (%s), which the daemon's disk quota for each tenant (--tenant-disk) counts: an archive is held there whole until its entries are checked, and its files then need as much again", ErrQuota, policy.Size(s.policy.Limits.Disk))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the archive: %w", ErrBadRequest, err)
 	}
