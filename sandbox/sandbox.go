@@ -326,6 +326,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if req.Session != "" && m != policy.WorkspaceOverlay && m != policy.WorkspaceCopy {
 		return fail(fmt.Errorf("a session (%q) keeps the changes of an overlay or copy workspace, but workspace.mode is %q; add --workspace-mode overlay", req.Session, m))
 	}
+	if err := refuseCopyUnderDisk(req.Policy, req.AllowDegraded); err != nil {
+		return fail(err)
+	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
 		var created bool
@@ -646,7 +649,7 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		// The limit still bounds /tmp, home and /dev/shm; what escapes it
 		// is written in place on the host's filesystem, which a tmpfs
 		// cannot hold and a watchdog could only notice after the fact.
-		gaps = append(gaps, fmt.Sprintf("disk limit (limits.disk / --disk) not enforced on %s: written in place on the host's filesystem (a direct or copy workspace, filesystem.read_write / --rw); --workspace-mode overlay keeps the workspace's writes under the limit, and readonly keeps them out", strings.Join(w, ", ")))
+		gaps = append(gaps, diskGap(w))
 	}
 	n := &spec.Network
 	tcpWhy := fmt.Sprintf("Landlock restricts TCP ports from ABI 4 (Linux 6.7); this kernel has %s", landlockABIName(caps.LandlockABI))
@@ -667,6 +670,24 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}
 	return gaps, nil
+}
+
+// diskGap is the gap of a disk limit that cannot hold what a command
+// writes in place at the places w.
+func diskGap(w []string) string {
+	return fmt.Sprintf("disk limit (limits.disk / --disk) not enforced on %s: written in place on the host's filesystem (a direct or copy workspace, filesystem.read_write / --rw); --workspace-mode overlay keeps the workspace's writes under the limit, and readonly keeps them out", strings.Join(w, ", "))
+}
+
+// refuseCopyUnderDisk refuses a copy workspace under a disk limit, unless
+// degradation is allowed, before the copy is made: the command writes
+// the copy in place on the state directory's filesystem, beyond the
+// limit's tmpfs, so checkCapabilities would refuse it anyway, but only
+// once the whole workspace had been copied for nothing.
+func refuseCopyUnderDisk(p *policy.Policy, allow bool) error {
+	if allow || p.Workspace.Mode != policy.WorkspaceCopy || p.Limits.Disk == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, diskGap([]string{p.Workspace.Path}))
 }
 
 // enforcedBy names what enforces each of l's limits that needs more than

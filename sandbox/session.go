@@ -166,6 +166,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if req.Session != "" && m != policy.WorkspaceOverlay && m != policy.WorkspaceCopy {
 		return nil, fmt.Errorf("a session's change set (%q) keeps the changes of an overlay or copy workspace, but workspace.mode is %q", req.Session, m)
 	}
+	if err := refuseCopyUnderDisk(p, req.AllowDegraded); err != nil {
+		return nil, err
+	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m, int64(p.Limits.Disk))
 		if err != nil {
