@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // reserveLimits counts s's memory, CPU and disk limits against its
@@ -65,6 +66,19 @@ func (m *Manager) reserveLimits(s *Session) error {
 	}
 	s.disk = disk
 	return nil
+}
+
+// refuseUnboundedCopy refuses a copy workspace under limits.disk before
+// its sandbox is made, as the sandbox would refuse it only once the whole
+// workspace had been copied: its commands write the copy in place on the
+// daemon's disk, where the limit's tmpfs does not hold it. A daemon's
+// tenant cannot run degraded, so the way out is another mode or no limit
+// (under a disk quota, reserveLimits refuses it first).
+func refuseUnboundedCopy(p *policy.Policy) error {
+	if p.Workspace.Mode != policy.WorkspaceCopy || p.Limits.Disk == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: limits.disk cannot bound a copy workspace: its commands write the copy in place on the daemon's disk, beyond the tmpfs that holds the limit; use workspace_mode \"overlay\" (its changes are kept under limits.disk) or \"readonly\", or leave limits.disk out", sandbox.ErrRefused)
 }
 
 // inPlaceWrites names what s's policy lets a command write in place on

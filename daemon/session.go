@@ -215,6 +215,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	if err := m.reserveLimits(s); err != nil {
 		return nil, err
 	}
+	if err := refuseUnboundedCopy(p); err != nil {
+		return nil, err
+	}
 	s.protect = protectList(p)
 	s.gate = s.newWriteGate(p)
 	s.gate.Learn = req.Learn
