@@ -22,7 +22,11 @@ import (
 // quota such a session is refused by name, as the sandbox itself refuses
 // a disk limit it cannot enforce; except a direct workspace the daemon
 // made, which a daemon running as root bounds with a tmpfs of its own
-// (boundWorkspace), counted as a second limits.disk.
+// (boundWorkspace), counted as a second limits.disk. A copy workspace is
+// not bounded so: its copy is the session's change set, kept after the
+// session for review (and over a tenant's own workspace, across the
+// daemon's restarts), which a tmpfs would hold only until the host's next
+// boot, while the change set's record outlives it.
 func (m *Manager) reserveLimits(s *Session) error {
 	p := s.policy
 	disk := int64(p.Limits.Disk)
@@ -89,7 +93,9 @@ func inPlaceWrites(s *Session) string {
 	case p.Workspace.Mode == policy.WorkspaceDirect && s.wsTmpfs:
 	case p.Workspace.Mode == policy.WorkspaceDirect && s.TempWorkspace:
 		return "the workspace (workspace_mode \"direct\"; a daemon running as root would bound this empty one with a tmpfs)"
-	case p.Workspace.Mode == policy.WorkspaceDirect, p.Workspace.Mode == policy.WorkspaceCopy:
+	case p.Workspace.Mode == policy.WorkspaceCopy:
+		return "the workspace's copy (workspace_mode \"copy\": made on the daemon's disk when the session starts, and written there by its commands)"
+	case p.Workspace.Mode == policy.WorkspaceDirect:
 		return fmt.Sprintf("the workspace (workspace_mode %q)", p.Workspace.Mode)
 	}
 	if len(p.Filesystem.ReadWrite) > 0 {
