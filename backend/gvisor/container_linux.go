@@ -24,7 +24,10 @@ import (
 // it takes. One-shot runs and sessions build it the same way (prepare);
 // they differ only in the container's first process.
 type container struct {
-	runsc string
+	// runsc is the runsc binary as named, which check checks; exe is
+	// what is run: runsc itself, or the copy of the bytes a trust check
+	// hashed (Backend.Checked).
+	runsc, exe string
 	// check is Backend.Check, for each command of a session.
 	check func(runsc string) error
 	dir   string // removed by remove
@@ -64,14 +67,22 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 			return nil, &backend.InitError{Stage: "runsc", Err: err}
 		}
 	}
-	sweep(runsc)
+	exe := runsc
+	if b.Checked != nil {
+		if digest, ok := b.Checked(runsc); ok {
+			if exe, err = checkedCopy(runsc, digest); err != nil {
+				return nil, &backend.InitError{Stage: "runsc", Err: err}
+			}
+		}
+	}
+	sweep(exe)
 	tmp, err := filepath.Abs(os.TempDir())
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
 	// Before the directory exists: the reaper then finds it whenever
 	// moat dies.
-	reaperStarted, err := watchForReaper(tmp, runsc)
+	reaperStarted, err := watchForReaper(tmp, exe)
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
@@ -79,7 +90,7 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	if err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
-	c := &container{runsc: runsc, check: b.Check, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state"), reaperStarted: reaperStarted}
+	c := &container{runsc: runsc, exe: exe, check: b.Check, dir: dir, bdir: filepath.Join(dir, "bundle"), state: filepath.Join(dir, "state"), reaperStarted: reaperStarted}
 	defer func() {
 		if err != nil {
 			c.remove()
@@ -174,7 +185,7 @@ func (c *container) write() error {
 // cmd is a runsc call on the container, logging to logPath.
 func (c *container) cmd(logPath string, args ...string) *exec.Cmd {
 	all := append(append([]string{}, c.global...), "--log", logPath)
-	return exec.Command(c.runsc, append(all, args...)...)
+	return exec.Command(c.exe, append(all, args...)...)
 }
 
 // checked reports whether runsc passes Backend.Check now. A call that

@@ -22,6 +22,14 @@ type Backend struct {
 	// sweep of what dead moats left, which runs the runsc a start just
 	// checked, and the reaper, which runs once moat is dead.
 	Check func(runsc string) error
+	// Checked, when set, returns the digest a trust check hashed for the
+	// runsc binary (policy.Policy.CheckedDigest), if it hashed one. With
+	// one, the file at runsc is never run: Check hashes it by path, and a
+	// file swapped in right after the check would run in its place. A
+	// private copy with exactly that content runs instead (checkedCopy),
+	// made once per digest; a runsc that no longer has it when the copy
+	// is made is refused (ErrRunscChanged).
+	Checked func(runsc string) (digest string, ok bool)
 }
 
 // Name is "gvisor".

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strings"
 	"syscall"
+
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 // RunscVersion is the version of gVisor's module that scripts/runsc.sh
@@ -108,4 +112,92 @@ func safeOwner(p string, fi os.FileInfo, dir bool) error {
 		return fmt.Errorf("%s is writable by group or others: moat will not run it", p)
 	}
 	return nil
+}
+
+// ErrRunscChanged is wrapped by the refusal of a runsc whose content is
+// no longer the one its trust check hashed (Backend.Checked).
+var ErrRunscChanged = errors.New("runsc is not the one its trust check hashed")
+
+// checkedCopy returns a copy of runsc with the content whose hex SHA-256
+// is digest, made when there is none yet: copied from runsc and hashed
+// as it is copied, so that the copy is the bytes hashed whatever happens
+// to runsc meanwhile, and kept only when they are the ones the trust
+// check hashed. runsc is too large to copy into memory for each run (as
+// a secret's program is); a copy on disk, named by its digest, costs one
+// copy per runsc, and later runs only a look. The copies are kept in
+// this user's cache, where only this user and root may change them
+// (checked as Find checks a named runsc): the sandboxed command, which
+// may write where runsc lies, cannot reach them.
+func checkedCopy(runsc, digest string) (string, error) {
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("runsc %s: %q is not a SHA-256 digest", runsc, digest)
+	}
+	dir, err := checkedDir()
+	if err != nil {
+		return "", fmt.Errorf("runsc %s: a directory for its checked copy: %w", runsc, err)
+	}
+	dst := filepath.Join(dir, digest)
+	if _, err := os.Lstat(dst); err == nil {
+		if err := executable(dst); err != nil {
+			return "", fmt.Errorf("runsc %s: its checked copy: %w", runsc, err)
+		}
+		return dst, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".copy-*")
+	if err != nil {
+		return "", fmt.Errorf("runsc %s: copy: %w", runsc, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing
+	got, err := inputfile.DigestCopy(runsc, "program", inputfile.MaxProgram, tmp)
+	if err == nil && got != digest {
+		err = fmt.Errorf("%w: %s changed since its check", ErrRunscChanged, runsc)
+	}
+	if err == nil {
+		err = tmp.Chmod(0o700)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// Two moats making the same copy make the same bytes: the last
+		// rename wins, and either is the checked runsc.
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return "", fmt.Errorf("runsc %s: copy: %w", runsc, err)
+	}
+	if err := executable(dst); err != nil {
+		return "", fmt.Errorf("runsc %s: its checked copy: %w", runsc, err)
+	}
+	return dst, nil
+}
+
+// checkedDir is where checkedCopy keeps its copies:
+// ${XDG_CACHE_HOME:-$HOME/.cache}/moat/runsc-checked, HOME being this
+// user's home directory from the user database when unset (a daemon a
+// service manager started may have none). Made private to this user.
+func checkedDir() (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := os.Getenv("HOME")
+		if home == "" {
+			u, err := user.Current()
+			if err != nil {
+				return "", err
+			}
+			home = u.HomeDir
+		}
+		if !filepath.IsAbs(home) {
+			return "", fmt.Errorf("no home directory for this user (%q)", home)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	dir := filepath.Join(base, "moat", "runsc-checked")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

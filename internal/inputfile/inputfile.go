@@ -85,6 +85,14 @@ func read(path, what string, max int64, noFollow bool) ([]byte, error) {
 // bytes, checked as Read checks it but read as a stream: a program is
 // hashed, not kept.
 func Digest(path, what string, max int64) (string, error) {
+	return DigestCopy(path, what, max, io.Discard)
+}
+
+// DigestCopy is Digest that also writes what it hashes to w: a copy made
+// this way has exactly the content of the digest returned, whatever
+// happens to the file at path meanwhile. w may have been written to when
+// it fails.
+func DigestCopy(path, what string, max int64, w io.Writer) (string, error) {
 	f, err := open(path, false)
 	if err != nil {
 		return "", err
@@ -105,7 +113,7 @@ func Digest(path, what string, max int64) (string, error) {
 		return "", tooLarge
 	}
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, max+1))
+	n, err := io.Copy(io.MultiWriter(h, w), io.LimitReader(f, max+1))
 	if err != nil {
 		return "", err
 	}
