@@ -1,14 +1,12 @@
 package workspace
 
 import (
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // A git directory needs no .git in its name: git's discovery, walking up
@@ -160,7 +158,11 @@ func isGitDirAt(dir string) bool {
 // it at. A commondir with a valid HEAD is taken for one without following
 // it: it may lead anywhere, and an ordinary project has no such pair.
 func isGitDirectory(lstat func(name string) (fs.FileInfo, string)) bool {
-	if !validHead(lstat("HEAD")) {
+	fi, p := lstat("HEAD")
+	if testHookHeadLooked != nil {
+		testHookHeadLooked(p)
+	}
+	if fi == nil || !validHead(p) {
 		return false
 	}
 	if fi, _ := lstat("commondir"); fi != nil {
@@ -178,31 +180,25 @@ func isGitDirectory(lstat func(name string) (fs.FileInfo, string)) bool {
 	return true
 }
 
-// validHead is validate_headref of git: a link into refs/, or a file
-// that starts with "ref: refs/" or an object name in hex.
-func validHead(fi fs.FileInfo, p string) bool {
-	switch {
-	case fi == nil:
-		return false
-	case fi.Mode()&fs.ModeSymlink != 0:
-		t, err := os.Readlink(p)
-		return err == nil && strings.HasPrefix(t, "refs/")
-	case !fi.Mode().IsRegular():
-		return false
-	}
-	// Without following a link or blocking: what was a file at lstat may
-	// have been swapped since.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// testHookHeadLooked, when set (by tests), runs between the look at a
+// HEAD and its read.
+var testHookHeadLooked func(p string)
+
+// validHead is validate_headref of git on the HEAD at p: a link into
+// refs/, or a file that starts with "ref: refs/" or an object name in
+// hex. HEAD is looked up once, without following a link and without
+// blocking, and what was looked up is what is read: one swapped for a
+// link or a pipe since an earlier look is judged as it is now, never
+// as what it was.
+func validHead(p string) bool {
+	target, isLink, head, err := readNoFollow(p, 255) // what git reads of it
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return false
+	if isLink {
+		return strings.HasPrefix(target, "refs/")
 	}
-	buf := make([]byte, 255) // what git reads of it
-	n, _ := io.ReadFull(f, buf)
-	b := string(buf[:n])
+	b := string(head)
 	if ref, ok := strings.CutPrefix(b, "ref:"); ok {
 		return strings.HasPrefix(strings.TrimLeft(ref, " \t\n\r"), "refs/")
 	}

@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -210,4 +211,43 @@ func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
 	return f.Stat()
+}
+
+// readNoFollow looks up p once, without following a link there, and
+// returns what it found: a link's target (isLink), or at most n bytes of
+// a regular file, opened through the descriptor of that lookup (so
+// without blocking, and never a device); anything else is an error.
+func readNoFollow(p string, n int) (target string, isLink bool, b []byte, err error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", false, nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", false, nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		m, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return "", false, nil, &fs.PathError{Op: "readlink", Path: p, Err: err}
+		}
+		return string(buf[:m]), true, nil, nil
+	case unix.S_IFREG:
+	default:
+		return "", false, nil, &fs.PathError{Op: "open", Path: p, Err: errors.New("not a regular file")}
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", fd), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false, nil, err
+	}
+	defer f.Close()
+	b = make([]byte, n)
+	m, err := io.ReadFull(f, b)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", false, nil, err
+	}
+	return "", false, b[:m], nil
 }

@@ -5,8 +5,10 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Overlay upper layers exist only on Linux; elsewhere every operation that
@@ -47,4 +49,31 @@ func chmodNoFollow(p string, mode fs.FileMode) error { return os.Chmod(p, mode) 
 
 func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
 	return os.Lstat(root.path + "/" + rel)
+}
+
+// readNoFollow is the Linux one's, with a look and an open: elsewhere
+// no git directory is judged for an overlay's change set.
+func readNoFollow(p string, n int) (target string, isLink bool, b []byte, err error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		t, err := os.Readlink(p)
+		return t, err == nil, nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false, nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", false, nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	b = make([]byte, n)
+	m, err := io.ReadFull(f, b)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", false, nil, err
+	}
+	return "", false, b[:m], nil
 }
