@@ -158,6 +158,10 @@ type GuardOptions struct {
 	Absolute bool
 }
 
+// testHookGitDirFound, when set (by tests), runs in NewGuard once it has
+// found the git directory, before it reads what is in it.
+var testHookGitDirFound func()
+
 // NewGuard computes the protection of root (absolute, as the command
 // sees it: a workspace or a read-write directory) for a run.
 func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
@@ -167,16 +171,33 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	if r, err := filepath.EvalSymlinks(ws); err == nil {
 		g.real = r
 	}
+	// What NewGuard reads and looks at to decide what to protect goes
+	// below the roots, as Finish's looks do (see lookAt), for the same
+	// reason: by path, as root, it would follow a link the workspace's
+	// owner (or, in a workspace written directly, an earlier run's
+	// command) put on the way or swapped in. The workspace is opened
+	// first; a git directory bound from outside it, once found. Without
+	// Writable nothing stays open: each look opens its root anew.
+	g.stat.g = g
+	if writable {
+		if err := g.pinRoots(map[string]string{g.ws: g.real}); err != nil {
+			return nil, err
+		}
+	}
 	gitdir, external, err := g.findGitDir()
 	if err != nil {
+		g.Close()
 		return nil, err
+	}
+	if testHookGitDirFound != nil {
+		testHookGitDirFound()
 	}
 	common := gitdir
 	var cfg map[string][]string // the common git directory's config
 	if gitdir != "" {
-		common = commonDir(gitdir)
+		common = g.commonDir(gitdir)
 		g.gitdir, g.common = gitdir, common
-		cfg = readGitConfig(filepath.Join(common, "config"))
+		cfg = g.readGitConfig(filepath.Join(common, "config"))
 		if f, ok := cfg["extensions.objectformat"]; ok {
 			g.objFmt = f[len(f)-1]
 		}
@@ -188,9 +209,14 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		}
 	}
 	if !writable {
+		g.stat = statCache{}
 		return g, nil
 	}
-	if err := g.pin(); err != nil {
+	binds := map[string]string{}
+	for _, b := range g.binds {
+		binds[b.Path] = b.Path
+	}
+	if err := g.pinRoots(binds); err != nil {
 		return nil, err
 	}
 	// The git directories, as git reads them.
@@ -213,7 +239,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		if common != gitdir {
 			dirs = append(dirs, common)
 		}
-		for _, d := range nestedGitDirs(common, os.ReadDir, os.Lstat) {
+		for _, d := range nestedGitDirs(common, g.readDir, g.lstat) {
 			g.gitdirs[d] = true
 			dirs = append(dirs, d)
 		}
@@ -238,7 +264,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			g.topHad = append(g.topHad, e)
 		}
 	}
-	if slices.Contains(g.topHad, "HEAD") && gitdir == "" && isGitDirAt(g.real) {
+	if slices.Contains(g.topHad, "HEAD") && gitdir == "" && g.isGitDirBelow(g.real) {
 		g.topGit = true
 		for _, e := range gitDirEntries {
 			g.protect(g.ws, e, 0)
@@ -257,7 +283,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	}
 	var modules []string
 	if _, err := g.stat.lstat(g.real + "/.gitmodules"); err == nil {
-		modules = submodulePaths(readGitConfig(filepath.Join(g.real, ".gitmodules")))
+		modules = submodulePaths(g.readGitConfig(filepath.Join(g.real, ".gitmodules")))
 	}
 	for _, p := range modules {
 		g.gitlinks[p] = true
@@ -335,7 +361,7 @@ func (g *Guard) protect(base, rel string, depth int) {
 		last := i == len(parts)-1
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := g.readlink(p)
 			if err != nil {
 				return
 			}
@@ -369,13 +395,12 @@ func (g *Guard) protect(base, rel string, depth int) {
 	}
 }
 
-// pin opens the roots Finish works below: the workspace and the git
-// directories bound from outside it.
-func (g *Guard) pin() error {
-	g.pins = map[string]pinnedDir{}
-	roots := map[string]string{g.ws: g.real}
-	for _, b := range g.binds {
-		roots[b.Path] = b.Path
+// pinRoots opens roots (each as the command sees it, to its host path)
+// for Finish, and NewGuard's own looks, to work below: the workspace and
+// the git directories bound from outside it. On error it closes all.
+func (g *Guard) pinRoots(roots map[string]string) error {
+	if g.pins == nil {
+		g.pins = map[string]pinnedDir{}
 	}
 	for base, p := range roots {
 		d, err := pinDir(p)
@@ -455,6 +480,16 @@ func (g *Guard) lstat(p string) (fs.FileInfo, error) {
 	return os.Lstat(d.join(name))
 }
 
+// readlink is os.Readlink of the host path p, looked up below its root.
+func (g *Guard) readlink(p string) (string, error) {
+	d, name, err := g.lookAt(p)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return os.Readlink(d.join(name))
+}
+
 // read reads the regular file at the host path p, looked up below its
 // root, a link at p refused (see inputfile.ReadNoFollow).
 func (g *Guard) read(p, what string, max int64) ([]byte, error) {
@@ -524,7 +559,7 @@ func (g *Guard) findGitDir() (dir string, external bool, err error) {
 	case !fi.Mode().IsRegular():
 		return "", false, nil
 	}
-	target, ok := readGitFile(dotgit)
+	target, ok := g.readGitFile(dotgit)
 	if !ok {
 		return "", false, nil
 	}
@@ -1056,10 +1091,11 @@ func copyOut(src, dst string) error {
 	return os.RemoveAll(src)
 }
 
-// readGitFile reads a .git file ("gitdir: PATH"), returning the git
-// directory it names, made absolute.
-func readGitFile(p string) (string, bool) {
-	b, err := inputfile.Read(p, "git file", 4096)
+// readGitFile reads a .git file ("gitdir: PATH") at the host path p,
+// below its root (see Guard.read), returning the git directory it names,
+// made absolute.
+func (g *Guard) readGitFile(p string) (string, bool) {
+	b, err := g.read(p, "git file", 4096)
 	if err != nil {
 		return "", false
 	}
@@ -1076,9 +1112,9 @@ func readGitFile(p string) (string, bool) {
 
 // commonDir is the git directory whose config, hooks and objects dir
 // shares (a linked worktree's points at the main one's), resolved; dir
-// itself when it has no commondir file.
-func commonDir(dir string) string {
-	b, err := inputfile.Read(filepath.Join(dir, "commondir"), "git file", 4096)
+// itself when it has no commondir file. commondir is read below its root.
+func (g *Guard) commonDir(dir string) string {
+	b, err := g.read(filepath.Join(dir, "commondir"), "git file", 4096)
 	if err != nil {
 		return dir
 	}
@@ -1184,14 +1220,15 @@ func submodulePaths(vars map[string][]string) []string {
 	return out
 }
 
-// readGitConfig reads the variables of a git config file as
-// "section.subsection.key" (section and key lower-cased, as git compares
-// them) to their values. It reads what this package needs to find paths,
-// not every corner of the format: a value it cannot read is left out,
-// which only leaves a path unprotected that the mounts of the git
-// directory's own entries do not already cover.
-func readGitConfig(p string) map[string][]string {
-	b, err := inputfile.Read(p, "git config", maxGitConfig)
+// readGitConfig reads the variables of the git config file at the host
+// path p, below its root (see Guard.read), as "section.subsection.key"
+// (section and key lower-cased, as git compares them) to their values.
+// It reads what this package needs to find paths, not every corner of
+// the format: a value it cannot read is left out, which only leaves a
+// path unprotected that the mounts of the git directory's own entries
+// do not already cover.
+func (g *Guard) readGitConfig(p string) map[string][]string {
+	b, err := g.read(p, "git config", maxGitConfig)
 	if err != nil {
 		return map[string][]string{}
 	}
@@ -1401,8 +1438,7 @@ func (c *ChangeSet) Protects(ch Change) bool { return c.protects()(ch) }
 
 // protects is Protects with the workspace's git config read once.
 func (c *ChangeSet) protects() func(Change) bool {
-	common := commonDir(filepath.Join(c.Workspace(), ".git"))
-	named := configPaths(readGitConfig(filepath.Join(common, "config")), common, c.Workspace())
+	named := looker(c.Workspace()).configNamed(false)
 	list := append(HostConfig(), c.Protected()...)
 	return func(ch Change) bool { return protects(ch, list, named) }
 }
@@ -1427,12 +1463,7 @@ func protects(ch Change, list, named []string) bool {
 // config names inside it), or a directory above one the config names.
 // The config is read on each call: it names the paths as they are now.
 func GitProtected(ws, rel string) bool {
-	gitdir := filepath.Join(ws, ".git")
-	if d, ok := readGitFile(gitdir); ok {
-		gitdir = d // a linked worktree's or a submodule's checkout
-	}
-	common := commonDir(gitdir)
-	named := configPaths(readGitConfig(filepath.Join(common, "config")), common, ws)
+	named := looker(ws).configNamed(true)
 	for _, q := range named {
 		if under(q, rel) {
 			return true
@@ -1461,4 +1492,37 @@ func gitProtects(p string, named []string) bool {
 		}
 	}
 	return false
+}
+
+// looker is a Guard that only looks, outside a run: at a workspace's git
+// files for Protects and GitProtected. It opens no root ahead: each look
+// opens the directory of the root it is below anew, with no link on its
+// path (see parentOf), and the looks go below it as Finish's do. Run as
+// root (the daemon), by path they would follow a link the workspace's
+// owner put on the way and read a config that user cannot read, which
+// would decide what is refused.
+func looker(ws string) *Guard {
+	g := &Guard{ws: ws, real: ws}
+	if r, err := filepath.EvalSymlinks(ws); err == nil {
+		g.real = r
+	}
+	return g
+}
+
+// configNamed is configPaths of the workspace's git config: that of the
+// common git directory of its .git directory, or, with gitFile, of the
+// git directory a .git file names (a linked worktree's or a submodule's
+// checkout).
+func (g *Guard) configNamed(gitFile bool) []string {
+	gitdir := filepath.Join(g.real, ".git")
+	if gitFile {
+		if d, ok := g.readGitFile(gitdir); ok {
+			gitdir = d
+			if r, err := filepath.EvalSymlinks(d); err == nil {
+				gitdir = r // opened with no link on its path
+			}
+		}
+	}
+	common := g.commonDir(gitdir)
+	return configPaths(g.readGitConfig(filepath.Join(common, "config")), common, g.real)
 }

@@ -102,7 +102,7 @@ func TestReadGitConfig(t *testing.T) {
 [Core "Sub"]
 	key = v
 `), 0o644)
-	vals := readGitConfig(cfg)
+	vals := looker(dir).readGitConfig(cfg)
 	for k, want := range map[string]string{"core.hookspath": "tools/hooks", "include.path": "../project.gitconfig",
 		"includeif.gitdir:~/work/.path": "/etc/elsewhere", "submodule.lib.path": "vendor/lib", "core.Sub.key": "v"} {
 		if got := vals[k]; len(got) != 1 || got[0] != want {
@@ -111,7 +111,7 @@ func TestReadGitConfig(t *testing.T) {
 	}
 	ws := filepath.Dir(dir)
 	os.Rename(cfg, filepath.Join(dir, "config"))
-	if got, want := configPaths(readGitConfig(filepath.Join(dir, "config")), dir, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
+	if got, want := configPaths(looker(ws).readGitConfig(filepath.Join(dir, "config")), dir, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
 		t.Errorf("configPaths = %q, want %q", got, want)
 	}
 }
@@ -128,7 +128,7 @@ func TestFIFOInGitDirDoesNotHang(t *testing.T) {
 	done := make(chan bool)
 	go func() {
 		readGitlinks(filepath.Join(dir, "index"), "")
-		commonDir(dir)
+		looker(dir).commonDir(dir)
 		close(done)
 	}()
 	select {

@@ -1,0 +1,130 @@
+//go:build linux
+
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestGitConfigReadBelow: what git's config names inside the workspace
+// (core.hooksPath here) decides what Apply refuses (ChangeSet.Protects),
+// what the daemon's file API refuses (GitProtected) and what a run's
+// guard protects (NewGuard), and .gitmodules which submodule checkouts
+// the guard watches. Run as root (the daemon), none of them reads a
+// config through a link the workspace's owner put there on the host, at
+// the file or at .git, to a file outside the workspace that user cannot
+// read (mode 0600 here, in a directory of its own): what it says would
+// decide what the user sees refused or protected. The control: the same
+// content in the workspace's own files is read, and decides.
+func TestGitConfigReadBelow(t *testing.T) {
+	const hooks = "[core]\n\thooksPath = tools/hooks\n"
+	const modules = "[submodule \"x\"]\n\tpath = probe\n"
+	for _, tc := range []string{"control", "config link", ".git link"} {
+		t.Run(tc, func(t *testing.T) {
+			root := t.TempDir()
+			ws := filepath.Join(root, "ws")
+			private := filepath.Join(root, "private")
+			tree(t, ws, map[string]string{"tools/hooks/": "", "probe/": ""})
+			tree(t, private, map[string]string{"config#600": hooks, "gitmodules#600": modules})
+			tree(t, filepath.Join(private, "repo"), guardRepo)
+			tree(t, filepath.Join(private, "repo"), map[string]string{".git/config#600": hooks})
+			switch tc {
+			case "control":
+				tree(t, ws, guardRepo)
+				tree(t, ws, map[string]string{".git/config": hooks, ".gitmodules": modules})
+			case "config link":
+				tree(t, ws, guardRepo)
+				os.Remove(filepath.Join(ws, ".git/config"))
+				for name, to := range map[string]string{".git/config": "config", ".gitmodules": "gitmodules"} {
+					if err := os.Symlink(filepath.Join(private, to), filepath.Join(ws, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case ".git link":
+				if err := os.Symlink(filepath.Join(private, "repo/.git"), filepath.Join(ws, ".git")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := tc == "control"
+			hook := "tools/hooks/pre-commit"
+			if got := GitProtected(ws, hook); got != want {
+				t.Errorf("GitProtected(%s) = %v, want %v", hook, got, want)
+			}
+			s := &Store{Dir: filepath.Join(root, "state")}
+			c, err := s.Create(ws, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Protects(Change{Path: hook, Type: File, Kind: Added}); got != want {
+				t.Errorf("Protects(%s) = %v, want %v", hook, got, want)
+			}
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			got := slices.ContainsFunc(g.Protections(), func(p Protection) bool { return p.Path == filepath.Join(ws, "tools/hooks") })
+			if got != want {
+				t.Errorf("NewGuard protects tools/hooks: %v, want %v (protections %+v)", got, want, g.Protections())
+			}
+			if tc != ".git link" && g.gitlinks["probe"] != want {
+				t.Errorf("NewGuard watches the submodule checkout probe: %v, want %v", g.gitlinks["probe"], want)
+			}
+		})
+	}
+}
+
+// TestNewGuardReadsBelowAfterSwap: the workspace's .git swapped, once
+// NewGuard found it and before it read its config, for a link to another
+// repository outside the workspace whose config the workspace's owner
+// cannot read: NewGuard does not read that config (what it names would
+// be protected). The control: swapped for another .git directory inside
+// the workspace, its config is read and decides.
+func TestNewGuardReadsBelowAfterSwap(t *testing.T) {
+	const hooks = "[core]\n\thooksPath = tools/hooks\n"
+	for _, link := range []bool{false, true} {
+		name := "control"
+		if link {
+			name = "link"
+		}
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			ws := filepath.Join(root, "ws")
+			tree(t, ws, guardRepo)
+			tree(t, ws, map[string]string{"tools/hooks/": ""})
+			tree(t, filepath.Join(root, "new"), guardRepo)
+			tree(t, filepath.Join(root, "new"), map[string]string{".git/config#600": hooks})
+			swapped := false
+			testHookGitDirFound = func() {
+				swapped = true
+				if err := os.Rename(filepath.Join(ws, ".git"), filepath.Join(root, "old.git")); err != nil {
+					t.Fatal(err)
+				}
+				if link {
+					err := os.Symlink(filepath.Join(root, "new/.git"), filepath.Join(ws, ".git"))
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.Rename(filepath.Join(root, "new/.git"), filepath.Join(ws, ".git")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer func() { testHookGitDirFound = nil }()
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if !swapped {
+				t.Fatal("the hook did not run")
+			}
+			got := slices.ContainsFunc(g.Protections(), func(p Protection) bool { return p.Path == filepath.Join(ws, "tools/hooks") })
+			if got == link {
+				t.Errorf("NewGuard protects tools/hooks: %v, want %v", got, !link)
+			}
+		})
+	}
+}
