@@ -4,6 +4,8 @@ package sandbox_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -22,13 +24,17 @@ import (
 // is refused, and so is a session's next command, and the session ends
 // without it (its process group killed instead). runsc here is a script
 // that notes each start and then runs the real runsc. The control: the
-// same runsc unchanged runs a command, and a session's commands.
+// same runsc unchanged runs a command, and a session's commands, through
+// the copy of the bytes the trust check hashed (gvisor.Backend.Checked),
+// not the file itself.
 func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 	gvisorUsable(t)
 	real, err := gvisor.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cache := t.TempDir() // after Find, which looks in the cache too
+	t.Setenv("XDG_CACHE_HOME", cache)
 	dir := t.TempDir()
 	runsc := filepath.Join(dir, "runsc")
 	marker := filepath.Join(dir, "started")
@@ -61,9 +67,14 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 		return errors.As(err, &ue) && ue.File == runsc && ue.Field == "sandbox.runsc" && ue.Reason == policy.TrustChanged
 	}
 
-	// The control: unchanged, the run goes through this runsc.
+	// The control: unchanged, the run goes through this runsc, as the
+	// copy of what the trust check hashed.
 	if rep, err := run(load()); err != nil || rep.ExitCode != 0 || rep.Backend != "gvisor" || started() == 0 {
 		t.Fatalf("control: %v (report %+v), runsc started %d times", err, rep, started())
+	}
+	sum := sha256.Sum256([]byte(wrapper))
+	if _, err := os.Stat(filepath.Join(cache, "moat", "runsc-checked", hex.EncodeToString(sum[:]))); err != nil {
+		t.Errorf("no checked copy of runsc: %v", err)
 	}
 
 	// runsc changed between the check and the run.
