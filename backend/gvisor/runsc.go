@@ -150,7 +150,8 @@ func checkedCopy(runsc, digest string) (string, error) {
 	defer os.Remove(tmp.Name()) // after the rename, nothing
 	got, err := inputfile.DigestCopy(runsc, "program", inputfile.MaxProgram, tmp)
 	if err == nil && got != digest {
-		err = fmt.Errorf("%w: %s changed since its check", ErrRunscChanged, runsc)
+		tmp.Close()
+		return "", fmt.Errorf("%w: %s changed since the check", ErrRunscChanged, runsc)
 	}
 	if err == nil {
 		err = tmp.Chmod(0o700)
