@@ -193,9 +193,10 @@ func programDigest(ref loadedFile) (string, error) {
 // first that changed; nil for a policy that was not checked.
 //
 // It narrows the time between the check and the use; it does not close
-// it: an ELF program runs from a copy of the bytes checked against
-// CheckedDigest, but a script's interpreter reads the script by path,
-// and a program the files its arguments name, after this check.
+// it: an ELF program, and sandbox.runsc whatever it is, runs from a copy
+// of the bytes checked against CheckedDigest, but a secret's script's
+// interpreter reads the script by path, and a program the files its
+// arguments name, after this check.
 func (p *Policy) VerifyPrograms() error {
 	paths := make([]string, 0, len(p.programs))
 	for path := range p.programs {

@@ -56,5 +56,8 @@
 //
 // Finding runsc (Find): [sandbox] runsc in the policy, $MOAT_RUNSC, the
 // cache scripts/runsc.sh builds into, then PATH; a named one must be
-// root's or this user's, in directories only they can change.
+// root's or this user's, in directories only they can change. A runsc a
+// trust check hashed (a workspace policy's, Backend.Checked) is never
+// run from where it lies, which a command may write: a copy of the bytes
+// hashed runs instead, kept by digest in this user's cache.
 package gvisor
