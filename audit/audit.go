@@ -136,7 +136,7 @@ type Writer struct {
 }
 
 // ErrNotAFile is returned by [Open] for a path that is a symbolic link
-// or not a regular file.
+// (or has one on it: [OpenFile]) or not a regular file.
 var ErrNotAFile = errors.New("not a regular file")
 
 // Open opens path for appending, creating it (mode 0600: the stream names
@@ -144,39 +144,50 @@ var ErrNotAFile = errors.New("not a regular file")
 // continued from its last line; a file whose last line is not a record
 // of a chain is refused.
 //
-// A symbolic link at path is refused rather than followed, and so is
-// anything but a regular file (a fifo would hold the writer once full):
-// a stream kept where a sandboxed command can write (the workspace) may
-// have been replaced by a link, and following it would append records,
-// whose text a command partly chooses, to any file moat's user can write,
+// A symbolic link on the path is refused rather than followed ([OpenFile]
+// says which it follows), and so is anything but a regular file (a fifo
+// would hold the writer once full): a stream kept where a sandboxed
+// command can write (the workspace) may have been replaced by a link, or
+// a directory on its path, and following it would append records, whose
+// text a command partly chooses, to any file moat's user can write,
 // creating it if need be (a shell's start-up file runs them).
 func Open(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		err = fmt.Errorf("%s is a symbolic link, which moat does not write through (a command run where it lies could have made it): %w", path, ErrNotAFile)
-	}
+	w, dir, _, err := open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open audit stream: %w", err)
+		return nil, err
+	}
+	dir.Close()
+	err = w.sync()
+	w.unlock()
+	if err != nil {
+		w.f.Close()
+		return nil, fmt.Errorf("audit stream %s: %w", path, err)
+	}
+	return w, nil
+}
+
+// open opens and locks path's stream; it returns its directory too, and
+// its name there.
+func open(path string) (*Writer, *os.Root, string, error) {
+	f, dir, name, err := openFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("open audit stream: %w", err)
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
+		dir.Close()
 		if err == nil {
 			err = fmt.Errorf("%s is a %v, not a file: %w", path, fi.Mode().Type(), ErrNotAFile)
 		}
-		return nil, fmt.Errorf("open audit stream: %w", err)
+		return nil, nil, "", fmt.Errorf("open audit stream: %w", err)
 	}
 	w := &Writer{f: f}
 	if err := w.lock(); err != nil {
 		f.Close()
-		return nil, err
+		dir.Close()
+		return nil, nil, "", err
 	}
-	err = w.sync()
-	w.unlock()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("audit stream %s: %w", path, err)
-	}
-	return w, nil
+	return w, dir, name, nil
 }
 
 func (w *Writer) lock() error {

@@ -1125,3 +1125,33 @@ func TestNamedPolicyInWorkspaceReadOnly(t *testing.T) {
 		t.Errorf("the command rewrote the policy's profile: %q (out %q)", b, out)
 	}
 }
+
+// A command that puts a link to a directory of its choosing where a
+// directory of --audit's or --report's path lies, in its workspace, does
+// not lead the next run's records through it: every component of the
+// path is checked, not only the last, and the refusal names the link.
+// The control: the same paths through the real directory are written.
+func TestRecordFilesNotThroughALinkedDirectory(t *testing.T) {
+	ws := t.TempDir()
+	victim := t.TempDir()
+	if code, _, errs := moat(t, ws, "run", "--", "sh", "-c", "mkdir real && ln -s "+victim+" out"); code != 0 {
+		t.Fatalf("code %d err %q", code, errs)
+	}
+	for _, flag := range []string{"--audit", "--report"} {
+		os.Remove(filepath.Join(ws, "ran"))
+		code, _, errs := moat(t, ws, "run", flag, "out/record.json", "--", "touch", "ran")
+		if _, err := os.Stat(filepath.Join(ws, "ran")); code != exitMoatError || err == nil || !strings.Contains(errs, filepath.Join(ws, "out")+" is a symbolic link") {
+			t.Errorf("%s through a linked directory: code %d, ran: %v, err %q", flag, code, err == nil, errs)
+		}
+		if _, err := os.Stat(filepath.Join(victim, "record.json")); err == nil {
+			t.Errorf("%s: written through the link", flag)
+		}
+		// The control.
+		if code, _, errs := moat(t, ws, "run", flag, "real/record"+flag+".json", "--", "touch", "ran"); code != 0 {
+			t.Errorf("the control %s: code %d err %q", flag, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "real", "record"+flag+".json")); err != nil {
+			t.Errorf("the control %s: %v", flag, err)
+		}
+	}
+}

@@ -198,17 +198,18 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// through this descriptor: the command may write where it goes (the
 	// workspace), and a link it put there would lead moat's write, by
 	// name after the run and with moat's rights, to any file. For the same
-	// reason a link at that name, which an earlier run may have made, is
-	// refused rather than followed. A path that cannot be written is
-	// refused before anything runs, as --audit's is.
+	// reason a link on its path, which an earlier run may have made, is
+	// refused rather than followed (audit.OpenFile). A path that cannot be
+	// written is refused before anything runs, as --audit's is.
 	var reportOut *os.File
 	if f.reportFile != "" {
 		// O_NONBLOCK: a fifo planted there would hold the open, which no
 		// signal ends, until something read it; anything but a regular
 		// file is refused.
-		reportOut, err = os.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o644)
-		if errors.Is(err, syscall.ELOOP) {
-			err = fmt.Errorf("%s is a symbolic link, which moat does not write through (a command run in the workspace could have made it); remove it or name another file", f.reportFile)
+		var dir *os.Root
+		reportOut, dir, err = audit.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+		if err == nil {
+			dir.Close()
 		}
 		if err == nil {
 			if fi, serr := reportOut.Stat(); serr != nil || !fi.Mode().IsRegular() {
