@@ -10,7 +10,11 @@
 // Opening an existing file continues its chain from its last line; a
 // file whose last line is not a record of a chain (an older stream
 // without "prev", a line cut short) is refused rather than extended,
-// since a chain built on it would vouch for nothing. What a chain cannot
+// since a chain built on it would vouch for nothing; [OpenRecover] (moat
+// serve, which a kill may stop in the middle of a record) verifies the
+// whole file instead, refuses a chain broken before its last line, and
+// sets a last line cut short aside in a file beside the stream, with a
+// record (cut) saying so. What a chain cannot
 // show is the loss of its last records: keep the last hash [Verify]
 // returns somewhere else to detect that.
 //
@@ -30,6 +34,8 @@
 //	          the sessions it left) or stopped: [DaemonEvent]
 //	dropped   how many of a session's records a daemon did not write,
 //	          the session making more than it allows: [Dropped]
+//	cut       the stream's last line was found cut short and set aside
+//	          ([OpenRecover]): [Cut]
 //
 // A daemon's stream holds the records of each session's event stream
 // (network, denial, decision, run), each with the session and its tenant
@@ -295,6 +301,12 @@ func (w *Writer) Write(v any) error {
 		return w.err
 	}
 	defer w.unlock()
+	return w.appendLocked(b)
+}
+
+// appendLocked appends b, a record encoded, with w.mu and the file's lock
+// held.
+func (w *Writer) appendLocked(b []byte) error {
 	if err := w.sync(); err != nil {
 		w.err = fmt.Errorf("audit stream: %w", err)
 		return w.err
@@ -331,6 +343,12 @@ func (w *Writer) Close() error {
 type ChainError struct {
 	Line int // 1-based
 	Msg  string
+	// tail: the line is cut short, or not a record at all, as a record
+	// a writer was killed in the middle of may be; off and n are where it
+	// starts and its length, newline included.
+	tail bool
+	off  int64
+	n    int64
 }
 
 func (e *ChainError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Msg) }
@@ -343,10 +361,11 @@ func (e *ChainError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, 
 func Verify(r io.Reader) (records int, last string, err error) {
 	br := bufio.NewReader(r)
 	prev := genesis
+	var off int64
 	for n := 1; ; n++ {
 		line, err := readLine(br)
 		if errors.Is(err, errLong) {
-			return n - 1, "", &ChainError{n, fmt.Sprintf("longer than %d bytes without a newline: not a record of an audit stream", MaxRecord)}
+			return n - 1, "", &ChainError{Line: n, Msg: fmt.Sprintf("longer than %d bytes without a newline: not a record of an audit stream", MaxRecord)}
 		}
 		if err == io.EOF && len(line) == 0 {
 			return n - 1, prev, nil
@@ -354,20 +373,22 @@ func Verify(r io.Reader) (records int, last string, err error) {
 		if err != nil && err != io.EOF {
 			return n - 1, "", err
 		}
+		size := int64(len(line))
 		if line[len(line)-1] != '\n' {
-			return n - 1, "", &ChainError{n, "cut short: the file ends in the middle of this record"}
+			return n - 1, "", &ChainError{Line: n, Msg: "cut short: the file ends in the middle of this record", tail: true, off: off, n: size}
 		}
 		line = line[:len(line)-1]
 		got, perr := prevOf(line)
 		switch {
 		case perr != nil:
-			return n - 1, "", &ChainError{n, perr.Error()}
+			return n - 1, "", &ChainError{Line: n, Msg: perr.Error(), tail: true, off: off, n: size}
 		case got != prev && n == 1:
-			return n - 1, "", &ChainError{n, "the first record does not start a chain: records before it were removed"}
+			return n - 1, "", &ChainError{Line: n, Msg: "the first record does not start a chain: records before it were removed"}
 		case got != prev:
-			return n - 1, "", &ChainError{n, fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
+			return n - 1, "", &ChainError{Line: n, Msg: fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
 		}
 		prev = hash(line)
+		off += size
 	}
 }
 

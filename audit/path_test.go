@@ -10,7 +10,7 @@ import (
 
 // TestOpenRefusesALinkOnThePath: a link anywhere on the path of a stream
 // (a directory of it, not only its last component) is refused, naming
-// the link, by Open and OpenFile, and nothing is made where
+// the link, by Open, OpenRecover and OpenFile, and nothing is made where
 // it leads. The controls: the same file by its real path, by a relative
 // path, and in /tmp (sticky), opens and verifies.
 func TestOpenRefusesALinkOnThePath(t *testing.T) {
@@ -36,6 +36,13 @@ func TestOpenRefusesALinkOnThePath(t *testing.T) {
 		opens := map[string]func() error{
 			"Open": func() error {
 				w, err := Open(path)
+				if err == nil {
+					w.Close()
+				}
+				return err
+			},
+			"OpenRecover": func() error {
+				w, _, err := OpenRecover(path)
 				if err == nil {
 					w.Close()
 				}

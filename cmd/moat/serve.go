@@ -174,11 +174,19 @@ func cmdServe(args []string, stderr io.Writer) int {
 	// Connecting needs write permission on the socket.
 	cfg.SharedSockets = mode&0o022 != 0
 	if *auditFile != "" {
-		aw, err := audit.Open(*auditFile)
+		// A daemon killed in the middle of a record leaves it cut short:
+		// that line is set aside (and recorded) rather than the file
+		// refused, which would keep the daemon from starting until
+		// someone edited it. An edit anywhere else is refused.
+		aw, cut, err := audit.OpenRecover(*auditFile)
 		if err != nil {
 			return fail(err)
 		}
 		defer aw.Close()
+		if cut != nil {
+			log.Warn("audit stream: its last line was cut short (a daemon stopped in the middle of it?); set aside",
+				"file", *auditFile, "line", cut.Line, "bytes", cut.Bytes, "saved", cut.Saved)
+		}
 		cfg.Audit = aw
 	}
 	// From here on SIGTERM and SIGINT drain, even one that comes while the
