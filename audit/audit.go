@@ -33,7 +33,8 @@
 //	daemon    a daemon started (after one that did not stop cleanly, with
 //	          the sessions it left) or stopped: [DaemonEvent]
 //	dropped   how many of a session's records a daemon did not write,
-//	          the session making more than it allows: [Dropped]
+//	          the session, or all sessions together, making more than
+//	          it allows (never a decision of the rules): [Dropped]
 //	cut       the stream's last line was found cut short and set aside
 //	          ([OpenRecover]): [Cut]
 //

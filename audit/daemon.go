@@ -57,14 +57,18 @@ type DaemonEvent struct {
 
 // Dropped is a TypeDropped record: how many records of a session the
 // daemon did not write since Since, by kind ("type"), because the session
-// made them faster than the daemon writes a session's records. It comes
-// before the session's next record written, or its end.
+// made them faster than the daemon writes a session's records, or all
+// sessions together faster than it writes theirs (Daemon of them). It
+// comes before the session's next record written, or its end. Only the
+// kinds a daemon may drop are counted: network and denial records, and
+// decisions let through by --learn; never another decision.
 type Dropped struct {
 	Type    string         `json:"type"` // TypeDropped
 	Time    time.Time      `json:"time"`
 	Session string         `json:"session"`
 	Tenant  string         `json:"tenant"`
 	Count   int            `json:"count"`
+	Daemon  int            `json:"daemon,omitempty"`
 	Types   map[string]int `json:"types"`
 	Since   time.Time      `json:"since"`
 }

@@ -126,10 +126,15 @@ type Config struct {
 	// starts and ends, the approvals' outcomes, and the daemon's own
 	// start and stop (auditlog.go). AuditRate (records a second, 10) and
 	// AuditBurst (1000) bound what one session's records may take of
-	// it; those beyond are counted, not written.
-	Audit      AuditSink
-	AuditRate  float64
-	AuditBurst int
+	// it, AuditDaemonRate (100) and AuditDaemonBurst (10000) what all
+	// sessions' together may; those beyond are counted, not written,
+	// but for the rules' decisions and the runs' ends, which wait for
+	// their session's rate instead.
+	Audit            AuditSink
+	AuditRate        float64
+	AuditBurst       int
+	AuditDaemonRate  float64
+	AuditDaemonBurst int
 	// Fetcher makes the sessions' fetches (Session.Fetch); nil means one
 	// with egress.Fetcher's defaults (public HTTPS only). Tests point
 	// names at loopback with it.
@@ -173,6 +178,10 @@ func (c *Config) defaults() {
 	if !(c.AuditRate > 0) { // NaN too
 		c.AuditRate = 10
 	}
+	set(&c.AuditDaemonBurst, 10000)
+	if !(c.AuditDaemonRate > 0) {
+		c.AuditDaemonRate = 100
+	}
 	if c.Engine == nil {
 		c.Engine = Sandboxes
 	}
@@ -212,6 +221,10 @@ type Manager struct {
 	// against its disk quota until the reviews count them; under mu.
 	endingDisk map[string]int64
 	pool       warmPool
+
+	// audBucket bounds the sessions' records in the audit stream, all
+	// together (auditlog.go).
+	audBucket bucket
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -239,6 +252,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
+	m.audBucket.tokens, m.audBucket.last = float64(cfg.AuditDaemonBurst), time.Now()
 	// The sockets are recorded where a run of this user finds them
 	// (sandbox.DaemonSocketsRecord), which then refuses to show them.
 	if err := sandbox.RecordDaemonSockets(cfg.StateDir, cfg.Sockets); err != nil {

@@ -39,6 +39,7 @@ type streamRecord struct {
 	Reaped   []string       `json:"reaped"`
 	PrevPID  int            `json:"previous_pid"`
 	Count    int            `json:"count"`
+	Daemon   int            `json:"daemon"`
 	Types    map[string]int `json:"types"`
 }
 

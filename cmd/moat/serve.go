@@ -60,6 +60,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	auditFile := fs.String("audit", "", "append the sessions' records (rule decisions, network decisions, refused system calls, run records, each session's start and end), the approvals' outcomes and the daemon's starts and stops to FILE (hash-chained JSON lines)")
 	auditBurst := fs.Int("audit-burst", 1000, "records of one session written to --audit at once before --audit-rate holds; those beyond are counted, not written")
 	auditRate := fs.Float64("audit-rate", 10, "records a second of one session written to --audit once its burst is spent")
+	auditDaemonBurst := fs.Int("audit-daemon-burst", 10000, "records of all sessions together written to --audit at once before --audit-daemon-rate holds; those beyond are counted, not written")
+	auditDaemonRate := fs.Float64("audit-daemon-rate", 100, "records a second of all sessions together written to --audit once their burst is spent (the rules' decisions and the runs' ends are never dropped: beyond --audit-rate their session waits for them to be written)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -155,6 +157,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 		{"drain", *drain < 0, "a duration such as 30s, or 0 to kill running commands at once"},
 		{"audit-burst", *auditBurst <= 0, "a number of records, 1 or more"},
 		{"audit-rate", !(*auditRate > 0) || math.IsInf(*auditRate, 1), "a positive number of records a second"},
+		{"audit-daemon-burst", *auditDaemonBurst <= 0, "a number of records, 1 or more"},
+		{"audit-daemon-rate", !(*auditDaemonRate > 0) || math.IsInf(*auditDaemonRate, 1), "a positive number of records a second"},
 	} {
 		if d.bad {
 			fmt.Fprintf(stderr, "moat serve: --%s %s: want %s\n", d.name, fs.Lookup(d.name).Value, d.want)
@@ -167,7 +171,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
 		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota),
-		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook, AuditBurst: *auditBurst, AuditRate: *auditRate}
+		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook, AuditBurst: *auditBurst, AuditRate: *auditRate,
+		AuditDaemonBurst: *auditDaemonBurst, AuditDaemonRate: *auditDaemonRate}
 	if abs, err := filepath.Abs(*sock); err == nil {
 		cfg.Sockets = []string{abs}
 	}

@@ -173,6 +173,9 @@ func TestServeRefusesBadFlags(t *testing.T) {
 		{"serve", "--audit-rate", "0"},
 		{"serve", "--audit-rate", "NaN"},
 		{"serve", "--audit-rate", "+Inf"},
+		{"serve", "--audit-daemon-burst", "0"},
+		{"serve", "--audit-daemon-rate", "NaN"},
+		{"serve", "--audit-daemon-rate", "-1"},
 	} {
 		if code, _, errs := moat(t, dir, args...); code != 2 || errs == "" {
 			t.Errorf("moat %q: %d %q", args, code, errs)
