@@ -115,3 +115,23 @@ func TestOpenRecoverRefusesAnEdit(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRecoverAFirstRecordCut: a stream whose only line, its first
+// record, was cut short is set aside whole, and the cut record starts the
+// chain; the control is that Open refuses it.
+func TestOpenRecoverAFirstRecordCut(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	os.WriteFile(p, []byte(`{"prev":"`+genesis+`","type":"da`), 0o600)
+	if w, err := Open(p); err == nil {
+		w.Close()
+		t.Fatal("the control: Open took a cut stream")
+	}
+	w, cut, err := OpenRecover(p)
+	if err != nil || cut == nil || cut.Line != 1 {
+		t.Fatalf("OpenRecover: %+v, %v", cut, err)
+	}
+	w.Close()
+	if n, _, err := verifyFile(t, p); n != 1 || err != nil {
+		t.Errorf("verify: %d records, %v; want the cut record", n, err)
+	}
+}
