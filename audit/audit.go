@@ -175,7 +175,7 @@ func Open(path string) (*Writer, error) {
 
 // open opens and locks path's stream; it returns its directory too, and
 // its name there.
-func open(path string) (*Writer, *os.Root, string, error) {
+func open(path string) (*Writer, dirHandle, string, error) {
 	f, dir, name, err := openFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("open audit stream: %w", err)

@@ -50,15 +50,33 @@ const maxLinks = 40
 // real path.
 //
 // A relative path is taken from the working directory, by its real path.
-// Besides the file, it returns its directory, opened, for files to be
-// made beside it; the caller closes both.
-func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, *os.Root, error) {
+// A directory the user may go through but not read is gone through
+// (on Linux, where a directory can be opened for that alone).
+func OpenFile(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	f, dir, _, err := openFile(path, flag, perm)
-	return f, dir, err
+	if err == nil {
+		dir.Close()
+	}
+	return f, err
 }
 
-// openFile is OpenFile that returns the file's name in its directory too.
-func openFile(path string, flag int, perm fs.FileMode) (*os.File, *os.Root, string, error) {
+// dirHandle is a directory opened on the way: os.Root, or on Linux a
+// descriptor opened with O_PATH, which needs no permission to read it.
+type dirHandle interface {
+	Lstat(name string) (fs.FileInfo, error)
+	Stat(name string) (fs.FileInfo, error) // of ".", the directory itself
+	Readlink(name string) (string, error)
+	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
+	// sub opens the directory name in it.
+	sub(name string) (dirHandle, error)
+	// sync flushes the directory's entries, as far as it can.
+	sync()
+	Close() error
+}
+
+// openFile is OpenFile that returns the file's directory, and its name
+// there, too; the caller closes the directory.
+func openFile(path string, flag int, perm fs.FileMode) (*os.File, dirHandle, string, error) {
 	abs := path
 	if !filepath.IsAbs(abs) {
 		wd, err := syscall.Getwd() // the kernel's: no link of $PWD's
@@ -108,8 +126,8 @@ func resolve(dir, target string) string {
 // "/", going through each of its components, and returns it and the last
 // component; or, for a component that is a root link (linkAllowed), the
 // path it leads to, to walk again.
-func walk(path, abs string) (dir *os.Root, last, next string, err error) {
-	dir, err = os.OpenRoot("/")
+func walk(path, abs string) (dir dirHandle, last, next string, err error) {
+	dir, err = openRoot()
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%s: %w", path, err)
 	}
@@ -140,10 +158,11 @@ func walk(path, abs string) (dir *os.Root, last, next string, err error) {
 			dir.Close()
 			return nil, "", "", fmt.Errorf("%s: %s is not a directory: %w", path, here, syscall.ENOTDIR)
 		}
-		sub, err := dir.OpenRoot(c)
+		sub, err := dir.sub(c)
 		if err == nil {
-			// os.Root follows a link that stays beneath it: the
-			// directory opened must be the one looked at.
+			// The directory opened must be the one looked at, not one
+			// swapped in since (os.Root would follow a link that
+			// stays beneath it).
 			if st, serr := sub.Stat("."); serr != nil || !os.SameFile(fi, st) {
 				sub.Close()
 				err = fmt.Errorf("%s changed while it was opened", here)
@@ -162,7 +181,7 @@ func walk(path, abs string) (dir *os.Root, last, next string, err error) {
 // its Lstat), if it is
 // root's in a directory nobody else could have put it in; a *LinkError
 // otherwise.
-func linkAllowed(path string, dir *os.Root, dirPath, name string, fi fs.FileInfo) (string, error) {
+func linkAllowed(path string, dir dirHandle, dirPath, name string, fi fs.FileInfo) (string, error) {
 	uid := -1
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid = int(st.Uid)

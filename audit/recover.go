@@ -61,7 +61,7 @@ func OpenRecover(path string) (*Writer, *Cut, error) {
 	return w, cut, nil
 }
 
-func (w *Writer) recoverLocked(path string, dir *os.Root, name string) (*Cut, error) {
+func (w *Writer) recoverLocked(path string, dir dirHandle, name string) (*Cut, error) {
 	fi, err := w.f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("audit stream %s: %w", path, err)
@@ -108,7 +108,7 @@ func (w *Writer) recoverLocked(path string, dir *os.Root, name string) (*Cut, er
 }
 
 // save writes b to a new file name in dir, and syncs it and dir.
-func save(dir *os.Root, name string, b []byte) error {
+func save(dir dirHandle, name string, b []byte) error {
 	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
@@ -123,9 +123,6 @@ func save(dir *os.Root, name string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	if d, err := dir.Open("."); err == nil {
-		d.Sync() // the new name: best effort, as the stream's own
-		d.Close()
-	}
+	dir.sync() // the new name: best effort, as the stream's own
 	return nil
 }

@@ -206,11 +206,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// O_NONBLOCK: a fifo planted there would hold the open, which no
 		// signal ends, until something read it; anything but a regular
 		// file is refused.
-		var dir *os.Root
-		reportOut, dir, err = audit.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
-		if err == nil {
-			dir.Close()
-		}
+		reportOut, err = audit.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 		if err == nil {
 			if fi, serr := reportOut.Stat(); serr != nil || !fi.Mode().IsRegular() {
 				reportOut.Close()
