@@ -13,14 +13,14 @@ import (
 
 // The ClientHello reader frames the records itself and leaves the parsing
 // to crypto/tls. The framing must stay here: the proxy reads exactly the
-// records that carry the ClientHello (bounded by maxHelloBytes, and one
-// byte only when the first is not a handshake record), so that it holds
-// back nothing the client sent after them and passes every byte on
-// unchanged. The parsing is crypto/tls's server handshake run over those
-// bytes alone (helloConn), stopped by GetConfigForClient before it sends
-// anything: the parser every Go TLS server applies, tested upstream with
-// random messages and BoringSSL's conformance suite, in place of a second
-// one written here. Its cost is in the package doc.
+// records that carry the ClientHello (bounded by maxHelloBytes, and at
+// most six bytes when they cannot start one), so that it holds back
+// nothing the client sent after them and passes every byte on unchanged.
+// The parsing is crypto/tls's server handshake run over those bytes alone
+// (helloConn), stopped by GetConfigForClient before it sends anything:
+// the parser every Go TLS server applies, tested upstream with random
+// messages and BoringSSL's conformance suite, in place of a second one
+// written here. Its cost is in the package doc.
 
 const (
 	recordTypeHandshake  = 0x16
@@ -33,48 +33,74 @@ var errNotHello = errors.New("malformed TLS ClientHello")
 
 // clientHello is what the proxy learns from the client's first bytes.
 type clientHello struct {
-	isTLS  bool   // the first byte is a TLS handshake record
+	isTLS  bool   // the first bytes can start a ClientHello
 	sni    string // server_name, lower-cased; "" when absent
 	hasSNI bool
 }
 
-// readClientHello reads the client's first bytes from r. If they start a
-// TLS handshake record it reads the whole ClientHello (possibly spread over
-// several records) and parses it; otherwise it reads one byte only, so a
-// protocol in which the client sends little and waits is not held up. It
-// returns every byte it read, for the caller to pass on, and an error for
-// a ClientHello that is malformed or too large.
+// readClientHello reads the client's first bytes from r. If they can
+// start a ClientHello (a handshake record that is empty or whose first
+// byte is a ClientHello's type) it reads the whole ClientHello (possibly
+// spread over several records) and parses it; otherwise it reads one byte
+// only (six when the first is a handshake record's type), so a protocol
+// in which the client sends little and waits is not held up. It returns
+// every byte it read, for the caller to pass on, and an error for a
+// ClientHello that is malformed or too large.
+//
+// A TLS server acts on nothing before the client's ClientHello, the first
+// message of the handshake: a stream whose first handshake message is of
+// another type can carry none to any server, and is passed on as another
+// protocol's bytes. Taking the record's type alone as TLS refused one in
+// 256 streams of other protocols (random bytes start with it as often)
+// as malformed ClientHellos. The record's version is no sign: Go's
+// servers take any below 0x1000 in the first record. An empty record
+// is taken as TLS (OpenSSL skips a few before the ClientHello), and so
+// is one cut short.
 func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
-	var first [1]byte
-	if _, err := io.ReadFull(r, first[:]); err != nil {
+	// fill reads from r until raw holds (at least) n bytes.
+	fill := func(n int) error {
+		k := len(raw)
+		if k >= n {
+			return nil
+		}
+		raw = append(raw, make([]byte, n-k)...)
+		m, err := io.ReadFull(r, raw[k:])
+		raw = raw[:k+m]
+		return err
+	}
+	if err := fill(1); err != nil {
 		return nil, h, err
 	}
-	raw = append(raw, first[0])
-	if first[0] != recordTypeHandshake {
+	if raw[0] != recordTypeHandshake {
 		return raw, h, nil
 	}
 	h.isTLS = true
-	var msg []byte // handshake bytes reassembled from the records
-	for {
-		var hdr [4]byte
-		if k, err := io.ReadFull(r, hdr[:]); err != nil {
-			return append(raw, hdr[:k]...), h, fmt.Errorf("%w: %v", errNotHello, err)
+	if err := fill(5); err != nil {
+		return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
+	}
+	if raw[3]|raw[4] != 0 {
+		if err := fill(6); err != nil {
+			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
 		}
-		raw = append(raw, hdr[:]...)
-		n := int(hdr[2])<<8 | int(hdr[3])
-		if hdr[0] != 3 || n == 0 || n > maxRecordPayload || len(raw)+n > maxHelloBytes {
+		if raw[5] != handshakeClientHello {
+			return raw, clientHello{}, nil
+		}
+	}
+	var msg []byte // handshake bytes reassembled from the records
+	rs := 0        // where the record being read starts in raw
+	for {
+		if err := fill(rs + 5); err != nil {
+			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
+		}
+		n := int(raw[rs+3])<<8 | int(raw[rs+4])
+		if raw[rs+1] != 3 || n == 0 || n > maxRecordPayload || len(raw)+n > maxHelloBytes {
 			return raw, h, fmt.Errorf("%w: bad record header", errNotHello)
 		}
-		start := len(raw)
-		raw = append(raw, make([]byte, n)...)
-		if k, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw[:start+k], h, fmt.Errorf("%w: %v", errNotHello, err)
+		if err := fill(rs + 5 + n); err != nil {
+			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
 		}
-		msg = append(msg, raw[start:]...)
-		if len(msg) >= 4 {
-			if msg[0] != handshakeClientHello {
-				return raw, h, fmt.Errorf("%w: first handshake message is not a ClientHello", errNotHello)
-			}
+		msg = append(msg, raw[rs+5:]...)
+		if len(msg) >= 4 { // msg[0] is a ClientHello's type (above)
 			total := 4 + (int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3]))
 			if total > maxHelloBytes {
 				return raw, h, fmt.Errorf("%w: too large", errNotHello)
@@ -86,12 +112,11 @@ func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
 		}
 		// The ClientHello continues in the next record, which must be
 		// a handshake record too.
-		var next [1]byte
-		if _, err := io.ReadFull(r, next[:]); err != nil {
+		rs = len(raw)
+		if err := fill(rs + 1); err != nil {
 			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
 		}
-		raw = append(raw, next[0])
-		if next[0] != recordTypeHandshake {
+		if raw[rs] != recordTypeHandshake {
 			return raw, h, fmt.Errorf("%w: interleaved record", errNotHello)
 		}
 	}

@@ -30,9 +30,17 @@ func TestReadClientHello(t *testing.T) {
 		{"no SNI", string(captureClientHello(t, "")), true, "", -1, false},
 		{"not TLS", "SSH-2.0-x\r\n", false, "", 1, false},
 		{"truncated", string(h[:len(h)-1]), true, "", -1, true},
-		{"not a ClientHello", "\x16\x03\x01\x00\x04\x02\x00\x00\x00", true, "", -1, true},
-		{"record too large", "\x16\x03\x01\x40\x01", true, "", -1, true},
-		{"bad version", "\x16\x09\x01\x00\x01\x01", true, "", 5, true},
+		{"record too large", "\x16\x03\x01\x40\x01\x01", true, "", 6, true},
+		{"bad version", "\x16\x09\x01\x00\x01\x01", true, "", 6, true},
+		{"Go's servers' version", string(h[:1]) + "\x00\x01" + string(h[3:]), true, "", 6, true},
+		{"bad version in the second record", "\x16\x03\x01\x00\x04\x01\x00\x01\x00\x16\x09\x01\x00\x01\x01", true, "", 14, true},
+		{"empty record", "\x16\x03\x01\x00\x00" + string(h), true, "", 5, true},
+		{"handshake type alone", "\x16", true, "", -1, true},
+		// No server acts on a handshake that starts with another
+		// message: the bytes of another protocol, which the reader
+		// passes on after the record's header and first byte.
+		{"not a ClientHello", "\x16\x03\x01\x00\x04\x02\x00\x00\x00", false, "", 6, false},
+		{"handshake type, then random bytes", "\x16\x00\xff\xff\x07\x5a\x01", false, "", 6, false},
 		{"alert between records", "\x16\x03\x01\x00\x02\x01\x00\x15\x03\x01", true, "", 8, true},
 		{"ClientHello too large", "\x16\x03\x01\x00\x04\x01\x01\x00\x01", true, "", -1, true},
 	}

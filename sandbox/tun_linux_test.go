@@ -530,6 +530,80 @@ func TestTransparentOff(t *testing.T) {
 	}
 }
 
+// TestTransparentNotTLS: a stream through the TUN device that starts
+// with a TLS handshake record whose first message is no ClientHello is
+// another protocol's, and reaches the host whole, as a stream of any
+// other first byte does (the control of the probe); one that can start a
+// ClientHello and is no valid one is still refused, with a reset and an
+// event naming the check (the control that the check still applies).
+// Random bytes start with the handshake record's type one time in 256:
+// TestTransparentBulk's random stream was refused so, as a malformed
+// ClientHello.
+func TestTransparentNotTLS(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	ln := serveTCP(t, func(c net.Conn) {
+		h := sha256.New()
+		io.Copy(h, c)
+		fmt.Fprintf(c, "%x", h.Sum(nil))
+	})
+	req := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
+	req.TUNDir = dir
+	cases := []struct {
+		name, start string // start: the stream's first bytes, in Python
+		reach       bool
+	}{
+		{"other", `b"\x00"`, true},
+		{"handshake-record", `b"\x16\x00\xff\xff\x07\x5a"`, true},
+		{"tls-garbage", `b"\x16\x03\x01\x00\x04\x01\x00\x00\x00"`, false},
+	}
+	var script strings.Builder
+	script.WriteString(`
+unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+python3 -c '
+import hashlib, os, socket
+def send(name, data):
+    try:
+        s = socket.create_connection(("allowed.test", ` + fmt.Sprint(ln.Addr().(*net.TCPAddr).Port) + `), timeout=30)
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            got += b
+        ok = got.decode() == hashlib.sha256(data).hexdigest()
+        print(name + ":", "reached" if ok else "replied %r" % got)
+    except OSError as e:
+        print(name + ":", "refused", type(e).__name__)
+`)
+	for _, c := range cases {
+		fmt.Fprintf(&script, "send(%q, %s + os.urandom(1 << 16))\n", c.name, c.start)
+	}
+	script.WriteString("'\n")
+	out, rep := w.run(t, req, script.String())
+	for _, c := range cases {
+		reached := strings.Contains(out, c.name+": reached")
+		if reached != c.reach || !reached && !strings.Contains(out, c.name+": refused") {
+			t.Errorf("%s: reached %v, want %v:\n%s", c.name, reached, c.reach, out)
+		}
+	}
+	var allowed, refused int
+	for _, e := range rep.Network.Events {
+		switch {
+		case e.Proto != egress.ProtoTCP || e.Host != "allowed.test":
+		case e.Decision == egress.DecisionAllow && e.BytesUp == 6+1<<16:
+			allowed++
+		case e.Decision == egress.DecisionDeny && e.Rule == "malformed tls" && strings.Contains(e.Reason, "ClientHello"):
+			refused++
+		}
+	}
+	if allowed != 1 || refused != 1 {
+		t.Errorf("%d allowed connections of the handshake record's stream and %d refused as malformed TLS, want 1 and 1: %+v", allowed, refused, rep.Network.Events)
+	}
+}
+
 // TestTransparentBulk sends 32 MiB each way through the TUN device, whose
 // checksums are offloaded (the sandbox's kernel leaves them partial one
 // way, moat's stack the other): what each end receives hashes as what the
