@@ -610,7 +610,10 @@ def send(name, data):
 // other sent. The device's transmit checksum offload, as the sandbox's
 // kernel reports it (ETHTOOL_GTXCSUM), shows the offload is in effect:
 // the positive control of this test's subject, since without it the bytes
-// would arrive just the same. Both starts make the device.
+// would arrive just the same. Both starts make the device. The stream
+// starts with a byte no TLS record starts with: one that can start a
+// ClientHello is checked as one, and random bytes that do would be
+// refused, rightly, as a malformed one (TestTransparentNotTLS).
 func TestTransparentBulk(t *testing.T) {
 	t.Run("direct", func(t *testing.T) { testTransparentBulk(t, false) })
 	t.Run("init-stage", func(t *testing.T) { testTransparentBulk(t, true) })
@@ -656,7 +659,7 @@ v = array.array("I", [0x16, 7])  # ETHTOOL_GTXCSUM
 q = socket.socket()
 fcntl.ioctl(q.fileno(), 0x8946, struct.pack("16sP16x", b"%[1]s", v.buffer_info()[0]))  # SIOCETHTOOL
 print("txcsum:", v[1])
-data = os.urandom(%[2]d)
+data = b"\x00" + os.urandom(%[2]d - 1)
 print("sent:", hashlib.sha256(data).hexdigest())
 s = socket.create_connection(("allowed.test", %[3]d), timeout=30)
 s.sendall(data)
@@ -670,7 +673,12 @@ while n < %[2]d:
 print("got:", h.hexdigest(), n)
 '
 `, "moat0", size, ln.Addr().(*net.TCPAddr).Port)
-	out, _ := w.run(t, req, script)
+	out, rep := w.run(t, req, script)
+	defer func() {
+		if t.Failed() {
+			t.Logf("the run's events: %+v", rep.Network.Events)
+		}
+	}()
 	if !strings.Contains(out, "txcsum: 1") {
 		t.Errorf("the device does not offload transmit checksums:\n%s", out)
 	}
