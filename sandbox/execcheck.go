@@ -178,6 +178,11 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 	if open == nil || depth >= maxInterp || len(argv) == 0 {
 		return d
 	}
+	isMulti := harness.MultiCall(path.Base(p)) || harness.MultiCall(path.Base(resolved))
+	if runner, ok := harness.AppletRunner(argv, isMulti); ok {
+		// Its applets may run in its own process, unseen by this check.
+		d = stronger(d, e.rules.DecideApplets(runner, applets(open, which)))
+	}
 	if harness.IsLoader(path.Base(p)) || harness.IsLoader(path.Base(resolved)) || harness.IsLoader(path.Base(argv[0])) {
 		if prog, argv0, ok := harness.Loaded(argv); ok {
 			args := prog
@@ -214,6 +219,41 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 		d = stronger(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1, false))
 	}
 	return d
+}
+
+// maxMultiCall bounds how much of a multi-call binary is read for its
+// applets' names: busybox and toybox are a few MiB.
+const maxMultiCall = 64 << 20
+
+// applets returns the names of the applets of the multi-call binary
+// open(which) reads, from busybox's table of them (the sorted names,
+// each ended by a NUL, from "[" and "[[" to an empty one); nil when it
+// cannot be read or has no such table (toybox's is not one), which
+// DecideApplets takes as every name.
+func applets(open func(string) (*os.File, error), which string) []string {
+	f, err := open(which)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMultiCall))
+	if err != nil {
+		return nil
+	}
+	i := bytes.Index(b, []byte("\x00[\x00[[\x00"))
+	if i < 0 {
+		return nil
+	}
+	var out []string
+	for rest := b[i+1:]; ; {
+		j := bytes.IndexByte(rest, 0)
+		if j <= 0 {
+			break
+		}
+		out = append(out, string(rest[:j]))
+		rest = rest[j+1:]
+	}
+	return out
 }
 
 // fileName is the host's name of the file p is to the caller, "" when it

@@ -381,7 +381,7 @@ $L ./u -s >/dev/null; echo "ld link -s: $?"
 // binary's own process, with no exec to check, so `busybox uname -n` is
 // decided as uname -n at busybox's exec, under any name busybox takes
 // as its own. Positive control: an allowed applet the same way. (What
-// busybox's own shell runs without an exec is not seen.)
+// busybox's own shell runs without an exec: TestExecCheckMultiCallShell.)
 func TestExecCheckMultiCall(t *testing.T) {
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
@@ -404,6 +404,68 @@ func TestExecCheckMultiCall(t *testing.T) {
 	want := "busybox uname -n: 126\nbusyboxZ uname -n: 126\nbusybox uname -s: 0\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+}
+
+// multiCallShellScript starts busybox's shell (by its applet name, and
+// through a link named ash), and its xargs, each running uname -n, which
+// busybox's standalone shell and xargs run in their own process, with
+// no exec to check (the "; true" keeps the shell from exec'ing its last
+// command); and busybox's uname -s, which runs nothing else.
+const multiCallShellScript = `ln -s busybox ash
+./busybox sh -c 'uname -n; true' >/dev/null 2>&1; echo "busybox sh: $?"
+./ash -c 'uname -n; true' >/dev/null 2>&1; echo "ash: $?"
+true | ./busybox xargs uname -n >/dev/null 2>&1; echo "busybox xargs: $?"
+./busybox uname -s >/dev/null; echo "busybox uname -s: $?"
+`
+
+// TestExecCheckMultiCallShell: busybox's shell and xargs can run its
+// applets in busybox's own process, so they are refused when a rule
+// denies an applet busybox includes (uname -n here), the refusal naming
+// the rule. Positive controls: busybox's uname -s under the same rules,
+// and the same starts under rules that name no applet of busybox's.
+func TestExecCheckMultiCallShell(t *testing.T) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox here")
+	}
+	b, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func() string {
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "busybox"), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	rep, out, stderr := runScript(t, put(), execRules, multiCallShellScript)
+	want := "busybox sh: 126\nash: 126\nbusybox xargs: 126\nbusybox uname -s: 0\n"
+	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
+	}
+	var n int
+	for _, d := range rep.Denials {
+		if d.Layer == sandbox.LayerRules && strings.Contains(d.Rule, "no-nodename") && strings.Contains(d.Rule, "can run uname in its own process") {
+			n += d.Count
+		}
+	}
+	if n < 3 {
+		t.Errorf("denials %+v, want the three refused by no-nodename, saying why", rep.Denials)
+	}
+	_, out, stderr = runScript(t, put(), `
+[harness]
+builtin = []
+
+[[rules]]
+name = "no-git-push"
+match = { command = ["git", "push"] }
+decision = "deny"
+`, multiCallShellScript)
+	want = "busybox sh: 0\nash: 0\nbusybox xargs: 0\nbusybox uname -s: 0\n"
+	if out != want {
+		t.Errorf("rules naming no applet: output:\n%s\nwant:\n%s\nstderr: %s", out, want, stderr)
 	}
 }
 
