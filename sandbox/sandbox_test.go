@@ -38,6 +38,9 @@ import (
 func TestMain(m *testing.M) {
 	native.MaybeInit()
 	gvisor.MaybeForward()
+	if filepath.Base(os.Args[0]) == argvRacerName {
+		os.Exit(argvRacer(os.Args[1:])) // a threaded program inside a sandbox (TestExecCheckArgvRace)
+	}
 	if target := os.Getenv("MOAT_TEST_GODIAL"); target != "" {
 		os.Exit(goDial(target)) // a Go program inside a sandbox (TestTransparentEgress)
 	}

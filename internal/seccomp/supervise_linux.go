@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -118,8 +120,10 @@ type Supervisor struct {
 	// Exec, if set, is asked about each execve and execveat that Prog
 	// allows (the filter must notify them: see WithExecNotify), on the
 	// supervisor's goroutine, which answers nothing else meanwhile, so it
-	// must not block: errno 0 lets the call go on as if no filter had
-	// seen it, anything else is the errno it fails with. An answer that
+	// must not block: errno 0 lets the call go on, anything else is the
+	// errno it fails with. A call let go on is followed into the image it
+	// starts, which is killed before it runs if its argv is not the one
+	// Exec was asked about (continueChecked). An answer that
 	// must wait (for a person) is a non-nil later instead: the supervisor
 	// calls it on a goroutine of its own, with a ctx that ends when the
 	// supervisor stops, and answers the call with the errno it returns.
@@ -174,11 +178,15 @@ func (s *Supervisor) Serve(fd, stop int) {
 		errNo := eperm
 		ret, err := Evaluate(s.Prog, req.nr, req.arch, req.ip, req.args)
 		if err == nil && Allows(ret) && s.Exec != nil && IsExec(arch, int(req.nr)) {
-			if later := s.answerExec(fd, &req); later != nil {
+			if c, later := s.answerExec(fd, &req); later != nil {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					respond(fd, req.id, later(ctx))
+					if errno := later(ctx); errno != 0 {
+						respond(fd, req.id, errno)
+					} else {
+						continueChecked(fd, &req, c)
+					}
 				}()
 			}
 			continue
@@ -220,7 +228,7 @@ func respond(fd int, id uint64, errno int) {
 // and answers it, or returns the later that will. The notification's id is
 // checked after the read: if the caller died meanwhile, its pid may name
 // another process, whose memory was read.
-func (s *Supervisor) answerExec(fd int, req *seccompNotif) (later func(context.Context) int) {
+func (s *Supervisor) answerExec(fd int, req *seccompNotif) (c ExecCall, later func(context.Context) int) {
 	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
 	if int(req.nr) != execveNr() {
 		// execveat(dirfd, path, argv, envp, flags)
@@ -230,17 +238,208 @@ func (s *Supervisor) answerExec(fd int, req *seccompNotif) (later func(context.C
 	c.Dirfd = dirfd
 	id := req.id
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
-		return nil // the caller is gone: nothing to answer
+		return c, nil // the caller is gone: nothing to answer
 	}
 	if err != nil {
 		respond(fd, req.id, int(unix.EACCES))
-		return nil
+		return c, nil
 	}
 	errno, later := s.Exec(c)
-	if later == nil {
+	switch {
+	case later != nil:
+	case errno != 0:
 		respond(fd, req.id, errno)
+	default:
+		continueChecked(fd, req, c)
 	}
-	return later
+	return c, later
+}
+
+// continueChecked lets the exec of notification req, decided as c, go
+// on, and makes sure the program it starts was given the argv that was
+// decided. The argv was read from the caller's memory while the call
+// waited; another thread of the caller's, or another process sharing its
+// memory (a vfork child's parent's other threads), can rewrite it between
+// that read and the kernel's own copy, so a command line no rule allowed
+// would run. The kernel's copy is the new image's /proc/PID/cmdline, and
+// nothing can change it before the image runs its first instruction: the
+// supervisor attaches to the caller (PTRACE_SEIZE, which stops nothing)
+// before it lets the call go on, so the caller stops at
+// PTRACE_EVENT_EXEC, after the copy and before the new image runs; an
+// image started with another argv is killed there. An exec that fails
+// returns to the old image, which a PTRACE_INTERRUPT sent after the
+// answer stops on its way (the answer is already given then, so the
+// interrupt cannot cut the wait for it short), and the supervisor lets go.
+//
+// A caller that cannot be attached to (one a debugger in the sandbox
+// traces) is refused, EACCES: its exec could not be checked so. With
+// PTRACE_O_EXITKILL, a supervisor that dies meanwhile takes the caller
+// with it rather than let it go unchecked.
+func continueChecked(fd int, req *seccompNotif, c ExecCall) {
+	// Every ptrace request of a tracee must come from the thread that
+	// attached to it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := int(req.pid)
+	// A thread other than the leader takes the leader's id as it execs
+	// (de_thread): the new image is then waited for under that id.
+	tgid := tid
+	if pfd, err := unix.PidfdOpen(tid, 0); err == nil {
+		unix.Close(pfd) // only a leader has a pidfd without PIDFD_THREAD
+	} else if tgid = threadGroup(tid); tgid <= 0 {
+		respond(fd, req.id, int(unix.EACCES))
+		return
+	}
+	if _, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, unix.PTRACE_O_TRACEEXEC|unix.PTRACE_O_EXITKILL, 0, 0); errno != 0 {
+		respond(fd, req.id, int(unix.EACCES))
+		return
+	}
+	respond(fd, req.id, 0)
+	unix.PtraceInterrupt(tid) // ESRCH: the exec has already renamed it, or it died
+	for pid := tid; ; {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ECHILD && pid != tgid:
+			pid = tgid // renamed by its exec
+			continue
+		case err != nil || ws.Exited() || ws.Signaled():
+			return // gone: nothing runs
+		case !ws.Stopped():
+			continue
+		}
+		sig, event := 0, uint32(ws)>>16
+		switch {
+		case ws.StopSignal() == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
+			if !startedWith(wpid, c) {
+				// Killed where it stands; its end is the tracer's to
+				// collect, before its parent can.
+				unix.Kill(wpid, unix.SIGKILL)
+				for {
+					if _, err := unix.Wait4(wpid, &ws, unix.WALL, nil); err != unix.EINTR && (err != nil || ws.Exited() || ws.Signaled()) {
+						return
+					}
+				}
+			}
+		case event == unix.PTRACE_EVENT_STOP:
+			// The interrupt, or a group stop: the exec failed.
+		case event == 0:
+			// A signal on the way back from a failed exec: it is
+			// delivered as the caller detaches.
+			sig = int(ws.StopSignal())
+		}
+		// A pending interrupt goes with the tracer.
+		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(wpid), 0, uintptr(sig), 0, 0)
+		return
+	}
+}
+
+// startedWith reports whether the image process pid has just started
+// (stopped at PTRACE_EVENT_EXEC) was given c's argv. Its cmdline is the
+// kernel's copy: c.Argv's words, each ended by a NUL (a prefix of them
+// when c.Argv is Truncated; one empty word, from kernels since 5.18, for
+// an exec given none). For a file the kernel runs through an interpreter
+// (a #! script, a binfmt_misc format) the kernel replaced argv[0] by the
+// interpreter's words and the file's name: then the cmdline ends with
+// that name and c.Argv[1:], and the file, found again in the caller's
+// root, is no ELF file the kernel would have run itself. Anything else is
+// an argv rewritten after it was read.
+func startedWith(pid int, c ExecCall) bool {
+	got, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	want := words(c.Argv)
+	switch {
+	case bytes.Equal(got, want):
+		return true
+	case c.Truncated:
+		return bytes.HasPrefix(got, want)
+	case len(c.Argv) == 0:
+		return len(got) == 0 || string(got) == "\x00"
+	}
+	name := c.Path
+	if c.Dirfd != unix.AT_FDCWD && !strings.HasPrefix(c.Path, "/") {
+		// execveat: the kernel names the file by its descriptor.
+		name = "/dev/fd/" + strconv.Itoa(c.Dirfd)
+		if c.Path != "" {
+			name += "/" + c.Path
+		}
+	}
+	tail := words(append([]string{name}, c.Argv[1:]...))
+	if len(got) <= len(tail) || !bytes.HasSuffix(got, tail) || got[len(got)-len(tail)-1] != 0 {
+		return false
+	}
+	return c.Dirfd == unix.AT_FDCWD && interpreted(pid, c.Path)
+}
+
+// words is argv as the kernel lays it out: each word ended by a NUL.
+func words(argv []string) []byte {
+	var b []byte
+	for _, a := range argv {
+		b = append(append(b, a...), 0)
+	}
+	return b
+}
+
+// interpreted reports whether the file path names in process pid's root
+// (relative to its working directory) is one the kernel runs through an
+// interpreter: it can be opened there and does not begin as an ELF file
+// does. A path that cannot be followed so (one through /proc's links)
+// counts as not interpreted.
+func interpreted(pid int, p string) bool {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if !strings.HasPrefix(p, "/") {
+		cwd, err := os.Readlink(proc + "/cwd")
+		root, err2 := os.Readlink(proc + "/root")
+		switch {
+		case err != nil || err2 != nil:
+			return false
+		case root == "/":
+		case cwd == root:
+			cwd = "/"
+		case strings.HasPrefix(cwd, root+"/"):
+			cwd = cwd[len(root):]
+		default:
+			return false
+		}
+		p = cwd + "/" + p
+	}
+	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, p, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	var head [4]byte
+	n, _ := unix.Pread(fd, head[:], 0)
+	return n > 0 && string(head[:n]) != "\x7fELF"
+}
+
+// threadGroup returns the thread group (process) id of thread tid, from
+// its /proc status; 0 when it cannot be read.
+func threadGroup(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(rest))
+			return n
+		}
+	}
+	return 0
 }
 
 func execveNr() int {
