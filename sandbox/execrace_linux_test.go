@@ -13,6 +13,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -30,6 +32,19 @@ const argvRacerName = "argv-racer"
 func argvRacer(args []string) int {
 	if len(args) != 2 {
 		return 2
+	}
+	if args[0] == "fdscript" {
+		// The script args[1] run from a descriptor (fexecve): the kernel
+		// names it /dev/fd/N in the interpreter's argv.
+		fd, err := syscall.Open(args[1], syscall.O_RDONLY, 0)
+		if err != nil {
+			return 2
+		}
+		argv0, arg1, empty := []byte("script\x00"), []byte("word\x00"), []byte("\x00")
+		argv := []uintptr{uintptr(unsafe.Pointer(&argv0[0])), uintptr(unsafe.Pointer(&arg1[0])), 0}
+		envv := []uintptr{0}
+		syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(&empty[0])), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
+		return 13
 	}
 	tries, _ := strconv.Atoi(args[1])
 	prog := []byte("/usr/bin/uname\x00")
@@ -68,7 +83,9 @@ func argvRacer(args []string) int {
 // denied command line must never run (the node name is never printed:
 // a run whose image was started with another argv than the one decided
 // is killed). Positive controls: the same program execs uname -s when
-// nothing flips, and is refused uname -n.
+// nothing flips, and is refused uname -n; a script, whose argv the
+// kernel rewrites for its interpreter, runs from its path and from a
+// descriptor.
 func TestExecCheckArgvRace(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -83,16 +100,23 @@ func TestExecCheckArgvRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	const runs = 40
+	if err := os.WriteFile(filepath.Join(ws, "s.sh"), []byte("#!/bin/sh\necho \"$0 $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	rep, out, stderr := runScript(t, ws, execRules, `./argv-racer still 1; echo "still: $?"
 ./argv-racer denied 1; echo "denied: $?"
+./s.sh word; echo "script: $?"
+./argv-racer fdscript ./s.sh | sed 's/[0-9]/N/g'; echo "fdscript: $?"
 for i in $(seq `+strconv.Itoa(runs)+`); do ./argv-racer flip 1000; echo "flip: $?"; done
 `)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) < 4 || lines[0] != "Linux" || lines[1] != "still: 0" || lines[2] != "denied: 13" {
-		t.Fatalf("positive controls: output:\n%s\nwant Linux, still: 0, denied: 13 first; stderr: %s", out, stderr)
+	controls := "Linux\nstill: 0\ndenied: 13\n./s.sh word\nscript: 0\n/dev/fd/N word\nfdscript: 0"
+	if len(lines) < 8 || strings.Join(lines[:7], "\n") != controls {
+		t.Fatalf("positive controls: output:\n%s\nwant first:\n%s\nstderr: %s", out, controls, stderr)
 	}
+	lines = lines[7:]
 	var ran, started, killed int
-	for _, l := range lines[3:] {
+	for _, l := range lines {
 		switch {
 		case l == "Linux":
 			started++

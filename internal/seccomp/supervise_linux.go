@@ -372,7 +372,7 @@ func startedWith(pid int, c ExecCall) bool {
 	if len(got) <= len(tail) || !bytes.HasSuffix(got, tail) || got[len(got)-len(tail)-1] != 0 {
 		return false
 	}
-	return c.Dirfd == unix.AT_FDCWD && interpreted(pid, c.Path)
+	return interpreted(pid, c)
 }
 
 // words is argv as the kernel lays it out: each word ended by a NUL.
@@ -384,13 +384,38 @@ func words(argv []string) []byte {
 	return b
 }
 
-// interpreted reports whether the file path names in process pid's root
-// (relative to its working directory) is one the kernel runs through an
-// interpreter: it can be opened there and does not begin as an ELF file
-// does. A path that cannot be followed so (one through /proc's links)
-// counts as not interpreted.
-func interpreted(pid int, p string) bool {
-	proc := "/proc/" + strconv.Itoa(pid)
+// interpreted reports whether the file c names in process pid's root
+// (relative to its working directory, or to its descriptor c.Dirfd,
+// which a file run through an interpreter from a descriptor keeps open
+// in the new image) is one the kernel runs through an interpreter: it
+// can be opened there and does not begin as an ELF file does. A path
+// that cannot be followed so (one through /proc's links) counts as not
+// interpreted.
+func interpreted(pid int, c ExecCall) bool {
+	proc, p := "/proc/"+strconv.Itoa(pid), c.Path
+	if c.Dirfd != unix.AT_FDCWD && !strings.HasPrefix(p, "/") {
+		dir, err := unix.Open(proc+"/fd/"+strconv.Itoa(c.Dirfd), unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		defer unix.Close(dir)
+		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+		if p == "" {
+			// The descriptor's own file: reopened through /proc.
+			fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(dir), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return false
+			}
+			defer unix.Close(fd)
+			return notELF(fd)
+		}
+		fd, err := unix.Openat2(dir, p, &how)
+		if err != nil {
+			return false
+		}
+		defer unix.Close(fd)
+		return notELF(fd)
+	}
 	if !strings.HasPrefix(p, "/") {
 		cwd, err := os.Readlink(proc + "/cwd")
 		root, err2 := os.Readlink(proc + "/root")
@@ -417,6 +442,12 @@ func interpreted(pid int, p string) bool {
 		return false
 	}
 	defer unix.Close(fd)
+	return notELF(fd)
+}
+
+// notELF reports whether fd is a regular file that does not begin as an
+// ELF file does.
+func notELF(fd int) bool {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
