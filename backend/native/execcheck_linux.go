@@ -37,6 +37,12 @@ func execFilters(spec *backend.Spec, filters [][]seccomp.Instruction, direct boo
 	if major, minor := hostinfo.KernelVersion(); major < 5 || major == 5 && minor < 5 {
 		return nil, fmt.Errorf("%w: Linux %d.%d lacks SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5)", backend.ErrNoExecCheck, major, minor)
 	}
+	if scope := ptraceScope(); scope >= 3 || scope == 2 && os.Geteuid() != 0 {
+		// The supervisor follows each exec it lets go on into the image
+		// it starts (PTRACE_SEIZE), to check the argv the kernel copied:
+		// Yama's scope 2 keeps ptrace for root, 3 for nobody.
+		return nil, fmt.Errorf("%w: kernel.yama.ptrace_scope %d forbids the ptrace the check follows each exec with", backend.ErrNoExecCheck, scope)
+	}
 	if len(filters) == 0 {
 		filters = [][]seccomp.Instruction{seccomp.PassThrough()}
 	}
@@ -46,6 +52,16 @@ func execFilters(spec *backend.Spec, filters [][]seccomp.Instruction, direct boo
 		}
 	}
 	return filters, nil
+}
+
+// ptraceScope is Yama's kernel.yama.ptrace_scope, 0 without Yama.
+func ptraceScope() int {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
 }
 
 // execObserved returns which of a direct start's filters carries the
