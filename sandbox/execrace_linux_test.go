@@ -47,15 +47,37 @@ func argvRacer(args []string) int {
 		return 13
 	}
 	tries, _ := strconv.Atoi(args[1])
-	prog := []byte("/usr/bin/uname\x00")
+	prog := make([]byte, 16) // 8-aligned, as Go allocates 16 bytes
+	copy(prog, "/usr/bin/uname\x00")
 	arg0 := []byte("uname\x00")
 	arg1 := []byte("-s\x00\x00") // four bytes, flipped as one word
-	if args[0] == "denied" {
+	switch args[0] {
+	case "denied":
+		arg1[1] = 'n'
+	case "flippath":
+		// true -n, from a path flipped to uname's: the check may read
+		// the path of true, the kernel then open uname.
+		copy(prog, "/usr/bin//true\x00")
+		copy(arg0, "true\x00")
 		arg1[1] = 'n'
 	}
 	argv := []uintptr{uintptr(unsafe.Pointer(&arg0[0])), uintptr(unsafe.Pointer(&arg1[0])), 0}
 	envv := []uintptr{0}
 	var stop atomic.Bool
+	if args[0] == "flippath" {
+		go func() {
+			runtime.LockOSThread()
+			p := (*atomic.Uint64)(unsafe.Pointer(&prog[8])) // "//true\x00" or "/uname\x00", at an aligned address
+			tr, un := p.Load(), uint64(0)
+			for i, b := range []byte("/uname\x00\x00") {
+				un |= uint64(b) << (8 * i)
+			}
+			for !stop.Load() {
+				p.Store(un)
+				p.Store(tr)
+			}
+		}()
+	}
 	if args[0] == "flip" {
 		go func() {
 			runtime.LockOSThread()
@@ -107,7 +129,7 @@ func TestExecCheckArgvRace(t *testing.T) {
 ./argv-racer denied 1; echo "denied: $?"
 ./s.sh word; echo "script: $?"
 ./argv-racer fdscript ./s.sh | sed 's/[0-9]/N/g'; echo "fdscript: $?"
-for i in $(seq `+strconv.Itoa(runs)+`); do ./argv-racer flip 1000; echo "flip: $?"; done
+for i in $(seq `+strconv.Itoa(runs)+`); do ./argv-racer flip 1000; echo "flip: $?"; ./argv-racer flippath 1000; echo "flip: $?"; done
 `)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	controls := "Linux\nstill: 0\ndenied: 13\n./s.sh word\nscript: 0\n/dev/fd/N word\nfdscript: 0"

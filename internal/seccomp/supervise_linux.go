@@ -313,7 +313,7 @@ func continueChecked(fd int, req *seccompNotif, c ExecCall) {
 		sig, event := 0, uint32(ws)>>16
 		switch {
 		case ws.StopSignal() == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
-			if !startedWith(wpid, c) {
+			if !startedWith(wpid, c) || !startedFrom(wpid, execName(c)) {
 				// Killed where it stands; its end is the tracer's to
 				// collect, before its parent can.
 				unix.Kill(wpid, unix.SIGKILL)
@@ -360,20 +360,51 @@ func startedWith(pid int, c ExecCall) bool {
 	case len(c.Argv) == 0:
 		return len(got) == 0 || string(got) == "\x00"
 	}
-	name := c.Path
-	if c.Dirfd != unix.AT_FDCWD && !strings.HasPrefix(c.Path, "/") {
-		// execveat: the kernel names the file by its descriptor.
-		name = "/dev/fd/" + strconv.Itoa(c.Dirfd)
-		if c.Path != "" {
-			name += "/" + c.Path
-		}
-	}
-	tail := words(append([]string{name}, c.Argv[1:]...))
+	tail := words(append([]string{execName(c)}, c.Argv[1:]...))
 	if len(got) <= len(tail) || !bytes.HasSuffix(got, tail) || got[len(got)-len(tail)-1] != 0 {
 		return false
 	}
 	return interpreted(pid, c)
 }
+
+// execName is the name the kernel gives the file c starts: its path
+// as given, or, for an execveat from a directory descriptor, the path
+// below /dev/fd/N.
+func execName(c ExecCall) string {
+	if c.Dirfd == unix.AT_FDCWD || strings.HasPrefix(c.Path, "/") {
+		return c.Path
+	}
+	name := "/dev/fd/" + strconv.Itoa(c.Dirfd)
+	if c.Path != "" {
+		name += "/" + c.Path
+	}
+	return name
+}
+
+// startedFrom reports whether the image process pid has just started
+// was started from the path name: the kernel's copy of the path it
+// opened, which it leaves in the new image's memory (AT_EXECFN), and
+// which a thread sharing the caller's memory can rewrite before the
+// kernel reads it as well as argv.
+func startedFrom(pid int, name string) bool {
+	aux, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/auxv")
+	if err != nil {
+		return false
+	}
+	for i := 0; i+16 <= len(aux); i += 16 {
+		key := *(*uint64)(unsafe.Pointer(&aux[i]))
+		if key != atExecFn {
+			continue
+		}
+		at := *(*uint64)(unsafe.Pointer(&aux[i+8]))
+		got, cut, err := newRemotePages(pid).string(at, len(name)+1)
+		return err == nil && !cut && got == name
+	}
+	return false
+}
+
+// atExecFn is the auxiliary vector's AT_EXECFN.
+const atExecFn = 31
 
 // words is argv as the kernel lays it out: each word ended by a NUL.
 func words(argv []string) []byte {
