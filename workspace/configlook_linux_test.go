@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,17 +62,32 @@ func TestGitConfigReadBelow(t *testing.T) {
 			if got := c.Protects(Change{Path: hook, Type: File, Kind: Added}); got != want {
 				t.Errorf("Protects(%s) = %v, want %v", hook, got, want)
 			}
+			// Written in place, a workspace whose git files are links is
+			// refused: git on the host follows them, and what they name
+			// unprotected would be what it runs.
 			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			var linkErr *GitLinkError
+			if !want {
+				if !errors.As(err, &linkErr) {
+					t.Fatalf("NewGuard = %v, want a GitLinkError", err)
+				}
+				if g, err := NewGuard(ws, GuardOptions{}); err != nil {
+					t.Fatalf("NewGuard of a read-only root: %v", err)
+				} else {
+					g.Close()
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Close()
 			got := slices.ContainsFunc(g.Protections(), func(p Protection) bool { return p.Path == filepath.Join(ws, "tools/hooks") })
-			if got != want {
-				t.Errorf("NewGuard protects tools/hooks: %v, want %v (protections %+v)", got, want, g.Protections())
+			if !got {
+				t.Errorf("NewGuard does not protect tools/hooks (protections %+v)", g.Protections())
 			}
-			if tc != ".git link" && g.gitlinks["probe"] != want {
-				t.Errorf("NewGuard watches the submodule checkout probe: %v, want %v", g.gitlinks["probe"], want)
+			if !g.gitlinks["probe"] {
+				t.Errorf("NewGuard does not watch the submodule checkout probe")
 			}
 		})
 	}

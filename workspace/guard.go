@@ -202,6 +202,12 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			g.objFmt = f[len(f)-1]
 		}
 	}
+	if writable {
+		if err := g.refuseGitLinks(gitdir, common); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	if external {
 		g.binds = append(g.binds, Bind{Path: common, ReadOnly: !writable})
 		if !within(common, gitdir) {
@@ -1089,6 +1095,42 @@ func copyOut(src, dst string) error {
 		}
 	}
 	return os.RemoveAll(src)
+}
+
+// GitLinkError is NewGuard's refusal of a workspace written in place
+// whose .git, git config or .gitmodules is a symbolic link.
+type GitLinkError struct {
+	Path string // the link, on the host
+}
+
+func (e *GitLinkError) Error() string {
+	return e.Path + " is a symbolic link: moat does not follow it to learn what git on the host runs from the workspace " +
+		"(a hooks path its config names), so a command could plant what git then runs; replace the link by what it leads to " +
+		"(a .git file, \"gitdir: PATH\", names a git directory elsewhere), or use --workspace-mode overlay or readonly"
+}
+
+// refuseGitLinks refuses a writable root whose .git (when no git
+// directory was found), common git config or .gitmodules is a link.
+// Git on the host follows such a link, and what the file it leads to
+// names in the workspace (core.hooksPath, a submodule's checkout) is
+// what git runs or trusts there; the guard reads git's files only below
+// their roots and never through a link at the file itself (as root, in
+// the daemon, it would read what the workspace's owner may not), so it
+// cannot know what to protect, and protecting nothing would fail open.
+func (g *Guard) refuseGitLinks(gitdir, common string) error {
+	var check []string
+	if gitdir == "" {
+		check = append(check, g.real+"/.git")
+	} else {
+		check = append(check, filepath.Join(common, "config"))
+	}
+	check = append(check, g.real+"/.gitmodules")
+	for _, p := range check {
+		if fi, err := g.lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return &GitLinkError{Path: p}
+		}
+	}
+	return nil
 }
 
 // readGitFile reads a .git file ("gitdir: PATH") at the host path p,
