@@ -26,7 +26,9 @@
 //     rebinding has nothing to rebind. A Host header must name the
 //     request's target, in a CONNECT as in a forwarded request. In a
 //     tunnel, a TLS ClientHello must name the CONNECT target (or no name
-//     at all), which stops naive domain fronting; with HTTPSOnly, nothing
+//     at all), also one behind the records a TLS server skips before it
+//     (warning alerts, empty change_cipher_spec records), which stops
+//     naive domain fronting; with HTTPSOnly, nothing
 //     from the destination reaches the client before its ClientHello.
 //     Refusals are HTTP 403 with an X-Moat-Denied header
 //     and a body saying how to allow the destination, or SOCKS5 reply 2.

@@ -3,7 +3,9 @@ package egress
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -122,11 +124,15 @@ func FuzzProxyRequest(f *testing.F) {
 
 // FuzzClientHello checks the ClientHello reader on arbitrary bytes: it
 // must not panic, must return exactly the bytes it consumed, and must stay
-// within its bound.
+// within its bound; and bytes it passes on unchecked as another
+// protocol's must be bytes in which crypto/tls's server finds no
+// ClientHello (what it skips before one included).
 func FuzzClientHello(f *testing.F) {
 	f.Add(captureClientHello(f, "allowed.test"))
 	f.Add(captureClientHello(f, ""))
 	f.Add([]byte("\x16\x03\x01\x00\x01\x01\x16\x03\x01\x00\x03\x00\x00\x00"))
+	f.Add(append([]byte("\x15\x03\x01\x00\x02\x01\x70"), captureClientHello(f, "other.test")...))
+	f.Add(append([]byte("\x14\x03\x01\x00\x00"), captureClientHello(f, "other.test")...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bytes.NewReader(in)
 		raw, h, err := readClientHello(r)
@@ -138,6 +144,13 @@ func FuzzClientHello(f *testing.F) {
 		}
 		if err == nil && h.hasSNI && !validSNI(h.sni) {
 			t.Fatalf("invalid SNI %q accepted", h.sni)
+		}
+		if !h.isTLS {
+			c := &helloConn{}
+			c.r.Reset(in)
+			if err := tls.Server(c, helloConfig).Handshake(); errors.Is(err, errHelloParsed) {
+				t.Fatalf("passed on as not TLS, but crypto/tls reads a ClientHello for %q", c.sni)
+			}
 		}
 	})
 }

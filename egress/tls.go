@@ -23,10 +23,18 @@ import (
 // written here. Its cost is in the package doc.
 
 const (
-	recordTypeHandshake  = 0x16
-	handshakeClientHello = 0x01
-	maxRecordPayload     = 1 << 14 // RFC 8446 5.1: plaintext fragments
-	maxHelloBytes        = 1 << 16 // real ClientHellos are < 2 KiB, < 8 KiB with large key shares
+	recordTypeChangeCipherSpec = 0x14
+	recordTypeAlert            = 0x15
+	recordTypeHandshake        = 0x16
+	handshakeClientHello       = 0x01
+	alertLevelWarning          = 0x01
+	maxRecordPayload           = 1 << 14 // RFC 8446 5.1: plaintext fragments
+	maxHelloBytes              = 1 << 16 // real ClientHellos are < 2 KiB, < 8 KiB with large key shares
+	// maxSkippedRecords bounds the records of skippedRecords read before
+	// a ClientHello: crypto/tls skips as many warning alerts
+	// (maxUselessRecords); OpenSSL skips more empty records, but no
+	// client sends any.
+	maxSkippedRecords = 16
 )
 
 var errNotHello = errors.New("malformed TLS ClientHello")
@@ -40,12 +48,13 @@ type clientHello struct {
 
 // readClientHello reads the client's first bytes from r. If they can
 // start a ClientHello (a handshake record that is empty or whose first
-// byte is a ClientHello's type) it reads the whole ClientHello (possibly
-// spread over several records) and parses it; otherwise it reads one byte
-// only (six when the first is a handshake record's type), so a protocol
-// in which the client sends little and waits is not held up. It returns
-// every byte it read, for the caller to pass on, and an error for a
-// ClientHello that is malformed or too large.
+// byte is a ClientHello's type, or records a server skips before one) it
+// reads the whole ClientHello (possibly spread over several records) and
+// parses it; otherwise it reads one byte only (up to six when the first
+// is the type of a handshake, alert or change_cipher_spec record), so a
+// protocol in which the client sends little and waits is not held up.
+// It returns every byte it read, for the caller to pass on, and an error
+// for a ClientHello that is malformed or too large.
 //
 // A TLS server acts on nothing before the client's ClientHello, the first
 // message of the handshake: a stream whose first handshake message is of
@@ -56,6 +65,18 @@ type clientHello struct {
 // servers take any below 0x1000 in the first record. An empty record
 // is taken as TLS (OpenSSL skips a few before the ClientHello), and so
 // is one cut short.
+//
+// A stream that starts with a record some TLS server skips before the
+// ClientHello (skippedRecords: a warning alert, which crypto/tls skips,
+// or an empty change_cipher_spec record, which OpenSSL skips) is TLS
+// too: a client could otherwise hide a ClientHello naming another host
+// behind one, from the proxy but not from the server. Such records are
+// read (and returned, for the caller to pass on with the rest), and must
+// be followed by a ClientHello, which is parsed without them. They are
+// recognised by the whole record, so another protocol's stream is taken
+// for one about once in 2^28, and is read only as far as its bytes keep
+// matching. Neither server skips any other record there (application
+// data, a heartbeat, another alert: each ends the handshake).
 func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
 	// fill reads from r until raw holds (at least) n bytes.
 	fill := func(n int) error {
@@ -71,23 +92,46 @@ func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
 	if err := fill(1); err != nil {
 		return nil, h, err
 	}
-	if raw[0] != recordTypeHandshake {
-		return raw, h, nil
-	}
-	h.isTLS = true
-	if err := fill(5); err != nil {
-		return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
-	}
-	if raw[3]|raw[4] != 0 {
-		if err := fill(6); err != nil {
+	rs := 0 // where the record being read starts in raw
+	switch raw[0] {
+	case recordTypeAlert, recordTypeChangeCipherSpec:
+		// Read no further than the bytes match a record that servers
+		// skip, so that another protocol is not held up.
+		for {
+			n, ok := matchSkipped(raw)
+			if !ok {
+				return raw, clientHello{}, nil
+			}
+			if n > 0 {
+				h.isTLS = true
+				if rs, err = skipRecords(fill, &raw, n); err != nil {
+					return raw, h, err
+				}
+				break
+			}
+			if err := fill(len(raw) + 1); err != nil {
+				h.isTLS = true
+				return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
+			}
+		}
+	case recordTypeHandshake:
+		h.isTLS = true
+		if err := fill(5); err != nil {
 			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
 		}
-		if raw[5] != handshakeClientHello {
-			return raw, clientHello{}, nil
+		if raw[3]|raw[4] != 0 {
+			if err := fill(6); err != nil {
+				return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
+			}
+			if raw[5] != handshakeClientHello {
+				return raw, clientHello{}, nil
+			}
 		}
+	default:
+		return raw, h, nil
 	}
 	var msg []byte // handshake bytes reassembled from the records
-	rs := 0        // where the record being read starts in raw
+	hs := rs       // where they start in raw, after any records skipped
 	for {
 		if err := fill(rs + 5); err != nil {
 			return raw, h, fmt.Errorf("%w: %v", errNotHello, err)
@@ -106,7 +150,7 @@ func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
 				return raw, h, fmt.Errorf("%w: too large", errNotHello)
 			}
 			if len(msg) >= total {
-				h.sni, h.hasSNI, err = parseClientHello(raw)
+				h.sni, h.hasSNI, err = parseClientHello(raw[hs:])
 				return raw, h, err
 			}
 		}
@@ -120,6 +164,85 @@ func readClientHello(r io.Reader) (raw []byte, h clientHello, err error) {
 			return raw, h, fmt.Errorf("%w: interleaved record", errNotHello)
 		}
 	}
+}
+
+// A skippedRecord is a record some TLS server skips before the
+// ClientHello, as a pattern of its bytes: each byte masked must equal the
+// value. The record's version is matched as crypto/tls takes it in a
+// first record (any below 0x1000; OpenSSL wants 3.x).
+type skippedRecord []struct{ mask, val byte }
+
+var skippedRecords = []skippedRecord{
+	// A warning alert: crypto/tls skips these (any description, but a
+	// close_notify, which ends the handshake when the ClientHello is
+	// parsed, so it is taken here too).
+	{{0xff, recordTypeAlert}, {0xf0, 0}, {0, 0}, {0xff, 0}, {0xff, 2}, {0xff, alertLevelWarning}, {0, 0}},
+	// An empty change_cipher_spec record: OpenSSL skips these, as it
+	// does empty handshake records (which start a ClientHello above).
+	{{0xff, recordTypeChangeCipherSpec}, {0xf0, 0}, {0, 0}, {0xff, 0}, {0xff, 0}},
+}
+
+// matchSkipped reports whether b can start a record of skippedRecords,
+// and its length if b holds all of it.
+func matchSkipped(b []byte) (n int, ok bool) {
+	for _, rec := range skippedRecords {
+		if len(b) == 0 || b[0] != rec[0].val {
+			continue
+		}
+		for i, c := range b[:min(len(b), len(rec))] {
+			if c&rec[i].mask != rec[i].val {
+				return 0, false
+			}
+		}
+		if len(b) >= len(rec) {
+			return len(rec), true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// skipRecords is readClientHello's after a first record of
+// skippedRecords, of n bytes, in raw: it reads any more (up to
+// maxSkippedRecords in all) and the header and first byte of the
+// handshake record that must follow, and returns where that record
+// starts. Anything else is a malformed ClientHello.
+func skipRecords(fill func(int) error, raw *[]byte, n int) (int, error) {
+	rs := n
+	for k := 1; ; k++ {
+		if err := fill(rs + 1); err != nil {
+			return rs, fmt.Errorf("%w: %v", errNotHello, err)
+		}
+		if _, ok := matchSkipped((*raw)[rs : rs+1]); !ok {
+			break
+		}
+		if k == maxSkippedRecords {
+			return rs, fmt.Errorf("%w: more than %d records before the ClientHello", errNotHello, maxSkippedRecords)
+		}
+		// Read up to the length the record's type implies, and no
+		// further than its bytes match.
+		for {
+			n, ok := matchSkipped((*raw)[rs:])
+			if !ok {
+				return rs, fmt.Errorf("%w: bad record before the ClientHello", errNotHello)
+			}
+			if n > 0 {
+				rs += n
+				break
+			}
+			if err := fill(len(*raw) + 1); err != nil {
+				return rs, fmt.Errorf("%w: %v", errNotHello, err)
+			}
+		}
+	}
+	if err := fill(rs + 6); err != nil {
+		return rs, fmt.Errorf("%w: %v", errNotHello, err)
+	}
+	r := (*raw)[rs:]
+	if r[0] != recordTypeHandshake || r[3]|r[4] == 0 || r[5] != handshakeClientHello {
+		return rs, fmt.Errorf("%w: no ClientHello after the records a server skips", errNotHello)
+	}
+	return rs, nil
 }
 
 // helloConn is the connection crypto/tls's server handshake runs over to

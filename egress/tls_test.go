@@ -18,6 +18,9 @@ func TestReadClientHello(t *testing.T) {
 	h := captureClientHello(t, "allowed.test")
 	n := len(h) - 7
 	split := string(h[:3]) + "\x00\x02" + string(h[5:7]) + string(h[:3]) + string([]byte{byte(n >> 8), byte(n)}) + string(h[7:])
+	other := captureClientHello(t, "other.test")
+	const alert = "\x15\x03\x01\x00\x02\x01\x70" // warning: unrecognized_name
+	const ccs = "\x14\x03\x01\x00\x00"           // change_cipher_spec, empty
 	tests := []struct {
 		name, in string
 		isTLS    bool
@@ -43,6 +46,40 @@ func TestReadClientHello(t *testing.T) {
 		{"handshake type, then random bytes", "\x16\x00\xff\xff\x07\x5a\x01", false, "", 6, false},
 		{"alert between records", "\x16\x03\x01\x00\x02\x01\x00\x15\x03\x01", true, "", 8, true},
 		{"ClientHello too large", "\x16\x03\x01\x00\x04\x01\x01\x00\x01", true, "", -1, true},
+		// crypto/tls's servers skip warning alerts before the
+		// ClientHello, so the reader does too, and checks the
+		// ClientHello behind them.
+		{"warning alert, then ClientHello", alert + string(h) + "after", true, "allowed.test", len(alert) + len(h), false},
+		{"other.test behind an alert", alert + string(other), true, "other.test", -1, false},
+		{"alerts, then split ClientHello", strings.Repeat(alert, 3) + split, true, "allowed.test", -1, false},
+		{"alert of Go's servers' version", "\x15\x00\x00\x00\x02\x01\x70" + string(h), true, "allowed.test", -1, false},
+		{"as many alerts as crypto/tls skips", strings.Repeat(alert, maxSkippedRecords) + string(h), true, "allowed.test", -1, false},
+		{"too many alerts", strings.Repeat(alert, maxSkippedRecords+1) + string(h), true, "", 7*maxSkippedRecords + 1, true},
+		// A server ends the handshake at a close_notify: what follows is
+		// checked all the same.
+		{"close_notify, then ClientHello", "\x15\x03\x01\x00\x02\x01\x00" + string(other), true, "other.test", -1, false},
+		// OpenSSL skips empty change_cipher_spec records.
+		{"empty change_cipher_spec, then ClientHello", ccs + string(h) + "after", true, "allowed.test", len(ccs) + len(h), false},
+		{"other.test behind an empty change_cipher_spec", ccs + string(other), true, "other.test", -1, false},
+		{"both, then other.test", ccs + alert + ccs + string(other), true, "other.test", -1, false},
+		{"empty change_cipher_spec of version 3.255", "\x14\x03\xff\x00\x00" + string(h), true, "allowed.test", -1, false},
+		{"empty change_cipher_spec, then empty record", ccs + "\x16\x03\x01\x00\x00" + string(h), true, "", 11, true},
+		{"too many records", strings.Repeat(ccs, maxSkippedRecords) + alert + string(h), true, "", 5*maxSkippedRecords + 1, true},
+		{"alert, then not a ClientHello", alert + "\x16\x03\x01\x00\x04\x02\x00\x00\x00", true, "", 13, true},
+		{"alert, then empty record", alert + "\x16\x03\x01\x00\x00" + string(h), true, "", 13, true},
+		{"alert, then other protocol", alert + "SSH-2.0-x\r\n", true, "", 13, true},
+		{"alert, then fatal alert", alert + "\x15\x03\x01\x00\x02\x02\x28" + string(h), true, "", 13, true},
+		{"alert alone", alert, true, "", -1, true},
+		{"alert cut short", alert[:4], true, "", -1, true},
+		// No server skips these: another protocol's bytes, read only as
+		// far as they match a record that servers skip.
+		{"fatal alert", "\x15\x03\x01\x00\x02\x02\x28" + string(h), false, "", 6, false},
+		{"alert of another length", "\x15\x03\x01\x00\x03\x01\x70\x00" + string(h), false, "", 5, false},
+		{"alert of version 16.0", "\x15\x10\x00\x00\x02\x01\x70" + string(h), false, "", 2, false},
+		{"alert type, then other bytes", "\x15SSH-2.0-x\r\n", false, "", 2, false},
+		{"change_cipher_spec, then ClientHello", "\x14\x03\x01\x00\x01\x01" + string(h), false, "", 5, false},
+		{"empty application data, then ClientHello", "\x17\x03\x01\x00\x00" + string(h), false, "", 1, false},
+		{"heartbeat, then ClientHello", "\x18\x03\x01\x00\x03\x01\x00\x00" + string(h), false, "", 1, false},
 	}
 	for _, tt := range tests {
 		r := strings.NewReader(tt.in)
