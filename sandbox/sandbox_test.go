@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if target := os.Getenv("MOAT_TEST_GODIAL"); target != "" {
 		os.Exit(goDial(target)) // a Go program inside a sandbox (TestTransparentEgress)
 	}
+	if spec := os.Getenv("MOAT_TEST_TLSALERT"); spec != "" {
+		os.Exit(goTLSAlert(spec)) // a Go TLS client inside a sandbox (TestTransparentAlertBeforeClientHello)
+	}
 	os.Exit(proctest.RunWithStateDir(m))
 }
 

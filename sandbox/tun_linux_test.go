@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -408,6 +413,132 @@ func goDial(target string) int {
 	line, _ := bufio.NewReader(c).ReadString('\n')
 	fmt.Println("godial:", strings.TrimSpace(line))
 	return 0
+}
+
+// goTLSAlert is this test binary run inside a sandbox as a Go TLS client:
+// spec is "target server-name prefix label"; with prefix "alert" or
+// "ccs" it sends a warning alert record (which crypto/tls's servers skip)
+// or an empty change_cipher_spec record (which OpenSSL's skip) in front
+// of its ClientHello. It sends a GET and prints the answer (the server name the
+// server saw), or why it got none.
+func goTLSAlert(spec string) int {
+	f := strings.Fields(spec)
+	if len(f) != 4 {
+		fmt.Println("tlsalert: bad spec", spec)
+		return 2
+	}
+	c, err := net.DialTimeout("tcp4", f[0], 5*time.Second)
+	if err != nil {
+		fmt.Printf("tlsalert %s: dial: %v\n", f[3], err)
+		return 1
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	switch f[2] {
+	case "alert":
+		c = &prefixFirst{Conn: c, prefix: "\x15\x03\x01\x00\x02\x01\x70"}
+	case "ccs":
+		c = &prefixFirst{Conn: c, prefix: "\x14\x03\x01\x00\x00"}
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: f[1], InsecureSkipVerify: true})
+	if err := tc.Handshake(); err != nil {
+		fmt.Printf("tlsalert %s: refused: %v\n", f[3], err)
+		return 1
+	}
+	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", f[1])
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		fmt.Printf("tlsalert %s: response: %v\n", f[3], err)
+		return 1
+	}
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("tlsalert %s: %s\n", f[3], body)
+	return 0
+}
+
+// prefixFirst writes prefix in front of the first bytes written to it.
+type prefixFirst struct {
+	net.Conn
+	prefix string
+	sent   bool
+}
+
+func (c *prefixFirst) Write(b []byte) (int, error) {
+	if c.sent {
+		return c.Conn.Write(b)
+	}
+	c.sent = true
+	if _, err := c.Conn.Write(append([]byte(c.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// TestTransparentAlertBeforeClientHello: through the TUN device, a
+// ClientHello behind a warning alert record (which a TLS server skips)
+// is checked as one: naming another host than the connection's, it is
+// refused, and the server never sees it; so is one behind an empty
+// change_cipher_spec record (which OpenSSL skips; this Go server would
+// not, so the proxy's TestTunnelEmptyCCSBeforeClientHello has the
+// control with OpenSSL). The controls: a crypto/tls
+// server behind the device answers the plain ClientHello, and the
+// alert-prefixed one, for the connection's own name, so the alert is
+// passed on and skipped by the server (the probe is one it acts on).
+func TestTransparentAlertBeforeClientHello(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "server name %s", r.TLS.ServerName)
+	}))
+	srv.TLS = &tls.Config{GetConfigForClient: func(chi *tls.ClientHelloInfo) (*tls.Config, error) {
+		mu.Lock()
+		seen = append(seen, chi.ServerName)
+		mu.Unlock()
+		return nil, nil
+	}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	target := fmt.Sprintf("allowed.test:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+
+	client := goClient(t)
+	req := w.request(func(p *policy.Policy) {
+		p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, client)
+	})
+	req.TUNDir = dir
+	var script strings.Builder
+	script.WriteString("unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy\n")
+	for _, c := range []string{"allowed.test none plain", "allowed.test alert alert",
+		"denied.test alert fronted", "denied.test ccs ccs-fronted"} {
+		fmt.Fprintf(&script, "MOAT_TEST_TLSALERT=%q %s/client\n", target+" "+c, client)
+	}
+	out, rep := w.run(t, req, script.String())
+	for _, want := range []string{
+		"tlsalert plain: server name allowed.test",
+		"tlsalert alert: server name allowed.test",
+		"tlsalert fronted: refused", "tlsalert ccs-fronted: refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	mu.Lock()
+	if !slices.Equal(seen, []string{"allowed.test", "allowed.test"}) {
+		t.Errorf("server names the server saw: %q, want allowed.test twice", seen)
+	}
+	mu.Unlock()
+	var refused int
+	for _, e := range rep.Network.Events {
+		if e.Proto == egress.ProtoTCP && e.Decision == egress.DecisionDeny && e.Rule == "sni mismatch" && e.SNI == "denied.test" {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("%d connections refused for the server name denied.test, want 2: %+v", refused, rep.Network.Events)
+	}
 }
 
 // goClient copies this test binary where the sandbox's user can run it,
