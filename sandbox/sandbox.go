@@ -784,7 +784,7 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 	extra := append(slices.Clone(p.Workspace.Protect), filesIn(p.Workspace.Path, own)...)
 	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: extra, Writable: direct})
 	if err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
+		return nil, guardError("workspace", err)
 	}
 	guards := []*workspace.Guard{g}
 	for _, rw := range p.Filesystem.ReadWrite {
@@ -810,9 +810,20 @@ func rwGuard(rw string, own []string) (*workspace.Guard, error) {
 	}
 	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Extra: filesIn(rw, own), Writable: true, Absolute: true})
 	if err != nil {
-		return nil, fmt.Errorf("filesystem.read_write %s: %w", rw, err)
+		return nil, guardError("filesystem.read_write "+rw, err)
 	}
 	return g, nil
+}
+
+// guardError wraps a guard's error for what it guards; a refusal of
+// what the caller can change (a git file that is a link) also wraps
+// ErrRefused, so that a daemon's tenant gets sandbox_refused, with the
+// message, rather than an internal error.
+func guardError(what string, err error) error {
+	if _, ok := errors.AsType[*workspace.GitLinkError](err); ok {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // filesIn returns those of files (absolute) that are regular files under
