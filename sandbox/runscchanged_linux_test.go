@@ -33,8 +33,8 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := t.TempDir() // after Find, which looks in the cache too
-	t.Setenv("XDG_CACHE_HOME", cache)
+	state := t.TempDir() // where the checked copy goes
+	t.Setenv("MOAT_STATE_DIR", state)
 	dir := t.TempDir()
 	runsc := filepath.Join(dir, "runsc")
 	marker := filepath.Join(dir, "started")
@@ -73,7 +73,7 @@ func TestGVisorRunscChangedAfterTrust(t *testing.T) {
 		t.Fatalf("control: %v (report %+v), runsc started %d times", err, rep, started())
 	}
 	sum := sha256.Sum256([]byte(wrapper))
-	if _, err := os.Stat(filepath.Join(cache, "moat", "runsc-checked", hex.EncodeToString(sum[:]))); err != nil {
+	if _, err := os.Stat(filepath.Join(state, "runsc-checked", hex.EncodeToString(sum[:]))); err != nil {
 		t.Errorf("no checked copy of runsc: %v", err)
 	}
 

@@ -67,7 +67,7 @@ func TestCheckedRunscRunsTheCheckedBytes(t *testing.T) {
 		}
 		return err
 	}
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
 
 	// No copy yet, and runsc swapped right after its check: refused.
 	put("checked")

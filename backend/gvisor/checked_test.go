@@ -16,7 +16,7 @@ import (
 // others) is refused, not run. The control: the copy made, with its
 // digest, is the one found again.
 func TestCheckedCopy(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
 	dir := t.TempDir()
 	runsc := filepath.Join(dir, "runsc")
 	content := []byte("#!/bin/sh\nexit 0\n")

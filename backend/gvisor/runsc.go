@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/moatbox/moat/internal/inputfile"
+	"github.com/moatbox/moat/workspace"
 )
 
 // RunscVersion is the version of gVisor's module that scripts/runsc.sh
@@ -125,9 +125,10 @@ var ErrRunscChanged = errors.New("runsc is not the one its trust check hashed")
 // check hashed. runsc is too large to copy into memory for each run (as
 // a secret's program is); a copy on disk, named by its digest, costs one
 // copy per runsc, and later runs only a look. The copies are kept in
-// this user's cache, where only this user and root may change them
-// (checked as Find checks a named runsc): the sandboxed command, which
-// may write where runsc lies, cannot reach them.
+// moat's state directory, where only this user and root may change them
+// (checked as Find checks a named runsc) and no sandbox may write
+// (checkedDir): the sandboxed command, which may write where runsc lies,
+// cannot reach them.
 func checkedCopy(runsc, digest string) (string, error) {
 	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("runsc %s: %q is not a SHA-256 digest", runsc, digest)
@@ -176,27 +177,18 @@ func checkedCopy(runsc, digest string) (string, error) {
 	return dst, nil
 }
 
-// checkedDir is where checkedCopy keeps its copies:
-// ${XDG_CACHE_HOME:-$HOME/.cache}/moat/runsc-checked, HOME being this
-// user's home directory from the user database when unset (a daemon a
-// service manager started may have none). Made private to this user.
+// checkedDir is where checkedCopy keeps its copies: runsc-checked in
+// moat's state directory (workspace.StateDir). No sandbox may write
+// there (a writable path that holds it is refused, and a read-only one
+// has it masked), which is why it is not the user's cache: a workspace
+// or read-write path holding that would let a command replace a copy,
+// which is looked at, not hashed, at each start. Made private to this user.
 func checkedDir() (string, error) {
-	base := os.Getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home := os.Getenv("HOME")
-		if home == "" {
-			u, err := user.Current()
-			if err != nil {
-				return "", err
-			}
-			home = u.HomeDir
-		}
-		if !filepath.IsAbs(home) {
-			return "", fmt.Errorf("no home directory for this user (%q)", home)
-		}
-		base = filepath.Join(home, ".cache")
+	state, err := workspace.StateDir()
+	if err != nil {
+		return "", err
 	}
-	dir := filepath.Join(base, "moat", "runsc-checked")
+	dir := filepath.Join(state, "runsc-checked")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
