@@ -59,5 +59,6 @@
 // root's or this user's, in directories only they can change. A runsc a
 // trust check hashed (a workspace policy's, Backend.Checked) is never
 // run from where it lies, which a command may write: a copy of the bytes
-// hashed runs instead, kept by digest in this user's cache.
+// hashed runs instead, kept by digest in moat's state directory, which
+// no sandbox may write.
 package gvisor
