@@ -260,6 +260,7 @@ func NewRunID() string {
 // the Report's Reason is then "killed", with Error set when the command
 // was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
+	stdio = serialWriters(stdio)
 	runID := NewRunID()
 	rep := newReport(runID, req.Args, req.Policy)
 	// fresh is the change set this run created, until its command may
