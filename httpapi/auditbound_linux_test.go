@@ -122,8 +122,12 @@ func TestDaemonAuditKeepsEveryDecision(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
-	const n = 60
-	d, path := auditDaemon(t, daemon.Config{AuditBurst: 10, AuditRate: 40})
+	// Each round of the flood asks for two tokens (its network record and
+	// its deny) of a bucket that refills two a second: the network
+	// records are dropped unless a round takes a second, which not even
+	// an emulated guest's does. The denies wait: (n-burst)/rate seconds.
+	const n = 20
+	d, path := auditDaemon(t, daemon.Config{AuditBurst: 4, AuditRate: 2})
 	s := d.create(t, &client.CreateSessionRequest{Policy: floodPolicy})
 	_, decided := flood(t, d, s.ID, n, true)
 	if decided != n {

@@ -47,6 +47,11 @@ func TestUploadSpoolInDiskQuota(t *testing.T) {
 	alice := client.TCP(d.tcp, "tok-a")
 	defer alice.Close()
 	s, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\ndisk = \"8MiB\"\n"})
+	if err != nil && strings.Contains(err.Error(), "cannot id-map") {
+		// The workspace's tmpfs is shown to the command through an
+		// idmapped mount, which kernels before 6.3 cannot make of a tmpfs.
+		t.Skip("this kernel cannot id-map a tmpfs:", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
