@@ -167,7 +167,9 @@ log="$work/console.log"
 # command line. Every test prints as it goes (-test.v), and none is silent
 # for more than ~30 s, so a guest that prints nothing for $stall seconds is
 # stuck, and boot stops it and returns 3. (Seen once in many runs: the
-# emulated guest wedged, Go's own test timeout never fired.)
+# emulated guest wedged, Go's own test timeout never fired.) A test that
+# hangs does not get that far: the guest's init sends SIGQUIT to a step
+# quiet for 180 s, which prints its goroutines' stacks and fails the step.
 stall="${MOAT_VMTEST_STALL:-240}"
 boot() {
 	timeout "${MOAT_VMTEST_TIMEOUT:-3000}" qemu-system-x86_64 \

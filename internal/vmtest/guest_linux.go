@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -333,7 +334,6 @@ func readPlan(file string) ([]step, error) {
 func (s step) run() error {
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	home := "/root"
 	if s.uid != 0 {
 		home = "/tmp/home-" + strconv.Itoa(s.uid)
@@ -380,7 +380,63 @@ func (s step) run() error {
 		}
 	}
 	cmd.SysProcAttr = attr
-	return cmd.Run()
+	out := &watchedWriter{w: os.Stdout}
+	out.wrote()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go watchdog(s.name, cmd.Process.Pid, out, done)
+	return cmd.Wait()
+}
+
+// stepQuiet is how long a step may print nothing before the watchdog takes
+// it for stuck: less than the host's MOAT_VMTEST_STALL default, so that a
+// test that hangs fails with its goroutines printed, and the next step
+// runs, instead of the whole guest being stopped and booted once more.
+const stepQuiet = 180 * time.Second
+
+// watchedWriter passes writes on, noting when the last one came.
+type watchedWriter struct {
+	w    *os.File
+	last atomic.Int64 // unix nanoseconds
+}
+
+func (w *watchedWriter) wrote() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *watchedWriter) Write(p []byte) (int, error) {
+	w.wrote()
+	return w.w.Write(p)
+}
+
+// watchdog sends SIGQUIT to the step's test binary, pid, once it has been
+// quiet for stepQuiet (Go's runtime then prints every goroutine's stack
+// and exits), and kills the step's process group if that is not the end
+// of it.
+func watchdog(name string, pid int, out *watchedWriter, done <-chan struct{}) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var quit time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		quiet := time.Since(time.Unix(0, out.last.Load()))
+		switch {
+		case quit.IsZero() && quiet >= stepQuiet:
+			fmt.Fprintf(out, "vmtest: step %s printed nothing for %s: SIGQUIT, for its goroutines' stacks\n", name, quiet.Round(time.Second))
+			unix.Kill(pid, unix.SIGQUIT)
+			quit = time.Now()
+		case !quit.IsZero() && time.Since(quit) >= 30*time.Second:
+			fmt.Fprintf(out, "vmtest: step %s still runs 30s after SIGQUIT: killing its process group\n", name)
+			unix.Kill(-pid, unix.SIGKILL)
+			quit = time.Now()
+		}
+	}
 }
 
 // delegate makes a cgroup the way systemd delegates one to a user: the
