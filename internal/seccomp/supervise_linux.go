@@ -331,8 +331,15 @@ func continueChecked(fd int, req *seccompNotif, c ExecCall) {
 			sig = int(ws.StopSignal())
 		}
 		// A pending interrupt goes with the tracer.
-		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(wpid), 0, uintptr(sig), 0, 0)
-		return
+		_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(wpid), 0, uintptr(sig), 0, 0)
+		if errno != unix.ESRCH {
+			return
+		}
+		// No longer in its stop: a SIGKILL (its command's end, or the
+		// sandbox's) woke it. It stays this tracer's until its end is
+		// collected here, and its parent, init, could never reap it:
+		// wait on for that end.
+		pid = wpid
 	}
 }
 
