@@ -18,11 +18,11 @@ import (
 // TestSessionPidsAreTheCommands: a session's pids limit is its commands':
 // init's own threads (a Go program's) do not take from it, whether a
 // cgroup or RLIMIT_NPROC enforces it. A command forks until refused and
-// gets exactly the limit, itself included; the cap still holds: it asks
-// for more. The control: the same command under a limit twice as large
-// gets twice as many, so the count is the limit's and not some other
-// bound's. A fork bomb is still held to the limit, and leaves the
-// session working.
+// gets the limit, itself included (less the threads init makes after the
+// session is ready); the cap still holds: it asks for more. The control:
+// the same command under a limit twice as large gets twice as many, so
+// the count is the limit's and not some other bound's. A fork bomb is
+// still held to the limit, and leaves the session working.
 func TestSessionPidsAreTheCommands(t *testing.T) {
 	const forks = `$| = 1; my $n = 0; for (1..200) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 5; exit 0 } $n++ } print "$n\n"; kill 'KILL', -$$;`
 	for _, rlimit := range []bool{false, true} {
@@ -59,8 +59,16 @@ func TestSessionPidsAreTheCommands(t *testing.T) {
 				if err != nil {
 					t.Fatalf("limit %d: %q", limit, out)
 				}
-				if n+1 != int(limit) {
-					t.Errorf("limit %d: the command held %d tasks, itself included; want the limit", limit, n+1)
+				// A thread init's Go runtime makes after the session is
+				// ready still counts against the commands (a documented
+				// limit), as seen once in the emulated guest: two such
+				// threads are let pass, not the many init holds when it
+				// is ready (without spareInitTasks, a limit of 16 left
+				// the command 7).
+				if n+1 > int(limit) || n+1 < int(limit)-2 {
+					t.Errorf("limit %d: the command held %d tasks, itself included; want the limit (or up to two fewer: init's later threads)", limit, n+1)
+				} else if n+1 != int(limit) {
+					t.Logf("limit %d: the command held %d tasks, itself included: init made %d threads after the session was ready", limit, n+1, int(limit)-n-1)
 				}
 			}
 		})
