@@ -383,6 +383,10 @@ func (s step) run() error {
 	out := &watchedWriter{w: os.Stdout}
 	out.wrote()
 	cmd.Stdout, cmd.Stderr = out, out
+	// The output is a pipe now: a process a test leaked that holds it
+	// must not keep the step (and the watchdog, whose pid is then
+	// reaped) going after the test binary has exited.
+	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Start(); err != nil {
 		return err
 	}
