@@ -13,8 +13,8 @@
 #   sudo scripts/vmtest.sh
 # Environment: MOAT_TEST_USER (the ordinary user, default moatci),
 # MOAT_VMTEST_CACHE (where the kernel is kept, default /var/cache/moat-vmtest),
-# MOAT_VMTEST_TIMEOUT (seconds one boot of the guest may run, default 3000:
-# the first boot takes about 37 minutes on a 2-core host; a stuck guest is
+# MOAT_VMTEST_TIMEOUT (seconds one boot of the guest may run, default 3000,
+# well above the first boot's time on a 2-core host; a stuck guest is
 # caught sooner by MOAT_VMTEST_STALL),
 # MOAT_VMTEST_STEPS (an extended regular expression: run only the steps whose
 # names match, e.g. 'cgroup|session'), MOAT_VMTEST_STALL (seconds without
