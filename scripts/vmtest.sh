@@ -128,7 +128,8 @@ for p in "${pkgs[@]}"; do
 	echo "root-$name 0 - $p $name.test -test.v -test.count=1 -test.short$common" >>"$plan"
 	# The tools' everyday work and the two starts' comparison, the
 	# longest tests under emulation, run as root here and as the user on
-	# the host; the delegated steps leave them out.
+	# the host; the delegated steps leave them out. A test binary takes
+	# one -test.skip (the last wins): no package here has both lists.
 	skip=$common
 	case $p in
 	sandbox) skip=' -test.skip CommonToolsWork' ;;
