@@ -309,9 +309,14 @@ const (
 )
 
 // Stdio is where the command's standard streams go. Nil means /dev/null
-// for Stdin and discard for the outputs. Signals received on Signals are
-// forwarded to the command's process group, in order; a Barrier received
-// there is closed once every signal before it has been passed on.
+// for Stdin and discard for the outputs. When Stdout and Stderr are the
+// same writer (==, or both nil), the command's stdout and stderr are one
+// pipe, as os/exec makes them, so that what it writes to the two arrives
+// in the order written (see OneOutput).
+//
+// Signals received on Signals are forwarded to the command's process
+// group, in order; a Barrier received there is closed once every signal
+// before it has been passed on.
 //
 // A terminal is never handed to the command. When Stdin is a terminal
 // (*os.File), the command gets a pseudo-terminal of its own instead, as
@@ -360,6 +365,24 @@ type Stdio struct {
 	OnTerminal func()
 	CheckExec  func(c ExecCall) error
 	OnCgroup   func(dirs []string) error
+}
+
+// OneOutput reports whether the command's stdout and stderr share one
+// pipe: Stdout and Stderr are the same writer, or both nil. A backend
+// copies that pipe to Stdout alone.
+func (s *Stdio) OneOutput() bool {
+	return SameWriter(s.Stdout, s.Stderr)
+}
+
+// SameWriter reports whether a and b are the same writer, as == says;
+// false, not a panic, for a type that cannot be compared.
+func SameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // ExecPending is what a CheckExec returns when its answer must wait (a

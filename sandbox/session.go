@@ -513,8 +513,13 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		p.clock = s.spend.StartClock(p.cancelLife)
 	}
 	if pol.Budgets.Output > 0 {
+		one := stdio.OneOutput() // still one writer, so still one pipe
 		stdio.Stdout = &budgetWriter{w: stdio.Stdout, spend: s.spend, over: p.cancelLife}
-		stdio.Stderr = &budgetWriter{w: stdio.Stderr, spend: s.spend, over: p.cancelLife}
+		if one {
+			stdio.Stderr = stdio.Stdout
+		} else {
+			stdio.Stderr = &budgetWriter{w: stdio.Stderr, spend: s.spend, over: p.cancelLife}
+		}
 	}
 	if s.check != nil {
 		// What this command starts, its background processes' included,

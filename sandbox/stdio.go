@@ -9,16 +9,28 @@ import (
 )
 
 // serialWriters returns stdio with its Stdout and Stderr made one writer
-// that takes one Write at a time when the caller gave the same writer for
-// both, as os/exec does: the backends copy the two streams on goroutines
-// of their own, and a writer such as a bytes.Buffer given for both would
-// otherwise be written at once from two and lose output. A file needs
-// none (each Write is one system call), and stays a file.
+// when they write to one place, so that the backend gives the command one
+// pipe for both and what it writes to the two keeps its order (see
+// backend.Stdio), as it would outside the sandbox:
+//
+//   - the same writer for both, as os/exec takes it: it becomes one that
+//     takes one Write at a time, since a writer such as a bytes.Buffer
+//     must not be written from two goroutines at once (the backends copy
+//     a terminal's output on a goroutine of its own);
+//   - two files that are one file (a shell's 2>&1, a terminal): Stderr
+//     becomes Stdout. Each Write to a file is one system call, so they
+//     stay files.
 func serialWriters(stdio backend.Stdio) backend.Stdio {
-	if stdio.Stdout == nil || !sameWriter(stdio.Stdout, stdio.Stderr) {
+	if stdio.Stdout == nil {
 		return stdio
 	}
-	if _, ok := stdio.Stdout.(*os.File); ok {
+	if out, ok := stdio.Stdout.(*os.File); ok {
+		if errf, ok := stdio.Stderr.(*os.File); ok && sameFile(out, errf) {
+			stdio.Stderr = out
+		}
+		return stdio
+	}
+	if !backend.SameWriter(stdio.Stdout, stdio.Stderr) {
 		return stdio
 	}
 	w := &serialWriter{w: stdio.Stdout}
@@ -26,15 +38,21 @@ func serialWriters(stdio backend.Stdio) backend.Stdio {
 	return stdio
 }
 
-// sameWriter reports whether a and b are the same writer; false for a
-// type that cannot be compared (comparing it would panic).
-func sameWriter(a, b io.Writer) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
+// sameFile reports whether a and b are the same file (device and inode):
+// the same open file after a dup, or the same terminal or pipe.
+func sameFile(a, b *os.File) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a == b {
+		return true
+	}
+	ai, err := a.Stat()
+	if err != nil {
+		return false
+	}
+	bi, err := b.Stat()
+	return err == nil && os.SameFile(ai, bi)
 }
 
 // serialWriter is a writer that passes on one Write at a time.

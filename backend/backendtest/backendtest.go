@@ -131,6 +131,7 @@ func Run(t *testing.T, be backend.Backend, opts Options) {
 	t.Run("ExitAndSignal", func(t *testing.T) { testExit(t, be) })
 	t.Run("WallLimit", func(t *testing.T) { testWall(t, be) })
 	t.Run("OutputLimit", func(t *testing.T) { testOutput(t, be) })
+	t.Run("OneOutput", func(t *testing.T) { testOneOutput(t, be) })
 	t.Run("Seccomp", func(t *testing.T) { testSeccomp(t, be) })
 	t.Run("Overlay", func(t *testing.T) { testOverlay(t, be, opts) })
 	t.Run("Leftovers", func(t *testing.T) { testLeftovers(t, be) })
@@ -324,6 +325,44 @@ func testOutput(t *testing.T, be backend.Backend) {
 	spec.Limits.OutputBytes = 64 << 10
 	if r := run(t, be, spec); r.err != nil || r.st.Cause != backend.CauseExit || r.stdout != "small\n" {
 		t.Errorf("positive control: echo under the same limit: %+v %v %q", r.st, r.err, r.stdout)
+	}
+}
+
+// interleaved is a script writing n lines to stdout and stderr in turn,
+// and what it writes to each and to both in order.
+func interleaved(n int) (script, both, out, errs string) {
+	var b, o, e strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "out%d\nerr%d\n", i, i)
+		fmt.Fprintf(&o, "out%d\n", i)
+		fmt.Fprintf(&e, "err%d\n", i)
+	}
+	script = fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo out$i; echo err$i >&2; i=$((i+1)); done`, n)
+	return script, b.String(), o.String(), e.String()
+}
+
+// testOneOutput: one writer for stdout and stderr gets their lines in the
+// order written (one pipe, see backend.Stdio), with the output limit
+// counting both. The control: two writers each get their own stream.
+func testOneOutput(t *testing.T, be backend.Backend) {
+	ws := Workspace(t)
+	script, both, out, errs := interleaved(200)
+	var w syncWriter
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := be.Run(ctx, BaseSpec(ws, "/bin/sh", "-c", script), backend.Stdio{Stdout: &w, Stderr: &w})
+	if err != nil || st.Cause != backend.CauseExit || w.String() != both {
+		t.Errorf("one writer for both: %+v %v, not the lines in order: %.200q", st, err, w.String())
+	}
+	spec := BaseSpec(ws, "/bin/sh", "-c", "yes moat >&2 & yes moat")
+	spec.Limits.OutputBytes = 64 << 10
+	var lw syncWriter
+	st, err = be.Run(ctx, spec, backend.Stdio{Stdout: &lw, Stderr: &lw})
+	if err != nil || st.Cause != backend.CauseOutput || len(lw.String()) > 64<<10 {
+		t.Errorf("one writer under a 64 KiB output limit: %+v %v, %d bytes", st, err, len(lw.String()))
+	}
+	if r := run(t, be, BaseSpec(ws, "/bin/sh", "-c", script)); r.err != nil || r.stdout != out || r.stderr != errs {
+		t.Errorf("control: two writers: %+v %v, stdout %.100q, stderr %.100q", r.st, r.err, r.stdout, r.stderr)
 	}
 }
 

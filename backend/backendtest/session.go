@@ -40,6 +40,7 @@ func RunSession(t *testing.T, be backend.Lifecycle, opts SessionOptions) {
 	t.Run("Seccomp", func(t *testing.T) { testSessionSeccomp(t, be) })
 	t.Run("InitUnreachable", func(t *testing.T) { testSessionInit(t, be) })
 	t.Run("Signal", func(t *testing.T) { testSessionSignal(t, be) })
+	t.Run("OneOutput", func(t *testing.T) { testSessionOneOutput(t, be) })
 	t.Run("Tty", func(t *testing.T) { testSessionTty(t, be) })
 	t.Run("Stats", func(t *testing.T) { testSessionStats(t, be) })
 	t.Run("DestroyUnderCommand", func(t *testing.T) { testSessionDestroyUnderCommand(t, be) })
@@ -404,6 +405,27 @@ func testSessionTty(t *testing.T, be backend.Lifecycle) {
 	inW.Close()
 	if err != nil || st.ExitCode != 0 || !strings.Contains(out.String(), "40 120") {
 		t.Errorf("after Resize(40, 120): %q %+v %v", out.String(), st, err)
+	}
+}
+
+// testSessionOneOutput: as testOneOutput, for a command of a session.
+func testSessionOneOutput(t *testing.T, be backend.Lifecycle) {
+	ws := Workspace(t)
+	spec := BaseSpec(ws)
+	in := create(t, be, spec, backend.Stdio{})
+	script, both, out, errs := interleaved(200)
+	var w syncWriter
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	proc, err := in.Exec(ctx, &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: spec.Dir}, backend.Stdio{Stdout: &w, Stderr: &w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := proc.Wait(); err != nil || st.Cause != backend.CauseExit || w.String() != both {
+		t.Errorf("one writer for both: %+v %v, not the lines in order: %.200q", st, err, w.String())
+	}
+	if r := execIn(t, in, spec, backend.ProcessSpec{}, "/bin/sh", "-c", script); r.err != nil || r.stdout != out || r.stderr != errs {
+		t.Errorf("control: two writers: %+v %v, stdout %.100q, stderr %.100q", r.st, r.err, r.stdout, r.stderr)
 	}
 }
 

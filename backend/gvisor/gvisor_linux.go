@@ -75,7 +75,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 		return &countWriter{w: w, n: &outN, limit: spec.Limits.OutputBytes, over: func() { go stop(backend.CauseOutput) }}
 	}
-	cmd.Stdout, cmd.Stderr = out(stdio.Stdout), out(stdio.Stderr)
+	cmd.Stdout = out(stdio.Stdout)
+	cmd.Stderr = cmd.Stdout // one writer, one pipe (see backend.Stdio)
+	if !stdio.OneOutput() {
+		cmd.Stderr = out(stdio.Stderr)
+	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
 		if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Anonymous(f) {

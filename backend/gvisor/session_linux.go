@@ -419,7 +419,12 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 				w.Close()
 			}()
 		}
-		for i := 0; i < 2; i++ {
+		// One writer for both outputs: one pipe (see backend.Stdio).
+		outputs := 2
+		if stdio.OneOutput() {
+			outputs = 1
+		}
+		for i := 0; i < outputs; i++ {
 			r, w, err := os.Pipe()
 			if err != nil {
 				p.closeReaders()
@@ -428,7 +433,7 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 			child = append(child, w)
 			p.readers = append(p.readers, r)
 		}
-		cmd.Stdout, cmd.Stderr = child[len(child)-2], child[len(child)-1]
+		cmd.Stdout, cmd.Stderr = child[len(child)-outputs], child[len(child)-1]
 	}
 	in.mu.Lock()
 	if in.ended {
@@ -489,9 +494,11 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 			go io.Copy(p.tty, stdin)
 		}
 	} else {
-		p.copies.Add(2)
+		p.copies.Add(len(p.readers))
 		go p.copyOut(p.readers[0], stdio.Stdout)
-		go p.copyOut(p.readers[1], stdio.Stderr)
+		if len(p.readers) == 2 {
+			go p.copyOut(p.readers[1], stdio.Stderr)
+		}
 	}
 	go p.watch(ctx)
 	return p, nil

@@ -282,11 +282,16 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
 	cleanup = append(cleanup, func() { outR.Close(); outW.Close() })
-	errR, errW, err := pipe(true)
-	if err != nil {
-		return nil, fmt.Errorf("stderr pipe: %w", err)
+	// One writer for both outputs: one pipe, whose order is the order
+	// written (see backend.Stdio).
+	one := stdio.OneOutput()
+	errR, errW := outR, outW
+	if !one {
+		if errR, errW, err = pipe(true); err != nil {
+			return nil, fmt.Errorf("stderr pipe: %w", err)
+		}
+		cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 	}
-	cleanup = append(cleanup, func() { errR.Close(); errW.Close() })
 	tty, background, err := openTerminal(stdio)
 	if err != nil {
 		return nil, err
@@ -304,9 +309,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			outW.Close()
 			outW = tty.slave
 		}
-		if tty.errSlave {
+		if tty.errSlave && !one {
 			errW.Close()
 			errW = tty.slave
+		}
+		if one {
+			errW = outW // the pty too when it stands in for Stdout
 		}
 	}
 
@@ -380,9 +388,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 
 	var copies sync.WaitGroup
 	var ttyErr error
-	copies.Add(2)
+	copies.Add(1)
 	go r.copyOut(&copies, outR, stdio.Stdout)
-	go r.copyOut(&copies, errR, stdio.Stderr)
+	if !one {
+		copies.Add(1)
+		go r.copyOut(&copies, errR, stdio.Stderr)
+	}
 	if tty != nil {
 		// Only the command holds the pty now: its output ends when the
 		// last process of the run has closed it.

@@ -636,7 +636,12 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 				w.Close()
 			}()
 		}
-		for i := 1; i <= 2; i++ {
+		// One writer for both outputs: one pipe (see backend.Stdio).
+		outputs := 2
+		if stdio.OneOutput() {
+			outputs = 1
+		}
+		for i := 1; i <= outputs; i++ {
 			r, w, err := pipe(true)
 			if err != nil {
 				p.closeReaders()
@@ -645,6 +650,9 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 			child = append(child, w)
 			p.readers = append(p.readers, r)
 			fds[i] = int(w.Fd())
+		}
+		if outputs == 1 {
+			fds[2] = fds[1]
 		}
 	}
 
@@ -702,9 +710,11 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 			}()
 		}
 	} else {
-		p.copies.Add(2)
+		p.copies.Add(len(p.readers))
 		go p.copyOut(p.readers[0], stdio.Stdout)
-		go p.copyOut(p.readers[1], stdio.Stderr)
+		if len(p.readers) == 2 {
+			go p.copyOut(p.readers[1], stdio.Stderr)
+		}
 	}
 	go p.watch(ctx)
 	return p, nil
