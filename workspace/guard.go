@@ -870,6 +870,21 @@ func (q *quarantine) route(r route) {
 	}
 }
 
+// bareError is err without the paths an *os.PathError or *os.LinkError
+// adds: those name what the command made, raw, and the error that wraps
+// it names the path once, quoted.
+func bareError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
 // move takes base/rel (base as the command sees it) out of the workspace
 // into the quarantine: renamed where the state directory is on the same
 // file system, else copied and removed.
@@ -904,7 +919,7 @@ func (q *quarantine) move(base, rel, why string) {
 	parent, err := q.g.parentOf(base, rel)
 	if err != nil {
 		if q.err == nil {
-			q.err = fmt.Errorf("quarantine %s: %w", path, err)
+			q.err = fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err))
 		}
 		return
 	}
@@ -919,7 +934,7 @@ func (q *quarantine) move(base, rel, why string) {
 	}
 	if err != nil {
 		if q.err == nil {
-			q.err = fmt.Errorf("quarantine %s: %w", path, err)
+			q.err = fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err))
 		}
 		return
 	}

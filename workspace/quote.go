@@ -66,6 +66,22 @@ func EscapeText(s string) string {
 	return out
 }
 
+// EscapeMessage escapes a message of moat's that may span lines (a
+// refusal lists what is missing, one item a line) as EscapeText does,
+// except that its line ends stay line ends. What in it the command chose
+// (a name it made) must come quoted (QuoteName), with its own line ends
+// escaped: a bare one could start a line of the message's own.
+func EscapeMessage(s string) string {
+	if !strings.Contains(s, "\n") {
+		return EscapeText(s)
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = EscapeText(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // escapeLine escapes one line of file content as EscapeText does, but
 // keeps tabs and the line's end ("\n", or "\r\n", which overwrites
 // nothing), and reports whether it escaped anything.

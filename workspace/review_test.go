@@ -266,6 +266,22 @@ func TestPatchWithOddBytesAppliesWithGit(t *testing.T) {
 	terminalSafe(t, "patch", string(patch))
 }
 
+// TestEscapeMessage: a message keeps its line ends and nothing else a
+// terminal acts on; a name quoted in it keeps its own escaped.
+func TestEscapeMessage(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"one line", "one line"},
+		{"asks for:\n  a\n  b\n(fix)", "asks for:\n  a\n  b\n(fix)"},
+		{"x\r\n\x1b[2Jy\u202e", `x\r` + "\n" + `\x1b[2Jy\u202e`},
+		{"quarantine " + QuoteName("a\nmoat: ok"), `quarantine "a\nmoat: ok"`},
+	}
+	for _, tt := range tests {
+		if got := EscapeMessage(tt.in); got != tt.want {
+			t.Errorf("EscapeMessage(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestEscapeText(t *testing.T) {
 	tests := []struct{ in, text, line string }{
 		{"plain é\n", `plain é\n`, "plain é\n"},

@@ -301,7 +301,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 // printErr prints a command's error for a person: its text may quote a
 // name from the change set.
 func printErr(w io.Writer, cmd string, err error) {
-	fmt.Fprintf(w, "moat %s: %s\n", cmd, workspace.EscapeText(err.Error()))
+	fmt.Fprintf(w, "moat %s: %s\n", cmd, workspace.EscapeMessage(err.Error()))
 }
 
 func dash(s string) string {

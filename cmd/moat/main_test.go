@@ -995,12 +995,17 @@ func TestCustomProfileIsTheCommands(t *testing.T) {
 
 // TestIsolationFlag: --isolation gvisor picks the gvisor backend, which
 // refuses what it cannot enforce by name (a disk limit here), whether or
-// not runsc is on this machine.
+// not runsc is on this machine. The refusal is printed as the lines it
+// is made of (what is missing on a line of its own), not as one line
+// with its line ends escaped.
 func TestIsolationFlag(t *testing.T) {
 	ws := t.TempDir()
 	code, _, errs := moat(t, ws, "run", "--isolation", "gvisor", "--workspace-mode", "overlay", "--disk", "16m", "--", "true")
 	if code != exitMoatError || !strings.Contains(errs, "the gvisor backend cannot enforce") || !strings.Contains(errs, "disk limit") {
 		t.Errorf("code %d err %q", code, errs)
+	}
+	if !strings.Contains(errs, "asks for:\n  ") || strings.Contains(errs, `\n`) {
+		t.Errorf("the refusal is not printed in lines: %q", errs)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 // direct-mode run planted (here, its state directory is full), the error
 // that moat run prints names the planted path, whose name the command
 // chose: an escape sequence in it must reach the terminal escaped, not
-// as a sequence that repaints what is shown. The control: the error is
+// as a sequence that repaints what is shown, and a line end in it must
+// not start a line that reads as moat's own. The control: the error is
 // printed, and names the path.
 func TestQuarantineErrorEscaped(t *testing.T) {
 	if syscall.Geteuid() != 0 {
@@ -32,7 +33,7 @@ func TestQuarantineErrorEscaped(t *testing.T) {
 	t.Setenv("MOAT_STATE_DIR", filepath.Join(state, "s"))
 	// A submodule git directory the run adds, with a name of its choice
 	// and a config larger than the state directory can hold.
-	script := `git init -q && d=.git/modules/$(printf 'evil\033[2Jname') && mkdir -p "$d" && cp .git/HEAD "$d/HEAD" && head -c 2000000 /dev/zero > "$d/config" && echo PLANTED`
+	script := `git init -q && d=.git/modules/$(printf 'evil\033[2Jname\nmoat: forged') && mkdir -p "$d" && cp .git/HEAD "$d/HEAD" && head -c 2000000 /dev/zero > "$d/config" && echo PLANTED`
 	_, out, errs := moat(t, ws, "run", "--", "sh", "-c", script)
 	if !strings.Contains(out, "PLANTED") {
 		t.Fatalf("the command could not plant: %s%s", out, errs)
@@ -42,5 +43,8 @@ func TestQuarantineErrorEscaped(t *testing.T) {
 	}
 	if strings.ContainsRune(errs, '\033') {
 		t.Errorf("moat run wrote an escape sequence the command chose to the terminal: %q", errs)
+	}
+	if strings.Contains(errs, "\nmoat: forged") {
+		t.Errorf("a line end in the name the command chose started a line of moat's: %q", errs)
 	}
 }

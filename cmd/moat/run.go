@@ -294,7 +294,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if runErr != nil {
 		// It may name a path the command made (a quarantine's).
-		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(runErr.Error()))
+		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeMessage(runErr.Error()))
 	} else if rep.Reason != "exit" {
 		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
 	}
