@@ -59,7 +59,14 @@ type Summary struct {
 	errors   int
 	refused  map[string]*Refusal
 	unlisted int // refusals of destinations beyond the first MaxRefusals
+	// failed: the first destinations that could not be reached, with
+	// why, for the line: a client such as curl shows only "CONNECT
+	// tunnel failed, response 502" and not the body that says why.
+	failed []Refusal
 }
+
+// maxShown bounds the destinations String lists by name, of each kind.
+const maxShown = 5
 
 // MaxRefusals bounds the refused destinations a Summary lists one by one:
 // the first ones refused. A sandbox chooses its destinations (a name per
@@ -85,12 +92,7 @@ func (s *Summary) Add(e Event) {
 	case DecisionAllow:
 		s.allowed++
 	case DecisionDeny:
-		dest := fmt.Sprintf("%s:%d", e.Host, e.Port)
-		if e.Proto == ProtoDNS {
-			dest = e.Host + " (DNS)"
-		} else if e.Proto == ProtoUDP {
-			dest = fmt.Sprintf("%s:%d (UDP)", e.Host, e.Port)
-		}
+		dest := e.dest()
 		if s.refused == nil {
 			s.refused = map[string]*Refusal{}
 		}
@@ -106,7 +108,32 @@ func (s *Summary) Add(e Event) {
 		r.Count++
 	default:
 		s.errors++
+		if e.Host == "" {
+			return // a request that named no destination (a bad one)
+		}
+		dest := e.dest()
+		for i := range s.failed {
+			if s.failed[i].Dest == dest {
+				s.failed[i].Count++
+				return
+			}
+		}
+		if len(s.failed) < maxShown {
+			s.failed = append(s.failed, Refusal{Dest: dest, Count: 1, Rule: e.Rule, Reason: e.Reason})
+		}
 	}
+}
+
+// dest names e's destination for a person: "host:port", with what it
+// was when not a TCP connection.
+func (e *Event) dest() string {
+	switch e.Proto {
+	case ProtoDNS:
+		return e.Host + " (DNS)"
+	case ProtoUDP:
+		return fmt.Sprintf("%s:%d (UDP)", e.Host, e.Port)
+	}
+	return fmt.Sprintf("%s:%d", e.Host, e.Port)
 }
 
 // Refused lists the refused destinations, most often refused first.
@@ -134,15 +161,51 @@ func (s *Summary) Unlisted() int {
 	return s.unlisted
 }
 
-// String is one line for a person, empty when nothing was refused, e.g.
-// `network: refused denied.test:443 (default deny), 10.0.0.1:80 ×2
-// (private address 10.0.0.1 (RFC 1918)); 5 connections allowed`.
+// String is one line for a person, empty when nothing was refused and
+// nothing failed, e.g. `network: refused denied.test:443 (default deny),
+// 10.0.0.1:80 ×2 (private address 10.0.0.1 (RFC 1918)); could not reach
+// gone.test:443 (resolve gone.test: no such host); 5 allowed, 1 failed`.
 func (s *Summary) String() string {
 	refused := s.Refused()
-	if len(refused) == 0 {
+	s.mu.Lock()
+	allowed, errors := s.allowed, s.errors
+	failed := append([]Refusal(nil), s.failed...)
+	s.mu.Unlock()
+	if len(refused) == 0 && errors == 0 {
 		return ""
 	}
-	const maxShown = 5
+	var sections []string
+	if len(refused) > 0 {
+		sections = append(sections, "refused "+s.listRefused(refused))
+	}
+	if len(failed) > 0 {
+		var parts []string
+		for _, f := range failed {
+			why := f.Reason
+			if why == "" {
+				why = f.Rule
+			}
+			count := ""
+			if f.Count > 1 {
+				count = fmt.Sprintf(" ×%d", f.Count)
+			}
+			parts = append(parts, fmt.Sprintf("%s%s (%s)", f.Dest, count, why))
+		}
+		sections = append(sections, "could not reach "+strings.Join(parts, ", "))
+	}
+	line := "network: " + strings.Join(sections, "; ")
+	if len(sections) > 0 {
+		line += "; "
+	}
+	line += fmt.Sprintf("%d allowed", allowed)
+	if errors > 0 {
+		line += fmt.Sprintf(", %d failed", errors)
+	}
+	return line
+}
+
+// listRefused is String's list of refused destinations.
+func (s *Summary) listRefused(refused []Refusal) string {
 	var parts []string
 	unlisted := s.Unlisted()
 	for i, r := range refused {
@@ -160,13 +223,5 @@ func (s *Summary) String() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s%s (%s)", r.Dest, count, r.Rule))
 	}
-	s.mu.Lock()
-	allowed, errors := s.allowed, s.errors
-	s.mu.Unlock()
-	line := "network: refused " + strings.Join(parts, ", ")
-	line += fmt.Sprintf("; %d allowed", allowed)
-	if errors > 0 {
-		line += fmt.Sprintf(", %d failed", errors)
-	}
-	return line
+	return strings.Join(parts, ", ")
 }

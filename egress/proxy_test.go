@@ -715,6 +715,24 @@ func TestEventJSONAndSummary(t *testing.T) {
 	if s.String() != want {
 		t.Errorf("summary\n%q, want\n%q", s.String(), want)
 	}
+	for i := 0; i < 2; i++ {
+		s.Add(Event{Decision: DecisionError, Proto: ProtoConnect, Host: "gone.test", Port: 443, Rule: "gone.test", Reason: "resolve gone.test: no such host"})
+	}
+	s.Add(Event{Decision: DecisionError, Proto: ProtoDNS, Host: "many.test", Rule: "dns rate"})
+	want = "network: refused denied.test:443 ×2 (default deny), 10.0.0.1:80 (private address 10.0.0.1 (RFC 1918)); could not reach gone.test:443 ×2 (resolve gone.test: no such host), many.test (DNS) (dns rate); 1 allowed, 4 failed"
+	if s.String() != want {
+		t.Errorf("summary\n%q, want\n%q", s.String(), want)
+	}
+
+	// Failures alone make a line too: a client such as curl shows a
+	// tunnel's 502, not why.
+	var f Summary
+	f.Add(Event{Decision: DecisionAllow})
+	f.Add(Event{Decision: DecisionError, Proto: ProtoConnect, Host: "gone.test", Port: 443, Reason: "resolve gone.test: no such host"})
+	want = "network: could not reach gone.test:443 (resolve gone.test: no such host); 1 allowed, 1 failed"
+	if f.String() != want {
+		t.Errorf("summary of a failure\n%q, want\n%q", f.String(), want)
+	}
 }
 
 // Audit: exactly one event per attempt, with the right decision and rule,

@@ -701,6 +701,25 @@ func TestAuditStream(t *testing.T) {
 	}
 }
 
+// TestNetworkFailureNamed: an allowed destination that cannot be reached
+// is named with why on moat's network line (curl shows only a tunnel's
+// 502, never the body that says why); the refusal beside it is named as
+// before.
+func TestNetworkFailureNamed(t *testing.T) {
+	ws := t.TempDir()
+	code, _, errs := moat(t, ws, "run", "--net", "allow:nothing.invalid", "--",
+		"sh", "-c", "curl -s -m 10 https://nothing.invalid/ >/dev/null; curl -s -m 10 http://denied.test/ >/dev/null; exit 0")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "refused denied.test:80 (default deny)") {
+		t.Fatalf("control: the refusal is not named: %q", errs)
+	}
+	if !strings.Contains(errs, "could not reach nothing.invalid:443 (resolve nothing.invalid") || !strings.Contains(errs, "1 failed") {
+		t.Errorf("the failure is not named with why: %q", errs)
+	}
+}
+
 // TestChangedPolicyNeedsTrustAgain: a .moat.toml that changed after it was
 // trusted (say, rewritten by a command in direct mode) is refused.
 func TestChangedPolicyNeedsTrustAgain(t *testing.T) {
