@@ -76,6 +76,10 @@ type ExecRequest struct {
 	// after Stdin, for the stdin endpoint to write (a REPL); it ends when
 	// a write closes it or the command ends.
 	StdinOpen bool `json:"stdin_open,omitempty"`
+	// StderrToStdout makes the command's stderr its stdout, one pipe as a
+	// shell's 2>&1 makes it: what it writes to either comes as "stdout",
+	// in the order it wrote it (two streams keep no order between them).
+	StderrToStdout bool `json:"stderr_to_stdout,omitempty"`
 	// Tty gives a foreground command a terminal of Rows by Cols (24 by 80
 	// when zero) as its stdin, stdout and stderr; its output is all
 	// "stdout". Input and new sizes are sent while it runs as the

@@ -82,6 +82,9 @@ type ExecRequest struct {
 	// command's asks (Approver nil), is told of each pending approval
 	// they make, before it waits: a client can say what it waits for.
 	OnPending func(*Approval)
+	// StderrToStdout makes the command's stderr its stdout: one pipe, so
+	// that its output keeps the order written, all of it to Stdout.
+	StderrToStdout bool
 	// Tty gives the command a terminal of Rows by Cols (Exec only);
 	// Resize, if not nil, carries its new sizes while it runs.
 	Tty        bool

@@ -462,6 +462,9 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	if err := s.sameRoot(); err != nil {
 		return nil, err
 	}
+	if req.StderrToStdout {
+		stdio.Stderr = stdio.Stdout // one pipe (see backend.Stdio)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
@@ -633,6 +636,9 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	}
 
 	stdio := backend.Stdio{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")}
+	if req.StderrToStdout {
+		stdio.Stderr = stdio.Stdout // one pipe (see backend.Stdio)
+	}
 	var stdinR *os.File
 	if openStdin {
 		// An OS pipe, passed to the command as it is, whose write end

@@ -209,6 +209,40 @@ func TestSessionExecAndFiles(t *testing.T) {
 	if out != "kept\n" || rep.ExitCode != 0 {
 		t.Fatalf("second exec: %q %+v", out, rep)
 	}
+	// stderr_to_stdout: one pipe, all of it "stdout", in the order written
+	// (the first exec, with two streams, is the control).
+	interleave := []string{"sh", "-c", `i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done`}
+	var both strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&both, "out%d\nerr%d\n", i, i)
+	}
+	if out, errs, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: interleave, StderrToStdout: true}); out != both.String() || errs != "" {
+		t.Errorf("stderr_to_stdout: stdout not the lines in order (%d bytes, %d expected): %.120q; stderr %q", len(out), both.Len(), out, errs)
+	}
+	bg, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: interleave, StderrToStdout: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bgOut strings.Builder
+	for next, deadline := int64(0), time.Now().Add(20*time.Second); ; {
+		o, err := d.c.Output(ctx, s.ID, bg.ID, next, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range o.Chunks {
+			if c.Stream != "stdout" {
+				t.Errorf("stderr_to_stdout in the background: a chunk of %q", c.Stream)
+			}
+			bgOut.WriteString(c.Data)
+		}
+		next = o.Next
+		if !o.Running || time.Now().After(deadline) {
+			break
+		}
+	}
+	if bgOut.String() != both.String() {
+		t.Errorf("stderr_to_stdout in the background: not the lines in order: %.120q", bgOut.String())
+	}
 	out, _, _ = run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat"}, Stdin: "from stdin"})
 	if out != "from stdin" {
 		t.Errorf("stdin: got %q", out)
@@ -222,7 +256,7 @@ func TestSessionExecAndFiles(t *testing.T) {
 		t.Errorf("killed command: %+v", rep)
 	}
 	list, err := d.c.Sessions(ctx)
-	if err != nil || len(list) != 1 || list[0].ID != s.ID || list[0].Execs != 5 {
+	if err != nil || len(list) != 1 || list[0].ID != s.ID || list[0].Execs != 7 {
 		t.Fatalf("sessions: %+v, %v", list, err)
 	}
 	ws := filepath.Join(d.state, "daemon", "workspaces", s.ID)

@@ -74,7 +74,8 @@ func execRequest(req *client.ExecRequest) (*daemon.ExecRequest, error) {
 	if req.Tty && req.Background {
 		return nil, badRequest("tty: a background command has no terminal")
 	}
-	d := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols}
+	d := &daemon.ExecRequest{Args: req.Args, Env: req.Env, Dir: req.Dir, Wall: wall, Output: req.Output, Tty: req.Tty, Rows: req.Rows, Cols: req.Cols,
+		StderrToStdout: req.StderrToStdout}
 	if d.Tty && d.Rows == 0 {
 		d.Rows = 24
 	}

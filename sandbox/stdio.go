@@ -25,7 +25,7 @@ func serialWriters(stdio backend.Stdio) backend.Stdio {
 		return stdio
 	}
 	if out, ok := stdio.Stdout.(*os.File); ok {
-		if errf, ok := stdio.Stderr.(*os.File); ok && sameFile(out, errf) {
+		if OneFile(out, stdio.Stderr) {
 			stdio.Stderr = out
 		}
 		return stdio
@@ -38,11 +38,16 @@ func serialWriters(stdio backend.Stdio) backend.Stdio {
 	return stdio
 }
 
-// sameFile reports whether a and b are the same file (device and inode):
-// the same open file after a dup, or the same terminal or pipe.
-func sameFile(a, b *os.File) bool {
-	if a == nil || b == nil {
-		return a == b
+// OneFile reports whether a and b are files (*os.File) that are one file
+// (device and inode): the same open file after a dup, as a shell's 2>&1
+// makes stdout and stderr, or the same terminal or pipe. A caller whose
+// stdout and stderr are one file keeps the order of a command's output
+// by giving the same writer for both (see backend.Stdio).
+func OneFile(aw, bw io.Writer) bool {
+	a, ok := aw.(*os.File)
+	b, ok2 := bw.(*os.File)
+	if !ok || !ok2 || a == nil || b == nil {
+		return false
 	}
 	if a == b {
 		return true

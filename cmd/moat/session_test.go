@@ -4,6 +4,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -105,6 +107,24 @@ func TestSessionCommands(t *testing.T) {
 		if code != tc.code || out != tc.out || !strings.Contains(errs, tc.errIn) {
 			t.Errorf("moat exec %q: %d %q %q, want %d %q", tc.args, code, out, errs, tc.code, tc.out)
 		}
+	}
+	// Stdout and stderr one file (2>&1): the lines in the order written.
+	// The control: two writers each get their own stream (above).
+	script := `i=0; while [ $i -lt 100 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done`
+	var both strings.Builder
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&both, "out%d\nerr%d\n", i, i)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(r); got <- string(b) }()
+	code = realMain([]string{"exec", "--socket", sock, id, "--", "sh", "-c", script}, strings.NewReader(""), w, w)
+	w.Close()
+	if out := <-got; code != 0 || out != both.String() {
+		t.Errorf("moat exec 2>&1: %d, not the lines in order: %.120q", code, out)
 	}
 	if code, out, errs := moat(t, dir, "exec", "--socket", sock, "--env", "A=b", "--dir", "sub", id, "--", "sh", "-c", "echo $A"); code != 0 || out != "b\n" {
 		t.Errorf("exec --env: %d %q %q", code, out, errs)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -237,6 +238,8 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	req := &client.ExecRequest{Args: rest[1:], Env: env, Dir: *dir, Wall: *wall}
+	// Output to one file (2>&1, a terminal) comes in the order written.
+	req.StderrToStdout = !*detach && sandbox.OneFile(stdout, stderr)
 	if *input {
 		data, err := io.ReadAll(stdin)
 		if err != nil {
