@@ -507,8 +507,11 @@ func TestNetworkRefusal(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed: it is the command that tries the network")
 	}
-	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"pypi.org\"]\n"})
+	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"pypi.org\", \"nothing.invalid\"]\n"})
 	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 10 -o /dev/null http://example.com/"}, "network: example.com:80 is not in the allow list")
+	// An allowed destination that cannot be reached is named with why:
+	// curl shows only the tunnel's 502.
+	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 10 -o /dev/null https://nothing.invalid/"}, "network: could not reach nothing.invalid:443 (allowed): resolve nothing.invalid")
 }
 
 // stdioClient starts this test binary as a stdio server over ws.

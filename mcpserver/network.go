@@ -8,21 +8,24 @@ import (
 	"github.com/moatbox/moat/egress"
 )
 
-// NetworkLog keeps a session's recent network refusals, so that a
-// command's result can name those met while it ran. A session's commands
+// NetworkLog keeps a session's recent network refusals, and the
+// destinations it allowed that could not be reached, so that a command's
+// result can name those met while it ran (a client such as curl shows a
+// tunnel's 403 or 502, not why). A session's commands
 // share one proxy, which cannot tell them apart: a refusal is shown to
 // every command that ran when it happened. Give its Record to
 // daemon.CreateRequest.NetworkEvents and the log to Options.Network.
 type NetworkLog struct {
 	mu      sync.Mutex
-	refused []egress.Event // oldest first, at most maxRefused
+	refused []egress.Event // oldest first, at most maxRefused; failures too
 }
 
 const maxRefused = 256
 
-// Record keeps e if it is a refusal.
+// Record keeps e if it is a refusal, or a failure to reach a named
+// destination.
 func (l *NetworkLog) Record(e egress.Event) {
-	if e.Decision != egress.DecisionDeny {
+	if e.Decision != egress.DecisionDeny && (e.Decision != egress.DecisionError || e.Host == "") {
 		return
 	}
 	l.mu.Lock()
@@ -33,7 +36,8 @@ func (l *NetworkLog) Record(e egress.Event) {
 	l.refused = append(l.refused, e)
 }
 
-// since returns one line per destination refused at or after t.
+// since returns one line per destination refused, or not reached, at or
+// after t.
 func (l *NetworkLog) since(t time.Time) []string {
 	if l == nil {
 		return nil
@@ -48,6 +52,14 @@ func (l *NetworkLog) since(t time.Time) []string {
 			continue
 		}
 		seen[dest] = true
+		if e.Decision == egress.DecisionError {
+			why := e.Reason
+			if why == "" {
+				why = e.Rule
+			}
+			out = append(out, fmt.Sprintf("network: could not reach %s (allowed): %s", dest, why))
+			continue
+		}
 		why := e.Reason
 		if why == "" {
 			why = dest + " was refused by the policy"
