@@ -70,6 +70,9 @@ func guest() (passed, failed int, err error) {
 	if err := loopbackUp(); err != nil {
 		return 0, 0, err
 	}
+	if err := tunForEveryone(); err != nil {
+		return 0, 0, err
+	}
 	if err := checkPureV2(); err != nil {
 		return 0, 0, err
 	}
@@ -250,6 +253,21 @@ func checkLandlock(want string) error {
 		fmt.Printf("vmtest: Landlock ABI %d\n", abi)
 	}
 	return nil
+}
+
+// tunForEveryone makes the TUN clone device mode 0666, as the udev rules
+// of the common distributions do, so that the user's steps test
+// transparent egress as an ordinary user gets it. devtmpfs makes the node
+// a moment after the module is in.
+func tunForEveryone() error {
+	const tun = "/dev/net/tun"
+	for i := 0; !exists(tun); i++ {
+		if i == 100 {
+			return fmt.Errorf("%s did not appear", tun)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return os.Chmod(tun, 0o666)
 }
 
 // loopbackUp brings lo up, as the host's is: tests serve on 127.0.0.1.
