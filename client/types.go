@@ -119,8 +119,14 @@ type ExitReport struct {
 	OutputBytes int64    `json:"output_bytes"`
 	Denials     []Denial `json:"denials"`
 	Warnings    []string `json:"warnings"`
-	Error       string   `json:"error,omitempty"`
-	Stage       string   `json:"stage,omitempty"`
+	// Network, in allow mode, is one line naming what the session's
+	// proxy refused, and the allowed destinations it could not reach
+	// (with why), while the command ran: "" when there were none. The
+	// session's commands share the proxy, so it names what any of them
+	// met meanwhile.
+	Network string `json:"network,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Stage   string `json:"stage,omitempty"`
 }
 
 // Denial is one kind of refusal the sandbox saw (a system call).

@@ -223,6 +223,7 @@ func (cc *clientConn) connectFailed(ev *Event, err error, what string) {
 		return
 	}
 	ev.Decision, ev.Reason = DecisionError, err.Error()
+	cc.tell(ev)
 	status := http.StatusBadGateway
 	if isTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
 		status = http.StatusGatewayTimeout

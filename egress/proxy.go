@@ -378,10 +378,11 @@ func (cc *clientConn) finish(ev *Event) {
 	}
 }
 
-// tell emits ev, a refusal, before the client learns of it (a status, an
-// alert, a closed connection): a client that exits on the refusal must
-// find it already in the run's or session's record, which a caller reads
-// as soon as the command ends. finish then emits nothing more.
+// tell emits ev, a refusal or a destination that could not be reached,
+// before the client learns of it (a status, an alert, a closed
+// connection): a client that exits on it must find it already in the
+// run's or session's record, which a caller reads as soon as the command
+// ends. finish then emits nothing more.
 func (cc *clientConn) tell(ev *Event) {
 	if cc.told != ev {
 		cc.p.emit(*ev)

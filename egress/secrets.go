@@ -941,6 +941,7 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 	cancel()
 	if err != nil {
 		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream tls", fmt.Sprintf("TLS to %s: %v", host, err)
+		cc.tell(ev)
 		writeStatus(client, http.StatusBadGateway, "", fmt.Sprintf("moat: TLS to %s failed: %v\n", host, err))
 		client.Close()
 		up.Close()
@@ -1036,6 +1037,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		// error, which a server can make of an echoed value.
 		msg := p.Secrets.scrub(err.Error())
 		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream", msg
+		cc.tell(ev)
 		writeStatus(cc.c, http.StatusBadGateway, "", fmt.Sprintf("moat: %s: %s\n", what, msg))
 		return false
 	}

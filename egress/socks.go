@@ -146,9 +146,11 @@ func (cc *clientConn) serveSOCKS() {
 			cc.socksReply(socksNotAllowed)
 		case errors.Is(err, syscall.ECONNREFUSED):
 			ev.Decision, ev.Reason = DecisionError, err.Error()
+			cc.tell(ev)
 			cc.socksReply(socksConnectionRefused)
 		default:
 			ev.Decision, ev.Reason = DecisionError, err.Error()
+			cc.tell(ev)
 			cc.socksReply(socksHostUnreachable)
 		}
 		return

@@ -127,13 +127,21 @@ func TestSessionEventsSSE(t *testing.T) {
 
 // TestSessionEventsNetwork: an allow-mode session's network decisions are
 // in its event stream: a refused destination as a deny, beside the
-// command's run record.
+// command's run record. The command's exit report names the refusal,
+// and an allowed destination that could not be reached, with why; the
+// next command's, which used no network, names nothing (the control).
 func TestSessionEventsNetwork(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	s := d.create(t, &client.CreateSessionRequest{Policy: "[network]\nmode = \"allow\"\nallow = [\"allowed.invalid\"]\n"})
-	out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"curl", "-sS", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", "http://refused.invalid/"}})
+	out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "curl -sS -m 10 -o /dev/null -w %{http_code} http://refused.invalid/; curl -s -m 30 https://allowed.invalid/"}})
 	if out != "403" {
 		t.Fatalf("curl through the proxy: %q", out)
+	}
+	if !strings.HasPrefix(rep.Network, "network: refused refused.invalid:80 (default deny); could not reach allowed.invalid:443 (resolve allowed.invalid") {
+		t.Errorf("the exit report's network line: %q", rep.Network)
+	}
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}}); rep.Network != "" {
+		t.Errorf("a command that used no network: %q", rep.Network)
 	}
 	var net []string
 	d.c.Events(context.Background(), s.ID, 0, false, func(ev *client.AuditEvent) error {
@@ -144,7 +152,7 @@ func TestSessionEventsNetwork(t *testing.T) {
 		}
 		return nil
 	})
-	if len(net) != 1 || net[0] != "refused.invalid:deny" {
+	if len(net) != 2 || net[0] != "refused.invalid:deny" || net[1] != "allowed.invalid:error" {
 		t.Errorf("network records %q", net)
 	}
 }

@@ -224,6 +224,9 @@ func (s *Server) exitReport(rep *sandbox.Report) *client.ExitReport {
 	if rep.Signal != nil {
 		out.Signal = *rep.Signal
 	}
+	if rep.Network != nil {
+		out.Network = rep.Network.Summary
+	}
 	for _, d := range rep.Denials {
 		out.Denials = append(out.Denials, client.Denial{Layer: d.Layer, What: d.What, Errno: d.Errno, Count: d.Count, Rule: d.Rule, Hint: d.Hint})
 	}

@@ -511,7 +511,7 @@ func TestNetworkRefusal(t *testing.T) {
 	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 10 -o /dev/null http://example.com/"}, "network: example.com:80 is not in the allow list")
 	// An allowed destination that cannot be reached is named with why:
 	// curl shows only the tunnel's 502.
-	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 10 -o /dev/null https://nothing.invalid/"}, "network: could not reach nothing.invalid:443 (allowed): resolve nothing.invalid")
+	e.ok(t, "run_command", map[string]any{"command": "curl -sS -m 30 -o /dev/null https://nothing.invalid/"}, "network: could not reach nothing.invalid:443 (allowed): resolve nothing.invalid")
 }
 
 // stdioClient starts this test binary as a stdio server over ws.

@@ -68,6 +68,11 @@ type NetworkReport struct {
 	// those in Refused.
 	RefusedUnlisted int `json:"refused_unlisted,omitempty"`
 	// Summary is the one-line human account ("" when nothing happened).
+	//
+	// A command of a session has no Events of its own (the session's
+	// report and audit stream have them); its Refused and Summary are
+	// what the session's proxy refused, and could not reach, while the
+	// command ran, whichever of the session's commands asked.
 	Summary string `json:"summary,omitempty"`
 }
 
@@ -127,6 +132,9 @@ type egressRun struct {
 	events  []egress.Event
 	dropped int // events after the first maxReportEvents
 	summary egress.Summary
+	// watchers are told every event too: the summaries of a session's
+	// commands that run (see watch).
+	watchers map[*egress.Summary]struct{}
 }
 
 func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID string) *egressRun {
@@ -148,6 +156,9 @@ func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID str
 			} else {
 				er.dropped++
 			}
+			for w := range er.watchers {
+				w.Add(e)
+			}
 			er.mu.Unlock()
 			er.summary.Add(e)
 			if req.Audit != nil {
@@ -159,6 +170,28 @@ func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID str
 }
 
 func (er *egressRun) serve(l net.Listener) { er.proxy.Serve(l) }
+
+// watch sums up the events from now until end is called, for a command
+// of a session: what its proxy refused, and could not reach, while the
+// command ran. The session's commands share the proxy, which cannot tell
+// them apart: an event is in the sum of every command that ran when it
+// happened. end returns the command's NetworkReport.
+func (er *egressRun) watch() (end func() *NetworkReport) {
+	w := &egress.Summary{}
+	er.mu.Lock()
+	if er.watchers == nil {
+		er.watchers = map[*egress.Summary]struct{}{}
+	}
+	er.watchers[w] = struct{}{}
+	er.mu.Unlock()
+	return func() *NetworkReport {
+		er.mu.Lock()
+		delete(er.watchers, w)
+		er.mu.Unlock()
+		return &NetworkReport{Mode: policy.NetworkAllow, Events: []egress.Event{},
+			Refused: w.Refused(), RefusedUnlisted: w.Unlisted(), Summary: w.String()}
+	}
+}
 
 // serveTUN serves the TUN device until the proxy is closed. A device that
 // cannot be served is closed by ServeTUN: the sandbox then has no way out

@@ -364,6 +364,9 @@ type Process struct {
 	// cpu reads the sandbox's CPU time, for the CPU budget (nil without
 	// one).
 	cpu func() time.Duration
+	// network ends the account of the network while the command runs
+	// (nil without the proxy; see egressRun.watch).
+	network func() *NetworkReport
 }
 
 // cpuTime is the sandbox's CPU time, all its processes' so far.
@@ -528,9 +531,15 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		stdio.CheckExec = p.check.check
 	}
 	rep.StartedAt = time.Now()
+	if s.er != nil {
+		p.network = s.er.watch()
+	}
 	proc, err := s.inst.Exec(life, ps, stdio)
 	if err != nil {
 		p.endBudgets()
+		if p.network != nil {
+			p.network()
+		}
 		select {
 		case <-s.inst.Done():
 			err = fmt.Errorf("%w: %v", ErrSessionEnded, err)
@@ -587,6 +596,9 @@ func (p *Process) Wait() (*Report, error) {
 	p.once.Do(func() {
 		st, err := p.proc.Wait()
 		spent := p.endBudgets()
+		if p.network != nil {
+			p.rep.Network = p.network()
+		}
 		if err != nil {
 			setError(p.rep, err)
 			return

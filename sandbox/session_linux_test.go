@@ -279,7 +279,9 @@ func TestSessionCgroupLimits(t *testing.T) {
 
 // TestSessionEgress: an allow-mode session's commands reach what the
 // allowlist allows through the session's one proxy, and are refused the
-// rest; Close reports every connection of the session.
+// rest; each command's report names what was refused while it ran, and
+// one that used no network names nothing (the control); Close reports
+// every connection of the session.
 func TestSessionEgress(t *testing.T) {
 	w := newNetWorld(t)
 	r := w.request(func(p *policy.Policy) { p.Network.AllowCIDRs = []string{"127.0.0.0/8"} })
@@ -295,10 +297,19 @@ func TestSessionEgress(t *testing.T) {
 	}
 	defer s.Close(context.Background())
 	for i := range 2 {
-		out, _, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl -sS -m 10 http://allowed.test:%[1]d/; echo; curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/`, w.httpPort))
+		out, crep, _ := sessionSh(t, s, sandbox.ExecRequest{}, fmt.Sprintf(`curl -sS -m 10 http://allowed.test:%[1]d/; echo; curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://denied.test:%[1]d/`, w.httpPort))
 		if !strings.Contains(out, "PAGE-FROM-allowed.test") || !strings.Contains(out, "403") {
 			t.Errorf("command %d: %s", i, out)
 		}
+		// (How many were allowed is counted as each connection closes,
+		// which may come after the command's end.)
+		want := fmt.Sprintf("network: refused denied.test:%d (default deny); ", w.httpPort)
+		if crep.Network == nil || !strings.HasPrefix(crep.Network.Summary, want) || len(crep.Network.Refused) != 1 {
+			t.Errorf("command %d's network report: %+v, want the summary %q", i, crep.Network, want)
+		}
+	}
+	if _, crep, err := sessionSh(t, s, sandbox.ExecRequest{}, "true"); err != nil || crep.Network == nil || crep.Network.Summary != "" || len(crep.Network.Refused) != 0 {
+		t.Errorf("a command that used no network: %v, network report %+v", err, crep.Network)
 	}
 	rep, err := s.Close(context.Background())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/workspace"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,6 +105,9 @@ func execTTY(c *client.Client, id string, req *client.ExecRequest, stdin io.Read
 			return 128 + int(syscall.SIGTERM)
 		}
 		return apiFail(stderr, "exec", err, "")
+	}
+	if rep.Network != "" {
+		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeText(rep.Network)) // names the command sent
 	}
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)

@@ -702,13 +702,19 @@ func TestAuditStream(t *testing.T) {
 }
 
 // TestNetworkFailureNamed: an allowed destination that cannot be reached
-// is named with why on moat's network line (curl shows only a tunnel's
-// 502, never the body that says why); the refusal beside it is named as
-// before.
+// is named with why on moat's network line, alone or beside a refusal
+// (curl shows only a tunnel's 502, never the body that says why). The
+// control: the refusal is named as it always was.
 func TestNetworkFailureNamed(t *testing.T) {
 	ws := t.TempDir()
-	code, _, errs := moat(t, ws, "run", "--net", "allow:nothing.invalid", "--",
-		"sh", "-c", "curl -s -m 10 https://nothing.invalid/ >/dev/null; curl -s -m 10 http://denied.test/ >/dev/null; exit 0")
+	const fail = "curl -s -m 30 https://nothing.invalid/ >/dev/null" // curl: 56, the tunnel's 502
+	const want = "moat: network: could not reach nothing.invalid:443 (resolve nothing.invalid"
+	code, _, errs := moat(t, ws, "run", "--net", "allow:nothing.invalid", "--", "sh", "-c", fail)
+	if code != 56 || !strings.Contains(errs, want) || !strings.Contains(errs, "0 allowed, 1 failed") {
+		t.Errorf("the failure alone: code %d, stderr %q", code, errs)
+	}
+	code, _, errs = moat(t, ws, "run", "--net", "allow:nothing.invalid", "--",
+		"sh", "-c", fail+"; curl -s -m 10 http://denied.test/ >/dev/null; exit 0")
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, errs)
 	}
@@ -716,7 +722,7 @@ func TestNetworkFailureNamed(t *testing.T) {
 		t.Fatalf("control: the refusal is not named: %q", errs)
 	}
 	if !strings.Contains(errs, "could not reach nothing.invalid:443 (resolve nothing.invalid") || !strings.Contains(errs, "1 failed") {
-		t.Errorf("the failure is not named with why: %q", errs)
+		t.Errorf("the failure beside a refusal is not named with why: %q", errs)
 	}
 }
 

@@ -286,7 +286,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(refused) > 0 {
 		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(strings.Join(refused, "; ")))
 	}
-	if n := rep.Network; n != nil && len(n.Refused) > 0 {
+	if n := rep.Network; n != nil && n.Summary != "" {
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(n.Summary)) // names the command sent
 	}
 	for _, d := range rep.Degraded {

@@ -284,3 +284,27 @@ func TestOutputSummaryWithoutKill(t *testing.T) {
 		}
 	}
 }
+
+// TestExecNetworkLine: moat exec names what the session's proxy refused,
+// and could not reach, while the command ran, as moat run does; the next
+// command, which used no network, gets no such line (the control).
+func TestExecNetworkLine(t *testing.T) {
+	sock, _ := startServe(t)
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "net.toml")
+	os.WriteFile(pol, []byte("[network]\nmode = \"allow\"\nallow = [\"nothing.invalid\"]\n"), 0o644)
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pol)
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("session create: %d %q", code, errs)
+	}
+	code, _, errs = moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c",
+		"curl -s -m 10 http://denied.test/ >/dev/null; curl -s -m 30 https://nothing.invalid/ >/dev/null; exit 0")
+	want := "moat exec: network: refused denied.test:80 (default deny); could not reach nothing.invalid:443 (resolve nothing.invalid"
+	if code != 0 || !strings.Contains(errs, want) {
+		t.Errorf("moat exec: %d, stderr %q, want %q", code, errs, want)
+	}
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "true"); code != 0 || strings.Contains(errs, "network") {
+		t.Errorf("control: a command that used no network: %d %q", code, errs)
+	}
+}

@@ -279,6 +279,9 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return apiFail(stderr, "exec", err, "")
 	}
+	if rep.Network != "" {
+		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeText(rep.Network)) // names the command sent
+	}
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
 	} else if rep.Reason != "" && rep.Reason != "exit" {
