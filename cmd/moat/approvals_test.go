@@ -30,13 +30,7 @@ func TestApprovalCommands(t *testing.T) {
 	dir := t.TempDir()
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	sock, _ := startServe(t, "--approval-webhook", wh.URL, "--audit", auditFile, "--approval-timeout", "1m")
-	pf := filepath.Join(dir, "p.toml")
-	os.WriteFile(pf, []byte("[[rules]]\nname = \"ship\"\nmatch = { command = [\"echo\", \"ship\"] }\ndecision = \"ask\"\nreason = \"it leaves\"\n"), 0o644)
-	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pf)
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("session create: %d %q", code, errs)
-	}
+	id := policySession(t, dir, sock, "[[rules]]\nname = \"ship\"\nmatch = { command = [\"echo\", \"ship\"] }\ndecision = \"ask\"\nreason = \"it leaves\"\n")
 	type result struct {
 		code      int
 		out, errs string
@@ -65,7 +59,7 @@ func TestApprovalCommands(t *testing.T) {
 
 	res := exec("echo", "ship", "it")
 	aid := waitID()
-	code, out, _ = moat(t, dir, "approvals", "--socket", sock)
+	code, out, _ := moat(t, dir, "approvals", "--socket", sock)
 	if code != 0 || !strings.Contains(out, aid) || !strings.Contains(out, `["echo" "ship" "it"]`) || !strings.Contains(out, "ship") {
 		t.Errorf("moat approvals: %d %q", code, out)
 	}
@@ -122,7 +116,7 @@ func TestApprovalCommands(t *testing.T) {
 		t.Errorf("--web without a TCP listener: %d %q", code, errs)
 	}
 
-	code, out, errs = moat(t, dir, "audit", "verify", auditFile)
+	code, out, errs := moat(t, dir, "audit", "verify", auditFile)
 	if code != 0 {
 		t.Errorf("audit verify: %d %q %q", code, out, errs)
 	}

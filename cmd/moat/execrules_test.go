@@ -16,20 +16,12 @@ import (
 func TestExecRulesInSession(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.jsonl")
-	sock, logs := startServe(t, "--audit", audit)
-	pol := filepath.Join(dir, "p.toml")
-	if err := os.WriteFile(pol, []byte("[[rules]]\nname = \"no-nodename\"\nmatch = { command = [\"uname\", \"-n\"] }\ndecision = \"deny\"\nreason = \"the node name stays inside\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pol)
-	id := strings.TrimSpace(out)
-	if code != 0 || len(id) != 16 {
-		t.Fatalf("session create: %d %q %q\n%s", code, out, errs, logs)
-	}
+	sock, _ := startServe(t, "--audit", audit)
+	id := policySession(t, dir, sock, "[[rules]]\nname = \"no-nodename\"\nmatch = { command = [\"uname\", \"-n\"] }\ndecision = \"deny\"\nreason = \"the node name stays inside\"\n")
 	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", `printf 'uname -n\nuname -s >/dev/null; echo "uname -s: $?"\n' > run.sh`); code != 0 {
 		t.Fatalf("write the script: %d %q", code, errs)
 	}
-	code, out, errs = moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "run.sh")
+	code, out, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "run.sh")
 	if code != 0 || out != "uname -s: 0\n" || !strings.Contains(errs, "the rules refused to start: uname -n ×1 (no-nodename") {
 		t.Errorf("exec: %d %q %q", code, out, errs)
 	}

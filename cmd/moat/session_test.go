@@ -291,14 +291,8 @@ func TestOutputSummaryWithoutKill(t *testing.T) {
 func TestExecNetworkLine(t *testing.T) {
 	sock, _ := startServe(t)
 	dir := t.TempDir()
-	pol := filepath.Join(dir, "net.toml")
-	os.WriteFile(pol, []byte("[network]\nmode = \"allow\"\nallow = [\"nothing.invalid\"]\n"), 0o644)
-	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pol)
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("session create: %d %q", code, errs)
-	}
-	code, _, errs = moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c",
+	id := policySession(t, dir, sock, "[network]\nmode = \"allow\"\nallow = [\"nothing.invalid\"]\n")
+	code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c",
 		"curl -s -m 10 http://denied.test/ >/dev/null; curl -s -m 30 https://nothing.invalid/ >/dev/null; exit 0")
 	want := "moat exec: network: refused denied.test:80 (default deny); could not reach nothing.invalid:443 (resolve nothing.invalid"
 	if code != 0 || !strings.Contains(errs, want) {
@@ -307,4 +301,21 @@ func TestExecNetworkLine(t *testing.T) {
 	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "true"); code != 0 || strings.Contains(errs, "network") {
 		t.Errorf("control: a command that used no network: %d %q", code, errs)
 	}
+}
+
+// policySession creates a session of the daemon on sock with an empty
+// workspace under the policy text, written to a file in dir, and
+// returns its id.
+func policySession(t *testing.T, dir, sock, text string) string {
+	t.Helper()
+	pf := filepath.Join(dir, "session-policy.toml")
+	if err := os.WriteFile(pf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp", "--policy", pf)
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 16 {
+		t.Fatalf("session create: %d %q %q", code, out, errs)
+	}
+	return id
 }
