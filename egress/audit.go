@@ -161,8 +161,8 @@ func (s *Summary) Unlisted() int {
 	return s.unlisted
 }
 
-// String is one line for a person, empty when nothing was refused and
-// nothing failed, e.g. `network: refused denied.test:443 (default deny),
+// String is one line for a person, empty when nothing was refused and no
+// destination could not be reached, e.g. `network: refused denied.test:443 (default deny),
 // 10.0.0.1:80 ×2 (private address 10.0.0.1 (RFC 1918)); could not reach
 // gone.test:443 (resolve gone.test: no such host); 5 allowed, 1 failed`.
 func (s *Summary) String() string {
@@ -171,8 +171,8 @@ func (s *Summary) String() string {
 	allowed, errors := s.allowed, s.errors
 	failed := append([]Refusal(nil), s.failed...)
 	s.mu.Unlock()
-	if len(refused) == 0 && errors == 0 {
-		return ""
+	if len(refused) == 0 && len(failed) == 0 {
+		return "" // failures that named no destination are only counted
 	}
 	var sections []string
 	if len(refused) > 0 {
@@ -194,10 +194,7 @@ func (s *Summary) String() string {
 		sections = append(sections, "could not reach "+strings.Join(parts, ", "))
 	}
 	line := "network: " + strings.Join(sections, "; ")
-	if len(sections) > 0 {
-		line += "; "
-	}
-	line += fmt.Sprintf("%d allowed", allowed)
+	line += fmt.Sprintf("; %d allowed", allowed)
 	if errors > 0 {
 		line += fmt.Sprintf(", %d failed", errors)
 	}

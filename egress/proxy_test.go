@@ -728,8 +728,12 @@ func TestEventJSONAndSummary(t *testing.T) {
 	// tunnel's 502, not why.
 	var f Summary
 	f.Add(Event{Decision: DecisionAllow})
+	f.Add(Event{Decision: DecisionError, Rule: "bad request"})
+	if f.String() != "" {
+		t.Errorf("a failure that named no destination made a line: %q", f.String())
+	}
 	f.Add(Event{Decision: DecisionError, Proto: ProtoConnect, Host: "gone.test", Port: 443, Reason: "resolve gone.test: no such host"})
-	want = "network: could not reach gone.test:443 (resolve gone.test: no such host); 1 allowed, 1 failed"
+	want = "network: could not reach gone.test:443 (resolve gone.test: no such host); 1 allowed, 2 failed"
 	if f.String() != want {
 		t.Errorf("summary of a failure\n%q, want\n%q", f.String(), want)
 	}

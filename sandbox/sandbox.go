@@ -260,7 +260,7 @@ func NewRunID() string {
 // the Report's Reason is then "killed", with Error set when the command
 // was never started.
 func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error) {
-	stdio = serialWriters(stdio)
+	stdio = joinOutputs(stdio)
 	runID := NewRunID()
 	rep := newReport(runID, req.Args, req.Policy)
 	// fresh is the change set this run created, until its command may
@@ -666,7 +666,7 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 			msg += "\n  " + g
 		}
 		if cgroupGap && caps.Delegation != "" {
-			msg += "\nto have cgroups for these limits here: " + caps.Delegation
+			msg += "\n  to have cgroups for these limits here: " + caps.Delegation
 		}
 		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
 	}

@@ -426,7 +426,7 @@ func (s *Session) Start(ctx context.Context, req *ExecRequest, stdio backend.Std
 // start decides and starts a command; ctx bounds the decision (an ask
 // waits for its answer), life the command.
 func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Stdio, life context.Context) (*Process, error) {
-	stdio = serialWriters(stdio)
+	stdio = joinOutputs(stdio)
 	rep := s.newReport(req.Args)
 	p := &Process{rep: rep, landlock: s.landlock}
 	fail := func(err error) (*Process, error) {

@@ -8,7 +8,7 @@ import (
 	"github.com/moatbox/moat/backend"
 )
 
-// serialWriters returns stdio with its Stdout and Stderr made one writer
+// joinOutputs returns stdio with its Stdout and Stderr made one writer
 // when they write to one place, so that the backend gives the command one
 // pipe for both and what it writes to the two keeps its order (see
 // backend.Stdio), as it would outside the sandbox:
@@ -20,7 +20,7 @@ import (
 //   - two files that are one file (a shell's 2>&1, a terminal): Stderr
 //     becomes Stdout. Each Write to a file is one system call, so they
 //     stay files.
-func serialWriters(stdio backend.Stdio) backend.Stdio {
+func joinOutputs(stdio backend.Stdio) backend.Stdio {
 	if stdio.Stdout == nil {
 		return stdio
 	}
@@ -38,7 +38,7 @@ func serialWriters(stdio backend.Stdio) backend.Stdio {
 	return stdio
 }
 
-// OneFile reports whether a and b are files (*os.File) that are one file
+// OneFile reports whether aw and bw are files (*os.File) that are one file
 // (device and inode): the same open file after a dup, as a shell's 2>&1
 // makes stdout and stderr, or the same terminal or pipe. A caller whose
 // stdout and stderr are one file keeps the order of a command's output

@@ -68,18 +68,28 @@ func EscapeText(s string) string {
 
 // EscapeMessage escapes a message of moat's that may span lines (a
 // refusal lists what is missing, one item a line) as EscapeText does,
-// except that its line ends stay line ends. What in it the command chose
-// (a name it made) must come quoted (QuoteName), with its own line ends
-// escaped: a bare one could start a line of the message's own.
+// except that a line end stays one where moat's messages put them: before
+// an indented line ("  ") or a parenthesised note ("("). Any other is
+// escaped, so that a line end in a name the message quotes raw (one a
+// command made) cannot start a line that reads as moat's own ("moat:
+// ..."); such a name should come quoted (QuoteName) all the same.
 func EscapeMessage(s string) string {
 	if !strings.Contains(s, "\n") {
 		return EscapeText(s)
 	}
 	lines := strings.Split(s, "\n")
+	var b strings.Builder
 	for i, l := range lines {
-		lines[i] = EscapeText(l)
+		if i > 0 {
+			if strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "(") {
+				b.WriteByte('\n')
+			} else {
+				b.WriteString(`\n`)
+			}
+		}
+		b.WriteString(EscapeText(l))
 	}
-	return strings.Join(lines, "\n")
+	return b.String()
 }
 
 // escapeLine escapes one line of file content as EscapeText does, but

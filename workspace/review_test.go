@@ -266,14 +266,16 @@ func TestPatchWithOddBytesAppliesWithGit(t *testing.T) {
 	terminalSafe(t, "patch", string(patch))
 }
 
-// TestEscapeMessage: a message keeps its line ends and nothing else a
-// terminal acts on; a name quoted in it keeps its own escaped.
+// TestEscapeMessage: a message keeps its line ends before an indented or
+// parenthesised line, and nothing else a terminal acts on: a line end
+// before anything else (a raw name's) is escaped.
 func TestEscapeMessage(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"one line", "one line"},
 		{"asks for:\n  a\n  b\n(fix)", "asks for:\n  a\n  b\n(fix)"},
-		{"x\r\n\x1b[2Jy\u202e", `x\r` + "\n" + `\x1b[2Jy\u202e`},
+		{"x\r\n  \x1b[2Jy\u202e", `x\r` + "\n" + `  \x1b[2Jy\u202e`},
 		{"quarantine " + QuoteName("a\nmoat: ok"), `quarantine "a\nmoat: ok"`},
+		{"open /ws/a\nmoat: all clear", `open /ws/a\nmoat: all clear`},
 	}
 	for _, tt := range tests {
 		if got := EscapeMessage(tt.in); got != tt.want {
