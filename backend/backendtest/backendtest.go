@@ -347,7 +347,7 @@ func interleaved(n int) (script, both, out, errs string) {
 func testOneOutput(t *testing.T, be backend.Backend) {
 	ws := Workspace(t)
 	script, both, out, errs := interleaved(200)
-	var w syncWriter
+	var w slowWriter
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := be.Run(ctx, BaseSpec(ws, "/bin/sh", "-c", script), backend.Stdio{Stdout: &w, Stderr: &w})

@@ -414,7 +414,7 @@ func testSessionOneOutput(t *testing.T, be backend.Lifecycle) {
 	spec := BaseSpec(ws)
 	in := create(t, be, spec, backend.Stdio{})
 	script, both, out, errs := interleaved(200)
-	var w syncWriter
+	var w slowWriter
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	proc, err := in.Exec(ctx, &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: spec.Dir}, backend.Stdio{Stdout: &w, Stderr: &w})
@@ -427,6 +427,17 @@ func testSessionOneOutput(t *testing.T, be backend.Lifecycle) {
 	if r := execIn(t, in, spec, backend.ProcessSpec{}, "/bin/sh", "-c", script); r.err != nil || r.stdout != out || r.stderr != errs {
 		t.Errorf("control: two writers: %+v %v, stdout %.100q, stderr %.100q", r.st, r.err, r.stdout, r.stderr)
 	}
+}
+
+// slowWriter is a syncWriter whose every Write takes a while, as a
+// terminal's or a network client's may: lines the command writes
+// meanwhile gather in the pipes, so that two pipes' copies would put
+// them out of order where one pipe keeps it.
+type slowWriter struct{ syncWriter }
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(200 * time.Microsecond)
+	return w.syncWriter.Write(p)
 }
 
 // syncWriter is a buffer a copy writes while the test reads it.
