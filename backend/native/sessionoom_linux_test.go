@@ -32,8 +32,13 @@ func TestSessionMemoryLimitOnTmpfs(t *testing.T) {
 	}
 	for _, dir := range []string{"/tmp", "/dev/shm"} {
 		// The file is unlinked once open, so that its pages go with the
-		// processes that hold it; each of them is small.
-		fill := "exec 3>" + dir + "/big && rm " + dir + "/big && head -c 100M /dev/zero >&3"
+		// process that holds it, which is small. One process holds it
+		// (the shell execs the writer): were the shell to hold it too
+		// and die first, init would wake to reap it and could need a
+		// page while the writer, killed next, is past giving its
+		// memory back but still holds the file, and the OOM killer
+		// would then find only init (see docs/security.md).
+		fill := "exec 3>" + dir + "/big && rm " + dir + "/big && exec head -c 100M /dev/zero >&3"
 		out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", fill)
 		if st.Cause != backend.CauseMemory {
 			t.Errorf("%s: %+v %q, want cause memory", dir, st, out)
