@@ -202,7 +202,7 @@ func TestDecideLoader(t *testing.T) {
 		{ld, []string{ld, "--argv0", "git", "/tmp/y", "push"}, Ask},
 		{"/lib/ld-musl-x86_64.so.1", []string{"ld", "--preload", "x.so", "/usr/bin/git", "push"}, Ask},
 		{"/usr/bin/ld.so", []string{"ld.so", "--", "git", "push"}, Ask},
-		{"/lib/ld-linux-aarch64.so.1", []string{"ld", "/bin/rm", "-rf", "/tmp/victim"}, Ask},
+		{"/lib/ld-linux-aarch64.so.1", []string{"ld", "/bin/rm", "-rf", "/srv/victim"}, Ask},
 		// Positive controls.
 		{ld, []string{ld, "/usr/bin/git", "status"}, Allow},
 		{ld, []string{ld, "--list", "/usr/bin/git"}, Allow},

@@ -142,6 +142,7 @@ type Rules struct {
 	builtin []*rule
 	hosts   []*hostRule
 	writes  []*rule // the policy's write rules (DecideWrite)
+	scratch scratch // where the built-in delete-outside does not ask
 }
 
 type rule struct {
@@ -157,8 +158,12 @@ type rule struct {
 	// in "=" is an option given its value in the same word
 	// (--config-env=): it is met by a word that begins with it.
 	needs []string
-	once  sync.Once
-	re    *regexp.Regexp
+	// confined marks the built-in rule about deletions outside the
+	// workspace: it does not match a command whose every operand stays
+	// within Rules.scratch.
+	confined bool
+	once     sync.Once
+	re       *regexp.Regexp
 }
 
 func (r *rule) match(argv []string) bool {
@@ -215,6 +220,7 @@ func New(p *policy.Policy) *Rules {
 	for _, set := range p.Harness.Builtin {
 		rs.builtin = append(rs.builtin, builtinSet(set)...)
 	}
+	rs.scratch = newScratch(p)
 	return rs
 }
 
@@ -249,7 +255,7 @@ func (rs *Rules) decideOne(c simple) Decision {
 
 // decideWords decides one simple command by its words as they are.
 func (rs *Rules) decideWords(c simple) Decision {
-	pd, pok := strongest(rs.policy, c.argv)
+	pd, pok := strongest(rs.policy, c.argv, nil)
 	if c.hidden != "" {
 		// Nothing allows a line whose program cannot be seen.
 		if pok && pd.Verdict != Allow {
@@ -260,18 +266,18 @@ func (rs *Rules) decideWords(c simple) Decision {
 	if pok {
 		return pd
 	}
-	if bd, ok := strongest(rs.builtin, c.argv); ok {
+	if bd, ok := strongest(rs.builtin, c.argv, &rs.scratch); ok {
 		return bd
 	}
 	return Decision{Verdict: Allow}
 }
 
 // strongest returns the decision of the first of the strongest rules of
-// list that match argv.
-func strongest(list []*rule, argv []string) (Decision, bool) {
+// list that match argv; sc, when set, confines the rules marked so.
+func strongest(list []*rule, argv []string, sc *scratch) (Decision, bool) {
 	var found *rule
 	for _, r := range list {
-		if (found == nil || r.kind.rank() > found.kind.rank()) && r.match(argv) {
+		if (found == nil || r.kind.rank() > found.kind.rank()) && r.match(argv) && !(r.confined && sc != nil && sc.confines(argv)) {
 			found = r
 		}
 	}

@@ -177,9 +177,15 @@ func FuzzDecide(f *testing.F) {
 }
 
 // TestBuiltinExamplesDecide: the built-in examples decide as they say
-// through Decide too, past the programs each rule is limited to.
+// through Decide too, past the programs each rule is limited to. The
+// sandbox's home is not known here (HOME passes through), so that
+// delete-outside's examples in ~ ask as written (TestDeleteOutsideConfined
+// has the home known).
 func TestBuiltinExamplesDecide(t *testing.T) {
-	rs := New(policy.Default())
+	p := policy.Default()
+	delete(p.Env.Set, "HOME")
+	p.Env.Pass = append(p.Env.Pass, "HOME")
+	rs := New(p)
 	for _, r := range Builtin(policy.BuiltinIrreversible) {
 		for _, ex := range r.ExamplesMatch {
 			if d := rs.Decide(Action{Argv: ex}); d.Verdict != Ask || d.Rule == nil || d.Rule.Name != r.Name {
@@ -239,7 +245,7 @@ func TestDecideWordsWithSpaces(t *testing.T) {
 		{[]string{"git", "-c", "x.y=a\nb", "push"}, Ask},
 		{[]string{"git", "-c", "x.y=a b", "push"}, Ask},
 		{[]string{"curl", "-o", "o\nf", "-d", "x", "https://example.com"}, Ask},
-		{[]string{"rm", "-rf", "a\nb", "/tmp/victim"}, Ask},
+		{[]string{"rm", "-rf", "a\nb", "/srv/victim"}, Ask},
 		{[]string{"sh", "-c", "git -c $'x.y=a\\nb' push"}, Ask}, // computed word: hidden, ask anyway
 		{[]string{"sh", "-c", "git -c 'x.y=a b' push"}, Ask},
 		// Positive controls.

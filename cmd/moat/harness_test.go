@@ -299,8 +299,8 @@ func TestTTYApproverScopes(t *testing.T) {
 }
 
 // TestLearnAndSuggest: --learn lets through what the rules ask about (a
-// program a script starts, with nobody to ask: rm -rf outside the
-// workspace, which the built-in set asks about) and audits it; policy
+// program a script starts, with nobody to ask: rm -rf of a path through
+// .., which the built-in set asks about) and audits it; policy
 // suggest turns the stream into an allow rule quoting the record, which,
 // added to the policy, decides the command. Positive control: the same
 // run without --learn refuses the program.
@@ -313,7 +313,7 @@ func TestLearnAndSuggest(t *testing.T) {
 		if learn {
 			args = append(args, "--learn")
 		}
-		script := "d=/tmp/moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
+		script := "mkdir x; d=x/../moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
 		cmd := exec.Command(os.Args[0], append(args, "--", "sh", "-c", script)...)
 		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
@@ -391,7 +391,7 @@ func TestSessionLearnAndSuggest(t *testing.T) {
 	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
 	sock, logs := startServe(t, "--audit", auditFile, "--approval-timeout", "1s")
 	ws := t.TempDir()
-	script := "d=/tmp/moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
+	script := "mkdir x; d=x/../moat-learn; mkdir $d; rm -rf $d; test -e $d && echo kept || echo removed"
 	for _, learn := range []bool{false, true} {
 		args := []string{"session", "create", "--socket", sock, "--temp"}
 		if learn {
