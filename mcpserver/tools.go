@@ -202,7 +202,11 @@ func reasonNote(rep *sandbox.Report) string {
 		return ": the wall-clock limit; set timeout_seconds or use start_process for long commands"
 	case "output":
 		return ": the output limit"
-	case "memory", "pids", "cpu", "file_size":
+	case "memory":
+		// Files left in /tmp hold the sandbox's memory past the command
+		// that wrote them; a model told so can delete them and go on.
+		return ": the policy's memory limit, which the sandbox's files in /tmp, /dev/shm and home use too (delete those no longer needed)"
+	case "pids", "cpu", "file_size":
 		return ": the policy's " + rep.Reason + " limit"
 	case "seccomp_kill":
 		return ": a system call the policy's seccomp profile forbids"

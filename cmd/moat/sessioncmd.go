@@ -305,7 +305,10 @@ func execSummary(r *client.ExitReport) string {
 	case "cpu":
 		return "killed" + sig + ": CPU-time limit reached (the session's limits.cpu)"
 	case "memory":
-		return "killed" + sig + ": memory limit reached (the session's limits.memory)"
+		// The limit is the session's, and files left in its tmpfs
+		// mounts hold memory past the command that wrote them: without
+		// saying so, every later command killed looks like its own fault.
+		return "killed" + sig + ": memory limit reached (the session's limits.memory, which its other processes and its files in /tmp, /dev/shm and home use too)"
 	case "pids":
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit refused forks (the session's limits.pids)", r.ExitCode, sig)
 	case "output":
