@@ -243,9 +243,9 @@ var irreversible = []*rule{
 	{
 		// Any path with a .. component may climb out, also a/../b: the
 		// kernel resolves .. after a, which may be a symbolic link. An
-		// absolute path (~, $HOME) into the workspace or the sandbox's
-		// own /tmp, /dev/shm and home is not asked about (confined, see
-		// scratch): a relative one may already delete there.
+		// absolute path into the workspace or the sandbox's own /tmp,
+		// /dev/shm and home is not asked about (confined, see scratch):
+		// a relative one may already delete there.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "delete-outside"}, kind: Ask,
 		programs: []string{"rm"}, confined: true,
 		r: policy.Rule{Name: "delete-outside", Match: policy.Match{CommandRegex: `^rm( \S+)* (-[a-zA-Z]*[rRf][a-zA-Z]*|--[rf][a-z-]*)( \S+)* (["']?[/~]\S*|(\S*[/"'])?\.\.([/"']\S*)?|["']?\$(HOME|\{HOME\})([/"'}]\S*)?)( |$)|^rm( \S+)* (["']?[/~]\S*|(\S*[/"'])?\.\.([/"']\S*)?|["']?\$(HOME|\{HOME\})([/"'}]\S*)?)( \S+)* (-[a-zA-Z]*[rRf][a-zA-Z]*|--[rf][a-z-]*)( |$)`}, Decision: policy.DecisionAsk,

@@ -177,15 +177,9 @@ func FuzzDecide(f *testing.F) {
 }
 
 // TestBuiltinExamplesDecide: the built-in examples decide as they say
-// through Decide too, past the programs each rule is limited to. The
-// sandbox's home is not known here (HOME passes through), so that
-// delete-outside's examples in ~ ask as written (TestDeleteOutsideConfined
-// has the home known).
+// through Decide too, past the programs each rule is limited to.
 func TestBuiltinExamplesDecide(t *testing.T) {
-	p := policy.Default()
-	delete(p.Env.Set, "HOME")
-	p.Env.Pass = append(p.Env.Pass, "HOME")
-	rs := New(p)
+	rs := New(policy.Default())
 	for _, r := range Builtin(policy.BuiltinIrreversible) {
 		for _, ex := range r.ExamplesMatch {
 			if d := rs.Decide(Action{Argv: ex}); d.Verdict != Ask || d.Rule == nil || d.Rule.Name != r.Name {

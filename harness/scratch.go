@@ -17,14 +17,11 @@ import (
 //
 // It refines the built-in delete-outside rule only: `rm -rf /tmp/build`
 // or an absolute path into the workspace, the spelling agents use, is
-// then not asked about, and `rm -rf ~/.cache` is not either where the
-// home is known to be the sandbox's own. A policy's own rules are never
-// refined.
+// then not asked about. A policy's own rules are never refined.
 type scratch struct {
 	roots []string // cleaned absolute paths a deletion may stay under
 	kept  []string // the workspace and read_write paths: nothing above them, nor the workspace whole, nor what is in a read_write one
 	rw    int      // kept[rw:] are the read_write paths
-	home  string   // the sandbox's home, "" when it is not known here
 }
 
 // newScratch reads p's workspace, read_write paths and home. A path that
@@ -42,12 +39,9 @@ func newScratch(p *policy.Policy) scratch {
 			}
 		}
 	}
-	if path.IsAbs(home) && path.Clean(home) != "/" {
-		s.home = path.Clean(home)
-	}
 	s.roots = []string{"/tmp", "/dev/shm"}
-	if s.home != "" {
-		s.roots = append(s.roots, s.home)
+	if path.IsAbs(home) && path.Clean(home) != "/" {
+		s.roots = append(s.roots, path.Clean(home))
 	}
 	if ws := p.Workspace.Path; path.IsAbs(ws) && path.Clean(ws) != "/" {
 		s.roots = append(s.roots, path.Clean(ws))
@@ -95,26 +89,12 @@ func (s *scratch) confines(argv []string) bool {
 // holds reports whether the operand w names only paths in s.
 func (s *scratch) holds(w string) bool {
 	// Quotes are the shell's (a line's words keep them); what they
-	// enclose is the same path. An escape or another variable is not
-	// read here.
+	// enclose is the same path. An escape, a variable or ~ (HOME too: the
+	// line or the request may set it to anything; a program started gets
+	// it expanded, which the exec check then decides) or a brace
+	// expansion is not read here.
 	w = strings.NewReplacer(`"`, "", `'`, "").Replace(w)
-	if strings.ContainsAny(w, "\\`") {
-		return false
-	}
-	braced := strings.HasPrefix(w, "${HOME}")
-	if braced && strings.ContainsAny(w[len("${HOME}"):], "{}") || !braced && strings.ContainsAny(w, "{}") {
-		return false // a brace expansion may name any path
-	}
-	for _, h := range []string{"~", "$HOME", "${HOME}"} {
-		if rest, ok := strings.CutPrefix(w, h); ok && (rest == "" || rest[0] == '/') {
-			if s.home == "" {
-				return false
-			}
-			w = s.home + rest
-			break
-		}
-	}
-	if strings.Contains(w, "$") || strings.HasPrefix(w, "~") {
+	if strings.ContainsAny(w, "\\`${}") || strings.HasPrefix(w, "~") {
 		return false
 	}
 	if !path.IsAbs(w) {

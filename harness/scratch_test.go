@@ -7,9 +7,10 @@ import (
 )
 
 // TestDeleteOutsideConfined: delete-outside does not ask about rm -rf of
-// an absolute path (~, $HOME) into the workspace or the sandbox's own
-// /tmp, /dev/shm and home, and still asks about one above the workspace,
-// in or above a read_write path, through .., or anywhere else. The
+// an absolute path into the workspace or the sandbox's own /tmp,
+// /dev/shm and home, and still asks about the workspace whole, one above
+// it, in or above a read_write path, through .., through ~ or a variable,
+// or anywhere else. The
 // controls are the same deletions under policies where the harness
 // cannot know where they land.
 func TestDeleteOutsideConfined(t *testing.T) {
@@ -25,10 +26,8 @@ func TestDeleteOutsideConfined(t *testing.T) {
 		{"rm", "-rf", "/tmp/build-*"},
 		{"rm", "-fr", "--", "/tmp/x"},
 		{"rm", "/tmp/x", "-rf"},
-		{"rm", "-r", "~/x"},
 		{"rm", "-rf", "/home/agent/.cache"},
-		{"sh", "-c", "rm -rf $HOME/.cache/pip"},
-		{"sh", "-c", `rm -rf "$HOME"/x "${HOME}/y"`},
+		{"rm", "-f", "/work/proj/notes.txt~"},
 		{"sh", "-c", "cd /tmp && rm -rf /tmp/a /work/proj/b"},
 		{"/bin/rm", "-rf", "/work/proj/target"},
 	}
@@ -36,21 +35,24 @@ func TestDeleteOutsideConfined(t *testing.T) {
 		{"rm", "-rf", "/"},
 		{"rm", "-rf", "/*"},
 		{"rm", "-rf", "/etc/x"},
-		{"rm", "-rf", "/work/proj"},       // the workspace whole
-		{"rm", "-rf", "/work/proj/"},      // the same
-		{"rm", "-rf", "/work"},            // above the workspace
-		{"rm", "-rf", "/work/other"},      // beside it
-		{"rm", "-rf", "/work/project"},    // a name that only starts the same
-		{"rm", "-rf", "/tmp/cache"},       // a read_write path
-		{"rm", "-rf", "/tmp/cache/x"},     // in one
-		{"rm", "-rf", "/tmp"},             // above one
-		{"rm", "-rf", "/tmp/*"},           // a glob that names one
-		{"rm", "-rf", "/tmp/c*/x"},        // a glob above one
-		{"rm", "-rf", "/tmp/[a-d]*"},      // one too
-		{"rm", "-rf", "/work/*"},          // one that names the workspace
-		{"rm", "-rf", "~"},                // above ~/.npm
-		{"rm", "-rf", "~/.npm/_cache"},    // in it
-		{"rm", "-rf", "~root/x"},          // another user's home
+		{"rm", "-rf", "/work/proj"},              // the workspace whole
+		{"rm", "-rf", "/work/proj/"},             // the same
+		{"rm", "-rf", "/work"},                   // above the workspace
+		{"rm", "-rf", "/work/other"},             // beside it
+		{"rm", "-rf", "/work/project"},           // a name that only starts the same
+		{"rm", "-rf", "/tmp/cache"},              // a read_write path
+		{"rm", "-rf", "/tmp/cache/x"},            // in one
+		{"rm", "-rf", "/tmp"},                    // above one
+		{"rm", "-rf", "/tmp/*"},                  // a glob that names one
+		{"rm", "-rf", "/tmp/c*/x"},               // a glob above one
+		{"rm", "-rf", "/tmp/[a-d]*"},             // one too
+		{"rm", "-rf", "/work/*"},                 // one that names the workspace
+		{"rm", "-rf", "/home/agent"},             // above /home/agent/.npm
+		{"rm", "-rf", "/home/agent/.npm/_cache"}, // in it
+		{"rm", "-r", "~/x"},                      // HOME may be set to anything
+		{"sh", "-c", "HOME=/srv; rm -rf ~/x"},
+		{"sh", "-c", "rm -rf $HOME/.cache/pip"},
+		{"sh", "-c", `rm -rf "$HOME"/x`},
 		{"rm", "-rf", "/work/proj/../x"},  // through ..
 		{"rm", "-rf", "/tmp/x/../../etc"}, // through ..
 		{"rm", "-rf", "/tmp/x", "../y"},   // one operand through ..
@@ -87,7 +89,6 @@ func TestDeleteOutsideConfined(t *testing.T) {
 	passed := policy.Default()
 	delete(passed.Env.Set, "HOME")
 	passed.Env.Pass = append(passed.Env.Pass, "HOME")
-	check(New(passed), []string{"rm", "-rf", "~/x"}, Ask)
 	check(New(passed), []string{"rm", "-rf", "/home/agent/x"}, Ask)
 	check(New(passed), []string{"rm", "-rf", "/tmp/x"}, Allow)
 	unexpanded := policy.Default()
