@@ -243,13 +243,12 @@ var irreversible = []*rule{
 	{
 		// Any path with a .. component may climb out, also a/../b: the
 		// kernel resolves .. after a, which may be a symbolic link. An
-		// absolute path into the workspace or the sandbox's own /tmp,
-		// /dev/shm and home is not asked about (confined, see scratch):
-		// a relative one may already delete there.
+		// absolute path into the workspace is not asked about (confined,
+		// see scratch): a relative one may already delete there.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "delete-outside"}, kind: Ask,
 		programs: []string{"rm"}, confined: true,
 		r: policy.Rule{Name: "delete-outside", Match: policy.Match{CommandRegex: `^rm( \S+)* (-[a-zA-Z]*[rRf][a-zA-Z]*|--[rf][a-z-]*)( \S+)* (["']?[/~]\S*|(\S*[/"'])?\.\.([/"']\S*)?|["']?\$(HOME|\{HOME\})([/"'}]\S*)?)( |$)|^rm( \S+)* (["']?[/~]\S*|(\S*[/"'])?\.\.([/"']\S*)?|["']?\$(HOME|\{HOME\})([/"'}]\S*)?)( \S+)* (-[a-zA-Z]*[rRf][a-zA-Z]*|--[rf][a-z-]*)( |$)`}, Decision: policy.DecisionAsk,
-			Reason:           "rm -r or -f of an absolute path, ~, $HOME or a path through .. can reach outside the workspace and the sandbox's own /tmp, /dev/shm and home",
+			Reason:           "rm -r or -f of an absolute path, ~, $HOME or a path through .. can reach outside the workspace",
 			ExamplesMatch:    [][]string{{"rm", "-rf", "/"}, {"rm", "-r", "~/x"}, {"rm", "-rf", "../other"}, {"rm", "-f", "/etc/x"}, {"rm", "/x", "-rf"}, {"rm", "--recursive", ".."}, {"rm", "-rf", "./../x"}, {"rm", "-rf", "sub/../../x"}, {"rm", "-rf", "a/../b"}, {"rm", "-rf", "x/.."}, {"rm", "-rf", "--", "../x"}, {"rm", "-rf", "$HOME/x"}, {"rm", "-rf", `"$HOME"`}},
 			ExamplesNotMatch: [][]string{{"rm", "-rf", "build"}, {"rm", "-rf", "./dist"}, {"rm", "/tmp/file"}, {"rm", "-rf", "a..b"}, {"rm", "-rf", ".../x"}, {"rm", "-rf", "$OUT/x"}},
 		},

@@ -7,51 +7,35 @@ import (
 	"github.com/moatbox/moat/policy"
 )
 
-// scratch is where a deletion stays within what the sandbox itself owns:
-// the workspace's content (the command may already delete there by
-// relative path) and the private tmpfs mounts every sandbox gets (/tmp,
-// /dev/shm and its home), which go with it. kept are the workspace and
+// scratch is where the built-in delete-outside rule need not ask: the
+// workspace's content, which the command may already delete by relative
+// path (rm -rf build), spelt absolutely, as agents spell paths
+// (rm -rf /path/to/workspace/build). kept are the workspace itself and
 // the host paths bound writable (read_write): deleting the workspace
 // whole, a read_write path or what is in it, or anything above either,
-// can reach what outlives the sandbox.
+// is still asked about. A policy's own rules are never narrowed.
 //
-// It refines the built-in delete-outside rule only: `rm -rf /tmp/build`
-// or an absolute path into the workspace, the spelling agents use, is
-// then not asked about. A policy's own rules are never refined.
+// The sandbox's own /tmp, /dev/shm and home are not in it, though they
+// go with the sandbox: a git directory outside the workspace is bound
+// writable at its host path, which may be under them, and the line is
+// decided before the run knows its binds.
 type scratch struct {
-	roots []string // cleaned absolute paths a deletion may stay under
-	kept  []string // the workspace and read_write paths: nothing above them, nor the workspace whole, nor what is in a read_write one
-	rw    int      // kept[rw:] are the read_write paths
+	ws   string   // the workspace, cleaned and absolute; "" when not known
+	kept []string // the read_write paths: nothing in or above them
 }
 
-// newScratch reads p's workspace, read_write paths and home. A path that
-// is not absolute (a policy not resolved yet) is left out, which only
-// makes the rule ask more.
+// newScratch reads p's workspace and read_write paths. A path that is
+// not absolute (a policy not resolved yet) leaves the scratch empty,
+// which only makes the rule ask more.
 func newScratch(p *policy.Policy) scratch {
-	var s scratch
-	home := defaultHome
-	if v, ok := p.Env.Set["HOME"]; ok {
-		home = v
-	} else {
-		for _, pat := range p.Env.Pass {
-			if ok, _ := path.Match(pat, "HOME"); ok {
-				home = "" // the caller's own, not known where the decision is made
-			}
-		}
+	ws := p.Workspace.Path
+	if !path.IsAbs(ws) || path.Clean(ws) == "/" {
+		return scratch{}
 	}
-	s.roots = []string{"/tmp", "/dev/shm"}
-	if path.IsAbs(home) && path.Clean(home) != "/" {
-		s.roots = append(s.roots, path.Clean(home))
-	}
-	if ws := p.Workspace.Path; path.IsAbs(ws) && path.Clean(ws) != "/" {
-		s.roots = append(s.roots, path.Clean(ws))
-		s.kept = append(s.kept, path.Clean(ws))
-	}
-	s.rw = len(s.kept)
+	s := scratch{ws: path.Clean(ws)}
 	for _, rw := range p.Filesystem.ReadWrite {
 		if !path.IsAbs(rw) {
-			// "~/x" not expanded yet: where it lands is not known, so
-			// no root holds it for sure.
+			// "~/x" not expanded yet: where it lands is not known.
 			return scratch{}
 		}
 		s.kept = append(s.kept, path.Clean(rw))
@@ -59,15 +43,11 @@ func newScratch(p *policy.Policy) scratch {
 	return s
 }
 
-// defaultHome is the home a sandbox gets when the policy sets none (see
-// policy.Env.Set).
-const defaultHome = "/home/agent"
-
 // confines reports whether every operand of the rm command argv that
 // could reach outside the workspace stays within s (see scratch); false
 // when any might not, or when argv cannot be read that far.
 func (s *scratch) confines(argv []string) bool {
-	if len(s.roots) == 0 {
+	if s.ws == "" {
 		return false
 	}
 	opts := true
@@ -107,26 +87,23 @@ func (s *scratch) holds(w string) bool {
 	}
 	p := path.Clean(w)
 	// A glob names paths in the directory its first pattern is in: that
-	// directory must be in a root, and no path the glob may name may hold
-	// or be a kept one.
+	// directory must be in the workspace, and no path the glob may name
+	// may hold or be a kept one.
 	pat := ""
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
 		pat, p = p, path.Dir(p[:i+1])
 	}
-	if !s.inRoot(p) {
+	if !under(p, s.ws) || p == s.ws && pat == "" {
+		// Outside, or the workspace itself, .git and all (rm refuses .
+		// and ..: a deletion of the whole project is asked about).
 		return false
 	}
-	for i, k := range s.kept {
-		if i >= s.rw && under(p, k) {
+	for _, k := range s.kept {
+		if under(p, k) {
 			return false // in a read_write path
 		}
-		if k != p && under(k, p) && (pat == "" || globReaches(pat, k)) {
-			return false // above the workspace or a read_write path
-		}
-		if i < s.rw && k == p && pat == "" {
-			// The workspace itself, .git and all: rm refuses . and ..,
-			// and a deletion of the whole project is asked about.
-			return false
+		if under(k, p) && (pat == "" || globReaches(pat, k)) {
+			return false // above one
 		}
 	}
 	return true
@@ -141,15 +118,6 @@ func globReaches(pat, k string) bool {
 	n := min(len(pc), len(kc))
 	ok, err := path.Match(strings.Join(pc[:n], "/"), strings.Join(kc[:n], "/"))
 	return ok || err != nil
-}
-
-func (s *scratch) inRoot(p string) bool {
-	for _, r := range s.roots {
-		if under(p, r) {
-			return true
-		}
-	}
-	return false
 }
 
 // under reports whether p is dir or below it; both are clean and
