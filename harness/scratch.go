@@ -71,10 +71,11 @@ func (s *scratch) holds(w string) bool {
 	// Quotes are the shell's (a line's words keep them); what they
 	// enclose is the same path. An escape, a variable or ~ (HOME too: the
 	// line or the request may set it to anything; a program started gets
-	// it expanded, which the exec check then decides) or a brace
-	// expansion is not read here.
+	// it expanded, which the exec check then decides), a brace expansion
+	// or an extended glob (bash's extglob, zsh's qualifiers: a pattern in
+	// parentheses) is not read here.
 	w = strings.NewReplacer(`"`, "", `'`, "").Replace(w)
-	if strings.ContainsAny(w, "\\`${}") || strings.HasPrefix(w, "~") {
+	if strings.ContainsAny(w, "\\`${}()") || strings.HasPrefix(w, "~") {
 		return false
 	}
 	if !path.IsAbs(w) {
@@ -110,11 +111,12 @@ func (s *scratch) holds(w string) bool {
 }
 
 // globReaches reports whether the glob pat may name k, a path above k or
-// one below it: its components match k's as far as both go. path.Match
-// lets * match a leading dot, which the shell does not: that only asks
-// more.
+// one below it: its components match k's as far as both go. Both are
+// compared in lower case, as a shell with nocaseglob matches them, and
+// path.Match lets * match a leading dot, which a shell need not: either
+// only asks more.
 func globReaches(pat, k string) bool {
-	pc, kc := strings.Split(pat, "/"), strings.Split(k, "/")
+	pc, kc := strings.Split(strings.ToLower(pat), "/"), strings.Split(strings.ToLower(k), "/")
 	n := min(len(pc), len(kc))
 	ok, err := path.Match(strings.Join(pc[:n], "/"), strings.Join(kc[:n], "/"))
 	return ok || err != nil

@@ -34,17 +34,20 @@ func TestDeleteOutsideConfined(t *testing.T) {
 		{"rm", "-rf", "/"},
 		{"rm", "-rf", "/*"},
 		{"rm", "-rf", "/etc/x"},
-		{"rm", "-rf", "/work/proj"},           // the workspace whole
-		{"rm", "-rf", "/work/proj/"},          // the same
-		{"rm", "-rf", "/work"},                // above it
-		{"rm", "-rf", "/work/*"},              // a glob that names it
-		{"rm", "-rf", "/work/other"},          // beside it
-		{"rm", "-rf", "/work/project"},        // a name that only starts the same
-		{"rm", "-rf", "/work/proj/cache"},     // a read_write path
-		{"rm", "-rf", "/work/proj/cache/x"},   // in one
-		{"rm", "-rf", "/work/proj/*"},         // a glob that names one
-		{"rm", "-rf", "/work/proj/c*/x"},      // one above one
-		{"rm", "-rf", "/work/proj/[a-d]*"},    // the same
+		{"rm", "-rf", "/work/proj"},         // the workspace whole
+		{"rm", "-rf", "/work/proj/"},        // the same
+		{"rm", "-rf", "/work"},              // above it
+		{"rm", "-rf", "/work/*"},            // a glob that names it
+		{"rm", "-rf", "/work/other"},        // beside it
+		{"rm", "-rf", "/work/project"},      // a name that only starts the same
+		{"rm", "-rf", "/work/proj/cache"},   // a read_write path
+		{"rm", "-rf", "/work/proj/cache/x"}, // in one
+		{"rm", "-rf", "/work/proj/*"},       // a glob that names one
+		{"rm", "-rf", "/work/proj/c*/x"},    // one above one
+		{"rm", "-rf", "/work/proj/[a-d]*"},  // the same
+		{"rm", "-rf", "/work/proj/C*"},      // the same, under nocaseglob
+		{"sh", "-c", "shopt -s extglob; rm -rf /work/proj/!(x)"},
+		{"rm", "-rf", "/work/proj/*(/)"},      // a zsh qualifier
 		{"rm", "-rf", "/srv/data/x"},          // a read_write path elsewhere
 		{"rm", "-rf", "/tmp/x"},               // may hold a bound git directory
 		{"rm", "-rf", "/work/proj/../x"},      // through ..
