@@ -131,6 +131,24 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 		return ns, berr
 	}
 	srv := New(sess, &opts)
+	// The SDK's Run, when ctx ends (SIGTERM to moat mcp), closes the
+	// connection and then waits for the tool calls still running: a
+	// command would hold the server until it ended by itself. Ending the
+	// session first ends those calls.
+	served := make(chan struct{})
+	defer close(served)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if sess != nil && m.Delete(context.Background(), tenant, sess.ID) == nil {
+			sess = nil
+		}
+	}()
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serve: %w", err)
 	}

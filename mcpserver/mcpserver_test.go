@@ -707,3 +707,39 @@ func BenchmarkSessionInfo(b *testing.B) {
 		}
 	})
 }
+
+// TestTerminatedDuringCommand: SIGTERM ends a stdio server at once even
+// while a tool call runs (the SDK would wait for the call to end), and
+// its session with it. The control: the command was running when the
+// signal came.
+func TestTerminatedDuringCommand(t *testing.T) {
+	ws := workspaceDir(t)
+	cs, cmd := stdioServer(t, ws)
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "sleep 987323"}})
+		called <- err
+	}()
+	if pids := proctest.Appear(func() []int { return proctest.Find("sleep 987323") }, 20*time.Second); len(pids) == 0 {
+		t.Fatal("control: the command did not start")
+	}
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the server ended with %v, want 0", err)
+		}
+		t.Logf("ended %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the server did not end on SIGTERM while a command ran")
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find("sleep 987323") }, 10*time.Second); len(left) > 0 {
+		t.Errorf("processes left after SIGTERM: %v", left)
+	}
+	cs.Close()
+	<-called
+}
