@@ -323,6 +323,32 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 	return s.statAt(dir, base, rel)
 }
 
+// Resolve returns where the existing entry rel really is, relative to the
+// root: every link on the way followed beneath it (ErrWorkspace for one
+// leading out, ErrNoFile for one leading nowhere). A tool that edits a
+// file through its path uses it to change a link's target rather than
+// replace the link.
+func (s *Session) Resolve(rel string) (string, error) {
+	rel, err := cleanRel(rel)
+	if err == nil {
+		err = s.filesAllowed(false)
+	}
+	if err != nil {
+		return "", err
+	}
+	done, err := s.useFiles()
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	f, err := s.openBeneath(rel, unix.O_PATH, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return s.realRel(f)
+}
+
 func (s *Session) statAt(dir *os.File, name, rel string) (*FileInfo, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH); err != nil {

@@ -21,6 +21,8 @@ func (s *Session) Mkdir(context.Context, string) error { return errNoFiles }
 
 func (s *Session) Stat(string) (*FileInfo, error) { return nil, errNoFiles }
 
+func (s *Session) Resolve(string) (string, error) { return "", errNoFiles }
+
 func (s *Session) List(string) ([]*FileInfo, bool, error) { return nil, false, errNoFiles }
 
 var errNoFiles = fmt.Errorf("%w: the files API needs Linux's openat2", ErrUnsupportedMode)

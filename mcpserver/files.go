@@ -199,6 +199,29 @@ func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
 	// The policy's write rules decide the change (package daemon); an
 	// ask goes to the approver ctx carries (gateWrite).
 	if !s.viaSandbox() {
+		// The files API replaces the entry rel names; a tool writes what
+		// it names, as the overlay's helper (shWrite) and an editor do:
+		// a link's target inside the workspace, never a link leading out
+		// or nowhere, never a special file.
+		if fi, err := s.session().Stat(rel); err == nil {
+			switch fi.Type {
+			case "symlink":
+				real, err := s.session().Resolve(rel)
+				switch {
+				case errors.Is(err, daemon.ErrNoFile):
+					return fmt.Errorf("%s is a link to a file that does not exist; write the file it names by its own path", rel)
+				case errors.Is(err, daemon.ErrWorkspace) && strings.Contains(err.Error(), "leads out"):
+					return fmt.Errorf("%s: %s is a link that leads out of the workspace", errEscape, rel)
+				case err != nil:
+					return errors.New(fileError(err))
+				}
+				// The write rules decide the path written, the target.
+				rel = real
+			case "file", "dir":
+			default:
+				return fmt.Errorf("%s is not a regular file: inspect it with run_command", rel)
+			}
+		}
 		// The directories on the way, each made beneath the root (and
 		// decided by the rules) unless it is there.
 		if d := path.Dir(rel); d != "." {

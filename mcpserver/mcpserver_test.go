@@ -295,6 +295,28 @@ func TestFiles(t *testing.T) {
 			e.fails(t, "write_file", map[string]any{"path": "out/moat-mcp-probe", "content": "x"}, "escapes the workspace")
 			// Positive control: a link within the workspace is followed.
 			e.ok(t, "read_file", map[string]any{"path": "in"}, "one\n")
+			// A write through a link changes its target and keeps the link,
+			// in every mode; one through a link leading out is refused.
+			e.ok(t, "edit_file", map[string]any{"path": "in", "old_string": "one", "new_string": "uno"}, "replaced 1")
+			e.ok(t, "read_file", map[string]any{"path": "dir/f.txt"}, "uno\n")
+			e.ok(t, "edit_file", map[string]any{"path": "in", "old_string": "uno", "new_string": "one"}, "replaced 1")
+			e.ok(t, "run_command", map[string]any{"command": "test -L in && readlink in"}, "dir/f.txt")
+			if err := os.Symlink("/etc/hostname", filepath.Join(e.ws, "esc")); err != nil {
+				t.Fatal(err)
+			}
+			e.fails(t, "write_file", map[string]any{"path": "esc", "content": "x"}, "escapes the workspace")
+			e.ok(t, "run_command", map[string]any{"command": "test -L esc && echo still a link"}, "still a link")
+			if mode == "direct" {
+				if fi, err := os.Lstat(filepath.Join(e.ws, "in")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("the link was replaced: %v, %v", fi, err)
+				}
+				os.Symlink("nowhere.txt", filepath.Join(e.ws, "dangling"))
+				e.fails(t, "write_file", map[string]any{"path": "dangling", "content": "x"}, "a link to a file that does not exist")
+				if err := syscall.Mkfifo(filepath.Join(e.ws, "fifo"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				e.fails(t, "write_file", map[string]any{"path": "fifo", "content": "x"}, "not a regular file")
+			}
 
 			b, err := os.ReadFile(host)
 			switch mode {

@@ -43,6 +43,13 @@ reason = "secrets"
 			// session's helper refuses every link under write rules.
 			link := map[string]string{"direct": "no-deploy", "overlay": "leads through a link"}[mode]
 			e.fails(t, "write_file", map[string]any{"path": "to-deploy/app.yaml", "content": "x"}, link)
+			// So is a link to a file there.
+			os.WriteFile(filepath.Join(e.ws, "deploy", "live.yaml"), []byte("v1\n"), 0o644)
+			os.Symlink("deploy/live.yaml", filepath.Join(e.ws, "live.yaml"))
+			e.fails(t, "edit_file", map[string]any{"path": "live.yaml", "old_string": "v1", "new_string": "v2"}, link)
+			if b, _ := os.ReadFile(filepath.Join(e.ws, "deploy", "live.yaml")); string(b) != "v1\n" {
+				t.Errorf("a write through a link passed the rule: %q", b)
+			}
 			e.fails(t, "read_file", map[string]any{"path": "deploy/app.yaml"}, "no such file")
 			// Control.
 			e.ok(t, "write_file", map[string]any{"path": "src/a.txt", "content": "one\n"}, "wrote src/a.txt")
