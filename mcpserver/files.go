@@ -257,6 +257,10 @@ func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
 	return err
 }
 
+// maxLine bounds the bytes of one line read_file returns (and half the
+// server's output bound, where that is less).
+const maxLine = 4000
+
 func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {
 	rel, err := s.rel(in.Path)
 	if err != nil {
@@ -287,10 +291,17 @@ func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn
 			fmt.Fprintf(&out, "[... lines %d to %d of %d left out: read them with offset %d ...]\n", i, len(lines), len(lines), i)
 			break
 		}
-		fmt.Fprintf(&out, "%6d\t%s", i, lines[i-1])
-		if !strings.HasSuffix(lines[i-1], "\n") {
-			out.WriteString("\n")
+		line := strings.TrimSuffix(lines[i-1], "\n")
+		if lim := min(maxLine, s.opts.MaxOutput/2); len(line) > lim {
+			// Minified code and data are one line: the bound holds per line
+			// too, or one line would fill the model's context.
+			cut := lim
+			for cut > 0 && !utf8.RuneStart(line[cut]) {
+				cut--
+			}
+			line = fmt.Sprintf("%s[... %d more bytes of line %d left out: read it with run_command (cut -c, fold) ...]", line[:cut], len(line)-cut, i)
 		}
+		fmt.Fprintf(&out, "%6d\t%s\n", i, line)
 	}
 	if len(lines) == 0 {
 		out.WriteString("(empty file)\n")
@@ -454,8 +465,20 @@ func joinRel(dir, name string) string {
 	return dir + "/" + name
 }
 
+// shSearch runs grep inside the sandbox on the path $1, which must lie in
+// the workspace $2 however links lead (grep follows a link named on its
+// command line); the rest of the arguments are grep's. Its own refusals
+// exit 10 and up, apart from grep's statuses.
+const shSearch = `[ -e "$1" ] || { echo "no such file: $1 (list_files shows what exists)" >&2; exit 10; }
+r=$(realpath -e -- "$1") || exit 10
+case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; exit 11;; esac
+p=$1; shift 2
+exec grep "$@" -- "$p"`
+
 // searchFiles greps inside the sandbox, which sees the session's files
-// whatever the mode: grep -r does not follow symbolic links out.
+// whatever the mode: grep -r does not follow symbolic links below the
+// path it is given, and that path is held to the workspace (shSearch).
+// Files grep cannot read do not hide the matches in those it can.
 func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in searchIn) (*mcp.CallToolResult, any, error) {
 	rel, err := s.rel(in.Path)
 	if err != nil {
@@ -468,7 +491,7 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 	if per <= 0 {
 		per = 50
 	}
-	argv := []string{"grep", "-rnIE", "--color=never", "-m", strconv.Itoa(per)}
+	argv := []string{"/bin/sh", "-c", shSearch, "sh", rel, s.session().Workspace, "-rnIE", "--color=never", "-m", strconv.Itoa(per)}
 	if in.IgnoreCase {
 		argv = append(argv, "-i")
 	}
@@ -478,24 +501,66 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 	if in.Glob != "" {
 		argv = append(argv, "--include="+in.Glob)
 	}
-	argv = append(argv, "-e", in.Pattern, "--", rel)
-	var out, errb bytes.Buffer
-	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	argv = append(argv, "-e", in.Pattern)
+	var out bytes.Buffer
+	errb := &capped{max: 64 << 10}
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, backend.Stdio{Stdout: &out, Stderr: errb})
 	if err != nil {
 		return errorResult(refusal(rep, err)), nil, nil
 	}
-	switch rep.ExitCode {
-	case 0:
+	msg := strings.TrimSpace(errb.buf.String())
+	switch {
+	case rep.ExitCode == 0:
 		t, _ := truncate(out.Bytes(), s.opts.MaxOutput)
 		return textResult(t), nil, nil
-	case 1:
+	case rep.ExitCode == 1:
 		return textResult("no matches"), nil, nil
+	case rep.ExitCode == 2 && unreadOnly(msg):
+		// grep says 2 when it could not read a file, matches or not.
+		note := "\n\n(" + unreadNote(msg) + ")"
+		if out.Len() == 0 {
+			return textResult("no matches in the files grep could read" + note), nil, nil
+		}
+		t, _ := truncate(out.Bytes(), s.opts.MaxOutput)
+		return textResult(t + note), nil, nil
 	}
-	msg := strings.TrimSpace(errb.String())
 	if msg == "" {
 		msg = fmt.Sprintf("grep ended with exit code %d (%s)", rep.ExitCode, rep.Reason)
 	}
+	if rep.ExitCode >= 10 {
+		return errorResult(msg), nil, nil
+	}
 	return errorResult("search failed: " + msg), nil, nil
+}
+
+// unreadOnly says whether grep's messages are all about files or
+// directories it could not read, not about the search (a bad pattern).
+func unreadOnly(msg string) bool {
+	if msg == "" {
+		return false
+	}
+	for _, l := range strings.Split(msg, "\n") {
+		if !strings.HasPrefix(l, "grep: ") || !(strings.HasSuffix(l, ": Permission denied") || strings.HasSuffix(l, ": No such file or directory")) {
+			return false
+		}
+	}
+	return true
+}
+
+// unreadNote names the first few paths grep could not read.
+func unreadNote(msg string) string {
+	lines := strings.Split(msg, "\n")
+	var paths []string
+	for _, l := range lines[:min(len(lines), 5)] {
+		l = strings.TrimPrefix(l, "grep: ")
+		l = strings.TrimSuffix(strings.TrimSuffix(l, ": Permission denied"), ": No such file or directory")
+		paths = append(paths, strings.TrimPrefix(l, "./"))
+	}
+	more := ""
+	if len(lines) > len(paths) {
+		more = fmt.Sprintf(" and %d more", len(lines)-len(paths))
+	}
+	return fmt.Sprintf("not searched, grep could not read them: %s%s", strings.Join(paths, ", "), more)
 }
 
 // changeSet opens the overlay session's change set; nil, nil when its

@@ -306,6 +306,26 @@ func TestFiles(t *testing.T) {
 			}
 			e.fails(t, "write_file", map[string]any{"path": "esc", "content": "x"}, "escapes the workspace")
 			e.ok(t, "run_command", map[string]any{"command": "test -L esc && echo still a link"}, "still a link")
+			// search_files holds its path to the workspace, links followed.
+			e.fails(t, "search_files", map[string]any{"pattern": "root", "path": "out"}, "escapes the workspace")
+			e.fails(t, "search_files", map[string]any{"pattern": "x", "path": "esc"}, "escapes the workspace")
+			e.ok(t, "search_files", map[string]any{"pattern": "^one$", "path": "in"}, "one")
+			// A file grep cannot read does not hide the others' matches.
+			locked := filepath.Join(e.ws, "locked.txt")
+			os.WriteFile(locked, []byte("one more\n"), 0o000)
+			if os.Geteuid() == 0 {
+				os.Chown(locked, 12345, 12345)
+			}
+			e.ok(t, "search_files", map[string]any{"pattern": "^one"}, "dir/f.txt:1:one", "grep could not read them: locked.txt")
+			e.ok(t, "search_files", map[string]any{"pattern": "absent"}, "no matches in the files grep could read")
+			e.fails(t, "search_files", map[string]any{"pattern": "(unclosed"}, "search failed")
+			os.Remove(locked)
+			// One long line is cut in what read_file returns.
+			e.ok(t, "write_file", map[string]any{"path": "min.js", "content": strings.Repeat("x", 100000) + "\nend\n"}, "wrote")
+			text := e.ok(t, "read_file", map[string]any{"path": "min.js"}, "more bytes of line 1 left out", "     2\tend\n")
+			if len(text) > 10000 {
+				t.Errorf("read_file returned %d bytes of one long line", len(text))
+			}
 			if mode == "direct" {
 				if fi, err := os.Lstat(filepath.Join(e.ws, "in")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 					t.Errorf("the link was replaced: %v, %v", fi, err)
