@@ -266,6 +266,17 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 		unix.Pwrite(s.oomAdj, s.oomBase, 0)
 	}
 	if err != nil {
+		// The child's chdir fails with the errno an exec would: say which.
+		var st unix.Stat_t
+		if req.Dir != "" {
+			if serr := unix.Stat(req.Dir, &st); serr != nil {
+				fail("chdir "+req.Dir, serr)
+				return
+			} else if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				fail("chdir "+req.Dir, unix.ENOTDIR)
+				return
+			}
+		}
 		fail("exec "+req.Args[0], err)
 		return
 	}
