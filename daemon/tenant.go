@@ -274,8 +274,8 @@ func tenantPolicy(t Tenant, doc, file, ws, mode string, checked *policy.Policy) 
 				return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 			}
 		}
-		if p.Workspace.Path != policy.Default().Workspace.Path {
-			return nil, fmt.Errorf("%w: workspace.path is set by the request's workspace, not the policy", ErrPolicyRefused)
+		if pp := p.Workspace.Path; pp != policy.Default().Workspace.Path && !sameDir(pp, name, ws) {
+			return nil, fmt.Errorf("%w: workspace.path %q is not the session's workspace %s: the request names the workspace (--workspace); remove workspace.path from the policy or name that directory", ErrPolicyRefused, pp, ws)
 		}
 	}
 	p.Workspace.Path = ws
@@ -349,4 +349,17 @@ func confine(p *policy.Policy, ws string, remote bool) error {
 		refuse("network.allow_cidrs is for local users")
 	}
 	return errors.Join(errs...)
+}
+
+// sameDir says whether the policy's workspace.path pp, in the document
+// named name (an absolute file's relative paths are its directory's;
+// "policy" has none), is the directory ws.
+func sameDir(pp, name, ws string) bool {
+	if !filepath.IsAbs(pp) {
+		if !filepath.IsAbs(name) {
+			return false
+		}
+		pp = filepath.Join(filepath.Dir(name), pp)
+	}
+	return filepath.Clean(pp) == filepath.Clean(ws)
 }

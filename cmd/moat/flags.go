@@ -349,3 +349,26 @@ func emptyFlag(fs *flag.FlagSet, names ...string) error {
 	})
 	return err
 }
+
+// flagSet says whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
+// policyWorkspace is the workspace a policy file names (workspace.path,
+// relative to the file's directory), for a command whose --workspace
+// was not given: the session's workspace is the request's, and a policy
+// written for moat run names its own. def when it names none or cannot
+// be read (the daemon then reports the policy's errors).
+func policyWorkspace(file string, doc []byte, def string) string {
+	p, err := policy.ParseDocument(file, doc)
+	if err != nil || p.Workspace.Path == policy.Default().Workspace.Path {
+		return def
+	}
+	if filepath.IsAbs(p.Workspace.Path) {
+		return p.Workspace.Path
+	}
+	return filepath.Join(filepath.Dir(file), p.Workspace.Path)
+}

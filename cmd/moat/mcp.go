@@ -61,19 +61,25 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
 		return exitMoatError
 	}
+	var doc []byte
+	var err error
+	if *policyFile != "" {
+		if doc, err = os.ReadFile(*policyFile); err != nil {
+			return fail(fmt.Errorf("policy: %w", err))
+		}
+		if !flagSet(fs, "workspace") {
+			*ws = policyWorkspace(*policyFile, doc, *ws)
+		}
+	}
 	dir, err := filepath.Abs(*ws)
 	if err != nil {
 		return fail(err)
 	}
-	var doc []byte
 	// The trusted policy as its check read it: the session keeps the
 	// digests of the programs it checked.
 	var checked *policy.Policy
 	switch {
 	case *policyFile != "":
-		if doc, err = os.ReadFile(*policyFile); err != nil {
-			return fail(fmt.Errorf("policy: %w", err))
-		}
 	default:
 		local := filepath.Join(dir, ".moat.toml")
 		if _, serr := os.Stat(local); serr == nil {

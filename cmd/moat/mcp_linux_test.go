@@ -17,6 +17,9 @@ func TestMCPBadInput(t *testing.T) {
 	ws := t.TempDir()
 	bad := filepath.Join(ws, "bad.toml")
 	os.WriteFile(bad, []byte("[limits]\nwall = \"soon\"\n"), 0o644)
+	other := filepath.Join(ws, "other.toml")
+	os.Mkdir(filepath.Join(ws, "elsewhere"), 0o755)
+	os.WriteFile(other, []byte("[workspace]\npath = \"elsewhere\"\n"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -28,6 +31,7 @@ func TestMCPBadInput(t *testing.T) {
 		{[]string{"mcp", "--policy", filepath.Join(ws, "missing.toml")}, exitMoatError, "policy:"},
 		{[]string{"mcp", "--policy", bad}, exitMoatError, "wall"},
 		{[]string{"mcp", "--workspace-mode", "sideways"}, exitMoatError, "sideways"},
+		{[]string{"mcp", "--policy", other, "--workspace", ws}, exitMoatError, `workspace.path "elsewhere" is not the session's workspace`},
 	} {
 		code, out, errs := moat(t, ws, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.want) || out != "" {
@@ -91,6 +95,59 @@ func TestMCPStdio(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("moat mcp did not end with its stdin")
+	}
+}
+
+// TestMCPPolicyWorkspace: a policy file that names its workspace, as
+// one written for moat run does, gives moat mcp its workspace when
+// --workspace is not given (relative to the file's directory), and is
+// accepted with --workspace naming the same directory.
+func TestMCPPolicyWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "proj")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("from the policy's workspace\n"), 0o644)
+	pol := filepath.Join(dir, "p.toml")
+	os.WriteFile(pol, []byte("[workspace]\npath = \"proj\"\n"), 0o644)
+	for _, args := range [][]string{{"mcp", "--policy", pol}, {"mcp", "--policy", pol, "--workspace", ws}} {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var errb bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- realMain(args, inR, outW, &errb)
+			outW.Close()
+		}()
+		go func() {
+			for _, line := range []string{
+				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"cat f.txt"}}}`,
+			} {
+				io.WriteString(inW, line+"\n")
+			}
+		}()
+		sc := bufio.NewScanner(outR)
+		var got string
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"id":2`) {
+				got = sc.Text()
+				break
+			}
+		}
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		if !strings.Contains(got, "from the policy's workspace") || strings.Contains(got, `"isError":true`) {
+			t.Errorf("moat %v: run_command answer: %s (stderr %s)", args, got, errb.String())
+		}
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("moat %v exited %d: %s", args, code, errb.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("moat %v did not end with its stdin", args)
+		}
 	}
 }
 

@@ -109,6 +109,9 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 			return exitMoatError
 		}
 		req.Policy = string(data)
+		if !flagSet(fs, "workspace") {
+			*ws = policyWorkspace(*policyFile, data, *ws)
+		}
 		// The daemon, when it is this user's, takes the file's directory
 		// for the policy's relative paths, as moat run does, and keeps
 		// the file read-only in the session.
