@@ -12,6 +12,7 @@ import (
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -19,14 +20,16 @@ import (
 // refuses or that fails: not public HTTPS, a redirect, too slow, too big.
 var ErrFetchRefused = errors.New("fetch refused")
 
-// Fetch is the webhook-style request agent platforms allow beside a
-// sandbox (moat fetch, MCP's fetch tool), made for the session by the
-// daemon on the host: a GET of a public https:// URL, no redirects, 5 s,
-// 1 MiB (egress.Fetcher). The session's host rules decide it first, as
-// they decide its proxy's requests: a deny refuses it (sandbox.ErrDenied),
-// an ask waits for the request's approver (see WithApprover), else the
-// session's pending approvals, else refuses it. Every decision other than
-// a plain allow is audited with the session's records.
+// Fetch is the webhook-style request agent platforms offer beside a
+// sandbox's commands (moat fetch, MCP's fetch tool), made for the session
+// by the daemon on the host: a GET of a public https:// URL, no
+// redirects, 5 s, 1 MiB (egress.Fetcher). The session's [network] decides
+// it first, as it decides its commands' requests (none refuses it; allow,
+// its lists), then its host rules, as they decide its proxy's requests: a
+// deny refuses it (sandbox.ErrDenied), an ask waits for the request's
+// approver (see WithApprover), else the session's pending approvals, else
+// refuses it. Every decision other than a plain allow is audited with the
+// session's records.
 func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult, error) {
 	if err := s.begin(false); err != nil {
 		return nil, err
@@ -42,8 +45,17 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 			return nil, fmt.Errorf("%w: %q: bad port", ErrBadRequest, rawURL)
 		}
 	}
-	rules := harness.New(s.Policy())
+	pol := s.Policy()
 	host := strings.ToLower(u.Hostname())
+	if why := networkRefuses(pol, host, port); why != "" {
+		// The fetch is a request of the session's: what its [network]
+		// refuses its commands, it refuses the fetch, and the host rules
+		// only narrow what that allows, as for the proxy.
+		s.recordDecision(audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: s.ID, At: "fetch",
+			Command: []string{"FETCH", rawURL}, Verdict: string(harness.Deny), Reason: why, Rule: "[network]", Outcome: "denied"})
+		return nil, fmt.Errorf("%w: %s", sandbox.ErrDenied, why)
+	}
+	rules := harness.New(pol)
 	d := rules.DecideHost(harness.Request{Host: host, Port: port, Method: "GET", Path: u.Path})
 	if d.Verdict != harness.Allow {
 		what := []string{"FETCH", rawURL}
@@ -79,7 +91,8 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	}
 	f := s.m.cfg.Fetcher
 	if f == nil {
-		f = &egress.Fetcher{}
+		// The private ranges the policy lets its commands reach.
+		f = &egress.Fetcher{AllowCIDRs: pol.Network.AllowCIDRs}
 	}
 	r, err := f.Fetch(ctx, rawURL)
 	s.SpendFetched(rawURL, r)
@@ -87,6 +100,27 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
 	}
 	return r, nil
+}
+
+// networkRefuses says why the policy's [network] refuses the session a
+// request to host:port, "" when it allows it: none refuses every one,
+// allow what its lists do not allow (egress.Rules, the proxy's
+// decision), host none.
+func networkRefuses(p *policy.Policy, host string, port int) string {
+	switch p.Network.Mode {
+	case policy.NetworkHost:
+		return ""
+	case policy.NetworkAllow:
+		rules, err := egress.ParseRules(p.Network.Allow, p.Network.Deny, p.Network.AllowCIDRs)
+		if err != nil {
+			return fmt.Sprintf("the policy's [network] lists: %v", err)
+		}
+		if v := rules.Decide(egress.Dest{Host: host, Port: port}); !v.Allow {
+			return v.Reason
+		}
+		return ""
+	}
+	return fmt.Sprintf("the session has no network ([network] mode = %q), and a fetch is a request of the session's: to allow %s, set [network] mode = \"allow\" with %q in [network] allow", p.Network.Mode, host, host)
 }
 
 // SpendRequest counts a request the daemon makes for s to host (a

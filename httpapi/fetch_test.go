@@ -29,13 +29,13 @@ import (
 // TestFetchThroughTheAPI: POST /v1/sessions/{id}/fetch fetches a public
 // HTTPS page for a session (a loopback server stands in, its names and
 // addresses allowed by the test's fetcher): the page comes back (the
-// positive control), a host a rule denies is refused with "denied" and
-// the rule named, and a redirect and plain HTTP are refused with
-// "fetch_refused".
+// positive control), a host a rule denies, and one the session's
+// [network] does not allow, are refused with "denied" naming why, and a
+// redirect and plain HTTP are refused with "fetch_refused".
 func TestFetchThroughTheAPI(t *testing.T) {
 	port, fetcher := fetchServer(t)
 	d := startDaemon(t, daemon.Config{Fetcher: fetcher}, nil)
-	s := d.create(t, &client.CreateSessionRequest{Policy: `[[rules]]
+	s := d.create(t, &client.CreateSessionRequest{Policy: fetchNet + `[[rules]]
 name = "no-denied"
 match = { host = "denied.test" }
 decision = "deny"
@@ -50,6 +50,8 @@ reason = "not this one"
 		{fmt.Sprintf("https://denied.test:%d/ok", port), client.CodeDenied, "no-denied"},
 		{fmt.Sprintf("https://api.test:%d/redirect", port), client.CodeFetchRefused, "redirect"},
 		{fmt.Sprintf("http://api.test:%d/ok", port), client.CodeFetchRefused, "https"},
+		// What the session's [network] does not allow is not fetched.
+		{fmt.Sprintf("https://other.test:%d/ok", port), client.CodeDenied, `add "other.test" to [network] allow`},
 	} {
 		_, err := d.c.Fetch(ctx, s.ID, tc.url)
 		var ae *client.Error
@@ -58,6 +60,10 @@ reason = "not this one"
 		}
 	}
 }
+
+// fetchNet is the [network] of a session whose fetches reach the
+// fetchServer's names.
+const fetchNet = "[network]\nmode = \"allow\"\nallow = [\"api.test\", \"denied.test\"]\n"
 
 // fetchServer is a loopback HTTPS server standing in for public pages
 // (api.test, denied.test; /redirect redirects, every other path answers
@@ -119,7 +125,7 @@ requests = { "api.test" = 2 }
 		{"network", "[budgets]\nnetwork = 10\n", 1, "network"},
 		{"none", "", 4, ""},
 	} {
-		s := d.create(t, &client.CreateSessionRequest{Policy: tc.policy})
+		s := d.create(t, &client.CreateSessionRequest{Policy: fetchNet + tc.policy})
 		for i := range tc.ok {
 			if r, err := d.c.Fetch(context.Background(), s.ID, url); err != nil || r.Status != 200 {
 				t.Fatalf("%s: fetch %d: %v %+v", tc.name, i+1, err, r)

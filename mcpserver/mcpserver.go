@@ -38,7 +38,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/moatbox/moat/daemon"
-	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
@@ -64,10 +63,6 @@ type Options struct {
 	// its change set, which can be applied only once it is unmounted. Nil
 	// means apply is refused while the session lives.
 	Restart func(ctx context.Context, between func() error) (*daemon.Session, error)
-	// Fetcher makes the fetch tool's requests; nil means one with the
-	// defaults of egress.Fetcher (public HTTPS only). Tests point names
-	// at loopback with it.
-	Fetcher *egress.Fetcher
 	// NoElicit keeps asks from the client: its caller may not answer
 	// approvals (a credential of daemon.RoleSessions, an agent's), and a
 	// client's elicitation is answered by whoever drives the client. The

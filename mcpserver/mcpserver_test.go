@@ -89,7 +89,7 @@ func start(t testing.TB, s setup) *env {
 	t.Helper()
 	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), "daemon-"+strings.ReplaceAll(t.Name(), "/", "_"))
 	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Approvals: s.approvals > 0, ApprovalTimeout: s.approvals})
+		Approvals: s.approvals > 0, ApprovalTimeout: s.approvals, Fetcher: s.fetcher})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func start(t testing.TB, s setup) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := &mcpserver.Options{MaxOutput: 4000, Network: network, Fetcher: s.fetcher}
+	opts := &mcpserver.Options{MaxOutput: 4000, Network: network}
 	if !s.noRestart {
 		// As ServeLocal does: the session ends and is made again.
 		opts.Restart = func(ctx context.Context, between func() error) (*daemon.Session, error) {
