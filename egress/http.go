@@ -273,11 +273,6 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		writeStatus(cc.c, http.StatusBadRequest, "", "moat: "+ev.Reason+"\n")
 		return false
 	}
-	if rule, reason := p.Secrets.checkPlain(req); rule != "" {
-		ev.Host, ev.Rule, ev.Reason = u.Hostname(), rule, reason
-		cc.refuse(ev, what)
-		return false
-	}
 	port := 80
 	if ps := u.Port(); ps != "" {
 		n, err := strconv.Atoi(ps)
@@ -288,6 +283,11 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 			return false
 		}
 		port = n
+	}
+	if rule, reason := p.Secrets.checkPlain(req); rule != "" {
+		ev.Host, ev.Port, ev.Rule, ev.Reason = u.Hostname(), port, rule, reason
+		cc.refuse(ev, what)
+		return false
 	}
 	t, v := p.decide(Dest{Host: u.Hostname(), Port: port}, ev)
 	if !v.Allow {

@@ -988,7 +988,11 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	ev := &Event{Time: cc.start, Proto: ProtoIntercepted, Host: t.name, Port: t.port, Addr: tunnel.Addr,
 		Method: req.Method, Path: req.URL.Path}
 	defer cc.finish(ev)
-	what := req.Method + " https://" + t.name + req.URL.Path
+	authority := t.name
+	if t.port != 443 {
+		authority = net.JoinHostPort(t.name, strconv.Itoa(t.port))
+	}
+	what := req.Method + " https://" + authority + req.URL.Path
 	if req.Method == http.MethodConnect || req.URL.Host != "" && hostKey(req.URL.Hostname()) != t.name {
 		ev.Decision, ev.Rule = DecisionError, "bad request"
 		ev.Reason = "inside a tunnel a request names a path on the tunnel's host"

@@ -164,11 +164,19 @@ func TestSecretInjectedOnlyForItsHost(t *testing.T) {
 		if err != nil || code != http.StatusForbidden || !strings.Contains(body, "secret TOKEN") || strings.Contains(body, "real-token") {
 			t.Errorf("%s %s: %d %q %v; want 403 naming secret TOKEN", tc.method, tc.url, code, body, err)
 		}
+		// The refusal names the URL with its port.
+		if want := fmt.Sprintf(":%d/", port); !strings.Contains(body, want) {
+			t.Errorf("%s %s: the refusal %q does not name the port (%q)", tc.method, tc.url, body, want)
+		}
 	}
 	// Plain HTTP never carries a placeholder, to any host.
 	resp, body := tp.get(t, fmt.Sprintf("http://denied.test:%d/?k=%s", port, tok), fmt.Sprintf("denied.test:%d", port))
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "HTTPS only") {
 		t.Errorf("plain HTTP with the placeholder: %d %q; want 403", resp.StatusCode, body)
+	}
+	// Its event names the destination whole.
+	if e := tp.nextOf(t, ProtoHTTP); e.Decision != DecisionDeny || e.Host != "denied.test" || e.Port != port || e.Rule != "secret placeholder" {
+		t.Errorf("event of the plain request: %+v, want a refusal of denied.test:%d", e, port)
 	}
 }
 
