@@ -123,7 +123,7 @@ func (s *server) mcpServer(where string, sopts *mcp.ServerOptions) *mcp.Server {
 	sopts.Instructions = where + "Commands run confined by the session's policy: call session_info to see what is writable, which hosts are reachable and the limits. Paths are relative to the workspace."
 	srv := mcp.NewServer(&mcp.Implementation{Name: "moat", Version: s.opts.Version}, sopts)
 	s.addTools(srv)
-	srv.AddReceivingMiddleware(unknownTool(tools), recoverPanics)
+	srv.AddReceivingMiddleware(unknownTool(tools), recoverPanics, askFailed)
 	return srv
 }
 
@@ -143,6 +143,22 @@ func recoverPanics(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}()
 		return next(ctx, method, req)
+	}
+}
+
+// askFailed turns a failure of the SDK's asking a client's user for this
+// server (elicitation, for a client on a protocol version without
+// multi-round-trip results: the client answered with an error or with
+// content the form does not take) into a tool result, as every other
+// failure of a tool is. Nothing was run: the tool runs only with an
+// answer.
+func askFailed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method == "tools/call" && err != nil && ctx.Err() == nil && strings.HasPrefix(err.Error(), "multi-round-trip") {
+			return errorResult(fmt.Sprintf("moat asked the user to approve this and the client's answer failed (%v); nothing was run or written. Ask the user to approve it, or to run it themselves.", err)), nil
+		}
+		return res, err
 	}
 }
 

@@ -27,6 +27,13 @@ type rawServer struct {
 
 func startRaw(t *testing.T, ws string) *rawServer {
 	t.Helper()
+	return startRawWith(t, ws, "2025-06-18", `{}`)
+}
+
+// startRawWith is startRaw with the client's protocol version and
+// capabilities.
+func startRawWith(t *testing.T, ws, version, caps string) *rawServer {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +67,7 @@ func startRaw(t *testing.T, ws string) *rawServer {
 			t.Error("the server did not end with its stdin")
 		}
 	})
-	s.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	s.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":`+caps+`,"clientInfo":{"name":"t","version":"1"}}}`)
 	s.answer(t, `"init"`)
 	s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return s
@@ -241,5 +248,54 @@ func TestStdioBadLines(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "large")); string(b) != content {
 		t.Errorf("the 4 MiB file holds %d bytes", len(b))
+	}
+}
+
+// TestAskFailsAsToolResult: a client on a protocol version without
+// multi-round-trip results is asked through elicitation/create, which
+// the SDK sends for the server; when the client answers it with an error,
+// or with content the form does not take, the call is a tool result
+// saying so, not a protocol error, and nothing runs. The control: the
+// same call answered with an approval runs.
+func TestAskFailsAsToolResult(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "deploy"), []byte("#!/bin/sh\necho deployed \"$@\"\n"), 0o755)
+	t.Setenv("MOAT_TEST_MCP_POLICY", askPolicy)
+	s := startRawWith(t, ws, "2025-06-18", `{"elicitation":{}}`)
+	for i, answer := range []string{
+		`"error":{"code":-32603,"message":"the client broke"}`,
+		`"result":{"action":"accept","content":{"approve":"yes"}}`,
+		`"result":{"action":"accept","content":{"approve":true}}`,
+	} {
+		id := fmt.Sprintf(`"call%d"`, i)
+		s.send(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"PATH=.:$PATH deploy now"}}}`)
+		var m map[string]any
+		for m == nil {
+			line, err := s.out.ReadBytes('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg map[string]any
+			json.Unmarshal(line, &msg)
+			switch got, _ := json.Marshal(msg["id"]); {
+			case msg["method"] == "elicitation/create":
+				s.send(t, `{"jsonrpc":"2.0","id":`+string(got)+`,`+answer+`}`)
+			case string(got) == id:
+				m = msg
+			}
+		}
+		if code, msg := rpcError(m); code != 0 || msg != "" {
+			t.Fatalf("answer %d: a protocol error %d %q, want a tool result", i, code, msg)
+		}
+		text, isErr := toolText(t, m)
+		if i == 2 {
+			if isErr || !strings.Contains(text, "deployed now") {
+				t.Errorf("control: approved, the command gave %q (error %v)", text, isErr)
+			}
+			continue
+		}
+		if !isErr || !strings.Contains(text, "the client's answer failed") || strings.Contains(text, "deployed") {
+			t.Errorf("answer %d: %q (error %v), want an error result saying the ask failed", i, text, isErr)
+		}
 	}
 }
