@@ -543,9 +543,21 @@ func TestApplyNeedsAPerson(t *testing.T) {
 	}
 }
 
+// TestSessionInfo: session_info tells the agent what its session allows:
+// the workspace, the network with its lists, the rules in force (the
+// built-in sets too), and each secret's variable and hosts, never the
+// secret's source or value.
 func TestSessionInfo(t *testing.T) {
-	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"example.org\"]\n[limits]\nwall = \"7m\"\n", mode: "overlay"})
-	text := e.ok(t, "session_info", map[string]any{}, e.ws, `"workspace_mode": "overlay"`, "example.org", "change set")
+	t.Setenv("MOAT_TEST_INFO_TOKEN", "real-value-8d1f")
+	e := start(t, setup{policy: "[network]\nmode = \"allow\"\nallow = [\"example.org\"]\nallow_cidrs = [\"10.1.2.0/24\"]\n[limits]\nwall = \"7m\"\n" +
+		"[[secrets]]\nname = \"API_TOKEN\"\nsource = \"env:MOAT_TEST_INFO_TOKEN\"\nhosts = [\"example.org\"]\n", mode: "overlay"})
+	text := e.ok(t, "session_info", map[string]any{}, e.ws, `"workspace_mode": "overlay"`, "example.org", "change set",
+		"10.1.2.0/24", `"builtin_rules": [`, "irreversible", `"env": "API_TOKEN"`, "send $API_TOKEN")
+	for _, leak := range []string{"real-value-8d1f", "MOAT_TEST_INFO_TOKEN"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("session_info shows a secret's %q:\n%s", leak, text)
+		}
+	}
 	var info map[string]any
 	if err := json.Unmarshal([]byte(text), &info); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, text)

@@ -386,9 +386,39 @@ func (s *server) sessionInfo(context.Context, *mcp.CallToolRequest, noIn) (*mcp.
 		"network":        network(p),
 		"limits":         p.Limits,
 		"rules":          p.Rules,
+		"builtin_rules":  p.Harness.Builtin,
 		"expires":        s.session().Expires,
 	}
+	if len(p.Secrets) > 0 {
+		info["secrets"] = secrets(p)
+	}
 	return textResult(jsonText(info)), nil, nil
+}
+
+// secrets says what the agent needs of each secret: the variable that
+// holds its placeholder, where the proxy puts the value, and on what.
+// Never its source or its value.
+func secrets(p *policy.Policy) []map[string]any {
+	var out []map[string]any
+	for _, c := range p.Secrets {
+		m := map[string]any{"env": c.Name, "hosts": c.Hosts}
+		switch {
+		case c.Header != "":
+			m["note"] = "the proxy sets the " + strings.TrimSpace(strings.SplitN(c.Header, ":", 2)[0]) + " header on HTTPS requests to these hosts: send nothing"
+		case c.Query != "":
+			m["note"] = "send $" + c.Name + " in a header, or as the whole value of the query parameter " + c.Query + ", over HTTPS to these hosts; the proxy puts the real value in its place"
+		default:
+			m["note"] = "send $" + c.Name + " in a header over HTTPS to these hosts; the proxy puts the real value in its place"
+		}
+		if len(c.Methods) > 0 {
+			m["methods"] = c.Methods
+		}
+		if len(c.Paths) > 0 {
+			m["paths"] = c.Paths
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func writable(p *policy.Policy) []string {
@@ -411,6 +441,9 @@ func network(p *policy.Policy) map[string]any {
 		n["allow"] = p.Network.Allow
 		n["deny"] = p.Network.Deny
 		n["https_only"] = p.Network.HTTPSOnly
+		if len(p.Network.AllowCIDRs) > 0 {
+			n["allow_cidrs"] = p.Network.AllowCIDRs
+		}
 		n["note"] = "only the hosts in allow are reachable, through the sandbox's proxy"
 	case "host":
 		n["note"] = "the host's network, unfiltered"
