@@ -27,6 +27,15 @@ func (s *server) gateWrite(ctx context.Context, req *mcp.CallToolRequest, rel st
 	if res != nil {
 		return ctx, res
 	}
+	if ap == nil && d.Verdict == harness.Ask {
+		// Nobody to ask: said as a refused command is (refusal), not as
+		// the files API says it to its own callers.
+		rule := "the write rules"
+		if d.Rule != nil {
+			rule = "rule `" + d.Rule.String() + "`"
+		}
+		return ctx, errorResult(fmt.Sprintf("refused by %s: %s. Writing %s needs a person's approval and this client offers no way to ask one (elicitation): ask the user to approve it or to write it themselves.", rule, d.Reason, rel))
+	}
 	if ap != nil && d.Verdict == harness.Ask {
 		ap = &writeApproval{inner: ap, rel: rel, d: d}
 	}
