@@ -164,6 +164,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if state := holdsStateDir(path); state != "" {
 			return nil, fmt.Errorf("workspace %s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; run moat from a project directory or pass --workspace DIR", ws, state)
 		}
+		if why := hostSystem(path); why != "" {
+			return nil, fmt.Errorf("workspace %s %s; run moat from a project directory or pass --workspace DIR", ws, why)
+		}
 	}
 	// In a workspace the caller made, only the paths outside it are
 	// looked at with the owner's rights (Compile runs with them
@@ -229,6 +232,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 			if state := holdsStateDir(path); state != "" {
 				return nil, p.FieldError(field, fmt.Sprintf("%s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; list the directories the command needs", rw, state))
+			}
+			if why := hostSystem(path); why != "" {
+				return nil, p.FieldError(field, fmt.Sprintf("%s %s; list the directories the command needs", rw, why))
 			}
 		}
 	}
@@ -577,6 +583,41 @@ func buildEnv(e policy.Env, environ []string) []string {
 // trusted for the next run, and the quarantine and change sets are the
 // person's to review, not the command's to rewrite. A workspace inside it
 // (a daemon's made workspace may be) is not refused: it holds none of it.
+// hostSystemDirs hold what the host's own programs run and read as
+// root: its programs and libraries, its configuration, its boot files,
+// its packages' state and the jobs its schedulers run. A command that
+// could write there (as root, a root caller's workspace is written as
+// its owner) could have code run as root on the host.
+var hostSystemDirs = []string{"/bin", "/boot", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/usr", "/var/lib", "/var/spool"}
+
+// hostSystem says why path may not be written by a sandbox ("is in
+// /etc, ..."), "" when nothing forbids it: it lies in or holds one of
+// hostSystemDirs, or holds /home (every user's home). moat's own state
+// directory, where a daemon makes workspaces, is not the host's.
+func hostSystem(path string) string {
+	if state, err := workspace.StateDir(); err == nil && (within(state, path) || within(realPath(state), path)) {
+		return ""
+	}
+	for _, d := range hostSystemDirs {
+		switch {
+		case path == d:
+			return fmt.Sprintf("is %s, the host's own system files (a file written there could run as root on the host)", d)
+		case within(d, path):
+			return fmt.Sprintf("is in %s, the host's own system files (a file written there could run as root on the host)", d)
+		case within(path, d):
+			return fmt.Sprintf("contains %s, the host's own system files (a file written there could run as root on the host)", d)
+		}
+	}
+	if within(path, "/home") {
+		what := "contains /home"
+		if path == "/home" {
+			what = "is /home"
+		}
+		return what + ", every user's home directory"
+	}
+	return ""
+}
+
 func holdsStateDir(path string) string {
 	state, err := workspace.StateDir()
 	if err != nil {

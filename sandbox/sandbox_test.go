@@ -1614,9 +1614,10 @@ func TestCreatedProtectedPathsReported(t *testing.T) {
 	}
 }
 
-// TestWritablePathsHeldToWorkspaceRule: --rw / and a writable path that
-// holds the caller's home are refused, as such a workspace is, with the
-// flag named; a directory beside the home is fine.
+// TestWritablePathsHeldToWorkspaceRule: --rw /, a writable path that
+// holds the caller's home, and one in or above the host's system files
+// are refused, as such a workspace is, with the flag named; a directory
+// beside the home is fine.
 func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
 	base := t.TempDir()
 	home, other, ws := filepath.Join(base, "home", "me"), filepath.Join(base, "other"), t.TempDir()
@@ -1631,6 +1632,10 @@ func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
 		filepath.Join(base, "link"):   "contains your home directory",
 		other:                         "",
 		filepath.Join(home, ".cache"): "",
+		// The host's system files: as root, code that runs as root.
+		"/etc":           "is /etc, the host's own system files",
+		"/usr/local/bin": "is in /usr, the host's own system files",
+		"/var":           "contains /var/lib, the host's own system files",
 	} {
 		p := policy.Default()
 		p.Workspace.Path = ws
@@ -1647,15 +1652,16 @@ func TestWritablePathsHeldToWorkspaceRule(t *testing.T) {
 }
 
 // TestWorkspaceLinkHeldToRule: a workspace reached through a symlink is
-// held to the rule by what it names: a link to / or to a directory that
-// holds the caller's home is refused as / and the home itself are. The
-// control: a link to a directory beside the home compiles.
+// held to the rule by what it names: a link to /, to a directory that
+// holds the caller's home, or to the host's system files is refused as
+// those themselves are. The control: a link to a directory beside the
+// home compiles.
 func TestWorkspaceLinkHeldToRule(t *testing.T) {
 	base := t.TempDir()
 	home, other := filepath.Join(base, "home", "me"), filepath.Join(base, "other")
 	os.MkdirAll(home, 0o755)
 	os.Mkdir(other, 0o755)
-	for name, target := range map[string]string{"root": "/", "homes": filepath.Join(base, "home"), "home": home, "other": other} {
+	for name, target := range map[string]string{"root": "/", "homes": filepath.Join(base, "home"), "home": home, "other": other, "etc": "/etc"} {
 		if err := os.Symlink(target, filepath.Join(base, "to-"+name)); err != nil {
 			t.Fatal(err)
 		}
@@ -1669,6 +1675,10 @@ func TestWorkspaceLinkHeldToRule(t *testing.T) {
 		filepath.Join(base, "to-other"): "",
 		"/dev/shm":                      "which the sandbox has its own of",
 		"/proc/self":                    "which the sandbox has its own of",
+		"/etc":                          "is /etc, the host's own system files",
+		"/usr/share":                    "is in /usr, the host's own system files",
+		"/home":                         "is /home, every user's home directory",
+		filepath.Join(base, "to-etc"):   "is /etc, the host's own system files",
 	} {
 		p := policy.Default()
 		p.Workspace.Path = ws
