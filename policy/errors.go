@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -111,6 +113,28 @@ func (l *errorList) err() error {
 // file of the first. Checks outside this package that list a policy's
 // problems return their list through it.
 func BoundErrors(errs Errors) *Errors {
+	// In the order a person fixes them: down the file (a flag's first,
+	// those without a line last).
+	errs = slices.Clone(errs)
+	slices.SortStableFunc(errs, func(a, b *FieldError) int {
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		line := func(e *FieldError) int {
+			if e.Line == 0 {
+				return math.MaxInt
+			}
+			return e.Line
+		}
+		la, lb := line(a), line(b)
+		switch {
+		case la < lb:
+			return -1
+		case la > lb:
+			return 1
+		}
+		return 0
+	})
 	if len(errs) <= MaxErrors {
 		return &errs
 	}

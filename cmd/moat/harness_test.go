@@ -87,6 +87,14 @@ func TestPolicyCheck(t *testing.T) {
 	if w := bad + `:4: rules[0].examples_match[0]: the rule does not match its own example ["git" "pull"]`; code != 1 || !strings.Contains(errs, w) {
 		t.Errorf("policy check bad example = %d %q, want %q", code, errs, w)
 	}
+	// What moat run refuses, policy check refuses, in the file's order: a
+	// public suffix in the allow list beside the policy's own errors.
+	os.WriteFile(bad, []byte("[network]\nmode = \"allow\"\nallow = [\"*.co.uk\", \"example.com\"]\n[limits]\nmemory = \"1B\"\n"), 0o644)
+	code, _, errs = moat(t, dir, "policy", "check", bad)
+	first, second := bad+`:3: network.allow[0]: "*.co.uk": too broad`, bad+":5: limits.memory: 1B is too small"
+	if i, j := strings.Index(errs, first), strings.Index(errs, second); code != 1 || i < 0 || j < i {
+		t.Errorf("policy check of a public suffix = %d %q, want %q then %q", code, errs, first, second)
+	}
 }
 
 // readAudit returns the records of an audit stream, after checking its

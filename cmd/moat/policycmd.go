@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -109,7 +111,22 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 	for _, file := range args {
 		p, err := policy.Load(file)
 		if err == nil {
-			err = p.Validate()
+			// What moat run checks: the policy's own rules, and the network
+			// lists as the proxy reads them (a public suffix is too broad),
+			// listed together.
+			var all policy.Errors
+			for _, e := range []error{p.Validate(), sandbox.CheckPolicy(p)} {
+				var pe *policy.Errors
+				switch {
+				case errors.As(e, &pe):
+					all = append(all, *pe...)
+				case e != nil && err == nil:
+					err = e
+				}
+			}
+			if err == nil && len(all) > 0 {
+				err = policy.BoundErrors(all)
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "%v\n", err)
