@@ -35,6 +35,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -456,6 +457,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	// A backend that refused to run unchecked (ErrNoExecCheck) started
 	// nothing either.
+	made := fresh
 	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) && !errors.Is(err, backend.ErrNoExecCheck) {
 		fresh = nil // the command may have run: what it wrote is kept
 	}
@@ -483,7 +485,24 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	case st.Cause == backend.CauseOutput && outputBudget:
 		rep.Reason, rep.Budget = ReasonBudget, "output"
 	}
+	if made != nil && m == policy.WorkspaceOverlay && req.Session == "" && upperEmpty(made) && made.Discard() == nil {
+		// Nothing was written: no change set to review, or to clutter
+		// moat runs with. A named one (--session) stays for the next run.
+		rep.ChangeSet = nil
+	}
 	return rep, nil
+}
+
+// upperEmpty says whether an overlay change set's upper layer holds
+// nothing: its command changed nothing in the workspace.
+func upperEmpty(cs *workspace.ChangeSet) bool {
+	f, err := os.Open(cs.UpperDir())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && errors.Is(err, io.EOF)
 }
 
 // newReport is the Report of a command that has not run yet: until

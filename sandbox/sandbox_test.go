@@ -1955,3 +1955,30 @@ func TestStateDirHeldToWorkspaceRule(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayWithoutChangesKeepsNothing: an overlay run whose command
+// wrote nothing leaves no change set (nothing to review, nothing in moat
+// runs); the control: one that wrote keeps its change set, with the file.
+func TestOverlayWithoutChangesKeepsNothing(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
+	overlay := func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceOverlay }
+	r := sh(t, ws, overlay, "cat a.txt >/dev/null")
+	mustExit(t, r, 0)
+	if r.rep.ChangeSet != nil {
+		t.Errorf("a run that wrote nothing kept change set %+v", r.rep.ChangeSet)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "runs")); len(ents) != 0 {
+		t.Errorf("change sets left: %v", ents)
+	}
+	r = sh(t, ws, overlay, "echo b > b.txt")
+	mustExit(t, r, 0)
+	if r.rep.ChangeSet == nil {
+		t.Fatal("control: a run that wrote kept no change set")
+	}
+	if _, err := os.Stat(filepath.Join(r.rep.ChangeSet.Dir, "upper", "b.txt")); err != nil {
+		t.Errorf("control: the change set lacks the file: %v", err)
+	}
+}
