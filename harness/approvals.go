@@ -50,7 +50,14 @@ func (g *Grant) covers(argv []string, dir string, d Decision) bool {
 	case ScopeOnce:
 		return slices.Equal(g.Argv, argv) && (g.Dir == "" || g.Dir == dir)
 	case ScopePrefix:
-		return len(g.Argv) > 0 && len(argv) >= len(g.Argv) && slices.Equal(g.Argv, argv[:len(g.Argv)])
+		// The words approved begin the command line, or the simple
+		// command of it the rules asked about (a shell line's, as
+		// NewGrant took them from d.Command). Each program the line
+		// starts is decided again at its exec, with its own argv.
+		begins := func(words []string) bool {
+			return len(g.Argv) > 0 && len(words) >= len(g.Argv) && slices.Equal(g.Argv, words[:len(g.Argv)])
+		}
+		return begins(argv) || begins(d.Command)
 	case ScopeSession:
 		return g.Rule != nil && d.Rule != nil && *g.Rule == *d.Rule
 	}

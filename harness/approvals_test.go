@@ -36,3 +36,40 @@ func TestUseScoped(t *testing.T) {
 		t.Error("the once grant is gone")
 	}
 }
+
+// TestPrefixGrantCoversShellLines: a prefix grant made from the ask about
+// a shell line (its words from the simple command the rules asked about)
+// covers the next shell line whose asked command begins with them, as it
+// covers a direct command; not one whose asked command does not.
+func TestPrefixGrantCoversShellLines(t *testing.T) {
+	now := time.Now()
+	rs := New(mustPolicy(t, "[[rules]]\nname = \"danger\"\nmatch = { command = [\"danger\"] }\ndecision = \"ask\"\n"))
+	line := func(s string) ([]string, Decision) {
+		argv := []string{"sh", "-c", s}
+		return argv, rs.Decide(Action{Argv: argv, Dir: "/ws"})
+	}
+	argv, d := line("./danger 5")
+	if d.Verdict != Ask || len(d.Command) == 0 {
+		t.Fatalf("control: the line's decision: %+v", d)
+	}
+	g, err := NewGrant(ScopePrefix, Action{Argv: argv, Dir: "/ws"}, d, []string{"./danger"}, time.Hour, "t", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := &Approvals{Now: func() time.Time { return now }}
+	ap.Add(g)
+	for _, s := range []string{"./danger 5", "./danger 9 && echo done"} {
+		argv, d := line(s)
+		if _, ok := ap.UseScoped(argv, "/ws", d); !ok {
+			t.Errorf("sh -c %q: not covered by the prefix grant", s)
+		}
+	}
+	if _, ok := ap.UseScoped([]string{"./danger", "10"}, "/ws", rs.Decide(Action{Argv: []string{"./danger", "10"}, Dir: "/ws"})); !ok {
+		t.Error("a direct command: not covered")
+	}
+	rs2 := New(mustPolicy(t, "[[rules]]\nname = \"other\"\nmatch = { command = [\"other\"] }\ndecision = \"ask\"\n"))
+	argv = []string{"sh", "-c", "./other 1"}
+	if _, ok := ap.UseScoped(argv, "/ws", rs2.Decide(Action{Argv: argv, Dir: "/ws"})); ok {
+		t.Error("a line asking about another command was covered")
+	}
+}
