@@ -235,6 +235,10 @@ type Manager struct {
 // when it died) stay their tenants' to review (loadReviews).
 func New(cfg Config) (*Manager, error) {
 	cfg.defaults()
+	if cfg.TTL > cfg.MaxTTL {
+		// Every create without a ttl of its own would be refused.
+		return nil, fmt.Errorf("a session's default time to live, %s, is over the longest one may live, %s", cfg.TTL, cfg.MaxTTL)
+	}
 	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
 		return nil, err
 	}

@@ -305,3 +305,17 @@ func TestTenantResourceQuotas(t *testing.T) {
 		t.Errorf("the quota freed by a deleted session: %v", err)
 	}
 }
+
+// TestDefaultTTLWithinMax: a daemon whose default time to live is over
+// the longest a session may live would refuse every create that names
+// none: it is refused at the start instead. The control: at the maximum.
+func TestDefaultTTLWithinMax(t *testing.T) {
+	if _, err := New(Config{StateDir: t.TempDir(), TTL: 48 * time.Hour}); err == nil || !strings.Contains(err.Error(), "over the longest") {
+		t.Errorf("a 48h default ttl: %v, want a refusal", err)
+	}
+	m, err := New(Config{StateDir: t.TempDir(), TTL: 24 * time.Hour})
+	if err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	m.Shutdown(context.Background())
+}

@@ -114,8 +114,14 @@ func TestBackgroundStdin(t *testing.T) {
 	if out := readUntil(t, d.c, s.ID, p.ID, "stdout", "first\n"); out != "first\n" {
 		t.Fatalf("the first input: %q", out)
 	}
-	if err := d.c.WriteStdin(ctx, s.ID, p.ID, []byte("second\n"), true); err != nil {
-		t.Fatal(err)
+	// close takes true or 1 (as follow does); another value is refused,
+	// not taken as false.
+	stdinURL := "http://moat/v1/sessions/" + s.ID + "/processes/" + p.ID + "/stdin"
+	if status, e := apiErr(t, rawClient(d.sock), "POST", stdinURL+"?close=yes", "", nil); status != 400 || e.Code != client.CodeBadRequest || !strings.Contains(e.Message, "close") {
+		t.Errorf("close=yes: %d %+v, want 400 naming close", status, e)
+	}
+	if status, e := apiErr(t, rawClient(d.sock), "POST", stdinURL+"?close=1", "second\n", nil); status != 204 {
+		t.Fatalf("close=1: %d %+v", status, e)
 	}
 	if out := readUntil(t, d.c, s.ID, p.ID, "stdout", "second\n"); out != "first\nsecond\n" {
 		t.Errorf("after the second input: %q", out)

@@ -333,7 +333,15 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request, t daemon.Ten
 	if ok && ctxDeadline.Before(deadline) {
 		deadline = ctxDeadline
 	}
-	if err := p.WriteStdin(data, r.URL.Query().Get("close") == "true", deadline); err != nil {
+	var closeIn bool
+	switch v := r.URL.Query().Get("close"); v {
+	case "1", "true":
+		closeIn = true
+	case "", "0", "false":
+	default:
+		return fmt.Errorf("%w: close=%q: want true or 1 (close the input after this write), or false", daemon.ErrBadRequest, v)
+	}
+	if err := p.WriteStdin(data, closeIn, deadline); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

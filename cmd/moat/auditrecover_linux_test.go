@@ -130,3 +130,28 @@ func TestServeRecoversACutAuditStream(t *testing.T) {
 		t.Error("moat audit verify took the edited stream")
 	}
 }
+
+// TestServeDrainsOnHangup: SIGHUP (the terminal of a `moat serve &`
+// closed) stops the daemon as SIGTERM does: it exits 0, removes its
+// socket and records its stop. Without it the daemon died at once,
+// leaving its socket and its sessions to the next start.
+func TestServeDrainsOnHangup(t *testing.T) {
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "audit.jsonl")
+	stop, logs := serveAudit(t, dir, stream)
+	if stop == nil {
+		t.Fatalf("moat serve exited:\n%s", logs)
+	}
+	if err := stop(syscall.SIGHUP); err != nil {
+		t.Fatalf("moat serve on SIGHUP: %v\n%s", err, logs)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "moat.sock")); err == nil {
+		t.Error("the socket was left")
+	}
+	got, _ := os.ReadFile(stream)
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	var last audit.DaemonEvent
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Event != "stop" {
+		t.Errorf("the stream's last record is not the daemon's stop: %s", lines[len(lines)-1])
+	}
+}

@@ -194,10 +194,11 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		cfg.Audit = aw
 	}
-	// From here on SIGTERM and SIGINT drain, even one that comes while the
-	// daemon starts: it would otherwise leave its socket and sessions.
+	// From here on SIGTERM, SIGINT and SIGHUP (the terminal of a `moat
+	// serve &` closed) drain, even one that comes while the daemon
+	// starts: it would otherwise leave its socket and sessions.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	m, err := daemon.New(cfg)
 	if err != nil {
 		return fail(err)
