@@ -4,6 +4,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
@@ -144,6 +146,28 @@ func TestSessionCommands(t *testing.T) {
 	}
 	if code, out, _ := moat(t, dir, "session", "ls", "--socket", sock); code != 0 || !strings.Contains(out, id) {
 		t.Errorf("session ls: %d %q", code, out)
+	}
+	// -i streams any bytes, of any length, as they are read: the command
+	// sees them unchanged; and a command that stops reading ends the
+	// exec however much input is left.
+	in := make([]byte, 3<<20)
+	rand.Read(in)
+	var out3 bytes.Buffer
+	code = realMain([]string{"exec", "--socket", sock, "-i", id, "--", "sha256sum"}, bytes.NewReader(in), &out3, io.Discard)
+	if sum := fmt.Sprintf("%x", sha256.Sum256(in)); code != 0 || !strings.HasPrefix(out3.String(), sum) {
+		t.Errorf("exec -i of 3 MiB of binary input: %d %q, want %s", code, out3.String(), sum)
+	}
+	endless := make(chan int, 1)
+	go func() {
+		endless <- realMain([]string{"exec", "--socket", sock, "-i", id, "--", "head", "-c", "4"}, yes{}, io.Discard, io.Discard)
+	}()
+	select {
+	case code := <-endless:
+		if code != 0 {
+			t.Errorf("exec -i of endless input to head: %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("exec -i of endless input did not end with the command")
 	}
 	// A policy that does not validate: its errors name the file and line.
 	pf := filepath.Join(dir, "bad.toml")
@@ -318,4 +342,14 @@ func policySession(t *testing.T, dir, sock, text string) string {
 		t.Fatalf("session create: %d %q %q", code, out, errs)
 	}
 	return id
+}
+
+// yes is endless input.
+type yes struct{}
+
+func (yes) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'y'
+	}
+	return len(p), nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/sandbox"
@@ -223,7 +224,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&env, "env", "NAME=VALUE for the command (repeatable)")
 	dir := fs.String("dir", "", "working directory, relative to the workspace")
 	wall := fs.String("wall", "", "wall-time limit for this command, below the policy's")
-	input := fs.Bool("i", false, "send moat's standard input (read to its end first) to the command")
+	input := fs.Bool("i", false, "stream moat's standard input to the command (with -d: read first, at most 512 KiB of text)")
 	detach := fs.Bool("d", false, "run in the background and print the process id (see moat ps)")
 	tty := fs.Bool("t", false, "give the command a terminal, relaying moat's (raw mode, window size)")
 	if err := fs.Parse(args); err != nil {
@@ -243,8 +244,9 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	req := &client.ExecRequest{Args: rest[1:], Env: env, Dir: *dir, Wall: *wall}
 	// Output to one file (2>&1, a terminal) comes in the order written.
 	req.StderrToStdout = !*detach && sandbox.OneFile(stdout, stderr)
-	if *input {
-		data, err := io.ReadAll(stdin)
+	if *input && *detach {
+		// A background command's input is the request's, read whole.
+		data, err := readInput(stdin)
 		if err != nil {
 			fmt.Fprintf(stderr, "moat exec: stdin: %v\n", err)
 			return exitMoatError
@@ -275,7 +277,13 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Ctrl-C ends the request, and the daemon kills the command with it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := c.Exec(ctx, rest[0], req, stdout, stderr)
+	var rep *client.ExitReport
+	var err error
+	if *input {
+		rep, err = execInput(ctx, c, rest[0], req, stdin, stdout, stderr)
+	} else {
+		rep, err = c.Exec(ctx, rest[0], req, stdout, stderr)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return 128 + int(syscall.SIGINT)
@@ -292,6 +300,49 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	printRulesRefused(stderr, rep.Denials)
 	return cutStatus(rep.Reason, rep.ExitCode)
+}
+
+// execInput runs req with moat's standard input streamed to the command
+// as it is read (an interactive exec: any bytes, any length, in bounded
+// memory), closed at its end.
+func execInput(ctx context.Context, c *client.Client, id string, req *client.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*client.ExitReport, error) {
+	x, err := c.Interactive(ctx, id, req, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := stdin.Read(buf)
+			if n > 0 {
+				if _, werr := x.Write(buf[:n]); werr != nil {
+					return // the command has ended
+				}
+			}
+			if err != nil {
+				x.CloseStdin()
+				return
+			}
+		}
+	}()
+	return x.Wait()
+}
+
+// readInput reads a background command's input: the request's, at most
+// what the daemon takes in one body, and text (JSON carries it as a
+// string).
+func readInput(stdin io.Reader) ([]byte, error) {
+	const max = 512 << 10 // with room for JSON's escapes in the daemon's bound on a body
+	data, err := io.ReadAll(io.LimitReader(stdin, max+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case len(data) > max:
+		return nil, fmt.Errorf("over %d bytes: a background command takes its input in one request; write the rest with the API (POST .../processes/ID/stdin), or run it in the foreground", max)
+	case !utf8.Valid(data):
+		return nil, errors.New("not text (UTF-8): a background command's input is sent as text; write binary input with the API (POST .../processes/ID/stdin), or run it in the foreground")
+	}
+	return data, nil
 }
 
 // execSummary is the one-line account of a session command that did not
