@@ -2,7 +2,9 @@ package egress
 
 import (
 	"fmt"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,9 +133,9 @@ func (e *Event) dest() string {
 	case ProtoDNS:
 		return e.Host + " (DNS)"
 	case ProtoUDP:
-		return fmt.Sprintf("%s:%d (UDP)", e.Host, e.Port)
+		return net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) + " (UDP)"
 	}
-	return fmt.Sprintf("%s:%d", e.Host, e.Port)
+	return net.JoinHostPort(e.Host, strconv.Itoa(e.Port)) // an IPv6 address in brackets
 }
 
 // Refused lists the refused destinations, most often refused first.

@@ -28,3 +28,19 @@ func TestSummaryBounded(t *testing.T) {
 		t.Errorf("summary %q", line)
 	}
 }
+
+// TestSummaryNamesIPv6InBrackets: a refused IPv6 destination is named
+// as an address and a port can be told apart ([fd00::1]:8080), as a name
+// is (host:port, the control).
+func TestSummaryNamesIPv6InBrackets(t *testing.T) {
+	var s Summary
+	s.Add(Event{Proto: ProtoTCP, Decision: DecisionDeny, Host: "fd00:ec2::254", Port: 8080, Rule: "private address"})
+	s.Add(Event{Proto: ProtoHTTP, Decision: DecisionDeny, Host: "example.org", Port: 80, Rule: RuleDefaultDeny})
+	got := map[string]bool{}
+	for _, r := range s.Refused() {
+		got[r.Dest] = true
+	}
+	if !got["[fd00:ec2::254]:8080"] || !got["example.org:80"] {
+		t.Errorf("refused destinations %v", got)
+	}
+}

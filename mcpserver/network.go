@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,7 +49,7 @@ func (l *NetworkLog) since(t time.Time) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, e := range l.refused {
-		dest := fmt.Sprintf("%s:%d", e.Host, e.Port)
+		dest := net.JoinHostPort(e.Host, strconv.Itoa(e.Port))
 		if e.Time.Before(t) || seen[dest] {
 			continue
 		}
