@@ -145,6 +145,11 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 // directory must exist. The policy's write rules decide it first (see
 // writerules.go): ctx bounds an ask and carries its approver.
 func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) (err error) {
+	if strings.HasSuffix(rel, "/") {
+		// A directory's name: the file would be made under another name
+		// than the one meant (moat cp f S:dir/).
+		return fmt.Errorf("%w: path %q names a directory; give the file's path in it", ErrBadRequest, rel)
+	}
 	rel, err = cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(true)

@@ -37,6 +37,10 @@ func TestFilesAPI(t *testing.T) {
 	if err := d.c.WriteFile(ctx, s.ID, "src/a.txt", []byte("from the API"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	// A path naming a directory (a trailing slash) is no file's.
+	if err := d.c.WriteFile(ctx, s.ID, "src/", []byte("x"), 0o640); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a write of src/: %v, want bad_request", err)
+	}
 	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "cat src/a.txt; echo from the command > src/b.txt"}}); out != "from the API" {
 		t.Errorf("the command reads %q", out)
 	}

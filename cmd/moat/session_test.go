@@ -187,6 +187,29 @@ func TestSessionCommands(t *testing.T) {
 	if code, out, errs := moat(t, dir, "cp", "--socket", sock, id+":sub/in.txt", "-"); code != 0 || out != "to the session\n" {
 		t.Errorf("cp from the session: %d %q %q", code, out, errs)
 	}
+	// A directory named on either side takes the file under its name,
+	// as cp does.
+	two := filepath.Join(dir, "two.txt")
+	os.WriteFile(two, []byte("second\n"), 0o600)
+	for _, to := range []string{id + ":sub/", id + ":sub", id + ":."} {
+		if code, _, errs := moat(t, dir, "cp", "--socket", sock, two, to); code != 0 {
+			t.Errorf("cp to %s: %d %q", to, code, errs)
+		}
+	}
+	if code, out, _ := moat(t, dir, "exec", "--socket", sock, id, "--", "cat", "sub/two.txt", "two.txt"); code != 0 || out != "second\nsecond\n" {
+		t.Errorf("the files copied into directories: %d %q", code, out)
+	}
+	local := filepath.Join(dir, "local")
+	os.Mkdir(local, 0o755)
+	for _, to := range []string{local, local + "/"} {
+		os.Remove(filepath.Join(local, "two.txt"))
+		if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":sub/two.txt", to); code != 0 {
+			t.Errorf("cp from the session to %s: %d %q", to, code, errs)
+		}
+		if b, err := os.ReadFile(filepath.Join(local, "two.txt")); err != nil || string(b) != "second\n" {
+			t.Errorf("cp from the session to %s: %q %v", to, b, err)
+		}
+	}
 	if code, _, errs := moat(t, dir, "cp", "--socket", sock, id+":../../x", "-"); code != exitMoatError || !strings.Contains(errs, "bad_request") {
 		t.Errorf("cp of an escaping path: %d %q", code, errs)
 	}

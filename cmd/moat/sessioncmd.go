@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -459,6 +460,10 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 			stdout.Write(data)
 			return 0
 		}
+		// Into a directory named (its own, not through a link), as cp does.
+		if fi, err := os.Lstat(dst); err == nil && fi.IsDir() || strings.HasSuffix(dst, "/") {
+			dst = filepath.Join(dst, path.Base(spath))
+		}
 		if err := writeNotThroughLink(dst, data); err != nil {
 			fmt.Fprintf(stderr, "moat cp: %v\n", err)
 			return exitMoatError
@@ -479,6 +484,10 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "moat cp: %v\n", err)
 		return exitMoatError
+	}
+	// Into a directory named, as cp does.
+	if st, err := c.Stat(ctx, did, dpath); err == nil && st.Type == "dir" || strings.HasSuffix(dpath, "/") || dpath == "" {
+		dpath = path.Join(dpath, filepath.Base(src))
 	}
 	if err := c.WriteFile(ctx, did, dpath, data, fi.Mode().Perm()); err != nil {
 		return apiFail(stderr, "cp", err, "")
