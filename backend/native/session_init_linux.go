@@ -140,6 +140,9 @@ func openOOMAdj() oomScore {
 type sessionProc struct {
 	id   uint64
 	snap map[[2]int]int // the denials seen when it started
+	// fullAtStart: the disk limit was already reached when it started
+	// (an earlier command filled it): its failure is not blamed on it.
+	fullAtStart bool
 }
 
 // serveSession is a session's init once restricted: it answers requests
@@ -280,7 +283,7 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 		fail("exec "+req.Args[0], err)
 		return
 	}
-	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap}
+	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap, fullAtStart: disk != nil && disk.full()}
 	s.byID[req.ID] = pid
 	s.leaders.Store(pid, req.ID)
 	s.forked++
@@ -325,8 +328,9 @@ func (s *sessionInit) reap() {
 			delete(s.byID, p.id)
 			s.leaders.Delete(pid)
 			// Whether the disk limit is reached as the command ends, for
-			// its cause, as a run's init tells.
-			full := disk != nil && disk.full()
+			// its cause, as a run's init tells; not when it was already
+			// when the command started, which then did not reach it.
+			full := disk != nil && !p.fullAtStart && disk.full()
 			s.answer(message{Type: "exit", ID: p.id, WaitStatus: uint32(ws),
 				UserNanos: ru.Utime.Nano(), SysNanos: ru.Stime.Nano(), MaxRSSKiB: ru.Maxrss,
 				Denials: s.seen.sinceFor(p.id, p.snap), DiskFull: full})

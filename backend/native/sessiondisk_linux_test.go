@@ -11,7 +11,9 @@ import (
 // TestSessionDiskLimitReported: a session's command that fails once it
 // has filled the session's disk limit, with bytes or with empty files,
 // is reported with cause disk, as a run's is; each session command's
-// status used to say only exit. The control: a file within the limit.
+// status used to say only exit. A command that starts with the limit
+// already reached is not blamed for it. The control: a file within the
+// limit.
 func TestSessionDiskLimitReported(t *testing.T) {
 	s := spec(t, t.TempDir(), "/bin/true")
 	s.Limits.DiskBytes = 4 << 20
@@ -30,6 +32,11 @@ func TestSessionDiskLimitReported(t *testing.T) {
 		out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", script)
 		if st.Cause != backend.CauseDisk {
 			t.Errorf("%s: %+v %q, want cause disk", name, st, out)
+		}
+		// The next command, started with the limit reached, did not
+		// reach it: its failure is its own.
+		if out, st := execOut(t, inst, s, backend.ProcessSpec{}, "sh", "-c", "exit 3"); st.Cause != backend.CauseExit || st.ExitCode != 3 {
+			t.Errorf("%s: a failing command after the disk was full: %+v %q, want its own exit", name, st, out)
 		}
 		// Room again for the next case, and a control that the session
 		// goes on.
