@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -37,6 +38,7 @@ func Load(path string) (*Policy, error) {
 // *Errors, each naming the line and the field. Parse does not validate the
 // values; call Validate.
 func Parse(name string, data []byte) (*Policy, error) {
+	data = withoutBOM(data)
 	p := Default()
 	p.Source = name
 
@@ -459,4 +461,11 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// withoutBOM drops a UTF-8 byte order mark at the start of a document,
+// which some editors write and neither TOML nor JSON allows: the
+// document is read as its author sees it.
+func withoutBOM(data []byte) []byte {
+	return bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 }

@@ -234,3 +234,21 @@ func TestErrorsBounded(t *testing.T) {
 		t.Errorf("three problems: %v", err)
 	}
 }
+
+// TestByteOrderMarkIgnored: a policy an editor saved with a UTF-8 byte
+// order mark reads as its author sees it, TOML or JSON, its lines
+// unchanged; the control is the same document without the mark.
+func TestByteOrderMarkIgnored(t *testing.T) {
+	for _, doc := range []string{"[limits]\nmemory = \"1GiB\"\n", `{"limits": {"memory": "1GiB"}}`} {
+		for _, bom := range []string{"", "\xef\xbb\xbf"} {
+			p, err := ParseDocument("p", []byte(bom+doc))
+			if err != nil || p.Limits.Memory != 1<<30 {
+				t.Errorf("%q with mark %q: %v", doc, bom, err)
+			}
+		}
+	}
+	_, err := ParseDocument("p", []byte("\xef\xbb\xbf[limits]\nmemory = \"lots\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "p:2: limits.memory") {
+		t.Errorf("an error after the mark: %v, want line 2", err)
+	}
+}

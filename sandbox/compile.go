@@ -128,6 +128,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	if len(args) == 0 {
 		return nil, errors.New("no command given")
 	}
+	if args[0] == "" {
+		return nil, errors.New("the command's name is empty")
+	}
 	ws := p.Workspace.Path
 	if !filepath.IsAbs(ws) {
 		return nil, fmt.Errorf("workspace %q is not absolute (policy not resolved)", ws)

@@ -1982,3 +1982,18 @@ func TestOverlayWithoutChangesKeepsNothing(t *testing.T) {
 		t.Errorf("control: the change set lacks the file: %v", err)
 	}
 }
+
+// TestEmptyCommandName: a command line whose program is "" is refused by
+// name, not run into the kernel's EACCES; the control: "true".
+func TestEmptyCommandName(t *testing.T) {
+	ws := t.TempDir()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	c := sandbox.Caller{UID: 1000, GID: 1000, Cwd: ws}
+	if _, err := sandbox.Compile(p, []string{""}, c, "run", nil, nil); err == nil || !strings.Contains(err.Error(), "name is empty") {
+		t.Errorf("an empty program name: %v", err)
+	}
+	if _, err := sandbox.Compile(p, []string{"true"}, c, "run", nil, nil); err != nil {
+		t.Errorf("control: %v", err)
+	}
+}
