@@ -469,7 +469,18 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 		if ch.Kind == Deleted || ch.Kind == TypeChanged {
 			removed = append(removed, ch.Path)
 		}
-		if ch.Type == Special || (ch.Type == Dir && (ch.Kind == ModeChanged || ch.Kind == Replaced)) {
+		if ch.Type == Dir && ch.Kind == ModeChanged {
+			// The change set's directory has the mode the host's had when
+			// it was copied up, unless the command changed it: a host
+			// directory changed since (its mode, or an entry in it) may
+			// be the one that differs, and setting the mode back would
+			// undo a person's chmod (a private directory made open).
+			if fi, err := os.Lstat(c.real(ch.Path)); err == nil && c.hostChanged(ch.Path, fi) {
+				add(ch.Path, fmt.Sprintf("directory changed on the host since %s, and its mode differs (%04o there, %04o in the change set): who changed it cannot be told; --force it to set %04o", since, fi.Mode().Perm(), ch.Mode, ch.Mode))
+			}
+			continue
+		}
+		if ch.Type == Special || (ch.Type == Dir && ch.Kind == Replaced) {
 			continue
 		}
 		fi, err := os.Lstat(c.real(ch.Path))

@@ -406,3 +406,32 @@ func TestChmodNoFollow(t *testing.T) {
 		t.Errorf("control: os.Chmod through the link: %v, mode %o", err, mode("outside"))
 	}
 }
+
+// TestApplyKeepsHostDirMode: a directory the change set holds with the
+// mode it had when copied up, which a person then changed on the host
+// (chmod 700), is a conflict, not a mode change to make: applying it
+// would open the private directory again. Forced, the change set's mode
+// is set. The control: a file below it, applied alone, keeps the host's
+// directory mode.
+func TestApplyKeepsHostDirMode(t *testing.T) {
+	_, c := newSet(t, map[string]string{"d/a.txt": "a\n"})
+	ws := c.Workspace()
+	os.Chmod(filepath.Join(ws, "d"), 0o755)
+	os.MkdirAll(filepath.Join(c.UpperDir(), "d"), 0o755)
+	os.Chmod(filepath.Join(c.UpperDir(), "d"), 0o755) // as copied up
+	os.WriteFile(filepath.Join(c.UpperDir(), "d", "a.txt"), []byte("b\n"), 0o644)
+	os.Chmod(filepath.Join(ws, "d"), 0o700) // the person's, after the run
+	rep, err := c.Apply(nil, nil)
+	if !errors.Is(err, ErrConflict) || len(rep.Conflicts) != 1 || rep.Conflicts[0].Path != "d" || !strings.Contains(rep.Conflicts[0].Reason, "0700 there") {
+		t.Fatalf("apply over a host chmod: %v %+v", err, rep.Conflicts)
+	}
+	if _, err := c.Apply([]string{"d/a.txt"}, nil); err != nil {
+		t.Fatalf("control: the file alone: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "d")); fi.Mode().Perm() != 0o700 {
+		t.Errorf("the host's directory mode became %o", fi.Mode().Perm())
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "d", "a.txt")); string(b) != "b\n" {
+		t.Errorf("control: the file: %q", b)
+	}
+}
