@@ -112,6 +112,19 @@ func TestApprovalCommands(t *testing.T) {
 	}
 	moat(t, dir, "deny", "--socket", sock, aid)
 	<-res
+	// A background command an ask holds is named while it waits, as a
+	// foreground one is, and starts once approved.
+	res = make(chan result, 1)
+	go func() {
+		code, out, errs := moat(t, dir, "exec", "--socket", sock, "-d", id, "--", "echo", "ship", "bg")
+		res <- result{code, out, errs}
+	}()
+	aid = waitID()
+	time.Sleep(3 * time.Second) // the waiting exec looks twice a second
+	moat(t, dir, "approve", "--socket", sock, aid)
+	if r := <-res; r.code != 0 || strings.TrimSpace(r.out) == "" || !strings.Contains(r.errs, "waits for a person's approval") || !strings.Contains(r.errs, aid) {
+		t.Errorf("exec -d held by an ask: %+v", r)
+	}
 	if code, _, errs := moat(t, dir, "approvals", "--socket", sock, "--web"); code != exitMoatError || !strings.Contains(errs, "no TCP listener") {
 		t.Errorf("--web without a TCP listener: %d %q", code, errs)
 	}

@@ -268,7 +268,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return execTTY(c, rest[0], req, stdin, stdout, stderr)
 	}
 	if *detach {
-		p, err := c.Start(context.Background(), rest[0], req)
+		p, err := startNoting(c, rest[0], req)
 		if err != nil {
 			return apiFail(stderr, "exec", err, "")
 		}
@@ -301,6 +301,42 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	printRulesRefused(stderr, rep.Denials)
 	return cutStatus(rep.Reason, rep.ExitCode)
+}
+
+// startNoting starts a background command. The daemon answers once it
+// has started, which an ask holds until a person answers: meanwhile the
+// session's pending approvals are looked at, and each new one is named
+// as a foreground exec names its asks.
+func startNoting(c *client.Client, id string, req *client.ExecRequest) (*client.Process, error) {
+	type started struct {
+		p   *client.Process
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		p, err := c.Start(context.Background(), id, req)
+		done <- started{p, err}
+	}()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	shown := map[string]bool{}
+	for {
+		select {
+		case r := <-done:
+			return r.p, r.err
+		case <-tick.C:
+			pending, err := c.Approvals(context.Background())
+			if err != nil {
+				continue
+			}
+			for _, a := range pending {
+				if a.Session == id && !shown[a.ID] {
+					shown[a.ID] = true
+					c.OnApproval(a)
+				}
+			}
+		}
+	}
 }
 
 // execInput runs req with moat's standard input streamed to the command
