@@ -40,6 +40,20 @@ type warmPool struct {
 // poolTenant owns the pooled sessions until they are claimed.
 var poolTenant = Tenant{ID: "pool", UID: -1}
 
+// poolBackoff is how long the pool waits after the nth failure in a
+// row to make a sandbox of a template: poolRetry, doubled each time, at
+// most poolRetryMax.
+func poolBackoff(n int) time.Duration {
+	d := poolRetry
+	for i := 1; i < n && d < poolRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, poolRetryMax)
+}
+
+// poolRetryMax bounds the wait between attempts at a failing template.
+const poolRetryMax = 5 * time.Minute
+
 // poolRetry is how long the pool waits after a sandbox of a template
 // could not be made before it tries that template again.
 const poolRetry = 5 * time.Second
@@ -92,7 +106,15 @@ func (m *Manager) refill() {
 		}
 	}
 	sort.Strings(names)
-	failed := map[string]time.Time{}
+	// A template whose sandboxes cannot be made (a limit this host
+	// cannot enforce) is tried again later and later, and its error
+	// logged again only when it changes.
+	type failure struct {
+		at  time.Time
+		n   int
+		msg string
+	}
+	failed := map[string]failure{}
 	tick := time.NewTicker(m.cfg.Tick)
 	defer tick.Stop()
 	for {
@@ -103,15 +125,22 @@ func (m *Manager) refill() {
 				if m.stopping() {
 					return
 				}
-				if time.Since(failed[n]) < poolRetry || m.poolLen(n) >= m.cfg.Templates[n].Pool {
+				f := failed[n]
+				if f.n > 0 && time.Since(f.at) < poolBackoff(f.n) || m.poolLen(n) >= m.cfg.Templates[n].Pool {
 					continue
 				}
 				s, err := m.prewarm(m.cfg.Templates[n])
 				if err != nil {
-					m.log.Error("pool: make a sandbox", "template", n, "err", err)
-					failed[n] = time.Now()
+					f.n++
+					f.at = time.Now()
+					if f.n == 1 || err.Error() != f.msg {
+						m.log.Error("pool: make a sandbox", "template", n, "err", err, "retry_in", poolBackoff(f.n))
+					}
+					f.msg = err.Error()
+					failed[n] = f
 					continue
 				}
+				delete(failed, n)
 				if m.stopping() {
 					m.closePooled(s)
 					return

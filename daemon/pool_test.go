@@ -252,3 +252,13 @@ func TestPoolMatches(t *testing.T) {
 		t.Error("uid 1000 of a root daemon matched the pool")
 	}
 }
+
+// TestPoolBackoff: a template that keeps failing is tried later and
+// later, up to a bound; the first retry is as soon as before.
+func TestPoolBackoff(t *testing.T) {
+	for n, want := range map[int]time.Duration{1: poolRetry, 2: 2 * poolRetry, 3: 4 * poolRetry, 100: poolRetryMax} {
+		if got := poolBackoff(n); got != want {
+			t.Errorf("poolBackoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}

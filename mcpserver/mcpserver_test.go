@@ -775,13 +775,30 @@ func BenchmarkSessionInfo(b *testing.B) {
 // signal came.
 func TestTerminatedDuringCommand(t *testing.T) {
 	ws := workspaceDir(t)
-	cs, cmd := stdioServer(t, ws)
-	called := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "sleep 987323"}})
-		called <- err
-	}()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_MCP_STDIO="+ws)
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	go io.Copy(io.Discard, out)
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"sleep 987323"}}}`,
+	} {
+		io.WriteString(in, line+"\n")
+	}
 	if pids := proctest.Appear(func() []int { return proctest.Find("sleep 987323") }, 20*time.Second); len(pids) == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
 		t.Fatal("control: the command did not start")
 	}
 	start := time.Now()
@@ -796,11 +813,10 @@ func TestTerminatedDuringCommand(t *testing.T) {
 		t.Logf("ended %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	case <-time.After(15 * time.Second):
 		cmd.Process.Kill()
+		<-done
 		t.Fatal("the server did not end on SIGTERM while a command ran")
 	}
 	if left := proctest.Gone(func() []int { return proctest.Find("sleep 987323") }, 10*time.Second); len(left) > 0 {
 		t.Errorf("processes left after SIGTERM: %v", left)
 	}
-	cs.Close()
-	<-called
 }
