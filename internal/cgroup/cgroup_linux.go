@@ -943,8 +943,10 @@ func sweep(prefix string, minAge time.Duration) error {
 			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < minAge {
 				continue
 			}
+			// EACCES and EPERM: another user's (a root daemon's seen by a
+			// user's), not this caller's to remove.
 			err := unix.Rmdir(path.Join(parent, e.Name()))
-			if err != nil && err != unix.EBUSY && err != unix.ENOENT && err != unix.ENOTEMPTY {
+			if err != nil && err != unix.EBUSY && err != unix.ENOENT && err != unix.ENOTEMPTY && err != unix.EACCES && err != unix.EPERM {
 				errs = append(errs, fmt.Errorf("cgroup: remove %s: %w", path.Join(parent, e.Name()), err))
 			}
 		}
