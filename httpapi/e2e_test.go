@@ -423,6 +423,7 @@ func TestBadInput(t *testing.T) {
 		{"absolute dir", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"/etc"}`, nil, 400, client.CodeBadRequest, "dir"},
 		{"no route", "GET", "/v2/nothing", ``, nil, 404, client.CodeNotFound, "endpoint"},
 		{"wrong method", "PUT", "/v1/sessions", ``, nil, 405, client.CodeMethod, "PUT"},
+		{"unclean path", "GET", "//v1/sessions", ``, nil, 404, client.CodeNotFound, "clean form"},
 		{"browser origin", "GET", "/v1/sessions", ``, map[string]string{"Origin": "https://evil.example"}, 403, client.CodeOriginRefused, "browser"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

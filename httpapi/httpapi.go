@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -215,6 +216,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "requests from a browser origin are refused (moat serve --allow-origin allows one)"})
 		return
 	}
+	if p := r.URL.Path; p != path.Clean(p) && p != path.Clean(p)+"/" {
+		// The mux would redirect it, in HTML: an API client is told in
+		// JSON, and nothing answers a path under another spelling.
+		s.bodyDeadline(rw, r)
+		writeError(rw, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound,
+			Message: fmt.Sprintf("no such endpoint: %q is not written in its clean form (%q)", p, path.Clean(p))})
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.bodyDeadline(rw, r)
 		s.noRoute(rw, r)
@@ -226,14 +235,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // noRoute answers a path no route has (404) or a method the path's route
 // does not take (405), in JSON.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
 	for _, m := range []string{"GET", "POST", "DELETE", "PUT"} {
 		r2 := r.Clone(r.Context())
 		r2.Method = m
 		if _, p := s.mux.Handler(r2); p != "" {
-			writeError(w, &client.Error{Status: http.StatusMethodNotAllowed, Code: client.CodeMethod,
-				Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
-			return
+			allow = append(allow, m)
 		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &client.Error{Status: http.StatusMethodNotAllowed, Code: client.CodeMethod,
+			Message: fmt.Sprintf("%s is not allowed on %s (%s are)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
 	}
 	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
 }
