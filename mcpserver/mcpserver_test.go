@@ -585,13 +585,7 @@ func stdioClient(t testing.TB, ws string) *mcp.ClientSession {
 // stdioServer is stdioClient with the server's process.
 func stdioServer(t testing.TB, ws string) (*mcp.ClientSession, *exec.Cmd) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), "MOAT_TEST_MCP_STDIO="+ws)
-	cmd.Stderr = os.Stderr
+	cmd := serverCmd(t, ws)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -774,37 +768,21 @@ func BenchmarkSessionInfo(b *testing.B) {
 // its session with it. The control: the command was running when the
 // signal came.
 func TestTerminatedDuringCommand(t *testing.T) {
-	ws := workspaceDir(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), "MOAT_TEST_MCP_STDIO="+ws)
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	go io.Copy(io.Discard, out)
-	for _, line := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"sleep 987323"}}}`,
-	} {
-		io.WriteString(in, line+"\n")
-	}
+	s := launchRaw(t, workspaceDir(t))
+	defer s.in.Close()
+	go io.Copy(io.Discard, s.out)
+	s.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	s.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	s.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"sleep 987323"}}}`)
+	done := make(chan error, 1)
 	if pids := proctest.Appear(func() []int { return proctest.Find("sleep 987323") }, 20*time.Second); len(pids) == 0 {
-		cmd.Process.Kill()
-		cmd.Wait()
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
 		t.Fatal("control: the command did not start")
 	}
 	start := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	go func() { done <- s.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -812,7 +790,7 @@ func TestTerminatedDuringCommand(t *testing.T) {
 		}
 		t.Logf("ended %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
+		s.cmd.Process.Kill()
 		<-done
 		t.Fatal("the server did not end on SIGTERM while a command ran")
 	}

@@ -30,9 +30,8 @@ func startRaw(t *testing.T, ws string) *rawServer {
 	return startRawWith(t, ws, "2025-06-18", `{}`)
 }
 
-// startRawWith is startRaw with the client's protocol version and
-// capabilities.
-func startRawWith(t *testing.T, ws, version, caps string) *rawServer {
+// serverCmd is this test binary as a stdio server over ws (TestMain).
+func serverCmd(t testing.TB, ws string) *exec.Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -41,6 +40,14 @@ func startRawWith(t *testing.T, ws, version, caps string) *rawServer {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "MOAT_TEST_MCP_STDIO="+ws)
 	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// launchRaw starts the server with its stdin and stdout as they are,
+// uninitialised, for a test that also waits for it to end.
+func launchRaw(t *testing.T, ws string) *rawServer {
+	t.Helper()
+	cmd := serverCmd(t, ws)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,15 @@ func startRawWith(t *testing.T, ws, version, caps string) *rawServer {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &rawServer{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	return &rawServer{cmd: cmd, in: in, out: bufio.NewReader(out)}
+}
+
+// startRawWith is startRaw with the client's protocol version and
+// capabilities.
+func startRawWith(t *testing.T, ws, version, caps string) *rawServer {
+	t.Helper()
+	s := launchRaw(t, ws)
+	cmd, in := s.cmd, s.in
 	t.Cleanup(func() {
 		in.Close()
 		done := make(chan error, 1)
