@@ -495,6 +495,18 @@ func checkExec(req *ExecRequest) error {
 	if len(req.Args) == 0 || req.Args[0] == "" {
 		return fmt.Errorf("%w: args is empty", ErrBadRequest)
 	}
+	// A NUL cannot be in an argument, a variable or a path the kernel is
+	// given: it would end the string there.
+	for i, a := range req.Args {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("%w: args[%d] contains a NUL byte", ErrBadRequest, i)
+		}
+	}
+	for _, kv := range append(slices.Clone(req.Env), req.Dir) {
+		if strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("%w: env or dir contains a NUL byte", ErrBadRequest)
+		}
+	}
 	if d := req.Dir; d != "" && (filepath.IsAbs(d) || filepath.Clean(d) != d || d == ".." || strings.HasPrefix(d, "../")) {
 		return fmt.Errorf("%w: dir %q must be a clean path relative to the workspace", ErrBadRequest, d)
 	}

@@ -424,6 +424,8 @@ func TestBadInput(t *testing.T) {
 		{"no route", "GET", "/v2/nothing", ``, nil, 404, client.CodeNotFound, "endpoint"},
 		{"wrong method", "PUT", "/v1/sessions", ``, nil, 405, client.CodeMethod, "PUT"},
 		{"unclean path", "GET", "//v1/sessions", ``, nil, 404, client.CodeNotFound, "clean form"},
+		{"NUL in args", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["echo","a\u0000b"]}`, nil, 400, client.CodeBadRequest, "NUL"},
+		{"wrong type", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"rows":"ten"}`, nil, 400, client.CodeBadRequest, "field rows: a JSON string is not what it takes (an integer from 0 to 65535)"},
 		{"browser origin", "GET", "/v1/sessions", ``, map[string]string{"Origin": "https://evil.example"}, 403, client.CodeOriginRefused, "browser"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -431,7 +433,7 @@ func TestBadInput(t *testing.T) {
 			if status != tc.status || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
 				t.Errorf("got %d %+v, want %d %s containing %q", status, e, tc.status, tc.code, tc.msg)
 			}
-			if strings.Contains(e.Message, d.state) || strings.Contains(e.Message, "goroutine") {
+			if strings.Contains(e.Message, d.state) || strings.Contains(e.Message, "goroutine") || strings.Contains(e.Message, "Go struct") {
 				t.Errorf("the message shows the daemon's internals: %q", e.Message)
 			}
 		})
@@ -523,6 +525,19 @@ func TestTokensSeparateTenants(t *testing.T) {
 	for _, c := range []*client.Client{client.TCP(d.tcp, ""), client.TCP(d.tcp, "tok-c")} {
 		if _, err := c.Sessions(ctx); apiCode(err) != client.CodeUnauthorized {
 			t.Errorf("no or a wrong token: %v", err)
+		}
+	}
+	// The scheme's name in any case (RFC 9110), the token as it is.
+	for auth, want := range map[string]int{"bearer tok-a": 200, "BEARER tok-a": 200, "bearer TOK-A": 401, "Basic tok-a": 401} {
+		req, _ := http.NewRequest("GET", "http://"+d.tcp+"/v1/sessions", nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Authorization %q: %d, want %d", auth, resp.StatusCode, want)
 		}
 	}
 	// A token's tenant has no host identity: no host workspace, and no

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -252,6 +253,30 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
 }
 
+// jsonKind says what JSON a Go type takes, for a type error's message.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer from 0 to %d", uint64(1)<<(t.Bits())-1)
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
+}
+
 // mayReach refuses a route the tenant's credential may not use (its
 // daemon.Role): the approvals' routes, or the sessions' ones. The daemon
 // checks the same in each of its calls; checking here too refuses the
@@ -279,7 +304,9 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 		}
 		return daemon.UIDTenant(ci.uid), nil
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// The scheme is case-insensitive (RFC 9110 11.1).
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
 	if ok && s.Tokens != nil {
 		if name, role, ok := s.Tokens.Lookup(tok); ok {
 			return daemon.TokenTenantRole(name, role), nil
@@ -313,6 +340,16 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 			Message: fmt.Sprintf("the request body is over %d bytes", s.MaxBody)}
 	case errors.Is(err, io.EOF):
 		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "the request body is empty: a JSON object is required"}
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		// Said in the API's terms, not in Go's (struct and field types).
+		what := "the body"
+		if te.Field != "" {
+			what = "field " + te.Field
+		}
+		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest,
+			Message: fmt.Sprintf("malformed request body: %s: a JSON %s is not what it takes (%s)", what, te.Value, jsonKind(te.Type))}
 	}
 	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "malformed request body: " + err.Error()}
 }
