@@ -210,6 +210,12 @@ type Manager struct {
 	// startUpload); under mu.
 	uploads counts
 
+	// ended remembers the latest sessions that ended, and why, so that a
+	// request about one is told so (ErrEnded) rather than not found;
+	// under mu, at most maxEndedSessions (endedOrder, oldest first).
+	ended      map[string]endedSession
+	endedOrder []string
+
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
 	Reaped []string
 
@@ -367,10 +373,38 @@ func (m *Manager) Get(t Tenant, id string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
+	if e, gone := m.ended[id]; !ok && gone && e.tenant == t.ID {
+		return nil, fmt.Errorf("%w: %s ended at %s (%s)", ErrEnded, id, e.at.UTC().Format(time.RFC3339), e.reason)
+	}
 	if !ok || !s.ready || s.Tenant.ID != t.ID {
 		return nil, fmt.Errorf("%w %q", ErrNotFound, id)
 	}
 	return s, nil
+}
+
+// endedSession is what Get tells of a session that ended.
+type endedSession struct {
+	tenant, reason string
+	at             time.Time
+}
+
+// maxEndedSessions bounds the ended sessions the daemon remembers.
+const maxEndedSessions = 1024
+
+// noteEnded remembers that session s ended for reason; under mu.
+func (m *Manager) noteEnded(s *Session, reason string) {
+	if !s.ready {
+		return // never served: nobody can ask about it
+	}
+	if m.ended == nil {
+		m.ended = map[string]endedSession{}
+	}
+	if len(m.endedOrder) >= maxEndedSessions {
+		delete(m.ended, m.endedOrder[0])
+		m.endedOrder = m.endedOrder[1:]
+	}
+	m.ended[s.ID] = endedSession{tenant: s.Tenant.ID, reason: reason, at: time.Now()}
+	m.endedOrder = append(m.endedOrder, s.ID)
 }
 
 // Delete ends the tenant's session id: its commands are killed, its
@@ -398,6 +432,7 @@ func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool, reason
 		return nil // ended already
 	}
 	delete(m.sessions, s.ID)
+	m.noteEnded(s, reason)
 	// What its commands wrote, bounded by its limits.disk, is about to
 	// be a change set kept for review: it stays counted while the sandbox
 	// closes, or a create meanwhile would take the disk it is to hold.

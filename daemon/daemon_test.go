@@ -153,8 +153,12 @@ func TestDeleteEndsRunningCommands(t *testing.T) {
 	if _, err := s.Exec(context.Background(), &ExecRequest{Args: []string{"true"}}, backend.Stdio{}); !errors.Is(err, ErrEnded) {
 		t.Errorf("exec after delete: %v", err)
 	}
-	if _, err := m.Get(tenant, s.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(tenant, s.ID); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "(deleted)") {
 		t.Errorf("get after delete: %v", err)
+	}
+	// Another tenant is not told it existed.
+	if _, err := m.Get(TokenTenant("other"), s.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another tenant's get after delete: %v", err)
 	}
 }
 
@@ -167,7 +171,7 @@ func TestSandboxDeathEndsSession(t *testing.T) {
 	}
 	close(s.eng.(*fakeEngine).done)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := m.Get(tenant, s.ID); errors.Is(err, ErrNotFound) {
+		if _, err := m.Get(tenant, s.ID); errors.Is(err, ErrEnded) {
 			break
 		}
 		if time.Now().After(deadline) {

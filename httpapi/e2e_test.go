@@ -269,11 +269,16 @@ func TestSessionExecAndFiles(t *testing.T) {
 	if _, err := os.Stat(ws); !os.IsNotExist(err) {
 		t.Errorf("the daemon's workspace outlived its session: %v", err)
 	}
-	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeNotFound {
+	// A session that ended is said to have, and why; another tenant's
+	// is not found (the control: an id never used).
+	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeEnded || !strings.Contains(err.Error(), "(deleted)") {
 		t.Errorf("deleted session: %v", err)
 	}
-	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeNotFound {
+	if _, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); apiCode(err) != client.CodeEnded {
 		t.Errorf("exec in a deleted session: %v", err)
+	}
+	if _, err := d.c.Session(ctx, "0123456789abcdef"); apiCode(err) != client.CodeNotFound {
+		t.Errorf("a session never made: %v", err)
 	}
 }
 
@@ -589,24 +594,28 @@ func TestQuotaAndExpiry(t *testing.T) {
 	if _, err := d.c.Session(ctx, idle.ID); err != nil {
 		t.Errorf("idle session ended while a command ran: %v", err)
 	}
-	// gone waits (a little, for the daemon's tick) until id is not found.
-	gone := func(id string) error {
+	// gone waits (a little, for the daemon's tick) until id has ended,
+	// and checks the reason given.
+	gone := func(id, why string) error {
 		var err error
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if _, err = d.c.Session(ctx, id); apiCode(err) == client.CodeNotFound {
+			if _, err = d.c.Session(ctx, id); apiCode(err) == client.CodeEnded {
+				if !strings.Contains(err.Error(), "("+why+")") {
+					return fmt.Errorf("ended, but not said why (%s): %v", why, err)
+				}
 				return nil
 			}
 		}
 		return fmt.Errorf("still there: %v", err)
 	}
-	if err := gone(short.ID); err != nil {
+	if err := gone(short.ID, "ttl"); err != nil {
 		t.Errorf("session past its TTL: %v", err)
 	}
 	if left := proctest.Gone(func() []int { return proctest.Find("sleep 876545") }, 5*time.Second); len(left) > 0 {
 		t.Errorf("a command outlived its session's TTL: %v", left)
 	}
 	time.Sleep(2 * time.Second)
-	if err := gone(idle.ID); err != nil {
+	if err := gone(idle.ID, "idle"); err != nil {
 		t.Errorf("session past its idle timeout: %v", err)
 	}
 	if _, err := d.c.CreateSession(ctx, &client.CreateSessionRequest{TTL: "1000h"}); apiCode(err) != client.CodeBadRequest {

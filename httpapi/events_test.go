@@ -97,7 +97,7 @@ func TestSessionEvents(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the followed stream did not end with the session")
 	}
-	if err := d.c.Events(ctx, s.ID, 0, false, func(*client.AuditEvent) error { return nil }); apiCode(err) != client.CodeNotFound {
+	if err := d.c.Events(ctx, s.ID, 0, false, func(*client.AuditEvent) error { return nil }); apiCode(err) != client.CodeEnded {
 		t.Errorf("events of an ended session: %v", err)
 	}
 }

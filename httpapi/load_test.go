@@ -344,7 +344,7 @@ func TestKilledExecsAndSandboxes(t *testing.T) {
 		t.Errorf("a command outlived its sandbox's init: %v", left)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := d.c.Session(ctx, s.ID); apiCode(err) == client.CodeNotFound {
+		if _, err := d.c.Session(ctx, s.ID); apiCode(err) == client.CodeEnded {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -51,7 +51,7 @@ func TestReviewOverlaySession(t *testing.T) {
 			t.Errorf("the summary lacks %s:\n%s", p, sum)
 		}
 	}
-	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeNotFound {
+	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeEnded {
 		t.Errorf("the session outlived its review: %v", err)
 	}
 	diff, err := d.c.Diff(ctx, s.ID, "", []string{".envrc"})
