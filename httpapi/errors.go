@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
@@ -16,8 +17,17 @@ import (
 // safe to show the tenant; anything else is logged and answered as an
 // internal error that says nothing of it.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	gone := errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+	if sw, ok := w.(*statusWriter); ok && sw.wrote {
+		// The answer was under way (a stream): it cannot become an error
+		// now, and a client that went is no failure of the daemon's.
+		if !gone {
+			s.Logger.Warn("request failed after its answer began", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		return
+	}
 	e := s.apiError(err)
-	if e.Status == http.StatusInternalServerError {
+	if e.Status == http.StatusInternalServerError && !gone {
 		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeError(w, e)
