@@ -236,7 +236,11 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
-		log.Info("listening", "addr", l.Addr().String(), "network", l.Addr().Network())
+		addr := l.Addr().String()
+		if l == ul {
+			addr = *sock // bound under a temporary name, then linked into place
+		}
+		log.Info("listening", "addr", addr, "network", l.Addr().Network())
 		go func() { errc <- hs.Serve(l) }()
 	}
 

@@ -219,6 +219,9 @@ func TestSessionCommands(t *testing.T) {
 	if code, out, _ := moat(t, dir, "session", "ls", "--socket", sock); code != 0 || strings.Contains(out, id) {
 		t.Errorf("session ls after rm: %d %q", code, out)
 	}
+	if !strings.Contains(logs.String(), `"addr":"`+sock+`"`) {
+		t.Errorf("the daemon's log does not name its socket %s:\n%s", sock, logs)
+	}
 	if !strings.Contains(logs.String(), `"msg":"session ended"`) {
 		t.Errorf("the daemon's log lacks the session's end:\n%s", logs)
 	}
