@@ -227,6 +227,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 			return fail(err)
 		}
 		listeners = append(listeners, tl)
+		if ap := tl.Addr().(*net.TCPAddr).AddrPort(); !ap.Addr().IsLoopback() {
+			log.Warn("listening beyond this host without TLS: tokens, commands and output cross the network in clear; put a TLS proxy in front (docs/reference.md)", "addr", ap.String())
+		}
 		srv.WebAddr = tl.Addr().String()
 		srv.WebURL = *webURL
 		// The sessions' proxies never reach it, whatever their policy's

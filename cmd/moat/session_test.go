@@ -379,3 +379,23 @@ func (yes) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestServeWarnsBeyondLoopback: a TCP listener beyond loopback is
+// plain HTTP to the network: the daemon says so; on loopback (the
+// control) it does not.
+func TestServeWarnsBeyondLoopback(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	os.WriteFile(tokens, []byte("ci sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n"), 0o600)
+	for addr, warn := range map[string]bool{"127.0.0.1:0": false, "0.0.0.0:0": true} {
+		_, logs := startServe(t, "--listen", addr, "--tokens", tokens)
+		// The lines are written as the listeners start serving, a moment
+		// after the socket takes connections.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"network":"tcp"`) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := strings.Contains(logs.String(), "without TLS"); got != warn {
+			t.Errorf("--listen %s: warned %v, want %v:\n%s", addr, got, warn, logs)
+		}
+	}
+}
