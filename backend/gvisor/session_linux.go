@@ -686,7 +686,9 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		hit(backend.CauseFile)
 	}
 	if killed != "" {
-		hit(killed)
+		if killed != backend.CauseKilled { // a kill is no limit
+			hit(killed)
+		}
 		st.ExitCode = -1
 		if st.Signal == 0 {
 			st.Signal = int(syscall.SIGKILL)

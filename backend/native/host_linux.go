@@ -890,7 +890,7 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		hit(backend.CauseDisk)
 	}
 	killed, _ := r.killed.Load().(backend.Cause)
-	if killed != "" {
+	if killed != "" && killed != backend.CauseKilled { // a kill is no limit
 		hit(killed)
 	}
 

@@ -941,7 +941,7 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	if killed == "" && exit == nil {
 		killed = backend.CauseKilled
 	}
-	if killed != "" {
+	if killed != "" && killed != backend.CauseKilled { // a kill is no limit
 		hit(killed)
 	}
 	switch {

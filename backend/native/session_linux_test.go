@@ -337,8 +337,8 @@ func TestSessionInitKilled(t *testing.T) {
 		t.Fatal("Done not closed after init was killed")
 	}
 	st, err := bg.Wait()
-	if err != nil || st.Cause != backend.CauseKilled {
-		t.Errorf("process of a killed session: %+v, %v; want cause killed", st, err)
+	if err != nil || st.Cause != backend.CauseKilled || len(st.LimitsHit) != 0 {
+		t.Errorf("process of a killed session: %+v, %v; want cause killed, no limit hit (a kill is none)", st, err)
 	}
 	checkGone(t, "after init was killed", marker, cgroups)
 	if _, err := inst.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"true"}}, backend.Stdio{}); !errors.Is(err, native.ErrEnded) {
