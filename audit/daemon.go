@@ -36,6 +36,10 @@ type SessionEvent struct {
 	// daemon that made it.
 	Created *time.Time `json:"created,omitempty"`
 	PID     int        `json:"pid,omitempty"`
+	// Warnings, for a reaped session, say what the next daemon
+	// quarantined of what its commands planted in its workspace, or could
+	// not.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // DaemonEvent is a TypeDaemon record: a daemon started ("start") or

@@ -283,7 +283,7 @@ func (m *Manager) auditStart(unclean bool, prevPID int, reaped []record) {
 	for _, r := range reaped {
 		created := r.Created.UTC()
 		m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: r.ID, Tenant: r.Tenant,
-			Event: "end", Reason: "reaped", Workspace: r.Workspace, Created: &created, PID: r.PID})
+			Event: "end", Reason: "reaped", Workspace: r.Workspace, Created: &created, PID: r.PID, Warnings: r.warnings})
 	}
 }
 

@@ -60,6 +60,11 @@ type EngineSpec struct {
 	// before any of its processes starts (sandbox.SessionRequest.OnCgroup),
 	// for the session's record; an error fails the engine.
 	OnCgroup func(dirs []string) error
+	// OnGuard, if set, is given the state of the session's workspace
+	// guards before any of its processes starts
+	// (sandbox.SessionRequest.OnGuard), for the session's record; an
+	// error fails the engine.
+	OnGuard func(state []byte) error
 }
 
 // NewEngine makes a session's sandbox.
@@ -101,7 +106,7 @@ type WindowSize struct{ Rows, Cols uint16 }
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
 	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents, Learn: spec.Learn,
-		Approver: spec.Approver, AuditDecision: spec.AuditDecision, OnCgroup: spec.OnCgroup}
+		Approver: spec.Approver, AuditDecision: spec.AuditDecision, OnCgroup: spec.OnCgroup, OnGuard: spec.OnGuard}
 	if rec := spec.Audit; rec != nil {
 		hook, decided := spec.NetworkEvents, spec.AuditDecision
 		req.Audit = func(e egress.Event) {

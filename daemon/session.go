@@ -107,6 +107,9 @@ type Session struct {
 	// cgroups are the directories of its sandbox's cgroup, kept in its
 	// record (record.Cgroups); under mu.
 	cgroups []string
+	// guards is the state of its workspace guards, kept in its record
+	// (record.Guards); under mu.
+	guards []byte
 	// wsTmpfs: the daemon mounted a tmpfs of limits.disk on the workspace
 	// it made (boundWorkspace).
 	wsTmpfs bool
@@ -237,6 +240,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.audit, Learn: req.Learn,
 		OnCgroup: s.recordCgroups(rec)}
+	if !temp {
+		espec.OnGuard = s.recordGuards(rec)
+	}
 	eng, err := m.cfg.Engine(ctx, espec)
 	if err != nil {
 		s.cancel()
@@ -321,10 +327,13 @@ func newID() string {
 
 func (s *Session) record() *record {
 	s.mu.Lock()
-	cgroups := s.cgroups
+	cgroups, guards := s.cgroups, s.guards
 	made := s.eng != nil
 	s.mu.Unlock()
 	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid(), Cgroups: cgroups, made: made}
+	if guards != nil {
+		r.Guards, r.TenantUID, r.Self = guards, s.Tenant.UID, s.Tenant.self()
+	}
 	if made {
 		r.changeSet = s.ChangeSet()
 	}
@@ -346,6 +355,23 @@ func (s *Session) recordCgroups(rec *record) func([]string) error {
 		s.cgroups = dirs
 		s.mu.Unlock()
 		rec.Cgroups = dirs
+		if err := s.m.writeRecord(rec); err != nil {
+			return fmt.Errorf("session record: %w", err)
+		}
+		return nil
+	}
+}
+
+// recordGuards returns what the engine is to call with the state of s's
+// workspace guards: it is written in rec before the sandbox's processes
+// start, so that the next daemon quarantines what they planted after
+// this one's death (reap).
+func (s *Session) recordGuards(rec *record) func([]byte) error {
+	return func(state []byte) error {
+		s.mu.Lock()
+		s.guards = state
+		s.mu.Unlock()
+		rec.Guards, rec.TenantUID, rec.Self = state, s.Tenant.UID, s.Tenant.self()
 		if err := s.m.writeRecord(rec); err != nil {
 			return fmt.Errorf("session record: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/internal/cgroup"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +37,17 @@ type record struct {
 	// next daemon removes them whatever their age (reapCgroups), where
 	// cgroup.Sweep leaves young ones alone.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Guards is what quarantines the paths the commands of a session
+	// with a writable workspace of the tenant's own plant where a
+	// protected path belongs (sandbox.SessionRequest.OnGuard), written
+	// before its processes start: the next daemon does what the
+	// session's Close would have (sandbox.FinishAbandoned). TenantUID is
+	// then the tenant's uid, whose planted files it removes rather than
+	// keep in its state directory, unless Self says the tenant is the
+	// daemon's own user.
+	Guards    json.RawMessage `json:"guards,omitempty"`
+	TenantUID int             `json:"tenant_uid,omitempty"`
+	Self      bool            `json:"self,omitempty"`
 
 	// made says the session's sandbox was made, and changeSet is then its
 	// change set's id, "" for none: removeRecord opens it by id rather
@@ -43,6 +55,9 @@ type record struct {
 	// kept on disk.
 	made      bool
 	changeSet string
+	// warnings are what reap says of the quarantine (the session's
+	// audited end).
+	warnings []string
 }
 
 func (m *Manager) recordPath(id string) string {
@@ -216,6 +231,7 @@ func (m *Manager) reap() []record {
 			if err := reapCgroups(&r); err != nil {
 				m.log.Warn("reap the session's cgroup", "session", id, "err", err)
 			}
+			m.finishGuards(&r)
 		}
 		if err := m.removeRecord(&r); err != nil {
 			m.log.Error("reap session", "session", id, "err", err)
@@ -233,6 +249,28 @@ func (m *Manager) reap() []record {
 		}
 	}
 	return reaped
+}
+
+// finishGuards quarantines what the commands of r's session planted in
+// its tenant's workspace where a protected path belongs, once its
+// processes are gone (reapCgroups; init's death ended the others): the
+// dead daemon's Close would have. A workspace the daemon made goes
+// whole with the record.
+func (m *Manager) finishGuards(r *record) {
+	if len(r.Guards) == 0 || r.TempWorkspace != "" {
+		return
+	}
+	rep, err := sandbox.FinishAbandoned(r.ID, r.Guards)
+	if !r.Self && len(rep.Quarantined) > 0 {
+		removeQuarantined(rep, r.TenantUID, "the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
+	}
+	for _, w := range rep.Warnings {
+		m.log.Warn("reaped session's workspace", "session", r.ID, "warning", w)
+	}
+	if err != nil {
+		m.log.Error("reaped session's workspace: what its commands planted is still in place", "session", r.ID, "err", err)
+	}
+	r.warnings = rep.Warnings
 }
 
 // writeTempPrefix begins the name of an entry the files API is writing,

@@ -33,6 +33,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -899,6 +900,71 @@ func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 	}
 	report(rep, moved)
 	return nil
+}
+
+// guardStates is what FinishAbandoned needs to finish guards: each
+// one's workspace.Guard.State, by its place in guards, which names its
+// quarantine directory; nil when none has anything to finish.
+func guardStates(guards []*workspace.Guard) ([]byte, error) {
+	states := make([]json.RawMessage, len(guards))
+	some := false
+	for i, g := range guards {
+		s, err := g.State()
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			states[i], some = s, true
+		}
+	}
+	if !some {
+		return nil, nil
+	}
+	return json.Marshal(states)
+}
+
+// FinishAbandoned quarantines what the commands of the session or run id
+// planted where a protected path belongs, as its Close would have, when
+// the process that ran it died first: state is what SessionRequest.OnGuard
+// was given. The caller makes sure that no process of the sandbox is
+// alive. The Report holds the quarantine (Quarantined, Warnings); a guard
+// whose root is no longer the directory the session began with
+// (workspace.ErrGuardMoved) is skipped, with a warning. The error is the
+// first guard that could not finish.
+func FinishAbandoned(id string, state []byte) (*Report, error) {
+	rep := &Report{RunID: id}
+	var states []json.RawMessage
+	if err := json.Unmarshal(state, &states); err != nil {
+		return rep, fmt.Errorf("guard state: %w", err)
+	}
+	dir, err := workspace.StateDir()
+	if err != nil {
+		return rep, fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)
+	}
+	var first error
+	for i, s := range states {
+		if len(s) == 0 || string(s) == "null" {
+			continue
+		}
+		g, err := workspace.ResumeGuard(s)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("what the commands planted was not looked for: %v", err))
+			if !errors.Is(err, workspace.ErrGuardMoved) && first == nil {
+				first = fmt.Errorf("%w: %v", ErrQuarantine, err)
+			}
+			continue
+		}
+		moved, err := g.Finish(filepath.Join(dir, "quarantine", id, fmt.Sprint(i)))
+		g.Close()
+		report(rep, moved)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", err))
+			if first == nil {
+				first = fmt.Errorf("%w: %v", ErrQuarantine, err)
+			}
+		}
+	}
+	return rep, first
 }
 
 // report lists quarantined paths in rep.

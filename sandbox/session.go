@@ -62,6 +62,14 @@ type SessionRequest struct {
 	// An error fails Create. It is not called where the backend makes no
 	// cgroup, or reclaims it itself.
 	OnCgroup func(dirs []string) error
+	// OnGuard, when set, is given what finishes the session's workspace
+	// guards (the quarantine of what its commands plant where a
+	// protected path belongs) before any process of the sandbox starts,
+	// for a caller that records it, so that whoever cleans up after its
+	// death does what Close would have (FinishAbandoned). An error fails
+	// Create. It is not called when nothing is to finish (no writable
+	// workspace or read-write directory).
+	OnGuard func(state []byte) error
 }
 
 // ExecRequest is one command of a session.
@@ -229,6 +237,15 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	s.guards = guards
 	undo = append(undo, func() { closeGuards(guards) })
+	if req.OnGuard != nil {
+		if state, err := guardStates(guards); err != nil {
+			return nil, err
+		} else if state != nil {
+			if err := req.OnGuard(state); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// The Spec's command line is each command's own (ExecRequest); the
 	// one compiled here only stands in for them.
 	spec, err := Compile(p, []string{"/bin/true"}, caller, s.id, s.cs, guards)
