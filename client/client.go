@@ -126,6 +126,11 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 		if err != nil {
 			return nil, err
 		}
+		if string(b) == "null" {
+			// A nil request (CreateSession(ctx, nil)) sets nothing: the
+			// daemon takes an object, and refuses null.
+			b = []byte("{}")
+		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)

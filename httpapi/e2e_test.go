@@ -415,6 +415,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", "/v1/sessions", `{"tll":"1m"}`, nil, 400, client.CodeBadRequest, `unknown field "tll"`},
 		{"two values", "POST", "/v1/sessions", `{} {}`, nil, 400, client.CodeBadRequest, "after the JSON value"},
 		{"empty body", "POST", "/v1/sessions", ``, nil, 400, client.CodeBadRequest, "empty"},
+		{"null body", "POST", "/v1/sessions", `null`, nil, 400, client.CodeBadRequest, "not a JSON object"},
+		{"array body", "POST", "/v1/sessions", `[]`, nil, 400, client.CodeBadRequest, "not a JSON object"},
 		{"huge body", "POST", "/v1/sessions", huge, nil, 413, client.CodeBodyTooLarge, "over"},
 		{"bad duration", "POST", "/v1/sessions", `{"ttl":"soon"}`, nil, 400, client.CodeBadRequest, "ttl"},
 		{"relative workspace", "POST", "/v1/sessions", `{"workspace":"rel"}`, nil, 403, client.CodeWorkspace, "absolute"},
@@ -456,6 +458,12 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := d.c.CreateSession(context.Background(), &client.CreateSessionRequest{Policy: "[network]\nmode = \"sideways\"\n"}); apiCode(err) != client.CodeInvalidPolicy {
 		t.Errorf("policy failing validation: %v", err)
+	}
+	// The client's nil request is an object that sets nothing.
+	if s, err := d.c.CreateSession(context.Background(), nil); err != nil {
+		t.Errorf("CreateSession with a nil request: %v", err)
+	} else {
+		d.c.DeleteSession(context.Background(), s.ID)
 	}
 	// The daemon still serves.
 	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "alive"}}); out != "alive\n" {

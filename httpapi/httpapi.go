@@ -18,6 +18,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -320,10 +321,21 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body := s.body(w, r, s.MaxBody)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	// Every body is an object: `null`, which Decode would take as
+	// nothing at all, is refused as an empty body is, not read as a
+	// request that sets nothing.
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
 	if err == nil && dec.More() {
 		err = errors.New("data after the JSON value")
+	}
+	if err == nil && raw[0] != '{' {
+		err = errors.New("the body is not a JSON object")
+	}
+	if err == nil {
+		obj := json.NewDecoder(bytes.NewReader(raw))
+		obj.DisallowUnknownFields()
+		err = obj.Decode(v)
 	}
 	if err == nil {
 		_, err = io.Copy(io.Discard, body)
