@@ -132,6 +132,12 @@ func (p *Policy) validateNetwork(l *errorList) {
 			f = "network.tcp_connect"
 		}
 		l.add(f, `TCP port rules are enforced by Landlock, which filesystem.landlock = "off" turns off; leave the ports unset or turn Landlock on`)
+	} else if (n.TCPBind != nil || n.TCPConnect != nil) && p.Syscalls.Profile == ProfileUnconfined {
+		f := "network.tcp_bind"
+		if n.TCPBind == nil {
+			f = "network.tcp_connect"
+		}
+		l.add(f, `TCP port rules hold only while MPTCP sockets, which Landlock does not see, are refused by the system-call filter that syscalls.profile = "unconfined" turns off; leave the ports unset or choose another profile`)
 	}
 }
 

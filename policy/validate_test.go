@@ -78,6 +78,14 @@ func TestValidateFields(t *testing.T) {
 			p.Network.TCPConnect = &[]int{443}
 			p.Filesystem.Landlock = "off"
 		}, `network.tcp_connect: TCP port rules are enforced by Landlock, which filesystem.landlock = "off" turns off`},
+		{"tcp ports without a filter", func(p *Policy) {
+			p.Network.TCPBind = &[]int{}
+			p.Syscalls.Profile = "unconfined"
+		}, `network.tcp_bind: TCP port rules hold only while MPTCP sockets, which Landlock does not see, are refused`},
+		{"tcp ports with the strict filter", func(p *Policy) {
+			p.Network.TCPBind = &[]int{}
+			p.Syscalls.Profile = "strict"
+		}, ""},
 		{"negative wall", func(p *Policy) { p.Limits.Wall = -1 }, "limits.wall: -1 is negative; use 0 for no limit"},
 		{"negative pids", func(p *Policy) { p.Limits.Pids = -1 }, "limits.pids: -1 is negative"},
 		{"too many pids", func(p *Policy) { p.Limits.Pids = 1 << 23 }, "limits.pids: 8388608 is too many"},
