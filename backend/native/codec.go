@@ -259,6 +259,8 @@ func encodeInitSpec(is *initSpec) []byte {
 	e.int(int64(is.SessionFD))
 	e.int(int64(is.ExecFD))
 	e.bool(is.SetsidOnly)
+	e.bool(is.Listen)
+	e.bool(is.ListenOnly)
 	return e.frame()
 }
 
@@ -352,6 +354,8 @@ func decodeInitSpec(b []byte) (*initSpec, error) {
 	is.SessionFD = int(d.int())
 	is.ExecFD = int(d.int())
 	is.SetsidOnly = d.bool()
+	is.Listen = d.bool()
+	is.ListenOnly = d.bool()
 	return is, d.done()
 }
 

@@ -73,6 +73,8 @@ type planFDs struct {
 	// also sends each exec to the host (see execObserved).
 	observed  int
 	execCheck bool
+	// listenCheck: it also sends each listen (see listenChecked).
+	listenCheck bool
 }
 
 // directCalls are the system calls the direct start makes after its
@@ -553,6 +555,9 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 			prog = seccomp.Observed(prog)
 			if fds.execCheck {
 				prog = seccomp.WithExecNotify(prog, seccomp.NativeArch(), first)
+			}
+			if fds.listenCheck {
+				prog = seccomp.WithListenNotify(prog, seccomp.NativeArch())
 			}
 			flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		}
@@ -1102,7 +1107,7 @@ func (p *plan) dev(target string) {
 func (p *plan) execFilter(prog []seccomp.Instruction, fds planFDs) {
 	stg := p.stage("install seccomp filter 1")
 	flags := uintptr(0)
-	if fds.seccompChan >= 0 && !fds.execCheck && observable(seccomp.Observed(prog), fds.status) {
+	if fds.seccompChan >= 0 && !fds.execCheck && !fds.listenCheck && observable(seccomp.Observed(prog), fds.status) {
 		prog = seccomp.Observed(prog)
 		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 		list := p.list

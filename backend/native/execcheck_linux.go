@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -53,6 +54,20 @@ func execFilters(spec *backend.Spec, filters [][]seccomp.Instruction, direct boo
 	}
 	return filters, nil
 }
+
+// listenChecked says whether spec's TCP bind rule needs each listen sent
+// to the host (seccomp.WithListenNotify): Landlock checks the port a bind
+// names, but a TCP socket listened on unbound gets an ephemeral port from
+// the kernel with no bind hook called. A rule that allows port 0 (any
+// ephemeral port) needs no check.
+func listenChecked(spec *backend.Spec) bool {
+	n := spec.Network
+	return n.RestrictBind && !slices.Contains(n.BindPorts, 0)
+}
+
+// errNoListenCheck refuses a TCP bind rule with no seccomp filter to
+// carry the check of each listen (see listenChecked).
+var errNoListenCheck = errors.New("network.tcp_bind needs a seccomp filter, which checks each listen() for a port the rule never saw; this run has none")
 
 // ptraceScope is Yama's kernel.yama.ptrace_scope, 0 without Yama.
 func ptraceScope() int {
@@ -496,17 +511,11 @@ func (r *run) superviseInit(prog []seccomp.Instruction) (*os.File, error) {
 }
 
 // installExecChecked is init's side: it installs prog observed and
-// checking each exec (a session's also sending each setsid: see
-// attribute; setsidOnly, a session whose execs are not checked, only
-// those), and sends the listener to the host on chanFD.
-func installExecChecked(prog []seccomp.Instruction, chanFD int, session, setsidOnly bool) error {
-	var fd int
-	var err error
-	if setsidOnly {
-		fd, err = seccomp.InstallObservedSetsid(prog)
-	} else {
-		fd, err = seccomp.InstallObservedExec(prog, session)
-	}
+// sending the host what n says (each exec to check; a session's each
+// setsid: see attribute; each listen: see listenChecked), and sends the
+// listener to the host on chanFD.
+func installExecChecked(prog []seccomp.Instruction, chanFD int, n seccomp.Notify) error {
+	fd, err := seccomp.InstallObservedNotify(prog, n)
 	if err != nil {
 		return err
 	}

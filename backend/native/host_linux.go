@@ -461,7 +461,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
 		}
 	}
-	if (direct || r.stdio.CheckExec != nil) && exitMsg != nil {
+	if (direct || r.initSupervised) && exitMsg != nil {
 		exitMsg.Denials = r.seen.list() // the host answered the notifications
 	}
 	return r.status(exitMsg), nil
@@ -536,12 +536,17 @@ func (r *run) startInit(exe string, filters [][]seccomp.Instruction, trees map[s
 		extra = append(extra, r.sessChild)
 	}
 	var execChild *os.File
-	if stdio.CheckExec != nil || r.setsidOnly {
+	if listenChecked(spec) && len(filters) == 0 {
+		return errNoListenCheck
+	}
+	if stdio.CheckExec != nil || r.setsidOnly || listenChecked(spec) {
 		child, err := r.superviseInit(filters[0])
 		if err != nil {
 			return err
 		}
 		is.ExecFD, is.SetsidOnly = 3+len(extra), r.setsidOnly
+		is.Listen = listenChecked(spec)
+		is.ListenOnly = stdio.CheckExec == nil && !r.setsidOnly
 		extra = append(extra, child)
 		execChild = child
 	}
@@ -995,6 +1000,9 @@ func (r *run) explain(ds []denial) []backend.Denial {
 			errName = fmt.Sprintf("errno %d", d.Errno)
 		}
 		rule := seccomp.RuleFor(prof, name, d.Errno)
+		if rule == "" && name == "listen" && d.Errno == int(unix.EACCES) && listenChecked(r.spec) {
+			rule = "a TCP socket listened on without a bind would get an ephemeral port, which network.tcp_bind does not allow"
+		}
 		out = append(out, backend.Denial{Layer: "seccomp", What: name, Errno: errName, Count: d.Count, Rule: rule})
 	}
 	return out

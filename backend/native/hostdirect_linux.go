@@ -97,13 +97,18 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 		r.cleanup = append(r.cleanup, func() { host.Close() })
 		closeAfter = append(closeAfter, child)
 		fds.seccompChan = int(child.Fd())
-		if r.stdio.CheckExec != nil {
+		if r.stdio.CheckExec != nil || listenChecked(spec) {
+			// The filter that carries the exec check carries the listen
+			// check too, on the same listener.
 			obs, err := execObserved(r.spec, filters)
 			if err != nil {
 				return err
 			}
-			fds.observed, fds.execCheck = obs, true
+			fds.observed = obs
+			fds.execCheck, fds.listenCheck = r.stdio.CheckExec != nil, listenChecked(spec)
 		}
+	} else if listenChecked(spec) {
+		return errNoListenCheck
 	}
 	if spec.Network.Mode == backend.NetProxy {
 		if r.stdio.ServeProxy == nil {

@@ -298,7 +298,8 @@ func initMain(send func(message)) error {
 			}
 		}
 		if i == 0 && is.ExecFD != 0 {
-			if err := installExecChecked(prog, is.ExecFD, is.SessionFD != 0, is.SetsidOnly); err != nil {
+			n := seccomp.Notify{Exec: !is.SetsidOnly && !is.ListenOnly, Setsid: is.SetsidOnly || is.SessionFD != 0 && !is.ListenOnly, Listen: is.Listen}
+			if err := installExecChecked(prog, is.ExecFD, n); err != nil {
 				return fail("install seccomp filter 1", err)
 			}
 			continue

@@ -141,6 +141,11 @@ type initSpec struct {
 	// SetsidOnly: the listener sent on ExecFD notifies each setsid but no
 	// exec (a session whose execs are not checked; see sessionkill_linux.go).
 	SetsidOnly bool
+	// Listen: the listener sent on ExecFD also notifies each listen, which
+	// the host makes itself unless it would pick a port the TCP bind rule
+	// never saw (see listenChecked); ListenOnly: ExecFD is there for that
+	// alone, and notifies neither exec nor setsid.
+	Listen, ListenOnly bool
 }
 
 // usernsArg0 is argv[0] of a process started only to hold a user namespace

@@ -30,7 +30,7 @@ import (
 // command have all died (a double fork) is told apart from another
 // command's only by the host's record of that setsid. So every session's
 // filter sends each setsid to the host, whether or not it checks execs
-// (seccomp.InstallObservedSetsid: no exec is sent where none is
+// (seccomp.Notify with Setsid alone: no exec is sent where none is
 // checked), and the host, not init, answers the filter's notifications.
 // setsid is the only way to make a session, and the kernel asks before
 // each, so a command cannot make one the host does not hear of. Without

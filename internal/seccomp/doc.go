@@ -30,11 +30,12 @@
 // floor refuses.
 //
 // Nothing in this package makes a system call except the installers
-// ([Install], [InstallObserved], [InstallObservedExec]), a [Supervisor]
+// ([Install], [InstallObserved], [InstallObservedNotify]), a [Supervisor]
 // answering a listener's notifications (which, for an exec it is asked
 // about, reads the caller's path and argv with process_vm_readv, and,
 // for one it lets go on, attaches to the caller with ptrace until the
-// new image's argv is checked against what was read), and
+// new image's argv is checked against what was read, and, for a listen,
+// takes the caller's socket with pidfd_getfd and listens on it itself), and
 // uname(2) for the kernel version that Docker profiles' minKernel
 // conditions compare.
 package seccomp

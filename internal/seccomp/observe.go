@@ -237,6 +237,40 @@ func setsidNumber(arch string) int {
 	return -1
 }
 
+// WithListenNotify returns prog preceded by a check that sends every
+// listen of arch to the supervisor, which, where prog allows it, makes the
+// call itself on the caller's socket unless it is a TCP socket bound to no
+// port (Supervisor.Serve): the kernel would bind that one to an ephemeral
+// port, which Landlock's TCP bind rule never sees (it has no hook on
+// listen). prog should be the observed program, as for WithExecNotify; a
+// call of another architecture falls through to it. Without a listener
+// on the filter, every listen fails (ENOSYS): closed, not open.
+func WithListenNotify(prog []Instruction, arch string) []Instruction {
+	head := []Instruction{
+		{Code: ldAbsW, K: 4}, // seccomp_data.arch
+		{Code: jeq, K: AuditArch(arch), Jf: 3},
+		{Code: ldAbsW, K: 0}, // seccomp_data.nr
+		{Code: jeq, K: uint32(listenNumber(arch)), Jf: 1},
+		{Code: retK, K: retUserNotif},
+	}
+	return append(head, prog...)
+}
+
+// IsListen reports whether nr is listen on arch.
+func IsListen(arch string, nr int) bool { return nr == listenNumber(arch) }
+
+// listenNumber is listen's number on arch (-1 for an architecture moat
+// has no table of), checked against the table as setsid's is.
+func listenNumber(arch string) int {
+	switch arch {
+	case ArchX86_64:
+		return 50
+	case ArchAarch64:
+		return 201
+	}
+	return -1
+}
+
 // PassThrough is a program that allows every call: with WithExecNotify,
 // the filter of a run without a profile whose execs are checked.
 func PassThrough() []Instruction { return []Instruction{{Code: retK, K: retAllow}} }

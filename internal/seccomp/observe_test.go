@@ -123,6 +123,14 @@ func TestExecNumbers(t *testing.T) {
 	if nr := setsidNumber("mips"); nr != -1 {
 		t.Errorf("mips: setsid %d; want -1", nr)
 	}
+	for _, arch := range []string{ArchX86_64, ArchAarch64} {
+		if nr, _ := Lookup(arch, "listen"); listenNumber(arch) != nr {
+			t.Errorf("%s: listen is %d, the table says %d", arch, listenNumber(arch), nr)
+		}
+	}
+	if nr := listenNumber("mips"); nr != -1 {
+		t.Errorf("mips: listen %d; want -1", nr)
+	}
 }
 
 // TestWithSetsidNotify: setsid of the native architecture is notified,

@@ -25,23 +25,29 @@ func InstallObserved(prog []Instruction) (int, error) {
 	return installListener(Observed(prog), "observed")
 }
 
-// InstallObservedExec is InstallObserved for a filter that also sends
-// every execve and execveat to the supervisor (see WithExecNotify), and,
-// with sessions, every setsid (see WithSetsidNotify).
-func InstallObservedExec(prog []Instruction, sessions bool) (int, error) {
-	prog = WithExecNotify(Observed(prog), NativeArch(), nil)
-	if sessions {
-		prog = WithSetsidNotify(prog, NativeArch())
-	}
-	return installListener(prog, "exec-checking")
+// Notify says which calls an observed filter sends to its supervisor
+// besides those it refuses.
+type Notify struct {
+	Exec   bool // WithExecNotify
+	Setsid bool // WithSetsidNotify
+	Listen bool // WithListenNotify
 }
 
-// InstallObservedSetsid is InstallObserved for a filter that also sends
-// every setsid to the supervisor (see WithSetsidNotify), but no exec: a
-// session whose execs are not checked still tells its host who makes
-// each session, and pays the round trip only there.
-func InstallObservedSetsid(prog []Instruction) (int, error) {
-	return installListener(WithSetsidNotify(Observed(prog), NativeArch()), "setsid-notifying")
+// InstallObservedNotify is InstallObserved for a filter that also sends
+// the calls n names to the supervisor.
+func InstallObservedNotify(prog []Instruction, n Notify) (int, error) {
+	prog = Observed(prog)
+	arch := NativeArch()
+	if n.Exec {
+		prog = WithExecNotify(prog, arch, nil)
+	}
+	if n.Setsid {
+		prog = WithSetsidNotify(prog, arch)
+	}
+	if n.Listen {
+		prog = WithListenNotify(prog, arch)
+	}
+	return installListener(prog, "notifying")
 }
 
 func installListener(prog []Instruction, what string) (int, error) {
@@ -202,6 +208,13 @@ func (s *Supervisor) Serve(fd, stop int) {
 			}
 			continue
 		}
+		if err == nil && Allows(ret) && IsListen(arch, int(req.nr)) {
+			// Sent by WithListenNotify: made here, on the caller's socket.
+			if errno := answerListen(fd, &req); errno == int(unix.EACCES) && s.Record != nil {
+				s.Record(int(req.pid), int(req.nr), errno)
+			}
+			continue
+		}
 		if e, ok := ErrnoOf(ret); err == nil && ok {
 			errNo = e
 		}
@@ -222,6 +235,79 @@ func respond(fd int, id uint64, errno int) {
 		resp.flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
 	}
 	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+}
+
+// answerListen answers a listen sent by WithListenNotify: it takes the
+// caller's socket (pidfd_getfd: the same open socket, not a copy) and
+// refuses (EACCES, as Landlock refuses a bind) a TCP socket bound to no
+// port, which listen would bind to an ephemeral one; any other it listens
+// on itself and answers with the outcome. Making the call here, rather
+// than checking and letting it go on, leaves no moment in which another
+// thread of the caller could put an unbound socket at the fd checked. It
+// returns the errno answered.
+func answerListen(fd int, req *seccompNotif) int {
+	errno := func(err error) int {
+		if e, ok := err.(unix.Errno); ok {
+			return int(e)
+		}
+		return int(unix.EACCES)
+	}
+	pidfd, err := unix.PidfdOpen(int(req.pid), 0)
+	if err != nil {
+		respond(fd, req.id, int(unix.EACCES))
+		return int(unix.EACCES)
+	}
+	defer unix.Close(pidfd)
+	// The pid is the caller's, not one reused since it died.
+	id := req.id
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); e != 0 {
+		return 0
+	}
+	sock, err := unix.PidfdGetfd(pidfd, int(int32(req.args[0])), 0)
+	if err != nil {
+		respond(fd, req.id, errno(err))
+		return errno(err)
+	}
+	defer unix.Close(sock)
+	if unboundTCP(sock) {
+		respond(fd, req.id, int(unix.EACCES))
+		return int(unix.EACCES)
+	}
+	e := 0
+	if err := unix.Listen(sock, int(int32(req.args[1]))); err != nil {
+		e = errno(err)
+	}
+	resp := seccompNotifResp{id: req.id, error: -int32(e)}
+	unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	return e
+}
+
+// unboundTCP says whether sock is a TCP (or MPTCP) socket of IPv4 or IPv6
+// bound to no port.
+func unboundTCP(sock int) bool {
+	domain, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil || domain != unix.AF_INET && domain != unix.AF_INET6 {
+		return false
+	}
+	typ, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil || typ != unix.SOCK_STREAM {
+		return false
+	}
+	proto, err := unix.GetsockoptInt(sock, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err != nil || proto != unix.IPPROTO_TCP && proto != unix.IPPROTO_MPTCP {
+		return false
+	}
+	sa, err := unix.Getsockname(sock)
+	if err != nil {
+		return true
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port == 0
+	case *unix.SockaddrInet6:
+		return a.Port == 0
+	}
+	return true
 }
 
 // answerExec reads an exec call's path and argv and asks s.Exec about it,

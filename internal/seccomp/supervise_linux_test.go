@@ -137,7 +137,7 @@ func execCheckHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()), true)
+	fd, err := InstallObservedNotify(mustCompileHelper(Default(), NativeArch()), Notify{Exec: true, Setsid: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -195,7 +195,7 @@ func execUnsupervisedHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fd, err := InstallObservedExec(mustCompileHelper(Default(), NativeArch()), false)
+	fd, err := InstallObservedNotify(mustCompileHelper(Default(), NativeArch()), Notify{Exec: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
