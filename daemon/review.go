@@ -75,12 +75,7 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	if cs == "" || (s.TempWorkspace && !reviewing) {
 		return false
 	}
-	r := &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: -1}
-	if fi, err := os.Stat(s.Workspace); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			r.owner = int(st.Uid)
-		}
-	}
+	r := &review{tenant: s.Tenant.ID, session: s.ID, changeSet: cs, owner: workspaceOwner(s)}
 	if s.TempWorkspace {
 		r.temp = s.Workspace
 	}
@@ -128,6 +123,23 @@ func (m *Manager) discardReview(r *review) {
 // reviewable says whether the daemon reviews r's change set (see
 // reviewed): in a workspace it made, or one its own user owns.
 func (r *review) reviewable() bool { return r.temp != "" || r.owner == os.Geteuid() }
+
+// workspaceOwner is the uid that owns s's workspace, or -1.
+func workspaceOwner(s *Session) int {
+	if fi, err := os.Stat(s.Workspace); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			return int(st.Uid)
+		}
+	}
+	return -1
+}
+
+// errNotReviewed refuses a diff or an apply of a change set the daemon
+// does not review (see reviewable).
+func errNotReviewed(changeSet string) error {
+	return fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it; the daemon can discard it)",
+		ErrUnsupportedMode, changeSet, changeSet)
+}
 
 // reviewDisk is what r keeps on the daemon's disk: its change set's
 // changes and, for a workspace the daemon made, that workspace. What the
@@ -194,6 +206,11 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string, discard boo
 		if s.ChangeSet() == "" {
 			return nil, fmt.Errorf("%w: a %s session has no change set to review (overlay and copy sessions do)", ErrUnsupportedMode, s.WorkspaceMode)
 		}
+		// Refused before anything is ended: a request that changes
+		// nothing must not end the session either.
+		if !discard && !s.TempWorkspace && workspaceOwner(s) != os.Geteuid() {
+			return nil, errNotReviewed(s.ChangeSet())
+		}
 		if err := m.endFor(ctx, s, true, "review"); err != nil {
 			return nil, err
 		}
@@ -203,8 +220,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string, discard boo
 	for _, r := range m.reviews {
 		if r.tenant == t.ID && r.session == id {
 			if !r.reviewable() && !discard {
-				return nil, fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it; the daemon can discard it)",
-					ErrUnsupportedMode, r.changeSet, r.changeSet)
+				return nil, errNotReviewed(r.changeSet)
 			}
 			return r, nil
 		}

@@ -42,6 +42,15 @@ func TestOthersChangeSetsBounded(t *testing.T) {
 	if out := curl("-d", `{"args":["dd","if=/dev/zero","of=big","bs=1M","count=6"]}`, "http://moat/v1/sessions/"+id+"/exec"); !strings.Contains(out, `"exit_code":0`) {
 		t.Fatalf("6MiB in the session: %s", out)
 	}
+	// A diff refused while the session lives leaves it alive: a request
+	// that changes nothing ends nothing (before, the review ended it and
+	// killed its commands, and only then refused, tried).
+	if out := curl("http://moat/v1/sessions/" + id + "/diff"); !strings.Contains(out, client.CodeUnsupported) {
+		t.Errorf("the diff of a live session in another user's workspace: %s", out)
+	}
+	if out := curl("-d", `{"args":["echo","alive"]}`, "http://moat/v1/sessions/"+id+"/exec"); !strings.Contains(out, "alive") {
+		t.Errorf("the session after a refused diff: %s", out)
+	}
 	curl("-X", "DELETE", "http://moat/v1/sessions/"+id)
 	if out := curl("http://moat/v1/sessions/" + id + "/diff"); !strings.Contains(out, client.CodeUnsupported) {
 		t.Errorf("the daemon diffs another user's change set: %s", out)
