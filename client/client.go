@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -146,6 +147,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 // roundTrip sends req and returns a 2xx response; any other status is
 // returned as *Error.
 func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	// Every id is one segment of the path: an empty one leaves two
+	// slashes, or one at the end, which the daemon would answer about
+	// the path rather than the id.
+	if p := req.URL.Path; strings.Contains(p, "//") || strings.HasSuffix(p, "/") {
+		return nil, fmt.Errorf("%s %s: an empty id (of a session, process or approval)", req.Method, p)
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -205,6 +212,9 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 // stdout and stderr as it is written, and returns how it ended. A nil
 // writer discards that stream. req.Background must be false (see Start).
 func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, stderr io.Writer) (*ExitReport, error) {
+	if req == nil {
+		return nil, errNoRequest
+	}
 	if req.Background {
 		return nil, errors.New("exec: a background command is started with Start")
 	}
@@ -215,6 +225,9 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 	defer resp.Body.Close()
 	return c.readEvents(resp.Body, stdout, stderr)
 }
+
+// errNoRequest: a command is an ExecRequest's Args; nil names none.
+var errNoRequest = errors.New("exec: no ExecRequest (its Args name the command)")
 
 // readEvents copies an exec's output events to stdout and stderr, tells
 // c.OnApproval of its approvals, and returns its last event's report or
@@ -262,6 +275,9 @@ func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitRepo
 
 // Start starts a background command in a session.
 func (c *Client) Start(ctx context.Context, id string, req *ExecRequest) (*Process, error) {
+	if req == nil {
+		return nil, errNoRequest
+	}
 	r := *req
 	r.Background = true
 	var p Process

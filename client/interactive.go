@@ -28,6 +28,9 @@ type Interactive struct {
 // (copied to stdout and stderr). With req.Tty the command has a terminal
 // (Resize changes its size). Wait returns how it ended.
 func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, stdout, stderr io.Writer) (*Interactive, error) {
+	if req == nil {
+		return nil, errNoRequest
+	}
 	if req.Background {
 		return nil, errors.New("exec: a background command is started with Start")
 	}
@@ -47,6 +50,11 @@ func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, s
 		// The request body ends once the command has: the daemon reads
 		// it until then.
 		defer pw.Close()
+		// The transport does not return while its writer still reads
+		// the body: ctx's end must close it, or Wait would wait for the
+		// next Write.
+		stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+		defer stop()
 		resp, err := c.roundTrip(hreq)
 		if err != nil {
 			x.err = err

@@ -5,6 +5,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -191,5 +193,53 @@ func TestInteractiveClientGone(t *testing.T) {
 			t.Fatalf("the command outlived its client: %q", o)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestInteractiveCancelQuiet: a cancelled interactive exec that has
+// written nothing yet (so no answer has begun) ends Wait at once; before,
+// the transport waited for the request body, which nothing closed, and
+// Wait never returned.
+func TestInteractiveCancelQuiet(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	ctx, cancel := context.WithCancel(context.Background())
+	x, err := d.c.Interactive(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "60"}}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case <-x.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after the context was cancelled")
+	}
+	if _, err := x.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: %v, want context.Canceled", err)
+	}
+}
+
+// TestClientMisuse: a nil request and an empty id are the client's own
+// clear errors, not a panic or an answer about a path.
+func TestClientMisuse(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	if _, err := d.c.Exec(ctx, "x", nil, nil, nil); err == nil || !strings.Contains(err.Error(), "no ExecRequest") {
+		t.Errorf("Exec with a nil request: %v", err)
+	}
+	if _, err := d.c.Start(ctx, "x", nil); err == nil || !strings.Contains(err.Error(), "no ExecRequest") {
+		t.Errorf("Start with a nil request: %v", err)
+	}
+	if _, err := d.c.Exec(ctx, "", &client.ExecRequest{Args: []string{"true"}}, nil, nil); err == nil || !strings.Contains(err.Error(), "empty id") {
+		t.Errorf("Exec with an empty session id: %v", err)
+	}
+	if _, err := d.c.Session(ctx, ""); err == nil || !strings.Contains(err.Error(), "empty id") {
+		t.Errorf("Session with an empty id: %v", err)
+	}
+	// The control: the same calls with a session answer.
+	s := d.create(t, &client.CreateSessionRequest{})
+	if rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); err != nil || rep.ExitCode != 0 {
+		t.Errorf("Exec: %v %+v", err, rep)
 	}
 }
