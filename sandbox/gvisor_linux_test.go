@@ -35,6 +35,22 @@ func runIsolated(t *testing.T, ws string, edit func(*policy.Policy), args ...str
 	return result{rep, err, out.String(), errb.String()}
 }
 
+// runIsolatedDegraded is runIsolated with AllowDegraded.
+func runIsolatedDegraded(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
+	t.Helper()
+	p := workspacePolicy(t, ws)
+	edit(p)
+	if err := p.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args, AllowDegraded: true}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
+}
+
 // TestGVisorRefusesWhatItCannotEnforce: under gvisor isolation a policy
 // asking for what runsc cannot enforce here is refused before anything
 // runs, naming it, even with AllowDegraded; runsc itself is not needed
@@ -52,7 +68,7 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		// gVisor's kernel has no Landlock, whatever the host's has: the
 		// refusal says so rather than send the user to moat doctor.
 		{"landlock required", func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockRequired }, "the gvisor backend has no Landlock"},
-		{"tcp rules wording", func(p *policy.Policy) { p.Network.TCPBind = &[]int{8080} }, "the gvisor backend has no Landlock"},
+		{"tcp rules wording", func(p *policy.Policy) { p.Network.TCPBind = &[]int{8080} }, "gVisor has no Landlock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {
@@ -64,6 +80,18 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 			}
 			if r.rep.Backend != "gvisor" || r.rep.ExitCode != 125 {
 				t.Errorf("report: backend %q, exit %d", r.rep.Backend, r.rep.ExitCode)
+			}
+			if c.name == "pids" {
+				return // dropped with --allow-degraded, as documented
+			}
+			// Even with --allow-degraded (before, the TCP rules were
+			// dropped and the command ran, tried).
+			r = runIsolatedDegraded(t, ws, func(p *policy.Policy) {
+				p.Sandbox.Isolation, p.Harness.Builtin = policy.IsolationGVisor, []string{}
+				c.edit(p)
+			}, "/bin/true")
+			if !errors.Is(r.err, sandbox.ErrRefused) || !strings.Contains(r.err.Error(), c.want) && !strings.Contains(r.err.Error(), "TCP port rules") {
+				t.Errorf("with --allow-degraded: err = %v, want a refusal naming %q", r.err, c.want)
 			}
 		})
 	}

@@ -570,13 +570,20 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 		}
 		return fmt.Errorf("%w: filesystem.landlock is \"required\" and %s; use \"auto\" or \"best-effort\" to run without it", ErrRefused, why)
 	}
+	u, limited := be.(unsupporter)
+	if limited && tcpRules {
+		// Refused below by name (Unsupported), with or without
+		// --allow-degraded, as a backend that has no Landlock at all
+		// says: not dropped as a kernel's too old Landlock would be.
+		caps.LandlockABI = max(caps.LandlockABI, 4)
+	}
 	degraded, err := checkCapabilities(spec, caps, allowDegraded)
 	if err != nil {
 		// Refused, not run degraded: the error names the gaps.
 		return err
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
-	if u, ok := be.(unsupporter); ok {
+	if limited {
 		if gaps := u.Unsupported(spec); len(gaps) > 0 {
 			return fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  "))
 		}
