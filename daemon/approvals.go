@@ -174,7 +174,46 @@ func (q queueApprover) Approve(ctx context.Context, a harness.Action, d harness.
 }
 
 func (q queueApprover) ApproveScoped(ctx context.Context, a harness.Action, d harness.Decision) (*harness.Grant, error) {
-	return q.s.m.wait(ctx, q.s, a, d, q.pending)
+	pending := q.pending
+	if pending == nil {
+		// An ask of the session's own (a destination of its proxy),
+		// which no one command is known to have made: every command
+		// whose stream is open hears of it.
+		pending = q.s.tellWatchers
+	}
+	return q.s.m.wait(ctx, q.s, a, d, pending)
+}
+
+// watch tells f of each ask of the session's own (see ApproveScoped)
+// until the returned function is called: an exec's stream (its
+// ExecRequest.OnPending) while it runs.
+func (s *Session) watch(f func(*Approval)) (stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watchers == nil {
+		s.watchers = map[int]func(*Approval){}
+	}
+	s.nextWatcher++
+	k := s.nextWatcher
+	s.watchers[k] = f
+	return func() {
+		s.mu.Lock()
+		delete(s.watchers, k)
+		s.mu.Unlock()
+	}
+}
+
+// tellWatchers tells every watcher of s of p.
+func (s *Session) tellWatchers(p *Approval) {
+	s.mu.Lock()
+	fs := make([]func(*Approval), 0, len(s.watchers))
+	for _, f := range s.watchers {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	for _, f := range fs {
+		f(p)
+	}
 }
 
 // wait makes a pending approval of a, asked about with d in s, and waits

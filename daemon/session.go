@@ -110,6 +110,10 @@ type Session struct {
 	// guards is the state of its workspace guards, kept in its record
 	// (record.Guards); under mu.
 	guards []byte
+	// watchers are told of the asks of the session's own (watch); under
+	// mu.
+	watchers    map[int]func(*Approval)
+	nextWatcher int
 	// wsTmpfs: the daemon mounted a tmpfs of limits.disk on the workspace
 	// it made (boundWorkspace).
 	wsTmpfs bool
@@ -495,6 +499,9 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
+	if req.OnPending != nil {
+		defer s.watch(req.OnPending)()
+	}
 	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
 	if rep != nil {
 		s.auditAll(rep.AuditRecords(err))

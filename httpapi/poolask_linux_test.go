@@ -151,3 +151,64 @@ reason = "a person decides"
 		t.Errorf("the denied command: %q %+v %v", r.out, r.rep, r.err)
 	}
 }
+
+// TestExecStreamsNetworkAsk: an ask of the session's proxy (a request,
+// which no one command is known to have made) is told in the stream of
+// every exec running in the session, as a command's own ask is in its
+// exec's, and the client's OnApproval can answer it; before, only the
+// approvals list showed it, and a client reading the stream waited
+// unknowing. The control: a request no rule asks about tells nothing.
+func TestExecStreamsNetworkAsk(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "served "+r.URL.Path)
+	}))
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := l.Addr().(*net.TCPAddr).Port
+	pol := `[harness]
+builtin = []
+
+[network]
+mode = "allow"
+allow = ["localhost"]
+allow_cidrs = ["127.0.0.1/32", "::1/128"]
+
+[[rules]]
+name = "ask-path"
+match = { host = "localhost", path = "/ask" }
+decision = "ask"
+reason = "a person decides"
+`
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: pol})
+	c := client.Unix(d.sock)
+	defer c.Close()
+	var told []client.Approval
+	c.OnApproval = func(a client.Approval) {
+		told = append(told, a)
+		if err := d.c.Approve(context.Background(), a.ID, &client.ApproveRequest{}); err != nil {
+			t.Errorf("approve %s: %v", a.ID, err)
+		}
+	}
+	curl := func(path string) []string {
+		return []string{"curl", "-sS", "--noproxy", "", "-m", "20", "-w", " %{http_code}", fmt.Sprintf("http://localhost:%d%s", port, path)}
+	}
+	if out, _, _ := run(t, c, s.ID, &client.ExecRequest{Args: curl("/free")}); out != "served /free 200" || len(told) != 0 {
+		t.Fatalf("control: %q, told %+v", out, told)
+	}
+	out, errOut, rep := run(t, c, s.ID, &client.ExecRequest{Args: curl("/ask")})
+	if out != "served /ask 200" || rep.ExitCode != 0 {
+		t.Errorf("the asked request: %q %q %+v", out, errOut, rep)
+	}
+	if len(told) != 1 || !told[0].Network || !strings.Contains(told[0].Rule, "ask-path") {
+		t.Errorf("told %+v, want the one network approval", told)
+	}
+}
