@@ -500,13 +500,41 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
 	if req.OnPending != nil {
-		defer s.watch(req.OnPending)()
+		// A program the command left behind may ask after Exec has
+		// returned, when whatever OnPending writes to (the request's
+		// answer) is gone: it is told no more.
+		on, end := onlyDuring(req.OnPending)
+		defer end()
+		r := *req
+		r.OnPending = on
+		req = &r
+		defer s.watch(on)()
 	}
 	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
 	if rep != nil {
 		s.auditAll(rep.AuditRecords(err))
 	}
 	return rep, err
+}
+
+// onlyDuring returns f as a function that calls it only until end is
+// called, and never while end runs: end waits for a call under way.
+func onlyDuring(f func(*Approval)) (g func(*Approval), end func()) {
+	var mu sync.Mutex
+	live := true
+	g = func(p *Approval) {
+		mu.Lock()
+		defer mu.Unlock()
+		if live {
+			f(p)
+		}
+	}
+	end = func() {
+		mu.Lock()
+		live = false
+		mu.Unlock()
+	}
+	return g, end
 }
 
 // withApprover is req, with the session's pending approvals as its

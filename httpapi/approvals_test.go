@@ -444,3 +444,45 @@ func TestExecStreamsItsApproval(t *testing.T) {
 		t.Errorf("an exec without an ask: %q, told %+v", out, told)
 	}
 }
+
+// TestLateAskAfterExecReturned: a program a command left running asks
+// after its exec has been answered; the daemon must not write to that
+// answer (before, it wrote to the finished response and the whole daemon
+// died of a nil pointer, tried). The ask waits as a pending approval,
+// and the daemon serves on.
+func TestLateAskAfterExecReturned(t *testing.T) {
+	d := startDaemon(t, daemon.Config{Approvals: true, ApprovalTimeout: 30 * time.Second}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: shipPolicy})
+	ctx := context.Background()
+	c := client.Unix(d.sock)
+	defer c.Close()
+	c.OnApproval = func(a client.Approval) { t.Errorf("told of %+v by an exec that has ended", a) }
+	if err := d.c.WriteFile(ctx, s.ID, "bg.sh", []byte("sleep 1; /bin/echo ship it\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, rep := run(t, c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "sh bg.sh >/dev/null 2>&1 &"}}); rep == nil || rep.ExitCode != 0 {
+		t.Fatalf("the exec that leaves a program behind: %+v", rep)
+	}
+	var late client.Approval
+	for deadline := time.Now().Add(20 * time.Second); late.ID == ""; time.Sleep(20 * time.Millisecond) {
+		list, err := d.c.Approvals(ctx)
+		if err != nil {
+			t.Fatalf("the daemon after a late ask: %v", err)
+		}
+		for _, a := range list {
+			if a.Session == s.ID {
+				late = a
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late ask never waited as a pending approval")
+		}
+	}
+	if err := d.c.Approve(ctx, late.ID, &client.ApproveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "alive"}}); out != "alive\n" {
+		t.Errorf("the daemon after a late ask: %q", out)
+	}
+}

@@ -133,6 +133,7 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 	}()
 
 	st := &eventStream{w: w}
+	defer st.close()
 	stdio := backend.Stdio{Stdin: stdinR, Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
 	start := time.Now()
 	rep, err := sess.Exec(ctx, dreq, stdio)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,6 +133,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) e
 	// The status is sent with the first output: an error before any (the
 	// session ended, the command line refused) still gets its own.
 	st := &eventStream{w: w}
+	defer st.close()
 	stdio := backend.Stdio{Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
 	if req.Stdin != "" {
 		stdio.Stdin = strings.NewReader(req.Stdin)
@@ -161,6 +163,17 @@ type eventStream struct {
 	w   http.ResponseWriter
 	mu  sync.Mutex
 	hdr bool
+	// closed: the handler has returned, and w with it; nothing more is
+	// written.
+	closed bool
+}
+
+// close ends the stream: a send after it (a callback that outlived the
+// request) writes nothing.
+func (st *eventStream) close() {
+	st.mu.Lock()
+	st.closed = true
+	st.mu.Unlock()
 }
 
 func (st *eventStream) started() bool {
@@ -172,6 +185,9 @@ func (st *eventStream) started() bool {
 func (st *eventStream) send(ev *client.Event) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.closed {
+		return errStreamClosed
+	}
 	if !st.hdr {
 		st.hdr = true
 		st.w.Header().Set("Content-Type", "application/x-ndjson")
@@ -185,6 +201,9 @@ func (st *eventStream) send(ev *client.Event) error {
 	}
 	return nil
 }
+
+// errStreamClosed: an event for a request that has been answered.
+var errStreamClosed = errors.New("the exec's answer has ended")
 
 type eventWriter struct {
 	st     *eventStream
