@@ -404,6 +404,10 @@ type forwarder struct {
 	mu      sync.Mutex
 	pid     int
 	pending []syscall.Signal
+	// stopped: a ctlStop came; a command started after it is killed at
+	// once (before, one that came before the command existed killed
+	// nothing, and the command ran to its end).
+	stopped bool
 }
 
 func (fw *forwarder) serve(f *os.File, control bool) {
@@ -416,7 +420,10 @@ func (fw *forwarder) serve(f *os.File, control bool) {
 		switch b[0] {
 		case ctlStop:
 			if control {
+				fw.mu.Lock()
+				fw.stopped = true
 				syscall.Kill(-1, syscall.SIGKILL)
+				fw.mu.Unlock()
 			}
 		case ctlSignal:
 			if _, err := io.ReadFull(f, b[1:]); err != nil {
@@ -443,6 +450,10 @@ func (fw *forwarder) started(pid int) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	fw.pid = pid
+	if fw.stopped {
+		syscall.Kill(-1, syscall.SIGKILL)
+		return
+	}
 	for _, s := range fw.pending {
 		syscall.Kill(-pid, s)
 	}
