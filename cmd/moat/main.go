@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
@@ -94,6 +96,13 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if args[0] != "run" {
+		// A reader of moat's output that goes away (moat apply | head)
+		// makes a write fail with EPIPE rather than end moat half way
+		// through its work; moat run takes SIGPIPE with its other
+		// handlers (see cmdRun).
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	}
 	switch args[0] {
 	case "run":

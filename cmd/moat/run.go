@@ -20,6 +20,7 @@ import (
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
+	"golang.org/x/sys/unix"
 )
 
 // loadPolicy builds the effective policy: the built-in default, overlaid
@@ -74,6 +75,26 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 	return p, nil
 }
 
+// pipeSafe is w, but for moat's own stdout or stderr, a copy of it at
+// another descriptor: the Go runtime ends the process on a write to fd 1
+// or 2 that fails with EPIPE (moat run ... | head), where a write to any
+// other fails with the error. moat run must go on then: the relay passes
+// the failure on to the command, and the run ends as any other does, its
+// quarantine, revocations and report included. A handler for SIGPIPE
+// would do it too, but only from the moment it is installed, which the
+// run puts off (see cmdRun), and a reader can go before that.
+func pipeSafe(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok || f.Fd() != 1 && f.Fd() != 2 {
+		return w
+	}
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return w
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f := newRunFlags("run")
 	if ok, code := f.parse(args, stdout, stderr); !ok {
@@ -84,6 +105,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
 		return exitMoatError
 	}
+	stdout, stderr = pipeSafe(stdout), pipeSafe(stderr)
 
 	// Signals for the command reach moat (the command has a session of
 	// its own, and the sandbox's init a process group of its own), and
