@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -523,6 +524,10 @@ func (s *Store) all() ([]*ChangeSet, error) {
 	}
 	var all []*ChangeSet
 	for _, e := range entries {
+		if id, ok := strings.CutPrefix(e.Name(), discardPrefix); ok && isID(id) {
+			removeAll(filepath.Join(runs, e.Name())) // a discard cut short
+			continue
+		}
 		if !isID(e.Name()) {
 			continue
 		}
@@ -751,12 +756,24 @@ func (c *ChangeSet) Discard() error {
 		if err := c.recover(); err != nil {
 			return err
 		}
-		if err := removeAll(c.dir); err != nil {
+		// Out of sight first, in one step: a discard cut short half way
+		// through the removal would leave a change set holding part of
+		// its changes, which apply would then apply. Store.all removes
+		// what such a discard left.
+		dir := c.dir
+		trash := filepath.Join(filepath.Dir(c.dir), discardPrefix+filepath.Base(c.dir))
+		if err := os.Rename(c.dir, trash); err == nil {
+			dir = trash
+		}
+		if err := removeAll(dir); err != nil {
 			return fmt.Errorf("discard %s: %w", c.meta.ID, err)
 		}
 		return nil
 	})
 }
+
+// discardPrefix names a change set's directory while Discard removes it.
+const discardPrefix = ".discard-"
 
 // removeAll is RemoveTree.
 func removeAll(dir string) error { return RemoveTree(dir) }

@@ -404,3 +404,41 @@ func TestCopyBoundedEntries(t *testing.T) {
 		t.Fatalf("copy differs:\n%s", d)
 	}
 }
+
+// TestDiscardCutShort: a discard that dies part way through removing a
+// change set leaves nothing that lists or applies as one: the set leaves
+// its name in one step before its files go, and what a discard cut short
+// left is removed by the next listing. (Before, the rest of the set kept
+// its name, and moat apply applied the part the removal had not reached,
+// tried.) The control: before the discard the set lists.
+func TestDiscardCutShort(t *testing.T) {
+	s, c := newSet(t, map[string]string{"a": "x"})
+	for i := 0; i < 50; i++ {
+		os.WriteFile(filepath.Join(c.UpperDir(), fmt.Sprintf("f%d", i)), []byte("y"), 0o644)
+	}
+	if infos, err := s.List(); err != nil || len(infos) != 1 {
+		t.Fatalf("control: List %+v %v", infos, err)
+	}
+	// What a discard killed after its rename and part of the removal
+	// leaves.
+	runs := filepath.Join(s.Dir, "runs")
+	trash := filepath.Join(runs, discardPrefix+c.ID())
+	if err := os.Rename(filepath.Join(runs, c.ID()), trash); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 25; i++ {
+		os.Remove(filepath.Join(trash, "upper", fmt.Sprintf("f%d", i)))
+	}
+	if infos, err := s.List(); err != nil || len(infos) != 0 {
+		t.Errorf("List after a cut-short discard: %+v %v", infos, err)
+	}
+	if _, err := os.Lstat(trash); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("what the discard left is still there: %v", err)
+	}
+	// A whole discard goes the same way.
+	_, c2 := newSet(t, map[string]string{"b": "x"})
+	os.WriteFile(filepath.Join(c2.UpperDir(), "g"), []byte("y"), 0o644)
+	if err := c2.Discard(); err != nil {
+		t.Fatal(err)
+	}
+}
