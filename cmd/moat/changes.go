@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -209,7 +212,19 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		paths = rest
 	}
+	// An apply stops as a whole or not at all (a journal rolls back or
+	// finishes one cut short): Ctrl-C, SIGTERM or SIGHUP while it runs
+	// are held until it is done, rather than leave the workspace half
+	// applied until the next apply or discard.
+	held := make(chan os.Signal, 1)
+	signal.Notify(held, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	rep, err := cs.Apply(paths, force)
+	signal.Stop(held)
+	select {
+	case s := <-held:
+		fmt.Fprintf(stderr, "moat apply: %s came while applying; the apply ran to its end first (it stops only as a whole)\n", sandbox.SignalName(s.(syscall.Signal)))
+	default:
+	}
 	var nc *workspace.NoChangeError
 	if named != "" && errors.As(err, &nc) && nc.Path == named {
 		printErr(stderr, "apply", fmt.Errorf("no change set or session named %q (see moat runs), nor a change at that path in %s, the latest change set of this directory's workspace", named, cs.ID()))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -192,5 +193,58 @@ func TestRunSurvivesClosedStdout(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err == nil {
 		t.Error(".envrc is still in the workspace")
+	}
+}
+
+// TestApplyHoldsSignals: Ctrl-C (or SIGTERM, SIGHUP) while moat apply
+// runs waits for the apply to end as a whole: the workspace then holds
+// every change, and moat says why it did not stop at once. Before, the
+// signal ended moat half way, and the workspace held part of the change
+// set until the next apply or discard (tried).
+func TestApplyHoldsSignals(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	const n = 3000
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%04d", i)), []byte("old\n"), 0o644)
+	}
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", "for f in f*; do echo new > $f; done"); code != 0 {
+		t.Fatalf("the overlay run: %d %q", code, errs)
+	}
+	runs, _ := os.ReadDir(filepath.Join(state, "runs"))
+	if len(runs) != 1 {
+		t.Fatalf("change sets: %v", runs)
+	}
+	journal := filepath.Join(state, "runs", runs[0].Name(), "journal")
+	cmd := exec.Command(os.Args[0], "apply", runs[0].Name())
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(journal); err == nil {
+			seen = true
+			cmd.Process.Signal(syscall.SIGINT)
+			break
+		}
+	}
+	err := cmd.Wait()
+	if !seen {
+		t.Skip("the apply ended before the test could interrupt it")
+	}
+	if err != nil || !strings.Contains(errb.String(), "ran to its end first") {
+		t.Errorf("moat apply interrupted: %v %q", err, errb.String())
+	}
+	for i := 0; i < n; i++ {
+		if b, _ := os.ReadFile(filepath.Join(ws, fmt.Sprintf("f%04d", i))); string(b) != "new\n" {
+			t.Fatalf("f%04d holds %q after the apply: the workspace is half applied", i, b)
+		}
 	}
 }
