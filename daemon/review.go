@@ -341,6 +341,12 @@ func (m *Manager) loadReviews() {
 			os.Remove(p)
 			continue
 		}
+		// An apply the previous daemon's death cut short is finished or
+		// rolled back now, not left half done in the tenant's workspace
+		// until someone applies or discards again.
+		if err := cs.Recover(); err != nil {
+			m.log.Warn("recover the interrupted apply of a change set kept for review", "session", id, "change_set", rec.ChangeSet, "err", err)
+		}
 		r := &review{tenant: rec.Tenant, session: rec.Session, changeSet: cs.ID(), owner: -1}
 		if fi, err := os.Stat(cs.Workspace()); err == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
