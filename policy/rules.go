@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"unicode"
 	"time"
 
 	"github.com/moatbox/moat/internal/netrule"
@@ -214,6 +215,16 @@ func (p *Policy) validateRules(l *errorList) {
 	for i := range p.Rules {
 		r := &p.Rules[i]
 		key := indexKey("rules", i)
+		// A name and a reason are shown to the person asked, on a
+		// terminal: a control character in them (an escape sequence, a
+		// carriage return) could rewrite the lines around them, the
+		// command asked about included.
+		if i := strings.IndexFunc(r.Name, unicode.IsControl); i >= 0 {
+			l.add(key+".name", fmt.Sprintf("%q holds a control character (%U): names are shown to the person asked", r.Name, []rune(r.Name[i:])[0]))
+		}
+		if i := strings.IndexFunc(r.Reason, unicode.IsControl); i >= 0 {
+			l.add(key+".reason", fmt.Sprintf("%q holds a control character (%U): reasons are shown to the person asked, on one line", r.Reason, []rune(r.Reason[i:])[0]))
+		}
 		if r.Name != "" {
 			if j, dup := names[r.Name]; dup {
 				l.add(key+".name", fmt.Sprintf("%q is also the name of rules[%d]", r.Name, j))

@@ -134,3 +134,27 @@ func TestCommandWordsEscapes(t *testing.T) {
 		t.Error("a word holding \"push\" after a space matched as the word push")
 	}
 }
+
+// TestRuleTextNoControls: a rule's name and reason, shown to the person
+// asked on a terminal, hold no control character: an escape sequence or
+// a carriage return there rewrote the prompt's other lines (tried). The
+// control: printable text, non-ASCII included, passes.
+func TestRuleTextNoControls(t *testing.T) {
+	for _, tc := range []struct{ name, reason, want string }{
+		{`ok\u001b[2K\rFAKE`, "r", `p.toml:2: rules[0].name: "ok\x1b[2K\rFAKE" holds a control character (U+001B)`},
+		{"ok", `r\nline2`, `p.toml:5: rules[0].reason: "r\nline2" holds a control character (U+000A)`},
+		{"déploiement", "sûr — vérifié", ""},
+	} {
+		src := "[[rules]]\nname = \"" + tc.name + "\"\ndecision = \"ask\"\nmatch = { command = [\"touch\"] }\nreason = \"" + tc.reason + "\"\n"
+		p, err := Parse("p.toml", []byte(src))
+		if err == nil {
+			err = p.Validate()
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q %q: %v, want %q", tc.name, tc.reason, err, tc.want)
+		}
+	}
+}
