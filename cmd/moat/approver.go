@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -45,6 +47,29 @@ type ttyApprover struct {
 	// terminal's answer to a query the command wrote) is dropped.
 	lines     chan ttyLine
 	startRead sync.Once
+	// asking is closed by interrupt to end the question on the terminal
+	// (nil when there is none); under mu.
+	mu     sync.Mutex
+	asking chan struct{}
+	signal os.Signal
+}
+
+// errInterrupted: a signal to moat (Ctrl-C, SIGTERM, SIGHUP) came while
+// a question was on the terminal, which it answers no.
+var errInterrupted = errors.New("interrupted while asking")
+
+// interrupt answers the question on the terminal, if there is one, no,
+// saying that sig came; it reports whether there was one.
+func (t *ttyApprover) interrupt(sig os.Signal) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.asking == nil {
+		return false
+	}
+	t.signal = sig
+	close(t.asking)
+	t.asking = nil
+	return true
 }
 
 type ttyLine struct {
@@ -228,6 +253,17 @@ func (t *ttyApprover) ask(ctx context.Context, question string) (string, error) 
 	// it shows is taken.
 	flushInput(t.tty)
 	since := time.Now()
+	asking := make(chan struct{})
+	t.mu.Lock()
+	t.asking = asking
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.asking == asking {
+			t.asking = nil
+		}
+		t.mu.Unlock()
+	}()
 	if _, err := t.tty.WriteString(question); err != nil {
 		return "", err
 	}
@@ -270,9 +306,23 @@ func (t *ttyApprover) ask(ctx context.Context, question string) (string, error) 
 				continue
 			}
 			return strings.TrimSpace(line.text), nil
+		case <-asking:
+			t.mu.Lock()
+			sig := t.signal
+			t.mu.Unlock()
+			name := "a signal"
+			if s, ok := sig.(syscall.Signal); ok {
+				name = sandbox.SignalName(s)
+			}
+			fmt.Fprintf(t.tty, "\nmoat: %s; not run\n", name)
+			return "", errInterrupted
 		case <-ctx.Done():
-			t.tty.WriteString("\nmoat: no answer in time; not run\n")
-			return "", ctx.Err()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				t.tty.WriteString("\nmoat: no answer in time; not run\n")
+				return "", errors.New("no answer in time")
+			}
+			t.tty.WriteString("\nmoat: interrupted; not run\n")
+			return "", errInterrupted
 		}
 	}
 }

@@ -616,3 +616,29 @@ func TestSuggestValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestTTYApproverInterrupted: SIGTERM (or Ctrl-C, SIGHUP) while a
+// question is on the terminal answers it no, at once: the command does
+// not run and moat says why. Before, SIGTERM was forwarded to a command
+// that did not exist yet, and moat waited for the ask's timeout (five
+// minutes), tried.
+func TestTTYApproverInterrupted(t *testing.T) {
+	ws := t.TempDir()
+	pol := writePolicy(t, t.TempDir(), rulesPolicy)
+	o := newOuterTerminal(t)
+	cmd := o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--", "touch", "marker-ask")
+	o.waitFor(t, "[N] no: ")
+	time.Sleep(100 * time.Millisecond) // past the 50 ms after which signals are forwarded
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	code := o.wait(t, cmd)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("moat took %v to end after SIGTERM", took)
+	}
+	if code != exitMoatError || !strings.Contains(o.shown(), "SIGTERM; not run") {
+		t.Errorf("exit %d; terminal: %q", code, o.shown())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker-ask")); err == nil {
+		t.Error("the command ran")
+	}
+}

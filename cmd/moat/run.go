@@ -146,6 +146,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// before that, so forwarding starts at once (OnTerminal comes just
 	// before the raw mode).
 	var approver *ttyApprover
+	var asking atomic.Pointer[ttyApprover] // approver, for the signals' goroutine
 	onTerminal := func() {
 		if handlers.Stop() {
 			install()
@@ -159,6 +160,14 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for s := range sigs {
 			switch s {
 			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP:
+				// A question on the terminal is answered no, and
+				// the signal then goes where it would have gone: a
+				// question before the command starts kept it waiting
+				// (forwarded, it waits for a command that may never
+				// start) until the ask's own timeout.
+				if a := asking.Load(); a != nil {
+					a.interrupt(s)
+				}
 				if n++; n >= 2 || !forwarding.Load() {
 					cancel()
 					return
@@ -261,6 +270,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if approver = newTTYApprover(); approver != nil {
+		asking.Store(approver)
 		req.Approver = approver
 		defer approver.Close()
 		// The command's output to a terminal waits while a question is
