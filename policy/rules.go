@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
