@@ -216,6 +216,15 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.WorkspaceMode = p.Workspace.Mode
 	s.policy = p
+	if temp && p.Sandbox.Isolation == policy.IsolationGVisor && os.Geteuid() == 0 {
+		// runsc has no id-mapped mounts: its command writes as its own
+		// uid, which must own what it writes. The workspace the daemon
+		// made is in a directory no tenant reaches on the host, so it is
+		// that uid's, whoever the tenant is.
+		if err := os.Chown(ws, p.User.UID, p.User.GID); err != nil {
+			return nil, fmt.Errorf("make workspace: %w", err)
+		}
+	}
 	if err := m.boundWorkspace(s); err != nil {
 		return nil, err
 	}

@@ -40,3 +40,29 @@ func TestGVisorSession(t *testing.T) {
 		t.Errorf("positive control: a native session saw %q, want the host's %s", out, host)
 	}
 }
+
+// TestGVisorSessionOfAnotherUser: a local user other than root gets a
+// gvisor session in a workspace the daemon makes, and its commands write
+// there. Before, the daemon's own workspace was refused as "a path
+// another user named", after a first refusal that sent the user to set
+// the sandbox's uid (tried). The control: a native session of the same
+// user.
+func TestGVisorSessionOfAnotherUser(t *testing.T) {
+	o := rootServingOther(t, "moat-gvtenant-")
+	if _, err := gvisor.Find(""); err != nil {
+		t.Skipf("gvisor: %v", err)
+	}
+	d := startDaemon(t, daemon.Config{}, nil)
+	for _, iso := range []string{"native", "gvisor"} {
+		out := string(o.curl(t, d.sock, "-d", `{"policy":"[sandbox]\nisolation = \"`+iso+`\"\n[harness]\nbuiltin = []\n"}`, "http://moat/v1/sessions"))
+		id, _, _ := strings.Cut(strings.TrimPrefix(out, `{"id":"`), `"`)
+		if len(id) != 16 {
+			t.Errorf("%s: %s's session: %s", iso, o.name, out)
+			continue
+		}
+		if out := string(o.curl(t, d.sock, "-d", `{"args":["sh","-c","echo written > f && cat f"]}`, "http://moat/v1/sessions/"+id+"/exec")); !strings.Contains(out, "written") || !strings.Contains(out, `"exit_code":0`) {
+			t.Errorf("%s: a command writing the workspace: %s", iso, out)
+		}
+		o.curl(t, d.sock, "-X", "DELETE", "http://moat/v1/sessions/"+id)
+	}
+}

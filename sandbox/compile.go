@@ -286,6 +286,13 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 
 	realWS := realPath(ws)
 	owner := c.Owner // a backend that cannot check it refuses the run
+	// The workspace the caller made is not a path the owner named: the
+	// owner never reaches the directory it is in, so it cannot swap it,
+	// and it is mounted unchecked (which gvisor, unable to check, can).
+	wsOwner := owner
+	if c.WorkspaceMade {
+		wsOwner = 0
+	}
 	// The binds of the paths the caller named (the policy's, the
 	// workspace, what its guards bind) are opened with the owner's
 	// rights: only the copy's layer, the daemon's, is not.
@@ -314,7 +321,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if m.Kind == backend.MountBind {
 			m = namedMount(m)
 			if within(ws, src) {
-				m.Owner = owner // a path the caller named, as the workspace is
+				m.Owner = wsOwner // a path the caller named, as the workspace is
 			}
 			// In a tree the command may write, the path existed when
 			// checkMissingProtections looked; gone by the time the
@@ -331,12 +338,12 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	switch p.Workspace.Mode {
 	case policy.WorkspaceOverlay:
 		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountOverlay, Source: cs.Workspace(), Target: ws,
-			Layers: cs.Dir(), IDMap: root, Owner: owner}))
+			Layers: cs.Dir(), IDMap: root, Owner: wsOwner}))
 	case policy.WorkspaceCopy:
 		tree = append(tree, backend.Mount{Kind: backend.MountBind, Source: cs.UpperDir(), Target: ws, IDMap: root})
 	default:
 		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: realWS, Target: ws,
-			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: owner}))
+			ReadOnly: p.Workspace.Mode == policy.WorkspaceReadOnly, IDMap: root, Owner: wsOwner}))
 	}
 	for _, g := range guards {
 		for _, b := range g.Binds() {
