@@ -533,7 +533,12 @@ func (s *Store) all() ([]*ChangeSet, error) {
 		}
 		c, err := load(filepath.Join(runs, e.Name()))
 		if err != nil {
-			continue // being created or discarded right now
+			// Being created or discarded right now; or, long after, a
+			// directory whose process died before it was a change set.
+			if fi, ierr := e.Info(); errors.Is(err, fs.ErrNotExist) && ierr == nil && time.Since(fi.ModTime()) > abandonedAge {
+				removeAll(filepath.Join(runs, e.Name()))
+			}
+			continue
 		}
 		if c.meta.Incomplete && c.Lock() == nil {
 			// Nobody is copying into it (CreateCopy holds the lock until
@@ -541,6 +546,9 @@ func (s *Store) all() ([]*ChangeSet, error) {
 			// part of a copy of the workspace, so nothing is lost.
 			removeAll(c.dir)
 			c.Unlock()
+			continue
+		}
+		if c.abandonedEmpty() {
 			continue
 		}
 		all = append(all, c)
@@ -770,6 +778,33 @@ func (c *ChangeSet) Discard() error {
 		}
 		return nil
 	})
+}
+
+// abandonedAge is how old a change set no run or session holds must be
+// before a listing takes it for one whose process died: a run creates
+// its set and locks it a moment later.
+const abandonedAge = time.Minute
+
+// abandonedEmpty removes c, and says so, when it is an overlay change set
+// that no command has finished in, that nobody holds, and whose upper
+// layer is empty: what a run killed before its command wrote anything
+// left (or a session that ran nothing), which would otherwise be listed,
+// and picked by apply and diff as the latest, for good.
+func (c *ChangeSet) abandonedEmpty() bool {
+	if c.meta.Copy || len(c.meta.Commands) > 0 || time.Since(c.meta.Created) < abandonedAge {
+		return false
+	}
+	if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
+		return false
+	}
+	if c.Lock() != nil {
+		return false
+	}
+	defer c.Unlock()
+	if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
+		return false
+	}
+	return removeAll(c.dir) == nil
 }
 
 // discardPrefix names a change set's directory while Discard removes it.

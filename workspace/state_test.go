@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -440,5 +442,67 @@ func TestDiscardCutShort(t *testing.T) {
 	os.WriteFile(filepath.Join(c2.UpperDir(), "g"), []byte("y"), 0o644)
 	if err := c2.Discard(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAbandonedEmptySetsGo: an overlay change set no command finished in,
+// that nobody holds and whose upper layer is empty (a run killed before
+// its command wrote anything) is removed by a listing once it is a minute
+// old, as is a directory whose process died before it became a change
+// set; before, both stayed for good, and the empty set was the latest that
+// diff and apply picked. The controls: a young one, one holding a change,
+// one a run holds, and one with a finished command stay.
+func TestAbandonedEmptySetsGo(t *testing.T) {
+	s, old := newSet(t, nil)
+	backdate := func(c *ChangeSet) {
+		c.meta.Created = time.Now().Add(-2 * abandonedAge)
+		if err := c.save(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backdate(old)
+	mk := func() *ChangeSet {
+		c, err := s.Create(old.Workspace(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	young := mk()
+	changed := mk()
+	backdate(changed)
+	os.WriteFile(filepath.Join(changed.UpperDir(), "f"), []byte("x"), 0o644)
+	held := mk()
+	backdate(held)
+	if err := held.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock()
+	ran := mk()
+	if err := ran.Record([]string{"true"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	backdate(ran)
+	bare := filepath.Join(s.Dir, "runs", "0123456789ab")
+	os.Mkdir(bare, 0o700)
+	past := time.Now().Add(-2 * abandonedAge)
+	os.Chtimes(bare, past, past)
+
+	infos, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, i := range infos {
+		got = append(got, i.ID)
+	}
+	want := []string{young.ID(), changed.ID(), held.ID(), ran.ID()}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %q, want %q (not the abandoned empty %s)", got, want, old.ID())
+	}
+	if _, err := os.Stat(bare); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the bare directory of a dead process stays: %v", err)
 	}
 }
