@@ -37,12 +37,20 @@ type ScopedApprover interface {
 // line: a deny rule, or an ask nobody approved. Nothing ran.
 var ErrDenied = errors.New("refused by the harness")
 
+// ErrNoApprover is returned (wrapped) by an Approver that refuses an ask
+// without putting it to anyone (a terminal that is the command's): the
+// outcome is ApprovalNoApprover, not a person's denial.
+var ErrNoApprover = errors.New("nobody can be asked")
+
 // Approval outcomes of an ask, in Report.Approval and the audit stream.
 const (
 	ApprovalApproved   = "approved"
 	ApprovalDenied     = "denied"
 	ApprovalNoApprover = "no approver"
 	ApprovalTimeout    = "timeout"
+	// ApprovalCancelled: the ask ended unanswered because its run or
+	// request did (a limit, a signal, a client gone).
+	ApprovalCancelled = "cancelled"
 	// OutcomeLearn: a deny or an ask let through by Request.Learn.
 	OutcomeLearn = "learn"
 )
@@ -80,6 +88,19 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 		// The approver's own bound (a daemon's) passed first.
 		rec.Outcome = ApprovalTimeout
 		return nil, err
+	case errors.Is(err, ErrNoApprover):
+		rec.Outcome = ApprovalNoApprover
+		return nil, err
+	case ctx.Err() != nil, errors.Is(err, context.Canceled):
+		rec.Outcome = ApprovalCancelled
+		why := err
+		if c := context.Cause(ctx); ctx.Err() != nil && c != nil && !errors.Is(c, context.Canceled) {
+			why = c // a limit's cause: the wall clock, a budget
+		}
+		if why == nil || why == context.Canceled {
+			return nil, errors.New("the ask ended unanswered: the run was stopped")
+		}
+		return nil, fmt.Errorf("the ask ended unanswered: %w", why)
 	case err != nil:
 		rec.Outcome = ApprovalDenied
 		return nil, err

@@ -56,7 +56,14 @@ type ttyApprover struct {
 
 // errInterrupted: a signal to moat (Ctrl-C, SIGTERM, SIGHUP) came while
 // a question was on the terminal, which it answers no.
-var errInterrupted = errors.New("interrupted while asking")
+var errInterrupted error = interrupted{}
+
+type interrupted struct{}
+
+func (interrupted) Error() string { return "interrupted while asking" }
+
+// Is makes the ask cancelled, not denied (sandbox.ApprovalCancelled).
+func (interrupted) Is(target error) bool { return target == context.Canceled }
 
 // interrupt answers the question on the terminal, if there is one, no,
 // saying that sig came; it reports whether there was one.
@@ -143,7 +150,7 @@ func (t *ttyApprover) Approve(ctx context.Context, a harness.Action, d harness.D
 // refuses.
 func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d harness.Decision) (*harness.Grant, error) {
 	if t.relayed.Load() {
-		return nil, errors.New("the terminal is the command's during an interactive run; run with stdin from a pipe or a file to be asked, or add an allow rule")
+		return nil, fmt.Errorf("%w: the terminal is the command's during an interactive run; run with stdin from a pipe or a file to be asked, or add an allow rule", sandbox.ErrNoApprover)
 	}
 	if err := t.hold(ctx); err != nil {
 		return nil, err

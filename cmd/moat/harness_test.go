@@ -625,8 +625,9 @@ func TestSuggestValidates(t *testing.T) {
 func TestTTYApproverInterrupted(t *testing.T) {
 	ws := t.TempDir()
 	pol := writePolicy(t, t.TempDir(), rulesPolicy)
+	auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
 	o := newOuterTerminal(t)
-	cmd := o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--", "touch", "marker-ask")
+	cmd := o.start(t, ws, "run", "--policy", pol, "--workspace", ws, "--audit", auditFile, "--", "touch", "marker-ask")
 	o.waitFor(t, "[N] no: ")
 	time.Sleep(100 * time.Millisecond) // past the 50 ms after which signals are forwarded
 	start := time.Now()
@@ -640,5 +641,9 @@ func TestTTYApproverInterrupted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "marker-ask")); err == nil {
 		t.Error("the command ran")
+	}
+	// Nobody refused it: the ask was cut short.
+	if recs := readAudit(t, auditFile); recs[0]["outcome"] != "cancelled" || strings.Contains(fmt.Sprint(recs), "context canceled") {
+		t.Errorf("decision record = %v", recs[0])
 	}
 }
