@@ -277,12 +277,12 @@ func (m *Manager) wait(ctx context.Context, s *Session, a harness.Action, d harn
 		// The request's own deadline is what capped the timeout, and
 		// it fires at the same moment as the timer: either way nobody
 		// answered in time.
-		outcome = "cancelled"
+		outcome = sandbox.ApprovalCancelled
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			outcome = sandbox.ApprovalTimeout
 		}
 	case <-s.ctx.Done():
-		outcome = "cancelled"
+		outcome = sandbox.ApprovalCancelled
 	}
 	// Nobody answered: an answer arriving now finds the approval gone.
 	answered := true
