@@ -50,7 +50,7 @@ func cmdApprovals(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSESSION\tWAITING\tREFUSED IN\tRULE\tACTION")
 	for _, a := range list {
-		what := fmt.Sprintf("%q", a.Command)
+		what := approvalAction(a)
 		if a.Dir != "" && !a.Network {
 			what += "  (in " + workspace.EscapeText(a.Dir) + ")"
 		}
@@ -59,6 +59,18 @@ func cmdApprovals(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// approvalAction is what a pending approval is about, on one line: the
+// command line, and, when a shell line asked because of one of its
+// simple commands, that command, which a prefix approval must begin
+// (moat approve --scope prefix --prefix WORDS).
+func approvalAction(a client.Approval) string {
+	what := fmt.Sprintf("%q", a.Command)
+	if len(a.Decided) > 0 && !equalArgv(a.Decided, a.Command) {
+		what += fmt.Sprintf(" because of %q", a.Decided)
+	}
+	return oneLine(what)
 }
 
 // oneLine keeps a table row on one line.

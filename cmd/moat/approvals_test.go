@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moatbox/moat/client"
 )
 
 // TestApprovalCommands: moat exec waits on an ask; moat approvals lists
@@ -210,5 +212,19 @@ func TestMCPApprovalsSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("moat mcp left its approvals socket: %v", err)
+	}
+}
+
+// TestApprovalAction: a pending approval of a shell line shows the
+// simple command that asked, which a prefix approval must begin; a rule
+// name is shown escaped.
+func TestApprovalAction(t *testing.T) {
+	a := client.Approval{Command: []string{"bash", "-c", "touch a1 && echo ok"}, Decided: []string{"touch", "a1"}}
+	if got, want := approvalAction(a), `["bash" "-c" "touch a1 && echo ok"] because of ["touch" "a1"]`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	a = client.Approval{Command: []string{"touch", "a1"}, Decided: []string{"touch", "a1"}}
+	if got, want := approvalAction(a), `["touch" "a1"]`; got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }

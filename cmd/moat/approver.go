@@ -208,6 +208,12 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if prefix = strings.Fields(line); len(prefix) == 0 {
 			prefix = cmd
 		}
+		// A prefix the grant would refuse is refused now, before the
+		// question of how long.
+		if _, err := harness.NewGrant(scope, a, d, prefix, defaultTTL, t.Name(), time.Now()); err != nil {
+			fmt.Fprintf(t.tty, "moat: %v; not run\n", err)
+			return nil, err
+		}
 	}
 	if scope != harness.ScopeOnce {
 		line, err := t.ask(ctx, fmt.Sprintf("For how long? [%s]: ", defaultTTL))

@@ -262,7 +262,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer c.Close()
 	c.OnApproval = func(a client.Approval) {
 		fmt.Fprintf(stderr, "moat exec: %s waits for a person's approval (%s): moat approve %s, or moat deny %s\n",
-			oneLine(fmt.Sprintf("%q", a.Command)), oneLine(dash(a.Rule)), a.ID, a.ID)
+			approvalAction(a), workspace.EscapeText(dash(a.Rule)), a.ID, a.ID)
 	}
 	if *tty {
 		return execTTY(c, rest[0], req, stdin, stdout, stderr)
