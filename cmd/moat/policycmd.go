@@ -64,7 +64,11 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	// The words as a command_regex reads them (policy.CommandWords), so a
 	// word with a space or a newline in it shows as the rules saw it.
-	if words := policy.CommandWords(d.Command); len(d.Command) > 0 && !equalArgv(d.Command, argv) {
+	// A write rule reads the path whole: CommandWords would take its
+	// last component for a program's name.
+	if write != "" {
+		// nothing to add: the path is as given, cleaned
+	} else if words := policy.CommandWords(d.Command); len(d.Command) > 0 && !equalArgv(d.Command, argv) {
 		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", words)
 	} else if len(d.Command) > 0 && words != strings.Join(d.Command, " ") {
 		fmt.Fprintf(stdout, "  the rules read it as: %s\n", words)

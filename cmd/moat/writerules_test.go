@@ -29,4 +29,9 @@ func TestPolicyExplainWrite(t *testing.T) {
 			t.Errorf("policy explain %q = %d %q %q, want %d %q", tt.args, code, out, errs, tt.code, tt.want)
 		}
 	}
+	// The path is read whole (before, "the rules read it as: y" named its
+	// last component, tried).
+	if _, out, _ := moat(t, dir, "policy", "explain", "--policy", pol, "--write", "deploy/sub/y"); strings.Contains(out, "read it as") {
+		t.Errorf("policy explain --write deploy/sub/y: %q", out)
+	}
 }
