@@ -171,15 +171,18 @@ func (p *Policy) flagFor(field string) (string, bool) {
 // climb above a section's fields ("limits.memory" never falls back to the
 // [limits] header), so a default value is never blamed on the file.
 func (p *Policy) lineOf(field string) int {
-	for f := field; strings.Contains(f, "."); f = parentField(f) {
+	// A field an element of an array of tables leaves out is located at
+	// that element ([[rules]] for a rule without a decision).
+	for f := field; ; {
 		if line, ok := p.lines[f]; ok {
 			return line
 		}
+		parent := parentField(f)
+		if parent == "" || !strings.Contains(parent, ".") && !strings.HasSuffix(parent, "]") {
+			return 0
+		}
+		f = parent
 	}
-	if !strings.Contains(field, ".") {
-		return p.lines[field]
-	}
-	return 0
 }
 
 // parentField returns the field containing f: "a.b[2]" -> "a.b",

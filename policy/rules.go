@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
@@ -219,10 +218,10 @@ func (p *Policy) validateRules(l *errorList) {
 		// terminal: a control character in them (an escape sequence, a
 		// carriage return) could rewrite the lines around them, the
 		// command asked about included.
-		if i := strings.IndexFunc(r.Name, unicode.IsControl); i >= 0 {
+		if i := strings.IndexFunc(r.Name, isControl); i >= 0 {
 			l.add(key+".name", fmt.Sprintf("%q holds a control character (%U): names are shown to the person asked", r.Name, []rune(r.Name[i:])[0]))
 		}
-		if i := strings.IndexFunc(r.Reason, unicode.IsControl); i >= 0 {
+		if i := strings.IndexFunc(r.Reason, isControl); i >= 0 {
 			l.add(key+".reason", fmt.Sprintf("%q holds a control character (%U): reasons are shown to the person asked, on one line", r.Reason, []rune(r.Reason[i:])[0]))
 		}
 		if r.Name != "" {
@@ -243,6 +242,10 @@ func (p *Policy) validateRules(l *errorList) {
 		}
 	}
 }
+
+// isControl is unicode.IsControl (C0, DEL and C1), which this package
+// does without importing unicode (see TestImports).
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
 
 // validateMatch checks m and reports whether its patterns can be used.
 func validateMatch(l *errorList, key string, m *Match) bool {

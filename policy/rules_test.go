@@ -158,3 +158,15 @@ func TestRuleTextNoControls(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingRuleFieldLocated: a field a rule leaves out (its decision)
+// is located at its [[rules]] table; before, the error had no line.
+func TestMissingRuleFieldLocated(t *testing.T) {
+	p, err := Parse("p.toml", []byte("[limits]\nwall = \"1m\"\n\n[[rules]]\nname = \"a\"\nmatch = { command = [\"git\", \"push\"] }\n"))
+	if err == nil {
+		err = p.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), `p.toml:4: rules[0].decision:`) {
+		t.Errorf("Validate = %v, want the error at line 4", err)
+	}
+}
