@@ -463,7 +463,10 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 	}
 	rule := d.Reason
 	if d.Rule != nil {
-		rule = d.Rule.String() + ": " + d.Reason
+		rule = d.Rule.String()
+		if !defaultReason(d) {
+			rule += ": " + d.Reason
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -55,6 +55,22 @@ const (
 	OutcomeLearn = "learn"
 )
 
+// defaultReason says d's reason is the one a rule without a reason of
+// its own gets ("rule NAME (FILE:LINE)"), which says nothing its name
+// does not: a message naming the rule leaves it out.
+func defaultReason(d harness.Decision) bool {
+	return d.Rule != nil && d.Reason == "rule "+d.Rule.String()
+}
+
+// because is ": REASON" after a message naming d's rule, "" when the
+// reason only names the rule again.
+func because(d harness.Decision) string {
+	if defaultReason(d) {
+		return ""
+	}
+	return ": " + d.Reason
+}
+
 // askPerson asks req.Approver about a, which the rules asked about with
 // d, for at most the policy's ask_timeout, and fills in rec (who, scope,
 // expiry, outcome). It returns the grant, or nil and why not.
@@ -152,7 +168,7 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 	}
 	switch d.Verdict {
 	case harness.Deny:
-		return fmt.Errorf("%w: %s denies %s: %s (change the policy's [[rules]] to allow it)", ErrDenied, what, shellQuote(d.Command), d.Reason)
+		return fmt.Errorf("%w: %s denies %s%s (change the policy's [[rules]] to allow it)", ErrDenied, what, shellQuote(d.Command), because(d))
 	case harness.Ask:
 		// A session's earlier approval for a while (a prefix, the rule)
 		// covers the line without asking again.
@@ -164,12 +180,12 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 		}
 		if req.Approver == nil {
 			rep.Approval, rec.Outcome = ApprovalNoApprover, ApprovalNoApprover
-			return fmt.Errorf("%w: %s asks before %s: %s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), d.Reason)
+			return fmt.Errorf("%w: %s asks before %s%s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), because(d))
 		}
 		g, err := askPerson(ctx, req, a, d, &rec, nil)
 		rep.Approval = rec.Outcome
 		if g == nil {
-			return fmt.Errorf("%w: %s was not approved (%v); %s asked: %s", ErrDenied, shellQuote(d.Command), err, what, d.Reason)
+			return fmt.Errorf("%w: %s was not approved (%v); %s asked%s", ErrDenied, shellQuote(d.Command), err, what, because(d))
 		}
 		// The person saw the whole line: its commands start unasked, once
 		// each; a wider grant covers what it covers for the rest of the run.

@@ -60,7 +60,11 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 	n, last, err := audit.Verify(f)
 	var ce *audit.ChainError
 	if errors.As(err, &ce) {
-		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%d records before it are intact)\n", args[1], ce.Line, ce.Msg, n)
+		intact := fmt.Sprintf("%d records before it are intact", n)
+		if n == 1 {
+			intact = "the record before it is intact"
+		}
+		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", args[1], ce.Line, ce.Msg, intact)
 		return 1
 	}
 	if err != nil {
