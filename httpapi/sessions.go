@@ -28,8 +28,11 @@ func duration(field, s string) (time.Duration, error) {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	if err != nil {
 		return 0, badRequest("%s: %q is not a duration such as \"30m\"", field, s)
+	}
+	if d < 0 {
+		return 0, badRequest("%s: %q is negative; a duration is 0 or more, such as \"30m\"", field, s)
 	}
 	return d, nil
 }

@@ -94,6 +94,12 @@ func cmdApprove(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: moat approve [--scope once|prefix|session] [--for DURATION] ID")
 		return 2
 	}
+	forSet := false
+	fs.Visit(func(f *flag.Flag) { forSet = forSet || f.Name == "for" })
+	if forSet && *ttl <= 0 {
+		fmt.Fprintf(stderr, "moat approve: --for %s: an approval lasts a while above 0, at most 24h (default 15m)\n", *ttl)
+		return 2
+	}
 	req := &client.ApproveRequest{Scope: *scope, Name: *name, Why: *why}
 	if *scope != "once" {
 		d := *ttl
