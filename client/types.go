@@ -110,9 +110,11 @@ type ExitReport struct {
 	// ExitCode follows `moat run`: the command's own status, 128+N for
 	// signal N, 125 when moat could not run it, 126/127 when the command
 	// could not be executed / was not found.
-	ExitCode    int      `json:"exit_code"`
-	Signal      string   `json:"signal,omitempty"`
-	Reason      string   `json:"reason"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Reason   string `json:"reason"`
+	// Budget, with Reason "budget", names the [budgets] entry spent.
+	Budget      string   `json:"budget,omitempty"`
 	LimitsHit   []string `json:"limits_hit"`
 	WallSeconds float64  `json:"wall_seconds"`
 	CPUSeconds  float64  `json:"cpu_seconds"`

@@ -1173,3 +1173,18 @@ func waitPoolReady(t *testing.T, sock, template string, n int) {
 		}
 	}
 }
+
+// TestExitReportScrubbed: an exec that fails to start in a workspace the
+// daemon made names neither in its error nor in its stage the daemon's
+// state directory (before, the stage did, tried).
+func TestExitReportScrubbed(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}, Dir: "nonexist"})
+	if rep == nil || rep.Error == "" {
+		t.Fatalf("an exec in a directory that does not exist: %+v", rep)
+	}
+	if strings.Contains(rep.Error, d.state) || strings.Contains(rep.Stage, d.state) {
+		t.Errorf("the report shows the state directory: error %q, stage %q", rep.Error, rep.Stage)
+	}
+}

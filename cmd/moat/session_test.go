@@ -307,6 +307,9 @@ func TestExecSummary(t *testing.T) {
 			t.Errorf("%s: %q lacks %q", reason, got, want)
 		}
 	}
+	if got := execSummary(&client.ExitReport{Reason: "budget", Budget: "wall", ExitCode: 137}); !strings.Contains(got, "the wall budget") {
+		t.Errorf("a spent budget is not named: %q", got)
+	}
 }
 
 // A command that ended on its own as the output limit was reached was

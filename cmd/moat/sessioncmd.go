@@ -416,6 +416,9 @@ func execSummary(r *client.ExitReport) string {
 	case "signal":
 		return "command died of signal" + sig
 	case "budget":
+		if r.Budget != "" {
+			return fmt.Sprintf("ended: the %s budget of the session's policy is spent ([budgets])", r.Budget)
+		}
 		return "ended: a budget of the session's policy is spent"
 	case "seccomp_kill":
 		return "command killed by the seccomp profile (SIGSYS): it made a system call the profile kills or traps on"
