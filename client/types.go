@@ -113,6 +113,9 @@ type ExitReport struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	Reason   string `json:"reason"`
+	// SessionEnded, with Reason "killed", is why the session ended under
+	// the command: ttl, idle, deleted, shutdown, review.
+	SessionEnded string `json:"session_ended,omitempty"`
 	// Budget, with Reason "budget", names the [budgets] entry spent.
 	Budget      string   `json:"budget,omitempty"`
 	LimitsHit   []string `json:"limits_hit"`

@@ -445,6 +445,9 @@ func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool, reason
 		m.endingDisk[s.Tenant.ID] += held
 	}
 	m.mu.Unlock()
+	s.mu.Lock()
+	s.endedWhy = reason // before close kills its commands (noteEnd)
+	s.mu.Unlock()
 	err := s.close(ctx)
 	rec := s.record()
 	if m.keepReview(s, reviewing) {

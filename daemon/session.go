@@ -110,6 +110,9 @@ type Session struct {
 	// guards is the state of its workspace guards, kept in its record
 	// (record.Guards); under mu.
 	guards []byte
+	// endedWhy is why the session ended, once it has (Manager.endFor);
+	// under mu.
+	endedWhy string
 	// watchers are told of the asks of the session's own (watch); under
 	// mu.
 	watchers    map[int]func(*Approval)
@@ -520,10 +523,22 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 		defer s.watch(on)()
 	}
 	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
+	s.noteEnd(rep)
 	if rep != nil {
 		s.auditAll(rep.AuditRecords(err))
 	}
 	return rep, err
+}
+
+// noteEnd says in rep, the report of a command the session's end
+// killed, why the session ended.
+func (s *Session) noteEnd(rep *sandbox.Report) {
+	if rep == nil || rep.Reason != "killed" || s.ctx.Err() == nil {
+		return
+	}
+	s.mu.Lock()
+	rep.SessionEnded = s.endedWhy
+	s.mu.Unlock()
 }
 
 // onlyDuring returns f as a function that calls it only until end is
@@ -757,6 +772,7 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	p.mu.Unlock()
 	go func() {
 		rep, err := ep.Wait()
+		s.noteEnd(rep)
 		if rep != nil {
 			s.auditAll(rep.AuditRecords(err))
 		}

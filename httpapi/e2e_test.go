@@ -1188,3 +1188,29 @@ func TestExitReportScrubbed(t *testing.T) {
 		t.Errorf("the report shows the state directory: error %q, stage %q", rep.Error, rep.Stage)
 	}
 }
+
+// TestKilledBySessionEnd: a command its session's end kills says why the
+// session ended (before, only "killed", tried): its TTL, or a delete.
+// The control: a command that ends on its own says nothing of it.
+func TestKilledBySessionEnd(t *testing.T) {
+	d := startDaemon(t, daemon.Config{Tick: 20 * time.Millisecond}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{TTL: "2s"})
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}}); rep == nil || rep.SessionEnded != "" {
+		t.Fatalf("control: %+v", rep)
+	}
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sleep", "30"}}); rep == nil || rep.Reason != "killed" || rep.SessionEnded != "ttl" {
+		t.Errorf("a command its session's TTL ended: %+v", rep)
+	}
+	s = d.create(t, &client.CreateSessionRequest{})
+	res := make(chan *client.ExitReport, 1)
+	go func() {
+		_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sleep", "30"}})
+		res <- rep
+	}()
+	time.Sleep(500 * time.Millisecond)
+	d.c.DeleteSession(ctx, s.ID)
+	if rep := <-res; rep == nil || rep.SessionEnded != "deleted" {
+		t.Errorf("a command its session's delete ended: %+v", rep)
+	}
+}

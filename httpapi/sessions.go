@@ -238,7 +238,7 @@ func dataEvent(stream string, p []byte) *client.Event {
 // (it names host paths) nor where the daemon keeps change sets.
 func (s *Server) exitReport(rep *sandbox.Report) *client.ExitReport {
 	out := &client.ExitReport{
-		ExitCode: rep.ExitCode, Reason: rep.Reason, Budget: rep.Budget, LimitsHit: rep.LimitsHit,
+		ExitCode: rep.ExitCode, Reason: rep.Reason, Budget: rep.Budget, SessionEnded: rep.SessionEnded, LimitsHit: rep.LimitsHit,
 		WallSeconds: rep.WallSeconds, CPUSeconds: rep.CPUSeconds, OutputBytes: rep.OutputBytes,
 		Warnings: rep.Warnings, Error: s.scrub(rep.Error), Stage: s.scrub(rep.Stage),
 		Denials: []client.Denial{},

@@ -213,6 +213,11 @@ type Report struct {
 	// "budget": wall, cpu, output, runs) or refused a request (network,
 	// requests[HOST]).
 	Budget string `json:"budget,omitempty"`
+	// SessionEnded, for a session's command that its session's end
+	// killed (Reason "killed"), is why the session ended: "ttl", "idle",
+	// "deleted", "shutdown", "review" (set by whoever ends sessions: a
+	// daemon).
+	SessionEnded string `json:"session_ended,omitempty"`
 	// Error and Stage describe a failure to set up or start the run.
 	Error  string         `json:"error,omitempty"`
 	Stage  string         `json:"stage,omitempty"`

@@ -412,6 +412,9 @@ func execSummary(r *client.ExitReport) string {
 	case "disk":
 		return fmt.Sprintf("command failed (exit %d%s) after the disk limit was reached (the session's limits.disk)", r.ExitCode, sig)
 	case "killed":
+		if r.SessionEnded != "" {
+			return fmt.Sprintf("killed: the session ended (%s)", r.SessionEnded)
+		}
 		return "killed: the command was interrupted"
 	case "signal":
 		return "command died of signal" + sig
