@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -275,9 +276,23 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, p.ID)
 		return 0
 	}
-	// Ctrl-C ends the request, and the daemon kills the command with it.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Ctrl-C (or SIGTERM, SIGHUP) ends the request, and the daemon kills
+	// the command with it; moat exec then exits as the signal would have
+	// ended it (128+N).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var got atomic.Value
+	go func() {
+		select {
+		case s := <-sigs:
+			got.Store(s)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var rep *client.ExitReport
 	var err error
 	if *input {
@@ -286,8 +301,9 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rep, err = c.Exec(ctx, rest[0], req, stdout, stderr)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return 128 + int(syscall.SIGINT)
+		if s, ok := got.Load().(syscall.Signal); ok {
+			fmt.Fprintf(stderr, "moat exec: %s: the command was stopped\n", sandbox.SignalName(s))
+			return 128 + int(s)
 		}
 		return apiFail(stderr, "exec", err, "")
 	}
