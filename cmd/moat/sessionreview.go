@@ -20,10 +20,12 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	var format *string
 	var exclude, force listFlag
-	var keep *bool
+	var keep, stat, asJSON *bool
 	switch cmd {
 	case "diff":
 		format = fs.String("format", "unified", "unified, summary, patch or json")
+		stat = fs.Bool("stat", false, "same as --format summary, as moat diff takes it")
+		asJSON = fs.Bool("json", false, "same as --format json")
 		fs.Var(&exclude, "exclude", "leave out paths matching `GLOB` (repeatable)")
 	case "apply":
 		fs.Var(&force, "force", "apply `PATH` despite a protected path or a host change (repeatable)")
@@ -46,6 +48,11 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	switch cmd {
 	case "diff":
+		if *stat {
+			*format = "summary"
+		} else if *asJSON {
+			*format = "json"
+		}
 		out, err := c.Diff(ctx, id, *format, exclude)
 		if err != nil {
 			return apiFail(stderr, "session diff", err, "")
