@@ -255,16 +255,19 @@ func cmdServe(args []string, stderr io.Writer) int {
 		log.Error("serve", "err", err)
 		code = exitMoatError
 	}
-	// The manager refuses new work and gives running commands the drain
-	// bound; the HTTP server stops accepting meanwhile, and its streams end
-	// with their commands.
+	// The manager refuses new work (503 draining, which a client can
+	// tell from a daemon that is not there) and gives running commands
+	// the drain bound, their streams ending with them; then the HTTP
+	// server stops accepting, and what it still serves gets a moment.
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
-	go hs.Shutdown(ctx)
 	if err := m.Shutdown(ctx); err != nil {
 		log.Error("shutdown", "err", err)
 		code = exitMoatError
 	}
+	hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+	defer hcancel()
+	hs.Shutdown(hctx)
 	hs.Close()
 	log.Info("stopped")
 	return code

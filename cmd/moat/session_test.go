@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -430,5 +431,59 @@ func TestExecSignalStatus(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 143 || !strings.Contains(errb.String(), "SIGTERM") {
 		t.Errorf("moat exec after SIGTERM: %v %q", err, errb.String())
+	}
+}
+
+// TestServeDrainAnswersDraining: while moat serve drains (SIGTERM, a
+// command still running), a new request is answered 503 draining, which
+// a client tells from a daemon that is gone; before, the listener closed
+// at once and the client got "connection refused" (tried). The drain
+// then ends, the daemon exits 0 and its socket goes.
+func TestServeDrainAnswersDraining(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "moat.sock")
+	cmd := exec.Command(os.Args[0], "serve", "--socket", sock, "--drain", "3s")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := client.Unix(sock)
+	defer c.Close()
+	ctx := context.Background()
+	var s *client.Session
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("moat serve: %v\n%s", err, logs.String())
+		}
+	}
+	// A foreground command: the drain waits for it.
+	go c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "2"}}, nil, nil)
+	time.Sleep(300 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	_, err = c.CreateSession(ctx, &client.CreateSessionRequest{})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Code != client.CodeDraining {
+		t.Errorf("a request while the daemon drains: %v, want %s", err, client.CodeDraining)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("moat serve: %v\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("moat serve did not stop:\n%s", logs.String())
+	}
+	if _, err := os.Lstat(sock); err == nil {
+		t.Error("the socket stayed")
 	}
 }
