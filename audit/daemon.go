@@ -32,6 +32,9 @@ type SessionEvent struct {
 	Workspace string `json:"workspace,omitempty"`
 	Mode      string `json:"workspace_mode,omitempty"`
 	Template  string `json:"template,omitempty"`
+	// Backend, at a start, is what keeps the session's sandbox: native
+	// or gvisor.
+	Backend string `json:"backend,omitempty"`
 	// Created is when a reaped session was made, and PID the pid of the
 	// daemon that made it.
 	Created *time.Time `json:"created,omitempty"`

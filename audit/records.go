@@ -78,8 +78,10 @@ type RunRecord struct {
 	Budget   string `json:"budget,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	// Error is the error that ended the run, if one did.
-	Error       string   `json:"error,omitempty"`
-	LimitsHit   []string `json:"limits_hit"`
+	Error     string   `json:"error,omitempty"`
+	LimitsHit []string `json:"limits_hit"`
+	// Backend is what kept the sandbox: native or gvisor.
+	Backend     string   `json:"backend,omitempty"`
 	Seccomp     string   `json:"seccomp"`
 	LandlockABI int      `json:"landlock_abi"`
 	Network     string   `json:"network"` // the network mode

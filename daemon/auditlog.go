@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -212,8 +213,12 @@ func (a *sessionAudit) start(s *Session) {
 	if s.TempWorkspace {
 		ws = ""
 	}
+	backend := policy.IsolationNative
+	if s.policy != nil && s.policy.Sandbox.Isolation != "" {
+		backend = s.policy.Sandbox.Isolation
+	}
 	a.m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: a.id, Tenant: a.tenant,
-		Event: "start", Workspace: ws, Mode: s.WorkspaceMode, Template: s.template})
+		Event: "start", Workspace: ws, Mode: s.WorkspaceMode, Template: s.template, Backend: backend})
 }
 
 // end writes what was dropped, then the session's end and why.

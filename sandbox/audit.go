@@ -34,7 +34,7 @@ func (r *Report) AuditRecords(runErr error) []any {
 	}
 	rec := audit.RunRecord{
 		Type: audit.TypeRun, Time: now, RunID: r.RunID, Command: r.Command, Policy: "built-in",
-		Reason: r.Reason, Budget: r.Budget, ExitCode: r.ExitCode, LimitsHit: r.LimitsHit, Seccomp: r.Seccomp,
+		Reason: r.Reason, Budget: r.Budget, ExitCode: r.ExitCode, LimitsHit: r.LimitsHit, Backend: r.Backend, Seccomp: r.Seccomp,
 		LandlockABI: r.LandlockABI, Warnings: r.Warnings, Degraded: r.Degraded,
 		ProtectedCreated: r.ProtectedCreated,
 	}

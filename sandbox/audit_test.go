@@ -44,7 +44,7 @@ func TestAuditRecordsKeepTheirFields(t *testing.T) {
 	}
 	p := policy.Default()
 	p.Workspace.Path, p.Source = "/ws", "/ws/.moat.toml"
-	rep := &sandbox.Report{RunID: "r1", Command: []string{"true"}, Policy: p, Reason: "exit", Denials: []backend.Denial{d},
+	rep := &sandbox.Report{RunID: "r1", Command: []string{"true"}, Policy: p, Reason: "exit", Backend: "native", Denials: []backend.Denial{d},
 		LimitsHit: []string{}, Warnings: []string{"w"}, Degraded: []string{}, Seccomp: "default", LandlockABI: 6,
 		ChangeSet: &sandbox.ChangeSetRef{ID: "c1", Session: "s", Dir: "/state/c1"}, ProtectedCreated: []string{".envrc"},
 		Quarantined: []workspace.Quarantined{{Path: ".envrc", To: "/q/.envrc", Why: "protected"}}}
@@ -71,7 +71,7 @@ func TestAuditRecordsKeepTheirFields(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"change_set", "command", "degraded", "error", "exit_code", "landlock_abi", "limits_hit", "network", "policy",
+	want := []string{"backend", "change_set", "command", "degraded", "error", "exit_code", "landlock_abi", "limits_hit", "network", "policy",
 		"protected_created", "quarantined", "reason", "run_id", "seccomp", "time", "type", "warnings", "workspace"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("run record fields %v, want %v", keys, want)
