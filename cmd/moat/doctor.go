@@ -13,6 +13,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -257,17 +258,23 @@ func gvisorProbe(line func(status, what, detail string)) {
 		line("warn", "gvisor isolation", err.Error())
 		return
 	}
+	// uname -r rather than /bin/true: a program that is not runsc, or a
+	// runsc that ran nothing, cannot print a kernel other than the host's.
 	var out bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}}, backend.Stdio{Stdout: &out, Stderr: &out})
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"uname", "-r"}}, backend.Stdio{Stdout: &out, Stderr: &out})
+	kernel := strings.TrimSpace(out.String())
 	switch {
 	case err != nil:
 		line("no", "gvisor isolation", "runsc is "+runsc+", but a sandbox could not run: "+err.Error())
 		return
 	case rep.ExitCode != 0:
-		line("no", "gvisor isolation", fmt.Sprintf("runsc is %s, but /bin/true exited %d: %s", runsc, rep.ExitCode, strings.TrimSpace(out.String())))
+		line("no", "gvisor isolation", fmt.Sprintf("runsc is %s, but uname -r exited %d: %s", runsc, rep.ExitCode, kernel))
+		return
+	case kernel == "" || kernel == hostinfo.Kernel():
+		line("no", "gvisor isolation", fmt.Sprintf("runsc is %s, but the command under it saw the kernel %q, not gVisor's: is it runsc?", runsc, kernel))
 		return
 	}
-	line("ok", "gvisor isolation", fmt.Sprintf("--isolation gvisor: runsc %s ran /bin/true in %.0f ms", runsc, rep.WallSeconds*1000))
+	line("ok", "gvisor isolation", fmt.Sprintf("--isolation gvisor: runsc %s ran uname -r in %.0f ms (gVisor's kernel: %s)", runsc, rep.WallSeconds*1000, kernel))
 	line("info", "  what differs", "the command runs on gVisor's kernel, not the host's; no Landlock (the mounts decide);\n"+
 		strings.Repeat(" ", 38)+"seccomp applied by gVisor (refusals get EPERM or ENOSYS, a kill ends the thread, none is reported);\n"+
 		strings.Repeat(" ", 38)+"sessions: commands are runsc exec into one container; --memory/--cpus bound the whole sandbox\n"+
