@@ -361,6 +361,14 @@ func TestDoctor(t *testing.T) {
 		if want := regexp.MustCompile(`(?m)^ok +gvisor isolation +--isolation gvisor: runsc `); !want.MatchString(out) {
 			t.Errorf("doctor's gvisor line does not match %s:\n%s", want, out)
 		}
+		// A program that exits 0 but is no runsc is not gVisor (before, it
+		// passed, tried).
+		fake := filepath.Join(t.TempDir(), "runsc")
+		os.WriteFile(fake, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+		t.Setenv("MOAT_RUNSC", fake)
+		if _, out, _ := moat(t, t.TempDir(), "doctor"); !regexp.MustCompile(`(?m)^no +gvisor isolation .*is it runsc\?`).MatchString(out) {
+			t.Errorf("doctor with a runsc that runs nothing:\n%s", out)
+		}
 	}
 	// The process limit holds for every caller, and doctor says by what.
 	if native.NprocPerUserns() {
