@@ -219,6 +219,11 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	}
 	s.WorkspaceMode = p.Workspace.Mode
 	s.policy = p
+	if rec.Revoke = revokeNames(p); len(rec.Revoke) > 0 {
+		if err := m.writeRecord(rec); err != nil {
+			return nil, fmt.Errorf("session record: %w", err)
+		}
+	}
 	if temp && p.Sandbox.Isolation == policy.IsolationGVisor && os.Geteuid() == 0 {
 		// runsc has no id-mapped mounts: its command writes as its own
 		// uid, which must own what it writes. The workspace the daemon
@@ -350,6 +355,9 @@ func (s *Session) record() *record {
 	if guards != nil {
 		r.Guards, r.TenantUID, r.Self = guards, s.Tenant.UID, s.Tenant.self()
 	}
+	if s.policy != nil {
+		r.Revoke = revokeNames(s.policy)
+	}
 	if made {
 		r.changeSet = s.ChangeSet()
 	}
@@ -376,6 +384,17 @@ func (s *Session) recordCgroups(rec *record) func([]string) error {
 		}
 		return nil
 	}
+}
+
+// revokeNames names p's secrets that have a revoke program.
+func revokeNames(p *policy.Policy) []string {
+	var names []string
+	for _, sec := range p.Secrets {
+		if sec.Revoke != "" {
+			names = append(names, sec.Name)
+		}
+	}
+	return names
 }
 
 // recordGuards returns what the engine is to call with the state of s's

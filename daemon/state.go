@@ -48,6 +48,10 @@ type record struct {
 	Guards    json.RawMessage `json:"guards,omitempty"`
 	TenantUID int             `json:"tenant_uid,omitempty"`
 	Self      bool            `json:"self,omitempty"`
+	// Revoke names the session's secrets that have a revoke program:
+	// the dead daemon's session could not run it, and the next daemon
+	// says so (the value it would be given is gone with the daemon).
+	Revoke []string `json:"revoke,omitempty"`
 
 	// made says the session's sandbox was made, and changeSet is then its
 	// change set's id, "" for none: removeRecord opens it by id rather
@@ -232,6 +236,11 @@ func (m *Manager) reap() []record {
 				m.log.Warn("reap the session's cgroup", "session", id, "err", err)
 			}
 			m.finishGuards(&r)
+		}
+		if len(r.Revoke) > 0 {
+			w := fmt.Sprintf("the session's secrets %s were not revoked (their revoke programs ran with the daemon that died): they stay valid until they expire", strings.Join(r.Revoke, ", "))
+			m.log.Warn("reaped session's secrets", "session", id, "warning", w)
+			r.warnings = append(r.warnings, w)
 		}
 		if err := m.removeRecord(&r); err != nil {
 			m.log.Error("reap session", "session", id, "err", err)

@@ -3,10 +3,13 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/moatbox/moat/sandbox"
@@ -84,5 +87,31 @@ func TestCutWritesReaped(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed: %v", p, err)
 		}
+	}
+}
+
+// TestReapSaysUnrevokedSecrets: a daemon that finds a dead one's record
+// of a session whose secrets have revoke programs says they were not
+// revoked (nothing of the dead daemon is left to run them); a record
+// without such secrets says nothing of it.
+func TestReapSaysUnrevokedSecrets(t *testing.T) {
+	state := t.TempDir()
+	os.MkdirAll(filepath.Join(state, "daemon", "sessions"), 0o700)
+	for id, revoke := range map[string][]string{"aaaa": {"GH_TOKEN"}, "bbbb": nil} {
+		data, _ := json.Marshal(&record{ID: id, Revoke: revoke})
+		os.WriteFile(filepath.Join(state, "daemon", "sessions", id+".json"), data, 0o600)
+	}
+	var logs bytes.Buffer
+	m, err := New(Config{StateDir: state, Engine: newFake, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	out := logs.String()
+	if !strings.Contains(out, "GH_TOKEN were not revoked") {
+		t.Errorf("the log does not name the unrevoked secret:\n%s", out)
+	}
+	if strings.Count(out, "were not revoked") != 1 {
+		t.Errorf("a session without revoke programs was said to have some:\n%s", out)
 	}
 }
