@@ -594,7 +594,8 @@ type ExitStatus struct {
 	Wall      time.Duration
 	CPU       time.Duration
 	MaxMemory int64
-	// OutputBytes is how many bytes the command wrote to stdout and stderr.
+	// OutputBytes is how many bytes of the command's stdout and stderr
+	// were passed on: past an output limit, the limit (see Delivered).
 	OutputBytes int64
 	// Setup is the part of Wall before the host learnt that the command
 	// had been started (exec'd inside the sandbox); zero if it never was.
@@ -663,3 +664,14 @@ var (
 	// the CPU time of every process of the sandbox here.
 	ErrNoCPUCount = errors.New("the CPU time of every process of the sandbox cannot be counted")
 )
+
+// Delivered is what n bytes read from a command's output come to once an
+// output limit (0 for none) cut them: the bytes passed on. How much past
+// the limit was read before the command was stopped depends on how the
+// backend reads (a pipe's chunks, gVisor's writes), so that is not said.
+func Delivered(n, limit int64) int64 {
+	if limit > 0 && n > limit {
+		return limit
+	}
+	return n
+}

@@ -628,6 +628,11 @@ func TestOutputLimit(t *testing.T) {
 	if len(r.stdout) != 1<<20 {
 		t.Errorf("passed %d bytes, want exactly the limit", len(r.stdout))
 	}
+	// What was passed on, not what was read before the command stopped
+	// (a pipe's chunk past the limit), which the backend decides.
+	if r.rep.OutputBytes != 1<<20 {
+		t.Errorf("output_bytes %d, want the limit", r.rep.OutputBytes)
+	}
 }
 
 func TestFileSizeLimit(t *testing.T) {

@@ -141,7 +141,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}()
 	werr := cmd.Wait()
 	close(done)
-	st := &backend.ExitStatus{Wall: time.Since(start), OutputBytes: outN.Load()}
+	st := &backend.ExitStatus{Wall: time.Since(start), OutputBytes: backend.Delivered(outN.Load(), spec.Limits.OutputBytes)}
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			// runsc's own usage and its children's: the sentry and the

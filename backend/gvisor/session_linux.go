@@ -647,7 +647,7 @@ func (p *process) Resize(rows, cols uint16) error {
 // 128+N for a death by signal N (as for Run). CPU time and memory are
 // not known per command under runsc (Stats has the sandbox's).
 func (p *process) exitStatus() *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: p.output.Load(), Setup: p.started.Sub(p.start)}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: backend.Delivered(p.output.Load(), p.spec.Output), Setup: p.started.Sub(p.start)}
 	code := p.cmd.ProcessState.ExitCode()
 	killed, _ := p.killed.Load().(backend.Cause)
 	if code == runscFailed {

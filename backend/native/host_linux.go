@@ -835,7 +835,7 @@ func initError(m *message) error {
 
 // status turns what was seen into an ExitStatus with the cause.
 func (r *run) status(exit *message) *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: r.output.Load()}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: backend.Delivered(r.output.Load(), r.spec.Limits.OutputBytes)}
 	if !r.started.IsZero() {
 		st.Setup = r.started.Sub(r.start)
 	}

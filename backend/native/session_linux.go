@@ -887,7 +887,7 @@ func (p *process) Resize(rows, cols uint16) error {
 // gives; the sandbox's cgroup counters are compared with their values
 // when the process started.
 func (p *process) exitStatus() *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: p.output.Load(), Setup: p.started.Sub(p.start)}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(p.start), OutputBytes: backend.Delivered(p.output.Load(), p.spec.Output), Setup: p.started.Sub(p.start)}
 	if p.in.landlock {
 		st.LandlockABI = UsableLandlockABI()
 	}
