@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
@@ -21,6 +23,10 @@ import (
 // cmdDoctor prints what this host can enforce for this caller, and exits
 // non-zero when the built-in default policy cannot be enforced. Its last
 // check is a real sandbox running /bin/true under the default policy.
+// doctorCtx is what the probes' sandboxes run under: cmdDoctor's, which
+// a signal ends.
+var doctorCtx = context.Background()
+
 func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintln(stderr, "usage: moat doctor")
@@ -30,8 +36,18 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "moat run is only supported on Linux (this is %s): nothing here can be enforced\n", runtime.GOOS)
 		return 1
 	}
+	// Ctrl-C, SIGTERM or SIGHUP stops the probe under way (its sandbox
+	// killed) and the rest, so that each removes the temporary
+	// directory it made, rather than leave it in /tmp.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	doctorCtx = ctx
+	defer func() { doctorCtx = context.Background() }()
 	ok := true
 	line := func(status, what, detail string) {
+		if ctx.Err() != nil {
+			return // stopped: what is left would only say so
+		}
 		fmt.Fprintf(stdout, "%-8s %-28s %s\n", status, what, detail)
 	}
 	uid := os.Geteuid()
@@ -128,7 +144,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		var out bytes.Buffer
 		var rep *sandbox.Report
 		if err == nil {
-			rep, err = sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}},
+			rep, err = sandbox.Run(doctorCtx, &sandbox.Request{Policy: p, Args: []string{"/bin/true"}},
 				backend.Stdio{Stdout: &out, Stderr: &out})
 		}
 		switch {
@@ -148,6 +164,10 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		line("ok", "fast start", "built with moat's entry point (-ldflags=-E=_rt0_moat)")
 	} else {
 		line("info", "fast start", "built without moat's entry point: each run starts ~0.2 ms later; build with -ldflags=-E=_rt0_moat (see the README)")
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "moat doctor: interrupted")
+		return 128 + int(syscall.SIGINT)
 	}
 	if !ok {
 		fmt.Fprintln(stdout, "\nThe default policy cannot be enforced on this host: see the lines marked MISSING or FAIL.")
@@ -216,7 +236,7 @@ func overlayProbe(line func(status, what, detail string)) {
 		line("warn", "overlay workspace", err.Error())
 		return
 	}
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"/bin/true"}}, backend.Stdio{})
+	rep, err := sandbox.Run(doctorCtx, &sandbox.Request{Policy: p, Args: []string{"/bin/true"}}, backend.Stdio{})
 	switch {
 	case err != nil:
 		line("no", "overlay workspace", "overlayfs cannot be mounted in a user namespace here ("+err.Error()+"); use --workspace-mode copy")
@@ -261,7 +281,7 @@ func gvisorProbe(line func(status, what, detail string)) {
 	// uname -r rather than /bin/true: a program that is not runsc, or a
 	// runsc that ran nothing, cannot print a kernel other than the host's.
 	var out bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: []string{"uname", "-r"}}, backend.Stdio{Stdout: &out, Stderr: &out})
+	rep, err := sandbox.Run(doctorCtx, &sandbox.Request{Policy: p, Args: []string{"uname", "-r"}}, backend.Stdio{Stdout: &out, Stderr: &out})
 	kernel := strings.TrimSpace(out.String())
 	switch {
 	case err != nil:

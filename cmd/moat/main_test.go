@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -1190,6 +1191,29 @@ func TestRecordFilesNotThroughALinkedDirectory(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(ws, "real", "record"+flag+".json")); err != nil {
 			t.Errorf("the control %s: %v", flag, err)
+		}
+	}
+}
+
+// TestDoctorInterrupted: moat doctor stopped by SIGTERM part way stops the
+// probe under way and leaves none of its temporary directories in /tmp
+// (before, each kill left one, tried).
+func TestDoctorInterrupted(t *testing.T) {
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-doctor-*"))
+	for _, delay := range []time.Duration{50, 150, 300} {
+		cmd := exec.Command(os.Args[0], "doctor")
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "moat-doctor-*"))
+	for _, d := range after {
+		if !slices.Contains(before, d) {
+			t.Errorf("left behind: %s", d)
 		}
 	}
 }
