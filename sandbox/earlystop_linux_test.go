@@ -51,3 +51,24 @@ func TestEarlyCancelStopsSavingRun(t *testing.T) {
 		t.Fatalf("control: %v %+v", err, rep)
 	}
 }
+
+// TestCopyRunWroteNothing: a copy-mode run whose command changed nothing
+// removes its change set (a whole copy of the workspace), as an overlay
+// run does; before, it was kept, tried. The control: one that writes
+// keeps it.
+func TestCopyRunWroteNothing(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(ws+"/f", []byte("a\n"), 0o644)
+	copyMode := func(p *policy.Policy) { p.Workspace.Mode = policy.WorkspaceCopy }
+	r := sh(t, ws, copyMode, "cat f >/dev/null")
+	mustExit(t, r, 0)
+	if r.rep.ChangeSet != nil {
+		t.Errorf("a copy run that wrote nothing kept change set %+v", r.rep.ChangeSet)
+	}
+	r = sh(t, ws, copyMode, "echo b > g")
+	mustExit(t, r, 0)
+	if r.rep.ChangeSet == nil {
+		t.Error("a copy run that wrote a file kept no change set")
+	}
+}

@@ -500,12 +500,27 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	case st.Cause == backend.CauseOutput && outputBudget:
 		rep.Reason, rep.Budget = ReasonBudget, "output"
 	}
-	if made != nil && m == policy.WorkspaceOverlay && req.Session == "" && upperEmpty(made) && made.Discard() == nil {
+	if made != nil && req.Session == "" && unchanged(made, m) && made.Discard() == nil {
 		// Nothing was written: no change set to review, or to clutter
 		// moat runs with. A named one (--session) stays for the next run.
 		rep.ChangeSet = nil
 	}
 	return rep, nil
+}
+
+// unchanged says whether the run's fresh change set (of workspace mode m)
+// holds no change: an overlay's upper layer is empty; a copy, compared
+// with the workspace, differs in nothing (a walk of both, as long as the
+// copy took).
+func unchanged(cs *workspace.ChangeSet, m string) bool {
+	switch m {
+	case policy.WorkspaceOverlay:
+		return upperEmpty(cs)
+	case policy.WorkspaceCopy:
+		changes, err := cs.Changes()
+		return err == nil && len(changes) == 0
+	}
+	return false
 }
 
 // upperEmpty says whether an overlay change set's upper layer holds
