@@ -523,6 +523,9 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 	if err := s.sameRoot(); err != nil {
 		return nil, err
 	}
+	if err := s.checkDir(req.Dir); err != nil {
+		return nil, err
+	}
 	if req.StderrToStdout {
 		stdio.Stderr = stdio.Stdout // one pipe (see backend.Stdio)
 	}
@@ -558,6 +561,22 @@ func (s *Session) noteEnd(rep *sandbox.Report) {
 	s.mu.Lock()
 	rep.SessionEnded = s.endedWhy
 	s.mu.Unlock()
+}
+
+// checkDir refuses a working directory that a link in the workspace
+// leads out of it: the backends would each do something else with it
+// (the native one follows it to the sandbox's skeleton, gVisor fails),
+// and the API says a path leading out is refused. What the host cannot
+// see (a link an overlay session's command made) is left to the
+// sandbox, where it leads nowhere outside either.
+func (s *Session) checkDir(dir string) error {
+	if dir == "" || s.filesAllowed(false) != nil {
+		return nil
+	}
+	if _, err := s.Resolve(dir); errors.Is(err, ErrWorkspace) {
+		return fmt.Errorf("%w: dir %q leads out of the workspace", ErrBadRequest, dir)
+	}
+	return nil
 }
 
 // onlyDuring returns f as a function that calls it only until end is
@@ -708,6 +727,9 @@ func removeQuarantined(rep *sandbox.Report, owner int, why string) {
 // Process.WriteStdin writes (else /dev/null).
 func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	if err := checkExec(req); err != nil {
+		return nil, err
+	}
+	if err := s.checkDir(req.Dir); err != nil {
 		return nil, err
 	}
 	p := &Process{

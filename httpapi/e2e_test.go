@@ -1214,3 +1214,24 @@ func TestKilledBySessionEnd(t *testing.T) {
 		t.Errorf("a command its session's delete ended: %+v", rep)
 	}
 }
+
+// TestExecDirLeadingOut: an exec whose dir is a link in the workspace
+// leading out of it is refused (bad_request), as the API says of paths
+// leading out; before, the native backend followed it to the sandbox's
+// skeleton and gVisor failed (tried). The control: a link inside works.
+func TestExecDirLeadingOut(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "mkdir in && ln -s .. up && ln -s /etc etcl && ln -s in inl"}}); rep == nil || rep.ExitCode != 0 {
+		t.Fatalf("making the links: %+v", rep)
+	}
+	for _, dir := range []string{"up", "etcl"} {
+		_, err := d.c.Exec(context.Background(), s.ID, &client.ExecRequest{Args: []string{"pwd"}, Dir: dir}, nil, nil)
+		if apiCode(err) != client.CodeBadRequest || !strings.Contains(err.Error(), "leads out") {
+			t.Errorf("dir %q: %v", dir, err)
+		}
+	}
+	if out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"pwd"}, Dir: "inl"}); rep == nil || rep.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(out), "/in") && !strings.HasSuffix(strings.TrimSpace(out), "/inl") {
+		t.Errorf("control: dir inl: %q %+v", out, rep)
+	}
+}
