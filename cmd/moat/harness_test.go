@@ -74,6 +74,12 @@ func TestPolicyCheck(t *testing.T) {
 		!strings.Contains(out, "marker: ask command touch marker-ask (no examples)") {
 		t.Errorf("policy check good = %d %q %q", code, out, errs)
 	}
+	// A host rule is shown with what narrows it (before, its method and
+	// path were left out).
+	hostRule := writePolicy(t, t.TempDir(), "[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[rules]]\nname = \"up\"\nmatch = { host = \"example.com\", method = \"POST\", path = \"/upload\" }\ndecision = \"deny\"\n")
+	if code, out, errs := moat(t, dir, "policy", "check", hostRule); code != 0 || !strings.Contains(out, "up: deny POST host example.com/upload") {
+		t.Errorf("policy check of a host rule = %d %q %q", code, out, errs)
+	}
 	bad := filepath.Join(dir, "bad.toml")
 	os.WriteFile(bad, []byte("[[rules]]\nmatch = { command = [\"git\", \"push\"] }\ndecision = \"ask\"\nexamples_match = [[\"git\", \"pull\"]]\nexamples_not_macth = []\n"), 0o644)
 	code, out, errs = moat(t, dir, "policy", "check", bad)

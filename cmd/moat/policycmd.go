@@ -146,7 +146,15 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 				what = "write " + r.Match.Write
 			case r.Match.Host != "":
 				what = "host " + r.Match.Host
+				if r.Match.Port != 0 {
+					what += fmt.Sprintf(":%d", r.Match.Port)
+				}
+				if r.Match.Method != "" {
+					what = r.Match.Method + " " + what
+				}
+				what += r.Match.Path
 			}
+			what = workspace.EscapeText(what)
 			examples := "no examples"
 			if n := len(r.ExamplesMatch) + len(r.ExamplesNotMatch); n > 0 {
 				examples = fmt.Sprintf("%d examples, all pass", n)
