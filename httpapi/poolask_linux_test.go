@@ -17,6 +17,23 @@ import (
 	"github.com/moatbox/moat/daemon"
 )
 
+// servePaths serves "served PATH" on 127.0.0.1 for the test, and returns
+// its port.
+func servePaths(t *testing.T) int {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "served "+r.URL.Path)
+	}))
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // TestPooledSessionAsks: the asks of a session claimed from the warm pool
 // wait as pending approvals of that session, as a fresh session's do, and
 // the answer given through the approvals API decides: approved, the
@@ -30,17 +47,7 @@ func TestPooledSessionAsks(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "served "+r.URL.Path)
-	}))
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	port := l.Addr().(*net.TCPAddr).Port
+	port := servePaths(t)
 
 	dir := t.TempDir()
 	pol := `[harness]
@@ -162,17 +169,7 @@ func TestExecStreamsNetworkAsk(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "served "+r.URL.Path)
-	}))
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	port := l.Addr().(*net.TCPAddr).Port
+	port := servePaths(t)
 	pol := `[harness]
 builtin = []
 

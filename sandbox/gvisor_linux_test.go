@@ -22,21 +22,16 @@ import (
 // policy's isolation names.
 func runIsolated(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
 	t.Helper()
-	p := workspacePolicy(t, ws)
-	edit(p)
-	if err := p.Validate(); err != nil {
-		t.Fatalf("validate: %v", err)
-	}
-	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args}, backend.Stdio{Stdout: &out, Stderr: &errb})
-	if rep == nil {
-		t.Fatalf("nil report (err %v)", err)
-	}
-	return result{rep, err, out.String(), errb.String()}
+	return runIsolatedAllowing(t, ws, false, edit, args...)
 }
 
 // runIsolatedDegraded is runIsolated with AllowDegraded.
 func runIsolatedDegraded(t *testing.T, ws string, edit func(*policy.Policy), args ...string) result {
+	t.Helper()
+	return runIsolatedAllowing(t, ws, true, edit, args...)
+}
+
+func runIsolatedAllowing(t *testing.T, ws string, degraded bool, edit func(*policy.Policy), args ...string) result {
 	t.Helper()
 	p := workspacePolicy(t, ws)
 	edit(p)
@@ -44,7 +39,7 @@ func runIsolatedDegraded(t *testing.T, ws string, edit func(*policy.Policy), arg
 		t.Fatalf("validate: %v", err)
 	}
 	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args, AllowDegraded: true}, backend.Stdio{Stdout: &out, Stderr: &errb})
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Policy: p, Args: args, AllowDegraded: degraded}, backend.Stdio{Stdout: &out, Stderr: &errb})
 	if rep == nil {
 		t.Fatalf("nil report (err %v)", err)
 	}

@@ -211,11 +211,18 @@ func execNumbers(arch string) (execve, execveat int) {
 // as for WithExecNotify; a call of another architecture falls through
 // to it.
 func WithSetsidNotify(prog []Instruction, arch string) []Instruction {
+	return withNotify(prog, arch, setsidNumber(arch))
+}
+
+// withNotify returns prog preceded by a check that sends every call nr of
+// arch to the supervisor; a call of another architecture, or another
+// call, falls through to prog.
+func withNotify(prog []Instruction, arch string, nr int) []Instruction {
 	head := []Instruction{
 		{Code: ldAbsW, K: 4}, // seccomp_data.arch
 		{Code: jeq, K: AuditArch(arch), Jf: 3},
 		{Code: ldAbsW, K: 0}, // seccomp_data.nr
-		{Code: jeq, K: uint32(setsidNumber(arch)), Jf: 1},
+		{Code: jeq, K: uint32(nr), Jf: 1},
 		{Code: retK, K: retUserNotif},
 	}
 	return append(head, prog...)
@@ -246,14 +253,7 @@ func setsidNumber(arch string) int {
 // call of another architecture falls through to it. Without a listener
 // on the filter, every listen fails (ENOSYS): closed, not open.
 func WithListenNotify(prog []Instruction, arch string) []Instruction {
-	head := []Instruction{
-		{Code: ldAbsW, K: 4}, // seccomp_data.arch
-		{Code: jeq, K: AuditArch(arch), Jf: 3},
-		{Code: ldAbsW, K: 0}, // seccomp_data.nr
-		{Code: jeq, K: uint32(listenNumber(arch)), Jf: 1},
-		{Code: retK, K: retUserNotif},
-	}
-	return append(head, prog...)
+	return withNotify(prog, arch, listenNumber(arch))
 }
 
 // IsListen reports whether nr is listen on arch.
