@@ -248,3 +248,32 @@ func TestApplyHoldsSignals(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnoredSignalsInherited: signals moat was started with ignored
+// (nohup, a shell's trap '' HUP) stay ignored for the command, whatever
+// the run's flags; before, --json, --report, --audit and cgroup limits
+// made moat handle them, and the command lost them (tried).
+func TestIgnoredSignalsInherited(t *testing.T) {
+	ws := t.TempDir()
+	for _, flags := range []string{"", "--json", "--memory 64M", "--workspace-mode overlay --disk 16M"} {
+		cmd := exec.Command("sh", "-c", "trap '' HUP INT; exec \"$0\" run "+flags+" -- grep SigIgn /proc/self/status", os.Args[0])
+		cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(t.TempDir(), "state"))
+		cmd.Dir = ws
+		out, err := cmd.Output()
+		if err != nil {
+			t.Errorf("%q: %v", flags, err)
+			continue
+		}
+		line, _, _ := strings.Cut(string(out), "\n")
+		mask, ok := strings.CutPrefix(line, "SigIgn:\t")
+		if !ok {
+			t.Errorf("%q: %q", flags, out)
+			continue
+		}
+		var bits uint64
+		fmt.Sscanf(mask, "%x", &bits)
+		if bits&3 != 3 { // SIGHUP (1) and SIGINT (2)
+			t.Errorf("%q: the command's ignored signals %s lack SIGHUP and SIGINT", flags, mask)
+		}
+	}
+}

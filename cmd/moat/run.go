@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -125,17 +126,27 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// that has barely started is not asked to clean up), and the run ends
 	// with its report and audit record however early they came. So does a
 	// run with a cgroup limit, from the moment it has read its policy.
+	//
+	// A signal moat was started with ignored (nohup moat run, a shell's
+	// trap '' HUP) stays ignored, by moat and by the command, which
+	// inherits it as it would from any parent: moat never handles it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
 	fwd := make(chan os.Signal, 8)
+	notify := func(list ...os.Signal) {
+		list = slices.DeleteFunc(list, signal.Ignored)
+		if len(list) > 0 {
+			signal.Notify(sigs, list...)
+		}
+	}
 	if f.reportFile != "" || f.jsonOut || f.auditFile != "" {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	defer signal.Stop(sigs)
 	var forwarding atomic.Bool
 	install := func() {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
 			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
 		forwarding.Store(true)
 	}
@@ -201,7 +212,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// is made: ended by their default action, moat could not remove the
 	// cgroup, which would stay behind (empty) until a later run swept it.
 	if l := p.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	}
 	caller, err := f.caller(p)
 	if err != nil {
