@@ -250,7 +250,7 @@ func TestApplyHoldsSignals(t *testing.T) {
 }
 
 // TestIgnoredSignalsInherited: signals moat was started with ignored
-// (nohup, a shell's trap ” HUP) stay ignored for the command, whatever
+// (nohup, a shell's empty trap on HUP) stay ignored for the command, whatever
 // the run's flags; before, --json, --report, --audit and cgroup limits
 // made moat handle them, and the command lost them (tried).
 func TestIgnoredSignalsInherited(t *testing.T) {
