@@ -15,7 +15,6 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
-	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -159,7 +158,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	overlayProbe(line)
-	gvisorProbe(line)
+	gvisorProbe(line, h.Kernel)
 	if h.FastStart {
 		line("ok", "fast start", "built with moat's entry point (-ldflags=-E=_rt0_moat)")
 	} else {
@@ -249,7 +248,7 @@ func overlayProbe(line func(status, what, detail string)) {
 
 // gvisorProbe says whether --isolation gvisor can run here (runsc found,
 // root, /bin/true under it) and what gVisor does differently.
-func gvisorProbe(line func(status, what, detail string)) {
+func gvisorProbe(line func(status, what, detail string), hostKernel string) {
 	runsc, err := gvisor.Find("")
 	switch {
 	case err != nil:
@@ -290,7 +289,7 @@ func gvisorProbe(line func(status, what, detail string)) {
 	case rep.ExitCode != 0:
 		line("no", "gvisor isolation", fmt.Sprintf("runsc is %s, but uname -r exited %d: %s", runsc, rep.ExitCode, kernel))
 		return
-	case kernel == "" || kernel == hostinfo.Kernel():
+	case kernel == "" || kernel == hostKernel:
 		line("no", "gvisor isolation", fmt.Sprintf("runsc is %s, but the command under it saw the kernel %q, not gVisor's: is it runsc?", runsc, kernel))
 		return
 	}
