@@ -172,6 +172,14 @@ type requestSpender interface {
 }
 
 func (e *sandboxEngine) SpendRequest(host string) error { return e.s.SpendRequest(host) }
+
+// fetchScrubber is an Engine that keeps secrets out of what the daemon
+// fetches for its session (Session.Fetch).
+type fetchScrubber interface {
+	ScrubFetched(r *egress.FetchResult) error
+}
+
+func (e *sandboxEngine) ScrubFetched(r *egress.FetchResult) error { return e.s.ScrubFetched(r) }
 func (e *sandboxEngine) SpendNetwork(n int64)           { e.s.SpendNetwork(n) }
 
 func (e *sandboxEngine) ChangeSet() string {

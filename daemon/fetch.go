@@ -96,8 +96,20 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	}
 	r, err := f.Fetch(ctx, rawURL)
 	s.SpendFetched(rawURL, r)
+	if fe, ok := errors.AsType[*egress.FetchError](err); ok {
+		return nil, fmt.Errorf("%w: %s", ErrFetchRefused, fe.Reason) // not "fetch refused" twice
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
+	}
+	// The session's secrets' values never reach the caller, who is the
+	// agent: a server its commands sent one to could echo it back.
+	if sc, ok := s.eng.(fetchScrubber); ok {
+		if err := sc.ScrubFetched(r); err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrFetchRefused, err.(*egress.FetchError).Reason)
+		}
+	} else if len(pol.Secrets) > 0 {
+		return nil, fmt.Errorf("%w: this session's sandbox cannot keep its secrets out of a fetch", ErrFetchRefused)
 	}
 	return r, nil
 }

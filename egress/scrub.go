@@ -275,3 +275,20 @@ func (b *bodyScrubber) Close() error {
 	}
 	return b.body.Close()
 }
+
+// ScrubFetched puts each secret's placeholder in place of its value in a
+// fetch's result (Fetcher.Fetch, which a daemon makes for a session on
+// the host): its headers, names and values, and its body, as the proxy
+// scrubs the responses of a secret's host. A server the session's
+// commands sent a secret to (its own host, or one its request body
+// reached) could otherwise hand the caller the value in a page. A body
+// in a coding this cannot read (gzip, br sent unasked) is refused
+// rather than handed on unread.
+func (s *Secrets) ScrubFetched(r *FetchResult) error {
+	if c := contentEncoding(r.Header); c != "" {
+		return &FetchError{Reason: fmt.Sprintf("the response's body is in %s, which moat cannot search for the session's secrets", c)}
+	}
+	s.scrubHeader(r.Header)
+	r.Body = []byte(s.scrub(string(r.Body)))
+	return nil
+}

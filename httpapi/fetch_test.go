@@ -86,6 +86,12 @@ func fetchServer(t *testing.T) (port int, f *egress.Fetcher) {
 			http.Redirect(w, r, "/ok", http.StatusFound)
 			return
 		}
+		if r.URL.Path == "/echo" {
+			// A server that hands out what a request once carried.
+			w.Header().Set("X-Last", "Bearer "+fetchSecret)
+			fmt.Fprint(w, "last auth: Bearer "+fetchSecret)
+			return
+		}
 		fmt.Fprint(w, "hello from the page")
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
@@ -141,5 +147,37 @@ requests = { "api.test" = 2 }
 				t.Errorf("%s: fetch of %s past the budget: %v, want %s naming %q", tc.name, u, err, client.CodeFetchRefused, tc.budget)
 			}
 		}
+	}
+}
+
+// fetchSecret is the value of TestFetchScrubsSecrets's secret, which its
+// fetchServer's /echo hands out.
+const fetchSecret = "REALVALUE-fetch-7f3a9c"
+
+// TestFetchScrubsSecrets: a page a session fetches carries none of its
+// secrets' values (a server its commands sent one to echoes it): each
+// becomes its placeholder, in the headers and the body, as the proxy's
+// responses do. Before, the fetch handed the agent the real value
+// (tried). The control: a session without the secret gets the page as
+// served.
+func TestFetchScrubsSecrets(t *testing.T) {
+	port, fetcher := fetchServer(t)
+	t.Setenv("MOAT_TEST_FETCH_SECRET", fetchSecret)
+	d := startDaemon(t, daemon.Config{Fetcher: fetcher}, nil)
+	url := fmt.Sprintf("https://api.test:%d/echo", port)
+	plain := d.create(t, &client.CreateSessionRequest{Policy: fetchNet})
+	if r, err := d.c.Fetch(context.Background(), plain.ID, url); err != nil || !strings.Contains(r.Body, fetchSecret) {
+		t.Fatalf("control: %v %+v", err, r)
+	}
+	s := d.create(t, &client.CreateSessionRequest{Policy: fetchNet + "[[secrets]]\nname = \"T\"\nsource = \"env:MOAT_TEST_FETCH_SECRET\"\nhosts = [\"api.test\"]\n"})
+	r, err := d.c.Fetch(context.Background(), s.ID, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(r.Body, fetchSecret) || strings.Contains(fmt.Sprint(r.Headers), fetchSecret) {
+		t.Errorf("the fetch handed out the secret: %+v", r)
+	}
+	if !strings.Contains(r.Body, "last auth: Bearer moat-") {
+		t.Errorf("the value is not replaced by its placeholder: %q", r.Body)
 	}
 }

@@ -312,3 +312,13 @@ func (rs *runSecrets) apply(spec *backend.Spec) error {
 	spec.Env = env
 	return nil
 }
+
+// ScrubFetched puts each of the session's secrets' placeholder in place of
+// its value in r, a fetch the caller made for the session on the host
+// (egress.Secrets.ScrubFetched); nothing to do without secrets.
+func (s *Session) ScrubFetched(r *egress.FetchResult) error {
+	if s.secrets == nil || s.secrets.set == nil {
+		return nil
+	}
+	return s.secrets.set.ScrubFetched(r)
+}
