@@ -180,7 +180,7 @@ type fetchScrubber interface {
 }
 
 func (e *sandboxEngine) ScrubFetched(r *egress.FetchResult) error { return e.s.ScrubFetched(r) }
-func (e *sandboxEngine) SpendNetwork(n int64)           { e.s.SpendNetwork(n) }
+func (e *sandboxEngine) SpendNetwork(n int64)                     { e.s.SpendNetwork(n) }
 
 func (e *sandboxEngine) ChangeSet() string {
 	if cs := e.s.ChangeSet(); cs != nil {
