@@ -153,6 +153,7 @@ r=$(realpath -e -- "$d") || exit 2
 case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; exit 3;; esac
 if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
+if [ -e "$1" ] && [ ! -f "$1" ]; then echo "$1 is not a regular file: inspect it with run_command" >&2; exit 2; fi
 exec cat > "$1"`
 	// shList lists: $3 is find's depth, $4 how many entries to keep.
 	// sh has no pipefail, and find's failure (a directory it may not
@@ -213,7 +214,11 @@ func (s *server) putFile(ctx context.Context, rel string, data []byte) error {
 				case err != nil:
 					return errors.New(fileError(err)) // a link leading out: errEscape
 				}
-				// The write rules decide the path written, the target.
+				// The write rules decide the path written, the target,
+				// which must be a file too.
+				if tfi, err := s.session().Stat(real); err == nil && tfi.Type != "file" {
+					return fmt.Errorf("%s leads to %s, which is not a regular file: inspect it with run_command", rel, real)
+				}
 				rel = real
 			case "file", "dir":
 			default:

@@ -31,6 +31,12 @@ func TestFileToolLimits(t *testing.T) {
 			e.fails(t, "read_file", map[string]any{"path": "huge"}, "over", "16777216")
 			e.ok(t, "read_file", map[string]any{"path": "big", "limit": 1}, "     1\tbbbb")
 			e.fails(t, "read_file", map[string]any{"path": "fifo"}, "not a regular file")
+			// A write to it (or through a link to it) is refused at once too:
+			// before, an overlay session's write waited for a reader and
+			// then wrote into it, tried.
+			e.ok(t, "run_command", map[string]any{"command": "ln -s fifo fifolink"}, "exit code: 0")
+			e.fails(t, "write_file", map[string]any{"path": "fifo", "content": "x"}, "not a regular file")
+			e.fails(t, "write_file", map[string]any{"path": "fifolink", "content": "x"}, "not a regular file")
 
 			// A listing is cut at its bound, whatever the mode.
 			e.ok(t, "run_command", map[string]any{"command": "mkdir many && cd many && seq 2500 | xargs touch"}, "exit code: 0")
