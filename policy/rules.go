@@ -219,10 +219,10 @@ func (p *Policy) validateRules(l *errorList) {
 		// carriage return) could rewrite the lines around them, the
 		// command asked about included.
 		if i := strings.IndexFunc(r.Name, isControl); i >= 0 {
-			l.add(key+".name", fmt.Sprintf("%q holds a control character (%U): names are shown to the person asked", r.Name, []rune(r.Name[i:])[0]))
+			l.add(key+".name", fmt.Sprintf("%q holds a control or invisible character (%U): names are shown to the person asked", r.Name, []rune(r.Name[i:])[0]))
 		}
 		if i := strings.IndexFunc(r.Reason, isControl); i >= 0 {
-			l.add(key+".reason", fmt.Sprintf("%q holds a control character (%U): reasons are shown to the person asked, on one line", r.Reason, []rune(r.Reason[i:])[0]))
+			l.add(key+".reason", fmt.Sprintf("%q holds a control or invisible character (%U): reasons are shown to the person asked, on one line", r.Reason, []rune(r.Reason[i:])[0]))
 		}
 		if r.Name != "" {
 			if j, dup := names[r.Name]; dup {
@@ -243,9 +243,23 @@ func (p *Policy) validateRules(l *errorList) {
 	}
 }
 
-// isControl is unicode.IsControl (C0, DEL and C1), which this package
-// does without importing unicode (see TestImports).
-func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
+// isControl says whether r would change how the text around it shows on
+// a terminal rather than show itself: a control character (C0, DEL, C1:
+// unicode.IsControl, which this package does without importing unicode,
+// see TestImports), or an invisible format or direction character (zero
+// widths, the bidirectional marks, overrides and isolates, the line and
+// paragraph separators, the byte order mark).
+func isControl(r rune) bool {
+	switch {
+	case r < 0x20 || r >= 0x7f && r < 0xa0:
+		return true
+	case r == 0x061c || r == 0x180e || r == 0xfeff:
+		return true
+	case r >= 0x200b && r <= 0x200f, r >= 0x2028 && r <= 0x202e, r >= 0x2060 && r <= 0x2069:
+		return true
+	}
+	return false
+}
 
 // validateMatch checks m and reports whether its patterns can be used.
 func validateMatch(l *errorList, key string, m *Match) bool {

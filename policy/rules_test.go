@@ -141,8 +141,11 @@ func TestCommandWordsEscapes(t *testing.T) {
 // control: printable text, non-ASCII included, passes.
 func TestRuleTextNoControls(t *testing.T) {
 	for _, tc := range []struct{ name, reason, want string }{
-		{`ok\u001b[2K\rFAKE`, "r", `p.toml:2: rules[0].name: "ok\x1b[2K\rFAKE" holds a control character (U+001B)`},
-		{"ok", `r\nline2`, `p.toml:5: rules[0].reason: "r\nline2" holds a control character (U+000A)`},
+		{`ok\u001b[2K\rFAKE`, "r", `p.toml:2: rules[0].name: "ok\x1b[2K\rFAKE" holds a control or invisible character (U+001B)`},
+		{"ok", `r\nline2`, `p.toml:5: rules[0].reason: "r\nline2" holds a control or invisible character (U+000A)`},
+		{`n\u202ex`, "r", `(U+202E)`},
+		{"ok", `zero\u200bwidth`, `(U+200B)`},
+		{"ok", `a\u2028b`, `(U+2028)`},
 		{"déploiement", "sûr — vérifié", ""},
 	} {
 		src := "[[rules]]\nname = \"" + tc.name + "\"\ndecision = \"ask\"\nmatch = { command = [\"touch\"] }\nreason = \"" + tc.reason + "\"\n"

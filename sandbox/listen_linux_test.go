@@ -97,14 +97,14 @@ func TestListenWithoutBindRefused(t *testing.T) {
 				t.Errorf("got:\n%s\nwant:\n%s\nstderr: %s", out.String(), tc.want, errb.String())
 			}
 			if tc.want == refused {
-				var why string
+				var why, hint string
 				for _, d := range rep.Denials {
 					if d.What == "listen" {
-						why = d.Rule
+						why, hint = d.Rule, d.Hint
 					}
 				}
-				if !strings.Contains(why, "network.tcp_bind") {
-					t.Errorf("the report does not say why listen was refused: %+v", rep.Denials)
+				if !strings.Contains(why, "network.tcp_bind") || !strings.Contains(hint, "--tcp-bind 0") {
+					t.Errorf("the report does not say why listen was refused, and how to allow it: %+v", rep.Denials)
 				}
 			}
 		})

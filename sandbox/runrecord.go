@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moatbox/moat/workspace"
 )
@@ -20,6 +21,20 @@ import (
 // where it shares moat's files), and removes it at its end; the next run
 // of the same user finds a record whose lock it can take, and finishes
 // what the dead one could not (FinishAbandoned).
+
+// abandonedTmpAge is how old a record under its temporary name must be
+// to be taken for a dead run's: a live one locks and renames it at once.
+const abandonedTmpAge = time.Minute
+
+// ownPrivateDir says whether dir is a directory of this user's that no
+// one else may write.
+func ownPrivateDir(dir string) bool {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return false
+	}
+	return st.Mode&syscall.S_IFMT == syscall.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+}
 
 // runsDir holds the records, in the caller's state directory.
 func runsDir() (string, error) {
@@ -92,6 +107,12 @@ func finishAbandonedRuns() []string {
 	if err != nil {
 		return nil
 	}
+	// Only a directory of this user's alone holds records this user's
+	// runs wrote: root pointed at another user's state directory
+	// (MOAT_STATE_DIR) must not move files for records that user wrote.
+	if !ownPrivateDir(dir) {
+		return nil
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -116,13 +137,16 @@ func finishAbandonedRuns() []string {
 			continue
 		}
 		fi, err := f.Stat()
-		if err != nil || !fi.Mode().IsRegular() || fi.Sys().(*syscall.Stat_t).Nlink == 0 {
-			f.Close() // another run finished it meanwhile
+		if err != nil || !fi.Mode().IsRegular() || fi.Sys().(*syscall.Stat_t).Nlink == 0 || int(fi.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+			f.Close() // another run finished it meanwhile, or not this user's
 			continue
 		}
 		if strings.HasSuffix(name, ".tmp") {
-			// Its run died before it began.
-			os.Remove(p)
+			// Its run died before it began, or is about to lock it (it
+			// is made, then locked): only one left long enough goes.
+			if time.Since(fi.ModTime()) > abandonedTmpAge {
+				os.Remove(p)
+			}
 			f.Close()
 			continue
 		}

@@ -643,6 +643,10 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 			}
 		}
 		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)
+		if d.What == "listen" && d.Errno == "EACCES" && strings.Contains(d.Rule, "network.tcp_bind") {
+			// Refused for the TCP bind rule, which no profile changes.
+			d.Hint = "bind the socket to a port network.tcp_bind lists before listening, or add 0 to tcp_bind (--tcp-bind 0,...) to allow any ephemeral port"
+		}
 		rep.Denials = append(rep.Denials, d)
 	}
 	if st.Signal != 0 {
@@ -983,6 +987,10 @@ func FinishAbandoned(id string, state []byte) (*Report, error) {
 			continue
 		}
 		g, err := workspace.ResumeGuard(s)
+		if errors.Is(err, workspace.ErrGuardMoved) {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("what its commands may have planted was not looked for: %v (moved or replaced since); where that directory went, look for protected paths there by hand (.envrc, .git/hooks, .vscode, ...: the README lists them)", err))
+			continue
+		}
 		if err != nil {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("what the commands planted was not looked for: %v", err))
 			if !errors.Is(err, workspace.ErrGuardMoved) && first == nil {

@@ -786,12 +786,13 @@ func (c *ChangeSet) Discard() error {
 const abandonedAge = time.Minute
 
 // abandonedEmpty removes c, and says so, when it is an overlay change set
-// that no command has finished in, that nobody holds, and whose upper
-// layer is empty: what a run killed before its command wrote anything
-// left (or a session that ran nothing), which would otherwise be listed,
-// and picked by apply and diff as the latest, for good.
+// of no name (a run's own, not a --session's or a daemon session's) that
+// nobody holds and whose upper layer is empty: what a run killed before
+// its command wrote anything left (its end would have removed it), which
+// would otherwise be listed, and picked by apply and diff as the latest,
+// for good.
 func (c *ChangeSet) abandonedEmpty() bool {
-	if c.meta.Copy || len(c.meta.Commands) > 0 || time.Since(c.meta.Created) < abandonedAge {
+	if c.meta.Copy || c.meta.Session != "" || time.Since(c.meta.Created) < abandonedAge {
 		return false
 	}
 	if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {

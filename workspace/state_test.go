@@ -445,13 +445,14 @@ func TestDiscardCutShort(t *testing.T) {
 	}
 }
 
-// TestAbandonedEmptySetsGo: an overlay change set no command finished in,
-// that nobody holds and whose upper layer is empty (a run killed before
-// its command wrote anything) is removed by a listing once it is a minute
-// old, as is a directory whose process died before it became a change
-// set; before, both stayed for good, and the empty set was the latest that
-// diff and apply picked. The controls: a young one, one holding a change,
-// one a run holds, and one with a finished command stay.
+// TestAbandonedEmptySetsGo: an overlay change set of no name that nobody
+// holds and whose upper layer is empty (a run killed before its command
+// wrote anything; its command is recorded as it starts) is removed by a
+// listing once it is a minute old, as is a directory whose process died
+// before it became a change set; before, both stayed for good, and the
+// empty set was the latest that diff and apply picked. The controls: a
+// young one, one holding a change, one a run holds, and a named one
+// (--session, a daemon session's) stay.
 func TestAbandonedEmptySetsGo(t *testing.T) {
 	s, old := newSet(t, nil)
 	backdate := func(c *ChangeSet) {
@@ -478,11 +479,18 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Unlock()
+	// A run's command is recorded as it starts: killed, it leaves a set
+	// with a command and nothing changed, which goes too.
 	ran := mk()
-	if err := ran.Record([]string{"true"}, nil); err != nil {
+	if err := ran.Record([]string{"sleep", "20"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	backdate(ran)
+	named, err := s.Create(old.Workspace(), "keep-me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdate(named)
 	bare := filepath.Join(s.Dir, "runs", "0123456789ab")
 	os.Mkdir(bare, 0o700)
 	past := time.Now().Add(-2 * abandonedAge)
@@ -496,7 +504,7 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 	for _, i := range infos {
 		got = append(got, i.ID)
 	}
-	want := []string{young.ID(), changed.ID(), held.ID(), ran.ID()}
+	want := []string{young.ID(), changed.ID(), held.ID(), named.ID()}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
