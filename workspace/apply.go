@@ -121,14 +121,8 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if err != nil {
 			return err
 		}
-		guarded, gitDir := c.protects(), c.gitDirChanges(sel)
-		for _, ch := range sel {
-			if (guarded(ch) || gitDir(ch)) && !matchPrefix(force, ch.Path) {
-				rep.Protected = append(rep.Protected, ch.Path)
-			}
-		}
-		if len(rep.Protected) > 0 {
-			return fmt.Errorf("apply %s: %d paths: %w", c.meta.ID, len(rep.Protected), ErrProtected)
+		if err := c.protectedIn(sel, force, &rep); err != nil {
+			return err
 		}
 		plan, err := c.plan(sel, &rep)
 		if err != nil {
@@ -175,6 +169,55 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		return nil
 	})
 	return rep, err
+}
+
+// protectedIn lists in rep the changes of sel that touch a protected path
+// (ChangeSet.Protects) or a git directory's layout, not forced, and
+// returns ErrProtected (wrapped) when there are any.
+func (c *ChangeSet) protectedIn(sel []Change, force []string, rep *Report) error {
+	guarded, gitDir := c.protects(), c.gitDirChanges(sel)
+	for _, ch := range sel {
+		if (guarded(ch) || gitDir(ch)) && !matchPrefix(force, ch.Path) {
+			rep.Protected = append(rep.Protected, ch.Path)
+		}
+	}
+	if len(rep.Protected) > 0 {
+		return fmt.Errorf("apply %s: %d paths: %w", c.meta.ID, len(rep.Protected), ErrProtected)
+	}
+	return nil
+}
+
+// Preview says what Apply(paths, force) would refuse, by looking alone:
+// a paths that selects no change, a protected path, a host change since
+// the change set was made. It takes no lock and touches nothing, so that
+// whoever holds the change set (a daemon's live session) can refuse an
+// apply before it ends the session it would end; what a command writes
+// after it looked, Apply finds.
+func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
+	var rep Report
+	if err := c.CheckComplete(); err != nil {
+		return rep, err
+	}
+	changes, err := c.Changes()
+	if err != nil {
+		return rep, err
+	}
+	sel, err := c.selectChanges(changes, paths)
+	if err != nil {
+		return rep, err
+	}
+	if err := c.protectedIn(sel, force, &rep); err != nil {
+		return rep, err
+	}
+	for _, cf := range c.conflicts(sel) {
+		if !matchPrefix(force, cf.Path) {
+			rep.Conflicts = append(rep.Conflicts, cf)
+		}
+	}
+	if len(rep.Conflicts) > 0 {
+		return rep, fmt.Errorf("apply %s: %d paths: %w", c.meta.ID, len(rep.Conflicts), ErrConflict)
+	}
+	return rep, nil
 }
 
 // Recover finishes or rolls back an Apply that was interrupted, so the
