@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -23,9 +24,16 @@ type HTTPConfig struct {
 	// IdleTimeout ends an MCP session no request used for this long, and
 	// its daemon session with it (15m).
 	IdleTimeout time.Duration
+	// MaxSessions bounds the MCP sessions a credential keeps at once
+	// (64): each holds the SDK's state until it ends or idles out, and a
+	// tenant that only ever initialised would grow the daemon's memory.
+	MaxSessions int
 	Options     Options
 	Logger      *slog.Logger
 }
+
+// defaultMaxMCPSessions is HTTPConfig.MaxSessions's default.
+const defaultMaxMCPSessions = 64
 
 // sessionHeader is the streamable HTTP transport's session id header.
 const sessionHeader = "Mcp-Session-Id"
@@ -46,6 +54,9 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = defaultMaxMCPSessions
 	}
 	h := &httpHandler{cfg: cfg, owners: map[string]string{}, schemas: mcp.NewSchemaCache()}
 	h.mcp = mcp.NewStreamableHTTPHandler(h.newServer, &mcp.StreamableHTTPOptions{
@@ -96,6 +107,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "session not found", http.StatusNotFound)
 			return
 		}
+	} else if r.Method == http.MethodPost && h.sessionsOf(credential(t)) >= h.cfg.MaxSessions {
+		// A request without a session begins one.
+		http.Error(w, fmt.Sprintf("this credential keeps %d MCP sessions, the most allowed: end one (DELETE) or let one idle out", h.cfg.MaxSessions), http.StatusTooManyRequests)
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
 	ow := &ownerWriter{ResponseWriter: w, h: h, owner: credential(t)}
@@ -107,6 +122,19 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete && ow.status/100 == 2 {
 		h.forget(id)
 	}
+}
+
+// sessionsOf counts the live MCP sessions begun with credential c.
+func (h *httpHandler) sessionsOf(c string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, o := range h.owners {
+		if o == c {
+			n++
+		}
+	}
+	return n
 }
 
 // forget drops an MCP session's owner: the session has ended.

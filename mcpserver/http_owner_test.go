@@ -108,3 +108,60 @@ func TestHTTPEndWithoutInitialized(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPSessionsBounded: a credential keeps at most 64 MCP sessions at
+// once: the next initialize is refused (429) rather than held, and one
+// ended makes room; another tenant is not held to the first's count.
+// Before, a tenant that only ever initialised grew the daemon's memory
+// without bound until the idle timeout (tried: 6,000 sessions, 280 MB).
+func TestHTTPSessionsBounded(t *testing.T) {
+	_, srv := httpServer(t, "daemon-http-bounded")
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	send := func(tenant, method, id string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(init))
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+		}
+		req.Header.Set("X-Test-Tenant", tenant)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	var first string
+	for i := range 64 {
+		st, id := send("many", "POST", "")
+		if st != http.StatusOK || id == "" {
+			t.Fatalf("initialize %d: status %d, session %q", i, st, id)
+		}
+		if i == 0 {
+			first = id
+		}
+	}
+	if st, _ := send("many", "POST", ""); st != http.StatusTooManyRequests {
+		t.Errorf("the 65th initialize: status %d, want 429", st)
+	}
+	if st, _ := send("other", "POST", ""); st != http.StatusOK {
+		t.Errorf("another tenant's initialize: status %d", st)
+	}
+	if st, _ := send("many", "DELETE", first); st/100 != 2 {
+		t.Fatalf("DELETE: %d", st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := send("many", "POST", "")
+		if st == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a DELETE the next initialize still gets %d", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
