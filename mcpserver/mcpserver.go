@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -123,7 +124,7 @@ func (s *server) mcpServer(where string, sopts *mcp.ServerOptions) *mcp.Server {
 	sopts.Instructions = where + "Commands run confined by the session's policy: call session_info to see what is writable, which hosts are reachable and the limits. Paths are relative to the workspace."
 	srv := mcp.NewServer(&mcp.Implementation{Name: "moat", Version: s.opts.Version}, sopts)
 	s.addTools(srv)
-	srv.AddReceivingMiddleware(unknownTool(tools), recoverPanics, askFailed)
+	srv.AddReceivingMiddleware(unknownTool(tools), recoverPanics, askFailed, plainArgErrors)
 	return srv
 }
 
@@ -157,6 +158,48 @@ func askFailed(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		if method == "tools/call" && err != nil && ctx.Err() == nil && strings.HasPrefix(err.Error(), "multi-round-trip") {
 			return errorResult(fmt.Sprintf("moat asked the user to approve this and the client's answer failed (%v); nothing was run or written. Ask the user to approve it, or to run it themselves.", err)), nil
+		}
+		return res, err
+	}
+}
+
+// goField finds, in a decoding error of the SDK's, the Go field and type
+// it names.
+var goField = regexp.MustCompile(`Go struct field \S*?\.(\w+) of type (\S+)`)
+
+// plainArgErrors says an argument of the wrong type or out of range in
+// the tool's terms, where the SDK's decoding error names Go's struct,
+// field and type (mcpserver.readIn.offset of type int).
+func plainArgErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	plain := func(msg string) (string, bool) {
+		m := goField.FindStringSubmatch(msg)
+		if m == nil {
+			return msg, false
+		}
+		kind := map[string]string{"int": "an integer", "int64": "an integer", "uint16": "an integer", "float64": "a number",
+			"string": "a string", "bool": "true or false", "[]string": "a list of strings"}[m[2]]
+		if kind == "" {
+			kind = "another kind of value"
+		}
+		return fmt.Sprintf("invalid arguments: %s takes %s, in range: the value given is not one", m[1], kind), true
+	}
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/call" {
+			return res, err
+		}
+		if err != nil {
+			if msg, ok := plain(err.Error()); ok {
+				return errorResult(msg), nil
+			}
+			return res, err
+		}
+		if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					tc.Text, _ = plain(tc.Text)
+				}
+			}
 		}
 		return res, err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/moatbox/moat/harness"
@@ -17,5 +18,19 @@ func TestBecause(t *testing.T) {
 	d.Reason = "python is not for this"
 	if got := because(d); got != ": python is not for this" {
 		t.Errorf("a reason of its own: %q", got)
+	}
+}
+
+// TestShellQuoteEscapes: a word with characters a terminal acts on is
+// written as $'...' with their escapes, never raw; others as before.
+func TestShellQuoteEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"git push origin \x1b[2J\x1b[31mX\u202eY": `git push origin $'\x1b[2J\x1b[31mX\u202eY'`,
+		"echo it's":                               `echo 'it'\''s'`,
+		"ls":                                      "ls",
+	} {
+		if got := shellQuote(strings.Split(in, " ")); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Approver answers the harness's asks: a person, through whatever the
@@ -214,10 +215,43 @@ func coversAsks(shared *harness.Approvals, rules *harness.Rules, a harness.Actio
 func shellQuote(argv []string) string {
 	out := make([]string, len(argv))
 	for i, w := range argv {
-		if w == "" || strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]{}~#!") {
+		switch {
+		case strings.IndexFunc(w, workspace.MustEscape) >= 0:
+			// A word a terminal would act on (an escape sequence, a
+			// direction override) is written as bash's $'...' writes it.
+			w = ansiC(w)
+		case w == "" || strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]{}~#!"):
 			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 		}
 		out[i] = w
 	}
 	return strings.Join(out, " ")
+}
+
+// ansiC is w quoted as bash's $'...', each character a terminal would act
+// on as its escape.
+func ansiC(w string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for _, r := range w {
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case workspace.MustEscape(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case workspace.MustEscape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
