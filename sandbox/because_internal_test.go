@@ -26,8 +26,8 @@ func TestBecause(t *testing.T) {
 func TestShellQuoteEscapes(t *testing.T) {
 	for in, want := range map[string]string{
 		"git push origin \x1b[2J\x1b[31mX\u202eY": `git push origin $'\x1b[2J\x1b[31mX\u202eY'`,
-		"echo it's":                               `echo 'it'\''s'`,
-		"ls":                                      "ls",
+		"echo it's": `echo 'it'\''s'`,
+		"ls":        "ls",
 	} {
 		if got := shellQuote(strings.Split(in, " ")); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
