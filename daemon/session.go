@@ -353,7 +353,7 @@ func (s *Session) record() *record {
 	s.mu.Unlock()
 	r := &record{ID: s.ID, Tenant: s.Tenant.ID, Created: s.Created, PID: os.Getpid(), Cgroups: cgroups, made: made}
 	if guards != nil {
-		r.Guards, r.TenantUID, r.Self = guards, s.Tenant.UID, s.Tenant.self()
+		r.Guards, r.TenantUID, r.Self = string(guards), s.Tenant.UID, s.Tenant.self()
 	}
 	if s.policy != nil {
 		r.Revoke = revokeNames(s.policy)
@@ -406,7 +406,7 @@ func (s *Session) recordGuards(rec *record) func([]byte) error {
 		s.mu.Lock()
 		s.guards = state
 		s.mu.Unlock()
-		rec.Guards, rec.TenantUID, rec.Self = state, s.Tenant.UID, s.Tenant.self()
+		rec.Guards, rec.TenantUID, rec.Self = string(state), s.Tenant.UID, s.Tenant.self()
 		if err := s.m.writeRecord(rec); err != nil {
 			return fmt.Errorf("session record: %w", err)
 		}

@@ -45,9 +45,9 @@ type record struct {
 	// then the tenant's uid, whose planted files it removes rather than
 	// keep in its state directory, unless Self says the tenant is the
 	// daemon's own user.
-	Guards    json.RawMessage `json:"guards,omitempty"`
-	TenantUID int             `json:"tenant_uid,omitempty"`
-	Self      bool            `json:"self,omitempty"`
+	Guards    string `json:"guards,omitempty"`
+	TenantUID int    `json:"tenant_uid,omitempty"`
+	Self      bool   `json:"self,omitempty"`
 	// Revoke names the session's secrets that have a revoke program:
 	// the dead daemon's session could not run it, and the next daemon
 	// says so (the value it would be given is gone with the daemon).
@@ -269,7 +269,7 @@ func (m *Manager) finishGuards(r *record) {
 	if len(r.Guards) == 0 || r.TempWorkspace != "" {
 		return
 	}
-	rep, err := sandbox.FinishAbandoned(r.ID, r.Guards)
+	rep, err := sandbox.FinishAbandoned(r.ID, []byte(r.Guards))
 	if !r.Self && len(rep.Quarantined) > 0 {
 		removeQuarantined(rep, r.TenantUID, "the daemon keeps nothing of another user's in its own state directory, which that user cannot reach")
 	}

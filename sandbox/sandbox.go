@@ -33,14 +33,15 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -946,21 +947,39 @@ func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 // one's workspace.Guard.State, by its place in guards, which names its
 // quarantine directory; nil when none has anything to finish.
 func guardStates(guards []*workspace.Guard) ([]byte, error) {
-	states := make([]json.RawMessage, len(guards))
-	some := false
+	var out []byte
 	for i, g := range guards {
 		s, err := g.State()
 		if err != nil {
 			return nil, err
 		}
 		if s != nil {
-			states[i], some = s, true
+			out = append(out, fmt.Sprintf("%s%d\n", guardSection, i)...)
+			out = append(out, s...)
 		}
 	}
-	if !some {
-		return nil, nil
+	return out, nil
+}
+
+// guardSection begins a guard's state in guardStates, with its place.
+const guardSection = "== guard "
+
+// splitGuardStates is guardStates undone: each guard's state by its place.
+func splitGuardStates(state []byte) (map[int][]byte, error) {
+	out := map[int][]byte{}
+	text := string(state)
+	if !strings.HasPrefix(text, guardSection) {
+		return nil, errors.New("not the guards' state this moat writes")
 	}
-	return json.Marshal(states)
+	for _, part := range strings.Split(text, guardSection)[1:] {
+		n, body, _ := strings.Cut(part, "\n")
+		i, err := strconv.Atoi(n)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("guard %q: not a place", n)
+		}
+		out[i] = []byte(body)
+	}
+	return out, nil
 }
 
 // FinishAbandoned quarantines what the commands of the session or run id
@@ -973,8 +992,8 @@ func guardStates(guards []*workspace.Guard) ([]byte, error) {
 // first guard that could not finish.
 func FinishAbandoned(id string, state []byte) (*Report, error) {
 	rep := &Report{RunID: id}
-	var states []json.RawMessage
-	if err := json.Unmarshal(state, &states); err != nil {
+	states, err := splitGuardStates(state)
+	if err != nil {
 		return rep, fmt.Errorf("guard state: %w", err)
 	}
 	dir, err := workspace.StateDir()
@@ -982,11 +1001,8 @@ func FinishAbandoned(id string, state []byte) (*Report, error) {
 		return rep, fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)
 	}
 	var first error
-	for i, s := range states {
-		if len(s) == 0 || string(s) == "null" {
-			continue
-		}
-		g, err := workspace.ResumeGuard(s)
+	for _, i := range slices.Sorted(maps.Keys(states)) {
+		g, err := workspace.ResumeGuard(states[i])
 		if errors.Is(err, workspace.ErrGuardMoved) {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("what its commands may have planted was not looked for: %v (moved or replaced since); where that directory went, look for protected paths there by hand (.envrc, .git/hooks, .vscode, ...: the README lists them)", err))
 			continue

@@ -1,69 +1,34 @@
 package workspace
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // A Guard lives in the process that ran the command: a daemon that dies
 // while its direct-mode sessions are open (SIGKILL, the host's OOM
-// killer) takes with it what Finish needs, and the paths those sessions'
-// commands planted would stay where host tools run them. State is what a
-// daemon writes in its session record before the session's first process
-// starts; ResumeGuard, in the next daemon, makes a Guard of it whose
-// Finish does what the dead one's would have, once the sandbox's
-// processes are gone.
+// killer), or moat run killed outright, takes with it what Finish needs,
+// and the paths those commands planted would stay where host tools run
+// them. State is what a daemon writes in its session record, and a run
+// in its run record, before the first process starts; ResumeGuard, in
+// the next daemon or run, makes a Guard of it whose Finish does what the
+// dead one's would have, once the sandbox's processes are gone.
+//
+// The state is lines of words, each string in Go's quoted form
+// (strconv.Quote): every run with a writable workspace writes one, and
+// encoding/json's reflection cost a run more CPU than the rest of the
+// record; quoting also keeps a path that is not UTF-8 as it is, which
+// JSON would not. The roots are identified by device and inode as well
+// as by path: the Guard of a dead process works below the directories it
+// opened, and a resumed one below the same directories or none.
 
-// guardState is the part of a Guard that Finish reads, in a form that
-// outlives the process. The roots are identified by device and inode as
-// well as by path: the Guard of a dead daemon works below the
-// directories it opened, and a resumed one below the same directories or
-// none.
-type guardState struct {
-	Version  int               `json:"version"`
-	WS       string            `json:"ws"`
-	Real     string            `json:"real"`
-	Start    stamp             `json:"start"`
-	Binds    []Bind            `json:"binds,omitempty"`
-	Absent   []routeState      `json:"absent,omitempty"`
-	Links    []linkState       `json:"links,omitempty"`
-	GitDir   string            `json:"gitdir,omitempty"`
-	Common   string            `json:"common,omitempty"`
-	GitDirs  []string          `json:"gitdirs,omitempty"`
-	GitLinks []string          `json:"gitlinks,omitempty"`
-	ObjFmt   string            `json:"objfmt,omitempty"`
-	Absolute bool              `json:"absolute,omitempty"`
-	TopGit   bool              `json:"topgit,omitempty"`
-	TopHad   []string          `json:"tophad,omitempty"`
-	Roots    map[string]rootID `json:"roots"`
-}
-
-type routeState struct {
-	Base        string `json:"base"`
-	Rel         string `json:"rel"`
-	First       int    `json:"first"`
-	FileAtFirst bool   `json:"file_at_first,omitempty"`
-}
-
-type linkState struct {
-	Base   string `json:"base"`
-	Rel    string `json:"rel"`
-	Target string `json:"target"`
-}
-
-// rootID is a root's path on the host and the identity of the directory
-// NewGuard opened there.
-type rootID struct {
-	Path string `json:"path"`
-	Dev  uint64 `json:"dev"`
-	Ino  uint64 `json:"ino"`
-}
-
-const guardStateVersion = 1
+// guardStateHeader begins a state, with its version.
+const guardStateHeader = "moat-guard 1"
 
 // ErrGuardMoved is ResumeGuard's error for a root that is no longer the
 // directory the Guard opened: it was removed, or another put in its place.
@@ -76,25 +41,68 @@ func (g *Guard) State() ([]byte, error) {
 	if !g.writable {
 		return nil, nil
 	}
-	s := guardState{Version: guardStateVersion, WS: g.ws, Real: g.real, Start: g.start,
-		Binds: g.binds, GitDir: g.gitdir, Common: g.common, ObjFmt: g.objFmt,
-		Absolute: g.absolute, TopGit: g.topGit, TopHad: g.topHad, Roots: map[string]rootID{},
-		GitDirs: slices.Sorted(maps.Keys(g.gitdirs)), GitLinks: slices.Sorted(maps.Keys(g.gitlinks))}
+	b := make([]byte, 0, 1024)
+	line := func(key string, words ...any) {
+		b = append(b, key...)
+		for _, w := range words {
+			b = append(b, ' ')
+			switch w := w.(type) {
+			case string:
+				b = strconv.AppendQuote(b, w)
+			case int:
+				b = strconv.AppendInt(b, int64(w), 10)
+			case int64:
+				b = strconv.AppendInt(b, w, 10)
+			case uint64:
+				b = strconv.AppendUint(b, w, 10)
+			case bool:
+				b = strconv.AppendBool(b, w)
+			}
+		}
+		b = append(b, '\n')
+	}
+	b = append(b, guardStateHeader+"\n"...)
+	line("ws", g.ws)
+	line("real", g.real)
+	line("start", g.start.Sec, g.start.Nsec)
+	line("gitdir", g.gitdir)
+	line("common", g.common)
+	line("objfmt", g.objFmt)
+	line("flags", g.absolute, g.topGit)
+	for _, bd := range g.binds {
+		line("bind", bd.Path, bd.ReadOnly)
+	}
 	for _, r := range g.absent {
-		s.Absent = append(s.Absent, routeState{Base: r.base, Rel: r.rel, First: r.first, FileAtFirst: r.fileAtFirst})
+		line("absent", r.base, r.rel, r.first, r.fileAtFirst)
 	}
 	for _, l := range g.links {
-		s.Links = append(s.Links, linkState{Base: l.base, Rel: l.rel, Target: l.target})
+		line("link", l.base, l.rel, l.target)
 	}
-	for base, d := range g.pins {
-		fi, err := os.Stat(d.self())
+	for _, d := range slices.Sorted(maps.Keys(g.gitdirs)) {
+		line("gitdirs", d)
+	}
+	for _, p := range slices.Sorted(maps.Keys(g.gitlinks)) {
+		line("gitlink", p)
+	}
+	for _, e := range g.topHad {
+		line("tophad", e)
+	}
+	for _, base := range slices.Sorted(maps.Keys(g.pins)) {
+		fi, err := os.Stat(g.pins[base].self())
 		if err != nil {
 			return nil, fmt.Errorf("workspace guard: %w", err)
 		}
 		_, dev, ino, _ := blocksOf(fi)
-		s.Roots[base] = rootID{Path: g.hostPath(base), Dev: dev, Ino: ino}
+		line("root", base, g.hostPath(base), dev, ino)
 	}
-	return json.Marshal(s)
+	return b, nil
+}
+
+// rootID is a root's path on the host and the identity of the directory
+// NewGuard opened there.
+type rootID struct {
+	path     string
+	dev, ino uint64
 }
 
 // ResumeGuard makes a Guard of what State returned, in a process other
@@ -104,33 +112,27 @@ func (g *Guard) State() ([]byte, error) {
 // Its caller makes sure, as for Finish, that no process of the run is
 // alive.
 func ResumeGuard(data []byte) (*Guard, error) {
-	var s guardState
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("workspace guard state: %w", err)
+	text, ok := strings.CutPrefix(string(data), guardStateHeader+"\n")
+	if !ok {
+		return nil, errors.New("workspace guard state: not one this moat writes")
 	}
-	if s.Version != guardStateVersion {
-		return nil, fmt.Errorf("workspace guard state: version %d, not %d", s.Version, guardStateVersion)
+	g := &Guard{writable: true, seen: map[string]bool{}, gitdirs: map[string]bool{}, gitlinks: map[string]bool{}, pins: map[string]pinnedDir{}}
+	roots := map[string]rootID{}
+	for n, ln := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		key, rest, _ := strings.Cut(ln, " ")
+		w, err := words(rest)
+		if err != nil {
+			return nil, fmt.Errorf("workspace guard state: line %d: %w", n+2, err)
+		}
+		if err := g.setState(key, w, roots); err != nil {
+			return nil, fmt.Errorf("workspace guard state: line %d (%s): %w", n+2, key, err)
+		}
 	}
-	if s.WS == "" || s.Roots[s.WS].Path == "" {
+	if g.ws == "" || roots[g.ws].path == "" {
 		return nil, errors.New("workspace guard state: no workspace")
 	}
-	g := &Guard{ws: s.WS, real: s.Real, start: s.Start, binds: s.Binds, gitdir: s.GitDir, common: s.Common,
-		objFmt: s.ObjFmt, absolute: s.Absolute, topGit: s.TopGit, topHad: s.TopHad, writable: true,
-		seen: map[string]bool{}, gitdirs: map[string]bool{}, gitlinks: map[string]bool{}, pins: map[string]pinnedDir{}}
-	for _, d := range s.GitDirs {
-		g.gitdirs[d] = true
-	}
-	for _, p := range s.GitLinks {
-		g.gitlinks[p] = true
-	}
-	for _, r := range s.Absent {
-		g.absent = append(g.absent, route{base: r.Base, rel: r.Rel, first: r.First, fileAtFirst: r.FileAtFirst})
-	}
-	for _, l := range s.Links {
-		g.links = append(g.links, link{base: l.Base, rel: l.Rel, target: l.Target})
-	}
-	for base, id := range s.Roots {
-		d, err := pinDir(id.Path)
+	for base, id := range roots {
+		d, err := pinDir(id.path)
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("workspace guard: %w", err)
@@ -141,10 +143,109 @@ func ResumeGuard(data []byte) (*Guard, error) {
 			g.Close()
 			return nil, fmt.Errorf("workspace guard: %w", err)
 		}
-		if _, dev, ino, _ := blocksOf(fi); dev != id.Dev || ino != id.Ino {
+		if _, dev, ino, _ := blocksOf(fi); dev != id.dev || ino != id.ino {
 			g.Close()
-			return nil, fmt.Errorf("workspace guard: %s: %w", id.Path, ErrGuardMoved)
+			return nil, fmt.Errorf("workspace guard: %s: %w", id.path, ErrGuardMoved)
 		}
 	}
 	return g, nil
+}
+
+// setState sets in g (and roots) what one line of a state says.
+func (g *Guard) setState(key string, w stateWords, roots map[string]rootID) error {
+	switch key {
+	case "ws":
+		g.ws = w.str(0)
+	case "real":
+		g.real = w.str(0)
+	case "start":
+		g.start = stamp{Sec: w.int(0), Nsec: w.int(1)}
+	case "gitdir":
+		g.gitdir = w.str(0)
+	case "common":
+		g.common = w.str(0)
+	case "objfmt":
+		g.objFmt = w.str(0)
+	case "flags":
+		g.absolute, g.topGit = w.bool(0), w.bool(1)
+	case "bind":
+		g.binds = append(g.binds, Bind{Path: w.str(0), ReadOnly: w.bool(1)})
+	case "absent":
+		g.absent = append(g.absent, route{base: w.str(0), rel: w.str(1), first: int(w.int(2)), fileAtFirst: w.bool(3)})
+	case "link":
+		g.links = append(g.links, link{base: w.str(0), rel: w.str(1), target: w.str(2)})
+	case "gitdirs":
+		g.gitdirs[w.str(0)] = true
+	case "gitlink":
+		g.gitlinks[w.str(0)] = true
+	case "tophad":
+		g.topHad = append(g.topHad, w.str(0))
+	case "root":
+		roots[w.str(0)] = rootID{path: w.str(1), dev: uint64(w.int(2)), ino: uint64(w.int(3))}
+	default:
+		return errors.New("unknown")
+	}
+	return w.err
+}
+
+// stateWords are the words of a line of a state, strings unquoted; the
+// first word a getter could not take is its err.
+type stateWords struct {
+	w   []string
+	err error
+}
+
+// words splits s into words: a Go-quoted string, or a run of anything
+// but a space.
+func words(s string) (stateWords, error) {
+	var w stateWords
+	for s != "" {
+		if s[0] == '"' {
+			q, err := strconv.QuotedPrefix(s)
+			if err != nil {
+				return w, err
+			}
+			u, _ := strconv.Unquote(q)
+			w.w = append(w.w, u)
+			s = strings.TrimPrefix(s[len(q):], " ")
+			continue
+		}
+		word, rest, _ := strings.Cut(s, " ")
+		w.w, s = append(w.w, word), rest
+	}
+	return w, nil
+}
+
+func (w *stateWords) word(i int) string {
+	if i >= len(w.w) {
+		if w.err == nil {
+			w.err = fmt.Errorf("%d words, not %d", len(w.w), i+1)
+		}
+		return ""
+	}
+	return w.w[i]
+}
+
+func (w *stateWords) str(i int) string { return w.word(i) }
+
+func (w *stateWords) int(i int) int64 {
+	s := w.word(i)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		u, uerr := strconv.ParseUint(s, 10, 64) // a device or inode number
+		if uerr != nil && w.err == nil {
+			w.err = fmt.Errorf("%q is not a number", s)
+		}
+		n = int64(u)
+	}
+	return n
+}
+
+func (w *stateWords) bool(i int) bool {
+	s := w.word(i)
+	b, err := strconv.ParseBool(s)
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("%q is not true or false", s)
+	}
+	return b
 }

@@ -100,3 +100,32 @@ func TestResumeGuardMoved(t *testing.T) {
 		t.Errorf("State of a read-only guard: %q, %v", s, err)
 	}
 }
+
+// TestResumeGuardOddPath: a workspace whose path is not UTF-8, and holds
+// a space and a quote, comes back from the state as it was (JSON would
+// have replaced the byte), and its planted file is quarantined.
+func TestResumeGuardOddPath(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "odd \xff \"ws\"")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Skipf("this filesystem takes no such name: %v", err)
+	}
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := g.State()
+	g.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.WriteFile(filepath.Join(ws, ".envrc"), []byte("x\n"), 0o644)
+	r, err := ResumeGuard(state)
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, state)
+	}
+	moved, err := r.Finish(t.TempDir())
+	if err != nil || len(moved) != 1 || moved[0].Path != ".envrc" {
+		t.Errorf("quarantined %+v, %v", moved, err)
+	}
+}
