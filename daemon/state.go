@@ -171,15 +171,9 @@ func reapCgroups(r *record) error {
 	return nil
 }
 
-// private says whether dir is a directory of this process's user that no
-// one else may write: one where nobody else can have put a record.
-func private(dir string) bool {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return false
-	}
-	return st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
-}
+// private is sandbox.PrivateDir: dir is this process's user's and no one
+// else may write it.
+func private(dir string) bool { return sandbox.PrivateDir(dir) }
 
 // reap cleans up after a previous daemon: every record left is a session
 // whose sandboxes died with that daemon. It returns their records.

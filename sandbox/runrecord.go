@@ -26,9 +26,10 @@ import (
 // to be taken for a dead run's: a live one locks and renames it at once.
 const abandonedTmpAge = time.Minute
 
-// ownPrivateDir says whether dir is a directory of this user's that no
-// one else may write.
-func ownPrivateDir(dir string) bool {
+// PrivateDir says whether dir is a directory of this process's user that
+// no one else may write: one where nobody else can have put a record
+// (this package's run records, a daemon's session records).
+func PrivateDir(dir string) bool {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(dir, &st); err != nil {
 		return false
@@ -110,7 +111,7 @@ func finishAbandonedRuns() []string {
 	// Only a directory of this user's alone holds records this user's
 	// runs wrote: root pointed at another user's state directory
 	// (MOAT_STATE_DIR) must not move files for records that user wrote.
-	if !ownPrivateDir(dir) {
+	if !PrivateDir(dir) {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)
