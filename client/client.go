@@ -251,6 +251,8 @@ func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitRepo
 				c.OnApproval(*ev.Approval)
 			}
 			continue
+		case ev.KeepAlive:
+			continue
 		}
 		w := stdout
 		if ev.Stream == "stderr" {

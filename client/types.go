@@ -102,6 +102,10 @@ type Event struct {
 	Approval *Approval   `json:"approval,omitempty"`
 	Exit     *ExitReport `json:"exit,omitempty"`
 	Error    *Error      `json:"error,omitempty"`
+	// KeepAlive marks an event that carries nothing: the daemon sends one
+	// when a command has been silent for a while (5 s by default), so
+	// that the answer's headers and some bytes reach the client.
+	KeepAlive bool `json:"keepalive,omitempty"`
 }
 
 // ExitReport is how a command ended: the parts of the run report a client

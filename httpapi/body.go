@@ -112,3 +112,16 @@ func bodyError(err error, tooBig string) error {
 	}
 	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "reading the request body: " + err.Error()}
 }
+
+// DefaultKeepAlive is how long an exec's answer stays silent before a
+// keepalive event when Server.KeepAlive is zero: short enough for the
+// header and read timeouts of common HTTP clients, long enough that a
+// command's early error still gets its own status.
+const DefaultKeepAlive = 5 * time.Second
+
+func (s *Server) keepAliveEvery() time.Duration {
+	if s.KeepAlive <= 0 {
+		return DefaultKeepAlive
+	}
+	return s.KeepAlive
+}

@@ -69,6 +69,10 @@ type Server struct {
 	// rather than WebAddr. CheckWebURL says what it may be.
 	WebURL string
 
+	// KeepAlive is how long an exec's answer may stay silent before a
+	// keepalive event is sent (DefaultKeepAlive when zero).
+	KeepAlive time.Duration
+
 	// initOnce builds mux at the first request: requests that come at
 	// once must not build it twice, or route through one half built.
 	initOnce sync.Once

@@ -134,6 +134,7 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 
 	st := &eventStream{w: w}
 	defer st.close()
+	defer st.keepAlive(s.keepAliveEvery())()
 	stdio := backend.Stdio{Stdin: stdinR, Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
 	start := time.Now()
 	rep, err := sess.Exec(ctx, dreq, stdio)

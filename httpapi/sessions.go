@@ -137,6 +137,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t daemon.Tenant) e
 	// session ended, the command line refused) still gets its own.
 	st := &eventStream{w: w}
 	defer st.close()
+	defer st.keepAlive(s.keepAliveEvery())()
 	stdio := backend.Stdio{Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
 	if req.Stdin != "" {
 		stdio.Stdin = strings.NewReader(req.Stdin)
@@ -166,6 +167,10 @@ type eventStream struct {
 	w   http.ResponseWriter
 	mu  sync.Mutex
 	hdr bool
+	// last is when the last event was sent (or keepalives began).
+	last time.Time
+	// ended: the stream's last event (its exit or error) is sent.
+	ended bool
 	// closed: the handler has returned, and w with it; nothing more is
 	// written.
 	closed bool
@@ -179,6 +184,51 @@ func (st *eventStream) close() {
 	st.mu.Unlock()
 }
 
+// keepAlive sends a keepalive event whenever the stream has been silent
+// for every, until the returned function is called. A command that runs
+// quietly for minutes would otherwise leave its client with neither the
+// answer's headers nor a byte of its body, which clients with a header or
+// read timeout (Node's fetch, Python's requests) give up on; the first
+// one also commits the 200, so an error after it is an error event.
+func (st *eventStream) keepAlive(every time.Duration) (stop func()) {
+	st.mu.Lock()
+	st.last = time.Now()
+	st.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			wait, err := st.ping(every)
+			if err != nil {
+				return
+			}
+			t.Reset(wait)
+		}
+	}()
+	return func() { close(done) }
+}
+
+// ping sends a keepalive event if nothing was sent for every, and says
+// how long to wait before the next check. After the last event (an exit
+// or an error) it sends nothing.
+func (st *eventStream) ping(every time.Duration) (time.Duration, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ended {
+		return 0, errStreamClosed
+	}
+	if wait := every - time.Since(st.last); wait > 0 {
+		return wait, nil
+	}
+	return every, st.sendLocked(&client.Event{KeepAlive: true})
+}
+
 func (st *eventStream) started() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -188,6 +238,10 @@ func (st *eventStream) started() bool {
 func (st *eventStream) send(ev *client.Event) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	return st.sendLocked(ev)
+}
+
+func (st *eventStream) sendLocked(ev *client.Event) error {
 	if st.closed {
 		return errStreamClosed
 	}
@@ -202,6 +256,8 @@ func (st *eventStream) send(ev *client.Event) error {
 	if f, ok := st.w.(http.Flusher); ok {
 		f.Flush()
 	}
+	st.last = time.Now()
+	st.ended = ev.Exit != nil || ev.Error != nil
 	return nil
 }
 
