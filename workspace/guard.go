@@ -118,6 +118,12 @@ type Guard struct {
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
 	pins map[string]pinnedDir
+	// index is the git index as it was at the start, held open (git
+	// replaces the file when it writes it), read by Finish only: which
+	// gitlinks the run added, and which there were for it to plant a
+	// checkout's .git under, are decided against it. Nil without one,
+	// or for a guard resumed from its State.
+	index *os.File
 }
 
 type guardMount struct {
@@ -295,6 +301,9 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		g.gitlinks[p] = true
 		g.protect(g.ws, p+"/.git", 0)
 	}
+	if common != "" {
+		g.index = g.openIndex(g.indexPath(common))
+	}
 	g.stat = statCache{}
 	sort.SliceStable(g.mounts, func(i, j int) bool {
 		return strings.Count(g.mounts[i].path, "/") < strings.Count(g.mounts[j].path, "/")
@@ -424,6 +433,63 @@ func (g *Guard) Close() {
 	for _, d := range g.pins {
 		d.Close()
 	}
+	if g.index != nil {
+		g.index.Close()
+	}
+}
+
+// indexPath is the git index git reads for the workspace: the git
+// directory's (a .git file named it) or the common one's.
+func (g *Guard) indexPath(common string) string {
+	if g.gitdir != "" {
+		return filepath.Join(g.gitdir, "index")
+	}
+	return filepath.Join(common, "index")
+}
+
+// openIndex opens the index at p below its root, if it is a regular
+// file, and returns nil otherwise.
+func (g *Guard) openIndex(p string) *os.File {
+	d, name, err := g.lookAt(p)
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	f, err := os.OpenFile(d.join(name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// startGitlinks lists the gitlinks of the index held from the start;
+// ok is false when there is none to read (nil, empty: no index then) or
+// it cannot be read.
+func (g *Guard) startGitlinks() (links map[string]bool, ok bool) {
+	if g.index == nil {
+		return map[string]bool{}, false
+	}
+	fi, err := g.index.Stat()
+	if err != nil || fi.Size() > maxGitIndex {
+		return nil, false
+	}
+	b := make([]byte, fi.Size())
+	if _, err := g.index.ReadAt(b, 0); err != nil {
+		return nil, false
+	}
+	list, err := parseGitlinks(b, g.objFmt)
+	if err != nil {
+		return nil, false
+	}
+	links = make(map[string]bool, len(list))
+	for _, p := range list {
+		links[p] = true
+	}
+	return links, true
 }
 
 // parentOf opens the directory holding base/rel (base as the command
@@ -631,13 +697,13 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 			}
 		}
 		for _, p := range g.newGitlinks(common) {
-			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made")
+			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made or added to the index")
 		}
 	}
 	if !g.topGit {
 		g.finishTop(q)
 	}
-	return q.done, q.err
+	return q.done, errors.Join(q.errs...)
 }
 
 // topEntries are the entries of a root that make it a bare repository,
@@ -680,20 +746,28 @@ func (g *Guard) baseOf(p string) (base, rel string) {
 }
 
 // newGitlinks lists submodule checkouts whose .git the run created or
-// changed: paths the index records as gitlinks (read only when the run
-// changed the index) or .gitmodules names, that were not protected at the
-// start. git status opens each one's .git and runs git there.
+// changed: paths the index records as gitlinks or .gitmodules names, that
+// were not protected at the start; and the checkouts of gitlinks the run
+// added to the index, whatever their .git's age (one a command planted in
+// an earlier run, as an untracked nested repository that git status does
+// not open, is opened once the index names it). git status opens each
+// one's .git and runs git there.
 func (g *Guard) newGitlinks(common string) []string {
 	var paths []string
 	if b, err := g.read(filepath.Join(g.real, ".gitmodules"), "git config", maxGitConfig); err == nil {
 		paths = submodulePaths(parseGitConfig(b))
 	}
+	// The gitlinks of the index at the start: a checkout's .git the run
+	// made under one of them counts as under any gitlink, and one of
+	// the index now that is not among them was added by the run.
+	before, haveBefore := g.startGitlinks()
+	for p := range before {
+		paths = append(paths, p)
+	}
+	added := map[string]bool{}
 	// The git directory found at the start: the .git file that named it
 	// was the person's, and a .git the run made is common (a directory).
-	index := filepath.Join(common, "index")
-	if g.gitdir != "" {
-		index = filepath.Join(g.gitdir, "index")
-	}
+	index := g.indexPath(common)
 	// A split index (git update-index --split-index) keeps entries in
 	// sharedindex.* files beside the index, in the same format.
 	var shared []string
@@ -725,6 +799,16 @@ func (g *Guard) newGitlinks(common string) []string {
 				continue
 			}
 			paths = append(paths, links...)
+			// A split index's file holds only what changed since its
+			// shared one: a gitlink missing from the start's is not
+			// known to be new.
+			if haveBefore && len(shared) == 0 && !walk {
+				for _, p := range links {
+					if !before[p] {
+						added[p] = true
+					}
+				}
+			}
 		}
 	}
 	if walk {
@@ -747,7 +831,7 @@ func (g *Guard) newGitlinks(common string) []string {
 		if err != nil {
 			continue
 		}
-		if !ctimeOf(fi).before(g.start) || (fi.IsDir() && changedInside(dotgit, g.start, g.lstat)) {
+		if added[p] || !ctimeOf(fi).before(g.start) || (fi.IsDir() && changedInside(dotgit, g.start, g.lstat)) {
 			out = append(out, p)
 		}
 	}
@@ -816,8 +900,12 @@ type quarantine struct {
 	g    *Guard
 	stat statCache // cleared by every move
 	done []Quarantined
-	err  error
+	errs []error // one for each path that could not be moved
 }
+
+// fail records that something could not be moved (or a link restored):
+// the other paths are still moved, and every failure is reported.
+func (q *quarantine) fail(err error) { q.errs = append(q.errs, err) }
 
 // restore puts back link l if it no longer says what it said, moving
 // what took its place to the quarantine.
@@ -825,9 +913,7 @@ func (q *quarantine) restore(l link) {
 	p := filepath.Join(q.g.hostPath(l.base), l.rel)
 	parent, err := q.g.parentOf(l.base, l.rel)
 	if err != nil {
-		if q.err == nil {
-			q.err = fmt.Errorf("restore link %s: %w", p, err)
-		}
+		q.fail(fmt.Errorf("restore link %s: %w", p, err))
 		return
 	}
 	defer parent.Close()
@@ -838,8 +924,8 @@ func (q *quarantine) restore(l link) {
 	if _, err := os.Lstat(at); err == nil {
 		q.move(l.base, l.rel, "a link on the way to a protected path, changed by the command")
 	}
-	if err := os.Symlink(l.target, at); err != nil && q.err == nil {
-		q.err = fmt.Errorf("restore link %s: %w", p, err)
+	if err := os.Symlink(l.target, at); err != nil {
+		q.fail(fmt.Errorf("restore link %s: %w", p, err))
 	}
 }
 
@@ -918,9 +1004,7 @@ func (q *quarantine) move(base, rel, why string) {
 	}
 	parent, err := q.g.parentOf(base, rel)
 	if err != nil {
-		if q.err == nil {
-			q.err = fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err))
-		}
+		q.fail(fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err)))
 		return
 	}
 	defer parent.Close()
@@ -928,14 +1012,15 @@ func (q *quarantine) move(base, rel, why string) {
 	err = os.MkdirAll(filepath.Dir(dst), 0o700)
 	if err == nil {
 		err = os.Rename(src, dst)
+		if errors.Is(err, fs.ErrPermission) {
+			err = renameWritable(parent, filepath.Base(rel), dst, err)
+		}
 		if errors.Is(err, syscall.EXDEV) {
 			err = copyOut(src, dst)
 		}
 	}
 	if err != nil {
-		if q.err == nil {
-			q.err = fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err))
-		}
+		q.fail(fmt.Errorf("quarantine %s: %w", QuoteName(path), bareError(err)))
 		return
 	}
 	q.done = append(q.done, Quarantined{Path: shown, To: dst, Why: why})
@@ -1392,7 +1477,9 @@ func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 		hashLen = 32
 	}
 	var out []string
-	off, prev := 12, ""
+	// Names are strings only for gitlinks: an index names every file of
+	// the repository, and Finish reads one at every run's end.
+	off, prev := 12, []byte(nil)
 	for i := uint32(0); i < n; i++ {
 		start := off
 		fixed := 40 + hashLen + 2
@@ -1405,7 +1492,7 @@ func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 		if version >= 3 && flags&0x4000 != 0 {
 			off += 2
 		}
-		var name string
+		var name []byte
 		if version == 4 {
 			strip, m := indexVarint(b[min(off, len(b)):])
 			if m == 0 || int(strip) > len(prev) {
@@ -1416,19 +1503,19 @@ func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 			if end < 0 {
 				return nil, io.ErrUnexpectedEOF
 			}
-			name = prev[:len(prev)-int(strip)] + string(b[off:off+end])
+			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
+			name = prev
 			off += end + 1
 		} else {
 			end := bytes.IndexByte(b[min(off, len(b)):], 0)
 			if end < 0 {
 				return nil, io.ErrUnexpectedEOF
 			}
-			name = string(b[off : off+end])
+			name = b[off : off+end]
 			off = start + (off-start+end+8)&^7
 		}
-		prev = name
 		if mode&0o170000 == 0o160000 {
-			out = append(out, name)
+			out = append(out, string(name))
 		}
 	}
 	return out, nil
