@@ -930,17 +930,38 @@ func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 		return fmt.Errorf("%w: state directory: %v", ErrQuarantine, err)
 	}
 	var moved []workspace.Quarantined
+	var errs []error
 	for i, g := range guards {
 		m, err := g.Finish(filepath.Join(state, "quarantine", runID, fmt.Sprint(i)))
 		moved = append(moved, m...)
 		if err != nil {
-			report(rep, moved)
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", err))
-			return fmt.Errorf("%w: %v", ErrQuarantine, err)
+			errs = append(errs, err)
 		}
 	}
 	report(rep, moved)
-	return nil
+	if len(errs) == 0 {
+		return nil
+	}
+	// Every path left in place is named, each in a warning of its own:
+	// one failure must not hide another.
+	err = errors.Join(errs...)
+	for _, e := range unjoin(err) {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: remove it before git, an editor or direnv uses this workspace", e))
+	}
+	return fmt.Errorf("%w: %s", ErrQuarantine, strings.Join(strings.Split(err.Error(), "\n"), "; "))
+}
+
+// unjoin lists the errors errors.Join joined, at any depth.
+func unjoin(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, unjoin(e)...)
+	}
+	return out
 }
 
 // guardStates is what FinishAbandoned needs to finish guards: each

@@ -251,3 +251,38 @@ func readNoFollow(p string, n int) (target string, isLink bool, b []byte, err er
 	}
 	return "", false, b[:m], nil
 }
+
+// renameWritable retries the move of name, in parent, to dst that the
+// permissions refused (err). A command that runs as the workspace's owner
+// can take the write bit off the directory holding what it planted, or
+// off a directory it planted (moved to another parent, a directory must
+// be writable itself, for its ".."), so that the quarantine fails and the
+// plant stays. Without root, the host's user is that owner too: it gives
+// itself write permission on both, moves, and puts the parent's mode
+// back. What it does not own stays refused, with err.
+func renameWritable(parent pinnedDir, name, dst string, err error) error {
+	uid := uint32(os.Geteuid())
+	var pst, st unix.Stat_t
+	if unix.Fstat(int(parent.f.Fd()), &pst) != nil || pst.Uid != uid ||
+		unix.Fstatat(int(parent.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return err
+	}
+	if pst.Mode&0o300 != 0o300 {
+		if unix.Chmod(parent.path, pst.Mode&0o7777|0o300) != nil {
+			return err
+		}
+		defer unix.Chmod(parent.path, pst.Mode&0o7777)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == uid && st.Mode&0o200 == 0 {
+		fd, oerr := unix.Openat(int(parent.f.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if oerr != nil {
+			return err
+		}
+		cerr := unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), st.Mode&0o7777|0o200)
+		unix.Close(fd)
+		if cerr != nil {
+			return err
+		}
+	}
+	return os.Rename(parent.join(name), dst)
+}

@@ -47,6 +47,8 @@ func openBeneath(root pinnedDir, rel string) (pinnedDir, error) {
 
 func chmodNoFollow(p string, mode fs.FileMode) error { return os.Chmod(p, mode) }
 
+func renameWritable(_ pinnedDir, _, _ string, err error) error { return err }
+
 func lstatBeneath(root pinnedDir, rel string) (fs.FileInfo, error) {
 	return os.Lstat(root.path + "/" + rel)
 }
