@@ -283,6 +283,30 @@ func checkDaemonSockets(p *policy.Policy, socks []liveSocket) error {
 	return nil
 }
 
+// checkSecretFileHidden refuses a secret whose file the command would
+// see (in the workspace, under a read-only or writable path, and not
+// hidden by a denied one): it could read the value the placeholder
+// stands for, and send it anywhere the allowlist lets it. A policy's
+// relative "file:" lands beside the policy, in the workspace when that
+// is .moat.toml.
+func checkSecretFileHidden(p *policy.Policy, file string) error {
+	shown := append([]string{p.Workspace.Path}, p.Filesystem.ReadOnly...)
+	shown = append(shown, p.Filesystem.ReadWrite...)
+	// Both the path as written and where its links lead: each must be
+	// out of view.
+	for _, path := range []string{filepath.Clean(file), realPath(file)} {
+		if underPaths(path, p.Filesystem.Deny) {
+			continue
+		}
+		for _, v := range shown {
+			if underPaths(path, []string{v}) {
+				return fmt.Errorf("%w: the secret's file %s is under %s, which the command would see and could read the value from; keep the file outside what the sandbox shows, or add %q to filesystem.deny", ErrRefused, file, v, file)
+			}
+		}
+	}
+	return nil
+}
+
 // underPaths says whether path is at or below one of dirs, as written or
 // with their links resolved.
 func underPaths(path string, dirs []string) bool {

@@ -116,6 +116,10 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			}
 		case "file":
 			f := p.SecretFile(s, cwd)
+			if err := checkSecretFileHidden(p, f); err != nil {
+				rs.revokeAll()
+				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+			}
 			b, err := inputfile.Read(f, "secret file", maxSecret)
 			if err != nil {
 				rs.revokeAll()

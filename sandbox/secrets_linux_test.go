@@ -331,3 +331,58 @@ func secretWarnings(ws []string) []string {
 	}
 	return out
 }
+
+// TestSecretFileInView: a secret whose file the command would see (the
+// workspace holds it: a relative source beside .moat.toml) is refused
+// before anything runs; hidden by filesystem.deny, or kept outside every
+// visible path, the same secret runs (the positive controls), and inside
+// the file is gone.
+func TestSecretFileInView(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(ws+"/tok.txt", []byte("WSSECRET-abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.WriteFile(outside+"/tok.txt", []byte("OUTSECRET-abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(ws+"/tok.txt", outside+"/link.txt")
+	run := func(source string, deny ...string) (string, error) {
+		t.Helper()
+		p := policy.Default()
+		p.Source = ws + "/.moat.toml"
+		p.Workspace.Path = ws
+		p.Network.Mode = policy.NetworkAllow
+		p.Network.Allow = []string{"api.test"}
+		p.Filesystem.Deny = append(p.Filesystem.Deny, deny...)
+		p.Secrets = []policy.Secret{{Name: "T", Source: source, Hosts: []string{"api.test"}, Header: "Authorization: Bearer {value}"}}
+		home, _ := os.UserHomeDir()
+		if err := p.Resolve(ws, home); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		_, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p,
+			Args: []string{"/bin/sh", "-c", "echo ran; cat " + ws + "/tok.txt 2>&1"}}, backend.Stdio{Stdout: &out, Stderr: &out})
+		return out.String(), err
+	}
+	for _, tc := range []struct{ source, deny string }{{"file:tok.txt", ""}, {"file:" + outside + "/link.txt", ""}} {
+		out, err := run(tc.source)
+		if !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "filesystem.deny") {
+			t.Errorf("%s: %v, want a refusal naming filesystem.deny", tc.source, err)
+		}
+		if out != "" {
+			t.Errorf("%s: the command ran: %q", tc.source, out)
+		}
+	}
+	out, err := run("file:tok.txt", ws+"/tok.txt")
+	if err != nil || !strings.HasPrefix(out, "ran\n") || strings.Contains(out, "WSSECRET") {
+		t.Errorf("denied: %v %q, want a run that cannot read the file", err, out)
+	}
+	out, err = run("file:" + outside + "/tok.txt")
+	if err != nil || !strings.HasPrefix(out, "ran\n") {
+		t.Errorf("outside: %v %q, want a run", err, out)
+	}
+}
