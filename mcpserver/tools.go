@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"syscall"
 	"time"
@@ -140,6 +141,10 @@ func (s *server) parseCommand(in *commandIn) (*daemon.ExecRequest, error) {
 	if in.TimeoutSeconds < 0 {
 		return nil, errors.New("timeout_seconds must not be negative")
 	}
+	if in.TimeoutSeconds > maxTimeoutSeconds {
+		// In nanoseconds it would wrap round to a short limit.
+		return nil, fmt.Errorf("timeout_seconds must be at most %d (the policy's wall-clock limit bounds it anyway)", maxTimeoutSeconds)
+	}
 	return &daemon.ExecRequest{Args: argv, Dir: dir, Wall: time.Duration(in.TimeoutSeconds) * time.Second}, nil
 }
 
@@ -196,10 +201,13 @@ func (s *server) result(rep *sandbox.Report, err error, stdout, stderr *capture,
 	return r
 }
 
+// maxTimeoutSeconds is the most timeout_seconds a time.Duration holds.
+const maxTimeoutSeconds = math.MaxInt64 / int(time.Second)
+
 func reasonNote(rep *sandbox.Report) string {
 	switch rep.Reason {
 	case "timeout":
-		return ": the wall-clock limit; set timeout_seconds or use start_process for long commands"
+		return ": the wall-clock limit (timeout_seconds, never above the policy's limits.wall); use start_process for long commands"
 	case "output":
 		return ": the output limit"
 	case "memory":
