@@ -610,6 +610,27 @@ func (s *server) diff(_ context.Context, _ *mcp.CallToolRequest, in diffIn) (*mc
 	return textResult(t), nil, nil
 }
 
+// previewRefusal says why the change set id refuses the apply Preview
+// looked at, for the model: nothing changed, and the session goes on.
+func previewRefusal(id string, rep workspace.Report, err error) string {
+	const goesOn = " Nothing was applied and the session goes on with its changes."
+	var nc *workspace.NoChangeError
+	switch {
+	case errors.Is(err, workspace.ErrProtected):
+		list := rep.Protected
+		return fmt.Sprintf("apply refused: %d change(s) touch files that tools run or read on the host (%s); only the user can apply those, after review (moat diff %s, moat apply %s).%s", len(list), strings.Join(list, ", "), id, id, goesOn)
+	case errors.Is(err, workspace.ErrConflict):
+		var list []string
+		for _, c := range rep.Conflicts {
+			list = append(list, c.Path)
+		}
+		return fmt.Sprintf("apply refused: %d path(s) changed on the host since the session began (%s); ask the user how to merge them.%s", len(list), strings.Join(list, ", "), goesOn)
+	case errors.As(err, &nc):
+		return err.Error() + "." + goesOn
+	}
+	return "apply refused: " + err.Error() + "." + goesOn
+}
+
 func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn) (*mcp.CallToolResult, any, error) {
 	cs, err := s.changeSet()
 	if err != nil {
@@ -632,6 +653,13 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	}
 	if len(changes) == 0 {
 		return textResult("no changes to apply"), nil, nil
+	}
+	// An apply the change set would refuse (a protected path, a file
+	// changed on the host, a path that selects nothing) is refused here,
+	// before a person is asked and before the restart, which would leave
+	// the session on a fresh layer with these changes set aside.
+	if prep, err := cs.Preview(paths, nil); err != nil {
+		return errorResult(previewRefusal(cs.ID(), prep, err)), nil, nil
 	}
 	var sum bytes.Buffer
 	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
@@ -675,11 +703,14 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 		s.sess, s.cursors = ns, map[string]int64{}
 		s.mu.Unlock()
 	}
+	// The session has restarted whatever the apply did: on a refusal its
+	// changes are no longer under the new session's layer, but kept.
+	kept := fmt.Sprintf(" The session was restarted over the real workspace, without these changes: they are kept as change set %s, which the user can review and apply on the host (moat diff %s, moat apply %s).", cs.ID(), cs.ID(), cs.ID())
 	if err != nil {
-		return errorResult("apply failed, nothing was applied: " + err.Error()), nil, nil
+		return errorResult("apply failed, nothing was applied: " + err.Error() + "." + kept), nil, nil
 	}
 	if len(rep.Conflicts) > 0 || len(rep.Protected) > 0 {
-		return errorResult("nothing was applied: " + jsonText(rep)), nil, nil
+		return errorResult("nothing was applied: " + jsonText(rep) + kept), nil, nil
 	}
 	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh\n%s", len(rep.Applied), s.session().Workspace, jsonText(rep))), nil, nil
 }

@@ -800,3 +800,39 @@ func TestTerminatedDuringCommand(t *testing.T) {
 		t.Errorf("processes left after SIGTERM: %v", left)
 	}
 }
+
+// An apply the change set refuses (a protected path, a file changed on
+// the host since) is refused before anyone is asked and before the
+// restart: the session keeps its layer, its changes and its background
+// processes. The positive control: the same apply of the other path
+// goes through.
+func TestApplyRefusedKeepsSession(t *testing.T) {
+	asked := 0
+	e := start(t, setup{mode: "overlay", files: map[string]string{"a.txt": "old\n", "b.txt": "b\n"}, elicit: func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "run_command", map[string]any{"command": "echo new > a.txt; echo g > g.txt; echo x > .envrc"}, "exit code: 0")
+	e.ok(t, "start_process", map[string]any{"command": "sleep 300"})
+	id := e.sess.ChangeSet()
+	e.fails(t, "apply", map[string]any{}, "apply refused", ".envrc", "goes on with its changes")
+	// A host edit since the session began.
+	os.WriteFile(filepath.Join(e.ws, "a.txt"), []byte("host\n"), 0o644)
+	e.fails(t, "apply", map[string]any{"paths": []string{"a.txt"}}, "changed on the host", "a.txt")
+	if asked != 0 {
+		t.Errorf("asked %d times about applies that could not succeed", asked)
+	}
+	if e.sess.ChangeSet() != id {
+		t.Errorf("the session moved from change set %s to %s", id, e.sess.ChangeSet())
+	}
+	e.ok(t, "run_command", map[string]any{"command": "cat a.txt g.txt"}, "new", "g")
+	if st := e.sess.Status(); st.Running == 0 {
+		t.Errorf("the background process did not survive: %+v", st)
+	}
+	// The control: g.txt alone applies (once nothing runs).
+	e.ok(t, "run_command", map[string]any{"command": "pkill sleep; true"}, "exit code")
+	e.ok(t, "apply", map[string]any{"paths": []string{"g.txt"}}, "applied 1 change")
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "g.txt")); string(b) != "g\n" {
+		t.Fatalf("g.txt after apply: %q", b)
+	}
+}
