@@ -53,11 +53,18 @@ var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks"}
 // execute on their own. Documented in the README (workspace.protect).
 var hostConfig = []string{
 	".gitmodules",
-	".envrc", ".moat.toml", ".mise.toml", "mise.toml",
-	".vscode", ".idea", ".zed", ".devcontainer", ".dir-locals.el", ".exrc", ".nvimrc", ".nvim.lua",
+	".envrc", ".moat.toml",
+	// mise reads each of these as the project's config (tasks, hooks, env
+	// that runs commands).
+	".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", "mise/config.toml",
+	".config/mise.toml", ".config/mise",
+	".vscode", ".idea", ".zed", ".devcontainer", ".helix", ".dir-locals.el", ".dir-locals-2.el",
+	".exrc", ".nvimrc", ".nvim.lua",
 	".mcp.json", ".claude", ".cursor", ".gemini", ".codex",
 	".hg/hgrc", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
-	".pre-commit-config.yaml",
+	// Git hook managers: the hook git runs reads its commands from these.
+	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
+	"lefthook-local.yml", ".lefthook-local.yml", ".lefthook",
 }
 
 // HostConfig lists the built-in protected paths, relative to a
