@@ -77,8 +77,8 @@ const maxShown = 5
 // (Unlisted).
 const MaxRefusals = 1000
 
-// Refusal is one refused destination ("host:port") and how often, with the
-// rule and explanation of the first refusal.
+// Refusal is one refused destination ("host:port") and rule, how often,
+// and the explanation of the first such refusal.
 type Refusal struct {
 	Dest   string `json:"dest"`
 	Count  int    `json:"count"`
@@ -98,14 +98,17 @@ func (s *Summary) Add(e Event) {
 		if s.refused == nil {
 			s.refused = map[string]*Refusal{}
 		}
-		r := s.refused[dest]
+		// By destination and rule: one destination refused for several
+		// reasons (a secret's path, then its method) is listed with each.
+		key := dest + "\x00" + e.Rule
+		r := s.refused[key]
 		if r == nil {
 			if len(s.refused) >= MaxRefusals {
 				s.unlisted++
 				return
 			}
 			r = &Refusal{Dest: dest, Rule: e.Rule, Reason: e.Reason}
-			s.refused[dest] = r
+			s.refused[key] = r
 		}
 		r.Count++
 	default:
@@ -150,7 +153,10 @@ func (s *Summary) Refused() []Refusal {
 		if out[i].Count != out[j].Count {
 			return out[i].Count > out[j].Count
 		}
-		return out[i].Dest < out[j].Dest
+		if out[i].Dest != out[j].Dest {
+			return out[i].Dest < out[j].Dest
+		}
+		return out[i].Rule < out[j].Rule
 	})
 	return out
 }

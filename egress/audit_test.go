@@ -44,3 +44,19 @@ func TestSummaryNamesIPv6InBrackets(t *testing.T) {
 		t.Errorf("refused destinations %v", got)
 	}
 }
+
+// TestSummaryByRule: one destination refused by two rules is listed with
+// each, counted apart; the same rule again only counts (the control).
+func TestSummaryByRule(t *testing.T) {
+	var s Summary
+	for _, rule := range []string{"secret path", "secret method", "secret path"} {
+		s.Add(Event{Proto: ProtoHTTP, Decision: DecisionDeny, Host: "api.test", Port: 443, Rule: rule})
+	}
+	r := s.Refused()
+	if len(r) != 2 || r[0].Rule != "secret path" || r[0].Count != 2 || r[1].Rule != "secret method" || r[1].Count != 1 {
+		t.Fatalf("refusals %+v", r)
+	}
+	if line := s.String(); !strings.Contains(line, "api.test:443 ×2 (secret path), api.test:443 (secret method)") {
+		t.Errorf("summary %q", line)
+	}
+}
