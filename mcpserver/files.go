@@ -269,6 +269,9 @@ func (s *server) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn
 	if err != nil {
 		return errorResult(err.Error()), nil, nil
 	}
+	if in.Offset < 0 || in.Limit < 0 {
+		return errorResult("offset and limit must not be negative: offset is the first line (1-based), limit how many lines"), nil, nil
+	}
 	b, err := s.getFile(ctx, rel)
 	if err != nil {
 		return errorResult(err.Error()), nil, nil

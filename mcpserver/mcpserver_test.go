@@ -251,6 +251,7 @@ func TestBadInput(t *testing.T) {
 	e.fails(t, "no_such_tool", map[string]any{}, `unknown tool "no_such_tool"`, "run_command")
 	e.fails(t, "run_command", map[string]any{"command": 42}, "command")
 	e.fails(t, "run_command", map[string]any{"command": "true", "timeout_seconds": "soon"}, "timeout_seconds")
+	e.fails(t, "read_file", map[string]any{"path": "x", "offset": -3}, "must not be negative")
 	// In nanoseconds this wraps round to a quarter of a second.
 	e.fails(t, "run_command", map[string]any{"command": "true", "timeout_seconds": int64(18446744074)}, "timeout_seconds must be at most")
 	e.fails(t, "run_command", map[string]any{}, "give command")
