@@ -477,9 +477,15 @@ func (m *Manager) Count() int {
 	return len(m.sessions)
 }
 
+// drainGrace is how long a drain gives the commands it sent SIGTERM to
+// before the sessions' end kills them.
+const drainGrace = 3 * time.Second
+
 // Shutdown drains the daemon: new sessions and commands are refused,
-// running commands get until ctx is done to end, then every session is
-// ended. The state directory's lock is released last.
+// running commands get until ctx is done to end, then what still runs
+// (background commands too) gets SIGTERM and drainGrace more, unless ctx
+// was done already at the call; then every session is ended, which
+// kills the rest. The state directory's lock is released last.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if m.draining {
@@ -492,8 +498,28 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		all = append(all, s)
 	}
 	m.mu.Unlock()
+	// A bound already over (moat serve --drain 0) kills at once;
+	// otherwise, once the foreground commands have ended or the bound is
+	// reached, what still runs gets a SIGTERM and drainGrace to end.
+	killNow := ctx.Err() != nil
 	for _, s := range all {
 		s.drain(ctx)
+	}
+	if !killNow {
+		var termed []*Session
+		for _, s := range all {
+			if s.terminate() {
+				termed = append(termed, s)
+			}
+		}
+		if len(termed) > 0 {
+			m.log.Info("draining: asked the commands still running to end", "sessions", len(termed), "grace", drainGrace.String())
+			gctx, cancel := context.WithTimeout(context.Background(), drainGrace)
+			for _, s := range termed {
+				s.settled(gctx)
+			}
+			cancel()
+		}
 	}
 	var errs []error
 	for _, s := range all {

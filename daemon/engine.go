@@ -191,6 +191,14 @@ func (e *sandboxEngine) ChangeSet() string {
 
 func (e *sandboxEngine) Done() <-chan struct{} { return e.s.Done() }
 
+// signaller is an Engine that can signal every command it runs (a drain
+// asks them to end before the engine is closed).
+type signaller interface {
+	Signal(os.Signal) int
+}
+
+func (e *sandboxEngine) Signal(sig os.Signal) int { return e.s.Signal(sig) }
+
 func (e *sandboxEngine) Close(ctx context.Context) (*sandbox.Report, error) { return e.s.Close(ctx) }
 
 // daemonCaller is who the sandboxes are made by: the daemon, with none of

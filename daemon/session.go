@@ -651,6 +651,30 @@ func (s *Session) drain(ctx context.Context) {
 	}
 }
 
+// terminate sends SIGTERM to every command still running in s, its
+// background ones included, and reports whether there was one: a drain
+// gives them drainGrace to end on their own (a dev server that closes
+// its connections, a build that removes its temporary files) before the
+// session's end kills them.
+func (s *Session) terminate() bool {
+	sig, ok := s.eng.(signaller)
+	if !ok || s.Status().Running == 0 {
+		return false
+	}
+	return sig.Signal(syscall.SIGTERM) > 0
+}
+
+// settled waits until no command runs in s, foreground or background, or
+// ctx is done.
+func (s *Session) settled(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.execs.Wait(); s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 // close kills what runs in s and closes its engine.
 func (s *Session) close(ctx context.Context) error {
 	s.mu.Lock()

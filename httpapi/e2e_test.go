@@ -1059,11 +1059,17 @@ func TestDrain(t *testing.T) {
 		rep *client.ExitReport
 		err error
 	}
-	short, long := make(chan result, 1), make(chan result, 1)
+	short, long, deaf := make(chan result, 1), make(chan result, 1), make(chan result, 1)
 	for _, tc := range []struct {
 		script string
 		ch     chan result
-	}{{"sleep 1; echo finished", short}, {"echo started; sleep 876544", long}} {
+	}{
+		{"sleep 1; echo finished", short},
+		// Past the bound a command is asked to end (SIGTERM), and one
+		// that will not is killed after the grace.
+		{"trap 'echo asked to end; exit 3' TERM; echo started; sleep 876544 & wait", long},
+		{"trap '' TERM; sleep 876545", deaf},
+	} {
 		go func() {
 			var out strings.Builder
 			rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", tc.script}}, &out, nil)
@@ -1086,13 +1092,18 @@ func TestDrain(t *testing.T) {
 	if r := <-short; r.err != nil || r.out != "finished\n" || r.rep.ExitCode != 0 {
 		t.Errorf("the command within the bound: %+v", r)
 	}
-	if r := <-long; r.err == nil && r.rep.ExitCode == 0 {
-		t.Errorf("the command past the bound was not killed: %+v", r)
+	if r := <-long; r.err != nil || r.rep.ExitCode != 3 || !strings.Contains(r.out, "asked to end") {
+		t.Errorf("the command past the bound was not asked to end (SIGTERM): %+v %+v", r, r.rep)
+	}
+	if r := <-deaf; r.err == nil && r.rep.ExitCode == 0 {
+		t.Errorf("the command that ignores SIGTERM was not killed: %+v", r)
 	}
 	if err := <-done; err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
-	if left := proctest.Gone(func() []int { return append(proctest.Find("sleep 876543"), proctest.Find("sleep 876544")...) }, 10*time.Second); len(left) > 0 {
+	if left := proctest.Gone(func() []int {
+		return append(append(proctest.Find("sleep 876543"), proctest.Find("sleep 876544")...), proctest.Find("sleep 876545")...)
+	}, 10*time.Second); len(left) > 0 {
 		t.Errorf("processes outlived the daemon's shutdown: %v", left)
 	}
 }

@@ -129,6 +129,31 @@ type Session struct {
 	closeOnce sync.Once
 	closeRep  *Report
 	closeErr  error
+
+	// live are the commands started and not yet waited for (Signal).
+	liveMu sync.Mutex
+	live   map[*Process]struct{}
+}
+
+// Signal sends sig to the process group of every command of the session
+// that has not ended (Exec's and Start's), and returns how many it
+// reached: a daemon that drains asks them to end before Close kills
+// them. A process a command put in a process group of its own is not
+// reached; Close ends it.
+func (s *Session) Signal(sig os.Signal) int {
+	s.liveMu.Lock()
+	list := make([]*Process, 0, len(s.live))
+	for p := range s.live {
+		list = append(list, p)
+	}
+	s.liveMu.Unlock()
+	n := 0
+	for _, p := range list {
+		if p.proc.Signal(sig) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrNoLifecycle is returned (wrapped) by Create when the backend cannot
@@ -363,6 +388,7 @@ func (s *Session) Done() <-chan struct{} { return s.inst.Done() }
 
 // Process is a command running in a session (Session.Start).
 type Process struct {
+	sess     *Session
 	proc     backend.Process
 	rep      *Report
 	landlock string
@@ -565,6 +591,13 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 		return fail(err)
 	}
 	p.proc = proc
+	p.sess = s
+	s.liveMu.Lock()
+	if s.live == nil {
+		s.live = map[*Process]struct{}{}
+	}
+	s.live[p] = struct{}{}
+	s.liveMu.Unlock()
 	return p, nil
 }
 
@@ -612,6 +645,9 @@ func mergeEnv(base, extra []string) []string {
 func (p *Process) Wait() (*Report, error) {
 	p.once.Do(func() {
 		st, err := p.proc.Wait()
+		p.sess.liveMu.Lock()
+		delete(p.sess.live, p)
+		p.sess.liveMu.Unlock()
 		spent := p.endBudgets()
 		if p.network != nil {
 			p.rep.Network = p.network()

@@ -49,7 +49,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	tenantCPUs := fs.Float64("tenant-cpus", 0, "bound on the sum of a tenant's sessions' limits.cpus (each session must then set it)")
 	ttl := fs.Duration("ttl", time.Hour, "a session's default time to live")
 	idle := fs.Duration("idle-timeout", 15*time.Minute, "end a session no command used for this long")
-	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get before they are killed")
+	drain := fs.Duration("drain", 30*time.Second, "on SIGTERM, how long running commands get to end; then SIGTERM and 3s more, then SIGKILL (0: kill at once)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	templatesDir := fs.String("templates", "", "directory of templates: each NAME.toml (or NAME.json) a policy a create request may name")
 	var pools stringList
