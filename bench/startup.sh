@@ -249,6 +249,7 @@ memline() { # memline LABEL -- TIMEIT-MEM-COMMAND...
 		what="init stage (moat-sandbox-init, the largest of its descendants)"
 	fi
 	echo "memory ($label): moat host process $(mib "${m[host_kib]:-0}"); $what $(mib "${m[descendants_max_kib]:-0}"); goal < 15 MiB each: $goal"
+	echo "  the host process at its exit: $(mib "${m[host_anon_kib]:-0}") private (RssAnon), $(mib "${m[host_file_kib]:-0}") mapped from files (RssFile: the binary's pages, shared with the page cache and every moat process)"
 	echo "  peak RSS (VmHWM at exit, KiB) per process: ${m[tree]:-?}"
 	echo "  (no-exec-child: a child that never ran execve, sharing its parent's memory (the direct start's init and its helpers; for the init stage, os/exec's CLONE_VM pidfd probe): not counted; ~N: sampled while running, a lower bound)"
 	echo "  cross-check, host and reaped descendants folded together by the kernel: wait4 maxrss $(mib "${m[wait4_maxrss_kib]:-0}"), getrusage(RUSAGE_CHILDREN) $(mib "${m[rusage_children_kib]:-0}")"

@@ -174,6 +174,10 @@ func timedRun(path string, args []string, files []uintptr, out *os.File) (time.D
 type proc struct {
 	argv0 string
 	hwm   int64 // KiB, max VmHWM seen
+	// anon and file are RssAnon and RssFile (KiB) at the last sample:
+	// at its exit stop, what it held then, private and mapped from
+	// files (its binary's pages, shared with the page cache).
+	anon, file int64
 	exact bool  // seen at an exit stop
 	execd bool  // it ran execve, so its memory is its own
 }
@@ -221,7 +225,7 @@ func memRun(path string, args []string, files []uintptr) error {
 	// other stops is the fallback for a process killed by SIGKILL, which
 	// may get no exit stop.
 	sample := func(tid int, exact bool) {
-		tgid, hwm, ok := readStatus(tid)
+		tgid, hwm, anon, file, ok := readStatus(tid)
 		if !ok {
 			return
 		}
@@ -236,6 +240,7 @@ func memRun(path string, args []string, files []uintptr) error {
 		if hwm > p.hwm {
 			p.hwm = hwm
 		}
+		p.anon, p.file = anon, file
 		p.exact = p.exact || exact
 	}
 
@@ -272,7 +277,7 @@ func memRun(path string, args []string, files []uintptr) error {
 			}
 			if ws.TrapCause() == syscall.PTRACE_EVENT_EXEC {
 				sample(wpid, false)
-				if tgid, _, ok := readStatus(wpid); ok && procs[tgid] != nil {
+				if tgid, _, _, _, ok := readStatus(wpid); ok && procs[tgid] != nil {
 					procs[tgid].execd = true
 				}
 			}
@@ -301,12 +306,12 @@ func memRun(path string, args []string, files []uintptr) error {
 	// not a process of its own. A new argv[0] means an exec happened even
 	// when its event was lost to a SIGKILL.
 	own := func(p *proc) bool { return p.execd || p.argv0 != hostArgv0 }
-	var hostKiB, descKiB int64
+	var hostKiB, hostAnon, hostFile, descKiB int64
 	descName := "none"
 	exact := true
 	for tgid, p := range procs {
 		if tgid == hostTgid {
-			hostKiB = p.hwm
+			hostKiB, hostAnon, hostFile = p.hwm, p.anon, p.file
 			exact = exact && p.exact
 			continue
 		}
@@ -335,6 +340,8 @@ func memRun(path string, args []string, files []uintptr) error {
 	slices.Sort(tree)
 	fmt.Printf("host_kib=%d\n", hostKiB)
 	fmt.Printf("host_exact=%t\n", exact)
+	fmt.Printf("host_anon_kib=%d\n", hostAnon)
+	fmt.Printf("host_file_kib=%d\n", hostFile)
 	fmt.Printf("descendants_max_kib=%d\n", descKiB)
 	fmt.Printf("descendants_max_name=%s\n", descName)
 	fmt.Printf("tree=%s\n", strings.Join(tree, ","))
@@ -343,11 +350,12 @@ func memRun(path string, args []string, files []uintptr) error {
 	return exitErr(hostStatus)
 }
 
-// readStatus returns the thread group id and VmHWM (KiB) of a task.
-func readStatus(tid int) (tgid int, hwmKiB int64, ok bool) {
+// readStatus returns the thread group id, VmHWM, RssAnon and RssFile
+// (KiB) of a task.
+func readStatus(tid int) (tgid int, hwmKiB, anonKiB, fileKiB int64, ok bool) {
 	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, 0, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -364,9 +372,13 @@ func readStatus(tid int) (tgid int, hwmKiB int64, ok bool) {
 		case "VmHWM":
 			hwmKiB, _ = strconv.ParseInt(v, 10, 64)
 			haveHWM = true
+		case "RssAnon":
+			anonKiB, _ = strconv.ParseInt(v, 10, 64)
+		case "RssFile":
+			fileKiB, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
-	return tgid, hwmKiB, tgid > 0 && haveHWM
+	return tgid, hwmKiB, anonKiB, fileKiB, tgid > 0 && haveHWM
 }
 
 func readArgv0(pid int) string {
