@@ -484,11 +484,7 @@ func (g *Guard) startGitlinks() (links map[string]bool, ok bool) {
 	if err != nil || fi.Size() > maxGitIndex {
 		return nil, false
 	}
-	b := make([]byte, fi.Size())
-	if _, err := g.index.ReadAt(b, 0); err != nil {
-		return nil, false
-	}
-	list, err := parseGitlinks(b, g.objFmt)
+	list, err := scanGitlinks(io.NewSectionReader(g.index, 0, fi.Size()), g.objFmt)
 	if err != nil {
 		return nil, false
 	}
@@ -796,10 +792,11 @@ func (g *Guard) newGitlinks(common string) []string {
 	}
 	for _, f := range append([]string{index}, shared...) {
 		if fi, err := g.lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
-			b, err := g.read(f, "git index", maxGitIndex)
 			var links []string
-			if err == nil {
-				links, err = parseGitlinks(b, g.objFmt)
+			err := errors.New("not a regular file")
+			if idx := g.openIndex(f); idx != nil {
+				links, err = scanGitlinks(io.LimitReader(idx, maxGitIndex), g.objFmt)
+				idx.Close()
 			}
 			if err != nil {
 				walk = true
@@ -1466,16 +1463,22 @@ func readGitlinks(p, objFmt string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseGitlinks(b, objFmt)
+	return scanGitlinks(bytes.NewReader(b), objFmt)
 }
 
-// parseGitlinks is readGitlinks of the content b.
-func parseGitlinks(b []byte, objFmt string) ([]string, error) {
-	if len(b) < 12 || string(b[:4]) != "DIRC" {
+// scanGitlinks is readGitlinks of what r reads, read through a small
+// buffer: an index names every file of the repository, and Finish reads
+// one at every run's end, where a buffer the size of the index would be
+// fresh memory faulted in page by page (costly on the virtual machines
+// docs/performance.md describes). Names are strings only for gitlinks.
+func scanGitlinks(r io.Reader, objFmt string) ([]string, error) {
+	br := bufio.NewReaderSize(r, 32<<10)
+	var hdr [12]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil || string(hdr[:4]) != "DIRC" {
 		return nil, errors.New("not a git index")
 	}
 	be32 := func(x []byte) uint32 { return uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3]) }
-	version, n := be32(b[4:]), be32(b[8:])
+	version, n := be32(hdr[4:]), be32(hdr[8:])
 	if version < 2 || version > 4 {
 		return nil, fmt.Errorf("git index version %d", version)
 	}
@@ -1483,43 +1486,59 @@ func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 	if strings.EqualFold(objFmt, "sha256") {
 		hashLen = 32
 	}
+	fixed := 40 + hashLen + 2
+	var ent [40 + 32 + 2 + 2]byte
 	var out []string
-	// Names are strings only for gitlinks: an index names every file of
-	// the repository, and Finish reads one at every run's end.
-	off, prev := 12, []byte(nil)
-	for i := uint32(0); i < n; i++ {
-		start := off
-		fixed := 40 + hashLen + 2
-		if off+fixed > len(b) {
+	var prev, name []byte
+	// readName reads up to and past the next NUL into buf's end.
+	readName := func(buf []byte) ([]byte, error) {
+		for {
+			part, err := br.ReadSlice(0)
+			buf = append(buf, part...)
+			switch err {
+			case nil:
+				return buf[:len(buf)-1], nil
+			case bufio.ErrBufferFull:
+				if len(buf) > 1<<16 {
+					return nil, errors.New("bad git index entry")
+				}
+				continue
+			}
 			return nil, io.ErrUnexpectedEOF
 		}
-		mode := be32(b[off+24:])
-		flags := uint16(b[off+40+hashLen])<<8 | uint16(b[off+41+hashLen])
-		off += fixed
-		if version >= 3 && flags&0x4000 != 0 {
-			off += 2
+	}
+	for i := uint32(0); i < n; i++ {
+		size := fixed
+		if _, err := io.ReadFull(br, ent[:fixed]); err != nil {
+			return nil, io.ErrUnexpectedEOF
 		}
-		var name []byte
+		mode := be32(ent[24:])
+		flags := uint16(ent[40+hashLen])<<8 | uint16(ent[41+hashLen])
+		if version >= 3 && flags&0x4000 != 0 {
+			if _, err := io.ReadFull(br, ent[fixed:fixed+2]); err != nil {
+				return nil, io.ErrUnexpectedEOF
+			}
+			size += 2
+		}
+		var err error
 		if version == 4 {
-			strip, m := indexVarint(b[min(off, len(b)):])
-			if m == 0 || int(strip) > len(prev) {
+			strip, ok := streamVarint(br)
+			if !ok || strip > uint64(len(prev)) {
 				return nil, errors.New("bad git index entry")
 			}
-			off += m
-			end := bytes.IndexByte(b[min(off, len(b)):], 0)
-			if end < 0 {
-				return nil, io.ErrUnexpectedEOF
+			if prev, err = readName(prev[:len(prev)-int(strip)]); err != nil {
+				return nil, err
 			}
-			prev = append(prev[:len(prev)-int(strip)], b[off:off+end]...)
 			name = prev
-			off += end + 1
 		} else {
-			end := bytes.IndexByte(b[min(off, len(b)):], 0)
-			if end < 0 {
+			if name, err = readName(name[:0]); err != nil {
+				return nil, err
+			}
+			// Entries are padded with NULs to a multiple of 8 bytes, one
+			// NUL at least (read with the name).
+			if _, err := br.Discard((size+len(name)+8)&^7 - size - len(name) - 1); err != nil {
 				return nil, io.ErrUnexpectedEOF
 			}
-			name = b[off : off+end]
-			off = start + (off-start+end+8)&^7
 		}
 		if mode&0o170000 == 0o160000 {
 			out = append(out, string(name))
@@ -1528,22 +1547,24 @@ func parseGitlinks(b []byte, objFmt string) ([]string, error) {
 	return out, nil
 }
 
-// indexVarint decodes the offset-style variable-length integer of git's
-// index version 4, returning it and the bytes it took (0: malformed).
-func indexVarint(b []byte) (uint64, int) {
-	if len(b) == 0 {
-		return 0, 0
+// streamVarint decodes the offset-style variable-length integer of git's
+// index version 4 from br.
+func streamVarint(br *bufio.Reader) (uint64, bool) {
+	c, err := br.ReadByte()
+	if err != nil {
+		return 0, false
 	}
-	v := uint64(b[0] & 127)
-	i := 1
-	for b[i-1]&128 != 0 {
-		if i >= len(b) || i > 9 {
-			return 0, 0
+	v := uint64(c & 127)
+	for i := 1; c&128 != 0; i++ {
+		if i > 9 {
+			return 0, false
 		}
-		v = ((v + 1) << 7) | uint64(b[i]&127)
-		i++
+		if c, err = br.ReadByte(); err != nil {
+			return 0, false
+		}
+		v = ((v + 1) << 7) | uint64(c&127)
 	}
-	return v, i
+	return v, true
 }
 
 // within reports whether p is dir or below it (both clean and absolute).

@@ -74,7 +74,13 @@ func TestReadGitlinks(t *testing.T) {
 	oid := "1234567890123456789012345678901234567890"
 	git("update-index", "--add", "--cacheinfo", "160000,"+oid+",deep/dir/sub")
 	git("update-index", "--add", "--cacheinfo", "160000,"+oid+",zz")
-	for _, v := range []string{"2", "3", "4"} {
+	for _, v := range []string{"2", "3", "4", "3", "4"} {
+		if v == "3" {
+			// An intent-to-add entry has the extended flags (two more
+			// bytes), which need version 3 at least.
+			os.WriteFile(filepath.Join(dir, "deep/e.txt"), nil, 0o644)
+			git("add", "-N", "deep/e.txt")
+		}
 		git("update-index", "--index-version", v)
 		got, err := readGitlinks(filepath.Join(dir, ".git/index"), "")
 		if err != nil {
