@@ -12,7 +12,8 @@ import (
 // AuditEvent is one line of a session's event stream: one of package
 // audit's records (Type: decision, network, denial, run) with its place
 // in the stream, or Type "dropped" with Count records the daemon no longer
-// kept. Record is the whole line.
+// kept. Record is the whole line. (A followed stream that stays silent also
+// carries Type "keepalive" lines, which Events skips.)
 type AuditEvent struct {
 	Seq    int64           `json:"seq"`
 	Type   string          `json:"type"`
@@ -39,6 +40,9 @@ func (c *Client) Events(ctx context.Context, id string, after int64, follow bool
 		ev := &AuditEvent{Record: append(json.RawMessage(nil), sc.Bytes()...)}
 		if err := json.Unmarshal(ev.Record, ev); err != nil {
 			return fmt.Errorf("events: bad stream line: %w", err)
+		}
+		if ev.Type == "keepalive" {
+			continue // the daemon's sign of life in a silent followed stream
 		}
 		if err := fn(ev); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -46,7 +47,25 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, t daemon.
 	}
 	flush()
 	for {
-		events, dropped, ended := sess.Events(r.Context(), seq, follow)
+		// A followed stream that stays silent gets a keepalive line (an
+		// SSE comment), for clients and proxies that drop a connection
+		// with no bytes for a while.
+		wctx, cancel := context.WithTimeout(r.Context(), s.keepAliveEvery())
+		events, dropped, ended := sess.Events(wctx, seq, follow)
+		cancel()
+		if follow && len(events) == 0 && dropped == 0 && !ended && r.Context().Err() == nil {
+			var err error
+			if sse {
+				_, err = fmt.Fprint(w, ": keepalive\n\n")
+			} else {
+				_, err = fmt.Fprintln(w, `{"type":"keepalive"}`)
+			}
+			if err != nil {
+				return nil // the client went away
+			}
+			flush()
+			continue
+		}
 		if dropped > 0 {
 			// The session kept no more of them: the reader hears how many
 			// it missed rather than nothing.

@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -70,5 +72,49 @@ func TestQuietExecKeepsAlive(t *testing.T) {
 	_, e := apiErr(t, hc, "POST", "http://moat/v1/sessions/"+s.ID+"/exec", `{"args":[]}`, nil)
 	if e.Code != client.CodeBadRequest {
 		t.Fatalf("empty args: %+v", e)
+	}
+}
+
+// A followed event stream that stays silent gets keepalive lines (SSE
+// comments with text/event-stream); the Go client skips them and still
+// sees the records that follow.
+func TestQuietEventsKeepAlive(t *testing.T) {
+	d := startDaemonWith(t, daemon.Config{}, nil, func(s *httpapi.Server) { s.KeepAlive = 150 * time.Millisecond })
+	s := d.create(t, &client.CreateSessionRequest{})
+	for _, sse := range []bool{false, true} {
+		req, _ := http.NewRequest("GET", "http://moat/v1/sessions/"+s.ID+"/events?follow=1", nil)
+		if sse {
+			req.Header.Set("Accept", "text/event-stream")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		resp, err := rawClient(d.sock).Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		want := `{"type":"keepalive"}` + "\n"
+		if sse {
+			want = ": keepalive\n\n"
+		}
+		if n := strings.Count(string(b), want); n < 2 || strings.ReplaceAll(string(b), want, "") != "" {
+			t.Errorf("sse %t: %q, want keepalives alone", sse, b)
+		}
+	}
+	// The client: keepalives skipped, the record after them delivered.
+	got := make(chan string, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.c.Events(ctx, s.ID, 0, true, func(ev *client.AuditEvent) error { got <- ev.Type; return nil })
+	time.Sleep(400 * time.Millisecond)
+	run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}})
+	select {
+	case typ := <-got:
+		if typ != "run" {
+			t.Errorf("first event %q, want the run record", typ)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record after the keepalives")
 	}
 }
