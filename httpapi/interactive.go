@@ -86,6 +86,14 @@ func execRequest(req *client.ExecRequest) (*daemon.ExecRequest, error) {
 }
 
 func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *daemon.Session) error {
+	// The connection ends with the answer. Its body is read on a goroutine
+	// of the handler's own, which can still be at the body's end (where
+	// net/http starts its own read of the connection) when the handler
+	// returns and the server reads the next request: two reads of one
+	// connection, which net/http refuses with a panic. An interactive
+	// exec lives as long as its command; a new connection costs nothing
+	// beside it.
+	w.Header().Set("Connection", "close")
 	// The request line is bounded in time as any body is; the input
 	// after it is not: a terminal may rightly be quiet for as long as
 	// its command runs, which the exec's own limits bound.

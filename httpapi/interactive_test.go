@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
 )
 
 // syncBuffer is a bytes.Buffer written by one goroutine and read by another.
@@ -241,5 +244,63 @@ func TestClientMisuse(t *testing.T) {
 	s := d.create(t, &client.CreateSessionRequest{})
 	if rep, err := d.c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"true"}}, nil, nil); err != nil || rep.ExitCode != 0 {
 		t.Errorf("Exec: %v %+v", err, rep)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestInteractiveBadLineNoPanic: a malformed input line, sent as a stream
+// (chunked, the body's end a moment later), ends the exec with a
+// bad_request and the connection with it: net/http's read of the next
+// request must not meet the handler's read of the body, which it
+// answers with a panic (logged, with its stack). Several rounds, as it
+// is a race; the answer is the control.
+func TestInteractiveBadLineNoPanic(t *testing.T) {
+	var log lockedBuffer
+	d := startDaemonWith(t, daemon.Config{}, nil, func(s *httpapi.Server) {
+		s.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	})
+	s := d.create(t, &client.CreateSessionRequest{})
+	hc := rawClient(d.sock)
+	for range 20 {
+		pr, pw := io.Pipe()
+		go func() {
+			io.WriteString(pw, `{"args":["cat"]}`+"\n")
+			time.Sleep(time.Millisecond)
+			io.WriteString(pw, "garbage\n")
+			time.Sleep(time.Millisecond)
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", "http://moat/v1/sessions/"+s.ID+"/exec", pr)
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "bad_request") {
+			t.Fatalf("answer %d %q, want bad_request", resp.StatusCode, b)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(log.String(), "panic") {
+		t.Errorf("the server panicked:\n%s", log.String())
 	}
 }
