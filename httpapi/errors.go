@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 
@@ -46,6 +47,11 @@ func (s *Server) apiError(err error) *client.Error {
 		}
 		return e
 	}
+	if errors.Is(err, syscall.ENAMETOOLONG) {
+		// The tenant's path, not the daemon: its own words, no host path.
+		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest,
+			Message: "a path is too long: a name is at most 255 bytes, and a whole path at most 4095"}
+	}
 	for _, m := range []struct {
 		err    error
 		status int
@@ -84,8 +90,13 @@ func (s *Server) apiError(err error) *client.Error {
 // scrub takes the daemon's state directory out of a text shown to a
 // tenant: where the daemon keeps things is not the tenant's business.
 func (s *Server) scrub(msg string) string {
-	if s.StateDir == "" {
-		return msg
+	if s.StateDir != "" {
+		msg = strings.ReplaceAll(msg, s.StateDir, "<state>")
 	}
-	return strings.ReplaceAll(msg, s.StateDir, "<state>")
+	// Nor where it caches what it built (gVisor's runsc, named in the
+	// refusal of a gVisor policy where runsc is missing).
+	if dir, err := os.UserCacheDir(); err == nil && dir != "" && dir != "/" {
+		msg = strings.ReplaceAll(msg, dir, "<cache>")
+	}
+	return msg
 }

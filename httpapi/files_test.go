@@ -37,6 +37,18 @@ func TestFilesAPI(t *testing.T) {
 	if err := d.c.WriteFile(ctx, s.ID, "src/a.txt", []byte("from the API"), 0o640); err != nil {
 		t.Fatal(err)
 	}
+	// A name too long for the kernel is the request's fault, not the
+	// daemon's: bad_request, each way in.
+	long := strings.Repeat("a", 300)
+	if _, err := d.c.ReadFile(ctx, s.ID, long); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a read of a 300-byte name: %v, want bad_request", err)
+	}
+	if err := d.c.WriteFile(ctx, s.ID, "src/"+long, []byte("x"), 0o640); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a write of a 300-byte name: %v, want bad_request", err)
+	}
+	if _, err := d.c.Stat(ctx, s.ID, strings.Repeat(strings.Repeat("b", 200)+"/", 25)+"c"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a stat of a 5,000-byte path: %v, want bad_request", err)
+	}
 	// A path naming a directory (a trailing slash) is no file's.
 	if err := d.c.WriteFile(ctx, s.ID, "src/", []byte("x"), 0o640); apiCode(err) != client.CodeBadRequest {
 		t.Errorf("a write of src/: %v, want bad_request", err)
