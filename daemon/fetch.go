@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -132,7 +133,13 @@ func networkRefuses(p *policy.Policy, host string, port int) string {
 		}
 		return ""
 	}
-	return fmt.Sprintf("the session has no network ([network] mode = %q), and a fetch is a request of the session's: to allow %s, set [network] mode = \"allow\" with %q in [network] allow", p.Network.Mode, host, host)
+	what := fmt.Sprintf("with %q in [network] allow", host)
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		// allow takes names; an address is reached through allow_cidrs
+		// (a private one only so).
+		what = fmt.Sprintf("with %q in [network] allow_cidrs", netip.PrefixFrom(a, a.BitLen()).String())
+	}
+	return fmt.Sprintf("the session has no network ([network] mode = %q), and a fetch is a request of the session's: to allow %s, set [network] mode = \"allow\" %s", p.Network.Mode, host, what)
 }
 
 // SpendRequest counts a request the daemon makes for s to host (a
