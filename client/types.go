@@ -111,9 +111,11 @@ type Event struct {
 // ExitReport is how a command ended: the parts of the run report a client
 // may see.
 type ExitReport struct {
-	// ExitCode follows `moat run`: the command's own status, 128+N for
-	// signal N, 125 when moat could not run it, 126/127 when the command
-	// could not be executed / was not found.
+	// ExitCode is the command's own status, 128+N for signal N, 125 when
+	// moat could not run it, 126/127 when the command could not be
+	// executed / was not found. With Reason "output" the output was cut
+	// even when it is 0 (the command ended on its own as the limit was
+	// reached): `moat run` and `moat exec` exit 137 then.
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	Reason   string `json:"reason"`
