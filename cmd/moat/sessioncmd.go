@@ -41,7 +41,7 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 	var ae *client.Error
 	if errors.As(err, &ae) {
 		// A message may quote a name a session's command made.
-		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, workspace.EscapeText(ae.Message), workspace.EscapeText(ae.Code))
+		fmt.Fprintf(stderr, "moat %s: %s (%s)\n", cmd, workspace.EscapeMessage(ae.Message), workspace.EscapeText(ae.Code))
 		for _, d := range ae.Details {
 			// A daemon of another user's names the policy it was sent
 			// "policy"; one of this user's, by its file already.

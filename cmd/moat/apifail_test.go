@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/client"
+)
+
+// TestAPIFailKeepsLines: a daemon's refusal that lists what is missing,
+// one item a line, is printed on those lines (before, each line end was
+// printed as the two characters \n); a line end anywhere else is still
+// escaped, so that a name a command made cannot start a line of its own.
+func TestAPIFailKeepsLines(t *testing.T) {
+	var b bytes.Buffer
+	apiFail(&b, "session create", &client.Error{Code: "sandbox_refused", Message: "refusing to run:\n  memory limit not enforced\n(see moat doctor)"}, "")
+	if got := b.String(); got != "moat session create: refusing to run:\n  memory limit not enforced\n(see moat doctor) (sandbox_refused)\n" {
+		t.Errorf("printed %q", got)
+	}
+	b.Reset()
+	apiFail(&b, "exec", &client.Error{Code: "bad_request", Message: "no file a\nmoat: fake"}, "")
+	if strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("a line end in a name started a line: %q", b.String())
+	}
+}
