@@ -92,10 +92,15 @@ func Unix(path string) *Client {
 	return &Client{base: "http://moat", http: &http.Client{Transport: tr}}
 }
 
-// TCP returns a client of the daemon at addr (host:port), authenticating
-// with the bearer token.
+// TCP returns a client of the daemon at addr (host:port, or a URL's
+// http://host:port or https://host:port, a TLS proxy's, before it),
+// authenticating with the bearer token.
 func TCP(addr, token string) *Client {
-	return &Client{base: "http://" + addr, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	base := "http://" + addr
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		base = strings.TrimRight(addr, "/")
+	}
+	return &Client{base: base, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
 
 // Close releases idle connections.
