@@ -24,3 +24,17 @@ func TestAPIFailKeepsLines(t *testing.T) {
 		t.Errorf("a line end in a name started a line: %q", b.String())
 	}
 }
+
+// TestSessionFlagConflicts: flags that cannot both hold, and arguments a
+// command takes none of, are refused before any daemon is asked.
+func TestSessionFlagConflicts(t *testing.T) {
+	for _, args := range [][]string{
+		{"session", "create", "--temp", "--workspace", "/tmp"},
+		{"session", "ls", "extra"},
+	} {
+		var errb bytes.Buffer
+		if code := realMain(args, strings.NewReader(""), &bytes.Buffer{}, &errb); code != 2 || errb.Len() == 0 {
+			t.Errorf("%q: exit %d, %q", args, code, errb.String())
+		}
+	}
+}

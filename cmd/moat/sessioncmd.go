@@ -104,6 +104,10 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moat session create: --template and --policy: give one")
 		return 2
 	}
+	if *temp && flagSet(fs, "workspace") {
+		fmt.Fprintln(stderr, "moat session create: --temp and --workspace: give one (--temp makes a new empty workspace)")
+		return 2
+	}
 	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle, Template: *template, Learn: *learn}
 	if *policyFile != "" {
 		data, err := readBounded(*policyFile, 1<<20)
@@ -176,6 +180,10 @@ func cmdSessionList(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "moat session ls: unexpected argument %q (it lists all your sessions)\n", fs.Arg(0))
 		return 2
 	}
 	c := connect(*sock)
