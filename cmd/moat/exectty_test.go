@@ -41,7 +41,10 @@ func TestExecTTY(t *testing.T) {
 	}
 	setSize(21, 71)
 	before := o.mode(t)
-	cmd := o.start(t, dir, "exec", "--socket", sock, "-t", id, "--", "sh", "-c", `[ -t 0 ] && echo terminal; stty size; while read l; do echo "line $l"; stty size; done; exit 4`)
+	// The terminal's type goes with it.
+	t.Setenv("TERM", "xterm-moat-test")
+	cmd := o.start(t, dir, "exec", "--socket", sock, "-t", id, "--", "sh", "-c", `[ -t 0 ] && echo terminal; echo "type=$TERM"; stty size; while read l; do echo "line $l"; stty size; done; exit 4`)
+	o.waitFor(t, "type=xterm-moat-test")
 	o.waitFor(t, "21 71")
 	o.waitFor(t, "terminal")
 	setSize(31, 91)

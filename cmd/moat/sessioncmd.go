@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -274,6 +275,11 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			approvalAction(a), workspace.EscapeText(dash(a.Rule)), a.ID, a.ID)
 	}
 	if *tty {
+		// The terminal is moat's: its type is too (as docker exec -t
+		// passes it), unless --env names one.
+		if t := os.Getenv("TERM"); t != "" && !slices.ContainsFunc(req.Env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+			req.Env = append(req.Env, "TERM="+t)
+		}
 		return execTTY(c, rest[0], req, stdin, stdout, stderr)
 	}
 	if *detach {
