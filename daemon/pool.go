@@ -213,7 +213,7 @@ func (m *Manager) dropDead() {
 // prewarm makes a session of tpl for the pool.
 func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	id := newID()
-	s := &Session{ID: id, Tenant: poolTenant, TempWorkspace: true, m: m, procs: map[string]*Process{}, template: tpl.Name, events: newEventLog()}
+	s := &Session{ID: id, Tenant: poolTenant, TempWorkspace: true, Created: time.Now(), m: m, procs: map[string]*Process{}, template: tpl.Name, events: newEventLog()}
 	s.aud = m.newSessionAudit(id, poolTenant.ID)
 	rec := s.record()
 	defer func() {
