@@ -248,6 +248,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := checkWebhook(cfg.ApprovalWebhook); err != nil {
 		return nil, err
 	}
+	if err := checkTemplateQuotas(&cfg); err != nil {
+		return nil, err
+	}
 	if !filepath.IsAbs(cfg.StateDir) {
 		return nil, fmt.Errorf("state directory %q is not absolute", cfg.StateDir)
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,4 +262,25 @@ func TestPoolBackoff(t *testing.T) {
 			t.Errorf("poolBackoff(%d) = %v, want %v", n, got, want)
 		}
 	}
+}
+
+// TestTemplateQuotas: under a tenant CPU or memory quota, a template that
+// leaves the limit unset could never be used (a request naming it sends
+// no policy to set it with): the daemon refuses to start, naming it. The
+// control: templates that set the limit start.
+func TestTemplateQuotas(t *testing.T) {
+	dir := writeTemplates(t, map[string]string{"small.toml": "[limits]\nmemory = \"256MiB\"\n"})
+	tpls, err := LoadTemplates(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{StateDir: t.TempDir(), Templates: tpls, TenantCPUs: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "template small") || !strings.Contains(err.Error(), "limits.cpus") {
+		t.Fatalf("a template without limits.cpus under --tenant-cpus: %v", err)
+	}
+	m, err := New(Config{StateDir: t.TempDir(), Templates: tpls, TenantMemory: 1 << 30, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("a template with limits.memory under --tenant-memory: %v", err)
+	}
+	m.Shutdown(context.Background())
 }

@@ -3,8 +3,10 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -119,6 +121,27 @@ func (t *Template) policy(ws, mode string) (*policy.Policy, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkTemplateQuotas refuses templates that no create could use: under a
+// tenant memory or CPU quota every session must set that limit, and a
+// request that names a template sends no policy of its own to set it
+// with (its warm pool would be made and never claimed).
+func checkTemplateQuotas(cfg *Config) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Templates)) {
+		t := cfg.Templates[name]
+		p, err := policy.ParseDocument(t.Source, t.doc)
+		if err != nil {
+			continue // refused at its use, with the error
+		}
+		if cfg.TenantMemory > 0 && p.Limits.Memory == 0 {
+			return fmt.Errorf("template %s (%s): the daemon bounds each tenant's memory (--tenant-memory), so every session needs limits.memory, and a request naming the template cannot add it: set it in the template", name, t.Source)
+		}
+		if cfg.TenantCPUs > 0 && p.Limits.CPUs == 0 {
+			return fmt.Errorf("template %s (%s): the daemon bounds each tenant's CPUs (--tenant-cpus), so every session needs limits.cpus, and a request naming the template cannot add it: set it in the template", name, t.Source)
+		}
+	}
+	return nil
 }
 
 // Templates returns the names of the daemon's templates, sorted.
