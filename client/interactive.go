@@ -112,6 +112,10 @@ func (x *Interactive) Resize(rows, cols uint16) error {
 	return x.input(&ExecInput{Resize: &WindowSize{Rows: rows, Cols: cols}})
 }
 
+// Signal sends the signal named (INT, TERM, HUP, ...) to the command's
+// process group, as a terminal's ^C would.
+func (x *Interactive) Signal(name string) error { return x.input(&ExecInput{Signal: name}) }
+
 // Done is closed when the command has ended (or the request failed).
 func (x *Interactive) Done() <-chan struct{} { return x.done }
 

@@ -255,6 +255,9 @@ type ExecInput struct {
 	StdinBase64 []byte      `json:"stdin_base64,omitempty"`
 	CloseStdin  bool        `json:"close_stdin,omitempty"`
 	Resize      *WindowSize `json:"resize,omitempty"`
+	// Signal is sent to the command's process group: INT, TERM, HUP,
+	// QUIT, USR1, USR2, KILL, CONT, STOP or WINCH, with or without SIG.
+	Signal string `json:"signal,omitempty"`
 }
 
 // WindowSize is a terminal's size in characters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -95,6 +96,9 @@ type ExecRequest struct {
 	Tty        bool
 	Rows, Cols uint16
 	Resize     <-chan WindowSize
+	// Signals, if not nil, carries signals for the command's process
+	// group while it runs (a client's ^C, forwarded).
+	Signals <-chan syscall.Signal
 }
 
 // WindowSize is a terminal's size in characters.
@@ -154,10 +158,10 @@ func (e *sandboxEngine) request(req *ExecRequest) *sandbox.ExecRequest {
 }
 
 func (e *sandboxEngine) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (*sandbox.Report, error) {
-	if req.Resize == nil {
+	if req.Resize == nil && req.Signals == nil {
 		return e.s.Exec(ctx, e.request(req), stdio)
 	}
-	return execResized(ctx, e.s, e.request(req), stdio, req.Resize)
+	return execRelayed(ctx, e.s, e.request(req), stdio, req.Resize, req.Signals)
 }
 
 func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backend.Stdio) (EngineProcess, error) {

@@ -2,28 +2,37 @@ package daemon
 
 import (
 	"context"
+	"syscall"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/sandbox"
 )
 
-// execResized runs a command with a terminal and applies the sizes of
-// resize to it until it ends. A size that comes before the command runs
-// waits for it; one that fails (the command has just ended) is dropped.
-func execResized(ctx context.Context, s *sandbox.Session, req *sandbox.ExecRequest, stdio backend.Stdio, resize <-chan WindowSize) (*sandbox.Report, error) {
+// execRelayed runs a command and applies to it, until it ends, the sizes
+// of resize (its terminal's) and the signals of signals (either may be
+// nil). What comes before the command runs waits for it; what fails (the
+// command has just ended) is dropped.
+func execRelayed(ctx context.Context, s *sandbox.Session, req *sandbox.ExecRequest, stdio backend.Stdio, resize <-chan WindowSize, signals <-chan syscall.Signal) (*sandbox.Report, error) {
 	done := make(chan struct{})
 	defer close(done)
 	return s.ExecStarted(ctx, req, stdio, func(p *sandbox.Process) {
 		go func() {
-			for {
+			for resize != nil || signals != nil {
 				select {
 				case <-done:
 					return
 				case ws, ok := <-resize:
 					if !ok {
-						return
+						resize = nil
+						continue
 					}
 					p.Resize(ws.Rows, ws.Cols)
+				case sig, ok := <-signals:
+					if !ok {
+						signals = nil
+						continue
+					}
+					p.Signal(sig)
 				}
 			}
 		}()

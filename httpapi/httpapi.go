@@ -216,6 +216,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start).String())
 	}()
+	if interactiveBody(r) {
+		// An interactive exec's body stays open while its command runs.
+		// Answered with an error before it is read (an unknown session,
+		// a refused credential), net/http would read the body to its end
+		// before it sent the answer, for the connection's next request,
+		// which the client, holding the body open for the command, never
+		// ends: the connection ends with the answer instead. (It ends
+		// with an interactive exec's own answer too: see execInteractive.)
+		w.Header().Set("Connection", "close")
+	}
 	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) && !samePageOrigin(r, o) {
 		s.bodyDeadline(rw, r)
 		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeOriginRefused,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/backend"
@@ -86,14 +87,13 @@ func execRequest(req *client.ExecRequest) (*daemon.ExecRequest, error) {
 }
 
 func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *daemon.Session) error {
-	// The connection ends with the answer. Its body is read on a goroutine
-	// of the handler's own, which can still be at the body's end (where
-	// net/http starts its own read of the connection) when the handler
-	// returns and the server reads the next request: two reads of one
-	// connection, which net/http refuses with a panic. An interactive
-	// exec lives as long as its command; a new connection costs nothing
-	// beside it.
-	w.Header().Set("Connection", "close")
+	// The connection ends with the answer (ServeHTTP says so for every
+	// request with such a body). Its body is read on a goroutine of the
+	// handler's own, which can still be at the body's end (where net/http
+	// starts its own read of the connection) when the handler returns and
+	// the server reads the next request: two reads of one connection,
+	// which net/http refuses with a panic. An interactive exec lives as
+	// long as its command; a new connection costs nothing beside it.
 	// The request line is bounded in time as any body is; the input
 	// after it is not: a terminal may rightly be quiet for as long as
 	// its command runs, which the exec's own limits bound.
@@ -130,10 +130,12 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 		resize = make(chan daemon.WindowSize, 8)
 		dreq.Resize = resize
 	}
+	signals := make(chan syscall.Signal, 8)
+	dreq.Signals = signals
 	// bad is the input's first error: it ends the command.
 	bad := make(chan error, 1)
 	go func() {
-		err := s.relayInput(ctx, br, stdinW, resize, []byte(req.Stdin))
+		err := s.relayInput(ctx, br, stdinW, resize, signals, []byte(req.Stdin))
 		if err != nil {
 			bad <- err
 			cancel()
@@ -167,7 +169,7 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 
 // relayInput reads the input lines of an interactive exec until its body
 // ends, writing input to stdin and sizes to resize (nil: no terminal).
-func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.PipeWriter, resize chan<- daemon.WindowSize, first []byte) error {
+func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.PipeWriter, resize chan<- daemon.WindowSize, signals chan<- syscall.Signal, first []byte) error {
 	if len(first) > 0 {
 		if _, err := stdin.Write(first); err != nil {
 			return nil // the command has ended
@@ -198,6 +200,16 @@ func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.Pip
 			return err
 		}
 		switch {
+		case in.Signal != "":
+			sig, ok := signalNamed(in.Signal)
+			if !ok {
+				return badRequest("signal %q: want INT, TERM, HUP, QUIT, USR1, USR2, KILL, CONT, STOP or WINCH", in.Signal)
+			}
+			select {
+			case signals <- sig:
+			case <-ctx.Done():
+				return nil
+			}
 		case in.Resize != nil:
 			if resize == nil {
 				return badRequest("resize: the command has no terminal (tty)")

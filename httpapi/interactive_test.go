@@ -304,3 +304,21 @@ func TestInteractiveBadLineNoPanic(t *testing.T) {
 		t.Errorf("the server panicked:\n%s", log.String())
 	}
 }
+
+// TestInteractiveRefusedAtOnce: an interactive exec refused before its
+// body is read (an unknown session) is answered at once, though the
+// client holds its body open for the command it meant to run: before,
+// net/http read that body to its end first, until the idle bound.
+func TestInteractiveRefusedAtOnce(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	x, err := d.c.Interactive(ctx, "nosuchsession", &client.ExecRequest{Args: []string{"cat"}}, io.Discard, io.Discard)
+	if err == nil {
+		_, err = x.Wait()
+	}
+	if apiCode(err) != client.CodeNotFound || time.Since(start) > 5*time.Second {
+		t.Errorf("after %v: %v, want not_found at once", time.Since(start), err)
+	}
+}

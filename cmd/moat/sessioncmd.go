@@ -290,32 +290,45 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, p.ID)
 		return 0
 	}
-	// Ctrl-C (or SIGTERM, SIGHUP) ends the request, and the daemon kills
-	// the command with it; moat exec then exits as the signal would have
-	// ended it (128+N).
+	// Ctrl-C (or SIGTERM, SIGHUP) is sent on to the command, as moat run
+	// sends it (a test runner's trap, a server's clean stop); a second
+	// one ends the request, and the daemon kills the command with it:
+	// moat exec then exits as the signal would have ended it (128+N).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	var got atomic.Value
+	x, err := c.Interactive(ctx, rest[0], req, stdout, stderr)
+	if err != nil {
+		return apiFail(stderr, "exec", err, "")
+	}
+	if *input {
+		go relayStdin(x, stdin)
+	} else {
+		x.CloseStdin()
+	}
+	var forced atomic.Value
 	go func() {
-		select {
-		case s := <-sigs:
-			got.Store(s)
-			cancel()
-		case <-ctx.Done():
+		forwarded := false
+		for {
+			select {
+			case s := <-sigs:
+				if !forwarded && x.Signal(sandbox.SignalName(s.(syscall.Signal))) == nil {
+					forwarded = true
+					continue
+				}
+				forced.Store(s)
+				cancel()
+				return
+			case <-x.Done():
+				return
+			}
 		}
 	}()
-	var rep *client.ExitReport
-	var err error
-	if *input {
-		rep, err = execInput(ctx, c, rest[0], req, stdin, stdout, stderr)
-	} else {
-		rep, err = c.Exec(ctx, rest[0], req, stdout, stderr)
-	}
+	rep, err := x.Wait()
 	if err != nil {
-		if s, ok := got.Load().(syscall.Signal); ok {
+		if s, ok := forced.Load().(syscall.Signal); ok {
 			fmt.Fprintf(stderr, "moat exec: %s: the command was stopped\n", sandbox.SignalName(s))
 			return 128 + int(s)
 		}
@@ -369,30 +382,23 @@ func startNoting(c *client.Client, id string, req *client.ExecRequest) (*client.
 	}
 }
 
-// execInput runs req with moat's standard input streamed to the command
-// as it is read (an interactive exec: any bytes, any length, in bounded
-// memory), closed at its end.
-func execInput(ctx context.Context, c *client.Client, id string, req *client.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (*client.ExitReport, error) {
-	x, err := c.Interactive(ctx, id, req, stdout, stderr)
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := stdin.Read(buf)
-			if n > 0 {
-				if _, werr := x.Write(buf[:n]); werr != nil {
-					return // the command has ended
-				}
-			}
-			if err != nil {
-				x.CloseStdin()
-				return
+// relayStdin streams moat's standard input to the command as it is read
+// (any bytes, any length, in bounded memory), and closes the command's at
+// its end.
+func relayStdin(x *client.Interactive, stdin io.Reader) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := stdin.Read(buf)
+		if n > 0 {
+			if _, werr := x.Write(buf[:n]); werr != nil {
+				return // the command has ended
 			}
 		}
-	}()
-	return x.Wait()
+		if err != nil {
+			x.CloseStdin()
+			return
+		}
+	}
 }
 
 // readInput reads a background command's input: the request's, at most
