@@ -178,8 +178,8 @@ type proc struct {
 	// at its exit stop, what it held then, private and mapped from
 	// files (its binary's pages, shared with the page cache).
 	anon, file int64
-	exact bool  // seen at an exit stop
-	execd bool  // it ran execve, so its memory is its own
+	exact      bool // seen at an exit stop
+	execd      bool // it ran execve, so its memory is its own
 }
 
 // memRun runs CMD once under ptrace, stopping every process of the tree at
