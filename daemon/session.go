@@ -303,11 +303,13 @@ func (s *Session) Policy() *policy.Policy {
 // quotas, with those of the tenant's other sessions (those made, and those
 // being made that have reserved theirs).
 func (m *Manager) reserveResources(s *Session, memory int64, cpus float64) error {
+	// A limit left unset is the request's to fix, not a quota to wait
+	// for: bad_request, which a client does not retry.
 	if m.cfg.TenantMemory > 0 && memory == 0 {
-		return fmt.Errorf("%w: this daemon bounds each tenant's memory: set limits.memory", ErrQuota)
+		return fmt.Errorf("%w: this daemon bounds each tenant's memory: set limits.memory", ErrBadRequest)
 	}
 	if m.cfg.TenantCPUs > 0 && cpus == 0 {
-		return fmt.Errorf("%w: this daemon bounds each tenant's CPUs: set limits.cpus", ErrQuota)
+		return fmt.Errorf("%w: this daemon bounds each tenant's CPUs: set limits.cpus", ErrBadRequest)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
