@@ -19,7 +19,7 @@ import (
 )
 
 // An interactive exec is one request in both directions at once (HTTP/1.1
-// full duplex, or HTTP/2): its body is NDJSON, the ExecRequest's line then
+// full duplex; the daemon serves no HTTP/2): its body is NDJSON, the ExecRequest's line then
 // client.ExecInput lines (input, a terminal's new size, the end of input)
 // sent while the command runs; its answer is the exec's event stream. The
 // body's end is the end of the input.
