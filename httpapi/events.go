@@ -21,7 +21,14 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, t daemon.
 		return err
 	}
 	q := r.URL.Query()
-	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	var follow bool
+	switch f := q.Get("follow"); f {
+	case "1", "true":
+		follow = true
+	case "", "0", "false":
+	default:
+		return badRequest("follow: %q: want 1 or true (or 0, false)", f)
+	}
 	after := r.Header.Get("Last-Event-ID")
 	if a := q.Get("after"); a != "" {
 		after = a

@@ -123,6 +123,10 @@ func TestSessionEventsSSE(t *testing.T) {
 	if status != 400 || e.Code != client.CodeBadRequest {
 		t.Errorf("bad after: %d %+v", status, e)
 	}
+	status, e = apiErr(t, rawClient(d.sock), "GET", "http://moat/v1/sessions/"+s.ID+"/events?follow=yes", "", nil)
+	if status != 400 || e.Code != client.CodeBadRequest {
+		t.Errorf("follow=yes: %d %+v", status, e)
+	}
 }
 
 // TestSessionEventsNetwork: an allow-mode session's network decisions are
