@@ -247,24 +247,6 @@ func TestClientMisuse(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestInteractiveBadLineNoPanic: a malformed input line, sent as a stream
 // (chunked, the body's end a moment later), ends the exec with a
 // bad_request and the connection with it: net/http's read of the next
@@ -272,7 +254,7 @@ func (l *lockedBuffer) String() string {
 // answers with a panic (logged, with its stack). Several rounds, as it
 // is a race; the answer is the control.
 func TestInteractiveBadLineNoPanic(t *testing.T) {
-	var log lockedBuffer
+	var log syncBuffer
 	d := startDaemonWith(t, daemon.Config{}, nil, func(s *httpapi.Server) {
 		s.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	})
