@@ -405,35 +405,6 @@ func TestServeWarnsBeyondLoopback(t *testing.T) {
 	}
 }
 
-// TestExecSignalStatus: moat exec stopped by SIGTERM exits 143 (128+15)
-// and says so, as a process the signal ended would; before, it exited
-// 130 in silence whatever the signal.
-func TestExecSignalStatus(t *testing.T) {
-	sock, _ := startServe(t)
-	dir := t.TempDir()
-	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp")
-	if code != 0 {
-		t.Fatalf("session create: %d %q", code, errs)
-	}
-	id := strings.TrimSpace(out)
-	cmd := exec.Command(os.Args[0], "exec", "--socket", sock, id, "--", "sh", "-c", "echo started; exec sleep 30")
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var b [8]byte
-	io.ReadFull(stdout, b[:])
-	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 143 || !strings.Contains(errb.String(), "SIGTERM") {
-		t.Errorf("moat exec after SIGTERM: %v %q", err, errb.String())
-	}
-}
-
 // TestServeDrainAnswersDraining: while moat serve drains (SIGTERM, a
 // command still running), a new request is answered 503 draining, which
 // a client tells from a daemon that is gone; before, the listener closed
