@@ -118,7 +118,7 @@ func waitPool(t *testing.T, m *Manager, name string, n int) {
 }
 
 func TestPool(t *testing.T) {
-	tpls, err := LoadTemplates(writeTemplates(t, map[string]string{"py.toml": "[limits]\nmemory = \"64MiB\"\n", "cold.toml": ""}))
+	tpls, err := LoadTemplates(writeTemplates(t, map[string]string{"py.toml": "[limits]\nmemory = \"64MiB\"\n", "cold.toml": "[limits]\nmemory = \"64MiB\"\n"}))
 	if err != nil {
 		t.Fatal(err)
 	}

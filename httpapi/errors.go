@@ -3,10 +3,10 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"os"
 	"strings"
 	"syscall"
 
+	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/policy"
@@ -46,6 +46,14 @@ func (s *Server) apiError(err error) *client.Error {
 			e.Details = append(e.Details, s.scrub(fe.Error()))
 		}
 		return e
+	}
+	if errors.Is(err, gvisor.ErrNoRunsc) || strings.Contains(err.Error(), gvisor.ErrNoRunsc.Error()) {
+		// Its own message says where the daemon's user keeps and builds
+		// runsc: the host's business, not the tenant's. (The sandbox's
+		// refusal carries it as text, among what the host cannot
+		// enforce, so the text is looked for too.)
+		return &client.Error{Status: http.StatusUnprocessableEntity, Code: client.CodeSandboxRefused,
+			Message: "this daemon's host has no runsc, which isolation \"gvisor\" needs: its owner can install it (moat doctor says how); or use isolation \"native\""}
 	}
 	if errors.Is(err, syscall.ENAMETOOLONG) {
 		// The tenant's path, not the daemon: its own words, no host path.
@@ -92,11 +100,6 @@ func (s *Server) apiError(err error) *client.Error {
 func (s *Server) scrub(msg string) string {
 	if s.StateDir != "" {
 		msg = strings.ReplaceAll(msg, s.StateDir, "<state>")
-	}
-	// Nor where it caches what it built (gVisor's runsc, named in the
-	// refusal of a gVisor policy where runsc is missing).
-	if dir, err := os.UserCacheDir(); err == nil && dir != "" && dir != "/" {
-		msg = strings.ReplaceAll(msg, dir, "<cache>")
 	}
 	return msg
 }
