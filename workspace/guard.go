@@ -131,6 +131,13 @@ type Guard struct {
 	// checkout's .git under, are decided against it. Nil without one,
 	// or for a guard resumed from its State.
 	index *os.File
+	// indexAt is the held index's change time and size when it was
+	// opened: one written in place since (git never does) is no longer
+	// the start's. indexKnown: the start's gitlinks are known (the git
+	// directory had no index, or it is held).
+	indexAt    stamp
+	indexSize  int64
+	indexKnown bool
 }
 
 type guardMount struct {
@@ -309,7 +316,14 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		g.protect(g.ws, p+"/.git", 0)
 	}
 	if common != "" {
-		g.index = g.openIndex(g.indexPath(common))
+		idx := g.indexPath(common)
+		if g.index = g.openIndex(idx); g.index != nil {
+			if fi, err := g.index.Stat(); err == nil {
+				g.indexAt, g.indexSize, g.indexKnown = ctimeOf(fi), fi.Size(), true
+			}
+		} else if _, err := g.lstat(idx); errors.Is(err, fs.ErrNotExist) {
+			g.indexKnown = true // no index: no gitlink at the start
+		}
 	}
 	g.stat = statCache{}
 	sort.SliceStable(g.mounts, func(i, j int) bool {
@@ -473,26 +487,32 @@ func (g *Guard) openIndex(p string) *os.File {
 	return f
 }
 
-// startGitlinks lists the gitlinks of the index held from the start;
-// ok is false when there is none to read (nil, empty: no index then) or
-// it cannot be read.
-func (g *Guard) startGitlinks() (links map[string]bool, ok bool) {
+// startGitlinks lists the gitlinks of the index the run started with.
+// known is false when they cannot be known: a guard resumed from its
+// State holds no index. tampered says the held index was written in
+// place since (git replaces it, never writes it in place) or cannot be
+// read: what the start held is then unknown, and Finish takes every
+// gitlink for one the run added.
+func (g *Guard) startGitlinks() (links map[string]bool, known, tampered bool) {
+	links = map[string]bool{}
+	if !g.indexKnown {
+		return links, false, false
+	}
 	if g.index == nil {
-		return map[string]bool{}, false
+		return links, true, false
 	}
 	fi, err := g.index.Stat()
-	if err != nil || fi.Size() > maxGitIndex {
-		return nil, false
+	if err != nil || ctimeOf(fi) != g.indexAt || fi.Size() != g.indexSize || fi.Size() > maxGitIndex {
+		return links, true, true
 	}
 	list, err := scanGitlinks(io.NewSectionReader(g.index, 0, fi.Size()), g.objFmt)
 	if err != nil {
-		return nil, false
+		return links, true, true
 	}
-	links = make(map[string]bool, len(list))
 	for _, p := range list {
 		links[p] = true
 	}
-	return links, true
+	return links, true, false
 }
 
 // parentOf opens the directory holding base/rel (base as the command
@@ -763,16 +783,19 @@ func (g *Guard) newGitlinks(common string) []string {
 	// The gitlinks of the index at the start: a checkout's .git the run
 	// made under one of them counts as under any gitlink, and one of
 	// the index now that is not among them was added by the run.
-	before, haveBefore := g.startGitlinks()
+	before, known, tampered := g.startGitlinks()
 	for p := range before {
 		paths = append(paths, p)
 	}
-	added := map[string]bool{}
 	// The git directory found at the start: the .git file that named it
 	// was the person's, and a .git the run made is common (a directory).
 	index := g.indexPath(common)
 	// A split index (git update-index --split-index) keeps entries in
-	// sharedindex.* files beside the index, in the same format.
+	// sharedindex.* files beside the index, in the same format. The
+	// index names one; which, this reader does not tell, so it reads
+	// them all, whatever their age: an old one may hold what the index
+	// names now. With one, what the start held is not known from the
+	// index alone, and every gitlink is taken for one the run added.
 	var shared []string
 	if ents, err := g.readDir(filepath.Dir(index)); err == nil {
 		for _, e := range ents {
@@ -781,42 +804,56 @@ func (g *Guard) newGitlinks(common string) []string {
 			}
 		}
 	}
-	// An index this reader cannot read may still be one git reads: every
-	// .git the run made anywhere is then a candidate, found by one walk
-	// of the workspace however many such files the run left. Past
-	// maxSharedIndexes (git keeps one in use, and a few old ones until it
-	// expires them), reading each costs more than that walk.
+	split := len(shared) > 0
+	// An index this reader cannot read may still be one git reads, and
+	// past maxSharedIndexes (git keeps one in use, and a few old ones
+	// until it expires them) reading each costs more than a walk: every
+	// .git below the top is then a candidate, whatever its age, found by
+	// one walk of the workspace however many such files the run left.
 	walk := len(shared) > maxSharedIndexes
 	if walk {
 		shared = nil
 	}
-	for _, f := range append([]string{index}, shared...) {
-		if fi, err := g.lstat(f); err == nil && !ctimeOf(fi).before(g.start) {
-			var links []string
-			err := errors.New("not a regular file")
-			if idx := g.openIndex(f); idx != nil {
-				links, err = scanGitlinks(io.LimitReader(idx, maxGitIndex), g.objFmt)
-				idx.Close()
-			}
-			if err != nil {
+	added := map[string]bool{}
+	addAll := tampered || split
+	for i, f := range append([]string{index}, shared...) {
+		fi, err := g.lstat(f)
+		if err != nil {
+			if i > 0 || !errors.Is(err, fs.ErrNotExist) {
 				walk = true
-				continue
 			}
-			paths = append(paths, links...)
-			// A split index's file holds only what changed since its
-			// shared one: a gitlink missing from the start's is not
-			// known to be new.
-			if haveBefore && len(shared) == 0 && !walk {
-				for _, p := range links {
-					if !before[p] {
-						added[p] = true
-					}
-				}
+			continue
+		}
+		if i == 0 && ctimeOf(fi).before(g.start) && !split {
+			continue // the start's: its gitlinks are before's
+		}
+		var links []string
+		err = errors.New("not a regular file")
+		if idx := g.openIndex(f); idx != nil {
+			links, err = scanGitlinks(io.LimitReader(idx, maxGitIndex), g.objFmt)
+			idx.Close()
+		}
+		if err != nil {
+			walk = true
+			continue
+		}
+		paths = append(paths, links...)
+		for _, p := range links {
+			if addAll || known && !before[p] {
+				added[p] = true
 			}
 		}
 	}
+	if addAll {
+		for p := range before {
+			added[p] = true
+		}
+	}
 	if walk {
-		paths = append(paths, g.dotGitsSince()...)
+		for _, p := range g.dotGitsSince(true) {
+			paths = append(paths, p)
+			added[p] = true
+		}
 	}
 	var out []string
 	for _, p := range paths {
@@ -843,17 +880,17 @@ func (g *Guard) newGitlinks(common string) []string {
 }
 
 // maxSharedIndexes bounds the split index files newGitlinks reads.
-const maxSharedIndexes = 8
+const maxSharedIndexes = 16
 
 // testHookDotGitsSince, when set (by tests), runs at each dotGitsSince.
 var testHookDotGitsSince func()
 
 // dotGitsSince lists the directories below the workspace's top that
-// hold a .git made or changed since the run started: the fallback when
-// the index cannot be read for its gitlinks. It walks the whole
-// workspace, which only a run that left an index this package cannot
-// read pays for.
-func (g *Guard) dotGitsSince() []string {
+// hold a .git made or changed since the run started, or, with all, any
+// .git: the fallback when the index cannot be read for its gitlinks. It
+// walks the whole workspace, which only a run that left an index this
+// package cannot read pays for.
+func (g *Guard) dotGitsSince(all bool) []string {
 	if testHookDotGitsSince != nil {
 		testHookDotGitsSince()
 	}
@@ -879,7 +916,7 @@ func (g *Guard) dotGitsSince() []string {
 				}
 				continue
 			}
-			if fi, err := g.lstat(p); err == nil && (!ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start, g.lstat)) {
+			if fi, err := g.lstat(p); err == nil && (all || !ctimeOf(fi).before(g.start) || fi.IsDir() && changedInside(p, g.start, g.lstat)) {
 				out = append(out, rel)
 			}
 		}

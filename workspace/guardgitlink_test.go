@@ -33,6 +33,29 @@ func TestGitlinkAcrossRuns(t *testing.T) {
 	addLink := func(t *testing.T, ws string) {
 		git(t, ws, "update-index", "--add", "--cacheinfo", "160000,"+oid+",sub")
 	}
+	// The gitlink added by writing the index in place, as git never
+	// does: the held index is then no longer the start's.
+	inPlace := func(t *testing.T, ws string) {
+		tmp := filepath.Join(t.TempDir(), "index")
+		b, _ := os.ReadFile(filepath.Join(ws, ".git/index"))
+		os.WriteFile(tmp, b, 0o644)
+		cmd := exec.Command("git", "update-index", "--add", "--cacheinfo", "160000,"+oid+",sub")
+		cmd.Dir, cmd.Env = ws, append(os.Environ(), "GIT_INDEX_FILE="+tmp)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git update-index: %v: %s", err, out)
+		}
+		b, _ = os.ReadFile(tmp)
+		f, err := os.OpenFile(filepath.Join(ws, ".git/index"), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(b)
+		f.Close()
+	}
+	split := func(t *testing.T, ws string) {
+		nested(t, ws)
+		git(t, ws, "update-index", "--split-index")
+	}
 	for _, tc := range []struct {
 		name           string
 		before, during func(*testing.T, string)
@@ -40,7 +63,10 @@ func TestGitlinkAcrossRuns(t *testing.T) {
 	}{
 		{"repository before, gitlink during", nested, addLink, true},
 		{"gitlink before, repository during", addLink, nested, true},
+		{"repository before, gitlink written in place", nested, inPlace, true},
+		{"split index, gitlink during", split, addLink, true},
 		{"repository before, nothing during (control)", nested, func(*testing.T, string) {}, false},
+		{"split index, nothing during (control)", split, func(*testing.T, string) {}, false},
 		{"repository before, another file staged (control)", nested, func(t *testing.T, ws string) {
 			os.WriteFile(filepath.Join(ws, "f"), nil, 0o644)
 			git(t, ws, "add", "f")
