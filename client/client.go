@@ -34,6 +34,7 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	unix  bool
 	// OnApproval, when set, is told of each pending approval a command
 	// run by Exec or Interactive waits for (Event.Approval). Set it
 	// before the first call.
@@ -89,8 +90,14 @@ func Unix(path string) *Client {
 		},
 		MaxIdleConnsPerHost: 16,
 	}
-	return &Client{base: "http://moat", http: &http.Client{Transport: tr}}
+	return &Client{base: "http://moat", http: &http.Client{Transport: tr}, unix: true}
 }
+
+// Direct reports whether the client talks to the daemon on its unix
+// socket, with no proxy between them that could hold back a request's
+// body until it ends (nginx does by default), as an Interactive exec's
+// stays open while its command runs.
+func (c *Client) Direct() bool { return c.unix }
 
 // TCP returns a client of the daemon at addr (host:port, or a URL's
 // http://host:port or https://host:port, a TLS proxy's, before it),

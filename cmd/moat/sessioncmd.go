@@ -294,39 +294,56 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// sends it (a test runner's trap, a server's clean stop); a second
 	// one ends the request, and the daemon kills the command with it:
 	// moat exec then exits as the signal would have ended it (128+N).
+	// Over TCP, where a proxy may hold an open request body back, only
+	// -i sends an interactive exec: without it the first signal ends the
+	// request.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	x, err := c.Interactive(ctx, rest[0], req, stdout, stderr)
-	if err != nil {
-		return apiFail(stderr, "exec", err, "")
-	}
-	if *input {
-		go relayStdin(x, stdin)
-	} else {
-		x.CloseStdin()
+	var x *client.Interactive
+	var done <-chan struct{}
+	var rep *client.ExitReport
+	var err error
+	if *input || c.Direct() {
+		if x, err = c.Interactive(ctx, rest[0], req, stdout, stderr); err != nil {
+			return apiFail(stderr, "exec", err, "")
+		}
+		if *input {
+			go relayStdin(x, stdin)
+		} else {
+			x.CloseStdin()
+		}
+		done = x.Done()
 	}
 	var forced atomic.Value
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
 		forwarded := false
 		for {
 			select {
 			case s := <-sigs:
-				if !forwarded && x.Signal(sandbox.SignalName(s.(syscall.Signal))) == nil {
+				if x != nil && !forwarded && x.Signal(sandbox.SignalName(s.(syscall.Signal))) == nil {
 					forwarded = true
 					continue
 				}
 				forced.Store(s)
 				cancel()
 				return
-			case <-x.Done():
+			case <-done:
+				return
+			case <-stopped:
 				return
 			}
 		}
 	}()
-	rep, err := x.Wait()
+	if x != nil {
+		rep, err = x.Wait()
+	} else {
+		rep, err = c.Exec(ctx, rest[0], req, stdout, stderr)
+	}
 	if err != nil {
 		if s, ok := forced.Load().(syscall.Signal); ok {
 			fmt.Fprintf(stderr, "moat exec: %s: the command was stopped\n", sandbox.SignalName(s))
