@@ -4,8 +4,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,5 +69,35 @@ func TestExecForwardsSignals(t *testing.T) {
 				t.Errorf("exit %d, output %q, stderr %q; want %d and %q", got, stdout.String(), stderr.String(), tc.code, tc.out)
 			}
 		})
+	}
+}
+
+// TestExecOverTCP: over TCP moat exec sends a plain exec (a proxy in
+// front may hold back a request body that stays open), and -i an
+// interactive one: both run, with the command's status.
+func TestExecOverTCP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	sum := sha256.Sum256([]byte("tcp-test-token"))
+	os.WriteFile(tokens, []byte("alice sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600)
+	startServe(t, "--listen", addr, "--tokens", tokens)
+	t.Setenv("MOAT_HOST", "http://"+addr)
+	t.Setenv("MOAT_TOKEN", "tcp-test-token")
+	dir := t.TempDir()
+	code, out, errs := moat(t, dir, "session", "create", "--temp")
+	if code != 0 {
+		t.Fatalf("session create over TCP: %d %q", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	if code, out, errs := moat(t, dir, "exec", id, "--", "sh", "-c", "echo plain; exit 3"); code != 3 || out != "plain\n" {
+		t.Errorf("exec over TCP: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := moat(t, dir, "exec", "-i", id, "--", "sh", "-c", "cat; exit 4"); code != 4 || out != "" {
+		t.Errorf("exec -i over TCP: %d %q %q", code, out, errs)
 	}
 }
