@@ -266,18 +266,9 @@ func liveDaemonSockets(c Caller) ([]liveSocket, error) {
 // caller's pending approvals and, as the daemon's own user, make a
 // session of any policy and run in it, out of this sandbox.
 func checkDaemonSockets(p *policy.Policy, socks []liveSocket) error {
-	shown := append([]string{p.Workspace.Path}, p.Filesystem.ReadOnly...)
-	shown = append(shown, p.Filesystem.ReadWrite...)
 	for _, s := range socks {
-		for _, path := range []string{s.clean, s.real} {
-			if underPaths(path, p.Filesystem.Deny) {
-				continue
-			}
-			for _, v := range shown {
-				if underPaths(path, []string{v}) {
-					return fmt.Errorf("the moat daemon's socket %s is under %s, which the command would see: it could drive the daemon through it as you (answer your pending approvals, make a session of another policy); list narrower paths, or add %q to filesystem.deny", s.path, v, s.path)
-				}
-			}
+		if v := shownAt(p, s.clean, s.real); v != "" {
+			return fmt.Errorf("the moat daemon's socket %s is under %s, which the command would see: it could drive the daemon through it as you (answer your pending approvals, make a session of another policy); list narrower paths, or add %q to filesystem.deny", s.path, v, s.path)
 		}
 	}
 	return nil
@@ -288,23 +279,32 @@ func checkDaemonSockets(p *policy.Policy, socks []liveSocket) error {
 // hidden by a denied one): it could read the value the placeholder
 // stands for, and send it anywhere the allowlist lets it. A policy's
 // relative "file:" lands beside the policy, in the workspace when that
-// is .moat.toml.
+// is .moat.toml. Both the path as written and where its links lead must
+// be out of view.
 func checkSecretFileHidden(p *policy.Policy, file string) error {
+	if v := shownAt(p, filepath.Clean(file), realPath(file)); v != "" {
+		return fmt.Errorf("%w: the secret's file %s is under %s, which the command would see and could read the value from; keep the file outside what the sandbox shows, or add %q to filesystem.deny", ErrRefused, file, v, file)
+	}
+	return nil
+}
+
+// shownAt returns the visible tree (the workspace, a read-only or a
+// writable path) that one of paths is under and no denied path hides,
+// or "" when the command sees none of them.
+func shownAt(p *policy.Policy, paths ...string) string {
 	shown := append([]string{p.Workspace.Path}, p.Filesystem.ReadOnly...)
 	shown = append(shown, p.Filesystem.ReadWrite...)
-	// Both the path as written and where its links lead: each must be
-	// out of view.
-	for _, path := range []string{filepath.Clean(file), realPath(file)} {
+	for _, path := range paths {
 		if underPaths(path, p.Filesystem.Deny) {
 			continue
 		}
 		for _, v := range shown {
 			if underPaths(path, []string{v}) {
-				return fmt.Errorf("%w: the secret's file %s is under %s, which the command would see and could read the value from; keep the file outside what the sandbox shows, or add %q to filesystem.deny", ErrRefused, file, v, file)
+				return v
 			}
 		}
 	}
-	return nil
+	return ""
 }
 
 // underPaths says whether path is at or below one of dirs, as written or

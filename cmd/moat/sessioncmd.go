@@ -303,7 +303,6 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	var x *client.Interactive
-	var done <-chan struct{}
 	var rep *client.ExitReport
 	var err error
 	if *input || c.Direct() {
@@ -315,8 +314,8 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		} else {
 			x.CloseStdin()
 		}
-		done = x.Done()
 	}
+	// The relay below ends with cmdExec (stopped).
 	var forced atomic.Value
 	stopped := make(chan struct{})
 	defer close(stopped)
@@ -331,8 +330,6 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				}
 				forced.Store(s)
 				cancel()
-				return
-			case <-done:
 				return
 			case <-stopped:
 				return
