@@ -15,6 +15,7 @@ import (
 
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/daemonrec"
+	"github.com/moatbox/moat/workspace"
 )
 
 // Find returns the pids of host processes whose command line (arguments
@@ -154,7 +155,10 @@ func RunWithStateDir(m interface{ Run() int }) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	// RemoveTree, not os.RemoveAll: a change set kept for review holds what
+	// a command made, such as a directory it left mode 0, which an
+	// ordinary user's os.RemoveAll cannot descend into.
+	defer workspace.RemoveTree(dir)
 	os.Setenv("MOAT_STATE_DIR", dir)
 	// And the root daemons' public records of their sockets, in this
 	// process, are not the machine's either.
