@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -180,9 +181,11 @@ func (e *sandboxEngine) SpendRequest(host string) error { return e.s.SpendReques
 // fetchScrubber is an Engine that keeps secrets out of what the daemon
 // fetches for its session (Session.Fetch).
 type fetchScrubber interface {
+	CheckFetchURL(u *url.URL) error
 	ScrubFetched(r *egress.FetchResult) error
 }
 
+func (e *sandboxEngine) CheckFetchURL(u *url.URL) error           { return e.s.CheckFetchURL(u) }
 func (e *sandboxEngine) ScrubFetched(r *egress.FetchResult) error { return e.s.ScrubFetched(r) }
 func (e *sandboxEngine) SpendNetwork(n int64)                     { e.s.SpendNetwork(n) }
 

@@ -48,6 +48,17 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	}
 	pol := s.Policy()
 	host := strings.ToLower(u.Hostname())
+	// A secret's placeholder in the URL is an attempt to send it where
+	// the proxy would not (a fetch adds no secret): refused, and audited
+	// as the proxy's refusal of the same request is.
+	if sc, ok := s.eng.(fetchScrubber); ok {
+		if err := sc.CheckFetchURL(u); err != nil {
+			why := err.(*egress.FetchError).Reason
+			s.recordDecision(audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: s.ID, At: "fetch",
+				Command: []string{"FETCH", rawURL}, Verdict: string(harness.Deny), Reason: why, Rule: "secret placeholder", Outcome: "denied"})
+			return nil, fmt.Errorf("%w: %s", sandbox.ErrDenied, why)
+		}
+	}
 	if why := networkRefuses(pol, host, port); why != "" {
 		// The fetch is a request of the session's: what its [network]
 		// refuses its commands, it refuses the fetch, and the host rules

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -291,4 +292,28 @@ func (s *Secrets) ScrubFetched(r *FetchResult) error {
 	s.scrubHeader(r.Header)
 	r.Body = []byte(s.scrub(string(r.Body)))
 	return nil
+}
+
+// CheckFetchURL refuses a fetch of u (Fetcher.Fetch, made on the host)
+// that carries a secret's placeholder anywhere: in the host name, the
+// user information, the path or the query, as sent or percent-decoded.
+// A fetch never adds a secret, so the placeholder would go out as it is,
+// to a host that may not be the secret's: as for the proxy, that is
+// refused, and the caller audits it. nil when u carries none.
+func (s *Secrets) CheckFetchURL(u *url.URL) error {
+	if s == nil {
+		return nil
+	}
+	c := s.leakFold(u.Hostname())
+	if c == nil {
+		c = s.leakInUserinfo(u)
+	}
+	if c == nil {
+		c = s.leakInURL(u)
+	}
+	if c == nil {
+		return nil
+	}
+	return &FetchError{Reason: fmt.Sprintf("the URL carries the placeholder of secret %s; a fetch never adds secrets, so it would send the placeholder as it is: "+
+		"make the request from a command in the sandbox, whose proxy adds the secret on requests to %s", c.Name, strings.Join(c.Hosts, ", "))}
 }

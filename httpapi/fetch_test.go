@@ -181,3 +181,52 @@ func TestFetchScrubsSecrets(t *testing.T) {
 		t.Errorf("the value is not replaced by its placeholder: %q", r.Body)
 	}
 }
+
+// TestFetchRefusesPlaceholders: a fetch never adds a secret, so a URL
+// that carries a session's placeholder (in the path, the query, percent-
+// encoded, in the host name) would send it as it is, to any host the
+// session may fetch: each is refused (denied, naming the secret) and
+// audited, as the proxy refuses its commands' requests that carry one.
+// Before, the fetch went out (tried). The control: the same URLs
+// without the placeholder are fetched.
+func TestFetchRefusesPlaceholders(t *testing.T) {
+	port, fetcher := fetchServer(t)
+	t.Setenv("MOAT_TEST_FETCH_SECRET", fetchSecret)
+	d := startDaemon(t, daemon.Config{Fetcher: fetcher}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: fetchNet + "[[secrets]]\nname = \"T\"\nsource = \"env:MOAT_TEST_FETCH_SECRET\"\nhosts = [\"api.test\"]\n"})
+	out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "printf %s \"$T\""}})
+	if !strings.HasPrefix(out, egress.PlaceholderPrefix) {
+		t.Fatalf("the session's $T is %q, not a placeholder", out)
+	}
+	ph := out
+	for _, u := range []string{
+		fmt.Sprintf("https://denied.test:%d/ok?k=%s", port, ph),
+		fmt.Sprintf("https://api.test:%d/%s", port, ph),
+		fmt.Sprintf("https://api.test:%d/ok?k=%s", port, strings.ReplaceAll(ph, "-", "%2D")),
+		fmt.Sprintf("https://%s.api.test:%d/ok", ph, port),
+	} {
+		_, err := d.c.Fetch(context.Background(), s.ID, u)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != client.CodeDenied || !strings.Contains(ae.Message, "placeholder of secret T") {
+			t.Errorf("fetch of %s: %v, want %s naming the secret", u, err, client.CodeDenied)
+		}
+		if ae != nil && strings.Contains(ae.Message, fetchSecret) {
+			t.Errorf("the refusal shows the value: %s", ae.Message)
+		}
+		ok := strings.ReplaceAll(strings.ReplaceAll(u, ph+".", ""), strings.ReplaceAll(ph, "-", "%2D"), "x")
+		ok = strings.ReplaceAll(strings.ReplaceAll(ok, ph, "ok"), "denied.test", "api.test")
+		if r, err := d.c.Fetch(context.Background(), s.ID, ok); err != nil {
+			t.Errorf("control: fetch of %s: %v %+v", ok, err, r)
+		}
+	}
+	var denied int
+	d.c.Events(context.Background(), s.ID, 0, false, func(ev *client.AuditEvent) error {
+		if strings.Contains(string(ev.Record), `"rule":"secret placeholder"`) && strings.Contains(string(ev.Record), `"at":"fetch"`) {
+			denied++
+		}
+		return nil
+	})
+	if denied != 4 {
+		t.Errorf("%d refusals in the session's events, want 4", denied)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,6 +316,16 @@ func (rs *runSecrets) apply(spec *backend.Spec) error {
 	}
 	spec.Env = env
 	return nil
+}
+
+// CheckFetchURL refuses a fetch of u the caller would make for the
+// session on the host that carries one of its secrets' placeholders
+// (egress.Secrets.CheckFetchURL); nil without secrets.
+func (s *Session) CheckFetchURL(u *url.URL) error {
+	if s.secrets == nil || s.secrets.set == nil {
+		return nil
+	}
+	return s.secrets.set.CheckFetchURL(u)
 }
 
 // ScrubFetched puts each of the session's secrets' placeholder in place of
