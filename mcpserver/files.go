@@ -352,6 +352,12 @@ func (s *server) editFile(ctx context.Context, req *mcp.CallToolRequest, in edit
 	if err != nil {
 		return errorResult(err.Error()), nil, nil
 	}
+	// What read_file refuses to show, edit_file refuses to change: an
+	// edit of a file the agent cannot have read is a guess, and a
+	// replacement in binary data breaks it silently.
+	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		return errorResult(fmt.Sprintf("%s is not a text file (%d bytes); nothing changed. Change it with run_command", rel, len(b))), nil, nil
+	}
 	text := string(b)
 	n := strings.Count(text, in.OldString)
 	switch {

@@ -283,6 +283,12 @@ func TestFiles(t *testing.T) {
 			e.ok(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "three", "new_string": "3"}, "replaced 1")
 			e.ok(t, "edit_file", map[string]any{"path": "dir/f.txt", "old_string": "two", "new_string": "2", "replace_all": true}, "replaced 2")
 			e.ok(t, "read_file", map[string]any{"path": "dir/f.txt"}, "one\n", "\t2\n", "\t3\n")
+			// What read_file refuses as binary, edit_file refuses to change
+			// (it replaced bytes in it before); the file stays as it was.
+			e.ok(t, "run_command", map[string]any{"command": "printf 'ab\\000cd' > bin"}, "exit code: 0")
+			e.fails(t, "read_file", map[string]any{"path": "bin"}, "not a text file")
+			e.fails(t, "edit_file", map[string]any{"path": "bin", "old_string": "cd", "new_string": "xy"}, "not a text file", "nothing changed")
+			e.ok(t, "run_command", map[string]any{"command": "od -c bin"}, "a   b  \\0   c   d")
 			// Commands see what the tools wrote, whatever the mode.
 			e.ok(t, "run_command", map[string]any{"command": "cat dir/f.txt"}, "one\n2\n3\n2\n")
 			e.ok(t, "list_files", map[string]any{}, "dir/")
