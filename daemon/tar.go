@@ -34,7 +34,9 @@ const MaxTarEntries = 10000
 // MaxTarDepth bounds how deep a download descends: the walk holds one
 // open directory per level, and a chain of directories a command made as
 // deep as MaxTarEntries would otherwise hold that many of the daemon's
-// file descriptors, which all its sessions share, for one request.
+// file descriptors, which all its sessions share, for one request. An
+// upload refuses an entry deeper than that below the workspace's top, so
+// that what it writes can be downloaded back.
 const MaxTarDepth = 256
 
 // MaxTenantUploads bounds the tar uploads one tenant may have under way at
@@ -110,6 +112,9 @@ func (s *Session) checkTarEntry(dir string, h *tar.Header) (*tarEntry, error) {
 		return nil, bad("set-id or unknown mode bits")
 	}
 	rel := joinRel(dir, path.Clean(name))
+	if strings.Count(rel, "/")+1 > MaxTarDepth {
+		return nil, fmt.Errorf("%w: tar entry %q is over %d levels below the workspace's top, deeper than a download serves", ErrQuota, h.Name, MaxTarDepth)
+	}
 	e := &tarEntry{name: h.Name, rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
 	switch h.Typeflag {
 	case tar.TypeReg:

@@ -102,3 +102,28 @@ func TestTarDepthBounded(t *testing.T) {
 		t.Errorf("the download held %d more descriptors at once, want at most about %d", c.most-before, MaxTarDepth)
 	}
 }
+
+// TestUntarDepthBounded: an upload refuses an entry more than MaxTarDepth
+// levels below the workspace's top (ErrQuota, writing nothing), so that
+// what an upload writes a download serves back; it accepted any depth.
+// The positive control: an entry at MaxTarDepth levels is written, and
+// the workspace's top then downloads whole.
+func TestUntarDepthBounded(t *testing.T) {
+	ws := t.TempDir()
+	_, s := ownSession(t, ws)
+	ctx := t.Context()
+	deep := strings.Repeat("d/", MaxTarDepth) + "f"
+	if _, err := s.Untar(ctx, ".", linkTar(t, &tar.Header{Name: deep, Typeflag: tar.TypeReg, Mode: 0o644})); !errors.Is(err, ErrQuota) {
+		t.Errorf("an entry %d levels deep: %v, want ErrQuota", MaxTarDepth+1, err)
+	}
+	if _, err := os.Stat(ws + "/d"); err == nil {
+		t.Error("the refused upload wrote something")
+	}
+	ok := strings.Repeat("d/", MaxTarDepth-1) + "f"
+	if _, err := s.Untar(ctx, ".", linkTar(t, &tar.Header{Name: ok, Typeflag: tar.TypeReg, Mode: 0o644})); err != nil {
+		t.Fatalf("control: an entry %d levels deep: %v", MaxTarDepth, err)
+	}
+	if err := s.Tar(".", io.Discard); err != nil {
+		t.Errorf("control: the download of what was uploaded: %v", err)
+	}
+}
