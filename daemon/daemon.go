@@ -288,6 +288,9 @@ func New(cfg Config) (*Manager, error) {
 	reaped := m.reap()
 	for _, r := range reaped {
 		m.Reaped = append(m.Reaped, r.ID)
+		// Its tenant, asking about it, is told it ended (gone), not
+		// that it was never there.
+		m.remember(r.ID, endedSession{tenant: r.Tenant, reason: "its daemon stopped; this daemon reaped it when it started", at: time.Now()})
 	}
 	m.auditStart(unclean, prevPID, reaped)
 	m.loadReviews()
@@ -399,6 +402,13 @@ func (m *Manager) noteEnded(s *Session, reason string) {
 	if !s.ready {
 		return // never served: nobody can ask about it
 	}
+	m.remember(s.ID, endedSession{tenant: s.Tenant.ID, reason: reason, at: time.Now()})
+}
+
+// remember keeps e as what Get tells of the ended session id, forgetting
+// the oldest past maxEndedSessions; under mu, or before the daemon
+// serves.
+func (m *Manager) remember(id string, e endedSession) {
 	if m.ended == nil {
 		m.ended = map[string]endedSession{}
 	}
@@ -406,8 +416,8 @@ func (m *Manager) noteEnded(s *Session, reason string) {
 		delete(m.ended, m.endedOrder[0])
 		m.endedOrder = m.endedOrder[1:]
 	}
-	m.ended[s.ID] = endedSession{tenant: s.Tenant.ID, reason: reason, at: time.Now()}
-	m.endedOrder = append(m.endedOrder, s.ID)
+	m.ended[id] = e
+	m.endedOrder = append(m.endedOrder, id)
 }
 
 // Delete ends the tenant's session id: its commands are killed, its

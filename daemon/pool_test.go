@@ -284,3 +284,37 @@ func TestTemplateQuotas(t *testing.T) {
 	}
 	m.Shutdown(context.Background())
 }
+
+// TestReapedSessionGone: a session a new daemon reaped is ended to its
+// tenant (ErrEnded, saying why), as one that ended under the same daemon
+// is; it answered not found. Another tenant still learns nothing of it
+// (ErrNotFound), nor does anyone of an id never made.
+func TestReapedSessionGone(t *testing.T) {
+	state := t.TempDir()
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, other := TokenTenant("a"), TokenTenant("b")
+	s, err := m.Create(context.Background(), owner, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(m.stop)
+	m.ticker.Wait()
+	m.lock.Close()
+	m2, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Shutdown(context.Background())
+	if _, err := m2.Get(owner, s.ID); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "reaped") {
+		t.Errorf("its tenant's get of the reaped session: %v, want ErrEnded saying it was reaped", err)
+	}
+	if _, err := m2.Get(other, s.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another tenant's get: %v, want ErrNotFound", err)
+	}
+	if _, err := m2.Get(owner, "0123456789ab"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("control: an id never made: %v, want ErrNotFound", err)
+	}
+}
