@@ -49,7 +49,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	id := c.id
 	runscCmd := func(args ...string) *exec.Cmd { return c.cmd(logPath, args...) }
 
-	cmd := runscCmd("run", "--bundle", c.bdir, id)
+	// runsc writes the pid file once it has made the sandbox: a run that
+	// ends without one never started the command, whatever its status
+	// (a binary that is not runsc, named by [sandbox] runsc or
+	// $MOAT_RUNSC, exits 0 having done nothing).
+	pidFile := filepath.Join(c.dir, "runsc.pid")
+	cmd := runscCmd("run", "--pid-file", pidFile, "--bundle", c.bdir, id)
 	var outN atomic.Int64
 	var once sync.Once
 	var cause backend.Cause
@@ -175,6 +180,11 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	if code == 128 && cause == "" {
 		if err := runscFailure(logPath); err != nil {
 			return nil, err
+		}
+	}
+	if cause == "" {
+		if b, err := os.ReadFile(pidFile); err != nil || len(bytes.TrimSpace(b)) == 0 {
+			return nil, &backend.InitError{Stage: "runsc", Err: fmt.Errorf("%s exited %d without starting the sandbox (it wrote no --pid-file): is it gVisor's runsc? Name runsc with [sandbox] runsc or $MOAT_RUNSC, or build it with scripts/runsc.sh", c.exe, code)}
 		}
 	}
 	st.ExitCode, st.Cause = code, backend.CauseExit

@@ -367,8 +367,15 @@ func TestDoctor(t *testing.T) {
 		fake := filepath.Join(t.TempDir(), "runsc")
 		os.WriteFile(fake, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 		t.Setenv("MOAT_RUNSC", fake)
-		if _, out, _ := moat(t, t.TempDir(), "doctor"); !regexp.MustCompile(`(?m)^no +gvisor isolation .*is it runsc\?`).MatchString(out) {
+		if _, out, _ := moat(t, t.TempDir(), "doctor"); !regexp.MustCompile(`(?m)^no +gvisor isolation .*is it (gVisor.s )?runsc\?`).MatchString(out) {
 			t.Errorf("doctor with a runsc that runs nothing:\n%s", out)
+		}
+		// A run under it fails (125, saying so) rather than reporting the
+		// command's success: it exited 0, and no command ran (tried).
+		pol := filepath.Join(t.TempDir(), "p.toml")
+		os.WriteFile(pol, []byte("[harness]\nbuiltin = []\n"), 0o644)
+		if code, _, errOut := moat(t, t.TempDir(), "run", "--isolation", "gvisor", "--policy", pol, "--read-only", "--", "true"); code != 125 || !strings.Contains(errOut, "without starting the sandbox") {
+			t.Errorf("a run under a runsc that runs nothing: exit %d, %s", code, errOut)
 		}
 	}
 	// The process limit holds for every caller, and doctor says by what.
