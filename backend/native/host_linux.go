@@ -247,7 +247,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// come from the rusage of what init reaped. Only where concurrent runs
 	// need it (see OneAtATime) does a run without limits get a cgroup v2
 	// directory without controllers, which costs no migration.
-	cg, err := runCgroup(spec, b.OneAtATime)
+	cg, err := runCgroup(spec, b.OneAtATime, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -471,12 +471,21 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 type setsidNoticer = func(pid int) (after func())
 
 // runCgroup makes the cgroup of a run or session, or returns nil when it
-// needs none.
-func runCgroup(spec *backend.Spec, oneAtATime bool) (*cgroup.Cgroup, error) {
+// needs none. spare is added to its processes limit: a session's init
+// counts there too, with threads of its own, and until it is ready it
+// may hold up to initSpareTasks of them besides the commands' share
+// (as setRlimits gives it where RLIMIT_NPROC is the limit); its host
+// lowers the limit to what init holds then (spareInitTasks). Without
+// the spare a low limit ended init before it served (the Go runtime
+// cannot make a thread).
+func runCgroup(spec *backend.Spec, oneAtATime bool, spare int64) (*cgroup.Cgroup, error) {
 	lim := spec.Limits
 	cgPids := lim.Pids
 	if lim.PidsRlimit {
 		cgPids = 0 // init sets RLIMIT_NPROC instead
+	}
+	if cgPids > 0 {
+		cgPids += spare
 	}
 	if lim.MemoryBytes > 0 || cgPids > 0 || lim.CPUs > 0 {
 		// Cgroups a SIGKILLed moat could not remove are swept first (only

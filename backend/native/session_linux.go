@@ -68,7 +68,7 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 
 	// A session always has a cgroup where this caller can make one: it
 	// is what Stats reads, and sessions overlap (see OneAtATime).
-	cg, err := runCgroup(&sp, false)
+	cg, err := runCgroup(&sp, false, initSpareTasks)
 	if err != nil {
 		return nil, err
 	}
@@ -238,8 +238,15 @@ func (r *run) spareInitTasks(lim backend.Limits) error {
 		if r.cg == nil {
 			return nil
 		}
-		if st, err := r.cg.Stats(); err == nil && st.PidsCurrent > 0 {
-			r.cg.SetPids(lim.Pids + st.PidsCurrent)
+		// The cgroup was made with initSpareTasks more (runCgroup): a
+		// limit not lowered here would hold that many more processes than
+		// asked, so failing to lower it fails the session.
+		st, err := r.cg.Stats()
+		if err == nil {
+			err = r.cg.SetPids(lim.Pids + max(st.PidsCurrent, 1))
+		}
+		if err != nil {
+			return fmt.Errorf("set the sandbox's processes limit: %w", err)
 		}
 		return nil
 	}
