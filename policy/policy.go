@@ -181,7 +181,7 @@ type Limits struct {
 	// CPU is the CPU time of each process (RLIMIT_CPU). Default 5m.
 	CPU Duration `toml:"cpu" json:"cpu"`
 	// OpenFiles is the maximum number of open files per process
-	// (RLIMIT_NOFILE). Default 4096; at most 1<<20.
+	// (RLIMIT_NOFILE). Default 4096; at least 32, at most 1<<20.
 	OpenFiles int64 `toml:"open_files" json:"open_files"`
 	// FileSize is the largest file a process may write (RLIMIT_FSIZE).
 	// Default 1GiB.

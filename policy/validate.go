@@ -14,7 +14,13 @@ import (
 // Bounds on limits: values beyond them are mistakes, not policies.
 const (
 	maxOpenFiles = 1 << 20 // the kernel's default fs.nr_open
+	// minOpenFiles: moat's init is held to the limit it sets, and needs
+	// descriptors of its own to build the sandbox (a Landlock ruleset)
+	// and, in a session, to start each command beside those running.
+	minOpenFiles = 32
 	maxPids      = 1 << 22 // PID_MAX_LIMIT on 64-bit Linux
+	// minPids: below it, the sandbox's init cannot start the command.
+	minPids = 2
 	maxCPUs      = 1024
 	minMemory    = MiB // below this a cgroup kills the command before it starts
 	minDisk      = MiB
@@ -183,12 +189,16 @@ func (p *Policy) validateLimits(l *errorList) {
 	nonNegative("limits.cpu", int64(lim.CPU))
 	if nonNegative("limits.open_files", lim.OpenFiles) && lim.OpenFiles > maxOpenFiles {
 		l.add("limits.open_files", fmt.Sprintf("%d is too many (max %d)", lim.OpenFiles, maxOpenFiles))
+	} else if lim.OpenFiles > 0 && lim.OpenFiles < minOpenFiles {
+		l.add("limits.open_files", fmt.Sprintf("%d is too few (min %d): moat's init, held to the same limit, needs descriptors of its own to set up the sandbox and start commands", lim.OpenFiles, minOpenFiles))
 	}
 	nonNegative("limits.file_size", int64(lim.FileSize))
 	nonNegative("limits.output", int64(lim.Output))
 	minSize("limits.memory", lim.Memory, minMemory)
 	if nonNegative("limits.pids", lim.Pids) && lim.Pids > maxPids {
 		l.add("limits.pids", fmt.Sprintf("%d is too many (max %d)", lim.Pids, maxPids))
+	} else if lim.Pids > 0 && lim.Pids < minPids {
+		l.add("limits.pids", fmt.Sprintf("%d is too few (min %d): the sandbox's init counts too", lim.Pids, minPids))
 	}
 	switch {
 	case math.IsNaN(lim.CPUs) || math.IsInf(lim.CPUs, 0):
