@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
@@ -32,18 +33,32 @@ func seccompProfiles(p *policy.Policy) (profiles []*seccomp.Profile, atExec bool
 	}
 	data, err := p.ReadFile(name)
 	if err != nil {
-		return nil, false, fmt.Errorf("read seccomp profile: %w", err)
+		return nil, false, profileError(p, name, fmt.Errorf("read the seccomp profile: %w", err))
 	}
 	custom, err := seccomp.LoadDocker(name, data)
 	if err != nil {
-		return nil, false, err
+		return nil, false, profileError(p, name, err)
 	}
 	refused, err := seccomp.StartRefusals(custom, seccomp.NativeArch())
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", name, err)
+		return nil, false, profileError(p, name, err)
 	}
 	if len(refused) > 0 {
-		return nil, false, fmt.Errorf("%s: %w", name, seccomp.StartError(refused))
+		return nil, false, profileError(p, name, seccomp.StartError(refused))
 	}
 	return []*seccomp.Profile{custom, seccomp.Floor()}, true, nil
+}
+
+// profileError is a problem with the seccomp profile file name, as an
+// error of the policy's syscalls.profile (located at its file and line,
+// or at --seccomp), with each of the file's own problems on a line of its
+// own below it.
+func profileError(p *policy.Policy, name string, err error) error {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if l = strings.TrimPrefix(l, name+": "); l != "" {
+			lines = append(lines, "  "+l)
+		}
+	}
+	return p.FieldError("syscalls.profile", name+":\n"+strings.Join(lines, "\n"))
 }

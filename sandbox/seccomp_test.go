@@ -188,7 +188,10 @@ print("ptrace", ctypes.get_errno() if rc != 0 else "ESCAPED")
 }
 
 // TestMalformedProfilesRefused: a bad profile stops the run before the
-// command starts, with the file and the position in the error.
+// command starts, with the file and the position in the error, as an
+// error of the policy's syscalls.profile with one problem a line (they
+// were joined by a newline moat's output escaped, and named no policy
+// field).
 func TestMalformedProfilesRefused(t *testing.T) {
 	cases := []struct {
 		name, src string
@@ -209,8 +212,10 @@ func TestMalformedProfilesRefused(t *testing.T) {
 			path := writeProfile(t, c.src)
 			ws := t.TempDir()
 			r := shWithProfile(t, ws, path, "echo SHOULD-NOT-RUN; touch ran")
-			if r.err == nil || !strings.Contains(r.err.Error(), path+c.want) {
-				t.Errorf("err %v, want it to contain %q", r.err, path+c.want)
+			// The policy's field, then the file's problems a line each.
+			want := "syscalls.profile: " + path + ":\n  " + strings.TrimPrefix(c.want, ": ")
+			if r.err == nil || !strings.Contains(r.err.Error(), want) {
+				t.Errorf("err %v, want it to contain %q", r.err, want)
 			}
 			if r.rep.ExitCode != 125 || strings.Contains(r.stdout, "SHOULD") {
 				t.Errorf("exit %d, stdout %q: the command ran", r.rep.ExitCode, r.stdout)
