@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -68,8 +69,17 @@ func TestCheckHook(t *testing.T) {
 	}
 	wantEvent(t, tp.event(t), ProtoSOCKS5, DecisionDeny, "test-check")
 
+	// A forwarded request's method-override headers reach the check, which
+	// decides by them too (harness: a rule on DELETE matches them).
+	tp.raw(t, fmt.Sprintf("GET http://allowed.test:%d/p HTTP/1.1\r\nHost: allowed.test:%d\r\nX-HTTP-Method-Override: DELETE\r\nX-Method-Override: PUT\r\nConnection: close\r\n\r\n", s.httpPort, s.httpPort))
+	tp.event(t)
+
 	mu.Lock()
 	defer mu.Unlock()
+	if len(asked) != 7 || strings.Join(asked[6].MethodOverrides, ",") != "DELETE,PUT" {
+		t.Errorf("the check of a request with method overrides was asked %+v", asked[len(asked)-1])
+	}
+	asked = asked[:6]
 	if len(asked) != 6 || asked[0].Method != http.MethodGet || asked[0].Path != "/p" || asked[2].Method != "" || asked[2].Path != "" {
 		t.Errorf("Check was asked %+v", asked)
 	}

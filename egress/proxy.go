@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"runtime/debug"
 	"strconv"
@@ -110,6 +111,24 @@ type Query struct {
 	Port   int
 	Method string
 	Path   string
+	// MethodOverrides are the values of a plain-HTTP request's
+	// method-override headers (MethodOverrides), which a server may read
+	// as its method.
+	MethodOverrides []string
+}
+
+// MethodOverrides are the headers with which many frameworks (Rails,
+// Laravel, Express's method-override, ASP.NET, Google's APIs) let a
+// request name another method than its own.
+var MethodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// methodOverrides returns the values h gives the MethodOverrides headers.
+func methodOverrides(h http.Header) []string {
+	var out []string
+	for _, name := range MethodOverrides {
+		out = append(out, h.Values(name)...)
+	}
+	return out
 }
 
 // check asks p.Check about a destination decide allowed, and fills in the

@@ -249,11 +249,6 @@ func (c *secret) pathOK(path string) bool {
 	return false
 }
 
-// methodOverrides are headers with which many frameworks (Rails, Laravel,
-// Express's method-override, ASP.NET, Google's APIs) let a request name
-// another method than its own.
-var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
-
 // overriddenMethod returns the value of a method-override header of req
 // that names a method outside the secret's methods, or "". A server that
 // honours the header would read a GET carrying "X-HTTP-Method-Override:
@@ -262,7 +257,7 @@ func (c *secret) overriddenMethod(h http.Header) string {
 	if len(c.Methods) == 0 {
 		return ""
 	}
-	for _, name := range methodOverrides {
+	for _, name := range MethodOverrides {
 		for _, v := range h.Values(name) {
 			if !containsFold(c.Methods, strings.TrimSpace(v)) {
 				return v

@@ -3,6 +3,7 @@ package harness
 import (
 	"net/url"
 	"path"
+	"strings"
 
 	"github.com/moatbox/moat/internal/netrule"
 	"github.com/moatbox/moat/policy"
@@ -18,6 +19,10 @@ type Request struct {
 	Port   int    `json:"port"`
 	Method string `json:"method,omitempty"`
 	Path   string `json:"path,omitempty"`
+	// MethodOverrides are the values of the request's method-override
+	// headers (X-HTTP-Method-Override and the like), which many servers
+	// read as the request's method.
+	MethodOverrides []string `json:"method_overrides,omitempty"`
 }
 
 // hostRule is a compiled host rule of the policy.
@@ -46,13 +51,43 @@ func (h *hostRule) match(q Request) bool {
 	if q.Method == "" {
 		return h.kind != Allow
 	}
-	if m.Method != "" && m.Method != q.Method {
+	if m.Method != "" && !h.matchMethod(q) {
 		return false
 	}
 	if m.Path != "" {
 		return h.matchPath(q.Path)
 	}
 	return true
+}
+
+// matchMethod matches a forwarded request's method against the rule's.
+// Servers read a method in any case ("post" is a POST to most
+// frameworks) and many honour a method-override header, so a rule that
+// refuses or asks matches either, without regard to case; an allow
+// matches the method as sent only, and only when no override names
+// another.
+func (h *hostRule) matchMethod(q Request) bool {
+	want := h.r.Match.Method
+	if h.kind == Allow {
+		if q.Method != want {
+			return false
+		}
+		for _, o := range q.MethodOverrides {
+			if !strings.EqualFold(strings.TrimSpace(o), want) {
+				return false
+			}
+		}
+		return true
+	}
+	if strings.EqualFold(q.Method, want) {
+		return true
+	}
+	for _, o := range q.MethodOverrides {
+		if strings.EqualFold(strings.TrimSpace(o), want) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchPath matches a forwarded request's path (as the client spelt it)

@@ -33,11 +33,23 @@ decision = "ask"
 		{Request{Host: "api.stripe.com", Port: 443}, Ask, "stripe-writes"}, // a tunnel: the method is unseen
 		{Request{Host: "api.stripe.com", Port: 80, Method: "POST", Path: "/v1/charges"}, Ask, "stripe-writes"},
 		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges"}, Allow, ""},
+		// A server reads "post" as POST, and a method-override header as
+		// the method: a rule that asks matches either (the lower-case
+		// method passed the rule, tried).
+		{Request{Host: "api.stripe.com", Port: 80, Method: "post", Path: "/v1/charges"}, Ask, "stripe-writes"},
+		{Request{Host: "api.stripe.com", Port: 80, Method: "Post", Path: "/v1/charges"}, Ask, "stripe-writes"},
+		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges", MethodOverrides: []string{" post"}}, Ask, "stripe-writes"},
+		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges", MethodOverrides: []string{"PATCH"}}, Allow, ""},
 		{Request{Host: "a.example.com", Port: 443}, Deny, "no-uploads"},
 		{Request{Host: "example.com", Port: 443}, Allow, ""},
 		{Request{Host: "a.example.com", Port: 80, Method: "PUT", Path: "/upload/x"}, Allow, ""},
 		{Request{Host: "docs.example.com", Port: 443}, Deny, "no-uploads"}, // the allow for GET does not open a tunnel
 		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/"}, Allow, "gets-fine"},
+		// An allow matches the method as sent, with no override naming
+		// another.
+		{Request{Host: "docs.example.com", Port: 80, Method: "get", Path: "/"}, Allow, ""},
+		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/", MethodOverrides: []string{"DELETE"}}, Allow, ""},
+		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/", MethodOverrides: []string{"get"}}, Allow, "gets-fine"},
 		{Request{Host: "api.openai.com", Port: 443}, Ask, "model"},
 		{Request{Host: "xapi.openai.com", Port: 443}, Allow, ""},
 	}
