@@ -22,8 +22,8 @@ func cmdApprovals(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	web := fs.Bool("web", false, "print a one-time login link to the daemon's approvals page instead")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "moat approvals: unexpected argument %q\n", fs.Arg(0))
@@ -87,8 +87,8 @@ func cmdApprove(args []string, stderr io.Writer) int {
 	ttl := fs.Duration("for", 0, "how long a prefix or session approval lasts (default 15m; at most 24h)")
 	name := fs.String("name", "", "who approves, recorded in the audit stream")
 	why := fs.String("reason", "", "why, recorded in the audit stream")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: moat approve [--scope once|prefix|session] [--for DURATION] ID")
@@ -128,8 +128,8 @@ func cmdDeny(args []string, stderr io.Writer) int {
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	name := fs.String("name", "", "who denies, recorded in the audit stream")
 	why := fs.String("reason", "", "why, recorded and shown to the agent")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: moat deny [--reason TEXT] ID")

@@ -66,8 +66,8 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the change sets as JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	infos, err := workspace.List()
 	if err != nil {
@@ -126,8 +126,8 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: moat diff [flags] [ID|SESSION]")
 		fs.PrintDefaults()
 	}
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 1 {
 		fs.Usage()
@@ -177,8 +177,8 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: moat apply [flags] [ID|SESSION] [PATHS...]")
 		fs.PrintDefaults()
 	}
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	rest := fs.Args()
 	id := ""
@@ -273,7 +273,10 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("discard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil || fs.NArg() > 1 {
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 1 {
 		fmt.Fprintln(stderr, "Usage: moat discard [ID|SESSION]")
 		return 2
 	}

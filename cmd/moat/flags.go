@@ -72,6 +72,28 @@ func (v nonEmptyFlag) Set(s string) error {
 	return nil
 }
 
+// policyFlag is --policy: one file, given once. A second does not add to
+// the first (the last one given would be the only one read): a wrapper
+// adding its own --policy would drop the rules of the person's.
+type policyFlag struct{ dst *string }
+
+func (v policyFlag) String() string {
+	if v.dst == nil {
+		return "" // the zero value flag.PrintDefaults makes
+	}
+	return *v.dst
+}
+func (v policyFlag) Set(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty value; want a policy FILE")
+	case *v.dst != "":
+		return fmt.Errorf("given twice (%s, then %s): moat reads one policy file, and a second does not add to the first; merge them into one", *v.dst, s)
+	}
+	*v.dst = s
+	return nil
+}
+
 // limitFlags are the limit and identity flags, with what each accepts,
 // for help.
 func limitFlags(o *policy.Overrides) []struct {
@@ -188,7 +210,7 @@ func newRunFlags(name string) *runFlags {
 	fs.Usage = func() {}
 	// str is a flag setting an Overrides field: see valueFlag.
 	str := func(dst *string, name, usage string) { fs.Var(valueFlag{dst, name, o.Given}, name, usage) }
-	fs.Var(nonEmptyFlag{&f.policyFile, "a policy FILE"}, "policy", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
+	fs.Var(policyFlag{&f.policyFile}, "policy", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
 	str(&o.Workspace, "workspace", "the writable workspace `DIR`")
 	str(&o.WorkspaceMode, "workspace-mode", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
 	fs.Var(nonEmptyFlag{&f.session, "a session NAME"}, "session", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")
@@ -249,11 +271,19 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 		f.printHelp(stdout)
 		return false, 0
 	}
+	fmt.Fprintf(stderr, "moat: %s; see moat %s --help\n", flagErrorMessage(f.fs, err), f.name)
+	return false, exitMoatError
+}
+
+// flagErrorMessage says what was wrong in the words of moat's flags
+// (--name, "needs a value", the closest known flag to an unknown one)
+// rather than those of package flag.
+func flagErrorMessage(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		name = strings.TrimPrefix(name, "-")
 		msg = "unknown flag " + flagSpelling(name)
-		if near := f.closest(name); near != "" {
+		if near := closestFlag(fs, name); near != "" {
 			msg += " (did you mean " + flagSpelling(near) + "?)"
 		}
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
@@ -268,16 +298,52 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "moat: %s; see moat %s --help\n", msg, f.name)
-	return false, exitMoatError
+	return msg
 }
 
-// closest is the known flag nearest to name, or "" when none is near
+// closestFlag is the flag of fs nearest to name, or "" when none is near
 // enough to be what was meant.
-func (f *runFlags) closest(name string) string {
+func closestFlag(fs *flag.FlagSet, name string) string {
 	var known []string
-	f.fs.VisitAll(func(fl *flag.Flag) { known = append(known, fl.Name) })
+	fs.VisitAll(func(fl *flag.Flag) { known = append(known, fl.Name) })
 	return policy.ClosestOption(name, known)
+}
+
+// parseFlags parses the flags of a command other than run (fs named as
+// the command is, "session create"), flags first. A mistake is one line
+// on stderr, as run's are, and false with status 2; --help prints the
+// command's usage to stderr and false with status 0.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, code int) {
+	return parseFlagsWith(fs, stderr, func() error { return fs.Parse(args) })
+}
+
+// parseFlagsInterspersed is parseFlags for a command whose flags may
+// come after its positional arguments (moat diff ID --stat).
+func parseFlagsInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer) (ok bool, code int) {
+	return parseFlagsWith(fs, stderr, func() error { return parseInterspersed(fs, args) })
+}
+
+func parseFlagsWith(fs *flag.FlagSet, stderr io.Writer, parse func() error) (bool, int) {
+	usage := fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := parse()
+	fs.SetOutput(stderr)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return true, 0
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			fmt.Fprintf(stderr, "Usage of moat %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return false, 0
+	}
+	fmt.Fprintf(stderr, "moat %s: %s; see moat %s --help\n", fs.Name(), flagErrorMessage(fs, err), fs.Name())
+	return false, 2
 }
 
 // printHelp prints the flags in GNU style (--flag VALUE), by group, each

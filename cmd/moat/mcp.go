@@ -26,7 +26,8 @@ import (
 func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	policyFile := fs.String("policy", "", "policy file (default: the workspace's trusted .moat.toml, else the built-in default)")
+	policyFile := new(string)
+	fs.Var(policyFlag{policyFile}, "policy", "policy file (default: the workspace's trusted .moat.toml, else the built-in default)")
 	ws := fs.String("workspace", ".", "the workspace directory the session works in")
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
 	approvals := fs.String("approvals-socket", "", "when the client cannot ask its user, keep the rules' asks as pending approvals answered on this unix socket (moat approvals --socket P, moat approve --socket P ID)")
@@ -35,8 +36,8 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay] [--approvals-socket PATH]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "moat mcp: unexpected argument %q\n", fs.Arg(0))

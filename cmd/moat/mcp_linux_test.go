@@ -25,7 +25,7 @@ func TestMCPBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"mcp", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{[]string{"mcp", "--nope"}, 2, "moat mcp: unknown flag --nope; see moat mcp --help"},
 		{[]string{"mcp", "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"mcp", "--workspace", filepath.Join(ws, "missing")}, exitMoatError, "does not exist"},
 		{[]string{"mcp", "--policy", filepath.Join(ws, "missing.toml")}, exitMoatError, "policy:"},

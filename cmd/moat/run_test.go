@@ -233,11 +233,11 @@ func TestEmptyFlagValue(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--tenant-memory", ""}, {"serve", "--tenant-disk", ""}, {"serve", "--audit", ""},
 		{"mcp", "--workspace-mode", ""}, {"mcp", "--policy", ""},
-		{"session", "create", "--workspace-mode", ""}, {"session", "create", "--ttl", ""},
+		{"session", "create", "--workspace-mode", ""}, {"session", "create", "--ttl", ""}, {"session", "create", "--policy", ""},
 	} {
 		name := args[len(args)-2]
 		code, _, errs := moat(t, ws, args...)
-		if code != 2 || !strings.Contains(errs, name+": empty value; give one (") {
+		if code != 2 || !strings.Contains(errs, name+": empty value; give one (") && !strings.Contains(errs, `invalid value "" for `+name+": empty value; want a policy FILE") {
 			t.Errorf("%v: code %d err %q, want 2 and an empty value refused", args, code, errs)
 		}
 	}
@@ -486,5 +486,53 @@ func TestMissingDenyAndReadOnlyRefused(t *testing.T) {
 	// The probe without the flags reads and writes.
 	if code, out, errs := moat(t, ws, append([]string{"run"}, probe...)...); code != 0 || out != "TOKEN\nWROTE\n" {
 		t.Errorf("without the flags: %d %q %q", code, out, errs)
+	}
+}
+
+// TestPolicyGivenOnce: --policy given twice is refused, naming both
+// files, by every command that takes one; the last one given was the
+// only one read, so a wrapper adding its own dropped the rules of the
+// first (tried). The control: one --policy runs.
+func TestPolicyGivenOnce(t *testing.T) {
+	ws := t.TempDir()
+	a := writePolicy(t, t.TempDir(), "[limits]\nwall = \"1m\"\n")
+	b := writePolicy(t, t.TempDir(), "[limits]\nwall = \"2m\"\n")
+	for _, args := range [][]string{
+		{"run", "--policy", a, "--policy", b, "--", "true"},
+		{"mcp", "--policy", a, "--policy", b},
+		{"session", "create", "--policy", a, "--policy", b},
+	} {
+		code, _, errs := moat(t, ws, args...)
+		if code == 0 || !strings.Contains(errs, "given twice ("+a+", then "+b+")") {
+			t.Errorf("%v: code %d err %q, want the second --policy refused", args[:2], code, errs)
+		}
+	}
+	if code, _, errs := moat(t, ws, "run", "--policy", a, "--", "true"); code != 0 {
+		t.Errorf("control: one --policy: code %d err %q", code, errs)
+	}
+}
+
+// TestSubcommandFlagErrors: a bad flag of a command other than run is one
+// line in moat's words, naming the closest flag, with status 2 (it was
+// package flag's text and the whole usage); --help prints the usage and
+// exits 0.
+func TestSubcommandFlagErrors(t *testing.T) {
+	ws := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--socet", "x"}, "moat serve: unknown flag --socet (did you mean --socket?); see moat serve --help\n"},
+		{[]string{"serve", "--drain", "abc"}, `moat serve: invalid value "abc" for --drain: parse error; see moat serve --help` + "\n"},
+		{[]string{"exec", "--bogus", "x", "--", "true"}, "moat exec: unknown flag --bogus; see moat exec --help\n"},
+		{[]string{"session", "create", "--ttl"}, "moat session create: flag --ttl needs a value; see moat session create --help\n"},
+	} {
+		code, _, errs := moat(t, ws, tc.args...)
+		if code != 2 || errs != tc.want {
+			t.Errorf("%v: code %d err %q, want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+	if code, _, errs := moat(t, ws, "serve", "--help"); code != 0 || !strings.Contains(errs, "-socket") {
+		t.Errorf("serve --help: code %d err %q", code, errs)
 	}
 }

@@ -30,8 +30,8 @@ func cmdSeccomp(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, seccompUsage); fs.PrintDefaults() }
 	verbose := fs.Bool("v", false, "also list the rules left out by their conditions and the names of other architectures")
 	arch := fs.String("arch", sandbox.SeccompNativeArch(), "architecture to summarise for: x86_64 or aarch64")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args[1:], stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(stderr, seccompUsage)

@@ -62,8 +62,8 @@ func cmdServe(args []string, stderr io.Writer) int {
 	auditRate := fs.Float64("audit-rate", 10, "records a second of one session written to --audit once its burst is spent")
 	auditDaemonBurst := fs.Int("audit-daemon-burst", 10000, "records of all sessions together written to --audit at once before --audit-daemon-rate holds; those beyond are counted, not written")
 	auditDaemonRate := fs.Float64("audit-daemon-rate", 100, "records a second of all sessions together written to --audit once their burst is spent (the rules' decisions and the runs' ends are never dropped: beyond --audit-rate their session waits for them to be written)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "moat serve: unexpected argument %q\n", fs.Arg(0))

@@ -82,7 +82,8 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
-	policyFile := fs.String("policy", "", "policy file (TOML, or JSON); default: the built-in policy")
+	policyFile := new(string)
+	fs.Var(policyFlag{policyFile}, "policy", "policy file (TOML, or JSON); default: the built-in policy")
 	ws := fs.String("workspace", ".", "the workspace directory")
 	temp := fs.Bool("temp", false, "use a new empty workspace, removed with the session, instead of --workspace")
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
@@ -90,8 +91,8 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	idle := fs.String("idle-timeout", "", "end the session when unused this long (default: the daemon's)")
 	template := fs.String("template", "", "one of the daemon's templates (moat serve --templates) instead of --policy; with --temp, from its warm pool")
 	learn := fs.Bool("learn", false, "run the rules in report-only mode: what they would deny or ask about runs, audited as learn (moat serve --audit FILE, then moat policy suggest FILE)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "moat session create: unexpected argument %q\n", fs.Arg(0))
@@ -180,8 +181,8 @@ func cmdSessionList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("session ls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "moat session ls: unexpected argument %q (it lists all your sessions)\n", fs.Arg(0))
@@ -207,8 +208,8 @@ func cmdSessionRemove(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("session rm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "moat session rm: name the sessions to end")
@@ -238,8 +239,8 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	input := fs.Bool("i", false, "stream moat's standard input to the command (with -d: read first, at most 512 KiB of text)")
 	detach := fs.Bool("d", false, "run in the background and print the process id (see moat ps)")
 	tty := fs.Bool("t", false, "give the command a terminal, relaying moat's (raw mode, window size)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	rest := fs.Args()
 	// A "--" the flags end at came before any SESSION: the first word
@@ -483,8 +484,8 @@ func cmdPs(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ps", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: moat ps SESSION")
@@ -518,8 +519,8 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	force := fs.Bool("force", false, "copy a session's directory out whole, with the paths host tools read or run on their own (.git, .envrc, .vscode, …) that are otherwise left out")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 2 {
 		fmt.Fprintln(stderr, "usage: moat cp SESSION:PATH HOSTPATH | HOSTPATH SESSION:PATH  (a file or a directory; HOSTPATH - is standard output, a directory as tar)")

@@ -20,8 +20,8 @@ func cmdSessionEvents(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	follow := fs.Bool("f", false, "follow new records until the session ends")
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: moat session events [-f] SESSION")

@@ -31,8 +31,8 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 		fs.Var(&force, "force", "apply `PATH` despite a protected path or a host change (repeatable)")
 		keep = fs.Bool("keep", false, "keep the change set after applying all of it")
 	}
-	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() < 1 || (cmd != "apply" && fs.NArg() > 1) {
 		paths := ""
