@@ -341,10 +341,12 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		io.WriteString(cc.c, "HTTP/1.1 100 Continue\r\n\r\n")
 	}
 	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
-	var trailers *trailerCheck
-	if p.Secrets != nil {
-		trailers = checkTrailers(req, up.conn, p.Secrets.plainTrailers)
-	}
+	trailers := checkTrailers(req, up.conn, func(tr http.Header) ([]string, string, string) {
+		if rule, reason := forbiddenTrailer(tr); rule != "" {
+			return nil, rule, reason
+		}
+		return p.Secrets.plainTrailers(tr)
+	})
 
 	resp, upBytes, writeDone, err := roundTrip(up, req)
 	if err != nil && reused && emptyBody && resp == nil {

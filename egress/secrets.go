@@ -1023,6 +1023,9 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	req.Header.Set("Accept-Encoding", acceptEncoding(req.Header.Values("Accept-Encoding")))
 	emptyBody := req.ContentLength == 0 && len(req.TransferEncoding) == 0
 	trailers := checkTrailers(req, up.conn, func(tr http.Header) ([]string, string, string) {
+		if rule, reason := forbiddenTrailer(tr); rule != "" {
+			return nil, rule, reason
+		}
 		return p.Secrets.applyTrailers(req, tr, t.name, t.port)
 	})
 	resp, upBytes, writeDone, err := roundTrip(up, req)

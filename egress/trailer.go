@@ -80,6 +80,29 @@ func checkTrailers(req *http.Request, conn net.Conn, check func(http.Header) ([]
 	return tc
 }
 
+// headerOnly are the fields a request may not send as trailers (RFC 9110
+// 6.5.1: those that frame or route a request, modify or authenticate it,
+// or control its response), and the method-override headers: the proxy's
+// checks read them in the headers (the Host check, the rules' method),
+// and a server or front end that merged trailers into the headers would
+// read one sent after them unchecked.
+var headerOnly = append([]string{"Host", "Authorization", "Proxy-Authorization", "Cookie", "Content-Length", "Transfer-Encoding",
+	"Trailer", "Te", "Connection", "Keep-Alive", "Upgrade", "Expect", "Max-Forwards", "Range", "If-Range", "Content-Type",
+	"Content-Encoding", "Content-Range", "Cache-Control", "Pragma", "Forwarded", "X-Forwarded-Host"}, MethodOverrides...)
+
+// forbiddenTrailer refuses trailers tr that carry a field of headerOnly:
+// a rule and a reason naming it, or "".
+func forbiddenTrailer(tr http.Header) (rule, reason string) {
+	for k := range tr {
+		for _, h := range headerOnly {
+			if strings.EqualFold(k, h) {
+				return "bad trailer", fmt.Sprintf("the request sends %s as a trailer, after its body: a field that routes, frames, authenticates or names the method of a request is refused there, where moat's checks of the headers do not see it", h)
+			}
+		}
+	}
+	return "", ""
+}
+
 // placeholderInTrailer names where in the trailers tr the placeholder ph
 // is, and whether it is in a trailer's value, the one place it can be
 // replaced; or "". A trailer's name is compared without regard to case,
@@ -107,6 +130,9 @@ func placeholderInTrailer(tr http.Header, ph string) (where string, inValue bool
 // plainTrailers refuses trailers of a plain-HTTP request that carry a
 // placeholder, as checkPlain refuses its headers.
 func (s *Secrets) plainTrailers(tr http.Header) (added []string, rule, reason string) {
+	if s == nil {
+		return nil, "", ""
+	}
 	for i := range s.list {
 		c := &s.list[i]
 		if where, _ := placeholderInTrailer(tr, c.Placeholder); where != "" {
