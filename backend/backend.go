@@ -406,6 +406,10 @@ type ExecCall struct {
 	// Path is the program as given (relative to the caller's working
 	// directory; "" for an fexecve).
 	Path string
+	// Dir is the caller's working directory as the sandbox names it, ""
+	// when the backend could not read it: what a person asked about the
+	// exec is shown, and what an approval of it covers.
+	Dir string
 	// Argv are its arguments; Truncated says there were more (or longer
 	// ones) than the backend reads, and Argv is a prefix of them.
 	Argv      []string

@@ -98,11 +98,21 @@ func decidedArgv(c backend.ExecCall, d harness.Decision) []string {
 }
 
 // use returns a grant that lets argv, asked about with d, run.
-func (e *execCheck) use(argv []string, d harness.Decision) (harness.Grant, bool) {
-	if g, ok := e.approvals.Use(argv, "", d); ok || e.shared == nil {
+func (e *execCheck) use(argv []string, dir string, d harness.Decision) (harness.Grant, bool) {
+	if g, ok := e.approvals.Use(argv, dir, d); ok || e.shared == nil {
 		return g, ok
 	}
-	return e.shared.Use(argv, "", d)
+	return e.shared.Use(argv, dir, d)
+}
+
+// callDir is the directory c runs in, as shown to a person and matched by
+// an approval: the caller's own, or the run's where the backend could not
+// read it.
+func (e *execCheck) callDir(c backend.ExecCall) string {
+	if c.Dir != "" {
+		return c.Dir
+	}
+	return e.dir
 }
 
 // keep records a grant wider than once, for what follows.
@@ -400,8 +410,9 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 	if e.again(c) {
 		return fmt.Errorf("%w: refused already", ErrDenied)
 	}
+	dir := e.callDir(c)
 	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "exec",
-		Command: c.Argv, Verdict: string(d.Verdict), Reason: d.Reason, Decided: d.Command}
+		Command: c.Argv, Dir: dir, Verdict: string(d.Verdict), Reason: d.Reason, Decided: d.Command}
 	if d.Rule != nil {
 		rec.Rule = d.Rule.String()
 	}
@@ -421,7 +432,7 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 		}
 		return e.refuse(c, d, why)
 	}
-	if g, ok := e.use(decidedArgv(c, d), d); ok {
+	if g, ok := e.use(decidedArgv(c, d), dir, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
@@ -432,11 +443,11 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 	e.ask.Lock()
 	defer e.ask.Unlock()
 	// An approval given while this one waited may cover it.
-	if g, ok := e.use(decidedArgv(c, d), d); ok {
+	if g, ok := e.use(decidedArgv(c, d), dir, d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return nil
 	}
-	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: e.dir}, d, &rec, e.clock)
+	g, err := askPerson(ctx, e.req, harness.Action{Argv: c.Argv, Dir: dir}, d, &rec, e.clock)
 	if g == nil {
 		return e.refuse(c, d, "not approved: "+err.Error())
 	}
@@ -573,7 +584,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	if d.Verdict == harness.Deny {
 		return refuse("change the policy's [[rules]] to allow it")
 	}
-	if g, ok := e.use(nil, d); ok {
+	if g, ok := e.use(nil, "", d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}
@@ -583,7 +594,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	}
 	e.ask.Lock()
 	defer e.ask.Unlock()
-	if g, ok := e.use(nil, d); ok {
+	if g, ok := e.use(nil, "", d); ok {
 		rec.Outcome, rec.Approver, rec.Scope, rec.Expires = ApprovalApproved, g.By, string(g.Scope), expiry(g)
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}
 	}

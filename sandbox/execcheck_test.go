@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -399,5 +400,57 @@ func TestExecCheckGitAlias(t *testing.T) {
 	}
 	if pushes != 2 {
 		t.Errorf("%d pushes refused, want 2 (git p, git q): %+v\noutput:\n%s\nstderr:\n%s", pushes, rep.Denials, out.String(), errb.String())
+	}
+}
+
+// dirApprover says yes and remembers the directory of each ask.
+type dirApprover struct {
+	mu   sync.Mutex
+	dirs []string
+}
+
+func (a *dirApprover) Name() string { return "test" }
+
+func (a *dirApprover) Approve(_ context.Context, act harness.Action, _ harness.Decision) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dirs = append(a.dirs, act.Dir)
+	return true, nil
+}
+
+// TestExecAskNamesTheCallersDir: a program a script starts is asked
+// about, approved and audited in the directory it runs in, not the
+// run's: a script that changed directory before a push was shown (and
+// approved for) the run's (found by a tester). The control: the one
+// asked in the run's directory names that.
+func TestExecAskNamesTheCallersDir(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "run.sh"), []byte("mkdir -p sub && cd sub && id -u >/dev/null; cd .. && id -u >/dev/null\n"), 0o644)
+	var mu sync.Mutex
+	var dirs []string
+	ap := &dirApprover{}
+	req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"}, Approver: ap,
+		AuditDecision: func(d audit.Decision) {
+			if d.At == "exec" {
+				mu.Lock()
+				dirs = append(dirs, d.Dir)
+				mu.Unlock()
+			}
+		}}
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	req.Caller = &caller
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	want := []string{filepath.Join(ws, "sub"), ws}
+	if !slices.Equal(ap.dirs, want) {
+		t.Errorf("asked in %q, want %q", ap.dirs, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(dirs, want) {
+		t.Errorf("audited in %q, want %q", dirs, want)
 	}
 }
