@@ -58,6 +58,17 @@ func xattr(path, name string) (string, error) {
 	if errors.Is(err, unix.ERANGE) {
 		return "?", nil
 	}
+	if errors.Is(err, unix.EACCES) && os.Geteuid() != 0 {
+		// user.* attributes need read permission on the entry: a command
+		// that took its owner's away (chmod 000) left it unreadable to
+		// moat as the same user.
+		mode := "?"
+		if fi, serr := os.Lstat(path); serr == nil {
+			mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+		}
+		return "", fmt.Errorf("%s: the command left it unreadable to its owner (mode %s), and moat, run as that user, must read it to review or apply the change set: "+
+			"discard the change set and run the command again so that it leaves its files readable to their owner (chmod -R u+rwX at its end; a --session NAME run can do that in the same change set): %w", path, mode, fs.ErrPermission)
+	}
 	if err != nil {
 		return "", &os.PathError{Op: "getxattr " + name, Path: path, Err: err}
 	}
