@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moatbox/moat/internal/overlay"
 )
@@ -565,7 +567,8 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 }
 
 // journal records are JSON lines: the plan first, then {"done": i} after
-// each operation, then {"commit": true}. A torn last line (a crash while
+// each operation, then {"commit": true}; a rollback adds {"undone": i}
+// after each operation it undoes. A torn last line (a crash while
 // writing it) is ignored.
 type record struct {
 	Plan []op `json:"plan,omitempty"`
@@ -575,6 +578,10 @@ type record struct {
 	// changed it.
 	Placed *ident `json:"placed,omitempty"`
 	Commit bool   `json:"commit,omitempty"`
+	// Undone: operation i rolled back, by a rollback that may be cut
+	// short itself; Kept, why it was left as the host made it.
+	Undone *int   `json:"undone,omitempty"`
+	Kept   string `json:"kept,omitempty"`
 }
 
 type journal struct{ f *os.File }
@@ -592,6 +599,10 @@ func (j journal) append(r record) error {
 	}
 	return nil
 }
+
+// testHookAfterUndo, when set (by tests), runs after a rollback has undone
+// operation i and journaled it.
+var testHookAfterUndo func(i int)
 
 // testHookAfterOp, when set (by tests), runs after operation i has been
 // done and journaled, and with i = len(plan) after the commit record.
@@ -672,7 +683,7 @@ func (c *ChangeSet) execute(plan []op) error {
 
 // abort rolls back operations 0..last after a failure, and returns cause.
 func (c *ChangeSet) abort(plan []op, last int, cause error, placed map[int]ident) error {
-	if err := c.rollback(plan, last, placed); err != nil {
+	if err := c.rollback(plan, last, placed, nil); err != nil {
 		return fmt.Errorf("%w (rolling back: %v; the journal is kept for the next apply)", cause, err)
 	}
 	return cause
@@ -729,7 +740,20 @@ func (c *ChangeSet) backup(o op) error {
 	if err := overlay.CopyFile(src, dst, fi.Mode().Perm(), true); err != nil {
 		return fmt.Errorf("apply backup: %w", err)
 	}
+	// The file's times go with it: a rollback puts them back, and a
+	// build tool would take a restored file with a new mtime for a
+	// changed one.
+	keepTimes(dst, fi)
 	return c.unchanged(o, src)
+}
+
+// keepTimes gives p the access and modification times of fi.
+func keepTimes(p string, fi fs.FileInfo) {
+	atime := fi.ModTime()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		atime = time.Unix(st.Atim.Sec, st.Atim.Nsec)
+	}
+	os.Chtimes(p, atime, fi.ModTime())
 }
 
 // parentOf opens the workspace directory that holds p, refusing a
@@ -950,6 +974,11 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			return "", err
 		}
 		if placed != nil && now != *placed {
+			// A rollback cut short may have put the old version back
+			// already: that is this one done, not a host edit.
+			if o.Backup == "" && !now.Exists || o.Backup != "" && sameEntry(dst, filepath.Join(c.backupDir(), o.Backup)) {
+				return "", nil
+			}
 			return "changed on the host after apply wrote it; the host's version is kept", nil
 		}
 		if placed == nil && now == o.Was {
@@ -974,7 +1003,13 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			}
 			return nil
 		}
-		make := func(tmp string) error { return overlay.CopyFile(bak, tmp, fi.Mode().Perm(), true) }
+		make := func(tmp string) error {
+			if err := overlay.CopyFile(bak, tmp, fi.Mode().Perm(), true); err != nil {
+				return err
+			}
+			keepTimes(tmp, fi)
+			return nil
+		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			target, err := os.Readlink(bak)
 			if err != nil {
@@ -994,16 +1029,36 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 // rollback undoes operations last..0, then removes the journal. placed
 // holds the idents of what the writes placed (see undo). The paths it
 // left as the host changed them go to c.kept.
-func (c *ChangeSet) rollback(plan []op, last int, placed map[int]ident) error {
+func (c *ChangeSet) rollback(plan []op, last int, placed map[int]ident, before map[int]record) error {
 	undone := map[int]bool{}
+	// Each operation undone is journaled, so that a rollback cut short
+	// and run again skips what it did: undone again, a file it had put
+	// back would read as one the host changed after apply wrote it.
+	j, _ := os.OpenFile(c.journalPath(), os.O_WRONLY|os.O_APPEND, 0)
+	if j != nil {
+		defer j.Close()
+	}
 	for i := min(last, len(plan)-1); i >= 0; i-- {
-		var p *ident
-		if id, ok := placed[i]; ok {
-			p = &id
-		}
-		kept, err := c.undo(plan[i], p)
-		if err != nil {
-			return fmt.Errorf("roll back %s %s: %w", plan[i].Op, plan[i].Path, err)
+		kept := ""
+		if r, ok := before[i]; ok {
+			kept = r.Kept
+		} else {
+			var p *ident
+			if id, ok := placed[i]; ok {
+				p = &id
+			}
+			var err error
+			if kept, err = c.undo(plan[i], p); err != nil {
+				return fmt.Errorf("roll back %s %s: %w", plan[i].Op, plan[i].Path, err)
+			}
+			if j != nil {
+				if err := (journal{j}).append(record{Undone: &i, Kept: kept}); err != nil {
+					return err
+				}
+			}
+			if testHookAfterUndo != nil {
+				testHookAfterUndo(i)
+			}
 		}
 		if kept != "" {
 			c.kept = append(c.kept, Conflict{Path: plan[i].Path, Reason: "not rolled back: " + kept})
@@ -1116,6 +1171,7 @@ func (c *ChangeSet) recover() error {
 	var plan []op
 	last, committed := -1, false
 	placed := map[int]ident{}
+	undone := map[int]record{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, len(data)+1)
 	for sc.Scan() {
@@ -1133,6 +1189,8 @@ func (c *ChangeSet) recover() error {
 			}
 		case r.Commit:
 			committed = true
+		case r.Undone != nil:
+			undone[*r.Undone] = r
 		}
 	}
 	if committed {
@@ -1140,7 +1198,7 @@ func (c *ChangeSet) recover() error {
 	}
 	// The operation after the last one journaled may have run, wholly or
 	// in part: undo it too.
-	if err := c.rollback(plan, last+1, placed); err != nil {
+	if err := c.rollback(plan, last+1, placed, undone); err != nil {
 		return fmt.Errorf("recover apply of %s: %w", c.meta.ID, err)
 	}
 	return nil
@@ -1181,4 +1239,47 @@ func writeFileAtomic(p string, data []byte, perm fs.FileMode, durable bool) erro
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// sameEntry reports whether the workspace entry at p is what the backup
+// bak holds: a symlink to the same target, or a regular file of the same
+// permissions and content.
+func sameEntry(p, bak string) bool {
+	a, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	b, err := os.Lstat(bak)
+	if err != nil || a.Mode() != b.Mode() {
+		return false
+	}
+	if a.Mode()&fs.ModeSymlink != 0 {
+		ta, err1 := os.Readlink(p)
+		tb, err2 := os.Readlink(bak)
+		return err1 == nil && err2 == nil && ta == tb
+	}
+	if !a.Mode().IsRegular() || a.Size() != b.Size() {
+		return false
+	}
+	fa, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer fa.Close()
+	fb, err := os.Open(bak)
+	if err != nil {
+		return false
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
+		}
+	}
 }

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // handMade is a change set with one change of each kind, made by hand.
@@ -152,6 +154,69 @@ func TestApplyCrash(t *testing.T) {
 		}
 		if d := diffManifests(merged, manifest(t, c.Workspace(), false)); d != "" {
 			t.Fatalf("apply after recovering from a crash at %d:\n%s", after, d)
+		}
+	}
+}
+
+// TestRollbackCrash cuts Apply short after its last operation but one,
+// then cuts the rollback of the recovery short after each number of
+// operations in turn, and recovers again: the second rollback skips what
+// the first undid, so the workspace is the old one, every file with its
+// old times, and the next Apply finds no conflict. Before, a file the
+// first rollback had put back read as one the host changed after apply
+// wrote it, and apply refused it (found by a tester).
+func TestRollbackCrash(t *testing.T) {
+	for undo := 1; ; undo++ {
+		s, c, merged := handMade(t)
+		ws := c.Workspace()
+		mtimes := map[string]time.Time{}
+		filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+			if fi, e := os.Lstat(p); err == nil && e == nil && fi.Mode().IsRegular() {
+				mtimes[p] = fi.ModTime()
+			}
+			return nil
+		})
+		orig := manifest(t, ws, false)
+		run := func(env ...string) (int, string) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(append(os.Environ(), "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID()), env...)
+			out, _ := cmd.CombinedOutput()
+			return cmd.ProcessState.ExitCode(), string(out)
+		}
+		if code, out := run("MOAT_WS_HELPER=crash", "MOAT_WS_CRASH_AFTER=4"); code != 1 {
+			t.Fatalf("crash helper: %d %s", code, out)
+		}
+		code, out := run("MOAT_WS_HELPER=undocrash", "MOAT_WS_UNDO_CRASH_AFTER="+strconv.Itoa(undo))
+		if code == 0 {
+			if undo < 3 {
+				t.Fatalf("the rollback undid fewer than %d operations: the plan is too short to test", undo)
+			}
+			break
+		}
+		if code != 1 {
+			t.Fatalf("undo crash helper: %d %s", code, out)
+		}
+		c, err := s.Open(c.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Recover(); err != nil {
+			t.Fatalf("recover after a rollback cut after %d: %v", undo, err)
+		}
+		if d := diffManifests(orig, manifest(t, ws, false)); d != "" {
+			t.Fatalf("a rollback cut after %d, recovered, left:\n%s", undo, d)
+		}
+		for p, m := range mtimes {
+			if fi, err := os.Lstat(p); err != nil || !fi.ModTime().Equal(m) {
+				t.Errorf("a rollback cut after %d: %s has another mtime than its old %v (%v)", undo, p, m, err)
+			}
+		}
+		rep, err := c.Apply(nil, nil)
+		if err != nil || len(rep.Conflicts) > 0 {
+			t.Fatalf("apply after a rollback cut after %d: %v %+v", undo, err, rep)
+		}
+		if d := diffManifests(merged, manifest(t, ws, false)); d != "" {
+			t.Fatalf("apply after a rollback cut after %d:\n%s", undo, d)
 		}
 	}
 }

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "crash":
 		crashHelper()
+	case "undocrash":
+		undoCrashHelper()
 	case "copy":
 		copyHelper()
 	}
@@ -55,6 +57,30 @@ func crashHelper() {
 		os.Exit(3)
 	}
 	if _, err := c.Apply(nil, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	os.Exit(0) // the crash point was never reached
+}
+
+// undoCrashHelper recovers the change set $MOAT_WS_ID, whose apply was
+// cut short, and exits with status 1 once the rollback has undone
+// $MOAT_WS_UNDO_CRASH_AFTER operations.
+func undoCrashHelper() {
+	after, _ := strconv.Atoi(os.Getenv("MOAT_WS_UNDO_CRASH_AFTER"))
+	n := 0
+	testHookAfterUndo = func(int) {
+		if n++; n == after {
+			os.Exit(1)
+		}
+	}
+	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
+	c, err := s.Open(os.Getenv("MOAT_WS_ID"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	if err := c.Recover(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
