@@ -164,6 +164,9 @@ func ParseDuration(s string) (Duration, error) {
 		return d, nil
 	}
 	d, err := time.ParseDuration(t)
+	if err != nil && overflows(t) {
+		return 0, fmt.Errorf("invalid duration %q: too long (at most %s)", s, time.Duration(math.MaxInt64).Truncate(time.Hour))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q: want Go syntax such as \"90s\", \"1m30s\" or \"2h\", or a number of seconds", s)
 	}
@@ -174,6 +177,27 @@ func ParseDuration(s string) (Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: %w", s, errZeroDuration)
 	}
 	return Duration(d), nil
+}
+
+// overflows reports whether t is a well-formed Go duration that
+// time.ParseDuration refused only for its size: each number scaled
+// down until it parses, it does.
+func overflows(t string) bool {
+	var b strings.Builder
+	digits := false
+	for _, r := range t {
+		if r >= '0' && r <= '9' {
+			if !digits {
+				b.WriteByte('1') // one in place of each run of digits
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+	}
+	_, err := time.ParseDuration(b.String())
+	return err == nil
 }
 
 // errZeroDuration refuses a value below the resolution: as 0 it would

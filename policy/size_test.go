@@ -147,7 +147,9 @@ func TestParseDurationErrors(t *testing.T) {
 		{"NaN", "want Go syntax"},
 		{"inf", "want Go syntax"},
 		{"10000000000", "too long"},
-		{"3000000h", "want Go syntax"}, // overflows time.Duration
+		{"3000000h", "too long (at most 2562047h"}, // overflows time.Duration: its size is the problem, not its syntax
+		{"999999999h1m", "too long"},
+		{"1.5.3h", "want Go syntax"},
 		// Below the resolution, a value would become 0: no limit at all.
 		{"0.4ns", "rounds to zero"},
 		{"0.0001us", "rounds to zero"},
