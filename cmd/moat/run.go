@@ -332,8 +332,16 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if n := rep.Network; n != nil && n.Summary != "" {
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(n.Summary)) // names the command sent
 	}
-	for _, d := range rep.Degraded {
-		fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
+	// What ran degraded, when the run went through: one refused (a
+	// protection the backend cannot give even degraded) says why in its
+	// error, and the report keeps the list. One the warnings above
+	// already said is not said twice.
+	if runErr == nil {
+		for _, d := range rep.Degraded {
+			if !slices.Contains(rep.Warnings, d) {
+				fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
+			}
+		}
 	}
 	if runErr != nil {
 		// It may name a path the command made (a quarantine's).
