@@ -417,6 +417,16 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
+	if dst == ts.cfg.DNS {
+		// moat's own resolver, which is no host anywhere: allow_cidrs
+		// naming it would send the connection to whatever answers that
+		// address on the host's network.
+		ev.Decision, ev.Rule = DecisionDeny, "moat's resolver"
+		ev.Reason = fmt.Sprintf("%s is moat's resolver in the sandbox, which answers DNS over UDP only: DNS over TCP (dig +tcp, options use-vc) is not served", dst)
+		p.emit(*ev)
+		r.Complete(true)
+		return
+	}
 	d := Dest{IP: dst, Port: port}
 	if ts.cfg.Names.Contains(dst) {
 		name, ok := ts.nameOf(dst)

@@ -103,7 +103,7 @@ print("tcp-flood-done")
 		}
 	}
 	w.mu.Lock()
-	audited, rated, tcpRefused := 0, 0, 0
+	audited, rated, tcpRefused, resolverTCP := 0, 0, 0, 0
 	floodName := regexp.MustCompile(`^x[0-9]+\.denied\.test$`)
 	refusedHosts := map[string]bool{} // refused destinations
 	for _, e := range w.events {
@@ -121,12 +121,24 @@ print("tcp-flood-done")
 		if e.Proto == egress.ProtoTCP && e.Host == "198.19.0.201" && e.Decision == egress.DecisionDeny {
 			tcpRefused++
 		}
+		// TCP to moat's resolver is refused as such, never sent on by
+		// allow_cidrs: the RFC 2544 refusal advised allow_cidrs, which
+		// then dialled whatever answers 198.18.0.2 on the host's network.
+		if e.Proto == egress.ProtoTCP && e.Host == "198.18.0.2" {
+			if e.Rule != "moat's resolver" || !strings.Contains(e.Reason, "DNS over UDP only") {
+				t.Errorf("TCP to moat's resolver: %+v", e)
+			}
+			resolverTCP++
+		}
 		if strings.ContainsAny(e.Host, "\x1b\x07") {
 			t.Errorf("an event's host has control bytes: %q", e.Host)
 		}
 	}
 	all := len(w.events)
 	w.mu.Unlock()
+	if resolverTCP != 1 {
+		t.Errorf("%d events of TCP to moat's resolver, want 1", resolverTCP)
+	}
 	n := rep.Network
 	// Each query of the flood that reached moat is an event or counted
 	// in one (the resolver's rate), never both: the sandbox's kernel
