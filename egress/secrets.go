@@ -899,7 +899,9 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 	var sni string
 	client := tls.Server(&bufferedConn{Conn: cc.c, r: cc.br}, &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		// HTTP/1.0 too: curl -0 offers it alone, and the requests read
+		// inside are HTTP/1.x either way.
+		NextProtos: []string{"http/1.1", "http/1.0"},
 		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			sni = hi.ServerName
 			if sni != "" && hostKey(sni) != host {
@@ -924,8 +926,11 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 		up.Close() // ends the server's handshake, if it still runs
 		<-upDone
 		ev.SNI = sni
-		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "tls interception", fmt.Sprintf(
-			"the client's TLS handshake with moat's certificate for %s failed (does it trust moat's CA? SSL_CERT_FILE names it): %v", host, err)
+		why := fmt.Sprintf("the client's TLS handshake with moat's certificate for %s failed (does it trust moat's CA? SSL_CERT_FILE names it): %v", hostPort(host, t.port, 443), err)
+		if strings.Contains(err.Error(), "unsupported application protocols") {
+			why = fmt.Sprintf("the client's TLS handshake for %s offered only application protocols moat does not speak to a secret's host (%v): moat reads HTTP/1.1 and HTTP/1.0 there; have the client use HTTP/1.1 (curl --http1.1)", hostPort(host, t.port, 443), err)
+		}
+		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "tls interception", why
 		cc.tell(ev)
 		cc.c.Close()
 		return
