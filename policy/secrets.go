@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -130,7 +131,9 @@ func (p *Policy) validateSecrets(l *errorList) {
 		}
 		for j, h := range s.Hosts {
 			f := indexKey(key+".hosts", j)
-			if _, err := netrule.ParseHost(h, true); err != nil {
+			if _, err := netrule.ParseHost(h, true); errors.Is(err, netrule.ErrAddress) {
+				l.add(f, fmt.Sprintf("%q: an IP address: a secret is for host names only, the name the client connects to (moat's certificate for it names it)", h))
+			} else if err != nil {
 				l.add(f, fmt.Sprintf("%q: %v", h, err))
 			} else if !p.allowsHost(h) {
 				l.add(f, fmt.Sprintf("%q is not reachable under network.allow; add it there too", h))

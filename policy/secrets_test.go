@@ -48,7 +48,7 @@ allow = ["api.github.com"]
 [[secrets]]
 name = "1BAD"
 source = "vault:x"
-hosts = ["evil.com", "https://x"]
+hosts = ["evil.com", "https://x", "127.0.0.1:8443"]
 methods = ["get"]
 paths = ["repos"]
 header = "Authorization Bearer"
@@ -100,6 +100,7 @@ query = "key"
 		`b.toml:7: secrets[0].source: "vault:x": want "env:VAR", "file:PATH" or "command:PROGRAM ARG..."`,
 		`b.toml:8: secrets[0].hosts[0]: "evil.com" is not reachable under network.allow`,
 		`b.toml:8: secrets[0].hosts[1]: "https://x": not a destination`,
+		`b.toml:8: secrets[0].hosts[2]: "127.0.0.1:8443": an IP address: a secret is for host names only`,
 		`b.toml:9: secrets[0].methods[0]: "get" is not an HTTP method`,
 		`b.toml:10: secrets[0].paths[0]: "repos": a request path starts with /`,
 		`b.toml:11: secrets[0].header: "Authorization Bearer": want "Header-Name: template"`,

@@ -64,6 +64,9 @@ func TestValidateFields(t *testing.T) {
 		{"allow everything", func(p *Policy) { p.Network.Allow = []string{"*"} }, `network.allow[0]: "*": "*" matches every host`},
 		{"allow a tld", func(p *Policy) { p.Network.Allow = []string{"*.com"} }, `network.allow[0]: "*.com": too broad: "com" is a top-level domain`},
 		{"allow an address", func(p *Policy) { p.Network.Allow = []string{"db", "10.0.0.1:80"} }, `network.allow[1]: "10.0.0.1:80": an IP address is not a host name; put addresses in allow_cidrs`},
+		{"allow an IPv6 address", func(p *Policy) { p.Network.Allow = []string{"fd00::1"} }, `network.allow[0]: "fd00::1": an IP address is not a host name`},
+		// Two ports: a mistake of form, not an address (it said address).
+		{"allow two ports", func(p *Policy) { p.Network.Allow = []string{"vm:8080:9000"} }, `network.allow[0]: "vm:8080:9000": more than one ':': write HOST or HOST:PORT`},
 		{"allow ipv6", func(p *Policy) { p.Network.Allow = []string{"[::1]:443"} }, `put addresses in allow_cidrs`},
 		{"numeric last label", func(p *Policy) { p.Network.Allow = []string{"example.123"} }, `last label is a number`},
 		{"bad port", func(p *Policy) { p.Network.Deny = []string{"example.com:99999"} }, `network.deny[0]: "example.com:99999": port "99999" is not a number from 1 to 65535`},

@@ -7,6 +7,7 @@
 package netrule
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -30,6 +31,9 @@ type Host struct {
 	Local bool
 }
 
+// ErrAddress is ParseHost's error for an entry that is an IP address.
+var ErrAddress = errors.New("an IP address is not a host name")
+
 // ParseHost parses an allow (allow set) or deny entry: "host", "*.domain"
 // (every name below domain, not domain itself), either with ":port". It
 // refuses "*", IP addresses (they belong in allow_cidrs) and, in an allow
@@ -46,8 +50,11 @@ func ParseHost(entry string, allow bool) (Host, error) {
 	if s == "*" || strings.HasPrefix(s, "*:") {
 		return Host{}, fmt.Errorf(`"*" matches every host; list the hosts the command needs`)
 	}
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
-		return Host{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
+	if strings.HasPrefix(s, "[") || strings.Contains(s, "::") || strings.Count(s, ":") > 1 && strings.Trim(s, "0123456789abcdefABCDEF:.%") == "" {
+		return Host{}, fmt.Errorf("%w; put addresses in allow_cidrs", ErrAddress)
+	}
+	if strings.Count(s, ":") > 1 {
+		return Host{}, fmt.Errorf("more than one ':': write HOST or HOST:PORT, one port an entry")
 	}
 	h := Host{Entry: s}
 	if host, port, ok := strings.Cut(s, ":"); ok {
@@ -64,7 +71,7 @@ func ParseHost(entry string, allow bool) (Host, error) {
 		return Host{}, fmt.Errorf(`"*" may only be the whole first label, as in "*.example.com"`)
 	}
 	if _, ok := ParseIPLiteral(s); ok {
-		return Host{}, fmt.Errorf("an IP address is not a host name; put addresses in allow_cidrs")
+		return Host{}, fmt.Errorf("%w; put addresses in allow_cidrs", ErrAddress)
 	}
 	name, err := NormalizeHost(s)
 	if err != nil {
