@@ -365,17 +365,18 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(stdout, "\n%s\n", b)
 	}
-	return cutStatus(rep.Reason, rep.ExitCode)
+	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
 }
 
 // cutStatus is moat's exit status for a command that ended with reason
-// and status code: a run whose output the limit cut never exits 0, so
+// (and, for reason "budget", the budget that ended it) and status code:
+// a run whose output the limit or the output budget cut never exits 0, so
 // that a script does not take the cut output for the whole. Whether the
 // command was still alive when moat killed it for the limit is a race;
 // one that had already ended with 0 gets 137, as if the kill had come
 // first. The report keeps the command's own status.
-func cutStatus(reason string, code int) int {
-	if reason == "output" && code == 0 {
+func cutStatus(reason, budget string, code int) int {
+	if code == 0 && (reason == "output" || reason == "budget" && budget == "output") {
 		return 137
 	}
 	return code

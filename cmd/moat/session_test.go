@@ -330,12 +330,15 @@ func TestOutputSummaryWithoutKill(t *testing.T) {
 	}
 	// Never 0 with the output cut; any other status, and any other
 	// reason's 0, as the command gave it.
+	// The output budget cuts output as the limit does (moat exec exited 0
+	// there, found by a tester); the wall budget does not.
 	for _, c := range []struct {
-		reason     string
-		code, want int
-	}{{"output", 0, 137}, {"output", 3, 3}, {"output", 137, 137}, {"exit", 0, 0}} {
-		if got := cutStatus(c.reason, c.code); got != c.want {
-			t.Errorf("cutStatus(%s, %d) = %d, want %d", c.reason, c.code, got, c.want)
+		reason, budget string
+		code, want     int
+	}{{"output", "", 0, 137}, {"output", "", 3, 3}, {"output", "", 137, 137}, {"exit", "", 0, 0},
+		{"budget", "output", 0, 137}, {"budget", "output", 2, 2}, {"budget", "wall", 0, 0}} {
+		if got := cutStatus(c.reason, c.budget, c.code); got != c.want {
+			t.Errorf("cutStatus(%s, %s, %d) = %d, want %d", c.reason, c.budget, c.code, got, c.want)
 		}
 	}
 }

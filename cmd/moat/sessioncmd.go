@@ -358,7 +358,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
 	}
 	printRulesRefused(stderr, rep.Denials)
-	return cutStatus(rep.Reason, rep.ExitCode)
+	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
 }
 
 // startNoting starts a background command. The daemon answers once it
