@@ -20,11 +20,11 @@ const (
 	minOpenFiles = 32
 	maxPids      = 1 << 22 // PID_MAX_LIMIT on 64-bit Linux
 	// minPids: below it, the sandbox's init cannot start the command.
-	minPids = 2
-	maxCPUs      = 1024
-	minMemory    = MiB // below this a cgroup kills the command before it starts
-	minDisk      = MiB
-	maxID        = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
+	minPids   = 2
+	maxCPUs   = 1024
+	minMemory = MiB // below this a cgroup kills the command before it starts
+	minDisk   = MiB
+	maxID     = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
 )
 
 // Validate checks every field of p and returns all the problems found as

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/moatbox/moat/internal/overlay"
 )
@@ -749,11 +748,7 @@ func (c *ChangeSet) backup(o op) error {
 
 // keepTimes gives p the access and modification times of fi.
 func keepTimes(p string, fi fs.FileInfo) {
-	atime := fi.ModTime()
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		atime = time.Unix(st.Atim.Sec, st.Atim.Nsec)
-	}
-	os.Chtimes(p, atime, fi.ModTime())
+	os.Chtimes(p, atimeOf(fi), fi.ModTime())
 }
 
 // parentOf opens the workspace directory that holds p, refusing a

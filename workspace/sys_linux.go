@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +38,14 @@ func coarseNow() stamp {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts)
 	return stamp{Sec: ts.Sec, Nsec: ts.Nsec}
+}
+
+// atimeOf is fi's access time, its modification time where unknown.
+func atimeOf(fi fs.FileInfo) time.Time {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Atim.Sec, st.Atim.Nsec)
+	}
+	return fi.ModTime()
 }
 
 func ctimeOf(fi fs.FileInfo) stamp {

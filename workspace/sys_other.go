@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Overlay upper layers exist only on Linux; elsewhere every operation that
@@ -79,3 +80,6 @@ func readNoFollow(p string, n int) (target string, isLink bool, b []byte, err er
 	}
 	return "", false, b[:m], nil
 }
+
+// atimeOf is fi's modification time: its access time is not read here.
+func atimeOf(fi fs.FileInfo) time.Time { return fi.ModTime() }

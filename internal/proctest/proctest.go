@@ -5,6 +5,7 @@ package proctest
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/moatbox/moat/internal/cgroup"
 	"github.com/moatbox/moat/internal/daemonrec"
-	"github.com/moatbox/moat/workspace"
 )
 
 // Find returns the pids of host processes whose command line (arguments
@@ -155,15 +155,29 @@ func RunWithStateDir(m interface{ Run() int }) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// RemoveTree, not os.RemoveAll: a change set kept for review holds what
-	// a command made, such as a directory it left mode 0, which an
-	// ordinary user's os.RemoveAll cannot descend into.
-	defer workspace.RemoveTree(dir)
+	// Not os.RemoveAll alone: a change set kept for review holds what a
+	// command made, such as a directory it left mode 0, which an ordinary
+	// user's os.RemoveAll cannot descend into. (workspace.RemoveTree does
+	// this for moat; this package cannot import it: internal/seccomp's
+	// tests use this one.)
+	defer removeTree(dir)
 	os.Setenv("MOAT_STATE_DIR", dir)
 	// And the root daemons' public records of their sockets, in this
 	// process, are not the machine's either.
 	daemonrec.Dir = filepath.Join(dir, "daemons")
 	return m.Run()
+}
+
+// removeTree removes dir, a tree of the tests' own, after making each
+// of its directories readable, writable and searchable to its owner.
+func removeTree(dir string) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
 }
 
 const probeMemoryEnv = "MOAT_TEST_PROBE_MEMORY"
