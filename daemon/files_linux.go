@@ -38,8 +38,12 @@ func (s *Session) openBeneath(rel string, flags uint64, mode uint64) (*os.File, 
 // path as the tenant gave it.
 func (s *Session) pathError(rel string, err error) error {
 	switch {
-	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.ELOOP):
+	case errors.Is(err, unix.EXDEV):
 		return fmt.Errorf("%w: %q leads out of the workspace", ErrWorkspace, rel)
+	case errors.Is(err, unix.ELOOP):
+		// Beneath the root, with no escape (that is EXDEV): a loop of
+		// links, or more of them on the way than the kernel follows.
+		return fmt.Errorf("%w: %q meets a loop of symbolic links (or more links on its way than the kernel follows)", ErrWorkspace, rel)
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Errorf("%w: %q", ErrNoFile, rel)
 	case errors.Is(err, unix.ENOTDIR):

@@ -29,14 +29,14 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request, t daemon.
 	default:
 		return badRequest("follow: %q: want 1 or true (or 0, false)", f)
 	}
-	after := r.Header.Get("Last-Event-ID")
+	after, from := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
 	if a := q.Get("after"); a != "" {
-		after = a
+		after, from = a, "after"
 	}
 	var seq int64
 	if after != "" {
 		if seq, err = strconv.ParseInt(after, 10, 64); err != nil || seq < 0 {
-			return badRequest("after: %q is not a sequence number", after)
+			return badRequest("%s: %q is not a sequence number", from, after)
 		}
 	}
 	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +230,32 @@ func TestFetchRefusesPlaceholders(t *testing.T) {
 	})
 	if denied != 4 {
 		t.Errorf("%d refusals in the session's events, want 4", denied)
+	}
+}
+
+// TestBadEventsCursorNamed: a bad Last-Event-ID header is named as the
+// header (it was called a bad "after" parameter, which the request did
+// not have); a bad after is named as after. A symlink loop in the files
+// API is called a loop, not a way out of the workspace.
+func TestBadEventsCursorNamed(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ws := t.TempDir()
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	hc := rawClient(d.sock)
+	base := "http://moat/v1/sessions/" + s.ID
+	if code, e := apiErr(t, hc, "GET", base+"/events", "", map[string]string{"Last-Event-ID": "zz"}); code != 400 || !strings.Contains(e.Message, `the Last-Event-ID header: "zz" is not a sequence number`) {
+		t.Errorf("a bad Last-Event-ID: %d %+v", code, e)
+	}
+	if code, e := apiErr(t, hc, "GET", base+"/events?after=x", "", nil); code != 400 || !strings.Contains(e.Message, `after: "x" is not a sequence number`) {
+		t.Errorf("a bad after: %d %+v", code, e)
+	}
+	os.Symlink("loop2", filepath.Join(ws, "loop1"))
+	os.Symlink("loop1", filepath.Join(ws, "loop2"))
+	os.Symlink("/etc/passwd", filepath.Join(ws, "out"))
+	if code, e := apiErr(t, hc, "GET", base+"/files?path=loop1", "", nil); code/100 != 4 || !strings.Contains(e.Message, "loop of symbolic links") {
+		t.Errorf("a link loop: %d %+v", code, e)
+	}
+	if code, e := apiErr(t, hc, "GET", base+"/files?path=out", "", nil); code/100 != 4 || !strings.Contains(e.Message, "leads out of the workspace") {
+		t.Errorf("control: a link out: %d %+v", code, e)
 	}
 }
