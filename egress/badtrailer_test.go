@@ -1,11 +1,14 @@
 package egress
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -56,5 +59,37 @@ func TestHeaderOnlyTrailersRefused(t *testing.T) {
 	all := strings.Join(got, "\n")
 	if !strings.Contains(all, "map[X-Sig:[own]]") || strings.Contains(all, "other.test") || strings.Contains(all, "DELETE") {
 		t.Errorf("the server got trailers %q; want X-Sig only", all)
+	}
+}
+
+// TestInSandboxAddressNotDialled: an address that stands for moat inside
+// the sandbox (its resolver's) is refused on every front end, even where
+// allow_cidrs covers it: the proxy dialled whatever answered it on the
+// host's network (found by a tester). The control: another address of
+// the same range is dialled.
+func TestInSandboxAddressNotDialled(t *testing.T) {
+	tp := newProxy(t, mustRules(t, nil, nil, []string{"198.18.0.0/15"}))
+	tp.InSandbox = []netip.Addr{netip.MustParseAddr("198.18.0.2")}
+	var dialled []netip.AddrPort
+	tp.Dial = func(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+		dialled = append(dialled, ap)
+		return nil, errors.New("test: no such host")
+	}
+	resp, body := tp.get(t, "http://198.18.0.2:53/", "198.18.0.2:53")
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "moat's address" || !strings.Contains(body, "never reached") {
+		t.Errorf("a forward to moat's resolver: %d %q", resp.StatusCode, body)
+	}
+	if c, r := tp.connect(t, "198.18.0.2:53"); c != nil || r.StatusCode != http.StatusForbidden || r.Header.Get("X-Moat-Denied") != "moat's address" {
+		t.Errorf("CONNECT to moat's resolver: %v", r.Status)
+	}
+	if _, rep := tp.socks(t, socksAtypIPv4, []byte{198, 18, 0, 2}, 53); rep != socksNotAllowed {
+		t.Errorf("SOCKS5 to moat's resolver: reply %d", rep)
+	}
+	if len(dialled) != 0 {
+		t.Errorf("dialled %v", dialled)
+	}
+	tp.get(t, "http://198.18.0.3:53/", "198.18.0.3:53")
+	if len(dialled) != 1 || dialled[0].Addr() != netip.MustParseAddr("198.18.0.3") {
+		t.Errorf("control: dialled %v, want 198.18.0.3", dialled)
 	}
 }

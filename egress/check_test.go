@@ -71,12 +71,12 @@ func TestCheckHook(t *testing.T) {
 
 	// A forwarded request's method-override headers reach the check, which
 	// decides by them too (harness: a rule on DELETE matches them).
-	tp.raw(t, fmt.Sprintf("GET http://allowed.test:%d/p HTTP/1.1\r\nHost: allowed.test:%d\r\nX-HTTP-Method-Override: DELETE\r\nX-Method-Override: PUT\r\nConnection: close\r\n\r\n", s.httpPort, s.httpPort))
+	tp.raw(t, fmt.Sprintf("GET http://allowed.test:%d/p HTTP/1.1\r\nHost: allowed.test:%d\r\nX-HTTP-Method-Override: DELETE\r\nX-Method-Override: GET, PUT\r\nConnection: close\r\n\r\n", s.httpPort, s.httpPort))
 	tp.event(t)
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(asked) != 7 || strings.Join(asked[6].MethodOverrides, ",") != "DELETE,PUT" {
+	if len(asked) != 7 || strings.Join(asked[6].MethodOverrides, ",") != "DELETE,GET,PUT" {
 		t.Errorf("the check of a request with method overrides was asked %+v", asked[len(asked)-1])
 	}
 	asked = asked[:6]

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +43,11 @@ var ErrClosed = errors.New("egress: proxy closed")
 type Proxy struct {
 	// Rules decides every destination. It must be set.
 	Rules *Rules
+
+	// InSandbox are addresses that stand for moat inside the sandbox
+	// (its TUN device's, its resolver's): no host anywhere, so never
+	// dialled on the host's network, whatever allow_cidrs says.
+	InSandbox []netip.Addr
 
 	// RunID is copied into every Event.
 	RunID string
@@ -122,11 +129,17 @@ type Query struct {
 // request name another method than its own.
 var MethodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
-// methodOverrides returns the values h gives the MethodOverrides headers.
+// methodOverrides returns the values h gives the MethodOverrides headers,
+// each item of a comma-separated list on its own: servers differ in which
+// of several they take (Express's method-override, the last).
 func methodOverrides(h http.Header) []string {
 	var out []string
 	for _, name := range MethodOverrides {
-		out = append(out, h.Values(name)...)
+		for _, v := range h.Values(name) {
+			for _, item := range strings.Split(v, ",") {
+				out = append(out, strings.TrimSpace(item))
+			}
+		}
 	}
 	return out
 }
@@ -519,6 +532,13 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 		if v, ok := checkOwnListener(a, t.port, own); ok {
 			if refusal == nil {
 				refusal = &errRefused{v}
+			}
+			continue
+		}
+		if slices.Contains(p.InSandbox, a) {
+			if refusal == nil {
+				refusal = &errRefused{Verdict{Rule: "moat's address", Reason: fmt.Sprintf(
+					"%s is moat's own address in the sandbox (its TUN device, its resolver), which is no host: it is never reached on the host's network", a)}}
 			}
 			continue
 		}

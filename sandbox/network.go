@@ -145,6 +145,7 @@ func newEgressRun(rules *egress.Rules, p *policy.Policy, req *Request, runID str
 	er := &egressRun{}
 	er.proxy = &egress.Proxy{
 		Rules:     rules,
+		InSandbox: []netip.Addr{tunAddr.Addr(), tunDNS},
 		RunID:     runID,
 		HTTPSOnly: p.Network.HTTPSOnly,
 		Resolver:  req.Resolver,
