@@ -101,6 +101,12 @@ func TestPolicyCheck(t *testing.T) {
 	if i, j := strings.Index(errs, first), strings.Index(errs, second); code != 1 || i < 0 || j < i {
 		t.Errorf("policy check of a public suffix = %d %q, want %q then %q", code, errs, first, second)
 	}
+	// A problem both checks find is listed once (it was twice).
+	os.WriteFile(bad, []byte("[network]\nmode = \"allow\"\nallow = [\"1.2.3.4\"]\n"), 0o644)
+	_, _, errs = moat(t, dir, "policy", "check", bad)
+	if addr := bad + `:3: network.allow[0]: "1.2.3.4": an IP address`; strings.Count(errs, addr) != 1 {
+		t.Errorf("policy check lists %q %d times:\n%s", addr, strings.Count(errs, addr), errs)
+	}
 }
 
 // readAudit returns the records of an audit stream, after checking its

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/moatbox/moat/audit"
@@ -123,7 +124,13 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 				var pe *policy.Errors
 				switch {
 				case errors.As(e, &pe):
-					all = append(all, *pe...)
+					// The network lists are read by both: a problem of
+					// theirs is listed once.
+					for _, fe := range *pe {
+						if !slices.ContainsFunc(all, func(x *policy.FieldError) bool { return x.Error() == fe.Error() }) {
+							all = append(all, fe)
+						}
+					}
 				case e != nil && err == nil:
 					err = e
 				}
