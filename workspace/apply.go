@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -1253,28 +1252,9 @@ func sameEntry(p, bak string) bool {
 		tb, err2 := os.Readlink(bak)
 		return err1 == nil && err2 == nil && ta == tb
 	}
-	if !a.Mode().IsRegular() || a.Size() != b.Size() {
+	if !a.Mode().IsRegular() {
 		return false
 	}
-	fa, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer fa.Close()
-	fb, err := os.Open(bak)
-	if err != nil {
-		return false
-	}
-	defer fb.Close()
-	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
-	for {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return false
-		}
-		if ea != nil || eb != nil {
-			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
-		}
-	}
+	same, err := sameContent(p, bak, a.Size(), b.Size())
+	return err == nil && same
 }
