@@ -259,3 +259,16 @@ func TestBadEventsCursorNamed(t *testing.T) {
 		t.Errorf("control: a link out: %d %+v", code, e)
 	}
 }
+
+// TestDurationTooLong: a ttl past Go's longest duration is refused
+// saying it is too long, not that it is no duration; one that is not a
+// duration says so (the control).
+func TestDurationTooLong(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	hc := rawClient(d.sock)
+	for ttl, want := range map[string]string{"999999999h": "too long", "abc": `ttl: "abc" is not a duration such as "30m"`} {
+		if code, e := apiErr(t, hc, "POST", "http://moat/v1/sessions", `{"ttl":"`+ttl+`"}`, nil); code != 400 || !strings.Contains(e.Message, want) {
+			t.Errorf("ttl %s: %d %+v, want 400 and %q", ttl, code, e, want)
+		}
+	}
+}

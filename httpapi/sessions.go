@@ -16,6 +16,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 )
 
@@ -29,6 +30,9 @@ func duration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
+		if _, perr := policy.ParseDuration(s); perr != nil && strings.Contains(perr.Error(), "too long") {
+			return 0, badRequest("%s: %v", field, perr) // well formed, past Go's longest duration
+		}
 		return 0, badRequest("%s: %q is not a duration such as \"30m\"", field, s)
 	}
 	if d < 0 {

@@ -535,4 +535,12 @@ func TestSubcommandFlagErrors(t *testing.T) {
 	if code, _, errs := moat(t, ws, "serve", "--help"); code != 0 || !strings.Contains(errs, "-socket") {
 		t.Errorf("serve --help: code %d err %q", code, errs)
 	}
+	// A duration session create sends is checked before the daemon is
+	// reached (none runs here), saying what is wrong with it.
+	for v, want := range map[string]string{"abc": `--ttl: "abc" is not a duration such as "30m"`, "999999999h": "--ttl: invalid duration \"999999999h\": too long"} {
+		code, _, errs := moat(t, ws, "session", "create", "--socket", filepath.Join(ws, "none.sock"), "--ttl", v)
+		if code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("session create --ttl %s: code %d err %q, want 2 and %q", v, code, errs, want)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
@@ -109,6 +110,18 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	if *temp && flagSet(fs, "workspace") {
 		fmt.Fprintln(stderr, "moat session create: --temp and --workspace: give one (--temp makes a new empty workspace)")
 		return 2
+	}
+	// Checked here, before the daemon is reached, as the daemon checks
+	// them.
+	for _, d := range []struct{ flag, v string }{{"--ttl", *ttl}, {"--idle-timeout", *idle}} {
+		if _, err := time.ParseDuration(d.v); d.v != "" && err != nil {
+			why := fmt.Sprintf("%q is not a duration such as \"30m\"", d.v)
+			if _, perr := policy.ParseDuration(d.v); perr != nil && strings.Contains(perr.Error(), "too long") {
+				why = perr.Error()
+			}
+			fmt.Fprintf(stderr, "moat session create: %s: %s\n", d.flag, why)
+			return 2
+		}
 	}
 	req := &client.CreateSessionRequest{WorkspaceMode: *mode, TTL: *ttl, IdleTimeout: *idle, Template: *template, Learn: *learn}
 	if *policyFile != "" {
