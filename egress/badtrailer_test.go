@@ -93,3 +93,34 @@ func TestInSandboxAddressNotDialled(t *testing.T) {
 		t.Errorf("control: dialled %v, want 198.18.0.3", dialled)
 	}
 }
+
+// TestMalformedBodyAnswered: a chunked body whose trailer is malformed (a
+// folded line), or a body cut short by its client, gets 400 naming the
+// body, and the destination's connection is closed: the proxy waited for
+// the destination's answer, which waited for the rest of the body, and
+// the client got nothing (found by a tester).
+func TestMalformedBodyAnswered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.ReadAll(r.Body) }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, []string{"127.0.0.0/8"}))
+	head := fmt.Sprintf("POST http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test:%d\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\nConnection: close\r\n\r\n", port, port)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, body := tp.raw(t, head+"5\r\nhello\r\n0\r\n Host: evil\r\n\r\n")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "the request's body could not be read") {
+			t.Errorf("a folded trailer: %d %q, want 400 naming the body", resp.StatusCode, body)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(8 * time.Second):
+		t.Fatal("a folded trailer: no answer")
+	}
+	wantEvent(t, tp.event(t), ProtoHTTP, DecisionError, "bad request")
+	resp, _ := tp.raw(t, head+"5\r\nhello\r\n0\r\nX-A: b\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Errorf("control: a well-formed trailer: %d", resp.StatusCode)
+	}
+}

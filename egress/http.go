@@ -367,6 +367,13 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 		cc.refuse(ev, what)
 		return false
 	}
+	if bad, ok := errors.AsType[*badBodyError](err); ok {
+		*upp = nil
+		up.close(p)
+		ev.Decision, ev.Rule, ev.Reason = DecisionError, "bad request", bad.Error()
+		writeStatus(cc.c, http.StatusBadRequest, "", fmt.Sprintf("moat: %s: %v\n", what, bad))
+		return false
+	}
 	if err != nil {
 		*upp = nil
 		up.close(p)
@@ -476,6 +483,11 @@ const maxInterim = 5
 func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <-chan error, error) {
 	cw := &countWriter{w: up.conn}
 	up.bw.Reset(cw)
+	var cut *cutBody
+	if req.Body != nil && req.Body != http.NoBody {
+		cut = &cutBody{ReadCloser: req.Body, conn: up.conn}
+		req.Body = cut
+	}
 	done := make(chan error, 1)
 	go func() {
 		err := req.Write(up.bw)
@@ -502,6 +514,9 @@ func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <
 		if err != nil {
 			up.conn.Close()
 			<-done
+			if cut != nil && cut.err != nil {
+				return nil, cw, done, &badBodyError{cut.err}
+			}
 			return nil, cw, done, err
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -513,6 +528,33 @@ func roundTrip(up *upstream, req *http.Request) (*http.Response, *countWriter, <
 			return resp, cw, done, nil
 		}
 	}
+}
+
+// cutBody is a request body that, when reading it fails (a malformed
+// chunk or trailer, a client gone mid-body), closes the connection to
+// the destination: the destination would wait for the rest of a body that
+// never comes, and the proxy for its answer. err is the failure; it is
+// read once the request's write is over.
+type cutBody struct {
+	io.ReadCloser
+	conn net.Conn
+	err  error
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, errTrailerRefused) {
+		b.err = err
+		b.conn.Close()
+	}
+	return n, err
+}
+
+// badBodyError is a request whose body could not be read.
+type badBodyError struct{ err error }
+
+func (e *badBodyError) Error() string {
+	return "the request's body could not be read: " + e.err.Error()
 }
 
 // sameAuthority reports whether a Host header names host:port. A header
