@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -145,10 +146,16 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer signal.Stop(sigs)
 	var forwarding atomic.Bool
+	// Once: the timer's call and onTerminal's may overlap, and the second
+	// must not return before the first has installed the handlers (Do
+	// waits for it), or the terminal could go raw with none in place.
+	var installed sync.Once
 	install := func() {
-		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
-			syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
-		forwarding.Store(true)
+		installed.Do(func() {
+			notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
+				syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+			forwarding.Store(true)
+		})
 	}
 	handlers := time.AfterFunc(50*time.Millisecond, install)
 	defer handlers.Stop()
@@ -159,9 +166,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var approver *ttyApprover
 	var asking atomic.Pointer[ttyApprover] // approver, for the signals' goroutine
 	onTerminal := func() {
-		if handlers.Stop() {
-			install()
-		}
+		handlers.Stop()
+		install()
 		if approver != nil {
 			approver.relayed.Store(true)
 		}
