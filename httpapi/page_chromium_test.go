@@ -63,6 +63,9 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	opts := append([]chromedp.ExecAllocatorOption{}, chromedp.DefaultExecAllocatorOptions[:]...)
 	opts = append(opts, chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1000, 800),
+		// Its singleton socket's directory goes in TMPDIR, which it never
+		// removes: the test's own, not /tmp.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true))
