@@ -209,10 +209,7 @@ func TestPoolReapedAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPool(t, m, "x", 2)
-	// A daemon that dies leaves its records; release only its lock.
-	close(m.stop)
-	m.ticker.Wait()
-	m.lock.Close()
+	crash(m)
 	m2, err := New(Config{StateDir: state, Engine: newFake})
 	if err != nil {
 		t.Fatal(err)
@@ -300,9 +297,7 @@ func TestReapedSessionGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close(m.stop)
-	m.ticker.Wait()
-	m.lock.Close()
+	crash(m)
 	m2, err := New(Config{StateDir: state, Engine: newFake})
 	if err != nil {
 		t.Fatal(err)
@@ -317,4 +312,12 @@ func TestReapedSessionGone(t *testing.T) {
 	if _, err := m2.Get(owner, "0123456789ab"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("control: an id never made: %v, want ErrNotFound", err)
 	}
+}
+
+// crash stops m as a daemon that dies does: its records stay, only its
+// lock is released.
+func crash(m *Manager) {
+	close(m.stop)
+	m.ticker.Wait()
+	m.lock.Close()
 }

@@ -30,7 +30,7 @@ func duration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		if _, perr := policy.ParseDuration(s); perr != nil && strings.Contains(perr.Error(), "too long") {
+		if _, perr := policy.ParseDuration(s); errors.Is(perr, policy.ErrDurationTooLong) {
 			return 0, badRequest("%s: %v", field, perr) // well formed, past Go's longest duration
 		}
 		return 0, badRequest("%s: %q is not a duration such as \"30m\"", field, s)

@@ -148,6 +148,14 @@ type Duration time.Duration
 
 var errNegativeDuration = errors.New("must not be negative")
 
+// ErrDurationTooLong is ParseDuration's error (wrapped) for a well-formed
+// duration past the longest Go can hold; callers that parse durations
+// another way tell a too long one from a malformed one by it.
+var ErrDurationTooLong = errors.New("too long")
+
+// errTooLong says how long a duration may be, the same for every form.
+var errTooLong = fmt.Errorf("%w (at most %s)", ErrDurationTooLong, Duration(math.MaxInt64))
+
 // ParseDuration parses a duration in Go syntax ("1m30s") or a plain number of
 // seconds ("30", "2.5"). Negative durations are errors.
 func ParseDuration(s string) (Duration, error) {
@@ -165,7 +173,7 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	d, err := time.ParseDuration(t)
 	if err != nil && overflows(t) {
-		return 0, fmt.Errorf("invalid duration %q: too long (at most %s)", s, time.Duration(math.MaxInt64).Truncate(time.Hour))
+		return 0, fmt.Errorf("invalid duration %q: %w", s, errTooLong)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q: want Go syntax such as \"90s\", \"1m30s\" or \"2h\", or a number of seconds", s)
@@ -237,7 +245,7 @@ func secondsDuration(sec float64) (Duration, error) {
 	case sec < 0:
 		return 0, errNegativeDuration
 	case sec*float64(time.Second) >= math.MaxInt64:
-		return 0, fmt.Errorf("too long (max %s)", Duration(math.MaxInt64))
+		return 0, errTooLong
 	}
 	d := Duration(math.Round(sec * float64(time.Second)))
 	if d == 0 && sec > 0 {

@@ -50,17 +50,23 @@ func crashHelper() {
 			os.Exit(1)
 		}
 	}
+	helperDo(func(c *ChangeSet) error { _, err := c.Apply(nil, nil); return err })
+}
+
+// helperDo runs do on the change set $MOAT_WS_ID of the store
+// $MOAT_STATE_DIR and exits: 0 when it returns (the crash point was never
+// reached), 3 with its error.
+func helperDo(do func(*ChangeSet) error) {
 	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
 	c, err := s.Open(os.Getenv("MOAT_WS_ID"))
+	if err == nil {
+		err = do(c)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	if _, err := c.Apply(nil, nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	os.Exit(0) // the crash point was never reached
+	os.Exit(0)
 }
 
 // undoCrashHelper recovers the change set $MOAT_WS_ID, whose apply was
@@ -74,17 +80,7 @@ func undoCrashHelper() {
 			os.Exit(1)
 		}
 	}
-	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
-	c, err := s.Open(os.Getenv("MOAT_WS_ID"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	if err := c.Recover(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	os.Exit(0) // the crash point was never reached
+	helperDo((*ChangeSet).Recover)
 }
 
 // copyHelper runs CreateCopy of the workspace $MOAT_WS_DIR and dies, as a

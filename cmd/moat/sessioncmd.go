@@ -116,7 +116,7 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 	for _, d := range []struct{ flag, v string }{{"--ttl", *ttl}, {"--idle-timeout", *idle}} {
 		if _, err := time.ParseDuration(d.v); d.v != "" && err != nil {
 			why := fmt.Sprintf("%q is not a duration such as \"30m\"", d.v)
-			if _, perr := policy.ParseDuration(d.v); perr != nil && strings.Contains(perr.Error(), "too long") {
+			if _, perr := policy.ParseDuration(d.v); errors.Is(perr, policy.ErrDurationTooLong) {
 				why = perr.Error()
 			}
 			fmt.Fprintf(stderr, "moat session create: %s: %s\n", d.flag, why)
