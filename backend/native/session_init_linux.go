@@ -3,6 +3,7 @@ package native
 import (
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -166,6 +167,7 @@ func serveSession(fd int, seen *denials, send func(message), oomAdj oomScore) er
 	s.cond = sync.NewCond(&s.mu)
 	seen.setOwner(s.denialOwner)
 	go s.reap()
+	spareThreads()
 	send(message{Type: "ready"})
 
 	buf := make([]byte, maxRequest)
@@ -198,6 +200,40 @@ func serveSession(fd int, seen *denials, send func(message), oomAdj oomScore) er
 		}
 		closeFDs(fds)
 	}
+}
+
+// spareInitThreads is how many idle threads a session's init holds when
+// it is ready, besides those it runs on.
+const spareInitThreads = 4
+
+// spareThreads bounds the threads init's runtime will want once the
+// session is ready, and makes them now. The host counts what init holds
+// when it is ready as init's (spareInitTasks), and a thread made after
+// counts against the commands: while a fork bomb held every task of the
+// limit, a new one failed and the runtime ended init, and the session
+// with it ("failed to create new OS thread"). One P (init's work is
+// fork, wait and answer; each more P is a thread the collector may
+// want), and spareInitThreads threads made and left idle, which the
+// scheduler takes before it makes one: a thread is wanted beyond them
+// only when more of init's goroutines block in system calls at once
+// than it has.
+func spareThreads() {
+	runtime.GOMAXPROCS(1)
+	var held, release sync.WaitGroup
+	held.Add(spareInitThreads)
+	release.Add(1)
+	for range spareInitThreads {
+		go func() {
+			// Each goroutine holds a thread of its own until all do;
+			// unlocked, the threads go back to the scheduler, idle.
+			runtime.LockOSThread()
+			held.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	held.Wait()
+	release.Done()
 }
 
 func receivedFDs(oob []byte) []int {

@@ -48,11 +48,12 @@ func TestSessionPidsAreTheCommands(t *testing.T) {
 				}
 				out, _ := execOut(t, inst, s, backend.ProcessSpec{}, "/usr/bin/perl", "-e", forks)
 				// A fork bomb is held to the limit, ended at its wall
-				// clock, and the session runs commands after it. The
-				// shell execs its sleep: with every task of the limit
-				// taken by the bomb, a fork of it fails and the shell
-				// would end on its own first (seen in the slow guest).
-				_, st := execOut(t, inst, s, backend.ProcessSpec{Wall: 2 * time.Second}, "/bin/sh", "-c", "bomb() { bomb | bomb & }; bomb; exec sleep 5")
+				// clock, and the session runs commands after it. Every
+				// task of the bomb forks on when a fork fails: a shell's
+				// bomb ends on a failed fork of its own, which at a
+				// limit of 3 can be its first (the tasks of the command
+				// before, killed but not yet reaped, still count).
+				_, st := execOut(t, inst, s, backend.ProcessSpec{Wall: 2 * time.Second}, "/usr/bin/perl", "-e", "while (1) { fork; select(undef, undef, undef, 0.01) }")
 				if st.Cause != backend.CauseTimeout {
 					t.Errorf("limit %d: the fork bomb ended by %s, want its wall clock", limit, st.Cause)
 				}
