@@ -84,7 +84,7 @@ func cmdApprove(args []string, stderr io.Writer) int {
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
 	scope := fs.String("scope", "once", "once (this exact action), prefix (commands beginning --prefix, or the command asked about) or session (what the same rule asks, in this session)")
 	prefix := fs.String("prefix", "", "for --scope prefix: the words the commands let through begin with (space-separated)")
-	ttl := fs.Duration("for", 0, "how long a prefix or session approval lasts (default 15m; at most 24h)")
+	ttl := durationFlag(fs, "for", 0, "how long a prefix or session approval lasts (default 15m; at most 24h)")
 	name := fs.String("name", "", "who approves, recorded in the audit stream")
 	why := fs.String("reason", "", "why, recorded in the audit stream")
 	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {

@@ -34,27 +34,34 @@ func streamFile(fi os.FileInfo, err error) error {
 
 // cmdAudit: moat audit verify FILE checks an audit stream's hash chain.
 func cmdAudit(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "verify" || asksHelp(args) {
-		fmt.Fprintln(stderr, "usage: moat audit verify FILE")
-		return 2
+	const usage = "usage: moat audit verify FILE"
+	if len(args) == 0 || args[0] != "verify" {
+		// Its one subcommand missing: --help, or a mistake (never ok).
+		_, _, code := operands("audit", usage, args, 1, 0, stderr)
+		return code
 	}
+	files, ok, code := operands("audit verify", usage, args[1:], 1, 1, stderr)
+	if !ok {
+		return code
+	}
+	file := files[0]
 	// A stream is read to its end: a file, or a pipe (/dev/stdin, a named
 	// pipe) whose writer ends it. A directory or a device (/dev/zero, a
 	// terminal) is no stream and might never end; it is refused before it
 	// is opened, since a device acts when opened, and again once open, in
 	// case the path was replaced in between.
-	if err := streamFile(os.Stat(args[1])); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", args[1], err)
+	if err := streamFile(os.Stat(file)); err != nil {
+		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
 		return 1
 	}
-	f, err := os.Open(args[1])
+	f, err := os.Open(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
 		return 1
 	}
 	defer f.Close()
 	if err := streamFile(f.Stat()); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", args[1], err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
 		return 1
 	}
 	n, last, err := audit.Verify(f)
@@ -64,11 +71,11 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		if n == 1 {
 			intact = "the record before it is intact"
 		}
-		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", args[1], ce.Line, ce.Msg, intact)
+		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", file, ce.Line, ce.Msg, intact)
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", args[1], err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%d records, chain intact; last record's SHA-256 %s (keep it elsewhere to detect records cut from the end)\n", n, last)

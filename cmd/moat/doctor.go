@@ -27,9 +27,8 @@ import (
 var doctorCtx = context.Background()
 
 func cmdDoctor(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: moat doctor")
-		return 2
+	if _, ok, code := operands("doctor", "usage: moat doctor", args, 0, 0, stderr); !ok {
+		return code
 	}
 	if runtime.GOOS != "linux" {
 		fmt.Fprintf(stdout, "moat run is only supported on Linux (this is %s): nothing here can be enforced\n", runtime.GOOS)

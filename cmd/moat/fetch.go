@@ -12,9 +12,9 @@ import (
 // cmdFetch: moat fetch URL writes the body of a public HTTPS GET to stdout
 // (egress.Fetcher decides what may be fetched).
 func cmdFetch(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 || asksHelp(args) {
-		fmt.Fprintln(stderr, "usage: moat fetch URL (public https:// only: no redirects, 5 s, 1 MiB, no private addresses)")
-		return 2
+	args, ok, code := operands("fetch", "usage: moat fetch URL (public https:// only: no redirects, 5 s, 1 MiB, no private addresses)", args, 1, 1, stderr)
+	if !ok {
+		return code
 	}
 	res, err := (&egress.Fetcher{}).Fetch(context.Background(), args[0])
 	var fe *egress.FetchError

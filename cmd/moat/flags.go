@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/sandbox"
@@ -437,4 +438,58 @@ func policyWorkspace(file string, doc []byte, def string) string {
 		return p.Workspace.Path
 	}
 	return filepath.Join(filepath.Dir(file), p.Workspace.Path)
+}
+
+// operands reads the arguments of a command that takes no flags, only
+// operands (files, a URL), as parseFlags reads a command's flags: -h or
+// --help prints its usage line to stderr (status 0); an argument that
+// looks like a flag is refused as one rather than taken for a file
+// (status 2; "--" ends them, for a file whose name starts with "-"; "-"
+// alone is an operand); and so is a count of operands outside [least,
+// most] (most < 0: no bound). ok false: return code.
+func operands(name, usage string, args []string, least, most int, stderr io.Writer) (ops []string, ok bool, code int) {
+	for i, a := range args {
+		if a == "--" {
+			ops = append(ops, args[i+1:]...)
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fmt.Fprintln(stderr, usage)
+			return nil, false, 0
+		}
+		if len(a) > 1 && a[0] == '-' {
+			fmt.Fprintf(stderr, "moat %s: unknown flag %s (it takes none); see moat %s --help\n", name, a, name)
+			return nil, false, 2
+		}
+		ops = append(ops, a)
+	}
+	if len(ops) < least || most >= 0 && len(ops) > most {
+		fmt.Fprintln(stderr, usage)
+		return nil, false, 2
+	}
+	return ops, true, 0
+}
+
+// durationFlag is fs.Duration whose mistakes say what a duration is,
+// where package flag's say "parse error".
+func durationFlag(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	d := value
+	fs.Var((*durationValue)(&d), name, usage)
+	return &d
+}
+
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		if _, perr := policy.ParseDuration(s); errors.Is(perr, policy.ErrDurationTooLong) {
+			return errors.Unwrap(perr)
+		}
+		return errors.New(`want a duration such as "90s", "15m" or "2h"`)
+	}
+	*d = durationValue(v)
+	return nil
 }

@@ -146,6 +146,9 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "deny":
 		return cmdDeny(args[1:], stderr)
 	case "version", "--version":
+		if _, ok, code := operands("version", "usage: moat version", args[1:], 0, 0, stderr); !ok {
+			return code
+		}
 		fmt.Fprintln(stdout, "moat", versionString())
 		return 0
 	case "help", "-h", "--help":

@@ -273,23 +273,48 @@ func TestBadFlags(t *testing.T) {
 }
 
 // A command that takes a file or a URL prints its usage for --help
-// instead of trusting, reading or fetching a file named "--help".
+// (status 0, as a command with flags does) instead of trusting, reading or
+// fetching a file named "--help", and refuses an unknown flag as one
+// (status 2) rather than take it for a file; "--" passes a file whose name
+// starts with "-".
 func TestHelpOfCommandsWithoutFlags(t *testing.T) {
 	ws := t.TempDir()
-	for _, args := range [][]string{
-		{"trust", "--help"},
-		{"policy", "suggest", "--help"},
-		{"audit", "verify", "-h"},
-		{"fetch", "--help"},
-		{"session", "--help"},
+	for _, c := range []struct {
+		args []string
+		code int
+		err  string // the start of stderr
+	}{
+		{[]string{"trust", "--help"}, 0, "usage: moat trust"},
+		{[]string{"policy", "suggest", "--help"}, 0, "usage: moat policy suggest"},
+		{[]string{"policy", "check", "-h"}, 0, "usage: moat policy check"},
+		{[]string{"audit", "verify", "-h"}, 0, "usage: moat audit verify"},
+		{[]string{"audit", "--help"}, 0, "usage: moat audit verify"},
+		{[]string{"fetch", "--help"}, 0, "usage: moat fetch"},
+		{[]string{"doctor", "--help"}, 0, "usage: moat doctor"},
+		{[]string{"version", "--help"}, 0, "usage: moat version"},
+		{[]string{"session", "--help"}, 0, "usage: moat session"},
+		{[]string{"trust", "--yes", ".moat.toml"}, 2, "moat trust: unknown flag --yes"},
+		{[]string{"doctor", "--json"}, 2, "moat doctor: unknown flag --json"},
+		{[]string{"fetch", "-k", "https://example.com/"}, 2, "moat fetch: unknown flag -k"},
+		{[]string{"audit", "verify", "--quiet", "a.jsonl"}, 2, "moat audit verify: unknown flag --quiet"},
+		{[]string{"policy", "check", "a.toml", "--strict"}, 2, "moat policy check: unknown flag --strict"},
+		{[]string{"policy", "suggest", "--learn", "a.jsonl"}, 2, "moat policy suggest: unknown flag --learn"},
+		{[]string{"version", "--short"}, 2, "moat version: unknown flag --short"},
+		{[]string{"doctor", "extra"}, 2, "usage: moat doctor"},
+		{[]string{"audit", "check", "a.jsonl"}, 2, "usage: moat audit verify"},
+		{[]string{"session"}, 2, "usage: moat session"},
 		// No SESSION before the command ($S empty): "sh" is not one.
-		{"exec", "--", "sh", "-c", "true"},
-		{"exec", "-t", "--", "sh"},
+		{[]string{"exec", "--", "sh", "-c", "true"}, 2, "usage: moat exec"},
+		{[]string{"exec", "-t", "--", "sh"}, 2, "usage: moat exec"},
 	} {
-		code, out, errs := moat(t, ws, args...)
-		if code != 2 || out != "" || !strings.HasPrefix(errs, "usage: moat "+args[0]) {
-			t.Errorf("%v: code %d out %q err %q", args, code, out, errs)
+		code, out, errs := moat(t, ws, c.args...)
+		if code != c.code || out != "" || !strings.HasPrefix(errs, c.err) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: code %d out %q err %q, want %d and %q", c.args, code, out, errs, c.code, c.err)
 		}
+	}
+	// The control: after "--", "-x.toml" is a file, looked for and missing.
+	if code, _, errs := moat(t, ws, "policy", "check", "--", "-x.toml"); code == 2 || !strings.Contains(errs, "-x.toml") || strings.Contains(errs, "unknown flag") {
+		t.Errorf("policy check -- -x.toml: code %d err %q", code, errs)
 	}
 }
 

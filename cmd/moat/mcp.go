@@ -31,7 +31,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ws := fs.String("workspace", ".", "the workspace directory the session works in")
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
 	approvals := fs.String("approvals-socket", "", "when the client cannot ask its user, keep the rules' asks as pending approvals answered on this unix socket (moat approvals --socket P, moat approve --socket P ID)")
-	approvalTimeout := fs.Duration("approval-timeout", 5*time.Minute, "with --approvals-socket: how long an ask waits for an answer")
+	approvalTimeout := durationFlag(fs, "approval-timeout", 5*time.Minute, "with --approvals-socket: how long an ask waits for an answer")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay] [--approvals-socket PATH]")
 		fs.PrintDefaults()

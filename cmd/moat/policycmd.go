@@ -108,11 +108,10 @@ func equalArgv(a, b []string) bool {
 
 // cmdPolicyCheck validates policy files and runs their rules' examples.
 func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: moat policy check FILE...")
-		return 2
+	args, ok, code := operands("policy check", "usage: moat policy check FILE...", args, 1, -1, stderr)
+	if !ok {
+		return code
 	}
-	code := 0
 	for _, file := range args {
 		p, err := policy.Load(file)
 		if err == nil {
@@ -184,9 +183,9 @@ func setsOrNone(sets []string) string {
 // what an audit stream shows refused or asked about (harness.Suggest), each
 // with the records behind it, for a person to review. It changes nothing.
 func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 || asksHelp(args) {
-		fmt.Fprintln(stderr, "usage: moat policy suggest AUDIT.jsonl (an --audit stream, best of a --learn run)")
-		return 2
+	args, ok, code := operands("policy suggest", "usage: moat policy suggest AUDIT.jsonl (an --audit stream, best of a --learn run)", args, 1, 1, stderr)
+	if !ok {
+		return code
 	}
 	b, err := os.ReadFile(args[0])
 	if err != nil {

@@ -523,7 +523,8 @@ func TestSubcommandFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"serve", "--socet", "x"}, "moat serve: unknown flag --socet (did you mean --socket?); see moat serve --help\n"},
-		{[]string{"serve", "--drain", "abc"}, `moat serve: invalid value "abc" for --drain: parse error; see moat serve --help` + "\n"},
+		{[]string{"serve", "--drain", "abc"}, `moat serve: invalid value "abc" for --drain: want a duration such as "90s", "15m" or "2h"; see moat serve --help` + "\n"},
+		{[]string{"approve", "--for", "999999999h", "x"}, `moat approve: invalid value "999999999h" for --for: too long (at most 2562047h47m16.854775807s); see moat approve --help` + "\n"},
 		{[]string{"exec", "--bogus", "x", "--", "true"}, "moat exec: unknown flag --bogus; see moat exec --help\n"},
 		{[]string{"session", "create", "--ttl"}, "moat session create: flag --ttl needs a value; see moat session create --help\n"},
 	} {

@@ -61,7 +61,10 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 func cmdSession(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || asksHelp(args[:1]) {
 		fmt.Fprintln(stderr, "usage: moat session create|ls|rm|diff|apply|discard|events [flags] [SESSION] (moat session CMD --help for each)")
-		return 2
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
 	}
 	switch args[0] {
 	case "create":

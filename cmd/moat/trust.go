@@ -59,9 +59,9 @@ func loadTrusted(path string) (*policy.Policy, error) {
 }
 
 func cmdTrust(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 || asksHelp(args) {
-		fmt.Fprintln(stderr, "usage: moat trust [POLICY-FILE]   (default: ./.moat.toml)")
-		return 2
+	args, ok, code := operands("trust", "usage: moat trust [POLICY-FILE]   (default: ./.moat.toml)", args, 0, 1, stderr)
+	if !ok {
+		return code
 	}
 	path := ".moat.toml"
 	if len(args) == 1 {
