@@ -62,3 +62,11 @@ func profileError(p *policy.Policy, name string, err error) error {
 	}
 	return p.FieldError("syscalls.profile", name+":\n"+strings.Join(lines, "\n"))
 }
+
+// CheckPolicyProfile reads and checks p's syscalls.profile as a run
+// would, for moat policy check: a file that is missing, malformed, or
+// under which no program can start is an error of syscalls.profile.
+func CheckPolicyProfile(p *policy.Policy) error {
+	_, _, err := seccompProfiles(p)
+	return err
+}

@@ -107,6 +107,21 @@ func TestPolicyCheck(t *testing.T) {
 	if addr := bad + `:3: network.allow[0]: "1.2.3.4": an IP address`; strings.Count(errs, addr) != 1 {
 		t.Errorf("policy check lists %q %d times:\n%s", addr, strings.Count(errs, addr), errs)
 	}
+	// The seccomp profile a policy names is read and checked as run
+	// checks it, beside the policy (before, policy check passed a
+	// profile run refused). The control: an allowing profile passes.
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	os.WriteFile(filepath.Join(sub, "none.json"), []byte(`{"defaultAction": "SCMP_ACT_ERRNO"}`), 0o644)
+	os.WriteFile(filepath.Join(sub, "all.json"), []byte(`{"defaultAction": "SCMP_ACT_ALLOW"}`), 0o644)
+	for file, want := range map[string]string{"none.json": "no program can start under this profile", "missing.json": "no such file", "all.json": ""} {
+		pol := filepath.Join(sub, "p.toml")
+		os.WriteFile(pol, []byte("[syscalls]\nprofile = \""+file+"\"\n"), 0o644)
+		code, _, errs := moat(t, dir, "policy", "check", pol)
+		if want == "" && code != 0 || want != "" && (code != 1 || !strings.Contains(errs, pol+":2: syscalls.profile: "+filepath.Join(sub, file)) || !strings.Contains(errs, want)) {
+			t.Errorf("policy check of profile %s = %d %q, want %q", file, code, errs, want)
+		}
+	}
 }
 
 // readAudit returns the records of an audit stream, after checking its

@@ -115,11 +115,15 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 	for _, file := range args {
 		p, err := policy.Load(file)
 		if err == nil {
-			// What moat run checks: the policy's own rules, and the network
-			// lists as the proxy reads them (a public suffix is too broad),
-			// listed together.
+			// What moat run checks: the policy's own rules, the network
+			// lists as the proxy reads them (a public suffix is too broad)
+			// and the seccomp profile it names, listed together.
+			// Paths are resolved first, as run resolves them: a relative
+			// profile is the policy file's neighbour.
 			var all policy.Errors
-			for _, e := range []error{p.Validate(), sandbox.CheckPolicy(p)} {
+			cwd, _ := os.Getwd()
+			home, _ := os.UserHomeDir()
+			for _, e := range []error{p.ResolveAndValidate(cwd, home), sandbox.CheckPolicy(p), sandbox.CheckPolicyProfile(p)} {
 				var pe *policy.Errors
 				switch {
 				case errors.As(e, &pe):
