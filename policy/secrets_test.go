@@ -95,6 +95,7 @@ query = "key"
 		t.Fatal(err)
 	}
 	checkErrors(t, p.Validate(), []string{
+		`b.toml:3: network.allow: is read only when network.mode is "allow"`,
 		`secrets: secrets are added by moat's proxy, which needs network.mode = "allow"`,
 		`b.toml:6: secrets[0].name: "1BAD" is not an environment variable name`,
 		`b.toml:7: secrets[0].source: "vault:x": want "env:VAR", "file:PATH" or "command:PROGRAM ARG..."`,

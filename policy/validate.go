@@ -130,6 +130,18 @@ func (p *Policy) validateNetwork(l *errorList) {
 			l.add(indexKey("network.allow_cidrs", i), fmt.Sprintf("%q: %v", c, err))
 		}
 	}
+	// The lists of allowed destinations are read in allow mode only:
+	// under none (the default) they would go unused without a word, and
+	// the command would have none of the network the list's author
+	// expected. A --net none over a file's list is an override, not a
+	// mistake.
+	if _, byFlag := p.flagFor("network.mode"); n.Mode == NetworkNone && !byFlag && (len(n.Allow) > 0 || len(n.AllowCIDRs) > 0) {
+		f := "network.allow"
+		if len(n.Allow) == 0 {
+			f = "network.allow_cidrs"
+		}
+		l.add(f, `is read only when network.mode is "allow" (it is "none", the default mode): set mode = "allow", or leave the list out`)
+	}
 	ports(l, "network.tcp_bind", n.TCPBind, 0)
 	ports(l, "network.tcp_connect", n.TCPConnect, 1)
 	if (n.TCPBind != nil || n.TCPConnect != nil) && p.Filesystem.Landlock == LandlockOff {

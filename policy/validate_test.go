@@ -57,23 +57,30 @@ func TestValidateFields(t *testing.T) {
 		{"network modes", func(p *Policy) { p.Network.Mode = "host" }, ""},
 		{"bad network mode", func(p *Policy) { p.Network.Mode = "all" }, `network.mode: "all" is not one of none, allow, host`},
 		{"good destinations", func(p *Policy) {
+			p.Network.Mode = NetworkAllow
 			p.Network.Allow = []string{"pypi.org", "*.pythonhosted.org", "api.github.com:443", "db", "db:5432"}
 			p.Network.Deny = []string{"*.co.uk", "db"}
 		}, ""},
 		// The grammar the egress proxy reads: what it refuses, Validate refuses.
-		{"allow everything", func(p *Policy) { p.Network.Allow = []string{"*"} }, `network.allow[0]: "*": "*" matches every host`},
-		{"allow a tld", func(p *Policy) { p.Network.Allow = []string{"*.com"} }, `network.allow[0]: "*.com": too broad: "com" is a top-level domain`},
-		{"allow an address", func(p *Policy) { p.Network.Allow = []string{"db", "10.0.0.1:80"} }, `network.allow[1]: "10.0.0.1:80": an IP address is not a host name; put addresses in allow_cidrs`},
-		{"allow an IPv6 address", func(p *Policy) { p.Network.Allow = []string{"fd00::1"} }, `network.allow[0]: "fd00::1": an IP address is not a host name`},
+		{"allow everything", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"*"} }, `network.allow[0]: "*": "*" matches every host`},
+		{"allow a tld", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"*.com"} }, `network.allow[0]: "*.com": too broad: "com" is a top-level domain`},
+		{"allow an address", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"db", "10.0.0.1:80"} }, `network.allow[1]: "10.0.0.1:80": an IP address is not a host name; put addresses in allow_cidrs`},
+		{"allow an IPv6 address", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"fd00::1"} }, `network.allow[0]: "fd00::1": an IP address is not a host name`},
 		// Two ports: a mistake of form, not an address (it said address).
-		{"allow two ports", func(p *Policy) { p.Network.Allow = []string{"vm:8080:9000"} }, `network.allow[0]: "vm:8080:9000": more than one ':': write HOST or HOST:PORT`},
-		{"allow ipv6", func(p *Policy) { p.Network.Allow = []string{"[::1]:443"} }, `put addresses in allow_cidrs`},
-		{"numeric last label", func(p *Policy) { p.Network.Allow = []string{"example.123"} }, `last label is a number`},
+		{"allow two ports", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"vm:8080:9000"} }, `network.allow[0]: "vm:8080:9000": more than one ':': write HOST or HOST:PORT`},
+		{"allow ipv6", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"[::1]:443"} }, `put addresses in allow_cidrs`},
+		{"numeric last label", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"example.123"} }, `last label is a number`},
 		{"bad port", func(p *Policy) { p.Network.Deny = []string{"example.com:99999"} }, `network.deny[0]: "example.com:99999": port "99999" is not a number from 1 to 65535`},
-		{"bad host", func(p *Policy) { p.Network.Allow = []string{"exa mple.com"} }, "host name contains ' '"},
-		{"empty label", func(p *Policy) { p.Network.Allow = []string{"a..b"} }, "host name has an empty label"},
-		{"host bits", func(p *Policy) { p.Network.AllowCIDRs = []string{"10.1.2.3/24"} }, `did you mean "10.1.2.0/24"?`},
-		{"ipv6 cidr", func(p *Policy) { p.Network.AllowCIDRs = []string{"fd00::/8"} }, ""},
+		{"bad host", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"exa mple.com"} }, "host name contains ' '"},
+		{"empty label", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"a..b"} }, "host name has an empty label"},
+		{"host bits", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.AllowCIDRs = []string{"10.1.2.3/24"} }, `did you mean "10.1.2.0/24"?`},
+		{"ipv6 cidr", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.AllowCIDRs = []string{"fd00::/8"} }, ""},
+		// A list under network.mode "none" would let nothing through
+		// without a word (the default mode: a list alone was silently
+		// unused); a --net none over it is an override (the control).
+		{"allow without mode", func(p *Policy) { p.Network.Allow = []string{"example.com"} }, `network.allow: is read only when network.mode is "allow" (it is "none"`},
+		{"cidrs without mode", func(p *Policy) { p.Network.AllowCIDRs = []string{"10.0.0.0/8"} }, `network.allow_cidrs: is read only when network.mode is "allow"`},
+		{"none by flag", func(p *Policy) { p.Network.Allow = []string{"example.com"}; p.MarkFlag("network.mode", "--net") }, ""},
 		{"tcp ports", func(p *Policy) { p.Network.TCPBind, p.Network.TCPConnect = &[]int{0, 8080}, &[]int{} }, ""},
 		{"bad bind port", func(p *Policy) { p.Network.TCPBind = &[]int{80, 70000} }, "network.tcp_bind[1]: 70000 is not a TCP port (0 to 65535)"},
 		{"connect port 0", func(p *Policy) { p.Network.TCPConnect = &[]int{0} }, "network.tcp_connect[0]: 0 is not a TCP port (1 to 65535)"},
