@@ -304,3 +304,37 @@ func TestInteractiveRefusedAtOnce(t *testing.T) {
 		t.Errorf("after %v: %v, want not_found at once", time.Since(start), err)
 	}
 }
+
+// TestInteractiveRefusalNotLost: an interactive exec the session refuses
+// at once (its runs budget spent) gets the refusal, though the client is
+// writing its input as the answer comes and the connection closes after
+// it: the client's transport must not report its write's "broken pipe"
+// instead. The control: the first exec runs.
+func TestInteractiveRefusalNotLost(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{Policy: "[budgets]\nruns = 1\n"})
+	if rep, err := d.c.Exec(context.Background(), s.ID, &client.ExecRequest{Args: []string{"true"}}, io.Discard, io.Discard); err != nil || rep.ExitCode != 0 {
+		t.Fatalf("control: %v %+v", err, rep)
+	}
+	for i := range 20 {
+		x, err := d.c.Interactive(context.Background(), s.ID, &client.ExecRequest{Args: []string{"cat"}}, io.Discard, io.Discard)
+		if err == nil {
+			// Input goes on being written, as a terminal's would.
+			go func() {
+				line := bytes.Repeat([]byte("x"), 4096)
+				for {
+					if _, err := x.Write(line); err != nil {
+						return
+					}
+				}
+			}()
+			var rep *client.ExitReport
+			if rep, err = x.Wait(); err == nil && (rep.Reason != "budget" || rep.Budget != "runs") {
+				t.Fatalf("try %d: %+v, want the refusal naming the runs budget", i+1, rep)
+			}
+		}
+		if err != nil {
+			t.Fatalf("try %d: %v, want the refusal naming the runs budget", i+1, err)
+		}
+	}
+}
