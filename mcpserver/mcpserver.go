@@ -167,11 +167,39 @@ func askFailed(next mcp.MethodHandler) mcp.MethodHandler {
 // it names.
 var goField = regexp.MustCompile(`Go struct field \S*?\.(\w+) of type (\S+)`)
 
+// goValue finds, in the SDK's decoding error for arguments that are no
+// JSON object, the value given.
+var goValue = regexp.MustCompile(`cannot unmarshal "?(.*?)"? into Go value of type map\[string\]`)
+
+// jsonKind names the kind of the JSON value v begins (as the SDK's error
+// quotes it).
+func jsonKind(v string) string {
+	v = strings.TrimSpace(strings.ReplaceAll(v, `\"`, `"`))
+	switch {
+	case v == "":
+		return "another kind of value"
+	case v[0] == '"':
+		return "a string"
+	case v[0] == '[':
+		return "a list"
+	case v == "true" || v == "false":
+		return "true or false"
+	case v == "null":
+		return "null"
+	case strings.ContainsAny(v[:1], "-0123456789"):
+		return "a number"
+	}
+	return "another kind of value"
+}
+
 // plainArgErrors says an argument of the wrong type or out of range in
 // the tool's terms, where the SDK's decoding error names Go's struct,
 // field and type (mcpserver.readIn.offset of type int).
 func plainArgErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	plain := func(msg string) (string, bool) {
+		if m := goValue.FindStringSubmatch(msg); m != nil {
+			return fmt.Sprintf("invalid arguments: they are an object of named arguments, not %s", jsonKind(m[1])), true
+		}
 		m := goField.FindStringSubmatch(msg)
 		if m == nil {
 			return msg, false

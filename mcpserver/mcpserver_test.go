@@ -266,6 +266,18 @@ func TestBadInput(t *testing.T) {
 	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "plain"}, "chdir", "not a directory")
 	e.fails(t, "read_file", map[string]any{}, "path")
 	e.fails(t, "read_output", map[string]any{"id": "99"}, `no background process "99"`)
+	// Arguments that are no object are told so in JSON's words, not Go's
+	// ("into Go value of type map[string]interface {}", before).
+	for args, kind := range map[any]string{"x": "a string", 5: "a number", true: "true or false"} {
+		res, err := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_file", Arguments: args})
+		if err != nil {
+			t.Fatalf("arguments %v: protocol error: %v", args, err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if !res.IsError || !strings.Contains(text, "an object of named arguments, not "+kind) || strings.Contains(text, "Go ") {
+			t.Errorf("arguments %v: %v %q", args, res.IsError, text)
+		}
+	}
 	// The server keeps serving after all of that.
 	e.ok(t, "run_command", map[string]any{"command": "true"}, "exit code: 0")
 }
