@@ -240,11 +240,25 @@ const (
 
 // FileInfo describes an entry of a session's workspace.
 type FileInfo struct {
-	Path    string    `json:"path"` // relative to the workspace
-	Type    string    `json:"type"` // "file", "dir", "symlink" or "other"
-	Size    int64     `json:"size"`
-	Mode    string    `json:"mode"` // permission bits in octal, "0644"
-	ModTime time.Time `json:"mtime"`
+	Path string `json:"path"` // relative to the workspace
+	// PathBase64 is Path's bytes, given when they are not UTF-8, which
+	// JSON's path cannot carry (its invalid bytes become U+FFFD there).
+	// Such a path is passed back in a path query parameter as its
+	// percent-encoded bytes (url.Values does it).
+	PathBase64 []byte    `json:"path_base64,omitempty"`
+	Type       string    `json:"type"` // "file", "dir", "symlink" or "other"
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode"` // permission bits in octal, "0644"
+	ModTime    time.Time `json:"mtime"`
+}
+
+// RawPath is the entry's path as its bytes: PathBase64's when given,
+// else Path. It is what to pass back to name the entry.
+func (f *FileInfo) RawPath() string {
+	if f.PathBase64 != nil {
+		return string(f.PathBase64)
+	}
+	return f.Path
 }
 
 // ExecInput is a line of an interactive exec's request body, after the
@@ -288,8 +302,10 @@ type ApplyReport struct {
 // Change is one change of a change set.
 type Change struct {
 	Path string `json:"path"`
-	Kind string `json:"kind"` // added, modified, deleted, ...
-	Type string `json:"type"` // file, dir, symlink, special
+	// PathBase64 is Path's bytes when they are not UTF-8 (see FileInfo).
+	PathBase64 []byte `json:"path_base64,omitempty"`
+	Kind       string `json:"kind"` // added, modified, deleted, ...
+	Type       string `json:"type"` // file, dir, symlink, special
 }
 
 // TarReport is what a tar upload wrote.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
@@ -79,7 +80,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, t daemon.Ten
 }
 
 func fileJSON(fi *daemon.FileInfo) client.FileInfo {
-	return client.FileInfo{Path: fi.Path, Type: fi.Type, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode), ModTime: fi.ModTime}
+	return client.FileInfo{Path: fi.Path, PathBase64: rawPath(fi.Path), Type: fi.Type, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode), ModTime: fi.ModTime}
 }
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
@@ -108,4 +109,13 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request, t daemon.Tenant
 		out = append(out, fileJSON(fi))
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"entries": out, "truncated": truncated})
+}
+
+// rawPath is p's bytes when JSON cannot carry them (p is not UTF-8), else
+// nil.
+func rawPath(p string) []byte {
+	if utf8.ValidString(p) {
+		return nil
+	}
+	return []byte(p)
 }

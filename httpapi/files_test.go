@@ -154,3 +154,38 @@ func TestFilesAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesNonUTF8Names: a name whose bytes are not UTF-8 comes back with
+// them in path_base64 (JSON's path has U+FFFD for them, which names no
+// file), and those bytes reach the file. The control: a UTF-8 name has
+// no path_base64.
+func TestFilesNonUTF8Names(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	raw := "caf\xe9.txt" // Latin-1, not UTF-8
+	os.WriteFile(filepath.Join(ws, raw), []byte("latin"), 0o644)
+	os.WriteFile(filepath.Join(ws, "café.txt"), []byte("utf8"), 0o644)
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	list, err := d.c.ListDir(ctx, s.ID, ".")
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	for _, fi := range list {
+		want := "utf8"
+		if fi.Path != "café.txt" {
+			want = "latin"
+			if string(fi.PathBase64) != raw {
+				t.Errorf("%q: path_base64 %q, want %q", fi.Path, fi.PathBase64, raw)
+			}
+		} else if fi.PathBase64 != nil {
+			t.Errorf("a UTF-8 name has path_base64 %q", fi.PathBase64)
+		}
+		if data, err := d.c.ReadFile(ctx, s.ID, fi.RawPath()); err != nil || string(data) != want {
+			t.Errorf("read %q: %q, %v, want %q", fi.RawPath(), data, err, want)
+		}
+		if st, err := d.c.Stat(ctx, s.ID, fi.RawPath()); err != nil || st.RawPath() != fi.RawPath() {
+			t.Errorf("stat %q: %+v, %v", fi.RawPath(), st, err)
+		}
+	}
+}

@@ -60,7 +60,7 @@ func (b *bytesBuffer) Write(p []byte) (int, error) {
 func changesJSON(list []workspace.Change) []client.Change {
 	out := []client.Change{}
 	for _, c := range list {
-		out = append(out, client.Change{Path: c.Path, Kind: string(c.Kind), Type: string(c.Type)})
+		out = append(out, client.Change{Path: c.Path, PathBase64: rawPath(c.Path), Kind: string(c.Kind), Type: string(c.Type)})
 	}
 	return out
 }
