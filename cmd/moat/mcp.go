@@ -43,7 +43,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat mcp: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if err := emptyFlag(fs, "policy", "workspace", "workspace-mode", "approvals-socket"); err != nil {
+	if err := emptyFlag(fs, "workspace", "workspace-mode", "approvals-socket"); err != nil {
 		fmt.Fprintf(stderr, "moat mcp: %v\n", err)
 		return 2
 	}

@@ -102,7 +102,7 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat session create: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if err := emptyFlag(fs, "policy", "workspace", "workspace-mode", "ttl", "idle-timeout", "template"); err != nil {
+	if err := emptyFlag(fs, "workspace", "workspace-mode", "ttl", "idle-timeout", "template"); err != nil {
 		fmt.Fprintf(stderr, "moat session create: %v\n", err)
 		return 2
 	}
