@@ -443,6 +443,18 @@ func TestExecStreamsItsApproval(t *testing.T) {
 	if out, _, _ := run(t, c, s.ID, &client.ExecRequest{Args: []string{"echo", "plain"}}); out != "plain\n" || len(told) != 0 {
 		t.Errorf("an exec without an ask: %q, told %+v", out, told)
 	}
+	// An interactive exec (moat exec's over a unix socket) says so too:
+	// before, its stream told nothing while the command waited.
+	told = nil
+	var iout bytes.Buffer
+	x, err := c.Interactive(context.Background(), s.ID, &client.ExecRequest{Args: []string{"echo", "ship", "it"}}, &iout, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.CloseStdin()
+	if rep, err := x.Wait(); err != nil || rep.ExitCode != 0 || iout.String() != "ship it\n" || len(told) != 1 {
+		t.Errorf("interactive: %v %+v %q, told %+v", err, rep, iout.String(), told)
+	}
 }
 
 // TestLateAskAfterExecReturned: a program a command left running asks

@@ -145,6 +145,10 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 	st := &eventStream{w: w}
 	defer st.close()
 	defer st.keepAlive(s.keepAliveEvery())()
+	// An ask that waits for a person says so in the stream, as exec's
+	// does (moat exec, which sends every exec here over a unix socket,
+	// said nothing while its command waited).
+	dreq.OnPending = func(p *daemon.Approval) { st.send(&client.Event{Approval: s.approvalJSON(p)}) }
 	stdio := backend.Stdio{Stdin: stdinR, Stdout: st.writer("stdout"), Stderr: st.writer("stderr")}
 	start := time.Now()
 	rep, err := sess.Exec(ctx, dreq, stdio)

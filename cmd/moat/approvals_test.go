@@ -71,7 +71,9 @@ func TestApprovalCommands(t *testing.T) {
 	if code, _, errs := moat(t, dir, "approve", "--socket", sock, "--reason", "release", aid); code != 0 {
 		t.Fatalf("moat approve: %d %q", code, errs)
 	}
-	if r := <-res; r.code != 0 || r.out != "ship it\n" {
+	// It said what it waited for, and how to answer (over a unix socket
+	// moat exec sends an interactive exec, whose stream told nothing).
+	if r := <-res; r.code != 0 || r.out != "ship it\n" || !strings.Contains(r.errs, "waits for a person's approval") || !strings.Contains(r.errs, "moat approve "+aid) {
 		t.Errorf("approved exec: %+v", r)
 	}
 	if code, _, errs := moat(t, dir, "approve", "--socket", sock, aid); code != exitMoatError || !strings.Contains(errs, "moat approve: no such approval") || !strings.Contains(errs, "not_found") {

@@ -287,10 +287,17 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c := connect(*sock)
 	defer c.Close()
+	// asking: the command waits for an approval and has printed nothing
+	// since; a Ctrl-C then ends the request (the ask with it) rather than
+	// go to a command that has not started, or is held in an execve.
+	var asking atomic.Bool
+	moatErr := stderr // moat's own lines, which are not the command's output
 	c.OnApproval = func(a client.Approval) {
-		fmt.Fprintf(stderr, "moat exec: %s waits for a person's approval (%s): moat approve %s, or moat deny %s\n",
+		asking.Store(true)
+		fmt.Fprintf(moatErr, "moat exec: %s waits for a person's approval (%s): moat approve %s, or moat deny %s\n",
 			approvalAction(a), workspace.EscapeText(dash(a.Rule)), a.ID, a.ID)
 	}
+	stdout, stderr = outputEnds(stdout, &asking), outputEnds(stderr, &asking)
 	if *tty {
 		// The terminal is moat's: its type is too (as docker exec -t
 		// passes it), unless --env names one.
@@ -341,7 +348,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for {
 			select {
 			case s := <-sigs:
-				if x != nil && !forwarded && x.Signal(sandbox.SignalName(s.(syscall.Signal))) == nil {
+				if x != nil && !forwarded && !asking.Load() && x.Signal(sandbox.SignalName(s.(syscall.Signal))) == nil {
 					forwarded = true
 					continue
 				}
@@ -628,3 +635,15 @@ func writeNotThroughLink(dst string, data []byte) error {
 	}
 	return f.Close()
 }
+
+// outputEnds is w, which clears asking when the command writes to it.
+func outputEnds(w io.Writer, asking *atomic.Bool) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		asking.Store(false)
+		return w.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
