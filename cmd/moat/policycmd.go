@@ -231,7 +231,9 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if len(allow)+len(cidrs) > 0 {
-		fmt.Fprintln(stdout, "\n[network]")
+		// The lists are read in allow mode only (a policy that lists
+		// hosts under the default, none, is refused).
+		fmt.Fprintln(stdout, "\n[network]\nmode = \"allow\"")
 	}
 	for _, list := range []struct {
 		key     string
