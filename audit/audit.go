@@ -357,7 +357,8 @@ func (e *ChainError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, 
 // Verify reads a whole stream and checks its chain. It returns the number
 // of records and the SHA-256 of the last line (to keep elsewhere: a chain
 // cannot show that records were cut from its end), or a *ChainError naming
-// the first bad record. A line longer than [MaxRecord] is a *ChainError
+// the first bad record, with the number of records before it known to be
+// intact (those before the line it names as maybe edited). A line longer than [MaxRecord] is a *ChainError
 // too, found without reading past it.
 func Verify(r io.Reader) (records int, last string, err error) {
 	br := bufio.NewReader(r)
@@ -386,7 +387,9 @@ func Verify(r io.Reader) (records int, last string, err error) {
 		case got != prev && n == 1:
 			return n - 1, "", &ChainError{Line: n, Msg: "the first record does not start a chain: records before it were removed"}
 		case got != prev:
-			return n - 1, "", &ChainError{Line: n, Msg: fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
+			// Line n-1 may be the one edited: the records known intact
+			// are those before it.
+			return n - 2, "", &ChainError{Line: n, Msg: fmt.Sprintf("its prev is not the SHA-256 of line %d: line %d was edited, or records were removed or inserted before this one", n-1, n-1)}
 		}
 		prev = hash(line)
 		off += size

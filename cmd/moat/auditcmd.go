@@ -67,9 +67,12 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 	n, last, err := audit.Verify(f)
 	var ce *audit.ChainError
 	if errors.As(err, &ce) {
-		intact := fmt.Sprintf("%d records before it are intact", n)
-		if n == 1 {
-			intact = "the record before it is intact"
+		intact := fmt.Sprintf("lines 1 to %d are intact", n)
+		switch n {
+		case 0:
+			intact = "no line before it is known to be intact"
+		case 1:
+			intact = "line 1 is intact"
 		}
 		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", file, ce.Line, ce.Msg, intact)
 		return 1

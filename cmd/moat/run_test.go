@@ -536,6 +536,17 @@ func TestSubcommandFlagErrors(t *testing.T) {
 	if code, _, errs := moat(t, ws, "serve", "--help"); code != 0 || !strings.Contains(errs, "-socket") {
 		t.Errorf("serve --help: code %d err %q", code, errs)
 	}
+	// A workspace mode too, named as the flag (the daemon named the
+	// policy's workspace.mode, which the user never wrote).
+	if code, _, errs := moat(t, ws, "session", "create", "--socket", filepath.Join(ws, "none.sock"), "--workspace-mode", "weird"); code != 2 || !strings.Contains(errs, `--workspace-mode: "weird" is not one of direct, readonly, overlay, copy`) {
+		t.Errorf("session create --workspace-mode weird: %d %q", code, errs)
+	}
+	// No daemon at the socket: asked whether one runs; the socket of a
+	// daemon that runs but is not this user's: told so (as root, a mode
+	// 000 socket's parent keeps nobody out, so only the first is here).
+	if code, _, errs := moat(t, ws, "session", "ls", "--socket", filepath.Join(ws, "none.sock")); code != exitMoatError || !strings.Contains(errs, "is moat serve running?") {
+		t.Errorf("session ls without a daemon: %d %q", code, errs)
+	}
 	// A duration session create sends is checked before the daemon is
 	// reached (none runs here), saying what is wrong with it.
 	for v, want := range map[string]string{"abc": `--ttl: "abc" is not a duration such as "30m"`, "999999999h": "--ttl: invalid duration \"999999999h\": too long"} {

@@ -54,7 +54,12 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 		}
 		return exitMoatError
 	}
-	fmt.Fprintf(stderr, "moat %s: %v (is moat serve running?)\n", cmd, err)
+	hint := "is moat serve running? MOAT_SOCKET or --socket names another daemon's socket"
+	if errors.Is(err, syscall.EACCES) {
+		// The daemon runs, and its socket is not this user's to use.
+		hint = "the daemon runs, but its socket is not yours to use: its owner can open it to a group (moat serve --socket-mode) or give you a token for its TCP listener (MOAT_HOST, MOAT_TOKEN)"
+	}
+	fmt.Fprintf(stderr, "moat %s: %v (%s)\n", cmd, err, hint)
 	return exitMoatError
 }
 
@@ -115,7 +120,11 @@ func cmdSessionCreate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Checked here, before the daemon is reached, as the daemon checks
-	// them.
+	// them: its refusal would name the policy's field, not the flag.
+	if modes := []string{policy.WorkspaceDirect, policy.WorkspaceReadOnly, policy.WorkspaceOverlay, policy.WorkspaceCopy}; *mode != "" && !slices.Contains(modes, *mode) {
+		fmt.Fprintf(stderr, "moat session create: --workspace-mode: %q is not one of %s\n", *mode, strings.Join(modes, ", "))
+		return 2
+	}
 	for _, d := range []struct{ flag, v string }{{"--ttl", *ttl}, {"--idle-timeout", *idle}} {
 		if _, err := time.ParseDuration(d.v); d.v != "" && err != nil {
 			why := fmt.Sprintf("%q is not a duration such as \"30m\"", d.v)
