@@ -230,7 +230,11 @@ func (p *Policy) validateRules(l *errorList) {
 			}
 			names[r.Name] = i
 		}
-		oneOf(l, key+".decision", r.Decision, DecisionAllow, DecisionDeny, DecisionAsk)
+		if r.Decision == "" {
+			l.add(key+".decision", "missing: say what the rule decides: allow, deny or ask")
+		} else {
+			oneOf(l, key+".decision", r.Decision, DecisionAllow, DecisionDeny, DecisionAsk)
+		}
 		valid := validateMatch(l, key+".match", &r.Match)
 		switch {
 		case valid && r.Match.IsCommand():

@@ -173,3 +173,15 @@ func TestMissingRuleFieldLocated(t *testing.T) {
 		t.Errorf("Validate = %v, want the error at line 4", err)
 	}
 }
+
+// TestRuleWithoutDecision: a rule without decision is told the key is
+// missing (it was told "" is not one of allow, deny, ask).
+func TestRuleWithoutDecision(t *testing.T) {
+	p, err := Parse("r.toml", []byte("[[rules]]\nmatch = { command = [\"rm\"] }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "r.toml:1: rules[0].decision: missing: say what the rule decides: allow, deny or ask") {
+		t.Errorf("Validate = %v", err)
+	}
+}

@@ -448,7 +448,7 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 		}
 		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintf(w, "%d files changed, %d insertions(+), %d deletions(-)\n", files, ins, del)
+	fmt.Fprintf(w, "%s changed, %s(+), %s(-)\n", plural(files, "file"), plural(ins, "insertion"), plural(del, "deletion"))
 	return nil
 }
 
@@ -928,4 +928,12 @@ func writeHeader(w *bufio.Writer, fd fileDiff, a, b string) {
 	case fd.oldMode != fd.newMode:
 		fmt.Fprintf(w, "old mode %06o\nnew mode %06o\n", fd.oldMode, fd.newMode)
 	}
+}
+
+// plural is "1 file", "2 files", as git's summary line counts.
+func plural(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
 }

@@ -77,3 +77,13 @@ func BenchmarkSelectDeep(b *testing.B) {
 		f.Select(changes)
 	}
 }
+
+// TestPlural: the summary's counts read as git's: "1 file changed, 1
+// insertion(+)" (it said "1 files", "1 insertions").
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 files", 1: "1 file", 2: "2 files"} {
+		if got := plural(n, "file"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

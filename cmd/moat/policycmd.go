@@ -60,6 +60,9 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case d.Rule == nil:
 		fmt.Fprintf(stdout, "%s: %s\n", d.Verdict, d.Reason)
+	case d.Reason == "rule "+d.Rule.String():
+		// A rule without a reason: the harness names the rule instead.
+		fmt.Fprintf(stdout, "%s by rule %s (it gives no reason)\n", d.Verdict, d.Rule)
 	default:
 		fmt.Fprintf(stdout, "%s by rule %s: %s\n", d.Verdict, d.Rule, d.Reason)
 	}
@@ -171,7 +174,11 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s:%d: %s: %s %s (%s)\n", file, p.RuleLine(i), p.RuleName(i), r.Decision, what, examples)
 		}
-		fmt.Fprintf(stdout, "%s: valid, %d rules; built-in sets: %s\n", file, len(p.Rules), setsOrNone(p.Harness.Builtin))
+		rules := fmt.Sprintf("%d rules", len(p.Rules))
+		if len(p.Rules) == 1 {
+			rules = "1 rule"
+		}
+		fmt.Fprintf(stdout, "%s: valid, %s; built-in sets: %s\n", file, rules, setsOrNone(p.Harness.Builtin))
 	}
 	return code
 }
