@@ -444,7 +444,7 @@ func network(p *policy.Policy) map[string]any {
 	n := map[string]any{"mode": p.Network.Mode}
 	switch p.Network.Mode {
 	case "none":
-		n["note"] = "no network: every connection is refused"
+		n["note"] = "no network: only the sandbox's own loopback; every other connection is refused"
 	case "allow":
 		n["allow"] = p.Network.Allow
 		n["deny"] = p.Network.Deny
