@@ -734,6 +734,18 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 	return gaps, nil
 }
 
+// PolicyGaps are what p asks for that no host can enforce as it is set,
+// and that a run therefore refuses unless degraded (Request.AllowDegraded),
+// for moat policy check: a disk limit over a workspace written in place
+// on the host (direct or copy mode). What a host can enforce is its run's
+// to say (moat doctor).
+func PolicyGaps(p *policy.Policy) []string {
+	if m := p.Workspace.Mode; p.Limits.Disk > 0 && (m == policy.WorkspaceDirect || m == policy.WorkspaceCopy) {
+		return []string{diskGap([]string{p.Workspace.Path})}
+	}
+	return nil
+}
+
 // diskGap is the gap of a disk limit that cannot hold what a command
 // writes in place at the places w.
 func diskGap(w []string) string {

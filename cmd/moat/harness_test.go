@@ -107,6 +107,16 @@ func TestPolicyCheck(t *testing.T) {
 	if addr := bad + `:3: network.allow[0]: "1.2.3.4": an IP address`; strings.Count(errs, addr) != 1 {
 		t.Errorf("policy check lists %q %d times:\n%s", addr, strings.Count(errs, addr), errs)
 	}
+	// A disk limit over a direct workspace, which run refuses unless
+	// degraded, is warned of (it passed without a word); the control: an
+	// overlay's passes quietly.
+	for mode, warn := range map[string]bool{"direct": true, "overlay": false} {
+		pol := writePolicy(t, t.TempDir(), "[workspace]\nmode = \""+mode+"\"\n[limits]\ndisk = \"1G\"\n")
+		code, _, errs := moat(t, dir, "policy", "check", pol)
+		if code != 0 || strings.Contains(errs, "unless --allow-degraded: disk limit") != warn {
+			t.Errorf("policy check of a disk limit over a %s workspace = %d %q", mode, code, errs)
+		}
+	}
 	// The seccomp profile a policy names is read and checked as run
 	// checks it, beside the policy (before, policy check passed a
 	// profile run refused). The control: an allowing profile passes.

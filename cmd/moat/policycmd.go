@@ -174,6 +174,9 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s:%d: %s: %s %s (%s)\n", file, p.RuleLine(i), p.RuleName(i), r.Decision, what, examples)
 		}
+		for _, g := range sandbox.PolicyGaps(p) {
+			fmt.Fprintf(stderr, "%s: warning: moat run refuses this policy unless --allow-degraded: %s\n", file, g)
+		}
 		rules := fmt.Sprintf("%d rules", len(p.Rules))
 		if len(p.Rules) == 1 {
 			rules = "1 rule"
