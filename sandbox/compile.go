@@ -304,6 +304,10 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	}
 	// Binds and tmpfs mounts, sorted so that parents come before children.
 	var tree []backend.Mount
+	// binds are the host trees the sandbox shows, each as its real path
+	// on the host and where the sandbox has it: a symlink in a path's
+	// spelling makes the two differ (see the denied paths below).
+	var binds [][2]string
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: "/tmp", Options: "mode=1777"})
 	for _, src := range p.Filesystem.ReadOnly {
 		m, ok := sysMounts[src]
@@ -319,6 +323,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			}
 		}
 		if m.Kind == backend.MountBind {
+			binds = append(binds, [2]string{m.Source, src})
 			m = namedMount(m)
 			if within(ws, src) {
 				m.Owner = wsOwner // a path the caller named, as the workspace is
@@ -330,7 +335,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		}
 		tree = append(tree, m)
 	}
+	binds = append(binds, [2]string{realWS, ws})
 	for _, src := range p.Filesystem.ReadWrite {
+		binds = append(binds, [2]string{rwSource(src), src})
 		tree = append(tree, namedMount(backend.Mount{Kind: backend.MountBind, Source: rwSource(src), Target: src, IDMap: root, Owner: owner}))
 	}
 	tree = append(tree, backend.Mount{Kind: backend.MountTmpfs, Target: home,
@@ -378,6 +385,21 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		targets, ok := denied[d]
 		if !ok {
 			targets = denyTargets(d)
+		}
+		// A tree bound by a path with a symlink in it (a read-write
+		// path, the workspace) shows what the denied path names at
+		// another path too, under its spelling: it is masked there as
+		// well (it was readable and writable there).
+		for _, t := range slices.Clone(targets) {
+			for _, b := range binds {
+				if b[0] != b[1] && within(b[0], t) {
+					if rel, err := filepath.Rel(b[0], t); err == nil {
+						if at := filepath.Join(b[1], rel); !slices.Contains(targets, at) {
+							targets = append(targets, at)
+						}
+					}
+				}
+			}
 		}
 		for _, t := range targets {
 			// A path the command could create (in a tree it may write)

@@ -445,6 +445,45 @@ true`, home, outside, inside, visible, outside, inside, home)
 	}
 }
 
+// TestDenyThroughSymlinkedBind: a denied file stays hidden where a tree
+// bound by a path with a symlink in it shows it (a read-write path, the
+// workspace, in each mode): it was read and written there, since the
+// mask went only where the deny names it (found by a tester, tried). The
+// control: the same probe reads a file of that tree the policy does not
+// deny.
+func TestDenyThroughSymlinkedBind(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "secretdir")
+	os.Mkdir(real, 0o755)
+	secret := filepath.Join(real, "key")
+	os.WriteFile(secret, []byte("TOPSECRET"), 0o644)
+	os.WriteFile(filepath.Join(real, "open.txt"), []byte("OPEN"), 0o644)
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	probe := probeSh + "try_read " + link + "/key\ntry_write " + link + "/key\ntry_read " + link + "/open.txt\n"
+	r := sh(t, t.TempDir(), func(p *policy.Policy) {
+		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, link)
+		p.Filesystem.Deny = append(p.Filesystem.Deny, secret)
+	}, probe)
+	mustExit(t, r, 0)
+	wantOutcome(t, r.stdout, "DENIED", link+"/key")
+	wantOutcome(t, r.stdout, "READ", link+"/open.txt")
+	for _, mode := range []string{policy.WorkspaceDirect, policy.WorkspaceOverlay, policy.WorkspaceCopy} {
+		r := sh(t, link, func(p *policy.Policy) {
+			p.Workspace.Mode = mode
+			p.Filesystem.Deny = append(p.Filesystem.Deny, secret)
+		}, probeSh+"try_read "+link+"/key\ntry_read "+link+"/open.txt\n")
+		mustExit(t, r, 0)
+		wantOutcome(t, r.stdout, "DENIED", link+"/key")
+		wantOutcome(t, r.stdout, "READ", link+"/open.txt")
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "TOPSECRET" {
+		t.Errorf("the denied file changed on the host: %q", b)
+	}
+}
+
 func TestWritesOutsideWorkspaceFail(t *testing.T) {
 	ws := t.TempDir()
 	home, _ := os.UserHomeDir()
