@@ -390,9 +390,12 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		// path, the workspace) shows what the denied path names at
 		// another path too, under its spelling: it is masked there as
 		// well (it was readable and writable there).
+		// One the host does not have is not mapped: there is nothing to
+		// hide, and a mask the backend finds nothing under would stop
+		// the run.
 		for _, t := range slices.Clone(targets) {
 			for _, b := range binds {
-				if b[0] != b[1] && within(b[0], t) {
+				if b[0] != b[1] && within(b[0], t) && lexists(t) {
 					if rel, err := filepath.Rel(b[0], t); err == nil {
 						if at := filepath.Join(b[1], rel); !slices.Contains(targets, at) {
 							targets = append(targets, at)
