@@ -96,7 +96,7 @@ func (h *hostRule) matchMethod(q Request) bool {
 // refuses or asks matches any of those readings; an allow matches the
 // path as given only.
 func (h *hostRule) matchPath(p string) bool {
-	if ok, err := path.Match(h.r.Match.Path, p); err == nil && ok {
+	if h.r.Match.MatchPath(p) {
 		return true
 	}
 	if h.kind == Allow {
@@ -106,7 +106,7 @@ func (h *hostRule) matchPath(p string) bool {
 		p = u
 	}
 	for _, v := range []string{p, path.Clean(p)} {
-		if ok, err := path.Match(h.r.Match.Path, v); err == nil && ok {
+		if h.r.Match.MatchPath(v) {
 			return true
 		}
 	}

@@ -31,3 +31,29 @@ decision = "deny"
 		}
 	}
 }
+
+// TestDecideHostPathDoubleStar: "**" in a host rule's path is any number
+// of elements, as in a write rule (it was path.Match's, one "*": a deny of
+// "/admin/**" let /admin/sub/y through, found by a tester), and "*" is one
+// element.
+func TestDecideHostPathDoubleStar(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "no-admin"
+match = { host = "api.test", path = "/admin/**" }
+decision = "deny"
+
+[[rules]]
+name = "no-top"
+match = { host = "api.test", path = "/top/*" }
+decision = "deny"
+`))
+	for p, want := range map[string]Verdict{
+		"/admin": Deny, "/admin/x": Deny, "/admin/sub/y": Deny, "/admin/a/b/c/": Deny, "/admin/sub/%79": Deny,
+		"/top/x": Deny, "/top/x/y": Allow, "/administrator": Allow, "/other/admin/x": Allow,
+	} {
+		if d := rs.DecideHost(Request{Host: "api.test", Port: 80, Method: "GET", Path: p}); d.Verdict != want {
+			t.Errorf("DecideHost(GET %s) = %s, want %s", p, d.Verdict, want)
+		}
+	}
+}

@@ -20,6 +20,17 @@ func (m *Match) MatchWrite(rel string) bool {
 	return matchElems(strings.Split(path.Clean(m.Write), "/"), strings.Split(path.Clean(rel), "/"))
 }
 
+// MatchPath reports whether p, a request's path, matches m's Path glob,
+// element by element as MatchWrite matches: "**" matches any number of
+// elements ("/admin/**" is /admin and everything under it), any other
+// element is a path.Match glob of one element ("/admin/*" is one level).
+func (m *Match) MatchPath(p string) bool {
+	if m.Path == "" {
+		return false
+	}
+	return matchElems(strings.Split(m.Path, "/"), strings.Split(p, "/"))
+}
+
 func matchElems(pat, name []string) bool {
 	for len(pat) > 0 {
 		if pat[0] == "**" {
