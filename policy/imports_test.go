@@ -19,7 +19,7 @@ import (
 // and os is used for nothing but os.ReadFile.
 var allowedImports = map[string]bool{
 	"bytes": true, "crypto/sha256": true, "encoding/hex": true, "encoding/json": true, "errors": true, "fmt": true, "io/fs": true, "math": true, "math/big": true,
-	"net/netip": true, "os": true, "path": true, "path/filepath": true, "reflect": true, "regexp": true,
+	"net/netip": true, "os": true, "path": true, "path/filepath": true, "reflect": true, "regexp": true, "regexp/syntax": true,
 	"maps": true, "slices": true, "sort": true, "strconv": true, "strings": true, "time": true,
 	"github.com/pelletier/go-toml/v2":            true,
 	"github.com/pelletier/go-toml/v2/unstable":   true,

@@ -5,6 +5,7 @@ import (
 	"path"
 	"reflect"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 
@@ -292,6 +293,8 @@ func validateMatch(l *errorList, key string, m *Match) bool {
 	if m.CommandRegex != "" {
 		if _, err := regexp.Compile(m.CommandRegex); err != nil {
 			bad("command_regex", err.Error())
+		} else if programPath(m.CommandRegex) {
+			bad("command_regex", fmt.Sprintf("%q can never match: the program is matched by its base name (/usr/bin/git is git), which has no /; begin with the name (^git), or with ^(/usr/bin/)? to allow both", m.CommandRegex))
 		}
 	}
 	if m.Write != "" {
@@ -398,4 +401,20 @@ func (d *decoder) argvList(key string, v any, dst reflect.Value) {
 		d.value(k, e, reflect.ValueOf(&list[i]).Elem())
 	}
 	dst.Set(reflect.ValueOf(list))
+}
+
+// programPath reports whether the regular expression re needs the words
+// it matches to begin with "/": the program's, which CommandWords gives
+// by its base name, never can.
+func programPath(re string) bool {
+	r, err := syntax.Parse(re, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	r = r.Simplify()
+	if r.Op != syntax.OpConcat || len(r.Sub) < 2 || r.Sub[0].Op != syntax.OpBeginText {
+		return false
+	}
+	lit := r.Sub[1]
+	return lit.Op == syntax.OpLiteral && len(lit.Rune) > 0 && lit.Rune[0] == '/'
 }

@@ -185,3 +185,19 @@ func TestRuleWithoutDecision(t *testing.T) {
 		t.Errorf("Validate = %v", err)
 	}
 }
+
+// TestCommandRegexWithProgramPath: a command_regex that needs the
+// program's word to begin with "/" can never match (the program is its
+// base name), and is refused naming the field; the controls pass.
+func TestCommandRegexWithProgramPath(t *testing.T) {
+	for re, bad := range map[string]bool{`^/(usr/)?bin/ls( |$)`: true, `^/usr/bin/ls`: true, `^ls( |$)`: false, `^(/usr/bin/)?ls`: false, `rm .* /etc`: false} {
+		p, err := Parse("r.toml", []byte("[[rules]]\nmatch = { command_regex = '"+re+"' }\ndecision = \"deny\"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "rules[0].match.command_regex") && strings.Contains(err.Error(), "can never match"); got != bad {
+			t.Errorf("%s: %v, want refused %v", re, err, bad)
+		}
+	}
+}
