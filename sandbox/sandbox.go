@@ -395,6 +395,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	direct := m == "" || m == policy.WorkspaceDirect
 	rep.Warnings = append(rep.Warnings, recordsWritable(req.Policy, direct, req.RecordFiles)...)
+	rep.Warnings = append(rep.Warnings, writtenInPlace(req.Policy)...)
 	// What earlier runs of the caller killed before their end left
 	// planted, before this one's guards look at the workspace.
 	rep.Warnings = append(rep.Warnings, finishAbandonedRuns()...)
@@ -744,6 +745,24 @@ func PolicyGaps(p *policy.Policy) []string {
 		return []string{diskGap([]string{p.Workspace.Path})}
 	}
 	return nil
+}
+
+// writtenInPlace warns of each read-write path inside a workspace whose
+// mode keeps the command's writes off the real directory (overlay, copy,
+// readonly): the command writes that path in place on the host, outside
+// the change set and the review.
+func writtenInPlace(p *policy.Policy) []string {
+	m := p.Workspace.Mode
+	if m == "" || m == policy.WorkspaceDirect {
+		return nil
+	}
+	var out []string
+	for i, rw := range p.Filesystem.ReadWrite {
+		if within(p.Workspace.Path, rw) {
+			out = append(out, fmt.Sprintf("filesystem.read_write[%d] %s is in the %s workspace: the command writes it in place on the host, outside the change set", i, rw, m))
+		}
+	}
+	return out
 }
 
 // diskGap is the gap of a disk limit that cannot hold what a command

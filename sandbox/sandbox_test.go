@@ -484,6 +484,29 @@ func TestDenyThroughSymlinkedBind(t *testing.T) {
 	}
 }
 
+// TestReadWriteInOverlayWarned: a read-write path inside an overlay,
+// copy or readonly workspace is written in place on the host, outside the
+// change set: the report says so, naming the field (it said nothing,
+// found by a tester). The control: in a direct workspace it is no news.
+func TestReadWriteInOverlayWarned(t *testing.T) {
+	ws := t.TempDir()
+	sub := filepath.Join(ws, "sub")
+	os.Mkdir(sub, 0o755)
+	for _, mode := range []string{policy.WorkspaceOverlay, policy.WorkspaceReadOnly, policy.WorkspaceDirect} {
+		r := sh(t, ws, func(p *policy.Policy) {
+			p.Workspace.Mode = mode
+			p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, sub)
+		}, "echo x > sub/f")
+		mustExit(t, r, 0)
+		warned := slices.ContainsFunc(r.rep.Warnings, func(w string) bool {
+			return strings.Contains(w, "filesystem.read_write[0] "+sub+" is in the "+mode+" workspace")
+		})
+		if warned != (mode != policy.WorkspaceDirect) {
+			t.Errorf("%s: warnings %q", mode, r.rep.Warnings)
+		}
+	}
+}
+
 func TestWritesOutsideWorkspaceFail(t *testing.T) {
 	ws := t.TempDir()
 	home, _ := os.UserHomeDir()

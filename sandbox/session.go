@@ -287,6 +287,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if p.Network.Mode == policy.NetworkHost {
 		s.base.Warnings = append(s.base.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
 	}
+	s.base.Warnings = append(s.base.Warnings, writtenInPlace(p)...)
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
 		s.base.Warnings = append(s.base.Warnings, w)
 	}
