@@ -652,6 +652,9 @@ func (c *ChangeSet) CheckComplete() error {
 	if c.meta.Incomplete {
 		return fmt.Errorf("change set %s: the run that made it was interrupted while copying the workspace: %w", c.meta.ID, ErrIncomplete)
 	}
+	if v, err := xattr(c.UpperDir(), overlay.MergeXattr); err == nil && v == overlay.MergePending {
+		return fmt.Errorf("change set %s: a run or session under a disk limit, whose changes stay on its own tmpfs until it ends, is still running or was killed before they were saved into it (they are then lost): %w", c.meta.ID, ErrIncomplete)
+	}
 	if c.merging() {
 		return fmt.Errorf("change set %s: a run's changes were being saved into it (under a disk limit) and that did not finish, so it may hold part of them: %w", c.meta.ID, ErrIncomplete)
 	}

@@ -131,6 +131,13 @@ func (s *scratch) overlayLayers(persist string) (upper, work string, err error) 
 	if s.persistFD, err = unix.Open(persist, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 		return "", "", err
 	}
+	// Until the merge, the run's changes are on this tmpfs only: the mark
+	// says so (overlay.MergePending), so that a run or session killed
+	// before it leaves a set the review refuses, not one that reads as
+	// holding no changes. merge replaces it, and removes it once done.
+	if err := unix.Fsetxattr(s.persistFD, overlay.MergeXattr, []byte(overlay.MergePending), 0); err != nil {
+		return "", "", fmt.Errorf("mark the change set as waiting for the run's changes: %w", err)
+	}
 	return upper, work, nil
 }
 

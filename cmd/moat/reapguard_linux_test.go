@@ -279,3 +279,59 @@ func TestIgnoredSignalsInherited(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledDiskOverlayRunRefused: an overlay run under a disk limit
+// keeps its changes on its own tmpfs until the command ends; moat killed
+// before then leaves a change set that diff and apply refuse, saying the
+// changes are lost, and discard removes. Before, the set read as holding
+// no changes: an empty diff, exit 0 (a tester saw it of a daemon's
+// session). The control: the same run, not killed, has its change.
+func TestKilledDiskOverlayRunRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", filepath.Join(dir, "state"))
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("orig\n"), 0o644)
+	flags := []string{"run", "--workspace-mode", "overlay", "--disk", "64M", "--"}
+	if code, _, errs := moat(t, ws, append(flags, "sh", "-c", "echo changed > f.txt")...); code != 0 {
+		t.Fatalf("control run: %d %q", code, errs)
+	}
+	if code, out, errs := moat(t, ws, "diff"); code != 0 || !strings.Contains(out, "+changed") {
+		t.Fatalf("control diff: %d %q %q", code, out, errs)
+	}
+	moat(t, ws, "discard")
+	cmd := exec.Command(os.Args[0], append(flags, "sh", "-c", "echo changed > f.txt; echo > /dev/stderr; exec sleep 60")...)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The command's line on stderr: it has written f.txt.
+	if _, err := stderr.Read(make([]byte, 1)); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("the command did not start: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	var code int
+	var out, errs string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		// The killed run's sandbox may take a moment to go.
+		if code, out, errs = moat(t, ws, "diff"); code != 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code == 0 || !strings.Contains(errs, "killed before they were saved") || strings.Contains(out, "+changed") {
+		t.Errorf("diff of the killed run's set: %d %q %q, want it refused", code, out, errs)
+	}
+	if code, _, errs := moat(t, ws, "apply"); code == 0 || !strings.Contains(errs, "can only be discarded") {
+		t.Errorf("apply of the killed run's set: %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f.txt")); string(b) != "orig\n" {
+		t.Errorf("the workspace changed: %q", b)
+	}
+	if code, _, errs := moat(t, ws, "discard"); code != 0 {
+		t.Errorf("discard: %d %q", code, errs)
+	}
+}

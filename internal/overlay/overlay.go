@@ -23,6 +23,11 @@ import (
 // know. (The change set's own directory is not writable from init.)
 const MergeXattr = "user.overlay.moat-merging"
 
+// MergePending is MergeXattr's value from the start of such a run until
+// its merge begins: the run's changes are on its tmpfs only, and a run
+// (or session) killed meanwhile has lost them.
+const MergePending = "pending"
+
 // ErrNotRegular is returned by OpenRegular and CopyFile for a path that
 // is not a regular file when opened: a symlink, directory, FIFO, socket
 // or device.
