@@ -132,9 +132,12 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 	}
 	signals := make(chan syscall.Signal, 8)
 	dreq.Signals = signals
-	// bad is the input's first error: it ends the command.
+	// bad is the input's first error: it ends the command. relayed is
+	// closed once the input is read to its end (or failed).
 	bad := make(chan error, 1)
+	relayed := make(chan struct{})
 	go func() {
+		defer close(relayed)
 		err := s.relayInput(ctx, br, stdinW, resize, signals, []byte(req.Stdin))
 		if err != nil {
 			bad <- err
@@ -158,9 +161,16 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 		rep, err = nil, berr
 	default:
 	}
+	// The answer is written here, then the connection is held open
+	// (linger): the client may still be writing its input, and a close
+	// under that write made its transport report "broken pipe" instead of
+	// the answer it had been sent.
+	defer linger(stdinR, relayed)
 	if rep == nil {
 		if !st.started() {
-			return err
+			s.fail(w, r, err)
+			http.NewResponseController(w).Flush()
+			return nil
 		}
 		e := s.apiError(err)
 		if e.Status == http.StatusInternalServerError {
@@ -169,6 +179,24 @@ func (s *Server) execInteractive(w http.ResponseWriter, r *http.Request, sess *d
 		return st.send(&client.Event{Error: e})
 	}
 	return st.send(&client.Event{Exit: s.exitReport(rep)})
+}
+
+// lingerFor bounds how long an interactive exec's connection stays open
+// after its answer, for a client that does not end its input on it.
+const lingerFor = time.Second
+
+// linger waits, once an interactive exec is answered, for the client to
+// end its request body (the Go client does as it reads the answer's last
+// event), or lingerFor: the input read meanwhile is dropped (stdinR is
+// closed, and relayInput reads on past a closed input).
+func linger(stdinR *io.PipeReader, relayed <-chan struct{}) {
+	stdinR.Close()
+	t := time.NewTimer(lingerFor)
+	defer t.Stop()
+	select {
+	case <-relayed:
+	case <-t.C:
+	}
 }
 
 // relayInput reads the input lines of an interactive exec until its body
