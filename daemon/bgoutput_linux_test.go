@@ -56,3 +56,58 @@ func TestBackgroundOutputBoundCountsChunks(t *testing.T) {
 		t.Errorf("control, large writes: %d bytes in %d chunks kept under a %d-byte bound: want a quarter of it at least", b, n, buf)
 	}
 }
+
+// TestEndedOutputBoundedPerSession: the ended background commands of a
+// session keep endedOutputBuffers times Config.OutputBuffer of output
+// together, the newest first, and a read of an older one's output says
+// how much was let go. Each kept its whole bound before, so a command
+// that started short noisy background commands without end made the
+// daemon hold maxEnded bounds per session. The control: the newest ones
+// keep their output whole.
+func TestEndedOutputBoundedPerSession(t *testing.T) {
+	const buf = 16 << 10
+	m := newManager(t, Config{Engine: Sandboxes, OutputBuffer: buf})
+	ctx := context.Background()
+	tenant := TokenTenant("a")
+	s, err := m.Create(ctx, tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Delete(ctx, tenant, s.ID)
+	const n = endedOutputBuffers + 3
+	var procs []*Process
+	for range n {
+		// Four writes of a quarter of the bound: the bound, about.
+		p, err := s.Start(&ExecRequest{Args: []string{"python3", "-c", "import os\nfor i in range(4):\n    os.write(1, b'x' * 4000)"}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(60 * time.Second):
+			t.Fatal("the background command did not end")
+		}
+		procs = append(procs, p)
+	}
+	kept := func(p *Process) (bytes int, dropped int64) {
+		out, _, dropped := p.Read(ctx, 0, 0)
+		for _, c := range out {
+			bytes += len(c.Data)
+		}
+		return bytes, dropped
+	}
+	total := 0
+	for i, p := range procs {
+		b, dropped := kept(p)
+		total += b
+		if i >= n-endedOutputBuffers+1 && (b != 16000 || dropped != 0) {
+			t.Errorf("control: command %d of %d, among the newest, kept %d bytes (%d chunks dropped), want all 16000", i+1, n, b, dropped)
+		}
+		if i == 0 && (b != 0 || dropped == 0) {
+			t.Errorf("the oldest command kept %d bytes, %d chunks said dropped: want none kept, and the drop said", b, dropped)
+		}
+	}
+	if total > endedOutputBuffers*buf {
+		t.Errorf("the ended commands keep %d bytes together, want at most %d", total, endedOutputBuffers*buf)
+	}
+}

@@ -78,9 +78,15 @@ func (b *buffer) read(ctx context.Context, after int64, wait time.Duration) ([]C
 		b.mu.Lock()
 		if b.seq > after || b.closed || timer == nil {
 			var out []Chunk
+			// The first chunk kept; past the last one when an ended
+			// command's output was let go whole (trim).
+			first := b.seq + 1
+			if len(b.chunks) > 0 {
+				first = b.chunks[0].Seq
+			}
 			var dropped int64
-			if len(b.chunks) > 0 && b.chunks[0].Seq > after+1 {
-				dropped = b.chunks[0].Seq - after - 1
+			if first > after+1 {
+				dropped = first - after - 1
 			}
 			for _, c := range b.chunks {
 				if c.Seq > after {
@@ -101,6 +107,21 @@ func (b *buffer) read(ctx context.Context, after int64, wait time.Duration) ([]C
 			timer = nil
 		}
 	}
+}
+
+// trim drops b's oldest chunks until it holds at most keep bytes, the
+// latest one too if need be (an ended command's output, which the
+// session's bound on ended output lets go); it returns what b holds
+// after.
+func (b *buffer) trim(keep int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.size > keep && len(b.chunks) > 0 {
+		b.size -= len(b.chunks[0].Data) + chunkOverhead
+		b.chunks[0] = Chunk{}
+		b.chunks = b.chunks[1:]
+	}
+	return b.size
 }
 
 // chunkOverhead is what a chunk kept costs besides its bytes: the Chunk

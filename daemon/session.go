@@ -858,6 +858,9 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 		s.finish(true)
 		close(p.done)
 		p.out.close()
+		s.mu.Lock()
+		s.forgetEndedLocked()
+		s.mu.Unlock()
 	}()
 	return p, nil
 }
@@ -865,17 +868,32 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 // maxEnded is how many ended background commands a session remembers.
 const maxEnded = 64
 
+// endedOutputBuffers is how many times Config.OutputBuffer the ended
+// background commands of a session keep of their output together. Each
+// running command keeps up to the bound; were each ended one to keep as
+// much, a command that starts short background commands without end would
+// make the daemon hold maxEnded times the bound for every session.
+const endedOutputBuffers = 4
+
+// forgetEndedLocked forgets a session's ended background commands past
+// maxEnded, and lets go of the output of the oldest ended ones past
+// endedOutputBuffers (a read of it then says how much was dropped);
+// under s.mu.
 func (s *Session) forgetEndedLocked() {
 	ended := 0
+	room := endedOutputBuffers * s.m.cfg.OutputBuffer
 	for i := len(s.order) - 1; i >= 0; i-- {
 		id := s.order[i]
-		if s.procs[id].Running() {
+		p := s.procs[id]
+		if p.Running() {
 			continue
 		}
 		if ended++; ended > maxEnded {
 			delete(s.procs, id)
 			s.order = append(s.order[:i], s.order[i+1:]...)
+			continue
 		}
+		room -= p.out.trim(room)
 	}
 }
 
