@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -236,11 +237,11 @@ func (o *Overrides) Apply(p *Policy) error {
 	for _, pl := range []struct {
 		flag, field string
 		list        []string
-		dst         *[]string
+		dst, other  *[]string // other: the list a path the flag names leaves
 	}{
-		{"--ro", "filesystem.read_only", o.ReadOnlyPaths, &p.Filesystem.ReadOnly},
-		{"--rw", "filesystem.read_write", o.ReadWritePaths, &p.Filesystem.ReadWrite},
-		{"--deny", "filesystem.deny", o.DenyPaths, &p.Filesystem.Deny},
+		{"--ro", "filesystem.read_only", o.ReadOnlyPaths, &p.Filesystem.ReadOnly, &p.Filesystem.ReadWrite},
+		{"--rw", "filesystem.read_write", o.ReadWritePaths, &p.Filesystem.ReadWrite, &p.Filesystem.ReadOnly},
+		{"--deny", "filesystem.deny", o.DenyPaths, &p.Filesystem.Deny, nil},
 	} {
 		if len(pl.list) == 0 {
 			continue
@@ -251,6 +252,15 @@ func (o *Overrides) Apply(p *Policy) error {
 		}
 		*pl.dst = append(*pl.dst, list...)
 		p.MarkFlag(pl.field, pl.flag)
+		if pl.other != nil {
+			// --rw /etc over the default's read-only /etc makes it
+			// writable, and --ro over a file's read_write read-only: the
+			// flag decides for the path it names, which a path in both
+			// lists would leave to the order of the mounts.
+			*pl.other = slices.DeleteFunc(*pl.other, func(e string) bool {
+				return slices.ContainsFunc(list, func(f string) bool { return filepath.Clean(f) == filepath.Clean(e) })
+			})
+		}
 	}
 	for _, e := range o.Env {
 		if name, val, ok := strings.Cut(e, "="); ok {

@@ -229,3 +229,45 @@ func TestClosestOption(t *testing.T) {
 		}
 	}
 }
+
+// TestPathInBothLists: a path in filesystem.read_only and read_write was
+// writable without a word, the mounts' order deciding; it is refused on
+// the read_write entry's line, naming the other's. A --ro or --rw flag
+// decides for the path it names, taking it out of the other list. The
+// control: a writable path under a read-only one is no conflict.
+func TestPathInBothLists(t *testing.T) {
+	src := "[filesystem]\nread_only = [\"/usr\", \"/data/\"]\nread_write = [\"/data/out\", \"/data\"]\n"
+	p, err := policy.Parse("pol.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Validate()
+	if err == nil || !strings.Contains(err.Error(), `pol.toml:3: filesystem.read_write[1]: "/data" is also in filesystem.read_only (line 2)`) {
+		t.Fatalf("a path in both lists: %v", err)
+	}
+	if strings.Contains(err.Error(), "read_write[0]") {
+		t.Errorf("control: a writable path under a read-only one is refused: %v", err)
+	}
+	for _, tc := range []struct {
+		o      policy.Overrides
+		ro, rw string
+	}{
+		{policy.Overrides{Dir: "/", ReadWritePaths: []string{"/data"}}, "/usr", "/data/out /data /data"},
+		{policy.Overrides{Dir: "/", ReadOnlyPaths: []string{"/data"}}, "/usr /data/ /data", "/data/out"},
+		{policy.Overrides{Dir: "/", ReadWritePaths: []string{"/etc"}}, "/usr /bin /sbin /lib /lib64", "/etc"},
+	} {
+		q := policy.Default()
+		if tc.o.ReadWritePaths == nil || tc.o.ReadWritePaths[0] != "/etc" {
+			q, _ = policy.Parse("pol.toml", []byte(src))
+		}
+		if err := tc.o.Apply(q); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Validate(); err != nil {
+			t.Errorf("%+v: %v", tc.o, err)
+		}
+		if ro, rw := strings.Join(q.Filesystem.ReadOnly, " "), strings.Join(q.Filesystem.ReadWrite, " "); ro != tc.ro || rw != tc.rw {
+			t.Errorf("%+v: read_only %q read_write %q, want %q and %q", tc.o, ro, rw, tc.ro, tc.rw)
+		}
+	}
+}

@@ -77,6 +77,21 @@ func (p *Policy) validateFilesystem(l *errorList) {
 	hostPaths(l, "filesystem.read_only", p.Filesystem.ReadOnly)
 	hostPaths(l, "filesystem.read_write", p.Filesystem.ReadWrite)
 	hostPaths(l, "filesystem.deny", p.Filesystem.Deny)
+	// A path in both lists is shown one way or the other by the order of
+	// the mounts, not by what its author meant: it is refused. (A --ro or
+	// --rw flag takes its path out of the other list.)
+	for i, rw := range p.Filesystem.ReadWrite {
+		for j, ro := range p.Filesystem.ReadOnly {
+			if rw != "" && path.Clean(rw) == path.Clean(ro) {
+				at := ""
+				if line := p.lineOf(indexKey("filesystem.read_only", j)); line > 0 {
+					at = fmt.Sprintf(" (line %d)", line)
+				}
+				l.add(indexKey("filesystem.read_write", i), fmt.Sprintf("%q is also in filesystem.read_only%s: a path is shown read-only or writable; list it in one of them", rw, at))
+				break
+			}
+		}
+	}
 	oneOf(l, "filesystem.landlock", p.Filesystem.Landlock, LandlockAuto, LandlockRequired, LandlockBestEffort, LandlockOff)
 }
 
