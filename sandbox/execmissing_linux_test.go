@@ -3,8 +3,10 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/moatbox/moat/backend"
@@ -41,5 +43,33 @@ func TestExecCheckTellsNoHostPath(t *testing.T) {
 	}
 	if got, want := out.String(), "126 126 126 127 "; got != want {
 		t.Errorf("exit statuses %q, want %q (the first two tell whether a host path exists when they differ)", got, want)
+	}
+}
+
+// TestNotFoundNamesReadOnlyList: a policy whose read_only lists only its
+// own paths (it replaces the default list) shows no system programs, and
+// its every command was "not found" without a word why; the error now
+// says that read_only does not list /usr. The control: a missing program
+// under the default list is not found with no such hint.
+func TestNotFoundNamesReadOnlyList(t *testing.T) {
+	for _, tc := range []struct {
+		readOnly []string
+		args     []string
+		hint     bool
+	}{
+		{[]string{t.TempDir()}, []string{"sh", "-c", "true"}, true},
+		{nil, []string{"no-such-program-here"}, false},
+	} {
+		p := execPolicy(t, t.TempDir(), "")
+		if tc.readOnly != nil {
+			p.Filesystem.ReadOnly = tc.readOnly
+		}
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: tc.args}, backend.Stdio{})
+		if err == nil || !errors.Is(err, backend.ErrNotFound) || rep.ExitCode != 127 {
+			t.Fatalf("%v under read_only %v: %v (exit %d), want not found", tc.args, tc.readOnly, err, rep.ExitCode)
+		}
+		if got := strings.Contains(err.Error(), "does not list /usr"); got != tc.hint || rep.Error != err.Error() {
+			t.Errorf("%v under read_only %v: %v (report: %q), want the read_only hint %v", tc.args, tc.readOnly, err, rep.Error, tc.hint)
+		}
 	}
 }

@@ -401,3 +401,17 @@ func FuzzDestinationGrammarAgrees(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyAllowListWarns: allow mode with nothing listed refuses every
+// connection, which a `--net allow` without hosts ran silently; the
+// report now says so. The control: a list with a host draws no warning.
+func TestEmptyAllowListWarns(t *testing.T) {
+	for _, allow := range [][]string{nil, {"example.com"}} {
+		r := sh(t, t.TempDir(), func(p *policy.Policy) { p.Network.Mode = policy.NetworkAllow; p.Network.Allow = allow }, "true")
+		mustExit(t, r, 0)
+		warned := slices.ContainsFunc(r.rep.Warnings, func(w string) bool { return strings.Contains(w, "lists no destination") })
+		if warned != (len(allow) == 0) {
+			t.Errorf("allow %v: warnings %q, want the empty list's warning: %v", allow, r.rep.Warnings, len(allow) == 0)
+		}
+	}
+}

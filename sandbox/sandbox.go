@@ -279,8 +279,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		if fresh != nil && fresh.Discard() == nil {
 			rep.ChangeSet = nil
 		}
-		setError(rep, err)
-		return rep, err
+		return rep, setError(rep, err)
 	}
 	// A library caller may have skipped validation; running an invalid
 	// policy would be running something nobody checked.
@@ -390,9 +389,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		// A token minted for this run dies with it, however it ends.
 		defer func() { rep.Warnings = append(rep.Warnings, secrets.revokeAll()...) }()
 	}
-	if req.Policy.Network.Mode == policy.NetworkHost {
-		rep.Warnings = append(rep.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
-	}
+	rep.Warnings = append(rep.Warnings, networkWarnings(req.Policy)...)
 	direct := m == "" || m == policy.WorkspaceDirect
 	rep.Warnings = append(rep.Warnings, recordsWritable(req.Policy, direct, req.RecordFiles)...)
 	rep.Warnings = append(rep.Warnings, writtenInPlace(req.Policy)...)
@@ -545,8 +542,14 @@ func newReport(runID string, args []string, p *policy.Policy) *Report {
 		Network: &NetworkReport{Mode: p.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 }
 
-// setError says in rep that moat could not run the command, and why.
-func setError(rep *Report, err error) {
+// setError says in rep that moat could not run the command, and why; it
+// returns err, with a hint when the policy is its likely cause.
+func setError(rep *Report, err error) error {
+	if errors.Is(err, backend.ErrNotFound) && rep.Policy != nil && !slices.ContainsFunc(rep.Policy.Filesystem.ReadOnly, func(e string) bool { return filepath.Clean(e) == "/usr" || filepath.Clean(e) == "/" }) {
+		// A policy's read_only replaces the default list: one that
+		// names only its own paths shows no system programs.
+		err = fmt.Errorf("%w (filesystem.read_only, which replaces the default list, does not list /usr: add those of the default's \"/usr\", \"/bin\", \"/sbin\", \"/lib\", \"/lib64\", \"/etc\" the command needs)", err)
+	}
 	rep.Error = err.Error()
 	var ie *backend.InitError
 	if errors.As(err, &ie) {
@@ -559,6 +562,7 @@ func setError(rep *Report, err error) {
 		rep.ExitCode = 126
 	}
 	rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
+	return err
 }
 
 // checkSpec fills in what rep says of the Spec's protections (the seccomp
@@ -743,6 +747,19 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 func PolicyGaps(p *policy.Policy) []string {
 	if m := p.Workspace.Mode; p.Limits.Disk > 0 && (m == policy.WorkspaceDirect || m == policy.WorkspaceCopy) {
 		return []string{diskGap([]string{p.Workspace.Path})}
+	}
+	return nil
+}
+
+// networkWarnings warns of a network mode that gives the command what
+// its author may not have meant: the host's network unfiltered, or an
+// allow mode whose lists allow nothing.
+func networkWarnings(p *policy.Policy) []string {
+	switch n := p.Network; {
+	case n.Mode == policy.NetworkHost:
+		return []string{"network.mode is \"host\": the command has the host's network, unfiltered"}
+	case n.Mode == policy.NetworkAllow && len(n.Allow) == 0 && len(n.AllowCIDRs) == 0:
+		return []string{"network.mode is \"allow\" and network.allow lists no destination: every connection is refused (list hosts, as with --net allow:HOST,...)"}
 	}
 	return nil
 }

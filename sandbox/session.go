@@ -284,9 +284,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	s.spec = spec
 	s.base = newReport("", nil, p)
 	s.base.Backend = be.Name()
-	if p.Network.Mode == policy.NetworkHost {
-		s.base.Warnings = append(s.base.Warnings, "network.mode is \"host\": the command has the host's network, unfiltered")
-	}
+	s.base.Warnings = append(s.base.Warnings, networkWarnings(p)...)
 	s.base.Warnings = append(s.base.Warnings, writtenInPlace(p)...)
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
 		s.base.Warnings = append(s.base.Warnings, w)
@@ -474,8 +472,7 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	rep := s.newReport(req.Args)
 	p := &Process{rep: rep, landlock: s.landlock}
 	fail := func(err error) (*Process, error) {
-		setError(rep, err)
-		return p, err
+		return p, setError(rep, err)
 	}
 	if len(req.Args) == 0 {
 		return fail(errors.New("no command given"))
