@@ -194,7 +194,8 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 	// held back.
 	size := scrubBufSize + max(pats.hold, maxHold)
 	s.bufs.New = func() any { b := make([]byte, size); return &b }
-	ca, err := newAuthority(domains)
+	slices.Sort(domains)
+	ca, err := newAuthority(slices.Compact(domains))
 	if err != nil {
 		return nil, err
 	}
@@ -829,6 +830,9 @@ func newAuthority(domains []string) (*authority, error) {
 		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         domains,
+		// No address either: a permitted DNS name leaves the IP
+		// addresses unconstrained, and a secret is for names only.
+		ExcludedIPRanges: []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -197,7 +198,7 @@ func TestSecretHostNeedsTrustedServer(t *testing.T) {
 // only; a client that checks name constraints refuses anything else it
 // might sign.
 func TestSecretCAIsConstrained(t *testing.T) {
-	secs, err := NewSecrets([]Secret{{Name: "T", Placeholder: NewPlaceholder("T"), Value: "v", Hosts: []string{"allowed.test"}}}, nil)
+	secs, err := NewSecrets([]Secret{{Name: "T", Placeholder: NewPlaceholder("T"), Value: "v", Hosts: []string{"allowed.test", "allowed.test:8443"}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,25 @@ func TestSecretCAIsConstrained(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("verify a certificate for %s: %v, want ok=%v", host, err, ok)
 		}
+	}
+	// Nor for an address: a certificate for one, signed with the CA's
+	// key as a leaked key could, fails the constraints (a DNS name alone
+	// left the addresses open).
+	ca := secs.ca
+	for _, ip := range []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")} {
+		tmpl := &x509.Certificate{SerialNumber: serial(), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{ip}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &ca.leafKey.PublicKey, ca.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool}); err == nil {
+			t.Errorf("a certificate for %s verifies under the run's CA", ip)
+		}
+	}
+	if n := strings.Count(ca.cert.Subject.CommonName, "allowed.test"); n != 1 {
+		t.Errorf("the CA's name %q names the host %d times", ca.cert.Subject.CommonName, n)
 	}
 }
 

@@ -105,11 +105,16 @@ func (p *Policy) validateSecrets(l *errorList) {
 			l.add(key+".name", "must not be empty: it is the environment variable that holds the placeholder")
 		case !isEnvName(s.Name):
 			l.add(key+".name", fmt.Sprintf("%q is not an environment variable name (letters, digits and _, not starting with a digit)", s.Name))
+		case reservedSecretName(s.Name) != "":
+			l.add(key+".name", fmt.Sprintf("%q %s: name the variable for the secret alone (GITHUB_TOKEN, say)", s.Name, reservedSecretName(s.Name)))
 		default:
 			if j, dup := names[s.Name]; dup {
 				l.add(key+".name", fmt.Sprintf("%q is also the name of secrets[%d]", s.Name, j))
 			}
 			names[s.Name] = i
+			if _, set := p.Env.Set[s.Name]; set {
+				l.add(key+".name", fmt.Sprintf("%q is also set by env.set: the variable holds the secret's placeholder or that value, not both", s.Name))
+			}
 		}
 		scheme, rest, _ := strings.Cut(s.Source, ":")
 		switch {
@@ -137,6 +142,8 @@ func (p *Policy) validateSecrets(l *errorList) {
 				l.add(f, fmt.Sprintf("%q: %v", h, err))
 			} else if !p.allowsHost(h) {
 				l.add(f, fmt.Sprintf("%q is not reachable under network.allow; add it there too", h))
+			} else if j := p.deniedHost(h); j >= 0 {
+				l.add(f, fmt.Sprintf("%q is refused by network.deny[%d] (%q), which beats allow: the secret could never be used", h, j, p.Network.Deny[j]))
 			}
 		}
 		for j, m := range s.Methods {
@@ -173,6 +180,25 @@ func (p *Policy) validateSecrets(l *errorList) {
 	}
 }
 
+// reservedSecretName says why name cannot hold a secret's placeholder, or
+// "": moat sets the variable itself in allow mode (the proxy's and the
+// trust store's variables, in either case), or it changes how every
+// program runs or is found, which a placeholder in it would break.
+func reservedSecretName(name string) string {
+	u := strings.ToUpper(name)
+	switch u {
+	case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+		"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+		"GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE":
+		return "is set by moat in allow mode (the proxy, the trust store)"
+	}
+	switch {
+	case strings.HasPrefix(u, "LD_"), u == "PATH", u == "HOME", u == "SHELL", u == "IFS", u == "ENV", u == "BASH_ENV", u == "TMPDIR":
+		return "changes how programs run or are found"
+	}
+	return ""
+}
+
 // allowsHost reports whether every name the secret host entry h covers is
 // covered by a network.allow entry: h itself, or a wildcard above it.
 func (p *Policy) allowsHost(h string) bool {
@@ -193,6 +219,28 @@ func (p *Policy) allowsHost(h string) bool {
 		}
 	}
 	return false
+}
+
+// deniedHost returns the index of a network.deny entry that refuses every
+// name the secret host entry h covers, or -1.
+func (p *Policy) deniedHost(h string) int {
+	sh, err := netrule.ParseHost(h, true)
+	if err != nil {
+		return -1
+	}
+	for j, d := range p.Network.Deny {
+		dh, err := netrule.ParseHost(d, true)
+		if err != nil || dh.Port != 0 && sh.Port != 0 && dh.Port != sh.Port {
+			continue
+		}
+		switch {
+		case !dh.Wildcard && !sh.Wildcard && dh.Domain == sh.Domain,
+			dh.Wildcard && sh.Wildcard && dh.Domain == sh.Domain,
+			dh.Wildcard && strings.HasSuffix(sh.Domain, "."+dh.Domain):
+			return j
+		}
+	}
+	return -1
 }
 
 // SecretFile returns the file a "file:" source names, made absolute

@@ -121,6 +121,59 @@ query = "key"
 	}
 }
 
+// TestSecretNamesAndDeny: a secret named as a variable moat sets itself
+// (the proxy's, the trust store's) or one that changes how programs run
+// was loaded and then silently lost its placeholder or broke every
+// program; one env.set also sets was overwritten; one whose host
+// network.deny refuses could never be used. Each is refused on its line.
+// The control: the same policy's other secrets, a wildcard deny of
+// another domain, and a deny of one name under a wildcard secret pass.
+func TestSecretNamesAndDeny(t *testing.T) {
+	src := `[network]
+mode = "allow"
+allow = ["api.test", "*.example.com", "vm:8444"]
+deny = ["vm", "*.other.com", "x.example.com"]
+
+[env]
+set = { TOK = "x" }
+
+[[secrets]]
+name = "https_proxy"
+source = "env:A"
+hosts = ["api.test"]
+
+[[secrets]]
+name = "LD_PRELOAD"
+source = "env:A"
+hosts = ["api.test"]
+
+[[secrets]]
+name = "TOK"
+source = "env:A"
+hosts = ["api.test"]
+
+[[secrets]]
+name = "VM"
+source = "env:A"
+hosts = ["vm:8444"]
+
+[[secrets]]
+name = "OK"
+source = "env:A"
+hosts = ["api.test", "*.example.com"]
+`
+	p, err := Parse("n.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkErrors(t, p.Validate(), []string{
+		`n.toml:10: secrets[0].name: "https_proxy" is set by moat in allow mode`,
+		`n.toml:15: secrets[1].name: "LD_PRELOAD" changes how programs run`,
+		`n.toml:20: secrets[2].name: "TOK" is also set by env.set`,
+		`n.toml:27: secrets[3].hosts[0]: "vm:8444" is refused by network.deny[0] ("vm")`,
+	})
+}
+
 // TestSentPolicyHasNoDirectory: a policy sent to the daemon (parsed from
 // a document named "policy", resolved with no working directory of its
 // own) has no directory for its secrets: a relative program or file is
