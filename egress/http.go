@@ -303,7 +303,7 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 	if cc.refuseHostHeader(ev, hosts, u.Hostname(), port, 80, what) {
 		return false
 	}
-	if !p.check(Query{Host: ev.Host, Port: port, Method: req.Method, Path: u.EscapedPath(), MethodOverrides: methodOverrides(req.Header)}, ev) {
+	if !p.check(Query{Host: ev.Host, Port: port, Method: req.Method, Path: u.EscapedPath(), MethodOverrides: methodOverrides(req.Header), PathOverrides: pathOverrides(req.Header)}, ev) {
 		cc.refuse(ev, what)
 		return false
 	}

@@ -120,14 +120,29 @@ type Query struct {
 	Path   string
 	// MethodOverrides are the values of a plain-HTTP request's
 	// method-override headers (MethodOverrides), which a server may read
-	// as its method.
+	// as its method; PathOverrides those of its path-override headers.
 	MethodOverrides []string
+	PathOverrides   []string
 }
 
 // MethodOverrides are the headers with which many frameworks (Rails,
 // Laravel, Express's method-override, ASP.NET, Google's APIs) let a
 // request name another method than its own.
 var MethodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// PathOverrides are the headers with which some servers and front ends
+// (IIS's URL Rewrite, Symfony's and Zend's older request objects, some
+// gateways) let a request name another path than its own.
+var PathOverrides = []string{"X-Original-Url", "X-Rewrite-Url", "X-Original-Uri", "X-Override-Url"}
+
+// pathOverrides returns the values h gives the PathOverrides headers.
+func pathOverrides(h http.Header) []string {
+	var out []string
+	for _, name := range PathOverrides {
+		out = append(out, h.Values(name)...)
+	}
+	return out
+}
 
 // methodOverrides returns the values h gives the MethodOverrides headers,
 // each item of a comma-separated list on its own: servers differ in which

@@ -549,6 +549,10 @@ func (s *Secrets) apply(req *http.Request, host string, port int) (added []strin
 			return nil, "secret method", fmt.Sprintf("the request to %s carries a method-override header naming %q, and secret %s is for %s only",
 				host, headerSafe(m), c.Name, strings.Join(c.Methods, "/"))
 		}
+		if o := pathOverrides(req.Header); len(c.Paths) > 0 && len(o) > 0 {
+			return nil, "secret path", fmt.Sprintf("the request to %s carries a path-override header naming %q, which a server may serve instead of the request's path, and secret %s is for paths below %s only",
+				host, headerSafe(o[0]), c.Name, strings.Join(c.Paths, ", "))
+		}
 		if len(c.Paths) > 0 && !plainPath(req.URL) {
 			return nil, "secret path", fmt.Sprintf("the path %q is not in plain form (a dot segment, an empty segment, an encoded '.', '/', '\\' or '%%', a '\\', or a byte outside printable ASCII), "+
 				"which a server may read as another path; secret %s is for paths below %s only", headerSafe(req.URL.EscapedPath()), c.Name, strings.Join(c.Paths, ", "))

@@ -406,6 +406,15 @@ func TestSecretPathsNeedPlainPath(t *testing.T) {
 				}
 				wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret method")
 			}
+			// A path-override header, which some servers serve instead
+			// of the path (the value went with it, tried).
+			for _, override := range []string{"X-Original-URL: /admin", "X-Rewrite-URL: /admin", "X-Original-URI: /api/x", "x-override-url: /"} {
+				resp, body := send("/api/x", override+"\r\n")
+				if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret path" || strings.Contains(body, "real-token") {
+					t.Errorf("GET /api/x with %q: %d %q %q; want 403 secret path", override, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body)
+				}
+				wantEvent(t, tp.nextOf(t, ProtoIntercepted), ProtoIntercepted, DecisionDeny, "secret path")
+			}
 			if n := got.Load(); n != 0 {
 				t.Fatalf("the server received the value %d times from refused requests", n)
 			}

@@ -82,13 +82,13 @@ func checkTrailers(req *http.Request, conn net.Conn, check func(http.Header) ([]
 
 // headerOnly are the fields a request may not send as trailers (RFC 9110
 // 6.5.1: those that frame or route a request, modify or authenticate it,
-// or control its response), and the method-override headers: the proxy's
-// checks read them in the headers (the Host check, the rules' method),
+// or control its response), and the method- and path-override headers: the proxy's
+// checks read them in the headers (the Host check, the rules' method and path),
 // and a server or front end that merged trailers into the headers would
 // read one sent after them unchecked.
 var headerOnly = append([]string{"Host", "Authorization", "Proxy-Authorization", "Cookie", "Content-Length", "Transfer-Encoding",
 	"Trailer", "Te", "Connection", "Keep-Alive", "Upgrade", "Expect", "Max-Forwards", "Range", "If-Range", "Content-Type",
-	"Content-Encoding", "Content-Range", "Cache-Control", "Pragma", "Forwarded", "X-Forwarded-Host"}, MethodOverrides...)
+	"Content-Encoding", "Content-Range", "Cache-Control", "Pragma", "Forwarded", "X-Forwarded-Host"}, append(MethodOverrides, PathOverrides...)...)
 
 // forbiddenTrailer refuses trailers tr that carry a field of headerOnly:
 // a rule and a reason naming it, or "".
@@ -159,7 +159,7 @@ func (s *Secrets) applyTrailers(req *http.Request, tr http.Header, host string, 
 			continue
 		}
 		ok := inValue && c.headerName == "" && c.forHost(host, port) && c.methodOK(req.Method) && c.overriddenMethod(req.Header) == "" &&
-			c.pathOK(req.URL.Path) && (len(c.Paths) == 0 || plainPath(req.URL))
+			c.pathOK(req.URL.Path) && (len(c.Paths) == 0 || len(pathOverrides(req.Header)) == 0) && (len(c.Paths) == 0 || plainPath(req.URL))
 		if !ok {
 			return nil, "secret placeholder", fmt.Sprintf("the placeholder of secret %s was sent in %s to %s %s, which it is not for (it is for %s, in a header's value)",
 				c.Name, where, req.Method, host+req.URL.Path, describeSecret(c))

@@ -23,6 +23,10 @@ type Request struct {
 	// headers (X-HTTP-Method-Override and the like), which many servers
 	// read as the request's method.
 	MethodOverrides []string `json:"method_overrides,omitempty"`
+	// PathOverrides are the values of its path-override headers
+	// (X-Original-URL and the like), which some servers serve instead of
+	// the request's path.
+	PathOverrides []string `json:"path_overrides,omitempty"`
 }
 
 // hostRule is a compiled host rule of the policy.
@@ -55,9 +59,26 @@ func (h *hostRule) match(q Request) bool {
 		return false
 	}
 	if m.Path != "" {
-		return h.matchPath(q.Path)
+		return h.matchPaths(q)
 	}
 	return true
+}
+
+// matchPaths matches the request's path and those its path-override
+// headers name: a rule that refuses or asks matches if any does, an
+// allow only if all do.
+func (h *hostRule) matchPaths(q Request) bool {
+	ok := h.matchPath(q.Path)
+	for _, o := range q.PathOverrides {
+		// An override may be a whole URL's path and query.
+		o, _, _ = strings.Cut(strings.TrimSpace(o), "?")
+		if h.kind == Allow {
+			ok = ok && h.matchPath(o)
+		} else {
+			ok = ok || h.matchPath(o)
+		}
+	}
+	return ok
 }
 
 // matchMethod matches a forwarded request's method against the rule's.

@@ -50,6 +50,10 @@ decision = "ask"
 		{Request{Host: "docs.example.com", Port: 80, Method: "get", Path: "/"}, Allow, ""},
 		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/", MethodOverrides: []string{"DELETE"}}, Allow, ""},
 		{Request{Host: "docs.example.com", Port: 80, Method: "GET", Path: "/", MethodOverrides: []string{"get"}}, Allow, "gets-fine"},
+		// A path-override header names the path some servers serve: a
+		// deny matches if it or the path does, an allow only if both.
+		{Request{Host: "a.example.com", Port: 443, Method: "GET", Path: "/x", PathOverrides: []string{"/upload/y?z=1"}}, Deny, "no-uploads"},
+		{Request{Host: "a.example.com", Port: 443, Method: "GET", Path: "/x", PathOverrides: []string{"/other"}}, Allow, ""},
 		{Request{Host: "api.openai.com", Port: 443}, Ask, "model"},
 		{Request{Host: "xapi.openai.com", Port: 443}, Allow, ""},
 	}
@@ -65,5 +69,30 @@ decision = "ask"
 	}
 	if !rs.HasHostRules() {
 		t.Error("HasHostRules is false")
+	}
+}
+
+// TestHostAllowPathOverride: an allow narrowed by path matches a request
+// only when every path-override header names a path it allows too. The
+// control: the same request without the header is allowed by the rule.
+func TestHostAllowPathOverride(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "reads"
+match = { host = "api.test", path = "/v1/**" }
+decision = "allow"
+`))
+	for _, tc := range []struct {
+		overrides []string
+		rule      string
+	}{
+		{nil, "reads"},
+		{[]string{"/v1/x"}, "reads"},
+		{[]string{"/admin"}, ""},
+	} {
+		d := rs.DecideHost(Request{Host: "api.test", Port: 80, Method: "GET", Path: "/v1/items", PathOverrides: tc.overrides})
+		if rule := ""; d.Rule != nil && d.Rule.Name != tc.rule || d.Rule == nil && tc.rule != rule {
+			t.Errorf("overrides %v: %+v, want rule %s", tc.overrides, d, tc.rule)
+		}
 	}
 }

@@ -557,7 +557,7 @@ func (e *execCheck) spentBudget() string {
 }
 
 func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdict {
-	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides}
+	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides, PathOverrides: q.PathOverrides}
 	d := e.rules.DecideHost(r)
 	if d.Verdict == harness.Allow {
 		return egress.Verdict{Allow: true}
