@@ -123,6 +123,11 @@ type Query struct {
 	// as its method; PathOverrides those of its path-override headers.
 	MethodOverrides []string
 	PathOverrides   []string
+	// Intercepted says that the connection's TLS is terminated for a
+	// secret's host, so each request read inside it is asked about in
+	// turn, with its method and path: at the connection, rules narrowed
+	// by those can wait for them.
+	Intercepted bool
 }
 
 // MethodOverrides are the headers with which many frameworks (Rails,
@@ -160,10 +165,14 @@ func methodOverrides(h http.Header) []string {
 }
 
 // check asks p.Check about a destination decide allowed, and fills in the
-// event when it refuses.
+// event when it refuses. A connection (no method) to a host whose TLS the
+// proxy terminates is asked about as Intercepted.
 func (p *Proxy) check(q Query, ev *Event) bool {
 	if p.Check == nil {
 		return true
+	}
+	if q.Method == "" {
+		q.Intercepted = p.Secrets.intercepts(q.Host, q.Port)
 	}
 	v := p.Check(p.ctx, q)
 	if !v.Allow {

@@ -1010,6 +1010,13 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	if cc.refuseHostHeader(ev, hosts, t.name, t.port, 443, what) {
 		return false
 	}
+	// The rules narrowed by method or path, which the tunnel's check left
+	// for its requests.
+	if !p.check(Query{Host: t.name, Port: t.port, Method: req.Method, Path: req.URL.EscapedPath(),
+		MethodOverrides: methodOverrides(req.Header), PathOverrides: pathOverrides(req.Header)}, ev) {
+		cc.refuse(ev, what)
+		return false
+	}
 	added, rule, reason := p.Secrets.apply(req, t.name, t.port)
 	if rule != "" {
 		ev.Rule, ev.Reason = rule, reason

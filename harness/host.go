@@ -27,6 +27,10 @@ type Request struct {
 	// (X-Original-URL and the like), which some servers serve instead of
 	// the request's path.
 	PathOverrides []string `json:"path_overrides,omitempty"`
+	// Intercepted says, of a connection (no Method), that the proxy
+	// reads its requests (a secret's host) and asks about each with its
+	// method and path: the rules narrowed by those are left for them.
+	Intercepted bool `json:"intercepted,omitempty"`
 }
 
 // hostRule is a compiled host rule of the policy.
@@ -53,7 +57,7 @@ func (h *hostRule) match(q Request) bool {
 		return true
 	}
 	if q.Method == "" {
-		return h.kind != Allow
+		return h.kind != Allow && !q.Intercepted
 	}
 	if m.Method != "" && !h.matchMethod(q) {
 		return false

@@ -41,6 +41,10 @@ decision = "ask"
 		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges", MethodOverrides: []string{" post"}}, Ask, "stripe-writes"},
 		{Request{Host: "api.stripe.com", Port: 80, Method: "GET", Path: "/v1/charges", MethodOverrides: []string{"PATCH"}}, Allow, ""},
 		{Request{Host: "a.example.com", Port: 443}, Deny, "no-uploads"},
+		// A tunnel whose requests the proxy reads (a secret's host) leaves
+		// the rules narrowed by method or path to them.
+		{Request{Host: "a.example.com", Port: 443, Intercepted: true}, Allow, ""},
+		{Request{Host: "api.openai.com", Port: 443, Intercepted: true}, Ask, "model"},
 		{Request{Host: "example.com", Port: 443}, Allow, ""},
 		{Request{Host: "a.example.com", Port: 80, Method: "PUT", Path: "/upload/x"}, Allow, ""},
 		{Request{Host: "docs.example.com", Port: 443}, Deny, "no-uploads"}, // the allow for GET does not open a tunnel

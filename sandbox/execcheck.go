@@ -532,10 +532,12 @@ func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by
 // given before, or the Approver's), and is refused without one.
 func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
 	v := e.hostRules(ctx, q)
-	if !v.Allow || e.spend == nil {
+	if !v.Allow || e.spend == nil || q.Intercepted {
 		return v
 	}
-	// Budgets count what the rules let through.
+	// Budgets count what the rules let through: a tunnel, a forwarded
+	// request, or each request read inside an intercepted tunnel (not
+	// that tunnel too).
 	if err := e.spend.Request(q.Host); err != nil {
 		var be *harness.BudgetError
 		errors.As(err, &be)
@@ -557,7 +559,7 @@ func (e *execCheck) spentBudget() string {
 }
 
 func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdict {
-	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides, PathOverrides: q.PathOverrides}
+	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides, PathOverrides: q.PathOverrides, Intercepted: q.Intercepted}
 	d := e.rules.DecideHost(r)
 	if d.Verdict == harness.Allow {
 		return egress.Verdict{Allow: true}

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/policy"
@@ -384,5 +385,86 @@ func TestSecretFileInView(t *testing.T) {
 	out, err = run("file:" + outside + "/tok.txt")
 	if err != nil || !strings.HasPrefix(out, "ran\n") {
 		t.Errorf("outside: %v %q, want a run", err, out)
+	}
+}
+
+// TestRulesInsideInterceptedTunnel: on a secret's host the proxy reads
+// each request, so the host rules narrowed by method or path decide each
+// request, not the tunnel: a deny of POST refused the whole tunnel before,
+// GETs too, and an allow of GET never matched. Now GET reaches the server
+// (the control), POST and a path the rule denies are refused with the
+// rule named, each an audit decision, and a requests budget counts the
+// requests, not the tunnel as well.
+func TestRulesInsideInterceptedTunnel(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	port, roots, saw := apiServer(t)
+	t.Setenv("MOAT_TEST_API_TOKEN", "s3cr3t-rules")
+	p, err := policy.Parse("rules.toml", []byte(`
+[network]
+mode = "allow"
+allow = ["api.test"]
+allow_cidrs = ["127.0.0.0/8"]
+
+[harness]
+builtin = []
+
+[budgets]
+requests = { "api.test" = 3 }
+
+[[rules]]
+name = "no-writes"
+match = { host = "api.test", method = "POST" }
+decision = "deny"
+
+[[rules]]
+name = "no-admin"
+match = { host = "api.test", path = "/admin/**" }
+decision = "deny"
+
+[[secrets]]
+name = "API_TOKEN"
+source = "env:MOAT_TEST_API_TOKEN"
+hosts = ["api.test"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Workspace.Path = t.TempDir()
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(p.Workspace.Path, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	u := fmt.Sprintf("https://api.test:%d", port)
+	script := fmt.Sprintf(`c() { curl -sS -m 10 -o /dev/null -w '%%{http_code} ' -H "Authorization: Bearer $API_TOKEN" "$@"; }
+c %[1]s/a; c -X POST %[1]s/a; c %[1]s/admin/x; c %[1]s/b; c %[1]s/c; c %[1]s/d`, u)
+	var decisions []string
+	req := &sandbox.Request{
+		Backend: testBackend(), Policy: p, Args: []string{"/bin/sh", "-c", script}, SecretRoots: roots,
+		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		AuditDecision: func(d audit.Decision) { decisions = append(decisions, d.Verdict+" "+strings.Join(d.Command, " ")) },
+	}
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	// GET /a, /b and /c pass; POST and /admin are refused by their
+	// rules; GET /d is the fourth request the rules let through, past the
+	// budget of 3 (the refused ones, and the tunnels, are not counted).
+	if got, want := out.String(), "200 403 403 200 200 403 "; got != want {
+		t.Errorf("statuses %q, want %q\n%s", got, want, errb.String())
+	}
+	if n := len(saw()); n != 3 {
+		t.Errorf("the server got %d requests, want 3 (GET /a, /b, /c)", n)
+	}
+	joined := strings.Join(decisions, "\n")
+	if !strings.Contains(joined, "deny POST api.test:") || !strings.Contains(joined, "deny GET api.test:") {
+		t.Errorf("audit decisions:\n%s\nwant the POST and the /admin GET denied", joined)
 	}
 }
