@@ -65,6 +65,16 @@ type Summary struct {
 	// why, for the line: a client such as curl shows only "CONNECT
 	// tunnel failed, response 502" and not the body that says why.
 	failed []Refusal
+	// bad: the first destinations the client sent requests to that the
+	// proxy could not read (malformed, too large, too slow), which are
+	// the client's failures, not the destination's.
+	bad []Refusal
+}
+
+// clientFault reports whether an error event's rule is one the client's
+// request caused (badRequest's rules).
+func clientFault(rule string) bool {
+	return rule == "bad request" || rule == "header too large" || rule == "header timeout"
 }
 
 // maxShown bounds the destinations String lists by name, of each kind.
@@ -117,14 +127,18 @@ func (s *Summary) Add(e Event) {
 			return // a request that named no destination (a bad one)
 		}
 		dest := e.dest()
-		for i := range s.failed {
-			if s.failed[i].Dest == dest {
-				s.failed[i].Count++
+		list := &s.failed
+		if clientFault(e.Rule) {
+			list = &s.bad
+		}
+		for i := range *list {
+			if (*list)[i].Dest == dest {
+				(*list)[i].Count++
 				return
 			}
 		}
-		if len(s.failed) < maxShown {
-			s.failed = append(s.failed, Refusal{Dest: dest, Count: 1, Rule: e.Rule, Reason: e.Reason})
+		if len(*list) < maxShown {
+			*list = append(*list, Refusal{Dest: dest, Count: 1, Rule: e.Rule, Reason: e.Reason})
 		}
 	}
 }
@@ -178,17 +192,18 @@ func (s *Summary) String() string {
 	s.mu.Lock()
 	allowed, errors := s.allowed, s.errors
 	failed := append([]Refusal(nil), s.failed...)
+	bad := append([]Refusal(nil), s.bad...)
 	s.mu.Unlock()
-	if len(refused) == 0 && len(failed) == 0 {
+	if len(refused) == 0 && len(failed) == 0 && len(bad) == 0 {
 		return "" // failures that named no destination are only counted
 	}
 	var sections []string
 	if len(refused) > 0 {
 		sections = append(sections, "refused "+s.listRefused(refused))
 	}
-	if len(failed) > 0 {
+	list := func(rs []Refusal) string {
 		var parts []string
-		for _, f := range failed {
+		for _, f := range rs {
 			why := f.Reason
 			if why == "" {
 				why = f.Rule
@@ -199,7 +214,13 @@ func (s *Summary) String() string {
 			}
 			parts = append(parts, fmt.Sprintf("%s%s (%s)", f.Dest, count, why))
 		}
-		sections = append(sections, "could not reach "+strings.Join(parts, ", "))
+		return strings.Join(parts, ", ")
+	}
+	if len(failed) > 0 {
+		sections = append(sections, "could not reach "+list(failed))
+	}
+	if len(bad) > 0 {
+		sections = append(sections, "could not read the client's requests to "+list(bad))
 	}
 	line := "network: " + strings.Join(sections, "; ")
 	line += fmt.Sprintf("; %d allowed", allowed)

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -935,6 +936,9 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 		<-upDone
 		ev.SNI = sni
 		why := fmt.Sprintf("the client's TLS handshake with moat's certificate for %s failed (does it trust moat's CA? SSL_CERT_FILE names it): %v", hostPort(host, t.port, 443), err)
+		if sni != "" && hostKey(sni) != host {
+			why = fmt.Sprintf("the client's TLS handshake for %s named another server (%q) than the tunnel's: refused", hostPort(host, t.port, 443), sni)
+		}
 		if strings.Contains(err.Error(), "unsupported application protocols") {
 			why = fmt.Sprintf("the client's TLS handshake for %s offered only application protocols moat does not speak to a secret's host (%v): moat reads HTTP/1.1 and HTTP/1.0 there; have the client use HTTP/1.1 (curl --http1.1)", hostPort(host, t.port, 443), err)
 		}
@@ -975,6 +979,9 @@ func (cc *clientConn) intercept(up net.Conn, t target, ev *Event) {
 		client.SetReadDeadline(time.Now().Add(p.headerTimeout()))
 		in.lr.N = p.maxHeaderBytes()
 		req, hosts, err := in.readRequest()
+		if first && errors.Is(err, io.EOF) {
+			break // the client closed after its handshake, asking nothing
+		}
 		if err != nil {
 			in.badRequest(err, Event{Time: in.start, Proto: ProtoIntercepted, Host: t.name, Port: t.port, Addr: ev.Addr})
 			break

@@ -270,12 +270,41 @@ func TestSecretClientHandshakeRefused(t *testing.T) {
 	trusting := x509.NewCertPool()
 	trusting.AppendCertsFromPEM(secs.CACertPEM())
 	refused("a client that does not trust the CA", &tls.Config{RootCAs: x509.NewCertPool()}, "does it trust moat's CA")
-	refused("another name in the SNI", &tls.Config{RootCAs: trusting, ServerName: "other.test"}, `"other.test" differs`)
+	// Named for what it is, not as a CA the client may not trust.
+	refused("another name in the SNI", &tls.Config{RootCAs: trusting, ServerName: "other.test"}, `named another server ("other.test") than the tunnel's`)
 	if n := got.Load(); n != 0 {
 		t.Fatalf("the server received %d requests from refused clients", n)
 	}
-	if code, _, err := fetch(t, moatClient(tp, secs), "GET", u, nil); err != nil || code != http.StatusOK || got.Load() != 1 {
+	mc := moatClient(tp, secs)
+	if code, _, err := fetch(t, mc, "GET", u, nil); err != nil || code != http.StatusOK || got.Load() != 1 {
 		t.Errorf("control: %d %v, the server received %d requests", code, err, got.Load())
+	}
+	mc.CloseIdleConnections() // its tunnel's event comes as it ends
+	tp.nextOf(t, ProtoIntercepted)
+	tp.nextOf(t, ProtoConnect)
+
+	// A client that closes after its handshake asked nothing: its tunnel
+	// is one allowed event, with no malformed request after it.
+	var sum Summary
+	tc, _ := interceptedConn(t, tp, secs, fmt.Sprintf("allowed.test:%d", port))
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	tc.Close()
+	e := tp.event(t)
+	sum.Add(e)
+	if e.Proto != ProtoConnect || e.Decision != DecisionAllow {
+		t.Errorf("a tunnel closed after its handshake: %+v", e)
+	}
+	// A request the proxy cannot read is the client's fault, said so in
+	// the run's line, not "could not reach".
+	resp, _ := interceptedRaw(t, tp, secs, fmt.Sprintf("allowed.test:%d", port), "GET /api HTTP/1.1\r\nHost: allowed.test\r\nHost: other.test\r\n\r\n")
+	resp.Body.Close()
+	for _, proto := range []string{ProtoIntercepted, ProtoConnect} {
+		sum.Add(tp.nextOf(t, proto))
+	}
+	if line := sum.String(); !strings.Contains(line, "could not read the client's requests to allowed.test:") || strings.Contains(line, "could not reach") {
+		t.Errorf("summary %q", line)
 	}
 }
 

@@ -94,7 +94,11 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			v, ok := os.LookupEnv(rest)
 			if !ok || v == "" {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): the environment variable %s is not set in moat's environment", i, s.Name, rest)
+				how := "is not set"
+				if ok {
+					how = "is empty"
+				}
+				return nil, fmt.Errorf("secrets[%d] (%s): the environment variable %s %s in moat's environment", i, s.Name, rest, how)
 			}
 			val = v
 		case "command":

@@ -165,7 +165,7 @@ mkdir -p /dev/shm/probe && printf '%%s' "$v" > /dev/shm/probe/x && grep -rsl -F 
 	// A value moat cannot read refuses the run: nothing runs without it.
 	t.Setenv("MOAT_TEST_API_TOKEN", "")
 	req.Args = []string{"/bin/true"}
-	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{}); err == nil || !strings.Contains(err.Error(), "MOAT_TEST_API_TOKEN is not set") {
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{}); err == nil || !strings.Contains(err.Error(), "MOAT_TEST_API_TOKEN is empty") {
 		t.Errorf("run without the value: %v, want a refusal", err)
 	}
 }

@@ -80,7 +80,7 @@ func ParseHost(entry string, allow bool) (Host, error) {
 	h.Domain = name
 	if !strings.Contains(name, ".") {
 		if h.Wildcard && allow {
-			return Host{}, fmt.Errorf("too broad: %q is a top-level domain, anyone can register names under it", name)
+			return Host{}, fmt.Errorf("too broad: %q is a top-level domain, every name under it allowed; list the hosts you need", name)
 		}
 		h.Local = !h.Wildcard
 	}
