@@ -1010,7 +1010,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	what := req.Method + " https://" + authority + req.URL.Path
 	if req.Method == http.MethodConnect || req.URL.Host != "" && hostKey(req.URL.Hostname()) != t.name {
 		ev.Decision, ev.Rule = DecisionError, "bad request"
-		ev.Reason = "inside a tunnel a request names a path on the tunnel's host"
+		ev.Reason = fmt.Sprintf("a request inside the tunnel to %s must name a path on that host: it named %.200s", t.name, headerSafe(req.RequestURI))
 		writeStatus(cc.c, http.StatusBadRequest, "", "moat: "+ev.Reason+"\n")
 		return false
 	}
