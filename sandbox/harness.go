@@ -179,6 +179,15 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 			grantLine(line, rules, a, g.By)
 			return nil
 		}
+		// The question names a command the grants leave asking: the
+		// line's first ask may be one an earlier approval covers, while
+		// another of its commands is what still needs a person.
+		if u, ok := firstUncovered(shared, rules, a, d); ok {
+			d = u
+			rep.Decision = &d
+			rec.Reason, rec.Decided, rec.Rule = d.Reason, d.Command, d.Rule.String()
+			what = "rule " + rec.Rule
+		}
 		if req.Approver == nil {
 			rep.Approval, rec.Outcome = ApprovalNoApprover, ApprovalNoApprover
 			return fmt.Errorf("%w: %s asks before %s%s; nobody can be asked here: run moat in a terminal to approve it, or add a [[rules]] entry with decision = \"allow\" for it (moat policy explain shows which rule decides)", ErrDenied, what, shellQuote(d.Command), because(d))
@@ -209,6 +218,25 @@ func coversAsks(shared *harness.Approvals, rules *harness.Rules, a harness.Actio
 		}
 	}
 	return true
+}
+
+// firstUncovered returns, when the lasting grants of shared cover d (the
+// line's decision) but not every command of a's line the rules ask
+// about, the decision of the first such command they leave asking.
+func firstUncovered(shared *harness.Approvals, rules *harness.Rules, a harness.Action, d harness.Decision) (harness.Decision, bool) {
+	if _, ok := shared.UseScoped(d.Command, a.Dir, d); !ok {
+		return harness.Decision{}, false
+	}
+	for _, argv := range rules.Asks(a) {
+		di := rules.DecideExec("", argv)
+		if _, ok := shared.UseScoped(argv, a.Dir, di); !ok && di.Verdict == harness.Ask && di.Rule != nil {
+			if di.Command == nil {
+				di.Command = argv
+			}
+			return di, true
+		}
+	}
+	return harness.Decision{}, false
 }
 
 // shellQuote renders argv for a message, quoting words a shell would split.
