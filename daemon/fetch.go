@@ -74,7 +74,7 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 		rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: s.ID, At: "fetch", Command: what, Verdict: string(d.Verdict), Reason: d.Reason, Rule: d.Rule.String()}
 		refuse := func(why string) error {
 			s.recordDecision(rec)
-			return fmt.Errorf("%w: rule %s %s %s: %s; %s", sandbox.ErrDenied, d.Rule, d.Verdict.Verb(), host, d.Reason, why)
+			return fmt.Errorf("%w: rule %s %s %s%s; %s", sandbox.ErrDenied, d.Rule, d.Verdict.Verb(), host, sandbox.Because(d), why)
 		}
 		if d.Verdict == harness.Deny {
 			rec.Outcome = "denied"

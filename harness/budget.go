@@ -21,7 +21,20 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("the %s budget ([budgets] in the policy) is spent", e.Name)
+	return fmt.Sprintf("the %s budget (%s, [budgets] in the policy) is spent", e.Name, e.limit())
+}
+
+// limit is the budget in words.
+func (e *BudgetError) limit() string {
+	switch {
+	case e.Name == "runs":
+		return fmt.Sprintf("%d runs", e.Limit)
+	case e.Name == "wall" || e.Name == "cpu":
+		return time.Duration(e.Limit).String()
+	case e.Name == "output" || e.Name == "network":
+		return fmt.Sprintf("%d bytes", e.Limit)
+	}
+	return fmt.Sprintf("%d requests", e.Limit)
 }
 
 // Spend counts what a session (or one run) has spent against the

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,23 @@ func TestOutputBudget(t *testing.T) {
 	free := NewSpend(policy.Budgets{})
 	if fit, err := free.Output(1 << 40); fit != 1<<40 || err != nil {
 		t.Errorf("no budget: Output = %d, %v", fit, err)
+	}
+}
+
+// TestBudgetErrorSaysTheLimit: a spent budget's message says how much it
+// was, in its unit, which "the runs budget is spent" left to the policy.
+func TestBudgetErrorSaysTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		e    BudgetError
+		want string
+	}{
+		{BudgetError{Name: "runs", Limit: 3}, "the runs budget (3 runs, [budgets] in the policy) is spent"},
+		{BudgetError{Name: "wall", Limit: int64(90 * time.Second)}, "the wall budget (1m30s, "},
+		{BudgetError{Name: "network", Limit: 100}, "(100 bytes, "},
+		{BudgetError{Name: "requests[api.test]", Limit: 5}, "the requests[api.test] budget (5 requests, "},
+	} {
+		if got := tc.e.Error(); !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q in it", tc.e, got, tc.want)
+		}
 	}
 }

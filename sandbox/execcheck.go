@@ -479,6 +479,10 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 			rule += ": " + d.Reason
 		}
 	}
+	if d.Verdict == harness.Ask {
+		// An ask refused says why, or it reads as a deny.
+		rule += "; " + why
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.refused == nil {
@@ -546,7 +550,7 @@ func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
 			e.spent = be.Name
 		}
 		e.spentMu.Unlock()
-		return egress.Verdict{Rule: "budget " + be.Name, Reason: fmt.Sprintf("%v: %d allowed; raise it in the policy's [budgets]", err, be.Limit)}
+		return egress.Verdict{Rule: "budget " + be.Name, Reason: fmt.Sprintf("%v; raise it in the policy's [budgets]", err)}
 	}
 	return v
 }
@@ -577,7 +581,7 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 		}
 	}()
 	refuse := func(why string) egress.Verdict {
-		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s: %s; %s", d.Rule, d.Verdict.Verb(), dest, d.Reason, why)}
+		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s%s; %s", d.Rule, d.Verdict.Verb(), dest, because(d), why)}
 	}
 	if e.req.Learn {
 		rec.Outcome = OutcomeLearn

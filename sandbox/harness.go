@@ -72,6 +72,11 @@ func because(d harness.Decision) string {
 	return ": " + d.Reason
 }
 
+// Because is ": REASON" for a message that names d's rule already, ""
+// when the reason is the rule's name again (a rule without a reason of
+// its own), so that a message names it once.
+func Because(d harness.Decision) string { return because(d) }
+
 // askPerson asks req.Approver about a, which the rules asked about with
 // d, for at most the policy's ask_timeout, and fills in rec (who, scope,
 // expiry, outcome). It returns the grant, or nil and why not.

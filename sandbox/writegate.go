@@ -70,7 +70,7 @@ func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (har
 	case harness.Allow:
 		return d, nil
 	case harness.Deny:
-		return d, fmt.Errorf("%w: rule %s denies a %s of %s: %s (change the policy's [[rules]] to allow it)", ErrDenied, d.Rule, op, rel, d.Reason)
+		return d, fmt.Errorf("%w: rule %s denies a %s of %s%s (change the policy's [[rules]] to allow it)", ErrDenied, d.Rule, op, rel, because(d))
 	}
 	argv := []string{op, rel}
 	if gr, ok := g.approvals.Use(argv, "", d); ok {
@@ -79,7 +79,7 @@ func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (har
 	}
 	if ap == nil {
 		rec.Outcome = ApprovalNoApprover
-		return d, fmt.Errorf("%w: rule %s asks before a %s of %s: %s; nobody can be asked here: approve it where the session's asks are answered, or add a [[rules]] entry with decision = \"allow\" for it", ErrDenied, d.Rule, op, rel, d.Reason)
+		return d, fmt.Errorf("%w: rule %s asks before a %s of %s%s; nobody can be asked here: approve it where the session's asks are answered, or add a [[rules]] entry with decision = \"allow\" for it", ErrDenied, d.Rule, op, rel, because(d))
 	}
 	g.ask.Lock()
 	defer g.ask.Unlock()
@@ -90,7 +90,7 @@ func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (har
 	req := &Request{Policy: g.pol, Approver: ap}
 	gr, err := askPerson(ctx, req, harness.Action{Argv: argv, Write: rel}, d, &rec, nil)
 	if gr == nil {
-		return d, fmt.Errorf("%w: the %s of %s was not approved (%v); rule %s asked: %s", ErrDenied, op, rel, err, d.Rule, d.Reason)
+		return d, fmt.Errorf("%w: the %s of %s was not approved (%v); rule %s asked%s", ErrDenied, op, rel, err, d.Rule, because(d))
 	}
 	if gr.Scope != harness.ScopeOnce {
 		g.approvals.Add(*gr)
@@ -113,7 +113,7 @@ func (g *WriteGate) Follow(op, rel, real string, checked harness.Decision) error
 	rec := g.newRecord(op, real, d)
 	rec.Outcome = ApprovalDenied
 	g.audit(&rec)
-	return fmt.Errorf("%w: %s leads to %s through a link, and rule %s %s it: %s (change %s by its own path)", ErrDenied, rel, real, d.Rule, d.Verdict.Verb(), d.Reason, real)
+	return fmt.Errorf("%w: %s leads to %s through a link, and rule %s %s it%s (change %s by its own path)", ErrDenied, rel, real, d.Rule, d.Verdict.Verb(), because(d), real)
 }
 
 func (g *WriteGate) newRecord(op, rel string, d harness.Decision) audit.Decision {
