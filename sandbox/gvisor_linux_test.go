@@ -64,6 +64,9 @@ func TestGVisorRefusesWhatItCannotEnforce(t *testing.T) {
 		// refusal says so rather than send the user to moat doctor.
 		{"landlock required", func(p *policy.Policy) { p.Filesystem.Landlock = policy.LandlockRequired }, "the gvisor backend has no Landlock"},
 		{"tcp rules wording", func(p *policy.Policy) { p.Network.TCPBind = &[]int{8080} }, "gVisor has no Landlock"},
+		// runsc maps no ids: a host identity the policy chose was
+		// silently not the command's.
+		{"host uid", func(p *policy.Policy) { p.User.HostUID = 3000000000 }, "user.host_uid/host_gid 3000000000:2000000000"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runIsolated(t, ws, func(p *policy.Policy) {

@@ -610,7 +610,14 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	}
 	rep.Degraded = append(rep.Degraded, degraded...)
 	if limited {
-		if gaps := u.Unsupported(spec); len(gaps) > 0 {
+		gaps := u.Unsupported(spec)
+		if h := p.User; spec.User.HostUID != spec.User.UID && (h.HostUID != policy.DefaultHostID || h.HostGID != policy.DefaultHostID) {
+			// Such a backend runs the command as its own ids on the
+			// host (runsc maps none): a host identity the policy chose
+			// would be silently someone else's.
+			gaps = append(gaps, fmt.Sprintf("user.host_uid/host_gid %d:%d: this backend maps no ids, so the command's host ids are user.uid and user.gid (%d:%d)", h.HostUID, h.HostGID, h.UID, h.GID))
+		}
+		if len(gaps) > 0 {
 			return fmt.Errorf("%w: the %s backend cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or run with --isolation native)", ErrRefused, be.Name(), strings.Join(gaps, "\n  "))
 		}
 	}
