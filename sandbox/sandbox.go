@@ -412,6 +412,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
+	rep.Warnings = append(rep.Warnings, linksLeadingNowhere(req.Policy, spec)...)
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)
 	}
@@ -756,6 +757,29 @@ func PolicyGaps(p *policy.Policy) []string {
 		return []string{diskGap([]string{p.Workspace.Path})}
 	}
 	return nil
+}
+
+// linksLeadingNowhere warns of each filesystem.read_only entry that is a
+// symbolic link (made anew in the sandbox, as it is on the host) to a path
+// the sandbox does not show: the link dangles inside, and what its author
+// meant read-only is not there at all.
+func linksLeadingNowhere(p *policy.Policy, spec *backend.Spec) []string {
+	var out []string
+	for _, m := range spec.Mounts {
+		if m.Kind != backend.MountSymlink || !slices.Contains(p.Filesystem.ReadOnly, m.Target) {
+			continue
+		}
+		dest := m.Source
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(m.Target), dest)
+		}
+		dest = filepath.Clean(dest)
+		if slices.Contains(p.Filesystem.ReadOnly, dest) || slices.Contains(p.Filesystem.ReadWrite, dest) || shownAbove(p, p.Workspace.Path, dest) != "" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("filesystem.read_only: %s is a symbolic link to %s, which the sandbox does not show: the link leads nowhere inside (name %s instead, or as well)", m.Target, m.Source, dest))
+	}
+	return out
 }
 
 // networkWarnings warns of a network mode that gives the command what

@@ -286,6 +286,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	s.base.Backend = be.Name()
 	s.base.Warnings = append(s.base.Warnings, networkWarnings(p)...)
 	s.base.Warnings = append(s.base.Warnings, writtenInPlace(p)...)
+	s.base.Warnings = append(s.base.Warnings, linksLeadingNowhere(p, spec)...)
 	if w := prepareTUN(spec, req.TUNDir); w != "" {
 		s.base.Warnings = append(s.base.Warnings, w)
 	}
