@@ -125,8 +125,10 @@ type Query struct {
 	PathOverrides   []string
 	// Intercepted says that the connection's TLS is terminated for a
 	// secret's host, so each request read inside it is asked about in
-	// turn, with its method and path: at the connection, rules narrowed
-	// by those can wait for them.
+	// turn, with its method and path: at the connection (no Method) the
+	// rules narrowed by those wait for its requests; at a request read
+	// inside it, the rules not narrowed by them were decided with the
+	// connection.
 	Intercepted bool
 }
 

@@ -1020,7 +1020,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	// The rules narrowed by method or path, which the tunnel's check left
 	// for its requests.
 	if !p.check(Query{Host: t.name, Port: t.port, Method: req.Method, Path: req.URL.EscapedPath(),
-		MethodOverrides: methodOverrides(req.Header), PathOverrides: pathOverrides(req.Header)}, ev) {
+		MethodOverrides: methodOverrides(req.Header), PathOverrides: pathOverrides(req.Header), Intercepted: true}, ev) {
 		cc.refuse(ev, what)
 		return false
 	}

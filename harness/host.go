@@ -27,9 +27,12 @@ type Request struct {
 	// (X-Original-URL and the like), which some servers serve instead of
 	// the request's path.
 	PathOverrides []string `json:"path_overrides,omitempty"`
-	// Intercepted says, of a connection (no Method), that the proxy
-	// reads its requests (a secret's host) and asks about each with its
-	// method and path: the rules narrowed by those are left for them.
+	// Intercepted says that the proxy reads the connection's requests
+	// (a secret's host) and asks about each with its method and path: of
+	// the connection (no Method), the rules narrowed by those are left
+	// for its requests; of a request read inside it, the rules not
+	// narrowed by them were decided with the connection (an ask is not
+	// asked again for each request).
 	Intercepted bool `json:"intercepted,omitempty"`
 }
 
@@ -54,7 +57,7 @@ func (h *hostRule) match(q Request) bool {
 		return false
 	}
 	if m.Method == "" && m.Path == "" {
-		return true
+		return !q.Intercepted || q.Method == ""
 	}
 	if q.Method == "" {
 		return h.kind != Allow && !q.Intercepted

@@ -45,6 +45,9 @@ decision = "ask"
 		// the rules narrowed by method or path to them.
 		{Request{Host: "a.example.com", Port: 443, Intercepted: true}, Allow, ""},
 		{Request{Host: "api.openai.com", Port: 443, Intercepted: true}, Ask, "model"},
+		// Its requests: the host's own rule was decided with the tunnel.
+		{Request{Host: "api.openai.com", Port: 443, Method: "GET", Path: "/", Intercepted: true}, Allow, ""},
+		{Request{Host: "a.example.com", Port: 443, Method: "GET", Path: "/upload/x", Intercepted: true}, Deny, "no-uploads"},
 		{Request{Host: "example.com", Port: 443}, Allow, ""},
 		{Request{Host: "a.example.com", Port: 80, Method: "PUT", Path: "/upload/x"}, Allow, ""},
 		{Request{Host: "docs.example.com", Port: 443}, Deny, "no-uploads"}, // the allow for GET does not open a tunnel

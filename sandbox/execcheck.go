@@ -536,7 +536,7 @@ func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by
 // given before, or the Approver's), and is refused without one.
 func (e *execCheck) host(ctx context.Context, q egress.Query) egress.Verdict {
 	v := e.hostRules(ctx, q)
-	if !v.Allow || e.spend == nil || q.Intercepted {
+	if !v.Allow || e.spend == nil || q.Intercepted && q.Method == "" {
 		return v
 	}
 	// Budgets count what the rules let through: a tunnel, a forwarded

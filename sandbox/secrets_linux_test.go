@@ -394,7 +394,8 @@ func TestSecretFileInView(t *testing.T) {
 // GETs too, and an allow of GET never matched. Now GET reaches the server
 // (the control), POST and a path the rule denies are refused with the
 // rule named, each an audit decision, and a requests budget counts the
-// requests, not the tunnel as well.
+// requests, not the tunnel as well. A rule on the host alone is decided
+// with the tunnel, once: its ask is not asked again for each request.
 func TestRulesInsideInterceptedTunnel(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("needs curl")
@@ -412,6 +413,11 @@ builtin = []
 
 [budgets]
 requests = { "api.test" = 3 }
+
+[[rules]]
+name = "ask-api"
+match = { host = "api.test" }
+decision = "ask"
 
 [[rules]]
 name = "no-writes"
@@ -443,12 +449,14 @@ hosts = ["api.test"]
 	script := fmt.Sprintf(`c() { curl -sS -m 10 -o /dev/null -w '%%{http_code} ' -H "Authorization: Bearer $API_TOKEN" "$@"; }
 c %[1]s/a; c -X POST %[1]s/a; c %[1]s/admin/x; c %[1]s/b; c %[1]s/c; c %[1]s/d`, u)
 	var decisions []string
+	ap := &syncApprover{yes: true}
 	req := &sandbox.Request{
 		Backend: testBackend(), Policy: p, Args: []string{"/bin/sh", "-c", script}, SecretRoots: roots,
 		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
 		AuditDecision: func(d audit.Decision) { decisions = append(decisions, d.Verdict+" "+strings.Join(d.Command, " ")) },
+		Approver:      ap,
 	}
 	var out, errb bytes.Buffer
 	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
@@ -462,6 +470,11 @@ c %[1]s/a; c -X POST %[1]s/a; c %[1]s/admin/x; c %[1]s/b; c %[1]s/c; c %[1]s/d`,
 	}
 	if n := len(saw()); n != 3 {
 		t.Errorf("the server got %d requests, want 3 (GET /a, /b, /c)", n)
+	}
+	// The host's own ask is asked once per tunnel (a curl each), not
+	// again for the request inside it.
+	if n := len(ap.asked); n != 6 {
+		t.Errorf("asked %d times, want 6 (one per tunnel): %q", n, ap.asked)
 	}
 	joined := strings.Join(decisions, "\n")
 	if !strings.Contains(joined, "deny POST api.test:") || !strings.Contains(joined, "deny GET api.test:") {
