@@ -463,6 +463,8 @@ func applyRefusal(rep workspace.Report, err error) error {
 		return fmt.Errorf("%w: nothing applied: %d paths changed on the host since the session began; force them path by path after review", ErrConflict, len(rep.Conflicts))
 	case errors.Is(err, workspace.ErrBusy):
 		return fmt.Errorf("%w: the change set is in use on the host", ErrConflict)
+	case errors.Is(err, workspace.ErrStaleReview):
+		return fmt.Errorf("%w: nothing applied: the change set was last reviewed on the host (moat diff) while it was in use; review it again", ErrConflict)
 	case errors.As(err, &nc):
 		// A path that selects no change; the workspace's own errors name
 		// only the tenant's workspace and change set.

@@ -45,6 +45,10 @@ var (
 	// ErrCopyTooLarge: CreateCopy was given a bound and the workspace's
 	// files are over it.
 	ErrCopyTooLarge = errors.New("workspace too large to copy")
+	// ErrStaleReview: the change set's last review (NoteReview) was of a
+	// change set a run or session held, which may have changed it since:
+	// Apply refuses until it is reviewed again.
+	ErrStaleReview = errors.New("reviewed while in use")
 )
 
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
@@ -716,6 +720,39 @@ func (c *ChangeSet) Lock() error {
 	}
 	c.lock = f
 	return nil
+}
+
+// InUse reports whether another process (a run, a session, an apply)
+// holds the change set (Lock): what it holds may still change.
+func (c *ChangeSet) InUse() bool {
+	if c.lock != nil {
+		return false
+	}
+	unlock, err := lockFile(filepath.Join(c.dir, "lock"), false)
+	if err != nil {
+		return errors.Is(err, ErrBusy)
+	}
+	unlock()
+	return false
+}
+
+// reviewedLive is the file NoteReview leaves in a change set reviewed
+// while in use.
+const reviewedLive = "reviewed-in-use"
+
+// NoteReview records that a person was shown the change set's changes:
+// while it was in use (inUse), so that Apply refuses it until a review
+// of it no longer in use (ErrStaleReview); a command still running could
+// change it after the review, and the apply would write what nobody saw.
+func (c *ChangeSet) NoteReview(inUse bool) error {
+	p := filepath.Join(c.dir, reviewedLive)
+	if !inUse {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return os.WriteFile(p, nil, 0o600)
 }
 
 // Unlock releases Lock.

@@ -151,6 +151,9 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
+	// Whether a run or session holds it is asked before its changes are
+	// read: one that ends in between was still in use for this review.
+	inUse := cs.InUse()
 	changes, err := cs.Changes()
 	if err != nil {
 		printErr(stderr, "diff", err)
@@ -163,6 +166,13 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 	if err := cs.WriteDiff(stdout, changes, opts); err != nil {
 		printErr(stderr, "diff", err)
 		return exitMoatError
+	}
+	if err := cs.NoteReview(inUse); err != nil {
+		printErr(stderr, "diff", err)
+		return exitMoatError
+	}
+	if inUse {
+		fmt.Fprintf(stderr, "moat diff: warning: change set %s is in use by a run or session, which may change it after this review: moat apply refuses it until you diff it again once that has ended\n", cs.ID())
 	}
 	return 0
 }

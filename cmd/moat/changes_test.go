@@ -547,3 +547,45 @@ func TestUnknownChangeSetNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffOfChangeSetInUse: a change set a run or session still holds
+// may change after a person reviews it, and moat diff said nothing of
+// it: the apply after the session ended wrote what nobody saw (found by
+// a tester). The diff now warns, and apply refuses a change set last
+// reviewed in use until it is reviewed again. The control: the review
+// of the change set no longer in use lets the apply through.
+func TestDiffOfChangeSetInUse(t *testing.T) {
+	ws := t.TempDir()
+	f := filepath.Join(ws, "f")
+	os.WriteFile(f, []byte("old\n"), 0o644)
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--session", "live", "--", "sh", "-c", "echo new > f"); code != 0 {
+		t.Fatalf("run: %d %s", code, errs)
+	}
+	cs, err := workspace.Open("live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Lock(); err != nil { // as a live session holds it
+		t.Fatal(err)
+	}
+	code, out, errs := moat(t, ws, "diff", "live")
+	cs.Unlock()
+	if code != 0 || !strings.Contains(out, "+new") || !strings.Contains(errs, "is in use by a run or session") {
+		t.Fatalf("diff of a change set in use: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, ws, "apply", "live"); code == 0 || !strings.Contains(errs, "review it again") {
+		t.Errorf("apply after a review in use: %d %q, want a refusal", code, errs)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "old\n" {
+		t.Fatalf("the refused apply wrote f: %q", b)
+	}
+	if code, _, errs := moat(t, ws, "diff", "live"); code != 0 || errs != "" {
+		t.Fatalf("control: diff of the change set no longer in use: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, ws, "apply", "live"); code != 0 {
+		t.Fatalf("control: apply after the review: %d %q", code, errs)
+	}
+	if b, _ := os.ReadFile(f); string(b) != "new\n" {
+		t.Errorf("f after the apply: %q", b)
+	}
+}
