@@ -59,9 +59,13 @@ var hostConfig = []string{
 	".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", "mise/config.toml",
 	".config/mise.toml", ".config/mise",
 	".vscode", ".idea", ".zed", ".devcontainer", ".helix", ".dir-locals.el", ".dir-locals-2.el",
-	".exrc", ".nvimrc", ".nvim.lua",
+	// Vim's and Neovim's 'exrc' reads these from the directory they
+	// start in, coc.nvim its workspace's language servers' commands.
+	".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".vim/coc-settings.json",
+	// Read and run from the current directory by pdb and irb.
+	".pdbrc", ".irbrc",
 	".mcp.json", ".claude", ".cursor", ".gemini", ".codex",
-	".hg/hgrc", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
+	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
 	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
 	"lefthook-local.yml", ".lefthook-local.yml", ".lefthook",
