@@ -80,7 +80,7 @@ func (s *Session) filesAllowed(write bool) error {
 		}
 		return fmt.Errorf("%w: the workspace is read-only", ErrUnsupportedMode)
 	}
-	return fmt.Errorf("%w: an %s session's files are its change set's; the files API serves direct and readonly sessions", ErrUnsupportedMode, s.WorkspaceMode)
+	return fmt.Errorf("%w: the files of a session in %s mode are its change set's; the files API serves direct sessions (and reads readonly ones)", ErrUnsupportedMode, s.WorkspaceMode)
 }
 
 // protected says whether rel (real, relative to the root) is, contains or
