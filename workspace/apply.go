@@ -522,7 +522,7 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 			// be the one that differs, and setting the mode back would
 			// undo a person's chmod (a private directory made open).
 			if fi, err := os.Lstat(c.real(ch.Path)); err == nil && c.hostChanged(ch.Path, fi) {
-				add(ch.Path, fmt.Sprintf("directory changed on the host since %s, and its mode differs (%04o there, %04o in the change set): who changed it cannot be told; --force it to set %04o", since, fi.Mode().Perm(), ch.Mode, ch.Mode))
+				add(ch.Path, fmt.Sprintf("directory changed on the host since %s, and its mode differs (%s there, %s in the change set): who changed it cannot be told; --force it to set %s", since, Octal(modeOf(fi)), Octal(ch.Mode), Octal(ch.Mode)))
 			}
 			continue
 		}

@@ -66,7 +66,8 @@ type Change struct {
 	Type Type `json:"type"`
 	// OldType is the workspace's type, for TypeChanged.
 	OldType Type `json:"old_type,omitempty"`
-	// Mode and OldMode are permission bits (Mode for Deleted: the old ones).
+	// Mode and OldMode are permission bits, with a directory's sticky bit
+	// (Mode for Deleted: the old ones).
 	Mode    fs.FileMode `json:"mode"`
 	OldMode fs.FileMode `json:"old_mode,omitempty"`
 	// Size and OldSize are byte sizes of files.
@@ -134,8 +135,8 @@ func (w *walker) root() error {
 	if err != nil {
 		return fmt.Errorf("changes: workspace: %w", err)
 	}
-	if ufi.Mode().Perm() != lfi.Mode().Perm() {
-		w.out = append(w.out, Change{Path: ".", Kind: ModeChanged, Type: Dir, Mode: ufi.Mode().Perm(), OldMode: lfi.Mode().Perm()})
+	if modeOf(ufi) != modeOf(lfi) {
+		w.out = append(w.out, Change{Path: ".", Kind: ModeChanged, Type: Dir, Mode: modeOf(ufi), OldMode: modeOf(lfi)})
 	}
 	return nil
 }
@@ -228,6 +229,27 @@ func readDirNames(dir string) ([]string, error) {
 	return names, err
 }
 
+// modeOf is the mode a change carries for fi: its permission bits and,
+// for a directory, the sticky bit (a shared directory such as a tmp/
+// keeps it through review and apply). Set-ID bits are never carried (see
+// Change.SetID).
+func modeOf(fi fs.FileInfo) fs.FileMode {
+	m := fi.Mode().Perm()
+	if fi.IsDir() {
+		m |= fi.Mode() & fs.ModeSticky
+	}
+	return m
+}
+
+// Octal is m as chmod(1) writes it: 0755, or 1777 for a sticky directory.
+func Octal(m fs.FileMode) string {
+	n := uint32(m.Perm())
+	if m&fs.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return fmt.Sprintf("%04o", n)
+}
+
 func typeOf(fi fs.FileInfo) Type {
 	switch {
 	case fi.Mode().IsRegular():
@@ -266,9 +288,9 @@ func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 		}
 		return nil
 	}
-	ch := Change{Path: p, Type: typeOf(ufi), Mode: ufi.Mode().Perm()}
+	ch := Change{Path: p, Type: typeOf(ufi), Mode: modeOf(ufi)}
 	if lfi != nil {
-		ch.OldMode = lfi.Mode().Perm()
+		ch.OldMode = modeOf(lfi)
 	}
 	switch {
 	case lfi == nil:
@@ -448,7 +470,7 @@ func (w *walker) deleted(p string) error {
 	if err != nil {
 		return fmt.Errorf("changes: %w", err)
 	}
-	ch := Change{Path: p, Kind: Deleted, Type: typeOf(lfi), Mode: lfi.Mode().Perm(), Size: lfi.Size()}
+	ch := Change{Path: p, Kind: Deleted, Type: typeOf(lfi), Mode: modeOf(lfi), Size: lfi.Size()}
 	switch ch.Type {
 	case Dir:
 		ch.Size = 0

@@ -123,6 +123,9 @@ const (
 	gitSymlink = 0o120000
 )
 
+// shortOctal is Octal without a leading 0: 755, 1777.
+func shortOctal(m fs.FileMode) string { return strings.TrimPrefix(Octal(m), "0") }
+
 func gitMode(t Type, perm fs.FileMode) uint32 {
 	switch {
 	case t == Symlink:
@@ -392,7 +395,7 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 		case ch.Kind == TypeChanged:
 			note = fmt.Sprintf("(%s -> %s)", ch.OldType, ch.Type)
 		case ch.Kind == ModeChanged:
-			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
+			note = fmt.Sprintf("(mode %s -> %s)", shortOctal(ch.OldMode), shortOctal(ch.Mode))
 		case ch.Type == Special:
 			note = "(special file, not applied)"
 		}
@@ -400,7 +403,7 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 			note = strings.TrimSpace("-> " + QuoteName(ch.Target) + " " + note)
 		}
 		if ch.Kind == Modified && ch.Mode != ch.OldMode && ch.Type == File {
-			note = fmt.Sprintf("(mode %03o -> %03o)", ch.OldMode, ch.Mode)
+			note = fmt.Sprintf("(mode %s -> %s)", shortOctal(ch.OldMode), shortOctal(ch.Mode))
 		}
 		if n := Notice(ch); n != "" {
 			note = strings.TrimSpace(note + " (" + n + ")")
@@ -518,7 +521,7 @@ func (d *differ) dirNote(ch Change) string {
 	case ch.Kind == Replaced:
 		return fmt.Sprintf("# replaced directory %s", dir)
 	case ch.Kind == ModeChanged:
-		return fmt.Sprintf("# directory %s: mode %03o -> %03o", dir, ch.OldMode, ch.Mode)
+		return fmt.Sprintf("# directory %s: mode %s -> %s", dir, shortOctal(ch.OldMode), shortOctal(ch.Mode))
 	case ch.Kind == TypeChanged:
 		return fmt.Sprintf("# %s: %s -> directory", name, ch.OldType)
 	}
@@ -889,11 +892,11 @@ func (d *differ) json(w *bufio.Writer, changes []Change) error {
 		Deletions      int          `json:"deletions"`
 	}{Workspace: d.lower, WorkspaceBytes: rawBytes(d.lower), Changes: []jsonChange{}}
 	for _, ch := range changes {
-		jc := jsonChange{Change: ch, Mode: fmt.Sprintf("%04o", ch.Mode), RenamedTo: to[ch.Path], Notice: Notice(ch),
+		jc := jsonChange{Change: ch, Mode: Octal(ch.Mode), RenamedTo: to[ch.Path], Notice: Notice(ch),
 			PathBytes: rawBytes(ch.Path), TargetBytes: rawBytes(ch.Target), OldTargetBytes: rawBytes(ch.OldTarget),
 			RenamedToBytes: rawBytes(to[ch.Path])}
 		if ch.OldMode != 0 {
-			jc.OldMode = fmt.Sprintf("%04o", ch.OldMode)
+			jc.OldMode = Octal(ch.OldMode)
 		}
 		fds, err := d.fileDiffs(ch)
 		if err != nil {

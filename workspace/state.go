@@ -258,7 +258,7 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 			return nil, err
 		}
 	}
-	if err := c.init(wfi.Mode().Perm()); err != nil {
+	if err := c.init(modeOf(wfi)); err != nil {
 		os.RemoveAll(dir)
 		c.Unlock()
 		return nil, err
@@ -323,7 +323,7 @@ func (c *ChangeSet) copyWorkspace(max int64) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Chmod(staging, fi.Mode().Perm()); err != nil {
+	if err := os.Chmod(staging, modeOf(fi)); err != nil {
 		return err
 	}
 	// rename(2) replaces an empty directory: upper/ is either the empty
@@ -374,7 +374,7 @@ func copyTree(src, dst string, owners bool, max int64) error {
 			if rel == "." {
 				break // dst, there already: only its owner is src's
 			}
-			dirs = append(dirs, dirMode{to, fi.Mode().Perm()})
+			dirs = append(dirs, dirMode{to, modeOf(fi)})
 			err = os.Mkdir(to, 0o700)
 		case Symlink:
 			var target string

@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -512,5 +513,66 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 	}
 	if _, err := os.Stat(bare); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the bare directory of a dead process stays: %v", err)
+	}
+}
+
+// TestStickyDirectoryKept: a directory's sticky bit (a shared tmp/) is
+// copied into a copy-mode workspace, is a mode change the review shows,
+// and is given to the directory apply creates or changes.
+func TestStickyDirectoryKept(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	tree(t, ws, map[string]string{"shared/": "", "plain/": ""})
+	if err := os.Chmod(filepath.Join(ws, "shared"), 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(ws, "plain"), 0o755)
+	s := &Store{Dir: filepath.Join(root, "state")}
+	c, err := s.CreateCopy(ws, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	up := c.UpperDir()
+	if fi, err := os.Stat(filepath.Join(up, "shared")); err != nil || fi.Mode()&fs.ModeSticky == 0 {
+		t.Fatalf("the copy's shared/ lost its sticky bit: %v %v", fi.Mode(), err)
+	}
+	if changes, _ := c.Changes(); len(changes) != 0 {
+		t.Fatalf("fresh copy has changes %q", summarize(changes))
+	}
+	os.Mkdir(filepath.Join(up, "new"), 0o700)
+	os.Chmod(filepath.Join(up, "new"), 0o1777|fs.ModeSticky)
+	os.Chmod(filepath.Join(up, "plain"), 0o755|fs.ModeSticky)
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summarize(changes), []string{"added dir new", "mode dir plain"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes %q, want %q", got, want)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteDiff(&buf, changes, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "755 -> 1755") {
+		t.Errorf("the review does not show the sticky bit:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := c.WriteDiff(&buf, changes, DiffOptions{Format: JSON}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"mode": "1777"`) {
+		t.Errorf("the JSON review does not show new/ as 1777:\n%s", buf.String())
+	}
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"new", "plain", "shared"} {
+		if fi, err := os.Stat(filepath.Join(ws, p)); err != nil || fi.Mode()&fs.ModeSticky == 0 {
+			t.Errorf("after apply, %s is %v (%v): the sticky bit was dropped", p, fi.Mode(), err)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, "new")); fi.Mode().Perm() != 0o777 {
+		t.Errorf("control: new/ has mode %v", fi.Mode())
 	}
 }
