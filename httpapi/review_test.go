@@ -92,7 +92,7 @@ func TestReviewOverlaySession(t *testing.T) {
 	if err := d.c.Discard(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.c.Diff(ctx, s.ID, "", nil); apiCode(err) != client.CodeNotFound {
+	if _, err := d.c.Diff(ctx, s.ID, "", nil); apiCode(err) != client.CodeEnded || !strings.Contains(err.Error(), "no longer kept") {
 		t.Errorf("diff after discard: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(os.Getenv("MOAT_STATE_DIR"), "runs", s.ChangeSet)); !os.IsNotExist(err) {
@@ -166,6 +166,13 @@ func TestReviewConflictAndTenants(t *testing.T) {
 	if err := alice.Discard(ctx, as.ID); err != nil {
 		t.Errorf("the owner's discard: %v", err)
 	}
+	// Gone for its tenant; for another, as unknown as ever.
+	if _, err := alice.Diff(ctx, as.ID, "", nil); apiCode(err) != client.CodeEnded {
+		t.Errorf("the owner's diff after discard: %v", err)
+	}
+	if _, err := bob.Diff(ctx, as.ID, "", nil); apiCode(err) != client.CodeNotFound {
+		t.Errorf("another tenant's diff after discard: %v", err)
+	}
 	if _, err := os.Stat(tempWS); !os.IsNotExist(err) {
 		t.Errorf("the daemon's workspace outlived the review: %v", err)
 	}
@@ -198,7 +205,7 @@ func TestReviewsEndWithTheDaemon(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(d.state, "daemon", "workspaces", gone.ID)); !os.IsNotExist(err) {
 		t.Errorf("a deleted session left its workspace: %v", err)
 	}
-	if _, err := d.c.Diff(ctx, gone.ID, "", nil); apiCode(err) != client.CodeNotFound {
+	if _, err := d.c.Diff(ctx, gone.ID, "", nil); apiCode(err) != client.CodeEnded {
 		t.Errorf("diff of a deleted session in a workspace the daemon made: %v", err)
 	}
 	tempWS := filepath.Join(d.state, "daemon", "workspaces", s.ID)

@@ -165,7 +165,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 		}
 		if state := holdsStateDir(path); state != "" {
-			return nil, fmt.Errorf("workspace %s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; run moat from a project directory or pass --workspace DIR", ws, state)
+			return nil, fmt.Errorf("workspace %s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; choose a workspace without it (--workspace DIR), or a state directory outside the workspace (MOAT_STATE_DIR)", ws, state)
 		}
 		if why := hostSystem(path); why != "" {
 			return nil, fmt.Errorf("workspace %s %s; run moat from a project directory or pass --workspace DIR", ws, why)
