@@ -144,3 +144,68 @@ func TestNewGuardReadsBelowAfterSwap(t *testing.T) {
 		})
 	}
 }
+
+// TestEnclosingRepositoryConfig: a workspace that is a subdirectory of a
+// larger checkout: the outer repository's config names a hooks path and
+// an include inside the workspace (relative to the outer top and to its
+// git directory). Git at the outer top runs and reads them, so Apply
+// refuses them, the file API refuses them, and a direct run's guard
+// quarantines them when the run made them. The controls: another path
+// of the workspace is none of these, and the same workspace out of the
+// checkout protects nothing of them.
+func TestEnclosingRepositoryConfig(t *testing.T) {
+	for _, inside := range []bool{true, false} {
+		t.Run(map[bool]string{true: "inside", false: "control"}[inside], func(t *testing.T) {
+			root := t.TempDir()
+			outer := filepath.Join(root, "outer")
+			tree(t, outer, map[string]string{"sub/keep": "k\n"})
+			if inside {
+				tree(t, outer, guardRepo)
+				tree(t, outer, map[string]string{".git/config": "[core]\n\thooksPath = sub/hooks\n[include]\n\tpath = ../sub/inc\n"})
+			}
+			ws := filepath.Join(outer, "sub")
+			for _, p := range []string{"hooks/pre-commit", "inc", "hooks"} {
+				if got := GitProtected(ws, p); got != inside {
+					t.Errorf("GitProtected(%s) = %v, want %v", p, got, inside)
+				}
+			}
+			if GitProtected(ws, "keep") {
+				t.Errorf("control: GitProtected(keep)")
+			}
+			s := &Store{Dir: filepath.Join(root, "state")}
+			c, err := s.Create(ws, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Discard()
+			for _, p := range []string{"hooks/pre-commit", "inc"} {
+				if got := c.Protects(Change{Path: p, Type: File, Kind: Added}); got != inside {
+					t.Errorf("Protects(%s) = %v, want %v", p, got, inside)
+				}
+			}
+			if c.Protects(Change{Path: "keep", Type: File, Kind: Modified}) {
+				t.Errorf("control: Protects(keep)")
+			}
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			tree(t, ws, map[string]string{"hooks/pre-commit": "#!/bin/sh\n", "inc": "[core]\n", "new": "n\n"})
+			moved, err := g.Finish(filepath.Join(root, "quarantine"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"hooks", "inc"}
+			if !inside {
+				want = nil
+			}
+			if got := quarantinedPaths(moved); !slices.Equal(got, want) {
+				t.Errorf("quarantined %q, want %q", got, want)
+			}
+			if _, err := os.Stat(filepath.Join(ws, "new")); err != nil {
+				t.Errorf("control: the run's other file: %v", err)
+			}
+		})
+	}
+}

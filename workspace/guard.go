@@ -307,9 +307,12 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	// workspace: a hooks directory, included config files, submodule
 	// checkouts (whose .git git status follows).
 	if common != "" {
-		for _, p := range configPaths(cfg, common, g.real) {
+		for _, p := range configPaths(cfg, common, g.real, g.real) {
 			g.protect(g.ws, p, 0)
 		}
+	}
+	for _, p := range g.enclosingNamed() {
+		g.protect(g.ws, p, 0)
 	}
 	var modules []string
 	if _, err := g.stat.lstat(g.real + "/.gitmodules"); err == nil {
@@ -1359,8 +1362,10 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 
 // configPaths lists what vals, the git config of common, names inside
 // the workspace real: core.hooksPath, and files it includes (include.path,
-// includeIf.*.path), relative to the workspace.
-func configPaths(vals map[string][]string, common, real string) []string {
+// includeIf.*.path), relative to the workspace. top is the top of the
+// repository's worktree: the workspace, or a directory above it when the
+// workspace is part of a larger repository.
+func configPaths(vals map[string][]string, common, top, real string) []string {
 	var out []string
 	add := func(p string, relTo string) {
 		if p == "" || strings.HasPrefix(p, "~") {
@@ -1374,7 +1379,7 @@ func configPaths(vals map[string][]string, common, real string) []string {
 		}
 	}
 	for _, p := range vals["core.hookspath"] {
-		add(p, real) // relative to where hooks run: the worktree
+		add(p, top) // relative to where hooks run: the worktree's top
 	}
 	for k, ps := range vals {
 		if k == "include.path" || (strings.HasPrefix(k, "includeif.") && strings.HasSuffix(k, ".path")) {
@@ -1737,5 +1742,37 @@ func (g *Guard) configNamed(gitFile bool) []string {
 		}
 	}
 	common := g.commonDir(gitdir)
-	return configPaths(g.readGitConfig(filepath.Join(common, "config")), common, g.real)
+	return append(configPaths(g.readGitConfig(filepath.Join(common, "config")), common, g.real, g.real), g.enclosingNamed()...)
+}
+
+// enclosingNamed is configPaths of the repository the workspace is part
+// of, when one above it holds it (the workspace is a subdirectory of a
+// larger checkout): git run at that repository's top reads that config,
+// whose core.hooksPath or include may name a path inside the workspace.
+// Git's discovery is followed as it walks up from a directory without a
+// git directory of its own: the nearest .git above, a directory or a file
+// naming one; the limits a person may set on the walk
+// (GIT_CEILING_DIRECTORIES, a filesystem boundary) are not, which only
+// protects more.
+func (g *Guard) enclosingNamed() []string {
+	for d := filepath.Dir(g.real); ; d = filepath.Dir(d) {
+		dotgit := filepath.Join(d, ".git")
+		if fi, err := g.lstat(dotgit); err == nil {
+			gitdir := dotgit
+			if fi.Mode().IsRegular() {
+				named, ok := g.readGitFile(dotgit)
+				if !ok {
+					return nil
+				}
+				gitdir = named
+			} else if !fi.IsDir() {
+				return nil
+			}
+			common := g.commonDir(gitdir)
+			return configPaths(g.readGitConfig(filepath.Join(common, "config")), common, d, g.real)
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
 }

@@ -117,7 +117,7 @@ func TestReadGitConfig(t *testing.T) {
 	}
 	ws := filepath.Dir(dir)
 	os.Rename(cfg, filepath.Join(dir, "config"))
-	if got, want := configPaths(looker(ws).readGitConfig(filepath.Join(dir, "config")), dir, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
+	if got, want := configPaths(looker(ws).readGitConfig(filepath.Join(dir, "config")), dir, ws, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
 		t.Errorf("configPaths = %q, want %q", got, want)
 	}
 }
