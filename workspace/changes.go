@@ -694,6 +694,11 @@ func Notice(ch Change) string {
 			notes = append(notes, "WARNING: set-ID bit, which apply drops")
 		}
 	}
+	if (ch.Type == File || ch.Type == Dir) && ch.Mode&0o002 != 0 && ch.Mode&fs.ModeSticky == 0 {
+		// Applied as it is, owned by the workspace's owner: any user of
+		// the host could then change what that owner runs.
+		notes = append(notes, "WARNING: anyone may write it")
+	}
 	return strings.Join(notes, ", ")
 }
 

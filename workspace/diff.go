@@ -398,6 +398,8 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 			note = fmt.Sprintf("(mode %s -> %s)", shortOctal(ch.OldMode), shortOctal(ch.Mode))
 		case ch.Type == Special:
 			note = "(special file, not applied)"
+		case ch.Kind == Added && (ch.Type == File && ch.Mode != 0o644 && ch.Mode != 0o755 || ch.Type == Dir && ch.Mode != 0o755):
+			note = "(mode " + shortOctal(ch.Mode) + ")"
 		}
 		if ch.Type == Symlink && ch.Kind != Deleted {
 			note = strings.TrimSpace("-> " + QuoteName(ch.Target) + " " + note)
@@ -478,7 +480,14 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 			}
 		}
 		// "executable" alone is already in the section's mode line.
-		if n := Notice(ch); n != "" && n != "executable" && !forGit {
+		n := Notice(ch)
+		if n == "executable" {
+			n = ""
+		}
+		if m := modeNote(ch); m != "" {
+			n = strings.TrimPrefix(n+", "+m, ", ")
+		}
+		if n != "" && !forGit {
 			name := QuoteName(ch.Path)
 			if ch.Type == Symlink {
 				name += " -> " + QuoteName(ch.Target)
@@ -508,6 +517,24 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 	return nil
 }
 
+// modeNote is, for a file, the mode git's mode lines cannot show: a new
+// file's other than 0644 and 0755, a change between two modes git
+// writes the same (0644 -> 0600).
+func modeNote(ch Change) string {
+	if ch.Type != File || ch.Collapsed {
+		return ""
+	}
+	switch {
+	case ch.Kind == Added || ch.Kind == TypeChanged:
+		if ch.Mode != 0o644 && ch.Mode != 0o755 {
+			return "mode " + Octal(ch.Mode)
+		}
+	case ch.Mode != ch.OldMode && gitMode(File, ch.Mode) == gitMode(File, ch.OldMode):
+		return "mode " + Octal(ch.OldMode) + " -> " + Octal(ch.Mode)
+	}
+	return ""
+}
+
 // dirNote describes a change that has no file section.
 func (d *differ) dirNote(ch Change) string {
 	name, dir := QuoteName(ch.Path), QuoteName(ch.Path+"/")
@@ -516,6 +543,8 @@ func (d *differ) dirNote(ch Change) string {
 		return fmt.Sprintf("# %s: %d changes not shown", dir, ch.Count)
 	case ch.Type == Special:
 		return fmt.Sprintf("# %s: special file, not applied", name)
+	case ch.Kind == Added && ch.Mode != 0o755:
+		return fmt.Sprintf("# new directory %s (mode %s)", dir, Octal(ch.Mode))
 	case ch.Kind == Added:
 		return fmt.Sprintf("# new directory %s", dir)
 	case ch.Kind == Replaced:

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -257,4 +258,45 @@ func writeFormats(t *testing.T, c *ChangeSet, changes []Change) (sum, uni, js by
 		}
 	}
 	return sum, uni, js
+}
+
+// TestReviewShowsModes: the modes git's mode lines cannot show (a new
+// file's 0600 or 0666, a change from 0644 to 0666, a new directory's
+// 0777) are in the unified review and the summary, and one anyone may
+// write is a warning; a sticky 1777 directory is no warning. The control:
+// a new 0644 file gets no note.
+func TestReviewShowsModes(t *testing.T) {
+	_, c := newSet(t, map[string]string{"exist": "a\n"})
+	up := c.UpperDir()
+	tree(t, up, map[string]string{"exist": "a\n", "ww": "w\n", "priv": "p\n", "plain": "x\n", "wd/": "", "tmp/": ""})
+	for p, m := range map[string]fs.FileMode{"exist": 0o666, "ww": 0o666, "priv": 0o600, "plain": 0o644, "wd": 0o777, "tmp": 0o777 | fs.ModeSticky} {
+		if err := os.Chmod(filepath.Join(up, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unified, summary bytes.Buffer
+	if err := c.WriteDiff(&unified, changes, DiffOptions{Format: Unified}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteDiff(&summary, changes, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# exist: WARNING: anyone may write it, mode 0644 -> 0666\n", "# ww: WARNING: anyone may write it, mode 0666\n",
+		"# priv: mode 0600\n", "# new directory wd/ (mode 0777)\n", "# wd: WARNING: anyone may write it\n", "# new directory tmp/ (mode 1777)\n"} {
+		if !strings.Contains(unified.String(), want) {
+			t.Errorf("unified review lacks %q:\n%s", want, unified.String())
+		}
+	}
+	if strings.Contains(unified.String(), "# plain") || strings.Contains(unified.String(), "# tmp:") {
+		t.Errorf("control: a note on a 0644 file or a sticky directory:\n%s", unified.String())
+	}
+	for _, want := range []string{"M exist (mode 644 -> 666) (WARNING: anyone may write it)", "A priv (mode 600)", "A ww (mode 666) (WARNING: anyone may write it)", "A tmp/ (mode 1777)\n"} {
+		if !strings.Contains(summary.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary.String())
+		}
+	}
 }
