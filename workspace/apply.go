@@ -533,7 +533,7 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 		switch {
 		case ch.Kind == Added:
 			if err == nil {
-				add(ch.Path, "created on the host since "+since)
+				add(ch.Path, "created on the host since "+since+replacedWhole(c.real(ch.Path), fi, ch))
 				continue
 			}
 			a := path.Dir(ch.Path)
@@ -548,7 +548,7 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 		case err != nil:
 			add(ch.Path, "deleted on the host since "+since)
 		case c.hostChanged(ch.Path, fi):
-			add(ch.Path, "changed on the host since "+since)
+			add(ch.Path, "changed on the host since "+since+replacedWhole(c.real(ch.Path), fi, ch))
 		case fi.IsDir() && (ch.Kind == Deleted || ch.Kind == TypeChanged):
 			filepath.WalkDir(c.real(ch.Path), func(abs string, d fs.DirEntry, err error) error {
 				if err != nil {
@@ -565,6 +565,30 @@ func (c *ChangeSet) conflicts(sel []Change) []Conflict {
 		}
 	}
 	return out
+}
+
+// replacedWhole says, for a conflict at the host path p (fi), what
+// forcing ch there removes with it: everything in a directory the host
+// has where ch puts a file or a link.
+func replacedWhole(p string, fi fs.FileInfo, ch Change) string {
+	if !fi.IsDir() || ch.Type == Dir {
+		return ""
+	}
+	const most = 10000
+	n := -1 // p itself
+	filepath.WalkDir(p, func(_ string, _ fs.DirEntry, err error) error {
+		if n++; n > most {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	switch {
+	case n > most:
+		return fmt.Sprintf(": it is a directory there, holding over %d entries, all of which --force removes", most)
+	case n == 0:
+		return ": it is an empty directory there, which --force replaces"
+	}
+	return fmt.Sprintf(": it is a directory there, holding %d entries, all of which --force removes", n)
 }
 
 // journal records are JSON lines: the plan first, then {"done": i} after
@@ -790,7 +814,7 @@ func (c *ChangeSet) do(o op) (ident, error) {
 			if errors.Is(err, fs.ErrExist) {
 				return ident{}, &hostEdit{path: o.Path}
 			}
-			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
+			return ident{}, applyError(o.Path, err)
 		}
 		chownLike(dst, dir.self())
 		return ident{}, chmodOp(o, dst)
@@ -810,13 +834,13 @@ func (c *ChangeSet) do(o op) (ident, error) {
 		was.Tree = ""
 		if now, err := identOf(dst, false); err != nil || now != was {
 			if err != nil {
-				return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
+				return ident{}, applyError(o.Path, err)
 			}
 			return ident{}, &hostEdit{path: o.Path}
 		}
 		aside := dir.join(path.Base(o.Backup))
 		if err := os.Rename(dst, aside); err != nil {
-			return ident{}, fmt.Errorf("apply %s: %w", o.Path, err)
+			return ident{}, applyError(o.Path, err)
 		}
 		now, err := identOf(aside, o.Was.Tree != "")
 		now.Ctime = o.Was.Ctime
@@ -832,13 +856,28 @@ func (c *ChangeSet) do(o op) (ident, error) {
 		tmp := dir.join(path.Base(o.Tmp))
 		check := func() error { return c.unchanged(o, dst) }
 		if o.IsLink {
-			return place(tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
+			return place(o.Path, tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
 		}
-		return place(tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error {
+		return place(o.Path, tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error {
 			return overlay.CopyFile(c.upperOf(o.Path), tmp, o.Mode, true)
 		})
 	}
 	return ident{}, fmt.Errorf("apply: unknown operation %q", o.Op)
+}
+
+// applyError is err of an operation on the workspace path name, which
+// it names: the path an operation used (/proc/self/fd/N/... of a pinned
+// directory, a staged name) means nothing to the person reading it.
+func applyError(name string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return fmt.Errorf("apply %s: %s: %w", name, pe.Op, pe.Err)
+	case errors.As(err, &le):
+		return fmt.Errorf("apply %s: %s: %w", name, le.Op, le.Err)
+	}
+	return fmt.Errorf("apply %s: %w", name, err)
 }
 
 // chmodOp gives dst o's mode. A symlink the host put there since the
@@ -858,11 +897,11 @@ func chmodOp(o op, dst string) error {
 // copy is made, so that only the rename itself follows it. With create
 // (dst is expected absent) the rename refuses an existing dst in the same
 // step, where the filesystem supports that.
-func place(tmp, dst, owner string, create bool, check func() error, make func(tmp string) error) (ident, error) {
+func place(name, tmp, dst, owner string, create bool, check func() error, make func(tmp string) error) (ident, error) {
 	os.Remove(tmp)
 	if err := make(tmp); err != nil {
 		os.Remove(tmp)
-		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+		return ident{}, applyError(name, err)
 	}
 	chownLike(tmp, owner)
 	if err := check(); err != nil {
@@ -877,7 +916,7 @@ func place(tmp, dst, owner string, create bool, check func() error, make func(tm
 			if cerr := check(); cerr != nil {
 				return ident{}, cerr
 			}
-			return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+			return ident{}, applyError(name, err)
 		}
 	}
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -885,11 +924,11 @@ func place(tmp, dst, owner string, create bool, check func() error, make func(tm
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+		return ident{}, applyError(name, err)
 	}
 	id, err := identOf(dst, false)
 	if err != nil {
-		return ident{}, fmt.Errorf("apply %s: %w", dst, err)
+		return ident{}, applyError(name, err)
 	}
 	return id, nil
 }
@@ -1014,7 +1053,7 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 			}
 			make = func(tmp string) error { return os.Symlink(target, tmp) }
 		}
-		_, err = place(sibling(o.Tmp), dst, dst, false, check, make)
+		_, err = place(o.Path, sibling(o.Tmp), dst, dst, false, check, make)
 		if he := (*hostEdit)(nil); errors.As(err, &he) {
 			return "changed on the host after apply wrote it; the host's version is kept", nil
 		}

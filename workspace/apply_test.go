@@ -500,3 +500,33 @@ func TestApplyKeepsHostDirMode(t *testing.T) {
 		t.Errorf("control: the file: %q", b)
 	}
 }
+
+// TestForceOverHostDirectorySaysWhatGoes: a file the change set adds
+// where the host has since made a directory of its own: the conflict
+// says that --force removes what the directory holds. The control: a
+// file the host made there is a plain conflict.
+func TestForceOverHostDirectorySaysWhatGoes(t *testing.T) {
+	_, c := newSet(t, map[string]string{"keep": "k\n"})
+	ws := c.Workspace()
+	tree(t, c.UpperDir(), map[string]string{"new2": "x\n", "new3": "y\n"})
+	tree(t, ws, map[string]string{"new2/p": "precious\n", "new2/q/r": "r\n", "new3": "host\n"})
+	rep, err := c.Apply(nil, nil)
+	if !errors.Is(err, ErrConflict) || len(rep.Conflicts) != 2 {
+		t.Fatalf("apply: %v %+v", err, rep.Conflicts)
+	}
+	for _, cf := range rep.Conflicts {
+		switch cf.Path {
+		case "new2":
+			if !strings.Contains(cf.Reason, "holding 3 entries, all of which --force removes") {
+				t.Errorf("new2: %q", cf.Reason)
+			}
+		case "new3":
+			if strings.Contains(cf.Reason, "directory") {
+				t.Errorf("control: new3: %q", cf.Reason)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "new2/p")); string(b) != "precious\n" {
+		t.Errorf("the refused apply changed new2/p: %q", b)
+	}
+}
