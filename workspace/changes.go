@@ -470,6 +470,9 @@ func (w *walker) deleted(p string) error {
 	if err != nil {
 		return fmt.Errorf("changes: %w", err)
 	}
+	if w.copy && typeOf(lfi) == Special {
+		return nil // never copied (see copyTree), so not deleted either
+	}
 	ch := Change{Path: p, Kind: Deleted, Type: typeOf(lfi), Mode: modeOf(lfi), Size: lfi.Size()}
 	switch ch.Type {
 	case Dir:

@@ -576,3 +576,34 @@ func TestStickyDirectoryKept(t *testing.T) {
 		t.Errorf("control: new/ has mode %v", fi.Mode())
 	}
 }
+
+// TestCopyModeLeavesFIFOsOut: a FIFO the workspace holds is not copied,
+// and so is no deletion in the copy's changes. The control: a file the
+// command removes is one.
+func TestCopyModeLeavesFIFOsOut(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	tree(t, ws, map[string]string{"a": "a\n", "d/b": "b\n"})
+	for _, p := range []string{"fifo", "d/fifo"} {
+		if err := unix.Mkfifo(filepath.Join(ws, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Store{Dir: filepath.Join(root, "state")}
+	c, err := s.CreateCopy(ws, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	if _, err := os.Lstat(filepath.Join(c.UpperDir(), "fifo")); !os.IsNotExist(err) {
+		t.Fatalf("the FIFO was copied: %v", err)
+	}
+	os.Remove(filepath.Join(c.UpperDir(), "a"))
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summarize(changes), []string{"deleted file a"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+}

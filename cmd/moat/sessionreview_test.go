@@ -47,7 +47,7 @@ func TestSessionReview(t *testing.T) {
 	if code, _, errs := moat(t, ws, "session", "discard", "--socket", sock, id); code != 0 {
 		t.Errorf("session discard: %d %q", code, errs)
 	}
-	if code, _, errs := moat(t, ws, "session", "diff", "--socket", sock, id); code != exitMoatError || !strings.Contains(errs, "not_found") {
+	if code, _, errs := moat(t, ws, "session", "diff", "--socket", sock, id); code != exitMoatError || !strings.Contains(errs, "session_ended") {
 		t.Errorf("diff after discard: %d %q", code, errs)
 	}
 }
