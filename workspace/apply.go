@@ -113,6 +113,9 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if _, err := os.Lstat(filepath.Join(c.dir, reviewedLive)); err == nil {
 			return fmt.Errorf("apply %s: %w: its last review (moat diff) was taken while a run or session could still change it; review it again (moat diff %s), then apply", c.meta.ID, ErrStaleReview, c.meta.ID)
 		}
+		if n := c.runsSinceReview(); n > 0 {
+			return fmt.Errorf("apply %s: %w: %s ran in it after its last review (moat diff), and changed what it holds; review it again (moat diff %s), then apply", c.meta.ID, ErrStaleReview, plural(n, "more run"), c.meta.ID)
+		}
 		if err := c.recover(); err != nil {
 			return err
 		}

@@ -530,3 +530,42 @@ func TestForceOverHostDirectorySaysWhatGoes(t *testing.T) {
 		t.Errorf("the refused apply changed new2/p: %q", b)
 	}
 }
+
+// TestApplyRefusesRunsAfterReview: a run recorded in a change set after
+// its last review (a named session's next run) changed it unseen: Apply
+// refuses it until it is reviewed again. The controls: a change set
+// never reviewed applies (nobody asked to see it), and so does one
+// reviewed again.
+func TestApplyRefusesRunsAfterReview(t *testing.T) {
+	_, c := newSet(t, map[string]string{"keep": "k\n"})
+	if err := c.Record([]string{"first"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tree(t, c.UpperDir(), map[string]string{"a": "a\n"})
+	if err := c.NoteReview(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Record([]string{"second"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tree(t, c.UpperDir(), map[string]string{"b": "b\n"})
+	if _, err := c.Apply(nil, nil); !errors.Is(err, ErrStaleReview) || !strings.Contains(err.Error(), "1 more run ran in it after its last review") {
+		t.Fatalf("apply after an unreviewed run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Workspace(), "a")); !os.IsNotExist(err) {
+		t.Fatalf("the refused apply wrote a: %v", err)
+	}
+	if err := c.NoteReview(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatalf("control: apply after the second review: %v", err)
+	}
+	_, never := newSet(t, map[string]string{"keep": "k\n"})
+	never.Record([]string{"first"}, nil)
+	never.Record([]string{"second"}, nil)
+	tree(t, never.UpperDir(), map[string]string{"b": "b\n"})
+	if _, err := never.Apply(nil, nil); err != nil {
+		t.Fatalf("control: a change set never reviewed: %v", err)
+	}
+}

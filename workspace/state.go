@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,9 +47,10 @@ var (
 	// files are over it.
 	ErrCopyTooLarge = errors.New("workspace too large to copy")
 	// ErrStaleReview: the change set's last review (NoteReview) was of a
-	// change set a run or session held, which may have changed it since:
-	// Apply refuses until it is reviewed again.
-	ErrStaleReview = errors.New("reviewed while in use")
+	// change set a run or session held, which may have changed it since,
+	// or a run was recorded in it after the review: Apply refuses until
+	// it is reviewed again.
+	ErrStaleReview = errors.New("stale review")
 )
 
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
@@ -737,14 +739,40 @@ func (c *ChangeSet) InUse() bool {
 }
 
 // reviewedLive is the file NoteReview leaves in a change set reviewed
-// while in use.
-const reviewedLive = "reviewed-in-use"
+// while in use; reviewedRuns holds the number of runs it had at its last
+// review.
+const (
+	reviewedLive = "reviewed-in-use"
+	reviewedRuns = "reviewed-runs"
+)
+
+// runsSinceReview is the number of runs recorded in the change set after
+// its last review; 0 when it was never reviewed.
+func (c *ChangeSet) runsSinceReview() int {
+	b, err := os.ReadFile(filepath.Join(c.dir, reviewedRuns))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return max(len(c.meta.Commands)-n, 0)
+}
 
 // NoteReview records that a person was shown the change set's changes:
 // while it was in use (inUse), so that Apply refuses it until a review
 // of it no longer in use (ErrStaleReview); a command still running could
 // change it after the review, and the apply would write what nobody saw.
+//
+// It also records how many runs the change set had then: a run recorded
+// since (a named session's next run) adds changes nobody was shown, and
+// Apply refuses them the same way until they are reviewed.
 func (c *ChangeSet) NoteReview(inUse bool) error {
+	n := strconv.Itoa(len(c.meta.Commands))
+	if err := os.WriteFile(filepath.Join(c.dir, reviewedRuns), []byte(n), 0o600); err != nil {
+		return err
+	}
 	p := filepath.Join(c.dir, reviewedLive)
 	if !inUse {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
