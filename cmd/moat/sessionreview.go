@@ -84,6 +84,7 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 		if err := c.Discard(ctx, id); err != nil {
 			return apiFail(stderr, "session discard", err, "")
 		}
+		fmt.Fprintf(stdout, "discarded %s\n", id)
 	}
 	return 0
 }
