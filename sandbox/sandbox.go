@@ -543,6 +543,15 @@ func newReport(runID string, args []string, p *policy.Policy) *Report {
 		Network: &NetworkReport{Mode: p.Network.Mode, Events: []egress.Event{}, Refused: []egress.Refusal{}}}
 }
 
+// FailedReport is the Report of a run refused before it began (a bad
+// flag, a policy that does not load): Reason "error", exit status 125,
+// and err's message. A caller that promised a report writes this one, so
+// that no earlier run's report is read for this run's.
+func FailedReport(args []string, err error) *Report {
+	return &Report{Command: args, StartedAt: time.Now(), Reason: "error", ExitCode: 125, Error: err.Error(),
+		LimitsHit: []string{}, LimitsEnforcedBy: map[string]string{}, Degraded: []string{}, Warnings: []string{}, Denials: []backend.Denial{}}
+}
+
 // setError says in rep that moat could not run the command, and why; it
 // returns err, with a hint when the policy is its likely cause.
 func setError(rep *Report, err error) error {

@@ -20,6 +20,8 @@ import (
 type runFlags struct {
 	name string
 	fs   *flag.FlagSet
+	// parseErr is why parse refused the command line.
+	parseErr error
 	// o holds the flags that change the policy; policy.Overrides.Apply
 	// owns what they may change and how their values are read.
 	o             policy.Overrides
@@ -272,7 +274,8 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 		f.printHelp(stdout)
 		return false, 0
 	}
-	fmt.Fprintf(stderr, "moat: %s; see moat %s --help\n", flagErrorMessage(f.fs, err), f.name)
+	f.parseErr = fmt.Errorf("%s; see moat %s --help", flagErrorMessage(f.fs, err), f.name)
+	fmt.Fprintf(stderr, "moat: %v\n", f.parseErr)
 	return false, exitMoatError
 }
 

@@ -100,11 +100,16 @@ func pipeSafe(w io.Writer) io.Writer {
 func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f := newRunFlags("run")
 	if ok, code := f.parse(args, stdout, stderr); !ok {
+		if f.parseErr != nil {
+			failedReport(f, nil, f.parseErr, stderr)
+		}
 		return code
 	}
 	cmdline := f.fs.Args()
 	if len(cmdline) == 0 {
-		fmt.Fprintln(stderr, "moat run: no command given (usage: moat run [flags] -- CMD [ARGS...])")
+		err := errors.New("no command given (usage: moat run [flags] -- CMD [ARGS...])")
+		fmt.Fprintf(stderr, "moat run: %v\n", err)
+		failedReport(f, nil, err, stderr)
 		return exitMoatError
 	}
 	stdout, stderr = pipeSafe(stdout), pipeSafe(stderr)
@@ -212,6 +217,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p, err := f.loadPolicy(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
+		failedReport(f, cmdline, err, stderr)
 		return exitMoatError
 	}
 	// A run with a cgroup limit takes them at once too, before its cgroup
@@ -223,6 +229,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	caller, err := f.caller(p)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
+		failedReport(f, cmdline, err, stderr)
 		return exitMoatError
 	}
 
@@ -232,6 +239,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var err error
 		if aw, err = audit.Open(f.auditFile); err != nil {
 			fmt.Fprintf(stderr, "moat: %v\n", err)
+			failedReport(f, cmdline, err, stderr)
 			return exitMoatError
 		}
 		defer func() {
@@ -251,20 +259,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// written is refused before anything runs, as --audit's is.
 	var reportOut *os.File
 	if f.reportFile != "" {
-		// O_NONBLOCK: a fifo planted there would hold the open, which no
-		// signal ends, until something read it; anything but a regular
-		// file is refused.
-		reportOut, err = audit.OpenFile(f.reportFile, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
-		if err == nil {
-			if fi, serr := reportOut.Stat(); serr != nil || !fi.Mode().IsRegular() {
-				reportOut.Close()
-				err = fmt.Errorf("%s is not a regular file; remove it or name another file", f.reportFile)
-			}
-		}
-		if errors.Is(err, syscall.ENXIO) {
-			err = fmt.Errorf("%s is not a regular file; remove it or name another file", f.reportFile)
-		}
-		if err != nil {
+		if reportOut, err = openReport(f.reportFile); err != nil {
 			fmt.Fprintf(stderr, "moat: --report: %v\n", err)
 			return exitMoatError
 		}
@@ -426,6 +421,45 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 }
 
 // writeReport replaces the content of f, opened before the run, with r.
+// openReport opens the --report file. The command may write where it
+// goes (the workspace), and a link it put there would lead moat's write,
+// by name after the run and with moat's rights, to any file; so a link on
+// its path, which an earlier run may have made, is refused rather than
+// followed (audit.OpenFile). O_NONBLOCK: a fifo planted there would hold
+// the open, which no signal ends, until something read it; anything but
+// a regular file is refused.
+func openReport(path string) (*os.File, error) {
+	f, err := audit.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	if err == nil {
+		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			err = fmt.Errorf("%s is not a regular file; remove it or name another file", path)
+		}
+	}
+	if errors.Is(err, syscall.ENXIO) {
+		err = fmt.Errorf("%s is not a regular file; remove it or name another file", path)
+	}
+	return f, err
+}
+
+// failedReport writes, when the command line names a --report file, the
+// report of a run refused before it began: a report an earlier run left
+// there must not be read for this one's.
+func failedReport(f *runFlags, cmdline []string, err error, stderr io.Writer) {
+	if f.reportFile == "" {
+		return
+	}
+	out, oerr := openReport(f.reportFile)
+	if oerr != nil {
+		fmt.Fprintf(stderr, "moat: --report: %v\n", oerr)
+		return
+	}
+	defer out.Close()
+	if werr := writeReport(out, sandbox.FailedReport(cmdline, err)); werr != nil {
+		fmt.Fprintf(stderr, "moat: write report: %v\n", werr)
+	}
+}
+
 func writeReport(f *os.File, r *sandbox.Report) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

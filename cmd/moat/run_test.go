@@ -556,3 +556,49 @@ func TestSubcommandFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedRunRewritesReport: a run refused before it began (a bad flag
+// value, a policy that does not load, no command) writes an error report
+// over the one an earlier run left at --report, which a wrapper would
+// otherwise read as this run's success. The control: the earlier run's
+// report said exit 0.
+func TestRefusedRunRewritesReport(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	report := filepath.Join(t.TempDir(), "r.json")
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("[limits]\nmemroy = \"1G\"\n"), 0o644)
+	read := func() (r struct {
+		Reason   string `json:"reason"`
+		ExitCode int    `json:"exit_code"`
+		Error    string `json:"error"`
+	}) {
+		t.Helper()
+		b, err := os.ReadFile(report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("report: %v\n%s", err, b)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory", "1", "--", "true"}, "--memory"},
+		{[]string{"--policy", bad, "--", "true"}, "memroy"},
+		{[]string{"--nosuchflag", "--", "true"}, "unknown flag"},
+		{[]string{}, "no command given"},
+	} {
+		if code, _, errs := moat(t, ws, "run", "--report", report, "--", "true"); code != 0 || read().Reason != "exit" {
+			t.Fatalf("control run: %d %s %+v", code, errs, read())
+		}
+		code, _, _ := moat(t, ws, append([]string{"run", "--report", report}, tc.args...)...)
+		r := read()
+		if code != exitMoatError || r.Reason != "error" || r.ExitCode != 125 || !strings.Contains(r.Error, tc.want) {
+			t.Errorf("%v: code %d, report %+v, want an error naming %q", tc.args, code, r, tc.want)
+		}
+	}
+}
