@@ -393,8 +393,16 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	case "timeout":
 		return fmt.Sprintf("killed: wall-clock limit of %s reached (raise with --wall)", p.Limits.Wall)
 	case "cpu":
+		if r.Signal == nil {
+			return fmt.Sprintf("command failed (exit %d) after the CPU-time limit of %s killed one of its processes (raise with --cpu-time)", r.ExitCode, p.Limits.CPU)
+		}
 		return fmt.Sprintf("killed%s: CPU-time limit of %s reached (raise with --cpu-time)", sig, p.Limits.CPU)
 	case "memory":
+		if r.Signal == nil {
+			// The kernel killed a process of the command, which went on
+			// and exited by itself.
+			return fmt.Sprintf("command failed (exit %d) after the memory limit of %s was reached (raise with --memory)", r.ExitCode, p.Limits.Memory)
+		}
 		return fmt.Sprintf("killed%s: memory limit of %s reached (raise with --memory)", sig, p.Limits.Memory)
 	case "pids":
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit of %d refused forks (raise with --pids)", r.ExitCode, sig, p.Limits.Pids)
@@ -405,6 +413,9 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		}
 		return fmt.Sprintf("killed: output limit of %s reached (raise with --output)", p.Limits.Output)
 	case "file_size":
+		if r.Signal == nil {
+			return fmt.Sprintf("command failed (exit %d) after the file-size limit of %s was reached (raise with --file-size)", r.ExitCode, p.Limits.FileSize)
+		}
 		return fmt.Sprintf("killed%s: file-size limit of %s reached (raise with --file-size)", sig, p.Limits.FileSize)
 	case "disk":
 		return fmt.Sprintf("command failed (exit %d%s) after the disk limit of %s was reached (raise with --disk)", r.ExitCode, sig, p.Limits.Disk)
@@ -420,7 +431,6 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 	return "run ended: " + r.Reason
 }
 
-// writeReport replaces the content of f, opened before the run, with r.
 // openReport opens the --report file. The command may write where it
 // goes (the workspace), and a link it put there would lead moat's write,
 // by name after the run and with moat's rights, to any file; so a link on
@@ -460,6 +470,7 @@ func failedReport(f *runFlags, cmdline []string, err error, stderr io.Writer) {
 	}
 }
 
+// writeReport replaces the content of f, opened before the run, with r.
 func writeReport(f *os.File, r *sandbox.Report) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

@@ -461,3 +461,26 @@ func TestServeDrainAnswersDraining(t *testing.T) {
 		t.Error("the socket stayed")
 	}
 }
+
+// A limit that killed one process of a command that then exited by
+// itself: the line gives the status, and does not say the command was
+// killed. The control: a command the limit killed is.
+func TestLimitSummaryWithoutKill(t *testing.T) {
+	p := policy.Default()
+	p.Limits.Memory, p.Limits.CPU, p.Limits.FileSize = 40<<20, policy.Duration(time.Second), 1<<20
+	sig := "SIGKILL"
+	for _, reason := range []string{"memory", "cpu", "file_size"} {
+		if got := summary(&sandbox.Report{Reason: reason, ExitCode: 3}, p); strings.Contains(got, "killed:") || !strings.Contains(got, "exit 3") {
+			t.Errorf("%s, exit 3: %q", reason, got)
+		}
+		if got := summary(&sandbox.Report{Reason: reason, ExitCode: 137, Signal: &sig}, p); !strings.HasPrefix(got, "killed (SIGKILL)") {
+			t.Errorf("control: %s, killed: %q", reason, got)
+		}
+		if got := execSummary(&client.ExitReport{Reason: reason, ExitCode: 3}); strings.Contains(got, "killed") || !strings.Contains(got, "exit 3") {
+			t.Errorf("exec, %s, exit 3: %q", reason, got)
+		}
+		if got := execSummary(&client.ExitReport{Reason: reason, ExitCode: 137, Signal: sig}); !strings.HasPrefix(got, "killed (SIGKILL)") {
+			t.Errorf("control: exec, %s, killed: %q", reason, got)
+		}
+	}
+}

@@ -465,6 +465,15 @@ func readInput(stdin io.Reader) ([]byte, error) {
 	return data, nil
 }
 
+// killedOrFailed opens the account of a limit: the command was killed,
+// or (the limit killed one of its processes) it exited by itself.
+func killedOrFailed(r *client.ExitReport, sig string) string {
+	if r.Signal == "" {
+		return fmt.Sprintf("command failed (exit %d)", r.ExitCode)
+	}
+	return "killed" + sig
+}
+
 // execSummary is the one-line account of a session command that did not
 // simply end, as moat run prints one: without it, a command the wall
 // clock or the memory limit killed looks like one that died of SIGKILL.
@@ -477,12 +486,12 @@ func execSummary(r *client.ExitReport) string {
 	case "timeout":
 		return "killed: wall-clock limit reached (the session's limits.wall, or moat exec --wall)"
 	case "cpu":
-		return "killed" + sig + ": CPU-time limit reached (the session's limits.cpu)"
+		return killedOrFailed(r, sig) + ": CPU-time limit reached (the session's limits.cpu)"
 	case "memory":
 		// The limit is the session's, and files left in its tmpfs
 		// mounts hold memory past the command that wrote them: without
 		// saying so, every later command killed looks like its own fault.
-		return "killed" + sig + ": memory limit reached (the session's limits.memory, which its other processes and its files in /tmp, /dev/shm and home use too)"
+		return killedOrFailed(r, sig) + ": memory limit reached (the session's limits.memory, which its other processes and its files in /tmp, /dev/shm and home use too)"
 	case "pids":
 		return fmt.Sprintf("command failed (exit %d%s) after the process limit refused forks (the session's limits.pids)", r.ExitCode, sig)
 	case "output":
@@ -491,7 +500,7 @@ func execSummary(r *client.ExitReport) string {
 		}
 		return "killed: output limit reached (the session's limits.output)"
 	case "file_size":
-		return "killed" + sig + ": file-size limit reached (the session's limits.file_size)"
+		return killedOrFailed(r, sig) + ": file-size limit reached (the session's limits.file_size)"
 	case "disk":
 		return fmt.Sprintf("command failed (exit %d%s) after the disk limit was reached (the session's limits.disk)", r.ExitCode, sig)
 	case "killed":
