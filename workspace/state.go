@@ -234,6 +234,7 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 	if err := os.MkdirAll(runs, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	sweepUnmade(runs)
 	if session != "" {
 		// The store lock makes "is this name free" and "take it" one step.
 		unlock, err := lockFile(filepath.Join(runs, ".lock"), true)
@@ -846,6 +847,30 @@ func (c *ChangeSet) Discard() error {
 		}
 		return nil
 	})
+}
+
+// sweepUnmade removes from runs the directories of change sets whose
+// process died (moat killed) before it wrote their meta.json, long
+// enough ago that none is still being made: no listing shows them, so
+// without this they would stay until the next `moat runs`. It costs a
+// look per entry, on top of the directory read.
+func sweepUnmade(runs string) {
+	entries, err := os.ReadDir(runs)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !isID(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(runs, e.Name())
+		if _, err := os.Lstat(filepath.Join(dir, "meta.json")); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > abandonedAge {
+			removeAll(dir)
+		}
+	}
 }
 
 // abandonedAge is how old a change set no run or session holds must be

@@ -607,3 +607,33 @@ func TestCopyModeLeavesFIFOsOut(t *testing.T) {
 		t.Errorf("changes %q, want %q", got, want)
 	}
 }
+
+// TestCreateSweepsUnmade: the directory a killed moat left before it
+// wrote its change set's meta.json goes with the next Create, once old
+// enough; a young one (being made now) stays.
+func TestCreateSweepsUnmade(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	tree(t, ws, map[string]string{"a": "a\n"})
+	s := &Store{Dir: filepath.Join(root, "state")}
+	runs := filepath.Join(s.Dir, "runs")
+	old, young := filepath.Join(runs, "0123456789ab"), filepath.Join(runs, "ba9876543210")
+	for _, d := range []string{old, young} {
+		if err := os.MkdirAll(filepath.Join(d, "upper"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * abandonedAge)
+	os.Chtimes(old, past, past)
+	c, err := s.Create(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Discard()
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old unmade directory stays: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("control: the young one was removed: %v", err)
+	}
+}
