@@ -68,6 +68,11 @@ func (b *buffer) close() {
 }
 
 func (b *buffer) read(ctx context.Context, after int64, wait time.Duration) ([]Chunk, int64, int64) {
+	// An after past the latest chunk names output that does not exist
+	// yet: taken as it is, the chunks made up to it would never be shown.
+	b.mu.Lock()
+	after = min(after, b.seq)
+	b.mu.Unlock()
 	var timer <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)

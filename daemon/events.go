@@ -69,6 +69,7 @@ func (l *eventLog) close() {
 func (l *eventLog) read(ctx context.Context, after int64, follow bool) (events []Event, dropped int64, ended bool) {
 	for {
 		l.mu.Lock()
+		after = min(after, l.seq) // past the latest: see buffer.read
 		if len(l.events) > 0 && l.events[0].Seq > after+1 {
 			dropped = l.events[0].Seq - after - 1
 		}

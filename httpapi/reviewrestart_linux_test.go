@@ -119,7 +119,7 @@ func TestOthersChangeSetsSurviveRestart(t *testing.T) {
 	if out := curl("-X", "POST", "http://moat/v1/sessions/"+live+"/discard"); out != "" {
 		t.Errorf("after the daemon was killed, %s discards its live session's change set: %s", o.name, out)
 	}
-	if out := curl("-X", "POST", "http://moat/v1/sessions/"+live+"/discard"); !strings.Contains(out, client.CodeNotFound) {
+	if out := curl("-X", "POST", "http://moat/v1/sessions/"+live+"/discard"); !strings.Contains(out, client.CodeEnded) {
 		t.Errorf("a change set discarded twice: %s", out)
 	}
 	if len(sets()) != 0 {
