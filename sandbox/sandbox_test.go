@@ -678,6 +678,46 @@ func TestWallClockLimit(t *testing.T) {
 	}
 }
 
+// slowWriter takes its first write only after a delay: a reader slow to
+// drain the command's output.
+type slowWriter struct {
+	delay time.Duration
+	once  sync.Once
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { time.Sleep(w.delay) })
+	return len(p), nil
+}
+
+// TestWallSecondsIsTheCommands: a command the wall limit killed whose
+// output a slow reader drains long after: wall_seconds is the command's
+// time, not the reader's. The control: the run itself lasted as long as
+// the reader.
+func TestWallSecondsIsTheCommands(t *testing.T) {
+	ws := t.TempDir()
+	p := policy.Default()
+	p.Workspace.Path = ws
+	p.Limits.Wall = policy.Duration(time.Second)
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"yes"}},
+		backend.Stdio{Stdout: &slowWriter{delay: 3 * time.Second}, Stderr: io.Discard})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reason != "timeout" || rep.WallSeconds > 2 {
+		t.Errorf("reason %s, wall_seconds %.2f: want timeout within about 1 s", rep.Reason, rep.WallSeconds)
+	}
+	if took < 3*time.Second {
+		t.Errorf("control: the run returned after %v, before its reader took the output", took)
+	}
+}
+
 func TestOutputLimit(t *testing.T) {
 	ws := t.TempDir()
 	r := run(t, ws, func(p *policy.Policy) { p.Limits.Output = policy.Size(1 << 20) }, "yes")

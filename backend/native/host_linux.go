@@ -151,7 +151,10 @@ type run struct {
 	spec    *backend.Spec
 	stdio   backend.Stdio
 	start   time.Time
-	started time.Time   // the "started" message arrived
+	started time.Time // the "started" message arrived
+	// ended: init ended (or, lingering, reported), before the output was
+	// drained: a reader slow to take the rest is not the command's time.
+	ended   time.Time
 	crash   chan string // the init stage's first line of runtime output (fdCrash)
 	cg      *cgroup.Cgroup
 	signal  func(syscall.Signal) // signals init, never after it was reaped
@@ -441,6 +444,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 		r.wait() // the outcome is in the messages and the process state
 	}
+	r.ended = time.Now()
 	close(done)
 	copies.Wait()
 	if r.control != nil && !linger {
@@ -844,7 +848,11 @@ func initError(m *message) error {
 
 // status turns what was seen into an ExitStatus with the cause.
 func (r *run) status(exit *message) *backend.ExitStatus {
-	st := &backend.ExitStatus{ExitCode: -1, Wall: time.Since(r.start), OutputBytes: backend.Delivered(r.output.Load(), r.spec.Limits.OutputBytes)}
+	end := r.ended
+	if end.IsZero() {
+		end = time.Now()
+	}
+	st := &backend.ExitStatus{ExitCode: -1, Wall: end.Sub(r.start), OutputBytes: backend.Delivered(r.output.Load(), r.spec.Limits.OutputBytes)}
 	if !r.started.IsZero() {
 		st.Setup = r.started.Sub(r.start)
 	}
