@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/moatbox/moat/client"
@@ -51,12 +52,57 @@ type idleBody struct {
 	rc   *http.ResponseController
 	idle time.Duration
 	on   bool // deadlines are set (the connection supports them)
+	// release gives back the tenant's body slot (see MaxBodiesInFlight)
+	// once the body has been read; nil when it holds none.
+	release func()
 }
 
 // body returns r's body bounded to limit bytes (http.MaxBytesReader) and
 // read under s's idle timeout.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) *idleBody {
-	return &idleBody{r: http.MaxBytesReader(w, r.Body, limit), rc: http.NewResponseController(w), idle: s.bodyIdle(), on: true}
+	release, _ := r.Context().Value(bodySlotKey{}).(func())
+	return &idleBody{r: http.MaxBytesReader(w, r.Body, limit), rc: http.NewResponseController(w), idle: s.bodyIdle(), on: true, release: release}
+}
+
+// MaxBodiesInFlight is how many request bodies one tenant may be sending
+// at once. The idle bound ends a body that goes quiet, not one that
+// trickles a byte now and then: without this bound, one tenant could
+// hold as many connections, goroutines and descriptors of the daemon as
+// it opened, which every other tenant shares. A body holds its slot until
+// it has been read whole (an interactive exec's until its request line
+// is read) or its handler returns.
+const MaxBodiesInFlight = 32
+
+type bodySlots struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+type bodySlotKey struct{}
+
+// take takes one of tenant's slots, and returns what gives it back (once,
+// however often it is called).
+func (b *bodySlots) take(tenant string) (func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == nil {
+		b.n = map[string]int{}
+	}
+	if b.n[tenant] >= MaxBodiesInFlight {
+		return nil, &client.Error{Status: http.StatusTooManyRequests, Code: client.CodeQuota,
+			Message: fmt.Sprintf("%d request bodies of this tenant are being sent already, the most at once: wait for one to finish", MaxBodiesInFlight)}
+	}
+	b.n[tenant]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			if b.n[tenant]--; b.n[tenant] <= 0 {
+				delete(b.n, tenant)
+			}
+			b.mu.Unlock()
+		})
+	}, nil
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
@@ -70,6 +116,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if err == io.EOF {
 		b.stop()
+		if b.release != nil {
+			b.release()
+		}
 	}
 	if err != nil {
 		// On any other error the deadline stays: the server reads what
@@ -91,6 +140,9 @@ func (b *idleBody) stop() {
 	if b.on {
 		b.on = false
 		b.rc.SetReadDeadline(time.Time{})
+	}
+	if b.release != nil {
+		b.release()
 	}
 }
 

@@ -222,3 +222,43 @@ func TestStalledMCPBody(t *testing.T) {
 		t.Errorf("a stalled MCP body: %d after %s", resp.StatusCode, time.Since(start))
 	}
 }
+
+// TestBodiesInFlightBounded: a tenant that trickles request bodies (never
+// quiet for BodyIdle) holds at most MaxBodiesInFlight of them: the next
+// is refused, quota_exceeded, and one ended frees its slot. The control:
+// a write before the bodies stall lands.
+func TestBodiesInFlightBounded(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	if err := d.c.WriteFile(ctx, s.ID, "before", []byte("x"), 0o644); err != nil {
+		t.Fatalf("control: a write: %v", err)
+	}
+	var stalled []net.Conn
+	for i := range httpapi.MaxBodiesInFlight {
+		stalled = append(stalled, stallBody(t, d.sock, "PUT", fmt.Sprintf("/v1/sessions/%s/files?path=f%d", s.ID, i), "application/octet-stream", "x", 1<<10))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := d.c.WriteFile(ctx, s.ID, "more", []byte("x"), 0o644)
+		if apiCode(err) == client.CodeQuota {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a write while %d bodies trickle: %v", len(stalled), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stalled[0].Close()
+	for {
+		err := d.c.WriteFile(ctx, s.ID, "more", []byte("x"), 0o644)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a write after one trickling body ended: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -79,6 +79,7 @@ type Server struct {
 	mux      *http.ServeMux
 	web      webAuth
 	metrics  metrics
+	bodies   bodySlots
 }
 
 // route is one endpoint; Routes lists them for the API's documentation test.
@@ -174,6 +175,13 @@ func (s *Server) build() {
 			t, err := s.tenant(r)
 			if err == nil {
 				err = mayReach(t, rt.path)
+			}
+			if err == nil && r.ContentLength != 0 {
+				var release func()
+				if release, err = s.bodies.take(t.ID); err == nil {
+					defer release()
+					r = r.WithContext(context.WithValue(r.Context(), bodySlotKey{}, release))
+				}
 			}
 			if err == nil {
 				s.bodyDeadline(w, r)
