@@ -956,9 +956,11 @@ func (p *Process) WriteStdin(data []byte, close bool, deadline time.Time) error 
 		return ErrNoStdin
 	}
 	p.stdin.SetWriteDeadline(deadline)
-	if _, err := p.stdin.Write(data); err != nil {
+	if n, err := p.stdin.Write(data); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return ErrStdinBlocked
+			// What went in is the command's now: the caller must know
+			// where to go on from, or a retry would send it twice.
+			return fmt.Errorf("%w: the first %d of the %d bytes went in; send the rest after them", ErrStdinBlocked, n, len(data))
 		}
 		return fmt.Errorf("%w: %v", ErrNotRunning, err)
 	}

@@ -3,11 +3,14 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +242,31 @@ func TestRulesDecideEachExec(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(data), "moat_denials_total 1\n") {
 		t.Errorf("the denial is not counted:\n%s", data)
+	}
+}
+
+// TestStdinBlockedSaysWhatWentIn: a write to the input of a command that
+// does not read it ends stdin_blocked, saying how many of its bytes the
+// pipe took (a retry must not send them again). The control: the command
+// gets exactly those bytes once it reads.
+func TestStdinBlockedSaysWhatWentIn(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	s := d.create(t, &client.CreateSessionRequest{})
+	p, err := d.c.Start(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "sleep 12; wc -c"}, StdinOpen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.c.WriteStdin(ctx, s.ID, p.ID, bytes.Repeat([]byte("x"), 1<<20), false)
+	var n int
+	if apiCode(err) != client.CodeStdinBlocked || !strings.Contains(err.Error(), "of the 1048576 bytes went in") {
+		t.Fatalf("a write the command does not read: %v", err)
+	}
+	fmt.Sscanf(err.Error()[strings.Index(err.Error(), "the first ")+len("the first "):], "%d", &n)
+	if err := d.c.WriteStdin(ctx, s.ID, p.ID, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if out := readUntil(t, d.c, s.ID, p.ID, "stdout", "\n"); strings.TrimSpace(out) != strconv.Itoa(n) {
+		t.Errorf("the command read %q bytes, the error said %d", out, n)
 	}
 }
