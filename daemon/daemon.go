@@ -383,9 +383,19 @@ func (m *Manager) Get(t Tenant, id string) (*Session, error) {
 		return nil, fmt.Errorf("%w: %s ended at %s (%s)", ErrEnded, id, e.at.UTC().Format(time.RFC3339), e.reason)
 	}
 	if !ok || !s.ready || s.Tenant.ID != t.ID {
-		return nil, fmt.Errorf("%w %q", ErrNotFound, id)
+		return nil, fmt.Errorf("%w %q", ErrNotFound, shownID(id))
 	}
 	return s, nil
+}
+
+// shownID is an id a client sent, cut short for an error message: any
+// id longer than a session's is no session's, and echoing it whole would
+// return whatever the client sent.
+func shownID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "..."
+	}
+	return id
 }
 
 // endedSession is what Get tells of a session that ended.

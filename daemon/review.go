@@ -230,7 +230,7 @@ func (m *Manager) reviewed(ctx context.Context, t Tenant, id string, discard boo
 		// Gone, not unknown: the session was the tenant's.
 		return nil, fmt.Errorf("%w: %s ended at %s (%s), and its change set is no longer kept (applied, discarded, deleted with the session, or its review's place taken by a newer one)", ErrEnded, id, e.at.UTC().Format(time.RFC3339), e.reason)
 	}
-	return nil, fmt.Errorf("%w %q (or its change set was applied or discarded)", ErrNotFound, id)
+	return nil, fmt.Errorf("%w %q (or its change set was applied or discarded)", ErrNotFound, shownID(id))
 }
 
 func (m *Manager) forgetReview(r *review) {

@@ -617,8 +617,11 @@ func (s *Session) withApprover(req *ExecRequest) *ExecRequest {
 
 // checkExec refuses a command line or directory that cannot be right.
 func checkExec(req *ExecRequest) error {
-	if len(req.Args) == 0 || req.Args[0] == "" {
+	if len(req.Args) == 0 {
 		return fmt.Errorf("%w: args is empty", ErrBadRequest)
+	}
+	if req.Args[0] == "" {
+		return fmt.Errorf("%w: args[0], the program, is empty", ErrBadRequest)
 	}
 	// A NUL cannot be in an argument, a variable or a path the kernel is
 	// given: it would end the string there.

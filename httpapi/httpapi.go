@@ -270,7 +270,7 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(w, &client.Error{Status: http.StatusMethodNotAllowed, Code: client.CodeMethod,
-			Message: fmt.Sprintf("%s is not allowed on %s (%s are)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+			Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 		return
 	}
 	writeError(w, &client.Error{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: "no such endpoint"})
@@ -326,6 +326,10 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 			return daemon.Tenant{}, &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized, Message: "the peer's credentials are unknown"}
 		}
 		return daemon.UIDTenant(ci.uid), nil
+	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which one a proxy in front meant cannot be told.
+		return daemon.Tenant{}, &client.Error{Status: http.StatusUnauthorized, Code: client.CodeUnauthorized, Message: "more than one Authorization header: send one bearer token"}
 	}
 	// The scheme is case-insensitive (RFC 9110 11.1).
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")

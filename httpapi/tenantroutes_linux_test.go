@@ -121,4 +121,21 @@ func TestEveryRouteTenantBound(t *testing.T) {
 	if _, err := alice.Approval(ctx, a.ID); err != nil {
 		t.Errorf("another tenant's requests answered alice's approval: %v", err)
 	}
+	// Two credentials in one request: which one a proxy in front meant
+	// cannot be told, so neither is taken; each alone reaches.
+	req, _ := http.NewRequest("GET", "http://"+d.tcp+"/v1/sessions/"+s.ID, nil)
+	req.Header.Add("Authorization", "Bearer tok-a")
+	req.Header.Add("Authorization", "Bearer tok-b")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "more than one Authorization header") {
+		t.Errorf("two Authorization headers: %d %s", resp.StatusCode, b)
+	}
+	if st, b := do("tok-a", "GET", "/v1/sessions/"+s.ID, ""); st != http.StatusOK {
+		t.Errorf("control: one Authorization header: %d %s", st, b)
+	}
 }
