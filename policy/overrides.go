@@ -282,7 +282,12 @@ func (o *Overrides) Apply(p *Policy) error {
 		}
 		p.MarkFlag(v.field, v.flag)
 		if want, err := v.set(p, raw); err != nil {
-			if strings.Contains(err.Error(), ": want ") {
+			if strings.HasPrefix(raw, "--") {
+				// "--memory -- cmd": the value was left out, and what
+				// came next was taken for it.
+				errs = append(errs, fmt.Sprintf("flag %s needs a value (it took %q, the next argument, for it)", v.flag, raw))
+			} else if strings.Contains(err.Error(), ": want ") {
+				// The parser's error names the value and what it wants.
 				// The parser's error names the value and what it wants.
 				errs = append(errs, fmt.Sprintf("flag %s: %v", v.flag, err))
 			} else {

@@ -283,6 +283,9 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("discard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: moat discard [ID|SESSION]: remove a kept change set (the latest of this directory's workspace without one) without applying it")
+	}
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}

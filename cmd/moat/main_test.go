@@ -250,6 +250,7 @@ func TestBadFlags(t *testing.T) {
 		{"run", "--memory", "12 parsecs", "--", "true"},
 		{"run", "--wall", "soon", "--", "true"},
 		{"run", "--pids", "many", "--", "true"},
+		{"run", "--memory", "--", "true"},
 		{"run", "--no-such-flag", "--", "true"},
 		{"run", "--workspace-mode", "snapshot", "--", "true"},
 		{"run", "--tcp-bind", "http", "--", "true"},
@@ -260,7 +261,9 @@ func TestBadFlags(t *testing.T) {
 		if code != exitMoatError || errs == "" {
 			t.Errorf("%v: code %d err %q", args, code, errs)
 		}
-		if strings.Contains(args[1], "memory") && !strings.Contains(errs, "512M") {
+		if args[2] == "--" && args[1] == "--memory" && !strings.Contains(errs, "needs a value") {
+			t.Errorf("%v: the value left out is not named: %q", args, errs)
+		} else if strings.Contains(args[1], "memory") && args[2] != "--" && !strings.Contains(errs, "512M") {
 			t.Errorf("%v: error does not say what is allowed: %q", args, errs)
 		}
 		if strings.HasPrefix(args[1], "--tcp") && !strings.Contains(errs, "ports separated by commas (22,8080) or none") {
