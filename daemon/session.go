@@ -140,6 +140,15 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	if ttl > m.cfg.MaxTTL {
 		return nil, fmt.Errorf("%w: ttl %s is over the daemon's maximum %s", ErrBadRequest, ttl, m.cfg.MaxTTL)
 	}
+	// Shorter, the session would end before its creator could use it.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttl", ttl}, {"idle_timeout", idle}} {
+		if d.v < time.Second {
+			return nil, fmt.Errorf("%w: %s %s is under a second: a session that short ends before it is used (leave it out for the daemon's default)", ErrBadRequest, d.name, d.v)
+		}
+	}
 	if req.Template != "" {
 		if _, err := m.template(req); err != nil {
 			return nil, err

@@ -266,7 +266,7 @@ func TestBadEventsCursorNamed(t *testing.T) {
 func TestDurationTooLong(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	hc := rawClient(d.sock)
-	for ttl, want := range map[string]string{"999999999h": "too long", "abc": `ttl: "abc" is not a duration such as "30m"`} {
+	for ttl, want := range map[string]string{"999999999h": "too long", "abc": `ttl: "abc" is not a duration such as "30m"`, "1ns": "ttl 1ns is under a second"} {
 		if code, e := apiErr(t, hc, "POST", "http://moat/v1/sessions", `{"ttl":"`+ttl+`"}`, nil); code != 400 || !strings.Contains(e.Message, want) {
 			t.Errorf("ttl %s: %d %+v, want 400 and %q", ttl, code, e, want)
 		}
