@@ -659,7 +659,7 @@ func (d *differ) writeFile(w *bufio.Writer, fd fileDiff, forGit bool) error {
 		}
 		cls = fd.class(oldData, newData)
 		if !wholeOld || !wholeNew {
-			return writeLarge(w, fd, cls, a, b, oldSize, newSize, forGit)
+			return writeLarge(w, fd, cls, a, b, oldSize, newSize, forGit, newData)
 		}
 		old, nw = splitLines(oldData), splitLines(newData)
 	}
@@ -815,7 +815,7 @@ func blobHashFile(p string) (string, error) {
 // writeLarge shows a file section one of whose sides is over
 // maxReviewRead by its sizes, not its content; a patch for git, which
 // needs the content, is refused instead.
-func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, newSize int64, forGit bool) error {
+func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, newSize int64, forGit bool, head []byte) error {
 	if forGit {
 		return fmt.Errorf("%w: %s is over the %d MiB the review reads of a file, and a patch must carry it whole: apply the change set with moat apply instead", ErrTooLarge, QuoteName(b), maxReviewRead>>20)
 	}
@@ -827,6 +827,30 @@ func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, n
 	}
 	writeHeader(w, fd, a, b)
 	fmt.Fprintf(w, "File too large to compare (over %d MiB): %d -> %d bytes\n", maxReviewRead>>20, oldSize, newSize)
+	if (cls == classText || cls == classScript) && fd.newMode != 0 && fd.newMode != gitSymlink && len(head) > 0 {
+		// What a shell or an interpreter reads first is what runs
+		// first: a reviewer sees at least that of a text too large to
+		// compare.
+		const maxLines, maxWidth = 40, 240
+		lines := splitLines(head)
+		fmt.Fprintf(w, "# its first %d bytes (at most %d lines of %d characters), the rest not shown:\n", len(head), maxLines, maxWidth)
+		for i, line := range lines {
+			if i == maxLines {
+				break
+			}
+			line, _ = escapeLine(strings.TrimRight(line, "\n"))
+			if len(line) > maxWidth {
+				// Cut at a character's start: a stray byte of one could
+				// read as a C1 control on some terminals.
+				cut := maxWidth
+				for cut > 0 && !utf8.RuneStart(line[cut]) {
+					cut--
+				}
+				line = line[:cut] + "..."
+			}
+			w.WriteString("# | " + line + "\n")
+		}
+	}
 	return nil
 }
 
