@@ -468,9 +468,22 @@ func expiry(g harness.Grant) *time.Time {
 // refuse counts a refused exec for the report and returns the error the
 // backend turns into EACCES.
 func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) error {
-	what := shellQuote(c.Argv)
-	if len(what) > 200 {
-		what = what[:200] + "…"
+	line := shellQuote(c.Argv)
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	// The denial names the program refused: its argv alone may name
+	// another (execve("/usr/bin/id", ["true"])), or nothing.
+	what := line
+	program := c.Path // as the caller named it; a descriptor by its file
+	if c.Resolved != "" && (program == "" || strings.HasPrefix(program, "/proc/") || strings.HasPrefix(program, "/dev/fd/")) {
+		program = c.Resolved
+	}
+	switch {
+	case len(c.Argv) == 0 && program != "":
+		what, line = shellQuote([]string{program}), shellQuote([]string{path.Base(program)})
+	case len(c.Argv) > 0 && program != "" && path.Base(c.Argv[0]) != path.Base(program):
+		what = path.Base(program) + " (argv: " + line + ")"
 	}
 	rule := d.Reason
 	if d.Rule != nil {
@@ -495,7 +508,7 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 			return fmt.Errorf("%w: %s", ErrDenied, why)
 		}
 	}
-	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + what + " shows which rule decides)"
+	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + line + " shows which rule decides)"
 	switch {
 	case d.Reason == ReasonArgvTooLong && d.Rule == nil:
 		hint = "pass fewer or shorter arguments (execve itself takes at most 6 MiB, 128 KiB a word)"

@@ -67,3 +67,30 @@ func TestExecGrantMatchesDecidedArgv(t *testing.T) {
 		t.Errorf("report %+v, want the git-push rule", rep)
 	}
 }
+
+// TestDenialNamesTheProgram: a refused exec whose argv names another
+// program, or nothing, is reported by the program decided; the control:
+// an ordinary exec is reported by its argv.
+func TestDenialNamesTheProgram(t *testing.T) {
+	p := policy.Default()
+	p.Rules = append(p.Rules, policy.Rule{Name: "no-id", Decision: "deny", Match: policy.Match{Command: []string{"id"}}})
+	e := &execCheck{rules: harness.New(p), approvals: &harness.Approvals{}, req: &Request{}}
+	for _, c := range []backend.ExecCall{
+		{Pid: 1, Path: "/usr/bin/id", Argv: []string{"true"}, Resolved: "/usr/bin/id"},
+		{Pid: 2, Path: "/proc/self/fd/3", Argv: []string{"true"}, Resolved: "/usr/bin/id"},
+		{Pid: 3, Path: "/usr/bin/id", Resolved: "/usr/bin/id"},
+		{Pid: 4, Path: "/usr/bin/id", Argv: []string{"id", "-u"}, Resolved: "/usr/bin/id"},
+	} {
+		if err := answer(e, c); !errors.Is(err, ErrDenied) {
+			t.Fatalf("%+v: %v, want it denied", c, err)
+		}
+	}
+	var got []string
+	for _, d := range e.report() {
+		got = append(got, d.What)
+	}
+	want := []string{"id (argv: true)", "/usr/bin/id", "id -u"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("denials name %q, want %q", got, want)
+	}
+}

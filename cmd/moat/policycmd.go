@@ -57,6 +57,11 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case d.Rule == nil && d.Verdict == harness.Allow:
 		fmt.Fprintln(stdout, "allowed: no rule matches")
+		if write == "" {
+			// What the line hides (flock /tmp/l id, git -c core.pager=id
+			// log, a trap) is decided only when it runs.
+			fmt.Fprintln(stdout, "  (of the line as written: each program it starts is checked again as it runs)")
+		}
 		return 0
 	case d.Rule == nil:
 		fmt.Fprintf(stdout, "%s: %s\n", d.Verdict, d.Reason)
