@@ -101,7 +101,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f := newRunFlags("run")
 	if ok, code := f.parse(args, stdout, stderr); !ok {
 		if f.parseErr != nil {
-			failedReport(f, nil, f.parseErr, stderr)
+			failedReport(f, nil, f.parseErr, stdout, stderr)
 		}
 		return code
 	}
@@ -109,7 +109,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(cmdline) == 0 {
 		err := errors.New("no command given (usage: moat run [flags] -- CMD [ARGS...])")
 		fmt.Fprintf(stderr, "moat run: %v\n", err)
-		failedReport(f, nil, err, stderr)
+		failedReport(f, nil, err, stdout, stderr)
 		return exitMoatError
 	}
 	stdout, stderr = pipeSafe(stdout), pipeSafe(stderr)
@@ -217,7 +217,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p, err := f.loadPolicy(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
-		failedReport(f, cmdline, err, stderr)
+		failedReport(f, cmdline, err, stdout, stderr)
 		return exitMoatError
 	}
 	// A run with a cgroup limit takes them at once too, before its cgroup
@@ -229,7 +229,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	caller, err := f.caller(p)
 	if err != nil {
 		fmt.Fprintf(stderr, "moat: %v\n", err)
-		failedReport(f, cmdline, err, stderr)
+		failedReport(f, cmdline, err, stdout, stderr)
 		return exitMoatError
 	}
 
@@ -239,7 +239,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var err error
 		if aw, err = audit.Open(f.auditFile); err != nil {
 			fmt.Fprintf(stderr, "moat: %v\n", err)
-			failedReport(f, cmdline, err, stderr)
+			failedReport(f, cmdline, err, stdout, stderr)
 			return exitMoatError
 		}
 		defer func() {
@@ -455,7 +455,11 @@ func openReport(path string) (*os.File, error) {
 // failedReport writes, when the command line names a --report file, the
 // report of a run refused before it began: a report an earlier run left
 // there must not be read for this one's.
-func failedReport(f *runFlags, cmdline []string, err error, stderr io.Writer) {
+func failedReport(f *runFlags, cmdline []string, err error, stdout, stderr io.Writer) {
+	if f.jsonOut {
+		b, _ := json.Marshal(sandbox.FailedReport(cmdline, err))
+		fmt.Fprintf(stdout, "\n%s\n", b)
+	}
 	if f.reportFile == "" {
 		return
 	}

@@ -595,10 +595,15 @@ func TestRefusedRunRewritesReport(t *testing.T) {
 		if code, _, errs := moat(t, ws, "run", "--report", report, "--", "true"); code != 0 || read().Reason != "exit" {
 			t.Fatalf("control run: %d %s %+v", code, errs, read())
 		}
-		code, _, _ := moat(t, ws, append([]string{"run", "--report", report}, tc.args...)...)
+		code, out, _ := moat(t, ws, append([]string{"run", "--json", "--report", report}, tc.args...)...)
 		r := read()
 		if code != exitMoatError || r.Reason != "error" || r.ExitCode != 125 || !strings.Contains(r.Error, tc.want) {
 			t.Errorf("%v: code %d, report %+v, want an error naming %q", tc.args, code, r, tc.want)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var j struct{ Reason, Error string }
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &j); err != nil || j.Reason != "error" || !strings.Contains(j.Error, tc.want) {
+			t.Errorf("%v: --json printed %q (%v)", tc.args, out, err)
 		}
 	}
 }
