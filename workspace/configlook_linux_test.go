@@ -209,3 +209,47 @@ func TestEnclosingRepositoryConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestGitConfigNamesEverywhere: what every config git reads names inside
+// the workspace is protected, however it is written: a hooks path that
+// is the workspace's root (its hooks' names), one through a symbolic
+// link or "~", one set by a file an include names outside the
+// workspace, a program named by core.fsmonitor, a filter or a "!" alias,
+// a repository's config.worktree, and the config of a repository two
+// levels up. The controls: a pager found in PATH, a plain alias and a
+// file of the workspace no config names are none of these.
+func TestGitConfigNamesEverywhere(t *testing.T) {
+	root := t.TempDir()
+	oo := filepath.Join(root, "oo")
+	o := filepath.Join(oo, "o")
+	ws := filepath.Join(o, "sub")
+	tree(t, ws, map[string]string{"keep": "k\n"})
+	tree(t, oo, guardRepo)
+	tree(t, o, guardRepo)
+	if err := os.Symlink("sub", filepath.Join(o, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	ext := filepath.Join(root, "ext.cfg")
+	os.WriteFile(ext, []byte("[core]\n\thooksPath = sub/hooks4\n"), 0o644)
+	home := filepath.Join(root, "home")
+	os.MkdirAll(home, 0o755)
+	t.Setenv("HOME", home)
+	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "global.cfg"))
+	os.WriteFile(filepath.Join(root, "global.cfg"), []byte("[core]\n\thooksPath = ~/../oo/o/sub/hooks6\n"), 0o644)
+	tree(t, o, map[string]string{".git/config": "[core]\n\thooksPath = sub\n\tfsmonitor = sub/fsmon.sh\n\tpager = less -R\n" +
+		"[include]\n\tpath = " + ext + "\n[alias]\n\tst = !sub/al.sh --x\n\tco = checkout\n" +
+		"[filter \"x\"]\n\tclean = \"'sub/clean me.sh' %f\"\n[diff \"y\"]\n\ttextconv = lnk/conv.sh\n",
+		".git/config.worktree": "[core]\n\tsshCommand = sub/ssh.sh\n"})
+	tree(t, oo, map[string]string{".git/config": "[core]\n\thooksPath = o/lnk/hooks5\n"})
+	for _, p := range []string{"pre-commit", "post-checkout", "hooks4", "hooks4/x", "hooks5/pre-push", "hooks6",
+		"fsmon.sh", "al.sh", "clean me.sh", "conv.sh", "ssh.sh"} {
+		if !GitProtected(ws, p) {
+			t.Errorf("GitProtected(%s) = false", p)
+		}
+	}
+	for _, p := range []string{"keep", "less", "checkout", "hooks", "sub"} {
+		if GitProtected(ws, p) {
+			t.Errorf("control: GitProtected(%s) = true", p)
+		}
+	}
+}

@@ -306,12 +306,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	// What git's configuration and .gitmodules point at inside the
 	// workspace: a hooks directory, included config files, submodule
 	// checkouts (whose .git git status follows).
-	if common != "" {
-		for _, p := range configPaths(cfg, common, g.real, g.real) {
-			g.protect(g.ws, p, 0)
-		}
-	}
-	for _, p := range g.enclosingNamed() {
+	for _, p := range g.gitNamed(gitdir) {
 		g.protect(g.ws, p, 0)
 	}
 	var modules []string
@@ -1360,38 +1355,6 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 	return out
 }
 
-// configPaths lists what vals, the git config of common, names inside
-// the workspace real: core.hooksPath, and files it includes (include.path,
-// includeIf.*.path), relative to the workspace. top is the top of the
-// repository's worktree: the workspace, or a directory above it when the
-// workspace is part of a larger repository.
-func configPaths(vals map[string][]string, common, top, real string) []string {
-	var out []string
-	add := func(p string, relTo string) {
-		if p == "" || strings.HasPrefix(p, "~") {
-			return
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(relTo, p)
-		}
-		if r, ok := relWithin(real, filepath.Clean(p)); ok && r != "." {
-			out = append(out, r)
-		}
-	}
-	for _, p := range vals["core.hookspath"] {
-		add(p, top) // relative to where hooks run: the worktree's top
-	}
-	for k, ps := range vals {
-		if k == "include.path" || (strings.HasPrefix(k, "includeif.") && strings.HasSuffix(k, ".path")) {
-			for _, p := range ps {
-				add(p, common)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // submodulePaths lists the submodule paths .gitmodules (its variables,
 // as readGitConfig returns them) names, relative and inside the
 // workspace.
@@ -1727,10 +1690,9 @@ func looker(ws string) *Guard {
 	return g
 }
 
-// configNamed is configPaths of the workspace's git config: that of the
-// common git directory of its .git directory, or, with gitFile, of the
-// git directory a .git file names (a linked worktree's or a submodule's
-// checkout).
+// configNamed is gitNamed for the workspace's .git directory or, with
+// gitFile, the git directory a .git file names (a linked worktree's or a
+// submodule's checkout).
 func (g *Guard) configNamed(gitFile bool) []string {
 	gitdir := filepath.Join(g.real, ".git")
 	if gitFile {
@@ -1741,38 +1703,5 @@ func (g *Guard) configNamed(gitFile bool) []string {
 			}
 		}
 	}
-	common := g.commonDir(gitdir)
-	return append(configPaths(g.readGitConfig(filepath.Join(common, "config")), common, g.real, g.real), g.enclosingNamed()...)
-}
-
-// enclosingNamed is configPaths of the repository the workspace is part
-// of, when one above it holds it (the workspace is a subdirectory of a
-// larger checkout): git run at that repository's top reads that config,
-// whose core.hooksPath or include may name a path inside the workspace.
-// Git's discovery is followed as it walks up from a directory without a
-// git directory of its own: the nearest .git above, a directory or a file
-// naming one; the limits a person may set on the walk
-// (GIT_CEILING_DIRECTORIES, a filesystem boundary) are not, which only
-// protects more.
-func (g *Guard) enclosingNamed() []string {
-	for d := filepath.Dir(g.real); ; d = filepath.Dir(d) {
-		dotgit := filepath.Join(d, ".git")
-		if fi, err := g.lstat(dotgit); err == nil {
-			gitdir := dotgit
-			if fi.Mode().IsRegular() {
-				named, ok := g.readGitFile(dotgit)
-				if !ok {
-					return nil
-				}
-				gitdir = named
-			} else if !fi.IsDir() {
-				return nil
-			}
-			common := g.commonDir(gitdir)
-			return configPaths(g.readGitConfig(filepath.Join(common, "config")), common, d, g.real)
-		}
-		if d == "/" || d == "." {
-			return nil
-		}
-	}
+	return g.gitNamed(gitdir)
 }

@@ -117,8 +117,10 @@ func TestReadGitConfig(t *testing.T) {
 	}
 	ws := filepath.Dir(dir)
 	os.Rename(cfg, filepath.Join(dir, "config"))
-	if got, want := configPaths(looker(ws).readGitConfig(filepath.Join(dir, "config")), dir, ws, ws), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
-		t.Errorf("configPaths = %q, want %q", got, want)
+	n := newConfigNamer(looker(ws))
+	n.read(filepath.Join(dir, "config"), ws, 0)
+	if got, want := n.list(), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
+		t.Errorf("named = %q, want %q", got, want)
 	}
 }
 
