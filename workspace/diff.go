@@ -517,6 +517,28 @@ func (d *differ) patch(w *bufio.Writer, changes []Change, forGit bool) error {
 	return nil
 }
 
+// PatchNotes are, for a patch (which carries only what git applies),
+// the notes the unified review gives that it cannot: warnings, and the
+// modes git's mode lines do not show. One line per change that has any.
+func PatchNotes(changes []Change) []string {
+	var out []string
+	for _, ch := range changes {
+		var notes []string
+		if n := Notice(ch); strings.Contains(n, "WARNING") {
+			notes = append(notes, n)
+		}
+		if m := modeNote(ch); m != "" {
+			notes = append(notes, m)
+		} else if ch.Type == Dir && (ch.Kind == Added && ch.Mode != 0o755 || ch.Kind == ModeChanged) {
+			notes = append(notes, "directory mode "+Octal(ch.Mode))
+		}
+		if len(notes) > 0 {
+			out = append(out, QuoteName(ch.Path)+": "+strings.Join(notes, ", "))
+		}
+	}
+	return out
+}
+
 // modeNote is, for a file, the mode git's mode lines cannot show: a new
 // file's other than 0644 and 0755, a change between two modes git
 // writes the same (0644 -> 0600).

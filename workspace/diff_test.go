@@ -300,4 +300,14 @@ func TestReviewShowsModes(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, summary.String())
 		}
 	}
+	// A patch carries none of it: moat diff says it beside the patch.
+	notes := strings.Join(PatchNotes(changes), "\n")
+	for _, want := range []string{"ww: WARNING: anyone may write it, mode 0666", "priv: mode 0600", "tmp: directory mode 1777", "wd: WARNING: anyone may write it, directory mode 0777"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("patch notes lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "plain") {
+		t.Errorf("control: a note on a 0644 file:\n%s", notes)
+	}
 }

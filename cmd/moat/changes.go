@@ -167,6 +167,13 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
+	if f == workspace.Patch {
+		// A patch carries only what git applies: what moat apply would
+		// also do (a mode such as 0666) is said beside it.
+		for _, n := range workspace.PatchNotes(changes) {
+			fmt.Fprintf(stderr, "moat diff: note: %s\n", n)
+		}
+	}
 	if err := cs.NoteReview(inUse); err != nil {
 		printErr(stderr, "diff", err)
 		return exitMoatError
