@@ -666,6 +666,10 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 			}
 		}
 		d.Hint = fmt.Sprintf("to allow %s, run with a profile that allows it (--seccomp FILE, a Docker-format profile; moat seccomp check shows what one allows) or, without any filter, --seccomp unconfined", d.What)
+		if seccomp.FloorNames(d.What) {
+			// The floor under every custom profile refuses it too.
+			d.Hint = fmt.Sprintf("%s is refused under every profile but unconfined (the floor moat keeps under a custom one protects the host): only --seccomp unconfined, with no filter at all, allows it", d.What)
+		}
 		if d.What == "listen" && d.Errno == "EACCES" && strings.Contains(d.Rule, "network.tcp_bind") {
 			// Refused for the TCP bind rule, which no profile changes.
 			d.Hint = "bind the socket to a port network.tcp_bind lists before listening, or add 0 to tcp_bind (--tcp-bind 0,...) to allow any ephemeral port"

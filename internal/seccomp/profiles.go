@@ -132,6 +132,20 @@ func Floor() *Profile {
 	return &Profile{DefaultAction: Allow, Rules: rules}
 }
 
+// FloorNames reports whether the floor has a rule for the system call
+// name (for some of its arguments, or all): no custom profile lets such
+// a call through where the floor refuses it.
+func FloorNames(name string) bool {
+	for _, r := range Floor().Rules {
+		for _, n := range r.Names {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Default returns moat's default profile: a deny-list, returning EPERM (so
 // programs fail gracefully), of the kernel surface an agent's commands never
 // need. Its default action is Allow. Each call returns a new Profile.
