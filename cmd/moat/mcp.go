@@ -126,13 +126,13 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cfg.Approvals = func(m *daemon.Manager) (func(), error) {
 			// Only this user reaches the socket (mode 0600), as the
 			// session's tenant.
-			l, err := listenUnix(*approvals, 0o600)
+			l, remove, err := listenUnix(*approvals, 0o600, "--approvals-socket")
 			if err != nil {
 				return nil, fmt.Errorf("--approvals-socket: %w", err)
 			}
 			hs := (&httpapi.Server{Manager: m, StateDir: state, Logger: log}).HTTPServer()
 			go hs.Serve(l)
-			return func() { hs.Close(); os.Remove(*approvals) }, nil
+			return func() { hs.Close(); remove() }, nil
 		}
 	}
 	// The transport answers a line the SDK cannot read (too long, not

@@ -212,12 +212,12 @@ func cmdServe(args []string, stderr io.Writer) int {
 	hs := srv.HTTPServer()
 
 	var listeners []net.Listener
-	ul, err := listenUnix(*sock, os.FileMode(mode))
+	ul, removeSock, err := listenUnix(*sock, os.FileMode(mode), "--socket")
 	if err != nil {
 		m.Shutdown(context.Background())
 		return fail(err)
 	}
-	defer os.Remove(*sock)
+	defer removeSock()
 	listeners = append(listeners, ul)
 	if *listen != "" {
 		tl, err := net.Listen("tcp", *listen)
@@ -276,25 +276,49 @@ func cmdServe(args []string, stderr io.Writer) int {
 // listenUnix listens on the socket path with mode, made with no wider
 // permissions at any moment. A stale socket (nothing answers on it) is
 // replaced; a live one is another daemon's.
-func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
+//
+// remove takes the socket away, and the directories made for it, when
+// nothing else is left in them: a daemon that stopped leaves nothing.
+// flag names the option that chose the path, for the errors.
+func listenUnix(path string, mode os.FileMode, flag string) (l net.Listener, remove func(), err error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	var made []string // deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	remove = func() {
+		os.Remove(path)
+		for _, d := range made {
+			os.Remove(d) // only if empty
+		}
+	}
+	defer func() {
+		if err != nil {
+			for _, d := range made {
+				os.Remove(d)
+			}
+		}
+	}()
 	// Whoever can write the socket's directory can replace the socket, and
 	// have clients talk to a daemon of its own.
 	if fi, err := os.Stat(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() && st.Uid != 0 || fi.Mode().Perm()&0o022 != 0) {
-		return nil, fmt.Errorf("the socket's directory %s can be written by others (owner uid %d, mode %v): choose another --socket", dir, st.Uid, fi.Mode().Perm())
+		return nil, nil, fmt.Errorf("the socket's directory %s can be written by others (owner uid %d, mode %v): choose another %s", dir, st.Uid, fi.Mode().Perm(), flag)
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
+			return nil, nil, fmt.Errorf("%s exists and is not a socket", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("a daemon already listens on %s", path)
+			return nil, nil, fmt.Errorf("a daemon already listens on %s", path)
 		}
 		os.Remove(path)
 	}
@@ -305,24 +329,24 @@ func listenUnix(path string, mode os.FileMode) (net.Listener, error) {
 	// workspaces meanwhile.
 	tmpdir, err := os.MkdirTemp(dir, ".moat-sock-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(tmpdir)
 	tmp := filepath.Join(tmpdir, "s")
-	l, err := net.Listen("unix", tmp)
+	l, err = net.Listen("unix", tmp)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, mode); err != nil {
+	if err = os.Chmod(tmp, mode); err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	if err := os.Link(tmp, path); err != nil {
+	if err = os.Link(tmp, path); err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, remove, nil
 }
 
 // maxPool bounds a template's warm pool: each waiting sandbox holds its
