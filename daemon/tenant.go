@@ -111,7 +111,7 @@ func (t Tenant) self() bool { return t.UID >= 0 && t.UID == os.Geteuid() }
 // to show the tenant: it names only the path the tenant gave.
 func checkWorkspace(t Tenant, path string) (string, *os.File, error) {
 	if t.UID < 0 {
-		return "", nil, fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty)", ErrWorkspace)
+		return "", nil, fmt.Errorf("%w: a token's tenant can only use a workspace the daemon makes (leave workspace empty; moat session create --temp)", ErrWorkspace)
 	}
 	if !filepath.IsAbs(path) {
 		return "", nil, fmt.Errorf("%w: %q is not an absolute path", ErrWorkspace, path)

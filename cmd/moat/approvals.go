@@ -78,7 +78,7 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(s)
 }
 
-func cmdApprove(args []string, stderr io.Writer) int {
+func cmdApprove(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
@@ -119,10 +119,11 @@ func cmdApprove(args []string, stderr io.Writer) int {
 	if err := c.Approve(context.Background(), fs.Arg(0), req); err != nil {
 		return apiFail(stderr, "approve", err, "")
 	}
+	fmt.Fprintf(stdout, "approved %s\n", fs.Arg(0))
 	return 0
 }
 
-func cmdDeny(args []string, stderr io.Writer) int {
+func cmdDeny(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("deny", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
@@ -140,5 +141,6 @@ func cmdDeny(args []string, stderr io.Writer) int {
 	if err := c.Deny(context.Background(), fs.Arg(0), &client.DenyRequest{Name: *name, Why: *why}); err != nil {
 		return apiFail(stderr, "deny", err, "")
 	}
+	fmt.Fprintf(stdout, "denied %s\n", fs.Arg(0))
 	return 0
 }

@@ -142,9 +142,9 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "approvals":
 		return cmdApprovals(args[1:], stdout, stderr)
 	case "approve":
-		return cmdApprove(args[1:], stderr)
+		return cmdApprove(args[1:], stdout, stderr)
 	case "deny":
-		return cmdDeny(args[1:], stderr)
+		return cmdDeny(args[1:], stdout, stderr)
 	case "version", "--version":
 		if _, ok, code := operands("version", "usage: moat version", args[1:], 0, 0, stderr); !ok {
 			return code

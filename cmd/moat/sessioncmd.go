@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path"
@@ -52,6 +53,11 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 			}
 			fmt.Fprintf(stderr, "  %s\n", workspace.EscapeText(d))
 		}
+		return exitMoatError
+	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == "/dev/stdout" && errors.Is(err, syscall.EPIPE) {
+		// Whoever read moat's output stopped (moat session events -f |
+		// head): nothing to say, and nothing of the daemon's.
 		return exitMoatError
 	}
 	hint := "is moat serve running? MOAT_SOCKET or --socket names another daemon's socket"
