@@ -229,13 +229,23 @@ func TestGitConfigNamesEverywhere(t *testing.T) {
 	if err := os.Symlink("sub", filepath.Join(o, "lnk")); err != nil {
 		t.Fatal(err)
 	}
+	// The global config and the included file are links, as a dotfiles
+	// manager makes them: git reads through them.
+	dots := filepath.Join(root, "dotfiles")
+	os.MkdirAll(dots, 0o755)
 	ext := filepath.Join(root, "ext.cfg")
-	os.WriteFile(ext, []byte("[core]\n\thooksPath = sub/hooks4\n"), 0o644)
+	os.WriteFile(filepath.Join(dots, "ext.cfg"), []byte("[core]\n\thooksPath = sub/hooks4\n"), 0o644)
+	if err := os.Symlink(filepath.Join(dots, "ext.cfg"), ext); err != nil {
+		t.Fatal(err)
+	}
 	home := filepath.Join(root, "home")
 	os.MkdirAll(home, 0o755)
 	t.Setenv("HOME", home)
 	t.Setenv("GIT_CONFIG_GLOBAL", filepath.Join(root, "global.cfg"))
-	os.WriteFile(filepath.Join(root, "global.cfg"), []byte("[core]\n\thooksPath = ~/../oo/o/sub/hooks6\n"), 0o644)
+	os.WriteFile(filepath.Join(dots, "global.cfg"), []byte("[core]\n\thooksPath = ~/../oo/o/sub/hooks6\n"), 0o644)
+	if err := os.Symlink(filepath.Join(dots, "global.cfg"), filepath.Join(root, "global.cfg")); err != nil {
+		t.Fatal(err)
+	}
 	tree(t, o, map[string]string{".git/config": "[core]\n\thooksPath = sub\n\tfsmonitor = sub/fsmon.sh\n\tpager = less -R\n" +
 		"[include]\n\tpath = " + ext + "\n[alias]\n\tst = !sub/al.sh --x\n\tco = checkout\n" +
 		"[filter \"x\"]\n\tclean = \"'sub/clean me.sh' %f\"\n[diff \"y\"]\n\ttextconv = lnk/conv.sh\n",

@@ -5,10 +5,13 @@ import (
 	"os/user"
 
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 // What a git config names in the workspace. Git on the host runs what
@@ -105,21 +108,12 @@ func newConfigNamer(g *Guard) *configNamer {
 	// The workspace's owner runs git there, with a home of its own.
 	if fi, err := os.Stat(g.real); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil && u.HomeDir != "" && !containsStr(n.homes, u.HomeDir) {
+			if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil && u.HomeDir != "" && !slices.Contains(n.homes, u.HomeDir) {
 				n.homes = append(n.homes, u.HomeDir)
 			}
 		}
 	}
 	return n
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // list is what was named, sorted.
@@ -199,12 +193,26 @@ func (n *configNamer) add(p, relTo string, hooks bool) {
 
 // read reads the config file at the host path file of a repository whose
 // worktree's top is top, and what it includes (depth bounds a chain).
-func (n *configNamer) read(file, top string, depth int) {
+// A repository's own config is read as the guard reads the files it
+// protects (below its root, never through a link at the file: as root,
+// the daemon would read what the workspace's owner pointed it at); with
+// follow, as git reads it: the global and system files, and included
+// files outside the workspace, are the host's (a dotfiles manager's
+// ~/.gitconfig is a link), and one not read would leave what it names
+// unprotected.
+func (n *configNamer) read(file, top string, depth int, follow bool) {
 	if depth > 8 || n.seen[file+"\x00"+top] || len(n.seen) > 256 {
 		return
 	}
 	n.seen[file+"\x00"+top] = true
-	vals := n.g.readGitConfig(file)
+	vals := map[string][]string{}
+	if _, inside := relWithin(n.real, file); follow && !inside {
+		if b, err := inputfile.Read(file, "git config", maxGitConfig); err == nil {
+			vals = parseGitConfig(b)
+		}
+	} else {
+		vals = n.g.readGitConfig(file)
+	}
 	for _, p := range vals["core.hookspath"] {
 		n.add(p, top, true)
 	}
@@ -219,7 +227,7 @@ func (n *configNamer) read(file, top string, depth int) {
 			for _, p := range vals[k] {
 				n.add(p, filepath.Dir(file), false)
 				for _, c := range n.candidates(p, filepath.Dir(file)) {
-					n.read(c, top, depth+1)
+					n.read(c, top, depth+1, true)
 				}
 			}
 		case commandKey(k):
@@ -236,10 +244,10 @@ func (n *configNamer) read(file, top string, depth int) {
 // gitdir and whose worktree's top is top.
 func (n *configNamer) repo(gitdir, top string) {
 	common := n.g.commonDir(gitdir)
-	n.read(filepath.Join(common, "config"), top, 0)
-	n.read(filepath.Join(gitdir, "config.worktree"), top, 0)
+	n.read(filepath.Join(common, "config"), top, 0, false)
+	n.read(filepath.Join(gitdir, "config.worktree"), top, 0, false)
 	if common != gitdir {
-		n.read(filepath.Join(common, "config.worktree"), top, 0)
+		n.read(filepath.Join(common, "config.worktree"), top, 0, false)
 	}
 }
 
@@ -261,7 +269,7 @@ func (n *configNamer) global(top string) {
 	}
 	files = append(files, "/etc/gitconfig")
 	for _, f := range files {
-		n.read(f, top, 0)
+		n.read(f, top, 0, true)
 	}
 }
 

@@ -118,7 +118,7 @@ func TestReadGitConfig(t *testing.T) {
 	ws := filepath.Dir(dir)
 	os.Rename(cfg, filepath.Join(dir, "config"))
 	n := newConfigNamer(looker(ws))
-	n.read(filepath.Join(dir, "config"), ws, 0)
+	n.read(filepath.Join(dir, "config"), ws, 0, false)
 	if got, want := n.list(), []string{"project.gitconfig", "tools/hooks"}; !slices.Equal(got, want) {
 		t.Errorf("named = %q, want %q", got, want)
 	}
