@@ -102,6 +102,11 @@ func (s *Session) realRel(f *os.File) (string, error) {
 
 // ReadFile returns the content of the regular file rel.
 func (s *Session) ReadFile(rel string) ([]byte, error) {
+	if strings.HasSuffix(rel, "/") {
+		// As open(2) would: a name with a trailing slash is a
+		// directory's, never the file's without it.
+		return nil, fmt.Errorf("%w: path %q names a directory; give the file's path", ErrBadRequest, rel)
+	}
 	rel, err := cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(false)
@@ -270,6 +275,7 @@ func (s *Session) mkdir(rel string, d harness.Decision) error {
 // Remove removes the file, link or empty directory rel. The write rules
 // decide it first, as for WriteFile.
 func (s *Session) Remove(ctx context.Context, rel string) error {
+	dirOnly := strings.HasSuffix(rel, "/")
 	rel, err := s.writable(rel)
 	if err != nil {
 		return err
@@ -289,9 +295,17 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 		return err
 	}
 	defer dir.Close()
-	err = unix.Unlinkat(int(dir.Fd()), base, 0)
-	if err == unix.EISDIR || err == unix.EPERM {
+	if dirOnly {
+		// "dir/" removes a directory only, as rmdir(2) reads it.
 		err = unix.Unlinkat(int(dir.Fd()), base, unix.AT_REMOVEDIR)
+		if err == unix.ENOTDIR {
+			return fmt.Errorf("%w: %q is not a directory", ErrBadRequest, rel)
+		}
+	} else {
+		err = unix.Unlinkat(int(dir.Fd()), base, 0)
+		if err == unix.EISDIR || err == unix.EPERM {
+			err = unix.Unlinkat(int(dir.Fd()), base, unix.AT_REMOVEDIR)
+		}
 	}
 	if err == unix.ENOTEMPTY || err == unix.EEXIST {
 		return fmt.Errorf("%w: directory %q is not empty", ErrBadRequest, rel)
@@ -304,6 +318,7 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 
 // Stat describes rel itself (a link is not followed).
 func (s *Session) Stat(rel string) (*FileInfo, error) {
+	dirOnly := strings.HasSuffix(rel, "/")
 	rel, err := cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(false)
@@ -329,7 +344,12 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		return nil, err
 	}
 	defer dir.Close()
-	return s.statAt(dir, base, rel)
+	fi, err := s.statAt(dir, base, rel)
+	if err == nil && dirOnly && fi.Type == "file" {
+		// As stat(2) reads "file/": not a directory.
+		return nil, fmt.Errorf("%w: %q is not a directory", ErrBadRequest, rel)
+	}
+	return fi, err
 }
 
 // Resolve returns where the existing entry rel really is, relative to the

@@ -53,6 +53,23 @@ func TestFilesAPI(t *testing.T) {
 	if err := d.c.WriteFile(ctx, s.ID, "src/", []byte("x"), 0o640); apiCode(err) != client.CodeBadRequest {
 		t.Errorf("a write of src/: %v, want bad_request", err)
 	}
+	if _, err := d.c.ReadFile(ctx, s.ID, "src/a.txt/"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a read of src/a.txt/: %v, want bad_request", err)
+	}
+	if _, err := d.c.Stat(ctx, s.ID, "src/a.txt/"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a stat of src/a.txt/: %v, want bad_request", err)
+	}
+	if err := d.c.RemoveFile(ctx, s.ID, "src/a.txt/"); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a removal of src/a.txt/: %v, want bad_request", err)
+	}
+	// Positive control: the same names without the slash, and a
+	// directory's with it.
+	if data, err := d.c.ReadFile(ctx, s.ID, "src/a.txt"); err != nil || string(data) != "from the API" {
+		t.Errorf("a read of src/a.txt: %q, %v", data, err)
+	}
+	if fi, err := d.c.Stat(ctx, s.ID, "src/"); err != nil || fi.Type != "dir" {
+		t.Errorf("a stat of src/: %+v, %v", fi, err)
+	}
 	if out, _, _ := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "cat src/a.txt; echo from the command > src/b.txt"}}); out != "from the API" {
 		t.Errorf("the command reads %q", out)
 	}
