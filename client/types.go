@@ -231,7 +231,8 @@ const (
 	CodeFetchRefused = "fetch_refused"
 	CodeConflict     = "conflict"
 	// CodeForbidden: the credential may not make this request (a token
-	// limited to sessions, or to approvals).
+	// limited to sessions, or to approvals), or the unix socket's caller
+	// is in another user namespace than the daemon's (a sandbox's).
 	CodeForbidden = "forbidden"
 	// CodeBodyTimeout: the request's body went quiet (no byte for the
 	// daemon's idle bound) and was abandoned.

@@ -133,6 +133,8 @@ type connKey struct{}
 type connInfo struct {
 	unix bool
 	uid  int
+	// refused: why the unix socket's peer may not use it (see peer).
+	refused string
 }
 
 // HTTPServer returns an http.Server for s: it learns each unix socket
@@ -151,8 +153,8 @@ func (s *Server) HTTPServer() *http.Server {
 			ci := connInfo{uid: -1}
 			if uc, ok := c.(*net.UnixConn); ok {
 				ci.unix = true
-				if uid, err := peerUID(uc); err == nil {
-					ci.uid = uid
+				if uid, refused, err := peer(uc); err == nil {
+					ci.uid, ci.refused = uid, refused
 				}
 			}
 			return context.WithValue(ctx, connKey{}, ci)
@@ -233,6 +235,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// ends: the connection ends with the answer instead. (It ends
 		// with an interactive exec's own answer too: see execInteractive.)
 		w.Header().Set("Connection", "close")
+	}
+	if ci, _ := r.Context().Value(connKey{}).(connInfo); ci.refused != "" {
+		// Before any route: the API, /mcp and the pages alike.
+		s.bodyDeadline(rw, r)
+		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeForbidden,
+			Message: "refused: " + ci.refused})
+		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.AllowOrigins, o) && !samePageOrigin(r, o) {
 		s.bodyDeadline(rw, r)

@@ -1,27 +1,61 @@
 package httpapi
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// peerUID is the uid of the process at the other end of c, as the kernel
-// recorded it when the connection was made (SO_PEERCRED).
-func peerUID(c *net.UnixConn) (int, error) {
+// peer is what the kernel says of the process at the other end of c, as
+// it recorded it when the connection was made (SO_PEERCRED): its uid, and
+// why it may not use the socket ("" if it may).
+//
+// A caller in another user namespace than the daemon's is refused: every
+// moat sandbox runs in one of its own, so a command that reaches a
+// daemon's socket (of another state directory, or a daemon started after
+// the run began, which the run's start-time check cannot know of) would
+// otherwise make sessions under a policy of its choosing, as the user.
+// The namespace is read through /proc by pid: a peer gone before it is
+// read is refused, never let through.
+func peer(c *net.UnixConn) (uid int, refused string, err error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return -1, err
+		return -1, "", err
 	}
 	var cred *unix.Ucred
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return -1, "", err
 	}
 	if serr != nil {
-		return -1, serr
+		return -1, "", serr
 	}
-	return int(cred.Uid), nil
+	return int(cred.Uid), foreignNamespace(int(cred.Pid)), nil
+}
+
+// foreignNamespace says why process pid may not use the socket: it is in
+// another user namespace than this process, or cannot be seen.
+func foreignNamespace(pid int) string {
+	if pid <= 0 {
+		return "the calling process is outside the daemon's PID namespace"
+	}
+	var own, its unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/user", &own); err != nil {
+		return fmt.Sprintf("the daemon's user namespace cannot be read: %v", err)
+	}
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/user", pid), &its); err != nil {
+		if os.IsNotExist(err) || err == syscall.ESRCH {
+			return "the calling process ended before it could be checked"
+		}
+		return fmt.Sprintf("the calling process's user namespace cannot be read: %v", err)
+	}
+	if own.Dev != its.Dev || own.Ino != its.Ino {
+		return "the calling process is in another user namespace than the daemon (a sandbox's: a command moat runs may not drive the daemon)"
+	}
+	return ""
 }

@@ -8,8 +8,8 @@ import (
 	"net"
 )
 
-// peerUID is not implemented here: a unix socket peer stays unknown, and
-// its requests are refused.
-func peerUID(*net.UnixConn) (int, error) {
-	return -1, fmt.Errorf("peer credentials: %w", errors.ErrUnsupported)
+// peer is not implemented here: a unix socket peer stays unknown, and its
+// requests are refused.
+func peer(*net.UnixConn) (int, string, error) {
+	return -1, "", fmt.Errorf("peer credentials: %w", errors.ErrUnsupported)
 }
