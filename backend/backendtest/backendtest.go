@@ -34,6 +34,9 @@ type Options struct {
 	// HostNetwork: the backend runs NetHost Specs (the positive control
 	// of the network probe).
 	HostNetwork bool
+	// KilledUsage: a run the wall-clock limit ended reports the CPU time
+	// its command used.
+	KilledUsage bool
 }
 
 // BaseSpec is the Spec of the default policy for workspace ws, running
@@ -129,7 +132,7 @@ func Run(t *testing.T, be backend.Backend, opts Options) {
 	t.Run("Environment", func(t *testing.T) { testEnvironment(t, be) })
 	t.Run("NetworkNone", func(t *testing.T) { testNetwork(t, be, opts) })
 	t.Run("ExitAndSignal", func(t *testing.T) { testExit(t, be) })
-	t.Run("WallLimit", func(t *testing.T) { testWall(t, be) })
+	t.Run("WallLimit", func(t *testing.T) { testWall(t, be, opts.KilledUsage) })
 	t.Run("OutputLimit", func(t *testing.T) { testOutput(t, be) })
 	t.Run("OneOutput", func(t *testing.T) { testOneOutput(t, be) })
 	t.Run("Seccomp", func(t *testing.T) { testSeccomp(t, be) })
@@ -296,7 +299,7 @@ func testExit(t *testing.T, be backend.Backend) {
 
 // testWall: the wall-clock limit ends a run that outlives it, and only
 // that one.
-func testWall(t *testing.T, be backend.Backend) {
+func testWall(t *testing.T, be backend.Backend, usage bool) {
 	ws := Workspace(t)
 	spec := BaseSpec(ws, "/bin/sleep", "30")
 	spec.Limits.Wall = time.Second
@@ -304,6 +307,16 @@ func testWall(t *testing.T, be backend.Backend) {
 	r := run(t, be, spec)
 	if r.err != nil || r.st.Cause != backend.CauseTimeout || time.Since(start) > 15*time.Second {
 		t.Errorf("sleep 30 under a 1s wall: %+v %v after %v", r.st, r.err, time.Since(start))
+	}
+	if usage {
+		// Killed, a busy command's CPU time is still reported, with no
+		// cgroup to read it from (no limit here needs one). Another
+		// process busy on the machine leaves it a good share.
+		spec = BaseSpec(ws, "/bin/sh", "-c", "while :; do :; done")
+		spec.Limits.Wall = time.Second
+		if r := run(t, be, spec); r.err != nil || r.st.Cause != backend.CauseTimeout || r.st.CPU < 100*time.Millisecond {
+			t.Errorf("a busy loop under a 1s wall: %+v %v, want its CPU time", r.st, r.err)
+		}
 	}
 	spec = BaseSpec(ws, "/bin/sleep", "0.1")
 	spec.Limits.Wall = 20 * time.Second

@@ -9,7 +9,7 @@ import (
 
 // TestConformance runs the suite every backend passes.
 func TestConformance(t *testing.T) {
-	backendtest.Run(t, &native.Backend{}, backendtest.Options{Overlay: true, HostNetwork: true})
+	backendtest.Run(t, &native.Backend{}, backendtest.Options{Overlay: true, HostNetwork: true, KilledUsage: true})
 }
 
 // TestSessionConformance runs the session suite every backend with a

@@ -765,11 +765,26 @@ func (r *run) kill(cause backend.Cause) {
 			return
 		}
 	}
+	if r.cg == nil && r.control != nil {
+		// Without a cgroup, CPU time and peak memory come only from init's
+		// report, which a killed init never sends: init is asked to kill
+		// the command instead, and then reaps and reports the whole run as
+		// when the command ends. It is killed itself if it has not ended
+		// by a short while, as when the command left its process group.
+		if _, err := r.control.Write([]byte{ctlSignal, byte(syscall.SIGKILL)}); err == nil {
+			time.AfterFunc(killGrace, func() { r.signal(syscall.SIGKILL) })
+			return
+		}
+	}
 	r.signal(syscall.SIGKILL)
 	if r.cg != nil {
 		r.cg.Kill()
 	}
 }
+
+// killGrace is how long init may take to reap and report a run whose
+// command it was asked to kill.
+const killGrace = 250 * time.Millisecond
 
 // saveGrace is how long init may take to save a run's changes after a
 // limit stopped the command.
