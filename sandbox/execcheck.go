@@ -535,10 +535,15 @@ func (e *execCheck) report() []backend.Denial {
 // The line's own argv gets none: the backend lets the command's own exec
 // through as decided (backend.ExecCall.First), and a grant left for it
 // would let a second run of it through unasked.
+//
+// Each is bound to the directory the person was shown: a script the line
+// starts could otherwise spend it on the same words elsewhere first (a
+// push from another repository). A command of the line that runs after a
+// cd is asked about again, in its own directory.
 func grantLine(ap *harness.Approvals, rules *harness.Rules, a harness.Action, by string) {
 	for _, argv := range rules.Asks(a) {
 		if !slices.Equal(argv, a.Argv) {
-			ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, By: by})
+			ap.Add(harness.Grant{Scope: harness.ScopeOnce, Argv: argv, Dir: a.Dir, By: by})
 		}
 	}
 }

@@ -454,3 +454,40 @@ func TestExecAskNamesTheCallersDir(t *testing.T) {
 		t.Errorf("audited in %q, want %q", dirs, want)
 	}
 }
+
+// firstYes approves the first ask only.
+type firstYes struct{ syncApprover }
+
+func (a *firstYes) Approve(ctx context.Context, act harness.Action, d harness.Decision) (bool, error) {
+	a.syncApprover.Approve(ctx, act, d)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.asked) == 1, nil
+}
+
+// TestLineGrantBoundToDir: approving a line lets each command it asks
+// about start once in the directory the person was shown: a script the
+// line runs cannot spend it on the same words in another directory (a
+// push from another repository) before the line's own command.
+func TestLineGrantBoundToDir(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "s.sh"), []byte("id -u >/dev/null; echo script $?\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := execPolicy(t, ws, execRules)
+	ap := &firstYes{}
+	req := &sandbox.Request{Backend: testBackend(), Policy: p, Approver: ap,
+		Args: []string{"sh", "-c", `mkdir -p sub && cd sub && sh ../s.sh; cd ..; id -u >/dev/null; echo line $?`}}
+	var out bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	// The script's id -u, in sub, is asked about (and refused); the
+	// line's own, where the person was shown, runs on the approval.
+	if got := out.String(); got != "script 126\nline 0\n" {
+		t.Errorf("output %q, want the script's id -u refused and the line's run (asked %q)", got, ap.asked)
+	}
+	if len(ap.asked) != 2 {
+		t.Errorf("asked %d times, want 2 (the line, the script's command in sub): %q", len(ap.asked), ap.asked)
+	}
+}
