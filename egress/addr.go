@@ -140,3 +140,42 @@ func ownAddrKind(a netip.Addr, own []netip.Addr) string {
 	}
 	return ""
 }
+
+// hostBlocks are the ranges whose addresses lead into the host itself (or,
+// for the metadata addresses, to the secrets of the machine it runs on).
+var hostBlocks = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("169.254.169.254/32"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+}
+
+// hostBlock returns, for an address that leads into the host itself (a
+// loopback, unspecified or metadata address, one of own, or an IPv6
+// spelling that embeds one), the range an allow_cidrs entry must lie
+// within to allow it: the block it belongs to, or for one of own and an
+// embedding, the address alone. A wider entry (a LAN the host sits in, a
+// NAT64 prefix) does not open it.
+func hostBlock(a netip.Addr, own []netip.Addr) (netip.Prefix, bool) {
+	a = a.Unmap()
+	for _, b := range hostBlocks {
+		if b.Contains(a) {
+			return b, true
+		}
+	}
+	if slices.Contains(own, a) {
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	_, v4s := embeddedIPv4(a)
+	if a.Is6() && netip.MustParsePrefix("::/96").Contains(a) {
+		v4s = append(v4s, netip.AddrFrom4([4]byte(a.AsSlice()[12:16])))
+	}
+	for _, v4 := range v4s {
+		if _, ok := hostBlock(v4, own); ok {
+			return netip.PrefixFrom(a, a.BitLen()), true
+		}
+	}
+	return netip.Prefix{}, false
+}

@@ -269,22 +269,40 @@ func (r *Rules) cidrFor(ip netip.Addr) (cidrRule, bool) {
 // call: the caller reads own.
 func (r *Rules) CheckAddr(host string, a netip.Addr, own []netip.Addr) Verdict {
 	a = a.Unmap()
-	if c, ok := r.cidrFor(a); ok {
-		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
-			"%s is allowed by the [network] allow_cidrs entry %q", a, c.entry)}
-	}
 	// What the address is (private, loopback...) says more than that
 	// the host holds it, so it names the refusal when it applies.
 	kind := addrKind(a)
 	if kind == "" {
 		kind = ownAddrKind(a, own)
 	}
-	if kind == "" {
-		return Verdict{Allow: true, Rule: "public address", Reason: fmt.Sprintf("%s is a public address", a)}
-	}
 	what := host + " resolves to " + a.String()
 	if host == "" || host == a.String() {
 		what = a.String()
+	}
+	block, intoHost := hostBlock(a, own)
+	var wide *cidrRule
+	for _, c := range r.cidrs {
+		if !c.prefix.Contains(a) {
+			continue
+		}
+		if intoHost && (c.prefix.Bits() < block.Bits() || !block.Contains(c.prefix.Addr())) {
+			// A range that merely contains such an address (a LAN the
+			// host sits in, 0.0.0.0/1, a NAT64 prefix) does not open it.
+			if wide == nil {
+				wide = &c
+			}
+			continue
+		}
+		return Verdict{Allow: true, Rule: c.entry, Reason: fmt.Sprintf(
+			"%s is allowed by the [network] allow_cidrs entry %q", a, c.entry)}
+	}
+	if wide != nil {
+		return Verdict{Rule: kind, Reason: fmt.Sprintf(
+			"%s: %s, which leads back into the host (or to the cloud metadata service): the [network] allow_cidrs entry %q contains it but is wider than %s; to allow it, add %q (or a range within it) to [network] allow_cidrs",
+			what, kind, wide.entry, block, block)}
+	}
+	if kind == "" {
+		return Verdict{Allow: true, Rule: "public address", Reason: fmt.Sprintf("%s is a public address", a)}
 	}
 	return Verdict{Rule: kind, Reason: fmt.Sprintf(
 		"%s: %s; moat refuses such addresses unless [network] allow_cidrs lists them; to allow it, add %q to [network] allow_cidrs",

@@ -232,10 +232,50 @@ func TestCheckAddrHostAddress(t *testing.T) {
 			t.Errorf("CheckAddr(%s) = %+v, want allowed", s, v)
 		}
 	}
-	r, _ := ParseRules(nil, nil, []string{"93.184.216.34", "2606:2800:220:1::/64"})
+	r, _ := ParseRules(nil, nil, []string{"93.184.216.34", "2606:2800:220:1::7/128"})
 	for _, s := range []string{"93.184.216.34", "::ffff:93.184.216.34", "2606:2800:220:1::7"} {
 		if v := r.CheckAddr("x", netip.MustParseAddr(s), own); !v.Allow {
 			t.Errorf("with allow_cidrs, CheckAddr(%s) = %+v, want allowed", s, v)
+		}
+	}
+}
+
+// TestWideCIDRDoesNotOpenTheHost: an allow_cidrs range that merely
+// contains an address leading into the host (the LAN the host sits in,
+// half the address space, a NAT64 prefix) does not open it; an entry
+// within its block does. Positive control: the range's other addresses.
+func TestWideCIDRDoesNotOpenTheHost(t *testing.T) {
+	own := []netip.Addr{netip.MustParseAddr("45.45.45.1"), netip.MustParseAddr("127.0.0.1")}
+	for _, tt := range []struct {
+		cidrs   []string
+		refused []string
+		allowed []string
+	}{
+		{[]string{"45.45.45.0/24"}, []string{"45.45.45.1", "::ffff:45.45.45.1"}, []string{"45.45.45.2"}},
+		{[]string{"45.45.45.1/32"}, nil, []string{"45.45.45.1"}},
+		{[]string{"0.0.0.0/1"}, []string{"127.0.0.1", "0.0.0.0", "::ffff:127.0.0.1", "45.45.45.1"}, []string{"10.1.2.3", "8.8.8.8"}},
+		{[]string{"127.0.0.0/8"}, nil, []string{"127.0.0.1", "127.1.2.3"}},
+		{[]string{"169.254.0.0/16"}, []string{"169.254.169.254"}, []string{"169.254.1.1"}},
+		{[]string{"169.254.169.254/32"}, nil, []string{"169.254.169.254"}},
+		{[]string{"64:ff9b::/96"}, []string{"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::2d2d:2d01"}, []string{"64:ff9b::808:808"}},
+		{[]string{"2002::/16"}, []string{"2002:7f00:1::"}, nil},
+		{[]string{"::/1"}, []string{"::1", "::", "::7f00:1"}, nil},
+		{[]string{"fd00::/8"}, []string{"fd00:ec2::254"}, []string{"fd00::1"}},
+	} {
+		r, err := ParseRules(nil, nil, tt.cidrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tt.refused {
+			v := r.CheckAddr("x.test", netip.MustParseAddr(s), own)
+			if v.Allow || !strings.Contains(v.Reason, "wider than") {
+				t.Errorf("allow_cidrs %q: CheckAddr(%s) = %+v, want refused as wider than its block", tt.cidrs, s, v)
+			}
+		}
+		for _, s := range tt.allowed {
+			if v := r.CheckAddr("x.test", netip.MustParseAddr(s), own); !v.Allow {
+				t.Errorf("allow_cidrs %q: CheckAddr(%s) = %+v, want allowed", tt.cidrs, s, v)
+			}
 		}
 	}
 }
