@@ -281,9 +281,16 @@ func checkDaemonSockets(p *policy.Policy, socks []liveSocket) error {
 // relative "file:" lands beside the policy, in the workspace when that
 // is .moat.toml. Both the path as written and where its links lead must
 // be out of view.
+//
+// A file with more than one hard link is refused too: its other names
+// may lie anywhere on its filesystem, in view, and finding them would
+// take a walk of every tree the command sees.
 func checkSecretFileHidden(p *policy.Policy, file string) error {
 	if v := shownAt(p, filepath.Clean(file), realPath(file)); v != "" {
 		return fmt.Errorf("%w: the secret's file %s is under %s, which the command would see and could read the value from; keep the file outside what the sandbox shows, or add %q to filesystem.deny", ErrRefused, file, v, file)
+	}
+	if n := linkCount(file); n > 1 {
+		return fmt.Errorf("%w: the secret's file %s has %d hard links: another name of it could be where the command sees it; keep the value in a file of one link (cp it, then remove the others)", ErrRefused, file, n)
 	}
 	return nil
 }
@@ -319,4 +326,17 @@ func underPaths(path string, dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// linkCount is the number of hard links of the file path leads to, or 0
+// when it cannot be read (its reading fails later, with its own error).
+func linkCount(path string) uint64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 0
 }

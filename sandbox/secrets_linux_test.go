@@ -348,6 +348,14 @@ func TestSecretFileInView(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Symlink(ws+"/tok.txt", outside+"/link.txt")
+	// A hard link in view of a file outside it: the other name is the
+	// same file.
+	if err := os.WriteFile(outside+"/hard.txt", []byte("HARDSECRET-abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside+"/hard.txt", ws+"/innocent.txt"); err != nil {
+		t.Fatal(err)
+	}
 	run := func(source string, deny ...string) (string, error) {
 		t.Helper()
 		p := policy.Default()
@@ -377,6 +385,9 @@ func TestSecretFileInView(t *testing.T) {
 		if out != "" {
 			t.Errorf("%s: the command ran: %q", tc.source, out)
 		}
+	}
+	if out, err := run("file:" + outside + "/hard.txt"); !errors.Is(err, sandbox.ErrRefused) || !strings.Contains(err.Error(), "hard links") || out != "" {
+		t.Errorf("a file with a hard link in the workspace: %v %q, want a refusal naming its hard links", err, out)
 	}
 	out, err := run("file:tok.txt", ws+"/tok.txt")
 	if err != nil || !strings.HasPrefix(out, "ran\n") || strings.Contains(out, "WSSECRET") {
