@@ -679,3 +679,41 @@ func seccompProbe(t *testing.T, bin string) {
 		t.Fatalf("build the probe: %v\n%s", err, out)
 	}
 }
+
+// TestDenialsSurviveALimitsKill: the system calls the filter refused are
+// in the report of a run a limit ended too, with or without a cgroup: a
+// command hid them before by outliving --wall. Positive control: the
+// same run ending by itself reports them.
+func TestDenialsSurviveALimitsKill(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare(1)")
+	}
+	for _, tc := range []struct {
+		name  string
+		sleep string
+		cause string
+		cg    bool
+	}{{"ends", "0", "exit", false}, {"killed", "30", "timeout", false}, {"killed in a cgroup", "30", "timeout", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cg && os.Getuid() != 0 {
+				t.Skip("a memory limit (a cgroup) needs root here")
+			}
+			r := run(t, t.TempDir(), func(p *policy.Policy) {
+				p.Limits.Wall = policy.Duration(time.Second)
+				if tc.cg {
+					p.Limits.Memory = 512 << 20
+				}
+			}, "/bin/sh", "-c", "unshare -U true; sleep "+tc.sleep)
+			if r.rep.Reason != tc.cause {
+				t.Fatalf("reason %s, want %s (%s)", r.rep.Reason, tc.cause, r.stderr)
+			}
+			found := false
+			for _, d := range r.rep.Denials {
+				found = found || d.What == "unshare"
+			}
+			if !found {
+				t.Errorf("no denial of unshare in the report: %+v", r.rep.Denials)
+			}
+		})
+	}
+}

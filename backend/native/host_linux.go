@@ -465,10 +465,14 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			return nil, &backend.InitError{Stage: "init", Err: fmt.Errorf("moat's init died: %s", text)}
 		}
 	}
-	if (direct || r.initSupervised) && exitMsg != nil {
-		exitMsg.Denials = r.seen.list() // the host answered the notifications
+	st := r.status(exitMsg)
+	if direct || r.initSupervised {
+		// The host answered the notifications: what it refused is known
+		// however the run ended, a limit's kill included (the command
+		// could otherwise hide its refusals by outliving --wall).
+		st.Denials = r.explain(r.seen.list())
 	}
-	return r.status(exitMsg), nil
+	return st, nil
 }
 
 // setsidNoticer is a seccomp.Supervisor's Setsid.
