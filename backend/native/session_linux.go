@@ -933,7 +933,9 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	if pids > 0 {
 		hit(backend.CausePids)
 	}
-	cpuHit := st.Signal == int(syscall.SIGXCPU)
+	// The hard CPU limit's kill, when SIGXCPU was ignored, as Run reads it.
+	cpuHit := st.Signal == int(syscall.SIGXCPU) ||
+		(exit != nil && st.Signal == int(syscall.SIGKILL) && p.in.r.spec.Limits.CPUTime > 0 && st.CPU >= p.in.r.spec.Limits.CPUTime)
 	if cpuHit {
 		hit(backend.CauseCPU)
 	}
