@@ -349,6 +349,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeMessage(runErr.Error()))
 	} else if rep.Reason != "exit" {
 		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
+	} else if len(rep.LimitsHit) > 0 {
+		// The command went on past a limit that killed or refused one of
+		// its processes, and ended as it chose: still said.
+		fmt.Fprintf(stderr, "moat: during the run it hit %s; the command went on and exited with status %d\n", limitsHitText(rep.LimitsHit, p), rep.ExitCode)
 	}
 	if cs := rep.ChangeSet; cs != nil && runErr == nil {
 		name := cs.ID
@@ -429,6 +433,29 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
 	return "run ended: " + r.Reason
+}
+
+// limitsHitText names the limits a run hit, with their values and flags:
+// "the memory limit of 64MiB (--memory)".
+func limitsHitText(hit []string, p *policy.Policy) string {
+	var out []string
+	for _, h := range hit {
+		switch h {
+		case "memory":
+			out = append(out, fmt.Sprintf("the memory limit of %s (--memory), and the kernel killed a process of it", p.Limits.Memory))
+		case "pids":
+			out = append(out, fmt.Sprintf("the process limit of %d (--pids), which refused forks", p.Limits.Pids))
+		case "cpu":
+			out = append(out, fmt.Sprintf("the CPU-time limit of %s (--cpu-time), which killed a process of it", p.Limits.CPU))
+		case "file_size":
+			out = append(out, fmt.Sprintf("the file-size limit of %s (--file-size), which cut a write", p.Limits.FileSize))
+		case "disk":
+			out = append(out, fmt.Sprintf("the disk limit of %s (--disk), which failed a write", p.Limits.Disk))
+		default:
+			out = append(out, "the "+h+" limit")
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // openReport opens the --report file. The command may write where it

@@ -484,3 +484,16 @@ func TestLimitSummaryWithoutKill(t *testing.T) {
 		}
 	}
 }
+
+// A run that ended by its own exit after a limit killed or refused one of
+// its processes names each limit hit, with its value and flag.
+func TestLimitsHitText(t *testing.T) {
+	p := policy.Default()
+	p.Limits.Memory, p.Limits.Pids = 64<<20, 50
+	got := limitsHitText([]string{"memory", "pids"}, p)
+	for _, w := range []string{"memory limit of 64MiB (--memory)", "process limit of 50 (--pids)"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("limitsHitText = %q, want %q in it", got, w)
+		}
+	}
+}

@@ -394,6 +394,8 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
 	} else if rep.Reason != "" && rep.Reason != "exit" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
+	} else if len(rep.LimitsHit) > 0 {
+		fmt.Fprintf(stderr, "moat exec: during the command it hit the session's %s limit; the command went on and exited with status %d\n", strings.Join(rep.LimitsHit, ", "), rep.ExitCode)
 	}
 	printRulesRefused(stderr, rep.Denials)
 	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
