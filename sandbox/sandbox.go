@@ -165,7 +165,8 @@ type Report struct {
 	StartedAt        time.Time         `json:"started_at"`
 	WallSeconds      float64           `json:"wall_seconds"`
 	// SetupSeconds is the part of WallSeconds the sandbox took to set up,
-	// until the command had been started inside it.
+	// until the command had been started inside it; 0 where the backend
+	// cannot tell (gvisor).
 	SetupSeconds   float64 `json:"setup_seconds"`
 	CPUSeconds     float64 `json:"cpu_seconds"`
 	MaxMemoryBytes int64   `json:"max_memory_bytes"`
