@@ -55,12 +55,32 @@ type jsonWalker struct {
 	lines map[string]int
 	zeros map[string]string // as keyLines's
 	keys  int
+	elems int // array elements read, bounded by maxElements
+	depth int // arrays and objects open, bounded by maxDepth
+	// lineOff and lineNo: the line of offset lineOff, from which the
+	// next line() counts on (the decoder only moves forward).
+	lineOff, lineNo int
 }
+
+// maxDepth bounds the nesting of a JSON policy: the schema's is a few
+// levels, and each level costs a key as long as the path to it, so a
+// small document of deep arrays would otherwise take memory that grows
+// with the square of its depth (a daemon's request, gigabytes).
+const maxDepth = 32
+
+// maxElements bounds the array elements of a JSON policy, each of which
+// gets its line recorded as a key does.
+const maxElements = 65536
 
 // line is the 1-based line of the decoder's position.
 func (w *jsonWalker) line() int {
 	off := min(int(w.dec.InputOffset()), len(w.data))
-	return 1 + bytes.Count(w.data[:off], []byte{'\n'})
+	if off < w.lineOff {
+		w.lineOff, w.lineNo = 0, 0
+	}
+	w.lineNo += bytes.Count(w.data[w.lineOff:off], []byte{'\n'})
+	w.lineOff = off
+	return 1 + w.lineNo
 }
 
 func (w *jsonWalker) document() (map[string]any, error) {
@@ -113,11 +133,18 @@ func (w *jsonWalker) value(key string) (any, error) {
 	}
 	switch v := tok.(type) {
 	case json.Delim:
+		if w.depth++; w.depth > maxDepth {
+			return nil, fmt.Errorf("%s: nested more than %d levels deep; a policy needs a few", key, maxDepth)
+		}
+		defer func() { w.depth-- }()
 		if v == '{' {
 			return w.object(key)
 		}
 		var a []any
 		for i := 0; w.dec.More(); i++ {
+			if w.elems++; w.elems > maxElements {
+				return nil, fmt.Errorf("%s: more than %d array elements in the policy; it needs far fewer", key, maxElements)
+			}
 			w.lines[indexKey(key, i)] = w.line()
 			e, err := w.value(indexKey(key, i))
 			if err != nil {

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseJSON(t *testing.T) {
@@ -59,4 +61,29 @@ func FuzzParseJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc string) {
 		ParseJSON("f.json", []byte(doc))
 	})
+}
+
+// A small JSON document of deep arrays, or of very many elements, is
+// refused quickly with a line and a reason: each level cost a key as long
+// as its path, and a 400 KB request took a daemon's memory to gigabytes.
+// The control: an ordinary nested policy still parses.
+func TestJSONNestingBounded(t *testing.T) {
+	for name, doc := range map[string]string{
+		"deep arrays":   `{"limits":` + strings.Repeat("[", 200000) + strings.Repeat("]", 200000) + `}`,
+		"deep objects":  `{"limits":` + strings.Repeat(`{"a":`, 2000) + "1" + strings.Repeat("}", 2000) + `}`,
+		"many elements": `{"network":{"mode":"allow","allow":[` + strings.Repeat(`"a.test",`, 200000) + `"a.test"]}}`,
+	} {
+		start := time.Now()
+		_, err := ParseJSON("p.json", []byte(doc))
+		var es *Errors
+		if !errors.As(err, &es) || !strings.Contains(err.Error(), "p.json:") {
+			t.Errorf("%s: %v, want a refusal naming the file and line", name, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %v", name, d)
+		}
+	}
+	if _, err := ParseJSON("p.json", []byte(`{"network":{"mode":"allow","allow":["a.test","b.test"]},"rules":[{"name":"r","match":{"command":["git","push"]},"decision":"deny"}]}`)); err != nil {
+		t.Errorf("control: %v", err)
+	}
 }
