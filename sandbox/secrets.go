@@ -218,6 +218,14 @@ func secretCommand(argv []string, dir, stdin string, checked func(string) (strin
 		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 			last = last[i+1:]
 		}
+		// The line may quote the value: the one a revoke program was
+		// given, or the one a source printed before it failed. It goes
+		// into warnings, the report and the audit log, never the value.
+		for _, v := range []string{stdin, out.String()} {
+			if v = strings.TrimSpace(v); v != "" {
+				last = strings.ReplaceAll(last, v, "[value withheld]")
+			}
+		}
 		if last != "" {
 			return "", fmt.Errorf("%w: %s", err, last)
 		}
