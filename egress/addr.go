@@ -58,6 +58,7 @@ var refused6 = mustRanges(
 
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	siit      = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765
 	sixToFour = netip.MustParsePrefix("2002::/16")
 	teredo    = netip.MustParsePrefix("2001::/32")
 	global6   = netip.MustParsePrefix("2000::/3")
@@ -65,7 +66,7 @@ var (
 
 // addrKind returns "" for an address the proxy may connect to, else what
 // the address is, as a rule name: "private address 10.0.0.1 (RFC 1918)".
-// IPv6 addresses that embed an IPv4 address (NAT64, 6to4, Teredo) are
+// IPv6 addresses that embed an IPv4 address (NAT64, SIIT, 6to4, Teredo) are
 // refused when the embedded address would be.
 func addrKind(a netip.Addr) string {
 	a = a.Unmap()
@@ -100,7 +101,7 @@ func addrKind(a netip.Addr) string {
 }
 
 // embeddedIPv4 returns, for an IPv6 address that leads to IPv4 addresses
-// (NAT64, 6to4, Teredo's server and client), what kind of address it is
+// (NAT64, SIIT's IPv4-translated, 6to4, Teredo's server and client), what kind of address it is
 // and those IPv4 addresses; "" and nil for any other address.
 func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
 	if !a.Is6() {
@@ -112,6 +113,8 @@ func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
 		return "NAT64 address", []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
 	case sixToFour.Contains(a):
 		return "6to4 address", []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
+	case siit.Contains(a):
+		return "IPv4-translated address", []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
 	case teredo.Contains(a):
 		client := [4]byte{^b[12], ^b[13], ^b[14], ^b[15]}
 		return "Teredo address", []netip.Addr{netip.AddrFrom4(client), netip.AddrFrom4([4]byte(b[4:8]))}

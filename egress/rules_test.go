@@ -259,7 +259,7 @@ func TestWideCIDRDoesNotOpenTheHost(t *testing.T) {
 		{[]string{"169.254.169.254/32"}, nil, []string{"169.254.169.254"}},
 		{[]string{"64:ff9b::/96"}, []string{"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::2d2d:2d01"}, []string{"64:ff9b::808:808"}},
 		{[]string{"2002::/16"}, []string{"2002:7f00:1::"}, nil},
-		{[]string{"::/1"}, []string{"::1", "::", "::7f00:1"}, nil},
+		{[]string{"::/1"}, []string{"::1", "::", "::7f00:1", "::ffff:0:7f00:1", "::ffff:0:2d2d:2d01"}, nil},
 		{[]string{"fd00::/8"}, []string{"fd00:ec2::254"}, []string{"fd00::1"}},
 	} {
 		r, err := ParseRules(nil, nil, tt.cidrs)

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv("MOAT_TEST_DAEMON"); sock != "" {
 		os.Exit(serveForTest(sock))
 	}
+	if sock := os.Getenv("MOAT_TEST_CONNECT_PASS"); sock != "" {
+		os.Exit(connectAndPass(sock))
+	}
 	if sock := os.Getenv("MOAT_TEST_CONNECT"); sock != "" {
 		os.Exit(connectForTest(sock))
 	}

@@ -237,7 +237,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 	}
 	if ci, _ := r.Context().Value(connKey{}).(connInfo); ci.refused != "" {
-		// Before any route: the API, /mcp and the pages alike.
+		// Before any route: the API, /mcp and the pages alike. The
+		// connection is not kept: a sandbox must not hold the daemon's
+		// fds with connections it may not use.
+		rw.Header().Set("Connection", "close")
 		s.bodyDeadline(rw, r)
 		writeError(rw, &client.Error{Status: http.StatusForbidden, Code: client.CodeForbidden,
 			Message: "refused: " + ci.refused})

@@ -19,7 +19,8 @@ import (
 // the run began, which the run's start-time check cannot know of) would
 // otherwise make sessions under a policy of its choosing, as the user.
 // The namespace is read through /proc by pid: a peer gone before it is
-// read is refused, never let through.
+// read is refused, never let through; so is one whose pid may have been
+// reused (see below).
 func peer(c *net.UnixConn) (uid int, refused string, err error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
@@ -35,7 +36,27 @@ func peer(c *net.UnixConn) (uid int, refused string, err error) {
 	if serr != nil {
 		return -1, "", serr
 	}
-	return int(cred.Uid), foreignNamespace(int(cred.Pid)), nil
+	// The pid is the connecting process's, which may have passed the
+	// connection on and ended, its pid then reused by a process of the
+	// host (a sandbox can wrap the pid counter, and hold this accept back
+	// by filling the daemon's fds). Where the kernel gives a pidfd of that
+	// very process (SO_PEERPIDFD), the namespace read by pid counts only
+	// if that process is still alive once it was read: its pid cannot
+	// have been reused meanwhile.
+	pidfd := -1
+	raw.Control(func(fd uintptr) {
+		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			pidfd = v
+		}
+	})
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
+	refused = foreignNamespace(int(cred.Pid))
+	if refused == "" && pidfd >= 0 && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		refused = "the calling process ended before it could be checked"
+	}
+	return int(cred.Uid), refused, nil
 }
 
 // foreignNamespace says why process pid may not use the socket: it is in
