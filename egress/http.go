@@ -411,11 +411,18 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 // it, the upstream connection is closed and reqErr says so.
 func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWriter, writeDone <-chan error, emptyBody bool, ev *Event) (werr, reqErr error) {
 	cw := &countWriter{w: cc.c}
-	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &upstreamBody{ReadCloser: resp.Body, conn: up.conn}
-	}
 	bw := responseWriters.Get().(*bufio.Writer)
 	bw.Reset(cw)
+	if resp.Body != nil && resp.Body != http.NoBody {
+		ub := &upstreamBody{ReadCloser: resp.Body, conn: up.conn}
+		if streaming(resp) {
+			// What the destination sent reaches the client before the
+			// proxy waits for more: an event stream, a long poll or a
+			// token-by-token answer must not wait for the buffer to fill.
+			ub.flush = bw
+		}
+		resp.Body = ub
+	}
 	werr = resp.Write(bw)
 	if werr == nil {
 		werr = bw.Flush()
@@ -448,11 +455,25 @@ func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWri
 // it, which for a large download goes on long after nobody wants it.
 type upstreamBody struct {
 	io.ReadCloser
-	conn net.Conn
-	end  bool
+	conn  net.Conn
+	end   bool
+	flush *bufio.Writer // flushed before each read, for a streaming response
+}
+
+// streaming reports whether a response's body may come in pieces over
+// time, as net/http/httputil's ReverseProxy reads it: no length given,
+// or an event stream.
+func streaming(resp *http.Response) bool {
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return resp.ContentLength < 0 || strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.flush != nil && b.flush.Buffered() > 0 {
+		if err := b.flush.Flush(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
 		b.end = true

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -975,5 +976,50 @@ func TestSingleLabelName(t *testing.T) {
 	}
 	if n := len(tp2.dials()); n != 0 {
 		t.Errorf("db outside allow_cidrs: %d dials", n)
+	}
+}
+
+// A response whose body comes in pieces over time (no length, or an
+// event stream) reaches the client piece by piece through the proxy: the
+// first event waited in the proxy's buffer until the body ended before.
+// The control: the whole body arrives too.
+func TestStreamingResponseFlushed(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "data: second\n\n")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+	resp, err := tp.client().Get(fmt.Sprintf("http://allowed.test:%d/events", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, len("data: first\n\n"))
+		n, _ := io.ReadFull(resp.Body, b)
+		got <- string(b[:n])
+	}()
+	select {
+	case s := <-got:
+		if s != "data: first\n\n" {
+			t.Errorf("first event %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the first event did not arrive while the stream was open")
+	}
+	close(release)
+	rest, _ := io.ReadAll(resp.Body)
+	if string(rest) != "data: second\n\n" {
+		t.Errorf("the rest: %q", rest)
 	}
 }
