@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -84,10 +83,7 @@ func DefaultSockets(uid int, getenv func(string) string) []string {
 // The daemon knows the caller by its uid.
 func Unix(path string) *Client {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
+		DialContext:         dialWatched(path),
 		MaxIdleConnsPerHost: 16,
 	}
 	return &Client{base: "http://moat", http: &http.Client{Transport: tr}, unix: true}
@@ -107,7 +103,8 @@ func TCP(addr, token string) *Client {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		base = strings.TrimRight(addr, "/")
 	}
-	return &Client{base: base, token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, DialContext: dialWatched("")}
+	return &Client{base: base, token: token, http: &http.Client{Transport: tr}}
 }
 
 // Close releases idle connections.

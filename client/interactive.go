@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"unicode/utf8"
@@ -55,7 +57,25 @@ func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, s
 		// next Write.
 		stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
 		defer stop()
-		resp, err := c.roundTrip(hreq)
+		// So must the connection's failure (see watchedConn).
+		var watched *watchedConn
+		gone := func() { pw.CloseWithError(errDaemonGone) }
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			c := info.Conn
+			if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+				c = tc.NetConn() // TLS to a proxy in front
+			}
+			if wc, ok := c.(*watchedConn); ok {
+				watched = wc
+				wc.onFail.Store(&gone)
+			}
+		}}
+		defer func() {
+			if watched != nil {
+				watched.onFail.Store(nil)
+			}
+		}()
+		resp, err := c.roundTrip(hreq.WithContext(httptrace.WithClientTrace(hreq.Context(), trace)))
 		if err != nil {
 			x.err = err
 			return
@@ -72,6 +92,10 @@ func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, s
 	}
 	return x, nil
 }
+
+// errDaemonGone ends an Interactive's request body when its connection
+// fails.
+var errDaemonGone = errors.New("exec: the connection to the daemon failed before the command ended")
 
 func (x *Interactive) send(line []byte) error {
 	x.mu.Lock()
