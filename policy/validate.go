@@ -92,6 +92,27 @@ func (p *Policy) validateFilesystem(l *errorList) {
 			}
 		}
 	}
+	// The workspace is shown as its mode says: a list naming it would be
+	// ignored (read_only, read_write) or hide it (deny, at or above it),
+	// neither of which its author meant.
+	if ws := p.Workspace.Path; ws != "" && path.IsAbs(ws) {
+		ws = path.Clean(ws)
+		for _, list := range []struct {
+			field string
+			paths []string
+		}{{"filesystem.read_only", p.Filesystem.ReadOnly}, {"filesystem.read_write", p.Filesystem.ReadWrite}} {
+			for i, e := range list.paths {
+				if e != "" && path.Clean(e) == ws {
+					l.add(indexKey(list.field, i), fmt.Sprintf(`%q is the workspace, which workspace.mode shows (direct: writable; "readonly"; overlay or copy: changes kept for review); list other paths here, or set workspace.mode (--workspace-mode)`, e))
+				}
+			}
+		}
+		for i, e := range p.Filesystem.Deny {
+			if c := path.Clean(e); e != "" && path.IsAbs(c) && (c == ws || c == "/" || strings.HasPrefix(ws, c+"/")) {
+				l.add(indexKey("filesystem.deny", i), fmt.Sprintf("%q would hide the workspace %s from the command; deny paths beside it, or choose another workspace", e, ws))
+			}
+		}
+	}
 	oneOf(l, "filesystem.landlock", p.Filesystem.Landlock, LandlockAuto, LandlockRequired, LandlockBestEffort, LandlockOff)
 }
 
