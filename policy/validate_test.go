@@ -63,10 +63,16 @@ func TestValidateFields(t *testing.T) {
 		}, ""},
 		// The workspace is shown as its mode says: a list naming it, or a
 		// deny at or above it, is refused; a deny beside it is not.
-		{"workspace read-only", func(p *Policy) { p.Workspace.Path = "/srv/ws"; p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, "/srv/ws/") }, `is the workspace, which workspace.mode shows`},
+		{"workspace read-only", func(p *Policy) {
+			p.Workspace.Path = "/srv/ws"
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, "/srv/ws/")
+		}, `is the workspace, which workspace.mode shows`},
 		{"workspace writable", func(p *Policy) { p.Workspace.Path = "/srv/ws"; p.Filesystem.ReadWrite = []string{"/srv/ws"} }, `filesystem.read_write[0]: "/srv/ws" is the workspace`},
 		{"deny above the workspace", func(p *Policy) { p.Workspace.Path = "/srv/ws"; p.Filesystem.Deny = append(p.Filesystem.Deny, "/srv") }, `"/srv" would hide the workspace /srv/ws`},
-		{"deny beside the workspace", func(p *Policy) { p.Workspace.Path = "/srv/ws"; p.Filesystem.Deny = append(p.Filesystem.Deny, "/srv/other", "/srv/wsx") }, ""},
+		{"deny beside the workspace", func(p *Policy) {
+			p.Workspace.Path = "/srv/ws"
+			p.Filesystem.Deny = append(p.Filesystem.Deny, "/srv/other", "/srv/wsx")
+		}, ""},
 		// The grammar the egress proxy reads: what it refuses, Validate refuses.
 		{"allow everything", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"*"} }, `network.allow[0]: "*": "*" matches every host`},
 		{"allow a tld", func(p *Policy) { p.Network.Mode = NetworkAllow; p.Network.Allow = []string{"*.com"} }, `network.allow[0]: "*.com": too broad: "com" is a top-level domain`},
