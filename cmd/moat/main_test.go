@@ -932,6 +932,7 @@ func TestInputsMustBeRegularFiles(t *testing.T) {
 		{[]string{"run", "--seccomp", "/dev/zero", "--", "true"}, "/dev/zero: not a regular file (a character device)"},
 		{[]string{"run", "--seccomp", huge, "--", "true"}, huge + ": file too large: larger than 4 MiB"},
 		{[]string{"run", "--policy", fifo, "--", "true"}, fifo + ": not a regular file (a named pipe)"},
+		{[]string{"mcp", "--policy", fifo}, fifo + ": not a regular file (a named pipe)"},
 		{[]string{"seccomp", "check", fifo}, fifo + ": not a regular file (a named pipe)"},
 		{[]string{"seccomp", "check", "/dev/zero"}, "/dev/zero: not a regular file"},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
 	"github.com/moatbox/moat/mcpserver"
+	"github.com/moatbox/moat/internal/inputfile"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -65,7 +66,9 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var doc []byte
 	var err error
 	if *policyFile != "" {
-		if doc, err = os.ReadFile(*policyFile); err != nil {
+		// As moat run reads it: a regular file, bounded (a named pipe
+		// would hold the server before it answered its client).
+		if doc, err = inputfile.Read(*policyFile, "policy file", inputfile.MaxPolicy); err != nil {
 			return fail(fmt.Errorf("policy: %w", err))
 		}
 		if !flagSet(fs, "workspace") {
