@@ -231,6 +231,17 @@ func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.Pip
 			stdin.Close()
 			return err
 		}
+		// One thing a line: a signal, a resize, or input (stdin or
+		// stdin_base64), which close_stdin may end in the same line.
+		// Another mix would lose what the switch below does not take.
+		hasData := in.Stdin != "" || in.StdinBase64 != nil
+		switch {
+		case in.Stdin != "" && in.StdinBase64 != nil,
+			in.Signal != "" && (in.Resize != nil || hasData || in.CloseStdin),
+			in.Resize != nil && (hasData || in.CloseStdin):
+			stdin.Close()
+			return badRequest("an input line carries one of stdin, stdin_base64, signal or resize (close_stdin may end a line of stdin); send each on its own line")
+		}
 		switch {
 		case in.Signal != "":
 			sig, ok := signalNamed(in.Signal)
@@ -254,20 +265,23 @@ func (s *Server) relayInput(ctx context.Context, br *bufio.Reader, stdin *io.Pip
 			case <-ctx.Done():
 				return nil
 			}
-		case in.CloseStdin:
-			stdin.Close()
 		default:
 			data := in.StdinBase64
 			if data == nil {
 				data = []byte(in.Stdin)
 			}
-			if _, err := stdin.Write(data); err != nil {
-				// The input was closed, or the command ended: the rest of
-				// the body is read and dropped until it ends.
-				if errors.Is(err, io.ErrClosedPipe) && ctx.Err() == nil {
-					continue
+			if len(data) > 0 {
+				if _, err := stdin.Write(data); err != nil {
+					// The input was closed, or the command ended: the rest
+					// of the body is read and dropped until it ends.
+					if errors.Is(err, io.ErrClosedPipe) && ctx.Err() == nil {
+						continue
+					}
+					return nil
 				}
-				return nil
+			}
+			if in.CloseStdin {
+				stdin.Close()
 			}
 		}
 	}

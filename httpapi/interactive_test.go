@@ -140,6 +140,9 @@ func TestInteractiveBadInput(t *testing.T) {
 		"unknown field":      `{"args":["sleep","30"]}` + "\n" + `{"keys":"x"}` + "\n",
 		"not json":           `{"args":["sleep","30"]}` + "\n" + "{\n",
 		"zero size":          `{"args":["sleep","30"],"tty":true}` + "\n" + `{"resize":{"rows":0,"cols":4}}` + "\n",
+		// Two things in one line: one was dropped before.
+		"stdin and signal":       `{"args":["sleep","30"]}` + "\n" + `{"stdin":"x","signal":"TERM"}` + "\n",
+		"stdin and stdin_base64": `{"args":["sleep","30"]}` + "\n" + `{"stdin":"x","stdin_base64":"eQ=="}` + "\n",
 	} {
 		start := time.Now()
 		status, e := apiErr(t, hc, "POST", "http://moat/v1/sessions/"+s.ID+"/exec", body, map[string]string{"Content-Type": "application/x-ndjson"})
@@ -162,6 +165,18 @@ func TestInteractiveBadInput(t *testing.T) {
 	}
 	if out, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"echo", "still"}}); out != "still\n" || rep.ExitCode != 0 {
 		t.Errorf("the session after bad input: %q %+v", out, rep)
+	}
+	// The last input and its end in one line: both count (the input was
+	// dropped before).
+	resp, err := hc.Post("http://moat/v1/sessions/"+s.ID+"/exec", "application/x-ndjson",
+		strings.NewReader(`{"args":["cat"]}`+"\n"+`{"stdin":"last","close_stdin":true}`+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"data":"last"`) || !strings.Contains(string(b), `"exit_code":0`) {
+		t.Errorf("stdin with close_stdin in one line: %s", b)
 	}
 }
 
