@@ -226,19 +226,8 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if gone, known := rwMissing[rw]; gone || !known && !made(rw) && missing(rw) {
 			return nil, p.FieldError(field, fmt.Sprintf("%s does not exist: a read-write path is the host's own, shown to the command; create it first", rw))
 		}
-		for _, path := range []string{rw, rwSource(rw)} {
-			if path == "/" {
-				return nil, p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))
-			}
-			if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
-				return nil, p.FieldError(field, fmt.Sprintf("%s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); list the directories the command needs, such as ~/.cache/pip", rw, c.Home))
-			}
-			if state := holdsStateDir(path); state != "" {
-				return nil, p.FieldError(field, fmt.Sprintf("%s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; list the directories the command needs", rw, state))
-			}
-			if why := hostSystem(path); why != "" {
-				return nil, p.FieldError(field, fmt.Sprintf("%s %s; list the directories the command needs", rw, why))
-			}
+		if err := checkWritable(p, field, rw, rwSource(rw), c.Home); err != nil {
+			return nil, err
 		}
 	}
 	if err := checkMissingProtections(p, ws, cs, present); err != nil {
@@ -752,6 +741,47 @@ func realPath(p string) string {
 		return r
 	}
 	return p
+}
+
+// checkWritable holds the writable path rw (source: where its links lead)
+// to the workspace's rule: neither / nor a directory holding the caller's
+// home, moat's state directory or the host's system.
+func checkWritable(p *policy.Policy, field, rw, source, home string) error {
+	for _, path := range []string{rw, source} {
+		if path == "/" {
+			return p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))
+		}
+		if home != "" && home != "/" && (within(path, home) || within(path, realPath(home))) {
+			return p.FieldError(field, fmt.Sprintf("%s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); list the directories the command needs, such as ~/.cache/pip", rw, home))
+		}
+		if state := holdsStateDir(path); state != "" {
+			return p.FieldError(field, fmt.Sprintf("%s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; list the directories the command needs", rw, state))
+		}
+		if why := hostSystem(path); why != "" {
+			return p.FieldError(field, fmt.Sprintf("%s %s; list the directories the command needs", rw, why))
+		}
+	}
+	return nil
+}
+
+// CheckWritablePaths is what moat run checks of filesystem.read_write
+// before anything runs, for moat policy check: each path is held to the
+// workspace's rule (checkWritable), home the caller's home directory.
+func CheckWritablePaths(p *policy.Policy, home string) error {
+	var all policy.Errors
+	for i, rw := range p.Filesystem.ReadWrite {
+		err := checkWritable(p, fmt.Sprintf("filesystem.read_write[%d]", i), rw, realPath(rw), home)
+		var fe *policy.FieldError
+		if errors.As(err, &fe) {
+			all = append(all, fe)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(all) > 0 {
+		return &all
+	}
+	return nil
 }
 
 // withIdentity is the content of an /etc/passwd or /etc/group file less

@@ -764,11 +764,21 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 // PolicyGaps are what p asks for that no host can enforce as it is set,
 // and that a run therefore refuses unless degraded (Request.AllowDegraded),
 // for moat policy check: a disk limit over a workspace written in place
-// on the host (direct or copy mode). What a host can enforce is its run's
+// on the host (direct or copy mode), or with read-write paths. What a host can enforce is its run's
 // to say (moat doctor).
 func PolicyGaps(p *policy.Policy) []string {
-	if m := p.Workspace.Mode; p.Limits.Disk > 0 && (m == policy.WorkspaceDirect || m == policy.WorkspaceCopy) {
-		return []string{diskGap([]string{p.Workspace.Path})}
+	if p.Limits.Disk <= 0 {
+		return nil
+	}
+	var w []string
+	if m := p.Workspace.Mode; m == policy.WorkspaceDirect || m == policy.WorkspaceCopy {
+		w = append(w, p.Workspace.Path)
+	}
+	// A read-write path is written in place whatever the workspace's
+	// mode, as a run's Spec binds it.
+	w = append(w, p.Filesystem.ReadWrite...)
+	if len(w) > 0 {
+		return []string{diskGap(w)}
 	}
 	return nil
 }

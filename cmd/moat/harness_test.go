@@ -117,6 +117,24 @@ func TestPolicyCheck(t *testing.T) {
 			t.Errorf("policy check of a disk limit over a %s workspace = %d %q", mode, code, errs)
 		}
 	}
+	// A read-write path run refuses (/, one holding the home directory)
+	// is refused by check too, and one under an overlay's disk limit is
+	// warned of (check passed both without a word). The control: a
+	// plain read-write directory passes quietly.
+	rwDir := t.TempDir()
+	for pol, want := range map[string]string{
+		"[filesystem]\nread_write = [\"/\"]\n":  "filesystem.read_write[0]: / is /",
+		"[filesystem]\nread_write = [\"~/\"]\n": "contains your home directory",
+		"[workspace]\nmode = \"overlay\"\n[limits]\ndisk = \"1G\"\n[filesystem]\nread_write = [\"" + rwDir + "\"]\n": "unless --allow-degraded: disk limit (limits.disk / --disk) not enforced on " + rwDir,
+		"[filesystem]\nread_write = [\"" + rwDir + "\"]\n":                                                           "",
+	} {
+		f := writePolicy(t, t.TempDir(), pol)
+		code, _, errs := moat(t, dir, "policy", "check", f)
+		warning := strings.Contains(want, "unless")
+		if want == "" && (code != 0 || errs != "") || want != "" && (!strings.Contains(errs, want) || (code == 0) != warning) {
+			t.Errorf("policy check of %q = %d %q, want %q", pol, code, errs, want)
+		}
+	}
 	// The seccomp profile a policy names is read and checked as run
 	// checks it, beside the policy (before, policy check passed a
 	// profile run refused). The control: an allowing profile passes.

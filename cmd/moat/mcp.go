@@ -15,8 +15,8 @@ import (
 
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
-	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/internal/inputfile"
+	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )

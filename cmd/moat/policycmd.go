@@ -131,7 +131,12 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 			var all policy.Errors
 			cwd, _ := os.Getwd()
 			home, _ := os.UserHomeDir()
-			for _, e := range []error{p.ResolveAndValidate(cwd, home), sandbox.CheckPolicy(p), sandbox.CheckPolicyProfile(p)} {
+			rerr := p.ResolveAndValidate(cwd, home)
+			var wrerr error
+			if rerr == nil {
+				wrerr = sandbox.CheckWritablePaths(p, home)
+			}
+			for _, e := range []error{rerr, sandbox.CheckPolicy(p), sandbox.CheckPolicyProfile(p), wrerr} {
 				var pe *policy.Errors
 				switch {
 				case errors.As(e, &pe):
