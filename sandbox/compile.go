@@ -142,6 +142,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 	if !st.IsDir() {
 		return nil, fmt.Errorf("workspace %s is not a directory", ws)
 	}
+	if err := workspaceAccess(ws); err != nil {
+		return nil, err
+	}
 	// The workspace is held to these by the path as given and by what it
 	// names (a symlink to / or to a directory holding the home, or a
 	// working directory reached through one): what is mounted is the
@@ -741,6 +744,16 @@ func realPath(p string) string {
 		return r
 	}
 	return p
+}
+
+// workspaceAccess refuses a workspace the caller may not list or enter,
+// plainly, before the guard and the sandbox's chdir fail on it in words
+// of their own.
+func workspaceAccess(ws string) error {
+	if err := unix.Access(ws, unix.R_OK|unix.X_OK); errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("workspace %s: permission denied: you may not list or enter it; run moat from a directory of yours, or pass --workspace DIR", ws)
+	}
+	return nil
 }
 
 // checkWritable holds the writable path rw (source: where its links lead)

@@ -397,6 +397,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// What earlier runs of the caller killed before their end left
 	// planted, before this one's guards look at the workspace.
 	rep.Warnings = append(rep.Warnings, finishAbandonedRuns()...)
+	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
+		return fail(err)
+	}
 	guards, err := newGuards(req.Policy, direct, caller)
 	if err != nil {
 		return fail(err)

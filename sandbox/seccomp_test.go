@@ -717,3 +717,26 @@ func TestDenialsSurviveALimitsKill(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkspaceNoAccess: a workspace the caller may not enter is refused
+// in one plain line, before anything else reads it (the guard warned in
+// words of its own first, then chdir failed). The control: the same
+// directory, entered, runs.
+func TestWorkspaceNoAccess(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root enters every directory (the CI's moatci phase runs this)")
+	}
+	ws := filepath.Join(t.TempDir(), "locked")
+	if err := os.Mkdir(ws, 0o000); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(ws, 0o755)
+	r := run(t, ws, nil, "/bin/true")
+	if r.err == nil || !strings.Contains(r.err.Error(), "workspace "+ws+": permission denied") || len(r.rep.Warnings) > 0 {
+		t.Errorf("a workspace the caller may not enter: %v, warnings %q", r.err, r.rep.Warnings)
+	}
+	os.Chmod(ws, 0o755)
+	if r := run(t, ws, nil, "/bin/true"); r.err != nil {
+		t.Errorf("control: %v", r.err)
+	}
+}
