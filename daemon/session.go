@@ -584,8 +584,17 @@ func (s *Session) checkDir(dir string) error {
 	if dir == "" || s.filesAllowed(false) != nil {
 		return nil
 	}
-	if _, err := s.Resolve(dir); errors.Is(err, ErrWorkspace) {
+	_, err := s.Resolve(dir)
+	switch {
+	case errors.Is(err, ErrWorkspace):
 		return fmt.Errorf("%w: dir %q leads out of the workspace", ErrBadRequest, dir)
+	case errors.Is(err, ErrNoFile):
+		// Said here, in the workspace's own terms: the sandbox's chdir
+		// would name the daemon's path to it.
+		return fmt.Errorf("%w: dir %q does not exist in the workspace", ErrBadRequest, dir)
+	}
+	if fi, err := s.Stat(dir); err == nil && fi.Type == "file" {
+		return fmt.Errorf("%w: dir %q is a file, not a directory", ErrBadRequest, dir)
 	}
 	return nil
 }

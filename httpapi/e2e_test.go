@@ -436,6 +436,9 @@ func TestBadInput(t *testing.T) {
 		{"long id", "GET", "/v1/sessions/" + strings.Repeat("a", 4096), ``, nil, 404, client.CodeNotFound, strings.Repeat("a", 64) + `..."`},
 		{"dir escapes", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"../x"}`, nil, 400, client.CodeBadRequest, "dir"},
 		{"absolute dir", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"/etc"}`, nil, 400, client.CodeBadRequest, "dir"},
+		// Answered in the workspace's own terms (it was an exit 125
+		// naming the daemon's path to the workspace).
+		{"missing dir", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["true"],"dir":"nope"}`, nil, 400, client.CodeBadRequest, `"nope" does not exist in the workspace`},
 		{"no route", "GET", "/v2/nothing", ``, nil, 404, client.CodeNotFound, "endpoint"},
 		{"wrong method", "PUT", "/v1/sessions", ``, nil, 405, client.CodeMethod, "(allowed: GET, POST)"},
 		{"unclean path", "GET", "//v1/sessions", ``, nil, 404, client.CodeNotFound, "clean form"},
