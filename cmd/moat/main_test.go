@@ -1253,3 +1253,19 @@ func TestDoctorInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommandListsEveryCommand: the list an unknown command gets
+// names every command the usage shows (it left out fetch).
+func TestUnknownCommandListsEveryCommand(t *testing.T) {
+	_, usage, uerrs := moat(t, t.TempDir(), "--help")
+	_, _, errs := moat(t, t.TempDir(), "bogus")
+	for _, line := range strings.Split(usage+uerrs, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "moat" {
+			continue
+		}
+		if !strings.Contains(errs, " "+f[1]+",") && !strings.Contains(errs, " "+f[1]+")") {
+			t.Errorf("the unknown command's list leaves out %s: %q", f[1], errs)
+		}
+	}
+}
