@@ -285,12 +285,15 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	unclean, prevPID := m.markRunning()
+	m.loadEnded()
 	reaped := m.reap()
 	for _, r := range reaped {
 		m.Reaped = append(m.Reaped, r.ID)
 		// Its tenant, asking about it, is told it ended (gone), not
 		// that it was never there.
-		m.remember(r.ID, endedSession{tenant: r.Tenant, reason: "its daemon stopped; this daemon reaped it when it started", at: time.Now()})
+		e := endedSession{tenant: r.Tenant, reason: "its daemon stopped; this daemon reaped it when it started", at: time.Now()}
+		m.remember(r.ID, e)
+		m.appendEnded(r.ID, e)
 	}
 	m.auditStart(unclean, prevPID, reaped)
 	m.loadReviews()
@@ -412,7 +415,9 @@ func (m *Manager) noteEnded(s *Session, reason string) {
 	if !s.ready {
 		return // never served: nobody can ask about it
 	}
-	m.remember(s.ID, endedSession{tenant: s.Tenant.ID, reason: reason, at: time.Now()})
+	e := endedSession{tenant: s.Tenant.ID, reason: reason, at: time.Now()}
+	m.remember(s.ID, e)
+	m.appendEnded(s.ID, e)
 }
 
 // remember keeps e as what Get tells of the ended session id, forgetting

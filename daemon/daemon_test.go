@@ -329,3 +329,45 @@ func TestDefaultTTLWithinMax(t *testing.T) {
 	}
 	m.Shutdown(context.Background())
 }
+
+// TestEndedSurvivesRestart: a session that ended (deleted, or by the
+// daemon's clean stop) is still told as ended, with why, by the next
+// daemon on the same state directory (it was an id never made, 404,
+// where a crash's reaped ones were told ended). Another tenant still
+// hears of none.
+func TestEndedSurvivesRestart(t *testing.T) {
+	state := t.TempDir()
+	tenant := TokenTenant("a")
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := m.Create(context.Background(), tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := m.Create(context.Background(), tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(context.Background(), tenant, deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Shutdown(context.Background())
+	m2, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Shutdown(context.Background())
+	for id, why := range map[string]string{deleted.ID: "deleted", stopped.ID: "shutdown"} {
+		if _, err := m2.Get(tenant, id); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), why) {
+			t.Errorf("after a restart, the session %s ended by %s: %v", id, why, err)
+		}
+		if _, err := m2.Get(TokenTenant("other"), id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("another tenant, after a restart: %v", err)
+		}
+	}
+	if _, err := m2.Get(tenant, "never-made"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("an id never made: %v", err)
+	}
+}
