@@ -262,7 +262,14 @@ func (o *Overrides) Apply(p *Policy) error {
 			})
 		}
 	}
+	var errs []string
 	for _, e := range o.Env {
+		if name, _, _ := strings.Cut(e, "="); name == "" || strings.ContainsRune(e, 0) {
+			// Said of the flag as given: the field an empty name lands in
+			// is no help.
+			errs = append(errs, fmt.Sprintf("flag --env: %q: want NAME (to pass the variable through) or NAME=VALUE, NAME not empty", e))
+			continue
+		}
 		if name, val, ok := strings.Cut(e, "="); ok {
 			if p.Env.Set == nil {
 				p.Env.Set = map[string]string{}
@@ -274,7 +281,6 @@ func (o *Overrides) Apply(p *Policy) error {
 			p.MarkFlag("env.pass", "--env")
 		}
 	}
-	var errs []string
 	for _, v := range valueOverrides() {
 		raw := v.raw(o)
 		if !given(strings.TrimPrefix(v.flag, "--"), raw) {
@@ -287,7 +293,6 @@ func (o *Overrides) Apply(p *Policy) error {
 				// came next was taken for it.
 				errs = append(errs, fmt.Sprintf("flag %s needs a value (it took %q, the next argument, for it)", v.flag, raw))
 			} else if strings.Contains(err.Error(), ": want ") {
-				// The parser's error names the value and what it wants.
 				// The parser's error names the value and what it wants.
 				errs = append(errs, fmt.Sprintf("flag %s: %v", v.flag, err))
 			} else {

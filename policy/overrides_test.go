@@ -61,6 +61,8 @@ func TestOverridesErrors(t *testing.T) {
 		{policy.Overrides{User: "root"}, "flag --user \"root\": moat takes numeric ids"},
 		{policy.Overrides{ReadOnly: true, WorkspaceMode: "overlay"}, "--read-only means --workspace-mode readonly"},
 		{policy.Overrides{ReadWritePaths: []string{"cache"}}, `flag --rw "cache": a relative path needs a base directory`},
+		{policy.Overrides{Env: []string{"=x"}}, `flag --env: "=x": want NAME`},
+		{policy.Overrides{Env: []string{"HOME", ""}}, `flag --env: "": want NAME`},
 	} {
 		err := c.o.Apply(policy.Default())
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
