@@ -289,6 +289,15 @@ type loadedFile struct {
 	optional bool
 }
 
+// at is "FILE:LINE" of field in p's document at path, as a FieldError
+// names it ("FILE" where its line is unknown).
+func (p *Policy) at(path, field string) string {
+	if line := p.lineOf(field); line > 0 {
+		return fmt.Sprintf("%s:%d", path, line)
+	}
+	return path
+}
+
 // loadHashed parses the policy file at path and reads every file it loads,
 // keeping their content in the policy (see ReadFile), and returns the
 // digests of all.
@@ -316,7 +325,7 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 		if ref.program {
 			d, err := programDigest(ref)
 			if err != nil {
-				return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
+				return nil, "", nil, fmt.Errorf("%s: %s: %w", p.at(path, ref.field), ref.field, err)
 			}
 			p.programs[ref.path] = d
 			if d != "" {
@@ -326,7 +335,7 @@ func loadHashed(path, home string) (*Policy, string, []loadedFile, error) {
 		}
 		b, err := readLoaded(ref.path)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("%s: %s: %w", path, ref.field, err)
+			return nil, "", nil, fmt.Errorf("%s: %s: %w", p.at(path, ref.field), ref.field, err)
 		}
 		p.loaded[ref.path] = b
 		files = append(files, loadedFile{field: ref.field, path: ref.path, digest: digestOf(b)})

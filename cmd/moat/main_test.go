@@ -806,6 +806,11 @@ func TestTrustCoversLoadedProfile(t *testing.T) {
 	ws := t.TempDir()
 	prof := filepath.Join(ws, "profile.json")
 	os.WriteFile(prof, []byte(`{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}`), 0o644)
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[syscalls]\nprofile = \"missing.json\"\n"), 0o644)
+	// A profile that is not there is named with the line that loads it.
+	if code, _, errs := moat(t, ws, "trust"); code == 0 || !strings.Contains(errs, ".moat.toml:2: syscalls.profile: open "+filepath.Join(ws, "missing.json")) {
+		t.Errorf("trust of a missing profile: code %d err %q (want the line and field)", code, errs)
+	}
 	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[syscalls]\nprofile = \"profile.json\"\n"), 0o644)
 	code, out, errs := moat(t, ws, "trust")
 	if code != 0 || !strings.Contains(out, prof) {
