@@ -40,6 +40,11 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	if err != nil || u.Hostname() == "" {
 		return nil, fmt.Errorf("%w: %q is not a URL: give an https:// URL with a host name", ErrBadRequest, rawURL)
 	}
+	if u.Scheme != "https" {
+		// Said before what the network allows, in the fetcher's words:
+		// no policy lets it through.
+		return nil, fmt.Errorf("%w: only https:// URLs are fetched, not %q", ErrFetchRefused, u.Scheme+"://")
+	}
 	port := 443
 	if p := u.Port(); p != "" {
 		if port, err = strconv.Atoi(p); err != nil {

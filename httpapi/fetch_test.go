@@ -63,6 +63,22 @@ reason = "not this one"
 	}
 }
 
+// TestFetchSchemeFirst: a URL no policy lets through (not https) is
+// refused as such in a session without network too, not with the advice
+// to allow the network, which would not help. The control: an https URL
+// there gets that advice.
+func TestFetchSchemeFirst(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	s := d.create(t, &client.CreateSessionRequest{})
+	for url, want := range map[string]string{"http://example.com/": "only https://", "https://example.com/": "mode"} {
+		_, err := d.c.Fetch(context.Background(), s.ID, url)
+		var ae *client.Error
+		if !errors.As(err, &ae) || !strings.Contains(ae.Message, want) {
+			t.Errorf("fetch %s in a session without network: %v, want %q", url, err, want)
+		}
+	}
+}
+
 // fetchNet is the [network] of a session whose fetches reach the
 // fetchServer's names.
 const fetchNet = "[network]\nmode = \"allow\"\nallow = [\"api.test\", \"denied.test\"]\n"
