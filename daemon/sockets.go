@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // checkSockets refuses p, a session's policy over the workspace ws, when
@@ -14,6 +15,12 @@ import (
 // needs no write access to its directory, so a read-only view is enough
 // to drive the daemon.
 func (m *Manager) checkSockets(p *policy.Policy, ws string) error {
+	// A writable path the sandbox refuses anyway (/, the host's system,
+	// moat's state) is said first, as moat run says it: that it also
+	// shows the socket is the lesser news.
+	if err := sandbox.CheckWritablePaths(p, ""); err != nil {
+		return err
+	}
 	shown := append([]string{ws}, p.Filesystem.ReadOnly...)
 	shown = append(shown, p.Filesystem.ReadWrite...)
 	for _, sock := range m.cfg.Sockets {

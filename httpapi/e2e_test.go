@@ -428,6 +428,9 @@ func TestBadInput(t *testing.T) {
 		{"relative workspace", "POST", "/v1/sessions", `{"workspace":"rel"}`, nil, 403, client.CodeWorkspace, "absolute"},
 		{"missing workspace", "POST", "/v1/sessions", `{"workspace":"/nonexistent/x"}`, nil, 403, client.CodeWorkspace, "does not exist"},
 		{"policy sets workspace", "POST", "/v1/sessions", `{"policy":"[workspace]\npath = \"/\"\n"}`, nil, 403, client.CodePolicyRefused, "workspace.path"},
+		// What run refuses of a writable path is said before that it
+		// shows the daemon's socket (it said only the latter).
+		{"policy writes /", "POST", "/v1/sessions", `{"policy":"[filesystem]\nread_write = [\"/\"]\n"}`, nil, 400, client.CodeInvalidPolicy, ""},
 		{"unknown session", "GET", "/v1/sessions/nope", ``, nil, 404, client.CodeNotFound, "no such session"},
 		{"exec in unknown session", "POST", "/v1/sessions/nope/exec", `{"args":["true"]}`, nil, 404, client.CodeNotFound, "no such session"},
 		{"unknown process", "GET", "/v1/sessions/" + s.ID + "/processes/nope/output", ``, nil, 404, client.CodeNotFound, `no such process "nope"`},
