@@ -250,6 +250,12 @@ func TestBodiesInFlightBounded(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// One more trickling body is answered at once, not once net/http has
+	// read that body to its end (it waited before).
+	extra := stallBody(t, d.sock, "PUT", fmt.Sprintf("/v1/sessions/%s/files?path=extra", s.ID), "application/octet-stream", "x", 1<<10)
+	if code, e := stalledAnswer(t, extra, 3*time.Second); code != http.StatusTooManyRequests || e.Code != client.CodeQuota {
+		t.Errorf("a trickling body past the bound: %d %+v, want 429 quota_exceeded", code, e)
+	}
 	stalled[0].Close()
 	for {
 		err := d.c.WriteFile(ctx, s.ID, "more", []byte("x"), 0o644)

@@ -183,6 +183,11 @@ func (s *Server) build() {
 				if release, err = s.bodies.take(t.ID); err == nil {
 					defer release()
 					r = r.WithContext(context.WithValue(r.Context(), bodySlotKey{}, release))
+				} else {
+					// The body is not read: the connection ends with the
+					// answer, which net/http would otherwise hold back
+					// while it read that body, trickling, to its end.
+					w.Header().Set("Connection", "close")
 				}
 			}
 			if err == nil {
