@@ -253,6 +253,11 @@ func tenantPolicy(t Tenant, doc, file, ws, mode string, checked *policy.Policy) 
 	if checked != nil && (doc == "" || file == "" || !t.self() || !filepath.IsAbs(file)) {
 		return nil, fmt.Errorf("%w: a checked policy comes with its document and file, from the daemon's own user", ErrBadRequest)
 	}
+	if file != "" && !filepath.IsAbs(file) {
+		// Relative to what? Not the daemon's directory: refused rather
+		// than read as a name alone.
+		return nil, fmt.Errorf("%w: policy_file %q must be an absolute path (the file the policy was read from)", ErrBadRequest, file)
+	}
 	p := policy.Default()
 	if doc != "" {
 		// A policy the daemon's own user read from a file is that file's,

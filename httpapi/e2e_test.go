@@ -426,6 +426,7 @@ func TestBadInput(t *testing.T) {
 		{"huge body", "POST", "/v1/sessions", huge, nil, 413, client.CodeBodyTooLarge, "over"},
 		{"bad duration", "POST", "/v1/sessions", `{"ttl":"soon"}`, nil, 400, client.CodeBadRequest, "ttl"},
 		{"relative workspace", "POST", "/v1/sessions", `{"workspace":"rel"}`, nil, 403, client.CodeWorkspace, "absolute"},
+		{"relative policy_file", "POST", "/v1/sessions", `{"policy":"","policy_file":"rel.toml"}`, nil, 400, client.CodeBadRequest, "policy_file \"rel.toml\" must be an absolute path"},
 		{"missing workspace", "POST", "/v1/sessions", `{"workspace":"/nonexistent/x"}`, nil, 403, client.CodeWorkspace, "does not exist"},
 		{"policy sets workspace", "POST", "/v1/sessions", `{"policy":"[workspace]\npath = \"/\"\n"}`, nil, 403, client.CodePolicyRefused, "workspace.path"},
 		// What run refuses of a writable path is said before that it
