@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1272,5 +1273,35 @@ func TestUnknownCommandListsEveryCommand(t *testing.T) {
 		if !strings.Contains(errs, " "+f[1]+",") && !strings.Contains(errs, " "+f[1]+")") {
 			t.Errorf("the unknown command's list leaves out %s: %q", f[1], errs)
 		}
+	}
+}
+
+// TestServeRefusedBeforeState: a second daemon on a live socket is
+// refused before it makes a state directory (an empty one was left).
+func TestServeRefusedBeforeState(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "live.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	state := filepath.Join(dir, "state")
+	t.Setenv("MOAT_STATE_DIR", state)
+	code, _, errs := moat(t, dir, "serve", "--socket", sock)
+	if code == 0 || !strings.Contains(errs, "a daemon already listens on "+sock) {
+		t.Errorf("serve on a live socket: %d %q", code, errs)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Errorf("the refused daemon made its state directory %s", state)
 	}
 }

@@ -199,6 +199,12 @@ func cmdServe(args []string, stderr io.Writer) int {
 	// starts: it would otherwise leave its socket and sessions.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if c, err := net.DialTimeout("unix", *sock, time.Second); err == nil {
+		// Said before the state directory is made (listenUnix says it
+		// again, for one that came up meanwhile).
+		c.Close()
+		return fail(fmt.Errorf("a daemon already listens on %s", *sock))
+	}
 	m, err := daemon.New(cfg)
 	if err != nil {
 		return fail(err)
