@@ -1206,9 +1206,14 @@ func waitPoolReady(t *testing.T, sock, template string, n int) {
 func TestExitReportScrubbed(t *testing.T) {
 	d := startDaemon(t, daemon.Config{}, nil)
 	s := d.create(t, &client.CreateSessionRequest{})
-	_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}, Dir: "nonexist"})
+	// A directory the command cannot enter: the daemon's check of dir
+	// passes it (it exists), the sandbox's chdir fails on it.
+	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "mkdir locked && chmod 000 locked"}}); rep == nil || rep.ExitCode != 0 {
+		t.Fatalf("mkdir: %+v", rep)
+	}
+	_, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"true"}, Dir: "locked"})
 	if rep == nil || rep.Error == "" {
-		t.Fatalf("an exec in a directory that does not exist: %+v", rep)
+		t.Fatalf("an exec in a directory it cannot enter: %+v", rep)
 	}
 	if strings.Contains(rep.Error, d.state) || strings.Contains(rep.Stage, d.state) {
 		t.Errorf("the report shows the state directory: error %q, stage %q", rep.Error, rep.Stage)

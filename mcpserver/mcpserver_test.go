@@ -258,12 +258,12 @@ func TestBadInput(t *testing.T) {
 	e.fails(t, "run_command", map[string]any{"command": "true", "args": []string{"true"}}, "not both")
 	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "../.."}, "path escapes the workspace")
 	// A directory that is not there is named as such, not as the command.
-	text := e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "nonexist"}, "chdir", "nonexist", "no such file or directory")
+	text := e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "nonexist"}, `"nonexist" does not exist in the workspace`)
 	if strings.Contains(text, "command not found") {
 		t.Errorf("a missing directory reads as a missing command: %s", text)
 	}
 	os.WriteFile(filepath.Join(e.ws, "plain"), nil, 0o644)
-	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "plain"}, "chdir", "not a directory")
+	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "plain"}, `"plain" is a file, not a directory`)
 	e.fails(t, "read_file", map[string]any{}, "path")
 	e.fails(t, "read_output", map[string]any{"id": "99"}, `no background process "99"`)
 	// Arguments that are no object are told so in JSON's words, not Go's

@@ -449,6 +449,10 @@ func (p *Policy) ReadFile(path string) ([]byte, error) {
 // readPolicy and readLoaded read a policy file and a file a policy loads
 // (today only a seccomp profile) as regular files of bounded size: a named
 // pipe or /dev/zero in their place must not hang moat or fill its memory.
+// ReadDocument reads a policy file as Load does, without parsing it: a
+// regular file of bounded size (a named pipe is refused, not waited on).
+func ReadDocument(path string) ([]byte, error) { return readPolicy(path) }
+
 func readPolicy(path string) ([]byte, error) {
 	return inputfile.Read(path, "policy file", inputfile.MaxPolicy)
 }

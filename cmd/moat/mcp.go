@@ -15,7 +15,6 @@ import (
 
 	"github.com/moatbox/moat/daemon"
 	"github.com/moatbox/moat/httpapi"
-	"github.com/moatbox/moat/internal/inputfile"
 	"github.com/moatbox/moat/mcpserver"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
@@ -68,7 +67,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *policyFile != "" {
 		// As moat run reads it: a regular file, bounded (a named pipe
 		// would hold the server before it answered its client).
-		if doc, err = inputfile.Read(*policyFile, "policy file", inputfile.MaxPolicy); err != nil {
+		if doc, err = policy.ReadDocument(*policyFile); err != nil {
 			return fail(fmt.Errorf("policy: %w", err))
 		}
 		if !flagSet(fs, "workspace") {
