@@ -106,14 +106,20 @@ func (e *execCheck) use(argv []string, dir string, d harness.Decision) (harness.
 }
 
 // callDir is the directory c runs in, as shown to a person and matched by
-// an approval: the caller's own, or the run's where the backend could not
-// read it.
+// an approval: the caller's own, or, where the backend could not read it
+// (a path longer than the kernel names), unknownDir, which no grant bound
+// to a directory matches. The run's directory stood in for it before: a
+// command spent a grant for the directory a person was shown from one
+// made deep enough.
 func (e *execCheck) callDir(c backend.ExecCall) string {
 	if c.Dir != "" {
 		return c.Dir
 	}
-	return e.dir
+	return unknownDir
 }
+
+// unknownDir is callDir's name for a directory the backend could not read.
+const unknownDir = "(a directory moat could not read)"
 
 // keep records a grant wider than once, for what follows.
 func (e *execCheck) keep(g harness.Grant) {

@@ -490,4 +490,27 @@ func TestLineGrantBoundToDir(t *testing.T) {
 	if len(ap.asked) != 2 {
 		t.Errorf("asked %d times, want 2 (the line, the script's command in sub): %q", len(ap.asked), ap.asked)
 	}
+
+	// A directory whose path the kernel will not name (longer than
+	// PATH_MAX) is no directory a grant is for: the run's stood in for
+	// it before, and the deep script spent the line's grant.
+	// (perl: a shell's cd refuses a path that long.)
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("needs perl for the deep directory")
+	}
+	n := strings.Repeat("d", 200)
+	deep := `for (1..25) { mkdir "` + n + `"; chdir "` + n + `" or exit 9 } open(STDOUT, ">/dev/null"); exit(system("id", "-u") == 0 ? 0 : 1)`
+	if err := os.WriteFile(filepath.Join(ws, "deep.pl"), []byte(deep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ap = &firstYes{}
+	req = &sandbox.Request{Backend: testBackend(), Policy: p, Approver: ap,
+		Args: []string{"sh", "-c", `perl deep.pl; echo script $?; id -u >/dev/null; echo line $?`}}
+	out.Reset()
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "script 1\nline 0\n" {
+		t.Errorf("from a directory too deep to name: output %q, want the script's id -u refused and the line's run (asked %q)", got, ap.asked)
+	}
 }
