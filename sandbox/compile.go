@@ -233,6 +233,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 			return nil, err
 		}
 	}
+	if err := CheckWorkspacePaths(p); err != nil {
+		return nil, err
+	}
 	if err := checkMissingProtections(p, ws, cs, present); err != nil {
 		return nil, err
 	}
@@ -772,6 +775,34 @@ func checkWritable(p *policy.Policy, field, rw, source, home string) error {
 		}
 		if why := hostSystem(path); why != "" {
 			return p.FieldError(field, fmt.Sprintf("%s %s; list the directories the command needs", rw, why))
+		}
+	}
+	return nil
+}
+
+// CheckWorkspacePaths refuses, as policy.Validate does for the paths as
+// written, a read-only or read-write path that leads to the workspace and
+// a denied one at or above it, their links (and the workspace's) followed:
+// the first would be ignored, the second would hide the workspace.
+func CheckWorkspacePaths(p *policy.Policy) error {
+	ws := p.Workspace.Path
+	if ws == "" || !filepath.IsAbs(ws) {
+		return nil
+	}
+	real := realPath(ws)
+	for _, list := range []struct {
+		field string
+		paths []string
+	}{{"filesystem.read_only", p.Filesystem.ReadOnly}, {"filesystem.read_write", p.Filesystem.ReadWrite}} {
+		for i, e := range list.paths {
+			if e != "" && realPath(e) == real {
+				return p.FieldError(fmt.Sprintf("%s[%d]", list.field, i), fmt.Sprintf(`%s leads to the workspace %s, which workspace.mode shows (direct: writable; "readonly"; overlay or copy: changes kept for review); list other paths here, or set workspace.mode (--workspace-mode)`, e, ws))
+			}
+		}
+	}
+	for i, e := range p.Filesystem.Deny {
+		if e != "" && within(realPath(e), real) {
+			return p.FieldError(fmt.Sprintf("filesystem.deny[%d]", i), fmt.Sprintf("%s would hide the workspace %s from the command; deny paths beside it, or choose another workspace", e, ws))
 		}
 	}
 	return nil

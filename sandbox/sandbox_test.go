@@ -2135,3 +2135,38 @@ func TestReadOnlyLinkToNothingWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspacePathsThroughLinks: a read-only path that is a link to the
+// workspace, and a denied one that is a link above it, are refused as the
+// same paths written out are (the link got past the check: --ro was
+// ignored and the command wrote the workspace). The control: a link to a
+// directory beside the workspace is shown read-only.
+func TestWorkspacePathsThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	ws, beside := filepath.Join(dir, "ws"), filepath.Join(dir, "beside")
+	os.Mkdir(ws, 0o755)
+	os.Mkdir(beside, 0o755)
+	os.Symlink(ws, filepath.Join(dir, "wslink"))
+	os.Symlink(dir, filepath.Join(beside, "up"))
+	os.Symlink(beside, filepath.Join(dir, "besidelink"))
+	for name, set := range map[string]func(*policy.Policy){
+		"read-only link to the workspace": func(p *policy.Policy) {
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(dir, "wslink"))
+		},
+		"denied link above it": func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(beside, "up")) },
+	} {
+		r := run(t, ws, set, "/bin/sh", "-c", "echo x > written")
+		if r.err == nil || !strings.Contains(r.err.Error(), "the workspace "+ws) {
+			t.Errorf("%s: %v, want a refusal naming the workspace", name, r.err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "written")); err == nil {
+			t.Errorf("%s: the command wrote the workspace", name)
+		}
+	}
+	r := run(t, ws, func(p *policy.Policy) {
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, filepath.Join(dir, "besidelink"))
+	}, "/bin/sh", "-c", "echo x > "+beside+"/f 2>/dev/null || echo read-only")
+	if r.err != nil || r.stdout != "read-only\n" {
+		t.Errorf("control: a read-only link beside the workspace: %v %q", r.err, r.stdout)
+	}
+}

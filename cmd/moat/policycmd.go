@@ -134,7 +134,9 @@ func cmdPolicyCheck(args []string, stdout, stderr io.Writer) int {
 			rerr := p.ResolveAndValidate(cwd, home)
 			var wrerr error
 			if rerr == nil {
-				wrerr = sandbox.CheckWritablePaths(p, home)
+				if wrerr = sandbox.CheckWritablePaths(p, home); wrerr == nil {
+					wrerr = sandbox.CheckWorkspacePaths(p)
+				}
 			}
 			for _, e := range []error{rerr, sandbox.CheckPolicy(p), sandbox.CheckPolicyProfile(p), wrerr} {
 				var pe *policy.Errors
