@@ -170,3 +170,10 @@ func joinRel(dir, name string) string {
 	}
 	return filepath.Join(dir, name)
 }
+
+// namesDir says whether rel, as written, names a directory only, as POSIX
+// reads it: a trailing slash, or a last component "." ("f/." is ENOTDIR
+// for a file f, though cleaning it leaves "f").
+func namesDir(rel string) bool {
+	return strings.HasSuffix(rel, "/") || rel == "." || strings.HasSuffix(rel, "/.")
+}

@@ -102,7 +102,7 @@ func (s *Session) realRel(f *os.File) (string, error) {
 
 // ReadFile returns the content of the regular file rel.
 func (s *Session) ReadFile(rel string) ([]byte, error) {
-	if strings.HasSuffix(rel, "/") {
+	if namesDir(rel) {
 		// As open(2) would: a name with a trailing slash is a
 		// directory's, never the file's without it.
 		return nil, fmt.Errorf("%w: path %q names a directory; give the file's path", ErrBadRequest, rel)
@@ -154,7 +154,7 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 // directory must exist. The policy's write rules decide it first (see
 // writerules.go): ctx bounds an ask and carries its approver.
 func (s *Session) WriteFile(ctx context.Context, rel string, data []byte, perm fs.FileMode) (err error) {
-	if strings.HasSuffix(rel, "/") {
+	if namesDir(rel) {
 		// A directory's name: the file would be made under another name
 		// than the one meant (moat cp f S:dir/).
 		return fmt.Errorf("%w: path %q names a directory; give the file's path in it", ErrBadRequest, rel)
@@ -275,7 +275,7 @@ func (s *Session) mkdir(rel string, d harness.Decision) error {
 // Remove removes the file, link or empty directory rel. The write rules
 // decide it first, as for WriteFile.
 func (s *Session) Remove(ctx context.Context, rel string) error {
-	dirOnly := strings.HasSuffix(rel, "/")
+	dirOnly := namesDir(rel)
 	rel, err := s.writable(rel)
 	if err != nil {
 		return err
@@ -318,7 +318,7 @@ func (s *Session) Remove(ctx context.Context, rel string) error {
 
 // Stat describes rel itself (a link is not followed).
 func (s *Session) Stat(rel string) (*FileInfo, error) {
-	dirOnly := strings.HasSuffix(rel, "/")
+	dirOnly := namesDir(rel)
 	rel, err := cleanRel(rel)
 	if err == nil {
 		err = s.filesAllowed(false)

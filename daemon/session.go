@@ -584,7 +584,7 @@ func (s *Session) checkDir(dir string) error {
 	if dir == "" || s.filesAllowed(false) != nil {
 		return nil
 	}
-	_, err := s.Resolve(dir)
+	real, err := s.Resolve(dir)
 	switch {
 	case errors.Is(err, ErrWorkspace):
 		return fmt.Errorf("%w: dir %q leads out of the workspace", ErrBadRequest, dir)
@@ -593,7 +593,9 @@ func (s *Session) checkDir(dir string) error {
 		// would name the daemon's path to it.
 		return fmt.Errorf("%w: dir %q does not exist in the workspace", ErrBadRequest, dir)
 	}
-	if fi, err := s.Stat(dir); err == nil && fi.Type == "file" {
+	// Where it leads (Resolve followed its links): a link to a file is
+	// no directory either.
+	if fi, err := s.Stat(real); err == nil && fi.Type != "dir" {
 		return fmt.Errorf("%w: dir %q is a file, not a directory", ErrBadRequest, dir)
 	}
 	return nil

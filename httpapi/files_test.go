@@ -62,6 +62,16 @@ func TestFilesAPI(t *testing.T) {
 	if err := d.c.RemoveFile(ctx, s.ID, "src/a.txt/"); apiCode(err) != client.CodeBadRequest {
 		t.Errorf("a removal of src/a.txt/: %v, want bad_request", err)
 	}
+	// So does a last component "." (cleaning it away left the file's name).
+	if _, err := d.c.ReadFile(ctx, s.ID, "src/a.txt/."); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a read of src/a.txt/.: %v, want bad_request", err)
+	}
+	if err := d.c.RemoveFile(ctx, s.ID, "src/a.txt/."); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a removal of src/a.txt/.: %v, want bad_request", err)
+	}
+	if err := d.c.WriteFile(ctx, s.ID, "src/new/.", []byte("x"), 0o640); apiCode(err) != client.CodeBadRequest {
+		t.Errorf("a write of src/new/.: %v, want bad_request", err)
+	}
 	// Positive control: the same names without the slash, and a
 	// directory's with it.
 	if data, err := d.c.ReadFile(ctx, s.ID, "src/a.txt"); err != nil || string(data) != "from the API" {

@@ -264,6 +264,10 @@ func TestBadInput(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(e.ws, "plain"), nil, 0o644)
 	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "plain"}, `"plain" is a file, not a directory`)
+	// Through a link too (the sandbox's chdir said it, naming the
+	// daemon's path to the workspace).
+	os.Symlink("plain", filepath.Join(e.ws, "lplain"))
+	e.fails(t, "run_command", map[string]any{"command": "true", "cwd": "lplain"}, `"lplain" is a file, not a directory`)
 	e.fails(t, "read_file", map[string]any{}, "path")
 	e.fails(t, "read_output", map[string]any{"id": "99"}, `no background process "99"`)
 	// Arguments that are no object are told so in JSON's words, not Go's
