@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -214,6 +215,7 @@ type Manager struct {
 	// request about one is told so (ErrEnded) rather than not found;
 	// under mu, at most maxEndedSessions (endedOrder, oldest first).
 	ended      map[string]endedSession
+	endedLines int // lines in the journal of ended sessions (endedlog.go)
 	endedOrder []string
 
 	// Reaped lists the sessions of a previous daemon that New cleaned up.
@@ -426,6 +428,11 @@ func (m *Manager) noteEnded(s *Session, reason string) {
 func (m *Manager) remember(id string, e endedSession) {
 	if m.ended == nil {
 		m.ended = map[string]endedSession{}
+	}
+	if _, again := m.ended[id]; again {
+		// Told anew (the journal's line, then a reap): its place is the
+		// newest, and the older place must not evict it later.
+		m.endedOrder = slices.DeleteFunc(m.endedOrder, func(o string) bool { return o == id })
 	}
 	if len(m.endedOrder) >= maxEndedSessions {
 		delete(m.ended, m.endedOrder[0])

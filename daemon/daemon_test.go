@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -369,5 +370,45 @@ func TestEndedSurvivesRestart(t *testing.T) {
 	}
 	if _, err := m2.Get(tenant, "never-made"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("an id never made: %v", err)
+	}
+}
+
+// TestEndedJournalBounded: the journal of ended sessions stays bounded
+// while a daemon runs (it grew by a line a session before), and what the
+// next daemon reads from it is the latest maxEndedSessions.
+func TestEndedJournalBounded(t *testing.T) {
+	state := t.TempDir()
+	m, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant := TokenTenant("a")
+	m.mu.Lock()
+	for i := range 3*maxEndedSessions + 7 {
+		e := endedSession{tenant: tenant.ID, reason: "deleted", at: time.Now()}
+		id := fmt.Sprintf("s%05d", i)
+		m.remember(id, e)
+		m.appendEnded(id, e)
+	}
+	m.mu.Unlock()
+	m.Shutdown(context.Background())
+	b, err := os.ReadFile(filepath.Join(state, "daemon", endedLogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte("\n")); n > 2*maxEndedSessions {
+		t.Errorf("the journal holds %d lines, want at most %d", n, 2*maxEndedSessions)
+	}
+	m2, err := New(Config{StateDir: state, Engine: newFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Shutdown(context.Background())
+	last := fmt.Sprintf("s%05d", 3*maxEndedSessions+6)
+	if _, err := m2.Get(tenant, last); !errors.Is(err, ErrEnded) {
+		t.Errorf("the latest ended session after a restart: %v", err)
+	}
+	if _, err := m2.Get(tenant, "s00000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the oldest, past the bound: %v", err)
 	}
 }

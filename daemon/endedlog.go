@@ -37,6 +37,12 @@ func (m *Manager) appendEnded(id string, e endedSession) {
 	if err != nil {
 		return
 	}
+	if m.endedLines++; m.endedLines > 2*maxEndedSessions {
+		// Bounded while the daemon runs too: rewritten with what it
+		// remembers, e among them.
+		m.writeEnded()
+		return
+	}
 	f, err := os.OpenFile(filepath.Join(m.dir, endedLogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		m.log.Warn("ended sessions journal", "err", err)
@@ -72,12 +78,23 @@ func (m *Manager) loadEnded() {
 	if len(lines) > maxEndedSessions {
 		lines = lines[len(lines)-maxEndedSessions:]
 	}
-	var buf bytes.Buffer
 	for _, l := range lines {
 		m.remember(l.ID, endedSession{tenant: l.Tenant, reason: l.Reason, at: l.At})
-		b, _ := json.Marshal(l)
+	}
+	m.writeEnded()
+}
+
+// writeEnded replaces the journal with what the daemon remembers; under
+// mu, or before it serves.
+func (m *Manager) writeEnded() {
+	path := filepath.Join(m.dir, endedLogName)
+	var buf bytes.Buffer
+	for _, id := range m.endedOrder {
+		e := m.ended[id]
+		b, _ := json.Marshal(endedLine{ID: id, Tenant: e.tenant, Reason: e.reason, At: e.at})
 		buf.Write(append(b, '\n'))
 	}
+	m.endedLines = len(m.endedOrder)
 	tmp := path + ".new"
 	os.Remove(tmp)
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err == nil {
