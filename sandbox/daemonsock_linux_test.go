@@ -101,6 +101,11 @@ func TestRootDaemonPublicSocketRefused(t *testing.T) {
 	ws := t.TempDir()
 	os.Chmod(filepath.Dir(ws), 0o755)
 	os.Chmod(ws, 0o755)
+	// A read-only path that shows no socket (the workspace itself may not
+	// be listed: the workspace mode shows it).
+	elsewhere := t.TempDir()
+	os.Chmod(filepath.Dir(elsewhere), 0o755)
+	os.Chmod(elsewhere, 0o755)
 	const uid = 42452
 	compile := func(c sandbox.Caller, shown, deny string) error {
 		p := policy.Default()
@@ -134,7 +139,7 @@ func TestRootDaemonPublicSocketRefused(t *testing.T) {
 		if err := compile(c, dir, sock); err != nil {
 			t.Errorf("%s, the socket denied: %v", name, err)
 		}
-		if err := compile(c, ws, ""); err != nil {
+		if err := compile(c, elsewhere, ""); err != nil {
 			t.Errorf("%s, %s not shown: %v", name, dir, err)
 		}
 	}
@@ -143,7 +148,7 @@ func TestRootDaemonPublicSocketRefused(t *testing.T) {
 	// user could change (add to, or take a record away from): refused.
 	junk := filepath.Join(daemonrec.Dir, "junk")
 	os.Mkdir(junk, 0o755)
-	if err := compile(own, ws, ""); err == nil || !strings.Contains(err.Error(), "daemons' sockets") {
+	if err := compile(own, elsewhere, ""); err == nil || !strings.Contains(err.Error(), "daemons' sockets") {
 		t.Errorf("an unreadable record: %v, want a refusal", err)
 	}
 	os.Remove(junk)
@@ -152,16 +157,16 @@ func TestRootDaemonPublicSocketRefused(t *testing.T) {
 	// thing under a record's name (above) refuses.
 	partial := filepath.Join(daemonrec.Dir, ".tmp-12345")
 	os.Mkdir(partial, 0o755)
-	if err := compile(own, ws, ""); err != nil {
+	if err := compile(own, elsewhere, ""); err != nil {
 		t.Errorf("a record being written: %v, want it skipped", err)
 	}
 	os.Remove(partial)
 	os.Chmod(daemonrec.Dir, 0o777)
-	if err := compile(own, ws, ""); err == nil || !strings.Contains(err.Error(), "can be changed by others than root") {
+	if err := compile(own, elsewhere, ""); err == nil || !strings.Contains(err.Error(), "can be changed by others than root") {
 		t.Errorf("records others can change: %v, want a refusal", err)
 	}
 	os.Chmod(daemonrec.Dir, 0o755)
-	if err := compile(own, ws, ""); err != nil {
+	if err := compile(own, elsewhere, ""); err != nil {
 		t.Errorf("the directory root's again: %v", err)
 	}
 
