@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -43,14 +44,21 @@ func peer(c *net.UnixConn) (uid int, refused string, err error) {
 	// very process (SO_PEERPIDFD), the namespace read by pid counts only
 	// if that process is still alive once it was read: its pid cannot
 	// have been reused meanwhile.
-	pidfd := -1
+	pidfd, perr := -1, error(nil)
 	raw.Control(func(fd uintptr) {
-		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-			pidfd = v
-		}
+		pidfd, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
 	})
-	if pidfd >= 0 {
+	switch {
+	case perr == nil:
 		defer unix.Close(pidfd)
+	case errors.Is(perr, unix.ENOPROTOOPT):
+		// Before Linux 6.5: the pid alone (a documented limitation).
+		pidfd = -1
+	default:
+		// A kernel that has the option but gives no pidfd: the process
+		// is gone (reaped, before kernels that keep its pidfd), and its
+		// pid may be another's already.
+		return int(cred.Uid), "the calling process ended before it could be checked", nil
 	}
 	refused = foreignNamespace(int(cred.Pid))
 	if refused == "" && pidfd >= 0 && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
