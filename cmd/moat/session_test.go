@@ -38,12 +38,26 @@ func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// With --listen, the TCP listener comes up after the unix socket's:
+	// wait for both (a test that went on to TCP found it refused).
+	tcp := ""
+	for i, a := range extra {
+		if a == "--listen" && i+1 < len(extra) {
+			tcp = extra[i+1]
+		}
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		// Listening, not only bound: the socket file exists a moment
 		// before the daemon accepts on it.
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
-			break
+			if tcp == "" {
+				break
+			}
+			if tc, err := net.Dial("tcp", tcp); err == nil {
+				tc.Close()
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
