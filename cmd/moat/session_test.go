@@ -46,6 +46,9 @@ func startServe(t *testing.T, extra ...string) (sock string, logs *bytes.Buffer)
 			tcp = extra[i+1]
 		}
 	}
+	if _, port, err := net.SplitHostPort(tcp); err != nil || port == "0" {
+		tcp = "" // a port the daemon picks: not known here
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		// Listening, not only bound: the socket file exists a moment
 		// before the daemon accepts on it.
