@@ -67,7 +67,9 @@ type Change struct {
 	// OldType is the workspace's type, for TypeChanged.
 	OldType Type `json:"old_type,omitempty"`
 	// Mode and OldMode are permission bits, with a directory's sticky bit
-	// (Mode for Deleted: the old ones).
+	// (Mode for Deleted: the old ones). OldMode keeps a workspace file's
+	// set-ID bits, which Mode never has: a change shows that apply drops
+	// them.
 	Mode    fs.FileMode `json:"mode"`
 	OldMode fs.FileMode `json:"old_mode,omitempty"`
 	// Size and OldSize are byte sizes of files.
@@ -241,11 +243,26 @@ func modeOf(fi fs.FileInfo) fs.FileMode {
 	return m
 }
 
-// Octal is m as chmod(1) writes it: 0755, or 1777 for a sticky directory.
+// setIDOf is a regular file's set-user-ID and set-group-ID bits.
+func setIDOf(fi fs.FileInfo) fs.FileMode {
+	if !fi.Mode().IsRegular() {
+		return 0
+	}
+	return fi.Mode() & (fs.ModeSetuid | fs.ModeSetgid)
+}
+
+// Octal is m as chmod(1) writes it: 0755, 1777 for a sticky directory,
+// 4755 for a set-user-ID file.
 func Octal(m fs.FileMode) string {
 	n := uint32(m.Perm())
 	if m&fs.ModeSticky != 0 {
 		n |= 0o1000
+	}
+	if m&fs.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		n |= 0o2000
 	}
 	return fmt.Sprintf("%04o", n)
 }
@@ -290,7 +307,7 @@ func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 	}
 	ch := Change{Path: p, Type: typeOf(ufi), Mode: modeOf(ufi)}
 	if lfi != nil {
-		ch.OldMode = modeOf(lfi)
+		ch.OldMode = modeOf(lfi) | setIDOf(lfi)
 	}
 	switch {
 	case lfi == nil:
@@ -352,7 +369,10 @@ func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 			switch {
 			case !same:
 				ch.Kind = Modified
-			case ch.Mode != ch.OldMode:
+			case ch.Mode|setIDOf(ufi) != ch.OldMode:
+				// A copy-up keeps the set-ID bits: a file whose times
+				// alone changed is no change. One that lost them (chmod
+				// u-s) is a change of mode.
 				ch.Kind = ModeChanged
 			default:
 				return nil

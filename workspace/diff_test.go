@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -309,5 +310,54 @@ func TestReviewShowsModes(t *testing.T) {
 	}
 	if strings.Contains(notes, "plain") {
 		t.Errorf("control: a note on a 0644 file:\n%s", notes)
+	}
+}
+
+// A workspace file's set-ID bits, which apply never carries, show in the
+// review as a change of mode when the change set rewrites the file or
+// drops them, and a copy-up that keeps them is no change.
+func TestReviewShowsSetIDDropped(t *testing.T) {
+	_, c := newSet(t, map[string]string{"s#4755": "a\n", "kept#4755": "b\n", "cleared#2755": "c\n", "plain#755": "d\n"})
+	up := c.UpperDir()
+	tree(t, up, map[string]string{"s#755": "a\nmore\n", "kept#4755": "b\n", "cleared#755": "c\n", "plain#755": "d\nmore\n"})
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summarize(changes), []string{"mode file cleared", "modified file plain", "modified file s"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	var unified, summary bytes.Buffer
+	if err := c.WriteDiff(&unified, changes, DiffOptions{Format: Unified}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteDiff(&summary, changes, DiffOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"M s (mode 4755 -> 755)", "M cleared (mode 2755 -> 755)"} {
+		if !strings.Contains(summary.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary.String())
+		}
+	}
+	if strings.Contains(summary.String(), "plain (mode") || strings.Contains(summary.String(), "kept") {
+		t.Errorf("control: a mode note where none changed:\n%s", summary.String())
+	}
+	if want := "# s: mode 4755 -> 0755\n"; !strings.Contains(unified.String(), want) {
+		t.Errorf("unified review lacks %q:\n%s", want, unified.String())
+	}
+	if notes := strings.Join(PatchNotes(changes), "\n"); !strings.Contains(notes, "s: mode 4755 -> 0755") {
+		t.Errorf("patch notes lack the dropped bit:\n%s", notes)
+	}
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]fs.FileMode{"s": 0o755, "cleared": 0o755, "kept": 0o755 | fs.ModeSetuid, "plain": 0o755} {
+		fi, err := os.Lstat(filepath.Join(c.Workspace(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid); got != want {
+			t.Errorf("%s: mode %v after apply, want %v", name, got, want)
+		}
 	}
 }
