@@ -146,7 +146,21 @@ var PathOverrides = []string{"X-Original-Url", "X-Rewrite-Url", "X-Original-Uri"
 func pathOverrides(h http.Header) []string {
 	var out []string
 	for _, name := range PathOverrides {
-		out = append(out, h.Values(name)...)
+		out = append(out, headerValues(h, name)...)
+	}
+	return out
+}
+
+// headerValues returns the values h gives the header name, in any case
+// and spelt with "_" for "-" as well: a CGI gateway (PHP's included)
+// reads X_Original_URL as the HTTP_X_ORIGINAL_URL that X-Original-URL
+// is, and net/http keeps the two apart.
+func headerValues(h http.Header, name string) []string {
+	out := h.Values(name)
+	for k, vs := range h {
+		if strings.ContainsRune(k, '_') && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), name) {
+			out = append(out, vs...)
+		}
 	}
 	return out
 }
@@ -157,7 +171,7 @@ func pathOverrides(h http.Header) []string {
 func methodOverrides(h http.Header) []string {
 	var out []string
 	for _, name := range MethodOverrides {
-		for _, v := range h.Values(name) {
+		for _, v := range headerValues(h, name) {
 			for _, item := range strings.Split(v, ",") {
 				out = append(out, strings.TrimSpace(item))
 			}

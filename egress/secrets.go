@@ -260,7 +260,7 @@ func (c *secret) overriddenMethod(h http.Header) string {
 		return ""
 	}
 	for _, name := range MethodOverrides {
-		for _, v := range h.Values(name) {
+		for _, v := range headerValues(h, name) {
 			if !containsFold(c.Methods, strings.TrimSpace(v)) {
 				return v
 			}

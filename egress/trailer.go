@@ -95,7 +95,7 @@ var headerOnly = append([]string{"Host", "Authorization", "Proxy-Authorization",
 func forbiddenTrailer(tr http.Header) (rule, reason string) {
 	for k := range tr {
 		for _, h := range headerOnly {
-			if strings.EqualFold(k, h) {
+			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), h) {
 				return "bad trailer", fmt.Sprintf("the request sends %s as a trailer, after its body: a field that routes, frames, authenticates or names the method of a request is refused there, where moat's checks of the headers do not see it", h)
 			}
 		}

@@ -119,10 +119,13 @@ func (h *hostRule) matchMethod(q Request) bool {
 }
 
 // matchPath matches a forwarded request's path (as the client spelt it)
-// against the rule's. The server reads the path decoded and normalised
-// (%63 is c, dot segments and doubled slashes go), so a rule that
-// refuses or asks matches any of those readings; an allow matches the
-// path as given only.
+// against the rule's. Servers read a path in more ways than one: decoded
+// (%63 is c), once or twice; with dot segments and doubled slashes gone;
+// with each segment's ";" parameters dropped (Tomcat, Jetty, Spring);
+// with "\" for "/" (IIS, some routers); in any case (IIS, file servers
+// on macOS and Windows). A rule that refuses or asks
+// matches any of those readings, and any mix of them; an allow matches
+// the path as given only.
 func (h *hostRule) matchPath(p string) bool {
 	if h.r.Match.MatchPath(p) {
 		return true
@@ -130,15 +133,55 @@ func (h *hostRule) matchPath(p string) bool {
 	if h.kind == Allow {
 		return false
 	}
-	if u, err := url.PathUnescape(p); err == nil {
-		p = u
-	}
-	for _, v := range []string{p, path.Clean(p)} {
-		if h.r.Match.MatchPath(v) {
+	folded := policy.Match{Path: strings.ToLower(h.r.Match.Path)}
+	for _, v := range pathReadings(p) {
+		if h.r.Match.MatchPath(v) || folded.MatchPath(strings.ToLower(v)) {
 			return true
 		}
 	}
 	return false
+}
+
+// pathReadings are the paths a server may read p as, p itself first:
+// every sequence of up to four of the readings matchPath names. An
+// ordinary path has one or two; the set is bounded however p is spelt.
+func pathReadings(p string) []string {
+	seen := map[string]bool{p: true}
+	out := []string{p}
+	next := []string{p}
+	for range 4 {
+		var grown []string
+		for _, s := range next {
+			vs := []string{stripParams(s), strings.ReplaceAll(s, `\`, "/")}
+			if u, err := url.PathUnescape(s); err == nil {
+				vs = append(vs, u)
+			}
+			if strings.HasPrefix(s, "/") {
+				vs = append(vs, path.Clean(s))
+			}
+			for _, v := range vs {
+				if !seen[v] {
+					seen[v] = true
+					out = append(out, v)
+					grown = append(grown, v)
+				}
+			}
+		}
+		next = grown
+	}
+	return out
+}
+
+// stripParams drops each segment's ";" parameters: "/a;x/b;y=1" is "/a/b".
+func stripParams(p string) string {
+	if !strings.Contains(p, ";") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i], _, _ = strings.Cut(s, ";")
+	}
+	return strings.Join(segs, "/")
 }
 
 // DecideHost checks a destination against the policy's host rules: the

@@ -44,6 +44,23 @@ decision = "deny"
 		{"api.test", "/top/x/y", Allow},
 		{"api.test", "/administrator", Allow},
 		{"api.test", "/other/admin/x", Allow},
+		// Java servers drop each segment's ";" parameters, IIS and some
+		// routers read a backslash as "/", and a front end that decodes before
+		// the server decodes again reads %2561 as a (each passed the
+		// rule, found by a tester).
+		{"api.test", "/admin;x/secret", Deny},
+		{"api.test", "/admin;/x", Deny},
+		{"api.test", "/;x/admin/y", Deny},
+		{"api.test", "/admin%3bx/y", Deny},
+		{"api.test", `/admin\x`, Deny},
+		{"api.test", "/%5cadmin%5cx", Deny},
+		{"api.test", "/%2561dmin/x", Deny},
+		{"api.stripe.com", "/v1/charges;jsessionid=1", Deny},
+		{"api.stripe.com", "/v1;a/%2563harges%3b", Deny},
+		{"api.test", "/ADMIN/x", Deny},
+		{"api.test", "/%41dmin;x/y", Deny},
+		{"api.test", "/adm;in/x", Allow}, // the parameter ends the segment: /adm
+		{"api.test", "/other;admin/x", Allow},
 	}
 	for _, tt := range tests {
 		if d := rs.DecideHost(Request{Host: tt.host, Port: 80, Method: "POST", Path: tt.path}); d.Verdict != tt.verdict {
