@@ -105,6 +105,7 @@ type Proxy struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	tuns      map[stopper]struct{}
+	served    sync.WaitGroup // the goroutines that serve a connection, and emit its event
 	own       hostAddrs
 	ctx       context.Context // ended by Close: a Check waiting ends with it
 	cancel    context.CancelFunc
@@ -268,11 +269,27 @@ func (p *Proxy) Serve(l net.Listener) error {
 		backoff = 0
 		select {
 		case p.sem <- struct{}{}:
-			go p.serveConn(c)
+			if !p.enter() {
+				<-p.sem
+				c.Close()
+				return ErrClosed
+			}
+			go func() {
+				defer p.served.Done()
+				p.serveConn(c)
+			}()
 		default:
 			select {
 			case p.refusing <- struct{}{}:
-				go p.refuseBusy(c)
+				if !p.enter() {
+					<-p.refusing
+					c.Close()
+					return ErrClosed
+				}
+				go func() {
+					defer p.served.Done()
+					p.refuseBusy(c)
+				}()
 			default:
 				c.Close()
 			}
@@ -281,11 +298,14 @@ func (p *Proxy) Serve(l net.Listener) error {
 }
 
 // Close stops every Serve and closes every connection, client and
-// upstream. It is safe to call more than once.
+// upstream, then waits, up to closeWait, for the goroutines that served
+// them to emit their events: a connection still open when a run ends
+// (a tunnel a background process holds, a dial under way) is in the
+// run's report and audit stream like any other. It is safe to call
+// more than once.
 func (p *Proxy) Close() error {
 	p.init()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
 	p.cancel()
 	for l := range p.listeners {
@@ -294,10 +314,43 @@ func (p *Proxy) Close() error {
 	for c := range p.conns {
 		c.Close()
 	}
+	var tuns []stopper
 	for ts := range p.tuns {
-		go ts.stop()
+		tuns = append(tuns, ts)
+	}
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, ts := range tuns {
+			ts.stop()
+		}
+		p.served.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 	return nil
+}
+
+// closeWait bounds Close's wait for connections' goroutines, which end
+// as soon as their connections are closed, save a Check (an approval)
+// or a hook that does not heed the proxy's context.
+const closeWait = 2 * time.Second
+
+// enter counts a goroutine that serves a connection, for Close to wait
+// for; it reports false, counting nothing, once the proxy is closed.
+func (p *Proxy) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.served.Add(1)
+	return true
 }
 
 func (p *Proxy) isClosed() bool {

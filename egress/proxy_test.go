@@ -1023,3 +1023,56 @@ func TestStreamingResponseFlushed(t *testing.T) {
 		t.Errorf("the rest: %q", rest)
 	}
 }
+
+// A tunnel still open when the proxy closes (a background process holds
+// it past the end of its run) is in the events by the time Close
+// returns, with the bytes it carried: the run's report and audit stream
+// are written right after (it was missing from them, found by a tester).
+// The control: the tunnel is open, and has no event, before Close.
+func TestCloseRecordsOpenTunnels(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan int, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 5)
+		n, _ := io.ReadFull(c, b)
+		got <- n
+		io.Copy(io.Discard, c)
+	}()
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	c, r := tp.connect(t, "allowed.test:"+port)
+	if c == nil {
+		t.Fatalf("CONNECT: %v", r.Status)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != 5 {
+		t.Fatalf("server read %d bytes", n)
+	}
+	select {
+	case e := <-tp.events:
+		t.Fatalf("an event while the tunnel is open: %+v", e)
+	default:
+	}
+	tp.Close()
+	select {
+	case e := <-tp.events:
+		wantEvent(t, e, ProtoConnect, DecisionAllow, "allowed.test")
+		if e.BytesUp != 5 {
+			t.Errorf("event %+v, want 5 bytes up", e)
+		}
+	default:
+		t.Fatal("Close returned before the open tunnel's event")
+	}
+}

@@ -402,8 +402,13 @@ func fromTCPIP(a tcpip.Address) netip.Addr {
 // destination gets a reset, an allowed one a connection relayed as the
 // proxy relays a tunnel.
 func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
-	defer ts.recover(ProtoTCP)
 	p := ts.p
+	if !p.enter() {
+		r.Complete(true)
+		return
+	}
+	defer p.served.Done()
+	defer ts.recover(ProtoTCP)
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
 	ev := &Event{Time: time.Now(), Proto: ProtoTCP, Host: dst.String(), Port: port}
@@ -485,6 +490,10 @@ func (ts *tunStack) handleTCP(r *tcp.ForwarderRequest) {
 // resolver's socket receives those), reporting each refused destination
 // once.
 func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
+	if !ts.p.enter() {
+		return true
+	}
+	defer ts.p.served.Done()
 	defer ts.recover(ProtoUDP)
 	id := r.ID()
 	dst, port := fromTCPIP(id.LocalAddress), int(id.LocalPort)
