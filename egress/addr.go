@@ -58,6 +58,7 @@ var refused6 = mustRanges(
 
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	nat64L    = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215, local use
 	siit      = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765
 	sixToFour = netip.MustParsePrefix("2002::/16")
 	teredo    = netip.MustParsePrefix("2001::/32")
@@ -67,7 +68,9 @@ var (
 // addrKind returns "" for an address the proxy may connect to, else what
 // the address is, as a rule name: "private address 10.0.0.1 (RFC 1918)".
 // IPv6 addresses that embed an IPv4 address (NAT64, SIIT, 6to4, Teredo) are
-// refused when the embedded address would be.
+// refused when the embedded address would be; a local-use NAT64 address
+// (64:ff9b:1::/48) is refused in any case, and names the embedded address
+// that would be refused when there is one.
 func addrKind(a netip.Addr) string {
 	a = a.Unmap()
 	if a.Zone() != "" {
@@ -81,17 +84,20 @@ func addrKind(a netip.Addr) string {
 		}
 		return ""
 	}
+	// The embedding is checked first so that it names the refusal of a
+	// local-use NAT64 address (the only one refused6 also holds).
+	name, v4s := embeddedIPv4(a)
+	for _, v4 := range v4s {
+		if k := addrKind(v4); k != "" {
+			return name + " " + a.String() + " (embeds " + k + ")"
+		}
+	}
 	for _, r := range refused6 {
 		if r.prefix.Contains(a) {
 			return r.kind + " " + a.String() + " (" + r.ref + ")"
 		}
 	}
-	if name, v4s := embeddedIPv4(a); name != "" {
-		for _, v4 := range v4s {
-			if k := addrKind(v4); k != "" {
-				return name + " " + a.String() + " (embeds " + k + ")"
-			}
-		}
+	if name != "" {
 		return ""
 	}
 	if !global6.Contains(a) {
@@ -102,7 +108,10 @@ func addrKind(a netip.Addr) string {
 
 // embeddedIPv4 returns, for an IPv6 address that leads to IPv4 addresses
 // (NAT64, SIIT's IPv4-translated, 6to4, Teredo's server and client), what kind of address it is
-// and those IPv4 addresses; "" and nil for any other address.
+// and those IPv4 addresses; "" and nil for any other address. A local-use
+// NAT64 address (RFC 8215's 64:ff9b:1::/48) may sit under a prefix of any
+// RFC 6052 length within it, which moat cannot know, so it leads to the
+// IPv4 address each of the /96, /64, /56 and /48 layouts decodes.
 func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
 	if !a.Is6() {
 		return "", nil
@@ -111,6 +120,20 @@ func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
 	switch {
 	case nat64.Contains(a):
 		return "NAT64 address", []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
+	case nat64L.Contains(a):
+		// RFC 6052 section 2.2; bits 64-71 (b[8]) are the u octet.
+		var v4s []netip.Addr
+		for _, v4 := range [][4]byte{
+			{b[12], b[13], b[14], b[15]}, // /96
+			{b[9], b[10], b[11], b[12]},  // /64
+			{b[7], b[9], b[10], b[11]},   // /56
+			{b[6], b[7], b[9], b[10]},    // /48
+		} {
+			if v := netip.AddrFrom4(v4); !slices.Contains(v4s, v) {
+				v4s = append(v4s, v)
+			}
+		}
+		return "local-use NAT64 address", v4s
 	case sixToFour.Contains(a):
 		return "6to4 address", []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
 	case siit.Contains(a):
@@ -127,7 +150,7 @@ func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
 const ruleHostAddress = "the host's own address"
 
 // ownAddrKind returns "" unless a is one of own, the host's addresses, or
-// embeds one (NAT64, 6to4, Teredo), and then the rule that names it. Such
+// embeds one (NAT64, local-use NAT64, 6to4, Teredo), and then the rule that names it. Such
 // an address leads back into the host as loopback does: a service
 // listening on all addresses answers on it, to a connection from the
 // host itself, which firewalls usually let through.
@@ -160,7 +183,8 @@ var hostBlocks = []netip.Prefix{
 // spelling that embeds one), the range an allow_cidrs entry must lie
 // within to allow it: the block it belongs to, or for one of own and an
 // embedding, the address alone. A wider entry (a LAN the host sits in, a
-// NAT64 prefix) does not open it.
+// NAT64 prefix, 64:ff9b:1::/48 for an address one of whose layouts embeds
+// such an address) does not open it.
 func hostBlock(a netip.Addr, own []netip.Addr) (netip.Prefix, bool) {
 	a = a.Unmap()
 	for _, b := range hostBlocks {

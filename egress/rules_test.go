@@ -133,37 +133,39 @@ func TestDecide(t *testing.T) {
 func TestCheckAddr(t *testing.T) {
 	none, _ := ParseRules(nil, nil, nil)
 	refused := map[string]string{
-		"127.0.0.1":          "loopback address 127.0.0.1 (RFC 1122)",
-		"127.255.0.9":        "loopback",
-		"10.0.0.1":           "private address 10.0.0.1 (RFC 1918)",
-		"172.16.5.4":         "RFC 1918",
-		"172.31.255.255":     "RFC 1918",
-		"192.168.1.1":        "RFC 1918",
-		"100.64.0.1":         "CGNAT",
-		"100.127.255.254":    "CGNAT",
-		"169.254.169.254":    "cloud metadata address 169.254.169.254",
-		"169.254.1.1":        "link-local address",
-		"224.0.0.1":          "multicast",
-		"239.255.255.250":    "multicast",
-		"255.255.255.255":    "broadcast",
-		"0.0.0.0":            "unspecified",
-		"0.1.2.3":            "this-network",
-		"240.0.0.1":          "reserved",
-		"192.0.0.192":        "IETF protocol",
-		"::1":                "loopback address ::1",
-		"::":                 "unspecified",
-		"fd00::1":            "unique local",
-		"fc12::1":            "unique local",
-		"fe80::1":            "link-local",
-		"ff02::1":            "multicast",
-		"::ffff:127.0.0.1":   "loopback address 127.0.0.1",
-		"::ffff:10.0.0.1":    "RFC 1918",
-		"::127.0.0.1":        "IPv4-compatible",
-		"64:ff9b::7f00:1":    "NAT64 address 64:ff9b::7f00:1 (embeds loopback address 127.0.0.1",
-		"64:ff9b::a9fe:a9fe": "embeds cloud metadata address 169.254.169.254",
-		"64:ff9b:1::1":       "local-use NAT64",
-		"2002:7f00:1::":      "6to4 address 2002:7f00:1:: (embeds loopback",
-		"2002:a00:1::1":      "6to4 address 2002:a00:1::1 (embeds private",
+		"127.0.0.1":            "loopback address 127.0.0.1 (RFC 1122)",
+		"127.255.0.9":          "loopback",
+		"10.0.0.1":             "private address 10.0.0.1 (RFC 1918)",
+		"172.16.5.4":           "RFC 1918",
+		"172.31.255.255":       "RFC 1918",
+		"192.168.1.1":          "RFC 1918",
+		"100.64.0.1":           "CGNAT",
+		"100.127.255.254":      "CGNAT",
+		"169.254.169.254":      "cloud metadata address 169.254.169.254",
+		"169.254.1.1":          "link-local address",
+		"224.0.0.1":            "multicast",
+		"239.255.255.250":      "multicast",
+		"255.255.255.255":      "broadcast",
+		"0.0.0.0":              "unspecified",
+		"0.1.2.3":              "this-network",
+		"240.0.0.1":            "reserved",
+		"192.0.0.192":          "IETF protocol",
+		"::1":                  "loopback address ::1",
+		"::":                   "unspecified",
+		"fd00::1":              "unique local",
+		"fc12::1":              "unique local",
+		"fe80::1":              "link-local",
+		"ff02::1":              "multicast",
+		"::ffff:127.0.0.1":     "loopback address 127.0.0.1",
+		"::ffff:10.0.0.1":      "RFC 1918",
+		"::127.0.0.1":          "IPv4-compatible",
+		"64:ff9b::7f00:1":      "NAT64 address 64:ff9b::7f00:1 (embeds loopback address 127.0.0.1",
+		"64:ff9b::a9fe:a9fe":   "embeds cloud metadata address 169.254.169.254",
+		"64:ff9b:1::1":         "local-use NAT64",
+		"64:ff9b:1::7f00:1":    "local-use NAT64 address 64:ff9b:1::7f00:1 (embeds loopback address 127.0.0.1",
+		"64:ff9b:1::a9fe:a9fe": "local-use NAT64 address 64:ff9b:1::a9fe:a9fe (embeds cloud metadata address 169.254.169.254",
+		"2002:7f00:1::":        "6to4 address 2002:7f00:1:: (embeds loopback",
+		"2002:a00:1::1":        "6to4 address 2002:a00:1::1 (embeds private",
 		// Teredo: client 127.0.0.1 is stored inverted (0x80ffff fe).
 		"2001:0:4136:e378:8000:63bf:80ff:fffe": "Teredo address",
 		"2001:db8::1":                          "documentation",
@@ -258,6 +260,23 @@ func TestWideCIDRDoesNotOpenTheHost(t *testing.T) {
 		{[]string{"169.254.0.0/16"}, []string{"169.254.169.254"}, []string{"169.254.1.1"}},
 		{[]string{"169.254.169.254/32"}, nil, []string{"169.254.169.254"}},
 		{[]string{"64:ff9b::/96"}, []string{"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::2d2d:2d01"}, []string{"64:ff9b::808:808"}},
+		// RFC 8215's local-use prefix, under a /48, /56, /64 or /96
+		// (RFC 6052 layouts; moat cannot know which): each layout embeds
+		// 127.0.0.1, 127.1.1.1 (only that layout's decoding leads into the
+		// host), 169.254.169.254 and the host's own 45.45.45.1; other
+		// bytes are 01. Positive control: 8.8.8.8 in each layout, and in
+		// all four at once. 64:ff9b:1::808:808 is 0.0.0.0 as a /48.
+		{[]string{"64:ff9b:1::/48"}, []string{
+			"64:ff9b:1::7f00:1", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1::808:808",
+			"64:ff9b:1:7f00:0:101:101:101", "64:ff9b:1:17f:0:1:101:101", "64:ff9b:1:101:7f:0:101:101", "64:ff9b:1:101:1:101:7f00:1",
+			"64:ff9b:1:7f01:1:101:101:101", "64:ff9b:1:17f:1:101:101:101", "64:ff9b:1:101:7f:101:101:101", "64:ff9b:1:101:1:101:7f01:101",
+			"64:ff9b:1:a9fe:a9:fe01:101:101", "64:ff9b:1:1a9:fe:a9fe:101:101", "64:ff9b:1:101:a9:fea9:fe01:101", "64:ff9b:1:101:1:101:a9fe:a9fe",
+			"64:ff9b:1:2d2d:2d:101:101:101", "64:ff9b:1:12d:2d:2d01:101:101", "64:ff9b:1:101:2d:2d2d:101:101", "64:ff9b:1:101:1:101:2d2d:2d01",
+		}, []string{
+			"64:ff9b:1:808:8:801:101:101", "64:ff9b:1:108:8:808:101:101", "64:ff9b:1:101:8:808:801:101", "64:ff9b:1:101:1:101:808:808",
+			"64:ff9b:1:808:8:808:808:808",
+		}},
+		{[]string{"64:ff9b:1:101:1:101:7f00:1/128"}, nil, []string{"64:ff9b:1:101:1:101:7f00:1"}},
 		{[]string{"2002::/16"}, []string{"2002:7f00:1::"}, nil},
 		{[]string{"::/1"}, []string{"::1", "::", "::7f00:1", "::ffff:0:7f00:1", "::ffff:0:2d2d:2d01"}, nil},
 		{[]string{"fd00::/8"}, []string{"fd00:ec2::254"}, []string{"fd00::1"}},
@@ -276,6 +295,33 @@ func TestWideCIDRDoesNotOpenTheHost(t *testing.T) {
 			if v := r.CheckAddr("x.test", netip.MustParseAddr(s), own); !v.Allow {
 				t.Errorf("allow_cidrs %q: CheckAddr(%s) = %+v, want allowed", tt.cidrs, s, v)
 			}
+		}
+	}
+}
+
+// TestLocalUseNAT64Layouts: a local-use NAT64 address is refused naming
+// an address it embeds in one of the RFC 6052 layouts (/48, /56, /64,
+// /96) that would be refused: the first in that order, so 169.254.169.254
+// outside /96 is named by another layout's 254.x or 169.254.1.1. Other
+// bytes are 01, which no layout refuses alone.
+func TestLocalUseNAT64Layouts(t *testing.T) {
+	none, _ := ParseRules(nil, nil, nil)
+	for s, want := range map[string]string{
+		"64:ff9b:1:7f01:1:101:101:101":   "embeds loopback address 127.1.1.1",
+		"64:ff9b:1:17f:1:101:101:101":    "embeds loopback address 127.1.1.1",
+		"64:ff9b:1:101:7f:101:101:101":   "embeds loopback address 127.1.1.1",
+		"64:ff9b:1:101:1:101:7f01:101":   "embeds loopback address 127.1.1.1",
+		"64:ff9b:1:101:7f:0:101:101":     "embeds loopback address 127.0.0.1",
+		"64:ff9b:1:101:1:101:7f00:1":     "embeds loopback address 127.0.0.1",
+		"64:ff9b:1:a9fe:a9:fe01:101:101": "(embeds ",
+		"64:ff9b:1:1a9:fe:a9fe:101:101":  "(embeds ",
+		"64:ff9b:1:101:a9:fea9:fe01:101": "(embeds ",
+		"64:ff9b:1:101:1:101:a9fe:a9fe":  "embeds cloud metadata address 169.254.169.254",
+		"64:ff9b:1:101:1:101:808:808":    "local-use NAT64 address 64:ff9b:1:101:1:101:808:808 (RFC 8215)",
+	} {
+		v := none.CheckAddr("x.test", netip.MustParseAddr(s), nil)
+		if v.Allow || !strings.Contains(v.Rule, "local-use NAT64 address "+s+" (") || !strings.Contains(v.Rule, want) {
+			t.Errorf("CheckAddr(%s) = %+v, want a refusal naming %q", s, v, want)
 		}
 	}
 }
