@@ -64,7 +64,12 @@ var hostConfig = []string{
 	".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".vim/coc-settings.json",
 	// Read and run from the current directory by pdb and irb.
 	".pdbrc", ".irbrc",
+	// Coding agents' project settings, which start the MCP servers,
+	// hooks, plugins and lint or test commands they name when the agent
+	// starts in the workspace.
 	".mcp.json", ".claude", ".cursor", ".gemini", ".codex",
+	"opencode.json", "opencode.jsonc", ".opencode", ".crush.json", "crush.json",
+	".kiro", ".amazonq", ".continue", ".roo", ".windsurf", ".aider.conf.yml",
 	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
 	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",

@@ -31,6 +31,17 @@ func TestProtects(t *testing.T) {
 		{Change{Path: ".cargo/config.toml", Type: File}, true},
 		{Change{Path: ".vscode/tasks.json", Type: File}, true},
 		{Change{Path: ".claude/settings.json", Type: File}, true},
+		// Other agents' settings start the MCP servers and commands they
+		// name (they were applied without --force, found by a tester).
+		{Change{Path: "opencode.json", Type: File}, true},
+		{Change{Path: ".opencode/plugin/x.js", Type: File}, true},
+		{Change{Path: ".kiro/settings/mcp.json", Type: File}, true},
+		{Change{Path: ".amazonq/mcp.json", Type: File}, true},
+		{Change{Path: ".continue/config.yaml", Type: File}, true},
+		{Change{Path: ".roo/mcp.json", Type: File}, true},
+		{Change{Path: ".aider.conf.yml", Type: File}, true},
+		{Change{Path: "crush.json", Type: File}, true},
+		{Change{Path: "docs/opencode.md", Type: File}, false},
 		{Change{Path: "tools/hooks/pre-push", Type: File}, true},
 		{Change{Path: "deploy/run.sh", Type: File}, true},
 		// What commits and ordinary work change.
