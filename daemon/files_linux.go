@@ -100,6 +100,51 @@ func (s *Session) realRel(f *os.File) (string, error) {
 	return rel, nil
 }
 
+// hidden refuses rel (clean, as asked for) when the policy hides it from
+// the session's commands (readable), whether it exists or not: a path
+// below a hidden directory is refused as the directory is, so that what
+// is in it cannot be probed by the answer (the session's commands get
+// EACCES there too). Its links are resolved beneath the root as far as
+// they exist, as the read path resolves them; follow says whether a link
+// at rel itself is followed (not for Stat, which describes the link).
+// The rest of rel, from the first component that does not resolve, is
+// joined as written. The caller still checks the entry it opens, which
+// is what counts against a link changed meanwhile.
+func (s *Session) hidden(rel string, follow bool) error {
+	if s.policy == nil || len(s.fsLists().deny) == 0 {
+		return nil
+	}
+	p, rest := rel, ""
+	if !follow && rel != "." {
+		p, rest = path.Dir(rel), path.Base(rel)
+	}
+	for {
+		f, err := s.openBeneath(p, unix.O_PATH, 0)
+		if err == nil {
+			real, err := s.realRel(f)
+			f.Close()
+			if err != nil {
+				return nil // the operation's own check answers
+			}
+			if rest != "" {
+				real = joinRel(real, rest)
+			}
+			return s.readable(rel, real)
+		}
+		if p == "." {
+			return nil
+		}
+		// Missing, not a directory, leading out or a loop: the
+		// directory above decides, the rest named as written.
+		if rest == "" {
+			rest = path.Base(p)
+		} else {
+			rest = path.Base(p) + "/" + rest
+		}
+		p = path.Dir(p)
+	}
+}
+
 // ReadFile returns the content of the regular file rel.
 func (s *Session) ReadFile(rel string) ([]byte, error) {
 	if namesDir(rel) {
@@ -120,6 +165,9 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	defer done()
+	if err := s.hidden(rel, true); err != nil {
+		return nil, err
+	}
 	f, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
@@ -332,6 +380,11 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		return nil, err
 	}
 	defer done()
+	// A hidden path is refused as the read path refuses it, there or
+	// not (hidden), and checked again where it really is.
+	if err := s.hidden(rel, false); err != nil {
+		return nil, err
+	}
 	if rel == "." {
 		fi, err := s.root.Stat()
 		if err != nil {
@@ -339,11 +392,14 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 		}
 		return info(".", fi), nil
 	}
-	dir, base, _, err := s.parent(rel)
+	dir, base, dirRel, err := s.parent(rel)
 	if err != nil {
 		return nil, err
 	}
 	defer dir.Close()
+	if err := s.readable(rel, joinRel(dirRel, base)); err != nil {
+		return nil, err
+	}
 	fi, err := s.statAt(dir, base, rel)
 	if err == nil && dirOnly && fi.Type == "file" {
 		// As stat(2) reads "file/": not a directory.
@@ -354,9 +410,9 @@ func (s *Session) Stat(rel string) (*FileInfo, error) {
 
 // Resolve returns where the existing entry rel really is, relative to the
 // root: every link on the way followed beneath it (ErrWorkspace for one
-// leading out, ErrNoFile for one leading nowhere). A tool that edits a
-// file through its path uses it to change a link's target rather than
-// replace the link.
+// leading out or a path the policy hides, ErrNoFile for one leading
+// nowhere). A tool that edits a file through its path uses it to change
+// a link's target rather than replace the link.
 func (s *Session) Resolve(rel string) (string, error) {
 	rel, err := cleanRel(rel)
 	if err == nil {
@@ -370,12 +426,22 @@ func (s *Session) Resolve(rel string) (string, error) {
 		return "", err
 	}
 	defer done()
+	if err := s.hidden(rel, true); err != nil {
+		return "", err
+	}
 	f, err := s.openBeneath(rel, unix.O_PATH, 0)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	return s.realRel(f)
+	real, err := s.realRel(f)
+	if err == nil {
+		err = s.readable(rel, real)
+	}
+	if err != nil {
+		return "", err
+	}
+	return real, nil
 }
 
 func (s *Session) statAt(dir *os.File, name, rel string) (*FileInfo, error) {
@@ -416,6 +482,9 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		return nil, false, err
 	}
 	defer done()
+	if err := s.hidden(rel, true); err != nil {
+		return nil, false, err
+	}
 	d, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, false, err
@@ -436,7 +505,14 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 		names, truncated = names[:maxEntries], true
 	}
 	slices.Sort(names)
+	var denied []string
+	if s.policy != nil {
+		denied = s.fsLists().deny
+	}
 	for _, n := range names {
+		if underAny(joinRel(real, n), denied) {
+			continue // hidden from the session's commands, as in a download (Tar)
+		}
 		fi, err := s.statAt(d, n, joinRel(rel, n))
 		if err != nil {
 			continue // removed meanwhile
@@ -451,6 +527,10 @@ func (s *Session) List(rel string) (entries []*FileInfo, truncated bool, err err
 // checked against the protected paths and, where links lead elsewhere,
 // against the write rules again. The caller closes dir.
 func (s *Session) target(op, rel string, d harness.Decision) (dir *os.File, base string, err error) {
+	// Below a hidden directory the answer is the same, there or not.
+	if err := s.hidden(rel, false); err != nil {
+		return nil, "", err
+	}
 	dir, base, dirRel, err := s.parent(rel)
 	if err != nil {
 		return nil, "", err

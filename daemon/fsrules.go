@@ -12,7 +12,9 @@ import (
 // deeper filesystem.read_write one writable again). The files API keeps
 // them as a command meets them, for every caller, MCP's read_file and
 // write_file among them: a hidden path is neither read, listed, written nor
-// downloaded, a read-only one not changed.
+// downloaded, a read-only one not changed; nor described (Stat) or named
+// (List, Resolve), and a path below a hidden directory is refused whether
+// it exists or not, so that what it holds cannot be probed.
 
 // fsRule is the deepest entry of the policy's filesystem lists at or
 // above rel (real, relative to the root): "deny", "ro", "rw" or "" for
@@ -89,10 +91,20 @@ func underAny(rel string, rels []string) bool {
 // when the policy hides it from the session's commands.
 func (s *Session) readable(asked, rel string) error {
 	if s.fsRule(rel) == "deny" {
-		return fmt.Errorf("%w: %q is hidden from the session by the policy (filesystem.deny)", ErrWorkspace, asked)
+		return &hiddenError{asked}
 	}
 	return nil
 }
+
+// hiddenError refuses a path the policy hides from the session's
+// commands: an ErrWorkspace.
+type hiddenError struct{ asked string }
+
+func (e *hiddenError) Error() string {
+	return fmt.Sprintf("%v: %q is hidden from the session by the policy (filesystem.deny)", ErrWorkspace, e.asked)
+}
+
+func (e *hiddenError) Unwrap() error { return ErrWorkspace }
 
 // changeable refuses rel (real, relative to the root; asked for as asked)
 // when the policy hides it from the session's commands or makes it
@@ -100,7 +112,7 @@ func (s *Session) readable(asked, rel string) error {
 func (s *Session) changeable(asked, rel string) error {
 	switch s.fsRule(rel) {
 	case "deny":
-		return fmt.Errorf("%w: %q is hidden from the session by the policy (filesystem.deny)", ErrWorkspace, asked)
+		return &hiddenError{asked}
 	case "ro":
 		return fmt.Errorf("%w: %q is read-only in the session (filesystem.read_only)", ErrWorkspace, asked)
 	}

@@ -586,6 +586,10 @@ func (s *Session) checkDir(dir string) error {
 	}
 	real, err := s.Resolve(dir)
 	switch {
+	case errors.As(err, new(*hiddenError)):
+		// Refused as the files API refuses it, there or not: what a
+		// hidden directory holds is not probed through dir either.
+		return err
 	case errors.Is(err, ErrWorkspace):
 		return fmt.Errorf("%w: dir %q leads out of the workspace", ErrBadRequest, dir)
 	case errors.Is(err, ErrNoFile):

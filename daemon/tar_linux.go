@@ -365,6 +365,9 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	defer done()
+	if err := s.hidden(dir, true); err != nil {
+		return err
+	}
 	d, err := s.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
