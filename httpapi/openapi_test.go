@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/moatbox/moat/httpapi"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestOpenAPIMatchesRoutes: every route the handler serves is in
@@ -86,5 +87,25 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		if !slices.Contains(codes, c) {
 			t.Errorf("docs/openapi.yaml lists error code %q, which the client does not define", c)
 		}
+	}
+}
+
+// TestOpenAPIParses: docs/openapi.yaml is YAML a client generator reads
+// (a description with ": " in a plain scalar made it invalid, found by a
+// tester), with the parts the route check above reads by their indent.
+func TestOpenAPIParses(t *testing.T) {
+	data, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("docs/openapi.yaml: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") || len(doc.Paths) == 0 {
+		t.Errorf("docs/openapi.yaml: openapi %q, %d paths", doc.OpenAPI, len(doc.Paths))
 	}
 }
