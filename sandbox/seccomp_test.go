@@ -258,6 +258,7 @@ func deniedProbes() []probeCall {
 		p("fsmount", "fd", "0", "0"),
 		p("fspick", atFdcwd, `str("/tmp")`, "0"),
 		p("mount_setattr", atFdcwd, `str("/tmp")`, "0", "buf", "32"),
+		p("open_tree_attr", atFdcwd, `str("/tmp")`, "0", "0", "0"), // Linux 6.15: open_tree with attributes
 		p("unshare", "0x10000000"),
 		p("setns", "fd", "0"),
 		p("clone3", "0", "0"), // a zero size is invalid: a real clone3 would fork the probe

@@ -153,7 +153,7 @@ func Default() *Profile {
 	rules := []Rule{
 		// Filesystem layout: the mounts decide what exists in the sandbox.
 		deny("mounting changes what exists in the sandbox", "mount", "umount2", "pivot_root", "chroot"),
-		deny("the new mount API mounts too", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+		deny("the new mount API mounts too", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "open_tree_attr"),
 	}
 	rules = append(rules, namespaceRules()...)
 	rules = append(rules,

@@ -63,6 +63,7 @@ func TestDefault(t *testing.T) {
 		{"fsmount", nil, denied},
 		{"fspick", nil, denied},
 		{"mount_setattr", nil, denied},
+		{"open_tree_attr", nil, denied},
 		{"unshare", nil, denied},
 		{"setns", nil, denied},
 		{"clone3", nil, nosys},
