@@ -110,6 +110,9 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if err := c.CheckComplete(); err != nil {
 			return err
 		}
+		if err := c.checkWorkspaceDir(); err != nil {
+			return err
+		}
 		if _, err := os.Lstat(filepath.Join(c.dir, reviewedLive)); err == nil {
 			return fmt.Errorf("apply %s: %w: its last review (moat diff) was taken while a run or session could still change it; review it again (moat diff %s), then apply", c.meta.ID, ErrStaleReview, c.meta.ID)
 		}
@@ -204,6 +207,9 @@ func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 	if err := c.CheckComplete(); err != nil {
 		return rep, err
 	}
+	if err := c.checkWorkspaceDir(); err != nil {
+		return rep, err
+	}
 	changes, err := c.Changes()
 	if err != nil {
 		return rep, err
@@ -224,6 +230,25 @@ func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 		return rep, fmt.Errorf("apply %s: %d paths: %w", c.meta.ID, len(rep.Conflicts), ErrConflict)
 	}
 	return rep, nil
+}
+
+// checkWorkspaceDir refuses a workspace path that is no longer a
+// directory: a symbolic link put in its place (to another directory,
+// which apply must not write) or a file. Said first, since every path's
+// check would otherwise fail on it with a reason of its own.
+func (c *ChangeSet) checkWorkspaceDir() error {
+	ws := c.meta.Workspace
+	fi, err := os.Lstat(ws)
+	switch {
+	case err != nil:
+		return fmt.Errorf("apply %s: workspace: %w", c.meta.ID, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		to, _ := os.Readlink(ws)
+		return fmt.Errorf("apply %s: %w: the workspace %s is now a symbolic link (to %s), not the directory the run used; nothing was applied: put that directory back at %s, or discard the change set", c.meta.ID, ErrConflict, ws, to, ws)
+	case !fi.IsDir():
+		return fmt.Errorf("apply %s: %w: the workspace %s is no longer a directory; nothing was applied: put it back, or discard the change set", c.meta.ID, ErrConflict, ws)
+	}
+	return nil
 }
 
 // Recover finishes or rolls back an Apply that was interrupted, so the

@@ -569,3 +569,48 @@ func TestApplyRefusesRunsAfterReview(t *testing.T) {
 		t.Fatalf("control: a change set never reviewed: %v", err)
 	}
 }
+
+// A workspace path a symbolic link took the place of is refused first,
+// by name: apply and its preview said a mode differed and offered a
+// --force that then failed "changed while apply ran" (found by a
+// tester). Nothing is written where the link leads; with the directory
+// back, the same change set applies (the control).
+func TestApplyRefusesAWorkspaceNowALink(t *testing.T) {
+	_, c := newSet(t, map[string]string{"a": "a\n"})
+	tree(t, c.UpperDir(), map[string]string{"a": "a\nmore\n", "n": "new\n"})
+	ws := c.Workspace()
+	other := filepath.Join(filepath.Dir(ws), "other")
+	tree(t, other, map[string]string{"a": "other\n"})
+	if err := os.Rename(ws, ws+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, ws); err != nil {
+		t.Fatal(err)
+	}
+	for name, try := range map[string]func() error{
+		"apply":   func() error { _, err := c.Apply(nil, []string{".", "a", "n"}); return err },
+		"preview": func() error { _, err := c.Preview(nil, nil); return err },
+	} {
+		if err := try(); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "is now a symbolic link (to "+other+")") {
+			t.Errorf("%s: %v, want the workspace named as a link", name, err)
+		}
+	}
+	if ents, _ := os.ReadDir(other); len(ents) != 1 {
+		t.Errorf("the link's target has %d entries, want its one", len(ents))
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, "a")); string(b) != "other\n" {
+		t.Errorf("the link's target changed: a = %q", b)
+	}
+	os.Remove(ws)
+	if err := os.Rename(ws+".moved", ws); err != nil {
+		t.Fatal(err)
+	}
+	// (a alone: the moves changed the directory, so a file new in it is
+	// a conflict of its own.)
+	if rep, err := c.Apply([]string{"a"}, nil); err != nil {
+		t.Fatalf("control: apply with the directory back: %v %+v", err, rep.Conflicts)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "a\nmore\n" {
+		t.Errorf("control: a = %q", b)
+	}
+}
