@@ -932,7 +932,7 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 				continue
 			}
 			var g *workspace.Guard
-			if g, err = rwGuard(rw, own); err != nil {
+			if g, err = rwGuard(rw, own, p.Filesystem.ReadOnly); err != nil {
 				return
 			}
 			outside[rw] = g
@@ -950,6 +950,7 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 // directories, but for those in done, made already (nil for none).
 func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard, own []string) ([]*workspace.Guard, error) {
 	extra := append(slices.Clone(p.Workspace.Protect), filesIn(p.Workspace.Path, own)...)
+	extra = append(extra, readOnlyIn(p.Workspace.Path, p.Filesystem.ReadOnly)...)
 	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: extra, Writable: direct})
 	if err != nil {
 		return nil, guardError("workspace", err)
@@ -958,7 +959,7 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 	for _, rw := range p.Filesystem.ReadWrite {
 		g, ok := done[rw]
 		if !ok {
-			if g, err = rwGuard(rw, own); err != nil {
+			if g, err = rwGuard(rw, own, p.Filesystem.ReadOnly); err != nil {
 				closeGuards(guards)
 				return nil, err
 			}
@@ -972,11 +973,12 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 
 // rwGuard is the guard of the writable path rw; nil if rw is not a
 // directory.
-func rwGuard(rw string, own []string) (*workspace.Guard, error) {
+func rwGuard(rw string, own, readOnly []string) (*workspace.Guard, error) {
 	if fi, err := os.Stat(rw); err != nil || !fi.IsDir() {
 		return nil, nil
 	}
-	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Extra: filesIn(rw, own), Writable: true, Absolute: true})
+	extra := append(filesIn(rw, own), readOnlyIn(rw, readOnly)...)
+	g, err := workspace.NewGuard(rw, workspace.GuardOptions{Extra: extra, Writable: true, Absolute: true})
 	if err != nil {
 		return nil, guardError("filesystem.read_write "+rw, err)
 	}
@@ -1004,6 +1006,29 @@ func filesIn(root string, files []string) []string {
 	realRoot := realPath(root)
 	for _, f := range files {
 		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		for _, pair := range [][2]string{{root, f}, {realRoot, realPath(f)}} {
+			if r, err := filepath.Rel(pair[0], pair[1]); err == nil && r != "." && within(pair[0], pair[1]) {
+				rel = append(rel, r)
+				break
+			}
+		}
+	}
+	return rel
+}
+
+// readOnlyIn returns those of the policy's read-only paths (absolute)
+// that exist under the writable root, relative to it: protected paths of
+// its guard, whose directories above them are pinned. The read-only
+// mount alone follows its file when the command renames a directory
+// above it, and the command then makes its own at the path (found by a
+// tester).
+func readOnlyIn(root string, paths []string) []string {
+	var rel []string
+	realRoot := realPath(root)
+	for _, f := range paths {
+		if _, err := os.Lstat(f); err != nil {
 			continue
 		}
 		for _, pair := range [][2]string{{root, f}, {realRoot, realPath(f)}} {
