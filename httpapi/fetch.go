@@ -25,8 +25,12 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request, t daemon.Tenant) 
 		return err
 	}
 	out := client.FetchResult{Status: res.Status, Addr: res.Addr, Headers: map[string]string{}}
-	for k := range res.Header {
-		out.Headers[k] = res.Header.Get(k)
+	for k, vs := range res.Header {
+		// By the map's key, not Get's canonical one: a name the secrets'
+		// scrubbing rewrote is in lower case, and Get would miss it.
+		if len(vs) > 0 {
+			out.Headers[k] = vs[0]
+		}
 	}
 	if utf8.Valid(res.Body) {
 		out.Body = string(res.Body)

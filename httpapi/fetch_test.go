@@ -107,6 +107,7 @@ func fetchServer(t *testing.T) (port int, f *egress.Fetcher) {
 		if r.URL.Path == "/echo" {
 			// A server that hands out what a request once carried.
 			w.Header().Set("X-Last", "Bearer "+fetchSecret)
+			w.Header().Set("X-"+fetchSecret, "kept")
 			fmt.Fprint(w, "last auth: Bearer "+fetchSecret)
 			return
 		}
@@ -197,6 +198,17 @@ func TestFetchScrubsSecrets(t *testing.T) {
 	}
 	if !strings.Contains(r.Body, "last auth: Bearer moat-") {
 		t.Errorf("the value is not replaced by its placeholder: %q", r.Body)
+	}
+	// A header whose name carried the value keeps its own value (it was
+	// "", found by a tester).
+	named := false
+	for k, v := range r.Headers {
+		if strings.HasPrefix(k, "x-moat-") && v == "kept" {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("the header named by the value lost its value: %v", r.Headers)
 	}
 }
 
