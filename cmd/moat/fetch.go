@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/moatbox/moat/egress"
 )
@@ -20,6 +21,10 @@ func cmdFetch(args []string, stdout, stderr io.Writer) int {
 	var fe *egress.FetchError
 	if errors.As(err, &fe) {
 		fmt.Fprintf(stderr, "moat: %v\n", fe)
+		if strings.Contains(fe.Reason, "allow_cidrs") {
+			// The proxy's reason speaks of a policy this command has not.
+			fmt.Fprintln(stderr, "moat: moat fetch takes no policy, so [network] allow_cidrs cannot open an address to it: it fetches public addresses only (a session's fetch follows its policy's [network])")
+		}
 		return 1
 	}
 	if err != nil {

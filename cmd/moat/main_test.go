@@ -316,6 +316,15 @@ func TestHelpOfCommandsWithoutFlags(t *testing.T) {
 			t.Errorf("%v: code %d out %q err %q, want %d and %q", c.args, code, out, errs, c.code, c.err)
 		}
 	}
+	// moat fetch has no policy: a refusal that speaks of allow_cidrs says
+	// it does not apply here (it told the user to add a range, found by a
+	// tester); one that does not is left alone (the control).
+	if code, _, errs := moat(t, ws, "fetch", "https://localhost:8443/"); code != 1 || !strings.Contains(errs, "allow_cidrs does not list") || !strings.Contains(errs, "moat fetch takes no policy") {
+		t.Errorf("fetch https://localhost: code %d err %q", code, errs)
+	}
+	if code, _, errs := moat(t, ws, "fetch", "http://example.com/"); code != 1 || strings.Contains(errs, "takes no policy") {
+		t.Errorf("fetch http://: code %d err %q", code, errs)
+	}
 	// The control: after "--", "-x.toml" is a file, looked for and missing.
 	if code, _, errs := moat(t, ws, "policy", "check", "--", "-x.toml"); code == 2 || !strings.Contains(errs, "-x.toml") || strings.Contains(errs, "unknown flag") {
 		t.Errorf("policy check -- -x.toml: code %d err %q", code, errs)
