@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -112,6 +113,9 @@ type Session struct {
 	wsDir    string
 	landlock string
 	created  time.Time
+	// landlockABI is the highest Landlock ABI a command of the session
+	// ran under, for the closing report.
+	landlockABI atomic.Int32
 	// rules decide each command; approvals are the grants a person gave
 	// during the session (a prefix or session scope holds across its
 	// commands).
@@ -656,6 +660,12 @@ func (p *Process) Wait() (*Report, error) {
 			return
 		}
 		fillReport(p.rep, st, p.landlock)
+		for abi := int32(st.LandlockABI); ; {
+			old := p.sess.landlockABI.Load()
+			if abi <= old || p.sess.landlockABI.CompareAndSwap(old, abi) {
+				break
+			}
+		}
 		var total time.Duration
 		if p.cpu != nil {
 			total = p.cpu()
@@ -766,6 +776,9 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		} else {
 			rep.Reason, rep.ExitCode = "closed", 0
 		}
+		// What the session's commands ran under: 0 only if none ran
+		// under Landlock (or none ran).
+		rep.LandlockABI = int(s.landlockABI.Load())
 		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
 		s.closeRep, s.closeErr = rep, err
 	})

@@ -97,12 +97,19 @@ func TestSessionDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Planted where git reads its configuration: quarantined at Close.
-	if _, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo '[core]' > .git/config.worktree"); err != nil || rep.ExitCode != 0 {
-		t.Fatalf("plant: %v %+v", err, rep)
+	_, last, err := sessionSh(t, s, sandbox.ExecRequest{}, "echo '[core]' > .git/config.worktree")
+	if err != nil || last.ExitCode != 0 {
+		t.Fatalf("plant: %v %+v", err, last)
 	}
 	rep, err := s.Close(context.Background())
 	if err != nil || rep.Reason != "closed" {
 		t.Fatalf("Close: %v %+v", err, rep)
+	}
+	// The closing report says what the commands ran under (it said 0
+	// whatever they had, found by a tester); the last command's report
+	// is the control.
+	if rep.LandlockABI != last.LandlockABI {
+		t.Errorf("Close: landlock_abi %d, the commands' %d", rep.LandlockABI, last.LandlockABI)
 	}
 	if len(rep.ProtectedCreated) != 1 || rep.ProtectedCreated[0] != ".git/config.worktree" {
 		t.Errorf("Close quarantined %v, want .git/config.worktree", rep.ProtectedCreated)
