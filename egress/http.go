@@ -377,6 +377,11 @@ func (cc *clientConn) forward(req *http.Request, hosts []string, upp **upstream)
 	if err != nil {
 		*upp = nil
 		up.close(p)
+		if p.isClosed() {
+			// Allowed and sent: the run ended, and Close cut it off.
+			ev.Decision, ev.Reason = DecisionAllow, cutAtEnd
+			return false
+		}
 		ev.Decision, ev.Rule, ev.Reason = DecisionError, "upstream", err.Error()
 		writeStatus(cc.c, http.StatusBadGateway, "", fmt.Sprintf("moat: %s: %v\n", what, err))
 		return false

@@ -336,6 +336,10 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
+// cutAtEnd is the reason of an allowed request whose answer had not come
+// when the proxy closed: sent, not failed.
+const cutAtEnd = "cut off: the run ended before the answer came"
+
 // closeWait bounds Close's wait for connections' goroutines, which end
 // as soon as their connections are closed, save a Check (an approval)
 // or a hook that does not heed the proxy's context.

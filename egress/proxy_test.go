@@ -1076,3 +1076,53 @@ func TestCloseRecordsOpenTunnels(t *testing.T) {
 		t.Fatal("Close returned before the open tunnel's event")
 	}
 }
+
+// A forwarded request still waiting for its answer when the proxy
+// closes (the run ended) was sent: its event is an allowed one that says
+// it was cut off, not a destination that could not be reached (found by
+// a tester). The control: the same request answered is allowed with no
+// reason.
+func TestCloseCutsAForwardedRequest(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path
+		if r.URL.Path == "/slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+	resp, _ := tp.raw(t, "GET http://allowed.test:"+port+"/fast HTTP/1.1\r\nHost: allowed.test:"+port+"\r\nConnection: close\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("control: %d", resp.StatusCode)
+	}
+	if e := tp.event(t); e.Decision != DecisionAllow || e.Reason != "" {
+		t.Errorf("control: event %+v", e)
+	}
+	<-got
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://allowed.test:%s/slow HTTP/1.1\r\nHost: allowed.test:%s\r\n\r\n", port, port)
+	if p := <-got; p != "/slow" {
+		t.Fatalf("server got %q", p)
+	}
+	tp.Close()
+	select {
+	case e := <-tp.events:
+		if e.Decision != DecisionAllow || e.Reason != cutAtEnd {
+			t.Errorf("event %+v, want allowed and cut off", e)
+		}
+	default:
+		t.Fatal("no event by the time Close returned")
+	}
+}

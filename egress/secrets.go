@@ -1061,6 +1061,10 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		cc.refuse(ev, what)
 		return false
 	}
+	if err != nil && p.isClosed() {
+		ev.Decision, ev.Reason = DecisionAllow, cutAtEnd
+		return false
+	}
 	if err != nil {
 		// net/http quotes a malformed status or header line in its
 		// error, which a server can make of an echoed value.
