@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"net/url"
 	"path"
 	"strings"
 
@@ -48,7 +47,7 @@ type hostRule struct {
 // cannot be told apart in a tunnel: there it matches when it would refuse
 // or ask (what cannot be seen is not assumed harmless), and not when it
 // would allow (an allow for GET must not let a tunnel through).
-func (h *hostRule) match(q Request) bool {
+func (h *hostRule) match(q Request, rc readingCache) bool {
 	m := h.r.Match
 	if m.Port != 0 && m.Port != q.Port {
 		return false
@@ -66,7 +65,7 @@ func (h *hostRule) match(q Request) bool {
 		return false
 	}
 	if m.Path != "" {
-		return h.matchPaths(q)
+		return h.matchPaths(q, rc)
 	}
 	return true
 }
@@ -74,15 +73,15 @@ func (h *hostRule) match(q Request) bool {
 // matchPaths matches the request's path and those its path-override
 // headers name: a rule that refuses or asks matches if any does, an
 // allow only if all do.
-func (h *hostRule) matchPaths(q Request) bool {
-	ok := h.matchPath(q.Path)
+func (h *hostRule) matchPaths(q Request, rc readingCache) bool {
+	ok := h.matchPath(q.Path, rc)
 	for _, o := range q.PathOverrides {
 		// An override may be a whole URL's path and query.
 		o, _, _ = strings.Cut(strings.TrimSpace(o), "?")
 		if h.kind == Allow {
-			ok = ok && h.matchPath(o)
+			ok = ok && h.matchPath(o, rc)
 		} else {
-			ok = ok || h.matchPath(o)
+			ok = ok || h.matchPath(o, rc)
 		}
 	}
 	return ok
@@ -120,13 +119,14 @@ func (h *hostRule) matchMethod(q Request) bool {
 
 // matchPath matches a forwarded request's path (as the client spelt it)
 // against the rule's. Servers read a path in more ways than one: decoded
-// (%63 is c), once or twice; with dot segments and doubled slashes gone;
-// with each segment's ";" parameters dropped (Tomcat, Jetty, Spring);
-// with "\" for "/" (IIS, some routers); in any case (IIS, file servers
-// on macOS and Windows). A rule that refuses or asks
-// matches any of those readings, and any mix of them; an allow matches
-// the path as given only.
-func (h *hostRule) matchPath(p string) bool {
+// (%63 is c), once or twice, an invalid escape left as it is; with dot
+// segments and doubled slashes gone; with each segment's ";" parameters
+// dropped (Tomcat, Jetty, Spring); with "\" for "/" and a segment's
+// trailing dots and spaces dropped (IIS); cut at a NUL (servers in C);
+// in any case (IIS, file servers on macOS and Windows). A rule that
+// refuses or asks matches any of those readings, and any mix of them;
+// an allow matches the path as given only.
+func (h *hostRule) matchPath(p string, rc readingCache) bool {
 	if h.r.Match.MatchPath(p) {
 		return true
 	}
@@ -134,7 +134,7 @@ func (h *hostRule) matchPath(p string) bool {
 		return false
 	}
 	folded := policy.Match{Path: strings.ToLower(h.r.Match.Path)}
-	for _, v := range pathReadings(p) {
+	for _, v := range rc.of(p) {
 		if h.r.Match.MatchPath(v) || folded.MatchPath(strings.ToLower(v)) {
 			return true
 		}
@@ -142,34 +142,80 @@ func (h *hostRule) matchPath(p string) bool {
 	return false
 }
 
+// readingCache holds the readings of the paths of one request, which
+// each of the rules matches against.
+type readingCache map[string][]string
+
+func (rc readingCache) of(p string) []string {
+	r, ok := rc[p]
+	if !ok {
+		r = pathReadings(p)
+		rc[p] = r
+	}
+	return r
+}
+
+// maxReadings and maxReadingBytes bound pathReadings: a path spelt to
+// have ever more readings gets the first ones, breadth first, which
+// include every sequence of the first few steps.
+const (
+	maxReadings     = 1024
+	maxReadingBytes = 1 << 20
+)
+
 // pathReadings are the paths a server may read p as, p itself first:
-// every sequence of up to four of the readings matchPath names. An
-// ordinary path has one or two; the set is bounded however p is spelt.
+// each reading matchPath names applied in turn, to a fixed point or
+// maxReadings. An ordinary path has one or two.
 func pathReadings(p string) []string {
 	seen := map[string]bool{p: true}
-	out := []string{p}
-	next := []string{p}
-	for range 4 {
-		var grown []string
-		for _, s := range next {
-			vs := []string{stripParams(s), strings.ReplaceAll(s, `\`, "/")}
-			if u, err := url.PathUnescape(s); err == nil {
-				vs = append(vs, u)
-			}
-			if strings.HasPrefix(s, "/") {
-				vs = append(vs, path.Clean(s))
-			}
-			for _, v := range vs {
-				if !seen[v] {
-					seen[v] = true
-					out = append(out, v)
-					grown = append(grown, v)
-				}
+	out, size := []string{p}, len(p)
+	for i := 0; i < len(out) && len(out) < maxReadings && size < maxReadingBytes; i++ {
+		s := out[i]
+		for _, v := range []string{
+			unescapeLenient(s), stripParams(s), strings.ReplaceAll(s, `\`, "/"),
+			trimSegments(s), cutNUL(s), cleanPath(s),
+		} {
+			if !seen[v] && len(out) < maxReadings && size < maxReadingBytes {
+				seen[v] = true
+				out = append(out, v)
+				size += len(v)
 			}
 		}
-		next = grown
 	}
 	return out
+}
+
+// unescapeLenient decodes each valid %XX of s and leaves the rest as it
+// is, as most servers do (url.PathUnescape refuses the whole of a path
+// with one bad escape in it).
+func unescapeLenient(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }
 
 // stripParams drops each segment's ";" parameters: "/a;x/b;y=1" is "/a/b".
@@ -184,6 +230,33 @@ func stripParams(p string) string {
 	return strings.Join(segs, "/")
 }
 
+// trimSegments drops each segment's trailing dots and spaces, as IIS
+// (Windows' file names) reads "/admin./x" and "/admin /x"; "." and ".."
+// stay.
+func trimSegments(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if s != "." && s != ".." {
+			segs[i] = strings.TrimRight(s, ". ")
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// cutNUL is p up to its first NUL byte, where a server in C stops.
+func cutNUL(p string) string {
+	p, _, _ = strings.Cut(p, "\x00")
+	return p
+}
+
+// cleanPath is path.Clean of a rooted p; p itself otherwise.
+func cleanPath(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p)
+	}
+	return p
+}
+
 // DecideHost checks a destination against the policy's host rules: the
 // strongest matching rule decides (deny beats ask beats allow; the first
 // of that strength names the reason); none matching allows. It can only
@@ -196,8 +269,9 @@ func (rs *Rules) DecideHost(q Request) Decision {
 		q.Host = n
 	}
 	var found *hostRule
+	rc := readingCache{}
 	for _, h := range rs.hosts {
-		if (found == nil || h.kind.rank() > found.kind.rank()) && h.match(q) {
+		if (found == nil || h.kind.rank() > found.kind.rank()) && h.match(q, rc) {
 			found = h
 		}
 	}

@@ -1,6 +1,9 @@
 package harness
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A plain-HTTP request's path reaches the server as it decodes and
 // normalises it: a rule that refuses or asks about a path holds for
@@ -58,13 +61,42 @@ decision = "deny"
 		{"api.stripe.com", "/v1/charges;jsessionid=1", Deny},
 		{"api.stripe.com", "/v1;a/%2563harges%3b", Deny},
 		{"api.test", "/ADMIN/x", Deny},
+		// A bad escape elsewhere in the path does not stop the decoding
+		// of the rest, as lenient servers decode; IIS drops a segment's
+		// trailing dots and spaces, C servers stop at a NUL; five steps
+		// in a row (each passed the rule, found by a tester).
+		{"api.test", "/%2561dmin/%25zz", Deny},
+		{"api.test", "/%61dmin/%zz", Deny},
+		{"api.test", "/%61dmin/x%", Deny},
+		{"api.test", "/admin./x", Deny},
+		{"api.test", "/admin%20/x", Deny},
+		{"api.test", "/admin%00/x", Deny},
+		{"api.test", "/a/..%255cadmin;b/s", Deny},
 		{"api.test", "/%41dmin;x/y", Deny},
 		{"api.test", "/adm;in/x", Allow}, // the parameter ends the segment: /adm
 		{"api.test", "/other;admin/x", Allow},
+		{"api.test", "/x%zz/admin", Allow},
+		{"api.test", "/adminx./y", Allow},
 	}
 	for _, tt := range tests {
 		if d := rs.DecideHost(Request{Host: tt.host, Port: 80, Method: "POST", Path: tt.path}); d.Verdict != tt.verdict {
 			t.Errorf("DecideHost(POST %s%s) = %s, want %s", tt.host, tt.path, d.Verdict, tt.verdict)
 		}
+	}
+}
+
+// TestPathReadingsBounded: a path spelt to have ever more readings
+// (escapes within escapes, parameters, backslashes) gets a bounded
+// number of them, in count and in bytes.
+func TestPathReadingsBounded(t *testing.T) {
+	seg := "%25%32%35" + ";a\\b. %00"
+	p := "/" + strings.Repeat(seg+"/", 4000)
+	r := pathReadings(p)
+	size := 0
+	for _, v := range r {
+		size += len(v)
+	}
+	if len(r) > maxReadings || size > maxReadingBytes+len(p) {
+		t.Errorf("%d readings, %d bytes", len(r), size)
 	}
 }
