@@ -463,6 +463,8 @@ func applyRefusal(rep workspace.Report, err error) error {
 	switch {
 	case errors.Is(err, workspace.ErrProtected):
 		return fmt.Errorf("%w: nothing applied: %d changes touch files that tools run or read on the host; force them path by path after review", ErrProtected, len(rep.Protected))
+	case errors.Is(err, workspace.ErrReplaced):
+		return fmt.Errorf("%w: nothing applied: the workspace is no longer the directory the session began with (a link, or another directory, is at its path)", ErrConflict)
 	case errors.Is(err, workspace.ErrConflict):
 		return fmt.Errorf("%w: nothing applied: %d paths changed on the host since the session began; force them path by path after review", ErrConflict, len(rep.Conflicts))
 	case errors.Is(err, workspace.ErrBusy):

@@ -110,7 +110,7 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if err := c.CheckComplete(); err != nil {
 			return err
 		}
-		if err := c.checkWorkspaceDir(); err != nil {
+		if err := c.checkWorkspaceDir("apply"); err != nil {
 			return err
 		}
 		if _, err := os.Lstat(filepath.Join(c.dir, reviewedLive)); err == nil {
@@ -207,7 +207,7 @@ func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 	if err := c.CheckComplete(); err != nil {
 		return rep, err
 	}
-	if err := c.checkWorkspaceDir(); err != nil {
+	if err := c.checkWorkspaceDir("apply"); err != nil {
 		return rep, err
 	}
 	changes, err := c.Changes()
@@ -232,21 +232,25 @@ func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 	return rep, nil
 }
 
-// checkWorkspaceDir refuses a workspace path that is no longer a
-// directory: a symbolic link put in its place (to another directory,
-// which apply must not write) or a file. Said first, since every path's
+// checkWorkspaceDir refuses a workspace path that is no longer the
+// directory the change set was made of: a symbolic link put in its place
+// (to another directory, which apply must not write), a file, another
+// directory moved there or mounted over it. Said first, since every path's
 // check would otherwise fail on it with a reason of its own.
-func (c *ChangeSet) checkWorkspaceDir() error {
+func (c *ChangeSet) checkWorkspaceDir(what string) error {
 	ws := c.meta.Workspace
 	fi, err := os.Lstat(ws)
 	switch {
 	case err != nil:
-		return fmt.Errorf("apply %s: workspace: %w", c.meta.ID, err)
+		return fmt.Errorf("%s %s: workspace: %w", what, c.meta.ID, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		to, _ := os.Readlink(ws)
-		return fmt.Errorf("apply %s: %w: the workspace %s is now a symbolic link (to %s), not the directory the run used; nothing was applied: put that directory back at %s, or discard the change set", c.meta.ID, ErrConflict, ws, to, ws)
+		return fmt.Errorf("%s %s: %w: %s is now a symbolic link (to %s), not the directory the run used; nothing was applied or read: put that directory back at %s, or discard the change set", what, c.meta.ID, ErrReplaced, ws, to, ws)
 	case !fi.IsDir():
-		return fmt.Errorf("apply %s: %w: the workspace %s is no longer a directory; nothing was applied: put it back, or discard the change set", c.meta.ID, ErrConflict, ws)
+		return fmt.Errorf("%s %s: %w: %s is no longer a directory; nothing was applied or read: put it back, or discard the change set", what, c.meta.ID, ErrReplaced, ws)
+	}
+	if _, dev, ino, _ := blocksOf(fi); c.meta.WorkspaceIno != 0 && (dev != c.meta.WorkspaceDev || ino != c.meta.WorkspaceIno) {
+		return fmt.Errorf("%s %s: %w: %s is no longer the directory the run used (another was moved there, or mounted over it); nothing was applied or read: put that directory back, or discard the change set", what, c.meta.ID, ErrReplaced, ws)
 	}
 	return nil
 }

@@ -570,8 +570,8 @@ func TestApplyRefusesRunsAfterReview(t *testing.T) {
 	}
 }
 
-// A workspace path a symbolic link took the place of is refused first,
-// by name: apply and its preview said a mode differed and offered a
+// A workspace path a symbolic link, or another directory, took the place
+// of is refused first, by name: apply and its preview said a mode differed and offered a
 // --force that then failed "changed while apply ran" (found by a
 // tester). Nothing is written where the link leads; with the directory
 // back, the same change set applies (the control).
@@ -591,7 +591,7 @@ func TestApplyRefusesAWorkspaceNowALink(t *testing.T) {
 		"apply":   func() error { _, err := c.Apply(nil, []string{".", "a", "n"}); return err },
 		"preview": func() error { _, err := c.Preview(nil, nil); return err },
 	} {
-		if err := try(); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "is now a symbolic link (to "+other+")") {
+		if err := try(); !errors.Is(err, ErrReplaced) || !strings.Contains(err.Error(), "is now a symbolic link (to "+other+")") {
 			t.Errorf("%s: %v, want the workspace named as a link", name, err)
 		}
 	}
@@ -601,7 +601,22 @@ func TestApplyRefusesAWorkspaceNowALink(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(other, "a")); string(b) != "other\n" {
 		t.Errorf("the link's target changed: a = %q", b)
 	}
+	// Another directory at the path: the same refusal (apply wrote into
+	// a directory moved or mounted there, found by a tester).
 	os.Remove(ws)
+	tree(t, ws, map[string]string{"a": "a\n"})
+	for name, try := range map[string]func() error{
+		"apply":   func() error { _, err := c.Apply(nil, []string{".", "a", "n"}); return err },
+		"preview": func() error { _, err := c.Preview(nil, nil); return err },
+	} {
+		if err := try(); !errors.Is(err, ErrReplaced) || !strings.Contains(err.Error(), "is no longer the directory the run used") {
+			t.Errorf("%s over another directory: %v, want the workspace named as replaced", name, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "n")); err == nil {
+		t.Error("apply wrote into the other directory")
+	}
+	os.RemoveAll(ws)
 	if err := os.Rename(ws+".moved", ws); err != nil {
 		t.Fatal(err)
 	}

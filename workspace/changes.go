@@ -110,6 +110,11 @@ func (c *ChangeSet) Changes() ([]Change, error) {
 	if err := c.CheckComplete(); err != nil {
 		return nil, err
 	}
+	// What another directory at the workspace's path holds says nothing
+	// of what the commands changed.
+	if err := c.checkWorkspaceDir("changes of"); err != nil {
+		return nil, err
+	}
 	w := walker{upper: c.UpperDir(), lower: c.meta.Workspace, copy: c.meta.Copy}
 	if err := w.root(); err != nil {
 		return nil, err

@@ -31,6 +31,10 @@ var (
 	ErrBusy = errors.New("change set is in use")
 	// ErrConflict: Apply refused because real files changed since Create.
 	ErrConflict = errors.New("workspace changed on the host")
+	// ErrReplaced: Apply refused because the workspace's path no longer
+	// leads to the directory the change set was made of (a symbolic link,
+	// a file, another directory moved or mounted there).
+	ErrReplaced = errors.New("the workspace is not the directory the change set was made of")
 	// ErrProtected: Apply refused changes to paths that host tools execute
 	// or read as configuration, which only a person's --force applies.
 	ErrProtected = errors.New("changes to protected paths")
@@ -143,6 +147,11 @@ type meta struct {
 	ID        string `json:"id"`
 	Session   string `json:"session,omitempty"`
 	Workspace string `json:"workspace"`
+	// WorkspaceDev and WorkspaceIno are the workspace directory's when
+	// the change set was made: Apply refuses another directory put or
+	// mounted at its path (0 in a set made before they were kept).
+	WorkspaceDev uint64 `json:"workspace_dev,omitempty"`
+	WorkspaceIno uint64 `json:"workspace_ino,omitempty"`
 	// Copy: upper/ is a full copy of the workspace (CreateCopy), not an
 	// overlay upper layer.
 	Copy bool `json:"copy,omitempty"`
@@ -253,7 +262,8 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create change set: %w", err)
 	}
-	c := &ChangeSet{dir: dir, meta: meta{ID: id, Session: session, Workspace: real,
+	_, wdev, wino, _ := blocksOf(wfi)
+	c := &ChangeSet{dir: dir, meta: meta{ID: id, Session: session, Workspace: real, WorkspaceDev: wdev, WorkspaceIno: wino,
 		Created: time.Now().UTC(), Commands: []Command{}, Incomplete: copying}}
 	if copying {
 		if err := c.Lock(); err != nil {

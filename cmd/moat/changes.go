@@ -266,6 +266,10 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	for _, c := range rep.Skipped {
 		fmt.Fprintf(stderr, "moat apply: skipped special file %s\n", workspace.QuoteName(c.Path))
 	}
+	if errors.Is(err, workspace.ErrReplaced) {
+		printErr(stderr, "apply", err)
+		return 1
+	}
 	if errors.Is(err, workspace.ErrConflict) {
 		fmt.Fprintln(stderr, "moat apply: nothing applied: these files changed on the host since the change set was made:")
 		for _, c := range rep.Conflicts {
