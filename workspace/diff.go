@@ -543,7 +543,8 @@ func PatchNotes(changes []Change) []string {
 // file's other than 0644 and 0755, a change between two modes git
 // writes the same (0644 -> 0600).
 func modeNote(ch Change) string {
-	if ch.Type != File || ch.Collapsed {
+	if ch.Type != File || ch.Collapsed || ch.Kind == Deleted {
+		// A deletion's Mode is the old file's: no change of mode.
 		return ""
 	}
 	switch {
