@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -83,10 +84,37 @@ func DefaultSockets(uid int, getenv func(string) string) []string {
 // The daemon knows the caller by its uid.
 func Unix(path string) *Client {
 	tr := &http.Transport{
-		DialContext:         dialWatched(path),
+		DialContext:         dialWatched(path, false),
 		MaxIdleConnsPerHost: 16,
 	}
 	return &Client{base: "http://moat", http: &http.Client{Transport: tr}, unix: true}
+}
+
+// UnixOwn is Unix for a socket the caller did not name, a default one
+// (DefaultSocket), whose directory another local user may have made
+// first where the temporary directory is shared: it talks only to a
+// daemon run by the caller or by root, and refuses any other before a
+// request is sent (ErrForeignDaemon), so that a socket another user
+// planted there learns nothing of the caller's policies and commands.
+func UnixOwn(path string) *Client {
+	c := Unix(path)
+	c.http.Transport.(*http.Transport).DialContext = dialWatched(path, true)
+	return c
+}
+
+// ErrForeignDaemon: the daemon at a default socket runs as another user,
+// not root (UnixOwn).
+var ErrForeignDaemon = errors.New("the daemon at the socket is another user's")
+
+// ServingUID is the uid of the process listening on the unix socket
+// path (Linux; errors.ErrUnsupported elsewhere).
+func ServingUID(path string) (int, error) {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return -1, err
+	}
+	defer c.Close()
+	return peerUID(c)
 }
 
 // Direct reports whether the client talks to the daemon on its unix
@@ -103,7 +131,7 @@ func TCP(addr, token string) *Client {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		base = strings.TrimRight(addr, "/")
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 16, DialContext: dialWatched("")}
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, DialContext: dialWatched("", false)}
 	return &Client{base: base, token: token, http: &http.Client{Transport: tr}}
 }
 

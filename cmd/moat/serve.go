@@ -203,7 +203,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		// Said before the state directory is made (listenUnix says it
 		// again, for one that came up meanwhile).
 		c.Close()
-		return fail(fmt.Errorf("a daemon already listens on %s", *sock))
+		return fail(fmt.Errorf("a daemon already listens on %s%s", *sock, servedBy(*sock)))
 	}
 	m, err := daemon.New(cfg)
 	if err != nil {
@@ -324,7 +324,7 @@ func listenUnix(path string, mode os.FileMode, flag string) (l net.Listener, rem
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return nil, nil, fmt.Errorf("a daemon already listens on %s", path)
+			return nil, nil, fmt.Errorf("a daemon already listens on %s%s", path, servedBy(path))
 		}
 		os.Remove(path)
 	}
@@ -385,4 +385,14 @@ func serveTemplates(dir string, pools []string) (map[string]*daemon.Template, er
 		t.Pool = size
 	}
 	return templates, nil
+}
+
+// servedBy says, of a socket a daemon already listens on, that another
+// user runs it (not the caller, not root), or "".
+func servedBy(path string) string {
+	uid, err := client.ServingUID(path)
+	if err != nil || uid == os.Geteuid() || uid == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (served by uid %d, not you: another user made it; remove it and its directory, or choose another --socket)", uid)
 }

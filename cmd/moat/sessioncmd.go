@@ -30,10 +30,15 @@ import (
 // checks every request.
 
 // connect returns a client of the daemon: TCP when MOAT_HOST is set (with
-// the bearer token in MOAT_TOKEN), else the unix socket.
+// the bearer token in MOAT_TOKEN), else the unix socket. The default
+// socket, which no one named, is held to a daemon of the caller's or
+// root's (client.UnixOwn).
 func connect(sock string) *client.Client {
 	if h := os.Getenv("MOAT_HOST"); h != "" {
 		return client.TCP(h, os.Getenv("MOAT_TOKEN"))
+	}
+	if sock == client.DefaultSocket() && os.Getenv("MOAT_SOCKET") == "" {
+		return client.UnixOwn(sock)
 	}
 	return client.Unix(sock)
 }
@@ -58,6 +63,16 @@ func apiFail(stderr io.Writer, cmd string, err error, policyFile string) int {
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == "/dev/stdout" && errors.Is(err, syscall.EPIPE) {
 		// Whoever read moat's output stopped (moat session events -f |
 		// head): nothing to say, and nothing of the daemon's.
+		return exitMoatError
+	}
+	if errors.Is(err, client.ErrForeignDaemon) {
+		// Said whole by the client; nothing was sent.
+		for u := errors.Unwrap(err); u != nil; u = errors.Unwrap(u) {
+			if u != client.ErrForeignDaemon && strings.Contains(u.Error(), client.ErrForeignDaemon.Error()) {
+				err = u
+			}
+		}
+		fmt.Fprintf(stderr, "moat %s: %v\n", cmd, err)
 		return exitMoatError
 	}
 	hint := "is moat serve running? MOAT_SOCKET or --socket names another daemon's socket"
