@@ -113,6 +113,11 @@ type Request struct {
 	// AllowDegraded runs even when a limit the policy asks for cannot be
 	// enforced here; each gap is listed in Report.Degraded.
 	AllowDegraded bool
+	// BeforeStart, when set, is called once everything is checked, just
+	// before the sandbox is made, with the report so far: what runs
+	// degraded (Degraded) and the warnings known then, for a caller to
+	// say before a command that may run for hours, not after it.
+	BeforeStart func(*Report)
 	// Backend runs the Spec; nil means the one the policy's
 	// sandbox.isolation names. A policy that asks for gvisor is refused
 	// with any other backend (ErrRefused).
@@ -459,6 +464,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	outputBudget := outputLeft > 0 && (spec.Limits.OutputBytes == 0 || outputLeft < spec.Limits.OutputBytes)
 	if outputBudget {
 		spec.Limits.OutputBytes = outputLeft
+	}
+	if req.BeforeStart != nil {
+		req.BeforeStart(rep)
 	}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)

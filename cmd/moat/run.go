@@ -297,6 +297,18 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if aw != nil {
 		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }
 	}
+	// What runs degraded is said before the command starts, loudly, and
+	// not again after it (a run of hours had no bound, and no word of it
+	// until the end).
+	said := map[string]bool{}
+	req.BeforeStart = func(rep *sandbox.Report) {
+		for _, d := range rep.Degraded {
+			if !said[d] {
+				said[d] = true
+				fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", workspace.EscapeText(d))
+			}
+		}
+	}
 	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
@@ -305,7 +317,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, w := range rep.Warnings {
-		fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
+		if !said[w] {
+			fmt.Fprintf(stderr, "moat: WARNING: %s\n", workspace.EscapeText(w)) // may quote a path
+		}
 	}
 	// An expected fallback (clone3 answered ENOSYS, which libc then does
 	// with clone) changed nothing: it stays in the report and the audit
@@ -339,7 +353,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// already said is not said twice.
 	if runErr == nil {
 		for _, d := range rep.Degraded {
-			if !slices.Contains(rep.Warnings, d) {
+			if !slices.Contains(rep.Warnings, d) && !said[d] {
 				fmt.Fprintf(stderr, "moat: WARNING: running degraded: %s\n", d)
 			}
 		}
