@@ -146,6 +146,11 @@ type Config struct {
 	// since a command could make sessions or answer its own approvals
 	// through it.
 	Sockets []string
+	// AllowDegraded is the operator's choice (moat serve --allow-degraded)
+	// that a session whose policy asks for a protection this host cannot
+	// give runs without it rather than be refused; every command's
+	// report then says what it runs without (sandbox.SessionRequest).
+	AllowDegraded bool
 	// SharedSockets says that Sockets let other users connect (moat
 	// serve --socket-mode): a root daemon then also records them where
 	// every user's run reads them (sandbox.RecordPublicDaemonSockets).

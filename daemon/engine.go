@@ -58,6 +58,8 @@ type EngineSpec struct {
 	// Learn runs the session's rules in report-only mode
 	// (CreateRequest.Learn).
 	Learn bool
+	// AllowDegraded is Config.AllowDegraded.
+	AllowDegraded bool
 	// OnCgroup, if set, is given the directories of the sandbox's cgroup
 	// before any of its processes starts (sandbox.SessionRequest.OnCgroup),
 	// for the session's record; an error fails the engine.
@@ -111,7 +113,8 @@ type WindowSize struct{ Rows, Cols uint16 }
 // keeps its changes in a change set named by the session id.
 func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
 	req := &sandbox.SessionRequest{Policy: spec.Policy, Caller: &spec.Caller, Audit: spec.NetworkEvents, Learn: spec.Learn,
-		Approver: spec.Approver, AuditDecision: spec.AuditDecision, OnCgroup: spec.OnCgroup, OnGuard: spec.OnGuard}
+		Approver: spec.Approver, AuditDecision: spec.AuditDecision, OnCgroup: spec.OnCgroup, OnGuard: spec.OnGuard,
+		AllowDegraded: spec.AllowDegraded}
 	if rec := spec.Audit; rec != nil {
 		hook, decided := spec.NetworkEvents, spec.AuditDecision
 		req.Audit = func(e egress.Event) {

@@ -253,7 +253,8 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// As Create makes it: the asks of its proxy wait for the tenant that
 	// claims it, and its rules' decisions go to the daemon's audit stream.
-	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec)}
+	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec),
+		AllowDegraded: m.cfg.AllowDegraded}
 	eng, err := m.cfg.Engine(context.Background(), spec)
 	if err != nil {
 		return nil, err

@@ -269,7 +269,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		caller.WorkspaceMade = temp
 	}
 	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.audit, Learn: req.Learn,
-		OnCgroup: s.recordCgroups(rec)}
+		OnCgroup: s.recordCgroups(rec), AllowDegraded: m.cfg.AllowDegraded}
 	if !temp {
 		espec.OnGuard = s.recordGuards(rec)
 	}

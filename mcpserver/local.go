@@ -50,6 +50,9 @@ type LocalConfig struct {
 	// Sockets are the unix sockets Approvals serves on: the session is
 	// refused if its commands would see one (daemon.Config.Sockets).
 	Sockets []string
+	// AllowDegraded runs the session without a protection its policy
+	// asks for that this host cannot give (daemon.Config.AllowDegraded).
+	AllowDegraded bool
 }
 
 // ServeLocal makes a session for cfg in-process, checks that a command
@@ -72,7 +75,7 @@ func ServeLocal(ctx context.Context, cfg LocalConfig, t mcp.Transport) (err erro
 	m, err := daemon.New(daemon.Config{StateDir: dir, Logger: cfg.Logger,
 		// The connection is the session's life: no expiry cuts it short.
 		TTL: 10 * 365 * 24 * time.Hour, MaxTTL: 10 * 365 * 24 * time.Hour, IdleTimeout: 10 * 365 * 24 * time.Hour,
-		Approvals: cfg.Approvals != nil, ApprovalTimeout: cfg.ApprovalTimeout, Sockets: cfg.Sockets})
+		Approvals: cfg.Approvals != nil, ApprovalTimeout: cfg.ApprovalTimeout, Sockets: cfg.Sockets, AllowDegraded: cfg.AllowDegraded})
 	if err != nil {
 		return err
 	}

@@ -76,4 +76,17 @@ func TestCopyUnderDiskRefusedBeforeCopy(t *testing.T) {
 	if r.err != nil || !strings.Contains(r.stdout, "RAN") || len(r.rep.Degraded) != 1 {
 		t.Fatalf("copy mode under 8MiB, degraded: %v %q %q %q", r.err, r.stdout, r.stderr, r.rep.Degraded)
 	}
+	// A session with degradation allowed runs too, and each command's
+	// warnings say what it runs without (a client sees those, not the
+	// session's making).
+	copyUnder(8 << 20)(p)
+	s, err = sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, Backend: testBackend(), AllowDegraded: true})
+	if err != nil {
+		t.Fatalf("a session, degraded: %v", err)
+	}
+	defer s.Close(context.Background())
+	_, rep, err := sessionSh(t, s, sandbox.ExecRequest{}, "test -s big")
+	if err != nil || rep.ExitCode != 0 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "running degraded: disk limit") {
+		t.Errorf("a degraded session's command: %v %+v, want its warnings to name the disk limit", err, rep)
+	}
 }

@@ -647,6 +647,10 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	return nil
 }
 
+// allowDegradedHint is how a refusal of what cannot be enforced here
+// says to run without it: a run's flag, and for sessions their server's.
+const allowDegradedHint = "pass --allow-degraded to run without it (moat run, moat mcp; moat serve, for all its sessions)"
+
 // fillReport says in rep how the command ended, from the backend's
 // ExitStatus.
 func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
@@ -767,7 +771,7 @@ func checkCapabilities(spec *backend.Spec, caps backend.Capabilities, allow bool
 		if cgroupGap && caps.Delegation != "" {
 			msg += "\n  to have cgroups for these limits here: " + caps.Delegation
 		}
-		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, msg)
+		return gaps, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:%s\n(see `moat doctor` for what this host can enforce and how to delegate cgroups to a user; change or remove the setting, or "+allowDegradedHint+")", ErrRefused, msg)
 	}
 	return gaps, nil
 }
@@ -863,7 +867,7 @@ func refuseCopyUnderDisk(p *policy.Policy, allow bool) error {
 	if allow || p.Workspace.Mode != policy.WorkspaceCopy || p.Limits.Disk == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or pass --allow-degraded to run without it)", ErrRefused, diskGap([]string{p.Workspace.Path}))
+	return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or "+allowDegradedHint+")", ErrRefused, diskGap([]string{p.Workspace.Path}))
 }
 
 // enforcedBy names what enforces each of l's limits that needs more than

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -300,6 +301,13 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if err := checkSpec(be, p, spec, req.AllowDegraded, s.base); err != nil {
 		return nil, err
 	}
+	// Every command's report says what the session runs without: a
+	// client sees a command's warnings, not the session's making.
+	for _, d := range s.base.Degraded {
+		if !slices.Contains(s.base.Warnings, d) {
+			s.base.Warnings = append(s.base.Warnings, "running degraded: "+d)
+		}
+	}
 	if direct || m == policy.WorkspaceReadOnly {
 		s.wsDir = p.Workspace.Path
 	}
@@ -327,7 +335,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		const what = "cpu budget ([budgets] cpu) not enforced exactly"
 		const why = "the CPU time of a process reaped without a wait (its parent ignores SIGCHLD) is not counted"
 		if !req.AllowDegraded {
-			return nil, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s: %w; %s\n(see `moat doctor` for how to delegate cgroups to a user; remove the cpu budget, or pass --allow-degraded to run without it)", ErrRefused, what, err, why)
+			return nil, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s: %w; %s\n(see `moat doctor` for how to delegate cgroups to a user; remove the cpu budget, or "+allowDegradedHint+")", ErrRefused, what, err, why)
 		}
 		gap := fmt.Sprintf("%s: %v; %s", what, err, why)
 		s.base.Degraded = append(s.base.Degraded, gap)

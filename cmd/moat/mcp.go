@@ -32,6 +32,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	mode := fs.String("workspace-mode", "", "direct, readonly, overlay or copy (default: the policy's)")
 	approvals := fs.String("approvals-socket", "", "when the client cannot ask its user, keep the rules' asks as pending approvals answered on this unix socket (moat approvals --socket P, moat approve --socket P ID)")
 	approvalTimeout := durationFlag(fs, "approval-timeout", 5*time.Minute, "with --approvals-socket: how long an ask waits for an answer")
+	allowDegraded := fs.Bool("allow-degraded", false, "run the session without a protection its policy asks for that this host cannot give (a limit without a delegated cgroup), rather than refuse it; each command's report says what it runs without")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: moat mcp [--policy FILE] [--workspace DIR] [--workspace-mode overlay] [--approvals-socket PATH]")
 		fs.PrintDefaults()
@@ -118,7 +119,10 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg := mcpserver.LocalConfig{
 		StateDir: state, Policy: string(doc), PolicyFile: policyPath, Checked: checked, Workspace: dir, WorkspaceMode: *mode,
 		Options: mcpserver.Options{Version: version},
-		Logger:  log,
+		Logger:  log, AllowDegraded: *allowDegraded,
+	}
+	if *allowDegraded {
+		log.Warn("--allow-degraded: a protection the policy asks for that this host cannot give is dropped; each command's report says what")
 	}
 	if *approvals != "" {
 		cfg.ApprovalTimeout = *approvalTimeout

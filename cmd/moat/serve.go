@@ -61,6 +61,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	auditBurst := fs.Int("audit-burst", 1000, "records of one session written to --audit at once before --audit-rate holds; those beyond are counted, not written")
 	auditRate := fs.Float64("audit-rate", 10, "records a second of one session written to --audit once its burst is spent")
 	auditDaemonBurst := fs.Int("audit-daemon-burst", 10000, "records of all sessions together written to --audit at once before --audit-daemon-rate holds; those beyond are counted, not written")
+	allowDegraded := fs.Bool("allow-degraded", false, "run every session whose policy asks for a protection this host cannot give (a limit without a delegated cgroup) without it, rather than refuse it; each command's report says what it runs without")
 	auditDaemonRate := fs.Float64("audit-daemon-rate", 100, "records a second of all sessions together written to --audit once their burst is spent (the rules' decisions and the runs' ends are never dropped: beyond --audit-rate their session waits for them to be written)")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -172,7 +173,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	cfg := daemon.Config{StateDir: state, MaxSessions: *maxSessions, TenantMemory: int64(memQuota), TenantCPUs: *tenantCPUs,
 		TTL: *ttl, IdleTimeout: *idle, Logger: log, Templates: templates, TenantDisk: int64(diskQuota),
 		Approvals: true, ApprovalTimeout: *approvalTimeout, ApprovalWebhook: *webhook, AuditBurst: *auditBurst, AuditRate: *auditRate,
-		AuditDaemonBurst: *auditDaemonBurst, AuditDaemonRate: *auditDaemonRate}
+		AuditDaemonBurst: *auditDaemonBurst, AuditDaemonRate: *auditDaemonRate, AllowDegraded: *allowDegraded}
+	if *allowDegraded {
+		log.Warn("--allow-degraded: a session whose policy asks for a protection this host cannot give runs without it; each command's report says what")
+	}
 	if abs, err := filepath.Abs(*sock); err == nil {
 		cfg.Sockets = []string{abs}
 	}
