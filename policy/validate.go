@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
@@ -234,7 +235,16 @@ func (p *Policy) validateLimits(l *errorList) {
 	}
 	// In the order of the fields of Limits.
 	nonNegative("limits.wall", int64(lim.Wall))
-	nonNegative("limits.cpu", int64(lim.CPU))
+	if nonNegative("limits.cpu", int64(lim.CPU)) && lim.CPU%Duration(time.Second) != 0 {
+		// The kernel counts it in whole seconds (RLIMIT_CPU): 1.5s would
+		// be 2s, and 1ns 1s, while moat said what was asked.
+		down, up := time.Duration(lim.CPU).Truncate(time.Second), time.Duration(lim.CPU).Truncate(time.Second)+time.Second
+		alt := fmt.Sprintf("%v or %v", down, up)
+		if down == 0 {
+			alt = up.String()
+		}
+		l.add("limits.cpu", fmt.Sprintf("%v is not a whole number of seconds, which is how the kernel counts CPU time (RLIMIT_CPU); use %s", time.Duration(lim.CPU), alt))
+	}
 	if nonNegative("limits.open_files", lim.OpenFiles) && lim.OpenFiles > maxOpenFiles {
 		l.add("limits.open_files", fmt.Sprintf("%d is too many (max %d)", lim.OpenFiles, maxOpenFiles))
 	} else if lim.OpenFiles > 0 && lim.OpenFiles < minOpenFiles {

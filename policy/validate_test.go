@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateReportsEverythingWithLines(t *testing.T) {
@@ -110,6 +111,11 @@ func TestValidateFields(t *testing.T) {
 		}, ""},
 		{"negative wall", func(p *Policy) { p.Limits.Wall = -1 }, "limits.wall: -1 is negative; use 0 for no limit"},
 		{"negative pids", func(p *Policy) { p.Limits.Pids = -1 }, "limits.pids: -1 is negative"},
+		// The kernel counts CPU time in whole seconds: 1.5s was 2s, and
+		// the kill message said 1.5s (found by a tester).
+		{"fractional cpu", func(p *Policy) { p.Limits.CPU = Duration(1500 * time.Millisecond) }, "limits.cpu: 1.5s is not a whole number of seconds, which is how the kernel counts CPU time (RLIMIT_CPU); use 1s or 2s"},
+		{"tiny cpu", func(p *Policy) { p.Limits.CPU = 1 }, "limits.cpu: 1ns is not a whole number of seconds, which is how the kernel counts CPU time (RLIMIT_CPU); use 1s"},
+		{"whole cpu", func(p *Policy) { p.Limits.CPU = Duration(90 * time.Second) }, ""},
 		{"too many pids", func(p *Policy) { p.Limits.Pids = 1 << 23 }, "limits.pids: 8388608 is too many"},
 		{"too few pids", func(p *Policy) { p.Limits.Pids = 1 }, "limits.pids: 1 is too few (min 2)"},
 		{"too few open files", func(p *Policy) { p.Limits.OpenFiles = 5 }, "limits.open_files: 5 is too few (min 32)"},
