@@ -14,6 +14,9 @@ import (
 // JSON object (ParseJSON): a document whose first character other than
 // white space is "{" is JSON, which a TOML document cannot start with.
 func ParseDocument(name string, data []byte) (*Policy, error) {
+	if err := notUTF8(name, data); err != nil {
+		return nil, err
+	}
 	data = withoutBOM(data)
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
 		return ParseJSON(name, data)
@@ -26,6 +29,9 @@ func ParseDocument(name string, data []byte) (*Policy, error) {
 // Default() as Parse does, with the same strictness and the same errors:
 // *Errors, each naming the line and the field.
 func ParseJSON(name string, data []byte) (*Policy, error) {
+	if err := notUTF8(name, data); err != nil {
+		return nil, err
+	}
 	data = withoutBOM(data)
 	p := Default()
 	p.Source = name

@@ -112,7 +112,9 @@ func setSize(dst func(*Policy) *Size) func(*Policy, string) (string, error) {
 
 func setInt(dst func(*Policy, int64)) func(*Policy, string) (string, error) {
 	return func(p *Policy, raw string) (string, error) {
-		n, err := strconv.ParseInt(raw, 10, 64)
+		// Spaces around it are ignored, as the size and duration
+		// flags ignore them.
+		n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 		if err != nil {
 			return "a whole number", errors.Unwrap(err)
 		}
@@ -131,7 +133,7 @@ func valueOverrides() []valueOverride {
 		{"--pids", "limits.pids", func(o *Overrides) string { return o.Pids }, setInt(func(p *Policy, n int64) { p.Limits.Pids = n })},
 		{"--cpus", "limits.cpus", func(o *Overrides) string { return o.CPUs }, func(p *Policy, raw string) (string, error) {
 			const want = "a number of CPUs such as 0.5 or 2, or 0 for no limit"
-			x, err := strconv.ParseFloat(raw, 64)
+			x, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
 			if err != nil {
 				return want, errors.Unwrap(err)
 			}

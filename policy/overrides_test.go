@@ -16,7 +16,9 @@ func TestOverridesApply(t *testing.T) {
 	o := policy.Overrides{
 		Dir: "/work", Workspace: "ws", Net: "allow:example.com, *.go.dev", TCPBind: "0,8080", TCPConnect: "none",
 		ReadOnlyPaths: []string{"data"}, DenyPaths: []string{"/srv/secret"}, Env: []string{"A=B", "LC_X"},
-		Wall: "90", Memory: "512M", Pids: "10", CPUs: "1.5", User: "1234:1235", ReadOnly: true,
+		// Spaces around a number are ignored by every flag (--pids and
+		// --cpus refused them, found by a tester).
+		Wall: " 90", Memory: "512M ", Pids: " 10", CPUs: "1.5 ", User: "1234:1235", ReadOnly: true,
 	}
 	if err := o.Apply(p); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,9 @@ func Load(path string) (*Policy, error) {
 // *Errors, each naming the line and the field. Parse does not validate the
 // values; call Validate.
 func Parse(name string, data []byte) (*Policy, error) {
+	if err := notUTF8(name, data); err != nil {
+		return nil, err
+	}
 	data = withoutBOM(data)
 	p := Default()
 	p.Source = name
@@ -466,6 +469,24 @@ func sortedKeys(m map[string]any) []string {
 // withoutBOM drops a UTF-8 byte order mark at the start of a document,
 // which some editors write and neither TOML nor JSON allows: the
 // document is read as its author sees it.
+// notUTF8 refuses a document in UTF-16 or UTF-32 (a byte-order mark of
+// theirs, or a NUL in its first character, which no UTF-8 policy has),
+// which the parser would read as a bad first key.
+func notUTF8(name string, data []byte) error {
+	var enc string
+	switch {
+	case bytes.HasPrefix(data, []byte("\x00\x00\xfe\xff")), bytes.HasPrefix(data, []byte("\xff\xfe\x00\x00")):
+		enc = "UTF-32"
+	case bytes.HasPrefix(data, []byte("\xfe\xff")), bytes.HasPrefix(data, []byte("\xff\xfe")):
+		enc = "UTF-16"
+	case len(data) >= 2 && (data[0] == 0 || data[1] == 0):
+		enc = "UTF-16 or UTF-32"
+	default:
+		return nil
+	}
+	return &Errors{&FieldError{File: name, Line: 1, Msg: "the file is in " + enc + "; moat reads a policy as UTF-8: save it as UTF-8"}}
+}
+
 func withoutBOM(data []byte) []byte {
 	return bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 }

@@ -291,3 +291,36 @@ func TestByteOrderMarkIgnored(t *testing.T) {
 		t.Errorf("an error after the mark: %v, want line 2", err)
 	}
 }
+
+// TestUTF16Refused: a policy saved in UTF-16 or UTF-32 (with a byte-order
+// mark, or without one) is refused as such, naming the encoding, by
+// each parser; it read as a syntax error at a key 'ÿ' (found by a
+// tester). The control is TestByteOrderMarkIgnored's UTF-8.
+func TestUTF16Refused(t *testing.T) {
+	toml := "[limits]\nmemory = \"1GiB\"\n"
+	utf16 := func(s string, le, bom bool) string {
+		var b []byte
+		if bom {
+			b = append(b, 0xfe, 0xff)
+			if le {
+				b[0], b[1] = 0xff, 0xfe
+			}
+		}
+		for _, r := range s {
+			if le {
+				b = append(b, byte(r), 0)
+			} else {
+				b = append(b, 0, byte(r))
+			}
+		}
+		return string(b)
+	}
+	for _, doc := range []string{utf16(toml, true, true), utf16(toml, false, true), utf16(toml, true, false), utf16(toml, false, false),
+		"\xff\xfe\x00\x00[\x00\x00\x00"} {
+		for name, parse := range map[string]func(string, []byte) (*Policy, error){"Parse": Parse, "ParseJSON": ParseJSON, "ParseDocument": ParseDocument} {
+			if _, err := parse("p", []byte(doc)); err == nil || !strings.Contains(err.Error(), "p:1: the file is in UTF-") || !strings.Contains(err.Error(), "save it as UTF-8") {
+				t.Errorf("%s(%q): %v, want the encoding named", name, doc[:6], err)
+			}
+		}
+	}
+}
