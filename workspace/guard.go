@@ -69,7 +69,8 @@ var hostConfig = []string{
 	// starts in the workspace.
 	".mcp.json", ".claude", ".cursor", ".gemini", ".codex",
 	"opencode.json", "opencode.jsonc", ".opencode", ".crush.json", "crush.json",
-	".kiro", ".amazonq", ".continue", ".roo", ".windsurf", ".aider.conf.yml",
+	".opencode.json", ".kiro", ".amazonq", ".continue", ".continuerc.json", ".roo", ".windsurf", ".aider.conf.yml",
+	".qwen", ".kilocode", ".junie",
 	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
 	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",

@@ -41,6 +41,8 @@ func TestProtects(t *testing.T) {
 		{Change{Path: ".roo/mcp.json", Type: File}, true},
 		{Change{Path: ".aider.conf.yml", Type: File}, true},
 		{Change{Path: "crush.json", Type: File}, true},
+		{Change{Path: ".qwen/settings.json", Type: File}, true},
+		{Change{Path: ".junie/mcp/mcp.json", Type: File}, true},
 		{Change{Path: "docs/opencode.md", Type: File}, false},
 		{Change{Path: "tools/hooks/pre-push", Type: File}, true},
 		{Change{Path: "deploy/run.sh", Type: File}, true},
