@@ -119,7 +119,8 @@ func (h *hostRule) matchMethod(q Request) bool {
 
 // matchPath matches a forwarded request's path (as the client spelt it)
 // against the rule's. Servers read a path in more ways than one: decoded
-// (%63 is c), once or twice, an invalid escape left as it is; with dot
+// (%63 is c), more than once where a front end decodes before the
+// server, an invalid escape left as it is; with dot
 // segments and doubled slashes gone; with each segment's ";" parameters
 // dropped (Tomcat, Jetty, Spring); with "\" for "/" and a segment's
 // trailing dots and spaces dropped (IIS); cut at a NUL (servers in C);
