@@ -58,7 +58,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxMCPSessions
 	}
-	h := &httpHandler{cfg: cfg, owners: map[string]string{}, schemas: mcp.NewSchemaCache()}
+	h := &httpHandler{cfg: cfg, owners: map[string]string{}, enders: map[string]func(){}, schemas: mcp.NewSchemaCache()}
 	h.mcp = mcp.NewStreamableHTTPHandler(h.newServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 	})
@@ -75,6 +75,7 @@ type httpHandler struct {
 
 	mu     sync.Mutex
 	owners map[string]string // MCP session id -> its credential()
+	enders map[string]func() // MCP session id -> what ends its daemon session
 }
 
 // credential names who began an MCP session: its tenant, and the role of
@@ -113,6 +114,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
+		// Its owner's DELETE ends the daemon session first: the
+		// transport's close waits for the tool calls under way, whose
+		// commands would otherwise run on to their end (or the wall
+		// limit) with the DELETE waiting, and then answer nobody.
+		h.mu.Lock()
+		end, owned := h.enders[id], h.owners[id] == credential(t)
+		h.mu.Unlock()
+		if end != nil && owned {
+			end()
+		}
+	}
 	ow := &ownerWriter{ResponseWriter: w, h: h, owner: credential(t)}
 	h.mcp.ServeHTTP(ow, r)
 	// Only a DELETE the transport carried out ends the session: one it
@@ -141,6 +154,7 @@ func (h *httpHandler) sessionsOf(c string) int {
 func (h *httpHandler) forget(id string) {
 	h.mu.Lock()
 	delete(h.owners, id)
+	delete(h.enders, id)
 	h.mu.Unlock()
 }
 
@@ -231,7 +245,13 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
-				watch.Do(func() { go h.endWith(ss, s, t, attached) })
+				watch.Do(func() {
+					end := sync.OnceFunc(func() { h.endSession(s, t, attached) })
+					h.mu.Lock()
+					h.enders[ss.ID()] = end
+					h.mu.Unlock()
+					go h.endWith(ss, end)
+				})
 			}
 			return next(ctx, method, req)
 		}
@@ -239,11 +259,17 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 	return srv
 }
 
-// endWith waits for the MCP session ss to end, then ends the daemon
-// session s made for it (not one it attached to).
-func (h *httpHandler) endWith(ss *mcp.ServerSession, s *server, t daemon.Tenant, attached string) {
+// endWith waits for the MCP session ss to end, then ends its daemon
+// session (end).
+func (h *httpHandler) endWith(ss *mcp.ServerSession, end func()) {
 	ss.Wait()
 	h.forget(ss.ID())
+	end()
+}
+
+// endSession ends the daemon session s made for an MCP session (not one
+// it attached to, which outlives it), and refuses s's later tool calls.
+func (h *httpHandler) endSession(s *server, t daemon.Tenant, attached string) {
 	s.mu.Lock()
 	s.closed = true
 	sess := s.sess

@@ -165,3 +165,51 @@ func TestHTTPSessionsBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHTTPDeleteEndsRunningCalls: a DELETE ends the MCP session's daemon
+// session at once, a tool call's command still running in it included:
+// it waited for the command to end by itself (or at the wall limit),
+// with the command and the sandbox alive meanwhile (found by a tester).
+// The control: the call is running, and the session alive, before it.
+func TestHTTPDeleteEndsRunningCalls(t *testing.T) {
+	m, srv := httpServer(t, "daemon-http-delete")
+	send := func(method, id, body string, timeout time.Duration) (*http.Response, error) {
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+		}
+		req.Header.Set("X-Test-Tenant", "busy")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := (&http.Client{Timeout: timeout}).Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	resp, err := send("POST", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("Mcp-Session-Id")
+	send("POST", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, time.Minute)
+	go send("POST", id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"sleep 300","timeout_seconds":600}}}`, 10*time.Minute)
+	tenant := daemon.TokenTenant("busy")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if l := m.List(tenant); len(l) == 1 && l[0].Status().Running > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("control: no command running in the session: %+v", m.List(tenant))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp, err := send("DELETE", id, "", time.Minute); err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: %v %v, want it answered while the command ran", resp, err)
+	}
+	if l := m.List(tenant); len(l) != 0 {
+		t.Errorf("the daemon session outlived the DELETE: %+v", l)
+	}
+}
