@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +99,13 @@ func (s *Session) protected(rel string) bool {
 	}
 	return workspace.GitProtected(s.Workspace, rel)
 }
+
+// Protected lists the workspace paths the session's commands and the
+// files API may not change (relative, slash-separated): the built-in
+// ones host tools run or read (workspace.HostConfig), the policy's
+// workspace.protect, and the files the policy itself loads or runs. A
+// git directory's nested and submodule entries are held besides.
+func (s *Session) Protected() []string { return slices.Clone(s.protect) }
 
 func protectList(p *policy.Policy) []string {
 	out := workspace.HostConfig()

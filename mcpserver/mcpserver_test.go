@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -586,6 +587,14 @@ func TestSessionInfo(t *testing.T) {
 	var info map[string]any
 	if err := json.Unmarshal([]byte(text), &info); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, text)
+	}
+	// The protected paths are those the session refuses, the built-in
+	// ones included (it showed only the policy's, [], found by a tester).
+	protected, _ := info["protected"].([]any)
+	for _, want := range []string{".git/config", ".envrc", ".mcp.json"} {
+		if !slices.Contains(protected, any(want)) {
+			t.Errorf("session_info's protected %v lacks %s", protected, want)
+		}
 	}
 }
 

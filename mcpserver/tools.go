@@ -390,7 +390,7 @@ func (s *server) sessionInfo(context.Context, *mcp.CallToolRequest, noIn) (*mcp.
 		"writable":       writable(p),
 		"read_only":      p.Filesystem.ReadOnly,
 		"hidden":         p.Filesystem.Deny,
-		"protected":      p.Workspace.Protect,
+		"protected":      s.session().Protected(),
 		"network":        network(p),
 		"limits":         p.Limits,
 		"rules":          p.Rules,
