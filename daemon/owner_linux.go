@@ -23,6 +23,13 @@ func (s *Session) useFiles() (done func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A workspace removed on the host is held open, empty: every
+	// path would be "no such file", a new one's included.
+	var rst unix.Stat_t
+	if unix.Fstat(int(s.root.Fd()), &rst) == nil && rst.Nlink == 0 {
+		release()
+		return nil, fmt.Errorf("%w: the workspace directory was removed since the session began", ErrWorkspace)
+	}
 	if os.Geteuid() != 0 || s.Tenant.self() || s.Tenant.UID < 0 || s.TempWorkspace {
 		// A workspace the daemon made (a token's tenant, which has no
 		// host identity, has only those) is in its own directory, where
