@@ -3,12 +3,12 @@ package client
 import (
 	"fmt"
 	"net"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // peerUID is the uid of the process that serves the unix connection c
-// (SO_PEERCRED: whoever made the listening socket).
+// (SO_PEERCRED: whoever made the listening socket). It uses package
+// syscall: the client links nothing of the sandbox's (x/sys included).
 func peerUID(c net.Conn) (int, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -21,8 +21,8 @@ func peerUID(c net.Conn) (int, error) {
 	uid := -1
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
-		var cred *unix.Ucred
-		if cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); serr == nil {
+		var cred *syscall.Ucred
+		if cred, serr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED); serr == nil {
 			uid = int(cred.Uid)
 		}
 	}); err != nil {

@@ -863,6 +863,13 @@ func TestApplyRefusedKeepsSession(t *testing.T) {
 	}
 	// The control: g.txt alone applies (once nothing runs).
 	e.ok(t, "run_command", map[string]any{"command": "pkill sleep; true"}, "exit code")
+	// The killed process is seen to end a moment later (it failed the
+	// apply below under load, as still running).
+	for deadline := time.Now().Add(30 * time.Second); e.sess.Status().Running > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the background process did not end: %+v", e.sess.Status())
+		}
+	}
 	e.ok(t, "apply", map[string]any{"paths": []string{"g.txt"}}, "applied 1 change")
 	if b, _ := os.ReadFile(filepath.Join(e.ws, "g.txt")); string(b) != "g\n" {
 		t.Fatalf("g.txt after apply: %q", b)
