@@ -1014,20 +1014,10 @@ func guardError(what string, err error) error {
 // program takes that names nothing must not make a name the command may
 // not create, nor a directory it names read-only.
 func filesIn(root string, files []string) []string {
-	var rel []string
-	realRoot := realPath(root)
-	for _, f := range files {
-		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		for _, pair := range [][2]string{{root, f}, {realRoot, realPath(f)}} {
-			if r, err := filepath.Rel(pair[0], pair[1]); err == nil && r != "." && within(pair[0], pair[1]) {
-				rel = append(rel, r)
-				break
-			}
-		}
-	}
-	return rel
+	return pathsIn(root, files, func(f string) bool {
+		fi, err := os.Stat(f)
+		return err == nil && fi.Mode().IsRegular()
+	})
 }
 
 // readOnlyIn returns those of the policy's read-only paths (absolute)
@@ -1037,10 +1027,20 @@ func filesIn(root string, files []string) []string {
 // above it, and the command then makes its own at the path (found by a
 // tester).
 func readOnlyIn(root string, paths []string) []string {
+	return pathsIn(root, paths, func(f string) bool {
+		_, err := os.Lstat(f)
+		return err == nil
+	})
+}
+
+// pathsIn returns those of paths (absolute) that keep takes and that are
+// under root, relative to it, by their paths as given or as the links on
+// the way resolve.
+func pathsIn(root string, paths []string, keep func(string) bool) []string {
 	var rel []string
 	realRoot := realPath(root)
 	for _, f := range paths {
-		if _, err := os.Lstat(f); err != nil {
+		if !keep(f) {
 			continue
 		}
 		for _, pair := range [][2]string{{root, f}, {realRoot, realPath(f)}} {
