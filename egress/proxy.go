@@ -269,27 +269,15 @@ func (p *Proxy) Serve(l net.Listener) error {
 		backoff = 0
 		select {
 		case p.sem <- struct{}{}:
-			if !p.enter() {
-				<-p.sem
-				c.Close()
+			if !p.spawn(p.sem, c, p.serveConn) {
 				return ErrClosed
 			}
-			go func() {
-				defer p.served.Done()
-				p.serveConn(c)
-			}()
 		default:
 			select {
 			case p.refusing <- struct{}{}:
-				if !p.enter() {
-					<-p.refusing
-					c.Close()
+				if !p.spawn(p.refusing, c, p.refuseBusy) {
 					return ErrClosed
 				}
-				go func() {
-					defer p.served.Done()
-					p.refuseBusy(c)
-				}()
 			default:
 				c.Close()
 			}
@@ -344,6 +332,23 @@ const cutAtEnd = "cut off: the run ended before the answer came"
 // as soon as their connections are closed, save a Check (an approval)
 // or a hook that does not heed the proxy's context.
 const closeWait = 2 * time.Second
+
+// spawn serves c with serve on a goroutine of its own, which Close waits
+// for; serve gives back the slot of slots taken for it. Once the proxy is
+// closed it serves nothing: it closes c, gives the slot back and reports
+// false.
+func (p *Proxy) spawn(slots chan struct{}, c net.Conn, serve func(net.Conn)) bool {
+	if !p.enter() {
+		<-slots
+		c.Close()
+		return false
+	}
+	go func() {
+		defer p.served.Done()
+		serve(c)
+	}()
+	return true
+}
 
 // enter counts a goroutine that serves a connection, for Close to wait
 // for; it reports false, counting nothing, once the proxy is closed.
