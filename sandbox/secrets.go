@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,8 +61,8 @@ type runSecrets struct {
 }
 
 type revoke struct {
-	name, value, dir string
-	argv             []string
+	name, value, dir, runDir string
+	argv                     []string
 }
 
 // loadSecrets reads the value of each of the policy's secrets on the host
@@ -85,6 +86,16 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 	if dir == "" {
 		dir = "/"
 	}
+	// A directory the sandbox's commands may write (a workspace's own
+	// .moat.toml's is the workspace) is not where a program starts: what
+	// it reads there unnamed ("python3 -m mint", a script's ./lib.sh, a
+	// tool's own config) is not what trust hashed, and a command could
+	// have written it for the host to run. It starts at /, its names
+	// given by their absolute paths (anchored).
+	runDir := dir
+	if writableBySandbox(p, dir) {
+		runDir = "/"
+	}
 	rs := &runSecrets{verify: p.VerifyPrograms, checked: p.CheckedDigest}
 	for i, s := range p.Secrets {
 		var val string
@@ -106,7 +117,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
 			}
-			out, err := secretCommand(strings.Fields(rest), dir, "", rs.checked)
+			out, err := secretCommand(strings.Fields(rest), dir, runDir, "", rs.checked)
 			if err != nil {
 				rs.revokeAll()
 				return nil, fmt.Errorf("secrets[%d] (%s): source %s: %w", i, s.Name, rest, err)
@@ -117,7 +128,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				return nil, fmt.Errorf("secrets[%d] (%s): source %s printed nothing", i, s.Name, rest)
 			}
 			if s.Revoke != "" {
-				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: dir, argv: strings.Fields(s.Revoke)})
+				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: dir, runDir: runDir, argv: strings.Fields(s.Revoke)})
 			}
 		case "file":
 			f := p.SecretFile(s, cwd)
@@ -156,22 +167,28 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 }
 
 // secretCommand runs argv on the host (no shell; a relative program with
-// a slash is relative to dir) with stdin, and returns its stdout. A
+// a slash is relative to dir) in runDir with stdin, and returns its
+// stdout. Its program and each argument that names a file in dir (as
+// trust hashed them) are given by their absolute paths (anchored). A
 // non-zero exit, a timeout or more output than a secret may be fails,
 // naming the program's last line of stderr; the output is never part of
 // an error. A program whose bytes checked (nil for none) has a digest of
 // runs from a sealed copy of them when it can (pinnedProgram), and not at
 // all if they no longer match.
-func secretCommand(argv []string, dir, stdin string, checked func(string) (string, bool)) (string, error) {
+func secretCommand(argv []string, dir, runDir, stdin string, checked func(string) (string, bool)) (string, error) {
+	abs, args := anchored(argv, dir)
+	prog := argv[0]
+	if runDir != dir {
+		prog = abs
+	} else {
+		args = argv
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), secretCommandTimeout)
 	defer cancel()
 	var pinned *os.File
-	if prog := argv[0]; checked != nil && strings.Contains(prog, "/") {
-		if !filepath.IsAbs(prog) {
-			prog = filepath.Join(dir, prog)
-		}
-		if d, ok := checked(filepath.Clean(prog)); ok {
-			f, err := pinnedProgram(prog, d)
+	if checked != nil && strings.Contains(abs, "/") {
+		if d, ok := checked(filepath.Clean(abs)); ok {
+			f, err := pinnedProgram(abs, d)
 			if err != nil {
 				return "", err
 			}
@@ -184,14 +201,16 @@ func secretCommand(argv []string, dir, stdin string, checked func(string) (strin
 	out := &cappedBuffer{max: maxSecret}
 	errb := &cappedBuffer{max: 4 << 10}
 	newCmd := func(pinned *os.File) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd := exec.CommandContext(ctx, prog, args[1:]...)
+		// argv[0] stays as the policy gave it, wherever the program is
+		// found.
+		cmd.Args[0] = argv[0]
 		if pinned != nil {
-			// The copy is the child's fd 3; argv[0] stays as the policy
-			// gave it.
+			// The copy is the child's fd 3.
 			cmd.Path = "/proc/self/fd/3"
 			cmd.ExtraFiles = []*os.File{pinned}
 		}
-		cmd.Dir = dir
+		cmd.Dir = runDir
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = out, errb
 		cmd.WaitDelay = time.Second
@@ -263,7 +282,7 @@ func (rs *runSecrets) revokeAll() []string {
 			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value minted for this run may still be valid", r.name, err))
 			continue
 		}
-		if _, err := secretCommand(r.argv, r.dir, r.value+"\n", rs.checked); err != nil {
+		if _, err := secretCommand(r.argv, r.dir, r.runDir, r.value+"\n", rs.checked); err != nil {
 			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
 		}
 	}
@@ -348,4 +367,45 @@ func (s *Session) ScrubFetched(r *egress.FetchResult) error {
 		return nil
 	}
 	return s.secrets.set.ScrubFetched(r)
+}
+
+// anchored is argv's program, absolute when named by a relative path
+// (relative to dir), and argv with each argument that names a file in
+// dir (as trust hashes them: not an option) made absolute: the program
+// may run elsewhere than dir.
+func anchored(argv []string, dir string) (string, []string) {
+	if dir == "" || len(argv) == 0 {
+		return argv[0], argv
+	}
+	prog := argv[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		prog = filepath.Join(dir, prog)
+	}
+	out := slices.Clone(argv)
+	for i, a := range out[1:] {
+		if strings.HasPrefix(a, "-") || filepath.IsAbs(a) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, a)); err == nil {
+			out[i+1] = filepath.Join(dir, a)
+		}
+	}
+	return prog, out
+}
+
+// writableBySandbox says whether dir is in a tree the policy's commands
+// may write: the workspace (unless read-only) or a read_write path, as
+// written or with links resolved.
+func writableBySandbox(p *policy.Policy, dir string) bool {
+	var trees []string
+	if p.Workspace.Mode != policy.WorkspaceReadOnly {
+		trees = append(trees, p.Workspace.Path)
+	}
+	trees = append(trees, p.Filesystem.ReadWrite...)
+	for _, t := range trees {
+		if t != "" && (within(t, dir) || within(realPath(t), realPath(dir))) {
+			return true
+		}
+	}
+	return false
 }
