@@ -122,6 +122,12 @@ func Suggest(recs []Record) []Suggestion {
 				outcome = "refused"
 			}
 			because := fmt.Sprintf("%s run %s: %s %q: %s by %s (%s)", when, r.RunID, where, cmd, r.Verdict, r.Rule, outcome)
+			if r.Rule == "" {
+				// No rule decided it: moat's own check did (a line that
+				// hides what it runs), which no rule can allow.
+				add("note", fmt.Sprintf("%q was refused by moat's own check, not by a rule: no rule allows it; run what it runs by its name", cmd), because)
+				continue
+			}
 			if strings.Contains(r.Rule, "/") && !strings.Contains(r.Rule, "(") {
 				add("rule", ruleTOML(prefix), because) // a built-in set's: the policy's own rules come first
 			} else {
@@ -139,11 +145,20 @@ func commandPrefix(cmd []string) []string {
 		return nil
 	}
 	p := []string{path.Base(cmd[0])}
-	if len(cmd) > 1 && cmd[1] != "" && !strings.HasPrefix(cmd[1], "-") && !strings.ContainsAny(cmd[1], "*?[") {
+	if strings.ContainsAny(p[0], globChars) || strings.HasPrefix(p[0], "-") {
+		// A rule's words are patterns: "*" as a program would allow
+		// every command (an audit stream anyone could have written
+		// proposed it, found by a tester).
+		return nil
+	}
+	if len(cmd) > 1 && cmd[1] != "" && !strings.HasPrefix(cmd[1], "-") && !strings.ContainsAny(cmd[1], globChars) {
 		p = append(p, cmd[1])
 	}
 	return p
 }
+
+// globChars are those a rule's command words read as a pattern.
+const globChars = "*?[\\"
 
 func ruleTOML(prefix []string) string {
 	q := make([]string, len(prefix))

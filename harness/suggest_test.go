@@ -43,3 +43,32 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestSuggestNoPatterns: a decided command whose words a rule would read
+// as patterns gets no rule (a forged stream's "*" was suggested as an
+// allow of every command, and "[a-z]*" as a rule that failed its own
+// example; found by a tester), nor does a refusal no rule made, which no
+// rule can undo (it was called the policy's own rule). The control: the
+// same stream's plain command gets its rule.
+func TestSuggestNoPatterns(t *testing.T) {
+	recs := []Record{
+		{Type: "decision", RunID: "r1", Decided: []string{"*"}, Verdict: "ask", Rule: "irreversible/git-push"},
+		{Type: "decision", RunID: "r1", Decided: []string{"/a/[a-z]*", "-x"}, Verdict: "ask", Rule: "irreversible/git-push"},
+		{Type: "decision", RunID: "r1", Decided: []string{"g\\it", "push"}, Verdict: "ask", Rule: "irreversible/git-push"},
+		{Type: "decision", RunID: "r1", Decided: []string{"sh", "-c", "/usr/bin/gi? push"}, Verdict: "ask", Rule: ""},
+		{Type: "decision", RunID: "r1", Decided: []string{"npm", "publish"}, Verdict: "ask", Rule: "irreversible/npm-publish"},
+	}
+	got := Suggest(recs)
+	var rules []string
+	for _, s := range got {
+		switch s.Kind {
+		case "rule":
+			rules = append(rules, s.Entry)
+		case "change":
+			t.Errorf("a change of the policy's own rule %q for a refusal no rule made", s.Entry)
+		}
+	}
+	if len(rules) != 1 || !strings.Contains(rules[0], `command = ["npm", "publish"]`) {
+		t.Errorf("rules %q, want npm publish's alone", rules)
+	}
+}
