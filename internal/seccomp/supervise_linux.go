@@ -188,7 +188,13 @@ func (s *Supervisor) Serve(fd, stop int) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if errno := later(ctx); errno != 0 {
+					// The decision may wait for a person: it ends with
+					// its caller, whose call then answers nobody (a
+					// command killed while its ask waited).
+					callCtx, done := whileCallerWaits(ctx, fd, req.id)
+					errno := later(callCtx)
+					done()
+					if errno != 0 {
 						respond(fd, req.id, errno)
 					} else {
 						continueChecked(fd, &req, c)
@@ -812,4 +818,32 @@ func (w *listenerWait) close() {
 		w.f.Close()
 		w.sf.Close() // ends the stop goroutine's read
 	}
+}
+
+// callerPoll is how often whileCallerWaits looks whether a call's caller
+// still waits for its answer.
+const callerPoll = 200 * time.Millisecond
+
+// whileCallerWaits is ctx, ended too once the notification id is no
+// longer valid: its caller died (or was killed) while its call waited.
+// done stops the watch.
+func whileCallerWaits(ctx context.Context, fd int, id uint64) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(callerPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				v := id
+				if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&v))); e != 0 {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }
