@@ -75,7 +75,7 @@ type httpHandler struct {
 
 	mu     sync.Mutex
 	owners map[string]string // MCP session id -> its credential()
-	enders map[string]func() // MCP session id -> what ends its daemon session
+	enders map[string]func() // MCP session id -> what ends its tool calls under way
 }
 
 // credential names who began an MCP session: its tenant, and the role of
@@ -115,10 +115,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
 	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
-		// Its owner's DELETE ends the daemon session first: the
-		// transport's close waits for the tool calls under way, whose
-		// commands would otherwise run on to their end (or the wall
-		// limit) with the DELETE waiting, and then answer nobody.
+		// Its owner's DELETE ends the tool calls under way first: the
+		// transport's close waits for them, and their commands would
+		// otherwise run on to their end (or the wall limit) with the
+		// DELETE waiting, and then answer nobody. A DELETE the transport
+		// refuses leaves the session, its calls ended.
 		h.mu.Lock()
 		end, owned := h.enders[id], h.owners[id] == credential(t)
 		h.mu.Unlock()
@@ -242,34 +243,60 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 	// serves tool calls of a client that never sends the notification, and
 	// their daemon session would outlive the MCP session.
 	var watch sync.Once
+	calls := newCallGroup()
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" {
 				watch.Do(func() {
-					end := sync.OnceFunc(func() { h.endSession(s, t, attached) })
 					h.mu.Lock()
-					h.enders[ss.ID()] = end
+					h.enders[ss.ID()] = calls.endAll
 					h.mu.Unlock()
-					go h.endWith(ss, end)
+					go h.endWith(ss, s, t, attached)
 				})
 			}
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(calls.current(), cancel)()
 			return next(ctx, method, req)
 		}
 	})
 	return srv
 }
 
-// endWith waits for the MCP session ss to end, then ends its daemon
-// session (end).
-func (h *httpHandler) endWith(ss *mcp.ServerSession, end func()) {
-	ss.Wait()
-	h.forget(ss.ID())
-	end()
+// callGroup ends the requests an MCP session's server is handling at a
+// moment (its DELETE), and not those that come after.
+type callGroup struct {
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// endSession ends the daemon session s made for an MCP session (not one
-// it attached to, which outlives it), and refuses s's later tool calls.
-func (h *httpHandler) endSession(s *server, t daemon.Tenant, attached string) {
+func newCallGroup() *callGroup {
+	g := &callGroup{}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	return g
+}
+
+// current is the context the requests handled now end with.
+func (g *callGroup) current() context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ctx
+}
+
+// endAll ends the requests handled now.
+func (g *callGroup) endAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cancel()
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+}
+
+// endWith waits for the MCP session ss to end, then ends the daemon
+// session s made for it (not one it attached to).
+func (h *httpHandler) endWith(ss *mcp.ServerSession, s *server, t daemon.Tenant, attached string) {
+	ss.Wait()
+	h.forget(ss.ID())
 	s.mu.Lock()
 	s.closed = true
 	sess := s.sess

@@ -34,7 +34,9 @@ name = "TOKEN"
 source = "command:./mint"
 hosts = ["api.test"]
 `
-	const mint = "#!/bin/sh\necho run >> ran\necho minted\n"
+	// It runs from / (the workspace is no place for it to start): it
+	// names its directory.
+	const mint = "#!/bin/sh\necho run >> \"$(dirname \"$0\")/ran\"\necho minted\n"
 	for name, body := range map[string]string{".moat.toml": doc, "mint": mint} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
@@ -84,7 +86,7 @@ hosts = ["api.test"]
 
 	// The source changed between the check and the session.
 	p := load()
-	os.WriteFile(filepath.Join(ws, "mint"), []byte(mint+"echo changed >> ran\n"), 0o755)
+	os.WriteFile(filepath.Join(ws, "mint"), []byte(mint+"echo changed >> \"$(dirname \"$0\")/ran\"\n"), 0o755)
 	err := serve(doc, p)
 	var ue *policy.UntrustedError
 	if !errors.As(err, &ue) || ue.File != filepath.Join(ws, "mint") || ue.Reason != policy.TrustChanged {
