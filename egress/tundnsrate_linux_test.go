@@ -50,11 +50,17 @@ func TestTUNDNSRate(t *testing.T) {
 		served <- p.ServeTUN(os.NewFile(uintptr(dev), "tun"), TUNConfig{MTU: 1500, DNS: dns, Names: netip.MustParsePrefix("198.19.0.0/16")})
 	}()
 	var replies atomic.Int32
+	// The reader ends when the device's end closes (end of file), and
+	// the test waits for it: one left reading this fd number would read
+	// the next test's socket, once the number is reused, and take its
+	// packets.
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		buf := make([]byte, 2048)
 		for {
 			n, err := unix.Read(peer, buf)
-			if err != nil {
+			if err != nil || n == 0 {
 				return
 			}
 			if n > header.IPv4MinimumSize && header.IPv4(buf[:n]).TransportProtocol() == header.UDPProtocolNumber {
@@ -103,6 +109,11 @@ func TestTUNDNSRate(t *testing.T) {
 	waitReplies(before + 10)
 	p.Close()
 	<-served
+	select {
+	case <-readerDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the device's end was not closed when ServeTUN ended")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	// Every query is an event, or counted in one; the device's peer may
