@@ -170,8 +170,9 @@ source = "command:./mint"
 revoke = "./revoke"
 hosts = ["api.test"]
 `
-	const mint = "#!/bin/sh\n[ -e change ] && echo '# changed' >> revoke\necho minted\n"
-	for name, body := range map[string]string{".moat.toml": doc, "mint": mint, "revoke": "#!/bin/sh\ncat >> revoked\n"} {
+	// They start at /, not in the workspace: each names its directory.
+	const mint = "#!/bin/sh\nd=$(dirname \"$0\")\n[ -e \"$d/change\" ] && echo '# changed' >> \"$d/revoke\"\necho minted\n"
+	for name, body := range map[string]string{".moat.toml": doc, "mint": mint, "revoke": "#!/bin/sh\ncat >> \"$(dirname \"$0\")/revoked\"\n"} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}

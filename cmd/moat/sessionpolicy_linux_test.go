@@ -13,9 +13,10 @@ import (
 
 // TestSessionPolicyFileReadOnly: moat session create --policy F, with F in
 // the workspace, is F's as moat run --policy F is: its relative profile
-// and secret program are found beside it (the program runs there), and a
-// session's command can rewrite none of them, where it writes the file
-// beside them (the control).
+// and secret program are found beside it (the program starts at /, not
+// in the workspace, where a command could have written what it reads
+// unnamed), and a session's command can rewrite none of them, where it
+// writes the file beside them (the control).
 func TestSessionPolicyFileReadOnly(t *testing.T) {
 	if sandbox.SeccompNativeArch() == "" {
 		t.Skip("no seccomp filters for this architecture")
@@ -50,8 +51,8 @@ hosts = ["api.test"]
 	if code != 0 || len(id) != 16 {
 		t.Fatalf("session create: %d %q %q\n%s", code, out, errs, logs)
 	}
-	if b, _ := os.ReadFile(pwdFile); string(b) != ci+"\n" {
-		t.Errorf("the secret's program ran in %q, want the policy's directory %s", b, ci)
+	if b, _ := os.ReadFile(pwdFile); string(b) != "/\n" {
+		t.Errorf("the secret's program ran in %q, want /, not the policy's directory %s in the workspace", b, ci)
 	}
 	script := "echo x > ci/other.txt && echo WROTE"
 	for name := range files {
