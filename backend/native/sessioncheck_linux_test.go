@@ -172,6 +172,11 @@ func TestSessionPidReuse(t *testing.T) {
 		if pidA == 0 {
 			t.Fatal("A's first process was not seen")
 		}
+		// A process is told from an earlier one at its pid by its start
+		// time, in clock ticks: B's child starts ticks after A did, as
+		// any reuse of a pid does that was not forced within one (it
+		// failed now and then when the child came within A's tick).
+		time.Sleep(50 * time.Millisecond)
 		child := filepath.Join(s.Dir, fmt.Sprintf("child%d", attempt))
 		inR, inW := io.Pipe()
 		procB := start(b, inR, "/bin/sh", "-c", `read go; exec setsid -f sh -c 'echo $$ >`+child+`; sleep 0.5; exec id -u'`)
