@@ -134,8 +134,14 @@ func (h *hostRule) matchPath(p string, rc readingCache) bool {
 	if h.kind == Allow {
 		return false
 	}
+	r := rc.of(p)
+	if r.capped {
+		// Readings past the bound were not looked at; one of them could
+		// be the rule's path, so a rule that refuses or asks matches.
+		return true
+	}
 	folded := policy.Match{Path: strings.ToLower(h.r.Match.Path)}
-	for _, v := range rc.of(p) {
+	for _, v := range r.paths {
 		if h.r.Match.MatchPath(v) || folded.MatchPath(strings.ToLower(v)) {
 			return true
 		}
@@ -145,9 +151,9 @@ func (h *hostRule) matchPath(p string, rc readingCache) bool {
 
 // readingCache holds the readings of the paths of one request, which
 // each of the rules matches against.
-type readingCache map[string][]string
+type readingCache map[string]readings
 
-func (rc readingCache) of(p string) []string {
+func (rc readingCache) of(p string) readings {
 	r, ok := rc[p]
 	if !ok {
 		r = pathReadings(p)
@@ -156,9 +162,16 @@ func (rc readingCache) of(p string) []string {
 	return r
 }
 
+// readings are a path's readings; capped says the bounds stopped the
+// search before its fixed point.
+type readings struct {
+	paths  []string
+	capped bool
+}
+
 // maxReadings and maxReadingBytes bound pathReadings: a path spelt to
-// have ever more readings gets the first ones, breadth first, which
-// include every sequence of the first few steps.
+// have ever more readings gets the first ones, breadth first, and is
+// marked capped, which rules that refuse or ask take as a match.
 const (
 	maxReadings     = 1024
 	maxReadingBytes = 1 << 20
@@ -167,23 +180,27 @@ const (
 // pathReadings are the paths a server may read p as, p itself first:
 // each reading matchPath names applied in turn, to a fixed point or
 // maxReadings. An ordinary path has one or two.
-func pathReadings(p string) []string {
+func pathReadings(p string) readings {
 	seen := map[string]bool{p: true}
 	out, size := []string{p}, len(p)
-	for i := 0; i < len(out) && len(out) < maxReadings && size < maxReadingBytes; i++ {
+	for i := 0; i < len(out); i++ {
 		s := out[i]
 		for _, v := range []string{
 			unescapeLenient(s), stripParams(s), strings.ReplaceAll(s, `\`, "/"),
 			trimSegments(s), cutNUL(s), cleanPath(s),
 		} {
-			if !seen[v] && len(out) < maxReadings && size < maxReadingBytes {
-				seen[v] = true
-				out = append(out, v)
-				size += len(v)
+			if seen[v] {
+				continue
 			}
+			if len(out) >= maxReadings || size+len(v) > maxReadingBytes {
+				return readings{paths: out, capped: true}
+			}
+			seen[v] = true
+			out = append(out, v)
+			size += len(v)
 		}
 	}
-	return out
+	return readings{paths: out}
 }
 
 // unescapeLenient decodes each valid %XX of s and leaves the rest as it

@@ -87,16 +87,45 @@ decision = "deny"
 
 // TestPathReadingsBounded: a path spelt to have ever more readings
 // (escapes within escapes, parameters, backslashes) gets a bounded
-// number of them, in count and in bytes.
+// number of them, in count and in bytes, and is marked capped, which a
+// rule that refuses matches: a reading past the bound could have been
+// the rule's path (fail closed). An ordinary path is not capped.
 func TestPathReadingsBounded(t *testing.T) {
 	seg := "%25%32%35" + ";a\\b. %00"
-	p := "/" + strings.Repeat(seg+"/", 4000)
+	p := "/" + strings.Repeat(seg+"/", 40000)
 	r := pathReadings(p)
 	size := 0
-	for _, v := range r {
+	for _, v := range r.paths {
 		size += len(v)
 	}
-	if len(r) > maxReadings || size > maxReadingBytes+len(p) {
-		t.Errorf("%d readings, %d bytes", len(r), size)
+	if len(r.paths) > maxReadings || size > maxReadingBytes+len(p) {
+		t.Errorf("%d readings, %d bytes", len(r.paths), size)
+	}
+	if !r.capped {
+		t.Errorf("%d readings, not capped", len(r.paths))
+	}
+	if r := pathReadings("/v1/%2563harges;x/"); r.capped || len(r.paths) < 2 {
+		t.Errorf("ordinary path: %d readings, capped %v", len(r.paths), r.capped)
+	}
+
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "no-admin"
+match = { host = "api.test", path = "/admin/**" }
+decision = "deny"
+
+[[rules]]
+name = "get-docs"
+match = { host = "docs.test", method = "GET", path = "/docs/**" }
+decision = "allow"
+`))
+	if d := rs.DecideHost(Request{Host: "api.test", Port: 80, Method: "GET", Path: p}); d.Verdict != Deny {
+		t.Errorf("capped path: %s, want deny", d.Verdict)
+	}
+	if d := rs.DecideHost(Request{Host: "api.test", Port: 80, Method: "GET", Path: "/docs/" + seg}); d.Verdict != Allow {
+		t.Errorf("uncapped path: %s, want allow (positive control)", d.Verdict)
+	}
+	if d := rs.DecideHost(Request{Host: "docs.test", Port: 80, Method: "GET", Path: "/docs" + p}); d.Verdict != Allow {
+		t.Errorf("allow rule, capped path under it: %s, want allow", d.Verdict)
 	}
 }
