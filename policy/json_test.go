@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,35 @@ func TestJSONNestingBounded(t *testing.T) {
 	}
 	if _, err := ParseJSON("p.json", []byte(`{"network":{"mode":"allow","allow":["a.test","b.test"]},"rules":[{"name":"r","match":{"command":["git","push"]},"decision":"deny"}]}`)); err != nil {
 		t.Errorf("control: %v", err)
+	}
+}
+
+// A policy file written as JSON loads as the daemon takes it, so that
+// one file serves `moat run --policy` and `moat session create
+// --policy`; its errors name the file and line. The control: a TOML
+// file still loads.
+func TestLoadJSONFile(t *testing.T) {
+	dir := t.TempDir()
+	js := dir + "/p.json"
+	if err := os.WriteFile(js, []byte("{\n  \"limits\": {\"memory\": \"256MiB\"}\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(js)
+	if err != nil || p.Limits.Memory != 256*MiB || p.Source != js {
+		t.Fatalf("Load(json) = %+v, %v", p, err)
+	}
+	bad := dir + "/bad.json"
+	if err := os.WriteFile(bad, []byte("{\n  \"limits\": {\"memroy\": 1}\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), bad+":2: limits.memroy: unknown key") {
+		t.Errorf("Load(bad json) = %v", err)
+	}
+	tm := dir + "/p.toml"
+	if err := os.WriteFile(tm, []byte("[limits]\nmemory = \"256MiB\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := Load(tm); err != nil || q.Limits.Memory != 256*MiB {
+		t.Errorf("Load(toml) = %+v, %v", q, err)
 	}
 }

@@ -16,16 +16,17 @@ import (
 	"github.com/moatbox/moat/internal/suggest"
 )
 
-// Load reads the policy file at path and parses it with Parse. Errors about
-// the file's content are *Errors; an unreadable file, or one that is not a
-// regular file of at most inputfile.MaxPolicy bytes, is returned as the
-// *fs.PathError from reading it.
+// Load reads the policy file at path and parses it with ParseDocument:
+// TOML, or JSON as the daemon takes it. Errors about the file's content
+// are *Errors; an unreadable file, or one that is not a regular file of
+// at most inputfile.MaxPolicy bytes, is returned as the *fs.PathError
+// from reading it.
 func Load(path string) (*Policy, error) {
 	data, err := readPolicy(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(path, data)
+	return ParseDocument(path, data)
 }
 
 // Parse reads the TOML policy document data, named name in errors, over
