@@ -275,3 +275,40 @@ func TestPathInBothLists(t *testing.T) {
 		}
 	}
 }
+
+// TestPathUnderDeny: a path a list shows (read_only, read_write, or a
+// --ro or --rw flag) at or below a denied one was hidden without a word,
+// the deny winning; it is refused, naming the deny's file and line. The
+// control: a denied path inside a writable tree is what deny is for.
+func TestPathUnderDeny(t *testing.T) {
+	src := "[filesystem]\ndeny = [\"/data/keys\"]\nread_write = [\"/data\"]\n"
+	p, err := policy.Parse("pol.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("control: a denied path inside a writable one: %v", err)
+	}
+	for _, tc := range []struct {
+		o    policy.Overrides
+		want string
+	}{
+		{policy.Overrides{Dir: "/", ReadWritePaths: []string{"/data/keys"}}, `flag --rw: filesystem.read_write[1]: "/data/keys" is hidden by filesystem.deny "/data/keys" (pol.toml:2)`},
+		{policy.Overrides{Dir: "/", ReadOnlyPaths: []string{"/data/keys/a/"}}, `flag --ro: filesystem.read_only[6]: "/data/keys/a/" is hidden by filesystem.deny "/data/keys" (pol.toml:2)`},
+	} {
+		q, _ := policy.Parse("pol.toml", []byte(src))
+		if err := tc.o.Apply(q); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)
+		}
+	}
+	q := policy.Default()
+	if err := (&policy.Overrides{Dir: "/", ReadWritePaths: []string{"/etc/shadow"}}).Apply(q); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), `"/etc/shadow" is hidden by filesystem.deny "/etc/shadow", which wins`) {
+		t.Errorf("--rw /etc/shadow: %v", err)
+	}
+}

@@ -93,6 +93,29 @@ func (p *Policy) validateFilesystem(l *errorList) {
 			}
 		}
 	}
+	// A path shown read-only or writable at or below a denied one is
+	// hidden whatever the list says: the deny wins, which its author (a
+	// --rw flag over a file's deny, say) would not learn from the run.
+	for _, list := range []struct {
+		field string
+		paths []string
+	}{{"filesystem.read_write", p.Filesystem.ReadWrite}, {"filesystem.read_only", p.Filesystem.ReadOnly}} {
+		for i, e := range list.paths {
+			c := path.Clean(e)
+			for j, d := range p.Filesystem.Deny {
+				if dc := path.Clean(d); e != "" && d != "" && (c == dc || strings.HasPrefix(c, dc+"/") || dc == "/") {
+					at := ""
+					if line := p.lineOf(indexKey("filesystem.deny", j)); line > 0 && p.Source != "" {
+						at = fmt.Sprintf(" (%s:%d)", p.Source, line)
+					} else if line > 0 {
+						at = fmt.Sprintf(" (line %d)", line)
+					}
+					l.add(indexKey(list.field, i), fmt.Sprintf("%q is hidden by filesystem.deny %q%s, which wins over %s; take it out of one of them", e, d, at, list.field))
+					break
+				}
+			}
+		}
+	}
 	// The workspace is shown as its mode says: a list naming it would be
 	// ignored (read_only, read_write) or hide it (deny, at or above it),
 	// neither of which its author meant.
