@@ -95,7 +95,13 @@ func isMethod(s string) bool {
 
 func (p *Policy) validateSecrets(l *errorList) {
 	if len(p.Secrets) > 0 && p.Network.Mode != NetworkAllow {
-		l.add("secrets", fmt.Sprintf("secrets are added by moat's proxy, which needs network.mode = %q (it is %q)", NetworkAllow, p.Network.Mode))
+		if _, ok := p.flagFor("network.mode"); ok {
+			// The flag made the conflict: say so under its name, not
+			// the file's [[secrets]] line.
+			l.add("network.mode", fmt.Sprintf("%q: the policy's secrets are added by moat's proxy, which needs %q", p.Network.Mode, NetworkAllow))
+		} else {
+			l.add("secrets", fmt.Sprintf("secrets are added by moat's proxy, which needs network.mode = %q (it is %q)", NetworkAllow, p.Network.Mode))
+		}
 	}
 	names := map[string]int{}
 	for i, s := range p.Secrets {

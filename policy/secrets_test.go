@@ -260,3 +260,27 @@ hosts = ["api.test"]
 		t.Errorf("HostFiles of a policy file %q: no mint.sh", got)
 	}
 }
+
+// TestNetFlagOverSecrets: --net none or host over a file with secrets is
+// the flag's conflict, and the error names the flag, not the file's
+// [[secrets]] line. The control: the same file as written validates.
+func TestNetFlagOverSecrets(t *testing.T) {
+	doc := "[network]\nmode = \"allow\"\nallow = [\"api.example.com\"]\n\n[[secrets]]\nname = \"T\"\nsource = \"env:T\"\nhosts = [\"api.example.com\"]\n"
+	p, err := Parse("s.toml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	for _, mode := range []string{"none", "host"} {
+		p, _ := Parse("s.toml", []byte(doc))
+		if err := (&Overrides{Dir: "/", Net: mode}).Apply(p); err != nil {
+			t.Fatal(err)
+		}
+		err := p.Validate()
+		if err == nil || !strings.Contains(err.Error(), `flag --net: network.mode: "`+mode+`": the policy's secrets are added by moat's proxy`) || strings.Contains(err.Error(), "s.toml:5") {
+			t.Errorf("--net %s: %v", mode, err)
+		}
+	}
+}
