@@ -490,7 +490,9 @@ func (m *Manager) endFor(ctx context.Context, s *Session, reviewing bool, reason
 	s.mu.Unlock()
 	err := s.close(ctx)
 	rec := s.record()
-	if m.keepReview(s, reviewing) {
+	if !reviewing && discardEmpty(s.ChangeSet()) {
+		// Nothing to review: the session wrote nothing.
+	} else if m.keepReview(s, reviewing) {
 		rec.TempWorkspace = "" // the review's, removed with it
 	}
 	if held > 0 {

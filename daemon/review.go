@@ -110,6 +110,20 @@ func (m *Manager) keepReview(s *Session, reviewing bool) bool {
 	return true
 }
 
+// discardEmpty discards the change set cs, and says so, when it is an
+// overlay set that holds no change (workspace.ChangeSet.DiscardIfEmpty).
+func discardEmpty(cs string) bool {
+	if cs == "" {
+		return false
+	}
+	c, err := workspace.Open(cs)
+	if err != nil {
+		return false
+	}
+	ok, _ := c.DiscardIfEmpty()
+	return ok
+}
+
 // discardReview discards r's change set.
 func (m *Manager) discardReview(r *review) {
 	cs, err := workspace.Open(r.changeSet)

@@ -843,20 +843,52 @@ func (c *ChangeSet) Discard() error {
 		if err := c.recover(); err != nil {
 			return err
 		}
-		// Out of sight first, in one step: a discard cut short half way
-		// through the removal would leave a change set holding part of
-		// its changes, which apply would then apply. Store.all removes
-		// what such a discard left.
-		dir := c.dir
-		trash := filepath.Join(filepath.Dir(c.dir), discardPrefix+filepath.Base(c.dir))
-		if err := os.Rename(c.dir, trash); err == nil {
-			dir = trash
+		return c.discardLocked()
+	})
+}
+
+// DiscardIfEmpty discards c, and says so, when it is an overlay change
+// set whose upper layer holds nothing: a session that ended without
+// writing anything leaves nothing to review, and its empty set would be
+// listed, and picked by apply and diff as the latest. A copy change set
+// (its layer is a whole copy), one with an apply under way, or one that
+// another process holds is kept.
+func (c *ChangeSet) DiscardIfEmpty() (bool, error) {
+	if c.meta.Copy {
+		return false, nil
+	}
+	discarded := false
+	err := c.withLock(func() error {
+		if _, err := os.Lstat(c.journalPath()); !errors.Is(err, fs.ErrNotExist) {
+			return nil // an apply's journal: Discard finishes it first
 		}
-		if err := removeAll(dir); err != nil {
-			return fmt.Errorf("discard %s: %w", c.meta.ID, err)
+		if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
+			return nil
 		}
+		if err := c.discardLocked(); err != nil {
+			return err
+		}
+		discarded = true
 		return nil
 	})
+	return discarded, err
+}
+
+// discardLocked removes c's directory; c's lock is held.
+func (c *ChangeSet) discardLocked() error {
+	// Out of sight first, in one step: a discard cut short half way
+	// through the removal would leave a change set holding part of its
+	// changes, which apply would then apply. Store.all removes what such
+	// a discard left.
+	dir := c.dir
+	trash := filepath.Join(filepath.Dir(c.dir), discardPrefix+filepath.Base(c.dir))
+	if err := os.Rename(c.dir, trash); err == nil {
+		dir = trash
+	}
+	if err := removeAll(dir); err != nil {
+		return fmt.Errorf("discard %s: %w", c.meta.ID, err)
+	}
+	return nil
 }
 
 // sweepUnmade removes from runs the directories of change sets whose
