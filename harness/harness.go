@@ -201,6 +201,7 @@ func New(p *policy.Policy) *Rules {
 			rs.hosts = append(rs.hosts, &hostRule{
 				ref: RuleRef{Set: SetPolicy, Name: p.RuleName(i), File: p.Source, Line: p.RuleLine(i)},
 				r:   r, kind: Verdict(r.Decision), host: h,
+				folded: policy.Match{Path: strings.ToLower(r.Match.Path)},
 			})
 		}
 		if r.Match.Write != "" {

@@ -41,6 +41,9 @@ type hostRule struct {
 	r    policy.Rule
 	kind Verdict
 	host netrule.Host
+	// folded is the rule's path in lower case, which a rule that
+	// refuses or asks matches a request's lower-cased readings with.
+	folded policy.Match
 }
 
 // match reports whether h is about q. A rule narrowed by method or path
@@ -140,9 +143,8 @@ func (h *hostRule) matchPath(p string, rc readingCache) bool {
 		// be the rule's path, so a rule that refuses or asks matches.
 		return true
 	}
-	folded := policy.Match{Path: strings.ToLower(h.r.Match.Path)}
 	for _, v := range r.paths {
-		if h.r.Match.MatchPath(v) || folded.MatchPath(strings.ToLower(v)) {
+		if h.r.Match.MatchPath(v) || h.folded.MatchPath(strings.ToLower(v)) {
 			return true
 		}
 	}
