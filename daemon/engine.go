@@ -186,10 +186,12 @@ func (e *sandboxEngine) SpendRequest(host string) error { return e.s.SpendReques
 type fetchScrubber interface {
 	CheckFetchURL(u *url.URL) error
 	ScrubFetched(r *egress.FetchResult) error
+	ScrubText(v string) string
 }
 
 func (e *sandboxEngine) CheckFetchURL(u *url.URL) error           { return e.s.CheckFetchURL(u) }
 func (e *sandboxEngine) ScrubFetched(r *egress.FetchResult) error { return e.s.ScrubFetched(r) }
+func (e *sandboxEngine) ScrubText(v string) string                { return e.s.ScrubText(v) }
 func (e *sandboxEngine) SpendNetwork(n int64)                     { e.s.SpendNetwork(n) }
 
 func (e *sandboxEngine) ChangeSet() string {

@@ -106,10 +106,17 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	if err := s.SpendRequest(host); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFetchRefused, err)
 	}
-	f := s.m.cfg.Fetcher
-	if f == nil {
-		// The private ranges the policy lets its commands reach.
-		f = &egress.Fetcher{AllowCIDRs: pol.Network.AllowCIDRs}
+	f := &egress.Fetcher{AllowCIDRs: pol.Network.AllowCIDRs} // the private ranges the policy lets its commands reach
+	if s.m.cfg.Fetcher != nil {
+		c := *s.m.cfg.Fetcher
+		f = &c
+	}
+	sc, scrubs := s.eng.(fetchScrubber)
+	if scrubs {
+		// A refusal quotes what the server sent (a redirect's Location,
+		// a malformed header line): the session's secrets' values never
+		// reach the caller there either.
+		f.Scrub = sc.ScrubText
 	}
 	r, err := f.Fetch(ctx, rawURL)
 	s.SpendFetched(rawURL, r)
@@ -121,7 +128,7 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 	}
 	// The session's secrets' values never reach the caller, who is the
 	// agent: a server its commands sent one to could echo it back.
-	if sc, ok := s.eng.(fetchScrubber); ok {
+	if scrubs {
 		if err := sc.ScrubFetched(r); err != nil {
 			return nil, fmt.Errorf("%w: %s", ErrFetchRefused, err.(*egress.FetchError).Reason)
 		}

@@ -40,6 +40,13 @@ type Fetcher struct {
 	// MaxBytes bounds the body; default DefaultFetchMaxBytes. A longer
 	// one is refused, not cut.
 	MaxBytes int64
+	// Scrub, when set, is applied to every string the server chose that a
+	// refusal quotes (its status text, a redirect's Location, a read or
+	// TLS error, which may quote a header line or a certificate's name)
+	// before it is quoted: a daemon puts its session's secrets'
+	// placeholders in place of their values with it, since a server the
+	// session sent one to could echo it back there.
+	Scrub func(string) string
 }
 
 // FetchResult is a fetched response: its status, headers and body, and
@@ -125,7 +132,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*FetchResult, error
 	}
 	req.Header.Set("User-Agent", "moat-fetch")
 	if err := req.Write(tc); err != nil {
-		return refuse("%s (%s)", why(ctx, err), addr)
+		return refuse("%s (%s)", f.scrub(why(ctx, err)), addr)
 	}
 	// http.ReadResponse holds a header of any length in memory: read
 	// through a bound, so a server that never ends its header is
@@ -136,7 +143,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*FetchResult, error
 		return refuse("the response's header is larger than %d bytes (%s)", maxResponseHeader, addr)
 	}
 	if err != nil {
-		return refuse("%s (%s)", why(ctx, err), addr)
+		return refuse("%s (%s)", f.scrub(why(ctx, err)), addr)
 	}
 	// The body is bounded below as it is decoded; the bound on the raw
 	// stream only stops a server sending more than a body that size
@@ -144,14 +151,14 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (*FetchResult, error
 	cr.left += 17*f.maxBytes() + 64<<10
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return refuse("%s answered %s, a redirect to %q: redirects are not followed (fetch that URL if it is the one meant)", name, resp.Status, resp.Header.Get("Location"))
+		return refuse("%s answered %s, a redirect to %q: redirects are not followed (fetch that URL if it is the one meant)", name, f.scrub(resp.Status), f.scrub(resp.Header.Get("Location")))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes()+1))
 	if errors.Is(err, errCapped) {
 		return refuse("the response is larger than %d bytes", f.maxBytes())
 	}
 	if err != nil {
-		return refuse("%s (%s)", why(ctx, err), addr)
+		return refuse("%s (%s)", f.scrub(why(ctx, err)), addr)
 	}
 	if int64(len(body)) > f.maxBytes() {
 		return refuse("the response is larger than %d bytes", f.maxBytes())
@@ -195,6 +202,13 @@ func why(ctx context.Context, err error) string {
 		return "no complete answer within the fetch's time limit"
 	}
 	return err.Error()
+}
+
+func (f *Fetcher) scrub(v string) string {
+	if f.Scrub == nil {
+		return v
+	}
+	return f.Scrub(v)
 }
 
 func (f *Fetcher) timeout() time.Duration { return orDefault(f.Timeout, DefaultFetchTimeout) }

@@ -294,6 +294,15 @@ func (s *Secrets) ScrubFetched(r *FetchResult) error {
 	return nil
 }
 
+// ScrubText puts each secret's placeholder in place of its value in v,
+// a text a server chose (Fetcher.Scrub); v as it is for a nil s.
+func (s *Secrets) ScrubText(v string) string {
+	if s == nil {
+		return v
+	}
+	return s.scrub(v)
+}
+
 // CheckFetchURL refuses a fetch of u (Fetcher.Fetch, made on the host)
 // that carries a secret's placeholder anywhere: in the host name, the
 // user information, the path or the query, as sent or percent-decoded.

@@ -104,6 +104,22 @@ func fetchServer(t *testing.T) (port int, f *egress.Fetcher) {
 			http.Redirect(w, r, "/ok", http.StatusFound)
 			return
 		}
+		if r.URL.Path == "/echo-redirect" {
+			// The same server's redirect, and a broken header line,
+			// quoting the value: a refusal quotes them.
+			w.Header().Set("Location", "https://elsewhere.test/?t="+fetchSecret)
+			w.WriteHeader(http.StatusFound)
+			return
+		}
+		if r.URL.Path == "/echo-broken" {
+			c, bw, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				bw.WriteString("HTTP/1.1 200 OK\r\nbroken-line-" + fetchSecret + "\r\n\r\n")
+				bw.Flush()
+				c.Close()
+			}
+			return
+		}
 		if r.URL.Path == "/echo" {
 			// A server that hands out what a request once carried.
 			w.Header().Set("X-Last", "Bearer "+fetchSecret)
@@ -198,6 +214,20 @@ func TestFetchScrubsSecrets(t *testing.T) {
 	}
 	if !strings.Contains(r.Body, "last auth: Bearer moat-") {
 		t.Errorf("the value is not replaced by its placeholder: %q", r.Body)
+	}
+	// A refusal quotes what the server sent: a redirect's Location, a
+	// broken header line. Each handed out the value (found by a tester);
+	// the control: the session without the secret is told it.
+	for _, p := range []string{"/echo-redirect", "/echo-broken"} {
+		u := fmt.Sprintf("https://api.test:%d%s", port, p)
+		_, perr := d.c.Fetch(context.Background(), plain.ID, u)
+		if perr == nil || !strings.Contains(perr.Error(), fetchSecret) {
+			t.Errorf("control: %s: %v, want a refusal quoting the server", p, perr)
+		}
+		_, serr := d.c.Fetch(context.Background(), s.ID, u)
+		if serr == nil || strings.Contains(serr.Error(), fetchSecret) || !strings.Contains(serr.Error(), egress.PlaceholderPrefix) {
+			t.Errorf("%s: %v, want the refusal with the placeholder", p, serr)
+		}
 	}
 	// A header whose name carried the value keeps its own value (it was
 	// "", found by a tester).

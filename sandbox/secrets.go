@@ -369,6 +369,16 @@ func (s *Session) ScrubFetched(r *egress.FetchResult) error {
 	return s.secrets.set.ScrubFetched(r)
 }
 
+// ScrubText puts each of the session's secrets' placeholder in place of
+// its value in v, a text a server chose that a fetch's refusal quotes
+// (egress.Fetcher.Scrub); v as it is without secrets.
+func (s *Session) ScrubText(v string) string {
+	if s.secrets == nil || s.secrets.set == nil {
+		return v
+	}
+	return s.secrets.set.ScrubText(v)
+}
+
 // anchored is argv's program, absolute when named by a relative path
 // (relative to dir), and argv with each argument that names a file in
 // dir (as trust hashes them: not an option) made absolute: the program
