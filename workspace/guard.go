@@ -132,6 +132,7 @@ type Guard struct {
 	topGit   bool            // the root was a bare repository's layout at the start
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
+	linkScan int             // entries protectLinksBelow looked at
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
 	pins map[string]pinnedDir
@@ -428,6 +429,9 @@ func (g *Guard) protect(base, rel string, depth int) {
 			return
 		case last:
 			g.mount(filepath.Join(base, sub), false)
+			if fi.IsDir() {
+				g.protectLinksBelow(base, sub, depth)
+			}
 		case fi.IsDir():
 			g.mount(filepath.Join(base, sub), true)
 		default:
@@ -435,6 +439,55 @@ func (g *Guard) protect(base, rel string, depth int) {
 			// replaces it is new.
 			g.absent = append(g.absent, route{base: base, rel: rel, first: i, fileAtFirst: fi.Mode().IsRegular()})
 			return
+		}
+	}
+}
+
+// maxLinkScan bounds the entries protectLinksBelow looks at in one
+// guard, over all the protected directories.
+const maxLinkScan = 4096
+
+// protectLinksBelow protects where the symbolic links in the protected
+// directory rel below base lead inside the workspace: a hook or a
+// setting that is a link to a workspace file (.git/hooks/pre-commit ->
+// ../../scripts/pre-commit, .claude/settings.json -> ../conf/x.json) is
+// run or read from there, and the read-only mount over the directory
+// leaves that file writable. Subdirectories are looked at too, up to
+// maxLinkScan entries in all.
+func (g *Guard) protectLinksBelow(base, rel string, depth int) {
+	if depth > 8 {
+		return
+	}
+	dir := g.hostPath(base) + "/" + rel
+	ents, err := g.readDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if g.linkScan++; g.linkScan > maxLinkScan {
+			return
+		}
+		sub := rel + "/" + e.Name()
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			p := dir + "/" + e.Name()
+			target, err := g.readlink(p)
+			if err != nil {
+				continue
+			}
+			resolved, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				// A dangling link: what it names may be created.
+				resolved = filepath.Join(filepath.Dir(p), target)
+				if filepath.IsAbs(target) {
+					resolved = target
+				}
+			}
+			if r, ok := relWithin(g.real, resolved); ok && r != "." {
+				g.protect(g.ws, r, depth+1)
+			}
+		case e.IsDir():
+			g.protectLinksBelow(base, sub, depth+1)
 		}
 	}
 }
@@ -1627,7 +1680,38 @@ func (c *ChangeSet) Protects(ch Change) bool { return c.protects()(ch) }
 func (c *ChangeSet) protects() func(Change) bool {
 	named := looker(c.Workspace()).configNamed(false)
 	list := append(HostConfig(), c.Protected()...)
+	list = append(list, linkedProtections(c.Workspace(), list, named)...)
 	return func(ch Change) bool { return protects(ch, list, named) }
+}
+
+// linkedProtections are the paths inside the workspace ws, as it is on
+// the host, that its protected paths lead to through symbolic links, as
+// the Guard of a direct run follows them (.git/config -> ../repo.gitconfig,
+// .git/hooks -> ../scripts/hooks, .envrc -> conf/envrc, and the links
+// inside a protected directory): an apply that writes there plants what
+// git or direnv runs, as surely as one that writes the protected path.
+func linkedProtections(ws string, lists ...[]string) []string {
+	g := looker(ws)
+	g.seen = map[string]bool{}
+	g.stat.g = g
+	for _, l := range lists {
+		for _, rel := range l {
+			g.protect(g.ws, filepath.ToSlash(filepath.Clean(rel)), 0)
+		}
+	}
+	var out []string
+	for _, m := range g.mounts {
+		if r, ok := relWithin(g.ws, m.path); ok && !m.pin && r != "." {
+			out = append(out, r)
+		}
+	}
+	// A dangling link's target, which the apply could create.
+	for _, a := range g.absent {
+		if a.base == g.ws {
+			out = append(out, a.rel)
+		}
+	}
+	return out
 }
 
 func protects(ch Change, list, named []string) bool {
