@@ -71,6 +71,8 @@ var hostConfig = []string{
 	"opencode.json", "opencode.jsonc", ".opencode", ".crush.json", "crush.json",
 	".opencode.json", ".kiro", ".amazonq", ".continue", ".continuerc.json", ".roo", ".windsurf", ".aider.conf.yml",
 	".qwen", ".kilocode", ".junie",
+	// Hooks that GitHub Copilot's CLI and Cline run from the project.
+	".github/hooks", ".clinerules/hooks",
 	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
 	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
