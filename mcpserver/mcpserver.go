@@ -466,6 +466,8 @@ func ansiQuote(s string) string {
 			b.WriteRune(r)
 		case r < 0x80 && unprintable(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case unprintable(r) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		case unprintable(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:

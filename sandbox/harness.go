@@ -279,6 +279,8 @@ func ansiC(w string) string {
 			b.WriteString(`\r`)
 		case workspace.MustEscape(r) && r < 0x100:
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case workspace.MustEscape(r) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		case workspace.MustEscape(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:

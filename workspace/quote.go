@@ -134,6 +134,8 @@ func escape(s string, keepTab bool) (string, bool) {
 			b.WriteString(`\r`)
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}
@@ -144,14 +146,28 @@ func escape(s string, keepTab bool) (string, bool) {
 
 // MustEscape reports whether r is to be escaped before it is shown: C0
 // and C1 controls, DEL, the bidirectional formatting characters (they
-// reorder what a terminal displays, as in "Trojan Source"), and the
-// replacement character that stands for a byte that is not UTF-8. The
-// questions moat asks (cmd/moat, mcpserver) share it with EscapeText.
+// reorder what a terminal displays, as in "Trojan Source"), the
+// replacement character that stands for a byte that is not UTF-8, and
+// the characters a terminal shows as nothing, which carry text a
+// reviewer does not see and a model reads (Unicode's tag characters,
+// "ASCII smuggling"; zero-width spaces and joiners of words, the soft
+// hyphen, fillers, the supplementary variation selectors). The zero-width
+// non-joiner and joiner, and the variation selectors of emoji, are
+// left as they are: ordinary Persian, Indic and emoji text is full of
+// them. The questions moat asks (cmd/moat, mcpserver) share it with
+// EscapeText.
 func MustEscape(r rune) bool {
 	switch {
 	case r < 0x20, r >= 0x7f && r < 0xa0:
 		return true
 	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	case r < 0xad:
+		return false
+	case r == 0xad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x17b4, r == 0x17b5, r == 0x180e,
+		r == 0x200b, r >= 0x2060 && r <= 0x2064, r >= 0x206a && r <= 0x206f, r == 0x3164,
+		r == 0xfeff, r == 0xffa0, r >= 0xfff9 && r <= 0xfffb,
+		r >= 0x1d173 && r <= 0x1d17a, r >= 0xe0000 && r <= 0xe007f, r >= 0xe0100 && r <= 0xe01ef:
 		return true
 	}
 	return r == utf8.RuneError

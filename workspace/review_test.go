@@ -294,6 +294,13 @@ func TestEscapeText(t *testing.T) {
 		{"bad\xff", `bad\xff`, `bad\xff`},
 		{"c1\u009b rlo\u202e", `c1\u009b rlo\u202e`, `c1\u009b rlo\u202e`},
 		{`back\slash`, `back\slash`, `back\slash`},
+		// Characters a terminal shows as nothing: a tag-character message
+		// ("ASCII smuggling"), a zero-width space, a BOM, a soft hyphen
+		// (they passed the review unseen, found by a tester). The
+		// control: the joiners of Persian and emoji text stay.
+		{"See docs.\U000E0049\U000E0067", `See docs.\U000e0049\U000e0067`, `See docs.\U000e0049\U000e0067`},
+		{"a\u200bb\ufeffc\u00add", `a\u200bb\ufeffc\u00add`, `a\u200bb\ufeffc\u00add`},
+		{"می\u200cخواهم 👩\u200d💻 ❤\ufe0f", "می\u200cخواهم 👩\u200d💻 ❤\ufe0f", "می\u200cخواهم 👩\u200d💻 ❤\ufe0f"},
 	}
 	for _, tt := range tests {
 		if got := EscapeText(tt.in); got != tt.text {
