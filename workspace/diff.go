@@ -434,7 +434,7 @@ func (d *differ) summary(w *bufio.Writer, changes []Change) error {
 			}
 			switch {
 			case s.class == classScript:
-				counts = strings.TrimSpace(counts + " (WARNING: not valid text, can run)")
+				counts = strings.TrimSpace(counts + " (WARNING: not valid text, shown escaped)")
 			case s.controls:
 				counts = strings.TrimSpace(counts + " (WARNING: control characters)")
 			}
@@ -589,8 +589,9 @@ const (
 	// classBinary: data that cannot run; named, not shown.
 	classBinary
 	// classScript: not valid text (a NUL, a byte outside UTF-8) but it can
-	// run, so a person must read it: shown as text, escaped, with a
-	// warning. A lone odd byte must not turn a script into "Binary files
+	// run, or be read as text by a tool that runs what it names, so a
+	// person must read it: shown as text, escaped, with a warning. A lone
+	// odd byte must not turn a script or a config into "Binary files
 	// differ".
 	classScript
 	// classProgram: an executable binary: named as one, with its size and
@@ -609,12 +610,19 @@ func classify(name string, exec bool, data []byte) class {
 		return classText
 	case bytes.HasPrefix(data, []byte("#!")) || scriptName(name):
 		return classScript
-	case !exec:
-		return classBinary
-	case programMagic(data) || bytes.IndexByte(head(data), 0) >= 0:
+	case exec && programMagic(data):
 		return classProgram
+	case exec:
+		// Not a program the kernel loads: a shell runs it as a script
+		// (bash if its first line has no NUL, dash whatever it holds).
+		return classScript
+	case bytes.IndexByte(head(data), 0) < 0:
+		// Text with an odd byte (a Latin-1 letter): tools read such a
+		// package.json, pyproject.toml or workflow as text, and run
+		// what it names. Data that cannot be text has a NUL early on.
+		return classScript
 	}
-	return classScript // executable text with an odd byte: a shell runs it
+	return classBinary
 }
 
 // scriptExt and scriptBase name files that an interpreter or a build
@@ -763,7 +771,7 @@ func writeWarnings(w *bufio.Writer, fd fileDiff, cls class, name string, oldData
 	name = QuoteName(name)
 	switch cls {
 	case classScript:
-		fmt.Fprintf(w, "# warning: %s is not valid text but can run: its odd bytes are shown escaped\n", name)
+		fmt.Fprintf(w, "# warning: %s is not valid text but can run or be read as text: its odd bytes are shown escaped\n", name)
 		return
 	case classProgram:
 		data, was := newData, oldData
@@ -846,7 +854,7 @@ func writeLarge(w *bufio.Writer, fd fileDiff, cls class, a, b string, oldSize, n
 	case classProgram:
 		fmt.Fprintf(w, "# warning: %s is an executable binary\n", QuoteName(b))
 	case classScript:
-		fmt.Fprintf(w, "# warning: %s is not valid text but can run\n", QuoteName(b))
+		fmt.Fprintf(w, "# warning: %s is not valid text but can run or be read as text\n", QuoteName(b))
 	}
 	writeHeader(w, fd, a, b)
 	fmt.Fprintf(w, "File too large to compare (over %d MiB): %d -> %d bytes\n", maxReviewRead>>20, oldSize, newSize)

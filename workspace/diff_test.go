@@ -233,7 +233,7 @@ func TestDiffLargeFilesNotRead(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
 	}
-	for _, want := range []string{"File too large to compare (over 32 MiB): 6 -> 1073741824 bytes", "not valid text but can run", "@@ -1,1 +1,2 @@\n a\n+b\n",
+	for _, want := range []string{"File too large to compare (over 32 MiB): 6 -> 1073741824 bytes", "not valid text but can run or be read as text", "@@ -1,1 +1,2 @@\n a\n+b\n",
 		"# its first 8192 bytes", "# | #!/bin/sh\n# | \\x00\\x00"} {
 		if !strings.Contains(uni.String(), want) {
 			t.Errorf("unified diff lacks %q:\n%s", want, uni.String())

