@@ -60,12 +60,26 @@ var (
 // StateDir is where moat keeps change sets: $MOAT_STATE_DIR when set (tests
 // and CI), /var/lib/moat for root, else $XDG_STATE_HOME/moat or
 // ~/.local/state/moat.
+//
+// A directory that another user owns or can write, or that sits in one
+// (ErrStateDirUnsafe), is refused: see checkStateDir.
 func StateDir() (string, error) {
+	d, err := stateDirPath()
+	if err != nil {
+		return "", err
+	}
+	if err := checkStateDir(d); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+func stateDirPath() (string, error) {
 	if d := os.Getenv("MOAT_STATE_DIR"); d != "" {
 		if !filepath.IsAbs(d) {
 			return "", fmt.Errorf("MOAT_STATE_DIR %q is not absolute", d)
 		}
-		return d, nil
+		return filepath.Clean(d), nil
 	}
 	if os.Geteuid() == 0 {
 		return "/var/lib/moat", nil
