@@ -207,6 +207,11 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if err := refuseCopyUnderDisk(p, req.AllowDegraded); err != nil {
 		return nil, err
 	}
+	// As for a run: not in a tree half applied.
+	recovered, err := workspace.RecoverApplyInto(p.Workspace.Path)
+	if err != nil {
+		return nil, err
+	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m, int64(p.Limits.Disk))
 		if err != nil {
@@ -288,6 +293,9 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	s.spec = spec
 	s.base = newReport("", nil, p)
+	if recovered != "" {
+		s.base.Warnings = append(s.base.Warnings, recovered)
+	}
 	s.base.Backend = be.Name()
 	s.base.Warnings = append(s.base.Warnings, networkWarnings(p)...)
 	s.base.Warnings = append(s.base.Warnings, writtenInPlace(p)...)

@@ -681,8 +681,13 @@ func (c *ChangeSet) execute(plan []op) error {
 		os.RemoveAll(c.backupDir())
 		return err
 	}
+	if err := c.mark(); err != nil {
+		os.RemoveAll(c.backupDir())
+		return err
+	}
 	f, err := os.OpenFile(c.journalPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
+		c.unmark()
 		return fmt.Errorf("apply journal: %w", err)
 	}
 	j := journal{f}
@@ -1223,7 +1228,11 @@ func (c *ChangeSet) clearJournal() error {
 	if err := os.Remove(c.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(c.dir)
+	if err := syncDir(c.dir); err != nil {
+		return err
+	}
+	c.unmark()
+	return nil
 }
 
 // recover reads an interrupted journal and finishes (committed) or rolls

@@ -1,0 +1,121 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// An apply killed outright (SIGKILL, a crash, the power) leaves the
+// workspace part applied, with its journal in the change set saying how
+// to finish or undo it (recover). Until the change set is next applied,
+// discarded or listed, the workspace is a tree nobody made, and a run
+// started in it would work on it, an overlay's change set be based on
+// it. So Apply marks the workspace, by device and inode, in the store
+// (applying/DEV-INO, naming the change set) while its journal exists,
+// and RecoverApplyInto, which every run and session start calls,
+// finishes or rolls back the apply the mark names first.
+
+// markPath is where c's apply marks its workspace; "" for a change set
+// made before moat kept the workspace's identity.
+func (c *ChangeSet) markPath() string {
+	if c.meta.WorkspaceIno == 0 {
+		return ""
+	}
+	store := filepath.Dir(filepath.Dir(c.dir)) // <store>/runs/<id>
+	return filepath.Join(store, "applying", fmt.Sprintf("%d-%d", c.meta.WorkspaceDev, c.meta.WorkspaceIno))
+}
+
+// mark records that c's apply is under way, durably, before its journal
+// is written.
+func (c *ChangeSet) mark() error {
+	p := c.markPath()
+	if p == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("apply: mark the workspace: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("apply: mark the workspace: %w", err)
+	}
+	_, err = f.WriteString(c.meta.ID + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(p))
+	}
+	if err != nil {
+		return fmt.Errorf("apply: mark the workspace: %w", err)
+	}
+	return nil
+}
+
+// unmark removes c's mark, once its journal is gone; a mark another
+// change set's apply made since is left.
+func (c *ChangeSet) unmark() {
+	p := c.markPath()
+	if p == "" {
+		return
+	}
+	if data, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(data)) == c.meta.ID {
+		os.Remove(p)
+	}
+}
+
+// RecoverApplyInto finishes or rolls back an apply into the workspace
+// ws that was killed before its end (see markPath), and says what it
+// did, "" when there was none. An apply under way in a live process is
+// left to it. It is an error only when the interrupted apply can be
+// neither finished nor rolled back: a run must not start in a tree half
+// applied.
+func RecoverApplyInto(ws string) (string, error) {
+	d, err := stateDirPath()
+	if err != nil {
+		return "", nil
+	}
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return "", nil
+	}
+	_, dev, ino, _ := blocksOf(fi)
+	mark := filepath.Join(d, "applying", fmt.Sprintf("%d-%d", dev, ino))
+	data, err := os.ReadFile(mark)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err := checkStateDir(d); err != nil {
+		return "", err
+	}
+	id := strings.TrimSpace(string(data))
+	if err != nil || !isID(id) {
+		os.Remove(mark)
+		return "", nil
+	}
+	c, err := (&Store{Dir: d}).Open(id)
+	if err != nil || c.meta.WorkspaceDev != dev || c.meta.WorkspaceIno != ino {
+		os.Remove(mark) // its change set is gone, or is another workspace's
+		return "", nil
+	}
+	if _, err := os.Lstat(c.journalPath()); errors.Is(err, fs.ErrNotExist) {
+		c.unmark()
+		return "", nil
+	}
+	err = c.Recover()
+	switch {
+	case errors.Is(err, ErrBusy):
+		return "", nil // the apply is alive
+	case err != nil:
+		return "", fmt.Errorf("an apply of change set %s into %s was interrupted and cannot be finished or rolled back: %w; run `moat apply %s` or `moat discard %s`", id, ws, err, id, id)
+	}
+	return fmt.Sprintf("an apply of change set %s into this workspace was interrupted (moat was killed): it was finished or rolled back before this run, so the workspace holds all of its changes or none", id), nil
+}

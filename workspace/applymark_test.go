@@ -1,0 +1,57 @@
+package workspace
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRecoverApplyInto: an apply killed part way marks its workspace,
+// and the next run's RecoverApplyInto finishes or rolls it back, so the
+// run sees the old tree or the new one; before, a direct run started in
+// the half-applied tree without a word (found by a tester). The
+// controls: a workspace with no interrupted apply is left alone, and a
+// finished apply leaves no mark.
+func TestRecoverApplyInto(t *testing.T) {
+	s, c, merged := handMade(t)
+	t.Setenv("MOAT_STATE_DIR", s.Dir)
+	ws := c.Workspace()
+	orig := manifest(t, ws, false)
+	if said, err := RecoverApplyInto(ws); said != "" || err != nil {
+		t.Fatalf("control: nothing interrupted: %q %v", said, err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
+		t.Fatal("the crash left the old or the new tree: the test shows nothing")
+	}
+	said, err := RecoverApplyInto(ws)
+	if err != nil || !strings.Contains(said, c.ID()) {
+		t.Fatalf("RecoverApplyInto: %q %v", said, err)
+	}
+	got := manifest(t, ws, false)
+	if diffManifests(orig, got) != "" && diffManifests(merged, got) != "" {
+		t.Errorf("after recovery, a mix:\n%s", diffManifests(orig, got))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "applying")); len(ents) != 0 {
+		t.Errorf("marks left: %v", ents)
+	}
+	if said, err := RecoverApplyInto(ws); said != "" || err != nil {
+		t.Errorf("a second look: %q %v", said, err)
+	}
+	c, err = s.Open(c.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "applying")); len(ents) != 0 {
+		t.Errorf("a finished apply left its mark: %v", ents)
+	}
+}
