@@ -35,8 +35,9 @@ import (
 const TUNBuiltIn = true
 
 // maxUDPReported bounds the UDP destinations the TUN front end reports
-// refused: the first ones of a run; later ones are dropped without an
-// event.
+// refused one by one: the first ones of a run. Datagrams to later ones
+// are counted, and reported together, one event a second at most and
+// one more as the stack stops (udpSummary).
 const maxUDPReported = 256
 
 // tunStack is one TUN device served by a netstack.
@@ -51,6 +52,11 @@ type tunStack struct {
 	byAddr map[netip.Addr]string
 	next   netip.Addr
 	udpRef map[string]bool // UDP destinations already reported refused
+	// udpMore counts the datagrams refused to destinations past
+	// maxUDPReported since udpAt, the last of them to udpLast.
+	udpMore int
+	udpAt   time.Time
+	udpLast string
 	// dnsDone is closed when serveDNS has returned (made with the
 	// stack): its last event is emitted before teardown returns.
 	dnsDone chan struct{}
@@ -350,6 +356,12 @@ func (ts *tunStack) teardown() {
 	if ts.dnsDone != nil {
 		<-ts.dnsDone
 	}
+	ts.mu.Lock()
+	summary := ts.udpSummaryLocked()
+	ts.mu.Unlock()
+	if summary != nil {
+		ts.p.emit(*summary)
+	}
 	if ts.out != nil {
 		ts.out.close()
 	}
@@ -502,17 +514,45 @@ func (ts *tunStack) handleUDP(r *udp.ForwarderRequest) bool {
 		host = name
 	}
 	key := fmt.Sprintf("%s:%d", host, port)
+	now := time.Now()
 	ts.mu.Lock()
-	seen := ts.udpRef[key] || len(ts.udpRef) >= maxUDPReported
-	if !seen {
+	known := ts.udpRef[key]
+	over := !known && len(ts.udpRef) >= maxUDPReported
+	if !known && !over {
 		ts.udpRef[key] = true
 	}
+	var summary *Event
+	if over {
+		if ts.udpMore == 0 {
+			ts.udpAt = now
+		}
+		ts.udpMore++
+		ts.udpLast = key
+		if now.Sub(ts.udpAt) >= time.Second {
+			summary = ts.udpSummaryLocked()
+		}
+	}
 	ts.mu.Unlock()
-	if !seen {
-		ts.p.emit(Event{Time: time.Now(), Proto: ProtoUDP, Host: host, Port: port, Decision: DecisionDeny,
+	switch {
+	case summary != nil:
+		ts.p.emit(*summary)
+	case !known && !over:
+		ts.p.emit(Event{Time: now, Proto: ProtoUDP, Host: host, Port: port, Decision: DecisionDeny,
 			Rule: "udp", Reason: fmt.Sprintf("UDP to %s is refused: only DNS (to moat's resolver) leaves the sandbox over UDP", key)})
 	}
 	return true
+}
+
+// udpSummaryLocked is the event for the datagrams counted in udpMore,
+// and resets the count; nil when there are none. ts.mu is held.
+func (ts *tunStack) udpSummaryLocked() *Event {
+	if ts.udpMore == 0 {
+		return nil
+	}
+	ev := &Event{Time: ts.udpAt, Proto: ProtoUDP, Decision: DecisionDeny, Rule: "udp",
+		Reason: fmt.Sprintf("%d UDP datagrams refused to destinations past the first %d (the last to %s): only DNS (to moat's resolver) leaves the sandbox over UDP", ts.udpMore, maxUDPReported, ts.udpLast)}
+	ts.udpMore = 0
+	return ev
 }
 
 // The resolver answers at most dnsRate queries a second, dnsBurst at
