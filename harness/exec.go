@@ -33,7 +33,7 @@ func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 	if prog, ok := applet(argv); ok && depth <= maxDepth {
 		// A multi-call binary runs its applet in its own process: no
 		// exec of the applet's is seen, so it is decided here.
-		if da := rs.decideExec(prog[0], prog, depth+1); da.Verdict.rank() > d.Verdict.rank() {
+		if da := rs.decideExec(prog[0], prog, depth+1); runsWins(d, da) {
 			d = da
 		}
 	}
@@ -41,10 +41,21 @@ func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 		return d
 	}
 	alt := append([]string{path}, argv[1:]...)
-	if da := rs.decideOne(simple{argv: alt}); da.Verdict.rank() > d.Verdict.rank() {
+	if da := rs.decideOne(simple{argv: alt}); runsWins(d, da) {
 		d = da
 	}
 	return d
+}
+
+// runsWins says whether ran, the decision about the program that runs
+// (the file an exec names, the applet a multi-call binary runs, what a
+// loader maps), wins over called, the decision about the name it was
+// called by: when it is stronger, and on a tie short of an allow too.
+// A person asked about the name (execve("/usr/bin/git", ["uname", "-a"])
+// asked as uname) gave a grant that later let git push run, asked about
+// as uname again (found by a tester): the question names what runs.
+func runsWins(called, ran Decision) bool {
+	return ran.Verdict.rank() > called.Verdict.rank() || ran.Verdict != Allow && ran.Verdict.rank() == called.Verdict.rank()
 }
 
 // decideLoaded decides, when argv (started as path) is the dynamic
@@ -63,7 +74,7 @@ func (rs *Rules) decideLoaded(path string, argv []string, d Decision, depth int)
 	if argv0 != "" {
 		args = append([]string{argv0}, prog[1:]...)
 	}
-	if dl := rs.decideExec(prog[0], args, depth+1); dl.Verdict.rank() > d.Verdict.rank() {
+	if dl := rs.decideExec(prog[0], args, depth+1); runsWins(d, dl) {
 		return dl
 	}
 	return d

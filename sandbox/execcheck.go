@@ -189,7 +189,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 		d = e.rules.DecideExec(p, argv)
 	}
 	if resolved != "" && path.Base(resolved) != path.Base(p) {
-		d = stronger(d, e.rules.DecideExec(resolved, argv))
+		d = strongerRun(d, e.rules.DecideExec(resolved, argv))
 	}
 	if open == nil || depth >= maxInterp || len(argv) == 0 {
 		return d
@@ -197,7 +197,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 	isMulti := harness.MultiCall(path.Base(p)) || harness.MultiCall(path.Base(resolved))
 	if runner, ok := harness.AppletRunner(argv, isMulti); ok {
 		// Its applets may run in its own process, unseen by this check.
-		d = stronger(d, e.rules.DecideApplets(runner, applets(open, which)))
+		d = strongerRun(d, e.rules.DecideApplets(runner, applets(open, which)))
 	}
 	if harness.IsLoader(path.Base(p)) || harness.IsLoader(path.Base(resolved)) || harness.IsLoader(path.Base(argv[0])) {
 		if prog, argv0, ok := harness.Loaded(argv); ok {
@@ -205,7 +205,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			if argv0 != "" {
 				args = append([]string{argv0}, prog[1:]...)
 			}
-			d = stronger(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
+			d = strongerRun(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
 		}
 	}
 	interp, arg, isELF, ok, err := interpreter(open, which)
@@ -224,7 +224,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 		name := fileName(open, interp)
 		if !harness.IsLoader(path.Base(interp)) || name != "" && !harness.IsLoader(path.Base(name)) {
 			run := append([]string{interp}, argv[1:]...)
-			d = stronger(d, e.decideProgram(open, interp, interp, run, name, depth+1, false))
+			d = strongerRun(d, e.decideProgram(open, interp, interp, run, name, depth+1, false))
 		}
 	} else if ok {
 		run := []string{interp}
@@ -232,7 +232,7 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			run = append(run, arg)
 		}
 		run = append(append(run, p), argv[1:]...)
-		d = stronger(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1, false))
+		d = strongerRun(d, e.decideProgram(open, interp, interp, run, fileName(open, interp), depth+1, false))
 	}
 	return d
 }
@@ -395,6 +395,18 @@ func elfInterp(f io.ReaderAt, head []byte) (string, bool) {
 // stronger returns the stronger of two decisions, a if they are equal.
 func stronger(a, b harness.Decision) harness.Decision {
 	if rank(b.Verdict) > rank(a.Verdict) {
+		return b
+	}
+	return a
+}
+
+// strongerRun is stronger for b, a decision about the program that runs
+// (the file an exec's name leads to, a script's interpreter, what a
+// loader or a multi-call binary runs), over a, one about the name it was
+// called by: b wins a tie short of an allow too, so that the question
+// and the grant are about what runs (see harness.runsWins).
+func strongerRun(a, b harness.Decision) harness.Decision {
+	if rank(b.Verdict) > rank(a.Verdict) || b.Verdict != harness.Allow && rank(b.Verdict) == rank(a.Verdict) {
 		return b
 	}
 	return a
