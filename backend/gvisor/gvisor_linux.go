@@ -87,7 +87,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	if stdio.Stdin != nil {
 		cmd.Stdin = stdio.Stdin
-		if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Anonymous(f) {
+		if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.PassablePipe(f, commandUID()) {
 			// Read through a pipe: the terminal itself stays out of the
 			// sandbox (no TIOCSTI into the caller's shell), and so does
 			// any other file, which runsc would give to root and the
@@ -293,4 +293,14 @@ func (c *countWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.w.Write(p)
+}
+
+// commandUID is the host uid whose pipes a command could reopen
+// (pipefd.PassablePipe): the caller's; -1 for root, whose sandboxes run
+// as no uid that makes the caller's pipes.
+func commandUID() int {
+	if uid := os.Geteuid(); uid != 0 {
+		return uid
+	}
+	return -1
 }

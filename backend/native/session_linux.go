@@ -622,7 +622,7 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		// mode; those are read through a pipe.
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && pipefd.Passable(f):
+		case isFile && f != nil && pipefd.Passable(f, in.r.spec.User.HostUID):
 			fds[0] = int(f.Fd())
 		case stdio.Stdin == nil || isFile && f == nil:
 			null, err := os.Open(os.DevNull)

@@ -8,8 +8,10 @@ import (
 )
 
 // Only the pipe is anonymous: a regular file, a directory, a named FIFO
-// and /dev/null are not. The pipe and /dev/null are passable, the others
-// not.
+// and /dev/null are not. The pipe is passable to a command of another
+// uid than the one that made it, not to one of its maker's uid (which
+// could reopen it through /proc/self/fd/0 to write into it, found by a
+// tester); /dev/null to any, the others to none.
 func TestAnonymousAndPassable(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -17,8 +19,12 @@ func TestAnonymousAndPassable(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if !Anonymous(r) || !Anonymous(w) || !Passable(r) {
+	me := os.Geteuid()
+	if !Anonymous(r) || !Anonymous(w) || !Passable(r, me+1) || !Passable(r, -1) {
 		t.Errorf("a pipe is not taken for one")
+	}
+	if Passable(r, me) || PassablePipe(w, me) {
+		t.Errorf("a pipe is passable to a command of its maker's uid")
 	}
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
@@ -39,7 +45,7 @@ func TestAnonymousAndPassable(t *testing.T) {
 		if Anonymous(f) {
 			t.Errorf("%s is taken for an anonymous pipe", c.path)
 		}
-		if Passable(f) != c.passable {
+		if Passable(f, me+1) != c.passable {
 			t.Errorf("%s: passable %v, want %v", c.path, !c.passable, c.passable)
 		}
 		f.Close()
