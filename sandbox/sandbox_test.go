@@ -1247,7 +1247,10 @@ func moatTemp() map[string]bool {
 	ents, _ := os.ReadDir(os.TempDir())
 	out := map[string]bool{}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "moat") {
+		// moat-state-* are the state directories of test binaries
+		// (proctest.RunWithStateDir), which go test may start beside this
+		// one; no run makes one.
+		if strings.HasPrefix(e.Name(), "moat") && !strings.HasPrefix(e.Name(), "moat-state-") {
 			out[e.Name()] = true
 		}
 	}
