@@ -952,7 +952,7 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 				continue
 			}
 			var g *workspace.Guard
-			if g, err = rwGuard(rw, own, p.Filesystem.ReadOnly); err != nil {
+			if g, err = rwGuard(rw, own, kept(p)); err != nil {
 				return
 			}
 			outside[rw] = g
@@ -970,7 +970,7 @@ func newGuards(p *policy.Policy, direct bool, c Caller) (guards []*workspace.Gua
 // directories, but for those in done, made already (nil for none).
 func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard, own []string) ([]*workspace.Guard, error) {
 	extra := append(slices.Clone(p.Workspace.Protect), filesIn(p.Workspace.Path, own)...)
-	extra = append(extra, readOnlyIn(p.Workspace.Path, p.Filesystem.ReadOnly)...)
+	extra = append(extra, readOnlyIn(p.Workspace.Path, kept(p))...)
 	g, err := workspace.NewGuard(p.Workspace.Path, workspace.GuardOptions{Extra: extra, Writable: direct})
 	if err != nil {
 		return nil, guardError("workspace", err)
@@ -979,7 +979,7 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 	for _, rw := range p.Filesystem.ReadWrite {
 		g, ok := done[rw]
 		if !ok {
-			if g, err = rwGuard(rw, own, p.Filesystem.ReadOnly); err != nil {
+			if g, err = rwGuard(rw, own, kept(p)); err != nil {
 				closeGuards(guards)
 				return nil, err
 			}
@@ -989,6 +989,16 @@ func makeGuards(p *policy.Policy, direct bool, done map[string]*workspace.Guard,
 		}
 	}
 	return guards, nil
+}
+
+// kept are the policy's paths that must stay where they are inside a
+// writable tree: the read-only ones, and the denied ones, whose masks
+// would otherwise go with a directory above them that the command
+// renames, the real file then readable by its new name to whatever reads
+// the workspace on the host (the files API of a daemon, found by a
+// tester; the masks are mounted over the guard's).
+func kept(p *policy.Policy) []string {
+	return append(slices.Clone(p.Filesystem.ReadOnly), p.Filesystem.Deny...)
 }
 
 // rwGuard is the guard of the writable path rw; nil if rw is not a
