@@ -46,8 +46,14 @@ import (
 
 // gitDirEntries are the entries of a git directory that decide what git
 // runs or where it reads its configuration from: objects, refs, the index,
-// logs and lock files stay writable, so commits work.
-var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks"}
+// logs and lock files stay writable, so commits work. The state of a
+// rebase, a cherry-pick or a revert under way holds the todo list, whose
+// exec lines git runs when a person continues it (one planted there ran
+// on the host's `git rebase --continue`, found by a tester): an operation
+// left stopped by a run is quarantined, and one the host left stopped
+// cannot be continued in a direct run (overlay mode can, its apply asking
+// for --force).
+var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks", "rebase-merge", "rebase-apply", "sequencer"}
 
 // hostConfig are the workspace paths host tools read as configuration or
 // execute on their own. Documented in the README (workspace.protect).
