@@ -169,6 +169,11 @@ func (s *Session) ReadFile(rel string) ([]byte, error) {
 		return nil, err
 	}
 	f, err := s.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.ENXIO) {
+		// A unix socket, which open(2) refuses so: no file to read,
+		// not the daemon's failure.
+		return nil, fmt.Errorf("%w: %q is not a regular file (a socket)", ErrBadRequest, rel)
+	}
 	if err != nil {
 		return nil, err
 	}
