@@ -167,3 +167,45 @@ func ipCmd(t *testing.T, args ...string) {
 		t.Skipf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
+
+// TestHostLocalRoutes: an address on no interface that the host still
+// answers on itself, by a local route (an address given to the loopback
+// device with a prefix, an AnyIP route), is the host's own too: both
+// reached a service listening on all addresses (found by a tester). The
+// control: an address just outside the prefix is no such address (the
+// dial goes on, and fails, no route leading anywhere).
+func TestHostLocalRoutes(t *testing.T) {
+	if os.Getenv(inNetnsEnv) == "" {
+		runInNetns(t)
+		return
+	}
+	ipCmd(t, "link", "set", "lo", "up")
+	ipCmd(t, "addr", "add", "45.45.46.1/24", "dev", "lo")
+	ipCmd(t, "route", "add", "local", "45.45.48.0/24", "dev", "lo")
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(helloHandler)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	port := l.Addr().(*net.TCPAddr).Port
+	tp := newProxy(t, mustRules(t, []string{"prefix.test", "anyip.test", "outside.test"}, nil, nil), func(tp *testProxy) {
+		names(map[string][]string{"prefix.test": {"45.45.46.77"}, "anyip.test": {"45.45.48.9"}, "outside.test": {"45.45.47.1"}})(tp)
+		tp.Dial = nil
+	})
+	for host, addr := range map[string]string{"prefix.test": "45.45.46.77", "anyip.test": "45.45.48.9"} {
+		rule := "the host's own address " + addr
+		resp, body := tp.get(t, fmt.Sprintf("http://%s:%d/", host, port), fmt.Sprintf("%s:%d", host, port))
+		if resp.StatusCode != 403 || resp.Header.Get("X-Moat-Denied") != rule {
+			t.Errorf("GET %s (%s): %d %q %s, want 403 %q", host, addr, resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body, rule)
+		}
+		wantEvent(t, tp.event(t), ProtoHTTP, DecisionDeny, rule)
+	}
+	resp, body := tp.get(t, fmt.Sprintf("http://outside.test:%d/", port), fmt.Sprintf("outside.test:%d", port))
+	if resp.Header.Get("X-Moat-Denied") != "" || strings.HasPrefix(body, "hello") {
+		t.Errorf("control: outside the prefix: %d %q %s", resp.StatusCode, resp.Header.Get("X-Moat-Denied"), body)
+	}
+}

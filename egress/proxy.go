@@ -614,7 +614,7 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 			return nil, netip.AddrPort{}, fmt.Errorf("resolve %s: no addresses", t.name)
 		}
 	}
-	own, err := p.hostAddrs()
+	hostOwn, local, err := p.hostAddrs()
 	if err != nil {
 		return nil, netip.AddrPort{}, err
 	}
@@ -631,6 +631,7 @@ func (p *Proxy) connect(ctx context.Context, t target) (net.Conn, netip.AddrPort
 	var lastErr error
 	for _, a := range addrs {
 		a = a.Unmap()
+		own := withLocal(a, hostOwn, local)
 		if v, ok := checkOwnListener(a, t.port, own); ok {
 			if refusal == nil {
 				refusal = &errRefused{v}
