@@ -64,6 +64,12 @@ type Spec struct {
 	// init. The filters after it are installed in init, which the command
 	// inherits them from.
 	SeccompAtExec bool `json:"seccomp_at_exec,omitempty"`
+	// CheckFirstExec says the command's own exec goes to the exec check
+	// too (Stdio.CheckExec, with First set), which the direct start
+	// otherwise lets through unasked: the caller could not decide before
+	// the run which file it is (an overlay's change set, a directory the
+	// sandbox's user cannot search, a mask over its path).
+	CheckFirstExec bool `json:"check_first_exec,omitempty"`
 	// Landlock asks for Landlock rules derived from the mounts, as far as
 	// the kernel supports them (backends without Landlock ignore it).
 	Landlock bool `json:"landlock"`

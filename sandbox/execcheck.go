@@ -22,6 +22,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/lookpath"
+	"github.com/moatbox/moat/policy"
 )
 
 // LayerRules is the Denial.Layer of a program the command rules refused
@@ -68,6 +69,13 @@ type execCheck struct {
 	// it is with its line, before the run (lineProgram): its exec, which
 	// the backend may not even send, is let through as decided.
 	lineByFile bool
+	// firstAgain says the sandbox may start another file for the line
+	// than the host decided (lineSeenAlike): the backend sends the
+	// command's own exec (backend.Spec.CheckFirstExec), which is decided
+	// by its file, and let through unasked only when that gives the
+	// host's decision, lineProg, again.
+	firstAgain bool
+	lineProg   harness.Decision
 
 	mu      sync.Mutex
 	denials []backend.Denial
@@ -142,8 +150,21 @@ func (e *execCheck) check(c backend.ExecCall) error {
 	// maybe approved), by its words only; what the line could not show,
 	// the file its program is (a link, a script's interpreter), is
 	// decided here.
-	if c.First && e.lineByFile {
+	if c.First && e.lineByFile && !e.firstAgain {
 		return nil // its file was decided with its line, on the host
+	}
+	if c.First && e.lineByFile {
+		// The line's words were decided on the host; the file the
+		// sandbox starts is decided here, and asked about only if it is
+		// not what the host decided (and maybe asked) already.
+		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
+		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
+			return nil
+		}
+		if d.Verdict == harness.Allow {
+			d = harness.Decision{Verdict: harness.Deny, Reason: ReasonArgvTooLong}
+		}
+		return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 	}
 	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
 	if d.Verdict == harness.Allow && c.Truncated {
@@ -661,18 +682,18 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 // directories are the same paths; the sandbox's /tmp and home start
 // empty). It returns an allow when the program is not found (the run
 // then fails to start it).
-func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) harness.Decision {
+func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) (d harness.Decision, prog, resolved string) {
 	allow := harness.Decision{Verdict: harness.Allow}
 	if len(argv) == 0 || rules.Empty() {
-		return allow
+		return allow, "", ""
 	}
-	prog := hostLookPath(argv[0], dir, env)
+	prog = hostLookPath(argv[0], dir, env)
 	if prog == "" {
-		return allow
+		return allow, "", ""
 	}
 	resolved, err := filepath.EvalSymlinks(prog)
 	if err != nil {
-		return allow
+		return allow, prog, ""
 	}
 	open := func(p string) (*os.File, error) {
 		if p == "" {
@@ -701,7 +722,61 @@ func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) 
 		return f, nil
 	}
 	e := &execCheck{rules: rules}
-	return e.decideProgram(open, "", argv[0], argv, resolved, 0, true)
+	return e.decideProgram(open, "", argv[0], argv, resolved, 0, true), prog, resolved
+}
+
+// lineSeenAlike reports whether the sandbox starts the same file as the
+// host found for the command line's program (prog as looked up,
+// resolved as its links lead; "" for none), which lineProgram decided
+// before the run, and which the direct start then lets through unasked.
+// It is not so where the sandbox's view of that path can differ from the
+// host's: an overlay or copy change set that already holds changes (a
+// --session's: a link or a script the last run left there, found by a
+// tester), a deny mask on the path, or, for root, whose permission checks
+// pass where the sandbox's user's fail, a directory on the path or the
+// file itself that others may not search or run (a PATH directory of
+// mode 0 held a harmless program for root and none for the command,
+// whose search went on to id, found by a tester). A path the host found
+// nothing at is none in the sandbox either, but for a change set.
+func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) bool {
+	if !freshChanges {
+		return false
+	}
+	if prog == "" {
+		return true
+	}
+	if resolved == "" {
+		return false
+	}
+	for _, d := range p.Filesystem.Deny {
+		if within(d, prog) || within(d, resolved) {
+			return false
+		}
+	}
+	if os.Geteuid() != 0 {
+		return true
+	}
+	for _, f := range []string{prog, resolved} {
+		for x := f; ; x = filepath.Dir(x) {
+			st, ok := statOf(x)
+			if !ok || st.Mode&0o001 == 0 {
+				return false
+			}
+			if x == "/" || x == "." {
+				break
+			}
+		}
+	}
+	return true
+}
+
+// sameDecision says whether a and b are the same decision: verdict, rule
+// and words.
+func sameDecision(a, b harness.Decision) bool {
+	if a.Verdict != b.Verdict || !slices.Equal(a.Command, b.Command) || (a.Rule == nil) != (b.Rule == nil) {
+		return false
+	}
+	return a.Rule == nil || *a.Rule == *b.Rule
 }
 
 // statOf is the system's stat of the file p, false when there is none.

@@ -304,7 +304,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		dir = caller.Cwd
 	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
-	prog := lineProgram(rules, req.Args, dir, buildEnv(req.Policy.Env, caller.Environ))
+	prog, progPath, progFile := lineProgram(rules, req.Args, dir, buildEnv(req.Policy.Env, caller.Environ))
 	if err := decide(ctx, req, rep, dir, rules, approvals, approvals, prog); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
@@ -370,6 +370,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// What the run's programs and requests are checked against as it
 	// goes on, with the approvals given so far.
 	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir, lineByFile: true}
+	if !rules.Empty() && !lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) {
+		ec.firstAgain, ec.lineProg = true, prog
+	}
 	if spend.CountsRequests() {
 		ec.spend = spend
 	}
@@ -429,6 +432,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err != nil {
 		return fail(err)
 	}
+	spec.CheckFirstExec = ec.firstAgain
 	rep.Warnings = append(rep.Warnings, linksLeadingNowhere(req.Policy, spec)...)
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)

@@ -57,8 +57,10 @@ func TestCodecRoundTrip(t *testing.T) {
 	var n int
 	var is initSpec
 	// The profiles stay on the host; init gets them compiled (Filters).
-	// CountCPU is the host's business (the sandbox's cgroup).
-	fill(t, reflect.ValueOf(&is).Elem(), &n, map[string]bool{"Spec.Seccomp": true, "Spec.CountCPU": true})
+	// CountCPU is the host's business (the sandbox's cgroup), and so is
+	// CheckFirstExec (the direct start's plan, made on the host; the
+	// init stage sends init's first exec to the check anyway).
+	fill(t, reflect.ValueOf(&is).Elem(), &n, map[string]bool{"Spec.Seccomp": true, "Spec.CountCPU": true, "Spec.CheckFirstExec": true})
 	b := encodeInitSpec(&is)
 	frame, err := readFrame(bytes.NewReader(b))
 	if err != nil {

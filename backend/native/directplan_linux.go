@@ -538,7 +538,7 @@ func buildPlan(f *forkState, spec *backend.Spec, fds planFDs, filters [][]seccom
 	// exec check unasked (see execArrays).
 	var argv, envv uintptr
 	var first *seccomp.FirstExec
-	if fds.execCheck {
+	if fds.execCheck && !spec.CheckFirstExec {
 		var err error
 		if argv, envv, err = p.execArrays(spec.Args, spec.Env); err != nil {
 			return nil, err

@@ -426,7 +426,10 @@ func (r *run) supervise(ch, stop *os.File, prog []seccomp.Instruction) {
 	sup := &seccomp.Supervisor{Prog: prog, Record: r.seen.record, Setsid: r.onSetsid}
 	if r.stdio.CheckExec != nil {
 		// A session's first exec is not its command's (see attribute).
-		sup.Exec = execChecker(r.stdio.CheckExec, r.initSupervised && r.sessChild == nil)
+		// With CheckFirstExec the direct start notifies the command's own
+		// exec too, which is then the first: nothing else in the sandbox
+		// runs before the command.
+		sup.Exec = execChecker(r.stdio.CheckExec, (r.initSupervised || r.spec.CheckFirstExec) && r.sessChild == nil)
 	}
 	sup.Serve(fd, int(stop.Fd()))
 }

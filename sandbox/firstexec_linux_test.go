@@ -1,0 +1,106 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
+)
+
+// denyID is a policy edit that denies id, and sets PATH when path is
+// not empty.
+func denyID(deny bool, path string) func(*policy.Policy) {
+	return func(p *policy.Policy) {
+		if deny {
+			p.Rules = append(p.Rules, policy.Rule{Name: "no-id", Match: policy.Match{Command: []string{"id"}}, Decision: "deny"})
+		}
+		if path != "" {
+			if p.Env.Set == nil {
+				p.Env.Set = map[string]string{}
+			}
+			p.Env.Set["PATH"] = path
+		}
+	}
+}
+
+// runSession is run with an overlay workspace whose change set is the
+// session's.
+func runSession(t *testing.T, ws, session string, edit func(*policy.Policy), args ...string) result {
+	t.Helper()
+	p := policy.Default()
+	p.Workspace.Path, p.Workspace.Mode = ws, policy.WorkspaceOverlay
+	edit(p)
+	home, _ := os.UserHomeDir()
+	if err := p.Resolve(ws, home); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: args, Session: session},
+		backend.Stdio{Stdout: &out, Stderr: &errb})
+	if rep == nil {
+		t.Fatalf("nil report (err %v)", err)
+	}
+	return result{rep, err, out.String(), errb.String()}
+}
+
+// TestFirstExecSeenAsTheSandboxSeesIt: the command line's own program is
+// decided on the host before the run, and the direct start lets its exec
+// through unasked; where the sandbox starts another file than the host
+// found, a program a deny rule names ran. An overlay session's change set
+// held a link ./tool -> id the last run made (the host saw no ./tool),
+// and, for root, a PATH directory of mode 0 held a harmless foo for root
+// and none for the command, whose search went on to a foo that is id
+// (both found by a tester). Each is refused now; the controls: without
+// the rule, id runs.
+func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	t.Run("overlay session", func(t *testing.T) {
+		for _, deny := range []bool{true, false} {
+			ws := t.TempDir()
+			session := "s" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+			if deny {
+				session += "-deny"
+			}
+			r := runSession(t, ws, session, denyID(deny, ""), "/bin/sh", "-c", "ln -s /usr/bin/id tool")
+			mustExit(t, r, 0)
+			r = runSession(t, ws, session, denyID(deny, ""), "./tool")
+			switch ran := strings.Contains(r.stdout, "uid="); {
+			case deny && ran:
+				t.Errorf("./tool, a link to id in the session's change set, ran: %q", r.stdout)
+			case !deny && !ran:
+				t.Errorf("control: ./tool did not run id: %q %q %v", r.stdout, r.stderr, r.err)
+			}
+		}
+	})
+	t.Run("path directory the command cannot search", func(t *testing.T) {
+		// For an ordinary user the host's search fails where the
+		// command's does: the same outcome, by the host's decision.
+		for _, deny := range []bool{true, false} {
+			ws := t.TempDir()
+			os.Chmod(ws, 0o755)
+			a, b := filepath.Join(ws, "a"), filepath.Join(ws, "b")
+			os.Mkdir(a, 0o755)
+			os.Mkdir(b, 0o755)
+			os.Symlink("/usr/bin/true", filepath.Join(a, "foo"))
+			os.Symlink("/usr/bin/id", filepath.Join(b, "foo"))
+			os.Chmod(a, 0)
+			r := run(t, ws, denyID(deny, a+":"+b+":/usr/bin:/bin"), "foo")
+			switch ran := strings.Contains(r.stdout, "uid="); {
+			case deny && ran:
+				t.Errorf("foo, id on the command's PATH search, ran: %q", r.stdout)
+			case !deny && !ran:
+				t.Errorf("control: foo did not run id: %q %q %v", r.stdout, r.stderr, r.err)
+			}
+			os.Chmod(a, 0o755)
+		}
+	})
+}
