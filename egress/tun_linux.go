@@ -40,6 +40,10 @@ const TUNBuiltIn = true
 // one more as the stack stops (udpSummary).
 const maxUDPReported = 256
 
+// tunTCPBuffer bounds the send and receive buffers of each TCP
+// connection of a TUN device's stack (see start).
+const tunTCPBuffer = 256 << 10
+
 // tunStack is one TUN device served by a netstack.
 type tunStack struct {
 	p   *Proxy
@@ -207,6 +211,21 @@ func (ts *tunStack) start(fd int) error {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
+	// A connection's buffers are moat's memory, outside the sandbox's
+	// limits: with netstack's defaults (a 1 MiB send buffer, growing to
+	// 4 MiB) a command that opened connections and never read them held
+	// about 1.5 MiB of moat's memory each, 400 MB at the connection limit
+	// (found by a tester). A quarter MiB covers the device's
+	// bandwidth-delay product many times over: it is a local link.
+	for _, opt := range []tcpip.SettableTransportProtocolOption{
+		&tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 64 << 10, Max: tunTCPBuffer},
+		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 64 << 10, Max: tunTCPBuffer},
+	} {
+		if e := s.SetTransportProtocolOption(tcp.ProtocolNumber, opt); e != nil {
+			s.Close()
+			return fmt.Errorf("TCP buffer sizes: %s", e)
+		}
+	}
 	ts.mu.Lock()
 	if ts.closed {
 		ts.mu.Unlock()
