@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -266,31 +267,46 @@ const maxMultiCall = 64 << 20
 // open(which) reads, from busybox's table of them (the sorted names,
 // each ended by a NUL, from "[" and "[[" to an empty one); nil when it
 // cannot be read or has no such table (toybox's is not one), which
-// DecideApplets takes as every name.
+// DecideApplets takes as every name. The file is searched a chunk at a
+// time: read whole, the bound's worth of it was moat's memory, outside
+// the sandbox's limits, for each exec of such a file (found by a tester).
 func applets(open func(string) (*os.File, error), which string) []string {
 	f, err := open(which)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxMultiCall))
-	if err != nil {
-		return nil
-	}
-	i := bytes.Index(b, []byte("\x00[\x00[[\x00"))
-	if i < 0 {
-		return nil
-	}
-	var out []string
-	for rest := b[i+1:]; ; {
-		j := bytes.IndexByte(rest, 0)
-		if j <= 0 {
-			break
+	src := io.LimitReader(f, maxMultiCall)
+	marker := []byte("\x00[\x00[[\x00")
+	buf := make([]byte, appletChunk)
+	carry := 0
+	for {
+		n, err := io.ReadFull(src, buf[carry:])
+		have := buf[:carry+n]
+		if i := bytes.Index(have, marker); i >= 0 {
+			return appletNames(bufio.NewReader(io.MultiReader(bytes.NewReader(have[i+1:]), src)))
 		}
-		out = append(out, string(rest[:j]))
-		rest = rest[j+1:]
+		if err != nil {
+			return nil // the end, or a read error: no table
+		}
+		carry = copy(buf, have[len(have)-(len(marker)-1):])
 	}
-	return out
+}
+
+// appletChunk is how much of a multi-call binary applets holds at once.
+const appletChunk = 1 << 20
+
+// appletNames reads names ended by a NUL from r up to an empty one or the
+// end.
+func appletNames(r *bufio.Reader) []string {
+	var out []string
+	for {
+		name, err := r.ReadBytes(0)
+		if err != nil || len(name) <= 1 {
+			return out
+		}
+		out = append(out, string(name[:len(name)-1]))
+	}
 }
 
 // fileName is the host's name of the file p is to the caller, "" when it
