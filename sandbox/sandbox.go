@@ -1099,6 +1099,7 @@ func quarantine(guards []*workspace.Guard, runID string, rep *Report) error {
 	for i, g := range guards {
 		m, err := g.Finish(filepath.Join(state, "quarantine", runID, fmt.Sprint(i)))
 		moved = append(moved, m...)
+		rep.Warnings = append(rep.Warnings, g.Restored()...)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -141,6 +141,10 @@ type Guard struct {
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
 	linkScan int             // entries protectLinksBelow looked at
+	// modes are the permission bits of the root and of its .git at the
+	// start; restored the messages of those Finish put back.
+	modes    map[string]fs.FileMode
+	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
 	pins map[string]pinnedDir
@@ -256,6 +260,12 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	if !writable {
 		g.stat = statCache{}
 		return g, nil
+	}
+	g.modes = map[string]fs.FileMode{}
+	for _, rel := range []string{".", ".git"} {
+		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
+			g.modes[rel] = fi.Mode().Perm()
+		}
 	}
 	binds := map[string]string{}
 	for _, b := range g.binds {
@@ -791,16 +801,87 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		for _, p := range g.newGitlinks(common) {
 			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made or added to the index")
 		}
+		budget := maxSpecialScan
+		g.specialsOut(q, common, 0, &budget)
+		if g.gitdir != "" && g.gitdir != common {
+			g.specialsOut(q, g.gitdir, 0, &budget)
+		}
 	}
 	if !g.topGit {
 		g.finishTop(q)
 	}
+	g.restoreModes()
 	return q.done, errors.Join(q.errs...)
+}
+
+// restoreModes puts back the permission bits of the root and of its .git
+// where the command let other users write them: any user of the host
+// could then swap in hooks that the owner's git runs (found by a
+// tester). Restored says so.
+func (g *Guard) restoreModes() {
+	root, ok := g.pins[g.ws]
+	if !ok {
+		return
+	}
+	for _, rel := range []string{".", ".git"} {
+		was, ok := g.modes[rel]
+		if !ok {
+			continue
+		}
+		d := root
+		if rel != "." {
+			var err error
+			if d, err = openBeneath(root, rel); err != nil {
+				continue
+			}
+		}
+		if fi, err := os.Stat(d.self()); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022&^was != 0 {
+			if os.Chmod(d.self(), was) == nil {
+				g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", joinRel(g.ws, rel), fi.Mode().Perm(), was))
+			}
+		}
+		if rel != "." {
+			d.Close()
+		}
+	}
+}
+
+// Restored says what Finish put back: the modes of the root and its .git
+// the command had opened to other users' writes.
+func (g *Guard) Restored() []string { return g.restored }
+
+// maxSpecialScan bounds the entries specialsOut looks at in one Finish.
+const maxSpecialScan = 4096
+
+// specialsOut quarantines the FIFOs and sockets the command left where
+// git reads files, in the git directory dir and its refs: git on the
+// host opens HEAD, the index, packed-refs and the refs, and waits on a
+// FIFO there for ever (a `git status`, a shell prompt that shows the
+// branch; found by a tester). Objects, logs and the rest are left alone,
+// as are the first maxSpecialScan entries' worth of refs past the bound.
+func (g *Guard) specialsOut(q *quarantine, dir string, depth int, budget *int) {
+	ents, err := g.readDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if *budget--; *budget < 0 {
+			return
+		}
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0:
+			base, rel := g.baseOf(p)
+			q.move(base, rel, "a FIFO, socket or device where git reads a file: git on the host would wait on it")
+		case e.IsDir() && (depth == 0 && e.Name() == "refs" || depth > 0 && depth < 16):
+			g.specialsOut(q, p, depth+1, budget)
+		}
+	}
 }
 
 // topEntries are the entries of a root that make it a bare repository,
 // or that decide what git runs in one: gitDirLayout and gitDirEntries, each once.
-var topEntries = []string{"HEAD", "objects", "refs", "commondir", "config", "config.worktree", "hooks"}
+var topEntries = []string{"HEAD", "objects", "refs", "commondir", "config", "config.worktree", "hooks", "rebase-merge", "rebase-apply", "sequencer"}
 
 // finishTop takes out what made the root, which was no git directory at
 // the start, a bare repository that git would read (no .git there that

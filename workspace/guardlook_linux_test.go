@@ -132,8 +132,13 @@ func TestFinishReadsIndexBelow(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Finish: %v", err)
 			}
-			if got := quarantinedPaths(moved); !slices.Equal(got, []string{"probe/.git"}) {
-				t.Errorf("quarantined %q, want probe/.git", got)
+			want := []string{"probe/.git"}
+			if kind == "fifo" {
+				// A FIFO where git reads a file goes too (specialsOut).
+				want = []string{".git/index", "probe/.git"}
+			}
+			if got := quarantinedPaths(moved); !slices.Equal(got, want) {
+				t.Errorf("quarantined %q, want %q", got, want)
 			}
 			if want := map[string]int{"control": 0, "link": 1, "fifo": 1}[kind]; walks != want {
 				t.Errorf("Finish walked the workspace %d times, want %d (0: it read the index)", walks, want)
@@ -224,5 +229,65 @@ func BenchmarkGuard(b *testing.B) {
 				g.Close()
 			}
 		})
+	}
+}
+
+// TestFinishTakesOutGitFIFOs: a FIFO or socket a run leaves where git
+// reads a file (HEAD, packed-refs, a ref) is quarantined: git status on
+// the host waited on it for ever (found by a tester). The control: a FIFO
+// elsewhere in the workspace, which git does not open, stays.
+func TestFinishTakesOutGitFIFOs(t *testing.T) {
+	ws := t.TempDir()
+	tree(t, ws, guardRepo)
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	os.MkdirAll(filepath.Join(ws, ".git/refs/heads"), 0o755)
+	for _, p := range []string{".git/packed-refs", ".git/refs/heads/topic", "fifo"} {
+		if err := exec.Command("mkfifo", filepath.Join(ws, p)).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := g.Finish(filepath.Join(t.TempDir(), "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := quarantinedPaths(moved), []string{".git/packed-refs", ".git/refs/heads/topic"}; !slices.Equal(got, want) {
+		t.Errorf("quarantined %q, want %q", got, want)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "fifo")); err != nil {
+		t.Errorf("control: the FIFO outside .git: %v", err)
+	}
+}
+
+// TestFinishRestoresOpenedModes: a run that let other users write the
+// workspace's root or its .git has their modes put back, and says so:
+// any user could otherwise swap in hooks the owner's git runs (found by
+// a tester). The control: a mode the command narrowed stays its choice.
+func TestFinishRestoresOpenedModes(t *testing.T) {
+	ws := t.TempDir()
+	tree(t, ws, guardRepo)
+	os.Chmod(ws, 0o755)
+	os.Chmod(filepath.Join(ws, ".git"), 0o755)
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	os.Chmod(ws, 0o777)
+	os.Chmod(filepath.Join(ws, ".git"), 0o700)
+	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(ws); fi.Mode().Perm() != 0o755 {
+		t.Errorf("the root is %04o, want 0755 back", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(filepath.Join(ws, ".git")); fi.Mode().Perm() != 0o700 {
+		t.Errorf("control: .git is %04o, want the command's 0700", fi.Mode().Perm())
+	}
+	if r := g.Restored(); len(r) != 1 || !strings.Contains(r[0], "0777") {
+		t.Errorf("Restored() = %q", r)
 	}
 }
