@@ -9,6 +9,7 @@ import (
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
+	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -145,6 +146,18 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 // for the line's commands go to line, a wider grant to shared (the same
 // in a run; a session's, across its commands, in a session).
 //
+// DecideLine is the decision moat run makes about the command line argv
+// of policy p before the run, in the directory dir with the caller's
+// environment environ: its words, and the file its program is (a link to
+// a denied program, a multi-call binary's shell, a script's interpreter),
+// the stronger winning. What the line starts as it runs is decided then.
+// moat policy explain says it, so that it agrees with the run.
+func DecideLine(p *policy.Policy, argv []string, dir string, environ []string) harness.Decision {
+	rules := harness.New(p)
+	prog, _, _ := lineProgram(rules, argv, dir, buildEnv(p.Env, environ))
+	return stronger(rules.Decide(harness.Action{Argv: argv, Dir: dir}), prog)
+}
+
 // prog is what the line's own program is decided as by its file
 // (lineProgram), where the caller decided it; the stronger decision wins.
 func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals, prog harness.Decision) error {

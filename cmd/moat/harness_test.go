@@ -705,3 +705,20 @@ func TestTTYApproverInterrupted(t *testing.T) {
 		t.Errorf("decision record = %v", recs[0])
 	}
 }
+
+// TestPolicyExplainByFile: explain decides the line's program by the file
+// it is, as moat run does: a link named tool to a denied program was
+// "allowed: no rule matches" while the run refused it (found by a
+// tester). The control: a link to an allowed program is allowed.
+func TestPolicyExplainByFile(t *testing.T) {
+	dir := t.TempDir()
+	pol := writePolicy(t, dir, "[[rules]]\nname = \"no-id\"\nmatch = { command = [\"id\"] }\ndecision = \"deny\"\n")
+	os.Symlink("/usr/bin/id", filepath.Join(dir, "tool"))
+	os.Symlink("/usr/bin/true", filepath.Join(dir, "fine"))
+	if code, out, errs := moat(t, dir, "policy", "explain", "--policy", pol, "--", "./tool"); code != 0 || !strings.Contains(out, "deny by rule no-id") {
+		t.Errorf("explain ./tool: %d %q %q, want the deny", code, out, errs)
+	}
+	if code, out, errs := moat(t, dir, "policy", "explain", "--policy", pol, "--", "./fine"); code != 0 || !strings.Contains(out, "allowed") {
+		t.Errorf("control: explain ./fine: %d %q %q", code, out, errs)
+	}
+}

@@ -52,7 +52,10 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		d = harness.New(p).DecideWrite(write)
 		argv = d.Command
 	} else {
-		d = harness.New(p).Decide(harness.Action{Argv: argv})
+		// As moat run decides it: the words, and the file the program
+		// is (a link named tool to a denied program).
+		cwd, _ := os.Getwd()
+		d = sandbox.DecideLine(p, argv, cwd, os.Environ())
 	}
 	switch {
 	case d.Rule == nil && d.Verdict == harness.Allow:
