@@ -25,6 +25,11 @@ match = { command = ["id"] }
 decision = "ask"
 
 [[rules]]
+name = "ask-busybox"
+match = { command = ["busybox"] }
+decision = "ask"
+
+[[rules]]
 name = "no-whoami"
 match = { command = ["whoami"] }
 decision = "deny"
@@ -40,6 +45,8 @@ decision = "deny"
 		{"/usr/bin/id", []string{"uname", "-a"}, Ask, "ask-id", "/usr/bin/id"},
 		{"/usr/bin/id", []string{"whoami"}, Deny, "no-whoami", "whoami"},
 		{"/usr/bin/true", []string{"uname", "-a"}, Ask, "ask-uname", "uname"},
+		// busybox runs the applet its argv[0] names: that name wins.
+		{"/usr/bin/busybox", []string{"id", "--help"}, Ask, "ask-id", "id"},
 	} {
 		d := rs.DecideExec(tc.path, tc.argv)
 		if d.Verdict != tc.verdict || d.Rule == nil || d.Rule.Name != tc.rule || len(d.Command) == 0 || d.Command[0] != tc.first {

@@ -115,7 +115,7 @@ func (c *ChangeSet) Changes() ([]Change, error) {
 	if err := c.checkWorkspaceDir("changes of"); err != nil {
 		return nil, err
 	}
-	w := walker{upper: c.UpperDir(), lower: c.meta.Workspace, copy: c.meta.Copy}
+	w := walker{upper: resolvedRoot(c.UpperDir()), lower: resolvedRoot(c.meta.Workspace), copy: c.meta.Copy}
 	if err := w.root(); err != nil {
 		return nil, err
 	}
@@ -218,8 +218,26 @@ func hidesLower(up, low string) (bool, error) {
 	return false, nil
 }
 
+// errChangedUnderReview: an entry of the change set is no longer what the
+// review's walk saw (a link or a FIFO where a file was): a command still
+// running in it changed it.
+var errChangedUnderReview = errors.New("changed while being reviewed (a symbolic link or a special file where a file or directory was): review it once nothing runs in it")
+
+// resolvedRoot is dir with the links on its way resolved: the review
+// opens what lies below a root with no link on its path (openReview),
+// and the state directory or the workspace may be reached through one.
+func resolvedRoot(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return r
+	}
+	return dir
+}
+
 func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+	f, err := openReview(dir, true)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, errNotDir
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -530,12 +548,12 @@ func sameContent(a, b string, asize, bsize int64) (bool, error) {
 	if asize != bsize {
 		return false, nil
 	}
-	fa, err := os.Open(a)
+	fa, err := openReview(a, false)
 	if err != nil {
 		return false, fmt.Errorf("changes: %w", err)
 	}
 	defer fa.Close()
-	fb, err := os.Open(b)
+	fb, err := openReview(b, false)
 	if err != nil {
 		return false, fmt.Errorf("changes: %w", err)
 	}
@@ -563,7 +581,7 @@ func sameContent(a, b string, asize, bsize int64) (bool, error) {
 const sniffLen = 8 << 10
 
 func isBinaryFile(p string) (bool, error) {
-	f, err := os.Open(p)
+	f, err := openReview(p, false)
 	if err != nil {
 		return false, fmt.Errorf("changes: %w", err)
 	}

@@ -83,7 +83,7 @@ func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) e
 		f.Collapse = []string{}
 	}
 	changes = f.Select(changes)
-	d := differ{upper: c.UpperDir(), lower: c.meta.Workspace, ctx: opts.Context}
+	d := differ{upper: resolvedRoot(c.UpperDir()), lower: resolvedRoot(c.meta.Workspace), ctx: opts.Context}
 	bw := bufio.NewWriter(w)
 	var err error
 	switch opts.Format {
@@ -162,7 +162,7 @@ func (fd *fileDiff) read(old bool) (data []byte, whole bool, size int64, err err
 	case gitSymlink:
 		return []byte(src), true, int64(len(src)), nil
 	}
-	f, err := os.Open(src)
+	f, err := openReview(src, false)
 	if err != nil {
 		return nil, false, 0, fmt.Errorf("diff: %w", err)
 	}
@@ -610,19 +610,40 @@ func classify(name string, exec bool, data []byte) class {
 		return classText
 	case bytes.HasPrefix(data, []byte("#!")) || scriptName(name):
 		return classScript
-	case exec && programMagic(data):
+	case exec && bytes.HasPrefix(data, []byte("\x7fELF")):
+		// Linux loads ELF only: any other program's magic (PE's "MZ",
+		// Mach-O's) makes the kernel refuse the file, and a shell then
+		// runs it as a script (found by a tester).
 		return classProgram
 	case exec:
 		// Not a program the kernel loads: a shell runs it as a script
 		// (bash if its first line has no NUL, dash whatever it holds).
 		return classScript
-	case bytes.IndexByte(head(data), 0) < 0:
-		// Text with an odd byte (a Latin-1 letter): tools read such a
-		// package.json, pyproject.toml or workflow as text, and run
-		// what it names. Data that cannot be text has a NUL early on.
+	case mostlyText(head(data)):
+		// Text with an odd byte (a Latin-1 letter) or a stray NUL: tools
+		// read such a package.json, pyproject.toml or workflow as text,
+		// and run what it names, and bash runs a script with a NUL past
+		// its first line (`bash ci/build`; one NUL hid a change as
+		// "Binary files differ", found by a tester). Data that cannot be
+		// text is full of NULs and stray bytes.
 		return classScript
 	}
 	return classBinary
+}
+
+// mostlyText reports whether b reads as text but for a few odd bytes:
+// one, or at most one in a hundred, is a NUL, a control character other
+// than white space, or not UTF-8.
+func mostlyText(b []byte) bool {
+	odd := 0
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 || r < 0x20 && r != '\n' && r != '\r' && r != '\t' && r != '\f' || r == 0x7f {
+			odd++
+		}
+		i += n
+	}
+	return odd <= 1 || odd*100 <= len(b)
 }
 
 // scriptExt and scriptBase name files that an interpreter or a build
@@ -824,7 +845,7 @@ func blobHash(b []byte, exists bool) string {
 
 // blobHashFile is blobHash of the file p's content, read as it streams.
 func blobHashFile(p string) (string, error) {
-	f, err := os.Open(p)
+	f, err := openReview(p, false)
 	if err != nil {
 		return "", err
 	}

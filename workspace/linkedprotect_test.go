@@ -33,6 +33,7 @@ func linkedWorkspace(t *testing.T, gitConfigLink bool) string {
 		links[".git/config"] = "../repo.gitconfig"
 		os.Remove(filepath.Join(ws, ".git/hooks"))
 		links[".git/hooks"] = "../scripts/hooks"
+		delete(links, ".git/hooks/pre-commit") // .git/hooks is a link now
 	}
 	for l, target := range links {
 		if err := os.Symlink(target, filepath.Join(ws, l)); err != nil {

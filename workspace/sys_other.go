@@ -83,3 +83,16 @@ func readNoFollow(p string, n int) (target string, isLink bool, b []byte, err er
 
 // atimeOf is fi's modification time: its access time is not read here.
 func atimeOf(fi fs.FileInfo) time.Time { return fi.ModTime() }
+
+// openReview is the Linux one's with a look and an open: elsewhere no
+// change set is made.
+func openReview(p string, dir bool) (*os.File, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() && !(dir && fi.IsDir()) {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: errChangedUnderReview}
+	}
+	return os.Open(p)
+}
