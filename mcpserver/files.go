@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -672,11 +674,23 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	}
 	var sum bytes.Buffer
 	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
+	// What the person approves is the change set as it is now: the
+	// session's commands, and the model's own tool calls, go on while the
+	// question waits, and what they write after it must not ride along
+	// (found by a tester). The apply compares the whole diff again once
+	// the sandbox has ended.
+	shown, err := diffPrint(cs)
+	if err != nil {
+		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
 	what := "every change"
 	if len(paths) > 0 {
 		what = strings.Join(paths, ", ")
 	}
-	a := harness.Action{Argv: append([]string{"moat", "apply", cs.ID()}, paths...), Dir: s.session().Workspace}
+	// The digest is part of what is asked about: an answer given to the
+	// question about another diff (the client calls again with it, and
+	// the changes are read anew) is not this apply's.
+	a := harness.Action{Argv: append([]string{"moat", "apply", "--reviewed", shown[:16], cs.ID()}, paths...), Dir: s.session().Workspace}
 	d := harness.Decision{Verdict: harness.Ask, Reason: "apply writes " + what + " of the session's changes into the real workspace:\n" + sum.String()}
 	ap, ask := s.gate(req, a, d)
 	if ask != nil {
@@ -703,7 +717,12 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	}
 	var rep workspace.Report
 	ns, err := s.opts.Restart(ctx, func() error {
-		var err error
+		now, err := diffPrint(cs)
+		if err != nil {
+			return fmt.Errorf("reading the changes: %w", err)
+		} else if now != shown {
+			return errors.New("the changes are not those the user approved: the session changed them while the question waited; review them again (diff) and call apply again")
+		}
 		rep, err = cs.Apply(paths, nil)
 		return err
 	})
@@ -721,5 +740,23 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	if len(rep.Conflicts) > 0 || len(rep.Protected) > 0 {
 		return errorResult("nothing was applied: " + jsonText(rep) + kept), nil, nil
 	}
+	if len(paths) == 0 {
+		// Every change is in the workspace now: the set holds nothing to
+		// review, as after moat apply.
+		cs.Discard()
+	}
 	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh\n%s", len(rep.Applied), s.session().Workspace, jsonText(rep))), nil, nil
+}
+
+// diffPrint is a digest of cs's whole diff: what apply would write.
+func diffPrint(cs *workspace.ChangeSet) (string, error) {
+	changes, err := cs.Changes()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if err := cs.WriteDiff(h, changes, workspace.DiffOptions{Format: workspace.Unified}); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

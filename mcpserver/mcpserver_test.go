@@ -875,3 +875,37 @@ func TestApplyRefusedKeepsSession(t *testing.T) {
 		t.Fatalf("g.txt after apply: %q", b)
 	}
 }
+
+// TestApplyIsWhatWasShown: what the session writes while the person is
+// asked about an apply does not ride along on the answer: the question
+// is about the diff as it was (its digest is part of what is asked), so
+// the answer to it does not approve another diff, which is asked about
+// anew (a file written while the question waited was applied unseen,
+// found by a tester). The control: the apply of an unchanged set
+// (TestOverlayDiffApply) goes through on one answer.
+func TestApplyIsWhatWasShown(t *testing.T) {
+	var e *env
+	var asked []string
+	e = start(t, setup{mode: "overlay", files: map[string]string{"a.txt": "old\n"}, elicit: func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, r.Params.Message)
+		if len(asked) > 1 {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+		// The session writes more while the person reads the question.
+		rep, err := e.sess.Exec(context.Background(), &daemon.ExecRequest{Args: []string{"sh", "-c", "echo unseen > b.txt"}}, backend.Stdio{})
+		if err != nil || rep.ExitCode != 0 {
+			t.Errorf("the write during the question: %+v %v", rep, err)
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "run_command", map[string]any{"command": "echo new > a.txt"}, "exit code: 0")
+	e.fails(t, "apply", map[string]any{}, "not applied")
+	if len(asked) != 2 || strings.Contains(asked[0], "b.txt") || !strings.Contains(asked[1], "b.txt") {
+		t.Errorf("asked %d times, want twice, the second time about b.txt too: %q", len(asked), asked)
+	}
+	for name, want := range map[string]string{"a.txt": "old\n", "b.txt": ""} {
+		if b, _ := os.ReadFile(filepath.Join(e.ws, name)); string(b) != want {
+			t.Errorf("after the refused apply %s = %q, want %q", name, b, want)
+		}
+	}
+}
