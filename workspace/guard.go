@@ -493,15 +493,15 @@ func (g *Guard) protectLinksBelow(base, rel string, depth int) {
 			if err != nil {
 				continue
 			}
-			resolved, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				// A dangling link: what it names may be created.
-				resolved = filepath.Join(filepath.Dir(p), target)
-				if filepath.IsAbs(target) {
-					resolved = target
-				}
+			// The target as written, not resolved: protect follows
+			// each link on its way itself, and keeps those links (one
+			// part-way, replaced by a directory of the command's, led
+			// the hook there; found by a tester).
+			named := filepath.Join(filepath.Dir(p), target)
+			if filepath.IsAbs(target) {
+				named = filepath.Clean(target)
 			}
-			if r, ok := relWithin(g.real, resolved); ok && r != "." {
+			if r, ok := relWithin(g.real, named); ok && r != "." {
 				g.protect(g.ws, r, depth+1)
 			}
 		case e.IsDir():
@@ -1809,7 +1809,21 @@ func protects(ch Change, list, named []string) bool {
 		return ch.Type != Dir || ch.Kind == Deleted
 	}
 	for _, q := range list {
-		if q = filepath.ToSlash(filepath.Clean(q)); under(p, q) {
+		q = filepath.ToSlash(filepath.Clean(q))
+		if under(p, q) {
+			return true
+		}
+		// A directory above a protected path made something else (a
+		// link, a file): what the protected path names is then wherever
+		// the new entry leads (scripts replaced by a link to a directory
+		// of the command's, below which git finds its hooks; found by a
+		// tester).
+		if under(q, p) && ch.Type != Dir && ch.Kind != Deleted {
+			return true
+		}
+	}
+	for _, q := range named {
+		if under(q, p) && ch.Type != Dir && ch.Kind != Deleted {
 			return true
 		}
 	}

@@ -71,6 +71,23 @@ func TestApplyFollowsLinkedProtections(t *testing.T) {
 			t.Errorf("protects(%s) = %v, want %v (linked: %v)", tc.path, got, tc.want, linked)
 		}
 	}
+	// A directory above a linked target made a link or a file leads the
+	// protected path elsewhere (found by a tester); a directory's own
+	// change, or its removal, does not.
+	for _, tc := range []struct {
+		ch   Change
+		want bool
+	}{
+		{Change{Path: "scripts", Type: Symlink, Kind: TypeChanged, OldType: Dir}, true},
+		{Change{Path: "conf", Type: File, Kind: TypeChanged, OldType: Dir}, true},
+		{Change{Path: "scripts", Type: Dir, Kind: Modified}, false},
+		{Change{Path: "scripts", Type: Dir, Kind: Deleted}, false},
+		{Change{Path: "src", Type: Symlink, Kind: TypeChanged, OldType: Dir}, false},
+	} {
+		if got := protects(tc.ch, list, nil); got != tc.want {
+			t.Errorf("protects(%s %s %s) = %v, want %v", tc.ch.Path, tc.ch.Kind, tc.ch.Type, got, tc.want)
+		}
+	}
 }
 
 // TestGuardProtectsLinksInProtectedDirs: in a direct run, a link inside a
@@ -100,5 +117,41 @@ func TestGuardProtectsLinksInProtectedDirs(t *testing.T) {
 		if slices.Contains(ro, filepath.Join(ws, not)) {
 			t.Errorf("%s is read-only: %v", not, ro)
 		}
+	}
+}
+
+// TestGuardKeepsLinksOnTheWay: a hook that links through another link
+// (.git/hooks/pre-commit -> ../../scripts/pre-commit, scripts -> tools)
+// keeps that link: replaced by a directory of the command's, it led the
+// hook there (found by a tester). The guard names it among its links, and
+// its target's file is read-only.
+func TestGuardKeepsLinksOnTheWay(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{".git/hooks", "tools"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(ws, "tools/pre-commit"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("tools", filepath.Join(ws, "scripts"))
+	os.Symlink("../../scripts/pre-commit", filepath.Join(ws, ".git/hooks/pre-commit"))
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	kept := false
+	for _, l := range g.links {
+		kept = kept || l.rel == "scripts"
+	}
+	if !kept {
+		t.Errorf("the link scripts on the hook's way is not kept: %+v", g.links)
+	}
+	var ro []string
+	for _, p := range g.Protections() {
+		if !p.Pin {
+			ro = append(ro, p.Path)
+		}
+	}
+	if !slices.Contains(ro, filepath.Join(ws, "tools/pre-commit")) {
+		t.Errorf("tools/pre-commit is not read-only: %v", ro)
 	}
 }
