@@ -769,6 +769,26 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 			return false
 		}
 	}
+	// A path the sandbox does not show at its place (a PATH directory
+	// of the host's, ~/.local/bin, /opt) is not what its search finds:
+	// it goes on to the next directory (a link the command planted
+	// there ran a denied program, found by a tester).
+	shown := func(f string) bool {
+		if within(p.Workspace.Path, f) {
+			return true
+		}
+		for _, list := range [][]string{p.Filesystem.ReadOnly, p.Filesystem.ReadWrite} {
+			for _, d := range list {
+				if within(d, f) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !shown(prog) || !shown(resolved) {
+		return false
+	}
 	if os.Geteuid() != 0 {
 		return true
 	}

@@ -104,3 +104,26 @@ func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstExecOnAHostOnlyPath: a PATH directory the sandbox does not
+// show held a harmless program for the host's lookup, and the command's
+// own search went on to a link to a denied program in the workspace
+// (found by a tester): refused now. The control: without the rule, the
+// linked program runs.
+func TestFirstExecOnAHostOnlyPath(t *testing.T) {
+	hostbin := t.TempDir()
+	os.WriteFile(filepath.Join(hostbin, "deploy"), []byte("#!/bin/sh\necho harmless\n"), 0o755)
+	for _, deny := range []bool{true, false} {
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		os.Mkdir(filepath.Join(ws, "bin"), 0o755)
+		os.Symlink("/usr/bin/id", filepath.Join(ws, "bin", "deploy"))
+		r := run(t, ws, denyID(deny, hostbin+":/usr/bin:/bin:"+filepath.Join(ws, "bin")), "deploy")
+		switch ran := strings.Contains(r.stdout, "uid="); {
+		case deny && ran:
+			t.Errorf("deploy, id on the command's PATH search, ran: %q", r.stdout)
+		case !deny && !ran:
+			t.Errorf("control: deploy did not run id: %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	}
+}
