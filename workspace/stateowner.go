@@ -51,7 +51,11 @@ func checkStateDir(d string) error {
 		}
 		mode := fi.Mode()
 		otherW := mode&0o002 != 0
-		groupW := mode&0o020 != 0 && st.Gid != egid
+		// The state directory's own group bits count whatever the group
+		// (a shared primary group, or an ACL's mask, which shows there);
+		// its parent's only for another group than the caller's, whose
+		// private group many systems make every directory writable by.
+		groupW := mode&0o020 != 0 && (i == 0 || st.Gid != egid)
 		// The sticky bit keeps others from renaming the state directory
 		// out of its parent; in the state directory itself they could
 		// still make the entries moat makes later (runs/, trusted
@@ -62,6 +66,8 @@ func checkStateDir(d string) error {
 			return fmt.Errorf("%w: %s is owned by uid %d, not by you (uid %d): its owner could plant change sets, run records and trusted policies that moat would act on; use a directory of your own (MOAT_STATE_DIR), or chown it", ErrStateDirUnsafe, what, st.Uid, euid)
 		case shared:
 			return fmt.Errorf("%w: other users can write %s (mode %04o): they could plant change sets, run records and trusted policies that moat would act on; chmod go-w it, or use another directory (MOAT_STATE_DIR)", ErrStateDirUnsafe, what, mode.Perm())
+		case i == 0 && hasACL(p):
+			return fmt.Errorf("%w: %s has a POSIX ACL, which may let other users write it: remove it (setfacl -b), or use another directory (MOAT_STATE_DIR)", ErrStateDirUnsafe, what)
 		}
 	}
 	checkedStateDirs.Store(d, true)

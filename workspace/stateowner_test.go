@@ -37,6 +37,7 @@ func TestStateDirOthersCanWrite(t *testing.T) {
 		{filepath.Join(sticky, "state"), true},
 		{mk("shared", 0o777), false},
 		{mk("sharedsticky", 0o777|os.ModeSticky), false},
+		{mk("groupwritable", 0o770), false},
 		{filepath.Join(open, "state"), false},
 		{foreign(t, mk("foreign", 0o700)), false},
 	} {

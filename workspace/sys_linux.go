@@ -345,3 +345,9 @@ func openReview(p string, dir bool) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// hasACL reports whether p has an access ACL beyond its mode bits.
+func hasACL(p string) bool {
+	n, err := unix.Getxattr(p, "system.posix_acl_access", nil)
+	return err == nil && n > 0
+}
