@@ -83,6 +83,31 @@ func RecoverApplyInto(ws string) (string, error) {
 	if err != nil {
 		return "", nil
 	}
+	if _, err := os.Lstat(filepath.Join(d, "applying")); err != nil {
+		return "", nil // no apply was ever marked: the common case, one look
+	}
+	// The apply may have been into a directory above ws: a run in a
+	// subdirectory of a half-applied tree is in it too (found by a
+	// tester).
+	var said []string
+	for dir := filepath.Clean(ws); ; dir = filepath.Dir(dir) {
+		s, err := recoverApplyAt(d, dir)
+		if err != nil {
+			return "", err
+		}
+		if s != "" {
+			said = append(said, s)
+		}
+		if dir == "/" || dir == "." {
+			break
+		}
+	}
+	return strings.Join(said, "; "), nil
+}
+
+// recoverApplyAt is RecoverApplyInto for the apply marked for the
+// directory ws exactly, in the state directory d.
+func recoverApplyAt(d, ws string) (string, error) {
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return "", nil
@@ -117,5 +142,5 @@ func RecoverApplyInto(ws string) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("an apply of change set %s into %s was interrupted and cannot be finished or rolled back: %w; run `moat apply %s` or `moat discard %s`", id, ws, err, id, id)
 	}
-	return fmt.Sprintf("an apply of change set %s into this workspace was interrupted (moat was killed): it was finished or rolled back before this run, so the workspace holds all of its changes or none", id), nil
+	return fmt.Sprintf("an apply of change set %s into %s was interrupted (moat was killed): it was finished or rolled back before this run, so the workspace holds all of its changes or none", id, ws), nil
 }

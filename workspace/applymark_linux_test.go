@@ -18,6 +18,9 @@ func TestRecoverApplyInto(t *testing.T) {
 	s, c, merged := handMade(t)
 	t.Setenv("MOAT_STATE_DIR", s.Dir)
 	ws := c.Workspace()
+	// The next run is in a subdirectory of the workspace (the apply was
+	// into its top; found by a tester): one the apply makes.
+	sub := filepath.Join(ws, "new", "e")
 	orig := manifest(t, ws, false)
 	if said, err := RecoverApplyInto(ws); said != "" || err != nil {
 		t.Fatalf("control: nothing interrupted: %q %v", said, err)
@@ -30,7 +33,7 @@ func TestRecoverApplyInto(t *testing.T) {
 	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
 		t.Fatal("the crash left the old or the new tree: the test shows nothing")
 	}
-	said, err := RecoverApplyInto(ws)
+	said, err := RecoverApplyInto(sub)
 	if err != nil || !strings.Contains(said, c.ID()) {
 		t.Fatalf("RecoverApplyInto: %q %v", said, err)
 	}
