@@ -226,31 +226,26 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			hostinfo.Kernel(), strings.Join(missing, " or "), hostinfo.NeedKernel, errors.ErrUnsupported)
 	}
 	r := &run{spec: spec, stdio: stdio, start: time.Now(), exitAfter: b.ExitAfter, forkStart: b.ForkStart, onInitParent: b.onInitParent}
-	var stdinCopy *os.File // the write end of the pipe a caller's pipe is relayed through
 	if f, ok := stdio.Stdin.(*os.File); ok && f != nil && !pipefd.Passable(f, r.spec.User.HostUID) {
 		switch {
 		case pipefd.Anonymous(f):
 			// A pipe the command could reopen to write into (see
-			// internal/pipefd): relayed through one of moat's. The copy
-			// is not waited for (the caller's pipe may never end); the
-			// run's end closes moat's pipe, which ends it at its next
-			// write.
-			pr, pw, err := os.Pipe()
+			// internal/pipefd): relayed through one of moat's, which
+			// takes from it only what the command reads, as holding it
+			// would, so the caller's shell or loop reads on after moat
+			// (pipefd.LazyPipe). The run's end takes what was read.
+			pr, finish, err := pipefd.LazyPipe(f)
 			if err != nil {
 				return nil, fmt.Errorf("stdin pipe: %w", err)
 			}
 			defer pr.Close()
-			stdinCopy = pw
-			go func() { io.Copy(pw, f); pw.Close() }()
+			defer finish()
 			r.stdio.Stdin = pr
 		default:
 			// Its contents, not the file (see internal/pipefd). A
 			// terminal is replaced by a pty below.
 			r.stdio.Stdin = contentsOf(f)
 		}
-	}
-	if stdinCopy != nil {
-		defer stdinCopy.Close()
 	}
 	exe := b.Exe
 	if exe == "" {
