@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/moatbox/moat/backend/gvisor"
@@ -92,6 +93,9 @@ Usage:
 Run 'moat run --help' for the run flags.
 `
 
+// quitAsTerm installs, once, the SIGQUIT handling of realMain.
+var quitAsTerm sync.Once
+
 func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -103,6 +107,19 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// through its work; moat run takes SIGPIPE with its other
 		// handlers (see cmdRun).
 		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		quitAsTerm.Do(func() {
+			// Ctrl-\ (SIGQUIT) would end moat with the Go runtime's dump
+			// of its goroutines: it ends moat as SIGTERM does, through
+			// the command's own handling of that (moat serve drains,
+			// moat exec ends its command). moat run forwards it.
+			quit := make(chan os.Signal, 1)
+			signal.Notify(quit, syscall.SIGQUIT)
+			go func() {
+				for range quit {
+					syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				}
+			}()
+		})
 	}
 	switch args[0] {
 	case "run":
