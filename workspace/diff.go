@@ -666,17 +666,6 @@ func scriptName(p string) bool {
 	return scriptBase[base] || scriptExt[strings.ToLower(path.Ext(base))]
 }
 
-// programMagic: the start of an ELF, Mach-O, PE or WebAssembly file.
-func programMagic(b []byte) bool {
-	for _, m := range []string{"\x7fELF", "MZ", "\xfe\xed\xfa\xce", "\xfe\xed\xfa\xcf", "\xce\xfa\xed\xfe",
-		"\xcf\xfa\xed\xfe", "\xca\xfe\xba\xbe", "\x00asm"} {
-		if bytes.HasPrefix(b, []byte(m)) {
-			return true
-		}
-	}
-	return false
-}
-
 // hasControl reports whether a line of text would print something a
 // terminal acts on (see escapeLine).
 func hasControl(lines []string) bool {
