@@ -672,16 +672,23 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	if prep, err := cs.Preview(paths, nil); err != nil {
 		return errorResult(previewRefusal(cs.ID(), prep, err)), nil, nil
 	}
-	var sum bytes.Buffer
-	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
 	// What the person approves is the change set as it is now: the
 	// session's commands, and the model's own tool calls, go on while the
 	// question waits, and what they write after it must not ride along
-	// (found by a tester). The apply compares the whole diff again once
-	// the sandbox has ended.
+	// (found by a tester). The summary shown is made between two equal
+	// digests of the whole diff (a set that changes meanwhile is refused),
+	// and the apply compares the digest again once the sandbox has ended.
 	shown, err := diffPrint(cs)
 	if err != nil {
 		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
+	if changes, err = cs.Changes(); err != nil {
+		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
+	var sum bytes.Buffer
+	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
+	if again, err := diffPrint(cs); err != nil || again != shown {
+		return errorResult("the changes are changing (a command of the session still writes them): stop it, then call apply again; nothing was applied"), nil, nil
 	}
 	what := "every change"
 	if len(paths) > 0 {
@@ -755,7 +762,8 @@ func diffPrint(cs *workspace.ChangeSet) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	if err := cs.WriteDiff(h, changes, workspace.DiffOptions{Format: workspace.Unified}); err != nil {
+	// Every change listed, none folded into a directory's count.
+	if err := cs.WriteDiff(h, changes, workspace.DiffOptions{Format: workspace.Unified, Filter: workspace.Filter{Collapse: []string{}}}); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

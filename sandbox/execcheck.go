@@ -764,46 +764,90 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 	if resolved == "" {
 		return false
 	}
-	for _, d := range p.Filesystem.Deny {
-		if within(d, prog) || within(d, resolved) {
+	// Every path the kernel goes through to the file, each link's own
+	// place and what it names included: one the sandbox does not have (a
+	// link by way of /srv/..) fails its search there, which goes on to
+	// the next directory of PATH (found by a reviewer).
+	visits, ok := pathVisits(prog)
+	if !ok {
+		return false
+	}
+	roots := append([]string{p.Workspace.Path}, p.Filesystem.ReadOnly...)
+	roots = append(roots, p.Filesystem.ReadWrite...)
+	shown := func(f string) bool {
+		for _, d := range roots {
+			// At or below a path the sandbox shows, or above one (the
+			// directories its mounts are made in).
+			if within(d, f) || within(f, d) {
+				return true
+			}
+		}
+		return false
+	}
+	root := os.Geteuid() == 0
+	for i, v := range visits {
+		if !shown(v) {
+			return false
+		}
+		for _, d := range p.Filesystem.Deny {
+			if within(d, v) {
+				return false
+			}
+		}
+		if !root {
+			continue
+		}
+		fi, err := os.Lstat(v)
+		if err != nil {
+			return false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 && (fi.IsDir() || i == len(visits)-1) && fi.Mode().Perm()&0o001 == 0 {
 			return false
 		}
 	}
-	// A path the sandbox does not show at its place (a PATH directory
-	// of the host's, ~/.local/bin, /opt) is not what its search finds:
-	// it goes on to the next directory (a link the command planted
-	// there ran a denied program, found by a tester).
-	shown := func(f string) bool {
-		if within(p.Workspace.Path, f) {
-			return true
-		}
-		for _, list := range [][]string{p.Filesystem.ReadOnly, p.Filesystem.ReadWrite} {
-			for _, d := range list {
-				if within(d, f) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	if !shown(prog) || !shown(resolved) {
-		return false
-	}
-	if os.Geteuid() != 0 {
-		return true
-	}
-	for _, f := range []string{prog, resolved} {
-		for x := f; ; x = filepath.Dir(x) {
-			st, ok := statOf(x)
-			if !ok || st.Mode&0o001 == 0 {
-				return false
-			}
-			if x == "/" || x == "." {
-				break
-			}
-		}
-	}
 	return true
+}
+
+// pathVisits lists the paths the kernel goes through to resolve the
+// absolute path p, in order: each component, a link's own place and then
+// what it names; false when a component is missing or the links loop.
+func pathVisits(p string) ([]string, bool) {
+	var out []string
+	rest := strings.Split(p, "/")
+	cur := "/"
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		out = append(out, next)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return out, false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return out, false
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			return out, false
+		}
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		rest = append(strings.Split(t, "/"), rest...)
+	}
+	return out, true
 }
 
 // sameDecision says whether a and b are the same decision: verdict, rule

@@ -127,3 +127,33 @@ func TestFirstExecOnAHostOnlyPath(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstExecThroughAHostOnlyHop: a link whose way goes through a
+// directory only the host has (hostonly/../../../usr/bin/true) resolves to
+// a harmless program on the host and to nothing in the sandbox, whose
+// PATH search goes on to a link to a denied program (found by a
+// reviewer): refused now. The control: without the rule, id runs.
+func TestFirstExecThroughAHostOnlyHop(t *testing.T) {
+	hostonly := t.TempDir()
+	depth := strings.Count(strings.Trim(hostonly, "/"), "/") + 1
+	target := hostonly + strings.Repeat("/..", depth) + "/usr/bin/true"
+	if _, err := os.Stat(target); err != nil {
+		t.Fatalf("control: %s on the host: %v", target, err)
+	}
+	for _, deny := range []bool{true, false} {
+		ws := t.TempDir()
+		os.Chmod(ws, 0o755)
+		for _, d := range []string{"bin", "bin2"} {
+			os.Mkdir(filepath.Join(ws, d), 0o755)
+		}
+		os.Symlink(target, filepath.Join(ws, "bin", "tool"))
+		os.Symlink("/usr/bin/id", filepath.Join(ws, "bin2", "tool"))
+		r := run(t, ws, denyID(deny, filepath.Join(ws, "bin")+":"+filepath.Join(ws, "bin2")+":/usr/bin:/bin"), "tool")
+		switch ran := strings.Contains(r.stdout, "uid="); {
+		case deny && ran:
+			t.Errorf("tool, id on the command's PATH search, ran: %q", r.stdout)
+		case !deny && !ran:
+			t.Errorf("control: tool did not run id: %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	}
+}

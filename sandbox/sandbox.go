@@ -303,6 +303,14 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if caller.Cwd != "" && within(dir, caller.Cwd) {
 		dir = caller.Cwd
 	}
+	// An apply into the workspace that moat was killed in is finished or
+	// rolled back first: nothing is decided about, runs in, or starts a
+	// change set over, a tree half applied.
+	if said, err := workspace.RecoverApplyInto(req.Policy.Workspace.Path); err != nil {
+		return fail(err)
+	} else if said != "" {
+		rep.Warnings = append(rep.Warnings, said)
+	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
 	prog, progPath, progFile := lineProgram(rules, req.Args, dir, buildEnv(req.Policy.Env, caller.Environ))
 	if err := decide(ctx, req, rep, dir, rules, approvals, approvals, prog); err != nil {
@@ -335,14 +343,6 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(fmt.Errorf("moat run is only supported on Linux: %w", errors.ErrUnsupported))
 	}
 	rep.Backend = be.Name()
-	// An apply into the workspace that moat was killed in is finished or
-	// rolled back first: nothing runs in, or starts a change set over, a
-	// tree half applied.
-	if said, err := workspace.RecoverApplyInto(req.Policy.Workspace.Path); err != nil {
-		return fail(err)
-	} else if said != "" {
-		rep.Warnings = append(rep.Warnings, said)
-	}
 	var cs *workspace.ChangeSet
 	m := req.Policy.Workspace.Mode
 	if req.Session != "" && m != policy.WorkspaceOverlay && m != policy.WorkspaceCopy {

@@ -67,9 +67,25 @@ func (c *ChangeSet) unmark() {
 	if p == "" {
 		return
 	}
-	if data, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(data)) == c.meta.ID {
+	if data, err := readMark(p); err == nil && strings.TrimSpace(string(data)) == c.meta.ID {
 		os.Remove(p)
 	}
+}
+
+// readMark reads the mark at p, refusing a link or anything but a small
+// regular file (it never waits on a FIFO).
+func readMark(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > 64 {
+		return nil, errors.New("not a mark")
+	}
+	b := make([]byte, 64)
+	n, _ := f.Read(b)
+	return b[:n], nil
 }
 
 // RecoverApplyInto finishes or rolls back an apply into the workspace
@@ -114,13 +130,13 @@ func recoverApplyAt(d, ws string) (string, error) {
 	}
 	_, dev, ino, _ := blocksOf(fi)
 	mark := filepath.Join(d, "applying", fmt.Sprintf("%d-%d", dev, ino))
-	data, err := os.ReadFile(mark)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(mark); errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err := checkStateDir(d); err != nil {
 		return "", err
 	}
+	data, err := readMark(mark)
 	id := strings.TrimSpace(string(data))
 	if err != nil || !isID(id) {
 		os.Remove(mark)

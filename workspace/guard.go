@@ -858,7 +858,7 @@ const maxSpecialScan = 4096
 // host opens HEAD, the index, packed-refs and the refs, and waits on a
 // FIFO there for ever (a `git status`, a shell prompt that shows the
 // branch; found by a tester). Objects, logs and the rest are left alone,
-// as are the first maxSpecialScan entries' worth of refs past the bound.
+// and so is what lies past the first maxSpecialScan entries.
 func (g *Guard) specialsOut(q *quarantine, dir string, depth int, budget *int) {
 	ents, err := g.readDir(dir)
 	if err != nil {
@@ -873,6 +873,13 @@ func (g *Guard) specialsOut(q *quarantine, dir string, depth int, budget *int) {
 		case e.Type()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0:
 			base, rel := g.baseOf(p)
 			q.move(base, rel, "a FIFO, socket or device where git reads a file: git on the host would wait on it")
+		case e.Type()&fs.ModeSymlink != 0:
+			// git follows a link there (HEAD -> ../fifo) and opens what
+			// it names (found by a reviewer).
+			if fi, err := os.Stat(p); err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
+				base, rel := g.baseOf(p)
+				q.move(base, rel, "a link to a FIFO, socket or device where git reads a file: git on the host would wait on it")
+			}
 		case e.IsDir() && (depth == 0 && e.Name() == "refs" || depth > 0 && depth < 16):
 			g.specialsOut(q, p, depth+1, budget)
 		}

@@ -250,11 +250,14 @@ func TestFinishTakesOutGitFIFOs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A link git follows to a FIFO (found by a reviewer).
+	os.Remove(filepath.Join(ws, ".git/HEAD"))
+	os.Symlink("../fifo", filepath.Join(ws, ".git/HEAD"))
 	moved, err := g.Finish(filepath.Join(t.TempDir(), "q"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := quarantinedPaths(moved), []string{".git/packed-refs", ".git/refs/heads/topic"}; !slices.Equal(got, want) {
+	if got, want := quarantinedPaths(moved), []string{".git/HEAD", ".git/packed-refs", ".git/refs/heads/topic"}; !slices.Equal(got, want) {
 		t.Errorf("quarantined %q, want %q", got, want)
 	}
 	if _, err := os.Lstat(filepath.Join(ws, "fifo")); err != nil {

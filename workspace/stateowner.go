@@ -33,9 +33,18 @@ func checkStateDir(d string) error {
 		return nil
 	}
 	euid, egid := uint32(os.Geteuid()), uint32(os.Getegid())
-	for i, p := range []string{d, filepath.Dir(d)} {
+	// Where it really is: a link to a directory in a shared one is that
+	// shared directory's entry (found by a reviewer).
+	real := d
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		real = r
+	}
+	missing := false
+	for i, p := range []string{real, filepath.Dir(real)} {
 		fi, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
+			// Not made yet: looked at again next time, once made.
+			missing = true
 			continue
 		}
 		if err != nil {
@@ -70,6 +79,8 @@ func checkStateDir(d string) error {
 			return fmt.Errorf("%w: %s has a POSIX ACL, which may let other users write it: remove it (setfacl -b), or use another directory (MOAT_STATE_DIR)", ErrStateDirUnsafe, what)
 		}
 	}
-	checkedStateDirs.Store(d, true)
+	if !missing {
+		checkedStateDirs.Store(d, true)
+	}
 	return nil
 }

@@ -94,13 +94,26 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			// command could chmod (see internal/pipefd). The copy may
 			// outlive the run, blocked on a terminal; exec.Cmd's own
 			// copy would hold up Wait for it.
-			r, w, err := os.Pipe()
-			if err != nil {
-				return nil, &backend.InitError{Stage: "stdin", Err: err}
+			if pipefd.Anonymous(f) {
+				// The caller's own pipe: taken from only as the command
+				// reads it, so its shell reads on after moat (see
+				// pipefd.LazyPipe).
+				r, finish, err := pipefd.LazyPipe(f)
+				if err != nil {
+					return nil, &backend.InitError{Stage: "stdin", Err: err}
+				}
+				defer r.Close()
+				defer finish()
+				cmd.Stdin = r
+			} else {
+				r, w, err := os.Pipe()
+				if err != nil {
+					return nil, &backend.InitError{Stage: "stdin", Err: err}
+				}
+				defer r.Close()
+				go func() { io.Copy(w, f); w.Close() }()
+				cmd.Stdin = r
 			}
-			defer r.Close()
-			go func() { io.Copy(w, f); w.Close() }()
-			cmd.Stdin = r
 		}
 	}
 	cmd.WaitDelay = time.Second

@@ -111,10 +111,12 @@ func execObserved(spec *backend.Spec, filters [][]seccomp.Instruction) (int, err
 func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccomp.ExecCall) (int, func(context.Context) int) {
 	var seen atomic.Bool
 	return func(c seccomp.ExecCall) (int, func(context.Context) int) {
-		first := initFirst && seen.CompareAndSwap(false, true)
 		if missing(c) {
 			return int(unix.ENOENT), nil
 		}
+		// The command's own exec is the first that finds its program
+		// (init's search may miss in PATH directories before it).
+		first := initFirst && seen.CompareAndSwap(false, true)
 		path := c.Path
 		if path == "" {
 			// A start from a descriptor (fexecve): the program is named by

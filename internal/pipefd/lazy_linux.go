@@ -62,10 +62,24 @@ const lazyChunk = 256 << 10
 func relayLazily(src, w int, stop <-chan struct{}) {
 	pending := 0 // bytes of the round still in src
 	buf := make([]byte, 32<<10)
+	// take reads n bytes the command read from src, which tee left
+	// there. Another reader of src may have taken them meanwhile (a
+	// process of the caller's beside moat): then src has less, and take
+	// gives up rather than wait on it (poll, never a blocking read; src
+	// may be in either mode, and is left as it is).
 	take := func(n int) bool {
 		for n > 0 {
+			fds := []unix.PollFd{{Fd: int32(src), Events: unix.POLLIN}}
+			if k, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) || k == 0 && err == nil {
+				return false
+			} else if err != nil {
+				continue
+			}
+			if fds[0].Revents&unix.POLLIN == 0 {
+				return false
+			}
 			k, err := unix.Read(src, buf[:min(n, len(buf))])
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			if err != nil || k == 0 {
@@ -128,6 +142,14 @@ func relayLazily(src, w int, stop <-chan struct{}) {
 		case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 && fds[0].Revents&unix.POLLIN == 0 {
 				return
+			}
+			// src has data but w has no room: the command wrote into
+			// its own pipe (it may reopen it, being its uid) and does
+			// not read it. Wait for room, not in a loop.
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
 			}
 			continue
 		case err != nil:
