@@ -1247,14 +1247,24 @@ func moatTemp() map[string]bool {
 	ents, _ := os.ReadDir(os.TempDir())
 	out := map[string]bool{}
 	for _, e := range ents {
-		// moat-state-* are the state directories of test binaries
-		// (proctest.RunWithStateDir), which go test may start beside this
-		// one; no run makes one.
-		if strings.HasPrefix(e.Name(), "moat") && !strings.HasPrefix(e.Name(), "moat-state-") {
+		if strings.HasPrefix(e.Name(), "moat") && !testHarnessTemp(e.Name()) {
 			out[e.Name()] = true
 		}
 	}
 	return out
+}
+
+// testHarnessTemp says whether name is a temporary entry the tests of
+// other packages make (go test runs packages side by side): their state
+// directories (proctest.RunWithStateDir), built binaries, workspaces. No
+// run makes one.
+func testHarnessTemp(name string) bool {
+	for _, p := range []string{"moat-state-", "moat-test-bin", "moat-mcp-ws-", "moattest-", "moat-tun-", "moat-goclient-", "moat-doctor-"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return strings.Contains(name, "-test-")
 }
 
 func moatCgroups() int {
