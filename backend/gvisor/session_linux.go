@@ -404,7 +404,7 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		// those are read through a pipe.
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && pipefd.PassablePipe(f, commandUID()):
+		case isFile && f != nil && pipefd.Anonymous(f): // the daemon's own pipe (see the native backend's session)
 			cmd.Stdin = f
 		case stdio.Stdin == nil || isFile && f == nil:
 		default:

@@ -619,10 +619,14 @@ func (in *instance) Exec(ctx context.Context, ps *backend.ProcessSpec, stdio bac
 		// An anonymous pipe is passed as it is, but no other file (see
 		// internal/pipefd), and never a terminal (see backend.Stdio): the
 		// command could push keystrokes into it (TIOCSTI) or change its
-		// mode; those are read through a pipe.
+		// mode; those are read through a pipe. A session's stdin is its
+		// caller's own pipe (the daemon's), which nothing on the host
+		// reads from: a command that reopens it to write feeds itself, so
+		// it is passed whoever made it (a run's is its caller's, which a
+		// shell may read on: moat run relays it, Backend.Run).
 		f, isFile := stdio.Stdin.(*os.File)
 		switch {
-		case isFile && f != nil && pipefd.Passable(f, in.r.spec.User.HostUID):
+		case isFile && f != nil && (pipefd.Anonymous(f) || pipefd.Passable(f, in.r.spec.User.HostUID)):
 			fds[0] = int(f.Fd())
 		case stdio.Stdin == nil || isFile && f == nil:
 			null, err := os.Open(os.DevNull)
