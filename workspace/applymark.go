@@ -100,7 +100,7 @@ func RecoverApplyInto(ws string) (string, error) {
 		return "", nil
 	}
 	if _, err := os.Lstat(filepath.Join(d, "applying")); err != nil {
-		return "", nil // no apply was ever marked: the common case, one look
+		return "", nil // no apply was ever marked by this user: one look
 	}
 	// The apply may have been into a directory above ws: a run in a
 	// subdirectory of a half-applied tree is in it too (found by a
