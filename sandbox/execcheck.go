@@ -784,12 +784,19 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 		}
 		return false
 	}
+	// A deny is masked where it is named and where its links lead.
+	denied := slices.Clone(p.Filesystem.Deny)
+	for _, d := range p.Filesystem.Deny {
+		if r, err := filepath.EvalSymlinks(d); err == nil && r != d {
+			denied = append(denied, r)
+		}
+	}
 	root := os.Geteuid() == 0
 	for i, v := range visits {
 		if !shown(v) {
 			return false
 		}
-		for _, d := range p.Filesystem.Deny {
+		for _, d := range denied {
 			if within(d, v) {
 				return false
 			}
