@@ -112,6 +112,10 @@ func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
 // linked program runs.
 func TestFirstExecOnAHostOnlyPath(t *testing.T) {
 	hostbin := t.TempDir()
+	// Searchable by others, so that root's lookup is not refused for its
+	// modes (lineSeenAlike's other test): this test is about where.
+	os.Chmod(filepath.Dir(hostbin), 0o755)
+	os.Chmod(hostbin, 0o755)
 	os.WriteFile(filepath.Join(hostbin, "deploy"), []byte("#!/bin/sh\necho harmless\n"), 0o755)
 	for _, deny := range []bool{true, false} {
 		ws := t.TempDir()
@@ -135,6 +139,8 @@ func TestFirstExecOnAHostOnlyPath(t *testing.T) {
 // reviewer): refused now. The control: without the rule, id runs.
 func TestFirstExecThroughAHostOnlyHop(t *testing.T) {
 	hostonly := t.TempDir()
+	os.Chmod(filepath.Dir(hostonly), 0o755) // as above: about where, not modes
+	os.Chmod(hostonly, 0o755)
 	depth := strings.Count(strings.Trim(hostonly, "/"), "/") + 1
 	target := hostonly + strings.Repeat("/..", depth) + "/usr/bin/true"
 	if _, err := os.Stat(target); err != nil {

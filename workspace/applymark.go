@@ -37,10 +37,18 @@ func (c *ChangeSet) mark() error {
 	if p == "" {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return fmt.Errorf("apply: mark the workspace: %w", err)
+	var f *os.File
+	var err error
+	for try := 0; try < 3; try++ {
+		// Another apply's unmark may remove the directory, empty, between
+		// the two steps: made again then.
+		if err = os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("apply: mark the workspace: %w", err)
+		}
+		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("apply: mark the workspace: %w", err)
 	}
@@ -70,6 +78,9 @@ func (c *ChangeSet) unmark() {
 	if data, err := readMark(p); err == nil && strings.TrimSpace(string(data)) == c.meta.ID {
 		os.Remove(p)
 	}
+	// Gone once empty, so that a run's look for marks stays one lstat
+	// (RecoverApplyInto); a mark made meanwhile keeps it.
+	os.Remove(filepath.Dir(p))
 }
 
 // readMark reads the mark at p, refusing a link or anything but a small
@@ -100,7 +111,7 @@ func RecoverApplyInto(ws string) (string, error) {
 		return "", nil
 	}
 	if _, err := os.Lstat(filepath.Join(d, "applying")); err != nil {
-		return "", nil // no apply was ever marked by this user: one look
+		return "", nil // no apply under way: one look
 	}
 	// The apply may have been into a directory above ws: a run in a
 	// subdirectory of a half-applied tree is in it too (found by a

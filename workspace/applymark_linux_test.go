@@ -54,7 +54,7 @@ func TestRecoverApplyInto(t *testing.T) {
 	if _, err := c.Apply(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "applying")); len(ents) != 0 {
-		t.Errorf("a finished apply left its mark: %v", ents)
+	if _, err := os.Lstat(filepath.Join(s.Dir, "applying")); !os.IsNotExist(err) {
+		t.Errorf("a finished apply left its mark or the marks' directory: %v", err)
 	}
 }
