@@ -105,6 +105,24 @@ func TestJSONReportIsLastLine(t *testing.T) {
 	if err != nil || !json.Valid(b) {
 		t.Errorf("--report file: %v", err)
 	}
+	if !strings.HasPrefix(out, "out\n{") {
+		t.Errorf("the report does not follow the command's last line directly: %.40q", out)
+	}
+	// Output that ends without a newline gets one before the report;
+	// a run that wrote nothing, or never started, prints the report alone.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "printf", "out"}, "out\n{"},
+		{[]string{"--", "true"}, "{"},
+		{[]string{"--net", "bogus", "--", "true"}, "{"},
+	} {
+		_, out, _ := moat(t, ws, append([]string{"run", "--json"}, tc.args...)...)
+		if !strings.HasPrefix(out, tc.want) || strings.Count(out, "\n") != strings.Count(tc.want, "\n")+1 {
+			t.Errorf("%v: stdout %.40q, want %q then the report's line", tc.args, out, tc.want)
+		}
+	}
 }
 
 // A command that puts a link where --audit goes, in its workspace, does

@@ -191,6 +191,10 @@ func TestRunSurvivesClosedStdout(t *testing.T) {
 	if !strings.Contains(errb.String(), "the command left .envrc") {
 		t.Errorf("moat's stderr: %q", errb.String())
 	}
+	// A shell says nothing of a pipeline's SIGPIPE; nor does moat.
+	if strings.Contains(errb.String(), "SIGPIPE") {
+		t.Errorf("moat remarked on the SIGPIPE: %q", errb.String())
+	}
 	if _, err := os.Lstat(filepath.Join(ws, ".envrc")); err == nil {
 		t.Error(".envrc is still in the workspace")
 	}

@@ -309,6 +309,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	var tail *lineTail
+	if f.jsonOut {
+		tail = &lineTail{}
+		stdout, stderr = tail.wrap(stdout), tail.wrap(stderr)
+	}
 	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
 	if aw != nil {
@@ -361,7 +366,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if runErr != nil {
 		// It may name a path the command made (a quarantine's).
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeMessage(runErr.Error()))
-	} else if rep.Reason != "exit" {
+	} else if rep.Reason != "exit" && !brokenPipe(rep.Reason, deref(rep.Signal)) {
 		fmt.Fprintf(stderr, "moat: %s\n", summary(rep, p))
 	} else if len(rep.LimitsHit) > 0 {
 		// The command went on past a limit that killed or refused one of
@@ -382,9 +387,53 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if f.jsonOut {
 		b, _ := json.Marshal(rep)
-		fmt.Fprintf(stdout, "\n%s\n", b)
+		fmt.Fprintf(stdout, "%s%s\n", tail.sep(), b)
 	}
 	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
+}
+
+// lineTail tells whether what a run wrote to moat's stdout and stderr
+// ended a line, so that --json's report starts on a line of its own
+// without a blank line before it. A terminal is not wrapped (the
+// backend relays it through a pty, and must see the file to tell it);
+// output there, unseen, gets a newline before the report as before.
+type lineTail struct {
+	mu      sync.Mutex
+	unseen  bool // a writer was passed unwrapped
+	pending bool // the last byte written was not a newline
+}
+
+func (t *lineTail) wrap(w io.Writer) io.Writer {
+	if isTerminal(w) {
+		t.unseen = true
+		return w
+	}
+	return &tailWriter{w: w, t: t}
+}
+
+// sep is what goes before the report: a newline where a line is open.
+func (t *lineTail) sep() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.unseen || t.pending {
+		return "\n"
+	}
+	return ""
+}
+
+type tailWriter struct {
+	w io.Writer
+	t *lineTail
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if n > 0 {
+		w.t.mu.Lock()
+		w.t.pending = p[n-1] != '\n'
+		w.t.mu.Unlock()
+	}
+	return n, err
 }
 
 // cutStatus is moat's exit status for a command that ended with reason
@@ -399,6 +448,20 @@ func cutStatus(reason, budget string, code int) int {
 		return 137
 	}
 	return code
+}
+
+// brokenPipe says whether a command died of SIGPIPE, which a shell does
+// not remark on either: the reader of its output went away (… | head).
+// The exit status (141) and the report still say it.
+func brokenPipe(reason, signal string) bool {
+	return reason == "signal" && signal == "SIGPIPE"
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // summary is the one-line human account of a run that did not simply end.
@@ -499,7 +562,7 @@ func openReport(path string) (*os.File, error) {
 func failedReport(f *runFlags, cmdline []string, err error, stdout, stderr io.Writer) {
 	if f.jsonOut {
 		b, _ := json.Marshal(sandbox.FailedReport(cmdline, err))
-		fmt.Fprintf(stdout, "\n%s\n", b)
+		fmt.Fprintf(stdout, "%s\n", b) // nothing ran: the first line
 	}
 	if f.reportFile == "" {
 		return

@@ -147,6 +147,20 @@ func TestSessionCommands(t *testing.T) {
 	if out := <-got; code != 0 || out != both.String() {
 		t.Errorf("moat exec 2>&1: %d, not the lines in order: %.120q", code, out)
 	}
+	// A reader of the output that goes away (moat exec … | head) ends
+	// the command, and moat exec as a shell's pipeline would: 141, with
+	// nothing said. The control: the statuses above.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	var pipeErr bytes.Buffer
+	code = realMain([]string{"exec", "--socket", sock, id, "--", "yes"}, strings.NewReader(""), pw, &pipeErr)
+	pw.Close()
+	if code != 128+int(syscall.SIGPIPE) || pipeErr.Len() != 0 {
+		t.Errorf("moat exec into a closed pipe: %d %q, want 141 and nothing said", code, pipeErr.String())
+	}
 	if code, out, errs := moat(t, dir, "exec", "--socket", sock, "--env", "A=b", "--dir", "sub", id, "--", "sh", "-c", "echo $A"); code != 0 || out != "b\n" {
 		t.Errorf("exec --env: %d %q %q", code, out, errs)
 	}

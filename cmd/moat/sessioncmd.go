@@ -327,7 +327,8 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(moatErr, "moat exec: %s waits for a person's approval (%s): moat approve %s, or moat deny %s\n",
 			approvalAction(a), workspace.EscapeText(dash(a.Rule)), a.ID, a.ID)
 	}
-	stdout, stderr = outputEnds(stdout, &asking), outputEnds(stderr, &asking)
+	var broken atomic.Bool // a reader of moat's output went away
+	stdout, stderr = outputEnds(stdout, &asking, &broken), outputEnds(stderr, &asking, &broken)
 	if *tty {
 		// The terminal is moat's: its type is too (as docker exec -t
 		// passes it), unless --env names one.
@@ -400,6 +401,13 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "moat exec: %s: the command was stopped\n", sandbox.SignalName(s))
 			return 128 + int(s)
 		}
+		if broken.Load() {
+			// The reader of its output went away (moat exec … | head):
+			// the request ended, and the daemon the command with it; it
+			// ends as a command of a shell's pipeline would, with
+			// nothing said.
+			return 128 + int(syscall.SIGPIPE)
+		}
 		return apiFail(stderr, "exec", err, "")
 	}
 	if rep.Network != "" {
@@ -407,7 +415,7 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
-	} else if rep.Reason != "" && rep.Reason != "exit" {
+	} else if rep.Reason != "" && rep.Reason != "exit" && !brokenPipe(rep.Reason, rep.Signal) {
 		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
 	} else if len(rep.LimitsHit) > 0 {
 		fmt.Fprintf(stderr, "moat exec: during the command it hit the session's %s limit; the command went on and exited with status %d\n", strings.Join(rep.LimitsHit, ", "), rep.ExitCode)
@@ -677,8 +685,9 @@ func writeNotThroughLink(dst string, data []byte) error {
 	return f.Close()
 }
 
-// outputEnds is w, which clears asking when the command writes to it.
-func outputEnds(w io.Writer, asking *atomic.Bool) io.Writer {
+// outputEnds is w, which clears asking when the command writes to it,
+// and sets broken when a write finds its reader gone.
+func outputEnds(w io.Writer, asking, broken *atomic.Bool) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
 		asking.Store(false)
 		return w.Write(p)
