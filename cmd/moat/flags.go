@@ -53,6 +53,13 @@ type valueFlag struct {
 
 func (v valueFlag) String() string { return "" }
 func (v valueFlag) Set(s string) error {
+	// --net allow:A --net allow:B allows both, as a repeated list flag
+	// does; any other repetition is the last one's.
+	if prev, ok := strings.CutPrefix(*v.dst, "allow:"); ok && v.name == "net" && v.given[v.name] {
+		if more, ok := strings.CutPrefix(s, "allow:"); ok && prev != "" && more != "" {
+			s = "allow:" + prev + "," + more
+		}
+	}
 	*v.dst = s
 	v.given[v.name] = true
 	return nil

@@ -942,6 +942,14 @@ func TestPolicyShowRefusesWhatRunRefuses(t *testing.T) {
 	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db,pypi.org"); code != 0 || !strings.Contains(out, `'db'`) {
 		t.Errorf("policy show --net allow:db,pypi.org: code %d out %q err %q", code, out, errs)
 	}
+	// --net allow: given twice allows both lists; another mode given
+	// after it is the last word.
+	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db", "--net", "allow:pypi.org"); code != 0 || !strings.Contains(out, `'db'`) || !strings.Contains(out, `'pypi.org'`) {
+		t.Errorf("policy show --net allow:db --net allow:pypi.org: code %d out %q err %q", code, out, errs)
+	}
+	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db", "--net", "none"); code != 0 || strings.Contains(out, `'db'`) || !strings.Contains(out, `mode = 'none'`) {
+		t.Errorf("policy show --net allow:db --net none: code %d out %q err %q", code, out, errs)
+	}
 }
 
 // TestInputsMustBeRegularFiles: a named pipe, a device or an oversized file
