@@ -83,6 +83,8 @@ Usage:
   moat session ls | rm ID...          list or end your sessions
   moat exec [-i] [-d] SESSION -- CMD  run CMD in a session, output streamed (-d: in the background)
   moat ps SESSION                     a session's background commands
+  moat logs [-f] SESSION ID           what a background command wrote (-f: follow it to its end)
+  moat kill [-s SIGNAL] SESSION ID    signal a background command (TERM unless -s names another)
   moat cp SRC DST                     copy a file to or from a session (SESSION:PATH)
   moat mcp [--policy F] [--workspace DIR] [--workspace-mode M]  an MCP server on stdio for any agent (docs/mcp.md)
   moat approvals [--web]              what waits for your approval in the daemon's sessions (--web: a login link to its page)
@@ -152,6 +154,10 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdExec(args[1:], stdin, stdout, stderr)
 	case "ps":
 		return cmdPs(args[1:], stdout, stderr)
+	case "logs":
+		return cmdLogs(args[1:], stdout, stderr)
+	case "kill":
+		return cmdKill(args[1:], stdout, stderr)
 	case "cp":
 		return cmdCp(args[1:], stdout, stderr)
 	case "mcp":
@@ -172,7 +178,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, cp, fetch, mcp, approvals, approve, deny, version)\n", args[0])
+	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, logs, kill, cp, fetch, mcp, approvals, approve, deny, version)\n", args[0])
 	return 2
 }
 

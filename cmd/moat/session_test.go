@@ -177,6 +177,34 @@ func TestSessionCommands(t *testing.T) {
 	if code, out, _ := moat(t, dir, "ps", "--socket", sock, id); code != 0 || !strings.Contains(out, "running") || !strings.Contains(out, "sleep 100") {
 		t.Errorf("ps: %d %q", code, out)
 	}
+	// moat kill signals it (TERM unless -s names another); an unknown
+	// signal is refused by name.
+	if code, _, errs := moat(t, dir, "kill", "--socket", sock, "-s", "BOGUS", id, "1"); code != exitMoatError || !strings.Contains(errs, "bad_request") {
+		t.Errorf("kill -s BOGUS: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "kill", "--socket", sock, id, "1"); code != 0 {
+		t.Errorf("kill: %d %q", code, errs)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, out, _ := moat(t, dir, "ps", "--socket", sock, id); strings.Contains(out, "exited 143") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Error("sleep 100 did not end on moat kill")
+			break
+		}
+	}
+	// moat logs -f: its stdout and stderr, each to its own, to the end.
+	code, pid, _ = moat(t, dir, "exec", "--socket", sock, "-d", id, "--", "sh", "-c", "echo a; sleep 0.3; echo b >&2; echo c")
+	if code != 0 {
+		t.Fatalf("exec -d: %d", code)
+	}
+	if code, out, errs := moat(t, dir, "logs", "--socket", sock, "-f", id, strings.TrimSpace(pid)); code != 0 || out != "a\nc\n" || errs != "b\n" {
+		t.Errorf("logs -f: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := moat(t, dir, "logs", "--socket", sock, id, "99"); code != exitMoatError || !strings.Contains(errs, "not_found") {
+		t.Errorf("logs of no such command: %d %q", code, errs)
+	}
 	if code, out, _ := moat(t, dir, "session", "ls", "--socket", sock); code != 0 || !strings.Contains(out, id) {
 		t.Errorf("session ls: %d %q", code, out)
 	}

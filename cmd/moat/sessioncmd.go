@@ -690,10 +690,91 @@ func writeNotThroughLink(dst string, data []byte) error {
 func outputEnds(w io.Writer, asking, broken *atomic.Bool) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
 		asking.Store(false)
-		return w.Write(p)
+		n, err := w.Write(p)
+		if errors.Is(err, syscall.EPIPE) {
+			broken.Store(true)
+		}
+		return n, err
 	})
 }
 
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// cmdLogs is moat logs: what a session's background command wrote, its
+// stdout to stdout and its stderr to stderr, as the daemon keeps it; -f
+// follows it until the command ends.
+func cmdLogs(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	follow := fs.Bool("f", false, "follow the output until the command ends")
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: moat logs [-f] SESSION ID  (ID: a background command's, as moat exec -d and moat ps give it)")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	ctx := context.Background()
+	var after int64
+	for {
+		var wait time.Duration
+		if *follow {
+			wait = 30 * time.Second
+		}
+		o, err := c.Output(ctx, fs.Arg(0), fs.Arg(1), after, wait)
+		if err != nil {
+			return apiFail(stderr, "logs", err, "")
+		}
+		if o.Dropped > 0 && after == 0 {
+			fmt.Fprintf(stderr, "moat logs: %d earlier writes were dropped (the daemon keeps the newest)\n", o.Dropped)
+		}
+		for _, ch := range o.Chunks {
+			w := stdout
+			if ch.Stream == "stderr" {
+				w = stderr
+			}
+			data := ch.DataBase64
+			if ch.Data != "" {
+				data = []byte(ch.Data)
+			}
+			if _, err := w.Write(data); err != nil {
+				if errors.Is(err, syscall.EPIPE) {
+					return 128 + int(syscall.SIGPIPE) // … | head
+				}
+				fmt.Fprintf(stderr, "moat logs: %v\n", err)
+				return exitMoatError
+			}
+		}
+		after = o.Next
+		if !*follow || !o.Running && len(o.Chunks) == 0 {
+			return 0
+		}
+	}
+}
+
+// cmdKill is moat kill: a signal (TERM unless -s names another) to a
+// session's background command.
+func cmdKill(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("socket", client.DefaultSocket(), "the daemon's unix socket")
+	sig := fs.String("s", "TERM", "the `SIGNAL`: TERM, KILL, INT, HUP, QUIT, USR1, USR2, CONT, STOP or WINCH")
+	if ok, code := parseFlagsInterspersed(fs, args, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprintln(stderr, "usage: moat kill [-s SIGNAL] SESSION ID  (ID: a background command's, as moat exec -d and moat ps give it)")
+		return 2
+	}
+	c := connect(*sock)
+	defer c.Close()
+	if err := c.Signal(context.Background(), fs.Arg(0), fs.Arg(1), *sig); err != nil {
+		return apiFail(stderr, "kill", err, "")
+	}
+	return 0
+}
