@@ -127,6 +127,11 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	fail := func(err error) int {
+		if isTerminal(stderr) {
+			// A person started it: a line to read, not a log record.
+			fmt.Fprintf(stderr, "moat serve: %v\n", err)
+			return exitMoatError
+		}
 		log.Error("moat serve: " + err.Error())
 		return exitMoatError
 	}
