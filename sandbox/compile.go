@@ -753,6 +753,13 @@ func realPath(p string) string {
 // plainly, before the guard and the sandbox's chdir fail on it in words
 // of their own.
 func workspaceAccess(ws string) error {
+	fi, err := os.Stat(ws)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("workspace %s does not exist; make it, or pass --workspace DIR", ws)
+	case err == nil && !fi.IsDir():
+		return fmt.Errorf("workspace %s is not a directory; pass --workspace DIR", ws)
+	}
 	if err := unix.Access(ws, unix.R_OK|unix.X_OK); errors.Is(err, unix.EACCES) {
 		return fmt.Errorf("workspace %s: permission denied: you may not list or enter it; run moat from a directory of yours, or pass --workspace DIR", ws)
 	}

@@ -351,6 +351,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err := refuseCopyUnderDisk(req.Policy, req.AllowDegraded); err != nil {
 		return fail(err)
 	}
+	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
+		return fail(err)
+	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
 		var created bool
@@ -413,9 +416,6 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// What earlier runs of the caller killed before their end left
 	// planted, before this one's guards look at the workspace.
 	rep.Warnings = append(rep.Warnings, finishAbandonedRuns()...)
-	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
-		return fail(err)
-	}
 	guards, err := newGuards(req.Policy, direct, caller)
 	if err != nil {
 		return fail(err)

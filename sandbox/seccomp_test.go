@@ -741,3 +741,29 @@ func TestWorkspaceNoAccess(t *testing.T) {
 		t.Errorf("control: %v", r.err)
 	}
 }
+
+// TestWorkspaceMissingOrNotADirectory: a workspace that does not exist,
+// or is a file, is refused saying so, in every mode, before a change set
+// is made for it (the error was a guard's open, a change set's lstat, or
+// "permission denied" for a file). The control: a directory runs.
+func TestWorkspaceMissingOrNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{policy.WorkspaceDirect, policy.WorkspaceOverlay} {
+		for ws, want := range map[string]string{
+			filepath.Join(dir, "missing"): " does not exist",
+			file:                          " is not a directory",
+		} {
+			r := run(t, ws, func(p *policy.Policy) { p.Workspace.Mode = mode }, "/bin/true")
+			if r.err == nil || !strings.Contains(r.err.Error(), "workspace "+ws+want) {
+				t.Errorf("%s workspace %s: %v, want %q", mode, ws, r.err, want)
+			}
+		}
+		if r := run(t, dir, func(p *policy.Policy) { p.Workspace.Mode = mode }, "/bin/true"); r.err != nil {
+			t.Errorf("control, %s: %v", mode, r.err)
+		}
+	}
+}
