@@ -259,7 +259,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		for k, v := range p.Env.Set {
 			set[k] = v
 		}
-		for k, v := range proxyEnv() {
+		for k, v := range proxyEnv(p.Network.Allow) {
 			set[k] = v
 		}
 		envPolicy.Set = set

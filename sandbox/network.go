@@ -79,11 +79,20 @@ type NetworkReport struct {
 // proxyEnv points the usual proxy variables at the in-sandbox listener.
 // ALL_PROXY uses socks5h so that names are resolved by the proxy, which
 // then sees them (moat's resolver on the TUN device answers names, not
-// the addresses they have).
-func proxyEnv() map[string]string {
+// the addresses they have). NO_PROXY keeps the sandbox's own loopback
+// direct, but not a loopback name the allowlist names (allow =
+// ["localhost:8080"] means the host's): a client would go to the
+// sandbox's loopback instead, and find nothing there.
+func proxyEnv(allow []string) map[string]string {
 	httpURL := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
 	socks := "socks5h://127.0.0.1:" + strconv.Itoa(ProxyPort)
-	noProxy := "localhost,127.0.0.1,::1"
+	var direct []string
+	for _, name := range []string{"localhost", "127.0.0.1", "::1"} {
+		if !slices.ContainsFunc(allow, func(entry string) bool { return allowHost(entry) == name }) {
+			direct = append(direct, name)
+		}
+	}
+	noProxy := strings.Join(direct, ",")
 	env := map[string]string{}
 	for _, v := range []struct{ name, val string }{
 		{"HTTP_PROXY", httpURL}, {"HTTPS_PROXY", httpURL}, {"ALL_PROXY", socks}, {"NO_PROXY", noProxy},
@@ -92,6 +101,16 @@ func proxyEnv() map[string]string {
 		env[strings.ToLower(v.name)] = v.val
 	}
 	return env
+}
+
+// allowHost is the host an allowlist entry names, lower case, without
+// its port or an IPv6 address's brackets.
+func allowHost(entry string) string {
+	host := entry
+	if h, _, err := net.SplitHostPort(entry); err == nil {
+		host = h
+	}
+	return strings.ToLower(strings.Trim(host, "[]"))
 }
 
 // networkRules parses the policy's network lists, reporting problems as

@@ -15,7 +15,7 @@ import (
 // moat's value would silently replace the secret's placeholder, or the
 // placeholder the proxy's address. The control: another name passes.
 func TestSecretNamesMoatSetsRefused(t *testing.T) {
-	names := append(slices.Sorted(maps.Keys(proxyEnv())), caEnv...)
+	names := append(slices.Sorted(maps.Keys(proxyEnv(nil))), caEnv...)
 	for _, name := range append(names, "GITHUB_TOKEN") {
 		p := policy.Default()
 		p.Network.Mode = policy.NetworkAllow
