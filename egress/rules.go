@@ -200,8 +200,17 @@ func (r *Rules) Decide(d Dest) Verdict {
 		}
 	}
 	return Verdict{Rule: RuleDefaultDeny, Reason: fmt.Sprintf(
-		"%s:%d is not in the allow list; to allow it, add %q to [network] allow, or --net allow:%s",
-		name, d.Port, name, name)}
+		"%s:%d is not in the allow list; to allow it, add %q to [network] allow, or --net allow:%s%s",
+		name, d.Port, name, name, localNameToo(name))}
+}
+
+// localNameToo is what a refusal's remedy adds for a single-label name:
+// an allow entry alone would be refused next (CheckLocal).
+func localNameToo(name string) string {
+	if !IsLocalName(name) {
+		return ""
+	}
+	return ", and the addresses it resolves to to [network] allow_cidrs (a single-label name is reached only there)"
 }
 
 // DecideName says whether a name may be resolved inside the sandbox (the
@@ -229,8 +238,8 @@ func (r *Rules) DecideName(host string) Verdict {
 		}
 	}
 	return Verdict{Rule: RuleDefaultDeny, Reason: fmt.Sprintf(
-		"%s is not in the allow list (so it does not resolve); to allow it, add %q to [network] allow, or --net allow:%s",
-		name, name, name)}
+		"%s is not in the allow list (so it does not resolve); to allow it, add %q to [network] allow, or --net allow:%s%s",
+		name, name, name, localNameToo(name))}
 }
 
 func (r *Rules) decideIP(ip netip.Addr, port int) Verdict {

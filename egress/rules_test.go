@@ -413,3 +413,23 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
+
+// TestSingleLabelRemedies: the remedy a refusal of a single-label name
+// gives names allow_cidrs too (the allow entry alone is refused next),
+// and CheckLocal's reason names the address as "NAME resolves to ADDR,",
+// which moat policy suggest reads (harness.localNameAddr). The control:
+// a dotted name's remedy is the allow entry alone.
+func TestSingleLabelRemedies(t *testing.T) {
+	r := mustRules(t, nil, nil, nil)
+	for _, v := range []Verdict{r.Decide(Dest{Host: "db", Port: 5432}), r.DecideName("db")} {
+		if v.Allow || !strings.Contains(v.Reason, `add "db" to [network] allow`) || !strings.Contains(v.Reason, "allow_cidrs") {
+			t.Errorf("db: %+v", v)
+		}
+	}
+	if v := r.Decide(Dest{Host: "pypi.org", Port: 443}); v.Allow || strings.Contains(v.Reason, "allow_cidrs") {
+		t.Errorf("control, pypi.org: %+v", v)
+	}
+	if v := r.CheckLocal("db", netip.MustParseAddr("10.1.2.3")); v.Allow || !strings.Contains(v.Reason, "db resolves to 10.1.2.3, ") {
+		t.Errorf("CheckLocal: %+v", v)
+	}
+}

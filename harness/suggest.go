@@ -29,6 +29,23 @@ type Record struct {
 	Host     string    `json:"host"`
 	Port     int       `json:"port"`
 	Decision string    `json:"decision"`
+	Reason   string    `json:"reason"`
+}
+
+// egressRuleLocalName is egress.RuleLocalName, the rule of a refused
+// single-label name (harness does not import egress): its reason reads
+// "NAME resolves to ADDR, which …".
+const egressRuleLocalName = "single-label name outside allow_cidrs"
+
+// localNameAddr is the address an egressRuleLocalName refusal names.
+func localNameAddr(reason string) (netip.Addr, bool) {
+	_, rest, ok := strings.Cut(reason, " resolves to ")
+	if !ok {
+		return netip.Addr{}, false
+	}
+	s, _, _ := strings.Cut(rest, ",")
+	a, err := netip.ParseAddr(s)
+	return a.Unmap(), err == nil
 }
 
 // Suggestion is one addition to a policy that would have let through
@@ -104,6 +121,24 @@ func Suggest(recs []Record) []Suggestion {
 				continue
 			}
 			add("network.allow", entry, because)
+			if !strings.Contains(host, ".") {
+				// The proxy refuses the entry next at addresses that
+				// allow_cidrs does not list, which the record does
+				// not name: a run with the entry shows them.
+				add("note", fmt.Sprintf("%s is a single-label name: besides the allow entry, [network] allow_cidrs must list the addresses it resolves to (a run with the entry names them)", host), because)
+			}
+		case r.Type == "network" && r.Decision == "deny" && r.Rule == egressRuleLocalName && r.Host != "":
+			because := fmt.Sprintf("%s run %s: a connection to %s:%d was refused (%s)", when, r.RunID, r.Host, r.Port, r.Rule)
+			a, ok := localNameAddr(r.Reason)
+			if !ok {
+				add("note", fmt.Sprintf("%s is a single-label name: [network] allow_cidrs must list the addresses it resolves to", r.Host), because)
+				continue
+			}
+			because += "; allow_cidrs admits every port of the address"
+			if a.IsLoopback() {
+				because += ", here the host's loopback: every service listening there"
+			}
+			add("network.allow_cidrs", netip.PrefixFrom(a, a.BitLen()).String(), because)
 		case r.Type == "decision" && (r.Verdict == "deny" || r.Verdict == "ask") && r.Outcome != "approved":
 			cmd := r.Decided
 			if len(cmd) == 0 {
