@@ -163,6 +163,43 @@ echo OK`)
 	}
 }
 
+// TestStoppedRebaseQuarantined: a rebase the command began and left
+// stopped (a conflict) has its state quarantined (its todo list could
+// name commands git --continue would run on the host), and the warning
+// says how to resume or leave it; moved back, git aborts it as usual,
+// which is the control that the hint is right.
+func TestStoppedRebaseQuarantined(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := newRepo(t)
+	hostGit(t, ws, "checkout", "-q", "-b", "topic")
+	os.WriteFile(filepath.Join(ws, "README"), []byte("topic\n"), 0o644)
+	hostGit(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-q", "-am", "topic")
+	hostGit(t, ws, "checkout", "-q", "-")
+	os.WriteFile(filepath.Join(ws, "README"), []byte("main\n"), 0o644)
+	hostGit(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-q", "-am", "main")
+	hostGit(t, ws, "checkout", "-q", "topic")
+	r := sh(t, ws, nil, gitInside+` rebase -q - >/dev/null 2>&1; test -d .git/rebase-merge && echo STOPPED`)
+	if !strings.Contains(r.stdout, "STOPPED") {
+		t.Fatalf("the rebase did not stop on its conflict: %s%s", r.stdout, r.stderr)
+	}
+	if len(r.rep.Quarantined) != 1 || r.rep.Quarantined[0].Path != ".git/rebase-merge" {
+		t.Fatalf("quarantined %+v", r.rep.Quarantined)
+	}
+	q := r.rep.Quarantined[0]
+	if !slices.ContainsFunc(r.rep.Warnings, func(w string) bool {
+		return strings.Contains(w, "move it back to .git/rebase-merge for git to continue or abort it")
+	}) {
+		t.Errorf("no word of how to resume: %q", r.rep.Warnings)
+	}
+	if err := os.Rename(q.To, filepath.Join(ws, ".git", "rebase-merge")); err != nil {
+		t.Fatal(err)
+	}
+	hostGit(t, ws, "rebase", "--abort")
+	if head := hostGit(t, ws, "symbolic-ref", "--short", "HEAD"); strings.TrimSpace(head) != "topic" {
+		t.Errorf("after the abort HEAD is %q, want topic", head)
+	}
+}
+
 // TestWorktreeWorkspace: a linked worktree (its .git is a file) works as
 // a workspace: commits land in the main repository's git directory, whose
 // config and the worktree's own indirections stay out of reach.

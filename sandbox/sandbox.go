@@ -1224,7 +1224,14 @@ func report(rep *Report, moved []workspace.Quarantined) {
 }
 
 func quarantineWarning(q workspace.Quarantined) string {
-	return fmt.Sprintf("the command left %s (%s): moved to %s, so that no host tool runs it; review it there", q.Path, q.Why, q.To)
+	w := fmt.Sprintf("the command left %s (%s): moved to %s, so that no host tool runs it; review it there", q.Path, q.Why, q.To)
+	switch filepath.Base(q.Path) {
+	case "rebase-merge", "rebase-apply", "sequencer":
+		// Its todo list can name commands (exec) that git --continue
+		// would run on the host; without it git knows of no rebase.
+		w += fmt.Sprintf(" (git's state of a rebase, cherry-pick or revert it began, which stays stopped, HEAD perhaps detached: once reviewed, move it back to %s for git to continue or abort it, or leave it with git checkout -f BRANCH)", q.Path)
+	}
+	return w
 }
 
 // QuarantineRemoved says in r that what the run quarantined to to was
