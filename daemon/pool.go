@@ -253,7 +253,9 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	// As Create makes it: the asks of its proxy wait for the tenant that
 	// claims it, and its rules' decisions go to the daemon's audit stream.
-	spec := &EngineSpec{ID: id, Policy: p, Caller: daemonCaller(), Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec),
+	caller := daemonCaller()
+	caller.StateWorkspace = true // made in the daemon's directory
+	spec := &EngineSpec{ID: id, Policy: p, Caller: caller, Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec),
 		AllowDegraded: m.cfg.AllowDegraded}
 	eng, err := m.cfg.Engine(context.Background(), spec)
 	if err != nil {

@@ -163,6 +163,10 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		if ws, root, err = checkWorkspace(t, req.Workspace); err != nil {
 			return nil, err
 		}
+		if err := m.outsideState(ws); err != nil {
+			root.Close()
+			return nil, err
+		}
 	}
 	id := newID()
 	s := &Session{
@@ -256,6 +260,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.gate.Learn = req.Learn
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	caller := daemonCaller()
+	caller.StateWorkspace = temp // made in the daemon's directory
 	if !t.self() && t.UID > 0 {
 		// The paths the tenant named are mounted only if they lead to
 		// the tenant's own files when the sandbox is made: checked on
@@ -1093,4 +1098,30 @@ func ownerOf(path string) int {
 		return int(st.Uid)
 	}
 	return -1
+}
+
+// outsideState refuses a workspace in the daemon's state directory (or
+// holding it): a command there would write the records of the sessions
+// that the next daemon acts on as root, and the workspaces the daemon
+// made for its tenants. The sandbox refuses one in moat's state
+// directory too; this holds for a daemon whose directory is another.
+func (m *Manager) outsideState(ws string) error {
+	dir := m.cfg.StateDir
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	under := func(parent, p string) bool {
+		rel, err := filepath.Rel(parent, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	for _, d := range []string{dir, real} {
+		if under(d, ws) {
+			return fmt.Errorf("%w: %q is inside the daemon's state directory, whose records a command there could forge", ErrWorkspace, ws)
+		}
+		if under(ws, d) {
+			return fmt.Errorf("%w: %q holds the daemon's state directory, whose records a command there could forge", ErrWorkspace, ws)
+		}
+	}
+	return nil
 }

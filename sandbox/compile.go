@@ -48,6 +48,11 @@ type Caller struct {
 	// in it are looked at and opened with the caller's rights, the
 	// others Owner named with Owner's.
 	WorkspaceMade bool
+	// StateWorkspace says the workspace is one moat made in its state
+	// directory (a daemon's temporary one): the only workspace, and
+	// the only read-write paths (those in it), allowed there. Any other
+	// would let the command write the records the next moat acts on.
+	StateWorkspace bool
 }
 
 // asOwner runs fn with c.Owner's filesystem rights when the paths c names
@@ -167,6 +172,9 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if c.Home != "" && c.Home != "/" && (within(path, c.Home) || within(path, realPath(c.Home))) {
 			return nil, fmt.Errorf("workspace %s contains your home directory %s (and with it ~/.ssh, ~/.aws and other projects); run moat from a project directory or pass --workspace DIR", ws, c.Home)
 		}
+		if state := inStateDir(path); state != "" && !c.StateWorkspace {
+			return nil, fmt.Errorf("workspace %s is inside moat's state directory %s (the policies you trusted, the change sets, a daemon's records of its sessions): a command that could write there would forge what moat does next; choose a workspace outside it (--workspace DIR)", ws, state)
+		}
 		if state := holdsStateDir(path); state != "" {
 			return nil, fmt.Errorf("workspace %s contains moat's state directory %s (the policies you trusted, the quarantine, the change sets): a command that could write it would trust its own policy; choose a workspace without it (--workspace DIR), or a state directory outside the workspace (MOAT_STATE_DIR)", ws, state)
 		}
@@ -229,7 +237,11 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		if gone, known := rwMissing[rw]; gone || !known && !made(rw) && missing(rw) {
 			return nil, p.FieldError(field, fmt.Sprintf("%s does not exist: a read-write path is the host's own, shown to the command; create it first", rw))
 		}
-		if err := checkWritable(p, field, rw, rwSource(rw), c.Home); err != nil {
+		made := ""
+		if c.StateWorkspace {
+			made = ws
+		}
+		if err := checkWritable(p, field, rw, rwSource(rw), c.Home, made); err != nil {
 			return nil, err
 		}
 	}
@@ -648,6 +660,18 @@ func hostSystem(path string) string {
 	return ""
 }
 
+// inStateDir returns moat's state directory when path is in it, or is it.
+func inStateDir(path string) string {
+	state, err := workspace.StateDir()
+	if err != nil {
+		return ""
+	}
+	if within(state, path) || within(realPath(state), path) {
+		return state
+	}
+	return ""
+}
+
 func holdsStateDir(path string) string {
 	state, err := workspace.StateDir()
 	if err != nil {
@@ -768,9 +792,13 @@ func workspaceAccess(ws string) error {
 
 // checkWritable holds the writable path rw (source: where its links lead)
 // to the workspace's rule: neither / nor a directory holding the caller's
-// home, moat's state directory or the host's system.
-func checkWritable(p *policy.Policy, field, rw, source, home string) error {
+// home, moat's state directory or the host's system, nor one in the state
+// directory but in made, a workspace moat made there ("" for none).
+func checkWritable(p *policy.Policy, field, rw, source, home, made string) error {
 	for _, path := range []string{rw, source} {
+		if state := inStateDir(path); state != "" && (made == "" || !within(made, path)) {
+			return p.FieldError(field, fmt.Sprintf("%s is inside moat's state directory %s (the policies you trusted, the change sets, a daemon's records of its sessions): a command that could write there would forge what moat does next; list the directories the command needs", rw, state))
+		}
 		if path == "/" {
 			return p.FieldError(field, fmt.Sprintf("%s is /: writing it would expose the whole host, root-only files included; list the directories the command needs", rw))
 		}
@@ -821,7 +849,7 @@ func CheckWorkspacePaths(p *policy.Policy) error {
 func CheckWritablePaths(p *policy.Policy, home string) error {
 	var all policy.Errors
 	for i, rw := range p.Filesystem.ReadWrite {
-		err := checkWritable(p, fmt.Sprintf("filesystem.read_write[%d]", i), rw, realPath(rw), home)
+		err := checkWritable(p, fmt.Sprintf("filesystem.read_write[%d]", i), rw, realPath(rw), home, "")
 		var fe *policy.FieldError
 		if errors.As(err, &fe) {
 			all = append(all, fe)

@@ -2033,45 +2033,69 @@ func TestMissingProtectionRefused(t *testing.T) {
 
 // TestStateDirHeldToWorkspaceRule: a workspace or a writable path that
 // holds moat's state directory (where the trusted policies are) is
-// refused, as one that holds the home is; a directory beside it, or inside
-// it, compiles.
+// refused, as one that holds the home is; so is one inside it (a command
+// there wrote a daemon's session records, which the next daemon acted on
+// as root; found by a tester), but for a workspace moat made there
+// (Caller.StateWorkspace) and the paths in it. A directory beside it
+// compiles.
 func TestStateDirHeldToWorkspaceRule(t *testing.T) {
 	base := t.TempDir()
 	state, other := filepath.Join(base, "state"), filepath.Join(base, "other")
 	inside := filepath.Join(state, "made")
-	os.MkdirAll(inside, 0o755)
+	os.MkdirAll(filepath.Join(inside, "sub"), 0o755)
+	os.Mkdir(filepath.Join(state, "x"), 0o755)
 	os.Mkdir(other, 0o755)
 	os.Symlink(base, filepath.Join(other, "link"))
+	os.Symlink(inside, filepath.Join(other, "in"))
 	t.Setenv("MOAT_STATE_DIR", state)
 	ws := t.TempDir()
-	c := sandbox.Caller{UID: 1000, GID: 1000, Cwd: ws}
-	for rw, want := range map[string]string{
-		base:                         "contains moat's state directory",
-		state:                        "contains moat's state directory",
-		filepath.Join(other, "link"): "contains moat's state directory",
-		other:                        "",
+	for _, tc := range []struct {
+		ws, rw string
+		made   bool
+		want   string
+	}{
+		{ws, base, false, "contains moat's state directory"},
+		{ws, state, false, "inside moat's state directory"},
+		{ws, filepath.Join(other, "link"), false, "contains moat's state directory"},
+		{ws, inside, false, "inside moat's state directory"},
+		{ws, filepath.Join(other, "in"), false, "inside moat's state directory"},
+		{ws, other, false, ""},
+		{inside, filepath.Join(inside, "sub"), true, ""},
+		{inside, filepath.Join(state, "x"), true, "inside moat's state directory"},
 	} {
 		p := policy.Default()
-		p.Workspace.Path = ws
-		p.Filesystem.ReadWrite = []string{rw}
+		p.Workspace.Path = tc.ws
+		p.Filesystem.ReadWrite = []string{tc.rw}
 		p.MarkFlag("filesystem.read_write", "--rw")
+		c := sandbox.Caller{UID: 1000, GID: 1000, Cwd: tc.ws, StateWorkspace: tc.made}
 		_, err := sandbox.Compile(p, []string{"true"}, c, "run", nil, nil)
 		switch {
-		case want == "" && err != nil:
-			t.Errorf("--rw %s: %v", rw, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "flag --rw: filesystem.read_write[0]")):
-			t.Errorf("--rw %s: %v, want an error naming --rw and containing %q", rw, err, want)
+		case tc.want == "" && err != nil:
+			t.Errorf("--rw %s: %v", tc.rw, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "flag --rw: filesystem.read_write[0]")):
+			t.Errorf("--rw %s: %v, want an error naming --rw and containing %q", tc.rw, err, tc.want)
 		}
 	}
-	for w, want := range map[string]string{base: "contains moat's state directory", inside: "", other: ""} {
+	for _, tc := range []struct {
+		ws   string
+		made bool
+		want string
+	}{
+		{base, false, "contains moat's state directory"},
+		{state, false, "inside moat's state directory"},
+		{inside, false, "inside moat's state directory"},
+		{filepath.Join(other, "in"), false, "inside moat's state directory"},
+		{inside, true, ""},
+		{other, false, ""},
+	} {
 		p := policy.Default()
-		p.Workspace.Path = w
-		_, err := sandbox.Compile(p, []string{"true"}, sandbox.Caller{UID: 1000, GID: 1000, Cwd: w}, "run", nil, nil)
+		p.Workspace.Path = tc.ws
+		_, err := sandbox.Compile(p, []string{"true"}, sandbox.Caller{UID: 1000, GID: 1000, Cwd: tc.ws, StateWorkspace: tc.made}, "run", nil, nil)
 		switch {
-		case want == "" && err != nil:
-			t.Errorf("workspace %s: %v", w, err)
-		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
-			t.Errorf("workspace %s: %v, want %q", w, err, want)
+		case tc.want == "" && err != nil:
+			t.Errorf("workspace %s (made %v): %v", tc.ws, tc.made, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("workspace %s: %v, want %q", tc.ws, err, tc.want)
 		}
 	}
 }
