@@ -345,8 +345,17 @@ func (s *server) gate(req *mcp.CallToolRequest, a harness.Action, d harness.Deci
 		return s.fallback(), nil
 	}
 	key := actionKey(a)
-	if resp, ok := req.Params.InputResponses[approveInput]; ok && s.asks.take(req.Params.RequestState, key) {
-		return &answered{key: key, resp: resp}, nil
+	if resp, ok := req.Params.InputResponses[approveInput]; ok {
+		if s.asks.take(req.Params.RequestState, key) {
+			return &answered{key: key, resp: resp}, nil
+		}
+		// An answer to another question (what apply would write changed
+		// while it waited, or the state is stale): said as a refusal the
+		// model can act on. A second question in its place would reach a
+		// client of an older protocol raw, which the SDK's middleware
+		// turns into a question only once per call, and read as an empty
+		// success (found by a tester).
+		return nil, errorResult("the person answered a question about something else (what this call would do changed while the question waited, or the answer is stale); nothing was done. Call the tool again to be asked about it as it is now.")
 	}
 	state, err := s.asks.issue(key)
 	if err != nil {

@@ -456,7 +456,7 @@ func TestRules(t *testing.T) {
 	t.Run("made up", func(t *testing.T) {
 		// An answer the server did not ask for (a request state anyone can
 		// compute from the command, as the client would echo it) approves
-		// nothing: the user is asked, and declines.
+		// nothing: it is refused, and the user is not asked.
 		answer = "decline"
 		n := len(asked)
 		h := sha256.New()
@@ -477,7 +477,7 @@ func TestRules(t *testing.T) {
 				b.WriteString(tc.Text)
 			}
 		}
-		if text := b.String(); strings.Contains(text, "deployed") || len(asked) != n+1 {
+		if text := b.String(); strings.Contains(text, "deployed") || !res.IsError || !strings.Contains(text, "Call the tool again") || len(asked) != n {
 			t.Errorf("a made-up approval: asked %d times, result %q", len(asked)-n, text)
 		}
 	})
@@ -899,8 +899,16 @@ func TestApplyIsWhatWasShown(t *testing.T) {
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
 	}})
 	e.ok(t, "run_command", map[string]any{"command": "echo new > a.txt"}, "exit code: 0")
+	// The answer, to another diff's question, is refused in words the
+	// model acts on (a second question in its place reached a client of
+	// an older protocol as an empty success; found by a tester); called
+	// again, the person is asked about b.txt too.
+	e.fails(t, "apply", map[string]any{}, "nothing was done", "Call the tool again")
+	if len(asked) != 1 || strings.Contains(asked[0], "b.txt") {
+		t.Errorf("asked %d times, want once, not about b.txt: %q", len(asked), asked)
+	}
 	e.fails(t, "apply", map[string]any{}, "not applied")
-	if len(asked) != 2 || strings.Contains(asked[0], "b.txt") || !strings.Contains(asked[1], "b.txt") {
+	if len(asked) != 2 || !strings.Contains(asked[1], "b.txt") {
 		t.Errorf("asked %d times, want twice, the second time about b.txt too: %q", len(asked), asked)
 	}
 	for name, want := range map[string]string{"a.txt": "old\n", "b.txt": ""} {
