@@ -747,12 +747,29 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	if len(rep.Conflicts) > 0 || len(rep.Protected) > 0 {
 		return errorResult("nothing was applied: " + jsonText(rep) + kept), nil, nil
 	}
+	rest := ""
 	if len(paths) == 0 {
 		// Every change is in the workspace now: the set holds nothing to
 		// review, as after moat apply.
 		cs.Discard()
+	} else if all, err := cs.Changes(); err == nil {
+		// The new sandbox starts over the real workspace: the changes
+		// left out are not in it, but kept, and said where.
+		applied := map[string]bool{}
+		for _, c := range rep.Applied {
+			applied[c.Path] = true
+		}
+		left := 0
+		for _, c := range all {
+			if !applied[c.Path] {
+				left++
+			}
+		}
+		if left > 0 {
+			rest = fmt.Sprintf("; the %d change(s) not applied are no longer in the session: they are kept as change set %s, which the user can review and apply on the host (moat diff %s, moat apply %s)", left, cs.ID(), cs.ID(), cs.ID())
+		}
 	}
-	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh\n%s", len(rep.Applied), s.session().Workspace, jsonText(rep))), nil, nil
+	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh%s\n%s", len(rep.Applied), s.session().Workspace, rest, jsonText(rep))), nil, nil
 }
 
 // diffPrint is a digest of cs's whole diff: what apply would write.
