@@ -154,6 +154,7 @@ mkdir -p -- "$d" || exit 2
 r=$(realpath -e -- "$d") || exit 2
 case "$r" in "$2"|"$2"/*) ;; *) echo "` + errEscape + `: $1 leads to $r" >&2; exit 3;; esac
 if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "` + errEscape + `: $1 is a link to $t" >&2; exit 3;; esac; fi
+if [ -L "$1" ] && [ ! -e "$1" ]; then echo "$1 is a link to a file that does not exist; write the file it names by its own path" >&2; exit 2; fi
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 if [ -e "$1" ] && [ ! -f "$1" ]; then echo "$1 is not a regular file: inspect it with run_command" >&2; exit 2; fi
 exec cat > "$1"`
