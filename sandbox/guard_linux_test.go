@@ -367,3 +367,35 @@ true`)
 		t.Fatal("git status on the host ran what the command planted")
 	}
 }
+
+// TestToolchainFilesProtected: the toolchain files that name programs
+// the host runs are protected as the other host configuration is: one the
+// command makes is quarantined, one that is there stays read-only (a
+// rust-toolchain.toml whose path led cargo on the host to the command's
+// binary; found by a tester). The control: another file of the same kind
+// is written and kept.
+func TestToolchainFilesProtected(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "rust-toolchain"), []byte("stable\n"), 0o644)
+	r := sh(t, ws, nil, `printf '[toolchain]\npath = "/x"\n' > rust-toolchain.toml
+echo 'nodejs path:/x' > .tool-versions
+echo '{"initializeCommand": "x"}' > .devcontainer.json
+echo nightly > rust-toolchain 2>/dev/null && echo WROTE-existing
+echo kept > notes.toml`)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Error("the existing rust-toolchain was written")
+	}
+	var got []string
+	for _, q := range r.rep.Quarantined {
+		got = append(got, q.Path)
+	}
+	slices.Sort(got)
+	if want := []string{".devcontainer.json", ".tool-versions", "rust-toolchain.toml"}; !slices.Equal(got, want) {
+		t.Errorf("quarantined %q, want %q", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "notes.toml")); err != nil || string(b) != "kept\n" {
+		t.Errorf("control: notes.toml %q %v", b, err)
+	}
+}

@@ -83,6 +83,12 @@ var hostConfig = []string{
 	// Git hook managers: the hook git runs reads its commands from these.
 	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
 	"lefthook-local.yml", ".lefthook-local.yml", ".lefthook",
+	// Toolchain files that name programs to run: rustup runs the
+	// toolchain at a rust-toolchain's path for cargo, rustc and the
+	// rust-analyzer an editor starts; asdf's and mise's .tool-versions
+	// takes path: entries (and mise's shell hook reads it on cd); a
+	// top-level .devcontainer.json's initializeCommand runs on the host.
+	"rust-toolchain", "rust-toolchain.toml", ".tool-versions", ".devcontainer.json",
 }
 
 // HostConfig lists the built-in protected paths, relative to a

@@ -48,6 +48,14 @@ func TestProtects(t *testing.T) {
 		{Change{Path: ".junie/mcp/mcp.json", Type: File}, true},
 		{Change{Path: ".github/hooks/hooks.json", Type: File}, true},
 		{Change{Path: ".clinerules/hooks/TaskStart", Type: File}, true},
+		// Toolchain files naming programs the host runs (a
+		// rust-toolchain.toml's path made cargo run the command's
+		// binary; found by a tester).
+		{Change{Path: "rust-toolchain.toml", Type: File}, true},
+		{Change{Path: "rust-toolchain", Type: File}, true},
+		{Change{Path: ".tool-versions", Type: File}, true},
+		{Change{Path: ".devcontainer.json", Type: File}, true},
+		{Change{Path: "src/rust-toolchain.rs", Type: File}, false},
 		{Change{Path: ".clinerules/style.md", Type: File}, false},
 		{Change{Path: "docs/opencode.md", Type: File}, false},
 		{Change{Path: "tools/hooks/pre-push", Type: File}, true},
