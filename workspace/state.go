@@ -973,7 +973,13 @@ func removeAll(dir string) error { return RemoveTree(dir) }
 func RemoveTree(dir string) error {
 	// dir itself is named by the caller, in a directory the command cannot
 	// write: only what is below it is the command's.
-	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		// Not a tree: a file, a link, a FIFO (which opening would wait
+		// on for a writer for ever; found by a tester) or nothing.
+		return os.RemoveAll(dir)
+	}
+	if fi.Mode().Perm()&0o700 != 0o700 {
 		os.Chmod(dir, fi.Mode().Perm()|0o700)
 	}
 	if root, err := os.OpenRoot(dir); err == nil {

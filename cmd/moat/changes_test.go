@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/workspace"
 )
@@ -587,5 +589,37 @@ func TestDiffOfChangeSetInUse(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(f); string(b) != "new\n" {
 		t.Errorf("f after the apply: %q", b)
+	}
+}
+
+// TestApplyOverAFIFO: a change that replaces a FIFO of the workspace
+// applies, and the run after it starts: the FIFO moved aside was opened
+// to be removed, which waited for a writer for ever (apply, then every
+// run's recovery of the interrupted apply; found by a tester).
+func TestApplyOverAFIFO(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(ws, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", "rm p; echo x > p"); code != 0 {
+		t.Fatalf("the overlay run: %d %q", code, errs)
+	}
+	done := make(chan [3]string, 1)
+	go func() {
+		code, _, errs := moat(t, ws, "apply")
+		code2, _, errs2 := moat(t, ws, "run", "--", "true")
+		done <- [3]string{fmt.Sprint(code, " ", code2), errs, errs2}
+	}()
+	select {
+	case got := <-done:
+		if got[0] != "0 0" {
+			t.Errorf("apply, then a run: %s %q %q", got[0], got[1], got[2])
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("moat apply over a FIFO hung")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "p")); err != nil || string(b) != "x\n" {
+		t.Errorf("p after the apply: %q %v", b, err)
 	}
 }
