@@ -117,3 +117,42 @@ func TestDiskLimitMergeKeepsSparse(t *testing.T) {
 		t.Errorf("the change set's big begins %q, want its data", b)
 	}
 }
+
+// TestDiskLimitMergeTakesClosedFiles: a file and a directory the command
+// left without permissions (chmod 000) under a disk limit's overlay come
+// into the change set with their modes: init, their owner without the
+// capabilities to pass over modes, could not read them, and the run
+// failed with its changes lost (found by a tester). The control: the
+// readable file beside them comes along.
+func TestDiskLimitMergeTakesClosedFiles(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Limits.Disk = policy.Size(16 << 20)
+		p.Workspace.Mode = policy.WorkspaceOverlay
+	}, `echo open > k; echo closed > x; chmod 000 x; mkdir d; echo in > d/f; chmod 000 d; echo WROTE`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "WROTE") || r.rep.ChangeSet == nil {
+		t.Fatalf("the run: %v %s%s", r.err, r.stdout, r.stderr)
+	}
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := store.Open(r.rep.ChangeSet.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{"x": 0, "d": os.ModeDir} {
+		if fi, err := os.Lstat(filepath.Join(cs.UpperDir(), name)); err != nil || fi.Mode()&(os.ModeDir|os.ModePerm) != want {
+			t.Errorf("the change set's %s: %v %v, want mode %v", name, fi, err, want)
+		}
+	}
+	os.Chmod(filepath.Join(cs.UpperDir(), "x"), 0o600)
+	os.Chmod(filepath.Join(cs.UpperDir(), "d"), 0o700)
+	for name, want := range map[string]string{"k": "open\n", "x": "closed\n", "d/f": "in\n"} {
+		if b, err := os.ReadFile(filepath.Join(cs.UpperDir(), name)); err != nil || string(b) != want {
+			t.Errorf("the change set's %s: %q %v, want %q", name, b, err, want)
+		}
+	}
+}

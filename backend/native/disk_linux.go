@@ -243,6 +243,7 @@ func mergeDir(src, dst string) error {
 					return fmt.Errorf("opaque %s: %w", e.Name(), err)
 				}
 			}
+			ownerMay(s, mode, 0o500)
 			if err := mergeDir(s, d); err != nil {
 				return err
 			}
@@ -250,6 +251,7 @@ func mergeDir(src, dst string) error {
 				return err
 			}
 		case unix.S_IFREG:
+			ownerMay(s, mode, 0o400)
 			if err := replaceFile(s, d, mode&0o7777); err != nil {
 				return err
 			}
@@ -267,6 +269,18 @@ func mergeDir(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// ownerMay gives src, an entry of the run's upper layer of mode mode,
+// the owner permission bits the merge needs (read; search for a
+// directory) when the command took them away (chmod 000): init, which
+// merges, is its owner, without the capabilities to pass over its
+// modes, and the file would be lost with the run (found by a tester).
+// The copy takes mode, as it was.
+func ownerMay(src string, mode, bits uint32) {
+	if mode&bits != bits {
+		unix.Chmod(src, mode&0o7777|bits)
+	}
 }
 
 // replaceFile replaces dst with src's content and mode, atomically.
