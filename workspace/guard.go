@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -147,8 +149,10 @@ type Guard struct {
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
 	linkScan int             // entries protectLinksBelow looked at
-	// modes are the permission bits of the root and of its .git at the
-	// start; restored the messages of those Finish put back.
+	// modes are the permission bits of the root, its .git and the
+	// directories on the way to the protected paths at the start
+	// (modeAbsent: not there); restored the messages of those Finish put
+	// back.
 	modes    map[string]fs.FileMode
 	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
@@ -332,7 +336,20 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		}
 	}
 	for _, rel := range append(slices.Clone(hostConfig), extra...) {
-		g.protect(g.ws, filepath.ToSlash(filepath.Clean(rel)), 0)
+		rel = filepath.ToSlash(filepath.Clean(rel))
+		g.protect(g.ws, rel, 0)
+		// The directories on its way: one the command opened to other
+		// users' writes (.cargo, mode 0777) would let any of them plant
+		// the protected file after the run (found by a tester).
+		for d := path.Dir(rel); d != "." && d != "/" && !strings.HasPrefix(d, ".."); d = path.Dir(d) {
+			if _, ok := g.modes[d]; ok {
+				continue
+			}
+			g.modes[d] = modeAbsent
+			if fi, err := g.stat.lstat(g.real + "/" + d); err == nil && fi.IsDir() {
+				g.modes[d] = fi.Mode().Perm()
+			}
+		}
 	}
 	// What git's configuration and .gitmodules point at inside the
 	// workspace: a hooks directory, included config files, submodule
@@ -820,19 +837,26 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	return q.done, errors.Join(q.errs...)
 }
 
-// restoreModes puts back the permission bits of the root and of its .git
-// where the command let other users write them: any user of the host
-// could then swap in hooks that the owner's git runs (found by a
-// tester). Restored says so.
+// modeAbsent is, in Guard.modes, a directory that was not there: made by
+// the command, it keeps its bits but other users' write.
+const modeAbsent fs.FileMode = 1 << 31
+
+// restoreModes puts back the permission bits of the root, of its .git and
+// of the directories on the way to the protected paths where the command
+// let other users write them: any user of the host could then swap in
+// hooks that the owner's git runs, or plant a protected file (found by
+// testers). Restored says so.
 func (g *Guard) restoreModes() {
 	root, ok := g.pins[g.ws]
 	if !ok {
 		return
 	}
-	for _, rel := range []string{".", ".git"} {
-		was, ok := g.modes[rel]
-		if !ok {
-			continue
+	for _, rel := range slices.Sorted(maps.Keys(g.modes)) {
+		was := g.modes[rel]
+		if was == modeAbsent {
+			if fi, err := g.lstat(filepath.Join(g.real, rel)); err != nil || !fi.IsDir() {
+				continue
+			}
 		}
 		d := root
 		if rel != "." {
@@ -842,6 +866,9 @@ func (g *Guard) restoreModes() {
 			}
 		}
 		if fi, err := os.Stat(d.self()); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022&^was != 0 {
+			if was == modeAbsent {
+				was = fi.Mode().Perm() &^ 0o022
+			}
 			if os.Chmod(d.self(), was) == nil {
 				g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", joinRel(g.ws, rel), fi.Mode().Perm(), was))
 			}

@@ -294,3 +294,35 @@ func TestFinishRestoresOpenedModes(t *testing.T) {
 		t.Errorf("Restored() = %q", r)
 	}
 }
+
+// TestFinishRestoresRouteModes: a directory on the way to a protected
+// path that the command opened to other users' writes (.cargo, there
+// before, or .config, made by it) is closed again, so that no other user
+// plants .cargo/config.toml after the run (found by a tester). The
+// control: another directory keeps the command's mode.
+func TestFinishRestoresRouteModes(t *testing.T) {
+	ws := t.TempDir()
+	os.Chmod(ws, 0o755)
+	os.Mkdir(filepath.Join(ws, ".cargo"), 0o755)
+	os.Mkdir(filepath.Join(ws, "src"), 0o755)
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	os.Chmod(filepath.Join(ws, ".cargo"), 0o777)
+	os.Mkdir(filepath.Join(ws, ".config"), 0o777)
+	os.Chmod(filepath.Join(ws, ".config"), 0o777)
+	os.Chmod(filepath.Join(ws, "src"), 0o777)
+	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{".cargo": 0o755, ".config": 0o755, "src": 0o777} {
+		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %04o", name, fi.Mode().Perm(), err, want)
+		}
+	}
+	if r := g.Restored(); len(r) != 2 {
+		t.Errorf("Restored() = %q, want .cargo and .config", r)
+	}
+}
