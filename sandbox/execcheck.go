@@ -80,8 +80,21 @@ type execCheck struct {
 
 	mu      sync.Mutex
 	denials []backend.Denial
+	index   map[string]int   // of denials, by what and rule
 	refused map[int][]string // the argv each process was last refused
 }
+
+// maxExecDenials bounds the refused programs a report lists one by one:
+// a command can exec a new argv for ever, and each refusal was an entry
+// kept in moat's memory, looked through at every refusal, and printed
+// (found by a tester). Past it, they are counted in one entry; the audit
+// stream has each decision.
+const maxExecDenials = 1000
+
+// maxRefusedPids bounds the processes whose last refused argv is kept
+// for again: past it, the memory starts afresh (a search of PATH then
+// counts one refusal more).
+const maxRefusedPids = 4096
 
 // again reports whether c's process was just refused the same argv: a
 // shell searching its PATH tries each directory in turn, and a person is
@@ -553,16 +566,25 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.refused == nil {
+	if e.refused == nil || len(e.refused) >= maxRefusedPids {
 		e.refused = map[int][]string{}
 	}
 	e.refused[c.Pid] = c.Argv
-	for i := range e.denials {
-		if e.denials[i].What == what && e.denials[i].Rule == rule {
-			e.denials[i].Count++
-			return fmt.Errorf("%w: %s", ErrDenied, why)
+	if e.index == nil {
+		e.index = map[string]int{}
+	}
+	key := what + "\x00" + rule
+	if len(e.index) >= maxExecDenials {
+		if _, ok := e.index[key]; !ok {
+			key = "\x00more"
+			what, rule = "other programs", fmt.Sprintf("past the first %d programs refused, counted here (the --audit stream has each)", maxExecDenials)
 		}
 	}
+	if i, ok := e.index[key]; ok {
+		e.denials[i].Count++
+		return fmt.Errorf("%w: %s", ErrDenied, why)
+	}
+	e.index[key] = len(e.denials)
 	hint := "change the policy's [[rules]] to allow it (moat policy explain -- " + line + " shows which rule decides)"
 	switch {
 	case d.Reason == ReasonArgvTooLong && d.Rule == nil:
@@ -571,6 +593,9 @@ func (e *execCheck) refuse(c backend.ExecCall, d harness.Decision, why string) e
 		hint = "make the file readable (chmod u+r)"
 	case d.Verdict == harness.Ask:
 		hint = why + ": approve it when asked, or " + hint
+	}
+	if key == "\x00more" {
+		hint = "the --audit stream lists each decision"
 	}
 	e.denials = append(e.denials, backend.Denial{Layer: LayerRules, What: what, Errno: "EACCES", Count: 1, Rule: rule, Hint: hint})
 	return fmt.Errorf("%w: %s", ErrDenied, why)

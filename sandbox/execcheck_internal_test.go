@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -92,5 +93,32 @@ func TestDenialNamesTheProgram(t *testing.T) {
 	want := []string{"id (argv: true)", "/usr/bin/id", "id -u"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("denials name %q, want %q", got, want)
+	}
+}
+
+// TestExecDenialsBounded: a command that is refused ever new argvs makes
+// at most maxExecDenials entries, the rest counted in one (each was an
+// entry, looked through at every refusal and printed whole; found by a
+// tester). The control: a refusal of an argv listed already is counted
+// on its own entry.
+func TestExecDenialsBounded(t *testing.T) {
+	e := &execCheck{rules: harness.New(policy.Default()), approvals: &harness.Approvals{}, req: &Request{}}
+	const n = maxExecDenials + 50
+	for i := range n {
+		argv := []string{"git", "push", "origin", fmt.Sprintf("b%d", i)}
+		if err := answer(e, backend.ExecCall{Pid: 10 + i, Path: "/usr/bin/git", Argv: argv}); !errors.Is(err, ErrDenied) {
+			t.Fatalf("git push %d: %v, want it refused", i, err)
+		}
+	}
+	answer(e, backend.ExecCall{Pid: 1, Path: "/usr/bin/git", Argv: []string{"git", "push", "origin", "b0"}})
+	rep := e.report()
+	if len(rep) != maxExecDenials+1 {
+		t.Fatalf("%d entries, want %d", len(rep), maxExecDenials+1)
+	}
+	if rep[0].Count != 2 {
+		t.Errorf("control: the first entry counted %d, want 2", rep[0].Count)
+	}
+	if last := rep[len(rep)-1]; last.What != "other programs" || last.Count != n-maxExecDenials || !strings.Contains(last.Hint, "--audit") {
+		t.Errorf("the last entry: %+v, want the other %d", last, n-maxExecDenials)
 	}
 }

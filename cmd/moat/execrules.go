@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/sandbox"
@@ -20,6 +19,6 @@ func printRulesRefused(stderr io.Writer, denials []client.Denial) {
 		}
 	}
 	if len(refused) > 0 {
-		fmt.Fprintf(stderr, "moat exec: the rules refused to start: %s\n", workspace.EscapeText(strings.Join(refused, "; ")))
+		fmt.Fprintf(stderr, "moat exec: the rules refused to start: %s\n", workspace.EscapeText(firstOf(refused, maxListed)))
 	}
 }

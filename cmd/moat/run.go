@@ -344,10 +344,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, strings.Join(parts, "; "))
+		fmt.Fprintf(stderr, "moat: seccomp profile %q refused: %s\n", rep.Seccomp, firstOf(parts, maxListed))
 	}
 	if len(refused) > 0 {
-		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(strings.Join(refused, "; ")))
+		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(firstOf(refused, maxListed)))
 	}
 	if n := rep.Network; n != nil && n.Summary != "" {
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(n.Summary)) // names the command sent
@@ -448,6 +448,19 @@ func cutStatus(reason, budget string, code int) int {
 		return 137
 	}
 	return code
+}
+
+// maxListed bounds the refusals a line of moat's stderr names: the
+// report lists them all (a command refused thousands of programs, and
+// the line was megabytes).
+const maxListed = 20
+
+// firstOf joins the first n of list, saying how many more there are.
+func firstOf(list []string, n int) string {
+	if len(list) <= n {
+		return strings.Join(list, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more (the report lists them)", strings.Join(list[:n], "; "), len(list)-n)
 }
 
 // brokenPipe says whether a command died of SIGPIPE, which a shell does

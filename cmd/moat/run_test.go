@@ -607,3 +607,14 @@ func TestRefusedRunRewritesReport(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstOf: a line of refusals names the first maxListed and counts
+// the rest (the control: a short list whole).
+func TestFirstOf(t *testing.T) {
+	if got := firstOf([]string{"a", "b"}, 3); got != "a; b" {
+		t.Errorf("short list: %q", got)
+	}
+	if got := firstOf([]string{"a", "b", "c", "d"}, 2); got != "a; b; and 2 more (the report lists them)" {
+		t.Errorf("long list: %q", got)
+	}
+}
