@@ -182,6 +182,28 @@ type Identity struct {
 	HostGID int `json:"host_gid"`
 }
 
+// CPUHit says whether a command that died of signal sig having used cpu
+// was ended by l's CPU-time limit: SIGXCPU (RLIMIT_CPU's soft limit) or
+// SIGKILL (its hard one) once its processes had used the limit. A command
+// can raise the signal itself (kill -XCPU $$), which is no limit (the
+// report said the limit was reached after a millisecond; found by a
+// tester).
+func (l Limits) CPUHit(sig syscall.Signal, cpu time.Duration) bool {
+	return (sig == syscall.SIGXCPU || sig == syscall.SIGKILL) && l.CPUTime > 0 && cpu+cpuSlack >= l.CPUTime
+}
+
+// FileSizeHit says whether a command that died of signal sig was ended by
+// l's file-size limit (SIGXFSZ under RLIMIT_FSIZE): without a limit, the
+// command raised it itself.
+func (l Limits) FileSizeHit(sig syscall.Signal) bool {
+	return sig == syscall.SIGXFSZ && l.FileSize > 0
+}
+
+// cpuSlack is how much less than the limit CPUHit takes as the limit's:
+// the kernel's accounting of a process's time and the rusage summed for
+// the run may differ by a tick.
+const cpuSlack = 20 * time.Millisecond
+
 // Limits bound a run. A zero field means no limit.
 type Limits struct {
 	Wall        time.Duration `json:"wall"`

@@ -662,6 +662,21 @@ func TestCPUTimeLimit(t *testing.T) {
 	}
 }
 
+// TestSelfRaisedLimitSignal: a command that raises SIGXCPU itself, far
+// from its CPU-time limit, died of a signal; the report does not say the
+// limit was reached (it did, after a millisecond; found by a tester).
+// TestCPUTimeLimit is the control.
+func TestSelfRaisedLimitSignal(t *testing.T) {
+	ws := t.TempDir()
+	r := sh(t, ws, nil, "kill -XCPU $$")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.rep.Reason != "signal" || r.rep.Signal == nil || *r.rep.Signal != "SIGXCPU" || len(r.rep.LimitsHit) != 0 {
+		t.Errorf("reason %q signal %v limits_hit %q, want a signal and no limit", r.rep.Reason, r.rep.Signal, r.rep.LimitsHit)
+	}
+}
+
 func TestWallClockLimit(t *testing.T) {
 	ws := t.TempDir()
 	start := time.Now()

@@ -205,11 +205,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// does; moat reads it back the same way.
 	if code > 128 && code < 128+65 {
 		st.ExitCode, st.Signal, st.Cause = -1, code-128, backend.CauseSignal
-		switch syscall.Signal(st.Signal) {
-		case syscall.SIGXCPU:
+		// runsc's own CPU time holds the sandbox's (Limits.CPUHit).
+		switch sig := syscall.Signal(st.Signal); {
+		case spec.Limits.CPUHit(sig, st.CPU) && sig == syscall.SIGXCPU:
 			st.Cause = backend.CauseCPU
 			st.LimitsHit = append(st.LimitsHit, backend.CauseCPU)
-		case syscall.SIGXFSZ:
+		case spec.Limits.FileSizeHit(sig):
 			st.Cause = backend.CauseFile
 			st.LimitsHit = append(st.LimitsHit, backend.CauseFile)
 		}

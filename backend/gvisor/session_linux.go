@@ -679,10 +679,15 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Signal = int(syscall.SIGKILL)
 	}
 	hit := func(c backend.Cause) { st.LimitsHit = append(st.LimitsHit, c) }
-	switch syscall.Signal(st.Signal) {
-	case syscall.SIGXCPU:
+	// Without a limit, the command raised the signal itself; with one,
+	// its CPU time is not known here to tell (see Limits.CPUHit).
+	lim := p.in.spec.Limits
+	cpuHit := syscall.Signal(st.Signal) == syscall.SIGXCPU && lim.CPUTime > 0
+	fileHit := lim.FileSizeHit(syscall.Signal(st.Signal))
+	if cpuHit {
 		hit(backend.CauseCPU)
-	case syscall.SIGXFSZ:
+	}
+	if fileHit {
 		hit(backend.CauseFile)
 	}
 	if killed != "" {
@@ -697,9 +702,9 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	switch {
 	case killed != "":
 		st.Cause = killed
-	case st.Signal == int(syscall.SIGXCPU):
+	case cpuHit:
 		st.Cause = backend.CauseCPU
-	case st.Signal == int(syscall.SIGXFSZ):
+	case fileHit:
 		st.Cause = backend.CauseFile
 	case st.Signal != 0:
 		st.Cause = backend.CauseSignal

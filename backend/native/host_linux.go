@@ -934,12 +934,12 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 	if haveCg && cgs.PidsLimitHits > 0 {
 		hit(backend.CausePids)
 	}
-	cpuHit := st.Signal == int(syscall.SIGXCPU) ||
-		(st.Signal == int(syscall.SIGKILL) && r.spec.Limits.CPUTime > 0 && st.CPU >= r.spec.Limits.CPUTime)
+	cpuHit := r.spec.Limits.CPUHit(syscall.Signal(st.Signal), st.CPU)
 	if cpuHit {
 		hit(backend.CauseCPU)
 	}
-	if st.Signal == int(syscall.SIGXFSZ) {
+	fileHit := r.spec.Limits.FileSizeHit(syscall.Signal(st.Signal))
+	if fileHit {
 		hit(backend.CauseFile)
 	}
 	diskFull := exit != nil && exit.DiskFull
@@ -958,7 +958,7 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		st.Cause = backend.CauseMemory
 	case cpuHit:
 		st.Cause = backend.CauseCPU
-	case st.Signal == int(syscall.SIGXFSZ):
+	case fileHit:
 		st.Cause = backend.CauseFile
 	case diskFull && (st.Signal != 0 || st.ExitCode != 0):
 		st.Cause = backend.CauseDisk

@@ -938,12 +938,13 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		hit(backend.CausePids)
 	}
 	// The hard CPU limit's kill, when SIGXCPU was ignored, as Run reads it.
-	cpuHit := st.Signal == int(syscall.SIGXCPU) ||
-		(exit != nil && st.Signal == int(syscall.SIGKILL) && p.in.r.spec.Limits.CPUTime > 0 && st.CPU >= p.in.r.spec.Limits.CPUTime)
+	lim := p.in.r.spec.Limits
+	cpuHit := lim.CPUHit(syscall.Signal(st.Signal), st.CPU) && (st.Signal == int(syscall.SIGXCPU) || exit != nil)
 	if cpuHit {
 		hit(backend.CauseCPU)
 	}
-	if st.Signal == int(syscall.SIGXFSZ) {
+	fileHit := lim.FileSizeHit(syscall.Signal(st.Signal))
+	if fileHit {
 		hit(backend.CauseFile)
 	}
 	diskFull := exit != nil && exit.DiskFull
@@ -964,7 +965,7 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Cause = backend.CauseMemory
 	case cpuHit:
 		st.Cause = backend.CauseCPU
-	case st.Signal == int(syscall.SIGXFSZ):
+	case fileHit:
 		st.Cause = backend.CauseFile
 	case diskFull && (st.Signal != 0 || st.ExitCode != 0):
 		st.Cause = backend.CauseDisk
