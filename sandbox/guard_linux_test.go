@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
@@ -397,5 +398,35 @@ echo kept > notes.toml`)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "notes.toml")); err != nil || string(b) != "kept\n" {
 		t.Errorf("control: notes.toml %q %v", b, err)
+	}
+}
+
+// TestFIFOsWhereGitReadsQuarantined: a FIFO the command leaves at the
+// top's .gitignore or .gitattributes, or at .git/info/exclude, is
+// quarantined: a host `git status` opened it and waited for ever (found
+// by a tester). The control: git status on the host ends, and a FIFO
+// elsewhere in the workspace stays.
+func TestFIFOsWhereGitReadsQuarantined(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := newRepo(t)
+	r := sh(t, ws, nil, `mkdir -p .git/info && rm -f .git/info/exclude && mkfifo .gitignore .gitattributes .git/info/exclude other`)
+	mustExit(t, r, 0)
+	var got []string
+	for _, q := range r.rep.Quarantined {
+		got = append(got, q.Path)
+	}
+	slices.Sort(got)
+	if want := []string{".git/info/exclude", ".gitattributes", ".gitignore"}; !slices.Equal(got, want) {
+		t.Errorf("quarantined %q, want %q", got, want)
+	}
+	done := make(chan string, 1)
+	go func() { done <- hostGit(t, ws, "status", "--short") }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("git status on the host hangs")
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "other")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("control: the FIFO elsewhere: %v %v", fi, err)
 	}
 }

@@ -833,6 +833,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	if !g.topGit {
 		g.finishTop(q)
 	}
+	g.topSpecialsOut(q)
 	g.restoreModes()
 	return q.done, errors.Join(q.errs...)
 }
@@ -913,8 +914,25 @@ func (g *Guard) specialsOut(q *quarantine, dir string, depth int, budget *int) {
 				base, rel := g.baseOf(p)
 				q.move(base, rel, "a link to a FIFO, socket or device where git reads a file: git on the host would wait on it")
 			}
-		case e.IsDir() && (depth == 0 && e.Name() == "refs" || depth > 0 && depth < 16):
+		case e.IsDir() && (depth == 0 && (e.Name() == "refs" || e.Name() == "info") || depth > 0 && depth < 16):
 			g.specialsOut(q, p, depth+1, budget)
+		}
+	}
+}
+
+// gitReadsTop are the files of a worktree's top that git opens for any
+// status or diff.
+var gitReadsTop = []string{".gitignore", ".gitattributes", ".mailmap"}
+
+// topSpecialsOut quarantines a FIFO, socket or device the command left at
+// gitReadsTop: git on the host would wait on it for ever (found by a
+// tester). git does not follow a link there (since 2.32). The same names
+// in subdirectories are not looked at (that would walk the whole
+// workspace at every run's end).
+func (g *Guard) topSpecialsOut(q *quarantine) {
+	for _, name := range gitReadsTop {
+		if fi, err := g.lstat(g.real + "/" + name); err == nil && fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket|fs.ModeDevice|fs.ModeCharDevice) != 0 {
+			q.move(g.ws, name, "a FIFO, socket or device where git reads a file: git on the host would wait on it")
 		}
 	}
 }
