@@ -351,6 +351,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err := refuseCopyUnderDisk(req.Policy, req.AllowDegraded); err != nil {
 		return fail(err)
 	}
+	if gaps, err := denyHardLinks(req.Policy, req.AllowDegraded); err != nil {
+		return fail(err)
+	} else {
+		rep.Degraded = append(rep.Degraded, gaps...)
+	}
 	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
 		return fail(err)
 	}
@@ -880,6 +885,32 @@ func refuseCopyUnderDisk(p *policy.Policy, allow bool) error {
 		return nil
 	}
 	return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or "+allowDegradedHint+")", ErrRefused, diskGap([]string{p.Workspace.Path}))
+}
+
+// denyHardLinks refuses, unless allow, a denied file of several hard
+// links: its other names show it to the command, and no mask covers
+// them, nor could any walk short of the whole file system find them (a
+// link made beside it in the workspace showed the denied file; found by
+// a tester). With allow, each is a degradation. A denied directory's
+// files are not looked at.
+func denyHardLinks(p *policy.Policy, allow bool) ([]string, error) {
+	var gaps []string
+	for i, d := range p.Filesystem.Deny {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Nlink < 2 {
+			continue
+		}
+		gap := fmt.Sprintf("filesystem.deny[%d]: %s has %d hard links, whose other names show it to the command", i, d, st.Nlink)
+		if !allow {
+			return nil, fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(remove its other names: find / -xdev -samefile %s; or "+allowDegradedHint+")", ErrRefused, gap, d)
+		}
+		gaps = append(gaps, gap)
+	}
+	return gaps, nil
 }
 
 // enforcedBy names what enforces each of l's limits that needs more than

@@ -767,3 +767,31 @@ func TestWorkspaceMissingOrNotADirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestDenyOfHardLinkedFile: a denied file of several hard links is
+// refused (its other name in the workspace showed it; found by a tester),
+// and with AllowDegraded runs with the gap said. The control: the same
+// file of one link is hidden and the run goes on.
+func TestDenyOfHardLinkedFile(t *testing.T) {
+	ws := t.TempDir()
+	secret := filepath.Join(ws, "sub", "s")
+	os.MkdirAll(filepath.Dir(secret), 0o755)
+	os.WriteFile(secret, []byte("TOP\n"), 0o644)
+	if err := os.Link(secret, filepath.Join(ws, ".hl")); err != nil {
+		t.Fatal(err)
+	}
+	deny := func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, secret) }
+	r := sh(t, ws, deny, "cat .hl")
+	if r.err == nil || !strings.Contains(r.err.Error(), secret+" has 2 hard links") || strings.Contains(r.stdout, "TOP") {
+		t.Errorf("a denied file of two links: %v %q, want refused", r.err, r.stdout)
+	}
+	r = runDegraded(t, ws, deny, "cat sub/s 2>/dev/null; echo ran")
+	if r.err != nil || !strings.Contains(r.stdout, "ran") || !slices.ContainsFunc(r.rep.Degraded, func(d string) bool { return strings.Contains(d, "2 hard links") }) {
+		t.Errorf("degraded: %v %q %q", r.err, r.stdout, r.rep.Degraded)
+	}
+	os.Remove(filepath.Join(ws, ".hl"))
+	r = sh(t, ws, deny, "cat sub/s 2>/dev/null; echo ran")
+	if r.err != nil || r.stdout != "ran\n" {
+		t.Errorf("control, one link: %v %q", r.err, r.stdout)
+	}
+}

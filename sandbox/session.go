@@ -207,6 +207,14 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if err := refuseCopyUnderDisk(p, req.AllowDegraded); err != nil {
 		return nil, err
 	}
+	// A tenant's paths are looked at with its rights, in Compile; this
+	// looks with the daemon's, so only for the daemon's own user.
+	var linkGaps []string
+	if c := req.Caller; c == nil || c.Owner <= 0 || c.Owner == os.Geteuid() {
+		if linkGaps, err = denyHardLinks(p, req.AllowDegraded); err != nil {
+			return nil, err
+		}
+	}
 	// As for a run: not in a tree half applied.
 	recovered, err := workspace.RecoverApplyInto(p.Workspace.Path)
 	if err != nil {
@@ -293,6 +301,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	s.spec = spec
 	s.base = newReport("", nil, p)
+	s.base.Degraded = append(s.base.Degraded, linkGaps...)
 	if recovered != "" {
 		s.base.Warnings = append(s.base.Warnings, recovered)
 	}
