@@ -173,6 +173,11 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		for _, n := range workspace.PatchNotes(changes) {
 			fmt.Fprintf(stderr, "moat diff: note: %s\n", n)
 		}
+		// git apply takes what moat apply refuses without --force.
+		if rep, _ := cs.Preview(nil, nil); len(rep.Protected) > 0 {
+			fmt.Fprintf(stderr, "moat diff: warning: the patch changes %d protected path(s), which host tools run or read (%s): git apply would write them, where moat apply refuses them unless --force names each\n",
+				len(rep.Protected), workspace.EscapeText(firstOf(rep.Protected, maxListed)))
+		}
 	}
 	if err := cs.NoteReview(inUse); err != nil {
 		printErr(stderr, "diff", err)

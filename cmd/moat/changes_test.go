@@ -623,3 +623,25 @@ func TestApplyOverAFIFO(t *testing.T) {
 		t.Errorf("p after the apply: %q %v", b, err)
 	}
 }
+
+// TestPatchWarnsOfProtectedPaths: a patch for git apply that changes a
+// protected path says so on stderr: git apply would write what moat
+// apply refuses (found by a tester). The control: a patch of ordinary
+// files says nothing of the kind.
+func TestPatchWarnsOfProtectedPaths(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	for _, tc := range []struct {
+		script string
+		warned bool
+	}{{"echo x > .envrc; echo y > a", true}, {"echo y > a", false}} {
+		ws := t.TempDir()
+		if code, _, errs := moat(t, ws, "run", "--workspace-mode", "overlay", "--", "sh", "-c", tc.script); code != 0 {
+			t.Fatalf("the run: %d %q", code, errs)
+		}
+		code, out, errs := moat(t, ws, "diff", "--format", "patch")
+		if code != 0 || !strings.Contains(out, "+y") || strings.Contains(errs, "protected path(s)") != tc.warned || tc.warned && !strings.Contains(errs, "(.envrc)") {
+			t.Errorf("%s: %d %q, warned %v", tc.script, code, errs, tc.warned)
+		}
+		moat(t, ws, "discard")
+	}
+}
