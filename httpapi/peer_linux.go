@@ -81,6 +81,11 @@ func foreignNamespace(pid int) string {
 		if os.IsNotExist(err) || err == syscall.ESRCH {
 			return "the calling process ended before it could be checked"
 		}
+		if os.IsPermission(err) {
+			// A process of another user, root's included, whose /proc
+			// this daemon's user may not look into.
+			return "the daemon cannot tell whether the calling process runs in a sandbox: it belongs to another user than the daemon's, whose processes the daemon may not look at; connect as the daemon's own user"
+		}
 		return fmt.Sprintf("the calling process's user namespace cannot be read: %v", err)
 	}
 	if own.Dev != its.Dev || own.Ino != its.Ino {
