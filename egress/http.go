@@ -418,6 +418,7 @@ func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWri
 	cw := &countWriter{w: cc.c}
 	bw := responseWriters.Get().(*bufio.Writer)
 	bw.Reset(cw)
+	var out io.Writer = bw
 	if resp.Body != nil && resp.Body != http.NoBody {
 		ub := &upstreamBody{ReadCloser: resp.Body, conn: up.conn}
 		if streaming(resp) {
@@ -425,10 +426,16 @@ func (cc *clientConn) relay(resp *http.Response, up *upstream, upBytes *countWri
 			// proxy waits for more: an event stream, a long poll or a
 			// token-by-token answer must not wait for the buffer to fill.
 			ub.flush = bw
+			// Not bw itself: a body copied whole (not chunked) goes by
+			// bw's ReadFrom, which reads into bw's buffer, and the flush
+			// in the middle of that read sent the buffer's old bytes,
+			// the response's header, in the body's place (found by a
+			// tester).
+			out = struct{ io.Writer }{bw}
 		}
 		resp.Body = ub
 	}
-	werr = resp.Write(bw)
+	werr = resp.Write(out)
 	if werr == nil {
 		werr = bw.Flush()
 	}

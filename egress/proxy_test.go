@@ -1126,3 +1126,59 @@ func TestCloseCutsAForwardedRequest(t *testing.T) {
 		t.Fatal("no event by the time Close returned")
 	}
 }
+
+// TestStreamingResponseNotChunked: a streamed response whose body is not
+// chunked (delimited by the connection's close, or an event stream with
+// a length, or any body to an HTTP/1.0 client) reaches the client whole
+// and intact: the flush of a streamed response in the middle of the
+// buffer's ReadFrom sent the response's header in the body's place
+// (found by a tester). The control: the same body with a length.
+func TestStreamingResponseNotChunked(t *testing.T) {
+	body := strings.Repeat("0123456789abcdef", 4096) + "end\n"
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				switch req.URL.Path {
+				case "/close":
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n")
+				case "/events":
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n", len(body))
+				default:
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(body))
+				}
+				for rest := body; rest != ""; {
+					n := min(len(rest), 1000)
+					io.WriteString(c, rest[:n])
+					rest = rest[n:]
+				}
+			}()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	tp := newProxy(t, mustRules(t, []string{"allowed.test"}, nil, loopbackCIDR))
+	for _, path := range []string{"/close", "/events", "/length"} {
+		resp, err := tp.client().Get(fmt.Sprintf("http://allowed.test:%d%s", port, path))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(got) != body {
+			t.Errorf("%s: %d bytes %v, begins %.60q, want the body whole", path, len(got), err, got)
+		}
+	}
+}
