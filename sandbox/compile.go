@@ -239,7 +239,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		}
 		made := ""
 		if c.StateWorkspace {
-			made = ws
+			made = realPath(ws)
 		}
 		if err := checkWritable(p, field, rw, rwSource(rw), c.Home, made); err != nil {
 			return nil, err
@@ -796,7 +796,7 @@ func workspaceAccess(ws string) error {
 // directory but in made, a workspace moat made there ("" for none).
 func checkWritable(p *policy.Policy, field, rw, source, home, made string) error {
 	for _, path := range []string{rw, source} {
-		if state := inStateDir(path); state != "" && (made == "" || !within(made, path)) {
+		if state := inStateDir(path); state != "" && (made == "" || !within(made, path) && !within(made, realPath(path))) {
 			return p.FieldError(field, fmt.Sprintf("%s is inside moat's state directory %s (the policies you trusted, the change sets, a daemon's records of its sessions): a command that could write there would forge what moat does next; list the directories the command needs", rw, state))
 		}
 		if path == "/" {

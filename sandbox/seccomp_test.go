@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/moatbox/moat/internal/seccomp"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // runWithProfile runs args in a real sandbox whose workspace is ws, under
@@ -788,6 +790,23 @@ func TestDenyOfHardLinkedFile(t *testing.T) {
 	r = runDegraded(t, ws, deny, "cat sub/s 2>/dev/null; echo ran")
 	if r.err != nil || !strings.Contains(r.stdout, "ran") || !slices.ContainsFunc(r.rep.Degraded, func(d string) bool { return strings.Contains(d, "2 hard links") }) {
 		t.Errorf("degraded: %v %q %q", r.err, r.stdout, r.rep.Degraded)
+	}
+	// A session (a daemon's, as its own user or a tenant's) is refused
+	// alike.
+	p := policy.Default()
+	p.Workspace.Path = ws
+	deny(p)
+	if err := p.Resolve(ws, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*sandbox.Caller{nil, {Owner: os.Getuid(), UID: os.Getuid(), GID: os.Getgid(), Cwd: ws}} {
+		s, err := sandbox.Create(context.Background(), &sandbox.SessionRequest{Policy: p, Caller: c})
+		if err == nil {
+			s.Close(context.Background())
+		}
+		if err == nil || !strings.Contains(err.Error(), secret+" has 2 hard links") {
+			t.Errorf("a session, caller %+v: %v, want refused", c, err)
+		}
 	}
 	os.Remove(filepath.Join(ws, ".hl"))
 	r = sh(t, ws, deny, "cat sub/s 2>/dev/null; echo ran")

@@ -207,13 +207,19 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	if err := refuseCopyUnderDisk(p, req.AllowDegraded); err != nil {
 		return nil, err
 	}
-	// A tenant's paths are looked at with its rights, in Compile; this
-	// looks with the daemon's, so only for the daemon's own user.
+	// A tenant's denied paths are looked at with its rights, as Compile
+	// looks at them: the daemon tells it nothing of what it cannot see.
 	var linkGaps []string
-	if c := req.Caller; c == nil || c.Owner <= 0 || c.Owner == os.Geteuid() {
-		if linkGaps, err = denyHardLinks(p, req.AllowDegraded); err != nil {
-			return nil, err
+	look := func() { linkGaps, err = denyHardLinks(p, req.AllowDegraded) }
+	if c := req.Caller; c != nil {
+		if derr := asOwner(*c, look); derr != nil {
+			return nil, derr
 		}
+	} else {
+		look()
+	}
+	if err != nil {
+		return nil, err
 	}
 	// As for a run: not in a tree half applied.
 	recovered, err := workspace.RecoverApplyInto(p.Workspace.Path)
