@@ -115,12 +115,43 @@ func TestJSONReportIsLastLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"--", "printf", "out"}, "out\n{"},
+		// moat's own line on stderr after the run (the quarantine's)
+		// leaves stdout's line open all the same.
+		{[]string{"--", "sh", "-c", "printf out; echo x > .envrc"}, "out\n{"},
 		{[]string{"--", "true"}, "{"},
 		{[]string{"--net", "bogus", "--", "true"}, "{"},
 	} {
 		_, out, _ := moat(t, ws, append([]string{"run", "--json"}, tc.args...)...)
 		if !strings.HasPrefix(out, tc.want) || strings.Count(out, "\n") != strings.Count(tc.want, "\n")+1 {
 			t.Errorf("%v: stdout %.40q, want %q then the report's line", tc.args, out, tc.want)
+		}
+	}
+	// Stdout and stderr one file (2>&1): the lines in the order written,
+	// --json or not, then the report.
+	script := `i=0; while [ $i -lt 50 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done`
+	var both strings.Builder
+	for i := 0; i < 50; i++ {
+		fmt.Fprintf(&both, "out%d\nerr%d\n", i, i)
+	}
+	for _, json := range []bool{false, true} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		go func() { b, _ := io.ReadAll(r); got <- string(b) }()
+		args := []string{"run", "--", "sh", "-c", script}
+		if json {
+			args = []string{"run", "--json", "--", "sh", "-c", script}
+		}
+		if err := os.Chdir(ws); err != nil {
+			t.Fatal(err)
+		}
+		realMain(args, strings.NewReader(""), w, w)
+		os.Chdir(startDir)
+		w.Close()
+		if out := <-got; !strings.HasPrefix(out, both.String()) || json != strings.HasPrefix(out[len(both.String()):], "{") {
+			t.Errorf("--json %v, 2>&1: not the lines in order, then the report: %.200q", json, out)
 		}
 	}
 }

@@ -311,8 +311,16 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var tail *lineTail
 	if f.jsonOut {
+		// Output to one file (2>&1) stays one writer, its lines in the
+		// order written (backend.Stdio.OneOutput).
+		one := sandbox.OneFile(stdout, stderr)
 		tail = &lineTail{}
-		stdout, stderr = tail.wrap(stdout), tail.wrap(stderr)
+		stdout = tail.wrap(stdout, true)
+		if one {
+			stderr = stdout
+		} else {
+			stderr = tail.wrap(stderr, false)
+		}
 	}
 	rep, runErr := sandbox.Run(ctx, req, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr, Signals: fwd, OnTerminal: onTerminal})
 
@@ -392,20 +400,26 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
 }
 
-// lineTail tells whether what a run wrote to moat's stdout and stderr
-// ended a line, so that --json's report starts on a line of its own
-// without a blank line before it. A terminal is not wrapped (the
-// backend relays it through a pty, and must see the file to tell it);
-// output there, unseen, gets a newline before the report as before.
+// lineTail tells whether what a run wrote to moat's stdout ended a line,
+// so that --json's report starts on a line of its own without a blank
+// line before it. Only stdout's writer counts (moat's own lines on
+// stderr end theirs), and stderr's where it is the same file. A terminal
+// is not wrapped (the backend relays it through a pty, and must see the
+// file to tell it); output there, unseen, gets a newline before the
+// report as before.
 type lineTail struct {
 	mu      sync.Mutex
-	unseen  bool // a writer was passed unwrapped
-	pending bool // the last byte written was not a newline
+	unseen  bool // stdout was passed unwrapped
+	pending bool // the last byte written to stdout was not a newline
 }
 
-func (t *lineTail) wrap(w io.Writer) io.Writer {
+// wrap wraps w, which is stdout when counts.
+func (t *lineTail) wrap(w io.Writer, counts bool) io.Writer {
 	if isTerminal(w) {
-		t.unseen = true
+		t.unseen = t.unseen || counts
+		return w
+	}
+	if !counts {
 		return w
 	}
 	return &tailWriter{w: w, t: t}
@@ -460,7 +474,7 @@ func firstOf(list []string, n int) string {
 	if len(list) <= n {
 		return strings.Join(list, "; ")
 	}
-	return fmt.Sprintf("%s; and %d more (the report lists them)", strings.Join(list[:n], "; "), len(list)-n)
+	return fmt.Sprintf("%s; and %d more (the report has them)", strings.Join(list[:n], "; "), len(list)-n)
 }
 
 // brokenPipe says whether a command died of SIGPIPE, which a shell does

@@ -614,7 +614,7 @@ func TestFirstOf(t *testing.T) {
 	if got := firstOf([]string{"a", "b"}, 3); got != "a; b" {
 		t.Errorf("short list: %q", got)
 	}
-	if got := firstOf([]string{"a", "b", "c", "d"}, 2); got != "a; b; and 2 more (the report lists them)" {
+	if got := firstOf([]string{"a", "b", "c", "d"}, 2); got != "a; b; and 2 more (the report has them)" {
 		t.Errorf("long list: %q", got)
 	}
 }

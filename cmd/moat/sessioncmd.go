@@ -720,7 +720,7 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 	c := connect(*sock)
 	defer c.Close()
 	ctx := context.Background()
-	var after int64
+	var after, dropped int64
 	for {
 		var wait time.Duration
 		if *follow {
@@ -730,8 +730,9 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return apiFail(stderr, "logs", err, "")
 		}
-		if o.Dropped > 0 && after == 0 {
-			fmt.Fprintf(stderr, "moat logs: %d earlier writes were dropped (the daemon keeps the newest)\n", o.Dropped)
+		if o.Dropped > dropped {
+			fmt.Fprintf(stderr, "moat logs: %d writes were dropped (the daemon keeps the newest)\n", o.Dropped-dropped)
+			dropped = o.Dropped
 		}
 		for _, ch := range o.Chunks {
 			w := stdout
