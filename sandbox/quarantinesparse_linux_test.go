@@ -1,6 +1,8 @@
 package sandbox_test
 
 import (
+	"bytes"
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -9,7 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -153,6 +157,52 @@ func TestDiskLimitMergeTakesClosedFiles(t *testing.T) {
 	for name, want := range map[string]string{"k": "open\n", "x": "closed\n", "d/f": "in\n"} {
 		if b, err := os.ReadFile(filepath.Join(cs.UpperDir(), name)); err != nil || string(b) != want {
 			t.Errorf("the change set's %s: %q %v, want %q", name, b, err, want)
+		}
+	}
+}
+
+// TestDiskLimitMergeIntoClosedDir: a second run of a session's change
+// set writes into a directory the first left at mode 0555 (as a Go
+// module cache is): the merge opens the layer's directory for its
+// entries and sets its mode back after (init, without the capabilities
+// to pass over modes, failed on it, and the run's changes were lost;
+// found by a reviewer). The first run is the control.
+func TestDiskLimitMergeIntoClosedDir(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	runIn := func(script string) *sandbox.Report {
+		p := policy.Default()
+		p.Workspace.Path = ws
+		p.Workspace.Mode = policy.WorkspaceOverlay
+		p.Limits.Disk = policy.Size(16 << 20)
+		if err := p.Resolve(ws, ""); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Session: "closed",
+			Args: []string{"/bin/sh", "-c", script}}, backend.Stdio{Stdout: &out, Stderr: &errb})
+		if err != nil || rep.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v %s%s", script, err, rep, out.String(), errb.String())
+		}
+		return rep
+	}
+	runIn("mkdir d && echo one > d/a && chmod 555 d")
+	rep := runIn("chmod 755 d && echo two > d/b && chmod 555 d")
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := store.Open(rep.ChangeSet.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(cs.UpperDir(), "d")
+	if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("d: %v %v, want mode 0555", fi, err)
+	}
+	for name, want := range map[string]string{"a": "one\n", "b": "two\n"} {
+		if b, err := os.ReadFile(filepath.Join(d, name)); err != nil || string(b) != want {
+			t.Errorf("d/%s: %q %v", name, b, err)
 		}
 	}
 }

@@ -237,6 +237,13 @@ func mergeDir(src, dst string) error {
 				if err := unix.Mkdir(d, 0o700); err != nil {
 					return err
 				}
+			} else if dt.Mode&0o700 != 0o700 {
+				// The layer's directory has the mode an earlier run left
+				// (0555, a module cache's; 000): its entries are merged
+				// into it first, and the mode below set after.
+				if err := unix.Chmod(d, dt.Mode&0o7777|0o700); err != nil {
+					return err
+				}
 			}
 			if opaque {
 				if err := unix.Lsetxattr(d, opaqueXattr, []byte("y"), 0); err != nil {
@@ -276,7 +283,8 @@ func mergeDir(src, dst string) error {
 // directory) when the command took them away (chmod 000): init, which
 // merges, is its owner, without the capabilities to pass over its
 // modes, and the file would be lost with the run (found by a tester).
-// The copy takes mode, as it was.
+// The copy takes mode, as it was. A directory of the persistent layer
+// gets the same treatment in mergeDir.
 func ownerMay(src string, mode, bits uint32) {
 	if mode&bits != bits {
 		unix.Chmod(src, mode&0o7777|bits)
