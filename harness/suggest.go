@@ -134,11 +134,15 @@ func Suggest(recs []Record) []Suggestion {
 				add("note", fmt.Sprintf("%s is a single-label name: [network] allow_cidrs must list the addresses it resolves to", r.Host), because)
 				continue
 			}
-			because += "; allow_cidrs admits every port of the address"
-			if a.IsLoopback() {
-				because += ", here the host's loopback: every service listening there"
+			entry := netip.PrefixFrom(a, a.BitLen()).String()
+			if !a.IsGlobalUnicast() || a.IsPrivate() {
+				// What a command can name (a metadata service, the
+				// intranet, the host's loopback) is no entry printed to
+				// copy: a note says what would open it, and how much.
+				add("note", fmt.Sprintf("%s resolves to %s, not a public address: allow_cidrs = [%q] would open every port of it to the command (the host's own or private network); none is suggested", r.Host, a, entry), because)
+				continue
 			}
-			add("network.allow_cidrs", netip.PrefixFrom(a, a.BitLen()).String(), because)
+			add("network.allow_cidrs", entry, because+"; allow_cidrs admits every port of the address")
 		case r.Type == "decision" && (r.Verdict == "deny" || r.Verdict == "ask") && r.Outcome != "approved":
 			cmd := r.Decided
 			if len(cmd) == 0 {
