@@ -151,7 +151,8 @@ type Guard struct {
 	linkScan int             // entries protectLinksBelow looked at
 	// modes are the permission bits of the root, its .git and the
 	// directories on the way to the protected paths at the start
-	// (modeAbsent: not there); restored the messages of those Finish put
+	// (the special bits too; modeAbsent: not there); restored the
+	// messages of those Finish put
 	// back.
 	modes    map[string]fs.FileMode
 	restored []string
@@ -274,7 +275,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	g.modes = map[string]fs.FileMode{}
 	for _, rel := range []string{".", ".git"} {
 		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
-			g.modes[rel] = fi.Mode().Perm()
+			g.modes[rel] = fi.Mode() & modeBits
 		}
 	}
 	binds := map[string]string{}
@@ -347,7 +348,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			}
 			g.modes[d] = modeAbsent
 			if fi, err := g.stat.lstat(g.real + "/" + d); err == nil && fi.IsDir() {
-				g.modes[d] = fi.Mode().Perm()
+				g.modes[d] = fi.Mode() & modeBits
 			}
 		}
 	}
@@ -838,15 +839,21 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	return q.done, errors.Join(q.errs...)
 }
 
+// modeBits are the bits of a directory's mode restoreModes puts back:
+// the permissions, and setgid and sticky (a shared group's directory).
+const modeBits = fs.ModePerm | fs.ModeSetgid | fs.ModeSticky
+
 // modeAbsent is, in Guard.modes, a directory that was not there: made by
-// the command, it keeps its bits but other users' write.
-const modeAbsent fs.FileMode = 1 << 31
+// the command, it keeps its bits but other users' write. It has no bit
+// of modeBits.
+const modeAbsent fs.FileMode = fs.ModeDir
 
 // restoreModes puts back the permission bits of the root, of its .git and
 // of the directories on the way to the protected paths where the command
 // let other users write them: any user of the host could then swap in
 // hooks that the owner's git runs, or plant a protected file (found by
-// testers). Restored says so.
+// testers). One the command replaced with a link is left alone (the
+// link's target is not the directory it was). Restored says so.
 func (g *Guard) restoreModes() {
 	root, ok := g.pins[g.ws]
 	if !ok {
@@ -854,7 +861,7 @@ func (g *Guard) restoreModes() {
 	}
 	for _, rel := range slices.Sorted(maps.Keys(g.modes)) {
 		was := g.modes[rel]
-		if was == modeAbsent {
+		if rel != "." {
 			if fi, err := g.lstat(filepath.Join(g.real, rel)); err != nil || !fi.IsDir() {
 				continue
 			}
@@ -866,12 +873,12 @@ func (g *Guard) restoreModes() {
 				continue
 			}
 		}
-		if fi, err := os.Stat(d.self()); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022&^was != 0 {
+		if fi, err := os.Stat(d.self()); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022&^was.Perm() != 0 {
 			if was == modeAbsent {
-				was = fi.Mode().Perm() &^ 0o022
+				was = fi.Mode() & modeBits &^ 0o022
 			}
 			if os.Chmod(d.self(), was) == nil {
-				g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", joinRel(g.ws, rel), fi.Mode().Perm(), was))
+				g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", joinRel(g.ws, rel), fi.Mode().Perm(), was.Perm()))
 			}
 		}
 		if rel != "." {

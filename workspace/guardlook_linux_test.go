@@ -305,6 +305,9 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	os.Chmod(ws, 0o755)
 	os.Mkdir(filepath.Join(ws, ".cargo"), 0o755)
 	os.Mkdir(filepath.Join(ws, "src"), 0o755)
+	os.Mkdir(filepath.Join(ws, ".vim"), 0o755)
+	os.Chmod(filepath.Join(ws, ".vim"), 0o755|os.ModeSetgid)
+	os.Mkdir(filepath.Join(ws, ".hg"), 0o755)
 	g, err := NewGuard(ws, GuardOptions{Writable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -314,15 +317,21 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	os.Mkdir(filepath.Join(ws, ".config"), 0o777)
 	os.Chmod(filepath.Join(ws, ".config"), 0o777)
 	os.Chmod(filepath.Join(ws, "src"), 0o777)
+	os.Chmod(filepath.Join(ws, ".vim"), 0o777)
+	// A route directory replaced with a link: its target (the root
+	// here) does not get the directory's mode.
+	os.Remove(filepath.Join(ws, ".hg"))
+	os.Symlink(".", filepath.Join(ws, ".hg"))
+	os.Chmod(ws, 0o751)
 	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]os.FileMode{".cargo": 0o755, ".config": 0o755, "src": 0o777} {
-		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode().Perm() != want {
-			t.Errorf("%s: %v %v, want %04o", name, fi.Mode().Perm(), err, want)
+	for name, want := range map[string]os.FileMode{".cargo": 0o755, ".config": 0o755, "src": 0o777, ".vim": 0o755 | os.ModeSetgid, ".": 0o751} {
+		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode()&(os.ModePerm|os.ModeSetgid) != want {
+			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, want)
 		}
 	}
-	if r := g.Restored(); len(r) != 2 {
-		t.Errorf("Restored() = %q, want .cargo and .config", r)
+	if r := g.Restored(); len(r) != 3 {
+		t.Errorf("Restored() = %q, want .cargo, .config and .vim", r)
 	}
 }
