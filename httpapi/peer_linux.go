@@ -82,9 +82,10 @@ func foreignNamespace(pid int) string {
 			return "the calling process ended before it could be checked"
 		}
 		if os.IsPermission(err) {
-			// A process of another user, root's included, whose /proc
-			// this daemon's user may not look into.
-			return "the daemon cannot tell whether the calling process runs in a sandbox: it belongs to another user than the daemon's, whose processes the daemon may not look at; connect as the daemon's own user"
+			// A process of another user, root's included, or one that
+			// forbids inspection (not dumpable), whose /proc this
+			// daemon's user may not look into.
+			return "the daemon cannot tell whether the calling process runs in a sandbox: it may not look at that process (another user's, or one that forbids inspection); connect as the daemon's own user, from an ordinary process"
 		}
 		return fmt.Sprintf("the calling process's user namespace cannot be read: %v", err)
 	}

@@ -680,7 +680,9 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	}
 	hit := func(c backend.Cause) { st.LimitsHit = append(st.LimitsHit, c) }
 	// Without a limit, the command raised the signal itself; with one,
-	// its CPU time is not known here to tell (see Limits.CPUHit).
+	// the command's own CPU time is not known here (runsc exec's is not
+	// the command's, the sandbox's is every command's) to tell it from a
+	// command raising it (see Limits.CPUHit).
 	lim := p.in.spec.Limits
 	cpuHit := syscall.Signal(st.Signal) == syscall.SIGXCPU && lim.CPUTime > 0
 	fileHit := lim.FileSizeHit(syscall.Signal(st.Signal))
