@@ -373,8 +373,13 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		backend.Mount{Kind: backend.MountDev, Target: "/dev"})
 	mounts = append(mounts, identityFiles(id, home)...)
 	if p.Network.Mode == policy.NetworkAllow {
-		// The TUN device's resolver: the only DNS the sandbox has.
-		mounts = append(mounts, backend.Mount{Kind: backend.MountFile, Target: "/etc/resolv.conf", Data: resolvConf, Optional: true})
+		// The TUN device's resolver: the only DNS the sandbox has. The
+		// host's /etc/hosts would answer its names with their real
+		// addresses first, which the TUN device then sees without the
+		// name (a TLS connection to one was refused as an SNI mismatch;
+		// found by a tester): the proxy, on the host, reads it.
+		mounts = append(mounts, backend.Mount{Kind: backend.MountFile, Target: "/etc/resolv.conf", Data: resolvConf, Optional: true},
+			backend.Mount{Kind: backend.MountFile, Target: "/etc/hosts", Data: hostsFile, Optional: true})
 	}
 	for _, g := range guards {
 		for _, pr := range g.Protections() {

@@ -48,6 +48,9 @@ const (
 	// resolvConf points the sandbox's resolver at moat's. Short timeouts:
 	// the answer comes from moat's own process.
 	resolvConf = "# moat: names are answered by moat from the [network] rules\nnameserver 198.18.0.2\noptions timeout:2 attempts:2\n"
+	// hostsFile is the sandbox's /etc/hosts in allow mode: loopback's
+	// names alone, every other name for moat's resolver or proxy.
+	hostsFile = "# moat: other names are answered by moat from the [network] rules\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 )
 
 // NetworkReport is what the network did during a run.

@@ -661,6 +661,30 @@ func TestTransparentOff(t *testing.T) {
 	}
 }
 
+// TestHostsFileIsMoats: in allow mode the sandbox's /etc/hosts names
+// loopback alone, so that every other name goes to moat's resolver or
+// proxy (a name the host's /etc/hosts gave resolved inside to its real
+// address, which the TUN device saw without the name: its TLS was
+// refused as an SNI mismatch; found by a tester). The control: without
+// the network the host's file is shown as it is.
+func TestHostsFileIsMoats(t *testing.T) {
+	dir := tunDir(t)
+	w := newNetWorld(t)
+	req := w.request(nil)
+	req.TUNDir = dir
+	out, _ := w.run(t, req, "cat /etc/hosts")
+	if !strings.Contains(out, "# moat: other names are answered by moat") || strings.Count(out, "\n") != 3 {
+		t.Errorf("allow mode's /etc/hosts:\n%s", out)
+	}
+	host, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		t.Skip("the host has no /etc/hosts")
+	}
+	if r := run(t, t.TempDir(), nil, "/bin/cat", "/etc/hosts"); r.stdout != string(host) {
+		t.Errorf("control, no network: %q, want the host's %q", r.stdout, host)
+	}
+}
+
 // TestTransparentNotTLS: a stream through the TUN device that starts
 // with a TLS handshake record whose first message is no ClientHello is
 // another protocol's, and reaches the host whole, as a stream of any
