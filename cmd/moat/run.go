@@ -452,13 +452,14 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 
 // cutStatus is moat's exit status for a command that ended with reason
 // (and, for reason "budget", the budget that ended it) and status code:
-// a run whose output the limit or the output budget cut never exits 0, so
-// that a script does not take the cut output for the whole. Whether the
-// command was still alive when moat killed it for the limit is a race;
+// a run whose output the limit or the output budget cut, or that the
+// wall-clock limit ended, never exits 0, so that a script does not take
+// the cut output, or a run moat says it killed, for a whole one. Whether
+// the command was still alive when moat killed it for the limit is a race;
 // one that had already ended with 0 gets 137, as if the kill had come
 // first. The report keeps the command's own status.
 func cutStatus(reason, budget string, code int) int {
-	if code == 0 && (reason == "output" || reason == "budget" && budget == "output") {
+	if code == 0 && (reason == "output" || reason == "timeout" || reason == "budget" && budget == "output") {
 		return 137
 	}
 	return code

@@ -395,7 +395,10 @@ func TestOutputSummaryWithoutKill(t *testing.T) {
 		reason, budget string
 		code, want     int
 	}{{"output", "", 0, 137}, {"output", "", 3, 3}, {"output", "", 137, 137}, {"exit", "", 0, 0},
-		{"budget", "output", 0, 137}, {"budget", "output", 2, 2}, {"budget", "wall", 0, 0}} {
+		{"budget", "output", 0, 137}, {"budget", "output", 2, 2}, {"budget", "wall", 0, 0},
+		// A run the wall limit ended says it was killed: its status
+		// says so too, whichever came first (found by a tester).
+		{"timeout", "", 0, 137}, {"timeout", "", 137, 137}} {
 		if got := cutStatus(c.reason, c.budget, c.code); got != c.want {
 			t.Errorf("cutStatus(%s, %s, %d) = %d, want %d", c.reason, c.budget, c.code, got, c.want)
 		}
