@@ -274,6 +274,16 @@ func flagSpelling(name string) string {
 // --help it prints the help to stdout and returns false with 0.
 func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code int) {
 	err := f.fs.Parse(args)
+	if err == nil && f.showOnly {
+		// The run's outputs: a policy shown or explained has no run.
+		for _, name := range []string{"json", "report", "audit"} {
+			if fl := f.fs.Lookup(name); fl != nil && f.given(name) {
+				err = fmt.Errorf("--%s is moat run's: moat %s runs nothing", name, f.name)
+				fmt.Fprintf(stderr, "moat: %v\n", err)
+				return false, 2
+			}
+		}
+	}
 	if err == nil {
 		return true, 0
 	}
@@ -284,6 +294,13 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 	f.parseErr = fmt.Errorf("%s; see moat %s --help", flagErrorMessage(f.fs, err), f.name)
 	fmt.Fprintf(stderr, "moat: %v\n", f.parseErr)
 	return false, exitMoatError
+}
+
+// given says whether the flag name was on the command line.
+func (f *runFlags) given(name string) bool {
+	seen := false
+	f.fs.Visit(func(fl *flag.Flag) { seen = seen || fl.Name == name })
+	return seen
 }
 
 // flagErrorMessage says what was wrong in the words of moat's flags

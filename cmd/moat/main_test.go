@@ -973,6 +973,13 @@ func TestPolicyShowRefusesWhatRunRefuses(t *testing.T) {
 	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db,pypi.org"); code != 0 || !strings.Contains(out, `'db'`) {
 		t.Errorf("policy show --net allow:db,pypi.org: code %d out %q err %q", code, out, errs)
 	}
+	// A run's outputs are refused where nothing runs (--json was taken
+	// and ignored; found by a tester).
+	for _, args := range [][]string{{"policy", "show", "--json"}, {"policy", "explain", "--report", "r.json", "--", "ls"}, {"policy", "show", "--audit", "a.jsonl"}} {
+		if code, _, errs := moat(t, ws, args...); code != 2 || !strings.Contains(errs, "is moat run's") {
+			t.Errorf("%v: code %d err %q, want refused", args, code, errs)
+		}
+	}
 	// --net allow: given twice allows both lists; another mode given
 	// after it is the last word.
 	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db", "--net", "allow:pypi.org"); code != 0 || !strings.Contains(out, `'db'`) || !strings.Contains(out, `'pypi.org'`) {
@@ -1369,5 +1376,24 @@ func TestServeRefusedBeforeState(t *testing.T) {
 	}
 	if _, err := os.Stat(state); err == nil {
 		t.Errorf("the refused daemon made its state directory %s", state)
+	}
+}
+
+// TestUSRSignalsForwarded: SIGUSR1 and SIGUSR2 to moat reach the command
+// (a server's reload, a runner's dump), as SIGTERM does; they were
+// caught by moat and dropped (found by a tester). The control: the trap
+// for SIGTERM sees it as before.
+func TestUSRSignalsForwarded(t *testing.T) {
+	ws := t.TempDir()
+	cmd, out := startReady(t, ws, `trap 'echo got-USR1' USR1; trap 'echo got-USR2' USR2; trap 'echo got-TERM; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
+	defer cmd.Process.Kill()
+	time.Sleep(200 * time.Millisecond) // moat's handlers come after 50 ms
+	for _, s := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM} {
+		cmd.Process.Signal(s)
+		time.Sleep(150 * time.Millisecond)
+	}
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil || string(rest) != "got-USR1\ngot-USR2\ngot-TERM\n" {
+		t.Errorf("the command saw %q (%v), want each signal in turn", rest, err)
 	}
 }

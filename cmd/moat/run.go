@@ -118,8 +118,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// its own, and the sandbox's init a process group of its own), and
 	// moat forwards them. Of Ctrl-C, SIGTERM and SIGHUP, the first is
 	// forwarded and the second kills the sandbox. Ctrl-Z stops the command
-	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\ is
-	// forwarded.
+	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\, SIGUSR1
+	// and SIGUSR2 (a server's reload, a runner's dump) are forwarded.
 	//
 	// The handlers are installed once the run has lasted 50 ms: the first
 	// costs the Go runtime two threads and each a round trip to one of
@@ -158,7 +158,8 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	install := func() {
 		installed.Do(func() {
 			notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
-				syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT)
+				syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT,
+				syscall.SIGUSR1, syscall.SIGUSR2)
 			forwarding.Store(true)
 		})
 	}
