@@ -427,6 +427,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	// quarantine closes them at the end; this, on the ways out before it.
 	defer closeGuards(guards)
+	for _, g := range guards {
+		rep.Warnings = append(rep.Warnings, g.Warnings()...)
+	}
 	// Removed once quarantine has run (deferred calls run after it).
 	if rr, err := recordRun(runID, guards); err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: were moat killed during the run, what the command planted where a protected path belongs would stay there until removed by hand", err))

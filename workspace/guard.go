@@ -149,6 +149,7 @@ type Guard struct {
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
 	linkScan int             // entries protectLinksBelow looked at
+	warnings []string        // what the guard could not do, for the run's report
 	// modes are the permission bits of the root, its .git and the
 	// directories on the way to the protected paths at the start
 	// (the special bits too; modeAbsent: not there); restored the
@@ -507,6 +508,9 @@ func (g *Guard) protectLinksBelow(base, rel string, depth int) {
 	}
 	for _, e := range ents {
 		if g.linkScan++; g.linkScan > maxLinkScan {
+			if g.linkScan == maxLinkScan+1 {
+				g.warnings = append(g.warnings, fmt.Sprintf("the protected directories hold more than %d entries: the symbolic links past them, in %s and after, were not followed, and the files they lead to are writable", maxLinkScan, joinRel(g.ws, rel)))
+			}
 			return
 		}
 		sub := rel + "/" + e.Name()
@@ -886,6 +890,9 @@ func (g *Guard) restoreModes() {
 		}
 	}
 }
+
+// Warnings says what NewGuard could not protect.
+func (g *Guard) Warnings() []string { return g.warnings }
 
 // Restored says what Finish put back: the modes of the root and its .git
 // the command had opened to other users' writes.

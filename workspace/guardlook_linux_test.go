@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,5 +334,28 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	}
 	if r := g.Restored(); len(r) != 3 {
 		t.Errorf("Restored() = %q, want .cargo, .config and .vim", r)
+	}
+}
+
+// TestLinkScanBoundWarns: protected directories with more entries than
+// the links' scan looks at get a warning naming where it stopped (it
+// stopped without a word). The control: a small one gets none.
+func TestLinkScanBoundWarns(t *testing.T) {
+	for _, n := range []int{10, maxLinkScan + 10} {
+		ws := t.TempDir()
+		dir := filepath.Join(ws, ".vscode")
+		os.Mkdir(dir, 0o755)
+		for i := range n {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), nil, 0o644)
+		}
+		g, err := NewGuard(ws, GuardOptions{Writable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.Warnings()
+		g.Close()
+		if big := n > maxLinkScan; big != (len(w) == 1) || big && !strings.Contains(w[0], "were not followed") {
+			t.Errorf("%d entries: warnings %q", n, w)
+		}
 	}
 }
