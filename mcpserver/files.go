@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -783,6 +785,20 @@ func diffPrint(cs *workspace.ChangeSet) (string, error) {
 	// Every change listed, none folded into a directory's count.
 	if err := cs.WriteDiff(h, changes, workspace.DiffOptions{Format: workspace.Unified, Filter: workspace.Filter{Collapse: []string{}}}); err != nil {
 		return "", err
+	}
+	// The diff shows a file over the review's read bound by its sizes
+	// alone: an edit of the same size would leave it unchanged. Each
+	// changed file's stamp in the layer tells it (the layer is moat's
+	// state directory; a link on the way, the command's, is not followed
+	// at its end, and a stamp of what it leads to only changes the digest).
+	for _, c := range changes {
+		if c.Type != workspace.File || c.Kind == workspace.Deleted {
+			continue
+		}
+		if fi, err := os.Lstat(filepath.Join(cs.UpperDir(), filepath.FromSlash(c.Path))); err == nil {
+			sec, nsec, size := changeStamp(fi)
+			fmt.Fprintf(h, "\x00%s\x00%d.%d\x00%d", c.Path, sec, nsec, size)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -921,3 +921,31 @@ func TestApplyIsWhatWasShown(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyDigestSeesLargeEdits: a file over the review's read bound is
+// in the diff by its sizes alone; an edit of the same size made while
+// the person is asked still changes what apply would write, and the
+// answer is refused (the digest missed it; found by a reviewer). The
+// control: the same apply, nothing written meanwhile, asks once and
+// applies (TestOverlayDiffApply).
+func TestApplyDigestSeesLargeEdits(t *testing.T) {
+	var e *env
+	asked := 0
+	e = start(t, setup{mode: "overlay", elicit: func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		// The same size, other bytes, while the person reads.
+		rep, err := e.sess.Exec(context.Background(), &daemon.ExecRequest{Args: []string{"sh", "-c", "printf Z | dd of=big bs=1 seek=1000 conv=notrunc 2>/dev/null"}}, backend.Stdio{})
+		if err != nil || rep.ExitCode != 0 {
+			t.Errorf("the edit during the question: %+v %v", rep, err)
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "run_command", map[string]any{"command": "head -c 34000000 /dev/zero > big"}, "exit code: 0")
+	e.fails(t, "apply", map[string]any{}, "nothing was done", "Call the tool again")
+	if asked != 1 {
+		t.Errorf("asked %d times, want once", asked)
+	}
+	if _, err := os.Stat(filepath.Join(e.ws, "big")); err == nil {
+		t.Error("big was applied")
+	}
+}
