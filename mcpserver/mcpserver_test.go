@@ -949,3 +949,44 @@ func TestApplyDigestSeesLargeEdits(t *testing.T) {
 		t.Error("big was applied")
 	}
 }
+
+// TestPartialApplyIgnoresOtherChanges: an apply of some paths is about
+// those: a change elsewhere made while the person is asked does not
+// refuse it (it did, the digest being the whole diff's), nor is it in
+// the question; a change to a path applied still refuses it (the
+// control).
+func TestPartialApplyIgnoresOtherChanges(t *testing.T) {
+	for _, tc := range []struct {
+		edit    string
+		applied bool
+	}{{"echo other > b.txt", true}, {"echo newest > a.txt", false}} {
+		t.Run(fmt.Sprint(tc.applied), func(t *testing.T) { partialApply(t, tc.edit, tc.applied) })
+	}
+}
+
+func partialApply(t *testing.T, edit string, applied bool) {
+	var e *env
+	var asked []string
+	e = start(t, setup{mode: "overlay", files: map[string]string{"a.txt": "old\n"}, elicit: func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked = append(asked, r.Params.Message)
+		rep, err := e.sess.Exec(context.Background(), &daemon.ExecRequest{Args: []string{"sh", "-c", edit}}, backend.Stdio{})
+		if err != nil || rep.ExitCode != 0 {
+			t.Errorf("the write during the question: %+v %v", rep, err)
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+	}})
+	e.ok(t, "run_command", map[string]any{"command": "echo new > a.txt; echo first > c.txt"}, "exit code: 0")
+	want := "old\n"
+	if applied {
+		e.ok(t, "apply", map[string]any{"paths": []string{"a.txt"}}, "applied 1 change")
+		want = "new\n"
+	} else {
+		e.fails(t, "apply", map[string]any{"paths": []string{"a.txt"}}, "nothing was done", "Call the tool again")
+	}
+	if len(asked) != 1 || strings.Contains(asked[0], "c.txt") || !strings.Contains(asked[0], "a.txt") {
+		t.Errorf("%s: asked %q, want once, about a.txt alone", edit, asked)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.ws, "a.txt")); string(b) != want {
+		t.Errorf("%s: a.txt after the apply: %q, want %q", edit, b, want)
+	}
+}
