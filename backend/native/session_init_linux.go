@@ -292,6 +292,9 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 		return
 	}
 	snap := s.seen.snapshot()
+	// Before the fork: the command may fill the disk before init runs
+	// again after it (under load, it did, and went unblamed).
+	fullAtStart := disk != nil && disk.full()
 	if s.oomAdj >= 0 {
 		unix.Pwrite(s.oomAdj, []byte("1000"), 0)
 	}
@@ -319,7 +322,7 @@ func (s *sessionInit) exec(req *sessionRequest, fds []int) {
 		fail("exec "+req.Args[0], err)
 		return
 	}
-	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap, fullAtStart: disk != nil && disk.full()}
+	s.byPid[pid] = &sessionProc{id: req.ID, snap: snap, fullAtStart: fullAtStart}
 	s.byID[req.ID] = pid
 	s.leaders.Store(pid, req.ID)
 	s.forked++
