@@ -1,12 +1,16 @@
 package sandbox_test
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/sandbox"
 )
 
 // TestReadOnlyPathHidesStateDir: a read-only path that holds moat's state
@@ -67,9 +71,23 @@ func TestReadOnlyPathHidesStateDir(t *testing.T) {
 	})
 
 	t.Run("workspace in it", func(t *testing.T) {
+		// A daemon's temporary workspace, which only moat makes there
+		// (Caller.StateWorkspace; any other is refused).
 		ws := filepath.Join(state, "daemon", "workspaces", "s2")
 		mine := write(filepath.Join(ws, "mine.txt"), "MINE")
-		r := sh(t, ws, ro, probe+"try_read "+mine+"\ntry_write "+filepath.Join(ws, "new.txt")+"\n")
+		p := policy.Default()
+		p.Workspace.Path = ws
+		ro(p)
+		if err := p.Resolve(ws, ""); err != nil {
+			t.Fatal(err)
+		}
+		c := sandbox.CurrentCaller()
+		c.StateWorkspace = true
+		var out, errb bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &c,
+			Args: []string{"/bin/sh", "-c", probe + "try_read " + mine + "\ntry_write " + filepath.Join(ws, "new.txt") + "\n"}},
+			backend.Stdio{Stdout: &out, Stderr: &errb})
+		r := result{rep, err, out.String(), errb.String()}
 		mustExit(t, r, 0)
 		wantOutcome(t, r.stdout, "DENIED", trusted, changes, record, otherWS)
 		wantOutcome(t, r.stdout, "READ", beside, mine)

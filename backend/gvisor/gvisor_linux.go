@@ -205,9 +205,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// does; moat reads it back the same way.
 	if code > 128 && code < 128+65 {
 		st.ExitCode, st.Signal, st.Cause = -1, code-128, backend.CauseSignal
-		// runsc's own CPU time holds the sandbox's (Limits.CPUHit).
+		// runsc's CPU time is not the command's (its sandbox's runs in
+		// processes runsc does not wait for): without a limit the
+		// command raised the signal itself; with one, it is taken as
+		// the limit's.
 		switch sig := syscall.Signal(st.Signal); {
-		case spec.Limits.CPUHit(sig, st.CPU) && sig == syscall.SIGXCPU:
+		case sig == syscall.SIGXCPU && spec.Limits.CPUTime > 0:
 			st.Cause = backend.CauseCPU
 			st.LimitsHit = append(st.LimitsHit, backend.CauseCPU)
 		case spec.Limits.FileSizeHit(sig):
