@@ -378,8 +378,8 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		// addresses first, which the TUN device then sees without the
 		// name (a TLS connection to one was refused as an SNI mismatch;
 		// found by a tester): the proxy, on the host, reads it.
-		mounts = append(mounts, backend.Mount{Kind: backend.MountFile, Target: "/etc/resolv.conf", Data: resolvConf, Optional: true},
-			backend.Mount{Kind: backend.MountFile, Target: "/etc/hosts", Data: hostsFile, Optional: true})
+		mounts = append(mounts, backend.Mount{Kind: backend.MountFile, Target: fileTarget("/etc/resolv.conf"), Data: resolvConf, Optional: true},
+			backend.Mount{Kind: backend.MountFile, Target: fileTarget("/etc/hosts"), Data: hostsFile, Optional: true})
 	}
 	for _, g := range guards {
 		for _, pr := range g.Protections() {
@@ -930,6 +930,26 @@ func readSmall(path string) ([]byte, error) {
 	}
 }
 
+// fileTarget is where a file mount at p lands: where p's symbolic links
+// lead, as the host has them (the sandbox shows the host's /etc). The
+// mount follows them either way, and one leading where the sandbox has
+// nothing stopped the run (systemd-resolved's /etc/resolv.conf ->
+// ../run/systemd/resolve/stub-resolv.conf); at the end of the links the
+// backend makes the file it mounts on.
+func fileTarget(p string) string {
+	for range 8 {
+		t, err := os.Readlink(p)
+		if err != nil {
+			return p
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		p = filepath.Clean(t)
+	}
+	return p
+}
+
 // identityFiles give the command a name: /etc/passwd and /etc/group as the
 // host has them, less any entry that claims the command's ids, plus
 // "agent" with the sandbox's home. Without it the command's uid is either
@@ -949,7 +969,7 @@ func identityFiles(id backend.Identity, home string) []backend.Mount {
 		if err != nil {
 			continue
 		}
-		out = append(out, backend.Mount{Kind: backend.MountFile, Target: f.path,
+		out = append(out, backend.Mount{Kind: backend.MountFile, Target: fileTarget(f.path),
 			Data: withIdentity(string(b), f.idField, strconv.Itoa(f.id), f.entry), Optional: true})
 	}
 	return out

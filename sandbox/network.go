@@ -50,7 +50,7 @@ const (
 	resolvConf = "# moat: names are answered by moat from the [network] rules\nnameserver 198.18.0.2\noptions timeout:2 attempts:2\n"
 	// hostsFile is the sandbox's /etc/hosts in allow mode: loopback's
 	// names alone, every other name for moat's resolver or proxy.
-	hostsFile = "# moat: other names are answered by moat from the [network] rules\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	hostsFile = "# moat: other names are answered by moat from the [network] rules\n127.0.0.1\tlocalhost\n127.0.1.1\tmoat\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 )
 
 // NetworkReport is what the network did during a run.
@@ -330,10 +330,12 @@ func prepareTUN(spec *backend.Spec, dir string) string {
 }
 
 // dropTUN leaves the TUN device and its resolver out of a Spec: the run
-// then has the proxy only, as it would without the device.
+// then has the proxy only, as it would without the device. The minimal
+// /etc/hosts stays: without the device no name leads anywhere but
+// through the proxy, which resolves on the host.
 func dropTUN(spec *backend.Spec) {
 	spec.Network.TUN = nil
 	spec.Mounts = slices.DeleteFunc(spec.Mounts, func(m backend.Mount) bool {
-		return m.Kind == backend.MountFile && m.Target == "/etc/resolv.conf" && m.Data == resolvConf
+		return m.Kind == backend.MountFile && m.Data == resolvConf
 	})
 }

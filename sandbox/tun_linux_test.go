@@ -673,7 +673,7 @@ func TestHostsFileIsMoats(t *testing.T) {
 	req := w.request(nil)
 	req.TUNDir = dir
 	out, _ := w.run(t, req, "cat /etc/hosts")
-	if !strings.Contains(out, "# moat: other names are answered by moat") || strings.Count(out, "\n") != 3 {
+	if !strings.Contains(out, "# moat: other names are answered by moat") || !strings.Contains(out, "\tmoat\n") || strings.Count(out, "\n") != 4 {
 		t.Errorf("allow mode's /etc/hosts:\n%s", out)
 	}
 	host, err := os.ReadFile("/etc/hosts")

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -83,9 +84,29 @@ func landlockRules(spec *backend.Spec, onHost bool) []landlockRule {
 				r.file = true
 			}
 			rules = append(rules, r)
+		case backend.MountFile:
+			// Read where no granted tree holds it already: a file at
+			// the end of /etc's links, such as systemd-resolved's
+			// /run/systemd/resolve/stub-resolv.conf (sandbox.fileTarget).
+			if !grantedTree(spec.Mounts, m.Target) {
+				rules = append(rules, landlockRule{path: m.Target, access: llRead & llFile, file: true, ignoreMissing: true})
+			}
 		}
 	}
 	return rules
+}
+
+// grantedTree says whether a mount landlockRules grants holds target.
+func grantedTree(mounts []backend.Mount, target string) bool {
+	for _, m := range mounts {
+		switch m.Kind {
+		case backend.MountBind, backend.MountOverlay, backend.MountTmpfs:
+			if !m.NoLandlockGrant && (target == m.Target || strings.HasPrefix(target, strings.TrimSuffix(m.Target, "/")+"/")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isFile reports whether path exists and is not a directory.
