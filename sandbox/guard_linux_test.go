@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -428,5 +429,33 @@ func TestFIFOsWhereGitReadsQuarantined(t *testing.T) {
 	}
 	if fi, err := os.Lstat(filepath.Join(ws, "other")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("control: the FIFO elsewhere: %v %v", fi, err)
+	}
+}
+
+// TestGuardGapRefused: a protected directory too large for the links'
+// scan leaves files its links lead to writable: the run is refused, or
+// run degraded with the gap said (it ran with a warning only; found by a
+// reviewer). The control: the same directory, smaller, runs.
+func TestGuardGapRefused(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	dir := filepath.Join(ws, ".vscode")
+	os.Mkdir(dir, 0o755)
+	for i := range 5000 {
+		os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	r := sh(t, ws, nil, "echo ran")
+	if r.err == nil || !strings.Contains(r.err.Error(), ".vscode holds more than") || strings.Contains(r.stdout, "ran") {
+		t.Errorf("refused? %v %q", r.err, r.stdout)
+	}
+	r = runDegraded(t, ws, func(*policy.Policy) {}, "echo ran")
+	if r.err != nil || r.stdout != "ran\n" || !slices.ContainsFunc(r.rep.Degraded, func(d string) bool { return strings.Contains(d, ".vscode holds more than") }) {
+		t.Errorf("degraded: %v %q %q", r.err, r.stdout, r.rep.Degraded)
+	}
+	for i := 100; i < 5000; i++ {
+		os.Remove(filepath.Join(dir, "f"+strconv.Itoa(i)))
+	}
+	if r := sh(t, ws, nil, "echo ran"); r.err != nil || r.stdout != "ran\n" {
+		t.Errorf("control: %v %q", r.err, r.stdout)
 	}
 }

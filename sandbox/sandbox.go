@@ -427,8 +427,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	// quarantine closes them at the end; this, on the ways out before it.
 	defer closeGuards(guards)
-	for _, g := range guards {
-		rep.Warnings = append(rep.Warnings, g.Warnings()...)
+	if err := guardGaps(guards, req.AllowDegraded, rep); err != nil {
+		return fail(err)
 	}
 	// Removed once quarantine has run (deferred calls run after it).
 	if rr, err := recordRun(runID, guards); err != nil {
@@ -888,6 +888,20 @@ func refuseCopyUnderDisk(p *policy.Policy, allow bool) error {
 		return nil
 	}
 	return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(change or remove the setting, or "+allowDegradedHint+")", ErrRefused, diskGap([]string{p.Workspace.Path}))
+}
+
+// guardGaps refuses, unless allow, what the workspace guards could not
+// protect (Guard.Gaps); with allow each is a degradation in rep.
+func guardGaps(guards []*workspace.Guard, allow bool, rep *Report) error {
+	for _, g := range guards {
+		for _, gap := range g.Gaps() {
+			if !allow {
+				return fmt.Errorf("%w: moat cannot enforce here what the policy asks for:\n  %s\n(remove entries from it, or "+allowDegradedHint+")", ErrRefused, gap)
+			}
+			rep.Degraded = append(rep.Degraded, gap)
+		}
+	}
+	return nil
 }
 
 // denyHardLinks refuses, unless allow, a denied file of several hard

@@ -308,8 +308,8 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	s.spec = spec
 	s.base = newReport("", nil, p)
 	s.base.Degraded = append(s.base.Degraded, linkGaps...)
-	for _, g := range s.guards {
-		s.base.Warnings = append(s.base.Warnings, g.Warnings()...)
+	if err := guardGaps(s.guards, req.AllowDegraded, s.base); err != nil {
+		return nil, err
 	}
 	if recovered != "" {
 		s.base.Warnings = append(s.base.Warnings, recovered)

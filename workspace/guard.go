@@ -149,7 +149,7 @@ type Guard struct {
 	topHad   []string        // the topEntries the root had at the start
 	writable bool            // GuardOptions.Writable
 	linkScan int             // entries protectLinksBelow looked at
-	warnings []string        // what the guard could not do, for the run's report
+	gaps     []string        // what NewGuard could not protect (Gaps)
 	// modes are the permission bits of the root, its .git and the
 	// directories on the way to the protected paths at the start
 	// (the special bits too; modeAbsent: not there); restored the
@@ -339,6 +339,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 	}
 	for _, rel := range append(slices.Clone(hostConfig), extra...) {
 		rel = filepath.ToSlash(filepath.Clean(rel))
+		g.linkScan = 0 // each protected path its own budget
 		g.protect(g.ws, rel, 0)
 		// The directories on its way: one the command opened to other
 		// users' writes (.cargo, mode 0777) would let any of them plant
@@ -486,8 +487,8 @@ func (g *Guard) protect(base, rel string, depth int) {
 	}
 }
 
-// maxLinkScan bounds the entries protectLinksBelow looks at in one
-// guard, over all the protected directories.
+// maxLinkScan bounds the entries protectLinksBelow looks at for one
+// protected path (and what its links lead to).
 const maxLinkScan = 4096
 
 // protectLinksBelow protects where the symbolic links in the protected
@@ -509,7 +510,7 @@ func (g *Guard) protectLinksBelow(base, rel string, depth int) {
 	for _, e := range ents {
 		if g.linkScan++; g.linkScan > maxLinkScan {
 			if g.linkScan == maxLinkScan+1 {
-				g.warnings = append(g.warnings, fmt.Sprintf("the protected directories hold more than %d entries: the symbolic links past them, in %s and after, were not followed, and the files they lead to are writable", maxLinkScan, joinRel(g.ws, rel)))
+				g.gaps = append(g.gaps, fmt.Sprintf("the protected directory %s holds more than %d entries: the symbolic links past them were not followed, and the files they lead to would be writable", joinRel(g.ws, rel), maxLinkScan))
 			}
 			return
 		}
@@ -891,8 +892,9 @@ func (g *Guard) restoreModes() {
 	}
 }
 
-// Warnings says what NewGuard could not protect.
-func (g *Guard) Warnings() []string { return g.warnings }
+// Gaps says what NewGuard could not protect: a run refuses to start
+// with any, unless degraded.
+func (g *Guard) Gaps() []string { return g.gaps }
 
 // Restored says what Finish put back: the modes of the root and its .git
 // the command had opened to other users' writes.

@@ -337,9 +337,10 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	}
 }
 
-// TestLinkScanBoundWarns: protected directories with more entries than
-// the links' scan looks at get a warning naming where it stopped (it
-// stopped without a word). The control: a small one gets none.
+// TestLinkScanBoundWarns: a protected directory with more entries than
+// the links' scan looks at is a gap naming it (the scan stopped without
+// a word), which a run refuses unless degraded; each protected path has
+// its own budget. The control: a small one is none.
 func TestLinkScanBoundWarns(t *testing.T) {
 	for _, n := range []int{10, maxLinkScan + 10} {
 		ws := t.TempDir()
@@ -352,10 +353,10 @@ func TestLinkScanBoundWarns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := g.Warnings()
+		w := g.Gaps()
 		g.Close()
-		if big := n > maxLinkScan; big != (len(w) == 1) || big && !strings.Contains(w[0], "were not followed") {
-			t.Errorf("%d entries: warnings %q", n, w)
+		if big := n > maxLinkScan; big != (len(w) == 1) || big && !strings.Contains(w[0], ".vscode holds more than") {
+			t.Errorf("%d entries: gaps %q", n, w)
 		}
 	}
 }
