@@ -277,9 +277,8 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 	if err == nil && f.showOnly {
 		// The run's outputs: a policy shown or explained has no run.
 		for _, name := range []string{"json", "report", "audit"} {
-			if fl := f.fs.Lookup(name); fl != nil && f.given(name) {
-				err = fmt.Errorf("--%s is moat run's: moat %s runs nothing", name, f.name)
-				fmt.Fprintf(stderr, "moat: %v\n", err)
+			if f.given(name) {
+				fmt.Fprintf(stderr, "moat: --%s is moat run's: moat %s runs nothing\n", name, f.name)
 				return false, 2
 			}
 		}

@@ -119,7 +119,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// moat forwards them. Of Ctrl-C, SIGTERM and SIGHUP, the first is
 	// forwarded and the second kills the sandbox. Ctrl-Z stops the command
 	// and then moat, and the shell's SIGCONT resumes both; Ctrl-\, SIGUSR1
-	// and SIGUSR2 (a server's reload, a runner's dump) are forwarded.
+	// and SIGUSR2 (a server's reload, a runner's dump) are forwarded (the
+	// last two, before the handlers are in, are ignored, as the Go runtime
+	// does with a signal it has no handler for).
 	//
 	// The handlers are installed once the run has lasted 50 ms: the first
 	// costs the Go runtime two threads and each a round trip to one of
@@ -209,6 +211,15 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 					return
 				}
 				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				continue
+			case syscall.SIGUSR1, syscall.SIGUSR2:
+				// Dropped rather than queued when the backend is not
+				// reading: a command's periodic signals must not hold
+				// up a Ctrl-C behind them.
+				select {
+				case fwd <- s:
+				default:
+				}
 				continue
 			}
 			fwd <- s
