@@ -510,7 +510,7 @@ func (g *Guard) protectLinksBelow(base, rel string, depth int) {
 	for _, e := range ents {
 		if g.linkScan++; g.linkScan > maxLinkScan {
 			if g.linkScan == maxLinkScan+1 {
-				g.gaps = append(g.gaps, fmt.Sprintf("the protected directory %s holds more than %d entries: the symbolic links past them were not followed, and the files they lead to would be writable", joinRel(g.ws, rel), maxLinkScan))
+				g.gaps = append(g.gaps, fmt.Sprintf("the protected directory %s (host tools' configuration, or where a link in it leads) holds more than %d entries: the symbolic links past them were not followed, and the files they lead to would be writable", joinRel(g.ws, rel), maxLinkScan))
 			}
 			return
 		}
