@@ -197,6 +197,7 @@ func TestDiskLimitMergeIntoClosedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := filepath.Join(cs.UpperDir(), "d")
+	defer os.Chmod(d, 0o755) // for the test's clean-up, as an ordinary user
 	if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("d: %v %v, want mode 0555", fi, err)
 	}
