@@ -427,9 +427,6 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	// quarantine closes them at the end; this, on the ways out before it.
 	defer closeGuards(guards)
-	if err := guardGaps(guards, req.AllowDegraded, rep); err != nil {
-		return fail(err)
-	}
 	// Removed once quarantine has run (deferred calls run after it).
 	if rr, err := recordRun(runID, guards); err != nil {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: were moat killed during the run, what the command planted where a protected path belongs would stay there until removed by hand", err))
@@ -438,6 +435,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	spec, err := Compile(req.Policy, req.Args, caller, runID, cs, guards)
 	if err != nil {
+		return fail(err)
+	}
+	// After Compile, which refuses what no guard can make safe (a --rw
+	// of /) in words of its own.
+	if err := guardGaps(guards, req.AllowDegraded, rep); err != nil {
 		return fail(err)
 	}
 	spec.CheckFirstExec = ec.firstAgain
