@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -680,10 +679,10 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	// session's commands, and the model's own tool calls, go on while the
 	// question waits, and what they write after it must not ride along
 	// (found by a tester). The summary shown is made between two equal
-	// digests of the diff of what the apply writes (the paths named, and
-	// the directories above them; every change if none: a set that changes
-	// meanwhile is refused, a change elsewhere is not), and the apply
-	// compares the digest again once the sandbox has ended.
+	// digests of the diff of what the apply writes (ChangeSet.Select: a
+	// set that changes there meanwhile is refused, a change elsewhere is
+	// not), and the apply compares the digest again once the sandbox has
+	// ended.
 	shown, err := diffPrint(cs, paths)
 	if err != nil {
 		return errorResult("reading the changes: " + err.Error()), nil, nil
@@ -691,8 +690,11 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	if changes, err = cs.Changes(); err != nil {
 		return errorResult("reading the changes: " + err.Error()), nil, nil
 	}
+	if changes, err = cs.Select(changes, paths); err != nil {
+		return errorResult("reading the changes: " + err.Error()), nil, nil
+	}
 	var sum bytes.Buffer
-	cs.WriteDiff(&sum, selected(changes, paths), workspace.DiffOptions{Format: workspace.Summary})
+	cs.WriteDiff(&sum, changes, workspace.DiffOptions{Format: workspace.Summary})
 	if again, err := diffPrint(cs, paths); err != nil || again != shown {
 		return errorResult("the changes are changing (a command of the session still writes them): stop it, then call apply again; nothing was applied"), nil, nil
 	}
@@ -778,24 +780,6 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	return textResult(fmt.Sprintf("applied %d change(s) to %s (approved by the user); the sandbox was restarted over the result, so background processes and /tmp start afresh%s\n%s", len(rep.Applied), s.session().Workspace, rest, jsonText(rep))), nil, nil
 }
 
-// selected is the changes an apply of paths writes: those at or below a
-// path, and the directories above one; every change when paths is empty.
-func selected(changes []workspace.Change, paths []string) []workspace.Change {
-	if len(paths) == 0 || slices.Contains(paths, ".") {
-		return changes
-	}
-	var out []workspace.Change
-	for _, c := range changes {
-		for _, p := range paths {
-			if c.Path == p || strings.HasPrefix(c.Path, p+"/") || strings.HasPrefix(p, c.Path+"/") {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // diffPrint is a digest of the diff of what an apply of paths would
 // write (every change when paths is empty).
 func diffPrint(cs *workspace.ChangeSet, paths []string) (string, error) {
@@ -803,7 +787,9 @@ func diffPrint(cs *workspace.ChangeSet, paths []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	changes = selected(changes, paths)
+	if changes, err = cs.Select(changes, paths); err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	// Every change listed, none folded into a directory's count.
 	if err := cs.WriteDiff(h, changes, workspace.DiffOptions{Format: workspace.Unified, Filter: workspace.Filter{Collapse: []string{}}}); err != nil {

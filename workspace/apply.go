@@ -306,6 +306,13 @@ type NoChangeError struct {
 
 func (e *NoChangeError) Error() string { return "no change at " + e.Path }
 
+// Select is what Apply of paths writes of changes: the changes at or
+// below paths, with the directory changes they need; all of them when
+// paths is empty. A path with no change is a *NoChangeError.
+func (c *ChangeSet) Select(changes []Change, paths []string) ([]Change, error) {
+	return c.selectChanges(changes, paths)
+}
+
 // selectChanges keeps the changes at or below paths, with the directory
 // changes they need (their Added or TypeChanged ancestors).
 func (c *ChangeSet) selectChanges(changes []Change, paths []string) ([]Change, error) {
