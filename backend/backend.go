@@ -183,15 +183,26 @@ type Identity struct {
 }
 
 // CPUHit says whether a command that died of signal sig having used cpu
-// was ended by l's CPU-time limit: SIGXCPU (RLIMIT_CPU's soft limit) or
-// SIGKILL (its hard one) once its processes had used about the limit:
-// half of it, since the rusage the run sums is sampled from ticks and
-// falls short of the exact time the kernel holds to the limit (by more
-// than a tick under load). A command can raise the signal itself (kill
-// -XCPU $$), which is no limit (the report said the limit was reached
-// after a millisecond; found by a tester).
+// was ended by l's CPU-time limit: SIGXCPU (RLIMIT_CPU's soft limit) once
+// its processes had used half of it, since the rusage the run sums is
+// sampled from ticks and falls short of the exact time the kernel holds
+// to the limit (by more than a tick under load), or SIGKILL (the hard
+// limit's) once they had used nearly all of it. A command can raise the
+// signal itself (kill -XCPU $$), which is no limit (the report said the
+// limit was reached after a millisecond; found by a tester).
 func (l Limits) CPUHit(sig syscall.Signal, cpu time.Duration) bool {
-	return (sig == syscall.SIGXCPU || sig == syscall.SIGKILL) && l.CPUTime > 0 && cpu >= l.CPUTime/2
+	switch {
+	case l.CPUTime <= 0:
+		return false
+	case sig == syscall.SIGXCPU:
+		return cpu >= l.CPUTime/2
+	case sig == syscall.SIGKILL:
+		// Any kill is a SIGKILL (the OOM killer's, the command's own):
+		// the hard limit's comes a second past the soft one, so nearly
+		// the whole limit must have been used.
+		return cpu >= l.CPUTime*9/10
+	}
+	return false
 }
 
 // FileSizeHit says whether a command that died of signal sig was ended by
