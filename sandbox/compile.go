@@ -444,7 +444,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		Args:          args,
 		Env:           env,
 		Dir:           dir,
-		Hostname:      "moat",
+		Hostname:      hostname,
 		Mounts:        mounts,
 		User:          id,
 		Limits:        limits(p.Limits),

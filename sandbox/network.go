@@ -50,7 +50,9 @@ const (
 	resolvConf = "# moat: names are answered by moat from the [network] rules\nnameserver 198.18.0.2\noptions timeout:2 attempts:2\n"
 	// hostsFile is the sandbox's /etc/hosts in allow mode: loopback's
 	// names alone, every other name for moat's resolver or proxy.
-	hostsFile = "# moat: other names are answered by moat from the [network] rules\n127.0.0.1\tlocalhost\n127.0.1.1\tmoat\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	hostsFile = "# moat: other names are answered by moat from the [network] rules\n127.0.0.1\tlocalhost\n127.0.1.1\t" + hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	// hostname is the sandbox's host name (its UTS namespace's).
+	hostname = "moat"
 )
 
 // NetworkReport is what the network did during a run.

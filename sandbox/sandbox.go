@@ -351,11 +351,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if err := refuseCopyUnderDisk(req.Policy, req.AllowDegraded); err != nil {
 		return fail(err)
 	}
-	if gaps, err := denyHardLinks(req.Policy, req.AllowDegraded); err != nil {
+	gaps, err := denyHardLinks(req.Policy, req.AllowDegraded)
+	if err != nil {
 		return fail(err)
-	} else {
-		rep.Degraded = append(rep.Degraded, gaps...)
 	}
+	rep.Degraded = append(rep.Degraded, gaps...)
 	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
 		return fail(err)
 	}

@@ -151,10 +151,9 @@ type Guard struct {
 	linkScan int             // entries protectLinksBelow looked at
 	gaps     []string        // what NewGuard could not protect (Gaps)
 	// modes are the permission bits of the root, its .git and the
-	// directories on the way to the protected paths at the start
-	// (the special bits too; modeAbsent: not there); restored the
-	// messages of those Finish put
-	// back.
+	// directories on the way to the protected paths at the start (the
+	// special bits too; modeAbsent: not there); restored the messages
+	// of those Finish put back.
 	modes    map[string]fs.FileMode
 	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
