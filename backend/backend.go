@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // Spec is everything one run needs, resolved. It is produced by the sandbox
@@ -354,6 +355,12 @@ const (
 // group, in order; a Barrier received there is closed once every signal
 // before it has been passed on.
 //
+// Output to a terminal (an Stdout or Stderr that is one, or the
+// terminal the command's pty is relayed to) is filtered: the control
+// sequences by which output reaches beyond the screen (the clipboard,
+// file transfers, title reports; see internal/termsafe) are dropped, each
+// kind a Denial of LayerTerminal in the ExitStatus.
+//
 // A terminal is never handed to the command. When Stdin is a terminal
 // (*os.File), the command gets a pseudo-terminal of its own instead, as
 // its stdin, as its stdout or stderr where those are terminals too, and as
@@ -644,6 +651,21 @@ type ExitStatus struct {
 	LandlockABI int
 	// Denials are the refusals the backend saw, one entry per kind.
 	Denials []Denial
+}
+
+// LayerTerminal is the Layer of the Denials for control sequences dropped
+// from the command's output to a terminal (see Stdio).
+const LayerTerminal = "terminal"
+
+// TerminalDenials are the Denials for what a filter of output to a
+// terminal dropped, one per kind.
+func TerminalDenials(drops []termsafe.Drop) []Denial {
+	var out []Denial
+	for _, d := range drops {
+		out = append(out, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
+			Rule: "output to a terminal keeps to the control sequences that draw on its screen"})
+	}
+	return out
 }
 
 // Denial is something the sandbox refused the command, seen as it

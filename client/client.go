@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // Client is a connection to one daemon. Its methods may be called
@@ -266,10 +268,35 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 // errNoRequest: a command is an ExecRequest's Args; nil names none.
 var errNoRequest = errors.New("exec: no ExecRequest (its Args name the command)")
 
+// LayerTerminal is the Layer of the Denials an ExitReport gets for the
+// control sequences the client dropped from a command's output to a
+// terminal.
+const LayerTerminal = "terminal"
+
 // readEvents copies an exec's output events to stdout and stderr, tells
 // c.OnApproval of its approvals, and returns its last event's report or
 // error.
+//
+// Output to a terminal (a file that is one, or a writer whose Unwrap
+// method leads to one) is filtered as a run's is (see backend.Stdio): the
+// sequences that reach beyond the screen, a clipboard write or a title
+// report, are dropped, each kind a Denial of LayerTerminal in the report.
 func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
+	var term termsafe.Set
+	stdout, stderr = term.Wrap(stdout), term.Wrap(stderr)
+	rep, err := c.copyEvents(body, stdout, stderr)
+	drops := term.Close()
+	if rep != nil {
+		for _, d := range drops {
+			rep.Denials = append(rep.Denials, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
+				Rule: "output to a terminal keeps to the control sequences that draw on its screen",
+				Hint: "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"})
+		}
+	}
+	return rep, err
+}
+
+func (c *Client) copyEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {

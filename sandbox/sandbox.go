@@ -669,6 +669,10 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	return nil
 }
 
+// terminalHint is what to do about control sequences dropped from the
+// output to a terminal: the output elsewhere is the command's as written.
+const terminalHint = "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"
+
 // allowDegradedHint is how a refusal of what cannot be enforced here
 // says to run without it: a run's flag, and for sessions their server's.
 const allowDegradedHint = "pass --allow-degraded to run without it (moat run, moat mcp; moat serve, for all its sessions)"
@@ -695,6 +699,11 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 		rep.Warnings = append(rep.Warnings, "no Landlock was applied ("+why+"): file access was checked by the mounts only")
 	}
 	for _, d := range st.Denials {
+		if d.Layer == backend.LayerTerminal {
+			d.Hint = terminalHint
+			rep.Denials = append(rep.Denials, d)
+			continue
+		}
 		d.Profile = rep.Seccomp
 		if d.Errno == "ENOSYS" {
 			if f := seccomp.FallbackOf(d.What); f != "" {

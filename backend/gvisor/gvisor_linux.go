@@ -20,6 +20,7 @@ import (
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/pipefd"
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // Run runs spec under runsc, one `runsc run` with a bundle of its own,
@@ -74,10 +75,12 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			}
 		})
 	}
+	var term termsafe.Set // output to a person's terminal is filtered (see backend.Stdio)
 	out := func(w io.Writer) io.Writer {
 		if w == nil {
 			w = io.Discard
 		}
+		w = term.Wrap(w)
 		return &countWriter{w: w, n: &outN, limit: spec.Limits.OutputBytes, over: func() { go stop(backend.CauseOutput) }}
 	}
 	cmd.Stdout = out(stdio.Stdout)
@@ -160,6 +163,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	werr := cmd.Wait()
 	close(done)
 	st := &backend.ExitStatus{Wall: time.Since(start), OutputBytes: backend.Delivered(outN.Load(), spec.Limits.OutputBytes)}
+	st.Denials = backend.TerminalDenials(term.Close())
 	if ps := cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			// runsc's own usage and its children's: the sentry and the

@@ -22,6 +22,7 @@ import (
 	"github.com/moatbox/moat/internal/pipefd"
 	"github.com/moatbox/moat/internal/rt0"
 	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // Backend is the native Linux backend. The zero value is ready to use.
@@ -407,11 +408,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 
 	var copies sync.WaitGroup
 	var ttyErr error
+	// Output to a person's terminal is filtered (see backend.Stdio).
+	var term termsafe.Set
 	copies.Add(1)
-	go r.copyOut(&copies, outR, stdio.Stdout)
+	go r.copyOut(&copies, outR, term.Wrap(stdio.Stdout))
 	if !one {
 		copies.Add(1)
-		go r.copyOut(&copies, errR, stdio.Stderr)
+		go r.copyOut(&copies, errR, term.Wrap(stdio.Stderr))
 	}
 	if tty != nil {
 		// Only the command holds the pty now: its output ends when the
@@ -424,7 +427,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			r.kill(backend.CauseKilled)
 		}
 		copies.Add(1)
-		go r.copyOut(&copies, tty.master, tty.out)
+		go r.copyOut(&copies, tty.master, term.Wrap(tty.out))
 	}
 
 	done := make(chan struct{})
@@ -463,6 +466,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	r.ended = time.Now()
 	close(done)
 	copies.Wait()
+	dropped := backend.TerminalDenials(term.Close())
 	if r.control != nil && !linger {
 		r.control.Close()
 	}
@@ -488,6 +492,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		// could otherwise hide its refusals by outliving --wall).
 		st.Denials = r.explain(r.seen.list())
 	}
+	st.Denials = append(st.Denials, dropped...)
 	return st, nil
 }
 

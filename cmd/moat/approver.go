@@ -101,6 +101,10 @@ type gatedWriter struct {
 	w io.Writer
 }
 
+// Unwrap is the terminal under it: output to a terminal is filtered
+// (backend.Stdio), and the filter finds the terminal through it.
+func (g *gatedWriter) Unwrap() io.Writer { return g.w }
+
 func (g *gatedWriter) Write(p []byte) (int, error) {
 	g.t.gate.Lock()
 	defer g.t.gate.Unlock()

@@ -10,15 +10,22 @@ import (
 )
 
 // printRulesRefused says on stderr which programs a session's command
-// started that the rules refused, as moat run does for its own.
+// started that the rules refused, and what the client dropped from its
+// output to the terminal, as moat run does for its own.
 func printRulesRefused(stderr io.Writer, denials []client.Denial) {
-	var refused []string
+	var refused, dropped []string
 	for _, d := range denials {
-		if d.Layer == sandbox.LayerRules {
+		switch d.Layer {
+		case sandbox.LayerRules:
 			refused = append(refused, fmt.Sprintf("%s ×%d (%s)", d.What, d.Count, d.Rule))
+		case client.LayerTerminal:
+			dropped = append(dropped, fmt.Sprintf("%s ×%d", d.What, d.Count))
 		}
 	}
 	if len(refused) > 0 {
 		fmt.Fprintf(stderr, "moat exec: the rules refused to start: %s\n", workspace.EscapeText(firstOf(refused, maxListed)))
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(stderr, "moat exec: dropped from the output to the terminal: %s (pipe the output to see it as written)\n", workspace.EscapeText(firstOf(dropped, maxListed)))
 	}
 }

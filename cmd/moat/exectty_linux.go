@@ -112,6 +112,7 @@ func execTTY(c *client.Client, id string, req *client.ExecRequest, stdin io.Read
 	if rep.Error != "" {
 		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
 	}
+	printRulesRefused(stderr, rep.Denials)
 	return rep.ExitCode
 }
 

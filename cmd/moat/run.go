@@ -349,10 +349,14 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// An expected fallback (clone3 answered ENOSYS, which libc then does
 	// with clone) changed nothing: it stays in the report and the audit
 	// stream, and stderr keeps to what may have changed the outcome.
-	var parts, refused []string
+	var parts, refused, dropped []string
 	for _, d := range rep.Denials {
 		if d.Layer == sandbox.LayerRules {
 			refused = append(refused, fmt.Sprintf("%s ×%d (%s)", d.What, d.Count, d.Rule))
+			continue
+		}
+		if d.Layer == backend.LayerTerminal {
+			dropped = append(dropped, fmt.Sprintf("%s ×%d", d.What, d.Count))
 			continue
 		}
 		if d.Fallback == "" {
@@ -368,6 +372,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if len(refused) > 0 {
 		fmt.Fprintf(stderr, "moat: the rules refused to start: %s\n", workspace.EscapeText(firstOf(refused, maxListed)))
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(stderr, "moat: dropped from the output to the terminal: %s (pipe the output to see it as written)\n", workspace.EscapeText(firstOf(dropped, maxListed)))
 	}
 	if n := rep.Network; n != nil && n.Summary != "" {
 		fmt.Fprintf(stderr, "moat: %s\n", workspace.EscapeText(n.Summary)) // names the command sent

@@ -688,19 +688,26 @@ func writeNotThroughLink(dst string, data []byte) error {
 // outputEnds is w, which clears asking when the command writes to it,
 // and sets broken when a write finds its reader gone.
 func outputEnds(w io.Writer, asking, broken *atomic.Bool) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		asking.Store(false)
-		n, err := w.Write(p)
-		if errors.Is(err, syscall.EPIPE) {
-			broken.Store(true)
-		}
-		return n, err
-	})
+	return &endsWriter{w: w, asking: asking, broken: broken}
 }
 
-type writerFunc func([]byte) (int, error)
+type endsWriter struct {
+	w              io.Writer
+	asking, broken *atomic.Bool
+}
 
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+func (e *endsWriter) Write(p []byte) (int, error) {
+	e.asking.Store(false)
+	n, err := e.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		e.broken.Store(true)
+	}
+	return n, err
+}
+
+// Unwrap is the writer under it: the client filters output to a terminal
+// and finds the terminal through it.
+func (e *endsWriter) Unwrap() io.Writer { return e.w }
 
 // cmdLogs is moat logs: what a session's background command wrote, its
 // stdout to stdout and its stderr to stderr, as the daemon keeps it; -f

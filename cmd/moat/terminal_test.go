@@ -405,3 +405,77 @@ func TestTerminalUnreadInput(t *testing.T) {
 		t.Fatal("moat did not end with the command")
 	}
 }
+
+// TestTerminalControlSequencesFiltered: what the command writes to the
+// person's terminal, through its pty or through a pipe when moat's stdin is
+// no terminal, loses the sequences that reach beyond the screen (a
+// clipboard write, a title report) and keeps those that draw (a title, a
+// colour: the positive control), and stderr says what was dropped. Output
+// that is no terminal keeps them all.
+func TestTerminalControlSequencesFiltered(t *testing.T) {
+	const script = `printf 'a\033]52;c;cm0gLXJmIH4K\007b\033]0;moat-title\007c\033[21t\033[31md\033[0m\n'`
+	for _, st := range starts {
+		for _, stdin := range []string{"terminal", "pipe"} {
+			t.Run(st.name+"/"+stdin, func(t *testing.T) {
+				o := newOuterTerminal(t)
+				cmd := exec.Command(os.Args[0], append(append([]string{"run"}, st.flags...), "--", "sh", "-c", script)...)
+				if stdin == "pipe" {
+					cmd.Stdin = strings.NewReader("")
+				}
+				o.startCmd(t, t.TempDir(), cmd)
+				if code := o.wait(t, cmd); code != 0 {
+					t.Fatalf("exit %d: %q", code, o.shown())
+				}
+				shown := o.shown()
+				if !strings.Contains(shown, "ab\x1b]0;moat-title\x07c\x1b[31md\x1b[0m") {
+					t.Errorf("the terminal showed %q: want the text, the title and the colours", shown)
+				}
+				if strings.Contains(shown, "]52;") || strings.Contains(shown, "[21t") {
+					t.Errorf("the terminal showed %q: a clipboard write or a title report reached it", shown)
+				}
+				if !strings.Contains(shown, "dropped from the output to the terminal: CSI 21 t") || !strings.Contains(shown, "OSC 52 (clipboard) ×1") {
+					t.Errorf("stderr does not say what was dropped: %q", shown)
+				}
+			})
+		}
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(os.Args[0], "run", "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir, cmd.Stdout = t.TempDir(), &out
+	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
+		t.Errorf("output to a pipe: %v, %q: want it as written", err, out.String())
+	}
+}
+
+// TestSessionTerminalControlSequencesFiltered: moat exec filters a
+// session's output to the person's terminal as moat run does, with a
+// terminal of the command's (-t) and without; output to a pipe keeps the
+// sequences (the positive control).
+func TestSessionTerminalControlSequencesFiltered(t *testing.T) {
+	const script = `printf 'a\033]52;c;cm0gLXJmIH4K\007b\033]0;moat-title\007c\n'`
+	dir := t.TempDir()
+	sock, _ := startServe(t)
+	id := policySession(t, dir, sock, "")
+	for _, tty := range [][]string{nil, {"-t"}} {
+		t.Run(fmt.Sprintf("tty=%v", tty != nil), func(t *testing.T) {
+			o := newOuterTerminal(t)
+			args := append(append([]string{"exec", "--socket", sock}, tty...), id, "--", "sh", "-c", script)
+			cmd := o.start(t, dir, args...)
+			if code := o.wait(t, cmd); code != 0 {
+				t.Fatalf("exit %d: %q", code, o.shown())
+			}
+			shown := o.shown()
+			if !strings.Contains(shown, "ab\x1b]0;moat-title\x07c") || strings.Contains(shown, "]52;") {
+				t.Errorf("the terminal showed %q: want the text and the title, no clipboard write", shown)
+			}
+			if !strings.Contains(shown, "moat exec: dropped from the output to the terminal: OSC 52 (clipboard) ×1") {
+				t.Errorf("stderr does not say what was dropped: %q", shown)
+			}
+		})
+	}
+	code, out, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", script)
+	if code != 0 || !strings.Contains(out, "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
+		t.Errorf("output to a pipe: %d %q %q: want it as written", code, out, errs)
+	}
+}

@@ -1,0 +1,166 @@
+package termsafe
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// filter passes in through a Writer in chunks of size n (0: whole) and
+// returns what reached the writer under it and what was dropped.
+func filter(t *testing.T, in string, n int) (string, []Drop) {
+	t.Helper()
+	var out bytes.Buffer
+	w := New(&out)
+	b := []byte(in)
+	if n <= 0 {
+		n = len(b) + 1
+	}
+	for len(b) > 0 {
+		k := min(n, len(b))
+		if got, err := w.Write(b[:k]); err != nil || got != k {
+			t.Fatalf("Write = %d, %v; want %d, nil", got, err, k)
+		}
+		b = b[k:]
+	}
+	w.Close()
+	return out.String(), w.Dropped()
+}
+
+// TestPassesWhatDraws is the positive control: text and the sequences
+// full-screen programs draw with come through unchanged, in any chunking.
+func TestPassesWhatDraws(t *testing.T) {
+	for _, in := range []string{
+		"plain text\r\n",
+		"héllo → wörld ©°\u00a0 日本語 🙂\n",
+		"\x1b[1;31mred\x1b[0m \x1b[38;2;255;128;0mrgb\x1b[m",
+		"\x1b[?1049h\x1b[H\x1b[2J\x1b[10;20H\x1b[?25l\x1b[?1049l",
+		"\x1b]0;my title\x07", "\x1b]2;title\x1b\\",
+		"\x1b]8;;https://example.com/\x1b\\link\x1b]8;;\x1b\\",
+		"\x1b]7;file://host/home/agent\x07",
+		"\x1b]133;A\x07$ \x1b]133;B\x07",
+		"\x1b]11;?\x07", "\x1b]4;1;rgb:ff/00/00\x07", "\x1b]104\x07",
+		"\x1b]9;4;1;50\x07", "\x1b]777;notify;done;build\x07",
+		"\x1bP$qm\x1b\\", "\x1bP+q544e\x1b\\", "\x1bPq#0;2;0;0;0#0~~@@vv@@~~$-\x1b\\",
+		"\x1b(B\x1b)0\x1b7\x1b8\x1b=\x1b>\x1bM\x1bD\x1bc",
+		"\x1b[6n\x1b[c\x1b[>c\x1b[18t\x1b[14t\x1b[22;0t\x1b[23;0t",
+		"\xc2\x9b1mC1 CSI\xc2\x9b0m",
+		"tab\there\bback\a",
+	} {
+		for _, n := range []int{0, 1, 2, 3, 7} {
+			got, drops := filter(t, in, n)
+			if got != in || len(drops) != 0 {
+				t.Errorf("chunks of %d: %q became %q, dropped %v", n, in, got, drops)
+			}
+		}
+	}
+}
+
+// TestDropsWhatReachesBeyondTheScreen: the sequences that write or read
+// the clipboard, transfer files, report the title as input or pass
+// through a multiplexer are removed, whatever form they take, and the
+// text around them stays.
+func TestDropsWhatReachesBeyondTheScreen(t *testing.T) {
+	for _, c := range []struct{ in, want, what string }{
+		{"a\x1b]52;c;cm0gLXJmIH4K\x07b", "ab", "OSC 52 (clipboard)"},
+		{"a\x1b]52;c;?\x1b\\b", "ab", "OSC 52 (clipboard)"},
+		{"a\xc2\x9d52;c;eA==\xc2\x9cb", "ab", "OSC 52 (clipboard)"}, // C1 in UTF-8
+		{"a\x9d52;c;eA==\x9cb", "ab", "OSC 52 (clipboard)"},         // 8-bit C1
+		{"a\x1b]5\n2;c;eA==\x07b", "ab", "OSC 52 (clipboard)"},      // a control in the head
+		{"a\x1b]0052;c;eA==\x07b", "ab", "OSC 0052 (clipboard)"},    // zeros
+		{"a\x1b]1337;File=name=eA==:eA==\x07b", "ab", "OSC 1337 (iTerm2's commands: file transfers among them)"},
+		{"a\x1b]5113;ac=send\x1b\\b", "ab", "OSC 5113 (kitty's file transfer)"},
+		{"a\x1b]46;/tmp/log\x07b", "ab", "OSC 46 (xterm's log file)"},
+		{"a\x1b]50;#+1\x07b", "ab", "OSC 50 (xterm's font)"},
+		{"a\x1b]3;WM_NAME=x\x07b", "ab", "OSC 3 (not one moat passes)"},
+		{"a\x1b]L;x\x07b", "ab", `OSC "L" (not a numbered command moat passes)`},
+		{"a\x1b[21tb", "ab", "CSI 21 t (a title report, read as typed input)"},
+		{"a\x1b[20;0tb", "ab", "CSI 20 t (a title report, read as typed input)"},
+		{"a\x1b[2\n1tb", "a\nb", "CSI 21 t (a title report, read as typed input)"},
+		{"a\x1b[021tb", "ab", "CSI 21 t (a title report, read as typed input)"},
+		{"a\x1b_Ga=T,t=f;L2V0Yy9wYXNzd2Q=\x1b\\b", "ab", "APC (application commands: kitty's graphics read files of the host)"},
+		{"a\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\b", "a\x1b\\b", ""}, // tmux's passthrough; a lone ST does nothing
+		{"a\x1b[" + strings.Repeat("1;", 200) + "mb", "ab", "CSI longer than 256 bytes"},
+	} {
+		for _, n := range []int{0, 1, 2, 5} {
+			got, drops := filter(t, c.in, n)
+			if got != c.want {
+				t.Errorf("chunks of %d: %q became %q, want %q", n, c.in, got, c.want)
+			}
+			if len(drops) == 0 {
+				t.Errorf("chunks of %d: %q: nothing reported dropped", n, c.in)
+			} else if c.what != "" && drops[0].What != c.what {
+				t.Errorf("chunks of %d: %q: dropped %v, want %q", n, c.in, drops, c.what)
+			}
+		}
+	}
+}
+
+// TestNoSplicing: no dropped sequence leaves behind bytes that join with
+// what follows into one the filter would have dropped. The output of each
+// is run through the filter again: what it passed must pass unchanged.
+func TestNoSplicing(t *testing.T) {
+	for _, in := range []string{
+		"\x1b\x1b]52;c;eA==\x07]52;c;eA==\x07", // an abandoned ESC
+		"\x1b[21\x1b]52;x\x07t",                // a CSI cut by a dropped OSC
+		"\x1b]5\x1b]52;x\x072;c;eA==\x07",      // an OSC head cut by a dropped OSC
+		"\x1b]5\x182;c;eA==\x07",               // cancelled
+		"\x1b]0;t\x1b]52;x\x07\x07",            // inside a passed title
+		"\x1bPq\x1b]52;x\x07\x1b\\",            // inside a passed DCS
+		"\xc2\x1b]52;x\x07\x9d52;c;eA==\x07",   // a held UTF-8 lead
+		"\x1b_x\x1b\\\x1b]52;c;eA==\x07",       // after a dropped APC
+		"\x1bP$q\x9d52;c;eA==\x07\x1b\\",       // an 8-bit C1 in a DCS
+		"\x1b[2\x1b[1t",
+	} {
+		for _, n := range []int{0, 1, 3} {
+			got, _ := filter(t, in, n)
+			again, drops := filter(t, got, 0)
+			if again != got || len(drops) != 0 {
+				t.Errorf("chunks of %d: %q passed %q, which the filter changes to %q (%v)", n, in, got, again, drops)
+			}
+			if strings.Contains(got, "\x1b]52") || strings.Contains(got, "\x9d52") || strings.Contains(got, "[21t") {
+				t.Errorf("chunks of %d: %q passed %q", n, in, got)
+			}
+		}
+	}
+}
+
+// TestCloseEndsAnOpenString: a title left open is ended, so that what is
+// written next is not part of it; an undecided head is dropped.
+func TestCloseEndsAnOpenString(t *testing.T) {
+	if got, _ := filter(t, "\x1b]0;half a title", 0); got != "\x1b]0;half a title\x1b\\" {
+		t.Errorf("got %q", got)
+	}
+	if got, _ := filter(t, "x\x1b]5", 0); got != "x" {
+		t.Errorf("got %q", got)
+	}
+	if got, _ := filter(t, "x\x1b", 0); got != "x" {
+		t.Errorf("got %q", got)
+	}
+}
+
+// TestCounts: each dropped sequence is counted under its kind.
+func TestCounts(t *testing.T) {
+	_, drops := filter(t, strings.Repeat("\x1b]52;c;eA==\x07", 3)+"\x1b[21t", 4)
+	want := []Drop{{"CSI 21 t (a title report, read as typed input)", 1}, {"OSC 52 (clipboard)", 3}}
+	if len(drops) != len(want) || drops[0] != want[0] || drops[1] != want[1] {
+		t.Errorf("got %v, want %v", drops, want)
+	}
+}
+
+func FuzzFilterIsIdempotent(f *testing.F) {
+	f.Add([]byte("\x1b]52;c;eA==\x07"))
+	f.Add([]byte("\x1b[21t\xc2\x9d0;x\xc2\x9c"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var once, twice bytes.Buffer
+		w := New(&once)
+		w.Write(in)
+		w.Close()
+		w2 := New(&twice)
+		w2.Write(once.Bytes())
+		w2.Close()
+		if !bytes.Equal(once.Bytes(), twice.Bytes()) || len(w2.Dropped()) != 0 {
+			t.Fatalf("%q passed %q, then %q (%v)", in, once.Bytes(), twice.Bytes(), w2.Dropped())
+		}
+	})
+}
