@@ -459,3 +459,51 @@ func TestGuardGapRefused(t *testing.T) {
 		t.Errorf("control: %v %q", r.err, r.stdout)
 	}
 }
+
+// TestHookAndStartupFilesProtected: the files hook managers, yarn,
+// direnv's usual .envrc, lazygit and interpreters' start-up read from the
+// project, which a tester planted to run code on the host's next commit
+// or yarn command, are quarantined when a direct run makes them, and an
+// existing one cannot be written; positive control: another file is kept.
+func TestHookAndStartupFilesProtected(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := newRepo(t)
+	os.MkdirAll(filepath.Join(ws, ".yarn", "releases"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".yarn", "releases", "yarn-4.5.0.cjs"), []byte("// yarn\n"), 0o644)
+	made := []string{"lefthook-local.json", ".lefthook.toml", ".config/lefthook-local.yml", "prek.toml",
+		".lintstagedrc.mjs", ".envrc.local", ".Rprofile", ".ghci", ".git/lazygit.yml", ".yarn/plugins/p.cjs"}
+	script := `echo x > .yarn/releases/yarn-4.5.0.cjs 2>/dev/null && echo WROTE-yarn
+mkdir -p .config .yarn/plugins
+echo kept > notes.yml
+`
+	for _, p := range made {
+		script += "echo x > " + p + "\n"
+	}
+	r := sh(t, ws, nil, script)
+	mustExit(t, r, 0)
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Error("the existing yarn release was written")
+	}
+	var got []string
+	for _, q := range r.rep.Quarantined {
+		got = append(got, q.Path)
+	}
+	for _, p := range made {
+		top, _, _ := strings.Cut(p, "/")
+		if strings.HasPrefix(p, ".git/") || p == ".yarn/plugins/p.cjs" {
+			top = p
+			if p == ".yarn/plugins/p.cjs" {
+				top = ".yarn/plugins"
+			}
+		}
+		if !slices.Contains(got, top) {
+			t.Errorf("%s: not quarantined (quarantined: %q)", p, got)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s is still in the workspace", p)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "notes.yml")); err != nil || string(b) != "kept\n" {
+		t.Errorf("control: notes.yml %q %v", b, err)
+	}
+}

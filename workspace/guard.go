@@ -54,8 +54,9 @@ import (
 // on the host's `git rebase --continue`, found by a tester): an operation
 // left stopped by a run is quarantined, and one the host left stopped
 // cannot be continued in a direct run (overlay mode can, its apply asking
-// for --force).
-var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks", "rebase-merge", "rebase-apply", "sequencer"}
+// for --force). lazygit reads a per-repository config there, whose pager
+// it runs.
+var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks", "rebase-merge", "rebase-apply", "sequencer", "lazygit.yml"}
 
 // hostConfig are the workspace paths host tools read as configuration or
 // execute on their own. Documented in the README (workspace.protect).
@@ -65,13 +66,16 @@ var hostConfig = []string{
 	// mise reads each of these as the project's config (tasks, hooks, env
 	// that runs commands).
 	".mise.toml", "mise.toml", ".mise.local.toml", "mise.local.toml", ".mise", "mise/config.toml",
-	".config/mise.toml", ".config/mise",
+	// A project's .config holds tools' own: mise's, lefthook's (both
+	// above), dotnet's tool manifest and others that name programs.
+	".config",
 	".vscode", ".idea", ".zed", ".devcontainer", ".helix", ".dir-locals.el", ".dir-locals-2.el",
 	// Vim's and Neovim's 'exrc' reads these from the directory they
 	// start in, coc.nvim its workspace's language servers' commands.
 	".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".vim/coc-settings.json",
-	// Read and run from the current directory by pdb and irb.
-	".pdbrc", ".irbrc",
+	// Read and run from the current directory by pdb, irb, R, pry,
+	// byebug, Octave and GHCi.
+	".pdbrc", ".irbrc", ".Rprofile", ".pryrc", ".byebugrc", ".octaverc", ".ghci",
 	// Coding agents' project settings, which start the MCP servers,
 	// hooks, plugins and lint or test commands they name when the agent
 	// starts in the workspace.
@@ -83,8 +87,24 @@ var hostConfig = []string{
 	".github/hooks", ".clinerules/hooks",
 	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
-	".pre-commit-config.yaml", ".husky", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml",
-	"lefthook-local.yml", ".lefthook-local.yml", ".lefthook",
+	// lefthook reads each of its names with or without the dot and
+	// -local, in five formats, and the -local ones are merged over the
+	// main one (and .config/lefthook*, under .config above); prek reads
+	// prek.toml before the pre-commit names; lint-staged, which husky's
+	// usual hook runs, its own.
+	".pre-commit-config.yaml", ".pre-commit-config.yml", "prek.toml", ".husky",
+	"lefthook.yml", "lefthook.yaml", "lefthook.json", "lefthook.jsonc", "lefthook.toml",
+	".lefthook.yml", ".lefthook.yaml", ".lefthook.json", ".lefthook.jsonc", ".lefthook.toml",
+	"lefthook-local.yml", "lefthook-local.yaml", "lefthook-local.json", "lefthook-local.jsonc", "lefthook-local.toml",
+	".lefthook-local.yml", ".lefthook-local.yaml", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml",
+	".lefthook", ".lefthook-local",
+	".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".lintstagedrc.js",
+	".lintstagedrc.mjs", ".lintstagedrc.cjs", "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+	// Yarn runs the release its .yarnrc.yml's yarnPath names, and the
+	// plugins it lists, at every yarn command.
+	".yarn/releases", ".yarn/plugins",
+	// direnv's usual .envrc sources these.
+	".envrc.local", ".envrc.private",
 	// Toolchain files that name programs to run: rustup runs the
 	// toolchain at a rust-toolchain's path for cargo, rustc and the
 	// rust-analyzer an editor starts; asdf's and mise's .tool-versions
@@ -155,6 +175,7 @@ type Guard struct {
 	// special bits too; modeAbsent: not there); restored the messages
 	// of those Finish put back.
 	modes    map[string]fs.FileMode
+	acls     map[string]bool // those of modes that had a default ACL at the start
 	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
@@ -272,10 +293,11 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		g.stat = statCache{}
 		return g, nil
 	}
-	g.modes = map[string]fs.FileMode{}
+	g.modes, g.acls = map[string]fs.FileMode{}, map[string]bool{}
 	for _, rel := range []string{".", ".git"} {
 		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
 			g.modes[rel] = fi.Mode() & modeBits
+			g.acls[rel] = hasDefaultACL(filepath.Join(g.real, rel))
 		}
 	}
 	binds := map[string]string{}
@@ -350,6 +372,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			g.modes[d] = modeAbsent
 			if fi, err := g.stat.lstat(g.real + "/" + d); err == nil && fi.IsDir() {
 				g.modes[d] = fi.Mode() & modeBits
+				g.acls[d] = hasDefaultACL(g.real + "/" + d)
 			}
 		}
 	}
@@ -854,7 +877,7 @@ const modeAbsent fs.FileMode = fs.ModeDir
 
 // restoreModes puts back the permission bits of the root, of its .git and
 // of the directories on the way to the protected paths where the command
-// let other users write them: any user of the host could then swap in
+// let other users write them, and removes a default ACL it gave them: any user of the host could then swap in
 // hooks that the owner's git runs, or plant a protected file (found by
 // testers). One the command replaced with a link is left alone (the
 // link's target is not the directory it was). Restored says so.
@@ -884,6 +907,12 @@ func (g *Guard) restoreModes() {
 			if os.Chmod(d.self(), was) == nil {
 				g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", joinRel(g.ws, rel), fi.Mode().Perm(), was.Perm()))
 			}
+		}
+		// A default ACL the command gave it would open every file and
+		// directory the owner makes there later to whom it names,
+		// whatever the owner's umask (found by a tester).
+		if !g.acls[rel] && hasDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
+			g.restored = append(g.restored, fmt.Sprintf("the command gave %s a default ACL, which what is made there later would inherit: removed", joinRel(g.ws, rel)))
 		}
 		if rel != "." {
 			d.Close()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var guardRepo = map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/objects/": "", ".git/refs/": "", ".git/config": "[core]\n"}
@@ -315,8 +317,8 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	}
 	defer g.Close()
 	os.Chmod(filepath.Join(ws, ".cargo"), 0o777)
-	os.Mkdir(filepath.Join(ws, ".config"), 0o777)
-	os.Chmod(filepath.Join(ws, ".config"), 0o777)
+	os.Mkdir(filepath.Join(ws, ".github"), 0o777)
+	os.Chmod(filepath.Join(ws, ".github"), 0o777)
 	os.Chmod(filepath.Join(ws, "src"), 0o777)
 	os.Chmod(filepath.Join(ws, ".vim"), 0o777)
 	// A route directory replaced with a link: its target (the root
@@ -327,13 +329,13 @@ func TestFinishRestoresRouteModes(t *testing.T) {
 	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]os.FileMode{".cargo": 0o755, ".config": 0o755, "src": 0o777, ".vim": 0o755 | os.ModeSetgid, ".": 0o751} {
+	for name, want := range map[string]os.FileMode{".cargo": 0o755, ".github": 0o755, "src": 0o777, ".vim": 0o755 | os.ModeSetgid, ".": 0o751} {
 		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode()&(os.ModePerm|os.ModeSetgid) != want {
 			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, want)
 		}
 	}
 	if r := g.Restored(); len(r) != 3 {
-		t.Errorf("Restored() = %q, want .cargo, .config and .vim", r)
+		t.Errorf("Restored() = %q, want .cargo, .github and .vim", r)
 	}
 }
 
@@ -358,5 +360,48 @@ func TestLinkScanBoundWarns(t *testing.T) {
 		if big := n > maxLinkScan; big != (len(w) == 1) || big && !strings.Contains(w[0], ".vscode (host tools") {
 			t.Errorf("%d entries: gaps %q", n, w)
 		}
+	}
+}
+
+// TestFinishRemovesDefaultACL: a default ACL the command put on the root
+// or its .git, which every file the owner made there later inherited
+// (other users' write, whatever the umask; found by a tester), is removed
+// after the run; positive control: one the directory had at the start
+// stays.
+func TestFinishRemovesDefaultACL(t *testing.T) {
+	ws := t.TempDir()
+	os.Mkdir(filepath.Join(ws, ".git"), 0o755)
+	os.Mkdir(filepath.Join(ws, ".cargo"), 0o755)
+	// user::rwx group::rwx other::rwx, the xattr's binary form.
+	acl := []byte{2, 0, 0, 0}
+	for _, tag := range []uint16{1, 4, 0x20} {
+		acl = append(acl, byte(tag), byte(tag>>8), 7, 0, 0xff, 0xff, 0xff, 0xff)
+	}
+	if err := unix.Setxattr(filepath.Join(ws, ".cargo"), "system.posix_acl_default", acl, 0); err != nil {
+		t.Skipf("this filesystem keeps no POSIX ACLs: %v", err)
+	}
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, d := range []string{".", ".git"} {
+		if err := unix.Setxattr(filepath.Join(ws, d), "system.posix_acl_default", acl, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".", ".git"} {
+		if hasDefaultACL(filepath.Join(ws, d)) {
+			t.Errorf("%s keeps the default ACL the command gave it", d)
+		}
+	}
+	if !hasDefaultACL(filepath.Join(ws, ".cargo")) {
+		t.Error("control: .cargo lost the default ACL it had at the start")
+	}
+	if r := g.Restored(); len(r) != 2 || !strings.Contains(r[0], "default ACL") {
+		t.Errorf("Restored() = %q, want the root and .git", r)
 	}
 }

@@ -351,3 +351,16 @@ func hasACL(p string) bool {
 	n, err := unix.Getxattr(p, "system.posix_acl_access", nil)
 	return err == nil && n > 0
 }
+
+// defaultACL is the name of the extended attribute holding a directory's
+// default ACL: the entries every file later made in it inherits.
+const defaultACL = "system.posix_acl_default"
+
+// hasDefaultACL reports whether the directory at p has a default ACL.
+func hasDefaultACL(p string) bool {
+	n, err := unix.Getxattr(p, defaultACL, nil)
+	return err == nil && n > 0
+}
+
+// removeDefaultACL removes the directory's default ACL.
+func removeDefaultACL(p string) error { return unix.Removexattr(p, defaultACL) }
