@@ -34,7 +34,7 @@ func flock(*os.File) error                                    { return errNotLin
 func blocksOf(fi fs.FileInfo) (int64, uint64, uint64, uint64) { return fi.Size(), 0, 0, 1 }
 func renameNoReplace(string, string) error                    { return errors.ErrUnsupported }
 func xattr(string, string) (string, error)                    { return "", errNotLinux }
-func hasDefaultACL(string) bool                              { return false }
+func hasDefaultACL(string) bool                               { return false }
 func removeDefaultACL(string) error                           { return errNotLinux }
 
 type pinnedDir struct{ path string }
