@@ -72,3 +72,28 @@ func TestSecretInQuery(t *testing.T) {
 		t.Error("a secret with both a query parameter and a header template")
 	}
 }
+
+// TestSecretQuotedFormScrubbed: a value that Go's %q escapes (a quote, a
+// backslash, a control, a byte that is not UTF-8), in the error text
+// net/http makes of a malformed status line that echoes it, becomes the
+// placeholder as the plain value does (found by a tester); the control:
+// the plain value.
+func TestSecretQuotedFormScrubbed(t *testing.T) {
+	for _, v := range []string{`Sup3r"Secret\Val`, "tab\there", "caf\xe9-raw", "ünï-cødé"} {
+		secs, err := NewSecrets([]Secret{{Name: "T", Placeholder: NewPlaceholder("T"), Value: v, Hosts: []string{"allowed.test"}}}, testRoots())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph := secs.list[0].Placeholder
+		for _, text := range []string{
+			fmt.Sprintf("malformed HTTP status code %q", v),
+			fmt.Sprintf("%+q", v),
+			"plain " + v,
+		} {
+			got := secs.ScrubText(text)
+			if !strings.Contains(got, ph) || strings.Contains(got, v) {
+				t.Errorf("%q: scrubbed to %q", text, got)
+			}
+		}
+	}
+}

@@ -124,6 +124,18 @@ func (p *patterns) with(val, ph string) *patterns {
 	return q
 }
 
+// quotedForms are the spellings of v inside Go's quotes (strconv.Quote
+// and QuoteToASCII, without the quotes) that differ from v.
+func quotedForms(v string) []string {
+	var out []string
+	for _, q := range []string{strconv.Quote(v), strconv.QuoteToASCII(v)} {
+		if q = q[1 : len(q)-1]; q != v && !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 type secret struct {
 	Secret
 	hosts       []hostRule
@@ -187,6 +199,14 @@ func NewSecrets(list []Secret, roots *x509.CertPool) (*Secrets, error) {
 		if enc := url.QueryEscape(c.Value); c.Query != "" && enc != c.Value {
 			pats = pats.with(enc, c.Placeholder)
 			s.sameLen = s.sameLen && len(enc) == len(c.Placeholder)
+		}
+		// Go quotes a text it reports (%q, as net/http quotes a
+		// malformed status line in the error the proxy relays): a value
+		// with a quote, a backslash, a control or a byte that is not
+		// UTF-8 in it comes back escaped (found by a tester).
+		for _, q := range quotedForms(c.Value) {
+			pats = pats.with(q, c.Placeholder)
+			s.sameLen = s.sameLen && len(q) == len(c.Placeholder)
 		}
 	}
 	s.pats.Store(pats)
