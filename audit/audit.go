@@ -65,6 +65,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // The kinds of record moat writes. Every record is a JSON object with a
@@ -120,6 +121,71 @@ type Decision struct {
 	// Session and Tenant: as in [NetworkRecord].
 	Session string `json:"session,omitempty"`
 	Tenant  string `json:"tenant,omitempty"`
+	// CommandSHA256 is, where [Writer.Write] cut Command (see
+	// [BoundArgv]), the SHA-256 of the whole command line, its arguments
+	// each ended by a NUL byte.
+	CommandSHA256 string `json:"command_sha256,omitempty"`
+}
+
+// maxArg bounds one argument of a command line as a record keeps it, and
+// maxArgv all of them: a program can be started with megabytes of
+// arguments, each byte of which JSON may escape into six, and a record
+// of its refusal must still be written (it was refused as too long, and
+// so was the action's audit) and stay small.
+const (
+	maxArg  = 4 << 10
+	maxArgv = 64 << 10
+)
+
+// BoundArgv returns argv as a record keeps it: an argument longer than
+// its bound cut at a character's start and ended by "…[+N bytes]", and
+// past the bound of all of them, one last "…[+N more arguments]". cut
+// says whether anything was; then sum is the SHA-256 of the whole of
+// argv, each argument ended by a NUL byte.
+func BoundArgv(argv []string) (out []string, cut bool, sum string) {
+	total := 0
+	for _, a := range argv {
+		total += len(a)
+		if len(a) > maxArg || total > maxArgv {
+			cut = true
+			break
+		}
+	}
+	if !cut {
+		return argv, false, ""
+	}
+	h := sha256.New()
+	for _, a := range argv {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	total = 0
+	for i, a := range argv {
+		if total >= maxArgv {
+			out = append(out, fmt.Sprintf("…[+%d more arguments]", len(argv)-i))
+			break
+		}
+		if n := min(maxArg, maxArgv-total); len(a) > n {
+			for n > 0 && !utf8.RuneStart(a[n]) {
+				n--
+			}
+			a = a[:n] + fmt.Sprintf("…[+%d bytes]", len(a)-n)
+		}
+		total += len(a)
+		out = append(out, a)
+	}
+	return out, true, hex.EncodeToString(h.Sum(nil))
+}
+
+// bounded is d with its command lines bounded (BoundArgv).
+func (d Decision) bounded() Decision {
+	if c, cut, sum := BoundArgv(d.Command); cut {
+		d.Command, d.CommandSHA256 = c, sum
+	}
+	if c, cut, _ := BoundArgv(d.Decided); cut {
+		d.Decided = c
+	}
+	return d
 }
 
 // genesis is the "prev" of a file's first record: the SHA-256 of "".
@@ -278,9 +344,24 @@ func prevOf(line []byte) (string, error) {
 const MaxRecord = 64 << 20
 
 // Write appends v, which must encode as a JSON object, as one line, with
-// its "prev" field first. The first error is kept and returned by every
+// its "prev" field first. A [Decision]'s and a [RunRecord]'s command lines
+// are bounded first ([BoundArgv]). The first error is kept and returned by every
 // later Write and by Close.
 func (w *Writer) Write(v any) error {
+	switch r := v.(type) {
+	case Decision:
+		v = r.bounded()
+	case *Decision:
+		if r != nil {
+			v = r.bounded()
+		}
+	case RunRecord:
+		v = r.bounded()
+	case *RunRecord:
+		if r != nil {
+			v = r.bounded()
+		}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("audit record: %w", err)

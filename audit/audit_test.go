@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendsWholeLines(t *testing.T) {
@@ -208,7 +209,8 @@ func TestWriteRefusesWhatVerifyRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := Decision{Type: TypeDecision, Command: []string{strings.Repeat("\x00", MaxRecord/6+1)}}
+	// Not a Decision, whose command lines Write bounds.
+	long := map[string]any{"type": "other", "pad": strings.Repeat("\x00", MaxRecord/6+1)}
 	if err := w.Write(long); err == nil {
 		t.Error("a record longer than MaxRecord was written")
 	}
@@ -358,5 +360,58 @@ func TestTag(t *testing.T) {
 	other := Approval{Type: TypeApproval, Session: "s2"}
 	if got, kind := Tag(other, "s1", "uid:7"); kind != "" || got.(Approval).Session != "s2" {
 		t.Errorf("an approval tagged: %+v %q", got, kind)
+	}
+}
+
+// TestHugeCommandLineRecorded: the decision of a command line of
+// megabytes, each byte of which JSON escapes into six, is written (it was
+// refused as more than a record, and the refused exec left no record:
+// found by a tester), bounded, with the whole line's hash, and the stream
+// verifies; positive control: a short command line is kept as it is.
+func TestHugeCommandLineRecorded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "audit.jsonl")
+	w, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := []string{"curl"}
+	for range 46 {
+		huge = append(huge, strings.Repeat("<", 131000))
+	}
+	huge = append(huge, "é"+strings.Repeat("x", maxArg))
+	if err := w.Write(Decision{Type: TypeDecision, Command: huge, Decided: huge, Verdict: "deny", At: "exec"}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if err := w.Write(&Decision{Type: TypeDecision, Command: []string{"curl", "x"}, Verdict: "deny", At: "exec"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(RunRecord{Type: TypeRun, Command: huge}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	b, _ := os.ReadFile(p)
+	if n, _, err := Verify(bytes.NewReader(b)); n != 3 || err != nil {
+		t.Fatalf("verify: %d records, %v", n, err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	var d Decision
+	if err := json.Unmarshal(lines[0], &d); err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, a := range d.Command {
+		size += len(a)
+	}
+	if len(lines[0]) > 1<<20 || size > maxArgv+100 || d.Command[0] != "curl" || len(d.CommandSHA256) != 64 ||
+		!strings.HasSuffix(d.Command[1], "…[+126904 bytes]") || !strings.HasPrefix(d.Command[len(d.Command)-1], "…[+") {
+		t.Errorf("record of %d bytes, command of %d bytes in %d arguments (%q…), sum %q", len(lines[0]), size, len(d.Command), d.Command[len(d.Command)-1], d.CommandSHA256)
+	}
+	var small Decision
+	json.Unmarshal(lines[1], &small)
+	if !slices.Equal(small.Command, []string{"curl", "x"}) || small.CommandSHA256 != "" {
+		t.Errorf("control: %+v", small)
+	}
+	if c, cut, _ := BoundArgv([]string{"é" + strings.Repeat("x", maxArg)}); !cut || !utf8.ValidString(c[0]) {
+		t.Errorf("a cut argument %q is not UTF-8", c[0][:8])
 	}
 }

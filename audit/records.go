@@ -66,6 +66,8 @@ type RunRecord struct {
 	Time    time.Time `json:"time"`
 	RunID   string    `json:"run_id"`
 	Command []string  `json:"command"`
+	// CommandSHA256: as a [Decision]'s, where Command was cut.
+	CommandSHA256 string `json:"command_sha256,omitempty"`
 	// Workspace is the workspace's path; Policy the policy file, or
 	// "built-in".
 	Workspace string `json:"workspace"`
@@ -146,4 +148,12 @@ func (r RunRecord) MarshalJSON() ([]byte, error) {
 		plain
 		CommandRaw [][]byte `json:"command_raw,omitempty"`
 	}{plain(r), rawArgs(r.Command)})
+}
+
+// bounded is r with its command line bounded (BoundArgv).
+func (r RunRecord) bounded() RunRecord {
+	if c, cut, sum := BoundArgv(r.Command); cut {
+		r.Command, r.CommandSHA256 = c, sum
+	}
+	return r
 }
