@@ -275,3 +275,22 @@ decision = "deny"
 		t.Errorf("make $'deploy\\nx' = %s, want allow (not the word deploy)", d.Verdict)
 	}
 }
+
+// TestDotIsSource: a rule on source decides `. FILE` too, in a line and
+// in a script (found by a tester: `. evil.sh` ran past a deny of
+// `source evil.sh`); the controls: source itself, and `.` of another file.
+func TestDotIsSource(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["source", "evil.sh"] }
+decision = "deny"
+`))
+	for _, line := range []string{"source evil.sh", ". evil.sh", "true && . evil.sh", "if true; then . evil.sh; fi"} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Deny {
+			t.Errorf("%q = %s, want deny", line, d.Verdict)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"sh", "-c", ". ./other.sh"}}); d.Verdict != Allow {
+		t.Errorf("control: . of another file = %s", d.Verdict)
+	}
+}

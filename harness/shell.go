@@ -162,6 +162,9 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	switch {
 	case name == "eval":
 		s.add(ws, "eval runs a string as a command line")
+	case ws[0].s == "." && len(ws) > 1:
+		// The POSIX spelling of bash's source: one rule decides both.
+		s.add(append([]word{{s: "source"}}, ws[1:]...), "")
 	case isShell(name):
 		s.shell(ws, depth, inScript)
 	case multiCall(name) && len(ws) > 1 && !strings.HasPrefix(ws[1].s, "-"):
