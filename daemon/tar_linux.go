@@ -405,7 +405,13 @@ type tarWalk struct {
 // It reads the directory a batch of names at a time, so a directory of
 // millions of entries costs the daemon no more memory than a small one
 // before MaxTarEntries stops the walk.
+//
+// A name is written once: a directory read in batches while a command
+// renames in it can list a name again (XFS does), and an archive naming
+// a link and then a directory of the same name led an extractor through
+// the link (found by a tester).
 func (t *tarWalk) dir(d *os.File, prefix string) error {
+	seen := map[string]bool{}
 	for {
 		names, err := d.Readdirnames(tarDirBatch)
 		if err == io.EOF {
@@ -414,7 +420,14 @@ func (t *tarWalk) dir(d *os.File, prefix string) error {
 		if err != nil {
 			return err
 		}
-		if err := t.names(d, prefix, names); err != nil {
+		fresh := names[:0]
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				fresh = append(fresh, n)
+			}
+		}
+		if err := t.names(d, prefix, fresh); err != nil {
 			return err
 		}
 	}

@@ -17,8 +17,9 @@ import (
 // directory, as `moat cp SESSION:DIR HOSTDIR` downloads it), beneath the
 // host directory dir: directories, regular files and symbolic links (as
 // links); other entries are left out and reported to warn. os.Root
-// refuses every way out of dir, and a file replaces a link of its name
-// rather than writing through it.
+// refuses every way out of dir, a file replaces a link of its name
+// rather than writing through it, and an entry beneath a link (one the
+// archive made, or one dir had) is left out.
 //
 // What a sandbox wrote must not run on the host by itself afterwards, as
 // Apply holds for a change set: unless force, an entry host tools read as
@@ -59,6 +60,14 @@ func Extract(r io.Reader, dir string, force bool, warn func(name, why string)) (
 		}
 		if why, ok := HostRun(name); ok && !force {
 			leave(name, why)
+			continue
+		}
+		// Nothing is written through a link, the archive's own or one
+		// already there: the protected names are checked on the name as
+		// written, and h -> .git/hooks then h/pre-commit would land in
+		// the hooks (found by a tester), --force or not.
+		if l := linkAbove(root, name); l != "" {
+			leave(name, "it lies beneath "+l+", a symbolic link, and is not written through it")
 			continue
 		}
 		if d := path.Dir(name); d != "." {
@@ -125,6 +134,20 @@ func Extract(r io.Reader, dir string, force bool, warn func(name, why string)) (
 		leave(name, "a git directory's "+path.Base(name)+" (the directory has HEAD, objects and refs), which git reads and runs")
 	}
 	return left, nil
+}
+
+// linkAbove returns the first directory on name's way below root that is
+// a symbolic link, or "".
+func linkAbove(root *os.Root, name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		if fi, err := root.Lstat(name[:i]); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return name[:i]
+		}
+	}
+	return ""
 }
 
 // HostRun reports whether rel (clean, slash-separated, relative to any

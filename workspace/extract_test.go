@@ -85,3 +85,46 @@ func TestExtract(t *testing.T) {
 		t.Errorf("../escape: %v", err)
 	}
 }
+
+// TestExtractNotThroughLinks: an archive that makes a link and then
+// names entries beneath it (h -> .git/hooks, then h/pre-commit: a daemon's
+// walk listed a renamed name twice, found by a tester) writes nothing
+// through it, with --force too, nor through a link the directory had; the
+// link itself is copied, and so is the control beside it.
+func TestExtractNotThroughLinks(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "h", Typeflag: tar.TypeSymlink, Linkname: ".git/hooks"})
+	tw.WriteHeader(&tar.Header{Name: "h/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "h/pre-commit", Typeflag: tar.TypeReg, Mode: 0o755, Size: 3})
+	tw.Write([]byte("x\n\n"))
+	tw.WriteHeader(&tar.Header{Name: "had/tasks.json", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+	tw.Write([]byte("{}"))
+	tw.WriteHeader(&tar.Header{Name: "ok.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+	tw.Write([]byte("ok"))
+	tw.Close()
+	for _, force := range []bool{false, true} {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, ".git", "hooks"), 0o755)
+		os.Mkdir(filepath.Join(dir, ".vscode"), 0o755)
+		os.Symlink(".vscode", filepath.Join(dir, "had"))
+		left, err := Extract(bytes.NewReader(buf.Bytes()), dir, force, func(string, string) {})
+		if err != nil {
+			t.Fatalf("force %v: %v", force, err)
+		}
+		if !slices.Contains(left, "h/pre-commit") || !slices.Contains(left, "had/tasks.json") {
+			t.Errorf("force %v: left out %q", force, left)
+		}
+		for _, p := range []string{".git/hooks/pre-commit", ".vscode/tasks.json"} {
+			if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+				t.Errorf("force %v: %s was written through a link", force, p)
+			}
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, "h")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("force %v: the link h: %v %v", force, fi, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "ok.txt")); err != nil || string(b) != "ok" {
+			t.Errorf("force %v: control ok.txt %q %v", force, b, err)
+		}
+	}
+}

@@ -140,7 +140,7 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 	}
 	if len(left) > 0 {
 		// The rest is copied; the status says it is not all.
-		fmt.Fprintf(stderr, "moat cp: left out %d path(s) that host tools would read or run on their own (above); review them in the session, and copy with --force to take them anyway\n", len(left))
+		fmt.Fprintf(stderr, "moat cp: left out %d path(s) (above); review them in the session: --force takes those host tools would read or run on their own, never what lies beneath a link\n", len(left))
 		return exitMoatError
 	}
 	return 0
