@@ -100,3 +100,38 @@ func TestApprovalsBounded(t *testing.T) {
 		t.Errorf("audit: %q, want %q", strings.Join(got, ", "), want)
 	}
 }
+
+// TestApprovalNotesPlainText: a deny or approve whose name or reason
+// holds a control sequence is refused (it reached the asker's terminal
+// raw, found by a tester), and the approval stays pending; the control:
+// the same deny in plain text answers it.
+func TestApprovalNotesPlainText(t *testing.T) {
+	m, err := New(Config{StateDir: t.TempDir(), Engine: newFake, Approvals: true, ApprovalTimeout: time.Minute, Audit: &memAudit{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	ctx := context.Background()
+	a := TokenTenant("a")
+	s, err := m.Create(ctx, a, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := ask(ctx, s, []string{"git", "push"})
+	p := pending(t, m, a, 1)
+	for _, bad := range [][2]string{{"", "\x1b]0;OWNED\x07"}, {"\x1b[31mred", ""}, {"", "line\nmoat: fake"}, {"", "\u202eevil"}} {
+		if _, err := m.Deny(a, p.ID, bad[0], bad[1]); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("deny %q: %v, want a bad request", bad, err)
+		}
+		if _, err := m.Approve(a, p.ID, ApproveRequest{Name: bad[0], Why: bad[1]}); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("approve %q: %v, want a bad request", bad, err)
+		}
+	}
+	pending(t, m, a, 1)
+	if _, err := m.Deny(a, p.ID, "ops", "not now"); err != nil {
+		t.Fatalf("plain deny: %v", err)
+	}
+	if r := <-done; r.err == nil || !strings.Contains(r.err.Error(), "not now") {
+		t.Errorf("the asker got %+v", r)
+	}
+}

@@ -418,6 +418,12 @@ func checkNotes(name, why string) error {
 	if len(name) > maxNote || len(why) > maxNote {
 		return fmt.Errorf("%w: a name or reason is at most %d bytes", ErrBadRequest, maxNote)
 	}
+	// They reach the asker's terminal (moat exec), the audit stream and
+	// the approvals page: a control sequence there is no note but an
+	// act on whoever shows it (found by a tester).
+	if strings.ContainsFunc(name, workspace.MustEscape) || strings.ContainsFunc(why, workspace.MustEscape) {
+		return fmt.Errorf("%w: a name or reason holds a control character (an escape sequence, a line end, a bidirectional control): write it as plain text", ErrBadRequest)
+	}
 	return nil
 }
 

@@ -110,7 +110,7 @@ func execTTY(c *client.Client, id string, req *client.ExecRequest, stdin io.Read
 		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeText(rep.Network)) // names the command sent
 	}
 	if rep.Error != "" {
-		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
+		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeMessage(rep.Error)) // may quote a person's reason or a name
 	}
 	printRulesRefused(stderr, rep.Denials)
 	return rep.ExitCode

@@ -414,9 +414,9 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeText(rep.Network)) // names the command sent
 	}
 	if rep.Error != "" {
-		fmt.Fprintf(stderr, "moat exec: %s\n", rep.Error)
+		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeMessage(rep.Error)) // may quote a person's reason or a name
 	} else if rep.Reason != "" && rep.Reason != "exit" && !brokenPipe(rep.Reason, rep.Signal) {
-		fmt.Fprintf(stderr, "moat exec: %s\n", execSummary(rep))
+		fmt.Fprintf(stderr, "moat exec: %s\n", workspace.EscapeMessage(execSummary(rep)))
 	} else if len(rep.LimitsHit) > 0 {
 		fmt.Fprintf(stderr, "moat exec: during the command it hit the session's %s limit; the command went on and exited with status %d\n", strings.Join(rep.LimitsHit, ", "), rep.ExitCode)
 	}
