@@ -519,17 +519,19 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 		argv = append(argv, "--include="+in.Glob)
 	}
 	argv = append(argv, "-e", in.Pattern)
-	var out bytes.Buffer
+	// Its start and end only, as run_command's: a match on a line of
+	// hundreds of megabytes would be held whole in the daemon's memory,
+	// outside any limit of the session's (found by a tester).
+	out := newCapture(s.opts.MaxOutput)
 	errb := &capped{max: 64 << 10}
-	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, backend.Stdio{Stdout: &out, Stderr: errb})
+	rep, err := s.session().Exec(ctx, &daemon.ExecRequest{Args: argv, Approver: s.fallback()}, backend.Stdio{Stdout: out, Stderr: errb})
 	if err != nil {
 		return errorResult(refusal(rep, err)), nil, nil
 	}
 	msg := strings.TrimSpace(errb.buf.String())
 	switch {
 	case rep.ExitCode == 0:
-		t, _ := truncate(out.Bytes(), s.opts.MaxOutput)
-		return textResult(t), nil, nil
+		return textResult(out.show(s.opts.MaxOutput)), nil, nil
 	case rep.ExitCode == 1:
 		return textResult("no matches"), nil, nil
 	case rep.ExitCode == 2 && unreadOnly(msg):
@@ -538,8 +540,7 @@ func (s *server) searchFiles(ctx context.Context, _ *mcp.CallToolRequest, in sea
 		if out.Len() == 0 {
 			return textResult("no matches in the files grep could read" + note), nil, nil
 		}
-		t, _ := truncate(out.Bytes(), s.opts.MaxOutput)
-		return textResult(t + note), nil, nil
+		return textResult(out.show(s.opts.MaxOutput) + note), nil, nil
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("grep ended with exit code %d (%s)", rep.ExitCode, rep.Reason)
@@ -616,12 +617,13 @@ func (s *server) diff(_ context.Context, _ *mcp.CallToolRequest, in diffIn) (*mc
 	if in.Summary {
 		f = workspace.Summary
 	}
-	var b bytes.Buffer
-	if err := cs.WriteDiff(&b, changes, workspace.DiffOptions{Format: f}); err != nil {
+	// Its start and end only: the whole diff of large files would be
+	// held in the daemon's memory first (found by a tester).
+	b := newCapture(s.opts.MaxOutput)
+	if err := cs.WriteDiff(b, changes, workspace.DiffOptions{Format: f}); err != nil {
 		return errorResult("writing the diff: " + err.Error()), nil, nil
 	}
-	t, _ := truncate(b.Bytes(), s.opts.MaxOutput)
-	return textResult(t), nil, nil
+	return textResult(b.show(s.opts.MaxOutput)), nil, nil
 }
 
 // previewRefusal says why the change set id refuses the apply Preview

@@ -312,6 +312,11 @@ func TestFiles(t *testing.T) {
 			e.ok(t, "list_files", map[string]any{"recursive": true}, "dir/f.txt (")
 			e.ok(t, "search_files", map[string]any{"pattern": "^[0-9]$"}, "dir/f.txt:2:2", "dir/f.txt:3:3")
 			e.ok(t, "search_files", map[string]any{"pattern": "absent"}, "no matches")
+			// A match on a line of a megabyte comes back as its start and
+			// end, as run_command's output does (it was held whole).
+			e.ok(t, "run_command", map[string]any{"command": "head -c 1000000 /dev/zero | tr '\\0' a > big.txt"}, "exit code: 0")
+			e.ok(t, "search_files", map[string]any{"pattern": "a", "path": "big.txt"}, "bytes of output left out")
+			e.ok(t, "run_command", map[string]any{"command": "rm big.txt"}, "exit code: 0")
 			e.fails(t, "read_file", map[string]any{"path": "nope.txt"}, "no such file")
 
 			// Paths out of the workspace, by name and by link.
