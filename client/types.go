@@ -237,6 +237,9 @@ const (
 	// CodeBodyTimeout: the request's body went quiet (no byte for the
 	// daemon's idle bound) and was abandoned.
 	CodeBodyTimeout = "body_timeout"
+	// CodeBusy: the daemon has no file descriptor free for the request
+	// (503); try again.
+	CodeBusy = "busy"
 )
 
 // FileInfo describes an entry of a session's workspace.

@@ -31,6 +31,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status == http.StatusInternalServerError && !gone {
 		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	if e.Status == http.StatusUnauthorized {
+		// A caller without a credential keeps no connection of the
+		// daemon's open.
+		w.Header().Set("Connection", "close")
+	}
 	writeError(w, e)
 }
 

@@ -27,12 +27,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path"
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/client"
@@ -72,6 +75,14 @@ type Server struct {
 	// KeepAlive is how long an exec's answer may stay silent before a
 	// keepalive event is sent (DefaultKeepAlive when zero).
 	KeepAlive time.Duration
+
+	// MaxConnsPerCaller bounds the connections one caller holds open at
+	// once: a unix socket peer's uid, or a TCP peer's address (before
+	// its token is read). A connection past it is answered 429 and
+	// closed, so that one tenant cannot take every file descriptor of
+	// the daemon's and lock the others out. Zero: DefaultMaxConnsPerCaller.
+	MaxConnsPerCaller int
+	conns             connCount
 
 	// initOnce builds mux at the first request: requests that come at
 	// once must not build it twice, or route through one half built.
@@ -135,6 +146,47 @@ type connInfo struct {
 	uid  int
 	// refused: why the unix socket's peer may not use it (see peer).
 	refused string
+	// busy: why the daemon cannot serve the connection now (its caller
+	// holds too many, or no file descriptor is free); status its status.
+	busy   string
+	status int
+}
+
+// DefaultMaxConnsPerCaller is Server.MaxConnsPerCaller's default: far
+// more than a platform's clients hold at once (a stream of each of
+// hundreds of sessions), and far fewer than the daemon's descriptors.
+const DefaultMaxConnsPerCaller = 1024
+
+// connCount counts the open connections of each caller.
+type connCount struct {
+	mu  sync.Mutex
+	by  map[string]int
+	key sync.Map // net.Conn → its caller's key
+}
+
+// open counts c for key and reports whether it is within max.
+func (cc *connCount) open(c net.Conn, key string, max int) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.by == nil {
+		cc.by = map[string]int{}
+	}
+	cc.by[key]++
+	cc.key.Store(c, key)
+	return cc.by[key] <= max
+}
+
+// closed stops counting c.
+func (cc *connCount) closed(c net.Conn) {
+	k, ok := cc.key.LoadAndDelete(c)
+	if !ok {
+		return
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.by[k.(string)]--; cc.by[k.(string)] <= 0 {
+		delete(cc.by, k.(string))
+	}
 }
 
 // HTTPServer returns an http.Server for s: it learns each unix socket
@@ -151,13 +203,33 @@ func (s *Server) HTTPServer() *http.Server {
 		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			ci := connInfo{uid: -1}
+			key := "addr:?"
 			if uc, ok := c.(*net.UnixConn); ok {
 				ci.unix = true
-				if uid, refused, err := peer(uc); err == nil {
+				uid, refused, err := peer(uc)
+				switch {
+				case err == nil:
 					ci.uid, ci.refused = uid, refused
+					key = "uid:" + strconv.Itoa(uid)
+				case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+					ci.busy, ci.status = "the daemon has no file descriptor free: try again", http.StatusServiceUnavailable
 				}
+			} else if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+				key = "addr:" + ap.Addr().Unmap().String()
+			}
+			max := s.MaxConnsPerCaller
+			if max <= 0 {
+				max = DefaultMaxConnsPerCaller
+			}
+			if !s.conns.open(c, key, max) && ci.busy == "" {
+				ci.busy, ci.status = fmt.Sprintf("this caller holds %d connections to the daemon already, the most it may", max), http.StatusTooManyRequests
 			}
 			return context.WithValue(ctx, connKey{}, ci)
+		},
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				s.conns.closed(c)
+			}
 		},
 	}
 }
@@ -240,6 +312,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// ends: the connection ends with the answer instead. (It ends
 		// with an interactive exec's own answer too: see execInteractive.)
 		w.Header().Set("Connection", "close")
+	}
+	if ci, _ := r.Context().Value(connKey{}).(connInfo); ci.busy != "" {
+		// Before any route, and the connection goes: its descriptor is
+		// what is short.
+		rw.Header().Set("Connection", "close")
+		code := client.CodeQuota
+		if ci.status == http.StatusServiceUnavailable {
+			code = client.CodeBusy
+		}
+		writeError(rw, &client.Error{Status: ci.status, Code: code, Message: ci.busy})
+		return
 	}
 	if ci, _ := r.Context().Value(connKey{}).(connInfo); ci.refused != "" {
 		// Before any route: the API, /mcp and the pages alike. The

@@ -51,6 +51,11 @@ func peer(c *net.UnixConn) (uid int, refused string, err error) {
 	switch {
 	case perr == nil:
 		defer unix.Close(pidfd)
+	case errors.Is(perr, unix.EMFILE) || errors.Is(perr, unix.ENFILE):
+		// No descriptor for the pidfd: the daemon is short, not the
+		// caller gone (a tenant holding the daemon's fds made every
+		// caller look like one that had ended, found by a tester).
+		return -1, "", perr
 	case errors.Is(perr, unix.ENOPROTOOPT):
 		// Before Linux 6.5: the pid alone (a documented limitation).
 		pidfd = -1

@@ -1,0 +1,105 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/daemon"
+	"github.com/moatbox/moat/httpapi"
+)
+
+// TestConnectionsPerCallerBounded: a caller (a TCP address) that holds
+// the most connections it may gets 429 on the next, which the daemon
+// closes, while another caller (the unix socket's) is served; once the
+// first closes one, it is served again (found by a tester: one tenant
+// took every descriptor of the daemon's). A 401 closes its connection.
+func TestConnectionsPerCallerBounded(t *testing.T) {
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
+	d := startDaemonWith(t, daemon.Config{}, tokens, func(s *httpapi.Server) { s.MaxConnsPerCaller = 3 })
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	get := func(c net.Conn, auth string) (*http.Response, error) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		req, _ := http.NewRequest("GET", "http://moat/v1/sessions", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		if err := req.Write(c); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(bufio.NewReader(c), req)
+	}
+	for i := range 3 {
+		c, err := net.Dial("tcp", d.tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		resp, err := get(c, "tok-a")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("connection %d: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	c, err := net.Dial("tcp", d.tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := get(c, "tok-a")
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || !resp.Close {
+		t.Errorf("the fourth connection: %v %v, want 429 and closed", resp, err)
+	} else {
+		var b strings.Builder
+		bufio.NewReader(resp.Body).WriteTo(&b)
+		if !strings.Contains(b.String(), client.CodeQuota) {
+			t.Errorf("the fourth connection's answer: %s", b.String())
+		}
+	}
+	c.Close()
+	// Another caller is served meanwhile.
+	if _, err := d.c.Sessions(context.Background()); err != nil {
+		t.Errorf("the unix socket's caller: %v", err)
+	}
+	// Once one of the three goes, a new one is served.
+	held[0].Close()
+	held = held[1:]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", d.tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := get(c, "tok-a")
+		if err == nil && resp.StatusCode == 200 {
+			held = append(held, c)
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("after a connection closed: %v %v", resp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A 401 does not keep its connection (it is counted until closed).
+	held[0].Close()
+	held = held[1:]
+	time.Sleep(100 * time.Millisecond)
+	c, err = net.Dial("tcp", d.tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if resp, err := get(c, "wrong"); err != nil || resp.StatusCode != 401 || !resp.Close {
+		t.Errorf("a wrong token: %v %v, want 401 and closed", resp, err)
+	}
+}
