@@ -152,8 +152,8 @@ func workspaceOwner(s *Session) int {
 // errNotReviewed refuses a diff or an apply of a change set the daemon
 // does not review (see reviewable).
 func errNotReviewed(changeSet string) error {
-	return fmt.Errorf("%w: the daemon reviews a change set only as the workspace's owner; its own user is not that (moat diff %s and moat apply %s on the host do it; the daemon can discard it)",
-		ErrUnsupportedMode, changeSet, changeSet)
+	return fmt.Errorf("%w: the daemon reviews a change set only in a workspace its own user owns, and this one is another user's: the change set %s is kept in the daemon's state directory, where the daemon's user reviews and applies it on the host (moat diff %s, moat apply %s, with MOAT_STATE_DIR set to that directory); the session's tenant can discard it",
+		ErrUnsupportedMode, changeSet, changeSet, changeSet)
 }
 
 // reviewDisk is what r keeps on the daemon's disk: its change set's
