@@ -420,6 +420,11 @@ func TestBadInput(t *testing.T) {
 		{"malformed JSON", "POST", "/v1/sessions", `{"ttl":`, nil, 400, client.CodeBadRequest, "malformed"},
 		{"unknown field", "POST", "/v1/sessions", `{"tll":"1m"}`, nil, 400, client.CodeBadRequest, `unknown field "tll"`},
 		{"two values", "POST", "/v1/sessions", `{} {}`, nil, 400, client.CodeBadRequest, "after the JSON value"},
+		// What encoding/json lets pass, and a proxy in front would read
+		// otherwise: a field in another case, a field given twice.
+		{"field in another case", "POST", "/v1/sessions/" + s.ID + "/exec", `{"ARGS":["true"]}`, nil, 400, client.CodeBadRequest, `field "ARGS": the field is "args"`},
+		{"field twice", "POST", "/v1/sessions/" + s.ID + "/exec", `{"args":["echo","a"],"args":["true"]}`, nil, 400, client.CodeBadRequest, `field "args" is given twice`},
+		{"create's field in another case", "POST", "/v1/sessions", `{"TTL":"1m"}`, nil, 400, client.CodeBadRequest, `field "TTL": the field is "ttl"`},
 		{"empty body", "POST", "/v1/sessions", ``, nil, 400, client.CodeBadRequest, "empty"},
 		{"null body", "POST", "/v1/sessions", `null`, nil, 400, client.CodeBadRequest, "not a JSON object"},
 		{"array body", "POST", "/v1/sessions", `[]`, nil, 400, client.CodeBadRequest, "not a JSON object"},

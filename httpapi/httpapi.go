@@ -459,6 +459,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		err = errors.New("the body is not a JSON object")
 	}
 	if err == nil {
+		err = strictKeys(raw, reflect.TypeOf(v))
+	}
+	if err == nil {
 		obj := json.NewDecoder(bytes.NewReader(raw))
 		obj.DisallowUnknownFields()
 		err = obj.Decode(v)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -56,6 +57,9 @@ func strictLine(line []byte, v any, what string) error {
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
 		err = errors.New("data after the JSON value")
+	}
+	if err == nil {
+		err = strictKeys(line, reflect.TypeOf(v))
 	}
 	if err != nil {
 		return badRequest("malformed %s: %v", what, err)
