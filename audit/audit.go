@@ -66,6 +66,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // The kinds of record moat writes. Every record is a JSON object with a
@@ -366,6 +368,9 @@ func (w *Writer) Write(v any) error {
 	if err != nil {
 		return fmt.Errorf("audit record: %w", err)
 	}
+	// A person reads the stream on a terminal (tail -f): the C1
+	// controls a command line or a name may hold go escaped.
+	b = termsafe.JSONControls(b)
 	if len(b) < 2 || b[0] != '{' {
 		return fmt.Errorf("audit record: %T does not encode as a JSON object", v)
 	}

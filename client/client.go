@@ -282,18 +282,32 @@ const LayerTerminal = "terminal"
 // sequences that reach beyond the screen, a clipboard write or a title
 // report, are dropped, each kind a Denial of LayerTerminal in the report.
 func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {
-	var term termsafe.Set
-	stdout, stderr = term.Wrap(stdout), term.Wrap(stderr)
+	stdout, stderr, done := TerminalOutput(stdout, stderr)
 	rep, err := c.copyEvents(body, stdout, stderr)
-	drops := term.Close()
+	dropped := done()
 	if rep != nil {
-		for _, d := range drops {
-			rep.Denials = append(rep.Denials, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
+		rep.Denials = append(rep.Denials, dropped...)
+	}
+	return rep, err
+}
+
+// TerminalOutput returns stdout and stderr filtered where they are a
+// terminal (a file that is one, or a writer whose Unwrap method leads to
+// one), as Exec filters a command's output, for a caller that writes a
+// session's output itself (Output's, a background command's). done ends
+// the filter once the output is written and returns what it dropped, a
+// Denial of LayerTerminal for each kind.
+func TerminalOutput(stdout, stderr io.Writer) (o, e io.Writer, done func() []Denial) {
+	term := new(termsafe.Set)
+	return term.Wrap(stdout), term.Wrap(stderr), func() []Denial {
+		var out []Denial
+		for _, d := range term.Close() {
+			out = append(out, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
 				Rule: "output to a terminal keeps to the control sequences that draw on its screen",
 				Hint: "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"})
 		}
+		return out
 	}
-	return rep, err
 }
 
 func (c *Client) copyEvents(body io.Reader, stdout, stderr io.Writer) (*ExitReport, error) {

@@ -1008,9 +1008,12 @@ func (d *differ) json(w *bufio.Writer, changes []Change) error {
 		}
 		out.Changes = append(out.Changes, jc)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(JSONControls(b), '\n'))
+	return err
 }
 
 // writeHeader writes a file section's "diff --git" line and its mode

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // A change set is written by the command under review, so every name and
@@ -172,3 +174,7 @@ func MustEscape(r rune) bool {
 	}
 	return r == utf8.RuneError
 }
+
+// JSONControls returns b, JSON text, with the controls encoding/json
+// leaves as they are written as escapes (see termsafe.JSONControls).
+func JSONControls(b []byte) []byte { return termsafe.JSONControls(b) }

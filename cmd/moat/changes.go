@@ -77,6 +77,7 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	sort.Slice(infos, func(i, j int) bool { return infos[i].LastUsed.After(infos[j].LastUsed) })
 	if *asJSON {
 		b, _ := json.Marshal(infos)
+		b = workspace.JSONControls(b)
 		fmt.Fprintf(stdout, "%s\n", b)
 		return 0
 	}

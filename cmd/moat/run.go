@@ -414,6 +414,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if f.jsonOut {
 		b, _ := json.Marshal(rep)
+		b = workspace.JSONControls(b)
 		fmt.Fprintf(stdout, "%s%s\n", tail.sep(), b)
 	}
 	return cutStatus(rep.Reason, rep.Budget, rep.ExitCode)
@@ -609,6 +610,7 @@ func openReport(path string) (*os.File, error) {
 func failedReport(f *runFlags, cmdline []string, err error, stdout, stderr io.Writer) {
 	if f.jsonOut {
 		b, _ := json.Marshal(sandbox.FailedReport(cmdline, err))
+		b = workspace.JSONControls(b)
 		fmt.Fprintf(stdout, "%s\n", b) // nothing ran: the first line
 	}
 	if f.reportFile == "" {

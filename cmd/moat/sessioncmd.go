@@ -726,14 +726,30 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 	}
 	c := connect(*sock)
 	defer c.Close()
+	// The command's output to a terminal is filtered as moat exec's is.
+	outW, errW, done := client.TerminalOutput(stdout, stderr)
+	code := copyLogs(c, fs.Arg(0), fs.Arg(1), *follow, outW, errW, stderr)
+	var filtered []string
+	for _, d := range done() {
+		filtered = append(filtered, fmt.Sprintf("%s ×%d", d.What, d.Count))
+	}
+	if len(filtered) > 0 {
+		fmt.Fprintf(stderr, "moat logs: dropped from the output to the terminal: %s (pipe the output to see it as written)\n", workspace.EscapeText(firstOf(filtered, maxListed)))
+	}
+	return code
+}
+
+// copyLogs is moat logs' copy of a background command's output to outW and
+// errW; moat's own messages go to stderr.
+func copyLogs(c *client.Client, session, id string, follow bool, outW, errW, stderr io.Writer) int {
 	ctx := context.Background()
 	var after, dropped int64
 	for {
 		var wait time.Duration
-		if *follow {
+		if follow {
 			wait = 30 * time.Second
 		}
-		o, err := c.Output(ctx, fs.Arg(0), fs.Arg(1), after, wait)
+		o, err := c.Output(ctx, session, id, after, wait)
 		if err != nil {
 			return apiFail(stderr, "logs", err, "")
 		}
@@ -742,9 +758,9 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 			dropped = o.Dropped
 		}
 		for _, ch := range o.Chunks {
-			w := stdout
+			w := outW
 			if ch.Stream == "stderr" {
-				w = stderr
+				w = errW
 			}
 			data := ch.DataBase64
 			if ch.Data != "" {
@@ -759,7 +775,7 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		after = o.Next
-		if !*follow || !o.Running && len(o.Chunks) == 0 {
+		if !follow || !o.Running && len(o.Chunks) == 0 {
 			return 0
 		}
 	}

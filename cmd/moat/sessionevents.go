@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/moatbox/moat/client"
+	"github.com/moatbox/moat/workspace"
 )
 
 // cmdSessionEvents is moat session events [-f] SESSION: the session's
@@ -32,7 +33,7 @@ func cmdSessionEvents(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := c.Events(ctx, fs.Arg(0), 0, *follow, func(ev *client.AuditEvent) error {
-		_, err := fmt.Fprintf(stdout, "%s\n", ev.Record)
+		_, err := fmt.Fprintf(stdout, "%s\n", workspace.JSONControls(ev.Record)) // U+009D would begin an OSC
 		return err
 	})
 	if err != nil && ctx.Err() == nil {

@@ -474,6 +474,20 @@ func TestSessionTerminalControlSequencesFiltered(t *testing.T) {
 			}
 		})
 	}
+	// moat logs filters a background command's output the same way.
+	code, pid, _ := moat(t, dir, "exec", "--socket", sock, "-d", id, "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exec -d: %d", code)
+	}
+	o := newOuterTerminal(t)
+	cmd := o.start(t, dir, "logs", "--socket", sock, "-f", id, strings.TrimSpace(pid))
+	if code := o.wait(t, cmd); code != 0 {
+		t.Fatalf("logs: exit %d: %q", code, o.shown())
+	}
+	if shown := o.shown(); !strings.Contains(shown, "ab\x1b]0;moat-title\x07c") || strings.Contains(shown, "]52;") ||
+		!strings.Contains(shown, "moat logs: dropped from the output to the terminal: OSC 52 (clipboard) ×1") {
+		t.Errorf("moat logs showed %q", shown)
+	}
 	code, out, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", script)
 	if code != 0 || !strings.Contains(out, "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
 		t.Errorf("output to a pipe: %d %q %q: want it as written", code, out, errs)

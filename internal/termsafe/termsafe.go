@@ -5,21 +5,25 @@
 // screen: writing or reading the clipboard (OSC 52 and its kin), the
 // emulator's file transfers, logs and fonts (iTerm2's OSC 1337, kitty's
 // file transfer, xterm's OSC 46 and 50), application program commands
-// (kitty's graphics protocol reads files of the host by name), a
-// multiplexer's passthrough (tmux's), and the title reports whose answer
-// a shell would read as typed input once moat has exited.
+// (kitty's graphics protocol reads files of the host by name), device
+// control strings but the few that draw or ask (a multiplexer's
+// passthrough, kitty's remote control and xterm's key definitions are
+// among the rest), and the title reports whose answer a shell would read
+// as typed input once moat has exited.
 //
 // It owns the parser and nothing else: which writers are terminals and
 // where the drops are reported are its callers' (the backends' relays,
 // the client's copy of a session's output). The parser follows the DEC
-// ANSI parser that terminals implement (vt100.net), so that where the
-// filter sees a sequence begin and end the terminal does too: an ESC or a
-// C1 control ends any string, CAN and SUB cancel a sequence, and C1
-// controls are recognised in their UTF-8 form (U+0080 to U+009F, as xterm
-// reads them) and as lone 8-bit bytes. Bytes it holds back to decide (a
-// sequence's head) are written with what follows them in one Write, so
-// that a sequence it passes reaches the terminal whole even when another
-// writer shares it.
+// ANSI parser that terminals implement (vt100.net) and reads UTF-8 as a
+// strict decoder does, so that where the filter sees a sequence begin and
+// end the terminal does too: an ESC or a C1 control ends any string, CAN
+// and SUB cancel a sequence, C1 controls are recognised in their UTF-8
+// form (U+0080 to U+009F, as xterm reads them) and as bytes that are no
+// part of a character, and a byte that breaks a character is read afresh.
+// What it passes of a sequence it decides on (an OSC's number, a DCS's
+// kind) it writes rebuilt from what it decided, never as the bytes came,
+// and whole, in one Write, so that a sequence reaches the terminal as
+// decided even when other writers share it.
 //
 // No library does this: terminal libraries parse input or render output,
 // and the sanitisers that exist strip every control sequence, which would
@@ -42,21 +46,30 @@ type Drop struct {
 
 // Writer is an io.Writer that passes what is written to the writer under
 // it with the dangerous control sequences removed. It is safe for
-// concurrent use: one parser sees each Write whole.
+// concurrent use.
 type Writer struct {
-	w  io.Writer
-	wm sync.Mutex // held by Write and Close
+	p *parser
+	w io.Writer
+}
+
+// parser is the state of one terminal's stream, which every Writer to
+// that terminal shares (see Set).
+type parser struct {
+	mu sync.Mutex // held by Write and Close
 
 	state   state
-	head    []byte // the bytes of the sequence being decided
-	cont    int    // UTF-8 continuation bytes expected
-	lead    bool   // a 0xC2 byte is held: the next may make a C1 control
-	kind    string // the string being dropped or passed
-	escHeld bool   // an ESC is held (in a string: the first byte of ST?)
+	head    []byte // what a sequence being decided holds (its graphic bytes)
+	kind    string // the string being passed or dropped: OSC, DCS, APC…
+	escHeld bool   // an ESC is held: the next byte decides what it begins
+	c2Held  bool   // a 0xC2 is held: with the next byte it may be a C1 control
+	need    int    // UTF-8 continuation bytes the character still needs
+	lo, hi  byte   // the range the next continuation byte must be in
+	saw     bool   // a control sequence or a shift was passed
+	last    io.Writer
 
 	out []byte
 
-	mu      sync.Mutex
+	dmu     sync.Mutex
 	dropped map[string]int
 }
 
@@ -64,25 +77,71 @@ type state int
 
 const (
 	ground   state = iota
-	escape         // after ESC
-	escInter       // ESC, intermediates (ESC ( B ...)
+	escInter       // ESC, intermediates (ESC ( B …)
 	csi            // a CSI, held until its final byte
-	csiDrop        // a CSI too long to hold: dropped
-	strHead        // an OSC or DCS whose head is held
+	csiDrop        // a CSI being dropped until its final byte
+	oscHead        // an OSC whose number is being read
+	dcsHead        // a DCS whose kind is being read
 	strPass        // a string being passed until its end
 	strDrop        // a string being dropped until its end
 )
 
-// maxHead bounds what the filter holds of a string's head before it
-// decides, maxCSI what it holds of a CSI.
-const (
-	maxHead = 64
-	maxCSI  = 256
-)
+// maxHead bounds what the filter holds of a sequence before it decides:
+// no program draws with a longer one.
+const maxHead = 256
+
+// resetRendering ends, after a command that wrote control sequences, what
+// it may have left set that would hide or garble what is written next
+// (moat's report): attributes, a line-drawing character set, insert mode,
+// no line wrap, a hidden cursor.
+const resetRendering = "\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
 
 // New returns a Writer that filters into w.
 func New(w io.Writer) *Writer {
-	return &Writer{w: w, dropped: map[string]int{}}
+	return &Writer{p: newParser(), w: w}
+}
+
+func newParser() *parser {
+	return &parser{dropped: map[string]int{}, lo: 0x80, hi: 0xbf}
+}
+
+// Set filters the terminals among the writers of one command's outputs.
+// Its Writers share one parser: what they write reaches one terminal
+// (stdout and stderr, the pty's relay, /dev/tty by another name) in the
+// order written, and each sequence is decided as the terminal reads the
+// whole of it.
+type Set struct {
+	mu sync.Mutex
+	p  *parser
+}
+
+// Wrap returns w filtered when it is a terminal, or writes to one through
+// writers that say what they write to (an Unwrap method returning the
+// writer under them), else w itself.
+func (s *Set) Wrap(w io.Writer) io.Writer {
+	if terminalUnder(w) == nil {
+		return w
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		s.p = newParser()
+	}
+	return &Writer{p: s.p, w: w}
+}
+
+// Close ends the set's output (see Writer.Close), once the outputs are
+// done, and returns what was dropped.
+func (s *Set) Close() []Drop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return nil
+	}
+	s.p.close()
+	d := s.p.drops()
+	s.p = nil
+	return d
 }
 
 // terminalUnder returns the terminal w writes to, directly or through
@@ -104,401 +163,432 @@ func terminalUnder(w io.Writer) *os.File {
 	return nil
 }
 
-// Write filters p into the writer under it. It returns len(p) when the
+// Write filters p into the writer under it. It returns len(b) when the
 // write under it succeeds, whatever it dropped.
-func (t *Writer) Write(p []byte) (int, error) {
-	t.wm.Lock()
-	defer t.wm.Unlock()
-	t.out = t.out[:0]
-	for _, b := range p {
-		t.byte(b)
+func (t *Writer) Write(b []byte) (int, error) {
+	p := t.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = t.w
+	p.out = p.out[:0]
+	for _, c := range b {
+		p.byte(c)
 	}
-	if len(t.out) > 0 {
-		if _, err := t.w.Write(t.out); err != nil {
+	if len(p.out) > 0 {
+		if _, err := t.w.Write(p.out); err != nil {
 			return 0, err
 		}
 	}
-	if cap(t.out) > 64*1024 {
-		t.out = nil
+	if cap(p.out) > 64*1024 {
+		p.out = nil
 	}
-	return len(p), nil
+	return len(b), nil
 }
 
 // Close ends a string the filter passed and the command left open, so
 // that the terminal does not take what is written after the command's
-// output (moat's report, the shell's prompt) as part of it, and drops
-// what it held undecided. It does not close the writer under it.
+// output (moat's report, the shell's prompt) as part of it, resets the
+// rendering if the command wrote sequences, and drops what it held
+// undecided. It does not close the writer under it.
 func (t *Writer) Close() error {
-	t.wm.Lock()
-	defer t.wm.Unlock()
-	t.out = t.out[:0]
-	if t.lead {
-		t.out = append(t.out, 0xc2) // a broken character, no control
+	t.p.mu.Lock()
+	t.p.last = t.w
+	t.p.mu.Unlock()
+	return t.p.close()
+}
+
+// Dropped lists what was dropped, by kind, in a stable order.
+func (t *Writer) Dropped() []Drop { return t.p.drops() }
+
+func (p *parser) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.out = p.out[:0]
+	if p.c2Held {
+		p.c2Held = false
+		p.plain(0xc2) // a broken character, no control
 	}
-	if t.state == strPass {
-		t.out = append(t.out, 0x1b, '\\')
+	if p.state == strPass {
+		p.out = append(p.out, 0x1b, '\\')
 	}
-	t.head, t.state, t.escHeld, t.lead, t.cont = nil, ground, false, false, 0
-	if len(t.out) > 0 {
-		_, err := t.w.Write(t.out)
+	if p.saw {
+		p.out = append(p.out, resetRendering...)
+	}
+	p.head, p.state, p.escHeld, p.c2Held, p.need, p.saw = nil, ground, false, false, 0, false
+	if len(p.out) > 0 && p.last != nil {
+		_, err := p.last.Write(p.out)
 		return err
 	}
 	return nil
 }
 
-// Set filters the terminals among the writers of one command's outputs,
-// one Writer for each terminal however many streams write to it.
-type Set struct {
-	mu    sync.Mutex
-	files []*os.File
-	ws    []*Writer
-}
-
-// Wrap returns w filtered when it is a terminal, or writes to one through
-// writers that say what they write to (an Unwrap method returning the
-// writer under them), else w itself.
-func (s *Set) Wrap(w io.Writer) io.Writer {
-	f := terminalUnder(w)
-	if f == nil {
-		return w
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fi, err := f.Stat()
-	for i, g := range s.files {
-		if g == f {
-			return s.ws[i]
-		}
-		if gi, err2 := g.Stat(); err == nil && err2 == nil && os.SameFile(fi, gi) {
-			return s.ws[i]
-		}
-	}
-	tw := New(w)
-	s.files, s.ws = append(s.files, f), append(s.ws, tw)
-	return tw
-}
-
-// Close closes every Writer of the set (see Writer.Close), once the
-// outputs are done, and returns what they dropped.
-func (s *Set) Close() []Drop {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Drop
-	for _, w := range s.ws {
-		w.Close()
-		out = append(out, w.Dropped()...)
-	}
-	s.files, s.ws = nil, nil
-	return out
-}
-
-// Dropped lists what was dropped, by kind, in a stable order.
-func (t *Writer) Dropped() []Drop {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]Drop, 0, len(t.dropped))
-	for k, n := range t.dropped {
+func (p *parser) drops() []Drop {
+	p.dmu.Lock()
+	defer p.dmu.Unlock()
+	out := make([]Drop, 0, len(p.dropped))
+	for k, n := range p.dropped {
 		out = append(out, Drop{What: k, Count: n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].What < out[j].What })
 	return out
 }
 
-func (t *Writer) drop(kind string) {
-	t.mu.Lock()
-	t.dropped[kind]++
-	t.mu.Unlock()
+func (p *parser) drop(kind string) {
+	p.dmu.Lock()
+	p.dropped[kind]++
+	p.dmu.Unlock()
 }
 
 // byte feeds one byte of the command's output to the parser.
-func (t *Writer) byte(b byte) {
-	// A held 0xC2 and this byte may be a C1 control in UTF-8.
-	if t.lead {
-		t.lead = false
-		if b >= 0x80 && b <= 0x9f {
-			t.control(b, []byte{0xc2, b})
+func (p *parser) byte(b byte) {
+	if p.c2Held {
+		p.c2Held = false
+		switch {
+		case b >= 0x80 && b <= 0x9f: // U+0080 to U+009F: a C1 control
+			p.control(b, []byte{0xc2, b})
+			return
+		case b >= 0xa0 && b <= 0xbf: // U+00A0 to U+00BF
+			p.plain(0xc2)
+			p.plain(b)
 			return
 		}
-		t.plain(0xc2)
-		// b is then read as it comes (a continuation, or anything else).
+		// A broken character: the terminal shows it as such and reads
+		// b afresh.
+		p.plain(0xc2)
 	}
-	if t.escHeld {
-		t.escHeld = false
-		t.afterEsc(b)
+	if p.escHeld {
+		p.escHeld = false
+		p.afterEsc(b)
 		return
 	}
 	switch {
 	case b == 0x1b:
-		t.escHeld, t.cont = true, 0 // an ESC interrupts a character
-		return
+		p.escHeld, p.need = true, 0 // an ESC interrupts a character
 	case b == 0x18 || b == 0x1a: // CAN, SUB: the sequence is cancelled
-		t.cancel()
-		t.out = append(t.out, b)
-		t.cont = 0
-		return
-	case b == 0xc2 && t.cont == 0:
-		t.lead = true
-		return
-	case b >= 0x80 && b <= 0x9f && t.cont == 0:
-		// A lone 8-bit C1 control, as a terminal not reading UTF-8
-		// takes it.
-		t.control(b, []byte{b})
-		return
+		p.cancel()
+		p.need = 0
+		p.out = append(p.out, b)
+	case b < 0x80:
+		p.need = 0
+		p.plain(b)
+	case b <= 0xbf:
+		if p.need > 0 && b >= p.lo && b <= p.hi {
+			p.need--
+			p.lo, p.hi = 0x80, 0xbf
+			p.plain(b)
+			return
+		}
+		// No part of a character: a terminal reads it alone, and one
+		// of 0x80 to 0x9f may take it as a C1 control.
+		p.need = 0
+		if b <= 0x9f {
+			p.control(b, []byte{b})
+			return
+		}
+		p.plain(b)
+	case b == 0xc2:
+		p.need = 0
+		p.c2Held = true
+	default:
+		p.lead(b)
+		p.plain(b)
 	}
-	t.utf8(b)
-	t.plain(b)
 }
 
-// utf8 keeps count of the continuation bytes a character still needs, so
-// that a continuation byte is not taken for a C1 control.
-func (t *Writer) utf8(b byte) {
+// lead starts a character at b (0xc3 and above), as a strict UTF-8
+// decoder does: how many continuation bytes it needs, and the range of the
+// first (no overlong form, no surrogate, nothing past U+10FFFF). 0xc0,
+// 0xc1 and 0xf5 to 0xff start none.
+func (p *parser) lead(b byte) {
+	p.lo, p.hi = 0x80, 0xbf
 	switch {
-	case b < 0x80:
-		t.cont = 0
-	case b < 0xc0:
-		if t.cont > 0 {
-			t.cont--
-		}
-	case b < 0xe0:
-		t.cont = 1
-	case b < 0xf0:
-		t.cont = 2
-	case b < 0xf8:
-		t.cont = 3
+	case b >= 0xc3 && b <= 0xdf:
+		p.need = 1
+	case b == 0xe0:
+		p.need, p.lo = 2, 0xa0
+	case b == 0xed:
+		p.need, p.hi = 2, 0x9f
+	case b >= 0xe1 && b <= 0xef:
+		p.need = 2
+	case b == 0xf0:
+		p.need, p.lo = 3, 0x90
+	case b == 0xf4:
+		p.need, p.hi = 3, 0x8f
+	case b >= 0xf1 && b <= 0xf3:
+		p.need = 3
 	default:
-		t.cont = 0
+		p.need = 0
 	}
 }
 
 // afterEsc reads the byte after an ESC: ST ends a string; any other ends
 // it too and begins a sequence.
-func (t *Writer) afterEsc(b byte) {
-	if b == '\\' {
-		t.st([]byte{0x1b, '\\'})
-		return
-	}
-	if b == 0x1b {
+func (p *parser) afterEsc(b byte) {
+	switch {
+	case b == '\\':
+		p.st([]byte{0x1b, '\\'})
+	case b == 0x1b:
 		// ESC ESC: the first is abandoned, as the terminal abandons it;
 		// written alone it would make an ESC of the next byte written.
-		t.endString()
-		t.escHeld = true
-		return
-	}
-	if b == 0x18 || b == 0x1a {
-		t.endString()
-		t.state = ground
-		t.out = append(t.out, b)
-		return
-	}
-	if b >= 0x40 && b <= 0x5f {
+		p.endString()
+		p.escHeld = true
+	case b == 0x18 || b == 0x1a:
+		p.cancel()
+		p.out = append(p.out, b)
+	case b >= 0x40 && b <= 0x5f:
 		// The 7-bit form of a C1 control.
-		t.control(b+0x40, []byte{0x1b, b})
-		return
+		p.control(b+0x40, []byte{0x1b, b})
+	default:
+		p.endString()
+		if b >= 0x20 && b <= 0x2f {
+			p.state = escInter
+		}
+		p.passed()
+		p.out = append(p.out, 0x1b, b)
 	}
-	t.endString()
-	t.cont = 0
-	if b >= 0x20 && b <= 0x2f {
-		t.state = escInter
-	} else {
-		t.state = ground
-	}
-	t.out = append(t.out, 0x1b, b)
 }
 
+// passed notes that a control sequence reached the terminal: the
+// rendering is reset at the end.
+func (p *parser) passed() { p.saw = true }
+
 // control handles a C1 control (0x80 to 0x9f), from raw, its bytes.
-func (t *Writer) control(c byte, raw []byte) {
-	t.cont = 0
+func (p *parser) control(c byte, raw []byte) {
+	p.need = 0
 	switch c {
 	case 0x9c: // ST
-		t.st(raw)
-		return
+		p.st(raw)
 	case 0x9b: // CSI
-		t.endString()
-		t.state, t.head = csi, append(t.head[:0], raw...)
+		p.endString()
+		p.state = csi
 	case 0x9d: // OSC
-		t.endString()
-		t.state, t.kind, t.head = strHead, "OSC", append(t.head[:0], raw...)
+		p.endString()
+		p.state, p.kind = oscHead, "OSC"
 	case 0x90: // DCS
-		t.endString()
-		t.state, t.kind, t.head = strHead, "DCS", append(t.head[:0], raw...)
-	case 0x98, 0x9e, 0x9f: // SOS, PM, APC: nothing a program needs draws with them
-		t.endString()
-		t.state, t.kind = strDrop, map[byte]string{0x98: "SOS", 0x9e: "PM", 0x9f: "APC"}[c]
-		t.drop(t.kind + " (application commands: kitty's graphics read files of the host)")
+		p.endString()
+		p.state, p.kind = dcsHead, "DCS"
+	case 0x98, 0x9e, 0x9f: // SOS, PM, APC
+		p.endString()
+		p.state, p.kind = strDrop, map[byte]string{0x98: "SOS", 0x9e: "PM", 0x9f: "APC"}[c]
+		p.drop(p.kind + " (application commands: kitty's graphics read files of the host)")
 	default:
 		// IND, NEL, RI and the like act on the screen alone.
-		t.endString()
-		t.state = ground
-		t.out = append(t.out, raw...)
+		p.endString()
+		p.passed()
+		p.out = append(p.out, raw...)
 	}
 }
 
 // st is a string terminator from raw.
-func (t *Writer) st(raw []byte) {
-	switch t.state {
+func (p *parser) st(raw []byte) {
+	switch p.state {
 	case strPass:
-		t.out = append(t.out, raw...)
-	case strHead:
-		t.decide(true)
-		if t.state == strPass {
-			t.out = append(t.out, raw...)
+		p.out = append(p.out, raw...)
+	case oscHead:
+		// The number ends with the string: an OSC of no parameter.
+		if p.decideOSC(false) {
+			p.out = append(p.out, raw...)
 		}
-	case strDrop:
+	case strDrop, dcsHead:
+		// A DCS whose kind never ended is no DCS moat passes.
 	default:
-		t.endString()
-		t.out = append(t.out, raw...)
+		p.endString()
+		p.out = append(p.out, raw...)
 	}
-	t.state = ground
+	p.head, p.state = p.head[:0], ground
 }
 
 // endString ends what the parser was in when an ESC or a C1 control
 // begins something else, as the terminal ends it. A head still held is
-// dropped, not written: the terminal would abandon it too, and written
-// it would join with whatever is written next (ESC [ 2 1, a dropped
-// sequence, then t).
-//
-// A string the filter passed is ended with ST: what ends it may be
-// dropped, and the terminal would otherwise stay in the string.
-func (t *Writer) endString() {
-	if t.state == strPass {
-		t.out = append(t.out, 0x1b, '\\')
+// dropped, not written: the terminal would abandon it too, and written it
+// would join with whatever is written next. A string the filter passed is
+// ended with ST: what ends it may be dropped, and the terminal would
+// otherwise stay in the string.
+func (p *parser) endString() {
+	if p.state == strPass {
+		p.out = append(p.out, 0x1b, '\\')
 	}
-	t.head = t.head[:0]
-	t.state = ground
+	p.head = p.head[:0]
+	p.state = ground
 }
 
 // cancel is CAN or SUB: the sequence is abandoned.
-func (t *Writer) cancel() { t.endString() }
-
-func (t *Writer) emit(b []byte) { t.out = append(t.out, b...) }
+func (p *parser) cancel() { p.endString() }
 
 // plain is a byte that neither begins nor ends a sequence.
-func (t *Writer) plain(b byte) {
-	switch t.state {
+func (p *parser) plain(b byte) {
+	switch p.state {
 	case ground:
-		t.out = append(t.out, b)
+		if b == 0x0e { // SO: the G1 character set
+			p.passed()
+		}
+		p.out = append(p.out, b)
 	case escInter:
-		t.out = append(t.out, b)
+		p.out = append(p.out, b)
 		if b >= 0x30 && b <= 0x7e {
-			t.state = ground
+			p.state = ground
 		}
 	case csi:
-		if b < 0x20 {
+		switch {
+		case b < 0x20:
 			// The terminal acts on a C0 control inside a CSI at once,
 			// and on the CSI at its final byte: so does the filter.
-			t.out = append(t.out, b)
-			return
-		}
-		t.head = append(t.head, b)
-		if b >= 0x40 && b <= 0x7e {
-			t.finishCSI()
-		} else if len(t.head) > maxCSI {
-			// No program draws with a CSI this long.
-			t.drop("CSI longer than " + strconv.Itoa(maxCSI) + " bytes")
-			t.head, t.state = t.head[:0], csiDrop
+			p.out = append(p.out, b)
+		case b == 0x7f:
+			// Ignored inside a sequence.
+		case b >= 0x80:
+			// xterm reads U+00A0 to U+00FF inside a CSI as their ASCII
+			// (ô as t): no program writes one there.
+			p.drop("CSI with bytes other than ASCII")
+			p.head, p.state = p.head[:0], csiDrop
+		case b >= 0x40 && b <= 0x7e:
+			p.head = append(p.head, b)
+			p.finishCSI()
+		default:
+			p.head = append(p.head, b)
+			if len(p.head) > maxHead {
+				p.drop("CSI longer than " + strconv.Itoa(maxHead) + " bytes")
+				p.head, p.state = p.head[:0], csiDrop
+			}
 		}
 	case csiDrop:
 		if b >= 0x40 && b <= 0x7e {
-			t.state = ground
+			p.state = ground
 		}
-	case strHead:
-		if b == 0x07 && t.kind == "OSC" { // BEL ends an OSC
-			t.decide(true)
-			if t.state == strPass {
-				t.out = append(t.out, b)
+	case oscHead:
+		switch {
+		case b == 0x07: // BEL ends an OSC
+			if p.decideOSC(false) {
+				p.out = append(p.out, b)
 			}
-			t.state = ground
-			return
+			p.head, p.state = p.head[:0], ground
+		case b < 0x20 || b == 0x7f:
+			// Skipped inside the number by terminals; so by the filter,
+			// which writes the number rebuilt.
+		case b == ';':
+			p.decideOSC(true)
+		case b >= '0' && b <= '9' && len(p.head) < maxHead:
+			p.head = append(p.head, b)
+		default:
+			p.drop("OSC " + quoteHead(string(p.head)+string(rune(b))) + " (not a numbered command moat passes)")
+			p.head, p.state = p.head[:0], strDrop
 		}
-		t.head = append(t.head, b)
-		if t.decide(false) {
-			return
-		}
-		if len(t.head) > maxHead {
-			t.decide(true)
+	case dcsHead:
+		switch {
+		case b < 0x20 || b == 0x7f:
+			// Skipped by terminals and multiplexers inside the head.
+		case b >= 0x40 && b <= 0x7e:
+			p.head = append(p.head, b)
+			p.decideDCS()
+		case b >= 0x80 || len(p.head) >= maxHead:
+			p.drop("DCS (not a kind moat passes: sixel, DECRQSS, XTGETTCAP, synchronized output)")
+			p.head, p.state = p.head[:0], strDrop
+		default:
+			p.head = append(p.head, b)
 		}
 	case strPass:
-		t.out = append(t.out, b)
-		if b == 0x07 && t.kind == "OSC" {
-			t.state = ground
+		if b >= 0x80 && p.kind == "DCS" {
+			// GNU screen writes a DCS's contents to the terminal as
+			// bytes, one for each character, whatever it is (U+011B as
+			// ESC): a DCS moat passes carries ASCII alone.
+			p.endString()
+			p.state = strDrop
+			p.drop("DCS with bytes other than ASCII")
+			return
+		}
+		p.out = append(p.out, b)
+		if b == 0x07 && p.kind == "OSC" {
+			p.state = ground
 		}
 	case strDrop:
-		if b == 0x07 && t.kind == "OSC" {
-			t.state = ground
+		if b == 0x07 && p.kind == "OSC" {
+			p.state = ground
 		}
 	}
 }
 
-// finishCSI decides a CSI held whole.
-func (t *Writer) finishCSI() {
-	h := t.head
-	t.state = ground
-	// The parameters follow the introducer (ESC [ or its C1 form).
-	params := h[1:]
-	if h[0] == 0x1b || h[0] == 0xc2 {
-		params = h[2:]
-	}
-	params = graphic(params)
-	if len(params) > 0 && params[len(params)-1] == 't' {
-		p := params[:len(params)-1]
-		for i, c := range p {
+// finishCSI decides a CSI held whole (its graphic bytes, the final one
+// last): it is written as ESC [ and those bytes.
+func (p *parser) finishCSI() {
+	h := p.head
+	p.state = ground
+	if h[len(h)-1] == 't' {
+		first := h[:len(h)-1]
+		for i, c := range first {
 			if c == ';' || c == ':' {
-				p = p[:i]
+				first = first[:i]
 				break
 			}
 		}
-		if n, err := strconv.Atoi(string(p)); err == nil && len(p) > 0 && p[0] >= '0' && p[0] <= '9' && (n == 20 || n == 21) {
-			t.drop("CSI " + strconv.Itoa(n) + " t (a title report, read as typed input)")
-			t.head = t.head[:0]
+		if n, err := strconv.Atoi(string(first)); err == nil && len(first) > 0 && first[0] >= '0' && first[0] <= '9' && (n == 20 || n == 21) {
+			p.drop("CSI " + strconv.Itoa(n) + " t (a title report, read as typed input)")
+			p.head = p.head[:0]
 			return
 		}
 	}
-	t.emit(h)
-	t.head = t.head[:0]
+	p.passed()
+	p.out = append(append(p.out, 0x1b, '['), h...)
+	p.head = p.head[:0]
 }
 
-// decide settles a string whose head is held: pass it (its head is
-// written) or drop it. With final set the head is all there is of it
-// (its end came, or enough of it to decide); otherwise decide reports
-// false while the head is too short to tell.
-func (t *Writer) decide(final bool) bool {
-	h := t.head[1:]
-	if t.head[0] == 0x1b || t.head[0] == 0xc2 {
-		h = t.head[2:]
+// decideOSC settles an OSC whose number has ended, with ';' (more) or
+// with the string: it writes ESC ] and the number, and the ';' when there
+// is more (whose rest it then passes), or drops it. It reports whether it
+// passed.
+func (p *parser) decideOSC(more bool) bool {
+	num := string(p.head)
+	p.head = p.head[:0]
+	pass, why := oscAllowed(num)
+	if !pass {
+		p.state = strDrop
+		p.drop(why)
+		return false
 	}
-	// Terminals skip controls and DEL inside a sequence's head; so does
-	// the decision (the bytes written are the head as it came).
-	h = graphic(h)
-	var pass bool
-	var why string
-	switch t.kind {
-	case "OSC":
-		i := indexByte(h, ';')
-		if i < 0 && !final {
-			return false
-		}
-		num := h
-		if i >= 0 {
-			num = h[:i]
-		}
-		pass, why = oscAllowed(string(num))
-	case "DCS":
-		const tmux = "tmux;"
-		if len(h) < len(tmux) && !final && string(h) == tmux[:len(h)] {
-			return false
-		}
-		pass = len(h) < len(tmux) || string(h[:len(tmux)]) != tmux
-		why = "DCS tmux; (a multiplexer's passthrough to the terminal)"
+	n, _ := strconv.Atoi(num)
+	p.passed()
+	p.out = append(p.out, 0x1b, ']')
+	p.out = strconv.AppendInt(p.out, int64(n), 10)
+	if more {
+		p.out = append(p.out, ';')
 	}
-	if pass {
-		t.state = strPass
-		t.emit(t.head)
-	} else {
-		t.state = strDrop
-		t.drop(why)
-	}
-	t.head = t.head[:0]
+	p.state = strPass
 	return true
+}
+
+// decideDCS settles a DCS whose head (parameters, intermediates, final
+// byte) is read: only the kinds that draw or ask about the terminal's
+// state pass, written as ESC P and the head.
+func (p *parser) decideDCS() {
+	h := string(p.head)
+	p.head = p.head[:0]
+	final := h[len(h)-1]
+	rest := h[:len(h)-1]
+	ok := false
+	switch {
+	case final == 'q' && (rest == "$" || rest == "+"): // DECRQSS, XTGETTCAP
+		ok = true
+	case final == 'q': // sixel: numeric parameters only
+		ok = true
+		for _, c := range rest {
+			if (c < '0' || c > '9') && c != ';' {
+				ok = false
+			}
+		}
+	case final == 's' && (rest == "=1" || rest == "=2"): // synchronized output
+		ok = true
+	}
+	if !ok {
+		why := "DCS (not a kind moat passes: sixel, DECRQSS, XTGETTCAP, synchronized output)"
+		if h == "t" {
+			why = "DCS tmux; (a multiplexer's passthrough to the terminal)"
+		}
+		p.drop(why)
+		p.state = strDrop
+		return
+	}
+	p.passed()
+	p.out = append(append(p.out, 0x1b, 'P'), h...)
+	p.state = strPass
 }
 
 // oscAllowed says whether an OSC of this number draws or marks the screen
@@ -506,7 +596,7 @@ func (t *Writer) decide(final bool) bool {
 // marks, notifications.
 func oscAllowed(num string) (bool, string) {
 	n, err := strconv.Atoi(num)
-	if err != nil || num == "" || num[0] == '+' || num[0] == '-' {
+	if err != nil || num == "" {
 		return false, "OSC " + quoteHead(num) + " (not a numbered command moat passes)"
 	}
 	switch {
@@ -514,18 +604,21 @@ func oscAllowed(num string) (bool, string) {
 		n >= 10 && n <= 19, n == 22, n == 99, n == 104, n == 105,
 		n >= 110 && n <= 119, n == 133, n == 633, n == 777:
 		return true, ""
-	case n == 52 || n == 5522:
-		return false, "OSC " + num + " (clipboard)"
-	case n == 1337:
+	}
+	s := strconv.Itoa(n)
+	switch n {
+	case 52, 5522:
+		return false, "OSC " + s + " (clipboard)"
+	case 1337:
 		return false, "OSC 1337 (iTerm2's commands: file transfers among them)"
-	case n == 5113:
+	case 5113:
 		return false, "OSC 5113 (kitty's file transfer)"
-	case n == 46:
+	case 46:
 		return false, "OSC 46 (xterm's log file)"
-	case n == 50:
+	case 50:
 		return false, "OSC 50 (xterm's font)"
 	}
-	return false, "OSC " + num + " (not one moat passes)"
+	return false, "OSC " + s + " (not one moat passes)"
 }
 
 // quoteHead shows an OSC's head that is no number, briefly.
@@ -534,24 +627,4 @@ func quoteHead(s string) string {
 		s = s[:12]
 	}
 	return strconv.Quote(s)
-}
-
-// graphic returns b without its C0 controls and DEL.
-func graphic(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c >= 0x20 && c != 0x7f {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
