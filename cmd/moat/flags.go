@@ -383,6 +383,9 @@ func (f *runFlags) printHelp(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s\n", head)
 	defaults := flagDefaults()
 	for _, g := range flagGroups {
+		if f.showOnly && g.title == "Report" {
+			continue // the run's outputs, which parse refuses here
+		}
 		fmt.Fprintf(w, "\n%s:\n", g.title)
 		for _, spellings := range g.flags {
 			names := strings.Split(spellings, ",")

@@ -980,6 +980,13 @@ func TestPolicyShowRefusesWhatRunRefuses(t *testing.T) {
 			t.Errorf("%v: code %d err %q, want refused", args, code, errs)
 		}
 	}
+	// Nor does their help list them; moat run's does (the control).
+	if _, out, _ := moat(t, ws, "policy", "show", "--help"); strings.Contains(out, "  --json") || strings.Contains(out, "  --report") {
+		t.Errorf("policy show --help lists a run's outputs: %q", out)
+	}
+	if _, out, _ := moat(t, ws, "run", "--help"); !strings.Contains(out, "  --json") {
+		t.Errorf("run --help: %q", out)
+	}
 	// --net allow: given twice allows both lists; another mode given
 	// after it is the last word.
 	if code, out, errs := moat(t, ws, "policy", "show", "--net", "allow:db", "--net", "allow:pypi.org"); code != 0 || !strings.Contains(out, `'db'`) || !strings.Contains(out, `'pypi.org'`) {
