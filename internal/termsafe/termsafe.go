@@ -335,14 +335,24 @@ func (p *parser) afterEsc(b byte) {
 	case b == 0x18 || b == 0x1a:
 		p.cancel()
 		p.out = append(p.out, b)
+	case b < 0x20:
+		// A C0 control after an ESC is acted on, and the ESC still
+		// waits for what it begins (a tester's ESC BEL ] 52 …): the
+		// control is written, the ESC held.
+		p.out = append(p.out, b)
+		p.escHeld = true
+	case b == 0x7f:
+		p.escHeld = true // ignored there
 	case b >= 0x40 && b <= 0x5f:
 		// The 7-bit form of a C1 control.
 		p.control(b+0x40, []byte{0x1b, b})
+	case b >= 0x20 && b <= 0x2f:
+		// An intermediate: held with what follows until the final byte.
+		p.endString()
+		p.state = escInter
+		p.head = append(p.head[:0], b)
 	default:
 		p.endString()
-		if b >= 0x20 && b <= 0x2f {
-			p.state = escInter
-		}
 		p.passed()
 		p.out = append(p.out, 0x1b, b)
 	}
@@ -424,9 +434,26 @@ func (p *parser) plain(b byte) {
 		}
 		p.out = append(p.out, b)
 	case escInter:
-		p.out = append(p.out, b)
-		if b >= 0x30 && b <= 0x7e {
-			p.state = ground
+		switch {
+		case b < 0x20:
+			p.out = append(p.out, b) // acted on at once
+		case b == 0x7f:
+		case b <= 0x2f && len(p.head) < maxHead:
+			p.head = append(p.head, b)
+		case b >= 0x30 && b <= 0x7e:
+			if p.head[0] == '%' {
+				// ESC % @ takes xterm and the Linux console out of
+				// UTF-8, where a byte the filter reads inside a
+				// character is a C1 control.
+				p.drop("ESC % (a switch of the terminal's character encoding)")
+			} else {
+				p.passed()
+				p.out = append(append(append(p.out, 0x1b), p.head...), b)
+			}
+			p.head, p.state = p.head[:0], ground
+		default:
+			p.head, p.state = p.head[:0], ground
+			p.plain(b)
 		}
 	case csi:
 		switch {
@@ -578,12 +605,16 @@ func (p *parser) decideDCS() {
 		ok = true
 	}
 	if !ok {
-		why := "DCS (not a kind moat passes: sixel, DECRQSS, XTGETTCAP, synchronized output)"
-		if h == "t" {
-			why = "DCS tmux; (a multiplexer's passthrough to the terminal)"
-		}
-		p.drop(why)
 		p.state = strDrop
+		switch h {
+		case "z":
+			// vim's DCS zz, a no-op that ends its requests: dropped
+			// without a word, or every vim session would report one.
+		case "t":
+			p.drop("DCS tmux; (a multiplexer's passthrough to the terminal)")
+		default:
+			p.drop("DCS (not a kind moat passes: sixel, DECRQSS, XTGETTCAP, synchronized output)")
+		}
 		return
 	}
 	p.passed()

@@ -88,6 +88,13 @@ func TestDropsWhatReachesBeyondTheScreen(t *testing.T) {
 		{"a\x1bPq#0\xc4\x9b]52;c;eA==\x07\x1b\\b", "a\x1bPq#0\x1b\\b", "DCS with bytes other than ASCII"},
 		{"a\x1bP@kitty-cmd{\"cmd\":\"launch\"}\x1b\\b", "ab", ""}, // kitty's remote control
 		{"a\x1bP0;1|17/ab\x1b\\b", "ab", ""},                      // xterm's DECUDK
+		// Found by a tester: a C0 control between the ESC and what it
+		// begins, acted on while the ESC waits; ESC % @ (out of UTF-8).
+		{"A\x1b\x07]52;c;cHduZWQ=\x07B", "A\x07B", "OSC 52 (clipboard)"},
+		{"A\x1b\x08_Gf=100;eA==\x1b\\B", "A\x08B", ""},
+		{"A\x1b\x7fPtmux;x\x1b\\B", "AB", ""},
+		{"A\x1b\r[21tB", "A\rB", "CSI 21 t (a title report, read as typed input)"},
+		{"A\x1b%@B", "AB", "ESC % (a switch of the terminal's character encoding)"},
 		{"a\x1b]1337;File=name=eA==:eA==\x07b", "ab", "OSC 1337 (iTerm2's commands: file transfers among them)"},
 		{"a\x1b]5113;ac=send\x1b\\b", "ab", "OSC 5113 (kitty's file transfer)"},
 		{"a\x1b]46;/tmp/log\x07b", "ab", "OSC 46 (xterm's log file)"},
