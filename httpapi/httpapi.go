@@ -146,10 +146,18 @@ type connInfo struct {
 	uid  int
 	// refused: why the unix socket's peer may not use it (see peer).
 	refused string
-	// busy: why the daemon cannot serve the connection now (its caller
-	// holds too many, or no file descriptor is free); status its status.
-	busy   string
-	status int
+	// busy: why the daemon cannot serve the connection now (no file
+	// descriptor is free).
+	busy string
+}
+
+// tooMany answers a connection past its caller's bound and closes it.
+func tooMany(c net.Conn, max int) {
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": client.CodeQuota,
+		"message": fmt.Sprintf("this caller holds %d connections to the daemon already, the most it may", max)}})
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.Close()
 }
 
 // DefaultMaxConnsPerCaller is Server.MaxConnsPerCaller's default: far
@@ -212,7 +220,7 @@ func (s *Server) HTTPServer() *http.Server {
 					ci.uid, ci.refused = uid, refused
 					key = "uid:" + strconv.Itoa(uid)
 				case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
-					ci.busy, ci.status = "the daemon has no file descriptor free: try again", http.StatusServiceUnavailable
+					ci.busy = "the daemon has no file descriptor free: try again"
 				}
 			} else if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 				key = "addr:" + ap.Addr().Unmap().String()
@@ -221,8 +229,14 @@ func (s *Server) HTTPServer() *http.Server {
 			if max <= 0 {
 				max = DefaultMaxConnsPerCaller
 			}
-			if !s.conns.open(c, key, max) && ci.busy == "" {
-				ci.busy, ci.status = fmt.Sprintf("this caller holds %d connections to the daemon already, the most it may", max), http.StatusTooManyRequests
+			if !s.conns.open(c, key, max) {
+				// Closed as it is accepted (this runs in the accept
+				// loop), with the answer its request will get: a
+				// connection that sent nothing held a descriptor until
+				// the header's timeout, and 20,000 of them took all the
+				// daemon had (found by a tester). Over TCP the client
+				// may see a reset instead.
+				tooMany(c, max)
 			}
 			return context.WithValue(ctx, connKey{}, ci)
 		},
@@ -317,11 +331,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Before any route, and the connection goes: its descriptor is
 		// what is short.
 		rw.Header().Set("Connection", "close")
-		code := client.CodeQuota
-		if ci.status == http.StatusServiceUnavailable {
-			code = client.CodeBusy
-		}
-		writeError(rw, &client.Error{Status: ci.status, Code: code, Message: ci.busy})
+		writeError(rw, &client.Error{Status: http.StatusServiceUnavailable, Code: client.CodeBusy, Message: ci.busy})
 		return
 	}
 	if ci, _ := r.Context().Value(connKey{}).(connInfo); ci.refused != "" {
