@@ -176,6 +176,7 @@ type Guard struct {
 	// of those Finish put back.
 	modes    map[string]fs.FileMode
 	acls     map[string]bool // those of modes that had a default ACL at the start
+	openACLs map[string]bool // those whose default ACL let others write (openDefaultACL)
 	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
@@ -293,11 +294,12 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		g.stat = statCache{}
 		return g, nil
 	}
-	g.modes, g.acls = map[string]fs.FileMode{}, map[string]bool{}
+	g.modes, g.acls, g.openACLs = map[string]fs.FileMode{}, map[string]bool{}, map[string]bool{}
 	for _, rel := range []string{".", ".git"} {
 		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
 			g.modes[rel] = fi.Mode() & modeBits
 			g.acls[rel] = hasDefaultACL(filepath.Join(g.real, rel))
+			g.openACLs[rel] = openDefaultACL(filepath.Join(g.real, rel))
 		}
 	}
 	binds := map[string]string{}
@@ -373,6 +375,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 			if fi, err := g.stat.lstat(g.real + "/" + d); err == nil && fi.IsDir() {
 				g.modes[d] = fi.Mode() & modeBits
 				g.acls[d] = hasDefaultACL(g.real + "/" + d)
+				g.openACLs[d] = openDefaultACL(g.real + "/" + d)
 			}
 		}
 	}
@@ -857,6 +860,11 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		if g.gitdir != "" && g.gitdir != common {
 			g.specialsOut(q, g.gitdir, 0, &budget)
 		}
+		budget = maxSpecialScan
+		g.closeGitDirs(common, 0, &budget)
+		if g.gitdir != "" && g.gitdir != common {
+			g.closeGitDirs(g.gitdir, 0, &budget)
+		}
 	}
 	if !g.topGit {
 		g.finishTop(q)
@@ -911,11 +919,52 @@ func (g *Guard) restoreModes() {
 		// A default ACL the command gave it would open every file and
 		// directory the owner makes there later to whom it names,
 		// whatever the owner's umask (found by a tester).
-		if !g.acls[rel] && hasDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
+		if (!g.acls[rel] && hasDefaultACL(d.self()) || !g.openACLs[rel] && openDefaultACL(d.self())) && removeDefaultACL(d.self()) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("the command gave %s a default ACL, which what is made there later would inherit: removed", joinRel(g.ws, rel)))
 		}
 		if rel != "." {
 			d.Close()
+		}
+	}
+}
+
+// closeGitDirs takes back, in the git directory dir and below it, what
+// the command opened to other users on a directory it changed: write for
+// others, and a default ACL that grants it (to other, or a named user or
+// group), which every file git makes there later would inherit (a
+// tester's .git/modules let another user plant the hooks of a submodule
+// added afterwards, and rewrite refs). Objects are left
+// alone (their names are their content's hash), and so is what lies past
+// the budget's entries. Restored says what changed.
+func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
+	if depth > 8 {
+		return
+	}
+	d, err := g.openDir(dir)
+	if err != nil {
+		return
+	}
+	if fi, err := os.Lstat(d.self()); err == nil && fi.IsDir() && !ctimeOf(fi).before(g.start) {
+		// The group's write is left: with a group of the owner's own, as
+		// most are, it is the owner's, and a shared repository's has it.
+		if fi.Mode().Perm()&0o002 != 0 && os.Chmod(d.self(), fi.Mode()&modeBits&^0o002) == nil {
+			g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", dir, fi.Mode().Perm(), fi.Mode().Perm()&^0o002))
+		}
+		if openDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
+			g.restored = append(g.restored, fmt.Sprintf("%s has a default ACL that lets other users write what git makes there later: removed", dir))
+		}
+	}
+	ents, err := os.ReadDir(d.path)
+	d.Close()
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if *budget--; *budget < 0 {
+			return
+		}
+		if e.IsDir() && e.Name() != "objects" {
+			g.closeGitDirs(filepath.Join(dir, e.Name()), depth+1, budget)
 		}
 	}
 }

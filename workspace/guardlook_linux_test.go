@@ -405,3 +405,45 @@ func TestFinishRemovesDefaultACL(t *testing.T) {
 		t.Errorf("Restored() = %q, want the root and .git", r)
 	}
 }
+
+// TestFinishClosesGitDirs: a directory of the git directory that the
+// command made or changed and left writable by other users, or gave a
+// default ACL that lets them write, is closed after the run: a tester's
+// .git/modules, mode 0777 with such an ACL, let another user plant the
+// hooks of a submodule the owner added later. The controls: the same
+// mode on a directory the run did not touch stays, as does the group's
+// write.
+func TestFinishClosesGitDirs(t *testing.T) {
+	ws := t.TempDir()
+	for _, d := range []string{".git/refs/heads", ".git/objects", ".git/old"} {
+		os.MkdirAll(filepath.Join(ws, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(ws, ".git/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.Chmod(filepath.Join(ws, ".git/old"), 0o777)
+	time.Sleep(50 * time.Millisecond) // the control's change is before the run, as the kernel stamps it
+	g, err := NewGuard(ws, GuardOptions{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	open := []byte{2, 0, 0, 0}
+	for _, tag := range []uint16{1, 4, 0x20} {
+		open = append(open, byte(tag), byte(tag>>8), 7, 0, 0xff, 0xff, 0xff, 0xff)
+	}
+	mods := filepath.Join(ws, ".git/modules")
+	os.Mkdir(mods, 0o777)
+	os.Chmod(mods, 0o777)
+	aclOK := unix.Setxattr(mods, "system.posix_acl_default", open, 0) == nil
+	os.Chmod(filepath.Join(ws, ".git/refs/heads"), 0o775)
+	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{".git/modules": 0o775, ".git/refs/heads": 0o775, ".git/old": 0o777} {
+		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %v", name, fi.Mode(), err, want)
+		}
+	}
+	if aclOK && hasDefaultACL(mods) {
+		t.Error(".git/modules keeps the default ACL that lets others write")
+	}
+}

@@ -362,5 +362,24 @@ func hasDefaultACL(p string) bool {
 	return err == nil && n > 0
 }
 
+// openDefaultACL reports whether the directory at p has a default ACL
+// that lets others than the owner and the owning group write what is
+// made there: write for other, or for a named user or group.
+func openDefaultACL(p string) bool {
+	buf := make([]byte, 4+8*64)
+	n, err := unix.Getxattr(p, defaultACL, buf)
+	if err != nil || n < 4 {
+		return errors.Is(err, unix.ERANGE) // too many entries to be a plain one
+	}
+	for e := buf[4:n]; len(e) >= 8; e = e[8:] {
+		tag, perm := uint16(e[0])|uint16(e[1])<<8, uint16(e[2])|uint16(e[3])<<8
+		// ACL_USER 2, ACL_GROUP 8, ACL_OTHER 0x20; ACL_WRITE 2.
+		if (tag == 2 || tag == 8 || tag == 0x20) && perm&2 != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // removeDefaultACL removes the directory's default ACL.
 func removeDefaultACL(p string) error { return unix.Removexattr(p, defaultACL) }

@@ -36,6 +36,7 @@ func renameNoReplace(string, string) error                    { return errors.Er
 func xattr(string, string) (string, error)                    { return "", errNotLinux }
 func hasDefaultACL(string) bool                               { return false }
 func removeDefaultACL(string) error                           { return errNotLinux }
+func openDefaultACL(string) bool                              { return false }
 
 type pinnedDir struct{ path string }
 
