@@ -294,3 +294,26 @@ decision = "deny"
 		t.Errorf("control: . of another file = %s", d.Verdict)
 	}
 }
+
+// TestStarIsAnyWord: "*" in a rule's command is any word, one with a "/"
+// too (["source", "*"] let ./evil.sh through, found by a tester), and so
+// is "-*" any option; the control: a word the pattern does not match.
+func TestStarIsAnyWord(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["source", "*"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["tool", "-*"] }
+decision = "deny"
+`))
+	for _, line := range []string{"source ./evil.sh", ". ./evil.sh", "source /tmp/x/y.sh", "tool --file=/etc/x"} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Deny {
+			t.Errorf("%q = %s, want deny", line, d.Verdict)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"tool", "run"}}); d.Verdict != Allow {
+		t.Errorf("control: tool run = %s", d.Verdict)
+	}
+}

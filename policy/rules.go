@@ -53,8 +53,9 @@ type Rule struct {
 type Match struct {
 	// Command is an argv prefix: the rule matches a command whose first
 	// len(Command) words match these, one for one. Each word is a glob
-	// (path.Match syntax: "*", "?", "[...]"), so "-*" matches any option and
-	// "*" any one word; a word has to be matched whole. The first word is a
+	// (path.Match syntax: "*", "?", "[...]", matching "/" as any other
+	// byte), so "-*" matches any option and "*" any one word; a word has
+	// to be matched whole. The first word is a
 	// program name without a directory. Default [].
 	Command []string `toml:"command,omitempty" json:"command,omitempty"`
 	// CommandRegex is a regular expression (Go RE2 syntax) matched against
@@ -140,7 +141,7 @@ func (m *Match) MatchCommand(argv []string) bool {
 			if i == 0 {
 				w = path.Base(w)
 			}
-			if ok, err := path.Match(pat, w); err != nil || !ok {
+			if !wordMatch(pat, w) {
 				return false
 			}
 		}
@@ -150,6 +151,16 @@ func (m *Match) MatchCommand(argv []string) bool {
 		return err == nil && re.MatchString(CommandWords(argv))
 	}
 	return false
+}
+
+// wordMatch matches a word of a command line against a glob of
+// Match.Command. A word is no path: "*" and "?" match a "/" too, so that
+// "*" is any word (["source", "*"] matched no ./evil.sh, and "-*" no
+// --file=/x, found by a tester). path.Match, which stops them at "/", is
+// given both with "/" as a byte no argument holds.
+func wordMatch(pat, w string) bool {
+	ok, err := path.Match(strings.ReplaceAll(pat, "/", "\x00"), strings.ReplaceAll(w, "/", "\x00"))
+	return err == nil && ok
 }
 
 // CommandWords is what a CommandRegex is matched against: the words of
