@@ -385,7 +385,7 @@ func TestHugeCommandLineRecorded(t *testing.T) {
 	if err := w.Write(&Decision{Type: TypeDecision, Command: []string{"curl", "x"}, Verdict: "deny", At: "exec"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(RunRecord{Type: TypeRun, Command: huge}); err != nil {
+	if err := w.Write(RunRecord{Type: TypeRun, Command: huge, Error: "denied: " + strings.Join(huge, " ")}); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -405,6 +405,10 @@ func TestHugeCommandLineRecorded(t *testing.T) {
 	if len(lines[0]) > 1<<20 || size > maxArgv+100 || d.Command[0] != "curl" || len(d.CommandSHA256) != 64 ||
 		!strings.HasSuffix(d.Command[1], "…[+126904 bytes]") || !strings.HasPrefix(d.Command[len(d.Command)-1], "…[+") {
 		t.Errorf("record of %d bytes, command of %d bytes in %d arguments (%q…), sum %q", len(lines[0]), size, len(d.Command), d.Command[len(d.Command)-1], d.CommandSHA256)
+	}
+	var run RunRecord
+	if err := json.Unmarshal(lines[2], &run); err != nil || len(run.Error) > maxArg+64 || len(lines[2]) > 1<<20 {
+		t.Errorf("run record of %d bytes, error of %d: %v", len(lines[2]), len(run.Error), err)
 	}
 	var small Decision
 	json.Unmarshal(lines[1], &small)

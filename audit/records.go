@@ -150,10 +150,14 @@ func (r RunRecord) MarshalJSON() ([]byte, error) {
 	}{plain(r), rawArgs(r.Command)})
 }
 
-// bounded is r with its command line bounded (BoundArgv).
+// bounded is r with its command line bounded (BoundArgv), and its error,
+// which may quote a command line, to as much.
 func (r RunRecord) bounded() RunRecord {
 	if c, cut, sum := BoundArgv(r.Command); cut {
 		r.Command, r.CommandSHA256 = c, sum
+	}
+	if e, cut, _ := BoundArgv([]string{r.Error}); cut {
+		r.Error = e[0]
 	}
 	return r
 }

@@ -258,7 +258,11 @@ func firstUncovered(shared *harness.Approvals, rules *harness.Rules, a harness.A
 }
 
 // shellQuote renders argv for a message, quoting words a shell would split.
+// A command line of megabytes is cut as an audit record keeps it
+// (audit.BoundArgv): the message goes to stderr, the report and the run
+// record.
 func shellQuote(argv []string) string {
+	argv, _, _ = audit.BoundArgv(argv)
 	out := make([]string, len(argv))
 	for i, w := range argv {
 		switch {
