@@ -119,7 +119,7 @@ func TestApprovalNotesPlainText(t *testing.T) {
 	}
 	done := ask(ctx, s, []string{"git", "push"})
 	p := pending(t, m, a, 1)
-	for _, bad := range [][2]string{{"", "\x1b]0;OWNED\x07"}, {"\x1b[31mred", ""}, {"", "line\nmoat: fake"}, {"", "\u202eevil"}} {
+	for _, bad := range [][2]string{{"", "\x1b]0;OWNED\x07"}, {"\x1b[31mred", ""}, {"", "line\nmoat: fake"}, {"", "\u202eevil"}, {"", "line\u2028sep"}} {
 		if _, err := m.Deny(a, p.ID, bad[0], bad[1]); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("deny %q: %v, want a bad request", bad, err)
 		}

@@ -73,9 +73,10 @@ var hostConfig = []string{
 	// Vim's and Neovim's 'exrc' reads these from the directory they
 	// start in, coc.nvim its workspace's language servers' commands.
 	".exrc", ".nvimrc", ".nvim.lua", ".vimrc", ".gvimrc", ".vim/coc-settings.json",
-	// Read and run from the current directory by pdb, irb, R, pry,
-	// byebug, Octave and GHCi.
-	".pdbrc", ".irbrc", ".Rprofile", ".pryrc", ".byebugrc", ".octaverc", ".ghci",
+	// Read and run from the current directory by pdb, irb, R (.Renviron
+	// names the profile it runs), pry, byebug, Octave, GHCi and Perl's
+	// debugger.
+	".pdbrc", ".irbrc", ".Rprofile", ".Renviron", ".pryrc", ".byebugrc", ".octaverc", ".ghci", ".perldb",
 	// Coding agents' project settings, which start the MCP servers,
 	// hooks, plugins and lint or test commands they name when the agent
 	// starts in the workspace.
@@ -99,7 +100,9 @@ var hostConfig = []string{
 	".lefthook-local.yml", ".lefthook-local.yaml", ".lefthook-local.json", ".lefthook-local.jsonc", ".lefthook-local.toml",
 	".lefthook", ".lefthook-local",
 	".lintstagedrc", ".lintstagedrc.json", ".lintstagedrc.yaml", ".lintstagedrc.yml", ".lintstagedrc.js",
-	".lintstagedrc.mjs", ".lintstagedrc.cjs", "lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+	".lintstagedrc.mjs", ".lintstagedrc.cjs", ".lintstagedrc.ts", ".lintstagedrc.mts", ".lintstagedrc.cts",
+	"lint-staged.config.js", "lint-staged.config.mjs", "lint-staged.config.cjs",
+	"lint-staged.config.ts", "lint-staged.config.mts", "lint-staged.config.cts",
 	// Yarn runs the release its .yarnrc.yml's yarnPath names, and the
 	// plugins it lists, at every yarn command.
 	".yarn/releases", ".yarn/plugins",
