@@ -1,15 +1,7 @@
 package termsafe
 
-import (
-	"os"
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
-// isTerminal serves a client on macOS of a daemon elsewhere, with the
-// standard library alone (see tty_linux.go).
-func isTerminal(f *os.File) bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TIOCGETA, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
-}
+// getTermios is the ioctl that reads a terminal's attributes (for a
+// client on macOS of a daemon elsewhere).
+const getTermios = syscall.TIOCGETA

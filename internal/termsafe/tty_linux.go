@@ -1,15 +1,6 @@
 package termsafe
 
-import (
-	"os"
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
-// isTerminal asks for the file's terminal attributes, with the standard
-// library alone: the client package links nothing else (see its doc).
-func isTerminal(f *os.File) bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
-}
+// getTermios is the ioctl that reads a terminal's attributes.
+const getTermios = syscall.TCGETS
