@@ -460,6 +460,10 @@ type tailWriter struct {
 	t *lineTail
 }
 
+// Unwrap is the writer under it: output to a terminal is filtered
+// (backend.Stdio), and the filter finds the terminal through it.
+func (w *tailWriter) Unwrap() io.Writer { return w.w }
+
 func (w *tailWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
 	if n > 0 {
