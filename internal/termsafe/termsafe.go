@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // Drop counts the sequences of one kind the filter dropped.
@@ -64,6 +65,7 @@ type parser struct {
 	c2Held  bool   // a 0xC2 is held: with the next byte it may be a C1 control
 	need    int    // UTF-8 continuation bytes the character still needs
 	lo, hi  byte   // the range the next continuation byte must be in
+	char    []byte // a character of a passed OSC, held until it is whole
 	saw     bool   // a control sequence or a shift was passed
 	last    io.Writer
 
@@ -106,28 +108,51 @@ func newParser() *parser {
 }
 
 // Set filters the terminals among the writers of one command's outputs.
-// Its Writers share one parser: what they write reaches one terminal
-// (stdout and stderr, the pty's relay, /dev/tty by another name) in the
-// order written, and each sequence is decided as the terminal reads the
-// whole of it.
+// The Writers to one terminal share one parser: what they write reaches
+// it in the order written, and each sequence is decided as the terminal
+// reads the whole of it. A terminal is told by its device; one that
+// stands for another (/dev/tty, the console) joins the first.
 type Set struct {
-	mu sync.Mutex
-	p  *parser
+	mu    sync.Mutex
+	by    map[uint64]*parser
+	first *parser
+	all   []*parser
 }
 
 // Wrap returns w filtered when it is a terminal, or writes to one through
 // writers that say what they write to (an Unwrap method returning the
 // writer under them), else w itself.
 func (s *Set) Wrap(w io.Writer) io.Writer {
-	if terminalUnder(w) == nil {
+	f := terminalUnder(w)
+	if f == nil {
 		return w
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil {
-		s.p = newParser()
+	id := terminalID(f)
+	var p *parser
+	switch {
+	case id == 0:
+		p = s.first
+	case s.by[id] != nil:
+		p = s.by[id]
+	case len(s.by) == 0:
+		p = s.first // the first terminal by its own name joins one by an alias
 	}
-	return &Writer{p: s.p, w: w}
+	if p == nil {
+		p = newParser()
+		s.all = append(s.all, p)
+	}
+	if id != 0 {
+		if s.by == nil {
+			s.by = map[uint64]*parser{}
+		}
+		s.by[id] = p
+	}
+	if s.first == nil {
+		s.first = p
+	}
+	return &Writer{p: p, w: w}
 }
 
 // Close ends the set's output (see Writer.Close), once the outputs are
@@ -135,13 +160,20 @@ func (s *Set) Wrap(w io.Writer) io.Writer {
 func (s *Set) Close() []Drop {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil {
-		return nil
+	sum := map[string]int{}
+	for _, p := range s.all {
+		p.close()
+		for _, d := range p.drops() {
+			sum[d.What] += d.Count
+		}
 	}
-	s.p.close()
-	d := s.p.drops()
-	s.p = nil
-	return d
+	s.by, s.first, s.all = nil, nil, nil
+	out := make([]Drop, 0, len(sum))
+	for k, n := range sum {
+		out = append(out, Drop{What: k, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].What < out[j].What })
+	return out
 }
 
 // terminalUnder returns the terminal w writes to, directly or through
@@ -214,7 +246,7 @@ func (p *parser) close() error {
 	if p.saw {
 		p.out = append(p.out, resetRendering...)
 	}
-	p.head, p.state, p.escHeld, p.c2Held, p.need, p.saw = nil, ground, false, false, 0, false
+	p.head, p.char, p.state, p.escHeld, p.c2Held, p.need, p.saw = nil, nil, ground, false, false, 0, false
 	if len(p.out) > 0 && p.last != nil {
 		_, err := p.last.Write(p.out)
 		return err
@@ -233,8 +265,15 @@ func (p *parser) drops() []Drop {
 	return out
 }
 
+// maxKinds bounds the kinds of drop counted apart: a kind can name a
+// number the command chose, and each is a map entry and a report's.
+const maxKinds = 32
+
 func (p *parser) drop(kind string) {
 	p.dmu.Lock()
+	if _, ok := p.dropped[kind]; !ok && len(p.dropped) >= maxKinds {
+		kind = "other sequences (past " + strconv.Itoa(maxKinds) + " kinds)"
+	}
 	p.dropped[kind]++
 	p.dmu.Unlock()
 }
@@ -248,7 +287,9 @@ func (p *parser) byte(b byte) {
 			p.control(b, []byte{0xc2, b})
 			return
 		case b >= 0xa0 && b <= 0xbf: // U+00A0 to U+00BF
+			p.need = 1
 			p.plain(0xc2)
+			p.need = 0
 			p.plain(b)
 			return
 		}
@@ -391,13 +432,18 @@ func (p *parser) control(c byte, raw []byte) {
 
 // st is a string terminator from raw.
 func (p *parser) st(raw []byte) {
+	// A string the filter passed ends with a 7-bit ST: a terminal
+	// reading UTF-8 takes a lone 0x9c for a character and stays in the
+	// string, where the filter would no longer be (a reviewer's DCS
+	// through GNU screen).
 	switch p.state {
 	case strPass:
-		p.out = append(p.out, raw...)
+		p.char = p.char[:0]
+		p.out = append(p.out, 0x1b, '\\')
 	case oscHead:
 		// The number ends with the string: an OSC of no parameter.
 		if p.decideOSC(false) {
-			p.out = append(p.out, raw...)
+			p.out = append(p.out, 0x1b, '\\')
 		}
 	case strDrop, dcsHead:
 		// A DCS whose kind never ended is no DCS moat passes.
@@ -418,6 +464,7 @@ func (p *parser) endString() {
 	if p.state == strPass {
 		p.out = append(p.out, 0x1b, '\\')
 	}
+	p.char = p.char[:0]
 	p.head = p.head[:0]
 	p.state = ground
 }
@@ -514,6 +561,10 @@ func (p *parser) plain(b byte) {
 			p.head = append(p.head, b)
 		}
 	case strPass:
+		if p.kind == "OSC" && (b >= 0x80 || len(p.char) > 0) {
+			p.oscChar(b)
+			return
+		}
 		if b >= 0x80 && p.kind == "DCS" {
 			// GNU screen writes a DCS's contents to the terminal as
 			// bytes, one for each character, whatever it is (U+011B as
@@ -532,6 +583,38 @@ func (p *parser) plain(b byte) {
 			p.state = ground
 		}
 	}
+}
+
+// oscChar takes byte b of a passed OSC's text that is part of a
+// character, or that follows one still held: the character is written
+// once whole, unless GNU screen, which may write a title to the terminal
+// one byte for each character, would write it as an ESC (U+011B, one
+// character in 256), which would end the title and begin a sequence:
+// then the OSC ends there and its rest is dropped. (Its other controls
+// end nothing or begin nothing there.)
+func (p *parser) oscChar(b byte) {
+	if b < 0x80 {
+		// What was held is a broken character, shown as such.
+		p.out = append(p.out, p.char...)
+		p.char = p.char[:0]
+		p.out = append(p.out, b)
+		if b == 0x07 {
+			p.state = ground
+		}
+		return
+	}
+	p.char = append(p.char, b)
+	if p.need > 0 {
+		return
+	}
+	if r, _ := utf8.DecodeRune(p.char); r != utf8.RuneError && r&0xff == 0x1b {
+		p.endString()
+		p.state = strDrop
+		p.drop("OSC with a character GNU screen writes as ESC")
+		return
+	}
+	p.out = append(p.out, p.char...)
+	p.char = p.char[:0]
 }
 
 // finishCSI decides a CSI held whole (its graphic bytes, the final one

@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,7 @@ func TestPassesWhatDraws(t *testing.T) {
 		"\x1b]133;A\x07$ \x1b]133;B\x07",
 		"\x1b]11;?\x07", "\x1b]4;1;rgb:ff/00/00\x07", "\x1b]104\x07",
 		"\x1b]9;4;1;50\x07", "\x1b]777;notify;done;build\x07",
+		"\x1b]2;中文 title, café, Přehled\x1b\\", // characters in a title
 		"\x1bP$qm\x1b\\", "\x1bP+q544e\x1b\\", "\x1bPq#0;2;0;0;0#0~~@@vv@@~~$-\x1b\\",
 		"\x1b(B\x1b)0\x1b7\x1b8\x1b=\x1b>\x1bM\x1bD\x1bc",
 		"\x1b[6n\x1b[c\x1b[>c\x1b[18t\x1b[14t\x1b[22;0t\x1b[23;0t",
@@ -88,6 +90,9 @@ func TestDropsWhatReachesBeyondTheScreen(t *testing.T) {
 		{"a\x1bPq#0\xc4\x9b]52;c;eA==\x07\x1b\\b", "a\x1bPq#0\x1b\\b", "DCS with bytes other than ASCII"},
 		{"a\x1bP@kitty-cmd{\"cmd\":\"launch\"}\x1b\\b", "ab", ""}, // kitty's remote control
 		{"a\x1bP0;1|17/ab\x1b\\b", "ab", ""},                      // xterm's DECUDK
+		// A reviewer's: U+011B in a title, which GNU screen may write as
+		// ESC.
+		{"a\x1b]2;x\xc4\x9b]52;c;eA==\x07b", "a\x1b]2;x\x1b\\b", "OSC with a character GNU screen writes as ESC"},
 		// Found by a tester: a C0 control between the ESC and what it
 		// begins, acted on while the ESC waits; ESC % @ (out of UTF-8).
 		{"A\x1b\x07]52;c;cHduZWQ=\x07B", "A\x07B", "OSC 52 (clipboard)"},
@@ -229,5 +234,40 @@ func TestSetSharesOneParser(t *testing.T) {
 	a.Close()
 	if got := strings.TrimSuffix(out.String(), resetRendering); got != "xy" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestKindsBounded: a command that makes a new kind of drop in each
+// sequence (an OSC number of its choosing) is counted in a bounded number
+// of kinds, the rest together.
+func TestKindsBounded(t *testing.T) {
+	var in strings.Builder
+	for n := range 1000 {
+		in.WriteString("\x1b]" + strconv.Itoa(1000+n) + ";x\x07")
+	}
+	_, drops := filter(t, in.String(), 0)
+	total := 0
+	for _, d := range drops {
+		total += d.Count
+	}
+	if len(drops) > maxKinds+1 || total != 1000 {
+		t.Errorf("%d kinds, %d drops: want at most %d kinds, 1000 drops", len(drops), total, maxKinds+1)
+	}
+}
+
+// TestPassedStringEndsWith7BitST: a lone 0x9c ends a passed string for
+// the filter but not for a terminal reading UTF-8 (a character to it), so
+// the filter ends the string with ESC \ whatever ended it (a reviewer's
+// DCS through GNU screen: what followed was read inside the DCS).
+func TestPassedStringEndsWith7BitST(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\x1bP$qm\x9cb":     "a\x1bP$qm\x1b\\b",
+		"a\x1bP$qm\xc2\x9cb": "a\x1bP$qm\x1b\\b",
+		"a\x1b]2;t\x9cb":     "a\x1b]2;t\x1b\\b",
+		"a\x1b]104\x9cb":     "a\x1b]104\x1b\\b",
+	} {
+		if got, _ := filter(t, in, 1); got != want {
+			t.Errorf("%q became %q, want %q", in, got, want)
+		}
 	}
 }

@@ -15,3 +15,21 @@ func isTerminal(f *os.File) bool {
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), getTermios, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
 }
+
+// terminalID is the terminal f's device number, or 0 for a device that
+// stands for another terminal (/dev/tty, the console) or one not told.
+func terminalID(f *os.File) uint64 {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	rdev := uint64(st.Rdev)
+	if aliasDevice(rdev) {
+		return 0
+	}
+	return rdev
+}
