@@ -316,4 +316,10 @@ decision = "deny"
 	if d := rs.Decide(Action{Argv: []string{"tool", "run"}}); d.Verdict != Allow {
 		t.Errorf("control: tool run = %s", d.Verdict)
 	}
+	// A glob with "/" is a path's: tests/* takes no tests/../x (a
+	// reviewer's: an allow would have), while tests/a.py it does.
+	m := policy.Match{Command: []string{"python3", "tests/*"}}
+	if m.MatchCommand([]string{"python3", "tests/../../tmp/x.py"}) || !m.MatchCommand([]string{"python3", "tests/a.py"}) {
+		t.Error("tests/* matches tests/../../tmp/x.py, or not tests/a.py")
+	}
 }

@@ -53,9 +53,9 @@ type Rule struct {
 type Match struct {
 	// Command is an argv prefix: the rule matches a command whose first
 	// len(Command) words match these, one for one. Each word is a glob
-	// (path.Match syntax: "*", "?", "[...]", matching "/" as any other
-	// byte), so "-*" matches any option and "*" any one word; a word has
-	// to be matched whole. The first word is a
+	// (path.Match syntax: "*", "?", "[...]"; in a glob without "/", they
+	// match "/" as any other byte), so "-*" matches any option and "*"
+	// any one word; a word has to be matched whole. The first word is a
 	// program name without a directory. Default [].
 	Command []string `toml:"command,omitempty" json:"command,omitempty"`
 	// CommandRegex is a regular expression (Go RE2 syntax) matched against
@@ -154,12 +154,18 @@ func (m *Match) MatchCommand(argv []string) bool {
 }
 
 // wordMatch matches a word of a command line against a glob of
-// Match.Command. A word is no path: "*" and "?" match a "/" too, so that
-// "*" is any word (["source", "*"] matched no ./evil.sh, and "-*" no
-// --file=/x, found by a tester). path.Match, which stops them at "/", is
-// given both with "/" as a byte no argument holds.
+// Match.Command. A glob without "/" is about words: its "*" and "?" match
+// a "/" too, so that "*" is any word (["source", "*"] matched no
+// ./evil.sh, and "-*" no --file=/x, found by a tester). A glob with "/"
+// is a path's, whose "*" stays within one element: an allow of
+// ["python", "tests/*"] must not take tests/../../tmp/x.py.
 func wordMatch(pat, w string) bool {
-	ok, err := path.Match(strings.ReplaceAll(pat, "/", "\x00"), strings.ReplaceAll(w, "/", "\x00"))
+	if !strings.Contains(pat, "/") {
+		// path.Match, which stops them at "/", is given both with "/"
+		// as a byte no argument holds.
+		w = strings.ReplaceAll(w, "/", "\x00")
+	}
+	ok, err := path.Match(pat, w)
 	return err == nil && ok
 }
 
