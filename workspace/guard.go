@@ -180,7 +180,9 @@ type Guard struct {
 	modes    map[string]fs.FileMode
 	acls     map[string]bool // those of modes that had a default ACL at the start
 	openACLs map[string]bool // those whose default ACL let others write (openDefaultACL)
-	restored []string
+	// openAccess: those whose own ACL let others write (openAccessACL).
+	openAccess map[string]bool
+	restored   []string
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
 	pins map[string]pinnedDir
@@ -297,12 +299,13 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		g.stat = statCache{}
 		return g, nil
 	}
-	g.modes, g.acls, g.openACLs = map[string]fs.FileMode{}, map[string]bool{}, map[string]bool{}
+	g.modes, g.acls, g.openACLs, g.openAccess = map[string]fs.FileMode{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, rel := range []string{".", ".git"} {
 		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
 			g.modes[rel] = fi.Mode() & modeBits
 			g.acls[rel] = hasDefaultACL(filepath.Join(g.real, rel))
 			g.openACLs[rel] = openDefaultACL(filepath.Join(g.real, rel))
+			g.openAccess[rel] = openAccessACL(filepath.Join(g.real, rel))
 		}
 	}
 	binds := map[string]string{}
@@ -379,6 +382,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 				g.modes[d] = fi.Mode() & modeBits
 				g.acls[d] = hasDefaultACL(g.real + "/" + d)
 				g.openACLs[d] = openDefaultACL(g.real + "/" + d)
+				g.openAccess[d] = openAccessACL(g.real + "/" + d)
 			}
 		}
 	}
@@ -863,7 +867,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		if g.gitdir != "" && g.gitdir != common {
 			g.specialsOut(q, g.gitdir, 0, &budget)
 		}
-		budget = maxSpecialScan
+		budget = maxGitDirScan
 		g.closeGitDirs(common, 0, &budget)
 		if g.gitdir != "" && g.gitdir != common {
 			g.closeGitDirs(g.gitdir, 0, &budget)
@@ -922,6 +926,9 @@ func (g *Guard) restoreModes() {
 		// A default ACL the command gave it would open every file and
 		// directory the owner makes there later to whom it names,
 		// whatever the owner's umask (found by a tester).
+		if !g.openAccess[rel] && openAccessACL(d.self()) && removeAccessACL(d.self()) == nil {
+			g.restored = append(g.restored, fmt.Sprintf("the command gave %s an ACL that lets other users write it: removed", joinRel(g.ws, rel)))
+		}
 		if (!g.acls[rel] && hasDefaultACL(d.self()) || !g.openACLs[rel] && openDefaultACL(d.self())) && removeDefaultACL(d.self()) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("the command gave %s a default ACL, which what is made there later would inherit: removed", joinRel(g.ws, rel)))
 		}
@@ -933,13 +940,20 @@ func (g *Guard) restoreModes() {
 
 // closeGitDirs takes back, in the git directory dir and below it, what
 // the command opened to other users on a directory it changed: write for
-// others, and a default ACL that grants it (to other, or a named user or
-// group), which every file git makes there later would inherit (a
-// tester's .git/modules let another user plant the hooks of a submodule
-// added afterwards, and rewrite refs). Objects are left
-// alone (their names are their content's hash), and so is what lies past
-// the budget's entries. Restored says what changed.
+// others, a named user's or group's write in its ACL, and a default ACL
+// that grants it (to other, or a named user or group), which every file
+// git makes there later would inherit (a tester's .git/modules let
+// another user plant the hooks of a submodule added afterwards, and
+// rewrite refs). Objects are left alone (their names are their content's
+// hash). It looks at maxGitDirScan directories at most, those git runs
+// or reads refs from first, and says so when it stops short.
 func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
+	if *budget--; *budget < 0 {
+		if *budget == -1 {
+			g.restored = append(g.restored, fmt.Sprintf("%s has more than %d directories: those past them were not looked at for other users' write", dir, maxGitDirScan))
+		}
+		return
+	}
 	if depth > 8 {
 		return
 	}
@@ -953,6 +967,9 @@ func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
 		if fi.Mode().Perm()&0o002 != 0 && os.Chmod(d.self(), fi.Mode()&modeBits&^0o002) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", dir, fi.Mode().Perm(), fi.Mode().Perm()&^0o002))
 		}
+		if openAccessACL(d.self()) && removeAccessACL(d.self()) == nil {
+			g.restored = append(g.restored, fmt.Sprintf("%s has an ACL that lets other users write it: removed", dir))
+		}
 		if openDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("%s has a default ACL that lets other users write what git makes there later: removed", dir))
 		}
@@ -962,15 +979,35 @@ func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
 	if err != nil {
 		return
 	}
+	var dirs []string
 	for _, e := range ents {
-		if *budget--; *budget < 0 {
-			return
-		}
 		if e.IsDir() && e.Name() != "objects" {
-			g.closeGitDirs(filepath.Join(dir, e.Name()), depth+1, budget)
+			dirs = append(dirs, e.Name())
 		}
 	}
+	// What git runs and reads refs from first, whatever their names sort
+	// after (a directory of thousands of logs ran the budget out).
+	first := map[string]int{"hooks": 1, "modules": 2, "worktrees": 3, "refs": 4, "info": 5}
+	slices.SortStableFunc(dirs, func(a, b string) int {
+		ra, rb := first[a], first[b]
+		switch {
+		case ra != 0 && rb != 0:
+			return ra - rb
+		case ra != 0:
+			return -1
+		case rb != 0:
+			return 1
+		}
+		return 0
+	})
+	for _, name := range dirs {
+		g.closeGitDirs(filepath.Join(dir, name), depth+1, budget)
+	}
 }
+
+// maxGitDirScan bounds the directories closeGitDirs looks at in one
+// Finish.
+const maxGitDirScan = 4096
 
 // Gaps says what NewGuard could not protect: a run refuses to start
 // with any, unless degraded.

@@ -435,8 +435,31 @@ func TestFinishClosesGitDirs(t *testing.T) {
 	os.Chmod(mods, 0o777)
 	aclOK := unix.Setxattr(mods, "system.posix_acl_default", open, 0) == nil
 	os.Chmod(filepath.Join(ws, ".git/refs/heads"), 0o775)
+	// A named user's write in a directory's own ACL (its mode shows the
+	// mask, 0775), and the scan's budget spent on a directory that sorts
+	// first (a reviewer's).
+	wt := filepath.Join(ws, ".git/worktrees")
+	os.Mkdir(wt, 0o755)
+	named := []byte{2, 0, 0, 0}
+	for _, e := range [][2]uint32{{1, 7}, {2, 7}, {4, 5}, {0x10, 7}, {0x20, 5}} {
+		id := uint32(0xffffffff)
+		if e[0] == 2 {
+			id = 65534
+		}
+		named = append(named, byte(e[0]), byte(e[0]>>8), byte(e[1]), 0, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
+	}
+	namedOK := unix.Setxattr(wt, "system.posix_acl_access", named, 0) == nil
+	for i := range maxGitDirScan + 10 {
+		os.MkdirAll(filepath.Join(ws, ".git/aaa", fmt.Sprint(i)), 0o755)
+	}
 	if _, err := g.Finish(filepath.Join(t.TempDir(), "q")); err != nil {
 		t.Fatal(err)
+	}
+	if namedOK && openAccessACL(wt) {
+		t.Error(".git/worktrees keeps an ACL that lets a named user write it")
+	}
+	if r := strings.Join(g.Restored(), "\n"); !strings.Contains(r, "were not looked at") {
+		t.Errorf("Restored() does not say the scan stopped short: %s", r)
 	}
 	for name, want := range map[string]os.FileMode{".git/modules": 0o775, ".git/refs/heads": 0o775, ".git/old": 0o777} {
 		if fi, err := os.Stat(filepath.Join(ws, name)); err != nil || fi.Mode().Perm() != want {

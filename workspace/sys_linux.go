@@ -362,12 +362,27 @@ func hasDefaultACL(p string) bool {
 	return err == nil && n > 0
 }
 
+// accessACL is the name of the extended attribute holding the ACL of the
+// directory itself (its named entries; the mode shows the rest).
+const accessACL = "system.posix_acl_access"
+
 // openDefaultACL reports whether the directory at p has a default ACL
 // that lets others than the owner and the owning group write what is
 // made there: write for other, or for a named user or group.
-func openDefaultACL(p string) bool {
+func openDefaultACL(p string) bool { return openACL(p, defaultACL) }
+
+// openAccessACL reports whether the directory at p itself may be written
+// by a user or group its ACL names.
+func openAccessACL(p string) bool { return openACL(p, accessACL) }
+
+// removeAccessACL removes the directory's ACL: its mode alone is left.
+func removeAccessACL(p string) error { return unix.Removexattr(p, accessACL) }
+
+// openACL reports whether the ACL in attribute name of p grants write to
+// other or to a named user or group.
+func openACL(p, name string) bool {
 	buf := make([]byte, 4+8*64)
-	n, err := unix.Getxattr(p, defaultACL, buf)
+	n, err := unix.Getxattr(p, name, buf)
 	if err != nil || n < 4 {
 		return errors.Is(err, unix.ERANGE) // too many entries to be a plain one
 	}

@@ -37,6 +37,8 @@ func xattr(string, string) (string, error)                    { return "", errNo
 func hasDefaultACL(string) bool                               { return false }
 func removeDefaultACL(string) error                           { return errNotLinux }
 func openDefaultACL(string) bool                              { return false }
+func openAccessACL(string) bool                               { return false }
+func removeAccessACL(string) error                            { return errNotLinux }
 
 type pinnedDir struct{ path string }
 
