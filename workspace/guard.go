@@ -182,7 +182,10 @@ type Guard struct {
 	openACLs map[string]bool // those whose default ACL let others write (openDefaultACL)
 	// openAccess: those whose own ACL let others write (openAccessACL).
 	openAccess map[string]bool
-	restored   []string
+	// gitACLs are the git directory's directories (host paths) that had
+	// an ACL at the start: the owner's, which closeGitDirs leaves.
+	gitACLs  map[string]bool
+	restored []string
 	// pins are the roots Finish changes things below (the workspace, a
 	// bound git directory), opened by NewGuard: see parentOf.
 	pins map[string]pinnedDir
@@ -300,6 +303,13 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		return g, nil
 	}
 	g.modes, g.acls, g.openACLs, g.openAccess = map[string]fs.FileMode{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	g.gitACLs = map[string]bool{}
+	budget := maxGitDirScan
+	for _, d := range []string{g.common, g.gitdir} {
+		if d != "" {
+			g.recordGitACLs(d, 0, &budget)
+		}
+	}
 	for _, rel := range []string{".", ".git"} {
 		if fi, err := g.lstat(filepath.Join(g.real, rel)); err == nil && fi.IsDir() {
 			g.modes[rel] = fi.Mode() & modeBits
@@ -967,10 +977,12 @@ func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
 		if fi.Mode().Perm()&0o002 != 0 && os.Chmod(d.self(), fi.Mode()&modeBits&^0o002) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("the command let other users write %s (mode %04o): put back to %04o", dir, fi.Mode().Perm(), fi.Mode().Perm()&^0o002))
 		}
-		if openAccessACL(d.self()) && removeAccessACL(d.self()) == nil {
+		// An ACL it had at the start is the owner's (a repository shared
+		// through one), left as it is.
+		if !g.gitACLs[dir] && openAccessACL(d.self()) && removeAccessACL(d.self()) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("%s has an ACL that lets other users write it: removed", dir))
 		}
-		if openDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
+		if !g.gitACLs[dir] && openDefaultACL(d.self()) && removeDefaultACL(d.self()) == nil {
 			g.restored = append(g.restored, fmt.Sprintf("%s has a default ACL that lets other users write what git makes there later: removed", dir))
 		}
 	}
@@ -1002,6 +1014,27 @@ func (g *Guard) closeGitDirs(dir string, depth int, budget *int) {
 	})
 	for _, name := range dirs {
 		g.closeGitDirs(filepath.Join(dir, name), depth+1, budget)
+	}
+}
+
+// recordGitACLs notes, before the run, the directories of the git
+// directory dir (objects aside) that have an ACL: a repository shared
+// through one keeps it, though git changes those directories in a run.
+func (g *Guard) recordGitACLs(dir string, depth int, budget *int) {
+	if *budget--; *budget < 0 || depth > 8 {
+		return
+	}
+	if hasAnyACL(dir) {
+		g.gitACLs[dir] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != "objects" {
+			g.recordGitACLs(filepath.Join(dir, e.Name()), depth+1, budget)
+		}
 	}
 }
 

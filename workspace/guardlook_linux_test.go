@@ -420,16 +420,22 @@ func TestFinishClosesGitDirs(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(ws, ".git/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
 	os.Chmod(filepath.Join(ws, ".git/old"), 0o777)
+	open := []byte{2, 0, 0, 0}
+	for _, tag := range []uint16{1, 4, 0x20} {
+		open = append(open, byte(tag), byte(tag>>8), 7, 0, 0xff, 0xff, 0xff, 0xff)
+	}
+	// A repository shared through an ACL: the owner's, which stays though
+	// git changes the directory in the run (the control).
+	shared := filepath.Join(ws, ".git/refs/tags")
+	os.Mkdir(shared, 0o755)
+	sharedOK := unix.Setxattr(shared, "system.posix_acl_default", open, 0) == nil
 	time.Sleep(50 * time.Millisecond) // the control's change is before the run, as the kernel stamps it
 	g, err := NewGuard(ws, GuardOptions{Writable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	open := []byte{2, 0, 0, 0}
-	for _, tag := range []uint16{1, 4, 0x20} {
-		open = append(open, byte(tag), byte(tag>>8), 7, 0, 0xff, 0xff, 0xff, 0xff)
-	}
+	os.WriteFile(filepath.Join(shared, "v1"), []byte("x\n"), 0o644)
 	mods := filepath.Join(ws, ".git/modules")
 	os.Mkdir(mods, 0o777)
 	os.Chmod(mods, 0o777)
@@ -468,5 +474,8 @@ func TestFinishClosesGitDirs(t *testing.T) {
 	}
 	if aclOK && hasDefaultACL(mods) {
 		t.Error(".git/modules keeps the default ACL that lets others write")
+	}
+	if sharedOK && !hasDefaultACL(shared) {
+		t.Error("control: .git/refs/tags lost the ACL it had at the start")
 	}
 }

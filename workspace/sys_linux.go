@@ -375,6 +375,12 @@ func openDefaultACL(p string) bool { return openACL(p, defaultACL) }
 // by a user or group its ACL names.
 func openAccessACL(p string) bool { return openACL(p, accessACL) }
 
+// hasAnyACL reports whether p has an ACL of its own or a default one.
+func hasAnyACL(p string) bool {
+	n, err := unix.Getxattr(p, accessACL, nil)
+	return err == nil && n > 0 || hasDefaultACL(p)
+}
+
 // removeAccessACL removes the directory's ACL: its mode alone is left.
 func removeAccessACL(p string) error { return unix.Removexattr(p, accessACL) }
 

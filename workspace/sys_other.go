@@ -38,6 +38,7 @@ func hasDefaultACL(string) bool                               { return false }
 func removeDefaultACL(string) error                           { return errNotLinux }
 func openDefaultACL(string) bool                              { return false }
 func openAccessACL(string) bool                               { return false }
+func hasAnyACL(string) bool                                   { return false }
 func removeAccessACL(string) error                            { return errNotLinux }
 
 type pinnedDir struct{ path string }
