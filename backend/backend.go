@@ -355,11 +355,14 @@ const (
 // group, in order; a Barrier received there is closed once every signal
 // before it has been passed on.
 //
-// Output to a terminal (an Stdout or Stderr that is one, or the
-// terminal the command's pty is relayed to) is filtered: the control
-// sequences by which output reaches beyond the screen (the clipboard,
-// file transfers, title reports; see internal/termsafe) are dropped, each
-// kind a Denial of LayerTerminal in the ExitStatus.
+// Run filters output to a terminal (an Stdout or Stderr that is one, or
+// the terminal the command's pty is relayed to): the control sequences by
+// which output reaches beyond the screen (the clipboard, file transfers,
+// title reports; see internal/termsafe) are dropped, each kind a Denial
+// of LayerTerminal in the ExitStatus. A session's processes (Lifecycle)
+// write as given: their callers, the daemon and moat mcp, write to no
+// terminal, and the client filters what it writes to one
+// (client.TerminalOutput).
 //
 // A terminal is never handed to the command. When Stdin is a terminal
 // (*os.File), the command gets a pseudo-terminal of its own instead, as
@@ -663,7 +666,7 @@ func TerminalDenials(drops []termsafe.Drop) []Denial {
 	var out []Denial
 	for _, d := range drops {
 		out = append(out, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
-			Rule: "output to a terminal keeps to the control sequences that draw on its screen"})
+			Rule: termsafe.Rule})
 	}
 	return out
 }

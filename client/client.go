@@ -303,8 +303,7 @@ func TerminalOutput(stdout, stderr io.Writer) (o, e io.Writer, done func() []Den
 		var out []Denial
 		for _, d := range term.Close() {
 			out = append(out, Denial{Layer: LayerTerminal, What: d.What, Count: d.Count,
-				Rule: "output to a terminal keeps to the control sequences that draw on its screen",
-				Hint: "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"})
+				Rule: termsafe.Rule, Hint: termsafe.Hint})
 		}
 		return out
 	}

@@ -52,6 +52,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/internal/termsafe"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -669,10 +670,6 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	return nil
 }
 
-// terminalHint is what to do about control sequences dropped from the
-// output to a terminal: the output elsewhere is the command's as written.
-const terminalHint = "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"
-
 // allowDegradedHint is how a refusal of what cannot be enforced here
 // says to run without it: a run's flag, and for sessions their server's.
 const allowDegradedHint = "pass --allow-degraded to run without it (moat run, moat mcp; moat serve, for all its sessions)"
@@ -700,7 +697,7 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 	}
 	for _, d := range st.Denials {
 		if d.Layer == backend.LayerTerminal {
-			d.Hint = terminalHint
+			d.Hint = termsafe.Hint
 			rep.Denials = append(rep.Denials, d)
 			continue
 		}

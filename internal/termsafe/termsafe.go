@@ -39,6 +39,14 @@ import (
 	"unicode/utf8"
 )
 
+// Rule and Hint are what a report says of every drop: why, and how to
+// see what was dropped (the backends' denials and the client's share
+// them).
+const (
+	Rule = "output to a terminal keeps to the control sequences that draw on its screen"
+	Hint = "output that is not a terminal is passed as written: pipe it (| cat -v) to see the sequences"
+)
+
 // Drop counts the sequences of one kind the filter dropped.
 type Drop struct {
 	What  string // e.g. "OSC 52 (clipboard)"
