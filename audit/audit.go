@@ -32,9 +32,10 @@
 //	session   a daemon session began or ended, and why: [SessionEvent]
 //	daemon    a daemon started (after one that did not stop cleanly, with
 //	          the sessions it left) or stopped: [DaemonEvent]
-//	dropped   how many of a session's records a daemon did not write,
-//	          the session, or all sessions together, making more than
-//	          it allows (never a decision of the rules): [Dropped]
+//	dropped   how many of a stream's records (a daemon session's, a
+//	          run's) were not written, the stream, or all of a daemon's
+//	          sessions together, making more than its [Limiter] allows
+//	          (never a decision of the rules): [Dropped]
 //	cut       the stream's last line was found cut short and set aside
 //	          ([OpenRecover]): [Cut]
 //

@@ -9,7 +9,8 @@ const (
 	TypeSession = "session"
 	// TypeDaemon: a daemon started or stopped.
 	TypeDaemon = "daemon"
-	// TypeDropped: records of a session that a daemon did not write.
+	// TypeDropped: records of a stream (a daemon's session, a run) not
+	// written: it made more than its Limiter allows.
 	TypeDropped = "dropped"
 )
 
@@ -62,22 +63,31 @@ type DaemonEvent struct {
 	Reaped      []string `json:"reaped,omitempty"`
 }
 
-// Dropped is a TypeDropped record: how many records of a session the
-// daemon did not write since Since, by kind ("type"), because the session
-// made them faster than the daemon writes a session's records, or all
-// sessions together faster than it writes theirs (Daemon of them). It
-// comes before the session's next record written, or its end. Only the
-// kinds a daemon may drop are counted: network and denial records, and
-// decisions let through by --learn; never another decision.
+// Dropped is a TypeDropped record: how many records of a stream (a
+// daemon's session, or a run) were not written since Since, by kind
+// ("type"), because it made them faster than its [Limiter] writes them,
+// or all a daemon's sessions together faster than it writes theirs (Daemon
+// of them). It comes before the stream's next record written, or its end.
+// Only the kinds that may be dropped are counted: network and denial
+// records, and decisions let through by --learn; never another decision.
 type Dropped struct {
 	Type    string         `json:"type"` // TypeDropped
 	Time    time.Time      `json:"time"`
-	Session string         `json:"session"`
-	Tenant  string         `json:"tenant"`
+	Session string         `json:"session,omitempty"`
+	Tenant  string         `json:"tenant,omitempty"`
+	RunID   string         `json:"run_id,omitempty"`
 	Count   int            `json:"count"`
 	Daemon  int            `json:"daemon,omitempty"`
 	Types   map[string]int `json:"types"`
 	Since   time.Time      `json:"since"`
+}
+
+// Kind returns the kind ("type") of rec, a record of a session's or a
+// run's event stream (a [Decision], [NetworkRecord], [DenialRecord] or
+// [RunRecord]), or "" for another.
+func Kind(rec any) string {
+	_, kind := Tag(rec, "", "")
+	return kind
 }
 
 // Tag returns rec, a record of a session's event stream (a [Decision],

@@ -20,89 +20,41 @@ import (
 // whether the previous daemon stopped cleanly and which of its sessions
 // were reaped; and its clean stop.
 //
-// A session's commands choose how many records they make (a loop of
-// refused connections makes one each), and the stream is on the daemon's
-// disk: each session's records pass a token bucket (Config.AuditRate,
-// AuditBurst), and all sessions' together another (Config.AuditDaemonRate,
-// AuditDaemonBurst), so that many sessions cannot fill the disk either.
-// What may be dropped (mayDrop: network and denial records, and the
-// decisions --learn let through, one for each program or request a
-// command makes) is counted, not written, beyond either bucket, the count
-// written as an audit.Dropped record before the session's next record
-// that passes, or at its end. Once a bucket is empty a dropped record
-// costs a lock and a counter, nothing on disk.
-//
-// A decision of the rules (a deny, an ask and how it ended) and a run's
-// end are never dropped: a stream that lost the record of a refused or
-// approved action would not be an audit. Beyond its session's bucket such
-// a record waits for a token instead (writeKept), and so does the action
-// that made it, which goes on only once its record is written: a command
-// that makes refused programs without end is slowed to the session's rate
-// rather than left unrecorded. They take a token of the daemon's bucket
-// too, but do not wait for one: each session's are bounded by its own
-// rate, and the daemon's only leaves less room for what may be dropped.
-// The records of the daemon's own (session start and end, daemon,
-// approvals) pass neither bucket: a session makes two, and approvals are
-// bounded (Config.MaxPending).
+// A session's commands choose how many records they make, and the stream
+// is on the daemon's disk: each session's records pass an audit.Limiter
+// (Config.AuditRate, AuditBurst), and all sessions' together a bucket
+// they share (Config.AuditDaemonRate, AuditDaemonBurst), so that many
+// sessions cannot fill the disk either. What may be dropped
+// (sandbox.AuditMayDrop) is counted beyond either, the count written as an
+// audit.Dropped record; a decision of the rules and a run's end wait for
+// the session's token instead, and the action that made them with them
+// (see audit.Limiter). The records of the daemon's own (session start and
+// end, daemon, approvals) pass neither bucket: a session makes two, and
+// approvals are bounded (Config.MaxPending).
 
 // sessionAudit sends one session's records to the daemon's stream.
 type sessionAudit struct {
-	m  *Manager
-	id string
+	m   *Manager
+	id  string
+	lim *audit.Limiter
 
-	mu      sync.Mutex // held while a record is written: the session's stay in order
+	mu      sync.Mutex
 	tenant  string
 	started bool // its start is written; a pooled sandbox's, once claimed
-	tokens  float64
-	last    time.Time
-	waiting int // records that may not be dropped, waiting for a token
-	dropped int
-	daemon  int // of dropped, those over the daemon's bucket
-	byType  map[string]int
-	since   time.Time
-}
-
-// bucket is a token bucket: burst tokens, refilled at rate a second.
-type bucket struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-}
-
-// take takes a token if there is one; force takes one if there is one
-// and says yes anyway.
-func (b *bucket) take(now time.Time, rate float64, burst int, force bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = min(float64(burst), b.tokens+now.Sub(b.last).Seconds()*rate)
-	b.last = now
-	if b.tokens < 1 {
-		return force
-	}
-	b.tokens--
-	return true
-}
-
-// auditTake takes a token of the daemon's bucket for a session's record.
-func (m *Manager) auditTake(now time.Time, force bool) bool {
-	return m.audBucket.take(now, m.cfg.AuditDaemonRate, m.cfg.AuditDaemonBurst, force)
-}
-
-// mayDrop says whether rec, a record of a session's event stream, may be
-// dropped over a rate: not a decision of the rules, unless --learn let
-// it through, nor a run's end.
-func mayDrop(rec any) bool {
-	switch r := rec.(type) {
-	case audit.Decision:
-		return r.Outcome == sandbox.OutcomeLearn
-	case audit.RunRecord:
-		return false
-	}
-	return true
 }
 
 func (m *Manager) newSessionAudit(id, tenant string) *sessionAudit {
-	return &sessionAudit{m: m, id: id, tenant: tenant, tokens: float64(m.cfg.AuditBurst), last: time.Now()}
+	a := &sessionAudit{m: m, id: id, tenant: tenant}
+	a.lim = &audit.Limiter{Rate: m.cfg.AuditRate, Burst: m.cfg.AuditBurst,
+		Shared: &m.audBucket, SharedRate: m.cfg.AuditDaemonRate, SharedBurst: m.cfg.AuditDaemonBurst,
+		Write: m.auditWrite,
+		WriteDropped: func(d audit.Dropped) {
+			d.Session, d.Tenant = a.id, a.tenantNow()
+			m.auditWrite(d)
+			m.log.Warn("audit records of a session dropped: over its rate, or the daemon's", "session", d.Session, "tenant", d.Tenant,
+				"count", d.Count, "over_daemon_rate", d.Daemon)
+		}}
+	return a
 }
 
 // setTenant names the tenant of a pooled session once it is claimed.
@@ -112,93 +64,29 @@ func (a *sessionAudit) setTenant(t string) {
 	a.mu.Unlock()
 }
 
-// refill adds the tokens of the time since the last record.
-func (a *sessionAudit) refill(now time.Time) {
-	a.tokens = min(float64(a.m.cfg.AuditBurst), a.tokens+now.Sub(a.last).Seconds()*a.m.cfg.AuditRate)
-	a.last = now
+func (a *sessionAudit) tenantNow() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tenant
 }
 
 // write writes rec, one of the session's event stream, unless the
-// session or the daemon is over its rate and rec may be dropped.
+// session or the daemon is over its rate and rec may be dropped; one that
+// may not waits for the session's token, and its caller with it.
 func (a *sessionAudit) write(rec any) {
 	if a.m.cfg.Audit == nil {
 		return
 	}
-	rec, kind := audit.Tag(rec, a.id, "")
-	if !mayDrop(rec) {
-		a.writeKept(rec)
-		return
-	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.started {
+	started, tenant := a.started, a.tenant
+	a.mu.Unlock()
+	if !started {
 		// A pooled sandbox nobody claimed runs nothing: what it records
 		// (its close) is of no tenant's.
 		return
 	}
-	now := time.Now()
-	a.refill(now)
-	// The tokens that come while a record that may not be dropped waits
-	// are its.
-	if own := a.tokens >= 1 && a.waiting == 0; !own || !a.m.auditTake(now, false) {
-		if a.dropped == 0 {
-			a.since = now
-			a.byType = map[string]int{}
-		}
-		a.dropped++
-		if own {
-			a.daemon++
-		}
-		if kind == "" {
-			kind = "other"
-		}
-		a.byType[kind]++
-		return
-	}
-	a.tokens--
-	a.flushLocked(now)
-	rec, _ = audit.Tag(rec, a.id, a.tenant)
-	a.m.auditWrite(rec)
-}
-
-// writeKept writes rec, which may not be dropped, once the session has a
-// token for it: the caller, and the action it records, wait till then.
-func (a *sessionAudit) writeKept(rec any) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.started {
-		return
-	}
-	now := time.Now()
-	for a.refill(now); a.tokens < 1; a.refill(now) {
-		wait := time.Duration((1 - a.tokens) / a.m.cfg.AuditRate * float64(time.Second))
-		a.waiting++
-		a.mu.Unlock()
-		time.Sleep(wait)
-		a.mu.Lock()
-		a.waiting--
-		now = time.Now()
-	}
-	a.tokens--
-	a.m.auditTake(now, true)
-	a.flushLocked(now)
-	rec, _ = audit.Tag(rec, a.id, a.tenant)
-	a.m.auditWrite(rec)
-}
-
-// flushLocked writes the count of the records dropped, if any. The count
-// costs a token too, so that the stream's rate holds.
-func (a *sessionAudit) flushLocked(now time.Time) {
-	if a.dropped == 0 {
-		return
-	}
-	a.tokens--
-	a.m.auditTake(now, true)
-	a.m.auditWrite(audit.Dropped{Type: audit.TypeDropped, Time: now.UTC(), Session: a.id, Tenant: a.tenant,
-		Count: a.dropped, Daemon: a.daemon, Types: a.byType, Since: a.since.UTC()})
-	a.m.log.Warn("audit records of a session dropped: over its rate, or the daemon's", "session", a.id, "tenant", a.tenant,
-		"count", a.dropped, "over_daemon_rate", a.daemon)
-	a.dropped, a.daemon, a.byType = 0, 0, nil
+	rec, kind := audit.Tag(rec, a.id, tenant)
+	a.lim.Add(rec, kind, !sandbox.AuditMayDrop(rec))
 }
 
 // start writes the session's start.
@@ -226,11 +114,7 @@ func (a *sessionAudit) end(reason string) {
 	if a.m.cfg.Audit == nil {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := time.Now()
-	a.flushLocked(now)
-	a.m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: now.UTC(), Session: a.id, Tenant: a.tenant,
+	a.lim.Finish(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: a.id, Tenant: a.tenantNow(),
 		Event: "end", Reason: reason})
 }
 

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/sandbox"
 )
@@ -237,7 +238,7 @@ type Manager struct {
 
 	// audBucket bounds the sessions' records in the audit stream, all
 	// together (auditlog.go).
-	audBucket bucket
+	audBucket audit.Bucket
 }
 
 // New starts a Manager on cfg.StateDir. It takes the state directory's
@@ -272,7 +273,6 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, dir: dir, lock: lock, log: cfg.Logger, sessions: map[string]*Session{}, stop: make(chan struct{})}
-	m.audBucket.tokens, m.audBucket.last = float64(cfg.AuditDaemonBurst), time.Now()
 	// The sockets are recorded where a run of this user finds them
 	// (sandbox.DaemonSocketsRecord), which then refuses to show them.
 	if err := sandbox.RecordDaemonSockets(cfg.StateDir, cfg.Sockets); err != nil {

@@ -15,7 +15,8 @@ import (
 // Record is what Suggest reads of an audit record: a decision of the rules
 // (type "decision": Command, Decided, Verdict, Rule, Outcome, At) or an
 // event of the egress proxy (type "network": Host, Port, Decision, Rule).
-// Other records are skipped.
+// Other records are skipped; Count is a "dropped" record's, which callers
+// tell the person of (what was dropped is missing from the suggestions).
 type Record struct {
 	Type     string    `json:"type"`
 	Time     time.Time `json:"time"`
@@ -30,6 +31,7 @@ type Record struct {
 	Port     int       `json:"port"`
 	Decision string    `json:"decision"`
 	Reason   string    `json:"reason"`
+	Count    int       `json:"count"`
 }
 
 // egressRuleLocalName is egress.RuleLocalName, the rule of a refused

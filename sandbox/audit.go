@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"sync"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -16,6 +17,79 @@ func NetworkRecord(e egress.Event) audit.NetworkRecord {
 		BytesUp: e.BytesUp, BytesDown: e.BytesDown, Duration: int64(e.Duration),
 		Method: e.Method, Path: e.Path, Secrets: e.Secrets,
 	}
+}
+
+// A run's audit stream is bounded as a daemon session's is
+// (audit.Limiter): RunAuditBurst records at once, then RunAuditRate a
+// second. A run is one person's, so its bound is a daemon's for all its
+// sessions together: a --learn run of a large build, one decision for
+// each program it starts, fits in it.
+const (
+	RunAuditRate  = 100
+	RunAuditBurst = 10000
+)
+
+// RunAudit writes one run's records to its stream at a bounded rate
+// (RunAuditRate, RunAuditBurst): what may be dropped (AuditMayDrop) is
+// counted beyond it, in an audit.Dropped record naming the run; a
+// decision of the rules, and the action that made it, wait.
+type RunAudit struct {
+	lim   audit.Limiter
+	mu    sync.Mutex
+	runID string
+}
+
+// NewRunAudit returns a RunAudit writing through write.
+func NewRunAudit(write func(rec any)) *RunAudit {
+	a := &RunAudit{}
+	a.lim = audit.Limiter{Rate: RunAuditRate, Burst: RunAuditBurst,
+		Write: write,
+		WriteDropped: func(d audit.Dropped) {
+			a.mu.Lock()
+			d.RunID = a.runID
+			a.mu.Unlock()
+			write(d)
+		}}
+	return a
+}
+
+// Write writes rec, a record of the run's stream, unless the run is over
+// its rate and rec may be dropped.
+func (a *RunAudit) Write(rec any) {
+	var id string
+	switch r := rec.(type) {
+	case audit.Decision:
+		id = r.RunID
+	case audit.NetworkRecord:
+		id = r.RunID
+	case audit.DenialRecord:
+		id = r.RunID
+	case audit.RunRecord:
+		id = r.RunID
+	}
+	if id != "" {
+		a.mu.Lock()
+		a.runID = id
+		a.mu.Unlock()
+	}
+	a.lim.Add(rec, audit.Kind(rec), !AuditMayDrop(rec))
+}
+
+// Close writes the count of what was dropped, if anything was.
+func (a *RunAudit) Close() { a.lim.Finish(nil) }
+
+// AuditMayDrop says whether rec, a record of a run's or a session's
+// stream, may be dropped when the stream is over its rate
+// (audit.Limiter): a network or denial record, or a decision that
+// Request.Learn let through; never a decision of the rules nor a run's end.
+func AuditMayDrop(rec any) bool {
+	switch r := rec.(type) {
+	case audit.Decision:
+		return r.Outcome == OutcomeLearn
+	case audit.RunRecord:
+		return false
+	}
+	return true
 }
 
 // AuditRecords are the audit records of a run's end, in the order they

@@ -620,6 +620,26 @@ func TestSuggestEscapesRecords(t *testing.T) {
 	}
 }
 
+// TestSuggestSaysWhatWasDropped: a stream that went over its rate lost
+// records (audit.Dropped), and suggest says so rather than suggest from it
+// as if it were whole. The control: a stream without one has no warning.
+func TestSuggestSaysWhatWasDropped(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "audit.jsonl")
+	rec := `{"type":"network","time":"2026-12-01T00:00:00Z","run_id":"r1","host":"example.com","port":443,"decision":"deny","rule":"default deny"}` + "\n"
+	os.WriteFile(f, []byte(rec), 0o644)
+	code, out, errs := moat(t, dir, "policy", "suggest", f)
+	if code != 0 || !strings.Contains(out, `"example.com:443",`) || strings.Contains(errs, "not written") {
+		t.Fatalf("suggest of a whole stream: %d %q %q", code, out, errs)
+	}
+	rec += `{"type":"dropped","time":"2026-12-01T00:00:01Z","run_id":"r1","count":1234,"types":{"network":1234},"since":"2026-12-01T00:00:00Z"}` + "\n"
+	os.WriteFile(f, []byte(rec), 0o644)
+	code, out, errs = moat(t, dir, "policy", "suggest", f)
+	if code != 0 || !strings.Contains(out, `"example.com:443",`) || !strings.Contains(errs, "1234 records were not written") {
+		t.Fatalf("suggest of a stream with dropped records: %d %q %q", code, out, errs)
+	}
+}
+
 // TestSuggestValidates: what policy suggest prints is a policy that loads,
 // whatever destinations the records name. Host entries match names only,
 // so an IP destination the proxy refused is suggested in allow_cidrs, a

@@ -225,6 +225,7 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat: WARNING: %s: %v; suggesting from it anyway\n", args[0], err)
 	}
 	var recs []harness.Record
+	dropped := 0
 	for i, line := range bytes.Split(b, []byte("\n")) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -235,6 +236,12 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		recs = append(recs, r)
+		if r.Type == audit.TypeDropped {
+			dropped += r.Count
+		}
+	}
+	if dropped > 0 {
+		fmt.Fprintf(stderr, "moat: WARNING: %s: %d records were not written (the stream made more than its rate): what they were is missing from these suggestions\n", args[0], dropped)
 	}
 	sugg := harness.Suggest(recs)
 	if len(sugg) == 0 {

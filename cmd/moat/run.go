@@ -246,16 +246,20 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	var auditFn func(egress.Event)
-	var aw *audit.Writer
+	var aw *sandbox.RunAudit
 	if f.auditFile != "" {
-		var err error
-		if aw, err = audit.Open(f.auditFile); err != nil {
+		w, err := audit.Open(f.auditFile)
+		if err != nil {
 			fmt.Fprintf(stderr, "moat: %v\n", err)
 			failedReport(f, cmdline, err, stdout, stderr)
 			return exitMoatError
 		}
+		// The command chooses how many records it makes: the stream's
+		// rate is bounded (sandbox.RunAudit).
+		aw = sandbox.NewRunAudit(func(rec any) { w.Write(rec) })
 		defer func() {
-			if err := aw.Close(); err != nil {
+			aw.Close()
+			if err := w.Close(); err != nil {
 				fmt.Fprintf(stderr, "moat: %v\n", err)
 			}
 		}()
