@@ -288,7 +288,32 @@ func (c *Client) readEvents(body io.Reader, stdout, stderr io.Writer) (*ExitRepo
 	if rep != nil {
 		rep.Denials = append(rep.Denials, dropped...)
 	}
+	if err != nil && len(dropped) > 0 {
+		err = &OutputError{Err: err, Denials: dropped}
+	}
 	return rep, err
+}
+
+// OutputError is the error of an exec that failed after some of its
+// output was written to a terminal (the stream was cut, the daemon went
+// away): Denials are what the client dropped from that output, as an
+// ExitReport would have had them. errors.As finds the error it wraps.
+type OutputError struct {
+	Err     error
+	Denials []Denial
+}
+
+func (e *OutputError) Error() string { return e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// ErrorDenials returns the Denials of an OutputError in err's chain, or
+// none.
+func ErrorDenials(err error) []Denial {
+	var oe *OutputError
+	if errors.As(err, &oe) {
+		return oe.Denials
+	}
+	return nil
 }
 
 // TerminalOutput returns stdout and stderr filtered where they are a

@@ -101,6 +101,7 @@ func execTTY(c *client.Client, id string, req *client.ExecRequest, stdin io.Read
 	<-relayDone
 	restore()
 	if err != nil {
+		printRulesRefused(stderr, client.ErrorDenials(err))
 		if ctx.Err() != nil {
 			return 128 + int(syscall.SIGTERM)
 		}

@@ -397,6 +397,9 @@ func cmdExec(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rep, err = c.Exec(ctx, rest[0], req, stdout, stderr)
 	}
 	if err != nil {
+		// What was dropped from the output written before is said
+		// however the exec ended.
+		printRulesRefused(stderr, client.ErrorDenials(err))
 		if s, ok := forced.Load().(syscall.Signal); ok {
 			fmt.Fprintf(stderr, "moat exec: %s: the command was stopped\n", sandbox.SignalName(s))
 			return 128 + int(s)

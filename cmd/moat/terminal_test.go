@@ -5,8 +5,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -502,5 +505,50 @@ func TestSessionTerminalControlSequencesFiltered(t *testing.T) {
 	code, out, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", script)
 	if code != 0 || !strings.Contains(out, "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
 		t.Errorf("output to a pipe: %d %q %q: want it as written", code, out, errs)
+	}
+}
+
+// TestExecCutSaysWhatWasDropped: an exec whose stream is cut after some
+// output (the daemon went away) still says what the filter dropped from
+// that output; the control: the text around it was shown.
+func TestExecCutSaysWhatWasDropped(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "fake.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/exec") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintln(w, `{"code":"not_found","message":"no such thing"}`)
+			return
+		}
+		// moat exec streams its input in the request as the output comes.
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintln(w, `{"stream":"stdout","data":"a\u001b]52;c;cm0gLXJmIH4K\u0007b\n"}`)
+		w.(http.Flusher).Flush()
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close() // cut: no exit event
+		}
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+	for _, tty := range [][]string{nil, {"-t"}} {
+		t.Run(fmt.Sprintf("tty=%v", tty != nil), func(t *testing.T) {
+			o := newOuterTerminal(t)
+			args := append(append([]string{"exec", "--socket", sock}, tty...), "s1", "--", "true")
+			cmd := o.start(t, t.TempDir(), args...)
+			code := o.wait(t, cmd)
+			shown := o.shown()
+			if code == 0 || !strings.Contains(shown, "ab") || strings.Contains(shown, "]52;") {
+				t.Fatalf("exit %d, the terminal showed %q: want a failure after the text, no clipboard write", code, shown)
+			}
+			if !strings.Contains(shown, "moat exec: dropped from the output to the terminal: OSC 52 (clipboard) ×1") {
+				t.Errorf("a cut exec does not say what was dropped: %q", shown)
+			}
+		})
 	}
 }
