@@ -360,9 +360,9 @@ const (
 // which output reaches beyond the screen (the clipboard, file transfers,
 // title reports; see internal/termsafe) are dropped, each kind a Denial
 // of LayerTerminal in the ExitStatus. A session's processes (Lifecycle)
-// write as given: their callers, the daemon and moat mcp, write to no
-// terminal, and the client filters what it writes to one
-// (client.TerminalOutput).
+// write as given: package sandbox filters a session command's output to a
+// terminal (Session.Exec, Session.Start), and the client what it writes
+// to one (client.TerminalOutput).
 //
 // A terminal is never handed to the command. When Stdin is a terminal
 // (*os.File), the command gets a pseudo-terminal of its own instead, as

@@ -19,6 +19,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/netrule"
+	"github.com/moatbox/moat/internal/termsafe"
 	"github.com/moatbox/moat/policy"
 	"github.com/moatbox/moat/workspace"
 )
@@ -448,6 +449,8 @@ type Process struct {
 	// network ends the account of the network while the command runs
 	// (nil without the proxy; see egressRun.watch).
 	network func() *NetworkReport
+	// term filters its output to a terminal, if any.
+	term termsafe.Set
 }
 
 // cpuTime is the sandbox's CPU time, all its processes' so far.
@@ -510,6 +513,9 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	stdio = joinOutputs(stdio)
 	rep := s.newReport(req.Args)
 	p := &Process{rep: rep, landlock: s.landlock}
+	// Output to a terminal is filtered as a Run's is (backend.Stdio):
+	// a library caller may write a command's output to a person's.
+	stdio = filterTerminals(stdio, &p.term)
 	fail := func(err error) (*Process, error) {
 		return p, setError(rep, err)
 	}
@@ -688,6 +694,10 @@ func (p *Process) Wait() (*Report, error) {
 		spent := p.endBudgets()
 		if p.network != nil {
 			p.rep.Network = p.network()
+		}
+		for _, d := range backend.TerminalDenials(p.term.Close()) {
+			d.Hint = termsafe.Hint
+			p.rep.Denials = append(p.rep.Denials, d)
 		}
 		if err != nil {
 			setError(p.rep, err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/internal/termsafe"
 )
 
 // joinOutputs returns stdio with its Stdout and Stderr made one writer
@@ -70,4 +71,24 @@ func (s *serialWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// Unwrap returns the writer under s, where a terminal is looked for.
+func (s *serialWriter) Unwrap() io.Writer { return s.w }
+
+// filterTerminals returns stdio with its outputs that are terminals
+// filtered by term (see backend.Stdio), one writer still one.
+func filterTerminals(stdio backend.Stdio, term *termsafe.Set) backend.Stdio {
+	if stdio.Stdout != nil && stdio.Stdout == stdio.Stderr {
+		stdio.Stdout = term.Wrap(stdio.Stdout)
+		stdio.Stderr = stdio.Stdout
+		return stdio
+	}
+	if stdio.Stdout != nil {
+		stdio.Stdout = term.Wrap(stdio.Stdout)
+	}
+	if stdio.Stderr != nil {
+		stdio.Stderr = term.Wrap(stdio.Stderr)
+	}
+	return stdio
 }

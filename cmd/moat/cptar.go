@@ -112,7 +112,10 @@ func cpDirTo(c *client.Client, src, id, dpath string, stderr io.Writer) int {
 func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if dst == "-" {
-		if err := c.DownloadTar(ctx, id, spath, stdout); err != nil {
+		out, done := terminalOutput(stdout, stderr, "cp")
+		err := c.DownloadTar(ctx, id, spath, out)
+		done()
+		if err != nil {
 			return apiFail(stderr, "cp", err, "")
 		}
 		return 0

@@ -625,7 +625,11 @@ func cmdCp(args []string, stdout, stderr io.Writer) int {
 			return apiFail(stderr, "cp", err, "")
 		}
 		if dst == "-" {
-			stdout.Write(data)
+			// What a command wrote reaches a terminal as moat exec's
+			// output does: filtered.
+			out, done := terminalOutput(stdout, stderr, "cp")
+			out.Write(data)
+			done()
 			return 0
 		}
 		// Into a directory named (its own, not through a link), as cp does.
@@ -736,9 +740,7 @@ func cmdLogs(args []string, stdout, stderr io.Writer) int {
 	for _, d := range done() {
 		filtered = append(filtered, fmt.Sprintf("%s ×%d", d.What, d.Count))
 	}
-	if len(filtered) > 0 {
-		fmt.Fprintf(stderr, "moat logs: dropped from the output to the terminal: %s (pipe the output to see it as written)\n", workspace.EscapeText(firstOf(filtered, maxListed)))
-	}
+	printDropped(stderr, "logs", filtered)
 	return code
 }
 

@@ -506,6 +506,23 @@ func TestSessionTerminalControlSequencesFiltered(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
 		t.Errorf("output to a pipe: %d %q %q: want it as written", code, out, errs)
 	}
+	// moat cp of a file the command wrote, to stdout, too.
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c", script+" > seq.txt"); code != 0 {
+		t.Fatalf("exec: %d %q", code, errs)
+	}
+	o = newOuterTerminal(t)
+	cmd = o.start(t, dir, "cp", "--socket", sock, id+":seq.txt", "-")
+	if code := o.wait(t, cmd); code != 0 {
+		t.Fatalf("cp: exit %d: %q", code, o.shown())
+	}
+	if shown := o.shown(); !strings.Contains(shown, "ab\x1b]0;moat-title\x07c") || strings.Contains(shown, "]52;") ||
+		!strings.Contains(shown, "moat cp: dropped from the output to the terminal: OSC 52 (clipboard) ×1") {
+		t.Errorf("moat cp to the terminal showed %q", shown)
+	}
+	code, out, errs = moat(t, dir, "cp", "--socket", sock, id+":seq.txt", "-")
+	if code != 0 || !strings.Contains(out, "a\x1b]52;c;cm0gLXJmIH4K\x07b") {
+		t.Errorf("moat cp to a pipe: %d %q %q: want it as written", code, out, errs)
+	}
 }
 
 // TestExecCutSaysWhatWasDropped: an exec whose stream is cut after some
