@@ -345,7 +345,8 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		if common != gitdir {
 			dirs = append(dirs, common)
 		}
-		for _, d := range nestedGitDirs(common, g.readDir, g.lstat) {
+		nested, _ := nestedGitDirs(common, g.readDir, g.lstat)
+		for _, d := range nested {
 			g.gitdirs[d] = true
 			dirs = append(dirs, d)
 		}
@@ -858,17 +859,7 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 				q.move(base, rel, "a link the command made where git keeps nested git directories")
 			}
 		}
-		for _, d := range nestedGitDirs(common, g.readDir, g.lstat) {
-			if g.gitdirs[d] {
-				continue
-			}
-			base, rel := g.baseOf(d)
-			for _, e := range gitDirEntries {
-				if _, err := g.lstat(filepath.Join(d, e)); err == nil {
-					q.move(base, joinRel(rel, e), "a git directory the command added")
-				}
-			}
-		}
+		g.nestedOut(q, common)
 		for _, p := range g.newGitlinks(common) {
 			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made or added to the index")
 		}
@@ -889,6 +880,32 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	g.topSpecialsOut(q)
 	g.restoreModes()
 	return q.done, errors.Join(q.errs...)
+}
+
+// nestedOut quarantines the entries of each git directory the command
+// added where git keeps submodules' and worktrees' (common's modules/ and
+// worktrees/): git would take one for a submodule's on its next update,
+// and run its config and hooks. A walk cut short (the command made more
+// than it looks through: a repository's own submodules are far fewer)
+// takes modules/ out whole, the host's submodules' directories with it
+// (they are in the quarantine), rather than leave what it did not see.
+func (g *Guard) nestedOut(q *quarantine, common string) {
+	dirs, cut := nestedGitDirs(common, g.readDir, g.lstat)
+	if cut {
+		base, rel := g.baseOf(filepath.Join(common, "modules"))
+		q.move(base, rel, fmt.Sprintf("more directories where git keeps submodules' than moat looks through (%d git directories, %d deep, %d directories): git could take any of them for a submodule's", maxNestedGitDirs, maxNestedDepth, maxNestedWalk))
+	}
+	for _, d := range dirs {
+		if g.gitdirs[d] || cut && !within(filepath.Join(common, "worktrees"), d) {
+			continue
+		}
+		base, rel := g.baseOf(d)
+		for _, e := range gitDirEntries {
+			if _, err := g.lstat(filepath.Join(d, e)); err == nil {
+				q.move(base, joinRel(rel, e), "a git directory the command added")
+			}
+		}
+	}
 }
 
 // modeBits are the bits of a directory's mode restoreModes puts back:
@@ -1690,13 +1707,16 @@ func (g *Guard) commonDir(dir string) string {
 
 // nestedGitDirs lists the git directories of submodules (modules/, to any
 // depth, nested submodules included) and linked worktrees (worktrees/*)
-// of common: each has its own config or commondir and hooks. It looks with
-// readDir and lstat (by path, or below the guard's roots).
-func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), lstat func(string) (fs.FileInfo, error)) []string {
-	var out []string
+// of common: each has its own config or commondir and hooks. A git
+// directory is told by its HEAD, a file or a link (git follows one into
+// refs/). It looks with readDir and lstat (by path, or below the guard's
+// roots), at most maxNestedGitDirs of them, maxNestedDepth deep, through
+// maxNestedWalk directories: cut says it stopped short, with more to see.
+func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), lstat func(string) (fs.FileInfo, error)) (out []string, cut bool) {
+	walked := 0
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
-		if depth > 16 || len(out) > 4096 {
+		if cut {
 			return
 		}
 		ents, err := readDir(dir)
@@ -1707,8 +1727,13 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 			if !e.IsDir() {
 				continue
 			}
+			if depth >= maxNestedDepth || len(out) >= maxNestedGitDirs || walked >= maxNestedWalk {
+				cut = true
+				return
+			}
+			walked++
 			p := filepath.Join(dir, e.Name())
-			if fi, err := lstat(filepath.Join(p, "HEAD")); err == nil && fi.Mode().IsRegular() {
+			if fi, err := lstat(filepath.Join(p, "HEAD")); err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
 				out = append(out, p)
 				walk(filepath.Join(p, "modules"), depth+1)
 				continue
@@ -1724,8 +1749,16 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 			}
 		}
 	}
-	return out
+	return out, cut
 }
+
+// The bounds of nestedGitDirs' walk: far beyond a repository's
+// submodules, and what a command that makes more is refused (Finish).
+const (
+	maxNestedGitDirs = 4096
+	maxNestedDepth   = 16
+	maxNestedWalk    = 65536
+)
 
 // submodulePaths lists the submodule paths .gitmodules (its variables,
 // as readGitConfig returns them) names, relative and inside the
