@@ -128,8 +128,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// them, which a run that ends sooner never needs. Before then a signal
 	// has its default effect on moat: SIGINT, SIGTERM, SIGHUP and Ctrl-\
 	// end it, and the sandbox with it (init dies with moat), Ctrl-Z stops
-	// moat alone. A run that keeps a record (--report, --json, --audit)
-	// takes Ctrl-C, SIGTERM and SIGHUP at once instead, before it reads
+	// moat alone (Ctrl-\ by its default action, not the Go runtime's dump:
+	// see takeQuit). A run that keeps a record (--report, --json, --audit)
+	// takes Ctrl-C, Ctrl-\, SIGTERM and SIGHUP at once instead, before it reads
 	// its policy: until forwarding starts they kill the sandbox (a command
 	// that has barely started is not asked to clean up), and the run ends
 	// with its report and audit record however early they came. So does a
@@ -148,10 +149,33 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			signal.Notify(sigs, list...)
 		}
 	}
+	// Ctrl-\ (SIGQUIT) has its default action until moat takes it (its
+	// default effect in a Go program is the runtime's dump of its
+	// goroutines): takeQuit asks for it, then gives the runtime its
+	// handler back, so that it is never without one of the two.
+	restoreQuit := func() {}
+	if !signal.Ignored(syscall.SIGQUIT) {
+		restoreQuit = quitDefault()
+	}
+	var quitTaken sync.Once
+	takeQuit := func() {
+		quitTaken.Do(func() {
+			notify(syscall.SIGQUIT)
+			restoreQuit()
+		})
+	}
 	if f.reportFile != "" || f.jsonOut || f.auditFile != "" {
 		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		takeQuit()
 	}
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		// What is left of moat's work after the run (its report)
+		// ends by SIGQUIT's default action too, not by the dump.
+		if !signal.Ignored(syscall.SIGQUIT) {
+			quitDefault()
+		}
+	}()
 	var forwarding atomic.Bool
 	// Once: the timer's call and onTerminal's may overlap, and the second
 	// must not return before the first has installed the handlers (Do
@@ -160,8 +184,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	install := func() {
 		installed.Do(func() {
 			notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP,
-				syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGCONT,
+				syscall.SIGTSTP, syscall.SIGCONT,
 				syscall.SIGUSR1, syscall.SIGUSR2)
+			takeQuit()
 			forwarding.Store(true)
 		})
 	}
@@ -194,6 +219,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 					a.interrupt(s)
 				}
 				if n++; n >= 2 || !forwarding.Load() {
+					cancel()
+					return
+				}
+			case syscall.SIGQUIT:
+				// Taken before forwarding starts (a run that keeps a
+				// record), it ends the run as SIGTERM does.
+				if !forwarding.Load() {
 					cancel()
 					return
 				}
@@ -237,6 +269,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// cgroup, which would stay behind (empty) until a later run swept it.
 	if l := p.Limits; l.Memory > 0 || l.Pids > 0 || l.CPUs > 0 {
 		notify(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		takeQuit()
 	}
 	caller, err := f.caller(p)
 	if err != nil {
