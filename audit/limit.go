@@ -46,7 +46,8 @@ func (b *Bucket) Take(now time.Time, rate float64, burst int, force bool) bool {
 // Limiter bounds the rate of one stream's records (see above). Its fields
 // are set before its first use.
 type Limiter struct {
-	// Rate (records a second, > 0) and Burst bound the stream.
+	// Rate (records a second) and Burst bound the stream: a Rate that is
+	// not positive is taken as 1, a Burst below 1 as 1.
 	Rate  float64
 	Burst int
 	// Shared, if set, is a bucket of several streams together, of
@@ -77,6 +78,10 @@ type Limiter struct {
 
 // refill adds the tokens of the time since the last record.
 func (l *Limiter) refill(now time.Time) {
+	if !(l.Rate > 0) { // NaN too
+		l.Rate = 1
+	}
+	l.Burst = max(l.Burst, 1)
 	if !l.started {
 		l.started, l.tokens = true, float64(l.Burst)
 	} else {

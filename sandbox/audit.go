@@ -20,18 +20,19 @@ func NetworkRecord(e egress.Event) audit.NetworkRecord {
 }
 
 // A run's audit stream is bounded as a daemon session's is
-// (audit.Limiter): RunAuditBurst records at once, then RunAuditRate a
-// second. A run is one person's, so its bound is a daemon's for all its
-// sessions together: a --learn run of a large build, one decision for
-// each program it starts, fits in it.
+// (audit.Limiter): by default RunAuditBurst records at once, then
+// RunAuditRate a second (moat run's --audit-burst and --audit-rate). A
+// run is one person's, so its bound is a daemon's for all its sessions
+// together; a --learn run of a long build, one decision for each program
+// it starts, may need more.
 const (
 	RunAuditRate  = 100
 	RunAuditBurst = 10000
 )
 
-// RunAudit writes one run's records to its stream at a bounded rate
-// (RunAuditRate, RunAuditBurst): what may be dropped (AuditMayDrop) is
-// counted beyond it, in an audit.Dropped record naming the run; a
+// RunAudit writes one run's records to its stream at a bounded rate:
+// what may be dropped (AuditMayDrop, but for the denial records of its
+// end) is counted beyond it, in an audit.Dropped record naming the run; a
 // decision of the rules, and the action that made it, wait.
 type RunAudit struct {
 	lim   audit.Limiter
@@ -39,10 +40,12 @@ type RunAudit struct {
 	runID string
 }
 
-// NewRunAudit returns a RunAudit writing through write.
-func NewRunAudit(write func(rec any)) *RunAudit {
+// NewRunAudit returns a RunAudit writing through write, rate records a
+// second once burst are written (RunAuditRate and RunAuditBurst are the
+// defaults of moat run).
+func NewRunAudit(write func(rec any), rate float64, burst int) *RunAudit {
 	a := &RunAudit{}
-	a.lim = audit.Limiter{Rate: RunAuditRate, Burst: RunAuditBurst,
+	a.lim = audit.Limiter{Rate: rate, Burst: burst,
 		Write: write,
 		WriteDropped: func(d audit.Dropped) {
 			a.mu.Lock()
@@ -72,7 +75,10 @@ func (a *RunAudit) Write(rec any) {
 		a.runID = id
 		a.mu.Unlock()
 	}
-	a.lim.Add(rec, audit.Kind(rec), !AuditMayDrop(rec))
+	// A run's denial records are its summary at its end, one for each
+	// kind: kept, unlike a session's, whose commands come without end.
+	_, denial := rec.(audit.DenialRecord)
+	a.lim.Add(rec, audit.Kind(rec), denial || !AuditMayDrop(rec))
 }
 
 // Close writes the count of what was dropped, if anything was.

@@ -11,8 +11,7 @@ import (
 // keeps the rules' decisions and the run's end.
 func TestRunAuditBounded(t *testing.T) {
 	var out []any
-	a := NewRunAudit(func(r any) { out = append(out, r) })
-	a.lim.Burst, a.lim.Rate = 2, 50
+	a := NewRunAudit(func(r any) { out = append(out, r) }, 50, 2)
 	net := audit.NetworkRecord{Type: audit.TypeNetwork, RunID: "r1", Decision: "deny"}
 	a.Write(net)
 	a.Write(net)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,8 @@ type runFlags struct {
 	reportFile    string
 	allowDegraded bool
 	learn         bool
+	auditRate     float64
+	auditBurst    int
 }
 
 type listFlag []string
@@ -182,7 +185,7 @@ var flagGroups = []struct {
 	{"Network", []string{"net,network", "tcp-bind", "tcp-connect"}},
 	{"Limits and identity", []string{"wall", "cpu-time", "memory,m", "pids,pids-limit", "cpus", "open-files", "file-size", "output", "disk", "uid"}},
 	{"Enforcement", []string{"isolation", "landlock", "seccomp", "allow-degraded", "learn"}},
-	{"Report", []string{"json", "report", "audit"}},
+	{"Report", []string{"json", "report", "audit", "audit-burst", "audit-rate"}},
 	{"Docker's spellings (see also -e, -m, --network, --pids-limit above)", []string{"volume,v", "workdir,w", "user,u", "read-only", "rm,i,t,it,ti,interactive,tty"}},
 }
 
@@ -207,6 +210,8 @@ func flagDefaults() map[string]string {
 		"landlock":       d.Filesystem.Landlock,
 		"seccomp":        d.Syscalls.Profile,
 		"isolation":      d.Sandbox.Isolation,
+		"audit-burst":    strconv.Itoa(sandbox.RunAuditBurst),
+		"audit-rate":     strconv.Itoa(sandbox.RunAuditRate),
 	}
 }
 
@@ -233,6 +238,8 @@ func newRunFlags(name string) *runFlags {
 	str(&o.TCPConnect, "tcp-connect", "only these TCP `PORTS` may be connected to (comma-separated, or none), enforced by Landlock")
 	str(&o.Landlock, "landlock", "Landlock `MODE`: auto, required, best-effort or off")
 	fs.Var(nonEmptyFlag{&f.auditFile, "a FILE"}, "audit", "append the rules' decision, every network decision, refused system call and the run's outcome to `FILE` as hash-chained JSON lines (moat audit verify checks them)")
+	fs.IntVar(&f.auditBurst, "audit-burst", sandbox.RunAuditBurst, "`N` records written to --audit at once before --audit-rate holds; network records and the decisions --learn let through beyond it are counted, not written")
+	fs.Float64Var(&f.auditRate, "audit-rate", sandbox.RunAuditRate, "`N` records a second written to --audit once its burst is spent (the rules' decisions are never dropped: the command waits for them to be written)")
 	str(&o.Isolation, "isolation", "what isolates the command, `KIND`: native (namespaces, seccomp, Landlock on the host's kernel) or gvisor (gVisor's user-space kernel, runsc; needs root)")
 	str(&o.Seccomp, "seccomp", "system-call filter: default, strict, unconfined (no filter), or a Docker-format JSON `PROFILE`")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the run report as one JSON object on the last line of stdout")
@@ -276,7 +283,7 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 	err := f.fs.Parse(args)
 	if err == nil && f.showOnly {
 		// The run's outputs: a policy shown or explained has no run.
-		for _, name := range []string{"json", "report", "audit"} {
+		for _, name := range []string{"json", "report", "audit", "audit-burst", "audit-rate"} {
 			if f.given(name) {
 				fmt.Fprintf(stderr, "moat: --%s is moat run's: moat %s runs nothing\n", name, f.name)
 				return false, 2
@@ -293,6 +300,23 @@ func (f *runFlags) parse(args []string, stdout, stderr io.Writer) (ok bool, code
 	f.parseErr = fmt.Errorf("%s; see moat %s --help", flagErrorMessage(f.fs, err), f.name)
 	fmt.Fprintf(stderr, "moat: %v\n", f.parseErr)
 	return false, exitMoatError
+}
+
+// auditBounds checks --audit-rate and --audit-burst, which bound the
+// --audit stream and need it.
+func (f *runFlags) auditBounds() error {
+	for _, name := range []string{"audit-burst", "audit-rate"} {
+		if f.given(name) && f.auditFile == "" {
+			return fmt.Errorf("--%s bounds the --audit stream: give --audit FILE too", name)
+		}
+	}
+	if f.auditBurst <= 0 {
+		return fmt.Errorf("--audit-burst %d: want a number of records, 1 or more", f.auditBurst)
+	}
+	if !(f.auditRate > 0) || math.IsInf(f.auditRate, 1) {
+		return fmt.Errorf("--audit-rate %v: want a positive number of records a second", f.auditRate)
+	}
+	return nil
 }
 
 // given says whether the flag name was on the command line.

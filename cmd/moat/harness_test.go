@@ -742,3 +742,52 @@ func TestPolicyExplainByFile(t *testing.T) {
 		t.Errorf("control: explain ./fine: %d %q %q", code, out, errs)
 	}
 }
+
+// TestRunAuditBounded: --audit-burst and --audit-rate bound a run's
+// stream: refused connections beyond them are counted in a dropped
+// record, and the run's own record is kept. The control: the first
+// records, within the burst, are written. Bad bounds, or bounds without
+// --audit, are refused before anything runs.
+func TestRunAuditBounded(t *testing.T) {
+	ws := t.TempDir()
+	for _, bad := range [][]string{
+		{"--audit-rate", "5"},
+		{"--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--audit-burst", "0"},
+		{"--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--audit-rate", "-1"},
+	} {
+		code, _, errs := moat(t, ws, append(append([]string{"run"}, bad...), "--", "true")...)
+		if code != exitMoatError || !strings.Contains(errs, "--audit-") {
+			t.Errorf("%q: exit %d %q: want it refused", bad, code, errs)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, _, errs := moat(t, ws, "run", "--net", "allow:example.com", "--audit", path, "--audit-burst", "2", "--audit-rate", "1", "--",
+		"sh", "-c", `for i in 1 2 3 4 5 6; do curl -s -m 2 http://10.1.2.3/ >/dev/null; done; true`)
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, errs)
+	}
+	b, _ := os.ReadFile(path)
+	types := map[string]int{}
+	dropped := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Type  string `json:"type"`
+			Count int    `json:"count"`
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		types[rec.Type]++
+		if rec.Type == "dropped" {
+			dropped += rec.Count
+			if rec.RunID == "" {
+				t.Errorf("the dropped record names no run: %s", line)
+			}
+		}
+	}
+	// A token a second: one connection may pass after the burst.
+	if types["network"] < 2 || types["network"]+dropped != 6 || dropped == 0 || types["run"] != 1 {
+		t.Errorf("records %v, %d dropped: want the burst's network records, the rest dropped, and the run's\n%s", types, dropped, b)
+	}
+}

@@ -106,6 +106,11 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	cmdline := f.fs.Args()
+	if err := f.auditBounds(); err != nil {
+		fmt.Fprintf(stderr, "moat: %v\n", err)
+		failedReport(f, nil, err, stdout, stderr)
+		return exitMoatError
+	}
 	if len(cmdline) == 0 {
 		err := errors.New("no command given (usage: moat run [flags] -- CMD [ARGS...])")
 		fmt.Fprintf(stderr, "moat run: %v\n", err)
@@ -289,7 +294,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		// The command chooses how many records it makes: the stream's
 		// rate is bounded (sandbox.RunAudit).
-		aw = sandbox.NewRunAudit(func(rec any) { w.Write(rec) })
+		aw = sandbox.NewRunAudit(func(rec any) { w.Write(rec) }, f.auditRate, f.auditBurst)
 		defer func() {
 			aw.Close()
 			if err := w.Close(); err != nil {
