@@ -421,7 +421,7 @@ func checkNotes(name, why string) error {
 	// They reach the asker's terminal (moat exec), the audit stream and
 	// the approvals page: a control sequence there is no note but an
 	// act on whoever shows it (found by a tester).
-	bad := func(r rune) bool { return workspace.MustEscape(r) || r == '\u2028' || r == '\u2029' }
+	bad := workspace.MustEscape
 	if strings.ContainsFunc(name, bad) || strings.ContainsFunc(why, bad) {
 		return fmt.Errorf("%w: a name or reason holds a control character (an escape sequence, a line end, a bidirectional control): write it as plain text", ErrBadRequest)
 	}

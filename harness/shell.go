@@ -310,6 +310,10 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 
 // script parses a shell script and records every simple command in it.
 func (s *splitter) script(src string, depth int) {
+	if why := tooNested(src); why != "" {
+		s.out = append(s.out, simple{argv: []string{src}, hidden: why})
+		return
+	}
 	f, err := syntax.NewParser().Parse(strings.NewReader(src), "")
 	if err != nil {
 		s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell line cannot be parsed: " + err.Error()})

@@ -457,7 +457,7 @@ func shellQuote(argv []string) string {
 // controls, the replacement character), and the line and paragraph
 // separators, which a client may show as a line break.
 func unprintable(r rune) bool {
-	return workspace.MustEscape(r) || r == 0x2028 || r == 0x2029
+	return workspace.MustEscape(r)
 }
 
 // ansiQuote writes s as bash's $'...': printable characters as they are,

@@ -111,21 +111,28 @@ func escapeLine(line string) (string, bool) {
 
 func escape(s string, keepTab bool) (string, bool) {
 	clean := true
+	prev := rune(-1)
 	for _, r := range s {
-		if MustEscape(r) && !(keepTab && r == '\t') {
+		if MustEscape(r) && !(keepTab && r == '\t') || straySelector(prev, r) {
 			clean = false
 			break
 		}
+		prev = r
 	}
 	if clean {
 		return s, false
 	}
 	var b strings.Builder
+	prev = -1
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
+		stray := straySelector(prev, r)
+		prev = r
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case stray:
+			fmt.Fprintf(&b, `\u%04x`, r)
 		case keepTab && r == '\t', !MustEscape(r):
 			b.WriteString(s[i : i+n])
 		case r == '\t':
@@ -146,9 +153,23 @@ func escape(s string, keepTab bool) (string, bool) {
 	return b.String(), true
 }
 
+// straySelector reports whether r is a variation selector (U+FE00 to
+// U+FE0F) that follows no character it could modify: after another
+// selector, a space or a control, or first. One after a character is an
+// emoji's or a CJK variant's, and shows; a run of them shows as nothing,
+// and carries four bits each (how GlassWorm hid its code).
+func straySelector(prev, r rune) bool {
+	if r < 0xfe00 || r > 0xfe0f {
+		return false
+	}
+	return prev < 0 || prev <= ' ' || prev >= 0xfe00 && prev <= 0xfe0f || MustEscape(prev)
+}
+
 // MustEscape reports whether r is to be escaped before it is shown: C0
-// and C1 controls, DEL, the bidirectional formatting characters (they
-// reorder what a terminal displays, as in "Trojan Source"), the
+// and C1 controls, DEL, the line and paragraph separators (JavaScript
+// ends a line at each, where a terminal shows none), the bidirectional
+// formatting characters (they reorder what a terminal displays, as in
+// "Trojan Source"), the
 // replacement character that stands for a byte that is not UTF-8, and
 // the characters a terminal shows as nothing, which carry text a
 // reviewer does not see and a model reads (Unicode's tag characters,
@@ -156,13 +177,14 @@ func escape(s string, keepTab bool) (string, bool) {
 // hyphen, fillers, the supplementary variation selectors). The zero-width
 // non-joiner and joiner, and the variation selectors of emoji, are
 // left as they are: ordinary Persian, Indic and emoji text is full of
-// them. The questions moat asks (cmd/moat, mcpserver) share it with
+// them (EscapeText escapes a selector that follows no character it could
+// modify). The questions moat asks (cmd/moat, mcpserver) share it with
 // EscapeText.
 func MustEscape(r rune) bool {
 	switch {
 	case r < 0x20, r >= 0x7f && r < 0xa0:
 		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x2028 && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return true
 	case r < 0xad:
 		return false

@@ -400,6 +400,13 @@ func (p *parser) afterEsc(b byte) {
 		p.endString()
 		p.state = escInter
 		p.head = append(p.head[:0], b)
+	case b >= 0x80:
+		// No final byte: the terminal abandons the ESC, and reads b
+		// afresh (one reading bytes as a C1 control: ESC 0x9d is an
+		// OSC there). The ESC is not written: alone, it would make an
+		// ESC of the next byte written.
+		p.endString()
+		p.byte(b)
 	default:
 		p.endString()
 		p.passed()

@@ -100,6 +100,9 @@ func TestDropsWhatReachesBeyondTheScreen(t *testing.T) {
 		{"A\x1b\x7fPtmux;x\x1b\\B", "AB", ""},
 		{"A\x1b\r[21tB", "A\rB", "CSI 21 t (a title report, read as typed input)"},
 		{"A\x1b%@B", "AB", "ESC % (a switch of the terminal's character encoding)"},
+		// A tester's: ESC then an 8-bit C1 OSC (ESC abandoned by it).
+		{"A\x1b\x9d52;c;ZWNobw==\x07B", "AB", "OSC 52 (clipboard)"},
+		{"A\x1b\xc2\x9d52;c;ZWNobw==\x07B", "AB", "OSC 52 (clipboard)"},
 		{"a\x1b]1337;File=name=eA==:eA==\x07b", "ab", "OSC 1337 (iTerm2's commands: file transfers among them)"},
 		{"a\x1b]5113;ac=send\x1b\\b", "ab", "OSC 5113 (kitty's file transfer)"},
 		{"a\x1b]46;/tmp/log\x07b", "ab", "OSC 46 (xterm's log file)"},
