@@ -309,6 +309,12 @@ func TestEscapeText(t *testing.T) {
 		{"See docs.\U000E0049\U000E0067", `See docs.\U000e0049\U000e0067`, `See docs.\U000e0049\U000e0067`},
 		{"a\u200bb\ufeffc\u00add", `a\u200bb\ufeffc\u00add`, `a\u200bb\ufeffc\u00add`},
 		{"می\u200cخواهم 👩\u200d💻 ❤\ufe0f", "می\u200cخواهم 👩\u200d💻 ❤\ufe0f", "می\u200cخواهم 👩\u200d💻 ❤\ufe0f"},
+		// A tester's: a line separator JavaScript ends a line at, and a
+		// run of variation selectors after no character (GlassWorm's
+		// hidden code); one after a character stays (the control above).
+		{"// note\u2028run()", `// note\u2028run()`, `// note\u2028run()`},
+		{"k = \"\ufe0f\ufe00\ufe05\"", "k = \"\ufe0f" + `\ufe00\ufe05"`, "k = \"\ufe0f" + `\ufe00\ufe05"`},
+		{"1\ufe0f\u20e3 ok", "1\ufe0f\u20e3 ok", "1\ufe0f\u20e3 ok"},
 	}
 	for _, tt := range tests {
 		if got := EscapeText(tt.in); got != tt.text {
