@@ -17,6 +17,10 @@ func TestMatchWrite(t *testing.T) {
 		{"deploy/**/secrets/*", []string{"deploy/secrets/k", "deploy/a/b/secrets/k"}, []string{"deploy/secrets", "deploy/a/secrets/k/l"}},
 		{"**/**", []string{"a", "a/b"}, nil},
 		{"Makefile", []string{"Makefile", "./Makefile"}, []string{"a/Makefile"}},
+		{"**/a/**/b", []string{"a/b", "x/a/y/z/b", "a/a/b"}, []string{"a", "b/a", "a/b/c"}},
+		// A tenant's: many "**" against a long path it also chose took
+		// time exponential in them (this one: hours); now linear.
+		{strings.Repeat("**/a/", 12) + "**/b", []string{strings.Repeat("a/", 12) + "b"}, []string{strings.Repeat("a/", 60) + "c"}},
 	} {
 		m := Match{Write: tt.glob}
 		for _, p := range tt.yes {
