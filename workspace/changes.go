@@ -709,8 +709,9 @@ func mustList(ch Change) bool {
 // Notice says why a reviewer should look at a change even where its
 // directory is summarised: a symlink leading out of the workspace, a
 // set-ID file, a file that runs (executable, Python bytecode loaded in
-// place of a source or importable as a module, a .pth file or a
-// sitecustomize module that Python runs at start-up). "" for none; for a
+// place of a source or importable as a module, native code such as an
+// extension module, a .pth file or a sitecustomize module that Python
+// runs at start-up). "" for none; for a
 // deletion always "".
 func Notice(ch Change) string {
 	if ch.Kind == Deleted {
@@ -730,8 +731,12 @@ func Notice(ch Change) string {
 			notes = append(notes, "bytecode Python loads in place of "+QuoteName(ch.Shadows))
 		case strings.HasSuffix(name, ".pyc") && path.Base(dir) != "__pycache__":
 			notes = append(notes, "bytecode Python imports as a module")
-		case site && (strings.HasSuffix(name, ".pth") || name == "sitecustomize.py" || name == "usercustomize.py"):
+		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")):
 			notes = append(notes, "Python runs it at start-up")
+		case nativeCode(name):
+			// Python imports X.so (X.abi3.so, X.cpython-…so) before
+			// X.py, and runs its initialiser on import.
+			notes = append(notes, "native code: Python imports it as a module, programs load it")
 		}
 		if ch.Mode&0o111 != 0 {
 			notes = append(notes, "executable")
@@ -746,6 +751,23 @@ func Notice(ch Change) string {
 		notes = append(notes, "WARNING: anyone may write it")
 	}
 	return strings.Join(notes, ", ")
+}
+
+// pythonModule says whether the file name is one Python imports as the
+// module mod: mod.py, its bytecode, or an extension module (mod.so,
+// mod.abi3.so, mod.cpython-312-x86_64-linux-gnu.so, mod.pyd).
+func pythonModule(name, mod string) bool {
+	rest, ok := strings.CutPrefix(name, mod+".")
+	if !ok {
+		return false
+	}
+	return rest == "py" || rest == "pyc" || nativeCode(name)
+}
+
+// nativeCode says whether the file name is a shared library's: a Python
+// extension module among them.
+func nativeCode(name string) bool {
+	return strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.") || strings.HasSuffix(name, ".pyd") || strings.HasSuffix(name, ".dylib")
 }
 
 // matchAny returns the path (p or an ancestor of p) that one of the

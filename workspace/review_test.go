@@ -176,6 +176,13 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 		{"path configuration file", map[string]string{".venv/lib/python3.12/site-packages/x.pth": "import os; os.system('id')\n",
 			".venv/lib/python3.12/site-packages/x/__init__.py": "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/x.pth (Python runs it at start-up)"}, nil},
+		// A tester's: extension modules Python imports (a
+		// sitecustomize.so at start-up, util.so before util.py), folded
+		// away or unflagged before.
+		{"extension modules", map[string]string{".venv/lib/python3.12/site-packages/sitecustomize.so": "\x7fELF",
+			".venv/lib/python3.12/site-packages/x/__init__.py": "\n", "src/util.cpython-312-x86_64-linux-gnu.so": "\x7fELF"},
+			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize.so (Python runs it at start-up)",
+				"A src/util.cpython-312-x86_64-linux-gnu.so (native code: Python imports it as a module, programs load it)"}, nil},
 		{"set-ID file", map[string]string{"node_modules/x.js": "x\n", "node_modules/su#4644": "data\n"},
 			[]string{"A node_modules/ (1 changes, not expanded)", "A node_modules/su (WARNING: set-ID bit, which apply drops)"}, nil},
 		// Positive control: bytecode of no source is never loaded, and
