@@ -26,7 +26,12 @@ type FieldError struct {
 	Field string // dotted, e.g. "limits.memory", "filesystem.read_only[2]"; "" for syntax errors
 	Flag  string // the flag that set the value, e.g. "--memory"
 	Msg   string
+	// Err, if set, is the error Msg says (FieldErr): Unwrap returns it.
+	Err error
 }
+
+// Unwrap returns the error the FieldError was made of, if any.
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Error returns "FILE:LINE: FIELD: MSG", "flag --memory: limits.memory: MSG"
 // or "FIELD: MSG", leaving out the parts that are unknown.
@@ -97,6 +102,19 @@ func (p *Policy) FieldError(field, msg string) *FieldError {
 	l := &errorList{p: p}
 	l.add(field, msg)
 	return l.errs[0]
+}
+
+// FieldErr returns err, an error about field found when the policy is
+// used (a secret's source, the workspace), located as Validate's errors
+// are when the field's value came from a file or a flag; else err as it
+// is. errors.Is and errors.As see through it.
+func (p *Policy) FieldErr(field string, err error) error {
+	fe := p.FieldError(field, err.Error())
+	if fe.File == "" && fe.Flag == "" {
+		return err
+	}
+	fe.Msg, fe.Err = err.Error(), err // unclipped: moat's own words
+	return fe
 }
 
 // err returns the collected errors as *Errors (BoundErrors), or nil if

@@ -358,7 +358,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rep.Degraded = append(rep.Degraded, gaps...)
 	if err := workspaceAccess(req.Policy.Workspace.Path); err != nil {
-		return fail(err)
+		return fail(req.Policy.FieldErr("workspace.path", err))
 	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -97,6 +98,15 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 		runDir = "/"
 	}
 	rs := &runSecrets{verify: p.VerifyPrograms, checked: p.CheckedDigest}
+	// A source that fails is named by the policy's file and line.
+	srcErr := func(i int, err error) error {
+		field := fmt.Sprintf("secrets[%d].source", i)
+		err = fmt.Errorf("%s: %w", p.Secrets[i].Name, err)
+		if fe := p.FieldErr(field, err); fe != err {
+			return fe
+		}
+		return fmt.Errorf("%s: %w", field, err)
+	}
 	for i, s := range p.Secrets {
 		var val string
 		scheme, rest, _ := strings.Cut(s.Source, ":")
@@ -109,23 +119,23 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				if ok {
 					how = "is empty"
 				}
-				return nil, fmt.Errorf("secrets[%d] (%s): the environment variable %s %s in moat's environment", i, s.Name, rest, how)
+				return nil, srcErr(i, fmt.Errorf("the environment variable %s %s in moat's environment", rest, how))
 			}
 			val = v
 		case "command":
 			if err := rs.verify(); err != nil {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+				return nil, srcErr(i, err)
 			}
 			out, err := secretCommand(strings.Fields(rest), dir, runDir, "", rs.checked)
 			if err != nil {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): source %s: %w", i, s.Name, rest, err)
+				return nil, srcErr(i, fmt.Errorf("source %s: %w", rest, err))
 			}
 			val = strings.TrimSuffix(strings.TrimSuffix(out, "\n"), "\r")
 			if val == "" {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): source %s printed nothing", i, s.Name, rest)
+				return nil, srcErr(i, fmt.Errorf("source %s printed nothing", rest))
 			}
 			if s.Revoke != "" {
 				rs.revokes = append(rs.revokes, revoke{name: s.Name, value: val, dir: dir, runDir: runDir, argv: strings.Fields(s.Revoke)})
@@ -134,25 +144,25 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 			f := p.SecretFile(s, cwd)
 			if err := checkSecretFileHidden(p, f); err != nil {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+				return nil, srcErr(i, err)
 			}
 			b, err := inputfile.Read(f, "secret file", maxSecret)
 			if err != nil {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): %w", i, s.Name, err)
+				return nil, srcErr(i, err)
 			}
 			val = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 			if val == "" {
 				rs.revokeAll()
-				return nil, fmt.Errorf("secrets[%d] (%s): %s is empty", i, s.Name, f)
+				return nil, srcErr(i, fmt.Errorf("%s is empty", f))
 			}
 		default:
 			rs.revokeAll()
-			return nil, fmt.Errorf("secrets[%d] (%s): unknown source %q", i, s.Name, s.Source)
+			return nil, srcErr(i, fmt.Errorf("unknown source %q", s.Source))
 		}
 		if strings.ContainsAny(val, "\r\n\x00") {
 			rs.revokeAll()
-			return nil, fmt.Errorf("secrets[%d] (%s): the value contains a line break or NUL, which no header can carry", i, s.Name)
+			return nil, srcErr(i, errors.New("the value contains a line break or NUL, which no header can carry"))
 		}
 		rs.list = append(rs.list, egress.Secret{Name: s.Name, Placeholder: egress.NewPlaceholder(s.Name), Value: val,
 			Hosts: s.Hosts, Methods: s.Methods, Paths: s.Paths, Header: s.Header, Query: s.Query})
