@@ -37,6 +37,13 @@ func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 			d = da
 		}
 	}
+	if prog, ok := shellScriptFile(argv); ok && depth <= maxDepth {
+		// A shell reading a script file runs the script, whose own
+		// exec no one sees: a rule about the script decides it.
+		if da := rs.decideExec("", prog, depth+1); runsWins(d, da) {
+			d = da
+		}
+	}
 	if path == "" || baseName(path) == baseName(argv[0]) {
 		return d
 	}

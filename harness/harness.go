@@ -173,11 +173,26 @@ func (r *rule) match(argv []string) bool {
 	if r.needs != nil && !slices.ContainsFunc(argv[1:], r.needed) {
 		return false
 	}
+	// A deny or an ask holds however the line spells its paths; an allow
+	// takes them as written (policy.Match.MatchCommandSpellings).
+	loose := r.r.Decision != policy.DecisionAllow
 	if r.r.Match.CommandRegex == "" {
+		if loose {
+			return r.r.Match.MatchCommandSpellings(argv)
+		}
 		return r.r.Match.MatchCommand(argv)
 	}
 	r.once.Do(func() { r.re, _ = regexp.Compile(r.r.Match.CommandRegex) })
-	return r.re != nil && r.re.MatchString(policy.CommandWords(argv))
+	if r.re == nil {
+		return false
+	}
+	if r.re.MatchString(policy.CommandWords(argv)) {
+		return true
+	}
+	if clean, changed := policy.CleanPaths(argv); loose && changed {
+		return r.re.MatchString(policy.CommandWords(clean))
+	}
+	return false
 }
 
 // needed reports whether the word w is one of r's needs.

@@ -323,3 +323,48 @@ decision = "deny"
 		t.Error("tests/* matches tests/../../tmp/x.py, or not tests/a.py")
 	}
 }
+
+// TestDenyHoldsForAnySpelling: a deny or an ask about a path holds however
+// the line spells it (./, //, /./, x/..), and a rule about a script file
+// decides a shell started on it, at the line and at the exec (a tester's
+// bypasses); an allow takes paths as written (x/.. may lead elsewhere
+// through a link). The control: another path is allowed.
+func TestDenyHoldsForAnySpelling(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["cat", "secret/*"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["cat", "/srv/secret/*"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["deploy.sh"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["python3", "tests/*"] }
+decision = "allow"
+`))
+	for _, line := range []string{"cat ./secret/key", "cat secret//key", "cat secret/./key", "cat /srv/./secret/key",
+		"cat /srv/x/../secret/key", "cat ///srv/secret/key", "sh deploy.sh", "bash ./deploy.sh", "env sh deploy.sh", "sh -e deploy.sh x"} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Deny {
+			t.Errorf("%q = %s, want deny", line, d.Verdict)
+		}
+	}
+	for _, argv := range [][]string{{"sh", "deploy.sh"}, {"/bin/bash", "./deploy.sh"}, {"cat", "./secret/key"}} {
+		if d := rs.DecideExec(argv[0], argv); d.Verdict != Deny {
+			t.Errorf("exec %q = %s, want deny", argv, d.Verdict)
+		}
+	}
+	for _, line := range []string{"cat public/key", "sh other.sh", "sh -c 'echo deploy.sh'"} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Allow {
+			t.Errorf("control: %q = %s, want allow", line, d.Verdict)
+		}
+	}
+	m := policy.Match{Command: []string{"python3", "tests/*"}}
+	if !m.MatchCommandSpellings([]string{"python3", "./tests/a.py"}) || m.MatchCommand([]string{"python3", "tests/x/../../a.py"}) {
+		t.Error("spellings: ./tests/a.py not matched, or an allow's tests/x/../../a.py matched as written")
+	}
+}

@@ -266,20 +266,36 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 // here-document this check cannot see.
 func (s *splitter) shell(ws []word, depth int, inScript bool) {
 	s.add(ws, "")
-	c := false
-	var operand *word
-	args := ws[1:]
+	op, c := shellOperand(texts(ws[1:]))
+	switch {
+	case op < 0:
+		if inScript {
+			s.add(ws, "a shell reads its script from its input (a pipe or a here-document)")
+		}
+	case !c:
+		// A script file: a program like any other, not read here, and
+		// decided as one (a rule about deploy.sh decides sh deploy.sh).
+		s.command(ws[1+op:], depth+1, inScript)
+	case ws[1+op].dyn:
+		s.add(ws, "a shell runs a script only known when the line runs ("+ws[1+op].s+")")
+	default:
+		s.script(ws[1+op].s, depth+1)
+	}
+}
+
+// shellOperand finds, in the arguments of a shell, its first operand (the
+// script file, or with c the -c script), or -1.
+func shellOperand(args []string) (op int, c bool) {
 	for i := 0; i < len(args); i++ {
-		a := args[i].s
+		a := args[i]
 		if a == "--" || a == "-" {
 			if i+1 < len(args) {
-				operand = &args[i+1]
+				return i + 1, c
 			}
-			break
+			return -1, c
 		}
 		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
-			operand = &args[i]
-			break
+			return i, c
 		}
 		if strings.HasPrefix(a, "--") {
 			if a == "--rcfile" || a == "--init-file" {
@@ -294,18 +310,21 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 			i++ // -o OPTION
 		}
 	}
-	switch {
-	case operand == nil:
-		if inScript {
-			s.add(ws, "a shell reads its script from its input (a pipe or a here-document)")
-		}
-	case !c:
-		// A script file: a program like any other, not read here.
-	case operand.dyn:
-		s.add(ws, "a shell runs a script only known when the line runs ("+operand.s+")")
-	default:
-		s.script(operand.s, depth+1)
+	return -1, c
+}
+
+// shellScriptFile returns, for a shell started on a script file (sh
+// deploy.sh, not sh -c), the file and its arguments: the program that
+// really runs, which no exec shows.
+func shellScriptFile(argv []string) ([]string, bool) {
+	if len(argv) < 2 || !isShell(path.Base(argv[0])) {
+		return nil, false
 	}
+	op, c := shellOperand(argv[1:])
+	if op < 0 || c {
+		return nil, false
+	}
+	return argv[1+op:], true
 }
 
 // script parses a shell script and records every simple command in it.

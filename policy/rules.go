@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,6 +152,62 @@ func (m *Match) MatchCommand(argv []string) bool {
 		return err == nil && re.MatchString(CommandWords(argv))
 	}
 	return false
+}
+
+// MatchCommandSpellings reports whether argv matches m as MatchCommand
+// does, or spelled with each of its paths clean (./secret/key,
+// secret//key and x/../secret/key as secret/key; a glob with "/" of
+// Command cleaned alike): what a deny or an ask is about is refused
+// however its paths are spelled. Not for an allow, whose cleaned path
+// may name something else through a link (x/.. is not where x/ leads).
+func (m *Match) MatchCommandSpellings(argv []string) bool {
+	if m.MatchCommand(argv) {
+		return true
+	}
+	clean, changed := CleanPaths(argv)
+	pats := make([]string, len(m.Command))
+	for i, p := range m.Command {
+		pats[i] = cleanPathWord(p)
+		changed = changed || pats[i] != p
+	}
+	if !changed {
+		return false
+	}
+	switch {
+	case len(m.Command) > 0:
+		return (&Match{Command: pats}).MatchCommand(clean)
+	case m.CommandRegex != "":
+		return (&Match{CommandRegex: m.CommandRegex}).MatchCommand(clean)
+	}
+	return false
+}
+
+// CleanPaths returns argv with each argument that is a path (holds "/"
+// and is no option) cleaned (path.Clean), and whether any changed.
+func CleanPaths(argv []string) ([]string, bool) {
+	var out []string
+	for i, w := range argv {
+		if i == 0 {
+			continue
+		}
+		if c := cleanPathWord(w); c != w {
+			if out == nil {
+				out = slices.Clone(argv)
+			}
+			out[i] = c
+		}
+	}
+	if out == nil {
+		return argv, false
+	}
+	return out, true
+}
+
+func cleanPathWord(w string) string {
+	if !strings.Contains(w, "/") || strings.HasPrefix(w, "-") {
+		return w
+	}
+	return path.Clean(w)
 }
 
 // wordMatch matches a word of a command line against a glob of
