@@ -21,6 +21,33 @@ func (rs *Rules) DecideExec(path string, argv []string) Decision {
 	return rs.decideExec(path, argv, 0)
 }
 
+// DecideExecFrom decides argv, a program started from the directory dir
+// (absolute), with its relative arguments read from there: what a deny
+// or an ask is about by absolute path holds for the same path reached
+// from elsewhere (cd /data && rm -rf sub is rm -rf /data/sub, outside
+// the workspace). Only a rule that denies or asks decides on the
+// arguments made absolute; Allow when none does, or dir is not known.
+func (rs *Rules) DecideExecFrom(argv []string, dir string) Decision {
+	if len(argv) < 2 || !strings.HasPrefix(dir, "/") {
+		return Decision{Verdict: Allow}
+	}
+	abs := slices.Clone(argv)
+	changed := false
+	for i, w := range argv[1:] {
+		if w == "" || strings.HasPrefix(w, "-") || strings.HasPrefix(w, "/") {
+			continue
+		}
+		abs[i+1], changed = path.Join(dir, w), true
+	}
+	if !changed {
+		return Decision{Verdict: Allow}
+	}
+	if d := rs.decideExec("", abs, 0); d.Verdict != Allow {
+		return d
+	}
+	return Decision{Verdict: Allow}
+}
+
 func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 	if len(argv) == 0 {
 		if path == "" {

@@ -101,3 +101,31 @@ decision = "ask"
 		t.Errorf("a policy's rule: %s %v, want ask by it", d.Verdict, d.Rule)
 	}
 }
+
+// TestDeleteOutsideFromItsDirectory: a program's relative arguments are
+// read from its working directory (a tester's cd /data && rm -rf sub,
+// deleting a read_write path's content unasked): from outside the
+// workspace it is asked about; from inside (the control), not.
+func TestDeleteOutsideFromItsDirectory(t *testing.T) {
+	p := policy.Default()
+	p.Workspace.Path = "/work/proj"
+	p.Filesystem.ReadWrite = []string{"/srv/data"}
+	rs := New(p)
+	for _, c := range []struct {
+		dir  string
+		argv []string
+		want Verdict
+	}{
+		{"/srv/data", []string{"rm", "-rf", "sub", "f1"}, Ask},
+		{"/srv", []string{"rm", "-rf", "data"}, Ask},
+		{"/work/proj/src", []string{"rm", "-rf", "../x"}, Allow},
+		{"/work", []string{"rm", "-rf", "proj"}, Ask},
+		{"/work/proj", []string{"rm", "-rf", "build", "dist"}, Allow},
+		{"/work/proj", []string{"rm", "-f", "x.o"}, Allow},
+		{"", []string{"rm", "-rf", "sub"}, Allow},
+	} {
+		if d := rs.DecideExecFrom(c.argv, c.dir); d.Verdict != c.want {
+			t.Errorf("%q from %q: %s, want %s", c.argv, c.dir, d.Verdict, c.want)
+		}
+	}
+}

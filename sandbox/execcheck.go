@@ -181,6 +181,11 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 	}
 	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
+	if !c.First {
+		// Its relative arguments are where its working directory is:
+		// cd /data && rm -rf sub deletes /data/sub.
+		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
+	}
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be

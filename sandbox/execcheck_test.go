@@ -514,3 +514,34 @@ func TestLineGrantBoundToDir(t *testing.T) {
 		t.Errorf("from a directory too deep to name: output %q, want the script's id -u refused and the line's run (asked %q)", got, ap.asked)
 	}
 }
+
+// TestDeleteOutsideFromOutsideDir: rm -rf of a relative path from a
+// read_write directory outside the workspace is asked about at its exec
+// (a tester's cd /data && rm -rf sub deleted the host's data unasked);
+// without an approver it is refused and the data stays. The control: the
+// same deletion in the workspace runs.
+func TestDeleteOutsideFromOutsideDir(t *testing.T) {
+	ws, data := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(ws, "sub"), filepath.Join(data, "sub")} {
+		if err := os.MkdirAll(filepath.Join(d, "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := execPolicy(t, ws, "")
+	p.Filesystem.ReadWrite = []string{data}
+	req := &sandbox.Request{Backend: testBackend(), Policy: p,
+		Args: []string{"sh", "-c", "rm -rf sub; cd " + data + " && rm -rf sub; echo done"}}
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	req.Caller = &caller
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sub")); err == nil {
+		t.Errorf("control: rm -rf sub in the workspace did not run:\n%s%s", out.String(), errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(data, "sub", "x")); err != nil {
+		t.Errorf("rm -rf sub from the read_write directory ran unasked: %v\n%s%s", err, out.String(), errb.String())
+	}
+}
