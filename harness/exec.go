@@ -21,6 +21,18 @@ func (rs *Rules) DecideExec(path string, argv []string) Decision {
 	return rs.decideExec(path, argv, 0)
 }
 
+// ShellScriptFile returns, for a shell started on a script file (sh
+// deploy.sh, not sh -c), the script and its arguments: the program that
+// really runs, whose own exec no one sees. name is the shell's name, the
+// path it was started by or argv[0] (a shell started as x by its path is
+// a shell too).
+func ShellScriptFile(name string, argv []string) ([]string, bool) {
+	if len(argv) < 2 {
+		return nil, false
+	}
+	return shellScriptFile(append([]string{name}, argv[1:]...))
+}
+
 // DecideExecFrom decides argv, a program started from the directory dir
 // (absolute), with its relative arguments read from there: what a deny
 // or an ask is about by absolute path holds for the same path reached
@@ -61,13 +73,6 @@ func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 		// A multi-call binary runs its applet in its own process: no
 		// exec of the applet's is seen, so it is decided here.
 		if da := rs.decideExec(prog[0], prog, depth+1); runsWins(d, da) {
-			d = da
-		}
-	}
-	if prog, ok := shellScriptFile(argv); ok && depth <= maxDepth {
-		// A shell reading a script file runs the script, whose own
-		// exec no one sees: a rule about the script decides it.
-		if da := rs.decideExec("", prog, depth+1); runsWins(d, da) {
 			d = da
 		}
 	}

@@ -353,10 +353,17 @@ decision = "allow"
 			t.Errorf("%q = %s, want deny", line, d.Verdict)
 		}
 	}
-	for _, argv := range [][]string{{"sh", "deploy.sh"}, {"/bin/bash", "./deploy.sh"}, {"cat", "./secret/key"}} {
-		if d := rs.DecideExec(argv[0], argv); d.Verdict != Deny {
-			t.Errorf("exec %q = %s, want deny", argv, d.Verdict)
+	for _, argv := range [][]string{{"sh", "deploy.sh"}, {"/bin/bash", "./deploy.sh"}, {"x", "-e", "deploy.sh"}} {
+		prog, ok := ShellScriptFile("/bin/sh", argv)
+		if d := rs.DecideExec("", prog); !ok || d.Verdict != Deny {
+			t.Errorf("exec %q: the script %q = %s, want deny", argv, prog, d.Verdict)
 		}
+	}
+	if d := rs.DecideExec("cat", []string{"cat", "./secret/key"}); d.Verdict != Deny {
+		t.Errorf("exec cat ./secret/key = %s, want deny", d.Verdict)
+	}
+	if _, ok := ShellScriptFile("/bin/sh", []string{"sh", "-c", "deploy.sh"}); ok {
+		t.Error("sh -c SCRIPT taken for a script file")
 	}
 	for _, line := range []string{"cat public/key", "sh other.sh", "sh -c 'echo deploy.sh'"} {
 		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Allow {

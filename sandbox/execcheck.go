@@ -186,6 +186,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// cd /data && rm -rf sub deletes /data/sub.
 		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
 	}
+	d = stronger(d, e.scriptFile(c))
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -197,6 +198,32 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil
 	}
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
+}
+
+// scriptFile decides the script a shell is started on (sh deploy.sh,
+// by any name the shell has: argv[0], its path, its file), by its name
+// as given and by the file it is (a link d to deploy.sh is deploy.sh):
+// the script runs, and no exec of it is seen. A tie keeps the shell's
+// decision, which an approval of the line names.
+func (e *execCheck) scriptFile(c backend.ExecCall) harness.Decision {
+	d := harness.Decision{Verdict: harness.Allow}
+	if len(c.Argv) == 0 {
+		return d
+	}
+	for _, name := range []string{c.Argv[0], c.Path, c.Resolved} {
+		prog, ok := harness.ShellScriptFile(name, c.Argv)
+		if !ok {
+			continue
+		}
+		d = stronger(d, e.rules.DecideExec("", prog))
+		if c.Open != nil {
+			if f := fileName(c.Open, prog[0]); f != "" && path.Base(f) != path.Base(prog[0]) {
+				d = stronger(d, e.rules.DecideExec("", append([]string{f}, prog[1:]...)))
+			}
+		}
+		break
+	}
+	return d
 }
 
 // maxInterp bounds how many #! interpreters and loaders are followed

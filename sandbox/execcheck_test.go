@@ -545,3 +545,26 @@ func TestDeleteOutsideFromOutsideDir(t *testing.T) {
 		t.Errorf("rm -rf sub from the read_write directory ran unasked: %v\n%s%s", err, out.String(), errb.String())
 	}
 }
+
+// TestScriptFileByAnyName: a rule about a script decides a shell started
+// on it by any name (a tester's: execv("/bin/bash", ["x", "deploy.sh"]),
+// and sh d where d is a link to it, ran the denied script). The control:
+// another script runs.
+func TestScriptFileByAnyName(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo DEPLOYED\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "other.sh"), []byte("echo OTHER\n"), 0o644)
+	p := execPolicy(t, ws, "[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
+	req := &sandbox.Request{Backend: testBackend(), Policy: p,
+		Args: []string{"sh", "-c", `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`}}
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	req.Caller = &caller
+	var out, errb bytes.Buffer
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	if strings.Contains(out.String(), "DEPLOYED") || !strings.Contains(out.String(), "OTHER") {
+		t.Errorf("output %q: want the denied script refused by every name, the other run\n%s", out.String(), errb.String())
+	}
+}

@@ -174,12 +174,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		takeQuit()
 	}
 	defer func() {
-		signal.Stop(sigs)
-		// What is left of moat's work after the run (its report)
-		// ends by SIGQUIT's default action too, not by the dump.
+		// What is left of moat's work after the run ends by SIGQUIT's
+		// default action too, not by the dump: set before the handler
+		// stops taking it.
 		if !signal.Ignored(syscall.SIGQUIT) {
 			quitDefault()
 		}
+		signal.Stop(sigs)
 	}()
 	var forwarding atomic.Bool
 	// Once: the timer's call and onTerminal's may overlap, and the second
