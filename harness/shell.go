@@ -33,7 +33,8 @@ const maxDepth = 16
 // package being linked into every one.
 func isShell(name string) bool {
 	switch name {
-	case "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "busybox-sh":
+	case "sh", "bash", "rbash", "zsh", "dash", "ksh", "mksh", "lksh", "pdksh", "oksh", "ash", "posh", "yash",
+		"busybox-sh", "busybox-bash", "fish", "csh", "tcsh":
 		return true
 	}
 	return false
@@ -279,7 +280,7 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 	case ws[1+op].dyn:
 		s.add(ws, "a shell runs a script only known when the line runs ("+ws[1+op].s+")")
 	default:
-		s.script(ws[1+op].s, depth+1)
+		s.script(ws[1+op].s, depth+1, shellLangs(path.Base(ws[0].s)))
 	}
 }
 
@@ -306,6 +307,10 @@ func shellOperand(args []string) (op int, c bool) {
 		if strings.ContainsRune(a[1:], 'c') {
 			c = true
 		}
+		if strings.ContainsRune(a[1:], 's') && !c {
+			// -s: the script is its input, the operands its arguments.
+			return -1, false
+		}
 		if strings.ContainsAny(a[1:], "oO") {
 			i++ // -o OPTION
 		}
@@ -327,19 +332,66 @@ func shellScriptFile(argv []string) ([]string, bool) {
 	return argv[1+op:], true
 }
 
-// script parses a shell script and records every simple command in it.
-func (s *splitter) script(src string, depth int) {
-	if why := tooNested(src); why != "" {
+// script parses a shell script in each of the languages langs and
+// records every simple command each reads in it: where two languages read
+// a line differently (sh is bash or dash), what either would run is
+// decided; what a later language reads as an earlier one did is not
+// listed again. A script that no language parses, or that nests too
+// deeply, counts as hiding what it runs.
+func (s *splitter) script(src string, depth int, langs []syntax.LangVariant) {
+	var errs []string
+	parsed := 0
+	var first []simple
+	for i, lang := range langs {
+		f, err, deep := parseBounded(src, lang)
+		if err == nil && !deep {
+			var sub splitter
+			deep = !sub.walk(f, src, depth)
+			if !deep {
+				parsed++
+				if i == 0 {
+					first = sub.out
+				} else {
+					first = append(first, missing(first, sub.out)...)
+				}
+			}
+		}
+		if deep {
+			s.out = append(s.out, simple{argv: []string{src}, hidden: tooNestedWhy()})
+			return
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if parsed == 0 {
+		why := "the shell's language is not one moat reads"
+		if len(errs) > 0 {
+			why = "the shell line cannot be parsed: " + errs[0]
+		}
 		s.out = append(s.out, simple{argv: []string{src}, hidden: why})
 		return
 	}
-	f, err := syntax.NewParser().Parse(strings.NewReader(src), "")
-	if err != nil {
-		s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell line cannot be parsed: " + err.Error()})
-		return
-	}
+	s.out = append(s.out, first...)
+}
+
+// walk records the simple commands of f, parsed from src; false when its
+// tree is deeper than maxWalkDepth. syntax.Walk descends once for each
+// level of the tree, which a chain makes as deep as it is long however the
+// parser built it.
+func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
+	level, ok := 0, true
 	syntax.Walk(f, func(n syntax.Node) bool {
-		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+		if n == nil {
+			level--
+			return true
+		}
+		if !ok || level >= maxWalkDepth {
+			ok = false
+			return false
+		}
+		level++
+		if call, isCall := n.(*syntax.CallExpr); isCall && len(call.Args) > 0 {
 			ws := make([]word, len(call.Args))
 			for i, w := range call.Args {
 				ws[i] = wordOf(src, w)
@@ -348,6 +400,25 @@ func (s *splitter) script(src string, depth int) {
 		}
 		return true // the words' own $(…) are commands too
 	})
+	return ok
+}
+
+// missing returns the commands of b that a does not hold.
+func missing(a, b []simple) []simple {
+	key := func(c simple) string { return c.hidden + "\x00" + strings.Join(c.argv, "\x00") }
+	have := map[string]int{}
+	for _, c := range a {
+		have[key(c)]++
+	}
+	var out []simple
+	for _, c := range b {
+		if k := key(c); have[k] > 0 {
+			have[k]--
+		} else {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // wordOf returns a word's value after quote removal, or its source text

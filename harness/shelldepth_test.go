@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// TestDeepShellLineNotParsed: a line nesting deeper than the parser can
-// take (a tenant's exec of ~150,000 "(" overflowed the daemon's stack, a
-// fatal error) is not parsed, and is decided as hiding what it runs; the
-// same shapes within the bound parse (under a stack of 64 MiB, a crash
-// of this test if the estimate were low), and ordinary lines are far
-// below it (the control).
+// TestDeepShellLineNotParsed: a line nesting deeper than a parse may
+// descend (a tenant's exec of ~150,000 "(" overflowed the daemon's stack,
+// a fatal error; a reviewer's lines that fooled an estimate from the
+// characters, quoted closers, chains across newlines, words ending in fi)
+// is not parsed and is decided as hiding what it runs, under a stack of
+// 64 MiB (this test crashes if the bound does not hold); the same shapes
+// shallow parse, and ordinary lines are far below it (the control).
 func TestDeepShellLineNotParsed(t *testing.T) {
 	old := debug.SetMaxStack(64 << 20)
 	defer debug.SetMaxStack(old)
@@ -21,38 +22,73 @@ func TestDeepShellLineNotParsed(t *testing.T) {
 		"subst":   func(n int) string { return strings.Repeat("$(", n) },
 		"and":     func(n int) string { return strings.Repeat("a && ", n) + "a" },
 		"pipe":    func(n int) string { return strings.Repeat("a | ", n) + "a" },
+		"pipenl":  func(n int) string { return strings.Repeat("a|\n", n) + "a" },
 		"arith":   func(n int) string { return "echo $((" + strings.Repeat("1+", n) + "1))" },
 		"arithp":  func(n int) string { return "$((" + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + "))" },
 		"param":   func(n int) string { return strings.Repeat("${a:-", n) + strings.Repeat("}", n) },
-		"if":      func(n int) string { return strings.Repeat("if a; then ", n) + "a" + strings.Repeat("; fi", n) },
-		"dq":      func(n int) string { return strings.Repeat("\"$(", n) },
-		"case":    func(n int) string { return strings.Repeat("case a in a) ", n) },
-		"test":    func(n int) string { return "[[ " + strings.Repeat("( ", n) + "a" + strings.Repeat(" )", n) + " ]]" },
-		"testand": func(n int) string { return "[[ " + strings.Repeat("a && ", n) + "a ]]" },
-		"quoted":  func(n int) string { return "echo don't; " + strings.Repeat("(", n) },
-		"heredoc": func(n int) string { return "cat <<'EOF'\n'\nEOF\n" + strings.Repeat("(", n) },
+		"if":      func(n int) string { return strings.Repeat("if a_fi; then ", n) + "a" + strings.Repeat("; fi", n) },
+		"quoted":  func(n int) string { return strings.Repeat("(a ')'; ", n) },
+		"escaped": func(n int) string { return strings.Repeat(`(a \); `, n) },
+		"comment": func(n int) string { return strings.Repeat("( #)\n", n) },
+		"mixed": func(n int) string {
+			return "echo $((" + strings.Repeat(strings.Repeat("(", n/100+1)+"$(a "+strings.Repeat("]", n/100+1)+")+", 100)
+		},
 	}
 	for name, mk := range shapes {
-		for _, n := range []int{100, 1000, 1990, 2500, 150000} {
+		for _, n := range []int{20, 150000} {
 			src := mk(n)
-			why := tooNested(src)
-			if n >= 2500 && why == "" {
-				t.Errorf("%s of %d: not refused (estimate %d)", name, n, shellNesting(src))
-			}
 			simples := split([]string{"sh", "-c", src})
-			last := simples[len(simples)-1]
-			if why != "" && last.hidden != why {
-				t.Errorf("%s of %d: decided as %q, want %q", name, n, last.hidden, why)
+			deep := false
+			for _, c := range simples {
+				deep = deep || c.hidden == tooNestedWhy()
+			}
+			if n > 1000 && !deep {
+				t.Errorf("%s of %d: not refused as too deep: %v", name, n, simples[len(simples)-1].hidden)
+			}
+			if n < 1000 && deep {
+				t.Errorf("%s of %d: refused as too deep", name, n)
 			}
 		}
 	}
 	for _, line := range []string{
 		"cd src && make -j4 && ./test | tee log",
-		"cat > a.py <<'EOF'\n" + strings.Repeat("def f(x):\n    if x: return (x + (1 * (2)))\n", 500) + "EOF\n",
+		"cat > a.py <<'EOF'\n" + strings.Repeat("def f(x):\n    if x: return (x + (1 * (2)))\n", 2000) + "EOF\n",
+		"cat > a.js <<'EOF'\nnew Promise((resolve) => {\n" + strings.Repeat("  if (a && b || c) { f((x) => x + 1); }\n", 2000) + "});\nEOF\n",
 		"for i in $(seq 1 10); do if [ $i -gt 2 ]; then echo $((i*2)); fi; done",
 	} {
-		if why := tooNested(line); why != "" {
-			t.Errorf("an ordinary line refused: %q: %s", line[:min(len(line), 60)], why)
+		for _, c := range split([]string{"bash", "-c", line}) {
+			if c.hidden != "" {
+				t.Errorf("an ordinary line hidden: %q: %s", line[:min(len(line), 60)], c.hidden)
+			}
 		}
+	}
+}
+
+// TestShLinesReadAsDash: sh may be dash, which reads $'…' and ((…)) as
+// other than bash does; what either would run is decided (a tester's
+// sh -c "echo $'\\' ; . ./evil.sh ; #'" sourced a denied file).
+func TestShLinesReadAsDash(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["source", "*"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["id"] }
+decision = "deny"
+`))
+	for _, line := range []string{`echo $'\' ; . ./evil.sh ; #'`, `((id))`} {
+		if d := rs.Decide(Action{Argv: []string{"sh", "-c", line}}); d.Verdict != Deny {
+			t.Errorf("sh -c %q = %s, want deny", line, d.Verdict)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"sh", "-c", "echo ok"}}); d.Verdict != Allow {
+		t.Errorf("control: sh -c 'echo ok' = %s", d.Verdict)
+	}
+	if d := rs.Decide(Action{Argv: []string{"fish", "-c", "echo ok"}}); d.Verdict != Ask {
+		t.Errorf("fish -c, a language moat does not read = %s, want ask", d.Verdict)
+	}
+	if d := rs.Decide(Action{Argv: []string{"bash", "-s", "--", "git", "push"}}); d.Verdict != Allow {
+		t.Errorf("bash -s -- git push (arguments, not a script) = %s, want allow", d.Verdict)
 	}
 }
