@@ -33,20 +33,30 @@ func ShellScriptFile(name string, argv []string) ([]string, bool) {
 	return shellScriptFile(append([]string{name}, argv[1:]...))
 }
 
-// DecideExecFrom decides argv, a program started from the directory dir
-// (absolute), with its relative arguments read from there: what a deny
-// or an ask is about by absolute path holds for the same path reached
-// from elsewhere (cd /data && rm -rf sub is rm -rf /data/sub, outside
-// the workspace). Only a rule that denies or asks decides on the
-// arguments made absolute; Allow when none does, or dir is not known.
+// DecideExecFrom decides argv, a program started from the directory dir,
+// with its relative arguments read from there: what a deny or an ask is
+// about by absolute path holds for the same path reached from elsewhere.
+// The policy's own rules decide so from any directory; the built-in
+// delete-outside only from one where a deletion can reach what outlives
+// the sandbox (cd /data && rm -rf sub, /data a read_write path; not a
+// build's rm -f conftest.o under the sandbox's own /tmp). An unknown dir
+// ("", a working directory too long to read) counts as outside
+// everything. Allow when nothing denies or asks.
 func (rs *Rules) DecideExecFrom(argv []string, dir string) Decision {
-	if len(argv) < 2 || !strings.HasPrefix(dir, "/") {
+	if len(argv) < 2 {
 		return Decision{Verdict: Allow}
 	}
+	if !strings.HasPrefix(dir, "/") {
+		dir = unknownDir
+	}
 	abs := slices.Clone(argv)
-	changed := false
+	changed, opts := false, true
 	for i, w := range argv[1:] {
-		if w == "" || strings.HasPrefix(w, "-") || strings.HasPrefix(w, "/") {
+		if opts && w == "--" {
+			opts = false
+			continue
+		}
+		if w == "" || opts && strings.HasPrefix(w, "-") || strings.HasPrefix(w, "/") {
 			continue
 		}
 		abs[i+1], changed = path.Join(dir, w), true
@@ -54,11 +64,25 @@ func (rs *Rules) DecideExecFrom(argv []string, dir string) Decision {
 	if !changed {
 		return Decision{Verdict: Allow}
 	}
-	if d := rs.decideExec("", abs, 0); d.Verdict != Allow {
+	c := simple{argv: abs}
+	if pd, ok := strongest(rs.policy, abs, nil); ok {
+		if pd.Verdict != Allow {
+			return pd
+		}
+		return Decision{Verdict: Allow}
+	}
+	if dir != unknownDir && !rs.scratch.reaches(dir) {
+		return Decision{Verdict: Allow}
+	}
+	if d := rs.decideWords(c); d.Verdict != Allow {
 		return d
 	}
 	return Decision{Verdict: Allow}
 }
+
+// unknownDir stands for a working directory that could not be read: no
+// path of the workspace, nor of a read_write one.
+const unknownDir = "/.moat-unknown-directory"
 
 func (rs *Rules) decideExec(path string, argv []string, depth int) Decision {
 	if len(argv) == 0 {

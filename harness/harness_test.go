@@ -346,7 +346,18 @@ decision = "deny"
 [[rules]]
 match = { command = ["python3", "tests/*"] }
 decision = "allow"
+
+[[rules]]
+match = { command_regex = '^cat /etc/' }
+decision = "deny"
 `))
+	// Relative arguments are read from the program's directory too.
+	if d := rs.DecideExecFrom([]string{"cat", "../../../etc/hostname"}, "/a/b/c"); d.Verdict != Deny {
+		t.Errorf("cat ../../../etc/hostname from /a/b/c = %s, want deny", d.Verdict)
+	}
+	if d := rs.DecideExecFrom([]string{"cat", "../x"}, "/a/b/c"); d.Verdict != Allow {
+		t.Errorf("control: cat ../x from /a/b/c = %s", d.Verdict)
+	}
 	for _, line := range []string{"cat ./secret/key", "cat secret//key", "cat secret/./key", "cat /srv/./secret/key",
 		"cat /srv/x/../secret/key", "cat ///srv/secret/key", "sh deploy.sh", "bash ./deploy.sh", "env sh deploy.sh", "sh -e deploy.sh x"} {
 		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Deny {

@@ -43,6 +43,26 @@ func newScratch(p *policy.Policy) scratch {
 	return s
 }
 
+// reaches reports whether a deletion from the directory dir by relative
+// path can reach what outlives the sandbox: dir is the workspace, in or
+// above it, or in or above a read_write path. Elsewhere (the sandbox's own
+// /tmp) it cannot; unknown (no workspace known), it may.
+func (s *scratch) reaches(dir string) bool {
+	if s.ws == "" {
+		return true
+	}
+	dir = path.Clean(dir)
+	if under(dir, s.ws) || under(s.ws, dir) {
+		return true
+	}
+	for _, k := range s.kept {
+		if under(dir, k) || under(k, dir) {
+			return true
+		}
+	}
+	return false
+}
+
 // confines reports whether every operand of the rm command argv that
 // could reach outside the workspace stays within s (see scratch); false
 // when any might not, or when argv cannot be read that far.

@@ -105,7 +105,9 @@ decision = "ask"
 // TestDeleteOutsideFromItsDirectory: a program's relative arguments are
 // read from its working directory (a tester's cd /data && rm -rf sub,
 // deleting a read_write path's content unasked): from outside the
-// workspace it is asked about; from inside (the control), not.
+// workspace it is asked about, from where a deletion outlives the
+// sandbox; from inside the workspace (the control), or the sandbox's own
+// /tmp, not.
 func TestDeleteOutsideFromItsDirectory(t *testing.T) {
 	p := policy.Default()
 	p.Workspace.Path = "/work/proj"
@@ -122,7 +124,12 @@ func TestDeleteOutsideFromItsDirectory(t *testing.T) {
 		{"/work", []string{"rm", "-rf", "proj"}, Ask},
 		{"/work/proj", []string{"rm", "-rf", "build", "dist"}, Allow},
 		{"/work/proj", []string{"rm", "-f", "x.o"}, Allow},
-		{"", []string{"rm", "-rf", "sub"}, Allow},
+		{"", []string{"rm", "-rf", "sub"}, Ask}, // a directory not read: anywhere
+		{"/srv/data", []string{"rm", "-rf", "--", "-x"}, Ask},
+		// A reviewer's: a build under the sandbox's own /tmp, which no
+		// deletion there outlives.
+		{"/tmp/build", []string{"rm", "-f", "conftest.o"}, Allow},
+		{"/tmp", []string{"rm", "-rf", "pip-build-x"}, Allow},
 	} {
 		if d := rs.DecideExecFrom(c.argv, c.dir); d.Verdict != c.want {
 			t.Errorf("%q from %q: %s, want %s", c.argv, c.dir, d.Verdict, c.want)

@@ -172,6 +172,9 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// sandbox starts is decided here, and asked about only if it is
 		// not what the host decided (and maybe asked) already.
 		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
+		// The line's relative arguments were read as the workspace's:
+		// they are its working directory's (cat ../../etc/x).
+		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
 		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
 			return nil
 		}
@@ -181,11 +184,9 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 	}
 	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
-	if !c.First {
-		// Its relative arguments are where its working directory is:
-		// cd /data && rm -rf sub deletes /data/sub.
-		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
-	}
+	// Its relative arguments are where its working directory is: cd
+	// /data && rm -rf sub deletes /data/sub.
+	d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
 	d = stronger(d, e.scriptFile(c))
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,

@@ -162,7 +162,9 @@ func DecideLine(p *policy.Policy, argv []string, dir string, environ []string) h
 // (lineProgram), where the caller decided it; the stronger decision wins.
 func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals, prog harness.Decision) error {
 	a := harness.Action{Argv: req.Args, Dir: dir}
-	d := stronger(rules.Decide(a), prog)
+	// The program's relative arguments are read from its working
+	// directory too (cat ../../etc/x from the workspace is cat /etc/x).
+	d := stronger(stronger(rules.Decide(a), prog), rules.DecideExecFrom(req.Args, dir))
 	if d.Verdict == harness.Allow && d.Rule == nil {
 		return nil // no rule had anything to say: nothing to record
 	}
