@@ -25,11 +25,15 @@ func TestPlantedSubmoduleGitDir(t *testing.T) {
 	}
 	deep := strings.Repeat("d/", 17) + "lib"
 	for _, tc := range []struct {
-		name, sub, before string
+		name, sub, before, attack string
 	}{
-		{"HEAD a link", "lib", ""},
-		{"name deeper than the walk", deep, ""},
-		{"behind many git directories", "zzz", `for i in $(seq 4100); do mkdir -p .git/modules/a$i && : > .git/modules/a$i/HEAD; done;`},
+		{"HEAD a link", "lib", "", ""},
+		{"name deeper than the walk", deep, "", ""},
+		{"behind many git directories", "zzz", `python3 -c 'import os
+for i in range(4100): os.makedirs(".git/modules/a%d" % i); open(".git/modules/a%d/HEAD" % i, "w").close()';`, ""},
+		// A reviewer's: the submodule's git directory a link to one
+		// planted in the workspace.
+		{"a link to a planted one", "lib", "", `git init -q --bare planted && git config -f planted/config core.bare false && git config -f planted/config core.fsmonitor "touch $PROOF; false" && mkdir -p .git/modules && ln -s ../../planted .git/modules/lib`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setup := func() string {
@@ -48,7 +52,10 @@ func TestPlantedSubmoduleGitDir(t *testing.T) {
 				hostGit(t, base, "clone", "-q", origin, "ws")
 				return filepath.Join(base, "ws")
 			}
-			attack := tc.before + fmt.Sprintf(`d=.git/modules/%s && git init -q --bare "$d" && rm "$d/HEAD" && ln -s refs/heads/master "$d/HEAD" && git config -f "$d/config" core.bare false && git config -f "$d/config" core.fsmonitor "touch $PROOF; false"`, tc.sub)
+			attack := tc.attack
+			if attack == "" {
+				attack = tc.before + fmt.Sprintf(`d=.git/modules/%s && git init -q --bare "$d" && rm "$d/HEAD" && ln -s refs/heads/master "$d/HEAD" && git config -f "$d/config" core.bare false && git config -f "$d/config" core.fsmonitor "touch $PROOF; false"`, tc.sub)
+			}
 			update := func(ws string) {
 				hostGit(t, ws, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q")
 				hostGit(t, ws, "status")
@@ -78,7 +85,7 @@ func TestPlantedSubmoduleGitDir(t *testing.T) {
 			}
 			found := false
 			for _, q := range r.rep.Quarantined {
-				if q.Path == ".git/modules/"+tc.sub+"/config" || q.Path == ".git/modules" {
+				if q.Path == ".git/modules/"+tc.sub+"/config" || q.Path == ".git/modules" || q.Path == ".git/modules/"+tc.sub {
 					found = true
 				}
 			}

@@ -345,7 +345,7 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		if common != gitdir {
 			dirs = append(dirs, common)
 		}
-		nested, _ := nestedGitDirs(common, g.readDir, g.lstat)
+		nested, _, _ := nestedGitDirs(common, g.readDir, g.lstat)
 		for _, d := range nested {
 			g.gitdirs[d] = true
 			dirs = append(dirs, d)
@@ -890,7 +890,15 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 // takes modules/ out whole, the host's submodules' directories with it
 // (they are in the quarantine), rather than leave what it did not see.
 func (g *Guard) nestedOut(q *quarantine, common string) {
-	dirs, cut := nestedGitDirs(common, g.readDir, g.lstat)
+	dirs, links, cut := nestedGitDirs(common, g.readDir, g.lstat)
+	for _, l := range links {
+		// A link the command made where git looks for a submodule's
+		// git directory leads git to one it planted anywhere.
+		if fi, err := g.lstat(l); err == nil && !ctimeOf(fi).before(g.start) {
+			base, rel := g.baseOf(l)
+			q.move(base, rel, "a link the command made where git keeps a submodule's git directory")
+		}
+	}
 	if cut {
 		base, rel := g.baseOf(filepath.Join(common, "modules"))
 		q.move(base, rel, fmt.Sprintf("more directories where git keeps submodules' than moat looks through (%d git directories, %d deep, %d directories): git could take any of them for a submodule's", maxNestedGitDirs, maxNestedDepth, maxNestedWalk))
@@ -1707,12 +1715,13 @@ func (g *Guard) commonDir(dir string) string {
 
 // nestedGitDirs lists the git directories of submodules (modules/, to any
 // depth, nested submodules included) and linked worktrees (worktrees/*)
-// of common: each has its own config or commondir and hooks. A git
+// of common: each has its own config or commondir and hooks; and the links
+// in modules/, which git follows to a git directory. A git
 // directory is told by its HEAD, a file or a link (git follows one into
 // refs/). It looks with readDir and lstat (by path, or below the guard's
 // roots), at most maxNestedGitDirs of them, maxNestedDepth deep, through
 // maxNestedWalk directories: cut says it stopped short, with more to see.
-func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), lstat func(string) (fs.FileInfo, error)) (out []string, cut bool) {
+func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), lstat func(string) (fs.FileInfo, error)) (out, links []string, cut bool) {
 	walked := 0
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
@@ -1724,6 +1733,11 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 			return
 		}
 		for _, e := range ents {
+			if e.Type()&fs.ModeSymlink != 0 && len(links) < maxNestedGitDirs {
+				// Git follows it to a git directory anywhere.
+				links = append(links, filepath.Join(dir, e.Name()))
+				continue
+			}
 			if !e.IsDir() {
 				continue
 			}
@@ -1744,12 +1758,15 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 	walk(filepath.Join(common, "modules"), 0)
 	if ents, err := readDir(filepath.Join(common, "worktrees")); err == nil {
 		for _, e := range ents {
-			if e.IsDir() {
+			switch {
+			case e.IsDir():
 				out = append(out, filepath.Join(common, "worktrees", e.Name()))
+			case e.Type()&fs.ModeSymlink != 0 && len(links) < maxNestedGitDirs:
+				links = append(links, filepath.Join(common, "worktrees", e.Name()))
 			}
 		}
 	}
-	return out, cut
+	return out, links, cut
 }
 
 // The bounds of nestedGitDirs' walk: far beyond a repository's
