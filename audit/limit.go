@@ -43,11 +43,16 @@ func (b *Bucket) Take(now time.Time, rate float64, burst int, force bool) bool {
 	return true
 }
 
+// minRate is the least rate a Limiter takes: a kept record waits at most
+// a thousand seconds for its token (a smaller rate's wait overflowed a
+// Duration, and Add spun).
+const minRate = 0.001
+
 // Limiter bounds the rate of one stream's records (see above). Its fields
 // are set before its first use.
 type Limiter struct {
-	// Rate (records a second) and Burst bound the stream: a Rate that is
-	// not positive is taken as 1, a Burst below 1 as 1.
+	// Rate (records a second) and Burst bound the stream: a Rate below
+	// 0.001 is taken as 0.001, a Burst below 1 as 1.
 	Rate  float64
 	Burst int
 	// Shared, if set, is a bucket of several streams together, of
@@ -78,8 +83,8 @@ type Limiter struct {
 
 // refill adds the tokens of the time since the last record.
 func (l *Limiter) refill(now time.Time) {
-	if !(l.Rate > 0) { // NaN too
-		l.Rate = 1
+	if !(l.Rate >= minRate) { // NaN too
+		l.Rate = minRate
 	}
 	l.Burst = max(l.Burst, 1)
 	if !l.started {

@@ -155,14 +155,23 @@ func escape(s string, keepTab bool) (string, bool) {
 
 // straySelector reports whether r is a variation selector (U+FE00 to
 // U+FE0F) that follows no character it could modify: after another
-// selector, a space or a control, or first. One after a character is an
+// selector, a joiner, a letter or a space, a control, or first (a
+// keycap's digit, # and *, symbols, emoji and CJK take them). One after a character is an
 // emoji's or a CJK variant's, and shows; a run of them shows as nothing,
 // and carries four bits each (how GlassWorm hid its code).
 func straySelector(prev, r rune) bool {
 	if r < 0xfe00 || r > 0xfe0f {
 		return false
 	}
-	return prev < 0 || prev <= ' ' || prev >= 0xfe00 && prev <= 0xfe0f || MustEscape(prev)
+	switch {
+	case prev >= '0' && prev <= '9', prev == '#', prev == '*':
+		return false // a keycap's
+	case prev < 0x2000:
+		// ASCII and the alphabets take none: one after a letter hides
+		// four bits a character of text.
+		return true
+	}
+	return prev >= 0xfe00 && prev <= 0xfe0f || prev == 0x200c || prev == 0x200d || MustEscape(prev)
 }
 
 // MustEscape reports whether r is to be escaped before it is shown: C0

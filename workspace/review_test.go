@@ -320,8 +320,12 @@ func TestEscapeText(t *testing.T) {
 		// run of variation selectors after no character (GlassWorm's
 		// hidden code); one after a character stays (the control above).
 		{"// note\u2028run()", `// note\u2028run()`, `// note\u2028run()`},
-		{"k = \"\ufe0f\ufe00\ufe05\"", "k = \"\ufe0f" + `\ufe00\ufe05"`, "k = \"\ufe0f" + `\ufe00\ufe05"`},
+		{"k = \"\ufe0f\ufe00\ufe05\"", `k = "\ufe0f\ufe00\ufe05"`, `k = "\ufe0f\ufe00\ufe05"`},
 		{"1\ufe0f\u20e3 ok", "1\ufe0f\u20e3 ok", "1\ufe0f\u20e3 ok"},
+		// A tester's and a reviewer's: one after each letter, one after a
+		// joiner.
+		{"Co\ufe01py\ufe02", `Co\ufe01py\ufe02`, `Co\ufe01py\ufe02`},
+		{"x\u200d\ufe01", "x\u200d" + `\ufe01`, "x\u200d" + `\ufe01`},
 	}
 	for _, tt := range tests {
 		if got := EscapeText(tt.in); got != tt.text {

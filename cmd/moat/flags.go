@@ -313,8 +313,8 @@ func (f *runFlags) auditBounds() error {
 	if f.auditBurst <= 0 {
 		return fmt.Errorf("--audit-burst %d: want a number of records, 1 or more", f.auditBurst)
 	}
-	if !(f.auditRate > 0) || math.IsInf(f.auditRate, 1) {
-		return fmt.Errorf("--audit-rate %v: want a positive number of records a second", f.auditRate)
+	if !(f.auditRate >= 0.001) || math.IsInf(f.auditRate, 1) {
+		return fmt.Errorf("--audit-rate %v: want a number of records a second, 0.001 or more", f.auditRate)
 	}
 	return nil
 }

@@ -162,9 +162,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 		{"idle-timeout", *idle <= 0, "a positive duration such as 15m"},
 		{"drain", *drain < 0, "a duration such as 30s, or 0 to kill running commands at once"},
 		{"audit-burst", *auditBurst <= 0, "a number of records, 1 or more"},
-		{"audit-rate", !(*auditRate > 0) || math.IsInf(*auditRate, 1), "a positive number of records a second"},
+		{"audit-rate", !(*auditRate >= 0.001) || math.IsInf(*auditRate, 1), "a number of records a second, 0.001 or more"},
 		{"audit-daemon-burst", *auditDaemonBurst <= 0, "a number of records, 1 or more"},
-		{"audit-daemon-rate", !(*auditDaemonRate > 0) || math.IsInf(*auditDaemonRate, 1), "a positive number of records a second"},
+		{"audit-daemon-rate", !(*auditDaemonRate >= 0.001) || math.IsInf(*auditDaemonRate, 1), "a number of records a second, 0.001 or more"},
 	} {
 		if d.bad {
 			fmt.Fprintf(stderr, "moat serve: --%s %s: want %s\n", d.name, fs.Lookup(d.name).Value, d.want)
