@@ -733,10 +733,12 @@ func Notice(ch Change) string {
 			notes = append(notes, "bytecode Python imports as a module")
 		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")):
 			notes = append(notes, "Python runs it at start-up")
+		case path.Base(dir) == "bin" && (name == "activate" || strings.HasPrefix(name, "activate.") || name == "Activate.ps1"):
+			notes = append(notes, "a shell sources it, activating a virtual environment")
 		case nativeCode(name):
 			// Python imports X.so (X.abi3.so, X.cpython-…so) before
 			// X.py, and runs its initialiser on import.
-			notes = append(notes, "native code: Python imports it as a module, programs load it")
+			notes = append(notes, "native code: Python and Node import it as a module, programs load it")
 		}
 		if ch.Mode&0o111 != 0 {
 			notes = append(notes, "executable")
@@ -767,7 +769,12 @@ func pythonModule(name, mod string) bool {
 // nativeCode says whether the file name is a shared library's: a Python
 // extension module among them.
 func nativeCode(name string) bool {
-	return strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.") || strings.HasSuffix(name, ".pyd") || strings.HasSuffix(name, ".dylib")
+	for _, ext := range []string{".so", ".pyd", ".dylib", ".node", ".dll"} {
+		if strings.HasSuffix(name, ext) {
+			return true
+		}
+	}
+	return strings.Contains(name, ".so.")
 }
 
 // matchAny returns the path (p or an ancestor of p) that one of the

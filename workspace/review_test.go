@@ -182,7 +182,11 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 		{"extension modules", map[string]string{".venv/lib/python3.12/site-packages/sitecustomize.so": "\x7fELF",
 			".venv/lib/python3.12/site-packages/x/__init__.py": "\n", "src/util.cpython-312-x86_64-linux-gnu.so": "\x7fELF"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize.so (Python runs it at start-up)",
-				"A src/util.cpython-312-x86_64-linux-gnu.so (native code: Python imports it as a module, programs load it)"}, nil},
+				"A src/util.cpython-312-x86_64-linux-gnu.so (native code: Python and Node import it as a module, programs load it)"}, nil},
+		{"addon and activation script", map[string]string{"node_modules/x/build/x.node": "\x7fELF", "node_modules/x/i.js": "\n",
+			".venv/bin/activate": "echo hi\n", ".venv/lib/python3.12/site-packages/y.py": "\n"},
+			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/bin/activate (a shell sources it, activating a virtual environment)",
+				"A node_modules/ (1 changes, not expanded)", "A node_modules/x/build/x.node (native code: Python and Node import it as a module, programs load it)"}, nil},
 		{"set-ID file", map[string]string{"node_modules/x.js": "x\n", "node_modules/su#4644": "data\n"},
 			[]string{"A node_modules/ (1 changes, not expanded)", "A node_modules/su (WARNING: set-ID bit, which apply drops)"}, nil},
 		// Positive control: bytecode of no source is never loaded, and
