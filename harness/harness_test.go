@@ -293,6 +293,13 @@ decision = "deny"
 	if d := rs.Decide(Action{Argv: []string{"sh", "-c", ". ./other.sh"}}); d.Verdict != Allow {
 		t.Errorf("control: . of another file = %s", d.Verdict)
 	}
+	// A tester's: the file a shell sources at its start by BASH_ENV or ENV.
+	for _, argv := range [][]string{{"env", "BASH_ENV=evil.sh", "bash", "-c", "true"}, {"sh", "-c", "BASH_ENV=evil.sh bash -c true"},
+		{"sh", "-c", "export ENV=evil.sh; sh -c true"}} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Deny {
+			t.Errorf("%q = %s, want deny", argv, d.Verdict)
+		}
+	}
 }
 
 // TestStarIsAnyWord: "*" in a rule's command is any word, one with a "/"

@@ -251,6 +251,7 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 	switch name {
 	case "env":
 		for i < len(args) && !args[i].dyn && strings.Contains(args[i].s, "=") && !strings.HasPrefix(args[i].s, "=") {
+			s.startupFile(args[i].s)
 			i++
 		}
 	case "timeout":
@@ -391,6 +392,9 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 			return false
 		}
 		level++
+		if as, isAssign := n.(*syntax.Assign); isAssign && as.Name != nil && as.Value != nil {
+			s.startupFile(as.Name.Value + "=" + wordOf(src, as.Value).s)
+		}
 		if call, isCall := n.(*syntax.CallExpr); isCall && len(call.Args) > 0 {
 			ws := make([]word, len(call.Args))
 			for i, w := range call.Args {
@@ -401,6 +405,17 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 		return true // the words' own $(…) are commands too
 	})
 	return ok
+}
+
+// startupFile records, for an assignment NAME=VALUE of the variable a
+// shell sources a file by (BASH_ENV for bash's scripts, ENV for sh's),
+// that file as sourced: env BASH_ENV=./x bash -c true runs x as
+// source ./x does.
+func (s *splitter) startupFile(assign string) {
+	name, value, _ := strings.Cut(assign, "=")
+	if (name == "BASH_ENV" || name == "ENV") && value != "" {
+		s.out = append(s.out, simple{argv: []string{"source", value}})
+	}
 }
 
 // missing returns the commands of b that a does not hold.
