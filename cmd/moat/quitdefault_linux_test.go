@@ -34,7 +34,7 @@ func TestQuitDefault(t *testing.T) {
 	if before == 0 {
 		ign := [4]uint64{1} // SIG_IGN
 		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGQUIT), uintptr(unsafe.Pointer(&ign)), 0, 8, 0, 0)
-		defer quitDefault()
+		defer func() { _ = quitDefault() }()
 		before = 1
 	}
 	restore := quitDefault()
