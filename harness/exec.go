@@ -65,6 +65,14 @@ func (rs *Rules) DecideExecFrom(argv []string, dir string) Decision {
 		return Decision{Verdict: Allow}
 	}
 	c := simple{argv: abs}
+	if _, ok := strongest(rs.policy, argv, nil); ok {
+		// The policy decided the words as written (an allow of rm -rf
+		// ../build): its decision stands, and no built-in overrides it.
+		if pd, ok := strongest(rs.policy, abs, nil); ok && pd.Verdict != Allow {
+			return pd
+		}
+		return Decision{Verdict: Allow}
+	}
 	if pd, ok := strongest(rs.policy, abs, nil); ok {
 		if pd.Verdict != Allow {
 			return pd

@@ -121,12 +121,24 @@ func split(argv []string) []simple {
 	for i, a := range argv {
 		ws[i] = word{s: a}
 	}
-	var s splitter
+	s := splitter{parsed: new(int)}
 	s.command(ws, 0, false)
 	return s.out
 }
 
-type splitter struct{ out []simple }
+type splitter struct {
+	out []simple
+	// parsed counts the bytes of shell script parsed for one line,
+	// nested shells' and every language's included: a line nesting sh -c
+	// in sh -c has each level parsed again, twice for sh (bash and POSIX),
+	// which made a megabyte line hours of work. Past maxParsed the line
+	// counts as hiding what it runs.
+	parsed *int
+}
+
+// maxParsed bounds the script a line's parse reads in all (see
+// splitter.parsed): a few times the largest line an API request holds.
+const maxParsed = 8 << 20
 
 func texts(ws []word) []string {
 	out := make([]string, len(ws))
@@ -288,16 +300,25 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 // shellOperand finds, in the arguments of a shell, its first operand (the
 // script file, or with c the -c script), or -1.
 func shellOperand(args []string) (op int, c bool) {
+	// -s: the script is the shell's input, its operands the script's
+	// arguments; unless -c, which wins (bash -s -c 'git push' runs it).
+	stdin := false
+	found := func(i int) (int, bool) {
+		if stdin && !c {
+			return -1, false
+		}
+		return i, c
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || a == "-" {
 			if i+1 < len(args) {
-				return i + 1, c
+				return found(i + 1)
 			}
 			return -1, c
 		}
 		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
-			return i, c
+			return found(i)
 		}
 		if strings.HasPrefix(a, "--") {
 			if a == "--rcfile" || a == "--init-file" {
@@ -308,9 +329,8 @@ func shellOperand(args []string) (op int, c bool) {
 		if strings.ContainsRune(a[1:], 'c') {
 			c = true
 		}
-		if strings.ContainsRune(a[1:], 's') && !c {
-			// -s: the script is its input, the operands its arguments.
-			return -1, false
+		if strings.ContainsRune(a[1:], 's') {
+			stdin = true
 		}
 		if strings.ContainsAny(a[1:], "oO") {
 			i++ // -o OPTION
@@ -337,43 +357,45 @@ func shellScriptFile(argv []string) ([]string, bool) {
 // records every simple command each reads in it: where two languages read
 // a line differently (sh is bash or dash), what either would run is
 // decided; what a later language reads as an earlier one did is not
-// listed again. A script that no language parses, or that nests too
-// deeply, counts as hiding what it runs.
+// listed again. A script that a language does not parse (dash runs what
+// comes before the error), that nests too deeply, or past the line's
+// budget of parsing, counts as hiding what it runs.
 func (s *splitter) script(src string, depth int, langs []syntax.LangVariant) {
-	var errs []string
-	parsed := 0
-	var first []simple
+	if len(langs) == 0 {
+		s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell's language is not one moat reads"})
+		return
+	}
+	if *s.parsed += len(src) * len(langs); *s.parsed > maxParsed {
+		s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell line holds more script than moat reads (nested shells read it again)"})
+		return
+	}
+	var all []simple
 	for i, lang := range langs {
 		f, err, deep := parseBounded(src, lang)
-		if err == nil && !deep {
-			var sub splitter
-			deep = !sub.walk(f, src, depth)
-			if !deep {
-				parsed++
-				if i == 0 {
-					first = sub.out
-				} else {
-					first = append(first, missing(first, sub.out)...)
-				}
-			}
+		if err != nil {
+			s.out = append(s.out, simple{argv: []string{src}, hidden: "the shell line cannot be parsed" + langName(lang, len(langs)) + ": " + err.Error()})
+			return
 		}
-		if deep {
+		sub := splitter{parsed: s.parsed}
+		if deep || !sub.walk(f, src, depth) {
 			s.out = append(s.out, simple{argv: []string{src}, hidden: tooNestedWhy()})
 			return
 		}
-		if err != nil {
-			errs = append(errs, err.Error())
+		if i == 0 {
+			all = sub.out
+		} else {
+			all = append(all, missing(all, sub.out)...)
 		}
 	}
-	if parsed == 0 {
-		why := "the shell's language is not one moat reads"
-		if len(errs) > 0 {
-			why = "the shell line cannot be parsed: " + errs[0]
-		}
-		s.out = append(s.out, simple{argv: []string{src}, hidden: why})
-		return
+	s.out = append(s.out, all...)
+}
+
+// langName names lang in an error, where a line is read in n languages.
+func langName(lang syntax.LangVariant, n int) string {
+	if n < 2 {
+		return ""
 	}
-	s.out = append(s.out, first...)
+	return " as " + lang.String()
 }
 
 // walk records the simple commands of f, parsed from src; false when its
@@ -418,8 +440,21 @@ func (s *splitter) startupFile(assign string) {
 	}
 }
 
-// missing returns the commands of b that a does not hold.
+// missing returns the commands of b that a does not hold. Leaving one
+// out is cosmetic (the decision is the strongest of all): when the words
+// are too long to compare cheaply, b is returned whole.
 func missing(a, b []simple) []simple {
+	size := 0
+	for _, l := range [][]simple{a, b} {
+		for _, c := range l {
+			for _, w := range c.argv {
+				size += len(w)
+			}
+		}
+	}
+	if size > 1<<20 {
+		return b
+	}
 	key := func(c simple) string { return c.hidden + "\x00" + strings.Join(c.argv, "\x00") }
 	have := map[string]int{}
 	for _, c := range a {

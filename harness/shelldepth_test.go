@@ -92,3 +92,45 @@ decision = "deny"
 		t.Errorf("bash -s -- git push (arguments, not a script) = %s, want allow", d.Verdict)
 	}
 }
+
+// TestNestedShellsBounded: a line nesting sh -c in sh -c, each level read
+// again (twice for sh), is bounded in the script it parses in all (a
+// reviewer's megabyte line, 17 deep, was hours of work), and asks.
+func TestNestedShellsBounded(t *testing.T) {
+	line := strings.Repeat("a ", 450000)
+	for range 17 {
+		line = `sh -c "` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(line) + `"`
+	}
+	simples := split([]string{"sh", "-c", line})
+	hidden := false
+	for _, c := range simples {
+		hidden = hidden || strings.Contains(c.hidden, "more script than moat reads")
+	}
+	if !hidden {
+		t.Errorf("a line nesting 17 shells around 900 KB is not refused as too much to read")
+	}
+}
+
+// TestShReadAsEveryShell: what a POSIX shell would run of a line bash
+// reads otherwise, or fails to parse, is not let through (a reviewer's:
+// a bash-only line 2 dropped dash's reading of line 1); bash -s -c runs
+// its -c script.
+func TestShReadAsEveryShell(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["source", "*"] }
+decision = "deny"
+`))
+	for _, argv := range [][]string{
+		{"sh", "-c", "echo $'\\' ; . ./evil.sh ; #'\nfunction f { :; }"},
+		{"sh", "-c", "((id))\na=(1)"},
+		{"bash", "-s", "-c", ". ./evil.sh"},
+	} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict == Allow {
+			t.Errorf("%q = allow", argv)
+		}
+	}
+	if d := rs.Decide(Action{Argv: []string{"sh", "-c", "echo ok; ls -l"}}); d.Verdict != Allow {
+		t.Errorf("control: sh -c 'echo ok; ls -l' = %s", d.Verdict)
+	}
+}

@@ -171,10 +171,9 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// The line's words were decided on the host; the file the
 		// sandbox starts is decided here, and asked about only if it is
 		// not what the host decided (and maybe asked) already.
+		// (Its relative arguments were read from its working directory
+		// with its line: decide.)
 		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
-		// The line's relative arguments were read as the workspace's:
-		// they are its working directory's (cat ../../etc/x).
-		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
 		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
 			return nil
 		}
@@ -184,9 +183,12 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 	}
 	d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
-	// Its relative arguments are where its working directory is: cd
-	// /data && rm -rf sub deletes /data/sub.
-	d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
+	if !c.First {
+		// Its relative arguments are where its working directory is:
+		// cd /data && rm -rf sub deletes /data/sub. (The command's own
+		// were read so with its line: decide.)
+		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
+	}
 	d = stronger(d, e.scriptFile(c))
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,

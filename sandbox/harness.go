@@ -155,7 +155,7 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 func DecideLine(p *policy.Policy, argv []string, dir string, environ []string) harness.Decision {
 	rules := harness.New(p)
 	prog, _, _ := lineProgram(rules, argv, dir, buildEnv(p.Env, environ))
-	return stronger(rules.Decide(harness.Action{Argv: argv, Dir: dir}), prog)
+	return stronger(stronger(rules.Decide(harness.Action{Argv: argv, Dir: dir}), prog), rules.DecideExecFrom(argv, dir))
 }
 
 // prog is what the line's own program is decided as by its file

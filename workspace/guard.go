@@ -900,8 +900,14 @@ func (g *Guard) nestedOut(q *quarantine, common string) {
 		}
 	}
 	if cut {
-		base, rel := g.baseOf(filepath.Join(common, "modules"))
-		q.move(base, rel, fmt.Sprintf("more directories where git keeps submodules' than moat looks through (%d git directories, %d deep, %d directories): git could take any of them for a submodule's", maxNestedGitDirs, maxNestedDepth, maxNestedWalk))
+		for _, sub := range []string{"modules", "worktrees"} {
+			p := filepath.Join(common, sub)
+			if _, err := g.lstat(p); err != nil {
+				continue
+			}
+			base, rel := g.baseOf(p)
+			q.move(base, rel, fmt.Sprintf("more git directories or links where git keeps submodules' and worktrees' than moat looks through (%d, %d deep, %d directories): git could take any of them for one", maxNestedGitDirs, maxNestedDepth, maxNestedWalk))
+		}
 	}
 	for _, d := range dirs {
 		if g.gitdirs[d] || cut && !within(filepath.Join(common, "worktrees"), d) {
@@ -1733,8 +1739,12 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 			return
 		}
 		for _, e := range ents {
-			if e.Type()&fs.ModeSymlink != 0 && len(links) < maxNestedGitDirs {
+			if e.Type()&fs.ModeSymlink != 0 {
 				// Git follows it to a git directory anywhere.
+				if len(links) >= maxNestedGitDirs {
+					cut = true
+					return
+				}
 				links = append(links, filepath.Join(dir, e.Name()))
 				continue
 			}
@@ -1763,6 +1773,8 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 				out = append(out, filepath.Join(common, "worktrees", e.Name()))
 			case e.Type()&fs.ModeSymlink != 0 && len(links) < maxNestedGitDirs:
 				links = append(links, filepath.Join(common, "worktrees", e.Name()))
+			case e.Type()&fs.ModeSymlink != 0:
+				cut = true
 			}
 		}
 	}
