@@ -428,10 +428,75 @@ func (in *instance) sessionsOf(p *process) []int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var sids []int
+	var unnamed map[int]bool
 	for pid, q := range in.sessions {
-		if q == p && in.nsSids[pid] > 1 {
+		switch {
+		case q != p:
+		case in.nsSids[pid] > 1:
 			sids = append(sids, in.nsSids[pid])
+		default:
+			if unnamed == nil {
+				unnamed = map[int]bool{}
+			}
+			unnamed[pid] = true
+		}
+	}
+	if unnamed != nil {
+		// A session whose leader exited before its number in the
+		// sandbox was read (noteSetsid reads it once the setsid has
+		// gone on: sh -c "sleep 9 & exit 0" can be gone by then, its
+		// sleep left in the session) is found by the processes still in
+		// it, whose /proc says the session's number in the sandbox.
+		for host, ns := range in.nsSessionsLocked(unnamed) {
+			in.nsSids[host] = ns
+			sids = append(sids, ns)
 		}
 	}
 	return sids
+}
+
+// nsSessionsLocked returns, for each session of want (by host id) that a
+// live process of the sandbox is in, its id in the sandbox (NSsid). in.mu
+// is held.
+func (in *instance) nsSessionsLocked(want map[int]bool) map[int]int {
+	found := map[int]int{}
+	todo := []int{in.r.pid}
+	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
+		pid := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if info, ok := readProcInfo(pid); ok && want[info.sid] && found[info.sid] == 0 {
+			if ns := readNSsid(pid); ns > 1 {
+				found[info.sid] = ns
+			}
+		}
+		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, th := range threads {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + th.Name() + "/children")
+			for _, w := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(w); err == nil {
+					todo = append(todo, child)
+				}
+			}
+		}
+	}
+	return found
+}
+
+// readNSsid returns the id, in the innermost pid namespace, of the
+// session process pid is in (/proc/PID/status NSsid), or 0.
+func readNSsid(pid int) int {
+	var buf [4096]byte
+	b, ok := readProc(pid, "status", buf[:])
+	if !ok {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, found := strings.CutPrefix(line, "NSsid:"); found {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, _ := strconv.Atoi(f[len(f)-1])
+				return n
+			}
+		}
+	}
+	return 0
 }
