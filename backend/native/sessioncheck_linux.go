@@ -374,24 +374,12 @@ func (in *instance) nameLeader(p *process, pid int) {
 // either map has doubled since the last sweep; in.mu is held.
 func (in *instance) sweep() {
 	live, alive := map[int]bool{}, map[int]bool{}
-	todo := []int{in.r.pid}
-	for len(todo) > 0 {
-		pid := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
+	in.eachProcess(0, func(pid int, info procInfo, ok bool) {
 		alive[pid] = true
-		if info, ok := readProcInfo(pid); ok {
+		if ok {
 			live[info.sid] = true
 		}
-		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, th := range threads {
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + th.Name() + "/children")
-			for _, w := range strings.Fields(string(b)) {
-				if child, err := strconv.Atoi(w); err == nil {
-					todo = append(todo, child)
-				}
-			}
-		}
-	}
+	})
 	for pid := range in.leaders {
 		if !live[pid] {
 			delete(in.leaders, pid)
@@ -460,15 +448,26 @@ func (in *instance) sessionsOf(p *process) []int {
 // is held.
 func (in *instance) nsSessionsLocked(want map[int]bool) map[int]int {
 	found := map[int]int{}
-	todo := []int{in.r.pid}
-	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
-		pid := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		if info, ok := readProcInfo(pid); ok && want[info.sid] && found[info.sid] == 0 {
+	in.eachProcess(1<<16, func(pid int, info procInfo, ok bool) {
+		if ok && want[info.sid] && found[info.sid] == 0 {
 			if ns := readNSsid(pid); ns > 1 {
 				found[info.sid] = ns
 			}
 		}
+	})
+	return found
+}
+
+// eachProcess calls fn for each process of the sandbox, init first, with
+// what its /proc/PID/stat says (ok false: it could not be read), for at
+// most limit of them (0: all).
+func (in *instance) eachProcess(limit int, fn func(pid int, info procInfo, ok bool)) {
+	todo := []int{in.r.pid}
+	for n := 0; len(todo) > 0 && (limit == 0 || n < limit); n++ {
+		pid := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		info, ok := readProcInfo(pid)
+		fn(pid, info, ok)
 		threads, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		for _, th := range threads {
 			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + th.Name() + "/children")
@@ -479,7 +478,6 @@ func (in *instance) nsSessionsLocked(want map[int]bool) map[int]int {
 			}
 		}
 	}
-	return found
 }
 
 // readNSsid returns the id, in the innermost pid namespace, of the
