@@ -19,7 +19,11 @@ import (
 // looks, and a plant behind more git directories than it counts. The
 // control: each plant made on the host runs the probe.
 func TestPlantedSubmoduleGitDir(t *testing.T) {
-	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	// A plant leaves a directory mode 0111, in the workspace or the
+	// quarantine: opened again for the temporary directories' removal.
+	t.Cleanup(func() { exec.Command("chmod", "-R", "u+rwx", state).Run() })
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -34,10 +38,14 @@ for i in range(4100): os.makedirs(".git/modules/a%d" % i); open(".git/modules/a%
 		// A reviewer's: the submodule's git directory a link to one
 		// planted in the workspace.
 		{"a link to a planted one", "lib", "", `git init -q --bare planted && git config -f planted/config core.bare false && git config -f planted/config core.fsmonitor "touch $PROOF; false" && mkdir -p .git/modules && ln -s ../../planted .git/modules/lib`},
+		// Beneath a directory that may not be listed, which git passes
+		// through by name (an ordinary user's guard could not see it).
+		{"behind a directory not listed", "vendor/lib", "", `d=.git/modules/vendor/lib && git init -q --bare "$d" && git config -f "$d/config" core.bare false && git config -f "$d/config" core.fsmonitor "touch $PROOF; false" && chmod 111 .git/modules/vendor`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setup := func() string {
 				base := t.TempDir()
+				t.Cleanup(func() { exec.Command("chmod", "-R", "u+rwx", base).Run() })
 				lib := filepath.Join(base, "libsrc")
 				os.Mkdir(lib, 0o755)
 				hostGit(t, lib, "init", "-q")

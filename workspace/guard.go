@@ -1736,6 +1736,12 @@ func nestedGitDirs(common string, readDir func(string) ([]fs.DirEntry, error), l
 		}
 		ents, err := readDir(dir)
 		if err != nil {
+			// A directory that may not be listed (mode 0111) may still
+			// be passed through by name, as git does to a submodule's
+			// git directory beneath it: what it holds is not seen.
+			if errors.Is(err, fs.ErrPermission) {
+				cut = true
+			}
 			return
 		}
 		for _, e := range ents {
