@@ -107,6 +107,17 @@ func TestTUNDNSRate(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	waitReplies(before + 10)
+	// Queries the stack's socket had no room for never reached moat:
+	// the stack counts them, under load (a CI run lost 7% so).
+	var lost int
+	p.mu.Lock()
+	for st := range p.tuns {
+		if ts, ok := st.(*tunStack); ok && ts.s != nil {
+			st := ts.s.Stats()
+			lost += int(st.UDP.ReceiveBufferErrors.Value() + st.DroppedPackets.Value())
+		}
+	}
+	p.mu.Unlock()
 	p.Close()
 	<-served
 	select {
@@ -119,8 +130,8 @@ func TestTUNDNSRate(t *testing.T) {
 	// Every query is an event, or counted in one; the device's peer may
 	// miss answers (its socket's buffer is full), and the stack's socket
 	// might miss queries, but not many.
-	if total := 10 + flood + 10; dropped == 0 || answered+dropped > total || answered+dropped < total*95/100 {
-		t.Errorf("events: %d answered, %d dropped, of %d queries", answered, dropped, total)
+	if total := 10 + flood + 10; dropped == 0 || answered+dropped > total || answered+dropped+lost < total*95/100 {
+		t.Errorf("events: %d answered, %d dropped, of %d queries (%d the stack had no room for)", answered, dropped, total, lost)
 	}
-	t.Logf("flood of %d in %v: %d answered, %d dropped and reported", flood, elapsed, got, dropped)
+	t.Logf("flood of %d in %v: %d answered, %d dropped and reported, %d the stack had no room for", flood, elapsed, got, dropped, lost)
 }
