@@ -529,15 +529,7 @@ func TestDeleteOutsideFromOutsideDir(t *testing.T) {
 	}
 	p := execPolicy(t, ws, "")
 	p.Filesystem.ReadWrite = []string{data}
-	req := &sandbox.Request{Backend: testBackend(), Policy: p,
-		Args: []string{"sh", "-c", "rm -rf sub; cd " + data + " && rm -rf sub; echo done"}}
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	req.Caller = &caller
-	var out, errb bytes.Buffer
-	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+	out, errb := runFromWorkspace(t, ws, p, "rm -rf sub; cd "+data+" && rm -rf sub; echo done")
 	if _, err := os.Stat(filepath.Join(ws, "sub")); err == nil {
 		t.Errorf("control: rm -rf sub in the workspace did not run:\n%s%s", out.String(), errb.String())
 	}
@@ -555,16 +547,23 @@ func TestScriptFileByAnyName(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo DEPLOYED\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "other.sh"), []byte("echo OTHER\n"), 0o644)
 	p := execPolicy(t, ws, "[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
-	req := &sandbox.Request{Backend: testBackend(), Policy: p,
-		Args: []string{"sh", "-c", `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`}}
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	req.Caller = &caller
-	var out, errb bytes.Buffer
-	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
+	out, errb := runFromWorkspace(t, ws, p, `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`)
 	if strings.Contains(out.String(), "DEPLOYED") || !strings.Contains(out.String(), "OTHER") {
 		t.Errorf("output %q: want the denied script refused by every name, the other run\n%s", out.String(), errb.String())
 	}
+}
+
+// runFromWorkspace runs sh -c script under p from the workspace ws with
+// the test's backend, and returns its output.
+func runFromWorkspace(t *testing.T, ws string, p *policy.Policy, script string) (out, errb *bytes.Buffer) {
+	t.Helper()
+	req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"sh", "-c", script}}
+	caller := sandbox.CurrentCaller()
+	caller.Cwd = ws
+	req.Caller = &caller
+	out, errb = &bytes.Buffer{}, &bytes.Buffer{}
+	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: out, Stderr: errb}); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	return out, errb
 }
