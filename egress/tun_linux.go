@@ -261,12 +261,25 @@ func (ts *tunStack) start(fd int) error {
 	if e := ts.s.AddProtocolAddress(nic, tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: dns.WithPrefix()}, stack.AddressProperties{}); e != nil {
 		return errors.New(e.String())
 	}
-	conn, err := gonet.DialUDP(ts.s, &tcpip.FullAddress{NIC: nic, Addr: dns, Port: 53}, nil, ipv4.ProtocolNumber)
-	if err != nil {
-		return fmt.Errorf("DNS socket: %w", err)
+	// The socket is made here rather than by gonet.DialUDP for its
+	// endpoint's counters: a query that finds the socket's buffer full
+	// is dropped by the stack before moat reads it, and the resolver's
+	// events count those with the ones moat drops itself.
+	var wq waiter.Queue
+	ep, e := ts.s.NewEndpoint(udp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if e != nil {
+		return fmt.Errorf("DNS socket: %s", e)
+	}
+	if e := ep.Bind(tcpip.FullAddress{NIC: nic, Addr: dns, Port: 53}); e != nil {
+		ep.Close()
+		return fmt.Errorf("DNS socket: bind: %s", e)
+	}
+	var full func() uint64
+	if st, ok := ep.Stats().(*tcpip.TransportEndpointStats); ok {
+		full = st.ReceiveErrors.ReceiveBufferOverflow.Value
 	}
 	ts.dnsDone = make(chan struct{})
-	go ts.serveDNS(conn)
+	go ts.serveDNS(gonet.NewUDPConn(&wq, ep), full)
 	fwd := tcp.NewForwarder(ts.s, 0, 256, ts.handleTCP)
 	ts.s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ts.s.SetTransportProtocolHandler(udp.ProtocolNumber, udp.NewForwarder(ts.s, ts.handleUDP).HandlePacket)
@@ -587,18 +600,42 @@ const (
 )
 
 // serveDNS answers the queries to the resolver's socket until the stack
-// closes it.
-func (ts *tunStack) serveDNS(c *gonet.UDPConn) {
+// closes it. full, when not nil, counts the queries the stack dropped
+// because the socket's buffer was full (moat did not read fast enough).
+func (ts *tunStack) serveDNS(c *gonet.UDPConn, full func() uint64) {
 	defer close(ts.dnsDone)
 	defer c.Close()
 	lim := rate.NewLimiter(dnsRate, dnsBurst)
-	dropped, since := 0, time.Time{} // queries dropped since
-	report := func() {
-		if dropped > 0 {
-			ts.p.emit(Event{Time: since, Proto: ProtoDNS, Decision: DecisionError, Rule: "dns rate",
-				Reason: fmt.Sprintf("%d queries were dropped unanswered: moat's resolver answers at most %d a second", dropped, dnsRate)})
-			dropped = 0
+	// Queries dropped since: those over the rate, and those the socket
+	// had no room for (fullSeen is the count already reported).
+	limited, overflowed, since := 0, 0, time.Time{}
+	var fullSeen uint64
+	count := func() {
+		if full == nil {
+			return
 		}
+		if n := full(); n > fullSeen {
+			if limited+overflowed == 0 {
+				since = time.Now()
+			}
+			overflowed += int(n - fullSeen)
+			fullSeen = n
+		}
+	}
+	report := func() {
+		count()
+		if limited+overflowed == 0 {
+			return
+		}
+		reason := fmt.Sprintf("%d queries were dropped unanswered: moat's resolver answers at most %d a second", limited+overflowed, dnsRate)
+		switch {
+		case overflowed > 0 && limited > 0:
+			reason = fmt.Sprintf("%d queries were dropped unanswered: %d over moat's resolver's rate (at most %d a second), %d that arrived faster than moat read them", limited+overflowed, limited, dnsRate, overflowed)
+		case overflowed > 0:
+			reason = fmt.Sprintf("%d queries were dropped unanswered: they arrived faster than moat's resolver read them", overflowed)
+		}
+		ts.p.emit(Event{Time: since, Proto: ProtoDNS, Decision: DecisionError, Rule: "dns rate", Reason: reason})
+		limited, overflowed = 0, 0
 	}
 	defer report()
 	buf := make([]byte, 1500)
@@ -608,10 +645,11 @@ func (ts *tunStack) serveDNS(c *gonet.UDPConn) {
 			return
 		}
 		if !lim.Allow() {
-			if dropped == 0 {
+			count()
+			if limited+overflowed == 0 {
 				since = time.Now()
 			}
-			dropped++
+			limited++
 			if time.Since(since) >= time.Second {
 				report()
 			}
