@@ -406,12 +406,26 @@ func (w *Writer) appendLocked(b []byte) error {
 	}
 	line = append(line, b[1:]...)
 	if _, err := w.f.Write(append(line, '\n')); err != nil {
+		// A record cut short (the disk full in its middle) would end
+		// the chain for every later writer: the file goes back to its
+		// last whole record, which verifies and can be continued.
+		if terr := w.f.Truncate(w.size); terr != nil {
+			err = fmt.Errorf("%w; the record cut short stays at its end: %v", err, terr)
+		}
 		w.err = fmt.Errorf("write audit stream: %w", err)
 		return w.err
 	}
 	w.prev = hash(line)
 	w.size += int64(len(line)) + 1
 	return nil
+}
+
+// Err is the error that stopped the stream (its first failed write),
+// or nil: the records after it are not written.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // Close flushes the stream to disk and closes it.

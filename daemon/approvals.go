@@ -522,14 +522,28 @@ func (m *Manager) auditApproval(p *Approval, outcome, who, why string, g *harnes
 }
 
 // auditWrite writes a record to the daemon's audit stream; a failure is
-// logged (the stream is the operator's, and the daemon keeps serving).
+// logged, and kept: the daemon keeps serving, but an action a rule
+// decides is refused from then on (auditErr), since its record would be
+// missing.
 func (m *Manager) auditWrite(rec any) {
 	if m.cfg.Audit == nil {
 		return
 	}
 	if err := m.cfg.Audit.Write(rec); err != nil {
-		m.log.Error("audit stream", "err", err)
+		if m.auditFailed.CompareAndSwap(nil, &err) {
+			m.log.Error("audit stream: its records are lost from now on, and the actions the sessions' rules decide are refused until the daemon restarts", "err", err)
+		} else {
+			m.log.Error("audit stream", "err", err)
+		}
 	}
+}
+
+// auditErr is the audit stream's first failed write, or nil.
+func (m *Manager) auditErr() error {
+	if p := m.auditFailed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // WebhookEvent is the JSON a webhook receives for each new pending

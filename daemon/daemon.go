@@ -34,6 +34,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moatbox/moat/audit"
@@ -204,6 +205,9 @@ type Manager struct {
 	dir  string // StateDir/daemon
 	lock *os.File
 	log  *slog.Logger
+	// auditFailed is the audit stream's first failed write: from then on
+	// an action a rule decides is refused (auditErr).
+	auditFailed atomic.Pointer[error]
 
 	mu       sync.Mutex
 	sessions map[string]*Session

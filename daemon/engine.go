@@ -51,10 +51,13 @@ type EngineSpec struct {
 	// answers (a destination of its proxy); AuditDecision receives each
 	// decision a rule made. Nil means nobody.
 	Approver      sandbox.Approver
-	AuditDecision func(audit.Decision)
+	AuditDecision func(audit.Decision) error
 	// Audit, if set, receives the session's audit records as they happen
 	// (the rules' decisions and the network's); nil means nobody.
-	Audit func(rec any)
+	// AuditErr, if set, says the stream they go to has failed: an action
+	// a rule decides is then refused (sandbox.Request.AuditDecision).
+	Audit    func(rec any)
+	AuditErr func() error
 	// Learn runs the session's rules in report-only mode
 	// (CreateRequest.Learn).
 	Learn bool
@@ -123,11 +126,18 @@ func Sandboxes(ctx context.Context, spec *EngineSpec) (Engine, error) {
 				hook(e)
 			}
 		}
-		req.AuditDecision = func(d audit.Decision) {
+		failed := spec.AuditErr
+		req.AuditDecision = func(d audit.Decision) error {
 			rec(d)
 			if decided != nil {
-				decided(d)
+				if err := decided(d); err != nil {
+					return err
+				}
 			}
+			if failed != nil {
+				return failed()
+			}
+			return nil
 		}
 	}
 	if m := spec.Policy.Workspace.Mode; m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {

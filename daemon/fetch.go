@@ -100,6 +100,9 @@ func (s *Session) Fetch(ctx context.Context, rawURL string) (*egress.FetchResult
 		}
 		rec.Outcome, rec.Approver = sandbox.ApprovalApproved, ap.Name()
 		s.recordDecision(rec)
+		if err := s.m.auditErr(); err != nil {
+			return nil, fmt.Errorf("%w: the fetch of %s was approved; %s", sandbox.ErrDenied, host, sandbox.Unrecorded(err))
+		}
 	}
 	// It is a request of the session's to host: its request and network
 	// budgets count it, as they count its commands' requests.

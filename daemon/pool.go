@@ -255,7 +255,7 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 	// claims it, and its rules' decisions go to the daemon's audit stream.
 	caller := daemonCaller()
 	caller.StateWorkspace = true // made in the daemon's directory
-	spec := &EngineSpec{ID: id, Policy: p, Caller: caller, Approver: s.approver(), Audit: s.audit, OnCgroup: s.recordCgroups(rec),
+	spec := &EngineSpec{ID: id, Policy: p, Caller: caller, Approver: s.approver(), Audit: s.audit, AuditErr: m.auditErr, OnCgroup: s.recordCgroups(rec),
 		AllowDegraded: m.cfg.AllowDegraded}
 	eng, err := m.cfg.Engine(context.Background(), spec)
 	if err != nil {

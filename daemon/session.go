@@ -273,7 +273,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		caller.OwnerGID, caller.OwnerGroups = t.fsIDs()
 		caller.WorkspaceMade = temp
 	}
-	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.audit, Learn: req.Learn,
+	espec := &EngineSpec{ID: id, Policy: p, Caller: caller, NetworkEvents: req.NetworkEvents, Approver: s.approver(), Audit: s.audit, AuditErr: m.auditErr, Learn: req.Learn,
 		OnCgroup: s.recordCgroups(rec), AllowDegraded: m.cfg.AllowDegraded}
 	if !temp {
 		espec.OnGuard = s.recordGuards(rec)

@@ -37,9 +37,10 @@ func approverOf(ctx context.Context) sandbox.Approver {
 // the daemon's log, its audit stream (Config.Audit) and the session's
 // events.
 func (s *Session) newWriteGate(p *policy.Policy) *sandbox.WriteGate {
-	return sandbox.NewWriteGate(p, s.ID, func(d audit.Decision) {
+	return sandbox.NewWriteGate(p, s.ID, func(d audit.Decision) error {
 		s.m.log.Info("write rule", "session", s.ID, "change", strings.Join(d.Command, " "), "verdict", d.Verdict, "rule", d.Rule, "outcome", d.Outcome, "approver", d.Approver)
 		s.audit(d)
+		return s.m.auditErr()
 	})
 }
 

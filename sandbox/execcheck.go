@@ -497,6 +497,22 @@ func strongerRun(a, b harness.Decision) harness.Decision {
 	return a
 }
 
+// auditDecision hands rec to Request.AuditDecision, if set: an error
+// means the record was not written.
+func (e *execCheck) auditDecision(rec audit.Decision) error {
+	if e.req.AuditDecision == nil {
+		return nil
+	}
+	return e.req.AuditDecision(rec)
+}
+
+// Unrecorded is why an action a rule let through was refused after all:
+// its decision's record could not be written (the run's or the daemon's
+// audit stream failed, err), and nothing a rule decides runs unrecorded.
+func Unrecorded(err error) string {
+	return fmt.Sprintf("refused because its record could not be written to the audit stream (%v)", err)
+}
+
 // rank orders verdicts, weakest first.
 func rank(v harness.Verdict) int {
 	switch v {
@@ -509,7 +525,7 @@ func rank(v harness.Verdict) int {
 }
 
 // decided is what becomes of c, which the rules did not simply allow (d).
-func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.Decision) error {
+func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.Decision) (err error) {
 	if e.again(c) {
 		return fmt.Errorf("%w: refused already", ErrDenied)
 	}
@@ -520,8 +536,8 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 		rec.Rule = d.Rule.String()
 	}
 	defer func() {
-		if e.req.AuditDecision != nil {
-			e.req.AuditDecision(rec)
+		if werr := e.auditDecision(rec); werr != nil && err == nil {
+			err = e.refuse(c, d, Unrecorded(werr))
 		}
 	}()
 	if e.req.Learn {
@@ -695,7 +711,7 @@ func (e *execCheck) spentBudget() string {
 	return e.spent
 }
 
-func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdict {
+func (e *execCheck) hostRules(ctx context.Context, q egress.Query) (v egress.Verdict) {
 	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides, PathOverrides: q.PathOverrides, Intercepted: q.Intercepted}
 	d := e.rules.DecideHost(r)
 	if d.Verdict == harness.Allow {
@@ -708,14 +724,14 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) egress.Verdic
 	}
 	rec := audit.Decision{Type: audit.TypeDecision, Time: time.Now().UTC(), RunID: e.runID, At: "network",
 		Command: what, Verdict: string(d.Verdict), Reason: d.Reason, Rule: d.Rule.String()}
-	defer func() {
-		if e.req.AuditDecision != nil {
-			e.req.AuditDecision(rec)
-		}
-	}()
 	refuse := func(why string) egress.Verdict {
 		return egress.Verdict{Rule: d.Rule.String(), Reason: fmt.Sprintf("the [[rules]] entry %s %s %s%s; %s", d.Rule, d.Verdict.Verb(), dest, because(d), why)}
 	}
+	defer func() {
+		if werr := e.auditDecision(rec); werr != nil && v.Allow {
+			v = refuse(Unrecorded(werr))
+		}
+	}()
 	if e.req.Learn {
 		rec.Outcome = OutcomeLearn
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}

@@ -108,7 +108,7 @@ func TestExecCheck(t *testing.T) {
 			var mu sync.Mutex
 			var recs []audit.Decision
 			req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"},
-				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() }}
+				AuditDecision: func(d audit.Decision) error { mu.Lock(); recs = append(recs, d); mu.Unlock(); return nil }}
 			if tt.approver != nil {
 				req.Approver = tt.approver
 			}
@@ -263,7 +263,7 @@ func TestScopedApprovals(t *testing.T) {
 			var mu sync.Mutex
 			var recs []audit.Decision
 			req := &sandbox.Request{Backend: testBackend(), Policy: p, Approver: tt.ap,
-				AuditDecision: func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() },
+				AuditDecision: func(d audit.Decision) error { mu.Lock(); recs = append(recs, d); mu.Unlock(); return nil },
 				Args:          []string{"sh", "-c", `id -u >/dev/null; a=$?; x=-u; id $x >/dev/null; b=$?; id $x >/dev/null; echo $a $b $?`}}
 			var out bytes.Buffer
 			if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out}); err != nil {
@@ -430,12 +430,13 @@ func TestExecAskNamesTheCallersDir(t *testing.T) {
 	var dirs []string
 	ap := &dirApprover{}
 	req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"}, Approver: ap,
-		AuditDecision: func(d audit.Decision) {
+		AuditDecision: func(d audit.Decision) error {
 			if d.At == "exec" {
 				mu.Lock()
 				dirs = append(dirs, d.Dir)
 				mu.Unlock()
 			}
+			return nil
 		}}
 	caller := sandbox.CurrentCaller()
 	caller.Cwd = ws

@@ -57,6 +57,18 @@ const (
 	OutcomeLearn = "learn"
 )
 
+// outcomeWord says how an action a rule decided was let through, for a
+// refusal's message.
+func outcomeWord(outcome string) string {
+	switch outcome {
+	case ApprovalApproved:
+		return "approved"
+	case OutcomeLearn:
+		return "let through by --learn"
+	}
+	return "allowed by the rules"
+}
+
 // defaultReason says d's reason is the one a rule without a reason of
 // its own gets ("rule NAME (FILE:LINE)"), which says nothing its name
 // does not: a message naming the rule leaves it out.
@@ -160,7 +172,7 @@ func DecideLine(p *policy.Policy, argv []string, dir string, environ []string) h
 
 // prog is what the line's own program is decided as by its file
 // (lineProgram), where the caller decided it; the stronger decision wins.
-func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals, prog harness.Decision) error {
+func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *harness.Rules, line, shared *harness.Approvals, prog harness.Decision) (err error) {
 	a := harness.Action{Argv: req.Args, Dir: dir}
 	// The program's relative arguments are read from its working
 	// directory too (cat ../../etc/x from the workspace is cat /etc/x).
@@ -175,8 +187,11 @@ func decide(ctx context.Context, req *Request, rep *Report, dir string, rules *h
 		rec.Rule = d.Rule.String()
 	}
 	defer func() {
-		if req.AuditDecision != nil {
-			req.AuditDecision(rec)
+		if req.AuditDecision == nil {
+			return
+		}
+		if werr := req.AuditDecision(rec); werr != nil && err == nil {
+			err = fmt.Errorf("%w: %s was %s; %s", ErrDenied, shellQuote(d.Command), outcomeWord(rec.Outcome), Unrecorded(werr))
 		}
 	}()
 	what := "rule " + rec.Rule

@@ -52,12 +52,13 @@ func TestRunAsksApprover(t *testing.T) {
 			caller := sandbox.CurrentCaller()
 			caller.Cwd = ws
 			req := &sandbox.Request{Backend: testBackend(), Policy: p, Caller: &caller,
-				AuditDecision: func(d audit.Decision) {
+				AuditDecision: func(d audit.Decision) error {
 					mu.Lock()
 					defer mu.Unlock()
 					if d.At == "" {
 						recs = append(recs, d)
 					}
+					return nil
 				}}
 			req.Args = []string{"sh", "-c", "touch marker && git push 2>/dev/null; true"}
 			if tt.approver != nil {

@@ -3,6 +3,7 @@
 package sandbox_test
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -19,8 +20,9 @@ import (
 // host in the proxy until the approver answers: approved, it goes through
 // (plain HTTP and a CONNECT tunnel alike); refused, unanswered or with
 // nobody to ask, the command gets a 403 naming the rule. A session
-// approval lets later requests through unasked. Positive control: a host
-// no rule names is reached without asking.
+// approval lets later requests through unasked; an approved request
+// whose record cannot be written is refused. Positive control: a host no
+// rule names is reached without asking.
 func TestNetworkAsk(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -28,12 +30,14 @@ func TestNetworkAsk(t *testing.T) {
 		through bool
 		asked   int
 		outcome string
+		audit   error // what recording a decision returns
 	}{
-		{"approved", &syncApprover{yes: true}, true, 2, sandbox.ApprovalApproved},
-		{"session", &scopedApprover{scope: harness.ScopeSession}, true, 1, sandbox.ApprovalApproved},
-		{"refused", &syncApprover{}, false, 2, sandbox.ApprovalDenied},
-		{"timeout", &scopedApprover{wait: true}, false, 2, sandbox.ApprovalTimeout},
-		{"no approver", nil, false, 0, sandbox.ApprovalNoApprover},
+		{"approved", &syncApprover{yes: true}, true, 2, sandbox.ApprovalApproved, nil},
+		{"session", &scopedApprover{scope: harness.ScopeSession}, true, 1, sandbox.ApprovalApproved, nil},
+		{"refused", &syncApprover{}, false, 2, sandbox.ApprovalDenied, nil},
+		{"timeout", &scopedApprover{wait: true}, false, 2, sandbox.ApprovalTimeout, nil},
+		{"no approver", nil, false, 0, sandbox.ApprovalNoApprover, nil},
+		{"approved, unrecorded", &syncApprover{yes: true}, false, 2, sandbox.ApprovalApproved, errors.New("write audit stream: no space left on device")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newNetWorld(t)
@@ -46,7 +50,7 @@ func TestNetworkAsk(t *testing.T) {
 				p.Rules = []policy.Rule{{Name: "ask-allowed", Match: policy.Match{Host: "allowed.test"}, Decision: policy.DecisionAsk, Reason: "the test wants to be asked"}}
 				p.Harness.AskTimeout = policy.Duration(300e6)
 			})
-			req.AuditDecision = func(d audit.Decision) { mu.Lock(); recs = append(recs, d); mu.Unlock() }
+			req.AuditDecision = func(d audit.Decision) error { mu.Lock(); recs = append(recs, d); mu.Unlock(); return tt.audit }
 			if tt.ap != nil {
 				req.Approver = tt.ap
 			}

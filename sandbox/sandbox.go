@@ -88,8 +88,10 @@ type Request struct {
 	// command line when a rule matched it, before anything runs, and
 	// about each program the command starts that a rule asks about or
 	// denies (At "exec"), as the run goes on: it may be called from
-	// several goroutines at once.
-	AuditDecision func(audit.Decision)
+	// several goroutines at once. An error (the record could not be
+	// written) refuses the action the record is of, if it was let
+	// through: nothing a rule decides runs unrecorded.
+	AuditDecision func(audit.Decision) error
 	// Audit, if set, receives every network event of an allow-mode run as
 	// it happens (the CLI's --audit stream); they are also in the Report.
 	Audit func(egress.Event)

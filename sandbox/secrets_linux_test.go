@@ -472,8 +472,11 @@ c %[1]s/a; c -X POST %[1]s/a; c %[1]s/admin/x; c %[1]s/b; c %[1]s/c; c %[1]s/d`,
 		Resolver: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		},
-		AuditDecision: func(d audit.Decision) { decisions = append(decisions, d.Verdict+" "+strings.Join(d.Command, " ")) },
-		Approver:      ap,
+		AuditDecision: func(d audit.Decision) error {
+			decisions = append(decisions, d.Verdict+" "+strings.Join(d.Command, " "))
+			return nil
+		},
+		Approver: ap,
 	}
 	var out, errb bytes.Buffer
 	if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {

@@ -32,9 +32,10 @@ type SessionRequest struct {
 	Caller        *Caller
 	AllowDegraded bool
 	// Approver answers the asks of the policy's rules about each command
-	// the session runs; AuditDecision receives each decision a rule made.
+	// the session runs; AuditDecision receives each decision a rule made
+	// (an error refuses the action, as Request.AuditDecision's does).
 	Approver      Approver
-	AuditDecision func(audit.Decision)
+	AuditDecision func(audit.Decision) error
 	// Audit receives every network event of an allow-mode session as it
 	// happens; they are also in the Report of Close.
 	Audit    func(egress.Event)

@@ -66,10 +66,11 @@ type auditLog struct {
 	recs []audit.Decision
 }
 
-func (l *auditLog) add(d audit.Decision) {
+func (l *auditLog) add(d audit.Decision) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recs = append(l.recs, d)
+	return nil
 }
 
 // find returns the records of an exec of rule in run.

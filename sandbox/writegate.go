@@ -31,7 +31,7 @@ type WriteGate struct {
 	rules     *harness.Rules
 	approvals harness.Approvals
 	runID     string
-	record    func(audit.Decision)
+	record    func(audit.Decision) error
 	ask       sync.Mutex // one question at a time to a person
 	// Learn lets every change through, auditing what the rules would
 	// have denied or asked with the outcome "learn" (SessionRequest.Learn).
@@ -40,8 +40,9 @@ type WriteGate struct {
 
 // NewWriteGate returns the gate of a session (runID names it in the audit
 // stream) under p, a validated policy; record, when set, receives every
-// decision other than a plain allow.
-func NewWriteGate(p *policy.Policy, runID string, record func(audit.Decision)) *WriteGate {
+// decision other than a plain allow (an error, the record not written,
+// refuses a change that would have gone through).
+func NewWriteGate(p *policy.Policy, runID string, record func(audit.Decision) error) *WriteGate {
 	return &WriteGate{pol: p, rules: harness.New(p), runID: runID, record: record}
 }
 
@@ -55,13 +56,17 @@ func (g *WriteGate) HasRules() bool { return g.rules.HasWriteRules() }
 // the wait), else is refused. It returns the decision and, when the
 // change must not happen, an error wrapping ErrDenied that names the rule
 // and how to get the change through.
-func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (harness.Decision, error) {
+func (g *WriteGate) Check(ctx context.Context, op, rel string, ap Approver) (_ harness.Decision, err error) {
 	d := g.rules.DecideWrite(rel)
 	if d.Verdict == harness.Allow && d.Rule == nil {
 		return d, nil
 	}
 	rec := g.newRecord(op, rel, d)
-	defer g.audit(&rec)
+	defer func() {
+		if werr := g.audit(&rec); werr != nil && err == nil {
+			err = fmt.Errorf("%w: the %s of %s was %s; %s", ErrDenied, op, rel, outcomeWord(rec.Outcome), Unrecorded(werr))
+		}
+	}()
 	if g.Learn && d.Verdict != harness.Allow {
 		rec.Outcome = OutcomeLearn
 		return d, nil
@@ -125,8 +130,9 @@ func (g *WriteGate) newRecord(op, rel string, d harness.Decision) audit.Decision
 	return rec
 }
 
-func (g *WriteGate) audit(rec *audit.Decision) {
-	if g.record != nil {
-		g.record(*rec)
+func (g *WriteGate) audit(rec *audit.Decision) error {
+	if g.record == nil {
+		return nil
 	}
+	return g.record(*rec)
 }

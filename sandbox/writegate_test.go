@@ -66,7 +66,7 @@ func TestWriteGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []audit.Decision
-	g := sandbox.NewWriteGate(p, "sess-1", func(d audit.Decision) { recs = append(recs, d) })
+	g := sandbox.NewWriteGate(p, "sess-1", func(d audit.Decision) error { recs = append(recs, d); return nil })
 	ctx := context.Background()
 
 	if _, err := g.Check(ctx, sandbox.WriteFile, "src/main.go", nil); err != nil || len(recs) != 0 {
@@ -127,7 +127,7 @@ func TestWriteGateLearn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []audit.Decision
-	g := sandbox.NewWriteGate(p, "sess-1", func(d audit.Decision) { recs = append(recs, d) })
+	g := sandbox.NewWriteGate(p, "sess-1", func(d audit.Decision) error { recs = append(recs, d); return nil })
 	ctx := context.Background()
 	if _, err := g.Check(ctx, sandbox.WriteFile, "deploy/prod.env", nil); !errors.Is(err, sandbox.ErrDenied) {
 		t.Fatalf("not learning: %v, want a refusal", err)

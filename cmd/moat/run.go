@@ -286,6 +286,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	var auditFn func(egress.Event)
 	var aw *sandbox.RunAudit
+	var auditErr func() error
 	if f.auditFile != "" {
 		w, err := audit.Open(f.auditFile)
 		if err != nil {
@@ -294,12 +295,25 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitMoatError
 		}
 		// The command chooses how many records it makes: the stream's
-		// rate is bounded (sandbox.RunAudit).
-		aw = sandbox.NewRunAudit(func(rec any) { w.Write(rec) }, f.auditRate, f.auditBurst)
+		// rate is bounded (sandbox.RunAudit). A failed write is said at
+		// once: the stream stops there, and what the rules decide is
+		// refused from then on (req.AuditDecision).
+		var failed sync.Once
+		said := func(err error) {
+			failed.Do(func() {
+				fmt.Fprintf(stderr, "moat: --audit %s: %v: the records after it are lost, and the actions the policy's rules decide are refused until the run ends\n", f.auditFile, err)
+			})
+		}
+		aw = sandbox.NewRunAudit(func(rec any) {
+			if err := w.Write(rec); err != nil && w.Err() != nil {
+				said(err)
+			}
+		}, f.auditRate, f.auditBurst)
+		auditErr = w.Err
 		defer func() {
 			aw.Close()
 			if err := w.Close(); err != nil {
-				fmt.Fprintf(stderr, "moat: %v\n", err)
+				said(err)
 			}
 		}()
 		auditFn = func(e egress.Event) { aw.Write(sandbox.NetworkRecord(e)) }
@@ -350,7 +364,10 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if aw != nil {
-		req.AuditDecision = func(d audit.Decision) { aw.Write(d) }
+		req.AuditDecision = func(d audit.Decision) error {
+			aw.Write(d)
+			return auditErr()
+		}
 	}
 	// What runs degraded is said before the command starts, loudly, and
 	// not again after it (a run of hours had no bound, and no word of it
