@@ -507,3 +507,44 @@ echo kept > notes.yml
 		t.Errorf("control: notes.yml %q %v", b, err)
 	}
 }
+
+// TestMercurialConfigProtected: Mercurial runs the hooks of more than
+// .hg/hgrc: .hg/hgrc-not-shared, and the hgrc of the repository a
+// share's .hg/sharedpath names (`share-safe` in .hg/requires), which the
+// command can write anywhere in the workspace. Made by the run, both are
+// quarantined; one that was there is read-only. The control: the rest
+// of .hg (its store, its requires) stays writable, so commits work.
+func TestMercurialConfigProtected(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, ".hg", "store"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".hg", "requires"), []byte("store\nshare-safe\n"), 0o644)
+	r := sh(t, ws, nil, `printf '[hooks]\npre-status = touch /tmp/x\n' > .hg/hgrc-not-shared
+mkdir -p notes && printf '[hooks]\npre-status = touch /tmp/x\n' > notes/hgrc
+printf '../notes' > .hg/sharedpath
+printf 'store\nshare-safe\nshared\nrelshared\n' > .hg/requires && echo requires written
+echo data > .hg/store/00changelog.i && echo store written
+`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "requires written\nstore written\n") {
+		t.Errorf("control: .hg's other files were not writable: %q", r.stdout)
+	}
+	var got []string
+	for _, q := range r.rep.Quarantined {
+		got = append(got, q.Path)
+	}
+	for _, p := range []string{".hg/hgrc-not-shared", ".hg/sharedpath"} {
+		if !slices.Contains(got, p) {
+			t.Errorf("%s: not quarantined (quarantined: %q)", p, got)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("%s is still in the workspace", p)
+		}
+	}
+	// One the host made is read-only in the next run.
+	os.WriteFile(filepath.Join(ws, ".hg", "sharedpath"), []byte("/srv/repo/.hg"), 0o644)
+	r = sh(t, ws, nil, `printf '../notes' > .hg/sharedpath 2>/dev/null || echo refused`)
+	if b, _ := os.ReadFile(filepath.Join(ws, ".hg", "sharedpath")); string(b) != "/srv/repo/.hg" || !strings.Contains(r.stdout, "refused") {
+		t.Errorf("the host's .hg/sharedpath was rewritten: %q (%q)", b, r.stdout)
+	}
+}

@@ -854,19 +854,22 @@ func (c *ChangeSet) do(o op) (ident, error) {
 			return ident{}, err
 		}
 		// mkdir(2) itself refuses a path the host created since.
-		if err := os.Mkdir(dst, o.Mode); err != nil {
+		if err := os.Mkdir(dst, o.Mode|0o700); err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return ident{}, &hostEdit{path: o.Path}
 			}
 			return ident{}, applyError(o.Path, err)
 		}
 		chownLike(dst, dir.self())
-		return ident{}, chmodOp(o, dst)
+		return ident{}, chmodOp(o, dst, o.Mode|0o700)
 	case "chmod":
 		if err := c.unchanged(o, dst); err != nil {
 			return ident{}, err
 		}
-		return ident{}, chmodOp(o, dst)
+		if o.Was.Mode.IsDir() {
+			return ident{}, chmodOp(o, dst, o.Mode|0o700)
+		}
+		return ident{}, chmodOp(o, dst, o.Mode)
 	case "remove":
 		// Checked before the rename aside, and again after it on what is
 		// aside, which Apply will delete: an edit that came in between (a
@@ -924,11 +927,11 @@ func applyError(name string, err error) error {
 	return fmt.Errorf("apply %s: %w", name, err)
 }
 
-// chmodOp gives dst o's mode. A symlink the host put there since the
-// check is not followed (as root, it could lead to any file): that is a
-// host edit.
-func chmodOp(o op, dst string) error {
-	err := chmodNoFollow(dst, o.Mode)
+// chmodOp gives dst, o's path, mode. A symlink the host put there since
+// the check is not followed (as root, it could lead to any file): that is
+// a host edit.
+func chmodOp(o op, dst string, mode fs.FileMode) error {
+	err := chmodNoFollow(dst, mode)
 	if errors.Is(err, syscall.ELOOP) {
 		return &hostEdit{path: o.Path}
 	}
@@ -1165,6 +1168,9 @@ func (c *ChangeSet) rollback(plan []op, last int, placed map[int]ident, before m
 // finish completes a committed apply: removes what was renamed aside,
 // records the ctimes Apply left, and removes the journal.
 func (c *ChangeSet) finish(plan []op, placed map[int]ident) error {
+	if err := c.seal(plan); err != nil {
+		return err
+	}
 	for _, o := range plan {
 		if o.Op != "remove" && o.Op != "write" {
 			continue
@@ -1200,6 +1206,39 @@ func (c *ChangeSet) finish(plan []op, placed map[int]ident) error {
 		return err
 	}
 	return c.clearJournal()
+}
+
+// sealed says whether operation o made or changed a directory whose mode
+// leaves its owner unable to write or search it (a Go module cache is
+// 0555): Apply gives it its owner's rights while it writes below it,
+// since an owner other than root could not, and the mode once it is done
+// (seal).
+func sealed(o op) bool {
+	return (o.Op == "mkdir" || o.Op == "chmod" && o.Was.Mode.IsDir()) && o.Mode.Perm()&0o700 != 0o700
+}
+
+// seal gives the directories of plan that Apply kept open to their owner
+// (sealed) their modes, deepest first, once every operation is done.
+func (c *ChangeSet) seal(plan []op) error {
+	for i := len(plan) - 1; i >= 0; i-- {
+		o := plan[i]
+		if !sealed(o) {
+			continue
+		}
+		dir, err := c.parentOf(o.Path)
+		if he := (*hostEdit)(nil); errors.As(err, &he) || errors.Is(err, fs.ErrNotExist) {
+			continue // the host moved it: what is there is the host's
+		}
+		if err != nil {
+			return err
+		}
+		err = chmodNoFollow(dir.join(path.Base(o.Path)), o.Mode)
+		dir.Close()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ELOOP) {
+			return fmt.Errorf("apply %s: its mode %v: %w", o.Path, o.Mode.Perm(), err)
+		}
+	}
+	return nil
 }
 
 // settle records the ctimes Apply left on the paths of plan and their

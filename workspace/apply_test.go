@@ -629,3 +629,38 @@ func TestApplyRefusesAWorkspaceNowALink(t *testing.T) {
 		t.Errorf("control: a = %q", b)
 	}
 }
+
+// TestApplyReadOnlyDirectories: a directory the change set makes, or
+// changes, to a mode its owner cannot write (a Go module cache is 0555)
+// gets that mode once what goes below it is written: an owner other than
+// root could not write into it before (apply failed, rolled back). The
+// control: the files are there, and each directory has its mode.
+func TestApplyReadOnlyDirectories(t *testing.T) {
+	_, c := newSet(t, map[string]string{"ro/old": "o\n"})
+	ws := c.Workspace()
+	up := c.UpperDir()
+	tree(t, up, map[string]string{"cache/mod/f": "x\n", "ro/new": "n\n"})
+	for _, d := range []string{"cache/mod", "cache", "ro"} {
+		os.Chmod(filepath.Join(up, d), 0o555)
+	}
+	t.Cleanup(func() {
+		for _, root := range []string{up, ws} {
+			for _, d := range []string{"cache", "cache/mod", "ro"} {
+				os.Chmod(filepath.Join(root, d), 0o755)
+			}
+		}
+	})
+	if _, err := c.Apply(nil, nil); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	for p, want := range map[string]string{"cache/mod/f": "x\n", "ro/new": "n\n", "ro/old": "o\n"} {
+		if b, err := os.ReadFile(filepath.Join(ws, p)); string(b) != want {
+			t.Errorf("%s: %q %v", p, b, err)
+		}
+	}
+	for _, d := range []string{"cache", "cache/mod", "ro"} {
+		if fi, err := os.Stat(filepath.Join(ws, d)); err != nil || fi.Mode().Perm() != 0o555 {
+			t.Errorf("%s: mode %v (%v), want 0555", d, fi.Mode().Perm(), err)
+		}
+	}
+}

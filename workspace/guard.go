@@ -86,6 +86,10 @@ var hostConfig = []string{
 	".qwen", ".kilocode", ".junie",
 	// Hooks that GitHub Copilot's CLI and Cline run from the project.
 	".github/hooks", ".clinerules/hooks",
+	// Mercurial reads .hg/hgrc-not-shared too, and a share reads the
+	// hgrc of the repository its sharedpath names (where the command can
+	// write one); Sapling likewise.
+	".hg/hgrc-not-shared", ".hg/sharedpath", ".sl/sharedpath",
 	".hg/hgrc", ".sl/config", ".jj/repo/config.toml", ".cargo/config", ".cargo/config.toml", ".npmrc", ".yarnrc", ".yarnrc.yml",
 	// Git hook managers: the hook git runs reads its commands from these.
 	// lefthook reads each of its names with or without the dot and
