@@ -33,7 +33,14 @@ type Event struct {
 	Method  string   `json:"method,omitempty"`
 	Path    string   `json:"path,omitempty"`
 	Secrets []string `json:"secrets,omitempty"`
+	// Inner is the part of a connection's bytes that the events of the
+	// requests read inside it (ProtoIntercepted) count already.
+	Inner int64 `json:"-"`
 }
+
+// Spent is what e adds to a count of bytes over every event: its bytes
+// but those its inner requests' events count.
+func (e Event) Spent() int64 { return e.BytesUp + e.BytesDown - e.Inner }
 
 // Values of Event.Proto and Event.Decision.
 const (

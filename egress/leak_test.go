@@ -519,6 +519,17 @@ func TestSecretPlaceholderInNameRefused(t *testing.T) {
 		t.Errorf("plain HTTP to a name with the placeholder: %d %q; want 403", resp.StatusCode, body)
 	}
 	wantEvent(t, tp.event(t), ProtoHTTP, DecisionDeny, "secret placeholder")
+	// Spelled with a fullwidth first letter, which IDNA maps to the
+	// placeholder's own: the rules and the lookup would see that name.
+	fw := "\uff4d" + bad[1:]
+	if c, resp := tp.connect(t, fmt.Sprintf("%s:%d", fw, port)); c != nil || resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Moat-Denied") != "secret placeholder" {
+		t.Errorf("CONNECT to the name with a fullwidth letter: %d %v; want 403", resp.StatusCode, resp.Header)
+	}
+	wantEvent(t, tp.event(t), ProtoConnect, DecisionDeny, "secret placeholder")
+	if _, rep := tp.socks(t, socksAtypDomain, []byte(fw), port); rep != 2 {
+		t.Errorf("SOCKS5 CONNECT to the name with a fullwidth letter: reply %d, want 2", rep)
+	}
+	wantEvent(t, tp.event(t), ProtoSOCKS5, DecisionDeny, "secret placeholder")
 	tp.mu.Lock()
 	resolved := slices.Clone(tp.resolved)
 	tp.mu.Unlock()

@@ -459,6 +459,13 @@ func (s *Secrets) leakFold(v string) *secret {
 func (s *Secrets) refuseName(host string) (Verdict, bool) {
 	c := s.leakFold(host)
 	if c == nil {
+		// The name as the rules and the lookup see it, too: IDNA maps
+		// other spellings (a fullwidth letter) to the placeholder's.
+		if n, err := normalizeHost(host); err == nil && n != host {
+			c = s.leakFold(n)
+		}
+	}
+	if c == nil {
 		return Verdict{}, false
 	}
 	return Verdict{Rule: "secret placeholder", Reason: fmt.Sprintf(
@@ -1102,6 +1109,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 		<-writeDone
 		ev.BytesUp = upBytes.n
 		tunnel.BytesUp += ev.BytesUp
+		tunnel.Inner += ev.BytesUp
 		ev.Decision, ev.Rule, ev.Reason = DecisionDeny, "secret response encoding", reason
 		cc.tell(ev)
 		writeStatus(cc.c, http.StatusBadGateway, ev.Rule, fmt.Sprintf("moat: refused the response to %s\nrule: %s\n%s\n", what, ev.Rule, reason))
@@ -1116,6 +1124,7 @@ func (cc *clientConn) forwardIntercepted(req *http.Request, hosts []string, up *
 	werr, reqErr := cc.relay(resp, up, upBytes, writeDone, emptyBody, ev)
 	tunnel.BytesUp += ev.BytesUp
 	tunnel.BytesDown += ev.BytesDown
+	tunnel.Inner += ev.BytesUp + ev.BytesDown
 	if trailers != nil {
 		// The destination answered before the request's end: its
 		// response is relayed, and the trailers' fate recorded.

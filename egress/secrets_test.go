@@ -764,3 +764,36 @@ func TestSecretBadRequestInsideAudited(t *testing.T) {
 		t.Errorf("control at the proxy: %d, event %+v", resp.StatusCode, e)
 	}
 }
+
+// TestInterceptedBytesCountedOnce: the bytes of the requests read inside
+// an intercepted connection are in their own events, and the connection's
+// event sums them for the report; a count over every event (the network
+// budget's, Event.Spent) takes them once. The control: the connection's
+// event still shows its total.
+func TestInterceptedBytesCountedOnce(t *testing.T) {
+	_, port := secretServer(t)
+	tp, secs := secretsProxy(t, testRoots())
+	c := moatClient(tp, secs)
+	for range 3 {
+		if code, _, err := fetch(t, c, "GET", fmt.Sprintf("https://allowed.test:%d/api/user", port), nil); err != nil || code != 200 {
+			t.Fatalf("GET: %d %v", code, err)
+		}
+	}
+	c.CloseIdleConnections()
+	var inner, spent int64
+	for {
+		e := tp.event(t)
+		spent += e.Spent()
+		if e.Proto == ProtoIntercepted {
+			inner += e.BytesUp + e.BytesDown
+			continue
+		}
+		if e.Proto != ProtoConnect {
+			continue
+		}
+		if inner == 0 || spent != inner || e.BytesUp+e.BytesDown != inner {
+			t.Errorf("requests' bytes %d, counted over every event %d, the connection's event %d+%d", inner, spent, e.BytesUp, e.BytesDown)
+		}
+		return
+	}
+}

@@ -179,6 +179,8 @@ func TestTUNRefusesPlaceholderName(t *testing.T) {
 		want dnsmessage.RCode
 	}{
 		{secs.list[0].Placeholder + ".wild.test.", dnsmessage.RCodeNameError},
+		// A fullwidth first letter, which IDNA maps to the placeholder's.
+		{"\uff4d" + secs.list[0].Placeholder[1:] + ".wild.test.", dnsmessage.RCodeNameError},
 		{"ok.wild.test.", dnsmessage.RCodeSuccess},
 	} {
 		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
@@ -193,7 +195,8 @@ func TestTUNRefusesPlaceholderName(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, m.RCode, c.want)
 		}
 	}
-	if len(events) != 2 || events[0].Decision != DecisionDeny || events[0].Rule != "secret placeholder" || events[1].Decision != DecisionAllow {
+	if len(events) != 3 || events[0].Decision != DecisionDeny || events[0].Rule != "secret placeholder" ||
+		events[1].Decision != DecisionDeny || events[1].Rule != "secret placeholder" || events[2].Decision != DecisionAllow {
 		t.Errorf("events: %+v", events)
 	}
 }

@@ -400,7 +400,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		if ec.spend != nil {
 			record := er.proxy.Audit
 			er.proxy.Audit = func(e egress.Event) {
-				spend.NetworkBytes(e.BytesUp + e.BytesDown)
+				spend.NetworkBytes(e.Spent())
 				record(e)
 			}
 		}

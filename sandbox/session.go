@@ -258,7 +258,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 				hc.spend = s.spend
 				spend, record := s.spend, s.er.proxy.Audit
 				s.er.proxy.Audit = func(e egress.Event) {
-					spend.NetworkBytes(e.BytesUp + e.BytesDown)
+					spend.NetworkBytes(e.Spent())
 					if record != nil {
 						record(e)
 					}
