@@ -291,14 +291,15 @@ func tenantPolicy(t Tenant, doc, file, ws, mode string, checked *policy.Policy) 
 		return nil, err
 	}
 	if !t.self() {
-		if err := confine(p, ws, t.UID < 0); err != nil {
+		if err := confine(p, ws, t); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-func confine(p *policy.Policy, ws string, remote bool) error {
+func confine(p *policy.Policy, ws string, t Tenant) error {
+	remote := t.UID < 0
 	var errs []error
 	refuse := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrPolicyRefused}, args...)...))
@@ -329,6 +330,20 @@ func confine(p *policy.Policy, ws string, remote bool) error {
 	d := policy.Default().User
 	if p.User.HostUID != d.HostUID || p.User.HostGID != d.HostGID {
 		refuse("user.host_uid and user.host_gid keep their defaults")
+	}
+	// runsc maps no ids: under gVisor the command's uid and gid are host
+	// identities over every file bound in, so a tenant's choice of them
+	// would be a choice of whose files to read. A local user may be
+	// itself; the rest keep the defaults, the daemon's choice.
+	if p.Sandbox.Isolation == policy.IsolationGVisor && (p.User.UID != d.UID || p.User.GID != d.GID) {
+		own := false
+		if !remote {
+			gid, _ := t.fsIDs()
+			own = p.User.UID == t.UID && p.User.GID == gid
+		}
+		if !own {
+			refuse("user.uid and user.gid keep their defaults (%d:%d) under gVisor, which maps no ids: they would be host identities over the files bound in", d.UID, d.GID)
+		}
 	}
 	// env.pass copies the daemon's own environment into the sandbox,
 	// which may hold the daemon's credentials: only the default names.

@@ -586,6 +586,8 @@ func TestTokensSeparateTenants(t *testing.T) {
 		"[syscalls]\nprofile = \"unconfined\"\n": "syscalls.profile",
 		"[env]\npass = [\"PATH\", \"*\"]\n":      "env.pass",
 		"[sandbox]\nrunsc = \"/tmp/x/runsc\"\n":  "sandbox.runsc",
+		// runsc maps no ids: the uid would be a host user's.
+		"[sandbox]\nisolation = \"gvisor\"\n[user]\nuid = 1001\ngid = 1001\n":                                                                   "user.uid",
 		"[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n[[secrets]]\nname = \"T\"\nsource = \"env:HOME\"\nhosts = [\"example.com\"]\n": "[[secrets]]",
 	} {
 		_, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: pol})
@@ -595,6 +597,11 @@ func TestTokensSeparateTenants(t *testing.T) {
 	}
 	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[filesystem]\nread_only = [\"/usr\", \"/bin\", \"/lib\", \"/etc\"]\n"}); err != nil {
 		t.Errorf("a policy within the system directories: %v", err)
+	}
+	// The control: the native backend maps the sandbox's ids, which any
+	// tenant may then choose.
+	if _, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[user]\nuid = 1001\ngid = 1001\n"}); err != nil {
+		t.Errorf("a native session with its own sandbox ids: %v", err)
 	}
 	if err := alice.DeleteSession(ctx, s.ID); err != nil {
 		t.Errorf("alice deletes her session: %v", err)
