@@ -136,3 +136,70 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestStrangeConnectionsMakeRoom: connections that show no token (here
+// half a request each, from 127.0.0.1 and 127.0.0.2, one caller) do not
+// lock out a tenant that shares their address, as a flood of them did
+// (found by a tester): the oldest is closed for each new one, while a
+// connection that showed a token stays and is served again. The control:
+// the tenant's request is answered 200 throughout.
+func TestStrangeConnectionsMakeRoom(t *testing.T) {
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
+	d := startDaemonWith(t, daemon.Config{}, tokens, func(s *httpapi.Server) { s.MaxConnsPerCaller = 3 })
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	flood := func() {
+		t.Helper()
+		for i := range 10 {
+			dl := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%2))}}
+			c, err := dl.Dial("tcp", d.tcp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+			c.Write([]byte("GET /v1/sessions HTTP/1.1\r\nHost: moat\r\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	get := func(c net.Conn) (int, error) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		req, _ := http.NewRequest("GET", "http://moat/v1/sessions", nil)
+		req.Header.Set("Authorization", "Bearer tok-a")
+		if err := req.Write(c); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	flood()
+	c, err := net.Dial("tcp", d.tcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if code, err := get(c); code != 200 {
+		t.Fatalf("the tenant's request after a flood of strange connections: %d %v", code, err)
+	}
+	flood()
+	if code, err := get(c); code != 200 {
+		t.Errorf("the tenant's connection after another flood: %d %v", code, err)
+	}
+	var closed int
+	for _, h := range held {
+		h.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := h.Read(make([]byte, 1)); err != nil && !os.IsTimeout(err) {
+			closed++
+		}
+	}
+	if closed < len(held)-3 {
+		t.Errorf("%d of %d strange connections closed, want all but the newest few", closed, len(held))
+	}
+}

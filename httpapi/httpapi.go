@@ -77,10 +77,14 @@ type Server struct {
 	KeepAlive time.Duration
 
 	// MaxConnsPerCaller bounds the connections one caller holds open at
-	// once: a unix socket peer's uid, or a TCP peer's address (before
-	// its token is read). A connection past it is answered 429 and
-	// closed, so that one tenant cannot take every file descriptor of
-	// the daemon's and lock the others out. Zero: DefaultMaxConnsPerCaller.
+	// once: a unix socket peer's uid, or a TCP peer's address (loopback
+	// as one, an IPv6 peer by its /64) before its token is read. Past
+	// it, the caller's oldest connection that has shown no valid token
+	// is closed to make room, or, when there is none, the new one is
+	// answered 429 and closed: one caller cannot take every file
+	// descriptor of the daemon's, nor, with connections that never show
+	// a token, lock out the tenants that share its address (a proxy's).
+	// Zero: DefaultMaxConnsPerCaller.
 	MaxConnsPerCaller int
 	conns             connCount
 
@@ -142,6 +146,7 @@ type connKey struct{}
 
 // connInfo is what the connection says about the peer.
 type connInfo struct {
+	conn net.Conn
 	unix bool
 	uid  int
 	// refused: why the unix socket's peer may not use it (see peer).
@@ -160,43 +165,6 @@ func tooMany(c net.Conn, max int) {
 	c.Close()
 }
 
-// DefaultMaxConnsPerCaller is Server.MaxConnsPerCaller's default: far
-// more than a platform's clients hold at once (a stream of each of
-// hundreds of sessions), and far fewer than the daemon's descriptors.
-const DefaultMaxConnsPerCaller = 1024
-
-// connCount counts the open connections of each caller.
-type connCount struct {
-	mu  sync.Mutex
-	by  map[string]int
-	key sync.Map // net.Conn → its caller's key
-}
-
-// open counts c for key and reports whether it is within max.
-func (cc *connCount) open(c net.Conn, key string, max int) bool {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.by == nil {
-		cc.by = map[string]int{}
-	}
-	cc.by[key]++
-	cc.key.Store(c, key)
-	return cc.by[key] <= max
-}
-
-// closed stops counting c.
-func (cc *connCount) closed(c net.Conn) {
-	k, ok := cc.key.LoadAndDelete(c)
-	if !ok {
-		return
-	}
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.by[k.(string)]--; cc.by[k.(string)] <= 0 {
-		delete(cc.by, k.(string))
-	}
-}
-
 // HTTPServer returns an http.Server for s: it learns each unix socket
 // peer's uid when the connection is accepted. Serve it on unix and TCP
 // listeners alike.
@@ -210,7 +178,7 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			ci := connInfo{uid: -1}
+			ci := connInfo{uid: -1, conn: c}
 			key := "addr:?"
 			if uc, ok := c.(*net.UnixConn); ok {
 				ci.unix = true
@@ -223,13 +191,15 @@ func (s *Server) HTTPServer() *http.Server {
 					ci.busy = "the daemon has no file descriptor free: try again"
 				}
 			} else if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-				key = "addr:" + ap.Addr().Unmap().String()
+				key = callerKey(ap.Addr())
 			}
 			max := s.MaxConnsPerCaller
 			if max <= 0 {
 				max = DefaultMaxConnsPerCaller
 			}
-			if !s.conns.open(c, key, max) {
+			// A unix socket's peer is known by the kernel's word: its
+			// connections are its tenant's from the start.
+			if !s.conns.open(c, key, max, ci.unix && ci.uid >= 0) {
 				// Closed as it is accepted (this runs in the accept
 				// loop), with the answer its request will get: a
 				// connection that sent nothing held a descriptor until
@@ -446,6 +416,9 @@ func (s *Server) tenant(r *http.Request) (daemon.Tenant, error) {
 	ok = ok && strings.EqualFold(scheme, "Bearer")
 	if ok && s.Tokens != nil {
 		if name, role, ok := s.Tokens.Lookup(tok); ok {
+			// Its connection is a tenant's now: no longer one that
+			// room is made from for others (connCount).
+			s.conns.known(ci.conn)
 			return daemon.TokenTenantRole(name, role), nil
 		}
 	}
