@@ -230,6 +230,10 @@ const (
 	// redirect, too slow, too big) or failed; the message says which.
 	CodeFetchRefused = "fetch_refused"
 	CodeConflict     = "conflict"
+	// CodeIncomplete: the session's change set is incomplete (the
+	// session ended before its changes were saved into it: the daemon
+	// was killed); it can only be discarded.
+	CodeIncomplete = "incomplete"
 	// CodeForbidden: the credential may not make this request (a token
 	// limited to sessions, or to approvals), or the unix socket's caller
 	// is in another user namespace than the daemon's (a sandbox's).

@@ -79,6 +79,8 @@ func (s *Server) apiError(err error) *client.Error {
 		{daemon.ErrWorkspace, http.StatusForbidden, client.CodeWorkspace},
 		{daemon.ErrPolicyRefused, http.StatusForbidden, client.CodePolicyRefused},
 		{daemon.ErrDraining, http.StatusServiceUnavailable, client.CodeDraining},
+		// Before ErrBadRequest, which an apply's wraps it in.
+		{workspace.ErrIncomplete, http.StatusConflict, client.CodeIncomplete},
 		{daemon.ErrBadRequest, http.StatusBadRequest, client.CodeBadRequest},
 		{daemon.ErrNotRunning, http.StatusConflict, client.CodeNotRunning},
 		{daemon.ErrNoStdin, http.StatusConflict, client.CodeNoStdin},
