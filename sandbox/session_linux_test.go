@@ -593,6 +593,21 @@ sleep 1
 					t.Errorf("sleep %s%s (pids %v) outlived its command", m, n, left)
 				}
 			}
+			// A command its caller cancels (a client that went) is ended
+			// as one at a limit is.
+			m = base + "3"
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			rep, _ = s.Exec(ctx, &sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", detach(m, "while :; do sleep 0.05; done")}}, backend.Stdio{Stdout: &out, Stderr: &out})
+			if rep == nil || rep.Reason != "killed" {
+				t.Fatalf("cancelled: report %+v, want reason killed", rep)
+			}
+			for _, n := range []string{"1", "2"} {
+				if left := proctest.Gone(find(m+n), 5*time.Second); len(left) > 0 {
+					t.Errorf("sleep %s%s (pids %v) outlived its cancelled command", m, n, left)
+				}
+			}
 			for _, n := range []string{"1", "2"} {
 				if len(find(ctl+n)()) == 0 {
 					t.Errorf("control: sleep %s%s is gone", ctl, n)

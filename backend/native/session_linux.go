@@ -749,14 +749,14 @@ func (p *process) watch(ctx context.Context) {
 }
 
 // kill ends the process for cause; the first cause wins. At its wall
-// clock or output limit, init ends every process of the command, those
-// in sessions it made included (sessionkill_linux.go); a cancelled
-// context ends its group.
+// clock or output limit, or cancelled (its caller went), init ends every
+// process of the command, those in sessions it made included
+// (sessionkill_linux.go).
 func (p *process) kill(cause backend.Cause) {
 	if !p.killed.CompareAndSwap(nil, cause) {
 		return
 	}
-	if cause == backend.CauseTimeout || cause == backend.CauseOutput {
+	if cause == backend.CauseTimeout || cause == backend.CauseOutput || cause == backend.CauseKilled {
 		p.in.send(&sessionRequest{Op: reqKill, ID: p.id, Sids: p.in.sessionsOf(p)}, nil)
 		return
 	}
