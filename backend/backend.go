@@ -244,6 +244,19 @@ func TmpfsOptions(size int64) string {
 	return "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(TmpfsInodes(size), 10)
 }
 
+// DiskFull tells from the free space left on a disk limit's tmpfs of
+// size bytes whether a write was, or would have been, refused.
+func DiskFull(free, size int64) bool {
+	return free < max(64<<10, size/100)
+}
+
+// InodesFull tells, likewise, from the free inodes left of files (the
+// tmpfs has inodes in proportion to its size: TmpfsOptions) whether a
+// file could not be made.
+func InodesFull(free, files uint64) bool {
+	return files > 0 && free < max(16, files/100)
+}
+
 // TmpfsInodes is how many inodes (files, directories, links, the root
 // included) the tmpfs of TmpfsOptions(size) holds: what else holds a
 // disk limit of size bytes (a copy workspace, package workspace) bounds

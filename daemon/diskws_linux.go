@@ -24,6 +24,17 @@ func mountTmpfs(dir string, size int64) error {
 	return nil
 }
 
+// tmpfsFull says whether the tmpfs of size bytes that root is the root of
+// (mountTmpfs) is out of space or inodes, as the sandbox tells its own
+// disk limit's.
+func tmpfsFull(root *os.File, size int64) bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(root.Fd()), &st); err != nil {
+		return false
+	}
+	return backend.DiskFull(int64(st.Bavail)*st.Bsize, size) || backend.InodesFull(st.Ffree, st.Files)
+}
+
 // unmountWorkspace detaches what is mounted on a workspace the daemon
 // made, if anything; the sandboxes that still hold it keep it until they
 // end.

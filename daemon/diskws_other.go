@@ -5,6 +5,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 func mountTmpfs(string, int64) error {
@@ -12,3 +13,5 @@ func mountTmpfs(string, int64) error {
 }
 
 func unmountWorkspace(string) {}
+
+func tmpfsFull(*os.File, int64) bool { return false }

@@ -560,12 +560,37 @@ func (s *Session) Exec(ctx context.Context, req *ExecRequest, stdio backend.Stdi
 		req = &r
 		defer s.watch(on)()
 	}
+	fullAtStart := s.workspaceFull()
 	rep, err := s.eng.Exec(ctx, s.withApprover(req), stdio)
 	s.noteEnd(rep)
+	s.noteDisk(rep, fullAtStart)
 	if rep != nil {
 		s.auditAll(rep.AuditRecords(err))
 	}
 	return rep, err
+}
+
+// workspaceFull says whether the tmpfs of limits.disk the daemon mounted
+// on the session's workspace (boundWorkspace) is full.
+func (s *Session) workspaceFull() bool {
+	s.mu.Lock()
+	root, on := s.root, s.wsTmpfs
+	s.mu.Unlock()
+	return on && tmpfsFull(root, int64(s.policy.Limits.Disk))
+}
+
+// noteDisk says in rep that the command failed with its workspace's disk
+// limit reached (the tmpfs the daemon mounted there), as the sandbox
+// says of its own tmpfs: reason "disk", unless it was full already when
+// the command started, which then did not reach it.
+func (s *Session) noteDisk(rep *sandbox.Report, fullAtStart bool) {
+	if rep == nil || fullAtStart || (rep.Reason != "exit" && rep.Reason != "signal") || rep.ExitCode == 0 || !s.workspaceFull() {
+		return
+	}
+	rep.Reason = string(backend.CauseDisk)
+	if !slices.Contains(rep.LimitsHit, string(backend.CauseDisk)) {
+		rep.LimitsHit = append(rep.LimitsHit, string(backend.CauseDisk))
+	}
 }
 
 // noteEnd says in rep, the report of a command the session's end
@@ -869,9 +894,11 @@ func (s *Session) Start(req *ExecRequest, openStdin bool) (*Process, error) {
 	p.mu.Lock()
 	p.proc = ep
 	p.mu.Unlock()
+	fullAtStart := s.workspaceFull()
 	go func() {
 		rep, err := ep.Wait()
 		s.noteEnd(rep)
+		s.noteDisk(rep, fullAtStart)
 		if rep != nil {
 			s.auditAll(rep.AuditRecords(err))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,5 +97,40 @@ func TestCopyUnderDiskQuotaRefused(t *testing.T) {
 	defer d.c.DeleteSession(ctx, s.ID)
 	if _, _, rep := run(t, d.c, s.ID, &client.ExecRequest{Args: []string{"test", "-s", "big"}}); rep.ExitCode != 0 {
 		t.Errorf("the overlay has no big: %+v", rep)
+	}
+}
+
+// TestWorkspaceTmpfsFullIsDisk: a command that fails because the tmpfs
+// the daemon mounted on a token tenant's empty workspace (its limits.disk)
+// is full is reported as reason disk, as one that fills the sandbox's /tmp
+// is (it said exit, with no limit hit: found by a tester). The controls: a
+// write within the limit exits 0, and a failure of another kind once the
+// space is freed says exit.
+func TestWorkspaceTmpfsFullIsDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the daemon mounts a tmpfs on the workspace as root only (as an ordinary user it refuses the session: TestDiskQuota)")
+	}
+	tokens := aliceAndBob(t, "tok-a", "tok-b")
+	d := startDaemon(t, daemon.Config{TenantDisk: 64 << 20}, tokens)
+	ctx := context.Background()
+	alice := client.TCP(d.tcp, "tok-a")
+	defer alice.Close()
+	s, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\ndisk = \"8MiB\"\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.DeleteSession(ctx, s.ID)
+	for _, c := range []struct {
+		script, reason string
+		disk           bool
+	}{
+		{"head -c 1048576 /dev/zero > small.bin", "exit", false},
+		{"head -c 20971520 /dev/zero > ws.bin", "disk", true},
+		{"rm -f ws.bin; exit 3", "exit", false},
+	} {
+		_, _, rep := run(t, alice, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", c.script}})
+		if rep.Reason != c.reason || slices.Contains(rep.LimitsHit, "disk") != c.disk {
+			t.Errorf("%s: reason %q, limits hit %q; want %q", c.script, rep.Reason, rep.LimitsHit, c.reason)
+		}
 	}
 }

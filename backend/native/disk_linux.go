@@ -151,18 +151,7 @@ func (s *scratch) full() bool {
 	return diskFull(int64(st.Bavail)*int64(st.Bsize), s.size) || inodesFull(st.Ffree, st.Files)
 }
 
-// diskFull tells from the free space left on the disk limit's tmpfs of
-// size bytes whether a write was, or would have been, refused.
-func diskFull(free, size int64) bool {
-	return free < max(64<<10, size/100)
-}
-
-// inodesFull tells, likewise, from the free inodes left of files (the
-// tmpfs has inodes in proportion to its size: backend.TmpfsOptions)
-// whether a file could not be made.
-func inodesFull(free, files uint64) bool {
-	return files > 0 && free < max(16, files/100)
-}
+var diskFull, inodesFull = backend.DiskFull, backend.InodesFull
 
 // merge folds the run's upper layer into the persistent one. It runs
 // after the command and everything it started are gone.
