@@ -305,6 +305,9 @@ type ApplyReport struct {
 	Applied []Change `json:"applied"`
 	Skipped []Change `json:"skipped"` // special files, never applied
 	Forced  []string `json:"forced"`  // host changes overwritten by force
+	// ProtectedForced are protected paths (host tools run or read them)
+	// that force let through.
+	ProtectedForced []string `json:"protected_forced,omitempty"`
 }
 
 // Change is one change of a change set.

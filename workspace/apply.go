@@ -62,6 +62,10 @@ type Report struct {
 	// directory a git directory (a bare repository's layout), not forced;
 	// when not empty, nothing was applied.
 	Protected []string `json:"protected,omitempty"`
+	// ProtectedForced are the selected changes to such paths that the
+	// force list let through: said, since a force of a directory (".")
+	// lets every one below it through at once.
+	ProtectedForced []string `json:"protected_forced,omitempty"`
 }
 
 // Conflict is a path the host changed since the change set was created.
@@ -186,7 +190,11 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 func (c *ChangeSet) protectedIn(sel []Change, force []string, rep *Report) error {
 	guarded, gitDir := c.protects(), c.gitDirChanges(sel)
 	for _, ch := range sel {
-		if (guarded(ch) || gitDir(ch)) && !matchPrefix(force, ch.Path) {
+		switch {
+		case !guarded(ch) && !gitDir(ch):
+		case matchPrefix(force, ch.Path):
+			rep.ProtectedForced = append(rep.ProtectedForced, ch.Path)
+		default:
 			rep.Protected = append(rep.Protected, ch.Path)
 		}
 	}

@@ -664,3 +664,19 @@ func TestApplyReadOnlyDirectories(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedProtectedSaid: a protected path that the force list lets
+// through (here by forcing the whole tree, ".") is listed in the report,
+// so that a catch-all force does not apply one unsaid. The control: a
+// change to an ordinary path is applied and not listed.
+func TestForcedProtectedSaid(t *testing.T) {
+	_, c := newSet(t, map[string]string{"a": "a\n"})
+	tree(t, c.UpperDir(), map[string]string{".envrc": "echo hi\n", "a": "b\n"})
+	if rep, err := c.Apply(nil, nil); !errors.Is(err, ErrProtected) || !slices.Equal(rep.Protected, []string{".envrc"}) {
+		t.Fatalf("unforced: %v %q", err, rep.Protected)
+	}
+	rep, err := c.Apply(nil, []string{"."})
+	if err != nil || !slices.Equal(rep.ProtectedForced, []string{".envrc"}) || len(rep.Applied) != 2 {
+		t.Errorf("forced with \".\": %v, protected forced %q, applied %d", err, rep.ProtectedForced, len(rep.Applied))
+	}
+}

@@ -269,6 +269,11 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 	for _, c := range rep.Forced {
 		fmt.Fprintf(stderr, "moat apply: forced over a host change: %s (%s)\n", workspace.QuoteName(c.Path), workspace.EscapeText(c.Reason))
 	}
+	if err == nil {
+		for _, p := range rep.ProtectedForced {
+			fmt.Fprintf(stderr, "moat apply: forced a protected path, which host tools run or read: %s\n", workspace.QuoteName(p))
+		}
+	}
 	for _, c := range rep.Skipped {
 		fmt.Fprintf(stderr, "moat apply: skipped special file %s\n", workspace.QuoteName(c.Path))
 	}

@@ -77,6 +77,9 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 		for _, p := range rep.Forced {
 			fmt.Fprintf(stderr, "moat session apply: forced over a host change: %s\n", workspace.QuoteName(p))
 		}
+		for _, p := range rep.ProtectedForced {
+			fmt.Fprintf(stderr, "moat session apply: forced a protected path, which host tools run or read: %s\n", workspace.QuoteName(p))
+		}
 		for _, ch := range rep.Skipped {
 			fmt.Fprintf(stderr, "moat session apply: skipped special file %s\n", workspace.QuoteName(ch.Path))
 		}
