@@ -40,6 +40,9 @@ func ParseJSON(name string, data []byte) (*Policy, error) {
 	doc, err := w.document()
 	if err != nil {
 		fe := &FieldError{File: name, Line: w.line(), Msg: "syntax error: " + err.Error()}
+		if many := (*tooManyKeysError)(nil); errors.As(err, &many) {
+			fe.Line, fe.Msg = many.line, err.Error() // a bound, not a syntax error
+		}
 		return nil, &Errors{fe}
 	}
 	p.lines = w.lines
@@ -61,8 +64,10 @@ type jsonWalker struct {
 	lines map[string]int
 	zeros map[string]string // as keyLines's
 	keys  int
-	elems int // array elements read, bounded by maxElements
-	depth int // arrays and objects open, bounded by maxDepth
+	// keyBytes: the length of every key recorded, bounded by maxKeyBytes.
+	keyBytes int
+	elems    int // array elements read, bounded by maxElements
+	depth    int // arrays and objects open, bounded by maxDepth
 	// lineOff and lineNo: the line of offset lineOff, from which the
 	// next line() counts on (the decoder only moves forward).
 	lineOff, lineNo int
@@ -121,7 +126,10 @@ func (w *jsonWalker) object(key string) (map[string]any, error) {
 			return nil, fmt.Errorf("key %s is given twice", field)
 		}
 		if w.keys++; w.keys > maxKeys {
-			return nil, &tooManyKeysError{w.line()}
+			return nil, &tooManyKeysError{line: w.line()}
+		}
+		if w.keyBytes += len(field); w.keyBytes > maxKeyBytes {
+			return nil, &tooManyKeysError{line: w.line(), long: true}
 		}
 		w.lines[field] = w.line()
 		if t[k], err = w.value(field); err != nil {
@@ -151,8 +159,12 @@ func (w *jsonWalker) value(key string) (any, error) {
 			if w.elems++; w.elems > maxElements {
 				return nil, fmt.Errorf("%s: more than %d array elements in the policy; it needs far fewer", key, maxElements)
 			}
-			w.lines[indexKey(key, i)] = w.line()
-			e, err := w.value(indexKey(key, i))
+			elem := indexKey(key, i)
+			if w.keyBytes += len(elem); w.keyBytes > maxKeyBytes {
+				return nil, &tooManyKeysError{line: w.line(), long: true}
+			}
+			w.lines[elem] = w.line()
+			e, err := w.value(elem)
 			if err != nil {
 				return nil, err
 			}

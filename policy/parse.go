@@ -93,10 +93,24 @@ func syntaxError(name string, err error) error {
 // for keys defined twice (see Parse) to a few milliseconds.
 const maxKeys = 4096
 
-// tooManyKeysError is a document with more than maxKeys keys.
-type tooManyKeysError struct{ line int }
+// maxKeyBytes bounds the length of every key of a policy together, each
+// written out whole ("network.allow[3]"): a dotted key of many parts, or
+// a long one before many others, is as many keys again, each as long as
+// all its parts, and was read in time and memory that grew with the
+// square of its length (a 1 MB file took gigabytes).
+const maxKeyBytes = 4 << 20
+
+// tooManyKeysError is a document with more than maxKeys keys, or keys
+// longer than maxKeyBytes together (long).
+type tooManyKeysError struct {
+	line int
+	long bool
+}
 
 func (e *tooManyKeysError) Error() string {
+	if e.long {
+		return fmt.Sprintf("keys of more than %d bytes in all, each written out whole (a.b.c); a policy needs far fewer", maxKeyBytes)
+	}
 	return fmt.Sprintf("more than %d keys; a policy needs far fewer", maxKeys)
 }
 
@@ -120,17 +134,20 @@ func keyLines(data []byte) (lines map[string]int, zeros map[string]string, err e
 	lineAt := func(r unstable.Range) int {
 		return 1 + sort.SearchInts(starts, int(r.Offset)+1)
 	}
+	keys, keyBytes := 0, 0
+	var tooMany error
 	record := func(key string, line int) {
-		if _, ok := lines[key]; !ok {
+		if keyBytes += len(key); keyBytes > maxKeyBytes && tooMany == nil {
+			tooMany = &tooManyKeysError{line: line, long: true}
+		}
+		if _, ok := lines[key]; !ok && tooMany == nil {
 			lines[key] = line
 		}
 	}
-	keys := 0
-	var tooMany error
 	// keyParts records every prefix of a dotted key and returns the whole.
 	keyParts := func(prefix string, it unstable.Iterator) (string, int) {
 		key, line := prefix, 0
-		for it.Next() {
+		for tooMany == nil && it.Next() {
 			n := it.Node()
 			line = lineAt(n.Raw)
 			if keys++; keys > maxKeys && tooMany == nil {
@@ -154,20 +171,20 @@ func keyLines(data []byte) (lines map[string]int, zeros map[string]string, err e
 		if n.Kind == unstable.Float && zeroFloat(string(n.Data)) {
 			zeros[key] = string(n.Data)
 		}
-		if depth == maxDepth {
+		if depth == maxDepth || tooMany != nil {
 			return
 		}
 		switch n.Kind {
 		case unstable.Array:
 			i := 0
-			for it := n.Children(); it.Next(); {
+			for it := n.Children(); tooMany == nil && it.Next(); {
 				if c := it.Node(); c.Kind != unstable.Comment {
 					value(indexKey(key, i), c, line, depth+1)
 					i++
 				}
 			}
 		case unstable.InlineTable:
-			for it := n.Children(); it.Next(); {
+			for it := n.Children(); tooMany == nil && it.Next(); {
 				if kv := it.Node(); kv.Kind == unstable.KeyValue {
 					k, l := keyParts(key, kv.Key())
 					value(k, kv.Value(), l, depth+1)

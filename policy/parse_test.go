@@ -391,6 +391,48 @@ func TestTooManyKeys(t *testing.T) {
 	}
 }
 
+// TestLongKeysBounded: a dotted key of many parts, or a long key before
+// many others (array elements, an object's members), is each of its
+// prefixes written out whole, and was read in time and memory that grew
+// with the square of its length (a 1 MB policy took gigabytes, and a
+// daemon's tenant killed the daemon so): refused by their length in all,
+// in TOML and JSON. The control: a policy of thousands of hosts.
+func TestLongKeysBounded(t *testing.T) {
+	long := strings.Repeat("b", 100000)
+	for name, doc := range map[string]string{
+		"p.toml":  "[" + strings.Repeat("a.", 500000) + "a]\nx = 1\n",
+		"q.toml":  "[\"" + long + "\"]\nx = [" + strings.Repeat("1,", 100000) + "1]\n",
+		"r.toml":  "x = { \"" + long + "\" = [" + strings.Repeat("1,", 100) + "1] }\n",
+		"p.json": `{"` + long + `": {` + jsonMembers(200) + `}}`,
+		"q.json": `{"` + long + `": [` + strings.Repeat("1,", 100) + `1]}`,
+	} {
+		_, err := ParseDocument(name, []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "keys of more than") {
+			t.Errorf("%s: %v, want the keys' length refused", name, err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("[network]\nmode = \"allow\"\nallow = [")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "\"host%d.example.com\", ", i)
+	}
+	b.WriteString("]\n")
+	if _, err := Parse("p.toml", []byte(b.String())); err != nil {
+		t.Errorf("control: 3000 hosts: %v", err)
+	}
+}
+
+func jsonMembers(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"k%d": 1`, i)
+	}
+	return b.String()
+}
+
 // TestParseZeroAndSmallNumbers is the control for the refusal of numbers
 // that round to zero: zero written as a float or a fraction is still 0
 // (no limit), and small values that are not zero keep their value.
