@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -117,7 +118,10 @@ func (c *capped) Write(p []byte) (int, error) {
 
 // inSandbox runs a helper command in the session's sandbox: the file
 // tools of an overlay session, about rel. A helper's refusals come back
-// on stderr; its output beyond daemon.MaxFileSize is an error.
+// on stderr; its output beyond daemon.MaxFileSize is an error, and so is
+// a helper a limit ended or cut (its output past limits.output dropped:
+// a file read so would come back cut short, and be written back so by an
+// edit), whatever its exit code.
 func (s *server) inSandbox(ctx context.Context, rel string, stdin []byte, argv ...string) (stdout []byte, err error) {
 	out, errb := &capped{max: daemon.MaxFileSize + 1}, &capped{max: 64 << 10}
 	stdio := backend.Stdio{Stdout: out, Stderr: errb}
@@ -133,10 +137,17 @@ func (s *server) inSandbox(ctx context.Context, rel string, stdin []byte, argv .
 	if out.n > daemon.MaxFileSize {
 		return nil, errors.New(tooBig(rel+" is at least", out.n))
 	}
-	if rep.ExitCode != 0 {
+	if slices.Contains(rep.LimitsHit, "output") || rep.Reason == "output" {
+		return nil, fmt.Errorf("%s is larger than this session's output limit (limits.output), which bounds what the file tools read through a command in the sandbox: read it in parts with run_command (head, tail, sed -n)", rel)
+	}
+	if rep.ExitCode != 0 || rep.Reason != "exit" {
 		msg := strings.TrimSpace(errb.buf.String())
-		if msg == "" {
+		switch {
+		case msg == "":
 			msg = fmt.Sprintf("exit code %d (%s)", rep.ExitCode, rep.Reason)
+		case rep.Reason != "exit" || len(rep.LimitsHit) > 0:
+			// Which limit stopped it, beside what the helper said.
+			msg += fmt.Sprintf(" (%s; limits reached: %s)", rep.Reason, strings.Join(rep.LimitsHit, ", "))
 		}
 		return nil, errors.New(msg)
 	}
@@ -159,7 +170,11 @@ if [ -L "$1" ]; then t=$(realpath -m -- "$1"); case "$t" in "$2"/*) ;; *) echo "
 if [ -L "$1" ] && [ ! -e "$1" ]; then echo "$1 is a link to a file that does not exist; write the file it names by its own path" >&2; exit 2; fi
 [ -z "$3" ] || [ "$(realpath -m -- "$1")" = "$2/$1" ] || { echo "$1 leads through a link to $(realpath -m -- "$1"), and the policy's write rules decide a path as written: write it by its own path" >&2; exit 3; }
 if [ -e "$1" ] && [ ! -f "$1" ]; then echo "$1 is not a regular file: inspect it with run_command" >&2; exit 2; fi
-exec cat > "$1"`
+f=$(realpath -m -- "$1") || exit 2
+t=$(mktemp -- "$(dirname -- "$f")/.moat-write.XXXXXX") || exit 2
+if [ -e "$f" ]; then chmod "$(stat -c %a -- "$f")" -- "$t"; else chmod "$(printf %o $((0666 & ~$(umask))))" -- "$t"; fi
+cat > "$t" || { s=$?; rm -f -- "$t"; case $s in 153) w="the session's file-size limit, limits.file_size, stopped it";; *) w="status $s";; esac; echo "$1 is unchanged: the write failed ($w)" >&2; exit "$s"; }
+mv -f -- "$t" "$f" || { rm -f -- "$t"; exit 2; }`
 	// shList lists: $3 is find's depth, $4 how many entries to keep.
 	// sh has no pipefail, and find's failure (a directory it may not
 	// read, an entry gone while it walked) would leave a listing cut

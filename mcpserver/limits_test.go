@@ -65,3 +65,33 @@ func TestArgumentTypeErrorsPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestFileToolsUnderTheSessionsLimits: in an overlay session the file
+// tools read and write through a command in the sandbox, under the
+// session's limits. A file past the output limit is refused, not read
+// cut short (an edit wrote the first 64 KiB back as the whole file, and
+// apply then cut the host's); a write the disk or file-size limit stops
+// leaves the file as it was, not cut (found by a tester). The controls:
+// a file within the output limit is read and edited whole, a write
+// within the limits is made, and a new file gets the usual mode.
+func TestFileToolsUnderTheSessionsLimits(t *testing.T) {
+	e := start(t, setup{mode: "overlay", policy: "[limits]\noutput = \"64KiB\"\n"})
+	e.ok(t, "run_command", map[string]any{"command": "seq 14000 > over && seq 9000 > within && chmod 640 within"}, "exit code: 0")
+	e.fails(t, "read_file", map[string]any{"path": "over"}, "output limit")
+	e.fails(t, "edit_file", map[string]any{"path": "over", "old_string": "\n13999\n", "new_string": "\nX\n"}, "output limit")
+	e.ok(t, "run_command", map[string]any{"command": "wc -c < over; tail -n 1 over"}, "72894\n14000\n")
+	e.ok(t, "read_file", map[string]any{"path": "within", "offset": 9000}, "9000")
+	e.ok(t, "edit_file", map[string]any{"path": "within", "old_string": "\n8999\n", "new_string": "\nX\n"}, "replaced 1")
+	e.ok(t, "run_command", map[string]any{"command": "tail -n 2 within; stat -c %a within"}, "X\n9000\n640\n")
+	// Past file_size (4 KiB): refused, the file untouched.
+	t.Run("file_size", func(t *testing.T) { fileSizeStopsWrite(t) })
+}
+
+func fileSizeStopsWrite(t *testing.T) {
+	e := start(t, setup{mode: "overlay", policy: "[limits]\nfile_size = \"4KiB\"\n"})
+	e.ok(t, "run_command", map[string]any{"command": "seq 1000 > keep"}, "exit code: 0")
+	e.fails(t, "write_file", map[string]any{"path": "keep", "content": strings.Repeat("B", 6000)}, "keep is unchanged: the write failed", "limits.file_size")
+	e.ok(t, "run_command", map[string]any{"command": "wc -c < keep; tail -n 1 keep; ls -a | grep -c moat-write"}, "3893\n1000\n0\n")
+	e.ok(t, "write_file", map[string]any{"path": "new.txt", "content": "n\n"}, "wrote")
+	e.ok(t, "run_command", map[string]any{"command": "stat -c %a new.txt"}, "644\n")
+}
