@@ -620,6 +620,29 @@ func TestSuggestEscapesRecords(t *testing.T) {
 	}
 }
 
+// TestSuggestReadsBounded: policy suggest reads a stream whole, so it
+// takes what audit verify takes (a file or a pipe, not a device) up to a
+// bound: /dev/zero and a 2 GB sparse file ran it out of memory (found by
+// a tester). The control: the same stream within the bound is read.
+func TestSuggestReadsBounded(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := moat(t, dir, "policy", "suggest", "/dev/zero"); code != 1 || !strings.Contains(errs, "a character device") {
+		t.Errorf("/dev/zero: %d %q", code, errs)
+	}
+	f := filepath.Join(dir, "audit.jsonl")
+	rec := `{"type":"network","time":"2026-12-01T00:00:00Z","run_id":"r1","host":"example.com","port":443,"decision":"deny","rule":"default deny"}` + "\n"
+	os.WriteFile(f, []byte(rec), 0o644)
+	if code, out, errs := moat(t, dir, "policy", "suggest", f); code != 0 || !strings.Contains(out, `"example.com:443",`) {
+		t.Fatalf("control: %d %q %q", code, out, errs)
+	}
+	if err := os.Truncate(f, maxSuggestInput+1); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := moat(t, dir, "policy", "suggest", f); code != 1 || !strings.Contains(errs, "more than 256 MiB") {
+		t.Errorf("a stream past the bound: %d %q", code, errs)
+	}
+}
+
 // TestSuggestSaysWhatWasDropped: a stream that went over its rate lost
 // records (audit.Dropped), and suggest says so rather than suggest from it
 // as if it were whole. The control: a stream without one has no warning.

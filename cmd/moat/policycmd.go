@@ -208,6 +208,41 @@ func setsOrNone(sets []string) string {
 	return strings.Join(sets, ", ")
 }
 
+// maxSuggestInput bounds the stream policy suggest reads whole: far more
+// than a --learn run writes, and a bound on moat's memory whatever the
+// file is.
+const maxSuggestInput = 256 << 20
+
+// readStream reads the stream at name (a file or a pipe, as audit verify
+// takes: not a directory or a device, which might never end) whole, up to
+// max bytes; a longer one is refused.
+func readStream(name string, max int64) ([]byte, error) {
+	if err := streamFile(os.Stat(name)); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err := streamFile(fi, err); err != nil {
+		return nil, err
+	}
+	tooLong := fmt.Errorf("more than %d MiB: suggest from a part of it (tail -n, or the records of one run)", max>>20)
+	if fi.Mode().IsRegular() && fi.Size() > max {
+		return nil, tooLong // said before it is read
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, tooLong
+	}
+	return b, nil
+}
+
 // cmdPolicySuggest prints the policy additions that would have let through
 // what an audit stream shows refused or asked about (harness.Suggest), each
 // with the records behind it, for a person to review. It changes nothing.
@@ -216,9 +251,9 @@ func cmdPolicySuggest(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	b, err := os.ReadFile(args[0])
+	b, err := readStream(args[0], maxSuggestInput)
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", args[0], err)
 		return 1
 	}
 	if _, _, err := audit.Verify(bytes.NewReader(b)); err != nil {
