@@ -171,6 +171,33 @@ var goField = regexp.MustCompile(`Go struct field \S*?\.(\w+) of type (\S+)`)
 // JSON object, the value given.
 var goValue = regexp.MustCompile(`cannot unmarshal "?(.*?)"? into Go value of type map\[string\]`)
 
+// schemaType finds, in the SDK's schema validation error for an argument
+// of the wrong JSON type, the argument, the type given and the type
+// wanted (its text quotes Go's reflection for a null: "<invalid
+// reflect.Value>").
+var schemaType = regexp.MustCompile(`validating /properties/(\w+): type: .* has type "(\w+)", want (.*)$`)
+
+// schemaKind names a JSON schema type as plainArgErrors says kinds.
+func schemaKind(t string) string {
+	switch t {
+	case "null":
+		return "null"
+	case "string":
+		return "a string"
+	case "integer":
+		return "an integer"
+	case "number":
+		return "a number"
+	case "boolean":
+		return "true or false"
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	}
+	return "another kind of value"
+}
+
 // jsonKind names the kind of the JSON value v begins (as the SDK's error
 // quotes it).
 func jsonKind(v string) string {
@@ -197,6 +224,13 @@ func jsonKind(v string) string {
 // field and type (mcpserver.readIn.offset of type int).
 func plainArgErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	plain := func(msg string) (string, bool) {
+		if m := schemaType.FindStringSubmatch(msg); m != nil {
+			var want []string
+			for _, w := range strings.Split(strings.TrimPrefix(m[3], "one of "), ",") {
+				want = append(want, schemaKind(strings.Trim(strings.TrimSpace(w), `"`)))
+			}
+			return fmt.Sprintf("invalid arguments: %s takes %s, not %s", m[1], strings.Join(want, " or "), schemaKind(m[2])), true
+		}
 		if m := goValue.FindStringSubmatch(msg); m != nil {
 			return fmt.Sprintf("invalid arguments: they are an object of named arguments, not %s", jsonKind(m[1])), true
 		}
