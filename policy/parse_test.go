@@ -400,9 +400,9 @@ func TestTooManyKeys(t *testing.T) {
 func TestLongKeysBounded(t *testing.T) {
 	long := strings.Repeat("b", 100000)
 	for name, doc := range map[string]string{
-		"p.toml":  "[" + strings.Repeat("a.", 500000) + "a]\nx = 1\n",
-		"q.toml":  "[\"" + long + "\"]\nx = [" + strings.Repeat("1,", 100000) + "1]\n",
-		"r.toml":  "x = { \"" + long + "\" = [" + strings.Repeat("1,", 100) + "1] }\n",
+		"p.toml": "[" + strings.Repeat("a.", 500000) + "a]\nx = 1\n",
+		"q.toml": "[\"" + long + "\"]\nx = [" + strings.Repeat("1,", 100000) + "1]\n",
+		"r.toml": "x = { \"" + long + "\" = [" + strings.Repeat("1,", 100) + "1] }\n",
 		"p.json": `{"` + long + `": {` + jsonMembers(200) + `}}`,
 		"q.json": `{"` + long + `": [` + strings.Repeat("1,", 100) + `1]}`,
 	} {
