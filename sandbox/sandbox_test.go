@@ -311,12 +311,19 @@ func childInit(t *testing.T) int {
 // runtime would also crash on a SIGILL, SIGBUS, SIGFPE, SIGSEGV or SIGTRAP
 // sent rather than raised by a fault.
 func TestSignalsToInitAreIgnored(t *testing.T) {
-	for _, mode := range []string{policy.WorkspaceDirect, policy.WorkspaceOverlay} {
+	// An overlay under a disk limit runs the init stage (the other two,
+	// the direct start): the fault signals sent to it crashed it.
+	for _, mode := range []string{policy.WorkspaceDirect, policy.WorkspaceOverlay, "overlay+disk"} {
 		t.Run(mode, func(t *testing.T) {
 			ws := t.TempDir()
-			r := sh(t, ws, func(p *policy.Policy) { p.Workspace.Mode = mode }, `for s in $(seq 1 31); do kill -$s 1 2>/dev/null; done
+			r := sh(t, ws, func(p *policy.Policy) {
+				p.Workspace.Mode = strings.TrimSuffix(mode, "+disk")
+				if mode == "overlay+disk" {
+					p.Limits.Disk = 20 << 20
+				}
+			}, `for s in $(seq 1 31); do kill -$s 1 2>/dev/null; done
 sleep 0.2; echo alive; exit 5`)
-			if mode == policy.WorkspaceOverlay && r.err != nil && strings.Contains(r.err.Error(), "overlay") {
+			if mode != policy.WorkspaceDirect && r.err != nil && strings.Contains(r.err.Error(), "overlay") {
 				t.Skipf("no overlayfs here: %v", r.err)
 			}
 			mustExit(t, r, 5)

@@ -349,6 +349,16 @@ func initMain(send func(message)) error {
 	// signal stays ignored across fork and exec, so this cannot come
 	// first.)
 	signal.Ignore(fatalSignals...)
+	// Those a fault raises the runtime crashes on when they are sent
+	// (kill) too, ignored or not: relayed and dropped. (A command that
+	// crashed init so lost its exit status, its seccomp denials and, under
+	// a disk limit, its changes.)
+	faults := make(chan os.Signal, 8)
+	signal.Notify(faults, unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP)
+	go func() {
+		for range faults {
+		}
+	}()
 	fwd.started(pid)
 	send(message{Type: "started", Pid: pid})
 
