@@ -207,3 +207,48 @@ func TestDiskLimitMergeIntoClosedDir(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskLimitMergeKeepsHardLinks: the names of one file (hard links)
+// under a disk limit's overlay come into the change set as names of one
+// file too: copied one by one, 3 MiB and 200 links under a 4 MiB limit
+// became 600 MB on the host's disk (found by a tester). The control: each
+// name is there, with the data.
+func TestDiskLimitMergeKeepsHardLinks(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	ws := t.TempDir()
+	r := sh(t, ws, func(p *policy.Policy) {
+		p.Limits.Disk = policy.Size(4 << 20)
+		p.Workspace.Mode = policy.WorkspaceOverlay
+	}, `head -c 3145728 /dev/zero | tr '\0' x > f0 && n=0 && while [ $n -lt 200 ] && ln f0 l$n; do n=$((n+1)); done; echo "links: $n"`)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "links: 200") {
+		t.Fatalf("the command could not make the links: %s%s", r.stdout, r.stderr)
+	}
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := store.List()
+	if err != nil || len(sets) != 1 {
+		t.Fatalf("change sets %v, %v", sets, err)
+	}
+	cs, err := store.Open(sets[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(cs.UpperDir(), "f0"), &first); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"l0", "l99", "l199"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(cs.UpperDir(), name), &st); err != nil || st.Size != 3<<20 {
+			t.Errorf("%s: %v, size %d", name, err, st.Size)
+		} else if st.Ino != first.Ino {
+			t.Errorf("%s is a copy, not a name of f0", name)
+		}
+	}
+	if first.Nlink != 201 {
+		t.Errorf("f0 has %d names in the change set, want 201", first.Nlink)
+	}
+}

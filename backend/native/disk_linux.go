@@ -162,7 +162,7 @@ func (s *scratch) merge() error {
 	if err := unix.Fsetxattr(s.persistFD, overlay.MergeXattr, []byte("y"), 0); err != nil {
 		return fmt.Errorf("mark the change set as being merged into: %w", err)
 	}
-	if err := mergeDir(fdPath(s.upperFD), fdPath(s.persistFD)); err != nil {
+	if err := mergeDir(fdPath(s.upperFD), fdPath(s.persistFD), map[[2]uint64]string{}); err != nil {
 		return err // the mark stays: the layer may be torn
 	}
 	if err := unix.Fremovexattr(s.persistFD, overlay.MergeXattr); err != nil {
@@ -180,7 +180,14 @@ const opaqueXattr = "user.overlay.opaque"
 // kill or a failed write would.
 var testHookMergeEntry func(dst string) error
 
-func mergeDir(src, dst string) error {
+// mergeDir merges the upper layer's directory src into the persistent
+// layer's dst. links maps each file of src with more than one name
+// (device, inode) to where its first name was merged: the others are
+// linked to it there. Copied once each, the names of one file took the
+// tmpfs one inode each and the host's disk a copy each, so that a few
+// MiB under the disk limit became hundreds on the host (found by a
+// tester).
+func mergeDir(src, dst string, links map[[2]uint64]string) error {
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -240,16 +247,27 @@ func mergeDir(src, dst string) error {
 				}
 			}
 			ownerMay(s, mode, 0o500)
-			if err := mergeDir(s, d); err != nil {
+			if err := mergeDir(s, d, links); err != nil {
 				return err
 			}
 			if err := unix.Chmod(d, mode&0o7777); err != nil {
 				return err
 			}
 		case unix.S_IFREG:
+			st := fi.Sys().(*syscall.Stat_t)
+			key := [2]uint64{st.Dev, st.Ino}
+			if first, ok := links[key]; ok && st.Nlink > 1 {
+				if err := linkFile(first, d); err != nil {
+					return err
+				}
+				continue
+			}
 			ownerMay(s, mode, 0o400)
 			if err := replaceFile(s, d, mode&0o7777); err != nil {
 				return err
+			}
+			if st.Nlink > 1 {
+				links[key] = d
 			}
 		case unix.S_IFLNK:
 			target, err := os.Readlink(s)
@@ -278,6 +296,28 @@ func ownerMay(src string, mode, bits uint32) {
 	if mode&bits != bits {
 		unix.Chmod(src, mode&0o7777|bits)
 	}
+}
+
+// linkFile replaces dst with a link to first, a file merged already,
+// atomically.
+func linkFile(first, dst string) error {
+	tmp := dst + ".moat-merge"
+	os.Remove(tmp)
+	err := os.Link(first, tmp)
+	if err == nil {
+		var dt unix.Stat_t
+		if unix.Lstat(dst, &dt) == nil && dt.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = os.RemoveAll(dst)
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return errors.Join(fmt.Errorf("link %s", filepath.Base(dst)), err)
+	}
+	return nil
 }
 
 // replaceFile replaces dst with src's content and mode, atomically.
