@@ -171,11 +171,11 @@ var goField = regexp.MustCompile(`Go struct field \S*?\.(\w+) of type (\S+)`)
 // JSON object, the value given.
 var goValue = regexp.MustCompile(`cannot unmarshal "?(.*?)"? into Go value of type map\[string\]`)
 
-// schemaType finds, in the SDK's schema validation error for an argument
+// schemaType finds, in the SDK's schema validation error for a tool's argument
 // of the wrong JSON type, the argument, the type given and the type
 // wanted (its text quotes Go's reflection for a null: "<invalid
 // reflect.Value>").
-var schemaType = regexp.MustCompile(`validating /properties/(\w+): type: .* has type "(\w+)", want (.*)$`)
+var schemaType = regexp.MustCompile(`^validating "arguments": validating root: validating /properties/(\w+): type: .* has type "(\w+)", want (.*)$`)
 
 // schemaKind names a JSON schema type as plainArgErrors says kinds.
 func schemaKind(t string) string {
