@@ -378,3 +378,24 @@ func FuzzLoadDocker(f *testing.F) {
 		}
 	})
 }
+
+// TestDockerNestingBounded: a profile nested deeper than any profile needs
+// is refused, as is reading one whose long keys would make every path
+// below them as long: a file of 9,000 brackets, or a 300 KB key over
+// 100,000 elements, took hundreds of megabytes (found by a tester). The
+// control: a Docker profile's own four levels are read.
+func TestDockerNestingBounded(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, 9000) + "1" + strings.Repeat("}", 9000)
+	if _, err := ParseDocker("p.json", []byte(deep), x86Target); err == nil || !strings.Contains(err.Error(), "nested more than 32 levels") {
+		t.Errorf("9000 levels: %v", err)
+	}
+	long := `{"defaultAction": "SCMP_ACT_ALLOW", "` + strings.Repeat("b", 300000) + `": [` + strings.Repeat("1,", 100000) + `1]}`
+	_, err := ParseDocker("p.json", []byte(long), x86Target)
+	if err == nil || !strings.Contains(err.Error(), "unknown field") || len(err.Error()) > 4096 {
+		t.Errorf("a long key: %.300v", err)
+	}
+	ok := `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}]}]}`
+	if _, err := ParseDocker("p.json", []byte(ok), x86Target); err != nil {
+		t.Errorf("control: %v", err)
+	}
+}
