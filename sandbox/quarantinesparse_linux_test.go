@@ -92,18 +92,7 @@ func TestDiskLimitMergeKeepsSparse(t *testing.T) {
 	if !strings.Contains(r.stdout, "WROTE") {
 		t.Fatalf("the command could not write: %s%s", r.stdout, r.stderr)
 	}
-	store, err := workspace.DefaultStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets, err := store.List()
-	if err != nil || len(sets) != 1 {
-		t.Fatalf("change sets %v, %v", sets, err)
-	}
-	cs, err := store.Open(sets[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := onlyChangeSet(t)
 	p := filepath.Join(cs.UpperDir(), "big")
 	var st syscall.Stat_t
 	if err := syscall.Stat(p, &st); err != nil {
@@ -208,6 +197,25 @@ func TestDiskLimitMergeIntoClosedDir(t *testing.T) {
 	}
 }
 
+// onlyChangeSet is the one change set of the state directory the test
+// set (MOAT_STATE_DIR).
+func onlyChangeSet(t *testing.T) *workspace.ChangeSet {
+	t.Helper()
+	store, err := workspace.DefaultStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := store.List()
+	if err != nil || len(sets) != 1 {
+		t.Fatalf("change sets %v, %v", sets, err)
+	}
+	cs, err := store.Open(sets[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // TestDiskLimitMergeKeepsHardLinks: the names of one file (hard links)
 // under a disk limit's overlay come into the change set as names of one
 // file too: copied one by one, 3 MiB and 200 links under a 4 MiB limit
@@ -224,18 +232,7 @@ func TestDiskLimitMergeKeepsHardLinks(t *testing.T) {
 	if !strings.Contains(r.stdout, "links: 200") {
 		t.Fatalf("the command could not make the links: %s%s", r.stdout, r.stderr)
 	}
-	store, err := workspace.DefaultStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets, err := store.List()
-	if err != nil || len(sets) != 1 {
-		t.Fatalf("change sets %v, %v", sets, err)
-	}
-	cs, err := store.Open(sets[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := onlyChangeSet(t)
 	var first syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(cs.UpperDir(), "f0"), &first); err != nil {
 		t.Fatal(err)

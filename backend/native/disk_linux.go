@@ -301,33 +301,26 @@ func ownerMay(src string, mode, bits uint32) {
 // linkFile replaces dst with a link to first, a file merged already,
 // atomically.
 func linkFile(first, dst string) error {
-	tmp := dst + ".moat-merge"
-	os.Remove(tmp)
-	err := os.Link(first, tmp)
-	if err == nil {
-		var dt unix.Stat_t
-		if unix.Lstat(dst, &dt) == nil && dt.Mode&unix.S_IFMT == unix.S_IFDIR {
-			err = os.RemoveAll(dst)
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return errors.Join(fmt.Errorf("link %s", filepath.Base(dst)), err)
-	}
-	return nil
+	return placeFile(dst, "link", func(tmp string) error { return os.Link(first, tmp) })
 }
 
 // replaceFile replaces dst with src's content and mode, atomically.
 func replaceFile(src, dst string, mode uint32) error {
+	return placeFile(dst, "copy", func(tmp string) error {
+		if err := overlay.CopyFile(src, tmp, 0o600, false); err != nil {
+			return err
+		}
+		return unix.Chmod(tmp, mode)
+	})
+}
+
+// placeFile makes a file with make at a name beside dst, then renames it
+// over dst (a directory there is removed first); what says what was done,
+// for the error.
+func placeFile(dst, what string, make func(tmp string) error) error {
 	tmp := dst + ".moat-merge"
 	os.Remove(tmp)
-	err := overlay.CopyFile(src, tmp, 0o600, false)
-	if err == nil {
-		err = unix.Chmod(tmp, mode)
-	}
+	err := make(tmp)
 	if err == nil {
 		var dt unix.Stat_t
 		if unix.Lstat(dst, &dt) == nil && dt.Mode&unix.S_IFMT == unix.S_IFDIR {
@@ -339,7 +332,7 @@ func replaceFile(src, dst string, mode uint32) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return errors.Join(fmt.Errorf("copy %s", filepath.Base(dst)), err)
+		return errors.Join(fmt.Errorf("%s %s", what, filepath.Base(dst)), err)
 	}
 	return nil
 }
