@@ -16,49 +16,39 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
-// TestTUNDNSRate: a flood of queries gets at most dnsBurst answers at
-// once, the rest are dropped and reported as events that count them,
-// and the resolver answers again a second later (the control: queries at
-// a lookup's pace are all answered, before and after).
-func TestTUNDNSRate(t *testing.T) {
+// resolverTest is moat's resolver served on a device of the test's
+// (TUNConfig's DNS address), and a reader of its answers.
+type resolverTest struct {
+	p          *Proxy
+	peer       int
+	dns        netip.Addr
+	served     chan error
+	readerDone chan struct{}
+	replies    atomic.Int32 // UDP datagrams the device sent back
+}
+
+// startResolver serves the resolver allowing allowed.test, with the
+// proxy's events going to audit.
+func startResolver(t *testing.T, audit func(Event)) *resolverTest {
+	t.Helper()
 	rules, err := ParseRules([]string{"allowed.test"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var answered, dropped int
-	p := &Proxy{Rules: rules, Audit: func(e Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case e.Proto == ProtoDNS && e.Rule == "dns rate":
-			var n int
-			for _, c := range e.Reason {
-				if c < '0' || c > '9' {
-					break
-				}
-				n = n*10 + int(c-'0')
-			}
-			dropped += n
-		case e.Proto == ProtoDNS:
-			answered++
-		}
-	}}
-	dns := netip.MustParseAddr("198.18.0.2")
+	r := &resolverTest{p: &Proxy{Rules: rules, Audit: audit}, dns: netip.MustParseAddr("198.18.0.2"),
+		served: make(chan error, 1), readerDone: make(chan struct{})}
 	dev, peer := tunPair(t)
+	r.peer = peer
 	t.Cleanup(func() { unix.Close(peer) })
-	served := make(chan error, 1)
 	go func() {
-		served <- p.ServeTUN(os.NewFile(uintptr(dev), "tun"), TUNConfig{MTU: 1500, DNS: dns, Names: netip.MustParsePrefix("198.19.0.0/16")})
+		r.served <- r.p.ServeTUN(os.NewFile(uintptr(dev), "tun"), TUNConfig{MTU: 1500, DNS: r.dns, Names: netip.MustParsePrefix("198.19.0.0/16")})
 	}()
-	var replies atomic.Int32
 	// The reader ends when the device's end closes (end of file), and
 	// the test waits for it: one left reading this fd number would read
 	// the next test's socket, once the number is reused, and take its
 	// packets.
-	readerDone := make(chan struct{})
 	go func() {
-		defer close(readerDone)
+		defer close(r.readerDone)
 		buf := make([]byte, 2048)
 		for {
 			n, err := unix.Read(peer, buf)
@@ -66,33 +56,81 @@ func TestTUNDNSRate(t *testing.T) {
 				return
 			}
 			if n > header.IPv4MinimumSize && header.IPv4(buf[:n]).TransportProtocol() == header.UDPProtocolNumber {
-				replies.Add(1)
+				r.replies.Add(1)
 			}
 		}
 	}()
-	waitReplies := func(want int32) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); replies.Load() < want && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if got := replies.Load(); got != want {
-			t.Fatalf("%d answers, want %d", got, want)
-		}
-	}
-	q := dnsQuery(t, dns, "allowed.test.")
-	for range 10 {
-		unix.Write(peer, q)
+	return r
+}
+
+// query sends q n times at a lookup's pace and waits for their answers.
+func (r *resolverTest) query(t *testing.T, q []byte, n int32) {
+	t.Helper()
+	want := r.replies.Load() + n
+	for range n {
+		unix.Write(r.peer, q)
 		time.Sleep(time.Millisecond)
 	}
-	waitReplies(10)
+	for deadline := time.Now().Add(5 * time.Second); r.replies.Load() < want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := r.replies.Load(); got != want {
+		t.Fatalf("%d answers, want %d", got, want)
+	}
+}
+
+// flood sends n copies of q from as many source ports, at once.
+func (r *resolverTest) flood(q []byte, n int) {
+	for i := range n {
+		udp := header.UDP(q[header.IPv4MinimumSize:])
+		udp.SetSourcePort(uint16(2000 + i%50000))
+		unix.Write(r.peer, q)
+	}
+}
+
+// stop ends the resolver and waits for its device's end to close.
+func (r *resolverTest) stop(t *testing.T) {
+	t.Helper()
+	r.p.Close()
+	<-r.served
+	select {
+	case <-r.readerDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the device's end was not closed when ServeTUN ended")
+	}
+}
+
+// droppedIn is the count of queries a "dns rate" event's reason begins
+// with.
+func droppedIn(reason string) int {
+	n, _, _ := strings.Cut(reason, " ")
+	d, _ := strconv.Atoi(n)
+	return d
+}
+
+// TestTUNDNSRate: a flood of queries gets at most dnsBurst answers at
+// once, the rest are dropped and reported as events that count them,
+// and the resolver answers again a second later (the control: queries at
+// a lookup's pace are all answered, before and after).
+func TestTUNDNSRate(t *testing.T) {
+	var mu sync.Mutex
+	var answered, dropped int
+	r := startResolver(t, func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Proto == ProtoDNS && e.Rule == "dns rate":
+			dropped += droppedIn(e.Reason)
+		case e.Proto == ProtoDNS:
+			answered++
+		}
+	})
+	q := dnsQuery(t, r.dns, "allowed.test.")
+	r.query(t, q, 10)
 
 	const flood = 3 * dnsBurst
 	start := time.Now()
-	for i := range flood {
-		udp := header.UDP(q[header.IPv4MinimumSize:])
-		udp.SetSourcePort(uint16(2000 + i%50000))
-		unix.Write(peer, q)
-	}
+	r.flood(q, flood)
 	elapsed := time.Since(start)
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
@@ -103,30 +141,19 @@ func TestTUNDNSRate(t *testing.T) {
 	}
 
 	time.Sleep(time.Second)
-	before := replies.Load()
-	for range 10 {
-		unix.Write(peer, q)
-		time.Sleep(time.Millisecond)
-	}
-	waitReplies(before + 10)
+	r.query(t, q, 10)
 	// Queries the stack dropped before any socket (none expected) are in
 	// no event; those the resolver's socket had no room for are counted
 	// in its "dns rate" events (a CI run lost 7% of the flood there).
 	var lost int
-	p.mu.Lock()
-	for st := range p.tuns {
+	r.p.mu.Lock()
+	for st := range r.p.tuns {
 		if ts, ok := st.(*tunStack); ok && ts.s != nil {
 			lost += int(ts.s.Stats().DroppedPackets.Value())
 		}
 	}
-	p.mu.Unlock()
-	p.Close()
-	<-served
-	select {
-	case <-readerDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the device's end was not closed when ServeTUN ended")
-	}
+	r.p.mu.Unlock()
+	r.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
 	// Every query is an event, or counted in one (the device's peer may
@@ -143,14 +170,10 @@ func TestTUNDNSRate(t *testing.T) {
 // "dns rate" event that says so, and every query is in an event (the
 // control: the same queries at a lookup's pace are all answered).
 func TestTUNDNSSocketFull(t *testing.T) {
-	rules, err := ParseRules([]string{"allowed.test"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var answered, dropped int
 	var reasons []string
-	p := &Proxy{Rules: rules, Audit: func(e Event) {
+	r := startResolver(t, func(e Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.Proto != ProtoDNS {
@@ -161,57 +184,20 @@ func TestTUNDNSSocketFull(t *testing.T) {
 			return
 		}
 		reasons = append(reasons, e.Reason)
-		n, _, _ := strings.Cut(e.Reason, " ")
-		d, _ := strconv.Atoi(n)
-		dropped += d
-	}}
-	dns := netip.MustParseAddr("198.18.0.2")
-	dev, peer := tunPair(t)
-	t.Cleanup(func() { unix.Close(peer) })
-	served := make(chan error, 1)
-	go func() {
-		served <- p.ServeTUN(os.NewFile(uintptr(dev), "tun"), TUNConfig{MTU: 1500, DNS: dns, Names: netip.MustParsePrefix("198.19.0.0/16")})
-	}()
-	readerDone := make(chan struct{})
-	var replies atomic.Int32
-	go func() {
-		defer close(readerDone)
-		buf := make([]byte, 2048)
-		for {
-			n, err := unix.Read(peer, buf)
-			if err != nil || n == 0 {
-				return
-			}
-			replies.Add(1)
-		}
-	}()
-	q := dnsQuery(t, dns, "allowed.test.")
-	for range 10 {
-		unix.Write(peer, q)
-		time.Sleep(time.Millisecond)
-	}
-	for deadline := time.Now().Add(5 * time.Second); replies.Load() < 10 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := replies.Load(); got != 10 {
-		t.Fatalf("%d answers to 10 queries at a lookup's pace", got)
-	}
+		dropped += droppedIn(e.Reason)
+	})
+	q := dnsQuery(t, r.dns, "allowed.test.")
+	r.query(t, q, 10)
 
 	// More than the socket's buffer holds (some are over the rate too,
 	// once the resolver reads again).
 	const flood = 3 * dnsBurst
 	mu.Lock()
-	for i := range flood {
-		udp := header.UDP(q[header.IPv4MinimumSize:])
-		udp.SetSourcePort(uint16(2000 + i%50000))
-		unix.Write(peer, q)
-	}
+	r.flood(q, flood)
 	time.Sleep(100 * time.Millisecond)
 	mu.Unlock()
 	time.Sleep(300 * time.Millisecond)
-	p.Close()
-	<-served
-	<-readerDone
+	r.stop(t)
 	mu.Lock()
 	defer mu.Unlock()
 	if total := 10 + flood; dropped == 0 || answered+dropped != total {
