@@ -116,6 +116,10 @@ func TestWorkspaceTmpfsFullIsDisk(t *testing.T) {
 	alice := client.TCP(d.tcp, "tok-a")
 	defer alice.Close()
 	s, err := alice.CreateSession(ctx, &client.CreateSessionRequest{Policy: "[limits]\ndisk = \"8MiB\"\n"})
+	if err != nil && strings.Contains(err.Error(), "cannot id-map") {
+		// Before Linux 6.3 (the QEMU guest's 6.1).
+		t.Skipf("this kernel cannot id-map a tmpfs: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1080,6 +1080,27 @@ func readCrash(rd io.Reader, out chan<- string) {
 		n += k
 	}
 	io.Copy(io.Discard, rd)
-	line, _, _ := strings.Cut(strings.TrimSpace(string(buf[:n])), "\n")
-	out <- line
+	out <- crashHeadline(string(buf[:n]))
+}
+
+// crashHeadline is the line of a Go runtime's crash output that says
+// what happened (a panic, a fatal error, a signal), with the signal's
+// line after it if there is one; else the first line. The runtime may
+// print a traceback's complaint first ("runtime: g 1: unexpected return
+// pc ...").
+func crashHeadline(text string) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	head := lines[0]
+	for _, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") || strings.HasPrefix(l, "SIG") && strings.Contains(l, ": ") {
+			head = l
+			break
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[signal ") && l != head {
+			return head + " " + l
+		}
+	}
+	return head
 }
