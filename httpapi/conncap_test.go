@@ -17,6 +17,20 @@ import (
 	"github.com/moatbox/moat/httpapi"
 )
 
+// listSessionsOn sends GET /v1/sessions on the connection c, with the
+// bearer token auth unless it is "", and reads the answer.
+func listSessionsOn(c net.Conn, auth string) (*http.Response, error) {
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	req, _ := http.NewRequest("GET", "http://moat/v1/sessions", nil)
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	if err := req.Write(c); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(bufio.NewReader(c), req)
+}
+
 // TestConnectionsPerCallerBounded: a caller (a TCP address) that holds
 // the most connections it may gets 429 on the next, which the daemon
 // closes, while another caller (the unix socket's) is served; once the
@@ -31,17 +45,7 @@ func TestConnectionsPerCallerBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
-	get := func(c net.Conn, auth string) (*http.Response, error) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		req, _ := http.NewRequest("GET", "http://moat/v1/sessions", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		if err := req.Write(c); err != nil {
-			return nil, err
-		}
-		return http.ReadResponse(bufio.NewReader(c), req)
-	}
+	get := listSessionsOn
 	for i := range 3 {
 		c, err := net.Dial("tcp", d.tcp)
 		if err != nil {
@@ -166,13 +170,7 @@ func TestStrangeConnectionsMakeRoom(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	get := func(c net.Conn) (int, error) {
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		req, _ := http.NewRequest("GET", "http://moat/v1/sessions", nil)
-		req.Header.Set("Authorization", "Bearer tok-a")
-		if err := req.Write(c); err != nil {
-			return 0, err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		resp, err := listSessionsOn(c, "tok-a")
 		if err != nil {
 			return 0, err
 		}
