@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 // A policy's errors are read by a person, and a policy may come from
@@ -41,9 +43,9 @@ func (e *FieldError) Error() string {
 	case e.Flag != "":
 		b.WriteString("flag " + e.Flag + ": ")
 	case e.File != "" && e.Line > 0:
-		b.WriteString(e.File + ":" + strconv.Itoa(e.Line) + ": ")
+		b.WriteString(inputfile.Shown(e.File) + ":" + strconv.Itoa(e.Line) + ": ")
 	case e.File != "":
-		b.WriteString(e.File + ": ")
+		b.WriteString(inputfile.Shown(e.File) + ": ")
 	}
 	if e.Field != "" {
 		b.WriteString(e.Field + ": ")

@@ -56,6 +56,9 @@ type valueFlag struct {
 
 func (v valueFlag) String() string { return "" }
 func (v valueFlag) Set(s string) error {
+	if s == "--" {
+		return errDashDash
+	}
 	// --net allow:A --net allow:B allows both, as a repeated list flag
 	// does; any other repetition is the last one's.
 	if prev, ok := strings.CutPrefix(*v.dst, "allow:"); ok && v.name == "net" && v.given[v.name] {
@@ -68,6 +71,11 @@ func (v valueFlag) Set(s string) error {
 	return nil
 }
 
+// errDashDash refuses "--" as a flag's value: it is where the flags end
+// and the command begins, so the flag before it was given no value (moat
+// run --policy -- make would read a policy file named "--").
+var errDashDash = errors.New("no value before -- (the end of moat's flags); give the flag its value, or leave the flag out")
+
 // nonEmptyFlag is a flag of moat's own (not an Overrides one) whose value
 // names something: an empty value would quietly mean the flag was not
 // given, so it is refused, saying what the flag wants.
@@ -78,6 +86,9 @@ type nonEmptyFlag struct {
 
 func (v nonEmptyFlag) String() string { return "" }
 func (v nonEmptyFlag) Set(s string) error {
+	if s == "--" {
+		return errDashDash
+	}
 	if s == "" {
 		return fmt.Errorf("empty value; want %s", v.want)
 	}
@@ -98,6 +109,8 @@ func (v policyFlag) String() string {
 }
 func (v policyFlag) Set(s string) error {
 	switch {
+	case s == "--":
+		return errDashDash
 	case s == "":
 		return fmt.Errorf("empty value; want a policy FILE")
 	case *v.dst != "":

@@ -249,6 +249,22 @@ func TestEmptyFlagValue(t *testing.T) {
 	}
 }
 
+// TestDashDashAsValue: a flag followed by -- was given no value (the
+// flags end there): it is refused, not read as a file, limit or name
+// "--"; the control is the same flag with its value before --.
+func TestDashDashAsValue(t *testing.T) {
+	ws := t.TempDir()
+	for _, flag := range []string{"--policy", "--wall", "--workspace", "--audit", "--session", "--net"} {
+		code, _, errs := moat(t, ws, "run", flag, "--", "true")
+		if code != exitMoatError || !strings.Contains(errs, "no value before --") {
+			t.Errorf("run %s -- true: code %d err %q, want the missing value refused", flag, code, errs)
+		}
+	}
+	if code, out, errs := moat(t, ws, "policy", "show", "--wall", "90s", "--"); code != 0 || !strings.Contains(out, "wall = '1m30s'") {
+		t.Errorf("policy show --wall 90s --: code %d err %q\n%s", code, errs, out)
+	}
+}
+
 // TestRoundToZeroFlag: a size or CPU count that is not zero but reads as
 // 0 (no limit) is refused; --output 1K is the control.
 func TestRoundToZeroFlag(t *testing.T) {

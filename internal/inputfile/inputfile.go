@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
+	"unicode"
 )
 
 // Limits of the files moat reads. A policy is a few hundred lines; a
@@ -43,7 +45,8 @@ var ErrDirectory = errors.New("a directory")
 // past max while it is read is refused too: what is read never exceeds
 // max+1 bytes.
 func Read(path, what string, max int64) ([]byte, error) {
-	return read(path, what, max, false)
+	b, err := read(path, what, max, false)
+	return b, shownErr(err)
 }
 
 // ReadNoFollow is Read of a path whose last component is not followed:
@@ -51,7 +54,8 @@ func Read(path, what string, max int64) ([]byte, error) {
 // file in a directory someone else may write (a workspace read as root),
 // where a link could name a file its writer cannot read.
 func ReadNoFollow(path, what string, max int64) ([]byte, error) {
-	return read(path, what, max, true)
+	b, err := read(path, what, max, true)
+	return b, shownErr(err)
 }
 
 func read(path, what string, max int64, noFollow bool) ([]byte, error) {
@@ -93,6 +97,11 @@ func Digest(path, what string, max int64) (string, error) {
 // happens to the file at path meanwhile. w may have been written to when
 // it fails.
 func DigestCopy(path, what string, max int64, w io.Writer) (string, error) {
+	d, err := digestCopy(path, what, max, w)
+	return d, shownErr(err)
+}
+
+func digestCopy(path, what string, max int64, w io.Writer) (string, error) {
 	f, err := open(path, false)
 	if err != nil {
 		return "", err
@@ -144,4 +153,26 @@ func size(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// Shown is path as a message shows it: as it is, or quoted (Go's
+// escapes) when it holds a character that is not printable (a control
+// character a terminal would act on, a direction override, bytes that are
+// not UTF-8), so that a name cannot rewrite the message it is in.
+func Shown(path string) string {
+	for _, r := range path {
+		if r == '\uFFFD' || !unicode.IsPrint(r) {
+			return strconv.Quote(path)
+		}
+	}
+	return path
+}
+
+// shownErr shows the path of a *fs.PathError as Shown does.
+func shownErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		pe.Path = Shown(pe.Path)
+	}
+	return err
 }

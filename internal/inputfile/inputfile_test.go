@@ -51,3 +51,21 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// TestShownQuotesUnprintable: a file's name that holds a terminal's
+// control sequence, a direction override or bytes that are not UTF-8 is
+// quoted in Read's error, so that it cannot rewrite the message; a plain
+// name (spaces and letters of any script) is the control, shown as is.
+func TestShownQuotesUnprintable(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a\x1b[31mred", "evil\u202etxt.toml", "bad\xffutf8", "bell\a"} {
+		_, err := Read(filepath.Join(dir, name), "policy file", 100)
+		if err == nil || strings.ContainsAny(err.Error(), "\x1b\a\xff\u202e") || !strings.Contains(err.Error(), `"`+dir) {
+			t.Errorf("Read(%q) = %v, want the name quoted", name, err)
+		}
+	}
+	plain := filepath.Join(dir, "my policy é.toml")
+	if _, err := Read(plain, "policy file", 100); err == nil || !strings.Contains(err.Error(), "open "+plain+":") {
+		t.Errorf("Read(%q) = %v, want the name as is", plain, err)
+	}
+}
