@@ -623,7 +623,7 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	}
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = policy.ProfileUnconfined
-		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter")
+		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter, not even the floor a custom profile gets: the command reaches its caller's session keyring and can make set-id files in the workspace and new namespaces")
 	}
 	landlock := p.Filesystem.Landlock
 	if landlock == policy.LandlockOff {

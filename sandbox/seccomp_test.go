@@ -189,6 +189,43 @@ print("ptrace", ctypes.get_errno() if rc != 0 else "ESCAPED")
 	}
 }
 
+// TestFloorRefusesKeyrings: the kernel's keyrings are not namespaced, and
+// the command starts in its caller's session keyring, whose keys it would
+// possess: under a profile that allows every call the floor still refuses
+// keyctl, add_key and request_key. The control: with no filter at all
+// (unconfined) the same probe reaches the session keyring (it adds its
+// key to a thread keyring of its own, not to the caller's).
+func TestFloorRefusesKeyrings(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed on this host")
+	}
+	script := `python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {"x86_64": (250, 248, 249), "aarch64": (219, 217, 218)}[os.uname().machine]
+L = ctypes.c_long
+for name, args in [("keyctl", (nr[0], L(0), L(-3), L(0))),
+                   ("add_key", (nr[1], b"user", b"moat-probe", b"x", L(1), L(-1))),
+                   ("request_key", (nr[2], b"user", b"moat-probe", None, L(0)))]:
+    rc = libc.syscall(*args)
+    print(name, "allowed" if rc >= 0 else ctypes.get_errno())
+'`
+	allowAll := writeProfile(t, `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+	r := shWithProfile(t, t.TempDir(), allowAll, script)
+	mustExit(t, r, 0)
+	for _, want := range []string{"keyctl 1\n", "add_key 1\n", "request_key 1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("allow-all profile: want %q (EPERM) in:\n%s%s", want, r.stdout, r.stderr)
+		}
+	}
+	r = shWithProfile(t, t.TempDir(), policy.ProfileUnconfined, script)
+	mustExit(t, r, 0)
+	if !strings.Contains(r.stdout, "keyctl allowed\n") || !strings.Contains(r.stdout, "add_key allowed\n") {
+		t.Errorf("control: unconfined, the probe did not reach the session keyring:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
 // TestMalformedProfilesRefused: a bad profile stops the run before the
 // command starts, with the file and the position in the error, as an
 // error of the policy's syscalls.profile with one problem a line (they

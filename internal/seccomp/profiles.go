@@ -112,7 +112,7 @@ func mptcpRules() []Rule {
 
 // Floor returns the small profile moat stacks under any custom profile:
 // no new namespaces, no terminal input injection, no MPTCP, no ptrace, no
-// set-id files and no io_uring. Its default action is Allow. Each call
+// set-id files, no io_uring and no kernel keyrings. Its default action is Allow. Each call
 // returns a new Profile.
 //
 // The floor holds what protects the host and the caller from the command,
@@ -129,7 +129,18 @@ func Floor() *Profile {
 	rules = append(rules, deny("tracing reads and rewrites other processes; the sandbox's init must stay out of reach", "ptrace"))
 	rules = append(rules, setidRules()...)
 	rules = append(rules, deny("io_uring bypasses this filter and has a history of bugs", "io_uring_setup", "io_uring_enter", "io_uring_register"))
+	rules = append(rules, keyringRule())
 	return &Profile{DefaultAction: Allow, Rules: rules}
+}
+
+// keyringRule refuses the kernel's keyrings. They are not namespaced: the
+// command is started in its caller's session keyring (moat does not make
+// one per run, since every keyring counts against its owner's key quota,
+// which the sandboxes of a host uid share), and possessing it would let
+// the command read, replace and add to the keys its caller keeps there
+// (Kerberos tickets, a login's secrets).
+func keyringRule() Rule {
+	return deny("kernel keyrings are not namespaced: the caller's session keyring holds the host's keys", "keyctl", "add_key", "request_key")
 }
 
 // FloorNames reports whether the floor has a rule for the system call
@@ -165,7 +176,7 @@ func Default() *Profile {
 		deny("performance counters leak kernel addresses and have a history of bugs", "perf_event_open"),
 		deny("userfaultfd stretches kernel race windows for exploits", "userfaultfd"),
 		deny("io_uring bypasses this filter and has a history of bugs", "io_uring_setup", "io_uring_enter", "io_uring_register"),
-		deny("kernel keyrings are not namespaced", "keyctl", "add_key", "request_key"),
+		keyringRule(),
 		deny("loading a kernel", "kexec_load", "kexec_file_load"),
 		deny("loading kernel modules", "init_module", "finit_module", "delete_module"),
 		deny("file handles open files by inode, around the mount layout", "open_by_handle_at", "name_to_handle_at"),

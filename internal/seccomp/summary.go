@@ -347,5 +347,7 @@ func floorProbes() []probe {
 		probe{what: "set-id modes (fchmodat with S_ISUID)", name: "fchmodat", args: [6]uint64{0, 0, sISUID | 0o755}},
 		probe{what: "openat2 (its mode cannot be checked)", name: "openat2"},
 		probe{what: "io_uring", name: "io_uring_setup"},
+		probe{what: "kernel keyrings (keyctl: the caller's session keyring)", name: "keyctl"},
+		probe{what: "kernel keyrings (add_key)", name: "add_key"},
 	)
 }
