@@ -25,12 +25,17 @@ func (rs *Rules) DecideExec(path string, argv []string) Decision {
 // deploy.sh, not sh -c), the script and its arguments: the program that
 // really runs, whose own exec no one sees. name is the shell's name, the
 // path it was started by or argv[0] (a shell started as x by its path is
-// a shell too).
+// a shell too). A multi-call binary started on its shell applet (busybox
+// sh deploy.sh) is that shell.
 func ShellScriptFile(name string, argv []string) ([]string, bool) {
 	if len(argv) < 2 {
 		return nil, false
 	}
-	return shellScriptFile(append([]string{name}, argv[1:]...))
+	named := append([]string{name}, argv[1:]...)
+	if prog, ok := applet(named); ok {
+		return shellScriptFile(prog)
+	}
+	return shellScriptFile(named)
 }
 
 // DecideExecFrom decides argv, a program started from the directory dir,

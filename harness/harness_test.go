@@ -377,6 +377,37 @@ decision = "deny"
 			t.Errorf("exec %q: the script %q = %s, want deny", argv, prog, d.Verdict)
 		}
 	}
+	// A multi-call binary's shell applet is a shell (busybox sh
+	// deploy.sh ran past the deny, found by a tester), by its name or
+	// its path; busybox's other applets are not.
+	for _, tc := range []struct {
+		name string
+		argv []string
+	}{{"busybox", []string{"busybox", "sh", "deploy.sh"}}, {"/bin/busybox", []string{"x", "ash", "-e", "deploy.sh"}},
+		{"busybox", []string{"busybox", "sh", "--", "deploy.sh"}}} {
+		prog, ok := ShellScriptFile(tc.name, tc.argv)
+		if d := rs.DecideExec("", prog); !ok || d.Verdict != Deny {
+			t.Errorf("exec %s %q: the script %q = %s, want deny", tc.name, tc.argv, prog, d.Verdict)
+		}
+	}
+	for _, argv := range [][]string{{"busybox", "cat", "deploy.sh"}, {"busybox", "sh", "-c", "deploy.sh"}} {
+		if prog, ok := ShellScriptFile("busybox", argv); ok {
+			t.Errorf("control: %q taken for a shell on the script %q", argv, prog)
+		}
+	}
+	// A script sourced is the script run (a tester's: source deploy.sh
+	// ran past a deny of deploy.sh); a computed name is left to the
+	// rules about source.
+	for _, line := range []string{"source deploy.sh", ". ./deploy.sh", "true && . deploy.sh x"} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Deny {
+			t.Errorf("%q = %s, want deny", line, d.Verdict)
+		}
+	}
+	for _, line := range []string{"source other.sh", `. "$HOME/.profile"`} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Allow {
+			t.Errorf("control: %q = %s, want allow", line, d.Verdict)
+		}
+	}
 	if d := rs.DecideExec("cat", []string{"cat", "./secret/key"}); d.Verdict != Deny {
 		t.Errorf("exec cat ./secret/key = %s, want deny", d.Verdict)
 	}

@@ -175,9 +175,16 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	switch {
 	case name == "eval":
 		s.add(ws, "eval runs a string as a command line")
-	case ws[0].s == "." && len(ws) > 1:
+	case (ws[0].s == "." || ws[0].s == "source") && len(ws) > 1:
 		// The POSIX spelling of bash's source: one rule decides both.
+		// The file sourced runs as a script run would, so it is decided
+		// as the program it is too (a deny of deploy.sh holds for
+		// source deploy.sh); a name computed when the line runs is left
+		// to the rules about source, as a program it would only ask.
 		s.add(append([]word{{s: "source"}}, ws[1:]...), "")
+		if !ws[1].dyn {
+			s.add(ws[1:], "")
+		}
 	case isShell(name):
 		s.shell(ws, depth, inScript)
 	case multiCall(name) && len(ws) > 1 && !strings.HasPrefix(ws[1].s, "-"):

@@ -541,14 +541,25 @@ func TestDeleteOutsideFromOutsideDir(t *testing.T) {
 
 // TestScriptFileByAnyName: a rule about a script decides a shell started
 // on it by any name (a tester's: execv("/bin/bash", ["x", "deploy.sh"]),
-// and sh d where d is a link to it, ran the denied script). The control:
+// and sh d where d is a link to it, ran the denied script; so did busybox
+// sh deploy.sh from a script, where no line shows it). The control:
 // another script runs.
 func TestScriptFileByAnyName(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo DEPLOYED\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "other.sh"), []byte("echo OTHER\n"), 0o644)
-	p := execPolicy(t, ws, "[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
-	out, errb := runFromWorkspace(t, ws, p, `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`)
+	os.WriteFile(filepath.Join(ws, "bb.sh"), []byte("busybox sh deploy.sh\nbusybox ash -e deploy.sh\n"), 0o644)
+	// Without the built-in rules, which ask about busybox's shell (it
+	// could run any applet) and would refuse it here for want of an
+	// answer: the deny alone must hold.
+	p := execPolicy(t, ws, "[harness]\nbuiltin = []\n\n[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
+	script := `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`
+	if _, err := exec.LookPath("busybox"); err == nil {
+		script += "; sh bb.sh"
+	} else {
+		t.Log("busybox is not installed here: its shell applet is not tried")
+	}
+	out, errb := runFromWorkspace(t, ws, p, script)
 	if strings.Contains(out.String(), "DEPLOYED") || !strings.Contains(out.String(), "OTHER") {
 		t.Errorf("output %q: want the denied script refused by every name, the other run\n%s", out.String(), errb.String())
 	}
