@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,8 +108,9 @@ func unsupported(spec *backend.Spec) []string {
 
 // bundle writes the OCI bundle of spec into dir (config.json, rootfs/
 // with the root's symlinks, files/ with the contents of MountFile
-// operations) and returns the config.
-func bundle(spec *backend.Spec, dir string) (*specs.Spec, error) {
+// operations) and returns the config. pin stages the sources of protected
+// paths and pins (see ociMounts).
+func bundle(spec *backend.Spec, dir string, pin func(string) (string, error)) (*specs.Spec, error) {
 	rootfs := filepath.Join(dir, "rootfs")
 	files := filepath.Join(dir, "files")
 	for _, d := range []string{rootfs, files} {
@@ -116,7 +118,7 @@ func bundle(spec *backend.Spec, dir string) (*specs.Spec, error) {
 			return nil, err
 		}
 	}
-	mounts, err := ociMounts(spec.Mounts, rootfs, files)
+	mounts, err := ociMounts(spec.Mounts, rootfs, files, pin)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +183,20 @@ func rlimits(l backend.Limits) []specs.POSIXRlimit {
 // The sentry makes missing mount points itself; a symlink of the root is
 // made in rootfs, which is otherwise empty, and a MountFile's content is
 // written under files and bound read-only.
-func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) {
+//
+// A protected path and a pin lie inside the workspace, which another
+// sandbox of it may change while this one is set up, and runsc's gofer
+// opens a bind's source by its path later, as root: a directory swapped
+// for a link meanwhile bound the host's files the link led to (found by a
+// tester). So each is bound from what pin returns for its host path: a
+// name for the very file pin opened (and refused if it was a link), not
+// the path.
+func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (string, error)) ([]specs.Mount, error) {
 	var out []specs.Mount
+	// hostOf holds the host path of each staged bind of out, by index;
+	// writable, the host paths bound writable so far.
+	hostOf := map[int]string{}
+	var writable []string
 	// host finds what a sandbox path is on the host, from the binds made
 	// so far: a read-only re-bind, a pin and a mask bind that again.
 	host := func(target string) (src string, ok bool) {
@@ -194,6 +208,9 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 			}
 			if m.Type != "bind" {
 				return "", false // under a tmpfs or proc: not the host's
+			}
+			if h, ok := hostOf[i]; ok {
+				return filepath.Join(h, rel), true // a staged pin: its host path
 			}
 			return filepath.Join(m.Source, rel), true
 		}
@@ -233,7 +250,19 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 				}
 				return nil, fmt.Errorf("mount %s: %w", m.Target, err)
 			}
-			out = append(out, bind(m.Source, m.Target, m.ReadOnly))
+			src := m.Source
+			if slices.ContainsFunc(writable, func(w string) bool { return under(w, m.Source) }) {
+				// Inside what a sandbox may write (a --ro path in the
+				// workspace): staged, as a protected path is.
+				if src, err = pin(m.Source); err != nil {
+					return nil, fmt.Errorf("mount %s: %w", m.Target, err)
+				}
+				hostOf[len(out)] = m.Source
+			}
+			if !m.ReadOnly {
+				writable = append(writable, m.Source)
+			}
+			out = append(out, bind(src, m.Target, m.ReadOnly))
 		case backend.MountTmpfs:
 			opts := []string{"nosuid", "nodev"}
 			if m.Options != "" {
@@ -265,20 +294,28 @@ func ociMounts(ms []backend.Mount, rootfs, files string) ([]specs.Mount, error) 
 			out = append(out, bind(p, m.Target, true))
 		case backend.MountReadOnly, backend.MountPin:
 			src, ok := host(m.Target)
+			staged := ""
 			var err error
 			if ok {
-				_, err = os.Lstat(src)
+				staged, err = pin(src)
 			}
 			if !ok || err != nil {
-				if m.Optional {
+				if m.Optional && (!ok || errors.Is(err, fs.ErrNotExist)) {
 					continue
 				}
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil, fmt.Errorf("protect %s: %w", m.Target, &backend.GoneError{Path: m.Target})
 				}
+				if err != nil {
+					return nil, fmt.Errorf("protect %s: %w", m.Target, err)
+				}
 				return nil, fmt.Errorf("protect %s: not in the sandbox", m.Target)
 			}
-			out = append(out, bind(src, m.Target, m.Kind == backend.MountReadOnly))
+			hostOf[len(out)] = src
+			if m.Kind == backend.MountPin {
+				writable = append(writable, src)
+			}
+			out = append(out, bind(staged, m.Target, m.Kind == backend.MountReadOnly))
 		case backend.MountMask:
 			// What is missing here is skipped only if optional. Once in
 			// the bundle, a mask stays: runsc makes a missing mount

@@ -81,7 +81,7 @@ func TestMounts(t *testing.T) {
 		{Kind: backend.MountMask, Target: "/work/gone", Optional: true},
 		{Kind: backend.MountReadOnly, Target: "/tmp/x", Optional: true},
 	}
-	got, err := ociMounts(ms, rootfs, files)
+	got, err := ociMounts(ms, rootfs, files, stubPin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +105,19 @@ func TestMounts(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(rootfs, "bin")); err != nil || l != "usr/bin" {
 		t.Errorf("rootfs/bin -> %q, %v; want usr/bin", l, err)
 	}
-	if got[4].Source != filepath.Join(host, "ws", ".git", "hooks") {
-		t.Errorf("re-bind source %s, want the host path under the workspace", got[4].Source)
+	// A protected path and a pin are bound from what pin staged for
+	// their host paths (a path under a pin is the host's, not the
+	// staged one's).
+	if got[4].Source != "/staged"+filepath.Join(host, "ws", ".git", "hooks") || got[5].Source != "/staged"+filepath.Join(host, "ws", ".git") {
+		t.Errorf("re-bind sources %s, %s, want the staged host paths under the workspace", got[4].Source, got[5].Source)
 	}
 	if b, err := os.ReadFile(got[3].Source); err != nil || !strings.HasPrefix(string(b), "agent:") {
 		t.Errorf("passwd file: %q, %v", b, err)
 	}
-	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountOverlay, Target: "/w"}}, rootfs, files); err == nil {
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountOverlay, Target: "/w"}}, rootfs, files, stubPin); err == nil {
 		t.Error("an overlay mount translated, want an error")
 	}
-	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files); err == nil {
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files, stubPin); err == nil {
 		t.Error("a protected path outside every mount passed, want an error")
 	}
 
@@ -127,12 +130,21 @@ func TestMounts(t *testing.T) {
 		{Kind: backend.MountBind, Source: filepath.Join(host, "ws", "gone"), Target: "/work/gone", ReadOnly: true},
 		{Kind: backend.MountReadOnly, Target: "/work/gone"},
 	} {
-		_, err := ociMounts([]backend.Mount{work, m}, rootfs, files)
+		_, err := ociMounts([]backend.Mount{work, m}, rootfs, files, stubPin)
 		var gone *backend.GoneError
 		if !errors.As(err, &gone) || gone.Path != "/work/gone" || !strings.Contains(err.Error(), "/work/gone disappeared") {
 			t.Errorf("%s of a missing path that must exist: %v, want a GoneError naming it", m.Kind, err)
 		}
 	}
+}
+
+// stubPin stages src by name, as container.pin does for a file that is
+// there.
+func stubPin(src string) (string, error) {
+	if _, err := os.Lstat(src); err != nil {
+		return "", err
+	}
+	return "/staged" + src, nil
 }
 
 // TestScriptPinsRunscVersion: scripts/runsc.sh builds the version whose

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"syscall"
 
 	"github.com/moatbox/moat/backend"
@@ -23,7 +25,8 @@ import (
 // the sentry, and with it every process of the sandbox.
 
 // gateArg0 names moat's own binary started as the gate: it waits for one
-// byte on fd 3, then becomes runsc (its arguments).
+// byte on fd 3, mounts the protected paths' staged sources it is given
+// (pin_linux.go), then becomes runsc (its arguments).
 const gateArg0 = "moat-gvisor-gate"
 
 func capabilities() backend.Capabilities {
@@ -54,9 +57,11 @@ func limitCgroup(spec *backend.Spec) (*cgroup.Cgroup, error) {
 }
 
 // start starts cmd, a runsc call, inside the container's cgroup when it
-// has one: through the gate, added to the cgroup before it becomes runsc.
+// has one, and with its protected paths' sources staged when it has them
+// (pin_linux.go): through the gate, added to the cgroup before it becomes
+// runsc.
 func (c *container) start(cmd *exec.Cmd) error {
-	if c.cg == nil {
+	if c.cg == nil && len(c.trees) == 0 {
 		return cmd.Start()
 	}
 	self, err := os.Executable()
@@ -68,18 +73,26 @@ func (c *container) start(cmd *exec.Cmd) error {
 		return err
 	}
 	defer w.Close()
-	cmd.Args = append([]string{gateArg0}, cmd.Args...)
+	cmd.Args = append([]string{gateArg0, strconv.Itoa(len(c.trees)), c.stage}, cmd.Args...)
 	cmd.Path = self
-	cmd.ExtraFiles = append([]*os.File{r}, cmd.ExtraFiles...)
+	if len(cmd.ExtraFiles) > 0 {
+		return errors.New("start runsc through the gate: the call passes files of its own")
+	}
+	cmd.ExtraFiles = append([]*os.File{r}, c.trees...)
 	err = cmd.Start()
 	r.Close()
+	// The gate holds the clones now: closed here, they stay until it has
+	// mounted them (or ended).
+	c.closeTrees()
 	if err != nil {
 		return err
 	}
-	if err := c.cg.Add(cmd.Process.Pid); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return err
+	if c.cg != nil {
+		if err := c.cg.Add(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return err
+		}
 	}
 	if _, err := w.Write([]byte{1}); err != nil {
 		cmd.Process.Kill()
@@ -89,17 +102,40 @@ func (c *container) start(cmd *exec.Cmd) error {
 	return nil
 }
 
-// gate waits for moat's word on fd 3 and becomes runsc (os.Args[1:]);
-// without the word (moat died, or could not add it to the cgroup) it
-// ends.
+// closeTrees closes the staged sources' clones (see container.trees).
+func (c *container) closeTrees() {
+	for _, f := range c.trees {
+		f.Close()
+	}
+	c.trees = nil
+}
+
+// gate waits for moat's word on fd 3, mounts the N staged sources it was
+// given (fds 4 and up) in DIR, and becomes runsc: its arguments are N DIR
+// RUNSC [ARGS...]. Without the word (moat died, or could not add it to
+// the cgroup) it ends.
 func gate() int {
 	f := os.NewFile(3, "gate")
 	b := make([]byte, 1)
-	if n, _ := f.Read(b); n != 1 || len(os.Args) < 2 {
+	if n, _ := f.Read(b); n != 1 || len(os.Args) < 4 {
 		return 125
 	}
 	f.Close()
-	err := syscall.Exec(os.Args[1], os.Args[1:], os.Environ())
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil || n < 0 {
+		fmt.Fprintf(os.Stderr, "moat: gate: %q is not a count of staged sources\n", os.Args[1])
+		return 125
+	}
+	if n > 0 {
+		// The namespace is this thread's, and the exec below, from this
+		// thread, takes it into runsc.
+		runtime.LockOSThread()
+		if err := stageTrees(n, os.Args[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "moat: stage the protected paths for runsc: %v\n", err)
+			return 125
+		}
+	}
+	err = syscall.Exec(os.Args[3], os.Args[3:], os.Environ())
 	fmt.Fprintf(os.Stderr, "moat: exec runsc: %v\n", err)
 	if errors.Is(err, syscall.ENOENT) {
 		return 127

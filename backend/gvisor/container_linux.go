@@ -45,6 +45,11 @@ type container struct {
 	cg *cgroup.Cgroup
 	// reaperStarted waits until the reaper's start has ended.
 	reaperStarted func()
+	// stage holds the mount points of the protected paths' sources, and
+	// trees their clones, which the gate mounts there (pin_linux.go);
+	// the clones are closed once the gate has them.
+	stage string
+	trees []*os.File
 }
 
 // prepare checks spec, finds runsc, sweeps what dead moats left and
@@ -112,7 +117,7 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	if spec, err = mountOverlays(spec, dir); err != nil {
 		return nil, err
 	}
-	if c.cfg, err = bundle(spec, c.bdir); err != nil {
+	if c.cfg, err = bundle(spec, c.bdir, c.pin); err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
 	network := "none"
@@ -219,6 +224,7 @@ func (c *container) remove() {
 	if c.ln != nil {
 		c.ln.Close()
 	}
+	c.closeTrees()
 	if c.cg != nil {
 		c.cg.Kill()
 		c.cg.Destroy()

@@ -121,6 +121,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	}
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = attrs()
+	if afterBundle != nil {
+		afterBundle()
+	}
 	if err := c.start(cmd); err != nil {
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
 	}
@@ -236,6 +239,10 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 // empty network namespace runsc pins there for its gofers with a bind
 // mount (and leaves for the next container of the same root: this root
 // has no next), and its overlay workspaces' mounts, unmounted first.
+// afterBundle, for tests, runs once the bundle is written and before
+// runsc starts: the moment a path it names could be swapped.
+var afterBundle func()
+
 func removeRunDir(dir string) {
 	unmountOverlays(dir)
 	for unix.Unmount(filepath.Join(dir, "state", "null-netns"), unix.MNT_DETACH) == nil {

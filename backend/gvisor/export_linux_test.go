@@ -1,0 +1,4 @@
+package gvisor
+
+// SetAfterBundle sets afterBundle for a test.
+func SetAfterBundle(f func()) { afterBundle = f }

@@ -1,0 +1,69 @@
+package gvisor_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/moatbox/moat/backend"
+	"github.com/moatbox/moat/backend/backendtest"
+	"github.com/moatbox/moat/backend/gvisor"
+)
+
+// TestProtectedSourceSwappedAfterCheck: a pinned directory and a
+// protected file in it, swapped for a link to a directory outside the
+// workspace after moat checked them and before runsc starts (what
+// another sandbox of the workspace did, racing, found by a tester: the
+// run read and wrote the host's files the link led to), are mounted from
+// what moat opened: the sandbox sees the workspace's own files, or the
+// run fails, and the directory outside stays out of reach. The control:
+// the same run without the swap reads the protected file and cannot
+// write it.
+func TestProtectedSourceSwappedAfterCheck(t *testing.T) {
+	runsc := usable(t)
+	victim := t.TempDir()
+	os.Chmod(victim, 0o777)
+	os.WriteFile(filepath.Join(victim, "genuine"), []byte("VICTIM-SECRET\n"), 0o644)
+	for _, swap := range []bool{false, true} {
+		ws := backendtest.Workspace(t)
+		cargo := filepath.Join(ws, ".cargo")
+		os.Mkdir(cargo, 0o755)
+		os.WriteFile(filepath.Join(cargo, "genuine"), []byte("WORKSPACE-FILE\n"), 0o644)
+		os.Chown(cargo, 1000, 1000)
+		os.Chown(filepath.Join(cargo, "genuine"), 1000, 1000)
+		script := `cat .cargo/genuine; echo x > .cargo/genuine && echo WROTE-PROTECTED; echo y > .cargo/new && echo WROTE-NEW; cat ` + victim + `/genuine 2>/dev/null; true`
+		spec := backendtest.BaseSpec(ws, "/bin/sh", "-c", script)
+		spec.Mounts = append(spec.Mounts,
+			backend.Mount{Kind: backend.MountPin, Target: cargo},
+			backend.Mount{Kind: backend.MountReadOnly, Target: filepath.Join(cargo, "genuine")})
+		gvisor.SetAfterBundle(nil)
+		if swap {
+			gvisor.SetAfterBundle(func() {
+				os.Rename(cargo, cargo+"-aside")
+				os.Symlink(victim, cargo)
+			})
+		}
+		var out, errb bytes.Buffer
+		st, err := (&gvisor.Backend{Runsc: runsc}).Run(context.Background(), spec, backend.Stdio{Stdout: &out, Stderr: &errb})
+		gvisor.SetAfterBundle(nil)
+		if !swap {
+			if err != nil || st.ExitCode != 0 || !strings.Contains(out.String(), "WORKSPACE-FILE") || strings.Contains(out.String(), "WROTE-PROTECTED") || !strings.Contains(out.String(), "WROTE-NEW") {
+				t.Fatalf("control: %v %+v\n%s%s", err, st, out.String(), errb.String())
+			}
+			continue
+		}
+		t.Logf("swapped: %v\n%s%s", err, out.String(), errb.String())
+		if strings.Contains(out.String(), "VICTIM-SECRET") {
+			t.Errorf("the sandbox read the directory the link led to:\n%s", out.String())
+		}
+		if _, err := os.Stat(filepath.Join(victim, "new")); err == nil {
+			t.Error("the sandbox wrote in the directory the link led to")
+		}
+		if b, _ := os.ReadFile(filepath.Join(victim, "genuine")); string(b) != "VICTIM-SECRET\n" {
+			t.Errorf("the directory the link led to changed: %q", b)
+		}
+	}
+}
