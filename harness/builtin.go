@@ -68,6 +68,23 @@ var irreversible = []*rule{
 		},
 	},
 	{
+		// The receiving end of a push to a local or an ssh remote: git
+		// push starts git-receive-pack itself (through sh -c for a local
+		// path, as ssh's remote command for an ssh one), however the
+		// push was spelled on the line or reached: an alias or an
+		// autocorrection from git's config or GIT_CONFIG_* runs push in
+		// git's own process, and this exec is the first thing of it the
+		// check sees. (An https remote's push goes through
+		// git-remote-https, whose argv does not say push.)
+		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-receive-pack"}, kind: Ask,
+		programs: []string{"git-receive-pack", "ssh"},
+		r: policy.Rule{Name: "git-receive-pack", Match: policy.Match{CommandRegex: `^(git-receive-pack|ssh( \S+)* ['"]?git-receive-pack)( |\\x|['"]|$)`}, Decision: policy.DecisionAsk,
+			Reason:           "git-receive-pack takes the commits a git push sends, to a local or an ssh remote (the line that started the push may not say push: an alias, an autocorrection, git's config)",
+			ExamplesMatch:    [][]string{{"git-receive-pack", "/srv/repo.git"}, {"/usr/lib/git-core/git-receive-pack", "../bare"}, {"ssh", "-o", "SendEnv=GIT_PROTOCOL", "git@example.com", "git-receive-pack 'org/repo.git'"}, {"ssh", "host", "git-receive-pack", "/r"}, {"ssh", "-p", "22", "host", "'git-receive-pack' '/r'"}},
+			ExamplesNotMatch: [][]string{{"ssh", "git@example.com", "git-upload-pack 'org/repo.git'"}, {"ssh", "host", "ls"}, {"git-upload-pack", "/srv/repo.git"}, {"ssh", "host", "echo git-receive-pack"}},
+		},
+	},
+	{
 		// An alias is git's own config: defined on the command line (-c
 		// alias.p=push, --config-env alias.p=VAR) or in a file included
 		// from it, its body can be anything, git push included, so the
@@ -236,10 +253,10 @@ var irreversible = []*rule{
 		// NAME=value, NAME:=json, NAME@file or @file sends data.
 		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "http-write"}, kind: Ask,
 		programs: []string{"curl", "wget", "wget2", "http", "https", "xh", "xhs"},
-		r: policy.Rule{Name: "http-write", Match: policy.Match{CommandRegex: `^(curl (.* )?(-[^-\sAbcCdDeEFHKmoPQrtTuUwxXyYz]*[dFTK]|--data|--conf[a-z]*( |=|$)|--form|--up[a-z-]*( |=|$)|--js[a-z]*( |=|$)|(-[^-\sAbcCdDeEFHKmoPQrtTuUwxXyYz]*X ?|--request[ =]?)(?i:POST|PUT|PATCH|DELETE|PURGE|MKCOL|COPY|MOVE|PROPPATCH|LOCK|UNLOCK)( |$))|wget2? (.* )?(--(post|body)-[df]|--meth|--conf[a-z]*( |=|$)|(-[a-zA-Z0-9]*e ?|--exe[a-z]*[ =])(\\x(20|09))*(?i:(post|body)[_-]?(data|file)|method))|(http|https|xh|xhs) (.* )?((?i:POST|PUT|PATCH|DELETE)( |$)|--raw|([A-Za-z0-9_.\[\]\\][A-Za-z0-9_.\[\]\\-]*)?(=[^=]|=$|:=|@)))`}, Decision: policy.DecisionAsk,
+		r: policy.Rule{Name: "http-write", Match: policy.Match{CommandRegex: `^(curl (.* )?(-[^-\sAbcCdDeEFHKmoPQrtTuUwxXyYz]*[dFTK]|--data|--conf[a-z]*( |=|$)|--form|--up[a-z-]*( |=|$)|--js[a-z]*( |=|$)|(-[^-\sAbcCdDeEFHKmoPQrtTuUwxXyYz]*X ?|--request[ =]?)(?i:POST|PUT|PATCH|DELETE|PURGE|MKCOL|COPY|MOVE|PROPPATCH|LOCK|UNLOCK)( |$))|wget2? (.* )?(--(post|body)-[df]|--me(t|th[a-z]*)?( |=|$)|--conf[a-z]*( |=|$)|(-[a-zA-Z0-9]*e ?|--exe[a-z]*[ =])(\\x(20|09))*(?i:(post|body)[_-]?(data|file)|method))|(http|https|xh|xhs) (.* )?((?i:POST|PUT|PATCH|DELETE)( |$)|--raw|([A-Za-z0-9_.\[\]\\][A-Za-z0-9_.\[\]\\-]*)?(=[^=]|=$|:=|@)))`}, Decision: policy.DecisionAsk,
 			Reason:           "this sends data to a server, or asks it to change something",
-			ExamplesMatch:    [][]string{{"curl", "-d", "a=1", "https://x"}, {"curl", "--data-binary", "@f", "https://x"}, {"curl", "-X", "POST", "https://x"}, {"curl", "-XDELETE", "https://x"}, {"curl", "-sX", "DELETE", "https://x"}, {"curl", "-sXPOST", "https://x"}, {"curl", "--request=DELETE", "https://x"}, {"curl", "-sd", "x", "https://x"}, {"curl", "-sF", "f=@x", "https://x"}, {"curl", "--json", "{}", "https://x"}, {"wget", "--post-data=a=1", "https://x"}, {"wget", "--post-d", "a=1", "https://x"}, {"wget", "-e", "post_data=a", "https://x"}, {"curl", "-K", "cfg", "https://x"}, {"curl", "-sK", "cfg", "https://x"}, {"curl", "--config=cfg", "https://x"}, {"wget", "--config", "rc", "https://x"}, {"curl", "--conf", "cfg", "https://x"}, {"wget", "--conf=rc", "https://x"}, {"wget", "--exe", "post_data=a", "https://x"}, {"wget", "-e", " post_data=a", "https://x"}, {"http", "POST", "x.org"}, {"http", "-a", "u:p", "DELETE", "x.org"}, {"http", "x.org", "name=me"}},
-			ExamplesNotMatch: [][]string{{"curl", "https://x"}, {"curl", "-s", "-o", "f", "https://x"}, {"curl", "-fsSL", "-o", "out", "https://x"}, {"curl", "-X", "GET", "https://x"}, {"curl", "-sXGET", "https://x"}, {"wget", "https://x"}, {"wget", "-O", "f", "https://x"}, {"http", "x.org"}, {"http", "x.org", "q==search"}, {"http", "--auth=u:p", "x.org"}, {"http", "x.org/?a=b"}},
+			ExamplesMatch:    [][]string{{"curl", "-d", "a=1", "https://x"}, {"curl", "--data-binary", "@f", "https://x"}, {"curl", "-X", "POST", "https://x"}, {"curl", "-XDELETE", "https://x"}, {"curl", "-sX", "DELETE", "https://x"}, {"curl", "-sXPOST", "https://x"}, {"curl", "--request=DELETE", "https://x"}, {"curl", "-sd", "x", "https://x"}, {"curl", "-sF", "f=@x", "https://x"}, {"curl", "--json", "{}", "https://x"}, {"wget", "--post-data=a=1", "https://x"}, {"wget", "--post-d", "a=1", "https://x"}, {"wget", "--me=DELETE", "https://x"}, {"wget", "--met", "POST", "https://x"}, {"wget", "--method=PUT", "https://x"}, {"wget", "-e", "post_data=a", "https://x"}, {"curl", "-K", "cfg", "https://x"}, {"curl", "-sK", "cfg", "https://x"}, {"curl", "--config=cfg", "https://x"}, {"wget", "--config", "rc", "https://x"}, {"curl", "--conf", "cfg", "https://x"}, {"wget", "--conf=rc", "https://x"}, {"wget", "--exe", "post_data=a", "https://x"}, {"wget", "-e", " post_data=a", "https://x"}, {"http", "POST", "x.org"}, {"http", "-a", "u:p", "DELETE", "x.org"}, {"http", "x.org", "name=me"}},
+			ExamplesNotMatch: [][]string{{"curl", "https://x"}, {"curl", "-s", "-o", "f", "https://x"}, {"curl", "-fsSL", "-o", "out", "https://x"}, {"curl", "-X", "GET", "https://x"}, {"curl", "-sXGET", "https://x"}, {"wget", "https://x"}, {"wget", "-O", "f", "https://x"}, {"wget", "--mirror", "https://x"}, {"http", "x.org"}, {"http", "x.org", "q==search"}, {"http", "--auth=u:p", "x.org"}, {"http", "x.org/?a=b"}},
 		},
 	},
 	{
