@@ -68,23 +68,6 @@ var irreversible = []*rule{
 		},
 	},
 	{
-		// The receiving end of a push to a local or an ssh remote: git
-		// push starts git-receive-pack itself (through sh -c for a local
-		// path, as ssh's remote command for an ssh one), however the
-		// push was spelled on the line or reached: an alias or an
-		// autocorrection from git's config or GIT_CONFIG_* runs push in
-		// git's own process, and this exec is the first thing of it the
-		// check sees. (An https remote's push goes through
-		// git-remote-https, whose argv does not say push.)
-		ref: RuleRef{Set: policy.BuiltinIrreversible, Name: "git-receive-pack"}, kind: Ask,
-		programs: []string{"git-receive-pack", "ssh"},
-		r: policy.Rule{Name: "git-receive-pack", Match: policy.Match{CommandRegex: `^(git-receive-pack|ssh( \S+)* ['"]?git-receive-pack)( |\\x|['"]|$)`}, Decision: policy.DecisionAsk,
-			Reason:           "git-receive-pack takes the commits a git push sends, to a local or an ssh remote (the line that started the push may not say push: an alias, an autocorrection, git's config)",
-			ExamplesMatch:    [][]string{{"git-receive-pack", "/srv/repo.git"}, {"/usr/lib/git-core/git-receive-pack", "../bare"}, {"ssh", "-o", "SendEnv=GIT_PROTOCOL", "git@example.com", "git-receive-pack 'org/repo.git'"}, {"ssh", "host", "git-receive-pack", "/r"}, {"ssh", "-p", "22", "host", "'git-receive-pack' '/r'"}},
-			ExamplesNotMatch: [][]string{{"ssh", "git@example.com", "git-upload-pack 'org/repo.git'"}, {"ssh", "host", "ls"}, {"git-upload-pack", "/srv/repo.git"}, {"ssh", "host", "echo git-receive-pack"}},
-		},
-	},
-	{
 		// An alias is git's own config: defined on the command line (-c
 		// alias.p=push, --config-env alias.p=VAR) or in a file included
 		// from it, its body can be anything, git push included, so the

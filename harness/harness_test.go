@@ -302,6 +302,35 @@ decision = "deny"
 	}
 }
 
+// TestGitConfigFromEnvironment: git's configuration given in the
+// environment on the line (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n) is
+// decided as the git -c it stands for: an autocorrection or an alias
+// there is asked about (a tester's: git psuh pushed, its push inside git's
+// own process); the controls: other settings given so, and the same
+// lines without them.
+func TestGitConfigFromEnvironment(t *testing.T) {
+	rs := New(policy.Default())
+	for _, argv := range [][]string{
+		{"bash", "-c", `GIT_CONFIG_PARAMETERS="'help.autocorrect'='immediate'" git psuh origin`},
+		{"env", "GIT_CONFIG_PARAMETERS='alias.p'='push'", "git", "p"},
+		{"sh", "-c", "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=help.autocorrect GIT_CONFIG_VALUE_0=immediate git psuh"},
+		{"sh", "-c", "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=Alias.q GIT_CONFIG_VALUE_0=push; git q"},
+	} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Ask {
+			t.Errorf("%q = %s, want ask", argv, d.Verdict)
+		}
+	}
+	for _, argv := range [][]string{
+		{"bash", "-c", `GIT_CONFIG_PARAMETERS="'user.name'='a'" git commit -m x`},
+		{"sh", "-c", "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=cat git log"},
+		{"bash", "-c", "git psuh origin"},
+	} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Allow {
+			t.Errorf("control: %q = %s, want allow", argv, d.Verdict)
+		}
+	}
+}
+
 // TestStarIsAnyWord: "*" in a rule's command is any word, one with a "/"
 // too (["source", "*"] let ./evil.sh through, found by a tester), and so
 // is "-*" any option; the control: a word the pattern does not match.

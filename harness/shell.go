@@ -440,10 +440,24 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 // shell sources a file by (BASH_ENV for bash's scripts, ENV for sh's),
 // that file as sourced: env BASH_ENV=./x bash -c true runs x as
 // source ./x does.
+//
+// An assignment of git's configuration through the environment is
+// recorded as the git -c it stands for, so that the rules about git's own
+// options decide it (GIT_CONFIG_PARAMETERS="'help.autocorrect'=
+// 'immediate'" git psuh runs push inside git's own process, as git -c
+// help.autocorrect=immediate psuh does).
 func (s *splitter) startupFile(assign string) {
 	name, value, _ := strings.Cut(assign, "=")
-	if (name == "BASH_ENV" || name == "ENV") && value != "" {
+	switch {
+	case (name == "BASH_ENV" || name == "ENV") && value != "":
 		s.out = append(s.out, simple{argv: []string{"source", value}})
+	case name == "GIT_CONFIG_PARAMETERS":
+		// 'key'='value' pairs, shell-quoted, separated by spaces.
+		for _, kv := range strings.Fields(strings.ReplaceAll(value, "'", "")) {
+			s.out = append(s.out, simple{argv: []string{"git", "-c", kv}})
+		}
+	case strings.HasPrefix(name, "GIT_CONFIG_KEY_"):
+		s.out = append(s.out, simple{argv: []string{"git", "-c", value + "="}})
 	}
 }
 

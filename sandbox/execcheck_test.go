@@ -403,58 +403,40 @@ func TestExecCheckGitAlias(t *testing.T) {
 	}
 }
 
-const gitAutocorrectScript = `git init -q --bare b.git && git init -q r && cd r || exit 1
-git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && git remote add origin ../b.git || exit 1
-GIT_CONFIG_PARAMETERS="'help.autocorrect'='immediate'" git psuh origin HEAD:refs/heads/viaenv >/dev/null 2>&1; echo "env psuh: $?"
-git config help.autocorrect immediate && git psuh origin HEAD:refs/heads/viafile >/dev/null 2>&1; echo "file psuh: $?"
-git ls-remote origin >/dev/null; echo "ls-remote: $?"
-`
-
-// TestExecCheckGitAutocorrect: git's autocorrection, set in the
-// environment or in git's config, runs push in git's own process, where
-// no exec of git push is seen; the receiving end it starts for a local
-// remote is (the built-in git-receive-pack), so neither push lands (a
-// tester's: GIT_CONFIG_PARAMETERS with help.autocorrect pushed unasked).
-// The control: git ls-remote, which starts git-upload-pack, runs.
-func TestExecCheckGitAutocorrect(t *testing.T) {
+// TestGitAutocorrectFromEnvironment: git's autocorrection given in the
+// environment on the line runs push inside git's own process, where no
+// exec of git push is seen (a tester's: GIT_CONFIG_PARAMETERS with
+// help.autocorrect pushed unasked); the line is asked about as the git -c
+// it stands for, and refused with nobody to ask, before anything runs.
+// The control: the same line with another setting pushes nothing and
+// runs.
+func TestGitAutocorrectFromEnvironment(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(gitAutocorrectScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := execPolicy(t, ws, "")
-	req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"sh", "run.sh"}}
-	caller := sandbox.CurrentCaller()
-	caller.Cwd = ws
-	req.Caller = &caller
-	var out, errb bytes.Buffer
-	rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
-	}
-	if !strings.Contains(out.String(), "ls-remote: 0\n") {
-		t.Errorf("control: git ls-remote failed:\n%s\nstderr:\n%s", out.String(), errb.String())
-	}
-	for _, line := range []string{"env psuh: ", "file psuh: "} {
-		if !strings.Contains(out.String(), line) || strings.Contains(out.String(), line+"0\n") {
-			t.Errorf("want %q with a failure:\n%s\nstderr:\n%s", line, out.String(), errb.String())
+	const setup = `git init -q --bare b.git && git init -q r && cd r && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one && git remote add origin ../b.git && `
+	for _, tc := range []struct {
+		setting string
+		refused bool
+	}{{"'help.autocorrect'='immediate'", true}, {"'core.pager'='cat'", false}} {
+		ws := t.TempDir()
+		line := setup + `GIT_CONFIG_PARAMETERS="` + tc.setting + `" git psuh origin HEAD:refs/heads/viaenv; echo ran`
+		req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, ""), Args: []string{"bash", "-c", line}}
+		caller := sandbox.CurrentCaller()
+		caller.Cwd = ws
+		req.Caller = &caller
+		var out, errb bytes.Buffer
+		rep, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb})
+		if _, serr := os.Stat(filepath.Join(ws, "b.git", "refs", "heads", "viaenv")); serr == nil {
+			t.Errorf("%s: the push landed", tc.setting)
 		}
-	}
-	for _, ref := range []string{"viaenv", "viafile"} {
-		if _, err := os.Stat(filepath.Join(ws, "b.git", "refs", "heads", ref)); err == nil {
-			t.Errorf("the push to %s landed", ref)
+		ran := strings.Contains(out.String(), "ran")
+		if tc.refused && (ran || err == nil && (rep == nil || len(rep.Denials) == 0)) {
+			t.Errorf("%s: ran %v, err %v, report %+v: want the line refused\n%s", tc.setting, ran, err, rep, errb.String())
 		}
-	}
-	var refused int
-	for _, d := range rep.Denials {
-		if d.Layer == sandbox.LayerRules && strings.Contains(d.Rule, "git-receive-pack") {
-			refused += d.Count
+		if !tc.refused && (!ran || err != nil) {
+			t.Errorf("control %s: ran %v, err %v\n%s", tc.setting, ran, err, errb.String())
 		}
-	}
-	if refused != 2 {
-		t.Errorf("%d receive-packs refused, want 2: %+v", refused, rep.Denials)
 	}
 }
 
