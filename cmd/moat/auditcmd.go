@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/moatbox/moat/audit"
+	"github.com/moatbox/moat/internal/inputfile"
 )
 
 // streamFile says why a file of that Stat is no audit stream to read.
@@ -45,23 +46,26 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	file := files[0]
+	// A name a command made (a glob picked it up) is shown quoted when it
+	// holds what a terminal would act on.
+	shown := inputfile.Shown(file)
 	// A stream is read to its end: a file, or a pipe (/dev/stdin, a named
 	// pipe) whose writer ends it. A directory or a device (/dev/zero, a
 	// terminal) is no stream and might never end; it is refused before it
 	// is opened, since a device acts when opened, and again once open, in
 	// case the path was replaced in between.
 	if err := streamFile(os.Stat(file)); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
 		return 1
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", err)
+		fmt.Fprintf(stderr, "moat: %v\n", inputfile.ShownErr(err))
 		return 1
 	}
 	defer f.Close()
 	if err := streamFile(f.Stat()); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
 		return 1
 	}
 	n, last, err := audit.Verify(f)
@@ -74,11 +78,11 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		case 1:
 			intact = "line 1 is intact"
 		}
-		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", file, ce.Line, ce.Msg, intact)
+		fmt.Fprintf(stdout, "%s:%d: chain broken: %s (%s)\n", shown, ce.Line, ce.Msg, intact)
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", file, err)
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "%d records, chain intact; last record's SHA-256 %s (keep it elsewhere to detect records cut from the end)\n", n, last)
