@@ -63,3 +63,24 @@ func TestAuditVerifyRefusesWhatIsNoStream(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditVerifyQuotesOddNames: a file's name holding a terminal's
+// escape (a name a command made, picked up by a glob) is quoted in what
+// moat audit verify prints, missing or broken; a plain name is the
+// control, shown as is.
+func TestAuditVerifyQuotesOddNames(t *testing.T) {
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "a\x1b[31mb")
+	os.WriteFile(broken, []byte("x\n"), 0o644)
+	for _, name := range []string{broken, filepath.Join(dir, "gone\x1b]0;t\a")} {
+		_, out, errs := moat(t, dir, "audit", "verify", name)
+		if strings.ContainsAny(out+errs, "\x1b\a") || !strings.Contains(out+errs, `"`+dir) {
+			t.Errorf("%q: out %q err %q, want the name quoted", name, out, errs)
+		}
+	}
+	plain := filepath.Join(dir, "plain log")
+	os.WriteFile(plain, []byte("x\n"), 0o644)
+	if _, out, _ := moat(t, dir, "audit", "verify", plain); !strings.HasPrefix(out, plain+":1: chain broken") {
+		t.Errorf("control: %q", out)
+	}
+}
