@@ -625,6 +625,9 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 		rep.Seccomp = policy.ProfileUnconfined
 		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter, not even the floor a custom profile gets: the command reaches its caller's session keyring and can make set-id files in the workspace and new namespaces")
 	}
+	if len(spec.Seccomp) == 2 {
+		rep.Warnings = append(rep.Warnings, customProfileGaps(p.Syscalls.Profile, spec.Seccomp[0])...)
+	}
 	landlock := p.Filesystem.Landlock
 	if landlock == policy.LandlockOff {
 		rep.Warnings = append(rep.Warnings, "filesystem.landlock is \"off\": file access is checked by the mounts only")

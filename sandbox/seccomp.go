@@ -70,3 +70,20 @@ func CheckPolicyProfile(p *policy.Policy) error {
 	_, _, err := seccompProfiles(p)
 	return err
 }
+
+// customProfileGaps warns, for a custom profile (named name) stacked on
+// the floor, of what it lets through that moat's default profile refuses
+// (bpf, mount, packet sockets, ...): a weakening the person chose, said as
+// unconfined's is, not found only by moat seccomp check.
+func customProfileGaps(name string, custom *seccomp.Profile) []string {
+	s, err := seccomp.Summarize(custom, seccomp.NativeArch())
+	if err != nil || len(s.DefaultGaps) == 0 {
+		return nil
+	}
+	const shown = 6
+	list := strings.Join(s.DefaultGaps[:min(shown, len(s.DefaultGaps))], ", ")
+	if more := len(s.DefaultGaps) - shown; more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return []string{fmt.Sprintf("syscalls.profile %s allows what moat's default profile refuses: %s (moat seccomp check %s lists them; the floor still holds)", name, list, name)}
+}

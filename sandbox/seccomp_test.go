@@ -226,6 +226,28 @@ for name, args in [("keyctl", (nr[0], L(0), L(-3), L(0))),
 	}
 }
 
+// TestCustomProfileWeakeningWarned: a custom profile that lets through
+// what moat's default profile refuses is warned of, naming those calls,
+// as unconfined is (an allow-all profile started without a word, found by
+// a tester); the controls: the default and strict profiles, which have no
+// such gaps, are not.
+func TestCustomProfileWeakeningWarned(t *testing.T) {
+	allowAll := writeProfile(t, `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+	for profile, want := range map[string]bool{allowAll: true, policy.ProfileDefault: false, policy.ProfileStrict: false} {
+		r := runWithProfile(t, t.TempDir(), profile, "/bin/true")
+		mustExit(t, r, 0)
+		var warned string
+		for _, w := range r.rep.Warnings {
+			if strings.Contains(w, "allows what moat's default profile refuses") {
+				warned = w
+			}
+		}
+		if (warned != "") != want || want && !strings.Contains(warned, "mount") {
+			t.Errorf("%s: warnings %q, want the weakening warned of: %v", profile, r.rep.Warnings, want)
+		}
+	}
+}
+
 // TestMalformedProfilesRefused: a bad profile stops the run before the
 // command starts, with the file and the position in the error, as an
 // error of the policy's syscalls.profile with one problem a line (they

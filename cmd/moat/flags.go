@@ -74,7 +74,7 @@ func (v valueFlag) Set(s string) error {
 // errDashDash refuses "--" as a flag's value: it is where the flags end
 // and the command begins, so the flag before it was given no value (moat
 // run --policy -- make would read a policy file named "--").
-var errDashDash = errors.New("no value before -- (the end of moat's flags); give the flag its value, or leave the flag out")
+var errDashDash = errors.New("needs a value (it took \"--\", the end of moat's flags, for it); give the flag its value, or leave the flag out")
 
 // nonEmptyFlag is a flag of moat's own (not an Overrides one) whose value
 // names something: an empty value would quietly mean the flag was not

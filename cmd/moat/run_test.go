@@ -256,7 +256,7 @@ func TestDashDashAsValue(t *testing.T) {
 	ws := t.TempDir()
 	for _, flag := range []string{"--policy", "--wall", "--workspace", "--audit", "--session", "--net"} {
 		code, _, errs := moat(t, ws, "run", flag, "--", "true")
-		if code != exitMoatError || !strings.Contains(errs, "no value before --") {
+		if code != exitMoatError || !strings.Contains(errs, "needs a value (it took \"--\"") {
 			t.Errorf("run %s -- true: code %d err %q, want the missing value refused", flag, code, errs)
 		}
 	}
