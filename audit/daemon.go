@@ -15,13 +15,15 @@ const (
 )
 
 // SessionEvent is a TypeSession record: a daemon session began ("start")
-// or ended ("end"), and why it ended.
+// or ended ("end"), and why it ended; or a starting daemon finished or
+// rolled back an apply of the session's change set that the previous
+// daemon's end cut short ("recovered", the outcome in Reason).
 type SessionEvent struct {
 	Type    string    `json:"type"` // TypeSession
 	Time    time.Time `json:"time"`
 	Session string    `json:"session"`
 	Tenant  string    `json:"tenant"`
-	Event   string    `json:"event"` // "start" or "end"
+	Event   string    `json:"event"` // "start", "end" or "recovered"
 	// Reason is why it ended: "deleted" (by its tenant), "ttl", "idle",
 	// "sandbox ended" (on its own), "review" (its change set's review
 	// ended it), "shutdown" (the daemon stopped), "reaped" (its daemon

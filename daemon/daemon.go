@@ -234,6 +234,13 @@ type Manager struct {
 	// reviews are the change sets of ended overlay and copy sessions,
 	// kept for their tenants to review (review.go); under mu.
 	reviews []*review
+	// inReview counts the reviews under way that change something (an
+	// apply, a discard: beginReview), and reviewing waits for them: Shutdown
+	// lets each finish before it lets go of the state directory, since
+	// an apply cut short leaves the tenant's workspace half applied.
+	// inReview under mu; reviewing's Add too, never once draining.
+	inReview  int
+	reviewing sync.WaitGroup
 	// endingDisk is, per tenant, the disk of its sessions being ended
 	// whose change sets are about to be kept for review (endFor): counted
 	// against its disk quota until the reviews count them; under mu.
@@ -527,11 +534,16 @@ func (m *Manager) Count() int {
 // before the sessions' end kills them.
 const drainGrace = 3 * time.Second
 
-// Shutdown drains the daemon: new sessions and commands are refused,
-// running commands get until ctx is done to end, then what still runs
-// (background commands too) gets SIGTERM and drainGrace more, unless ctx
-// was done already at the call; then every session is ended, which
-// kills the rest. The state directory's lock is released last.
+// Shutdown drains the daemon: new sessions, commands and reviews are
+// refused, running commands get until ctx is done to end, then what
+// still runs (background commands too) gets SIGTERM and drainGrace more,
+// unless ctx was done already at the call; then every session is ended,
+// which kills the rest. A review under way (an apply into a tenant's
+// workspace above all) is waited for, whatever ctx says: it is bounded
+// work, and one cut short would leave the workspace half applied until
+// the next daemon rolled it back; its client gets its answer. The
+// daemon's stop record is written, and the state directory's lock
+// released, last.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if m.draining {
@@ -573,6 +585,17 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// No review begins once draining is set (beginReview): those under
+	// way are all that reviewing counts. Before forgetReviews, which
+	// removes the workspaces the daemon made that a review may be
+	// applying into.
+	m.mu.Lock()
+	n := m.inReview
+	m.mu.Unlock()
+	if n > 0 {
+		m.log.Info("draining: waiting for the reviews under way (diff, apply, discard) to end", "reviews", n)
+	}
+	m.reviewing.Wait()
 	m.forgetReviews()
 	close(m.stop)
 	m.ticker.Wait()

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/workspace"
 )
 
@@ -311,8 +312,38 @@ func (m *Manager) adoptChangeSet(r *record) {
 	if cs.Session() != r.ID || (cs.Workspace() != r.Workspace && cs.Workspace() != real) {
 		return
 	}
+	// One that holds no change is discarded, as the session's end would
+	// have (endFor): kept, each daemon killed would add one more to
+	// review, and to the tenant's count of reviews.
+	if ok, _ := cs.DiscardIfEmpty(); ok {
+		m.log.Info("empty change set of a reaped session discarded", "session", r.ID, "tenant", r.Tenant, "change_set", cs.ID())
+		return
+	}
 	m.saveReview(&review{tenant: r.Tenant, session: r.ID, changeSet: cs.ID()})
 	m.log.Info("change set of a reaped session kept for review", "session", r.ID, "tenant", r.Tenant, "change_set", cs.ID())
+}
+
+// auditRecovered says, in the log and the audit stream, that an apply
+// of cs (the change set of the tenant's session) into its workspace,
+// which a previous daemon's end cut short, was completed or rolled back
+// (did, workspace.RecoverApply), or could be neither (err); nothing when
+// there was none.
+func (m *Manager) auditRecovered(tenant, session string, cs *workspace.ChangeSet, did string, err error) {
+	if did == "" {
+		return
+	}
+	msg := fmt.Sprintf("an apply of change set %s into %s was cut short by the end of the previous daemon: this daemon %s it, so the workspace holds all of its changes or none", cs.ID(), cs.Workspace(), did)
+	reason := "apply " + did
+	if err != nil {
+		msg = fmt.Sprintf("an apply of change set %s into %s was cut short by the end of the previous daemon, and could not be %s: %v; the workspace may be half applied (moat apply %s or moat discard %s on the host finishes it)", cs.ID(), cs.Workspace(), did, err, cs.ID(), cs.ID())
+		reason = "apply not " + did
+	} else {
+		m.log.Warn("interrupted apply "+did, "session", session, "tenant", tenant, "change_set", cs.ID(), "workspace", cs.Workspace(), "outcome", did)
+	}
+	if m.cfg.Audit != nil {
+		m.auditWrite(audit.SessionEvent{Type: audit.TypeSession, Time: time.Now().UTC(), Session: session, Tenant: tenant,
+			Event: "recovered", Reason: reason, Workspace: cs.Workspace(), Warnings: []string{msg}})
+	}
 }
 
 // loadReviews takes up the reviews a previous daemon recorded, oldest
@@ -362,10 +393,13 @@ func (m *Manager) loadReviews() {
 		}
 		// An apply the previous daemon's death cut short is finished or
 		// rolled back now, not left half done in the tenant's workspace
-		// until someone applies or discards again.
-		if err := cs.Recover(); err != nil {
-			m.log.Warn("recover the interrupted apply of a change set kept for review", "session", id, "change_set", rec.ChangeSet, "err", err)
+		// until someone applies or discards again; and said, since the
+		// tenant's workspace changes under it.
+		did, err := cs.RecoverApply()
+		if err != nil {
+			m.log.Warn("recover the interrupted apply of a change set kept for review", "session", id, "change_set", rec.ChangeSet, "workspace", cs.Workspace(), "err", err)
 		}
+		m.auditRecovered(rec.Tenant, rec.Session, cs, did, err)
 		r := &review{tenant: rec.Tenant, session: rec.Session, changeSet: cs.ID(), owner: -1}
 		if fi, err := os.Stat(cs.Workspace()); err == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -388,6 +422,32 @@ func (m *Manager) loadReviews() {
 	}
 }
 
+// beginReview counts a review that changes something (Apply, Discard)
+// under way, until
+// the returned func is called, so that Shutdown waits for it. Once the
+// daemon drains, none begins: the change set stays as it is, taken up
+// by the next daemon when it is over the tenant's own workspace.
+func (m *Manager) beginReview() (done func(), err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.draining {
+		return nil, fmt.Errorf("%w: no review begins while it drains (the change set stays as it is)", ErrDraining)
+	}
+	m.inReview++
+	m.reviewing.Add(1)
+	return func() {
+		m.mu.Lock()
+		m.inReview--
+		m.mu.Unlock()
+		m.reviewing.Done()
+	}, nil
+}
+
+// testHookApply, when set, runs as an apply begins to write the
+// workspace (its session ended, its change set opened): tests hold it
+// there to shut the daemon down meanwhile.
+var testHookApply func()
+
 func openReview(r *review) (*workspace.ChangeSet, error) {
 	cs, err := workspace.Open(r.changeSet)
 	if errors.Is(err, workspace.ErrNotFound) {
@@ -405,6 +465,9 @@ func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, op
 			return fmt.Errorf("%w: exclude %q is not a glob (path.Match syntax)", ErrBadRequest, g)
 		}
 	}
+	// A diff is not counted among the reviews Shutdown waits for: it
+	// changes nothing, and a client that stops reading its stream would
+	// hold the daemon's end for ever.
 	r, err := m.reviewed(ctx, t, id, false)
 	if err != nil {
 		return err
@@ -431,6 +494,11 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 			return workspace.Report{}, err
 		}
 	}
+	done, err := m.beginReview()
+	if err != nil {
+		return workspace.Report{}, err
+	}
+	defer done()
 	// An apply that would be refused (a protected path, a host change, a
 	// path that selects nothing) is refused before the review ends the
 	// live session, whose commands would be killed for nothing: what
@@ -451,6 +519,9 @@ func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force [
 	cs, err := openReview(r)
 	if err != nil {
 		return workspace.Report{}, err
+	}
+	if testHookApply != nil {
+		testHookApply()
 	}
 	rep, err := cs.Apply(paths, force)
 	if refused := applyRefusal(rep, err); refused != nil {
@@ -497,6 +568,11 @@ func applyRefusal(rep workspace.Report, err error) error {
 // removes its change set: also one the daemon does not diff or apply for
 // the tenant (see reviewed).
 func (m *Manager) Discard(ctx context.Context, t Tenant, id string) error {
+	done, err := m.beginReview()
+	if err != nil {
+		return err
+	}
+	defer done()
 	r, err := m.reviewed(ctx, t, id, true)
 	if err != nil {
 		return err

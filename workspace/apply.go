@@ -269,6 +269,25 @@ func (c *ChangeSet) Recover() error {
 	return c.withLock(c.recover)
 }
 
+// What RecoverApply did with an interrupted Apply.
+const (
+	ApplyCompleted  = "completed"   // its journal was committed: finished
+	ApplyRolledBack = "rolled back" // it was not: the workspace put back
+)
+
+// RecoverApply is Recover, and says what it did: ApplyCompleted,
+// ApplyRolledBack, or "" when no Apply was interrupted. A caller that
+// finds one (a daemon taking up the change sets a previous one kept)
+// says so, rather than change the workspace unseen.
+func (c *ChangeSet) RecoverApply() (string, error) {
+	var did string
+	err := c.withLock(func() (err error) {
+		did, err = c.recoverApply()
+		return err
+	})
+	return did, err
+}
+
 func (c *ChangeSet) journalPath() string { return filepath.Join(c.dir, "journal") }
 func (c *ChangeSet) backupDir() string   { return filepath.Join(c.dir, "apply") }
 func (c *ChangeSet) real(p string) string {
@@ -1292,12 +1311,18 @@ func (c *ChangeSet) clearJournal() error {
 // recover reads an interrupted journal and finishes (committed) or rolls
 // back (not committed) that Apply.
 func (c *ChangeSet) recover() error {
+	_, err := c.recoverApply()
+	return err
+}
+
+// recoverApply is recover, and says what it did (see RecoverApply).
+func (c *ChangeSet) recoverApply() (string, error) {
 	data, err := os.ReadFile(c.journalPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return os.RemoveAll(c.backupDir()) // a crash before the journal: nothing was touched
+		return "", os.RemoveAll(c.backupDir()) // a crash before the journal: nothing was touched
 	}
 	if err != nil {
-		return fmt.Errorf("apply journal: %w", err)
+		return "", fmt.Errorf("apply journal: %w", err)
 	}
 	var plan []op
 	last, committed := -1, false
@@ -1325,14 +1350,14 @@ func (c *ChangeSet) recover() error {
 		}
 	}
 	if committed {
-		return c.finish(plan, placed)
+		return ApplyCompleted, c.finish(plan, placed)
 	}
 	// The operation after the last one journaled may have run, wholly or
 	// in part: undo it too.
 	if err := c.rollback(plan, last+1, placed, undone); err != nil {
-		return fmt.Errorf("recover apply of %s: %w", c.meta.ID, err)
+		return ApplyRolledBack, fmt.Errorf("recover apply of %s: %w", c.meta.ID, err)
 	}
-	return nil
+	return ApplyRolledBack, nil
 }
 
 func syncDir(dir string) error {

@@ -865,8 +865,12 @@ func (c *ChangeSet) Discard() error {
 // set whose upper layer holds nothing: a session that ended without
 // writing anything leaves nothing to review, and its empty set would be
 // listed, and picked by apply and diff as the latest. A copy change set
-// (its layer is a whole copy), one with an apply under way, or one that
-// another process holds is kept.
+// (its layer is a whole copy), one with an apply under way, one whose
+// layer carries the mark of changes not yet saved into it or whose
+// saving was cut short (overlay.MergeXattr: a run or session under a
+// disk limit killed first, whose changes were lost; empty, it would
+// read as one that changed nothing), or one that another process holds
+// is kept.
 func (c *ChangeSet) DiscardIfEmpty() (bool, error) {
 	if c.meta.Copy {
 		return false, nil
@@ -876,7 +880,7 @@ func (c *ChangeSet) DiscardIfEmpty() (bool, error) {
 		if _, err := os.Lstat(c.journalPath()); !errors.Is(err, fs.ErrNotExist) {
 			return nil // an apply's journal: Discard finishes it first
 		}
-		if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
+		if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 || c.merging() {
 			return nil
 		}
 		if err := c.discardLocked(); err != nil {

@@ -272,8 +272,13 @@ func cmdServe(args []string, stderr io.Writer) int {
 	}
 	// The manager refuses new work (503 draining, which a client can
 	// tell from a daemon that is not there) and gives running commands
-	// the drain bound, their streams ending with them; then the HTTP
-	// server stops accepting, and what it still serves gets a moment.
+	// the drain bound, their streams ending with them; a review under
+	// way (an apply into a tenant's workspace) is let finish whatever
+	// the bound, its answer sent meanwhile, before the manager writes
+	// its stop and lets go of the state directory. Then the HTTP
+	// server stops accepting, and what it still serves gets a moment:
+	// the process must not end with an apply under way, which would
+	// leave the workspace half applied.
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	if err := m.Shutdown(ctx); err != nil {
