@@ -308,6 +308,9 @@ type ApplyReport struct {
 	// ProtectedForced are protected paths (host tools run or read them)
 	// that force let through.
 	ProtectedForced []string `json:"protected_forced,omitempty"`
+	// Recovered says what the apply did first with another change set's
+	// apply into the same workspace that was killed part way.
+	Recovered []string `json:"recovered,omitempty"`
 }
 
 // Change is one change of a change set.

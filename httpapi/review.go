@@ -85,6 +85,7 @@ func (s *Server) applySession(w http.ResponseWriter, r *http.Request, t daemon.T
 	}
 	out := &client.ApplyReport{Applied: changesJSON(rep.Applied), Skipped: changesJSON(rep.Skipped), Forced: []string{}}
 	out.ProtectedForced = rep.ProtectedForced
+	out.Recovered = rep.Recovered
 	for _, c := range rep.Forced {
 		out.Forced = append(out.Forced, c.Path)
 	}

@@ -66,6 +66,10 @@ type Report struct {
 	// force list let through: said, since a force of a directory (".")
 	// lets every one below it through at once.
 	ProtectedForced []string `json:"protected_forced,omitempty"`
+	// Recovered says what Apply did first with another change set's
+	// apply into the same workspace that was killed part way (finished
+	// or rolled back it).
+	Recovered []string `json:"recovered,omitempty"`
 }
 
 // Conflict is a path the host changed since the change set was created.
@@ -125,6 +129,16 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		}
 		if err := c.recover(); err != nil {
 			return err
+		}
+		// Another change set's apply into this workspace, killed part
+		// way, is finished or rolled back first: this one's checks would
+		// otherwise be of a tree nobody made.
+		said, err := recoverApplyUnder(c.storeDir(), c.meta.Workspace, c.meta.ID)
+		if err != nil {
+			return err
+		}
+		if said != "" {
+			rep.Recovered = append(rep.Recovered, said)
 		}
 		changes, err := c.Changes()
 		if err != nil {

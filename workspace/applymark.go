@@ -16,9 +16,12 @@ import (
 // discarded or listed, the workspace is a tree nobody made, and a run
 // started in it would work on it, an overlay's change set be based on
 // it. So Apply marks the workspace, by device and inode, in the store
-// (applying/DEV-INO, naming the change set) while its journal exists,
-// and RecoverApplyInto, which every run and session start calls,
-// finishes or rolls back the apply the mark names first.
+// (applying/DEV-INO/ID, one mark per change set, so that another change
+// set's apply into the same workspace neither replaces nor removes it)
+// while its journal exists, and RecoverApplyInto, which every run and
+// session start calls, and Apply itself, finish or roll back first each
+// apply a mark names. (A mark of an older moat is the file
+// applying/DEV-INO, naming its change set: read as one.)
 
 // markPath is where c's apply marks its workspace; "" for a change set
 // made before moat kept the workspace's identity.
@@ -26,8 +29,12 @@ func (c *ChangeSet) markPath() string {
 	if c.meta.WorkspaceIno == 0 {
 		return ""
 	}
-	store := filepath.Dir(filepath.Dir(c.dir)) // <store>/runs/<id>
-	return filepath.Join(store, "applying", fmt.Sprintf("%d-%d", c.meta.WorkspaceDev, c.meta.WorkspaceIno))
+	return filepath.Join(c.storeDir(), "applying", fmt.Sprintf("%d-%d", c.meta.WorkspaceDev, c.meta.WorkspaceIno), c.meta.ID)
+}
+
+// storeDir is the state directory c is kept in.
+func (c *ChangeSet) storeDir() string {
+	return filepath.Dir(filepath.Dir(c.dir)) // <store>/runs/<id>
 }
 
 // mark records that c's apply is under way, durably, before its journal
@@ -62,25 +69,27 @@ func (c *ChangeSet) mark() error {
 	if err == nil {
 		err = syncDir(filepath.Dir(p))
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(filepath.Dir(p)))
+	}
 	if err != nil {
 		return fmt.Errorf("apply: mark the workspace: %w", err)
 	}
 	return nil
 }
 
-// unmark removes c's mark, once its journal is gone; a mark another
-// change set's apply made since is left.
+// unmark removes c's mark, once its journal is gone; another change
+// set's is left.
 func (c *ChangeSet) unmark() {
 	p := c.markPath()
 	if p == "" {
 		return
 	}
-	if data, err := readMark(p); err == nil && strings.TrimSpace(string(data)) == c.meta.ID {
-		os.Remove(p)
-	}
+	os.Remove(p)
 	// Gone once empty, so that a run's look for marks stays one lstat
-	// (RecoverApplyInto); a mark made meanwhile keeps it.
+	// (RecoverApplyInto); a mark made meanwhile keeps them.
 	os.Remove(filepath.Dir(p))
+	os.Remove(filepath.Dir(filepath.Dir(p)))
 }
 
 // readMark reads the mark at p, refusing a link or anything but a small
@@ -110,6 +119,12 @@ func RecoverApplyInto(ws string) (string, error) {
 	if err != nil {
 		return "", nil
 	}
+	return recoverApplyUnder(d, ws, "")
+}
+
+// recoverApplyUnder is RecoverApplyInto in the state directory d,
+// leaving alone the change set except (the caller's own, "" for none).
+func recoverApplyUnder(d, ws, except string) (string, error) {
 	if _, err := os.Lstat(filepath.Join(d, "applying")); err != nil {
 		return "", nil // no apply under way: one look
 	}
@@ -118,7 +133,7 @@ func RecoverApplyInto(ws string) (string, error) {
 	// tester).
 	var said []string
 	for dir := filepath.Clean(ws); ; dir = filepath.Dir(dir) {
-		s, err := recoverApplyAt(d, dir)
+		s, err := recoverApplyAt(d, dir, except)
 		if err != nil {
 			return "", err
 		}
@@ -132,34 +147,64 @@ func RecoverApplyInto(ws string) (string, error) {
 	return strings.Join(said, "; "), nil
 }
 
-// recoverApplyAt is RecoverApplyInto for the apply marked for the
-// directory ws exactly, in the state directory d.
-func recoverApplyAt(d, ws string) (string, error) {
+// recoverApplyAt is RecoverApplyInto for the applies marked for the
+// directory ws exactly, in the state directory d, but except's.
+func recoverApplyAt(d, ws, except string) (string, error) {
 	fi, err := os.Stat(ws)
 	if err != nil {
 		return "", nil
 	}
 	_, dev, ino, _ := blocksOf(fi)
-	mark := filepath.Join(d, "applying", fmt.Sprintf("%d-%d", dev, ino))
-	if _, err := os.Lstat(mark); errors.Is(err, fs.ErrNotExist) {
+	marks := filepath.Join(d, "applying", fmt.Sprintf("%d-%d", dev, ino))
+	mfi, err := os.Lstat(marks)
+	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err := checkStateDir(d); err != nil {
 		return "", err
 	}
-	data, err := readMark(mark)
+	if err == nil && !mfi.IsDir() {
+		// An older moat's one mark.
+		return recoverMark(d, marks, "", except, ws, dev, ino)
+	}
+	ents, err := os.ReadDir(marks)
+	if err != nil {
+		return "", nil
+	}
+	var said []string
+	for _, e := range ents {
+		s, err := recoverMark(d, filepath.Join(marks, e.Name()), e.Name(), except, ws, dev, ino)
+		if err != nil {
+			return "", err
+		}
+		if s != "" {
+			said = append(said, s)
+		}
+	}
+	os.Remove(marks) // once empty
+	return strings.Join(said, "; "), nil
+}
+
+// recoverMark finishes or rolls back the apply the mark at path names
+// (name, its file's name, is the change set's ID; "" for an older moat's
+// mark, which names it in its content alone), unless it is except's.
+func recoverMark(d, path, name, except, ws string, dev, ino uint64) (string, error) {
+	data, err := readMark(path)
 	id := strings.TrimSpace(string(data))
-	if err != nil || !isID(id) {
-		os.Remove(mark)
+	if err != nil || !isID(id) || name != "" && name != id {
+		os.Remove(path)
+		return "", nil
+	}
+	if id == except {
 		return "", nil
 	}
 	c, err := (&Store{Dir: d}).Open(id)
 	if err != nil || c.meta.WorkspaceDev != dev || c.meta.WorkspaceIno != ino {
-		os.Remove(mark) // its change set is gone, or is another workspace's
+		os.Remove(path) // its change set is gone, or is another workspace's
 		return "", nil
 	}
 	if _, err := os.Lstat(c.journalPath()); errors.Is(err, fs.ErrNotExist) {
-		c.unmark()
+		os.Remove(path)
 		return "", nil
 	}
 	err = c.Recover()
@@ -169,5 +214,8 @@ func recoverApplyAt(d, ws string) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("an apply of change set %s into %s was interrupted and cannot be finished or rolled back: %w; run `moat apply %s` or `moat discard %s`", id, ws, err, id, id)
 	}
-	return fmt.Sprintf("an apply of change set %s into %s was interrupted (moat was killed): it was finished or rolled back before this run, so the workspace holds all of its changes or none", id, ws), nil
+	if name == "" {
+		os.Remove(path) // an older moat's mark: c's unmark looked elsewhere
+	}
+	return fmt.Sprintf("an apply of change set %s into %s was interrupted (moat was killed): it was finished or rolled back before this, so the workspace holds all of its changes or none", id, ws), nil
 }

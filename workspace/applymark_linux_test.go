@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,5 +57,55 @@ func TestRecoverApplyInto(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(s.Dir, "applying")); !os.IsNotExist(err) {
 		t.Errorf("a finished apply left its mark or the marks' directory: %v", err)
+	}
+}
+
+// TestOtherChangeSetsApplyKeepsTheMark: an apply killed part way, then
+// another change set's apply into the same workspace: the second finishes
+// or rolls back the first before it starts, and says so, where it used to
+// replace the first's mark and remove it when done, leaving the
+// workspace half applied with nothing to point the next run at it (found
+// by a tester). The control: the second change set's own change lands.
+func TestOtherChangeSetsApplyKeepsTheMark(t *testing.T) {
+	s, a, merged := handMade(t)
+	t.Setenv("MOAT_STATE_DIR", s.Dir)
+	ws := a.Workspace()
+	orig := manifest(t, ws, false)
+	b, err := s.Create(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree(t, b.UpperDir(), map[string]string{"keep": "K\n"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+a.ID(), "MOAT_WS_CRASH_AFTER=2")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
+		t.Fatal("the crash left the old or the new tree: the test shows nothing")
+	}
+	rep, err := b.Apply(nil, nil)
+	if err != nil {
+		t.Fatalf("apply of the other change set: %v %+v", err, rep)
+	}
+	if len(rep.Recovered) != 1 || !strings.Contains(rep.Recovered[0], a.ID()) {
+		t.Errorf("recovered %q, want the first apply's recovery said", rep.Recovered)
+	}
+	got := manifest(t, ws, false)
+	if got["keep"] == orig["keep"] {
+		t.Errorf("control: the other change set's change did not land: %q", got["keep"])
+	}
+	delete(got, "keep")
+	o, m := maps.Clone(orig), maps.Clone(merged)
+	delete(o, "keep")
+	delete(m, "keep")
+	if diffManifests(o, got) != "" && diffManifests(m, got) != "" {
+		t.Errorf("after the other apply, the first is half applied:\n%s", diffManifests(o, got))
+	}
+	if said, err := RecoverApplyInto(ws); said != "" || err != nil {
+		t.Errorf("a run's look afterwards: %q %v", said, err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.Dir, "applying")); !os.IsNotExist(err) {
+		t.Errorf("marks left: %v", err)
 	}
 }

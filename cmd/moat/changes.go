@@ -248,6 +248,9 @@ func cmdApply(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat apply: %s came while applying; the apply ran to its end first (it stops only as a whole)\n", sandbox.SignalName(s.(syscall.Signal)))
 	default:
 	}
+	for _, r := range rep.Recovered {
+		fmt.Fprintf(stderr, "moat apply: %s\n", r)
+	}
 	var nc *workspace.NoChangeError
 	if named != "" && errors.As(err, &nc) && nc.Path == named {
 		printErr(stderr, "apply", fmt.Errorf("no change set or session named %q (see moat runs), nor a change at that path in %s, the latest change set of this directory's workspace", named, cs.ID()))

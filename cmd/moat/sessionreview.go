@@ -71,6 +71,9 @@ func cmdSessionReview(cmd string, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return apiFail(stderr, "session apply", err, "")
 		}
+		for _, r := range rep.Recovered {
+			fmt.Fprintf(stderr, "moat session apply: %s\n", workspace.EscapeText(r))
+		}
 		for _, ch := range rep.Applied {
 			fmt.Fprintf(stdout, "%-8s %s\n", ch.Kind, workspace.QuoteName(ch.Path))
 		}
