@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/moatbox/moat/audit"
-	"github.com/moatbox/moat/internal/inputfile"
+	"github.com/moatbox/moat/workspace"
 )
 
 // streamFile says why a file of that Stat is no audit stream to read.
@@ -46,26 +46,26 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	file := files[0]
-	// A name a command made (a glob picked it up) is shown quoted when it
-	// holds what a terminal would act on.
-	shown := inputfile.Shown(file)
+	// A name a command made (a glob picked it up) is shown with what a
+	// terminal would act on escaped, in the errors that name it too.
+	shown := workspace.EscapeText(file)
 	// A stream is read to its end: a file, or a pipe (/dev/stdin, a named
 	// pipe) whose writer ends it. A directory or a device (/dev/zero, a
 	// terminal) is no stream and might never end; it is refused before it
 	// is opened, since a device acts when opened, and again once open, in
 	// case the path was replaced in between.
 	if err := streamFile(os.Stat(file)); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, workspace.EscapeText(err.Error()))
 		return 1
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %v\n", inputfile.ShownErr(err))
+		fmt.Fprintf(stderr, "moat: %v\n", workspace.EscapeText(err.Error()))
 		return 1
 	}
 	defer f.Close()
 	if err := streamFile(f.Stat()); err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, workspace.EscapeText(err.Error()))
 		return 1
 	}
 	n, last, err := audit.Verify(f)
@@ -82,7 +82,7 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, inputfile.ShownErr(err))
+		fmt.Fprintf(stderr, "moat: %s: %v\n", shown, workspace.EscapeText(err.Error()))
 		return 1
 	}
 	fmt.Fprintf(stdout, "%d records, chain intact; last record's SHA-256 %s (keep it elsewhere to detect records cut from the end)\n", n, last)

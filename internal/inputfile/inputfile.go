@@ -168,10 +168,6 @@ func Shown(path string) string {
 	return path
 }
 
-// ShownErr shows the path of a *fs.PathError in err as Shown does, and
-// returns err.
-func ShownErr(err error) error { return shownErr(err) }
-
 // shownErr shows the path of a *fs.PathError as Shown does.
 func shownErr(err error) error {
 	var pe *fs.PathError

@@ -60,7 +60,7 @@ func TestShownQuotesUnprintable(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"a\x1b[31mred", "evil\u202etxt.toml", "bad\xffutf8", "bell\a"} {
 		_, err := Read(filepath.Join(dir, name), "policy file", 100)
-		if err == nil || strings.ContainsAny(err.Error(), "\x1b\a\xff\u202e") || !strings.Contains(err.Error(), `"`+dir) {
+		if err == nil || strings.ContainsAny(err.Error(), "\x1b\a\u202e") || strings.Contains(err.Error(), "\xff") || !strings.Contains(err.Error(), `"`+dir) {
 			t.Errorf("Read(%q) = %v, want the name quoted", name, err)
 		}
 	}
