@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/internal/termsafe"
 )
@@ -254,6 +255,9 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 	if req == nil {
 		return nil, errNoRequest
 	}
+	if err := req.text(); err != nil {
+		return nil, err
+	}
 	if req.Background {
 		return nil, errors.New("exec: a background command is started with Start")
 	}
@@ -263,6 +267,30 @@ func (c *Client) Exec(ctx context.Context, id string, req *ExecRequest, stdout, 
 	}
 	defer resp.Body.Close()
 	return c.readEvents(resp.Body, stdout, stderr)
+}
+
+// text refuses an ExecRequest whose words are not UTF-8: the API carries
+// them as JSON strings, and a byte that is not UTF-8 would reach the
+// command as U+FFFD, another argument than the one given (a file name
+// rm or mv would miss), without a word.
+func (r *ExecRequest) text() error {
+	for i, a := range r.Args {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("exec: argument %d (%q) is not UTF-8 text, which the API carries arguments as; pass such a name through a script, or a glob the command expands", i, a)
+		}
+	}
+	for _, e := range r.Env {
+		if !utf8.ValidString(e) {
+			return fmt.Errorf("exec: environment entry %q is not UTF-8 text, which the API carries the environment as", e)
+		}
+	}
+	if !utf8.ValidString(r.Dir) {
+		return fmt.Errorf("exec: directory %q is not UTF-8 text", r.Dir)
+	}
+	if !utf8.ValidString(r.Stdin) {
+		return errors.New("exec: the standard input given with the request is not UTF-8 text, which the request carries it as; give binary input to an interactive command (moat exec -i without -d)")
+	}
+	return nil
 }
 
 // errNoRequest: a command is an ExecRequest's Args; nil names none.
@@ -381,6 +409,9 @@ func (c *Client) copyEvents(body io.Reader, stdout, stderr io.Writer) (*ExitRepo
 func (c *Client) Start(ctx context.Context, id string, req *ExecRequest) (*Process, error) {
 	if req == nil {
 		return nil, errNoRequest
+	}
+	if err := req.text(); err != nil {
+		return nil, err
 	}
 	r := *req
 	r.Background = true

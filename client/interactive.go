@@ -33,6 +33,9 @@ func (c *Client) Interactive(ctx context.Context, id string, req *ExecRequest, s
 	if req == nil {
 		return nil, errNoRequest
 	}
+	if err := req.text(); err != nil {
+		return nil, err
+	}
 	if req.Background {
 		return nil, errors.New("exec: a background command is started with Start")
 	}
