@@ -2,6 +2,7 @@ package harness
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -175,15 +176,36 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 	switch {
 	case name == "eval":
 		s.add(ws, "eval runs a string as a command line")
+	case name == "read" || name == "printf" || name == "mapfile" || name == "readarray":
+		// They assign a variable they name: one that decides what a
+		// later program runs (read BASH_ENV, printf -v
+		// GIT_CONFIG_PARAMETERS ...) gets a value the line does not show.
+		s.add(ws, "")
+		for _, w := range ws[1:] {
+			if !w.dyn && startupVar(w.s) {
+				s.add(ws, "it sets "+w.s+", which decides what later programs run, to a value the line does not show")
+				break
+			}
+		}
 	case (ws[0].s == "." || ws[0].s == "source") && len(ws) > 1:
 		// The POSIX spelling of bash's source: one rule decides both.
 		// The file sourced runs as a script run would, so it is decided
 		// as the program it is too (a deny of deploy.sh holds for
-		// source deploy.sh); a name computed when the line runs is left
-		// to the rules about source, as a program it would only ask.
+		// source deploy.sh, and source -- deploy.sh); a name computed
+		// when the line runs is left to the rules about source, as a
+		// program it would only ask, but a pattern the shell expands
+		// (. ./deploy.s[h]) hides which file it is.
 		s.add(append([]word{{s: "source"}}, ws[1:]...), "")
-		if !ws[1].dyn {
-			s.add(ws[1:], "")
+		file := ws[1:]
+		if file[0].s == "--" && !file[0].dyn {
+			file = file[1:]
+		}
+		switch {
+		case len(file) == 0 || file[0].dyn:
+		case inScript && isPattern(file[0].s):
+			s.add(file, "the sourced file's name is a pattern the shell expands ("+file[0].s+")")
+		default:
+			s.add(file, "")
 		}
 	case isShell(name):
 		s.shell(ws, depth, inScript)
@@ -239,6 +261,25 @@ func isPattern(w string) bool {
 
 func isWrapper(name string) bool { _, ok := wrapper(name); return ok }
 
+// takesNext reports whether the option word a, among options withArg
+// that take a value, takes the next word for it: a itself is one of
+// them, or a is a group of short options (env -iu X) whose last one is,
+// a short option's value being the rest of its group otherwise.
+func takesNext(a string, withArg []string) bool {
+	if slices.Contains(withArg, a) {
+		return true
+	}
+	if strings.HasPrefix(a, "--") || len(a) < 3 {
+		return false
+	}
+	for j := 1; j < len(a); j++ {
+		if slices.Contains(withArg, "-"+a[j:j+1]) {
+			return j == len(a)-1
+		}
+	}
+	return false
+}
+
 // wrapped follows the command a wrapper runs.
 func (s *splitter) wrapped(name string, args []word, depth int) {
 	withArg, _ := wrapper(name)
@@ -252,7 +293,8 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			break
 		}
-		if name == "env" && (a == "-S" || strings.HasPrefix(a, "-S") || strings.HasPrefix(a, "--split-string")) {
+		short := !strings.HasPrefix(a, "--")
+		if name == "env" && (short && strings.ContainsRune(a, 'S') || strings.HasPrefix(a, "--split-string")) {
 			s.add(args, "env -S splits a string into a command line")
 			return
 		}
@@ -260,11 +302,8 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 			return // a query, runs nothing
 		}
 		i++
-		for _, o := range withArg {
-			if a == o {
-				i++
-				break
-			}
+		if takesNext(a, withArg) {
+			i++
 		}
 	}
 	switch name {
@@ -350,7 +389,9 @@ func shellOperand(args []string) (op int, c bool) {
 // deploy.sh, not sh -c), the file and its arguments: the program that
 // really runs, which no exec shows.
 func shellScriptFile(argv []string) ([]string, bool) {
-	if len(argv) < 2 || !isShell(path.Base(argv[0])) {
+	// A login shell's argv[0] is its name after a dash (-sh), which
+	// busybox's shell takes as sh, too.
+	if len(argv) < 2 || !isShell(strings.TrimPrefix(path.Base(argv[0]), "-")) {
 		return nil, false
 	}
 	op, c := shellOperand(argv[1:])
@@ -421,8 +462,27 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 			return false
 		}
 		level++
-		if as, isAssign := n.(*syntax.Assign); isAssign && as.Name != nil && as.Value != nil {
-			s.startupFile(as.Name.Value + "=" + wordOf(src, as.Value).s)
+		if as, isAssign := n.(*syntax.Assign); isAssign && as.Value != nil {
+			v := wordOf(src, as.Value)
+			switch {
+			case as.Name != nil:
+				s.assignment(as.Name.Value, v)
+			case as.Naked:
+				// export "NAME=VALUE", declare -x "$X": the name is in
+				// the word, where a value computed when the line runs
+				// may follow it ("PATH=$PATH:/x"), but not stand for it.
+				text := v.s
+				if v.dyn {
+					text = strings.TrimLeft(text, `"'`)
+				}
+				name, value, ok := strings.Cut(text, "=")
+				switch {
+				case ok && isName(name):
+					s.assignment(name, word{s: value, dyn: v.dyn})
+				case v.dyn:
+					s.out = append(s.out, simple{argv: []string{v.s}, hidden: "a variable is named when the line runs (" + v.s + ")"})
+				}
+			}
 		}
 		if call, isCall := n.(*syntax.CallExpr); isCall && len(call.Args) > 0 {
 			ws := make([]word, len(call.Args))
@@ -448,6 +508,50 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 // help.autocorrect=immediate psuh does).
 func (s *splitter) startupFile(assign string) {
 	name, value, _ := strings.Cut(assign, "=")
+	s.assignment(name, word{s: value})
+}
+
+// isName reports whether s is a shell variable's name.
+func isName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// startupVar reports whether name is a variable whose value decides what
+// a later program runs (see startupFile): BASH_ENV, ENV, and git's
+// configuration in the environment.
+func startupVar(name string) bool {
+	return name == "BASH_ENV" || name == "ENV" || name == "GIT_CONFIG_PARAMETERS" || name == "GIT_CONFIG_COUNT" || strings.HasPrefix(name, "GIT_CONFIG_KEY_")
+}
+
+// assignment records what the assignment of v to the variable name
+// runs, as startupFile says; a value known only when the line runs (a
+// $VAR in it, escapes that spell it) of such a variable, and a reference
+// (declare -n) to one, count as hiding what runs.
+func (s *splitter) assignment(name string, v word) {
+	value := v.s
+	if startupVar(value) {
+		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "a reference to " + value + ", whose value decides what later programs run"})
+		return
+	}
+	if v.dyn && name == "GIT_CONFIG_PARAMETERS" {
+		// What it held, with settings added to it: read as those.
+		t := strings.NewReplacer("${GIT_CONFIG_PARAMETERS}", "", "$GIT_CONFIG_PARAMETERS", "", `"`, "").Replace(value)
+		if !strings.ContainsAny(t, "$`\\") {
+			v, value = word{s: t}, t
+		}
+	}
+	if v.dyn && startupVar(name) {
+		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "the value of " + name + ", which decides what later programs run, is only known when the line runs"})
+		return
+	}
 	switch {
 	case (name == "BASH_ENV" || name == "ENV") && value != "":
 		s.out = append(s.out, simple{argv: []string{"source", value}})

@@ -585,14 +585,14 @@ func TestScriptFileByAnyName(t *testing.T) {
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo DEPLOYED\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "other.sh"), []byte("echo OTHER\n"), 0o644)
-	os.WriteFile(filepath.Join(ws, "bb.sh"), []byte("busybox sh deploy.sh\nbusybox ash -e deploy.sh\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "bb.sh"), []byte("busybox sh deploy.sh\nbusybox ash -e deploy.sh\nexec -a -sh busybox deploy.sh\n"), 0o644)
 	// Without the built-in rules, which ask about busybox's shell (it
 	// could run any applet) and would refuse it here for want of an
 	// answer: the deny alone must hold.
 	p := execPolicy(t, ws, "[harness]\nbuiltin = []\n\n[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
 	script := `python3 -c 'import os; os.execv("/bin/bash", ["x", "deploy.sh"])'; ln -s deploy.sh d; sh d; sh other.sh`
 	if _, err := exec.LookPath("busybox"); err == nil {
-		script += "; sh bb.sh"
+		script += "; bash bb.sh"
 	} else {
 		t.Log("busybox is not installed here: its shell applet is not tried")
 	}
