@@ -144,7 +144,61 @@ func recoverApplyUnder(d, ws, except string) (string, error) {
 			break
 		}
 	}
+	// And into a directory below ws: a run of ws sees that tree too
+	// (found by a tester). The marks are few: each names its change
+	// set, which names its workspace.
+	below, err := marksBelow(d, filepath.Clean(ws))
+	if err != nil {
+		return "", err
+	}
+	for _, dir := range below {
+		s, err := recoverApplyAt(d, dir, except)
+		if err != nil {
+			return "", err
+		}
+		if s != "" {
+			said = append(said, s)
+		}
+	}
 	return strings.Join(said, "; "), nil
+}
+
+// marksBelow returns the workspaces below ws (not ws) that an apply
+// marked in the state directory d names.
+func marksBelow(d, ws string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(d, "applying"))
+	if err != nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range ents {
+		p := filepath.Join(d, "applying", e.Name())
+		var ids []string
+		if e.IsDir() {
+			marks, _ := os.ReadDir(p)
+			for _, m := range marks {
+				ids = append(ids, m.Name())
+			}
+		} else if data, err := readMark(p); err == nil {
+			ids = append(ids, strings.TrimSpace(string(data)))
+		}
+		for _, id := range ids {
+			if !isID(id) {
+				continue
+			}
+			c, err := (&Store{Dir: d}).Open(id)
+			if err != nil {
+				continue
+			}
+			w := filepath.Clean(c.meta.Workspace)
+			if rel, err := filepath.Rel(ws, w); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !seen[w] {
+				seen[w] = true
+				out = append(out, w)
+			}
+		}
+	}
+	return out, nil
 }
 
 // recoverApplyAt is RecoverApplyInto for the applies marked for the

@@ -109,3 +109,32 @@ func TestOtherChangeSetsApplyKeepsTheMark(t *testing.T) {
 		t.Errorf("marks left: %v", err)
 	}
 }
+
+// TestRecoverApplyBelow: an apply killed part way into a directory below
+// the one a run starts in is finished or rolled back before the run too
+// (a tester's: a run, an overlay session and an apply in ws went on over
+// ws/sub half applied); the control: with no apply interrupted, nothing
+// is said.
+func TestRecoverApplyBelow(t *testing.T) {
+	s, a, merged := handMade(t)
+	t.Setenv("MOAT_STATE_DIR", s.Dir)
+	ws := a.Workspace()
+	parent := filepath.Dir(ws)
+	orig := manifest(t, ws, false)
+	if said, err := RecoverApplyInto(parent); said != "" || err != nil {
+		t.Fatalf("control: %q %v", said, err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+a.ID(), "MOAT_WS_CRASH_AFTER=2")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	said, err := RecoverApplyInto(parent)
+	if err != nil || !strings.Contains(said, a.ID()) {
+		t.Fatalf("RecoverApplyInto of the directory above: %q %v", said, err)
+	}
+	got := manifest(t, ws, false)
+	if diffManifests(orig, got) != "" && diffManifests(merged, got) != "" {
+		t.Errorf("after recovery, a mix:\n%s", diffManifests(orig, got))
+	}
+}

@@ -883,6 +883,14 @@ func (c *ChangeSet) DiscardIfEmpty() (bool, error) {
 		if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 || c.merging() {
 			return nil
 		}
+		// The workspace root's mode, changed, is in the upper layer's own
+		// (a change, as Changes says: chmod 750 . was dropped for empty,
+		// found by a tester).
+		ufi, uerr := os.Lstat(c.UpperDir())
+		lfi, lerr := os.Lstat(c.Workspace())
+		if uerr != nil || lerr == nil && modeOf(ufi) != modeOf(lfi) {
+			return nil
+		}
 		if err := c.discardLocked(); err != nil {
 			return err
 		}

@@ -637,3 +637,24 @@ func TestCreateSweepsUnmade(t *testing.T) {
 		t.Errorf("control: the young one was removed: %v", err)
 	}
 }
+
+// TestRootModeChangeIsNotEmpty: a change set whose only change is the
+// workspace root's mode (chmod 750 .) is kept by DiscardIfEmpty, as
+// Changes lists it (it was discarded as empty, found by a tester); the
+// control: one with no change at all is discarded.
+func TestRootModeChangeIsNotEmpty(t *testing.T) {
+	for _, chmod := range []bool{true, false} {
+		_, c := newSet(t, map[string]string{"a": "a\n"})
+		if chmod {
+			fi, err := os.Stat(c.Workspace())
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(c.UpperDir(), fi.Mode().Perm()&^0o027)
+		}
+		gone, err := c.DiscardIfEmpty()
+		if err != nil || gone == chmod {
+			t.Errorf("root mode changed %v: discarded %v (%v)", chmod, gone, err)
+		}
+	}
+}
