@@ -69,7 +69,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 			if why == backend.CauseTimeout || why == backend.CauseOutput {
 				hit = append(hit, why)
 			}
-			killed := c.checked() && runscCmd("kill", "--all", id, "KILL").Run() == nil
+			killed := c.checked() && runBounded(runscCmd("kill", "--all", id, "KILL")) == nil
 			if !killed && cmd.Process != nil {
 				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
@@ -158,7 +158,10 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 					continue
 				}
 				if sig, isSys := s.(syscall.Signal); isSys {
-					runscCmd("kill", id, fmt.Sprint(int(sig))).Run()
+					// Off this loop: while runsc still makes the sandbox a
+					// kill waits for it, and a second signal, or the
+					// wall limit, must still be seen.
+					go runBounded(runscCmd("kill", id, fmt.Sprint(int(sig))))
 				}
 			}
 		}
@@ -239,6 +242,31 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 // empty network namespace runsc pins there for its gofers with a bind
 // mount (and leaves for the next container of the same root: this root
 // has no next), and its overlay workspaces' mounts, unmounted first.
+// killBound bounds a runsc kill: one that waits on a sandbox runsc is
+// still making (its state locked) must not keep moat from ending the run
+// another way (runsc's process group).
+const killBound = 3 * time.Second
+
+// runBounded runs cmd, a runsc kill, for at most killBound: past it, it
+// is killed and an error returned.
+func runBounded(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t := time.NewTimer(killBound)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%s did not end within %v", cmd.Path, killBound)
+	}
+}
+
 // afterBundle, for tests, runs once the bundle is written and before
 // runsc starts: the moment a path it names could be swapped.
 var afterBundle func()

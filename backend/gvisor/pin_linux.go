@@ -34,6 +34,13 @@ func (c *container) pin(src string) (string, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return "", &fs.PathError{Op: "stat", Path: src, Err: err}
 	}
+	if k := st.Mode & unix.S_IFMT; k != unix.S_IFDIR && k != unix.S_IFREG {
+		// runsc's gofer opens what it binds, and a FIFO's open waits
+		// for a writer for ever (a sandbox could leave one at .envrc
+		// and hang every later run); a socket or a device it cannot
+		// open at all.
+		return "", fmt.Errorf("%s is %s: the gvisor backend binds only files and directories (remove it, or use --isolation native)", src, specialKind(k))
+	}
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if err != nil {
 		return "", fmt.Errorf("clone the mount at %s: %w", src, err)
@@ -120,4 +127,19 @@ func stageTrees(n int, dir string) error {
 		unix.Close(fd)
 	}
 	return nil
+}
+
+// specialKind names a file type that is neither a file nor a directory.
+func specialKind(k uint32) string {
+	switch k {
+	case unix.S_IFIFO:
+		return "a named pipe"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	}
+	return "not a file or a directory"
 }

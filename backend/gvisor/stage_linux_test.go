@@ -3,10 +3,13 @@ package gvisor_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/backend/backendtest"
@@ -64,6 +67,43 @@ func TestProtectedSourceSwappedAfterCheck(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(victim, "genuine")); string(b) != "VICTIM-SECRET\n" {
 			t.Errorf("the directory the link led to changed: %q", b)
+		}
+	}
+}
+
+// TestProtectedSpecialFileRefused: a named pipe or a socket where a
+// protected path is (a sandbox could leave a FIFO at .envrc) is refused
+// at once, naming it: runsc's gofer opened the FIFO to bind it and waited
+// for a writer, hanging every later run until its wall limit (found by a
+// tester). The control: a regular file there runs (TestProtectedSourceSwappedAfterCheck).
+func TestProtectedSpecialFileRefused(t *testing.T) {
+	runsc := usable(t)
+	for _, kind := range []string{"fifo", "socket"} {
+		ws := backendtest.Workspace(t)
+		p := filepath.Join(ws, ".envrc")
+		switch kind {
+		case "fifo":
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case "socket":
+			l, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+		}
+		spec := backendtest.BaseSpec(ws, "/bin/true")
+		spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountReadOnly, Target: p})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		start := time.Now()
+		_, err := (&gvisor.Backend{Runsc: runsc}).Run(ctx, spec, backend.Stdio{})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), ".envrc") || !strings.Contains(err.Error(), "binds only files and directories") {
+			t.Errorf("%s at a protected path: %v, want a refusal naming it", kind, err)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("%s: the refusal took %v", kind, d)
 		}
 	}
 }
