@@ -26,14 +26,7 @@ func TestRecoverApplyInto(t *testing.T) {
 	if said, err := RecoverApplyInto(ws); said != "" || err != nil {
 		t.Fatalf("control: nothing interrupted: %q %v", said, err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("crash helper: %v\n%s", err, out)
-	}
-	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
-		t.Fatal("the crash left the old or the new tree: the test shows nothing")
-	}
+	crashApply(t, s, c, orig, merged)
 	said, err := RecoverApplyInto(sub)
 	if err != nil || !strings.Contains(said, c.ID()) {
 		t.Fatalf("RecoverApplyInto: %q %v", said, err)
@@ -76,14 +69,7 @@ func TestOtherChangeSetsApplyKeepsTheMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	tree(t, b.UpperDir(), map[string]string{"keep": "K\n"})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+a.ID(), "MOAT_WS_CRASH_AFTER=2")
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("crash helper: %v\n%s", err, out)
-	}
-	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
-		t.Fatal("the crash left the old or the new tree: the test shows nothing")
-	}
+	crashApply(t, s, a, orig, merged)
 	rep, err := b.Apply(nil, nil)
 	if err != nil {
 		t.Fatalf("apply of the other change set: %v %+v", err, rep)
@@ -124,11 +110,7 @@ func TestRecoverApplyBelow(t *testing.T) {
 	if said, err := RecoverApplyInto(parent); said != "" || err != nil {
 		t.Fatalf("control: %q %v", said, err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+a.ID(), "MOAT_WS_CRASH_AFTER=2")
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("crash helper: %v\n%s", err, out)
-	}
+	crashApply(t, s, a, orig, merged)
 	said, err := RecoverApplyInto(parent)
 	if err != nil || !strings.Contains(said, a.ID()) {
 		t.Fatalf("RecoverApplyInto of the directory above: %q %v", said, err)
@@ -136,5 +118,21 @@ func TestRecoverApplyBelow(t *testing.T) {
 	got := manifest(t, ws, false)
 	if diffManifests(orig, got) != "" && diffManifests(merged, got) != "" {
 		t.Errorf("after recovery, a mix:\n%s", diffManifests(orig, got))
+	}
+}
+
+// crashApply runs an apply of c in a helper process that dies after its
+// second operation, and checks that it left the workspace neither orig
+// nor merged: half applied.
+func crashApply(t *testing.T, s *Store, c *ChangeSet, orig, merged map[string]string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	ws := c.Workspace()
+	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {
+		t.Fatal("the crash left the old or the new tree: the test shows nothing")
 	}
 }
