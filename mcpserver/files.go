@@ -685,6 +685,12 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 	if len(changes) == 0 {
 		return textResult("no changes to apply"), nil, nil
 	}
+	// A server that cannot end the session's sandbox (the daemon's /mcp)
+	// cannot apply: said before anyone is asked, not after a person
+	// approved what could not happen (found by a tester).
+	if s.opts.Restart == nil {
+		return errorResult(fmt.Sprintf("apply needs this session's sandbox to end first, and this server cannot restart it; nothing was applied. Ask the user to run moat apply %s once the session has ended", cs.ID())), nil, nil
+	}
 	// An apply the change set would refuse (a protected path, a file
 	// changed on the host, a path that selects nothing) is refused here,
 	// before a person is asked and before the restart, which would leave
@@ -740,10 +746,8 @@ func (s *server) apply(ctx context.Context, req *mcp.CallToolRequest, in applyIn
 		return errorResult(fmt.Sprintf("not applied: %s. Nothing reached the workspace; ask the user what to change.", why)), nil, nil
 	}
 	// The sandbox holds the change set while it is mounted: the session
-	// ends for the apply and starts again over the applied workspace.
-	if s.opts.Restart == nil {
-		return errorResult(fmt.Sprintf("apply needs this session's sandbox to end first, and this server cannot restart it; nothing was applied. Ask the user to run moat apply %s once the session has ended", cs.ID())), nil, nil
-	}
+	// ends for the apply and starts again over the applied workspace
+	// (Restart, checked above).
 	if st := s.session().Status(); st.Running > 0 {
 		return errorResult(fmt.Sprintf("%d command(s) still run in this session; apply restarts the sandbox, which would kill them. Stop them (stop_process) and call apply again", st.Running)), nil, nil
 	}

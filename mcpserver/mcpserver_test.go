@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -552,12 +553,21 @@ func TestOverlayDiffApply(t *testing.T) {
 	}
 }
 
+// TestApplyWithoutRestart: a server that cannot end the session's
+// sandbox (the daemon's /mcp) refuses apply at once, without asking a
+// person (the question was asked, and the approval recorded, for an apply
+// that could not happen, found by a tester).
 func TestApplyWithoutRestart(t *testing.T) {
+	var asked atomic.Int32
 	e := start(t, setup{mode: "overlay", noRestart: true, elicit: func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked.Add(1)
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
 	}})
 	e.ok(t, "write_file", map[string]any{"path": "a.txt", "content": "new\n"})
 	e.fails(t, "apply", map[string]any{}, "sandbox to end first", "moat apply "+e.sess.ChangeSet())
+	if n := asked.Load(); n != 0 {
+		t.Errorf("a person was asked %d times about an apply that cannot happen", n)
+	}
 }
 
 func TestDiffDirect(t *testing.T) {
