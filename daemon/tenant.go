@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/moatbox/moat/internal/fsid"
+	"github.com/moatbox/moat/internal/pathwalk"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -189,44 +190,16 @@ func openWorkspace(t Tenant, path string) (string, *os.File, error) {
 // the errors of the checks after it told apart for a tenant that may
 // not list them (found by a tester). No workspace lies in /proc.
 func resolveOutsideProc(p string) (string, error) {
-	const maxLinks = 255
-	rest := strings.Split(filepath.Clean(p), "/")
-	cur, links := "/", 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		if next == "/proc" || strings.HasPrefix(next, "/proc/") {
+	visits, real, ok := pathwalk.Walk(filepath.Clean(p))
+	for _, v := range visits {
+		if v == "/proc" || strings.HasPrefix(v, "/proc/") {
 			return "", errors.New("a path through /proc")
 		}
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", errors.New("too many links")
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
 	}
-	return cur, nil
+	if !ok {
+		return "", errors.New("does not resolve")
+	}
+	return real, nil
 }
 
 // fsIDs are the group and supplementary groups a local tenant's paths

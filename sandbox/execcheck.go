@@ -23,6 +23,7 @@ import (
 	"github.com/moatbox/moat/egress"
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/lookpath"
+	"github.com/moatbox/moat/internal/pathwalk"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -844,7 +845,7 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 	// place and what it names included: one the sandbox does not have (a
 	// link by way of /srv/..) fails its search there, which goes on to
 	// the next directory of PATH (found by a reviewer).
-	visits, ok := pathVisits(prog)
+	visits, _, ok := pathwalk.Walk(prog)
 	if !ok {
 		return false
 	}
@@ -889,48 +890,6 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 		}
 	}
 	return true
-}
-
-// pathVisits lists the paths the kernel goes through to resolve the
-// absolute path p, in order: each component, a link's own place and then
-// what it names; false when a component is missing or the links loop.
-func pathVisits(p string) ([]string, bool) {
-	var out []string
-	rest := strings.Split(p, "/")
-	cur := "/"
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		out = append(out, next)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return out, false
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if hops++; hops > 40 {
-			return out, false
-		}
-		t, err := os.Readlink(next)
-		if err != nil {
-			return out, false
-		}
-		if filepath.IsAbs(t) {
-			cur = "/"
-		}
-		rest = append(strings.Split(t, "/"), rest...)
-	}
-	return out, true
 }
 
 // sameDecision says whether a and b are the same decision: verdict, rule
