@@ -20,9 +20,11 @@ func TestWalk(t *testing.T) {
 	os.Symlink("a", filepath.Join(dir, "rel"))
 	os.Symlink(filepath.Join(dir, "a", "b"), filepath.Join(dir, "abs"))
 	os.Symlink("loop", filepath.Join(dir, "loop"))
-	visits, real, ok := Walk(filepath.Join(dir, "rel", "b", "..", "..", "abs"))
-	want, _ := filepath.EvalSymlinks(filepath.Join(dir, "rel", "b", "..", "..", "abs"))
-	if !ok || real != want || !slices.Contains(visits, filepath.Join(dir, "rel")) || !slices.Contains(visits, filepath.Join(dir, "a", "b")) {
+	// Joined by hand: filepath.Join would clean the ".." away.
+	p := dir + "/rel/b/../../abs"
+	visits, real, ok := Walk(p)
+	want, _ := filepath.EvalSymlinks(p)
+	if !ok || real != want || !slices.Contains(visits, filepath.Join(dir, "rel")) || !slices.Contains(visits, filepath.Join(dir, "abs")) {
 		t.Errorf("Walk = %v %q %v, want to end at %q through the links", visits, real, ok, want)
 	}
 	for _, p := range []string{filepath.Join(dir, "loop"), filepath.Join(dir, "missing", "x")} {
