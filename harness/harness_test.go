@@ -344,6 +344,7 @@ func TestGitConfigFromEnvironment(t *testing.T) {
 		{"env", "-iu", "X", "A=b", "git", "status"},
 		{"bash", "-c", `read -r line < f; printf '%s\n' "$line"`},
 		{"bash", "-c", `unset GIT_CONFIG_PARAMETERS; git status`},
+		{"bash", "-c", `MODE=ENV make deploy-docs`},
 	} {
 		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Allow {
 			t.Errorf("control: %q = %s, want allow", argv, d.Verdict)

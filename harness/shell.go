@@ -537,7 +537,10 @@ func startupVar(name string) bool {
 // (declare -n) to one, count as hiding what runs.
 func (s *splitter) assignment(name string, v word) {
 	value := v.s
-	if startupVar(value) {
+	// A reference (declare -n r=NAME; r=...) names the variable in its
+	// value; ENV and GIT_CONFIG_COUNT are left out, words a value holds
+	// for other reasons (MODE=ENV), and neither does anything alone.
+	if startupVar(value) && value != "ENV" && value != "GIT_CONFIG_COUNT" {
 		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "a reference to " + value + ", whose value decides what later programs run"})
 		return
 	}
