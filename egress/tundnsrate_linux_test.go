@@ -51,7 +51,7 @@ func startResolver(t *testing.T, audit func(Event)) *resolverTest {
 		defer close(r.readerDone)
 		buf := make([]byte, 2048)
 		for {
-			n, err := unix.Read(peer, buf)
+			n, err := readPeer(peer, buf)
 			if err != nil || n == 0 {
 				return
 			}

@@ -99,7 +99,7 @@ func TestTUNStartsOnFirstPacket(t *testing.T) {
 	tv := unix.NsecToTimeval(int64(5 * time.Second))
 	unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf := make([]byte, 2048)
-	n, err := unix.Read(peer, buf)
+	n, err := readPeer(peer, buf)
 	if err != nil {
 		t.Fatalf("no answer to the first packet: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestTUNHoldsNoThread(t *testing.T) {
 		unix.Write(peer, dnsQuery(t, cfg.DNS, "allowed.test."))
 		tv := unix.NsecToTimeval(int64(5 * time.Second))
 		unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		if _, err := unix.Read(peer, make([]byte, 2048)); err != nil {
+		if _, err := readPeer(peer, make([]byte, 2048)); err != nil {
 			t.Fatalf("no answer: %v", err)
 		}
 	}
@@ -192,4 +192,16 @@ func tunPair(t *testing.T) (dev, peer int) {
 		t.Fatal(err)
 	}
 	return fds[0], fds[1]
+}
+
+// readPeer reads one packet from a stand-in device's peer, again when a
+// signal interrupted the wait: a socket with a receive timeout is not
+// restarted after the runtime's preemption signal.
+func readPeer(fd int, buf []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, buf)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }

@@ -65,7 +65,7 @@ func TestTUNOddPackets(t *testing.T) {
 	unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	read := func() []byte {
 		buf := make([]byte, 2048)
-		n, err := unix.Read(peer, buf)
+		n, err := readPeer(peer, buf)
 		if err != nil {
 			return nil
 		}

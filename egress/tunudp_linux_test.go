@@ -54,7 +54,7 @@ func TestTUNUDPPastTheBound(t *testing.T) {
 	unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	unix.Write(peer, dnsQuery(t, dns, "allowed.test."))
 	buf := make([]byte, 2048)
-	if _, err := unix.Read(peer, buf); err != nil {
+	if _, err := readPeer(peer, buf); err != nil {
 		t.Fatalf("the DNS query after the datagrams: %v", err)
 	}
 	p.Close()

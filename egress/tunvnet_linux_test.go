@@ -76,7 +76,7 @@ func TestTUNChecksumOffload(t *testing.T) {
 	answer := func(peer, hdr int) (pkt, h []byte) {
 		t.Helper()
 		buf := make([]byte, 2048)
-		n, err := unix.Read(peer, buf)
+		n, err := readPeer(peer, buf)
 		if err != nil {
 			return nil, nil
 		}
