@@ -116,6 +116,19 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 // drawing character set, insert mode, no line wrap, a hidden cursor.
 const resetRendering = "\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
 
+// questionReset comes before a question, whatever the command wrote (what
+// it left set is the output filter's to know, not the approver's):
+// reverse video; the palette and default colours,
+// which can make moat's text the colour of the background while a fake
+// question in other colours shows; a hyperlink left open; the scroll
+// region and left and right margins, in which the question's lines would
+// scroll out of sight under a fake one drawn above (found by a tester;
+// reset around a saved cursor, which stays where it was); then the
+// rendering. The question then begins on a line of its own with all below
+// it erased, so nothing the command drew there reads as part of it.
+const questionReset = "\x1b[?5l\x1b]104\x1b\\\x1b]110\x1b\\\x1b]111\x1b\\\x1b]8;;\x1b\\" +
+	"\x1b7\x1b[?69l\x1b[r\x1b8" + resetRendering + "\r\n\x1b[J"
+
 // shown is s as text: quoted, its control characters escaped, when it
 // has any (workspace.MustEscape: bidirectional controls, which reorder
 // what the terminal displays, too). strconv.Quote escapes each of them.
@@ -161,7 +174,7 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 	}
 	defer t.gate.Unlock()
 	var b strings.Builder
-	b.WriteString(resetRendering)
+	b.WriteString(questionReset)
 	rule := "the command line"
 	if d.Rule != nil {
 		rule = "rule " + d.Rule.String()
@@ -171,10 +184,10 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if r.Method != "" {
 			what = r.Method + " " + r.Path
 		}
-		fmt.Fprintf(&b, "\nmoat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, shown(r.Host), r.Port, shown(what), d.Reason)
+		fmt.Fprintf(&b, "moat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, shown(r.Host), r.Port, shown(what), d.Reason)
 		b.WriteString("Let it through? [y] once, [s] all this rule asks for this run, [N] no: ")
 	} else {
-		fmt.Fprintf(&b, "\nmoat: %s asks before this runs:\n", rule)
+		fmt.Fprintf(&b, "moat: %s asks before this runs:\n", rule)
 		fmt.Fprintf(&b, "  command: %q\n", a.Argv)
 		if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
 			fmt.Fprintf(&b, "  because of: %q\n", d.Command)

@@ -489,7 +489,9 @@ func TestSessionLearnAndSuggest(t *testing.T) {
 // same terminal; they could redraw the question (a harmless command in
 // place of the one asked about) or hide it. The command's output waits
 // until the question is answered, the question starts with the
-// terminal's rendering reset (the command made its text invisible), and
+// terminal's rendering and scroll region reset (the command made its text
+// invisible and kept scrolling to two lines, where the question's lines
+// scrolled out of sight under a fake one drawn above), and
 // a line typed before the question showed does not answer it. The
 // person's answer typed after the question approves (the control), and
 // the output held back is shown then.
@@ -509,8 +511,10 @@ func TestQuestionHoldsOutput(t *testing.T) {
 			auditFile := filepath.Join(t.TempDir(), "audit.jsonl")
 			o := newOuterTerminal(t)
 			// The background job writes while the question waits; the
-			// invisible attribute is set before the ask.
-			script := `x=marker-ask; printf 'BEF%sORE\033[8m\n'; (sleep 1; printf '%s%s\n' SPOO FED) & sleep 0.5; touch $x; wait; echo done`
+			// invisible attribute and a two-line scroll region, in which
+			// the question would scroll out of sight, are set before the
+			// ask.
+			script := `x=marker-ask; printf 'BEF%sORE\033[8m\033[23;24r\n'; (sleep 1; printf '%s%s\n' SPOO FED) & sleep 0.5; touch $x; wait; echo done`
 			cmd := exec.Command(os.Args[0], "run", "--policy", pol, "--workspace", ws, "--audit", auditFile, "--", "sh", "-c", script)
 			null, err := os.Open(os.DevNull)
 			if err != nil {
@@ -530,8 +534,10 @@ func TestQuestionHoldsOutput(t *testing.T) {
 			if q < 0 || strings.Contains(shown, "SPOOFED") {
 				t.Errorf("the command's output was shown while the question waited: %q", shown)
 			}
-			if q >= 0 && !strings.Contains(shown[strings.Index(shown, "\x1b[8m"):q], resetRendering) {
-				t.Errorf("the question does not reset the rendering the command set: %q", shown)
+			// (The terminal adds a carriage return to the question's
+			// newline.)
+			if reset := strings.TrimSuffix(questionReset, "\r\n\x1b[J"); q >= 0 && (!strings.Contains(shown[strings.Index(shown, "\x1b[8m"):q], reset) || !strings.HasSuffix(shown[:q], "\n\x1b[J")) {
+				t.Errorf("the question does not reset the rendering and the scroll region the command set: %q", shown)
 			}
 			if !tt.ahead {
 				o.master.Write([]byte("y\n"))

@@ -75,6 +75,7 @@ type parser struct {
 	lo, hi  byte   // the range the next continuation byte must be in
 	char    []byte // a character of a passed OSC, held until it is whole
 	saw     bool   // a control sequence or a shift was passed
+	left    left   // what the passed sequences set that outlives the command
 	last    io.Writer
 
 	out []byte
@@ -103,7 +104,7 @@ const maxHead = 256
 // resetRendering ends, after a command that wrote control sequences, what
 // it may have left set that would hide or garble what is written next
 // (moat's report): attributes, a line-drawing character set, insert mode,
-// no line wrap, a hidden cursor.
+// no line wrap, a hidden cursor. It comes after what left undoes.
 const resetRendering = "\x1b[0m\x1b(B\x0f\x1b[4l\x1b[?7h\x1b[?25h"
 
 // New returns a Writer that filters into w.
@@ -228,8 +229,8 @@ func (t *Writer) Write(b []byte) (int, error) {
 // Close ends a string the filter passed and the command left open, so
 // that the terminal does not take what is written after the command's
 // output (moat's report, the shell's prompt) as part of it, resets the
-// rendering if the command wrote sequences, and drops what it held
-// undecided. It does not close the writer under it.
+// rendering and undoes the modes the command left set (see left) if it
+// wrote sequences, and drops what it held undecided. It does not close the writer under it.
 func (t *Writer) Close() error {
 	t.p.mu.Lock()
 	t.p.last = t.w
@@ -252,6 +253,7 @@ func (p *parser) close() error {
 		p.out = append(p.out, 0x1b, '\\')
 	}
 	if p.saw {
+		p.out = p.left.undo(p.out)
 		p.out = append(p.out, resetRendering...)
 	}
 	p.head, p.char, p.state, p.escHeld, p.c2Held, p.need, p.saw = nil, nil, ground, false, false, 0, false
@@ -410,6 +412,7 @@ func (p *parser) afterEsc(b byte) {
 	default:
 		p.endString()
 		p.passed()
+		p.left.esc(b)
 		p.out = append(p.out, 0x1b, b)
 	}
 }
@@ -652,6 +655,7 @@ func (p *parser) finishCSI() {
 		}
 	}
 	p.passed()
+	p.left.csi(h)
 	p.out = append(append(p.out, 0x1b, '['), h...)
 	p.head = p.head[:0]
 }
@@ -671,6 +675,7 @@ func (p *parser) decideOSC(more bool) bool {
 	}
 	n, _ := strconv.Atoi(num)
 	p.passed()
+	p.left.osc(n)
 	p.out = append(p.out, 0x1b, ']')
 	p.out = strconv.AppendInt(p.out, int64(n), 10)
 	if more {

@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,10 +25,14 @@ func filter(t *testing.T, in string, n int) (string, []Drop) {
 		}
 		b = b[k:]
 	}
-	w.Close()
-	// The rendering's reset after a command that wrote sequences is
+	// The undoing of what the command left set and the rendering's
+	// reset after it are TestCloseUndoesWhatWasLeft's and
 	// TestCloseResetsRendering's.
-	return strings.TrimSuffix(out.String(), resetRendering), w.Dropped()
+	l := w.p.left
+	l.modes = maps.Clone(l.modes)
+	tail := string(l.undo(nil)) + resetRendering
+	w.Close()
+	return strings.TrimSuffix(out.String(), tail), w.Dropped()
 }
 
 // TestPassesWhatDraws is the positive control: text and the sequences
@@ -271,6 +276,45 @@ func TestPassedStringEndsWith7BitST(t *testing.T) {
 	} {
 		if got, _ := filter(t, in, 1); got != want {
 			t.Errorf("%q became %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCloseUndoesWhatWasLeft: what a command set that outlives it and
+// changes what is written after (a scroll region in which moat's question
+// scrolls out of sight, found by a tester; the alternate screen; colours;
+// mouse and keyboard modes) is undone at the end, and only what is still
+// set: the control, a program that set and reset its modes itself (a
+// full-screen editor), gets the rendering's reset alone.
+func TestCloseUndoesWhatWasLeft(t *testing.T) {
+	for _, c := range []struct{ in, undo string }{
+		{"\x1b[23;24r\x1b[24;1H", "\x1b7\x1b[?69l\x1b[r\x1b8"},
+		{"\x1b[?1049h\x1b[?1000;1006h", "\x1b[?1049l\x1b[?1000l\x1b[?1006l"},
+		{"\x1b[?1049h\x1b[2J\x1b[?1049l", ""},
+		{"\x1b[1;2r\x1b[r", ""},
+		{"\x1b]10;#101010\x07\x1b]11;#101010\x1b\\", "\x1b]110\x1b\\\x1b]111\x1b\\"},
+		{"\x1b]4;1;rgb:ff/00/00\x07\x1b]104\x07", ""},
+		{"\x1b[>1u\x1b[>5u\x1b[<u", "\x1b[<1u"},
+		{"\x1b[>4;2m", "\x1b[>4m"},
+		{"\x1b=\x1b[?1h\x1b[?2004h", "\x1b[?1l\x1b[?2004l\x1b>"},
+		{"\x1b[?5h\x1b[?6h\x1bc", ""},
+		{"\x1b[?25l\x1b[8m", ""},
+	} {
+		var out bytes.Buffer
+		w := New(&out)
+		w.Write([]byte(c.in))
+		w.Close()
+		want := c.in + c.undo + resetRendering
+		if out.String() != want {
+			t.Errorf("%q: ended %q, want %q", c.in, strings.TrimPrefix(out.String(), c.in), c.undo+resetRendering)
+		}
+		// What undo writes leaves nothing to undo.
+		var again bytes.Buffer
+		w2 := New(&again)
+		w2.Write(out.Bytes())
+		w2.Close()
+		if again.String() != out.String()+resetRendering {
+			t.Errorf("%q passed again: ended %q", c.in, strings.TrimPrefix(again.String(), out.String()))
 		}
 	}
 }
