@@ -3,10 +3,12 @@ package gvisor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/moatbox/moat/backend"
@@ -68,19 +70,29 @@ func (c *container) start(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
+	if len(cmd.ExtraFiles) > 0 {
+		return errors.New("start runsc through the gate: the call passes files of its own")
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
+	// The gate's status: its exec of runsc closes the write end (the
+	// gate marks it close-on-exec), or the gate writes why it stopped
+	// there, so that a failure of its own is not taken for runsc's.
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		return err
+	}
+	defer sr.Close()
 	cmd.Args = append([]string{gateArg0, strconv.Itoa(len(c.trees)), c.stage}, cmd.Args...)
 	cmd.Path = self
-	if len(cmd.ExtraFiles) > 0 {
-		return errors.New("start runsc through the gate: the call passes files of its own")
-	}
-	cmd.ExtraFiles = append([]*os.File{r}, c.trees...)
+	cmd.ExtraFiles = append([]*os.File{r, sw}, c.trees...)
 	err = cmd.Start()
 	r.Close()
+	sw.Close()
 	// The gate holds the clones now: closed here, they stay until it has
 	// mounted them (or ended).
 	c.closeTrees()
@@ -99,6 +111,12 @@ func (c *container) start(cmd *exec.Cmd) error {
 		cmd.Wait()
 		return fmt.Errorf("start runsc through the gate: %w", err)
 	}
+	msg, _ := io.ReadAll(io.LimitReader(sr, 4096))
+	if len(msg) > 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return errors.New(strings.TrimSpace(string(msg)))
+	}
 	return nil
 }
 
@@ -111,11 +129,17 @@ func (c *container) closeTrees() {
 }
 
 // gate waits for moat's word on fd 3, mounts the N staged sources it was
-// given (fds 4 and up) in DIR, and becomes runsc: its arguments are N DIR
+// given (fds 5 and up) in DIR, and becomes runsc: its arguments are N DIR
 // RUNSC [ARGS...]. Without the word (moat died, or could not add it to
-// the cgroup) it ends.
+// the cgroup) it ends; when it cannot go on, it says why on fd 4.
 func gate() int {
 	f := os.NewFile(3, "gate")
+	syscall.CloseOnExec(4)
+	status := os.NewFile(4, "gate status")
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(status, format, args...)
+		return code
+	}
 	b := make([]byte, 1)
 	if n, _ := f.Read(b); n != 1 || len(os.Args) < 4 {
 		return 125
@@ -123,22 +147,19 @@ func gate() int {
 	f.Close()
 	n, err := strconv.Atoi(os.Args[1])
 	if err != nil || n < 0 {
-		fmt.Fprintf(os.Stderr, "moat: gate: %q is not a count of staged sources\n", os.Args[1])
-		return 125
+		return fail(125, "the gate: %q is not a count of staged sources", os.Args[1])
 	}
 	if n > 0 {
 		// The namespace is this thread's, and the exec below, from this
 		// thread, takes it into runsc.
 		runtime.LockOSThread()
 		if err := stageTrees(n, os.Args[2]); err != nil {
-			fmt.Fprintf(os.Stderr, "moat: stage the protected paths for runsc: %v\n", err)
-			return 125
+			return fail(125, "stage the protected paths: %v", err)
 		}
 	}
 	err = syscall.Exec(os.Args[3], os.Args[3:], os.Environ())
-	fmt.Fprintf(os.Stderr, "moat: exec runsc: %v\n", err)
 	if errors.Is(err, syscall.ENOENT) {
-		return 127
+		return fail(127, "exec %s: %v", os.Args[3], err)
 	}
-	return 126
+	return fail(126, "exec %s: %v", os.Args[3], err)
 }

@@ -1,4 +1,4 @@
 package gvisor
 
 // SetAfterBundle sets afterBundle for a test.
-func SetAfterBundle(f func()) { afterBundle = f }
+func SetAfterBundle(f func(stage string)) { afterBundle = f }

@@ -122,7 +122,7 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = attrs()
 	if afterBundle != nil {
-		afterBundle()
+		afterBundle(c.stage)
 	}
 	if err := c.start(cmd); err != nil {
 		return nil, &backend.InitError{Stage: "runsc", Err: err}
@@ -268,8 +268,9 @@ func runBounded(cmd *exec.Cmd) error {
 }
 
 // afterBundle, for tests, runs once the bundle is written and before
-// runsc starts: the moment a path it names could be swapped.
-var afterBundle func()
+// runsc starts: the moment a path it names could be swapped. It is given
+// the directory of the staged sources' mount points ("" when none).
+var afterBundle func(stage string)
 
 func removeRunDir(dir string) {
 	unmountOverlays(dir)

@@ -108,7 +108,7 @@ func openNoLinks(p string) (int, error) {
 	return fd, nil
 }
 
-// stageTrees moves the clones the gate was given (fds 4 and up, n of
+// stageTrees moves the clones the gate was given (fds 5 and up, n of
 // them) onto their mount points in dir, in a mount namespace of the
 // calling thread's own, which the caller then execs in: nothing of it
 // reaches the host's.
@@ -120,7 +120,7 @@ func stageTrees(n int, dir string) error {
 		return fmt.Errorf("make the mount namespace private: %w", err)
 	}
 	for i := 0; i < n; i++ {
-		fd := 4 + i
+		fd := 5 + i
 		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, filepath.Join(dir, strconv.Itoa(i)), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mount staged source %d: %w", i, err)
 		}

@@ -44,7 +44,7 @@ func TestProtectedSourceSwappedAfterCheck(t *testing.T) {
 			backend.Mount{Kind: backend.MountReadOnly, Target: filepath.Join(cargo, "genuine")})
 		gvisor.SetAfterBundle(nil)
 		if swap {
-			gvisor.SetAfterBundle(func() {
+			gvisor.SetAfterBundle(func(string) {
 				os.Rename(cargo, cargo+"-aside")
 				os.Symlink(victim, cargo)
 			})
@@ -104,6 +104,38 @@ func TestProtectedSpecialFileRefused(t *testing.T) {
 		}
 		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("%s: the refusal took %v", kind, d)
+		}
+	}
+}
+
+// TestGateFailureNamed: when the gate cannot stage a protected path (its
+// mount point gone), the run fails with the gate's own reason, not with
+// a guess that runsc is not gVisor's (what it said before). The control:
+// the same run with the mount point in place succeeds.
+func TestGateFailureNamed(t *testing.T) {
+	runsc := usable(t)
+	for _, remove := range []bool{false, true} {
+		ws := backendtest.Workspace(t)
+		p := filepath.Join(ws, ".envrc")
+		os.WriteFile(p, []byte("x\n"), 0o644)
+		spec := backendtest.BaseSpec(ws, "/bin/cat", ".envrc")
+		spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountReadOnly, Target: p})
+		gvisor.SetAfterBundle(func(stage string) {
+			if remove {
+				os.Remove(filepath.Join(stage, "0"))
+			}
+		})
+		st, err := (&gvisor.Backend{Runsc: runsc}).Run(context.Background(), spec, backend.Stdio{})
+		gvisor.SetAfterBundle(nil)
+		if !remove {
+			if err != nil || st.ExitCode != 0 {
+				t.Fatalf("control: %v %+v", err, st)
+			}
+			continue
+		}
+		t.Logf("mount point gone: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "stage the protected paths") || strings.Contains(err.Error(), "pid-file") {
+			t.Errorf("mount point gone: %v, want the gate's reason", err)
 		}
 	}
 }
