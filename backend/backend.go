@@ -639,6 +639,11 @@ const (
 	CauseFile    Cause = "file_size" // the file-size limit fired (SIGXFSZ)
 	CauseDisk    Cause = "disk"      // the command failed after the disk limit was reached
 	CauseKilled  Cause = "killed"    // the run was cancelled or killed from outside
+	// CauseProtection: a protection the sandbox was built with (a
+	// read-only path or a deny mask in a tree the host shares) went
+	// while it ran, the host having replaced or removed the file under
+	// it; a Denial of LayerMount names the path.
+	CauseProtection Cause = "protection"
 )
 
 // ExitStatus is how a run ended, as seen by the backend.
@@ -667,6 +672,17 @@ type ExitStatus struct {
 	LandlockABI int
 	// Denials are the refusals the backend saw, one entry per kind.
 	Denials []Denial
+}
+
+// LayerMount is the Layer of the Denial that names a protection that went
+// while the sandbox ran (CauseProtection).
+const LayerMount = "mount"
+
+// ProtectionLost is the Denial for a protection that went: its path.
+func ProtectionLost(path string) Denial {
+	return Denial{Layer: LayerMount, What: path, Count: 1,
+		Rule: "the host replaced or removed this protected path while the sandbox ran, and its protection in the sandbox went with it",
+		Hint: "run again: a new sandbox protects the file now there; a file saved by renaming a new one over it (git config, sed -i, editors) does this"}
 }
 
 // LayerTerminal is the Layer of the Denials for control sequences dropped

@@ -301,6 +301,11 @@ var errNoRequest = errors.New("exec: no ExecRequest (its Args name the command)"
 // terminal.
 const LayerTerminal = "terminal"
 
+// LayerMount is the Layer of the Denial that names a protection that went
+// while the session ran (Reason "protection"): the host replaced or
+// removed the file under it.
+const LayerMount = "mount"
+
 // readEvents copies an exec's output events to stdout and stderr, tells
 // c.OnApproval of its approvals, and returns its last event's report or
 // error.

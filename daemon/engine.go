@@ -213,6 +213,8 @@ func (e *sandboxEngine) ChangeSet() string {
 
 func (e *sandboxEngine) Done() <-chan struct{} { return e.s.Done() }
 
+func (e *sandboxEngine) EndReason() string { return e.s.EndReason() }
+
 // signaller is an Engine that can signal every command it runs (a drain
 // asks them to end before the engine is closed).
 type signaller interface {

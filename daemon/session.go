@@ -469,6 +469,12 @@ func (s *Session) expired(now time.Time) string {
 	if s.ready {
 		select {
 		case <-s.eng.Done():
+			// A protection's going ended it (the host replaced or
+			// removed a protected file): said apart, and logged with
+			// the path by the caller.
+			if e, ok := s.eng.(interface{ EndReason() string }); ok && e.EndReason() != "" {
+				return "protection"
+			}
 			return "sandbox ended"
 		default:
 		}

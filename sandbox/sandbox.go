@@ -706,6 +706,10 @@ func fillReport(rep *Report, st *backend.ExitStatus, landlock string) {
 			rep.Denials = append(rep.Denials, d)
 			continue
 		}
+		if d.Layer == backend.LayerMount {
+			rep.Denials = append(rep.Denials, d)
+			continue
+		}
 		d.Profile = rep.Seccomp
 		if d.Errno == "ENOSYS" {
 			if f := seccomp.FallbackOf(d.What); f != "" {

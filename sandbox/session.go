@@ -426,6 +426,16 @@ func (s *Session) Stats() backend.Stats { return s.inst.Stats() }
 // init died. Close must still be called, to finish the workspace.
 func (s *Session) Done() <-chan struct{} { return s.inst.Done() }
 
+// EndReason says why the session's sandbox ended by itself when it was
+// the going of a protection (the host replaced or removed a protected
+// file, backend.CauseProtection), naming it; "" otherwise.
+func (s *Session) EndReason() string {
+	if e, ok := s.inst.(interface{ EndReason() string }); ok {
+		return e.EndReason()
+	}
+	return ""
+}
+
 // Process is a command running in a session (Session.Start).
 type Process struct {
 	sess     *Session

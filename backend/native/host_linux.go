@@ -178,6 +178,7 @@ type run struct {
 	afterWait      []func()      // run once init has been reaped
 	seen           denials       // a direct start's refused system calls
 	killed         atomic.Value  // backend.Cause the host killed the run for
+	lost           atomic.Value  // the path of the protection that went (CauseProtection)
 	output         atomic.Int64
 	tty            *terminal // the command's pty, when the caller's stdin is a terminal
 
@@ -438,6 +439,13 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		switch m.Type {
 		case "started":
 			r.started = time.Now()
+			// Every mount is in place once the command has started.
+			if stop, err := r.watchMounts(); err != nil {
+				errMsg = &message{Type: "error", Stage: "watch the protections", Err: err.Error()}
+				r.kill(backend.CauseKilled)
+			} else if stop != nil {
+				defer stop()
+			}
 		case "exit":
 			exitMsg = &m
 		case "error":
@@ -493,6 +501,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		st.Denials = r.explain(r.seen.list())
 	}
 	st.Denials = append(st.Denials, dropped...)
+	if path, ok := r.lost.Load().(string); ok {
+		st.Denials = append(st.Denials, backend.ProtectionLost(path))
+	}
 	return st, nil
 }
 
@@ -952,7 +963,7 @@ func (r *run) status(exit *message) *backend.ExitStatus {
 		hit(backend.CauseDisk)
 	}
 	killed, _ := r.killed.Load().(backend.Cause)
-	if killed != "" && killed != backend.CauseKilled { // a kill is no limit
+	if killed != "" && killed != backend.CauseKilled && killed != backend.CauseProtection { // a kill is no limit
 		hit(killed)
 	}
 

@@ -244,6 +244,7 @@ func (r *run) startDirect(filters [][]seccomp.Instruction, trees map[string]*os.
 	pid, inCgroup := c.pid, c.inCgroup
 	forked = true
 	proc := &child{pid: int(pid)}
+	r.pid = proc.pid
 	r.signal = proc.signal
 	r.wait = func() {
 		ws := proc.wait()

@@ -212,6 +212,18 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 	if err := r.spareInitTasks(sp.Limits); err != nil {
 		return nil, err
 	}
+	// Every mount is in place once init is ready: a protection that goes
+	// ends the sandbox (mountwatch_linux.go).
+	stopWatch, err := watchMounts(r.pid, r.spec, func(path string) {
+		in.lost.CompareAndSwap(nil, path)
+		in.end()
+	})
+	if err != nil {
+		return nil, &backend.InitError{Stage: "watch the protections", Err: err}
+	}
+	if stopWatch != nil {
+		in.cleanup = append(in.cleanup, stopWatch)
+	}
 	c, err := net.FileConn(host)
 	if err != nil {
 		return nil, fmt.Errorf("session socket: %w", err)
@@ -313,6 +325,9 @@ type instance struct {
 
 	endOnce sync.Once
 	done    chan struct{}
+	// lost is the path of the protection whose going ended the sandbox
+	// (backend.CauseProtection).
+	lost atomic.Value
 	// endStats are the cgroup's counters as the instance ended, before
 	// the cgroup went: the status of a command the end cut short still
 	// tells whether the memory limit did it (init may be the OOM
@@ -954,8 +969,12 @@ func (p *process) exitStatus() *backend.ExitStatus {
 	killed, _ := p.killed.Load().(backend.Cause)
 	if killed == "" && exit == nil {
 		killed = backend.CauseKilled
+		if path, ok := p.in.lost.Load().(string); ok {
+			killed = backend.CauseProtection
+			st.Denials = append(st.Denials, backend.ProtectionLost(path))
+		}
 	}
-	if killed != "" && killed != backend.CauseKilled { // a kill is no limit
+	if killed != "" && killed != backend.CauseKilled && killed != backend.CauseProtection { // a kill is no limit
 		hit(killed)
 	}
 	switch {
@@ -979,4 +998,13 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		st.Cause = backend.CauseExit
 	}
 	return st
+}
+
+// EndReason says why the sandbox ended by itself, when a protection's
+// going ended it; "" otherwise.
+func (in *instance) EndReason() string {
+	if path, ok := in.lost.Load().(string); ok {
+		return "the host replaced or removed the protected path " + path + ", and its protection in the sandbox went with it"
+	}
+	return ""
 }

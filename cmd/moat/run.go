@@ -614,6 +614,14 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return fmt.Sprintf("command failed (exit %d%s) after the disk limit of %s was reached (raise with --disk)", r.ExitCode, sig, p.Limits.Disk)
 	case "killed":
 		return "killed: the run was interrupted"
+	case "protection":
+		var paths []string
+		for _, d := range r.Denials {
+			if d.Layer == backend.LayerMount {
+				paths = append(paths, d.What)
+			}
+		}
+		return "killed: " + protectionLost(paths)
 	case "signal":
 		return fmt.Sprintf("command died of signal%s", sig)
 	case sandbox.ReasonBudget:
@@ -622,6 +630,16 @@ func summary(r *sandbox.Report, p *policy.Policy) string {
 		return fmt.Sprintf("command killed by the seccomp profile %q (SIGSYS): it made a system call the profile kills or traps on (SCMP_ACT_KILL*, SCMP_ACT_TRAP)", r.Seccomp)
 	}
 	return "run ended: " + r.Reason
+}
+
+// protectionLost says which protection went (the report's denials of
+// the mount layer name it) and why the command was stopped.
+func protectionLost(paths []string) string {
+	what := "a protected path"
+	if len(paths) > 0 {
+		what = workspace.EscapeText(paths[0])
+	}
+	return what + " was replaced or removed on the host while the command ran, and its protection in the sandbox went with it (run again: a new sandbox protects the file now there)"
 }
 
 // limitsHitText names the limits a run hit, with their values and flags:

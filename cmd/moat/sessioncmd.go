@@ -537,6 +537,14 @@ func execSummary(r *client.ExitReport) string {
 		return killedOrFailed(r, sig) + ": file-size limit reached (the session's limits.file_size)"
 	case "disk":
 		return fmt.Sprintf("command failed (exit %d%s) after the disk limit was reached (the session's limits.disk)", r.ExitCode, sig)
+	case "protection":
+		var paths []string
+		for _, d := range r.Denials {
+			if d.Layer == client.LayerMount {
+				paths = append(paths, d.What)
+			}
+		}
+		return "killed: " + protectionLost(paths)
 	case "killed":
 		if r.SessionEnded != "" {
 			return fmt.Sprintf("killed: the session ended (%s)", r.SessionEnded)
