@@ -1404,3 +1404,22 @@ func TestUSRSignalsForwarded(t *testing.T) {
 		t.Errorf("the command saw %q (%v), want each signal in turn", rest, err)
 	}
 }
+
+// TestDanglingLocalPolicyRefused: a workspace's .moat.toml that is a
+// symbolic link leading nowhere is refused, naming it; the command ran
+// under the built-in policy without a word before (found by a tester).
+// The control: without the link, the run goes on under the built-in one.
+func TestDanglingLocalPolicyRefused(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Symlink(filepath.Join(ws, "nothere.toml"), filepath.Join(ws, ".moat.toml")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := moat(t, ws, "run", "--", "/bin/echo", "RAN")
+	if code != 125 || strings.Contains(out, "RAN") || !strings.Contains(errs, ".moat.toml is a symbolic link that leads nowhere") {
+		t.Errorf("dangling .moat.toml: exit %d, %q %q", code, out, errs)
+	}
+	os.Remove(filepath.Join(ws, ".moat.toml"))
+	if code, out, errs := moat(t, ws, "run", "--", "/bin/echo", "RAN"); code != 0 || !strings.Contains(out, "RAN") {
+		t.Errorf("control: exit %d, %q %q", code, out, errs)
+	}
+}

@@ -86,7 +86,9 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case *policyFile != "":
 	default:
 		local := filepath.Join(dir, ".moat.toml")
-		if _, serr := os.Stat(local); serr == nil {
+		if has, lerr := localPolicy(local); lerr != nil {
+			return fail(lerr)
+		} else if has {
 			// The same trust as moat run: a workspace's own policy is used
 			// only once a person has reviewed it.
 			p, err := loadTrusted(local)

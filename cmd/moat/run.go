@@ -46,7 +46,9 @@ func (f *runFlags) loadPolicy(stderr io.Writer) (*policy.Policy, error) {
 		p, err = policy.Load(f.policyFile)
 	default:
 		local := filepath.Join(ws, ".moat.toml")
-		if _, serr := os.Stat(local); serr == nil {
+		if has, lerr := localPolicy(local); lerr != nil {
+			return nil, lerr
+		} else if has {
 			p, err = loadTrusted(local)
 			var ue *policy.UntrustedError
 			if f.showOnly && errors.As(err, &ue) {

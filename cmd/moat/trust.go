@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -118,4 +119,25 @@ func writeTrust(t *policy.Trust) error {
 		return err
 	}
 	return os.Rename(tmp, p)
+}
+
+// localPolicy reports whether a workspace names a policy of its own at
+// local (its .moat.toml): a file there, or a symbolic link there even when
+// it leads nowhere, which is an error, as is a .moat.toml moat cannot look
+// at. Either way the built-in policy would run the command instead of the
+// one the workspace names, unsaid.
+func localPolicy(local string) (bool, error) {
+	fi, err := os.Lstat(local)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look for the workspace's policy: %w", err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := os.Stat(local); err != nil {
+			return false, fmt.Errorf("%s is a symbolic link that leads nowhere moat can read (%v): fix or remove it (moat does not fall back to the built-in policy when a workspace names its own)", workspace.EscapeText(local), err)
+		}
+	}
+	return true, nil
 }
