@@ -39,6 +39,9 @@ func open(path string, noFollow bool) (*os.File, error) {
 		return os.NewFile(uintptr(fd), path), nil
 	}
 	defer syscall.Close(fd)
+	if kfs := kernelFS(fd); kfs != "" {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("a file of the kernel's %s, which no input is read from: a read there can wait for ever (/proc/kmsg) or take what it reads from others", kfs)}
+	}
 	rfd, err := syscall.Open("/proc/self/fd/"+strconv.Itoa(fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err == nil {
 		return os.NewFile(uintptr(rfd), path), nil
@@ -57,4 +60,26 @@ func open(path string, noFollow bool) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("replaced while opened")}
 	}
 	return f, nil
+}
+
+// kernelFS names the kernel's own file system fd is on (procfs, sysfs and
+// the like, whose regular files are the kernel's interfaces), or "".
+func kernelFS(fd int) string {
+	var sfs syscall.Statfs_t
+	if err := syscall.Fstatfs(fd, &sfs); err != nil {
+		return ""
+	}
+	switch uint32(sfs.Type) {
+	case 0x9fa0:
+		return "procfs"
+	case 0x62656572:
+		return "sysfs"
+	case 0x64626720:
+		return "debugfs"
+	case 0x74726163:
+		return "tracefs"
+	case 0x73636673:
+		return "securityfs"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package inputfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,5 +69,25 @@ func TestReadNoFollow(t *testing.T) {
 	}
 	if b, err := Read(link, "test file", 10); err != nil || string(b) != "x" {
 		t.Errorf("control: Read(link) = %q, %v", b, err)
+	}
+}
+
+// TestKernelFilesRefused: a regular file of procfs or sysfs is refused
+// before it is read (--policy /proc/kmsg waited for ever, unkillable by
+// the signals moat relays, found by a tester). The control: a regular file
+// elsewhere reads.
+func TestKernelFilesRefused(t *testing.T) {
+	for _, p := range []string{"/proc/self/status", "/sys/kernel/mm/transparent_hugepage/enabled"} {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if _, err := Read(p, "policy file", 1<<20); err == nil || !strings.Contains(err.Error(), "a file of the kernel's") {
+			t.Errorf("%s: %v, want a refusal", p, err)
+		}
+	}
+	ok := filepath.Join(t.TempDir(), "p.toml")
+	os.WriteFile(ok, []byte("x"), 0o644)
+	if b, err := Read(ok, "policy file", 1<<20); err != nil || string(b) != "x" {
+		t.Errorf("control: %q %v", b, err)
 	}
 }
