@@ -275,6 +275,17 @@ type loader struct {
 	t    Target
 	out  *Docker
 	errs []string
+	// plain holds each system call's first rule without conditions, by
+	// name: its path and what it does.
+	plain map[string]plainRule
+}
+
+// plainRule is a rule without conditions, as one name of it is checked
+// against the next for that name.
+type plainRule struct {
+	path   string
+	action Action
+	errno  uint32
 }
 
 func (l *loader) errorf(path, format string, args ...any) {
@@ -563,6 +574,28 @@ func (l *loader) syscall(path string, v any) {
 	if why := l.leftOut(inc, exc); why != "" {
 		l.out.Dropped = append(l.out.Dropped, fmt.Sprintf("%s (%s): %s", path, strings.Join(names, ", "), why))
 		return
+	}
+	if len(r.Names) > 0 && len(r.Args) == 0 {
+		// Two rules without conditions that do different things to one
+		// call: the filter would act on the first alone, and the other
+		// would be dropped without a word (found by a tester: an errno
+		// rule for mkdir after an allow rule for it, mkdir allowed).
+		if l.plain == nil {
+			l.plain = map[string]plainRule{}
+		}
+		errno := r.Errno
+		if r.Action == Errno && errno == 0 {
+			errno = 1 // EPERM, what an errno rule without errnoRet returns
+		}
+		for _, n := range r.Names {
+			p, seen := l.plain[n]
+			switch {
+			case !seen:
+				l.plain[n] = plainRule{path, r.Action, errno}
+			case p.action != r.Action || p.errno != errno:
+				l.errorf(path, "%s is also in %s, with another action (%s there, %s here): with no conditions on either, only the first would apply; keep one", n, p.path, p.action, r.Action)
+			}
+		}
 	}
 	if len(r.Names) > 0 {
 		l.out.Profile.Rules = append(l.out.Profile.Rules, r)

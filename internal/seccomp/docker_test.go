@@ -269,6 +269,8 @@ func TestDockerErrors(t *testing.T) {
 		{"unknown flag", `{"defaultAction": "SCMP_ACT_ALLOW", "flags": ["SECCOMP_FILTER_FLAG_FAST"]}`, []string{`p.json: flags[0]: unknown flag "SECCOMP_FILTER_FLAG_FAST"`}},
 		{"listener", `{"defaultAction": "SCMP_ACT_ALLOW", "listenerPath": "/run/l.sock"}`, []string{"p.json: listenerPath: seccomp notification (SCMP_ACT_NOTIFY) is not supported"}},
 		{"syscalls object", `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": {}}`, []string{"p.json: syscalls: want an array, got an object"}},
+		{"conflicting plain rules", rule(`{"names": ["mkdir", "read"], "action": "SCMP_ACT_ALLOW"}, {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}, {"names": ["read"], "action": "SCMP_ACT_ALLOW"}, {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "args": [{"index": 1, "value": 1, "op": "SCMP_CMP_EQ"}]}`),
+			[]string{`p.json: syscalls[1]: mkdir is also in syscalls[0], with another action (allow there, errno here): with no conditions on either, only the first would apply; keep one`}},
 		{"unknown syscall", rule(`{"names": ["read"], "action": "SCMP_ACT_ALLOW"}, {"names": ["read"], "action": "SCMP_ACT_ALLOW"}, {"names": ["mkdri"], "action": "SCMP_ACT_ERRNO"}`),
 			[]string{`p.json: syscalls[2].names[0]: unknown system call "mkdri"`}},
 		{"unknown action", rule(`{"names": ["read"], "action": "SCMP_ACT_ALLOW"}, {"names": ["read"], "action": "SCMP_ACT_FOO"}`),
