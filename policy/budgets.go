@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/moatbox/moat/internal/netrule"
 )
@@ -51,6 +52,12 @@ func (p *Policy) validateBudgets(l *errorList) {
 	}{{"budgets.runs", b.Runs < 0}, {"budgets.wall", b.Wall < 0}, {"budgets.cpu", b.CPU < 0}, {"budgets.output", b.Output < 0}, {"budgets.network", b.Network < 0}} {
 		if f.neg {
 			l.add(f.key, "must not be negative")
+		}
+	}
+	if b.CPU > 0 {
+		wholeSeconds(l, "budgets.cpu", b.CPU)
+		if b.CPU > maxCPUTime {
+			l.add("budgets.cpu", fmt.Sprintf("%v is more than the most moat sets (%v)", time.Duration(b.CPU), time.Duration(maxCPUTime)))
 		}
 	}
 	hosts := make([]string, 0, len(b.Requests))

@@ -21,11 +21,14 @@ const (
 	minOpenFiles = 32
 	maxPids      = 1 << 22 // PID_MAX_LIMIT on 64-bit Linux
 	// minPids: below it, the sandbox's init cannot start the command.
-	minPids   = 2
-	maxCPUs   = 1024
-	minMemory = MiB // below this a cgroup kills the command before it starts
-	minDisk   = MiB
-	maxID     = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
+	minPids = 2
+	maxCPUs = 1024
+	// maxCPUTime bounds a CPU-time limit or budget: a year of one CPU,
+	// far below where the kernel's count in microseconds overflows.
+	maxCPUTime = Duration(365 * 24 * time.Hour)
+	minMemory  = MiB // below this a cgroup kills the command before it starts
+	minDisk    = MiB
+	maxID      = 1<<32 - 2 // (uid_t)-1 means "no change" to the kernel
 )
 
 // Validate checks every field of p and returns all the problems found as
@@ -258,15 +261,11 @@ func (p *Policy) validateLimits(l *errorList) {
 	}
 	// In the order of the fields of Limits.
 	nonNegative("limits.wall", int64(lim.Wall))
-	if nonNegative("limits.cpu", int64(lim.CPU)) && lim.CPU%Duration(time.Second) != 0 {
-		// The kernel counts it in whole seconds (RLIMIT_CPU): 1.5s would
-		// be 2s, and 1ns 1s, while moat said what was asked.
-		down, up := time.Duration(lim.CPU).Truncate(time.Second), time.Duration(lim.CPU).Truncate(time.Second)+time.Second
-		alt := fmt.Sprintf("%v or %v", down, up)
-		if down == 0 {
-			alt = up.String()
-		}
-		l.add("limits.cpu", fmt.Sprintf("%v is not a whole number of seconds, which is how the kernel counts CPU time (RLIMIT_CPU); use %s", time.Duration(lim.CPU), alt))
+	if nonNegative("limits.cpu", int64(lim.CPU)) {
+		wholeSeconds(l, "limits.cpu", lim.CPU)
+	}
+	if lim.CPU > maxCPUTime {
+		l.add("limits.cpu", fmt.Sprintf("%v is more than the most moat sets (%v); use 0 for no limit", time.Duration(lim.CPU), time.Duration(maxCPUTime)))
 	}
 	if nonNegative("limits.open_files", lim.OpenFiles) && lim.OpenFiles > maxOpenFiles {
 		l.add("limits.open_files", fmt.Sprintf("%d is too many (max %d)", lim.OpenFiles, maxOpenFiles))
@@ -338,4 +337,19 @@ func oneOf(l *errorList, field, v string, allowed ...string) {
 	if !slices.Contains(allowed, v) {
 		l.add(field, fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")))
 	}
+}
+
+// wholeSeconds refuses a CPU time that is not a whole number of seconds:
+// the kernel counts it so (RLIMIT_CPU), and 1.5s would be 2s, 1ns 1s,
+// while moat said what was asked.
+func wholeSeconds(l *errorList, field string, d Duration) {
+	if d%Duration(time.Second) == 0 {
+		return
+	}
+	down, up := time.Duration(d).Truncate(time.Second), time.Duration(d).Truncate(time.Second)+time.Second
+	alt := fmt.Sprintf("%v or %v", down, up)
+	if down == 0 {
+		alt = up.String()
+	}
+	l.add(field, fmt.Sprintf("%v is not a whole number of seconds, which is how the kernel counts CPU time (RLIMIT_CPU); use %s", time.Duration(d), alt))
 }
