@@ -513,6 +513,15 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if ie := (*backend.InitError)(nil); err == nil || !errors.As(err, &ie) && !errors.Is(err, backend.ErrNoExecCheck) {
 		fresh = nil // the command may have run: what it wrote is kept
 	}
+	// No process of the run is alive now: a change set still waiting for
+	// its changes (under a disk limit) will never get them.
+	if cs != nil && err == nil {
+		if lost, derr := cs.DropUnsavedRun(); derr != nil {
+			err = derr
+		} else if lost {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("the run's changes were lost: it ended before they were saved from its own tmpfs into change set %s (moat's init was killed first: the memory limit's OOM killer picks it when the command's memory is in pipes or files); what earlier runs saved there is kept", cs.ID()))
+		}
+	}
 	// No process of the run is alive now: what it planted stays put.
 	qerr := quarantine(guards, runID, rep)
 	if err == nil && qerr != nil {

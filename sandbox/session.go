@@ -824,6 +824,14 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		// Tokens minted for the session die with it.
 		rep.Warnings = append(rep.Warnings, s.secrets.revokeAll()...)
 		if s.cs != nil {
+			// A sandbox that ended before it saved its changes (under a
+			// disk limit) will never save them: the set keeps what it
+			// held before, reviewable.
+			if lost, derr := s.cs.DropUnsavedRun(); derr != nil && err == nil {
+				err = derr
+			} else if lost {
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("the session's changes were lost: its sandbox ended before they were saved from its own tmpfs into change set %s (moat's init was killed first: the memory limit's OOM killer picks it when the commands' memory is in pipes or files); what earlier runs saved there is kept", s.cs.ID()))
+			}
 			s.cs.Unlock()
 		}
 		if err != nil {

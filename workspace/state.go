@@ -1068,3 +1068,22 @@ func isSessionName(s string) bool {
 	}
 	return true
 }
+
+// DropUnsavedRun clears the mark a run under a disk limit leaves until its
+// changes are saved into the set (overlay.MergePending), once that run has
+// ended without saving them (its init killed first: the memory limit's
+// OOM killer can choose it), and reports whether there was one. The
+// merge never began, so the layer holds what earlier runs saved, whole:
+// those stay reviewable, and only that run's changes are lost. Only the
+// caller that ran it may call it, after the run ended and while it holds
+// the set's lock: a run still going has the mark too.
+func (c *ChangeSet) DropUnsavedRun() (bool, error) {
+	v, err := xattr(c.UpperDir(), overlay.MergeXattr)
+	if err != nil || v != overlay.MergePending {
+		return false, err
+	}
+	if err := removeXattr(c.UpperDir(), overlay.MergeXattr); err != nil {
+		return false, fmt.Errorf("change set %s: clear the mark of a run whose changes were not saved: %w", c.meta.ID, err)
+	}
+	return true, nil
+}

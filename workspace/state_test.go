@@ -658,3 +658,33 @@ func TestRootModeChangeIsNotEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestDropUnsavedRun: a set whose last run ended before its changes were
+// saved (the pending mark: the OOM killer took moat's init first) kept
+// every earlier change of the session locked away, refused by diff and
+// apply, while moat said they were kept (found by a tester). Once that
+// run has ended, the mark goes and the earlier changes apply. The
+// control: a set whose merge began ("y") keeps its mark and its refusal.
+func TestDropUnsavedRun(t *testing.T) {
+	for _, mark := range []string{overlay.MergePending, "y"} {
+		_, c := newSet(t, map[string]string{"a": "a\n"})
+		tree(t, c.UpperDir(), map[string]string{"a": "A\n"})
+		if err := unix.Setxattr(c.UpperDir(), overlay.MergeXattr, []byte(mark), 0); err != nil {
+			t.Skipf("setxattr %s: %v (the filesystem of the temporary directory lacks user xattrs)", overlay.MergeXattr, err)
+		}
+		lost, err := c.DropUnsavedRun()
+		if err != nil || lost != (mark == overlay.MergePending) {
+			t.Fatalf("mark %q: DropUnsavedRun = %v, %v", mark, lost, err)
+		}
+		rep, err := c.Apply(nil, nil)
+		if mark == overlay.MergePending {
+			if err != nil || len(rep.Applied) != 1 {
+				t.Errorf("the earlier change after an unsaved run: %+v, %v", rep, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrIncomplete) {
+			t.Errorf("control: a half-merged set applied: %+v, %v", rep, err)
+		}
+	}
+}

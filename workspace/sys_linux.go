@@ -404,3 +404,5 @@ func openACL(p, name string) bool {
 
 // removeDefaultACL removes the directory's default ACL.
 func removeDefaultACL(p string) error { return unix.Removexattr(p, defaultACL) }
+
+func removeXattr(path, name string) error { return unix.Lremovexattr(path, name) }

@@ -104,3 +104,5 @@ func openReview(p string, dir bool) (*os.File, error) {
 }
 
 func hasACL(string) bool { return false }
+
+func removeXattr(string, string) error { return errNotLinux }
