@@ -435,16 +435,21 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	go r.watch(ctx, done)
 
 	var exitMsg, errMsg *message
+	var stopWatch func()
+	defer func() {
+		if stopWatch != nil {
+			stopWatch()
+		}
+	}()
 	for m := range msgs {
 		switch m.Type {
 		case "started":
 			r.started = time.Now()
 			// Every mount is in place once the command has started.
-			if stop, err := r.watchMounts(); err != nil {
+			var err error
+			if stopWatch, err = r.watchMounts(); err != nil {
 				errMsg = &message{Type: "error", Stage: "watch the protections", Err: err.Error()}
 				r.kill(backend.CauseKilled)
-			} else if stop != nil {
-				defer stop()
 			}
 		case "exit":
 			exitMsg = &m
