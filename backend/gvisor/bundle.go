@@ -109,8 +109,9 @@ func unsupported(spec *backend.Spec) []string {
 // bundle writes the OCI bundle of spec into dir (config.json, rootfs/
 // with the root's symlinks, files/ with the contents of MountFile
 // operations) and returns the config. pin stages the sources of protected
-// paths and pins (see ociMounts).
-func bundle(spec *backend.Spec, dir string, pin func(string) (string, error)) (*specs.Spec, error) {
+// paths and pins, and watch is told the host path of each protection (see
+// ociMounts).
+func bundle(spec *backend.Spec, dir string, pin func(string) (string, error), watch func(string)) (*specs.Spec, error) {
 	rootfs := filepath.Join(dir, "rootfs")
 	files := filepath.Join(dir, "files")
 	for _, d := range []string{rootfs, files} {
@@ -118,7 +119,7 @@ func bundle(spec *backend.Spec, dir string, pin func(string) (string, error)) (*
 			return nil, err
 		}
 	}
-	mounts, err := ociMounts(spec.Mounts, rootfs, files, pin)
+	mounts, err := ociMounts(spec.Mounts, rootfs, files, pin, watch)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +192,10 @@ func rlimits(l backend.Limits) []specs.POSIXRlimit {
 // tester). So each is bound from what pin returns for its host path: a
 // name for the very file pin opened (and refused if it was a link), not
 // the path.
-func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (string, error)) ([]specs.Mount, error) {
+func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (string, error), watch func(host string)) ([]specs.Mount, error) {
+	if watch == nil {
+		watch = func(string) {}
+	}
 	var out []specs.Mount
 	// hostOf holds the host path of each staged bind of out, by index;
 	// writable, the host paths bound writable so far.
@@ -258,6 +262,7 @@ func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (s
 					return nil, fmt.Errorf("mount %s: %w", m.Target, err)
 				}
 				hostOf[len(out)] = m.Source
+				watch(m.Source)
 			}
 			if !m.ReadOnly {
 				writable = append(writable, m.Source)
@@ -312,6 +317,7 @@ func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (s
 				return nil, fmt.Errorf("protect %s: not in the sandbox", m.Target)
 			}
 			hostOf[len(out)] = src
+			watch(src)
 			if m.Kind == backend.MountPin {
 				writable = append(writable, src)
 			}
@@ -322,6 +328,7 @@ func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (s
 			// point itself (or fails), so a path removed after this
 			// check is not left unhidden either.
 			src, ok := host(m.Target)
+			onHost := ok
 			if !ok && sentryOwn(out, m.Target) {
 				// What gVisor's kernel makes itself (its /proc, and the
 				// /sys and /dev runsc gives every sandbox) has no host
@@ -345,6 +352,9 @@ func ociMounts(ms []backend.Mount, rootfs, files string, pin func(src string) (s
 					err = &backend.GoneError{Path: m.Target}
 				}
 				return nil, fmt.Errorf("mask %s: %w", m.Target, err)
+			}
+			if onHost {
+				watch(src)
 			}
 			if fi.IsDir() {
 				out = append(out, specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=0555"}})

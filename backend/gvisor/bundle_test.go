@@ -81,7 +81,7 @@ func TestMounts(t *testing.T) {
 		{Kind: backend.MountMask, Target: "/work/gone", Optional: true},
 		{Kind: backend.MountReadOnly, Target: "/tmp/x", Optional: true},
 	}
-	got, err := ociMounts(ms, rootfs, files, stubPin)
+	got, err := ociMounts(ms, rootfs, files, stubPin, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +114,10 @@ func TestMounts(t *testing.T) {
 	if b, err := os.ReadFile(got[3].Source); err != nil || !strings.HasPrefix(string(b), "agent:") {
 		t.Errorf("passwd file: %q, %v", b, err)
 	}
-	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountOverlay, Target: "/w"}}, rootfs, files, stubPin); err == nil {
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountOverlay, Target: "/w"}}, rootfs, files, stubPin, nil); err == nil {
 		t.Error("an overlay mount translated, want an error")
 	}
-	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files, stubPin); err == nil {
+	if _, err := ociMounts([]backend.Mount{{Kind: backend.MountReadOnly, Target: "/nowhere"}}, rootfs, files, stubPin, nil); err == nil {
 		t.Error("a protected path outside every mount passed, want an error")
 	}
 
@@ -130,7 +130,7 @@ func TestMounts(t *testing.T) {
 		{Kind: backend.MountBind, Source: filepath.Join(host, "ws", "gone"), Target: "/work/gone", ReadOnly: true},
 		{Kind: backend.MountReadOnly, Target: "/work/gone"},
 	} {
-		_, err := ociMounts([]backend.Mount{work, m}, rootfs, files, stubPin)
+		_, err := ociMounts([]backend.Mount{work, m}, rootfs, files, stubPin, nil)
 		var gone *backend.GoneError
 		if !errors.As(err, &gone) || gone.Path != "/work/gone" || !strings.Contains(err.Error(), "/work/gone disappeared") {
 			t.Errorf("%s of a missing path that must exist: %v, want a GoneError naming it", m.Kind, err)

@@ -45,6 +45,8 @@ type container struct {
 	cg *cgroup.Cgroup
 	// reaperStarted waits until the reaper's start has ended.
 	reaperStarted func()
+	// watched are the host paths of the protections (protectwatch_linux.go).
+	watched []string
 	// stage holds the mount points of the protected paths' sources, and
 	// trees their clones, which the gate mounts there (pin_linux.go);
 	// the clones are closed once the gate has them.
@@ -117,7 +119,7 @@ func (b *Backend) prepare(spec *backend.Spec, stdio backend.Stdio, self bool) (_
 	if spec, err = mountOverlays(spec, dir); err != nil {
 		return nil, err
 	}
-	if c.cfg, err = bundle(spec, c.bdir, c.pin); err != nil {
+	if c.cfg, err = bundle(spec, c.bdir, c.pin, func(h string) { c.watched = append(c.watched, h) }); err != nil {
 		return nil, &backend.InitError{Stage: "bundle", Err: err}
 	}
 	network := "none"

@@ -131,6 +131,19 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 	// when `run` returns, and delete --force catches a run cut short (its
 	// state is still there then; another runsc call is not free).
 	defer c.deleteIfLeft()
+	// Watched from before runsc's gofer binds them: a file the host
+	// replaced before that is bound as moat opened it.
+	var lost atomic.Value
+	stopWatch, watchErr := watchProtections(c.watched, func(path string) {
+		lost.CompareAndSwap(nil, path)
+		stop(backend.CauseProtection)
+	})
+	if watchErr != nil {
+		stop(backend.CauseKilled)
+	}
+	if stopWatch != nil {
+		defer stopWatch()
+	}
 	go func() {
 		var timeout <-chan time.Time
 		if spec.Limits.Wall > 0 {
@@ -179,6 +192,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		}
 	}
 	once.Do(func() {}) // no stop after this point
+	if watchErr != nil {
+		return nil, &backend.InitError{Stage: "watch the protections", Err: watchErr}
+	}
 	var oom int64
 	if c.cg != nil {
 		if s, err := c.cg.Stats(); err == nil {
@@ -234,6 +250,9 @@ func (b *Backend) Run(ctx context.Context, spec *backend.Spec, stdio backend.Std
 		if code == -1 || st.Signal == 0 {
 			st.ExitCode, st.Signal = -1, int(syscall.SIGKILL)
 		}
+	}
+	if path, ok := lost.Load().(string); ok && cause == backend.CauseProtection {
+		st.Denials = append(st.Denials, backend.ProtectionLost(path))
 	}
 	return st, nil
 }

@@ -90,6 +90,15 @@ func (b *Backend) Create(ctx context.Context, spec *backend.Spec, stdio backend.
 		close(in.anchorDone)
 		in.end()
 	}()
+	// Watched from before runsc's gofer binds them (protectwatch_linux.go).
+	stopWatch, err := watchProtections(c.watched, func(path string) {
+		in.lost.CompareAndSwap(nil, path)
+		go in.end()
+	})
+	if err != nil {
+		return nil, &backend.InitError{Stage: "watch the protections", Err: err}
+	}
+	in.stopWatch = stopWatch
 	line := make(chan string, 1)
 	go func() {
 		b := make([]byte, len(holdReady))
@@ -141,6 +150,10 @@ type instance struct {
 
 	endOnce sync.Once
 	done    chan struct{}
+	// lost is the path of the protection whose going ended the sandbox
+	// (backend.CauseProtection); stopWatch ends its watch.
+	lost      atomic.Value
+	stopWatch func()
 }
 
 // end tears the sandbox down, once: runsc deletes the container (which
@@ -185,6 +198,9 @@ func (in *instance) end() {
 				syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 				<-p.exited
 			}
+		}
+		if in.stopWatch != nil {
+			in.stopWatch()
 		}
 		in.c.deleteIfLeft()
 		in.c.remove()
@@ -669,6 +685,10 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		if oom {
 			killed = backend.CauseMemory
 		}
+		if path, ok := p.in.lost.Load().(string); ok && !oom {
+			killed = backend.CauseProtection
+			st.Denials = append(st.Denials, backend.ProtectionLost(path))
+		}
 	}
 	switch {
 	case code > 128 && code < 128+65:
@@ -693,7 +713,7 @@ func (p *process) exitStatus() *backend.ExitStatus {
 		hit(backend.CauseFile)
 	}
 	if killed != "" {
-		if killed != backend.CauseKilled { // a kill is no limit
+		if killed != backend.CauseKilled && killed != backend.CauseProtection { // a kill is no limit
 			hit(killed)
 		}
 		st.ExitCode = -1
@@ -739,4 +759,13 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// EndReason says why the sandbox ended by itself, when a protection's
+// going ended it; "" otherwise.
+func (in *instance) EndReason() string {
+	if path, ok := in.lost.Load().(string); ok {
+		return "the host replaced or removed the protected path " + path + ", and its protection in the sandbox went with it"
+	}
+	return ""
 }

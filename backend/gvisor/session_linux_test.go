@@ -157,3 +157,60 @@ func TestReaperRestarted(t *testing.T) {
 		t.Errorf("after the reaper was killed and three runs made: reapers %v, want a new one", again)
 	}
 }
+
+// TestSessionProtectionReplacedOnHost: in a session, a protected file the
+// host replaces (a rename over it) ends the sandbox: the command running
+// then ends with reason protection, naming the path, and the instance
+// says why it ended. The control: a command before the replace cannot
+// write the file.
+func TestSessionProtectionReplacedOnHost(t *testing.T) {
+	runsc := usable(t)
+	ws := backendtest.Workspace(t)
+	p := filepath.Join(ws, ".envrc")
+	os.WriteFile(p, []byte("old\n"), 0o644)
+	os.Chown(p, 1000, 1000)
+	spec := backendtest.BaseSpec(ws)
+	spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountReadOnly, Target: p})
+	in, err := (&gvisor.Backend{Runsc: runsc}).Create(context.Background(), spec, backend.Stdio{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Destroy(context.Background())
+	exec := func(script string) (*backend.ExitStatus, string) {
+		var out strings.Builder
+		proc, err := in.Exec(context.Background(), &backend.ProcessSpec{Args: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: ws}, backend.Stdio{Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := proc.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, out.String()
+	}
+	if st, out := exec(`echo evil >> .envrc 2>/dev/null && echo WROTE; echo went-on`); st.Cause != backend.CauseExit || strings.Contains(out, "WROTE") {
+		t.Fatalf("control: %+v %q", st, out)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		os.WriteFile(p+".new", []byte("new\n"), 0o644)
+		os.Chown(p+".new", 1000, 1000)
+		os.Rename(p+".new", p)
+	}()
+	st, out := exec(`sleep 10; echo evil >> .envrc && echo WROTE`)
+	named := false
+	for _, d := range st.Denials {
+		named = named || d.Layer == backend.LayerMount && d.What == p
+	}
+	if st.Cause != backend.CauseProtection || !named || strings.Contains(out, "WROTE") {
+		t.Errorf("replaced on the host: %+v %q", st, out)
+	}
+	select {
+	case <-in.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sandbox did not end")
+	}
+	if r, ok := in.(interface{ EndReason() string }); !ok || !strings.Contains(r.EndReason(), p) {
+		t.Errorf("the instance does not say why it ended")
+	}
+}

@@ -139,3 +139,58 @@ func TestGateFailureNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectionReplacedOnHost: a protected file the host replaces while
+// the sandbox runs (a rename over it, as git config and sed -i save) ends
+// the run, reason protection, naming it; before, the sandbox saw the new
+// file through the workspace and wrote it where the command's uid could
+// (tried). The control: left alone, the file stays read-only and the run
+// ends by itself.
+func TestProtectionReplacedOnHost(t *testing.T) {
+	runsc := usable(t)
+	for _, replace := range []bool{false, true} {
+		ws := backendtest.Workspace(t)
+		p := filepath.Join(ws, ".envrc")
+		os.WriteFile(p, []byte("old\n"), 0o644)
+		os.Chown(p, 1000, 1000)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 400 {
+				if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+					break
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+			if replace {
+				os.WriteFile(p+".new", []byte("new\n"), 0o644)
+				os.Chown(p+".new", 1000, 1000)
+				os.Rename(p+".new", p)
+			}
+		}()
+		spec := backendtest.BaseSpec(ws, "/bin/sh", "-c", `touch started; i=0; while [ $i -lt 15 ]; do echo evil >> .envrc 2>/dev/null && echo WROTE; sleep 0.2; i=$((i+1)); done`)
+		spec.Mounts = append(spec.Mounts, backend.Mount{Kind: backend.MountReadOnly, Target: p})
+		var out bytes.Buffer
+		st, err := (&gvisor.Backend{Runsc: runsc}).Run(context.Background(), spec, backend.Stdio{Stdout: &out, Stderr: &out})
+		<-done
+		if err != nil {
+			t.Fatalf("replaced %v: %v\n%s", replace, err, out.String())
+		}
+		if !replace {
+			if st.Cause != backend.CauseExit || strings.Contains(out.String(), "WROTE") {
+				t.Errorf("control: %+v %q", st, out.String())
+			}
+			continue
+		}
+		named := false
+		for _, d := range st.Denials {
+			named = named || d.Layer == backend.LayerMount && d.What == p
+		}
+		if st.Cause != backend.CauseProtection || !named {
+			t.Errorf("replaced on the host: cause %q, denials %+v, output %q", st.Cause, st.Denials, out.String())
+		}
+		if strings.Contains(out.String(), "WROTE") {
+			t.Logf("the command reached the new file before the kill: %q", out.String())
+		}
+	}
+}
