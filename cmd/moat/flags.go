@@ -238,7 +238,7 @@ func newRunFlags(name string) *runFlags {
 	fs.Usage = func() {}
 	// str is a flag setting an Overrides field: see valueFlag.
 	str := func(dst *string, name, usage string) { fs.Var(valueFlag{dst, name, o.Given}, name, usage) }
-	fs.Var(policyFlag{&f.policyFile}, "policy", "policy `FILE` (TOML); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
+	fs.Var(policyFlag{&f.policyFile}, "policy", "policy `FILE` (TOML, or JSON by its .json name); default: WORKSPACE/.moat.toml if present and trusted (moat trust), else the built-in policy")
 	str(&o.Workspace, "workspace", "the writable workspace `DIR`")
 	str(&o.WorkspaceMode, "workspace-mode", "workspace `MODE`: direct, readonly, overlay (changes kept for moat diff / apply) or copy (overlay on a full copy)")
 	fs.Var(nonEmptyFlag{&f.session, "a session NAME"}, "session", "overlay/copy mode: reuse the change set of session `NAME`, so runs accumulate")

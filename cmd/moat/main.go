@@ -15,11 +15,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/moatbox/moat/backend/gvisor"
 	"github.com/moatbox/moat/backend/native"
+	"github.com/moatbox/moat/policy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -178,7 +180,12 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "moat: unknown command %q (commands: run, diff, apply, discard, runs, trust, doctor, policy, seccomp, audit, serve, session, exec, ps, logs, kill, cp, fetch, mcp, approvals, approve, deny, version)\n", args[0])
+	commands := []string{"run", "diff", "apply", "discard", "runs", "trust", "doctor", "policy", "seccomp", "audit", "serve", "session", "exec", "ps", "logs", "kill", "cp", "fetch", "mcp", "approvals", "approve", "deny", "version"}
+	near := ""
+	if c := policy.ClosestOption(args[0], commands); c != "" {
+		near = fmt.Sprintf(", did you mean %s?", c)
+	}
+	fmt.Fprintf(stderr, "moat: unknown command %q%s (commands: %s)\n", args[0], near, strings.Join(commands, ", "))
 	return 2
 }
 

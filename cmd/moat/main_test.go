@@ -1354,6 +1354,13 @@ func TestUnknownCommandListsEveryCommand(t *testing.T) {
 			t.Errorf("the unknown command's list leaves out %s: %q", f[1], errs)
 		}
 	}
+	// A near miss is named (a tester's rnu); a word near none is not.
+	if _, _, errs := moat(t, t.TempDir(), "rnu"); !strings.Contains(errs, "did you mean run") {
+		t.Errorf("rnu: %q", errs)
+	}
+	if strings.Contains(errs, "did you mean") {
+		t.Errorf("bogus: %q", errs)
+	}
 }
 
 // TestServeRefusedBeforeState: a second daemon on a live socket is
