@@ -44,11 +44,11 @@ type mountWatch struct {
 // namespace of pid; lost is called once, with the path, when one goes.
 // It returns a stop function, or nil when there is nothing to watch.
 func watchMounts(pid int, spec *backend.Spec, lost func(path string)) (stop func(), err error) {
-	targets := map[string]bool{}
+	targets := map[string]bool{} // each protection's path: whether it must be there
 	for _, m := range spec.Mounts {
 		switch m.Kind {
 		case backend.MountMask, backend.MountReadOnly, backend.MountPin:
-			targets[m.Target] = true
+			targets[m.Target] = targets[m.Target] || !m.Optional
 		}
 	}
 	if len(targets) == 0 {
@@ -64,9 +64,18 @@ func watchMounts(pid int, spec *backend.Spec, lost func(path string)) (stop func
 		w.f.Close()
 		return nil, err
 	}
+	found := map[string]bool{}
 	for id, path := range ids {
-		if targets[path] {
-			w.paths[id] = path
+		if _, ok := targets[path]; ok {
+			w.paths[id], found[path] = path, true
+		}
+	}
+	// One that must be there and is not (gone before the watch began, or
+	// named otherwise in the table) would go unwatched.
+	for path, must := range targets {
+		if must && !found[path] {
+			w.f.Close()
+			return nil, fmt.Errorf("the protection of %s is not in the sandbox's mount table (the host replaced or removed the file while the sandbox was set up?): run again", path)
 		}
 	}
 	if len(w.paths) == 0 {
