@@ -54,11 +54,11 @@ func (p *Policy) validateBudgets(l *errorList) {
 			l.add(f.key, "must not be negative")
 		}
 	}
-	if b.CPU > 0 {
-		wholeSeconds(l, "budgets.cpu", b.CPU)
-		if b.CPU > maxCPUTime {
-			l.add("budgets.cpu", fmt.Sprintf("%v is more than the most moat sets (%v)", time.Duration(b.CPU), time.Duration(maxCPUTime)))
-		}
+	// A fraction of a second is kept: a session reads the CPU time it
+	// spends every so often; a run's limit from it is in whole seconds
+	// (RLIMIT_CPU), rounded up (docs/security.md).
+	if b.CPU > maxCPUTime {
+		l.add("budgets.cpu", fmt.Sprintf("%v is more than the most moat sets (%v)", time.Duration(b.CPU), time.Duration(maxCPUTime)))
 	}
 	hosts := make([]string, 0, len(b.Requests))
 	for h := range b.Requests {

@@ -118,10 +118,10 @@ func TestValidateFields(t *testing.T) {
 		{"whole cpu", func(p *Policy) { p.Limits.CPU = Duration(90 * time.Second) }, ""},
 		// RLIMIT_CPU set from 9223372036s overflowed (found by a tester).
 		{"huge cpu", func(p *Policy) { p.Limits.CPU = Duration(9223372036 * time.Second) }, "limits.cpu: 2562047h47m16s is more than the most moat sets (8760h0m0s)"},
-		// A CPU budget is spent in the same whole seconds: 1ns let a
-		// run use a second (found by a tester).
-		{"tiny cpu budget", func(p *Policy) { p.Budgets.CPU = 1 }, "budgets.cpu: 1ns is not a whole number of seconds"},
-		{"whole cpu budget", func(p *Policy) { p.Budgets.CPU = Duration(10 * time.Second) }, ""},
+		// A session spends a CPU budget by its own count, fractions
+		// included; a run's is rounded up to whole seconds (RLIMIT_CPU).
+		{"fractional cpu budget", func(p *Policy) { p.Budgets.CPU = Duration(1500 * time.Millisecond) }, ""},
+		{"huge cpu budget", func(p *Policy) { p.Budgets.CPU = Duration(9223372036 * time.Second) }, "budgets.cpu: 2562047h47m16s is more than the most moat sets (8760h0m0s)"},
 		{"too many pids", func(p *Policy) { p.Limits.Pids = 1 << 23 }, "limits.pids: 8388608 is too many"},
 		{"too few pids", func(p *Policy) { p.Limits.Pids = 1 }, "limits.pids: 1 is too few (min 2)"},
 		{"too few open files", func(p *Policy) { p.Limits.OpenFiles = 5 }, "limits.open_files: 5 is too few (min 32)"},
