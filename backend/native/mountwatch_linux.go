@@ -29,9 +29,10 @@ import (
 // sandbox, naming the path (backend.CauseProtection). The watch waits in
 // the runtime's poller, holding no thread.
 //
-// The protections watched are those mounted when the watch starts (the
-// sandbox is ready then): one removed in the moment between its mount and
-// that snapshot is not seen.
+// The watch starts once the sandbox is ready, from the table as it is
+// then: a protection the Spec must have that is missing from it (the host
+// replaced the file in the moment before) fails the start; one an
+// optional mount skipped is not watched.
 
 // mountWatch watches one sandbox's protections.
 type mountWatch struct {
