@@ -682,7 +682,7 @@ const LayerMount = "mount"
 func ProtectionLost(path string) Denial {
 	return Denial{Layer: LayerMount, What: path, Count: 1,
 		Rule: "the host replaced or removed this protected path while the sandbox ran, and its protection in the sandbox went with it",
-		Hint: "run again: a new sandbox protects the file now there; a file saved by renaming a new one over it (git config, sed -i, editors) does this"}
+		Hint: "review the file: the command may have written the new one in the moment before it was stopped; a new sandbox protects it (a file saved by renaming a new one over it, as git config, sed -i and editors do, does this)"}
 }
 
 // LayerTerminal is the Layer of the Denials for control sequences dropped

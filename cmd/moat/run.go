@@ -421,6 +421,9 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			dropped = append(dropped, fmt.Sprintf("%s ×%d", d.What, d.Count))
 			continue
 		}
+		if d.Layer == backend.LayerMount {
+			continue // the run's reason says it (summary)
+		}
 		if d.Fallback == "" {
 			part := fmt.Sprintf("%s ×%d (%s", d.What, d.Count, d.Errno)
 			if d.Rule != "" {
@@ -641,7 +644,7 @@ func protectionLost(paths []string) string {
 	if len(paths) > 0 {
 		what = workspace.EscapeText(paths[0])
 	}
-	return what + " was replaced or removed on the host while the command ran, and its protection in the sandbox went with it (run again: a new sandbox protects the file now there)"
+	return what + " was replaced or removed on the host while the command ran, and its protection in the sandbox went with it; the command may have written the new file in the moment before it was stopped: review it before git or anything else on the host reads it (a new sandbox protects the file now there)"
 }
 
 // limitsHitText names the limits a run hit, with their values and flags:
