@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/sandbox"
@@ -139,6 +140,44 @@ func shown(s string) string {
 	return strconv.Quote(s)
 }
 
+// Bounds of a command line as a question shows it: an argument of
+// thousands of spaces wrapped over the screen's height and scrolled the
+// question's first lines, the program and the rule, out of sight (found
+// by a tester). The decision is on the whole command line; the question
+// says how much it left out.
+const (
+	shownArgBytes = 160
+	shownArgs     = 40
+)
+
+// shownArgv is argv quoted as %q quotes it, each argument past
+// shownArgBytes cut with the count of its bytes, and past shownArgs
+// arguments the count of the rest.
+func shownArgv(argv []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, a := range argv {
+		if i == shownArgs {
+			fmt.Fprintf(&b, " …and %d more arguments", len(argv)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if len(a) > shownArgBytes {
+			cut := shownArgBytes
+			for cut > 0 && !utf8.RuneStart(a[cut]) {
+				cut--
+			}
+			fmt.Fprintf(&b, "%q…(%d bytes in all)", a[:cut], len(a))
+			continue
+		}
+		fmt.Fprintf(&b, "%q", a)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
 // defaultTTL is how long a prefix or session approval lasts when the
 // person just presses Enter.
 const defaultTTL = 15 * time.Minute
@@ -188,9 +227,9 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		b.WriteString("Let it through? [y] once, [s] all this rule asks for this run, [N] no: ")
 	} else {
 		fmt.Fprintf(&b, "moat: %s asks before this runs:\n", rule)
-		fmt.Fprintf(&b, "  command: %q\n", a.Argv)
+		fmt.Fprintf(&b, "  command: %s\n", shownArgv(a.Argv))
 		if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
-			fmt.Fprintf(&b, "  because of: %q\n", d.Command)
+			fmt.Fprintf(&b, "  because of: %s\n", shownArgv(d.Command))
 		}
 		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", shown(a.Dir), d.Reason)
 		b.WriteString("Run it? [y] once, [p] a command prefix, [s] all this rule asks for this run, [N] no: ")
