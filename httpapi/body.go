@@ -61,8 +61,20 @@ type idleBody struct {
 // read under s's idle timeout.
 func (s *Server) body(w http.ResponseWriter, r *http.Request, limit int64) *idleBody {
 	release, _ := r.Context().Value(bodySlotKey{}).(func())
-	return &idleBody{r: http.MaxBytesReader(w, r.Body, limit), rc: http.NewResponseController(w), idle: s.bodyIdle(), on: true, release: release}
+	var rd io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength > limit {
+		// Refused before a byte is read: a body the client says is over
+		// the bound was waited for until it went quiet, or sent whole.
+		rd = tooLarge{limit}
+	}
+	return &idleBody{r: rd, rc: http.NewResponseController(w), idle: s.bodyIdle(), on: true, release: release}
 }
+
+// tooLarge is the body of a request whose Content-Length is over its
+// bound: every read fails as http.MaxBytesReader's past the bound does.
+type tooLarge struct{ limit int64 }
+
+func (t tooLarge) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: t.limit} }
 
 // MaxBodiesInFlight is how many request bodies one tenant may be sending
 // at once. The idle bound ends a body that goes quiet, not one that

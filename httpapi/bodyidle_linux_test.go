@@ -268,3 +268,29 @@ func TestBodiesInFlightBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestDeclaredTooLargeRefusedAtOnce: a body whose Content-Length is over
+// its bound is refused with 413 before a byte of it is read (it was
+// waited for until the idle bound, found by a tester); the control, a
+// body within the bound that stalls the same way, is still waited for.
+func TestDeclaredTooLargeRefusedAtOnce(t *testing.T) {
+	const idle = 5 * time.Second
+	d := startDaemonWith(t, daemon.Config{}, nil, func(s *httpapi.Server) { s.BodyIdle = idle })
+	s := d.create(t, &client.CreateSessionRequest{Workspace: t.TempDir()})
+	start := time.Now()
+	for _, c := range []net.Conn{
+		stallBody(t, d.sock, "PUT", "/v1/sessions/"+s.ID+"/files?path=f", "application/octet-stream", "some bytes", daemon.MaxFileSize+1),
+		stallBody(t, d.sock, "PUT", "/v1/sessions/"+s.ID+"/files/tar?path=up", "application/x-tar", "x", 1<<40),
+	} {
+		if status, e := stalledAnswer(t, c, idle-time.Second); status != http.StatusRequestEntityTooLarge || e.Code != client.CodeBodyTooLarge {
+			t.Errorf("a body declared over its bound: %d %+v", status, e)
+		}
+	}
+	if el := time.Since(start); el >= idle {
+		t.Errorf("refused after %s", el)
+	}
+	within := stallBody(t, d.sock, "PUT", "/v1/sessions/"+s.ID+"/files?path=f", "application/octet-stream", "some bytes", 1<<10)
+	if status, e := stalledAnswer(t, within, idle+10*time.Second); status != http.StatusRequestTimeout {
+		t.Errorf("control: a stalled body within its bound: %d %+v", status, e)
+	}
+}
