@@ -364,8 +364,8 @@ func (m *Manager) expire() {
 				if why := s.expired(now); why != "" {
 					ended, whys = append(ended, s), append(whys, why)
 					m.log.Info("session expired", "session", s.ID, "tenant", s.Tenant.ID, "why", why)
-					if e, ok := s.eng.(interface{ EndReason() string }); ok && why == "protection" {
-						m.log.Warn("session ended: a protection went", "session", s.ID, "tenant", s.Tenant.ID, "detail", e.EndReason())
+					if why == "protection" {
+						m.log.Warn("session ended: a protection went", "session", s.ID, "tenant", s.Tenant.ID, "detail", s.endReason())
 					}
 				}
 			}

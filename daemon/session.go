@@ -456,6 +456,15 @@ func (s *Session) Status() Status {
 	return Status{LastUsed: s.lastUsed, Execs: s.nExecs, Running: s.running + s.background}
 }
 
+// endReason is why s's sandbox ended by itself, when its engine says
+// (a protection went: sandbox.Session.EndReason), or "".
+func (s *Session) endReason() string {
+	if e, ok := s.eng.(interface{ EndReason() string }); ok {
+		return e.EndReason()
+	}
+	return ""
+}
+
 // expired returns why s has expired at now, or "".
 func (s *Session) expired(now time.Time) string {
 	s.mu.Lock()
@@ -472,7 +481,7 @@ func (s *Session) expired(now time.Time) string {
 			// A protection's going ended it (the host replaced or
 			// removed a protected file): said apart, and logged with
 			// the path by the caller.
-			if e, ok := s.eng.(interface{ EndReason() string }); ok && e.EndReason() != "" {
+			if s.endReason() != "" {
 				return "protection"
 			}
 			return "sandbox ended"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -155,7 +156,7 @@ func (w *mountWatch) read() (map[uint64]string, error) {
 // unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space,
 // \011, \012, \134).
 func unescapeMountinfo(s string) string {
-	if !bytes.Contains([]byte(s), []byte{'\\'}) {
+	if strings.IndexByte(s, '\\') < 0 {
 		return s
 	}
 	out := make([]byte, 0, len(s))
