@@ -83,7 +83,9 @@ type Conflict struct {
 // select the changes at and below them, nil selects all; the directories
 // a selected change needs are created with it. Each file lands atomically
 // (written beside as .moat-tmp-*, fsynced, renamed; mode kept; symlinks
-// made beside and renamed; deletions renamed aside first).
+// made beside and renamed; deletions renamed aside first). The names of
+// one file in the change set (hard links) land as one file: the first is
+// copied, the others linked to it (a copy where a link cannot be made).
 //
 // It refuses, applying nothing, when a selected change touches a path
 // that host tools execute or read as configuration (ChangeSet.Protects),
@@ -413,6 +415,22 @@ type op struct {
 	// Was: what Path is expected to be when the operation runs, taken
 	// before the conflict check (see expect).
 	Was ident `json:"was"`
+	// Group: for a write of a file that is one inode with other written
+	// files in the change set (hard links), the path of the first of them
+	// in the plan. That one is copied and the others are linked to it, so
+	// that apply writes what the run made once, as the run's disk limit
+	// counted it, not once per name.
+	Group string `json:"group,omitempty"`
+}
+
+// samePlaced says whether now is what write o placed. For a file of a
+// group the ctime is left out: linking the group's other names to it, or
+// undoing them, changes it.
+func samePlaced(o op, now, placed ident) bool {
+	if o.Group != "" {
+		now.Ctime, placed.Ctime = stamp{}, stamp{}
+	}
+	return now == placed
 }
 
 // ident is what Apply saw of a workspace entry: enough to tell, right
@@ -565,7 +583,37 @@ func (c *ChangeSet) plan(sel []Change, rep *Report) ([]op, error) {
 			plan = append(plan, op{Op: "chmod", Path: ch.Path, Mode: ch.Mode, OldMode: ch.OldMode})
 		}
 	}
+	c.group(plan)
 	return plan, nil
+}
+
+// group sets Group on the writes of plan whose files are one inode in the
+// change set.
+func (c *ChangeSet) group(plan []op) {
+	type inode struct{ dev, ino uint64 }
+	first := map[inode]int{}
+	for i := range plan {
+		o := &plan[i]
+		if o.Op != "write" || o.IsLink {
+			continue
+		}
+		fi, err := os.Lstat(c.upperOf(o.Path))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		_, dev, ino, nlink := blocksOf(fi)
+		if nlink < 2 || ino == 0 {
+			continue
+		}
+		k := inode{dev, ino}
+		h, ok := first[k]
+		if !ok {
+			first[k] = i
+			continue
+		}
+		plan[h].Group = plan[h].Path
+		o.Group = plan[h].Path
+	}
 }
 
 // hostChanged reports whether the workspace entry p (with status fi)
@@ -741,6 +789,12 @@ func (c *ChangeSet) execute(plan []op) error {
 	j := journal{f}
 	defer f.Close()
 	placed := map[int]ident{}
+	heads := map[string]int{}
+	for i, o := range plan {
+		if o.Group != "" && o.Group == o.Path {
+			heads[o.Path] = i
+		}
+	}
 	if err := j.append(record{Plan: plan}); err != nil {
 		return c.abort(plan, -1, err, placed)
 	}
@@ -751,7 +805,13 @@ func (c *ChangeSet) execute(plan []op) error {
 		if testHookBeforeOp != nil {
 			testHookBeforeOp(plan[i].Path)
 		}
-		id, err := c.do(plan[i])
+		var head *ident
+		if h, ok := heads[plan[i].Group]; ok && h != i {
+			if id, ok := placed[h]; ok {
+				head = &id
+			}
+		}
+		id, err := c.do(plan[i], head)
 		r := record{Done: &i}
 		if plan[i].Op == "write" && err == nil {
 			placed[i] = id
@@ -882,7 +942,10 @@ func (c *ChangeSet) parentOf(p string) (pinnedDir, error) {
 // do performs one operation on the workspace, each right after checking
 // that its path is still what the conflict check passed (see expect), and
 // returns, for a write, the ident of what it placed.
-func (c *ChangeSet) do(o op) (ident, error) {
+//
+// head, for a write of a group (see op.Group) other than its first, is
+// what the first placed: the write links its name to that file.
+func (c *ChangeSet) do(o op, head *ident) (ident, error) {
 	dir, err := c.parentOf(o.Path)
 	if err != nil {
 		return ident{}, err
@@ -946,8 +1009,35 @@ func (c *ChangeSet) do(o op) (ident, error) {
 		if o.IsLink {
 			return place(o.Path, tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error { return os.Symlink(o.Link, tmp) })
 		}
-		return place(o.Path, tmp, dst, owner, !o.Was.Exists, check, func(tmp string) error {
+		copyUp := func(tmp string) error {
 			return overlay.CopyFile(c.upperOf(o.Path), tmp, o.Mode, true)
+		}
+		if head == nil {
+			return place(o.Path, tmp, dst, owner, !o.Was.Exists, check, copyUp)
+		}
+		hdir, err := c.parentOf(o.Group)
+		if err != nil {
+			return ident{}, err
+		}
+		defer hdir.Close()
+		// The link takes the owner of the first name's file, which it is.
+		return place(o.Path, tmp, dst, "", !o.Was.Exists, check, func(tmp string) error {
+			if err := os.Link(hdir.join(path.Base(o.Group)), tmp); err != nil {
+				// Another filesystem below the workspace, a link count
+				// at its bound, a filesystem without links: a copy.
+				if err := copyUp(tmp); err != nil {
+					return err
+				}
+				chownLike(tmp, owner)
+				return nil
+			}
+			// The name may now be another file: the host's, put there
+			// since the first write.
+			if now, err := identOf(tmp, false); err != nil || now.Dev != head.Dev || now.Ino != head.Ino {
+				os.Remove(tmp)
+				return &hostEdit{path: o.Group}
+			}
+			return nil
 		})
 	}
 	return ident{}, fmt.Errorf("apply: unknown operation %q", o.Op)
@@ -1097,7 +1187,7 @@ func (c *ChangeSet) undo(o op, placed *ident) (kept string, err error) {
 		if err != nil {
 			return "", err
 		}
-		if placed != nil && now != *placed {
+		if placed != nil && !samePlaced(o, now, *placed) {
 			// A rollback cut short may have put the old version back
 			// already: that is this one done, not a host edit.
 			if o.Backup == "" && !now.Exists || o.Backup != "" && sameEntry(dst, filepath.Join(c.backupDir(), o.Backup)) {
@@ -1242,7 +1332,7 @@ func (c *ChangeSet) finish(plan []op, placed map[int]ident) error {
 			return true
 		}
 		now, err := identOf(c.real(plan[i].Path), false)
-		return err == nil && now == id
+		return err == nil && samePlaced(plan[i], now, id)
 	}); err != nil {
 		return err
 	}
