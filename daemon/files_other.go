@@ -31,7 +31,7 @@ func (s *Session) Untar(context.Context, string, io.Reader) (*TarReport, error) 
 	return nil, errNoFiles
 }
 
-func (s *Session) Tar(string, io.Writer) error { return errNoFiles }
+func (s *Session) Tar(string, io.Writer) (*LeftOut, error) { return nil, errNoFiles }
 
 // reapWrites has nothing to remove: no write of the files API was made.
 func reapWrites(string) (int, error) { return 0, nil }

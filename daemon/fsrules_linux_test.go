@@ -56,14 +56,14 @@ func TestFilesKeepFilesystemRules(t *testing.T) {
 	if ents, _, err := s.List("keys"); !errors.Is(err, ErrWorkspace) {
 		t.Errorf("list keys: %v %v, want ErrWorkspace", ents, err)
 	}
-	if err := s.Tar("keys", io.Discard); !errors.Is(err, ErrWorkspace) {
+	if err := s.tar("keys", io.Discard, &LeftOut{}); !errors.Is(err, ErrWorkspace) {
 		t.Errorf("download keys: %v, want ErrWorkspace", err)
 	}
 	if err := s.WriteFile(ctx, ".env", []byte("TOKEN=planted\n"), 0o644); !errors.Is(err, ErrWorkspace) {
 		t.Errorf("write .env: %v, want ErrWorkspace", err)
 	}
 	var buf bytes.Buffer
-	if err := s.Tar(".", &buf); err != nil {
+	if err := s.tar(".", &buf, &LeftOut{}); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
@@ -157,7 +157,7 @@ func TestFilesHideDeniedFromStatAndList(t *testing.T) {
 		hidden("read", p, err)
 	}
 	for _, p := range []string{".secrets/nothere", "sec-link/nothere"} {
-		err := s.Tar(p, io.Discard)
+		err := s.tar(p, io.Discard, &LeftOut{})
 		hidden("download", p, err)
 		_, err = s.Resolve(p)
 		hidden("resolve", p, err)

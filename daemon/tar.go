@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"strings"
+	"syscall"
 )
 
 // Tar upload and download of a workspace directory (tar_linux.go). An
@@ -23,6 +25,35 @@ import (
 // lands as WriteFile's do (resolved beneath the root, atomically, owned
 // by the workspace's owner), so a failure partway leaves whole files
 // only. A download never follows a link: links are entries of their own.
+
+// LeftOut is what a download left out because the daemon could not read
+// it: Count entries, the first MaxLeftOutNamed of them named in Paths
+// (relative to the directory asked for), each with Why (the error).
+type LeftOut struct {
+	Count int
+	Paths []string
+	Why   []string
+}
+
+// MaxLeftOutNamed bounds the entries a LeftOut names.
+const MaxLeftOutNamed = 100
+
+func (l *LeftOut) add(name string, err error) {
+	l.Count++
+	if len(l.Paths) < MaxLeftOutNamed {
+		l.Paths = append(l.Paths, name)
+		l.Why = append(l.Why, errnoText(err))
+	}
+}
+
+// errnoText is err as the kernel's words, without the call or the path.
+func errnoText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}
 
 // MaxTarBytes bounds an uploaded tar and the files it writes (a sparse
 // entry counts its whole size), and the files of a downloaded one.

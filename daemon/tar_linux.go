@@ -351,7 +351,15 @@ func (s *Session) chmodBeneath(rel string, d harness.Decision, mode fs.FileMode)
 // regular files, directories and symbolic links (as links, never
 // followed); other files are left out. Past MaxTarEntries entries,
 // MaxTarBytes bytes of files or MaxTarDepth levels it stops with ErrQuota.
-func (s *Session) Tar(dir string, w io.Writer) error {
+// An entry the daemon cannot read (a command made it mode 000) is left
+// out and named in the LeftOut it returns with the archive, so that an
+// archive short of it never reads as the whole directory.
+func (s *Session) Tar(dir string, w io.Writer) (*LeftOut, error) {
+	left := &LeftOut{}
+	return left, s.tar(dir, w, left)
+}
+
+func (s *Session) tar(dir string, w io.Writer, left *LeftOut) error {
 	dir, err := cleanRel(dir)
 	if err == nil {
 		err = s.filesAllowed(false)
@@ -381,7 +389,7 @@ func (s *Session) Tar(dir string, w io.Writer) error {
 		return err
 	}
 	tw := tar.NewWriter(w)
-	t := &tarWalk{s: s, tw: tw, real: real}
+	t := &tarWalk{s: s, tw: tw, real: real, left: left}
 	if s.policy != nil {
 		t.denied = s.fsLists().deny
 	}
@@ -399,7 +407,24 @@ type tarWalk struct {
 	entries int
 	bytes   int64
 	depth   int // directories open below the one asked for
+	left    *LeftOut
 }
+
+// unreadable notes the entry name, which could not be opened or read.
+func (t *tarWalk) unreadable(name string, err error) {
+	if testHookTarUnreadable != nil {
+		testHookTarUnreadable(name)
+	}
+	t.left.add(name, err)
+}
+
+// testHookTarUnreadable, when set (by tests), is told each entry Tar
+// leaves out as unreadable.
+var testHookTarUnreadable func(name string)
+
+// testHookTarOpen, when set (by tests run as root, whom no mode keeps
+// out), fails the opening of an entry as the kernel would.
+var testHookTarOpen func(name string) error
 
 // dir writes the entries of the open directory d, named below prefix.
 // It reads the directory a batch of names at a time, so a directory of
@@ -457,7 +482,7 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 				return fmt.Errorf("%w: the directory is over %d levels deep", ErrQuota, MaxTarDepth)
 			}
 			h.Typeflag, h.Name = tar.TypeDir, name+"/"
-			sub, err := openAt(d, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+			sub, err := t.open(d, n, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
 			if err != nil {
 				continue
 			}
@@ -475,6 +500,9 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 			buf := make([]byte, unix.PathMax)
 			k, err := unix.Readlinkat(int(d.Fd()), n, buf)
 			if err != nil {
+				if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+					t.unreadable(name, err)
+				}
 				continue
 			}
 			h.Typeflag, h.Linkname = tar.TypeSymlink, string(buf[:k])
@@ -482,7 +510,7 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 				return err
 			}
 		case unix.S_IFREG:
-			f, err := openAt(d, n, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+			f, err := t.open(d, n, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
 			if err != nil {
 				continue
 			}
@@ -494,6 +522,24 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 		}
 	}
 	return nil
+}
+
+// open opens the entry n of d, named name in the archive. One removed
+// or swapped for another type meanwhile is left out without a word, as
+// if the walk had come later; any other failure is noted.
+func (t *tarWalk) open(d *os.File, n, name string, flags int) (*os.File, error) {
+	var f *os.File
+	var err error
+	if testHookTarOpen != nil {
+		err = testHookTarOpen(name)
+	}
+	if err == nil {
+		f, err = openAt(d, n, flags)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
+		t.unreadable(name, err)
+	}
+	return f, err
 }
 
 // file writes a regular file, with the size it has when opened.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -32,7 +34,7 @@ func TestTarLargeDirectories(t *testing.T) {
 	mk("big/sub", tarDirBatch+1)
 	_, s := ownSession(t, ws)
 	var buf bytes.Buffer
-	if err := s.Tar("big", &buf); err != nil {
+	if err := s.tar("big", &buf, &LeftOut{}); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
@@ -47,7 +49,7 @@ func TestTarLargeDirectories(t *testing.T) {
 	}
 
 	mk("huge", MaxTarEntries+1)
-	if err := s.Tar("huge", io.Discard); !errors.Is(err, ErrQuota) {
+	if err := s.tar("huge", io.Discard, &LeftOut{}); !errors.Is(err, ErrQuota) {
 		t.Errorf("a directory of %d entries: %v, want ErrQuota", MaxTarEntries+1, err)
 	}
 }
@@ -69,5 +71,54 @@ func eachTarEntry(t *testing.T, r io.Reader, fn func(h *tar.Header, body []byte)
 			t.Fatal(err)
 		}
 		fn(h, body)
+	}
+}
+
+// TestTarLeftOutSaid: an entry the daemon cannot read (a file and a
+// directory a command made mode 000) is left out of a download and named,
+// with the kernel's reason, so that the archive is not taken for the whole
+// directory; the readable file beside them comes down (the positive
+// control). As root, whom no mode keeps out, the kernel's refusal is
+// played by a hook at the same place.
+func TestTarLeftOutSaid(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("readable"), 0o644)
+	os.WriteFile(filepath.Join(ws, "closed.txt"), []byte("closed"), 0o000)
+	os.MkdirAll(filepath.Join(ws, "shut/in"), 0o755)
+	os.Chmod(filepath.Join(ws, "shut"), 0o000)
+	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "shut"), 0o755) })
+	if os.Geteuid() == 0 {
+		testHookTarOpen = func(name string) error {
+			if name == "closed.txt" || name == "shut" {
+				return syscall.EACCES
+			}
+			return nil
+		}
+		t.Cleanup(func() { testHookTarOpen = nil })
+	}
+	_, s := ownSession(t, ws)
+	var buf bytes.Buffer
+	left, err := s.Tar(".", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	eachTarEntry(t, &buf, func(h *tar.Header, b []byte) { seen[h.Name] = string(b) })
+	if seen["ok.txt"] != "readable" {
+		t.Errorf("the readable file: %q (entries %v)", seen["ok.txt"], seen)
+	}
+	if _, ok := seen["closed.txt"]; ok {
+		t.Errorf("an unreadable file was written: %v", seen)
+	}
+	want := []string{"closed.txt", "shut"}
+	got := slices.Clone(left.Paths)
+	slices.Sort(got)
+	if left.Count != 2 || !slices.Equal(got, want) {
+		t.Fatalf("left out %d: %q, want %q", left.Count, left.Paths, want)
+	}
+	for _, why := range left.Why {
+		if why != syscall.EACCES.Error() {
+			t.Errorf("why: %q", why)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func TestTarDepthBounded(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	errc := make(chan error, 1)
-	go func() { err := s.Tar("ok", pw); pw.CloseWithError(err); errc <- err }()
+	go func() { err := s.tar("ok", pw, &LeftOut{}); pw.CloseWithError(err); errc <- err }()
 	tr := tar.NewReader(pr)
 	dirs, file := 0, false
 	for {
@@ -94,7 +94,7 @@ func TestTarDepthBounded(t *testing.T) {
 		before = len(ents)
 	}
 	c := &fdCounter{}
-	err := s.Tar("deep", c)
+	err := s.tar("deep", c, &LeftOut{})
 	if !errors.Is(err, ErrQuota) {
 		t.Errorf("a download %d levels deep: %v, want ErrQuota", 4*MaxTarDepth, err)
 	}
@@ -123,7 +123,7 @@ func TestUntarDepthBounded(t *testing.T) {
 	if _, err := s.Untar(ctx, ".", linkTar(t, &tar.Header{Name: ok, Typeflag: tar.TypeReg, Mode: 0o644})); err != nil {
 		t.Fatalf("control: an entry %d levels deep: %v", MaxTarDepth, err)
 	}
-	if err := s.Tar(".", io.Discard); err != nil {
+	if err := s.tar(".", io.Discard, &LeftOut{}); err != nil {
 		t.Errorf("control: the download of what was uploaded: %v", err)
 	}
 }

@@ -41,6 +41,7 @@ func (t *tarStart) Write(p []byte) (int, error) {
 	if !t.started {
 		t.started = true
 		t.w.Header().Set("Content-Type", "application/x-tar")
+		t.w.Header().Set("Trailer", client.LeftOutTrailer)
 		t.w.WriteHeader(http.StatusOK)
 	}
 	return t.w.Write(p)
@@ -53,9 +54,14 @@ func (s *Server) downloadTar(w http.ResponseWriter, r *http.Request, t daemon.Te
 	}
 	ts := &tarStart{w: w}
 	bw := bufio.NewWriterSize(ts, 64<<10)
-	err = sess.Tar(p, bw)
+	left, err := sess.Tar(p, bw)
 	if err == nil {
 		err = bw.Flush()
+	}
+	if err == nil && left.Count > 0 {
+		// After the archive, which is whole but for them: the client
+		// says what it lacks (client.LeftOutError).
+		w.Header().Set(client.LeftOutTrailer, client.FormatLeftOut(left.Count, left.Paths, left.Why))
 	}
 	if err != nil && ts.started {
 		// An archive cut short must not read as a whole one: the

@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -186,5 +187,48 @@ func TestTarDownload(t *testing.T) {
 	}
 	if _, err := d.c.UploadTar(ctx, ro.ID, "src", mkTar(t, reg("new"))); apiCode(err) != client.CodeUnsupported {
 		t.Errorf("upload into a read-only session: %v", err)
+	}
+}
+
+// TestTarDownloadLeftOutSaid: a file the daemon cannot read comes down as
+// an archive of the rest and a client.LeftOutError naming it, through the
+// HTTP trailer; the rest arrives whole (the positive control). The daemon
+// run as root reads every mode, and its archive holds the file.
+func TestTarDownloadLeftOutSaid(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("readable"), 0o644)
+	os.WriteFile(filepath.Join(ws, "new\nline"), []byte("closed"), 0o000)
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	var buf bytes.Buffer
+	err := d.c.DownloadTar(context.Background(), s.ID, ".", &buf)
+	got := map[string]string{}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = string(b)
+	}
+	if got["ok.txt"] != "readable" {
+		t.Errorf("the readable file: %q (entries %v)", got["ok.txt"], got)
+	}
+	if os.Geteuid() == 0 {
+		if err != nil || got["new\nline"] != "closed" {
+			t.Errorf("as root: %v, entries %q", err, got)
+		}
+		return
+	}
+	var lo *client.LeftOutError
+	if !errors.As(err, &lo) || lo.Count != 1 || len(lo.Paths) != 1 || lo.Paths[0] != "new\nline" || lo.Why[0] != "permission denied" {
+		t.Fatalf("download with an unreadable file: %v %+v", err, lo)
+	}
+	if _, ok := got["new\nline"]; ok {
+		t.Errorf("the unreadable file has an entry")
 	}
 }

@@ -115,6 +115,9 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 		out, done := terminalOutput(stdout, stderr, "cp")
 		err := c.DownloadTar(ctx, id, spath, out)
 		done()
+		if lo := (*client.LeftOutError)(nil); errors.As(err, &lo) {
+			return leftOutUnread(stderr, lo)
+		}
 		if err != nil {
 			return apiFail(stderr, "cp", err, "")
 		}
@@ -132,19 +135,42 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 		done <- err
 	}()
 	err := c.DownloadTar(ctx, id, spath, pw)
-	pw.CloseWithError(err)
+	lo := (*client.LeftOutError)(nil)
+	if errors.As(err, &lo) {
+		pw.Close() // the archive is whole but for them
+	} else {
+		pw.CloseWithError(err)
+	}
 	xerr := <-done
-	if err != nil && xerr == nil {
+	if err != nil && lo == nil && xerr == nil {
 		return apiFail(stderr, "cp", err, "")
 	}
 	if xerr != nil {
 		fmt.Fprintf(stderr, "moat cp: %s\n", workspace.EscapeText(xerr.Error()))
 		return exitMoatError
 	}
-	if len(left) > 0 {
+	if lo != nil {
+		leftOutUnread(stderr, lo)
+	}
+	if len(left) > 0 || lo != nil {
 		// The rest is copied; the status says it is not all.
-		fmt.Fprintf(stderr, "moat cp: left out %d path(s) (above); review them in the session: --force takes those host tools would read or run on their own, never what lies beneath a link\n", len(left))
+		if len(left) > 0 {
+			fmt.Fprintf(stderr, "moat cp: left out %d path(s) (above); review them in the session: --force takes those host tools would read or run on their own, never what lies beneath a link\n", len(left))
+		}
 		return exitMoatError
 	}
 	return 0
+}
+
+// leftOutUnread says which entries of a download the daemon could not
+// read, and returns the status that says the copy is not whole.
+func leftOutUnread(stderr io.Writer, lo *client.LeftOutError) int {
+	for i, p := range lo.Paths {
+		fmt.Fprintf(stderr, "moat cp: left out %s: the daemon could not read it (%s)\n", workspace.QuoteName(p), workspace.EscapeText(lo.Why[i]))
+	}
+	if more := lo.Count - len(lo.Paths); more > 0 {
+		fmt.Fprintf(stderr, "moat cp: and %d more the daemon could not read\n", more)
+	}
+	fmt.Fprintf(stderr, "moat cp: the rest is copied; give the daemon's user read access to them in the session (chmod) and copy again\n")
+	return exitMoatError
 }

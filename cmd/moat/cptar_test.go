@@ -101,3 +101,49 @@ func TestCpLeavesOutHostRunPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestCpSaysWhatTheDaemonCouldNotRead: a file a session's command made
+// mode 000 cannot come out through a daemon of the same user; the copy of
+// the rest is made (the positive control), the file named, and the exit
+// status says the copy is not whole, into a directory and to stdout.
+// Before, the archive left it out without a word. A daemon run as root
+// reads every mode, and the copy is whole.
+func TestCpSaysWhatTheDaemonCouldNotRead(t *testing.T) {
+	sock, _ := startServe(t)
+	dir := t.TempDir()
+	code, out, errs := moat(t, dir, "session", "create", "--socket", sock, "--temp")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("session create: %d %q", code, errs)
+	}
+	if code, _, errs := moat(t, dir, "exec", "--socket", sock, id, "--", "sh", "-c",
+		"mkdir out && echo ok > out/ok.txt && echo closed > out/closed.txt && chmod 000 out/closed.txt"); code != 0 {
+		t.Fatalf("exec: %d %q", code, errs)
+	}
+	back := filepath.Join(dir, "back")
+	code, _, errs = moat(t, dir, "cp", "--socket", sock, id+":out", back)
+	if b, _ := os.ReadFile(filepath.Join(back, "ok.txt")); string(b) != "ok\n" {
+		t.Errorf("the rest was not copied: %q (%d %q)", b, code, errs)
+	}
+	code2, tarOut, errs2 := moat(t, dir, "cp", "--socket", sock, id+":out", "-")
+	if !strings.Contains(tarOut, "ok.txt") {
+		t.Errorf("cp to stdout: no ok.txt in the archive (%d %q)", code2, errs2)
+	}
+	if os.Geteuid() == 0 {
+		if code != 0 || code2 != 0 {
+			t.Errorf("as root: %d %q; to stdout %d %q", code, errs, code2, errs2)
+		}
+		return
+	}
+	for _, r := range []struct {
+		code int
+		errs string
+	}{{code, errs}, {code2, errs2}} {
+		if r.code != exitMoatError || !strings.Contains(r.errs, "left out closed.txt: the daemon could not read it (permission denied)") {
+			t.Errorf("cp with an unreadable file: %d %q", r.code, r.errs)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(back, "closed.txt")); err == nil {
+		t.Errorf("the unreadable file was made on the host")
+	}
+}
