@@ -44,32 +44,46 @@ var gitHooks = []string{
 func commandKey(k string) bool {
 	switch k {
 	case "core.fsmonitor", "core.sshcommand", "core.pager", "core.editor", "core.askpass",
+		"core.gitproxy", "core.alternaterefscommand",
 		"sequence.editor", "gpg.program", "credential.helper", "diff.external",
-		"interactive.difffilter", "uploadpack.packobjectshook":
+		"interactive.difffilter", "uploadpack.packobjectshook", "imap.tunnel":
 		return true
 	}
 	section, rest, _ := strings.Cut(k, ".")
 	key := rest[strings.LastIndexByte(rest, '.')+1:]
 	switch section {
-	case "alias":
-		return true // only one that starts with "!" runs a command (see commandPath)
+	case "alias", "submodule":
+		// Only a value that starts with "!" runs a command (see
+		// commandPath): an alias, a submodule's update.
+		return section == "alias" || key == "update"
 	case "filter":
 		return key == "clean" || key == "smudge" || key == "process"
 	case "diff":
 		return key == "textconv" || key == "command"
 	case "merge":
 		return key == "driver"
+	case "difftool", "mergetool", "browser", "man", "guitool":
+		return key == "cmd" || key == "path"
+	case "remote":
+		return key == "uploadpack" || key == "receivepack"
+	case "trailer":
+		return key == "command" || key == "cmd"
+	case "hook":
+		return key == "command"
+	case "sendemail":
+		// smtpServer runs as sendmail when it is a path.
+		return key == "sendmailcmd" || key == "tocmd" || key == "cccmd" || key == "headercmd" || key == "smtpserver"
 	case "pager", "credential", "gpg":
-		return key == "helper" || key == "program" || section == "pager"
+		return key == "helper" || key == "program" || key == "defaultkeycommand" || section == "pager"
 	}
 	return false
 }
 
 // commandPath is the program a command value names when it is a path
-// (holds a slash), "" otherwise (found in PATH, or none). An alias runs
-// only with a leading "!".
+// (holds a slash), "" otherwise (found in PATH, or none). An alias or a
+// submodule's update runs one only with a leading "!".
 func commandPath(key, v string) string {
-	if strings.HasPrefix(key, "alias.") {
+	if strings.HasPrefix(key, "alias.") || strings.HasPrefix(key, "submodule.") {
 		var ok bool
 		if v, ok = strings.CutPrefix(v, "!"); !ok {
 			return ""

@@ -234,3 +234,34 @@ func TestFileOnARouteStays(t *testing.T) {
 		})
 	}
 }
+
+// TestGitConfigCommandKeys: every key git takes a program from names a
+// path to protect, found by a tester for the ones after core.fsmonitor's
+// (core.gitProxy ran on the host's `git fetch git://…` after an apply);
+// keys that hold no program (a URL, a path of a checkout, a tool's
+// trust setting) name none, and neither does a submodule's update that is
+// not a "!" command.
+func TestGitConfigCommandKeys(t *testing.T) {
+	for k, v := range map[string]string{
+		"core.fsmonitor": "./t/a", "core.gitproxy": "./t/a", "core.alternaterefscommand": "./t/a",
+		"gpg.ssh.defaultkeycommand": "./t/a", "gpg.ssh.program": "./t/a", "difftool.x.cmd": "./t/a $LOCAL",
+		"difftool.x.path": "./t/a", "mergetool.X.cmd": "./t/a", "mergetool.x.path": "./t/a",
+		"sendemail.sendmailcmd": "./t/a", "sendemail.tocmd": "./t/a", "sendemail.cccmd": "./t/a",
+		"sendemail.work.smtpserver": "./t/a", "remote.origin.uploadpack": "./t/a",
+		"remote.origin.receivepack": "./t/a", "trailer.sign.command": "./t/a", "trailer.sign.cmd": "./t/a",
+		"hook.lint.command": "./t/a", "imap.tunnel": "./t/a -q", "submodule.lib.update": "!./t/a",
+		"browser.b.cmd": "./t/a", "man.m.path": "./t/a", "guitool.g.cmd": "./t/a", "alias.x": "!./t/a",
+	} {
+		if !commandKey(k) || commandPath(k, v) != "./t/a" {
+			t.Errorf("%s = %q: command key %v, path %q", k, v, commandKey(k), commandPath(k, v))
+		}
+	}
+	for k, v := range map[string]string{
+		"remote.origin.url": "./t/a", "submodule.lib.path": "./t/a", "submodule.lib.update": "rebase",
+		"difftool.x.trustexitcode": "./t/a", "sendemail.smtpserver": "smtp.example.com", "core.bare": "./t/a",
+	} {
+		if commandKey(k) && commandPath(k, v) != "" {
+			t.Errorf("%s = %q names a program: %q", k, v, commandPath(k, v))
+		}
+	}
+}
