@@ -630,6 +630,34 @@ type Filter struct {
 	Collapse []string
 }
 
+// Excluded says how many of changes f's Exclude leaves out, and how many
+// of those a reviewer should have looked at (Notice).
+func (f Filter) Excluded(changes []Change) (n, notices int) {
+	for _, ch := range changes {
+		if matchAny(f.Exclude, ch.Path, ch.Type == Dir) != "" {
+			n++
+			if Notice(ch) != "" {
+				notices++
+			}
+		}
+	}
+	return n, notices
+}
+
+// ExcludedNote is what a review that excluded n changes, notices of them
+// with a Notice, says of them, "" for none: they are not shown, and an
+// apply that names no paths applies them all the same.
+func ExcludedNote(n, notices int) string {
+	if n == 0 {
+		return ""
+	}
+	s := plural(n, "change") + " left out by exclusion, not shown"
+	if notices > 0 {
+		s += fmt.Sprintf(" (%d of them to look at: a link out of the workspace, a set-ID file or a file that runs)", notices)
+	}
+	return s + "; an apply that names no paths applies them too"
+}
+
 // Select returns the changes f keeps, in order.
 func (f Filter) Select(changes []Change) []Change {
 	collapse := f.Collapse

@@ -159,3 +159,38 @@ func TestChangesNeverFollowWorkspaceSymlinks(t *testing.T) {
 		t.Errorf("rel after apply: %v, %v; want a directory", fi, err)
 	}
 }
+
+// TestDiffSaysWhatItExcluded: a review that excludes paths says how many
+// changes it left out, and how many of them carry a notice (here a link
+// out of the workspace under an excluded node_modules), since apply takes
+// them all the same (found by a tester: `--exclude '*'` printed "0 files
+// changed" and apply then wrote everything). Without an exclusion no such
+// line is written (the positive control), and a patch, which git apply
+// reads, never carries it.
+func TestDiffSaysWhatItExcluded(t *testing.T) {
+	_, c := newSet(t, map[string]string{"keep": "k\n"})
+	tree(t, c.UpperDir(), map[string]string{"a.txt": "a\n", "node_modules/.bin/tool": "-> /etc/passwd", "src/m.go": "m\n"})
+	changes, err := c.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := func(f Format, exclude ...string) string {
+		var b strings.Builder
+		if err := c.WriteDiff(&b, changes, DiffOptions{Format: f, Filter: Filter{Exclude: exclude}}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	for _, f := range []Format{Summary, Unified} {
+		out := diff(f, "node_modules")
+		if !strings.Contains(out, "moat: 3 changes left out by exclusion, not shown (1 of them to look at") || !strings.Contains(out, "an apply that names no paths applies them too") {
+			t.Errorf("%s with an exclusion:\n%s", f, out)
+		}
+		if out := diff(f); strings.Contains(out, "left out by exclusion") {
+			t.Errorf("%s without one:\n%s", f, out)
+		}
+	}
+	if out := diff(Patch, "node_modules"); strings.Contains(out, "left out") {
+		t.Errorf("the patch carries the note:\n%s", out)
+	}
+}

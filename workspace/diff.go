@@ -69,6 +69,8 @@ type DiffOptions struct {
 }
 
 // WriteDiff writes changes (from Changes) in the format opts asks for.
+// The summary and the unified diff end with a line that says how many
+// changes the filter excluded (ExcludedNote), since apply takes them too.
 func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) error {
 	// Changes refuses such a set already; this also covers changes that
 	// came from elsewhere, since the diff reads the upper directory.
@@ -82,6 +84,7 @@ func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) e
 	if opts.Format == Patch || opts.Format == JSON {
 		f.Collapse = []string{}
 	}
+	excluded, notices := f.Excluded(changes)
 	changes = f.Select(changes)
 	d := differ{upper: resolvedRoot(c.UpperDir()), lower: resolvedRoot(c.meta.Workspace), ctx: opts.Context}
 	bw := bufio.NewWriter(w)
@@ -98,6 +101,11 @@ func (c *ChangeSet) WriteDiff(w io.Writer, changes []Change, opts DiffOptions) e
 	}
 	if err != nil {
 		return err
+	}
+	// Said where a person reads: a patch is for git apply, JSON for a
+	// program (their callers say it beside).
+	if note := ExcludedNote(excluded, notices); note != "" && (opts.Format == Summary || opts.Format == Unified || opts.Format == "") {
+		fmt.Fprintf(bw, "moat: %s\n", note)
 	}
 	return bw.Flush()
 }

@@ -168,6 +168,12 @@ func cmdDiff(args []string, stdout, stderr io.Writer) int {
 		printErr(stderr, "diff", err)
 		return exitMoatError
 	}
+	if f == workspace.Patch || f == workspace.JSON {
+		// The summary and the unified diff say it in their text.
+		if note := workspace.ExcludedNote(opts.Filter.Excluded(changes)); note != "" {
+			fmt.Fprintf(stderr, "moat diff: note: %s\n", note)
+		}
+	}
 	if f == workspace.Patch {
 		// A patch carries only what git applies: what moat apply would
 		// also do (a mode such as 0666) is said beside it.
