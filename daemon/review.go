@@ -490,6 +490,11 @@ func (m *Manager) Diff(ctx context.Context, t Tenant, id string, w io.Writer, op
 // and keeps it, with the Report saying why.
 func (m *Manager) Apply(ctx context.Context, t Tenant, id string, paths, force []string, keep bool) (workspace.Report, error) {
 	for _, p := range append(append([]string(nil), paths...), force...) {
+		if p == "" {
+			// A client's unset variable must not select or force
+			// the whole workspace.
+			return workspace.Report{}, fmt.Errorf("%w: an empty path in paths or force names nothing (\".\" is the whole workspace)", ErrBadRequest)
+		}
 		if _, err := cleanRel(p); err != nil {
 			return workspace.Report{}, err
 		}

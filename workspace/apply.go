@@ -114,6 +114,11 @@ type Conflict struct {
 // the workspace back (or, when the journal was committed, finish).
 func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 	var rep Report
+	for _, p := range force {
+		if err := checkNamed(p); err != nil {
+			return rep, fmt.Errorf("force: %w", err)
+		}
+	}
 	err := c.withLock(func() error {
 		// Before anything else, Recover included: an incomplete copy is
 		// never read as changes (Changes refuses it too).
@@ -129,8 +134,15 @@ func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 		if n := c.runsSinceReview(); n > 0 {
 			return fmt.Errorf("apply %s: %w: %s ran in it after its last review (moat diff), and changed what it holds; review it again (moat diff %s), then apply", c.meta.ID, ErrStaleReview, plural(n, "more run"), c.meta.ID)
 		}
-		if err := c.recover(); err != nil {
+		did, err := c.recoverApply()
+		if err != nil {
 			return err
+		}
+		switch did {
+		case ApplyCompleted:
+			rep.Recovered = append(rep.Recovered, "an earlier apply of this change set was interrupted (moat was killed) after every change was written: it was finished first")
+		case ApplyRolledBack:
+			rep.Recovered = append(rep.Recovered, "an earlier apply of this change set was interrupted (moat was killed): what it had written was rolled back first, and this apply starts from the workspace as it was before it")
 		}
 		// Another change set's apply into this workspace, killed part
 		// way, is finished or rolled back first: this one's checks would
@@ -228,6 +240,11 @@ func (c *ChangeSet) protectedIn(sel []Change, force []string, rep *Report) error
 // after it looked, Apply finds.
 func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 	var rep Report
+	for _, p := range force {
+		if err := checkNamed(p); err != nil {
+			return rep, fmt.Errorf("force: %w", err)
+		}
+	}
 	if err := c.CheckComplete(); err != nil {
 		return rep, err
 	}
@@ -315,6 +332,9 @@ func (c *ChangeSet) upperOf(p string) string {
 
 // relPath turns a user-given path into a workspace-relative slash path.
 func (c *ChangeSet) relPath(p string) (string, error) {
+	if err := checkNamed(p); err != nil {
+		return "", err
+	}
 	if filepath.IsAbs(p) {
 		rel, err := filepath.Rel(c.meta.Workspace, p)
 		if err != nil {
@@ -328,6 +348,19 @@ func (c *ChangeSet) relPath(p string) (string, error) {
 	}
 	return p, nil
 }
+
+// checkNamed refuses an empty path, which path.Clean would make "." and
+// so the whole workspace: a script's unset variable (moat apply ID
+// "$PATHS", --force "$P") must not select or force everything.
+func checkNamed(p string) error {
+	if p == "" {
+		return ErrEmptyPath
+	}
+	return nil
+}
+
+// ErrEmptyPath: Apply or Preview was given "" as a path to select or force.
+var ErrEmptyPath = errors.New(`an empty path names nothing: give paths relative to the workspace ("." for all of it)`)
 
 func under(p, prefix string) bool {
 	return prefix == "." || p == prefix || strings.HasPrefix(p, prefix+"/")

@@ -70,6 +70,22 @@ func TestApplySelectedPaths(t *testing.T) {
 	if _, err := c.Apply([]string{"nope"}, nil); err == nil {
 		t.Error("apply of a path without a change succeeded")
 	}
+	// An empty path (a script's unset variable) selects or forces
+	// nothing, rather than the whole workspace, which path.Clean makes
+	// of it (found by a tester).
+	before := manifest(t, c.Workspace(), false)
+	if _, err := c.Apply([]string{""}, nil); !errors.Is(err, ErrEmptyPath) {
+		t.Errorf("apply of an empty path: %v", err)
+	}
+	if _, err := c.Apply([]string{"a.txt"}, []string{""}); !errors.Is(err, ErrEmptyPath) {
+		t.Errorf("apply forcing an empty path: %v", err)
+	}
+	if _, err := c.Preview(nil, []string{""}); !errors.Is(err, ErrEmptyPath) {
+		t.Errorf("preview forcing an empty path: %v", err)
+	}
+	if d := diffManifests(before, manifest(t, c.Workspace(), false)); d != "" {
+		t.Errorf("an empty path applied:\n%s", d)
+	}
 	// The rest applies later without the first Apply's own changes
 	// counting as host edits.
 	if rep, err := c.Apply(nil, nil); err != nil {
@@ -155,6 +171,38 @@ func TestApplyCrash(t *testing.T) {
 		if d := diffManifests(merged, manifest(t, c.Workspace(), false)); d != "" {
 			t.Fatalf("apply after recovering from a crash at %d:\n%s", after, d)
 		}
+	}
+}
+
+// TestApplyAfterCrashSaysSo: an apply killed part way is rolled back by
+// the change set's next apply, which says so in its report before it
+// applies (found by a tester: it said nothing, though the workspace had
+// been half written); an apply with nothing to recover says nothing (the
+// positive control).
+func TestApplyAfterCrashSaysSo(t *testing.T) {
+	s, c, merged := handMade(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	c, err := s.Open(c.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := c.Apply(nil, nil)
+	if err != nil {
+		t.Fatalf("apply after a crash: %v", err)
+	}
+	if len(rep.Recovered) != 1 || !strings.Contains(rep.Recovered[0], "rolled back first") {
+		t.Errorf("recovered: %q", rep.Recovered)
+	}
+	if d := diffManifests(merged, manifest(t, c.Workspace(), false)); d != "" {
+		t.Errorf("after the apply:\n%s", d)
+	}
+	_, c2, _ := handMade(t)
+	if rep, err := c2.Apply(nil, nil); err != nil || len(rep.Recovered) != 0 {
+		t.Errorf("an apply with nothing to recover: %v %q", err, rep.Recovered)
 	}
 }
 
