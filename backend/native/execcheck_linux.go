@@ -134,9 +134,9 @@ func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccom
 		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Dir: dir, Argv: c.Argv, Truncated: c.Truncated, First: first, Resolved: resolve(c),
 			Open: func(p string) (*os.File, error) {
 				if p == "" {
-					return openFile(c.Pid, c.Dirfd, c.Path) // the program itself
+					return openFile(c.Pid, c.Dirfd, c.Path, c.Files) // the program itself
 				}
-				return openFile(c.Pid, unix.AT_FDCWD, p)
+				return openFile(c.Pid, unix.AT_FDCWD, p, c.Files)
 			}})
 		var p *backend.ExecPending
 		if errors.As(err, &p) {
@@ -235,6 +235,7 @@ func resolve(c seccomp.ExecCall) string {
 		return ""
 	}
 	defer unix.Close(fd)
+	c.Files.Note(fd)
 	return fdName(fd)
 }
 
@@ -414,7 +415,7 @@ func readlinkat(dir int, name string) (string, error) {
 // openFile opens for reading the regular file process pid reaches by
 // path (see openIn), named as the host names it; a device or a FIFO is
 // not opened (reading it could block, or act).
-func openFile(pid, dirfd int, p string) (*os.File, error) {
+func openFile(pid, dirfd int, p string, files *seccomp.Files) (*os.File, error) {
 	fd, err := openIn(pid, dirfd, p)
 	if err != nil {
 		return nil, err
@@ -428,6 +429,12 @@ func openFile(pid, dirfd int, p string) (*os.File, error) {
 		return nil, errUnresolved
 	}
 	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	// What the check reads, the exec must run (seccomp.ExecCall.Files).
+	if err != nil {
+		files.Note(fd)
+	} else {
+		files.Note(rfd)
+	}
 	if err != nil {
 		if st.Uid == 0 {
 			// A file of the host's root that moat, not root, may not

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -46,6 +48,52 @@ func TestCheckExec(t *testing.T) {
 		mu.Unlock()
 		if !sawTrue || sawSh != b.InitStage {
 			t.Errorf("%+v: checked %q (want true fine; sh only in the init stage)", b, seen)
+		}
+	}
+}
+
+// TestCheckExecRunsWhatWasChecked: a program swapped for another file
+// after the check read it, and before the kernel opened it, is killed at
+// its first instruction: the file the image runs is not one the check
+// read (found by a tester: a concurrent run flipped ./tool to a link to
+// git as inotify saw the check read it, and git push ran as decided for
+// tool). The same program left alone runs (the positive control).
+func TestCheckExecRunsWhatWasChecked(t *testing.T) {
+	for _, b := range []*native.Backend{{}, {ForkStart: true}, {InitStage: true}} {
+		ws := t.TempDir()
+		truth, err := os.ReadFile("/bin/true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"tool", "tool2"} {
+			if err := os.WriteFile(filepath.Join(ws, n), truth, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, "swapped"), []byte("#!/bin/sh\necho SWAPPED RAN\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		check := func(c backend.ExecCall) error {
+			if len(c.Argv) > 0 && c.Argv[0] == "./tool" {
+				// Read as the rules read it, then swapped before the
+				// kernel's open.
+				if f, err := c.Open(""); err == nil {
+					f.Close()
+				}
+				if err := os.Rename(filepath.Join(ws, "swapped"), filepath.Join(ws, "tool")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var out, errb bytes.Buffer
+		s := spec(t, ws, "sh", "-c", `./tool; echo "swapped: $?"; ./tool2; echo "control: $?"`)
+		st, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, CheckExec: check})
+		if err != nil || st.ExitCode != 0 {
+			t.Fatalf("%+v: %v %+v\n%s", b, err, st, errb.String())
+		}
+		if out.String() != "swapped: 137\ncontrol: 0\n" {
+			t.Errorf("%+v: output %q, stderr %q", b, out.String(), errb.String())
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,6 +114,91 @@ type ExecCall struct {
 	// ones) than a supervisor reads: Argv is then a prefix.
 	Argv      []string
 	Truncated bool
+	// Files, which the supervisor makes before it asks Exec, is for Exec
+	// to note in the files it read to decide the call: the program, and
+	// the interpreters and loaders it names (Files.Note). The program the
+	// kernel then starts must be one of them (continueChecked): a path
+	// swapped between the check and the kernel's own open of it would run
+	// a file nobody decided.
+	Files *Files
+}
+
+// Files are the files, by device and inode, that a check of an exec read.
+type Files struct {
+	mu  sync.Mutex
+	ids [][2]uint64
+	elf bool
+}
+
+// Note adds the file open at fd (a descriptor of this process; one
+// opened O_PATH is noted too, though it cannot be read to say whether it
+// is an ELF file).
+func (fs *Files) Note(fd int) {
+	var st unix.Stat_t
+	if fs == nil || unix.Fstat(fd, &st) != nil {
+		return
+	}
+	magic := make([]byte, 4)
+	n, _ := unix.Pread(fd, magic, 0)
+	elf := n == 4 && string(magic) == "\x7fELF"
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.ids = append(fs.ids, [2]uint64{st.Dev, st.Ino})
+	fs.elf = fs.elf || elf
+}
+
+// admits says whether the image process pid has just started (stopped at
+// PTRACE_EVENT_EXEC) runs one of the files noted, when any were. A file
+// the check read as no ELF and no #! script runs through a binfmt_misc
+// interpreter the check never opened: when no ELF was noted, the image
+// may run one of the interpreters registered there.
+func (fs *Files) admits(pid int) bool {
+	if fs == nil {
+		return true
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.ids) == 0 {
+		return true // nothing was read: the check decided by the argv
+	}
+	var st unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &st) != nil {
+		return false
+	}
+	id := [2]uint64{st.Dev, st.Ino}
+	if slices.Contains(fs.ids, id) {
+		return true
+	}
+	return !fs.elf && slices.Contains(binfmtInterpreters(), id)
+}
+
+// binfmtInterpreters are the files of the host's enabled binfmt_misc
+// entries' interpreters.
+func binfmtInterpreters() [][2]uint64 {
+	const dir = "/proc/sys/fs/binfmt_misc"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var ids [][2]uint64
+	for _, e := range ents {
+		if e.Name() == "register" || e.Name() == "status" {
+			continue
+		}
+		b, err := os.ReadFile(dir + "/" + e.Name())
+		if err != nil || !bytes.HasPrefix(b, []byte("enabled\n")) {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "interpreter "); ok {
+				var st unix.Stat_t
+				if unix.Stat(p, &st) == nil {
+					ids = append(ids, [2]uint64{st.Dev, st.Ino})
+				}
+			}
+		}
+	}
+	return ids
 }
 
 // Supervisor answers the notifications of an observed filter.
@@ -328,6 +414,7 @@ func (s *Supervisor) answerExec(fd int, req *seccompNotif) (c ExecCall, later fu
 	}
 	c, err := readExec(int(req.pid), pathAt, argvAt)
 	c.Dirfd = dirfd
+	c.Files = &Files{}
 	id := req.id
 	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id))); errno != 0 {
 		return c, nil // the caller is gone: nothing to answer
@@ -405,7 +492,7 @@ func continueChecked(fd int, req *seccompNotif, c ExecCall) {
 		sig, event := 0, uint32(ws)>>16
 		switch {
 		case ws.StopSignal() == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
-			if !startedWith(wpid, c) || !startedFrom(wpid, execName(c)) {
+			if !startedWith(wpid, c) || !startedFrom(wpid, execName(c)) || !c.Files.admits(wpid) {
 				// Killed where it stands; its end is the tracer's to
 				// collect, before its parent can.
 				unix.Kill(wpid, unix.SIGKILL)
