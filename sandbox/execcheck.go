@@ -823,7 +823,9 @@ func lineProgram(rules *harness.Rules, argv []string, dir string, env []string) 
 // resolved as its links lead; "" for none), which lineProgram decided
 // before the run, and which the direct start then lets through unasked.
 // It is not so where the sandbox's view of that path can differ from the
-// host's: an overlay or copy change set that already holds changes (a
+// host's, or the file there can change before the exec: a path outside
+// the host's system directories, or one there that anyone but root may
+// write (hostStable); an overlay or copy change set that already holds changes (a
 // --session's: a link or a script the last run left there, found by a
 // tester), a deny mask on the path, or, for root, whose permission checks
 // pass where the sandbox's user's fail, a directory on the path or the
@@ -870,7 +872,7 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 	}
 	root := os.Geteuid() == 0
 	for i, v := range visits {
-		if !shown(v) {
+		if !shown(v) || !hostStable(v) {
 			return false
 		}
 		for _, d := range denied {
@@ -878,18 +880,44 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 				return false
 			}
 		}
-		if !root {
-			continue
-		}
 		fi, err := os.Lstat(v)
 		if err != nil {
 			return false
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 && (fi.IsDir() || i == len(visits)-1) && fi.Mode().Perm()&0o001 == 0 {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			continue // replaced only through its directory, a visit too
+		}
+		// Only the host's root can replace it, or write into it.
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+			return false
+		}
+		if root && (fi.IsDir() || i == len(visits)-1) && fi.Mode().Perm()&0o001 == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// testHookLineDecided, when set (by tests), runs once the command line
+// was decided on the host, before the sandbox starts.
+var testHookLineDecided func()
+
+// hostStable says whether the place p is one no sandbox and no user but
+// the host's root can change while a run starts: in the host's system
+// directories, where no sandbox may be given a writable path
+// (hostSystem). Anywhere else (a workspace, a read-write path, another
+// run's workspace, a directory of the user's) the file a path names can
+// be swapped between the host's decision and the command's exec, by
+// another sandbox of the same workspace or a tool of the agent's on the
+// host (found by a tester: a concurrent run flipped ./tool to a link to
+// git as inotify saw moat read it, and git push ran unrecorded).
+func hostStable(p string) bool {
+	for _, d := range hostSystemDirs {
+		if d != "/var/lib" && d != "/var/spool" && within(d, p) {
+			return true
+		}
+	}
+	return p == "/"
 }
 
 // sameDecision says whether a and b are the same decision: verdict, rule

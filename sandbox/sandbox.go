@@ -384,6 +384,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if !rules.Empty() && !lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) {
 		ec.firstAgain, ec.lineProg = true, prog
 	}
+	if testHookLineDecided != nil {
+		testHookLineDecided()
+	}
 	if spend.CountsRequests() {
 		ec.spend = spend
 	}
