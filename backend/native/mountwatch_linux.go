@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -58,12 +59,18 @@ func watchMounts(pid int, spec *backend.Spec, lost func(path string)) (stop func
 	}
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/mountinfo", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
+		if ended(pid) {
+			return nil, nil // the sandbox is over: nothing runs to use a protection
+		}
 		return nil, err
 	}
 	w := &mountWatch{f: os.NewFile(uintptr(fd), "mountinfo"), paths: map[uint64]string{}}
 	ids, err := w.read()
 	if err != nil {
 		w.f.Close()
+		if ended(pid) {
+			return nil, nil
+		}
 		return nil, err
 	}
 	found := map[string]bool{}
@@ -118,6 +125,21 @@ func watchMounts(pid int, spec *backend.Spec, lost func(path string)) (stop func
 		}
 	}()
 	return func() { w.f.Close() }, nil
+}
+
+// ended says whether process pid has exited (a zombie, or reaped): its
+// mount namespace went with it, and its table reads as EINVAL. A command
+// that ends at once can take init with it before the host has read the
+// message that it started.
+func ended(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	// pid (comm) state ...: comm may hold anything, the state follows
+	// its last ")".
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
 }
 
 // read returns the mount ids in the table, with their mount points.
