@@ -57,22 +57,46 @@ func MultiCall(name string) bool { return multiCall(name) }
 // command run so is never seen by the exec check, so the rule could not
 // hold for it otherwise. Allow when no such rule exists.
 func (rs *Rules) DecideApplets(runner string, applets []string) Decision {
+	return rs.decideNamed(applets, []string{runner}, func(name string) string {
+		if name == "" {
+			name = "a command the rule is about"
+		}
+		return runner + " of a multi-call binary can run " + name + " in its own process, where the exec check cannot see it"
+	})
+}
+
+// DecidePreload decides a program started with code loaded into it by
+// the dynamic loader (vars: LD_PRELOAD=… or LD_AUDIT=… of its
+// environment): that code runs before the program's own and can make it
+// do what a rule is about whatever its arguments say (rewrite them, or do
+// it itself). A rule that denies or asks about a command of one of the
+// program's names decides, as DecideApplets says; Allow when none.
+func (rs *Rules) DecidePreload(names, argv, vars []string) Decision {
+	return rs.decideNamed(names, argv, func(name string) string {
+		if name == "" {
+			name = "the program"
+		}
+		return strings.Join(vars, " ") + " loads code into " + name + ", which can then do what the rule is about whatever its arguments say"
+	})
+}
+
+// decideNamed is the strongest rule that denies or asks about a command
+// whose program is one of names (nil: any), as command, with the reason
+// why(name) gives and the rule's own.
+func (rs *Rules) decideNamed(names, command []string, why func(name string) string) Decision {
 	d := Decision{Verdict: Allow}
 	for _, list := range [][]*rule{rs.policy, rs.builtin} {
 		for _, r := range list {
 			if r.kind.rank() <= d.Verdict.rank() {
 				continue
 			}
-			if name, ok := r.namesOneOf(applets); ok {
+			if name, ok := r.namesOneOf(names); ok {
 				ref := r.ref
-				if name == "" {
-					name = "a command the rule is about"
-				}
-				why := runner + " of a multi-call binary can run " + name + " in its own process, where the exec check cannot see it"
+				reason := why(name)
 				if r.r.Reason != "" {
-					why += " (the rule: " + r.r.Reason + ")"
+					reason += " (the rule: " + r.r.Reason + ")"
 				}
-				d = Decision{Verdict: r.kind, Rule: &ref, Command: []string{runner}, Reason: why}
+				d = Decision{Verdict: r.kind, Rule: &ref, Command: command, Reason: reason}
 			}
 		}
 	}

@@ -175,6 +175,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// (Its relative arguments were read from its working directory
 		// with its line: decide.)
 		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
+		d = stronger(d, e.preloaded(c))
 		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
 			return nil
 		}
@@ -191,6 +192,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		d = stronger(d, e.rules.DecideExecFrom(c.Argv, c.Dir))
 	}
 	d = stronger(d, e.scriptFile(c))
+	d = stronger(d, e.preloaded(c))
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -202,6 +204,33 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		return nil
 	}
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
+}
+
+// isPreload says whether the environment word w loads code into a
+// dynamic program: LD_PRELOAD or LD_AUDIT with a value.
+func isPreload(w string) bool {
+	name, value, ok := strings.Cut(w, "=")
+	return ok && (name == "LD_PRELOAD" || name == "LD_AUDIT") && strings.Trim(value, " :\t\n") != ""
+}
+
+// preloaded decides c's program given code to load (c.Preload) by
+// every name it has, as harness.Rules.DecidePreload says: the code runs
+// in git as git, where no exec shows what it does (found by a tester:
+// LD_PRELOAD=./pre.so git status turned itself into git push).
+func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
+	if len(c.Preload) == 0 {
+		return harness.Decision{Verdict: harness.Allow}
+	}
+	var names []string
+	for _, n := range []string{c.Path, c.Resolved} {
+		if n != "" {
+			names = append(names, path.Base(n))
+		}
+	}
+	if len(c.Argv) > 0 && c.Argv[0] != "" {
+		names = append(names, path.Base(c.Argv[0]))
+	}
+	return e.rules.DecidePreload(names, c.Argv, c.Preload)
 }
 
 // scriptFile decides the script a shell is started on (sh deploy.sh,

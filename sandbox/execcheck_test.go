@@ -616,3 +616,56 @@ func runFromWorkspace(t *testing.T, ws string, p *policy.Policy, script string) 
 	}
 	return out, errb
 }
+
+// TestExecCheckPreload: a program a rule names, started with code for
+// the dynamic loader to load into it (LD_PRELOAD, LD_AUDIT), is decided
+// as the rule says whatever its arguments (found by a tester:
+// LD_PRELOAD=./pre.so git status rewrote its argv to push before git's
+// main). Refused here: uname -s under LD_PRELOAD, in a script and as the
+// command line itself (the policy's environment). The controls: uname -s
+// without it, and true, which no rule names, with it, run.
+func TestExecCheckPreload(t *testing.T) {
+	ws := t.TempDir()
+	script := `LD_PRELOAD=/nonexistent.so uname -s >/dev/null 2>&1; echo "preloaded: $?"
+LD_AUDIT=/nonexistent.so uname -s >/dev/null 2>&1; echo "audited: $?"
+uname -s >/dev/null; echo "control: $?"
+LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
+`
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	rep, err := sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, execRules), Args: []string{"sh", "run.sh"}},
+		backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"preloaded: 126", "audited: 126", "control: 0", "other: 0"} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errb.String())
+		}
+	}
+	found := false
+	for _, d := range rep.Denials {
+		found = found || d.Layer == sandbox.LayerRules && strings.Contains(d.Rule, "no-nodename") && strings.Contains(d.Rule+d.Hint+d.What, "LD_PRELOAD")
+	}
+	if !found {
+		t.Errorf("no denial names the preload: %+v", rep.Denials)
+	}
+
+	// The command line's own program, given it by the policy's
+	// environment.
+	p := execPolicy(t, ws, execRules)
+	p.Env.Set = map[string]string{"LD_PRELOAD": "/nonexistent.so"}
+	out.Reset()
+	errb.Reset()
+	rep, err = sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"uname", "-s"}},
+		backend.Stdio{Stdout: &out, Stderr: &errb})
+	refused := false
+	for _, d := range rep.Denials {
+		refused = refused || d.Layer == sandbox.LayerRules && strings.Contains(d.Rule, "no-nodename") && strings.Contains(d.Rule+d.Hint+d.What, "LD_PRELOAD")
+	}
+	if rep.ExitCode != 126 || strings.Contains(out.String(), "Linux") || !refused {
+		t.Errorf("uname -s as the line, preloaded: exit %d, %v, %q %q %+v", rep.ExitCode, err, out.String(), errb.String(), rep.Denials)
+	}
+}

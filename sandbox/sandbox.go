@@ -315,7 +315,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		rep.Warnings = append(rep.Warnings, said)
 	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
-	prog, progPath, progFile := lineProgram(rules, req.Args, dir, buildEnv(req.Policy.Env, caller.Environ))
+	lineEnv := buildEnv(req.Policy.Env, caller.Environ)
+	prog, progPath, progFile := lineProgram(rules, req.Args, dir, lineEnv)
 	if err := decide(ctx, req, rep, dir, rules, approvals, approvals, prog); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
@@ -381,7 +382,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// What the run's programs and requests are checked against as it
 	// goes on, with the approvals given so far.
 	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir, lineByFile: true}
-	if !rules.Empty() && !lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) {
+	// Code the loader runs in the command's program is decided with its
+	// exec (execCheck.preloaded), which the backend then sends.
+	if !rules.Empty() && (!lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) || slices.ContainsFunc(lineEnv, isPreload)) {
 		ec.firstAgain, ec.lineProg = true, prog
 	}
 	if testHookLineDecided != nil {

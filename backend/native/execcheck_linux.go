@@ -131,7 +131,7 @@ func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccom
 		// The caller's directory, read while its call waits: the kernel
 		// names it from the caller's root, as the command sees it.
 		dir, _ := os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/cwd")
-		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Dir: dir, Argv: c.Argv, Truncated: c.Truncated, First: first, Resolved: resolve(c),
+		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Dir: dir, Argv: c.Argv, Truncated: c.Truncated, Preload: c.Preload, First: first, Resolved: resolve(c),
 			Open: func(p string) (*os.File, error) {
 				if p == "" {
 					return openFile(c.Pid, c.Dirfd, c.Path, c.Files) // the program itself

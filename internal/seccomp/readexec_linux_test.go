@@ -3,6 +3,7 @@ package seccomp
 import (
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -57,5 +58,30 @@ func TestReadExecWhole(t *testing.T) {
 	keep()
 	if err != nil || !c.Truncated || len(c.Argv) >= len(big) {
 		t.Errorf("7 MiB of argv: %d words, truncated %v, %v; want a truncated prefix", len(c.Argv), c.Truncated, err)
+	}
+}
+
+// TestReadPreload: the words of an environment that load code into a
+// program (LD_PRELOAD, LD_AUDIT, with a value) are read whole, whatever
+// comes before them; others, and those with no value, are not (the
+// control: an environment of neither gives none).
+func TestReadPreload(t *testing.T) {
+	env := []string{"PATH=/usr/bin", "LD_LIBRARY_PATH=/x", "LD_PRELOAD=", "LD_PRELOAD=/tmp/" + strings.Repeat("p", 5000) + ".so",
+		"LD_AUDITX=1", "LD_AUDIT=/a.so", "L", "", "LD_PRELOAD= : "}
+	at, keep := cArgv(env)
+	got, err := readPreload(os.Getpid(), at)
+	keep()
+	want := []string{env[3], "LD_AUDIT=/a.so"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("preload words: %q %v, want %q", got, err, want)
+	}
+	at, keep = cArgv([]string{"PATH=/usr/bin", "HOME=/h"})
+	got, err = readPreload(os.Getpid(), at)
+	keep()
+	if err != nil || len(got) != 0 {
+		t.Errorf("control: %q %v", got, err)
+	}
+	if got, err := readPreload(os.Getpid(), 0); err != nil || got != nil {
+		t.Errorf("no environment: %q %v", got, err)
 	}
 }

@@ -114,6 +114,11 @@ type ExecCall struct {
 	// ones) than a supervisor reads: Argv is then a prefix.
 	Argv      []string
 	Truncated bool
+	// Preload are the LD_PRELOAD=… and LD_AUDIT=… words of the
+	// environment the program is given (with a value): code the dynamic
+	// loader runs in it before its own. The new image is killed if its
+	// environment's are not these.
+	Preload []string
 	// Files, which the supervisor makes before it asks Exec, is for Exec
 	// to note in the files it read to decide the call: the program, and
 	// the interpreters and loaders it names (Files.Note). The program the
@@ -407,12 +412,15 @@ func unboundTCP(sock int) bool {
 // checked after the read: if the caller died meanwhile, its pid may name
 // another process, whose memory was read.
 func (s *Supervisor) answerExec(fd int, req *seccompNotif) (c ExecCall, later func(context.Context) int) {
-	dirfd, pathAt, argvAt := unix.AT_FDCWD, req.args[0], req.args[1]
+	dirfd, pathAt, argvAt, envAt := unix.AT_FDCWD, req.args[0], req.args[1], req.args[2]
 	if int(req.nr) != execveNr() {
 		// execveat(dirfd, path, argv, envp, flags)
-		dirfd, pathAt, argvAt = int(int32(req.args[0])), req.args[1], req.args[2]
+		dirfd, pathAt, argvAt, envAt = int(int32(req.args[0])), req.args[1], req.args[2], req.args[3]
 	}
 	c, err := readExec(int(req.pid), pathAt, argvAt)
+	if err == nil {
+		c.Preload, err = readPreload(int(req.pid), envAt)
+	}
 	c.Dirfd = dirfd
 	c.Files = &Files{}
 	id := req.id
@@ -492,7 +500,7 @@ func continueChecked(fd int, req *seccompNotif, c ExecCall) {
 		sig, event := 0, uint32(ws)>>16
 		switch {
 		case ws.StopSignal() == unix.SIGTRAP && event == unix.PTRACE_EVENT_EXEC:
-			if !startedWith(wpid, c) || !startedFrom(wpid, execName(c)) || !c.Files.admits(wpid) {
+			if !startedWith(wpid, c) || !startedFrom(wpid, execName(c)) || !c.Files.admits(wpid) || !preloads(wpid, c.Preload) {
 				// Killed where it stands; its end is the tracer's to
 				// collect, before its parent can.
 				unix.Kill(wpid, unix.SIGKILL)
@@ -747,6 +755,67 @@ func readExec(pid int, pathAt, argvAt uint64) (ExecCall, error) {
 		total += len(w) + 1 + 8
 	}
 	return c, nil
+}
+
+// readPreload returns the words of the environment at envAt in process
+// pid's memory that load code into a dynamic program (isPreload). Only
+// their first bytes are read of the others.
+func readPreload(pid int, envAt uint64) ([]string, error) {
+	ptrs, strs := newRemotePages(pid), newRemotePages(pid)
+	var out []string
+	total := 0
+	for i := uint64(0); envAt != 0 && total < maxExecBytes; i++ {
+		var p [8]byte
+		if err := ptrs.read(envAt+8*i, p[:]); err != nil {
+			return nil, err
+		}
+		at := *(*uint64)(unsafe.Pointer(&p[0]))
+		if at == 0 {
+			break
+		}
+		total += 8
+		head, _, err := strs.string(at, len("LD_PRELOAD="))
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(head, "LD_PRELOAD=") && !strings.HasPrefix(head, "LD_AUDIT=") {
+			total += len(head)
+			continue
+		}
+		w, _, err := strs.string(at, maxExecWord)
+		if err != nil {
+			return nil, err
+		}
+		total += len(w)
+		if isPreload(w) {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// isPreload says whether the environment word w loads code into a
+// dynamic program: LD_PRELOAD or LD_AUDIT with a value.
+func isPreload(w string) bool {
+	name, value, ok := strings.Cut(w, "=")
+	return ok && (name == "LD_PRELOAD" || name == "LD_AUDIT") && strings.Trim(value, " :\t\n") != ""
+}
+
+// preloads says whether the image process pid has just started was given
+// the preload words want: the kernel's copy of its environment, which
+// another thread could have rewritten after it was read, as argv.
+func preloads(pid int, want []string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	var got []string
+	for _, w := range strings.Split(string(env), "\x00") {
+		if isPreload(w) {
+			got = append(got, w)
+		}
+	}
+	return slices.Equal(got, want)
 }
 
 // remotePages reads another process's memory a page at a time, keeping
