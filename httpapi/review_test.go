@@ -68,6 +68,13 @@ func TestReviewOverlaySession(t *testing.T) {
 	if _, err := d.c.Apply(ctx, s.ID, &client.ApplyRequest{Paths: []string{"nochange"}}); apiCode(err) != client.CodeBadRequest {
 		t.Errorf("apply of a path without changes: %v", err)
 	}
+	// An empty path (a client's unset variable) selects or forces
+	// nothing: before, it was the whole workspace.
+	for _, req := range []*client.ApplyRequest{{Paths: []string{""}}, {Force: []string{""}}} {
+		if _, err := d.c.Apply(ctx, s.ID, req); apiCode(err) != client.CodeBadRequest {
+			t.Errorf("apply with an empty path %+v: %v", req, err)
+		}
+	}
 	_, err = d.c.Apply(ctx, s.ID, &client.ApplyRequest{})
 	var e *client.Error
 	if apiCode(err) != client.CodeProtected || !asError(err, &e) || !slices.Contains(e.Details, ".envrc") {
