@@ -24,6 +24,7 @@ import (
 	"github.com/moatbox/moat/harness"
 	"github.com/moatbox/moat/internal/lookpath"
 	"github.com/moatbox/moat/internal/pathwalk"
+	"github.com/moatbox/moat/internal/shebang"
 	"github.com/moatbox/moat/policy"
 )
 
@@ -206,13 +207,6 @@ func (e *execCheck) check(c backend.ExecCall) error {
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 }
 
-// isPreload says whether the environment word w loads code into a
-// dynamic program: LD_PRELOAD or LD_AUDIT with a value.
-func isPreload(w string) bool {
-	name, value, ok := strings.Cut(w, "=")
-	return ok && (name == "LD_PRELOAD" || name == "LD_AUDIT") && strings.Trim(value, " :\t\n") != ""
-}
-
 // preloaded decides c's program given code to load (c.Preload) by
 // every name it has, as harness.Rules.DecidePreload says: the code runs
 // in git as git, where no exec shows what it does (found by a tester:
@@ -305,7 +299,17 @@ func (e *execCheck) decideProgram(open func(string) (*os.File, error), which, p 
 			if argv0 != "" {
 				args = append([]string{argv0}, prog[1:]...)
 			}
-			d = strongerRun(d, e.decideProgram(open, prog[0], prog[0], args, fileName(open, prog[0]), depth+1, false))
+			name := fileName(open, prog[0])
+			d = strongerRun(d, e.decideProgram(open, prog[0], prog[0], args, name, depth+1, false))
+			if how := harness.LoaderPreloads(argv); len(how) > 0 {
+				// Code the loader is told to load into it, as the
+				// environment's LD_PRELOAD (preloaded).
+				names := []string{path.Base(prog[0])}
+				if name != "" {
+					names = append(names, path.Base(name))
+				}
+				d = strongerRun(d, e.rules.DecidePreload(names, args, how))
+			}
 		}
 	}
 	interp, arg, isELF, ok, err := interpreter(open, which)
@@ -415,43 +419,13 @@ func interpreter(open func(string) (*os.File, error), which string) (interp, arg
 		return "", "", false, false, err
 	}
 	defer f.Close()
-	buf := make([]byte, binprmBuf)
+	buf := make([]byte, shebang.BufSize)
 	n, _ := io.ReadFull(f, buf)
 	if interp, ok := elfInterp(f, buf[:n]); ok {
 		return interp, "", true, true, nil
 	}
-	interp, arg, ok = shebang(buf[:n])
+	interp, arg, ok = shebang.Parse(buf[:n])
 	return interp, arg, false, ok, nil
-}
-
-// binprmBuf is how much of a file the kernel reads to decide how to run
-// it (BINPRM_BUF_SIZE): a #! line is looked for there.
-const binprmBuf = 256
-
-// shebang parses a script's first bytes (see interpreter), at most
-// binprmBuf of them.
-func shebang(buf []byte) (interp, arg string, ok bool) {
-	line, found := bytes.CutPrefix(buf, []byte("#!"))
-	if !found {
-		return "", "", false
-	}
-	if i := bytes.IndexByte(line, '\n'); i >= 0 {
-		line = line[:i]
-	} else {
-		line = line[:min(len(line), binprmBuf-3)] // "#!", and the kernel's NUL
-	}
-	if i := bytes.IndexByte(line, 0); i >= 0 {
-		line = line[:i]
-	}
-	line = bytes.Trim(line, " \t")
-	if len(line) == 0 {
-		return "", "", false
-	}
-	i := bytes.IndexAny(line, " \t")
-	if i < 0 {
-		return string(line), "", true
-	}
-	return string(line[:i]), string(bytes.TrimLeft(line[i:], " \t")), true
 }
 
 // elfInterp returns the interpreter (PT_INTERP) of the ELF file f, whose

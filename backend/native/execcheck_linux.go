@@ -1,9 +1,11 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/hostinfo"
 	"github.com/moatbox/moat/internal/seccomp"
+	"github.com/moatbox/moat/internal/shebang"
 )
 
 // Checking each exec (Stdio.CheckExec). The observed filter also sends
@@ -128,29 +131,118 @@ func execChecker(check func(backend.ExecCall) error, initFirst bool) func(seccom
 				return int(unix.EACCES), nil
 			}
 		}
+		// The program, and the interpreters of its #! lines, each opened
+		// once: the check decides on these files, and the image the
+		// kernel starts must be the one they lead to. One that cannot be
+		// opened is refused: its exec would run a file nobody read.
+		pins, err := pinExec(c)
+		if err != nil {
+			return int(unix.EACCES), nil
+		}
 		// The caller's directory, read while its call waits: the kernel
 		// names it from the caller's root, as the command sees it.
 		dir, _ := os.Readlink("/proc/" + strconv.Itoa(c.Pid) + "/cwd")
-		err := check(backend.ExecCall{Pid: c.Pid, Path: path, Dir: dir, Argv: c.Argv, Truncated: c.Truncated, Preload: c.Preload, First: first, Resolved: resolve(c),
-			Open: func(p string) (*os.File, error) {
-				if p == "" {
-					return openFile(c.Pid, c.Dirfd, c.Path, c.Files) // the program itself
-				}
-				return openFile(c.Pid, unix.AT_FDCWD, p, c.Files)
-			}})
+		// Resolved: the file the program is, as the host names it. The
+		// rules decide on its base name too, so a program cannot pass a
+		// rule by being started under another name (a link to git, a
+		// descriptor holding git, /proc/self/fd/3); resolved in the
+		// caller's root, a link's target means what it means there.
+		err = check(backend.ExecCall{Pid: c.Pid, Path: path, Dir: dir, Argv: c.Argv, Truncated: c.Truncated, Preload: c.Preload, First: first, Resolved: fdName(pins.prog),
+			Open: pins.open})
 		var p *backend.ExecPending
 		if errors.As(err, &p) {
 			return 0, func(ctx context.Context) int {
+				defer pins.close()
 				if p.Wait(ctx) != nil {
 					return int(unix.EACCES)
 				}
 				return 0
 			}
 		}
+		pins.close()
 		if err != nil {
 			return int(unix.EACCES), nil
 		}
 		return 0, nil
+	}
+}
+
+// execPins are the files an exec's check reads, each opened (O_PATH) once
+// while the call waits: the program, and the interpreter of each #! line
+// from it on, by the path the line gives. The check reads them through
+// open, and the image the kernel then starts must be the last of them
+// (noted in the call's seccomp.Files), or, where that file is neither an
+// ELF file nor a script, one of the host's binfmt_misc interpreters. A
+// path swapped for another file after the check read it, or between two
+// of its reads, is then killed at its first instruction (found by a
+// tester: the check opened the program by path four times, and a file
+// that was true at the first and git at another ran git as decided for
+// true).
+type execPins struct {
+	pid    int
+	prog   int            // the program
+	interp map[string]int // each interpreter, by its #! line's path
+}
+
+// maxScripts is how many #! lines the kernel follows (BINPRM_MAX_RECURSION
+// is 4 interpreters below the program): one more is ELOOP.
+const maxScripts = 5
+
+func pinExec(c seccomp.ExecCall) (*execPins, error) {
+	fd, err := openIn(c.Pid, c.Dirfd, c.Path)
+	if err != nil {
+		return nil, err
+	}
+	pins := &execPins{pid: c.Pid, prog: fd, interp: map[string]int{}}
+	for range maxScripts {
+		head, readable := firstBytes(fd)
+		interp, _, script := shebang.Parse(head)
+		if !script || !readable {
+			c.Files.Note(fd, readable && bytes.HasPrefix(head, []byte("\x7fELF")))
+			return pins, nil
+		}
+		if _, seen := pins.interp[interp]; seen {
+			break // a loop, which the kernel ends with ELOOP
+		}
+		if fd, err = openIn(c.Pid, unix.AT_FDCWD, interp); err != nil {
+			break // the exec fails: no interpreter to run
+		}
+		pins.interp[interp] = fd
+	}
+	c.Files.Note(fd, false)
+	return pins, nil
+}
+
+// firstBytes reads the first shebang.BufSize bytes of the file open
+// (O_PATH) at fd; false when it cannot be read.
+func firstBytes(fd int) ([]byte, bool) {
+	f, err := reopenFile(fd)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	buf := make([]byte, shebang.BufSize)
+	n, _ := io.ReadFull(f, buf)
+	return buf[:n], true
+}
+
+// open is backend.ExecCall.Open: "" is the program, a path a #! line
+// gave its pinned interpreter, any other path opened as the caller's
+// execve would find it.
+func (p *execPins) open(path string) (*os.File, error) {
+	if path == "" {
+		return reopenFile(p.prog)
+	}
+	if fd, ok := p.interp[path]; ok {
+		return reopenFile(fd)
+	}
+	return openFile(p.pid, unix.AT_FDCWD, path)
+}
+
+func (p *execPins) close() {
+	unix.Close(p.prog)
+	for _, fd := range p.interp {
+		unix.Close(fd)
 	}
 }
 
@@ -221,22 +313,6 @@ func ownFD(p string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// resolve returns the file the program c starts is, as the host names it
-// (see backend.ExecCall.Resolved), or "" when it cannot be named. The
-// rules decide on its base name too, so a program cannot pass a rule by
-// being started under another name: a symbolic link to git, or a
-// descriptor holding git (/proc/self/fd/3). The path is resolved in the
-// caller's root, so a link's target means what it means there.
-func resolve(c seccomp.ExecCall) string {
-	fd, err := openIn(c.Pid, c.Dirfd, c.Path)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(fd)
-	c.Files.Note(fd)
-	return fdName(fd)
 }
 
 // fdName is the name of a descriptor of this process as a program's
@@ -415,12 +491,18 @@ func readlinkat(dir int, name string) (string, error) {
 // openFile opens for reading the regular file process pid reaches by
 // path (see openIn), named as the host names it; a device or a FIFO is
 // not opened (reading it could block, or act).
-func openFile(pid, dirfd int, p string, files *seccomp.Files) (*os.File, error) {
+func openFile(pid, dirfd int, p string) (*os.File, error) {
 	fd, err := openIn(pid, dirfd, p)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	return reopenFile(fd)
+}
+
+// reopenFile opens for reading the regular file open (O_PATH) at fd, as
+// openFile says.
+func reopenFile(fd int) (*os.File, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
@@ -429,12 +511,6 @@ func openFile(pid, dirfd int, p string, files *seccomp.Files) (*os.File, error) 
 		return nil, errUnresolved
 	}
 	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
-	// What the check reads, the exec must run (seccomp.ExecCall.Files).
-	if err != nil {
-		files.Note(fd)
-	} else {
-		files.Note(rfd)
-	}
 	if err != nil {
 		if st.Uid == 0 {
 			// A file of the host's root that moat, not root, may not

@@ -73,8 +73,13 @@ func TestCheckExecRunsWhatWasChecked(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(ws, "swapped"), []byte("#!/bin/sh\necho SWAPPED RAN\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Symlink("/bin/echo", filepath.Join(ws, "echo-link")); err != nil {
+			t.Fatal(err)
+		}
 		check := func(c backend.ExecCall) error {
-			if len(c.Argv) > 0 && c.Argv[0] == "./tool" {
+			switch {
+			case len(c.Argv) == 0:
+			case c.Argv[0] == "./tool":
 				// Read as the rules read it, then swapped before the
 				// kernel's open.
 				if f, err := c.Open(""); err == nil {
@@ -83,16 +88,27 @@ func TestCheckExecRunsWhatWasChecked(t *testing.T) {
 				if err := os.Rename(filepath.Join(ws, "swapped"), filepath.Join(ws, "tool")); err != nil {
 					return err
 				}
+			case c.Argv[0] == "./tool2" && c.Argv[len(c.Argv)-1] == "between":
+				// Swapped between the check's reads: its name was taken
+				// as true's, its content is read after the swap (each
+				// read was an open of the path before, and the file
+				// read last ran).
+				if err := os.Rename(filepath.Join(ws, "echo-link"), filepath.Join(ws, "tool2")); err != nil {
+					return err
+				}
+				if f, err := c.Open(""); err == nil {
+					f.Close()
+				}
 			}
 			return nil
 		}
 		var out, errb bytes.Buffer
-		s := spec(t, ws, "sh", "-c", `./tool; echo "swapped: $?"; ./tool2; echo "control: $?"`)
+		s := spec(t, ws, "sh", "-c", `./tool; echo "swapped: $?"; ./tool2; echo "control: $?"; ./tool2 between; echo "between: $?"`)
 		st, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, CheckExec: check})
 		if err != nil || st.ExitCode != 0 {
 			t.Fatalf("%+v: %v %+v\n%s", b, err, st, errb.String())
 		}
-		if out.String() != "swapped: 137\ncontrol: 0\n" {
+		if out.String() != "swapped: 137\ncontrol: 0\nbetween: 137\n" {
 			t.Errorf("%+v: output %q, stderr %q", b, out.String(), errb.String())
 		}
 	}

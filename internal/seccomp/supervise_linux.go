@@ -114,38 +114,35 @@ type ExecCall struct {
 	// ones) than a supervisor reads: Argv is then a prefix.
 	Argv      []string
 	Truncated bool
-	// Preload are the LD_PRELOAD=… and LD_AUDIT=… words of the
-	// environment the program is given (with a value): code the dynamic
-	// loader runs in it before its own. The new image is killed if its
-	// environment's are not these.
+	// Preload are the words of the environment the program is given that
+	// load code into it (IsPreload: LD_PRELOAD=…, LD_LIBRARY_PATH=…). The
+	// new image is killed if its environment's are not these.
 	Preload []string
 	// Files, which the supervisor makes before it asks Exec, is for Exec
-	// to note in the files it read to decide the call: the program, and
-	// the interpreters and loaders it names (Files.Note). The program the
-	// kernel then starts must be one of them (continueChecked): a path
-	// swapped between the check and the kernel's own open of it would run
-	// a file nobody decided.
+	// to note in the file the call runs as Exec decided it: the program,
+	// or the interpreter its #! lines lead to (Files.Note). The image the
+	// kernel starts must be one of them (continueChecked): a path swapped
+	// between the check and the kernel's own open of it would run a file
+	// nobody decided.
 	Files *Files
 }
 
-// Files are the files, by device and inode, that a check of an exec read.
+// Files are the files, by device and inode, that an exec may run as it
+// was decided.
 type Files struct {
 	mu  sync.Mutex
 	ids [][2]uint64
 	elf bool
 }
 
-// Note adds the file open at fd (a descriptor of this process; one
-// opened O_PATH is noted too, though it cannot be read to say whether it
-// is an ELF file).
-func (fs *Files) Note(fd int) {
+// Note adds the file open at fd (a descriptor of this process, O_PATH
+// too), an ELF file the kernel runs itself or not (a file it runs through
+// a binfmt_misc interpreter).
+func (fs *Files) Note(fd int, elf bool) {
 	var st unix.Stat_t
 	if fs == nil || unix.Fstat(fd, &st) != nil {
 		return
 	}
-	magic := make([]byte, 4)
-	n, _ := unix.Pread(fd, magic, 0)
-	elf := n == 4 && string(magic) == "\x7fELF"
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.ids = append(fs.ids, [2]uint64{st.Dev, st.Ino})
@@ -154,9 +151,9 @@ func (fs *Files) Note(fd int) {
 
 // admits says whether the image process pid has just started (stopped at
 // PTRACE_EVENT_EXEC) runs one of the files noted, when any were. A file
-// the check read as no ELF and no #! script runs through a binfmt_misc
-// interpreter the check never opened: when no ELF was noted, the image
-// may run one of the interpreters registered there.
+// that is no ELF and no #! script runs through a binfmt_misc interpreter
+// the check never opened: when no ELF was noted, the image may run one of
+// the interpreters registered there.
 func (fs *Files) admits(pid int) bool {
 	if fs == nil {
 		return true
@@ -164,7 +161,7 @@ func (fs *Files) admits(pid int) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if len(fs.ids) == 0 {
-		return true // nothing was read: the check decided by the argv
+		return true // an Exec that notes nothing (a test's): by the argv
 	}
 	var st unix.Stat_t
 	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &st) != nil {
@@ -758,7 +755,7 @@ func readExec(pid int, pathAt, argvAt uint64) (ExecCall, error) {
 }
 
 // readPreload returns the words of the environment at envAt in process
-// pid's memory that load code into a dynamic program (isPreload). Only
+// pid's memory that load code into a dynamic program (IsPreload). Only
 // their first bytes are read of the others.
 func readPreload(pid int, envAt uint64) ([]string, error) {
 	ptrs, strs := newRemotePages(pid), newRemotePages(pid)
@@ -774,11 +771,11 @@ func readPreload(pid int, envAt uint64) ([]string, error) {
 			break
 		}
 		total += 8
-		head, _, err := strs.string(at, len("LD_PRELOAD="))
+		head, _, err := strs.string(at, maxPreloadName)
 		if err != nil {
 			return nil, err
 		}
-		if !strings.HasPrefix(head, "LD_PRELOAD=") && !strings.HasPrefix(head, "LD_AUDIT=") {
+		if name, _, ok := strings.Cut(head, "="); !ok || !slices.Contains(PreloadVars, name) {
 			total += len(head)
 			continue
 		}
@@ -787,18 +784,11 @@ func readPreload(pid int, envAt uint64) ([]string, error) {
 			return nil, err
 		}
 		total += len(w)
-		if isPreload(w) {
+		if IsPreload(w) {
 			out = append(out, w)
 		}
 	}
 	return out, nil
-}
-
-// isPreload says whether the environment word w loads code into a
-// dynamic program: LD_PRELOAD or LD_AUDIT with a value.
-func isPreload(w string) bool {
-	name, value, ok := strings.Cut(w, "=")
-	return ok && (name == "LD_PRELOAD" || name == "LD_AUDIT") && strings.Trim(value, " :\t\n") != ""
 }
 
 // preloads says whether the image process pid has just started was given
@@ -811,7 +801,7 @@ func preloads(pid int, want []string) bool {
 	}
 	var got []string
 	for _, w := range strings.Split(string(env), "\x00") {
-		if isPreload(w) {
+		if IsPreload(w) {
 			got = append(got, w)
 		}
 	}
