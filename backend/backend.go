@@ -473,10 +473,11 @@ type ExecCall struct {
 	// ones) than the backend reads, and Argv is a prefix of them.
 	Argv      []string
 	Truncated bool
-	// Preload are the LD_PRELOAD=… and LD_AUDIT=… words (with a value)
-	// of the environment it is given: code the dynamic loader runs in the
-	// program before its own, which can make it do anything whatever its
-	// argv says. A backend that reads no environment leaves it nil.
+	// Preload are the words of the environment it is given that load
+	// code into the program (LD_PRELOAD=…, LD_AUDIT=…, LD_LIBRARY_PATH=…,
+	// GCONV_PATH=…, with a value): code that runs in the program, before
+	// or beside its own, and can make it do anything whatever its argv
+	// says. A backend that reads no environment leaves it nil.
 	Preload []string
 	// Resolved is the file the program is, as the backend found it in
 	// the caller's view (symbolic links followed, a /proc/self/fd/N or

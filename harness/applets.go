@@ -65,18 +65,19 @@ func (rs *Rules) DecideApplets(runner string, applets []string) Decision {
 	})
 }
 
-// DecidePreload decides a program started with code loaded into it by
-// the dynamic loader (vars: LD_PRELOAD=… or LD_AUDIT=… of its
-// environment): that code runs before the program's own and can make it
-// do what a rule is about whatever its arguments say (rewrite them, or do
-// it itself). A rule that denies or asks about a command of one of the
-// program's names decides, as DecideApplets says; Allow when none.
-func (rs *Rules) DecidePreload(names, argv, vars []string) Decision {
+// DecidePreload decides a program started with code of the caller's
+// choosing loaded into it (how: LD_PRELOAD=… or LD_LIBRARY_PATH=… of its
+// environment, the loader's --preload …): that code runs in the program
+// and can make it do what a rule is about whatever its arguments say
+// (rewrite them, or do it itself). A rule that denies or asks about a
+// command of one of the program's names decides, as DecideApplets says;
+// Allow when none.
+func (rs *Rules) DecidePreload(names, argv, how []string) Decision {
 	return rs.decideNamed(names, argv, func(name string) string {
 		if name == "" {
 			name = "the program"
 		}
-		return strings.Join(vars, " ") + " loads code into " + name + ", which can then do what the rule is about whatever its arguments say"
+		return strings.Join(how, " ") + " can load code into " + name + ", which can then do what the rule is about whatever its arguments say"
 	})
 }
 

@@ -196,6 +196,28 @@ func Loaded(argv []string) (prog []string, argv0 string, ok bool) {
 	return argv[i:], argv0, true
 }
 
+// LoaderPreloads returns the options of the dynamic loader's command
+// line argv (see Loaded) that load code of the caller's choosing into
+// the program it runs, each with its value: --preload, --audit and
+// --library-path, as DecidePreload decides them.
+func LoaderPreloads(argv []string) []string {
+	var out []string
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			break
+		}
+		if !slices.Contains(loaderArgs, a) {
+			continue
+		}
+		if i+1 < len(argv) && (a == "--preload" || a == "--audit" || a == "--library-path") {
+			out = append(out, a+" "+argv[i+1])
+		}
+		i++
+	}
+	return out
+}
+
 func baseName(p string) string { return path.Base(p) }
 
 // Empty reports whether rs has no command rule: a check of each program

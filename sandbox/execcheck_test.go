@@ -618,16 +618,24 @@ func runFromWorkspace(t *testing.T, ws string, p *policy.Policy, script string) 
 }
 
 // TestExecCheckPreload: a program a rule names, started with code for
-// the dynamic loader to load into it (LD_PRELOAD, LD_AUDIT), is decided
-// as the rule says whatever its arguments (found by a tester:
+// the dynamic loader to load into it (LD_PRELOAD, LD_AUDIT,
+// LD_LIBRARY_PATH, the loader's own --preload and --library-path), is
+// decided as the rule says whatever its arguments (found by testers:
 // LD_PRELOAD=./pre.so git status rewrote its argv to push before git's
-// main). Refused here: uname -s under LD_PRELOAD, in a script and as the
-// command line itself (the policy's environment). The controls: uname -s
-// without it, and true, which no rule names, with it, run.
+// main, and so did a planted libz.so.1 under LD_LIBRARY_PATH and ld.so
+// --preload). Refused here: uname -s so, in a script and as the command
+// line itself (the policy's environment). The controls: uname -s without
+// it, directly and through the loader, and true, which no rule names,
+// with it, run.
 func TestExecCheckPreload(t *testing.T) {
 	ws := t.TempDir()
 	script := `LD_PRELOAD=/nonexistent.so uname -s >/dev/null 2>&1; echo "preloaded: $?"
 LD_AUDIT=/nonexistent.so uname -s >/dev/null 2>&1; echo "audited: $?"
+LD_LIBRARY_PATH=/nonexistent uname -s >/dev/null 2>&1; echo "library path: $?"
+ld=$(ls /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1 2>/dev/null | head -n 1)
+$ld --preload /nonexistent.so /bin/uname -s >/dev/null 2>&1; echo "loader preload: $?"
+$ld --library-path /nonexistent /bin/uname -s >/dev/null 2>&1; echo "loader library path: $?"
+$ld /bin/uname -s >/dev/null; echo "loader control: $?"
 uname -s >/dev/null; echo "control: $?"
 LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
 `
@@ -640,7 +648,8 @@ LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
-	for _, want := range []string{"preloaded: 126", "audited: 126", "control: 0", "other: 0"} {
+	for _, want := range []string{"preloaded: 126", "audited: 126", "library path: 126", "loader preload: 126", "loader library path: 126",
+		"loader control: 0", "control: 0", "other: 0"} {
 		if !strings.Contains(out.String(), want+"\n") {
 			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errb.String())
 		}

@@ -62,16 +62,16 @@ func TestReadExecWhole(t *testing.T) {
 }
 
 // TestReadPreload: the words of an environment that load code into a
-// program (LD_PRELOAD, LD_AUDIT, with a value) are read whole, whatever
+// program (PreloadVars, with a value) are read whole, whatever
 // comes before them; others, and those with no value, are not (the
 // control: an environment of neither gives none).
 func TestReadPreload(t *testing.T) {
 	env := []string{"PATH=/usr/bin", "LD_LIBRARY_PATH=/x", "LD_PRELOAD=", "LD_PRELOAD=/tmp/" + strings.Repeat("p", 5000) + ".so",
-		"LD_AUDITX=1", "LD_AUDIT=/a.so", "L", "", "LD_PRELOAD= : "}
+		"LD_AUDITX=1", "LD_AUDIT=/a.so", "L", "", "LD_PRELOAD= : ", "LD_LIBRARY_PATHX=/y", "GCONV_PATH=/g", "LD_BIND_NOW=1"}
 	at, keep := cArgv(env)
 	got, err := readPreload(os.Getpid(), at)
 	keep()
-	want := []string{env[3], "LD_AUDIT=/a.so"}
+	want := []string{"LD_LIBRARY_PATH=/x", env[3], "LD_AUDIT=/a.so", "GCONV_PATH=/g"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("preload words: %q %v, want %q", got, err, want)
 	}
