@@ -194,22 +194,29 @@ func pinExec(c seccomp.ExecCall) (*execPins, error) {
 		return nil, err
 	}
 	pins := &execPins{pid: c.Pid, prog: fd, interp: map[string]int{}}
+	elf := false
 	for range maxScripts {
 		head, readable := firstBytes(fd)
 		interp, _, script := shebang.Parse(head)
 		if !script || !readable {
-			c.Files.Note(fd, readable && bytes.HasPrefix(head, []byte("\x7fELF")))
-			return pins, nil
+			elf = readable && bytes.HasPrefix(head, []byte("\x7fELF"))
+			break
 		}
 		if _, seen := pins.interp[interp]; seen {
 			break // a loop, which the kernel ends with ELOOP
 		}
-		if fd, err = openIn(c.Pid, unix.AT_FDCWD, interp); err != nil {
-			break // the exec fails: no interpreter to run
+		// An interpreter missing now may be there when the kernel looks:
+		// the script itself is noted then, which no image can be.
+		next, err := openIn(c.Pid, unix.AT_FDCWD, interp)
+		if err != nil {
+			break
 		}
-		pins.interp[interp] = fd
+		pins.interp[interp], fd = next, next
 	}
-	c.Files.Note(fd, false)
+	if !c.Files.Note(fd, elf) {
+		pins.close()
+		return nil, errors.New("the program's file cannot be told")
+	}
 	return pins, nil
 }
 

@@ -76,6 +76,9 @@ func TestCheckExecRunsWhatWasChecked(t *testing.T) {
 		if err := os.Symlink("/bin/echo", filepath.Join(ws, "echo-link")); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(ws, "tool3"), []byte("#!./interp3\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		check := func(c backend.ExecCall) error {
 			switch {
 			case len(c.Argv) == 0:
@@ -99,16 +102,22 @@ func TestCheckExecRunsWhatWasChecked(t *testing.T) {
 				if f, err := c.Open(""); err == nil {
 					f.Close()
 				}
+			case c.Argv[0] == "./tool3":
+				// Its interpreter, missing when the check looked, is
+				// there when the kernel looks.
+				if err := os.Symlink("/bin/echo", filepath.Join(ws, "interp3")); err != nil {
+					return err
+				}
 			}
 			return nil
 		}
 		var out, errb bytes.Buffer
-		s := spec(t, ws, "sh", "-c", `./tool; echo "swapped: $?"; ./tool2; echo "control: $?"; ./tool2 between; echo "between: $?"`)
+		s := spec(t, ws, "sh", "-c", `./tool; echo "swapped: $?"; ./tool2; echo "control: $?"; ./tool2 between; echo "between: $?"; ./tool3; echo "interpreter: $?"`)
 		st, err := b.Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, CheckExec: check})
 		if err != nil || st.ExitCode != 0 {
 			t.Fatalf("%+v: %v %+v\n%s", b, err, st, errb.String())
 		}
-		if out.String() != "swapped: 137\ncontrol: 0\nbetween: 137\n" {
+		if out.String() != "swapped: 137\ncontrol: 0\nbetween: 137\ninterpreter: 137\n" {
 			t.Errorf("%+v: output %q, stderr %q", b, out.String(), errb.String())
 		}
 	}

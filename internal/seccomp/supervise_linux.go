@@ -138,15 +138,19 @@ type Files struct {
 // Note adds the file open at fd (a descriptor of this process, O_PATH
 // too), an ELF file the kernel runs itself or not (a file it runs through
 // a binfmt_misc interpreter).
-func (fs *Files) Note(fd int, elf bool) {
+//
+// It reports whether the file was noted: one that cannot be told (its
+// fstat failed) is not, and its caller must not let the exec go on.
+func (fs *Files) Note(fd int, elf bool) bool {
 	var st unix.Stat_t
 	if fs == nil || unix.Fstat(fd, &st) != nil {
-		return
+		return false
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.ids = append(fs.ids, [2]uint64{st.Dev, st.Ino})
 	fs.elf = fs.elf || elf
+	return true
 }
 
 // admits says whether the image process pid has just started (stopped at
@@ -161,7 +165,7 @@ func (fs *Files) admits(pid int) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if len(fs.ids) == 0 {
-		return true // an Exec that notes nothing (a test's): by the argv
+		return true // an Exec that pins no file decides by the argv alone
 	}
 	var st unix.Stat_t
 	if unix.Stat("/proc/"+strconv.Itoa(pid)+"/exe", &st) != nil {
