@@ -410,18 +410,6 @@ type tarWalk struct {
 	left    *LeftOut
 }
 
-// unreadable notes the entry name, which could not be opened or read.
-func (t *tarWalk) unreadable(name string, err error) {
-	if testHookTarUnreadable != nil {
-		testHookTarUnreadable(name)
-	}
-	t.left.add(name, err)
-}
-
-// testHookTarUnreadable, when set (by tests), is told each entry Tar
-// leaves out as unreadable.
-var testHookTarUnreadable func(name string)
-
 // testHookTarOpen, when set (by tests run as root, whom no mode keeps
 // out), fails the opening of an entry as the kernel would.
 var testHookTarOpen func(name string) error
@@ -501,7 +489,7 @@ func (t *tarWalk) names(d *os.File, prefix string, names []string) error {
 			k, err := unix.Readlinkat(int(d.Fd()), n, buf)
 			if err != nil {
 				if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
-					t.unreadable(name, err)
+					t.left.add(name, err)
 				}
 				continue
 			}
@@ -537,7 +525,7 @@ func (t *tarWalk) open(d *os.File, n, name string, flags int) (*os.File, error) 
 		f, err = openAt(d, n, flags)
 	}
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
-		t.unreadable(name, err)
+		t.left.add(name, err)
 	}
 	return f, err
 }

@@ -114,10 +114,8 @@ type Conflict struct {
 // the workspace back (or, when the journal was committed, finish).
 func (c *ChangeSet) Apply(paths, force []string) (Report, error) {
 	var rep Report
-	for _, p := range force {
-		if err := checkNamed(p); err != nil {
-			return rep, fmt.Errorf("force: %w", err)
-		}
+	if err := checkForce(force); err != nil {
+		return rep, err
 	}
 	err := c.withLock(func() error {
 		// Before anything else, Recover included: an incomplete copy is
@@ -240,10 +238,8 @@ func (c *ChangeSet) protectedIn(sel []Change, force []string, rep *Report) error
 // after it looked, Apply finds.
 func (c *ChangeSet) Preview(paths, force []string) (Report, error) {
 	var rep Report
-	for _, p := range force {
-		if err := checkNamed(p); err != nil {
-			return rep, fmt.Errorf("force: %w", err)
-		}
+	if err := checkForce(force); err != nil {
+		return rep, err
 	}
 	if err := c.CheckComplete(); err != nil {
 		return rep, err
@@ -355,6 +351,16 @@ func (c *ChangeSet) relPath(p string) (string, error) {
 func checkNamed(p string) error {
 	if p == "" {
 		return ErrEmptyPath
+	}
+	return nil
+}
+
+// checkForce refuses a force list that holds an empty path (checkNamed).
+func checkForce(force []string) error {
+	for _, p := range force {
+		if err := checkNamed(p); err != nil {
+			return fmt.Errorf("force: %w", err)
+		}
 	}
 	return nil
 }

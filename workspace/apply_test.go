@@ -130,24 +130,36 @@ func TestApplyRefusesHostEdits(t *testing.T) {
 
 // TestApplyCrash kills Apply after each operation in turn (in a re-run
 // of the test binary) and checks Recover leaves the old or the new state.
+// crashAfter applies c in a helper process that dies right after
+// operation after, and says whether it died so; false when the apply
+// finished first (past its last operation and the commit). A plan of
+// fewer than 5 operations is too short to test.
+func crashAfter(t *testing.T, s *Store, c *ChangeSet, after int) bool {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(),
+		"MOAT_WS_CRASH_AFTER="+strconv.Itoa(after))
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		if after < 5 {
+			t.Fatalf("Apply finished before operation %d: the plan is too short to test", after)
+		}
+		return false
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("crash helper: %v\n%s", err, out)
+	}
+	return true
+}
+
 func TestApplyCrash(t *testing.T) {
 	for after := 0; ; after++ {
 		s, c, merged := handMade(t)
 		orig := manifest(t, c.Workspace(), false)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(),
-			"MOAT_WS_CRASH_AFTER="+strconv.Itoa(after))
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			if after < 5 {
-				t.Fatalf("Apply finished before operation %d: the plan is too short to test", after)
-			}
-			break // past the last operation and the commit
+		if !crashAfter(t, s, c, after) {
+			break
 		}
-		if code := cmd.ProcessState.ExitCode(); code != 1 {
-			t.Fatalf("crash helper: %v\n%s", err, out)
-		}
-		c, err = s.Open(c.ID())
+		c, err := s.Open(c.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,11 +193,7 @@ func TestApplyCrash(t *testing.T) {
 // positive control).
 func TestApplyAfterCrashSaysSo(t *testing.T) {
 	s, c, merged := handMade(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("crash helper: %v\n%s", err, out)
-	}
+	crashApply(t, s, c, manifest(t, c.Workspace(), false), merged)
 	c, err := s.Open(c.ID())
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,7 @@ package workspace
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 )
@@ -151,20 +149,10 @@ func TestApplyLinksCrash(t *testing.T) {
 	for after := 0; ; after++ {
 		s, c := linkedSet(t)
 		orig := manifest(t, c.Workspace(), false)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(),
-			"MOAT_WS_CRASH_AFTER="+strconv.Itoa(after))
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			if after < 5 {
-				t.Fatalf("Apply finished before operation %d: the plan is too short to test", after)
-			}
+		if !crashAfter(t, s, c, after) {
 			break
 		}
-		if code := cmd.ProcessState.ExitCode(); code != 1 {
-			t.Fatalf("crash helper: %v\n%s", err, out)
-		}
-		c, err = s.Open(c.ID())
+		c, err := s.Open(c.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

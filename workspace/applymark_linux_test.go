@@ -3,7 +3,6 @@ package workspace
 import (
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,10 +125,8 @@ func TestRecoverApplyBelow(t *testing.T) {
 // nor merged: half applied.
 func crashApply(t *testing.T, s *Store, c *ChangeSet, orig, merged map[string]string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MOAT_WS_HELPER=crash", "MOAT_STATE_DIR="+s.Dir, "MOAT_WS_ID="+c.ID(), "MOAT_WS_CRASH_AFTER=2")
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("crash helper: %v\n%s", err, out)
+	if !crashAfter(t, s, c, 2) {
+		t.Fatal("the apply finished before its third operation")
 	}
 	ws := c.Workspace()
 	if d1, d2 := diffManifests(orig, manifest(t, ws, false)), diffManifests(merged, manifest(t, ws, false)); d1 == "" || d2 == "" {

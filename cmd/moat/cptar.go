@@ -149,14 +149,14 @@ func cpDirFrom(c *client.Client, id, spath, dst string, force bool, stdout, stde
 		fmt.Fprintf(stderr, "moat cp: %s\n", workspace.EscapeText(xerr.Error()))
 		return exitMoatError
 	}
-	if lo != nil {
-		leftOutUnread(stderr, lo)
+	// The rest is copied; the status says it is not all.
+	if len(left) > 0 {
+		fmt.Fprintf(stderr, "moat cp: left out %d path(s) (above); review them in the session: --force takes those host tools would read or run on their own, never what lies beneath a link\n", len(left))
 	}
-	if len(left) > 0 || lo != nil {
-		// The rest is copied; the status says it is not all.
-		if len(left) > 0 {
-			fmt.Fprintf(stderr, "moat cp: left out %d path(s) (above); review them in the session: --force takes those host tools would read or run on their own, never what lies beneath a link\n", len(left))
-		}
+	if lo != nil {
+		return leftOutUnread(stderr, lo)
+	}
+	if len(left) > 0 {
 		return exitMoatError
 	}
 	return 0
