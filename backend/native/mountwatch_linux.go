@@ -127,19 +127,40 @@ func watchMounts(pid int, spec *backend.Spec, lost func(path string)) (stop func
 	return func() { w.f.Close() }, nil
 }
 
-// ended says whether process pid has exited (a zombie, or reaped): its
-// mount namespace went with it, and its table reads as EINVAL. A command
-// that ends at once can take init with it before the host has read the
-// message that it started.
+// ended says whether process pid is exiting or has exited: its mount
+// namespace goes early in its exit, before it is a zombie, and its table
+// then reads as EINVAL. A command that ends at once can take init with it
+// before the host has read the message that it started.
 func ended(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
 	}
-	// pid (comm) state ...: comm may hold anything, the state follows
-	// its last ")".
+	return endedStat(b)
+}
+
+// pfExiting is the kernel's PF_EXITING task flag, set as do_exit begins
+// (a stable ABI value: /proc/PID/stat has shown it since Linux 2.6).
+const pfExiting = 0x4
+
+// endedStat reads /proc/PID/stat's state and flags: a zombie or dead
+// task, or one whose exit has begun.
+func endedStat(b []byte) bool {
+	// pid (comm) state ppid pgrp session tty_nr tpgid flags ...: comm may
+	// hold anything, the fields follow its last ")".
 	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	if f[0][0] == 'Z' || f[0][0] == 'X' {
+		return true
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
 
 // read returns the mount ids in the table, with their mount points.

@@ -60,3 +60,22 @@ func TestWatchOfAnEndedSandbox(t *testing.T) {
 	}
 	stop()
 }
+
+// TestEndedStat: a task whose exit has begun (PF_EXITING) has already
+// dropped its mount namespace while its state still reads running, so it
+// counts as ended, as a zombie does; the control, a live task with other
+// flags, and a comm holding ") Z", does not.
+func TestEndedStat(t *testing.T) {
+	for stat, want := range map[string]bool{
+		"42 (sh) R 1 42 42 0 -1 4194564 0 0":        true,  // PF_EXITING|PF_FORKNOEXEC|...
+		"42 (sh) Z 1 42 42 0 -1 4194560 0 0":        true,  // a zombie
+		"42 (sh) S 1 42 42 0 -1 4194560 0 0":        false, // sleeping, not exiting
+		"42 (a) Z 1 (b) S 1 42 42 0 -1 64 0 0":      false, // comm with ") Z" in it
+		"42 (a) Z 1 (b) R 1 42 42 0 -1 4194308 0 0": true,
+		"42 (sh) S": false,
+	} {
+		if got := endedStat([]byte(stat)); got != want {
+			t.Errorf("%q: %v, want %v", stat, got, want)
+		}
+	}
+}
