@@ -210,9 +210,16 @@ func (e *execCheck) check(c backend.ExecCall) error {
 // preloaded decides c's program given code to load (c.Preload) by
 // every name it has, as harness.Rules.DecidePreload says: the code runs
 // in git as git, where no exec shows what it does (found by a tester:
-// LD_PRELOAD=./pre.so git status turned itself into git push).
+// LD_PRELOAD=./pre.so git status turned itself into git push). The
+// system's own libraries are not (systemPreload).
 func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
-	if len(c.Preload) == 0 {
+	var how []string
+	for _, w := range c.Preload {
+		if !systemPreload(e.req.Policy, w) {
+			how = append(how, w)
+		}
+	}
+	if len(how) == 0 {
 		return harness.Decision{Verdict: harness.Allow}
 	}
 	var names []string
@@ -224,7 +231,7 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 	if len(c.Argv) > 0 && c.Argv[0] != "" {
 		names = append(names, path.Base(c.Argv[0]))
 	}
-	return e.rules.DecidePreload(names, c.Argv, c.Preload)
+	return e.rules.DecidePreload(names, c.Argv, how)
 }
 
 // scriptFile decides the script a shell is started on (sh deploy.sh,
@@ -846,11 +853,22 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 	if resolved == "" {
 		return false
 	}
-	// Every path the kernel goes through to the file, each link's own
-	// place and what it names included: one the sandbox does not have (a
-	// link by way of /srv/..) fails its search there, which goes on to
-	// the next directory of PATH (found by a reviewer).
-	visits, _, ok := pathwalk.Walk(prog)
+	return rootsOnly(p, prog, true)
+}
+
+// rootsOnly says whether the host's root alone can change what the
+// sandbox finds at f, and finds there what the host does: every path the
+// kernel goes through to it (each link's own place and what it names
+// included) lies in the host's system directories (hostStable), is shown
+// by p and not denied, and is root's and written by no one else. For a
+// program (exec), root's reach matters too: for root, whose permission
+// checks pass where the sandbox's user's fail, a directory on the way or
+// the file itself that others may not search or run.
+func rootsOnly(p *policy.Policy, f string, exec bool) bool {
+	// A path the sandbox does not have (a link by way of /srv/..) fails
+	// its search there, which goes on to the next directory of PATH
+	// (found by a reviewer).
+	visits, _, ok := pathwalk.Walk(f)
 	if !ok {
 		return false
 	}
@@ -894,11 +912,62 @@ func lineSeenAlike(p *policy.Policy, prog, resolved string, freshChanges bool) b
 		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
 			return false
 		}
-		if root && (fi.IsDir() || i == len(visits)-1) && fi.Mode().Perm()&0o001 == 0 {
+		if exec && root && (fi.IsDir() || i == len(visits)-1) && fi.Mode().Perm()&0o001 == 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// systemPreload says whether the loader's variable w (NAME=VALUE, one of
+// seccomp.PreloadVars) names only the system's own code for the sandbox
+// p makes: each entry an absolute path that rootsOnly holds, with none of
+// the loader's $ORIGIN-style tokens. A conda, CUDA or JDK set-up exports
+// LD_LIBRARY_PATH to such a directory for every program (found by a
+// tester: any value refused git and python3), and what loads from there
+// is what the host's root installed, which no command can have planted.
+// An empty entry is the working directory to the loader (LD_PRELOAD's
+// alone are skipped), so it is not the system's (found by a tester:
+// LD_LIBRARY_PATH=: loaded ./libz.so.1 into git status, which pushed).
+func systemPreload(p *policy.Policy, w string) bool {
+	name, value, _ := strings.Cut(w, "=")
+	if p == nil {
+		return false
+	}
+	seps := ":"
+	switch name {
+	case "LD_PRELOAD":
+		seps = " :"
+	case "LD_LIBRARY_PATH":
+		seps = ":;"
+	}
+	for e := range splitAny(value, seps) {
+		if e == "" && name == "LD_PRELOAD" {
+			continue
+		}
+		if !path.IsAbs(e) || path.Clean(e) != e || strings.Contains(e, "$") || !rootsOnly(p, e, false) {
+			return false
+		}
+	}
+	return true
+}
+
+// splitAny yields the parts of s between any of the bytes of seps,
+// empty ones included.
+func splitAny(s, seps string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		for {
+			i := strings.IndexAny(s, seps)
+			if i < 0 {
+				yield(s)
+				return
+			}
+			if !yield(s[:i]) {
+				return
+			}
+			s = s[i+1:]
+		}
+	}
 }
 
 // testHookLineDecided, when set (by tests), runs once the command line

@@ -623,10 +623,13 @@ func runFromWorkspace(t *testing.T, ws string, p *policy.Policy, script string) 
 // decided as the rule says whatever its arguments (found by testers:
 // LD_PRELOAD=./pre.so git status rewrote its argv to push before git's
 // main, and so did a planted libz.so.1 under LD_LIBRARY_PATH and ld.so
-// --preload). Refused here: uname -s so, in a script and as the command
-// line itself (the policy's environment). The controls: uname -s without
-// it, directly and through the loader, and true, which no rule names,
-// with it, run.
+// --preload, and an empty entry of LD_LIBRARY_PATH, which the loader
+// reads as the working directory). Refused here: uname -s so, in a script
+// and as the command line itself (the policy's environment). The
+// controls: uname -s without it, directly and through the loader, with
+// LD_LIBRARY_PATH set to the system's own library directory (what only
+// the host's root writes: a CUDA or JDK set-up exports one), and true,
+// which no rule names, with it, run.
 func TestExecCheckPreload(t *testing.T) {
 	ws := t.TempDir()
 	script := `LD_PRELOAD=/nonexistent.so uname -s >/dev/null 2>&1; echo "preloaded: $?"
@@ -638,6 +641,11 @@ $ld --library-path /nonexistent /bin/uname -s >/dev/null 2>&1; echo "loader libr
 $ld /bin/uname -s >/dev/null; echo "loader control: $?"
 uname -s >/dev/null; echo "control: $?"
 LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
+LD_LIBRARY_PATH=: uname -s >/dev/null 2>&1; echo "separators: $?"
+LD_LIBRARY_PATH=/usr/lib: uname -s >/dev/null 2>&1; echo "system and empty: $?"
+LD_LIBRARY_PATH='/usr/lib/$LIB' uname -s >/dev/null 2>&1; echo "system and a token: $?"
+LD_LIBRARY_PATH=/usr/lib/../tmp uname -s >/dev/null 2>&1; echo "system and dots: $?"
+LD_LIBRARY_PATH=/usr/lib uname -s >/dev/null; echo "system: $?"
 `
 	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
@@ -649,7 +657,8 @@ LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
 	for _, want := range []string{"preloaded: 126", "audited: 126", "library path: 126", "loader preload: 126", "loader library path: 126",
-		"loader control: 0", "control: 0", "other: 0"} {
+		"loader control: 0", "control: 0", "other: 0",
+		"separators: 126", "system and empty: 126", "system and a token: 126", "system and dots: 126", "system: 0"} {
 		if !strings.Contains(out.String(), want+"\n") {
 			t.Errorf("output lacks %q:\n%s\nstderr:\n%s", want, out.String(), errb.String())
 		}
@@ -676,5 +685,16 @@ LD_PRELOAD=/nonexistent.so true 2>/dev/null; echo "other: $?"
 	}
 	if rep.ExitCode != 126 || strings.Contains(out.String(), "Linux") || !refused {
 		t.Errorf("uname -s as the line, preloaded: exit %d, %v, %q %q %+v", rep.ExitCode, err, out.String(), errb.String(), rep.Denials)
+	}
+
+	// The system's own library directory, as a CUDA or JDK set-up
+	// exports it for every program: the line runs.
+	p.Env.Set = map[string]string{"LD_LIBRARY_PATH": "/usr/lib"}
+	out.Reset()
+	errb.Reset()
+	rep, err = sandbox.Run(context.Background(), &sandbox.Request{Backend: testBackend(), Policy: p, Args: []string{"uname", "-s"}},
+		backend.Stdio{Stdout: &out, Stderr: &errb})
+	if err != nil || rep.ExitCode != 0 || !strings.Contains(out.String(), "Linux") {
+		t.Errorf("uname -s as the line, with the system's library path: exit %d, %v, %q %q %+v", rep.ExitCode, err, out.String(), errb.String(), rep.Denials)
 	}
 }

@@ -384,7 +384,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir, lineByFile: true}
 	// Code the loader runs in the command's program is decided with its
 	// exec (execCheck.preloaded), which the backend then sends.
-	if !rules.Empty() && (!lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) || slices.ContainsFunc(lineEnv, seccomp.IsPreload)) {
+	if !rules.Empty() && (!lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) || slices.ContainsFunc(lineEnv, func(w string) bool {
+		return seccomp.IsPreload(w) && !systemPreload(req.Policy, w)
+	})) {
 		ec.firstAgain, ec.lineProg = true, prog
 	}
 	if testHookLineDecided != nil {

@@ -1,6 +1,9 @@
 package seccomp
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // PreloadVars are the environment variables that make the dynamic loader
 // (or the C library, for GCONV_PATH's iconv modules) load code of the
@@ -15,16 +18,13 @@ var PreloadVars = []string{"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_P
 const maxPreloadName = len("LD_LIBRARY_PATH=")
 
 // IsPreload says whether the environment word w (NAME=VALUE) sets one of
-// PreloadVars to a value that names something (not only separators).
+// PreloadVars to anything at all: even separators alone name something,
+// since the loader reads an empty entry of LD_LIBRARY_PATH as the working
+// directory (found by a tester: LD_LIBRARY_PATH=: loaded ./libz.so.1).
 func IsPreload(w string) bool {
 	name, value, ok := strings.Cut(w, "=")
-	if !ok || strings.Trim(value, " :;\t\n") == "" {
+	if !ok || value == "" {
 		return false
 	}
-	for _, v := range PreloadVars {
-		if name == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(PreloadVars, name)
 }

@@ -62,16 +62,18 @@ func TestReadExecWhole(t *testing.T) {
 }
 
 // TestReadPreload: the words of an environment that load code into a
-// program (PreloadVars, with a value) are read whole, whatever
-// comes before them; others, and those with no value, are not (the
-// control: an environment of neither gives none).
+// program (PreloadVars, with a value: separators alone are one, since the
+// loader reads LD_LIBRARY_PATH's empty entry as the working directory)
+// are read whole, whatever comes before them; others, and those with an
+// empty value, are not (the control: an environment of neither gives
+// none).
 func TestReadPreload(t *testing.T) {
 	env := []string{"PATH=/usr/bin", "LD_LIBRARY_PATH=/x", "LD_PRELOAD=", "LD_PRELOAD=/tmp/" + strings.Repeat("p", 5000) + ".so",
-		"LD_AUDITX=1", "LD_AUDIT=/a.so", "L", "", "LD_PRELOAD= : ", "LD_LIBRARY_PATHX=/y", "GCONV_PATH=/g", "LD_BIND_NOW=1"}
+		"LD_AUDITX=1", "LD_AUDIT=/a.so", "L", "", "LD_LIBRARY_PATH=:", "LD_LIBRARY_PATHX=/y", "GCONV_PATH=/g", "LD_BIND_NOW=1"}
 	at, keep := cArgv(env)
 	got, err := readPreload(os.Getpid(), at)
 	keep()
-	want := []string{"LD_LIBRARY_PATH=/x", env[3], "LD_AUDIT=/a.so", "GCONV_PATH=/g"}
+	want := []string{"LD_LIBRARY_PATH=/x", env[3], "LD_AUDIT=/a.so", "LD_LIBRARY_PATH=:", "GCONV_PATH=/g"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("preload words: %q %v, want %q", got, err, want)
 	}
