@@ -240,6 +240,37 @@ func New(p *policy.Policy) *Rules {
 	return rs
 }
 
+// InSandbox returns rules that also know the sandbox's mounts: own are
+// its own trees, which go with it (its /tmp, home, /dev/shm), binds the
+// host paths bound writable into it outside the workspace (read_write
+// paths, a git directory outside the workspace). The built-in
+// delete-outside rule then does not ask about what is in own and neither
+// in nor above a bind or the workspace (found by a tester: a script's
+// rm -rf "$(mktemp -d)" was refused). rs is not changed.
+func (rs *Rules) InSandbox(own, binds []string) *Rules {
+	c := *rs
+	if c.scratch.ws == "" {
+		return &c // nothing known of the workspace: no scratch at all
+	}
+	c.scratch.kept = slices.Clone(rs.scratch.kept)
+	for _, b := range binds {
+		if !path.IsAbs(b) {
+			return rs
+		}
+		// One in the workspace is the workspace's, as before.
+		if b = path.Clean(b); !under(b, c.scratch.ws) {
+			c.scratch.kept = append(c.scratch.kept, b)
+		}
+	}
+	c.scratch.own = nil
+	for _, d := range own {
+		if d = path.Clean(d); path.IsAbs(d) && d != "/" {
+			c.scratch.own = append(c.scratch.own, d)
+		}
+	}
+	return &c
+}
+
 // Decide checks a and returns the decision.
 func (rs *Rules) Decide(a Action) Decision {
 	best := Decision{Verdict: Allow}

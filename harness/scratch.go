@@ -15,13 +15,15 @@ import (
 // whole, a read_write path or what is in it, or anything above either,
 // is still asked about. A policy's own rules are never narrowed.
 //
-// The sandbox's own /tmp, /dev/shm and home are not in it, though they
-// go with the sandbox: a git directory outside the workspace is bound
-// writable at its host path, which may be under them, and the line is
-// decided before the run knows its binds.
+// The sandbox's own /tmp, /dev/shm and home go with the sandbox, but a
+// git directory outside the workspace is bound writable at its host path,
+// which may be under them, and a run's line is decided before the run
+// knows its binds: they are in it only for rules that know the sandbox's
+// mounts (Rules.InSandbox), as a run's exec check and a session do.
 type scratch struct {
 	ws   string   // the workspace, cleaned and absolute; "" when not known
-	kept []string // the read_write paths: nothing in or above them
+	kept []string // the read_write paths and other writable binds: nothing in or above them
+	own  []string // the sandbox's own trees (its /tmp, home): what is not kept in them
 }
 
 // newScratch reads p's workspace and read_write paths. A path that is
@@ -114,9 +116,14 @@ func (s *scratch) holds(w string) bool {
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
 		pat, p = p, path.Dir(p[:i+1])
 	}
-	if !under(p, s.ws) || p == s.ws && pat == "" {
-		// Outside, or the workspace itself, .git and all (rm refuses .
-		// and ..: a deletion of the whole project is asked about).
+	if under(p, s.ws) {
+		if p == s.ws && pat == "" {
+			// The workspace itself, .git and all (rm refuses . and ..: a
+			// deletion of the whole project is asked about).
+			return false
+		}
+	} else if !s.owned(p) || under(s.ws, p) && (pat == "" || globReaches(pat, s.ws)) {
+		// Outside, or above the workspace in the sandbox's own /tmp.
 		return false
 	}
 	for _, k := range s.kept {
@@ -128,6 +135,16 @@ func (s *scratch) holds(w string) bool {
 		}
 	}
 	return true
+}
+
+// owned reports whether p is in one of the sandbox's own trees.
+func (s *scratch) owned(p string) bool {
+	for _, d := range s.own {
+		if under(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // globReaches reports whether the glob pat may name k, a path above k or

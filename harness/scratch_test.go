@@ -141,3 +141,55 @@ func TestDeleteOutsideFromItsDirectory(t *testing.T) {
 		t.Errorf("a policy's allow of rm -rf ../tmp-build overridden: %s", d.Verdict)
 	}
 }
+
+// TestDeleteOutsideInSandbox: rules that know the sandbox's mounts
+// (InSandbox) do not ask about rm -rf of what is in its own /tmp, home or
+// /dev/shm (found by a tester: a script's rm -rf "$(mktemp -d)" was
+// refused), and still ask about a git directory bound writable there, the
+// workspace when it lies under /tmp, a glob that may name either, and
+// what is outside the sandbox's own trees. The control: the same
+// deletions under the rules of the line, which know no mounts, ask.
+func TestDeleteOutsideInSandbox(t *testing.T) {
+	p := policy.Default()
+	p.Workspace.Path = "/tmp/ws"
+	p.Filesystem.ReadWrite = []string{"/srv/data"}
+	line := New(p)
+	rs := line.InSandbox([]string{"/tmp", "/home/agent", "/dev/shm"}, []string{"/tmp/ws", "/tmp/main/.git", "/srv/data", "/tmp/ws/.git/hooks"})
+	own := [][]string{
+		{"rm", "-rf", "/tmp/tmp.Xr4NQxfzpq"},
+		{"rm", "-rf", "/tmp/build", "/tmp/ws/out"},
+		{"rm", "-f", "/dev/shm/sem.x"},
+		{"rm", "-rf", "/home/agent/.cache/pip"},
+		{"rm", "-rf", "/tmp/t*"},
+	}
+	for _, argv := range own {
+		if d := rs.DecideExec("", argv); d.Verdict != Allow {
+			t.Errorf("in the sandbox, DecideExec(%q) = %s %v, want allow", argv, d.Verdict, d.Rule)
+		}
+		if d := line.DecideExec("", argv); d.Verdict != Ask {
+			t.Errorf("the line's rules, DecideExec(%q) = %s, want ask", argv, d.Verdict)
+		}
+	}
+	for _, argv := range [][]string{
+		{"rm", "-rf", "/tmp/main/.git"},      // a git directory bound writable
+		{"rm", "-rf", "/tmp/main/.git/refs"}, // in it
+		{"rm", "-rf", "/tmp/main"},           // above it
+		{"rm", "-rf", "/tmp/ws"},             // the workspace whole
+		{"rm", "-rf", "/tmp"},                // above it
+		{"rm", "-rf", "/tmp/*"},              // a glob that names it
+		{"rm", "-rf", "/tmp/w?"},             // the same
+		{"rm", "-rf", "/srv/data/x"},         // a read_write path
+		{"rm", "-rf", "/etc/x"},              // outside
+		{"rm", "-rf", "/home/agent/../x"},    // through ..
+		{"rm", "-rf", "/dev/x"},              // /dev is not all the sandbox's
+	} {
+		if d := rs.DecideExec("", argv); d.Verdict != Ask {
+			t.Errorf("in the sandbox, DecideExec(%q) = %s, want ask", argv, d.Verdict)
+		}
+	}
+	// A bind in the workspace (a protected path) is the workspace's:
+	// deleting in the workspace stays unasked.
+	if d := rs.DecideExec("", []string{"rm", "-rf", "/tmp/ws/build"}); d.Verdict != Allow {
+		t.Errorf("in the workspace: %s %v", d.Verdict, d.Rule)
+	}
+}

@@ -970,6 +970,23 @@ func splitAny(s, seps string) func(yield func(string) bool) {
 	}
 }
 
+// sandboxTrees returns the trees spec makes the sandbox's own, which go
+// with it (its tmpfs mounts, /tmp and home, and /dev's shm), and the
+// host paths it binds writable, for harness.Rules.InSandbox.
+func sandboxTrees(spec *backend.Spec) (own, binds []string) {
+	for _, m := range spec.Mounts {
+		switch {
+		case m.Kind == backend.MountTmpfs:
+			own = append(own, m.Target)
+		case m.Kind == backend.MountDev:
+			own = append(own, path.Join(m.Target, "shm"))
+		case (m.Kind == backend.MountBind || m.Kind == backend.MountOverlay) && !m.ReadOnly:
+			binds = append(binds, m.Target)
+		}
+	}
+	return own, binds
+}
+
 // testHookLineDecided, when set (by tests), runs once the command line
 // was decided on the host, before the sandbox starts.
 var testHookLineDecided func()

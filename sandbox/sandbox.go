@@ -454,6 +454,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	spec.CheckFirstExec = ec.firstAgain
+	// The line was decided before the mounts were known; its programs
+	// are decided knowing them.
+	ec.rules = rules.InSandbox(sandboxTrees(spec))
 	rep.Warnings = append(rep.Warnings, linksLeadingNowhere(req.Policy, spec)...)
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)

@@ -308,6 +308,8 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, err
 	}
 	s.spec = spec
+	// Its commands' lines and programs are decided knowing its mounts.
+	s.rules = s.rules.InSandbox(sandboxTrees(spec))
 	s.base = newReport("", nil, p)
 	s.base.Degraded = append(s.base.Degraded, linkGaps...)
 	if err := guardGaps(s.guards, req.AllowDegraded, s.base); err != nil {

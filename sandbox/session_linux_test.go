@@ -616,3 +616,42 @@ sleep 1
 		})
 	}
 }
+
+// TestDeleteInTheSandboxsOwnTmp: the built-in delete-outside rule does not
+// ask about rm -rf of a directory in the sandbox's own /tmp, as a
+// script's cleanup spells it (found by a tester: t=$(mktemp -d); rm -rf
+// "$t" was refused in every run), in a run and in a session. The control,
+// in both: rm -rf in a read_write path, spelt the same way, is still
+// refused without an approver, and its files stay.
+func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
+	ws, data := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "sub", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `t=$(mktemp -d) && mkdir "$t/x" && rm -rf "$t"; test -e "$t" && echo tmp kept || echo tmp gone
+d=` + data + `/sub; rm -rf "$d" 2>/dev/null; echo data $?`
+	check := func(how, out string) {
+		t.Helper()
+		if !strings.Contains(out, "tmp gone\n") {
+			t.Errorf("%s: rm -rf of a mktemp directory did not run:\n%s", how, out)
+		}
+		if !strings.Contains(out, "data 126\n") {
+			t.Errorf("%s: rm -rf in the read_write path was not refused:\n%s", how, out)
+		}
+		if _, err := os.Stat(filepath.Join(data, "sub", "x")); err != nil {
+			t.Fatalf("%s: the read_write path's files went: %v", how, err)
+		}
+	}
+
+	p := execPolicy(t, ws, "")
+	p.Filesystem.ReadWrite = []string{data}
+	out, errb := runFromWorkspace(t, ws, p, script)
+	check("run", out.String()+errb.String())
+
+	s := newSession(t, ws, func(p *policy.Policy) { p.Filesystem.ReadWrite = []string{data} })
+	var sout bytes.Buffer
+	if _, err := s.Exec(context.Background(), &sandbox.ExecRequest{Args: []string{"sh", "-c", script}}, backend.Stdio{Stdout: &sout, Stderr: &sout}); err != nil {
+		t.Fatal(err)
+	}
+	check("session", sout.String())
+}
