@@ -195,8 +195,11 @@ func pinExec(c seccomp.ExecCall) (*execPins, error) {
 	}
 	pins := &execPins{pid: c.Pid, prog: fd, interp: map[string]int{}}
 	elf := false
-	for range maxScripts {
+	for i := range maxScripts {
 		head, readable := firstBytes(fd)
+		if i == 0 && readable && !bytes.HasPrefix(head, []byte("\x7fELF")) {
+			c.Files.Interpreted()
+		}
 		interp, _, script := shebang.Parse(head)
 		if !script || !readable {
 			elf = readable && bytes.HasPrefix(head, []byte("\x7fELF"))

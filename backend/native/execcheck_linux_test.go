@@ -122,3 +122,36 @@ func TestCheckExecRunsWhatWasChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckExecOfAScriptAnyWay: a #! script runs under the exec check
+// when started through /proc's links (/proc/self/cwd/run.sh, whose path
+// the check after the exec cannot follow from outside) and with an empty
+// argv (perl's exec {"./run.sh"} (), whose cmdline is the interpreter's
+// and the script's name alone): both were killed (found by a tester).
+// The control: a script whose argv was rewritten after the check read
+// it is killed still, as TestCheckExecRunsWhatWasChecked shows for
+// files; here, ./run.sh as itself runs.
+func TestCheckExecOfAScriptAnyWay(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/perl"); err != nil {
+		t.Skip("no perl to exec with an empty argv")
+	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "run.sh"), []byte("#!/bin/sh\necho \"ran $#\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check := func(c backend.ExecCall) error {
+		if f, err := c.Open(""); err == nil {
+			f.Close() // read as the rules read it
+		}
+		return nil
+	}
+	var out, errb bytes.Buffer
+	s := spec(t, ws, "sh", "-c", `./run.sh a; echo "control: $?"; /proc/self/cwd/run.sh a b; echo "proc: $?"; perl -e 'exec {"./run.sh"} ()'; echo "empty argv: $?"`)
+	st, err := (&native.Backend{}).Run(context.Background(), s, backend.Stdio{Stdout: &out, Stderr: &errb, CheckExec: check})
+	if err != nil || st.ExitCode != 0 {
+		t.Fatalf("%v %+v\n%s", err, st, errb.String())
+	}
+	if want := "ran 1\ncontrol: 0\nran 2\nproc: 0\nran 0\nempty argv: 0\n"; out.String() != want {
+		t.Errorf("output %q, want %q; stderr %q", out.String(), want, errb.String())
+	}
+}

@@ -131,8 +131,9 @@ type ExecCall struct {
 // was decided. Exec notes them before it answers, and the supervisor reads
 // them once the call has gone on: never both at once.
 type Files struct {
-	ids [][2]uint64
-	elf bool
+	ids    [][2]uint64
+	elf    bool
+	interp bool // the program read was no ELF file (Interpreted)
 }
 
 // Note adds the file open at fd (a descriptor of this process, O_PATH
@@ -149,6 +150,20 @@ func (fs *Files) Note(fd int, elf bool) bool {
 	fs.ids = append(fs.ids, [2]uint64{st.Dev, st.Ino})
 	fs.elf = fs.elf || elf
 	return true
+}
+
+// Interpreted notes that the program the check read is no ELF file: a
+// #! script, or a file for binfmt_misc, which the kernel runs through an
+// interpreter with the program's name among its arguments.
+func (fs *Files) Interpreted() {
+	if fs != nil {
+		fs.interp = true
+	}
+}
+
+// interpreted says whether Interpreted was noted, with a file.
+func (fs *Files) interpreted() bool {
+	return fs != nil && len(fs.ids) > 0 && fs.interp
 }
 
 // admits says whether the image process pid has just started (stopped at
@@ -545,14 +560,24 @@ func startedWith(pid int, c ExecCall) bool {
 		return true
 	case c.Truncated:
 		return bytes.HasPrefix(got, want)
-	case len(c.Argv) == 0:
-		return len(got) == 0 || string(got) == "\x00"
+	case len(c.Argv) == 0 && (len(got) == 0 || string(got) == "\x00"):
+		return true
 	}
-	tail := words(append([]string{execName(c)}, c.Argv[1:]...))
+	// A script given no argv has its name alone after the interpreter's
+	// words (found by a tester: such an exec was killed).
+	var rest []string
+	if len(c.Argv) > 0 {
+		rest = c.Argv[1:]
+	}
+	tail := words(append([]string{execName(c)}, rest...))
 	if len(got) <= len(tail) || !bytes.HasSuffix(got, tail) || got[len(got)-len(tail)-1] != 0 {
 		return false
 	}
-	return interpreted(pid, c)
+	// The file the check read was one the kernel does not run itself, or
+	// the path leads to one now. The first holds for a path the second
+	// cannot follow, one through /proc's links (found by a tester:
+	// /proc/self/cwd/run.sh was killed).
+	return c.Files.interpreted() || interpreted(pid, c)
 }
 
 // execName is the name the kernel gives the file c starts: its path
