@@ -125,24 +125,27 @@ func (s *Session) checkTarEntry(dir string, h *tar.Header) (*tarEntry, error) {
 	if strings.ContainsRune(h.Name, 0) {
 		return nil, bad("a NUL byte in its name")
 	}
-	name := strings.TrimPrefix(h.Name, "./")
-	if strings.TrimSuffix(name, "/") == "" || name == "." {
+	for _, c := range strings.Split(h.Name, "/") {
+		if c == ".." {
+			return nil, bad("a \"..\" component")
+		}
+	}
+	// Relative, without "..": clean, it is beneath dir (".//x" is "x";
+	// trimming "./" alone left "/x", which sent the check of its
+	// directories into an endless recursion, found by a tester).
+	name := path.Clean(h.Name)
+	if name == "." {
 		if h.Typeflag == tar.TypeDir {
 			return nil, nil // the directory itself
 		}
 		return nil, bad("an empty name")
-	}
-	for _, c := range strings.Split(strings.TrimSuffix(name, "/"), "/") {
-		if c == ".." {
-			return nil, bad("a \"..\" component")
-		}
 	}
 	// The file type bits some archivers put in the mode are ignored; the
 	// set-id bits refuse the entry.
 	if h.Mode&0o6000 != 0 || h.Mode&^0o177777 != 0 {
 		return nil, bad("set-id or unknown mode bits")
 	}
-	rel := joinRel(dir, path.Clean(name))
+	rel := joinRel(dir, name)
 	if strings.Count(rel, "/")+1 > MaxTarDepth {
 		return nil, fmt.Errorf("%w: tar entry %q is over %d levels below the workspace's top, deeper than a download serves", ErrQuota, h.Name, MaxTarDepth)
 	}

@@ -22,8 +22,10 @@ func FuzzCheckTarEntry(f *testing.F) {
 		{"l", "../../etc", tar.TypeSymlink, 0o777}, {"d/l", "../f", tar.TypeSymlink, 0o777},
 		{".git/hooks/x", "", tar.TypeReg, 0o755}, {"s", "", tar.TypeReg, 0o4755}, {"/abs", "", tar.TypeDir, 0o755},
 		{"a//./b/", "", tar.TypeDir, 0o100755}, {"dev", "", tar.TypeChar, 0o600},
+		{".//x", "", tar.TypeReg, 0o644}, {".///", "", tar.TypeDir, 0o755}, {"././/a/./", "", tar.TypeDir, 0o755},
 	} {
 		f.Add(seed.name, seed.link, seed.typ, seed.mode, "sub")
+		f.Add(seed.name, seed.link, seed.typ, seed.mode, ".")
 	}
 	s := &Session{protect: workspace.HostConfig()}
 	f.Fuzz(func(t *testing.T, name, link string, typ byte, mode int64, dir string) {

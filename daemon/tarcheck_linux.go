@@ -170,6 +170,11 @@ func (s *Session) checkTarPaths(dir string, entries []*tarEntry) (map[string]str
 		if r, ok := real[rel]; ok {
 			return r, nil
 		}
+		if path.Dir(rel) == rel {
+			// Not beneath the root (checkTarEntry refuses such a name):
+			// no parent would ever end the walk up.
+			return "", fmt.Errorf("%w: %q is not a path beneath the workspace", ErrBadRequest, rel)
+		}
 		parent, err := realDir(path.Dir(rel))
 		if err != nil {
 			return "", err

@@ -126,6 +126,21 @@ func TestTarUpload(t *testing.T) {
 	if ents, _ := os.ReadDir(ws); len(ents) != 2 {
 		t.Errorf("the workspace holds %v, want out and up", ents)
 	}
+
+	// Names with doubled slashes after "./" are the workspace's own
+	// (found by a tester: .//x read as /x, and the check of its
+	// directories recursed until the daemon died of it).
+	if rep, err := d.c.UploadTar(ctx, s.ID, ".", mkTar(t, reg(".//x"), reg("././/y/./z"))); err != nil || rep.Entries != 2 {
+		t.Fatalf("upload of .//x: %+v %v", rep, err)
+	}
+	for _, f := range []string{"x", "y/z"} {
+		if _, err := os.Stat(filepath.Join(ws, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if _, err := d.c.Session(ctx, s.ID); err != nil {
+		t.Errorf("the daemon after the upload: %v", err)
+	}
 }
 
 // TestTarDownload: a directory comes back as an archive with links as
