@@ -216,3 +216,44 @@ func TestFilesNonUTF8Names(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesBareRepositoryWorkspace: a session whose workspace is a git
+// directory (a bare repository) may not have its config or hooks
+// written through the files API or a tar upload, which git on the host
+// would run (found by a tester: a PUT of config naming core.fsmonitor ran
+// at the host's next git status). The control: an ordinary file of it is
+// written.
+func TestFilesBareRepositoryWorkspace(t *testing.T) {
+	d := startDaemon(t, daemon.Config{}, nil)
+	ctx := context.Background()
+	ws := t.TempDir()
+	for _, dir := range []string{"objects", "refs/heads", "hooks"} {
+		if err := os.MkdirAll(filepath.Join(ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "config"), []byte("[core]\n\tbare = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := d.create(t, &client.CreateSessionRequest{Workspace: ws})
+	for _, p := range []string{"config", "hooks/pre-commit", "HEAD"} {
+		if err := d.c.WriteFile(ctx, s.ID, p, []byte("[core]\n\tfsmonitor = touch /tmp/x\n"), 0o755); apiCode(err) != client.CodeProtected {
+			t.Errorf("write %q: %v", p, err)
+		}
+	}
+	if _, err := d.c.UploadTar(ctx, s.ID, ".", mkTar(t, reg("hooks/post-update"))); apiCode(err) != client.CodeProtected {
+		t.Errorf("upload of a hook: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "config")); string(b) != "[core]\n\tbare = true\n" {
+		t.Errorf("the config was written: %q", b)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(ws, "hooks")); len(ents) != 0 {
+		t.Errorf("a hook was planted: %v", ents)
+	}
+	if err := d.c.WriteFile(ctx, s.ID, "description", []byte("a repository\n"), 0o644); err != nil {
+		t.Errorf("control: write description: %v", err)
+	}
+}

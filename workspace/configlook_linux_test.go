@@ -263,3 +263,49 @@ func TestGitConfigNamesEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestGitProtectedRootGitDir: a workspace that git reads as its own git
+// directory (a bare repository given as the workspace) has its config,
+// hooks and HEAD refused to the daemon's file API, as .git's are (found by
+// a tester: the API wrote hooks/pre-commit and config there, and the
+// host's git ran what they named); a workspace with no git layout has
+// its HEAD refused, which would make it one. The controls: the same names
+// in an ordinary repository's top (a config/ directory, a hooks/ of the
+// project's) are not refused, nor is an ordinary file in the bare one.
+func TestGitProtectedRootGitDir(t *testing.T) {
+	tree := func(files map[string]string) string {
+		ws := t.TempDir()
+		for name, body := range files {
+			p := filepath.Join(ws, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if body != "/" {
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ws
+	}
+	bare := tree(map[string]string{"HEAD": "ref: refs/heads/main\n", "objects": "/", "refs/heads": "/", "config": "[core]\n\tbare = true\n"})
+	for rel, want := range map[string]bool{"config": true, "hooks/pre-commit": true, "hooks": true, "HEAD": true, "info/exclude": false, "description": false} {
+		if got := GitProtected(bare, rel); got != want {
+			t.Errorf("a bare repository's %s: %v, want %v", rel, got, want)
+		}
+	}
+	plain := tree(map[string]string{"README": "x\n"})
+	for rel, want := range map[string]bool{"HEAD": true, "config/app.yaml": false, "hooks/x.py": false} {
+		if got := GitProtected(plain, rel); got != want {
+			t.Errorf("a workspace without git's %s: %v, want %v", rel, got, want)
+		}
+	}
+	repo := tree(map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/objects": "/", ".git/refs": "/", "config/app.yaml": "a: 1\n"})
+	for _, rel := range []string{"config/app.yaml", "hooks/x.py", "HEAD"} {
+		if GitProtected(repo, rel) {
+			t.Errorf("an ordinary repository's top %s was refused", rel)
+		}
+	}
+}

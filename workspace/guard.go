@@ -2132,14 +2132,43 @@ func protects(ch Change, list, named []string) bool {
 // git directory that decides what git runs, what the workspace's git
 // config names inside it), or a directory above one the config names.
 // The config is read on each call: it names the paths as they are now.
+//
+// When git reads the root itself as its git directory (a bare repository,
+// or a git directory given as the workspace: no .git there that git reads
+// first), its config, hooks and the other entries git runs from are
+// refused as .git's are, and so is its HEAD, which makes the root one
+// (found by a tester: the files API wrote hooks/pre-commit and config
+// into a workspace that was a git directory, and the host's git status
+// ran what it named).
 func GitProtected(ws, rel string) bool {
-	named := looker(ws).configNamed(true)
+	g := looker(ws)
+	if g.rootLayout(rel) {
+		return true
+	}
+	named := g.configNamed(true)
 	for _, q := range named {
 		if under(q, rel) {
 			return true
 		}
 	}
 	return gitProtects(rel, named)
+}
+
+// rootLayout reports whether rel, at the root or below an entry of it,
+// is in the layout git reads as the root's own git directory (see
+// GitProtected): the root has no .git that git reads first, and rel is
+// its HEAD, or an entry of gitDirEntries while the root is a git
+// directory.
+func (g *Guard) rootLayout(rel string) bool {
+	top, _, _ := strings.Cut(rel, "/")
+	if top != "HEAD" && !slices.Contains(gitDirEntries, top) {
+		return false
+	}
+	dotgit := filepath.Join(g.real, ".git")
+	if fi, err := g.lstat(dotgit); err == nil && !fi.IsDir() || g.isGitDirBelow(dotgit) {
+		return false
+	}
+	return top == "HEAD" || g.isGitDirBelow(g.real)
 }
 
 func gitProtects(p string, named []string) bool {
