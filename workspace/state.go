@@ -952,9 +952,18 @@ const abandonedAge = time.Minute
 // its command wrote anything left (its end would have removed it), which
 // would otherwise be listed, and picked by apply and diff as the latest,
 // for good.
+//
+// A copy change set is compared with the workspace instead (a walk of
+// both), once: one that differs in nothing goes, as an overlay's empty
+// upper layer does (found by a tester: a copy run killed left the whole
+// copy for good); one that differs is marked (keptMarker) and kept for
+// review, not walked again.
 func (c *ChangeSet) abandonedEmpty() bool {
-	if c.meta.Copy || c.meta.Session != "" || time.Since(c.meta.Created) < abandonedAge {
+	if c.meta.Session != "" || time.Since(c.meta.Created) < abandonedAge {
 		return false
+	}
+	if c.meta.Copy {
+		return c.abandonedCopy()
 	}
 	if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
 		return false
@@ -964,6 +973,31 @@ func (c *ChangeSet) abandonedEmpty() bool {
 	}
 	defer c.Unlock()
 	if ents, err := os.ReadDir(c.UpperDir()); err != nil || len(ents) > 0 {
+		return false
+	}
+	return removeAll(c.dir) == nil
+}
+
+// keptMarker, in a copy change set's directory, says that a listing found
+// the copy of a run nobody holds any more to differ from the workspace.
+const keptMarker = "abandoned-changed"
+
+// abandonedCopy is abandonedEmpty for a copy change set.
+func (c *ChangeSet) abandonedCopy() bool {
+	marker := filepath.Join(c.dir, keptMarker)
+	if _, err := os.Lstat(marker); err == nil {
+		return false
+	}
+	if c.Lock() != nil {
+		return false
+	}
+	defer c.Unlock()
+	changes, err := c.Changes()
+	if err != nil {
+		return false
+	}
+	if len(changes) > 0 {
+		os.WriteFile(marker, nil, 0o600)
 		return false
 	}
 	return removeAll(c.dir) == nil

@@ -516,6 +516,65 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 	}
 }
 
+// TestAbandonedCopySetsGo: a copy change set of no name that nobody
+// holds, a minute old, whose copy differs from the workspace in nothing
+// (a copy run killed before its command changed anything) is removed by a
+// listing; before, the whole copy stayed for good. The controls: one
+// whose copy holds a change stays, marked so that later listings do not
+// compare it again, and a young one stays.
+func TestAbandonedCopySetsGo(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	tree(t, ws, map[string]string{"a": "1", "d/b": "2"})
+	s := &Store{Dir: filepath.Join(root, "state")}
+	mk := func(old bool) *ChangeSet {
+		c, err := s.CreateCopy(ws, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Record([]string{"sleep", "20"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if old {
+			c.meta.Created = time.Now().Add(-2 * abandonedAge)
+			if err := c.save(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	unchanged, changed, young := mk(true), mk(true), mk(false)
+	if err := os.WriteFile(filepath.Join(changed.UpperDir(), "a"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		infos, err := s.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, i := range infos {
+			got = append(got, i.ID)
+		}
+		slices.Sort(got)
+		return got
+	}
+	want := []string{changed.ID(), young.ID()}
+	slices.Sort(want)
+	if got := list(); !slices.Equal(got, want) {
+		t.Errorf("listed %q, want %q (not the abandoned unchanged %s)", got, want, unchanged.ID())
+	}
+	if _, err := os.Stat(unchanged.Dir()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the unchanged copy stays: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(changed.Dir(), keptMarker)); err != nil {
+		t.Errorf("the changed copy is not marked: %v", err)
+	}
+	if got := list(); !slices.Equal(got, want) {
+		t.Errorf("listed again %q, want %q", got, want)
+	}
+}
+
 // TestStickyDirectoryKept: a directory's sticky bit (a shared tmp/) is
 // copied into a copy-mode workspace, is a mode change the review shows,
 // and is given to the directory apply creates or changes.
