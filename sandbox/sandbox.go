@@ -290,6 +290,13 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		}
 		return rep, setError(rep, err)
 	}
+	// Cancelled (moat got Ctrl-C) before the sandbox was started: nothing
+	// ran, and the report says so.
+	interrupted := func() (*Report, error) {
+		rep, _ := fail(errors.New("interrupted before the command started"))
+		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
+		return rep, nil
+	}
 	// A library caller may have skipped validation; running an invalid
 	// policy would be running something nobody checked.
 	if err := req.Policy.Validate(); err != nil {
@@ -366,8 +373,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
 		var err error
 		var created bool
-		cs, created, err = openChangeSet(req.Policy.Workspace.Path, req.Session, m, int64(req.Policy.Limits.Disk))
+		cs, created, err = openChangeSet(ctx, req.Policy.Workspace.Path, req.Session, m, int64(req.Policy.Limits.Disk))
 		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return fail(err)
 		}
 		defer cs.Unlock()
@@ -471,11 +481,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	if ctx.Err() != nil {
-		// Cancelled (moat got Ctrl-C) before the sandbox was started:
-		// nothing ran, and the report says so.
-		rep, _ := fail(errors.New("interrupted before the command started"))
-		rep.Reason, rep.ExitCode = string(backend.CauseKilled), 128+int(syscall.SIGKILL)
-		return rep, nil
+		return interrupted()
 	}
 	if !rules.Empty() {
 		// The rules hold for every program the command starts, not only
@@ -1372,7 +1378,7 @@ var signalNames = sync.OnceValue(func() map[syscall.Signal]string {
 // disk is set (limits.disk): it is made on the host's disk, where no
 // tmpfs of the limit bounds it, so a workspace over the limit is refused
 // before it is copied, not after.
-func openChangeSet(ws, session, mode string, disk int64) (cs *workspace.ChangeSet, created bool, err error) {
+func openChangeSet(ctx context.Context, ws, session, mode string, disk int64) (cs *workspace.ChangeSet, created bool, err error) {
 	store, err := workspace.DefaultStore()
 	if err != nil {
 		return nil, false, fmt.Errorf("state directory: %w", err)
@@ -1385,7 +1391,7 @@ func openChangeSet(ws, session, mode string, disk int64) (cs *workspace.ChangeSe
 	}
 	if cs == nil {
 		if mode == policy.WorkspaceCopy {
-			cs, err = store.CreateCopy(ws, session, disk)
+			cs, err = store.CreateCopy(ctx, ws, session, disk)
 		} else {
 			cs, err = store.Create(ws, session)
 		}

@@ -229,7 +229,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 		return nil, err
 	}
 	if m == policy.WorkspaceOverlay || m == policy.WorkspaceCopy {
-		cs, created, err := openChangeSet(p.Workspace.Path, req.Session, m, int64(p.Limits.Disk))
+		cs, created, err := openChangeSet(ctx, p.Workspace.Path, req.Session, m, int64(p.Limits.Disk))
 		if err != nil {
 			return nil, err
 		}

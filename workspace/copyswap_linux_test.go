@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -58,7 +59,7 @@ func TestCopySwapped(t *testing.T) {
 			done := make(chan result, 1)
 			s := &Store{Dir: filepath.Join(root, "state-"+swap)}
 			go func() {
-				c, err := s.CreateCopy(ws, "", 0)
+				c, err := s.CreateCopy(context.Background(), ws, "", 0)
 				done <- result{c, err}
 			}()
 			var r result

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -1628,7 +1629,7 @@ func copyOut(src, dst string) error {
 		if err := os.Mkdir(dst, 0o700); err != nil {
 			return err
 		}
-		if err := copyTree(src, dst, false, 0); err != nil {
+		if err := copyTree(context.Background(), src, dst, false, 0); err != nil {
 			return err
 		}
 	case fi.Mode()&fs.ModeSymlink != 0:

@@ -3,6 +3,7 @@
 package workspace
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -97,7 +98,7 @@ func copyHelper() {
 		}
 	}
 	s := &Store{Dir: os.Getenv("MOAT_STATE_DIR")}
-	if _, err := s.CreateCopy(os.Getenv("MOAT_WS_DIR"), "sess", 0); err != nil {
+	if _, err := s.CreateCopy(context.Background(), os.Getenv("MOAT_WS_DIR"), "sess", 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}

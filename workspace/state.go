@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -315,7 +316,9 @@ func (s *Store) create(ws, session string, copying bool) (*ChangeSet, error) {
 // directory's filesystem, not under any size-bounded tmpfs, so a caller
 // with a disk limit passes it here rather than learn after the copy that
 // it was too large.
-func (s *Store) CreateCopy(ws, session string, max int64) (*ChangeSet, error) {
+//
+// A copy cut short by ctx leaves nothing, and returns ctx's error.
+func (s *Store) CreateCopy(ctx context.Context, ws, session string, max int64) (*ChangeSet, error) {
 	c, err := s.create(ws, session, true)
 	if err != nil {
 		return nil, err
@@ -323,14 +326,14 @@ func (s *Store) CreateCopy(ws, session string, max int64) (*ChangeSet, error) {
 	// The lock only kept List from taking the copy for an abandoned one;
 	// a run takes it again for itself.
 	defer c.Unlock()
-	if err := c.copyWorkspace(max); err != nil {
+	if err := c.copyWorkspace(ctx, max); err != nil {
 		removeAll(c.dir)
 		return nil, fmt.Errorf("copy workspace: %w", err)
 	}
 	return c, nil
 }
 
-func (c *ChangeSet) copyWorkspace(max int64) error {
+func (c *ChangeSet) copyWorkspace(ctx context.Context, max int64) error {
 	staging := filepath.Join(c.dir, "copy")
 	if err := os.Mkdir(staging, 0o700); err != nil {
 		return err
@@ -341,7 +344,7 @@ func (c *ChangeSet) copyWorkspace(max int64) error {
 	// stays closed to the command instead of becoming the copy's, and so
 	// the command's.
 	owners := os.Geteuid() == 0
-	if err := copyTree(c.meta.Workspace, staging, owners, max); err != nil {
+	if err := copyTree(ctx, c.meta.Workspace, staging, owners, max); err != nil {
 		return err
 	}
 	// upper/ (empty, made by Create for its baseline) gives the root its
@@ -372,7 +375,7 @@ var testHookCopyFile func(dst string)
 // when owners is set (src's own owner then goes to dst). max, when above
 // zero, bounds the sum of the files' sizes and the number of entries
 // (ErrCopyTooLarge; see CreateCopy).
-func copyTree(src, dst string, owners bool, max int64) error {
+func copyTree(ctx context.Context, src, dst string, owners bool, max int64) error {
 	type dirMode struct {
 		path string
 		mode fs.FileMode
@@ -383,6 +386,9 @@ func copyTree(src, dst string, owners bool, max int64) error {
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err // a run interrupted while it sets up
 		}
 		rel, _ := filepath.Rel(src, p)
 		// Counted as the walk meets them, the root (dst's own inode)

@@ -4,6 +4,7 @@ package workspace
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -143,7 +144,7 @@ func TestCopyMode(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "ro"), 0o555)
 	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "ro"), 0o755) })
 	s := &Store{Dir: filepath.Join(root, "state")}
-	c, err := s.CreateCopy(ws, "", 0)
+	c, err := s.CreateCopy(context.Background(), ws, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestCopyBounded(t *testing.T) {
 	testHookCopyFile = func(string) { copied++ }
 	t.Cleanup(func() { testHookCopyFile = nil })
 
-	_, err := s.CreateCopy(ws, "", 5500)
+	_, err := s.CreateCopy(context.Background(), ws, "", 5500)
 	if !errors.Is(err, ErrCopyTooLarge) {
 		t.Fatalf("a copy over its bound: %v", err)
 	}
@@ -339,7 +340,7 @@ func TestCopyBounded(t *testing.T) {
 	}
 
 	copied = 0
-	c, err := s.CreateCopy(ws, "", 20000)
+	c, err := s.CreateCopy(context.Background(), ws, "", 20000)
 	if err != nil {
 		t.Fatalf("a copy within its bound: %v", err)
 	}
@@ -388,7 +389,7 @@ func TestCopyBoundedEntries(t *testing.T) {
 
 	over := filepath.Join(root, "over")
 	make(over, n+1)
-	_, err := s.CreateCopy(over, "", bound)
+	_, err := s.CreateCopy(context.Background(), over, "", bound)
 	if !errors.Is(err, ErrCopyTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("over %d files, directories and links", n)) {
 		t.Fatalf("a copy of %d empty entries under a bound of %d: %v", n+1, n, err)
 	}
@@ -398,7 +399,7 @@ func TestCopyBoundedEntries(t *testing.T) {
 
 	fits := filepath.Join(root, "fits")
 	make(fits, n)
-	c, err := s.CreateCopy(fits, "", bound)
+	c, err := s.CreateCopy(context.Background(), fits, "", bound)
 	if err != nil {
 		t.Fatalf("control: a copy of %d empty entries under a bound of %d: %v", n, n, err)
 	}
@@ -528,7 +529,7 @@ func TestAbandonedCopySetsGo(t *testing.T) {
 	tree(t, ws, map[string]string{"a": "1", "d/b": "2"})
 	s := &Store{Dir: filepath.Join(root, "state")}
 	mk := func(old bool) *ChangeSet {
-		c, err := s.CreateCopy(ws, "", 0)
+		c, err := s.CreateCopy(context.Background(), ws, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +588,7 @@ func TestStickyDirectoryKept(t *testing.T) {
 	}
 	os.Chmod(filepath.Join(ws, "plain"), 0o755)
 	s := &Store{Dir: filepath.Join(root, "state")}
-	c, err := s.CreateCopy(ws, "", 0)
+	c, err := s.CreateCopy(context.Background(), ws, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +650,7 @@ func TestCopyModeLeavesFIFOsOut(t *testing.T) {
 		}
 	}
 	s := &Store{Dir: filepath.Join(root, "state")}
-	c, err := s.CreateCopy(ws, "", 0)
+	c, err := s.CreateCopy(context.Background(), ws, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,5 +746,40 @@ func TestDropUnsavedRun(t *testing.T) {
 		if !errors.Is(err, ErrIncomplete) {
 			t.Errorf("control: a half-merged set applied: %+v, %v", rep, err)
 		}
+	}
+}
+
+// TestCreateCopyCancelled: a copy whose context ends while it copies
+// (a run interrupted as it sets up) stops there, returns the context's
+// error and leaves no change set. The control: the same copy, not
+// cancelled, is whole.
+func TestCreateCopyCancelled(t *testing.T) {
+	root := t.TempDir()
+	ws := filepath.Join(root, "ws")
+	tree(t, ws, map[string]string{"a": "1", "b": "2", "c/d": "3"})
+	s := &Store{Dir: filepath.Join(root, "state")}
+	ctx, cancel := context.WithCancel(context.Background())
+	copied := 0
+	testHookCopyFile = func(string) {
+		if copied++; copied == 1 {
+			cancel()
+		}
+	}
+	defer func() { testHookCopyFile = nil }()
+	if _, err := s.CreateCopy(ctx, ws, "", 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled copy: %v", err)
+	}
+	if copied != 1 {
+		t.Errorf("the copy went on for %d files after the cancel", copied-1)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Dir, "runs")); len(ents) != 0 {
+		t.Errorf("a cancelled copy left %v", ents)
+	}
+	c, err := s.CreateCopy(context.Background(), ws, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.UpperDir(), "c", "d")); string(b) != "3" {
+		t.Errorf("control: the copy's c/d is %q", b)
 	}
 }

@@ -185,6 +185,13 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		signal.Stop(sigs)
 	}()
 	var forwarding atomic.Bool
+	// begun says that the run's set-up (a copy of the workspace, the
+	// questions about the line) is over and the sandbox is being made: a
+	// signal before then ends the run, as one before the handlers are in
+	// does, rather than waiting for the command to be forwarded to it
+	// (found by a tester: a SIGTERM during a long copy reached the command
+	// once it started, reported as the command's own).
+	var begun atomic.Bool
 	// Once: the timer's call and onTerminal's may overlap, and the second
 	// must not return before the first has installed the handlers (Do
 	// waits for it), or the terminal could go raw with none in place.
@@ -226,14 +233,14 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				if a := asking.Load(); a != nil {
 					a.interrupt(s)
 				}
-				if n++; n >= 2 || !forwarding.Load() {
+				if n++; n >= 2 || !forwarding.Load() || !begun.Load() {
 					cancel()
 					return
 				}
 			case syscall.SIGQUIT:
 				// Taken before forwarding starts (a run that keeps a
 				// record), it ends the run as SIGTERM does.
-				if !forwarding.Load() {
+				if !forwarding.Load() || !begun.Load() {
 					cancel()
 					return
 				}
@@ -376,6 +383,7 @@ func cmdRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// until the end).
 	said := map[string]bool{}
 	req.BeforeStart = func(rep *sandbox.Report) {
+		begun.Store(true)
 		for _, d := range rep.Degraded {
 			if !said[d] {
 				said[d] = true

@@ -634,3 +634,76 @@ func TestFirstOf(t *testing.T) {
 		t.Errorf("long list: %q", got)
 	}
 }
+
+// TestInterruptDuringCopy: a SIGTERM while a copy-mode run still copies
+// the workspace ends the run at once, reported killed before the command
+// started, with no change set left (found by a tester: the copy went on
+// to its end, and the signal then reached the command, reported as the
+// command's own). The control: the same run left alone runs its command.
+func TestInterruptDuringCopy(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MOAT_STATE_DIR", state)
+	ws := t.TempDir()
+	for d := range 100 {
+		dir := filepath.Join(ws, fmt.Sprintf("d%d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 200 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	os.WriteFile(filepath.Join(ws, ".moat.toml"), []byte("[workspace]\nmode = \"copy\"\n"), 0o644)
+	if code, _, errs := moat(t, ws, "trust"); code != 0 {
+		t.Fatalf("trust: %s", errs)
+	}
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(os.Args[0], "run", "--report", report, "--", "sh", "-c", "echo ran")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, "using policy") {
+		cmd.Process.Kill()
+		t.Fatalf("no policy line: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, stderr)
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	took := time.Since(start)
+	var rep struct {
+		Reason       string  `json:"reason"`
+		Error        string  `json:"error"`
+		SetupSeconds float64 `json:"setup_seconds"`
+	}
+	b, err := os.ReadFile(report)
+	if err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("no report: %v", err)
+	}
+	if rep.Reason != "killed" || !strings.Contains(rep.Error, "interrupted before the command started") || out.String() != "" {
+		t.Errorf("report %s, output %q: want killed before the command started", b, out.String())
+	}
+	if took > 2*time.Second {
+		t.Errorf("the run took %v to end after the signal: the copy went on", took)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "runs")); len(ents) != 0 {
+		t.Errorf("the interrupted copy left %d change sets", len(ents))
+	}
+
+	// The control, on a workspace quick to copy.
+	for d := range 100 {
+		os.RemoveAll(filepath.Join(ws, fmt.Sprintf("d%d", d)))
+	}
+	if code, stdout, errs := moat(t, ws, "run", "--", "sh", "-c", "echo ran"); code != 0 || stdout != "ran\n" {
+		t.Errorf("control: %d %q %s", code, stdout, errs)
+	}
+}
