@@ -17,9 +17,9 @@ import (
 //
 // The sandbox's own /tmp, /dev/shm and home go with the sandbox, but a
 // git directory outside the workspace is bound writable at its host path,
-// which may be under them, and a run's line is decided before the run
-// knows its binds: they are in it only for rules that know the sandbox's
-// mounts (Rules.InSandbox), as a run's exec check and a session do.
+// which may be under them: they are in it only for rules that know the
+// sandbox's mounts (Rules.InSandbox), as a run's exec check, a session and
+// a run's line (the binds found ahead, as its guards will find them) do.
 type scratch struct {
 	ws   string   // the workspace, cleaned and absolute; "" when not known
 	kept []string // the read_write paths and other writable binds: nothing in or above them

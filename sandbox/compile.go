@@ -277,12 +277,7 @@ func compile(p *policy.Policy, args []string, c Caller, runID string, cs *worksp
 		envPolicy.Set = set
 	}
 	env := buildEnv(envPolicy, c.Environ)
-	home := "/home/agent"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
-			home = filepath.Clean(v)
-		}
-	}
+	home := sandboxHome(env)
 
 	id := backend.Identity{UID: p.User.UID, GID: p.User.GID, HostUID: c.UID, HostGID: c.GID}
 	root := c.UID == 0
@@ -630,6 +625,19 @@ func buildEnv(e policy.Env, environ []string) []string {
 // trusted for the next run, and the quarantine and change sets are the
 // person's to review, not the command's to rewrite. A workspace inside it
 // (a daemon's made workspace may be) is not refused: it holds none of it.
+// sandboxHome is the home directory of a sandbox whose environment is
+// env: its HOME, when absolute, or /home/agent. It is a tmpfs of the
+// sandbox's own.
+func sandboxHome(env []string) string {
+	home := "/home/agent"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok && filepath.IsAbs(v) {
+			home = filepath.Clean(v)
+		}
+	}
+	return home
+}
+
 // hostSystemDirs hold what the host's own programs run and read as
 // root: its programs and libraries, its configuration, its boot files,
 // its packages' state and the jobs its schedulers run. A command that

@@ -26,6 +26,7 @@ import (
 	"github.com/moatbox/moat/internal/pathwalk"
 	"github.com/moatbox/moat/internal/shebang"
 	"github.com/moatbox/moat/policy"
+	"github.com/moatbox/moat/workspace"
 )
 
 // LayerRules is the Denial.Layer of a program the command rules refused
@@ -985,6 +986,32 @@ func sandboxTrees(spec *backend.Spec) (own, binds []string) {
 		}
 	}
 	return own, binds
+}
+
+// lineRules are the rules a run's command line is decided by, before its
+// mounts exist: rules, or, where the built-in delete-outside rule would
+// ask about the line (an rm of a path in /tmp, written out), rules that
+// know the sandbox's own trees and the host paths its mounts will bind
+// writable (the read_write paths, the git directories outside the
+// workspace and each read_write path that the guards bind: found as the
+// guards will find them), as its programs' execs are decided.
+func lineRules(rules *harness.Rules, p *policy.Policy, argv []string, dir string, env []string) *harness.Rules {
+	if !slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, "rm") }) {
+		return rules
+	}
+	d := rules.Decide(harness.Action{Argv: argv, Dir: dir})
+	if d.Rule == nil || d.Rule.Set != policy.BuiltinIrreversible || d.Rule.Name != "delete-outside" {
+		return rules
+	}
+	binds := slices.Clone(p.Filesystem.ReadWrite)
+	for _, tree := range append([]string{p.Workspace.Path}, p.Filesystem.ReadWrite...) {
+		dirs, ok := workspace.ExternalGitDirs(tree)
+		if !ok {
+			return rules
+		}
+		binds = append(binds, dirs...)
+	}
+	return rules.InSandbox([]string{"/tmp", sandboxHome(env), "/dev/shm"}, binds)
 }
 
 // testHookLineDecided, when set (by tests), runs once the command line

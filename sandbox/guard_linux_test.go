@@ -548,3 +548,34 @@ echo data > .hg/store/00changelog.i && echo store written
 		t.Errorf("the host's .hg/sharedpath was rewritten: %q (%q)", b, r.stdout)
 	}
 }
+
+// TestDeleteInTmpOnTheLine: a run's line that deletes a path in the
+// sandbox's own /tmp, written out (rm -rf /tmp/scratch), runs, as the
+// same deletion through a variable does at its exec; a line that deletes
+// in the git directory a linked worktree's .git names, bound writable at
+// its host path under /tmp, is still refused without an approver, and the
+// repository keeps its refs (the control).
+func TestDeleteInTmpOnTheLine(t *testing.T) {
+	t.Setenv("MOAT_STATE_DIR", t.TempDir())
+	main := newRepo(t)
+	ws := filepath.Join(t.TempDir(), "linked")
+	if out := hostGit(t, main, "worktree", "add", "-q", ws); !isDir(ws) {
+		t.Fatalf("git worktree add: %s", out)
+	}
+	gd := filepath.Join(main, ".git")
+	if !strings.HasPrefix(gd, "/tmp/") {
+		t.Skipf("the test's directories are not under /tmp (%s): the case is a git directory bound there", gd)
+	}
+	r := sh(t, ws, nil, `mkdir -p /tmp/scratch/x && rm -rf /tmp/scratch && test ! -e /tmp/scratch && echo gone`)
+	mustExit(t, r, 0)
+	if r.stdout != "gone\n" {
+		t.Errorf("rm -rf /tmp/scratch on the line: %q %s", r.stdout, r.stderr)
+	}
+	r = sh(t, ws, nil, `rm -rf `+gd+`/refs; echo ran`)
+	if r.rep.Reason != "denied" || strings.Contains(r.stdout, "ran") {
+		t.Errorf("rm -rf of the bound git directory's refs: reason %q, %q %s", r.rep.Reason, r.stdout, r.stderr)
+	}
+	if !isDir(filepath.Join(gd, "refs")) {
+		t.Fatal("the repository's refs went")
+	}
+}

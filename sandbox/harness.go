@@ -166,7 +166,9 @@ func askPerson(ctx context.Context, req *Request, a harness.Action, d harness.De
 // moat policy explain says it, so that it agrees with the run.
 func DecideLine(p *policy.Policy, argv []string, dir string, environ []string) harness.Decision {
 	rules := harness.New(p)
-	prog, _, _ := lineProgram(rules, argv, dir, buildEnv(p.Env, environ))
+	env := buildEnv(p.Env, environ)
+	rules = lineRules(rules, p, argv, dir, env)
+	prog, _, _ := lineProgram(rules, argv, dir, env)
 	return stronger(stronger(rules.Decide(harness.Action{Argv: argv, Dir: dir}), prog), rules.DecideExecFrom(argv, dir))
 }
 

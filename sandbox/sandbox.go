@@ -323,8 +323,9 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	}
 	rules, approvals := harness.New(req.Policy), &harness.Approvals{}
 	lineEnv := buildEnv(req.Policy.Env, caller.Environ)
-	prog, progPath, progFile := lineProgram(rules, req.Args, dir, lineEnv)
-	if err := decide(ctx, req, rep, dir, rules, approvals, approvals, prog); err != nil {
+	lr := lineRules(rules, req.Policy, req.Args, dir, lineEnv)
+	prog, progPath, progFile := lineProgram(lr, req.Args, dir, lineEnv)
+	if err := decide(ctx, req, rep, dir, lr, approvals, approvals, prog); err != nil {
 		if errors.Is(err, ErrDenied) {
 			rep.Reason = "denied"
 		}

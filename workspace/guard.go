@@ -796,6 +796,24 @@ func (g *Guard) hostPath(p string) string {
 	return p
 }
 
+// ExternalGitDirs returns the git directories outside the tree ws that a
+// run's guard binds into the sandbox at their host paths (a linked
+// worktree's or a submodule checkout's: the directory its .git file
+// names, and its common directory), as NewGuard would find them now; ok
+// is false when that cannot be told.
+func ExternalGitDirs(ws string) (dirs []string, ok bool) {
+	g := looker(ws)
+	g.stat.g = g
+	gitdir, external, err := g.findGitDir()
+	if err != nil {
+		return nil, false
+	}
+	if !external {
+		return nil, true
+	}
+	return []string{g.commonDir(gitdir), gitdir}, true
+}
+
 // findGitDir returns the workspace's git directory, if it has one, and
 // whether it is outside the workspace (a .git file naming it).
 func (g *Guard) findGitDir() (dir string, external bool, err error) {
