@@ -618,13 +618,6 @@ func buildEnv(e policy.Env, environ []string) []string {
 	return out
 }
 
-// within reports whether p is dir or below it.
-// holdsStateDir returns moat's state directory (workspace.StateDir) if
-// the directory path holds it, "" otherwise. The trusted policies are kept
-// there: a command that could write them would have its own .moat.toml
-// trusted for the next run, and the quarantine and change sets are the
-// person's to review, not the command's to rewrite. A workspace inside it
-// (a daemon's made workspace may be) is not refused: it holds none of it.
 // sandboxHome is the home directory of a sandbox whose environment is
 // env: its HOME, when absolute, or /home/agent. It is a tmpfs of the
 // sandbox's own.
@@ -685,6 +678,12 @@ func inStateDir(path string) string {
 	return ""
 }
 
+// holdsStateDir returns moat's state directory (workspace.StateDir) if
+// the directory path holds it, "" otherwise. The trusted policies are kept
+// there: a command that could write them would have its own .moat.toml
+// trusted for the next run, and the quarantine and change sets are the
+// person's to review, not the command's to rewrite. A workspace inside it
+// (a daemon's made workspace may be) is not refused: it holds none of it.
 func holdsStateDir(path string) string {
 	state, err := workspace.StateDir()
 	if err != nil {
@@ -752,6 +751,7 @@ func maskAround(dir string, keep []string) []string {
 	return out
 }
 
+// within reports whether p is dir or below it.
 func within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")

@@ -931,10 +931,10 @@ func rootsOnly(p *policy.Policy, f string, exec bool) bool {
 // alone are skipped), so it is not the system's (found by a tester:
 // LD_LIBRARY_PATH=: loaded ./libz.so.1 into git status, which pushed).
 func systemPreload(p *policy.Policy, w string) bool {
-	name, value, _ := strings.Cut(w, "=")
 	if p == nil {
 		return false
 	}
+	name, value, _ := strings.Cut(w, "=")
 	seps := ":"
 	switch name {
 	case "LD_PRELOAD":

@@ -465,8 +465,8 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		return fail(err)
 	}
 	spec.CheckFirstExec = ec.firstAgain
-	// The line was decided before the mounts were known; its programs
-	// are decided knowing them.
+	// The programs the command starts are decided knowing the mounts as
+	// made (the line, by those found ahead: lineRules).
 	ec.rules = rules.InSandbox(sandboxTrees(spec))
 	rep.Warnings = append(rep.Warnings, linksLeadingNowhere(req.Policy, spec)...)
 	if err := secrets.apply(spec); err != nil {
