@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +54,10 @@ const ReasonUnreadable = "the program's file cannot be read to check what it run
 // is in the report as a Denial of layer "rules".
 type execCheck struct {
 	rules *harness.Rules
+	// plain are the rules before they knew the sandbox's mounts
+	// (harness.Rules.InSandbox), for throughLinks; nil when they are the
+	// same.
+	plain *harness.Rules
 	// approvals are the grants of the run (or of one command of a
 	// session: its line's once grants); shared, in a session, those
 	// that hold across its commands, where wider grants go.
@@ -195,6 +200,9 @@ func (e *execCheck) check(c backend.ExecCall) error {
 	}
 	d = stronger(d, e.scriptFile(c))
 	d = stronger(d, e.preloaded(c))
+	if d.Verdict == harness.Allow {
+		d = e.throughLinks(c, script, d)
+	}
 	if d.Verdict == harness.Allow && c.Truncated {
 		// The rules saw a prefix of argv (more than execve itself takes,
 		// or an argv changed while it was read): a word past it could be
@@ -233,6 +241,63 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 		names = append(names, path.Base(c.Argv[0]))
 	}
 	return e.rules.DecidePreload(names, c.Argv, how)
+}
+
+// throughLinks decides again, by the rules that do not know the
+// sandbox's own trees (plain), an exec those trees let through (an rm of
+// /tmp/x, which goes with the sandbox), when a path among its arguments
+// goes through a symbolic link on its way, as the sandbox sees it: with
+// /tmp/l a link to a read_write path, rm -rf /tmp/l/s deletes there
+// (found by a tester). A run's line needs no such look: its /tmp, home
+// and /dev/shm are empty when it is decided.
+func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.Decision) harness.Decision {
+	if e.plain == nil || !slices.ContainsFunc(c.Argv, func(w string) bool { return strings.Contains(w, "rm") }) {
+		return d
+	}
+	p := (&execCheck{rules: e.plain}).decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
+	if !c.First {
+		p = stronger(p, e.plain.DecideExecFrom(c.Argv, c.Dir))
+	}
+	if p.Verdict == harness.Allow || !linkOnTheWay(c.Pid, c.Argv) {
+		return d
+	}
+	return p
+}
+
+// linkOnTheWay reports whether an absolute path among argv's words passes
+// through a symbolic link in the root of process pid: a directory on its
+// way, or its last component where the word ends in "/" or "/." (rm
+// follows a link named so). A path that stops existing on the way stops
+// the look there.
+func linkOnTheWay(pid int, argv []string) bool {
+	root := "/proc/" + strconv.Itoa(pid) + "/root"
+	for _, w := range argv[1:] {
+		if !strings.HasPrefix(w, "/") {
+			continue
+		}
+		var comps []string
+		for _, c := range strings.Split(w, "/") {
+			if c != "" && c != "." {
+				comps = append(comps, c)
+			}
+		}
+		n := len(comps) - 1
+		if strings.HasSuffix(w, "/") || strings.HasSuffix(w, "/.") {
+			n = len(comps)
+		}
+		at := root
+		for _, c := range comps[:max(n, 0)] {
+			at += "/" + c
+			fi, err := os.Lstat(at)
+			if err != nil {
+				break
+			}
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scriptFile decides the script a shell is started on (sh deploy.sh,

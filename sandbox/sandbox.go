@@ -467,7 +467,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	spec.CheckFirstExec = ec.firstAgain
 	// The programs the command starts are decided knowing the mounts as
 	// made (the line, by those found ahead: lineRules).
-	ec.rules = rules.InSandbox(sandboxTrees(spec))
+	ec.rules, ec.plain = rules.InSandbox(sandboxTrees(spec)), rules
 	rep.Warnings = append(rep.Warnings, linksLeadingNowhere(req.Policy, spec)...)
 	if err := secrets.apply(spec); err != nil {
 		return fail(err)

@@ -123,6 +123,7 @@ type Session struct {
 	// during the session (a prefix or session scope holds across its
 	// commands).
 	rules     *harness.Rules
+	plain     *harness.Rules // rules before InSandbox (execCheck.plain)
 	approvals *harness.Approvals
 	// check decides the programs started in the session that no command
 	// can be told for (backend.Lifecycle); nil when the policy has no
@@ -309,6 +310,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	s.spec = spec
 	// Its commands' lines and programs are decided knowing its mounts.
+	s.plain = s.rules
 	s.rules = s.rules.InSandbox(sandboxTrees(spec))
 	s.base = newReport("", nil, p)
 	s.base.Degraded = append(s.base.Degraded, linkGaps...)
@@ -352,7 +354,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 			s.base.Degraded = append(s.base.Degraded, d)
 			s.base.Warnings = append(s.base.Warnings, d)
 		} else {
-			s.check = &execCheck{rules: s.rules, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision, Learn: req.Learn}, runID: s.id, dir: spec.Dir}
+			s.check = &execCheck{rules: s.rules, plain: s.plain, approvals: &harness.Approvals{}, req: &Request{Policy: p, AuditDecision: req.AuditDecision, Learn: req.Learn}, runID: s.id, dir: spec.Dir}
 			stdio.CheckExec = s.check.check
 		}
 	}
@@ -626,7 +628,7 @@ func (s *Session) start(ctx context.Context, req *ExecRequest, stdio backend.Std
 	if s.check != nil {
 		// What this command starts, its background processes' included,
 		// is decided as in a Run, with its approver and its approvals.
-		p.check = &execCheck{rules: s.rules, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir, clock: p.clock}
+		p.check = &execCheck{rules: s.rules, plain: s.plain, approvals: line, shared: s.approvals, req: r, runID: rep.RunID, dir: dir, clock: p.clock}
 		stdio.CheckExec = p.check.check
 	}
 	rep.StartedAt = time.Now()

@@ -621,22 +621,28 @@ sleep 1
 // ask about rm -rf of a directory in the sandbox's own /tmp, as a
 // script's cleanup spells it (found by a tester: t=$(mktemp -d); rm -rf
 // "$t" was refused in every run), in a run and in a session. The control,
-// in both: rm -rf in a read_write path, spelt the same way, is still
-// refused without an approver, and its files stay.
+// in both: rm -rf in a read_write path, spelt the same way or through a
+// link in /tmp to it (/tmp/l/sub, /tmp/l2/), is still refused without an
+// approver, and its files stay; the link itself is removed.
 func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
 	ws, data := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "sub", "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	script := `t=$(mktemp -d) && mkdir "$t/x" && rm -rf "$t"; test -e "$t" && echo tmp kept || echo tmp gone
-d=` + data + `/sub; rm -rf "$d" 2>/dev/null; echo data $?`
+d=` + data + `/sub; rm -rf "$d" 2>/dev/null; echo data $?
+rm -f /tmp/l /tmp/l2; ln -s ` + data + ` /tmp/l && rm -rf /tmp/l/sub 2>/dev/null; echo through a link $?
+ln -s ` + data + ` /tmp/l2 && rm -rf /tmp/l2/ 2>/dev/null; echo a link named with a slash $?
+rm -rf /tmp/l && test ! -L /tmp/l && echo the link itself gone`
 	check := func(how, out string) {
 		t.Helper()
 		if !strings.Contains(out, "tmp gone\n") {
 			t.Errorf("%s: rm -rf of a mktemp directory did not run:\n%s", how, out)
 		}
-		if !strings.Contains(out, "data 126\n") {
-			t.Errorf("%s: rm -rf in the read_write path was not refused:\n%s", how, out)
+		for _, want := range []string{"data 126\n", "through a link 126\n", "a link named with a slash 126\n", "the link itself gone\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: output lacks %q:\n%s", how, want, out)
+			}
 		}
 		if _, err := os.Stat(filepath.Join(data, "sub", "x")); err != nil {
 			t.Fatalf("%s: the read_write path's files went: %v", how, err)
