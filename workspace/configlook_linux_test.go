@@ -291,13 +291,14 @@ func TestGitProtectedRootGitDir(t *testing.T) {
 		return ws
 	}
 	bare := tree(map[string]string{"HEAD": "ref: refs/heads/main\n", "objects": "/", "refs/heads": "/", "config": "[core]\n\tbare = true\n"})
-	for rel, want := range map[string]bool{"config": true, "hooks/pre-commit": true, "hooks": true, "HEAD": true, "info/exclude": false, "description": false} {
+	for rel, want := range map[string]bool{"config": true, "hooks/pre-commit": true, "hooks": true, "HEAD": true, "info/exclude": false, "description": false,
+		"worktrees/wt/commondir": true, "worktrees/wt/config.worktree": true, "modules/m/hooks/x": true, "worktrees/wt/HEAD": false} {
 		if got := GitProtected(bare, rel); got != want {
 			t.Errorf("a bare repository's %s: %v, want %v", rel, got, want)
 		}
 	}
 	plain := tree(map[string]string{"README": "x\n"})
-	for rel, want := range map[string]bool{"HEAD": true, "config/app.yaml": false, "hooks/x.py": false} {
+	for rel, want := range map[string]bool{"HEAD": true, "config/app.yaml": false, "hooks/x.py": false, "worktrees/wt/commondir": false} {
 		if got := GitProtected(plain, rel); got != want {
 			t.Errorf("a workspace without git's %s: %v, want %v", rel, got, want)
 		}

@@ -381,6 +381,18 @@ func NewGuard(ws string, opts GuardOptions) (*Guard, error) {
 		for _, e := range gitDirEntries {
 			g.protect(g.ws, e, 0)
 		}
+		// Its worktrees' and submodules' git directories too, as
+		// .git's are (found by a tester: a bare workspace's
+		// worktrees/NAME/commondir, rewritten, led the host's git in
+		// that worktree to a config the command made).
+		nested, _, _ := nestedGitDirs(g.real, g.readDir, g.lstat)
+		for _, d := range nested {
+			g.gitdirs[d] = true
+			rel, _ := filepath.Rel(g.real, d)
+			for _, e := range gitDirEntries {
+				g.protect(g.ws, joinRel(filepath.ToSlash(rel), e), 0)
+			}
+		}
 	}
 	for _, rel := range append(slices.Clone(hostConfig), extra...) {
 		rel = filepath.ToSlash(filepath.Clean(rel))
@@ -899,6 +911,10 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 	}
 	if !g.topGit {
 		g.finishTop(q)
+	} else if common == "" {
+		// The root is the git directory: what the command added where
+		// it keeps its worktrees' and submodules' goes, as from .git.
+		g.nestedOut(q, g.real)
 	}
 	g.topSpecialsOut(q)
 	g.restoreModes()
@@ -2165,6 +2181,9 @@ func GitProtected(ws, rel string) bool {
 		return true
 	}
 	named := g.configNamed(true)
+	if top, _, _ := strings.Cut(rel, "/"); (top == "worktrees" || top == "modules") && g.rootIsGitDir() && gitProtects(".git/"+rel, named) {
+		return true // a bare root's nested git directories, as .git's
+	}
 	for _, q := range named {
 		if under(q, rel) {
 			return true
@@ -2183,11 +2202,25 @@ func (g *Guard) rootLayout(rel string) bool {
 	if top != "HEAD" && !slices.Contains(gitDirEntries, top) {
 		return false
 	}
-	dotgit := filepath.Join(g.real, ".git")
-	if fi, err := g.lstat(dotgit); err == nil && !fi.IsDir() || g.isGitDirBelow(dotgit) {
+	if g.readsDotGit() {
 		return false
 	}
 	return top == "HEAD" || g.isGitDirBelow(g.real)
+}
+
+// readsDotGit says whether git, run at the root, reads a .git there (a
+// git directory, or a file naming one) before the root itself.
+func (g *Guard) readsDotGit() bool {
+	dotgit := filepath.Join(g.real, ".git")
+	fi, err := g.lstat(dotgit)
+	return err == nil && !fi.IsDir() || g.isGitDirBelow(dotgit)
+}
+
+// rootIsGitDir says whether git reads the root itself as its git
+// directory: no .git there that it reads first, and a git directory's
+// layout.
+func (g *Guard) rootIsGitDir() bool {
+	return !g.readsDotGit() && g.isGitDirBelow(g.real)
 }
 
 func gitProtects(p string, named []string) bool {

@@ -474,6 +474,21 @@ git update-ref HEAD $(git -c user.name=t -c user.email=t@t commit-tree -m x $(gi
 	if after, _ := os.ReadFile(filepath.Join(host, "config")); string(after) != string(before) {
 		t.Errorf("a run changed the config of the bare repository it ran in:\n%s", after)
 	}
+	// Nor its worktrees' git directories, which lead the host's git in a
+	// worktree (a tester's rewritten commondir ran a planted config).
+	wt := filepath.Join(t.TempDir(), "wt")
+	if out, err := exec.Command("sh", "-c", "cd "+host+" && GIT_CONFIG_NOSYSTEM=1 HOME=$(mktemp -d) git worktree add -q "+wt+" main").CombinedOutput(); err != nil {
+		t.Fatalf("git worktree add: %v\n%s", err, out)
+	}
+	commondir := filepath.Join(host, "worktrees", "wt", "commondir")
+	before, _ = os.ReadFile(commondir)
+	moat(t, host, "run", "--", "sh", "-c", `echo ../../evil > worktrees/wt/commondir; echo '[core] fsmonitor = evil' > worktrees/wt/config.worktree`)
+	if after, _ := os.ReadFile(commondir); len(before) == 0 || string(after) != string(before) {
+		t.Errorf("a run changed the commondir of a worktree of the bare repository it ran in: %q, was %q", after, before)
+	}
+	if _, err := os.Lstat(filepath.Join(host, "worktrees", "wt", "config.worktree")); err == nil {
+		t.Error("a run planted a worktree's config.worktree in the bare repository it ran in")
+	}
 
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "README"), []byte("r\n"), 0o644)
