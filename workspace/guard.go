@@ -884,16 +884,6 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 		common = filepath.Join(g.real, ".git") // made by the run: all of it is new
 	}
 	if common != "" {
-		// A link the run put where git keeps nested git directories
-		// leads git, and the walk below, wherever it says: it goes, not
-		// what it leads to.
-		for _, sub := range []string{"modules", "worktrees"} {
-			p := filepath.Join(common, sub)
-			if fi, err := g.lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 && !ctimeOf(fi).before(g.start) {
-				base, rel := g.baseOf(p)
-				q.move(base, rel, "a link the command made where git keeps nested git directories")
-			}
-		}
 		g.nestedOut(q, common)
 		for _, p := range g.newGitlinks(common) {
 			q.move(g.ws, p+"/.git", "the git directory of a submodule checkout the command made or added to the index")
@@ -929,6 +919,16 @@ func (g *Guard) Finish(dir string) ([]Quarantined, error) {
 // takes modules/ out whole, the host's submodules' directories with it
 // (they are in the quarantine), rather than leave what it did not see.
 func (g *Guard) nestedOut(q *quarantine, common string) {
+	// A link the run put where git keeps nested git directories leads
+	// git, and the walk below, wherever it says: it goes, not what it
+	// leads to.
+	for _, sub := range []string{"modules", "worktrees"} {
+		p := filepath.Join(common, sub)
+		if fi, err := g.lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 && !ctimeOf(fi).before(g.start) {
+			base, rel := g.baseOf(p)
+			q.move(base, rel, "a link the command made where git keeps nested git directories")
+		}
+	}
 	dirs, links, cut := nestedGitDirs(common, g.readDir, g.lstat)
 	for _, l := range links {
 		// A link the command made where git looks for a submodule's

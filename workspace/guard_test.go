@@ -265,3 +265,56 @@ func TestGitConfigCommandKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBareRootNestedOut: in a workspace that is a bare repository, a
+// worktree's git directory the run added (worktrees/NAME/commondir,
+// which would lead the host's git in that worktree to a config of the
+// command's) and a link the run put where git keeps them are quarantined
+// by Finish, as from a .git; the host's own worktree stays (the control).
+func TestBareRootNestedOut(t *testing.T) {
+	for _, how := range []string{"added", "link"} {
+		t.Run(how, func(t *testing.T) {
+			ws := t.TempDir()
+			for _, d := range []string{"objects", "refs/heads", "worktrees/own"} {
+				os.MkdirAll(filepath.Join(ws, d), 0o755)
+			}
+			os.WriteFile(filepath.Join(ws, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "config"), []byte("[core]\n\tbare = true\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "worktrees/own/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+			os.WriteFile(filepath.Join(ws, "worktrees/own/commondir"), []byte("../..\n"), 0o644)
+			g, err := NewGuard(ws, GuardOptions{Writable: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			time.Sleep(20 * time.Millisecond) // past the coarse clock's tick
+			want := "worktrees/new/commondir"
+			switch how {
+			case "added":
+				os.MkdirAll(filepath.Join(ws, "worktrees/new"), 0o755)
+				os.WriteFile(filepath.Join(ws, "worktrees/new/HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+				os.WriteFile(filepath.Join(ws, "worktrees/new/commondir"), []byte("../../evil\n"), 0o644)
+			case "link":
+				// The host's worktrees/ is pinned in a run; here its
+				// place is taken as a run could where there was none.
+				os.RemoveAll(filepath.Join(ws, "worktrees"))
+				os.Symlink("elsewhere", filepath.Join(ws, "worktrees"))
+				want = "worktrees"
+			}
+			moved, err := g.Finish(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, m := range moved {
+				found = found || m.Path == want
+				if m.Path == "worktrees/own/commondir" {
+					t.Errorf("the host's own worktree was quarantined: %+v", moved)
+				}
+			}
+			if !found {
+				t.Errorf("quarantined %+v, want %s", moved, want)
+			}
+		})
+	}
+}
