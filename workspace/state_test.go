@@ -498,16 +498,8 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 	past := time.Now().Add(-2 * abandonedAge)
 	os.Chtimes(bare, past, past)
 
-	infos, err := s.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, i := range infos {
-		got = append(got, i.ID)
-	}
+	got := listedIDs(t, s)
 	want := []string{young.ID(), changed.ID(), held.ID(), named.ID()}
-	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("listed %q, want %q (not the abandoned empty %s)", got, want, old.ID())
@@ -515,6 +507,21 @@ func TestAbandonedEmptySetsGo(t *testing.T) {
 	if _, err := os.Stat(bare); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the bare directory of a dead process stays: %v", err)
 	}
+}
+
+// listedIDs are the ids of the change sets s lists, sorted.
+func listedIDs(t *testing.T, s *Store) []string {
+	t.Helper()
+	infos, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, i := range infos {
+		ids = append(ids, i.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // TestAbandonedCopySetsGo: a copy change set of no name that nobody
@@ -548,21 +555,9 @@ func TestAbandonedCopySetsGo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(changed.UpperDir(), "a"), []byte("changed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	list := func() []string {
-		infos, err := s.List()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, i := range infos {
-			got = append(got, i.ID)
-		}
-		slices.Sort(got)
-		return got
-	}
 	want := []string{changed.ID(), young.ID()}
 	slices.Sort(want)
-	if got := list(); !slices.Equal(got, want) {
+	if got := listedIDs(t, s); !slices.Equal(got, want) {
 		t.Errorf("listed %q, want %q (not the abandoned unchanged %s)", got, want, unchanged.ID())
 	}
 	if _, err := os.Stat(unchanged.Dir()); !errors.Is(err, fs.ErrNotExist) {
@@ -571,7 +566,7 @@ func TestAbandonedCopySetsGo(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(changed.Dir(), keptMarker)); err != nil {
 		t.Errorf("the changed copy is not marked: %v", err)
 	}
-	if got := list(); !slices.Equal(got, want) {
+	if got := listedIDs(t, s); !slices.Equal(got, want) {
 		t.Errorf("listed again %q, want %q", got, want)
 	}
 }

@@ -112,22 +112,10 @@ func TestEarlyInterruptReported(t *testing.T) {
 		for _, delay := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond, 60 * time.Millisecond} {
 			dir := t.TempDir()
 			report, auditLog := filepath.Join(dir, "report.json"), filepath.Join(dir, "audit.jsonl")
-			cmd := exec.Command(os.Args[0], "run", "--report", report, "--audit", auditLog, "--", "sleep", "5")
-			cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-			cmd.Dir = ws
-			stderr, _ := cmd.StderrPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(stderr).ReadString('\n')
-			if err != nil || !strings.Contains(line, "using policy") {
-				cmd.Process.Kill()
-				t.Fatalf("no policy line: %q %v", line, err)
-			}
+			cmd := startAtPolicyLine(t, ws, nil, "run", "--report", report, "--audit", auditLog, "--", "sleep", "5")
 			time.Sleep(delay)
 			start := time.Now()
 			cmd.Process.Signal(sig)
-			go io.Copy(io.Discard, stderr)
 			cmd.Wait()
 			what := fmt.Sprintf("%v after %v", sig, delay)
 			if took := time.Since(start); took > 3*time.Second {
@@ -660,21 +648,8 @@ func TestInterruptDuringCopy(t *testing.T) {
 		t.Fatalf("trust: %s", errs)
 	}
 	report := filepath.Join(t.TempDir(), "report.json")
-	cmd := exec.Command(os.Args[0], "run", "--report", report, "--", "sh", "-c", "echo ran")
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
-	cmd.Dir = ws
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stderr).ReadString('\n')
-	if err != nil || !strings.Contains(line, "using policy") {
-		cmd.Process.Kill()
-		t.Fatalf("no policy line: %q %v", line, err)
-	}
-	go io.Copy(io.Discard, stderr)
+	cmd := startAtPolicyLine(t, ws, &out, "run", "--report", report, "--", "sh", "-c", "echo ran")
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -706,4 +681,30 @@ func TestInterruptDuringCopy(t *testing.T) {
 	if code, stdout, errs := moat(t, ws, "run", "--", "sh", "-c", "echo ran"); code != 0 || stdout != "ran\n" {
 		t.Errorf("control: %d %q %s", code, stdout, errs)
 	}
+}
+
+// startAtPolicyLine starts moat with args in the workspace ws (stdout to
+// stdout, nil for none) and returns once it has printed its policy line
+// (the workspace's .moat.toml is trusted): a sign that its Go runtime
+// has started and it runs its own code. The rest of its stderr is read
+// and dropped.
+func startAtPolicyLine(t *testing.T, ws string, stdout io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1")
+	cmd.Dir = ws
+	cmd.Stdout = stdout
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stderr)
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(line, "using policy") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("no policy line: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, r)
+	return cmd
 }
