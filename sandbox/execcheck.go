@@ -258,19 +258,20 @@ func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.De
 	if !c.First {
 		p = stronger(p, e.plain.DecideExecFrom(c.Argv, c.Dir))
 	}
-	if p.Verdict == harness.Allow || !linkOnTheWay(c.Pid, c.Argv) {
+	if p.Verdict == harness.Allow || !linkOnTheWay("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Argv) {
 		return d
 	}
 	return p
 }
 
 // linkOnTheWay reports whether an absolute path among argv's words passes
-// through a symbolic link in the root of process pid: a directory on its
-// way, or its last component where the word ends in "/" or "/." (rm
-// follows a link named so). A path that stops existing on the way stops
-// the look there.
-func linkOnTheWay(pid int, argv []string) bool {
-	root := "/proc/" + strconv.Itoa(pid) + "/root"
+// through a symbolic link below root (a process's /proc/PID/root): a
+// directory on its way, or its last component where the word ends in "/"
+// or "/." (rm follows a link named so). A path that stops existing on the
+// way (ENOENT, ENOTDIR) stops the look there: nothing beyond it can be
+// deleted. Any other error (the root not readable, a name too long)
+// counts as a link: what cannot be looked at is not taken for plain.
+func linkOnTheWay(root string, argv []string) bool {
 	for _, w := range argv[1:] {
 		if !strings.HasPrefix(w, "/") {
 			continue
@@ -289,10 +290,10 @@ func linkOnTheWay(pid int, argv []string) bool {
 		for _, c := range comps[:max(n, 0)] {
 			at += "/" + c
 			fi, err := os.Lstat(at)
-			if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 				break
 			}
-			if fi.Mode()&fs.ModeSymlink != 0 {
+			if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
 				return true
 			}
 		}

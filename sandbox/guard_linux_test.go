@@ -32,6 +32,18 @@ func hostGit(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
+// linkedWorktree makes a repository (newRepo) and a linked worktree of
+// it in another new directory, whose .git is a file naming main's.
+func linkedWorktree(t *testing.T) (main, ws string) {
+	t.Helper()
+	main = newRepo(t)
+	ws = filepath.Join(t.TempDir(), "linked")
+	if out := hostGit(t, main, "worktree", "add", "-q", ws); !isDir(ws) {
+		t.Fatalf("git worktree add: %s", out)
+	}
+	return main, ws
+}
+
 // newRepo makes a git repository with one commit in a new directory.
 func newRepo(t *testing.T) string {
 	t.Helper()
@@ -207,11 +219,7 @@ func TestStoppedRebaseQuarantined(t *testing.T) {
 // config and the worktree's own indirections stay out of reach.
 func TestWorktreeWorkspace(t *testing.T) {
 	t.Setenv("MOAT_STATE_DIR", t.TempDir())
-	main := newRepo(t)
-	ws := filepath.Join(t.TempDir(), "linked")
-	if out := hostGit(t, main, "worktree", "add", "-q", ws); !isDir(ws) {
-		t.Fatalf("git worktree add: %s", out)
-	}
+	main, ws := linkedWorktree(t)
 	proof := filepath.Join(t.TempDir(), "PROOF")
 	gd := filepath.Join(main, ".git")
 	r := sh(t, ws, func(p *policy.Policy) { p.Env.Set["PROOF"] = proof }, `
@@ -557,11 +565,7 @@ echo data > .hg/store/00changelog.i && echo store written
 // repository keeps its refs (the control).
 func TestDeleteInTmpOnTheLine(t *testing.T) {
 	t.Setenv("MOAT_STATE_DIR", t.TempDir())
-	main := newRepo(t)
-	ws := filepath.Join(t.TempDir(), "linked")
-	if out := hostGit(t, main, "worktree", "add", "-q", ws); !isDir(ws) {
-		t.Fatalf("git worktree add: %s", out)
-	}
+	main, ws := linkedWorktree(t)
 	gd := filepath.Join(main, ".git")
 	if !strings.HasPrefix(gd, "/tmp/") {
 		t.Skipf("the test's directories are not under /tmp (%s): the case is a git directory bound there", gd)
