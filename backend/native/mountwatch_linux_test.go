@@ -1,7 +1,10 @@
 package native
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +42,13 @@ func TestWatchOfAnEndedSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Wait4(pid, nil, 0, nil)
-	for !ended(pid) {
+	// A zombie, not only ended: a task whose exit has just begun may still
+	// hold its namespace, and a watch of it then starts (and ends with it).
+	for !zombie(pid) {
 		time.Sleep(time.Millisecond)
+	}
+	if !ended(pid) {
+		t.Error("a zombie has not ended")
 	}
 	if stop, err := watchMounts(pid, spec, func(string) {}); err != nil || stop != nil {
 		t.Errorf("the watch of an ended process: %v (stop %v)", err, stop != nil)
@@ -59,6 +67,13 @@ func TestWatchOfAnEndedSandbox(t *testing.T) {
 		t.Fatalf("the watch of a live process: %v", err)
 	}
 	stop()
+}
+
+// zombie says whether process pid has exited and is not yet reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := bytes.LastIndexByte(b, ')')
+	return err == nil && i > 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // TestEndedStat: a task whose exit has begun (PF_EXITING) has already
