@@ -189,8 +189,13 @@ func (r *rule) match(argv []string) bool {
 	if r.re.MatchString(policy.CommandWords(argv)) {
 		return true
 	}
-	if clean, changed := policy.CleanPaths(argv); loose && changed {
-		return r.re.MatchString(policy.CommandWords(clean))
+	if !loose {
+		return false
+	}
+	for _, sp := range policy.Spellings(argv) {
+		if r.re.MatchString(policy.CommandWords(sp.Argv)) {
+			return true
+		}
 	}
 	return false
 }

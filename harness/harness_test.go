@@ -481,3 +481,56 @@ decision = "deny"
 		t.Error("spellings: ./tests/a.py not matched, or an allow's tests/x/../../a.py matched as written")
 	}
 }
+
+// TestDenyPastProgramOptions: a deny or an ask of a program's command
+// holds with the options the program reads before it (git -C . push was
+// past a deny of git push); an allow does not take them (git -c
+// alias.status=... status would run anything, so the built-in rule about
+// aliases still asks). The controls: another command with the same
+// options, and an option's value that names the command.
+func TestDenyPastProgramOptions(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+match = { command = ["git", "push"] }
+decision = "deny"
+
+[[rules]]
+match = { command_regex = '^kubectl delete( |$)' }
+decision = "ask"
+
+[[rules]]
+match = { command = ["make", "deploy"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["git", "status"] }
+decision = "allow"
+`))
+	for line, want := range map[string]Verdict{
+		"git -C . push":                            Deny,
+		"git -c user.name=x --no-pager push -f":    Deny,
+		"git --git-dir .git --work-tree=. push":    Deny,
+		"cd x && git -C ../y push origin main":     Deny,
+		"git -C ./a/../b push":                     Deny,
+		"kubectl -n prod --context c delete pod x": Ask,
+		"make -C sub -j 4 deploy":                  Deny,
+		"make -j deploy":                           Deny,
+		"git -c alias.status='!git push' status":   Ask,
+		"git -C . status":                          Allow,
+		"git -C push status":                       Allow,
+		"git -C . log --grep push":                 Allow,
+		"make -C deploy all":                       Allow,
+	} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != want {
+			t.Errorf("%q = %s, want %s", line, d.Verdict, want)
+		}
+	}
+	// -n takes the next word: this is kubectl get (which the built-in
+	// rule about deployments asks about, reading it loosely).
+	if d := rs.Decide(Action{Argv: []string{"kubectl", "-n", "delete", "get", "pods"}}); d.Rule != nil && d.Rule.Set == "policy" {
+		t.Errorf("control: kubectl -n delete get pods decided by %s", d.Rule.Name)
+	}
+	if d := rs.DecideExec("/usr/bin/git", []string{"git", "-C", "/w", "push"}); d.Verdict != Deny {
+		t.Errorf("exec git -C /w push = %s, want deny", d.Verdict)
+	}
+}

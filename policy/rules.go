@@ -155,36 +155,132 @@ func (m *Match) MatchCommand(argv []string) bool {
 }
 
 // MatchCommandSpellings reports whether argv matches m as MatchCommand
-// does, or spelled with each of its paths clean (./secret/key,
-// secret//key and x/../secret/key as secret/key; a glob with "/" of
-// Command cleaned alike): what a deny or an ask is about is refused
-// however its paths are spelled. Not for an allow, whose cleaned path
-// may name something else through a link (x/.. is not where x/ leads).
+// does, or in another spelling of the same command (Spellings): with each
+// of its paths clean (./secret/key, secret//key and x/../secret/key as
+// secret/key; a glob with "/" of Command cleaned alike), and without the
+// options its program reads before its command (git -C . push as git
+// push). What a deny or an ask is about is refused however it is spelled.
+// Not for an allow, whose cleaned path may name something else through a
+// link (x/.. is not where x/ leads), and whose program's options may
+// change what the command does (git -c alias.status=... status).
 func (m *Match) MatchCommandSpellings(argv []string) bool {
 	if m.MatchCommand(argv) {
 		return true
 	}
-	clean, changed := CleanPaths(argv)
 	pats := make([]string, len(m.Command))
 	for i, p := range m.Command {
 		pats[i] = cleanPathWord(p)
-		changed = changed || pats[i] != p
 	}
-	if !changed {
-		return false
-	}
-	switch {
-	case len(m.Command) > 0:
-		return (&Match{Command: pats}).MatchCommand(clean)
-	case m.CommandRegex != "":
-		return (&Match{CommandRegex: m.CommandRegex}).MatchCommand(clean)
+	cm := &Match{Command: pats, CommandRegex: m.CommandRegex}
+	for _, sp := range Spellings(argv) {
+		mm := m
+		if sp.Cleaned {
+			mm = cm
+		}
+		if mm.MatchCommand(sp.Argv) {
+			return true
+		}
 	}
 	return false
 }
 
-// CleanPaths returns argv with each argument that is a path (holds "/"
+// A Spelling is argv written another way that runs the same command.
+type Spelling struct {
+	Argv []string
+	// Cleaned: its paths are cleaned, so a rule's own path globs are
+	// compared cleaned too.
+	Cleaned bool
+}
+
+// Spellings returns the other spellings of argv that a deny or an ask
+// also matches (MatchCommandSpellings): its paths cleaned, without its
+// program's leading options (LeadOptions), and both; none that are argv
+// itself.
+func Spellings(argv []string) []Spelling {
+	var out []Spelling
+	if clean, changed := cleanPaths(argv); changed {
+		out = append(out, Spelling{Argv: clean, Cleaned: true})
+	}
+	if short, skipped := SkipLeadOptions(argv); skipped {
+		out = append(out, Spelling{Argv: short})
+		if clean, changed := cleanPaths(short); changed {
+			out = append(out, Spelling{Argv: clean, Cleaned: true})
+		}
+	}
+	return out
+}
+
+// leadOptions lists, for the programs that read options of their own
+// before the command word a rule is about (git -C dir push, docker
+// --context prod push, kubectl -n prod delete, make -C sub deploy), those
+// options that take their value in the next word. Any other word that
+// starts with "-" before the command is one option on its own (-P,
+// --bare, --git-dir=x, -Cdir). A value that is optional and numeric
+// (make -j 4) is listed with a trailing "#": the next word is its value
+// only when it is a number. A valued option missing from a list only
+// makes a rule match fewer spellings.
+var leadOptions = map[string][]string{
+	"git":       {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--attr-source", "--shallow-file"},
+	"docker":    {"-c", "--context", "-H", "--host", "-l", "--log-level", "--config", "--tlscacert", "--tlscert", "--tlskey"},
+	"kubectl":   {"-n", "--namespace", "--context", "--kubeconfig", "--cluster", "--user", "-s", "--server", "--token", "--as", "--as-group", "--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--request-timeout", "--tls-server-name", "--cache-dir", "-v", "--v", "--profile", "--profile-output", "--log-file", "--log-dir", "--username", "--password", "--vmodule"},
+	"helm":      {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-as-user", "--kube-as-group", "--kube-ca-file", "--kube-token", "--kube-tls-server-name", "--registry-config", "--repository-cache", "--repository-config", "--burst-limit", "--qps", "--content-cache"},
+	"make":      {"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir", "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file", "--assume-new", "-E", "--eval", "-j#", "--jobs#", "-l#", "--load-average#", "--max-load#"},
+	"cargo":     {"-C", "--color", "--config", "-Z"},
+	"npm":       {"--prefix", "-w", "--workspace", "--registry", "--userconfig", "--globalconfig", "--cache", "--loglevel", "--tag", "--otp", "--access"},
+	"terraform": nil,
+	"tofu":      nil,
+}
+
+// SkipLeadOptions returns argv without the options its program reads
+// before its command (see leadOptions; cargo's +toolchain is one), and
+// whether there were any. It stops at the first word that is no option,
+// and at "--".
+func SkipLeadOptions(argv []string) ([]string, bool) {
+	if len(argv) < 2 {
+		return argv, false
+	}
+	prog := path.Base(argv[0])
+	valued, ok := leadOptions[prog]
+	if !ok {
+		return argv, false
+	}
+	i := 1
+	for i < len(argv) {
+		w := argv[i]
+		if w == "--" || !strings.HasPrefix(w, "-") && !(prog == "cargo" && i == 1 && strings.HasPrefix(w, "+")) {
+			break
+		}
+		i++
+		for _, o := range valued {
+			if num, isNum := strings.CutSuffix(o, "#"); w == o || isNum && w == num {
+				if i < len(argv) && (!isNum || isNumber(argv[i])) {
+					i++
+				}
+				break
+			}
+		}
+	}
+	if i == 1 {
+		return argv, false
+	}
+	return append([]string{argv[0]}, argv[i:]...), true
+}
+
+func isNumber(w string) bool {
+	if w == "" {
+		return false
+	}
+	for _, c := range []byte(w) {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanPaths returns argv with each argument that is a path (holds "/"
 // and is no option) cleaned (path.Clean), and whether any changed.
-func CleanPaths(argv []string) ([]string, bool) {
+func cleanPaths(argv []string) ([]string, bool) {
 	var out []string
 	for i, w := range argv {
 		if i == 0 {
@@ -415,7 +511,7 @@ func checkExamples(l *errorList, key string, r *Rule) {
 				l.add(f, "an example is a command line: a non-empty list of words")
 			case len(argv) == 1 && strings.ContainsAny(argv[0], " \t"):
 				l.add(f, fmt.Sprintf("an example is a command line, a list of words: %q, not %q", strings.Fields(argv[0]), argv[0]))
-			case r.Match.MatchCommand(argv) != ex.want:
+			case r.matchExample(argv) != ex.want:
 				verb := "does not match"
 				if !ex.want {
 					verb = "matches"
@@ -424,6 +520,15 @@ func checkExamples(l *errorList, key string, r *Rule) {
 			}
 		}
 	}
+}
+
+// matchExample matches an example as the rule will match a command:
+// a deny or an ask in every spelling (MatchCommandSpellings).
+func (r *Rule) matchExample(argv []string) bool {
+	if r.Decision == DecisionAllow {
+		return r.Match.MatchCommand(argv)
+	}
+	return r.Match.MatchCommandSpellings(argv)
 }
 
 var (

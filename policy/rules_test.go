@@ -201,3 +201,60 @@ func TestCommandRegexWithProgramPath(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipLeadOptions: the options a program reads before its command
+// go, with the values of those that take one in the next word; the
+// controls: a program not listed, a command word reached at once, "--",
+// and make -j whose next word is no number.
+func TestSkipLeadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		argv, want []string
+		skipped    bool
+	}{
+		{[]string{"git", "-C", "d", "-c", "a=b", "-P", "--git-dir=.git", "push", "-C"}, []string{"git", "push", "-C"}, true},
+		{[]string{"/usr/bin/git", "-Cd", "push"}, []string{"/usr/bin/git", "push"}, true},
+		{[]string{"docker", "--context", "prod", "push", "x"}, []string{"docker", "push", "x"}, true},
+		{[]string{"cargo", "+nightly", "-Z", "x", "--locked", "publish"}, []string{"cargo", "publish"}, true},
+		{[]string{"make", "-j", "4", "-C", "d", "deploy"}, []string{"make", "deploy"}, true},
+		{[]string{"make", "-j", "deploy"}, []string{"make", "deploy"}, true},
+		{[]string{"terraform", "-chdir=x", "apply"}, []string{"terraform", "apply"}, true},
+		{[]string{"git", "push", "-f"}, []string{"git", "push", "-f"}, false},
+		{[]string{"git", "--", "push"}, []string{"git", "--", "push"}, false},
+		{[]string{"rm", "-rf", "x"}, []string{"rm", "-rf", "x"}, false},
+		{[]string{"git", "-C"}, []string{"git"}, true},
+	} {
+		got, skipped := SkipLeadOptions(tc.argv)
+		if skipped != tc.skipped || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("SkipLeadOptions(%q) = %q, %v; want %q, %v", tc.argv, got, skipped, tc.want, tc.skipped)
+		}
+	}
+}
+
+// TestExamplesMatchAsTheRuleWill: a deny's examples are matched in every
+// spelling the deny takes, so an example it does not match by its words
+// alone, yet refuses, is an error; an allow's, as written.
+func TestExamplesMatchAsTheRuleWill(t *testing.T) {
+	p, err := Parse("p.toml", []byte(`
+[[rules]]
+match = { command = ["git", "push"] }
+decision = "deny"
+examples_match = [["git", "-C", ".", "push"]]
+examples_not_match = [["git", "-c", "x=y", "push"]]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkErrors(t, p.Validate(), []string{`p.toml:6: rules[0].examples_not_match[0]: the rule matches its own example ["git" "-c" "x=y" "push"]`})
+	p, err = Parse("p.toml", []byte(`
+[[rules]]
+match = { command = ["git", "status"] }
+decision = "allow"
+examples_not_match = [["git", "-c", "x=y", "status"]]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("control, an allow: %v", err)
+	}
+}
