@@ -183,6 +183,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// with its line: decide.)
 		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
 		d = stronger(d, e.preloaded(c))
+		d = e.throughLinks(c, script, d)
 		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
 			return nil
 		}
@@ -243,62 +244,148 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 	return e.rules.DecidePreload(names, c.Argv, how)
 }
 
-// throughLinks decides again, by the rules that do not know the
-// sandbox's own trees (plain), an exec those trees let through (an rm of
-// /tmp/x, which goes with the sandbox), when a path among its arguments
-// goes through a symbolic link on its way, as the sandbox sees it: with
-// /tmp/l a link to a read_write path, rm -rf /tmp/l/s deletes there
-// (found by a tester). A run's line needs no such look: its /tmp, home
-// and /dev/shm are empty when it is decided.
+// throughLinks decides again an exec of rm (or anything with "rm" among
+// its words) whose paths go through a symbolic link on their way, as the
+// sandbox sees them, with each such path as the link leads: with
+// /tmp/l or the workspace's l a link to a read_write path, rm -rf
+// /tmp/l/s and rm -rf l/s delete there (found by testers), while the
+// rules read /tmp/l/s as the sandbox's own and l/s as the workspace's.
+// A path it cannot follow to its end (a directory it may not read, a
+// loop) is decided by the rules that do not know the sandbox's own trees
+// (plain), as the path is written.
 func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.Decision) harness.Decision {
-	if e.plain == nil || !slices.ContainsFunc(c.Argv, func(w string) bool { return strings.Contains(w, "rm") }) {
+	if !slices.ContainsFunc(c.Argv, func(w string) bool { return strings.Contains(w, "rm") }) {
 		return d
 	}
-	p := (&execCheck{rules: e.plain}).decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
-	if !c.First {
-		p = stronger(p, e.plain.DecideExecFrom(c.Argv, c.Dir))
+	resolved, linked, err := linksFollowed("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Dir, c.Argv)
+	if err != nil {
+		if e.plain == nil {
+			return d
+		}
+		p := (&execCheck{rules: e.plain}).decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
+		if !c.First {
+			p = stronger(p, e.plain.DecideExecFrom(c.Argv, c.Dir))
+		}
+		return stronger(d, p)
 	}
-	if p.Verdict == harness.Allow || !linkOnTheWay("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Argv) {
+	if !linked {
 		return d
 	}
-	return p
+	// Its words as the links lead, the program's as it is.
+	return stronger(d, e.decideProgram(c.Open, "", script, resolved, c.Resolved, 0, false))
 }
 
-// linkOnTheWay reports whether an absolute path among argv's words passes
-// through a symbolic link below root (a process's /proc/PID/root): a
-// directory on its way, or its last component where the word ends in "/"
-// or "/." (rm follows a link named so). A path that stops existing on the
-// way (ENOENT, ENOTDIR) stops the look there: nothing beyond it can be
-// deleted. Any other error (the root not readable, a name too long)
-// counts as a link: what cannot be looked at is not taken for plain.
-func linkOnTheWay(root string, argv []string) bool {
-	for _, w := range argv[1:] {
-		if !strings.HasPrefix(w, "/") {
+// rmOfPaths says whether the command line argv starts rm (or anything
+// with "rm" among its words) on a path, which may pass through a link the
+// line's words do not show (execCheck.throughLinks).
+func rmOfPaths(argv []string) bool {
+	return slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, "rm") }) &&
+		len(argv) > 1 && slices.ContainsFunc(argv[1:], func(w string) bool { return strings.Contains(w, "/") })
+}
+
+// linksFollowed returns argv with each of its paths (a word with a "/"
+// that is no option) that passes through a symbolic link replaced by the
+// absolute path it leads to (sandboxPath), and whether any was.
+func linksFollowed(root, dir string, argv []string) ([]string, bool, error) {
+	var out []string
+	opts := true
+	for i, w := range argv[1:] {
+		if opts && w == "--" {
+			opts = false
 			continue
 		}
-		var comps []string
-		for _, c := range strings.Split(w, "/") {
-			if c != "" && c != "." {
-				comps = append(comps, c)
-			}
+		if opts && strings.HasPrefix(w, "-") || !strings.Contains(w, "/") {
+			continue
 		}
-		n := len(comps) - 1
-		if strings.HasSuffix(w, "/") || strings.HasSuffix(w, "/.") {
-			n = len(comps)
+		p, linked, err := sandboxPath(root, dir, w)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", w, err)
 		}
-		at := root
-		for _, c := range comps[:max(n, 0)] {
-			at += "/" + c
-			fi, err := os.Lstat(at)
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-				break
+		if linked {
+			if out == nil {
+				out = slices.Clone(argv)
 			}
-			if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-				return true
-			}
+			out[i+1] = p
 		}
 	}
-	return false
+	if out == nil {
+		return argv, false, nil
+	}
+	return out, true, nil
+}
+
+// errNoDir: a relative path of a process whose working directory could
+// not be read.
+var errNoDir = errors.New("the working directory is not known")
+
+// sandboxPath resolves the path w as a process of the sandbox whose root
+// is root (its /proc/PID/root) and whose working directory is dir sees
+// it: the symbolic links of the directories on its way are followed, in
+// the sandbox's root, and of its last component too where w ends in "/"
+// or "/." (rm follows a link named so; a link named plainly is what rm
+// removes). linked says whether a link was followed. A component that
+// does not exist (ENOENT, ENOTDIR) ends the walk, the rest appended as
+// written: nothing beyond it can be deleted. Any other error (a directory
+// it may not read, a name too long, a loop) is returned: what cannot be
+// looked at is not taken for plain.
+func sandboxPath(root, dir, w string) (p string, linked bool, err error) {
+	cur := "/"
+	if !strings.HasPrefix(w, "/") {
+		if !path.IsAbs(dir) {
+			return "", false, errNoDir
+		}
+		cur = path.Clean(dir)
+	}
+	follow := strings.HasSuffix(w, "/") || strings.HasSuffix(w, "/.")
+	rest := pathComponents(w)
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		if len(rest) == 0 && !follow {
+			return next, linked, nil
+		}
+		fi, err := os.Lstat(root + next)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return path.Join(append([]string{next}, rest...)...), linked, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		// The kernel's own bound on the links of one lookup.
+		if links++; links > 40 {
+			return "", false, syscall.ELOOP
+		}
+		t, err := os.Readlink(root + next)
+		if err != nil {
+			return "", false, err
+		}
+		if strings.HasPrefix(t, "/") {
+			cur = "/"
+		}
+		rest = append(pathComponents(t), rest...)
+		linked = true
+	}
+	return cur, linked, nil
+}
+
+// pathComponents splits p at "/", without the empty and "." components.
+func pathComponents(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // scriptFile decides the script a shell is started on (sh deploy.sh,

@@ -394,10 +394,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// goes on, with the approvals given so far.
 	ec := &execCheck{rules: rules, approvals: approvals, req: req, runID: runID, dir: dir, lineByFile: true}
 	// Code the loader runs in the command's program is decided with its
-	// exec (execCheck.preloaded), which the backend then sends.
+	// exec (execCheck.preloaded), which the backend then sends; so is an
+	// rm whose paths may pass through a link (execCheck.throughLinks).
 	if !rules.Empty() && (!lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) || slices.ContainsFunc(lineEnv, func(w string) bool {
 		return seccomp.IsPreload(w) && !systemPreload(req.Policy, w)
-	})) {
+	}) || rmOfPaths(req.Args)) {
 		ec.firstAgain, ec.lineProg = true, prog
 	}
 	if testHookLineDecided != nil {

@@ -622,8 +622,12 @@ sleep 1
 // script's cleanup spells it (found by a tester: t=$(mktemp -d); rm -rf
 // "$t" was refused in every run), in a run and in a session. The control,
 // in both: rm -rf in a read_write path, spelt the same way or through a
-// link in /tmp to it (/tmp/l/sub, /tmp/l2/), is still refused without an
-// approver, and its files stay; the link itself is removed.
+// link in /tmp or in the workspace to it (/tmp/l/sub, /tmp/l2/, l/sub),
+// is still refused without an approver, and its files stay; the link
+// itself is removed, and rm -rf through a link that stays in /tmp or in
+// the workspace runs. A run whose command line is rm -rf l/sub is refused
+// at its exec, with the run's own /tmp and workspace links (the controls)
+// let through.
 func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
 	ws, data := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "sub", "x"), 0o755); err != nil {
@@ -633,13 +637,17 @@ func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
 d=` + data + `/sub; rm -rf "$d" 2>/dev/null; echo data $?
 rm -f /tmp/l /tmp/l2; ln -s ` + data + ` /tmp/l && rm -rf /tmp/l/sub 2>/dev/null; echo through a link $?
 ln -s ` + data + ` /tmp/l2 && rm -rf /tmp/l2/ 2>/dev/null; echo a link named with a slash $?
-rm -rf /tmp/l && test ! -L /tmp/l && echo the link itself gone`
+rm -rf /tmp/l && test ! -L /tmp/l && echo the link itself gone
+rm -f l in; ln -s ` + data + ` l && rm -rf l/sub 2>/dev/null; echo through a workspace link $?
+mkdir -p real/y && ln -s real in && rm -rf in/y; echo within the workspace $?
+mkdir -p /tmp/r/y && ln -sfn /tmp/r /tmp/l3 && rm -rf /tmp/l3/y; echo within tmp $?`
 	check := func(how, out string) {
 		t.Helper()
 		if !strings.Contains(out, "tmp gone\n") {
 			t.Errorf("%s: rm -rf of a mktemp directory did not run:\n%s", how, out)
 		}
-		for _, want := range []string{"data 126\n", "through a link 126\n", "a link named with a slash 126\n", "the link itself gone\n"} {
+		for _, want := range []string{"data 126\n", "through a link 126\n", "a link named with a slash 126\n", "the link itself gone\n",
+			"through a workspace link 126\n", "within the workspace 0\n", "within tmp 0\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: output lacks %q:\n%s", how, want, out)
 			}
@@ -660,4 +668,21 @@ rm -rf /tmp/l && test ! -L /tmp/l && echo the link itself gone`
 		t.Fatal(err)
 	}
 	check("session", sout.String())
+
+	// The command line itself: the host reads l/sub as the workspace's.
+	for argv, want := range map[string]int{"rm -rf l/sub": 126, "rm -rf in/y": 0} {
+		os.MkdirAll(filepath.Join(ws, "real", "y"), 0o755)
+		req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: strings.Fields(argv)}
+		caller := sandbox.CurrentCaller()
+		caller.Cwd = ws
+		req.Caller = &caller
+		var out bytes.Buffer
+		rep, _ := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &out})
+		if rep == nil || rep.ExitCode != want {
+			t.Errorf("run %s: report %+v, want exit %d\n%s", argv, rep, want, out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "sub", "x")); err != nil {
+		t.Fatalf("run: the read_write path's files went: %v", err)
+	}
 }
