@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -38,21 +39,21 @@ func TestPinnedProgram(t *testing.T) {
 	argv := []string{"./helper", "/proc/self/exe"}
 
 	// The control: unchecked, it runs from the file.
-	out, err := secretCommand(argv, dir, dir, "", nil)
+	out, err := secretCommand(context.Background(), argv, dir, dir, "", nil)
 	if err != nil || strings.TrimSpace(out) != prog {
 		t.Fatalf("unchecked: %q %v, want it run from %s", out, err, prog)
 	}
-	out, err = secretCommand(argv, dir, dir, "", checked(prog, digestOf(elf)))
+	out, err = secretCommand(context.Background(), argv, dir, dir, "", checked(prog, digestOf(elf)))
 	if err != nil || !strings.HasPrefix(out, "/memfd:moat-program") {
 		t.Errorf("checked: ran from %q (%v), want the sealed copy", out, err)
 	}
-	out, err = secretCommand([]string{"./helper", "-f", "."}, dir, dir, "", checked(prog, digestOf(elf)))
+	out, err = secretCommand(context.Background(), []string{"./helper", "-f", "."}, dir, dir, "", checked(prog, digestOf(elf)))
 	if err != nil || strings.TrimSpace(out) != dir {
 		t.Errorf("checked: its directory is %q (%v), want %s", out, err, dir)
 	}
 
 	// Changed since the check: not run.
-	_, err = secretCommand(argv, dir, dir, "", checked(prog, digestOf([]byte("other"))))
+	_, err = secretCommand(context.Background(), argv, dir, dir, "", checked(prog, digestOf([]byte("other"))))
 	if !errors.Is(err, errChanged) {
 		t.Errorf("changed: %v, want errChanged", err)
 	}
@@ -60,7 +61,7 @@ func TestPinnedProgram(t *testing.T) {
 	// A script runs by path: its interpreter reads it there.
 	const script = "#!/bin/sh\necho \"$0\"\n"
 	os.WriteFile(prog, []byte(script), 0o755)
-	out, err = secretCommand([]string{"./helper"}, dir, dir, "", checked(prog, digestOf([]byte(script))))
+	out, err = secretCommand(context.Background(), []string{"./helper"}, dir, dir, "", checked(prog, digestOf([]byte(script))))
 	if err != nil || strings.TrimSpace(out) != "./helper" {
 		t.Errorf("a checked script: $0 %q (%v), want ./helper", out, err)
 	}
@@ -94,7 +95,7 @@ hosts = ["api.test"]
 	}
 	value := func(p *policy.Policy) string {
 		t.Helper()
-		rs, err := loadSecrets(p, dir, nil)
+		rs, err := loadSecrets(context.Background(), p, dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

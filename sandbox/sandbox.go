@@ -428,8 +428,11 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 		stdio.ServeTUN = er.serveTUN
 		defer func() { rep.Network = er.report() }()
 	}
-	secrets, err := loadSecrets(req.Policy, caller.Cwd, req.SecretRoots)
+	secrets, err := loadSecrets(ctx, req.Policy, caller.Cwd, req.SecretRoots)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		return fail(err)
 	}
 	if secrets != nil {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,7 +38,7 @@ func TestSecretProgramsStartOutsideWritableTrees(t *testing.T) {
 		p.Network.Mode = policy.NetworkAllow
 		p.Network.Allow = []string{"api.test"}
 		p.Secrets = []policy.Secret{{Name: "TOKEN", Source: "command:/bin/sh mint.sh", Hosts: []string{"api.test"}}}
-		rs, err := loadSecrets(p, tc.dir, nil)
+		rs, err := loadSecrets(context.Background(), p, tc.dir, nil)
 		if err != nil {
 			t.Fatalf("policy in %s: %v", tc.dir, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moatbox/moat/backend"
@@ -70,7 +71,11 @@ type revoke struct {
 // and gives it a fresh placeholder. A value that cannot be read fails the
 // run: the command would otherwise run without the credential it was
 // promised, or with an empty one.
-func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecrets, error) {
+//
+// ctx ends the programs that read values (a run interrupted while one
+// runs); the programs that revoke them run to their end, as the values
+// they revoke were handed out.
+func loadSecrets(ctx context.Context, p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecrets, error) {
 	if len(p.Secrets) == 0 {
 		return nil, nil
 	}
@@ -127,7 +132,7 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 				rs.revokeAll()
 				return nil, srcErr(i, err)
 			}
-			out, err := secretCommand(strings.Fields(rest), dir, runDir, "", rs.checked)
+			out, err := secretCommand(ctx, strings.Fields(rest), dir, runDir, "", rs.checked)
 			if err != nil {
 				rs.revokeAll()
 				return nil, srcErr(i, fmt.Errorf("source %s: %w", rest, err))
@@ -185,7 +190,12 @@ func loadSecrets(p *policy.Policy, cwd string, roots *x509.CertPool) (*runSecret
 // an error. A program whose bytes checked (nil for none) has a digest of
 // runs from a sealed copy of them when it can (pinnedProgram), and not at
 // all if they no longer match.
-func secretCommand(argv []string, dir, runDir, stdin string, checked func(string) (string, bool)) (string, error) {
+//
+// The program leads a process group of its own: when ctx ends, its time
+// is up, or it fails, the whole group is killed, so what it started in
+// the background does not stay on the host (a child that left the group,
+// a daemon, is its own).
+func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string, checked func(string) (string, bool)) (string, error) {
 	abs, args := anchored(argv, dir)
 	prog := argv[0]
 	if runDir != dir {
@@ -193,7 +203,8 @@ func secretCommand(argv []string, dir, runDir, stdin string, checked func(string
 	} else {
 		args = argv
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), secretCommandTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, secretCommandTimeout)
 	defer cancel()
 	var pinned *os.File
 	if checked != nil && strings.Contains(abs, "/") {
@@ -224,6 +235,8 @@ func secretCommand(argv []string, dir, runDir, stdin string, checked func(string
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = out, errb
 		cmd.WaitDelay = time.Second
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return killGroup(cmd) }
 		return cmd
 	}
 	cmd := newCmd(pinned)
@@ -236,8 +249,13 @@ func secretCommand(argv []string, dir, runDir, stdin string, checked func(string
 	}
 	if err == nil {
 		err = cmd.Wait()
+		if err != nil || ctx.Err() != nil {
+			killGroup(cmd)
+		}
 	}
 	switch {
+	case parent.Err() != nil:
+		return "", fmt.Errorf("%s: %w", argv[0], context.Cause(parent))
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
 	case out.over:
@@ -261,6 +279,14 @@ func secretCommand(argv []string, dir, runDir, stdin string, checked func(string
 		return "", err
 	}
 	return out.String(), nil
+}
+
+// killGroup kills the process group cmd's program leads.
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // cappedBuffer keeps the first max bytes written to it and notes more.
@@ -292,7 +318,7 @@ func (rs *runSecrets) revokeAll() []string {
 			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value minted for this run may still be valid", r.name, err))
 			continue
 		}
-		if _, err := secretCommand(r.argv, r.dir, r.runDir, r.value+"\n", rs.checked); err != nil {
+		if _, err := secretCommand(context.Background(), r.argv, r.dir, r.runDir, r.value+"\n", rs.checked); err != nil {
 			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
 		}
 	}

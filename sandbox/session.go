@@ -273,7 +273,7 @@ func Create(ctx context.Context, req *SessionRequest) (_ *Session, err error) {
 	}
 	// The secrets' values stay on the host, with the proxy; commands get
 	// placeholders.
-	secrets, err := loadSecrets(p, caller.Cwd, req.SecretRoots)
+	secrets, err := loadSecrets(ctx, p, caller.Cwd, req.SecretRoots)
 	if err != nil {
 		return nil, err
 	}

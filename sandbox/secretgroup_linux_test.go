@@ -1,0 +1,57 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moatbox/moat/internal/proctest"
+)
+
+// TestSecretCommandGroupEnds: what a secret's program starts in the
+// background goes with it when it fails, and when the run that waits for
+// it is interrupted, which ends the program at once rather than at its
+// time bound (found: a program's children stayed on the host, and an
+// interrupted run waited for the program's end). The control: a program
+// that succeeds gives its value, and what it left running on its own
+// (its output elsewhere, as a daemon does) stays, found as the others
+// would have been.
+func TestSecretCommandGroupEnds(t *testing.T) {
+	dir := t.TempDir()
+	failing := "moat-secret-bg-fail-" + strings.ReplaceAll(t.Name(), "/", "_")
+	_, err := secretCommand(context.Background(), []string{"/bin/bash", "-c", "exec -a " + failing + " sleep 300 & exit 3"}, dir, dir, "", nil)
+	if err == nil {
+		t.Fatal("a program that exits 3 succeeded")
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find(failing) }, 5*time.Second); len(left) > 0 {
+		t.Errorf("the failed program's background child (pids %v) stayed", left)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	waiting := "moat-secret-bg-wait-" + strings.ReplaceAll(t.Name(), "/", "_")
+	start := time.Now()
+	_, err = secretCommand(ctx, []string{"/bin/bash", "-c", "exec -a " + waiting + " sleep 300"}, dir, dir, "", nil)
+	if !errors.Is(err, context.Canceled) || time.Since(start) > secretCommandTimeout/2 {
+		t.Errorf("interrupted: %v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+	if left := proctest.Gone(func() []int { return proctest.Find(waiting) }, 5*time.Second); len(left) > 0 {
+		t.Errorf("the interrupted program (pids %v) stayed", left)
+	}
+
+	kept := "moat-secret-bg-kept-" + strings.ReplaceAll(t.Name(), "/", "_")
+	out, err := secretCommand(context.Background(), []string{"/bin/bash", "-c", "exec -a " + kept + " sleep 300 </dev/null >/dev/null 2>&1 & echo value"}, dir, dir, "", nil)
+	if err != nil || out != "value\n" {
+		t.Errorf("control: %q, %v", out, err)
+	}
+	pids := proctest.Appear(func() []int { return proctest.Find(kept) }, 5*time.Second)
+	if len(pids) == 0 {
+		t.Error("control: the successful program's own background process is not found")
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
