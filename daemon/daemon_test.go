@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,5 +411,44 @@ func TestEndedJournalBounded(t *testing.T) {
 	}
 	if _, err := m2.Get(tenant, "s00000"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the oldest, past the bound: %v", err)
+	}
+}
+
+// TestShutdownDuringCreate: a shutdown while a session's sandbox is being
+// made (a secret's program minting) ends the making, which undoes itself,
+// and waits for it; before, it closed an engine that did not exist yet
+// and the daemon died of a nil pointer (found by a tester). The control:
+// a create that is not interrupted makes its session.
+func TestShutdownDuringCreate(t *testing.T) {
+	started := make(chan struct{})
+	var undone atomic.Bool
+	var n atomic.Int32
+	m := newManager(t, Config{Engine: func(ctx context.Context, spec *EngineSpec) (Engine, error) {
+		if n.Add(1) == 1 {
+			return newFake(ctx, spec)
+		}
+		close(started)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // the undoing, waited for
+		undone.Store(true)
+		return nil, ctx.Err()
+	}})
+	if _, err := m.Create(context.Background(), TokenTenant("a"), &CreateRequest{}); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Create(context.Background(), TokenTenant("a"), &CreateRequest{})
+		errc <- err
+	}()
+	<-started
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if !undone.Load() {
+		t.Error("shutdown returned before the create undid what it made")
+	}
+	if err := <-errc; err == nil {
+		t.Error("the interrupted create made a session")
 	}
 }

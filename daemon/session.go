@@ -80,8 +80,12 @@ type Session struct {
 	fsl     fsLists
 	ctx     context.Context // cancelled when the session ends: kills its commands
 	cancel  context.CancelFunc
-	execs   sync.WaitGroup // foreground commands
-	bg      sync.WaitGroup // background commands
+	// made is closed once Create is done with the engine it makes: set
+	// up, or refused and undone, or closed because the session ended
+	// while it was made (close waits for it).
+	made  chan struct{}
+	execs sync.WaitGroup // foreground commands
+	bg    sync.WaitGroup // background commands
 
 	mu         sync.Mutex
 	lastUsed   time.Time
@@ -173,8 +177,10 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 		ID: id, Tenant: t, TempWorkspace: temp,
 		Created: time.Now(), IdleTimeout: idle,
 		m: m, procs: map[string]*Process{}, root: root, template: req.Template, events: newEventLog(),
-		Workspace: ws,
+		Workspace: ws, made: make(chan struct{}),
 	}
+	// The first deferred, so the last to run: after the undoing below.
+	defer close(s.made)
 	s.aud = m.newSessionAudit(id, t.ID)
 	s.Expires = s.Created.Add(ttl)
 	s.lastUsed = s.Created
@@ -258,7 +264,9 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	s.protect = protectList(p)
 	s.gate = s.newWriteGate(p)
 	s.gate.Learn = req.Learn
+	s.mu.Lock()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.Unlock()
 	caller := daemonCaller()
 	caller.StateWorkspace = temp // made in the daemon's directory
 	if !t.self() && t.UID > 0 {
@@ -278,7 +286,12 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	if !temp {
 		espec.OnGuard = s.recordGuards(rec)
 	}
-	eng, err := m.cfg.Engine(ctx, espec)
+	// The session's end (a daemon's shutdown) while the sandbox is made
+	// ends the making too: a secret's program, a copy.
+	ectx, stop := context.WithCancel(ctx)
+	defer stop()
+	context.AfterFunc(s.ctx, stop)
+	eng, err := m.cfg.Engine(ectx, espec)
 	if err != nil {
 		s.cancel()
 		if errors.Is(err, sandbox.ErrRefused) {
@@ -753,15 +766,25 @@ func (s *Session) settled(ctx context.Context) {
 func (s *Session) close(ctx context.Context) error {
 	s.mu.Lock()
 	s.ended = true
+	cancel, eng, made := s.cancel, s.eng, s.made
 	s.mu.Unlock()
 	defer s.closeRoot()
-	if s.cancel == nil {
+	if cancel == nil {
 		return nil // Create failed before the engine existed
 	}
-	s.cancel()
+	cancel()
+	if eng == nil {
+		// Being made (a shutdown during Create): cancelled, Create undoes
+		// what it made, or closes the engine it made, seeing the session
+		// gone.
+		if made != nil {
+			<-made
+		}
+		return nil
+	}
 	// Closing the sandbox kills the commands still running; their
 	// requests then end.
-	rep, err := s.eng.Close(ctx)
+	rep, err := eng.Close(ctx)
 	s.execs.Wait()
 	s.bg.Wait()
 	if rep != nil {
