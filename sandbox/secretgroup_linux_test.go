@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,5 +55,42 @@ func TestSecretCommandGroupEnds(t *testing.T) {
 	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// TestSecretCommandOutputBounded: a program that prints more than a
+// secret may be fails, and its stderr is kept to its bound, however the
+// copy reads them (found by a tester: an embedded buffer's ReadFrom took
+// a 300 MB value whole, and a 300 MB stderr line into the error); a
+// program that exits with a background process holding its output says
+// so; a value of several lines is withheld line by line from the error.
+// The controls: a value at the bound is taken, and a short stderr line is
+// quoted.
+func TestSecretCommandOutputBounded(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	_, err := secretCommand(ctx, []string{"/bin/sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' A"}, dir, dir, "", nil)
+	if err == nil || !strings.Contains(err.Error(), "printed more than") {
+		t.Errorf("a 1 MB value: %v", err)
+	}
+	out, err := secretCommand(ctx, []string{"/bin/sh", "-c", "head -c " + strconv.Itoa(maxSecret) + " /dev/zero | tr '\\0' A"}, dir, dir, "", nil)
+	if err != nil || len(out) != maxSecret {
+		t.Errorf("control, a value at the bound: %d bytes, %v", len(out), err)
+	}
+	_, err = secretCommand(ctx, []string{"/bin/sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' B >&2; exit 1"}, dir, dir, "", nil)
+	if err == nil || len(err.Error()) > 8<<10 {
+		t.Errorf("a 1 MB stderr: an error of %d bytes", len(fmt.Sprint(err)))
+	}
+	_, err = secretCommand(ctx, []string{"/bin/sh", "-c", "echo short reason >&2; exit 1"}, dir, dir, "", nil)
+	if err == nil || !strings.Contains(err.Error(), "short reason") {
+		t.Errorf("control, a short stderr line: %v", err)
+	}
+	_, err = secretCommand(ctx, []string{"/bin/sh", "-c", "printf 'SECRET-l1\\nSECRET-l2\\n'; echo bad SECRET-l1 SECRET-l2 >&2; exit 1"}, dir, dir, "", nil)
+	if err == nil || strings.Contains(err.Error(), "SECRET-l") || !strings.Contains(err.Error(), "bad [value withheld]") {
+		t.Errorf("a value of two lines: %v", err)
+	}
+	_, err = secretCommand(ctx, []string{"/bin/sh", "-c", "sleep 30 & echo v"}, dir, dir, "", nil)
+	if err == nil || !strings.Contains(err.Error(), "holding its output open") {
+		t.Errorf("a background process holding the output: %v", err)
 	}
 }

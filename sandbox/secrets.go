@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -235,10 +236,15 @@ func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string
 		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = out, errb
 		cmd.WaitDelay = time.Second
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = procAttr()
 		cmd.Cancel = func() error { return killGroup(cmd) }
 		return cmd
 	}
+	// Pdeathsig is the forking thread's: held by this goroutine until the
+	// program is reaped, no other goroutine's exit can end the thread
+	// (and the program with it) first.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := newCmd(pinned)
 	err := cmd.Start()
 	if err != nil && pinned != nil {
@@ -258,6 +264,8 @@ func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string
 		return "", fmt.Errorf("%s: %w", argv[0], context.Cause(parent))
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
+	case errors.Is(err, exec.ErrWaitDelay):
+		return "", fmt.Errorf("%s exited, but left a process holding its output open (redirect a background process's output)", argv[0])
 	case out.over:
 		return "", fmt.Errorf("%s printed more than %d bytes", argv[0], maxSecret)
 	case err != nil:
@@ -268,17 +276,33 @@ func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string
 		// The line may quote the value: the one a revoke program was
 		// given, or the one a source printed before it failed. It goes
 		// into warnings, the report and the audit log, never the value.
-		for _, v := range []string{stdin, out.String()} {
-			if v = strings.TrimSpace(v); v != "" {
-				last = strings.ReplaceAll(last, v, "[value withheld]")
-			}
-		}
+		last = withheld(last, stdin, out.String())
 		if last != "" {
 			return "", fmt.Errorf("%w: %s", err, last)
 		}
 		return "", err
 	}
 	return out.String(), nil
+}
+
+// withheld returns line with each value in values, whole and each of its
+// lines, replaced by "[value withheld]": a program that printed more
+// than one line before it failed may quote any of them.
+func withheld(line string, values ...string) string {
+	var parts []string
+	for _, v := range values {
+		parts = append(parts, strings.TrimSpace(v))
+		parts = append(parts, strings.Split(v, "\n")...)
+	}
+	// The longest first, so that a line inside a value does not leave
+	// the rest of the value shown.
+	slices.SortFunc(parts, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			line = strings.ReplaceAll(line, p, "[value withheld]")
+		}
+	}
+	return line
 }
 
 // killGroup kills the process group cmd's program leads.
@@ -290,20 +314,25 @@ func killGroup(cmd *exec.Cmd) error {
 }
 
 // cappedBuffer keeps the first max bytes written to it and notes more.
+// The buffer is a field, not embedded: an embedded bytes.Buffer's
+// ReadFrom, which io.Copy prefers to Write, read a program's whole output
+// past the cap (found by a tester: a 300 MB secret was taken whole).
 type cappedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (c *cappedBuffer) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); len(p) > room {
+	if room := c.max - c.buf.Len(); len(p) > room {
 		c.over = true
-		c.Buffer.Write(p[:max(room, 0)])
+		c.buf.Write(p[:max(room, 0)])
 		return len(p), nil
 	}
-	return c.Buffer.Write(p)
+	return c.buf.Write(p)
 }
+
+func (c *cappedBuffer) String() string { return c.buf.String() }
 
 // revokeAll runs every revoke program once, each with the value it
 // revokes on stdin, and returns a warning for each that failed: the
