@@ -254,7 +254,9 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 // loop) is decided by the rules that do not know the sandbox's own trees
 // (plain), as the path is written.
 func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.Decision) harness.Decision {
-	if !slices.ContainsFunc(c.Argv, func(w string) bool { return strings.Contains(w, "rm") }) {
+	// By any name the program has: a link to rm, or exec -a, started it
+	// under another (found by a tester).
+	if !slices.ContainsFunc(append([]string{c.Path, c.Resolved}, c.Argv...), mentionsRm) {
 		return d
 	}
 	resolved, linked, err := linksFollowed("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Dir, c.Argv)
@@ -276,12 +278,18 @@ func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.De
 }
 
 // rmOfPaths says whether the command line argv starts rm (or anything
-// with "rm" among its words) on a path, which may pass through a link the
-// line's words do not show (execCheck.throughLinks).
-func rmOfPaths(argv []string) bool {
-	return slices.ContainsFunc(argv, func(w string) bool { return strings.Contains(w, "rm") }) &&
+// with "rm" among its words, or a program names is found as) on a path,
+// which may pass through a link the line's words do not show
+// (execCheck.throughLinks).
+func rmOfPaths(argv []string, names ...string) bool {
+	return slices.ContainsFunc(append(names, argv...), mentionsRm) &&
 		len(argv) > 1 && slices.ContainsFunc(argv[1:], func(w string) bool { return strings.Contains(w, "/") })
 }
+
+// mentionsRm says whether a word or a program's name has "rm" in it: the
+// cheap test before the look at links (rm, /usr/bin/rm, busybox's rm
+// applet, xargs rm).
+func mentionsRm(w string) bool { return strings.Contains(w, "rm") }
 
 // linksFollowed returns argv with each of its paths (a word with a "/"
 // that is no option) that passes through a symbolic link replaced by the
@@ -325,9 +333,16 @@ var errNoDir = errors.New("the working directory is not known")
 // or "/." (rm follows a link named so; a link named plainly is what rm
 // removes). linked says whether a link was followed. A component that
 // does not exist (ENOENT, ENOTDIR) ends the walk, the rest appended as
-// written: nothing beyond it can be deleted. Any other error (a directory
-// it may not read, a name too long, a loop) is returned: what cannot be
-// looked at is not taken for plain.
+// written: nothing beyond it can be deleted.
+//
+// What the walk cannot follow ends it too, the rest appended, and counts
+// as a link, so that the path is decided as written out from there: the
+// links of /proc (self, a descriptor, a process's cwd or root, which
+// /dev/fd and a workspace's link may lead to) mean what they mean to the
+// process, not to moat (found by a tester: l to /proc/self/fd/3, a
+// descriptor of a read_write path, deleted there unasked); a name too
+// long, a loop, a directory moat may not read. A path in /proc is
+// outside every tree the rules spare, so such an rm is asked about.
 func sandboxPath(root, dir, w string) (p string, linked bool, err error) {
 	cur := "/"
 	if !strings.HasPrefix(w, "/") {
@@ -338,41 +353,49 @@ func sandboxPath(root, dir, w string) (p string, linked bool, err error) {
 	}
 	follow := strings.HasSuffix(w, "/") || strings.HasSuffix(w, "/.")
 	rest := pathComponents(w)
+	written := func(linked bool) (string, bool, error) {
+		return path.Join(append([]string{cur}, rest...)...), linked, nil
+	}
 	for links := 0; len(rest) > 0; {
+		if within("/proc", cur) {
+			return written(true)
+		}
 		c := rest[0]
-		rest = rest[1:]
 		if c == ".." {
+			rest = rest[1:]
 			cur = path.Dir(cur)
 			continue
 		}
 		next := path.Join(cur, c)
-		if len(rest) == 0 && !follow {
+		if len(rest) == 1 && !follow {
 			return next, linked, nil
 		}
 		fi, err := os.Lstat(root + next)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return path.Join(append([]string{next}, rest...)...), linked, nil
+			return written(linked)
 		}
 		if err != nil {
-			return "", false, err
+			return written(true)
 		}
+		rest = rest[1:]
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
 		// The kernel's own bound on the links of one lookup.
-		if links++; links > 40 {
-			return "", false, syscall.ELOOP
-		}
 		t, err := os.Readlink(root + next)
-		if err != nil {
-			return "", false, err
+		if links++; err != nil || links > 40 {
+			rest = append([]string{c}, rest...)
+			return written(true)
 		}
 		if strings.HasPrefix(t, "/") {
 			cur = "/"
 		}
 		rest = append(pathComponents(t), rest...)
 		linked = true
+	}
+	if within("/proc", cur) {
+		return cur, true, nil
 	}
 	return cur, linked, nil
 }

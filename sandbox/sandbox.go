@@ -398,7 +398,7 @@ func Run(ctx context.Context, req *Request, stdio backend.Stdio) (*Report, error
 	// rm whose paths may pass through a link (execCheck.throughLinks).
 	if !rules.Empty() && (!lineSeenAlike(req.Policy, progPath, progFile, cs == nil || fresh == cs) || slices.ContainsFunc(lineEnv, func(w string) bool {
 		return seccomp.IsPreload(w) && !systemPreload(req.Policy, w)
-	}) || rmOfPaths(req.Args)) {
+	}) || rmOfPaths(req.Args, progPath, progFile)) {
 		ec.firstAgain, ec.lineProg = true, prog
 	}
 	if testHookLineDecided != nil {

@@ -625,9 +625,11 @@ sleep 1
 // link in /tmp or in the workspace to it (/tmp/l/sub, /tmp/l2/, l/sub),
 // is still refused without an approver, and its files stay; the link
 // itself is removed, and rm -rf through a link that stays in /tmp or in
-// the workspace runs. A run whose command line is rm -rf l/sub is refused
-// at its exec, with the run's own /tmp and workspace links (the controls)
-// let through.
+// the workspace runs. So is a link into /proc (a descriptor of the
+// read_write path), and rm started by another name (a link to it, exec
+// -a). A run whose command line is rm -rf l/sub (or ./del, or fd/sub) is
+// refused at its exec, with a workspace link that stays inside (the
+// control) let through.
 func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
 	ws, data := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(data, "sub", "x"), 0o755); err != nil {
@@ -640,14 +642,18 @@ ln -s ` + data + ` /tmp/l2 && rm -rf /tmp/l2/ 2>/dev/null; echo a link named wit
 rm -rf /tmp/l && test ! -L /tmp/l && echo the link itself gone
 rm -f l in; ln -s ` + data + ` l && rm -rf l/sub 2>/dev/null; echo through a workspace link $?
 mkdir -p real/y && ln -s real in && rm -rf in/y; echo within the workspace $?
-mkdir -p /tmp/r/y && ln -sfn /tmp/r /tmp/l3 && rm -rf /tmp/l3/y; echo within tmp $?`
+mkdir -p /tmp/r/y && ln -sfn /tmp/r /tmp/l3 && rm -rf /tmp/l3/y; echo within tmp $?
+rm -f fd del; exec 3<` + data + `; ln -s /proc/self/fd/3 fd && rm -rf fd/sub 2>/dev/null; echo through a descriptor $?
+ln -s "$(command -v rm)" del && ./del -rf l/sub 2>/dev/null; echo rm by another name $?
+bash -c 'exec -a other rm -rf l/sub' 2>/dev/null; echo rm under another argv0 $?`
 	check := func(how, out string) {
 		t.Helper()
 		if !strings.Contains(out, "tmp gone\n") {
 			t.Errorf("%s: rm -rf of a mktemp directory did not run:\n%s", how, out)
 		}
 		for _, want := range []string{"data 126\n", "through a link 126\n", "a link named with a slash 126\n", "the link itself gone\n",
-			"through a workspace link 126\n", "within the workspace 0\n", "within tmp 0\n"} {
+			"through a workspace link 126\n", "within the workspace 0\n", "within tmp 0\n",
+			"through a descriptor 126\n", "rm by another name 126\n", "rm under another argv0 126\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: output lacks %q:\n%s", how, want, out)
 			}
@@ -670,7 +676,7 @@ mkdir -p /tmp/r/y && ln -sfn /tmp/r /tmp/l3 && rm -rf /tmp/l3/y; echo within tmp
 	check("session", sout.String())
 
 	// The command line itself: the host reads l/sub as the workspace's.
-	for argv, want := range map[string]int{"rm -rf l/sub": 126, "rm -rf in/y": 0} {
+	for argv, want := range map[string]int{"rm -rf l/sub": 126, "./del -rf l/sub": 126, "rm -rf fd/sub": 126, "rm -rf in/y": 0} {
 		os.MkdirAll(filepath.Join(ws, "real", "y"), 0o755)
 		req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: strings.Fields(argv)}
 		caller := sandbox.CurrentCaller()
