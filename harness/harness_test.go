@@ -486,8 +486,11 @@ decision = "deny"
 // holds with the options the program reads before it (git -C . push was
 // past a deny of git push); an allow does not take them (git -c
 // alias.status=... status would run anything, so the built-in rule about
-// aliases still asks). The controls: another command with the same
-// options, and an option's value that names the command.
+// aliases still asks). Found by a tester: make's other targets and
+// NAME=value words, "--", a group of short options ending in one that
+// takes a value, an option kubectl has that moat does not list. The
+// controls: another command with the same options, and an option's value
+// that names the command.
 func TestDenyPastProgramOptions(t *testing.T) {
 	rs := New(mustPolicy(t, `
 [[rules]]
@@ -505,21 +508,40 @@ decision = "deny"
 [[rules]]
 match = { command = ["git", "status"] }
 decision = "allow"
+
+[[rules]]
+match = { command = ["docker", "push"] }
+decision = "deny"
+
+[[rules]]
+match = { command = ["npm", "publish"] }
+decision = "deny"
 `))
 	for line, want := range map[string]Verdict{
-		"git -C . push":                            Deny,
-		"git -c user.name=x --no-pager push -f":    Deny,
-		"git --git-dir .git --work-tree=. push":    Deny,
-		"cd x && git -C ../y push origin main":     Deny,
-		"git -C ./a/../b push":                     Deny,
-		"kubectl -n prod --context c delete pod x": Ask,
-		"make -C sub -j 4 deploy":                  Deny,
-		"make -j deploy":                           Deny,
-		"git -c alias.status='!git push' status":   Ask,
-		"git -C . status":                          Allow,
-		"git -C push status":                       Allow,
-		"git -C . log --grep push":                 Allow,
-		"make -C deploy all":                       Allow,
+		"make all deploy":     Deny,
+		"make X=1 deploy":     Deny,
+		"make -- deploy":      Deny,
+		"make -sC sub deploy": Deny,
+		"kubectl --log-flush-frequency 5s delete pod x": Ask,
+		"kubectl --some-plugin-flag v delete pod x":     Ask,
+		"docker -Dl debug push x":                       Deny,
+		"docker -- push x":                              Deny,
+		"npm -C dir publish":                            Deny,
+		"git --no-pager log --grep push":                Allow,
+		"make all":                                      Allow,
+		"git -C . push":                                 Deny,
+		"git -c user.name=x --no-pager push -f":         Deny,
+		"git --git-dir .git --work-tree=. push":         Deny,
+		"cd x && git -C ../y push origin main":          Deny,
+		"git -C ./a/../b push":                          Deny,
+		"kubectl -n prod --context c delete pod x":      Ask,
+		"make -C sub -j 4 deploy":                       Deny,
+		"make -j deploy":                                Deny,
+		"git -c alias.status='!git push' status":        Ask,
+		"git -C . status":                               Allow,
+		"git -C push status":                            Allow,
+		"git -C . log --grep push":                      Allow,
+		"make -C deploy all":                            Allow,
 	} {
 		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != want {
 			t.Errorf("%q = %s, want %s", line, d.Verdict, want)

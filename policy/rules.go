@@ -193,15 +193,15 @@ type Spelling struct {
 }
 
 // Spellings returns the other spellings of argv that a deny or an ask
-// also matches (MatchCommandSpellings): its paths cleaned, without its
-// program's leading options (LeadOptions), and both; none that are argv
-// itself.
+// also matches (MatchCommandSpellings): its paths cleaned, and each
+// reading of it without its program's leading options (CommandsOf), with
+// its paths cleaned too; none that are argv itself.
 func Spellings(argv []string) []Spelling {
 	var out []Spelling
 	if clean, changed := cleanPaths(argv); changed {
 		out = append(out, Spelling{Argv: clean, Cleaned: true})
 	}
-	if short, skipped := SkipLeadOptions(argv); skipped {
+	for _, short := range CommandsOf(argv) {
 		out = append(out, Spelling{Argv: short})
 		if clean, changed := cleanPaths(short); changed {
 			out = append(out, Spelling{Argv: clean, Cleaned: true})
@@ -210,60 +210,131 @@ func Spellings(argv []string) []Spelling {
 	return out
 }
 
-// leadOptions lists, for the programs that read options of their own
+// A leadGrammar is how a program reads the options of its own that come
 // before the command word a rule is about (git -C dir push, docker
-// --context prod push, kubectl -n prod delete, make -C sub deploy), those
-// options that take their value in the next word. Any other word that
-// starts with "-" before the command is one option on its own (-P,
-// --bare, --git-dir=x, -Cdir). A value that is optional and numeric
-// (make -j 4) is listed with a trailing "#": the next word is its value
-// only when it is a number. A valued option missing from a list only
-// makes a rule match fewer spellings.
-var leadOptions = map[string][]string{
-	"git":       {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--attr-source", "--shallow-file"},
-	"docker":    {"-c", "--context", "-H", "--host", "-l", "--log-level", "--config", "--tlscacert", "--tlscert", "--tlskey"},
-	"kubectl":   {"-n", "--namespace", "--context", "--kubeconfig", "--cluster", "--user", "-s", "--server", "--token", "--as", "--as-group", "--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--request-timeout", "--tls-server-name", "--cache-dir", "-v", "--v", "--profile", "--profile-output", "--log-file", "--log-dir", "--username", "--password", "--vmodule"},
-	"helm":      {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-as-user", "--kube-as-group", "--kube-ca-file", "--kube-token", "--kube-tls-server-name", "--registry-config", "--repository-cache", "--repository-config", "--burst-limit", "--qps", "--content-cache"},
-	"make":      {"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir", "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file", "--assume-new", "-E", "--eval", "-j#", "--jobs#", "-l#", "--load-average#", "--max-load#"},
-	"cargo":     {"-C", "--color", "--config", "-Z"},
-	"npm":       {"--prefix", "-w", "--workspace", "--registry", "--userconfig", "--globalconfig", "--cache", "--loglevel", "--tag", "--otp", "--access"},
-	"terraform": nil,
-	"tofu":      nil,
+// --context prod push, kubectl -n prod delete, make -C sub deploy).
+type leadGrammar struct {
+	// valued are the options that take their value in the next word
+	// (a short one may end a group: make -sC dir); one ending in "#"
+	// takes it only when it is a number (make -j 4, make -j deploy).
+	// Any other word starting with "-" is one option on its own (-P,
+	// --bare, --git-dir=x, -Cdir).
+	valued []string
+	// open: the program takes options it does not list (kubectl's and
+	// helm's plugins, new releases): a long option not in valued or
+	// flags may take the next word or not, and both readings are tried.
+	open  bool
+	flags []string // long options known to take no value, where open
+	// targets: every word that is no option is a command (make's
+	// targets: make all deploy), and NAME=value words are not (make
+	// X=1 deploy).
+	targets bool
 }
 
-// SkipLeadOptions returns argv without the options its program reads
-// before its command (see leadOptions; cargo's +toolchain is one), and
-// whether there were any. It stops at the first word that is no option,
-// and at "--".
-func SkipLeadOptions(argv []string) ([]string, bool) {
+// leads are the programs whose leading options a deny or an ask reads
+// past. A valued option missing from a list only makes a rule match
+// fewer spellings.
+var leads = map[string]leadGrammar{
+	"git":       {valued: []string{"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--attr-source", "--shallow-file"}},
+	"docker":    {valued: []string{"-c", "--context", "-H", "--host", "-l", "--log-level", "--config", "--tlscacert", "--tlscert", "--tlskey"}},
+	"kubectl":   {open: true, valued: []string{"-n", "--namespace", "--context", "--kubeconfig", "--kuberc", "--cluster", "--user", "-s", "--server", "--token", "--as", "--as-group", "--as-uid", "--certificate-authority", "--client-certificate", "--client-key", "--request-timeout", "--tls-server-name", "--cache-dir", "-v", "--v", "--profile", "--profile-output", "--log-file", "--log-dir", "--log-file-max-size", "--log-flush-frequency", "--log-backtrace-at", "--stderrthreshold", "--username", "--password", "--vmodule"}, flags: []string{"--insecure-skip-tls-verify", "--match-server-version", "--disable-compression", "--warnings-as-errors", "--add-dir-header", "--alsologtostderr", "--logtostderr", "--one-output", "--skip-headers", "--skip-log-headers"}},
+	"helm":      {open: true, valued: []string{"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-as-user", "--kube-as-group", "--kube-ca-file", "--kube-token", "--kube-tls-server-name", "--registry-config", "--repository-cache", "--repository-config", "--burst-limit", "--qps", "--content-cache"}, flags: []string{"--debug", "--kube-insecure-skip-tls-verify"}},
+	"make":      {targets: true, valued: []string{"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir", "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file", "--assume-new", "-E", "--eval", "-j#", "--jobs#", "-l#", "--load-average#", "--max-load#"}},
+	"cargo":     {valued: []string{"-C", "--color", "--config", "-Z"}},
+	"npm":       {valued: []string{"-C", "--prefix", "-w", "--workspace", "--registry", "--userconfig", "--globalconfig", "--cache", "--loglevel", "--tag", "--otp", "--access"}},
+	"terraform": {},
+	"tofu":      {},
+}
+
+// CommandsOf returns the readings of argv without the options its
+// program reads before its command (leads; cargo's +toolchain is one,
+// and "--" ends them): argv[0] followed by the words from a command word
+// on. There is one for most programs, one per target for make, and more
+// where an option the program does not list may or may not take the next
+// word; none for a program not in leads or a command word at once.
+func CommandsOf(argv []string) [][]string {
 	if len(argv) < 2 {
-		return argv, false
+		return nil
 	}
 	prog := path.Base(argv[0])
-	valued, ok := leadOptions[prog]
+	g, ok := leads[prog]
 	if !ok {
-		return argv, false
+		return nil
 	}
-	i := 1
-	for i < len(argv) {
+	var out [][]string
+	stop := func(i int) {
+		if i > 1 && i < len(argv) {
+			out = append(out, append([]string{argv[0]}, argv[i:]...))
+		}
+	}
+	opts := true
+	for i := 1; i < len(argv); {
 		w := argv[i]
-		if w == "--" || !strings.HasPrefix(w, "-") && !(prog == "cargo" && i == 1 && strings.HasPrefix(w, "+")) {
+		switch {
+		case opts && w == "--":
+			opts = false
+			i++
+			continue
+		case opts && len(w) > 1 && w[0] == '-', opts && prog == "cargo" && i == 1 && strings.HasPrefix(w, "+"):
+			n, both := g.optionWords(w, argv[i+1:])
+			if both {
+				stop(i + 1) // the next word, if the option takes none
+			}
+			i += n
+			continue
+		case g.targets && strings.Contains(w, "=") && !strings.HasPrefix(w, "="):
+			i++ // make's NAME=value
+			continue
+		}
+		stop(i)
+		if !g.targets {
 			break
 		}
 		i++
-		for _, o := range valued {
-			if num, isNum := strings.CutSuffix(o, "#"); w == o || isNum && w == num {
-				if i < len(argv) && (!isNum || isNumber(argv[i])) {
-					i++
-				}
-				break
+	}
+	return out
+}
+
+// optionWords says how many words the option w takes, itself included,
+// with next the words after it; both says the program may read it either
+// way (g.open): the next word is then counted as its value, and the
+// caller also tries it as the command.
+func (g *leadGrammar) optionWords(w string, next []string) (n int, both bool) {
+	value := func(o string) int {
+		if len(next) == 0 {
+			return 1
+		}
+		if slices.Contains(g.valued, o) || slices.Contains(g.valued, o+"#") && isNumber(next[0]) {
+			return 2
+		}
+		return 1
+	}
+	if strings.HasPrefix(w, "--") {
+		switch {
+		case strings.Contains(w, "="):
+			return 1, false
+		case slices.Contains(g.valued, w) || slices.Contains(g.valued, w+"#"):
+			return value(w), false
+		case g.open && !slices.Contains(g.flags, w) && len(next) > 0 && !strings.HasPrefix(next[0], "-"):
+			return 2, true
+		}
+		return 1, false
+	}
+	if w[0] == '+' {
+		return 1, false
+	}
+	// A group of short options (-sC dir): a letter that takes a value
+	// takes the rest of the word, or the next word when it is the last.
+	for k := 1; k < len(w); k++ {
+		o := "-" + w[k:k+1]
+		if slices.Contains(g.valued, o) || slices.Contains(g.valued, o+"#") {
+			if k < len(w)-1 {
+				return 1, false
 			}
+			return value(o), false
 		}
 	}
-	if i == 1 {
-		return argv, false
-	}
-	return append([]string{argv[0]}, argv[i:]...), true
+	return 1, false
 }
 
 func isNumber(w string) bool {

@@ -202,30 +202,49 @@ func TestCommandRegexWithProgramPath(t *testing.T) {
 	}
 }
 
-// TestSkipLeadOptions: the options a program reads before its command
-// go, with the values of those that take one in the next word; the
-// controls: a program not listed, a command word reached at once, "--",
-// and make -j whose next word is no number.
-func TestSkipLeadOptions(t *testing.T) {
+// TestCommandsOf: the options a program reads before its command go,
+// with the values of those that take one in the next word (also at the
+// end of a group of short options), "--" with them; make's targets are
+// each a command, its NAME=value words none; an option kubectl does not
+// list is read both ways. The controls: a program not listed, a command
+// word reached at once, an option's value that names a command, and make
+// -j whose next word is no number.
+func TestCommandsOf(t *testing.T) {
 	for _, tc := range []struct {
-		argv, want []string
-		skipped    bool
+		argv []string
+		want []string
 	}{
-		{[]string{"git", "-C", "d", "-c", "a=b", "-P", "--git-dir=.git", "push", "-C"}, []string{"git", "push", "-C"}, true},
-		{[]string{"/usr/bin/git", "-Cd", "push"}, []string{"/usr/bin/git", "push"}, true},
-		{[]string{"docker", "--context", "prod", "push", "x"}, []string{"docker", "push", "x"}, true},
-		{[]string{"cargo", "+nightly", "-Z", "x", "--locked", "publish"}, []string{"cargo", "publish"}, true},
-		{[]string{"make", "-j", "4", "-C", "d", "deploy"}, []string{"make", "deploy"}, true},
-		{[]string{"make", "-j", "deploy"}, []string{"make", "deploy"}, true},
-		{[]string{"terraform", "-chdir=x", "apply"}, []string{"terraform", "apply"}, true},
-		{[]string{"git", "push", "-f"}, []string{"git", "push", "-f"}, false},
-		{[]string{"git", "--", "push"}, []string{"git", "--", "push"}, false},
-		{[]string{"rm", "-rf", "x"}, []string{"rm", "-rf", "x"}, false},
-		{[]string{"git", "-C"}, []string{"git"}, true},
+		{[]string{"git", "-C", "d", "-c", "a=b", "-P", "--git-dir=.git", "push", "-C"}, []string{"git push -C"}},
+		{[]string{"/usr/bin/git", "-Cd", "push"}, []string{"/usr/bin/git push"}},
+		{[]string{"git", "-C", "push", "status"}, []string{"git status"}},
+		{[]string{"git", "--no-pager", "log", "--grep", "push"}, []string{"git log --grep push"}},
+		{[]string{"docker", "--context", "prod", "push", "x"}, []string{"docker push x"}},
+		{[]string{"docker", "-Dl", "debug", "push", "x"}, []string{"docker push x"}},
+		{[]string{"docker", "--", "push", "x"}, []string{"docker push x"}},
+		{[]string{"cargo", "+nightly", "-Z", "x", "--locked", "publish"}, []string{"cargo publish"}},
+		{[]string{"make", "-j", "4", "-C", "d", "deploy"}, []string{"make deploy"}},
+		{[]string{"make", "-j", "deploy"}, []string{"make deploy"}},
+		{[]string{"make", "-sC", "sub", "deploy"}, []string{"make deploy"}},
+		{[]string{"make", "all", "X=1", "deploy"}, []string{"make deploy"}},
+		{[]string{"make", "X=1", "deploy", "-k", "all"}, []string{"make deploy -k all", "make all"}},
+		{[]string{"make", "--", "deploy"}, []string{"make deploy"}},
+		{[]string{"npm", "-C", "d", "publish"}, []string{"npm publish"}},
+		{[]string{"kubectl", "--log-flush-frequency", "5s", "delete", "pod"}, []string{"kubectl delete pod"}},
+		{[]string{"kubectl", "--new-flag", "delete", "pod"}, []string{"kubectl delete pod", "kubectl pod"}},
+		{[]string{"kubectl", "--insecure-skip-tls-verify", "delete"}, []string{"kubectl delete"}},
+		{[]string{"kubectl", "-n", "delete", "get", "pods"}, []string{"kubectl get pods"}},
+		{[]string{"terraform", "-chdir=x", "apply"}, []string{"terraform apply"}},
+		{[]string{"git", "push", "-f"}, nil},
+		{[]string{"make", "deploy"}, nil},
+		{[]string{"rm", "-rf", "x"}, nil},
+		{[]string{"git", "-C"}, nil},
 	} {
-		got, skipped := SkipLeadOptions(tc.argv)
-		if skipped != tc.skipped || strings.Join(got, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("SkipLeadOptions(%q) = %q, %v; want %q, %v", tc.argv, got, skipped, tc.want, tc.skipped)
+		var got []string
+		for _, a := range CommandsOf(tc.argv) {
+			got = append(got, strings.Join(a, " "))
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("CommandsOf(%q) = %q, want %q", tc.argv, got, tc.want)
 		}
 	}
 }
