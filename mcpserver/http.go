@@ -58,7 +58,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxMCPSessions
 	}
-	h := &httpHandler{cfg: cfg, owners: map[string]string{}, enders: map[string]func(){}, schemas: mcp.NewSchemaCache()}
+	h := &httpHandler{cfg: cfg, owners: map[string]string{}, enders: map[string]func(){}, ended: map[string]chan struct{}{}, schemas: mcp.NewSchemaCache()}
 	h.mcp = mcp.NewStreamableHTTPHandler(h.newServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 	})
@@ -76,6 +76,9 @@ type httpHandler struct {
 	mu     sync.Mutex
 	owners map[string]string // MCP session id -> its credential()
 	enders map[string]func() // MCP session id -> what ends its tool calls under way
+	// ended: MCP session id -> closed once its daemon session has ended
+	// (endWith), which a DELETE waits for before it is answered.
+	ended map[string]chan struct{}
 }
 
 // credential names who began an MCP session: its tenant, and the role of
@@ -114,6 +117,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), tenantKey{}, t))
+	var done chan struct{}
 	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete {
 		// Its owner's DELETE ends the tool calls under way first: the
 		// transport's close waits for them, and their commands would
@@ -122,6 +126,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// refuses leaves the session, its calls ended.
 		h.mu.Lock()
 		end, owned := h.enders[id], h.owners[id] == credential(t)
+		done = h.ended[id]
 		h.mu.Unlock()
 		if end != nil && owned {
 			end()
@@ -135,6 +140,14 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// pass the check above and become its owner.
 	if id := r.Header.Get(sessionHeader); id != "" && r.Method == http.MethodDelete && ow.status/100 == 2 {
 		h.forget(id)
+		// Answered once the sandbox is gone, not while it is still being
+		// taken down (the response goes when the handler returns).
+		if done != nil {
+			select {
+			case <-done:
+			case <-r.Context().Done():
+			}
+		}
 	}
 }
 
@@ -156,6 +169,7 @@ func (h *httpHandler) forget(id string) {
 	h.mu.Lock()
 	delete(h.owners, id)
 	delete(h.enders, id)
+	delete(h.ended, id)
 	h.mu.Unlock()
 }
 
@@ -250,8 +264,13 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 				watch.Do(func() {
 					h.mu.Lock()
 					h.enders[ss.ID()] = calls.endAll
+					done := make(chan struct{})
+					h.ended[ss.ID()] = done
 					h.mu.Unlock()
-					go h.endWith(ss, s, t, attached)
+					go func() {
+						defer close(done)
+						h.endWith(ss, s, t, attached)
+					}()
 				})
 			}
 			ctx, cancel := context.WithCancel(ctx)
