@@ -193,7 +193,7 @@ func (r *rule) match(argv []string) bool {
 		return false
 	}
 	for _, sp := range policy.Spellings(argv) {
-		if r.re.MatchString(policy.CommandWords(sp.Argv)) {
+		if r.re.MatchString(policy.CommandWords(sp)) {
 			return true
 		}
 	}

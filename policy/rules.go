@@ -168,43 +168,39 @@ func (m *Match) MatchCommandSpellings(argv []string) bool {
 		return true
 	}
 	pats := make([]string, len(m.Command))
+	cleaned := false
 	for i, p := range m.Command {
 		pats[i] = cleanPathWord(p)
+		cleaned = cleaned || pats[i] != p
 	}
-	cm := &Match{Command: pats, CommandRegex: m.CommandRegex}
+	cm := &Match{Command: pats}
+	// A rule's own path globs cleaned (["cat", "./secret/*"]) are
+	// compared with every spelling, argv's own too: a clean path is
+	// its own cleaned spelling.
+	if cleaned && cm.MatchCommand(argv) {
+		return true
+	}
 	for _, sp := range Spellings(argv) {
-		mm := m
-		if sp.Cleaned {
-			mm = cm
-		}
-		if mm.MatchCommand(sp.Argv) {
+		if m.MatchCommand(sp) || cleaned && cm.MatchCommand(sp) {
 			return true
 		}
 	}
 	return false
 }
 
-// A Spelling is argv written another way that runs the same command.
-type Spelling struct {
-	Argv []string
-	// Cleaned: its paths are cleaned, so a rule's own path globs are
-	// compared cleaned too.
-	Cleaned bool
-}
-
-// Spellings returns the other spellings of argv that a deny or an ask
-// also matches (MatchCommandSpellings): its paths cleaned, and each
+// Spellings returns the other spellings of argv, each a command line
+// that runs the same command, that a deny or an ask also matches (MatchCommandSpellings): its paths cleaned, and each
 // reading of it without its program's leading options (CommandsOf), with
 // its paths cleaned too; none that are argv itself.
-func Spellings(argv []string) []Spelling {
-	var out []Spelling
+func Spellings(argv []string) [][]string {
+	var out [][]string
 	if clean, changed := cleanPaths(argv); changed {
-		out = append(out, Spelling{Argv: clean, Cleaned: true})
+		out = append(out, clean)
 	}
 	for _, short := range CommandsOf(argv) {
-		out = append(out, Spelling{Argv: short})
+		out = append(out, short)
 		if clean, changed := cleanPaths(short); changed {
-			out = append(out, Spelling{Argv: clean, Cleaned: true})
+			out = append(out, clean)
 		}
 	}
 	return out

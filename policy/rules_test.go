@@ -277,3 +277,22 @@ examples_not_match = [["git", "-c", "x=y", "status"]]
 		t.Errorf("control, an allow: %v", err)
 	}
 }
+
+// TestSpellingsOfARulesPaths: a deny whose own path glob is not clean
+// (./secret/*) matches a clean path, and one spelt otherwise, and past a
+// program's leading options; the control, another path.
+func TestSpellingsOfARulesPaths(t *testing.T) {
+	m := Match{Command: []string{"cat", "./secret/*"}}
+	for _, argv := range [][]string{{"cat", "secret/key"}, {"cat", "./secret//key"}, {"cat", "x/../secret/key"}} {
+		if !m.MatchCommandSpellings(argv) {
+			t.Errorf("%q not matched", argv)
+		}
+	}
+	g := Match{Command: []string{"git", "-C", "./repo", "push"}}
+	if !g.MatchCommandSpellings([]string{"git", "-C", "repo", "push"}) {
+		t.Error("git -C repo push not matched by git -C ./repo push")
+	}
+	if m.MatchCommandSpellings([]string{"cat", "public/key"}) {
+		t.Error("control: cat public/key matched")
+	}
+}

@@ -250,9 +250,10 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 // /tmp/l or the workspace's l a link to a read_write path, rm -rf
 // /tmp/l/s and rm -rf l/s delete there (found by testers), while the
 // rules read /tmp/l/s as the sandbox's own and l/s as the workspace's.
-// A path it cannot follow to its end (a directory it may not read, a
-// loop) is decided by the rules that do not know the sandbox's own trees
-// (plain), as the path is written.
+// What the look cannot follow is decided as written out from there
+// (sandboxPath); a relative path of a process whose working directory is
+// not known, by the rules that do not know the sandbox's own trees
+// (plain), as written.
 func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.Decision) harness.Decision {
 	// By any name the program has: a link to rm, or exec -a, started it
 	// under another (found by a tester).
@@ -277,9 +278,9 @@ func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.De
 	return stronger(d, e.decideProgram(c.Open, "", script, resolved, c.Resolved, 0, false))
 }
 
-// rmOfPaths says whether the command line argv starts rm (or anything
-// with "rm" among its words, or a program names is found as) on a path,
-// which may pass through a link the line's words do not show
+// rmOfPaths says whether the command line argv starts rm (anything with
+// "rm" among its words or in names, the paths its program is found at) on
+// a path, which may pass through a link the line's words do not show
 // (execCheck.throughLinks).
 func rmOfPaths(argv []string, names ...string) bool {
 	return slices.ContainsFunc(append(names, argv...), mentionsRm) &&
