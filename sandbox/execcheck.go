@@ -244,8 +244,8 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 	return e.rules.DecidePreload(names, c.Argv, how)
 }
 
-// throughLinks decides again an exec of rm (or anything with "rm" among
-// its words) whose paths go through a symbolic link on their way, as the
+// throughLinks decides again an exec that may run rm (mayRunRm) whose
+// paths go through a symbolic link on their way, as the
 // sandbox sees them, with each such path as the link leads: with
 // /tmp/l or the workspace's l a link to a read_write path, rm -rf
 // /tmp/l/s and rm -rf l/s delete there (found by testers), while the
@@ -255,9 +255,7 @@ func (e *execCheck) preloaded(c backend.ExecCall) harness.Decision {
 // not known, by the rules that do not know the sandbox's own trees
 // (plain), as written.
 func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.Decision) harness.Decision {
-	// By any name the program has: a link to rm, or exec -a, started it
-	// under another (found by a tester).
-	if !slices.ContainsFunc(append([]string{c.Path, c.Resolved}, c.Argv...), mentionsRm) {
+	if len(c.Argv) < 2 || !slices.ContainsFunc(c.Argv[1:], func(w string) bool { return strings.Contains(w, "/") }) || !mayRunRm(c) {
 		return d
 	}
 	resolved, linked, err := linksFollowed("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Dir, c.Argv)
@@ -278,19 +276,47 @@ func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.De
 	return stronger(d, e.decideProgram(c.Open, "", script, resolved, c.Resolved, 0, false))
 }
 
-// rmOfPaths says whether the command line argv starts rm (anything with
-// "rm" among its words or in names, the paths its program is found at) on
-// a path, which may pass through a link the line's words do not show
-// (execCheck.throughLinks).
-func rmOfPaths(argv []string, names ...string) bool {
-	return slices.ContainsFunc(append(names, argv...), mentionsRm) &&
-		len(argv) > 1 && slices.ContainsFunc(argv[1:], func(w string) bool { return strings.Contains(w, "/") })
+// rmOfPaths says whether the command line argv may start rm (mayRunRm:
+// its program is found at prog, the file file) on a path, which may pass
+// through a link the line's words do not show (execCheck.throughLinks).
+func rmOfPaths(argv []string, prog, file string) bool {
+	if len(argv) < 2 || !slices.ContainsFunc(argv[1:], func(w string) bool { return strings.Contains(w, "/") }) {
+		return false
+	}
+	c := backend.ExecCall{Path: prog, Resolved: file, Argv: argv}
+	if file != "" {
+		c.Open = func(string) (*os.File, error) { return os.Open(file) }
+	}
+	return mayRunRm(c)
 }
 
 // mentionsRm says whether a word or a program's name has "rm" in it: the
 // cheap test before the look at links (rm, /usr/bin/rm, busybox's rm
 // applet, xargs rm).
 func mentionsRm(w string) bool { return strings.Contains(w, "rm") }
+
+// mayRunRm says whether the exec c may run rm on its arguments: rm by any
+// name the program has (a link to rm, exec -a, found by a tester), or a
+// program that runs another named where its words do not show it: a
+// script (its #! line may be rm, or a script whose line is: found by a
+// tester), an ELF file whose interpreter is no dynamic loader, the
+// dynamic loader itself (ld.so /usr/bin/rm).
+func mayRunRm(c backend.ExecCall) bool {
+	names := []string{c.Path, c.Resolved}
+	if slices.ContainsFunc(append(names, c.Argv...), mentionsRm) {
+		return true
+	}
+	for _, n := range append(names, c.Argv[0]) {
+		if n != "" && harness.IsLoader(path.Base(n)) {
+			return true
+		}
+	}
+	if c.Open == nil {
+		return false
+	}
+	interp, _, isELF, ok, _ := interpreter(c.Open, "")
+	return ok && (!isELF || !harness.IsLoader(path.Base(interp)))
+}
 
 // linksFollowed returns argv with each of its paths (a word with a "/"
 // that is no option) that passes through a symbolic link replaced by the

@@ -627,7 +627,8 @@ sleep 1
 // itself is removed, and rm -rf through a link that stays in /tmp or in
 // the workspace runs. So is a link into /proc (a descriptor of the
 // read_write path), and rm started by another name (a link to it, exec
-// -a). A run whose command line is rm -rf l/sub (or ./del, or fd/sub) is
+// -a, a script whose #! line is rm). A run whose command line is rm -rf
+// l/sub (or ./del, or a script ./s on l/sub, or fd/sub) is
 // refused at its exec, with a workspace link that stays inside (the
 // control) let through.
 func TestDeleteInTheSandboxsOwnTmp(t *testing.T) {
@@ -645,7 +646,8 @@ mkdir -p real/y && ln -s real in && rm -rf in/y; echo within the workspace $?
 mkdir -p /tmp/r/y && ln -sfn /tmp/r /tmp/l3 && rm -rf /tmp/l3/y; echo within tmp $?
 rm -f fd del; exec 3<` + data + `; ln -s /proc/self/fd/3 fd && rm -rf fd/sub 2>/dev/null; echo through a descriptor $?
 ln -s "$(command -v rm)" del && ./del -rf l/sub 2>/dev/null; echo rm by another name $?
-bash -c 'exec -a other rm -rf l/sub' 2>/dev/null; echo rm under another argv0 $?`
+bash -c 'exec -a other rm -rf l/sub' 2>/dev/null; echo rm under another argv0 $?
+printf '#!%s -rf\n' "$(command -v rm)" > s && chmod +x s && ./s l/sub 2>/dev/null; echo rm as a script interpreter $?`
 	check := func(how, out string) {
 		t.Helper()
 		if !strings.Contains(out, "tmp gone\n") {
@@ -653,7 +655,7 @@ bash -c 'exec -a other rm -rf l/sub' 2>/dev/null; echo rm under another argv0 $?
 		}
 		for _, want := range []string{"data 126\n", "through a link 126\n", "a link named with a slash 126\n", "the link itself gone\n",
 			"through a workspace link 126\n", "within the workspace 0\n", "within tmp 0\n",
-			"through a descriptor 126\n", "rm by another name 126\n", "rm under another argv0 126\n"} {
+			"through a descriptor 126\n", "rm by another name 126\n", "rm under another argv0 126\n", "rm as a script interpreter 126\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s: output lacks %q:\n%s", how, want, out)
 			}
@@ -676,7 +678,7 @@ bash -c 'exec -a other rm -rf l/sub' 2>/dev/null; echo rm under another argv0 $?
 	check("session", sout.String())
 
 	// The command line itself: the host reads l/sub as the workspace's.
-	for argv, want := range map[string]int{"rm -rf l/sub": 126, "./del -rf l/sub": 126, "rm -rf fd/sub": 126, "rm -rf in/y": 0} {
+	for argv, want := range map[string]int{"rm -rf l/sub": 126, "./del -rf l/sub": 126, "./s l/sub": 126, "rm -rf fd/sub": 126, "rm -rf in/y": 0} {
 		os.MkdirAll(filepath.Join(ws, "real", "y"), 0o755)
 		req := &sandbox.Request{Backend: testBackend(), Policy: p, Args: strings.Fields(argv)}
 		caller := sandbox.CurrentCaller()
