@@ -245,6 +245,14 @@ func (m *Manager) prewarm(tpl *Template) (_ *Session, err error) {
 		return nil, err
 	}
 	s.Workspace, s.WorkspaceMode, s.policy = ws, p.Workspace.Mode, p
+	// As Create records them: a daemon killed while the sandbox waits
+	// says, when the next one reaps it, which tokens stay valid (found by
+	// a tester: a pooled session's record named none).
+	if rec.Revoke = revokeNames(p); len(rec.Revoke) > 0 {
+		if err := m.writeRecord(rec); err != nil {
+			return nil, fmt.Errorf("session record: %w", err)
+		}
+	}
 	if err := m.boundWorkspace(s); err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -320,4 +322,35 @@ func crash(m *Manager) {
 	close(m.stop)
 	m.ticker.Wait()
 	m.lock.Close()
+}
+
+// TestPoolRecordsRevokes: a pooled session's record names the secrets it
+// would revoke, as a created one's does, so that the daemon that reaps it
+// after a crash says which tokens stay valid (found by a tester: a
+// pooled session's record named none). The control: a template without
+// one records none.
+func TestPoolRecordsRevokes(t *testing.T) {
+	tpls, err := LoadTemplates(writeTemplates(t, map[string]string{
+		"sec.toml":   "[network]\nmode = \"allow\"\nallow = [\"example.com\"]\n\n[[secrets]]\nname = \"TOK\"\nsource = \"command:/bin/echo v\"\nhosts = [\"example.com\"]\nrevoke = \"/bin/true\"\n",
+		"plain.toml": "",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpls["sec"].Pool, tpls["plain"].Pool = 1, 1
+	m := newManager(t, Config{Templates: tpls, Tick: 10 * time.Millisecond})
+	waitPool(t, m, "sec", 1)
+	waitPool(t, m, "plain", 1)
+	ents, _ := os.ReadDir(filepath.Join(m.cfg.StateDir, "daemon", "sessions"))
+	with := 0
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(m.cfg.StateDir, "daemon", "sessions", e.Name()))
+		var r record
+		if json.Unmarshal(b, &r) == nil && slices.Equal(r.Revoke, []string{"TOK"}) {
+			with++
+		}
+	}
+	if len(ents) != 2 || with != 1 {
+		t.Errorf("%d records, %d naming TOK; want 2 and 1", len(ents), with)
+	}
 }
