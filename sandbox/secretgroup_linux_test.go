@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moatbox/moat/internal/proctest"
+	"github.com/moatbox/moat/policy"
 )
 
 // TestSecretCommandGroupEnds: what a secret's program starts in the
@@ -92,5 +95,36 @@ func TestSecretCommandOutputBounded(t *testing.T) {
 	_, err = secretCommand(ctx, []string{"/bin/sh", "-c", "sleep 30 & echo v"}, dir, dir, "", nil)
 	if err == nil || !strings.Contains(err.Error(), "holding its output open") {
 		t.Errorf("a background process holding the output: %v", err)
+	}
+}
+
+// TestSecretPrintedThenFailedIsRevoked: a value the program printed
+// before it failed or timed out may be a live token: it goes to the
+// revoke program as a minted one does (found by a tester: it stayed
+// valid, unrevoked). The control: a program that printed nothing
+// revokes nothing.
+func TestSecretPrintedThenFailedIsRevoked(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "revoked")
+	os.WriteFile(filepath.Join(dir, "revoke.sh"), []byte("cat >> "+log+"\n"), 0o755)
+	for mint, want := range map[string]string{
+		"echo minted-1; exit 1": "minted-1\n",
+		"exit 1":                "",
+	} {
+		os.Remove(log)
+		os.WriteFile(filepath.Join(dir, "mint.sh"), []byte(mint+"\n"), 0o755)
+		p := policy.Default()
+		p.Source = filepath.Join(dir, "p.toml")
+		p.Workspace.Path = t.TempDir()
+		p.Network.Mode = policy.NetworkAllow
+		p.Network.Allow = []string{"api.test"}
+		p.Secrets = []policy.Secret{{Name: "TOKEN", Source: "command:/bin/sh mint.sh", Hosts: []string{"api.test"}, Revoke: "/bin/sh revoke.sh"}}
+		if _, err := loadSecrets(context.Background(), p, dir, nil); err == nil {
+			t.Fatalf("%q: the run was not refused", mint)
+		}
+		got, _ := os.ReadFile(log)
+		if string(got) != want {
+			t.Errorf("%q: revoked %q, want %q", mint, got, want)
+		}
 	}
 }

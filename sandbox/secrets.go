@@ -135,6 +135,12 @@ func loadSecrets(ctx context.Context, p *policy.Policy, cwd string, roots *x509.
 			}
 			out, err := secretCommand(ctx, strings.Fields(rest), dir, runDir, "", rs.checked)
 			if err != nil {
+				// What it printed before it failed (timed out, was
+				// interrupted) may be a live token: revoked too (found
+				// by a tester).
+				if v := strings.TrimSpace(out); v != "" && s.Revoke != "" {
+					rs.revokes = append(rs.revokes, revoke{name: s.Name, value: v, dir: dir, runDir: runDir, argv: strings.Fields(s.Revoke)})
+				}
 				rs.revokeAll()
 				return nil, srcErr(i, fmt.Errorf("source %s: %w", rest, err))
 			}
@@ -184,7 +190,8 @@ func loadSecrets(ctx context.Context, p *policy.Policy, cwd string, roots *x509.
 
 // secretCommand runs argv on the host (no shell; a relative program with
 // a slash is relative to dir) in runDir with stdin, and returns its
-// stdout. Its program and each argument that names a file in dir (as
+// stdout (with an error too, what it printed, unless that was more than a
+// value may be). Its program and each argument that names a file in dir (as
 // trust hashed them) are given by their absolute paths (anchored). A
 // non-zero exit, a timeout or more output than a secret may be fails,
 // naming the program's last line of stderr; the output is never part of
@@ -259,13 +266,19 @@ func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string
 			killGroup(cmd)
 		}
 	}
+	// With an error, what the program printed (a token it minted before
+	// it failed, for its revoke), but for more than a value may be.
+	printed := out.String()
+	if out.over {
+		printed = ""
+	}
 	switch {
 	case parent.Err() != nil:
-		return "", fmt.Errorf("%s: %w", argv[0], context.Cause(parent))
+		return printed, fmt.Errorf("%s: %w", argv[0], context.Cause(parent))
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
+		return printed, fmt.Errorf("%s did not finish within %v", argv[0], secretCommandTimeout)
 	case errors.Is(err, exec.ErrWaitDelay):
-		return "", fmt.Errorf("%s exited, but left a process holding its output open (redirect a background process's output)", argv[0])
+		return printed, fmt.Errorf("%s exited, but left a process holding its output open (redirect a background process's output)", argv[0])
 	case out.over:
 		return "", fmt.Errorf("%s printed more than %d bytes", argv[0], maxSecret)
 	case err != nil:
@@ -278,9 +291,9 @@ func secretCommand(ctx context.Context, argv []string, dir, runDir, stdin string
 		// into warnings, the report and the audit log, never the value.
 		last = withheld(last, stdin, out.String())
 		if last != "" {
-			return "", fmt.Errorf("%w: %s", err, last)
+			return printed, fmt.Errorf("%w: %s", err, last)
 		}
-		return "", err
+		return printed, err
 	}
 	return out.String(), nil
 }
