@@ -448,7 +448,7 @@ func TestShutdownDuringCreate(t *testing.T) {
 	if !undone.Load() {
 		t.Error("shutdown returned before the create undid what it made")
 	}
-	if err := <-errc; err == nil {
-		t.Error("the interrupted create made a session")
+	if err := <-errc; !errors.Is(err, ErrDraining) {
+		t.Errorf("the interrupted create: %v, want ErrDraining", err)
 	}
 }

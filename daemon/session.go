@@ -293,6 +293,15 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 	context.AfterFunc(s.ctx, stop)
 	eng, err := m.cfg.Engine(ectx, espec)
 	if err != nil {
+		m.mu.Lock()
+		draining := m.draining
+		m.mu.Unlock()
+		if draining && s.ctx.Err() != nil && ctx.Err() == nil {
+			// Ended by the daemon's shutdown while it was made: no fault
+			// of the request's.
+			s.cancel()
+			return nil, ErrDraining
+		}
 		s.cancel()
 		if errors.Is(err, sandbox.ErrRefused) {
 			return nil, err // already says so
