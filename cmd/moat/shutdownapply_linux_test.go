@@ -92,7 +92,10 @@ func TestServeShutdownFinishesApply(t *testing.T) {
 				res <- result{rep, err}
 			}()
 			journal := filepath.Join(state, "runs", s.ChangeSet, "journal")
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Millisecond) {
+			// Bounded generously: the apply reads the whole change set
+			// first, which took over a minute in an emulated guest on a
+			// loaded host.
+			for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(2 * time.Millisecond) {
 				if _, err := os.Lstat(journal); err == nil {
 					break
 				}
