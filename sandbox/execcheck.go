@@ -260,12 +260,15 @@ func (e *execCheck) throughLinks(c backend.ExecCall, script string, d harness.De
 	}
 	resolved, linked, err := linksFollowed("/proc/"+strconv.Itoa(c.Pid)+"/root", c.Dir, c.Argv)
 	if err != nil {
-		if e.plain == nil {
-			return d
+		// plain is nil where the rules never knew the sandbox's trees:
+		// they are plain themselves, not a reason to let it through.
+		plain := e.plain
+		if plain == nil {
+			plain = e.rules
 		}
-		p := (&execCheck{rules: e.plain}).decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
+		p := (&execCheck{rules: plain}).decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, c.First)
 		if !c.First {
-			p = stronger(p, e.plain.DecideExecFrom(c.Argv, c.Dir))
+			p = stronger(p, plain.DecideExecFrom(c.Argv, c.Dir))
 		}
 		return stronger(d, p)
 	}
