@@ -49,7 +49,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	tenantCPUs := fs.Float64("tenant-cpus", 0, "bound on the sum of a tenant's sessions' limits.cpus (each session must then set it)")
 	ttl := durationFlag(fs, "ttl", time.Hour, "a session's default time to live")
 	idle := durationFlag(fs, "idle-timeout", 15*time.Minute, "end a session no command used for this long")
-	drain := durationFlag(fs, "drain", 30*time.Second, "on SIGTERM, how long running commands get to end; then SIGTERM and 3s more, then SIGKILL (0: kill at once)")
+	drain := durationFlag(fs, "drain", 30*time.Second, "on SIGTERM, how long running commands get to end; then SIGTERM and 3s more, then SIGKILL (0: kill at once; a second signal cuts it short)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	templatesDir := fs.String("templates", "", "directory of templates: each NAME.toml (or NAME.json) a policy a create request may name")
 	var pools stringList
@@ -281,6 +281,18 @@ func cmdServe(args []string, stderr io.Writer) int {
 	// leave the workspace half applied.
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
+	// A second signal cuts the drain short, as an operator who pressed
+	// Ctrl-C twice means: running commands are ended now. A review under
+	// way is still let finish, the workspace must not be left half
+	// applied.
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Warn("second signal: the drain is cut short, running commands are ended now", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := m.Shutdown(ctx); err != nil {
 		log.Error("shutdown", "err", err)
 		code = exitMoatError

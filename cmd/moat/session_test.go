@@ -524,6 +524,70 @@ func TestServeDrainAnswersDraining(t *testing.T) {
 	}
 }
 
+// TestServeSecondSignalCutsDrain: a second SIGTERM during a drain ends
+// the running commands now instead of waiting out --drain (it was
+// ignored). The control: after the first signal alone the daemon is still
+// waiting for its command.
+func TestServeSecondSignalCutsDrain(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "moat.sock")
+	cmd := exec.Command(os.Args[0], "serve", "--socket", sock, "--drain", "2m")
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := client.Unix(sock)
+	defer c.Close()
+	ctx := context.Background()
+	var s *client.Session
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("moat serve: %v\n%s", err, logs.String())
+		}
+	}
+	started := make(chan struct{})
+	go c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo up; exec sleep 600"}}, writerFunc(func(p []byte) (int, error) {
+		select {
+		case <-started:
+		default:
+			close(started)
+		}
+		return len(p), nil
+	}), nil)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the command did not start:\n%s", logs.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		t.Fatalf("control: the daemon ended on the first signal, its command still running: %v\n%s", err, logs.String())
+	case <-time.After(2 * time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("moat serve did not stop on a second signal:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "second signal") {
+		t.Errorf("the log does not say the drain was cut short:\n%s", logs.String())
+	}
+	if _, err := os.Lstat(sock); err == nil {
+		t.Error("the socket stayed")
+	}
+}
+
 // A limit that killed one process of a command that then exited by
 // itself: the line gives the status, and does not say the command was
 // killed. The control: a command the limit killed is.
@@ -602,3 +666,8 @@ func TestServeQuitDrains(t *testing.T) {
 		t.Errorf("the socket stays: %v", err)
 	}
 }
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
