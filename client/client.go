@@ -243,9 +243,29 @@ func (c *Client) Session(ctx context.Context, id string) (*Session, error) {
 }
 
 // DeleteSession ends a session: its processes are killed and a workspace
-// the daemon made is removed.
+// the daemon made is removed. What its end warns of is dropped: EndSession
+// returns it.
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
-	return c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, nil)
+	_, err := c.EndSession(ctx, id)
+	return err
+}
+
+// EndSession is DeleteSession, returning what the session's end warns of
+// (a secret's revoke that failed).
+func (c *Client) EndSession(ctx context.Context, id string) (*SessionEnd, error) {
+	resp, err := c.send(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	end := &SessionEnd{}
+	if resp.StatusCode == http.StatusNoContent {
+		return end, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(end); err != nil {
+		return nil, fmt.Errorf("DELETE session %s: decode answer: %w", id, err)
+	}
+	return end, nil
 }
 
 // Exec runs a command in a session to completion, copying its output to

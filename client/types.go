@@ -55,6 +55,15 @@ type Session struct {
 	Running     int       `json:"running"`
 }
 
+// SessionEnd is the answer to DELETE /v1/sessions/{id} when the
+// session's end has something to say.
+type SessionEnd struct {
+	// Warnings are what its end warns of: a secret's revoke program that
+	// failed (the value it minted may still be valid: revoke it by hand),
+	// changes lost.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
 // ExecRequest is the body of POST /v1/sessions/{id}/exec.
 type ExecRequest struct {
 	Args []string `json:"args"`

@@ -182,6 +182,15 @@ func (e *sandboxEngine) Start(ctx context.Context, req *ExecRequest, stdio backe
 	return e.s.Start(ctx, e.request(req), stdio)
 }
 
+// EndWarnings are the warnings of the sandbox's end (endWarner).
+func (e *sandboxEngine) EndWarnings() []string { return e.s.EndWarnings() }
+
+// endWarner is an Engine whose Close report's warnings include those of
+// its start: EndWarnings, after Close, are those of its end alone.
+type endWarner interface {
+	EndWarnings() []string
+}
+
 // requestSpender is an Engine whose session's [budgets] count the
 // requests the daemon makes for it (Session.Fetch).
 type requestSpender interface {

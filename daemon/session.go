@@ -117,6 +117,9 @@ type Session struct {
 	// endedWhy is why the session ended, once it has (Manager.endFor);
 	// under mu.
 	endedWhy string
+	// endWarnings are the warnings its sandbox's end gave (EndWarnings);
+	// under mu.
+	endWarnings []string
 	// watchers are told of the asks of the session's own (watch); under
 	// mu.
 	watchers    map[int]func(*Approval)
@@ -771,6 +774,16 @@ func (s *Session) settled(ctx context.Context) {
 	}
 }
 
+// EndWarnings are the warnings the session's end gave, once it has
+// ended: a secret's revoke that failed (its minted value may still be
+// valid), changes lost. Whoever ended it is told (a DELETE's answer);
+// the daemon's log and the audit stream have them too.
+func (s *Session) EndWarnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.endWarnings)
+}
+
 // close kills what runs in s and closes its engine.
 func (s *Session) close(ctx context.Context) error {
 	s.mu.Lock()
@@ -797,6 +810,13 @@ func (s *Session) close(ctx context.Context) error {
 	s.execs.Wait()
 	s.bg.Wait()
 	if rep != nil {
+		ended := rep.Warnings
+		if ew, ok := eng.(endWarner); ok {
+			ended = ew.EndWarnings()
+		}
+		s.mu.Lock()
+		s.endWarnings = ended
+		s.mu.Unlock()
 		s.m.log.Info("session sandbox closed", "session", s.ID, "reason", rep.Reason, "quarantined", len(rep.Quarantined))
 		// A secret not revoked may still be valid: whoever runs the
 		// daemon (moat mcp's user, on its stderr) must hear of it, not

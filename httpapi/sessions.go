@@ -97,8 +97,20 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t daemon.Ten
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t daemon.Tenant) error {
-	if err := s.Manager.Delete(r.Context(), t, r.PathValue("id")); err != nil {
+	sess, err := s.Manager.Get(t, r.PathValue("id"))
+	if err != nil {
 		return err
+	}
+	if err := s.Manager.Delete(r.Context(), t, sess.ID); err != nil {
+		return err
+	}
+	// A revoke that failed leaves a minted value live: the client that
+	// ended the session hears of it, not only the daemon's log.
+	if warn := sess.EndWarnings(); len(warn) > 0 {
+		for i := range warn {
+			warn[i] = s.scrub(warn[i])
+		}
+		return writeJSON(w, http.StatusOK, client.SessionEnd{Warnings: warn})
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

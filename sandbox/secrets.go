@@ -357,11 +357,11 @@ func (rs *runSecrets) revokeAll() []string {
 	var warn []string
 	for _, r := range rs.revokes {
 		if err := rs.verify(); err != nil {
-			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value minted for this run may still be valid", r.name, err))
+			warn = append(warn, fmt.Sprintf("secret %s: not revoked: %v; the value it minted may still be valid: revoke it by hand", r.name, err))
 			continue
 		}
 		if _, err := secretCommand(context.Background(), r.argv, r.dir, r.runDir, r.value+"\n", rs.checked); err != nil {
-			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value minted for this run may still be valid", r.name, err))
+			warn = append(warn, fmt.Sprintf("secret %s: revoking it failed (%v): the value it minted may still be valid: revoke it by hand", r.name, err))
 		}
 	}
 	rs.revokes = nil

@@ -137,6 +137,8 @@ type Session struct {
 	closeOnce sync.Once
 	closeRep  *Report
 	closeErr  error
+	// endWarnings: those of closeRep's warnings that Close added.
+	endWarnings []string
 
 	// live are the commands started and not yet waited for (Signal).
 	liveMu sync.Mutex
@@ -816,6 +818,7 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		rep.Backend, rep.Seccomp, rep.ChangeSet = s.backend, s.base.Seccomp, s.ChangeSet()
 		rep.Warnings = append(rep.Warnings, s.base.Warnings...)
 		rep.Degraded = append(rep.Degraded, s.base.Degraded...)
+		started := len(rep.Warnings)
 		err := s.inst.Destroy(ctx)
 		// No process of the session is alive now: what it planted stays
 		// put.
@@ -848,8 +851,18 @@ func (s *Session) Close(ctx context.Context) (*Report, error) {
 		rep.LandlockABI = int(s.landlockABI.Load())
 		rep.WallSeconds = time.Since(rep.StartedAt).Seconds()
 		s.closeRep, s.closeErr = rep, err
+		s.endWarnings = slices.Clone(rep.Warnings[started:])
 	})
 	return s.closeRep, s.closeErr
+}
+
+// EndWarnings are the warnings of the session's end, once Close has
+// returned: a revoke that failed (a minted token that may still be
+// valid), changes lost. Close's report carries the session's start
+// warnings too, said when it began; whoever ends a session must hear
+// these.
+func (s *Session) EndWarnings() []string {
+	return s.endWarnings
 }
 
 // checkEnv refuses an environment that would carry a secret's value into

@@ -265,8 +265,13 @@ func cmdSessionRemove(args []string, stderr io.Writer) int {
 	defer c.Close()
 	code := 0
 	for _, id := range fs.Args() {
-		if err := c.DeleteSession(context.Background(), id); err != nil {
+		end, err := c.EndSession(context.Background(), id)
+		if err != nil {
 			code = apiFail(stderr, "session rm", err, "")
+			continue
+		}
+		for _, w := range end.Warnings {
+			fmt.Fprintf(stderr, "moat: WARNING: session %s: %s\n", id, workspace.EscapeText(w)) // may quote a path
 		}
 	}
 	return code
