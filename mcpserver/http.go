@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +60,7 @@ func NewHTTPHandler(cfg HTTPConfig) http.Handler {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = defaultMaxMCPSessions
 	}
-	h := &httpHandler{cfg: cfg, owners: map[string]string{}, enders: map[string]func(){}, ended: map[string]chan struct{}{}, schemas: mcp.NewSchemaCache()}
+	h := &httpHandler{cfg: cfg, owners: map[string]string{}, enders: map[string]func(){}, ended: map[string]chan struct{}{}, posts: map[string]context.Context{}, schemas: mcp.NewSchemaCache()}
 	h.mcp = mcp.NewStreamableHTTPHandler(h.newServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 	})
@@ -79,6 +81,41 @@ type httpHandler struct {
 	// ended: MCP session id -> closed once its daemon session has ended
 	// (endWith), which a DELETE waits for before it is answered.
 	ended map[string]chan struct{}
+	// posts: the postHeader of a POST being served -> its context, which
+	// ends when its client goes (postContext).
+	posts map[string]context.Context
+}
+
+// postHeader tags each POST that ServeHTTP passes to the SDK, which hands
+// the request's header to the handlers of the calls it carries
+// (mcp.RequestExtra): a call finds its POST's context by it. A client's
+// own header of that name is dropped.
+const postHeader = "X-Moat-Post"
+
+// postContext is the context of the POST that carried a call, nil when
+// there is none to follow (no HTTP request, as over stdio). The serving
+// transport keeps no events for a stream to be resumed, so a call whose
+// POST has ended (its client went, or it timed out) answers nobody: it
+// ends too, and an ask it raised is refused rather than left for a person
+// to approve a write nobody waits for. A POST already over when the call
+// begins is a context already done.
+func (h *httpHandler) postContext(extra *mcp.RequestExtra) context.Context {
+	if extra == nil || extra.Header == nil {
+		return nil
+	}
+	tag := extra.Header.Get(postHeader)
+	if tag == "" {
+		return nil
+	}
+	h.mu.Lock()
+	ctx, ok := h.posts[tag]
+	h.mu.Unlock()
+	if !ok {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		return done
+	}
+	return ctx
 }
 
 // credential names who began an MCP session: its tenant, and the role of
@@ -131,6 +168,19 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if end != nil && owned {
 			end()
 		}
+	}
+	r.Header.Del(postHeader)
+	if r.Method == http.MethodPost {
+		tag := rand.Text()
+		r.Header.Set(postHeader, tag)
+		h.mu.Lock()
+		h.posts[tag] = r.Context()
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			delete(h.posts, tag)
+			h.mu.Unlock()
+		}()
 	}
 	ow := &ownerWriter{ResponseWriter: w, h: h, owner: credential(t)}
 	h.mcp.ServeHTTP(ow, r)
@@ -276,6 +326,11 @@ func (h *httpHandler) newServer(r *http.Request) *mcp.Server {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(calls.current(), cancel)()
+			if !strings.HasPrefix(method, "notifications/") {
+				if post := h.postContext(req.GetExtra()); post != nil {
+					defer context.AfterFunc(post, cancel)()
+				}
+			}
 			return next(ctx, method, req)
 		}
 	})

@@ -213,3 +213,100 @@ func TestHTTPDeleteEndsRunningCalls(t *testing.T) {
 		t.Errorf("the daemon session outlived the DELETE: %+v", l)
 	}
 }
+
+// TestHTTPCallEndsWithItsPost: a tool call whose POST ends (its client
+// went) ends too: the ask it raised is refused, not left pending for a
+// person to approve a write nobody waits for (found by a tester: it was
+// approved, and the file written). The transport keeps no events for a
+// stream to be resumed, so nobody could have its answer. The control:
+// while its POST stays open, the same call's ask stays pending.
+func TestHTTPCallEndsWithItsPost(t *testing.T) {
+	m, srv := httpServerWith(t, "daemon-http-post-gone", daemon.Config{Approvals: true, ApprovalTimeout: time.Minute})
+	agent := daemon.TokenTenantRole("carol", daemon.RoleSessions)
+	person := daemon.TokenTenant("carol")
+	ws, err := m.Create(context.Background(), agent, &daemon.CreateRequest{
+		Policy: "[[rules]]\nname = \"env-asks\"\nmatch = { write = \"**/*.env\" }\ndecision = \"ask\"\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(ctx context.Context, id, body string) (*http.Response, string, error) {
+		u := srv.URL + "/mcp?session=" + ws.ID
+		req, _ := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader(body))
+		if id != "" {
+			req.Header.Set("Mcp-Session-Id", id)
+		}
+		req.Header.Set("X-Test-Tenant", "carol/sessions")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, string(b), err
+	}
+	resp, _, err := send(context.Background(), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("Mcp-Session-Id")
+	send(context.Background(), id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	write := func(ctx context.Context, name string) chan string {
+		out := make(chan string, 1)
+		go func() {
+			_, body, err := send(ctx, id, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"`+name+`","content":"late"}}}`)
+			if err != nil {
+				body = err.Error()
+			}
+			out <- body
+		}()
+		return out
+	}
+	pending := func(name string) *daemon.Approval {
+		for _, a := range m.Approvals(person) {
+			if strings.Contains(strings.Join(a.What(), " "), name) {
+				return a
+			}
+		}
+		return nil
+	}
+	waitPending := func(name string) *daemon.Approval {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if a := pending(name); a != nil {
+				return a
+			}
+		}
+		t.Fatalf("no pending approval of a write to %s: %+v", name, m.Approvals(person))
+		return nil
+	}
+
+	// The control: the POST stays open, the ask stays.
+	kept := write(context.Background(), "kept.env")
+	a := waitPending("kept.env")
+	time.Sleep(time.Second)
+	if pending("kept.env") == nil {
+		t.Fatal("control: the ask of a call whose POST is open went")
+	}
+	if _, err := m.Deny(person, a.ID, "", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	if out := <-kept; !strings.Contains(out, "not now") {
+		t.Errorf("control: the denied call answered %q", out)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := write(ctx, "gone.env")
+	waitPending("gone.env")
+	cancel()
+	<-gone
+	for deadline := time.Now().Add(20 * time.Second); pending("gone.env") != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ask of a call whose client went stays pending")
+		}
+	}
+	if _, err := ws.ReadFile("gone.env"); err == nil {
+		t.Error("the write of a call whose client went was made")
+	}
+}

@@ -36,8 +36,16 @@ func (a asTenant) RoundTrip(r *http.Request) (*http.Response, error) {
 // authentication (peer uid, bearer token).
 func httpServer(t *testing.T, name string) (*daemon.Manager, *httptest.Server) {
 	t.Helper()
+	return httpServerWith(t, name, daemon.Config{})
+}
+
+// httpServerWith is httpServer with a daemon of cfg (its state directory
+// and logger set here).
+func httpServerWith(t *testing.T, name string, cfg daemon.Config) (*daemon.Manager, *httptest.Server) {
+	t.Helper()
 	state := filepath.Join(os.Getenv("MOAT_STATE_DIR"), name)
-	m, err := daemon.New(daemon.Config{StateDir: state, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg.StateDir, cfg.Logger = state, slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := daemon.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
