@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -332,10 +331,7 @@ func (m *Manager) Create(ctx context.Context, t Tenant, req *CreateRequest) (_ *
 // Policy returns a copy of the policy in force in s, resolved: what its
 // commands may read, write and reach.
 func (s *Session) Policy() *policy.Policy {
-	b, _ := json.Marshal(s.policy)
-	var p policy.Policy
-	json.Unmarshal(b, &p)
-	return &p
+	return s.policy.Clone()
 }
 
 // reserveResources counts s's memory and CPU limits against its tenant's

@@ -285,6 +285,10 @@ func TestHTTPCallEndsWithItsPost(t *testing.T) {
 	// The control: the POST stays open, the ask stays.
 	kept := write(context.Background(), "kept.env")
 	a := waitPending("kept.env")
+	// Named with its place in the policy, as the files API's asks are.
+	if !strings.HasPrefix(a.Rule, "env-asks (") {
+		t.Errorf("the ask names its rule %q, want it with its line", a.Rule)
+	}
 	time.Sleep(time.Second)
 	if pending("kept.env") == nil {
 		t.Fatal("control: the ask of a call whose POST is open went")

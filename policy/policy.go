@@ -2,6 +2,8 @@ package policy
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
@@ -328,4 +330,21 @@ func (p *Policy) TOML() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Clone returns a deep copy of p that keeps what a copy through JSON
+// loses: where each key was written (its rules' lines, for the names a
+// decision gives them), the flags that set keys, and what Trust.Load
+// checked.
+func (p *Policy) Clone() *Policy {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic("policy: a policy that does not marshal: " + err.Error()) // every field is plain data
+	}
+	var q Policy
+	if err := json.Unmarshal(b, &q); err != nil {
+		panic("policy: a policy that does not unmarshal: " + err.Error())
+	}
+	q.lines, q.flags, q.loaded, q.programs = maps.Clone(p.lines), maps.Clone(p.flags), maps.Clone(p.loaded), maps.Clone(p.programs)
+	return &q
 }

@@ -296,3 +296,26 @@ func TestSpellingsOfARulesPaths(t *testing.T) {
 		t.Error("control: cat public/key matched")
 	}
 }
+
+// TestCloneKeepsRuleLines: a copy of a policy names its rules' lines as
+// the policy does (a copy through JSON lost them, and a session's MCP
+// asks named a rule without its place). The copy is deep: changing it
+// leaves the policy as it was.
+func TestCloneKeepsRuleLines(t *testing.T) {
+	p, err := Parse("p.toml", []byte("[network]\nmode = \"none\"\n\n[[rules]]\nname = \"env-asks\"\nmatch = { write = \"**/*.env\" }\ndecision = \"ask\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RuleLine(0) != 4 {
+		t.Fatalf("control: the rule's line is %d, want 4", p.RuleLine(0))
+	}
+	q := p.Clone()
+	if q.RuleLine(0) != 4 || q.Source != "p.toml" || q.RuleName(0) != "env-asks" {
+		t.Errorf("the copy: line %d, source %q, name %q", q.RuleLine(0), q.Source, q.RuleName(0))
+	}
+	q.Rules[0].Name = "changed"
+	q.Network.Allow = append(q.Network.Allow, "example.com")
+	if p.RuleName(0) != "env-asks" || len(p.Network.Allow) != 0 {
+		t.Errorf("changing the copy changed the policy: %q %q", p.RuleName(0), p.Network.Allow)
+	}
+}
