@@ -38,6 +38,21 @@ func ShellScriptFile(name string, argv []string) ([]string, bool) {
 	return shellScriptFile(named)
 }
 
+// ShellStartupFiles returns the files a shell started with argv (by the
+// name name, as ShellScriptFile) sources before anything else: the values
+// of bash's --rcfile and --init-file. Each runs as its script does, and
+// no exec of it is seen.
+func ShellStartupFiles(name string, argv []string) []string {
+	if len(argv) < 2 {
+		return nil
+	}
+	named := append([]string{name}, argv[1:]...)
+	if prog, ok := applet(named); ok {
+		return shellStartupFiles(prog)
+	}
+	return shellStartupFiles(named)
+}
+
 // DecideExecFrom decides argv, a program started from the directory dir,
 // with its relative arguments read from there: what a deny or an ask is
 // about by absolute path holds for the same path reached from elsewhere.

@@ -302,6 +302,71 @@ decision = "deny"
 	}
 }
 
+// TestStartupFileIsTheScript: a file a shell sources at its start
+// (BASH_ENV, ENV, bash --rcfile and --init-file) is decided as the
+// program it is, as source FILE is: a rule about deploy.sh decided source
+// deploy.sh but not BASH_ENV=deploy.sh bash -c true, nor bash --rcfile
+// deploy.sh (found by a tester). A source of a descriptor's file, and a
+// function given to later shells in the environment, hide the script they
+// run. The controls: other files, and /dev/null.
+func TestStartupFileIsTheScript(t *testing.T) {
+	rs := New(mustPolicy(t, `
+[[rules]]
+name = "ask-deploy"
+match = { command = ["deploy.sh"] }
+decision = "ask"
+`))
+	for _, argv := range [][]string{
+		{"env", "BASH_ENV=deploy.sh", "bash", "-c", "true"},
+		{"bash", "-c", "BASH_ENV=deploy.sh bash -c true"},
+		{"bash", "-c", "export BASH_ENV=deploy.sh; bash -c true"},
+		{"bash", "-c", "declare -x BASH_ENV=deploy.sh; bash -c true"},
+		{"nice", "env", "-i", "BASH_ENV=deploy.sh", "bash", "-c", "true"},
+		{"sh", "-c", "ENV=deploy.sh sh -i -c true"},
+		{"bash", "--rcfile", "deploy.sh", "-i", "-c", "true"},
+		{"bash", "--init-file", "deploy.sh", "-ic", "true"},
+		{"bash", "-c", "bash --rcfile deploy.sh -i -c true"},
+		{"bash", "-c", "source /dev/stdin < deploy.sh"},
+		{"bash", "-c", "exec 3<deploy.sh; . /dev/fd/3"},
+		{"bash", "-c", "cat deploy.sh | source /dev/stdin"},
+		{"bash", "-c", ". /proc/self/fd/0 < deploy.sh"},
+		{"env", "BASH_FUNC_true%%=() { . ./deploy.sh; }", "bash", "-c", "true"},
+		{"bash", "-c", "bash --rcfile \"$F\" -i"},
+	} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Ask {
+			t.Errorf("%q = %s, want ask", argv, d.Verdict)
+		}
+	}
+	for _, argv := range [][]string{
+		{"env", "BASH_ENV=other.sh", "bash", "-c", "true"},
+		{"bash", "--rcfile", "other.sh", "-i", "-c", "true"},
+		{"bash", "-c", "source other.sh"},
+		{"bash", "-c", ". /dev/null"},
+		{"bash", "-c", "source \"$VENV/bin/activate\""},
+		{"env", "LANG=C", "bash", "-c", "true"},
+	} {
+		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Allow {
+			t.Errorf("control: %q = %s, want allow", argv, d.Verdict)
+		}
+	}
+}
+
+// TestHiddenReasonsEscapeTheLine: a reason that quotes a word of the line
+// quotes it escaped when it holds a control character, so that a terminal
+// showing the question cannot be made to clear and redraw it (found by a
+// tester); the control: a plain word is quoted as it is.
+func TestHiddenReasonsEscapeTheLine(t *testing.T) {
+	rs := New(policy.Default())
+	d := rs.Decide(Action{Argv: []string{"bash", "-c", "bash -c \"$X\x1b[2J\x1b[Hmoat: fine\n\""}})
+	if d.Verdict != Ask || strings.ContainsAny(d.Reason, "\x1b\n") {
+		t.Errorf("%s, reason %q: want an ask whose reason holds no escape or line end", d.Verdict, d.Reason)
+	}
+	d = rs.Decide(Action{Argv: []string{"bash", "-c", "bash -c \"$X\""}})
+	if d.Verdict != Ask || !strings.Contains(d.Reason, `("$X")`) {
+		t.Errorf("control: %s, reason %q", d.Verdict, d.Reason)
+	}
+}
+
 // TestGitConfigFromEnvironment: git's configuration given in the
 // environment on the line (GIT_CONFIG_PARAMETERS, GIT_CONFIG_KEY_n) is
 // decided as the git -c it stands for: an autocorrection or an alias

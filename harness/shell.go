@@ -3,7 +3,9 @@ package harness
 import (
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -165,11 +167,11 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		return
 	}
 	if ws[0].dyn {
-		s.add(ws, "the program's name is only known when the line runs ("+ws[0].s+")")
+		s.add(ws, "the program's name is only known when the line runs ("+shownWord(ws[0].s)+")")
 		return
 	}
 	if inScript && isPattern(ws[0].s) {
-		s.add(ws, "the program's name is a pattern the shell expands ("+ws[0].s+")")
+		s.add(ws, "the program's name is a pattern the shell expands ("+shownWord(ws[0].s)+")")
 		return
 	}
 	name := path.Base(ws[0].s)
@@ -203,9 +205,9 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		switch {
 		case len(file) == 0 || file[0].dyn:
 		case inScript && isPattern(file[0].s):
-			s.add(file, "the sourced file's name is a pattern the shell expands ("+file[0].s+")")
+			s.add(file, "the sourced file's name is a pattern the shell expands ("+shownWord(file[0].s)+")")
 		default:
-			s.add(file, "")
+			s.sourced(file)
 		}
 	case isShell(name):
 		s.shell(ws, depth, inScript)
@@ -327,6 +329,23 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 func (s *splitter) shell(ws []word, depth int, inScript bool) {
 	s.add(ws, "")
 	op, c := shellOperand(texts(ws[1:]))
+	// bash --rcfile FILE (--init-file) sources FILE first, as BASH_ENV
+	// does: decided as source FILE and as the program it is.
+	end := len(ws)
+	if op >= 0 {
+		end = 1 + op
+	}
+	for i := 1; i < end; i++ {
+		if a := ws[i].s; (a == "--rcfile" || a == "--init-file") && i+1 < end {
+			if f := ws[i+1]; f.dyn {
+				s.add(ws, "the shell's startup file is only known when the line runs ("+shownWord(f.s)+")")
+			} else {
+				s.add([]word{{s: "source"}, f}, "")
+				s.sourced([]word{f})
+			}
+			i++
+		}
+	}
 	switch {
 	case op < 0:
 		if inScript {
@@ -337,7 +356,7 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 		// decided as one (a rule about deploy.sh decides sh deploy.sh).
 		s.command(ws[1+op:], depth+1, inScript)
 	case ws[1+op].dyn:
-		s.add(ws, "a shell runs a script only known when the line runs ("+ws[1+op].s+")")
+		s.add(ws, "a shell runs a script only known when the line runs ("+shownWord(ws[1+op].s)+")")
 	default:
 		s.script(ws[1+op].s, depth+1, shellLangs(path.Base(ws[0].s)))
 	}
@@ -383,6 +402,27 @@ func shellOperand(args []string) (op int, c bool) {
 		}
 	}
 	return -1, c
+}
+
+// shellStartupFiles returns the files a shell started with argv sources
+// before its script: the values of bash's --rcfile and --init-file.
+func shellStartupFiles(argv []string) []string {
+	if len(argv) < 2 || !isShell(strings.TrimPrefix(path.Base(argv[0]), "-")) {
+		return nil
+	}
+	op, _ := shellOperand(argv[1:])
+	end := len(argv)
+	if op >= 0 {
+		end = 1 + op
+	}
+	var files []string
+	for i := 1; i+1 < end; i++ {
+		if a := argv[i]; a == "--rcfile" || a == "--init-file" {
+			files = append(files, argv[i+1])
+			i++
+		}
+	}
+	return files
 }
 
 // shellScriptFile returns, for a shell started on a script file (sh
@@ -480,7 +520,7 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 				case ok && isName(name):
 					s.assignment(name, word{s: value, dyn: v.dyn})
 				case v.dyn:
-					s.out = append(s.out, simple{argv: []string{v.s}, hidden: "a variable is named when the line runs (" + v.s + ")"})
+					s.out = append(s.out, simple{argv: []string{v.s}, hidden: "a variable is named when the line runs (" + shownWord(v.s) + ")"})
 				}
 			}
 		}
@@ -509,6 +549,31 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 func (s *splitter) startupFile(assign string) {
 	name, value, _ := strings.Cut(assign, "=")
 	s.assignment(name, word{s: value})
+}
+
+// sourced records the file of a source (and its arguments) as the
+// program it is; a file that is a descriptor's or a device's
+// (/dev/stdin, /dev/fd/3, /proc/self/fd/0) holds a script the line does
+// not show, whatever the descriptor was opened on (exec 3<deploy.sh;
+// . /dev/fd/3), and counts as hiding what runs.
+func (s *splitter) sourced(file []word) {
+	f := path.Clean(file[0].s)
+	if f != "/dev/null" && (strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/")) {
+		s.add(file, "the sourced file is a descriptor's or a device's ("+shownWord(file[0].s)+"), whose script the line does not show")
+		return
+	}
+	s.add(file, "")
+}
+
+// shownWord is a word of the line as a reason quotes it: quoted, with
+// escapes, when it holds a control or bidirectional formatting character,
+// so that the reason a terminal shows cannot clear or redraw the screen
+// around it.
+func shownWord(w string) string {
+	if strings.IndexFunc(w, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }) >= 0 {
+		return strconv.Quote(w)
+	}
+	return w
 }
 
 // isName reports whether s is a shell variable's name.
@@ -541,7 +606,7 @@ func (s *splitter) assignment(name string, v word) {
 	// value; ENV and GIT_CONFIG_COUNT are left out, words a value holds
 	// for other reasons (MODE=ENV), and neither does anything alone.
 	if startupVar(value) && value != "ENV" && value != "GIT_CONFIG_COUNT" {
-		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "a reference to " + value + ", whose value decides what later programs run"})
+		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "a reference to " + shownWord(value) + ", whose value decides what later programs run"})
 		return
 	}
 	if v.dyn && name == "GIT_CONFIG_PARAMETERS" {
@@ -557,7 +622,15 @@ func (s *splitter) assignment(name string, v word) {
 	}
 	switch {
 	case (name == "BASH_ENV" || name == "ENV") && value != "":
+		// As the source of the file it names: decided as source FILE,
+		// and as the program the file is (a rule about deploy.sh decides
+		// BASH_ENV=deploy.sh bash -c true, as it does source deploy.sh).
 		s.out = append(s.out, simple{argv: []string{"source", value}})
+		s.sourced([]word{{s: value}})
+	case strings.HasPrefix(name, "BASH_FUNC_"):
+		// env 'BASH_FUNC_f%%=() { ...; }' bash: a function every bash it
+		// starts defines, whose body is a script the line does not read.
+		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "it defines a shell function (" + shownWord(name) + ") for the shells it starts, a script this check does not read"})
 	case name == "GIT_CONFIG_PARAMETERS":
 		// 'key'='value' pairs, shell-quoted, separated by spaces.
 		for _, kv := range strings.Fields(strings.ReplaceAll(value, "'", "")) {

@@ -452,6 +452,17 @@ func (e *execCheck) scriptFile(c backend.ExecCall) harness.Decision {
 		return d
 	}
 	for _, name := range []string{c.Argv[0], c.Path, c.Resolved} {
+		// bash --rcfile deploy.sh -i: the file is sourced, as source
+		// deploy.sh on a line is decided (found by a tester).
+		if files := harness.ShellStartupFiles(name, c.Argv); len(files) > 0 {
+			for _, f := range files {
+				d = stronger(d, e.rules.DecideExec("", []string{"source", f}))
+				d = stronger(d, e.sourcedFile(c, f))
+			}
+			break
+		}
+	}
+	for _, name := range []string{c.Argv[0], c.Path, c.Resolved} {
 		prog, ok := harness.ShellScriptFile(name, c.Argv)
 		if !ok {
 			continue
@@ -463,6 +474,22 @@ func (e *execCheck) scriptFile(c backend.ExecCall) harness.Decision {
 			}
 		}
 		break
+	}
+	return d
+}
+
+// sourcedFile decides a file a shell sources at its start, by its name as
+// given and by the file it is; one of a descriptor or a device holds a
+// script no name shows, and is asked about.
+func (e *execCheck) sourcedFile(c backend.ExecCall, f string) harness.Decision {
+	if p := path.Clean(f); p != "/dev/null" && (strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/")) {
+		return harness.Decision{Verdict: harness.Ask, Reason: "the shell's startup file is a descriptor's or a device's (" + workspace.EscapeText(f) + "), whose script no name shows", Command: []string{"source", f}}
+	}
+	d := e.rules.DecideExec("", []string{f})
+	if c.Open != nil {
+		if real := fileName(c.Open, f); real != "" && path.Base(real) != path.Base(f) {
+			d = stronger(d, e.rules.DecideExec("", []string{real}))
+		}
 	}
 	return d
 }

@@ -602,6 +602,23 @@ func TestScriptFileByAnyName(t *testing.T) {
 	}
 }
 
+// TestStartupFileAtExec: a shell a script starts with --rcfile or
+// --init-file sources that file, decided as source FILE and as the
+// program it is, by its name and through a link (a tester's: bash
+// --rcfile deploy.sh -i -c true in a script ran the denied script, no
+// line showing it). The control: another file is sourced.
+func TestStartupFileAtExec(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "deploy.sh"), []byte("echo DEPLOYED\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "other.sh"), []byte("echo OTHER\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "s.sh"), []byte("bash --rcfile deploy.sh -i -c true\nln -s deploy.sh d\nbash --init-file d -i -c true\nbash --rcfile other.sh -i -c true\n"), 0o644)
+	p := execPolicy(t, ws, "[harness]\nbuiltin = []\n\n[[rules]]\nmatch = { command = [\"deploy.sh\"] }\ndecision = \"deny\"\n")
+	out, errb := runFromWorkspace(t, ws, p, "bash s.sh < /dev/null")
+	if strings.Contains(out.String(), "DEPLOYED") || !strings.Contains(out.String(), "OTHER") {
+		t.Errorf("output %q: want the denied file refused as a startup file by both names, the other sourced\n%s", out.String(), errb.String())
+	}
+}
+
 // runFromWorkspace runs sh -c script under p from the workspace ws with
 // the test's backend, and returns its output.
 func runFromWorkspace(t *testing.T, ws string, p *policy.Policy, script string) (out, errb *bytes.Buffer) {

@@ -223,7 +223,7 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if r.Method != "" {
 			what = r.Method + " " + r.Path
 		}
-		fmt.Fprintf(&b, "moat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, shown(r.Host), r.Port, shown(what), d.Reason)
+		fmt.Fprintf(&b, "moat: %s asks before the command reaches %s:%d:\n  request: %s\n  reason: %s\n", rule, shown(r.Host), r.Port, shown(what), workspace.EscapeText(d.Reason))
 		b.WriteString("Let it through? [y] once, [s] all this rule asks for this run, [N] no: ")
 	} else {
 		fmt.Fprintf(&b, "moat: %s asks before this runs:\n", rule)
@@ -231,7 +231,10 @@ func (t *ttyApprover) ApproveScoped(ctx context.Context, a harness.Action, d har
 		if len(d.Command) > 0 && !equalArgv(d.Command, a.Argv) {
 			fmt.Fprintf(&b, "  because of: %s\n", shownArgv(d.Command))
 		}
-		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", shown(a.Dir), d.Reason)
+		// A reason may quote the line (the harness escapes what it
+		// quotes) or come from the policy: escaped here too, the
+		// terminal's last guard.
+		fmt.Fprintf(&b, "  in: %s\n  reason: %s\n", shown(a.Dir), workspace.EscapeText(d.Reason))
 		b.WriteString("Run it? [y] once, [p] a command prefix, [s] all this rule asks for this run, [N] no: ")
 	}
 	answer, err := t.ask(ctx, b.String())

@@ -67,12 +67,12 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case d.Rule == nil:
-		fmt.Fprintf(stdout, "%s: %s\n", d.Verdict, d.Reason)
+		fmt.Fprintf(stdout, "%s: %s\n", d.Verdict, workspace.EscapeText(d.Reason))
 	case d.Reason == "rule "+d.Rule.String():
 		// A rule without a reason: the harness names the rule instead.
 		fmt.Fprintf(stdout, "%s by rule %s (it gives no reason)\n", d.Verdict, d.Rule)
 	default:
-		fmt.Fprintf(stdout, "%s by rule %s: %s\n", d.Verdict, d.Rule, d.Reason)
+		fmt.Fprintf(stdout, "%s by rule %s: %s\n", d.Verdict, d.Rule, workspace.EscapeText(d.Reason))
 	}
 	// The words as a command_regex reads them (policy.CommandWords), so a
 	// word with a space or a newline in it shows as the rules saw it.
