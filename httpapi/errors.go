@@ -91,6 +91,7 @@ func (s *Server) apiError(err error) *client.Error {
 		{sandbox.ErrRefused, http.StatusUnprocessableEntity, client.CodeSandboxRefused},
 		{daemon.ErrConflict, http.StatusConflict, client.CodeConflict},
 		{workspace.ErrTooLarge, http.StatusConflict, client.CodeUnsupported},
+		{workspace.ErrTooDeep, http.StatusConflict, client.CodeUnsupported},
 		{daemon.ErrNoTemplate, http.StatusNotFound, client.CodeNotFound},
 		{daemon.ErrApprovalRefused, http.StatusUnprocessableEntity, client.CodeApprovalRefused},
 		{daemon.ErrFetchRefused, http.StatusUnprocessableEntity, client.CodeFetchRefused},

@@ -605,6 +605,8 @@ func (c *ChangeSet) plan(sel []Change, rep *Report) ([]op, error) {
 	}
 	for _, ch := range sel {
 		switch {
+		case ch.Deep:
+			return nil, fmt.Errorf("apply %s: %s: %w: its tree goes deeper than moat reads or writes (paths over 4095 bytes); apply the other changes by name, or discard the change set", c.meta.ID, QuoteName(ch.Path), ErrTooDeep)
 		case ch.Type == Special:
 			rep.Skipped = append(rep.Skipped, ch)
 		case ch.Kind == Added:

@@ -96,7 +96,23 @@ type Change struct {
 	// Shadows is, for Python bytecode, the source file (workspace
 	// relative) that Python loads it in place of.
 	Shadows string `json:"shadows,omitempty"`
+	// Deep: a directory whose tree goes deeper than a path can name (see
+	// maxTreePath): what is below it is not listed, and apply refuses it
+	// (ErrTooDeep). Its Kind is Added for a new directory, Modified for
+	// one of the workspace.
+	Deep bool `json:"deep,omitempty"`
 }
+
+// maxTreePath bounds the host paths the walk reads: a path longer than
+// PATH_MAX cannot be named to the kernel, nor applied to the workspace.
+// A directory deeper than that, less room for one more name, is listed
+// as Deep and not read: a command that nests directories without end
+// made every review and apply of its change set fail, its other changes
+// with them (found by a tester).
+const maxTreePath = 4095 - 256
+
+// ErrTooDeep is an apply of a Deep change.
+var ErrTooDeep = errors.New("too deep to apply")
 
 // Changes walks the upper layer and lists what it changes in the
 // workspace, parents before children, sorted by path. A copied-up file
@@ -360,6 +376,14 @@ func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 			case ch.Mode != ch.OldMode:
 				ch.Kind = ModeChanged
 			}
+		}
+		if len(up) > maxTreePath || len(w.lowerPath(p)) > maxTreePath {
+			ch.Deep = true
+			if ch.Kind == "" {
+				ch.Kind = Modified
+			}
+			w.out = append(w.out, ch)
+			return nil
 		}
 		if ch.Kind != "" {
 			w.out = append(w.out, ch)
@@ -746,6 +770,9 @@ func Notice(ch Change) string {
 		return ""
 	}
 	var notes []string
+	if ch.Deep {
+		notes = append(notes, "WARNING: its tree goes deeper than moat reads (paths over 4095 bytes): not listed, and not applied")
+	}
 	switch ch.Type {
 	case Symlink:
 		if ch.Outside {

@@ -570,6 +570,8 @@ func modeNote(ch Change) string {
 func (d *differ) dirNote(ch Change) string {
 	name, dir := QuoteName(ch.Path), QuoteName(ch.Path+"/")
 	switch {
+	case ch.Deep:
+		return fmt.Sprintf("# %s: its tree goes deeper than moat reads (paths over 4095 bytes): not listed, and apply refuses it; apply the other changes by name, or discard the change set", dir)
 	case ch.Collapsed:
 		return fmt.Sprintf("# %s: %d changes not shown", dir, ch.Count)
 	case ch.Type == Special:
