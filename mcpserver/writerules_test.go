@@ -38,7 +38,7 @@ reason = "secrets"
 				t.Fatal(err)
 			}
 			e.fails(t, "write_file", map[string]any{"path": "deploy/app.yaml", "content": "x"}, "no-deploy", "deploy files go live")
-			e.fails(t, "write_file", map[string]any{"path": "a/.env", "content": "x"}, "rule `env-asks`", "secrets", "offers no way to ask one", "a/.env")
+			e.fails(t, "write_file", map[string]any{"path": "a/.env", "content": "x"}, "rule `env-asks (policy:", "secrets", "offers no way to ask one", "a/.env")
 			// The files API names the rule the link leads to; an overlay
 			// session's helper refuses every link under write rules.
 			link := map[string]string{"direct": "no-deploy", "overlay": "leads through a link"}[mode]
