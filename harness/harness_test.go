@@ -332,6 +332,21 @@ decision = "ask"
 		{"bash", "-c", ". /proc/self/fd/0 < deploy.sh"},
 		{"env", "BASH_FUNC_true%%=() { . ./deploy.sh; }", "bash", "-c", "true"},
 		{"bash", "-c", "bash --rcfile \"$F\" -i"},
+		// A tester's, next: a brace range, an extended pattern, an
+		// assignment in an expansion, a process substitution, a path up
+		// into /dev, a trap, a prompt that runs commands.
+		{"bash", "-c", ". deploy.s{h..h}"},
+		{"bash", "-c", "shopt -s extglob\n. @(deploy).sh"},
+		{"bash", "-c", ": ${BASH_ENV:=deploy.sh}; export BASH_ENV; bash -c true"},
+		{"bash", "-c", "source <(cat deploy.sh)"},
+		{"bash", "-c", ". ../../../../../dev/stdin < deploy.sh"},
+		{"bash", "-c", "trap \". ./deploy.sh\" EXIT"},
+		{"bash", "-c", "trap '. ./deploy.sh' DEBUG; true"},
+		{"bash", "-c", "trap \"$T\" EXIT"},
+		{"bash", "-c", "trap \". ./deploy.sh $x\" EXIT"},
+		{"bash", "-c", "trap $T EXIT"},
+		{"bash", "-c", "PS4='$(. ./deploy.sh >&2)' bash -xc true"},
+		{"bash", "-c", "PROMPT_COMMAND='. ./deploy.sh' bash -i"},
 	} {
 		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Ask {
 			t.Errorf("%q = %s, want ask", argv, d.Verdict)
@@ -344,6 +359,10 @@ decision = "ask"
 		{"bash", "-c", ". /dev/null"},
 		{"bash", "-c", "source \"$VENV/bin/activate\""},
 		{"env", "LANG=C", "bash", "-c", "true"},
+		{"bash", "-c", "trap 'rm -f tmp' EXIT; trap - EXIT; trap '' INT; trap -p"},
+		{"bash", "-c", "tmp=$(mktemp); trap \"rm -f $tmp\" EXIT"},
+		{"bash", "-c", ": ${X:=1}; for i in {1..3}; do echo $i; done"},
+		{"bash", "-c", "PS4='+ ' bash -xc true"},
 	} {
 		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Allow {
 			t.Errorf("control: %q = %s, want allow", argv, d.Verdict)

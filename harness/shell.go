@@ -203,11 +203,38 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 			file = file[1:]
 		}
 		switch {
-		case len(file) == 0 || file[0].dyn:
+		case len(file) > 0 && file[0].dyn && (strings.Contains(file[0].s, "<(") || strings.Contains(file[0].s, ">(")):
+			// source <(cat deploy.sh): a descriptor's script.
+			s.add(file, "the sourced file is a process substitution's descriptor ("+shownWord(file[0].s)+"), whose script the line does not show")
+		case len(file) == 0:
 		case inScript && isPattern(file[0].s):
+			// Also one only known when the line runs: . $D/*.sh, and an
+			// extended pattern, which the parser reads as an expansion.
 			s.add(file, "the sourced file's name is a pattern the shell expands ("+shownWord(file[0].s)+")")
+		case file[0].dyn:
 		default:
 			s.sourced(file)
+		}
+	case name == "trap" && len(ws) > 1:
+		// trap ACTION SIGNAL...: ACTION is a line the shell runs later;
+		// its programs are checked as they start, but a source in it,
+		// like one on the line, starts none.
+		s.add(ws, "")
+		act := ws[1:]
+		if act[0].s == "--" && !act[0].dyn && len(act) > 1 {
+			act = act[1:]
+		}
+		switch a := act[0]; {
+		case len(act) < 2:
+		case a.dyn && len(a.s) > 1 && a.s[0] == '"' && a.s[len(a.s)-1] == '"':
+			// trap "rm -f $tmp" EXIT: read as the line it is, its
+			// variables left as they are (a program named by one is
+			// asked about, as on any line).
+			s.script(unescape(a.s[1:len(a.s)-1], true), depth+1, shellLangs("bash"))
+		case a.dyn:
+			s.add(ws, "a trap runs a line only known when the line runs ("+shownWord(a.s)+")")
+		case a.s != "-" && a.s != "" && !strings.HasPrefix(a.s, "-"):
+			s.script(a.s, depth+1, shellLangs("bash"))
 		}
 	case isShell(name):
 		s.shell(ws, depth, inScript)
@@ -255,8 +282,15 @@ func isPattern(w string) bool {
 	if i := strings.IndexByte(w, '['); i >= 0 && strings.IndexByte(w[i+1:], ']') >= 0 {
 		return true
 	}
-	if i := strings.IndexByte(w, '{'); i >= 0 && strings.Contains(w[i+1:], ",") && strings.IndexByte(w[i+1:], '}') >= 0 {
-		return true
+	if i := strings.IndexByte(w, '{'); i >= 0 && (strings.Contains(w[i+1:], ",") || strings.Contains(w[i+1:], "..")) && strings.IndexByte(w[i+1:], '}') >= 0 {
+		return true // {a,b} and the range {a..z}
+	}
+	// bash's extended patterns (shopt -s extglob): @(a|b), +(a), !(a);
+	// ?(a) and *(a) are caught above.
+	for _, op := range []string{"@(", "+(", "!("} {
+		if i := strings.Index(w, op); i >= 0 && strings.IndexByte(w[i+2:], ')') >= 0 {
+			return true
+		}
 	}
 	return false
 }
@@ -524,6 +558,17 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 				}
 			}
 		}
+		if pe, isParam := n.(*syntax.ParamExp); isParam && pe.Param != nil && pe.Exp != nil &&
+			(pe.Exp.Op == syntax.AssignUnset || pe.Exp.Op == syntax.AssignUnsetOrNull) {
+			// ${BASH_ENV:=deploy.sh} assigns as BASH_ENV=deploy.sh does.
+			name := pe.Param.Value
+			switch {
+			case pe.Exp.Word == nil:
+				s.assignment(name, word{})
+			default:
+				s.assignment(name, wordOf(src, pe.Exp.Word))
+			}
+		}
 		if call, isCall := n.(*syntax.CallExpr); isCall && len(call.Args) > 0 {
 			ws := make([]word, len(call.Args))
 			for i, w := range call.Args {
@@ -558,7 +603,8 @@ func (s *splitter) startupFile(assign string) {
 // . /dev/fd/3), and counts as hiding what runs.
 func (s *splitter) sourced(file []word) {
 	f := path.Clean(file[0].s)
-	if f != "/dev/null" && (strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/")) {
+	if f != "/dev/null" && (strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/") ||
+		strings.HasPrefix(f, "../") && (strings.Contains(f, "/dev/") || strings.Contains(f, "/proc/"))) {
 		s.add(file, "the sourced file is a descriptor's or a device's ("+shownWord(file[0].s)+"), whose script the line does not show")
 		return
 	}
@@ -621,6 +667,13 @@ func (s *splitter) assignment(name string, v word) {
 		return
 	}
 	switch {
+	case name == "PROMPT_COMMAND" && value != "":
+		// A line bash runs before each prompt of an interactive shell.
+		s.script(value, 1, shellLangs("bash"))
+	case (name == "PS0" || name == "PS1" || name == "PS2" || name == "PS4") && (strings.Contains(value, "$(") || strings.Contains(value, "`")):
+		// Expanded as it is shown (PS4 at each line of set -x): its
+		// command substitutions run then.
+		s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "it sets " + name + " to run commands when the shell shows it, a script this check does not read"})
 	case (name == "BASH_ENV" || name == "ENV") && value != "":
 		// As the source of the file it names: decided as source FILE,
 		// and as the program the file is (a rule about deploy.sh decides

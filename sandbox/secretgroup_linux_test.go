@@ -128,3 +128,21 @@ func TestSecretPrintedThenFailedIsRevoked(t *testing.T) {
 		}
 	}
 }
+
+// TestWithheldQuotedValue: a value an error quotes escaped (JSON, Go,
+// percent-encoded) is withheld as the value itself is (found by a tester:
+// a failed revoke's error showed a value with quotes in it JSON-escaped).
+// The control: the rest of the line stays.
+func TestWithheldQuotedValue(t *testing.T) {
+	v := `S3cr3t/Val+ue=="x"`
+	for _, line := range []string{
+		`json={"t":"S3cr3t/Val+ue==\"x\""}`,
+		`quoted "S3cr3t/Val+ue==\"x\""`,
+		`url=S3cr3t%2FVal%2Bue%3D%3D%22x%22`,
+	} {
+		got := withheld("revoke failed: "+line, v)
+		if strings.Contains(got, "S3cr3t") || !strings.Contains(got, "revoke failed:") || !strings.Contains(got, "[value withheld]") {
+			t.Errorf("withheld(%q) = %q", line, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -306,6 +308,14 @@ func withheld(line string, values ...string) string {
 	for _, v := range values {
 		parts = append(parts, strings.TrimSpace(v))
 		parts = append(parts, strings.Split(v, "\n")...)
+		// The value as a program's error may quote it: JSON- or
+		// Go-escaped, percent-encoded (found by a tester: a revoke
+		// that printed the value JSON-escaped showed it).
+		v = strings.TrimSpace(v)
+		if b, err := json.Marshal(v); err == nil {
+			parts = append(parts, strings.Trim(string(b), `"`))
+		}
+		parts = append(parts, strings.Trim(strconv.Quote(v), `"`), url.QueryEscape(v), url.PathEscape(v))
 	}
 	// The longest first, so that a line inside a value does not leave
 	// the rest of the value shown.

@@ -314,6 +314,7 @@ func TestEscapeText(t *testing.T) {
 		{"x\ry\n", `x\ry\n`, `x\ry` + "\n"},
 		{"\x1b[2K\x7f\x00", `\x1b[2K\x7f\x00`, `\x1b[2K\x7f\x00`},
 		{"bad\xff", `bad\xff`, `bad\xff`},
+		{"csi\x9b31m", `csi\x9b31m`, `csi\x9b31m`},
 		{"c1\u009b rlo\u202e", `c1\u009b rlo\u202e`, `c1\u009b rlo\u202e`},
 		{`back\slash`, `back\slash`, `back\slash`},
 		// Characters a terminal shows as nothing: a tag-character message

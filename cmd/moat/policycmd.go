@@ -81,9 +81,9 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	if write != "" {
 		// nothing to add: the path is as given, cleaned
 	} else if words := policy.CommandWords(d.Command); len(d.Command) > 0 && !equalArgv(d.Command, argv) {
-		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", words)
+		fmt.Fprintf(stdout, "  decided by the simple command: %s\n", workspace.EscapeText(words))
 	} else if len(d.Command) > 0 && words != strings.Join(d.Command, " ") {
-		fmt.Fprintf(stdout, "  the rules read it as: %s\n", words)
+		fmt.Fprintf(stdout, "  the rules read it as: %s\n", workspace.EscapeText(words))
 	}
 	return 0
 }
