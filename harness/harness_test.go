@@ -347,6 +347,17 @@ decision = "ask"
 		{"bash", "-c", "trap $T EXIT"},
 		{"bash", "-c", "PS4='$(. ./deploy.sh >&2)' bash -xc true"},
 		{"bash", "-c", "PROMPT_COMMAND='. ./deploy.sh' bash -i"},
+		// And next: printf -v's name attached, a reference to ENV, a
+		// prompt set as an array or by read, a trap's action quoted in
+		// parts, a descriptor's path with a variable tail.
+		{"bash", "-c", "printf -vBASH_ENV %s ./deploy.sh; export BASH_ENV; bash -c true"},
+		{"bash", "-c", "declare -n r=ENV; r=./deploy.sh; export ENV; sh -ic true"},
+		{"bash", "-c", "PS4=('+$(. ./deploy.sh) '); set -x; :"},
+		{"bash", "-c", "read -r PS4 <<< '$(. ./deploy.sh)'; set -x; :"},
+		{"bash", "-c", "trap \"echo $u\"' x; . ./deploy.sh #'\"$u\" EXIT"},
+		{"bash", "-c", "exec {fd}<deploy.sh; . /dev/fd/$fd"},
+		{"bash", "-c", "exec 3<deploy.sh; n=3; source \"/proc/self/fd/$n\""},
+		{"bash", "-c", "PROMPT_COMMAND=\"$X\" bash -i"},
 	} {
 		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Ask {
 			t.Errorf("%q = %s, want ask", argv, d.Verdict)
@@ -367,6 +378,38 @@ decision = "ask"
 		if d := rs.Decide(Action{Argv: argv}); d.Verdict != Allow {
 			t.Errorf("control: %q = %s, want allow", argv, d.Verdict)
 		}
+	}
+}
+
+// TestOrdinaryLinesRun: lines agents write every day run under the
+// default policy, the reading of startup files and traps asking about
+// none of them (a tester's: env with a computed value was asked about as
+// a program named when the line runs).
+func TestOrdinaryLinesRun(t *testing.T) {
+	rs := New(policy.Default())
+	for _, line := range []string{
+		"env -i HOME=$HOME bash -c 'echo ok'",
+		"env FOO=$PWD printenv FOO",
+		`env "PATH=$HOME/bin:$PATH" ls`,
+		"env -u FOO PATH=\"$PATH\" ls",
+		"nice -n 5 env X=$PWD true",
+		`PROMPT_COMMAND="printf '\033]0;%s\007' \"$PWD\""`,
+		`export PROMPT_COMMAND="history -a; $PROMPT_COMMAND"`,
+		`tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; trap "kill $pid" INT TERM`,
+		"cleanup() { rm -f x; }; trap cleanup EXIT",
+		"source .venv/bin/activate; . \"$HOME/.cargo/env\"",
+		": \"${VAR:=default}\"; mkdir -p src/{a,b}; cp f{,.bak}",
+		"PS4='+ ${BASH_SOURCE}:${LINENO}: '; set -x; true",
+		"declare -n ref=arr; local -n x=y 2>/dev/null; true",
+	} {
+		if d := rs.Decide(Action{Argv: []string{"bash", "-c", line}}); d.Verdict != Allow {
+			t.Errorf("%q = %s (%s), want allow", line, d.Verdict, d.Reason)
+		}
+	}
+	// The control: a value of BASH_ENV computed when the line runs is
+	// asked about, through env too.
+	if d := rs.Decide(Action{Argv: []string{"bash", "-c", "env BASH_ENV=$F bash -c true"}}); d.Verdict != Ask {
+		t.Errorf("control: env BASH_ENV=$F = %s", d.Verdict)
 	}
 }
 

@@ -24,6 +24,11 @@ type simple struct {
 type word struct {
 	s   string
 	dyn bool
+	// tmpl is, for a dyn word, its value with the expansions as written
+	// and the quotes removed ("" when escapes make it unsure): the text
+	// a later evaluation of the value reads as a line (a trap's action,
+	// PROMPT_COMMAND), see template.
+	tmpl string
 }
 
 // maxDepth bounds how deep shells and wrappers are followed; deeper
@@ -184,8 +189,12 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		// GIT_CONFIG_PARAMETERS ...) gets a value the line does not show.
 		s.add(ws, "")
 		for _, w := range ws[1:] {
-			if !w.dyn && startupVar(w.s) {
-				s.add(ws, "it sets "+w.s+", which decides what later programs run, to a value the line does not show")
+			v := w.s
+			if name == "printf" && strings.HasPrefix(v, "-v") && len(v) > 2 {
+				v = v[2:] // printf -vBASH_ENV
+			}
+			if !w.dyn && laterRunVar(v) {
+				s.add(ws, "it sets "+v+", which decides what later programs run, to a value the line does not show")
 				break
 			}
 		}
@@ -212,6 +221,12 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 			// extended pattern, which the parser reads as an expansion.
 			s.add(file, "the sourced file's name is a pattern the shell expands ("+shownWord(file[0].s)+")")
 		case file[0].dyn:
+			// Left to the rules about source, as a program it would only
+			// ask; but one whose fixed part is a descriptor's
+			// (. /dev/fd/$fd) hides its script as a fixed one does.
+			if f := strings.TrimLeft(file[0].s, `"'`); strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/") {
+				s.add(file, "the sourced file is a descriptor's or a device's ("+shownWord(file[0].s)+"), whose script the line does not show")
+			}
 		default:
 			s.sourced(file)
 		}
@@ -226,11 +241,11 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 		}
 		switch a := act[0]; {
 		case len(act) < 2:
-		case a.dyn && len(a.s) > 1 && a.s[0] == '"' && a.s[len(a.s)-1] == '"':
+		case a.dyn && a.tmpl != "":
 			// trap "rm -f $tmp" EXIT: read as the line it is, its
 			// variables left as they are (a program named by one is
 			// asked about, as on any line).
-			s.script(unescape(a.s[1:len(a.s)-1], true), depth+1, shellLangs("bash"))
+			s.script(a.tmpl, depth+1, shellLangs("bash"))
 		case a.dyn:
 			s.add(ws, "a trap runs a line only known when the line runs ("+shownWord(a.s)+")")
 		case a.s != "-" && a.s != "" && !strings.HasPrefix(a.s, "-"):
@@ -344,8 +359,20 @@ func (s *splitter) wrapped(name string, args []word, depth int) {
 	}
 	switch name {
 	case "env":
-		for i < len(args) && !args[i].dyn && strings.Contains(args[i].s, "=") && !strings.HasPrefix(args[i].s, "=") {
-			s.startupFile(args[i].s)
+		for i < len(args) {
+			a := args[i]
+			if !a.dyn && strings.Contains(a.s, "=") && !strings.HasPrefix(a.s, "=") {
+				s.startupFile(a.s)
+				i++
+				continue
+			}
+			// env HOME=$HOME cmd, env "PATH=$HOME/bin:$PATH" cmd: an
+			// assignment whose name is written out, its value computed.
+			name, value, ok := strings.Cut(strings.TrimLeft(a.s, `"'`), "=")
+			if !a.dyn || !ok || !isName(name) {
+				break
+			}
+			s.assignment(name, word{s: value, dyn: true})
 			i++
 		}
 	case "timeout":
@@ -536,6 +563,13 @@ func (s *splitter) walk(f *syntax.File, src string, depth int) bool {
 			return false
 		}
 		level++
+		if as, isAssign := n.(*syntax.Assign); isAssign && as.Array != nil && as.Name != nil && laterRunVar(as.Name.Value) {
+			// PS4=('$(...)'): the first element is the variable's value.
+			s.out = append(s.out, simple{argv: []string{as.Name.Value + "=(...)"}, hidden: "it sets " + as.Name.Value + ", which decides what later programs run, to an array the check does not read"})
+		}
+		if dc, isDecl := n.(*syntax.DeclClause); isDecl {
+			s.nameref(dc, src)
+		}
 		if as, isAssign := n.(*syntax.Assign); isAssign && as.Value != nil {
 			v := wordOf(src, as.Value)
 			switch {
@@ -635,6 +669,45 @@ func isName(s string) bool {
 	return true
 }
 
+// nameref records a declaration of references (declare -n, local -n,
+// nameref) to a variable whose value decides what later programs run:
+// assignment leaves ENV and GIT_CONFIG_COUNT out of its references,
+// words other values hold (MODE=ENV), which -n makes references.
+func (s *splitter) nameref(dc *syntax.DeclClause, src string) {
+	ref := dc.Variant != nil && dc.Variant.Value == "nameref"
+	for _, a := range dc.Args {
+		if a.Naked && a.Name == nil && a.Value != nil {
+			if f := wordOf(src, a.Value); !f.dyn && strings.HasPrefix(f.s, "-") && !strings.HasPrefix(f.s, "--") && strings.ContainsRune(f.s, 'n') {
+				ref = true
+			}
+		}
+	}
+	if !ref {
+		return
+	}
+	for _, a := range dc.Args {
+		if a.Name == nil || a.Value == nil {
+			continue
+		}
+		if v := wordOf(src, a.Value); !v.dyn && laterRunVar(v.s) {
+			s.out = append(s.out, simple{argv: []string{a.Name.Value + "=" + v.s}, hidden: "a reference to " + shownWord(v.s) + ", whose value decides what later programs run"})
+		} else if v.dyn {
+			s.out = append(s.out, simple{argv: []string{a.Name.Value + "=" + v.s}, hidden: "a reference to a variable named when the line runs (" + shownWord(v.s) + ")"})
+		}
+	}
+}
+
+// laterRunVar reports whether name is a startupVar, or a variable whose
+// value bash runs as commands later: a prompt (its command
+// substitutions, PS4 at each line of set -x) or PROMPT_COMMAND.
+func laterRunVar(name string) bool {
+	switch name {
+	case "PS0", "PS1", "PS2", "PS4", "PROMPT_COMMAND":
+		return true
+	}
+	return startupVar(name)
+}
+
 // startupVar reports whether name is a variable whose value decides what
 // a later program runs (see startupFile): BASH_ENV, ENV, and git's
 // configuration in the environment.
@@ -669,7 +742,15 @@ func (s *splitter) assignment(name string, v word) {
 	switch {
 	case name == "PROMPT_COMMAND" && value != "":
 		// A line bash runs before each prompt of an interactive shell.
-		s.script(value, 1, shellLangs("bash"))
+		switch {
+		case !v.dyn:
+			s.script(value, 1, shellLangs("bash"))
+		case v.tmpl != "":
+			// What it held, with a line added to it: read as that line.
+			s.script(strings.NewReplacer("${PROMPT_COMMAND}", "", "$PROMPT_COMMAND", "").Replace(v.tmpl), 1, shellLangs("bash"))
+		default:
+			s.out = append(s.out, simple{argv: []string{name + "=" + value}, hidden: "the value of " + name + ", a line bash runs at each prompt, is only known when the line runs"})
+		}
 	case (name == "PS0" || name == "PS1" || name == "PS2" || name == "PS4") && (strings.Contains(value, "$(") || strings.Contains(value, "`")):
 		// Expanded as it is shown (PS4 at each line of set -x): its
 		// command substitutions run then.
@@ -754,13 +835,60 @@ func wordOf(src string, w *syntax.Word) word {
 		}
 	}
 	if dyn {
+		t, _ := template(src, w)
 		from, to := int(w.Pos().Offset()), int(w.End().Offset())
 		if from < 0 || to > len(src) || from > to {
-			return word{s: b.String(), dyn: true}
+			return word{s: b.String(), dyn: true, tmpl: t}
 		}
-		return word{s: src[from:to], dyn: true}
+		return word{s: src[from:to], dyn: true, tmpl: t}
 	}
 	return word{s: b.String()}
+}
+
+// template returns w's value with its expansions as written ($u, $(cmd))
+// and its quotes removed: trap "echo $u"' x; . ./f' EXIT sets the action
+// echo $u x; . ./f, which the shell reads as a line when the trap runs.
+// What a variable's value adds to that line is not known here. ok is
+// false where escapes spell the value ($'\x2e').
+func template(src string, w *syntax.Word) (string, bool) {
+	text := func(n syntax.Node) (string, bool) {
+		from, to := int(n.Pos().Offset()), int(n.End().Offset())
+		if from < 0 || to > len(src) || from > to {
+			return "", false
+		}
+		return src[from:to], true
+	}
+	var b strings.Builder
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(unescape(p.Value, false))
+		case *syntax.SglQuoted:
+			if p.Dollar && strings.Contains(p.Value, `\`) {
+				return "", false
+			}
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if l, ok := q.(*syntax.Lit); ok {
+					b.WriteString(unescape(l.Value, true))
+					continue
+				}
+				t, ok := text(q)
+				if !ok {
+					return "", false
+				}
+				b.WriteString(t)
+			}
+		default:
+			t, ok := text(part)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(t)
+		}
+	}
+	return b.String(), true
 }
 
 // unescape removes the backslashes the shell removes: before any
