@@ -773,6 +773,37 @@ func TestFileSizeLimit(t *testing.T) {
 	}
 }
 
+// TestFileSizeLimitKeepSize: under a file-size limit, blocks reserved
+// past a file's end (fallocate --keep-size) are refused, on the host's
+// disk where the kernel's limit does not see them (found by a tester: a
+// file of size 0 held 150 MiB under --file-size 1M). The controls: the
+// same reservation without the limit, and a hole punched under it.
+func TestFileSizeLimitKeepSize(t *testing.T) {
+	if _, err := exec.LookPath("fallocate"); err != nil {
+		t.Skip("fallocate (util-linux) is not installed here")
+	}
+	script := "touch k && fallocate -n -l 8M k && echo reserved; head -c 8192 /dev/zero > h && fallocate -p -o 0 -l 4096 h && echo punched"
+	for _, limit := range []policy.Size{1 << 20, 0} {
+		ws := t.TempDir()
+		r := sh(t, ws, func(p *policy.Policy) { p.Limits.FileSize = limit }, script)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var st syscall.Stat_t
+		syscall.Stat(filepath.Join(ws, "k"), &st)
+		reserved := strings.Contains(r.stdout, "reserved")
+		if !strings.Contains(r.stdout, "punched") {
+			t.Errorf("limit %d: a hole was not punched: %q %q", limit, r.stdout, r.stderr)
+		}
+		switch {
+		case limit > 0 && (reserved || st.Blocks*512 > 1<<20):
+			t.Errorf("limit %d: %d bytes reserved past a file's end (%q)", limit, st.Blocks*512, r.stdout)
+		case limit == 0 && !reserved:
+			t.Errorf("control: no limit, the reservation failed: %q %q", r.stdout, r.stderr)
+		}
+	}
+}
+
 // cgroupOrSkip skips a test of a cgroup limit where this caller cannot
 // have it, and checks that moat refuses instead.
 func cgroupOrSkip(t *testing.T, ok bool, why string) {

@@ -22,6 +22,19 @@ import (
 // Policy.Resolve has already made a file's path absolute. The file is read
 // through the policy, which hands over the content its trust check saw.
 func seccompProfiles(p *policy.Policy) (profiles []*seccomp.Profile, atExec bool, err error) {
+	profiles, atExec, err = policyProfiles(p)
+	if err == nil && len(profiles) > 0 && p.Limits.FileSize > 0 {
+		// The last: moat's own (the default, strict, or the floor under
+		// a custom profile).
+		last := len(profiles) - 1
+		profiles[last] = seccomp.WithFileSizeLimit(profiles[last])
+	}
+	return profiles, atExec, err
+}
+
+// policyProfiles is seccompProfiles before the rules of the policy's
+// limits.
+func policyProfiles(p *policy.Policy) (profiles []*seccomp.Profile, atExec bool, err error) {
 	name := p.Syscalls.Profile
 	switch name {
 	case "", policy.ProfileDefault:

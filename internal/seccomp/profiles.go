@@ -92,6 +92,30 @@ func namespaceRules() []Rule {
 	return rules
 }
 
+// fallocate's mode bits (linux/falloc.h).
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+)
+
+// WithFileSizeLimit returns p with fallocate's FALLOC_FL_KEEP_SIZE
+// refused first (EPERM: runsc answers no other errno), a hole punched
+// excepted: a file-size limit (RLIMIT_FSIZE) bounds how far
+// a file's size goes, and blocks reserved past its end leave the size
+// where it was, so one file would hold any amount of a host filesystem's
+// disk under the limit (found by a tester). p is not changed.
+func WithFileSizeLimit(p *Profile) *Profile {
+	q := *p
+	q.Rules = append([]Rule{{
+		Names: []string{"fallocate"}, Action: Errno, Errno: eperm,
+		// One condition (runsc reads two on one argument as either):
+		// the mode's two low bits are KEEP_SIZE alone.
+		Args:    []Arg{{Index: 1, Op: MaskedEQ, Value: fallocKeepSize | fallocPunchHole, ValueTwo: fallocKeepSize}},
+		Comment: "blocks reserved past a file's end escape its file-size limit",
+	}}, p.Rules...)
+	return &q
+}
+
 // ttyRules refuse the ioctls that push input into a terminal, which can run
 // commands in the user's shell once the sandbox exits. The command is an
 // unsigned int: only the low half is compared.
