@@ -27,7 +27,7 @@ type word struct {
 	// tmpl is, for a dyn word, its value with the expansions as written
 	// and the quotes removed ("" when escapes make it unsure): the text
 	// a later evaluation of the value reads as a line (a trap's action,
-	// PROMPT_COMMAND), see template.
+	// PROMPT_COMMAND), see wordOf.
 	tmpl string
 }
 
@@ -224,7 +224,7 @@ func (s *splitter) command(ws []word, depth int, inScript bool) {
 			// Left to the rules about source, as a program it would only
 			// ask; but one whose fixed part is a descriptor's
 			// (. /dev/fd/$fd) hides its script as a fixed one does.
-			if f := strings.TrimLeft(file[0].s, `"'`); strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/") {
+			if DescriptorPath(file[0].s) {
 				s.add(file, "the sourced file is a descriptor's or a device's ("+shownWord(file[0].s)+"), whose script the line does not show")
 			}
 		default:
@@ -392,19 +392,12 @@ func (s *splitter) shell(ws []word, depth int, inScript bool) {
 	op, c := shellOperand(texts(ws[1:]))
 	// bash --rcfile FILE (--init-file) sources FILE first, as BASH_ENV
 	// does: decided as source FILE and as the program it is.
-	end := len(ws)
-	if op >= 0 {
-		end = 1 + op
-	}
-	for i := 1; i < end; i++ {
-		if a := ws[i].s; (a == "--rcfile" || a == "--init-file") && i+1 < end {
-			if f := ws[i+1]; f.dyn {
-				s.add(ws, "the shell's startup file is only known when the line runs ("+shownWord(f.s)+")")
-			} else {
-				s.add([]word{{s: "source"}, f}, "")
-				s.sourced([]word{f})
-			}
-			i++
+	for _, i := range startupFileArgs(texts(ws)) {
+		if f := ws[i]; f.dyn {
+			s.add(ws, "the shell's startup file is only known when the line runs ("+shownWord(f.s)+")")
+		} else {
+			s.add([]word{{s: "source"}, f}, "")
+			s.sourced([]word{f})
 		}
 	}
 	switch {
@@ -471,19 +464,29 @@ func shellStartupFiles(argv []string) []string {
 	if len(argv) < 2 || !isShell(strings.TrimPrefix(path.Base(argv[0]), "-")) {
 		return nil
 	}
+	var files []string
+	for _, i := range startupFileArgs(argv) {
+		files = append(files, argv[i])
+	}
+	return files
+}
+
+// startupFileArgs returns the indices in argv, a shell's, of the values
+// of its --rcfile and --init-file options, before its operand.
+func startupFileArgs(argv []string) []int {
 	op, _ := shellOperand(argv[1:])
 	end := len(argv)
 	if op >= 0 {
 		end = 1 + op
 	}
-	var files []string
+	var at []int
 	for i := 1; i+1 < end; i++ {
 		if a := argv[i]; a == "--rcfile" || a == "--init-file" {
-			files = append(files, argv[i+1])
+			at = append(at, i+1)
 			i++
 		}
 	}
-	return files
+	return at
 }
 
 // shellScriptFile returns, for a shell started on a script file (sh
@@ -636,13 +639,25 @@ func (s *splitter) startupFile(assign string) {
 // not show, whatever the descriptor was opened on (exec 3<deploy.sh;
 // . /dev/fd/3), and counts as hiding what runs.
 func (s *splitter) sourced(file []word) {
-	f := path.Clean(file[0].s)
-	if f != "/dev/null" && (strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/") ||
-		strings.HasPrefix(f, "../") && (strings.Contains(f, "/dev/") || strings.Contains(f, "/proc/"))) {
+	if DescriptorPath(file[0].s) {
 		s.add(file, "the sourced file is a descriptor's or a device's ("+shownWord(file[0].s)+"), whose script the line does not show")
 		return
 	}
 	s.add(file, "")
+}
+
+// DescriptorPath reports whether a file sourced by the name f is a
+// descriptor's or a device's (/dev/stdin, /dev/fd/3, /proc/self/fd/0, and
+// the same reached up from a relative name: ../../dev/stdin), whose
+// script no name shows. /dev/null is none. f may end in a part known only
+// when the line runs (/dev/fd/$fd): its fixed start decides.
+func DescriptorPath(f string) bool {
+	f = path.Clean(strings.TrimLeft(f, `"'`))
+	if f == "/dev/null" {
+		return false
+	}
+	return strings.HasPrefix(f, "/dev/") || strings.HasPrefix(f, "/proc/") ||
+		strings.HasPrefix(f, "../") && (strings.Contains(f, "/dev/") || strings.Contains(f, "/proc/"))
 }
 
 // shownWord is a word of the line as a reason quotes it: quoted, with
@@ -811,46 +826,8 @@ func missing(a, b []simple) []simple {
 // when the line runs: sliced from the line as written, so the word is
 // shown exactly as the agent sent it.
 func wordOf(src string, w *syntax.Word) word {
-	var b strings.Builder
-	dyn := false
-	for _, part := range w.Parts {
-		switch p := part.(type) {
-		case *syntax.Lit:
-			b.WriteString(unescape(p.Value, false))
-		case *syntax.SglQuoted:
-			if p.Dollar && strings.Contains(p.Value, `\`) {
-				dyn = true // $'\x67it': escapes spell the value
-			}
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				if l, ok := q.(*syntax.Lit); ok {
-					b.WriteString(unescape(l.Value, true))
-				} else {
-					dyn = true
-				}
-			}
-		default:
-			dyn = true
-		}
-	}
-	if dyn {
-		t, _ := template(src, w)
-		from, to := int(w.Pos().Offset()), int(w.End().Offset())
-		if from < 0 || to > len(src) || from > to {
-			return word{s: b.String(), dyn: true, tmpl: t}
-		}
-		return word{s: src[from:to], dyn: true, tmpl: t}
-	}
-	return word{s: b.String()}
-}
-
-// template returns w's value with its expansions as written ($u, $(cmd))
-// and its quotes removed: trap "echo $u"' x; . ./f' EXIT sets the action
-// echo $u x; . ./f, which the shell reads as a line when the trap runs.
-// What a variable's value adds to that line is not known here. ok is
-// false where escapes spell the value ($'\x2e').
-func template(src string, w *syntax.Word) (string, bool) {
+	// text is the source of n as written, "" with false when n's
+	// positions are not in src.
 	text := func(n syntax.Node) (string, bool) {
 		from, to := int(n.Pos().Offset()), int(n.End().Offset())
 		if from < 0 || to > len(src) || from > to {
@@ -858,37 +835,59 @@ func template(src string, w *syntax.Word) (string, bool) {
 		}
 		return src[from:to], true
 	}
-	var b strings.Builder
+	// b is the value, known while dyn is false; t is the template (see
+	// word.tmpl): the literal parts as b has them, each expansion as
+	// written. sure is false once escapes spell part of the value.
+	var b, t strings.Builder
+	dyn, sure := false, true
+	expansion := func(n syntax.Node) {
+		dyn = true
+		if x, ok := text(n); ok {
+			t.WriteString(x)
+		} else {
+			sure = false
+		}
+	}
 	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
-			b.WriteString(unescape(p.Value, false))
+			v := unescape(p.Value, false)
+			b.WriteString(v)
+			t.WriteString(v)
 		case *syntax.SglQuoted:
 			if p.Dollar && strings.Contains(p.Value, `\`) {
-				return "", false
+				dyn, sure = true, false // $'\x67it': escapes spell the value
 			}
 			b.WriteString(p.Value)
+			t.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			for _, q := range p.Parts {
 				if l, ok := q.(*syntax.Lit); ok {
-					b.WriteString(unescape(l.Value, true))
-					continue
+					v := unescape(l.Value, true)
+					b.WriteString(v)
+					t.WriteString(v)
+				} else {
+					expansion(q)
 				}
-				t, ok := text(q)
-				if !ok {
-					return "", false
-				}
-				b.WriteString(t)
 			}
 		default:
-			t, ok := text(part)
-			if !ok {
-				return "", false
-			}
-			b.WriteString(t)
+			expansion(part)
 		}
 	}
-	return b.String(), true
+	if !dyn {
+		return word{s: b.String()}
+	}
+	out := word{s: b.String(), dyn: true}
+	if sure {
+		// trap "echo $u"' x; . ./f' EXIT sets the action echo $u x;
+		// . ./f, which the shell reads as a line when the trap runs;
+		// what a variable's value adds to that line is not known here.
+		out.tmpl = t.String()
+	}
+	if x, ok := text(w); ok {
+		out.s = x
+	}
+	return out
 }
 
 // unescape removes the backslashes the shell removes: before any

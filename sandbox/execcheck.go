@@ -482,7 +482,7 @@ func (e *execCheck) scriptFile(c backend.ExecCall) harness.Decision {
 // given and by the file it is; one of a descriptor or a device holds a
 // script no name shows, and is asked about.
 func (e *execCheck) sourcedFile(c backend.ExecCall, f string) harness.Decision {
-	if p := path.Clean(f); p != "/dev/null" && (strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/")) {
+	if harness.DescriptorPath(f) {
 		return harness.Decision{Verdict: harness.Ask, Reason: "the shell's startup file is a descriptor's or a device's (" + workspace.EscapeText(f) + "), whose script no name shows", Command: []string{"source", f}}
 	}
 	d := e.rules.DecideExec("", []string{f})

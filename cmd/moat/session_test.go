@@ -476,29 +476,8 @@ func TestServeWarnsBeyondLoopback(t *testing.T) {
 // at once and the client got "connection refused" (tried). The drain
 // then ends, the daemon exits 0 and its socket goes.
 func TestServeDrainAnswersDraining(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "moat.sock")
-	cmd := exec.Command(os.Args[0], "serve", "--socket", sock, "--drain", "3s")
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	c := client.Unix(sock)
-	defer c.Close()
+	cmd, sock, c, s, logs := serveWithSession(t, "3s")
 	ctx := context.Background()
-	var s *client.Session
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("moat serve: %v\n%s", err, logs.String())
-		}
-	}
 	// A foreground command: the drain waits for it.
 	go c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sleep", "2"}}, nil, nil)
 	time.Sleep(300 * time.Millisecond)
@@ -506,7 +485,7 @@ func TestServeDrainAnswersDraining(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond)
-	_, err = c.CreateSession(ctx, &client.CreateSessionRequest{})
+	_, err := c.CreateSession(ctx, &client.CreateSessionRequest{})
 	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Code != client.CodeDraining {
 		t.Errorf("a request while the daemon drains: %v, want %s", err, client.CodeDraining)
@@ -529,29 +508,8 @@ func TestServeDrainAnswersDraining(t *testing.T) {
 // ignored). The control: after the first signal alone the daemon is still
 // waiting for its command.
 func TestServeSecondSignalCutsDrain(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "moat.sock")
-	cmd := exec.Command(os.Args[0], "serve", "--socket", sock, "--drain", "2m")
-	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	c := client.Unix(sock)
-	defer c.Close()
+	cmd, sock, c, s, logs := serveWithSession(t, "2m")
 	ctx := context.Background()
-	var s *client.Session
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, err = c.CreateSession(ctx, &client.CreateSessionRequest{}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("moat serve: %v\n%s", err, logs.String())
-		}
-	}
 	started := make(chan struct{})
 	go c.Exec(ctx, s.ID, &client.ExecRequest{Args: []string{"sh", "-c", "echo up; exec sleep 600"}}, writerFunc(func(p []byte) (int, error) {
 		select {
@@ -671,3 +629,31 @@ func TestServeQuitDrains(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// serveWithSession runs `moat serve` with --drain drain on a socket in a
+// temporary directory, and makes a session of it. The daemon is killed
+// and the client closed at the test's end, whatever the test did.
+func serveWithSession(t *testing.T, drain string) (cmd *exec.Cmd, sock string, c *client.Client, s *client.Session, logs *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	sock = filepath.Join(dir, "moat.sock")
+	cmd = exec.Command(os.Args[0], "serve", "--socket", sock, "--drain", drain)
+	cmd.Env = append(os.Environ(), "MOAT_TEST_AS_MOAT=1", "MOAT_STATE_DIR="+filepath.Join(dir, "state"))
+	logs = &bytes.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	c = client.Unix(sock)
+	t.Cleanup(func() { c.Close() })
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, err = c.CreateSession(context.Background(), &client.CreateSessionRequest{}); err == nil {
+			return cmd, sock, c, s, logs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("moat serve: %v\n%s", err, logs.String())
+		}
+	}
+}
