@@ -655,6 +655,11 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 	if len(spec.Seccomp) == 0 {
 		rep.Seccomp = policy.ProfileUnconfined
 		rep.Warnings = append(rep.Warnings, "syscalls.profile is \"unconfined\": no system-call filter, not even the floor a custom profile gets: the command reaches its caller's session keyring and can make set-id files in the workspace and new namespaces")
+		if p.Limits.FileSize > 0 {
+			// The limit's rule against reserving blocks past a file's
+			// end (fallocate's KEEP_SIZE) lives in moat's filter.
+			rep.Warnings = append(rep.Warnings, "limits.file_size bounds the size of files, not the blocks fallocate --keep-size reserves past a file's end: moat refuses that in its system-call filter, which an unconfined run has not")
+		}
 	}
 	if len(spec.Seccomp) == 2 {
 		rep.Warnings = append(rep.Warnings, customProfileGaps(p.Syscalls.Profile, spec.Seccomp[0])...)

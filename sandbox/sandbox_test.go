@@ -802,6 +802,21 @@ func TestFileSizeLimitKeepSize(t *testing.T) {
 			t.Errorf("control: no limit, the reservation failed: %q %q", r.stdout, r.stderr)
 		}
 	}
+	// Without moat's filter nothing refuses the reservation: the run
+	// says so, and says nothing of it when it has no such limit.
+	for _, limit := range []policy.Size{1 << 20, 0} {
+		r := sh(t, t.TempDir(), func(p *policy.Policy) {
+			p.Limits.FileSize = limit
+			p.Syscalls.Profile = policy.ProfileUnconfined
+		}, "true")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		said := strings.Contains(strings.Join(r.rep.Warnings, "\n"), "fallocate --keep-size")
+		if said != (limit > 0) {
+			t.Errorf("unconfined, limit %d: warnings %q", limit, r.rep.Warnings)
+		}
+	}
 }
 
 // cgroupOrSkip skips a test of a cgroup limit where this caller cannot
