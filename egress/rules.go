@@ -306,6 +306,12 @@ func (r *Rules) CheckAddr(host string, a netip.Addr, own []netip.Addr) Verdict {
 			"%s is allowed by the [network] allow_cidrs entry %q", a, c.entry)}
 	}
 	if wide != nil {
+		// The range is listed, so what refuses the address is that it
+		// leads into the host: the rule (the one line a refusal gets)
+		// says so where the host holds it, not only that it is private.
+		if k := ownAddrKind(a, own); k != "" {
+			kind = k
+		}
 		return Verdict{Rule: kind, Reason: fmt.Sprintf(
 			"%s: %s, which leads back into the host (or to the cloud metadata service): the [network] allow_cidrs entry %q contains it but is wider than %s; to allow it, add %q (or a range within it) to [network] allow_cidrs",
 			what, kind, wide.entry, block, block)}

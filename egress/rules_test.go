@@ -299,6 +299,27 @@ func TestWideCIDRDoesNotOpenTheHost(t *testing.T) {
 	}
 }
 
+// TestListedRangeHostAddress: an address of the host's own inside a
+// listed private range is refused naming the host, not the range's kind,
+// which the listing already answered. The control: another address of
+// the range is allowed.
+func TestListedRangeHostAddress(t *testing.T) {
+	own := []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("192.0.2.2")}
+	r, err := ParseRules(nil, nil, []string{"10.77.0.0/24", "192.0.2.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"10.77.0.1", "192.0.2.2", "::ffff:10.77.0.1"} {
+		v := r.CheckAddr("own.test", netip.MustParseAddr(s), own)
+		if v.Allow || !strings.Contains(v.Rule, ruleHostAddress) || !strings.Contains(v.Reason, "wider than") {
+			t.Errorf("CheckAddr(%s) = %+v, want refused as the host's own", s, v)
+		}
+	}
+	if v := r.CheckAddr("ok.test", netip.MustParseAddr("10.77.0.2"), own); !v.Allow {
+		t.Errorf("control: CheckAddr(10.77.0.2) = %+v, want allowed", v)
+	}
+}
+
 // TestLocalUseNAT64Layouts: a local-use NAT64 address is refused naming
 // an address it embeds in one of the RFC 6052 layouts (/48, /56, /64,
 // /96) that would be refused: the first in that order, so 169.254.169.254
