@@ -786,7 +786,8 @@ func Notice(ch Change) string {
 			notes = append(notes, "bytecode Python loads in place of "+QuoteName(ch.Shadows))
 		case strings.HasSuffix(name, ".pyc") && path.Base(dir) != "__pycache__":
 			notes = append(notes, "bytecode Python imports as a module")
-		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")):
+		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")),
+			inStartupPackage(dir):
 			notes = append(notes, "Python runs it at start-up")
 		case path.Base(dir) == "bin" && (name == "activate" || strings.HasPrefix(name, "activate.") || name == "Activate.ps1"):
 			notes = append(notes, "a shell sources it, activating a virtual environment")
@@ -808,6 +809,20 @@ func Notice(ch Change) string {
 		notes = append(notes, "WARNING: anyone may write it")
 	}
 	return strings.Join(notes, ", ")
+}
+
+// inStartupPackage says whether the directory dir ("a/b/", as path.Split
+// leaves it) is, or is within, a sitecustomize or usercustomize package
+// of a site directory: Python imports the package at start-up, as it
+// does the module, and the package's files are what it runs.
+func inStartupPackage(dir string) bool {
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	for i := 0; i+1 < len(parts); i++ {
+		if (parts[i] == "site-packages" || parts[i] == "dist-packages") && (parts[i+1] == "sitecustomize" || parts[i+1] == "usercustomize") {
+			return true
+		}
+	}
+	return false
 }
 
 // pythonModule says whether the file name is one Python imports as the

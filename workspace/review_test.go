@@ -186,6 +186,14 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 			".venv/lib/python3.12/site-packages/x/__init__.py": "\n", "src/util.cpython-312-x86_64-linux-gnu.so": "\x7fELF"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize.so (Python runs it at start-up)",
 				"A src/util.cpython-312-x86_64-linux-gnu.so (native code: Python and Node import it as a module, programs load it)"}, nil},
+		// A tester's: the start-up module as a package ran on the host
+		// after a review that folded it away. Its sibling package stays
+		// folded (the control).
+		{"start-up package", map[string]string{".venv/lib/python3.12/site-packages/sitecustomize/__init__.py": "import os\n",
+			".venv/lib/python3.12/site-packages/usercustomize/sub/m.py": "\n",
+			".venv/lib/python3.12/site-packages/x/__init__.py": "\n"},
+			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize/__init__.py (Python runs it at start-up)",
+				"A .venv/lib/python3.12/site-packages/usercustomize/sub/m.py (Python runs it at start-up)"}, []string{"x/__init__.py"}},
 		{"addon and activation script", map[string]string{"node_modules/x/build/x.node": "\x7fELF", "node_modules/x/i.js": "\n",
 			".venv/bin/activate": "echo hi\n", ".venv/lib/python3.12/site-packages/y.py": "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/bin/activate (a shell sources it, activating a virtual environment)",
