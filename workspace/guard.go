@@ -119,6 +119,15 @@ var hostConfig = []string{
 	// takes path: entries (and mise's shell hook reads it on cd); a
 	// top-level .devcontainer.json's initializeCommand runs on the host.
 	"rust-toolchain", "rust-toolchain.toml", ".tool-versions", ".devcontainer.json",
+	// Build tools' project settings that run programs at any command of
+	// the tool, not only the project's own steps: pnpm's hooks at every
+	// install, bun's preload scripts, Maven's core extensions and JVM
+	// options, Bazel's status command and run wrapper.
+	".pnpmfile.cjs", ".pnpmfile.mjs", "bunfig.toml",
+	".mvn/extensions.xml", ".mvn/jvm.config", ".mvn/maven.config", ".bazelrc",
+	// lazy.nvim's project spec, like .nvim.lua; OpenHands' setup script,
+	// run when an agent's session starts in the workspace.
+	".lazy.lua", ".openhands",
 }
 
 // HostConfig lists the built-in protected paths, relative to a

@@ -55,6 +55,16 @@ func TestProtects(t *testing.T) {
 		{Change{Path: "rust-toolchain", Type: File}, true},
 		{Change{Path: ".tool-versions", Type: File}, true},
 		{Change{Path: ".devcontainer.json", Type: File}, true},
+		// Build tools' settings that run programs at any command, an
+		// editor's and an agent's project files (found by a tester).
+		{Change{Path: ".pnpmfile.cjs", Type: File}, true},
+		{Change{Path: "bunfig.toml", Type: File}, true},
+		{Change{Path: ".mvn/extensions.xml", Type: File}, true},
+		{Change{Path: ".bazelrc", Type: File}, true},
+		{Change{Path: ".lazy.lua", Type: File}, true},
+		{Change{Path: ".openhands/setup.sh", Type: File}, true},
+		{Change{Path: ".mvn/wrapper/maven-wrapper.properties", Type: File}, false},
+		{Change{Path: "pkg/bunfig.toml", Type: File}, false},
 		{Change{Path: "src/rust-toolchain.rs", Type: File}, false},
 		{Change{Path: ".clinerules/style.md", Type: File}, false},
 		{Change{Path: "docs/opencode.md", Type: File}, false},
