@@ -70,6 +70,23 @@ func (w *spoolWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// whileLive reads an upload's body while its session lives: one ended
+// meanwhile (deleted, its TTL) stops the reading with ErrEnded rather
+// than take in the rest of a body nothing will be written from.
+type whileLive struct {
+	s *Session
+	r io.Reader
+}
+
+func (w *whileLive) Read(p []byte) (int, error) {
+	release, err := w.s.useRoot()
+	if err != nil {
+		return 0, err
+	}
+	release()
+	return w.r.Read(p)
+}
+
 // Untar writes the tar archive r into the directory dir of the workspace
 // (made with its parents when missing). See tar.go for what it refuses.
 //
@@ -102,8 +119,11 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		return nil, err
 	}
 	defer spool.Close()
-	n, err := io.Copy(&spoolWriter{spool}, io.LimitReader(r, MaxTarBytes+1))
+	n, err := io.Copy(&spoolWriter{spool}, io.LimitReader(&whileLive{s, r}, MaxTarBytes+1))
 	var full *spoolFull
+	if errors.Is(err, ErrEnded) {
+		return nil, err
+	}
 	if errors.As(err, &full) {
 		return nil, fmt.Errorf("%w: the archive does not fit in the workspace's limits.disk (%s), which the daemon's disk quota for each tenant (--tenant-disk) counts: an archive is held there whole until its entries are checked, and its files then need as much again", ErrQuota, policy.Size(s.policy.Limits.Disk))
 	}
@@ -142,7 +162,14 @@ func (s *Session) Untar(ctx context.Context, dir string, r io.Reader) (*TarRepor
 		}
 		entries = append(entries, e)
 	}
+	// The check resolves paths beneath the root, which the session's
+	// end closes (and its descriptor number may then name another's).
+	release, err := s.useRoot()
+	if err != nil {
+		return nil, err
+	}
 	places, err := s.checkTarPaths(dir, entries)
+	release()
 	if err != nil {
 		return nil, err
 	}
