@@ -782,7 +782,8 @@ func TestFileSizeLimitKeepSize(t *testing.T) {
 	if _, err := exec.LookPath("fallocate"); err != nil {
 		t.Skip("fallocate (util-linux) is not installed here")
 	}
-	script := "touch k && fallocate -n -l 8M k && echo reserved; head -c 8192 /dev/zero > h && fallocate -p -o 0 -l 4096 h && echo punched"
+	script := "touch k && fallocate -n -l 8M k && echo reserved; head -c 8192 /dev/zero > h && fallocate -p -o 0 -l 4096 h && echo punched; " +
+		"head -c 8192 /dev/zero > i && fallocate -i -o 4096 -l 8M i 2>/dev/null; echo inserted $(stat -c %s i)"
 	for _, limit := range []policy.Size{1 << 20, 0} {
 		ws := t.TempDir()
 		r := sh(t, ws, func(p *policy.Policy) { p.Limits.FileSize = limit }, script)
@@ -800,6 +801,15 @@ func TestFileSizeLimitKeepSize(t *testing.T) {
 			t.Errorf("limit %d: %d bytes reserved past a file's end (%q)", limit, st.Blocks*512, r.stdout)
 		case limit == 0 && !reserved:
 			t.Errorf("control: no limit, the reservation failed: %q %q", r.stdout, r.stderr)
+		}
+		// A range inserted grows the file where the filesystem can
+		// (ext4, xfs: not tmpfs, which has no insert at all).
+		grown := !strings.Contains(r.stdout, "inserted 8192\n")
+		if limit > 0 && grown {
+			t.Errorf("limit %d: a range inserted past the limit: %q", limit, r.stdout)
+		}
+		if limit == 0 && !grown {
+			t.Logf("control: no limit, no range inserted (the filesystem has no insert): %q", r.stdout)
 		}
 	}
 	// Without moat's filter nothing refuses the reservation: the run

@@ -94,8 +94,9 @@ func namespaceRules() []Rule {
 
 // fallocate's mode bits (linux/falloc.h).
 const (
-	fallocKeepSize  = 0x01
-	fallocPunchHole = 0x02
+	fallocKeepSize    = 0x01
+	fallocPunchHole   = 0x02
+	fallocInsertRange = 0x20
 )
 
 // WithFileSizeLimit returns p with fallocate's FALLOC_FL_KEEP_SIZE
@@ -103,7 +104,10 @@ const (
 // excepted: a file-size limit (RLIMIT_FSIZE) bounds how far
 // a file's size goes, and blocks reserved past its end leave the size
 // where it was, so one file would hold any amount of a host filesystem's
-// disk under the limit (found by a tester). p is not changed.
+// disk under the limit (found by a tester). FALLOC_FL_INSERT_RANGE is
+// refused too: it grows a file by the range it inserts, and filesystems
+// do not hold that growth to the limit (a tester's 8 KiB file became
+// 1 TiB). p is not changed.
 func WithFileSizeLimit(p *Profile) *Profile {
 	q := *p
 	q.Rules = append([]Rule{{
@@ -112,6 +116,10 @@ func WithFileSizeLimit(p *Profile) *Profile {
 		// the mode's two low bits are KEEP_SIZE alone.
 		Args:    []Arg{{Index: 1, Op: MaskedEQ, Value: fallocKeepSize | fallocPunchHole, ValueTwo: fallocKeepSize}},
 		Comment: "blocks reserved past a file's end escape its file-size limit",
+	}, {
+		Names: []string{"fallocate"}, Action: Errno, Errno: eperm,
+		Args:    []Arg{{Index: 1, Op: MaskedEQ, Value: fallocInsertRange, ValueTwo: fallocInsertRange}},
+		Comment: "a range inserted into a file grows it past its file-size limit",
 	}}, p.Rules...)
 	return &q
 }
