@@ -182,6 +182,30 @@ func TestSandboxDeathEndsSession(t *testing.T) {
 	}
 }
 
+// TestRequestAfterTTLEnds: a request for a session past its TTL finds it
+// ended, though the expiry's tick has not come (a tester's exec ran half
+// a second past the TTL). The control: the same request before the TTL.
+func TestRequestAfterTTLEnds(t *testing.T) {
+	m := newManager(t, Config{Tick: time.Hour, TTL: time.Second})
+	tenant := TokenTenant("a")
+	s, err := m.Create(context.Background(), tenant, &CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Get(tenant, s.ID); err != nil {
+		t.Fatalf("control: before its TTL: %v", err)
+	}
+	time.Sleep(time.Until(s.Expires) + 10*time.Millisecond)
+	if _, err := m.Get(tenant, s.ID); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "(ttl)") {
+		t.Fatalf("after its TTL: %v, want ErrEnded (ttl)", err)
+	}
+	select {
+	case <-s.eng.(*fakeEngine).closed:
+	default:
+		t.Error("the expired session's sandbox was not closed")
+	}
+}
+
 func TestReapRemovesOnlyItsOwn(t *testing.T) {
 	state := t.TempDir()
 	dir := filepath.Join(state, "daemon")
