@@ -125,6 +125,10 @@ var hostConfig = []string{
 	// options, Bazel's status command and run wrapper.
 	".pnpmfile.cjs", ".pnpmfile.mjs", "bunfig.toml",
 	".mvn/extensions.xml", ".mvn/jvm.config", ".mvn/maven.config", ".bazelrc",
+	// Bazel's launcher runs tools/bazel in place of itself; Bazelisk
+	// fetches and runs the release (a fork's too) .bazelversion names,
+	// from where .bazeliskrc says.
+	"tools/bazel", ".bazelversion", ".bazeliskrc",
 	// lazy.nvim's project spec, like .nvim.lua; OpenHands' setup script,
 	// run when an agent's session starts in the workspace.
 	".lazy.lua", ".openhands",
