@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/moatbox/moat/internal/overlay"
@@ -96,6 +97,10 @@ type Change struct {
 	// Shadows is, for Python bytecode, the source file (workspace
 	// relative) that Python loads it in place of.
 	Shadows string `json:"shadows,omitempty"`
+	// Startup is, for a file of a site directory's module that one of
+	// its .pth files imports (or otherwise names in an import line, which
+	// Python runs at every start), that .pth file.
+	Startup string `json:"startup,omitempty"`
 	// Deep: a directory whose tree goes deeper than a path can name (see
 	// maxTreePath): what is below it is not listed, and apply refuses it
 	// (ErrTooDeep). Its Kind is Added for a new directory, Modified for
@@ -147,6 +152,7 @@ type walker struct {
 	upper, lower string
 	copy         bool
 	out          []Change
+	pth          map[string]map[string]string // by site directory: names its .pth files' import lines hold, each to its .pth
 }
 
 func (w *walker) root() error {
@@ -407,6 +413,7 @@ func (w *walker) entry(p string, opaqueAbove, lowerParent bool) error {
 		ch.Size = ufi.Size()
 		ch.SetID = ufi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0
 		ch.Shadows = w.shadows(p)
+		ch.Startup = w.startup(p)
 		if ch.Kind == "" {
 			ch.OldSize = lfi.Size()
 			same, err := sameContent(up, w.lowerPath(p), ufi.Size(), lfi.Size())
@@ -529,6 +536,80 @@ func (w *walker) shadows(p string) string {
 		return ""
 	}
 	return src
+}
+
+// startup returns the .pth file whose import lines name the module p
+// belongs to, in the site directory above p: Python runs those lines at
+// every start, so an edit of what they import runs then too (a tester's
+// line in _distutils_hack, which setuptools' .pth imports, ran on the
+// host after a review that folded it away). Each site directory's .pth
+// files are read once, in the merged view; a name is any identifier of
+// an import line, a module's or not, which errs towards listing.
+func (w *walker) startup(p string) string {
+	parts := strings.Split(p, "/")
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] != "site-packages" && parts[i] != "dist-packages" {
+			continue
+		}
+		site := strings.Join(parts[:i+1], "/")
+		mod, _, _ := strings.Cut(parts[i+1], ".")
+		if strings.HasSuffix(parts[i+1], ".pth") && i+2 == len(parts) {
+			return "" // the .pth itself, which Notice names
+		}
+		if w.pth == nil {
+			w.pth = map[string]map[string]string{}
+		}
+		names, ok := w.pth[site]
+		if !ok {
+			names = w.pthNames(site)
+			w.pth[site] = names
+		}
+		if pth, ok := names[mod]; ok {
+			return pth
+		}
+	}
+	return ""
+}
+
+// pthNames reads the .pth files of the site directory site (merged view)
+// and returns each identifier of their import lines, to the file's path.
+func (w *walker) pthNames(site string) map[string]string {
+	names := map[string]string{}
+	seen := map[string]bool{}
+	for _, dir := range []string{w.upperPath(site), w.lowerPath(site)} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".pth") || seen[name] {
+				continue
+			}
+			seen[name] = true
+			rel := site + "/" + name
+			fi, host := w.lstatMerged(rel)
+			if fi == nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			f, err := openReview(host, false)
+			if err != nil {
+				continue
+			}
+			data, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+			f.Close()
+			for _, line := range strings.Split(string(data), "\n") {
+				if !strings.HasPrefix(line, "import ") && !strings.HasPrefix(line, "import\t") {
+					continue
+				}
+				for _, id := range strings.FieldsFunc(line, func(r rune) bool {
+					return r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r)
+				}) {
+					if _, ok := names[id]; !ok {
+						names[id] = rel
+					}
+				}
+			}
+		}
+	}
+	return names
 }
 
 // deleted records the removal of the workspace's path p.
@@ -784,6 +865,12 @@ func Notice(ch Change) string {
 		switch {
 		case ch.Shadows != "":
 			notes = append(notes, "bytecode Python loads in place of "+QuoteName(ch.Shadows))
+		case ch.Startup != "":
+			notes = append(notes, "Python runs it at start-up: "+QuoteName(ch.Startup)+" imports it")
+		case name == "pyvenv.cfg":
+			notes = append(notes, "Python reads it at start-up: its home says where the standard library is")
+		case strings.HasSuffix(name, "._pth"):
+			notes = append(notes, "Python reads it at start-up in place of its module search path")
 		case strings.HasSuffix(name, ".pyc") && path.Base(dir) != "__pycache__":
 			notes = append(notes, "bytecode Python imports as a module")
 		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")),

@@ -229,6 +229,41 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 	}
 }
 
+// TestFoldsListWhatStartUpRuns: an edit of a module that a site
+// directory's .pth file imports, and of the venv's pyvenv.cfg (whose home
+// names the standard library), are listed with what makes them run, not
+// folded: both ran on the host after apply under a fold (found by a
+// tester). The control: an edit of a module no .pth names stays folded.
+func TestFoldsListWhatStartUpRuns(t *testing.T) {
+	site := ".venv/lib/python3.12/site-packages/"
+	_, c := newSet(t, map[string]string{
+		site + "distutils-precedence.pth": "import os; var = 'X'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n",
+		site + "_distutils_hack/__init__.py": "\n",
+		site + "plain/__init__.py":          "\n",
+		site + "other.py":                   "\n",
+		".venv/pyvenv.cfg":                  "home = /usr/bin\n",
+	})
+	tree(t, c.UpperDir(), map[string]string{
+		site + "_distutils_hack/__init__.py": "open('/tmp/x', 'w')\n",
+		site + "plain/__init__.py":          "x = 1\n",
+		site + "other.py":                   "y = 1\n",
+		".venv/pyvenv.cfg":                  "home = /tmp/fake/bin\n",
+	})
+	sum := render(t, c, Summary)
+	for _, w := range []string{
+		"M " + site + "_distutils_hack/__init__.py (Python runs it at start-up: " + site + "distutils-precedence.pth imports it)",
+		"M .venv/pyvenv.cfg (Python reads it at start-up",
+		"M .venv/ (2 changes, not expanded)",
+	} {
+		if !strings.Contains(sum, w) {
+			t.Errorf("summary lacks %q:\n%s", w, sum)
+		}
+	}
+	if strings.Contains(sum, "plain/__init__.py") || strings.Contains(sum, "other.py") {
+		t.Errorf("control: a module no .pth names was listed:\n%s", sum)
+	}
+}
+
 // TestJSONListsEveryEntry: the JSON output is never folded, and a name
 // that is not UTF-8 keeps its exact bytes.
 func TestJSONListsEveryEntry(t *testing.T) {
