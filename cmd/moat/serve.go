@@ -89,6 +89,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "moat serve: --log-level %q: want debug, info, warn or error\n", *logLevel)
 		return 2
 	}
+	if err := socketPathError(*sock, "--socket"); err != nil {
+		fmt.Fprintf(stderr, "moat serve: %v\n", err)
+		return 2
+	}
 	mode, err := strconv.ParseUint(*sockMode, 8, 32)
 	if err != nil || mode&^0o777 != 0 {
 		fmt.Fprintf(stderr, "moat serve: --socket-mode %q is not an octal permission such as 0600\n", *sockMode)
@@ -305,6 +309,14 @@ func cmdServe(args []string, stderr io.Writer) int {
 	return code
 }
 
+// socketPathError refuses a socket path that names no file.
+func socketPathError(path, flag string) error {
+	if path == "" || strings.HasSuffix(path, "/") || filepath.Base(path) == "." || filepath.Base(path) == ".." {
+		return fmt.Errorf("%s %q names no socket: give a file's path, such as %s", flag, path, client.DefaultSocket())
+	}
+	return nil
+}
+
 // listenUnix listens on the socket path with mode, made with no wider
 // permissions at any moment. A stale socket (nothing answers on it) is
 // replaced; a live one is another daemon's.
@@ -313,6 +325,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 // nothing else is left in them: a daemon that stopped leaves nothing.
 // flag names the option that chose the path, for the errors.
 func listenUnix(path string, mode os.FileMode, flag string) (l net.Listener, remove func(), err error) {
+	if err := socketPathError(path, flag); err != nil {
+		return nil, nil, err
+	}
 	dir := filepath.Dir(path)
 	var made []string // deepest first
 	for d := dir; ; d = filepath.Dir(d) {

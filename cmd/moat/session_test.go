@@ -293,6 +293,8 @@ func TestServeRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--listen", "127.0.0.1:0"},
 		{"serve", "--socket-mode", "9"},
+		{"serve", "--socket", ""},
+		{"serve", "--socket", dir + "/"},
 		{"serve", "extra"},
 		{"serve", "--tenant-memory", "lots"},
 		// The daemon would take these as its defaults.
