@@ -629,6 +629,9 @@ func setError(rep *Report, err error) error {
 		err = fmt.Errorf("%w (filesystem.read_only, which replaces the default list, does not list /usr: add those of the default's \"/usr\", \"/bin\", \"/sbin\", \"/lib\", \"/lib64\", \"/etc\" the command needs)", err)
 	}
 	rep.Error = err.Error()
+	// Nothing ran, so no limit was in force: a reader of the field alone
+	// must not take the run for one held to them.
+	rep.LimitsEnforcedBy = map[string]string{}
 	var ie *backend.InitError
 	if errors.As(err, &ie) {
 		rep.Stage = ie.Stage

@@ -852,6 +852,22 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
+// TestRefusedRunEnforcesNoLimit: a run moat could not start says no
+// limit was in force (a refused run's report named the cgroup enforcing
+// its memory limit; found by a tester). The control: the same limit on a
+// command that runs is named.
+func TestRefusedRunEnforcesNoLimit(t *testing.T) {
+	limit := func(p *policy.Policy) { p.Limits.Pids = 64 }
+	r := run(t, t.TempDir(), limit, "/nonexistent/program")
+	if r.err == nil || r.rep.ExitCode != 127 || len(r.rep.LimitsEnforcedBy) != 0 {
+		t.Errorf("a refused run: %v, exit %d, limits enforced by %v", r.err, r.rep.ExitCode, r.rep.LimitsEnforcedBy)
+	}
+	r = run(t, t.TempDir(), limit, "true")
+	if r.err != nil || r.rep.LimitsEnforcedBy["pids"] == "" {
+		t.Errorf("control: a run: %v, limits enforced by %v", r.err, r.rep.LimitsEnforcedBy)
+	}
+}
+
 func TestForkBombIsContained(t *testing.T) {
 	caps := (&native.Backend{}).Capabilities()
 	if !caps.Pids {
