@@ -191,7 +191,7 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 		// folded (the control).
 		{"start-up package", map[string]string{".venv/lib/python3.12/site-packages/sitecustomize/__init__.py": "import os\n",
 			".venv/lib/python3.12/site-packages/usercustomize/sub/m.py": "\n",
-			".venv/lib/python3.12/site-packages/x/__init__.py": "\n"},
+			".venv/lib/python3.12/site-packages/x/__init__.py":          "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize/__init__.py (Python runs it at start-up)",
 				"A .venv/lib/python3.12/site-packages/usercustomize/sub/m.py (Python runs it at start-up)"}, []string{"x/__init__.py"}},
 		{"addon and activation script", map[string]string{"node_modules/x/build/x.node": "\x7fELF", "node_modules/x/i.js": "\n",
@@ -237,17 +237,17 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 func TestFoldsListWhatStartUpRuns(t *testing.T) {
 	site := ".venv/lib/python3.12/site-packages/"
 	_, c := newSet(t, map[string]string{
-		site + "distutils-precedence.pth": "import os; var = 'X'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n",
+		site + "distutils-precedence.pth":    "import os; var = 'X'; enabled = os.environ.get(var, 'local') == 'local'; enabled and __import__('_distutils_hack').add_shim(); \n",
 		site + "_distutils_hack/__init__.py": "\n",
-		site + "plain/__init__.py":          "\n",
-		site + "other.py":                   "\n",
-		".venv/pyvenv.cfg":                  "home = /usr/bin\n",
+		site + "plain/__init__.py":           "\n",
+		site + "other.py":                    "\n",
+		".venv/pyvenv.cfg":                   "home = /usr/bin\n",
 	})
 	tree(t, c.UpperDir(), map[string]string{
 		site + "_distutils_hack/__init__.py": "open('/tmp/x', 'w')\n",
-		site + "plain/__init__.py":          "x = 1\n",
-		site + "other.py":                   "y = 1\n",
-		".venv/pyvenv.cfg":                  "home = /tmp/fake/bin\n",
+		site + "plain/__init__.py":           "x = 1\n",
+		site + "other.py":                    "y = 1\n",
+		".venv/pyvenv.cfg":                   "home = /tmp/fake/bin\n",
 	})
 	sum := render(t, c, Summary)
 	for _, w := range []string{
