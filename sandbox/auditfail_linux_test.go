@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/moatbox/moat/audit"
@@ -91,6 +93,54 @@ func TestUnrecordedActionRefused(t *testing.T) {
 			if refused := strings.Contains(denied, "could not be written to the audit stream"); refused != fail {
 				t.Errorf("audit failing %v: denials %q", fail, denied)
 			}
+		}
+	})
+	// A program a script starts that a rule allows is recorded as the
+	// same line's would be, and refused when its record cannot be written
+	// (found by a tester: a push a rule allowed left no record). The
+	// control: a program no rule names is neither.
+	t.Run("exec allowed by a rule", func(t *testing.T) {
+		rules := `
+[[rules]]
+name = "allow-uid"
+match = { command = ["id", "-u"] }
+decision = "allow"
+`
+		for _, fail := range []bool{false, true} {
+			ws := t.TempDir()
+			caller := sandbox.CurrentCaller()
+			caller.Cwd = ws
+			var mu sync.Mutex
+			var recs []audit.Decision
+			req := &sandbox.Request{Backend: testBackend(), Policy: execPolicy(t, ws, rules), Caller: &caller,
+				Args: []string{"sh", "-c", `echo -u | xargs id >/dev/null; echo "id -u: $?"; echo -g | xargs id >/dev/null; echo "id -g: $?"`},
+				AuditDecision: func(d audit.Decision) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if d.At == "exec" {
+						recs = append(recs, d)
+						if fail {
+							return full
+						}
+					}
+					return nil
+				}}
+			var out, errb bytes.Buffer
+			if _, err := sandbox.Run(context.Background(), req, backend.Stdio{Stdout: &out, Stderr: &errb}); err != nil {
+				t.Fatalf("run: %v\n%s", err, errb.String())
+			}
+			want := "id -u: 0"
+			if fail {
+				want = "id -u: 12"
+			}
+			if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "id -g: 0") {
+				t.Errorf("audit failing %v: output %q, want %q and id -g: 0; stderr %s", fail, out.String(), want, errb.String())
+			}
+			mu.Lock()
+			if len(recs) != 1 || recs[0].Verdict != "allow" || !strings.Contains(recs[0].Rule, "allow-uid") || !slices.Equal(recs[0].Command, []string{"id", "-u"}) {
+				t.Errorf("audit failing %v: exec records %+v, want one allow of id -u by allow-uid", fail, recs)
+			}
+			mu.Unlock()
 		}
 	})
 }

@@ -160,9 +160,10 @@ func (e *execCheck) keep(g harness.Grant) {
 	e.approvals.Add(g)
 }
 
-// check is the run's Stdio.CheckExec. A program the rules allow is let
-// through at once; any other decision (audited, counted, maybe asked of
-// a person) is made in the backend's pending call, off its supervisor.
+// check is the run's Stdio.CheckExec. A program no rule has anything to
+// say about is let through at once; any decision a rule made (audited,
+// an allow too; counted, maybe asked of a person) is made in the
+// backend's pending call, off its supervisor.
 func (e *execCheck) check(c backend.ExecCall) error {
 	script := c.Path
 	if script == "" {
@@ -184,7 +185,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		d := e.decideProgram(c.Open, "", script, c.Argv, c.Resolved, 0, true)
 		d = stronger(d, e.preloaded(c))
 		d = e.throughLinks(c, script, d)
-		if d.Verdict == harness.Allow && !c.Truncated || sameDecision(d, e.lineProg) {
+		if d.Verdict == harness.Allow && !c.Truncated && d.Rule == nil || sameDecision(d, e.lineProg) {
 			return nil
 		}
 		if d.Verdict == harness.Allow {
@@ -211,9 +212,10 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		// allow is refused rather than let through unchecked.
 		d = harness.Decision{Verdict: harness.Deny, Reason: ReasonArgvTooLong}
 	}
-	if d.Verdict == harness.Allow {
+	if d.Verdict == harness.Allow && d.Rule == nil {
 		return nil
 	}
+	// A rule's allow is recorded too, off the supervisor (decided).
 	return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}
 }
 
@@ -785,6 +787,9 @@ func (e *execCheck) decided(ctx context.Context, c backend.ExecCall, d harness.D
 			err = e.refuse(c, d, Unrecorded(werr))
 		}
 	}()
+	if d.Verdict == harness.Allow {
+		return nil // a rule's allow: its record is all there is to do
+	}
 	if e.req.Learn {
 		rec.Outcome = OutcomeLearn
 		return nil
@@ -959,7 +964,7 @@ func (e *execCheck) spentBudget() string {
 func (e *execCheck) hostRules(ctx context.Context, q egress.Query) (v egress.Verdict) {
 	r := harness.Request{Host: q.Host, Port: q.Port, Method: q.Method, Path: q.Path, MethodOverrides: q.MethodOverrides, PathOverrides: q.PathOverrides, Intercepted: q.Intercepted}
 	d := e.rules.DecideHost(r)
-	if d.Verdict == harness.Allow {
+	if d.Verdict == harness.Allow && d.Rule == nil {
 		return egress.Verdict{Allow: true}
 	}
 	dest := fmt.Sprintf("%s:%d%s", q.Host, q.Port, q.Path)
@@ -977,6 +982,9 @@ func (e *execCheck) hostRules(ctx context.Context, q egress.Query) (v egress.Ver
 			v = refuse(Unrecorded(werr))
 		}
 	}()
+	if d.Verdict == harness.Allow {
+		return egress.Verdict{Allow: true, Rule: d.Rule.String()} // recorded as it goes
+	}
 	if e.req.Learn {
 		rec.Outcome = OutcomeLearn
 		return egress.Verdict{Allow: true, Rule: d.Rule.String()}

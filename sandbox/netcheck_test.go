@@ -103,3 +103,52 @@ echo "control: $(curl -sS -m 10 http://other.test:%[1]d/)"
 		})
 	}
 }
+
+// TestNetworkAllowRuleRecorded: a request a host rule allows is recorded
+// (the rule, the destination), and refused when its record cannot be
+// written, as the command line's allow is: nothing a rule decides goes
+// unrecorded (found by a tester: the allow returned before its record).
+// The control: a host no rule names is reached, unrecorded, either way.
+func TestNetworkAllowRuleRecorded(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		w := newNetWorld(t)
+		w.names["other.test"] = netip.MustParseAddr("127.0.0.1")
+		var mu sync.Mutex
+		var recs []audit.Decision
+		req := w.request(func(p *policy.Policy) {
+			p.Network.Allow = []string{"allowed.test", "other.test"}
+			p.Network.AllowCIDRs = []string{"127.0.0.0/8"}
+			p.Rules = []policy.Rule{{Name: "allow-allowed", Match: policy.Match{Host: "allowed.test"}, Decision: policy.DecisionAllow}}
+		})
+		req.AuditDecision = func(d audit.Decision) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if d.At == "network" {
+				recs = append(recs, d)
+				if fail {
+					return errors.New("write audit stream: no space left on device")
+				}
+			}
+			return nil
+		}
+		out, _ := w.run(t, req, fmt.Sprintf(`
+echo "http: $(curl -sS -m 10 -D - http://allowed.test:%[1]d/ | tr -d '\r' | grep -e '^HTTP' -e PAGE | tr '\n' ' ')"
+echo "control: $(curl -sS -m 10 http://other.test:%[1]d/)"
+`, w.httpPort))
+		if !strings.Contains(out, "control: PAGE-FROM-other.test") {
+			t.Errorf("audit failing %v: the host no rule names was not reached:\n%s", fail, out)
+		}
+		want := "http: HTTP/1.1 200 OK PAGE-FROM-allowed.test"
+		if fail {
+			want = "http: HTTP/1.1 403 Forbidden"
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("audit failing %v: output lacks %q:\n%s", fail, want, out)
+		}
+		mu.Lock()
+		if len(recs) != 1 || recs[0].Verdict != "allow" || !strings.Contains(recs[0].Rule, "allow-allowed") || !strings.Contains(strings.Join(recs[0].Command, " "), "allowed.test") {
+			t.Errorf("audit failing %v: network records %+v, want one allow of allowed.test", fail, recs)
+		}
+		mu.Unlock()
+	}
+}
