@@ -661,7 +661,7 @@ func checkSpec(be backend.Backend, p *policy.Policy, spec *backend.Spec, allowDe
 		if p.Limits.FileSize > 0 {
 			// The limit's rule against reserving blocks past a file's
 			// end (fallocate's KEEP_SIZE) lives in moat's filter.
-			rep.Warnings = append(rep.Warnings, "limits.file_size bounds the size of files, not the blocks fallocate --keep-size reserves past a file's end: moat refuses that in its system-call filter, which an unconfined run has not")
+			rep.Warnings = append(rep.Warnings, "limits.file_size bounds what writes make a file's size, not fallocate's blocks reserved past a file's end (--keep-size) or ranges inserted (--insert-range): moat refuses those in its system-call filter, which an unconfined run has not")
 		}
 	}
 	if len(spec.Seccomp) == 2 {
