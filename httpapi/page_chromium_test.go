@@ -109,7 +109,9 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	// Its words also hold what would make the card read as another
 	// command: a right-to-left override, which reorders what follows it,
 	// and a newline, which pushes the rest out of sight.
-	markup := []string{"echo", "ship", "<script>window.pwned=1</script>", "<img src=x onerror=window.pwned=2>", "notes.\u202etxt.sh", "v2\n\n\nrelease"}
+	// And a Hangul filler, drawn as a blank, and a tag character, drawn
+	// as nothing, which hid words before (found by a tester).
+	markup := []string{"echo", "ship", "<script>window.pwned=1</script>", "<img src=x onerror=window.pwned=2>", "notes.\u202etxt.sh", "v2\n\n\nrelease", "a\u3164b\U000e0041c"}
 	res := execAsync(d.c, s.ID, markup...)
 	a := waitApproval(t, d.c, markup...)
 
@@ -135,7 +137,7 @@ func TestApprovalsPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.ContainsAny(shown, "\u202e\n") || !strings.Contains(shown, `$'notes.\u202etxt.sh' $'v2\x0a\x0a\x0arelease'`) {
+	if strings.ContainsAny(shown, "\u202e\n\u3164\U000e0041") || !strings.Contains(shown, `$'notes.\u202etxt.sh' $'v2\x0a\x0a\x0arelease' $'a\u3164b\U000e0041c'`) {
 		t.Errorf("the page shows %q: a control character not escaped", shown)
 	}
 	for _, w := range markup[2:4] {

@@ -66,11 +66,21 @@ func cmdApprovals(args []string, stdout, stderr io.Writer) int {
 // simple commands, that command, which a prefix approval must begin
 // (moat approve --scope prefix --prefix WORDS).
 func approvalAction(a client.Approval) string {
-	what := fmt.Sprintf("%q", a.Command)
+	what := quotedWords(a.Command)
 	if len(a.Decided) > 0 && !equalArgv(a.Decided, a.Command) {
-		what += fmt.Sprintf(" because of %q", a.Decided)
+		what += " because of " + quotedWords(a.Decided)
 	}
 	return oneLine(what)
+}
+
+// quotedWords is argv as %q writes a list of strings, each word quoted
+// (see quoted).
+func quotedWords(argv []string) string {
+	words := make([]string, len(argv))
+	for i, w := range argv {
+		words[i] = quoted(w)
+	}
+	return "[" + strings.Join(words, " ") + "]"
 }
 
 // oneLine keeps a table row on one line.

@@ -137,7 +137,31 @@ func shown(s string) string {
 	if strings.IndexFunc(s, workspace.MustEscape) < 0 {
 		return s
 	}
-	return strconv.Quote(s)
+	return quoted(s)
+}
+
+// quoted is strconv.Quote's s with every character workspace.MustEscape
+// names escaped too: Go takes some of them for printable (U+3164, a
+// Hangul filler drawn as a blank, and the tag characters), and a run of
+// them padded an asked command's real words out of sight (found by a
+// tester).
+func quoted(s string) string {
+	q := strconv.Quote(s)
+	if strings.IndexFunc(q, workspace.MustEscape) < 0 {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case !workspace.MustEscape(r):
+			b.WriteRune(r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	return b.String()
 }
 
 // Bounds of a command line as a question shows it: an argument of

@@ -21,13 +21,20 @@ func TestShown(t *testing.T) {
 		{"/w/a\u200eb", `"/w/a\u200eb"`},
 		{"/w/a\u061cb", `"/w/a\u061cb"`},
 		{"/w/\xff", `"/w/\xff"`},
+		// Go prints these as they are: a Hangul filler (drawn blank),
+		// a zero-width space, a tag character (found by a tester).
+		{"origin\u3164main\u200b", `"origin\u3164main\u200b"`},
+		{"x\U000e0041y", `"x\U000e0041y"`},
 	} {
 		got := shown(tt.in)
 		if got != tt.want {
 			t.Errorf("shown(%q) = %s, want %s", tt.in, got, tt.want)
 		}
-		if strings.ContainsAny(got, "\x1b\r\u202e\u2066\u200f\u200e\u061c") {
+		if strings.ContainsAny(got, "\x1b\r\u202e\u2066\u200f\u200e\u061c\u3164\u200b\U000e0041") {
 			t.Errorf("shown(%q) keeps a control character: %q", tt.in, got)
 		}
+	}
+	if got, want := quotedWords([]string{"git", "push", "-o", "\u3164\u3164", "--force"}), `["git" "push" "-o" "\u3164\u3164" "--force"]`; got != want {
+		t.Errorf("quotedWords = %s, want %s", got, want)
 	}
 }

@@ -19,16 +19,20 @@
   }
 
   // The characters that could make what the page shows read as something
-  // else, as workspace.MustEscape and the MCP server's question decide:
+  // else, workspace.MustEscape's (a test keeps the two the same):
   // controls (a newline that pushes the rest of a command out of sight),
   // the bidirectional controls that reorder what is displayed ("Trojan
-  // Source"), the line and paragraph separators, and the replacement
-  // character that stands for a byte that is not UTF-8.
-  const unsafe = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufffd]/g;
+  // Source"), the line and paragraph separators, the characters drawn as
+  // nothing or as a blank (zero-width spaces, the soft hyphen, fillers,
+  // tag characters), and the replacement character that stands for a
+  // byte that is not UTF-8.
+  const unsafe = /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff0-\ufffb\ufffd\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
 
   function hex(c) {
-    const n = c.charCodeAt(0);
-    return n < 0x80 ? "\\x" + n.toString(16).padStart(2, "0") : "\\u" + n.toString(16).padStart(4, "0");
+    const n = c.codePointAt(0);
+    if (n < 0x80) return "\\x" + n.toString(16).padStart(2, "0");
+    if (n <= 0xffff) return "\\u" + n.toString(16).padStart(4, "0");
+    return "\\U" + n.toString(16).padStart(8, "0");
   }
 
   // shown is text from the daemon (a directory, a rule, a reason) with
