@@ -19,17 +19,24 @@ type left struct {
 	keypad    bool         // the application keypad (ESC =)
 	kitty     int          // kitty keyboard flags pushed (CSI > n u) less those popped
 	kittySet  bool         // kitty keyboard flags set in place (CSI = n u)
+	newline   bool         // ANSI newline mode (LNM, CSI 20 h): Enter sends CR LF
+	tabs      bool         // tab stops set or cleared (HTS, TBC)
 	otherKeys uint8        // xterm's key modifier resources set (CSI > n m), by n
 	colors    uint32       // OSC 4, 5 and 10 to 19 passed, by number
 }
 
 // trackedModes are the DEC private modes left undoes: what they change is
-// where text goes, how it shows, or what the keyboard and mouse send.
+// where text goes, how it shows, what the keyboard and mouse send, or
+// whether the screen is drawn at all (synchronized output). Each is reset
+// by default but auto-repeat (8), which is set.
 var trackedModes = map[int]bool{
-	1: true, 5: true, 9: true, 47: true, 69: true,
+	1: true, 5: true, 6: true, 8: true, 9: true, 47: true, 66: true, 69: true,
 	1000: true, 1001: true, 1002: true, 1003: true, 1004: true, 1005: true, 1006: true,
-	1015: true, 1016: true, 1047: true, 1049: true, 2004: true,
+	1015: true, 1016: true, 1047: true, 1049: true, 2004: true, 2026: true,
 }
+
+// modeOn are the tracked modes set by default.
+var modeOn = map[int]bool{8: true}
 
 // csi notes what a CSI passed to the terminal sets; h is its graphic
 // bytes, the final one last.
@@ -53,6 +60,20 @@ func (l *left) csi(h []byte) {
 					l.modes = map[int]bool{}
 				}
 				l.modes[n] = final == 'h'
+			}
+		}
+	case private == 0 && (final == 'h' || final == 'l'):
+		for _, n := range params(body) {
+			if n == 20 {
+				l.newline = final == 'h'
+			}
+		}
+	case private == 0 && final == 'g':
+		l.tabs = true
+	case private == '?' && final == 'W':
+		for _, n := range params(body) {
+			if n == 5 {
+				l.tabs = false // DECST8C, what undo writes
 			}
 		}
 	case private == 0 && final == 'r':
@@ -148,12 +169,23 @@ func (l *left) undo(out []byte) []byte {
 	if l.margins || l.modes[69] {
 		out = append(out, "\x1b7\x1b[?69l\x1b[r\x1b8"...)
 	}
-	for _, n := range []int{1, 5, 9, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004} {
-		if l.modes[n] {
+	for _, n := range []int{1, 5, 6, 8, 9, 66, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004, 2026} {
+		if on, ok := l.modes[n]; ok && on != modeOn[n] {
 			out = append(out, "\x1b[?"...)
 			out = strconv.AppendInt(out, int64(n), 10)
-			out = append(out, 'l')
+			if modeOn[n] {
+				out = append(out, 'h')
+			} else {
+				out = append(out, 'l')
+			}
 		}
+	}
+	if l.newline {
+		out = append(out, "\x1b[20l"...)
+	}
+	if l.tabs {
+		// DECST8C: a stop every eight columns, the default.
+		out = append(out, "\x1b[?5W"...)
 	}
 	if l.keypad {
 		out = append(out, "\x1b>"...)

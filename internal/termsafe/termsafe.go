@@ -441,9 +441,13 @@ func (p *parser) control(c byte, raw []byte) {
 		p.state, p.kind = strDrop, map[byte]string{0x98: "SOS", 0x9e: "PM", 0x9f: "APC"}[c]
 		p.drop(p.kind + " (application commands: kitty's graphics read files of the host)")
 	default:
-		// IND, NEL, RI and the like act on the screen alone.
+		// IND, NEL, RI and the like act on the screen alone; HTS sets
+		// a tab stop, which outlives the command.
 		p.endString()
 		p.passed()
+		if c == 0x88 {
+			p.left.tabs = true
+		}
 		p.out = append(p.out, raw...)
 	}
 }

@@ -299,6 +299,11 @@ func TestCloseUndoesWhatWasLeft(t *testing.T) {
 		{"\x1b=\x1b[?1h\x1b[?2004h", "\x1b[?1l\x1b[?2004l\x1b>"},
 		{"\x1b[?5h\x1b[?6h\x1bc", ""},
 		{"\x1b[?25l\x1b[8m", ""},
+		// Keypad, newline, auto-repeat, origin and synchronized-output
+		// modes and cleared tab stops stayed set (found by a tester).
+		{"\x1b[?66h\x1b[20h\x1b[?8l\x1b[?6h\x1b[?2026h\x1b[3g", "\x1b[?6l\x1b[?8h\x1b[?66l\x1b[?2026l\x1b[20l\x1b[?5W"},
+		{"\x1bH", "\x1b[?5W"},
+		{"\x1b[?8l\x1b[?8h\x1b[20h\x1b[20l", ""},
 	} {
 		var out bytes.Buffer
 		w := New(&out)
