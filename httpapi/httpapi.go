@@ -37,6 +37,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/client"
 	"github.com/moatbox/moat/daemon"
@@ -465,17 +466,21 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.Is(err, io.EOF):
 		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "the request body is empty: a JSON object is required"}
 	}
+	return badRequest("malformed request body: %s", jsonProblem(err, "the body"))
+}
+
+// jsonProblem is a decoding error of whole, a JSON value, said in the
+// API's terms rather than Go's (struct and field types).
+func jsonProblem(err error, whole string) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		// Said in the API's terms, not in Go's (struct and field types).
-		what := "the body"
+		what := whole
 		if te.Field != "" {
 			what = "field " + te.Field
 		}
-		return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest,
-			Message: fmt.Sprintf("malformed request body: %s: a JSON %s is not what it takes (%s)", what, te.Value, jsonKind(te.Type))}
+		return fmt.Sprintf("%s: a JSON %s is not what it takes (%s)", what, te.Value, jsonKind(te.Type))
 	}
-	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: "malformed request body: " + err.Error()}
+	return err.Error()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
@@ -485,7 +490,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 func writeError(w http.ResponseWriter, e *client.Error) {
+	if len(e.Message) > maxMessage || slices.ContainsFunc(e.Details, func(d string) bool { return len(d) > maxMessage }) {
+		c := *e
+		c.Message = bounded(c.Message)
+		c.Details = make([]string, len(e.Details))
+		for i, d := range e.Details {
+			c.Details[i] = bounded(d)
+		}
+		e = &c
+	}
 	writeJSON(w, e.Status, map[string]*client.Error{"error": e})
+}
+
+// maxMessage bounds an error's message and each of its details: a
+// message that quotes what the client sent (a signal's name, a field)
+// returned the whole of it, however large (found by a tester).
+const maxMessage = 4096
+
+// bounded is s cut to maxMessage bytes, on a character's boundary,
+// saying how much it left out.
+func bounded(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", s[:cut], len(s)-cut)
 }
 
 // statusWriter remembers whether, and with what status, the response

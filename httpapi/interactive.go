@@ -62,7 +62,7 @@ func strictLine(line []byte, v any, what string) error {
 		err = strictKeys(line, reflect.TypeOf(v))
 	}
 	if err != nil {
-		return badRequest("malformed %s: %v", what, err)
+		return badRequest("malformed %s: %s", what, jsonProblem(err, what))
 	}
 	return nil
 }

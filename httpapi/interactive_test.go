@@ -153,6 +153,21 @@ func TestInteractiveBadInput(t *testing.T) {
 			t.Errorf("%s: the command was not ended by the bad input", name)
 		}
 	}
+	// What the client sent is quoted bounded, and in the API's terms
+	// (found by a tester: a signal's name came back whole, 900 KB, and a
+	// size named Go's struct field and type). The control: a short bad
+	// name is quoted whole.
+	huge := strings.Repeat("x", 100000)
+	for name, c := range map[string]struct{ line, want string }{
+		"long signal":  {`{"signal":"` + huge + `"}`, "bytes more)"},
+		"short signal": {`{"signal":"NOPE"}`, `signal "NOPE": want`},
+		"size":         {`{"resize":{"rows":70000,"cols":1}}`, "field resize.rows: a JSON number 70000 is not what it takes"},
+	} {
+		status, e := apiErr(t, hc, "POST", "http://moat/v1/sessions/"+s.ID+"/exec", `{"args":["sleep","30"],"tty":true}`+"\n"+c.line+"\n", map[string]string{"Content-Type": "application/x-ndjson"})
+		if status != 400 || !strings.Contains(e.Message, c.want) || len(e.Message) > 5000 || strings.Contains(e.Message, "Go struct") {
+			t.Errorf("%s: %d %.300q, want one that says %q, bounded", name, status, e.Message, c.want)
+		}
+	}
 	for name, body := range map[string]string{
 		"empty":      "",
 		"background": `{"args":["true"],"background":true}` + "\n",

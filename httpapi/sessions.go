@@ -21,7 +21,7 @@ import (
 )
 
 func badRequest(format string, args ...any) error {
-	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: fmt.Sprintf(format, args...)}
+	return &client.Error{Status: http.StatusBadRequest, Code: client.CodeBadRequest, Message: bounded(fmt.Sprintf(format, args...))}
 }
 
 func duration(field, s string) (time.Duration, error) {
