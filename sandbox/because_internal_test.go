@@ -28,6 +28,9 @@ func TestShellQuoteEscapes(t *testing.T) {
 		"git push origin \x1b[2J\x1b[31mX\u202eY": `git push origin $'\x1b[2J\x1b[31mX\u202eY'`,
 		"echo it's": `echo 'it'\''s'`,
 		"ls":        "ls",
+		// A C1 control as a character, and a byte of none: each as
+		// bash reads it back to the same bytes.
+		"x \u009dy\xffz": `x $'\u009dy\xffz'`,
 	} {
 		if got := shellQuote(strings.Split(in, " ")); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/audit"
 	"github.com/moatbox/moat/harness"
@@ -298,12 +299,20 @@ func shellQuote(argv []string) string {
 }
 
 // ansiC is w quoted as bash's $'...', each character a terminal would act
-// on as its escape.
+// on as its escape: one that bash reads back as the same bytes, a byte
+// that is no part of a character as \xHH, a character (a C1 control
+// among them) as \uHHHH, which bash writes in UTF-8 (\x9d, for U+009D,
+// was the one byte 0x9D pasted back: another word; found by a tester).
 func ansiC(w string) string {
 	var b strings.Builder
 	b.WriteString("$'")
-	for _, r := range w {
+	for i := 0; i < len(w); {
+		r, size := utf8.DecodeRuneInString(w[i:])
+		raw := w[i]
+		i += size
 		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, raw)
 		case r == '\\' || r == '\'':
 			b.WriteByte('\\')
 			b.WriteRune(r)
@@ -313,7 +322,7 @@ func ansiC(w string) string {
 			b.WriteString(`\t`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case workspace.MustEscape(r) && r < 0x100:
+		case workspace.MustEscape(r) && r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)
 		case workspace.MustEscape(r) && r > 0xffff:
 			fmt.Fprintf(&b, `\U%08x`, r)
