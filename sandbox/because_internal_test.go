@@ -30,7 +30,9 @@ func TestShellQuoteEscapes(t *testing.T) {
 		"ls":        "ls",
 		// A C1 control as a character, and a byte of none: each as
 		// bash reads it back to the same bytes.
-		"x \u009dy\xffz": `x $'\u009dy\xffz'`,
+		"x \u009dy\xffz":      `x $'\u009dy\xffz'`,
+		"git A\u3000B\u00a0C": "git 'A\u3000B\u00a0C'",
+		"git A\u2800B":        `git $'A\u2800B'`,
 	} {
 		if got := shellQuote(strings.Split(in, " ")); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/moatbox/moat/audit"
@@ -290,7 +291,9 @@ func shellQuote(argv []string) string {
 			// A word a terminal would act on (an escape sequence, a
 			// direction override) is written as bash's $'...' writes it.
 			w = ansiC(w)
-		case w == "" || strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]{}~#!"):
+		case w == "" || strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]{}~#!") || strings.IndexFunc(w, unicode.IsSpace) >= 0:
+			// A space of another script (U+3000, U+00A0) made one word
+			// read as several (found by a tester).
 			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 		}
 		out[i] = w

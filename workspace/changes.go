@@ -873,7 +873,11 @@ func Notice(ch Change) string {
 			notes = append(notes, "Python reads it at start-up in place of its module search path")
 		case strings.HasSuffix(name, ".pyc") && path.Base(dir) != "__pycache__":
 			notes = append(notes, "bytecode Python imports as a module")
-		case site && (strings.HasSuffix(name, ".pth") || pythonModule(name, "sitecustomize") || pythonModule(name, "usercustomize")),
+		case site && strings.HasSuffix(name, ".pth"),
+			// Anywhere: Python imports them from every directory on its
+			// path, which a .pth's path lines extend (an editable
+			// install's checkout in .venv/src; found by a tester).
+			pythonModule(name, "sitecustomize"), pythonModule(name, "usercustomize"),
 			inStartupPackage(dir):
 			notes = append(notes, "Python runs it at start-up")
 		case path.Base(dir) == "bin" && (name == "activate" || strings.HasPrefix(name, "activate.") || name == "Activate.ps1"):
@@ -899,13 +903,12 @@ func Notice(ch Change) string {
 }
 
 // inStartupPackage says whether the directory dir ("a/b/", as path.Split
-// leaves it) is, or is within, a sitecustomize or usercustomize package
-// of a site directory: Python imports the package at start-up, as it
-// does the module, and the package's files are what it runs.
+// leaves it) is, or is within, a sitecustomize or usercustomize package:
+// Python imports the package at start-up, as it does the module, from
+// any directory on its path, and the package's files are what it runs.
 func inStartupPackage(dir string) bool {
-	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-	for i := 0; i+1 < len(parts); i++ {
-		if (parts[i] == "site-packages" || parts[i] == "dist-packages") && (parts[i+1] == "sitecustomize" || parts[i+1] == "usercustomize") {
+	for _, part := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
+		if part == "sitecustomize" || part == "usercustomize" {
 			return true
 		}
 	}

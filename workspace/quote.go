@@ -183,7 +183,8 @@ func straySelector(prev, r rune) bool {
 // the characters a terminal shows as nothing, which carry text a
 // reviewer does not see and a model reads (Unicode's tag characters,
 // "ASCII smuggling"; zero-width spaces and joiners of words, the soft
-// hyphen, fillers, the supplementary variation selectors). The zero-width
+// hyphen, fillers, the Braille blank, the supplementary variation
+// selectors). The zero-width
 // non-joiner and joiner, and the variation selectors of emoji, are
 // left as they are: ordinary Persian, Indic and emoji text is full of
 // them (EscapeText escapes a selector that follows no character it could
@@ -198,7 +199,7 @@ func MustEscape(r rune) bool {
 	case r < 0xad:
 		return false
 	case r == 0xad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x17b4, r == 0x17b5, r >= 0x180b && r <= 0x180f,
-		r == 0x200b, r >= 0x2060 && r <= 0x206f, r == 0x3164,
+		r == 0x200b, r >= 0x2060 && r <= 0x206f, r == 0x2800, r == 0x3164,
 		r == 0xfeff, r == 0xffa0, r >= 0xfff0 && r <= 0xfffb, r >= 0x1bca0 && r <= 0x1bca3,
 		r >= 0x1d173 && r <= 0x1d17a, r >= 0xe0000 && r <= 0xe0fff:
 		return true

@@ -194,6 +194,11 @@ func TestFoldsNeverHideWhatRuns(t *testing.T) {
 			".venv/lib/python3.12/site-packages/x/__init__.py":          "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/lib/python3.12/site-packages/sitecustomize/__init__.py (Python runs it at start-up)",
 				"A .venv/lib/python3.12/site-packages/usercustomize/sub/m.py (Python runs it at start-up)"}, []string{"x/__init__.py"}},
+		// Outside a site directory too: a .pth's path line puts an
+		// editable install's checkout on the path (found by a tester).
+		{"start-up module on a path line", map[string]string{".venv/src/foo/sitecustomize.py": "import os\n",
+			".venv/src/foo/pad.txt": "x\n", ".venv/src/foo/other.py": "\n"},
+			[]string{"A .venv/ (2 changes, not expanded)", "A .venv/src/foo/sitecustomize.py (Python runs it at start-up)"}, []string{"other.py"}},
 		{"addon and activation script", map[string]string{"node_modules/x/build/x.node": "\x7fELF", "node_modules/x/i.js": "\n",
 			".venv/bin/activate": "echo hi\n", ".venv/lib/python3.12/site-packages/y.py": "\n"},
 			[]string{"A .venv/ (1 changes, not expanded)", "A .venv/bin/activate (a shell sources it, activating a virtual environment)",
