@@ -3,6 +3,8 @@ package native
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/moatbox/moat/backend"
 	"github.com/moatbox/moat/internal/seccomp"
@@ -63,6 +65,22 @@ const initArg0 = "moat-sandbox-init"
 
 // argNetNS, as argv[1] of init, asks for a network namespace of its own.
 const argNetNS = "netns"
+
+// maxText bounds a message's text (boundedText).
+const maxText = 4096
+
+// boundedText is s cut to maxText bytes on a character's boundary, saying
+// how much it left out.
+func boundedText(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	cut := maxText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)-cut) + " bytes more)"
+}
 
 type message struct {
 	Type string // started | error | exit; in a session also ready | closed

@@ -258,6 +258,11 @@ func closeFDs(fds []int) {
 
 // answer sends one message to the host; the caller may hold s.mu.
 func (s *sessionInit) answer(m message) {
+	// An error quotes what it was about (an argument, the directory):
+	// whole, a large one made the packet too big for this socket's send
+	// buffer, the answer was lost and the exec waited for ever (found by
+	// a tester).
+	m.Stage, m.Err, m.Gone = boundedText(m.Stage), boundedText(m.Err), boundedText(m.Gone)
 	b := encodeMessage(&m)
 	for {
 		err := unix.Sendmsg(s.fd, b[4:], nil, nil, unix.MSG_NOSIGNAL)
