@@ -21,6 +21,7 @@ type left struct {
 	kittySet  bool         // kitty keyboard flags set in place (CSI = n u)
 	newline   bool         // ANSI newline mode (LNM, CSI 20 h): Enter sends CR LF
 	tabs      bool         // tab stops set or cleared (HTS, TBC)
+	cursor    bool         // a cursor style (DECSCUSR, CSI n SP q) other than the default
 	otherKeys uint8        // xterm's key modifier resources set (CSI > n m), by n
 	colors    uint32       // OSC 4, 5 and 10 to 19 passed, by number
 }
@@ -32,7 +33,7 @@ type left struct {
 var trackedModes = map[int]bool{
 	1: true, 5: true, 6: true, 8: true, 9: true, 47: true, 66: true, 69: true,
 	1000: true, 1001: true, 1002: true, 1003: true, 1004: true, 1005: true, 1006: true,
-	1015: true, 1016: true, 1047: true, 1049: true, 2004: true, 2026: true,
+	1015: true, 1016: true, 1036: true, 1047: true, 1049: true, 2004: true, 2026: true, 7727: true,
 }
 
 // modeOn are the tracked modes set by default.
@@ -47,9 +48,15 @@ func (l *left) csi(h []byte) {
 	if len(body) > 0 && body[0] >= '<' && body[0] <= '?' {
 		private, body = body[0], body[1:]
 	}
+	if private == 0 && final == 'q' && len(body) > 0 && body[len(body)-1] == ' ' {
+		// DECSCUSR: 0 (or none) is the terminal's default style.
+		ps := params(body[:len(body)-1])
+		l.cursor = len(ps) > 0 && ps[0] > 0
+		return
+	}
 	for _, c := range body {
 		if c >= 0x20 && c <= 0x2f {
-			return // an intermediate: another sequence (DECSCUSR, DECSTR…)
+			return // an intermediate: another sequence (DECSTR…)
 		}
 	}
 	switch {
@@ -169,7 +176,7 @@ func (l *left) undo(out []byte) []byte {
 	if l.margins || l.modes[69] {
 		out = append(out, "\x1b7\x1b[?69l\x1b[r\x1b8"...)
 	}
-	for _, n := range []int{1, 5, 6, 8, 9, 66, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 2004, 2026} {
+	for _, n := range []int{1, 5, 6, 8, 9, 66, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1015, 1016, 1036, 2004, 2026, 7727} {
 		if on, ok := l.modes[n]; ok && on != modeOn[n] {
 			out = append(out, "\x1b[?"...)
 			out = strconv.AppendInt(out, int64(n), 10)
@@ -182,6 +189,9 @@ func (l *left) undo(out []byte) []byte {
 	}
 	if l.newline {
 		out = append(out, "\x1b[20l"...)
+	}
+	if l.cursor {
+		out = append(out, "\x1b[0 q"...)
 	}
 	if l.tabs {
 		// DECST8C: a stop every eight columns, the default.

@@ -303,6 +303,8 @@ func TestCloseUndoesWhatWasLeft(t *testing.T) {
 		// modes and cleared tab stops stayed set (found by a tester).
 		{"\x1b[?66h\x1b[20h\x1b[?8l\x1b[?6h\x1b[?2026h\x1b[3g", "\x1b[?6l\x1b[?8h\x1b[?66l\x1b[?2026l\x1b[20l\x1b[?5W"},
 		{"\x1bH", "\x1b[?5W"},
+		{"\x1b[2 q\x1b[?7727h\x1b[?1036h", "\x1b[?1036l\x1b[?7727l\x1b[0 q"},
+		{"\x1b[2 q\x1b[ q", ""},
 		{"\x1b[?8l\x1b[?8h\x1b[20h\x1b[20l", ""},
 	} {
 		var out bytes.Buffer
