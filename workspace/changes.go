@@ -843,9 +843,9 @@ func mustList(ch Change) bool {
 // directory is summarised: a symlink leading out of the workspace, a
 // set-ID file, a file that runs (executable, Python bytecode loaded in
 // place of a source or importable as a module, native code such as an
-// extension module, a .pth file or a sitecustomize module that Python
-// runs at start-up). "" for none; for a
-// deletion always "".
+// extension module, what Python runs or reads at start-up: a .pth file,
+// a module one imports, a sitecustomize module or package, pyvenv.cfg, a
+// ._pth file). "" for none; for a deletion always "".
 func Notice(ch Change) string {
 	if ch.Kind == Deleted {
 		return ""
