@@ -188,7 +188,7 @@ func (e *execCheck) check(c backend.ExecCall) error {
 		if d.Verdict == harness.Allow && !c.Truncated && d.Rule == nil || sameDecision(d, e.lineProg) {
 			return nil
 		}
-		if d.Verdict == harness.Allow {
+		if d.Verdict == harness.Allow && c.Truncated {
 			d = harness.Decision{Verdict: harness.Deny, Reason: ReasonArgvTooLong}
 		}
 		return &backend.ExecPending{Wait: func(ctx context.Context) error { return e.decided(ctx, c, d) }}

@@ -81,6 +81,24 @@ func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
 			}
 		}
 	})
+	// The same link to a program an allow rule names runs, its allow
+	// recorded as the exec check's (it was refused as an argument list
+	// too long to check, once an allow by a rule went to the check).
+	t.Run("overlay session, allowed by a rule", func(t *testing.T) {
+		ws := t.TempDir()
+		allowID := func(p *policy.Policy) {
+			p.Rules = append(p.Rules, policy.Rule{Name: "yes-id", Match: policy.Match{Command: []string{"id"}}, Decision: "allow"})
+		}
+		// The host sees a script no rule names; the session's change
+		// set holds the link.
+		os.WriteFile(filepath.Join(ws, "tool"), []byte("#!/bin/sh\necho plain\n"), 0o755)
+		r := runSession(t, ws, "s-allow", allowID, "/bin/sh", "-c", "ln -sf /usr/bin/id tool")
+		mustExit(t, r, 0)
+		r = runSession(t, ws, "s-allow", allowID, "./tool")
+		if !strings.Contains(r.stdout, "uid=") {
+			t.Errorf("./tool, a link to id that a rule allows, did not run: %q %q %v", r.stdout, r.stderr, r.err)
+		}
+	})
 	t.Run("path directory the command cannot search", func(t *testing.T) {
 		// For an ordinary user the host's search fails where the
 		// command's does: the same outcome, by the host's decision.
