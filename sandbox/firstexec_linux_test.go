@@ -81,9 +81,9 @@ func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
 			}
 		}
 	})
-	// The same link to a program an allow rule names runs, its allow
-	// recorded as the exec check's (it was refused as an argument list
-	// too long to check, once an allow by a rule went to the check).
+	// The same link to a program an allow rule names runs: an allow
+	// by a rule goes through the exec check's recorded path, which must
+	// not refuse it.
 	t.Run("overlay session, allowed by a rule", func(t *testing.T) {
 		ws := t.TempDir()
 		allowID := func(p *policy.Policy) {
