@@ -84,7 +84,7 @@ func TestFirstExecSeenAsTheSandboxSeesIt(t *testing.T) {
 	// The same link to a program an allow rule names runs: an allow
 	// by a rule goes through the exec check's recorded path, which must
 	// not refuse it.
-	t.Run("overlay session, allowed by a rule", func(t *testing.T) {
+	t.Run("overlay session allowed by a rule", func(t *testing.T) {
 		ws := t.TempDir()
 		allowID := func(p *policy.Policy) {
 			p.Rules = append(p.Rules, policy.Rule{Name: "yes-id", Match: policy.Match{Command: []string{"id"}}, Decision: "allow"})
